@@ -1,0 +1,234 @@
+"""What each API method sends and what it returns, with no I/O.
+
+Each public method of ``Client`` and ``AsyncClient`` is one builder below, bound by ``client.py``:
+a builder returns a ``Plan`` (one or more unary calls and how to combine their answers) or a
+``Pager`` (a paged list walked lazily). The clients only carry the calls out, so the signatures,
+docstrings, request building and response handling live here once for both.
+
+Obligation: a mutating builder draws its ``request_id`` here, once, so every retry of the built
+call re-sends the same id and the server deduplicates a retry after an unknown outcome.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
+
+from google.protobuf.message import Message
+
+from schedd.v1 import scheduler_pb2 as pb
+
+T = TypeVar("T")
+M = TypeVar("M", bound=Message)
+
+#: PutJobs requests carry at most this many specs; ``put_jobs`` sends larger batches in chunks.
+PUT_JOBS_CHUNK = 5000
+STALE_OK_METADATA = ("x-schedd-stale-ok", "1")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One unary RPC: ``service`` is ``"scheduler"`` or ``"cluster"``, ``method`` the RPC name."""
+
+    service: str
+    method: str
+    request: Message
+    mutating: bool = False
+    stale_ok: bool = False
+    #: Send to this node only (no failover), e.g. for per-node status.
+    address: str | None = None
+
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...] | None:
+        return (STALE_OK_METADATA,) if self.stale_ok else None
+
+
+@dataclass(frozen=True)
+class Plan(Generic[T]):
+    """Calls made one after another; ``combine`` turns their responses into the method's result."""
+
+    calls: Sequence[Call]
+    combine: Callable[[list[Message]], T]
+
+
+def _single(call: Call, reply: type[M]) -> Plan[M]:
+    """One call whose response, of type ``reply``, is the result."""
+
+    def result(responses: list[Message]) -> M:
+        assert isinstance(responses[0], reply)
+        return responses[0]
+
+    return Plan([call], result)
+
+
+class Pager(Generic[T]):
+    """A walk over a paged list RPC. ``call`` is the next request to send, ``None`` when done;
+    ``feed(response)`` returns the items to hand out and moves ``call`` on."""
+
+    def __init__(
+        self, first: Call, items: Callable[[Message], Sequence[T]], limit: int | None = None
+    ) -> None:
+        if limit is not None and limit < 0:
+            raise ValueError("limit must be >= 0")
+        self._items = items
+        self._left = limit
+        self.call: Call | None = None if limit == 0 else self._shrink(first)
+
+    def feed(self, response: Message) -> Sequence[T]:
+        assert self.call is not None
+        items = self._items(response)
+        if self._left is not None:
+            items = items[: self._left]
+            self._left -= len(items)
+        token: str = response.next_page_token  # type: ignore[attr-defined]
+        previous: str = self.call.request.page_token  # type: ignore[attr-defined]
+        if not token or token == previous or self._left == 0:
+            self.call = None
+        else:
+            request = type(self.call.request)()
+            request.CopyFrom(self.call.request)
+            request.page_token = token  # type: ignore[attr-defined]
+            self.call = self._shrink(replace(self.call, request=request))
+        return items
+
+    def _shrink(self, call: Call) -> Call:
+        """Ask for no more than the items still wanted."""
+        request = call.request
+        if self._left is not None and self._left < request.page_size:  # type: ignore[attr-defined]
+            request.page_size = self._left  # type: ignore[attr-defined]
+        return call
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _scheduler(method: str, request: Message, *, mutating: bool = False, stale_ok: bool = False) -> Call:
+    return Call("scheduler", method, request, mutating=mutating, stale_ok=stale_ok)
+
+
+# ---------------------------------------------------------------- jobs
+
+
+def put_job(
+    spec: pb.JobSpec, *, create_only: bool = False, expected_version: int = 0
+) -> Plan[pb.PutJobResponse]:
+    """Create or update a job (build ``spec`` with ``job_spec`` or ``spec_from_dict``).
+
+    ``create_only=True`` raises ``AlreadyExists`` instead of updating; ``expected_version=N``
+    updates only if the job is at version N, else raises ``Conflict``.
+    """
+    request = pb.PutJobRequest(
+        job=spec,
+        create_only=create_only,
+        expected_version=expected_version,
+        request_id=new_request_id(),
+    )
+    return _single(_scheduler("PutJob", request, mutating=True), pb.PutJobResponse)
+
+
+def put_jobs(specs: Iterable[pb.JobSpec]) -> Plan[pb.PutJobsResponse]:
+    """Create or update many jobs; returns the created and updated counts.
+
+    Sent in requests of at most 5,000 specs. Each request is all-or-nothing; when one fails, the
+    earlier ones stay committed and the later ones are not sent.
+    """
+    specs = list(specs)
+    calls = [
+        _scheduler(
+            "PutJobs",
+            pb.PutJobsRequest(jobs=specs[i : i + PUT_JOBS_CHUNK], request_id=new_request_id()),
+            mutating=True,
+        )
+        for i in range(0, len(specs), PUT_JOBS_CHUNK)
+    ]
+
+    def combine(responses: list[Message]) -> pb.PutJobsResponse:
+        total = pb.PutJobsResponse()
+        for response in responses:
+            assert isinstance(response, pb.PutJobsResponse)
+            total.created += response.created
+            total.updated += response.updated
+        return total
+
+    return Plan(calls, combine)
+
+
+def get_job(name: str, *, upcoming: int = 5, stale_ok: bool = False) -> Plan[pb.Job]:
+    """One job, with its next ``upcoming`` fire times (max 100) in ``upcoming_ms``."""
+    request = pb.GetJobRequest(name=name, upcoming=upcoming)
+    return _single(_scheduler("GetJob", request, stale_ok=stale_ok), pb.Job)
+
+
+def list_jobs(
+    *, team: str = "", state: str = "", page_size: int = 500, stale_ok: bool = False
+) -> Pager[pb.Job]:
+    """Every job, optionally of one ``team`` and in one ``state`` ("active" or "paused"),
+    fetched lazily ``page_size`` at a time."""
+    request = pb.ListJobsRequest(team=team, state=state, page_size=page_size)
+    return Pager(_scheduler("ListJobs", request, stale_ok=stale_ok), lambda r: list(r.jobs))  # type: ignore[attr-defined]
+
+
+def pause_job(name: str) -> Plan[pb.Job]:
+    """Stop firing a job; returns it as paused."""
+    request = pb.JobRef(name=name, request_id=new_request_id())
+    return _single(_scheduler("PauseJob", request, mutating=True), pb.Job)
+
+
+def resume_job(name: str) -> Plan[pb.Job]:
+    """Fire a paused job again (missed instants follow its catch-up policy); returns it."""
+    request = pb.JobRef(name=name, request_id=new_request_id())
+    return _single(_scheduler("ResumeJob", request, mutating=True), pb.Job)
+
+
+def delete_job(name: str) -> Plan[None]:
+    """Delete a job; raises ``NotFound`` if there is none."""
+    call = _scheduler("DeleteJob", pb.JobRef(name=name, request_id=new_request_id()), mutating=True)
+    return Plan([call], lambda responses: None)
+
+
+def trigger_job(name: str) -> Plan[pb.Execution]:
+    """Fire a job now, outside its schedule; returns the new execution."""
+    request = pb.TriggerJobRequest(name=name, request_id=new_request_id())
+    return _single(_scheduler("TriggerJob", request, mutating=True), pb.Execution)
+
+
+# ---------------------------------------------------------------- executions
+
+
+def list_executions(
+    job: str = "",
+    *,
+    state: str = "",
+    limit: int | None = None,
+    oldest_first: bool = False,
+    page_size: int = 500,
+    stale_ok: bool = False,
+) -> Pager[pb.Execution]:
+    """Executions of one job (or of all jobs), newest first unless ``oldest_first``, optionally in
+    one ``state``; stops after ``limit`` items. Fetched lazily ``page_size`` at a time."""
+    request = pb.ListExecutionsRequest(
+        job=job, state=state, page_size=page_size, oldest_first=oldest_first
+    )
+    call = _scheduler("ListExecutions", request, stale_ok=stale_ok)
+    return Pager(call, lambda r: list(r.executions), limit)  # type: ignore[attr-defined]
+
+
+def get_execution(id: str, *, stale_ok: bool = False) -> Plan[pb.Execution]:
+    """One execution with all its attempts."""
+    return _single(_scheduler("GetExecution", pb.GetExecutionRequest(id=id), stale_ok=stale_ok), pb.Execution)
+
+
+# ---------------------------------------------------------------- cluster
+
+
+def cluster_status(*, stale_ok: bool = False) -> Plan[pb.ClusterStatus]:
+    """Leader, term, commit index and every node's status, as seen by the node that answers."""
+    return _single(Call("cluster", "Status", pb.ClusterStatusRequest(), stale_ok=stale_ok), pb.ClusterStatus)
+
+
+def node_info(address: str) -> Plan[pb.NodeStatus]:
+    """The status of the node at ``address`` itself: no failover to another node."""
+    return _single(Call("cluster", "NodeInfo", pb.NodeInfoRequest(), address=address), pb.NodeStatus)

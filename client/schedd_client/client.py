@@ -1,0 +1,292 @@
+"""``Client`` (blocking, over ``grpc``) and ``AsyncClient`` (over ``grpc.aio``).
+
+Both expose the same methods, which are the builders of ``_plans`` bound to the client: the
+builder says what to send and how to read the answer, ``_failover`` says which node to ask and
+when to give up, and the two classes below only carry calls out (``_invoke``) and walk pages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import os
+import threading
+import time
+import typing
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from types import TracebackType
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+
+import grpc
+import grpc.aio
+from google.protobuf.message import Message
+
+from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+
+from . import _plans
+from ._failover import Router
+from ._plans import Call, Pager, Plan
+
+__all__ = ["Client", "AsyncClient", "DEFAULT_CLUSTER", "parse_cluster"]
+
+DEFAULT_CLUSTER = "127.0.0.1:7070"
+CLUSTER_ENV = "SCHEDD_CLUSTER"
+
+#: Reconnect quickly to a node that comes back (gRPC's default backoff grows to 120 s).
+CHANNEL_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+ChannelT = TypeVar("ChannelT", grpc.Channel, grpc.aio.Channel)
+
+
+def parse_cluster(cluster: str | Sequence[str] | None) -> list[str]:
+    """The node addresses from ``"host:port,host:port"`` or a list; ``None`` reads the
+    ``SCHEDD_CLUSTER`` environment variable, else ``127.0.0.1:7070``."""
+    if cluster is None:
+        cluster = os.environ.get(CLUSTER_ENV, "").strip() or DEFAULT_CLUSTER
+    parts = cluster.split(",") if isinstance(cluster, str) else list(cluster)
+    addresses = list(dict.fromkeys(part.strip() for part in parts if part.strip()))
+    if not addresses:
+        raise ValueError("no cluster addresses given")
+    return addresses
+
+
+class _Transport(Generic[ChannelT]):
+    """What both clients hold: the addresses, the failover state and one channel per node."""
+
+    def __init__(
+        self,
+        cluster: str | Sequence[str] | None,
+        timeout: float,
+        channel_factory: Callable[[str], ChannelT],
+    ) -> None:
+        self.addresses = parse_cluster(cluster)
+        self.timeout = timeout
+        self._router = Router(self.addresses, timeout)
+        self._channel_factory: Callable[[str], ChannelT] = channel_factory
+        self._channels: dict[str, ChannelT] = {}
+        self._stubs: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def _method(self, address: str, call: Call) -> Any:
+        """The stub method for ``call`` on the node at ``address`` (channels are made on first use)."""
+        with self._lock:
+            stubs = self._stubs.get(address)
+            if stubs is None:
+                channel = self._channels[address] = self._channel_factory(address)
+                stubs = self._stubs[address] = {
+                    "scheduler": pb_grpc.SchedulerStub(channel),
+                    "cluster": pb_grpc.ClusterStub(channel),
+                }
+        return getattr(stubs[call.service], call.method)
+
+    def _take_channels(self) -> list[ChannelT]:
+        with self._lock:
+            channels = list(self._channels.values())
+            self._channels.clear()
+            self._stubs.clear()
+        return channels
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({','.join(self.addresses)!r}, timeout={self.timeout:g})"
+
+
+# ---------------------------------------------------------------- binding the builders
+
+
+def _result_type(build: Callable[..., Any]) -> Any:
+    """``pb.Job`` for a builder annotated ``-> Plan[pb.Job]`` or ``-> Pager[pb.Job]``."""
+    return typing.get_args(typing.get_type_hints(build)["return"])[0]
+
+
+def _as_method(method: Callable[..., Any], build: Callable[..., Any], returns: Any) -> None:
+    """Give ``method`` the builder's name, docs and signature, with ``self`` and ``returns``."""
+    functools.update_wrapper(method, build)
+    signature = inspect.signature(build)
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+    method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[self_param, *signature.parameters.values()], return_annotation=returns
+    )
+
+
+def _blocking(build: Callable[P, Plan[T]]) -> Callable[Concatenate[Client, P], T]:
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._run(build(*args, **kwargs))
+
+    _as_method(method, build, _result_type(build))
+    return method
+
+
+def _blocking_pages(build: Callable[P, Pager[T]]) -> Callable[Concatenate[Client, P], Iterator[T]]:
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+        return self._iterate(build(*args, **kwargs))
+
+    _as_method(method, build, Iterator[_result_type(build)])  # type: ignore[misc]
+    return method
+
+
+def _awaitable(build: Callable[P, Plan[T]]) -> Callable[Concatenate[AsyncClient, P], typing.Awaitable[T]]:
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._run(build(*args, **kwargs))
+
+    _as_method(method, build, _result_type(build))
+    return method
+
+
+def _async_pages(build: Callable[P, Pager[T]]) -> Callable[Concatenate[AsyncClient, P], AsyncIterator[T]]:
+    def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> AsyncIterator[T]:
+        return self._iterate(build(*args, **kwargs))
+
+    _as_method(method, build, AsyncIterator[_result_type(build)])  # type: ignore[misc]
+    return method
+
+
+# ---------------------------------------------------------------- the clients
+
+
+def _insecure_channel(address: str) -> grpc.Channel:
+    return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+
+
+def _insecure_aio_channel(address: str) -> grpc.aio.Channel:
+    return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+
+
+class Client(_Transport[grpc.Channel]):
+    """A blocking client of a schedd cluster; safe to share between threads.
+
+    ``cluster`` is ``"host:port,host:port"`` or a list (default: ``$SCHEDD_CLUSTER``, else
+    ``127.0.0.1:7070``); any node will do. ``timeout`` bounds each method call, failover
+    included. ``channel_factory(address) -> grpc.Channel`` replaces the default insecure channel
+    (TLS, interceptors, tests). Use as a context manager, or call ``close()``.
+    """
+
+    def __init__(
+        self,
+        cluster: str | Sequence[str] | None = None,
+        *,
+        timeout: float = 15.0,
+        channel_factory: Callable[[str], grpc.Channel] | None = None,
+    ) -> None:
+        super().__init__(cluster, timeout, channel_factory or _insecure_channel)
+
+    def close(self) -> None:
+        for channel in self._take_channels():
+            channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _invoke(self, call: Call) -> Message:
+        attempts = self._router.attempts(call)
+        for address, pause, timeout in attempts:
+            if pause:
+                time.sleep(pause)
+            try:
+                response: Message = self._method(address, call)(
+                    call.request, timeout=timeout, metadata=call.metadata
+                )
+            except grpc.RpcError as err:
+                if (final := attempts.failed(address, err)) is not None:
+                    raise final from None
+            else:
+                attempts.succeeded(address)
+                return response
+        raise attempts.exhausted()
+
+    def _run(self, plan: Plan[T]) -> T:
+        return plan.combine([self._invoke(call) for call in plan.calls])
+
+    def _iterate(self, pager: Pager[T]) -> Iterator[T]:
+        while pager.call is not None:
+            yield from pager.feed(self._invoke(pager.call))
+
+    put_job = _blocking(_plans.put_job)
+    put_jobs = _blocking(_plans.put_jobs)
+    get_job = _blocking(_plans.get_job)
+    list_jobs = _blocking_pages(_plans.list_jobs)
+    pause_job = _blocking(_plans.pause_job)
+    resume_job = _blocking(_plans.resume_job)
+    delete_job = _blocking(_plans.delete_job)
+    trigger_job = _blocking(_plans.trigger_job)
+    list_executions = _blocking_pages(_plans.list_executions)
+    get_execution = _blocking(_plans.get_execution)
+    cluster_status = _blocking(_plans.cluster_status)
+    node_info = _blocking(_plans.node_info)
+
+
+class AsyncClient(_Transport[grpc.aio.Channel]):
+    """The asyncio twin of ``Client``: same constructor and methods, awaited (list methods return
+    async iterators). ``channel_factory`` returns a ``grpc.aio.Channel``. Use ``async with`` or
+    ``await close()``; channels are made on first use, inside the running event loop.
+    """
+
+    def __init__(
+        self,
+        cluster: str | Sequence[str] | None = None,
+        *,
+        timeout: float = 15.0,
+        channel_factory: Callable[[str], grpc.aio.Channel] | None = None,
+    ) -> None:
+        super().__init__(cluster, timeout, channel_factory or _insecure_aio_channel)
+
+    async def close(self) -> None:
+        for channel in self._take_channels():
+            await channel.close(grace=None)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def _invoke(self, call: Call) -> Message:
+        attempts = self._router.attempts(call)
+        for address, pause, timeout in attempts:
+            if pause:
+                await asyncio.sleep(pause)
+            try:
+                response: Message = await self._method(address, call)(
+                    call.request, timeout=timeout, metadata=call.metadata
+                )
+            except grpc.RpcError as err:
+                if (final := attempts.failed(address, err)) is not None:
+                    raise final from None
+            else:
+                attempts.succeeded(address)
+                return response
+        raise attempts.exhausted()
+
+    async def _run(self, plan: Plan[T]) -> T:
+        return plan.combine([await self._invoke(call) for call in plan.calls])
+
+    async def _iterate(self, pager: Pager[T]) -> AsyncIterator[T]:
+        while pager.call is not None:
+            for item in pager.feed(await self._invoke(pager.call)):
+                yield item
+
+    put_job = _awaitable(_plans.put_job)
+    put_jobs = _awaitable(_plans.put_jobs)
+    get_job = _awaitable(_plans.get_job)
+    list_jobs = _async_pages(_plans.list_jobs)
+    pause_job = _awaitable(_plans.pause_job)
+    resume_job = _awaitable(_plans.resume_job)
+    delete_job = _awaitable(_plans.delete_job)
+    trigger_job = _awaitable(_plans.trigger_job)
+    list_executions = _async_pages(_plans.list_executions)
+    get_execution = _awaitable(_plans.get_execution)
+    cluster_status = _awaitable(_plans.cluster_status)
+    node_info = _awaitable(_plans.node_info)

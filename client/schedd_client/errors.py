@@ -1,0 +1,100 @@
+"""The SDK's exceptions and the one mapping from gRPC status codes to them.
+
+The hierarchy is drawn in the package docstring (``help(schedd_client)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import grpc
+
+__all__ = [
+    "SchedError",
+    "ValidationError",
+    "NotFound",
+    "AlreadyExists",
+    "Conflict",
+    "Unavailable",
+    "error_from_rpc",
+]
+
+
+class SchedError(Exception):
+    """Base of every error the SDK raises.
+
+    ``code`` is the gRPC status code the server answered with (or that describes a local failure,
+    e.g. INVALID_ARGUMENT for a malformed job document); ``message`` is meant for humans.
+    """
+
+    default_code = grpc.StatusCode.UNKNOWN
+
+    def __init__(self, message: str, code: grpc.StatusCode | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code if code is not None else self.default_code
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, code={self.code.name})"
+
+
+class ValidationError(SchedError):
+    """The input was refused (INVALID_ARGUMENT); the message says what to fix."""
+
+    default_code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class NotFound(SchedError):
+    """No such job or execution (NOT_FOUND)."""
+
+    default_code = grpc.StatusCode.NOT_FOUND
+
+
+class AlreadyExists(SchedError):
+    """A create-only write named a job that exists (ALREADY_EXISTS)."""
+
+    default_code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class Conflict(SchedError):
+    """The job changed under an expected_version write (FAILED_PRECONDITION or ABORTED)."""
+
+    default_code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class Unavailable(SchedError):
+    """No node gave an answer before the deadline (UNAVAILABLE or DEADLINE_EXCEEDED after retries).
+
+    ``tried`` lists the addresses that were tried, in order. For a mutating call the outcome is
+    unknown: the write may or may not have been applied.
+    """
+
+    default_code = grpc.StatusCode.UNAVAILABLE
+
+    def __init__(
+        self,
+        message: str,
+        code: grpc.StatusCode | None = None,
+        *,
+        tried: Sequence[str] = (),
+    ) -> None:
+        super().__init__(message, code)
+        self.tried = list(tried)
+
+
+_BY_CODE: dict[grpc.StatusCode, type[SchedError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: ValidationError,
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
+    grpc.StatusCode.FAILED_PRECONDITION: Conflict,
+    grpc.StatusCode.ABORTED: Conflict,
+    grpc.StatusCode.UNAVAILABLE: Unavailable,
+    grpc.StatusCode.DEADLINE_EXCEEDED: Unavailable,
+}
+
+
+def error_from_rpc(err: grpc.RpcError) -> SchedError:
+    """The SDK exception for a failed call (sync ``grpc.RpcError`` or ``grpc.aio.AioRpcError``)."""
+    code: grpc.StatusCode = err.code()
+    details: str = err.details() or code.name
+    return _BY_CODE.get(code, SchedError)(details, code)

@@ -1,0 +1,719 @@
+"""schedctl: the command line of a schedd cluster.
+
+    schedctl [--cluster ADDRS] [-o table|json|yaml] [--timeout S] [--stale] COMMAND ...
+
+    job create NAME --schedule S (--command CMD | --http-url URL | --argv ARG...) [flags]
+    job create -f FILE            create every job in a YAML/JSON file ("-" = stdin)
+    job apply -f FILE             create or update every job in the file (one atomic batch)
+    job update NAME [flags]       change the given fields of a job
+    job get NAME [--next N]       spec, state, version, next fire times, last run
+    job list [--team T] [--state active|paused]
+    job pause|resume|trigger|delete NAME
+    run list [JOB] [--state S] [--limit N] [--oldest-first]
+    run get ID                    an execution with its attempts and output tails
+    cluster status                leader, term and every node's Raft progress
+
+Global options may come before or after the command, with one exception: after ``job create`` and
+``job update``, ``--timeout`` is the job's timeout, so put the RPC timeout before the command there.
+``--argv`` takes every remaining argument, so it comes last. The cluster defaults to
+``$SCHEDD_CLUSTER``, else 127.0.0.1:7070. File formats: see ``schedd_client.specs``.
+
+Exit status: 0 on success, 1 when the command failed, 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+from tabulate import tabulate
+
+from schedd.v1 import scheduler_pb2 as pb
+
+from .client import CLUSTER_ENV, Client, parse_cluster
+from .convert import format_duration, format_time, relative_time, to_dict
+from .errors import AlreadyExists, Conflict, SchedError, Unavailable, ValidationError
+from .specs import parse_duration, spec_from_dict, spec_to_dict
+
+__all__ = ["main", "build_parser"]
+
+PROG = "schedctl"
+
+
+class UsageError(Exception):
+    """The command line does not make sense (exit status 2)."""
+
+
+class CommandError(Exception):
+    """The command failed for a reason found locally, e.g. an unreadable file (exit status 1)."""
+
+
+def main(argv: Sequence[str] | None = None, *, now: Callable[[], float] | None = None) -> int:
+    """Run schedctl with ``argv`` (default ``sys.argv[1:]``); returns the exit status.
+    ``now`` returns the current epoch seconds, for the relative times in tables."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit:  # argparse: --help (0) or a usage error (2)
+        return exit.code if isinstance(exit.code, int) else 2
+    try:
+        with Client(args.cluster, timeout=args.rpc_timeout) as client:
+            _Command(args, client, now or time.time).run()
+        return 0
+    except UsageError as err:
+        _error(f"{err} (see {PROG} {args.group} --help)")
+        return 2
+    except Unavailable as err:
+        _error(err.message)
+        print(
+            f"{PROG}: is the cluster running? Point --cluster or {CLUSTER_ENV} at its nodes' gRPC"
+            " addresses (host:port,host:port).",
+            file=sys.stderr,
+        )
+        return 1
+    except (SchedError, CommandError) as err:
+        _error(str(err))
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _error(message: str) -> None:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def _count(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` to ``high``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            bounds = f"from {low} to {high}" if high is not None else f">= {low}"
+            raise argparse.ArgumentTypeError(f"must be {bounds}: {text}")
+        return value
+
+    return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValidationError as err:
+        raise argparse.ArgumentTypeError(err.message) from None
+
+
+def _deadline(text: str) -> float:
+    seconds = _seconds(text)
+    if not seconds:
+        raise argparse.ArgumentTypeError("must be more than 0")
+    return seconds
+
+
+def _addresses(text: str) -> list[str]:
+    try:
+        return parse_cluster(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _global_options(parser: argparse.ArgumentParser, *, top: bool, timeout: bool = True) -> None:
+    """The options every command takes. Below the top level they default to SUPPRESS, so a value
+    given before the command is not overwritten by the subcommand's parser."""
+
+    def default(value: Any) -> Any:
+        return value if top else argparse.SUPPRESS
+
+    group = parser.add_argument_group("global options")
+    group.add_argument(
+        "--cluster",
+        metavar="ADDRS",
+        type=_addresses,
+        default=default(None),
+        help=f"node addresses, host:port,host:port (default: ${CLUSTER_ENV} or 127.0.0.1:7070)",
+    )
+    group.add_argument(
+        "-o", "--output", choices=("table", "json", "yaml"), default=default("table"),
+        help="output format (default: table)",
+    )  # fmt: skip
+    if timeout:
+        group.add_argument(
+            "--timeout", dest="rpc_timeout", metavar="S", type=_deadline, default=default(15.0),
+            help="give up on the cluster after S seconds, failover included (default: 15)",
+        )  # fmt: skip
+    group.add_argument(
+        "--stale", action="store_true", default=default(False),
+        help="read from whichever node answers, without asking the leader",
+    )  # fmt: skip
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Control a schedd cluster: jobs, runs and the cluster itself.",
+        epilog="Exit status: 0 success, 1 failure, 2 usage error.",
+    )
+    _global_options(parser, top=True)
+    groups = parser.add_subparsers(dest="group", required=True, metavar="{job,run,cluster}")
+
+    def command(
+        subparsers: Any, name: str, run: Callable[[_Command], None], help: str, *, timeout: bool = True
+    ) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = subparsers.add_parser(name, help=help, description=help)
+        _global_options(sub, top=False, timeout=timeout)
+        sub.set_defaults(run=run)
+        return sub
+
+    def group(name: str, help: str) -> Any:
+        sub = groups.add_parser(name, help=help, description=help)
+        _global_options(sub, top=False)
+        return sub.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    jobs = group("job", "create, inspect and control jobs")
+    create = command(
+        jobs, "create", _Command.job_create, "create a job from flags, or every job in a file",
+        timeout=False,
+    )  # fmt: skip
+    create.add_argument("name", nargs="?", metavar="NAME")
+    create.add_argument("-f", "--file", metavar="FILE", help='YAML/JSON job documents ("-" = stdin)')
+    _spec_flags(create, creating=True)
+
+    apply = command(jobs, "apply", _Command.job_apply, "create or update every job in a file")
+    apply.add_argument("-f", "--file", metavar="FILE", required=True, help='"-" = stdin')
+
+    update = command(
+        jobs, "update", _Command.job_update, "change the given fields of a job", timeout=False
+    )
+    update.add_argument("name", metavar="NAME")
+    _spec_flags(update, creating=False)
+
+    get = command(jobs, "get", _Command.job_get, "show a job: spec, state, next fire times")
+    get.add_argument("name", metavar="NAME")
+    get.add_argument("--next", type=_count(1, 100), default=5, metavar="N",
+                     help="how many next fire times to show (default 5, max 100)")  # fmt: skip
+
+    listing = command(jobs, "list", _Command.job_list, "list jobs")
+    listing.add_argument("--team", default="")
+    listing.add_argument("--state", default="", choices=("active", "paused"))
+
+    for name, run, help in (
+        ("pause", _Command.job_pause, "stop firing a job"),
+        ("resume", _Command.job_resume, "fire a paused job again"),
+        ("trigger", _Command.job_trigger, "fire a job now, outside its schedule"),
+        ("delete", _Command.job_delete, "delete a job (no confirmation)"),
+    ):
+        command(jobs, name, run, help).add_argument("name", metavar="NAME")
+
+    runs = group("run", "inspect executions")
+    run_list = command(runs, "list", _Command.run_list, "list executions, newest first")
+    run_list.add_argument("job", nargs="?", default="", metavar="JOB")
+    run_list.add_argument("--state", default="", help="e.g. RUNNING, FAILED, SUCCEEDED")
+    run_list.add_argument("--limit", type=_count(0), default=50, metavar="N",
+                          help="show at most N (default 50, 0 = all)")  # fmt: skip
+    run_list.add_argument("--oldest-first", action="store_true")
+    run_get = command(runs, "get", _Command.run_get, "show an execution with its attempts")
+    run_get.add_argument("id", metavar="ID")
+
+    cluster = group("cluster", "cluster membership and Raft progress")
+    command(cluster, "status", _Command.cluster_status, "leader, term and every node's progress")
+    return parser
+
+
+def _spec_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
+    """Flags that set job fields; each maps onto a key of the job document (see ``_flag_doc``)."""
+    spec = parser.add_argument_group("job fields")
+    spec.add_argument("--schedule", metavar="S",
+                      help='cron, "@every 30s", "at <RFC 3339>", or "" for on demand')  # fmt: skip
+    spec.add_argument("--tz", metavar="ZONE", help="IANA time zone of the schedule (default UTC)")
+    handler = spec.add_mutually_exclusive_group()
+    handler.add_argument("--command", metavar="CMD", help="run CMD with /bin/sh -c")
+    handler.add_argument("--http-url", metavar="URL", help="call URL (POST unless --http-method)")
+    handler.add_argument("--argv", nargs=argparse.REMAINDER, metavar="ARG",
+                         help="exec ARG... directly; takes the rest of the line")  # fmt: skip
+    spec.add_argument("--http-method", metavar="METHOD")
+    spec.add_argument("--workdir", metavar="DIR", help="working directory of --command/--argv")
+    spec.add_argument("--env", action="append", metavar="K=V", help="environment (repeatable)")
+    spec.add_argument("--team", metavar="T")
+    spec.add_argument("--description", metavar="D")
+    spec.add_argument("--label", action="append", metavar="K=V", help="label (repeatable)")
+    if creating:
+        spec.add_argument("--paused", action="store_true", default=None, help="create paused")
+    spec.add_argument("--priority", type=int, metavar="N")
+    spec.add_argument("--pool", metavar="P")
+    spec.add_argument("--overlap", choices=("skip", "queue", "allow"))
+    spec.add_argument("--catchup", choices=("all", "latest", "none"))
+    spec.add_argument("--timeout", dest="job_timeout", type=_seconds, metavar="D",
+                      help="the job's timeout: seconds or 30s, 5m, 1h")  # fmt: skip
+    spec.add_argument("--max-attempts", type=_count(1), metavar="N")
+    spec.add_argument("--history-limit", type=_count(0), metavar="N")
+
+
+# argparse dest -> job document key, for the flags that map one to one
+_FLAG_KEYS = {
+    "schedule": "schedule", "tz": "timezone", "command": "command", "argv": "argv",
+    "workdir": "workdir", "team": "team", "description": "description", "paused": "paused",
+    "priority": "priority", "pool": "pool", "overlap": "overlap", "catchup": "catchup",
+    "job_timeout": "timeout", "history_limit": "history_limit",
+}  # fmt: skip
+
+
+def _flag_doc(args: argparse.Namespace) -> dict[str, Any]:
+    """The job-document keys given as flags (absent flags are left out)."""
+    doc = {key: getattr(args, dest) for dest, key in _FLAG_KEYS.items() if getattr(args, dest, None) is not None}
+    if args.argv == []:
+        raise UsageError("--argv needs at least one argument")
+    http = {"url": args.http_url, "method": args.http_method}
+    if any(http.values()):
+        doc["http"] = {k: v for k, v in http.items() if v}
+    for dest, key in (("env", "env"), ("label", "labels")):
+        if getattr(args, dest):
+            doc[key] = _pairs(getattr(args, dest), f"--{dest}")
+    if args.max_attempts is not None:
+        doc["retry"] = {"max_attempts": args.max_attempts}
+    return doc
+
+
+def _pairs(items: Iterable[str], flag: str) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{flag} wants KEY=VALUE, got {item!r}")
+        pairs[key] = value
+    return pairs
+
+
+def _merge(doc: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with ``changes`` applied: a new handler replaces the old one; labels, env, retry
+    and http settings are merged key by key."""
+    merged = dict(doc)
+    if "command" in changes or "argv" in changes or "url" in changes.get("http", {}):
+        for key in ("command", "argv", "http", "python"):
+            merged.pop(key, None)
+        if "http" in changes:
+            merged.pop("workdir", None)
+            merged.pop("env", None)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+# ---------------------------------------------------------------- the commands
+
+
+@dataclass
+class _Command:
+    args: argparse.Namespace
+    client: Client
+    clock: Callable[[], float]
+
+    def run(self) -> None:
+        self.args.run(self)
+
+    # -- output
+
+    def emit(self, data: Any, table: Callable[[], str]) -> None:
+        """Print ``data`` as one JSON/YAML document, or ``table()`` for -o table."""
+        if self.args.output == "json":
+            print(json.dumps(data, indent=2, ensure_ascii=False))
+        elif self.args.output == "yaml":
+            print(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), end="")
+        else:
+            print(table())
+
+    def ago(self, ms: int) -> str:
+        """``in 4m12s`` / ``3s ago``."""
+        return relative_time(ms, int(self.clock() * 1000))
+
+    def when(self, ms: int) -> str:
+        """``2026-11-29T02:00:00Z (in 4m12s)``; ``-`` for none."""
+        return f"{format_time(ms)} ({self.ago(ms)})" if ms else "-"
+
+    # -- jobs
+
+    def job_create(self) -> None:
+        args, flags = self.args, _flag_doc(self.args)
+        if args.file:
+            if args.name or flags:
+                raise UsageError("job create -f FILE takes no NAME or job flags")
+            self._create_from_file(args.file)
+            return
+        if not args.name:
+            raise UsageError("job create needs NAME (or -f FILE)")
+        if args.schedule is None:
+            raise UsageError('job create needs --schedule ("" for an on-demand job)')
+        if not {"command", "argv", "http"} & flags.keys():
+            raise UsageError("job create needs a handler: --command, --argv or --http-url")
+        job = self._create(spec_from_dict({"name": args.name, **flags}))
+        self.emit(to_dict(job), lambda: _created_line(job))
+
+    def _create(self, spec: pb.JobSpec) -> pb.Job:
+        try:
+            return self.client.put_job(spec, create_only=True).job
+        except AlreadyExists:
+            raise CommandError(
+                f"job {spec.name!r} already exists; change it with `{PROG} job update {spec.name}"
+                f" ...` or `{PROG} job apply -f FILE`"
+            ) from None
+
+    def _create_from_file(self, path: str) -> None:
+        created, failed = [], 0
+        for spec in _read_specs(path):
+            try:
+                created.append(self._create(spec))
+            except (CommandError, ValidationError) as err:  # report it, go on with the rest
+                _error(str(err) if isinstance(err, CommandError) else err.message)
+                failed += 1
+        self.emit([to_dict(job) for job in created], lambda: "\n".join(map(_created_line, created)))
+        if failed:
+            raise CommandError(f"{failed} of {failed + len(created)} jobs not created")
+
+    def job_apply(self) -> None:
+        specs = _read_specs(self.args.file)
+        result = self.client.put_jobs(specs)
+        self.emit(
+            to_dict(result),
+            lambda: f"applied {len(specs)} job{'s' if len(specs) != 1 else ''}:"
+            f" {result.created} created, {result.updated} updated",
+        )
+
+    def job_update(self) -> None:
+        changes = _flag_doc(self.args)
+        if not changes:
+            raise UsageError("job update needs at least one field flag to change")
+        job = self.client.get_job(self.args.name, upcoming=1)
+        spec = spec_from_dict(_merge(spec_to_dict(job.spec), changes))
+        try:
+            updated = self.client.put_job(spec, expected_version=job.version).job
+        except Conflict:
+            raise CommandError(
+                f"job {job.spec.name!r} changed while being updated (it is past version"
+                f" {job.version}); run the command again"
+            ) from None
+        self.emit(to_dict(updated), lambda: f"updated job {updated.spec.name} (version {updated.version})")
+
+    def job_get(self) -> None:
+        job = self.client.get_job(self.args.name, upcoming=self.args.next, stale_ok=self.args.stale)
+        self.emit(to_dict(job), lambda: self._job_details(job))
+
+    def _job_details(self, job: pb.Job) -> str:
+        spec = job.spec
+        zone = _zone(spec.timezone)
+        next_runs = [
+            "  ".join(filter(None, (_local_time(ms, zone), format_time(ms), self.ago(ms))))
+            for ms in job.upcoming_ms
+        ]
+        last_run = "-"
+        if job.last_execution_id:
+            last_run = f"{job.last_execution_id}  {job.last_state or '-'}  scheduled {self.when(job.last_scheduled_ms)}"
+        created = self.when(job.created_ms) + (f" by {job.created_by}" if job.created_by else "")
+        return _fields(
+            ("Name", spec.name),
+            ("Team", spec.team),
+            ("Description", spec.description),
+            ("Schedule", spec.schedule or "(on demand)"),
+            ("Time zone", spec.timezone or "UTC"),
+            ("Handler", _describe_handler(spec)),
+            ("State", _job_state(job)),
+            ("Version", job.version),
+            ("Labels", ", ".join(f"{k}={v}" for k, v in sorted(spec.labels.items()))),
+            ("Retry", _describe_retry(spec.retry)),
+            ("Timeout", format_duration(spec.timeout_seconds) if spec.timeout_seconds else "none"),
+            ("Overlap", spec.overlap),
+            ("Catch-up", spec.catchup),
+            ("Priority", spec.priority or ""),
+            ("Pool", spec.pool),
+            ("History limit", spec.history_limit or ""),
+            ("Created", created),
+            ("Updated", self.when(job.updated_ms)),
+            ("Executions", job.executions_total),
+            ("Last run", last_run),
+            ("Next run", self.when(job.next_fire_ms)),
+            ("Next runs", "\n".join(next_runs)),
+        )
+
+    def job_list(self) -> None:
+        args = self.args
+        jobs = list(self.client.list_jobs(team=args.team, state=args.state, stale_ok=args.stale))
+        self.emit(
+            [to_dict(job) for job in jobs],
+            lambda: _table(
+                ("NAME", "TEAM", "SCHEDULE", "TZ", "STATE", "NEXT RUN", "LAST RUN", "LAST STATE"),
+                [
+                    (
+                        job.spec.name,
+                        job.spec.team,
+                        job.spec.schedule or "(on demand)",
+                        job.spec.timezone or "UTC",
+                        _job_state(job),
+                        self.when(job.next_fire_ms),
+                        self.when(job.last_scheduled_ms),
+                        job.last_state or "-",
+                    )
+                    for job in jobs
+                ],
+                empty="No jobs found.",
+            ),
+        )
+
+    def job_pause(self) -> None:
+        job = self.client.pause_job(self.args.name)
+        self.emit(to_dict(job), lambda: f"paused job {job.spec.name} (version {job.version})")
+
+    def job_resume(self) -> None:
+        job = self.client.resume_job(self.args.name)
+        self.emit(
+            to_dict(job),
+            lambda: f"resumed job {job.spec.name} (version {job.version}, next run {self.when(job.next_fire_ms)})",
+        )
+
+    def job_trigger(self) -> None:
+        run = self.client.trigger_job(self.args.name)
+        self.emit(to_dict(run), lambda: f"triggered job {run.job}: execution {run.id} ({run.state})")
+
+    def job_delete(self) -> None:
+        self.client.delete_job(self.args.name)
+        self.emit({"name": self.args.name, "deleted": True}, lambda: f"deleted job {self.args.name}")
+
+    # -- runs
+
+    def run_list(self) -> None:
+        args = self.args
+        runs = list(
+            self.client.list_executions(
+                args.job,
+                state=args.state,
+                limit=args.limit or None,
+                oldest_first=args.oldest_first,
+                stale_ok=args.stale,
+            )
+        )
+        self.emit(
+            [to_dict(run) for run in runs],
+            lambda: _table(
+                ("ID", "JOB", "SCHEDULED", "STATE", "TRIGGER", "RECORDED", "TERM"),
+                [
+                    (run.id, run.job, self.when(run.scheduled_ms), run.state, run.trigger,
+                     self.when(run.created_ms), run.term)  # fmt: skip
+                    for run in runs
+                ],
+                empty="No executions found.",
+            ),
+        )
+
+    def run_get(self) -> None:
+        run = self.client.get_execution(self.args.id, stale_ok=self.args.stale)
+        self.emit(to_dict(run), lambda: self._run_details(run))
+
+    def _run_details(self, run: pb.Execution) -> str:
+        recorded = self.when(run.created_ms)
+        if run.term or run.log_index:
+            recorded += f", term {run.term}, log index {run.log_index}"
+        parts = [
+            _fields(
+                ("ID", run.id),
+                ("Job", run.job),
+                ("State", run.state),
+                ("Reason", run.reason),
+                ("Trigger", run.trigger),
+                ("Scheduled", self.when(run.scheduled_ms)),
+                ("Recorded", recorded),
+                ("Updated", self.when(run.updated_ms)),
+            ),
+            "",
+            "Attempts:",
+            _table(
+                ("#", "STATE", "WORKER", "TOKEN", "STARTED", "ENDED", "EXIT/HTTP", "ERROR"),
+                [
+                    (a.number, a.state or "-", a.worker or "-", a.fencing_token or "-",
+                     format_time(a.started_ms) or "-", format_time(a.ended_ms) or "-",
+                     _outcome(a), _shorten(a.error, 60) or "-")  # fmt: skip
+                    for a in run.attempts
+                ],
+                empty="  (none yet)",
+            ),
+        ]
+        for attempt in run.attempts:
+            if attempt.output_tail:
+                parts += ["", f"Output of attempt {attempt.number} (tail):", _indent(attempt.output_tail)]
+            if len(attempt.error) > 60:
+                parts += ["", f"Error of attempt {attempt.number}:", _indent(attempt.error)]
+        return "\n".join(parts)
+
+    # -- cluster
+
+    def cluster_status(self) -> None:
+        status = self.client.cluster_status(stale_ok=self.args.stale)
+        self.emit(to_dict(status), lambda: _cluster_table(status))
+
+
+# ---------------------------------------------------------------- files
+
+
+def _read_specs(path: str) -> list[pb.JobSpec]:
+    """Every job in a YAML/JSON file: one document, a list of them, or several YAML documents.
+    All are checked before anything is sent."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise CommandError(f"cannot read {path}: {err.strerror or err}") from None
+    where = "stdin" if path == "-" else path
+    try:
+        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as err:
+        raise CommandError(f"{where}: not valid YAML or JSON: {err}") from None
+    located: list[tuple[str, Any]] = []
+    for n, doc in enumerate(documents, 1):
+        label = f"{where}: document {n}" if len(documents) > 1 else where
+        if isinstance(doc, list):
+            located += [(f"{label}, item {i}", item) for i, item in enumerate(doc, 1)]
+        else:
+            located.append((label, doc))
+    if not located:
+        raise CommandError(f"{where}: no job documents")
+    specs, seen = [], set()
+    for label, doc in located:
+        try:
+            spec = spec_from_dict(doc)
+        except ValidationError as err:
+            raise CommandError(f"{label}: {err.message}") from None
+        if spec.name in seen:
+            raise CommandError(f"{label}: job {spec.name!r} appears more than once")
+        seen.add(spec.name)
+        specs.append(spec)
+    return specs
+
+
+# ---------------------------------------------------------------- text
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, empty: str) -> str:
+    if not rows:
+        return empty
+    return tabulate(rows, headers=headers, tablefmt="plain", disable_numparse=True)
+
+
+def _fields(*pairs: tuple[str, Any]) -> str:
+    """``Label:  value`` lines, aligned; empty values left out, multi-line values indented."""
+    width = max(len(label) for label, _ in pairs) + 2
+    shown = [(label, str(value)) for label, value in pairs if value not in ("", None)]
+    lines = []
+    for label, value in shown:
+        first, *rest = value.split("\n")
+        lines.append(f"{label + ':':<{width}}{first}")
+        lines += [" " * width + line for line in rest]
+    return "\n".join(lines)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.rstrip("\n").split("\n"))
+
+
+def _shorten(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _created_line(job: pb.Job) -> str:
+    return f"created job {job.spec.name} (version {job.version})"
+
+
+def _job_state(job: pb.Job) -> str:
+    return "paused" if job.paused else "active"
+
+
+def _zone(name: str) -> ZoneInfo | None:
+    if not name or name == "UTC":
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+def _local_time(ms: int, zone: ZoneInfo | None) -> str:
+    """The time in the job's zone, ``2026-11-29T03:00:00+01:00 CET``; ``""`` for UTC jobs."""
+    if zone is None:
+        return ""
+    moment = datetime.fromtimestamp(ms / 1000, zone)
+    return f"{moment.isoformat(timespec='seconds')} {moment.tzname()}"
+
+
+def _outcome(attempt: pb.Attempt) -> str:
+    if attempt.http_status:
+        return f"HTTP {attempt.http_status}"
+    return str(attempt.exit_code) if attempt.ended_ms else "-"
+
+
+def _describe_handler(spec: pb.JobSpec) -> str:
+    kind = spec.handler.WhichOneof("kind")
+    if kind == "shell":
+        shell = spec.handler.shell
+        text = f"exec {json.dumps(list(shell.argv))}" if shell.argv else f"sh -c {json.dumps(shell.command)}"
+        if shell.workdir:
+            text += f" in {shell.workdir}"
+        if shell.env:
+            text += " with " + " ".join(f"{k}={v}" for k, v in sorted(shell.env.items()))
+        return text
+    if kind == "http":
+        return f"{spec.handler.http.method or 'POST'} {spec.handler.http.url}"
+    if kind == "python":
+        python = spec.handler.python
+        return f"python {python.name}" + (f" {python.args_json}" if python.args_json else "")
+    return "(none)"
+
+
+def _describe_retry(policy: pb.RetryPolicy) -> str:
+    if policy.max_attempts <= 1:
+        return "no retry"
+    text = f"{policy.max_attempts} attempts"
+    if policy.initial_backoff_seconds or policy.max_backoff_seconds:
+        text += (
+            f", backoff {format_duration(policy.initial_backoff_seconds)}"
+            f" to {format_duration(policy.max_backoff_seconds)}"
+        )
+    if policy.multiplier:
+        text += f" x{policy.multiplier:g}"
+    return text
+
+
+def _cluster_table(status: pb.ClusterStatus) -> str:
+    leader = "none"
+    if status.leader_id:
+        leader = status.leader_id + (f" ({status.leader_grpc_address})" if status.leader_grpc_address else "")
+    header = (
+        f"Leader: {leader}   term {status.term}   commit {status.commit_index}"
+        f"   jobs {status.jobs}   executions {status.executions}"
+    )
+    if status.answered_by:
+        header += f"   (answered by {status.answered_by})"
+    with_errors = any(node.error for node in status.nodes)
+    headers = ("ID", "ROLE", "TERM", "COMMIT", "APPLIED", "LAG", "GRPC", "RAFT") + (
+        ("ERROR",) if with_errors else ()
+    )
+    rows = [
+        (node.id, node.role, node.term, node.commit_index, node.applied_index, node.lag,
+         node.grpc_address, node.raft_address) + ((_shorten(node.error, 60),) if with_errors else ())  # fmt: skip
+        for node in status.nodes
+    ]
+    return header + "\n" + _table(headers, rows, empty="(no nodes reported)")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,404 @@
+"""Building ``JobSpec`` messages: from keyword arguments (``job_spec``) or from a job document
+(``spec_from_dict``, for YAML/JSON files), and back (``spec_to_dict``).
+
+The job document
+----------------
+One mapping per job. Only ``name`` and a handler are required; every other key has the server's
+default. Unknown keys are refused with a ``ValidationError`` naming the key::
+
+    name: nightly-backup            # [a-z0-9][a-z0-9._-]{0,127}
+    team: ops                       # default "default"
+    schedule: "0 2 * * *"           # cron (5 or 6 fields, macros, H), "@every 30s",
+                                    # "at 2026-12-01T09:00:00Z", or "" / absent = on demand
+    timezone: Europe/Paris          # IANA zone (alias: tz); default UTC
+    description: Dump the database to S3
+    labels: {tier: gold}
+    paused: false                   # create paused
+    priority: 10
+    pool: db
+    overlap: skip                   # skip | queue | allow (default allow)
+    catchup: latest                 # all | latest | none (default all)
+    timeout: 30m                    # seconds (a number) or a duration: "90s", "5m", "1h30m", "250ms"
+    history_limit: 200              # executions kept; 0 = server default
+    retry:
+      max_attempts: 3
+      initial_backoff: 10s          # durations like timeout
+      max_backoff: 5m
+      multiplier: 2
+
+    # the handler, exactly one of:
+    command: /usr/local/bin/backup.sh --full   # run with /bin/sh -c
+    argv: [/usr/local/bin/backup, --full]      # or exec directly
+    workdir: /srv/backup                       # with command/argv only
+    env: {BUCKET: s3://backups}                # with command/argv only
+
+    http: {url: "https://ci.example.com/hook", method: POST, headers: {X-Token: abc},
+           body: "{}", insecure_skip_verify: false}
+
+    python: {name: reports.weekly, args: {week: current}}   # args: any JSON value
+
+Map values (labels, env, headers) and argv items may be numbers or booleans; they are sent as text.
+A file may hold one document, a list of them, or several YAML documents (see ``schedctl``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from schedd.v1 import scheduler_pb2 as pb
+
+from .errors import ValidationError
+
+__all__ = ["job_spec", "spec_from_dict", "spec_to_dict", "parse_duration"]
+
+_DOC_KEYS = (
+    "name", "team", "schedule", "timezone", "tz", "description", "labels", "paused", "priority",
+    "pool", "overlap", "catchup", "timeout", "history_limit", "retry",
+    "command", "argv", "workdir", "env", "http", "python",
+)  # fmt: skip
+_RETRY_KEYS = ("max_attempts", "initial_backoff", "max_backoff", "multiplier")
+_HTTP_KEYS = ("url", "method", "headers", "body", "insecure_skip_verify")
+_PYTHON_KEYS = ("name", "args")
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h|d)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: str | float) -> float:
+    """Seconds from a number or a duration text: ``"30"``, ``"90s"``, ``"5m"``, ``"1h30m"``,
+    ``"250ms"``, ``"2d"``. Raises ``ValidationError`` for anything else or a negative value."""
+    if isinstance(value, bool):
+        raise ValidationError(f"invalid duration {value!r}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        text = str(value).strip().replace(" ", "")
+        try:
+            seconds = float(text)
+        except ValueError:
+            parts = _DURATION_PART.findall(text)
+            if not text or "".join(n + u for n, u in parts) != text:
+                raise ValidationError(
+                    f"invalid duration {value!r}: use seconds or e.g. 90s, 5m, 1h30m, 250ms"
+                ) from None
+            seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+    if seconds < 0 or not math.isfinite(seconds):
+        raise ValidationError(f"invalid duration {value!r}: must be a finite, non-negative time")
+    return seconds
+
+
+def job_spec(
+    name: str,
+    *,
+    schedule: str = "",
+    tz: str = "UTC",
+    command: str | None = None,
+    argv: Iterable[str] | None = None,
+    workdir: str = "",
+    env: Mapping[str, str] | None = None,
+    http_url: str | None = None,
+    http_method: str = "",
+    http_headers: Mapping[str, str] | None = None,
+    http_body: str = "",
+    http_insecure_skip_verify: bool = False,
+    python: str | None = None,
+    python_args: Any = None,
+    team: str = "",
+    description: str = "",
+    labels: Mapping[str, str] | None = None,
+    retry: pb.RetryPolicy | None = None,
+    timeout: float | str = 0,
+    overlap: str = "",
+    catchup: str = "",
+    priority: int = 0,
+    pool: str = "",
+    paused: bool = False,
+    history_limit: int = 0,
+) -> pb.JobSpec:
+    """A ``JobSpec`` with exactly one handler: ``command=`` or ``argv=`` (with optional ``workdir``
+    and ``env``), ``http_url=`` (with ``http_method``, ``http_headers``, ``http_body``), or
+    ``python=`` (a handler name registered with the worker API; ``python_args`` is any JSON value).
+
+    ``timeout`` is seconds or a duration text ("5m"). Empty ``schedule`` means on demand. Fields
+    left at their zero value take the server's defaults. Raises ``ValidationError`` for a missing
+    or ambiguous handler or a bad duration; the rest is validated by the server.
+    """
+    given = {"command": command, "argv": argv, "http": http_url, "python": python}
+    chosen = [kind for kind, value in given.items() if value is not None]
+    if len(chosen) != 1:
+        problem = "no handler" if not chosen else f"more than one handler ({', '.join(chosen)})"
+        raise ValidationError(
+            f"job {name!r}: {problem}: give exactly one of command, argv, http (http_url) or python"
+        )
+    if (workdir or env) and command is None and argv is None:
+        raise ValidationError(f"job {name!r}: workdir and env apply to command/argv handlers only")
+
+    if command is not None or argv is not None:
+        handler = pb.Handler(
+            shell=pb.ShellHandler(
+                command=command or "", argv=list(argv or ()), workdir=workdir, env=dict(env or {})
+            )
+        )
+    elif http_url is not None:
+        handler = pb.Handler(
+            http=pb.HttpHandler(
+                url=http_url,
+                method=http_method,
+                headers=dict(http_headers or {}),
+                body=http_body,
+                insecure_skip_verify=http_insecure_skip_verify,
+            )
+        )
+    else:
+        try:
+            args_json = "" if python_args is None else json.dumps(python_args, sort_keys=True)
+        except (TypeError, ValueError) as err:
+            raise ValidationError(f"job {name!r}: python args must be JSON data: {err}") from None
+        handler = pb.Handler(python=pb.PythonHandler(name=python or "", args_json=args_json))
+
+    return pb.JobSpec(
+        name=name,
+        team=team,
+        schedule=schedule,
+        timezone=tz,
+        handler=handler,
+        description=description,
+        labels=dict(labels or {}),
+        retry=retry,
+        timeout_seconds=parse_duration(timeout),
+        overlap=overlap,
+        catchup=catchup,
+        priority=priority,
+        pool=pool,
+        paused=paused,
+        history_limit=history_limit,
+    )
+
+
+def spec_from_dict(doc: Mapping[str, Any]) -> pb.JobSpec:
+    """A ``JobSpec`` from a job document (the format is in this module's docstring).
+
+    Raises ``ValidationError`` naming the offending key for unknown keys, wrong types, a missing
+    or ambiguous handler, or a bad duration.
+    """
+    doc = _mapping(doc, "job document")
+    label = f"job {doc['name']!r}" if isinstance(doc.get("name"), str) else "job document"
+    r = _Reader(doc, label, _DOC_KEYS)
+    if "timezone" in doc and "tz" in doc:
+        raise ValidationError(f"{label}: give 'timezone' or its alias 'tz', not both")
+
+    handler: dict[str, Any] = {}  # job_spec checks that there is exactly one
+    if "command" in doc:
+        handler.update(command=r.text("command"))
+    if "argv" in doc:
+        handler.update(argv=r.text_list("argv"))
+    if "http" in doc:
+        h = r.section("http", _HTTP_KEYS)
+        handler.update(
+            http_url=h.text("url", required=True),
+            http_method=h.text("method"),
+            http_headers=h.text_map("headers"),
+            http_body=h.text("body"),
+            http_insecure_skip_verify=h.flag("insecure_skip_verify"),
+        )
+    if "python" in doc:
+        p = r.section("python", _PYTHON_KEYS)
+        handler.update(python=p.text("name", required=True), python_args=p.doc.get("args"))
+
+    retry = None
+    if doc.get("retry") is not None:
+        rr = r.section("retry", _RETRY_KEYS)
+        retry = pb.RetryPolicy(
+            max_attempts=rr.integer("max_attempts"),
+            initial_backoff_seconds=rr.seconds("initial_backoff"),
+            max_backoff_seconds=rr.seconds("max_backoff"),
+            multiplier=rr.number("multiplier"),
+        )
+
+    return job_spec(
+        r.text("name", required=True),
+        schedule=r.text("schedule"),
+        tz=r.text("timezone") or r.text("tz") or "UTC",
+        workdir=r.text("workdir"),
+        env=r.text_map("env"),
+        team=r.text("team"),
+        description=r.text("description"),
+        labels=r.text_map("labels"),
+        retry=retry,
+        timeout=r.seconds("timeout"),
+        overlap=r.text("overlap"),
+        catchup=r.text("catchup"),
+        priority=r.integer("priority"),
+        pool=r.text("pool"),
+        paused=r.flag("paused"),
+        history_limit=r.integer("history_limit"),
+        **handler,
+    )
+
+
+def spec_to_dict(spec: pb.JobSpec) -> dict[str, Any]:
+    """The job document for ``spec`` (the inverse of ``spec_from_dict``), fields at their zero
+    value left out; ``spec_from_dict(spec_to_dict(s)) == s`` for a spec with one handler."""
+    doc: dict[str, Any] = {"name": spec.name}
+    for key in ("team", "schedule", "timezone", "description"):
+        if getattr(spec, key):
+            doc[key] = getattr(spec, key)
+    if spec.labels:
+        doc["labels"] = dict(spec.labels)
+    kind = spec.handler.WhichOneof("kind")
+    if kind == "shell":
+        shell = spec.handler.shell
+        if shell.argv:
+            doc["argv"] = list(shell.argv)
+        else:
+            doc["command"] = shell.command
+        if shell.workdir:
+            doc["workdir"] = shell.workdir
+        if shell.env:
+            doc["env"] = dict(shell.env)
+    elif kind == "http":
+        http = spec.handler.http
+        doc["http"] = {"url": http.url}
+        for key in ("method", "body", "insecure_skip_verify"):
+            if getattr(http, key):
+                doc["http"][key] = getattr(http, key)
+        if http.headers:
+            doc["http"]["headers"] = dict(http.headers)
+    elif kind == "python":
+        doc["python"] = {"name": spec.handler.python.name}
+        if spec.handler.python.args_json:
+            doc["python"]["args"] = json.loads(spec.handler.python.args_json)
+    if spec.HasField("retry"):
+        retry = {
+            "max_attempts": spec.retry.max_attempts,
+            "initial_backoff": _plain_number(spec.retry.initial_backoff_seconds),
+            "max_backoff": _plain_number(spec.retry.max_backoff_seconds),
+            "multiplier": _plain_number(spec.retry.multiplier),
+        }
+        doc["retry"] = {k: v for k, v in retry.items() if v}
+    if spec.timeout_seconds:
+        doc["timeout"] = _plain_number(spec.timeout_seconds)
+    for key in ("overlap", "catchup", "priority", "pool", "paused", "history_limit"):
+        if getattr(spec, key):
+            doc[key] = getattr(spec, key)
+    return doc
+
+
+def _plain_number(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else value
+
+
+def _mapping(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValidationError(f"{what} must be a mapping, got {_type_name(value)}")
+    return value
+
+
+def _check_keys(doc: Mapping[str, Any], allowed: Iterable[str], label: str) -> None:
+    allowed = list(allowed)
+    for key in doc:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f"; known keys: {', '.join(allowed)}"
+            raise ValidationError(f"{label}: unknown key {key!r}{hint}")
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "text", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )
+
+
+class _Reader:
+    """Typed reads of a document's keys; errors name the key. Absent or null keys read as zero."""
+
+    def __init__(self, doc: Mapping[str, Any], label: str, allowed: Iterable[str] | None = None):
+        if allowed is not None:
+            _check_keys(doc, allowed, label)
+        self.doc = doc
+        self.label = label
+
+    def section(self, key: str, allowed: Iterable[str]) -> _Reader:
+        """A reader of the mapping under ``key``, whose keys must be among ``allowed``."""
+        return _Reader(_mapping(self.doc[key], f"{self.label}: {key!r}"), f"{self.label}: {key}", allowed)
+
+    def _get(self, key: str, required: bool) -> Any:
+        value = self.doc.get(key)
+        if value is None and required:
+            raise ValidationError(f"{self.label}: missing required key {key!r}")
+        return value
+
+    def _wrong(self, key: str, expected: str) -> ValidationError:
+        value = self.doc[key]
+        return ValidationError(
+            f"{self.label}: {key!r} must be {expected}, got {_type_name(value)} {value!r}"
+        )
+
+    def text(self, key: str, *, required: bool = False) -> str:
+        value = self._get(key, required)
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise self._wrong(key, "text")
+        return value
+
+    def integer(self, key: str) -> int:
+        value = self._get(key, False)
+        if value is None:
+            return 0
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self._wrong(key, "an integer")
+        return value
+
+    def number(self, key: str) -> float:
+        value = self._get(key, False)
+        if value is None:
+            return 0.0
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self._wrong(key, "a number")
+        return float(value)
+
+    def flag(self, key: str) -> bool:
+        value = self._get(key, False)
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            raise self._wrong(key, "true or false")
+        return value
+
+    def seconds(self, key: str) -> float:
+        value = self._get(key, False)
+        if value is None:
+            return 0.0
+        try:
+            return parse_duration(value)
+        except ValidationError as err:
+            raise ValidationError(f"{self.label}: {key!r}: {err.message}") from None
+
+    def text_map(self, key: str) -> dict[str, str]:
+        value = self._get(key, False)
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise self._wrong(key, "a mapping")
+        return {str(k): self._item(key, v) for k, v in value.items()}
+
+    def text_list(self, key: str) -> list[str]:
+        value = self._get(key, False)
+        if not isinstance(value, list) or not value:
+            raise self._wrong(key, "a non-empty list")
+        return [self._item(key, v) for v in value]
+
+    def _item(self, key: str, value: Any) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, (str, int, float)):
+            return str(value)
+        raise ValidationError(
+            f"{self.label}: {key!r} items must be text, numbers or booleans, got {_type_name(value)}"
+        )

@@ -1,0 +1,57 @@
+"""Proto <-> core conversion, in one place."""
+
+from __future__ import annotations
+
+from google.protobuf.json_format import MessageToDict, ParseDict
+
+from schedd.core import schedule as sched
+from schedd.core.model import Attempt, Execution, Job
+from schedd.core.state import SchedulerState, schedule_of
+from schedd.v1 import scheduler_pb2 as pb
+
+
+def spec_to_dict(spec: pb.JobSpec) -> dict:
+    return MessageToDict(spec, preserving_proto_field_name=True)
+
+
+def job_to_pb(job: Job, state: SchedulerState, *, upcoming: int = 0) -> pb.Job:
+    out = pb.Job(version=job.version, paused=job.paused, next_fire_ms=job.next_fire or 0,
+                 created_ms=job.created_ms, updated_ms=job.updated_ms, created_by=job.created_by,
+                 last_scheduled_ms=job.last_fire or 0, executions_total=job.fired_total)
+    ParseDict(job.spec_dict(), out.spec, ignore_unknown_fields=True)
+    last = state.last_execution(job.name)
+    if last is not None:
+        out.last_execution_id = last.id
+        out.last_state = last.state
+    if upcoming and job.next_fire is not None and not job.paused:
+        times = [job.next_fire] + sched.next_n(schedule_of(job), job.next_fire, upcoming - 1)
+        out.upcoming_ms.extend(times[:upcoming])
+    return out
+
+
+def attempt_to_pb(a: Attempt) -> pb.Attempt:
+    return pb.Attempt(number=a.number, worker=a.worker, fencing_token=a.fencing_token,
+                      started_ms=a.started_ms, ended_ms=a.ended_ms, exit_code=a.exit_code,
+                      http_status=a.http_status, error=a.error, output_tail=a.output_tail,
+                      state=a.state)
+
+
+def execution_to_pb(ex: Execution) -> pb.Execution:
+    return pb.Execution(id=ex.id, job=ex.job, scheduled_ms=ex.scheduled_ms, state=ex.state,
+                        trigger=ex.trigger, created_ms=ex.created_ms, term=ex.term, reason=ex.reason,
+                        attempts=[attempt_to_pb(a) for a in ex.attempts], updated_ms=ex.updated_ms,
+                        log_index=ex.log_index)
+
+
+def exec_token(key: tuple[int, str] | None) -> str:
+    return f"{key[0]}:{key[1]}" if key else ""
+
+
+def parse_exec_token(token: str) -> tuple[int, str] | None:
+    if not token:
+        return None
+    t, sep, name = token.partition(":")
+    try:
+        return int(t), name
+    except ValueError:
+        raise ValueError(f"bad page_token {token!r}") from None

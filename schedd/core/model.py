@@ -1,0 +1,301 @@
+"""Entities of the replicated state and the validation of what users send.
+
+One place decides what a valid job spec is: the API calls `validate_spec` before it proposes
+anything (so bad input is refused with a clear message and nothing is committed), and apply calls
+it again on the committed entry (so a replica never trusts its proposer). Both give the same answer
+because validation is a pure function of the spec.
+
+Everything here is pure: no clock, no I/O, no randomness.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from schedd.core import schedule as sched
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
+TEAM_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+LABEL_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
+
+DEFAULT_TEAM = "default"
+DEFAULT_HISTORY_LIMIT = 1000
+MAX_HISTORY_LIMIT = 100_000
+MAX_SPEC_BYTES = 16 * 1024
+MAX_COMMAND_BYTES = 8 * 1024
+MAX_MAP_ENTRIES = 64
+MAX_TIMEOUT_S = 7 * 24 * 3600
+
+OVERLAP_POLICIES = ("allow", "skip", "queue")
+CATCHUP_POLICIES = ("all", "latest", "none")
+
+
+class ValidationError(ValueError):
+    """Bad user input; the message is meant for a person."""
+
+
+# Execution states (DESIGN.md "Entities"). Only SCHEDULED is produced before workers exist.
+SCHEDULED = "SCHEDULED"
+RUNNING = "RUNNING"
+RETRY_WAIT = "RETRY_WAIT"
+SUCCEEDED = "SUCCEEDED"
+FAILED = "FAILED"
+TIMED_OUT = "TIMED_OUT"
+CANCELLED = "CANCELLED"
+SKIPPED = "SKIPPED"
+UPSTREAM_FAILED = "UPSTREAM_FAILED"
+LOST = "LOST"
+EXECUTION_STATES = (SCHEDULED, RUNNING, RETRY_WAIT, SUCCEEDED, FAILED, TIMED_OUT, CANCELLED,
+                    SKIPPED, UPSTREAM_FAILED, LOST)
+TERMINAL_STATES = frozenset({SUCCEEDED, FAILED, TIMED_OUT, CANCELLED, SKIPPED, UPSTREAM_FAILED, LOST})
+
+
+@dataclass(slots=True)
+class Job:
+    """One job row. `spec` is the canonical JSON of the validated spec (the source of truth for
+    handler, retry and the rest); the hot fields the scheduler needs are kept unpacked beside it."""
+
+    name: str
+    team: str
+    schedule: str
+    tz: str
+    spec: str
+    version: int
+    paused: bool
+    next_fire: int | None
+    created_ms: int
+    updated_ms: int
+    created_by: str
+    history_limit: int = DEFAULT_HISTORY_LIMIT
+    last_fire: int | None = None     # last scheduled instant recorded by the schedule
+    fired_total: int = 0             # executions recorded since creation, pruned ones included
+
+    def spec_dict(self) -> dict:
+        return json.loads(self.spec)
+
+
+@dataclass(slots=True)
+class Attempt:
+    number: int
+    worker: str
+    fencing_token: int
+    started_ms: int
+    ended_ms: int = 0
+    state: str = RUNNING
+    exit_code: int = 0
+    http_status: int = 0
+    error: str = ""
+    output_tail: str = ""
+
+
+@dataclass(slots=True)
+class Execution:
+    """Keyed by (job, scheduled_ms), which is UNIQUE: the execution id is derived from it, so a
+    new leader recognises what an old one already recorded."""
+
+    job: str
+    scheduled_ms: int
+    state: str
+    trigger: str                     # schedule | catchup | manual
+    created_ms: int                  # leader time stamped on the entry that recorded it
+    term: int
+    log_index: int
+    updated_ms: int
+    reason: str = ""
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return execution_id(self.job, self.scheduled_ms)
+
+
+def execution_id(job: str, scheduled_ms: int) -> str:
+    """`<job>@<RFC 3339 UTC>`: readable, and derived from the unique key alone."""
+    return f"{job}@{sched.format_ms(scheduled_ms, 'UTC')}"
+
+
+def parse_execution_id(eid: str) -> tuple[str, int]:
+    job, sep, when = eid.partition("@")
+    if not sep or not NAME_RE.match(job):
+        raise ValidationError(f"bad execution id {eid!r}: expected <job>@<RFC 3339 time>")
+    try:
+        return job, sched.parse_time(when, "UTC")
+    except sched.ScheduleError as e:
+        raise ValidationError(f"bad execution id {eid!r}: {e}") from None
+
+
+# ------------------------------------------------------------------ spec validation
+
+def _str(d: dict, key: str, limit: int, default: str = "") -> str:
+    v = d.get(key, default)
+    if v is None:
+        v = default
+    if not isinstance(v, str):
+        raise ValidationError(f"{key} must be a string")
+    if len(v.encode()) > limit:
+        raise ValidationError(f"{key} is too long ({len(v.encode())} bytes, at most {limit})")
+    return v
+
+
+def _str_map(d: dict, key: str, key_re: re.Pattern | None = None) -> dict[str, str]:
+    m = d.get(key) or {}
+    if not isinstance(m, dict):
+        raise ValidationError(f"{key} must be a map of strings")
+    if len(m) > MAX_MAP_ENTRIES:
+        raise ValidationError(f"{key} has {len(m)} entries, at most {MAX_MAP_ENTRIES}")
+    out = {}
+    for k in sorted(m):
+        v = m[k]
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise ValidationError(f"{key} must be a map of strings")
+        if key_re is not None and not key_re.match(k):
+            raise ValidationError(f"bad {key} key {k!r}")
+        if len(k) + len(v) > 4096:
+            raise ValidationError(f"{key} entry {k!r} is too long")
+        out[k] = v
+    return out
+
+
+def _number(d: dict, key: str, lo: float, hi: float, *, integer: bool) -> float | int:
+    v = d.get(key) or 0
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValidationError(f"{key} must be a number")
+    if integer and int(v) != v:
+        raise ValidationError(f"{key} must be a whole number")
+    if not lo <= v <= hi:
+        raise ValidationError(f"{key} must be between {lo:g} and {hi:g}, got {v:g}")
+    return int(v) if integer else float(v)
+
+
+def _handler(d: dict) -> dict:
+    h = d.get("handler") or {}
+    if not isinstance(h, dict):
+        raise ValidationError("handler must be an object")
+    kinds = [k for k in ("shell", "http", "python") if h.get(k)]
+    if len(kinds) != 1:
+        raise ValidationError("a job needs exactly one handler: shell (command or argv), http (url) "
+                              "or python (name)")
+    kind = kinds[0]
+    body = h[kind]
+    if kind == "shell":
+        command = _str(body, "command", MAX_COMMAND_BYTES)
+        argv = body.get("argv") or []
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            raise ValidationError("argv must be a list of strings")
+        if bool(command) == bool(argv):
+            raise ValidationError("a shell handler needs a command or an argv, not both")
+        if sum(len(a.encode()) for a in argv) > MAX_COMMAND_BYTES:
+            raise ValidationError(f"argv is too long (at most {MAX_COMMAND_BYTES} bytes)")
+        out = {"command": command} if command else {"argv": list(argv)}
+        if body.get("workdir"):
+            out["workdir"] = _str(body, "workdir", 1024)
+        env = _str_map(body, "env")
+        if env:
+            out["env"] = env
+        return {"shell": out}
+    if kind == "http":
+        url = _str(body, "url", 2048)
+        if not re.match(r"^https?://[^\s/]+", url):
+            raise ValidationError(f"http url must start with http:// or https://, got {url!r}")
+        method = (_str(body, "method", 16) or "POST").upper()
+        if method not in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+            raise ValidationError(f"unsupported http method {method!r}")
+        out = {"url": url, "method": method}
+        headers = _str_map(body, "headers")
+        if headers:
+            out["headers"] = headers
+        if body.get("body"):
+            out["body"] = _str(body, "body", MAX_COMMAND_BYTES)
+        if body.get("insecure_skip_verify"):
+            out["insecure_skip_verify"] = True
+        return {"http": out}
+    name = _str(body, "name", 256)
+    if not name:
+        raise ValidationError("a python handler needs a name")
+    out = {"name": name}
+    if body.get("args_json"):
+        args = _str(body, "args_json", MAX_COMMAND_BYTES)
+        try:
+            json.loads(args)
+        except ValueError:
+            raise ValidationError("python args_json is not valid JSON") from None
+        out["args_json"] = args
+    return {"python": out}
+
+
+def _retry(d: dict) -> dict:
+    r = d.get("retry") or {}
+    if not isinstance(r, dict):
+        raise ValidationError("retry must be an object")
+    out = {}
+    if r.get("max_attempts"):
+        out["max_attempts"] = _number(r, "max_attempts", 0, 100, integer=True)
+    if r.get("initial_backoff_seconds"):
+        out["initial_backoff_seconds"] = _number(r, "initial_backoff_seconds", 0, 86400, integer=False)
+    if r.get("max_backoff_seconds"):
+        out["max_backoff_seconds"] = _number(r, "max_backoff_seconds", 0, 7 * 86400, integer=False)
+    if r.get("multiplier"):
+        out["multiplier"] = _number(r, "multiplier", 1, 100, integer=False)
+    return out
+
+
+def validate_spec(d: dict) -> dict:
+    """Return the canonical form of a job spec (defaults filled, empty fields dropped, sorted
+    keys when dumped) or raise ValidationError. `d` is the proto JobSpec as a dict with proto
+    field names."""
+    if not isinstance(d, dict):
+        raise ValidationError("job spec must be an object")
+    name = _str(d, "name", 128)
+    if not NAME_RE.match(name):
+        raise ValidationError(f"bad job name {name!r}: use 1-128 of a-z 0-9 . _ -, starting with a "
+                              "letter or digit")
+    team = _str(d, "team", 64) or DEFAULT_TEAM
+    if not TEAM_RE.match(team):
+        raise ValidationError(f"bad team {team!r}: use 1-64 of a-z 0-9 . _ -")
+    try:
+        tz = sched.validate_tz(_str(d, "timezone", 64) or "UTC")
+        parsed = sched.parse(_str(d, "schedule", 256), tz, hash_key=name)
+    except sched.ScheduleError as e:
+        raise ValidationError(str(e)) from None
+    out: dict = {"name": name, "team": team, "schedule": parsed.spec, "timezone": tz,
+                 "handler": _handler(d)}
+    description = _str(d, "description", 1024)
+    if description:
+        out["description"] = description
+    labels = _str_map(d, "labels", LABEL_KEY_RE)
+    if labels:
+        out["labels"] = labels
+    retry = _retry(d)
+    if retry:
+        out["retry"] = retry
+    if d.get("timeout_seconds"):
+        out["timeout_seconds"] = _number(d, "timeout_seconds", 0, MAX_TIMEOUT_S, integer=False)
+    overlap = _str(d, "overlap", 16)
+    if overlap and overlap not in OVERLAP_POLICIES:
+        raise ValidationError(f"overlap must be one of {', '.join(OVERLAP_POLICIES)}, got {overlap!r}")
+    if overlap:
+        out["overlap"] = overlap
+    catchup = _str(d, "catchup", 16)
+    if catchup and catchup not in CATCHUP_POLICIES:
+        raise ValidationError(f"catchup must be one of {', '.join(CATCHUP_POLICIES)}, got {catchup!r}")
+    if catchup:
+        out["catchup"] = catchup
+    if d.get("priority"):
+        out["priority"] = _number(d, "priority", -1000, 1000, integer=True)
+    pool = _str(d, "pool", 64)
+    if pool:
+        out["pool"] = pool
+    if d.get("paused"):
+        out["paused"] = True
+    if d.get("history_limit"):
+        out["history_limit"] = _number(d, "history_limit", 1, MAX_HISTORY_LIMIT, integer=True)
+    size = len(dump_spec(out).encode())
+    if size > MAX_SPEC_BYTES:
+        raise ValidationError(f"job spec is too large ({size} bytes, at most {MAX_SPEC_BYTES})")
+    return out
+
+
+def dump_spec(spec: dict) -> str:
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"))

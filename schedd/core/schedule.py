@@ -1,0 +1,777 @@
+"""Schedules: parse a job's schedule text and compute its fire instants.
+
+Pure and deterministic: no clock, no I/O after a zone is first loaded, no randomness and no
+Python `hash()` of strings, so every Raft replica computes the same instants from the same log.
+All instants are integer UTC epoch milliseconds.
+
+Syntax (see `parse`):
+
+- ``""``, ``none``, ``@none``: on demand only; never fires by itself.
+- cron, 5 fields ``minute hour day-of-month month day-of-week`` or 6 fields with LEADING
+  seconds ``second minute hour day-of-month month day-of-week``. Numbers, ``*``, ``?`` (day
+  fields only; same as ``*``), ranges ``a-b`` (wrapping ones like ``FRI-MON`` too), steps ``/n``,
+  lists, ``JAN``..``DEC``, ``SUN``..``SAT`` (``0`` and ``7`` are Sunday), ``L`` (last day of
+  the month), ``5#3`` (third Friday), ``L5`` (last Friday). Hashed fields, Jenkins style:
+  ``H``, ``H/15``, ``H(0-29)``, ``H(0-29)/10``, spread by the schedule's hash key (the job id)
+  through croniter's CRC-32 based expansion. Macros ``@yearly``/``@annually``, ``@monthly``,
+  ``@weekly``, ``@daily``/``@midnight``, ``@hourly``, ``@minutely`` expand to the usual fixed
+  expressions (not hashed).
+- ``@every <duration>``: whole numbers with units ``ms s m h d`` (``90s``, ``1h30m``), at least
+  1 s. Fires at every multiple of the period since the Unix epoch, so ``@every 1h`` fires on
+  the hour and ``@every 10s`` at :00, :10, ... The time zone plays no part.
+- ``at <RFC 3339 time>``: a one-off. A time without an offset is read in the schedule's zone.
+
+Cron semantics follow croniter (and Vixie cron): when both day-of-month and day-of-week are
+restricted a day matches if EITHER matches; a ``*`` (or ``?``) in one of them makes the other
+decide alone. Deliberate differences from croniter 7: an equal range ``5-5`` means 5 (croniter
+reads it as the whole field), ``#``/``L5`` may not be combined with a restricted day-of-month
+(croniter silently drops the day-of-month there), ``W`` and the random ``R`` are refused, and
+an expression that can never fire (``0 0 30 2 *``) is refused.
+
+Time zones and daylight saving time. Cron expressions are matched against the local
+wall-clock time of the schedule's IANA zone; each matching wall time is then mapped to UTC:
+
+- Spring forward (a gap): a wall time that does not exist fires once, at the first valid
+  instant after the gap, which is the transition instant itself (Europe/Berlin 2026-03-29
+  02:30 fires at 03:00 CEST = 01:00Z). Several matches inside one gap all map to that one
+  instant, so they fire once in total.
+- Fall back (a fold): a wall time that occurs twice fires once, at its FIRST occurrence. The
+  second pass through the repeated hour fires nothing.
+
+So the mapping from wall time to instant is monotone, `next_after` is strictly increasing,
+and the second pass through a fold is skipped in one step (no per-second walk). The same two
+rules read a local time without offset in `parse_time` and ``at``.
+
+Cron granularity is one second; `next_after` accepts any millisecond. Instants are computed
+between 1900 and the end of year 9998: an earlier `after_ms` is treated as 1900-01-01Z, and
+nothing is returned beyond 9998.
+
+Speed: croniter (~150-450 us per expansion, ~60 us per get_next) is used only to expand and
+validate fields; expansions are cached per field text, so jobs that differ only in their hash
+key share nearly all work, and the fire search itself is table lookups over the expanded sets
+(a few microseconds).
+
+Zone data comes from the `tzdata` package when it is installed, not from the host's
+/usr/share/zoneinfo: replicas must agree on every offset, and a pinned Python dependency is
+the same on every node while host packages drift. Keep the `tzdata` and `croniter` versions
+identical across a cluster (croniter's hash expansion decides where ``H`` lands).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib.resources
+import re
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from croniter import CroniterError, croniter
+from croniter.croniter import HashExpander
+
+__all__ = [
+    "Schedule",
+    "ScheduleError",
+    "format_ms",
+    "next_after",
+    "next_n",
+    "parse",
+    "parse_time",
+    "validate_tz",
+]
+
+
+class ScheduleError(ValueError):
+    """A schedule, time zone or time that cannot be accepted; the message names the bad part."""
+
+
+# ----------------------------------------------------------------------------------- constants
+
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+_MIN_YEAR, _MAX_YEAR = 1900, 9998
+_MIN_S = (date(_MIN_YEAR, 1, 1).toordinal() - _EPOCH_ORDINAL) * 86400
+_MAX_S = (date(_MAX_YEAR + 1, 1, 1).toordinal() - _EPOCH_ORDINAL) * 86400  # exclusive
+_MAX_SEARCH_STEPS = 12 * 500  # month/day steps; the sparsest valid cron ("1#5" in FEB) needs ~400
+_MIN_PERIOD_MS = 1000
+_MAX_PERIOD_MS = 3650 * 86_400_000
+
+#: Zone names that are UTC at every instant: they take the arithmetic-only fast path and are
+#: written with a "Z".
+_UTC_NAMES = frozenset({
+    "UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Universal", "Etc/Zulu", "Zulu",
+    "GMT", "Etc/GMT", "Etc/GMT0", "Etc/GMT+0", "Etc/GMT-0", "GMT0", "GMT+0", "GMT-0",
+    "Etc/Greenwich", "Greenwich",
+})
+
+# croniter's internal field order (seconds last) and per-field facts.
+_MINUTE, _HOUR, _DOM, _MONTH, _DOW, _SECOND = range(6)
+_FIELD_NAME = ("minute", "hour", "day-of-month", "month", "day-of-week", "second")
+_FIELD_RANGE = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7), (0, 59))
+_USER_ORDER = {5: (_MINUTE, _HOUR, _DOM, _MONTH, _DOW),
+               6: (_SECOND, _MINUTE, _HOUR, _DOM, _MONTH, _DOW)}
+_MONTH_NAMES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DOW_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_MONTH_LEN = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+_ALL_DAYS = tuple(tuple(range(1, n + 1)) for n in range(32))
+
+_MACROS = {
+    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *", "@minutely": "* * * * *",
+}
+_NONE_SPECS = frozenset({"", "none", "@none"})
+
+_FIELD_CHARS = re.compile(r"[0-9a-z*?,/#()\-]+")
+_HASH_FIELD = re.compile(r"[hr](?:\(\d+-\d+\))?(?:/\d+)?")
+_HASH_TOKEN = re.compile(r"(?:^|[\s,])[hH](?:$|[\s(/,])")  # an H field anywhere in a spec
+_EQUAL_RANGE = re.compile(r"^(\w+)-\1(?:/\d+)?$")
+_EVERY = re.compile(r"@every(?:\s+(.*))?", re.IGNORECASE | re.DOTALL)
+_AT = re.compile(r"at(?:\s+(.*))?", re.IGNORECASE | re.DOTALL)
+_DURATION = re.compile(r"(?:\d+(?:ms|s|m|h|d))+")
+_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d)")
+_DURATION_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
+    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))?"
+)
+
+
+# ------------------------------------------------------------------------------------ zones
+
+@functools.lru_cache(maxsize=None)
+def _zone_names() -> dict[str, str]:
+    """Lower-case name -> canonical name of every known zone (error and case-fixing paths only)."""
+    return {name.lower(): name for name in available_timezones()}
+
+
+@functools.lru_cache(maxsize=None)
+def _zone(name: str) -> tzinfo:
+    """Load a zone, preferring the pinned `tzdata` package over host files (see module doc).
+
+    Bounded by the number of real zone names: a bad name raises and is not cached."""
+    try:
+        fallback = ZoneInfo(name)  # validates the key (no paths, no traversal)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ScheduleError(f"unknown time zone {name!r}") from None
+    try:
+        resource = importlib.resources.files("tzdata.zoneinfo").joinpath(*name.split("/"))
+        with resource.open("rb") as f:
+            return ZoneInfo.from_file(f, key=name)
+    except ModuleNotFoundError:
+        return fallback
+    except OSError:
+        raise ScheduleError(f"unknown time zone {name!r}") from None
+
+
+def validate_tz(tz: str | None) -> str:
+    """Return the canonical IANA name for `tz` ("" / None -> "UTC") or raise ScheduleError.
+
+    A name that differs only in case ("europe/berlin") is corrected; a misspelt one gets a
+    suggestion in the message."""
+    name = (tz or "").strip() or "UTC"
+    if name in _UTC_NAMES:
+        return name
+    try:
+        _zone(name)
+        return name
+    except ScheduleError:
+        pass
+    canonical = _zone_names().get(name.lower())
+    if canonical is not None and canonical != name:
+        return validate_tz(canonical)
+    close = difflib.get_close_matches(name, list(_zone_names().values()), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ScheduleError(f"unknown time zone {name!r}{hint}")
+
+
+def _offset_s(zone: tzinfo, t: int) -> int:
+    """UTC offset in seconds in force at instant `t` (epoch seconds)."""
+    off = datetime.fromtimestamp(t, zone).utcoffset()
+    return off.days * 86400 + off.seconds
+
+
+def _transition(zone: tzinfo, lo: int, hi: int) -> int:
+    """The instant in (lo, hi] where the offset changes to the one in force at `hi`.
+
+    Only called around a gap or fold, where exactly one transition lies in the window."""
+    target = _offset_s(zone, hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _offset_s(zone, mid) == target:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _wall_to_utc(zone: tzinfo, wall: int, fields: tuple[int, ...]) -> tuple[int, int]:
+    """Map a local wall time to (instant, next wall time worth trying), both in seconds.
+
+    `wall` is the wall time as if it were UTC epoch seconds; `fields` its (y, mo, d, h, mi, s).
+    Gap: the transition instant. Fold: the first occurrence, and the next wall time to try is
+    the end of the repeated range, so a caller that needs a later instant skips the whole
+    second pass at once."""
+    naive = datetime(*fields)
+    off0 = zone.utcoffset(naive)
+    off1 = zone.utcoffset(datetime(*fields, 0, None, fold=1))
+    o0 = off0.days * 86400 + off0.seconds
+    if off0 == off1:
+        return wall - o0, wall + 1
+    o1 = off1.days * 86400 + off1.seconds
+    if o0 < o1:  # gap: fold=0 used the earlier (smaller) offset
+        return _transition(zone, wall - o1, wall - o0), wall + 1
+    first = wall - o0  # fold: first pass before the transition, second pass from it
+    return first, _transition(zone, first, wall - o1) + o0
+
+
+# ------------------------------------------------------------------------------ civil time
+
+def _fields(t: int) -> tuple[int, int, int, int, int, int]:
+    """(year, month, day, hour, minute, second) of epoch seconds read as UTC."""
+    days, sod = divmod(t, 86400)
+    d = date.fromordinal(days + _EPOCH_ORDINAL)
+    h, rem = divmod(sod, 3600)
+    mi, s = divmod(rem, 60)
+    return d.year, d.month, d.day, h, mi, s
+
+
+def _seconds(y: int, mo: int, d: int, h: int, mi: int, s: int) -> int:
+    """Inverse of `_fields`."""
+    return (date(y, mo, d).toordinal() - _EPOCH_ORDINAL) * 86400 + h * 3600 + mi * 60 + s
+
+
+def _month_len(y: int, mo: int) -> int:
+    if mo == 2 and y % 4 == 0 and (y % 100 != 0 or y % 400 == 0):
+        return 29
+    return _MONTH_LEN[mo]
+
+
+# --------------------------------------------------------------------------- expanded cron
+
+class _FieldSet:
+    """One expanded cron field: its sorted values and a next-value table for the search.
+
+    table[x] is the smallest value >= x, or -1; table[size] is -1 so callers may probe x + 1."""
+
+    __slots__ = ("values", "star", "last", "nth", "table", "first")
+
+    def __init__(self, idx: int, expanded: list, nth: dict) -> None:
+        lo, hi = _FIELD_RANGE[idx]
+        hi_value = 6 if idx == _DOW else hi  # 7 is another name for Sunday (0)
+        self.star = expanded == ["*"]  # written as * or ? (a full range is NOT star here)
+        self.last = "l" in expanded  # day-of-month L
+        ints = range(lo, hi_value + 1) if self.star else expanded
+        self.values = tuple(sorted(v for v in ints if isinstance(v, int)))
+        pairs = ((w, 0 if k == "l" else int(k)) for w, ks in nth.items() for k in ks)
+        self.nth = tuple(sorted(pairs))  # (weekday, week 1-5 or 0 = last)
+        size = 13 if idx == _MONTH else hi + 1
+        table, nxt, chosen = [-1] * (size + 1), -1, set(self.values)
+        for x in range(size - 1, -1, -1):
+            nxt = x if x in chosen else nxt
+            table[x] = nxt
+        self.table = tuple(table)
+        self.first = self.values[0] if self.values else -1
+
+
+class _DayRule:
+    """Which days of a month match day-of-month and day-of-week (OR when both restricted)."""
+
+    __slots__ = ("dom", "dom_last", "dom_star", "dow", "nth", "dow_star", "_memo")
+
+    def __init__(self, dom: _FieldSet, dom_star: bool, dow: _FieldSet, dow_star: bool) -> None:
+        self.dom, self.dom_last, self.dom_star = dom.values, dom.last, dom_star
+        self.dow, self.nth, self.dow_star = frozenset(dow.values), dow.nth, dow_star
+        self._memo: dict[int, tuple[int, ...]] = {}
+
+    def days(self, y: int, mo: int) -> tuple[int, ...]:
+        """Sorted matching days of month `mo` of year `y` (memoized: a few months are hot)."""
+        key = y * 16 + mo
+        got = self._memo.get(key)
+        if got is None:
+            got = self._compute(y, mo)
+            if len(self._memo) >= 1024:
+                self._memo.clear()
+            self._memo[key] = got
+        return got
+
+    def _compute(self, y: int, mo: int) -> tuple[int, ...]:
+        n = _month_len(y, mo)
+        if self.dom_star and self.dow_star:
+            return _ALL_DAYS[n]
+        by_dom = set() if self.dom_star else self._dom_days(n)
+        by_dow = set() if self.dow_star else self._dow_days(y, mo, n)
+        return tuple(sorted(by_dom | by_dow))
+
+    def _dom_days(self, n: int) -> set[int]:
+        days = {d for d in self.dom if d <= n}
+        if self.dom_last:
+            days.add(n)
+        return days
+
+    def _dow_days(self, y: int, mo: int, n: int) -> set[int]:
+        first = (date(y, mo, 1).weekday() + 1) % 7  # cron numbering: Sunday = 0
+        if not self.nth:
+            return {d for d in range(1, n + 1) if (first + d - 1) % 7 in self.dow}
+        days = set()
+        for wday, k in self.nth:  # k = 1..5, or 0 for "last"
+            d = 1 + (wday - first) % 7
+            d = d + 7 * ((n - d) // 7) if k == 0 else d + 7 * (k - 1)
+            if d <= n:
+                days.add(d)
+        return days
+
+
+class _Cron:
+    """Expanded cron sets as next-value tables, ready for `_next_wall`."""
+
+    __slots__ = ("nmo", "mo0", "nh", "h0", "nmi", "mi0", "ns", "s0", "days")
+
+    def __init__(self, sec: _FieldSet, minute: _FieldSet, hour: _FieldSet, month: _FieldSet,
+                 rule: _DayRule) -> None:
+        self.ns, self.s0 = sec.table, sec.first
+        self.nmi, self.mi0 = minute.table, minute.first
+        self.nh, self.h0 = hour.table, hour.first
+        self.nmo, self.mo0 = month.table, month.first
+        self.days = rule.days
+
+
+def _next_time_of_day(c: _Cron, h: int, mi: int, s: int) -> tuple[int, int, int] | None:
+    """First matching (h, mi, s) >= the given one on the same day, or None."""
+    h2 = c.nh[h]
+    if h2 != h:
+        return None if h2 < 0 else (h2, c.mi0, c.s0)
+    m2 = c.nmi[mi]
+    if m2 == mi:
+        s2 = c.ns[s]
+        if s2 >= 0:
+            return h, mi, s2
+        m2 = c.nmi[mi + 1]
+    if m2 >= 0:
+        return h, m2, c.s0
+    h2 = c.nh[h + 1]
+    return None if h2 < 0 else (h2, c.mi0, c.s0)
+
+
+def _next_wall(c: _Cron, wall: int) -> tuple[int, int, int, int, int, int] | None:
+    """First wall time >= `wall` (seconds, read as UTC) matching `c`, as fields; None if none
+    before the end of year `_MAX_YEAR`. Each step advances at least one day."""
+    y, mo, d, h, mi, s = _fields(wall)
+    if y > _MAX_YEAR:
+        return None
+    start_of_day = False
+    for _ in range(_MAX_SEARCH_STEPS):
+        m2 = c.nmo[mo]
+        if m2 != mo:
+            if m2 < 0:
+                y, m2 = y + 1, c.mo0
+                if y > _MAX_YEAR:
+                    return None
+            mo, d, start_of_day = m2, 1, True
+        days = c.days(y, mo)
+        i = bisect_left(days, d)
+        if i == len(days):
+            mo, d, start_of_day = mo + 1, 1, True
+            continue
+        if days[i] != d:
+            d, start_of_day = days[i], True
+        if start_of_day:
+            return y, mo, d, c.h0, c.mi0, c.s0
+        tod = _next_time_of_day(c, h, mi, s)
+        if tod is not None:
+            return (y, mo, d) + tod
+        d, start_of_day = d + 1, True
+    return None
+
+
+# ------------------------------------------------------------------------ cron compilation
+#
+# Three cache layers keep parse cheap for a million jobs that differ only in their hash key:
+# the key-independent checks per field text (`_plain_field`), croniter's expansion per field
+# text (`_field_set`), and the compiled sets per resolved expression (`_cron_for`). Only the
+# H fields are computed per key, with croniter's own CRC-32 expander.
+
+class _CronError(Exception):
+    """A problem in a cron expression: (field index or None, reason). Texts inside the caches
+    stay spec-independent; `_compile_cron` adds the spec to the message."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _field_set(idx: int, text: str) -> _FieldSet:
+    """Expand one resolved, lower-case field with croniter (~150-450 us, hence the cache).
+
+    The day fields are expanded beside a restricted partner so croniter keeps a full list
+    instead of folding it into "*": that fold depends on the partner's text, and `_cron_for`
+    applies it itself."""
+    template = ["*", "*", "1", "*", "1", "*"]  # croniter order: min hour dom month dow sec
+    template[idx] = text
+    try:
+        expanded, nth = croniter.expand(" ".join(template))
+    except CroniterError:
+        raise _CronError(idx, _explain(idx, text) or f"cannot parse {text!r}") from None
+    return _FieldSet(idx, expanded[idx], nth if idx == _DOW else {})
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_field(idx: int, text: str) -> str:
+    """Refuse what we do not support and rewrite equal ranges, for a field without H."""
+    if not _FIELD_CHARS.fullmatch(text):
+        bad = next(ch for ch in text if not _FIELD_CHARS.fullmatch(ch))
+        raise _CronError(idx, f"unexpected character {bad!r}")
+    tokens = text.split(",")
+    if len(tokens) > 1 and any(t in ("*", "?") for t in tokens):
+        raise _CronError(idx, "'*' and '?' cannot be combined with other values in a list")
+    if idx == _DOM and "w" in text:
+        raise _CronError(idx, "W (nearest weekday) is not supported")
+    resolved = ",".join(_EQUAL_RANGE.sub(r"\1", t) for t in tokens)
+    _field_set(idx, resolved)  # validate now, so the error names this field
+    return resolved
+
+
+def _resolve_field(idx: int, text: str, key: bytes) -> str:
+    """The field with H replaced by the value croniter derives from `key`."""
+    if not _HASH_FIELD.fullmatch(text):
+        return _plain_field(idx, text)
+    if text[0] == "r":
+        raise _CronError(idx, "R (random) is not allowed: schedules must be deterministic; use H")
+    try:
+        return _HASHER.expand(text, idx, text, hash_id=key)
+    except CroniterError as e:
+        raise _CronError(idx, _explain_hash(idx, text) or str(e)) from None
+
+
+_HASHER = HashExpander(croniter)
+
+
+def _compile_cron(fields: tuple[str, ...], key: bytes, spec: str) -> _Cron:
+    """Lower-case cron fields in the user's order -> `_Cron`; raises ScheduleError."""
+    raw = dict(zip(_USER_ORDER[len(fields)], fields))
+    try:
+        resolved = tuple(_resolve_field(i, raw[i], key) if i in raw else "0" for i in range(6))
+        return _cron_for(resolved, "*" in raw[_DOW], "*" in raw[_DOM])
+    except _CronError as e:
+        idx, reason = e.args
+        if idx is None:
+            raise ScheduleError(f"cron {spec!r} {reason}") from None
+        raise ScheduleError(f"bad cron field {_FIELD_NAME[idx]!r} in {spec!r}: {reason}") from None
+
+
+@functools.lru_cache(maxsize=8192)
+def _cron_for(resolved: tuple[str, ...], dow_has_star: bool, dom_has_star: bool) -> _Cron:
+    """Compile resolved fields (croniter order). Interned: hashed jobs landing on the same
+    values share one object."""
+    sets = [_field_set(i, text) for i, text in enumerate(resolved)]
+    dom, dow = sets[_DOM], sets[_DOW]
+    # croniter's rule: a day field is unrestricted if written as * or ?, or if it covers the
+    # whole field while the other day field contains a '*'.
+    dom_star = dom.star or (len(dom.values) + dom.last == 31 and dow_has_star)
+    dow_star = not dow.nth and (dow.star or (len(dow.values) == 7 and dom_has_star))
+    if dow.nth and not dom_star:
+        raise _CronError(_DOM, "an nth or last weekday ('#', 'L' in day-of-week) cannot be "
+                               "combined with a day-of-month; use '*' or '?' there")
+    rule = _DayRule(dom, dom_star, dow, dow_star)
+    _check_fires(rule, sets[_MONTH].values)
+    return _Cron(sets[_SECOND], sets[_MINUTE], sets[_HOUR], sets[_MONTH], rule)
+
+
+def _check_fires(rule: _DayRule, months: tuple[int, ...]) -> None:
+    """Refuse an expression that can never fire: only day-of-month can cause that (days that
+    do not exist in any chosen month); a weekday always comes around."""
+    if not rule.dow_star or rule.dom_star or rule.dom_last:
+        return
+    longest = max(29 if m == 2 else _MONTH_LEN[m] for m in months)
+    if min(rule.dom) > longest:
+        names = ",".join(_MONTH_NAMES[m - 1].upper() for m in months)
+        raise _CronError(None, f"never fires: day-of-month {','.join(map(str, rule.dom))} "
+                               f"does not occur in {names}")
+
+
+# --------------------------------------------------------------------- error explanations
+
+def _explain(idx: int, text: str) -> str | None:
+    """Name the first concrete problem in a field croniter refused (error path only)."""
+    for token in text.split(","):
+        base, slash, step = token.partition("/")
+        if slash and (not step.isdigit() or int(step) == 0):
+            return (f"step {step.upper()!r} in {token.upper()!r} must be a whole number "
+                    "of at least 1")
+        problem = _explain_base(idx, base, token)
+        if problem:
+            return problem
+    return None
+
+
+def _explain_base(idx: int, base: str, token: str) -> str | None:
+    if base in ("*", "?"):
+        if base == "?" and idx not in (_DOM, _DOW):
+            return "'?' is only allowed in day-of-month and day-of-week"
+        return None
+    if base.startswith("h"):
+        return "H must be the whole field: H, H/15, H(0-29) or H(0-29)/10"
+    if idx == _DOW and "#" in base:
+        day, _, k = base.partition("#")
+        if not k.isdigit() or not 1 <= int(k) <= 5:
+            return f"{token.upper()!r}: the week number after '#' must be 1-5"
+        return _explain_value(idx, day)
+    if (idx == _DOM and base == "l") or (idx == _DOW and re.fullmatch(r"l[0-7]", base)):
+        return None
+    if "l" in base and idx in (_DOM, _DOW):
+        return f"{token.upper()!r}: 'L' stands alone in day-of-month, or as L0-L7 in day-of-week"
+    lo, dash, hi = base.partition("-")
+    if "-" in hi:
+        return f"{token.upper()!r} is not a value or a range a-b"
+    for part in (lo, hi) if dash else (lo,):
+        if part == "":
+            return f"missing value in {token.upper()!r} (negative numbers are not allowed)"
+        problem = _explain_value(idx, part)
+        if problem:
+            return problem
+    return None
+
+
+def _explain_value(idx: int, value: str) -> str | None:
+    lo, hi = _FIELD_RANGE[idx]
+    if value.isdigit():
+        return None if lo <= int(value) <= hi else f"{int(value)} is out of range {lo}-{hi}"
+    names = {_MONTH: _MONTH_NAMES, _DOW: _DOW_NAMES}.get(idx, ())
+    if value in names:
+        return None
+    kind = {_MONTH: "a number or month name (JAN-DEC)",
+            _DOW: "a number or weekday name (SUN-SAT)"}.get(idx, "a number")
+    return f"{value.upper()!r} is not {kind}"
+
+
+def _explain_hash(idx: int, text: str) -> str | None:
+    m = re.fullmatch(r"h\((\d+)-(\d+)\)(?:/(\d+))?", text)
+    if not m:
+        return "H/0 is not a valid step" if text.endswith("/0") else None
+    lo, hi = _FIELD_RANGE[idx]
+    a, b = int(m[1]), int(m[2])
+    if not (lo <= a <= hi and lo <= b <= hi):
+        return f"H range {a}-{b} is out of range {lo}-{hi}"
+    if a >= b:
+        return f"H range {a}-{b} must have its end above its start"
+    if m[3] is not None and int(m[3]) == 0:
+        return "H step must be at least 1"
+    return None
+
+
+# --------------------------------------------------------------------------------- Schedule
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A parsed schedule. Build it with `parse` (cached); compare and hash freely."""
+
+    kind: str  # "cron" | "every" | "at" | "none"
+    spec: str  # normalized text as the user should see it
+    tz: str = "UTC"  # canonical IANA zone name
+    _hash_key: str = field(default="", repr=False)  # "" unless the spec uses H
+    _cron: _Cron | None = field(default=None, repr=False, compare=False)
+    _zone: tzinfo | None = field(default=None, repr=False, compare=False)  # None: UTC arithmetic
+    _period_ms: int = field(default=0, repr=False, compare=False)
+    _at_ms: int = field(default=0, repr=False, compare=False)
+
+    def __reduce__(self) -> tuple:
+        """Pickle as the text only: small, and re-parsing re-uses the shared caches."""
+        return _restore, (self.spec, self.tz, self._hash_key)
+
+
+def _restore(spec: str, tz: str, hash_key: str) -> Schedule:
+    return parse(spec, tz, hash_key=hash_key)
+
+
+def parse(spec: str | None, tz: str | None = "UTC", *, hash_key: str = "") -> Schedule:
+    """Parse schedule text in time zone `tz`; `hash_key` (the job id) places H fields.
+
+    Raises ScheduleError. Cached on (spec, tz, hash_key) because apply calls it for every fire
+    and registration; the key is dropped from the cache key when the spec has no H, so jobs
+    sharing a plain spec share one Schedule."""
+    if spec is not None and not isinstance(spec, str):
+        raise ScheduleError(f"schedule must be text, not {type(spec).__name__}")
+    if tz is not None and not isinstance(tz, str):
+        raise ScheduleError(f"time zone must be text, not {type(tz).__name__}")
+    text = (spec or "").strip()
+    if not _HASH_TOKEN.search(text):
+        hash_key = ""
+    return _parse_cached(text, tz or "UTC", hash_key)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _parse_cached(text: str, tz: str, hash_key: str) -> Schedule:
+    tz = validate_tz(tz)
+    low = text.lower()
+    if low in _NONE_SPECS:
+        return Schedule("none", "none", tz)
+    if low.startswith("@every"):
+        return _parse_every(text, tz)
+    if _AT.fullmatch(text):
+        return _parse_at(text, tz)
+    if low.startswith("@"):
+        if low not in _MACROS:
+            raise ScheduleError(f"unknown schedule macro {text!r}; use one of "
+                                f"{', '.join(_MACROS)}, @every <duration> or none")
+        return _cron_schedule(low, _MACROS[low].split(), tz, "")
+    fields = low.split()
+    if len(fields) not in _USER_ORDER:
+        raise ScheduleError(
+            f"expected 5 cron fields (minute hour day-of-month month day-of-week) or 6 with "
+            f"leading seconds, got {len(fields)} in {text!r}")
+    normalized = " ".join(f.upper() for f in fields)
+    return _cron_schedule(normalized, fields, tz, hash_key)
+
+
+def _cron_schedule(normalized: str, fields: list[str], tz: str, hash_key: str) -> Schedule:
+    cron = _compile_cron(tuple(fields), hash_key.encode("utf-8"), normalized)
+    zone = None if tz in _UTC_NAMES else _zone(tz)
+    return Schedule("cron", normalized, tz, hash_key, cron, zone)
+
+
+def _parse_every(text: str, tz: str) -> Schedule:
+    m = _EVERY.fullmatch(text)
+    duration = (m[1] or "").strip() if m else ""
+    if not duration:
+        raise ScheduleError(f"expected '@every <duration>' like '@every 5m', got {text!r}")
+    if not _DURATION.fullmatch(duration):
+        raise ScheduleError(f"bad duration {duration!r} in {text!r}: use whole numbers with "
+                            "units ms, s, m, h, d, like 30s, 5m or 1h30m")
+    period = sum(int(n) * _DURATION_UNIT_MS[u] for n, u in _DURATION_PART.findall(duration))
+    if period < _MIN_PERIOD_MS:
+        raise ScheduleError(f"bad duration {duration!r} in {text!r}: the period must be at "
+                            "least 1s")
+    if period > _MAX_PERIOD_MS:
+        raise ScheduleError(f"bad duration {duration!r} in {text!r}: the period must be at "
+                            "most 3650d")
+    return Schedule("every", f"@every {_format_duration(period)}", tz, _period_ms=period)
+
+
+def _format_duration(ms: int) -> str:
+    parts = []
+    for unit in ("d", "h", "m", "s", "ms"):
+        n, ms = divmod(ms, _DURATION_UNIT_MS[unit])
+        if n:
+            parts.append(f"{n}{unit}")
+    return "".join(parts)
+
+
+def _parse_at(text: str, tz: str) -> Schedule:
+    m = _AT.fullmatch(text)
+    when = (m[1] or "").strip() if m else ""
+    if not when:
+        raise ScheduleError(f"expected 'at <RFC 3339 time>' like 'at 2026-12-01T10:00:00Z', "
+                            f"got {text!r}")
+    try:
+        at_ms = parse_time(when, tz)
+    except ScheduleError as e:
+        raise ScheduleError(f"bad at-time in {text!r}: {e}") from None
+    return Schedule("at", f"at {format_ms(at_ms, tz)}", tz, _at_ms=at_ms)
+
+
+# ------------------------------------------------------------------------------ next fires
+
+def next_after(s: Schedule, after_ms: int) -> int | None:
+    """First fire instant strictly after `after_ms` (UTC epoch ms), or None if there is none
+    (kind none, an `at` already past, or nothing before the end of year 9998)."""
+    kind = s.kind
+    if kind == "cron":
+        return _next_cron(s, after_ms)
+    if kind == "every":
+        period = s._period_ms
+        return (after_ms // period + 1) * period
+    if kind == "at":
+        return s._at_ms if s._at_ms > after_ms else None
+    return None
+
+
+def _next_cron(s: Schedule, after_ms: int) -> int | None:
+    p = max(after_ms // 1000, _MIN_S - 1)  # the whole second holding after_ms; fire is later
+    if p >= _MAX_S:
+        return None
+    c, zone = s._cron, s._zone
+    if zone is None:
+        f = _next_wall(c, p + 1)
+        return None if f is None else _seconds(*f) * 1000
+    wall = p + _offset_s(zone, p) + 1
+    for _ in range(3):  # the 2nd round only follows a skip over a fold's second pass
+        f = _next_wall(c, wall)
+        if f is None:
+            return None
+        w = _seconds(*f)
+        u, wall = _wall_to_utc(zone, w, f)
+        if u > p:
+            return u * 1000
+    return None  # unreachable: after one skip the wall time lies beyond the fold
+
+
+def next_n(s: Schedule, after_ms: int, n: int) -> list[int]:
+    """The next `n` fire instants after `after_ms` (fewer if the schedule runs out)."""
+    out: list[int] = []
+    t: int | None = after_ms
+    for _ in range(max(n, 0)):
+        t = next_after(s, t)
+        if t is None:
+            break
+        out.append(t)
+    return out
+
+
+# ---------------------------------------------------------------------------- RFC 3339 I/O
+
+def format_ms(ms: int, tz: str = "UTC") -> str:
+    """RFC 3339 text for an instant in `tz`: "2026-11-29T02:00:00+01:00", or "...Z" in UTC.
+
+    Milliseconds appear only when non-zero. A historical offset with seconds (local mean
+    time), which RFC 3339 cannot write, is shown in UTC instead."""
+    name = tz if tz in _UTC_NAMES else validate_tz(tz)
+    secs, milli = divmod(int(ms), 1000)
+    off = 0 if name in _UTC_NAMES else _safe_offset(_zone(name), secs)
+    utc = name in _UTC_NAMES or off % 60 != 0
+    if utc:
+        off = 0
+    try:
+        y, mo, d, h, mi, s = _fields(secs + off)
+    except (OverflowError, ValueError):
+        raise ScheduleError(f"time {ms} ms is out of range") from None
+    frac = f".{milli:03d}" if milli else ""
+    sign, a = ("+" if off >= 0 else "-"), abs(off)
+    suffix = "Z" if utc else f"{sign}{a // 3600:02d}:{a % 3600 // 60:02d}"
+    return f"{y:04d}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{s:02d}{frac}{suffix}"
+
+
+def _safe_offset(zone: tzinfo, secs: int) -> int:
+    try:
+        return _offset_s(zone, secs)
+    except (OverflowError, ValueError, OSError):
+        raise ScheduleError(f"time {secs} s is out of range") from None
+
+
+def parse_time(text: str, tz: str = "UTC") -> int:
+    """RFC 3339 text -> epoch ms. A time without offset is read in `tz` with the DST rules of
+    the module doc (a gap time is the transition instant, a repeated time its first
+    occurrence). "T", "t" or a space separate date and time; fractions below 1 ms are
+    truncated."""
+    m = _RFC3339.fullmatch(text.strip()) if isinstance(text, str) else None
+    if m is None:
+        raise ScheduleError(f"{text!r} is not an RFC 3339 time like 2026-12-01T10:00:00Z")
+    fields = tuple(int(g) for g in m.groups()[:6])
+    try:
+        datetime(*fields)
+        wall = _seconds(*fields)
+    except ValueError as e:
+        raise ScheduleError(f"{text!r} is not a valid time: {e}") from None
+    milli = int((m[7] or "0").ljust(3, "0")[:3])
+    if m[8]:
+        return wall * 1000 + milli
+    if m[9]:
+        hh, mm = int(m[10]), int(m[11])
+        if hh > 23 or mm > 59:
+            raise ScheduleError(f"{text!r} has a bad UTC offset")
+        off = (hh * 3600 + mm * 60) * (1 if m[9] == "+" else -1)
+        return (wall - off) * 1000 + milli
+    name = validate_tz(tz)
+    if name in _UTC_NAMES:
+        return wall * 1000 + milli
+    try:
+        return _wall_to_utc(_zone(name), wall, fields)[0] * 1000 + milli
+    except (OverflowError, ValueError, OSError):
+        raise ScheduleError(f"{text!r} is out of range in {name}") from None

@@ -1,0 +1,424 @@
+"""The replicated state machine: `apply(entry, index) -> result`.
+
+Contract (DESIGN.md "The replicated state machine"):
+- deterministic: the result and the new state depend only on the old state, the entry text and
+  its log index. No clock (time comes in the entry), no I/O, no randomness, no iteration over sets
+  of strings.
+- total: apply never raises. A malformed or refused entry is a deterministic rejection result;
+  an unexpected exception is caught and reported as `internal` (and the state is unchanged for
+  commands that validate before they mutate).
+- idempotent where it matters: an execution key (job, scheduled_ms) is unique, so a duplicate fire
+  is a no-op; a request id seen within DEDUP_TTL_MS returns the first result again.
+
+Indexes beside the state (names, by team, by job, by state, and the timing wheel over
+next_fire) are derived: rebuilt on restore, never serialized.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from dataclasses import dataclass
+
+from sortedcontainers import SortedList
+
+from schedd.core import commands as C
+from schedd.core import schedule as sched
+from schedd.core.model import (
+    DEFAULT_HISTORY_LIMIT, SCHEDULED, Execution, Job, ValidationError, dump_spec, validate_spec,
+)
+from schedd.core.wheel import TimingWheel
+
+DEDUP_TTL_MS = 15 * 60 * 1000
+AUDIT_KEEP = 10_000
+CATCHUP_MARK_MS = 2_000        # an instant recorded this late is labelled "catchup"
+MIN_MS = -(2 ** 62)
+SNAPSHOT_FORMAT = ("schedd-state", 1)
+
+ExecKey = tuple[str, int]
+
+
+def _reject(code: str, msg: str, **extra) -> dict:
+    return {"ok": False, "code": code, "msg": msg, **extra}
+
+
+def _ok(**extra) -> dict:
+    return {"ok": True, "code": "ok", **extra}
+
+
+def next_fire_for(s: sched.Schedule, now: int, last_fire: int | None) -> int | None:
+    """The next instant to fire for a (re)configured or resumed job: after `now` (instants missed
+    while paused are not caught up) and never at or before the last instant already recorded.
+    A one-off `at` fires once even when its time is already past at creation."""
+    floor = last_fire if last_fire is not None else MIN_MS
+    if s.kind != "at":
+        floor = max(floor, now - 1)
+    return sched.next_after(s, floor)
+
+
+def schedule_of(job: Job) -> sched.Schedule:
+    return sched.parse(job.schedule, job.tz, hash_key=job.name)
+
+
+@dataclass(slots=True)
+class AuditRecord:
+    time_ms: int
+    principal: str
+    action: str
+    target: str
+    result: str
+    log_index: int
+
+
+class SchedulerState:
+    """Jobs, executions, leader epoch, dedup table and audit trail, plus derived indexes."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, Job] = {}
+        self.execs: dict[ExecKey, Execution] = {}
+        self.epoch = 0
+        self.dedup: dict[str, tuple[int, dict]] = {}
+        self.audit: deque[AuditRecord] = deque(maxlen=AUDIT_KEEP)
+        self.hash = b"\0" * 16
+        self.last_index = 0
+        self._reindex()
+
+    # ------------------------------------------------------------ indexes
+
+    def _reindex(self) -> None:
+        self.names = SortedList(self.jobs)
+        self.by_team: dict[str, SortedList] = {}
+        for name, job in self.jobs.items():
+            self.by_team.setdefault(job.team, SortedList()).add(name)
+        self.wheel = TimingWheel()
+        for name, job in self.jobs.items():
+            if job.next_fire is not None and not job.paused:
+                self.wheel.set(name, job.next_fire)
+        self.by_job: dict[str, SortedList] = {}
+        self.by_time = SortedList()
+        self.by_state: dict[str, SortedList] = {}
+        for (name, t), ex in self.execs.items():
+            self._index_exec(name, t, ex.state)
+
+    def _index_exec(self, name: str, t: int, state: str) -> None:
+        self.by_job.setdefault(name, SortedList()).add(t)
+        self.by_time.add((t, name))
+        self.by_state.setdefault(state, SortedList()).add((t, name))
+
+    def _unindex_exec(self, name: str, t: int, state: str) -> None:
+        times = self.by_job.get(name)
+        if times is not None:
+            times.discard(t)
+            if not times:
+                del self.by_job[name]
+        self.by_time.discard((t, name))
+        by_state = self.by_state.get(state)
+        if by_state is not None:
+            by_state.discard((t, name))
+
+    def _add_job_index(self, job: Job) -> None:
+        self.names.add(job.name)
+        self.by_team.setdefault(job.team, SortedList()).add(job.name)
+
+    def _remove_job_index(self, job: Job) -> None:
+        self.names.discard(job.name)
+        team = self.by_team.get(job.team)
+        if team is not None:
+            team.discard(job.name)
+            if not team:
+                del self.by_team[job.team]
+        self.wheel.discard(job.name)
+
+    def _schedule_wheel(self, job: Job) -> None:
+        if job.paused or job.next_fire is None:
+            self.wheel.discard(job.name)
+        else:
+            self.wheel.set(job.name, job.next_fire)
+
+    # ------------------------------------------------------------ snapshot
+
+    def snapshot(self) -> tuple:
+        """Cheap: references, not copies. pysyncobj forks right after this returns and the child
+        pickles a copy-on-write image, so the tick thread never waits for serialization."""
+        return (SNAPSHOT_FORMAT, self.jobs, self.execs, self.epoch, self.dedup, list(self.audit),
+                self.hash, self.last_index)
+
+    def restore(self, data: tuple) -> None:
+        fmt, jobs, execs, epoch, dedup, audit, digest, last_index = data
+        if tuple(fmt) != SNAPSHOT_FORMAT:
+            raise ValueError(f"unsupported snapshot format {fmt!r}")
+        self.jobs, self.execs, self.epoch, self.dedup = jobs, execs, epoch, dedup
+        self.audit = deque(audit, maxlen=AUDIT_KEEP)
+        self.hash, self.last_index = digest, last_index
+        self._reindex()
+
+    # ------------------------------------------------------------ apply
+
+    def apply(self, entry: str, index: int) -> dict:
+        """Apply one committed entry at Raft log index `index`. Never raises."""
+        self.hash = hashlib.blake2b(self.hash + entry.encode(), digest_size=16).digest()
+        self.last_index = index
+        try:
+            cmd = C.decode(entry)
+        except (ValueError, KeyError, TypeError) as e:
+            return _reject("invalid", f"malformed entry: {e}")
+        if cmd.rid:
+            self._expire_dedup(cmd.now)
+            seen = self.dedup.get(cmd.rid)
+            if seen is not None:
+                return {**seen[1], "deduplicated": True}
+        try:
+            result = self._HANDLERS[cmd.kind](self, cmd, index)
+        except Exception as e:  # noqa: BLE001 - apply must be total (research F1)
+            result = _reject("internal", f"{type(e).__name__}: {e}")
+        if cmd.rid:
+            self.dedup[cmd.rid] = (cmd.now, result)
+        if cmd.kind not in (C.FIRE, C.NOOP, C.EPOCH):
+            self.audit.append(AuditRecord(cmd.now, cmd.by, cmd.kind, self._target(cmd),
+                                          result.get("code", "ok"), index))
+        return result
+
+    @staticmethod
+    def _target(cmd: C.Command) -> str:
+        if cmd.kind == C.PUT:
+            return str((cmd.args.get("job") or {}).get("name", ""))
+        if cmd.kind == C.PUT_MANY:
+            return f"{len(cmd.args.get('jobs') or [])} jobs"
+        return str(cmd.args.get("name", ""))
+
+    def _expire_dedup(self, now: int) -> None:
+        horizon = now - DEDUP_TTL_MS
+        while self.dedup:
+            rid = next(iter(self.dedup))
+            if self.dedup[rid][0] >= horizon:
+                break
+            del self.dedup[rid]
+
+    # -- leadership
+
+    def _epoch(self, cmd: C.Command, index: int) -> dict:
+        if cmd.term > self.epoch:
+            self.epoch = cmd.term
+        return _ok(epoch=self.epoch)
+
+    def _noop(self, cmd: C.Command, index: int) -> dict:
+        return _ok(epoch=self.epoch)
+
+    # -- jobs
+
+    def _put(self, cmd: C.Command, index: int) -> dict:
+        try:
+            spec = validate_spec(cmd.args.get("job"))
+        except ValidationError as e:
+            return _reject("invalid", str(e))
+        current = self.jobs.get(spec["name"])
+        if current is not None and cmd.args.get("create_only"):
+            return _reject("exists", f"job {spec['name']!r} already exists")
+        expected = cmd.args.get("expected_version") or 0
+        if expected and (current is None or current.version != expected):
+            have = "absent" if current is None else f"at version {current.version}"
+            return _reject("conflict", f"job {spec['name']!r} is {have}, not at version {expected}")
+        created = self._upsert(spec, cmd)
+        job = self.jobs[spec["name"]]
+        return _ok(created=created, name=job.name, version=job.version)
+
+    def _put_many(self, cmd: C.Command, index: int) -> dict:
+        specs = []
+        try:
+            for raw in cmd.args.get("jobs") or []:
+                specs.append(validate_spec(raw))
+        except ValidationError as e:
+            return _reject("invalid", f"job #{len(specs) + 1}: {e}")
+        names = [s["name"] for s in specs]
+        if len(set(names)) != len(names):
+            return _reject("invalid", "the batch names a job more than once")
+        created = sum(self._upsert(spec, cmd) for spec in specs)
+        return _ok(created=created, updated=len(specs) - created)
+
+    def _upsert(self, spec: dict, cmd: C.Command) -> bool:
+        s = sched.parse(spec["schedule"], spec["timezone"], hash_key=spec["name"])
+        paused = bool(spec.get("paused"))
+        current = self.jobs.get(spec["name"])
+        if current is None:
+            job = Job(name=spec["name"], team=spec["team"], schedule=spec["schedule"],
+                      tz=spec["timezone"], spec=dump_spec(spec), version=1, paused=paused,
+                      next_fire=next_fire_for(s, cmd.now, None), created_ms=cmd.now,
+                      updated_ms=cmd.now, created_by=cmd.by,
+                      history_limit=spec.get("history_limit") or DEFAULT_HISTORY_LIMIT)
+            self.jobs[job.name] = job
+            self._add_job_index(job)
+            self._schedule_wheel(job)
+            return True
+        job = current
+        timing_changed = (job.schedule, job.tz) != (spec["schedule"], spec["timezone"])
+        resumed = job.paused and not paused
+        if job.team != spec["team"]:
+            self._remove_job_index(job)
+            job.team = spec["team"]
+            self._add_job_index(job)
+        job.schedule, job.tz, job.spec, job.paused = spec["schedule"], spec["timezone"], dump_spec(spec), paused
+        job.history_limit = spec.get("history_limit") or DEFAULT_HISTORY_LIMIT
+        job.version += 1
+        job.updated_ms = cmd.now
+        if timing_changed or resumed:
+            job.next_fire = next_fire_for(s, cmd.now, job.last_fire)
+        self._schedule_wheel(job)
+        return False
+
+    def _job_or_reject(self, cmd: C.Command) -> Job | dict:
+        name = cmd.args.get("name")
+        job = self.jobs.get(name) if isinstance(name, str) else None
+        if job is None:
+            return _reject("not_found", f"job {name!r} not found")
+        return job
+
+    def _delete(self, cmd: C.Command, index: int) -> dict:
+        job = self._job_or_reject(cmd)
+        if isinstance(job, dict):
+            return job
+        self._remove_job_index(job)
+        del self.jobs[job.name]
+        for t in list(self.by_job.get(job.name, ())):
+            ex = self.execs.pop((job.name, t))
+            self._unindex_exec(job.name, t, ex.state)
+        return _ok(name=job.name)
+
+    def _set_paused(self, cmd: C.Command, paused: bool) -> dict:
+        job = self._job_or_reject(cmd)
+        if isinstance(job, dict):
+            return job
+        if job.paused != paused:
+            spec = job.spec_dict()
+            if paused:
+                spec["paused"] = True
+            else:
+                spec.pop("paused", None)
+                job.next_fire = next_fire_for(schedule_of(job), cmd.now, job.last_fire)
+            job.paused, job.spec = paused, dump_spec(spec)
+            job.version += 1
+            job.updated_ms = cmd.now
+            self._schedule_wheel(job)
+        return _ok(name=job.name, version=job.version)
+
+    def _pause(self, cmd: C.Command, index: int) -> dict:
+        return self._set_paused(cmd, True)
+
+    def _resume(self, cmd: C.Command, index: int) -> dict:
+        return self._set_paused(cmd, False)
+
+    # -- executions
+
+    def _record(self, job: Job, t: int, trigger: str, cmd: C.Command, index: int) -> Execution:
+        ex = Execution(job=job.name, scheduled_ms=t, state=SCHEDULED, trigger=trigger,
+                       created_ms=cmd.now, term=cmd.term, log_index=index, updated_ms=cmd.now)
+        self.execs[(job.name, t)] = ex
+        self._index_exec(job.name, t, ex.state)
+        job.fired_total += 1
+        self._prune_history(job)
+        return ex
+
+    def _prune_history(self, job: Job) -> None:
+        """Keep the newest `history_limit` executions of a job, deterministically."""
+        times = self.by_job.get(job.name)
+        while times is not None and len(times) > job.history_limit:
+            t = times[0]
+            ex = self.execs.pop((job.name, t))
+            self._unindex_exec(job.name, t, ex.state)
+
+    def _trigger(self, cmd: C.Command, index: int) -> dict:
+        job = self._job_or_reject(cmd)
+        if isinstance(job, dict):
+            return job
+        t = cmd.now
+        while (job.name, t) in self.execs:
+            t += 1
+        self._record(job, t, "manual", cmd, index)
+        return _ok(name=job.name, scheduled_ms=t)
+
+    def _fire(self, cmd: C.Command, index: int) -> dict:
+        if cmd.term != self.epoch:
+            return _reject("stale_term", f"fire from term {cmd.term}, but the leader epoch is {self.epoch}")
+        items = []
+        for name, t in cmd.args.get("items") or []:
+            items.append([name, t, self._fire_one(name, t, cmd, index)])
+        return _ok(items=items)
+
+    def _fire_one(self, name: str, t: int, cmd: C.Command, index: int) -> str:
+        job = self.jobs.get(name)
+        if job is None:
+            return "unknown_job"
+        if job.paused:
+            return "paused"
+        due = job.next_fire == t
+        if due:
+            job.next_fire = sched.next_after(schedule_of(job), t)
+            job.last_fire = t
+            self._schedule_wheel(job)
+        if (name, t) in self.execs:
+            return "duplicate"
+        if not due:
+            return "not_due"
+        trigger = "catchup" if t < cmd.now - CATCHUP_MARK_MS else "schedule"
+        self._record(job, t, trigger, cmd, index)
+        return "created"
+
+    _HANDLERS = {
+        C.EPOCH: _epoch, C.NOOP: _noop, C.PUT: _put, C.PUT_MANY: _put_many, C.DELETE: _delete,
+        C.PAUSE: _pause, C.RESUME: _resume, C.TRIGGER: _trigger, C.FIRE: _fire,
+    }
+
+    # ------------------------------------------------------------ reads (caller holds the lock)
+
+    def state_hash(self) -> str:
+        return self.hash.hex()
+
+    def in_state_since(self, state: str, t: int) -> list[tuple[int, str]]:
+        """(scheduled_ms, job) of executions in `state` scheduled at or after t, oldest first."""
+        index = self.by_state.get(state)
+        return list(index.irange((t, ""), None)) if index else []
+
+    def last_execution(self, name: str) -> Execution | None:
+        times = self.by_job.get(name)
+        return self.execs[(name, times[-1])] if times else None
+
+    def list_jobs(self, *, team: str = "", state: str = "", after: str = "",
+                  limit: int = 100) -> tuple[list[Job], str, int]:
+        """A page of jobs ordered by name, starting after `after`; returns (jobs, next_after, total)."""
+        names = self.by_team.get(team, SortedList()) if team else self.names
+        want_paused = {"paused": True, "active": False}.get(state)
+        start = names.bisect_right(after) if after else 0
+        page: list[Job] = []
+        i = start
+        while i < len(names) and len(page) < limit:
+            job = self.jobs[names[i]]
+            if want_paused is None or job.paused == want_paused:
+                page.append(job)
+            i += 1
+        more = i < len(names)
+        if want_paused is None:
+            total = len(names)
+        else:
+            total = sum(1 for n in names if self.jobs[n].paused == want_paused)
+        return page, (page[-1].name if page and more else ""), total
+
+    def list_executions(self, *, job: str = "", state: str = "", after: tuple[int, str] | None = None,
+                        limit: int = 100, oldest_first: bool = False) -> tuple[list[Execution], tuple | None, int]:
+        """A page of executions ordered by (scheduled_ms, job), newest first unless asked."""
+        if job:
+            index = SortedList((t, job) for t in self.by_job.get(job, ()))
+        else:
+            index = self.by_time
+        if state:
+            index_state = self.by_state.get(state, SortedList())
+            index = index_state if not job else SortedList(k for k in index if k in index_state)
+        total = len(index)
+        if oldest_first:
+            lo = index.bisect_right(after) if after else 0
+            keys = list(index.islice(lo, lo + limit))
+        else:
+            hi = index.bisect_left(after) if after else len(index)
+            keys = list(index.islice(max(0, hi - limit), hi))[::-1]
+        page = [self.execs[(name, t)] for t, name in keys]
+        more = bool(keys) and (index.bisect_right(keys[-1]) < len(index) if oldest_first
+                               else index.bisect_left(keys[-1]) > 0)
+        return page, (keys[-1] if more else None), total

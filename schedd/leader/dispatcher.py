@@ -1,0 +1,189 @@
+"""The leader's loop: record intents ahead of time, then launch each at its instant.
+
+Runs on every node, acts only on the leader, and only while `node.leads_epoch()`: this node leads
+in its current term AND the epoch entry of that term has been applied here. So a side effect is
+gated by a commit of this term, never by pysyncobj's `_isLeader()` alone (which can be stale).
+
+1. Epoch: on gaining leadership, propose `epoch(term)`. Apply raises the state's epoch and from then
+   on rejects fire entries of any other term: a deposed leader's late intents are refused.
+2. Intent: each step, plan the instants due by now + lookahead and propose them in batched `fire`
+   entries (at most max_fire_batch pairs, well under pysyncobj's 64 KiB chunking limit).
+3. Launch: an execution is launched only from an apply result (on_applied), never from "my
+   proposal returned": a timed-out proposal may still commit, a forwarded one may apply later.
+   Until workers exist, launching means: at the scheduled instant, log it and measure lateness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from schedd.core import commands as C
+from schedd.core.model import SCHEDULED
+from schedd.leader.planner import plan_fires
+from schedd.replication.node import ProposalError, RaftNode
+from schedd.runtime.clock import Clock
+from schedd.runtime.metrics import Metrics
+
+log = logging.getLogger("schedd.dispatcher")
+
+IDLE_STEP_S = 0.05
+MAX_INFLIGHT_BATCHES = 4
+PROPOSE_TIMEOUT_S = 5.0
+
+
+class Dispatcher:
+    def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics) -> None:
+        self.node = node
+        self.clock = clock
+        self.metrics = metrics
+        self.cfg = node.cfg.scheduler
+        self._wake = asyncio.Event()
+        self._inflight: set[str] = set()           # jobs with an unsettled fire proposal
+        self._batches = 0
+        self._epoch_asked: int | None = None
+        self._launched: dict[tuple[str, int], asyncio.TimerHandle] = {}
+        self._led_term: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    # ------------------------------------------------------------ hooks from the tick thread
+
+    def on_applied(self, entry: str, result: dict, index: int) -> None:
+        """Called in pysyncobj's tick thread after each apply; must be cheap and never block."""
+        if self._loop is None or not result.get("ok"):
+            return
+        created = [(n, t) for n, t, code in result.get("items", ()) if code == "created"]
+        if "scheduled_ms" in result:
+            created.append((result["name"], result["scheduled_ms"]))
+        if created or "epoch" in result:
+            self._loop.call_soon_threadsafe(self._applied, created)
+
+    def on_role_change(self, old: int, new: int) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    # ------------------------------------------------------------ loop
+
+    async def run(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), IDLE_STEP_S)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                self._step()
+            except Exception:  # noqa: BLE001 - the loop must survive a bad step
+                log.exception("dispatcher step failed")
+
+    def _step(self) -> None:
+        node = self.node
+        if not node.is_leader():
+            self._led_term = None
+            self._cancel_launches()
+            return
+        term = node.term
+        if node.state.epoch != term:
+            if self._epoch_asked != term:
+                self._epoch_asked = term
+                self._spawn(self._propose(C.encode(C.EPOCH, rid=f"epoch-{node.cfg.node_id}-{term}",
+                                                   now=self.clock.now_ms(), term=term, by=node.cfg.node_id),
+                                          C.EPOCH, ()))
+            return
+        if self._led_term != term:
+            self._led_term = term
+            self._take_over()
+        if self._batches >= MAX_INFLIGHT_BATCHES:
+            return
+        now = self.clock.now_ms()
+        with node.lock:
+            items = plan_fires(node.state, now, self.cfg.lookahead_ms,
+                               limit=self.cfg.max_fire_batch * (MAX_INFLIGHT_BATCHES - self._batches),
+                               inflight=self._inflight)
+        for i in range(0, len(items), self.cfg.max_fire_batch):
+            chunk = items[i:i + self.cfg.max_fire_batch]
+            jobs = sorted({n for n, _ in chunk})
+            entry = C.encode(C.FIRE, rid="", now=now, term=term, by=node.cfg.node_id,
+                             items=[[n, t] for n, t in chunk])
+            self._spawn(self._propose(entry, C.FIRE, jobs))
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _propose(self, entry: str, kind: str, jobs) -> None:
+        self._inflight.update(jobs)
+        self._batches += kind == C.FIRE
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
+            outcome = "ok" if result.get("ok") else result.get("code", "rejected")
+            self.metrics.commit_latency.labels(kind).observe(loop.time() - started)
+        except ProposalError as e:
+            outcome = type(e).__name__
+            log.info("%s proposal not confirmed: %s", kind, e)
+            if kind == C.EPOCH:
+                self._epoch_asked = None
+        finally:
+            self._inflight.difference_update(jobs)
+            self._batches -= kind == C.FIRE
+            self._wake.set()
+        self.metrics.proposals.labels(kind, outcome).inc()
+
+    # ------------------------------------------------------------ launch
+
+    def _applied(self, created: list[tuple[str, int]]) -> None:
+        now = self.clock.now_ms()
+        for name, t in created:
+            self.metrics.fire_lead.observe((t - now) / 1000)
+            self._schedule_launch(name, t, now)
+        self._wake.set()
+
+    def _schedule_launch(self, name: str, t: int, now: int) -> None:
+        key = (name, t)
+        if key in self._launched or self._loop is None:
+            return
+        self._launched[key] = self._loop.call_later(max(0.0, (t - now) / 1000), self._launch, name, t)
+
+    def _launch(self, name: str, t: int) -> None:
+        self._launched.pop((name, t), None)
+        if not self.node.leads_epoch():
+            return
+        with self.node.lock:
+            ex = self.node.state.execs.get((name, t))
+            if ex is None or ex.state != SCHEDULED:
+                return
+            trigger = ex.trigger
+        lateness = (self.clock.now_ms() - t) / 1000
+        self.metrics.fire_lateness.observe(max(lateness, 0.0))
+        self.metrics.fired.labels(trigger).inc()
+        log.debug("fired %s@%d (%s), lateness %.1f ms", name, t, trigger, lateness * 1000)
+
+    def _take_over(self) -> None:
+        """A new leader launches the intents a previous leader committed ahead of time (inside
+        its lookahead) but that are not due yet; what is already past stays as recorded."""
+        now = self.clock.now_ms()
+        with self.node.lock:
+            pending = self.node.state.in_state_since(SCHEDULED, now)
+        for t, name in pending:
+            self._schedule_launch(name, t, now)
+        log.info("leading term %d: %d pending intents adopted", self.node.term, len(pending))
+
+    def _cancel_launches(self) -> None:
+        for handle in self._launched.values():
+            handle.cancel()
+        self._launched.clear()
+
+    async def close(self) -> None:
+        self._cancel_launches()
+        for task in list(self._tasks):
+            task.cancel()
+
+
+def request_id() -> str:
+    return uuid.uuid4().hex

@@ -1,0 +1,39 @@
+"""What the leader should fire now: a pure function of the state, the time and what is in flight.
+
+The planner walks the due index up to `now + lookahead` and expands each due job's chain of
+instants (a job whose next_fire is far in the past, after downtime, yields every missed instant
+in order: catch-up "all", the default until the per-job policies arrive). Apply accepts an
+instant only if it equals the job's next_fire, so a stale or duplicate plan is harmless: the
+planner is an optimisation of what to ask, never the judge of what happens.
+"""
+
+from __future__ import annotations
+
+from typing import Container
+
+from schedd.core import schedule as sched
+from schedd.core.state import SchedulerState, schedule_of
+
+PER_JOB_CAP = 100   # instants of one job per plan, so a long catch-up cannot starve others
+
+
+def plan_fires(state: SchedulerState, now_ms: int, lookahead_ms: int, *, limit: int,
+               inflight: Container[str] = ()) -> list[tuple[str, int]]:
+    """Up to `limit` (job, instant) pairs due by now + lookahead, oldest first. Jobs listed in
+    `inflight` (a proposal for them is not settled yet) are skipped this round."""
+    until = now_ms + lookahead_ms
+    items: list[tuple[str, int]] = []
+    for t, name in state.wheel.due(until):
+        if len(items) >= limit:
+            break
+        job = state.jobs.get(name)
+        if job is None or job.paused or job.next_fire != t or name in inflight:
+            continue
+        s = schedule_of(job)
+        n = 0
+        nxt: int | None = t
+        while nxt is not None and nxt <= until and n < PER_JOB_CAP and len(items) < limit:
+            items.append((name, nxt))
+            n += 1
+            nxt = sched.next_after(s, nxt)
+    return items

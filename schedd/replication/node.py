@@ -1,0 +1,211 @@
+"""The only place that builds a pysyncobj SyncObj (with journal.py, the only code importing it).
+
+Thread map (DESIGN.md "Raft with pysyncobj"):
+- pysyncobj's tick thread: elections, replication, apply (`ReplicatedState.apply_entry`), snapshot
+  (de)serialization and our callbacks. It is started by, and dies with, the thread that builds the
+  SyncObj, so `RaftNode` must be constructed on the main thread.
+- the asyncio thread (gRPC, dispatcher): proposes with `propose()`, which hands the result back with
+  `call_soon_threadsafe`, and reads the state under `RaftNode.lock` (apply holds it too).
+
+What a proposal's outcome means (research §1a FAIL_REASON): SUCCESS returns apply's result;
+QUEUE_FULL, MISSING_LEADER, NOT_LEADER and DISCARDED mean "not applied" (safe to retry);
+LEADER_CHANGED, UNKNOWN_OUTCOME and our own deadline mean "unknown": the entry may still commit, so a
+caller retries with the same request id and the state machine's dedup makes that safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+
+from schedd.core.state import SchedulerState
+from schedd.replication import journal as durable
+from schedd.runtime.config import NodeConfig
+
+log = logging.getLogger("schedd.raft")
+
+FOLLOWER, CANDIDATE, LEADER = 0, 1, 2
+ROLE_NAMES = {FOLLOWER: "follower", CANDIDATE: "candidate", LEADER: "leader"}
+
+
+class ProposalError(Exception):
+    """Base of proposal failures."""
+
+
+class NotApplied(ProposalError):
+    """The entry was certainly not applied: retrying is safe."""
+
+
+class OutcomeUnknown(ProposalError):
+    """The entry may or may not commit: retry only with the same request id."""
+
+
+_NOT_APPLIED = {FAIL_REASON.QUEUE_FULL: "queue full", FAIL_REASON.MISSING_LEADER: "no leader",
+                FAIL_REASON.NOT_LEADER: "not leader", FAIL_REASON.DISCARDED: "discarded by a new leader",
+                FAIL_REASON.REQUEST_DENIED: "request denied"}
+
+
+class ReplicatedState(SyncObjConsumer):
+    """Adapts SchedulerState to pysyncobj: one replicated method, so method numbering never changes
+    between versions (the entry codec carries its own version instead)."""
+
+    def __init__(self, state: SchedulerState, lock: threading.RLock,
+                 on_applied: Callable[[str, dict, int], None]) -> None:
+        self._sm = state
+        self._lock = lock
+        self._on_applied = on_applied
+        super().__init__()
+
+    @replicated
+    def apply_entry(self, entry: str) -> dict:
+        index = self._syncObj.raftLastApplied + 1
+        with self._lock:
+            result = self._sm.apply(entry, index)
+        try:
+            self._on_applied(entry, result, index)
+        except Exception:  # noqa: BLE001 - a shell hook must never wedge apply
+            log.exception("on_applied hook failed")
+        return result
+
+    def _serialize(self):
+        with self._lock:
+            return self._sm.snapshot()
+
+    def _deserialize(self, data) -> None:
+        started = time.monotonic()
+        with self._lock:
+            self._sm.restore(data)
+        log.info("restored snapshot: %d jobs, %d executions in %.2fs", len(self._sm.jobs),
+                 len(self._sm.execs), time.monotonic() - started)
+
+
+@dataclass(slots=True)
+class RaftStatus:
+    role: str
+    term: int
+    leader_raft: str
+    commit_index: int
+    applied_index: int
+    leader_commit_index: int
+    has_quorum: bool
+    uptime_s: int
+    connected: dict[str, bool]
+
+
+class RaftNode:
+    """A cluster member: the replicated state, its lock, and the SyncObj that drives it."""
+
+    def __init__(self, cfg: NodeConfig, *, on_role_change: Callable[[int, int], None] | None = None,
+                 on_applied: Callable[[str, dict, int], None] | None = None) -> None:
+        self.cfg = cfg
+        self.state = SchedulerState()
+        self.lock = threading.RLock()
+        self._on_role_change = on_role_change or (lambda old, new: None)
+        self._consumer = ReplicatedState(self.state, self.lock, on_applied or (lambda e, r, i: None))
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        self._hooks = durable.prepare_durable_journal(str(cfg.data_dir), fsync=cfg.fsync)
+        durable.speed_up_snapshots()
+        r = cfg.raft
+        bind = cfg.raft_bind or cfg.raft_address
+        conf = SyncObjConf(
+            password=cfg.secret or None,
+            bindAddress=bind,
+            autoTick=True,
+            autoTickPeriod=r.tick_ms / 1000,
+            appendEntriesPeriod=r.heartbeat_ms / 1000,
+            raftMinTimeout=r.election_timeout_ms[0] / 1000,
+            raftMaxTimeout=r.election_timeout_ms[1] / 1000,
+            connectionTimeout=max(3.5, r.election_timeout_ms[1] / 1000),
+            connectionRetryTime=0.5,
+            leaderFallbackTimeout=r.leader_fallback_ms / 1000,
+            appendEntriesUseBatch=True,
+            **self._hooks.conf_kwargs,
+            logCompactionMinEntries=r.compaction_entries,
+            logCompactionMinTime=r.compaction_seconds,
+            logCompactionSplit=True,
+            useFork=True,
+            commandsWaitLeader=True,
+            dynamicMembershipChange=False,
+            onStateChanged=self._state_changed,
+        )
+        others = [p.raft_address for p in cfg.members if p.id != cfg.node_id]
+        self._started = time.monotonic()
+        self.sync = SyncObj(cfg.raft_address, others, conf=conf, consumers=[self._consumer],
+                            transportClass=self._hooks.transport_class)
+        self._hooks.attach(self.sync)
+
+    # ------------------------------------------------------------ leadership
+
+    def _state_changed(self, old: int, new: int) -> None:
+        log.info("raft role %s -> %s (term %d)", ROLE_NAMES.get(old, old), ROLE_NAMES.get(new, new),
+                 self.sync.raftCurrentTerm if hasattr(self, "sync") else -1)
+        self._on_role_change(old, new)
+
+    def is_leader(self) -> bool:
+        """pysyncobj's view only: it may be stale for up to leader_fallback_ms. Never gate a side
+        effect on it alone; gate on a committed entry of this term (the leader epoch)."""
+        return self.sync._isLeader()
+
+    @property
+    def term(self) -> int:
+        return self.sync.raftCurrentTerm
+
+    def leader_raft_address(self) -> str:
+        leader = self.sync._getLeader()
+        return leader.id if leader is not None else ""
+
+    def leader_grpc_address(self) -> str:
+        return self.cfg.grpc_of_raft(self.leader_raft_address())
+
+    def leads_epoch(self) -> bool:
+        """Leader in the current term AND that term's epoch entry has been applied here."""
+        return self.is_leader() and self.state.epoch == self.term
+
+    def status(self) -> RaftStatus:
+        s = self.sync.getStatus()
+        connected = {}
+        for p in self.cfg.members:
+            if p.id != self.cfg.node_id:
+                connected[p.id] = s.get(f"partner_node_status_server_{p.raft_address}", 0) == 2
+        return RaftStatus(
+            role=ROLE_NAMES.get(s["state"], str(s["state"])), term=s["raft_term"],
+            leader_raft=self.leader_raft_address(), commit_index=s["commit_idx"],
+            applied_index=s["last_applied"], leader_commit_index=s["leader_commit_idx"] or 0,
+            has_quorum=bool(s["has_quorum"]), uptime_s=int(time.monotonic() - self._started),
+            connected=connected)
+
+    # ------------------------------------------------------------ proposals
+
+    async def propose(self, entry: str, *, timeout: float = 10.0) -> dict:
+        """Replicate `entry` and return apply's result on this node. Raises NotApplied or
+        OutcomeUnknown. Callable from the asyncio thread only."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
+
+        def settle(result, error) -> None:
+            if not fut.done():
+                if error == FAIL_REASON.SUCCESS:
+                    fut.set_result(result)
+                elif error in _NOT_APPLIED:
+                    fut.set_exception(NotApplied(_NOT_APPLIED[error]))
+                else:
+                    fut.set_exception(OutcomeUnknown(f"outcome unknown (pysyncobj reason {error})"))
+
+        def callback(result, error) -> None:  # tick thread
+            loop.call_soon_threadsafe(settle, result, error)
+
+        self._consumer.apply_entry(entry, callback=callback)
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            raise OutcomeUnknown(f"no commit within {timeout:g}s") from None
+
+    def close(self) -> None:
+        """Stop the tick thread; pysyncobj then flushes and closes the journal."""
+        self.sync.destroy_synchronous()

@@ -1,0 +1,92 @@
+"""`schedd` command line: serve one node, or run a local cluster."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+
+from schedd.runtime import config as config_mod
+
+
+def _setup_logging(level: str, node: str = "") -> None:
+    prefix = f"[{node}] " if node else ""
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
+                        format=f"%(asctime)s %(levelname)s {prefix}%(name)s: %(message)s")
+    logging.getLogger("pysyncobj").setLevel(logging.WARNING)
+
+
+def _run(coro) -> None:
+    """Run on uvloop where it is available (SCHEDD_UVLOOP=0 turns it off)."""
+    if os.environ.get("SCHEDD_UVLOOP", "1") != "0":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            uvloop.run(coro)
+            return
+    asyncio.run(coro)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from schedd.runtime.daemon import StartupError, serve
+    try:
+        cfg = config_mod.load(args.config, node_id=args.node_id, data_dir=args.data_dir,
+                              grpc_address=args.grpc_address, raft_address=args.raft_address,
+                              metrics_address=args.metrics_address, fsync=args.fsync)
+    except config_mod.ConfigError as e:
+        print(f"schedd: config error: {e}", file=sys.stderr)
+        return 2
+    _setup_logging(args.log_level, cfg.node_id)
+    try:
+        _run(serve(cfg))
+    except StartupError as e:
+        print(f"schedd: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_local(args: argparse.Namespace) -> int:
+    from schedd.runtime.local import run_local
+    _setup_logging(args.log_level, "local")
+    return run_local(data_dir=args.data_dir, nodes=args.nodes, base_port=args.base_port,
+                     demo=not args.no_demo, fsync=args.fsync)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="schedd", description="Raft-replicated job scheduler daemon")
+    p.add_argument("--log-level", default=os.environ.get("SCHEDD_LOG_LEVEL", "info"),
+                   choices=["debug", "info", "warning", "error"])
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("serve", help="run one cluster node")
+    s.add_argument("--config", required=True, help="the node's TOML file")
+    s.add_argument("--node-id")
+    s.add_argument("--data-dir")
+    s.add_argument("--grpc-address")
+    s.add_argument("--raft-address")
+    s.add_argument("--metrics-address")
+    s.add_argument("--fsync", choices=config_mod.FSYNC_MODES)
+    s.set_defaults(func=cmd_serve)
+
+    loc = sub.add_parser("local", help="a 3-node cluster on 127.0.0.1 with a demo job, in the foreground")
+    loc.add_argument("--data-dir", help="keep data here (default: a temporary folder, removed on exit)")
+    loc.add_argument("--nodes", type=int, default=3, choices=[1, 3, 5])
+    loc.add_argument("--base-port", type=int, default=0,
+                     help="first of the ports to use (default: free ports)")
+    loc.add_argument("--no-demo", action="store_true", help="do not create the demo job")
+    loc.add_argument("--fsync", choices=config_mod.FSYNC_MODES, default="always")
+    loc.set_defaults(func=cmd_local)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""A cluster of `schedd serve` processes on 127.0.0.1: used by `schedd local`, the integration
+and fault tests, and the benchmarks, so there is one way to lay out configs, start, stop, kill
+and restart nodes.
+
+Every process is started here and stopped by its process id; ports are free ports picked at
+start; each child gets PR_SET_PDEATHSIG so it dies with its parent even after a SIGKILL.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from schedd.v1 import scheduler_pb2 as pb
+from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+
+PR_SET_PDEATHSIG = 1
+
+
+def free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+@dataclass
+class NodeProc:
+    id: str
+    raft: str
+    grpc: str
+    metrics: str
+    config: Path
+    log: Path
+    proc: subprocess.Popen | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+@dataclass
+class LocalCluster:
+    root: Path
+    size: int = 3
+    base_port: int = 0
+    fsync: str = "always"
+    raft: dict = field(default_factory=dict)
+    scheduler: dict = field(default_factory=dict)
+    env: dict = field(default_factory=dict)
+    log_level: str = "info"
+    nodes: dict[str, NodeProc] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root)
+        (self.root / "logs").mkdir(parents=True, exist_ok=True)
+        secret_file = self.root / "cluster.secret"
+        if not secret_file.exists():
+            secret_file.write_text(base64.b64encode(secrets.token_bytes(32)).decode())
+            secret_file.chmod(0o600)
+        n = self.size
+        ports = (list(range(self.base_port, self.base_port + 3 * n)) if self.base_port
+                 else free_ports(3 * n))
+        for i in range(n):
+            nid = f"n{i + 1}"
+            self.nodes[nid] = NodeProc(
+                id=nid, grpc=f"127.0.0.1:{ports[i]}", raft=f"127.0.0.1:{ports[n + i]}",
+                metrics=f"127.0.0.1:{ports[2 * n + i]}", config=self.root / f"{nid}.toml",
+                log=self.root / "logs" / f"{nid}.log")
+        for node in self.nodes.values():
+            self._write_config(node)
+
+    # ------------------------------------------------------------ layout
+
+    def _write_config(self, node: NodeProc) -> None:
+        lines = [
+            f'node_id = "{node.id}"',
+            f'data_dir = "{self.root / node.id}"',
+            f'raft_address = "{node.raft}"',
+            f'grpc_address = "{node.grpc}"',
+            f'metrics_address = "{node.metrics}"',
+            f'secret_file = "{self.root / "cluster.secret"}"',
+            f'fsync = "{self.fsync}"',
+        ]
+        for section, values in (("raft", self.raft), ("scheduler", self.scheduler)):
+            if values:
+                lines.append(f"\n[{section}]")
+                lines += [f"{k} = {_toml(v)}" for k, v in values.items()]
+        for peer in self.nodes.values():
+            if peer.id != node.id:
+                lines += ["\n[[peers]]", f'id = "{peer.id}"', f'raft_address = "{peer.raft}"',
+                          f'grpc_address = "{peer.grpc}"']
+        node.config.write_text("\n".join(lines) + "\n")
+
+    @property
+    def grpc_addresses(self) -> list[str]:
+        return [n.grpc for n in self.nodes.values()]
+
+    @property
+    def cluster_arg(self) -> str:
+        return ",".join(self.grpc_addresses)
+
+    # ------------------------------------------------------------ processes
+
+    def start(self) -> None:
+        for nid in self.nodes:
+            self.start_node(nid)
+
+    def start_node(self, nid: str) -> NodeProc:
+        node = self.nodes[nid]
+        if node.alive():
+            return node
+        env = {**os.environ, **self.env}
+        with node.log.open("ab") as logf:
+            node.proc = subprocess.Popen(
+                [sys.executable, "-m", "schedd", "--log-level", self.log_level, "serve",
+                 "--config", str(node.config)],
+                stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                start_new_session=True, preexec_fn=_die_with_parent)
+        return node
+
+    def signal_node(self, nid: str, sig: int) -> None:
+        node = self.nodes[nid]
+        if node.alive():
+            os.kill(node.proc.pid, sig)
+
+    def kill_node(self, nid: str) -> None:
+        """SIGKILL and reap."""
+        node = self.nodes[nid]
+        if node.alive():
+            os.kill(node.proc.pid, signal.SIGKILL)
+            node.proc.wait(timeout=30)
+
+    def stop_node(self, nid: str, timeout: float = 15.0) -> None:
+        """SIGTERM, then SIGKILL after `timeout`."""
+        node = self.nodes[nid]
+        if not node.alive():
+            return
+        try:
+            os.kill(node.proc.pid, signal.SIGCONT)
+            os.kill(node.proc.pid, signal.SIGTERM)
+            node.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(node.proc.pid, signal.SIGKILL)
+            node.proc.wait(timeout=30)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        for node in self.nodes.values():
+            if node.alive():
+                os.kill(node.proc.pid, signal.SIGCONT)
+                os.kill(node.proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for nid, node in self.nodes.items():
+            if node.proc is None:
+                continue
+            try:
+                node.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.kill_node(nid)
+
+    # ------------------------------------------------------------ observation
+
+    def status(self, nid: str | None = None, timeout: float = 2.0) -> pb.ClusterStatus | None:
+        """Cluster status as seen by node `nid` (default: the first that answers)."""
+        order = [nid] if nid else [n for n in self.nodes if self.nodes[n].alive()]
+        for n in order:
+            with grpc.insecure_channel(self.nodes[n].grpc) as ch:
+                try:
+                    return pb_grpc.ClusterStub(ch).Status(pb.ClusterStatusRequest(), timeout=timeout)
+                except grpc.RpcError:
+                    continue
+        return None
+
+    def node_info(self, nid: str, timeout: float = 2.0) -> pb.NodeStatus | None:
+        with grpc.insecure_channel(self.nodes[nid].grpc) as ch:
+            try:
+                return pb_grpc.ClusterStub(ch).NodeInfo(pb.NodeInfoRequest(), timeout=timeout)
+            except grpc.RpcError:
+                return None
+
+    def leader(self) -> str | None:
+        """The id of a node that leads AND has its term's epoch applied (ready to fire)."""
+        best = None
+        self.last_seen = {}
+        for nid, node in self.nodes.items():
+            if not node.alive():
+                continue
+            info = self.node_info(nid, timeout=1.0)
+            self.last_seen[nid] = (info.role, info.term, info.leader_epoch) if info else None
+            if info is not None and info.role == "leader" and info.leader_epoch == info.term:
+                if best is None or info.term > best[1]:
+                    best = (nid, info.term)
+        return best[0] if best else None
+
+    def wait_leader(self, timeout: float = 60.0, exclude: str | None = None) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            dead = [n for n, p in self.nodes.items() if p.proc is not None and not p.alive()
+                    and n != exclude and p.proc.returncode not in (-signal.SIGKILL, -signal.SIGTERM, 0)]
+            if dead:
+                codes = ", ".join(f"{n} (exit {self.nodes[n].proc.returncode})" for n in dead)
+                raise RuntimeError(f"node(s) {codes} exited: see {self.root / 'logs'}")
+            lead = self.leader()
+            if lead is not None and lead != exclude:
+                return lead
+            time.sleep(0.1)
+        raise TimeoutError(f"no leader within {timeout:g}s (last seen {getattr(self, 'last_seen', {})}); "
+                           f"logs in {self.root / 'logs'}")
+
+    def __enter__(self) -> "LocalCluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _toml(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -1,0 +1,249 @@
+"""Node configuration: one TOML file per node, overridable by flags.
+
+    node_id = "n1"
+    data_dir = "/var/lib/schedd"
+    raft_address = "127.0.0.1:7001"     # what peers dial; also the bind address unless raft_bind is set
+    grpc_address = "127.0.0.1:7070"
+    metrics_address = "127.0.0.1:9101"  # "" disables the Prometheus endpoint
+    secret_file = "/etc/schedd/cluster.secret"   # or: secret = "..." (multi-node clusters need one)
+    fsync = "always"                    # always | batch | never
+
+    [raft]
+    heartbeat_ms = 20
+    tick_ms = 10
+    election_timeout_ms = [600, 1200]
+    leader_fallback_ms = 2500
+    compaction_entries = 20000
+    compaction_seconds = 600
+
+    [scheduler]
+    lookahead_ms = 1500
+    max_fire_batch = 500
+
+    [[peers]]
+    id = "n2"
+    raft_address = "127.0.0.1:7002"
+    grpc_address = "127.0.0.1:7071"
+
+Validation is strict: unknown keys, bad addresses and unsafe combinations are errors that name
+the file and the key, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+FSYNC_MODES = ("always", "batch", "never")
+MIN_SECRET_LEN = 16
+ADDR_RE = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(slots=True, frozen=True)
+class Peer:
+    id: str
+    raft_address: str
+    grpc_address: str
+
+
+@dataclass(slots=True, frozen=True)
+class RaftTuning:
+    heartbeat_ms: int = 20
+    tick_ms: int = 10
+    election_timeout_ms: tuple[int, int] = (600, 1200)
+    leader_fallback_ms: int = 2500
+    compaction_entries: int = 20000
+    compaction_seconds: int = 600
+
+
+@dataclass(slots=True, frozen=True)
+class SchedulerTuning:
+    lookahead_ms: int = 1500
+    max_fire_batch: int = 500
+
+
+@dataclass(slots=True, frozen=True)
+class NodeConfig:
+    node_id: str
+    data_dir: Path
+    raft_address: str
+    grpc_address: str
+    metrics_address: str = ""
+    raft_bind: str = ""
+    secret: str = field(default="", repr=False)
+    fsync: str = "always"
+    peers: tuple[Peer, ...] = ()
+    raft: RaftTuning = RaftTuning()
+    scheduler: SchedulerTuning = SchedulerTuning()
+    test_mode: bool = False          # enables test-only admin calls (clock offset); never in production
+
+    @property
+    def members(self) -> tuple[Peer, ...]:
+        """All voting members, this node included, ordered by id."""
+        me = Peer(self.node_id, self.raft_address, self.grpc_address)
+        return tuple(sorted((me, *self.peers), key=lambda p: p.id))
+
+    def grpc_of_raft(self, raft_address: str) -> str:
+        for p in self.members:
+            if p.raft_address == raft_address:
+                return p.grpc_address
+        return ""
+
+    def id_of_raft(self, raft_address: str) -> str:
+        for p in self.members:
+            if p.raft_address == raft_address:
+                return p.id
+        return ""
+
+
+def _addr(value: object, key: str) -> str:
+    if not isinstance(value, str) or not ADDR_RE.match(value):
+        raise ConfigError(f"{key} must be host:port, got {value!r}")
+    port = int(value.rsplit(":", 1)[1])
+    if not 0 < port < 65536:
+        raise ConfigError(f"{key}: port {port} is out of range")
+    return value
+
+
+def _check_keys(table: dict, allowed: set[str], where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigError(f"unknown key{'s' if len(unknown) > 1 else ''} in {where}: {', '.join(unknown)}")
+
+
+def _int(table: dict, key: str, default: int, lo: int, hi: int, where: str) -> int:
+    v = table.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise ConfigError(f"{where}.{key} must be an integer in [{lo}, {hi}], got {v!r}")
+    return v
+
+
+def _raft(t: dict) -> RaftTuning:
+    _check_keys(t, set(RaftTuning.__slots__), "[raft]")
+    d = RaftTuning()
+    et = t.get("election_timeout_ms", list(d.election_timeout_ms))
+    if (not isinstance(et, list) or len(et) != 2 or not all(isinstance(x, int) for x in et)
+            or not 0 < et[0] < et[1]):
+        raise ConfigError("[raft].election_timeout_ms must be [min, max] with 0 < min < max")
+    r = RaftTuning(
+        heartbeat_ms=_int(t, "heartbeat_ms", d.heartbeat_ms, 1, 10_000, "[raft]"),
+        tick_ms=_int(t, "tick_ms", d.tick_ms, 1, 1_000, "[raft]"),
+        election_timeout_ms=(et[0], et[1]),
+        leader_fallback_ms=_int(t, "leader_fallback_ms", d.leader_fallback_ms, 100, 60_000, "[raft]"),
+        compaction_entries=_int(t, "compaction_entries", d.compaction_entries, 10, 10_000_000, "[raft]"),
+        compaction_seconds=_int(t, "compaction_seconds", d.compaction_seconds, 1, 86_400, "[raft]"),
+    )
+    if r.election_timeout_ms[0] <= 3 * r.heartbeat_ms:
+        raise ConfigError("[raft].election_timeout_ms min must be more than 3 x heartbeat_ms")
+    if r.leader_fallback_ms <= r.heartbeat_ms:
+        raise ConfigError("[raft].leader_fallback_ms must be more than heartbeat_ms")
+    return r
+
+
+def _scheduler(t: dict) -> SchedulerTuning:
+    _check_keys(t, set(SchedulerTuning.__slots__), "[scheduler]")
+    d = SchedulerTuning()
+    return SchedulerTuning(
+        lookahead_ms=_int(t, "lookahead_ms", d.lookahead_ms, 0, 60_000, "[scheduler]"),
+        max_fire_batch=_int(t, "max_fire_batch", d.max_fire_batch, 1, 1000, "[scheduler]"),
+    )
+
+
+TOP_KEYS = {"node_id", "data_dir", "raft_address", "grpc_address", "metrics_address", "raft_bind",
+            "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "test_mode"}
+
+
+def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
+    _check_keys(d, TOP_KEYS, "the config")
+    node_id = d.get("node_id")
+    if not isinstance(node_id, str) or not re.match(r"^[A-Za-z0-9._-]{1,64}$", node_id):
+        raise ConfigError(f"node_id must be 1-64 of A-Z a-z 0-9 . _ -, got {node_id!r}")
+    if "data_dir" not in d:
+        raise ConfigError("data_dir is required")
+    data_dir = Path(str(d["data_dir"]))
+    if base_dir is not None and not data_dir.is_absolute():
+        data_dir = base_dir / data_dir
+    peers = []
+    for i, p in enumerate(d.get("peers") or []):
+        if not isinstance(p, dict):
+            raise ConfigError(f"peers[{i}] must be a table")
+        _check_keys(p, {"id", "raft_address", "grpc_address"}, f"peers[{i}]")
+        if not isinstance(p.get("id"), str) or not p["id"]:
+            raise ConfigError(f"peers[{i}].id is required")
+        peers.append(Peer(p["id"], _addr(p.get("raft_address"), f"peers[{i}].raft_address"),
+                          _addr(p.get("grpc_address"), f"peers[{i}].grpc_address")))
+    secret = d.get("secret", "")
+    if d.get("secret_file"):
+        if secret:
+            raise ConfigError("set secret or secret_file, not both")
+        path = Path(str(d["secret_file"]))
+        if base_dir is not None and not path.is_absolute():
+            path = base_dir / path
+        try:
+            secret = path.read_text().strip()
+        except OSError as e:
+            raise ConfigError(f"cannot read secret_file {path}: {e.strerror}") from None
+    fsync = d.get("fsync", "always")
+    if fsync not in FSYNC_MODES:
+        raise ConfigError(f"fsync must be one of {', '.join(FSYNC_MODES)}, got {fsync!r}")
+    cfg = NodeConfig(
+        node_id=node_id, data_dir=data_dir,
+        raft_address=_addr(d.get("raft_address"), "raft_address"),
+        grpc_address=_addr(d.get("grpc_address"), "grpc_address"),
+        metrics_address=_addr(d["metrics_address"], "metrics_address") if d.get("metrics_address") else "",
+        raft_bind=_addr(d["raft_bind"], "raft_bind") if d.get("raft_bind") else "",
+        secret=str(secret), fsync=fsync, peers=tuple(peers),
+        raft=_raft(d.get("raft") or {}), scheduler=_scheduler(d.get("scheduler") or {}),
+        test_mode=bool(d.get("test_mode", False)),
+    )
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: NodeConfig) -> None:
+    ids = [p.id for p in cfg.members]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"node ids must be unique, got {', '.join(ids)}")
+    for attr in ("raft_address", "grpc_address"):
+        addrs = [getattr(p, attr) for p in cfg.members]
+        if len(set(addrs)) != len(addrs):
+            raise ConfigError(f"every node needs its own {attr}")
+    if len(cfg.members) > 1 and len(cfg.secret) < MIN_SECRET_LEN:
+        raise ConfigError(
+            "refusing to start a multi-node cluster without a cluster secret: the Raft peer protocol "
+            "deserializes (unpickles) what it receives, so anyone who can reach the Raft port could run "
+            f"code on this node. Set secret_file (or secret) to at least {MIN_SECRET_LEN} random "
+            "characters, the same on every node, e.g. `head -c 32 /dev/urandom | base64 > cluster.secret`")
+    if len(cfg.members) % 2 == 0:
+        raise ConfigError(f"a cluster needs an odd number of voting nodes (1, 3 or 5), got {len(cfg.members)}")
+    if cfg.test_mode and os.environ.get("SCHEDD_TEST_MODE") != "1":
+        raise ConfigError("test_mode is for the test suite only (set SCHEDD_TEST_MODE=1 to allow it)")
+
+
+def load(path: str | Path, **overrides) -> NodeConfig:
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            d = tomllib.load(f)
+    except OSError as e:
+        raise ConfigError(f"cannot read config {path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    d.update({k: v for k, v in overrides.items() if v not in (None, "")})
+    try:
+        return from_dict(d, base_dir=path.parent)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
+def with_overrides(cfg: NodeConfig, **kw) -> NodeConfig:
+    cfg = replace(cfg, **{k: v for k, v in kw.items() if v is not None})
+    validate(cfg)
+    return cfg

@@ -1,0 +1,95 @@
+"""Composition root of one `schedd serve` node: Raft node, gRPC server, dispatcher, metrics.
+
+Order matters: the RaftNode (and so pysyncobj's tick thread) is built on the main thread, inside
+the running event loop's thread, because the tick thread exits when its creating thread does.
+Shutdown (SIGTERM/SIGINT): stop accepting calls (grace), stop the dispatcher, then destroy the
+SyncObj, which flushes and closes the journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import start_http_server
+
+from schedd.api.service import ClusterService, Router, SchedulerService
+from schedd.leader.dispatcher import Dispatcher
+from schedd.replication.node import RaftNode
+from schedd.runtime.clock import SystemClock
+from schedd.runtime.config import NodeConfig
+from schedd.runtime.metrics import Metrics
+from schedd.v1 import scheduler_pb2 as pb
+from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+
+log = logging.getLogger("schedd")
+
+
+class StartupError(RuntimeError):
+    pass
+
+
+async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
+    clock = SystemClock()
+    metrics = Metrics()
+    loop = asyncio.get_running_loop()
+    dispatcher_box: list[Dispatcher] = []
+
+    def on_applied(entry, result, index):
+        if dispatcher_box:
+            dispatcher_box[0].on_applied(entry, result, index)
+
+    def on_role_change(old, new):
+        if dispatcher_box:
+            dispatcher_box[0].on_role_change(old, new)
+
+    node = RaftNode(cfg, on_applied=on_applied, on_role_change=on_role_change)
+    dispatcher = Dispatcher(node, clock, metrics)
+    dispatcher_box.append(dispatcher)
+    metrics.watch(node)
+
+    router = Router(node)
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0),
+                                      ("grpc.max_receive_message_length", 16 * 1024 * 1024)])
+    pb_grpc.add_SchedulerServicer_to_server(SchedulerService(node, clock, metrics, router), server)
+    pb_grpc.add_ClusterServicer_to_server(ClusterService(node, router), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = (pb.DESCRIPTOR.services_by_name["Scheduler"].full_name,
+             pb.DESCRIPTOR.services_by_name["Cluster"].full_name, health.SERVICE_NAME,
+             reflection.SERVICE_NAME)
+    reflection.enable_server_reflection(names, server)
+    if server.add_insecure_port(cfg.grpc_address) == 0:
+        node.close()
+        raise StartupError(f"cannot bind the gRPC address {cfg.grpc_address}")
+    await server.start()
+    for name in ("", *names[:2]):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    if cfg.metrics_address:
+        host, port = cfg.metrics_address.rsplit(":", 1)
+        start_http_server(int(port), addr=host.strip("[]"), registry=metrics.registry)
+
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    task = asyncio.create_task(dispatcher.run())
+    log.info("node %s serving gRPC on %s, Raft on %s, metrics on %s, fsync=%s", cfg.node_id,
+             cfg.grpc_address, cfg.raft_address, cfg.metrics_address or "off", cfg.fsync)
+    if ready is not None:
+        ready.set()
+    try:
+        await stop.wait()
+    finally:
+        log.info("node %s stopping", cfg.node_id)
+        for name in ("", *names[:2]):
+            await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        await server.stop(grace=2.0)
+        task.cancel()
+        await dispatcher.close()
+        await router.close()
+        node.close()
+        log.info("node %s stopped", cfg.node_id)

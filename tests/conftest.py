@@ -1,0 +1,70 @@
+"""Shared test helpers: condition waits (never fixed sleeps) and cluster fixtures."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("SCHEDD_TEST_MODE", "1")
+
+
+def wait_until(predicate, *, timeout: float, interval: float = 0.1, what: str = "condition"):
+    """Poll `predicate` until it returns a truthy value; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last_exc = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as e:  # noqa: BLE001 - keep polling through transient errors
+            last_exc = e
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}"
+                         + (f" (last error: {last_exc!r})" if last_exc else ""))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--soak", action="store_true", help="run long soak tests")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--soak"):
+        return
+    skip = pytest.mark.skip(reason="soak test: run with --soak")
+    for item in items:
+        if "soak" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def cluster_factory(tmp_path: Path):
+    """Builds LocalClusters under tmp_path and stops every process at teardown (by pid).
+    On failure the node logs are printed, so a CI failure shows what the nodes saw."""
+    from schedd.runtime.cluster import LocalCluster
+
+    made: list[LocalCluster] = []
+
+    def make(**kw) -> LocalCluster:
+        c = LocalCluster(tmp_path / f"cluster{len(made)}", **kw)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.stop(timeout=10)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when == "call" and rep.failed and "cluster_factory" in item.fixturenames:
+        tmp = item.funcargs.get("tmp_path")
+        if tmp is not None:
+            for log in sorted(Path(tmp).glob("cluster*/logs/*.log")):
+                tail = log.read_text(errors="replace").splitlines()[-60:]
+                rep.sections.append((f"node log {log.parent.parent.name}/{log.name}", "\n".join(tail)))

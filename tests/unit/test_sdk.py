@@ -1,0 +1,837 @@
+"""The SDK (schedd_client) against an in-process fake of the schedd gRPC API.
+
+``FakeCluster`` serves ``schedd.v1.Scheduler`` and ``schedd.v1.Cluster`` from plain dicts on one or
+more loopback ports sharing one state (like nodes that forward to a leader), with injectable
+failures. test_schedctl.py uses it too.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+from dataclasses import dataclass, field
+
+import grpc
+import pytest
+
+from schedd.v1 import scheduler_pb2 as pb
+from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd_client import (
+    AlreadyExists,
+    AsyncClient,
+    Client,
+    Conflict,
+    NotFound,
+    SchedError,
+    Unavailable,
+    ValidationError,
+    format_duration,
+    format_time,
+    job_spec,
+    parse_cluster,
+    parse_duration,
+    relative_time,
+    spec_from_dict,
+    spec_to_dict,
+    to_dict,
+)
+from schedd_client.errors import error_from_rpc
+
+NOW_MS = 1_795_917_600_000  # 2026-11-29T02:00:00Z
+MINUTE_MS = 60_000
+
+
+# ---------------------------------------------------------------- the fake cluster
+
+
+class Refused(Exception):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+@dataclass
+class Fault:
+    code: grpc.StatusCode
+    details: str = "injected"
+    after_apply: bool = False  # apply, then fail: the caller cannot know the outcome
+
+
+@dataclass
+class FakeState:
+    jobs: dict[str, pb.Job] = field(default_factory=dict)
+    executions: dict[str, pb.Execution] = field(default_factory=dict)
+    replies: dict[str, object] = field(default_factory=dict)  # request_id -> first reply
+    request_ids: list[tuple[str, str]] = field(default_factory=list)  # (method, id), arrival order
+    calls: list[tuple[str, str]] = field(default_factory=list)  # (node, method)
+    requests: list[tuple[str, object]] = field(default_factory=list)  # (method, request)
+    log_index: int = 100
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def calls_to(self, method: str) -> list[str]:
+        return [node for node, m in self.calls if m == method]
+
+    def requests_of(self, method: str) -> list:
+        return [r for m, r in self.requests if m == method]
+
+
+def _page(items: list, request) -> tuple[list, str, int]:
+    size = min(request.page_size or 100, 1000)
+    start = int(request.page_token or 0)
+    end = start + size
+    return items[start:end], (str(end) if end < len(items) else ""), len(items)
+
+
+class FakeNode(pb_grpc.SchedulerServicer, pb_grpc.ClusterServicer):
+    def __init__(self, name: str, state: FakeState) -> None:
+        self.name = name
+        self.state = state
+        self.address = ""
+        self.faults: dict[str, list[Fault]] = {}
+        self.metadata: dict[str, dict[str, str]] = {}  # method -> metadata of its last call
+
+    def fail(self, method: str, code: grpc.StatusCode, details: str = "injected", *,
+             times: int = 1, after_apply: bool = False) -> None:  # fmt: skip
+        self.faults.setdefault(method, []).extend([Fault(code, details, after_apply)] * times)
+
+    def _serve(self, method: str, request, context, handler):
+        with self.state.lock:
+            self.state.calls.append((self.name, method))
+            self.state.requests.append((method, request))
+            self.metadata[method] = dict(context.invocation_metadata())
+            request_id = getattr(request, "request_id", None)
+            if request_id is not None:
+                self.state.request_ids.append((method, request_id))
+            queue = self.faults.get(method)
+            fault = queue.pop(0) if queue else None
+            if fault and not fault.after_apply:
+                context.abort(fault.code, fault.details)
+            if request_id and request_id in self.state.replies:
+                reply = self.state.replies[request_id]
+            else:
+                try:
+                    reply = handler(request)
+                except Refused as refused:
+                    context.abort(refused.code, refused.details)
+                if request_id:
+                    self.state.replies[request_id] = reply
+            if fault:
+                context.abort(fault.code, fault.details)
+            return reply
+
+    # -- state changes (called under the lock)
+
+    def _job(self, name: str) -> pb.Job:
+        if name not in self.state.jobs:
+            raise Refused(grpc.StatusCode.NOT_FOUND, f"job {name!r} not found")
+        return self.state.jobs[name]
+
+    def _check(self, spec: pb.JobSpec) -> None:
+        if not spec.name:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "job name is empty")
+        if spec.schedule == "bad":
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "schedule 'bad': not a cron expression")
+
+    def _store(self, spec: pb.JobSpec) -> tuple[pb.Job, bool]:
+        old = self.state.jobs.get(spec.name)
+        job = pb.Job(
+            spec=spec,
+            version=(old.version + 1) if old else 1,
+            paused=old.paused if old else spec.paused,
+            next_fire_ms=NOW_MS + MINUTE_MS,
+            created_ms=old.created_ms if old else NOW_MS,
+            updated_ms=NOW_MS,
+            created_by="tester",
+            last_scheduled_ms=old.last_scheduled_ms if old else 0,
+            last_execution_id=old.last_execution_id if old else "",
+            last_state=old.last_state if old else "",
+        )
+        self.state.jobs[spec.name] = job
+        return job, old is None
+
+    def _put_job(self, request: pb.PutJobRequest) -> pb.PutJobResponse:
+        self._check(request.job)
+        old = self.state.jobs.get(request.job.name)
+        if old and request.create_only:
+            raise Refused(grpc.StatusCode.ALREADY_EXISTS, f"job {request.job.name!r} already exists")
+        if request.expected_version and (old.version if old else 0) != request.expected_version:
+            raise Refused(grpc.StatusCode.FAILED_PRECONDITION, "version conflict")
+        job, created = self._store(request.job)
+        return pb.PutJobResponse(job=job, created=created)
+
+    def _put_jobs(self, request: pb.PutJobsRequest) -> pb.PutJobsResponse:
+        for spec in request.jobs:
+            self._check(spec)
+        reply = pb.PutJobsResponse()
+        for spec in request.jobs:
+            _, created = self._store(spec)
+            reply.created += created
+            reply.updated += not created
+        return reply
+
+    def _get_job(self, request: pb.GetJobRequest) -> pb.Job:
+        job = pb.Job()
+        job.CopyFrom(self._job(request.name))
+        job.upcoming_ms.extend(job.next_fire_ms + i * MINUTE_MS for i in range(request.upcoming or 5))
+        return job
+
+    def _list_jobs(self, request: pb.ListJobsRequest) -> pb.ListJobsResponse:
+        jobs = [
+            job
+            for name, job in sorted(self.state.jobs.items())
+            if (not request.team or job.spec.team == request.team)
+            and (not request.state or request.state == ("paused" if job.paused else "active"))
+        ]
+        page, token, total = _page(jobs, request)
+        return pb.ListJobsResponse(jobs=page, next_page_token=token, total=total)
+
+    def _set_paused(self, name: str, paused: bool) -> pb.Job:
+        job = self._job(name)
+        job.paused = paused
+        job.version += 1
+        return job
+
+    def _delete_job(self, request: pb.JobRef) -> pb.DeleteJobResponse:
+        self._job(request.name)
+        del self.state.jobs[request.name]
+        return pb.DeleteJobResponse(name=request.name)
+
+    def _trigger_job(self, request: pb.TriggerJobRequest) -> pb.Execution:
+        job = self._job(request.name)
+        scheduled = NOW_MS + len(self.state.executions) * 1000
+        run = add_execution(self.state, job.spec.name, scheduled, "SCHEDULED", trigger="manual")
+        job.last_execution_id, job.last_scheduled_ms, job.last_state = run.id, scheduled, run.state
+        return run
+
+    def _list_executions(self, request: pb.ListExecutionsRequest) -> pb.ListExecutionsResponse:
+        runs = sorted(
+            (
+                run
+                for run in self.state.executions.values()
+                if (not request.job or run.job == request.job)
+                and (not request.state or run.state == request.state)
+            ),
+            key=lambda run: (run.scheduled_ms, run.id),
+            reverse=not request.oldest_first,
+        )
+        page, token, total = _page(runs, request)
+        return pb.ListExecutionsResponse(executions=page, next_page_token=token, total=total)
+
+    def _get_execution(self, request: pb.GetExecutionRequest) -> pb.Execution:
+        if request.id not in self.state.executions:
+            raise Refused(grpc.StatusCode.NOT_FOUND, f"execution {request.id!r} not found")
+        return self.state.executions[request.id]
+
+    def node_status(self) -> pb.NodeStatus:
+        return pb.NodeStatus(
+            id=self.name,
+            raft_address=self.address.replace(":", ":1"),
+            grpc_address=self.address,
+            role="leader" if self.name == "n1" else "follower",
+            term=3,
+            commit_index=self.state.log_index,
+            applied_index=self.state.log_index - (0 if self.name == "n1" else 2),
+            lag=0 if self.name == "n1" else 2,
+            has_quorum=True,
+        )
+
+    # -- the RPCs
+
+    def PutJob(self, request, context):
+        return self._serve("PutJob", request, context, self._put_job)
+
+    def PutJobs(self, request, context):
+        return self._serve("PutJobs", request, context, self._put_jobs)
+
+    def GetJob(self, request, context):
+        return self._serve("GetJob", request, context, self._get_job)
+
+    def ListJobs(self, request, context):
+        return self._serve("ListJobs", request, context, self._list_jobs)
+
+    def PauseJob(self, request, context):
+        return self._serve("PauseJob", request, context, lambda r: self._set_paused(r.name, True))
+
+    def ResumeJob(self, request, context):
+        return self._serve("ResumeJob", request, context, lambda r: self._set_paused(r.name, False))
+
+    def DeleteJob(self, request, context):
+        return self._serve("DeleteJob", request, context, self._delete_job)
+
+    def TriggerJob(self, request, context):
+        return self._serve("TriggerJob", request, context, self._trigger_job)
+
+    def ListExecutions(self, request, context):
+        return self._serve("ListExecutions", request, context, self._list_executions)
+
+    def GetExecution(self, request, context):
+        return self._serve("GetExecution", request, context, self._get_execution)
+
+    def Status(self, request, context):
+        return self._serve("Status", request, context, lambda r: self.cluster.status(answered_by=self.name))
+
+    def NodeInfo(self, request, context):
+        return self._serve("NodeInfo", request, context, lambda r: self.node_status())
+
+
+class FakeCluster:
+    """``size`` fake nodes on loopback ports, sharing one state."""
+
+    def __init__(self, size: int = 1) -> None:
+        self.state = FakeState()
+        self.nodes: list[FakeNode] = []
+        self._servers: list[grpc.Server] = []
+        for i in range(size):
+            node = FakeNode(f"n{i + 1}", self.state)
+            node.cluster = self
+            server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+            pb_grpc.add_SchedulerServicer_to_server(node, server)
+            pb_grpc.add_ClusterServicer_to_server(node, server)
+            node.address = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+            server.start()
+            self.nodes.append(node)
+            self._servers.append(server)
+
+    @property
+    def addresses(self) -> list[str]:
+        return [node.address for node in self.nodes]
+
+    @property
+    def cluster(self) -> str:
+        return ",".join(self.addresses)
+
+    def status(self, answered_by: str) -> pb.ClusterStatus:
+        return pb.ClusterStatus(
+            leader_id="n1",
+            leader_grpc_address=self.nodes[0].address,
+            term=3,
+            commit_index=self.state.log_index,
+            nodes=[node.node_status() for node in self.nodes],
+            jobs=len(self.state.jobs),
+            executions=len(self.state.executions),
+            answered_by=answered_by,
+        )
+
+    def add_job(self, name: str, **kwargs) -> pb.Job:
+        if not {"command", "argv", "http_url", "python"} & kwargs.keys():
+            kwargs["command"] = f"echo {name}"
+        with self.state.lock:
+            return self.nodes[0]._store(job_spec(name, **kwargs))[0]
+
+    def stop(self) -> None:
+        for server in self._servers:
+            server.stop(None)
+
+
+def add_execution(state: FakeState, job: str, scheduled_ms: int, run_state: str, *,
+                  trigger: str = "schedule", attempts=()) -> pb.Execution:  # fmt: skip
+    state.log_index += 1
+    run = pb.Execution(
+        id=f"{job}@{format_time(scheduled_ms)}",
+        job=job,
+        scheduled_ms=scheduled_ms,
+        state=run_state,
+        trigger=trigger,
+        created_ms=scheduled_ms - 1500,
+        term=3,
+        updated_ms=scheduled_ms,
+        log_index=state.log_index,
+        attempts=list(attempts),
+    )
+    state.executions[run.id] = run
+    return run
+
+
+def dead_address() -> str:
+    """A loopback address nobody listens on (connections are refused at once)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeCluster]:
+    cluster = FakeCluster(1)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def fake3() -> Iterator[FakeCluster]:
+    cluster = FakeCluster(3)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def client(fake: FakeCluster) -> Iterator[Client]:
+    with Client(fake.cluster, timeout=5) as c:
+        yield c
+
+
+# ---------------------------------------------------------------- jobs through the SDK
+
+
+def test_put_get_update_job(client: Client, fake: FakeCluster) -> None:
+    created = client.put_job(job_spec("backup", schedule="0 2 * * *", tz="Europe/Paris", command="backup.sh"))
+    assert isinstance(created, pb.PutJobResponse)
+    assert created.created and created.job.version == 1
+
+    job = client.get_job("backup", upcoming=3)
+    assert isinstance(job, pb.Job)
+    assert job.spec.timezone == "Europe/Paris" and job.spec.handler.shell.command == "backup.sh"
+    assert list(job.upcoming_ms) == [NOW_MS + MINUTE_MS * i for i in (1, 2, 3)]
+    assert fake.state.requests_of("GetJob")[-1].upcoming == 3
+
+    updated = client.put_job(job_spec("backup", schedule="0 3 * * *", command="backup.sh"), expected_version=1)
+    assert not updated.created and updated.job.version == 2
+
+
+def test_put_job_refusals_map_to_exceptions(client: Client) -> None:
+    client.put_job(job_spec("a", command="x"))
+    with pytest.raises(AlreadyExists) as exists:
+        client.put_job(job_spec("a", command="x"), create_only=True)
+    assert exists.value.code == grpc.StatusCode.ALREADY_EXISTS
+    with pytest.raises(Conflict):
+        client.put_job(job_spec("a", command="x"), expected_version=7)
+    with pytest.raises(ValidationError) as invalid:
+        client.put_job(job_spec("b", schedule="bad", command="x"))
+    assert invalid.value.message == "schedule 'bad': not a cron expression"
+    with pytest.raises(NotFound):
+        client.get_job("nope")
+    assert isinstance(invalid.value, SchedError)
+
+
+def test_list_jobs_walks_every_page(client: Client, fake: FakeCluster) -> None:
+    for i in range(7):
+        fake.add_job(f"job-{i}", team="ops" if i % 2 else "web", paused=i == 3)
+    names = [job.spec.name for job in client.list_jobs(page_size=3)]
+    assert names == [f"job-{i}" for i in range(7)]
+    assert [r.page_token for r in fake.state.requests_of("ListJobs")] == ["", "3", "6"]
+    assert [j.spec.name for j in client.list_jobs(team="ops")] == ["job-1", "job-3", "job-5"]
+    assert [j.spec.name for j in client.list_jobs(state="paused")] == ["job-3"]
+
+
+def test_pause_resume_trigger_delete(client: Client, fake: FakeCluster) -> None:
+    fake.add_job("nightly")
+    paused = client.pause_job("nightly")
+    assert isinstance(paused, pb.Job) and paused.paused and paused.version == 2
+    assert not client.resume_job("nightly").paused
+
+    run = client.trigger_job("nightly")
+    assert isinstance(run, pb.Execution)
+    assert run.job == "nightly" and run.trigger == "manual" and run.state == "SCHEDULED"
+    assert client.get_execution(run.id) == run
+
+    assert client.delete_job("nightly") is None
+    with pytest.raises(NotFound):
+        client.delete_job("nightly")
+    with pytest.raises(NotFound):
+        client.trigger_job("nightly")
+
+
+def test_put_jobs_sends_chunks_of_5000(client: Client, fake: FakeCluster) -> None:
+    fake.add_job("job-0")
+    result = client.put_jobs(job_spec(f"job-{i}", command="true") for i in range(5001))
+    assert isinstance(result, pb.PutJobsResponse)
+    assert (result.created, result.updated) == (5000, 1)
+    batches = fake.state.requests_of("PutJobs")
+    assert [len(b.jobs) for b in batches] == [5000, 1]
+    assert len({b.request_id for b in batches}) == 2
+    assert client.put_jobs([]) == pb.PutJobsResponse()
+
+
+def test_list_executions_pages_and_stops_at_limit(client: Client, fake: FakeCluster) -> None:
+    for i in range(12):
+        add_execution(fake.state, "a" if i % 3 else "b", NOW_MS - i * MINUTE_MS, "SUCCEEDED")
+    newest = list(client.list_executions(limit=7, page_size=5))
+    assert [r.scheduled_ms for r in newest] == [NOW_MS - i * MINUTE_MS for i in range(7)]
+    assert [r.page_size for r in fake.state.requests_of("ListExecutions")] == [5, 2]
+
+    oldest = list(client.list_executions("a", oldest_first=True, page_size=3))
+    assert [r.job for r in oldest] == ["a"] * 8
+    assert [r.scheduled_ms for r in oldest] == sorted(r.scheduled_ms for r in oldest)
+    assert list(client.list_executions(limit=0)) == []
+    assert len(list(client.list_executions(state="SUCCEEDED"))) == 12
+
+
+def test_get_execution_with_attempts(client: Client, fake: FakeCluster) -> None:
+    attempt = pb.Attempt(number=1, worker="w1", fencing_token=41, started_ms=NOW_MS, ended_ms=NOW_MS + 900,
+                         exit_code=3, error="exit status 3", output_tail="boom\n", state="FAILED")  # fmt: skip
+    run = add_execution(fake.state, "etl", NOW_MS, "FAILED", attempts=[attempt])
+    got = client.get_execution(run.id)
+    assert got.attempts[0].fencing_token == 41 and got.attempts[0].output_tail == "boom\n"
+    with pytest.raises(NotFound):
+        client.get_execution("etl@2000-01-01T00:00:00Z")
+
+
+def test_cluster_status_and_node_info(fake3: FakeCluster) -> None:
+    with Client(fake3.cluster, timeout=5) as client:
+        status = client.cluster_status()
+        assert isinstance(status, pb.ClusterStatus)
+        assert status.leader_id == "n1" and [n.id for n in status.nodes] == ["n1", "n2", "n3"]
+        node = client.node_info(fake3.nodes[2].address)
+        assert isinstance(node, pb.NodeStatus) and node.id == "n3"
+        assert fake3.state.calls_to("NodeInfo") == ["n3"]
+
+
+def test_node_info_does_not_fail_over(fake3: FakeCluster) -> None:
+    fake3.nodes[1].fail("NodeInfo", grpc.StatusCode.UNAVAILABLE, "node is starting")
+    with Client(fake3.cluster, timeout=5) as client:
+        with pytest.raises(Unavailable) as err:
+            client.node_info(fake3.nodes[1].address)
+    assert err.value.tried == [fake3.nodes[1].address]
+    assert "node is starting" in err.value.message
+    assert fake3.state.calls_to("NodeInfo") == ["n2"]
+
+
+def test_stale_ok_sends_metadata(client: Client, fake: FakeCluster) -> None:
+    fake.add_job("a")
+    client.get_job("a")
+    assert "x-schedd-stale-ok" not in fake.nodes[0].metadata["GetJob"]
+    client.get_job("a", stale_ok=True)
+    list(client.list_executions(stale_ok=True))
+    assert fake.nodes[0].metadata["GetJob"]["x-schedd-stale-ok"] == "1"
+    assert fake.nodes[0].metadata["ListExecutions"]["x-schedd-stale-ok"] == "1"
+
+
+# ---------------------------------------------------------------- failover and request ids
+
+
+def test_failover_past_a_dead_node() -> None:
+    cluster = FakeCluster(1)
+    try:
+        cluster.add_job("a")
+        with Client([dead_address(), cluster.addresses[0]], timeout=5) as client:
+            assert client.get_job("a").spec.name == "a"
+            assert client.pause_job("a").paused
+    finally:
+        cluster.stop()
+
+
+def test_failover_sticks_to_the_node_that_answered(fake3: FakeCluster) -> None:
+    fake3.add_job("a")
+    fake3.nodes[0].fail("GetJob", grpc.StatusCode.UNAVAILABLE, "no leader")
+    fake3.nodes[1].fail("GetJob", grpc.StatusCode.DEADLINE_EXCEEDED, "forwarding timed out")
+    with Client(fake3.cluster, timeout=5) as client:
+        client.get_job("a")
+        client.get_job("a")
+    assert fake3.state.calls_to("GetJob") == ["n1", "n2", "n3", "n3"]
+
+
+def test_write_retried_after_unavailable_keeps_its_request_id(fake3: FakeCluster) -> None:
+    fake3.nodes[0].fail("PutJob", grpc.StatusCode.UNAVAILABLE, "no leader")
+    with Client(fake3.cluster, timeout=5) as client:
+        reply = client.put_job(job_spec("a", command="x"), create_only=True)
+        other = client.pause_job("a")
+    assert reply.created and reply.job.version == 1 and other.version == 2
+    put_ids = [rid for method, rid in fake3.state.request_ids if method == "PutJob"]
+    assert len(put_ids) == 2 and put_ids[0] == put_ids[1] and len(put_ids[0]) == 32
+    pause_ids = [rid for method, rid in fake3.state.request_ids if method == "PauseJob"]
+    assert pause_ids and pause_ids[0] != put_ids[0]
+
+
+def test_retry_after_unknown_outcome_is_deduplicated(fake: FakeCluster) -> None:
+    fake.nodes[0].fail("PutJob", grpc.StatusCode.UNAVAILABLE,
+                       "outcome unknown: retry with the same request_id", after_apply=True)  # fmt: skip
+    with Client(fake.cluster, timeout=5) as client:
+        reply = client.put_job(job_spec("a", command="x"), create_only=True)  # not AlreadyExists
+    assert reply.created and reply.job.version == 1
+    assert fake.state.jobs["a"].version == 1
+    assert len(fake.state.calls_to("PutJob")) == 2
+
+
+def test_reads_retry_until_a_node_answers(fake: FakeCluster) -> None:
+    fake.add_job("a")
+    fake.nodes[0].fail("ListJobs", grpc.StatusCode.UNAVAILABLE, "no leader", times=3)
+    with Client(fake.cluster, timeout=5) as client:
+        assert [j.spec.name for j in client.list_jobs()] == ["a"]
+    assert len(fake.state.calls_to("ListJobs")) == 4
+
+
+@pytest.mark.parametrize(
+    "code, error",
+    [
+        (grpc.StatusCode.INVALID_ARGUMENT, ValidationError),
+        (grpc.StatusCode.NOT_FOUND, NotFound),
+        (grpc.StatusCode.ALREADY_EXISTS, AlreadyExists),
+        (grpc.StatusCode.FAILED_PRECONDITION, Conflict),
+        (grpc.StatusCode.ABORTED, Conflict),
+        (grpc.StatusCode.PERMISSION_DENIED, SchedError),
+    ],
+)
+def test_final_errors_are_not_retried(fake3: FakeCluster, code, error) -> None:
+    fake3.add_job("a")
+    fake3.nodes[0].fail("PauseJob", code, "refused")
+    with Client(fake3.cluster, timeout=5) as client, pytest.raises(error) as raised:
+        client.pause_job("a")
+    assert type(raised.value) is error and raised.value.code == code
+    assert raised.value.message == "refused"
+    assert fake3.state.calls_to("PauseJob") == ["n1"]
+
+
+def test_unavailable_after_the_deadline_names_the_addresses() -> None:
+    addresses = [dead_address(), dead_address()]
+    with Client(addresses, timeout=0.4) as client, pytest.raises(Unavailable) as raised:
+        client.put_job(job_spec("a", command="x"))
+    assert raised.value.tried == addresses
+    assert all(address in raised.value.message for address in addresses)
+    assert "may or may not have been applied" in raised.value.message
+    assert raised.value.code == grpc.StatusCode.UNAVAILABLE
+
+
+def test_channel_factory_is_used_once_per_node(fake: FakeCluster) -> None:
+    made = []
+
+    def factory(address: str) -> grpc.Channel:
+        made.append(address)
+        return grpc.insecure_channel(address)
+
+    fake.add_job("a")
+    with Client(fake.cluster, channel_factory=factory) as client:
+        client.get_job("a")
+        client.get_job("a")
+    assert made == fake.addresses
+
+
+class _RpcError(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str | None) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str | None:
+        return self._details
+
+
+@pytest.mark.parametrize(
+    "code, error",
+    [
+        (grpc.StatusCode.INVALID_ARGUMENT, ValidationError),
+        (grpc.StatusCode.NOT_FOUND, NotFound),
+        (grpc.StatusCode.ALREADY_EXISTS, AlreadyExists),
+        (grpc.StatusCode.FAILED_PRECONDITION, Conflict),
+        (grpc.StatusCode.ABORTED, Conflict),
+        (grpc.StatusCode.UNAVAILABLE, Unavailable),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, Unavailable),
+        (grpc.StatusCode.INTERNAL, SchedError),
+    ],
+)
+def test_error_from_rpc(code, error) -> None:
+    mapped = error_from_rpc(_RpcError(code, "why"))
+    assert type(mapped) is error and mapped.code == code and mapped.message == "why" and str(mapped) == "why"
+    assert error_from_rpc(_RpcError(code, None)).message == code.name
+
+
+# ---------------------------------------------------------------- AsyncClient
+
+
+async def test_async_client_round_trip(fake: FakeCluster) -> None:
+    async with AsyncClient(fake.cluster, timeout=5) as client:
+        reply = await client.put_job(job_spec("a", command="x", team="ops"))
+        assert reply.created
+        assert (await client.put_jobs([job_spec(f"b{i}", command="x") for i in range(4)])).created == 4
+        assert (await client.get_job("a")).spec.team == "ops"
+        assert [j.spec.name async for j in client.list_jobs(page_size=2)] == ["a", "b0", "b1", "b2", "b3"]
+        assert (await client.pause_job("a")).paused
+        assert not (await client.resume_job("a")).paused
+        run = await client.trigger_job("a")
+        assert (await client.get_execution(run.id)).id == run.id
+        assert [r.id async for r in client.list_executions("a", limit=5)] == [run.id]
+        assert await client.delete_job("a") is None
+        with pytest.raises(NotFound):
+            await client.get_job("a")
+        assert (await client.cluster_status()).answered_by == "n1"
+        assert (await client.node_info(fake.addresses[0])).id == "n1"
+
+
+async def test_async_client_fails_over_with_the_same_request_id(fake: FakeCluster) -> None:
+    fake.nodes[0].fail("TriggerJob", grpc.StatusCode.UNAVAILABLE, "no leader")
+    fake.add_job("a")
+    async with AsyncClient([dead_address(), fake.addresses[0]], timeout=5) as client:
+        run = await client.trigger_job("a")
+    ids = [rid for method, rid in fake.state.request_ids if method == "TriggerJob"]
+    assert run.job == "a" and len(ids) == 2 and ids[0] == ids[1]
+
+
+async def test_async_client_unavailable() -> None:
+    async with AsyncClient(dead_address(), timeout=0.3) as client:
+        with pytest.raises(Unavailable):
+            await client.cluster_status()
+
+
+def test_both_clients_expose_the_same_typed_methods() -> None:
+    public = {name for name in dir(Client) if not name.startswith("_") and name != "close"}
+    assert public == {name for name in dir(AsyncClient) if not name.startswith("_") and name != "close"}
+    assert {"put_job", "put_jobs", "get_job", "list_jobs", "pause_job", "resume_job", "delete_job",
+            "trigger_job", "list_executions", "get_execution", "cluster_status", "node_info"} <= public  # fmt: skip
+    get_job = inspect.signature(Client.get_job)
+    assert list(get_job.parameters) == ["self", "name", "upcoming", "stale_ok"]
+    assert get_job.parameters["upcoming"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert get_job.return_annotation is pb.Job
+    assert inspect.signature(AsyncClient.get_job) == get_job
+    assert inspect.iscoroutinefunction(AsyncClient.trigger_job)
+    assert "Iterator[schedd.v1.scheduler_pb2.Execution]" in str(inspect.signature(Client.list_executions))
+
+
+def test_parse_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SCHEDD_CLUSTER", raising=False)
+    assert parse_cluster(None) == ["127.0.0.1:7070"]
+    monkeypatch.setenv("SCHEDD_CLUSTER", "a:1, b:2,,a:1")
+    assert parse_cluster(None) == ["a:1", "b:2"]
+    assert parse_cluster(["c:3", " d:4 "]) == ["c:3", "d:4"]
+    with pytest.raises(ValueError):
+        parse_cluster(" , ")
+    assert Client().addresses == ["a:1", "b:2"]
+
+
+# ---------------------------------------------------------------- job documents
+
+
+def test_spec_from_dict_shell_command() -> None:
+    spec = spec_from_dict({
+        "name": "backup", "team": "ops", "schedule": "0 2 * * *", "tz": "Europe/Paris",
+        "description": "nightly", "labels": {"tier": "gold", "replicas": 3}, "paused": True,
+        "priority": 5, "pool": "db", "overlap": "skip", "catchup": "latest", "timeout": "1h30m",
+        "history_limit": 50, "command": "backup.sh --full", "workdir": "/srv", "env": {"PORT": 8080},
+        "retry": {"max_attempts": 3, "initial_backoff": "10s", "max_backoff": 300, "multiplier": 2},
+    })  # fmt: skip
+    assert spec == pb.JobSpec(
+        name="backup", team="ops", schedule="0 2 * * *", timezone="Europe/Paris", description="nightly",
+        labels={"tier": "gold", "replicas": "3"}, paused=True, priority=5, pool="db", overlap="skip",
+        catchup="latest", timeout_seconds=5400, history_limit=50,
+        handler=pb.Handler(shell=pb.ShellHandler(command="backup.sh --full", workdir="/srv", env={"PORT": "8080"})),
+        retry=pb.RetryPolicy(max_attempts=3, initial_backoff_seconds=10, max_backoff_seconds=300, multiplier=2),
+    )  # fmt: skip
+    assert spec_from_dict(spec_to_dict(spec)) == spec
+
+
+@pytest.mark.parametrize(
+    "doc, handler",
+    [
+        ({"argv": ["sleep", 5, True]}, pb.Handler(shell=pb.ShellHandler(argv=["sleep", "5", "true"]))),
+        (
+            {"http": {"url": "https://x/hook", "method": "PUT", "headers": {"X-Token": "t"}, "body": "{}"}},
+            pb.Handler(http=pb.HttpHandler(url="https://x/hook", method="PUT", headers={"X-Token": "t"}, body="{}")),
+        ),
+        (
+            {"python": {"name": "reports.weekly", "args": {"week": 3, "tags": ["a"]}}},
+            pb.Handler(python=pb.PythonHandler(name="reports.weekly", args_json='{"tags": ["a"], "week": 3}')),
+        ),
+        ({"python": {"name": "ping"}}, pb.Handler(python=pb.PythonHandler(name="ping"))),
+    ],
+)
+def test_spec_from_dict_handlers(doc, handler) -> None:
+    spec = spec_from_dict({"name": "j", **doc})
+    assert spec.handler == handler and spec.timezone == "UTC" and not spec.HasField("retry")
+    assert spec_from_dict(spec_to_dict(spec)) == spec
+
+
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        ({"name": "j", "command": "x", "scheduel": "@daily"}, "unknown key 'scheduel' (did you mean 'schedule'?)"),
+        ({"name": "j", "command": "x", "owner": "me"}, "unknown key 'owner'; known keys: name, team"),
+        ({"name": "j", "command": "x", "retry": {"attempts": 3}}, "job 'j': retry: unknown key 'attempts'"),
+        ({"name": "j", "http": {"url": "u", "verb": "GET"}}, "http: unknown key 'verb'"),
+        ({"name": "j"}, "no handler"),
+        ({"name": "j", "command": "x", "argv": ["x"]}, "more than one handler (command, argv)"),
+        ({"name": "j", "http": {"url": "u"}, "env": {"A": "1"}}, "workdir and env apply to command/argv handlers only"),
+        ({"name": "j", "http": {"method": "GET"}}, "http: missing required key 'url'"),
+        ({"name": "j", "python": {"args": {}}}, "python: missing required key 'name'"),
+        ({"command": "x"}, "missing required key 'name'"),
+        ({"name": 7, "command": "x"}, "'name' must be text, got int 7"),
+        ({"name": "j", "command": "x", "priority": "high"}, "'priority' must be an integer, got text 'high'"),
+        ({"name": "j", "command": "x", "paused": "yes"}, "'paused' must be true or false"),
+        ({"name": "j", "command": "x", "timeout": "5 minutes"}, "'timeout': invalid duration '5 minutes'"),
+        ({"name": "j", "command": "x", "timeout": -1}, "'timeout': invalid duration -1"),
+        ({"name": "j", "command": "x", "labels": ["a"]}, "'labels' must be a mapping"),
+        ({"name": "j", "command": "x", "env": {"A": {"b": 1}}}, "'env' items must be text, numbers or booleans"),
+        ({"name": "j", "argv": []}, "'argv' must be a non-empty list"),
+        ({"name": "j", "command": "x", "tz": "UTC", "timezone": "UTC"}, "not both"),
+        ({"name": "j", "command": "x", "retry": 3}, "'retry' must be a mapping, got int"),
+        (["name", "j"], "job document must be a mapping, got a list"),
+    ],
+)
+def test_spec_from_dict_refuses_bad_documents(doc, message) -> None:
+    with pytest.raises(ValidationError) as raised:
+        spec_from_dict(doc)
+    assert message in raised.value.message
+    assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_job_spec_needs_exactly_one_handler() -> None:
+    with pytest.raises(ValidationError, match="no handler"):
+        job_spec("j")
+    with pytest.raises(ValidationError, match=r"more than one handler \(command, http\)"):
+        job_spec("j", command="x", http_url="u")
+    with pytest.raises(ValidationError, match="workdir and env"):
+        job_spec("j", http_url="u", workdir="/tmp")
+    with pytest.raises(ValidationError, match="JSON"):
+        job_spec("j", python="f", python_args={1, 2})
+    spec = job_spec("j", http_url="https://x", timeout=90, retry=pb.RetryPolicy(max_attempts=2))
+    assert spec.handler.http.url == "https://x" and spec.timeout_seconds == 90 and spec.retry.max_attempts == 2
+
+
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("30", 30), ("1.5", 1.5), (45, 45), ("90s", 90), ("5m", 300), ("1h30m", 5400), ("250ms", 0.25),
+     ("2d", 172800), (" 1m 30s ", 90), ("0", 0)],  # fmt: skip
+)
+def test_parse_duration(text, seconds) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "m", "5x", "1h-3m", "-5s", "inf", True, "1.2.3s"])
+def test_parse_duration_refuses(text) -> None:
+    with pytest.raises(ValidationError):
+        parse_duration(text)
+
+
+# ---------------------------------------------------------------- display conversions
+
+
+def test_to_dict_keeps_int64_and_adds_readable_times() -> None:
+    job = pb.Job(
+        spec=job_spec("a", schedule="@hourly", command="x", labels={"k": "v"}),
+        version=2**40,
+        next_fire_ms=NOW_MS,
+        upcoming_ms=[NOW_MS, NOW_MS + 1234],
+        executions_total=9_007_199_254_740_993,  # beyond float precision
+    )
+    data = to_dict(job)
+    assert data["version"] == 2**40 and isinstance(data["version"], int)
+    assert data["executions_total"] == 9_007_199_254_740_993
+    assert data["next_fire_ms"] == NOW_MS and data["next_fire"] == "2026-11-29T02:00:00Z"
+    assert data["upcoming"] == ["2026-11-29T02:00:00Z", "2026-11-29T02:00:01.234Z"]
+    assert data["created_ms"] == 0 and data["created"] is None
+    assert data["paused"] is False and data["last_state"] == ""
+    assert data["spec"]["handler"] == {"shell": {"command": "x", "argv": [], "workdir": "", "env": {}}}
+    assert data["spec"]["labels"] == {"k": "v"} and data["spec"]["retry"] is None
+    assert json.loads(json.dumps(data)) == data
+
+    run = to_dict(pb.Execution(id="a@t", attempts=[pb.Attempt(number=1, started_ms=NOW_MS)]))
+    assert run["attempts"][0]["started"] == "2026-11-29T02:00:00Z" and run["attempts"][0]["ended"] is None
+    assert "scheduled" in run and "updated" in run and "created" in run
+
+
+@pytest.mark.parametrize(
+    "seconds, text",
+    [(0, "0s"), (0.25, "250ms"), (42, "42s"), (1.5, "1.5s"), (252, "4m12s"), (3600, "1h"),
+     (3660, "1h1m"), (3601, "1h"), (90061, "1d1h"), (86430, "1d"), (-30, "30s")],  # fmt: skip
+)
+def test_format_duration(seconds, text) -> None:
+    assert format_duration(seconds) == text
+
+
+def test_relative_time() -> None:
+    assert relative_time(NOW_MS + 252_400, NOW_MS) == "in 4m12s"
+    assert relative_time(NOW_MS - 3_000, NOW_MS) == "3s ago"
+    assert relative_time(NOW_MS + 200, NOW_MS) == "now"
+    assert relative_time(0, NOW_MS) == ""
+    assert format_time(0) is None

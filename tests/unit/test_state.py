@@ -1,0 +1,351 @@
+"""The replicated state machine: every entry kind, dedup, determinism, snapshot/restore."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from schedd.core import commands as C
+from schedd.core.model import SCHEDULED, execution_id
+from schedd.core.state import DEDUP_TTL_MS, SchedulerState
+from schedd.leader.planner import plan_fires
+
+T0 = 1_800_000_000_000          # 2027-01-15T08:00:00Z, a round 10 s boundary
+SHELL = {"shell": {"command": "true"}}
+
+
+def spec(name="j1", schedule="@every 10s", **kw):
+    return {"name": name, "schedule": schedule, "handler": SHELL, **kw}
+
+
+class Harness:
+    """Feeds entries to a state like the Raft log would: consecutive indexes, stamped times."""
+
+    def __init__(self) -> None:
+        self.state = SchedulerState()
+        self.index = 1
+        self.now = T0
+        self.term = 1
+        self.entries: list[str] = []
+        self.apply(C.EPOCH)
+
+    def apply(self, kind: str, rid: str = "", term: int | None = None, **args) -> dict:
+        entry = C.encode(kind, rid=rid, now=self.now, term=self.term if term is None else term,
+                         by="test", **args)
+        return self.raw(entry)
+
+    def raw(self, entry: str) -> dict:
+        self.index += 1
+        self.entries.append(entry)
+        return self.state.apply(entry, self.index)
+
+    def put(self, **kw) -> dict:
+        return self.apply(C.PUT, job=spec(**kw))
+
+    def fire(self, *items, term=None) -> dict:
+        return self.apply(C.FIRE, items=[list(i) for i in items], term=term)
+
+    def plan_and_fire(self, lookahead=0) -> list[list]:
+        items = plan_fires(self.state, self.now, lookahead, limit=500)
+        return self.fire(*items)["items"] if items else []
+
+
+@pytest.fixture
+def h() -> Harness:
+    return Harness()
+
+
+# ---------------------------------------------------------------- jobs
+
+def test_put_creates_job_with_next_fire(h):
+    r = h.put()
+    assert r == {"ok": True, "code": "ok", "created": True, "name": "j1", "version": 1}
+    job = h.state.jobs["j1"]
+    assert job.next_fire == T0                        # T0 is on a 10 s boundary: it fires at once
+    assert h.state.wheel.get("j1") == job.next_fire
+    assert job.team == "default" and job.version == 1 and not job.paused
+
+
+def test_put_update_bumps_version_and_keeps_next_fire_when_timing_unchanged(h):
+    h.put()
+    nf = h.state.jobs["j1"].next_fire
+    h.now += 3_000
+    r = h.put(description="changed")
+    assert r["created"] is False and r["version"] == 2
+    assert h.state.jobs["j1"].next_fire == nf
+
+
+def test_put_update_with_new_schedule_recomputes_next_fire(h):
+    h.put()
+    h.now = T0 + 1
+    h.put(schedule="@every 1m")
+    assert h.state.jobs["j1"].next_fire == T0 + 60_000
+
+
+@pytest.mark.parametrize("bad, code, fragment", [
+    ({"name": "Bad Name", "schedule": "", "handler": SHELL}, "invalid", "bad job name"),
+    ({"name": "x", "schedule": "61 * * * *", "handler": SHELL}, "invalid", ""),
+    ({"name": "x", "schedule": "@daily", "timezone": "Mars/Base", "handler": SHELL}, "invalid", "Mars/Base"),
+    ({"name": "x", "schedule": "@daily"}, "invalid", "handler"),
+    ({"name": "x", "schedule": "@daily", "handler": {"shell": {"command": "x" * 9000}}}, "invalid", "too long"),
+])
+def test_put_invalid_commits_nothing(h, bad, code, fragment):
+    before = (dict(h.state.jobs), len(h.state.wheel))
+    r = h.apply(C.PUT, job=bad)
+    assert r["ok"] is False and r["code"] == code and fragment in r["msg"]
+    assert (dict(h.state.jobs), len(h.state.wheel)) == before
+
+
+def test_create_only_and_expected_version(h):
+    h.put()
+    assert h.apply(C.PUT, job=spec(), create_only=True)["code"] == "exists"
+    assert h.apply(C.PUT, job=spec(), expected_version=7)["code"] == "conflict"
+    assert h.apply(C.PUT, job=spec(), expected_version=1)["ok"]
+    assert h.state.jobs["j1"].version == 2
+
+
+def test_put_many_is_all_or_nothing(h):
+    r = h.apply(C.PUT_MANY, jobs=[spec("a"), spec("b"), spec("Bad")])
+    assert r["code"] == "invalid" and "job #3" in r["msg"]
+    assert h.state.jobs == {}
+    r = h.apply(C.PUT_MANY, jobs=[spec("a"), spec("b")])
+    assert r == {"ok": True, "code": "ok", "created": 2, "updated": 0}
+    assert h.apply(C.PUT_MANY, jobs=[spec("a"), spec("a")])["code"] == "invalid"
+
+
+def test_team_index_follows_updates(h):
+    h.put(team="red")
+    assert list(h.state.by_team["red"]) == ["j1"]
+    h.put(team="blue")
+    assert "red" not in h.state.by_team and list(h.state.by_team["blue"]) == ["j1"]
+    jobs, nxt, total = h.state.list_jobs(team="blue")
+    assert [j.name for j in jobs] == ["j1"] and total == 1 and nxt == ""
+
+
+def test_delete_removes_job_executions_and_due_entry(h):
+    h.put()
+    h.plan_and_fire()
+    assert h.state.execs
+    assert h.apply(C.DELETE, name="j1")["ok"]
+    assert h.state.jobs == {} and h.state.execs == {} and len(h.state.wheel) == 0
+    assert h.state.by_time == [] and "j1" not in h.state.by_job
+    assert h.apply(C.DELETE, name="j1")["code"] == "not_found"
+
+
+def test_pause_removes_from_wheel_and_resume_skips_missed_instants(h):
+    h.put()
+    assert h.apply(C.PAUSE, name="j1")["ok"]
+    assert "j1" not in h.state.wheel and h.state.jobs["j1"].paused
+    assert '"paused":true' in h.state.jobs["j1"].spec
+    h.now = T0 + 95_000
+    assert plan_fires(h.state, h.now, 0, limit=100) == []
+    assert h.apply(C.RESUME, name="j1")["ok"]
+    assert h.state.jobs["j1"].next_fire == T0 + 100_000
+    assert h.apply(C.PAUSE, name="nope")["code"] == "not_found"
+
+
+def test_trigger_records_manual_execution_and_avoids_key_collision(h):
+    h.put(schedule="")
+    r1 = h.apply(C.TRIGGER, name="j1")
+    r2 = h.apply(C.TRIGGER, name="j1")
+    assert (r1["scheduled_ms"], r2["scheduled_ms"]) == (T0, T0 + 1)
+    ex = h.state.execs[("j1", T0)]
+    assert ex.trigger == "manual" and ex.state == SCHEDULED and ex.log_index == h.index - 1
+    assert h.apply(C.TRIGGER, name="nope")["code"] == "not_found"
+
+
+# ---------------------------------------------------------------- firing
+
+def test_fire_creates_once_and_advances(h):
+    h.put()
+    r = h.fire(("j1", T0))
+    assert r["items"] == [["j1", T0, "created"]]
+    assert h.state.jobs["j1"].next_fire == T0 + 10_000
+    assert h.state.wheel.get("j1") == T0 + 10_000
+    # the same instant again (a retry, or a second leader): a no-op
+    assert h.fire(("j1", T0))["items"] == [["j1", T0, "duplicate"]]
+    assert len(h.state.execs) == 1
+
+
+def test_fire_refuses_instants_out_of_schedule(h):
+    h.put()
+    assert h.fire(("j1", T0 + 20_000))["items"] == [["j1", T0 + 20_000, "not_due"]]
+    assert h.fire(("ghost", T0))["items"] == [["ghost", T0, "unknown_job"]]
+    h.apply(C.PAUSE, name="j1")
+    assert h.fire(("j1", T0))["items"] == [["j1", T0, "paused"]]
+    assert h.state.execs == {}
+
+
+def test_fire_chain_in_one_batch_and_catchup_label(h):
+    h.put()
+    h.now = T0 + 31_000
+    items = plan_fires(h.state, h.now, 0, limit=100)
+    assert items == [("j1", T0), ("j1", T0 + 10_000), ("j1", T0 + 20_000), ("j1", T0 + 30_000)]
+    r = h.fire(*items)
+    assert [c for _, _, c in r["items"]] == ["created"] * 4
+    triggers = [h.state.execs[("j1", t)].trigger for _, t in items]
+    assert triggers == ["catchup", "catchup", "catchup", "schedule"]
+
+
+def test_fire_from_stale_or_unrecorded_term_is_rejected(h):
+    h.put()
+    h.term = 2
+    assert h.fire(("j1", T0))["code"] == "stale_term"       # term 2 not recorded yet
+    h.apply(C.EPOCH)
+    assert h.fire(("j1", T0), term=1)["code"] == "stale_term"  # the deposed leader
+    assert h.fire(("j1", T0))["items"][0][2] == "created"
+    assert h.state.epoch == 2
+    h.apply(C.EPOCH, term=1)                                   # a late epoch never lowers it
+    assert h.state.epoch == 2
+
+
+def test_manual_trigger_on_a_scheduled_instant_does_not_stall_the_schedule(h):
+    h.put()
+    h.apply(C.TRIGGER, name="j1")                     # takes the key (j1, T0)
+    assert h.fire(("j1", T0))["items"] == [["j1", T0, "duplicate"]]
+    assert h.state.jobs["j1"].next_fire == T0 + 10_000
+
+
+def test_history_is_pruned_to_the_limit(h):
+    h.put(history_limit=3)
+    for k in range(6):
+        h.now = T0 + k * 10_000
+        h.plan_and_fire()
+    assert sorted(t for (_, t) in h.state.execs) == [T0 + 30_000, T0 + 40_000, T0 + 50_000]
+    assert h.state.jobs["j1"].fired_total == 6
+    assert len(h.state.by_time) == 3
+
+
+def test_one_off_at_fires_once(h):
+    h.put(schedule="at 2027-01-15T08:00:05Z")
+    h.now = T0 + 5_000
+    assert h.plan_and_fire() == [["j1", T0 + 5_000, "created"]]
+    h.now = T0 + 60_000
+    assert h.plan_and_fire() == []
+    assert h.state.jobs["j1"].next_fire is None
+
+
+def test_on_demand_job_never_fires_by_itself(h):
+    h.put(schedule="")
+    h.now = T0 + 10 ** 9
+    assert h.plan_and_fire() == [] and h.state.jobs["j1"].next_fire is None
+
+
+# ---------------------------------------------------------------- totality and dedup
+
+def test_repeated_request_id_is_a_noop(h):
+    r1 = h.apply(C.PUT, rid="req-1", job=spec())
+    h.now += 1000
+    r2 = h.apply(C.PUT, rid="req-1", job=spec(description="second"))
+    assert r2 == {**r1, "deduplicated": True}
+    assert h.state.jobs["j1"].version == 1
+    h.now += DEDUP_TTL_MS + 1
+    h.apply(C.NOOP, rid="other")
+    assert "req-1" not in h.state.dedup
+
+
+@pytest.mark.parametrize("entry", ["", "not json", "[]", '{"v": 99, "k": "put"}',
+                                   '{"v": 1, "k": "launch", "rid": "", "now": 1, "term": 1}',
+                                   '{"v": 1, "k": "put", "rid": "", "now": "x", "term": 1}',
+                                   '{"v": 1, "k": "fire", "rid": "", "now": 1, "term": 1, "items": 5}'])
+def test_malformed_entries_are_rejected_never_raised(h, entry):
+    r = h.raw(entry)
+    assert r["ok"] is False and r["code"] in ("invalid", "internal", "stale_term")
+
+
+def test_unexpected_exception_becomes_internal_result(h, monkeypatch):
+    def boom(self, cmd, index):
+        raise RuntimeError("kaboom")
+    monkeypatch.setitem(SchedulerState._HANDLERS, C.NOOP, boom)
+    assert h.apply(C.NOOP) == {"ok": False, "code": "internal", "msg": "RuntimeError: kaboom"}
+
+
+def test_audit_records_mutations(h):
+    h.put()
+    h.apply(C.PAUSE, name="j1")
+    h.apply(C.DELETE, name="zzz")
+    assert [(a.action, a.target, a.result) for a in h.state.audit] == [
+        ("put", "j1", "ok"), ("pause", "j1", "ok"), ("delete", "zzz", "not_found")]
+
+
+# ---------------------------------------------------------------- listing
+
+def test_list_executions_pages_both_directions(h):
+    h.put()
+    h.now = T0 + 95_000
+    h.plan_and_fire()
+    page, nxt, total = h.state.list_executions(job="j1", limit=4)
+    assert total == 10 and [e.scheduled_ms for e in page] == [T0 + k * 10_000 for k in (9, 8, 7, 6)]
+    page2, _, _ = h.state.list_executions(job="j1", limit=4, after=nxt)
+    assert [e.scheduled_ms for e in page2] == [T0 + k * 10_000 for k in (5, 4, 3, 2)]
+    up, nxt_up, _ = h.state.list_executions(limit=3, oldest_first=True)
+    assert [e.scheduled_ms for e in up] == [T0, T0 + 10_000, T0 + 20_000]
+    last, end, _ = h.state.list_executions(limit=100, oldest_first=True, after=nxt_up)
+    assert len(last) == 7 and end is None
+    assert execution_id("j1", T0) == "j1@2027-01-15T08:00:00Z"
+
+
+# ---------------------------------------------------------------- determinism and snapshots
+
+def _fingerprint(s: SchedulerState):
+    return (s.hash, s.epoch, sorted((n, j.version, j.next_fire, j.paused, j.spec) for n, j in s.jobs.items()),
+            sorted((k, e.state, e.trigger, e.log_index) for k, e in s.execs.items()),
+            list(s.wheel.items()), list(s.names), list(s.by_time),
+            {k: list(v) for k, v in s.by_team.items()}, list(s.dedup))
+
+
+OPS = st.lists(st.tuples(
+    st.sampled_from(["put", "put2", "pause", "resume", "delete", "trigger", "tick", "dup", "bad"]),
+    st.sampled_from(["a", "b", "c"]), st.integers(0, 40_000)), max_size=40)
+
+
+def _run_ops(ops) -> Harness:
+    h = Harness()
+    for op, name, dt in ops:
+        h.now += dt
+        if op == "put":
+            h.put(name=name)
+        elif op == "put2":
+            h.put(name=name, schedule="*/15 * * * * *", timezone="Europe/Berlin")
+        elif op in ("pause", "resume", "delete", "trigger"):
+            h.apply(op, name=name)
+        elif op == "tick":
+            h.plan_and_fire(lookahead=1500)
+        elif op == "dup" and h.entries:
+            h.raw(h.entries[-1])
+        else:
+            h.raw('{"v":1,"k":"put","rid":"","now":0,"term":1,"job":{"name":"BAD"}}')
+    return h
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(OPS)
+def test_replicas_agree_and_snapshot_restore_is_exact(ops):
+    a = _run_ops(ops)
+    b = Harness()
+    for e in a.entries[1:]:
+        b.raw(e)
+    assert _fingerprint(a.state) == _fingerprint(b.state)
+    # snapshot through pickle (as pysyncobj does), restore into a fresh state
+    c = SchedulerState()
+    c.restore(pickle.loads(pickle.dumps(a.state.snapshot(), protocol=2)))
+    assert _fingerprint(c) == _fingerprint(a.state)
+    # and the restored replica keeps agreeing on what follows
+    a.now += 50_000
+    nxt = C.encode(C.FIRE, rid="", now=a.now, term=1, by="t",
+                   items=[list(i) for i in plan_fires(a.state, a.now, 0, limit=50)])
+    assert a.state.apply(nxt, 10 ** 6) == c.apply(nxt, 10 ** 6)
+    assert _fingerprint(c) == _fingerprint(a.state)
+
+
+@settings(max_examples=40, deadline=None)
+@given(OPS)
+def test_no_execution_key_twice_and_instants_follow_the_schedule(ops):
+    h = _run_ops(ops)
+    keys = list(h.state.execs)
+    assert len(keys) == len(set(keys))
+    for (name, t), ex in h.state.execs.items():
+        assert ex.job == name and ex.scheduled_ms == t
