@@ -11,6 +11,8 @@ call re-sends the same id and the server deduplicates a retry after an unknown o
 
 from __future__ import annotations
 
+import getpass
+import socket
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -28,6 +30,17 @@ PUT_JOBS_CHUNK = 5000
 STALE_OK_METADATA = ("x-schedd-stale-ok", "1")
 
 
+def _principal() -> str:
+    """Who is calling, for the server's audit trail (no authentication yet: informational)."""
+    try:
+        return f"{getpass.getuser()}@{socket.gethostname()}"
+    except (KeyError, OSError):
+        return "unknown"
+
+
+PRINCIPAL_METADATA = ("x-schedd-principal", _principal())
+
+
 @dataclass(frozen=True)
 class Call:
     """One unary RPC: ``service`` is ``"scheduler"`` or ``"cluster"``, ``method`` the RPC name."""
@@ -41,8 +54,8 @@ class Call:
     address: str | None = None
 
     @property
-    def metadata(self) -> tuple[tuple[str, str], ...] | None:
-        return (STALE_OK_METADATA,) if self.stale_ok else None
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return (PRINCIPAL_METADATA, STALE_OK_METADATA) if self.stale_ok else (PRINCIPAL_METADATA,)
 
 
 @dataclass(frozen=True)

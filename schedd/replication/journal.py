@@ -40,6 +40,19 @@ Node-adapter API
 of one ``SyncObj`` per process. Call it before constructing the ``SyncObj``. Restore the stock
 function with ``restore_create_journal()``.
 
+Notes for the adapter:
+
+* Always set both ``journalFile`` and ``fullDumpFile`` (``conf_kwargs`` does). A journal without a
+  dump is broken in pysyncobj.
+* ``SyncObjConf.bindAddress`` is ``"host:port"``, not a bare host.
+* ``SyncObj(...)`` raises :class:`JournalCorruptError` for a corrupted journal or meta file, or for a
+  stock pysyncobj journal, which has no migration path (wipe the data dir and resync). Treat that
+  as "refuse to start". A write/fsync error at runtime ends the process with exit code 74.
+* Do not set attributes on the ``SyncObj`` after construction: pysyncobj snapshots every
+  attribute added after ``__init__``. ``attach`` only registers a tick callback.
+* Call ``transferLeadership()`` from the tick thread (for example from a tick callback), not from
+  a gRPC thread: pysyncobj's ``TcpConnection`` buffers are not thread-safe.
+
 fsync policies
 ==============
 ``always`` (default, safe)
@@ -130,8 +143,9 @@ Safety notes
   The default ends the process with ``os._exit(74)`` (EX_IOERR) without running cleanup. The
   supervisor must restart the node and alert. Errors while *opening* raise from the constructor
   instead, so the node refuses to start.
-* Threading. Like every pysyncobj journal, it is used only from the tick thread. Do not call it
-  from other threads.
+* Threading. pysyncobj uses the journal from its tick thread. Mutating methods and ``sync`` also
+  hold an RLock, because ``SyncObj.transferLeadership()`` called from another thread reaches
+  ``transport.send``, and so ``sync``. Reads (``[]``, ``len``) are not locked.
 """
 
 from __future__ import annotations
@@ -141,8 +155,9 @@ import gzip as _gzip
 import json
 import logging
 import os
+import functools
 import struct
-import sys
+import threading
 import time
 import types
 import zlib
@@ -252,6 +267,14 @@ def _default_on_fatal(exc: BaseException) -> None:
     os._exit(FATAL_EXIT_CODE)
 
 
+def _locked(method):
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return wrapper
+
+
 # --------------------------------------------------------------------------- journal
 
 
@@ -290,6 +313,10 @@ class DurableJournal(Journal):
         self._on_fatal = on_fatal or _default_on_fatal
         self.on_durable: Optional[Callable[["DurableJournal"], None]] = None
 
+        # pysyncobj uses the journal from its tick thread, but transport.send can also be reached
+        # from a caller's thread (SyncObj.transferLeadership), and that calls sync(). The lock
+        # keeps "fdatasync, then mark clean" atomic with respect to add().
+        self._lock = threading.RLock()
         self._entries: list = []
         self._offsets = array("q")
         self._fd = -1
@@ -463,7 +490,10 @@ class DurableJournal(Journal):
         mv = memoryview(buf)
         unpack_i = struct.Struct("<I").unpack_from
         unpack_q = struct.Struct("<Q").unpack_from
-        hi = last_idx + (end - start) // (_REC_SIZE + _MIN_PAYLOAD) + 1
+        if last_idx > 0:  # records are consecutive: the next valid one cannot be far ahead
+            hi = last_idx + (end - start) // (_REC_SIZE + _MIN_PAYLOAD) + 1
+        else:  # the very first record is bad: a compacted journal starts at any index
+            hi = 1 << 64
         p = start
         limit = end - (_REC_SIZE + _MIN_PAYLOAD)
         try:
@@ -503,6 +533,7 @@ class DurableJournal(Journal):
 
     # ------------------------------------------------------------------ durability
 
+    @_locked
     def sync(self, force: bool = False) -> bool:
         """fdatasync the log if dirty. A no-op under ``never`` unless ``force``. Returns True if synced."""
         self._check()
@@ -527,10 +558,12 @@ class DurableJournal(Journal):
         if self._policy == "always" and (self._dirty or self._pending_clear is not None):
             self.sync()
 
+    @_locked
     def on_tick(self) -> None:
         """Tick callback (registered by DurableTCPTransport / attach)."""
         if self._closed:
             return
+        self._check()  # a failed journal (on_fatal returned) aborts every tick: the node halts
         self._settle()
         self._startup = False
         if not self._dirty:
@@ -626,6 +659,7 @@ class DurableJournal(Journal):
 
     # ------------------------------------------------------------------ Journal API
 
+    @_locked
     def add(self, command, idx, term):
         self._check()
         cmd = _to_bytes(command)
@@ -649,6 +683,7 @@ class DurableJournal(Journal):
         self._dirty = True
         self.stats["appends"] += 1
 
+    @_locked
     def clear(self):
         self._check()
         self._settle()
@@ -685,6 +720,7 @@ class DurableJournal(Journal):
         if self._pending_clear is not None:
             self._finish_pending_clear(keep_tail=False)
 
+    @_locked
     def deleteEntriesFrom(self, entryFrom):
         self._check()
         self._settle()
@@ -709,6 +745,7 @@ class DurableJournal(Journal):
         if self._durable_index > last:
             self._durable_index = last
 
+    @_locked
     def deleteEntriesTo(self, entryTo):
         self._check()
         self._settle()
@@ -727,6 +764,7 @@ class DurableJournal(Journal):
     def __len__(self):
         return len(self._entries)
 
+    @_locked
     def _destroy(self):
         if self._closed:
             return
@@ -747,6 +785,7 @@ class DurableJournal(Journal):
         """Force an fdatasync of unsynced entries, whatever the policy."""
         self.sync(force=True)
 
+    @_locked
     def setRaftCommitIndex(self, raftCommitIndex):
         # Guard (c): the commit index must never move over entries not on our disk.
         if self._policy == "always" and (self._dirty or self._pending_clear is not None):
@@ -762,6 +801,7 @@ class DurableJournal(Journal):
             ci = self._entries[-1][1]
         return ci
 
+    @_locked
     def setCurrentTerm(self, term, votedForNodeId):
         self._check()
         if votedForNodeId is not None and not isinstance(votedForNodeId, (str, int)):
@@ -777,6 +817,7 @@ class DurableJournal(Journal):
     def getVotedForNodeId(self):
         return self._meta.get("votedForNodeId", None)
 
+    @_locked
     def onOneSecondTimer(self):
         if self._meta_dirty and self._failed is None and not self._closed:
             self._store_meta()

@@ -32,7 +32,6 @@ def _run(coro) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from schedd.runtime.daemon import StartupError, serve
     try:
         cfg = config_mod.load(args.config, node_id=args.node_id, data_dir=args.data_dir,
                               grpc_address=args.grpc_address, raft_address=args.raft_address,
@@ -41,12 +40,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"schedd: config error: {e}", file=sys.stderr)
         return 2
     _setup_logging(args.log_level, cfg.node_id)
+    from schedd.runtime.daemon import StartupError, serve  # grpc is imported only for a valid config
+    code = 0
     try:
         _run(serve(cfg))
     except StartupError as e:
         print(f"schedd: {e}", file=sys.stderr)
-        return 1
-    return 0
+        code = 1
+    # Everything is stopped and the journal closed; skip interpreter teardown, where gRPC's
+    # background threads can race the module cleanup and abort the process.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def cmd_local(args: argparse.Namespace) -> int:
@@ -75,8 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     loc = sub.add_parser("local", help="a 3-node cluster on 127.0.0.1 with a demo job, in the foreground")
     loc.add_argument("--data-dir", help="keep data here (default: a temporary folder, removed on exit)")
     loc.add_argument("--nodes", type=int, default=3, choices=[1, 3, 5])
-    loc.add_argument("--base-port", type=int, default=0,
-                     help="first of the ports to use (default: free ports)")
+    loc.add_argument("--base-port", type=int, default=7070,
+                     help="gRPC ports start here, then Raft, then metrics (default 7070: gRPC on "
+                          "7070-7072); 0, or busy ports, pick free ports")
     loc.add_argument("--no-demo", action="store_true", help="do not create the demo job")
     loc.add_argument("--fsync", choices=config_mod.FSYNC_MODES, default="always")
     loc.set_defaults(func=cmd_local)

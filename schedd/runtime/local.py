@@ -16,7 +16,7 @@ from pathlib import Path
 
 import grpc
 
-from schedd.runtime.cluster import LocalCluster
+from schedd.runtime.cluster import LocalCluster, ports_free
 from schedd.v1 import scheduler_pb2 as pb
 from schedd.v1 import scheduler_pb2_grpc as pb_grpc
 
@@ -53,6 +53,10 @@ def run_local(*, data_dir: str | None, nodes: int = 3, base_port: int = 0, demo:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    if base_port and not ports_free(list(range(base_port, base_port + 3 * nodes))):
+        print(f"schedd local: ports {base_port}-{base_port + 3 * nodes - 1} are not all free; "
+              "using free ports instead", flush=True)
+        base_port = 0
     cluster = LocalCluster(root, size=nodes, base_port=base_port, fsync=fsync)
     try:
         cluster.start()

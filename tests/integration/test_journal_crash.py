@@ -27,6 +27,11 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
+if __name__ != "__main__":  # the node subprocesses do not need pytest
+    import pytest
+
+    pytestmark = pytest.mark.integration
+
 # --------------------------------------------------------------------------------------------- node
 
 

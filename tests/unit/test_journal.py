@@ -224,6 +224,20 @@ def test_corruption_in_the_middle_is_refused(tmp_path, where):
     assert _journal_bytes(tmp_path) == bytes(raw)
 
 
+def test_corrupt_first_record_of_a_compacted_journal_is_refused(tmp_path):
+    (tmp_path / "raft.dump").write_bytes(b"d")
+    j = open_j(tmp_path)
+    fill(j, 1000)
+    j.deleteEntriesTo(990)  # journal now starts at index 991
+    offsets = list(j._offsets)
+    j._destroy()
+    raw = bytearray(_journal_bytes(tmp_path))
+    raw[offsets[0] + 8 + 20] ^= 0x01
+    _write_journal(tmp_path, bytes(raw))
+    with pytest.raises(JournalCorruptError, match="valid record \\(index 992\\)"):
+        open_j(tmp_path)
+
+
 def test_bad_header_and_stock_journal_are_refused(tmp_path):
     _write_journal(tmp_path, b"PYSYNCOBJ" + b"\0" * 60)
     with pytest.raises(JournalCorruptError, match="stock pysyncobj FileJournal"):
@@ -576,6 +590,8 @@ def test_eio_on_fdatasync_is_fatal(tmp_path, monkeypatch):
     with pytest.raises(JournalIOError, match="fdatasync failed"):
         j.before_send()
     assert fatal and j.dirty
+    with pytest.raises(JournalIOError):  # every later tick aborts too: the node halts
+        j.on_tick()
 
 
 def test_real_write_error_exits_the_process(tmp_path):

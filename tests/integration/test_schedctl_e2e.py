@@ -1,0 +1,74 @@
+"""schedctl, as a user runs it, against a real 3-node cluster (talking to a follower only)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.conftest import wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def schedctl(cluster: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-c", "import sys; from schedd_client.schedctl import main; sys.exit(main())",
+           "--cluster", cluster, *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    if check and p.returncode != 0:
+        raise AssertionError(f"schedctl {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def test_schedctl_tour(cluster_factory, tmp_path):
+    c = cluster_factory(size=3)
+    c.start()
+    leader = c.wait_leader(timeout=60)
+    follower = next(n.grpc for n in c.nodes.values() if n.id != leader)
+
+    # the README's first example
+    schedctl(follower, "job", "create", "nightly", "--schedule", "0 2 * * *", "--tz", "Europe/Berlin",
+             "--command", "backup.sh")
+    job = json.loads(schedctl(follower, "job", "get", "nightly", "--next", "3", "-o", "json").stdout)
+    assert job["spec"]["timezone"] == "Europe/Berlin" and len(job["upcoming_ms"]) == 3
+    assert all(t.endswith(("T01:00:00Z", "T00:00:00Z")) for t in job["upcoming"])  # 02:00 CET/CEST
+
+    # from a YAML file, an every-second job
+    f = tmp_path / "jobs.yaml"
+    f.write_text(yaml.safe_dump_all([
+        {"name": "tick", "schedule": "*/1 * * * * *", "command": "true", "team": "ops"},
+        {"name": "on-demand", "command": "echo hi", "team": "ops"},
+    ]))
+    schedctl(follower, "job", "create", "-f", str(f))
+    table = schedctl(follower, "job", "list").stdout
+    for header in ("NAME", "NEXT RUN", "LAST RUN", "LAST STATE"):
+        assert header in table
+    assert "tick" in table and "nightly" in table
+
+    runs = wait_until(lambda: (r := json.loads(schedctl(follower, "run", "list", "tick", "-o", "json").stdout))
+                      and len(r) >= 3 and r, timeout=30, what="tick to fire")
+    assert all(r["state"] == "SCHEDULED" and r["job"] == "tick" for r in runs)
+    got = yaml.safe_load(schedctl(follower, "run", "get", runs[0]["id"], "-o", "yaml").stdout)
+    assert got["id"] == runs[0]["id"]
+
+    # pause / resume / trigger / delete
+    assert json.loads(schedctl(follower, "job", "pause", "tick", "-o", "json").stdout)["paused"] is True
+    assert json.loads(schedctl(follower, "job", "resume", "tick", "-o", "json").stdout)["paused"] is False
+    ex = json.loads(schedctl(follower, "job", "trigger", "on-demand", "-o", "json").stdout)
+    assert ex["trigger"] == "manual" and ex["id"].startswith("on-demand@")
+    schedctl(follower, "job", "delete", "on-demand")
+    gone = schedctl(follower, "job", "get", "on-demand", check=False)
+    assert gone.returncode == 1 and "not found" in gone.stderr
+
+    # bad input: a clear error, exit 1, nothing created
+    bad = schedctl(follower, "job", "create", "bad", "--schedule", "* * *", "--command", "x", check=False)
+    assert bad.returncode == 1 and "error" in bad.stderr
+    assert schedctl(follower, "job", "get", "bad", check=False).returncode == 1
+
+    status = json.loads(schedctl(follower, "cluster", "status", "-o", "json").stdout)
+    assert status["leader_id"] == leader and len(status["nodes"]) == 3
+    assert {n["role"] for n in status["nodes"]} == {"leader", "follower"}
+    assert "n1" in schedctl(follower, "cluster", "status").stdout
