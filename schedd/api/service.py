@@ -19,7 +19,9 @@ import grpc
 from schedd.api import convert
 from schedd.core import commands as C
 from schedd.core import schedule as sched
-from schedd.core.model import EXECUTION_STATES, ValidationError, parse_execution_id, validate_spec
+from schedd.core.model import (
+    EXECUTION_STATES, ValidationError, canonical_spec, parse_execution_id,
+)
 from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode
 from schedd.runtime.clock import Clock
 from schedd.runtime.metrics import Metrics
@@ -51,6 +53,16 @@ def _metadata(context) -> dict[str, str]:
 
 def principal(context) -> str:
     return _metadata(context).get(PRINCIPAL) or context.peer() or "unknown"
+
+
+def _canonical_batch(specs) -> list[tuple[dict, str]]:
+    out = []
+    for i, spec in enumerate(specs):
+        try:
+            out.append(canonical_spec(convert.spec_to_dict(spec)))
+        except ValidationError as e:
+            raise ValidationError(f"job #{i + 1} ({spec.name or 'unnamed'}): {e}") from None
+    return out
 
 
 class Router:
@@ -146,20 +158,24 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                                 result.get("msg", "rejected"))
         return result
 
-    async def _valid_spec(self, context, spec: pb.JobSpec) -> dict:
+    async def _valid_spec(self, context, spec: pb.JobSpec) -> tuple[dict, str]:
+        """Validate before proposing: bad input is refused and nothing is committed."""
         try:
-            d = validate_spec(convert.spec_to_dict(spec))
+            d, text = canonical_spec(convert.spec_to_dict(spec))
         except ValidationError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        s = sched.parse(d["schedule"], d["timezone"], hash_key=d["name"])
-        if s.kind == "at":
-            with self.node.lock:
-                exists = d["name"] in self.node.state.jobs
-            at = sched.next_after(s, -(2 ** 62))
-            if not exists and at is not None and at < self.clock.now_ms() - PAST_AT_GRACE_MS:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                    f"schedule {d['schedule']!r} is in the past")
-        return d
+        await self._refuse_past_at(context, d)
+        return d, text
+
+    async def _refuse_past_at(self, context, d: dict) -> None:
+        """A new one-off whose time is long past is almost surely a mistake: refuse it."""
+        if not d["schedule"].startswith("at "):
+            return
+        at = sched.next_after(sched.parse(d["schedule"], d["timezone"], hash_key=d["name"]), -(2 ** 62))
+        with self.node.lock:
+            exists = d["name"] in self.node.state.jobs
+        if not exists and at is not None and at < self.clock.now_ms() - PAST_AT_GRACE_MS:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"schedule {d['schedule']!r} is in the past")
 
     def _job_pb(self, name: str, upcoming: int = 0) -> pb.Job | None:
         with self.node.lock:
@@ -176,23 +192,31 @@ class SchedulerService(pb_grpc.SchedulerServicer):
 
     @routed(write=True)
     async def PutJob(self, request: pb.PutJobRequest, context) -> pb.PutJobResponse:
-        spec = await self._valid_spec(context, request.job)
-        result = await self._commit(context, C.PUT, request.request_id, job=spec,
-                                    create_only=request.create_only,
+        spec, text = await self._valid_spec(context, request.job)
+        result = await self._commit(context, C.PUT, request.request_id, spec=text,
+                                    name=spec["name"], create_only=request.create_only,
                                     expected_version=request.expected_version)
         return pb.PutJobResponse(job=await self._job_or_abort(context, spec["name"]),
                                  created=bool(result.get("created")))
 
     @routed(write=True)
     async def PutJobs(self, request: pb.PutJobsRequest, context) -> pb.PutJobsResponse:
-        specs = [await self._valid_spec(context, s) for s in request.jobs]
-        names = [s["name"] for s in specs]
+        # Validation of a big batch is CPU work: off the event loop, so the dispatcher and
+        # other calls keep their timing while it runs.
+        try:
+            checked = await asyncio.to_thread(_canonical_batch, request.jobs)
+        except ValidationError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        for d, _ in checked:
+            await self._refuse_past_at(context, d)
+        names = [d["name"] for d, _ in checked]
         if len(set(names)) != len(names):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the batch names a job more than once")
         rid = request.request_id or uuid.uuid4().hex
-        chunks = [specs[i:i + BATCH_CHUNK] for i in range(0, len(specs), BATCH_CHUNK)]
+        texts = [text for _, text in checked]
+        chunks = [texts[i:i + BATCH_CHUNK] for i in range(0, len(texts), BATCH_CHUNK)]
         results = await asyncio.gather(*(
-            self._commit(context, C.PUT_MANY, f"{rid}-{i}", jobs=chunk) for i, chunk in enumerate(chunks)))
+            self._commit(context, C.PUT_MANY, f"{rid}-{i}", specs=chunk) for i, chunk in enumerate(chunks)))
         return pb.PutJobsResponse(created=sum(r.get("created", 0) for r in results),
                                   updated=sum(r.get("updated", 0) for r in results))
 

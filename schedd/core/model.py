@@ -242,9 +242,13 @@ def _retry(d: dict) -> dict:
 
 
 def validate_spec(d: dict) -> dict:
-    """Return the canonical form of a job spec (defaults filled, empty fields dropped, sorted
-    keys when dumped) or raise ValidationError. `d` is the proto JobSpec as a dict with proto
-    field names."""
+    """Return the canonical form of a job spec (defaults filled, empty fields dropped) or raise
+    ValidationError. `d` is the proto JobSpec as a dict with proto field names."""
+    return canonical_spec(d)[0]
+
+
+def canonical_spec(d: dict) -> tuple[dict, str]:
+    """validate_spec, plus the canonical JSON text (sorted keys) that a proposer commits."""
     if not isinstance(d, dict):
         raise ValidationError("job spec must be an object")
     name = _str(d, "name", 128)
@@ -291,11 +295,39 @@ def validate_spec(d: dict) -> dict:
         out["paused"] = True
     if d.get("history_limit"):
         out["history_limit"] = _number(d, "history_limit", 1, MAX_HISTORY_LIMIT, integer=True)
-    size = len(dump_spec(out).encode())
-    if size > MAX_SPEC_BYTES:
-        raise ValidationError(f"job spec is too large ({size} bytes, at most {MAX_SPEC_BYTES})")
-    return out
+    text = dump_spec(out)
+    if len(text) > MAX_SPEC_BYTES:
+        raise ValidationError(f"job spec is too large ({len(text)} bytes, at most {MAX_SPEC_BYTES})")
+    return out, text
 
 
 def dump_spec(spec: dict) -> str:
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
+
+
+def load_committed_spec(text: object) -> dict:
+    """Read a canonical spec from a committed entry, checking only what apply relies on.
+
+    Full validation (`validate_spec`) runs on the proposer before anything is committed; the
+    entry then carries the canonical text, which apply stores as it is. Apply re-checks the fields
+    it computes with, so a malformed entry is a deterministic rejection rather than an exception,
+    and a later change of validation rules never changes how old entries replay.
+    """
+    if not isinstance(text, str):
+        raise ValidationError("spec must be canonical JSON text")
+    try:
+        d = json.loads(text)
+    except ValueError:
+        raise ValidationError("spec is not valid JSON") from None
+    if not isinstance(d, dict):
+        raise ValidationError("spec must be an object")
+    name = d.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise ValidationError(f"bad job name {name!r}")
+    for key in ("team", "schedule", "timezone"):
+        if not isinstance(d.get(key), str):
+            raise ValidationError(f"spec.{key} must be a string")
+    limit = d.get("history_limit", DEFAULT_HISTORY_LIMIT)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_HISTORY_LIMIT:
+        raise ValidationError("bad history_limit")
+    return d

@@ -17,15 +17,18 @@ next_fire) are derived: rebuilt on restore, never serialized.
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from itertools import starmap
+from operator import attrgetter
 
 from sortedcontainers import SortedList
 
 from schedd.core import commands as C
 from schedd.core import schedule as sched
 from schedd.core.model import (
-    DEFAULT_HISTORY_LIMIT, SCHEDULED, Execution, Job, ValidationError, dump_spec, validate_spec,
+    DEFAULT_HISTORY_LIMIT, SCHEDULED, Execution, Job, ValidationError, dump_spec, load_committed_spec,
 )
 from schedd.core.wheel import TimingWheel
 
@@ -34,6 +37,9 @@ AUDIT_KEEP = 10_000
 CATCHUP_MARK_MS = 2_000        # an instant recorded this late is labelled "catchup"
 MIN_MS = -(2 ** 62)
 SNAPSHOT_FORMAT = ("schedd-state", 1)
+JOB_FIELDS = tuple(f.name for f in fields(Job))
+EXEC_FIELDS = tuple(f.name for f in fields(Execution))
+AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index")
 
 ExecKey = tuple[str, int]
 
@@ -70,6 +76,34 @@ class AuditRecord:
     log_index: int
 
 
+class _SnapshotImage:
+    """What `SchedulerState.snapshot()` hands pysyncobj. It costs nothing to make; the columnar
+    copy is built when it is pickled, which happens in pysyncobj's forked child, so the Raft
+    tick thread never waits for it. Rows of plain tuples pickle and load several times faster
+    than a million objects do."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: "SchedulerState") -> None:
+        self.state = state
+
+    def __reduce__(self):
+        s = self.state
+        return (_from_image, (SNAPSHOT_FORMAT, list(map(attrgetter(*JOB_FIELDS), s.jobs.values())),
+                              list(map(attrgetter(*EXEC_FIELDS), s.execs.values())), s.epoch, s.dedup,
+                              list(map(attrgetter(*AUDIT_FIELDS), s.audit)), s.hash, s.last_index,
+                              s.clock_ms))
+
+
+def _from_image(fmt, job_rows, exec_rows, epoch, dedup, audit_rows, digest, last_index, clock_ms):
+    if tuple(fmt) != SNAPSHOT_FORMAT:
+        raise ValueError(f"unsupported snapshot format {fmt!r}")
+    jobs = {job.name: job for job in starmap(Job, job_rows)}
+    execs = {(ex.job, ex.scheduled_ms): ex for ex in starmap(Execution, exec_rows)}
+    audit = list(starmap(AuditRecord, audit_rows))
+    return (fmt, jobs, execs, epoch, dedup, audit, digest, last_index, clock_ms)
+
+
 class SchedulerState:
     """Jobs, executions, leader epoch, dedup table and audit trail, plus derived indexes."""
 
@@ -81,29 +115,41 @@ class SchedulerState:
         self.audit: deque[AuditRecord] = deque(maxlen=AUDIT_KEEP)
         self.hash = b"\0" * 16
         self.last_index = 0
+        self.clock_ms = 0             # the newest leader time seen in an entry; seeds the wheel
         self._reindex()
 
     # ------------------------------------------------------------ indexes
 
     def _reindex(self) -> None:
+        """Rebuild every derived index from jobs and execs, in bulk (one sort per index)."""
         self.names = SortedList(self.jobs)
-        self.by_team: dict[str, SortedList] = {}
+        teams: dict[str, list[str]] = {}
+        wheel = TimingWheel(start_ms=self.clock_ms)
         for name, job in self.jobs.items():
-            self.by_team.setdefault(job.team, SortedList()).add(name)
-        self.wheel = TimingWheel()
-        for name, job in self.jobs.items():
+            teams.setdefault(job.team, []).append(name)
             if job.next_fire is not None and not job.paused:
-                self.wheel.set(name, job.next_fire)
-        self.by_job: dict[str, SortedList] = {}
-        self.by_time = SortedList()
-        self.by_state: dict[str, SortedList] = {}
+                wheel.set(name, job.next_fire)
+        self.by_team = {team: SortedList(names) for team, names in teams.items()}
+        self.wheel = wheel
+        by_job: dict[str, list[int]] = {}
+        by_state: dict[str, list[tuple[int, str]]] = {}
         for (name, t), ex in self.execs.items():
-            self._index_exec(name, t, ex.state)
+            by_job.setdefault(name, []).append(t)
+            by_state.setdefault(ex.state, []).append((t, name))
+        self.by_job = {name: SortedList(times) for name, times in by_job.items()}
+        self.by_state = {st: SortedList(keys) for st, keys in by_state.items()}
+        self.by_time = SortedList((t, name) for name, t in self.execs)
 
     def _index_exec(self, name: str, t: int, state: str) -> None:
-        self.by_job.setdefault(name, SortedList()).add(t)
+        times = self.by_job.get(name)
+        if times is None:
+            times = self.by_job[name] = SortedList()
+        times.add(t)
         self.by_time.add((t, name))
-        self.by_state.setdefault(state, SortedList()).add((t, name))
+        keys = self.by_state.get(state)
+        if keys is None:
+            keys = self.by_state[state] = SortedList()
+        keys.add((t, name))
 
     def _unindex_exec(self, name: str, t: int, state: str) -> None:
         times = self.by_job.get(name)
@@ -118,7 +164,10 @@ class SchedulerState:
 
     def _add_job_index(self, job: Job) -> None:
         self.names.add(job.name)
-        self.by_team.setdefault(job.team, SortedList()).add(job.name)
+        team = self.by_team.get(job.team)
+        if team is None:
+            team = self.by_team[job.team] = SortedList()
+        team.add(job.name)
 
     def _remove_job_index(self, job: Job) -> None:
         self.names.discard(job.name)
@@ -137,19 +186,19 @@ class SchedulerState:
 
     # ------------------------------------------------------------ snapshot
 
-    def snapshot(self) -> tuple:
-        """Cheap: references, not copies. pysyncobj forks right after this returns and the child
-        pickles a copy-on-write image, so the tick thread never waits for serialization."""
-        return (SNAPSHOT_FORMAT, self.jobs, self.execs, self.epoch, self.dedup, list(self.audit),
-                self.hash, self.last_index)
+    def snapshot(self) -> _SnapshotImage:
+        """O(1): pysyncobj forks right after this returns and the child pickles the image from a
+        copy-on-write view of the state, so the tick thread never waits for serialization."""
+        return _SnapshotImage(self)
 
     def restore(self, data: tuple) -> None:
-        fmt, jobs, execs, epoch, dedup, audit, digest, last_index = data
+        """Load what unpickling a snapshot image produced, then rebuild the indexes."""
+        fmt, jobs, execs, epoch, dedup, audit, digest, last_index, clock_ms = data
         if tuple(fmt) != SNAPSHOT_FORMAT:
             raise ValueError(f"unsupported snapshot format {fmt!r}")
         self.jobs, self.execs, self.epoch, self.dedup = jobs, execs, epoch, dedup
         self.audit = deque(audit, maxlen=AUDIT_KEEP)
-        self.hash, self.last_index = digest, last_index
+        self.hash, self.last_index, self.clock_ms = digest, last_index, clock_ms
         self._reindex()
 
     # ------------------------------------------------------------ apply
@@ -162,6 +211,8 @@ class SchedulerState:
             cmd = C.decode(entry)
         except (ValueError, KeyError, TypeError) as e:
             return _reject("invalid", f"malformed entry: {e}")
+        if cmd.now > self.clock_ms:
+            self.clock_ms = cmd.now
         if cmd.rid:
             self._expire_dedup(cmd.now)
             seen = self.dedup.get(cmd.rid)
@@ -181,9 +232,9 @@ class SchedulerState:
     @staticmethod
     def _target(cmd: C.Command) -> str:
         if cmd.kind == C.PUT:
-            return str((cmd.args.get("job") or {}).get("name", ""))
+            return str(cmd.args.get("name", ""))
         if cmd.kind == C.PUT_MANY:
-            return f"{len(cmd.args.get('jobs') or [])} jobs"
+            return f"{len(cmd.args.get('specs') or [])} jobs"
         return str(cmd.args.get("name", ""))
 
     def _expire_dedup(self, now: int) -> None:
@@ -206,9 +257,18 @@ class SchedulerState:
 
     # -- jobs
 
+    @staticmethod
+    def _committed_spec(text: object) -> tuple[dict, str, sched.Schedule]:
+        spec = load_committed_spec(text)
+        try:
+            s = sched.parse(spec["schedule"], spec["timezone"], hash_key=spec["name"])
+        except sched.ScheduleError as e:
+            raise ValidationError(str(e)) from None
+        return spec, text, s
+
     def _put(self, cmd: C.Command, index: int) -> dict:
         try:
-            spec = validate_spec(cmd.args.get("job"))
+            spec, text, s = self._committed_spec(cmd.args.get("spec"))
         except ValidationError as e:
             return _reject("invalid", str(e))
         current = self.jobs.get(spec["name"])
@@ -218,51 +278,56 @@ class SchedulerState:
         if expected and (current is None or current.version != expected):
             have = "absent" if current is None else f"at version {current.version}"
             return _reject("conflict", f"job {spec['name']!r} is {have}, not at version {expected}")
-        created = self._upsert(spec, cmd)
+        created = self._upsert(spec, text, s, cmd)
         job = self.jobs[spec["name"]]
         return _ok(created=created, name=job.name, version=job.version)
 
     def _put_many(self, cmd: C.Command, index: int) -> dict:
-        specs = []
+        checked = []
+        texts = cmd.args.get("specs")
+        if not isinstance(texts, list):
+            return _reject("invalid", "specs must be a list")
         try:
-            for raw in cmd.args.get("jobs") or []:
-                specs.append(validate_spec(raw))
+            for text in texts:
+                checked.append(self._committed_spec(text))
         except ValidationError as e:
-            return _reject("invalid", f"job #{len(specs) + 1}: {e}")
-        names = [s["name"] for s in specs]
+            return _reject("invalid", f"job #{len(checked) + 1}: {e}")
+        names = [c[0]["name"] for c in checked]
         if len(set(names)) != len(names):
             return _reject("invalid", "the batch names a job more than once")
-        created = sum(self._upsert(spec, cmd) for spec in specs)
-        return _ok(created=created, updated=len(specs) - created)
+        created = sum(self._upsert(spec, text, s, cmd) for spec, text, s in checked)
+        return _ok(created=created, updated=len(checked) - created)
 
-    def _upsert(self, spec: dict, cmd: C.Command) -> bool:
-        s = sched.parse(spec["schedule"], spec["timezone"], hash_key=spec["name"])
+    def _upsert(self, spec: dict, text: str, s: sched.Schedule, cmd: C.Command) -> bool:
+        """Create or update a job from a checked spec. Repeated strings (team, schedule, zone) are
+        interned: a million jobs share a handful of them."""
+        intern = sys.intern
         paused = bool(spec.get("paused"))
-        current = self.jobs.get(spec["name"])
-        if current is None:
-            job = Job(name=spec["name"], team=spec["team"], schedule=spec["schedule"],
-                      tz=spec["timezone"], spec=dump_spec(spec), version=1, paused=paused,
-                      next_fire=next_fire_for(s, cmd.now, None), created_ms=cmd.now,
-                      updated_ms=cmd.now, created_by=cmd.by,
-                      history_limit=spec.get("history_limit") or DEFAULT_HISTORY_LIMIT)
+        team, schedule, tz = intern(spec["team"]), intern(spec["schedule"]), intern(spec["timezone"])
+        limit = spec.get("history_limit") or DEFAULT_HISTORY_LIMIT
+        job = self.jobs.get(spec["name"])
+        if job is None:
+            job = Job(name=spec["name"], team=team, schedule=schedule, tz=tz, spec=text, version=1,
+                      paused=paused, next_fire=next_fire_for(s, cmd.now, None), created_ms=cmd.now,
+                      updated_ms=cmd.now, created_by=cmd.by, history_limit=limit)
             self.jobs[job.name] = job
             self._add_job_index(job)
             self._schedule_wheel(job)
             return True
-        job = current
-        timing_changed = (job.schedule, job.tz) != (spec["schedule"], spec["timezone"])
+        timing_changed = (job.schedule, job.tz) != (schedule, tz)
         resumed = job.paused and not paused
-        if job.team != spec["team"]:
+        if job.team != team:
             self._remove_job_index(job)
-            job.team = spec["team"]
+            job.team = team
             self._add_job_index(job)
-        job.schedule, job.tz, job.spec, job.paused = spec["schedule"], spec["timezone"], dump_spec(spec), paused
-        job.history_limit = spec.get("history_limit") or DEFAULT_HISTORY_LIMIT
+        job.schedule, job.tz, job.spec, job.paused = schedule, tz, text, paused
+        job.history_limit = limit
         job.version += 1
         job.updated_ms = cmd.now
         if timing_changed or resumed:
             job.next_fire = next_fire_for(s, cmd.now, job.last_fire)
         self._schedule_wheel(job)
+        self._prune_history(job)
         return False
 
     def _job_or_reject(self, cmd: C.Command) -> Job | dict:

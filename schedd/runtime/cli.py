@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if os.environ.get("SCHEDD_DIE_WITH_PARENT") == "1":
+        from schedd.runtime.cluster import die_with_parent
+        die_with_parent()
     args = build_parser().parse_args(argv)
     return args.func(args)
 

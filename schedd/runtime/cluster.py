@@ -51,12 +51,21 @@ def ports_free(ports: list[int]) -> bool:
     return True
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """Ask the kernel to SIGTERM this process when its parent dies (Linux), so a SIGKILLed test
+    or `schedd local` leaves no node behind. Called by the child itself at start (see
+    DIE_WITH_PARENT): no Python may run between fork and exec in a process that uses gRPC, so
+    there is no preexec_fn."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:
-        pass
+        return
+    if os.getppid() == 1:
+        os._exit(1)
+
+
+DIE_WITH_PARENT = "SCHEDD_DIE_WITH_PARENT"
 
 
 @dataclass
@@ -148,13 +157,13 @@ class LocalCluster:
         node = self.nodes[nid]
         if node.alive():
             return node
-        env = {**os.environ, **self.env}
+        env = {**os.environ, **self.env, DIE_WITH_PARENT: "1"}
         with node.log.open("ab") as logf:
             node.proc = subprocess.Popen(
                 [sys.executable, "-m", "schedd", "--log-level", self.log_level, "serve",
                  "--config", str(node.config)],
                 stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                start_new_session=True, preexec_fn=_die_with_parent)
+                start_new_session=True)
         return node
 
     def signal_node(self, nid: str, sig: int) -> None:

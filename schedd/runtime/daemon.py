@@ -9,7 +9,9 @@ SyncObj, which flushes and closes the journal.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import os
 import signal
 
 import grpc
@@ -34,6 +36,10 @@ class StartupError(RuntimeError):
 
 
 async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
+    # pysyncobj forks to write snapshots. The child only pickles and exits; with the garbage
+    # collector off it cannot run a gRPC object's finalizer, which would start gRPC machinery in
+    # a child that shares the parent's epoll descriptor.
+    os.register_at_fork(after_in_child=gc.disable)
     clock = SystemClock()
     metrics = Metrics()
     loop = asyncio.get_running_loop()

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from schedd.core import commands as C
-from schedd.core.model import SCHEDULED, execution_id
+from schedd.core.model import SCHEDULED, ValidationError, dump_spec, execution_id, validate_spec
 from schedd.core.state import DEDUP_TTL_MS, SchedulerState
 from schedd.leader.planner import plan_fires
 
@@ -19,6 +19,11 @@ SHELL = {"shell": {"command": "true"}}
 
 def spec(name="j1", schedule="@every 10s", **kw):
     return {"name": name, "schedule": schedule, "handler": SHELL, **kw}
+
+
+def text(**kw) -> str:
+    """The canonical spec text a proposer puts in the entry."""
+    return dump_spec(validate_spec(spec(**kw)))
 
 
 class Harness:
@@ -43,7 +48,7 @@ class Harness:
         return self.state.apply(entry, self.index)
 
     def put(self, **kw) -> dict:
-        return self.apply(C.PUT, job=spec(**kw))
+        return self.apply(C.PUT, spec=text(**kw))
 
     def fire(self, *items, term=None) -> dict:
         return self.apply(C.FIRE, items=[list(i) for i in items], term=term)
@@ -85,35 +90,56 @@ def test_put_update_with_new_schedule_recomputes_next_fire(h):
     assert h.state.jobs["j1"].next_fire == T0 + 60_000
 
 
-@pytest.mark.parametrize("bad, code, fragment", [
-    ({"name": "Bad Name", "schedule": "", "handler": SHELL}, "invalid", "bad job name"),
-    ({"name": "x", "schedule": "61 * * * *", "handler": SHELL}, "invalid", ""),
-    ({"name": "x", "schedule": "@daily", "timezone": "Mars/Base", "handler": SHELL}, "invalid", "Mars/Base"),
-    ({"name": "x", "schedule": "@daily"}, "invalid", "handler"),
-    ({"name": "x", "schedule": "@daily", "handler": {"shell": {"command": "x" * 9000}}}, "invalid", "too long"),
+@pytest.mark.parametrize("bad, fragment", [
+    ({"name": "Bad Name", "schedule": ""}, "bad job name"),
+    ({"name": "x", "schedule": "61 * * * *"}, "minute"),
+    ({"name": "x", "schedule": "@daily", "timezone": "Mars/Base"}, "Mars/Base"),
+    ({"name": "x", "schedule": "@daily", "handler": None}, "handler"),
+    ({"name": "x", "schedule": "@daily", "handler": {"shell": {"command": "x" * 9000}}}, "too long"),
+    ({"name": "x", "schedule": "@daily", "description": "d" * 2000}, "too long"),
+    ({"name": "x", "schedule": "@daily", "labels": {"bad key!": "v"}}, "labels"),
+    ({"name": "x", "schedule": "@daily", "overlap": "sometimes"}, "overlap"),
+    ({"name": "x", "schedule": "@daily", "retry": {"max_attempts": 1000}}, "max_attempts"),
+    ({"name": "x", "schedule": "@daily", "handler": {"http": {"url": "ftp://x"}}}, "http"),
 ])
-def test_put_invalid_commits_nothing(h, bad, code, fragment):
+def test_validate_spec_refuses_bad_input_with_a_clear_message(bad, fragment):
+    with pytest.raises(ValidationError) as e:
+        validate_spec({"handler": SHELL, **bad})
+    assert fragment in str(e.value)
+
+
+@pytest.mark.parametrize("committed, fragment", [
+    ("not json", "JSON"),
+    ('["a"]', "object"),
+    ('{"name": "Bad Name", "team": "t", "schedule": "", "timezone": "UTC"}', "bad job name"),
+    ('{"name": "x", "team": "t", "schedule": "61 * * * *", "timezone": "UTC"}', "minute"),
+    ('{"name": "x", "team": "t", "schedule": "@daily", "timezone": "Mars/Base"}', "Mars/Base"),
+    ('{"name": "x", "team": 5, "schedule": "@daily", "timezone": "UTC"}', "team"),
+    (42, "JSON text"),
+])
+def test_apply_rejects_a_malformed_committed_spec_and_commits_nothing(h, committed, fragment):
     before = (dict(h.state.jobs), len(h.state.wheel))
-    r = h.apply(C.PUT, job=bad)
-    assert r["ok"] is False and r["code"] == code and fragment in r["msg"]
+    r = h.apply(C.PUT, spec=committed)
+    assert r["ok"] is False and r["code"] == "invalid" and fragment in r["msg"], r
     assert (dict(h.state.jobs), len(h.state.wheel)) == before
 
 
 def test_create_only_and_expected_version(h):
     h.put()
-    assert h.apply(C.PUT, job=spec(), create_only=True)["code"] == "exists"
-    assert h.apply(C.PUT, job=spec(), expected_version=7)["code"] == "conflict"
-    assert h.apply(C.PUT, job=spec(), expected_version=1)["ok"]
+    assert h.apply(C.PUT, spec=text(), create_only=True)["code"] == "exists"
+    assert h.apply(C.PUT, spec=text(), expected_version=7)["code"] == "conflict"
+    assert h.apply(C.PUT, spec=text(), expected_version=1)["ok"]
     assert h.state.jobs["j1"].version == 2
 
 
 def test_put_many_is_all_or_nothing(h):
-    r = h.apply(C.PUT_MANY, jobs=[spec("a"), spec("b"), spec("Bad")])
+    bad = '{"name": "Bad", "team": "t", "schedule": "", "timezone": "UTC"}'
+    r = h.apply(C.PUT_MANY, specs=[text(name="a"), text(name="b"), bad])
     assert r["code"] == "invalid" and "job #3" in r["msg"]
     assert h.state.jobs == {}
-    r = h.apply(C.PUT_MANY, jobs=[spec("a"), spec("b")])
+    r = h.apply(C.PUT_MANY, specs=[text(name="a"), text(name="b")])
     assert r == {"ok": True, "code": "ok", "created": 2, "updated": 0}
-    assert h.apply(C.PUT_MANY, jobs=[spec("a"), spec("a")])["code"] == "invalid"
+    assert h.apply(C.PUT_MANY, specs=[text(name="a"), text(name="a")])["code"] == "invalid"
 
 
 def test_team_index_follows_updates(h):
@@ -237,9 +263,9 @@ def test_on_demand_job_never_fires_by_itself(h):
 # ---------------------------------------------------------------- totality and dedup
 
 def test_repeated_request_id_is_a_noop(h):
-    r1 = h.apply(C.PUT, rid="req-1", job=spec())
+    r1 = h.apply(C.PUT, rid="req-1", spec=text())
     h.now += 1000
-    r2 = h.apply(C.PUT, rid="req-1", job=spec(description="second"))
+    r2 = h.apply(C.PUT, rid="req-1", spec=text(description="second"))
     assert r2 == {**r1, "deduplicated": True}
     assert h.state.jobs["j1"].version == 1
     h.now += DEDUP_TTL_MS + 1
@@ -264,7 +290,7 @@ def test_unexpected_exception_becomes_internal_result(h, monkeypatch):
 
 
 def test_audit_records_mutations(h):
-    h.put()
+    h.apply(C.PUT, spec=text(), name="j1")
     h.apply(C.PAUSE, name="j1")
     h.apply(C.DELETE, name="zzz")
     assert [(a.action, a.target, a.result) for a in h.state.audit] == [
@@ -317,7 +343,7 @@ def _run_ops(ops) -> Harness:
         elif op == "dup" and h.entries:
             h.raw(h.entries[-1])
         else:
-            h.raw('{"v":1,"k":"put","rid":"","now":0,"term":1,"job":{"name":"BAD"}}')
+            h.raw('{"v":1,"k":"put","rid":"","now":0,"term":1,"spec":"{\\"name\\":\\"BAD\\"}"}')
     return h
 
 

@@ -68,6 +68,13 @@ def run(wheel, model, op):
         return wheel.pop_due(*args), model.pop_due(*args)
     if name == "earliest":
         return wheel.earliest(), model.earliest()
+    if name == "advance":  # moves the horizon only: no answer may change
+        wheel.advance(args[0])
+        return None, None
+    if name == "clear":
+        wheel.clear()
+        model.d.clear()
+        return None, None
     raise AssertionError(name)
 
 
@@ -177,7 +184,7 @@ def test_table(name, shape):
     for op in ops:
         w, m = run(wheel, model, op)
         assert w == m, op
-        if op[0] not in ("set", "discard"):
+        if op[0] not in ("set", "discard", "advance", "clear"):
             got.append(w)
     assert got == expected
     check_invariants(wheel, model)
@@ -306,6 +313,8 @@ OPS = st.lists(
         st.tuples(st.just("due"), OFFSET, st.one_of(st.none(), st.integers(0, 6))),
         st.tuples(st.just("pop_due"), OFFSET, st.one_of(st.none(), st.integers(0, 6))),
         st.tuples(st.just("earliest")),
+        st.tuples(st.just("advance"), OFFSET),
+        st.just(("clear",)),
     ),
     max_size=80,
 )
@@ -316,6 +325,8 @@ def absolutize(op, base):
         return ("set", op[1], base + op[2])
     if op[0] in ("due", "pop_due"):
         return (op[0], base + op[1], op[2])
+    if op[0] == "advance":
+        return ("advance", base + op[1])
     return op
 
 

@@ -1,0 +1,201 @@
+"""Helpers of bench_cluster.py: scrape a node's Prometheus text, take histogram deltas and read
+bucketed percentiles, read a process's RSS and CPU time from /proc, format durations and tables.
+
+Percentiles from a histogram are bucket bounds, never interpolated: ``Hist.quantile(0.99)``
+returns ``(lower, upper]``, the bucket holding the 99th-percentile observation.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import urllib.request
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(address: str, timeout: float = 5.0) -> Samples:
+    """Every sample of http://ADDRESS/metrics, keyed by (sample name, sorted labels)."""
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=timeout) as r:
+        text = r.read().decode()
+    out: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def total(samples: Samples, name: str) -> float:
+    """Sum of a sample over all its label sets (e.g. schedd_fired_total over triggers)."""
+    return sum(v for (n, _), v in samples.items() if n == name)
+
+
+@dataclass
+class Hist:
+    """A cumulative Prometheus histogram: (upper bound, cumulative count) pairs, sum and count."""
+
+    buckets: list[tuple[float, float]]
+    sum: float
+    count: float
+
+    @classmethod
+    def of(cls, samples: Samples, name: str, **labels: str) -> "Hist":
+        want = tuple(sorted(labels.items()))
+        buckets = []
+        for (n, lab), v in samples.items():
+            if n == name + "_bucket":
+                le = dict(lab).get("le")
+                rest = tuple((k, x) for k, x in lab if k != "le")
+                if le is not None and rest == want:
+                    buckets.append((float(le), v))
+        buckets.sort()
+        return cls(buckets, value(samples, name + "_sum", **labels), value(samples, name + "_count", **labels))
+
+    def __sub__(self, before: "Hist") -> "Hist":
+        old = dict(before.buckets)
+        return Hist([(le, c - old.get(le, 0.0)) for le, c in self.buckets],
+                    self.sum - before.sum, self.count - before.count)
+
+    @property
+    def mean(self) -> float | None:
+        return self.sum / self.count if self.count else None
+
+    def quantile(self, q: float) -> tuple[float, float] | None:
+        """(lower, upper] bounds of the bucket holding the q-quantile; None when empty."""
+        if self.count <= 0:
+            return None
+        rank = max(1, math.ceil(q * self.count - 1e-9))
+        lower = -math.inf
+        for le, c in self.buckets:
+            if c >= rank:
+                return lower, le
+            lower = le
+        return lower, math.inf
+
+    def max_bucket(self) -> tuple[float, float] | None:
+        return self.quantile(1.0)
+
+    def min_bucket(self) -> tuple[float, float] | None:
+        """Bounds of the lowest non-empty bucket."""
+        if self.count <= 0:
+            return None
+        lower = -math.inf
+        for le, c in self.buckets:
+            if c > 0:
+                return lower, le
+            lower = le
+        return lower, math.inf
+
+    def share_at_most(self, bound: float) -> float | None:
+        """Fraction of observations <= bound (bound must be a bucket bound)."""
+        if self.count <= 0:
+            return None
+        return dict(self.buckets).get(bound, 0.0) / self.count
+
+
+# ------------------------------------------------------------------ processes
+
+
+def rss_bytes(pid: int) -> int | None:
+    """VmRSS of a process (bytes), None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process (not of its children)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
+# ------------------------------------------------------------------ formatting
+
+
+def fmt_s(seconds: float | None, *, signed: bool = False) -> str:
+    """A duration in the unit that reads best: 850 us, 12.3 ms, 1.42 s."""
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "-"
+    if seconds == math.inf:
+        return "+inf"
+    if seconds == -math.inf:
+        return "-inf"
+    sign = "+" if signed and seconds > 0 else ""
+    a = abs(seconds)
+    if a < 1e-3 and a != 0:
+        return f"{sign}{seconds * 1e6:.0f} us"
+    if a < 1:
+        return f"{sign}{seconds * 1e3:.1f} ms"
+    return f"{sign}{seconds:.2f} s"
+
+
+def fmt_bound(b: float) -> str:
+    if b in (math.inf, -math.inf):
+        return fmt_s(b)
+    if b == 0:
+        return "0"
+    a = abs(b)
+    if a < 1:
+        return f"{b * 1e3:g} ms"
+    return f"{b:g} s"
+
+
+def fmt_bucket(bounds: tuple[float, float] | None) -> str:
+    """'<= 2 ms (1 ms, 2 ms]' for a bucket."""
+    if bounds is None:
+        return "-"
+    lo, hi = bounds
+    if hi == math.inf:
+        return f"> {fmt_bound(lo)}"
+    return f"<= {fmt_bound(hi)}" + (f" ({fmt_bound(lo)}..{fmt_bound(hi)}]" if lo != -math.inf else "")
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    a = abs(n)
+    if a >= 1 << 30:
+        return f"{n / (1 << 30):.2f} GiB"
+    if a >= 1 << 20:
+        return f"{n / (1 << 20):.1f} MiB"
+    if a >= 1 << 10:
+        return f"{n / (1 << 10):.1f} KiB"
+    return f"{n:.0f} B"
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile of raw values."""
+    if not values:
+        return None
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+
+
+def table(headers: list[str], rows: list[list[object]], indent: str = "  ") -> str:
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = []
+    for n, row in enumerate(cells):
+        lines.append(indent + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        if n == 0:
+            lines.append(indent + "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
