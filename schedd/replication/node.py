@@ -128,7 +128,7 @@ class RaftNode:
             **self._hooks.conf_kwargs,
             logCompactionMinEntries=r.compaction_entries,
             logCompactionMinTime=r.compaction_seconds,
-            logCompactionSplit=True,
+            logCompactionSplit=False,
             useFork=True,
             commandsWaitLeader=True,
             dynamicMembershipChange=False,

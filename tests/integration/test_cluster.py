@@ -5,10 +5,14 @@ none, and keeps every committed execution."""
 from __future__ import annotations
 
 
+import re
 import time
 
 import grpc
 import pytest
+
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from schedd.v1 import scheduler_pb2 as pb
 from schedd.v1 import scheduler_pb2_grpc as pb_grpc
@@ -128,6 +132,18 @@ def test_bad_input_is_refused_with_clear_status_and_commits_nothing(cluster_fact
     # invalid specs never reach the log
     assert after - before <= 1
 
+    # health checking and reflection, so grpcurl and load balancers work
+    ch = grpc.insecure_channel(c.nodes["n3"].grpc)
+    health = health_pb2_grpc.HealthStub(ch)
+    for service in ("", "schedd.v1.Scheduler", "schedd.v1.Cluster"):
+        r = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+        assert r.status == health_pb2.HealthCheckResponse.SERVING
+    refl = reflection_pb2_grpc.ServerReflectionStub(ch)
+    reply = next(iter(refl.ServerReflectionInfo(
+        iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5)))
+    listed = {svc.name for svc in reply.list_services_response.service}
+    assert {"schedd.v1.Scheduler", "schedd.v1.Cluster", "grpc.health.v1.Health"} <= listed
+
 
 def test_multi_node_cluster_refuses_to_start_without_a_secret(cluster_factory):
     c = cluster_factory(size=3)
@@ -137,3 +153,41 @@ def test_multi_node_cluster_refuses_to_start_without_a_secret(cluster_factory):
     proc = c.nodes["n1"].proc
     assert proc.wait(timeout=30) == 2
     assert "refusing to start a multi-node cluster without a cluster secret" in c.nodes["n1"].log.read_text()
+
+
+def test_snapshots_compact_the_log_and_bring_a_lagging_node_back(cluster_factory):
+    """With a tiny compaction threshold: nodes snapshot and truncate their logs; a node that was
+    down across compactions is rebuilt from the leader's snapshot; a restart restores from the
+    local snapshot plus the journal tail. All replicas end with the same jobs."""
+    c = cluster_factory(size=3, raft={"compaction_entries": 40})
+    c.start()
+    leader = c.wait_leader(timeout=60)
+    lagging = next(n for n in c.nodes if n != leader)
+    c.stop_node(lagging)
+    s = stub(c.nodes[leader].grpc)
+    for i in range(120):
+        spec = pb.JobSpec(name=f"job-{i:03d}", schedule="@every 1h",
+                          handler=pb.Handler(shell=pb.ShellHandler(command="true")))
+        s.PutJob(pb.PutJobRequest(job=spec), timeout=15)
+    up = [n for n in c.nodes if n != lagging]
+    wait_until(lambda: all((c.root / n / "raft.dump").exists() for n in up), timeout=60,
+               what="the running nodes to write a snapshot")
+
+    def names(nid: str) -> list[str]:
+        r = stub(c.nodes[nid].grpc).ListJobs(pb.ListJobsRequest(page_size=1000), timeout=10,
+                                             metadata=[("x-schedd-stale-ok", "1")])
+        return [j.spec.name for j in r.jobs]
+
+    expected = names(leader)
+    assert len(expected) == 120
+    c.start_node(lagging)
+    wait_until(lambda: names(lagging) == expected, timeout=60, what="the lagging node to catch up")
+    # it had no snapshot of its own when it stopped, so this restore is the leader's snapshot
+    assert re.search(r"restored snapshot: 1[0-9]{2} jobs", c.nodes[lagging].log.read_text()), \
+        "the lagging node should have been rebuilt from a snapshot"
+
+    c.stop()
+    c.start()
+    c.wait_leader(timeout=60)
+    for nid in c.nodes:
+        wait_until(lambda nid=nid: names(nid) == expected, timeout=60, what=f"{nid} to restore its jobs")
