@@ -42,7 +42,7 @@ class Hist:
     """A cumulative Prometheus histogram: (upper bound, cumulative count) pairs, sum and count."""
 
     buckets: list[tuple[float, float]]
-    sum: float
+    sum: float | None      # None: not exported (prometheus_client omits _sum when a bucket is negative)
     count: float
 
     @classmethod
@@ -56,16 +56,17 @@ class Hist:
                 if le is not None and rest == want:
                     buckets.append((float(le), v))
         buckets.sort()
-        return cls(buckets, value(samples, name + "_sum", **labels), value(samples, name + "_count", **labels))
+        key = (name + "_sum", tuple(sorted(labels.items())))
+        return cls(buckets, samples.get(key), value(samples, name + "_count", **labels))
 
     def __sub__(self, before: "Hist") -> "Hist":
         old = dict(before.buckets)
-        return Hist([(le, c - old.get(le, 0.0)) for le, c in self.buckets],
-                    self.sum - before.sum, self.count - before.count)
+        sum_ = None if self.sum is None or before.sum is None else self.sum - before.sum
+        return Hist([(le, c - old.get(le, 0.0)) for le, c in self.buckets], sum_, self.count - before.count)
 
     @property
     def mean(self) -> float | None:
-        return self.sum / self.count if self.count else None
+        return self.sum / self.count if self.count and self.sum is not None else None
 
     def quantile(self, q: float) -> tuple[float, float] | None:
         """(lower, upper] bounds of the bucket holding the q-quantile; None when empty."""

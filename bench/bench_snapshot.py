@@ -28,6 +28,7 @@ from pysyncobj import pickle as ps_pickle  # noqa: E402
 from schedd.core import commands as C  # noqa: E402
 from schedd.core.model import dump_spec, validate_spec  # noqa: E402
 from schedd.core.state import SchedulerState  # noqa: E402
+from schedd.runtime.daemon import tune_gc  # noqa: E402
 
 T0 = 1_800_000_000_000
 SCHEDULES = [("@every 1h", "UTC"), ("0 2 * * *", "Europe/Berlin"), ("H H * * *", "UTC"),
@@ -100,6 +101,7 @@ def main() -> None:
     ap.add_argument("--baseline-jobs", type=int, default=100_000)
     a = ap.parse_args()
     print(f"# {' '.join(sys.argv)}  (python {sys.version.split()[0]}, {os.cpu_count()} cpus)")
+    tune_gc()                                # as the daemon does
     tmp = tempfile.mkdtemp(prefix="schedd-bench-snap-")
     try:
         st, reg_s, per_job = register(a.jobs)

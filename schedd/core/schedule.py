@@ -65,7 +65,7 @@ import importlib.resources
 import re
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, tzinfo
+from datetime import date, datetime, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import CroniterError, croniter
@@ -124,44 +124,59 @@ _MACROS = {
 _NONE_SPECS = frozenset({"", "none", "@none"})
 
 _FIELD_CHARS = re.compile(r"[0-9a-z*?,/#()\-]+")
-_HASH_FIELD = re.compile(r"[hr](?:\(\d+-\d+\))?(?:/\d+)?")
+_HASH_FIELD = re.compile(r"[hr](?:\(\d+-\d+\))?(?:/\d+)?", re.ASCII)
 _HASH_TOKEN = re.compile(r"(?:^|[\s,])[hH](?:$|[\s(/,])")  # an H field anywhere in a spec
-_EQUAL_RANGE = re.compile(r"^(\w+)-\1(?:/\d+)?$")
+_EQUAL_RANGE = re.compile(r"^(\w+)-\1(?:/\d+)?$", re.ASCII)
 _EVERY = re.compile(r"@every(?:\s+(.*))?", re.IGNORECASE | re.DOTALL)
 _AT = re.compile(r"at(?:\s+(.*))?", re.IGNORECASE | re.DOTALL)
-_DURATION = re.compile(r"(?:\d+(?:ms|s|m|h|d))+")
-_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d)")
+_DURATION = re.compile(r"(?:\d+(?:ms|s|m|h|d))+", re.ASCII)
+_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d)", re.ASCII)
 _DURATION_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _RFC3339 = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
-    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))?"
+    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))?",
+    re.ASCII,
 )
 
 
 # ------------------------------------------------------------------------------------ zones
 
 @functools.lru_cache(maxsize=None)
+def _tzdata_names() -> frozenset[str] | None:
+    """Zone names in the pinned `tzdata` package, or None when it is not installed."""
+    try:
+        text = importlib.resources.files("tzdata").joinpath("zones").read_text("utf-8")
+    except (ModuleNotFoundError, OSError):
+        return None
+    return frozenset(line.strip() for line in text.splitlines() if line.strip())
+
+
+@functools.lru_cache(maxsize=None)
 def _zone_names() -> dict[str, str]:
-    """Lower-case name -> canonical name of every known zone (error and case-fixing paths only)."""
-    return {name.lower(): name for name in available_timezones()}
+    """Lower-case name -> canonical name of every known zone (error and case-fixing paths).
+
+    From the pinned package, never the host, so error texts are the same on every replica."""
+    names = _tzdata_names() or available_timezones()
+    return {name.lower(): name for name in sorted(names)}
 
 
 @functools.lru_cache(maxsize=None)
 def _zone(name: str) -> tzinfo:
-    """Load a zone, preferring the pinned `tzdata` package over host files (see module doc).
+    """Load a zone from the pinned `tzdata` package, not the host (see module doc): a name the
+    package lacks is unknown even if /usr/share/zoneinfo has it ("localtime", newer zones).
 
-    Bounded by the number of real zone names: a bad name raises and is not cached."""
+    Only without the package does it fall back to ZoneInfo's own search. The cache is bounded
+    by the number of real zone names: a bad name raises and is not cached."""
+    names = _tzdata_names()
     try:
-        fallback = ZoneInfo(name)  # validates the key (no paths, no traversal)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise ScheduleError(f"unknown time zone {name!r}") from None
-    try:
+        if names is None:
+            return ZoneInfo(name)
+        if name not in names:
+            raise ZoneInfoNotFoundError(name)
         resource = importlib.resources.files("tzdata.zoneinfo").joinpath(*name.split("/"))
         with resource.open("rb") as f:
             return ZoneInfo.from_file(f, key=name)
-    except ModuleNotFoundError:
-        return fallback
-    except OSError:
+    except (ZoneInfoNotFoundError, ValueError, OSError):
         raise ScheduleError(f"unknown time zone {name!r}") from None
 
 
@@ -568,7 +583,7 @@ class Schedule:
     tz: str = "UTC"  # canonical IANA zone name
     _hash_key: str = field(default="", repr=False)  # "" unless the spec uses H
     _cron: _Cron | None = field(default=None, repr=False, compare=False)
-    _zone: tzinfo | None = field(default=None, repr=False, compare=False)  # None: UTC arithmetic
+    _tzinfo: tzinfo | None = field(default=None, repr=False, compare=False)  # None: UTC math
     _period_ms: int = field(default=0, repr=False, compare=False)
     _at_ms: int = field(default=0, repr=False, compare=False)
 
@@ -584,8 +599,13 @@ def _restore(spec: str, tz: str, hash_key: str) -> Schedule:
 def parse(spec: str | None, tz: str | None = "UTC", *, hash_key: str = "") -> Schedule:
     """Parse schedule text in time zone `tz`; `hash_key` (the job id) places H fields.
 
-    Raises ScheduleError. Cached on (spec, tz, hash_key) because apply calls it for every fire
-    and registration; the key is dropped from the cache key when the spec has no H, so jobs
+    The normalized `spec` re-parses to an equal Schedule: "none" for on-demand; cron fields
+    single-spaced and upper-cased ("*/15 9-17 * * MON-FRI", H kept as written); macros
+    lower-cased; "@every 1h30m" in canonical units; "at <RFC 3339 in tz>". `tz` comes back
+    canonical ("europe/berlin" -> "Europe/Berlin").
+
+    Raises ScheduleError. Cached on (spec, tz, hash_key), 65536 entries, because apply calls it
+    for every fire and registration; the key is dropped when the spec has no H, so jobs
     sharing a plain spec share one Schedule."""
     if spec is not None and not isinstance(spec, str):
         raise ScheduleError(f"schedule must be text, not {type(spec).__name__}")
@@ -662,9 +682,10 @@ def _parse_at(text: str, tz: str) -> Schedule:
                             f"got {text!r}")
     try:
         at_ms = parse_time(when, tz)
+        normalized = f"at {format_ms(at_ms, tz)}"
     except ScheduleError as e:
         raise ScheduleError(f"bad at-time in {text!r}: {e}") from None
-    return Schedule("at", f"at {format_ms(at_ms, tz)}", tz, _at_ms=at_ms)
+    return Schedule("at", normalized, tz, _at_ms=at_ms)
 
 
 # ------------------------------------------------------------------------------ next fires
@@ -687,7 +708,7 @@ def _next_cron(s: Schedule, after_ms: int) -> int | None:
     p = max(after_ms // 1000, _MIN_S - 1)  # the whole second holding after_ms; fire is later
     if p >= _MAX_S:
         return None
-    c, zone = s._cron, s._zone
+    c, zone = s._cron, s._tzinfo
     if zone is None:
         f = _next_wall(c, p + 1)
         return None if f is None else _seconds(*f) * 1000

@@ -16,6 +16,7 @@ next_fire) are derived: rebuilt on restore, never serialized.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import sys
 from collections import deque
@@ -89,14 +90,27 @@ class _SnapshotImage:
 
     def __reduce__(self):
         s = self.state
-        return (_from_image, (SNAPSHOT_FORMAT, list(map(attrgetter(*JOB_FIELDS), s.jobs.values())),
+        return (_from_image, (SNAPSHOT_FORMAT, _GcPause(), list(map(attrgetter(*JOB_FIELDS), s.jobs.values())),
                               list(map(attrgetter(*EXEC_FIELDS), s.execs.values())), s.epoch, s.dedup,
                               list(map(attrgetter(*AUDIT_FIELDS), s.audit)), s.hash, s.last_index,
                               s.clock_ms))
 
 
-def _from_image(fmt, job_rows, exec_rows, epoch, dedup, audit_rows, digest, last_index, clock_ms):
+class _GcPause:
+    """Unpickled first in an image: it turns the cyclic garbage collector off while millions of
+    rows and objects are built (collections triggered every few hundred allocations would
+    rescan them over and over: 2x slower). `SchedulerState.restore` turns it back on."""
+
+    __slots__ = ()
+
+    def __reduce__(self):
+        return (gc.disable, ())
+
+
+def _from_image(fmt, _gc_paused, job_rows, exec_rows, epoch, dedup, audit_rows, digest, last_index,
+                clock_ms):
     if tuple(fmt) != SNAPSHOT_FORMAT:
+        gc.enable()
         raise ValueError(f"unsupported snapshot format {fmt!r}")
     jobs = {job.name: job for job in starmap(Job, job_rows)}
     execs = {(ex.job, ex.scheduled_ms): ex for ex in starmap(Execution, exec_rows)}
@@ -124,13 +138,12 @@ class SchedulerState:
         """Rebuild every derived index from jobs and execs, in bulk (one sort per index)."""
         self.names = SortedList(self.jobs)
         teams: dict[str, list[str]] = {}
-        wheel = TimingWheel(start_ms=self.clock_ms)
         for name, job in self.jobs.items():
             teams.setdefault(job.team, []).append(name)
-            if job.next_fire is not None and not job.paused:
-                wheel.set(name, job.next_fire)
         self.by_team = {team: SortedList(names) for team, names in teams.items()}
-        self.wheel = wheel
+        self.wheel = TimingWheel(start_ms=self.clock_ms)
+        self.wheel.load((name, job.next_fire) for name, job in self.jobs.items()
+                        if job.next_fire is not None and not job.paused)
         by_job: dict[str, list[int]] = {}
         by_state: dict[str, list[tuple[int, str]]] = {}
         for (name, t), ex in self.execs.items():
@@ -192,14 +205,22 @@ class SchedulerState:
         return _SnapshotImage(self)
 
     def restore(self, data: tuple) -> None:
-        """Load what unpickling a snapshot image produced, then rebuild the indexes."""
-        fmt, jobs, execs, epoch, dedup, audit, digest, last_index, clock_ms = data
-        if tuple(fmt) != SNAPSHOT_FORMAT:
-            raise ValueError(f"unsupported snapshot format {fmt!r}")
-        self.jobs, self.execs, self.epoch, self.dedup = jobs, execs, epoch, dedup
-        self.audit = deque(audit, maxlen=AUDIT_KEEP)
-        self.hash, self.last_index, self.clock_ms = digest, last_index, clock_ms
-        self._reindex()
+        """Load what unpickling a snapshot image produced, then rebuild the indexes. The restored
+        objects are frozen out of the garbage collector's generations (gc.freeze): they live as
+        long as the state, and full collections would otherwise rescan them all, stalling the
+        Raft tick thread for a second per million jobs."""
+        gc.disable()
+        try:
+            fmt, jobs, execs, epoch, dedup, audit, digest, last_index, clock_ms = data
+            if tuple(fmt) != SNAPSHOT_FORMAT:
+                raise ValueError(f"unsupported snapshot format {fmt!r}")
+            self.jobs, self.execs, self.epoch, self.dedup = jobs, execs, epoch, dedup
+            self.audit = deque(audit, maxlen=AUDIT_KEEP)
+            self.hash, self.last_index, self.clock_ms = digest, last_index, clock_ms
+            self._reindex()
+            gc.freeze()
+        finally:
+            gc.enable()
 
     # ------------------------------------------------------------ apply
 

@@ -147,6 +147,20 @@ class TimingWheel:
         else:
             self._bucket(t)[key] = t
 
+    def load(self, items) -> None:
+        """Insert many (key, t) pairs, for a rebuild: like set() for each, but the near level is
+        sorted once. Keys must not be in the wheel yet."""
+        time, end, bucket = self._time, self._end, self._bucket
+        near = []
+        for key, t in items:
+            time[key] = t
+            if t < end:
+                near.append((t, key))
+            else:
+                bucket(t)[key] = t
+        if near:
+            self._near.update(near)
+
     def discard(self, key: str) -> None:
         """Remove key. Does nothing if it is absent."""
         old = self._time.pop(key, None)

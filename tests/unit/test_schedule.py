@@ -200,7 +200,8 @@ def test_validate_tz(given_tz, expected):
     assert validate_tz(given_tz) == expected
 
 
-@pytest.mark.parametrize("bad", ["Europe/Berln", "Nowhere", "Europe", "/etc/passwd", "UTC+1"])
+@pytest.mark.parametrize("bad", ["Europe/Berln", "Nowhere", "Europe", "/etc/passwd", "UTC+1",
+                                 "localtime", "posixrules"])  # host files, not zones
 def test_validate_tz_rejects(bad):
     with pytest.raises(ScheduleError, match=re.escape(f"unknown time zone {bad!r}")):
         validate_tz(bad)

@@ -379,3 +379,13 @@ def test_same_answers_under_different_hash_seeds():
     assert runs[0] == runs[1] == runs[2]
     for ans in runs[0]:
         assert [tuple(x) for x in ans] == sorted(tuple(x) for x in ans)
+
+
+def test_load_equals_one_set_per_key():
+    pairs = [(f"k{i}", (i * 7919) % 100_000 - 5_000) for i in range(2_000)]
+    a, b = TimingWheel(start_ms=10_000), TimingWheel(start_ms=10_000)
+    a.load(pairs)
+    for key, t in pairs:
+        b.set(key, t)
+    assert list(a.items()) == list(b.items())
+    assert a.due(60_000) == b.due(60_000) and len(a) == len(b) == 2_000
