@@ -141,6 +141,7 @@ class SchedulerState:
         for name, job in self.jobs.items():
             teams.setdefault(job.team, []).append(name)
         self.by_team = {team: SortedList(names) for team, names in teams.items()}
+        self.paused_names = SortedList(name for name, job in self.jobs.items() if job.paused)
         self.wheel = TimingWheel(start_ms=self.clock_ms)
         self.wheel.load((name, job.next_fire) for name, job in self.jobs.items()
                         if job.next_fire is not None and not job.paused)
@@ -190,8 +191,15 @@ class SchedulerState:
             if not team:
                 del self.by_team[job.team]
         self.wheel.discard(job.name)
+        self.paused_names.discard(job.name)
 
     def _schedule_wheel(self, job: Job) -> None:
+        """Bring the due index and the paused index in line with the job."""
+        if job.paused:
+            if job.name not in self.paused_names:
+                self.paused_names.add(job.name)
+        else:
+            self.paused_names.discard(job.name)
         if job.paused or job.next_fire is None:
             self.wheel.discard(job.name)
         else:
@@ -469,22 +477,30 @@ class SchedulerState:
 
     def list_jobs(self, *, team: str = "", state: str = "", after: str = "",
                   limit: int = 100) -> tuple[list[Job], str, int]:
-        """A page of jobs ordered by name, starting after `after`; returns (jobs, next_after, total)."""
-        names = self.by_team.get(team, SortedList()) if team else self.names
-        want_paused = {"paused": True, "active": False}.get(state)
+        """A page of jobs ordered by name, starting after `after`; returns (jobs, next_after, total).
+        Costs O(page) except when both team and state filter (then O(jobs in the team))."""
+        empty = SortedList()
+        if state == "paused":
+            names = self.paused_names
+            keep = (lambda job: job.team == team) if team else None
+        else:
+            names = self.by_team.get(team, empty) if team else self.names
+            keep = (lambda job: not job.paused) if state == "active" else None
         start = names.bisect_right(after) if after else 0
         page: list[Job] = []
         i = start
         while i < len(names) and len(page) < limit:
             job = self.jobs[names[i]]
-            if want_paused is None or job.paused == want_paused:
+            if keep is None or keep(job):
                 page.append(job)
             i += 1
-        more = i < len(names)
-        if want_paused is None:
+        more = i < len(names) and (keep is None or any(keep(self.jobs[n]) for n in names.islice(i)))
+        if keep is None:
             total = len(names)
+        elif not team:
+            total = len(self.names) - len(self.paused_names)
         else:
-            total = sum(1 for n in names if self.jobs[n].paused == want_paused)
+            total = sum(1 for n in names if keep(self.jobs[n]))
         return page, (page[-1].name if page and more else ""), total
 
     def list_executions(self, *, job: str = "", state: str = "", after: tuple[int, str] | None = None,

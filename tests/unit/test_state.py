@@ -314,12 +314,34 @@ def test_list_executions_pages_both_directions(h):
     assert execution_id("j1", T0) == "j1@2027-01-15T08:00:00Z"
 
 
+def test_list_jobs_filters_and_pages(h):
+    for i, team in enumerate(["red", "red", "blue", "blue", "blue"]):
+        h.put(name=f"j{i}", team=team)
+    h.apply(C.PAUSE, name="j1")
+    h.apply(C.PAUSE, name="j4")
+    page, nxt, total = h.state.list_jobs(limit=2)
+    assert [j.name for j in page] == ["j0", "j1"] and nxt == "j1" and total == 5
+    page, nxt, _ = h.state.list_jobs(limit=2, after=nxt)
+    assert [j.name for j in page] == ["j2", "j3"]
+    page, nxt, total = h.state.list_jobs(state="paused")
+    assert [j.name for j in page] == ["j1", "j4"] and total == 2 and nxt == ""
+    page, nxt, total = h.state.list_jobs(state="active", limit=2)
+    assert [j.name for j in page] == ["j0", "j2"] and total == 3 and nxt == "j2"
+    page, nxt, total = h.state.list_jobs(state="active", after="j2")
+    assert [j.name for j in page] == ["j3"] and nxt == ""
+    page, _, total = h.state.list_jobs(team="blue", state="paused")
+    assert [j.name for j in page] == ["j4"] and total == 1
+    h.apply(C.RESUME, name="j4")
+    h.apply(C.DELETE, name="j1")
+    assert list(h.state.paused_names) == []
+
+
 # ---------------------------------------------------------------- determinism and snapshots
 
 def _fingerprint(s: SchedulerState):
     return (s.hash, s.epoch, sorted((n, j.version, j.next_fire, j.paused, j.spec) for n, j in s.jobs.items()),
             sorted((k, e.state, e.trigger, e.log_index) for k, e in s.execs.items()),
-            list(s.wheel.items()), list(s.names), list(s.by_time),
+            list(s.wheel.items()), list(s.names), list(s.by_time), list(s.paused_names),
             {k: list(v) for k, v in s.by_team.items()}, list(s.dedup))
 
 
