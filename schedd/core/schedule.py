@@ -43,16 +43,16 @@ and the second pass through a fold is skipped in one step (no per-second walk). 
 rules read a local time without offset in `parse_time` and ``at``.
 
 Cron granularity is one second; `next_after` accepts any millisecond. Instants are computed
-between 1900 and the end of year 9998: an earlier `after_ms` is treated as 1900-01-01Z, and
-nothing is returned beyond 9998.
+between 1900 and the end of year 9998: for an earlier `after_ms` the first fire from
+1900-01-01T00:00:00Z on is returned, and nothing is returned beyond 9998.
 
-Speed: croniter (~150-450 us per expansion, ~60 us per get_next) is used only to expand and
+Speed: croniter (~150-450 us per expansion, ~60-110 us per get_next) is used only to expand and
 validate fields; expansions are cached per field text, so jobs that differ only in their hash
 key share nearly all work, and the fire search itself is table lookups over the expanded sets
 (a few microseconds).
 
-Zone data comes from the `tzdata` package when it is installed, not from the host's
-/usr/share/zoneinfo: replicas must agree on every offset, and a pinned Python dependency is
+Zone data and zone names come from the `tzdata` package when it is installed, never from the
+host's /usr/share/zoneinfo: replicas must agree on every offset, and a pinned Python dependency is
 the same on every node while host packages drift. Keep the `tzdata` and `croniter` versions
 identical across a cluster (croniter's hash expansion decides where ``H`` lands).
 """
@@ -450,6 +450,8 @@ def _resolve_field(idx: int, text: str, key: bytes) -> str:
         return _plain_field(idx, text)
     if text[0] == "r":
         raise _CronError(idx, "R (random) is not allowed: schedules must be deterministic; use H")
+    if text == "h":  # the common case; what HashExpander.expand itself does for a bare H
+        return str(_HASHER.do(idx, hash_id=key))
     try:
         return _HASHER.expand(text, idx, text, hash_id=key)
     except CroniterError as e:

@@ -1,8 +1,10 @@
 """Tests for schedd.core.schedule: parsing, next fire instants, DST rules, RFC 3339 I/O.
 
 Transition dates used below (all real, tzdata 2026):
-  Europe/Berlin     2026-03-29 02:00 CET -> 03:00 CEST (01:00Z); 2026-10-25 03:00 CEST -> 02:00 CET (01:00Z)
-  America/New_York  2026-03-08 02:00 EST -> 03:00 EDT (07:00Z); 2026-11-01 02:00 EDT -> 01:00 EST (06:00Z)
+  Europe/Berlin     2026-03-29 02:00 CET -> 03:00 CEST (01:00Z)
+                    2026-10-25 03:00 CEST -> 02:00 CET (01:00Z)
+  America/New_York  2026-03-08 02:00 EST -> 03:00 EDT (07:00Z)
+                    2026-11-01 02:00 EDT -> 01:00 EST (06:00Z)
   Australia/Lord_Howe (30-minute DST) 2026-04-05 02:00 -> 01:30; 2026-10-04 02:00 -> 02:30
 """
 
@@ -506,13 +508,20 @@ def test_h_is_deterministic_across_processes():
 
 
 def test_h_matches_croniter_hash_id():
-    for key in ("job-1", "job-2", "x" * 100, "ünïcode"):
-        for spec in ("H H H * H", "H(0-29)/10 H/6 * H(3-9) *"):
-            expanded, _ = croniter.expand(spec, hash_id=key.encode())
-            s = parse(spec, hash_key=key)
-            t = next_after(s, 0)
-            wall = EPOCH + t * MS
-            assert wall.minute in expanded[0] and wall.hour in expanded[1]
+    """Every field's H lands where croniter.expand(hash_id=...) puts it."""
+    for key in ("job-1", "job-2", "x" * 100, "ünïcode", ""):
+        (minute, hour, day, month, _), _ = croniter.expand("H H H H *", hash_id=key.encode())
+        wall = EPOCH + next_after(parse("H H H H *", hash_key=key), 0) * MS
+        assert [wall.minute, wall.hour, wall.day, wall.month] == [
+            minute[0], hour[0], day[0], month[0]]
+        expanded, _ = croniter.expand("H 0 0 * * *", hash_id=key.encode(),
+                                      second_at_beginning=True)
+        wall = EPOCH + next_after(parse("H 0 0 * * *", hash_key=key), 0) * MS
+        assert wall.second == expanded[5][0]
+        expanded, _ = croniter.expand("H(0-29)/10 H/6 * * *", hash_id=key.encode())
+        got = {(EPOCH + t * MS).minute for t in next_n(parse("H(0-29)/10 H/6 * * *",
+                                                             hash_key=key), 0, 10)}
+        assert got == set(expanded[0])
 
 
 # ------------------------------------------------------------------------ property tests
