@@ -144,8 +144,10 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                              term=self.node.term, by=principal(context), **args)
         except C.EntryTooLarge as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request too large: {e}")
+        started = time.perf_counter()
         try:
             result = await self.node.propose(entry, timeout=COMMIT_TIMEOUT_S)
+            self.metrics.commit_latency.labels(kind).observe(time.perf_counter() - started)
         except NotApplied as e:
             self.metrics.proposals.labels(kind, "not_applied").inc()
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"not committed ({e}); safe to retry")

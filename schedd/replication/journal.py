@@ -856,9 +856,20 @@ class DurableTCPTransport(TCPTransport):
     At construction it finds the SyncObj's journal (``SyncObj.__init__`` creates the journal before
     the transport). If that journal is a :class:`DurableJournal`, the transport registers the
     journal's tick callback *before* TCPTransport's own, so no tick can run without it.
+
+    It also keeps every peer link warm. pysyncobj drops a connection *when it next sends on it*
+    if nothing was read from it for ``connectionTimeout``, and discards that message. Followers
+    never talk to each other, so after a leader died the first RequestVote between the two
+    survivors was always lost, and the election waited a second timeout (the term jumped by
+    two; failover took ~1.8 s instead of ~0.9 s). A tiny message every KEEPALIVE_S fixes it;
+    SyncObj ignores message types it does not know.
     """
 
+    KEEPALIVE_S = 1.0
+    KEEPALIVE = {"type": "schedd_keepalive"}
+
     def __init__(self, syncObj, selfNode, otherNodes):
+        self._last_keepalive = 0.0
         journal = getattr(syncObj, "_SyncObj__raftLog", None)
         self._durable_journal = journal if isinstance(journal, DurableJournal) else None
         if self._durable_journal is not None:
@@ -873,6 +884,14 @@ class DurableTCPTransport(TCPTransport):
         if j is not None:
             j.before_send()
         return super().send(node, message)
+
+    def _onTick(self):
+        super()._onTick()
+        now = time.monotonic()
+        if now - self._last_keepalive >= self.KEEPALIVE_S:
+            self._last_keepalive = now
+            for node in list(self._nodes):
+                self.send(node, self.KEEPALIVE)
 
 
 # --------------------------------------------------------------------------- glue

@@ -19,6 +19,8 @@
     [scheduler]
     lookahead_ms = 1500
     max_fire_batch = 500
+    burst_lookahead_ms = 15000          # look this far ahead when a burst is coming...
+    burst_threshold = 2000              # ...of at least this many instants
 
     [[peers]]
     id = "n2"
@@ -67,6 +69,8 @@ class RaftTuning:
 class SchedulerTuning:
     lookahead_ms: int = 1500
     max_fire_batch: int = 500
+    burst_lookahead_ms: int = 15000
+    burst_threshold: int = 2000
 
 
 @dataclass(slots=True, frozen=True)
@@ -153,6 +157,8 @@ def _scheduler(t: dict) -> SchedulerTuning:
     return SchedulerTuning(
         lookahead_ms=_int(t, "lookahead_ms", d.lookahead_ms, 0, 60_000, "[scheduler]"),
         max_fire_batch=_int(t, "max_fire_batch", d.max_fire_batch, 1, 1000, "[scheduler]"),
+        burst_lookahead_ms=_int(t, "burst_lookahead_ms", d.burst_lookahead_ms, 0, 300_000, "[scheduler]"),
+        burst_threshold=_int(t, "burst_threshold", d.burst_threshold, 0, 10_000_000, "[scheduler]"),
     )
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
-LATENESS_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60)
+LATENESS_BUCKETS = (0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3,
+                    0.5, 1, 1.5, 2, 3, 5, 10, 30, 60)
 
 
 class Metrics:
@@ -19,8 +20,11 @@ class Metrics:
             buckets=LATENESS_BUCKETS, registry=r)
         self.fire_lead = Histogram(
             "schedd_fire_commit_lead_seconds",
-            "Scheduled time minus the commit of its intent (positive: committed ahead of time)",
-            buckets=(-10, -1, -0.1, 0, 0.1, 0.25, 0.5, 1, 1.5, 2, 5), registry=r)
+            "How far ahead of its scheduled time an intent was applied on the leader (0: late)",
+            buckets=(0, 0.05, 0.1, 0.25, 0.5, 1, 1.5, 2, 5, 10), registry=r)
+        self.late_intents = Counter("schedd_late_intents_total",
+                                    "Intents applied after their scheduled time (catch-up, overload)",
+                                    registry=r)
         self.fired = Counter("schedd_fired_total", "Instants dispatched by this node as leader",
                              ["trigger"], registry=r)
         self.proposals = Counter("schedd_proposals_total", "Raft proposals by kind and outcome",

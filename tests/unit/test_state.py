@@ -397,3 +397,15 @@ def test_no_execution_key_twice_and_instants_follow_the_schedule(ops):
     assert len(keys) == len(set(keys))
     for (name, t), ex in h.state.execs.items():
         assert ex.job == name and ex.scheduled_ms == t
+
+
+def test_planner_looks_further_ahead_when_a_burst_is_coming(h):
+    for i in range(30):
+        h.put(name=f"b{i:02d}", schedule="at 2027-01-15T08:00:10Z")
+    h.put(name="soon", schedule="at 2027-01-15T08:00:01Z")
+    normal = plan_fires(h.state, h.now, 1500, limit=100)
+    assert normal == [("soon", T0 + 1000)]
+    small_burst = plan_fires(h.state, h.now, 1500, limit=100, burst_lookahead_ms=15_000, burst_threshold=40)
+    assert small_burst == normal                       # 31 < 40: not a burst
+    burst = plan_fires(h.state, h.now, 1500, limit=100, burst_lookahead_ms=15_000, burst_threshold=20)
+    assert len(burst) == 31 and burst[0] == ("soon", T0 + 1000)
