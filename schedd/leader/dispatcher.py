@@ -32,6 +32,7 @@ log = logging.getLogger("schedd.dispatcher")
 IDLE_STEP_S = 0.05
 MAX_INFLIGHT_BATCHES = 4
 PROPOSE_TIMEOUT_S = 5.0
+TAKEOVER_MARGIN_MS = 250
 
 
 class Dispatcher:
@@ -182,18 +183,26 @@ class Dispatcher:
 
     def _take_over(self) -> None:
         """A new leader adopts the intents that previous leaders committed but may not have
-        launched: everything still SCHEDULED from a little before the failover began (the
-        election, the old leader's fallback and its lookahead) on. Until workers record their
-        claims in the log, an instant launched just before the old leader died may be counted
-        again here: at least once, as DESIGN.md allows."""
+        launched. It looks back over the failover window (the election, the old leader's
+        fallback and its lookahead), but not before the old leader was last seen alive: the stamp
+        of its newest intent, minus a margin for timer lag; the old leader had launched what fell
+        due before that. Until workers record their claims in the log, an instant the old leader
+        launched between that stamp and its death is counted again: at least once, as DESIGN.md
+        allows, never zero times."""
         now = self.clock.now_ms()
+        term = self.node.term
         raft = self.node.cfg.raft
         horizon = now - (raft.election_timeout_ms[1] + raft.leader_fallback_ms + self.cfg.lookahead_ms)
         with self.node.lock:
-            pending = self.node.state.in_state_since(SCHEDULED, horizon)
-        for t, name in pending:
+            st = self.node.state
+            pending = [(t, name, st.execs[(name, t)]) for t, name in st.in_state_since(SCHEDULED, horizon)]
+        old_alive = max((ex.created_ms for _, _, ex in pending if ex.term < term), default=None)
+        if old_alive is not None:
+            horizon = max(horizon, old_alive - TAKEOVER_MARGIN_MS)
+        adopted = [(t, name) for t, name, ex in pending if t > horizon or ex.term == term]
+        for t, name in adopted:
             self._schedule_launch(name, t, now)
-        log.info("leading term %d: %d pending intents adopted", self.node.term, len(pending))
+        log.info("leading term %d: %d pending intents adopted", term, len(adopted))
 
     def _cancel_launches(self) -> None:
         for handle, _ in self._launches.values():
