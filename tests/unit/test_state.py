@@ -409,3 +409,13 @@ def test_planner_looks_further_ahead_when_a_burst_is_coming(h):
     assert small_burst == normal                       # 31 < 40: not a burst
     burst = plan_fires(h.state, h.now, 1500, limit=100, burst_lookahead_ms=15_000, burst_threshold=20)
     assert len(burst) == 31 and burst[0] == ("soon", T0 + 1000)
+
+
+def test_canonical_spec_converts_to_the_proto_and_back():
+    from schedd.api.convert import spec_from_canonical, spec_to_dict
+    d = validate_spec(spec(description="d", labels={"k": "v"}, retry={"max_attempts": 3, "multiplier": 2},
+                           timeout_seconds=5, paused=True, history_limit=10, priority=-3, pool="gpu",
+                           handler={"http": {"url": "https://x.example/run", "headers": {"A": "b"}}}))
+    assert validate_spec(spec_to_dict(spec_from_canonical(d))) == d
+    # a key this version does not know (written by a newer one) is tolerated
+    assert spec_from_canonical({**d, "future_field": 1}).name == "j1"
