@@ -96,10 +96,9 @@ class Router:
         try:
             return await call(request, timeout=timeout, metadata=meta)
         except grpc.aio.AioRpcError as e:
-            code = e.code()
-            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) and not e.details().startswith(("no leader", "this node", "not committed", "outcome")):
-                await context.abort(grpc.StatusCode.UNAVAILABLE, f"leader {addr} is unreachable: {e.details()}")
-            await context.abort(code, e.details())
+            # The leader's own answer passes through unchanged; the status says whether retrying
+            # is safe (UNAVAILABLE) and the message says why.
+            await context.abort(e.code(), e.details() or f"leader {addr}: {e.code().name}")
 
     async def close(self) -> None:
         for ch in self._channels.values():

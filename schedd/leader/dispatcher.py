@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 
 from schedd.core import commands as C
 from schedd.core.model import SCHEDULED
@@ -213,7 +212,3 @@ class Dispatcher:
         self._cancel_launches()
         for task in list(self._tasks):
             task.cancel()
-
-
-def request_id() -> str:
-    return uuid.uuid4().hex

@@ -95,7 +95,6 @@ class RaftStatus:
     leader_commit_index: int
     has_quorum: bool
     uptime_s: int
-    connected: dict[str, bool]
 
 
 class RaftNode:
@@ -169,16 +168,11 @@ class RaftNode:
 
     def status(self) -> RaftStatus:
         s = self.sync.getStatus()
-        connected = {}
-        for p in self.cfg.members:
-            if p.id != self.cfg.node_id:
-                connected[p.id] = s.get(f"partner_node_status_server_{p.raft_address}", 0) == 2
         return RaftStatus(
             role=ROLE_NAMES.get(s["state"], str(s["state"])), term=s["raft_term"],
             leader_raft=self.leader_raft_address(), commit_index=s["commit_idx"],
             applied_index=s["last_applied"], leader_commit_index=s["leader_commit_idx"] or 0,
-            has_quorum=bool(s["has_quorum"]), uptime_s=int(time.monotonic() - self._started),
-            connected=connected)
+            has_quorum=bool(s["has_quorum"]), uptime_s=int(time.monotonic() - self._started))
 
     # ------------------------------------------------------------ proposals
 

@@ -97,6 +97,7 @@ class LocalCluster:
     env: dict = field(default_factory=dict)
     log_level: str = "info"
     nodes: dict[str, NodeProc] = field(default_factory=dict)
+    last_seen: dict = field(default_factory=dict)     # what leader() saw last, for error messages
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)
@@ -251,7 +252,7 @@ class LocalCluster:
             if lead is not None and lead != exclude:
                 return lead
             time.sleep(0.1)
-        raise TimeoutError(f"no leader within {timeout:g}s (last seen {getattr(self, 'last_seen', {})}); "
+        raise TimeoutError(f"no leader within {timeout:g}s (last seen {self.last_seen}); "
                            f"logs in {self.root / 'logs'}")
 
     def __enter__(self) -> "LocalCluster":
