@@ -43,14 +43,15 @@ def attempt_to_pb(a: Attempt) -> pb.Attempt:
     return pb.Attempt(number=a.number, worker=a.worker, fencing_token=a.fencing_token,
                       started_ms=a.started_ms, ended_ms=a.ended_ms, exit_code=a.exit_code,
                       http_status=a.http_status, error=a.error, output_tail=a.output_tail,
-                      state=a.state)
+                      state=a.state, rejected=a.rejected)
 
 
 def execution_to_pb(ex: Execution) -> pb.Execution:
     return pb.Execution(id=ex.id, job=ex.job, scheduled_ms=ex.scheduled_ms, state=ex.state,
                         trigger=ex.trigger, created_ms=ex.created_ms, term=ex.term, reason=ex.reason,
                         attempts=[attempt_to_pb(a) for a in ex.attempts], updated_ms=ex.updated_ms,
-                        log_index=ex.log_index)
+                        log_index=ex.log_index, retry_at_ms=ex.retry_at or 0,
+                        cancel_requested=ex.cancel_requested)
 
 
 def exec_token(key: tuple[int, str] | None) -> str:

@@ -24,7 +24,12 @@ RESUME = "resume"
 TRIGGER = "trigger"      # run now, on demand
 FIRE = "fire"            # a batch of (job, scheduled instant) intents from the leader
 NOOP = "noop"            # a barrier: proves leadership by a commit round trip
-KINDS = (EPOCH, PUT, PUT_MANY, DELETE, PAUSE, RESUME, TRIGGER, FIRE, NOOP)
+START = "start"          # the leader's claim: attempt k of an execution goes to a worker; token = log index
+FINISH = "finish"        # a worker's result for the attempt holding `token`
+EXPIRE = "expire"        # the leader gave up on an attempt whose worker went silent (lease lost)
+CANCEL = "cancel"        # a user's cancel of an execution
+KINDS = (EPOCH, PUT, PUT_MANY, DELETE, PAUSE, RESUME, TRIGGER, FIRE, NOOP, START, FINISH, EXPIRE,
+         CANCEL)
 
 
 class EntryTooLarge(ValueError):

@@ -30,6 +30,9 @@ MAX_TIMEOUT_S = 7 * 24 * 3600
 
 OVERLAP_POLICIES = ("allow", "skip", "queue")
 CATCHUP_POLICIES = ("all", "latest", "none")
+DELIVERY_POLICIES = ("at_least_once", "at_most_once")
+MAX_ERROR_CHARS = 2048
+MAX_OUTPUT_TAIL_CHARS = 4096
 
 
 class ValidationError(ValueError):
@@ -47,6 +50,7 @@ CANCELLED = "CANCELLED"
 SKIPPED = "SKIPPED"
 UPSTREAM_FAILED = "UPSTREAM_FAILED"
 LOST = "LOST"
+REJECTED = "REJECTED"            # an attempt the worker declined before starting; not counted
 EXECUTION_STATES = (SCHEDULED, RUNNING, RETRY_WAIT, SUCCEEDED, FAILED, TIMED_OUT, CANCELLED,
                     SKIPPED, UPSTREAM_FAILED, LOST)
 TERMINAL_STATES = frozenset({SUCCEEDED, FAILED, TIMED_OUT, CANCELLED, SKIPPED, UPSTREAM_FAILED, LOST})
@@ -88,6 +92,7 @@ class Attempt:
     http_status: int = 0
     error: str = ""
     output_tail: str = ""
+    rejected: str = ""          # a late result refused by fencing, kept for the history
 
 
 @dataclass(slots=True)
@@ -105,6 +110,8 @@ class Execution:
     updated_ms: int
     reason: str = ""
     attempts: list[Attempt] = field(default_factory=list)
+    retry_at: int | None = None      # while RETRY_WAIT: when the next attempt may start
+    cancel_requested: bool = False   # a cancel arrived while an attempt was running
 
     @property
     def id(self) -> str:
@@ -286,6 +293,11 @@ def canonical_spec(d: dict) -> tuple[dict, str]:
         raise ValidationError(f"catchup must be one of {', '.join(CATCHUP_POLICIES)}, got {catchup!r}")
     if catchup:
         out["catchup"] = catchup
+    delivery = _str(d, "delivery", 16)
+    if delivery and delivery not in DELIVERY_POLICIES:
+        raise ValidationError(f"delivery must be one of {', '.join(DELIVERY_POLICIES)}, got {delivery!r}")
+    if delivery and delivery != "at_least_once":
+        out["delivery"] = delivery
     if d.get("priority"):
         out["priority"] = _number(d, "priority", -1000, 1000, integer=True)
     pool = _str(d, "pool", 64)

@@ -29,8 +29,11 @@ from sortedcontainers import SortedList
 from schedd.core import commands as C
 from schedd.core import schedule as sched
 from schedd.core.model import (
-    DEFAULT_HISTORY_LIMIT, SCHEDULED, Execution, Job, ValidationError, dump_spec, load_committed_spec,
+    CANCELLED, DEFAULT_HISTORY_LIMIT, FAILED, LOST, MAX_ERROR_CHARS, MAX_OUTPUT_TAIL_CHARS, REJECTED,
+    RETRY_WAIT, RUNNING, SCHEDULED, SUCCEEDED, TERMINAL_STATES, TIMED_OUT, Attempt, Execution, Job,
+    ValidationError, dump_spec, load_committed_spec,
 )
+from schedd.core.retry import RetryPolicy
 from schedd.core.wheel import TimingWheel
 
 DEDUP_TTL_MS = 15 * 60 * 1000
@@ -153,6 +156,8 @@ class SchedulerState:
         self.by_job = {name: SortedList(times) for name, times in by_job.items()}
         self.by_state = {st: SortedList(keys) for st, keys in by_state.items()}
         self.by_time = SortedList((t, name) for name, t in self.execs)
+        self.retry_due = SortedList((ex.retry_at, name, t) for (name, t), ex in self.execs.items()
+                                    if ex.state == RETRY_WAIT and ex.retry_at is not None)
 
     def _index_exec(self, name: str, t: int, state: str) -> None:
         times = self.by_job.get(name)
@@ -165,6 +170,24 @@ class SchedulerState:
             keys = self.by_state[state] = SortedList()
         keys.add((t, name))
 
+    def _set_state(self, ex: Execution, state: str, now: int) -> None:
+        """Move an execution to `state`, keeping the by-state and retry indexes in line."""
+        key = (ex.scheduled_ms, ex.job)
+        if ex.state == RETRY_WAIT and ex.retry_at is not None:
+            self.retry_due.discard((ex.retry_at, ex.job, ex.scheduled_ms))
+        old = self.by_state.get(ex.state)
+        if old is not None:
+            old.discard(key)
+        ex.state, ex.updated_ms = state, now
+        if state != RETRY_WAIT:
+            ex.retry_at = None
+        keys = self.by_state.get(state)
+        if keys is None:
+            keys = self.by_state[state] = SortedList()
+        keys.add(key)
+        if state == RETRY_WAIT and ex.retry_at is not None:
+            self.retry_due.add((ex.retry_at, ex.job, ex.scheduled_ms))
+
     def _unindex_exec(self, name: str, t: int, state: str) -> None:
         times = self.by_job.get(name)
         if times is not None:
@@ -175,6 +198,9 @@ class SchedulerState:
         by_state = self.by_state.get(state)
         if by_state is not None:
             by_state.discard((t, name))
+        ex = self.execs.get((name, t))
+        if ex is not None and ex.retry_at is not None:
+            self.retry_due.discard((ex.retry_at, name, t))
 
     def _add_job_index(self, job: Job) -> None:
         self.names.add(job.name)
@@ -253,7 +279,7 @@ class SchedulerState:
             result = _reject("internal", f"{type(e).__name__}: {e}")
         if cmd.rid:
             self.dedup[cmd.rid] = (cmd.now, result)
-        if cmd.kind not in (C.FIRE, C.NOOP, C.EPOCH):
+        if cmd.kind not in (C.FIRE, C.NOOP, C.EPOCH, C.START, C.FINISH, C.EXPIRE):
             self.audit.append(AuditRecord(cmd.now, cmd.by, cmd.kind, self._target(cmd),
                                           result.get("code", "ok"), index))
         return result
@@ -264,6 +290,8 @@ class SchedulerState:
             return str(cmd.args.get("name", ""))
         if cmd.kind == C.PUT_MANY:
             return f"{len(cmd.args.get('specs') or [])} jobs"
+        if cmd.kind == C.CANCEL:
+            return f"{cmd.args.get('job')}@{cmd.args.get('scheduled_ms')}"
         return str(cmd.args.get("name", ""))
 
     def _expire_dedup(self, now: int) -> None:
@@ -373,8 +401,9 @@ class SchedulerState:
         self._remove_job_index(job)
         del self.jobs[job.name]
         for t in list(self.by_job.get(job.name, ())):
-            ex = self.execs.pop((job.name, t))
+            ex = self.execs[(job.name, t)]
             self._unindex_exec(job.name, t, ex.state)
+            del self.execs[(job.name, t)]
         return _ok(name=job.name)
 
     def _set_paused(self, cmd: C.Command, paused: bool) -> dict:
@@ -412,12 +441,23 @@ class SchedulerState:
         return ex
 
     def _prune_history(self, job: Job) -> None:
-        """Keep the newest `history_limit` executions of a job, deterministically."""
+        """Keep the newest `history_limit` executions of a job, deterministically. An attempt in
+        flight (RUNNING, RETRY_WAIT) is never pruned; a SCHEDULED one that a thousand newer
+        instants have overtaken is (no worker took it for that long)."""
         times = self.by_job.get(job.name)
-        while times is not None and len(times) > job.history_limit:
-            t = times[0]
-            ex = self.execs.pop((job.name, t))
+        if times is None or len(times) <= job.history_limit:
+            return
+        excess = len(times) - job.history_limit
+        victims = []
+        for t in times:
+            if len(victims) == excess:
+                break
+            if self.execs[(job.name, t)].state not in (RUNNING, RETRY_WAIT):
+                victims.append(t)
+        for t in victims:
+            ex = self.execs[(job.name, t)]
             self._unindex_exec(job.name, t, ex.state)
+            del self.execs[(job.name, t)]
 
     def _trigger(self, cmd: C.Command, index: int) -> dict:
         job = self._job_or_reject(cmd)
@@ -456,9 +496,130 @@ class SchedulerState:
         self._record(job, t, trigger, cmd, index)
         return "created"
 
+    # -- attempts: claim, result, lease loss, cancel
+
+    def _exec_or_reject(self, cmd: C.Command) -> Execution | dict:
+        name, t = cmd.args.get("job"), cmd.args.get("scheduled_ms")
+        ex = self.execs.get((name, t)) if isinstance(name, str) and isinstance(t, int) else None
+        if ex is None:
+            return _reject("not_found", f"execution {name}@{t} not found")
+        return ex
+
+    def _start(self, cmd: C.Command, index: int) -> dict:
+        """The leader's claim. The attempt's fencing token is this entry's log index: unique and
+        increasing across the whole cluster, and known to every replica."""
+        if cmd.term != self.epoch:
+            return _reject("stale_term", f"claim from term {cmd.term}, but the leader epoch is {self.epoch}")
+        ex = self._exec_or_reject(cmd)
+        if isinstance(ex, dict):
+            return ex
+        if ex.state not in (SCHEDULED, RETRY_WAIT):
+            return _reject("conflict", f"execution {ex.id} is {ex.state}")
+        number = cmd.args.get("attempt")
+        if number != len(ex.attempts) + 1:
+            return _reject("conflict", f"execution {ex.id} expects attempt {len(ex.attempts) + 1}, not {number}")
+        ex.attempts.append(Attempt(number=number, worker=str(cmd.args.get("worker", ""))[:128],
+                                   fencing_token=index, started_ms=cmd.now))
+        self._set_state(ex, RUNNING, cmd.now)
+        return _ok(token=index, attempt=number)
+
+    def _current(self, ex: Execution, token) -> Attempt | None:
+        cur = ex.attempts[-1] if ex.attempts else None
+        if ex.state == RUNNING and cur is not None and cur.fencing_token == token:
+            return cur
+        return None
+
+    def _refuse_stale(self, ex: Execution, token, what: str, cmd: C.Command) -> dict:
+        """Fencing: a result for an attempt that is no longer current (a zombie worker, a retry
+        already under way) is refused, and the refusal is kept on that attempt for the history."""
+        for a in ex.attempts:
+            if a.fencing_token == token and not a.rejected:
+                a.rejected = f"{what} reported at {sched.format_ms(cmd.now)} refused: token {token} is not current"
+        return _reject("stale", f"token {token} is not the current attempt of {ex.id} ({ex.state})")
+
+    def _finish(self, cmd: C.Command, index: int) -> dict:
+        ex = self._exec_or_reject(cmd)
+        if isinstance(ex, dict):
+            return ex
+        outcome, token = cmd.args.get("state"), cmd.args.get("token")
+        if outcome not in (SUCCEEDED, FAILED, TIMED_OUT, CANCELLED, REJECTED):
+            return _reject("invalid", f"bad outcome {outcome!r}")
+        attempt = self._current(ex, token)
+        if attempt is None:
+            return self._refuse_stale(ex, token, outcome, cmd)
+        attempt.state = outcome
+        attempt.ended_ms = int(cmd.args.get("ended_ms") or cmd.now)
+        attempt.exit_code = int(cmd.args.get("exit_code") or 0)
+        attempt.http_status = int(cmd.args.get("http_status") or 0)
+        attempt.error = str(cmd.args.get("error") or "")[:MAX_ERROR_CHARS]
+        attempt.output_tail = str(cmd.args.get("output_tail") or "")[-MAX_OUTPUT_TAIL_CHARS:]
+        if outcome == SUCCEEDED:
+            self._set_state(ex, SUCCEEDED, cmd.now)
+        elif outcome == CANCELLED:
+            ex.reason = "cancelled"
+            self._set_state(ex, CANCELLED, cmd.now)
+        elif outcome == REJECTED:                 # never started: back in line, not a failure
+            self._set_state(ex, SCHEDULED, cmd.now)
+        else:
+            self._after_failure(ex, outcome, attempt.error, cmd.now)
+        return _ok(state=ex.state, retry_at=ex.retry_at)
+
+    def _expire(self, cmd: C.Command, index: int) -> dict:
+        """The leader lost an attempt's worker (no heartbeat for a lease, or past its timeout).
+        Its fate is unknown: at_most_once jobs end LOST and never run again; others retry."""
+        if cmd.term != self.epoch:
+            return _reject("stale_term", f"expiry from term {cmd.term}, but the leader epoch is {self.epoch}")
+        ex = self._exec_or_reject(cmd)
+        if isinstance(ex, dict):
+            return ex
+        token = cmd.args.get("token")
+        attempt = self._current(ex, token)
+        if attempt is None:
+            return _reject("stale", f"token {token} is not the current attempt of {ex.id} ({ex.state})")
+        reason = str(cmd.args.get("reason") or "worker lost")[:MAX_ERROR_CHARS]
+        attempt.state, attempt.ended_ms, attempt.error = LOST, cmd.now, reason
+        job = self.jobs.get(ex.job)
+        if job is not None and job.spec_dict().get("delivery") == "at_most_once" and not ex.cancel_requested:
+            ex.reason = f"at_most_once: attempt {attempt.number} lost ({reason}); not run again"
+            self._set_state(ex, LOST, cmd.now)
+        else:
+            self._after_failure(ex, LOST, reason, cmd.now)
+        return _ok(state=ex.state, retry_at=ex.retry_at)
+
+    def _after_failure(self, ex: Execution, outcome: str, error: str, now: int) -> None:
+        if ex.cancel_requested:
+            ex.reason = "cancelled"
+            self._set_state(ex, CANCELLED, now)
+            return
+        job = self.jobs.get(ex.job)
+        policy = RetryPolicy.from_spec(job.spec_dict()) if job is not None else RetryPolicy()
+        failures = sum(1 for a in ex.attempts if a.state in (FAILED, TIMED_OUT, LOST))
+        if failures < policy.max_attempts:
+            ex.retry_at = now + policy.delay_ms(ex.id, failures)
+            ex.reason = f"attempt {ex.attempts[-1].number} {outcome.lower()}: {error}"[:MAX_ERROR_CHARS]
+            self._set_state(ex, RETRY_WAIT, now)
+        else:
+            ex.reason = f"gave up after {failures} failed attempt(s): {error}"[:MAX_ERROR_CHARS]
+            self._set_state(ex, TIMED_OUT if outcome == TIMED_OUT else FAILED, now)
+
+    def _cancel(self, cmd: C.Command, index: int) -> dict:
+        ex = self._exec_or_reject(cmd)
+        if isinstance(ex, dict):
+            return ex
+        if ex.state in TERMINAL_STATES:
+            return _reject("conflict", f"execution {ex.id} already ended {ex.state}")
+        if ex.state == RUNNING:
+            ex.cancel_requested = True
+            ex.updated_ms = cmd.now
+            return _ok(state=RUNNING, token=ex.attempts[-1].fencing_token, cancel_requested=True)
+        ex.reason = "cancelled before it ran"
+        self._set_state(ex, CANCELLED, cmd.now)
+        return _ok(state=CANCELLED)
+
     _HANDLERS = {
         C.EPOCH: _epoch, C.NOOP: _noop, C.PUT: _put, C.PUT_MANY: _put_many, C.DELETE: _delete,
         C.PAUSE: _pause, C.RESUME: _resume, C.TRIGGER: _trigger, C.FIRE: _fire,
+        C.START: _start, C.FINISH: _finish, C.EXPIRE: _expire, C.CANCEL: _cancel,
     }
 
     # ------------------------------------------------------------ reads (caller holds the lock)

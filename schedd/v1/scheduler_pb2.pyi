@@ -77,7 +77,7 @@ class RetryPolicy(_message.Message):
     def __init__(self, max_attempts: _Optional[int] = ..., initial_backoff_seconds: _Optional[float] = ..., max_backoff_seconds: _Optional[float] = ..., multiplier: _Optional[float] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "team", "schedule", "timezone", "handler", "description", "labels", "retry", "timeout_seconds", "overlap", "catchup", "priority", "pool", "paused", "history_limit")
+    __slots__ = ("name", "team", "schedule", "timezone", "handler", "description", "labels", "retry", "timeout_seconds", "overlap", "catchup", "priority", "pool", "paused", "history_limit", "delivery")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -100,6 +100,7 @@ class JobSpec(_message.Message):
     POOL_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     HISTORY_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_FIELD_NUMBER: _ClassVar[int]
     name: str
     team: str
     schedule: str
@@ -115,7 +116,8 @@ class JobSpec(_message.Message):
     pool: str
     paused: bool
     history_limit: int
-    def __init__(self, name: _Optional[str] = ..., team: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., handler: _Optional[_Union[Handler, _Mapping]] = ..., description: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout_seconds: _Optional[float] = ..., overlap: _Optional[str] = ..., catchup: _Optional[str] = ..., priority: _Optional[int] = ..., pool: _Optional[str] = ..., paused: _Optional[bool] = ..., history_limit: _Optional[int] = ...) -> None: ...
+    delivery: str
+    def __init__(self, name: _Optional[str] = ..., team: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., handler: _Optional[_Union[Handler, _Mapping]] = ..., description: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout_seconds: _Optional[float] = ..., overlap: _Optional[str] = ..., catchup: _Optional[str] = ..., priority: _Optional[int] = ..., pool: _Optional[str] = ..., paused: _Optional[bool] = ..., history_limit: _Optional[int] = ..., delivery: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
     __slots__ = ("spec", "version", "paused", "next_fire_ms", "upcoming_ms", "created_ms", "updated_ms", "created_by", "last_scheduled_ms", "last_execution_id", "last_state", "executions_total")
@@ -226,7 +228,7 @@ class DeleteJobResponse(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class Attempt(_message.Message):
-    __slots__ = ("number", "worker", "fencing_token", "started_ms", "ended_ms", "exit_code", "http_status", "error", "output_tail", "state")
+    __slots__ = ("number", "worker", "fencing_token", "started_ms", "ended_ms", "exit_code", "http_status", "error", "output_tail", "state", "rejected")
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     WORKER_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -237,6 +239,7 @@ class Attempt(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TAIL_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
     number: int
     worker: str
     fencing_token: int
@@ -247,10 +250,11 @@ class Attempt(_message.Message):
     error: str
     output_tail: str
     state: str
-    def __init__(self, number: _Optional[int] = ..., worker: _Optional[str] = ..., fencing_token: _Optional[int] = ..., started_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., http_status: _Optional[int] = ..., error: _Optional[str] = ..., output_tail: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
+    rejected: str
+    def __init__(self, number: _Optional[int] = ..., worker: _Optional[str] = ..., fencing_token: _Optional[int] = ..., started_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., http_status: _Optional[int] = ..., error: _Optional[str] = ..., output_tail: _Optional[str] = ..., state: _Optional[str] = ..., rejected: _Optional[str] = ...) -> None: ...
 
 class Execution(_message.Message):
-    __slots__ = ("id", "job", "scheduled_ms", "state", "trigger", "created_ms", "term", "reason", "attempts", "updated_ms", "log_index")
+    __slots__ = ("id", "job", "scheduled_ms", "state", "trigger", "created_ms", "term", "reason", "attempts", "updated_ms", "log_index", "retry_at_ms", "cancel_requested")
     ID_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_MS_FIELD_NUMBER: _ClassVar[int]
@@ -262,6 +266,8 @@ class Execution(_message.Message):
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     UPDATED_MS_FIELD_NUMBER: _ClassVar[int]
     LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     id: str
     job: str
     scheduled_ms: int
@@ -273,7 +279,9 @@ class Execution(_message.Message):
     attempts: _containers.RepeatedCompositeFieldContainer[Attempt]
     updated_ms: int
     log_index: int
-    def __init__(self, id: _Optional[str] = ..., job: _Optional[str] = ..., scheduled_ms: _Optional[int] = ..., state: _Optional[str] = ..., trigger: _Optional[str] = ..., created_ms: _Optional[int] = ..., term: _Optional[int] = ..., reason: _Optional[str] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., updated_ms: _Optional[int] = ..., log_index: _Optional[int] = ...) -> None: ...
+    retry_at_ms: int
+    cancel_requested: bool
+    def __init__(self, id: _Optional[str] = ..., job: _Optional[str] = ..., scheduled_ms: _Optional[int] = ..., state: _Optional[str] = ..., trigger: _Optional[str] = ..., created_ms: _Optional[int] = ..., term: _Optional[int] = ..., reason: _Optional[str] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., updated_ms: _Optional[int] = ..., log_index: _Optional[int] = ..., retry_at_ms: _Optional[int] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
 
 class ListExecutionsRequest(_message.Message):
     __slots__ = ("job", "state", "page_size", "page_token", "oldest_first")

@@ -340,14 +340,25 @@ def test_list_jobs_filters_and_pages(h):
 
 def _fingerprint(s: SchedulerState):
     return (s.hash, s.epoch, sorted((n, j.version, j.next_fire, j.paused, j.spec) for n, j in s.jobs.items()),
-            sorted((k, e.state, e.trigger, e.log_index) for k, e in s.execs.items()),
+            sorted((k, e.state, e.trigger, e.log_index, e.retry_at, e.cancel_requested,
+                    [(a.state, a.fencing_token, a.rejected) for a in e.attempts]) for k, e in s.execs.items()),
+            list(s.retry_due), {k: list(v) for k, v in s.by_state.items() if v},
             list(s.wheel.items()), list(s.names), list(s.by_time), list(s.paused_names),
             {k: list(v) for k, v in s.by_team.items()}, list(s.dedup))
 
 
 OPS = st.lists(st.tuples(
-    st.sampled_from(["put", "put2", "pause", "resume", "delete", "trigger", "tick", "dup", "bad"]),
+    st.sampled_from(["put", "put2", "pause", "resume", "delete", "trigger", "tick", "dup", "bad",
+                     "claim", "succeed", "fail", "lose", "cancel"]),
     st.sampled_from(["a", "b", "c"]), st.integers(0, 40_000)), max_size=40)
+
+
+def _one_in(h: Harness, name: str, state: str):
+    for t in h.state.by_job.get(name, ()):
+        ex = h.state.execs[(name, t)]
+        if ex.state == state:
+            return ex
+    return None
 
 
 def _run_ops(ops) -> Harness:
@@ -357,7 +368,23 @@ def _run_ops(ops) -> Harness:
         if op == "put":
             h.put(name=name)
         elif op == "put2":
-            h.put(name=name, schedule="*/15 * * * * *", timezone="Europe/Berlin")
+            h.put(name=name, schedule="*/15 * * * * *", timezone="Europe/Berlin",
+                  retry={"max_attempts": 2, "initial_backoff_seconds": 5})
+        elif op == "claim":
+            ex = _one_in(h, name, "SCHEDULED") or _one_in(h, name, "RETRY_WAIT")
+            if ex is not None:
+                h.apply(C.START, job=name, scheduled_ms=ex.scheduled_ms, attempt=len(ex.attempts) + 1, worker="w")
+        elif op in ("succeed", "fail", "lose", "cancel"):
+            ex = _one_in(h, name, "RUNNING")
+            if ex is not None:
+                key = {"job": name, "scheduled_ms": ex.scheduled_ms}
+                token = ex.attempts[-1].fencing_token
+                if op == "lose":
+                    h.apply(C.EXPIRE, token=token, **key)
+                elif op == "cancel":
+                    h.apply(C.CANCEL, **key)
+                else:
+                    h.apply(C.FINISH, token=token, state="SUCCEEDED" if op == "succeed" else "FAILED", **key)
         elif op in ("pause", "resume", "delete", "trigger"):
             h.apply(op, name=name)
         elif op == "tick":
@@ -397,6 +424,13 @@ def test_no_execution_key_twice_and_instants_follow_the_schedule(ops):
     assert len(keys) == len(set(keys))
     for (name, t), ex in h.state.execs.items():
         assert ex.job == name and ex.scheduled_ms == t
+        assert (t, name) in h.state.by_state[ex.state]                       # indexes agree
+        assert (ex.retry_at is not None) == (ex.state == "RETRY_WAIT")
+        tokens = [a.fencing_token for a in ex.attempts]
+        assert tokens == sorted(set(tokens))                                 # fencing grows
+        assert sum(a.state == "RUNNING" for a in ex.attempts) == (ex.state == "RUNNING")
+    assert sum(len(v) for v in h.state.by_state.values()) == len(h.state.execs)
+    assert len(h.state.retry_due) == len(h.state.by_state.get("RETRY_WAIT", ()))
 
 
 def test_planner_looks_further_ahead_when_a_burst_is_coming(h):
