@@ -321,6 +321,187 @@ class TriggerJobRequest(_message.Message):
     request_id: str
     def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
+class CancelExecutionRequest(_message.Message):
+    __slots__ = ("id", "request_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    request_id: str
+    def __init__(self, id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class WorkerHello(_message.Message):
+    __slots__ = ("name", "slots", "pool", "labels", "running_tokens", "version", "max_term_seen")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    MAX_TERM_SEEN_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    slots: int
+    pool: str
+    labels: _containers.ScalarMap[str, str]
+    running_tokens: _containers.RepeatedScalarFieldContainer[int]
+    version: str
+    max_term_seen: int
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., running_tokens: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., max_term_seen: _Optional[int] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("running_tokens", "draining")
+    RUNNING_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_FIELD_NUMBER: _ClassVar[int]
+    running_tokens: _containers.RepeatedScalarFieldContainer[int]
+    draining: bool
+    def __init__(self, running_tokens: _Optional[_Iterable[int]] = ..., draining: _Optional[bool] = ...) -> None: ...
+
+class AttemptResult(_message.Message):
+    __slots__ = ("execution_id", "fencing_token", "state", "exit_code", "http_status", "error", "output_tail", "started_ms", "ended_ms")
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    HTTP_STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TAIL_FIELD_NUMBER: _ClassVar[int]
+    STARTED_MS_FIELD_NUMBER: _ClassVar[int]
+    ENDED_MS_FIELD_NUMBER: _ClassVar[int]
+    execution_id: str
+    fencing_token: int
+    state: str
+    exit_code: int
+    http_status: int
+    error: str
+    output_tail: str
+    started_ms: int
+    ended_ms: int
+    def __init__(self, execution_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., http_status: _Optional[int] = ..., error: _Optional[str] = ..., output_tail: _Optional[str] = ..., started_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ...) -> None: ...
+
+class WorkerMessage(_message.Message):
+    __slots__ = ("hello", "heartbeat", "result")
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    hello: WorkerHello
+    heartbeat: Heartbeat
+    result: AttemptResult
+    def __init__(self, hello: _Optional[_Union[WorkerHello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., result: _Optional[_Union[AttemptResult, _Mapping]] = ...) -> None: ...
+
+class Welcome(_message.Message):
+    __slots__ = ("leader_id", "term", "lease_ms")
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    LEASE_MS_FIELD_NUMBER: _ClassVar[int]
+    leader_id: str
+    term: int
+    lease_ms: int
+    def __init__(self, leader_id: _Optional[str] = ..., term: _Optional[int] = ..., lease_ms: _Optional[int] = ...) -> None: ...
+
+class Assignment(_message.Message):
+    __slots__ = ("execution_id", "job", "scheduled_ms", "attempt", "fencing_token", "term", "due_ms", "handler_json", "timeout_seconds", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_MS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    DUE_MS_FIELD_NUMBER: _ClassVar[int]
+    HANDLER_JSON_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    execution_id: str
+    job: str
+    scheduled_ms: int
+    attempt: int
+    fencing_token: int
+    term: int
+    due_ms: int
+    handler_json: str
+    timeout_seconds: float
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, execution_id: _Optional[str] = ..., job: _Optional[str] = ..., scheduled_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., term: _Optional[int] = ..., due_ms: _Optional[int] = ..., handler_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class CancelAttempt(_message.Message):
+    __slots__ = ("execution_id", "fencing_token")
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    execution_id: str
+    fencing_token: int
+    def __init__(self, execution_id: _Optional[str] = ..., fencing_token: _Optional[int] = ...) -> None: ...
+
+class ResultAck(_message.Message):
+    __slots__ = ("fencing_token", "outcome")
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    fencing_token: int
+    outcome: str
+    def __init__(self, fencing_token: _Optional[int] = ..., outcome: _Optional[str] = ...) -> None: ...
+
+class LeaderMessage(_message.Message):
+    __slots__ = ("welcome", "assignment", "cancel", "ack")
+    WELCOME_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    welcome: Welcome
+    assignment: Assignment
+    cancel: CancelAttempt
+    ack: ResultAck
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assignment: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[CancelAttempt, _Mapping]] = ..., ack: _Optional[_Union[ResultAck, _Mapping]] = ...) -> None: ...
+
+class WorkerInfo(_message.Message):
+    __slots__ = ("name", "slots", "pool", "labels", "running", "connected_ms", "last_heartbeat_ms", "draining", "peer")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_FIELD_NUMBER: _ClassVar[int]
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    slots: int
+    pool: str
+    labels: _containers.ScalarMap[str, str]
+    running: _containers.RepeatedScalarFieldContainer[str]
+    connected_ms: int
+    last_heartbeat_ms: int
+    draining: bool
+    peer: str
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., running: _Optional[_Iterable[str]] = ..., connected_ms: _Optional[int] = ..., last_heartbeat_ms: _Optional[int] = ..., draining: _Optional[bool] = ..., peer: _Optional[str] = ...) -> None: ...
+
+class ListWorkersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListWorkersResponse(_message.Message):
+    __slots__ = ("workers",)
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerInfo]
+    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
+
 class NodeStatus(_message.Message):
     __slots__ = ("id", "raft_address", "grpc_address", "role", "term", "commit_index", "applied_index", "lag", "has_quorum", "state_hash", "uptime_seconds", "error", "leader_epoch")
     ID_FIELD_NUMBER: _ClassVar[int]

@@ -84,6 +84,11 @@ class SchedulerStub:
                 request_serializer=schedd_dot_v1_dot_scheduler__pb2.GetExecutionRequest.SerializeToString,
                 response_deserializer=schedd_dot_v1_dot_scheduler__pb2.Execution.FromString,
                 _registered_method=True)
+        self.CancelExecution = channel.unary_unary(
+                '/schedd.v1.Scheduler/CancelExecution',
+                request_serializer=schedd_dot_v1_dot_scheduler__pb2.CancelExecutionRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.Execution.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -149,6 +154,13 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelExecution(self, request, context):
+        """running: the worker kills it
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -200,6 +212,11 @@ def add_SchedulerServicer_to_server(servicer, server):
             'GetExecution': grpc.unary_unary_rpc_method_handler(
                     servicer.GetExecution,
                     request_deserializer=schedd_dot_v1_dot_scheduler__pb2.GetExecutionRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.Execution.SerializeToString,
+            ),
+            'CancelExecution': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelExecution,
+                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.CancelExecutionRequest.FromString,
                     response_serializer=schedd_dot_v1_dot_scheduler__pb2.Execution.SerializeToString,
             ),
     }
@@ -473,6 +490,148 @@ class Scheduler:
             '/schedd.v1.Scheduler/GetExecution',
             schedd_dot_v1_dot_scheduler__pb2.GetExecutionRequest.SerializeToString,
             schedd_dot_v1_dot_scheduler__pb2.Execution.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelExecution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.Scheduler/CancelExecution',
+            schedd_dot_v1_dot_scheduler__pb2.CancelExecutionRequest.SerializeToString,
+            schedd_dot_v1_dot_scheduler__pb2.Execution.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class WorkersStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Connect = channel.stream_stream(
+                '/schedd.v1.Workers/Connect',
+                request_serializer=schedd_dot_v1_dot_scheduler__pb2.WorkerMessage.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.LeaderMessage.FromString,
+                _registered_method=True)
+        self.ListWorkers = channel.unary_unary(
+                '/schedd.v1.Workers/ListWorkers',
+                request_serializer=schedd_dot_v1_dot_scheduler__pb2.ListWorkersRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.ListWorkersResponse.FromString,
+                _registered_method=True)
+
+
+class WorkersServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Connect(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWorkers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_WorkersServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Connect': grpc.stream_stream_rpc_method_handler(
+                    servicer.Connect,
+                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.WorkerMessage.FromString,
+                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.LeaderMessage.SerializeToString,
+            ),
+            'ListWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkers,
+                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.ListWorkersRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.ListWorkersResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'schedd.v1.Workers', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('schedd.v1.Workers', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Workers:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Connect(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/schedd.v1.Workers/Connect',
+            schedd_dot_v1_dot_scheduler__pb2.WorkerMessage.SerializeToString,
+            schedd_dot_v1_dot_scheduler__pb2.LeaderMessage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.Workers/ListWorkers',
+            schedd_dot_v1_dot_scheduler__pb2.ListWorkersRequest.SerializeToString,
+            schedd_dot_v1_dot_scheduler__pb2.ListWorkersResponse.FromString,
             options,
             channel_credentials,
             insecure,
