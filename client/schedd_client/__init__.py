@@ -39,10 +39,12 @@ from .errors import (
     ValidationError,
 )
 from .specs import job_spec, parse_duration, spec_from_dict, spec_to_dict
+from .worker import Worker
 
 __all__ = [
     "Client",
     "AsyncClient",
+    "Worker",
     "parse_cluster",
     "job_spec",
     "spec_from_dict",

@@ -43,7 +43,8 @@ PRINCIPAL_METADATA = ("x-schedd-principal", _principal())
 
 @dataclass(frozen=True)
 class Call:
-    """One unary RPC: ``service`` is ``"scheduler"`` or ``"cluster"``, ``method`` the RPC name."""
+    """One unary RPC: ``service`` is ``"scheduler"``, ``"cluster"`` or ``"workers"``, ``method``
+    the RPC name."""
 
     service: str
     method: str
@@ -235,6 +236,18 @@ def get_execution(id: str, *, stale_ok: bool = False) -> Plan[pb.Execution]:
 
 
 # ---------------------------------------------------------------- cluster
+
+
+def cancel_execution(id: str) -> Plan[pb.Execution]:
+    """Cancel an execution: one not started yet ends CANCELLED at once; a running attempt is
+    killed by its worker (process group) and then recorded CANCELLED."""
+    request = pb.CancelExecutionRequest(id=id, request_id=new_request_id())
+    return _single(_scheduler("CancelExecution", request, mutating=True), pb.Execution)
+
+
+def list_workers() -> Plan[pb.ListWorkersResponse]:
+    """The workers connected to the leader: slots, pool, labels and what each runs."""
+    return _single(Call("workers", "ListWorkers", pb.ListWorkersRequest()), pb.ListWorkersResponse)
 
 
 def cluster_status(*, stale_ok: bool = False) -> Plan[pb.ClusterStatus]:

@@ -83,6 +83,7 @@ class _Transport(Generic[ChannelT]):
                 stubs = self._stubs[address] = {
                     "scheduler": pb_grpc.SchedulerStub(channel),
                     "cluster": pb_grpc.ClusterStub(channel),
+                    "workers": pb_grpc.WorkersStub(channel),
                 }
         return getattr(stubs[call.service], call.method)
 
@@ -222,6 +223,8 @@ class Client(_Transport[grpc.Channel]):
     trigger_job = _blocking(_plans.trigger_job)
     list_executions = _blocking_pages(_plans.list_executions)
     get_execution = _blocking(_plans.get_execution)
+    cancel_execution = _blocking(_plans.cancel_execution)
+    list_workers = _blocking(_plans.list_workers)
     cluster_status = _blocking(_plans.cluster_status)
     node_info = _blocking(_plans.node_info)
 
@@ -288,5 +291,7 @@ class AsyncClient(_Transport[grpc.aio.Channel]):
     trigger_job = _awaitable(_plans.trigger_job)
     list_executions = _async_pages(_plans.list_executions)
     get_execution = _awaitable(_plans.get_execution)
+    cancel_execution = _awaitable(_plans.cancel_execution)
+    list_workers = _awaitable(_plans.list_workers)
     cluster_status = _awaitable(_plans.cluster_status)
     node_info = _awaitable(_plans.node_info)

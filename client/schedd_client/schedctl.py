@@ -167,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 success, 1 failure, 2 usage error.",
     )
     _global_options(parser, top=True)
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{job,run,cluster}")
+    groups = parser.add_subparsers(dest="group", required=True, metavar="{job,run,worker,cluster}")
 
     def command(
         subparsers: Any, name: str, run: Callable[[_Command], None], help: str, *, timeout: bool = True
@@ -226,6 +226,12 @@ def build_parser() -> argparse.ArgumentParser:
     run_list.add_argument("--oldest-first", action="store_true")
     run_get = command(runs, "get", _Command.run_get, "show an execution with its attempts")
     run_get.add_argument("id", metavar="ID")
+    run_cancel = command(runs, "cancel", _Command.run_cancel,
+                         "cancel an execution (a running attempt's process group is killed)")
+    run_cancel.add_argument("id", metavar="ID")
+
+    workers = group("worker", "the workers connected to the leader")
+    command(workers, "list", _Command.worker_list, "connected workers: slots, pool, labels, running attempts")
 
     cluster = group("cluster", "cluster membership and Raft progress")
     command(cluster, "status", _Command.cluster_status, "leader, term and every node's progress")
@@ -535,6 +541,8 @@ class _Command:
                 ("Scheduled", self.when(run.scheduled_ms)),
                 ("Recorded", recorded),
                 ("Updated", self.when(run.updated_ms)),
+                ("Retry at", self.when(run.retry_at_ms) if run.retry_at_ms else ""),
+                ("Cancel", "requested" if run.cancel_requested else ""),
             ),
             "",
             "Attempts:",
@@ -554,7 +562,34 @@ class _Command:
                 parts += ["", f"Output of attempt {attempt.number} (tail):", _indent(attempt.output_tail)]
             if len(attempt.error) > 60:
                 parts += ["", f"Error of attempt {attempt.number}:", _indent(attempt.error)]
+            if attempt.rejected:
+                parts += ["", f"Late result of attempt {attempt.number} (fenced):", _indent(attempt.rejected)]
         return "\n".join(parts)
+
+    def run_cancel(self) -> None:
+        run = self.client.cancel_execution(self.args.id)
+        self.emit(to_dict(run), lambda: (
+            f"cancel requested for {run.id}: its worker kills the running attempt"
+            if run.cancel_requested and run.state == "RUNNING" else f"{run.id}: {run.state}"))
+
+    # -- workers
+
+    def worker_list(self) -> None:
+        workers = list(self.client.list_workers().workers)
+        self.emit(
+            [to_dict(w) for w in workers],
+            lambda: _table(
+                ("NAME", "SLOTS", "RUNNING", "POOL", "LABELS", "STATE", "CONNECTED", "LAST HEARTBEAT"),
+                [
+                    (w.name, w.slots, len(w.running), w.pool or "-",
+                     ",".join(f"{k}={v}" for k, v in sorted(w.labels.items())) or "-",
+                     "draining" if w.draining else "ready", self.when(w.connected_ms),
+                     self.when(w.last_heartbeat_ms))  # fmt: skip
+                    for w in workers
+                ],
+                empty="No workers connected.",
+            ) + ("".join(f"\n  {w.name}: {', '.join(w.running)}" for w in workers if w.running)),
+        )
 
     # -- cluster
 

@@ -132,8 +132,18 @@ def routed(*, write: bool):
 class SchedulerService(pb_grpc.SchedulerServicer):
     SERVICE = "Scheduler"
 
-    def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, router: Router) -> None:
+    def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, router: Router,
+                 dispatcher=None) -> None:
         self.node, self.clock, self.metrics, self.router = node, clock, metrics, router
+        self.dispatcher = dispatcher
+
+    def _exec_pb(self, ex) -> pb.Execution:
+        """The replicated record, plus the leader's own note on why a SCHEDULED one still waits."""
+        out = convert.execution_to_pb(ex)
+        assigner = getattr(self.dispatcher, "assigner", None)
+        if assigner is not None and ex.state == "SCHEDULED" and not out.reason:
+            out.reason = assigner.waiting_reason(ex.job, ex.scheduled_ms)
+        return out
 
     # ------------------------------------------------------------ helpers
 
@@ -286,7 +296,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                 await context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.job!r} not found")
             page, nxt, total = st.list_executions(job=request.job, state=request.state, after=after,
                                                   limit=size, oldest_first=request.oldest_first)
-            return pb.ListExecutionsResponse(executions=[convert.execution_to_pb(e) for e in page],
+            return pb.ListExecutionsResponse(executions=[self._exec_pb(e) for e in page],
                                              next_page_token=convert.exec_token(nxt), total=total)
 
     @routed(write=False)
@@ -298,8 +308,21 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         with self.node.lock:
             ex = self.node.state.execs.get(key)
             if ex is not None:
-                return convert.execution_to_pb(ex)
+                return self._exec_pb(ex)
         await context.abort(grpc.StatusCode.NOT_FOUND, f"execution {request.id!r} not found")
+
+    @routed(write=True)
+    async def CancelExecution(self, request: pb.CancelExecutionRequest, context) -> pb.Execution:
+        try:
+            name, t = parse_execution_id(request.id)
+        except ValidationError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        result = await self._commit(context, C.CANCEL, request.request_id, job=name, scheduled_ms=t)
+        assigner = getattr(self.dispatcher, "assigner", None)
+        if result.get("cancel_requested") and assigner is not None:
+            assigner.push_cancel(result["token"], request.id)
+        with self.node.lock:
+            return self._exec_pb(self.node.state.execs[(name, t)])
 
 
 class ClusterService(pb_grpc.ClusterServicer):

@@ -548,6 +548,8 @@ class SchedulerState:
         if attempt is None:
             return self._refuse_stale(ex, token, outcome, cmd)
         attempt.state = outcome
+        if cmd.args.get("started_ms"):           # the worker's own start, after the claim
+            attempt.started_ms = int(cmd.args["started_ms"])
         attempt.ended_ms = int(cmd.args.get("ended_ms") or cmd.now)
         attempt.exit_code = int(cmd.args.get("exit_code") or 0)
         attempt.http_status = int(cmd.args.get("http_status") or 0)
@@ -577,13 +579,15 @@ class SchedulerState:
         if attempt is None:
             return _reject("stale", f"token {token} is not the current attempt of {ex.id} ({ex.state})")
         reason = str(cmd.args.get("reason") or "worker lost")[:MAX_ERROR_CHARS]
-        attempt.state, attempt.ended_ms, attempt.error = LOST, cmd.now, reason
+        outcome = TIMED_OUT if cmd.args.get("outcome") == TIMED_OUT else LOST
+        attempt.state, attempt.ended_ms, attempt.error = outcome, cmd.now, reason
         job = self.jobs.get(ex.job)
-        if job is not None and job.spec_dict().get("delivery") == "at_most_once" and not ex.cancel_requested:
+        if (outcome == LOST and job is not None and job.spec_dict().get("delivery") == "at_most_once"
+                and not ex.cancel_requested):
             ex.reason = f"at_most_once: attempt {attempt.number} lost ({reason}); not run again"
             self._set_state(ex, LOST, cmd.now)
         else:
-            self._after_failure(ex, LOST, reason, cmd.now)
+            self._after_failure(ex, outcome, reason, cmd.now)
         return _ok(state=ex.state, retry_at=ex.retry_at)
 
     def _after_failure(self, ex: Execution, outcome: str, error: str, now: int) -> None:

@@ -20,8 +20,10 @@ import logging
 import time
 
 from schedd.core import commands as C
-from schedd.core.model import SCHEDULED
+from schedd.core.model import RUNNING, SCHEDULED
+from schedd.leader.assigner import Assigner
 from schedd.leader.planner import plan_fires
+from schedd.leader.workers import WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
 from schedd.runtime.clock import Clock
 from schedd.runtime.metrics import Metrics
@@ -35,7 +37,7 @@ TAKEOVER_MARGIN_MS = 250
 
 
 class Dispatcher:
-    def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics) -> None:
+    def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, hub: WorkerHub | None = None) -> None:
         self.node = node
         self.clock = clock
         self.metrics = metrics
@@ -48,6 +50,11 @@ class Dispatcher:
         self._led_term: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task] = set()
+        self.hub = hub
+        self.assigner = (Assigner(node, clock, hub, self.cfg.lookahead_ms, self._spawn)
+                         if hub is not None else None)
+        if hub is not None:
+            hub.on_change = self._wake.set
 
     # ------------------------------------------------------------ hooks from the tick thread
 
@@ -83,6 +90,8 @@ class Dispatcher:
     def _step(self) -> None:
         node = self.node
         if not node.is_leader():
+            if self._led_term is not None and self.hub is not None:
+                self.hub.close_all("this node is no longer the leader")
             self._led_term = None
             self._cancel_launches()
             return
@@ -97,9 +106,11 @@ class Dispatcher:
         if self._led_term != term:
             self._led_term = term
             self._take_over()
+        now = self.clock.now_ms()
+        if self.assigner is not None:
+            self.assigner.step(now)
         if self._batches >= MAX_INFLIGHT_BATCHES:
             return
-        now = self.clock.now_ms()
         with node.lock:
             items = plan_fires(node.state, now, self.cfg.lookahead_ms,
                                limit=self.cfg.max_fire_batch * (MAX_INFLIGHT_BATCHES - self._batches),
@@ -172,7 +183,7 @@ class Dispatcher:
             for name in names:
                 ex = st.execs.get((name, t))
                 job = st.jobs.get(name)
-                if ex is None or ex.state != SCHEDULED or job is None or job.paused:
+                if ex is None or ex.state not in (SCHEDULED, RUNNING) or job is None or job.paused:
                     continue            # deleted, paused or already handled since the intent
                 observe(max(0.0, (now_ns() // 1_000_000 + offset - t) / 1000))
                 launched[ex.trigger] = launched.get(ex.trigger, 0) + 1
@@ -199,6 +210,8 @@ class Dispatcher:
         if old_alive is not None:
             horizon = max(horizon, old_alive - TAKEOVER_MARGIN_MS)
         adopted = [(t, name) for t, name, ex in pending if t > horizon or ex.term == term]
+        if self.assigner is not None:
+            self.assigner.take_over(now)
         for t, name in adopted:
             self._schedule_launch(name, t, now)
         log.info("leading term %d: %d pending intents adopted", term, len(adopted))

@@ -97,6 +97,7 @@ class LocalCluster:
     env: dict = field(default_factory=dict)
     log_level: str = "info"
     nodes: dict[str, NodeProc] = field(default_factory=dict)
+    workers: dict[str, NodeProc] = field(default_factory=dict)
     last_seen: dict = field(default_factory=dict)     # what leader() saw last, for error messages
 
     def __post_init__(self) -> None:
@@ -167,6 +168,43 @@ class LocalCluster:
                 start_new_session=True)
         return node
 
+    def start_worker(self, name: str, *, slots: int = 4, pool: str = "", drain_grace_s: float = 10.0,
+                     extra_env: dict | None = None) -> NodeProc:
+        """A `schedd worker` process connected to this cluster."""
+        w = self.workers.get(name)
+        if w is not None and w.alive():
+            return w
+        w = self.workers[name] = NodeProc(id=name, raft="", grpc="", metrics="", config=Path(),
+                                          log=self.root / "logs" / f"worker-{name}.log")
+        args = [sys.executable, "-m", "schedd", "--log-level", self.log_level, "worker",
+                "--cluster", self.cluster_arg, "--name", name, "--slots", str(slots),
+                "--drain-grace", str(drain_grace_s)]
+        if pool:
+            args += ["--pool", pool]
+        env = {**os.environ, "GRPC_ENABLE_FORK_SUPPORT": "false", **self.env, **(extra_env or {}),
+               DIE_WITH_PARENT: "1"}
+        with w.log.open("ab") as logf:
+            w.proc = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      env=env, start_new_session=True)
+        return w
+
+    def signal_worker(self, name: str, sig: int) -> None:
+        w = self.workers[name]
+        if w.alive():
+            os.kill(w.proc.pid, sig)
+
+    def stop_worker(self, name: str, timeout: float = 30.0) -> None:
+        w = self.workers[name]
+        if not w.alive():
+            return
+        os.kill(w.proc.pid, signal.SIGCONT)
+        os.kill(w.proc.pid, signal.SIGTERM)
+        try:
+            w.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(w.proc.pid, signal.SIGKILL)
+            w.proc.wait(timeout=30)
+
     def signal_node(self, nid: str, sig: int) -> None:
         node = self.nodes[nid]
         if node.alive():
@@ -193,6 +231,11 @@ class LocalCluster:
             node.proc.wait(timeout=30)
 
     def stop(self, timeout: float = 15.0) -> None:
+        for w in self.workers.values():
+            if w.alive():
+                os.kill(w.proc.pid, signal.SIGCONT)
+                os.kill(w.proc.pid, signal.SIGKILL)
+                w.proc.wait(timeout=30)
         for node in self.nodes.values():
             if node.alive():
                 os.kill(node.proc.pid, signal.SIGCONT)

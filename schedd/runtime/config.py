@@ -21,6 +21,7 @@
     max_fire_batch = 500
     burst_lookahead_ms = 15000          # look this far ahead when a burst is coming...
     burst_threshold = 2000              # ...of at least this many instants
+    lease_ms = 10000                    # a running attempt without news this long is lost
 
     [[peers]]
     id = "n2"
@@ -71,6 +72,7 @@ class SchedulerTuning:
     max_fire_batch: int = 500
     burst_lookahead_ms: int = 15000
     burst_threshold: int = 2000
+    lease_ms: int = 10000
 
 
 @dataclass(slots=True, frozen=True)
@@ -159,6 +161,7 @@ def _scheduler(t: dict) -> SchedulerTuning:
         max_fire_batch=_int(t, "max_fire_batch", d.max_fire_batch, 1, 1000, "[scheduler]"),
         burst_lookahead_ms=_int(t, "burst_lookahead_ms", d.burst_lookahead_ms, 0, 300_000, "[scheduler]"),
         burst_threshold=_int(t, "burst_threshold", d.burst_threshold, 0, 10_000_000, "[scheduler]"),
+        lease_ms=_int(t, "lease_ms", d.lease_ms, 500, 3_600_000, "[scheduler]"),
     )
 
 

@@ -21,6 +21,7 @@ from prometheus_client import start_http_server
 
 from schedd.api.service import ClusterService, Router, SchedulerService
 from schedd.leader.dispatcher import Dispatcher
+from schedd.leader.workers import WorkerHub
 from schedd.replication.node import RaftNode
 from schedd.runtime.clock import SystemClock
 from schedd.runtime.config import NodeConfig
@@ -63,19 +64,24 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
             dispatcher_box[0].on_role_change(old, new)
 
     node = RaftNode(cfg, on_applied=on_applied, on_role_change=on_role_change)
-    dispatcher = Dispatcher(node, clock, metrics)
+    hub = WorkerHub(node, clock, lease_ms=cfg.scheduler.lease_ms)
+    dispatcher = Dispatcher(node, clock, metrics, hub)
     dispatcher_box.append(dispatcher)
     metrics.watch(node)
 
     router = Router(node)
+    hub.router = router
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0),
                                       ("grpc.max_receive_message_length", 16 * 1024 * 1024)])
-    pb_grpc.add_SchedulerServicer_to_server(SchedulerService(node, clock, metrics, router), server)
+    pb_grpc.add_SchedulerServicer_to_server(SchedulerService(node, clock, metrics, router, dispatcher),
+                                            server)
     pb_grpc.add_ClusterServicer_to_server(ClusterService(node, router), server)
+    pb_grpc.add_WorkersServicer_to_server(hub, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (pb.DESCRIPTOR.services_by_name["Scheduler"].full_name,
-             pb.DESCRIPTOR.services_by_name["Cluster"].full_name, health.SERVICE_NAME,
+             pb.DESCRIPTOR.services_by_name["Cluster"].full_name,
+             pb.DESCRIPTOR.services_by_name["Workers"].full_name, health.SERVICE_NAME,
              reflection.SERVICE_NAME)
     reflection.enable_server_reflection(names, server)
     if server.add_insecure_port(cfg.grpc_address) == 0:
@@ -102,6 +108,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         log.info("node %s stopping", cfg.node_id)
         for name in ("", *names[:2]):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        hub.close_all("node stopping")
         await server.stop(grace=2.0)
         task.cancel()
         await dispatcher.close()

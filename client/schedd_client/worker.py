@@ -1,0 +1,105 @@
+"""Embed a schedd worker in your own service, with Python handlers.
+
+    from schedd_client import Worker
+
+    worker = Worker("10.0.0.1:7070,10.0.0.2:7070", slots=8, pool="images")
+
+    @worker.handler("resize-images")
+    def resize(ctx):                 # ctx: schedd.worker.executors.HandlerContext
+        ...                          # ctx.execution_id is the idempotency key; ctx.args the job's args
+        return "resized 42 images"   # kept as the attempt's output tail
+
+    worker.run()                     # blocks; SIGINT/SIGTERM drain, then it returns
+
+A job runs it with the handler ``{"python": {"name": "resize-images", "args_json": "..."}}``.
+Plain functions run in a thread of their own and should watch ``ctx.cancel`` (a
+``threading.Event``, set on timeout or cancel); ``async def`` handlers run on the worker's event
+loop and are cancelled. Returning normally is success; raising is a failure (its traceback is kept).
+
+Inside an asyncio program use ``await worker.run_async(stop_event)`` instead of ``run()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import threading
+from collections.abc import Callable, Mapping, Sequence
+
+from schedd.worker.executors import HandlerContext, PythonHandlers
+from schedd.worker.runtime import WorkerRuntime
+
+from .client import parse_cluster
+
+__all__ = ["Worker", "HandlerContext"]
+
+log = logging.getLogger("schedd_client.worker")
+
+
+class Worker:
+    def __init__(self, cluster: str | Sequence[str] | None = None, *, name: str | None = None,
+                 slots: int = 4, pool: str = "", labels: Mapping[str, str] | None = None,
+                 drain_grace_s: float = 30.0, kill_grace_s: float = 5.0) -> None:
+        if int(slots) < 1:
+            raise ValueError("slots must be at least 1")
+        self.cluster = parse_cluster(cluster)
+        self.name = name or f"{socket.gethostname()}-{os.getpid()}"
+        self.slots = int(slots)
+        self.pool = pool
+        self.labels = dict(labels or {})
+        self.drain_grace_s = drain_grace_s
+        self.kill_grace_s = kill_grace_s
+        self.handlers = PythonHandlers()
+        self.runtime: WorkerRuntime | None = None
+
+    def handler(self, name: str) -> Callable[[Callable], Callable]:
+        """Decorator: register ``fn(ctx)`` (plain or ``async def``) as the Python handler ``name``."""
+        def register(fn: Callable) -> Callable:
+            self.handlers.register(name, fn)
+            return fn
+        return register
+
+    def _runtime(self) -> WorkerRuntime:
+        return WorkerRuntime(self.cluster, name=self.name, slots=self.slots, pool=self.pool,
+                             labels=self.labels, python_handlers=self.handlers,
+                             drain_grace_s=self.drain_grace_s, kill_grace_s=self.kill_grace_s)
+
+    async def run_async(self, stop: asyncio.Event | None = None) -> None:
+        """Run until ``stop`` is set (forever without one), then drain and return."""
+        self.runtime = self._runtime()
+        await self.runtime.run(stop if stop is not None else asyncio.Event())
+
+    def run(self) -> None:
+        """Blocking: run until SIGINT/SIGTERM, drain, return. A second signal cuts the drain
+        grace short (running attempts are cancelled and reported)."""
+        async def main() -> None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            installed: list[int] = []
+
+            def on_signal() -> None:
+                if stop.is_set():
+                    if self.runtime is not None:
+                        log.warning("second signal: cancelling running attempts now")
+                        self.runtime.hurry()
+                else:
+                    log.info("signal received: draining (again to cancel running attempts)")
+                    stop.set()
+
+            if threading.current_thread() is threading.main_thread():
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    try:
+                        loop.add_signal_handler(sig, on_signal)
+                        installed.append(sig)
+                    except (NotImplementedError, RuntimeError):
+                        pass
+            try:
+                await self.run_async(stop)
+            finally:
+                for sig in installed:
+                    loop.remove_signal_handler(sig)
+
+        asyncio.run(main())

@@ -1,0 +1,650 @@
+"""The worker process: one stream to the Raft leader, assignments run within a slot count.
+
+    runtime = WorkerRuntime(["10.0.0.1:7070", "10.0.0.2:7070"], name="w1", slots=4)
+    await runtime.run(stop)          # returns after a clean drain once `stop` is set
+
+Protocol (schedd.v1.Workers/Connect; the leader side in schedd/leader/workers.py follows it):
+
+Finding the leader
+    Cycle through the cluster addresses asking `Cluster.Status` (any node answers) and open
+    `Workers.Connect` on its `leader_grpc_address`. A node that is not the leader refuses with
+    FAILED_PRECONDITION and "leader=<host:port>": go there directly. UNAVAILABLE, connection
+    errors and a stream that ends (the leader stepped down) all lead to a reconnect after an
+    exponential backoff with jitter (0.1 s doubling to 2 s; reset by every Welcome). While
+    connected, the worker asks `Cluster.Status` of another node once per lease: if the cluster has
+    a leader in a newer term than the one that welcomed us, the stream is a leftover of a deposed
+    (e.g. paused or partitioned) leader and is dropped for a reconnect.
+
+On every (re)connect
+    The first message is WorkerHello(name, slots, pool, labels, running_tokens, version,
+    max_term_seen). The leader answers Welcome(leader_id, term, lease_ms). A Welcome from a term
+    older than one already seen ends the stream (a deposed leader). After the Welcome the worker
+    resends every unacknowledged result (oldest first), then heartbeats every lease_ms / 3
+    (10 s lease when none is given) with the tokens it holds and whether it drains.
+
+Assignments
+    Refused with an AttemptResult(state="REJECTED") when its term is older than the newest term
+    seen, when every slot is taken, or while draining. A token the worker already holds is a
+    duplicate and is ignored (if it has finished, its result is resent). Otherwise the attempt is
+    accepted (it counts against the slots and appears in running_tokens from then on), waits for
+    due_ms on the local clock and runs through `executors.execute`.
+
+Results
+    Every AttemptResult, REJECTED ones included, stays in an "unacknowledged" map until a
+    ResultAck with its token arrives; ack outcomes "committed" and "stale" (refused by fencing,
+    logged at WARNING) drop it, any other outcome ("unknown") keeps it for a resend on the next
+    heartbeat tick. Results unacknowledged for a lease period are resent on the same stream, and
+    all of them after a reconnect; the leader deduplicates by token.
+
+Connection loss
+    Never stops running attempts: they report after the reconnect (the leader grants running
+    attempts one lease period of grace to come back).
+
+Drain (`stop` set)
+    Heartbeat(draining=True) at once; new assignments are REJECTED; accepted attempts still
+    waiting for their due time are handed back as REJECTED "worker draining" (the leader requeues
+    them without counting an attempt); running ones get `drain_grace_s` to finish, then are
+    cancelled (their CANCELLED outcome is reported). Once every result is acknowledged, or after
+    FINAL_ACK_TIMEOUT_S, the worker half-closes the stream and `run` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+import grpc.aio
+
+from schedd.v1 import scheduler_pb2 as pb
+from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd.worker import executors
+from schedd.worker.executors import Assignment, Outcome, PythonHandlers
+
+log = logging.getLogger("schedd.worker")
+
+__all__ = ["WorkerRuntime", "REJECTED", "DEFAULT_LEASE_MS", "version"]
+
+REJECTED = "REJECTED"
+DEFAULT_LEASE_MS = 10_000
+BACKOFF_START_S = 0.1
+BACKOFF_MAX_S = 2.0
+STATUS_TIMEOUT_S = 5.0          # one Cluster.Status call
+WELCOME_TIMEOUT_S = 10.0        # from the hello to the Welcome
+FINAL_ACK_TIMEOUT_S = 5.0       # drain: wait this long for the last results to be acknowledged
+CLOSE_TIMEOUT_S = 1.0           # drain: after the half-close, wait this long for the stream to end
+MIN_HEARTBEAT_S = 0.05
+KILL_MARGIN_S = 15.0            # after cancelling in a drain: executor's own kill waits + margin
+
+_LEADER_RE = re.compile(r"leader=([A-Za-z0-9_.\-\[\]:]+)")
+
+_CHANNEL_OPTIONS = [
+    # our own backoff paces reconnects; keep gRPC's from adding minutes on top
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+    ("grpc.enable_retries", 0),
+    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+]
+
+
+def version() -> str:
+    try:
+        from importlib.metadata import version as _v
+        return _v("schedd")
+    except Exception:  # noqa: BLE001 - not installed: a source checkout
+        return "dev"
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _redirect_target(err: grpc.aio.AioRpcError) -> str | None:
+    if err.code() != grpc.StatusCode.FAILED_PRECONDITION:
+        return None
+    m = _LEADER_RE.search(err.details() or "")
+    return m.group(1) if m else None
+
+
+def _describe(err: BaseException) -> str:
+    if isinstance(err, grpc.aio.AioRpcError):
+        return f"{err.code().name}: {err.details()}"
+    if isinstance(err, _StreamEnded):
+        return str(err)
+    return f"{type(err).__name__}: {err}"
+
+
+@dataclass(slots=True, eq=False)
+class _Attempt:
+    msg: pb.Assignment
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)    # cancel or hand-back while waiting
+    handback: bool = False
+    phase: str = "waiting"               # waiting | running
+    task: asyncio.Task | None = None
+
+
+@dataclass(slots=True, eq=False)
+class _Unacked:
+    result: pb.AttemptResult
+    sent_at: float | None = None         # loop time of the last send, None = not sent yet
+
+
+@dataclass(slots=True, eq=False)
+class _Conn:
+    address: str
+    call: grpc.aio.StreamStreamCall
+    leader_id: str
+    term: int
+    lease_ms: int
+    out: asyncio.Queue = field(default_factory=asyncio.Queue)
+    tasks: list[asyncio.Task] = field(default_factory=list)
+    ending: str = ""                     # why we end it ourselves
+    end: asyncio.Event = field(default_factory=asyncio.Event)      # set: drop the stream now
+    gone: asyncio.Event = field(default_factory=asyncio.Event)     # set: the session is over
+
+
+class _StreamEnded(Exception):
+    pass
+
+
+class WorkerRuntime:
+    def __init__(self, cluster: Sequence[str], *, name: str, slots: int = 4, pool: str = "",
+                 labels: Mapping[str, str] | None = None,
+                 python_handlers: PythonHandlers | None = None, drain_grace_s: float = 30.0,
+                 kill_grace_s: float = 5.0, now_ms: Callable[[], int] = _wall_ms) -> None:
+        if isinstance(cluster, str):
+            cluster = [cluster]
+        self.cluster = [a.strip() for a in cluster if a and a.strip()]
+        if not self.cluster:
+            raise ValueError("no cluster addresses given")
+        if not name:
+            raise ValueError("a worker needs a name")
+        if int(slots) < 1:
+            raise ValueError("a worker needs at least one slot")
+        self.name = name
+        self.slots = int(slots)
+        self.pool = pool or ""
+        self.labels = {str(k): str(v) for k, v in (labels or {}).items()}
+        self.python_handlers = python_handlers
+        self.drain_grace_s = max(0.0, float(drain_grace_s))
+        self.kill_grace_s = max(0.0, float(kill_grace_s))
+        self.now_ms = now_ms
+        self.version = version()
+
+        # introspection
+        self.running: dict[int, str] = {}          # token -> execution id (accepted, unfinished)
+        self.max_term_seen = 0
+        self.connected = False
+        self.draining = False
+        self.leader_address: str | None = None
+        self.connections = 0                       # Welcomes received so far
+
+        self._attempts: dict[int, _Attempt] = {}
+        self._unacked: dict[int, _Unacked] = {}
+        self._all_acked = asyncio.Event()
+        self._all_acked.set()
+        self._conn: _Conn | None = None
+        self._closing = asyncio.Event()
+        self._hurry = asyncio.Event()
+        self._next_addr = 0
+        self._redirect: str | None = None
+        self._backoff = BACKOFF_START_S
+
+    # ------------------------------------------------------------ public
+
+    def hurry(self) -> None:
+        """During a drain: stop waiting for running attempts, cancel them now (a second SIGTERM)."""
+        self._hurry.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        loop_task = asyncio.create_task(self._connection_loop(), name=f"worker-{self.name}-conn")
+        stop_wait = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({stop_wait, loop_task}, return_when=asyncio.FIRST_COMPLETED)
+            if loop_task.done():                 # never by design; surface a bug
+                loop_task.result()
+                raise RuntimeError("worker connection loop ended unexpectedly")
+            await self._drain()
+        finally:
+            stop_wait.cancel()
+            self._closing.set()
+            await self._close_stream()
+            if not loop_task.done():
+                loop_task.cancel()
+            await asyncio.gather(loop_task, return_exceptions=True)
+            leftovers = [a.task for a in self._attempts.values() if a.task and not a.task.done()]
+            for t in leftovers:                  # only when run() itself is cancelled
+                t.cancel()
+            if leftovers:
+                await asyncio.gather(*leftovers, return_exceptions=True)
+            self.connected = False
+            log.info("worker %s stopped", self.name)
+
+    # ------------------------------------------------------------ drain
+
+    async def _drain(self) -> None:
+        self.draining = True
+        log.info("worker %s draining: %d attempts held, grace %gs", self.name, len(self._attempts),
+                 self.drain_grace_s)
+        self._send_heartbeat()
+        for att in list(self._attempts.values()):
+            if att.phase == "waiting":
+                att.handback = True
+                att.wake.set()
+        tasks = {a.task for a in self._attempts.values() if a.task is not None}
+        if tasks:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.drain_grace_s
+            hurry = asyncio.create_task(self._hurry.wait())
+            try:
+                while True:
+                    pending = {t for t in tasks if not t.done()}
+                    left = deadline - loop.time()
+                    if not pending or hurry.done() or left <= 0:
+                        break
+                    await asyncio.wait(pending | {hurry}, timeout=left,
+                                       return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                hurry.cancel()
+            left_over = [a for a in self._attempts.values()
+                         if a.task is not None and not a.task.done()]
+            if left_over:
+                log.warning("drain grace over: cancelling %d running attempts (%s)",
+                            len(left_over), ", ".join(a.msg.execution_id for a in left_over))
+                for a in left_over:
+                    a.cancel.set()
+                    a.wake.set()
+                await asyncio.wait({a.task for a in left_over},
+                                   timeout=self.kill_grace_s + KILL_MARGIN_S)
+        if self._unacked:
+            try:
+                await asyncio.wait_for(self._all_acked.wait(), FINAL_ACK_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                log.warning("drain: %d results not acknowledged by the leader (tokens %s); the "
+                            "leader will expire those attempts", len(self._unacked),
+                            sorted(self._unacked))
+
+    # ------------------------------------------------------------ connection
+
+    async def _connection_loop(self) -> None:
+        failures = 0
+        redirects = 0                             # redirects followed in a row without a Welcome
+        last_warn = 0.0
+        loop = asyncio.get_running_loop()
+        while not self._closing.is_set():
+            welcomed_before = self.connections
+            err: BaseException | None = None
+            addr = None
+            try:
+                addr = self._redirect
+                self._redirect = None
+                if addr is None:
+                    addr = await self._find_leader()
+                await self._session(addr)
+            except asyncio.CancelledError:
+                raise
+            except _StreamEnded as e:
+                err = e
+            except grpc.aio.AioRpcError as e:
+                target = _redirect_target(e)
+                if target is not None and target != addr:
+                    log.info("%s is not the leader; redirected to %s", addr, target)
+                    self._redirect = target
+                    redirects += 1
+                    if redirects <= 3:            # follow it at once (bounded: no ping-pong)
+                        continue
+                err = e
+            except Exception as e:  # noqa: BLE001 - keep the worker alive, retry
+                log.exception("worker connection failed")
+                err = e
+            if self._closing.is_set():
+                return
+            if self.connections != welcomed_before:
+                self._backoff = BACKOFF_START_S   # we had a working stream: start over
+                failures = 0
+                redirects = 0
+                if err is not None:
+                    log.info("stream to the leader ended: %s; reconnecting", _describe(err))
+            else:
+                failures += 1
+                now = loop.time()
+                msg = "?" if err is None else _describe(err)
+                if failures == 1 or now - last_warn >= 30:
+                    (log.warning if failures > 1 else log.info)(
+                        "cannot connect to the leader: %s; retrying with backoff", msg)
+                    last_warn = now
+                else:
+                    log.debug("cannot connect to the leader: %s", msg)
+            delay = self._backoff * (0.5 + random.random() * 0.5)
+            self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
+            try:
+                await asyncio.wait_for(self._closing.wait(), delay)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _status(self, addr: str, timeout: float = STATUS_TIMEOUT_S) -> pb.ClusterStatus:
+        async with grpc.aio.insecure_channel(addr, options=_CHANNEL_OPTIONS) as ch:
+            return await pb_grpc.ClusterStub(ch).Status(pb.ClusterStatusRequest(), timeout=timeout)
+
+    async def _find_leader(self) -> str:
+        """One round over the cluster: the leader's gRPC address (raises _StreamEnded if none)."""
+        n = len(self.cluster)
+        why: list[str] = []
+        for _ in range(n):
+            addr = self.cluster[self._next_addr % n]
+            self._next_addr += 1
+            try:
+                st = await self._status(addr)
+            except grpc.aio.AioRpcError as e:
+                why.append(f"{addr}: {_describe(e)}")
+                continue
+            leader = st.leader_grpc_address
+            if leader:
+                return self._dialable(leader, addr)
+            why.append(f"{addr}: knows no leader yet")
+        raise _StreamEnded("no leader found (" + "; ".join(why) + ")")
+
+    @staticmethod
+    def _dialable(leader: str, asked: str) -> str:
+        """A leader advertising a wildcard bind address is reached on the host we asked."""
+        host, sep, port = leader.rpartition(":")
+        if sep and host in ("0.0.0.0", "[::]", "::", ""):
+            ahost = asked.rpartition(":")[0]
+            if ahost:
+                return f"{ahost}:{port}"
+        return leader
+
+    def _hello(self) -> pb.WorkerMessage:
+        return pb.WorkerMessage(hello=pb.WorkerHello(
+            name=self.name, slots=self.slots, pool=self.pool, labels=self.labels,
+            running_tokens=sorted(self._attempts), version=self.version,
+            max_term_seen=self.max_term_seen))
+
+    async def _session(self, addr: str) -> None:
+        """One stream: hello, Welcome, then serve it until it ends (raises when it fails)."""
+        channel = grpc.aio.insecure_channel(addr, options=_CHANNEL_OPTIONS)
+        call = None
+        conn: _Conn | None = None
+        try:
+            call = pb_grpc.WorkersStub(channel).Connect()
+            await call.write(self._hello())
+            try:
+                first = await asyncio.wait_for(call.read(), WELCOME_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                raise _StreamEnded(f"no Welcome from {addr} within {WELCOME_TIMEOUT_S:g}s") from None
+            if first is grpc.aio.EOF:
+                raise _StreamEnded(f"{addr} ended the stream before its Welcome")
+            if first.WhichOneof("kind") != "welcome":
+                raise _StreamEnded(f"{addr} sent {first.WhichOneof('kind')} before its Welcome")
+            w = first.welcome
+            if w.term < self.max_term_seen:
+                raise _StreamEnded(f"{addr} ({w.leader_id}) welcomed us in term {w.term}, "
+                                   f"already saw term {self.max_term_seen}")
+            self.max_term_seen = max(self.max_term_seen, w.term)
+            conn = _Conn(address=addr, call=call, leader_id=w.leader_id, term=w.term,
+                         lease_ms=w.lease_ms if w.lease_ms > 0 else DEFAULT_LEASE_MS)
+            self._conn = conn
+            self.connected = True
+            self.leader_address = addr
+            self.connections += 1
+            log.info("worker %s connected to leader %s at %s (term %d, lease %d ms; %d running, "
+                     "%d results to resend)", self.name, w.leader_id or "?", addr, w.term,
+                     conn.lease_ms, len(self._attempts), len(self._unacked))
+            for token in list(self._unacked):
+                self._send_result(token)
+            if self.draining:
+                self._send_heartbeat()
+            reader = asyncio.create_task(self._reader(conn))
+            ender = asyncio.create_task(conn.end.wait())
+            conn.tasks = [asyncio.create_task(self._writer(conn)),
+                          asyncio.create_task(self._heartbeats(conn)),
+                          asyncio.create_task(self._watch_leader(conn)), reader, ender]
+            await asyncio.wait({reader, ender}, return_when=asyncio.FIRST_COMPLETED)
+            if reader.done():
+                reader.result()                   # raises the stream's error
+                if not conn.ending:
+                    raise _StreamEnded("the leader ended the stream")
+            elif conn.ending != "worker stopped":
+                raise _StreamEnded(conn.ending)
+        finally:
+            if self._conn is conn and conn is not None:
+                self._conn = None
+                self.connected = False
+            if conn is not None:
+                for t in conn.tasks:
+                    t.cancel()
+                await asyncio.gather(*conn.tasks, return_exceptions=True)
+            if call is not None and not call.done():
+                call.cancel()
+            await channel.close()
+            if conn is not None:
+                conn.gone.set()
+
+    async def _reader(self, conn: _Conn) -> None:
+        while True:
+            msg = await conn.call.read()
+            if msg is grpc.aio.EOF:
+                return
+            self._on_leader_message(msg)
+
+    async def _writer(self, conn: _Conn) -> None:
+        try:
+            while True:
+                msg = await conn.out.get()
+                if msg is None:
+                    await conn.call.done_writing()
+                    return
+                await conn.call.write(msg)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the reader sees the stream's end too
+            log.debug("write to the leader failed: %s", _describe(e))
+
+    async def _heartbeats(self, conn: _Conn) -> None:
+        interval = max(MIN_HEARTBEAT_S, conn.lease_ms / 3000)
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval)
+            self._send_heartbeat()
+            # results the leader has not settled within a lease ("unknown" acks, lost ones)
+            old = loop.time() - conn.lease_ms / 1000
+            for token, u in list(self._unacked.items()):
+                if u.sent_at is None or u.sent_at <= old:
+                    self._send_result(token)
+
+    async def _watch_leader(self, conn: _Conn) -> None:
+        """Once per lease, ask another node who leads: a newer leader means our stream is stale."""
+        k = 0
+        while True:
+            await asyncio.sleep(max(1.0, conn.lease_ms / 1000))
+            others = [a for a in self.cluster if a != conn.address] or self.cluster
+            addr = others[k % len(others)]
+            k += 1
+            try:
+                st = await self._status(addr, timeout=min(STATUS_TIMEOUT_S, conn.lease_ms / 1000))
+            except grpc.aio.AioRpcError:
+                continue
+            if not st.leader_grpc_address:
+                continue
+            term = st.term
+            for node in st.nodes:
+                if node.id == st.leader_id:
+                    term = node.term
+            if term > conn.term:
+                log.info("node %s reports leader %s at %s in term %d (we are connected to %s, "
+                         "term %d): reconnecting", addr, st.leader_id, st.leader_grpc_address,
+                         term, conn.address, conn.term)
+                self._redirect = self._dialable(st.leader_grpc_address, addr)
+                conn.ending = f"a newer leader ({st.leader_id}, term {term}) exists"
+                conn.end.set()
+                return
+
+    async def _close_stream(self) -> None:
+        """End of the drain: half-close so the leader drops us at once, not after a lease."""
+        conn = self._conn
+        if conn is None:
+            return
+        conn.ending = "worker stopped"
+        conn.out.put_nowait(None)
+        try:
+            await asyncio.wait_for(conn.gone.wait(), CLOSE_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            conn.end.set()
+
+    # ------------------------------------------------------------ messages
+
+    def _send(self, msg: pb.WorkerMessage) -> bool:
+        conn = self._conn
+        if conn is None or conn.ending:
+            return False
+        conn.out.put_nowait(msg)
+        return True
+
+    def _send_heartbeat(self) -> None:
+        self._send(pb.WorkerMessage(heartbeat=pb.Heartbeat(
+            running_tokens=sorted(self._attempts), draining=self.draining)))
+
+    def _send_result(self, token: int) -> None:
+        u = self._unacked.get(token)
+        if u is not None and self._send(pb.WorkerMessage(result=u.result)):
+            u.sent_at = asyncio.get_running_loop().time()
+
+    def _report(self, result: pb.AttemptResult) -> None:
+        self._unacked[result.fencing_token] = _Unacked(result)
+        self._all_acked.clear()
+        self._send_result(result.fencing_token)
+
+    def _on_leader_message(self, msg: pb.LeaderMessage) -> None:
+        kind = msg.WhichOneof("kind")
+        if kind == "assignment":
+            self._on_assignment(msg.assignment)
+        elif kind == "cancel":
+            att = self._attempts.get(msg.cancel.fencing_token)
+            if att is None:
+                log.info("cancel for %s (token %d): not running here", msg.cancel.execution_id,
+                         msg.cancel.fencing_token)
+                if msg.cancel.fencing_token in self._unacked:
+                    self._send_result(msg.cancel.fencing_token)
+                return
+            log.info("cancelling %s (token %d)", att.msg.execution_id, att.msg.fencing_token)
+            att.cancel.set()
+            att.wake.set()
+        elif kind == "ack":
+            self._on_ack(msg.ack)
+        elif kind == "welcome":                   # a second Welcome: the leader's term moved on
+            self.max_term_seen = max(self.max_term_seen, msg.welcome.term)
+            if self._conn is not None:
+                self._conn.term = max(self._conn.term, msg.welcome.term)
+        else:
+            log.debug("ignoring leader message %r", kind)
+
+    def _on_ack(self, ack: pb.ResultAck) -> None:
+        u = self._unacked.get(ack.fencing_token)
+        if u is None:
+            return
+        outcome = ack.outcome or "committed"
+        if outcome in ("committed", "stale"):
+            del self._unacked[ack.fencing_token]
+            if not self._unacked:
+                self._all_acked.set()
+            if outcome == "stale":
+                log.warning("result of %s (token %d, %s) refused by fencing: the attempt was "
+                            "superseded", u.result.execution_id, ack.fencing_token, u.result.state)
+        else:
+            log.info("leader could not settle the result of %s (token %d): %s; will resend",
+                     u.result.execution_id, ack.fencing_token, outcome)
+            u.sent_at = None
+
+    def _reject(self, a: pb.Assignment, why: str) -> None:
+        log.info("rejecting %s (token %d, term %d): %s", a.execution_id, a.fencing_token, a.term, why)
+        now = self.now_ms()
+        self._report(pb.AttemptResult(execution_id=a.execution_id, fencing_token=a.fencing_token,
+                                      state=REJECTED, error=why, started_ms=now, ended_ms=now))
+
+    def _on_assignment(self, a: pb.Assignment) -> None:
+        token = a.fencing_token
+        if a.term < self.max_term_seen:
+            self._reject(a, f"assignment from term {a.term}, already saw term {self.max_term_seen}")
+            return
+        self.max_term_seen = max(self.max_term_seen, a.term)
+        if token in self._attempts:
+            log.info("duplicate assignment of %s (token %d): already running", a.execution_id, token)
+            return
+        if token in self._unacked:
+            log.info("duplicate assignment of %s (token %d): already finished; resending its result",
+                     a.execution_id, token)
+            self._send_result(token)
+            return
+        if self.draining:
+            self._reject(a, "worker draining")
+            return
+        if len(self._attempts) >= self.slots:
+            self._reject(a, "no free slot")
+            return
+        try:
+            handler = json.loads(a.handler_json) if a.handler_json else {}
+        except ValueError:
+            handler = None
+        att = _Attempt(msg=a)
+        self._attempts[token] = att
+        self.running[token] = a.execution_id
+        att.task = asyncio.create_task(self._run_attempt(att, handler),
+                                       name=f"attempt-{a.execution_id}-{token}")
+        log.info("accepted %s attempt %d (token %d), due in %d ms", a.execution_id, a.attempt,
+                 token, max(0, a.due_ms - self.now_ms()) if a.due_ms else 0)
+        self._send_heartbeat()
+
+    # ------------------------------------------------------------ attempts
+
+    async def _run_attempt(self, att: _Attempt, handler) -> None:
+        a = att.msg
+        token = a.fencing_token
+        try:
+            while a.due_ms and not att.wake.is_set():
+                delay = (a.due_ms - self.now_ms()) / 1000
+                if delay <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(att.wake.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
+            if att.handback and not att.cancel.is_set():
+                self._reject(a, "worker draining")
+                return
+            att.phase = "running"
+            if handler is None:
+                now = self.now_ms()
+                out = Outcome(state=executors.FAILED, started_ms=now, ended_ms=now,
+                              error="invalid handler_json in the assignment")
+            else:
+                ex = Assignment(execution_id=a.execution_id, job=a.job, scheduled_ms=a.scheduled_ms,
+                                attempt=a.attempt, fencing_token=token, handler=handler,
+                                timeout_s=a.timeout_seconds, labels=dict(a.labels))
+                try:
+                    out = await executors.execute(ex, cancel=att.cancel,
+                                                  python_handlers=self.python_handlers,
+                                                  kill_grace_s=self.kill_grace_s, now_ms=self.now_ms)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # noqa: BLE001 - execute should never raise; be safe
+                    log.exception("executor raised on %s", a.execution_id)
+                    now = self.now_ms()
+                    out = Outcome(state=executors.FAILED, started_ms=now, ended_ms=now,
+                                  error=f"internal error in the worker: {type(e).__name__}: {e}")
+            log.info("%s (token %d) ended %s%s", a.execution_id, token, out.state,
+                     f": {out.error}" if out.error else "")
+            self._report(pb.AttemptResult(
+                execution_id=a.execution_id, fencing_token=token, state=out.state,
+                exit_code=out.exit_code or 0, http_status=out.http_status or 0, error=out.error,
+                output_tail=out.output_tail, started_ms=out.started_ms, ended_ms=out.ended_ms))
+        finally:
+            self._attempts.pop(token, None)
+            self.running.pop(token, None)

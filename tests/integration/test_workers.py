@@ -1,0 +1,135 @@
+"""Workers on a real 3-node cluster: retries with backoff, a worker SIGKILLed mid-run, a zombie
+worker fenced, the leader SIGKILLed while attempts run, timeouts that kill the process group."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from schedd_client import Client, job_spec
+from tests.conftest import wait_until
+
+pytestmark = pytest.mark.integration
+
+LEASE_MS = 3000
+
+
+def start(cluster_factory, workers=("w1",)):
+    c = cluster_factory(size=3, scheduler={"lease_ms": LEASE_MS})
+    c.start()
+    c.wait_leader(timeout=60)
+    for w in workers:
+        c.start_worker(w, slots=2, drain_grace_s=5)
+    client = Client(c.cluster_arg, timeout=30)
+    wait_until(lambda: len(workers_of(c)) == len(workers), timeout=30, what="workers to connect")
+    return c, client
+
+
+def workers_of(c) -> list[str]:
+    from schedd.v1 import scheduler_pb2 as pb
+    from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+    import grpc
+    with grpc.insecure_channel(c.nodes[c.leader() or "n1"].grpc) as ch:
+        return [w.name for w in pb_grpc.WorkersStub(ch).ListWorkers(pb.ListWorkersRequest(), timeout=5).workers]
+
+
+def finished(client, eid, states=("SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED", "LOST")):
+    ex = client.get_execution(eid)
+    return ex if ex.state in states else None
+
+
+def test_retries_with_backoff_then_success_and_giving_up(cluster_factory, tmp_path):
+    c, client = start(cluster_factory)
+    counter = tmp_path / "counts"
+    counter.mkdir()
+    script = (f'f="{counter}/$SCHEDD_EXECUTION_ID"; n=$(cat "$f" 2>/dev/null || echo 0); '
+              f'n=$((n+1)); echo $n > "$f"; echo "attempt $SCHEDD_ATTEMPT token $SCHEDD_FENCING_TOKEN"; '
+              f'[ $n -ge 3 ]')
+    client.put_job(job_spec("flaky", command=script, retry={"max_attempts": 3, "initial_backoff_seconds": 1}))
+    client.put_job(job_spec("broken", command="echo nope >&2; exit 7", retry={"max_attempts": 2, "initial_backoff_seconds": 1}))
+    flaky = client.trigger_job("flaky").id
+    broken = client.trigger_job("broken").id
+    ex = wait_until(lambda: finished(client, flaky), timeout=60, what="flaky to finish")
+    assert ex.state == "SUCCEEDED" and [a.state for a in ex.attempts] == ["FAILED", "FAILED", "SUCCEEDED"]
+    tokens = [a.fencing_token for a in ex.attempts]
+    assert tokens == sorted(tokens) and len(set(tokens)) == 3
+    gaps = [b.started_ms - a.ended_ms for a, b in zip(ex.attempts, ex.attempts[1:])]
+    assert all(g >= 700 for g in gaps), f"no backoff between attempts: {gaps}"
+    assert "attempt 3" in ex.attempts[2].output_tail
+    ex = wait_until(lambda: finished(client, broken), timeout=60, what="broken to give up")
+    assert ex.state == "FAILED" and len(ex.attempts) == 2 and ex.attempts[0].exit_code == 7
+    assert "nope" in ex.attempts[0].output_tail and "gave up after 2" in ex.reason
+
+
+def test_worker_killed_mid_run_is_retried_elsewhere(cluster_factory, tmp_path):
+    c, client = start(cluster_factory, workers=("w1", "w2"))
+    client.put_job(job_spec("slow", command="sleep 4; echo done", retry={"max_attempts": 3, "initial_backoff_seconds": 1}))
+    eid = client.trigger_job("slow").id
+    ex = wait_until(lambda: (e := client.get_execution(eid)).state == "RUNNING" and e, timeout=30,
+                    what="slow to start")
+    victim = ex.attempts[0].worker
+    c.workers[victim].proc.send_signal(signal.SIGKILL)
+    ex = wait_until(lambda: finished(client, eid), timeout=60, what="slow to finish elsewhere")
+    assert ex.state == "SUCCEEDED"
+    assert ex.attempts[0].state == "LOST" and ex.attempts[0].worker == victim
+    assert ex.attempts[-1].worker != victim and "done" in ex.attempts[-1].output_tail
+
+
+def test_zombie_worker_is_fenced(cluster_factory, tmp_path):
+    c, client = start(cluster_factory, workers=("w1", "w2"))
+    client.put_job(job_spec("zombie", command="sleep 3; echo finished", retry={"max_attempts": 3, "initial_backoff_seconds": 1}))
+    eid = client.trigger_job("zombie").id
+    ex = wait_until(lambda: (e := client.get_execution(eid)).state == "RUNNING" and e, timeout=30,
+                    what="zombie to start")
+    stopped = ex.attempts[0].worker
+    c.signal_worker(stopped, signal.SIGSTOP)
+    ex = wait_until(lambda: finished(client, eid), timeout=60, what="the retry to finish elsewhere")
+    assert ex.state == "SUCCEEDED" and ex.attempts[-1].worker != stopped
+    c.signal_worker(stopped, signal.SIGCONT)
+    ex = wait_until(lambda: (e := client.get_execution(eid)).attempts[0].rejected and e, timeout=60,
+                    what="the zombie's late result to be refused")
+    assert "refused" in ex.attempts[0].rejected and ex.state == "SUCCEEDED"
+
+
+def test_leader_killed_while_attempts_run(cluster_factory, tmp_path):
+    c, client = start(cluster_factory, workers=("w1", "w2"))
+    effects = tmp_path / "effects.log"
+    cmd = (f'echo "start $SCHEDD_EXECUTION_ID $SCHEDD_FENCING_TOKEN" >> {effects}; sleep 2; '
+           f'echo "end $SCHEDD_EXECUTION_ID $SCHEDD_FENCING_TOKEN" >> {effects}')
+    client.put_job(job_spec("work", command=cmd, retry={"max_attempts": 3, "initial_backoff_seconds": 1}))
+    ids = [client.trigger_job("work").id for _ in range(4)]
+    wait_until(lambda: sum(client.get_execution(i).state == "RUNNING" for i in ids) >= 2, timeout=30,
+               what="attempts to run")
+    c.kill_node(c.leader())
+    for i in ids:
+        ex = wait_until(lambda i=i: finished(client, i), timeout=90, what=f"{i} to finish")
+        assert ex.state == "SUCCEEDED", (i, ex.state, ex.reason)
+    # never two attempts of one execution at the same time
+    running: dict[str, str] = {}
+    for line in effects.read_text().splitlines():
+        kind, eid, token = line.split()
+        if kind == "start":
+            assert eid not in running, f"{eid} started twice concurrently"
+            running[eid] = token
+        else:
+            running.pop(eid, None)
+
+
+def test_timeout_kills_the_whole_process_group(cluster_factory, tmp_path):
+    c, client = start(cluster_factory)
+    pidfile = tmp_path / "child.pid"
+    cmd = f"sh -c 'trap \"\" TERM; echo $$ > {pidfile}; sleep 60' & wait"
+    client.put_job(job_spec("stuck", command=cmd, timeout=1))
+    eid = client.trigger_job("stuck").id
+    ex = wait_until(lambda: finished(client, eid), timeout=60, what="stuck to time out")
+    assert ex.state == "TIMED_OUT"
+    pid = int(pidfile.read_text())
+    def gone():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+    wait_until(gone, timeout=20, what="the TERM-ignoring child to be killed")

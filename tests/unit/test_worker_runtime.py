@@ -1,0 +1,506 @@
+"""schedd.worker.runtime against a fake leader (an in-process grpc.aio server on 127.0.0.1).
+
+The fake serves Cluster.Status (it names itself, or another address, as the leader) and
+Workers.Connect: it records every hello, heartbeat and result per stream, and lets the test push
+Assignment / CancelAttempt / ResultAck messages and end the stream. No fixed sleeps for
+synchronisation: every wait is a polled condition with a generous deadline; shell handlers that
+must stay running wait for a file the test creates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import grpc.aio
+import pytest
+
+from schedd.v1 import scheduler_pb2 as pb
+from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd.worker.runtime import WorkerRuntime
+
+LEASE_MS = 300             # heartbeats every 100 ms, unacked results resent after 300 ms
+SCHED_MS = 1_795_917_600_000
+DEADLINE = 15.0
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+async def until(pred, *, timeout: float = DEADLINE, what: str = "condition"):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------------------------- the fake
+
+@dataclass(eq=False)
+class Stream:
+    hello: pb.WorkerHello
+    out: asyncio.Queue = field(default_factory=asyncio.Queue)
+    messages: list = field(default_factory=list)     # WorkerMessages after the hello, in order
+    ended: bool = False                              # the worker half-closed (or the call died)
+
+    def results(self) -> list[pb.AttemptResult]:
+        return [m.result for m in self.messages if m.WhichOneof("kind") == "result"]
+
+    def heartbeats(self) -> list[pb.Heartbeat]:
+        return [m.heartbeat for m in self.messages if m.WhichOneof("kind") == "heartbeat"]
+
+
+class FakeLeader(pb_grpc.ClusterServicer, pb_grpc.WorkersServicer):
+    def __init__(self, *, term: int = 3, lease_ms: int = LEASE_MS, leader_id: str = "fake") -> None:
+        self.term = term
+        self.lease_ms = lease_ms
+        self.leader_id = leader_id
+        self.streams: list[Stream] = []
+        self.connects = 0                  # Connect calls, refused ones included
+        self.redirect: str | None = None   # refuse Connect with FAILED_PRECONDITION leader=<this>
+        self.status_leader: tuple[str, str, int] | None = None   # (id, address, term) override
+        self.ack_outcome: str | None = "committed"               # None: the test acks by hand
+        self.server: grpc.aio.Server | None = None
+        self.address = ""
+
+    async def start(self) -> FakeLeader:
+        self.server = grpc.aio.server()
+        pb_grpc.add_ClusterServicer_to_server(self, self.server)
+        pb_grpc.add_WorkersServicer_to_server(self, self.server)
+        port = self.server.add_insecure_port("127.0.0.1:0")
+        self.address = f"127.0.0.1:{port}"
+        await self.server.start()
+        return self
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop(grace=0)
+
+    # --- Cluster
+    async def Status(self, request, context):
+        lid, addr, term = self.status_leader or (self.leader_id, self.address, self.term)
+        return pb.ClusterStatus(leader_id=lid, leader_grpc_address=addr, term=term,
+                                answered_by=self.leader_id)
+
+    # --- Workers
+    async def Connect(self, request_iterator, context):
+        self.connects += 1
+        if self.redirect:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"not the leader; leader={self.redirect}")
+        first = await anext(aiter(request_iterator))
+        assert first.WhichOneof("kind") == "hello"
+        stream = Stream(hello=first.hello)
+        self.streams.append(stream)
+
+        async def read() -> None:
+            try:
+                async for msg in request_iterator:
+                    stream.messages.append(msg)
+                    if msg.WhichOneof("kind") == "result" and self.ack_outcome:
+                        stream.out.put_nowait(pb.LeaderMessage(ack=pb.ResultAck(
+                            fencing_token=msg.result.fencing_token, outcome=self.ack_outcome)))
+            except (asyncio.CancelledError, grpc.aio.AioRpcError):
+                pass
+            finally:
+                stream.ended = True
+                stream.out.put_nowait(None)
+
+        reader = asyncio.ensure_future(read())
+        try:
+            yield pb.LeaderMessage(welcome=pb.Welcome(leader_id=self.leader_id, term=self.term,
+                                                      lease_ms=self.lease_ms))
+            while True:
+                msg = await stream.out.get()
+                if msg is None:
+                    break
+                yield msg
+        finally:
+            reader.cancel()
+
+    # --- test helpers
+    @property
+    def stream(self) -> Stream:
+        assert self.streams, "no worker connected"
+        return self.streams[-1]
+
+    async def connected(self, n: int = 1) -> Stream:
+        await until(lambda: len(self.streams) >= n, what=f"connection #{n} to {self.leader_id}")
+        return self.streams[n - 1]
+
+    def push(self, **kind) -> None:
+        self.stream.out.put_nowait(pb.LeaderMessage(**kind))
+
+    def assign(self, token: int, handler: dict, *, term: int | None = None, due_ms: int = 0,
+               job: str = "job", timeout_s: float = 0.0) -> str:
+        exec_id = f"{job}@{token}"
+        self.push(assignment=pb.Assignment(
+            execution_id=exec_id, job=job, scheduled_ms=SCHED_MS, attempt=1, fencing_token=token,
+            term=self.term if term is None else term, due_ms=due_ms,
+            handler_json=json.dumps(handler), timeout_seconds=timeout_s))
+        return exec_id
+
+    def ack(self, token: int, outcome: str = "committed") -> None:
+        self.push(ack=pb.ResultAck(fencing_token=token, outcome=outcome))
+
+    def end_stream(self) -> None:
+        self.stream.out.put_nowait(None)
+
+    def results(self, token: int | None = None) -> list[pb.AttemptResult]:
+        out = [r for s in self.streams for r in s.results()]
+        return out if token is None else [r for r in out if r.fencing_token == token]
+
+    async def result(self, token: int, n: int = 1) -> pb.AttemptResult:
+        await until(lambda: len(self.results(token)) >= n, what=f"result #{n} of token {token}")
+        return self.results(token)[n - 1]
+
+    def heartbeats(self) -> list[pb.Heartbeat]:
+        return [h for s in self.streams for h in s.heartbeats()]
+
+
+def shell(command: str) -> dict:
+    return {"shell": {"command": command}}
+
+
+def gated(path: Path, then: str = "echo done") -> dict:
+    """A shell handler that runs until `path` exists (the test decides when it ends)."""
+    return shell(f"while [ ! -e '{path}' ]; do sleep 0.02; done; {then}")
+
+
+@pytest.fixture
+async def leaders():
+    made: list[FakeLeader] = []
+
+    async def make(**kw) -> FakeLeader:
+        f = await FakeLeader(**kw).start()
+        made.append(f)
+        return f
+
+    yield make
+    for f in made:
+        await f.stop()
+
+
+@dataclass
+class Handle:
+    rt: WorkerRuntime
+    stop: asyncio.Event
+    task: asyncio.Task
+
+    async def close(self, timeout: float = DEADLINE) -> None:
+        self.stop.set()
+        await asyncio.wait_for(asyncio.shield(self.task), timeout)
+
+
+@pytest.fixture
+async def workers():
+    made: list[Handle] = []
+
+    def start(cluster, **kw) -> Handle:
+        kw.setdefault("name", "w1")
+        kw.setdefault("drain_grace_s", 5.0)
+        kw.setdefault("kill_grace_s", 0.5)
+        rt = WorkerRuntime(cluster if isinstance(cluster, list) else [cluster], **kw)
+        stop = asyncio.Event()
+        h = Handle(rt, stop, asyncio.create_task(rt.run(stop)))
+        made.append(h)
+        return h
+
+    yield start
+    for h in made:                              # teardown: cut drains short, never hang
+        h.rt.hurry()
+        h.stop.set()
+        try:
+            await asyncio.wait_for(h.task, DEADLINE)
+        except Exception:  # noqa: BLE001 - the test itself reports what went wrong
+            h.task.cancel()
+
+
+# ---------------------------------------------------------------------------------- tests
+
+async def test_hello_welcome_heartbeats_and_clean_stop(leaders, workers):
+    leader = await leaders(term=7)
+    w = workers(leader.address, name="w-hello", slots=3, pool="gpu", labels={"zone": "a", "x": "1"})
+    s = await leader.connected()
+    h = s.hello
+    assert (h.name, h.slots, h.pool, dict(h.labels)) == ("w-hello", 3, "gpu", {"zone": "a", "x": "1"})
+    assert list(h.running_tokens) == [] and h.max_term_seen == 0 and h.version
+    await until(lambda: w.rt.connected and w.rt.max_term_seen == 7, what="welcome handled")
+    await until(lambda: len(s.heartbeats()) >= 3, what="heartbeats")
+    assert all(not hb.draining and list(hb.running_tokens) == [] for hb in s.heartbeats())
+    await w.close()
+    assert s.heartbeats()[-1].draining            # told the leader it drains
+    await until(lambda: s.ended, what="the worker half-closes its stream")
+    assert not w.rt.connected
+
+
+async def test_shell_assignment_runs_result_resent_until_acked(leaders, workers):
+    leader = await leaders()
+    leader.ack_outcome = None                     # ack by hand
+    w = workers(leader.address)
+    await leader.connected()
+    exec_id = leader.assign(11, shell('echo "hi $SCHEDD_EXECUTION_ID $SCHEDD_FENCING_TOKEN"'))
+    r = await leader.result(11)
+    assert (r.execution_id, r.state, r.exit_code, r.error) == (exec_id, "SUCCEEDED", 0, "")
+    assert r.output_tail.strip() == f"hi {exec_id} 11"
+    assert r.ended_ms >= r.started_ms > 0
+    assert 11 not in w.rt.running
+    await leader.result(11, n=2)                  # not acknowledged: resent after a lease
+    leader.ack(11)
+    await until(lambda: not w.rt._unacked, what="the ack to be processed")
+    sent = len(leader.results(11))
+    seen = len(leader.heartbeats())
+    await until(lambda: len(leader.heartbeats()) >= seen + 8, what="heartbeats over 2+ leases")
+    assert len(leader.results(11)) == sent        # acked: no more resends
+
+    # a failing command: exit code and error kept
+    leader.ack_outcome = "committed"
+    leader.assign(12, shell("echo oops >&2; exit 3"))
+    r = await leader.result(12)
+    assert (r.state, r.exit_code, r.output_tail.strip()) == ("FAILED", 3, "oops")
+    assert "exit status 3" in r.error
+
+
+async def test_ack_outcomes_unknown_resends_stale_drops(leaders, workers, caplog):
+    leader = await leaders()
+    leader.ack_outcome = None
+    w = workers(leader.address)
+    await leader.connected()
+    leader.assign(21, shell("true"))
+    await leader.result(21)
+    leader.ack(21, "unknown")                     # the leader could not settle it: resend
+    await leader.result(21, n=2)
+    with caplog.at_level(logging.WARNING, logger="schedd.worker"):
+        leader.ack(21, "stale")
+        await until(lambda: not w.rt._unacked, what="stale ack drops the result")
+    assert any("refused by fencing" in rec.getMessage() for rec in caplog.records)
+
+
+async def test_due_ms_is_honoured_on_the_worker_clock(leaders, workers):
+    leader = await leaders()
+    skew = -3_600_000                             # the worker's clock is an hour behind the wall
+    now = lambda: wall_ms() + skew               # noqa: E731
+    w = workers(leader.address, now_ms=now)
+    s = await leader.connected()
+    due = now() + 700
+    leader.assign(31, shell("true"), due_ms=due)
+    await until(lambda: any(31 in hb.running_tokens for hb in s.heartbeats()),
+                what="the accepted, not yet due attempt in a heartbeat")
+    assert w.rt.running == {31: "job@31"}
+    r = await leader.result(31)
+    assert r.state == "SUCCEEDED"
+    assert r.started_ms >= due, f"started {due - r.started_ms} ms early"
+    assert r.started_ms - due < 2000
+
+
+async def test_assignment_from_an_older_term_is_rejected(leaders, workers):
+    leader = await leaders(term=5)
+    w = workers(leader.address)
+    await leader.connected()
+    await until(lambda: w.rt.max_term_seen == 5, what="welcome")
+    leader.assign(41, shell("true"), term=4)
+    r = await leader.result(41)
+    assert r.state == "REJECTED"
+    assert r.error == "assignment from term 4, already saw term 5"
+    leader.assign(42, shell("true"), term=6)      # a newer term is taken and remembered
+    assert (await leader.result(42)).state == "SUCCEEDED"
+    assert w.rt.max_term_seen == 6
+    leader.assign(43, shell("true"), term=5)
+    r = await leader.result(43)
+    assert (r.state, r.error) == ("REJECTED", "assignment from term 5, already saw term 6")
+
+
+async def test_slots_are_respected(leaders, workers, tmp_path):
+    leader = await leaders()
+    w = workers(leader.address, slots=1)
+    await leader.connected()
+    gate = tmp_path / "go"
+    leader.assign(51, gated(gate))
+    await until(lambda: 51 in w.rt.running, what="first attempt accepted")
+    leader.assign(52, shell("true"))
+    r = await leader.result(52)
+    assert (r.state, r.error) == ("REJECTED", "no free slot")
+    gate.touch()
+    assert (await leader.result(51)).state == "SUCCEEDED"
+    leader.assign(53, shell("true"))              # the slot is free again
+    assert (await leader.result(53)).state == "SUCCEEDED"
+
+
+async def test_cancel_running_and_waiting_attempts(leaders, workers):
+    leader = await leaders()
+    w = workers(leader.address)
+    await leader.connected()
+    leader.assign(61, shell("sleep 60"))
+    leader.assign(62, shell("true"), due_ms=wall_ms() + 60_000)
+    await until(lambda: {61, 62} <= set(w.rt.running), what="both accepted")
+    t0 = time.monotonic()
+    leader.push(cancel=pb.CancelAttempt(execution_id="job@61", fencing_token=61))
+    leader.push(cancel=pb.CancelAttempt(execution_id="job@62", fencing_token=62))
+    r61, r62 = await leader.result(61), await leader.result(62)
+    assert time.monotonic() - t0 < 10
+    assert r61.state == "CANCELLED" and r62.state == "CANCELLED"
+    assert w.rt.running == {}
+
+
+async def test_stream_drop_mid_run_reconnects_and_resends(leaders, workers, tmp_path):
+    leader = await leaders()
+    leader.ack_outcome = None
+    w = workers(leader.address)
+    s1 = await leader.connected(1)
+    gate = tmp_path / "go"
+    leader.assign(71, gated(gate, "echo finished"))
+    await until(lambda: 71 in w.rt.running, what="accepted")
+    leader.end_stream()                           # the leader steps down mid-run
+    s2 = await leader.connected(2)
+    assert list(s2.hello.running_tokens) == [71]  # still running, said in the new hello
+    assert s2.hello.max_term_seen == leader.term
+    assert 71 in w.rt.running and not s1.results()
+    gate.touch()
+    r = await leader.result(71)                   # reported on the new stream
+    assert r.state == "SUCCEEDED" and r.output_tail.strip() == "finished"
+    assert s2.results()
+    leader.end_stream()                           # dropped again before acking it
+    s3 = await leader.connected(3)
+    assert list(s3.hello.running_tokens) == []
+    await until(lambda: s3.messages, what="first message on the third stream")
+    first = s3.messages[0]
+    assert first.WhichOneof("kind") == "result" and first.result.fencing_token == 71
+    leader.ack(71)
+    await until(lambda: not w.rt._unacked, what="ack")
+
+
+async def test_redirect_to_the_leader_named_by_failed_precondition(leaders, workers):
+    real = await leaders(leader_id="real")
+    follower = await leaders(leader_id="follower")
+    follower.redirect = real.address              # its Status says itself, its Connect refuses
+    dead = f"127.0.0.1:{free_port()}"             # nothing listens: cycled past
+    w = workers([dead, follower.address])
+    s = await real.connected()
+    assert s.hello.name == "w1"
+    assert follower.connects >= 1 and not follower.streams
+    assert w.rt.leader_address == real.address
+    real.assign(81, shell("true"))
+    assert (await real.result(81)).state == "SUCCEEDED"
+
+
+async def test_reconnects_when_the_cluster_has_a_newer_leader(leaders, workers):
+    old = await leaders(leader_id="old", term=3, lease_ms=300)
+    new = await leaders(leader_id="new", term=4)
+    new.status_leader = ("new", new.address, 4)
+    old.status_leader = ("old", old.address, 3)   # a deposed leader that still thinks it leads
+    w = workers([old.address, new.address])
+    s_old = await old.connected()
+    s_new = await new.connected()                 # the periodic Status check found term 4
+    assert s_new.hello.max_term_seen == 3
+    await until(lambda: s_old.ended, what="the stale stream to be dropped")
+    await until(lambda: w.rt.max_term_seen == 4 and w.rt.leader_address == new.address,
+                what="settled on the new leader")
+
+
+async def test_drain_hands_back_not_yet_due_lets_running_finish(leaders, workers, tmp_path):
+    leader = await leaders()
+    w = workers(leader.address, drain_grace_s=20.0)
+    s = await leader.connected()
+    gate = tmp_path / "go"
+    leader.assign(91, gated(gate, "echo drained-ok"))
+    leader.assign(92, shell("true"), due_ms=wall_ms() + 60_000)
+    await until(lambda: {91, 92} <= set(w.rt.running), what="both accepted")
+    w.stop.set()
+    await until(lambda: any(hb.draining for hb in s.heartbeats()), what="draining heartbeat")
+    r92 = await leader.result(92)
+    assert (r92.state, r92.error) == ("REJECTED", "worker draining")
+    leader.assign(93, shell("true"))              # no new work while draining
+    r93 = await leader.result(93)
+    assert r93.state == "REJECTED" and "draining" in r93.error
+    assert not w.task.done() and 91 in w.rt.running
+    gate.touch()
+    r91 = await leader.result(91)
+    assert (r91.state, r91.output_tail.strip()) == ("SUCCEEDED", "drained-ok")
+    await asyncio.wait_for(w.task, DEADLINE)      # returns once everything is acknowledged
+    assert not w.rt._unacked
+    await until(lambda: s.ended, what="half-close")
+
+
+async def test_drain_grace_over_cancels_running(leaders, workers):
+    leader = await leaders()
+    w = workers(leader.address, drain_grace_s=0.3, kill_grace_s=0.2)
+    await leader.connected()
+    leader.assign(95, shell("sleep 60"))
+    await until(lambda: 95 in w.rt.running, what="accepted")
+    t0 = time.monotonic()
+    await w.close()
+    assert time.monotonic() - t0 < 10
+    r = await leader.result(95)
+    assert r.state == "CANCELLED"
+
+
+async def test_python_handler_registered_through_the_sdk_worker(leaders, monkeypatch):
+    from schedd_client import Worker
+
+    leader = await leaders()
+    monkeypatch.setenv("SCHEDD_CLUSTER", leader.address)
+    worker = Worker(slots=2, pool="py", labels={"lang": "python"}, drain_grace_s=5)
+    assert worker.cluster == [leader.address]
+    assert worker.name.endswith(f"-{__import__('os').getpid()}")
+
+    @worker.handler("add")
+    def add(ctx):
+        return f"{ctx.args['a'] + ctx.args['b']} for {ctx.execution_id} attempt {ctx.attempt}"
+
+    @worker.handler("boom")
+    async def boom(ctx):
+        raise RuntimeError("handler failed")
+
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run_async(stop))
+    try:
+        s = await leader.connected()
+        assert (s.hello.name, s.hello.slots, s.hello.pool) == (worker.name, 2, "py")
+        leader.assign(101, {"python": {"name": "add", "args_json": json.dumps({"a": 2, "b": 3})}})
+        r = await leader.result(101)
+        assert (r.state, r.output_tail) == ("SUCCEEDED", "5 for job@101 attempt 1")
+        leader.assign(102, {"python": {"name": "boom"}})
+        r = await leader.result(102)
+        assert r.state == "FAILED" and "handler failed" in r.error
+        leader.assign(103, {"python": {"name": "missing"}})
+        assert (await leader.result(103)).state == "FAILED"
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, DEADLINE)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["worker", "--slots", "0"], "--slots"),
+    (["worker", "--slots", "many"], "--slots"),
+    (["worker", "--labels", "zone=a,oops"], "--labels"),
+    (["worker", "--labels", "=x"], "--labels"),
+    (["worker", "--drain-grace", "-1"], "--drain-grace"),
+    (["worker", "--cluster", " , "], "--cluster"),
+])
+def test_cli_worker_bad_flags_exit_2(argv, needle, capsys):
+    from schedd.runtime.cli import main
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert needle in err and "error" in err
