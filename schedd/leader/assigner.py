@@ -35,8 +35,9 @@ MAX_KEY = "\U0010ffff"
 
 class Assigner:
     def __init__(self, node: RaftNode, clock: Clock, hub: WorkerHub, lookahead_ms: int,
-                 spawn: Callable) -> None:
+                 spawn: Callable, metrics=None) -> None:
         self.node, self.clock, self.hub = node, clock, hub
+        self.metrics = metrics
         self.lookahead_ms = lookahead_ms
         self.spawn = spawn
         self.claiming: set[tuple[str, int]] = set()
@@ -203,6 +204,8 @@ class Assigner:
             if result.get("ok"):
                 log.warning("expired %s attempt token %d: %s -> %s", execution_id(name, t), token, reason,
                             result.get("state"))
+                if self.metrics is not None:        # LOST: an at_most_once attempt never re-run
+                    self.metrics.attempts_expired.labels(result.get("state", outcome)).inc()
                 conn = self.hub.holder(token)
                 if conn is not None:
                     conn.running.pop(token, None)

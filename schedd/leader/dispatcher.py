@@ -51,7 +51,7 @@ class Dispatcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task] = set()
         self.hub = hub
-        self.assigner = (Assigner(node, clock, hub, self.cfg.lookahead_ms, self._spawn)
+        self.assigner = (Assigner(node, clock, hub, self.cfg.lookahead_ms, self._spawn, metrics)
                          if hub is not None else None)
         if hub is not None:
             hub.on_change = self._wake.set

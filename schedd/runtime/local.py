@@ -21,6 +21,7 @@ from schedd.v1 import scheduler_pb2 as pb
 from schedd.v1 import scheduler_pb2_grpc as pb_grpc
 
 DEMO_JOB = "demo"
+LOCAL_WORKER = "local-worker"
 DEMO_SCHEDULE = "@every 5s"
 
 
@@ -41,9 +42,19 @@ def _create_demo(cluster: LocalCluster) -> None:
                 time.sleep(0.2)
 
 
-def _executions(cluster: LocalCluster) -> int:
-    st = cluster.status(timeout=2.0)
-    return st.executions if st is not None else -1
+def _progress(cluster: LocalCluster) -> str:
+    """How the demo is doing: recorded executions and their states."""
+    counts: dict[str, int] = {}
+    with grpc.insecure_channel(cluster.grpc_addresses[0]) as ch:
+        try:
+            r = pb_grpc.SchedulerStub(ch).ListExecutions(
+                pb.ListExecutionsRequest(job=DEMO_JOB, page_size=1000), timeout=5)
+        except grpc.RpcError as e:
+            return f"cluster unreachable ({e.code().name})"
+    for ex in r.executions:
+        counts[ex.state] = counts.get(ex.state, 0) + 1
+    states = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    return f"demo executions: {r.total}" + (f" ({states})" if states else "")
 
 
 def run_local(*, data_dir: str | None, nodes: int = 3, base_port: int = 0, demo: bool = True,
@@ -62,14 +73,14 @@ def run_local(*, data_dir: str | None, nodes: int = 3, base_port: int = 0, demo:
         cluster.start()
         print(f"schedd local: starting {nodes} node(s) on 127.0.0.1, data in {root}", flush=True)
         leader = cluster.wait_leader(timeout=60)
+        cluster.start_worker(LOCAL_WORKER, slots=4)
         if demo:
             _create_demo(cluster)
         _banner(cluster, leader, demo)
         last = None
         while not stop.wait(10):
-            dead = [n.id for n in cluster.nodes.values() if not n.alive()]
-            count = _executions(cluster)
-            line = f"[schedd local] executions recorded: {count}"
+            dead = [n.id for n in (*cluster.nodes.values(), *cluster.workers.values()) if not n.alive()]
+            line = f"[schedd local] {_progress(cluster)}"
             if dead:
                 line += f"; node(s) down: {', '.join(dead)} (see {root / 'logs'})"
             if line != last:
@@ -91,12 +102,16 @@ def _banner(cluster: LocalCluster, leader: str, demo: bool) -> None:
     print(f"\nschedd local is up: {len(cluster.nodes)} nodes, leader {leader}\n")
     for n in cluster.nodes.values():
         print(f"  {n.id}  gRPC {n.grpc}   Raft {n.raft}   metrics http://{n.metrics}/metrics   pid {n.pid}")
+    for w in cluster.workers.values():
+        print(f"  worker {w.id}, 4 slots, pid {w.pid}")
     if demo:
-        print(f"\nDemo job '{DEMO_JOB}' fires {DEMO_SCHEDULE}; its executions accumulate in `schedctl run list {DEMO_JOB}`.")
+        print(f"\nDemo job '{DEMO_JOB}' fires {DEMO_SCHEDULE} and runs `echo hello from schedd` on the worker;"
+              f" see `schedctl run list {DEMO_JOB}` and `schedctl run get <ID>` for its output.")
     print("\nTalk to it from another terminal:\n")
     print(f"  export SCHEDD_CLUSTER={cluster.cluster_arg}")
     print("  schedctl cluster status")
     print("  schedctl job list")
+    print("  schedctl worker list")
     if demo:
         print(f"  schedctl run list {DEMO_JOB}")
     print("  schedctl job create nightly --schedule '0 2 * * *' --tz Europe/Berlin --command 'backup.sh'")

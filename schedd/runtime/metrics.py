@@ -32,6 +32,9 @@ class Metrics:
         self.commit_latency = Histogram(
             "schedd_commit_latency_seconds", "Propose to applied-on-this-node latency",
             ["kind"], buckets=(0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10), registry=r)
+        self.attempts_expired = Counter("schedd_attempts_expired_total",
+                                        "Attempts the leader gave up on (worker lost, timeout) by outcome",
+                                        ["outcome"], registry=r)
         self.requests = Counter("schedd_grpc_requests_total", "gRPC calls by method and code",
                                 ["method", "code"], registry=r)
 
