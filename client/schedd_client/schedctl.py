@@ -261,6 +261,8 @@ def _spec_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
     spec.add_argument("--pool", metavar="P")
     spec.add_argument("--overlap", choices=("skip", "queue", "allow"))
     spec.add_argument("--catchup", choices=("all", "latest", "none"))
+    spec.add_argument("--delivery", choices=("at_least_once", "at_most_once"),
+                      help="at_most_once: an attempt whose fate is unknown ends LOST, never re-run")
     spec.add_argument("--timeout", dest="job_timeout", type=_seconds, metavar="D",
                       help="the job's timeout: seconds or 30s, 5m, 1h")  # fmt: skip
     spec.add_argument("--max-attempts", type=_count(1), metavar="N")
@@ -272,6 +274,7 @@ _FLAG_KEYS = {
     "schedule": "schedule", "tz": "timezone", "command": "command", "argv": "argv",
     "workdir": "workdir", "team": "team", "description": "description", "paused": "paused",
     "priority": "priority", "pool": "pool", "overlap": "overlap", "catchup": "catchup",
+    "delivery": "delivery",
     "job_timeout": "timeout", "history_limit": "history_limit",
 }  # fmt: skip
 
@@ -442,6 +445,7 @@ class _Command:
             ("Retry", _describe_retry(spec.retry)),
             ("Timeout", format_duration(spec.timeout_seconds) if spec.timeout_seconds else "none"),
             ("Overlap", spec.overlap),
+            ("Delivery", spec.delivery),
             ("Catch-up", spec.catchup),
             ("Priority", spec.priority or ""),
             ("Pool", spec.pool),

@@ -18,6 +18,7 @@ default. Unknown keys are refused with a ``ValidationError`` naming the key::
     pool: db
     overlap: skip                   # skip | queue | allow (default allow)
     catchup: latest                 # all | latest | none (default all)
+    delivery: at_most_once          # at_least_once (default) | at_most_once
     timeout: 30m                    # seconds (a number) or a duration: "90s", "5m", "1h30m", "250ms"
     history_limit: 200              # executions kept; 0 = server default
     retry:
@@ -58,7 +59,7 @@ __all__ = ["job_spec", "spec_from_dict", "spec_to_dict", "parse_duration"]
 
 _DOC_KEYS = (
     "name", "team", "schedule", "timezone", "tz", "description", "labels", "paused", "priority",
-    "pool", "overlap", "catchup", "timeout", "history_limit", "retry",
+    "pool", "overlap", "catchup", "delivery", "timeout", "history_limit", "retry",
     "command", "argv", "workdir", "env", "http", "python",
 )  # fmt: skip
 _RETRY_KEYS = ("max_attempts", "initial_backoff", "max_backoff", "multiplier")
@@ -115,6 +116,7 @@ def job_spec(
     timeout: float | str = 0,
     overlap: str = "",
     catchup: str = "",
+    delivery: str = "",
     priority: int = 0,
     pool: str = "",
     paused: bool = False,
@@ -173,6 +175,7 @@ def job_spec(
         timeout_seconds=parse_duration(timeout),
         overlap=overlap,
         catchup=catchup,
+        delivery=delivery,
         priority=priority,
         pool=pool,
         paused=paused,
@@ -233,6 +236,7 @@ def spec_from_dict(doc: Mapping[str, Any]) -> pb.JobSpec:
         timeout=r.seconds("timeout"),
         overlap=r.text("overlap"),
         catchup=r.text("catchup"),
+        delivery=r.text("delivery"),
         priority=r.integer("priority"),
         pool=r.text("pool"),
         paused=r.flag("paused"),
@@ -283,7 +287,7 @@ def spec_to_dict(spec: pb.JobSpec) -> dict[str, Any]:
         doc["retry"] = {k: v for k, v in retry.items() if v}
     if spec.timeout_seconds:
         doc["timeout"] = _plain_number(spec.timeout_seconds)
-    for key in ("overlap", "catchup", "priority", "pool", "paused", "history_limit"):
+    for key in ("overlap", "catchup", "delivery", "priority", "pool", "paused", "history_limit"):
         if getattr(spec, key):
             doc[key] = getattr(spec, key)
     return doc

@@ -133,3 +133,55 @@ def test_timeout_kills_the_whole_process_group(cluster_factory, tmp_path):
             return True
         return False
     wait_until(gone, timeout=20, what="the TERM-ignoring child to be killed")
+
+
+def test_pool_wait_cancel_python_handler_and_at_most_once(cluster_factory, tmp_path):
+    import asyncio
+    import threading
+
+    from schedd_client import Worker
+
+    c, client = start(cluster_factory)
+    # a job for a pool nobody serves waits, visibly
+    client.put_job(job_spec("gpu-job", command="true", pool="gpu"))
+    gpu = client.trigger_job("gpu-job").id
+    ex = wait_until(lambda: (e := client.get_execution(gpu)).reason and e, timeout=30, what="a waiting reason")
+    assert ex.state == "SCHEDULED" and "pool 'gpu'" in ex.reason
+
+    # a Python handler in an embedded SDK worker serves that pool
+    py = Worker(c.cluster_arg, name="py-worker", slots=2, pool="gpu")
+
+    @py.handler("hello")
+    def hello(ctx):
+        return f"hello {ctx.execution_id} attempt {ctx.attempt}"
+
+    stop = asyncio.Event()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(py.run_async(stop),), daemon=True)
+    thread.start()
+    try:
+        client.put_job(job_spec("py-job", python="hello", pool="gpu"))
+        eid = client.trigger_job("py-job").id
+        ex = wait_until(lambda: finished(client, eid), timeout=60, what="the python handler")
+        assert ex.state == "SUCCEEDED" and f"hello {eid} attempt 1" in ex.attempts[0].output_tail
+        assert wait_until(lambda: finished(client, gpu), timeout=60, what="the waiting job").state == "SUCCEEDED"
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(timeout=30)
+
+    # cancel a running attempt: its process group is killed
+    client.put_job(job_spec("long", command="sleep 60"))
+    eid = client.trigger_job("long").id
+    wait_until(lambda: client.get_execution(eid).state == "RUNNING", timeout=30, what="long to run")
+    assert client.cancel_execution(eid).cancel_requested
+    ex = wait_until(lambda: finished(client, eid), timeout=30, what="the cancel")
+    assert ex.state == "CANCELLED" and ex.attempts[0].state == "CANCELLED"
+
+    # at_most_once: a lost worker's attempt ends LOST and is never run again
+    client.put_job(job_spec("once", command="sleep 60", delivery="at_most_once",
+                            retry={"max_attempts": 5, "initial_backoff_seconds": 1}))
+    eid = client.trigger_job("once").id
+    wait_until(lambda: client.get_execution(eid).state == "RUNNING", timeout=30, what="once to run")
+    c.workers["w1"].proc.send_signal(signal.SIGKILL)
+    ex = wait_until(lambda: finished(client, eid), timeout=60, what="once to be declared lost")
+    assert ex.state == "LOST" and len(ex.attempts) == 1 and "at_most_once" in ex.reason
