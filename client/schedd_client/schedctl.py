@@ -255,6 +255,8 @@ def _spec_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
     spec.add_argument("--team", metavar="T")
     spec.add_argument("--description", metavar="D")
     spec.add_argument("--label", action="append", metavar="K=V", help="label (repeatable)")
+    spec.add_argument("--worker-label", action="append", metavar="K=V",
+                      help="run only on workers with this label (repeatable)")
     if creating:
         spec.add_argument("--paused", action="store_true", default=None, help="create paused")
     spec.add_argument("--priority", type=int, metavar="N")
@@ -287,9 +289,9 @@ def _flag_doc(args: argparse.Namespace) -> dict[str, Any]:
     http = {"url": args.http_url, "method": args.http_method}
     if any(http.values()):
         doc["http"] = {k: v for k, v in http.items() if v}
-    for dest, key in (("env", "env"), ("label", "labels")):
+    for dest, key in (("env", "env"), ("label", "labels"), ("worker_label", "worker_labels")):
         if getattr(args, dest):
-            doc[key] = _pairs(getattr(args, dest), f"--{dest}")
+            doc[key] = _pairs(getattr(args, dest), f"--{dest.replace('_', '-')}")
     if args.max_attempts is not None:
         doc["retry"] = {"max_attempts": args.max_attempts}
     return doc

@@ -16,6 +16,7 @@ default. Unknown keys are refused with a ``ValidationError`` naming the key::
     paused: false                   # create paused
     priority: 10
     pool: db
+    worker_labels: {zone: eu-1}     # run only on workers started with --labels zone=eu-1
     overlap: skip                   # skip | queue | allow (default allow)
     catchup: latest                 # all | latest | none (default all)
     delivery: at_most_once          # at_least_once (default) | at_most_once
@@ -59,7 +60,7 @@ __all__ = ["job_spec", "spec_from_dict", "spec_to_dict", "parse_duration"]
 
 _DOC_KEYS = (
     "name", "team", "schedule", "timezone", "tz", "description", "labels", "paused", "priority",
-    "pool", "overlap", "catchup", "delivery", "timeout", "history_limit", "retry",
+    "pool", "worker_labels", "overlap", "catchup", "delivery", "timeout", "history_limit", "retry",
     "command", "argv", "workdir", "env", "http", "python",
 )  # fmt: skip
 _RETRY_KEYS = ("max_attempts", "initial_backoff", "max_backoff", "multiplier")
@@ -119,6 +120,7 @@ def job_spec(
     delivery: str = "",
     priority: int = 0,
     pool: str = "",
+    worker_labels: Mapping[str, str] | None = None,
     paused: bool = False,
     history_limit: int = 0,
 ) -> pb.JobSpec:
@@ -178,6 +180,7 @@ def job_spec(
         delivery=delivery,
         priority=priority,
         pool=pool,
+        worker_labels=dict(worker_labels or {}),
         paused=paused,
         history_limit=history_limit,
     )
@@ -239,6 +242,7 @@ def spec_from_dict(doc: Mapping[str, Any]) -> pb.JobSpec:
         delivery=r.text("delivery"),
         priority=r.integer("priority"),
         pool=r.text("pool"),
+        worker_labels=r.text_map("worker_labels"),
         paused=r.flag("paused"),
         history_limit=r.integer("history_limit"),
         **handler,
@@ -254,6 +258,8 @@ def spec_to_dict(spec: pb.JobSpec) -> dict[str, Any]:
             doc[key] = getattr(spec, key)
     if spec.labels:
         doc["labels"] = dict(spec.labels)
+    if spec.worker_labels:
+        doc["worker_labels"] = dict(spec.worker_labels)
     kind = spec.handler.WhichOneof("kind")
     if kind == "shell":
         shell = spec.handler.shell

@@ -278,6 +278,9 @@ def canonical_spec(d: dict) -> tuple[dict, str]:
     labels = _str_map(d, "labels", LABEL_KEY_RE)
     if labels:
         out["labels"] = labels
+    worker_labels = _str_map(d, "worker_labels", LABEL_KEY_RE)
+    if worker_labels:
+        out["worker_labels"] = worker_labels
     retry = _retry(d)
     if retry:
         out["retry"] = retry

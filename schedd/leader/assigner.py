@@ -90,11 +90,12 @@ class Assigner:
             attempts = {(name, t): len(self.node.state.execs[(name, t)].attempts) + 1
                         for _, name, t, _ in candidates}
         for due, name, t, spec in candidates:
-            pool = spec.get("pool", "")
-            workers = self.hub.eligible(pool, now)
+            pool, labels = spec.get("pool", ""), spec.get("worker_labels") or {}
+            workers = self.hub.eligible(pool, now, labels)
             if not workers:
-                self.waiting[(name, t)] = (f"waiting for a free worker slot in pool {pool!r}" if pool
-                                           else "waiting for a free worker slot")
+                where = [f"in pool {pool!r}"] if pool else []
+                where += [f"with labels {','.join(f'{k}={v}' for k, v in sorted(labels.items()))}"] if labels else []
+                self.waiting[(name, t)] = " ".join(["waiting for a free worker slot", *where])
                 continue
             self.waiting.pop((name, t), None)
             conn = workers[0]

@@ -71,11 +71,13 @@ class WorkerHub(pb_grpc.WorkersServicer):
         but stops heartbeating: it must not be given work)."""
         return now - conn.last_heartbeat_ms <= 2 * self.lease_ms // 3
 
-    def eligible(self, pool: str, now: int) -> list[WorkerConn]:
-        """Live workers that can take one more attempt of a job in `pool` ("" = any pool), most
-        free slots first, ties by name (deterministic spreading)."""
+    def eligible(self, pool: str, now: int, labels: dict[str, str] | None = None) -> list[WorkerConn]:
+        """Live workers that can take one more attempt of a job in `pool` ("" = any pool) whose
+        labels include all of `labels`; most free slots first, ties by name (deterministic)."""
+        want = (labels or {}).items()
         out = [c for c in self.conns.values()
-               if c.free_slots() > 0 and (not pool or c.pool == pool) and self.live(c, now)]
+               if c.free_slots() > 0 and (not pool or c.pool == pool) and self.live(c, now)
+               and all(c.labels.get(k) == v for k, v in want)]
         out.sort(key=lambda c: (-c.free_slots(), c.name))
         return out
 

@@ -77,8 +77,15 @@ class RetryPolicy(_message.Message):
     def __init__(self, max_attempts: _Optional[int] = ..., initial_backoff_seconds: _Optional[float] = ..., max_backoff_seconds: _Optional[float] = ..., multiplier: _Optional[float] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "team", "schedule", "timezone", "handler", "description", "labels", "retry", "timeout_seconds", "overlap", "catchup", "priority", "pool", "paused", "history_limit", "delivery")
+    __slots__ = ("name", "team", "schedule", "timezone", "handler", "description", "labels", "retry", "timeout_seconds", "overlap", "catchup", "priority", "pool", "paused", "history_limit", "delivery", "worker_labels")
     class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class WorkerLabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -101,6 +108,7 @@ class JobSpec(_message.Message):
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     HISTORY_LIMIT_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_FIELD_NUMBER: _ClassVar[int]
+    WORKER_LABELS_FIELD_NUMBER: _ClassVar[int]
     name: str
     team: str
     schedule: str
@@ -117,7 +125,8 @@ class JobSpec(_message.Message):
     paused: bool
     history_limit: int
     delivery: str
-    def __init__(self, name: _Optional[str] = ..., team: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., handler: _Optional[_Union[Handler, _Mapping]] = ..., description: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout_seconds: _Optional[float] = ..., overlap: _Optional[str] = ..., catchup: _Optional[str] = ..., priority: _Optional[int] = ..., pool: _Optional[str] = ..., paused: _Optional[bool] = ..., history_limit: _Optional[int] = ..., delivery: _Optional[str] = ...) -> None: ...
+    worker_labels: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., team: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., handler: _Optional[_Union[Handler, _Mapping]] = ..., description: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout_seconds: _Optional[float] = ..., overlap: _Optional[str] = ..., catchup: _Optional[str] = ..., priority: _Optional[int] = ..., pool: _Optional[str] = ..., paused: _Optional[bool] = ..., history_limit: _Optional[int] = ..., delivery: _Optional[str] = ..., worker_labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Job(_message.Message):
     __slots__ = ("spec", "version", "paused", "next_fire_ms", "upcoming_ms", "created_ms", "updated_ms", "created_by", "last_scheduled_ms", "last_execution_id", "last_state", "executions_total")

@@ -142,14 +142,18 @@ def test_pool_wait_cancel_python_handler_and_at_most_once(cluster_factory, tmp_p
     from schedd_client import Worker
 
     c, client = start(cluster_factory)
-    # a job for a pool nobody serves waits, visibly
+    # a job for a pool nobody serves waits, visibly; so does one needing labels nobody has
     client.put_job(job_spec("gpu-job", command="true", pool="gpu"))
     gpu = client.trigger_job("gpu-job").id
     ex = wait_until(lambda: (e := client.get_execution(gpu)).reason and e, timeout=30, what="a waiting reason")
     assert ex.state == "SCHEDULED" and "pool 'gpu'" in ex.reason
+    client.put_job(job_spec("eu-job", command="true", worker_labels={"zone": "eu-1"}))
+    eu = client.trigger_job("eu-job").id
+    ex = wait_until(lambda: (e := client.get_execution(eu)).reason and e, timeout=30, what="a waiting reason")
+    assert ex.state == "SCHEDULED" and "labels zone=eu-1" in ex.reason
 
     # a Python handler in an embedded SDK worker serves that pool
-    py = Worker(c.cluster_arg, name="py-worker", slots=2, pool="gpu")
+    py = Worker(c.cluster_arg, name="py-worker", slots=2, pool="gpu", labels={"zone": "eu-1"})
 
     @py.handler("hello")
     def hello(ctx):
@@ -165,6 +169,7 @@ def test_pool_wait_cancel_python_handler_and_at_most_once(cluster_factory, tmp_p
         ex = wait_until(lambda: finished(client, eid), timeout=60, what="the python handler")
         assert ex.state == "SUCCEEDED" and f"hello {eid} attempt 1" in ex.attempts[0].output_tail
         assert wait_until(lambda: finished(client, gpu), timeout=60, what="the waiting job").state == "SUCCEEDED"
+        assert wait_until(lambda: finished(client, eu), timeout=60, what="the labelled job").state == "SUCCEEDED"
     finally:
         loop.call_soon_threadsafe(stop.set)
         thread.join(timeout=30)
