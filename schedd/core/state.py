@@ -39,6 +39,7 @@ from schedd.core.wheel import TimingWheel
 DEDUP_TTL_MS = 15 * 60 * 1000
 AUDIT_KEEP = 10_000
 CATCHUP_MARK_MS = 2_000        # an instant recorded this late is labelled "catchup"
+LOST_RETRY_LIMIT = 5           # re-runs of attempts lost with their worker (at_least_once)
 MIN_MS = -(2 ** 62)
 SNAPSHOT_FORMAT = ("schedd-state", 1)
 JOB_FIELDS = tuple(f.name for f in fields(Job))
@@ -597,7 +598,20 @@ class SchedulerState:
             return
         job = self.jobs.get(ex.job)
         policy = RetryPolicy.from_spec(job.spec_dict()) if job is not None else RetryPolicy()
-        failures = sum(1 for a in ex.attempts if a.state in (FAILED, TIMED_OUT, LOST))
+        if outcome == LOST:
+            # At least once: an attempt lost with its worker did not fail, it may never have run;
+            # it is run again whatever the retry policy, up to LOST_RETRY_LIMIT times (so a job
+            # that kills its worker every time cannot loop forever).
+            lost = sum(1 for a in ex.attempts if a.state == LOST)
+            if lost <= LOST_RETRY_LIMIT:
+                ex.retry_at = now + policy.delay_ms(ex.id, lost)
+                ex.reason = f"attempt {ex.attempts[-1].number} lost: {error}"[:MAX_ERROR_CHARS]
+                self._set_state(ex, RETRY_WAIT, now)
+            else:
+                ex.reason = f"gave up after {lost} lost attempts: {error}"[:MAX_ERROR_CHARS]
+                self._set_state(ex, FAILED, now)
+            return
+        failures = sum(1 for a in ex.attempts if a.state in (FAILED, TIMED_OUT))
         if failures < policy.max_attempts:
             ex.retry_at = now + policy.delay_ms(ex.id, failures)
             ex.reason = f"attempt {ex.attempts[-1].number} {outcome.lower()}: {error}"[:MAX_ERROR_CHARS]

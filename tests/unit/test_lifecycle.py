@@ -182,3 +182,24 @@ def test_audit_names_the_cancelled_execution(h):
     key = fired(h)
     h.apply(C.CANCEL, job=key[0], scheduled_ms=key[1])
     assert h.state.audit[-1].target == f"j1@{key[1]}" and h.state.audit[-1].action == "cancel"
+
+
+def test_a_lost_attempt_is_rerun_even_without_a_retry_policy_but_not_forever(h):
+    from schedd.core.state import LOST_RETRY_LIMIT
+    key = fired(h)                                            # default policy: 1 attempt, no retry
+    for attempt in range(1, LOST_RETRY_LIMIT + 2):
+        tok = claim(h, key, attempt)["token"]
+        r = h.apply(C.EXPIRE, job=key[0], scheduled_ms=key[1], token=tok, reason="worker lost")
+        h.now = r.get("retry_at") or h.now
+    assert r["state"] == "FAILED" and "lost attempts" in h.state.execs[key].reason
+    assert len(h.state.execs[key].attempts) == LOST_RETRY_LIMIT + 1
+
+
+def test_a_lost_attempt_does_not_use_up_the_failure_budget(h):
+    key = fired(h, retry={"max_attempts": 1})
+    tok = claim(h, key, 1)["token"]
+    r = h.apply(C.EXPIRE, job=key[0], scheduled_ms=key[1], token=tok, reason="worker lost")
+    assert r["state"] == "RETRY_WAIT"
+    h.now = r["retry_at"]
+    tok = claim(h, key, 2)["token"]
+    assert finish(h, key, tok, "FAILED")["state"] == "FAILED"  # the one real failure ends it
