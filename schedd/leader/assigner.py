@@ -89,15 +89,16 @@ class Assigner:
             candidates = self._candidates(now)
             attempts = {(name, t): len(self.node.state.execs[(name, t)].attempts) + 1
                         for _, name, t, _ in candidates}
+        waiting: dict[tuple[str, int], str] = {}     # rebuilt each step: nothing stale lingers
+        self.waiting = waiting
         for due, name, t, spec in candidates:
             pool, labels = spec.get("pool", ""), spec.get("worker_labels") or {}
             workers = self.hub.eligible(pool, now, labels)
             if not workers:
                 where = [f"in pool {pool!r}"] if pool else []
                 where += [f"with labels {','.join(f'{k}={v}' for k, v in sorted(labels.items()))}"] if labels else []
-                self.waiting[(name, t)] = " ".join(["waiting for a free worker slot", *where])
+                waiting[(name, t)] = " ".join(["waiting for a free worker slot", *where])
                 continue
-            self.waiting.pop((name, t), None)
             conn = workers[0]
             conn.reserved += 1
             self.claiming.add((name, t))
@@ -132,6 +133,8 @@ class Assigner:
 
     def on_result(self, conn: WorkerConn, r: pb.AttemptResult) -> None:
         conn.running.pop(r.fencing_token, None)
+        self.hub.token_seen.pop(r.fencing_token, None)
+        self.cancel_sent.pop(r.fencing_token, None)
         self.spawn(self._finish(conn, r))
 
     async def _finish(self, conn: WorkerConn, r: pb.AttemptResult) -> None:
@@ -210,6 +213,8 @@ class Assigner:
                 conn = self.hub.holder(token)
                 if conn is not None:
                     conn.running.pop(token, None)
+                self.hub.token_seen.pop(token, None)
+                self.cancel_sent.pop(token, None)
         except ProposalError as e:
             log.info("expiry of token %d not confirmed: %s", token, e)
         finally:
@@ -222,4 +227,6 @@ class Assigner:
             self.hub.send(conn, pb.LeaderMessage(cancel=pb.CancelAttempt(execution_id=eid, fencing_token=token)))
 
     def waiting_reason(self, name: str, t: int) -> str:
+        if not self.hub.conns:
+            return "waiting: no worker is connected"
         return self.waiting.get((name, t), "")
