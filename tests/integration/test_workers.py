@@ -190,3 +190,20 @@ def test_pool_wait_cancel_python_handler_and_at_most_once(cluster_factory, tmp_p
     c.workers["w1"].proc.send_signal(signal.SIGKILL)
     ex = wait_until(lambda: finished(client, eid), timeout=60, what="once to be declared lost")
     assert ex.state == "LOST" and len(ex.attempts) == 1 and "at_most_once" in ex.reason
+
+
+def test_sigterm_drains_a_worker_and_loses_nothing(cluster_factory, tmp_path):
+    c, client = start(cluster_factory, workers=("w1",))
+    client.put_job(job_spec("short", command="sleep 2; echo drained-ok"))
+    eid = client.trigger_job("short").id
+    wait_until(lambda: client.get_execution(eid).state == "RUNNING", timeout=30, what="short to run")
+    c.signal_worker("w1", signal.SIGTERM)                  # drain: the running attempt finishes
+    ex = wait_until(lambda: finished(client, eid), timeout=30, what="the drained attempt to finish")
+    assert ex.state == "SUCCEEDED" and "drained-ok" in ex.attempts[0].output_tail
+    assert c.workers["w1"].proc.wait(timeout=30) == 0
+    # work that arrives while no worker is connected waits, and runs when one comes back
+    eid2 = client.trigger_job("short").id
+    ex = wait_until(lambda: (e := client.get_execution(eid2)).reason and e, timeout=30, what="a waiting reason")
+    assert ex.state == "SCHEDULED" and "no worker" in ex.reason
+    c.start_worker("w2", slots=2)
+    assert wait_until(lambda: finished(client, eid2), timeout=60, what="the queued run").state == "SUCCEEDED"
