@@ -197,6 +197,8 @@ class WorkerRuntime:
         self._next_addr = 0
         self._redirect: str | None = None
         self._backoff = BACKOFF_START_S
+        self._lease_ms = DEFAULT_LEASE_MS
+        self._lost_since: float | None = None      # loop time the last stream ended, while not connected
 
     # ------------------------------------------------------------ public
 
@@ -206,6 +208,7 @@ class WorkerRuntime:
 
     async def run(self, stop: asyncio.Event) -> None:
         loop_task = asyncio.create_task(self._connection_loop(), name=f"worker-{self.name}-conn")
+        fence = asyncio.create_task(self._self_fence(), name=f"worker-{self.name}-fence")
         stop_wait = asyncio.create_task(stop.wait())
         try:
             await asyncio.wait({stop_wait, loop_task}, return_when=asyncio.FIRST_COMPLETED)
@@ -215,6 +218,7 @@ class WorkerRuntime:
             await self._drain()
         finally:
             stop_wait.cancel()
+            fence.cancel()
             self._closing.set()
             await self._close_stream()
             if not loop_task.done():
@@ -393,6 +397,8 @@ class WorkerRuntime:
                          lease_ms=w.lease_ms if w.lease_ms > 0 else DEFAULT_LEASE_MS)
             self._conn = conn
             self.connected = True
+            self._lost_since = None
+            self._lease_ms = conn.lease_ms
             self.leader_address = addr
             self.connections += 1
             log.info("worker %s connected to leader %s at %s (term %d, lease %d ms; %d running, "
@@ -418,6 +424,7 @@ class WorkerRuntime:
             if self._conn is conn and conn is not None:
                 self._conn = None
                 self.connected = False
+                self._lost_since = asyncio.get_running_loop().time()
             if conn is not None:
                 for t in conn.tasks:
                     t.cancel()
@@ -521,6 +528,26 @@ class WorkerRuntime:
         self._unacked[result.fencing_token] = _Unacked(result)
         self._all_acked.clear()
         self._send_result(result.fencing_token)
+
+    async def _self_fence(self) -> None:
+        """Cut off from every leader for longer than a lease, this worker's attempts have been
+        expired and are being run again elsewhere: stop them here too, so a partitioned worker
+        does not keep running what another worker now runs. (A worker that is itself paused cannot
+        do this; its late result is refused by the fencing token instead.)"""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(0.25)
+            lost = self._lost_since
+            if self.connected or lost is None or not self._attempts:
+                continue
+            if (loop.time() - lost) * 1000 > self._lease_ms:
+                log.warning("worker %s: no leader for %.1fs (lease %d ms): cancelling %d attempts, "
+                            "which the leader runs again elsewhere", self.name, loop.time() - lost,
+                            self._lease_ms, len(self._attempts))
+                for att in list(self._attempts.values()):
+                    att.cancel.set()
+                    att.wake.set()
+                self._lost_since = loop.time()        # once per lease at most
 
     def _on_leader_message(self, msg: pb.LeaderMessage) -> None:
         kind = msg.WhichOneof("kind")

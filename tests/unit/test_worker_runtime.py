@@ -504,3 +504,15 @@ def test_cli_worker_bad_flags_exit_2(argv, needle, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert needle in err and "error" in err
+
+
+async def test_cut_off_from_every_leader_for_a_lease_the_worker_stops_its_attempts(leaders, workers):
+    """Self-fencing: the leader has expired these attempts and runs them again elsewhere."""
+    leader = await leaders()
+    w = workers(leader.address)
+    await leader.connected()
+    leader.assign(81, shell("sleep 60"))
+    await until(lambda: 81 in w.rt.running, what="accepted")
+    await leader.stop()                           # no leader anywhere now
+    await until(lambda: not w.rt.running, timeout=DEADLINE, what="the attempt to be stopped")
+    assert w.rt._unacked and next(iter(w.rt._unacked.values())) is not None
