@@ -45,6 +45,7 @@ class Assigner:
         self.cancel_sent: dict[int, int] = {}
         self.waiting: dict[tuple[str, int], str] = {}
         self.took_over_ms = 0
+        self._specs: dict[str, tuple[int, dict]] = {}     # job -> (version, parsed spec)
         hub.on_result = self.on_result
 
     def take_over(self, now: int) -> None:
@@ -54,6 +55,16 @@ class Assigner:
         self.expiring.clear()
         self.cancel_sent.clear()
         self.waiting.clear()
+
+    def _spec(self, job) -> dict:
+        """The job's parsed spec, parsed once per version: claims and the lease reaper read it
+        for every candidate and running attempt, every step."""
+        hit = self._specs.get(job.name)
+        if hit is None or hit[0] != job.version:
+            if len(self._specs) > 2 * len(self.node.state.jobs) + 1000:
+                self._specs.clear()                  # forget deleted jobs
+            hit = self._specs[job.name] = (job.version, job.spec_dict())
+        return hit[1]
 
     def step(self, now: int) -> None:
         self.hub.drop_silent(now)
@@ -79,7 +90,7 @@ class Assigner:
             job = st.jobs.get(name)
             if job is None or job.paused or (name, t) in self.claiming:
                 continue
-            result.append((due, name, t, job.spec_dict()))
+            result.append((due, name, t, self._spec(job)))
         return result
 
     def _assign(self, now: int) -> None:
@@ -184,7 +195,7 @@ class Assigner:
                     continue
                 seen = max(self.hub.token_seen.get(token, 0), a.started_ms, self.took_over_ms)
                 job = st.jobs.get(name)
-                timeout_ms = int((job.spec_dict().get("timeout_seconds") or 0) * 1000) if job else 0
+                timeout_ms = int((self._spec(job).get("timeout_seconds") or 0) * 1000) if job else 0
                 if now - seen > lease:
                     expire.append((name, t, token, "LOST",
                                    f"worker {a.worker} lost: no news for {lease / 1000:g}s"))

@@ -157,19 +157,18 @@ class WorkerHub(pb_grpc.WorkersServicer):
 
     def _adopt(self, conn: WorkerConn, tokens, now: int) -> None:
         """A (re)connecting worker still runs these attempts: keep them alive if they are current."""
+        if not tokens:
+            return
         with self.node.lock:
             st = self.node.state
-            for token in tokens:
-                for ex in self._running_with_token(st, token):
-                    conn.running[token] = ex.id
-                    self.token_seen[token] = now
-
-    @staticmethod
-    def _running_with_token(st, token: int):
-        for t, name in st.by_state.get("RUNNING", ()):
-            ex = st.execs[(name, t)]
-            if ex.attempts and ex.attempts[-1].fencing_token == token:
-                yield ex
+            current = {}
+            for t, name in st.by_state.get("RUNNING", ()):
+                ex = st.execs[(name, t)]
+                current[ex.attempts[-1].fencing_token] = ex.id
+        for token in tokens:
+            if token in current:
+                conn.running[token] = current[token]
+                self.token_seen[token] = now
 
     async def _read(self, conn: WorkerConn, request_iterator) -> None:
         try:

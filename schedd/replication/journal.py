@@ -917,7 +917,6 @@ def durable_journal_factory(fsync: str = "always", batch_interval: float = 0.05,
             on_created(j)
         return j
 
-    createJournal.durable_factory = True
     return createJournal
 
 

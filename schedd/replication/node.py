@@ -89,7 +89,6 @@ class ReplicatedState(SyncObjConsumer):
 class RaftStatus:
     role: str
     term: int
-    leader_raft: str
     commit_index: int
     applied_index: int
     leader_commit_index: int
@@ -170,7 +169,7 @@ class RaftNode:
         s = self.sync.getStatus()
         return RaftStatus(
             role=ROLE_NAMES.get(s["state"], str(s["state"])), term=s["raft_term"],
-            leader_raft=self.leader_raft_address(), commit_index=s["commit_idx"],
+            commit_index=s["commit_idx"],
             applied_index=s["last_applied"], leader_commit_index=s["leader_commit_idx"] or 0,
             has_quorum=bool(s["has_quorum"]), uptime_s=int(time.monotonic() - self._started))
 

@@ -1,7 +1,7 @@
 """The clock port. Only the shell reads time; the state machine gets it inside entries.
 
-`SystemClock` has a settable offset so fault tests can skew a node's clock through a test-only
-admin call (libfaketime hangs pysyncobj here). `ManualClock` is for unit tests: no sleeping.
+`SystemClock` has a settable offset so fault tests can skew a node's clock (libfaketime hangs
+pysyncobj here). Unit tests need no clock at all: they put the time into the entries.
 """
 
 from __future__ import annotations
@@ -22,16 +22,3 @@ class SystemClock:
 
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000 + self.offset_ms
-
-
-class ManualClock:
-    __slots__ = ("t",)
-
-    def __init__(self, t: int = 0) -> None:
-        self.t = t
-
-    def now_ms(self) -> int:
-        return self.t
-
-    def advance(self, ms: int) -> None:
-        self.t += ms

@@ -193,18 +193,6 @@ class LocalCluster:
         if w.alive():
             os.kill(w.proc.pid, sig)
 
-    def stop_worker(self, name: str, timeout: float = 30.0) -> None:
-        w = self.workers[name]
-        if not w.alive():
-            return
-        os.kill(w.proc.pid, signal.SIGCONT)
-        os.kill(w.proc.pid, signal.SIGTERM)
-        try:
-            w.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.kill(w.proc.pid, signal.SIGKILL)
-            w.proc.wait(timeout=30)
-
     def signal_node(self, nid: str, sig: int) -> None:
         node = self.nodes[nid]
         if node.alive():

@@ -11,50 +11,34 @@ import signal
 import sys
 import tempfile
 import threading
-import time
+from collections import Counter
 from pathlib import Path
 
-import grpc
-
 from schedd.runtime.cluster import LocalCluster, ports_free
-from schedd.v1 import scheduler_pb2 as pb
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd_client import Client, SchedError, job_spec
 
 DEMO_JOB = "demo"
 LOCAL_WORKER = "local-worker"
 DEMO_SCHEDULE = "@every 5s"
 
 
-def _create_demo(cluster: LocalCluster) -> None:
-    spec = pb.JobSpec(name=DEMO_JOB, schedule=DEMO_SCHEDULE, team="demo",
-                      description="created by `schedd local`: fires every 5 seconds",
-                      handler=pb.Handler(shell=pb.ShellHandler(command="echo hello from schedd")))
-    deadline = time.monotonic() + 30
-    while True:
-        with grpc.insecure_channel(cluster.grpc_addresses[0]) as ch:
-            try:
-                pb_grpc.SchedulerStub(ch).PutJob(pb.PutJobRequest(job=spec, request_id="schedd-local-demo"),
-                                                 timeout=10)
-                return
-            except grpc.RpcError as e:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"could not create the demo job: {e.details()}") from None
-                time.sleep(0.2)
+def _create_demo(client: Client) -> None:
+    try:
+        client.put_job(job_spec(DEMO_JOB, schedule=DEMO_SCHEDULE, team="demo",
+                                description="created by `schedd local`: fires every 5 seconds",
+                                command="echo hello from schedd"))
+    except SchedError as e:
+        raise RuntimeError(f"could not create the demo job: {e.message}") from None
 
 
-def _progress(cluster: LocalCluster) -> str:
+def _progress(client: Client) -> str:
     """How the demo is doing: recorded executions and their states."""
-    counts: dict[str, int] = {}
-    with grpc.insecure_channel(cluster.grpc_addresses[0]) as ch:
-        try:
-            r = pb_grpc.SchedulerStub(ch).ListExecutions(
-                pb.ListExecutionsRequest(job=DEMO_JOB, page_size=1000), timeout=5)
-        except grpc.RpcError as e:
-            return f"cluster unreachable ({e.code().name})"
-    for ex in r.executions:
-        counts[ex.state] = counts.get(ex.state, 0) + 1
+    try:
+        counts = Counter(ex.state for ex in client.list_executions(DEMO_JOB, limit=1000))
+    except SchedError as e:
+        return f"cluster unreachable ({e.message})"
     states = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    return f"demo executions: {r.total}" + (f" ({states})" if states else "")
+    return f"demo executions: {sum(counts.values())}" + (f" ({states})" if states else "")
 
 
 def run_local(*, data_dir: str | None, nodes: int = 3, base_port: int = 0, demo: bool = True,
@@ -69,18 +53,19 @@ def run_local(*, data_dir: str | None, nodes: int = 3, base_port: int = 0, demo:
               "using free ports instead", flush=True)
         base_port = 0
     cluster = LocalCluster(root, size=nodes, base_port=base_port, fsync=fsync)
+    client = Client(cluster.cluster_arg, timeout=30)
     try:
         cluster.start()
         print(f"schedd local: starting {nodes} node(s) on 127.0.0.1, data in {root}", flush=True)
         leader = cluster.wait_leader(timeout=60)
         cluster.start_worker(LOCAL_WORKER, slots=4)
         if demo:
-            _create_demo(cluster)
+            _create_demo(client)
         _banner(cluster, leader, demo)
         last = None
         while not stop.wait(10):
             dead = [n.id for n in (*cluster.nodes.values(), *cluster.workers.values()) if not n.alive()]
-            line = f"[schedd local] {_progress(cluster)}"
+            line = f"[schedd local] {_progress(client)}"
             if dead:
                 line += f"; node(s) down: {', '.join(dead)} (see {root / 'logs'})"
             if line != last:
@@ -92,6 +77,7 @@ def run_local(*, data_dir: str | None, nodes: int = 3, base_port: int = 0, demo:
         return 1
     finally:
         print("schedd local: stopping...", flush=True)
+        client.close()
         cluster.stop()
         if temp:
             shutil.rmtree(root, ignore_errors=True)
