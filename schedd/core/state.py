@@ -41,10 +41,12 @@ AUDIT_KEEP = 10_000
 CATCHUP_MARK_MS = 2_000        # an instant recorded this late is labelled "catchup"
 LOST_RETRY_LIMIT = 5           # re-runs of attempts lost with their worker (at_least_once)
 MIN_MS = -(2 ** 62)
-SNAPSHOT_FORMAT = ("schedd-state", 1)
+SNAPSHOT_FORMAT = ("schedd-state", 2)
 JOB_FIELDS = tuple(f.name for f in fields(Job))
 EXEC_FIELDS = tuple(f.name for f in fields(Execution))
 AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index")
+# Smaller tables, pickled as they are (dicts of slotted dataclasses or plain values).
+EXTRA_FIELDS = ("dags", "dag_runs", "quotas")
 
 ExecKey = tuple[str, int]
 
@@ -97,7 +99,7 @@ class _SnapshotImage:
         return (_from_image, (SNAPSHOT_FORMAT, _GcPause(), list(map(attrgetter(*JOB_FIELDS), s.jobs.values())),
                               list(map(attrgetter(*EXEC_FIELDS), s.execs.values())), s.epoch, s.dedup,
                               list(map(attrgetter(*AUDIT_FIELDS), s.audit)), s.hash, s.last_index,
-                              s.clock_ms))
+                              s.clock_ms, {key: getattr(s, key) for key in EXTRA_FIELDS}))
 
 
 class _GcPause:
@@ -112,14 +114,14 @@ class _GcPause:
 
 
 def _from_image(fmt, _gc_paused, job_rows, exec_rows, epoch, dedup, audit_rows, digest, last_index,
-                clock_ms):
+                clock_ms, extra):
     if tuple(fmt) != SNAPSHOT_FORMAT:
         gc.enable()
         raise ValueError(f"unsupported snapshot format {fmt!r}")
     jobs = {job.name: job for job in starmap(Job, job_rows)}
     execs = {(ex.job, ex.scheduled_ms): ex for ex in starmap(Execution, exec_rows)}
     audit = list(starmap(AuditRecord, audit_rows))
-    return (fmt, jobs, execs, epoch, dedup, audit, digest, last_index, clock_ms)
+    return (fmt, jobs, execs, epoch, dedup, audit, digest, last_index, clock_ms, extra)
 
 
 class SchedulerState:
@@ -134,6 +136,9 @@ class SchedulerState:
         self.hash = b"\0" * 16
         self.last_index = 0
         self.clock_ms = 0             # the newest leader time seen in an entry; seeds the wheel
+        self.dags: dict = {}          # DAG name -> definition (schedd.core.dags)
+        self.dag_runs: dict = {}      # (DAG name, logical_ms) -> run (schedd.core.dags)
+        self.quotas: dict[str, int] = {}   # "team:<t>" | "pool:<p>" | "lane:backfill" -> max running
         self._reindex()
 
     # ------------------------------------------------------------ indexes
@@ -246,12 +251,14 @@ class SchedulerState:
         Raft tick thread for a second per million jobs."""
         gc.disable()
         try:
-            fmt, jobs, execs, epoch, dedup, audit, digest, last_index, clock_ms = data
+            fmt, jobs, execs, epoch, dedup, audit, digest, last_index, clock_ms, extra = data
             if tuple(fmt) != SNAPSHOT_FORMAT:
                 raise ValueError(f"unsupported snapshot format {fmt!r}")
             self.jobs, self.execs, self.epoch, self.dedup = jobs, execs, epoch, dedup
             self.audit = deque(audit, maxlen=AUDIT_KEEP)
             self.hash, self.last_index, self.clock_ms = digest, last_index, clock_ms
+            for key in EXTRA_FIELDS:
+                setattr(self, key, extra.get(key, {}))
             self._reindex()
             gc.freeze()
         finally:

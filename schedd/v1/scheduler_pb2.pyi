@@ -77,7 +77,7 @@ class RetryPolicy(_message.Message):
     def __init__(self, max_attempts: _Optional[int] = ..., initial_backoff_seconds: _Optional[float] = ..., max_backoff_seconds: _Optional[float] = ..., multiplier: _Optional[float] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "team", "schedule", "timezone", "handler", "description", "labels", "retry", "timeout_seconds", "overlap", "catchup", "priority", "pool", "paused", "history_limit", "delivery", "worker_labels")
+    __slots__ = ("name", "team", "schedule", "timezone", "handler", "description", "labels", "retry", "timeout_seconds", "overlap", "catchup", "priority", "pool", "paused", "history_limit", "delivery", "worker_labels", "max_active", "queue_limit", "concurrency_key", "concurrency_limit", "catchup_window_seconds", "catchup_max", "catchup_order", "starting_deadline_seconds", "jitter_seconds", "dst_gap", "dst_fold", "sla", "history_max_age_seconds")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +109,19 @@ class JobSpec(_message.Message):
     HISTORY_LIMIT_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_FIELD_NUMBER: _ClassVar[int]
     WORKER_LABELS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CATCHUP_WINDOW_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CATCHUP_MAX_FIELD_NUMBER: _ClassVar[int]
+    CATCHUP_ORDER_FIELD_NUMBER: _ClassVar[int]
+    STARTING_DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    JITTER_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    DST_GAP_FIELD_NUMBER: _ClassVar[int]
+    DST_FOLD_FIELD_NUMBER: _ClassVar[int]
+    SLA_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_MAX_AGE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     team: str
     schedule: str
@@ -126,7 +139,32 @@ class JobSpec(_message.Message):
     history_limit: int
     delivery: str
     worker_labels: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., team: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., handler: _Optional[_Union[Handler, _Mapping]] = ..., description: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout_seconds: _Optional[float] = ..., overlap: _Optional[str] = ..., catchup: _Optional[str] = ..., priority: _Optional[int] = ..., pool: _Optional[str] = ..., paused: _Optional[bool] = ..., history_limit: _Optional[int] = ..., delivery: _Optional[str] = ..., worker_labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    max_active: int
+    queue_limit: int
+    concurrency_key: str
+    concurrency_limit: int
+    catchup_window_seconds: float
+    catchup_max: int
+    catchup_order: str
+    starting_deadline_seconds: float
+    jitter_seconds: float
+    dst_gap: str
+    dst_fold: str
+    sla: SlaSpec
+    history_max_age_seconds: float
+    def __init__(self, name: _Optional[str] = ..., team: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., handler: _Optional[_Union[Handler, _Mapping]] = ..., description: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout_seconds: _Optional[float] = ..., overlap: _Optional[str] = ..., catchup: _Optional[str] = ..., priority: _Optional[int] = ..., pool: _Optional[str] = ..., paused: _Optional[bool] = ..., history_limit: _Optional[int] = ..., delivery: _Optional[str] = ..., worker_labels: _Optional[_Mapping[str, str]] = ..., max_active: _Optional[int] = ..., queue_limit: _Optional[int] = ..., concurrency_key: _Optional[str] = ..., concurrency_limit: _Optional[int] = ..., catchup_window_seconds: _Optional[float] = ..., catchup_max: _Optional[int] = ..., catchup_order: _Optional[str] = ..., starting_deadline_seconds: _Optional[float] = ..., jitter_seconds: _Optional[float] = ..., dst_gap: _Optional[str] = ..., dst_fold: _Optional[str] = ..., sla: _Optional[_Union[SlaSpec, _Mapping]] = ..., history_max_age_seconds: _Optional[float] = ...) -> None: ...
+
+class SlaSpec(_message.Message):
+    __slots__ = ("within_seconds", "by", "timezone", "webhook")
+    WITHIN_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    WEBHOOK_FIELD_NUMBER: _ClassVar[int]
+    within_seconds: float
+    by: str
+    timezone: str
+    webhook: str
+    def __init__(self, within_seconds: _Optional[float] = ..., by: _Optional[str] = ..., timezone: _Optional[str] = ..., webhook: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
     __slots__ = ("spec", "version", "paused", "next_fire_ms", "upcoming_ms", "created_ms", "updated_ms", "created_by", "last_scheduled_ms", "last_execution_id", "last_state", "executions_total")
@@ -263,7 +301,7 @@ class Attempt(_message.Message):
     def __init__(self, number: _Optional[int] = ..., worker: _Optional[str] = ..., fencing_token: _Optional[int] = ..., started_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., http_status: _Optional[int] = ..., error: _Optional[str] = ..., output_tail: _Optional[str] = ..., state: _Optional[str] = ..., rejected: _Optional[str] = ...) -> None: ...
 
 class Execution(_message.Message):
-    __slots__ = ("id", "job", "scheduled_ms", "state", "trigger", "created_ms", "term", "reason", "attempts", "updated_ms", "log_index", "retry_at_ms", "cancel_requested")
+    __slots__ = ("id", "job", "scheduled_ms", "state", "trigger", "created_ms", "term", "reason", "attempts", "updated_ms", "log_index", "retry_at_ms", "cancel_requested", "due_ms", "events", "lane")
     ID_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_MS_FIELD_NUMBER: _ClassVar[int]
@@ -277,6 +315,9 @@ class Execution(_message.Message):
     LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
     RETRY_AT_MS_FIELD_NUMBER: _ClassVar[int]
     CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    DUE_MS_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    LANE_FIELD_NUMBER: _ClassVar[int]
     id: str
     job: str
     scheduled_ms: int
@@ -290,7 +331,20 @@ class Execution(_message.Message):
     log_index: int
     retry_at_ms: int
     cancel_requested: bool
-    def __init__(self, id: _Optional[str] = ..., job: _Optional[str] = ..., scheduled_ms: _Optional[int] = ..., state: _Optional[str] = ..., trigger: _Optional[str] = ..., created_ms: _Optional[int] = ..., term: _Optional[int] = ..., reason: _Optional[str] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., updated_ms: _Optional[int] = ..., log_index: _Optional[int] = ..., retry_at_ms: _Optional[int] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
+    due_ms: int
+    events: _containers.RepeatedCompositeFieldContainer[ExecutionEvent]
+    lane: str
+    def __init__(self, id: _Optional[str] = ..., job: _Optional[str] = ..., scheduled_ms: _Optional[int] = ..., state: _Optional[str] = ..., trigger: _Optional[str] = ..., created_ms: _Optional[int] = ..., term: _Optional[int] = ..., reason: _Optional[str] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., updated_ms: _Optional[int] = ..., log_index: _Optional[int] = ..., retry_at_ms: _Optional[int] = ..., cancel_requested: _Optional[bool] = ..., due_ms: _Optional[int] = ..., events: _Optional[_Iterable[_Union[ExecutionEvent, _Mapping]]] = ..., lane: _Optional[str] = ...) -> None: ...
+
+class ExecutionEvent(_message.Message):
+    __slots__ = ("time_ms", "kind", "message")
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    time_ms: int
+    kind: str
+    message: str
+    def __init__(self, time_ms: _Optional[int] = ..., kind: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ListExecutionsRequest(_message.Message):
     __slots__ = ("job", "state", "page_size", "page_token", "oldest_first")
