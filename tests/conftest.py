@@ -29,9 +29,16 @@ def wait_until(predicate, *, timeout: float, interval: float = 0.1, what: str = 
 
 def pytest_addoption(parser):
     parser.addoption("--soak", action="store_true", help="run long soak tests")
+    parser.addoption("--jepsen-full", action="store_true",
+                     help="run the full fault-injection profile of tests/jepsen_like")
 
 
 def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--jepsen-full"):
+        full = pytest.mark.skip(reason="full fault-injection profile: run with --jepsen-full")
+        for item in items:
+            if "jepsen_full" in item.keywords:
+                item.add_marker(full)
     if config.getoption("--soak"):
         return
     skip = pytest.mark.skip(reason="soak test: run with --soak")

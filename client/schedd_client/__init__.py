@@ -40,6 +40,10 @@ from .errors import (
 )
 from .specs import job_spec, parse_duration, spec_from_dict, spec_to_dict
 from .worker import Worker
+from . import dags as _dags
+from .dags import dag_from_dict, dag_to_dict
+
+_dags.attach(Client, AsyncClient)     # put_dag, run_dag, get_dag, list_dags, list_dag_runs, get_dag_run, delete_dag
 
 __all__ = [
     "Client",
@@ -49,6 +53,8 @@ __all__ = [
     "job_spec",
     "spec_from_dict",
     "spec_to_dict",
+    "dag_from_dict",
+    "dag_to_dict",
     "parse_duration",
     "to_dict",
     "format_time",

@@ -191,9 +191,10 @@ def pause_job(name: str) -> Plan[pb.Job]:
     return _single(_scheduler("PauseJob", request, mutating=True), pb.Job)
 
 
-def resume_job(name: str) -> Plan[pb.Job]:
-    """Fire a paused job again (missed instants follow its catch-up policy); returns it."""
-    request = pb.JobRef(name=name, request_id=new_request_id())
+def resume_job(name: str, *, catch_up: bool = False) -> Plan[pb.Job]:
+    """Fire a paused job again; returns it. The instants missed while paused are recorded
+    "paused" and not run, unless ``catch_up``: then the job's catch-up policy decides."""
+    request = pb.JobRef(name=name, request_id=new_request_id(), catch_up=catch_up)
     return _single(_scheduler("ResumeJob", request, mutating=True), pb.Job)
 
 
@@ -203,10 +204,39 @@ def delete_job(name: str) -> Plan[None]:
     return Plan([call], lambda responses: None)
 
 
-def trigger_job(name: str) -> Plan[pb.Execution]:
-    """Fire a job now, outside its schedule; returns the new execution."""
-    request = pb.TriggerJobRequest(name=name, request_id=new_request_id())
+def trigger_job(name: str, *, force: bool = False) -> Plan[pb.Execution]:
+    """Fire a job now, outside its schedule; returns the new execution. It obeys the job's
+    overlap policy (skipped or queued behind an active run) unless ``force``."""
+    request = pb.TriggerJobRequest(name=name, request_id=new_request_id(), force=force)
     return _single(_scheduler("TriggerJob", request, mutating=True), pb.Execution)
+
+
+def backfill_job(name: str, start_ms: int, end_ms: int, *, dry_run: bool = False) -> Plan[pb.BackfillResponse]:
+    """Record executions for the instants of a job's schedule in [start_ms, end_ms] (past
+    only) on the low-priority backfill lane; instants already recorded are left alone."""
+    request = pb.BackfillRequest(name=name, from_ms=start_ms, to_ms=end_ms, dry_run=dry_run,
+                                 request_id=new_request_id())
+    return _single(_scheduler("BackfillJob", request, mutating=True), pb.BackfillResponse)
+
+
+def list_instants(job: str, *, start_ms: int = 0, end_ms: int = 0, limit: int = 1000,
+                  stale_ok: bool = False) -> Plan[list[pb.InstantRecord]]:
+    """Every nominal instant of a job in a window (default: the last 24 h), oldest first, with
+    its disposition: ran, pending, skipped-overlap, skipped-deadline, paused, coalesced, ..."""
+    request = pb.ListInstantsRequest(job=job, from_ms=start_ms, to_ms=end_ms, limit=limit)
+    call = _scheduler("ListInstants", request, stale_ok=stale_ok)
+    return Plan([call], lambda responses: list(responses[0].instants))
+
+
+def set_quota(key: str, limit: int) -> Plan[pb.Quota]:
+    """Cap running attempts of ``team:<name>``, ``pool:<name>`` or ``lane:backfill``; 0 removes."""
+    request = pb.SetQuotaRequest(key=key, limit=limit, request_id=new_request_id())
+    return _single(_scheduler("SetQuota", request, mutating=True), pb.Quota)
+
+
+def list_quotas() -> Plan[list[pb.Quota]]:
+    """Every quota with its limit and the attempts holding it now."""
+    return Plan([_scheduler("ListQuotas", pb.ListQuotasRequest())], lambda responses: list(responses[0].quotas))
 
 
 # ---------------------------------------------------------------- executions

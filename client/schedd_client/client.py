@@ -22,6 +22,7 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
+from schedd.v1 import dags_pb2_grpc
 from schedd.v1 import scheduler_pb2_grpc as pb_grpc
 
 from . import _plans
@@ -84,6 +85,7 @@ class _Transport(Generic[ChannelT]):
                     "scheduler": pb_grpc.SchedulerStub(channel),
                     "cluster": pb_grpc.ClusterStub(channel),
                     "workers": pb_grpc.WorkersStub(channel),
+                    "dags": dags_pb2_grpc.DagsStub(channel),   # methods attached by .dags
                 }
         return getattr(stubs[call.service], call.method)
 
@@ -221,6 +223,10 @@ class Client(_Transport[grpc.Channel]):
     resume_job = _blocking(_plans.resume_job)
     delete_job = _blocking(_plans.delete_job)
     trigger_job = _blocking(_plans.trigger_job)
+    backfill_job = _blocking(_plans.backfill_job)
+    list_instants = _blocking(_plans.list_instants)
+    set_quota = _blocking(_plans.set_quota)
+    list_quotas = _blocking(_plans.list_quotas)
     list_executions = _blocking_pages(_plans.list_executions)
     get_execution = _blocking(_plans.get_execution)
     cancel_execution = _blocking(_plans.cancel_execution)
@@ -289,6 +295,10 @@ class AsyncClient(_Transport[grpc.aio.Channel]):
     resume_job = _awaitable(_plans.resume_job)
     delete_job = _awaitable(_plans.delete_job)
     trigger_job = _awaitable(_plans.trigger_job)
+    backfill_job = _awaitable(_plans.backfill_job)
+    list_instants = _awaitable(_plans.list_instants)
+    set_quota = _awaitable(_plans.set_quota)
+    list_quotas = _awaitable(_plans.list_quotas)
     list_executions = _async_pages(_plans.list_executions)
     get_execution = _awaitable(_plans.get_execution)
     cancel_execution = _awaitable(_plans.cancel_execution)

@@ -7,10 +7,20 @@
     job apply -f FILE             create or update every job in the file (one atomic batch)
     job update NAME [flags]       change the given fields of a job
     job get NAME [--next N]       spec, state, version, next fire times, last run
+    job next NAME [--count N]     coming fires in the job's zone and in UTC, DST effects marked
     job list [--team T] [--state active|paused]
-    job pause|resume|trigger|delete NAME
+    job pause|delete NAME
+    job resume NAME [--catch-up]  missed-while-paused instants follow the catch-up policy
+    job trigger NAME [--force]    --force: run even if the overlap policy would skip or queue it
+    job backfill NAME --from T --to T [--dry-run]   past instants, on the low-priority lane
     run list [JOB] [--state S] [--limit N] [--oldest-first]
+    run list JOB --all-instants [--since T] [--until T]   every instant and what became of it
+    quota set KEY N | quota delete KEY | quota list       KEY: team:<t> pool:<p> lane:backfill
     run get ID                    an execution with its attempts and output tails
+    dag apply -f FILE             create or replace every DAG in a YAML/JSON file (see schedd_client.dags)
+    dag run NAME                  start a run now
+    dag show NAME [--run ID]      the graph with each task's state in a run (default: the newest)
+    dag runs NAME [--limit N] | dag list | dag get NAME | dag delete NAME
     cluster status                leader, term and every node's Raft progress
 
 Global options may come before or after the command, with one exception: after ``job create`` and
@@ -43,6 +53,8 @@ from .client import CLUSTER_ENV, Client, parse_cluster
 from .convert import format_duration, format_time, relative_time, to_dict
 from .errors import AlreadyExists, Conflict, SchedError, Unavailable, ValidationError
 from .specs import parse_duration, spec_from_dict, spec_to_dict
+from schedd.core.schedule import ScheduleError, dst_note, format_ms, parse_time
+from schedd.core.schedule import parse as dst_schedule_parse
 
 __all__ = ["main", "build_parser"]
 
@@ -123,6 +135,26 @@ def _deadline(text: str) -> float:
     return seconds
 
 
+def _time_arg(text: str) -> Callable[[float], int]:
+    """A time given as RFC 3339, ``now``, or a duration ago (``90d``, ``6h30m``, also written
+    ``-90d`` or ``90d ago``); resolved later against the command's clock, so tests can inject it."""
+    text = text.strip()
+    if text == "now":
+        return lambda now: int(now * 1000)
+    relative = text.removesuffix("ago").strip().removeprefix("-")
+    if relative and relative[0].isdigit() and relative[-1] in "smhd":
+        try:
+            seconds = parse_duration(relative)
+        except ValidationError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        return lambda now: int((now - seconds) * 1000)
+    try:
+        ms = parse_time(text, "UTC")
+    except ScheduleError as e:
+        raise argparse.ArgumentTypeError(f"bad time {text!r}: {e}") from None
+    return lambda now: ms
+
+
 def _addresses(text: str) -> list[str]:
     try:
         return parse_cluster(text)
@@ -167,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 success, 1 failure, 2 usage error.",
     )
     _global_options(parser, top=True)
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{job,run,worker,cluster}")
+    groups = parser.add_subparsers(dest="group", required=True, metavar="{job,run,dag,quota,worker,cluster}")
 
     def command(
         subparsers: Any, name: str, run: Callable[[_Command], None], help: str, *, timeout: bool = True
@@ -205,17 +237,38 @@ def build_parser() -> argparse.ArgumentParser:
     get.add_argument("--next", type=_count(1, 100), default=5, metavar="N",
                      help="how many next fire times to show (default 5, max 100)")  # fmt: skip
 
+    upcoming = command(jobs, "next", _Command.job_next,
+                       "preview the coming fires in the job's zone and in UTC, marking DST effects")
+    upcoming.add_argument("name", metavar="NAME")
+    upcoming.add_argument("--count", type=_count(1, 100), default=10, metavar="N",
+                          help="how many coming fires to show (default 10, max 100)")
+
     listing = command(jobs, "list", _Command.job_list, "list jobs")
     listing.add_argument("--team", default="")
     listing.add_argument("--state", default="", choices=("active", "paused"))
 
     for name, run, help in (
         ("pause", _Command.job_pause, "stop firing a job"),
-        ("resume", _Command.job_resume, "fire a paused job again"),
-        ("trigger", _Command.job_trigger, "fire a job now, outside its schedule"),
         ("delete", _Command.job_delete, "delete a job (no confirmation)"),
     ):
         command(jobs, name, run, help).add_argument("name", metavar="NAME")
+    resume = command(jobs, "resume", _Command.job_resume, "fire a paused job again")
+    resume.add_argument("name", metavar="NAME")
+    resume.add_argument("--catch-up", action="store_true",
+                        help="run the instants missed while paused as the job's catch-up policy says "
+                             "(default: they are recorded 'paused' and not run)")
+    trigger = command(jobs, "trigger", _Command.job_trigger, "fire a job now, outside its schedule")
+    trigger.add_argument("name", metavar="NAME")
+    trigger.add_argument("--force", action="store_true",
+                         help="run even if the job's overlap policy would skip or queue it")
+    backfill = command(jobs, "backfill", _Command.job_backfill,
+                       "run a job for the past instants of its schedule in a time range (low-priority lane)")
+    backfill.add_argument("name", metavar="NAME")
+    backfill.add_argument("--from", dest="start", type=_time_arg, required=True, metavar="T",
+                          help="RFC 3339 time (2026-09-01T00:00:00Z), or a duration ago: 90d, 6h")
+    backfill.add_argument("--to", dest="end", type=_time_arg, required=True, metavar="T",
+                          help="RFC 3339 time, a duration ago (1h) or now")
+    backfill.add_argument("--dry-run", action="store_true", help="count the instants, commit nothing")
 
     runs = group("run", "inspect executions")
     run_list = command(runs, "list", _Command.run_list, "list executions, newest first")
@@ -224,6 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
     run_list.add_argument("--limit", type=_count(0), default=50, metavar="N",
                           help="show at most N (default 50, 0 = all)")  # fmt: skip
     run_list.add_argument("--oldest-first", action="store_true")
+    run_list.add_argument("--all-instants", action="store_true",
+                          help="every scheduled instant of JOB with its disposition (ran, skipped-overlap, "
+                               "skipped-deadline, coalesced, paused, ...), oldest first")
+    run_list.add_argument("--since", type=_time_arg, metavar="T", help="with --all-instants (default 24h ago)")
+    run_list.add_argument("--until", type=_time_arg, metavar="T", help="with --all-instants (default now)")
     run_get = command(runs, "get", _Command.run_get, "show an execution with its attempts")
     run_get.add_argument("id", metavar="ID")
     run_cancel = command(runs, "cancel", _Command.run_cancel,
@@ -233,8 +291,17 @@ def build_parser() -> argparse.ArgumentParser:
     workers = group("worker", "the workers connected to the leader")
     command(workers, "list", _Command.worker_list, "connected workers: slots, pool, labels, running attempts")
 
+    quotas = group("quota", "caps on running attempts per team, pool or the backfill lane")
+    quota_set = command(quotas, "set", _Command.quota_set, "set a quota: at most N attempts running at once")
+    quota_set.add_argument("key", metavar="KEY", help="team:<name>, pool:<name> or lane:backfill")
+    quota_set.add_argument("limit", type=_count(1), metavar="N")
+    command(quotas, "delete", _Command.quota_delete, "remove a quota").add_argument("key", metavar="KEY")
+    command(quotas, "list", _Command.quota_list, "quotas with their limits and current use")
+
     cluster = group("cluster", "cluster membership and Raft progress")
     command(cluster, "status", _Command.cluster_status, "leader, term and every node's progress")
+    from .dags import add_commands as add_dag_commands     # dag apply|run|show|runs|list|get|delete
+    add_dag_commands(groups, command)
     return parser
 
 
@@ -269,6 +336,31 @@ def _spec_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
                       help="the job's timeout: seconds or 30s, 5m, 1h")  # fmt: skip
     spec.add_argument("--max-attempts", type=_count(1), metavar="N")
     spec.add_argument("--history-limit", type=_count(0), metavar="N")
+    spec.add_argument("--dst-gap", choices=("shift", "skip"),
+                      help="a time skipped by spring-forward: fire just after the gap (shift, default) or not")
+    spec.add_argument("--dst-fold", choices=("first", "last", "both"),
+                      help="a time repeated by fall-back fires at its first (default), last or both occurrences")
+    spec.add_argument("--sla-within", type=_seconds, metavar="D", help="SLA: done within D of the scheduled time")
+    spec.add_argument("--sla-by", metavar="HH:MM", help="SLA: done by this wall time (first at or after the scheduled time)")
+    spec.add_argument("--sla-tz", metavar="ZONE", help="zone of --sla-by (default: the job's)")
+    policy = parser.add_argument_group("scheduling policies")
+    policy.add_argument("--max-active", type=_count(1), metavar="N", help="overlap allow: at most N runs at once")
+    policy.add_argument("--queue-limit", type=_count(1), metavar="N",
+                        help="overlap queue: at most N waiting runs, more are skipped (default 10)")
+    policy.add_argument("--concurrency-key", metavar="KEY",
+                        help="jobs sharing KEY run at most --concurrency-limit at once (default 1)")
+    policy.add_argument("--concurrency-limit", type=_count(1), metavar="N")
+    policy.add_argument("--catchup-window", type=_seconds, metavar="D",
+                        help="catch up only instants newer than D (e.g. 6h)")
+    policy.add_argument("--catchup-max", type=_count(1), metavar="N", help="catch up at most N missed instants")
+    policy.add_argument("--catchup-order", choices=("newest", "oldest"), help="which ones --catchup-max keeps")
+    policy.add_argument("--starting-deadline", type=_seconds, metavar="D",
+                        help="an instant not started within D of its time is SKIPPED")
+    policy.add_argument("--jitter", type=_seconds, metavar="D",
+                        help="spread dispatch over [0, D) by a hash of the job name")
+    policy.add_argument("--history-max-age", type=_seconds, metavar="D",
+                        help="prune finished executions older than D")
+    spec.add_argument("--sla-webhook", metavar="URL", help="POST each SLA miss to URL (JSON, best effort)")
 
 
 # argparse dest -> job document key, for the flags that map one to one
@@ -278,6 +370,11 @@ _FLAG_KEYS = {
     "priority": "priority", "pool": "pool", "overlap": "overlap", "catchup": "catchup",
     "delivery": "delivery",
     "job_timeout": "timeout", "history_limit": "history_limit",
+    "dst_gap": "dst_gap", "dst_fold": "dst_fold",
+    "max_active": "max_active", "queue_limit": "queue_limit", "concurrency_key": "concurrency_key",
+    "concurrency_limit": "concurrency_limit", "catchup_window": "catchup_window",
+    "catchup_max": "catchup_max", "catchup_order": "catchup_order",
+    "starting_deadline": "starting_deadline", "jitter": "jitter", "history_max_age": "history_max_age",
 }  # fmt: skip
 
 
@@ -294,6 +391,9 @@ def _flag_doc(args: argparse.Namespace) -> dict[str, Any]:
             doc[key] = _pairs(getattr(args, dest), f"--{dest.replace('_', '-')}")
     if args.max_attempts is not None:
         doc["retry"] = {"max_attempts": args.max_attempts}
+    sla = {"within": args.sla_within, "by": args.sla_by, "timezone": args.sla_tz, "webhook": args.sla_webhook}
+    if any(v is not None for v in sla.values()):
+        doc["sla"] = {k: v for k, v in sla.items() if v is not None}
     return doc
 
 
@@ -452,12 +552,41 @@ class _Command:
             ("Priority", spec.priority or ""),
             ("Pool", spec.pool),
             ("History limit", spec.history_limit or ""),
+            ("DST policy", f"gap {spec.dst_gap or 'shift'}, fold {spec.dst_fold or 'first'}"
+             if spec.dst_gap or spec.dst_fold else ""),
+            ("SLA", _describe_sla(spec)),
             ("Created", created),
             ("Updated", self.when(job.updated_ms)),
             ("Executions", job.executions_total),
             ("Last run", last_run),
             ("Next run", self.when(job.next_fire_ms)),
             ("Next runs", "\n".join(next_runs)),
+        )
+
+    def job_next(self) -> None:
+        job = self.client.get_job(self.args.name, upcoming=self.args.count, stale_ok=self.args.stale)
+        spec = job.spec
+        try:
+            schedule = dst_schedule(spec)
+        except ScheduleError:  # a server newer than this client: show the times without notes
+            schedule = None
+        zone = spec.timezone or "UTC"
+        rows = [
+            {"time_ms": ms, "local": format_ms(ms, zone), "utc": format_time(ms),
+             "dst": dst_note(schedule, ms) if schedule is not None else ""}
+            for ms in job.upcoming_ms
+        ]
+        policy = f"dst_gap {spec.dst_gap or 'shift'}, dst_fold {spec.dst_fold or 'first'}"
+        header = f"{spec.name}: {spec.schedule or '(on demand)'} in {zone} ({policy})"
+        self.emit(
+            {"name": spec.name, "schedule": spec.schedule, "timezone": zone,
+             "dst_gap": spec.dst_gap or "shift", "dst_fold": spec.dst_fold or "first", "fires": rows},
+            lambda: header + "\n" + _table(
+                ("#", f"LOCAL ({zone})", "UTC", "IN", "DST"),
+                [(i, r["local"], r["utc"], self.ago(r["time_ms"]) or "-", r["dst"] or "-")
+                 for i, r in enumerate(rows, 1)],
+                empty="No coming fires (paused, on demand, or a one-off already past).",
+            ),
         )
 
     def job_list(self) -> None:
@@ -489,15 +618,46 @@ class _Command:
         self.emit(to_dict(job), lambda: f"paused job {job.spec.name} (version {job.version})")
 
     def job_resume(self) -> None:
-        job = self.client.resume_job(self.args.name)
+        job = self.client.resume_job(self.args.name, catch_up=self.args.catch_up)
         self.emit(
             to_dict(job),
             lambda: f"resumed job {job.spec.name} (version {job.version}, next run {self.when(job.next_fire_ms)})",
         )
 
     def job_trigger(self) -> None:
-        run = self.client.trigger_job(self.args.name)
-        self.emit(to_dict(run), lambda: f"triggered job {run.job}: execution {run.id} ({run.state})")
+        run = self.client.trigger_job(self.args.name, force=self.args.force)
+        note = f": {run.reason}" if run.reason else ""
+        self.emit(to_dict(run), lambda: f"triggered job {run.job}: execution {run.id} ({run.state}{note})")
+
+    def job_backfill(self) -> None:
+        args = self.args
+        start, end = args.start(self.clock()), args.end(self.clock())
+        r = self.client.backfill_job(args.name, start, end, dry_run=args.dry_run)
+        span = f"{format_time(r.first_ms)} .. {format_time(r.last_ms)}" if r.instants else "none"
+        self.emit(
+            to_dict(r),
+            lambda: (f"{r.instants} instants of {args.name} in range ({span})" if args.dry_run else
+                     f"backfill of {args.name}: {r.created} executions recorded on the backfill lane, "
+                     f"{r.duplicates} instants already recorded ({span})"),
+        )
+
+    # -- quotas
+
+    def quota_set(self) -> None:
+        q = self.client.set_quota(self.args.key, self.args.limit)
+        self.emit(to_dict(q), lambda: f"quota {q.key}: at most {q.limit} running ({q.running} now)")
+
+    def quota_delete(self) -> None:
+        q = self.client.set_quota(self.args.key, 0)
+        self.emit(to_dict(q), lambda: f"quota {q.key} removed" + (f" (default {q.limit} applies)" if q.limit else ""))
+
+    def quota_list(self) -> None:
+        quotas = self.client.list_quotas()
+        self.emit(
+            [to_dict(q) for q in quotas],
+            lambda: _table(("QUOTA", "LIMIT", "RUNNING"),
+                           [(q.key, q.limit or "-", q.running) for q in quotas], empty="No quotas."),
+        )
 
     def job_delete(self) -> None:
         self.client.delete_job(self.args.name)
@@ -507,6 +667,11 @@ class _Command:
 
     def run_list(self) -> None:
         args = self.args
+        if args.all_instants:
+            self._instants()
+            return
+        if args.since is not None or args.until is not None:
+            raise UsageError("--since and --until go with --all-instants")
         runs = list(
             self.client.list_executions(
                 args.job,
@@ -516,17 +681,37 @@ class _Command:
                 stale_ok=args.stale,
             )
         )
+        sla = any(_sla_missed(run) for run in runs)      # an SLA column only when one missed
         self.emit(
             [to_dict(run) for run in runs],
             lambda: _table(
-                ("ID", "JOB", "SCHEDULED", "STATE", "TRIGGER", "RECORDED", "TERM"),
+                ("ID", "JOB", "SCHEDULED", "STATE", "TRIGGER", "RECORDED", "TERM") + (("SLA",) if sla else ()),
                 [
                     (run.id, run.job, self.when(run.scheduled_ms), run.state, run.trigger,
                      self.when(run.created_ms), run.term)  # fmt: skip
+                    + (("! missed" if _sla_missed(run) else "-",) if sla else ())
                     for run in runs
                 ],
                 empty="No executions found.",
             ),
+        )
+
+    def _instants(self) -> None:
+        args = self.args
+        if not args.job:
+            raise UsageError("run list --all-instants needs JOB")
+        now = self.clock()
+        rows = self.client.list_instants(
+            args.job, start_ms=args.since(now) if args.since else 0, end_ms=args.until(now) if args.until else 0,
+            limit=args.limit or 10_000, stale_ok=args.stale)
+        self.emit(
+            [to_dict(r) for r in rows],
+            lambda: _table(
+                ("INSTANT", "DISPOSITION", "STATE", "DETAIL"),
+                [(format_time(r.instant_ms), r.disposition,
+                  r.execution.state if r.HasField("execution") else "-", _shorten(r.detail, 70))
+                 for r in rows],
+                empty="No instants in the window."),
         )
 
     def run_get(self) -> None:
@@ -563,6 +748,12 @@ class _Command:
                 empty="  (none yet)",
             ),
         ]
+        if run.events:
+            parts += ["", "Events:", _table(
+                ("TIME", "KIND", "MESSAGE"),
+                [(format_time(e.time_ms) or "-", ("! " if e.kind == "sla_missed" else "") + e.kind, e.message)
+                 for e in run.events],
+                empty="")]
         for attempt in run.attempts:
             if attempt.output_tail:
                 parts += ["", f"Output of attempt {attempt.number} (tail):", _indent(attempt.output_tail)]
@@ -675,6 +866,21 @@ def _created_line(job: pb.Job) -> str:
     return f"created job {job.spec.name} (version {job.version})"
 
 
+def _sla_missed(run: pb.Execution) -> bool:
+    return any(e.kind == "sla_missed" for e in run.events)
+
+
+def _describe_sla(spec: pb.JobSpec) -> str:
+    if not spec.HasField("sla"):
+        return ""
+    sla = spec.sla
+    parts = [f"within {format_duration(sla.within_seconds)}"] if sla.within_seconds else []
+    if sla.by:
+        parts.append(f"by {sla.by} {sla.timezone or spec.timezone or 'UTC'}")
+    text = " and ".join(parts) or "-"
+    return text + (f", webhook {sla.webhook}" if sla.webhook else "")
+
+
 def _job_state(job: pb.Job) -> str:
     return "paused" if job.paused else "active"
 
@@ -694,6 +900,13 @@ def _local_time(ms: int, zone: ZoneInfo | None) -> str:
         return ""
     moment = datetime.fromtimestamp(ms / 1000, zone)
     return f"{moment.isoformat(timespec='seconds')} {moment.tzname()}"
+
+
+def dst_schedule(spec: pb.JobSpec):
+    """The job's schedule with its DST policy, parsed locally (pure, same code as the server) to
+    say how a transition shapes each coming fire."""
+    return dst_schedule_parse(spec.schedule, spec.timezone or "UTC", hash_key=spec.name,
+                              gap=spec.dst_gap, fold=spec.dst_fold)
 
 
 def _outcome(attempt: pb.Attempt) -> str:

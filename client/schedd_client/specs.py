@@ -20,8 +20,25 @@ default. Unknown keys are refused with a ``ValidationError`` naming the key::
     overlap: skip                   # skip | queue | allow (default allow)
     catchup: latest                 # all | latest | none (default all)
     delivery: at_most_once          # at_least_once (default) | at_most_once
+    max_active: 3                   # overlap allow: at most 3 runs at once (default unbounded)
+    queue_limit: 5                  # overlap queue: at most 5 waiting, more are SKIPPED (default 10)
+    concurrency_key: warehouse      # jobs sharing a key run at most concurrency_limit at once
+    concurrency_limit: 1            # (default 1: mutually exclusive)
+    catchup_window: 6h              # after downtime, only instants newer than this are caught up
+    catchup_max: 10                 # at most 10 missed instants run (catchup all) ...
+    catchup_order: newest           # ... the newest (default) or the oldest
+    starting_deadline: 10m          # not started 10 min after its instant: SKIPPED, with the reason
+    jitter: 60s                     # spread dispatch over [0, 60s) by a hash of the name
+    history_max_age: 30d            # prune finished executions older than this
     timeout: 30m                    # seconds (a number) or a duration: "90s", "5m", "1h30m", "250ms"
     history_limit: 200              # executions kept; 0 = server default
+    dst_gap: skip                   # shift (default: fire at the end of a spring-forward gap) | skip
+    dst_fold: both                  # first (default) | last | both: a repeated wall time fires on...
+    sla:                            # a deadline per run; a miss is an event on the run (+ webhook)
+      within: 2h                    # done within 2h of the scheduled time, and/or
+      by: "06:00"                   # by the first 06:00 at or after it, in
+      timezone: Europe/Berlin       # (default: the job's zone)
+      webhook: https://hooks.example.com/sla   # POSTed once per miss, best effort
     retry:
       max_attempts: 3
       initial_backoff: 10s          # durations like timeout
@@ -63,7 +80,15 @@ _DOC_KEYS = (
     "pool", "worker_labels", "overlap", "catchup", "delivery", "timeout", "history_limit", "retry",
     "command", "argv", "workdir", "env", "http", "python",
 )  # fmt: skip
+_DOC_KEYS += ("dst_gap", "dst_fold", "sla")
+_DOC_KEYS += ("max_active", "queue_limit", "concurrency_key", "concurrency_limit", "catchup_window",
+              "catchup_max", "catchup_order", "starting_deadline", "jitter", "history_max_age")
+# job document key -> JobSpec field, for the policies given as durations
+_DURATION_FIELDS = {"catchup_window": "catchup_window_seconds", "starting_deadline": "starting_deadline_seconds",
+                    "jitter": "jitter_seconds", "history_max_age": "history_max_age_seconds"}
+_COUNT_FIELDS = ("max_active", "queue_limit", "concurrency_limit", "catchup_max")
 _RETRY_KEYS = ("max_attempts", "initial_backoff", "max_backoff", "multiplier")
+_SLA_KEYS = ("within", "by", "timezone", "webhook")
 _HTTP_KEYS = ("url", "method", "headers", "body", "insecure_skip_verify")
 _PYTHON_KEYS = ("name", "args")
 
@@ -123,12 +148,31 @@ def job_spec(
     worker_labels: Mapping[str, str] | None = None,
     paused: bool = False,
     history_limit: int = 0,
+    dst_gap: str = "",
+    dst_fold: str = "",
+    sla: pb.SlaSpec | Mapping[str, Any] | None = None,
+    max_active: int = 0,
+    queue_limit: int = 0,
+    concurrency_key: str = "",
+    concurrency_limit: int = 0,
+    catchup_window: float | str = 0,
+    catchup_max: int = 0,
+    catchup_order: str = "",
+    starting_deadline: float | str = 0,
+    jitter: float | str = 0,
+    history_max_age: float | str = 0,
 ) -> pb.JobSpec:
     """A ``JobSpec`` with exactly one handler: ``command=`` or ``argv=`` (with optional ``workdir``
     and ``env``), ``http_url=`` (with ``http_method``, ``http_headers``, ``http_body``), or
     ``python=`` (a handler name registered with the worker API; ``python_args`` is any JSON value).
 
-    ``timeout`` is seconds or a duration text ("5m"). Empty ``schedule`` means on demand. Fields
+    ``timeout`` is seconds or a duration text ("5m"). Empty ``schedule`` means on demand.
+    ``dst_gap`` (shift | skip) and ``dst_fold`` (first | last | both) are the schedule's DST
+    policies; ``sla`` a ``SlaSpec`` or a mapping of its fields (``within`` may be a duration
+    text). Policies: ``max_active`` (overlap allow), ``queue_limit`` (overlap queue),
+    ``concurrency_key``/``concurrency_limit``, ``catchup_window``, ``catchup_max``,
+    ``catchup_order`` (newest | oldest), ``starting_deadline``, ``jitter`` and ``history_max_age``
+    (seconds or durations). Fields
     left at their zero value take the server's defaults. Raises ``ValidationError`` for a missing
     or ambiguous handler or a bad duration; the rest is validated by the server.
     """
@@ -183,7 +227,33 @@ def job_spec(
         worker_labels=dict(worker_labels or {}),
         paused=paused,
         history_limit=history_limit,
+        dst_gap=dst_gap,
+        dst_fold=dst_fold,
+        sla=_sla_spec(name, sla),
+        max_active=max_active,
+        queue_limit=queue_limit,
+        concurrency_key=concurrency_key,
+        concurrency_limit=concurrency_limit,
+        catchup_window_seconds=parse_duration(catchup_window),
+        catchup_max=catchup_max,
+        catchup_order=catchup_order,
+        starting_deadline_seconds=parse_duration(starting_deadline),
+        jitter_seconds=parse_duration(jitter),
+        history_max_age_seconds=parse_duration(history_max_age),
     )
+
+
+def _sla_spec(name: str, sla: pb.SlaSpec | Mapping[str, Any] | None) -> pb.SlaSpec | None:
+    if sla is None or isinstance(sla, pb.SlaSpec):
+        return sla
+    d = dict(_mapping(sla, f"job {name!r}: sla"))
+    within = d.pop("within", None)
+    if within is not None:
+        d["within_seconds"] = parse_duration(within)
+    try:
+        return pb.SlaSpec(**d)
+    except (TypeError, ValueError) as err:
+        raise ValidationError(f"job {name!r}: bad sla: {err}") from None
 
 
 def spec_from_dict(doc: Mapping[str, Any]) -> pb.JobSpec:
@@ -245,8 +315,21 @@ def spec_from_dict(doc: Mapping[str, Any]) -> pb.JobSpec:
         worker_labels=r.text_map("worker_labels"),
         paused=r.flag("paused"),
         history_limit=r.integer("history_limit"),
+        dst_gap=r.text("dst_gap"),
+        dst_fold=r.text("dst_fold"),
+        sla=_sla_from_doc(r) if doc.get("sla") is not None else None,
+        concurrency_key=r.text("concurrency_key"),
+        catchup_order=r.text("catchup_order"),
+        **{key: r.integer(key) for key in _COUNT_FIELDS},
+        **{key: r.seconds(key) for key in _DURATION_FIELDS},
         **handler,
     )
+
+
+def _sla_from_doc(r: _Reader) -> pb.SlaSpec:
+    s = r.section("sla", _SLA_KEYS)
+    return pb.SlaSpec(within_seconds=s.seconds("within"), by=s.text("by"), timezone=s.text("timezone"),
+                      webhook=s.text("webhook"))
 
 
 def spec_to_dict(spec: pb.JobSpec) -> dict[str, Any]:
@@ -296,6 +379,16 @@ def spec_to_dict(spec: pb.JobSpec) -> dict[str, Any]:
     for key in ("overlap", "catchup", "delivery", "priority", "pool", "paused", "history_limit"):
         if getattr(spec, key):
             doc[key] = getattr(spec, key)
+    for key in ("dst_gap", "dst_fold", "concurrency_key", "catchup_order", *_COUNT_FIELDS):
+        if getattr(spec, key):
+            doc[key] = getattr(spec, key)
+    for key, field in _DURATION_FIELDS.items():
+        if getattr(spec, field):
+            doc[key] = _plain_number(getattr(spec, field))
+    if spec.HasField("sla"):
+        sla = {"within": _plain_number(spec.sla.within_seconds), "by": spec.sla.by,
+               "timezone": spec.sla.timezone, "webhook": spec.sla.webhook}
+        doc["sla"] = {k: v for k, v in sla.items() if v}
     return doc
 
 

@@ -18,7 +18,10 @@ import grpc
 
 from schedd.api import convert
 from schedd.core import commands as C
+from schedd.core import ledger
 from schedd.core import schedule as sched
+from schedd.core.policy import BACKFILL, QUOTA_KINDS, quota_limit
+from schedd.core.state import MAX_BACKFILL_PER_ENTRY, schedule_of
 from schedd.core.model import (
     EXECUTION_STATES, ValidationError, canonical_spec, parse_execution_id,
 )
@@ -36,6 +39,7 @@ PRINCIPAL = "x-schedd-principal"
 COMMIT_TIMEOUT_S = 10.0
 PAST_AT_GRACE_MS = 60_000
 BATCH_CHUNK = 100
+MAX_BACKFILL = 100_000            # instants per backfill request
 
 RESULT_STATUS = {
     "invalid": grpc.StatusCode.INVALID_ARGUMENT,
@@ -43,6 +47,7 @@ RESULT_STATUS = {
     "exists": grpc.StatusCode.ALREADY_EXISTS,
     "conflict": grpc.StatusCode.FAILED_PRECONDITION,
     "stale_term": grpc.StatusCode.UNAVAILABLE,
+    "blocked": grpc.StatusCode.FAILED_PRECONDITION,
     "internal": grpc.StatusCode.INTERNAL,
 }
 
@@ -259,7 +264,8 @@ class SchedulerService(pb_grpc.SchedulerServicer):
 
     @routed(write=True)
     async def ResumeJob(self, request: pb.JobRef, context) -> pb.Job:
-        await self._commit(context, C.RESUME, request.request_id, name=request.name)
+        await self._commit(context, C.RESUME, request.request_id, name=request.name,
+                           catch_up=request.catch_up)
         return await self._job_or_abort(context, request.name)
 
     @routed(write=True)
@@ -269,7 +275,8 @@ class SchedulerService(pb_grpc.SchedulerServicer):
 
     @routed(write=True)
     async def TriggerJob(self, request: pb.TriggerJobRequest, context) -> pb.Execution:
-        result = await self._commit(context, C.TRIGGER, request.request_id, name=request.name)
+        result = await self._commit(context, C.TRIGGER, request.request_id, name=request.name,
+                                    force=request.force)
         with self.node.lock:
             ex = self.node.state.execs.get((result["name"], result["scheduled_ms"]))
             if ex is not None:
@@ -323,6 +330,91 @@ class SchedulerService(pb_grpc.SchedulerServicer):
             assigner.push_cancel(result["token"], request.id)
         with self.node.lock:
             return self._exec_pb(self.node.state.execs[(name, t)])
+
+
+    # ------------------------------------------------------------ backfill, ledger, quotas
+
+    @routed(write=True)
+    async def BackfillJob(self, request: pb.BackfillRequest, context) -> pb.BackfillResponse:
+        """Instants are listed here, on the leader, and committed in entries of at most
+        MAX_BACKFILL_PER_ENTRY; apply checks each one is an instant of the schedule."""
+        if not request.from_ms or not request.to_ms or request.from_ms > request.to_ms:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "give from and to times, from <= to")
+        now = self.clock.now_ms()
+        if request.to_ms > now:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"backfill covers the past only: to {sched.format_ms(request.to_ms)} is in "
+                                "the future")
+        with self.node.lock:
+            job = self.node.state.jobs.get(request.name)
+            s = None if job is None else schedule_of(job)
+        if job is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.name!r} not found")
+        if s.kind in ("none", "at"):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"job {request.name!r} has no recurring schedule to backfill")
+        times: list[int] = []
+        x = sched.next_after(s, request.from_ms - 1)
+        while x is not None and x <= request.to_ms:
+            if len(times) == MAX_BACKFILL:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"the range holds more than {MAX_BACKFILL} instants; backfill it in parts")
+            times.append(x)
+            x = sched.next_after(s, x)
+        out = pb.BackfillResponse(instants=len(times), first_ms=times[0] if times else 0,
+                                  last_ms=times[-1] if times else 0)
+        if request.dry_run or not times:
+            return out
+        rid = request.request_id or uuid.uuid4().hex
+        step = MAX_BACKFILL_PER_ENTRY
+        results = await asyncio.gather(*(
+            self._commit(context, C.BACKFILL, f"{rid}-{i}", name=request.name, times=times[i:i + step])
+            for i in range(0, len(times), step)))
+        out.created = sum(r.get("created", 0) for r in results)
+        out.duplicates = sum(r.get("duplicates", 0) for r in results)
+        return out
+
+    @routed(write=False)
+    async def ListInstants(self, request: pb.ListInstantsRequest, context) -> pb.ListInstantsResponse:
+        now = self.clock.now_ms()
+        until = request.to_ms or now
+        since = request.from_ms or until - 86_400_000
+        limit = request.limit or 1000
+        if since > until or not 0 < limit <= ledger.MAX_INSTANTS:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"need from <= to and 1 <= limit <= {ledger.MAX_INSTANTS}")
+        with self.node.lock:
+            st = self.node.state
+            job = st.jobs.get(request.job)
+            if job is None:
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.job!r} not found")
+            rows = ledger.instants(st, job, since, until, limit)
+            return pb.ListInstantsResponse(instants=[
+                pb.InstantRecord(instant_ms=r.instant_ms, disposition=r.disposition, detail=r.detail,
+                                 execution=self._exec_pb(r.execution) if r.execution is not None else None)
+                for r in rows])
+
+    @routed(write=True)
+    async def SetQuota(self, request: pb.SetQuotaRequest, context) -> pb.Quota:
+        kind, _, name = request.key.partition(":")
+        if kind not in QUOTA_KINDS or not name or (kind == "lane" and name != BACKFILL):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"bad quota key {request.key!r}: use team:<name>, pool:<name> or lane:backfill")
+        if request.limit < 0:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "limit must be >= 0 (0 removes the quota)")
+        await self._commit(context, C.QUOTA, request.request_id, key=request.key, limit=request.limit)
+        with self.node.lock:
+            st = self.node.state
+            return pb.Quota(key=request.key, limit=quota_limit(st, request.key) or 0,
+                            running=st.held.get(request.key, 0))
+
+    @routed(write=False)
+    async def ListQuotas(self, request: pb.ListQuotasRequest, context) -> pb.ListQuotasResponse:
+        with self.node.lock:
+            st = self.node.state
+            keys = sorted({*st.quotas, f"lane:{BACKFILL}", *(k for k in st.held if not k.startswith("key:"))})
+            return pb.ListQuotasResponse(quotas=[
+                pb.Quota(key=k, limit=quota_limit(st, k) or 0, running=st.held.get(k, 0)) for k in keys])
 
 
 class ClusterService(pb_grpc.ClusterServicer):

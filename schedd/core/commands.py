@@ -28,8 +28,17 @@ START = "start"          # the leader's claim: attempt k of an execution goes to
 FINISH = "finish"        # a worker's result for the attempt holding `token`
 EXPIRE = "expire"        # the leader gave up on an attempt whose worker went silent (lease lost)
 CANCEL = "cancel"        # a user's cancel of an execution
+SKIP = "skip"            # the leader records executions that will not run (overlap, deadline)
+BACKFILL = "backfill"    # executions for past instants, on the backfill lane
+QUOTA = "quota"          # set or remove a concurrency quota (team, pool, backfill lane)
 KINDS = (EPOCH, PUT, PUT_MANY, DELETE, PAUSE, RESUME, TRIGGER, FIRE, NOOP, START, FINISH, EXPIRE,
-         CANCEL)
+         CANCEL, SKIP, BACKFILL, QUOTA)
+DAG_PUT = "dag_put"      # create or replace a DAG (schedd.core.dags)
+DAG_DELETE = "dag_delete"
+DAG_RUN = "dag_run"      # start a DAG run now, on demand
+KINDS += (DAG_PUT, DAG_DELETE, DAG_RUN)
+SLA = "sla"              # the leader records an execution's SLA miss (schedd.core.sla), once
+KINDS += (SLA,)
 
 
 class EntryTooLarge(ValueError):

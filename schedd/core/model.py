@@ -30,6 +30,7 @@ MAX_TIMEOUT_S = 7 * 24 * 3600
 
 OVERLAP_POLICIES = ("allow", "skip", "queue")
 CATCHUP_POLICIES = ("all", "latest", "none")
+CATCHUP_ORDERS = ("newest", "oldest")
 DELIVERY_POLICIES = ("at_least_once", "at_most_once")
 MAX_ERROR_CHARS = 2048
 MAX_OUTPUT_TAIL_CHARS = 4096
@@ -75,6 +76,8 @@ class Job:
     history_limit: int = DEFAULT_HISTORY_LIMIT
     last_fire: int | None = None     # last scheduled instant recorded by the schedule
     fired_total: int = 0             # executions recorded since creation, pruned ones included
+    gaps: tuple = ()                 # (from_ms, to_ms, reason): instants not run and why (newest last)
+    dst: str = ""                    # DST policy "gap/fold" of the schedule; "" = the defaults
 
     def spec_dict(self) -> dict:
         return json.loads(self.spec)
@@ -103,7 +106,7 @@ class Execution:
     job: str
     scheduled_ms: int
     state: str
-    trigger: str                     # schedule | catchup | manual
+    trigger: str                     # schedule | catchup | manual | forced | backfill
     created_ms: int                  # leader time stamped on the entry that recorded it
     term: int
     log_index: int
@@ -112,10 +115,23 @@ class Execution:
     attempts: list[Attempt] = field(default_factory=list)
     retry_at: int | None = None      # while RETRY_WAIT: when the next attempt may start
     cancel_requested: bool = False   # a cancel arrived while an attempt was running
+    due_ms: int = 0                  # when it may start (scheduled time plus jitter); 0 = scheduled_ms
+    lane: str = ""                   # "" | backfill: served after the normal lane, with its own quota
+    holds: tuple = ()                # quota counters its running attempt occupies (policy.holds)
+    events: list = field(default_factory=list)  # ExecutionEvent records (sla_missed, ...), oldest first
 
     @property
     def id(self) -> str:
         return execution_id(self.job, self.scheduled_ms)
+
+
+@dataclass(slots=True)
+class ExecutionEvent:
+    """Something that happened to an execution beside its attempts (e.g. "sla_missed")."""
+
+    time_ms: int
+    kind: str
+    message: str
 
 
 def execution_id(job: str, scheduled_ms: int) -> str:
@@ -123,9 +139,13 @@ def execution_id(job: str, scheduled_ms: int) -> str:
     return f"{job}@{sched.format_ms(scheduled_ms, 'UTC')}"
 
 
+# The rows of a DAG: "<dag>:<task>" for a task, "<dag>:" for the DAG's schedule (schedd.core.dags).
+DAG_ROW_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}:([a-z0-9][a-z0-9._-]{0,127})?$")
+
+
 def parse_execution_id(eid: str) -> tuple[str, int]:
     job, sep, when = eid.partition("@")
-    if not sep or not NAME_RE.match(job):
+    if not sep or not (NAME_RE.match(job) or DAG_ROW_RE.match(job)):
         raise ValidationError(f"bad execution id {eid!r}: expected <job>@<RFC 3339 time>")
     try:
         return job, sched.parse_time(when, "UTC")
@@ -259,6 +279,9 @@ def canonical_spec(d: dict) -> tuple[dict, str]:
     if not isinstance(d, dict):
         raise ValidationError("job spec must be an object")
     name = _str(d, "name", 128)
+    if ":" in name and DAG_ROW_RE.match(name):
+        raise ValidationError(f"job {name!r} is part of DAG {name.partition(':')[0]!r} (names with ':' "
+                              "are DAG tasks); use `schedctl dag apply` to change it")
     if not NAME_RE.match(name):
         raise ValidationError(f"bad job name {name!r}: use 1-128 of a-z 0-9 . _ -, starting with a "
                               "letter or digit")
@@ -267,7 +290,8 @@ def canonical_spec(d: dict) -> tuple[dict, str]:
         raise ValidationError(f"bad team {team!r}: use 1-64 of a-z 0-9 . _ -")
     try:
         tz = sched.validate_tz(_str(d, "timezone", 64) or "UTC")
-        parsed = sched.parse(_str(d, "schedule", 256), tz, hash_key=name)
+        parsed = sched.parse(_str(d, "schedule", 256), tz, hash_key=name,
+                             gap=_str(d, "dst_gap", 16), fold=_str(d, "dst_fold", 16))
     except sched.ScheduleError as e:
         raise ValidationError(str(e)) from None
     out: dict = {"name": name, "team": team, "schedule": parsed.spec, "timezone": tz,
@@ -296,6 +320,8 @@ def canonical_spec(d: dict) -> tuple[dict, str]:
         raise ValidationError(f"catchup must be one of {', '.join(CATCHUP_POLICIES)}, got {catchup!r}")
     if catchup:
         out["catchup"] = catchup
+    _policies(d, out)
+    _dst_and_sla(d, out, parsed)
     delivery = _str(d, "delivery", 16)
     if delivery and delivery not in DELIVERY_POLICIES:
         raise ValidationError(f"delivery must be one of {', '.join(DELIVERY_POLICIES)}, got {delivery!r}")
@@ -314,6 +340,35 @@ def canonical_spec(d: dict) -> tuple[dict, str]:
     if len(text) > MAX_SPEC_BYTES:
         raise ValidationError(f"job spec is too large ({len(text)} bytes, at most {MAX_SPEC_BYTES})")
     return out, text
+
+
+def _policies(d: dict, out: dict) -> None:
+    """Overlap bounds, concurrency key, catch-up window/cap/deadline, jitter and retention age."""
+    for key, hi in (("max_active", 10_000), ("queue_limit", 10_000), ("concurrency_limit", 10_000),
+                    ("catchup_max", 100_000)):
+        if d.get(key):
+            out[key] = _number(d, key, 1, hi, integer=True)
+    if "max_active" in out and out.get("overlap", "allow") != "allow":
+        raise ValidationError("max_active applies to overlap allow only (skip and queue allow one run)")
+    if "queue_limit" in out and out.get("overlap") != "queue":
+        raise ValidationError("queue_limit applies to overlap queue only")
+    key = _str(d, "concurrency_key", 128)
+    if key:
+        if not TEAM_RE.match(key):
+            raise ValidationError(f"bad concurrency_key {key!r}: use 1-64 of a-z 0-9 . _ -")
+        out["concurrency_key"] = key
+    elif "concurrency_limit" in out:
+        raise ValidationError("concurrency_limit needs a concurrency_key")
+    order = _str(d, "catchup_order", 16)
+    if order and order not in CATCHUP_ORDERS:
+        raise ValidationError(f"catchup_order must be one of {', '.join(CATCHUP_ORDERS)}, got {order!r}")
+    if order and order != "newest":
+        out["catchup_order"] = order
+    for key, hi in (("catchup_window_seconds", 366 * 86400), ("starting_deadline_seconds", 366 * 86400),
+                    ("jitter_seconds", 86400), ("history_max_age_seconds", 3660 * 86400)):
+        if d.get(key):
+            v = _number(d, key, 0.001, hi, integer=False)
+            out[key] = int(v) if v == int(v) else v
 
 
 def dump_spec(spec: dict) -> str:
@@ -345,4 +400,88 @@ def load_committed_spec(text: object) -> dict:
     limit = d.get("history_limit", DEFAULT_HISTORY_LIMIT)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_HISTORY_LIMIT:
         raise ValidationError("bad history_limit")
+    _committed_dst_and_sla(d)
     return d
+
+
+# ------------------------------------------------------------------ DST policies and SLAs
+
+MAX_SLA_SECONDS = 366 * 86400
+SLA_BY_RE = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
+
+
+def _dst_and_sla(d: dict, out: dict, parsed: sched.Schedule) -> None:
+    """dst_gap / dst_fold (kept only when not the default, so older canonical specs stay
+    byte-identical) and the sla object."""
+    gap, fold = _str(d, "dst_gap", 16), _str(d, "dst_fold", 16)
+    if gap and gap not in sched.GAP_POLICIES:
+        raise ValidationError(f"dst_gap must be one of {', '.join(sched.GAP_POLICIES)}, got {gap!r}")
+    if fold and fold not in sched.FOLD_POLICIES:
+        raise ValidationError(f"dst_fold must be one of {', '.join(sched.FOLD_POLICIES)}, got {fold!r}")
+    if gap and gap != sched.GAP_POLICIES[0]:
+        out["dst_gap"] = gap
+    if fold and fold != sched.FOLD_POLICIES[0]:
+        out["dst_fold"] = fold
+    sla = d.get("sla")
+    if sla in (None, {}):
+        return
+    if not isinstance(sla, dict):
+        raise ValidationError("sla must be an object")
+    unknown = sorted(set(sla) - {"within_seconds", "by", "timezone", "webhook"})
+    if unknown:
+        raise ValidationError(f"unknown sla field {unknown[0]!r}")
+    got: dict = {}
+    if sla.get("within_seconds"):
+        v = _number(sla, "within_seconds", 0.001, MAX_SLA_SECONDS, integer=False)
+        got["within_seconds"] = int(v) if v == int(v) else v
+    by = _str(sla, "by", 16).strip()
+    if by:
+        if not SLA_BY_RE.match(by):
+            raise ValidationError(f"sla.by must be a wall time HH:MM (00:00-23:59), got {by!r}")
+        got["by"] = by
+    tz = _str(sla, "timezone", 64)
+    if tz:
+        try:
+            got["timezone"] = sched.validate_tz(tz)
+        except sched.ScheduleError as e:
+            raise ValidationError(f"sla.timezone: {e}") from None
+    webhook = _str(sla, "webhook", 2048)
+    if webhook:
+        if not re.match(r"^https?://[^\s/]+", webhook):
+            raise ValidationError(f"sla.webhook must start with http:// or https://, got {webhook!r}")
+        got["webhook"] = webhook
+    if "within_seconds" not in got and "by" not in got:
+        raise ValidationError("sla needs within_seconds or by (or both)")
+    if "timezone" in got and "by" not in got:
+        raise ValidationError("sla.timezone applies to sla.by only")
+    out["sla"] = got
+
+
+def _committed_dst_and_sla(d: dict) -> None:
+    """What apply computes with: the DST policy names and the SLA's deadline fields."""
+    if d.get("dst_gap", "shift") not in sched.GAP_POLICIES:
+        raise ValidationError("bad dst_gap")
+    if d.get("dst_fold", "first") not in sched.FOLD_POLICIES:
+        raise ValidationError("bad dst_fold")
+    sla = d.get("sla")
+    if sla is None:
+        return
+    if not isinstance(sla, dict):
+        raise ValidationError("bad sla")
+    within = sla.get("within_seconds", 0)
+    if isinstance(within, bool) or not isinstance(within, (int, float)) or not 0 <= within <= MAX_SLA_SECONDS:
+        raise ValidationError("bad sla.within_seconds")
+    by = sla.get("by", "")
+    if not isinstance(by, str) or (by and not SLA_BY_RE.match(by)):
+        raise ValidationError("bad sla.by")
+    if not within and not by:
+        raise ValidationError("sla needs within_seconds or by")
+    for key in ("timezone", "webhook"):
+        if not isinstance(sla.get(key, ""), str):
+            raise ValidationError(f"bad sla.{key}")
+
+
+def dst_policy(spec: dict) -> str:
+    """The Job.dst text of a canonical spec: "" for the defaults, else "gap/fold"."""
+    gap, fold = spec.get("dst_gap") or "shift", spec.get("dst_fold") or "first"
+    return "" if (gap, fold) == ("shift", "first") else f"{gap}/{fold}"

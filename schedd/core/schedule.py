@@ -38,9 +38,19 @@ wall-clock time of the schedule's IANA zone; each matching wall time is then map
 - Fall back (a fold): a wall time that occurs twice fires once, at its FIRST occurrence. The
   second pass through the repeated hour fires nothing.
 
-So the mapping from wall time to instant is monotone, `next_after` is strictly increasing,
-and the second pass through a fold is skipped in one step (no per-second walk). The same two
-rules read a local time without offset in `parse_time` and ``at``.
+Those are the defaults. A cron schedule may choose other policies (`parse(..., gap=, fold=)`,
+job spec keys ``dst_gap`` and ``dst_fold``):
+
+- ``gap="shift"`` (default) as above; ``gap="skip"``: a wall time inside a gap does not fire
+  at all that day (Berlin ``30 2 * * *`` has no fire on 2026-03-29).
+- ``fold="first"`` (default) as above; ``fold="last"``: a repeated wall time fires once, at its
+  SECOND occurrence (Berlin 2026-10-25 02:30 fires at 02:30 CET = 01:30Z);
+  ``fold="both"``: it fires at both occurrences (00:30Z and 01:30Z).
+
+With any policy `next_after` is strictly increasing, and neither a gap nor the second pass
+through a fold is walked second by second. The default rules also read a local time without
+offset in `parse_time` and ``at`` (policies apply to cron schedules only; give an ``at`` time an
+explicit offset to pick the other occurrence of a repeated time).
 
 Cron granularity is one second; `next_after` accepts any millisecond. Instants are computed
 between 1900 and the end of year 9998: for an earlier `after_ms` the first fire from
@@ -72,8 +82,11 @@ from croniter import CroniterError, croniter
 from croniter.croniter import HashExpander
 
 __all__ = [
+    "FOLD_POLICIES",
+    "GAP_POLICIES",
     "Schedule",
     "ScheduleError",
+    "dst_note",
     "format_ms",
     "next_after",
     "next_n",
@@ -122,6 +135,11 @@ _MACROS = {
     "@hourly": "0 * * * *", "@minutely": "* * * * *",
 }
 _NONE_SPECS = frozenset({"", "none", "@none"})
+
+#: DST policies (module doc): the first of each is the default.
+GAP_POLICIES = ("shift", "skip")
+FOLD_POLICIES = ("first", "last", "both")
+_MAX_GAP_SKIPS = 10_000  # a skip-gap cron whose every match falls in a gap runs out by then
 
 _FIELD_CHARS = re.compile(r"[0-9a-z*?,/#()\-]+")
 _HASH_FIELD = re.compile(r"[hr](?:\(\d+-\d+\))?(?:/\d+)?", re.ASCII)
@@ -588,39 +606,50 @@ class Schedule:
     _tzinfo: tzinfo | None = field(default=None, repr=False, compare=False)  # None: UTC math
     _period_ms: int = field(default=0, repr=False, compare=False)
     _at_ms: int = field(default=0, repr=False, compare=False)
+    gap: str = "shift"  # DST policies (module doc); always the defaults unless kind is cron
+    fold: str = "first"
 
     def __reduce__(self) -> tuple:
         """Pickle as the text only: small, and re-parsing re-uses the shared caches."""
-        return _restore, (self.spec, self.tz, self._hash_key)
+        return _restore, (self.spec, self.tz, self._hash_key, self.gap, self.fold)
 
 
-def _restore(spec: str, tz: str, hash_key: str) -> Schedule:
-    return parse(spec, tz, hash_key=hash_key)
+def _restore(spec: str, tz: str, hash_key: str, gap: str = "shift", fold: str = "first") -> Schedule:
+    return parse(spec, tz, hash_key=hash_key, gap=gap, fold=fold)
 
 
-def parse(spec: str | None, tz: str | None = "UTC", *, hash_key: str = "") -> Schedule:
-    """Parse schedule text in time zone `tz`; `hash_key` (the job id) places H fields.
+def parse(spec: str | None, tz: str | None = "UTC", *, hash_key: str = "", gap: str = "shift",
+          fold: str = "first") -> Schedule:
+    """Parse schedule text in time zone `tz`; `hash_key` (the job id) places H fields; `gap`
+    (shift | skip) and `fold` (first | last | both) are the DST policies of a cron schedule
+    ("" = the default; ignored by the other kinds).
 
     The normalized `spec` re-parses to an equal Schedule: "none" for on-demand; cron fields
     single-spaced and upper-cased ("*/15 9-17 * * MON-FRI", H kept as written); macros
     lower-cased; "@every 1h30m" in canonical units; "at <RFC 3339 in tz>". `tz` comes back
     canonical ("europe/berlin" -> "Europe/Berlin").
 
-    Raises ScheduleError. Cached on (spec, tz, hash_key), 65536 entries, because apply calls it
-    for every fire and registration; the key is dropped when the spec has no H, so jobs
-    sharing a plain spec share one Schedule."""
+    Raises ScheduleError. Cached on (spec, tz, hash_key, gap, fold), 65536 entries, because
+    apply calls it for every fire and registration; the key is dropped when the spec has no H,
+    so jobs sharing a plain spec share one Schedule."""
     if spec is not None and not isinstance(spec, str):
         raise ScheduleError(f"schedule must be text, not {type(spec).__name__}")
     if tz is not None and not isinstance(tz, str):
         raise ScheduleError(f"time zone must be text, not {type(tz).__name__}")
+    gap, fold = gap or "shift", fold or "first"
+    if gap not in GAP_POLICIES:
+        raise ScheduleError(f"dst_gap must be one of {', '.join(GAP_POLICIES)}, got {gap!r}")
+    if fold not in FOLD_POLICIES:
+        raise ScheduleError(f"dst_fold must be one of {', '.join(FOLD_POLICIES)}, got {fold!r}")
     text = (spec or "").strip()
     if not _HASH_TOKEN.search(text):
         hash_key = ""
-    return _parse_cached(text, tz or "UTC", hash_key)
+    return _parse_cached(text, tz or "UTC", hash_key, gap, fold)
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _parse_cached(text: str, tz: str, hash_key: str) -> Schedule:
+def _parse_cached(text: str, tz: str, hash_key: str, gap: str = "shift",
+                  fold: str = "first") -> Schedule:
     tz = validate_tz(tz)
     low = text.lower()
     if low in _NONE_SPECS:
@@ -633,20 +662,21 @@ def _parse_cached(text: str, tz: str, hash_key: str) -> Schedule:
         if low not in _MACROS:
             raise ScheduleError(f"unknown schedule macro {text!r}; use one of "
                                 f"{', '.join(_MACROS)}, @every <duration> or none")
-        return _cron_schedule(low, _MACROS[low].split(), tz, "")
+        return _cron_schedule(low, _MACROS[low].split(), tz, "", gap, fold)
     fields = low.split()
     if len(fields) not in _USER_ORDER:
         raise ScheduleError(
             f"expected 5 cron fields (minute hour day-of-month month day-of-week) or 6 with "
             f"leading seconds, got {len(fields)} in {text!r}")
     normalized = " ".join(f.upper() for f in fields)
-    return _cron_schedule(normalized, fields, tz, hash_key)
+    return _cron_schedule(normalized, fields, tz, hash_key, gap, fold)
 
 
-def _cron_schedule(normalized: str, fields: list[str], tz: str, hash_key: str) -> Schedule:
+def _cron_schedule(normalized: str, fields: list[str], tz: str, hash_key: str,
+                   gap: str = "shift", fold: str = "first") -> Schedule:
     cron = _compile_cron(tuple(fields), hash_key.encode("utf-8"), normalized)
     zone = None if tz in _UTC_NAMES else _zone(tz)
-    return Schedule("cron", normalized, tz, hash_key, cron, zone)
+    return Schedule("cron", normalized, tz, hash_key, cron, zone, gap=gap, fold=fold)
 
 
 def _parse_every(text: str, tz: str) -> Schedule:
@@ -715,15 +745,107 @@ def _next_cron(s: Schedule, after_ms: int) -> int | None:
         f = _next_wall(c, p + 1)
         return None if f is None else _seconds(*f) * 1000
     wall = p + _offset_s(zone, p) + 1
-    for _ in range(3):  # the 2nd round only follows a skip over a fold's second pass
+    gap, fold = s.gap, s.fold
+    if fold != "first":
+        # Inside a fold's first pass, the second pass (from the start of the repeated range)
+        # still lies ahead as instants, though behind as wall times.
+        got, wall = _from_first_pass(c, zone, p, wall, fold)
+        if got is not None:
+            return got * 1000
+    if gap == "shift" and fold == "first":
+        for _ in range(3):  # the 2nd round only follows a skip over a fold's second pass
+            f = _next_wall(c, wall)
+            if f is None:
+                return None
+            w = _seconds(*f)
+            u, wall = _wall_to_utc(zone, w, f)
+            if u > p:
+                return u * 1000
+        return None  # unreachable: after one skip the wall time lies beyond the fold
+    for _ in range(_MAX_GAP_SKIPS):
         f = _next_wall(c, wall)
         if f is None:
             return None
-        w = _seconds(*f)
-        u, wall = _wall_to_utc(zone, w, f)
-        if u > p:
-            return u * 1000
-    return None  # unreachable: after one skip the wall time lies beyond the fold
+        instants, wall = _wall_to_instants(zone, _seconds(*f), f, gap, fold)
+        for u in instants:
+            if u > p:
+                return u * 1000
+    return None
+
+
+def _wall_to_instants(zone: tzinfo, wall: int, fields: tuple[int, ...], gap: str,
+                      fold: str) -> tuple[tuple[int, ...], int]:
+    """Like `_wall_to_utc` under any policy: (instants for this wall time, ascending, and the
+    next wall time worth trying), all in seconds."""
+    naive = datetime(*fields)
+    off0 = zone.utcoffset(naive)
+    off1 = zone.utcoffset(datetime(*fields, 0, None, fold=1))
+    o0 = off0.days * 86400 + off0.seconds
+    if off0 == off1:
+        return (wall - o0,), wall + 1
+    o1 = off1.days * 86400 + off1.seconds
+    if o0 < o1:  # gap [T + o0, T + o1) in wall time
+        t = _transition(zone, wall - o1, wall - o0)
+        return ((), t + o1) if gap == "skip" else ((t,), wall + 1)
+    first, second = wall - o0, wall - o1
+    if fold == "first":
+        return (first,), _transition(zone, first, second) + o0
+    return ((second,) if fold == "last" else (first, second)), wall + 1
+
+
+def _from_first_pass(c: _Cron, zone: tzinfo, p: int, wall: int,
+                     fold: str) -> tuple[int | None, int]:
+    """For fold "last" or "both" when instant `p` lies in the first pass through a repeated
+    range: (the next fire up to the end of the second pass, or None; the wall time from which to
+    search on). Otherwise (None, `wall`)."""
+    fields = _fields(wall - 1)
+    naive = datetime(*fields)
+    off0, off1 = zone.utcoffset(naive), zone.utcoffset(datetime(*fields, 0, None, fold=1))
+    o0, o1 = off0.days * 86400 + off0.seconds, off1.days * 86400 + off1.seconds
+    if o0 <= o1 or _offset_s(zone, p) != o0:
+        return None, wall  # no fold here, or p is already in its second pass
+    t = _transition(zone, p, wall - 1 - o1)  # the fold's instant; repeated range [t+o1, t+o0)
+    end = t + o0
+    if fold == "both":  # the rest of the first pass
+        f = _next_wall(c, wall)
+        if f is not None and _seconds(*f) < end:
+            return _seconds(*f) - o0, wall
+    f = _next_wall(c, t + o1)  # the second pass
+    if f is not None and _seconds(*f) < end:
+        return _seconds(*f) - o1, wall
+    return None, end
+
+
+def dst_note(s: Schedule, t_ms: int) -> str:
+    """How a daylight saving transition shaped the fire at instant `t_ms` of `s`, for people
+    ("" when it did not): "shifted: 02:30 does not exist (clocks jump 02:00 -> 03:00)", or
+    "repeated: 02:30 occurs twice, this is the 1st (CEST)". Previews (``schedctl job next``)."""
+    zone = s._tzinfo
+    if s.kind != "cron" or zone is None:
+        return ""
+    t = t_ms // 1000
+    after, before = _offset_s(zone, t), _offset_s(zone, t - 1)
+    if before < after:  # t is the end of a gap: did a wall time inside it land here?
+        f = _next_wall(s._cron, t + before)
+        if f is not None and _seconds(*f) < t + after:
+            jump = f"{_hhmm(t + before)} -> {_hhmm(t + after)}"
+            return f"shifted: {_hhmm(_seconds(*f), f[5])} does not exist (clocks jump {jump})"
+    wall = t + after
+    fields = _fields(wall)
+    off1 = zone.utcoffset(datetime(*fields, 0, None, fold=1))
+    o1 = off1.days * 86400 + off1.seconds
+    off0 = zone.utcoffset(datetime(*fields))
+    o0 = off0.days * 86400 + off0.seconds
+    if o0 > o1:
+        nth = "1st" if after == o0 else "2nd"
+        name = datetime.fromtimestamp(t, zone).tzname()
+        return f"repeated: {_hhmm(wall, fields[5])} occurs twice, this is the {nth} ({name})"
+    return ""
+
+
+def _hhmm(wall: int, second: int = 0) -> str:
+    h, m = wall % 86400 // 3600, wall % 3600 // 60
+    return f"{h:02d}:{m:02d}" + (f":{second:02d}" if second else "")
 
 
 def next_n(s: Schedule, after_ms: int, n: int) -> list[int]:

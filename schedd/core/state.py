@@ -27,18 +27,26 @@ from operator import attrgetter
 from sortedcontainers import SortedList
 
 from schedd.core import commands as C
+from schedd.core import dags as D
 from schedd.core import schedule as sched
 from schedd.core.model import (
     CANCELLED, DEFAULT_HISTORY_LIMIT, FAILED, LOST, MAX_ERROR_CHARS, MAX_OUTPUT_TAIL_CHARS, REJECTED,
     RETRY_WAIT, RUNNING, SCHEDULED, SUCCEEDED, TERMINAL_STATES, TIMED_OUT, Attempt, Execution, Job,
-    ValidationError, dump_spec, load_committed_spec,
+    SKIPPED, ValidationError, dump_spec, execution_id, load_committed_spec,
 )
+from schedd.core.policy import BACKFILL, QUOTA_KINDS, JobPolicy, blocked, jitter_offset_ms, policy_of
+from schedd.core import sla as sla_index
+from schedd.core.model import dst_policy
 from schedd.core.retry import RetryPolicy
 from schedd.core.wheel import TimingWheel
 
 DEDUP_TTL_MS = 15 * 60 * 1000
 AUDIT_KEEP = 10_000
 CATCHUP_MARK_MS = 2_000        # an instant recorded this late is labelled "catchup"
+MISSED_GRACE_MS = 10_000       # later than this, an instant was missed: the catch-up policy decides
+GAPS_KEEP = 50                 # ledger gaps kept per job
+OPEN_END = 2 ** 62             # the end of a gap still open (a job paused now)
+MAX_BACKFILL_PER_ENTRY = 1000
 LOST_RETRY_LIMIT = 5           # re-runs of attempts lost with their worker (at_least_once)
 MIN_MS = -(2 ** 62)
 SNAPSHOT_FORMAT = ("schedd-state", 2)
@@ -49,6 +57,42 @@ AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index
 EXTRA_FIELDS = ("dags", "dag_runs", "quotas")
 
 ExecKey = tuple[str, int]
+
+
+READY_STATES = frozenset({SCHEDULED, RETRY_WAIT})     # waiting for a claim
+ACTIVE_STATES = frozenset({RUNNING, RETRY_WAIT})      # a run under way, for overlap policies
+
+
+def _ready_key(ex: Execution) -> tuple[int, str, int]:
+    """(when it may start, job, scheduled_ms): the claim order of the `ready` index."""
+    due = ex.due_ms or ex.scheduled_ms
+    if ex.state == RETRY_WAIT and ex.retry_at is not None:
+        due = max(due, ex.retry_at)
+    return (due, ex.job, ex.scheduled_ms)
+
+
+def _bump(counts: dict[str, int], key: str, sign: int) -> None:
+    n = counts.get(key, 0) + sign
+    if n:
+        counts[key] = n
+    else:
+        counts.pop(key, None)
+
+
+def _newest(s: sched.Schedule, lo: int, hi: int, n: int) -> list[int]:
+    """The newest `n` instants of `s` in [lo, hi], oldest first, without walking from `lo`: the
+    window looked at grows backwards from `hi` until it holds n instants or reaches lo."""
+    span = 60_000
+    while True:
+        start = max(lo, hi - span)
+        found: deque[int] = deque(maxlen=n)
+        x = sched.next_after(s, start - 1)
+        while x is not None and x <= hi:
+            found.append(x)
+            x = sched.next_after(s, x)
+        if len(found) >= n or start == lo:
+            return list(found)
+        span *= 8
 
 
 def _reject(code: str, msg: str, **extra) -> dict:
@@ -70,7 +114,8 @@ def next_fire_for(s: sched.Schedule, now: int, last_fire: int | None) -> int | N
 
 
 def schedule_of(job: Job) -> sched.Schedule:
-    return sched.parse(job.schedule, job.tz, hash_key=job.name)
+    gap, _, fold = job.dst.partition("/")          # DST policy; "" = the defaults
+    return sched.parse(job.schedule, job.tz, hash_key=job.name, gap=gap, fold=fold)
 
 
 @dataclass(slots=True)
@@ -162,51 +207,87 @@ class SchedulerState:
         self.by_job = {name: SortedList(times) for name, times in by_job.items()}
         self.by_state = {st: SortedList(keys) for st, keys in by_state.items()}
         self.by_time = SortedList((t, name) for name, t in self.execs)
-        self.retry_due = SortedList((ex.retry_at, name, t) for (name, t), ex in self.execs.items()
-                                    if ex.state == RETRY_WAIT and ex.retry_at is not None)
+        self.ready = SortedList(_ready_key(ex) for ex in self.execs.values() if ex.state in READY_STATES)
+        self.active: dict[str, int] = {}      # job -> executions RUNNING or RETRY_WAIT (overlap)
+        self.pending: dict[str, int] = {}     # job -> executions SCHEDULED (queue bound)
+        self.held: dict[str, int] = {}        # quota counter -> running attempts holding it
+        self._policies: dict = {}             # job -> (version, JobPolicy)
+        for ex in self.execs.values():
+            self._count_in(ex, +1)
+        D.reindex(self)                       # DAG run index; clears the DAG settle queue
+        sla_index.rebuild(self)               # SLA due index (schedd.core.sla)
 
-    def _index_exec(self, name: str, t: int, state: str) -> None:
+    def _index_exec(self, ex: Execution) -> None:
+        name, t = ex.job, ex.scheduled_ms
         times = self.by_job.get(name)
         if times is None:
             times = self.by_job[name] = SortedList()
         times.add(t)
         self.by_time.add((t, name))
-        keys = self.by_state.get(state)
-        if keys is None:
-            keys = self.by_state[state] = SortedList()
-        keys.add((t, name))
+        self._index_state(ex, +1)
+
+    def _index_state(self, ex: Execution, sign: int) -> None:
+        """Add (+1) or remove (-1) `ex` in the indexes that depend on its state."""
+        key = (ex.scheduled_ms, ex.job)
+        keys = self.by_state.get(ex.state)
+        if sign > 0:
+            if keys is None:
+                keys = self.by_state[ex.state] = SortedList()
+            keys.add(key)
+            if ex.state in READY_STATES:
+                self.ready.add(_ready_key(ex))
+            if ":" in ex.job:                 # a DAG row: settled at the end of this apply
+                self.dag_pending.append((ex.job, ex.scheduled_ms))
+        else:
+            if keys is not None:
+                keys.discard(key)
+            if ex.state in READY_STATES:
+                self.ready.discard(_ready_key(ex))
+        self._count_in(ex, sign)
+
+    def _count_in(self, ex: Execution, sign: int) -> None:
+        if ex.state in ACTIVE_STATES:
+            _bump(self.active, ex.job, sign)
+        elif ex.state == SCHEDULED:
+            _bump(self.pending, ex.job, sign)
+        if ex.state == RUNNING:
+            for key in ex.holds:
+                _bump(self.held, key, sign)
 
     def _set_state(self, ex: Execution, state: str, now: int) -> None:
-        """Move an execution to `state`, keeping the by-state and retry indexes in line."""
-        key = (ex.scheduled_ms, ex.job)
-        if ex.state == RETRY_WAIT and ex.retry_at is not None:
-            self.retry_due.discard((ex.retry_at, ex.job, ex.scheduled_ms))
-        old = self.by_state.get(ex.state)
-        if old is not None:
-            old.discard(key)
+        """Move an execution to `state`, keeping every state-derived index in line. Set
+        `retry_at` (RETRY_WAIT) or `holds` (RUNNING) before the call."""
+        self._index_state(ex, -1)
         ex.state, ex.updated_ms = state, now
         if state != RETRY_WAIT:
             ex.retry_at = None
-        keys = self.by_state.get(state)
-        if keys is None:
-            keys = self.by_state[state] = SortedList()
-        keys.add(key)
-        if state == RETRY_WAIT and ex.retry_at is not None:
-            self.retry_due.add((ex.retry_at, ex.job, ex.scheduled_ms))
+        if state != RUNNING:
+            ex.holds = ()
+        self._index_state(ex, +1)
 
-    def _unindex_exec(self, name: str, t: int, state: str) -> None:
+    def _unindex_exec(self, ex: Execution) -> None:
+        name, t = ex.job, ex.scheduled_ms
         times = self.by_job.get(name)
         if times is not None:
             times.discard(t)
             if not times:
                 del self.by_job[name]
         self.by_time.discard((t, name))
-        by_state = self.by_state.get(state)
-        if by_state is not None:
-            by_state.discard((t, name))
-        ex = self.execs.get((name, t))
-        if ex is not None and ex.retry_at is not None:
-            self.retry_due.discard((ex.retry_at, name, t))
+        self._index_state(ex, -1)
+
+    def active_count(self, name: str) -> int:
+        return self.active.get(name, 0)
+
+    def active_desc(self, name: str) -> str:
+        """The newest active execution of a job, for messages."""
+        for t in reversed(self.by_job.get(name, ())):
+            ex = self.execs[(name, t)]
+            if ex.state in ACTIVE_STATES:
+                return f"{ex.id} ({ex.state})"
+        return "a run"
+
+    def policy(self, job: Job) -> JobPolicy:
+        return policy_of(job, self._policies)
 
     def _add_job_index(self, job: Job) -> None:
         self.names.add(job.name)
@@ -283,11 +364,13 @@ class SchedulerState:
                 return {**seen[1], "deduplicated": True}
         try:
             result = self._HANDLERS[cmd.kind](self, cmd, index)
+            if self.dag_pending:
+                D.settle(self, cmd, index)    # DAG runs move on (schedd.core.dags)
         except Exception as e:  # noqa: BLE001 - apply must be total (research F1)
             result = _reject("internal", f"{type(e).__name__}: {e}")
         if cmd.rid:
             self.dedup[cmd.rid] = (cmd.now, result)
-        if cmd.kind not in (C.FIRE, C.NOOP, C.EPOCH, C.START, C.FINISH, C.EXPIRE):
+        if cmd.kind not in (C.FIRE, C.NOOP, C.EPOCH, C.START, C.FINISH, C.EXPIRE, C.SKIP, C.SLA):
             self.audit.append(AuditRecord(cmd.now, cmd.by, cmd.kind, self._target(cmd),
                                           result.get("code", "ok"), index))
         return result
@@ -300,7 +383,7 @@ class SchedulerState:
             return f"{len(cmd.args.get('specs') or [])} jobs"
         if cmd.kind == C.CANCEL:
             return f"{cmd.args.get('job')}@{cmd.args.get('scheduled_ms')}"
-        return str(cmd.args.get("name", ""))
+        return str(cmd.args.get("name") or cmd.args.get("key") or "")
 
     def _expire_dedup(self, now: int) -> None:
         horizon = now - DEDUP_TTL_MS
@@ -326,7 +409,8 @@ class SchedulerState:
     def _committed_spec(text: object) -> tuple[dict, str, sched.Schedule]:
         spec = load_committed_spec(text)
         try:
-            s = sched.parse(spec["schedule"], spec["timezone"], hash_key=spec["name"])
+            s = sched.parse(spec["schedule"], spec["timezone"], hash_key=spec["name"],
+                            gap=spec.get("dst_gap", ""), fold=spec.get("dst_fold", ""))
         except sched.ScheduleError as e:
             raise ValidationError(str(e)) from None
         return spec, text, s
@@ -370,16 +454,19 @@ class SchedulerState:
         paused = bool(spec.get("paused"))
         team, schedule, tz = intern(spec["team"]), intern(spec["schedule"]), intern(spec["timezone"])
         limit = spec.get("history_limit") or DEFAULT_HISTORY_LIMIT
+        dst = intern(dst_policy(spec))
         job = self.jobs.get(spec["name"])
         if job is None:
             job = Job(name=spec["name"], team=team, schedule=schedule, tz=tz, spec=text, version=1,
                       paused=paused, next_fire=next_fire_for(s, cmd.now, None), created_ms=cmd.now,
                       updated_ms=cmd.now, created_by=cmd.by, history_limit=limit)
+            job.dst = dst
             self.jobs[job.name] = job
             self._add_job_index(job)
             self._schedule_wheel(job)
             return True
-        timing_changed = (job.schedule, job.tz) != (schedule, tz)
+        timing_changed = (job.schedule, job.tz, job.dst) != (schedule, tz, dst)
+        job.dst = dst
         resumed = job.paused and not paused
         if job.team != team:
             self._remove_job_index(job)
@@ -392,7 +479,7 @@ class SchedulerState:
         if timing_changed or resumed:
             job.next_fire = next_fire_for(s, cmd.now, job.last_fire)
         self._schedule_wheel(job)
-        self._prune_history(job)
+        self._prune_history(job, cmd.now)
         return False
 
     def _job_or_reject(self, cmd: C.Command) -> Job | dict:
@@ -400,6 +487,8 @@ class SchedulerState:
         job = self.jobs.get(name) if isinstance(name, str) else None
         if job is None:
             return _reject("not_found", f"job {name!r} not found")
+        if D.dag_of_job(name) is not None:
+            return D.refuse_job_op(name, cmd.kind)
         return job
 
     def _delete(self, cmd: C.Command, index: int) -> dict:
@@ -410,8 +499,9 @@ class SchedulerState:
         del self.jobs[job.name]
         for t in list(self.by_job.get(job.name, ())):
             ex = self.execs[(job.name, t)]
-            self._unindex_exec(job.name, t, ex.state)
+            self._unindex_exec(ex)
             del self.execs[(job.name, t)]
+        self._policies.pop(job.name, None)
         return _ok(name=job.name)
 
     def _set_paused(self, cmd: C.Command, paused: bool) -> dict:
@@ -422,14 +512,52 @@ class SchedulerState:
             spec = job.spec_dict()
             if paused:
                 spec["paused"] = True
+                self._skip_pending(job, f"paused by {cmd.by or 'a user'}", cmd.now)
+                self._add_gap(job, cmd.now, OPEN_END, "paused", f"paused by {cmd.by or 'a user'}")
             else:
                 spec.pop("paused", None)
-                job.next_fire = next_fire_for(schedule_of(job), cmd.now, job.last_fire)
+                job.next_fire = self._resume_from(job, cmd)
             job.paused, job.spec = paused, dump_spec(spec)
             job.version += 1
             job.updated_ms = cmd.now
             self._schedule_wheel(job)
         return _ok(name=job.name, version=job.version)
+
+    def _resume_from(self, job: Job, cmd: C.Command) -> int | None:
+        """Close the pause's gap in the ledger. With `catch_up`, the instants missed while paused
+        are handed to the job's catch-up policy (the fire path) instead of being recorded paused."""
+        s = schedule_of(job)
+        gaps = list(job.gaps)
+        since = None
+        if gaps and gaps[-1][1] == OPEN_END:
+            since = gaps[-1][0]
+            if cmd.args.get("catch_up"):
+                gaps.pop()
+            else:
+                gaps[-1] = (since, cmd.now, *gaps[-1][2:])
+            job.gaps = tuple(gaps)
+        if cmd.args.get("catch_up") and since is not None:
+            floor = since - 1 if job.last_fire is None else max(job.last_fire, since - 1)
+            return sched.next_after(s, floor)
+        return next_fire_for(s, cmd.now, job.last_fire)
+
+    def _skip_pending(self, job: Job, reason: str, now: int) -> None:
+        """Pausing: intents already recorded (within the lookahead) end SKIPPED, not forgotten."""
+        if not self.pending.get(job.name):
+            return
+        for t in list(self.by_job.get(job.name, ())):
+            ex = self.execs[(job.name, t)]
+            if ex.state == SCHEDULED and not ex.attempts and ex.trigger in ("schedule", "catchup"):
+                ex.reason = f"paused: {reason}"
+                self._set_state(ex, SKIPPED, now)
+
+    def _add_gap(self, job: Job, start: int, end: int, disposition: str, detail: str) -> None:
+        """Record instants [start, end) that were not run, and why: the ledger of dispositions
+        for instants that have no execution of their own (a day of a per-second job paused is one
+        record, not 86,400)."""
+        if end <= start:
+            return
+        job.gaps = (*job.gaps[-(GAPS_KEEP - 1):], (start, end, disposition, detail[:MAX_ERROR_CHARS]))
 
     def _pause(self, cmd: C.Command, index: int) -> dict:
         return self._set_paused(cmd, True)
@@ -439,33 +567,63 @@ class SchedulerState:
 
     # -- executions
 
-    def _record(self, job: Job, t: int, trigger: str, cmd: C.Command, index: int) -> Execution:
+    def _record(self, job: Job, t: int, trigger: str, cmd: C.Command, index: int, *,
+                lane: str = "") -> Execution:
+        policy = self.policy(job)
+        due = t + jitter_offset_ms(job.name, policy.jitter_ms) if trigger in ("schedule", "catchup") else t
         ex = Execution(job=job.name, scheduled_ms=t, state=SCHEDULED, trigger=trigger,
-                       created_ms=cmd.now, term=cmd.term, log_index=index, updated_ms=cmd.now)
+                       created_ms=cmd.now, term=cmd.term, log_index=index, updated_ms=cmd.now,
+                       due_ms=due if due != t else 0, lane=lane)
+        if (policy.overlap == "queue" and trigger in ("schedule", "catchup", "manual")
+                and self.active_count(job.name) and self.pending.get(job.name, 0) >= policy.queue_limit):
+            ex.state = SKIPPED
+            ex.reason = (f"overlap queue full: {self.pending[job.name]} run(s) already waiting behind "
+                         f"{self.active_desc(job.name)}")
         self.execs[(job.name, t)] = ex
-        self._index_exec(job.name, t, ex.state)
+        self._index_exec(ex)
         job.fired_total += 1
-        self._prune_history(job)
+        self._prune_history(job, cmd.now)
+        sla_index.on_record(self, job, ex, cmd.now)
         return ex
 
-    def _prune_history(self, job: Job) -> None:
-        """Keep the newest `history_limit` executions of a job, deterministically. An attempt in
-        flight (RUNNING, RETRY_WAIT) is never pruned; a SCHEDULED one that a thousand newer
-        instants have overtaken is (no worker took it for that long)."""
+    def _prune_history(self, job: Job, now: int) -> None:
+        """Keep the newest `history_limit` executions of a job and none finished longer than its
+        `history_max_age_seconds` ago, deterministically. Only finished executions are pruned:
+        work that has not run yet is never dropped to make room."""
         times = self.by_job.get(job.name)
-        if times is None or len(times) <= job.history_limit:
+        if times is None:
             return
+        if self.pending.get(job.name, 0) > job.history_limit:
+            self._skip_backlog(job, times, now)
         excess = len(times) - job.history_limit
+        max_age = self.policy(job).max_age_ms
+        if excess <= 0 and not max_age:
+            return
+        horizon = now - max_age if max_age else MIN_MS
         victims = []
         for t in times:
-            if len(victims) == excess:
+            if len(victims) >= excess and t >= horizon:
                 break
-            if self.execs[(job.name, t)].state not in (RUNNING, RETRY_WAIT):
-                victims.append(t)
-        for t in victims:
             ex = self.execs[(job.name, t)]
-            self._unindex_exec(job.name, t, ex.state)
-            del self.execs[(job.name, t)]
+            if ex.state in TERMINAL_STATES and (len(victims) < excess or ex.updated_ms < horizon):
+                victims.append(ex)
+        for ex in victims:
+            self._unindex_exec(ex)
+            del self.execs[(ex.job, ex.scheduled_ms)]
+
+    def _skip_backlog(self, job: Job, times, now: int) -> None:
+        """A job whose runs nobody starts (no worker for its pool) must not grow without bound:
+        past `history_limit` waiting runs, the oldest is recorded SKIPPED, saying why."""
+        excess = self.pending[job.name] - job.history_limit
+        for t in list(times):
+            if excess <= 0:
+                break
+            ex = self.execs[(job.name, t)]
+            if ex.state == SCHEDULED and not ex.attempts:
+                ex.reason = (f"backlog: never started while {job.history_limit} newer runs were waiting "
+                             "(history_limit)")
+                self._set_state(ex, SKIPPED, now)
+                excess -= 1
 
     def _trigger(self, cmd: C.Command, index: int) -> dict:
         job = self._job_or_reject(cmd)
@@ -474,35 +632,151 @@ class SchedulerState:
         t = cmd.now
         while (job.name, t) in self.execs:
             t += 1
-        self._record(job, t, "manual", cmd, index)
-        return _ok(name=job.name, scheduled_ms=t)
+        ex = self._record(job, t, "forced" if cmd.args.get("force") else "manual", cmd, index)
+        return _ok(name=job.name, scheduled_ms=t, state=ex.state)
 
     def _fire(self, cmd: C.Command, index: int) -> dict:
         if cmd.term != self.epoch:
             return _reject("stale_term", f"fire from term {cmd.term}, but the leader epoch is {self.epoch}")
         items = []
         for name, t in cmd.args.get("items") or []:
-            items.append([name, t, self._fire_one(name, t, cmd, index)])
+            for when, code in self._fire_one(name, t, cmd, index):
+                items.append([name, when, code])
         return _ok(items=items)
 
-    def _fire_one(self, name: str, t: int, cmd: C.Command, index: int) -> str:
+    def _fire_one(self, name: str, t: int, cmd: C.Command, index: int) -> list[tuple[int, str]]:
         job = self.jobs.get(name)
         if job is None:
-            return "unknown_job"
+            return [(t, "unknown_job")]
         if job.paused:
-            return "paused"
+            return [(t, "paused")]
         due = job.next_fire == t
+        if due and (name, t) not in self.execs and t < cmd.now - MISSED_GRACE_MS:
+            return self._catch_up(job, t, cmd, index)
         if due:
             job.next_fire = sched.next_after(schedule_of(job), t)
             job.last_fire = t
             self._schedule_wheel(job)
         if (name, t) in self.execs:
-            return "duplicate"
+            return [(t, "duplicate")]
         if not due:
-            return "not_due"
+            return [(t, "not_due")]
         trigger = "catchup" if t < cmd.now - CATCHUP_MARK_MS else "schedule"
-        self._record(job, t, trigger, cmd, index)
-        return "created"
+        ex = self._record(job, t, trigger, cmd, index)
+        return [(t, "created" if ex.state == SCHEDULED else "skipped")]
+
+    def _catch_up(self, job: Job, t: int, cmd: C.Command, index: int) -> list[tuple[int, str]]:
+        """The job's catch-up policy over the instants it missed, from `t` (its next_fire) to
+        `now - MISSED_GRACE_MS` (an instant late by less than that is a failover's delay, and runs).
+        Runs are recorded as executions; every other missed instant gets a disposition in the
+        ledger (a gap): outside the window, past the starting deadline, coalesced, over the cap,
+        or policy none. With `all` and no cap, one instant is recorded per call and the planner
+        feeds the rest, rate-limited by the assigner."""
+        s, p, now = schedule_of(job), self.policy(job), cmd.now
+        horizon = now - MISSED_GRACE_MS
+        out: list[tuple[int, str]] = []
+        cut, disposition, detail = MIN_MS, "", ""
+        if p.catchup_window_ms:
+            cut, disposition = now - p.catchup_window_ms, "skipped-window"
+            detail = f"older than the catch-up window of {p.catchup_window_ms / 1000:g}s"
+        if p.deadline_ms and now - p.deadline_ms > cut:
+            cut, disposition = now - p.deadline_ms, "skipped-deadline"
+            detail = f"its starting deadline of {p.deadline_ms / 1000:g}s had passed"
+        lo: int | None = t
+        if t < cut:
+            lo = sched.next_after(s, min(cut, horizon + 1) - 1)
+            end = lo if lo is not None and lo <= horizon else horizon + 1
+            self._add_gap(job, t, end, disposition, f"missed while no leader ran it; {detail}")
+            out.append((t, "skipped"))
+        if lo is None or lo > horizon:
+            job.next_fire, job.last_fire = lo, horizon
+            self._schedule_wheel(job)
+            return out
+        if p.catchup == "all" and not p.catchup_max:
+            job.next_fire, job.last_fire = sched.next_after(s, lo), lo
+            self._schedule_wheel(job)
+            self._record(job, lo, "catchup", cmd, index)
+            return out + [(lo, "created")]
+        if p.catchup == "none":
+            keep: list[int] = []
+            self._add_gap(job, lo, horizon + 1, "skipped-catchup",
+                          "missed while no leader ran it; catch-up policy none")
+        else:
+            n = 1 if p.catchup == "latest" else p.catchup_max
+            if p.catchup == "all" and p.catchup_order == "oldest":
+                keep = sched.next_n(s, lo - 1, n)
+                keep = [x for x in keep if x <= horizon]
+                self._add_gap(job, keep[-1] + 1, horizon + 1, "skipped-cap",
+                              f"missed; over the catch-up cap of {n} (oldest first)")
+            else:
+                keep = _newest(s, lo, horizon, n)
+                if p.catchup == "latest":
+                    self._add_gap(job, lo, keep[0], "coalesced",
+                                  f"missed; coalesced into {execution_id(job.name, keep[-1])} (catch-up latest)")
+                else:
+                    self._add_gap(job, lo, keep[0], "skipped-cap",
+                                  f"missed; over the catch-up cap of {n} (newest first)")
+        job.next_fire, job.last_fire = sched.next_after(s, horizon), horizon
+        self._schedule_wheel(job)
+        for x in keep:
+            if (job.name, x) not in self.execs:
+                self._record(job, x, "catchup", cmd, index)
+                out.append((x, "created"))
+        if not keep:
+            out.append((t, "skipped"))
+        return out
+
+    def _skip(self, cmd: C.Command, index: int) -> dict:
+        """The leader's decision that executions due now will not run (overlap skip, starting
+        deadline): recorded SKIPPED with the reason, never dropped silently."""
+        if cmd.term != self.epoch:
+            return _reject("stale_term", f"skip from term {cmd.term}, but the leader epoch is {self.epoch}")
+        items = []
+        for name, t, reason in cmd.args.get("items") or []:
+            ex = self.execs.get((name, t))
+            if ex is None or ex.state != SCHEDULED or ex.attempts:
+                items.append([name, t, "conflict"])
+                continue
+            ex.reason = str(reason)[:MAX_ERROR_CHARS]
+            self._set_state(ex, SKIPPED, cmd.now)
+            items.append([name, t, "skipped"])
+        return _ok(items=items)
+
+    def _backfill(self, cmd: C.Command, index: int) -> dict:
+        """Executions for past instants of a job's schedule, on the backfill lane: served after
+        today's runs, under their own quota. Instants already recorded are left as they are."""
+        job = self._job_or_reject(cmd)
+        if isinstance(job, dict):
+            return job
+        times = cmd.args.get("times")
+        if not isinstance(times, list) or len(times) > MAX_BACKFILL_PER_ENTRY \
+                or not all(isinstance(x, int) and not isinstance(x, bool) for x in times):
+            return _reject("invalid", f"times must be a list of at most {MAX_BACKFILL_PER_ENTRY} integers")
+        s = schedule_of(job)
+        created = duplicates = 0
+        for x in times:
+            if sched.next_after(s, x - 1) != x:
+                return _reject("invalid", f"{sched.format_ms(x)} is not an instant of {job.name}'s schedule")
+        for x in times:
+            if (job.name, x) in self.execs:
+                duplicates += 1
+                continue
+            self._record(job, x, BACKFILL, cmd, index, lane=BACKFILL)
+            created += 1
+        return _ok(name=job.name, created=created, duplicates=duplicates)
+
+    def _quota(self, cmd: C.Command, index: int) -> dict:
+        key, limit = cmd.args.get("key"), cmd.args.get("limit")
+        kind, _, name = key.partition(":") if isinstance(key, str) else ("", "", "")
+        if kind not in QUOTA_KINDS or not name:
+            return _reject("invalid", f"bad quota key {key!r}: expected team:<name>, pool:<name> or lane:backfill")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            return _reject("invalid", "limit must be a whole number >= 0 (0 removes the quota)")
+        if limit:
+            self.quotas[key] = limit
+        else:
+            self.quotas.pop(key, None)
+        return _ok(key=key, limit=limit)
 
     # -- attempts: claim, result, lease loss, cancel
 
@@ -526,6 +800,14 @@ class SchedulerState:
         number = cmd.args.get("attempt")
         if number != len(ex.attempts) + 1:
             return _reject("conflict", f"execution {ex.id} expects attempt {len(ex.attempts) + 1}, not {number}")
+        job = self.jobs.get(ex.job)
+        if job is None:
+            return _reject("not_found", f"job {ex.job!r} not found")
+        policy = self.policy(job)
+        why = blocked(self, ex, policy)
+        if why:
+            return _reject("blocked", why)
+        ex.holds = policy.holds(ex.lane)
         ex.attempts.append(Attempt(number=number, worker=str(cmd.args.get("worker", ""))[:128],
                                    fencing_token=index, started_ms=cmd.now))
         self._set_state(ex, RUNNING, cmd.now)
@@ -550,6 +832,8 @@ class SchedulerState:
         if isinstance(ex, dict):
             return ex
         outcome, token = cmd.args.get("state"), cmd.args.get("token")
+        if outcome == D.NOT_READY:                # a sensor's poll: wait, don't fail
+            return D.sensor_not_ready(self, ex, cmd)
         if outcome not in (SUCCEEDED, FAILED, TIMED_OUT, CANCELLED, REJECTED):
             return _reject("invalid", f"bad outcome {outcome!r}")
         attempt = self._current(ex, token)
@@ -645,6 +929,8 @@ class SchedulerState:
         C.EPOCH: _epoch, C.NOOP: _noop, C.PUT: _put, C.PUT_MANY: _put_many, C.DELETE: _delete,
         C.PAUSE: _pause, C.RESUME: _resume, C.TRIGGER: _trigger, C.FIRE: _fire,
         C.START: _start, C.FINISH: _finish, C.EXPIRE: _expire, C.CANCEL: _cancel,
+        C.SKIP: _skip, C.BACKFILL: _backfill, C.QUOTA: _quota, C.SLA: sla_index.apply,
+        **D.HANDLERS,
     }
 
     # ------------------------------------------------------------ reads (caller holds the lock)

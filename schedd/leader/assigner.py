@@ -19,9 +19,11 @@ from typing import Callable
 
 from schedd.core import commands as C
 from schedd.core.model import RUNNING, SCHEDULED, ValidationError, execution_id, parse_execution_id
+from schedd.core.policy import BACKFILL, blocked
 from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
 from schedd.runtime.clock import Clock
+from schedd.testing import hooks as testing
 from schedd.v1 import scheduler_pb2 as pb
 
 log = logging.getLogger("schedd.assigner")
@@ -40,7 +42,10 @@ class Assigner:
         self.metrics = metrics
         self.lookahead_ms = lookahead_ms
         self.spawn = spawn
-        self.claiming: set[tuple[str, int]] = set()
+        self.claiming: dict[tuple[str, int], tuple[str, ...]] = {}   # in flight -> quota keys held
+        self.skipping: set[tuple[str, int]] = set()
+        self.catchup_rate = float(node.cfg.scheduler.catchup_per_second)
+        self._catchup_next_ms = 0.0
         self.expiring: set[int] = set()
         self.cancel_sent: dict[int, int] = {}
         self.waiting: dict[tuple[str, int], str] = {}
@@ -50,7 +55,7 @@ class Assigner:
 
     def take_over(self, now: int) -> None:
         """Running attempts get one lease of grace from now for their workers to reconnect."""
-        self.took_over_ms = now
+        self.took_over_ms = 0 if testing.UNSAFE and "no_lease_grace" in testing.UNSAFE else now
         self.claiming.clear()
         self.expiring.clear()
         self.cancel_sent.clear()
@@ -73,60 +78,110 @@ class Assigner:
 
     # ------------------------------------------------------------ claims
 
-    def _candidates(self, now: int) -> list[tuple[int, str, int, dict]]:
-        """(due, job, scheduled_ms, spec) of executions that may be claimed now, oldest due first."""
+    def _candidates(self, now: int) -> list[tuple[tuple, int, str, int, object, object]]:
+        """Executions that may start by now + lookahead, in the order they are served: the normal
+        lane before backfill, higher priority first, then oldest due first."""
         until = now + self.lookahead_ms
         st = self.node.state
         out = []
-        scheduled = st.by_state.get(SCHEDULED)
-        if scheduled:
-            for t, name in scheduled.irange(None, (until, MAX_KEY)):
-                out.append((t, name, t))
-        for retry_at, name, t in st.retry_due.irange(None, (until, MAX_KEY, 2 ** 63)):
-            out.append((max(retry_at, t), name, t))
-        out.sort()
-        result = []
-        for due, name, t in out:
+        for due, name, t in st.ready.irange(None, (until, MAX_KEY, 2 ** 63)):
             job = st.jobs.get(name)
             if job is None or job.paused or (name, t) in self.claiming:
                 continue
-            result.append((due, name, t, self._spec(job)))
-        return result
+            ex = st.execs[(name, t)]
+            policy = st.policy(job)
+            out.append(((ex.lane == BACKFILL, -policy.priority, due, name, t), due, name, t, ex, job))
+        out.sort(key=lambda c: c[0])
+        return out
 
     def _assign(self, now: int) -> None:
-        if not self.hub.conns:
-            return
-        with self.node.lock:
-            candidates = self._candidates(now)
-            attempts = {(name, t): len(self.node.state.execs[(name, t)].attempts) + 1
-                        for _, name, t, _ in candidates}
+        """Decide, for each execution that may start: skip it (overlap skip, starting deadline),
+        let it wait (overlap queue, max_active, concurrency key, quota, no worker) saying why, or
+        claim it on a worker. `policy.blocked` is the rule; apply checks it again at the claim."""
+        claims, skips = [], []
         waiting: dict[tuple[str, int], str] = {}     # rebuilt each step: nothing stale lingers
-        self.waiting = waiting
-        for due, name, t, spec in candidates:
+        extra_active: dict[str, int] = {}
+        extra_held: dict[str, int] = {}
+        for name, t in self.claiming:
+            extra_active[name] = extra_active.get(name, 0) + 1
+        for holds in self.claiming.values():
+            for key in holds:
+                extra_held[key] = extra_held.get(key, 0) + 1
+        with self.node.lock:
+            st = self.node.state
+            for _, due, name, t, ex, job in self._candidates(now):
+                policy = st.policy(job)
+                fresh = ex.state == SCHEDULED and not ex.attempts
+                if (fresh and policy.deadline_ms and ex.trigger in ("schedule", "catchup")
+                        and now > due + policy.deadline_ms):
+                    if (name, t) not in self.skipping:
+                        skips.append([name, t, f"deadline: not started within its starting deadline of "
+                                               f"{policy.deadline_ms / 1000:g}s"])
+                    continue
+                why = blocked(st, ex, policy, extra_active.get(name, 0), extra_held)
+                if why:
+                    if (policy.overlap == "skip" and why.startswith("overlap") and fresh and due <= now
+                            and ex.lane != BACKFILL and (name, t) not in self.skipping):
+                        skips.append([name, t, why])
+                    waiting[(name, t)] = f"waiting: {why}"
+                    continue
+                if ex.trigger == "catchup" and not ex.attempts:
+                    if now < self._catchup_next_ms:
+                        waiting[(name, t)] = f"waiting: catch-up runs start at most {self.catchup_rate:g}/s"
+                        continue
+                    self._catchup_next_ms = now + 1000 / self.catchup_rate
+                claims.append((due, name, t, len(ex.attempts) + 1, self._spec(job), policy.holds(ex.lane)))
+                extra_active[name] = extra_active.get(name, 0) + 1
+                for key in policy.holds(ex.lane):
+                    extra_held[key] = extra_held.get(key, 0) + 1
+        if skips:
+            self.skipping.update((n, t) for n, t, _ in skips)
+            self.spawn(self._skip(skips))
+        for due, name, t, attempt, spec, holds in claims:
             pool, labels = spec.get("pool", ""), spec.get("worker_labels") or {}
-            workers = self.hub.eligible(pool, now, labels)
+            workers = self.hub.eligible(pool, now, labels) if self.hub.conns else []
             if not workers:
+                if not self.hub.conns:
+                    waiting[(name, t)] = "waiting: no worker is connected"
+                    continue
                 where = [f"in pool {pool!r}"] if pool else []
                 where += [f"with labels {','.join(f'{k}={v}' for k, v in sorted(labels.items()))}"] if labels else []
                 waiting[(name, t)] = " ".join(["waiting for a free worker slot", *where])
                 continue
             conn = workers[0]
             conn.reserved += 1
-            self.claiming.add((name, t))
-            self.spawn(self._claim(conn, name, t, attempts[(name, t)], due, spec))
+            self.claiming[(name, t)] = holds
+            self.spawn(self._claim(conn, name, t, attempt, due, spec))
+        self.waiting = waiting
+
+    async def _skip(self, items: list) -> None:
+        entry = C.encode(C.SKIP, rid="", now=self.clock.now_ms(), term=self.node.term,
+                         by=self.node.cfg.node_id, items=items)
+        try:
+            result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
+            if result.get("ok") and self.metrics is not None:
+                self.metrics.skipped.inc(sum(1 for *_, code in result["items"] if code == "skipped"))
+        except ProposalError as e:
+            log.info("skip of %d executions not confirmed: %s", len(items), e)
+        finally:
+            self.skipping.difference_update((n, t) for n, t, _ in items)
 
     async def _claim(self, conn: WorkerConn, name: str, t: int, attempt: int, due: int, spec: dict) -> None:
         entry = C.encode(C.START, rid=f"start-{name}@{t}#{attempt}", now=self.clock.now_ms(),
                          term=self.node.term, by=self.node.cfg.node_id, job=name, scheduled_ms=t,
                          attempt=attempt, worker=conn.name)
         try:
-            result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
+            if testing.UNSAFE:                   # negative controls of the fault suite only
+                result = await testing.unsafe_claim(self, conn, entry, name, t, attempt, due, spec,
+                                                    PROPOSE_TIMEOUT_S)
+            else:
+                result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
         except ProposalError as e:
             log.info("claim of %s attempt %d not confirmed: %s", execution_id(name, t), attempt, e)
             return
         finally:
             conn.reserved -= 1
-            self.claiming.discard((name, t))
+            self.claiming.pop((name, t), None)
         if not result.get("ok"):
             return
         token = result["token"]
@@ -135,9 +190,12 @@ class Assigner:
         if conn.closed:
             return                      # the lease expires it and it is retried
         conn.running[token] = eid
+        if result.get("_pushed"):
+            return                      # unsafe switch: already pushed before the commit
         self.hub.send(conn, pb.LeaderMessage(assignment=pb.Assignment(
             execution_id=eid, job=name, scheduled_ms=t, attempt=attempt, fencing_token=token,
-            term=self.node.term, due_ms=due, handler_json=json.dumps(spec.get("handler") or {}),
+            term=self.node.term, due_ms=testing.unsafe_due(self.clock, due) if testing.UNSAFE else due,
+            handler_json=json.dumps(spec.get("handler") or {}),
             timeout_seconds=float(spec.get("timeout_seconds") or 0), labels=spec.get("labels") or {})))
 
     # ------------------------------------------------------------ results
@@ -155,10 +213,12 @@ class Assigner:
             self.hub.send(conn, pb.LeaderMessage(ack=pb.ResultAck(fencing_token=r.fencing_token, outcome="stale")))
             return
         outcome = "unknown"
+        token = (testing.unsafe_finish_token(self.node, name, t, r.fencing_token) if testing.UNSAFE
+                 else r.fencing_token)
         for _ in range(FINISH_TRIES):
             entry = C.encode(C.FINISH, rid=f"finish-{r.fencing_token}", now=self.clock.now_ms(),
                              term=self.node.term, by=conn.name, job=name, scheduled_ms=t,
-                             token=r.fencing_token, state=r.state, exit_code=r.exit_code,
+                             token=token, state=r.state, exit_code=r.exit_code,
                              http_status=r.http_status, error=r.error[:2048],
                              output_tail=r.output_tail[-4096:], started_ms=r.started_ms,
                              ended_ms=r.ended_ms)
@@ -238,6 +298,4 @@ class Assigner:
             self.hub.send(conn, pb.LeaderMessage(cancel=pb.CancelAttempt(execution_id=eid, fencing_token=token)))
 
     def waiting_reason(self, name: str, t: int) -> str:
-        if not self.hub.conns:
-            return "waiting: no worker is connected"
         return self.waiting.get((name, t), "")

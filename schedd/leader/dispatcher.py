@@ -22,6 +22,7 @@ import time
 from schedd.core import commands as C
 from schedd.core.model import RUNNING, SCHEDULED
 from schedd.leader.assigner import Assigner
+from schedd.leader import sla as sla_detector
 from schedd.leader.planner import plan_fires
 from schedd.leader.workers import WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
@@ -109,6 +110,7 @@ class Dispatcher:
         now = self.clock.now_ms()
         if self.assigner is not None:
             self.assigner.step(now)
+        sla_detector.drive(self, now)           # record SLA misses (schedd.leader.sla)
         if self._batches >= MAX_INFLIGHT_BATCHES:
             return
         with node.lock:
@@ -152,26 +154,31 @@ class Dispatcher:
 
     def _applied(self, created: list[tuple[str, int]]) -> None:
         now = self.clock.now_ms()
-        for name, t in created:
-            self.metrics.fire_lead.observe(max(0.0, (t - now) / 1000))
-            if t < now:
+        with self.node.lock:
+            execs = self.node.state.execs
+            dues = [(name, t, getattr(execs.get((name, t)), "due_ms", 0) or t) for name, t in created]
+        for name, t, due in dues:
+            self.metrics.fire_lead.observe(max(0.0, (due - now) / 1000))
+            if due < now:
                 self.metrics.late_intents.inc()
-            self._schedule_launch(name, t, now)
+            self._schedule_launch(name, t, now, due)
         self._wake.set()
 
-    def _schedule_launch(self, name: str, t: int, now: int) -> None:
-        """One timer per instant, however many executions share it: a burst of a thousand jobs
-        due at the same second is launched in one pass, not a thousand callbacks."""
-        group = self._launches.get(t)
+    def _schedule_launch(self, name: str, t: int, now: int, due: int | None = None) -> None:
+        """One timer per due instant, however many executions share it: a burst of a thousand
+        jobs due at the same second is launched in one pass, not a thousand callbacks. An
+        execution is due at its scheduled instant plus its job's jitter."""
+        due = t if due is None else due
+        group = self._launches.get(due)
         if group is None:
             if self._loop is None:
                 return
-            handle = self._loop.call_later(max(0.0, (t - now) / 1000), self._launch, t)
-            group = self._launches[t] = (handle, {})
-        group[1][name] = None
+            handle = self._loop.call_later(max(0.0, (due - now) / 1000), self._launch, due)
+            group = self._launches[due] = (handle, {})
+        group[1][name] = t
 
-    def _launch(self, t: int) -> None:
-        _, names = self._launches.pop(t, (None, {}))
+    def _launch(self, due: int) -> None:
+        _, names = self._launches.pop(due, (None, {}))
         if not self.node.leads_epoch():
             return
         now_ns = time.time_ns
@@ -180,12 +187,12 @@ class Dispatcher:
         launched: dict[str, int] = {}
         with self.node.lock:
             st = self.node.state
-            for name in names:
+            for name, t in names.items():
                 ex = st.execs.get((name, t))
                 job = st.jobs.get(name)
                 if ex is None or ex.state not in (SCHEDULED, RUNNING) or job is None or job.paused:
                     continue            # deleted, paused or already handled since the intent
-                observe(max(0.0, (now_ns() // 1_000_000 + offset - t) / 1000))
+                observe(max(0.0, (now_ns() // 1_000_000 + offset - due) / 1000))
                 launched[ex.trigger] = launched.get(ex.trigger, 0) + 1
         for trigger, n in launched.items():
             self.metrics.fired.labels(trigger).inc(n)
@@ -213,7 +220,7 @@ class Dispatcher:
         if self.assigner is not None:
             self.assigner.take_over(now)
         for t, name in adopted:
-            self._schedule_launch(name, t, now)
+            self._schedule_launch(name, t, now, getattr(st.execs.get((name, t)), "due_ms", 0) or t)
         log.info("leading term %d: %d pending intents adopted", term, len(adopted))
 
     def _cancel_launches(self) -> None:

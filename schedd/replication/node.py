@@ -27,6 +27,7 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replic
 from schedd.core.state import SchedulerState
 from schedd.replication import journal as durable
 from schedd.runtime.config import NodeConfig
+from schedd.testing import hooks as testing
 
 log = logging.getLogger("schedd.raft")
 
@@ -60,13 +61,18 @@ class ReplicatedState(SyncObjConsumer):
         self._sm = state
         self._lock = lock
         self._on_applied = on_applied
+        self._node_id = ""
         super().__init__()
 
     @replicated
     def apply_entry(self, entry: str) -> dict:
         index = self._syncObj.raftLastApplied + 1
+        if testing.UNSAFE and "no_dedup" in testing.UNSAFE:     # negative control, test mode only
+            entry = testing.unsafe_no_dedup(entry, index)
         with self._lock:
             result = self._sm.apply(entry, index)
+        if testing.RECORDER is not None:                          # test-mode history only
+            testing.record_applied(testing.RECORDER, self._node_id, entry, result, index, self._sm.hash)
         try:
             self._on_applied(entry, result, index)
         except Exception:  # noqa: BLE001 - a shell hook must never wedge apply
@@ -106,6 +112,7 @@ class RaftNode:
         self.lock = threading.RLock()
         self._on_role_change = on_role_change or (lambda old, new: None)
         self._consumer = ReplicatedState(self.state, self.lock, on_applied or (lambda e, r, i: None))
+        self._consumer._node_id = cfg.node_id
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self._hooks = durable.prepare_durable_journal(str(cfg.data_dir), fsync=cfg.fsync)
         durable.speed_up_snapshots()
@@ -135,7 +142,8 @@ class RaftNode:
         others = [p.raft_address for p in cfg.members if p.id != cfg.node_id]
         self._started = time.monotonic()
         self.sync = SyncObj(cfg.raft_address, others, conf=conf, consumers=[self._consumer],
-                            transportClass=self._hooks.transport_class)
+                            transportClass=testing.transport_with_dial(self._hooks.transport_class)
+                            if cfg.test_mode else self._hooks.transport_class)
         self._hooks.attach(self.sync)
 
     # ------------------------------------------------------------ leadership

@@ -73,6 +73,7 @@ class SchedulerTuning:
     burst_lookahead_ms: int = 15000
     burst_threshold: int = 2000
     lease_ms: int = 10000
+    catchup_per_second: int = 10      # catch-up runs (policy all) started per second, cluster-wide
 
 
 @dataclass(slots=True, frozen=True)
@@ -162,6 +163,7 @@ def _scheduler(t: dict) -> SchedulerTuning:
         burst_lookahead_ms=_int(t, "burst_lookahead_ms", d.burst_lookahead_ms, 0, 300_000, "[scheduler]"),
         burst_threshold=_int(t, "burst_threshold", d.burst_threshold, 0, 10_000_000, "[scheduler]"),
         lease_ms=_int(t, "lease_ms", d.lease_ms, 500, 3_600_000, "[scheduler]"),
+        catchup_per_second=_int(t, "catchup_per_second", d.catchup_per_second, 1, 100_000, "[scheduler]"),
     )
 
 

@@ -19,6 +19,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
+from schedd.api.dags_service import DagsService
 from schedd.api.service import ClusterService, Router, SchedulerService
 from schedd.leader.dispatcher import Dispatcher
 from schedd.leader.workers import WorkerHub
@@ -26,6 +27,8 @@ from schedd.replication.node import RaftNode
 from schedd.runtime.clock import SystemClock
 from schedd.runtime.config import NodeConfig
 from schedd.runtime.metrics import Metrics
+from schedd.testing import hooks as testing
+from schedd.v1 import dags_pb2, dags_pb2_grpc
 from schedd.v1 import scheduler_pb2 as pb
 from schedd.v1 import scheduler_pb2_grpc as pb_grpc
 
@@ -50,21 +53,32 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     # a child that shares the parent's epoll descriptor.
     os.register_at_fork(after_in_child=gc.disable)
     tune_gc()
+    try:
+        testing.configure_node(cfg)            # test mode only: history, unsafe switches, dialing
+    except testing.TestModeError as e:
+        raise StartupError(str(e)) from None
+    rec = testing.RECORDER
     clock = SystemClock()
     metrics = Metrics()
     loop = asyncio.get_running_loop()
     dispatcher_box: list[Dispatcher] = []
+    locals_box: list = []                      # the RaftNode, once built (test-mode recording)
 
     def on_applied(entry, result, index):
         if dispatcher_box:
             dispatcher_box[0].on_applied(entry, result, index)
 
     def on_role_change(old, new):
+        if rec is not None:
+            rec("role", node=cfg.node_id, old=old, new=new, term=testing.current_term(locals_box))
         if dispatcher_box:
             dispatcher_box[0].on_role_change(old, new)
 
     node = RaftNode(cfg, on_applied=on_applied, on_role_change=on_role_change)
+    locals_box.append(node)
     hub = WorkerHub(node, clock, lease_ms=cfg.scheduler.lease_ms)
+    if rec is not None:
+        testing.wrap_hub_send(hub, rec, node)
     dispatcher = Dispatcher(node, clock, metrics, hub)
     dispatcher_box.append(dispatcher)
     metrics.watch(node)
@@ -76,13 +90,16 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     pb_grpc.add_SchedulerServicer_to_server(SchedulerService(node, clock, metrics, router, dispatcher),
                                             server)
     pb_grpc.add_ClusterServicer_to_server(ClusterService(node, router), server)
+    dags_pb2_grpc.add_DagsServicer_to_server(DagsService(node, clock, metrics, router), server)
     pb_grpc.add_WorkersServicer_to_server(hub, server)
+    if cfg.test_mode:
+        testing.add_admin_service(server, clock, node)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (pb.DESCRIPTOR.services_by_name["Scheduler"].full_name,
              pb.DESCRIPTOR.services_by_name["Cluster"].full_name,
              pb.DESCRIPTOR.services_by_name["Workers"].full_name, health.SERVICE_NAME,
-             reflection.SERVICE_NAME)
+             reflection.SERVICE_NAME, dags_pb2.DESCRIPTOR.services_by_name["Dags"].full_name)
     reflection.enable_server_reflection(names, server)
     if server.add_insecure_port(cfg.grpc_address) == 0:
         node.close()

@@ -22,6 +22,9 @@ class Metrics:
             "schedd_fire_commit_lead_seconds",
             "How far ahead of its scheduled time an intent was applied on the leader (0: late)",
             buckets=(0, 0.05, 0.1, 0.25, 0.5, 1, 1.5, 2, 5, 10), registry=r)
+        self.skipped = Counter("schedd_skipped_total",
+                               "Executions the leader recorded SKIPPED (overlap skip, starting deadline)",
+                               registry=r)
         self.late_intents = Counter("schedd_late_intents_total",
                                     "Intents applied after their scheduled time (catch-up, overload)",
                                     registry=r)
@@ -37,6 +40,8 @@ class Metrics:
                                         ["outcome"], registry=r)
         self.requests = Counter("schedd_grpc_requests_total", "gRPC calls by method and code",
                                 ["method", "code"], registry=r)
+        self.sla_missed = Counter("schedd_sla_missed_total",
+                                  "SLA misses recorded by this node as leader, by job", ["job"], registry=r)
 
     def watch(self, node) -> None:
         """Expose the node's Raft and state gauges, read at scrape time."""

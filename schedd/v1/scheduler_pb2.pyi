@@ -261,12 +261,14 @@ class ListJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
 
 class JobRef(_message.Message):
-    __slots__ = ("name", "request_id")
+    __slots__ = ("name", "request_id", "catch_up")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CATCH_UP_FIELD_NUMBER: _ClassVar[int]
     name: str
     request_id: str
-    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    catch_up: bool
+    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., catch_up: _Optional[bool] = ...) -> None: ...
 
 class DeleteJobResponse(_message.Message):
     __slots__ = ("name",)
@@ -377,12 +379,102 @@ class GetExecutionRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class TriggerJobRequest(_message.Message):
-    __slots__ = ("name", "request_id")
+    __slots__ = ("name", "request_id", "force")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
     name: str
     request_id: str
-    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    force: bool
+    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
+
+class BackfillRequest(_message.Message):
+    __slots__ = ("name", "from_ms", "to_ms", "request_id", "dry_run")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FROM_MS_FIELD_NUMBER: _ClassVar[int]
+    TO_MS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    from_ms: int
+    to_ms: int
+    request_id: str
+    dry_run: bool
+    def __init__(self, name: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., request_id: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class BackfillResponse(_message.Message):
+    __slots__ = ("instants", "created", "duplicates", "first_ms", "last_ms")
+    INSTANTS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATES_FIELD_NUMBER: _ClassVar[int]
+    FIRST_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_MS_FIELD_NUMBER: _ClassVar[int]
+    instants: int
+    created: int
+    duplicates: int
+    first_ms: int
+    last_ms: int
+    def __init__(self, instants: _Optional[int] = ..., created: _Optional[int] = ..., duplicates: _Optional[int] = ..., first_ms: _Optional[int] = ..., last_ms: _Optional[int] = ...) -> None: ...
+
+class ListInstantsRequest(_message.Message):
+    __slots__ = ("job", "from_ms", "to_ms", "limit")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    FROM_MS_FIELD_NUMBER: _ClassVar[int]
+    TO_MS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    from_ms: int
+    to_ms: int
+    limit: int
+    def __init__(self, job: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class InstantRecord(_message.Message):
+    __slots__ = ("instant_ms", "disposition", "detail", "execution")
+    INSTANT_MS_FIELD_NUMBER: _ClassVar[int]
+    DISPOSITION_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    instant_ms: int
+    disposition: str
+    detail: str
+    execution: Execution
+    def __init__(self, instant_ms: _Optional[int] = ..., disposition: _Optional[str] = ..., detail: _Optional[str] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ...) -> None: ...
+
+class ListInstantsResponse(_message.Message):
+    __slots__ = ("instants",)
+    INSTANTS_FIELD_NUMBER: _ClassVar[int]
+    instants: _containers.RepeatedCompositeFieldContainer[InstantRecord]
+    def __init__(self, instants: _Optional[_Iterable[_Union[InstantRecord, _Mapping]]] = ...) -> None: ...
+
+class Quota(_message.Message):
+    __slots__ = ("key", "limit", "running")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    limit: int
+    running: int
+    def __init__(self, key: _Optional[str] = ..., limit: _Optional[int] = ..., running: _Optional[int] = ...) -> None: ...
+
+class SetQuotaRequest(_message.Message):
+    __slots__ = ("key", "limit", "request_id")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    limit: int
+    request_id: str
+    def __init__(self, key: _Optional[str] = ..., limit: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ListQuotasRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListQuotasResponse(_message.Message):
+    __slots__ = ("quotas",)
+    QUOTAS_FIELD_NUMBER: _ClassVar[int]
+    quotas: _containers.RepeatedCompositeFieldContainer[Quota]
+    def __init__(self, quotas: _Optional[_Iterable[_Union[Quota, _Mapping]]] = ...) -> None: ...
 
 class CancelExecutionRequest(_message.Message):
     __slots__ = ("id", "request_id")

@@ -89,6 +89,26 @@ class SchedulerStub:
                 request_serializer=schedd_dot_v1_dot_scheduler__pb2.CancelExecutionRequest.SerializeToString,
                 response_deserializer=schedd_dot_v1_dot_scheduler__pb2.Execution.FromString,
                 _registered_method=True)
+        self.BackfillJob = channel.unary_unary(
+                '/schedd.v1.Scheduler/BackfillJob',
+                request_serializer=schedd_dot_v1_dot_scheduler__pb2.BackfillRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.BackfillResponse.FromString,
+                _registered_method=True)
+        self.ListInstants = channel.unary_unary(
+                '/schedd.v1.Scheduler/ListInstants',
+                request_serializer=schedd_dot_v1_dot_scheduler__pb2.ListInstantsRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.ListInstantsResponse.FromString,
+                _registered_method=True)
+        self.SetQuota = channel.unary_unary(
+                '/schedd.v1.Scheduler/SetQuota',
+                request_serializer=schedd_dot_v1_dot_scheduler__pb2.SetQuotaRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.Quota.FromString,
+                _registered_method=True)
+        self.ListQuotas = channel.unary_unary(
+                '/schedd.v1.Scheduler/ListQuotas',
+                request_serializer=schedd_dot_v1_dot_scheduler__pb2.ListQuotasRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.ListQuotasResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -161,6 +181,30 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BackfillJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListInstants(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetQuota(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListQuotas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -218,6 +262,26 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.CancelExecution,
                     request_deserializer=schedd_dot_v1_dot_scheduler__pb2.CancelExecutionRequest.FromString,
                     response_serializer=schedd_dot_v1_dot_scheduler__pb2.Execution.SerializeToString,
+            ),
+            'BackfillJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.BackfillJob,
+                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.BackfillRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.BackfillResponse.SerializeToString,
+            ),
+            'ListInstants': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListInstants,
+                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.ListInstantsRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.ListInstantsResponse.SerializeToString,
+            ),
+            'SetQuota': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetQuota,
+                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.SetQuotaRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.Quota.SerializeToString,
+            ),
+            'ListQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListQuotas,
+                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.ListQuotasRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.ListQuotasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -517,6 +581,114 @@ class Scheduler:
             '/schedd.v1.Scheduler/CancelExecution',
             schedd_dot_v1_dot_scheduler__pb2.CancelExecutionRequest.SerializeToString,
             schedd_dot_v1_dot_scheduler__pb2.Execution.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BackfillJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.Scheduler/BackfillJob',
+            schedd_dot_v1_dot_scheduler__pb2.BackfillRequest.SerializeToString,
+            schedd_dot_v1_dot_scheduler__pb2.BackfillResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListInstants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.Scheduler/ListInstants',
+            schedd_dot_v1_dot_scheduler__pb2.ListInstantsRequest.SerializeToString,
+            schedd_dot_v1_dot_scheduler__pb2.ListInstantsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetQuota(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.Scheduler/SetQuota',
+            schedd_dot_v1_dot_scheduler__pb2.SetQuotaRequest.SerializeToString,
+            schedd_dot_v1_dot_scheduler__pb2.Quota.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.Scheduler/ListQuotas',
+            schedd_dot_v1_dot_scheduler__pb2.ListQuotasRequest.SerializeToString,
+            schedd_dot_v1_dot_scheduler__pb2.ListQuotasResponse.FromString,
             options,
             channel_credentials,
             insecure,

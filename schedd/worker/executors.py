@@ -371,6 +371,9 @@ async def execute(a: Assignment, *, cancel: asyncio.Event | None = None,
 async def _dispatch(a: Assignment, cancel: asyncio.Event | None,
                     handlers: PythonHandlers | None, grace: float) -> _Result:
     h = a.handler if isinstance(a.handler, Mapping) else {}
+    if h.get("sensor") and len(h) == 1:           # a DAG sensor: schedd.worker.sensors
+        from schedd.worker import sensors
+        return await sensors.check(a, h["sensor"], cancel, grace)
     kinds = [k for k in ("shell", "http", "python") if h.get(k)]
     if len(kinds) != 1:
         return _Result(FAILED, error=f"unsupported handler: expected exactly one of shell, http, "

@@ -64,6 +64,7 @@ import grpc.aio
 
 from schedd.v1 import scheduler_pb2 as pb
 from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd.testing import hooks as testing
 from schedd.worker import executors
 from schedd.worker.executors import Assignment, Outcome, PythonHandlers
 
@@ -178,6 +179,7 @@ class WorkerRuntime:
         self.kill_grace_s = max(0.0, float(kill_grace_s))
         self.now_ms = now_ms
         self.version = version()
+        self._rec = testing.configure_worker(name)     # test-mode history only (None otherwise)
 
         # introspection
         self.running: dict[int, str] = {}          # token -> execution id (accepted, unfinished)
@@ -574,6 +576,8 @@ class WorkerRuntime:
             log.debug("ignoring leader message %r", kind)
 
     def _on_ack(self, ack: pb.ResultAck) -> None:
+        if self._rec is not None:
+            self._rec("w_ack", worker=self.name, token=ack.fencing_token, outcome=ack.outcome)
         u = self._unacked.get(ack.fencing_token)
         if u is None:
             return
@@ -592,12 +596,18 @@ class WorkerRuntime:
 
     def _reject(self, a: pb.Assignment, why: str) -> None:
         log.info("rejecting %s (token %d, term %d): %s", a.execution_id, a.fencing_token, a.term, why)
+        if self._rec is not None:
+            self._rec("w_reject", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
+                      token=a.fencing_token, term=a.term, why=why)
         now = self.now_ms()
         self._report(pb.AttemptResult(execution_id=a.execution_id, fencing_token=a.fencing_token,
                                       state=REJECTED, error=why, started_ms=now, ended_ms=now))
 
     def _on_assignment(self, a: pb.Assignment) -> None:
         token = a.fencing_token
+        if self._rec is not None:
+            self._rec("w_recv", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms, token=token,
+                      attempt=a.attempt, term=a.term, due_ms=a.due_ms)
         if a.term < self.max_term_seen:
             self._reject(a, f"assignment from term {a.term}, already saw term {self.max_term_seen}")
             return
@@ -647,6 +657,9 @@ class WorkerRuntime:
                 self._reject(a, "worker draining")
                 return
             att.phase = "running"
+            if self._rec is not None:
+                self._rec("h_start", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
+                          token=token, attempt=a.attempt)
             if handler is None:
                 now = self.now_ms()
                 out = Outcome(state=executors.FAILED, started_ms=now, ended_ms=now,
@@ -666,6 +679,9 @@ class WorkerRuntime:
                     now = self.now_ms()
                     out = Outcome(state=executors.FAILED, started_ms=now, ended_ms=now,
                                   error=f"internal error in the worker: {type(e).__name__}: {e}")
+            if self._rec is not None:
+                self._rec("h_end", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
+                          token=token, attempt=a.attempt, state=out.state)
             log.info("%s (token %d) ended %s%s", a.execution_id, token, out.state,
                      f": {out.error}" if out.error else "")
             self._report(pb.AttemptResult(

@@ -54,13 +54,13 @@ def test_fails_twice_then_succeeds_with_backoff_between(h):
         r = finish(h, key, tok, "FAILED", exit_code=1, error="exit status 1")
         assert r["state"] == "RETRY_WAIT"
         waits.append(r["retry_at"] - h.now)
-        assert list(h.state.retry_due) == [(r["retry_at"], "j1", key[1])]
+        assert list(h.state.ready) == [(r["retry_at"], "j1", key[1])]
         h.now = r["retry_at"]
     assert 8_000 <= waits[0] <= 12_000 and 16_000 <= waits[1] <= 24_000     # 10 s, 20 s, +-20 %
     tok = claim(h, key, 3)["token"]
     assert finish(h, key, tok, "SUCCEEDED")["state"] == "SUCCEEDED"
     ex = h.state.execs[key]
-    assert [a.state for a in ex.attempts] == ["FAILED", "FAILED", "SUCCEEDED"] and not h.state.retry_due
+    assert [a.state for a in ex.attempts] == ["FAILED", "FAILED", "SUCCEEDED"] and not h.state.ready
 
 
 def test_always_failing_ends_failed_after_max_attempts(h):
@@ -144,16 +144,43 @@ def test_a_declined_assignment_goes_back_in_line_without_counting(h):
     assert finish(h, key, tok2, "FAILED")["state"] == "FAILED"     # max 1 failure, REJECTED not counted
 
 
-def test_pruning_never_drops_an_attempt_in_flight(h):
-    h.put(schedule="", history_limit=2)
+def test_pruning_drops_only_finished_executions(h):
+    h.put(schedule="", history_limit=3)
     keys = []
     for _ in range(4):
         h.now += 1
         keys.append(("j1", h.apply(C.TRIGGER, name="j1")["scheduled_ms"]))
         if len(keys) == 1:
             claim(h, keys[0], 1)
-    assert keys[0] in h.state.execs                          # RUNNING: kept although oldest
-    assert set(h.state.execs) == {keys[0], keys[3]}                # two kept, as the limit says
+    assert set(h.state.execs) == set(keys)                   # nothing finished: nothing dropped
+    for i, key in enumerate(keys[1:3], start=2):
+        tok = claim(h, key, 1)["token"]
+        finish(h, key, tok, "SUCCEEDED")
+    h.now += 1
+    keys.append(("j1", h.apply(C.TRIGGER, name="j1")["scheduled_ms"]))
+    # the limit is 3: both finished ones go, the RUNNING oldest and the pending ones stay
+    assert set(h.state.execs) == {keys[0], keys[3], keys[4]}
+
+
+def test_a_backlog_nobody_starts_is_skipped_with_a_reason_not_grown_forever(h):
+    h.put(schedule="", history_limit=3)
+    keys = []
+    for _ in range(5):
+        h.now += 1
+        keys.append(("j1", h.apply(C.TRIGGER, name="j1")["scheduled_ms"]))
+    assert set(h.state.execs) == set(keys[2:])                # bounded by the limit
+    assert h.state.pending["j1"] == 3
+
+
+def test_history_max_age_prunes_old_finished_executions(h):
+    first = fired(h, history_max_age_seconds=60)
+    finish(h, first, claim(h, first, 1)["token"], "SUCCEEDED")
+    h.now += 30_000
+    second = ("j1", h.apply(C.TRIGGER, name="j1")["scheduled_ms"])
+    assert first in h.state.execs                             # 30 s old: kept
+    h.now += 31_000
+    h.apply(C.TRIGGER, name="j1")
+    assert first not in h.state.execs and second in h.state.execs   # 61 s old: pruned; pending kept
 
 
 def test_lifecycle_survives_snapshot_restore(h):
@@ -162,7 +189,7 @@ def test_lifecycle_survives_snapshot_restore(h):
     finish(h, key, tok, "FAILED")
     c = SchedulerState()
     c.restore(pickle.loads(pickle.dumps(h.state.snapshot(), protocol=2)))
-    assert list(c.retry_due) == list(h.state.retry_due) and len(c.retry_due) == 1
+    assert list(c.ready) == list(h.state.ready) and len(c.ready) == 1
     assert c.execs[key].attempts[0].state == "FAILED" and c.execs[key].retry_at == h.state.execs[key].retry_at
 
 

@@ -753,3 +753,217 @@ def test_no_fire_is_missed_around_transitions(expr_seconds, transition, shift, k
                 break
     assume(expected)
     assert next_n(s, after, len(expected)) == expected, [format_ms(x, zone) for x in expected]
+
+
+# ------------------------------------------------------------------------- DST policies
+#
+# Every (dst_gap, dst_fold) combination on the four real 2026 transitions of the module doc.
+# A spring-forward result depends on the gap policy only, a fall-back one on the fold policy.
+
+POLICIES = [(gap, fold) for gap in S.GAP_POLICIES for fold in S.FOLD_POLICIES]
+
+SPRING = {  # (spec, zone, after): {gap policy: fires written in the zone}
+    ("30 2 * * *", "Europe/Berlin", "2026-03-28T12:00:00"): {
+        "shift": ["2026-03-29T03:00:00+02:00", "2026-03-30T02:30:00+02:00"],
+        "skip": ["2026-03-30T02:30:00+02:00", "2026-03-31T02:30:00+02:00"]},
+    ("30 2 * * *", "America/New_York", "2026-03-07T12:00:00"): {
+        "shift": ["2026-03-08T03:00:00-04:00", "2026-03-09T02:30:00-04:00"],
+        "skip": ["2026-03-09T02:30:00-04:00", "2026-03-10T02:30:00-04:00"]},
+    # several gap matches: shift fires once at 03:00, skip none of them; 03:00 itself is real
+    ("0,20,40 2,3 * * *", "Europe/Berlin", "2026-03-29T01:50:00"): {
+        "shift": ["2026-03-29T03:00:00+02:00", "2026-03-29T03:20:00+02:00"],
+        "skip": ["2026-03-29T03:00:00+02:00", "2026-03-29T03:20:00+02:00"]},
+    ("0,20,40 2 * * *", "America/New_York", "2026-03-08T01:50:00"): {
+        "shift": ["2026-03-08T03:00:00-04:00", "2026-03-09T02:00:00-04:00"],
+        "skip": ["2026-03-09T02:00:00-04:00", "2026-03-09T02:20:00-04:00"]},
+}
+
+FALL = {  # (spec, zone, after): {fold policy: fires}
+    ("30 2 * * *", "Europe/Berlin", "2026-10-24T12:00:00"): {
+        "first": ["2026-10-25T02:30:00+02:00", "2026-10-26T02:30:00+01:00"],
+        "last": ["2026-10-25T02:30:00+01:00", "2026-10-26T02:30:00+01:00"],
+        "both": ["2026-10-25T02:30:00+02:00", "2026-10-25T02:30:00+01:00",
+                 "2026-10-26T02:30:00+01:00"]},
+    ("30 1 * * *", "America/New_York", "2026-10-31T12:00:00"): {
+        "first": ["2026-11-01T01:30:00-04:00", "2026-11-02T01:30:00-05:00"],
+        "last": ["2026-11-01T01:30:00-05:00", "2026-11-02T01:30:00-05:00"],
+        "both": ["2026-11-01T01:30:00-04:00", "2026-11-01T01:30:00-05:00",
+                 "2026-11-02T01:30:00-05:00"]},
+    # starting INSIDE the first pass through the repeated hour (02:10 CEST): the second pass
+    # still lies ahead as instants although its wall times are behind
+    ("*/20 * * * *", "Europe/Berlin", "2026-10-25T02:10:00+02:00"): {
+        "first": ["2026-10-25T02:20:00+02:00", "2026-10-25T02:40:00+02:00",
+                  "2026-10-25T03:00:00+01:00"],
+        "last": ["2026-10-25T02:00:00+01:00", "2026-10-25T02:20:00+01:00",
+                 "2026-10-25T02:40:00+01:00", "2026-10-25T03:00:00+01:00"],
+        "both": ["2026-10-25T02:20:00+02:00", "2026-10-25T02:40:00+02:00",
+                 "2026-10-25T02:00:00+01:00", "2026-10-25T02:20:00+01:00",
+                 "2026-10-25T02:40:00+01:00", "2026-10-25T03:00:00+01:00"]},
+    # starting inside the SECOND pass (01:10 EST)
+    ("*/20 * * * *", "America/New_York", "2026-11-01T01:10:00-05:00"): {
+        "first": ["2026-11-01T02:00:00-05:00", "2026-11-01T02:20:00-05:00"],
+        "last": ["2026-11-01T01:20:00-05:00", "2026-11-01T01:40:00-05:00",
+                 "2026-11-01T02:00:00-05:00"],
+        "both": ["2026-11-01T01:20:00-05:00", "2026-11-01T01:40:00-05:00",
+                 "2026-11-01T02:00:00-05:00"]},
+    # the last wall second of the fold, every second: both passes, in instant order
+    ("59 59 1 * * *", "America/New_York", "2026-11-01T00:00:00"): {
+        "first": ["2026-11-01T01:59:59-04:00", "2026-11-02T01:59:59-05:00"],
+        "last": ["2026-11-01T01:59:59-05:00", "2026-11-02T01:59:59-05:00"],
+        "both": ["2026-11-01T01:59:59-04:00", "2026-11-01T01:59:59-05:00",
+                 "2026-11-02T01:59:59-05:00"]},
+}
+
+
+def pfires(spec: str, tz: str, after: str, n: int, gap: str, fold: str) -> list[str]:
+    s = parse(spec, tz, gap=gap, fold=fold)
+    return [format_ms(t, tz) for t in next_n(s, ms(after, tz), n)]
+
+
+@pytest.mark.parametrize("gap,fold", POLICIES)
+@pytest.mark.parametrize("case", list(SPRING), ids=lambda c: f"{c[1]}:{c[0]}")
+def test_dst_gap_policy_on_real_spring_forward(case, gap, fold):
+    expected = SPRING[case][gap]
+    assert pfires(*case, len(expected), gap, fold) == expected
+
+
+@pytest.mark.parametrize("gap,fold", POLICIES)
+@pytest.mark.parametrize("case", list(FALL), ids=lambda c: f"{c[1]}:{c[0]}")
+def test_dst_fold_policy_on_real_fall_back(case, gap, fold):
+    expected = FALL[case][fold]
+    assert pfires(*case, len(expected), gap, fold) == expected
+
+
+def test_dst_policy_utc_instants_of_the_documented_examples():
+    berlin_gap = parse("30 2 * * *", "Europe/Berlin", gap="skip")
+    assert next_after(berlin_gap, ms("2026-03-29T00:00:00Z")) == ms("2026-03-30T00:30:00Z")
+    berlin_last = parse("30 2 * * *", "Europe/Berlin", fold="last")
+    assert next_after(berlin_last, ms("2026-10-24T12:00:00Z")) == ms("2026-10-25T01:30:00Z")
+    both = parse("30 2 * * *", "Europe/Berlin", fold="both")
+    assert next_n(both, ms("2026-10-24T12:00:00Z"), 2) == [ms("2026-10-25T00:30:00Z"),
+                                                            ms("2026-10-25T01:30:00Z")]
+
+
+def test_dst_policies_are_part_of_identity_cache_and_pickle():
+    a = parse("30 2 * * *", "Europe/Berlin")
+    assert parse("30 2 * * *", "Europe/Berlin", gap="", fold="") is a
+    assert parse("30 2 * * *", "Europe/Berlin", gap="shift", fold="first") is a
+    b = parse("30 2 * * *", "Europe/Berlin", gap="skip", fold="both")
+    assert b != a and (b.gap, b.fold) == ("skip", "both")
+    assert parse("30 2 * * *", "Europe/Berlin", gap="skip", fold="both") is b
+    c = pickle.loads(pickle.dumps(b))
+    assert c == b and (c.gap, c.fold) == ("skip", "both")
+    # only cron schedules carry a policy
+    assert parse("@every 1h", "Europe/Berlin", fold="both") == parse("@every 1h", "Europe/Berlin")
+
+
+@pytest.mark.parametrize("gap,fold,fragment", [
+    ("later", "", "dst_gap must be one of shift, skip"),
+    ("", "second", "dst_fold must be one of first, last, both"),
+])
+def test_dst_policy_refused(gap, fold, fragment):
+    with pytest.raises(ScheduleError, match=fragment):
+        parse("0 2 * * *", "Europe/Berlin", gap=gap, fold=fold)
+
+
+def test_skip_gap_schedule_that_only_matches_gaps_never_fires():
+    # 02:30 on the fifth Sunday of March: in Berlin that is always the spring-forward day
+    s = parse("30 2 * 3 SUN#5", "Europe/Berlin", gap="skip")
+    got = next_n(s, ms("2026-01-01T00:00:00Z"), 3)
+    assert all(format_ms(t, "Europe/Berlin")[11:16] == "02:30" for t in got)  # years without DST day
+    shifted = parse("30 2 * 3 SUN#5", "Europe/Berlin")
+    assert next_after(shifted, ms("2026-01-01T00:00:00Z")) == ms("2026-03-29T01:00:00Z")
+
+
+@pytest.mark.parametrize("spec,tz,at,fold,note", [
+    ("30 2 * * *", "Europe/Berlin", "2026-03-29T01:00:00Z", "first",
+     "shifted: 02:30 does not exist (clocks jump 02:00 -> 03:00)"),
+    ("30 2 * * *", "Europe/Berlin", "2026-10-25T00:30:00Z", "first",
+     "repeated: 02:30 occurs twice, this is the 1st (CEST)"),
+    ("30 2 * * *", "Europe/Berlin", "2026-10-25T01:30:00Z", "last",
+     "repeated: 02:30 occurs twice, this is the 2nd (CET)"),
+    ("30 1 * * *", "America/New_York", "2026-11-01T06:30:00Z", "both",
+     "repeated: 01:30 occurs twice, this is the 2nd (EST)"),
+    ("0 3 * * *", "Europe/Berlin", "2026-03-29T01:00:00Z", "first", ""),   # 03:00 is real
+    ("30 2 * * *", "Europe/Berlin", "2026-03-30T00:30:00Z", "first", ""),
+    ("30 2 * * *", "UTC", "2026-03-29T02:30:00Z", "first", ""),
+])
+def test_dst_note(spec, tz, at, fold, note):
+    assert S.dst_note(parse(spec, tz, fold=fold), ms(at)) == note
+
+
+def _oracle_instants(zone: str, wall: datetime, gap: str, fold: str) -> list[int]:
+    """The documented policies, written plainly, for one matching wall time. Epoch ms."""
+    z = _tz(zone)
+    first = int(wall.replace(tzinfo=z).timestamp())
+    second = int(wall.replace(tzinfo=z, fold=1).timestamp())
+    if datetime.fromtimestamp(first, z).replace(tzinfo=None) != wall:  # in a gap
+        return [] if gap == "skip" else [_oracle_instant(zone, wall)]
+    if first == second:
+        return [first * 1000]
+    return {"first": [first * 1000], "last": [second * 1000],
+            "both": [first * 1000, second * 1000]}[fold]
+
+
+@ZONE_PROPS
+@given(cron_exprs(), st.sampled_from(TRANSITIONS), st.integers(-3 * 3_600_000, 3 * 3_600_000),
+       KEYS, st.sampled_from(POLICIES))
+def test_policies_miss_no_fire_around_transitions(expr_seconds, transition, shift, key, policy):
+    """Against an oracle under every policy: croniter enumerates matching wall times, each maps
+    to its instants by the documented policy, and ours are the sorted union after `after`."""
+    expr, seconds = expr_seconds
+    zone, t = transition
+    gap, fold = policy
+    after = t + shift
+    s = _parse_or_skip(expr, zone, key)
+    s = parse(expr, zone, hash_key=key, gap=gap, fold=fold)
+    wall_after = datetime.fromtimestamp(after // 1000, _tz(zone)).replace(tzinfo=None)
+    it = croniter(expr, wall_after - timedelta(hours=3), hash_id=key.encode(),
+                  second_at_beginning=seconds)
+    found: set[int] = set()
+    wall = None
+    for _ in range(400):
+        wall = it.get_next(datetime)
+        found.update(u for u in _oracle_instants(zone, wall, gap, fold) if u > after)
+        if len([u for u in found if u < _oracle_instant(zone, wall)]) >= 5:
+            break
+    # a later wall time maps to no instant before the default mapping of the last one seen
+    bound = _oracle_instant(zone, wall)
+    expected = sorted(u for u in found if u < bound)[:5]
+    assume(expected)
+    assert next_n(s, after, len(expected)) == expected, [format_ms(x, zone) for x in expected]
+
+
+@ZONE_PROPS
+@given(cron_exprs(), zoned_starts(), KEYS)
+def test_policies_relate_to_the_default(expr_seconds, zone_start, key):
+    """both = first | last; skip drops only gap shifts of the default; with no transition in
+    sight every policy is the default."""
+    expr, _ = expr_seconds
+    zone, after = zone_start
+    default = _parse_or_skip(expr, zone, key)
+    base = next_n(default, after, 6)
+    assume(len(base) == 6)
+    horizon = base[-1]
+
+    def upto(gap, fold):
+        s = parse(expr, zone, hash_key=key, gap=gap, fold=fold)
+        out, u = [], after
+        while len(out) < 20_000:  # every second for a few hours at most
+            u = next_after(s, u)
+            if u is None or u > horizon:
+                break
+            out.append(u)
+        return set(out)
+
+    first, last, both = (upto("shift", f) for f in ("first", "last", "both"))
+    assert first == set(base)
+    assert both == first | last
+    skip = upto("skip", "first")
+    assert skip <= first
+    for u in first - skip:
+        assert _offset(zone, u - 1000) < _offset(zone, u)  # only gap shifts were dropped
+    known = ms("2010-01-02T00:00:00Z") < after < horizon < ms("2029-12-30T00:00:00Z")
+    if known and not any(after - 4 * 3_600_000 < x <= horizon + 4 * 3_600_000
+                         for z, x in TRANSITIONS if z == zone):
+        assert first == last == both == skip

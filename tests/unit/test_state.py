@@ -342,7 +342,7 @@ def _fingerprint(s: SchedulerState):
     return (s.hash, s.epoch, sorted((n, j.version, j.next_fire, j.paused, j.spec) for n, j in s.jobs.items()),
             sorted((k, e.state, e.trigger, e.log_index, e.retry_at, e.cancel_requested,
                     [(a.state, a.fencing_token, a.rejected) for a in e.attempts]) for k, e in s.execs.items()),
-            list(s.retry_due), {k: list(v) for k, v in s.by_state.items() if v},
+            list(s.ready), dict(s.active), dict(s.pending), dict(s.held), {k: list(v) for k, v in s.by_state.items() if v},
             list(s.wheel.items()), list(s.names), list(s.by_time), list(s.paused_names),
             {k: list(v) for k, v in s.by_team.items()}, list(s.dedup))
 
@@ -430,7 +430,13 @@ def test_no_execution_key_twice_and_instants_follow_the_schedule(ops):
         assert tokens == sorted(set(tokens))                                 # fencing grows
         assert sum(a.state == "RUNNING" for a in ex.attempts) == (ex.state == "RUNNING")
     assert sum(len(v) for v in h.state.by_state.values()) == len(h.state.execs)
-    assert len(h.state.retry_due) == len(h.state.by_state.get("RETRY_WAIT", ()))
+    ready = h.state.by_state.get("RETRY_WAIT", ()), h.state.by_state.get("SCHEDULED", ())
+    assert len(h.state.ready) == sum(map(len, ready))
+    active = {}
+    for (name, _), ex in h.state.execs.items():
+        if ex.state in ("RUNNING", "RETRY_WAIT"):
+            active[name] = active.get(name, 0) + 1
+    assert h.state.active == active
 
 
 def test_planner_looks_further_ahead_when_a_burst_is_coming(h):

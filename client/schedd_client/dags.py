@@ -1,0 +1,382 @@
+"""DAGs in the SDK and in ``schedctl``: the DAG document, the ``Client``/``AsyncClient`` methods
+and the ``schedctl dag`` commands.
+
+The DAG document (YAML or JSON; ``schedctl dag apply -f etl.yaml``)::
+
+    name: etl                       # [a-z0-9][a-z0-9._-]{0,127}
+    team: data                      # default "default"
+    schedule: "0 2 * * *"           # cron or "@every 1h" for the whole graph; absent = on demand
+    timezone: Europe/Berlin         # IANA zone of the schedule (alias: tz); default UTC
+    description: Nightly load
+    max_runs: 50                    # finished runs kept (default 50)
+    tasks:
+      - name: wait-for-input        # a sensor: waits for a condition, no worker slot held between polls
+        sensor: {file: /data/in/ready, poll_interval: 30s, timeout: 2h}   # or http_url: / command:
+      - name: extract
+        upstream: [wait-for-input]
+        command: ./extract.sh       # any job handler: command, argv (+ workdir, env), http, python
+        retry: {max_attempts: 3, initial_backoff: 10s}
+        timeout: 10m                # per attempt
+      - name: load
+        upstream: [extract]
+        http: {url: "https://etl.example.com/load"}
+      - name: notify
+        upstream: [load]
+        trigger_rule: all_done      # all_success (default) | all_done | one_failed
+        command: ./notify.sh
+
+A task takes the job document's handler keys plus ``retry``, ``timeout``, ``pool``,
+``worker_labels`` and ``description``; ``upstream`` (a list of task names) and ``trigger_rule``;
+or ``sensor`` instead of a handler. Unknown keys are refused.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from schedd.v1 import dags_pb2 as dpb
+
+from ._plans import Call, Plan, _single, new_request_id
+from .convert import format_duration, format_time, to_dict
+from .errors import ValidationError
+from .specs import parse_duration, spec_from_dict, spec_to_dict
+
+__all__ = ["dag_from_dict", "dag_to_dict", "put_dag", "get_dag", "list_dags", "delete_dag", "run_dag",
+           "list_dag_runs", "get_dag_run"]
+
+_DAG_KEYS = ("name", "team", "schedule", "timezone", "tz", "description", "max_runs", "tasks")
+_TASK_KEYS = ("name", "upstream", "trigger_rule", "sensor", "retry", "timeout", "pool",
+              "worker_labels", "description", "command", "argv", "workdir", "env", "http", "python")
+_SENSOR_KEYS = ("file", "http_url", "command", "poll_interval", "timeout")
+_JOB_KEYS = ("retry", "timeout", "pool", "worker_labels", "description", "command", "argv", "workdir",
+             "env", "http", "python")
+
+
+def _check(doc: Mapping, allowed: tuple, label: str) -> None:
+    for key in doc:
+        if key not in allowed:
+            raise ValidationError(f"{label}: unknown key {key!r} (allowed: {', '.join(allowed)})")
+
+
+def _task_from_dict(doc: Any, dag: str, i: int) -> dpb.DagTask:
+    if not isinstance(doc, Mapping):
+        raise ValidationError(f"DAG {dag!r}: task #{i} must be a mapping")
+    name = doc.get("name")
+    label = f"DAG {dag!r}, task {name!r}" if isinstance(name, str) else f"DAG {dag!r}, task #{i}"
+    _check(doc, _TASK_KEYS, label)
+    task = dpb.DagTask(name=str(name or ""))
+    upstream = doc.get("upstream") or []
+    if isinstance(upstream, str):
+        upstream = [upstream]
+    if not isinstance(upstream, list) or not all(isinstance(u, str) for u in upstream):
+        raise ValidationError(f"{label}: upstream must be a list of task names")
+    task.upstream.extend(upstream)
+    task.trigger_rule = str(doc.get("trigger_rule") or "")
+    if doc.get("sensor") is not None:
+        s = doc["sensor"]
+        if not isinstance(s, Mapping):
+            raise ValidationError(f"{label}: sensor must be a mapping")
+        _check(s, _SENSOR_KEYS, f"{label}, sensor")
+        try:
+            task.sensor.CopyFrom(dpb.SensorSpec(
+                file=str(s.get("file") or ""), http_url=str(s.get("http_url") or ""),
+                command=str(s.get("command") or ""),
+                poll_interval_seconds=parse_duration(s["poll_interval"]) if s.get("poll_interval") else 0,
+                timeout_seconds=parse_duration(s["timeout"]) if s.get("timeout") else 0))
+        except ValidationError as e:
+            raise ValidationError(f"{label}, sensor: {e.message}") from None
+        job_doc = {k: doc[k] for k in ("retry", "timeout", "pool", "worker_labels", "description") if k in doc}
+        job_doc["command"] = "true"          # validated as a job; the sensor replaces the handler
+    else:
+        job_doc = {k: doc[k] for k in _JOB_KEYS if k in doc}
+    job_doc["name"] = task.name or "task"
+    try:
+        spec = spec_from_dict(job_doc)
+    except ValidationError as e:
+        raise ValidationError(f"{label}: {e.message.removeprefix(f'job {task.name!r}: ')}") from None
+    if doc.get("sensor") is None:
+        task.handler.CopyFrom(spec.handler)
+    if spec.HasField("retry"):
+        task.retry.CopyFrom(spec.retry)
+    task.timeout_seconds = spec.timeout_seconds
+    task.pool = spec.pool
+    task.worker_labels.update(spec.worker_labels)
+    task.description = spec.description
+    return task
+
+
+def dag_from_dict(doc: Mapping[str, Any]) -> dpb.DagSpec:
+    """A ``DagSpec`` from a DAG document (format in this module's docstring). Raises
+    ``ValidationError`` for unknown keys and bad types; the graph itself (cycles, unknown
+    upstreams, duplicate tasks) is checked by the server, which commits nothing on error."""
+    if not isinstance(doc, Mapping):
+        raise ValidationError("a DAG document must be a mapping")
+    name = doc.get("name")
+    label = f"DAG {name!r}" if isinstance(name, str) else "DAG document"
+    _check(doc, _DAG_KEYS, label)
+    if "timezone" in doc and "tz" in doc:
+        raise ValidationError(f"{label}: give 'timezone' or its alias 'tz', not both")
+    tasks = doc.get("tasks")
+    if not isinstance(tasks, list):
+        raise ValidationError(f"{label}: tasks must be a list of task mappings")
+    max_runs = doc.get("max_runs") or 0
+    if isinstance(max_runs, bool) or not isinstance(max_runs, int):
+        raise ValidationError(f"{label}: max_runs must be a whole number")
+    return dpb.DagSpec(
+        name=str(name or ""), team=str(doc.get("team") or ""), schedule=str(doc.get("schedule") or ""),
+        timezone=str(doc.get("timezone") or doc.get("tz") or ""),
+        description=str(doc.get("description") or ""), max_runs=max_runs,
+        tasks=[_task_from_dict(t, str(name), i) for i, t in enumerate(tasks, 1)])
+
+
+def dag_to_dict(spec: dpb.DagSpec) -> dict[str, Any]:
+    """The DAG document for ``spec`` (the inverse of ``dag_from_dict``)."""
+    from schedd.v1 import scheduler_pb2 as pb
+    doc: dict[str, Any] = {"name": spec.name}
+    defaults = {"team": "default", "timezone": "UTC"}
+    for key in ("team", "schedule", "timezone", "description", "max_runs"):
+        if getattr(spec, key) and getattr(spec, key) != defaults.get(key):
+            doc[key] = getattr(spec, key)
+    doc["tasks"] = []
+    for t in spec.tasks:
+        job = pb.JobSpec(name=t.name, handler=t.handler, timeout_seconds=t.timeout_seconds, pool=t.pool,
+                         description=t.description, worker_labels=dict(t.worker_labels))
+        if t.HasField("retry"):
+            job.retry.CopyFrom(t.retry)
+        d = spec_to_dict(job)
+        task: dict[str, Any] = {"name": t.name}
+        if t.upstream:
+            task["upstream"] = list(t.upstream)
+        if t.trigger_rule and t.trigger_rule != "all_success":
+            task["trigger_rule"] = t.trigger_rule
+        if t.HasField("sensor"):
+            s = t.sensor
+            sensor = {k: getattr(s, k) for k in ("file", "http_url", "command") if getattr(s, k)}
+            if s.poll_interval_seconds:
+                sensor["poll_interval"] = format_duration(s.poll_interval_seconds)
+            if s.timeout_seconds:
+                sensor["timeout"] = format_duration(s.timeout_seconds)
+            task["sensor"] = sensor
+            d = {k: v for k, v in d.items() if k in ("retry", "timeout", "pool", "worker_labels", "description")}
+        task.update({k: v for k, v in d.items() if k not in ("name", "timezone")})
+        doc["tasks"].append(task)
+    return doc
+
+
+# ---------------------------------------------------------------- the SDK methods (plan builders)
+
+
+def _dags(method: str, request, *, mutating: bool = False, stale_ok: bool = False) -> Call:
+    return Call("dags", method, request, mutating=mutating, stale_ok=stale_ok)
+
+
+def put_dag(spec: dpb.DagSpec | Mapping[str, Any]) -> Plan[dpb.PutDagResponse]:
+    """Create or replace a DAG (a ``DagSpec`` or a DAG document). The server refuses a cycle
+    (naming it), an unknown upstream or a duplicate task with ``ValidationError``; nothing is
+    committed then."""
+    if not isinstance(spec, dpb.DagSpec):
+        spec = dag_from_dict(spec)
+    request = dpb.PutDagRequest(dag=spec, request_id=new_request_id())
+    return _single(_dags("PutDag", request, mutating=True), dpb.PutDagResponse)
+
+
+def get_dag(name: str, *, stale_ok: bool = False) -> Plan[dpb.Dag]:
+    """A DAG: its spec, version, next scheduled run and last run."""
+    return _single(_dags("GetDag", dpb.GetDagRequest(name=name), stale_ok=stale_ok), dpb.Dag)
+
+
+def list_dags(*, stale_ok: bool = False) -> Plan[dpb.ListDagsResponse]:
+    """Every DAG, by name."""
+    return _single(_dags("ListDags", dpb.ListDagsRequest(), stale_ok=stale_ok), dpb.ListDagsResponse)
+
+
+def delete_dag(name: str) -> Plan[None]:
+    """Delete a DAG with its runs and its tasks' history; raises ``NotFound`` if there is none."""
+    call = _dags("DeleteDag", dpb.DagRef(name=name, request_id=new_request_id()), mutating=True)
+    return Plan([call], lambda responses: None)
+
+
+def run_dag(name: str) -> Plan[dpb.DagRun]:
+    """Start a run of a DAG now (logical time = now); returns the new run."""
+    request = dpb.RunDagRequest(name=name, request_id=new_request_id())
+    return _single(_dags("RunDag", request, mutating=True), dpb.DagRun)
+
+
+def list_dag_runs(name: str, *, limit: int = 20, stale_ok: bool = False) -> Plan[dpb.ListDagRunsResponse]:
+    """The newest ``limit`` runs of a DAG, newest first, each with its tasks' states."""
+    request = dpb.ListDagRunsRequest(name=name, limit=limit)
+    return _single(_dags("ListDagRuns", request, stale_ok=stale_ok), dpb.ListDagRunsResponse)
+
+
+def get_dag_run(name: str, run_id: str = "", *, stale_ok: bool = False) -> Plan[dpb.DagRun]:
+    """One run of a DAG (by its id, or the time part of it; "" = the newest), with every task's
+    state, attempts, times and reason."""
+    request = dpb.GetDagRunRequest(name=name, run_id=run_id)
+    return _single(_dags("GetDagRun", request, stale_ok=stale_ok), dpb.DagRun)
+
+
+_BUILDERS = ("put_dag", "get_dag", "list_dags", "delete_dag", "run_dag", "list_dag_runs", "get_dag_run")
+
+
+def attach(client_cls, async_cls) -> None:
+    """Give ``Client`` and ``AsyncClient`` the DAG methods (called once, from the package)."""
+    from .client import _awaitable, _blocking
+    for name in _BUILDERS:
+        build = globals()[name]
+        setattr(client_cls, name, _blocking(build))
+        setattr(async_cls, name, _awaitable(build))
+
+
+# ---------------------------------------------------------------- schedctl dag ...
+
+_STATE_MARK = {"SUCCEEDED": "✓", "FAILED": "✗", "TIMED_OUT": "✗", "LOST": "✗", "CANCELLED": "✗",
+               "UPSTREAM_FAILED": "⊘", "SKIPPED": "-", "RUNNING": "▶", "RETRY_WAIT": "…",
+               "SCHEDULED": "·", "PENDING": " "}
+
+
+def add_commands(groups, command) -> None:
+    """The ``schedctl dag`` group; ``groups``/``command`` are schedctl's parser helpers."""
+    from .schedctl import _global_options
+    sub = groups.add_parser("dag", help="define, run and inspect DAGs of tasks",
+                            description="define, run and inspect DAGs of tasks")
+    _global_options(sub, top=False)
+    dags = sub.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    apply = command(dags, "apply", dag_apply, "create or replace every DAG in a YAML/JSON file")
+    apply.add_argument("-f", "--file", metavar="FILE", required=True, help='"-" = stdin')
+    command(dags, "run", dag_run, "start a run of a DAG now").add_argument("name", metavar="NAME")
+    show = command(dags, "show", dag_show, "the graph with each task's state in a run (default: newest)")
+    show.add_argument("name", metavar="NAME")
+    show.add_argument("--run", dest="run_id", default="", metavar="ID", help="run id, or its time part")
+    runs = command(dags, "runs", dag_runs, "runs of a DAG, newest first, with states and durations")
+    runs.add_argument("name", metavar="NAME")
+    runs.add_argument("--limit", type=int, default=20, metavar="N")
+    command(dags, "list", dag_list, "every DAG")
+    get = command(dags, "get", dag_get, "a DAG's definition (-o yaml gives the document back)")
+    get.add_argument("name", metavar="NAME")
+    command(dags, "delete", dag_delete, "delete a DAG with its runs (no confirmation)").add_argument(
+        "name", metavar="NAME")
+
+
+def _read_dags(path: str) -> list[dpb.DagSpec]:
+    from .schedctl import CommandError
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise CommandError(f"cannot read {path}: {err.strerror or err}") from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as err:
+        raise CommandError(f"{path}: not valid YAML or JSON: {err}") from None
+    flat: list[Any] = []
+    for d in docs:
+        flat += d if isinstance(d, list) else [d]
+    if not flat:
+        raise CommandError(f"{path}: no DAG documents")
+    return [dag_from_dict(d) for d in flat]
+
+
+def _duration(run: dpb.DagRun | dpb.DagTaskRun, now_ms: int) -> str:
+    start = getattr(run, "started_ms", 0) or getattr(run, "created_ms", 0)
+    if not start:
+        return "-"
+    end = run.ended_ms or now_ms
+    return format_duration(max(0, end - start) / 1000) + ("" if run.ended_ms else "+")
+
+
+def dag_apply(cmd) -> None:
+    specs = _read_dags(cmd.args.file)
+    out = [cmd.client.put_dag(spec) for spec in specs]
+    cmd.emit([to_dict(r) for r in out], lambda: "\n".join(
+        f"dag {r.dag.spec.name} {'created' if r.created else 'configured'} (version {r.dag.version}, "
+        f"{len(r.dag.spec.tasks)} tasks" + (f", next run {cmd.when(r.dag.next_fire_ms)}" if r.dag.next_fire_ms else "")
+        + ")" for r in out))
+
+
+def dag_run(cmd) -> None:
+    run = cmd.client.run_dag(cmd.args.name)
+    cmd.emit(to_dict(run), lambda: f"started {run.run_id}\n" + render_run(run, cmd.clock))
+
+
+def dag_show(cmd) -> None:
+    run = cmd.client.get_dag_run(cmd.args.name, cmd.args.run_id)
+    cmd.emit(to_dict(run), lambda: render_run(run, cmd.clock))
+
+
+def render_run(run: dpb.DagRun, clock=None) -> str:
+    """The graph in layers (a task sits one layer below its deepest upstream), each task with its
+    state in the run; upstreams are named when a task has several or they are not the layer above."""
+    import time
+    now_ms = int((clock or time.time)() * 1000)
+    depth: dict[str, int] = {}
+    for t in run.tasks:                       # topological order
+        depth[t.task] = 1 + max((depth[u] for u in t.upstream), default=-1)
+    width = max((len(t.task) for t in run.tasks), default=4)
+    lines = [f"run {run.run_id}  {run.state}  trigger={run.trigger}  "
+             f"duration {_duration(run, now_ms)}  (dag version {run.dag_version})"]
+    for t in run.tasks:
+        pad = "    " * depth[t.task]
+        arrow = "└─ " if t.upstream else "● "
+        state = f"{_STATE_MARK.get(t.state, '?')} {t.state}"
+        info = []
+        if t.upstream:
+            info.append("after " + ", ".join(t.upstream))
+        if t.trigger_rule and t.trigger_rule != "all_success":
+            info.append(t.trigger_rule)
+        if t.sensor:
+            info.append("sensor")
+        if t.attempts:
+            info.append(f"{t.attempts} attempt{'s' if t.attempts > 1 else ''}")
+        if t.started_ms:
+            info.append(f"{format_time(t.started_ms)} {_duration(t, now_ms)}")
+        if t.reason and t.state not in ("SUCCEEDED",):
+            info.append(t.reason if len(t.reason) <= 70 else t.reason[:67] + "...")
+        name = f"{pad}{arrow}{t.task}"
+        lines.append(f"  {name:<{width + 4 * max(depth.values(), default=0) + 3}}  {state:<18} {'  '.join(info)}")
+    return "\n".join(lines)
+
+
+def dag_runs(cmd) -> None:
+    from .schedctl import _table
+    runs = list(cmd.client.list_dag_runs(cmd.args.name, limit=cmd.args.limit).runs)
+    now_ms = int(cmd.clock() * 1000)
+
+    def table() -> str:
+        rows = []
+        for r in runs:
+            counts: dict[str, int] = {}
+            for t in r.tasks:
+                counts[t.state] = counts.get(t.state, 0) + 1
+            rows.append((r.run_id, r.state, r.trigger, format_time(r.logical_ms), _duration(r, now_ms),
+                         ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))))
+        return _table(("RUN ID", "STATE", "TRIGGER", "LOGICAL TIME", "DURATION", "TASKS"), rows,
+                      empty=f"No runs of {cmd.args.name} yet.")
+    cmd.emit([to_dict(r) for r in runs], table)
+
+
+def dag_list(cmd) -> None:
+    from .schedctl import _table
+    dags = list(cmd.client.list_dags().dags)
+    cmd.emit([to_dict(d) for d in dags], lambda: _table(
+        ("NAME", "TASKS", "SCHEDULE", "NEXT RUN", "LAST RUN", "STATE", "VERSION"),
+        [(d.spec.name, len(d.spec.tasks), (f"{d.spec.schedule} ({d.spec.timezone})" if d.spec.schedule else "on demand"),
+          cmd.when(d.next_fire_ms), d.last_run_id or "-", d.last_run_state or "-", d.version) for d in dags],
+        empty="No DAGs."))
+
+
+def dag_get(cmd) -> None:
+    d = cmd.client.get_dag(cmd.args.name)
+    if cmd.args.output == "yaml":
+        print(yaml.safe_dump(dag_to_dict(d.spec), sort_keys=False, allow_unicode=True), end="")
+        return
+    cmd.emit(to_dict(d), lambda: yaml.safe_dump(dag_to_dict(d.spec), sort_keys=False, allow_unicode=True)
+             + f"# version {d.version}, last run {d.last_run_id or '-'} {d.last_run_state}")
+
+
+def dag_delete(cmd) -> None:
+    cmd.client.delete_dag(cmd.args.name)
+    cmd.emit({"deleted": cmd.args.name}, lambda: f"dag {cmd.args.name} deleted")

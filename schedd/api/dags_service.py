@@ -1,0 +1,167 @@
+"""gRPC servicer of the Dags service (proto/schedd/v1/dags.proto).
+
+Same rules as `schedd.api.service`: a non-leader forwards the call to the leader (once); a DAG
+is validated fully here (`dags.canonical_dag`: cycles named, unknown upstreams, duplicate tasks)
+before anything is proposed, so bad input commits nothing; reads come from the leader's state.
+"""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+from google.protobuf.json_format import MessageToDict, ParseDict
+
+from schedd.api.service import FORWARDED, PRINCIPAL, Router, SchedulerService, _metadata, principal, routed
+from schedd.core import commands as C
+from schedd.core import dags as D
+from schedd.core.model import ValidationError
+from schedd.replication.node import RaftNode
+from schedd.runtime.clock import Clock
+from schedd.runtime.metrics import Metrics
+from schedd.v1 import dags_pb2 as dpb
+from schedd.v1 import dags_pb2_grpc as dpb_grpc
+
+DEFAULT_RUNS = 20
+MAX_RUNS_PAGE = 1000
+
+
+class _DagsRouter:
+    """Forwards a Dags call to the leader over the main Router's channels."""
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+
+    async def forward(self, service: str, method: str, request, context):
+        md = _metadata(context)
+        node = self.router.node
+        if md.get(FORWARDED):
+            await context.abort(grpc.StatusCode.UNAVAILABLE,
+                                "this node is no longer the leader (an election is under way); retry")
+        addr = node.leader_grpc_address()
+        if not addr or addr == node.cfg.grpc_address:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "no leader is elected yet; retry shortly")
+        out_type = dpb.DESCRIPTOR.services_by_name[service].methods_by_name[method].output_type
+        call = self.router._channel(addr).unary_unary(
+            f"/schedd.v1.{service}/{method}", request_serializer=type(request).SerializeToString,
+            response_deserializer=getattr(dpb, out_type.name).FromString)
+        remaining = context.time_remaining()
+        timeout = min(remaining, 30.0) if remaining is not None else 30.0
+        meta = [(FORWARDED, node.cfg.node_id), (PRINCIPAL, principal(context))]
+        try:
+            return await call(request, timeout=timeout, metadata=meta)
+        except grpc.aio.AioRpcError as e:
+            await context.abort(e.code(), e.details() or f"leader {addr}: {e.code().name}")
+
+
+def dag_spec_to_dict(spec: dpb.DagSpec) -> dict:
+    return MessageToDict(spec, preserving_proto_field_name=True)
+
+
+def dag_to_pb(st, dag: D.DagDef) -> dpb.Dag:
+    out = dpb.Dag(spec=ParseDict(dag.spec_dict(), dpb.DagSpec(), ignore_unknown_fields=True),
+                  version=dag.version, created_ms=dag.created_ms, updated_ms=dag.updated_ms,
+                  created_by=dag.created_by, runs_total=dag.runs_total)
+    row = st.jobs.get(D.schedule_row(dag.name))
+    if row is not None and row.next_fire is not None and not row.paused:
+        out.next_fire_ms = row.next_fire
+    times = D.runs_of(st, dag.name)
+    if times:
+        last = st.dag_runs[(dag.name, times[-1])]
+        out.last_run_id, out.last_run_state = last.run_id, last.state
+    return out
+
+
+def run_to_pb(st, run: D.DagRun) -> dpb.DagRun:
+    out = dpb.DagRun(run_id=run.run_id, dag=run.dag, logical_ms=run.logical_ms, state=run.state,
+                     trigger=run.trigger, created_ms=run.created_ms, ended_ms=run.ended_ms,
+                     dag_version=run.version)
+    for task in run.order:
+        v = D.task_view(st, run, task)
+        row = st.jobs.get(D.task_job(run.dag, task))
+        out.tasks.append(dpb.DagTaskRun(
+            task=task, state=v["state"], execution_id=v["execution_id"], upstream=v["upstream"],
+            trigger_rule=v["trigger_rule"], attempts=v["attempts"], started_ms=v["started_ms"],
+            ended_ms=v["ended_ms"], reason=v["reason"], pending_upstream=max(0, v["pending_upstream"]),
+            sensor=row is not None and "sensor" in (json.loads(row.spec).get("handler") or {})))
+    return out
+
+
+class DagsService(dpb_grpc.DagsServicer):
+    SERVICE = "Dags"
+    _commit = SchedulerService._commit
+
+    def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, router: Router) -> None:
+        self.node, self.clock, self.metrics = node, clock, metrics
+        self.router = _DagsRouter(router)
+
+    async def _dag_or_abort(self, context, name: str) -> dpb.Dag:
+        with self.node.lock:
+            st = self.node.state
+            dag = st.dags.get(name)
+            if dag is not None:
+                return dag_to_pb(st, dag)
+        await context.abort(grpc.StatusCode.NOT_FOUND, f"DAG {name!r} not found")
+
+    @routed(write=True)
+    async def PutDag(self, request: dpb.PutDagRequest, context) -> dpb.PutDagResponse:
+        try:
+            spec, text = D.canonical_dag(dag_spec_to_dict(request.dag))
+        except ValidationError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        try:
+            C.encode(C.DAG_PUT, rid="x", now=0, term=0, spec=text, name=spec["name"])
+        except C.EntryTooLarge as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"DAG too large: {e}")
+        result = await self._commit(context, C.DAG_PUT, request.request_id, spec=text, name=spec["name"])
+        return dpb.PutDagResponse(dag=await self._dag_or_abort(context, spec["name"]),
+                                  created=bool(result.get("created")))
+
+    @routed(write=False)
+    async def GetDag(self, request: dpb.GetDagRequest, context) -> dpb.Dag:
+        return await self._dag_or_abort(context, request.name)
+
+    @routed(write=False)
+    async def ListDags(self, request: dpb.ListDagsRequest, context) -> dpb.ListDagsResponse:
+        with self.node.lock:
+            st = self.node.state
+            return dpb.ListDagsResponse(dags=[dag_to_pb(st, st.dags[n]) for n in sorted(st.dags)])
+
+    @routed(write=True)
+    async def DeleteDag(self, request: dpb.DagRef, context) -> dpb.DeleteDagResponse:
+        await self._commit(context, C.DAG_DELETE, request.request_id, name=request.name)
+        return dpb.DeleteDagResponse(name=request.name)
+
+    @routed(write=True)
+    async def RunDag(self, request: dpb.RunDagRequest, context) -> dpb.DagRun:
+        result = await self._commit(context, C.DAG_RUN, request.request_id, name=request.name)
+        with self.node.lock:
+            st = self.node.state
+            run = st.dag_runs.get((result["name"], result["logical_ms"]))
+            if run is not None:
+                return run_to_pb(st, run)
+        await context.abort(grpc.StatusCode.NOT_FOUND, "the run was started but is already pruned")
+
+    @routed(write=False)
+    async def ListDagRuns(self, request: dpb.ListDagRunsRequest, context) -> dpb.ListDagRunsResponse:
+        limit = request.limit or DEFAULT_RUNS
+        if not 0 < limit <= MAX_RUNS_PAGE:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"limit must be between 1 and {MAX_RUNS_PAGE}")
+        with self.node.lock:
+            st = self.node.state
+            if request.name not in st.dags:
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"DAG {request.name!r} not found")
+            times = D.runs_of(st, request.name)[-limit:][::-1]
+            return dpb.ListDagRunsResponse(runs=[run_to_pb(st, st.dag_runs[(request.name, t)]) for t in times])
+
+    @routed(write=False)
+    async def GetDagRun(self, request: dpb.GetDagRunRequest, context) -> dpb.DagRun:
+        with self.node.lock:
+            st = self.node.state
+            if request.name not in st.dags:
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"DAG {request.name!r} not found")
+            run = D.find_run(st, request.name, request.run_id)
+            if run is not None:
+                return run_to_pb(st, run)
+        what = f"run {request.run_id!r}" if request.run_id else "any run"
+        await context.abort(grpc.StatusCode.NOT_FOUND, f"DAG {request.name!r} has no {what}")

@@ -1,0 +1,766 @@
+"""DAGs: graphs of dependent tasks, validated here and run by the replicated state machine.
+
+Pure and deterministic like the rest of `schedd.core`: no clock, no I/O, no randomness, no
+iteration over sets of strings. The proposer validates a DAG fully (`canonical_dag`) and commits
+its canonical JSON; apply re-checks what it computes with and never raises.
+
+How a DAG lives in the state (DESIGN.md "DAG and DAG run"):
+- `state.dags[name]` is a `DagDef`; each task is an ordinary job row named `<dag>:<task>` (a
+  colon never appears in a user's job name), with no schedule of its own. A scheduled DAG also
+  has a row `<dag>:` holding the graph's schedule, so it fires through the ordinary wheel and
+  `fire` path; the execution that fire records for that row is closed at once (SUCCEEDED, "run
+  <id> started") and a `DagRun` starts at the same logical instant.
+- `state.dag_runs[(dag, logical_ms)]` is a `DagRun`: a run id, a state, the state of each task
+  and a pending-upstream counter per task. A task's run is the execution
+  (`<dag>:<task>`, logical_ms): workers, retries, timeouts, fencing and cancel are unchanged.
+- When a task execution reaches a terminal state, `SchedulerState._set_state` queues it and
+  `settle` (called at the end of the same apply) updates the run: downstream counters drop, a
+  task whose rule holds is recorded SCHEDULED right then (no polling); a task that can no longer
+  run is recorded UPSTREAM_FAILED (or SKIPPED), so it stays visible in the run, and that
+  cascades. All of it is replicated state: a failover mid-run loses nothing and reruns nothing.
+- Sensors: a task whose handler is `{"sensor": {...}}` checks a condition once per attempt; a
+  "not ready" result (`NOT_READY`) puts the execution back in RETRY_WAIT until now + poll
+  interval (no worker slot held, no retry attempt consumed) and ends it TIMED_OUT once the
+  sensor timeout, counted from the first poll, has passed.
+
+Trigger rules: `all_success` (default: every upstream SUCCEEDED; an upstream failure makes it
+UPSTREAM_FAILED at once, an upstream SKIPPED makes it SKIPPED), `all_done` (runs once every
+upstream ended, whatever the outcome), `one_failed` (runs as soon as an upstream failed; SKIPPED
+if all ended without a failure).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass, field
+
+from schedd.core import commands as C
+from schedd.core import schedule as sched
+from schedd.core.model import (
+    CANCELLED, FAILED, LOST, MAX_HISTORY_LIMIT, NAME_RE, RETRY_WAIT, SCHEDULED, SKIPPED, SUCCEEDED, TERMINAL_STATES,
+    TIMED_OUT, UPSTREAM_FAILED, Job, ValidationError, canonical_spec, dump_spec,
+)
+
+PENDING = "PENDING"               # a task of a run whose execution is not recorded yet
+NOT_READY = "NOT_READY"           # a sensor attempt's outcome: the condition does not hold yet
+RUN_RUNNING, RUN_SUCCEEDED, RUN_FAILED = "RUNNING", "SUCCEEDED", "FAILED"
+TRIGGER_RULES = ("all_success", "all_done", "one_failed")
+FAIL_STATES = frozenset({FAILED, TIMED_OUT, CANCELLED, LOST, UPSTREAM_FAILED})
+SENSOR_KINDS = ("file", "http_url", "command")
+
+MAX_TASKS = 200
+MAX_DAG_BYTES = 56 * 1024         # the canonical text rides one log entry (C.MAX_ENTRY_BYTES)
+DEFAULT_MAX_RUNS = 50
+MAX_RUNS = 1000
+DEFAULT_POLL_S = 30.0
+DEFAULT_SENSOR_TIMEOUT_S = 3600.0
+DEFAULT_SENSOR_CHECK_S = 60.0
+MAX_POLLS = 5000                  # timeout / poll interval: every poll is an attempt in the history
+SCHEDULE_ROW_HISTORY = 100
+
+DAG_PUT = C.DAG_PUT
+DAG_DELETE = C.DAG_DELETE
+DAG_RUN = C.DAG_RUN
+
+
+def _reject(code: str, msg: str, **extra) -> dict:
+    return {"ok": False, "code": code, "msg": msg, **extra}
+
+
+def _ok(**extra) -> dict:
+    return {"ok": True, "code": "ok", **extra}
+
+
+# ------------------------------------------------------------------ entities
+
+
+@dataclass(slots=True)
+class DagDef:
+    """A DAG definition. `spec` is the canonical JSON (the source of truth); the graph is kept
+    unpacked beside it. The dicts are replaced, never mutated, so runs may share them."""
+
+    name: str
+    team: str
+    schedule: str
+    tz: str
+    spec: str
+    version: int
+    created_ms: int
+    updated_ms: int
+    created_by: str
+    order: tuple                  # task names, topological (stable: definition order)
+    upstream: dict                # task -> tuple of upstream tasks
+    downstream: dict              # task -> tuple of downstream tasks (topological order)
+    rules: dict                   # task -> trigger rule
+    max_runs: int = DEFAULT_MAX_RUNS
+    runs_total: int = 0
+
+    def spec_dict(self) -> dict:
+        return json.loads(self.spec)
+
+
+@dataclass(slots=True)
+class DagRun:
+    """One run of a DAG, keyed (dag, logical_ms). `states[task]` is PENDING until the task's
+    execution is recorded, SCHEDULED while it is under way, then the execution's end state."""
+
+    dag: str
+    logical_ms: int
+    state: str
+    trigger: str
+    created_ms: int
+    version: int
+    order: tuple
+    upstream: dict
+    downstream: dict
+    rules: dict
+    pending: dict = field(default_factory=dict)    # task -> upstream tasks not ended yet
+    states: dict = field(default_factory=dict)
+    ended_ms: int = 0
+
+    @property
+    def run_id(self) -> str:
+        return run_id(self.dag, self.logical_ms)
+
+
+def run_id(dag: str, logical_ms: int) -> str:
+    return f"{dag}@{sched.format_ms(logical_ms, 'UTC')}"
+
+
+def task_job(dag: str, task: str) -> str:
+    return f"{dag}:{task}"
+
+
+def schedule_row(dag: str) -> str:
+    return f"{dag}:"
+
+
+def dag_of_job(name: str) -> str | None:
+    """The DAG a job row belongs to (`etl:load` -> `etl`, `etl:` -> `etl`), else None."""
+    dag, sep, _ = name.partition(":")
+    return dag if sep else None
+
+
+# ------------------------------------------------------------------ validation (proposer side)
+
+
+def find_cycle(order: list[str], upstream: dict[str, list[str]]) -> list[str] | None:
+    """A cycle as a path [a, b, ..., a] following upstream edges backwards (a needs b...), or None.
+    Iterative DFS in definition order: deterministic, and no recursion limit."""
+    color = {t: 0 for t in order}            # 0 new, 1 on the stack, 2 done
+    for root in order:
+        if color[root]:
+            continue
+        stack = [(root, iter(upstream[root]))]
+        path = [root]
+        color[root] = 1
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                path.pop()
+                color[node] = 2
+                continue
+            if color[nxt] == 1:
+                cycle = path[path.index(nxt):] + [nxt]
+                return cycle[::-1]           # in execution order: first runs first
+            if color[nxt] == 0:
+                color[nxt] = 1
+                path.append(nxt)
+                stack.append((nxt, iter(upstream[nxt])))
+    return None
+
+
+def topo_order(order: list[str], upstream: dict[str, list[str]]) -> list[str]:
+    """Kahn's algorithm, ties broken by definition order (so `dag show` is stable)."""
+    rank = {t: i for i, t in enumerate(order)}
+    indeg = {t: len(upstream[t]) for t in order}
+    down: dict[str, list[str]] = {t: [] for t in order}
+    for t in order:
+        for u in upstream[t]:
+            down[u].append(t)
+    ready = [t for t in order if indeg[t] == 0]
+    out: list[str] = []
+    while ready:
+        ready.sort(key=rank.__getitem__)
+        t = ready.pop(0)
+        out.append(t)
+        for d in down[t]:
+            indeg[d] -= 1
+            if indeg[d] == 0:
+                ready.append(d)
+    return out
+
+
+def _sensor(body: object, task: str) -> dict:
+    if not isinstance(body, dict):
+        raise ValidationError(f"task {task!r}: sensor must be an object")
+    kinds = [k for k in SENSOR_KINDS if body.get(k)]
+    if len(kinds) != 1:
+        raise ValidationError(f"task {task!r}: a sensor needs exactly one of file, http_url, command")
+    kind = kinds[0]
+    value = body[kind]
+    if not isinstance(value, str) or len(value.encode()) > 4096:
+        raise ValidationError(f"task {task!r}: sensor {kind} must be a string of at most 4096 bytes")
+    if kind == "http_url" and not re.match(r"^https?://[^\s/]+", value):
+        raise ValidationError(f"task {task!r}: sensor http_url must start with http:// or https://")
+    if kind == "file" and not value.startswith("/"):
+        raise ValidationError(f"task {task!r}: sensor file must be an absolute path, got {value!r}")
+    out: dict = {kind: value}
+    for key, default, lo, hi in (("poll_interval_seconds", DEFAULT_POLL_S, 0.1, 86400),
+                                 ("timeout_seconds", DEFAULT_SENSOR_TIMEOUT_S, 0.1, 30 * 86400)):
+        v = body.get(key) or default
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+            raise ValidationError(f"task {task!r}: sensor {key} must be a number from {lo:g} to {hi:g}")
+        out[key] = int(v) if v == int(v) else float(v)
+    polls = out["timeout_seconds"] / out["poll_interval_seconds"]
+    if polls > MAX_POLLS:
+        raise ValidationError(f"task {task!r}: sensor timeout / poll_interval is {polls:.0f} polls, "
+                              f"at most {MAX_POLLS} (each poll is kept in the history)")
+    return out
+
+
+def _task(dag: str, team: str, d: object, i: int) -> dict:
+    if not isinstance(d, dict):
+        raise ValidationError(f"task #{i + 1} must be an object")
+    name = d.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise ValidationError(f"task #{i + 1}: bad task name {name!r}: use 1-128 of a-z 0-9 . _ -, "
+                              "starting with a letter or digit")
+    h = d.get("handler") or {}
+    if not isinstance(h, dict):
+        raise ValidationError(f"task {name!r}: handler must be an object")
+    sensor = d.get("sensor") or h.get("sensor")
+    handler = {k: v for k, v in h.items() if k != "sensor"}
+    if sensor and handler:
+        raise ValidationError(f"task {name!r}: give a handler or a sensor, not both")
+    as_job = {"name": name, "team": team, "handler": handler if not sensor else {"shell": {"command": "true"}}}
+    for key in ("retry", "timeout_seconds", "pool", "worker_labels", "description"):
+        if d.get(key):
+            as_job[key] = d[key]
+    try:
+        spec, _ = canonical_spec(as_job)
+    except ValidationError as e:
+        raise ValidationError(f"task {name!r}: {e}") from None
+    out = {"name": name}
+    if sensor:
+        out["handler"] = {"sensor": _sensor(sensor, name)}
+        out["timeout_seconds"] = spec.get("timeout_seconds") or DEFAULT_SENSOR_CHECK_S
+    else:
+        out["handler"] = spec["handler"]
+        if spec.get("timeout_seconds"):
+            out["timeout_seconds"] = spec["timeout_seconds"]
+    for key in ("retry", "pool", "worker_labels", "description"):
+        if spec.get(key):
+            out[key] = spec[key]
+    upstream = d.get("upstream") or []
+    if isinstance(upstream, str):
+        upstream = [upstream]
+    if not isinstance(upstream, list) or not all(isinstance(u, str) for u in upstream):
+        raise ValidationError(f"task {name!r}: upstream must be a list of task names")
+    if len(set(upstream)) != len(upstream):
+        raise ValidationError(f"task {name!r}: upstream names a task twice")
+    if upstream:
+        out["upstream"] = list(upstream)
+    rule = d.get("trigger_rule") or "all_success"
+    if rule not in TRIGGER_RULES:
+        raise ValidationError(f"task {name!r}: trigger_rule must be one of {', '.join(TRIGGER_RULES)}, "
+                              f"got {rule!r}")
+    if rule != "all_success":
+        out["trigger_rule"] = rule
+    return out
+
+
+def canonical_dag(d: object) -> tuple[dict, str]:
+    """Validate a DAG document (the proto DagSpec as a dict with proto field names) and return
+    its canonical form and JSON text, or raise ValidationError with a message for a person."""
+    if not isinstance(d, dict):
+        raise ValidationError("a DAG must be an object")
+    name = d.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise ValidationError(f"bad DAG name {name!r}: use 1-128 of a-z 0-9 . _ -, starting with a "
+                              "letter or digit")
+    team = d.get("team") or "default"
+    schedule = d.get("schedule") or ""
+    tz = d.get("timezone") or "UTC"
+    # The DAG's own fields validate like a job's (team, schedule, zone, description).
+    probe = {"name": name, "team": team, "schedule": schedule, "timezone": tz,
+             "handler": {"shell": {"command": "true"}}, "description": d.get("description") or ""}
+    try:
+        job, _ = canonical_spec(probe)
+    except ValidationError as e:
+        raise ValidationError(f"DAG {name!r}: {e}") from None
+    if job["schedule"].startswith("at "):
+        raise ValidationError(f"DAG {name!r}: a DAG schedule is cron or @every (use `dag run` for once)")
+    tasks = d.get("tasks") or []
+    if not isinstance(tasks, list) or not tasks:
+        raise ValidationError(f"DAG {name!r} has no tasks")
+    if len(tasks) > MAX_TASKS:
+        raise ValidationError(f"DAG {name!r} has {len(tasks)} tasks, at most {MAX_TASKS}")
+    out_tasks = []
+    seen: set[str] = set()
+    for i, t in enumerate(tasks):
+        task = _task(name, job["team"], t, i)
+        if task["name"] in seen:
+            raise ValidationError(f"DAG {name!r}: duplicate task name {task['name']!r}")
+        seen.add(task["name"])
+        out_tasks.append(task)
+    order = [t["name"] for t in out_tasks]
+    upstream = {t["name"]: t.get("upstream", []) for t in out_tasks}
+    for t in order:
+        for u in upstream[t]:
+            if u not in seen:
+                raise ValidationError(f"DAG {name!r}: task {t!r} has unknown upstream {u!r} "
+                                      f"(tasks: {', '.join(order)})")
+    cycle = find_cycle(order, upstream)
+    if cycle is not None:
+        raise ValidationError(f"DAG {name!r} has a cycle: {' -> '.join(cycle)}")
+    out: dict = {"name": name, "team": job["team"],
+                 "schedule": "" if job["schedule"] == "none" else job["schedule"],
+                 "timezone": job["timezone"], "tasks": out_tasks}
+    if job.get("description"):
+        out["description"] = job["description"]
+    max_runs = d.get("max_runs") or 0
+    if isinstance(max_runs, bool) or not isinstance(max_runs, int) or not 0 <= max_runs <= MAX_RUNS:
+        raise ValidationError(f"DAG {name!r}: max_runs must be a whole number from 1 to {MAX_RUNS}")
+    if max_runs:
+        out["max_runs"] = max_runs
+    text = dump_spec(out)
+    if len(text) > MAX_DAG_BYTES:
+        raise ValidationError(f"DAG {name!r} is too large ({len(text)} bytes, at most {MAX_DAG_BYTES})")
+    return out, text
+
+
+# ------------------------------------------------------------------ derived index
+
+
+def reindex(st) -> None:
+    """Rebuild `st.dag_run_times` (dag -> logical times of its runs, sorted) from `st.dag_runs`."""
+    times: dict[str, list[int]] = {}
+    for dag, t in st.dag_runs:
+        times.setdefault(dag, []).append(t)
+    st.dag_run_times = {dag: sorted(ts) for dag, ts in times.items()}
+    st.dag_pending = []
+
+
+def _add_run_time(st, dag: str, t: int) -> None:
+    ts = st.dag_run_times.setdefault(dag, [])
+    if not ts or ts[-1] < t:
+        ts.append(t)
+    else:
+        bisect.insort(ts, t)
+
+
+def runs_of(st, dag: str) -> list[int]:
+    return st.dag_run_times.get(dag, [])
+
+
+# ------------------------------------------------------------------ apply: definitions
+
+
+def _graph(spec: dict) -> tuple[tuple, dict, dict, dict]:
+    """(topological order, upstream, downstream, rules) of a committed spec; ValueError if the
+    spec is not a valid graph (apply never trusts its proposer)."""
+    tasks = spec.get("tasks")
+    if not isinstance(tasks, list) or not tasks:
+        raise ValueError("no tasks")
+    names = []
+    for t in tasks:
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str) or not NAME_RE.match(t["name"]):
+            raise ValueError("bad task")
+        names.append(t["name"])
+    if len(set(names)) != len(names):
+        raise ValueError("duplicate task names")
+    known = set(names)
+    upstream = {}
+    for t in tasks:
+        ups = t.get("upstream") or []
+        if not isinstance(ups, list) or any(u not in known for u in ups):
+            raise ValueError(f"task {t['name']!r}: bad upstream")
+        upstream[t["name"]] = list(ups)
+    if find_cycle(names, upstream) is not None:
+        raise ValueError("cycle")
+    order = tuple(topo_order(names, upstream))
+    down: dict[str, list[str]] = {t: [] for t in order}
+    for t in order:
+        for u in upstream[t]:
+            down[u].append(t)
+    rules = {t["name"]: t.get("trigger_rule") or "all_success" for t in tasks}
+    return (order, {t: tuple(upstream[t]) for t in order}, {t: tuple(down[t]) for t in order}, rules)
+
+
+def _row_spec(dag: str, team: str, task: dict | None, max_runs: int, schedule: str = "",
+              tz: str = "UTC") -> dict:
+    """The job-row spec of a task (or, with task None, of the DAG's schedule row)."""
+    if task is None:
+        return {"name": schedule_row(dag), "team": team, "schedule": schedule, "timezone": tz,
+                "handler": {}, "dag": dag, "history_limit": SCHEDULE_ROW_HISTORY}
+    spec = {"name": task_job(dag, task["name"]), "team": team, "schedule": "", "timezone": "UTC",
+            "handler": task["handler"], "dag": dag, "task": task["name"],
+            "history_limit": MAX_HISTORY_LIMIT}     # bounded by the DAG's run retention
+    for key in ("retry", "timeout_seconds", "pool", "worker_labels", "description"):
+        if task.get(key):
+            spec[key] = task[key]
+    return spec
+
+
+def _upsert_row(st, spec: dict, cmd: C.Command) -> None:
+    """Create or update a DAG's job row directly (its name has a colon, which PUT refuses)."""
+    from schedd.core.state import next_fire_for, schedule_of   # late: state imports this module
+    text = dump_spec(spec)
+    job = st.jobs.get(spec["name"])
+    if job is None:
+        job = Job(name=spec["name"], team=spec["team"], schedule=spec["schedule"], tz=spec["timezone"],
+                  spec=text, version=1, paused=False, next_fire=None,
+                  created_ms=cmd.now, updated_ms=cmd.now, created_by=cmd.by,
+                  history_limit=spec["history_limit"])
+        job.next_fire = next_fire_for(schedule_of(job), cmd.now, None)
+        st.jobs[job.name] = job
+        st._add_job_index(job)
+        st._schedule_wheel(job)
+        return
+    if job.spec == text:
+        return
+    timing_changed = (job.schedule, job.tz) != (spec["schedule"], spec["timezone"])
+    if job.team != spec["team"]:
+        st._remove_job_index(job)
+        job.team = spec["team"]
+        st._add_job_index(job)
+    job.schedule, job.tz, job.spec = spec["schedule"], spec["timezone"], text
+    job.history_limit = spec["history_limit"]
+    job.version += 1
+    job.updated_ms = cmd.now
+    if timing_changed:
+        job.next_fire = next_fire_for(schedule_of(job), cmd.now, job.last_fire)
+    st._schedule_wheel(job)
+
+
+def _drop_exec(st, ex) -> None:
+    st._unindex_exec(ex)
+    del st.execs[(ex.job, ex.scheduled_ms)]
+
+
+def refuse_job_op(name: str, kind: str = "") -> dict:
+    """Job calls (put, delete, pause, resume, trigger) on a DAG's rows are refused: the DAG owns them."""
+    dag = dag_of_job(name)
+    return _reject("invalid", f"job {name!r} is part of DAG {dag!r}; use `schedctl dag` (apply, run, "
+                              "delete) to change or run it")
+
+
+def _drop_row(st, name: str) -> None:
+    job = st.jobs.get(name)
+    if job is None:
+        return
+    st._remove_job_index(job)
+    del st.jobs[name]
+    for t in list(st.by_job.get(name, ())):
+        _drop_exec(st, st.execs[(name, t)])
+
+
+def put(st, cmd: C.Command, index: int) -> dict:
+    text = cmd.args.get("spec")
+    try:
+        spec = json.loads(text) if isinstance(text, str) else None
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not NAME_RE.match(spec["name"]):
+            raise ValueError("bad DAG name")
+        for key in ("team", "schedule", "timezone"):
+            if not isinstance(spec.get(key), str):
+                raise ValueError(f"spec.{key} must be a string")
+        order, upstream, downstream, rules = _graph(spec)
+        sched.parse(spec["schedule"], spec["timezone"], hash_key=schedule_row(spec["name"]))
+    except (ValueError, TypeError, sched.ScheduleError) as e:
+        return _reject("invalid", f"invalid DAG: {e}")
+    name = spec["name"]
+    max_runs = spec.get("max_runs") or DEFAULT_MAX_RUNS
+    if not isinstance(max_runs, int) or not 1 <= max_runs <= MAX_RUNS:
+        return _reject("invalid", "invalid DAG: bad max_runs")
+    current = st.dags.get(name)
+    if current is not None:
+        removed = [t for t in current.order if t not in rules]
+        for t in runs_of(st, name):
+            run = st.dag_runs[(name, t)]
+            if run.state != RUN_RUNNING:
+                continue
+            busy = [task for task in removed if task in run.states]
+            if busy:
+                return _reject("conflict", f"DAG {name!r}: run {run.run_id} is still running and uses "
+                                           f"task(s) {', '.join(busy)} that this version removes; wait "
+                                           "for it to end, or delete the DAG")
+    if current is None:
+        dag = DagDef(name=name, team=spec["team"], schedule=spec["schedule"], tz=spec["timezone"],
+                     spec=text, version=1, created_ms=cmd.now, updated_ms=cmd.now, created_by=cmd.by,
+                     order=order, upstream=upstream, downstream=downstream, rules=rules,
+                     max_runs=max_runs)
+        st.dags[name] = dag
+    else:
+        dag = current
+        if dag.spec != text:
+            for t in dag.order:
+                if t not in rules:
+                    _drop_row(st, task_job(name, t))
+            dag.team, dag.schedule, dag.tz, dag.spec = spec["team"], spec["schedule"], spec["timezone"], text
+            dag.order, dag.upstream, dag.downstream, dag.rules = order, upstream, downstream, rules
+            dag.max_runs = max_runs
+            dag.version += 1
+            dag.updated_ms = cmd.now
+    for task in spec["tasks"]:
+        _upsert_row(st, _row_spec(name, dag.team, task, max_runs), cmd)
+    if dag.schedule and sched.parse(dag.schedule, dag.tz).kind != "none":
+        _upsert_row(st, _row_spec(name, dag.team, None, max_runs, dag.schedule, dag.tz), cmd)
+    else:
+        _drop_row(st, schedule_row(name))
+    _prune_runs(st, dag)
+    return _ok(created=current is None, name=name, version=dag.version)
+
+
+def delete(st, cmd: C.Command, index: int) -> dict:
+    name = cmd.args.get("name")
+    dag = st.dags.get(name) if isinstance(name, str) else None
+    if dag is None:
+        return _reject("not_found", f"DAG {name!r} not found")
+    for t in dag.order:
+        _drop_row(st, task_job(name, t))
+    _drop_row(st, schedule_row(name))
+    for t in list(runs_of(st, name)):
+        del st.dag_runs[(name, t)]
+    st.dag_run_times.pop(name, None)
+    del st.dags[name]
+    return _ok(name=name)
+
+
+def run_now(st, cmd: C.Command, index: int) -> dict:
+    name = cmd.args.get("name")
+    dag = st.dags.get(name) if isinstance(name, str) else None
+    if dag is None:
+        return _reject("not_found", f"DAG {name!r} not found")
+    t = cmd.now
+    while (name, t) in st.dag_runs:
+        t += 1
+    run = start_run(st, dag, t, "manual", cmd, index)
+    return _ok(name=name, logical_ms=t, run_id=run.run_id)
+
+
+HANDLERS = {DAG_PUT: put, DAG_DELETE: delete, DAG_RUN: run_now}
+
+
+# ------------------------------------------------------------------ apply: runs
+
+
+def start_run(st, dag: DagDef, t: int, trigger: str, cmd: C.Command, index: int) -> DagRun:
+    run = DagRun(dag=dag.name, logical_ms=t, state=RUN_RUNNING, trigger=trigger, created_ms=cmd.now,
+                 version=dag.version, order=dag.order, upstream=dag.upstream,
+                 downstream=dag.downstream, rules=dag.rules,
+                 pending={task: len(dag.upstream[task]) for task in dag.order},
+                 states={task: PENDING for task in dag.order})
+    st.dag_runs[(dag.name, t)] = run
+    _add_run_time(st, dag.name, t)
+    dag.runs_total += 1
+    for task in dag.order:
+        if not dag.upstream[task]:
+            _record_task(st, run, task, SCHEDULED, "", cmd, index)
+    _prune_runs(st, dag)
+    return run
+
+
+def _record_task(st, run: DagRun, task: str, state: str, reason: str, cmd: C.Command, index: int) -> None:
+    name = task_job(run.dag, task)
+    job = st.jobs.get(name)
+    if job is None:                      # cannot happen: rows follow the definition
+        run.states[task] = FAILED
+        return
+    key = (name, run.logical_ms)
+    old = st.execs.get(key)
+    if old is not None:                  # a leftover of a pruned run at the same instant
+        _drop_exec(st, old)
+    ex = st._record(job, run.logical_ms, "dag", cmd, index)
+    run.states[task] = SCHEDULED
+    if state != SCHEDULED:
+        ex.reason = reason
+        st._set_state(ex, state, cmd.now)     # terminal: queued for settle, which cascades
+
+
+def settle(st, cmd: C.Command, index: int) -> None:
+    """Process what this entry did to DAG rows (queued by `_record` and `_set_state`): a fire of a
+    schedule row starts a run; a task execution that ended moves its run on. Runs to a fixed
+    point: recording UPSTREAM_FAILED queues the next level."""
+    queue = st.dag_pending
+    while queue:
+        name, t = queue.pop(0)
+        ex = st.execs.get((name, t))
+        if ex is None:
+            continue
+        dag_name, _, task = name.partition(":")
+        if not task:
+            if ex.state == SCHEDULED:
+                _fire_run(st, dag_name, ex, cmd, index)
+            continue
+        run = st.dag_runs.get((dag_name, t))
+        if run is None or task not in run.states or ex.state not in TERMINAL_STATES:
+            continue
+        if run.states[task] in TERMINAL_STATES:
+            continue                         # already counted
+        _task_ended(st, run, task, ex.state, cmd, index)
+
+
+def _fire_run(st, dag_name: str, ex, cmd: C.Command, index: int) -> None:
+    dag = st.dags.get(dag_name)
+    if dag is None:
+        ex.reason = "no such DAG"
+        st._set_state(ex, SKIPPED, cmd.now)
+        return
+    if (dag_name, ex.scheduled_ms) in st.dag_runs:
+        ex.reason = f"run {run_id(dag_name, ex.scheduled_ms)} already exists"
+        st._set_state(ex, SKIPPED, cmd.now)
+        return
+    run = start_run(st, dag, ex.scheduled_ms, ex.trigger, cmd, index)
+    ex.reason = f"started DAG run {run.run_id}"
+    st._set_state(ex, SUCCEEDED, cmd.now)
+
+
+def _failed(run: DagRun, task: str) -> bool:
+    return any(run.states[u] in FAIL_STATES for u in run.upstream[task])
+
+
+def _task_ended(st, run: DagRun, task: str, state: str, cmd: C.Command, index: int) -> None:
+    run.states[task] = state
+    for d in run.downstream[task]:
+        run.pending[d] -= 1
+        if run.states[d] != PENDING:
+            continue                           # already decided (one_failed ran early, doomed)
+        rule, left = run.rules[d], run.pending[d]
+        if rule == "all_done":
+            if left == 0:
+                _record_task(st, run, d, SCHEDULED, "", cmd, index)
+        elif rule == "one_failed":
+            if _failed(run, d):
+                _record_task(st, run, d, SCHEDULED, "", cmd, index)
+            elif left == 0:
+                _record_task(st, run, d, SKIPPED, "trigger rule one_failed: no upstream failed", cmd, index)
+        else:
+            if state in FAIL_STATES:
+                _record_task(st, run, d, UPSTREAM_FAILED,
+                             f"upstream {task} ended {state}", cmd, index)
+            elif state != SUCCEEDED:
+                _record_task(st, run, d, SKIPPED, f"upstream {task} ended {state}", cmd, index)
+            elif left == 0:
+                _record_task(st, run, d, SCHEDULED, "", cmd, index)
+    if all(s in TERMINAL_STATES for s in run.states.values()):
+        ok = all(s in (SUCCEEDED, SKIPPED) for s in run.states.values())
+        run.state = RUN_SUCCEEDED if ok else RUN_FAILED
+        run.ended_ms = cmd.now
+        dag = st.dags.get(run.dag)
+        if dag is not None:
+            _prune_runs(st, dag)
+
+
+def _prune_runs(st, dag: DagDef) -> None:
+    """Keep the newest `max_runs` runs of a DAG: the oldest finished ones go, with their task
+    executions. A running run is never pruned."""
+    times = runs_of(st, dag.name)
+    excess = len(times) - dag.max_runs
+    if excess <= 0:
+        return
+    victims = []
+    for t in times:
+        if len(victims) == excess:
+            break
+        if st.dag_runs[(dag.name, t)].state != RUN_RUNNING:
+            victims.append(t)
+    for t in victims:
+        run = st.dag_runs.pop((dag.name, t))
+        for task in run.order:
+            key = (task_job(dag.name, task), t)
+            ex = st.execs.get(key)
+            if ex is not None:
+                _drop_exec(st, ex)
+        times.remove(t)
+
+
+# ------------------------------------------------------------------ apply: sensors
+
+
+def sensor_not_ready(st, ex, cmd: C.Command) -> dict:
+    """A sensor attempt found its condition false: wait a poll interval (RETRY_WAIT, no slot
+    held, no retry consumed), or end TIMED_OUT once the sensor's timeout from the first poll
+    has passed."""
+    token = cmd.args.get("token")
+    attempt = st._current(ex, token)
+    if attempt is None:
+        return st._refuse_stale(ex, token, NOT_READY, cmd)
+    job = st.jobs.get(ex.job)
+    handler = (job.spec_dict().get("handler") or {}) if job is not None else {}
+    sensor = handler.get("sensor") if isinstance(handler, dict) else None
+    if not isinstance(sensor, dict):
+        return _reject("invalid", f"{ex.id} is not a sensor: NOT_READY is a sensor's outcome")
+    attempt.state = NOT_READY
+    if cmd.args.get("started_ms"):
+        attempt.started_ms = int(cmd.args["started_ms"])
+    attempt.ended_ms = int(cmd.args.get("ended_ms") or cmd.now)
+    attempt.exit_code = int(cmd.args.get("exit_code") or 0)
+    attempt.http_status = int(cmd.args.get("http_status") or 0)
+    attempt.error = str(cmd.args.get("error") or "")[:512]
+    attempt.output_tail = str(cmd.args.get("output_tail") or "")[-512:]
+    if ex.cancel_requested:
+        ex.reason = "cancelled"
+        st._set_state(ex, CANCELLED, cmd.now)
+        return _ok(state=ex.state, retry_at=None)
+    poll_ms = int(float(sensor.get("poll_interval_seconds") or DEFAULT_POLL_S) * 1000)
+    timeout_ms = int(float(sensor.get("timeout_seconds") or DEFAULT_SENSOR_TIMEOUT_S) * 1000)
+    first = ex.attempts[0].started_ms
+    polls = sum(1 for a in ex.attempts if a.state == NOT_READY)
+    deadline = first + timeout_ms
+    why = attempt.error or "condition not met"
+    if cmd.now >= deadline:
+        ex.reason = (f"sensor timed out: not ready after {polls} poll(s) in "
+                     f"{(cmd.now - first) / 1000:g}s (timeout {timeout_ms / 1000:g}s): {why}")[:2048]
+        st._set_state(ex, TIMED_OUT, cmd.now)
+    else:
+        ex.retry_at = min(cmd.now + poll_ms, deadline)
+        ex.reason = f"sensor not ready (poll {polls}): {why}"[:2048]
+        st._set_state(ex, RETRY_WAIT, cmd.now)
+    return _ok(state=ex.state, retry_at=ex.retry_at)
+
+
+# ------------------------------------------------------------------ reads
+
+
+def task_view(st, run: DagRun, task: str) -> dict:
+    """What `dag show` prints for one task of a run: state (live from the execution), attempts,
+    times, reason."""
+    name = task_job(run.dag, task)
+    ex = st.execs.get((name, run.logical_ms))
+    state = run.states.get(task, PENDING)
+    view = {"task": task, "state": state, "execution_id": "", "attempts": 0, "started_ms": 0,
+            "ended_ms": 0, "reason": "", "upstream": list(run.upstream.get(task, ())),
+            "trigger_rule": run.rules.get(task, "all_success"), "pending_upstream": run.pending.get(task, 0)}
+    if ex is not None:
+        view["state"] = ex.state
+        view["execution_id"] = ex.id
+        view["attempts"] = len(ex.attempts)
+        view["reason"] = ex.reason
+        if ex.attempts:
+            view["started_ms"] = ex.attempts[0].started_ms
+            if ex.state in TERMINAL_STATES:
+                view["ended_ms"] = ex.attempts[-1].ended_ms or ex.updated_ms
+        elif ex.state in TERMINAL_STATES:
+            view["ended_ms"] = ex.updated_ms
+    return view
+
+
+def find_run(st, dag: str, ref: str) -> DagRun | None:
+    """A run by its full id, its time part, or "" (the newest)."""
+    times = runs_of(st, dag)
+    if not times:
+        return None
+    if not ref or ref == "latest":
+        return st.dag_runs[(dag, times[-1])]
+    _, sep, when = ref.rpartition("@")
+    text = when if sep else ref
+    try:
+        t = sched.parse_time(text, "UTC")
+    except sched.ScheduleError:
+        return None
+    return st.dag_runs.get((dag, t))

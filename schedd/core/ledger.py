@@ -1,0 +1,84 @@
+"""The ledger of instants: what became of every nominal instant of a job's schedule.
+
+Every instant the schedule named in a window has one disposition: it ran (or runs, or waits to),
+it was skipped (overlap, starting deadline, paused, a backlog) with the reason on its execution,
+or it has no execution of its own and a gap of the job says why (paused, coalesced into a later
+run, over the catch-up cap, outside the catch-up window, policy none). An instant with neither
+is reported `missing`: the scheduler promises there are none, and the fault suite checks it.
+Executions that are not instants of the current schedule (manual triggers, backfills, instants
+of an older schedule) are listed too. Pure: reads the state, never changes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schedd.core import schedule as sched
+from schedd.core.model import (
+    CANCELLED, FAILED, LOST, RETRY_WAIT, RUNNING, SCHEDULED, SKIPPED, SUCCEEDED, TIMED_OUT,
+    UPSTREAM_FAILED, Execution, Job,
+)
+
+MAX_INSTANTS = 10_000
+
+_SKIP_PREFIXES = (("overlap", "skipped-overlap"), ("deadline", "skipped-deadline"),
+                  ("paused", "paused"), ("backlog", "skipped-backlog"))
+_STATE_DISPOSITION = {
+    SUCCEEDED: "ran", FAILED: "ran", TIMED_OUT: "ran", LOST: "ran", RUNNING: "running",
+    SCHEDULED: "pending", RETRY_WAIT: "pending", CANCELLED: "cancelled",
+    UPSTREAM_FAILED: "upstream-failed",
+}
+
+
+@dataclass(slots=True)
+class Instant:
+    instant_ms: int
+    disposition: str      # ran running pending cancelled upstream-failed paused coalesced pruned
+    detail: str           #   missing skipped-{overlap,deadline,backlog,window,catchup,cap}
+    execution: Execution | None = None
+
+
+def disposition_of(ex: Execution) -> str:
+    if ex.state == SKIPPED:
+        for prefix, name in _SKIP_PREFIXES:
+            if ex.reason.startswith(prefix):
+                return name
+        return "skipped"
+    return _STATE_DISPOSITION.get(ex.state, ex.state.lower())
+
+
+def instants(state, job: Job, since_ms: int, until_ms: int, limit: int = 1000) -> list[Instant]:
+    """Instants of `job` in [since_ms, until_ms], oldest first, at most `limit`. `until_ms` is
+    clamped to the job's next fire (instants after it have not happened yet)."""
+    limit = max(1, min(limit, MAX_INSTANTS))
+    times = state.by_job.get(job.name, ())
+    oldest_kept = times[0] if times else None
+    s = sched.parse(job.schedule, job.tz, hash_key=job.name)
+    horizon = until_ms if job.next_fire is None else min(until_ms, job.next_fire - 1)
+    nominal: list[int] = []
+    x = sched.next_after(s, max(since_ms, job.created_ms - 1) - 1) if s.kind != "none" else None
+    while x is not None and x <= horizon and len(nominal) < limit:
+        nominal.append(x)
+        x = sched.next_after(s, x)
+    recorded = [t for t in (times.irange(since_ms, until_ms) if times else ()) if t <= until_ms]
+    out: list[Instant] = []
+    for t in sorted(set(nominal).union(recorded))[:limit]:
+        ex = state.execs.get((job.name, t))
+        if ex is not None:
+            out.append(Instant(t, disposition_of(ex), ex.reason, ex))
+            continue
+        gap = _gap_of(job, t)
+        if gap is not None:
+            out.append(Instant(t, gap[2], gap[3]))
+        elif oldest_kept is None or t < oldest_kept:
+            out.append(Instant(t, "pruned", "older than the history kept for this job"))
+        else:
+            out.append(Instant(t, "missing", "no execution and no recorded reason"))
+    return out
+
+
+def _gap_of(job: Job, t: int) -> tuple | None:
+    for gap in reversed(job.gaps):
+        if gap[0] <= t < gap[1]:
+            return gap
+    return None

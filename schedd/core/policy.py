@@ -1,0 +1,131 @@
+"""Per-job scheduling policies and the admission rule that applies them.
+
+A job's policies (overlap, concurrency key, catch-up, starting deadline, jitter, priority,
+quotas' keys, retention) live in its canonical spec. `JobPolicy.of(job)` reads them once per job
+version. `blocked(state, ex, policy)` is the one rule that says whether an execution may start
+now; the leader's assigner asks it before it claims, and apply asks it again when the claim
+commits, so claims racing each other can never exceed a limit. Both are pure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from schedd.core.model import Execution, Job
+
+if TYPE_CHECKING:
+    from schedd.core.state import SchedulerState
+
+DEFAULT_QUEUE_LIMIT = 10
+DEFAULT_BACKFILL_QUOTA = 2         # running backfill attempts cluster-wide unless set with a quota
+BACKFILL = "backfill"
+QUOTA_KINDS = ("team", "pool", "lane")
+
+
+@dataclass(slots=True, frozen=True)
+class JobPolicy:
+    overlap: str = "allow"
+    max_active: int = 0               # allow: 0 = unbounded
+    queue_limit: int = DEFAULT_QUEUE_LIMIT
+    concurrency_key: str = ""
+    concurrency_limit: int = 1
+    catchup: str = "all"
+    catchup_window_ms: int = 0
+    catchup_max: int = 0
+    catchup_order: str = "newest"
+    deadline_ms: int = 0              # starting deadline
+    jitter_ms: int = 0
+    priority: int = 0
+    team: str = "default"
+    pool: str = ""
+    max_age_ms: int = 0
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> "JobPolicy":
+        return cls(overlap=spec.get("overlap") or "allow",
+                   max_active=int(spec.get("max_active") or 0),
+                   queue_limit=int(spec.get("queue_limit") or DEFAULT_QUEUE_LIMIT),
+                   concurrency_key=spec.get("concurrency_key") or "",
+                   concurrency_limit=int(spec.get("concurrency_limit") or 1),
+                   catchup=spec.get("catchup") or "all",
+                   catchup_window_ms=_ms(spec.get("catchup_window_seconds")),
+                   catchup_max=int(spec.get("catchup_max") or 0),
+                   catchup_order=spec.get("catchup_order") or "newest",
+                   deadline_ms=_ms(spec.get("starting_deadline_seconds")),
+                   jitter_ms=_ms(spec.get("jitter_seconds")),
+                   priority=int(spec.get("priority") or 0),
+                   team=spec.get("team") or "default",
+                   pool=spec.get("pool") or "",
+                   max_age_ms=_ms(spec.get("history_max_age_seconds")))
+
+    @property
+    def active_limit(self) -> int:
+        """Runs of this job that may be active at once (0 = unbounded)."""
+        return 1 if self.overlap in ("skip", "queue") else self.max_active
+
+    def holds(self, lane: str) -> tuple[str, ...]:
+        """The quota counters a running attempt of this job occupies."""
+        keys = [f"team:{self.team}"]
+        if self.pool:
+            keys.append(f"pool:{self.pool}")
+        if self.concurrency_key:
+            keys.append(f"key:{self.concurrency_key}")
+        if lane:
+            keys.append(f"lane:{lane}")
+        return tuple(keys)
+
+
+def _ms(seconds) -> int:
+    return int(round(float(seconds or 0) * 1000))
+
+
+def jitter_offset_ms(name: str, jitter_ms: int) -> int:
+    """Deterministic per job: the same offset at every instant and on every replica."""
+    if jitter_ms <= 0:
+        return 0
+    digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % jitter_ms
+
+
+def quota_limit(state: "SchedulerState", key: str) -> int | None:
+    """The limit on a quota counter; None = unlimited. Concurrency keys carry theirs in the job."""
+    limit = state.quotas.get(key)
+    if limit is None and key == f"lane:{BACKFILL}":
+        return DEFAULT_BACKFILL_QUOTA
+    return limit
+
+
+def blocked(state: "SchedulerState", ex: Execution, policy: JobPolicy,
+            extra_active: int = 0, extra_held: dict[str, int] | None = None) -> str:
+    """Why `ex` may not start now ("" = it may). `extra_*` count claims proposed but not yet
+    applied (the assigner's view); apply passes none."""
+    if ex.trigger != "forced":
+        limit = policy.active_limit
+        if limit:
+            active = state.active_count(ex.job) + extra_active
+            if ex.state != "SCHEDULED":        # a retry of its own counts itself as active
+                active -= 1
+            if active >= limit:
+                return (f"overlap {policy.overlap}: {state.active_desc(ex.job)} still active"
+                        if policy.overlap != "allow" else f"max_active {limit} reached")
+    extra_held = extra_held or {}
+    for key in policy.holds(ex.lane):
+        kind, _, name = key.partition(":")
+        limit = policy.concurrency_limit if kind == "key" else quota_limit(state, key)
+        if limit is not None and state.held.get(key, 0) + extra_held.get(key, 0) >= limit:
+            if kind == "key":
+                return f"concurrency key {name!r} busy ({limit} running)"
+            return f"{kind} quota {name!r} full ({limit} running)"
+    return ""
+
+
+def policy_of(job: Job, cache: dict) -> JobPolicy:
+    """`JobPolicy.from_spec` once per job version."""
+    hit = cache.get(job.name)
+    if hit is None or hit[0] != job.version:
+        if len(cache) > 100_000:
+            cache.clear()
+        hit = cache[job.name] = (job.version, JobPolicy.from_spec(job.spec_dict()))
+    return hit[1]

@@ -1,0 +1,263 @@
+"""SLAs: a deadline per execution, and whether an execution missed it. Pure and deterministic.
+
+A job's spec may carry ``sla: {within_seconds, by, timezone, webhook}`` (validated by
+`schedd.core.model.canonical_spec`):
+
+- ``within_seconds``: done within that long of the scheduled time;
+- ``by`` "HH:MM": done by the first time the wall clock of ``timezone`` (default: the job's zone)
+  reads HH:MM at or after the scheduled instant. A time skipped by spring-forward is the end of
+  the gap (the transition instant); a time repeated by fall-back counts at whichever occurrence
+  comes first at or after the scheduled instant (so a run scheduled between the two passes gets
+  the second one).
+- both: the earlier of the two deadlines (both must hold).
+
+A miss: the execution has not SUCCEEDED by the deadline: still SCHEDULED / RUNNING / RETRY_WAIT at
+the deadline, ended FAILED / TIMED_OUT / LOST / UPSTREAM_FAILED (failures count once the deadline
+passes), or SUCCEEDED after it (its last attempt's end). CANCELLED and SKIPPED executions were
+deliberately not run: never a miss. A miss is recorded once per execution, through the log (entry
+kind ``sla``, proposed by the leader's detector, `schedd.leader.sla`), as an event of kind
+``sla_missed`` on the execution.
+
+The due index: `SchedulerState.sla_watch`, a SortedList of (deadline_ms, job, scheduled_ms) of
+executions whose SLA is undecided. It is derived (rebuilt on restore, never serialized) and only
+steers the leader's detector: apply never decides anything from it, so a replica whose index
+differs (a restore after the job's SLA changed) still applies every entry identically. It grows by
+one entry per execution of a job with an SLA (`on_record`) and shrinks as deadlines pass
+(`collect`: a few entries per recorded execution on every node, more per step on the leader)
+and misses are recorded. Since it is advisory, any node may drop entries whose verdict is final.
+Jobs without an SLA cost one substring test per recorded execution. DAG tasks (or any execution)
+join with `watch`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sortedcontainers import SortedList
+
+from schedd.core import schedule as sched
+from schedd.core.model import (
+    CANCELLED, SKIPPED, SUCCEEDED, TERMINAL_STATES, Execution, ExecutionEvent, Job,
+)
+
+if TYPE_CHECKING:
+    from schedd.core.state import SchedulerState
+
+MISSED = "sla_missed"                # the ExecutionEvent kind
+EXEMPT_STATES = frozenset({CANCELLED, SKIPPED})
+MAX_MESSAGE_CHARS = 512
+_COLLECT_BATCH = 16                  # index entries looked at per recorded execution, at most
+_MAX_KEY = "\U0010ffff"
+
+
+@dataclass(slots=True, frozen=True)
+class Sla:
+    within_ms: int = 0               # 0 = no relative deadline
+    by: str = ""                     # "HH:MM" or ""
+    tz: str = "UTC"                  # zone of `by`
+    webhook: str = ""
+
+    def describe(self) -> str:
+        parts = []
+        if self.within_ms:
+            parts.append(f"within {_duration(self.within_ms)}")
+        if self.by:
+            parts.append(f"by {self.by} {self.tz}")
+        return " and ".join(parts)
+
+
+def sla_of_spec(spec: dict, job_tz: str = "UTC") -> Sla | None:
+    """The SLA of a canonical spec, or None. Never raises: a malformed one reads as none."""
+    raw = spec.get("sla")
+    if not isinstance(raw, dict):
+        return None
+    within = raw.get("within_seconds") or 0
+    by = raw.get("by") or ""
+    if isinstance(within, bool) or not isinstance(within, (int, float)) or within < 0:
+        within = 0
+    if not isinstance(by, str):
+        by = ""
+    if not within and not by:
+        return None
+    tz = raw.get("timezone") or spec.get("timezone") or job_tz or "UTC"
+    webhook = raw.get("webhook") or ""
+    return Sla(within_ms=int(round(within * 1000)), by=by, tz=tz if isinstance(tz, str) else "UTC",
+               webhook=webhook if isinstance(webhook, str) else "")
+
+
+def deadline_ms(sla: Sla, scheduled_ms: int) -> int | None:
+    """The deadline of an execution scheduled at `scheduled_ms` (epoch ms), or None if the `by`
+    time cannot be computed (a zone this build does not know) and there is no `within`."""
+    out = []
+    if sla.within_ms:
+        out.append(scheduled_ms + sla.within_ms)
+    if sla.by:
+        try:
+            out.append(_next_wall_time(sla.by, sla.tz, scheduled_ms))
+        except (sched.ScheduleError, ValueError):
+            pass
+    out = [t for t in out if t is not None]
+    return min(out) if out else None
+
+
+def _next_wall_time(hhmm: str, tz: str, at_or_after_ms: int) -> int | None:
+    hh, _, mm = hhmm.partition(":")
+    # every occurrence of the wall time (fold both), a skipped one at the end of its gap (shift)
+    s = sched.parse(f"0 {int(mm)} {int(hh)} * * *", tz, gap="shift", fold="both")
+    return sched.next_after(s, at_or_after_ms - 1)
+
+
+def finished_ms(ex: Execution) -> int:
+    """When a finished execution finished: its last attempt's end, else its last update."""
+    if ex.attempts and ex.attempts[-1].ended_ms:
+        return ex.attempts[-1].ended_ms
+    return ex.updated_ms
+
+
+def has_missed(ex: Execution) -> bool:
+    return any(e.kind == MISSED for e in ex.events)
+
+
+def verdict(ex: Execution, deadline: int, now: int) -> tuple[str, str]:
+    """("missed", message) | ("met" | "exempt" | "recorded", why) — final; or ("pending", why):
+    not decidable yet at `now`."""
+    if has_missed(ex):
+        return "recorded", "the miss is already recorded"
+    if ex.state in EXEMPT_STATES:
+        return "exempt", f"{ex.state.lower()} executions have no SLA"
+    if ex.state == SUCCEEDED:
+        done = finished_ms(ex)
+        if done <= deadline:
+            return "met", "succeeded in time"
+        return "missed", (f"succeeded at {sched.format_ms(done)}, "
+                          f"{_duration(done - deadline)} after the deadline")
+    if now < deadline:
+        return "pending", "the deadline has not passed"
+    if ex.state in TERMINAL_STATES:
+        return "missed", f"ended {ex.state} without succeeding by the deadline"
+    return "missed", f"still {ex.state} at the deadline"
+
+
+def event(ex: Execution, deadline: int, now: int, sla_text: str, why: str) -> ExecutionEvent:
+    where = f" ({sla_text})" if sla_text else ""
+    message = f"missed its SLA{where}, deadline {sched.format_ms(deadline)}: {why}"
+    return ExecutionEvent(time_ms=now, kind=MISSED, message=message[:MAX_MESSAGE_CHARS])
+
+
+def _duration(ms: int) -> str:
+    s = max(ms, 0) // 1000
+    if s < 1:
+        return f"{max(ms, 0)}ms"
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    return "".join(f"{v}{u}" for v, u in ((h, "h"), (m, "m"), (sec, "s")) if v) or "0s"
+
+
+# ------------------------------------------------------------------ the due index
+
+def job_sla(state: "SchedulerState", job: Job) -> Sla | None:
+    """The job's SLA, parsed once per job version (a substring test for jobs without one)."""
+    if '"sla":' not in job.spec:
+        return None
+    cache = state.sla_jobs
+    hit = cache.get(job.name)
+    if hit is None or hit[0] != job.version:
+        if len(cache) > 2 * len(state.jobs) + 1000:
+            cache.clear()
+        try:
+            hit = cache[job.name] = (job.version, sla_of_spec(job.spec_dict(), job.tz))
+        except ValueError:
+            hit = cache[job.name] = (job.version, None)
+    return hit[1]
+
+
+def watch(state: "SchedulerState", name: str, t: int, deadline: int) -> None:
+    """Put an execution's deadline in the due index (any execution: jobs, DAG tasks)."""
+    state.sla_watch.add((deadline, name, t))
+
+
+def unwatch(state: "SchedulerState", name: str, t: int, deadline: int) -> None:
+    state.sla_watch.discard((deadline, name, t))
+
+
+def on_record(state: "SchedulerState", job: Job, ex: Execution, now: int) -> None:
+    """Apply hook for a newly recorded execution: index its deadline, drop settled entries."""
+    sla = job_sla(state, job)
+    if sla is not None and ex.state not in EXEMPT_STATES:
+        deadline = deadline_ms(sla, ex.scheduled_ms)
+        if deadline is not None:
+            watch(state, ex.job, ex.scheduled_ms, deadline)
+    if state.sla_watch:
+        collect(state, now)
+
+
+def collect(state: "SchedulerState", now: int, limit: int = _COLLECT_BATCH) -> None:
+    """Drop index entries whose deadline passed and whose verdict is final and not a miss to be
+    recorded (met, exempt, already recorded, execution gone). Bounded work per call."""
+    drop = []
+    for key in state.sla_watch.islice(0, limit):
+        deadline, name, t = key
+        if deadline > now:
+            break
+        ex = state.execs.get((name, t))
+        if ex is None or verdict(ex, deadline, now)[0] in ("met", "exempt", "recorded"):
+            drop.append(key)
+    for key in drop:
+        state.sla_watch.discard(key)
+
+
+def rebuild(state: "SchedulerState") -> None:
+    """Rebuild the due index from jobs and executions (restore). Only jobs with an SLA are read."""
+    state.sla_jobs = {}
+    entries = []
+    for name, job in state.jobs.items():
+        sla = job_sla(state, job)
+        if sla is None:
+            continue
+        for t in state.by_job.get(name, ()):
+            ex = state.execs[(name, t)]
+            deadline = deadline_ms(sla, t)
+            if deadline is not None and not has_missed(ex) and ex.state not in EXEMPT_STATES:
+                if not (ex.state == SUCCEEDED and finished_ms(ex) <= deadline):
+                    entries.append((deadline, name, t))
+    state.sla_watch = SortedList(entries)
+
+
+def due(state: "SchedulerState", now: int):
+    """Index entries whose deadline is at or before `now`, oldest deadline first (an iterator:
+    do not change the index while iterating)."""
+    return state.sla_watch.irange(None, (now, _MAX_KEY, 2 ** 63))
+
+
+# ------------------------------------------------------------------ apply
+
+def apply(state: "SchedulerState", cmd, index: int) -> dict:
+    """Entry kind ``sla`` (args: job, scheduled_ms, deadline_ms): record a miss as an event on
+    the execution, once. Only from the leader of the current epoch (like ``expire``): a deposed
+    leader's late verdict is refused. The verdict is taken again here from the entry's time, so a
+    result that committed in time first turns the entry into a refusal ("met")."""
+    if cmd.term != state.epoch:
+        return _reject("stale_term", f"sla from term {cmd.term}, but the leader epoch is {state.epoch}")
+    name, t, deadline = cmd.args.get("job"), cmd.args.get("scheduled_ms"), cmd.args.get("deadline_ms")
+    if not isinstance(deadline, int) or isinstance(deadline, bool):
+        return _reject("invalid", "deadline_ms must be an integer")
+    ex = state.execs.get((name, t)) if isinstance(name, str) and isinstance(t, int) else None
+    if ex is None:
+        return _reject("not_found", f"execution {name}@{t} not found")
+    code, why = verdict(ex, deadline, cmd.now)
+    if code != "missed":
+        if code != "pending":
+            unwatch(state, name, t, deadline)
+        return _reject(code, f"execution {ex.id}: no SLA miss to record ({why})")
+    text = cmd.args.get("sla")
+    ev = event(ex, deadline, cmd.now, text if isinstance(text, str) else "", why)
+    ex.events.append(ev)
+    unwatch(state, name, t, deadline)
+    # no "name"/"scheduled_ms"/"items" keys: the dispatcher's apply hook reads those as new executions
+    return {"ok": True, "code": "ok", "execution": ex.id, "deadline_ms": deadline, "state": ex.state,
+            "message": ev.message, "event_time_ms": ev.time_ms}
+
+
+def _reject(code: str, msg: str) -> dict:
+    return {"ok": False, "code": code, "msg": msg}

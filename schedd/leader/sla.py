@@ -1,0 +1,178 @@
+"""The leader's SLA detector: find executions past their deadline without success, record each
+miss through the log (entry kind ``sla``, rid ``sla-<execution id>``, so it applies once), count it
+and POST it to the job's webhook. (Should a deposed leader's proposal under that rid commit after
+the new epoch, its refusal sits in the dedup table; the new leader then proposes under
+``sla-<execution id>/<term>``. Apply records at most one miss per execution whatever the rid.) Rules and index: `schedd.core.sla`.
+
+`due_misses(state, now)` is pure: it reads the due index (O(due), not O(executions)) and says which
+misses to record. `SlaDriver.step(now)` runs in the dispatcher's leader step (only while this node
+leads its epoch) and proposes them; the webhook is posted off the event loop thread, after the
+entry applied on this leader, at most once per miss per leader process. A proposal whose fate is
+unknown is asked again with the same rid: the dedup table answers with the first result, and the
+POST goes out then. Best effort: a leader that dies between the commit and the POST loses that
+POST (the event on the run stays); a refused stale-term proposal is left to the next leader.
+
+It works on any execution in the index, so DAG tasks with an SLA are covered by `sla.watch`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import urllib.request
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from schedd.core import commands as C
+from schedd.core import schedule as sched
+from schedd.core import sla as S
+from schedd.core.model import execution_id
+from schedd.replication.node import ProposalError
+
+if TYPE_CHECKING:
+    from schedd.core.state import SchedulerState
+
+log = logging.getLogger("schedd.sla")
+
+PROPOSE_TIMEOUT_S = 5.0
+WEBHOOK_TIMEOUT_S = 5.0
+MAX_PER_STEP = 200            # misses proposed per step, at most
+MAX_SCAN = 2_000              # due index entries looked at per step, at most
+COLLECT_PER_STEP = 1_000      # settled entries the leader drops from the index per step, at most
+MAX_INFLIGHT = 400
+RETRY_AFTER_MS = 2_000        # a refused or unconfirmed proposal is tried again after this
+POSTED_MEMORY = 10_000
+
+
+@dataclass(slots=True, frozen=True)
+class Miss:
+    job: str
+    scheduled_ms: int
+    deadline_ms: int
+    state: str
+    message: str                  # why, at detection time (apply writes its own verdict)
+    sla: str                      # "within 2s", "by 06:00 Europe/Berlin"
+    webhook: str
+
+    @property
+    def execution_id(self) -> str:
+        return execution_id(self.job, self.scheduled_ms)
+
+
+def due_misses(state: "SchedulerState", now: int, limit: int = MAX_PER_STEP,
+               scan: int = MAX_SCAN) -> list[Miss]:
+    """Misses to record at `now`: executions in the due index whose deadline passed and that
+    have not SUCCEEDED by it, oldest deadline first; at most `limit`, looking at no more than
+    `scan` entries. Pure (the caller holds the state lock)."""
+    out: list[Miss] = []
+    for i, (deadline, name, t) in enumerate(S.due(state, now)):
+        if i >= scan:
+            break
+        ex = state.execs.get((name, t))
+        if ex is None:
+            continue
+        code, why = S.verdict(ex, deadline, now)
+        if code != "missed":
+            continue
+        job = state.jobs.get(name)
+        sla = S.job_sla(state, job) if job is not None else None
+        out.append(Miss(name, t, deadline, ex.state, why, sla.describe() if sla else "",
+                        sla.webhook if sla else ""))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def webhook_payload(miss: Miss, result: dict) -> dict:
+    return {"job": miss.job, "execution_id": miss.execution_id,
+            "scheduled_time": sched.format_ms(miss.scheduled_ms),
+            "deadline": sched.format_ms(miss.deadline_ms),
+            "state": result.get("state", miss.state), "message": result.get("message", miss.message)}
+
+
+def post_json(url: str, payload: dict, timeout: float = WEBHOOK_TIMEOUT_S) -> int:
+    """POST `payload` as JSON (blocking: run it in a thread). Returns the HTTP status."""
+    req = urllib.request.Request(url, data=json.dumps(payload).encode(), method="POST",
+                                 headers={"Content-Type": "application/json",
+                                          "User-Agent": "schedd-sla/1",
+                                          "Idempotency-Key": f"sla-{payload['execution_id']}"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - the job's own URL
+        return resp.status
+
+
+class SlaDriver:
+    def __init__(self, node, clock, metrics, spawn: Callable) -> None:
+        self.node, self.clock, self.metrics, self.spawn = node, clock, metrics, spawn
+        self.inflight: set[str] = set()
+        self.retry_at: dict[str, int] = {}
+        self.posted: OrderedDict[str, None] = OrderedDict()
+        self.unconfirmed: dict[str, Miss] = {}   # proposals of unknown fate: asked again (same rid)
+        self.termed: set[str] = set()            # rids refused as a deposed leader's: use rid/term
+
+    def step(self, now: int) -> None:
+        if len(self.inflight) >= MAX_INFLIGHT or not (self.node.state.sla_watch or self.unconfirmed):
+            return
+        with self.node.lock:
+            S.collect(self.node.state, now, COLLECT_PER_STEP)   # settled entries out of the way
+            misses = due_misses(self.node.state, now)
+        for miss in misses + list(self.unconfirmed.values()):
+            rid = f"sla-{miss.execution_id}"
+            if rid in self.termed:
+                rid = f"{rid}/{self.node.term}"
+            if rid in self.inflight or self.retry_at.get(rid, 0) > now:
+                continue
+            self.inflight.add(rid)
+            self.spawn(self._record(miss, rid))
+
+    async def _record(self, miss: Miss, rid: str) -> None:
+        entry = C.encode(C.SLA, rid=rid, now=self.clock.now_ms(), term=self.node.term,
+                         by=self.node.cfg.node_id, job=miss.job, scheduled_ms=miss.scheduled_ms,
+                         deadline_ms=miss.deadline_ms, sla=miss.sla)
+        try:
+            result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
+        except ProposalError as e:
+            log.info("sla miss of %s not confirmed: %s", miss.execution_id, e)
+            self.retry_at[rid] = self.clock.now_ms() + RETRY_AFTER_MS
+            if len(self.unconfirmed) < MAX_INFLIGHT:
+                self.unconfirmed[rid] = miss
+            return
+        finally:
+            self.inflight.discard(rid)
+        self.unconfirmed.pop(rid, None)
+        if not result.get("ok"):
+            if result.get("code") == "stale_term" and result.get("deduplicated") and "/" not in rid:
+                # A deposed leader's proposal under this rid committed after our epoch and was
+                # refused; the refusal is what dedup answers now. Apply still records once.
+                if len(self.termed) < POSTED_MEMORY:
+                    self.termed.add(rid)
+                return
+            self.retry_at[rid] = self.clock.now_ms() + RETRY_AFTER_MS
+            if len(self.retry_at) > POSTED_MEMORY:
+                self.retry_at.clear()
+            return
+        self.retry_at.pop(rid, None)
+        if rid in self.posted:        # a retried proposal answered from the dedup table
+            return
+        self.posted[rid] = None
+        while len(self.posted) > POSTED_MEMORY:
+            self.posted.popitem(last=False)
+        log.warning("SLA missed: %s", result.get("message", miss.message))
+        self.metrics.sla_missed.labels(miss.job).inc()
+        if miss.webhook:
+            payload = webhook_payload(miss, result)
+            try:
+                status = await asyncio.to_thread(post_json, miss.webhook, payload)
+                log.info("sla webhook %s for %s: HTTP %s", miss.webhook, miss.execution_id, status)
+            except Exception as e:  # noqa: BLE001 - best effort
+                log.warning("sla webhook %s for %s failed: %s", miss.webhook, miss.execution_id, e)
+
+
+def drive(dispatcher, now: int) -> None:
+    """The dispatcher's leader-step hook: make the driver on first use, then step it."""
+    driver = getattr(dispatcher, "_sla_driver", None)
+    if driver is None:
+        driver = dispatcher._sla_driver = SlaDriver(dispatcher.node, dispatcher.clock,
+                                                    dispatcher.metrics, dispatcher._spawn)
+    driver.step(now)

@@ -1,0 +1,250 @@
+"""Test-mode hooks: the history recorder, the unsafe switches, per-link raft dialing, clock admin.
+
+Environment (read once at start; honoured only with SCHEDD_TEST_MODE=1, and by a node only when
+its config says `test_mode = true`, else the node refuses to start):
+
+    SCHEDD_HISTORY_DIR   record a JSON-lines history into DIR/<process>.jsonl (one O_APPEND write
+                         per line, wall-clock `ts` in seconds)
+    SCHEDD_UNSAFE        comma list of unsafe switches (negative controls of the fault suite):
+                         push_before_commit, no_fencing, no_dedup, local_clock_fire, no_lease_grace,
+                         trust_leader
+    SCHEDD_RAFT_DIAL     JSON {"<peer raft address>": "<address to dial instead>"}: dial peers
+                         through per-link TCP proxies (partitions, delay)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+UNSAFE_SWITCHES = frozenset({"push_before_commit", "no_fencing", "no_dedup", "local_clock_fire",
+                             "no_lease_grace", "trust_leader"})
+
+
+class TestModeError(RuntimeError):
+    pass
+
+
+def _env_test_mode() -> bool:
+    return os.environ.get("SCHEDD_TEST_MODE") == "1"
+
+
+class Recorder:
+    """Appends one JSON object per line; each line is a single write(2) on an O_APPEND fd."""
+
+    def __init__(self, path: str, proc: str) -> None:
+        self.proc = proc
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._lock = threading.Lock()
+
+    def __call__(self, type_: str, **fields) -> None:
+        rec = {"ts": time.time(), "proc": self.proc, "type": type_, **fields}
+        data = (json.dumps(rec, separators=(",", ":"), default=str) + "\n").encode()
+        with self._lock:
+            os.write(self._fd, data)
+
+
+def make_recorder(proc: str) -> Recorder | None:
+    d = os.environ.get("SCHEDD_HISTORY_DIR")
+    if not d or not _env_test_mode():
+        return None
+    os.makedirs(d, exist_ok=True)
+    return Recorder(os.path.join(d, f"{proc}.jsonl"), proc)
+
+
+def unsafe_switches() -> frozenset[str]:
+    raw = os.environ.get("SCHEDD_UNSAFE", "")
+    names = frozenset(s.strip() for s in raw.split(",") if s.strip())
+    if not names:
+        return frozenset()
+    if not _env_test_mode():
+        raise TestModeError("SCHEDD_UNSAFE is for the test suite only (needs SCHEDD_TEST_MODE=1)")
+    bad = names - UNSAFE_SWITCHES
+    if bad:
+        raise TestModeError(f"unknown unsafe switch(es): {', '.join(sorted(bad))}")
+    return names
+
+
+# Process-wide, set by `configure` (node) or at import (worker); read by the hooked modules.
+RECORDER: Recorder | None = None
+UNSAFE: frozenset[str] = frozenset()
+
+
+def configure_node(cfg) -> None:
+    """Called by the daemon at start. Refuses test-only settings outside test mode."""
+    global RECORDER, UNSAFE
+    wants = any(os.environ.get(k) for k in ("SCHEDD_HISTORY_DIR", "SCHEDD_UNSAFE", "SCHEDD_RAFT_DIAL"))
+    if not wants:
+        return
+    if not (cfg.test_mode and _env_test_mode()):
+        raise TestModeError("SCHEDD_HISTORY_DIR, SCHEDD_UNSAFE and SCHEDD_RAFT_DIAL need test_mode = true "
+                            "in the config and SCHEDD_TEST_MODE=1")
+    UNSAFE = unsafe_switches()
+    RECORDER = make_recorder(cfg.node_id)
+    if RECORDER is not None:
+        RECORDER("node_start", node=cfg.node_id, unsafe=sorted(UNSAFE), pid=os.getpid())
+
+
+def configure_worker(name: str) -> Recorder | None:
+    """A worker's recorder (workers have no config file: the environment alone decides)."""
+    return make_recorder(f"worker-{name}")
+
+
+# ------------------------------------------------------------------ node-side recording helpers
+
+def record_applied(rec: Recorder, node_id: str, entry: str, result: dict, index: int, digest: bytes) -> None:
+    try:
+        body = json.loads(entry)
+    except ValueError:
+        body = {"raw": entry[:200]}
+    res = {k: result[k] for k in ("ok", "code", "token", "state", "items", "scheduled_ms", "name",
+                                   "deduplicated", "epoch", "retry_at") if k in result}
+    rec("apply", node=node_id, index=index, hash=digest.hex(), entry=body, res=res)
+
+
+def current_term(box: list) -> int:
+    return box[0].sync.raftCurrentTerm if box and hasattr(box[0], "sync") else -1
+
+
+def unsafe_no_dedup(entry: str, index: int) -> str:
+    """Negative control: make every request id unique (deterministically, by log index), so the
+    state machine's request-id deduplication never matches."""
+    try:
+        body = json.loads(entry)
+    except ValueError:
+        return entry
+    if body.get("rid"):
+        body["rid"] = f"{body['rid']}#nodedup{index}"
+    return json.dumps(body, separators=(",", ":"), sort_keys=True)
+
+
+def wrap_hub_send(hub, rec: Recorder, node) -> None:
+    """Record every message the leader pushes to a worker (assignments and cancels)."""
+    real = hub.send
+
+    def send(conn, msg):
+        kind = msg.WhichOneof("kind")
+        if kind == "assignment":
+            a = msg.assignment
+            rec("push", node=node.cfg.node_id, worker=conn.name, job=a.job, scheduled_ms=a.scheduled_ms,
+                token=a.fencing_token, attempt=a.attempt, term=a.term, due_ms=a.due_ms,
+                applied=node.sync.raftLastApplied)
+        elif kind == "cancel":
+            rec("push_cancel", node=node.cfg.node_id, worker=conn.name, token=msg.cancel.fencing_token)
+        return real(conn, msg)
+
+    hub.send = send
+
+
+# ------------------------------------------------------------------ dialing peers through proxies
+
+def dial_overrides() -> dict[str, tuple[str, int]]:
+    raw = os.environ.get("SCHEDD_RAFT_DIAL", "")
+    if not raw:
+        return {}
+    out = {}
+    for peer, via in json.loads(raw).items():
+        host, port = via.rsplit(":", 1)
+        out[peer] = (host, int(port))
+    return out
+
+
+def transport_with_dial(base_cls):
+    """A subclass of the node's transport that dials some peers at another address (a proxy).
+    Only the dialing side changes: pysyncobj keeps one connection per pair, opened by the node
+    with the larger address, so one proxy per link sees both directions."""
+    overrides = dial_overrides()
+    if not overrides:
+        return base_cls
+    from pysyncobj.monotonic import monotonic as monotonicTime
+    from pysyncobj.tcp_connection import CONNECTION_STATE
+
+    class DialViaProxy(base_cls):
+        def _connectIfNecessarySingle(self, node):
+            via = overrides.get(getattr(node, "address", None))
+            if via is None:
+                return super()._connectIfNecessarySingle(node)
+            if node in self._connections and self._connections[node].state != CONNECTION_STATE.DISCONNECTED:
+                return True
+            if not self._shouldConnect(node):
+                return False
+            last = self._lastConnectAttempt.get(node)
+            if last is not None and monotonicTime() - last < self._syncObj.conf.connectionRetryTime:
+                return False
+            self._lastConnectAttempt[node] = monotonicTime()
+            return self._connections[node].connect(via[0], via[1])
+
+    return DialViaProxy
+
+
+# ------------------------------------------------------------------ admin service (clock offset)
+
+def add_admin_service(server, clock, node) -> None:
+    from schedd.v1 import testing_pb2 as tpb
+    from schedd.v1 import testing_pb2_grpc as tpb_grpc
+
+    class Testing(tpb_grpc.TestingServicer):
+        async def SetClockOffset(self, request, context):
+            old = clock.offset_ms
+            clock.offset_ms = int(request.offset_ms)
+            if RECORDER is not None:
+                RECORDER("clock_offset", node=node.cfg.node_id, old_ms=old, offset_ms=clock.offset_ms)
+            return tpb.ClockOffset(offset_ms=clock.offset_ms, previous_ms=old)
+
+        async def GetClockOffset(self, request, context):
+            return tpb.ClockOffset(offset_ms=clock.offset_ms, previous_ms=clock.offset_ms)
+
+    tpb_grpc.add_TestingServicer_to_server(Testing(), server)
+
+
+# ------------------------------------------------------------------ unsafe switches (negative controls)
+
+def _assignment(assigner, name: str, t: int, attempt: int, token: int, due: int, spec: dict):
+    from schedd.core.model import execution_id
+    from schedd.v1 import scheduler_pb2 as pb
+    return pb.LeaderMessage(assignment=pb.Assignment(
+        execution_id=execution_id(name, t), job=name, scheduled_ms=t, attempt=attempt, fencing_token=token,
+        term=assigner.node.term, due_ms=unsafe_due(assigner.clock, due), handler_json=json.dumps(spec.get("handler") or {}),
+        timeout_seconds=float(spec.get("timeout_seconds") or 0), labels=spec.get("labels") or {}))
+
+
+async def unsafe_claim(assigner, conn, entry: str, name: str, t: int, attempt: int, due: int, spec: dict,
+                       timeout: float) -> dict:
+    """The claim with the unsafe switches applied:
+    push_before_commit: push the assignment (with the token the claim is expected to get) before
+    proposing it; trust_leader: if the claim has not committed within 0.3 s but this node believes
+    it leads, push anyway. The returned result says `_pushed` when the normal push must be skipped."""
+    import asyncio
+    predicted = assigner.node.sync.raftLastApplied + 1
+    pushed = False
+    if "push_before_commit" in UNSAFE:
+        assigner.hub.send(conn, _assignment(assigner, name, t, attempt, predicted, due, spec))
+        pushed = True
+    fut = asyncio.ensure_future(assigner.node.propose(entry, timeout=timeout))
+    if "trust_leader" in UNSAFE and not pushed:
+        done, _ = await asyncio.wait({fut}, timeout=0.3)
+        if not done and assigner.node.is_leader():
+            assigner.hub.send(conn, _assignment(assigner, name, t, attempt, predicted, due, spec))
+            pushed = True
+    result = await fut
+    return {**result, "_pushed": pushed}
+
+
+def unsafe_due(clock, due: int) -> int:
+    """local_clock_fire: start at `due` as read on this node's (possibly skewed) clock."""
+    if "local_clock_fire" in UNSAFE and due:
+        return due - (clock.now_ms() - time.time_ns() // 1_000_000)
+    return due
+
+
+def unsafe_finish_token(node, name: str, t: int, token: int) -> int:
+    """no_fencing: attribute a result to whatever attempt is current, not to the reporter's."""
+    if "no_fencing" not in UNSAFE:
+        return token
+    with node.lock:
+        ex = node.state.execs.get((name, t))
+        if ex is not None and ex.attempts:
+            return ex.attempts[-1].fencing_token
+    return token

@@ -1,0 +1,428 @@
+"""The checker: a pure function from a recorded history to anomalies and statistics.
+
+    results = check(records, meta)
+
+`records` are the history lines of every process (dicts with ts, proc, type, ...); `meta` is the
+run's meta.json (jobs, lease, the fault window). Nothing here reads files, clocks or the network,
+so it is unit-tested on synthetic good and bad histories (tests/jepsen_like/test_checker.py).
+
+Checks (issue 5):
+  C1 every scheduled instant in the window ended fired, queued behind its predecessor (caught up),
+     or SKIPPED with a reason; none silently missing; every one of them ended (liveness)
+  C2 at most one intent per (job, scheduled time), at most one execution per client request id,
+     and every replica applied the same entry with the same state hash at each index
+  C3 no overlapping accepted executions for jobs whose policy forbids it; at_most_once never twice
+  C4 only the current fencing token completes (by the worker it was given to); stale completions
+     are rejected and recorded; an attempt is expired only after a lease without news
+  C5 every acknowledged write and completion is in the log
+  C6 no dispatch, handler start or effect without a committed claim for that key and token
+  C7 replicas converge after healing
+  C8 DAG order (not applicable until DAGs are in the log)
+  C9 lateness p50/p99/max of first attempts; nothing fired early
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+
+CHECKS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9")
+SAFETY = {"C2", "C3", "C4", "C5", "C6", "C7", "C9early"}
+TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED", "SKIPPED", "UPSTREAM_FAILED", "LOST"}
+EARLY_TOLERANCE_MS = 10
+SLACK_MS = 1500
+
+
+def load(lines) -> list[dict]:
+    out = []
+    for line in lines:
+        line = line.strip()
+        if line:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue            # a torn last line of a killed process
+    out.sort(key=lambda r: r.get("ts", 0))
+    return out
+
+
+def _pct(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    v = sorted(values)
+    k = max(0, min(len(v) - 1, math.ceil(p / 100 * len(v)) - 1))
+    return v[k]
+
+
+def _period_of(spec_text) -> tuple[int, dict]:
+    try:
+        spec = json.loads(spec_text) if isinstance(spec_text, str) else dict(spec_text or {})
+    except ValueError:
+        return 0, {}
+    s = str(spec.get("schedule") or "")
+    if s.startswith("@every "):
+        v = s.split()[1]
+        mult = {"s": 1000, "m": 60_000, "h": 3_600_000}.get(v[-1], 0)
+        try:
+            return int(float(v[:-1]) * mult), spec
+        except ValueError:
+            return 0, spec
+    return 0, spec
+
+
+class _Anoms:
+    def __init__(self) -> None:
+        self.items: list[dict] = []
+
+    def add(self, check: str, what: str, ts: float | None = None, **ev) -> None:
+        self.items.append({"check": check, "what": what, "ts": ts, **ev})
+
+
+def check(records: list[dict], meta: dict) -> dict:
+    A = _Anoms()
+    lease = int(meta.get("lease_ms", 3000))
+    window_end_ms = int(meta["window_end"] * 1000) if meta.get("window_end") else None
+    by_type: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        by_type[r.get("type")].append(r)
+
+    # ---------------------------------------------------------------- C2: replicas agree per index
+    per_index: dict[int, dict[str, tuple]] = defaultdict(dict)
+    log: dict[int, dict] = {}
+    last_applied: dict[str, int] = {}
+    jumps: dict[str, int] = defaultdict(int)     # a node applied past a gap: it loaded a snapshot
+    for r in by_type["apply"]:
+        idx, node = r["index"], r["node"]
+        if node in last_applied and idx > last_applied[node] + 1:
+            jumps[node] += 1
+        key = (r["hash"], json.dumps(r["entry"], sort_keys=True))
+        seen = per_index[idx].get(node)
+        if seen is not None and seen != key:
+            A.add("C2", f"{node} applied index {idx} twice with different entries or hashes", r["ts"], index=idx)
+        per_index[idx][node] = key
+        log.setdefault(idx, r)
+        last_applied[node] = max(last_applied.get(node, 0), idx)
+    diverged = 0
+    for idx in sorted(per_index):
+        views = per_index[idx]
+        if len({v for v in views.values()}) > 1:
+            diverged += 1
+            if diverged <= 20:
+                A.add("C2", f"replicas differ at index {idx}: " +
+                      ", ".join(f"{n}={v[0][:8]}" for n, v in sorted(views.items())), log[idx]["ts"], index=idx)
+
+    # ---------------------------------------------------------------- replay the log
+    jobs: dict[str, dict] = {}               # name -> {period, spec, created_now, deleted_now, pauses}
+    execs: dict[tuple, dict] = {}
+    tokens: dict[int, dict] = {}             # token -> {job, t, worker, attempt, now}
+    epochs: dict[int, int] = {}              # term -> now of its epoch entry
+    rid_created: dict[str, list] = defaultdict(list)
+    rids: set[str] = set()
+    finishes_ok: dict[int, dict] = {}
+    stale_finishes = []
+    expires = []
+    for idx in sorted(log):
+        r = log[idx]
+        e, res = r["entry"], r.get("res", {})
+        k, now = e.get("k"), e.get("now", 0)
+        base_rid = str(e.get("rid", "")).split("#nodedup")[0]
+        if base_rid:
+            rids.add(base_rid)
+        if k == "epoch":
+            epochs.setdefault(e.get("term"), now)
+        elif k == "put" and res.get("ok"):
+            period, spec = _period_of(e.get("spec"))
+            j = jobs.setdefault(spec.get("name") or res.get("name"), {"pauses": [], "created": now})
+            j.update(period=period, spec=spec, deleted=None)
+            if spec.get("paused"):
+                j["pauses"].append([now, None])
+        elif k in ("pause", "resume", "delete") and res.get("ok"):
+            j = jobs.get(e.get("name"))
+            if j is not None:
+                if k == "pause" and not (j["pauses"] and j["pauses"][-1][1] is None):
+                    j["pauses"].append([now, None])
+                elif k == "resume" and j["pauses"] and j["pauses"][-1][1] is None:
+                    j["pauses"][-1][1] = now
+                elif k == "delete":
+                    j["deleted"] = now
+        elif k == "fire" and res.get("ok"):
+            for name, t, code in res.get("items", []):
+                if code == "skipped" and (name, t) not in execs:     # recorded SKIPPED with a reason
+                    execs[(name, t)] = {"job": name, "t": t, "index": idx, "now": now, "trigger": "schedule",
+                                        "state": "SKIPPED", "attempts": [], "term": e.get("term")}
+                elif code == "created":
+                    if (name, t) in execs and not execs[(name, t)].get("deleted"):
+                        A.add("C2", f"a second intent for {name}@{t} at index {idx}", r["ts"], job=name, t=t)
+                    execs[(name, t)] = {"job": name, "t": t, "index": idx, "now": now, "trigger": "schedule",
+                                        "state": "SCHEDULED", "attempts": [], "term": e.get("term")}
+        elif k == "trigger" and res.get("ok") and "scheduled_ms" in res and not res.get("deduplicated"):
+            name, t = res.get("name"), res["scheduled_ms"]
+            rid_created[base_rid].append((name, t, idx))
+            execs[(name, t)] = {"job": name, "t": t, "index": idx, "now": now, "trigger": "manual",
+                                "state": "SCHEDULED", "attempts": [], "term": e.get("term")}
+        elif k == "start" and res.get("ok") and not res.get("deduplicated"):
+            key = (e.get("job"), e.get("scheduled_ms"))
+            tokens[idx] = {"job": key[0], "t": key[1], "worker": e.get("worker"), "attempt": e.get("attempt"),
+                           "now": now, "term": e.get("term")}
+            ex = execs.get(key)
+            if ex is not None:
+                ex["attempts"].append(idx)
+                ex["state"] = "RUNNING"
+        elif k == "finish":
+            key = (e.get("job"), e.get("scheduled_ms"))
+            tok = e.get("token")
+            if res.get("ok") and not res.get("deduplicated"):
+                finishes_ok[tok] = {"by": e.get("by"), "state": res.get("state"), "index": idx, "ts": r["ts"]}
+                info = tokens.get(tok)
+                ex = execs.get(key)
+                current = ex["attempts"][-1] if ex and ex["attempts"] else None
+                if info is None or current != tok:
+                    A.add("C4", f"completion of {key[0]}@{key[1]} with token {tok} accepted, but it is not "
+                          f"the current attempt", r["ts"], index=idx)
+                elif info["worker"] != e.get("by"):
+                    A.add("C4", f"completion of {key[0]}@{key[1]} token {tok} (given to {info['worker']}) "
+                          f"accepted from {e.get('by')}: a stale attempt's result overwrote the current one",
+                          r["ts"], index=idx, job=key[0], t=key[1])
+                if ex is not None and res.get("state"):
+                    ex["state"] = res["state"]
+            elif res.get("code") == "stale":
+                stale_finishes.append({"token": tok, "by": e.get("by"), "index": idx, "ts": r["ts"],
+                                       "job": key[0], "t": key[1]})
+        elif k == "expire" and res.get("ok") and not res.get("deduplicated"):
+            tok = e.get("token")
+            info = tokens.get(tok, {})
+            expires.append({"token": tok, "index": idx, "ts": r["ts"]})
+            grace_from = max(info.get("now", 0), epochs.get(e.get("term"), 0))
+            if now - grace_from < lease:
+                A.add("C4", f"attempt token {tok} of {info.get('job')}@{info.get('t')} expired "
+                      f"{now - grace_from} ms after its start or its leader's takeover (< lease {lease} ms)",
+                      r["ts"], index=idx)
+            ex = execs.get((e.get("job"), e.get("scheduled_ms")))
+            if ex is not None and res.get("state"):
+                ex["state"] = res["state"]
+        elif k == "skip" and res.get("ok"):
+            for name, t, code in res.get("items", []):
+                ex = execs.get((name, t))
+                if ex is not None:
+                    ex["state"] = "SKIPPED"
+        elif k == "cancel" and res.get("ok"):
+            ex = execs.get((e.get("job"), e.get("scheduled_ms")))
+            if ex is not None and res.get("state"):
+                ex["state"] = res["state"]
+    for rid, made in rid_created.items():
+        if len(made) > 1:
+            A.add("C2", f"request {rid[:12]} created {len(made)} executions: " +
+                  ", ".join(f"{n}@{t}" for n, t, _ in made), None, rid=rid)
+    for name, j in jobs.items():
+        if j.get("deleted") is not None:
+            for key, ex in execs.items():
+                if key[0] == name and ex["now"] <= j["deleted"]:
+                    ex["deleted"] = True
+
+    # ---------------------------------------------------------------- C1: no instant silently missing
+    instants_checked = 0
+    for name, j in sorted(jobs.items()):
+        period = j.get("period") or 0
+        if not period:
+            continue
+        times = sorted(t for (n, t), ex in execs.items() if n == name and ex["trigger"] != "manual")
+        end = window_end_ms
+        if j.get("deleted") is not None:
+            end = min(end or j["deleted"], j["deleted"]) if end else j["deleted"]
+        if not times:
+            if end and end - j["created"] > 2 * period + SLACK_MS and not j["pauses"]:
+                A.add("C1", f"{name}: no instant fired at all", None, job=name)
+            continue
+
+        def paused_at(m: int) -> bool:
+            return any(p0 - SLACK_MS <= m <= (p1 if p1 is not None else 2 ** 62) + period
+                       for p0, p1 in j["pauses"])
+        for a, b in zip(times, times[1:]):
+            m = a + period
+            while m < b:
+                if not paused_at(m):
+                    A.add("C1", f"{name}: instant {m} missing (between {a} and {b})", m / 1000, job=name, t=m)
+                    break
+                m += period
+        if end and not paused_at(end) and j.get("deleted") is None and times[-1] < end - period - SLACK_MS:
+            A.add("C1", f"{name}: nothing fired after {times[-1]} though the window ran to {end}",
+                  times[-1] / 1000, job=name)
+        for t in times:
+            if end is None or t <= end:
+                instants_checked += 1
+    unfinished = []
+
+    def held(name: str) -> bool:           # paused at the end of the window: its executions wait
+        j = jobs.get(name)
+        end = window_end_ms if window_end_ms is not None else 2 ** 62
+        return bool(j) and any(p0 <= end and (p1 is None or p1 > end) for p0, p1 in j["pauses"])
+    for key, ex in execs.items():
+        if ex.get("deleted") or (window_end_ms is not None and key[1] > window_end_ms) or held(key[0]):
+            continue
+        if ex["state"] not in TERMINAL:
+            unfinished.append(key)
+    if unfinished and meta.get("settled", True) is not None:
+        for key in sorted(unfinished)[:10]:
+            A.add("C1", f"{key[0]}@{key[1]} never ended (still {execs[key]['state']})", key[1] / 1000,
+                  job=key[0], t=key[1], liveness=True)
+
+    # ---------------------------------------------------------------- C6: nothing without a claim
+    applied_at: dict[tuple[str, int], float] = {}
+    for r in by_type["apply"]:
+        applied_at.setdefault((r["node"], r["index"]), r["ts"])
+    for r in by_type["push"]:
+        tok = r["token"]
+        info = tokens.get(tok)
+        if info is None or (info["job"], info["t"]) != (r["job"], r["scheduled_ms"]):
+            A.add("C6", f"{r['node']} pushed {r['job']}@{r['scheduled_ms']} token {tok} to {r['worker']} "
+                  f"without a committed claim for it", r["ts"], job=r["job"], t=r["scheduled_ms"])
+        elif r.get("applied", tok) < tok:
+            A.add("C6", f"{r['node']} pushed {r['job']}@{r['scheduled_ms']} token {tok} before applying "
+                  f"its claim (applied {r.get('applied')})", r["ts"], job=r["job"], t=r["scheduled_ms"])
+    for r in by_type["h_start"]:
+        info = tokens.get(r["token"])
+        if info is None or (info["job"], info["t"]) != (r["job"], r["scheduled_ms"]):
+            A.add("C6", f"{r['worker']} started {r['job']}@{r['scheduled_ms']} token {r['token']} without a "
+                  f"committed claim", r["ts"], job=r["job"], t=r["scheduled_ms"])
+    effects = by_type["effect"]
+    for r in effects:
+        info = tokens.get(r["token"])
+        if info is None or (info["job"], info["t"]) != (r["job"], r["scheduled_ms"]):
+            A.add("C6", f"effect for {r['job']}@{r['scheduled_ms']} with token {r['token']} that no "
+                  f"committed claim gave out ({r['verdict']})", r["ts"], job=r["job"], t=r["scheduled_ms"])
+
+    # ---------------------------------------------------------------- C3: overlap and at-most-once
+    delivery = {n: (j.get("spec") or {}).get("delivery", "") for n, j in jobs.items()}
+    overlap = {n: (j.get("spec") or {}).get("overlap", "") for n, j in jobs.items()}
+    starts_by_key: dict[tuple, set] = defaultdict(set)
+    for r in by_type["h_start"]:
+        starts_by_key[(r["job"], r["scheduled_ms"])].add(r["token"])
+    for key, toks in starts_by_key.items():
+        if delivery.get(key[0]) == "at_most_once" and len(toks) > 1:
+            A.add("C3", f"at_most_once {key[0]}@{key[1]} started {len(toks)} times (tokens {sorted(toks)})",
+                  key[1] / 1000, job=key[0], t=key[1])
+    ends = {(r["job"], r["scheduled_ms"], r["token"]): r["ts"] for r in by_type["effect_end"]}
+    intervals: dict[str, list] = defaultdict(list)
+    for r in effects:
+        if r["verdict"] == "accepted":
+            intervals[r["job"]].append((r["arrived"], ends.get((r["job"], r["scheduled_ms"], r["token"]),
+                                                               r["arrived"]), r["scheduled_ms"]))
+    for name, iv in intervals.items():
+        if overlap.get(name) not in ("skip", "queue"):
+            continue
+        iv.sort()
+        for (s1, e1, t1), (s2, e2, t2) in zip(iv, iv[1:]):
+            if s2 < e1 - 0.005:
+                A.add("C3", f"{name}: {t1} and {t2} ran at the same time (overlap {overlap[name]})", s2, job=name)
+
+    # ---------------------------------------------------------------- C5: acknowledged means durable
+    for r in by_type["ok"]:
+        if r.get("rid") and r["rid"] not in rids:
+            A.add("C5", f"client {r['op']} {r.get('job')} (request {r['rid'][:12]}) was acknowledged but is "
+                  f"not in the log", r["ts"])
+    for r in by_type["w_ack"]:
+        if r.get("outcome") == "committed" and r["token"] not in finishes_ok:
+            A.add("C5", f"result of token {r['token']} acknowledged as committed to {r['worker']} but no "
+                  f"completion is in the log", r["ts"])
+
+    # ---------------------------------------------------------------- C7: convergence after healing
+    finals = by_type["final"]
+    if finals:
+        f = finals[-1]
+        nodes = f.get("nodes") or {}
+        vals = {(v["applied"], v["hash"]) for v in nodes.values() if v}
+        if not f.get("converged") or len(vals) != 1 or not all(nodes.values()):
+            A.add("C7", f"replicas did not converge after healing: {nodes}", f["ts"])
+    else:
+        A.add("C7", "no final convergence record (the run did not finish)", None)
+
+    # ---------------------------------------------------------------- C9: lateness, nothing early
+    late = []
+    fault_windows = _fault_windows(by_type["nemesis"])
+    for r in effects:
+        t = r["scheduled_ms"]
+        lat = r["arrived"] * 1000 - t
+        if lat < -EARLY_TOLERANCE_MS:
+            A.add("C9", f"{r['job']}@{t} fired {-lat:.0f} ms early (token {r['token']})", r["arrived"],
+                  job=r["job"], t=t, early=True)
+        ex = execs.get((r["job"], t))
+        if r.get("attempt") == 1 and ex is not None and ex["trigger"] == "schedule" and r["verdict"] == "accepted":
+            late.append(lat)
+    lateness = {"n": len(late), "p50_ms": _pct(late, 50), "p99_ms": _pct(late, 99), "max_ms": max(late) if late else None}
+    lateness["calm"] = _calm_lateness(effects, execs, fault_windows, lease)
+
+    # ---------------------------------------------------------------- statistics and fault evidence
+    terms = sorted({r["term"] for r in by_type["role"] if r.get("new") == 2})
+    stats = {
+        "entries": len(log), "nodes_last_index": last_applied, "snapshot_jumps": dict(jumps), "instants_checked": instants_checked,
+        "executions": len(execs), "effects": len(effects),
+        "effects_accepted": sum(1 for r in effects if r["verdict"] == "accepted"),
+        "effects_duplicate": sum(1 for r in effects if r["verdict"] == "duplicate"),
+        "effects_stale": sum(1 for r in effects if r["verdict"] == "stale"),
+        "stale_completions_rejected": len(stale_finishes), "expired_attempts": len(expires),
+        "leader_terms": terms, "leader_changes": len(terms),
+        "worker_rejects": len(by_type["w_reject"]), "faults": sum(1 for r in by_type["nemesis"] if r.get("phase") == "start"),
+        "fault_kinds": sorted({r["fault"] for r in by_type["nemesis"]}), "fault_windows": fault_windows,
+        "client_ops": {s: len(by_type[s]) for s in ("invoke", "ok", "fail", "info")},
+        "lateness": lateness, "unfinished": len(unfinished),
+    }
+    per_check = {c: [a for a in A.items if a["check"] == c] for c in CHECKS}
+    safety = [a for a in A.items if a["check"] in SAFETY or a.get("early")]
+    liveness = [a for a in A.items if a not in safety]
+    return {"ok": not A.items, "safety_ok": not safety, "anomalies": A.items,
+            "counts": {c: len(v) for c, v in per_check.items()}, "stats": stats,
+            "c8": "not applicable: no DAG entries in the log yet"}
+
+
+def _calm_lateness(effects, execs, windows, lease_ms: int) -> dict:
+    """Lateness of first attempts scheduled outside every fault window (and a lease after it)."""
+    spans = [(a, (b if b is not None else 2 ** 40) + lease_ms / 1000) for _, _, a, b in windows]
+    late = []
+    for r in effects:
+        t = r["scheduled_ms"] / 1000
+        ex = execs.get((r["job"], r["scheduled_ms"]))
+        if (r.get("attempt") == 1 and r["verdict"] == "accepted" and ex is not None and ex["trigger"] == "schedule"
+                and not any(a <= t <= b for a, b in spans)):
+            late.append(r["arrived"] * 1000 - r["scheduled_ms"])
+    return {"n": len(late), "p50_ms": _pct(late, 50), "p99_ms": _pct(late, 99), "max_ms": max(late) if late else None}
+
+
+def _fault_windows(nemesis: list[dict]) -> list[list]:
+    open_: dict[tuple, float] = {}
+    out = []
+    for r in nemesis:
+        key = (r["fault"], r.get("node") or r.get("worker") or "")
+        if r.get("phase") == "start":
+            open_.setdefault(key, r["ts"])
+        elif r.get("phase") == "stop":
+            if key in open_:
+                out.append([r["fault"], key[1], open_.pop(key), r["ts"]])
+            else:   # a stop without target closes every open window of that kind
+                for k in [k for k in open_ if k[0] == r["fault"]]:
+                    out.append([k[0], k[1], open_.pop(k), r["ts"]])
+    for k, t0 in open_.items():
+        out.append([k[0], k[1], t0, None])
+    return out
+
+
+def summarize(results: dict, meta: dict) -> str:
+    s = results["stats"]
+    lat = s["lateness"]
+    fmt = lambda v: "-" if v is None else f"{v:.0f}"  # noqa: E731
+    lines = [f"scenario {meta.get('scenario')} seed {meta.get('seed')} unsafe={','.join(meta.get('unsafe') or []) or '-'}",
+             f"verdict: {'OK' if results['ok'] else ('LIVENESS ONLY' if results['safety_ok'] else 'SAFETY VIOLATION')}",
+             f"faults injected: {s['faults']} ({', '.join(s['fault_kinds']) or 'none'}); leader terms {s['leader_terms']}",
+             f"log entries {s['entries']}, executions {s['executions']}, instants checked {s['instants_checked']}, "
+             f"effects {s['effects']} (accepted {s['effects_accepted']}, duplicate {s['effects_duplicate']}, "
+             f"stale {s['effects_stale']})",
+             f"stale completions rejected {s['stale_completions_rejected']}, expired attempts {s['expired_attempts']}, "
+             f"worker rejects {s['worker_rejects']}",
+             f"lateness (first attempts, n={lat['n']}): p50 {fmt(lat['p50_ms'])} ms, p99 {fmt(lat['p99_ms'])} ms, "
+             f"max {fmt(lat['max_ms'])} ms; outside fault windows (n={lat['calm']['n']}): "
+             f"p50 {fmt(lat['calm']['p50_ms'])} ms, p99 {fmt(lat['calm']['p99_ms'])} ms",
+             "anomalies per check: " + ", ".join(f"{c}={n}" for c, n in results["counts"].items()),
+             f"C8: {results['c8']}"]
+    for a in results["anomalies"][:40]:
+        lines.append(f"  [{a['check']}] {a['what']}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,459 @@
+"""One run of the fault suite: a 3-node cluster dialing through per-link proxies, 2 workers, the
+effect sink, a client workload and a nemesis; every process records a history; the checker reads
+it afterwards (checker.py is pure: history in, anomalies out).
+
+Layout of a run folder (tests/jepsen_like/store/<scenario>-<seed>-<stamp>/):
+    meta.json           scenario, seed, jobs, tuning, the fault window
+    history/*.jsonl     one file per process (harness, sink, n1..n3, worker-w1, worker-w2)
+    cluster/            configs, data and logs of the nodes and workers
+    results.json, summary.txt, timeline.png
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from schedd.runtime.cluster import LocalCluster
+from schedd.testing.hooks import Recorder
+from schedd.v1 import scheduler_pb2 as pb
+from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd.v1 import testing_pb2 as tpb
+from schedd.v1 import testing_pb2_grpc as tpb_grpc
+from schedd_client import job_spec
+
+from .proxy import ProxyNet
+from .sink import EffectSink
+
+STORE = Path(__file__).resolve().parent / "store"
+LEASE_MS = 3000
+RAFT = {"heartbeat_ms": 20, "tick_ms": 10, "election_timeout_ms": [600, 1200], "leader_fallback_ms": 2500,
+        "compaction_entries": 20000}
+NON_TERMINAL = ("SCHEDULED", "RUNNING", "RETRY_WAIT")
+
+
+def wait_for(pred, timeout: float, interval: float = 0.1, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            v = pred()
+            if v:
+                return v
+        except Exception as e:  # noqa: BLE001
+            last = e
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}" + (f" ({last!r})" if last else ""))
+
+
+class JLCluster(LocalCluster):
+    """A LocalCluster in test mode with a per-node environment (history, dialing, unsafe)."""
+
+    node_env: dict = None
+
+    def _write_config(self, node) -> None:
+        super()._write_config(node)
+        text = node.config.read_text()
+        node.config.write_text("test_mode = true\n" + text)
+
+    def start_node(self, nid: str):
+        saved = self.env
+        self.env = {**saved, **(self.node_env or {}).get(nid, {})}
+        try:
+            return super().start_node(nid)
+        finally:
+            self.env = saved
+
+
+@dataclass
+class Job:
+    name: str
+    period_s: int = 0               # 0: on demand
+    hold_s: float = 0.0             # handler duration (the sink holds the request)
+    delivery: str = ""
+    overlap: str = ""
+    churn: bool = False
+
+
+WORKLOAD = [
+    Job("every1", 1), Job("every2", 2), Job("long", 2, hold_s=2.5), Job("once", 3, delivery="at_most_once"),
+    Job("ondemand", 0, hold_s=0.2),
+]
+
+
+@dataclass
+class Harness:
+    scenario: str
+    seed: int
+    out: Path
+    unsafe: tuple = ()
+    lease_ms: int = LEASE_MS
+    jobs: list = field(default_factory=lambda: list(WORKLOAD))
+    client_ops: bool = True
+    raft: dict = field(default_factory=dict)       # overrides of RAFT for this run
+
+    def __post_init__(self) -> None:
+        self.out = Path(self.out)
+        self.hist = self.out / "history"
+        self.hist.mkdir(parents=True, exist_ok=True)
+        self.rec = Recorder(str(self.hist / "harness.jsonl"), "harness")
+        self.rng = random.Random(self.seed)
+        self.sink = None
+        self.net = None
+        self.c: JLCluster | None = None
+        self._stop_client = threading.Event()
+        self._client_thread = None
+        self.stopped: set[str] = set()            # SIGSTOPped processes ("n1", "w:w1")
+        self.offsets: dict[str, int] = {}
+        self.faults = 0
+        self.meta: dict = {}
+        self._churn = 0
+        self.paused_jobs: set[str] = set()        # held by the client: their executions wait
+
+    # ------------------------------------------------------------ start / stop
+
+    def start(self) -> None:
+        env_test = {"SCHEDD_TEST_MODE": "1", "SCHEDD_HISTORY_DIR": str(self.hist)}
+        self.sink = EffectSink(Recorder(str(self.hist / "sink.jsonl"), "sink"))
+        self.c = JLCluster(self.out / "cluster", size=3, raft={**RAFT, **self.raft},
+                           scheduler={"lease_ms": self.lease_ms}, env=env_test)
+        self.net = ProxyNet()
+        dial: dict[str, dict] = {n: {} for n in self.c.nodes}
+        ids = list(self.c.nodes)
+        for i, x in enumerate(ids):
+            for y in ids[i + 1:]:
+                nx, ny = self.c.nodes[x], self.c.nodes[y]
+                a, b = (x, y) if nx.raft > ny.raft else (y, x)     # pysyncobj: larger address dials
+                link = self.net.add_link(a, b, self.c.nodes[b].raft)
+                dial[a][self.c.nodes[b].raft] = f"127.0.0.1:{link.port}"
+        self.c.node_env = {n: {"SCHEDD_RAFT_DIAL": json.dumps(d),
+                               **({"SCHEDD_UNSAFE": ",".join(self.unsafe)} if self.unsafe else {})}
+                           for n, d in dial.items()}
+        self.meta = {"scenario": self.scenario, "seed": self.seed, "unsafe": list(self.unsafe),
+                     "lease_ms": self.lease_ms, "raft": {**RAFT, **self.raft}, "started": time.time(),
+                     "nodes": {n: {"raft": p.raft, "grpc": p.grpc} for n, p in self.c.nodes.items()},
+                     "jobs": [vars(j) for j in self.jobs], "workers": ["w1", "w2"]}
+        self.rec("run_start", scenario=self.scenario, seed=self.seed, unsafe=list(self.unsafe))
+        self.c.start()
+        self.c.wait_leader(timeout=60)
+        for w in ("w1", "w2"):
+            self.c.start_worker(w, slots=4, drain_grace_s=2, extra_env={"SCHEDD_HISTORY_DIR": str(self.hist)})
+        wait_for(lambda: len(self.connected_workers()) == 2, 60, what="workers to connect")
+        for j in self.jobs:
+            self.put_job(j)
+
+    def stop(self) -> None:
+        self._stop_client.set()
+        if self._client_thread is not None:
+            self._client_thread.join(timeout=30)
+        try:
+            if self.c is not None:
+                self.c.stop(timeout=15)
+        finally:
+            if self.net is not None:
+                self.net.close()
+            if self.sink is not None:
+                self.sink.close()
+            self.meta["ended"] = time.time()
+            (self.out / "meta.json").write_text(json.dumps(self.meta, indent=1))
+
+    # ------------------------------------------------------------ observation
+
+    def stub(self, nid: str):
+        ch = grpc.insecure_channel(self.c.nodes[nid].grpc)
+        return ch, pb_grpc.SchedulerStub(ch), pb_grpc.ClusterStub(ch)
+
+    def connected_workers(self) -> list[str]:
+        lead = self.c.leader()
+        if lead is None:
+            return []
+        with grpc.insecure_channel(self.c.nodes[lead].grpc) as ch:
+            r = pb_grpc.WorkersStub(ch).ListWorkers(pb.ListWorkersRequest(), timeout=3)
+            return [w.name for w in r.workers]
+
+    def leader(self) -> str | None:
+        return self.c.leader()
+
+    def node_infos(self) -> dict:
+        out = {}
+        for nid in self.c.nodes:
+            info = self.c.node_info(nid, timeout=2) if self.c.nodes[nid].alive() else None
+            out[nid] = None if info is None else {"applied": info.applied_index, "hash": info.state_hash,
+                                                  "term": info.term, "role": info.role}
+        return out
+
+    # ------------------------------------------------------------ client operations
+
+    def _call(self, op: str, method: str, request, *, timeout: float = 12.0, **fields):
+        """One client operation with invoke / ok / fail / info records. UNAVAILABLE and deadline
+        errors are retried with the same request id (indeterminate until then)."""
+        self.rec("invoke", op=op, **fields)
+        deadline = time.monotonic() + timeout
+        order = list(self.c.nodes)
+        lead = None
+        try:
+            lead = self.c.leader()
+        except Exception:  # noqa: BLE001
+            pass
+        if lead:
+            order.remove(lead)
+            order.insert(0, lead)
+        i = 0
+        last = None
+        while time.monotonic() < deadline:
+            nid = order[i % len(order)]
+            i += 1
+            if not self.c.nodes[nid].alive() or f"n:{nid}" in self.stopped:
+                time.sleep(0.05)
+                continue
+            with grpc.insecure_channel(self.c.nodes[nid].grpc) as ch:
+                try:
+                    resp = getattr(pb_grpc.SchedulerStub(ch), method)(
+                        request, timeout=max(0.5, min(4.0, deadline - time.monotonic())))
+                except grpc.RpcError as e:
+                    last = e
+                    if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                                    grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN):
+                        time.sleep(0.1)
+                        continue
+                    self.rec("fail", op=op, code=e.code().name, msg=e.details(), **fields)
+                    return None
+            extra = {}
+            if op == "trigger":
+                extra = {"execution": resp.id, "scheduled_ms": resp.scheduled_ms}
+            self.rec("ok", op=op, **fields, **extra)
+            return resp
+        self.rec("info", op=op, why=repr(last.code().name if last else "timeout"), **fields)
+        return None
+
+    def spec(self, j: Job, paused: bool = False) -> pb.JobSpec:
+        return job_spec(j.name, schedule=f"@every {j.period_s}s" if j.period_s else "",
+                        http_url=self.sink.url(j.hold_s), timeout=10, delivery=j.delivery, overlap=j.overlap,
+                        retry=pb.RetryPolicy(max_attempts=3, initial_backoff_seconds=1), paused=paused)
+
+    def put_job(self, j: Job, rid: str | None = None):
+        rid = rid or uuid.uuid4().hex
+        return self._call("put", "PutJob", pb.PutJobRequest(job=self.spec(j), request_id=rid), rid=rid,
+                          job=j.name, period_s=j.period_s, delivery=j.delivery, overlap=j.overlap)
+
+    def simple(self, op: str, name: str, rid: str | None = None):
+        rid = rid or uuid.uuid4().hex
+        method = {"pause": "PauseJob", "resume": "ResumeJob", "delete": "DeleteJob"}[op]
+        return self._call(op, method, pb.JobRef(name=name, request_id=rid), rid=rid, job=name)
+
+    def trigger(self, name: str, rid: str | None = None):
+        rid = rid or uuid.uuid4().hex
+        return self._call("trigger", "TriggerJob", pb.TriggerJobRequest(name=name, request_id=rid),
+                          rid=rid, job=name)
+
+    def start_client(self) -> None:
+        if not self.client_ops:
+            return
+        self._client_thread = threading.Thread(target=self._client_loop, name="client", daemon=True)
+        self._client_thread.start()
+
+    def _client_loop(self) -> None:
+        rng = random.Random(self.seed * 7 + 1)
+        churn: list[str] = []
+        paused: set[str] = set()
+        while not self._stop_client.wait(0.6 + rng.random() * 0.6):
+            r = rng.random()
+            try:
+                if r < 0.4:
+                    rid = uuid.uuid4().hex
+                    if self.trigger("ondemand", rid) is not None and rng.random() < 0.5:
+                        self.trigger("ondemand", rid)            # a retry with the same request id
+                elif r < 0.55 or not churn:
+                    self._churn += 1
+                    j = Job(f"churn{self._churn}", 1, churn=True)
+                    self.meta.setdefault("churn", []).append(vars(j))
+                    if self.put_job(j) is not None:
+                        churn.append(j.name)
+                elif r < 0.75:
+                    name = rng.choice(churn)
+                    if name in paused:
+                        if self.simple("resume", name) is not None:
+                            paused.discard(name)
+                            self.paused_jobs.discard(name)
+                    else:
+                        self.paused_jobs.add(name)        # before the call: its outcome may be unknown
+                        if self.simple("pause", name) is not None:
+                            paused.add(name)
+                elif r < 0.85 and len(churn) > 1:
+                    name = churn.pop(0)
+                    self.simple("delete", name)
+                    paused.discard(name)
+            except Exception as e:  # noqa: BLE001 - the workload never dies
+                self.rec("client_error", error=repr(e))
+
+    # ------------------------------------------------------------ faults (the nemesis calls these)
+
+    def fault(self, kind: str, phase: str, **fields) -> None:
+        if phase == "start":
+            self.faults += 1
+        self.rec("nemesis", fault=kind, phase=phase, **fields)
+
+    def kill_node(self, nid: str) -> None:
+        self.fault("kill", "start", node=nid)
+        self.c.kill_node(nid)
+
+    def restart_node(self, nid: str) -> None:
+        self.c.start_node(nid)
+        self.stopped.discard(f"n:{nid}")
+        self.fault("kill", "stop", node=nid)
+
+    def pause_node(self, nid: str) -> None:
+        self.fault("pause", "start", node=nid)
+        self.c.signal_node(nid, signal.SIGSTOP)
+        self.stopped.add(f"n:{nid}")
+
+    def resume_node(self, nid: str) -> None:
+        self.c.signal_node(nid, signal.SIGCONT)
+        self.stopped.discard(f"n:{nid}")
+        self.fault("pause", "stop", node=nid)
+
+    def pause_worker(self, w: str) -> None:
+        self.fault("pause_worker", "start", worker=w)
+        self.c.signal_worker(w, signal.SIGSTOP)
+        self.stopped.add(f"w:{w}")
+
+    def resume_worker(self, w: str) -> None:
+        self.c.signal_worker(w, signal.SIGCONT)
+        self.stopped.discard(f"w:{w}")
+        self.fault("pause_worker", "stop", worker=w)
+
+    def kill_worker(self, w: str) -> None:
+        self.fault("kill_worker", "start", worker=w)
+        self.c.signal_worker(w, signal.SIGKILL)
+        self.c.workers[w].proc.wait(timeout=30)
+
+    def restart_worker(self, w: str) -> None:
+        self.c.start_worker(w, slots=4, drain_grace_s=2, extra_env={"SCHEDD_HISTORY_DIR": str(self.hist)})
+        self.fault("kill_worker", "stop", worker=w)
+
+    def isolate(self, nid: str, how: str = "both") -> None:
+        """Cut every link of `nid` (both ways), or hold what it sends (out) or receives (in)."""
+        self.fault("partition", "start", node=nid, how=how)
+        for other in self.c.nodes:
+            if other == nid:
+                continue
+            if how == "both":
+                self.net.cut(nid, other)
+            elif how == "out":
+                self.net.stall(nid, other)
+            else:
+                self.net.stall(other, nid)
+
+    def cut_links(self, pairs, kind: str = "partition", **fields) -> None:
+        self.fault(kind, "start", links=[list(p) for p in pairs], **fields)
+        for a, b in pairs:
+            self.net.cut(a, b)
+
+    def delay_links(self, ms: int) -> None:
+        self.fault("delay", "start", ms=ms)
+        for link in self.net.links.values():
+            self.net.delay(link.a, link.b, ms)
+
+    def heal_net(self, kind: str = "partition") -> None:
+        self.net.heal()
+        self.fault(kind, "stop")
+
+    def set_clock(self, nid: str, offset_ms: int) -> None:
+        with grpc.insecure_channel(self.c.nodes[nid].grpc) as ch:
+            tpb_grpc.TestingStub(ch).SetClockOffset(tpb.SetClockOffsetRequest(offset_ms=offset_ms), timeout=5)
+        self.offsets[nid] = offset_ms
+        self.fault("clock", "start" if offset_ms else "stop", node=nid, offset_ms=offset_ms)
+
+    def heal_all(self) -> None:
+        """Undo every fault: SIGCONT, restart what is down, heal the network, reset clocks."""
+        for key in list(self.stopped):
+            kind, name = key.split(":", 1)
+            if kind == "n":
+                self.resume_node(name)
+            else:
+                self.resume_worker(name)
+        self.net.heal()
+        for nid, node in self.c.nodes.items():
+            if not node.alive():
+                self.restart_node(nid)
+        for w, proc in self.c.workers.items():
+            if not proc.alive():
+                self.restart_worker(w)
+        for nid, off in list(self.offsets.items()):
+            if off:
+                try:
+                    self.set_clock(nid, 0)
+                except grpc.RpcError:
+                    pass
+        self.rec("healed")
+
+    # ------------------------------------------------------------ the run
+
+    def settle(self, window_end: float, timeout: float = 60.0) -> bool:
+        """Wait until every execution scheduled before the end of the fault window has ended."""
+        cutoff = int(window_end * 1000)
+
+        def done():
+            lead = self.c.leader()
+            if lead is None:
+                return False
+            with grpc.insecure_channel(self.c.nodes[lead].grpc) as ch:
+                s = pb_grpc.SchedulerStub(ch)
+                for state in NON_TERMINAL:
+                    r = s.ListExecutions(pb.ListExecutionsRequest(state=state, page_size=1000, oldest_first=True),
+                                         timeout=5)
+                    if any(e.scheduled_ms <= cutoff and e.job not in self.paused_jobs for e in r.executions):
+                        return False
+            return True
+        try:
+            wait_for(done, timeout, interval=0.3, what="executions of the fault window to end")
+            return True
+        except TimeoutError:
+            self.rec("settle_timeout", cutoff_ms=cutoff)
+            return False
+
+    def finish(self) -> dict:
+        """After the nemesis: heal, let the fault window's executions end, pause every job, and
+        wait for the replicas to converge; record the final node states."""
+        self.heal_all()
+        window_end = time.time()
+        self.meta["window_end"] = window_end
+        self._stop_client.set()
+        if self._client_thread is not None:
+            self._client_thread.join(timeout=60)
+        try:
+            self.c.wait_leader(timeout=60)
+            wait_for(lambda: len(self.connected_workers()) == 2, 60, what="workers to reconnect")
+        except (TimeoutError, RuntimeError) as e:
+            self.rec("recovery_timeout", error=str(e))
+        settled = self.settle(window_end + self.lease_ms / 1000, timeout=20.0 if self.unsafe else 60.0)
+        self.meta["settled"] = settled
+        names = [j.name for j in self.jobs if j.period_s] + [
+            j["name"] for j in self.meta.get("churn", [])]
+        self.rec("quiesce_start")
+        for name in names:
+            self.simple("pause", name)
+        self.rec("quiesce_end")
+        infos = {}
+
+        def converged():
+            nonlocal infos
+            infos = self.node_infos()
+            vals = {(i["applied"], i["hash"]) for i in infos.values() if i}
+            return len(vals) == 1 and all(infos.values())
+        ok = True
+        try:
+            wait_for(converged, 60, interval=0.3, what="replicas to converge")
+        except TimeoutError:
+            ok = False
+        self.rec("final", nodes=infos, converged=ok)
+        return infos

@@ -1,0 +1,286 @@
+"""Scenarios: a nemesis schedule (seeded) plus the evidence that its fault really happened.
+
+Each nemesis is `fn(h, rng, seconds)`: it drives faults on the Harness `h` for about `seconds`
+(waiting on conditions, not fixed sleeps, where the cluster has to do something first), and
+leaves healing to `Harness.finish`. `evidence(results, meta)` returns what is missing from the
+history for the fault to count as having happened (empty: it happened).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+def _until(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
+def _sleep(h, seconds: float) -> None:
+    """Let the workload run while the fault is in place (the client and the cluster keep going)."""
+    time.sleep(max(0.0, seconds))
+
+
+def _leader(h, timeout: float = 30.0, exclude=None) -> str:
+    return h.c.wait_leader(timeout=timeout, exclude=exclude)
+
+
+def nemesis_none(h, rng, seconds):
+    _sleep(h, seconds)
+
+
+def nemesis_kill_leader(h, rng, seconds):
+    end = time.monotonic() + seconds
+    while _until(end) > 8:
+        _sleep(h, 4 + rng.random() * 2)
+        lead = _leader(h)
+        h.kill_node(lead)
+        _sleep(h, 3)
+        h.restart_node(lead)
+    _sleep(h, _until(end))
+
+
+def nemesis_pause_leader(h, rng, seconds):
+    end = time.monotonic() + seconds
+    while _until(end) > 8:
+        _sleep(h, 3 + rng.random() * 2)
+        lead = _leader(h)
+        h.pause_node(lead)
+        _sleep(h, 2.5 + rng.random())          # past the election timeout (0.6-1.2 s) and the fallback
+        h.resume_node(lead)
+    _sleep(h, _until(end))
+
+
+def nemesis_isolate_leader(h, rng, seconds):
+    end = time.monotonic() + seconds
+    hows = ["both", "out", "in"]
+    i = 0
+    while _until(end) > 9:
+        _sleep(h, 3 + rng.random())
+        lead = _leader(h)
+        h.isolate(lead, hows[i % len(hows)])
+        i += 1
+        try:
+            h.c.wait_leader(timeout=8, exclude=lead)
+        except TimeoutError:
+            pass
+        _sleep(h, 1.5 + rng.random())
+        h.heal_net()
+    _sleep(h, _until(end))
+
+
+def nemesis_partition_storm(h, rng, seconds):
+    end = time.monotonic() + seconds
+    ids = list(h.c.nodes)
+    while _until(end) > 6:
+        kind = rng.choice(["isolate", "bridge", "oneway", "delay", "flap"])
+        if kind == "isolate":
+            h.isolate(rng.choice(ids), "both")
+            _sleep(h, 2 + rng.random() * 2)
+            h.heal_net()
+        elif kind == "bridge":
+            b = rng.choice(ids)
+            x, y = [n for n in ids if n != b]
+            h.cut_links([(x, y)], kind="bridge", bridge=b)
+            _sleep(h, 2 + rng.random() * 2)
+            h.heal_net("bridge")
+        elif kind == "oneway":
+            h.isolate(rng.choice(ids), rng.choice(["in", "out"]))
+            _sleep(h, 2 + rng.random() * 2)
+            h.heal_net()
+        elif kind == "delay":
+            h.delay_links(rng.choice([50, 150, 300]))
+            _sleep(h, 2 + rng.random() * 2)
+            h.heal_net("delay")
+        else:
+            n = rng.choice(ids)
+            for _ in range(4):
+                h.isolate(n, "both")
+                _sleep(h, 0.3 + rng.random() * 0.5)
+                h.heal_net()
+                _sleep(h, 0.3 + rng.random() * 0.5)
+        _sleep(h, 1 + rng.random())
+    _sleep(h, _until(end))
+
+
+def _busy_worker(h, job_prefix: str = "long", timeout: float = 20.0) -> str:
+    """A worker that currently runs an attempt of a `job_prefix` job (from the leader's registry)."""
+    import grpc
+    from schedd.v1 import scheduler_pb2 as pb
+    from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+
+    def find():
+        lead = h.c.leader()
+        if lead is None:
+            return None
+        with grpc.insecure_channel(h.c.nodes[lead].grpc) as ch:
+            for w in pb_grpc.WorkersStub(ch).ListWorkers(pb.ListWorkersRequest(), timeout=3).workers:
+                if any(r.startswith(job_prefix + "@") for r in w.running):
+                    return w.name
+        return None
+    from .harness import wait_for
+    return wait_for(find, timeout, interval=0.05, what=f"a worker running {job_prefix}")
+
+
+def nemesis_pause_worker(h, rng, seconds):
+    end = time.monotonic() + seconds
+    while _until(end) > 10:
+        _sleep(h, 1 + rng.random())
+        w = _busy_worker(h)
+        h.pause_worker(w)
+        _sleep(h, h.lease_ms / 1000 * 2 + 1)     # past its lease: the attempt is retried elsewhere
+        h.resume_worker(w)
+    _sleep(h, _until(end))
+
+
+def nemesis_kill_worker(h, rng, seconds):
+    end = time.monotonic() + seconds
+    while _until(end) > 8:
+        _sleep(h, 1 + rng.random())
+        w = _busy_worker(h)
+        h.kill_worker(w)
+        _sleep(h, h.lease_ms / 1000 + 1)
+        h.restart_worker(w)
+    _sleep(h, _until(end))
+
+
+def nemesis_clock(h, rng, seconds):
+    end = time.monotonic() + seconds
+    ids = list(h.c.nodes)
+    # skew every node differently, then hand leadership over between skewed nodes
+    for n in ids:
+        h.set_clock(n, rng.choice([-2500, -1200, 800, 2000]))
+    _sleep(h, 4)
+    while _until(end) > 8:
+        lead = _leader(h)
+        h.kill_node(lead)
+        _sleep(h, 2)
+        h.restart_node(lead)
+        h.c.wait_leader(timeout=30)
+        h.set_clock(lead, rng.choice([-2000, 1500]))
+        for _ in range(3):                     # strobe one follower's clock
+            f = rng.choice([n for n in ids if n != lead])
+            h.set_clock(f, rng.choice([-3000, 3000]))
+            _sleep(h, 0.7)
+    _sleep(h, _until(end))
+
+
+def nemesis_skew_leader(h, rng, seconds):
+    """The leader's clock runs 3 s fast: a safe daemon still fires nothing early."""
+    end = time.monotonic() + seconds
+    lead = _leader(h)
+    h.set_clock(lead, 3000)
+    _sleep(h, _until(end))
+
+
+def nemesis_kill_all(h, rng, seconds):
+    end = time.monotonic() + seconds
+    ids = list(h.c.nodes)
+    _sleep(h, 4)
+    for n in ids:                              # all at once
+        h.kill_node(n)
+    _sleep(h, 2)
+    for n in ids:
+        h.restart_node(n)
+    h.c.wait_leader(timeout=60)
+    _sleep(h, 4)
+    for n in rng.sample(ids, len(ids)):        # staggered
+        h.kill_node(n)
+        _sleep(h, 0.7)
+    for n in ids:
+        h.restart_node(n)
+    _sleep(h, _until(end))
+
+
+def nemesis_follower_snapshot(h, rng, seconds):
+    end = time.monotonic() + seconds
+    lead = _leader(h)
+    f = next(n for n in h.c.nodes if n != lead)
+    h.kill_node(f)
+    for _ in range(60):                        # load the log so it compacts several times
+        h.trigger("ondemand")
+    _sleep(h, max(4.0, _until(end) / 2))
+    h.restart_node(f)
+    from .harness import wait_for
+    wait_for(lambda: (h.node_infos().get(f) or {}).get("applied", 0) > 0, 60, what="the follower to come back")
+    _sleep(h, 3)
+    other = next(n for n in h.c.nodes if n not in (f,) and h.c.nodes[n].alive() and n != h.c.leader())
+    h.kill_node(other)                          # the rebuilt follower is now needed for quorum
+    _sleep(h, max(3.0, _until(end)))
+
+
+def _has(stat, pred, msg):
+    return [] if pred(stat) else [msg]
+
+
+def ev_none(r, meta):
+    return []
+
+
+def ev_leader_changes(n):
+    def ev(r, meta):
+        return _has(r["stats"], lambda s: s["leader_changes"] >= n, f"expected >= {n} leader terms, saw {r['stats']['leader_terms']}")
+    return ev
+
+
+def ev_zombie(r, meta):
+    s = r["stats"]
+    return _has(s, lambda s: s["expired_attempts"] >= 1 and (s["stale_completions_rejected"] + s["effects_stale"] + s["effects_duplicate"]) >= 1,
+                "expected an expired attempt and a fenced (stale/duplicate) zombie effect or completion")
+
+
+def ev_expired(r, meta):
+    return _has(r["stats"], lambda s: s["expired_attempts"] >= 1, "expected an attempt lost with its worker")
+
+
+def ev_faults(kinds):
+    def ev(r, meta):
+        missing = set(kinds) - set(r["stats"]["fault_kinds"])
+        return [f"fault kinds never injected: {sorted(missing)}"] if missing else []
+    return ev
+
+
+def ev_snapshot(r, meta):
+    jumps = r["stats"].get("snapshot_jumps") or {}
+    return [] if jumps else ["no node skipped ahead in the log (no snapshot was installed)"]
+
+
+@dataclass
+class Scenario:
+    name: str
+    title: str
+    seconds: float
+    nemesis: Callable
+    evidence: list = field(default_factory=list)
+    profile: str = "full"
+    raft: dict = field(default_factory=dict)
+
+
+SCENARIOS = {s.name: s for s in [
+    Scenario("S01", "no faults, checkers quiet", 12, nemesis_none, [ev_none], "smoke"),
+    Scenario("S02", "kill -9 the leader every ~8 s, restart 3 s later", 26, nemesis_kill_leader,
+             [ev_faults(["kill"]), ev_leader_changes(3)], "smoke"),
+    Scenario("S04", "SIGSTOP the leader past the election timeout, repeatedly", 28, nemesis_pause_leader,
+             [ev_faults(["pause"]), ev_leader_changes(3)]),
+    Scenario("S05", "isolate the leader (both ways, then one way)", 24, nemesis_isolate_leader,
+             [ev_faults(["partition"]), ev_leader_changes(2)], "smoke"),
+    Scenario("S06", "partition storm: isolation, bridge, one-way, delay, flapping", 36, nemesis_partition_storm,
+             [lambda r, m: _has(r["stats"], lambda s: s["faults"] >= 4, "expected >= 4 network faults")]),
+    Scenario("S07", "SIGSTOP a worker past its lease; its retry succeeds elsewhere; the zombie is fenced", 22,
+             nemesis_pause_worker, [ev_faults(["pause_worker"]), ev_zombie], "smoke"),
+    Scenario("S08", "worker kill -9 while it runs attempts", 22, nemesis_kill_worker,
+             [ev_faults(["kill_worker"]), ev_expired]),
+    Scenario("S09", "clock skew and strobe, leader handover between skewed nodes", 30, nemesis_clock,
+             [ev_faults(["clock", "kill"]), ev_leader_changes(2)]),
+    Scenario("S10", "kill -9 all three nodes at once, then staggered, and restart", 26, nemesis_kill_all,
+             [ev_faults(["kill"]), ev_leader_changes(3)]),
+    Scenario("S11", "a follower down across log compactions, rebuilt from a snapshot, then needed for quorum",
+             30, nemesis_follower_snapshot, [ev_faults(["kill"]), ev_snapshot],
+             raft={"compaction_entries": 40, "compaction_seconds": 1}),
+]}
+SMOKE = [n for n, s in SCENARIOS.items() if s.profile == "smoke"]
+FULL = [n for n, s in SCENARIOS.items() if s.profile == "full"]
+NOT_BUILT = {"S03": "failpoints inside the daemon (crash after intent commit / after dispatch / worker crash "
+                    "after effect / leader stalled after intent) are not built yet",
+             "S12": "disk faults (full disk, truncated journal, flipped bits) are not built yet"}

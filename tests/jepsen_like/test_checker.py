@@ -1,0 +1,207 @@
+"""The checker on synthetic histories: a good one is quiet, and each kind of bad one is caught by
+the right check (so the suite can fail)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from tests.jepsen_like import checker
+
+T0 = 1_800_000_000_000
+NODES = ("n1", "n2", "n3")
+
+
+class Hist:
+    def __init__(self) -> None:
+        self.recs: list[dict] = []
+        self.idx = 0
+
+    def apply(self, entry: dict, res: dict, ts_ms: int) -> int:
+        self.idx += 1
+        entry = {"v": 1, "rid": "", "by": "n1", "term": 1, **entry}
+        for n in NODES:
+            self.recs.append({"ts": ts_ms / 1000, "proc": n, "type": "apply", "node": n, "index": self.idx,
+                              "hash": f"h{self.idx}", "entry": entry, "res": res})
+        return self.idx
+
+    def add(self, type_: str, ts_ms: int, **f) -> None:
+        self.recs.append({"ts": ts_ms / 1000, "proc": "x", "type": type_, **f})
+
+
+def good(n: int = 6, *, delivery: str = "") -> tuple[Hist, dict]:
+    h = Hist()
+    h.apply({"k": "epoch", "now": T0, "rid": "epoch-n1-1"}, {"ok": True, "epoch": 1}, T0)
+    spec = {"name": "j", "schedule": "@every 1s", "delivery": delivery}
+    h.apply({"k": "put", "now": T0, "rid": "put-j", "spec": json.dumps(spec)}, {"ok": True, "name": "j"}, T0)
+    h.add("ok", T0 + 5, op="put", rid="put-j", job="j")
+    for i in range(1, n + 1):
+        t = T0 + 1000 * i
+        h.apply({"k": "fire", "now": t - 1500, "items": [["j", t]]}, {"ok": True, "items": [["j", t, "created"]]}, t - 1490)
+        tok = h.apply({"k": "start", "now": t - 1000, "job": "j", "scheduled_ms": t, "attempt": 1, "worker": "w1",
+                       "rid": f"start-j@{t}#1"}, {"ok": True, "token": 0}, t - 990)
+        h.add("push", t - 985, node="n1", worker="w1", job="j", scheduled_ms=t, token=tok, attempt=1, applied=tok)
+        h.add("w_recv", t - 980, worker="w1", job="j", scheduled_ms=t, token=tok, attempt=1, term=1)
+        h.add("h_start", t + 1, worker="w1", job="j", scheduled_ms=t, token=tok, attempt=1)
+        h.add("effect", t + 5, job="j", scheduled_ms=t, token=tok, attempt=1, verdict="accepted", arrived=(t + 5) / 1000)
+        h.add("effect_end", t + 6, job="j", scheduled_ms=t, token=tok, verdict="accepted")
+        h.add("h_end", t + 8, worker="w1", job="j", scheduled_ms=t, token=tok, attempt=1, state="SUCCEEDED")
+        h.apply({"k": "finish", "now": t + 10, "job": "j", "scheduled_ms": t, "token": tok, "by": "w1",
+                 "state": "SUCCEEDED", "rid": f"finish-{tok}"}, {"ok": True, "state": "SUCCEEDED"}, t + 12)
+        h.add("w_ack", t + 15, worker="w1", token=tok, outcome="committed")
+    end = T0 + 1000 * n + 500
+    h.add("final", end + 1000, nodes={x: {"applied": h.idx, "hash": f"h{h.idx}"} for x in NODES}, converged=True)
+    return h, {"lease_ms": 3000, "window_end": end / 1000, "scenario": "synthetic", "seed": 0}
+
+
+def run(h: Hist, meta: dict) -> dict:
+    return checker.check(checker.load(json.dumps(r) for r in h.recs), meta)
+
+
+def checks(res: dict) -> set[str]:
+    return {a["check"] for a in res["anomalies"]}
+
+
+def test_good_history_is_quiet():
+    h, meta = good()
+    res = run(h, meta)
+    assert res["ok"], res["anomalies"]
+    assert res["stats"]["instants_checked"] == 6
+    assert res["stats"]["lateness"]["n"] == 6 and res["stats"]["lateness"]["p99_ms"] == 5
+
+
+def test_replica_divergence_is_c2():
+    h, meta = good()
+    r = next(r for r in h.recs if r["type"] == "apply" and r["node"] == "n3" and r["index"] == 5)
+    r["hash"] = "other"
+    assert checks(run(h, meta)) == {"C2"}
+
+
+def test_second_intent_for_one_instant_is_c2():
+    h, meta = good()
+    t = T0 + 2000
+    h.apply({"k": "fire", "now": t, "items": [["j", t]]}, {"ok": True, "items": [["j", t, "created"]]}, t + 100)
+    h.recs.append(h.recs.pop(next(i for i, r in enumerate(h.recs) if r["type"] == "final")))
+    for v in h.recs[-1]["nodes"].values():
+        v.update(applied=h.idx, hash=f"h{h.idx}")
+    assert "C2" in checks(run(h, meta))
+
+
+def test_one_request_two_executions_is_c2():
+    h, meta = good()
+    for k in range(2):
+        h.apply({"k": "trigger", "now": T0 + 3000 + k, "rid": f"trig#nodedup{h.idx + 1}", "name": "j"},
+                {"ok": True, "name": "j", "scheduled_ms": T0 + 3000 + k}, T0 + 3000 + k)
+    res = run(h, meta)
+    assert any("created 2 executions" in a["what"] for a in res["anomalies"])
+
+
+def test_missing_instant_is_c1():
+    h, meta = good()
+    t = T0 + 3000
+    drop = {r["index"] for r in h.recs if r["type"] == "apply" and r["entry"].get("scheduled_ms") == t} | {
+        r["index"] for r in h.recs if r["type"] == "apply" and r["entry"].get("k") == "fire" and r["entry"]["items"][0][1] == t}
+    h.recs = [r for r in h.recs if not (r["type"] == "apply" and r["index"] in drop)
+              and not (r.get("scheduled_ms") == t)]
+    tokens = {r["entry"].get("token") for r in h.recs if r["type"] == "apply"}
+    h.recs = [r for r in h.recs if not (r["type"] == "w_ack" and r["token"] not in tokens)]
+    assert checks(run(h, meta)) == {"C1"}
+
+
+def test_pause_explains_a_gap():
+    h, meta = good()
+    t = T0 + 3000
+    h.recs = [r for r in h.recs if not (r.get("scheduled_ms") == t or (r["type"] == "apply" and (
+        r["entry"].get("scheduled_ms") == t or (r["entry"].get("k") == "fire" and r["entry"]["items"][0][1] == t))))]
+    tokens = {r["entry"].get("token") for r in h.recs if r["type"] == "apply"}
+    h.recs = [r for r in h.recs if not (r["type"] == "w_ack" and r["token"] not in tokens)]
+    h.apply({"k": "pause", "now": t - 500, "name": "j"}, {"ok": True}, t - 400)
+    h.apply({"k": "resume", "now": t + 400, "name": "j"}, {"ok": True}, t + 400)
+    res = run(h, meta)
+    assert "C1" not in checks(res), res["anomalies"]
+
+
+def test_stale_completion_accepted_is_c4():
+    h, meta = good()
+    t = T0 + 4000
+    fin = [r for r in h.recs if r["type"] == "apply" and r["entry"].get("k") == "finish" and r["entry"]["scheduled_ms"] == t]
+    for r in fin:
+        r["entry"]["by"] = "w2"          # the zombie's result overwrote the current attempt's
+    assert checks(run(h, meta)) == {"C4"}
+
+
+def test_stale_completion_rejected_is_fine_and_counted():
+    h, meta = good()
+    t = T0 + 4000
+    h.apply({"k": "finish", "now": t + 4000, "job": "j", "scheduled_ms": t, "token": 1, "by": "w2", "state": "SUCCEEDED"},
+            {"ok": False, "code": "stale"}, t + 4000)
+    final = next(r for r in h.recs if r["type"] == "final")
+    for v in final["nodes"].values():
+        v.update(applied=h.idx, hash=f"h{h.idx}")
+    res = run(h, meta)
+    assert res["ok"], res["anomalies"]
+    assert res["stats"]["stale_completions_rejected"] == 1
+
+
+def test_expiry_without_lease_grace_is_c4():
+    h, meta = good()
+    t = T0 + 4000
+    start = next(r for r in h.recs if r["type"] == "apply" and r["entry"].get("k") == "start" and r["entry"]["scheduled_ms"] == t)
+    h.apply({"k": "epoch", "now": t, "term": 2, "rid": "epoch-n2-2"}, {"ok": True}, t)
+    h.apply({"k": "expire", "now": t + 300, "term": 2, "job": "j", "scheduled_ms": t, "token": start["index"],
+             "outcome": "LOST"}, {"ok": True, "state": "RETRY_WAIT"}, t + 300)
+    assert "C4" in checks(run(h, meta))
+
+
+def test_push_before_commit_and_unclaimed_effect_are_c6():
+    h, meta = good()
+    h.add("push", T0 + 2500, node="n1", worker="w1", job="j", scheduled_ms=T0 + 3000, token=999, attempt=1, applied=20)
+    h.add("effect", T0 + 3001, job="j", scheduled_ms=T0 + 3000, token=999, attempt=1, verdict="duplicate",
+          arrived=(T0 + 3001) / 1000)
+    res = run(h, meta)
+    assert checks(res) == {"C6"} and len(res["counts"]) and res["counts"]["C6"] == 2
+
+
+def test_push_of_a_claim_not_yet_applied_is_c6():
+    h, meta = good()
+    p = next(r for r in h.recs if r["type"] == "push")
+    p["applied"] = p["token"] - 1
+    assert checks(run(h, meta)) == {"C6"}
+
+
+def test_at_most_once_started_twice_is_c3():
+    h, meta = good(delivery="at_most_once")
+    s = next(r for r in h.recs if r["type"] == "h_start")
+    h.recs.append({**s, "ts": s["ts"] + 5, "token": s["token"] + 100, "worker": "w2"})
+    assert "C3" in checks(run(h, meta))
+
+
+def test_acknowledged_write_lost_is_c5():
+    h, meta = good()
+    h.add("ok", T0 + 100, op="trigger", rid="lost-rid", job="j")
+    assert checks(run(h, meta)) == {"C5"}
+
+
+def test_no_convergence_is_c7():
+    h, meta = good()
+    final = next(r for r in h.recs if r["type"] == "final")
+    final["nodes"]["n2"] = {"applied": h.idx - 1, "hash": "x"}
+    final["converged"] = False
+    assert checks(run(h, meta)) == {"C7"}
+
+
+def test_fired_early_is_c9():
+    h, meta = good()
+    e = [r for r in h.recs if r["type"] == "effect"][2]
+    e["arrived"] = e["scheduled_ms"] / 1000 - 0.8
+    res = run(h, meta)
+    assert checks(res) == {"C9"} and not res["safety_ok"]
+
+
+def test_unfinished_execution_is_liveness_only():
+    h, meta = good()
+    t = T0 + 6000
+    h.recs = [r for r in h.recs if not (r["type"] == "apply" and r["entry"].get("k") == "finish" and r["entry"]["scheduled_ms"] == t)]
+    h.recs = [r for r in h.recs if not (r["type"] == "w_ack" and r["token"] == max(x["token"] for x in h.recs if x["type"] == "w_ack"))]
+    res = run(copy.deepcopy(h), meta)
+    assert checks(res) == {"C1"} and res["safety_ok"] and not res["ok"]

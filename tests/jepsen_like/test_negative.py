@@ -1,0 +1,49 @@
+"""Negative controls: each test-only unsafe switch of the daemon, run under the fault that exposes
+it, must be caught by its check. (A suite that cannot fail proves nothing.) One cheap control runs
+by default; the rest are in the full profile (--jepsen-full)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tests.jepsen_like import scenarios as S
+from tests.jepsen_like.harness import WORKLOAD, Job
+from tests.jepsen_like.runner import run_scenario
+
+pytestmark = pytest.mark.integration
+
+LONG_JOBS = [j for j in WORKLOAD if j.name != "long"] + [Job("long", 2, hold_s=6.0)]
+
+# switch -> (scenario, nemesis override, seconds, jobs, the check that must fire)
+CONTROLS = {
+    "push_before_commit": ("S01", None, 8, None, "C6"),
+    "no_dedup": ("S01", None, 10, None, "C2"),
+    "no_fencing": ("S07", None, 14, None, "C4"),
+    "local_clock_fire": ("S09", S.nemesis_skew_leader, 10, None, "C9"),
+    "no_lease_grace": ("S02", None, 18, LONG_JOBS, "C4"),
+    "trust_leader": ("S05", None, 14, None, "C6"),
+}
+
+
+def run_control(switch: str) -> tuple[dict, object]:
+    scen, nemesis, seconds, jobs, check = CONTROLS[switch]
+    res, d = run_scenario(scen, random.randrange(1 << 30), unsafe=(switch,), nemesis=nemesis, seconds=seconds,
+                          jobs=jobs)
+    caught = res["counts"][check]
+    assert caught and not res["safety_ok"], (
+        f"unsafe switch {switch} was NOT caught by {check}; see {d}\n{(d / 'summary.txt').read_text()}")
+    return res, d
+
+
+@pytest.mark.timeout(240)
+def test_push_before_commit_is_caught():
+    run_control("push_before_commit")
+
+
+@pytest.mark.jepsen_full
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("switch", [s for s in CONTROLS if s != "push_before_commit"])
+def test_unsafe_switch_is_caught(switch):
+    run_control(switch)

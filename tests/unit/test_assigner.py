@@ -1,0 +1,139 @@
+"""The leader's admission decisions, with a fake Raft node that applies entries at once and an
+injected clock: priorities, lanes, overlap skip, starting deadlines, quotas and waiting reasons."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from schedd.core import commands as C
+from schedd.leader.assigner import Assigner
+from schedd.leader.workers import WorkerConn, WorkerHub
+from schedd.runtime.config import SchedulerTuning
+from tests.unit.test_state import T0, Harness
+
+
+class FakeNode:
+    """Leader of term 1; `propose` applies the entry to the harness state immediately."""
+
+    def __init__(self, h: Harness) -> None:
+        self.h = h
+        self.lock = threading.RLock()
+        self.term = 1
+        self.cfg = SimpleNamespace(node_id="n1", scheduler=SchedulerTuning(catchup_per_second=2))
+        self.proposed: list[str] = []
+
+    @property
+    def state(self):
+        return self.h.state
+
+    async def propose(self, entry: str, timeout: float) -> dict:
+        self.proposed.append(C.decode(entry).kind)
+        with self.lock:
+            return self.h.raw(entry)
+
+
+class Clock:
+    def __init__(self, h: Harness) -> None:
+        self.h = h
+
+    def now_ms(self) -> int:
+        return self.h.now
+
+
+@pytest.fixture
+def setup():
+    h = Harness()
+    node = FakeNode(h)
+    hub = WorkerHub(node, Clock(h), lease_ms=10_000)
+    tasks: list[asyncio.Task] = []
+    assigner = Assigner(node, Clock(h), hub, 1_500, lambda coro: tasks.append(asyncio.ensure_future(coro)))
+    return h, node, hub, assigner, tasks
+
+
+def add_worker(hub: WorkerHub, h: Harness, name="w1", slots=1) -> WorkerConn:
+    conn = WorkerConn(name=name, slots=slots, pool="", labels={}, peer="test", connected_ms=h.now,
+                      last_heartbeat_ms=h.now)
+    hub.conns[name] = conn
+    return conn
+
+
+async def step(assigner: Assigner, tasks: list, now: int) -> None:
+    assigner.step(now)
+    while tasks:
+        await tasks.pop()
+
+
+async def test_higher_priority_is_served_first_and_backfill_last(setup):
+    h, node, hub, assigner, tasks = setup
+    h.put(name="low", schedule="@every 60s", priority=-5)
+    h.put(name="high", schedule="@every 60s", priority=10)
+    h.put(name="daily", schedule="@every 60s")
+    h.apply(C.BACKFILL, name="daily", times=[T0 - 60_000])
+    h.plan_and_fire()
+    add_worker(hub, h, slots=1)
+    await step(assigner, tasks, h.now)
+    running = [key for key, ex in h.state.execs.items() if ex.state == "RUNNING"]
+    assert running == [("high", T0)]
+    reason = assigner.waiting_reason("low", T0)
+    assert reason.startswith("waiting for a free worker slot")
+
+
+async def test_overlap_skip_is_recorded_at_the_due_time_even_without_workers(setup):
+    h, node, hub, assigner, tasks = setup
+    h.put(schedule="@every 10s", overlap="skip")
+    h.plan_and_fire()
+    h.apply(C.START, job="j1", scheduled_ms=T0, attempt=1, worker="w1")
+    h.now = T0 + 10_000
+    h.plan_and_fire()
+    await step(assigner, tasks, h.now - 1_000)                    # not due yet: it waits
+    assert h.state.execs[("j1", T0 + 10_000)].state == "SCHEDULED"
+    assert "overlap skip" in assigner.waiting_reason("j1", T0 + 10_000)
+    await step(assigner, tasks, h.now)
+    ex = h.state.execs[("j1", T0 + 10_000)]
+    assert ex.state == "SKIPPED" and "j1@2027-01-15T08:00:00Z (RUNNING) still active" in ex.reason
+
+
+async def test_starting_deadline_skips_what_waited_too_long(setup):
+    h, node, hub, assigner, tasks = setup
+    h.put(schedule="@every 60s", starting_deadline_seconds=30)
+    h.plan_and_fire()
+    await step(assigner, tasks, T0 + 29_000)
+    assert h.state.execs[("j1", T0)].state == "SCHEDULED"         # nobody to run it, yet in time
+    assert assigner.waiting_reason("j1", T0) == "waiting: no worker is connected"
+    await step(assigner, tasks, T0 + 31_000)
+    ex = h.state.execs[("j1", T0)]
+    assert ex.state == "SKIPPED" and ex.reason.startswith("deadline: not started within")
+
+
+async def test_claims_in_flight_count_against_limits(setup):
+    """Two claims proposed in one step must not both pass a limit of one."""
+    h, node, hub, assigner, tasks = setup
+    h.put(name="a", schedule="@every 60s", concurrency_key="db")
+    h.put(name="b", schedule="@every 60s", concurrency_key="db")
+    h.plan_and_fire()
+    add_worker(hub, h, slots=4)
+    assigner.step(h.now)
+    assert len(tasks) == 1                                         # one claim, the other waits
+    assert "concurrency key 'db' busy" in assigner.waiting_reason("b", T0)
+    while tasks:
+        await tasks.pop()
+
+
+async def test_catch_up_runs_are_rate_limited(setup):
+    h, node, hub, assigner, tasks = setup
+    h.put(schedule="@every 60s")
+    h.now = T0 + 10 * 60_000
+    for _ in range(20):
+        h.plan_and_fire()
+    add_worker(hub, h, slots=20)
+    await step(assigner, tasks, h.now)
+    # the instant due now, and one of the ten missed (0..9 min), rate-limited to 2/s
+    assert sum(ex.state == "RUNNING" for ex in h.state.execs.values()) == 2
+    waiting = [r for r in assigner.waiting.values() if "catch-up runs start at most 2/s" in r]
+    assert len(waiting) == 9
+    await step(assigner, tasks, h.now + 500)
+    assert sum(ex.state == "RUNNING" for ex in h.state.execs.values()) == 3

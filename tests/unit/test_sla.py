@@ -1,0 +1,436 @@
+"""SLAs: deadline computation (both forms, DST), the `sla` entry (once, stale term refused,
+deterministic), the due index and the leader's detector, and the DST policy through the state."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pickle
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+from schedd.core import commands as C
+from schedd.core import sla as S
+from schedd.core.model import (
+    FAILED, RUNNING, SUCCEEDED, ValidationError, canonical_spec, dump_spec, execution_id,
+    validate_spec,
+)
+from schedd.core.schedule import parse_time
+from schedd.core.state import SchedulerState, schedule_of
+from schedd.leader import sla as L
+from schedd.leader.planner import plan_fires
+from schedd.replication.node import OutcomeUnknown
+
+SHELL = {"shell": {"command": "true"}}
+T0 = parse_time("2026-06-01T04:00:00Z")
+
+
+def ms(text: str, tz: str = "UTC") -> int:
+    return parse_time(text, tz)
+
+
+def spec(name="j1", schedule="", **kw):
+    return {"name": name, "schedule": schedule, "handler": SHELL, **kw}
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.state = SchedulerState()
+        self.index = 1
+        self.now = T0
+        self.term = 1
+        self.entries: list[str] = []
+        self.apply(C.EPOCH)
+
+    def apply(self, kind: str, rid: str = "", term: int | None = None, **args) -> dict:
+        entry = C.encode(kind, rid=rid, now=self.now, term=self.term if term is None else term,
+                         by="test", **args)
+        self.index += 1
+        self.entries.append(entry)
+        return self.state.apply(entry, self.index)
+
+    def put(self, **kw) -> dict:
+        return self.apply(C.PUT, spec=dump_spec(validate_spec(spec(**kw))))
+
+    def trigger(self, name="j1") -> int:
+        return self.apply(C.TRIGGER, name=name)["scheduled_ms"]
+
+    def start(self, name: str, t: int, attempt=1) -> int:
+        return self.apply(C.START, rid=f"start-{name}@{t}#{attempt}", job=name, scheduled_ms=t,
+                          attempt=attempt, worker="w1")["token"]
+
+    def finish(self, name: str, t: int, token: int, state=SUCCEEDED) -> dict:
+        return self.apply(C.FINISH, rid=f"finish-{token}", job=name, scheduled_ms=t, token=token,
+                          state=state, ended_ms=self.now)
+
+    def sla(self, miss: L.Miss, term=None) -> dict:
+        return self.apply(C.SLA, rid=f"sla-{miss.execution_id}", term=term, job=miss.job,
+                          scheduled_ms=miss.scheduled_ms, deadline_ms=miss.deadline_ms, sla=miss.sla)
+
+
+@pytest.fixture
+def h() -> Harness:
+    return Harness()
+
+
+# ---------------------------------------------------------------- deadlines
+
+def sla(**kw) -> S.Sla:
+    return S.sla_of_spec({"sla": kw, "timezone": kw.pop("job_tz", "UTC")})
+
+
+@pytest.mark.parametrize("kw,scheduled,deadline", [
+    ({"within_seconds": 7200}, "2026-06-01T04:00:00Z", "2026-06-01T06:00:00Z"),
+    ({"within_seconds": 0.25}, "2026-06-01T04:00:00Z", "2026-06-01T04:00:00.250Z"),
+    # by: the first such wall time at or after the scheduled instant
+    ({"by": "06:00", "timezone": "Europe/Berlin"}, "2026-06-01T02:00:00Z", "2026-06-01T04:00:00Z"),
+    ({"by": "06:00", "timezone": "Europe/Berlin"}, "2026-06-01T04:30:00Z", "2026-06-02T04:00:00Z"),
+    ({"by": "06:00", "timezone": "Europe/Berlin"}, "2026-06-01T04:00:00Z", "2026-06-01T04:00:00Z"),
+    # by defaults to the job's zone
+    ({"by": "06:00", "job_tz": "America/New_York"}, "2026-06-01T04:00:00Z", "2026-06-01T10:00:00Z"),
+    # both: the earlier deadline
+    ({"within_seconds": 3600, "by": "06:00", "timezone": "Europe/Berlin"}, "2026-06-01T03:30:00Z",
+     "2026-06-01T04:00:00Z"),
+    ({"within_seconds": 600, "by": "06:00", "timezone": "Europe/Berlin"}, "2026-06-01T03:30:00Z",
+     "2026-06-01T03:40:00Z"),
+    # within across DST is plain elapsed time
+    ({"within_seconds": 7200}, "2026-03-29T00:30:00Z", "2026-03-29T02:30:00Z"),
+    # by on spring-forward day, inside the gap: the end of the gap (03:00 CEST = 01:00Z)
+    ({"by": "02:30", "timezone": "Europe/Berlin"}, "2026-03-28T23:00:00Z", "2026-03-29T01:00:00Z"),
+    # the night before in New York: 06:00 EDT the next morning (10:00Z, not 11:00Z)
+    ({"by": "06:00", "timezone": "America/New_York"}, "2026-03-08T04:00:00Z", "2026-03-08T10:00:00Z"),
+    # fall-back: 02:30 happens twice in Berlin; scheduled before both -> the first (00:30Z)
+    ({"by": "02:30", "timezone": "Europe/Berlin"}, "2026-10-24T23:00:00Z", "2026-10-25T00:30:00Z"),
+    # scheduled between the two passes -> the second 02:30 (CET, 01:30Z)
+    ({"by": "02:30", "timezone": "Europe/Berlin"}, "2026-10-25T00:45:00Z", "2026-10-25T01:30:00Z"),
+    # New York fall-back: by 01:30 from 05:45Z (01:45 EDT) -> 01:30 EST (06:30Z)
+    ({"by": "01:30", "timezone": "America/New_York"}, "2026-11-01T05:45:00Z", "2026-11-01T06:30:00Z"),
+])
+def test_deadline(kw, scheduled, deadline):
+    assert S.deadline_ms(sla(**kw), ms(scheduled)) == ms(deadline)
+
+
+def test_sla_of_spec_reads_only_well_formed_values():
+    assert S.sla_of_spec({}) is None
+    assert S.sla_of_spec({"sla": "x"}) is None
+    assert S.sla_of_spec({"sla": {"within_seconds": True}}) is None
+    got = S.sla_of_spec({"timezone": "Europe/Berlin", "sla": {"by": "06:00", "webhook": "http://h/"}})
+    assert got == S.Sla(within_ms=0, by="06:00", tz="Europe/Berlin", webhook="http://h/")
+    assert got.describe() == "by 06:00 Europe/Berlin"
+    assert S.Sla(within_ms=7_200_000).describe() == "within 2h"
+
+
+@pytest.mark.parametrize("bad,fragment", [
+    ({"by": "6:00"}, "HH:MM"),
+    ({"by": "24:00"}, "HH:MM"),
+    ({"within_seconds": -1}, "within_seconds must be between"),
+    ({"webhook": "http://h/x"}, "needs within_seconds or by"),
+    ({"within_seconds": 5, "webhook": "ftp://x"}, "must start with http"),
+    ({"within_seconds": 5, "timezone": "Europe/Berlin"}, "applies to sla.by only"),
+    ({"by": "06:00", "timezone": "Europe/Berln"}, "did you mean 'Europe/Berlin'"),
+    ({"within_seconds": 5, "wihtin": 3}, "unknown sla field 'wihtin'"),
+])
+def test_sla_validation(bad, fragment):
+    with pytest.raises(ValidationError, match=fragment):
+        canonical_spec(spec(sla=bad))
+
+
+def test_canonical_spec_keeps_defaults_out():
+    plain = canonical_spec(spec(schedule="0 2 * * *", timezone="Europe/Berlin"))[1]
+    same = canonical_spec(spec(schedule="0 2 * * *", timezone="Europe/Berlin", dst_gap="shift",
+                               dst_fold="first", sla={}))[1]
+    assert plain == same and "dst" not in plain and "sla" not in plain
+    full = json.loads(canonical_spec(spec(schedule="0 2 * * *", dst_gap="skip", dst_fold="both",
+                                          sla={"within_seconds": 7200.0, "by": "06:00"}))[1])
+    assert full["dst_gap"] == "skip" and full["dst_fold"] == "both"
+    assert full["sla"] == {"within_seconds": 7200, "by": "06:00"}
+    with pytest.raises(ValidationError, match="dst_fold must be one of first, last, both"):
+        canonical_spec(spec(schedule="0 2 * * *", dst_fold="twice"))
+
+
+# ---------------------------------------------------------------- DST policy through the state
+
+def test_dst_policy_reaches_the_job_schedule_and_the_fire_path(h):
+    h.now = ms("2026-10-24T12:00:00Z")
+    h.put(name="fold", schedule="30 2 * * *", timezone="Europe/Berlin", dst_fold="both")
+    h.put(name="plain", schedule="30 2 * * *", timezone="Europe/Berlin")
+    job = h.state.jobs["fold"]
+    assert job.dst == "shift/both" and h.state.jobs["plain"].dst == ""
+    assert schedule_of(job).fold == "both"
+    assert job.next_fire == ms("2026-10-25T00:30:00Z")
+    fired = []
+    for _ in range(3):
+        h.now = h.state.jobs["fold"].next_fire
+        items = plan_fires(h.state, h.now, 0, limit=50)
+        h.apply(C.FIRE, items=[list(i) for i in items])
+        fired += [t for n, t in items if n == "fold"]
+    assert fired == [ms("2026-10-25T00:30:00Z"), ms("2026-10-25T01:30:00Z"), ms("2026-10-26T01:30:00Z")]
+    # changing only the policy re-plans the next fire
+    h.now = ms("2027-03-27T12:00:00Z")              # 2027-03-28: Berlin springs forward
+    h.put(name="plain", schedule="30 2 * * *", timezone="Europe/Berlin", dst_gap="skip")
+    assert h.state.jobs["plain"].next_fire == ms("2027-03-29T00:30:00Z")
+    h.put(name="plain", schedule="30 2 * * *", timezone="Europe/Berlin")
+    assert h.state.jobs["plain"].next_fire == ms("2027-03-28T01:00:00Z")
+
+
+def test_committed_spec_with_a_bad_policy_is_refused_by_apply(h):
+    bad = dump_spec({**validate_spec(spec(schedule="0 2 * * *")), "dst_fold": "twice"})
+    r = h.apply(C.PUT, spec=bad)
+    assert not r["ok"] and r["code"] == "invalid" and "j1" not in h.state.jobs
+
+
+# ---------------------------------------------------------------- the sla entry and the detector
+
+def late_run(h: Harness, within=2, **sla_kw):
+    h.put(sla={"within_seconds": within, **sla_kw})
+    t = h.trigger()
+    token = h.start("j1", t)
+    return t, token
+
+
+def test_running_past_within_is_one_miss_recorded_once(h):
+    t, token = late_run(h, webhook="http://127.0.0.1:1/hook")
+    assert list(S.due(h.state, h.now)) == []
+    assert L.due_misses(h.state, t + 1999) == []
+    h.now = t + 2000
+    [miss] = L.due_misses(h.state, h.now)
+    assert (miss.job, miss.scheduled_ms, miss.deadline_ms, miss.state) == ("j1", t, t + 2000, RUNNING)
+    assert miss.webhook == "http://127.0.0.1:1/hook" and miss.sla == "within 2s"
+    r = h.sla(miss)
+    assert r["ok"] and r["state"] == RUNNING and r["execution"] == execution_id("j1", t)
+    ex = h.state.execs[("j1", t)]
+    [ev] = ex.events
+    assert ev.kind == "sla_missed" and ev.time_ms == h.now
+    assert "within 2s" in ev.message and "still RUNNING at the deadline" in ev.message
+    assert L.due_misses(h.state, h.now + 10_000) == []          # out of the index
+    again = h.sla(miss)                                          # same rid: deduplicated
+    assert again.get("deduplicated") and len(ex.events) == 1
+    h.now += 1
+    other = h.apply(C.SLA, rid="sla-other", job="j1", scheduled_ms=t, deadline_ms=t + 2000)
+    assert other["code"] == "recorded" and len(ex.events) == 1  # another rid: still once
+    h.finish("j1", t, token)                                     # the late success changes nothing
+    assert ex.state == SUCCEEDED and len(ex.events) == 1
+
+
+def test_stale_term_is_refused(h):
+    t, _ = late_run(h)
+    h.now = t + 5000
+    [miss] = L.due_misses(h.state, h.now)
+    r = h.sla(miss, term=0)
+    assert r["code"] == "stale_term" and not h.state.execs[("j1", t)].events
+    assert L.due_misses(h.state, h.now)                          # still due for the real leader
+    # the refusal is in the dedup table under that rid: the leader of the epoch uses another
+    assert h.sla(miss).get("deduplicated")
+    r = h.apply(C.SLA, rid=f"sla-{miss.execution_id}/1", job="j1", scheduled_ms=t,
+                deadline_ms=miss.deadline_ms)
+    assert r["ok"] and len(h.state.execs[("j1", t)].events) == 1
+
+
+def test_success_in_time_is_no_miss_and_leaves_the_index(h):
+    t, token = late_run(h, within=10)
+    h.now = t + 3000
+    h.finish("j1", t, token)
+    h.now = t + 60_000
+    assert L.due_misses(h.state, h.now) == []
+    h.trigger()                                                  # recording collects settled entries
+    assert all(name != "j1" or k != t for _, name, k in h.state.sla_watch)
+    # a verdict proposed before the success committed is refused by apply
+    r = h.apply(C.SLA, rid="sla-x", job="j1", scheduled_ms=t, deadline_ms=t + 10_000)
+    assert r["code"] == "met" and not h.state.execs[("j1", t)].events
+
+
+def test_late_success_and_failure_are_misses(h):
+    h.put(sla={"within_seconds": 2})
+    t1 = h.trigger()
+    tok1 = h.start("j1", t1)
+    h.now += 1
+    t2 = h.trigger()
+    tok2 = h.start("j1", t2)
+    h.now = t1 + 5000                              # the detector did not run in time (failover)
+    h.finish("j1", t1, tok1)                       # succeeded late
+    h.finish("j1", t2, tok2, state=FAILED)         # failed
+    misses = {m.scheduled_ms: m for m in L.due_misses(h.state, h.now)}
+    assert set(misses) == {t1, t2}
+    assert misses[t1].state == SUCCEEDED and "after the deadline" in misses[t1].message
+    assert misses[t2].state == FAILED and "ended FAILED" in misses[t2].message
+    for m in misses.values():
+        assert h.sla(m)["ok"]
+    assert L.due_misses(h.state, h.now) == []
+
+
+def test_failure_before_the_deadline_is_a_miss_once_it_passes(h):
+    t, token = late_run(h, within=60)
+    h.finish("j1", t, token, state=FAILED)
+    assert L.due_misses(h.state, t + 59_999) == []
+    h.now = t + 60_000
+    [miss] = L.due_misses(h.state, h.now)
+    assert h.sla(miss)["ok"]
+    r = h.apply(C.SLA, rid="sla-early", job="j1", scheduled_ms=t + 1, deadline_ms=0)
+    assert r["code"] == "not_found"
+
+
+def test_not_yet_due_and_cancelled(h):
+    t, token = late_run(h, within=60)
+    r = h.apply(C.SLA, rid="sla-early", job="j1", scheduled_ms=t, deadline_ms=t + 60_000)
+    assert r["code"] == "pending" and L.due_misses(h.state, t + 60_000)   # kept in the index
+    h.apply(C.CANCEL, name="j1", job="j1", scheduled_ms=t)
+    h.apply(C.FINISH, rid="fin", job="j1", scheduled_ms=t, token=token, state="CANCELLED")
+    assert h.state.execs[("j1", t)].state == "CANCELLED"
+    assert L.due_misses(h.state, t + 120_000) == []               # cancelled: exempt
+
+
+def test_jobs_without_sla_are_not_indexed(h):
+    h.put(name="plain")
+    h.trigger("plain")
+    assert not h.state.sla_watch
+
+
+def test_apply_is_deterministic_and_the_index_is_rebuilt_on_restore(h):
+    t, _ = late_run(h, within=2)
+    h.put(name="j2", sla={"by": "06:00", "timezone": "Europe/Berlin"})
+    h.now += 1                                      # just after 06:00 Berlin: tomorrow's 06:00
+    t2 = h.trigger("j2")
+    h.now = t + 2000
+    [miss] = L.due_misses(h.state, h.now)
+    h.sla(miss)
+    replica = SchedulerState()
+    for i, entry in enumerate(h.entries, start=2):
+        replica.apply(entry, i)
+    assert replica.state_hash() == h.state.state_hash()
+    assert [e.message for e in replica.execs[("j1", t)].events] == [e.message for e in h.state.execs[("j1", t)].events]
+    restored = SchedulerState()
+    restored.restore(pickle.loads(pickle.dumps(h.state.snapshot())))
+    assert list(restored.sla_watch) == list(h.state.sla_watch) == [(ms("2026-06-02T04:00:00Z"), "j2", t2)]
+    assert restored.execs[("j1", t)].events == h.state.execs[("j1", t)].events
+
+
+# ---------------------------------------------------------------- the driver
+
+class _Hook(BaseHTTPRequestHandler):
+    posts: list = []
+
+    def do_POST(self):  # noqa: N802
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).posts.append((self.path, json.loads(body), self.headers.get("Idempotency-Key")))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *a):
+        pass
+
+
+class _FakeNode:
+    """A node whose proposals apply straight to a Harness (its own leader)."""
+
+    def __init__(self, h: Harness, fail_first=False) -> None:
+        self.h, self.state, self.lock, self.term = h, h.state, threading.RLock(), h.term
+        self.cfg = type("Cfg", (), {"node_id": "n1"})()
+        self.fail_first = fail_first
+
+    async def propose(self, entry: str, timeout: float) -> dict:
+        self.h.index += 1
+        self.h.entries.append(entry)
+        result = self.state.apply(entry, self.h.index)
+        if self.fail_first:
+            self.fail_first = False
+            raise OutcomeUnknown("lost the answer")             # applied, but we never heard
+        return result
+
+
+class _Clock:
+    def __init__(self, h):
+        self.h = h
+
+    def now_ms(self):
+        return self.h.now
+
+
+class _Metrics:
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+        outer = self
+
+        class _C:
+            def labels(self, job):
+                class _I:
+                    def inc(self, n=1):
+                        outer.counts[job] = outer.counts.get(job, 0) + n
+                return _I()
+        self.sla_missed = _C()
+
+
+@pytest.mark.parametrize("fail_first", [False, True])
+def test_driver_records_counts_and_posts_once(h, fail_first):
+    server = HTTPServer(("127.0.0.1", 0), _Hook)
+    _Hook.posts = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/hook"
+        t, _ = late_run(h, within=2, webhook=url)
+        h.now = t + 2500
+        metrics = _Metrics()
+
+        async def main():
+            tasks = []
+            driver = L.SlaDriver(_FakeNode(h, fail_first), _Clock(h), metrics,
+                                 lambda coro: tasks.append(asyncio.ensure_future(coro)))
+            for step in range(4):
+                h.now += L.RETRY_AFTER_MS if step else 0
+                driver.step(h.now)
+                while tasks:
+                    await tasks.pop()
+        asyncio.run(main())
+        ex = h.state.execs[("j1", t)]
+        assert [e.kind for e in ex.events] == ["sla_missed"]
+        # fail_first: the answer was lost; asked again with the same rid, dedup answers: one POST
+        assert metrics.counts == {"j1": 1}
+        [(path, body, key)] = _Hook.posts
+        assert path == "/hook" and key == f"sla-{execution_id('j1', t)}"
+        assert body == {"job": "j1", "execution_id": execution_id("j1", t),
+                        "scheduled_time": "2026-06-01T04:00:00Z",
+                        "deadline": "2026-06-01T04:00:02Z", "state": RUNNING,
+                        "message": ex.events[0].message}
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_leader_drops_settled_entries_and_scans_a_bounded_number(h):
+    h.put(sla={"within_seconds": 1})
+    times = []
+    for _ in range(30):
+        t = h.trigger()
+        token = h.start("j1", t)
+        h.finish("j1", t, token)                    # all in time
+        times.append(t)
+        h.now += 1
+    h.now += 5000
+    assert L.due_misses(h.state, h.now) == []
+    S.collect(h.state, h.now, 1000)
+    assert not h.state.sla_watch
+    late = [late_t for late_t in [h.trigger()] if h.start("j1", late_t)]
+    h.now += 5000
+    assert L.due_misses(h.state, h.now, scan=0) == []
+    assert [m.scheduled_ms for m in L.due_misses(h.state, h.now)] == late
+
+
+def test_driver_uses_a_termed_rid_after_a_deposed_leaders_refusal(h):
+    t, _ = late_run(h, within=1)
+    h.now = t + 2000
+    [miss] = L.due_misses(h.state, h.now)
+    assert h.sla(miss, term=0)["code"] == "stale_term"           # the deposed leader's, committed late
+    metrics = _Metrics()
+
+    async def main():
+        tasks = []
+        driver = L.SlaDriver(_FakeNode(h), _Clock(h), metrics,
+                             lambda coro: tasks.append(asyncio.ensure_future(coro)))
+        for _ in range(2):
+            driver.step(h.now)
+            while tasks:
+                await tasks.pop()
+    asyncio.run(main())
+    assert len(h.state.execs[("j1", t)].events) == 1 and metrics.counts == {"j1": 1}
+    assert json.loads(h.entries[-1])["rid"] == f"sla-{miss.execution_id}/1"
