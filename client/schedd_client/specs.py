@@ -328,6 +328,9 @@ def spec_from_dict(doc: Mapping[str, Any]) -> pb.JobSpec:
 
 def _sla_from_doc(r: _Reader) -> pb.SlaSpec:
     s = r.section("sla", _SLA_KEYS)
+    if isinstance(s.doc.get("by"), int) and not isinstance(s.doc.get("by"), bool):
+        raise ValidationError(f'{s.label}: \'by\' must be quoted text like "06:00" (YAML reads an '
+                              "unquoted 06:00 as a number)")
     return pb.SlaSpec(within_seconds=s.seconds("within"), by=s.text("by"), timezone=s.text("timezone"),
                       webhook=s.text("webhook"))
 

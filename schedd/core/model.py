@@ -118,7 +118,8 @@ class Execution:
     due_ms: int = 0                  # when it may start (scheduled time plus jitter); 0 = scheduled_ms
     lane: str = ""                   # "" | backfill: served after the normal lane, with its own quota
     holds: tuple = ()                # quota counters its running attempt occupies (policy.holds)
-    events: list = field(default_factory=list)  # ExecutionEvent records (sla_missed, ...), oldest first
+    events: tuple = ()               # ExecutionEvents (sla_missed, ...), oldest first; a tuple, so an
+                                     # execution without events costs no list (add: ex.events += (e,))
 
     @property
     def id(self) -> str:
@@ -321,7 +322,7 @@ def canonical_spec(d: dict) -> tuple[dict, str]:
     if catchup:
         out["catchup"] = catchup
     _policies(d, out)
-    _dst_and_sla(d, out, parsed)
+    _dst_and_sla(d, out)
     delivery = _str(d, "delivery", 16)
     if delivery and delivery not in DELIVERY_POLICIES:
         raise ValidationError(f"delivery must be one of {', '.join(DELIVERY_POLICIES)}, got {delivery!r}")
@@ -410,7 +411,7 @@ MAX_SLA_SECONDS = 366 * 86400
 SLA_BY_RE = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 
 
-def _dst_and_sla(d: dict, out: dict, parsed: sched.Schedule) -> None:
+def _dst_and_sla(d: dict, out: dict) -> None:
     """dst_gap / dst_fold (kept only when not the default, so older canonical specs stay
     byte-identical) and the sla object."""
     gap, fold = _str(d, "dst_gap", 16), _str(d, "dst_fold", 16)
@@ -432,7 +433,10 @@ def _dst_and_sla(d: dict, out: dict, parsed: sched.Schedule) -> None:
         raise ValidationError(f"unknown sla field {unknown[0]!r}")
     got: dict = {}
     if sla.get("within_seconds"):
-        v = _number(sla, "within_seconds", 0.001, MAX_SLA_SECONDS, integer=False)
+        try:
+            v = _number(sla, "within_seconds", 0.001, MAX_SLA_SECONDS, integer=False)
+        except ValidationError as e:
+            raise ValidationError(f"sla.{e}") from None
         got["within_seconds"] = int(v) if v == int(v) else v
     by = _str(sla, "by", 16).strip()
     if by:

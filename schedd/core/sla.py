@@ -14,7 +14,8 @@ A job's spec may carry ``sla: {within_seconds, by, timezone, webhook}`` (validat
 A miss: the execution has not SUCCEEDED by the deadline: still SCHEDULED / RUNNING / RETRY_WAIT at
 the deadline, ended FAILED / TIMED_OUT / LOST / UPSTREAM_FAILED (failures count once the deadline
 passes), or SUCCEEDED after it (its last attempt's end). CANCELLED and SKIPPED executions were
-deliberately not run: never a miss. A miss is recorded once per execution, through the log (entry
+deliberately not run, and backfilled ones (lane "backfill") are past instants run on purpose:
+never a miss. Every other run has the SLA: scheduled, caught-up and manual ones. A miss is recorded once per execution, through the log (entry
 kind ``sla``, proposed by the leader's detector, `schedd.leader.sla`), as an event of kind
 ``sla_missed`` on the execution.
 
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
 MISSED = "sla_missed"                # the ExecutionEvent kind
 EXEMPT_STATES = frozenset({CANCELLED, SKIPPED})
+BACKFILL_LANE = "backfill"           # past instants created on purpose: no SLA (schedd.core.policy)
 MAX_MESSAGE_CHARS = 512
 _COLLECT_BATCH = 16                  # index entries looked at per recorded execution, at most
 _MAX_KEY = "\U0010ffff"
@@ -126,6 +128,8 @@ def verdict(ex: Execution, deadline: int, now: int) -> tuple[str, str]:
         return "recorded", "the miss is already recorded"
     if ex.state in EXEMPT_STATES:
         return "exempt", f"{ex.state.lower()} executions have no SLA"
+    if getattr(ex, "lane", "") == BACKFILL_LANE:
+        return "exempt", "backfilled executions have no SLA"
     if ex.state == SUCCEEDED:
         done = finished_ms(ex)
         if done <= deadline:
@@ -184,7 +188,7 @@ def unwatch(state: "SchedulerState", name: str, t: int, deadline: int) -> None:
 def on_record(state: "SchedulerState", job: Job, ex: Execution, now: int) -> None:
     """Apply hook for a newly recorded execution: index its deadline, drop settled entries."""
     sla = job_sla(state, job)
-    if sla is not None and ex.state not in EXEMPT_STATES:
+    if sla is not None and ex.state not in EXEMPT_STATES and getattr(ex, "lane", "") != BACKFILL_LANE:
         deadline = deadline_ms(sla, ex.scheduled_ms)
         if deadline is not None:
             watch(state, ex.job, ex.scheduled_ms, deadline)
@@ -252,7 +256,7 @@ def apply(state: "SchedulerState", cmd, index: int) -> dict:
         return _reject(code, f"execution {ex.id}: no SLA miss to record ({why})")
     text = cmd.args.get("sla")
     ev = event(ex, deadline, cmd.now, text if isinstance(text, str) else "", why)
-    ex.events.append(ev)
+    ex.events = (*ex.events, ev)
     unwatch(state, name, t, deadline)
     # no "name"/"scheduled_ms"/"items" keys: the dispatcher's apply hook reads those as new executions
     return {"ok": True, "code": "ok", "execution": ex.id, "deadline_ms": deadline, "state": ex.state,

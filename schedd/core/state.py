@@ -368,7 +368,10 @@ class SchedulerState:
                 D.settle(self, cmd, index)    # DAG runs move on (schedd.core.dags)
         except Exception as e:  # noqa: BLE001 - apply must be total (research F1)
             result = _reject("internal", f"{type(e).__name__}: {e}")
-        if cmd.rid:
+        if cmd.rid and result.get("code") != "stale_term":
+            # A refusal for a stale term says who proposed, not what became of the request: a
+            # deposed leader's entry committed late must not answer the new leader's proposal
+            # of the same request id (an expiry, a claim, an SLA miss) for DEDUP_TTL_MS.
             self.dedup[cmd.rid] = (cmd.now, result)
         if cmd.kind not in (C.FIRE, C.NOOP, C.EPOCH, C.START, C.FINISH, C.EXPIRE, C.SKIP, C.SLA):
             self.audit.append(AuditRecord(cmd.now, cmd.by, cmd.kind, self._target(cmd),
@@ -633,7 +636,8 @@ class SchedulerState:
         while (job.name, t) in self.execs:
             t += 1
         ex = self._record(job, t, "forced" if cmd.args.get("force") else "manual", cmd, index)
-        return _ok(name=job.name, scheduled_ms=t, state=ex.state)
+        return _ok(name=job.name, scheduled_ms=t, state=ex.state,
+                   items=[[job.name, t, "created" if ex.state == SCHEDULED else "skipped"]])
 
     def _fire(self, cmd: C.Command, index: int) -> dict:
         if cmd.term != self.epoch:

@@ -64,8 +64,6 @@ class Dispatcher:
         if self._loop is None or not result.get("ok"):
             return
         created = [(n, t) for n, t, code in result.get("items", ()) if code == "created"]
-        if "scheduled_ms" in result:
-            created.append((result["name"], result["scheduled_ms"]))
         if created or "epoch" in result:
             self._loop.call_soon_threadsafe(self._applied, created)
 

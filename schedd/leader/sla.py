@@ -109,7 +109,6 @@ class SlaDriver:
         self.retry_at: dict[str, int] = {}
         self.posted: OrderedDict[str, None] = OrderedDict()
         self.unconfirmed: dict[str, Miss] = {}   # proposals of unknown fate: asked again (same rid)
-        self.termed: set[str] = set()            # rids refused as a deposed leader's: use rid/term
 
     def step(self, now: int) -> None:
         if len(self.inflight) >= MAX_INFLIGHT or not (self.node.state.sla_watch or self.unconfirmed):
@@ -119,8 +118,6 @@ class SlaDriver:
             misses = due_misses(self.node.state, now)
         for miss in misses + list(self.unconfirmed.values()):
             rid = f"sla-{miss.execution_id}"
-            if rid in self.termed:
-                rid = f"{rid}/{self.node.term}"
             if rid in self.inflight or self.retry_at.get(rid, 0) > now:
                 continue
             self.inflight.add(rid)
@@ -142,12 +139,6 @@ class SlaDriver:
             self.inflight.discard(rid)
         self.unconfirmed.pop(rid, None)
         if not result.get("ok"):
-            if result.get("code") == "stale_term" and result.get("deduplicated") and "/" not in rid:
-                # A deposed leader's proposal under this rid committed after our epoch and was
-                # refused; the refusal is what dedup answers now. Apply still records once.
-                if len(self.termed) < POSTED_MEMORY:
-                    self.termed.add(rid)
-                return
             self.retry_at[rid] = self.clock.now_ms() + RETRY_AFTER_MS
             if len(self.retry_at) > POSTED_MEMORY:
                 self.retry_at.clear()

@@ -148,7 +148,8 @@ def test_sla_miss_is_recorded_once_shown_counted_and_posted(cluster_factory, rec
                     what="the SLA miss to be recorded")
     [ev] = ex.events
     assert ev.kind == "sla_missed" and "within 1s" in ev.message
-    assert ex.state in ("SCHEDULED", "RUNNING") and "at the deadline" in ev.message
+    # detected at the deadline while it runs (or, on a badly stalled leader, when it ends late)
+    assert "still RUNNING at the deadline" in ev.message or "after the deadline" in ev.message
     ex = wait_until(lambda: (e := client.get_execution(slow)).state == "SUCCEEDED" and e, timeout=60,
                     what="slow to finish")
     assert [e.kind for e in ex.events] == ["sla_missed"]       # finishing late adds nothing

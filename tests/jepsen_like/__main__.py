@@ -65,9 +65,13 @@ def main(argv=None) -> int:
             seed = a.seed if a.seed is not None else random.randrange(1 << 30)
             try:
                 res, d = run_scenario(name, seed, unsafe=tuple(a.unsafe), root=Path(a.store))
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - report it, go on with the next scenario
                 print(f"{name}: harness error: {e!r}", file=sys.stderr)
-                return 2
+                rows.append({"scenario": name, "seed": seed, "unsafe": ",".join(a.unsafe) or "-", "faults": "-",
+                             "instants": "-", "anomalies": "harness error", "by_check": "-", "p99_ms": "-",
+                             "calm_p99_ms": "-", "duration_s": "-", "evidence": "-"})
+                bad = True
+                continue
             print((d / "summary.txt").read_text())
             rows.append(_row(res))
             bad |= not res["ok"] or bool(res.get("fault_evidence_missing"))

@@ -352,6 +352,22 @@ def check(records: list[dict], meta: dict) -> dict:
     lateness = {"n": len(late), "p50_ms": _pct(late, 50), "p99_ms": _pct(late, 99), "max_ms": max(late) if late else None}
     lateness["calm"] = _calm_lateness(effects, execs, fault_windows, lease)
 
+    # ---------------------------------------------------------------- needless expiries (not anomalies)
+    # An attempt expired as lost although its worker was never faulted and its handler went on to
+    # finish: legal under at-least-once (fencing refuses the late result), but it means a re-run.
+    worker_faults = [(f[1], f[2], f[3]) for f in _fault_windows(by_type["nemesis"]) if f[0] in ("pause_worker", "kill_worker")]
+    h_end = {r["token"]: r for r in by_type["h_end"]}
+    needless = []
+    for x in expires:
+        info = tokens.get(x["token"], {})
+        end = h_end.get(x["token"])
+        w = info.get("worker")
+        faulted = any(fw == w and a <= x["ts"] + 1 and (b is None or b >= info.get("now", 0) / 1000 - 5)
+                      for fw, a, b in worker_faults)
+        if end is not None and not faulted and end.get("state") == "SUCCEEDED" and end["ts"] >= x["ts"] - 0.5:
+            needless.append({"token": x["token"], "job": info.get("job"), "t": info.get("t"), "worker": w,
+                             "expired_ts": x["ts"], "handler_end_ts": end["ts"]})
+
     # ---------------------------------------------------------------- statistics and fault evidence
     terms = sorted({r["term"] for r in by_type["role"] if r.get("new") == 2})
     stats = {
@@ -361,6 +377,7 @@ def check(records: list[dict], meta: dict) -> dict:
         "effects_duplicate": sum(1 for r in effects if r["verdict"] == "duplicate"),
         "effects_stale": sum(1 for r in effects if r["verdict"] == "stale"),
         "stale_completions_rejected": len(stale_finishes), "expired_attempts": len(expires),
+        "needless_expiries": len(needless), "needless_expiry_examples": needless[:5],
         "leader_terms": terms, "leader_changes": len(terms),
         "worker_rejects": len(by_type["w_reject"]), "faults": sum(1 for r in by_type["nemesis"] if r.get("phase") == "start"),
         "fault_kinds": sorted({r["fault"] for r in by_type["nemesis"]}), "fault_windows": fault_windows,
@@ -417,7 +434,8 @@ def summarize(results: dict, meta: dict) -> str:
              f"effects {s['effects']} (accepted {s['effects_accepted']}, duplicate {s['effects_duplicate']}, "
              f"stale {s['effects_stale']})",
              f"stale completions rejected {s['stale_completions_rejected']}, expired attempts {s['expired_attempts']}, "
-             f"worker rejects {s['worker_rejects']}",
+             f"worker rejects {s['worker_rejects']}, needless expiries (healthy worker, handler finished) "
+             f"{s['needless_expiries']}",
              f"lateness (first attempts, n={lat['n']}): p50 {fmt(lat['p50_ms'])} ms, p99 {fmt(lat['p99_ms'])} ms, "
              f"max {fmt(lat['max_ms'])} ms; outside fault windows (n={lat['calm']['n']}): "
              f"p50 {fmt(lat['calm']['p50_ms'])} ms, p99 {fmt(lat['calm']['p99_ms'])} ms",

@@ -307,6 +307,9 @@ class Harness:
         self.c.kill_node(nid)
 
     def restart_node(self, nid: str) -> None:
+        if self.offsets.get(nid):
+            self.offsets[nid] = 0                  # the offset lived in the killed process
+            self.fault("clock", "stop", node=nid, offset_ms=0, why="restarted")
         self.c.start_node(nid)
         self.stopped.discard(f"n:{nid}")
         self.fault("kill", "stop", node=nid)
@@ -368,8 +371,11 @@ class Harness:
         self.fault(kind, "stop")
 
     def set_clock(self, nid: str, offset_ms: int) -> None:
-        with grpc.insecure_channel(self.c.nodes[nid].grpc) as ch:
-            tpb_grpc.TestingStub(ch).SetClockOffset(tpb.SetClockOffsetRequest(offset_ms=offset_ms), timeout=5)
+        def call():
+            with grpc.insecure_channel(self.c.nodes[nid].grpc) as ch:
+                tpb_grpc.TestingStub(ch).SetClockOffset(tpb.SetClockOffsetRequest(offset_ms=offset_ms), timeout=3)
+            return True
+        wait_for(call, 30, interval=0.2, what=f"{nid} to take a clock offset")   # e.g. just restarted
         self.offsets[nid] = offset_ms
         self.fault("clock", "start" if offset_ms else "stop", node=nid, offset_ms=offset_ms)
 
@@ -435,7 +441,7 @@ class Harness:
             wait_for(lambda: len(self.connected_workers()) == 2, 60, what="workers to reconnect")
         except (TimeoutError, RuntimeError) as e:
             self.rec("recovery_timeout", error=str(e))
-        settled = self.settle(window_end + self.lease_ms / 1000, timeout=20.0 if self.unsafe else 60.0)
+        settled = self.settle(window_end + self.lease_ms / 1000, timeout=8.0 if self.unsafe else 60.0)
         self.meta["settled"] = settled
         names = [j.name for j in self.jobs if j.period_s] + [
             j["name"] for j in self.meta.get("churn", [])]

@@ -152,17 +152,20 @@ def nemesis_clock(h, rng, seconds):
     for n in ids:
         h.set_clock(n, rng.choice([-2500, -1200, 800, 2000]))
     _sleep(h, 4)
-    while _until(end) > 8:
-        lead = _leader(h)
-        h.kill_node(lead)
+    while _until(end) > 9:
+        old = _leader(h)
+        h.kill_node(old)
         _sleep(h, 2)
-        h.restart_node(lead)
-        h.c.wait_leader(timeout=30)
-        h.set_clock(lead, rng.choice([-2000, 1500]))
-        for _ in range(3):                     # strobe one follower's clock
+        h.restart_node(old)
+        lead = h.c.wait_leader(timeout=30)
+        h.set_clock(old, rng.choice([-2000, 1500]))
+        for _ in range(3):                     # strobe a follower's clock
             f = rng.choice([n for n in ids if n != lead])
             h.set_clock(f, rng.choice([-3000, 3000]))
             _sleep(h, 0.7)
+        # and step the leader's clock forward by more than a lease (an NTP step)
+        h.set_clock(lead, h.offsets.get(lead, 0) + h.lease_ms + 1500)
+        _sleep(h, 1.5)
     _sleep(h, _until(end))
 
 

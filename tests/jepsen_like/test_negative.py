@@ -16,11 +16,23 @@ pytestmark = pytest.mark.integration
 
 LONG_JOBS = [j for j in WORKLOAD if j.name != "long"] + [Job("long", 2, hold_s=6.0)]
 
+
+def nemesis_short_worker_pause(h, rng, seconds):
+    """Pause a worker running `long` just past its lease, so it reports while the retry runs."""
+    import time
+    end = time.monotonic() + seconds
+    while end - time.monotonic() > 8:
+        w = S._busy_worker(h)
+        h.pause_worker(w)
+        time.sleep(h.lease_ms / 1000 + 1.5)
+        h.resume_worker(w)
+        time.sleep(2)
+
 # switch -> (scenario, nemesis override, seconds, jobs, the check that must fire)
 CONTROLS = {
     "push_before_commit": ("S01", None, 8, None, "C6"),
     "no_dedup": ("S01", None, 10, None, "C2"),
-    "no_fencing": ("S07", None, 14, None, "C4"),
+    "no_fencing": ("S07", nemesis_short_worker_pause, 16, LONG_JOBS, "C4"),
     "local_clock_fire": ("S09", S.nemesis_skew_leader, 10, None, "C9"),
     "no_lease_grace": ("S02", None, 18, LONG_JOBS, "C4"),
     "trust_leader": ("S05", None, 14, None, "C6"),

@@ -57,3 +57,13 @@ def test_full_scenario(name):
 @pytest.mark.parametrize("name", sorted(NOT_BUILT))
 def test_not_built_yet(name):
     pytest.skip(NOT_BUILT[name])
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(0)
+def test_soak():
+    """Only with --soak; JEPSEN_SOAK sets the length (default 10m, e.g. 2h)."""
+    from tests.jepsen_like.__main__ import _duration
+    from tests.jepsen_like.harness import STORE
+    from tests.jepsen_like.soak import soak
+    assert soak(_duration(os.environ.get("JEPSEN_SOAK", "10m")), None, STORE) == 0

@@ -230,3 +230,14 @@ def test_a_lost_attempt_does_not_use_up_the_failure_budget(h):
     h.now = r["retry_at"]
     tok = claim(h, key, 2)["token"]
     assert finish(h, key, tok, "FAILED")["state"] == "FAILED"  # the one real failure ends it
+
+
+def test_a_stale_term_refusal_is_not_remembered_under_its_request_id(h):
+    """A deposed leader's expiry committed after the new epoch is refused; the new leader's own
+    expiry of the same attempt (same request id) must still apply, not get that refusal back."""
+    key = fired(h, retry={"max_attempts": 1})
+    tok = claim(h, key, 1)["token"]
+    old = h.apply(C.EXPIRE, rid=f"expire-{tok}", term=0, job=key[0], scheduled_ms=key[1], token=tok)
+    assert old["code"] == "stale_term"
+    new = h.apply(C.EXPIRE, rid=f"expire-{tok}", job=key[0], scheduled_ms=key[1], token=tok)
+    assert new["ok"] and "deduplicated" not in new

@@ -68,3 +68,32 @@ def test_sla_events_in_run_get_and_run_list(run: Run, fake: FakeCluster) -> None
     # no SLA column when nothing missed
     fake.state.executions.pop(late.id)
     assert "SLA" not in run("run", "list")[1].splitlines()[0]
+
+
+def test_job_document_keys_round_trip() -> None:
+    import pytest
+    import yaml
+
+    from schedd_client import ValidationError, job_spec
+    from schedd_client.specs import spec_from_dict, spec_to_dict
+
+    doc = yaml.safe_load("""
+name: report
+schedule: "30 2 * * *"
+timezone: Europe/Berlin
+command: report.sh
+dst_gap: skip
+dst_fold: both
+sla: {within: 2h, by: "06:00", timezone: Europe/Berlin, webhook: "http://h/sla"}
+""")
+    s = spec_from_dict(doc)
+    assert (s.dst_gap, s.dst_fold) == ("skip", "both")
+    assert s.sla == pb.SlaSpec(within_seconds=7200, by="06:00", timezone="Europe/Berlin", webhook="http://h/sla")
+    assert spec_from_dict(spec_to_dict(s)) == s
+    assert spec_to_dict(s)["sla"] == {"within": 7200, "by": "06:00", "timezone": "Europe/Berlin",
+                                      "webhook": "http://h/sla"}
+    assert job_spec("x", command="y", sla={"within": "90s"}).sla.within_seconds == 90
+    with pytest.raises(ValidationError, match="unknown key 'whithin'"):
+        spec_from_dict({"name": "x", "command": "y", "sla": {"whithin": "2h"}})
+    with pytest.raises(ValidationError, match="must be quoted text"):
+        spec_from_dict(yaml.safe_load("name: x\ncommand: y\nsla: {by: 6:00}"))

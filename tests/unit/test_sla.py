@@ -125,7 +125,7 @@ def test_sla_of_spec_reads_only_well_formed_values():
 @pytest.mark.parametrize("bad,fragment", [
     ({"by": "6:00"}, "HH:MM"),
     ({"by": "24:00"}, "HH:MM"),
-    ({"within_seconds": -1}, "within_seconds must be between"),
+    ({"within_seconds": -1}, "sla.within_seconds must be between"),
     ({"webhook": "http://h/x"}, "needs within_seconds or by"),
     ({"within_seconds": 5, "webhook": "ftp://x"}, "must start with http"),
     ({"within_seconds": 5, "timezone": "Europe/Berlin"}, "applies to sla.by only"),
@@ -221,11 +221,10 @@ def test_stale_term_is_refused(h):
     r = h.sla(miss, term=0)
     assert r["code"] == "stale_term" and not h.state.execs[("j1", t)].events
     assert L.due_misses(h.state, h.now)                          # still due for the real leader
-    # the refusal is in the dedup table under that rid: the leader of the epoch uses another
-    assert h.sla(miss).get("deduplicated")
-    r = h.apply(C.SLA, rid=f"sla-{miss.execution_id}/1", job="j1", scheduled_ms=t,
-                deadline_ms=miss.deadline_ms)
-    assert r["ok"] and len(h.state.execs[("j1", t)].events) == 1
+    # the refusal is not remembered under that rid: the leader of the epoch records the miss
+    r = h.sla(miss)
+    assert r["ok"] and not r.get("deduplicated") and len(h.state.execs[("j1", t)].events) == 1
+    assert h.sla(miss).get("deduplicated") and len(h.state.execs[("j1", t)].events) == 1
 
 
 def test_success_in_time_is_no_miss_and_leaves_the_index(h):
@@ -416,7 +415,7 @@ def test_the_leader_drops_settled_entries_and_scans_a_bounded_number(h):
     assert [m.scheduled_ms for m in L.due_misses(h.state, h.now)] == late
 
 
-def test_driver_uses_a_termed_rid_after_a_deposed_leaders_refusal(h):
+def test_a_deposed_leaders_late_refusal_does_not_answer_the_new_leaders_proposal(h):
     t, _ = late_run(h, within=1)
     h.now = t + 2000
     [miss] = L.due_misses(h.state, h.now)
@@ -433,4 +432,13 @@ def test_driver_uses_a_termed_rid_after_a_deposed_leaders_refusal(h):
                 await tasks.pop()
     asyncio.run(main())
     assert len(h.state.execs[("j1", t)].events) == 1 and metrics.counts == {"j1": 1}
-    assert json.loads(h.entries[-1])["rid"] == f"sla-{miss.execution_id}/1"
+    assert json.loads(h.entries[-1])["rid"] == f"sla-{miss.execution_id}"     # same rid, not deduplicated
+
+
+def test_backfilled_executions_have_no_sla():
+    from schedd.core.model import Execution
+    ex = Execution(job="j1", scheduled_ms=0, state=RUNNING, trigger="backfill", created_ms=0, term=1,
+                   log_index=1, updated_ms=0, lane="backfill")
+    assert S.verdict(ex, 1000, 10 ** 12)[0] == "exempt"
+    ex.lane = ""
+    assert S.verdict(ex, 1000, 10 ** 12)[0] == "missed"
