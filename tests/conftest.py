@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -75,3 +77,13 @@ def pytest_runtest_makereport(item, call):
             for log in sorted(Path(tmp).glob("cluster*/logs/*.log")):
                 tail = log.read_text(errors="replace").splitlines()[-60:]
                 rep.sections.append((f"node log {log.parent.parent.name}/{log.name}", "\n".join(tail)))
+
+
+def schedctl(cluster: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run schedctl as a user would (a fresh process), against `cluster`."""
+    cmd = [sys.executable, "-c", "import sys; from schedd_client.schedctl import main; sys.exit(main())",
+           "--cluster", cluster, *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    if check and p.returncode != 0:
+        raise AssertionError(f"schedctl {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
+    return p

@@ -9,6 +9,10 @@ The DAG document (YAML or JSON; ``schedctl dag apply -f etl.yaml``)::
     timezone: Europe/Berlin         # IANA zone of the schedule (alias: tz); default UTC
     description: Nightly load
     max_runs: 50                    # finished runs kept (default 50)
+    sla:                            # a deadline per run, from its logical time (same keys as a job's)
+      within: 2h                    # done within 2h, and/or
+      by: "06:00"                   # by 06:00 (quoted) in `timezone` below, default the DAG's zone
+      webhook: https://hooks.example.com/sla   # POSTed once per missed run, best effort
     tasks:
       - name: wait-for-input        # a sensor: waits for a condition, no worker slot held between polls
         sensor: {file: /data/in/ready, poll_interval: 30s, timeout: 2h}   # or http_url: / command:
@@ -27,7 +31,9 @@ The DAG document (YAML or JSON; ``schedctl dag apply -f etl.yaml``)::
 
 A task takes the job document's handler keys plus ``retry``, ``timeout``, ``pool``,
 ``worker_labels`` and ``description``; ``upstream`` (a list of task names) and ``trigger_rule``;
-or ``sensor`` instead of a handler. Unknown keys are refused.
+or ``sensor`` instead of a handler. Unknown keys are refused. A run that has not SUCCEEDED by its
+SLA deadline (still running, FAILED, or done late) gets an ``sla_missed`` event, once:
+``schedctl dag runs`` marks it ``! missed`` and ``schedctl dag show --run ID`` lists its events.
 """
 
 from __future__ import annotations
@@ -44,12 +50,12 @@ from schedd.v1 import dags_pb2 as dpb
 from ._plans import Call, Plan, _single, new_request_id
 from .convert import format_duration, format_time, to_dict
 from .errors import ValidationError
-from .specs import parse_duration, spec_from_dict, spec_to_dict
+from .specs import _Reader, _sla_from_doc, parse_duration, spec_from_dict, spec_to_dict
 
 __all__ = ["dag_from_dict", "dag_to_dict", "put_dag", "get_dag", "list_dags", "delete_dag", "run_dag",
            "list_dag_runs", "get_dag_run"]
 
-_DAG_KEYS = ("name", "team", "schedule", "timezone", "tz", "description", "max_runs", "tasks")
+_DAG_KEYS = ("name", "team", "schedule", "timezone", "tz", "description", "max_runs", "sla", "tasks")
 _TASK_KEYS = ("name", "upstream", "trigger_rule", "sensor", "retry", "timeout", "pool",
               "worker_labels", "description", "command", "argv", "workdir", "env", "http", "python")
 _SENSOR_KEYS = ("file", "http_url", "command", "poll_interval", "timeout")
@@ -127,10 +133,11 @@ def dag_from_dict(doc: Mapping[str, Any]) -> dpb.DagSpec:
     max_runs = doc.get("max_runs") or 0
     if isinstance(max_runs, bool) or not isinstance(max_runs, int):
         raise ValidationError(f"{label}: max_runs must be a whole number")
+    sla = _sla_from_doc(_Reader(doc, label)) if doc.get("sla") is not None else None   # as a job's
     return dpb.DagSpec(
         name=str(name or ""), team=str(doc.get("team") or ""), schedule=str(doc.get("schedule") or ""),
         timezone=str(doc.get("timezone") or doc.get("tz") or ""),
-        description=str(doc.get("description") or ""), max_runs=max_runs,
+        description=str(doc.get("description") or ""), max_runs=max_runs, sla=sla,
         tasks=[_task_from_dict(t, str(name), i) for i, t in enumerate(tasks, 1)])
 
 
@@ -142,6 +149,8 @@ def dag_to_dict(spec: dpb.DagSpec) -> dict[str, Any]:
     for key in ("team", "schedule", "timezone", "description", "max_runs"):
         if getattr(spec, key) and getattr(spec, key) != defaults.get(key):
             doc[key] = getattr(spec, key)
+    if spec.HasField("sla"):
+        doc["sla"] = spec_to_dict(pb.JobSpec(name=spec.name, sla=spec.sla))["sla"]
     doc["tasks"] = []
     for t in spec.tasks:
         job = pb.JobSpec(name=t.name, handler=t.handler, timeout_seconds=t.timeout_seconds, pool=t.pool,
@@ -317,7 +326,9 @@ def render_run(run: dpb.DagRun, clock=None) -> str:
         depth[t.task] = 1 + max((depth[u] for u in t.upstream), default=-1)
     width = max((len(t.task) for t in run.tasks), default=4)
     lines = [f"run {run.run_id}  {run.state}  trigger={run.trigger}  "
-             f"duration {_duration(run, now_ms)}  (dag version {run.dag_version})"]
+             f"duration {_duration(run, now_ms)}  (dag version {run.dag_version})"
+             + (f"  SLA deadline {format_time(run.sla_deadline_ms)}" if run.sla_deadline_ms else "")
+             + ("  ! SLA missed" if _sla_missed(run) else "")]
     for t in run.tasks:
         pad = "    " * depth[t.task]
         arrow = "└─ " if t.upstream else "● "
@@ -337,6 +348,10 @@ def render_run(run: dpb.DagRun, clock=None) -> str:
             info.append(t.reason if len(t.reason) <= 70 else t.reason[:67] + "...")
         name = f"{pad}{arrow}{t.task}"
         lines.append(f"  {name:<{width + 4 * max(depth.values(), default=0) + 3}}  {state:<18} {'  '.join(info)}")
+    if run.events:
+        lines.append("events:")
+        lines += [f"  {format_time(e.time_ms) or '-'}  {'! ' if e.kind == 'sla_missed' else ''}{e.kind}  "
+                  f"{e.message}" for e in run.events]
     return "\n".join(lines)
 
 
@@ -344,6 +359,7 @@ def dag_runs(cmd) -> None:
     from .schedctl import _table
     runs = list(cmd.client.list_dag_runs(cmd.args.name, limit=cmd.args.limit).runs)
     now_ms = int(cmd.clock() * 1000)
+    sla = any(_sla_missed(r) for r in runs)              # an SLA column only when one missed
 
     def table() -> str:
         rows = []
@@ -352,10 +368,15 @@ def dag_runs(cmd) -> None:
             for t in r.tasks:
                 counts[t.state] = counts.get(t.state, 0) + 1
             rows.append((r.run_id, r.state, r.trigger, format_time(r.logical_ms), _duration(r, now_ms),
-                         ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))))
-        return _table(("RUN ID", "STATE", "TRIGGER", "LOGICAL TIME", "DURATION", "TASKS"), rows,
-                      empty=f"No runs of {cmd.args.name} yet.")
+                         ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items())))
+                        + (("! missed" if _sla_missed(r) else "-",) if sla else ()))
+        return _table(("RUN ID", "STATE", "TRIGGER", "LOGICAL TIME", "DURATION", "TASKS") + (("SLA",) if sla else ()),
+                      rows, empty=f"No runs of {cmd.args.name} yet.")
     cmd.emit([to_dict(r) for r in runs], table)
+
+
+def _sla_missed(run: dpb.DagRun) -> bool:
+    return any(e.kind == "sla_missed" for e in run.events)
 
 
 def dag_list(cmd) -> None:

@@ -15,12 +15,14 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from schedd.api.service import FORWARDED, PRINCIPAL, Router, SchedulerService, _metadata, principal, routed
 from schedd.core import commands as C
 from schedd.core import dags as D
+from schedd.core import sla as S
 from schedd.core.model import ValidationError
 from schedd.replication.node import RaftNode
 from schedd.runtime.clock import Clock
 from schedd.runtime.metrics import Metrics
 from schedd.v1 import dags_pb2 as dpb
 from schedd.v1 import dags_pb2_grpc as dpb_grpc
+from schedd.v1 import scheduler_pb2 as pb
 
 DEFAULT_RUNS = 20
 MAX_RUNS_PAGE = 1000
@@ -75,7 +77,9 @@ def dag_to_pb(st, dag: D.DagDef) -> dpb.Dag:
 def run_to_pb(st, run: D.DagRun) -> dpb.DagRun:
     out = dpb.DagRun(run_id=run.run_id, dag=run.dag, logical_ms=run.logical_ms, state=run.state,
                      trigger=run.trigger, created_ms=run.created_ms, ended_ms=run.ended_ms,
-                     dag_version=run.version)
+                     dag_version=run.version, sla_deadline_ms=S.run_deadline(st, run) or 0,
+                     events=[pb.ExecutionEvent(time_ms=e.time_ms, kind=e.kind, message=e.message)
+                             for e in run.events])
     for task in run.order:
         v = D.task_view(st, run, task)
         row = st.jobs.get(D.task_job(run.dag, task))

@@ -38,9 +38,10 @@ from dataclasses import dataclass, field
 
 from schedd.core import commands as C
 from schedd.core import schedule as sched
+from schedd.core import sla as S
 from schedd.core.model import (
     CANCELLED, FAILED, LOST, MAX_HISTORY_LIMIT, NAME_RE, RETRY_WAIT, SCHEDULED, SKIPPED, SUCCEEDED, TERMINAL_STATES,
-    TIMED_OUT, UPSTREAM_FAILED, Job, ValidationError, canonical_spec, dump_spec,
+    TIMED_OUT, UPSTREAM_FAILED, Job, ValidationError, _committed_dst_and_sla, canonical_spec, dump_spec,
 )
 
 PENDING = "PENDING"               # a task of a run whose execution is not recorded yet
@@ -119,6 +120,7 @@ class DagRun:
     pending: dict = field(default_factory=dict)    # task -> upstream tasks not ended yet
     states: dict = field(default_factory=dict)
     ended_ms: int = 0
+    events: tuple = ()            # ExecutionEvents of the run (sla_missed: schedd.core.sla), oldest first
 
     @property
     def run_id(self) -> str:
@@ -289,6 +291,8 @@ def canonical_dag(d: object) -> tuple[dict, str]:
     # The DAG's own fields validate like a job's (team, schedule, zone, description).
     probe = {"name": name, "team": team, "schedule": schedule, "timezone": tz,
              "handler": {"shell": {"command": "true"}}, "description": d.get("description") or ""}
+    if d.get("sla"):
+        probe["sla"] = d["sla"]               # a DAG's SLA validates like a job's (schedd.core.sla)
     try:
         job, _ = canonical_spec(probe)
     except ValidationError as e:
@@ -323,6 +327,8 @@ def canonical_dag(d: object) -> tuple[dict, str]:
                  "timezone": job["timezone"], "tasks": out_tasks}
     if job.get("description"):
         out["description"] = job["description"]
+    if job.get("sla"):
+        out["sla"] = job["sla"]
     max_runs = d.get("max_runs") or 0
     if isinstance(max_runs, bool) or not isinstance(max_runs, int) or not 0 <= max_runs <= MAX_RUNS:
         raise ValidationError(f"DAG {name!r}: max_runs must be a whole number from 1 to {MAX_RUNS}")
@@ -340,8 +346,10 @@ def canonical_dag(d: object) -> tuple[dict, str]:
 def reindex(st) -> None:
     """Rebuild `st.dag_run_times` (dag -> logical times of its runs, sorted) from `st.dag_runs`."""
     times: dict[str, list[int]] = {}
-    for dag, t in st.dag_runs:
+    for (dag, t), run in st.dag_runs.items():
         times.setdefault(dag, []).append(t)
+        if getattr(run, "events", None) is None:     # a run from a snapshot older than the field
+            run.events = ()
     st.dag_run_times = {dag: sorted(ts) for dag, ts in times.items()}
     st.dag_pending = []
 
@@ -470,6 +478,7 @@ def put(st, cmd: C.Command, index: int) -> dict:
             if not isinstance(spec.get(key), str):
                 raise ValueError(f"spec.{key} must be a string")
         order, upstream, downstream, rules = _graph(spec)
+        _committed_dst_and_sla({"sla": spec["sla"]} if "sla" in spec else {})
         sched.parse(spec["schedule"], spec["timezone"], hash_key=schedule_row(spec["name"]))
     except (ValueError, TypeError, sched.ScheduleError) as e:
         return _reject("invalid", f"invalid DAG: {e}")
@@ -558,6 +567,7 @@ def start_run(st, dag: DagDef, t: int, trigger: str, cmd: C.Command, index: int)
     st.dag_runs[(dag.name, t)] = run
     _add_run_time(st, dag.name, t)
     dag.runs_total += 1
+    S.on_run(st, dag, run, cmd.now)          # its SLA deadline, if the DAG has one
     for task in dag.order:
         if not dag.upstream[task]:
             _record_task(st, run, task, SCHEDULED, "", cmd, index)

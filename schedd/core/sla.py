@@ -28,6 +28,13 @@ one entry per execution of a job with an SLA (`on_record`) and shrinks as deadli
 and misses are recorded. Since it is advisory, any node may drop entries whose verdict is final.
 Jobs without an SLA cost one substring test per recorded execution. DAG tasks (or any execution)
 join with `watch`.
+
+DAG runs: a DAG's document may carry the same ``sla`` object (validated by the same code; ``by``
+defaults to the DAG's zone). A run's deadline counts from its logical time; the run misses it when
+it has not SUCCEEDED by then: still RUNNING at the deadline, ended FAILED, or SUCCEEDED late (its
+`ended_ms`). Its due index entries are named ``dag/<dag>`` (`dag_key`: no job or DAG row name has
+a slash), indexed when the run starts (`on_run`), and the miss is the same ``sla`` entry with
+args ``dag, logical_ms`` instead of ``job, scheduled_ms``; the event goes to `DagRun.events`.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ BACKFILL_LANE = "backfill"           # past instants created on purpose: no SLA 
 MAX_MESSAGE_CHARS = 512
 _COLLECT_BATCH = 16                  # index entries looked at per recorded execution, at most
 _MAX_KEY = "\U0010ffff"
+DAG_KEY = "dag/"                     # due index names of DAG runs: "dag/<dag>" (see `dag_key`)
 
 
 @dataclass(slots=True, frozen=True)
@@ -117,7 +125,8 @@ def finished_ms(ex: Execution) -> int:
     return ex.updated_ms
 
 
-def has_missed(ex: Execution) -> bool:
+def has_missed(ex) -> bool:
+    """Whether an execution (or a DAG run) has its miss recorded."""
     return any(e.kind == MISSED for e in ex.events)
 
 
@@ -130,17 +139,28 @@ def verdict(ex: Execution, deadline: int, now: int) -> tuple[str, str]:
         return "exempt", f"{ex.state.lower()} executions have no SLA"
     if getattr(ex, "lane", "") == BACKFILL_LANE:
         return "exempt", "backfilled executions have no SLA"
-    if ex.state == SUCCEEDED:
-        done = finished_ms(ex)
+    done = finished_ms(ex) if ex.state == SUCCEEDED else 0
+    return _outcome(ex.state, done, ex.state in TERMINAL_STATES, deadline, now)
+
+
+def run_verdict(run, deadline: int, now: int) -> tuple[str, str]:
+    """`verdict` for a DAG run (`schedd.core.dags.DagRun`): RUNNING, then SUCCEEDED or FAILED."""
+    if has_missed(run):
+        return "recorded", "the miss is already recorded"
+    return _outcome(run.state, run.ended_ms, run.state != "RUNNING", deadline, now)
+
+
+def _outcome(state: str, done: int, ended: bool, deadline: int, now: int) -> tuple[str, str]:
+    if state == SUCCEEDED:
         if done <= deadline:
             return "met", "succeeded in time"
         return "missed", (f"succeeded at {sched.format_ms(done)}, "
                           f"{_duration(done - deadline)} after the deadline")
     if now < deadline:
         return "pending", "the deadline has not passed"
-    if ex.state in TERMINAL_STATES:
-        return "missed", f"ended {ex.state} without succeeding by the deadline"
-    return "missed", f"still {ex.state} at the deadline"
+    if ended:
+        return "missed", f"ended {state} without succeeding by the deadline"
+    return "missed", f"still {state} at the deadline"
 
 
 def event(ex: Execution, deadline: int, now: int, sla_text: str, why: str) -> ExecutionEvent:
@@ -162,18 +182,46 @@ def _duration(ms: int) -> str:
 
 def job_sla(state: "SchedulerState", job: Job) -> Sla | None:
     """The job's SLA, parsed once per job version (a substring test for jobs without one)."""
-    if '"sla":' not in job.spec:
+    return _cached_sla(state, job.name, job)
+
+
+def dag_sla(state: "SchedulerState", dag) -> Sla | None:
+    """A DAG's SLA (`schedd.core.dags.DagDef`), parsed once per DAG version, like `job_sla`."""
+    return _cached_sla(state, dag_key(dag.name), dag)
+
+
+def _cached_sla(state: "SchedulerState", key: str, owner) -> Sla | None:
+    if '"sla":' not in owner.spec:
         return None
     cache = state.sla_jobs
-    hit = cache.get(job.name)
-    if hit is None or hit[0] != job.version:
-        if len(cache) > 2 * len(state.jobs) + 1000:
+    hit = cache.get(key)
+    if hit is None or hit[0] != owner.version:
+        if len(cache) > 2 * (len(state.jobs) + len(state.dags)) + 1000:
             cache.clear()
         try:
-            hit = cache[job.name] = (job.version, sla_of_spec(job.spec_dict(), job.tz))
+            hit = cache[key] = (owner.version, sla_of_spec(owner.spec_dict(), owner.tz))
         except ValueError:
-            hit = cache[job.name] = (job.version, None)
+            hit = cache[key] = (owner.version, None)
     return hit[1]
+
+
+def dag_key(dag: str) -> str:
+    """The due index name of a DAG's runs."""
+    return DAG_KEY + dag
+
+
+def run_deadline(state: "SchedulerState", run) -> int | None:
+    """A DAG run's deadline under its DAG's current SLA (counted from the logical time), or None."""
+    dag = state.dags.get(run.dag)
+    sla = dag_sla(state, dag) if dag is not None else None
+    return deadline_ms(sla, run.logical_ms) if sla is not None else None
+
+
+def target(state: "SchedulerState", name: str, t: int):
+    """(the execution or DAG run a due index entry names, or None; its verdict function)."""
+    if name.startswith(DAG_KEY):
+        return state.dag_runs.get((name[len(DAG_KEY):], t)), run_verdict
+    return state.execs.get((name, t)), verdict
 
 
 def watch(state: "SchedulerState", name: str, t: int, deadline: int) -> None:
@@ -196,6 +244,15 @@ def on_record(state: "SchedulerState", job: Job, ex: Execution, now: int) -> Non
         collect(state, now)
 
 
+def on_run(state: "SchedulerState", dag, run, now: int) -> None:
+    """Apply hook for a DAG run that just started: index its deadline if the DAG has an SLA."""
+    deadline = run_deadline(state, run)
+    if deadline is not None:
+        watch(state, dag_key(run.dag), run.logical_ms, deadline)
+    if state.sla_watch:
+        collect(state, now)
+
+
 def collect(state: "SchedulerState", now: int, limit: int = _COLLECT_BATCH) -> None:
     """Drop index entries whose deadline passed and whose verdict is final and not a miss to be
     recorded (met, exempt, already recorded, execution gone). Bounded work per call."""
@@ -204,15 +261,16 @@ def collect(state: "SchedulerState", now: int, limit: int = _COLLECT_BATCH) -> N
         deadline, name, t = key
         if deadline > now:
             break
-        ex = state.execs.get((name, t))
-        if ex is None or verdict(ex, deadline, now)[0] in ("met", "exempt", "recorded"):
+        ex, judge = target(state, name, t)
+        if ex is None or judge(ex, deadline, now)[0] in ("met", "exempt", "recorded"):
             drop.append(key)
     for key in drop:
         state.sla_watch.discard(key)
 
 
 def rebuild(state: "SchedulerState") -> None:
-    """Rebuild the due index from jobs and executions (restore). Only jobs with an SLA are read."""
+    """Rebuild the due index from jobs and executions, and DAGs and their runs (restore). Only
+    jobs and DAGs with an SLA are read."""
     state.sla_jobs = {}
     entries = []
     for name, job in state.jobs.items():
@@ -225,6 +283,17 @@ def rebuild(state: "SchedulerState") -> None:
             if deadline is not None and not has_missed(ex) and ex.state not in EXEMPT_STATES:
                 if not (ex.state == SUCCEEDED and finished_ms(ex) <= deadline):
                     entries.append((deadline, name, t))
+    for name, dag in state.dags.items():
+        sla = dag_sla(state, dag)
+        if sla is None:
+            continue
+        for t in state.dag_run_times.get(name, ()):
+            deadline = deadline_ms(sla, t)
+            if deadline is None:
+                continue
+            # undecided (whatever the time), or succeeded late with the miss not recorded yet
+            if run_verdict(state.dag_runs[(name, t)], deadline, -(2 ** 63))[0] in ("pending", "missed"):
+                entries.append((deadline, dag_key(name), t))
     state.sla_watch = SortedList(entries)
 
 
@@ -243,6 +312,8 @@ def apply(state: "SchedulerState", cmd, index: int) -> dict:
     result that committed in time first turns the entry into a refusal ("met")."""
     if cmd.term != state.epoch:
         return _reject("stale_term", f"sla from term {cmd.term}, but the leader epoch is {state.epoch}")
+    if "dag" in cmd.args:
+        return _apply_run(state, cmd)
     name, t, deadline = cmd.args.get("job"), cmd.args.get("scheduled_ms"), cmd.args.get("deadline_ms")
     if not isinstance(deadline, int) or isinstance(deadline, bool):
         return _reject("invalid", "deadline_ms must be an integer")
@@ -260,6 +331,29 @@ def apply(state: "SchedulerState", cmd, index: int) -> dict:
     unwatch(state, name, t, deadline)
     # no "name"/"scheduled_ms"/"items" keys: the dispatcher's apply hook reads those as new executions
     return {"ok": True, "code": "ok", "execution": ex.id, "deadline_ms": deadline, "state": ex.state,
+            "message": ev.message, "event_time_ms": ev.time_ms}
+
+
+def _apply_run(state: "SchedulerState", cmd) -> dict:
+    """The ``sla`` entry for a DAG run (args: dag, logical_ms, deadline_ms): the event goes to
+    `DagRun.events`, once."""
+    dag, t, deadline = cmd.args.get("dag"), cmd.args.get("logical_ms"), cmd.args.get("deadline_ms")
+    if not isinstance(deadline, int) or isinstance(deadline, bool):
+        return _reject("invalid", "deadline_ms must be an integer")
+    ok_key = isinstance(dag, str) and isinstance(t, int) and not isinstance(t, bool)
+    run = state.dag_runs.get((dag, t)) if ok_key else None
+    if run is None:
+        return _reject("not_found", f"DAG run {dag}@{t} not found")
+    code, why = run_verdict(run, deadline, cmd.now)
+    if code != "missed":
+        if code != "pending":
+            unwatch(state, dag_key(dag), t, deadline)
+        return _reject(code, f"DAG run {run.run_id}: no SLA miss to record ({why})")
+    text = cmd.args.get("sla")
+    ev = event(run, deadline, cmd.now, text if isinstance(text, str) else "", why)
+    run.events = (*run.events, ev)
+    unwatch(state, dag_key(dag), t, deadline)
+    return {"ok": True, "code": "ok", "run_id": run.run_id, "deadline_ms": deadline, "state": run.state,
             "message": ev.message, "event_time_ms": ev.time_ms}
 
 

@@ -32,6 +32,7 @@ PROPOSE_TIMEOUT_S = 5.0
 WORKER_KILL_GRACE_MS = 5_000     # a worker's TERM-to-KILL grace after a timeout (executors' default)
 FINISH_TRIES = 3
 CANCEL_RESEND_MS = 2_000
+FULL_PASS_MS = 500            # every waiting run is looked at (skips, reasons) this often
 MAX_KEY = "\U0010ffff"
 
 
@@ -46,6 +47,7 @@ class Assigner:
         self.skipping: set[tuple[str, int]] = set()
         self.catchup_rate = float(node.cfg.scheduler.catchup_per_second)
         self._catchup_next_ms = 0.0
+        self._next_full_pass_ms = 0
         self.expiring: set[int] = set()
         self.cancel_sent: dict[int, int] = {}
         self.waiting: dict[tuple[str, int], str] = {}
@@ -60,6 +62,7 @@ class Assigner:
         self.expiring.clear()
         self.cancel_sent.clear()
         self.waiting.clear()
+        self._next_full_pass_ms = 0
 
     def _spec(self, job) -> dict:
         """The job's parsed spec, parsed once per version: claims and the lease reaper read it
@@ -97,9 +100,20 @@ class Assigner:
     def _assign(self, now: int) -> None:
         """Decide, for each execution that may start: skip it (overlap skip, starting deadline),
         let it wait (overlap queue, max_active, concurrency key, quota, no worker) saying why, or
-        claim it on a worker. `policy.blocked` is the rule; apply checks it again at the claim."""
+        claim it on a worker. `policy.blocked` is the rule; apply checks it again at the claim.
+
+        Thousands of runs may wait (no worker in their pool, a quota): looking at all of them
+        every step would starve the event loop. So every step looks only as far as there are
+        free slots to fill, and a full pass (skips by deadline or overlap, waiting reasons)
+        runs every FULL_PASS_MS."""
+        free = sum(c.free_slots() for c in self.hub.conns.values() if self.hub.live(c, now))
+        full = now >= self._next_full_pass_ms
+        if not full and free <= 0:
+            return
+        if full:
+            self._next_full_pass_ms = now + FULL_PASS_MS
         claims, skips = [], []
-        waiting: dict[tuple[str, int], str] = {}     # rebuilt each step: nothing stale lingers
+        waiting: dict[tuple[str, int], str] = {}     # rebuilt each full pass: nothing stale lingers
         extra_active: dict[str, int] = {}
         extra_held: dict[str, int] = {}
         for name, t in self.claiming:
@@ -110,6 +124,8 @@ class Assigner:
         with self.node.lock:
             st = self.node.state
             for _, due, name, t, ex, job in self._candidates(now):
+                if len(claims) >= free and not full:
+                    break
                 policy = st.policy(job)
                 fresh = ex.state == SCHEDULED and not ex.attempts
                 if (fresh and policy.deadline_ms and ex.trigger in ("schedule", "catchup")
@@ -124,6 +140,10 @@ class Assigner:
                             and ex.lane != BACKFILL and (name, t) not in self.skipping):
                         skips.append([name, t, why])
                     waiting[(name, t)] = f"waiting: {why}"
+                    continue
+                if len(claims) >= free:
+                    waiting[(name, t)] = ("waiting: no worker is connected" if not self.hub.conns
+                                          else "waiting for a free worker slot")
                     continue
                 if ex.trigger == "catchup" and not ex.attempts:
                     if now < self._catchup_next_ms:
@@ -152,7 +172,10 @@ class Assigner:
             conn.reserved += 1
             self.claiming[(name, t)] = holds
             self.spawn(self._claim(conn, name, t, attempt, due, spec))
-        self.waiting = waiting
+        if full:
+            self.waiting = waiting
+        else:
+            self.waiting.update(waiting)
 
     async def _skip(self, items: list) -> None:
         entry = C.encode(C.SKIP, rid="", now=self.clock.now_ms(), term=self.node.term,

@@ -28,6 +28,7 @@ from schedd.leader.workers import WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
 from schedd.runtime.clock import Clock
 from schedd.runtime.metrics import Metrics
+from schedd.testing import hooks as testing
 
 log = logging.getLogger("schedd.dispatcher")
 
@@ -122,6 +123,8 @@ class Dispatcher:
             entry = C.encode(C.FIRE, rid="", now=now, term=term, by=node.cfg.node_id,
                              items=[[n, t] for n, t in chunk])
             self._spawn(self._propose(entry, C.FIRE, jobs))
+            if testing.UNSAFE:                   # negative control (trust_leader), test mode only
+                testing.unsafe_trust_fire(self, chunk)
 
     def _spawn(self, coro) -> None:
         task = asyncio.ensure_future(coro)

@@ -1,8 +1,9 @@
 """The leader's SLA detector: find executions past their deadline without success, record each
 miss through the log (entry kind ``sla``, rid ``sla-<execution id>``, so it applies once), count it
-and POST it to the job's webhook. (Should a deposed leader's proposal under that rid commit after
-the new epoch, its refusal sits in the dedup table; the new leader then proposes under
-``sla-<execution id>/<term>``. Apply records at most one miss per execution whatever the rid.) Rules and index: `schedd.core.sla`.
+and POST it to the job's webhook. (A deposed leader's proposal under that rid that commits after
+the new epoch is refused as stale and not remembered under the rid, so the new leader's proposal
+still applies. Apply records at most one miss per execution whatever the rid.) Rules and index:
+`schedd.core.sla`.
 
 `due_misses(state, now)` is pure: it reads the due index (O(due), not O(executions)) and says which
 misses to record. `SlaDriver.step(now)` runs in the dispatcher's leader step (only while this node
@@ -13,6 +14,8 @@ POST goes out then. Best effort: a leader that dies between the commit and the P
 POST (the event on the run stays); a refused stale-term proposal is left to the next leader.
 
 It works on any execution in the index, so DAG tasks with an SLA are covered by `sla.watch`.
+DAG runs with an SLA are in the same index (``dag/<dag>`` entries): a run's miss is proposed under
+rid ``sla-dag/<run id>``, counted under the DAG's name, and POSTed with ``dag`` and ``run_id``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import TYPE_CHECKING, Callable
 from schedd.core import commands as C
 from schedd.core import schedule as sched
 from schedd.core import sla as S
+from schedd.core.dags import run_id
 from schedd.core.model import execution_id
 from schedd.replication.node import ProposalError
 
@@ -55,10 +59,16 @@ class Miss:
     message: str                  # why, at detection time (apply writes its own verdict)
     sla: str                      # "within 2s", "by 06:00 Europe/Berlin"
     webhook: str
+    dag: str = ""                 # a DAG run's miss: the DAG (then job = the DAG, scheduled_ms = logical)
 
     @property
     def execution_id(self) -> str:
-        return execution_id(self.job, self.scheduled_ms)
+        """The execution's id, or the DAG run's."""
+        return run_id(self.dag, self.scheduled_ms) if self.dag else execution_id(self.job, self.scheduled_ms)
+
+    @property
+    def rid(self) -> str:
+        return f"sla-dag/{self.execution_id}" if self.dag else f"sla-{self.execution_id}"
 
 
 def due_misses(state: "SchedulerState", now: int, limit: int = MAX_PER_STEP,
@@ -70,11 +80,19 @@ def due_misses(state: "SchedulerState", now: int, limit: int = MAX_PER_STEP,
     for i, (deadline, name, t) in enumerate(S.due(state, now)):
         if i >= scan:
             break
-        ex = state.execs.get((name, t))
+        ex, judge = S.target(state, name, t)
         if ex is None:
             continue
-        code, why = S.verdict(ex, deadline, now)
+        code, why = judge(ex, deadline, now)
         if code != "missed":
+            continue
+        if judge is S.run_verdict:
+            dag = state.dags.get(ex.dag)
+            sla = S.dag_sla(state, dag) if dag is not None else None
+            out.append(Miss(ex.dag, t, deadline, ex.state, why, sla.describe() if sla else "",
+                            sla.webhook if sla else "", dag=ex.dag))
+            if len(out) >= limit:
+                break
             continue
         job = state.jobs.get(name)
         sla = S.job_sla(state, job) if job is not None else None
@@ -86,18 +104,24 @@ def due_misses(state: "SchedulerState", now: int, limit: int = MAX_PER_STEP,
 
 
 def webhook_payload(miss: Miss, result: dict) -> dict:
-    return {"job": miss.job, "execution_id": miss.execution_id,
-            "scheduled_time": sched.format_ms(miss.scheduled_ms),
-            "deadline": sched.format_ms(miss.deadline_ms),
-            "state": result.get("state", miss.state), "message": result.get("message", miss.message)}
+    """The JSON POSTed for a miss; a DAG run's adds ``dag`` and ``run_id`` (job = the DAG,
+    execution_id = the run id, scheduled_time = its logical time)."""
+    out = {"job": miss.job, "execution_id": miss.execution_id,
+           "scheduled_time": sched.format_ms(miss.scheduled_ms),
+           "deadline": sched.format_ms(miss.deadline_ms),
+           "state": result.get("state", miss.state), "message": result.get("message", miss.message)}
+    if miss.dag:
+        out.update(dag=miss.dag, run_id=miss.execution_id)
+    return out
 
 
-def post_json(url: str, payload: dict, timeout: float = WEBHOOK_TIMEOUT_S) -> int:
-    """POST `payload` as JSON (blocking: run it in a thread). Returns the HTTP status."""
+def post_json(url: str, payload: dict, timeout: float = WEBHOOK_TIMEOUT_S, key: str = "") -> int:
+    """POST `payload` as JSON (blocking: run it in a thread). Returns the HTTP status. `key` is
+    the Idempotency-Key (default ``sla-<execution_id>``)."""
     req = urllib.request.Request(url, data=json.dumps(payload).encode(), method="POST",
                                  headers={"Content-Type": "application/json",
                                           "User-Agent": "schedd-sla/1",
-                                          "Idempotency-Key": f"sla-{payload['execution_id']}"})
+                                          "Idempotency-Key": key or f"sla-{payload['execution_id']}"})
     with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - the job's own URL
         return resp.status
 
@@ -117,16 +141,17 @@ class SlaDriver:
             S.collect(self.node.state, now, COLLECT_PER_STEP)   # settled entries out of the way
             misses = due_misses(self.node.state, now)
         for miss in misses + list(self.unconfirmed.values()):
-            rid = f"sla-{miss.execution_id}"
+            rid = miss.rid
             if rid in self.inflight or self.retry_at.get(rid, 0) > now:
                 continue
             self.inflight.add(rid)
             self.spawn(self._record(miss, rid))
 
     async def _record(self, miss: Miss, rid: str) -> None:
+        target = ({"dag": miss.dag, "logical_ms": miss.scheduled_ms} if miss.dag
+                  else {"job": miss.job, "scheduled_ms": miss.scheduled_ms})
         entry = C.encode(C.SLA, rid=rid, now=self.clock.now_ms(), term=self.node.term,
-                         by=self.node.cfg.node_id, job=miss.job, scheduled_ms=miss.scheduled_ms,
-                         deadline_ms=miss.deadline_ms, sla=miss.sla)
+                         by=self.node.cfg.node_id, deadline_ms=miss.deadline_ms, sla=miss.sla, **target)
         try:
             result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
         except ProposalError as e:
@@ -154,7 +179,7 @@ class SlaDriver:
         if miss.webhook:
             payload = webhook_payload(miss, result)
             try:
-                status = await asyncio.to_thread(post_json, miss.webhook, payload)
+                status = await asyncio.to_thread(post_json, miss.webhook, payload, WEBHOOK_TIMEOUT_S, rid)
                 log.info("sla webhook %s for %s: HTTP %s", miss.webhook, miss.execution_id, status)
             except Exception as e:  # noqa: BLE001 - best effort
                 log.warning("sla webhook %s for %s failed: %s", miss.webhook, miss.execution_id, e)

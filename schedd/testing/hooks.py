@@ -248,3 +248,28 @@ def unsafe_finish_token(node, name: str, t: int, token: int) -> int:
         if ex is not None and ex.attempts:
             return ex.attempts[-1].fencing_token
     return token
+
+
+def unsafe_trust_fire(dispatcher, chunk) -> None:
+    """trust_leader: when a fire proposal has not committed within 0.3 s but this node still
+    believes it leads ("it will commit, I am the leader"), push those instants to a worker anyway,
+    with the token their claim would probably get. An isolated leader does exactly this wrong."""
+    if "trust_leader" not in UNSAFE or dispatcher.hub is None or dispatcher.assigner is None:
+        return
+    import asyncio
+
+    async def later():
+        await asyncio.sleep(0.3)
+        node, hub, assigner = dispatcher.node, dispatcher.hub, dispatcher.assigner
+        if not node.is_leader():
+            return
+        with node.lock:
+            todo = [(n, t, node.state.jobs.get(n)) for n, t in chunk if (n, t) not in node.state.execs]
+        now = dispatcher.clock.now_ms()
+        for n, t, job in todo:
+            conns = hub.eligible("", now)
+            if not conns or job is None:
+                return
+            hub.send(conns[0], _assignment(assigner, n, t, 1, node.sync.raftLastApplied + 1, t, assigner._spec(job)))
+
+    dispatcher._spawn(later())

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from schedd.v1 import scheduler_pb2 as schedd_dot_v1_dot_scheduler__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14schedd/v1/dags.proto\x12\tschedd.v1\x1a\x19schedd/v1/scheduler.proto\"u\n\nSensorSpec\x12\x0c\n\x04\x66ile\x18\x01 \x01(\t\x12\x10\n\x08http_url\x18\x02 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x03 \x01(\t\x12\x1d\n\x15poll_interval_seconds\x18\x04 \x01(\x01\x12\x17\n\x0ftimeout_seconds\x18\x05 \x01(\x01\"\xe0\x02\n\x07\x44\x61gTask\x12\x0c\n\x04name\x18\x01 \x01(\t\x12#\n\x07handler\x18\x02 \x01(\x0b\x32\x12.schedd.v1.Handler\x12%\n\x06sensor\x18\x03 \x01(\x0b\x32\x15.schedd.v1.SensorSpec\x12\x10\n\x08upstream\x18\x04 \x03(\t\x12\x14\n\x0ctrigger_rule\x18\x05 \x01(\t\x12%\n\x05retry\x18\x06 \x01(\x0b\x32\x16.schedd.v1.RetryPolicy\x12\x17\n\x0ftimeout_seconds\x18\x07 \x01(\x01\x12\x0c\n\x04pool\x18\x08 \x01(\t\x12;\n\rworker_labels\x18\t \x03(\x0b\x32$.schedd.v1.DagTask.WorkerLabelsEntry\x12\x13\n\x0b\x64\x65scription\x18\n \x01(\t\x1a\x33\n\x11WorkerLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x93\x01\n\x07\x44\x61gSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04team\x18\x02 \x01(\t\x12\x10\n\x08schedule\x18\x03 \x01(\t\x12\x10\n\x08timezone\x18\x04 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x05 \x01(\t\x12!\n\x05tasks\x18\x06 \x03(\x0b\x32\x12.schedd.v1.DagTask\x12\x10\n\x08max_runs\x18\x07 \x01(\x05\"\xcb\x01\n\x03\x44\x61g\x12 \n\x04spec\x18\x01 \x01(\x0b\x32\x12.schedd.v1.DagSpec\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x12\n\ncreated_ms\x18\x03 \x01(\x03\x12\x12\n\nupdated_ms\x18\x04 \x01(\x03\x12\x12\n\ncreated_by\x18\x05 \x01(\t\x12\x14\n\x0cnext_fire_ms\x18\x06 \x01(\x03\x12\x13\n\x0blast_run_id\x18\x07 \x01(\t\x12\x16\n\x0elast_run_state\x18\x08 \x01(\t\x12\x12\n\nruns_total\x18\t \x01(\x03\"D\n\rPutDagRequest\x12\x1f\n\x03\x64\x61g\x18\x01 \x01(\x0b\x32\x12.schedd.v1.DagSpec\x12\x12\n\nrequest_id\x18\x02 \x01(\t\">\n\x0ePutDagResponse\x12\x1b\n\x03\x64\x61g\x18\x01 \x01(\x0b\x32\x0e.schedd.v1.Dag\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\x1d\n\rGetDagRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x11\n\x0fListDagsRequest\"0\n\x10ListDagsResponse\x12\x1c\n\x04\x64\x61gs\x18\x01 \x03(\x0b\x32\x0e.schedd.v1.Dag\"*\n\x06\x44\x61gRef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"!\n\x11\x44\x65leteDagResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\"1\n\rRunDagRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"\xd9\x01\n\nDagTaskRun\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x10\n\x08upstream\x18\x04 \x03(\t\x12\x14\n\x0ctrigger_rule\x18\x05 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x06 \x01(\x05\x12\x12\n\nstarted_ms\x18\x07 \x01(\x03\x12\x10\n\x08\x65nded_ms\x18\x08 \x01(\x03\x12\x0e\n\x06reason\x18\t \x01(\t\x12\x18\n\x10pending_upstream\x18\n \x01(\x05\x12\x0e\n\x06sensor\x18\x0b \x01(\x08\"\xba\x01\n\x06\x44\x61gRun\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0b\n\x03\x64\x61g\x18\x02 \x01(\t\x12\x12\n\nlogical_ms\x18\x03 \x01(\x03\x12\r\n\x05state\x18\x04 \x01(\t\x12\x0f\n\x07trigger\x18\x05 \x01(\t\x12\x12\n\ncreated_ms\x18\x06 \x01(\x03\x12\x10\n\x08\x65nded_ms\x18\x07 \x01(\x03\x12$\n\x05tasks\x18\x08 \x03(\x0b\x32\x15.schedd.v1.DagTaskRun\x12\x13\n\x0b\x64\x61g_version\x18\t \x01(\x03\"1\n\x12ListDagRunsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"6\n\x13ListDagRunsResponse\x12\x1f\n\x04runs\x18\x01 \x03(\x0b\x32\x11.schedd.v1.DagRun\"0\n\x10GetDagRunRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t2\xbe\x03\n\x04\x44\x61gs\x12=\n\x06PutDag\x12\x18.schedd.v1.PutDagRequest\x1a\x19.schedd.v1.PutDagResponse\x12\x32\n\x06GetDag\x12\x18.schedd.v1.GetDagRequest\x1a\x0e.schedd.v1.Dag\x12\x43\n\x08ListDags\x12\x1a.schedd.v1.ListDagsRequest\x1a\x1b.schedd.v1.ListDagsResponse\x12<\n\tDeleteDag\x12\x11.schedd.v1.DagRef\x1a\x1c.schedd.v1.DeleteDagResponse\x12\x35\n\x06RunDag\x12\x18.schedd.v1.RunDagRequest\x1a\x11.schedd.v1.DagRun\x12L\n\x0bListDagRuns\x12\x1d.schedd.v1.ListDagRunsRequest\x1a\x1e.schedd.v1.ListDagRunsResponse\x12;\n\tGetDagRun\x12\x1b.schedd.v1.GetDagRunRequest\x1a\x11.schedd.v1.DagRunb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14schedd/v1/dags.proto\x12\tschedd.v1\x1a\x19schedd/v1/scheduler.proto\"u\n\nSensorSpec\x12\x0c\n\x04\x66ile\x18\x01 \x01(\t\x12\x10\n\x08http_url\x18\x02 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x03 \x01(\t\x12\x1d\n\x15poll_interval_seconds\x18\x04 \x01(\x01\x12\x17\n\x0ftimeout_seconds\x18\x05 \x01(\x01\"\xe0\x02\n\x07\x44\x61gTask\x12\x0c\n\x04name\x18\x01 \x01(\t\x12#\n\x07handler\x18\x02 \x01(\x0b\x32\x12.schedd.v1.Handler\x12%\n\x06sensor\x18\x03 \x01(\x0b\x32\x15.schedd.v1.SensorSpec\x12\x10\n\x08upstream\x18\x04 \x03(\t\x12\x14\n\x0ctrigger_rule\x18\x05 \x01(\t\x12%\n\x05retry\x18\x06 \x01(\x0b\x32\x16.schedd.v1.RetryPolicy\x12\x17\n\x0ftimeout_seconds\x18\x07 \x01(\x01\x12\x0c\n\x04pool\x18\x08 \x01(\t\x12;\n\rworker_labels\x18\t \x03(\x0b\x32$.schedd.v1.DagTask.WorkerLabelsEntry\x12\x13\n\x0b\x64\x65scription\x18\n \x01(\t\x1a\x33\n\x11WorkerLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xb4\x01\n\x07\x44\x61gSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04team\x18\x02 \x01(\t\x12\x10\n\x08schedule\x18\x03 \x01(\t\x12\x10\n\x08timezone\x18\x04 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x05 \x01(\t\x12!\n\x05tasks\x18\x06 \x03(\x0b\x32\x12.schedd.v1.DagTask\x12\x10\n\x08max_runs\x18\x07 \x01(\x05\x12\x1f\n\x03sla\x18\x08 \x01(\x0b\x32\x12.schedd.v1.SlaSpec\"\xcb\x01\n\x03\x44\x61g\x12 \n\x04spec\x18\x01 \x01(\x0b\x32\x12.schedd.v1.DagSpec\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x12\n\ncreated_ms\x18\x03 \x01(\x03\x12\x12\n\nupdated_ms\x18\x04 \x01(\x03\x12\x12\n\ncreated_by\x18\x05 \x01(\t\x12\x14\n\x0cnext_fire_ms\x18\x06 \x01(\x03\x12\x13\n\x0blast_run_id\x18\x07 \x01(\t\x12\x16\n\x0elast_run_state\x18\x08 \x01(\t\x12\x12\n\nruns_total\x18\t \x01(\x03\"D\n\rPutDagRequest\x12\x1f\n\x03\x64\x61g\x18\x01 \x01(\x0b\x32\x12.schedd.v1.DagSpec\x12\x12\n\nrequest_id\x18\x02 \x01(\t\">\n\x0ePutDagResponse\x12\x1b\n\x03\x64\x61g\x18\x01 \x01(\x0b\x32\x0e.schedd.v1.Dag\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\x1d\n\rGetDagRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x11\n\x0fListDagsRequest\"0\n\x10ListDagsResponse\x12\x1c\n\x04\x64\x61gs\x18\x01 \x03(\x0b\x32\x0e.schedd.v1.Dag\"*\n\x06\x44\x61gRef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"!\n\x11\x44\x65leteDagResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\"1\n\rRunDagRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"\xd9\x01\n\nDagTaskRun\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x10\n\x08upstream\x18\x04 \x03(\t\x12\x14\n\x0ctrigger_rule\x18\x05 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x06 \x01(\x05\x12\x12\n\nstarted_ms\x18\x07 \x01(\x03\x12\x10\n\x08\x65nded_ms\x18\x08 \x01(\x03\x12\x0e\n\x06reason\x18\t \x01(\t\x12\x18\n\x10pending_upstream\x18\n \x01(\x05\x12\x0e\n\x06sensor\x18\x0b \x01(\x08\"\xfe\x01\n\x06\x44\x61gRun\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0b\n\x03\x64\x61g\x18\x02 \x01(\t\x12\x12\n\nlogical_ms\x18\x03 \x01(\x03\x12\r\n\x05state\x18\x04 \x01(\t\x12\x0f\n\x07trigger\x18\x05 \x01(\t\x12\x12\n\ncreated_ms\x18\x06 \x01(\x03\x12\x10\n\x08\x65nded_ms\x18\x07 \x01(\x03\x12$\n\x05tasks\x18\x08 \x03(\x0b\x32\x15.schedd.v1.DagTaskRun\x12\x13\n\x0b\x64\x61g_version\x18\t \x01(\x03\x12)\n\x06\x65vents\x18\n \x03(\x0b\x32\x19.schedd.v1.ExecutionEvent\x12\x17\n\x0fsla_deadline_ms\x18\x0b \x01(\x03\"1\n\x12ListDagRunsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"6\n\x13ListDagRunsResponse\x12\x1f\n\x04runs\x18\x01 \x03(\x0b\x32\x11.schedd.v1.DagRun\"0\n\x10GetDagRunRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t2\xbe\x03\n\x04\x44\x61gs\x12=\n\x06PutDag\x12\x18.schedd.v1.PutDagRequest\x1a\x19.schedd.v1.PutDagResponse\x12\x32\n\x06GetDag\x12\x18.schedd.v1.GetDagRequest\x1a\x0e.schedd.v1.Dag\x12\x43\n\x08ListDags\x12\x1a.schedd.v1.ListDagsRequest\x1a\x1b.schedd.v1.ListDagsResponse\x12<\n\tDeleteDag\x12\x11.schedd.v1.DagRef\x1a\x1c.schedd.v1.DeleteDagResponse\x12\x35\n\x06RunDag\x12\x18.schedd.v1.RunDagRequest\x1a\x11.schedd.v1.DagRun\x12L\n\x0bListDagRuns\x12\x1d.schedd.v1.ListDagRunsRequest\x1a\x1e.schedd.v1.ListDagRunsResponse\x12;\n\tGetDagRun\x12\x1b.schedd.v1.GetDagRunRequest\x1a\x11.schedd.v1.DagRunb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,35 +41,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DAGTASK_WORKERLABELSENTRY']._serialized_start=483
   _globals['_DAGTASK_WORKERLABELSENTRY']._serialized_end=534
   _globals['_DAGSPEC']._serialized_start=537
-  _globals['_DAGSPEC']._serialized_end=684
-  _globals['_DAG']._serialized_start=687
-  _globals['_DAG']._serialized_end=890
-  _globals['_PUTDAGREQUEST']._serialized_start=892
-  _globals['_PUTDAGREQUEST']._serialized_end=960
-  _globals['_PUTDAGRESPONSE']._serialized_start=962
-  _globals['_PUTDAGRESPONSE']._serialized_end=1024
-  _globals['_GETDAGREQUEST']._serialized_start=1026
-  _globals['_GETDAGREQUEST']._serialized_end=1055
-  _globals['_LISTDAGSREQUEST']._serialized_start=1057
-  _globals['_LISTDAGSREQUEST']._serialized_end=1074
-  _globals['_LISTDAGSRESPONSE']._serialized_start=1076
-  _globals['_LISTDAGSRESPONSE']._serialized_end=1124
-  _globals['_DAGREF']._serialized_start=1126
-  _globals['_DAGREF']._serialized_end=1168
-  _globals['_DELETEDAGRESPONSE']._serialized_start=1170
-  _globals['_DELETEDAGRESPONSE']._serialized_end=1203
-  _globals['_RUNDAGREQUEST']._serialized_start=1205
-  _globals['_RUNDAGREQUEST']._serialized_end=1254
-  _globals['_DAGTASKRUN']._serialized_start=1257
-  _globals['_DAGTASKRUN']._serialized_end=1474
-  _globals['_DAGRUN']._serialized_start=1477
-  _globals['_DAGRUN']._serialized_end=1663
-  _globals['_LISTDAGRUNSREQUEST']._serialized_start=1665
-  _globals['_LISTDAGRUNSREQUEST']._serialized_end=1714
-  _globals['_LISTDAGRUNSRESPONSE']._serialized_start=1716
-  _globals['_LISTDAGRUNSRESPONSE']._serialized_end=1770
-  _globals['_GETDAGRUNREQUEST']._serialized_start=1772
-  _globals['_GETDAGRUNREQUEST']._serialized_end=1820
-  _globals['_DAGS']._serialized_start=1823
-  _globals['_DAGS']._serialized_end=2269
+  _globals['_DAGSPEC']._serialized_end=717
+  _globals['_DAG']._serialized_start=720
+  _globals['_DAG']._serialized_end=923
+  _globals['_PUTDAGREQUEST']._serialized_start=925
+  _globals['_PUTDAGREQUEST']._serialized_end=993
+  _globals['_PUTDAGRESPONSE']._serialized_start=995
+  _globals['_PUTDAGRESPONSE']._serialized_end=1057
+  _globals['_GETDAGREQUEST']._serialized_start=1059
+  _globals['_GETDAGREQUEST']._serialized_end=1088
+  _globals['_LISTDAGSREQUEST']._serialized_start=1090
+  _globals['_LISTDAGSREQUEST']._serialized_end=1107
+  _globals['_LISTDAGSRESPONSE']._serialized_start=1109
+  _globals['_LISTDAGSRESPONSE']._serialized_end=1157
+  _globals['_DAGREF']._serialized_start=1159
+  _globals['_DAGREF']._serialized_end=1201
+  _globals['_DELETEDAGRESPONSE']._serialized_start=1203
+  _globals['_DELETEDAGRESPONSE']._serialized_end=1236
+  _globals['_RUNDAGREQUEST']._serialized_start=1238
+  _globals['_RUNDAGREQUEST']._serialized_end=1287
+  _globals['_DAGTASKRUN']._serialized_start=1290
+  _globals['_DAGTASKRUN']._serialized_end=1507
+  _globals['_DAGRUN']._serialized_start=1510
+  _globals['_DAGRUN']._serialized_end=1764
+  _globals['_LISTDAGRUNSREQUEST']._serialized_start=1766
+  _globals['_LISTDAGRUNSREQUEST']._serialized_end=1815
+  _globals['_LISTDAGRUNSRESPONSE']._serialized_start=1817
+  _globals['_LISTDAGRUNSRESPONSE']._serialized_end=1871
+  _globals['_GETDAGRUNREQUEST']._serialized_start=1873
+  _globals['_GETDAGRUNREQUEST']._serialized_end=1921
+  _globals['_DAGS']._serialized_start=1924
+  _globals['_DAGS']._serialized_end=2370
 # @@protoc_insertion_point(module_scope)

@@ -53,7 +53,7 @@ class DagTask(_message.Message):
     def __init__(self, name: _Optional[str] = ..., handler: _Optional[_Union[_scheduler_pb2.Handler, _Mapping]] = ..., sensor: _Optional[_Union[SensorSpec, _Mapping]] = ..., upstream: _Optional[_Iterable[str]] = ..., trigger_rule: _Optional[str] = ..., retry: _Optional[_Union[_scheduler_pb2.RetryPolicy, _Mapping]] = ..., timeout_seconds: _Optional[float] = ..., pool: _Optional[str] = ..., worker_labels: _Optional[_Mapping[str, str]] = ..., description: _Optional[str] = ...) -> None: ...
 
 class DagSpec(_message.Message):
-    __slots__ = ("name", "team", "schedule", "timezone", "description", "tasks", "max_runs")
+    __slots__ = ("name", "team", "schedule", "timezone", "description", "tasks", "max_runs", "sla")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TEAM_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +61,7 @@ class DagSpec(_message.Message):
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     MAX_RUNS_FIELD_NUMBER: _ClassVar[int]
+    SLA_FIELD_NUMBER: _ClassVar[int]
     name: str
     team: str
     schedule: str
@@ -68,7 +69,8 @@ class DagSpec(_message.Message):
     description: str
     tasks: _containers.RepeatedCompositeFieldContainer[DagTask]
     max_runs: int
-    def __init__(self, name: _Optional[str] = ..., team: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., description: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[DagTask, _Mapping]]] = ..., max_runs: _Optional[int] = ...) -> None: ...
+    sla: _scheduler_pb2.SlaSpec
+    def __init__(self, name: _Optional[str] = ..., team: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., description: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[DagTask, _Mapping]]] = ..., max_runs: _Optional[int] = ..., sla: _Optional[_Union[_scheduler_pb2.SlaSpec, _Mapping]] = ...) -> None: ...
 
 class Dag(_message.Message):
     __slots__ = ("spec", "version", "created_ms", "updated_ms", "created_by", "next_fire_ms", "last_run_id", "last_run_state", "runs_total")
@@ -173,7 +175,7 @@ class DagTaskRun(_message.Message):
     def __init__(self, task: _Optional[str] = ..., state: _Optional[str] = ..., execution_id: _Optional[str] = ..., upstream: _Optional[_Iterable[str]] = ..., trigger_rule: _Optional[str] = ..., attempts: _Optional[int] = ..., started_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., reason: _Optional[str] = ..., pending_upstream: _Optional[int] = ..., sensor: _Optional[bool] = ...) -> None: ...
 
 class DagRun(_message.Message):
-    __slots__ = ("run_id", "dag", "logical_ms", "state", "trigger", "created_ms", "ended_ms", "tasks", "dag_version")
+    __slots__ = ("run_id", "dag", "logical_ms", "state", "trigger", "created_ms", "ended_ms", "tasks", "dag_version", "events", "sla_deadline_ms")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     DAG_FIELD_NUMBER: _ClassVar[int]
     LOGICAL_MS_FIELD_NUMBER: _ClassVar[int]
@@ -183,6 +185,8 @@ class DagRun(_message.Message):
     ENDED_MS_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     DAG_VERSION_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    SLA_DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     dag: str
     logical_ms: int
@@ -192,7 +196,9 @@ class DagRun(_message.Message):
     ended_ms: int
     tasks: _containers.RepeatedCompositeFieldContainer[DagTaskRun]
     dag_version: int
-    def __init__(self, run_id: _Optional[str] = ..., dag: _Optional[str] = ..., logical_ms: _Optional[int] = ..., state: _Optional[str] = ..., trigger: _Optional[str] = ..., created_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[DagTaskRun, _Mapping]]] = ..., dag_version: _Optional[int] = ...) -> None: ...
+    events: _containers.RepeatedCompositeFieldContainer[_scheduler_pb2.ExecutionEvent]
+    sla_deadline_ms: int
+    def __init__(self, run_id: _Optional[str] = ..., dag: _Optional[str] = ..., logical_ms: _Optional[int] = ..., state: _Optional[str] = ..., trigger: _Optional[str] = ..., created_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[DagTaskRun, _Mapping]]] = ..., dag_version: _Optional[int] = ..., events: _Optional[_Iterable[_Union[_scheduler_pb2.ExecutionEvent, _Mapping]]] = ..., sla_deadline_ms: _Optional[int] = ...) -> None: ...
 
 class ListDagRunsRequest(_message.Message):
     __slots__ = ("name", "limit")

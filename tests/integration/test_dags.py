@@ -5,14 +5,12 @@ SIGKILLed mid-run neither reruns a succeeded task nor loses the run; a sensor wa
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
 
 from schedd_client import Client, ValidationError, job_spec
-from tests.conftest import wait_until
+from tests.conftest import schedctl, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -26,15 +24,6 @@ def start(cluster_factory, slots=2):
     c.wait_leader(timeout=60)
     c.start_worker("w1", slots=slots, drain_grace_s=5)
     return c, Client(c.cluster_arg, timeout=30)
-
-
-def schedctl(cluster: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-c", "import sys; from schedd_client.schedctl import main; sys.exit(main())",
-           "--cluster", cluster, *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    if check and p.returncode != 0:
-        raise AssertionError(f"schedctl {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
-    return p
 
 
 def run_done(client, name, run_id):
@@ -191,3 +180,79 @@ def test_sensor_waits_for_a_file_without_holding_the_slot(cluster_factory, tmp_p
     assert run.state == "SUCCEEDED" and [t.state for t in run.tasks] == ["SUCCEEDED", "SUCCEEDED"]
     ex = client.get_execution(run.tasks[0].execution_id)
     assert ex.attempts[-1].state == "SUCCEEDED" and all(a.state == "NOT_READY" for a in ex.attempts[:-1])
+
+
+def test_dag_sla_miss_is_recorded_once_shown_counted_and_posted(cluster_factory, tmp_path):
+    import threading
+    import urllib.request
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    posts: list = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            posts.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/sla"
+    try:
+        c, client = start(cluster_factory)
+        f = tmp_path / "dags.yaml"
+        f.write_text(yaml.safe_dump_all([
+            {"name": "slow", "sla": {"within": "1s", "webhook": url},
+             "tasks": [{"name": "nap", "command": "sleep 3"}]},
+            {"name": "quick", "sla": {"within": "60s", "webhook": url},
+             "tasks": [{"name": "a", "command": "true"}]},
+        ]))
+        schedctl(c.cluster_arg, "dag", "apply", "-f", str(f))
+        slow = client.run_dag("slow").run_id
+        quick = client.run_dag("quick").run_id
+
+        run = wait_until(lambda: (r := client.get_dag_run("slow", slow)).events and r, timeout=30,
+                         what="the DAG run's SLA miss to be recorded")
+        [ev] = run.events
+        assert ev.kind == "sla_missed" and "within 1s" in ev.message
+        assert "still RUNNING at the deadline" in ev.message or "after the deadline" in ev.message
+        assert run.sla_deadline_ms == run.logical_ms + 1000
+        run = wait_until(lambda: run_done(client, "slow", slow), timeout=30, what="slow to end")
+        assert run.state == "SUCCEEDED" and [e.kind for e in run.events] == ["sla_missed"]
+        q = wait_until(lambda: run_done(client, "quick", quick), timeout=30, what="quick to end")
+        assert q.state == "SUCCEEDED" and not q.events
+
+        wait_until(lambda: posts, timeout=30, what="the webhook POST")
+        [body] = posts
+        assert body["dag"] == body["job"] == "slow" and body["run_id"] == body["execution_id"] == slow
+        assert body["message"] == ev.message and body["deadline"].endswith("Z")
+
+        def missed_count() -> float:
+            total = 0.0
+            for node in c.nodes.values():
+                try:
+                    text = urllib.request.urlopen(f"http://{node.metrics}/metrics", timeout=5).read().decode()
+                except OSError:
+                    continue
+                total += sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                             if line.startswith('schedd_sla_missed_total{job="slow"}'))
+            return total
+        wait_until(lambda: missed_count() == 1, timeout=30, what="the miss to be counted")
+
+        listing = schedctl(c.cluster_arg, "dag", "runs", "slow").stdout.splitlines()
+        assert listing[0].split()[-1] == "SLA"
+        [row] = [line for line in listing if line.startswith(slow)]
+        assert row.rstrip().endswith("! missed")
+        assert "! missed" not in schedctl(c.cluster_arg, "dag", "runs", "quick").stdout
+        shown = schedctl(c.cluster_arg, "dag", "show", "slow", "--run", slow).stdout
+        assert "events:" in shown and "sla_missed" in shown and "within 1s" in shown
+        got = json.loads(schedctl(c.cluster_arg, "dag", "show", "slow", "--run", slow, "-o", "json").stdout)
+        assert got["events"][0]["kind"] == "sla_missed"
+        assert len(posts) == 1 and len(client.get_dag_run("slow", slow).events) == 1
+        client.close()
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -5,8 +5,6 @@ schedctl, counted in metrics and POSTed once to a webhook."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,22 +14,13 @@ import yaml
 
 from schedd.core.schedule import parse_time
 from schedd_client import Client, job_spec
-from tests.conftest import wait_until
+from tests.conftest import schedctl, wait_until
 
 pytestmark = pytest.mark.integration
 
 # 02:30 on the last Sunday of March and of October: in Europe/Berlin always inside the
 # spring-forward gap (02:00 -> 03:00) and the repeated fall-back hour, whatever year it is now.
 BERLIN_DST_DAYS = "30 2 * 3,10 L0"
-
-
-def schedctl(cluster: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-c", "import sys; from schedd_client.schedctl import main; sys.exit(main())",
-           "--cluster", cluster, *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    if check and p.returncode != 0:
-        raise AssertionError(f"schedctl {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
-    return p
 
 
 def test_job_next_shows_dst_effects_for_a_berlin_job(cluster_factory, tmp_path):

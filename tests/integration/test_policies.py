@@ -11,8 +11,7 @@ from collections import Counter
 import pytest
 
 from schedd_client import Client, job_spec
-from tests.conftest import wait_until
-from tests.integration.test_schedctl_e2e import schedctl
+from tests.conftest import schedctl, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
 
-from tests.conftest import wait_until
+from tests.conftest import schedctl, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def schedctl(cluster: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-c", "import sys; from schedd_client.schedctl import main; sys.exit(main())",
-           "--cluster", cluster, *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    if check and p.returncode != 0:
-        raise AssertionError(f"schedctl {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
-    return p
 
 
 def test_schedctl_tour(cluster_factory, tmp_path):

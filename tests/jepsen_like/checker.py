@@ -92,6 +92,7 @@ def check(records: list[dict], meta: dict) -> dict:
     log: dict[int, dict] = {}
     last_applied: dict[str, int] = {}
     jumps: dict[str, int] = defaultdict(int)     # a node applied past a gap: it loaded a snapshot
+    latest: dict[int, dict] = {}
     for r in by_type["apply"]:
         idx, node = r["index"], r["node"]
         if node in last_applied and idx > last_applied[node] + 1:
@@ -102,6 +103,7 @@ def check(records: list[dict], meta: dict) -> dict:
             A.add("C2", f"{node} applied index {idx} twice with different entries or hashes", r["ts"], index=idx)
         per_index[idx][node] = key
         log.setdefault(idx, r)
+        latest[idx] = r                   # what the index holds in the end (records are in ts order)
         last_applied[node] = max(last_applied.get(node, 0), idx)
     diverged = 0
     for idx in sorted(per_index):
@@ -305,7 +307,9 @@ def check(records: list[dict], meta: dict) -> dict:
     ends = {(r["job"], r["scheduled_ms"], r["token"]): r["ts"] for r in by_type["effect_end"]}
     intervals: dict[str, list] = defaultdict(list)
     for r in effects:
-        if r["verdict"] == "accepted":
+        # only attempts the scheduler held live to the end (a zombie's late effect is fenced
+        # by its token, not by the overlap policy)
+        if r["verdict"] == "accepted" and r["token"] in finishes_ok:
             intervals[r["job"]].append((r["arrived"], ends.get((r["job"], r["scheduled_ms"], r["token"]),
                                                                r["arrived"]), r["scheduled_ms"]))
     for name, iv in intervals.items():
@@ -317,8 +321,9 @@ def check(records: list[dict], meta: dict) -> dict:
                 A.add("C3", f"{name}: {t1} and {t2} ran at the same time (overlap {overlap[name]})", s2, job=name)
 
     # ---------------------------------------------------------------- C5: acknowledged means durable
+    final_rids = {str(r["entry"].get("rid", "")).split("#nodedup")[0] for r in latest.values()}
     for r in by_type["ok"]:
-        if r.get("rid") and r["rid"] not in rids:
+        if r.get("rid") and r["rid"] not in final_rids:
             A.add("C5", f"client {r['op']} {r.get('job')} (request {r['rid'][:12]}) was acknowledged but is "
                   f"not in the log", r["ts"])
     for r in by_type["w_ack"]:
@@ -347,10 +352,12 @@ def check(records: list[dict], meta: dict) -> dict:
             A.add("C9", f"{r['job']}@{t} fired {-lat:.0f} ms early (token {r['token']})", r["arrived"],
                   job=r["job"], t=t, early=True)
         ex = execs.get((r["job"], t))
-        if r.get("attempt") == 1 and ex is not None and ex["trigger"] == "schedule" and r["verdict"] == "accepted":
+        if (r.get("attempt") == 1 and ex is not None and ex["trigger"] == "schedule" and r["verdict"] == "accepted"
+                and overlap.get(r["job"]) != "queue"):      # queued runs wait for their predecessor
             late.append(lat)
     lateness = {"n": len(late), "p50_ms": _pct(late, 50), "p99_ms": _pct(late, 99), "max_ms": max(late) if late else None}
-    lateness["calm"] = _calm_lateness(effects, execs, fault_windows, lease)
+    lateness["calm"] = _calm_lateness([r for r in effects if overlap.get(r["job"]) != "queue"], execs,
+                                      fault_windows, lease)
 
     # ---------------------------------------------------------------- needless expiries (not anomalies)
     # An attempt expired as lost although its worker was never faulted and its handler went on to

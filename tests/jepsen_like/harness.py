@@ -87,6 +87,7 @@ class Job:
 WORKLOAD = [
     Job("every1", 1), Job("every2", 2), Job("long", 2, hold_s=2.5), Job("once", 3, delivery="at_most_once"),
     Job("ondemand", 0, hold_s=0.2),
+    Job("skipper", 1, hold_s=2.5, overlap="skip"), Job("queuer", 2, hold_s=2.2, overlap="queue"),
 ]
 
 
@@ -441,7 +442,7 @@ class Harness:
             wait_for(lambda: len(self.connected_workers()) == 2, 60, what="workers to reconnect")
         except (TimeoutError, RuntimeError) as e:
             self.rec("recovery_timeout", error=str(e))
-        settled = self.settle(window_end + self.lease_ms / 1000, timeout=8.0 if self.unsafe else 60.0)
+        settled = self.settle(window_end, timeout=8.0 if self.unsafe else 60.0)
         self.meta["settled"] = settled
         names = [j.name for j in self.jobs if j.period_s] + [
             j["name"] for j in self.meta.get("churn", [])]

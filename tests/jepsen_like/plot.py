@@ -45,9 +45,10 @@ def plot_run(records: list[dict], results: dict, meta: dict, path: Path) -> None
             spans.append((r["node"], a, r["ts"], term))
     for n, (a, term) in open_.items():
         spans.append((n, a, end_ts, term))
-    for n, a, b, term in spans:
-        ax.barh(y["leader"], rel(b) - rel(a), left=rel(a), height=0.6, color=colors.get(n, "grey"), alpha=0.7)
-        ax.text(rel(a), y["leader"], f"{n} t{term}", fontsize=6, va="center")
+    for n, a, b, term in spans:           # one thin sub-lane per node: two believers show as two bars
+        off = (nodes.index(n) - (len(nodes) - 1) / 2) * 0.25 if n in nodes else 0
+        ax.barh(y["leader"] + off, rel(b) - rel(a), left=rel(a), height=0.22, color=colors.get(n, "grey"), alpha=0.8)
+        ax.text(rel(a), y["leader"] + off, f"{n} t{term}", fontsize=5, va="center")
 
     # worker lanes: handler runs
     starts = {}
@@ -72,9 +73,18 @@ def plot_run(records: list[dict], results: dict, meta: dict, path: Path) -> None
     for r in records:
         if r.get("type") == "effect":
             eff[r["job"]].append(r)
+    skipped = defaultdict(set)
+    first_node = nodes[0] if nodes else None
+    for r in records:
+        if r.get("type") == "apply" and r.get("node") == first_node and r["entry"].get("k") in ("fire", "skip"):
+            for item in (r.get("res") or {}).get("items") or []:
+                if len(item) == 3 and str(item[2]).startswith("skipped"):
+                    skipped[item[0]].add(item[1])
     for job in jobs:
         if job not in y:
             continue
+        xs = [rel(t / 1000) for t in sorted(skipped[job])]
+        ax.scatter(xs, [y[job]] * len(xs), s=8, color="grey")
         xs_ok = [rel(r["scheduled_ms"] / 1000) for r in eff[job] if (job, r["scheduled_ms"]) not in bad and r["verdict"] == "accepted"]
         xs_dup = [rel(r["arrived"]) for r in eff[job] if r["verdict"] != "accepted"]
         ax.scatter(xs_ok, [y[job]] * len(xs_ok), s=8, color="tab:green")
@@ -93,7 +103,9 @@ def plot_run(records: list[dict], results: dict, meta: dict, path: Path) -> None
     verdict = "OK" if results["ok"] else ("liveness only" if results["safety_ok"] else "SAFETY VIOLATION")
     lat = results["stats"]["lateness"]
     ax.set_title(f"{meta.get('scenario')} seed {meta.get('seed')} unsafe={','.join(meta.get('unsafe') or []) or '-'}: "
-                 f"{verdict}; {len(results['anomalies'])} anomalies; lateness p99 {lat.get('p99_ms')} ms", fontsize=9)
+                 f"{verdict}; {len(results['anomalies'])} anomalies; lateness p99 "
+                 f"{'-' if lat.get('p99_ms') is None else round(lat['p99_ms'])} ms "
+                 f"(green: accepted effect, grey: SKIPPED, orange x: duplicate/stale effect, red X: anomaly)", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -47,7 +47,8 @@ def nemesis_pause_leader(h, rng, seconds):
         _sleep(h, 3 + rng.random() * 2)
         lead = _leader(h)
         h.pause_node(lead)
-        _sleep(h, 2.5 + rng.random())          # past the election timeout (0.6-1.2 s) and the fallback
+        # past the election timeout (0.6-1.2 s), the leader fallback and the workers' lease
+        _sleep(h, h.lease_ms / 1000 + 1 + rng.random())
         h.resume_node(lead)
     _sleep(h, _until(end))
 
@@ -261,16 +262,16 @@ class Scenario:
 
 
 SCENARIOS = {s.name: s for s in [
-    Scenario("S01", "no faults, checkers quiet", 12, nemesis_none, [ev_none], "smoke"),
-    Scenario("S02", "kill -9 the leader every ~8 s, restart 3 s later", 26, nemesis_kill_leader,
+    Scenario("S01", "no faults, checkers quiet", 10, nemesis_none, [ev_none], "smoke"),
+    Scenario("S02", "kill -9 the leader every ~8 s, restart 3 s later", 22, nemesis_kill_leader,
              [ev_faults(["kill"]), ev_leader_changes(3)], "smoke"),
     Scenario("S04", "SIGSTOP the leader past the election timeout, repeatedly", 28, nemesis_pause_leader,
              [ev_faults(["pause"]), ev_leader_changes(3)]),
-    Scenario("S05", "isolate the leader (both ways, then one way)", 24, nemesis_isolate_leader,
+    Scenario("S05", "isolate the leader (both ways, then one way)", 20, nemesis_isolate_leader,
              [ev_faults(["partition"]), ev_leader_changes(2)], "smoke"),
     Scenario("S06", "partition storm: isolation, bridge, one-way, delay, flapping", 36, nemesis_partition_storm,
              [lambda r, m: _has(r["stats"], lambda s: s["faults"] >= 4, "expected >= 4 network faults")]),
-    Scenario("S07", "SIGSTOP a worker past its lease; its retry succeeds elsewhere; the zombie is fenced", 22,
+    Scenario("S07", "SIGSTOP a worker past its lease; its retry succeeds elsewhere; the zombie is fenced", 20,
              nemesis_pause_worker, [ev_faults(["pause_worker"]), ev_zombie], "smoke"),
     Scenario("S08", "worker kill -9 while it runs attempts", 22, nemesis_kill_worker,
              [ev_faults(["kill_worker"]), ev_expired]),

@@ -29,10 +29,10 @@ class Hist:
         self.recs.append({"ts": ts_ms / 1000, "proc": "x", "type": type_, **f})
 
 
-def good(n: int = 6, *, delivery: str = "") -> tuple[Hist, dict]:
+def good(n: int = 6, *, delivery: str = "", overlap: str = "") -> tuple[Hist, dict]:
     h = Hist()
     h.apply({"k": "epoch", "now": T0, "rid": "epoch-n1-1"}, {"ok": True, "epoch": 1}, T0)
-    spec = {"name": "j", "schedule": "@every 1s", "delivery": delivery}
+    spec = {"name": "j", "schedule": "@every 1s", "delivery": delivery, "overlap": overlap}
     h.apply({"k": "put", "now": T0, "rid": "put-j", "spec": json.dumps(spec)}, {"ok": True, "name": "j"}, T0)
     h.add("ok", T0 + 5, op="put", rid="put-j", job="j")
     for i in range(1, n + 1):
@@ -205,3 +205,29 @@ def test_unfinished_execution_is_liveness_only():
     h.recs = [r for r in h.recs if not (r["type"] == "w_ack" and r["token"] == max(x["token"] for x in h.recs if x["type"] == "w_ack"))]
     res = run(copy.deepcopy(h), meta)
     assert checks(res) == {"C1"} and res["safety_ok"] and not res["ok"]
+
+
+def test_overlap_forbidden_is_c3_but_a_fenced_zombie_is_not():
+    h, meta = good(overlap="skip")
+    ends = [r for r in h.recs if r["type"] == "effect_end"]
+    ends[1]["ts"] += 1.5                 # instant 2 still runs when instant 3 starts
+    res = run(h, meta)
+    assert checks(res) == {"C3"}
+    h, meta = good(overlap="skip")
+    e = [r for r in h.recs if r["type"] == "effect"][1]
+    h.add("effect", e["scheduled_ms"] + 900, job="j", scheduled_ms=e["scheduled_ms"] + 10, token=777, attempt=1,
+          verdict="accepted", arrived=(e["scheduled_ms"] + 900) / 1000)   # not a live attempt: C6, not C3
+    assert "C3" not in checks(run(h, meta))
+
+
+def test_acknowledged_write_overwritten_after_a_crash_is_c5_and_c2():
+    h, meta = good()
+    i = h.apply({"k": "trigger", "now": T0 + 100, "rid": "acked", "name": "j"},
+                {"ok": True, "name": "j", "scheduled_ms": T0 + 100}, T0 + 100)
+    h.add("ok", T0 + 101, op="trigger", rid="acked", job="j")
+    h.add("ok", T0 + 101, op="trigger", rid="acked", job="j")
+    # after a whole-cluster crash the index holds another entry on every node
+    for n in NODES:
+        h.recs.append({"ts": (T0 + 9000) / 1000, "proc": n, "type": "apply", "node": n, "index": i, "hash": "new",
+                       "entry": {"v": 1, "k": "noop", "rid": "", "now": T0 + 9000, "term": 2}, "res": {"ok": True}})
+    assert {"C5", "C2"} <= checks(run(h, meta))

@@ -35,7 +35,7 @@ CONTROLS = {
     "no_fencing": ("S07", nemesis_short_worker_pause, 16, LONG_JOBS, "C4"),
     "local_clock_fire": ("S09", S.nemesis_skew_leader, 10, None, "C9"),
     "no_lease_grace": ("S02", None, 18, LONG_JOBS, "C4"),
-    "trust_leader": ("S05", None, 14, None, "C6"),
+    "trust_leader": ("S05", None, 20, None, "C6"),
 }
 
 

@@ -22,6 +22,7 @@ from schedd.core.state import SchedulerState, schedule_of
 from schedd.leader import sla as L
 from schedd.leader.planner import plan_fires
 from schedd.replication.node import OutcomeUnknown
+from tests.unit.test_state import Harness as StateHarness
 
 SHELL = {"shell": {"command": "true"}}
 T0 = parse_time("2026-06-01T04:00:00Z")
@@ -35,21 +36,9 @@ def spec(name="j1", schedule="", **kw):
     return {"name": name, "schedule": schedule, "handler": SHELL, **kw}
 
 
-class Harness:
+class Harness(StateHarness):
     def __init__(self) -> None:
-        self.state = SchedulerState()
-        self.index = 1
-        self.now = T0
-        self.term = 1
-        self.entries: list[str] = []
-        self.apply(C.EPOCH)
-
-    def apply(self, kind: str, rid: str = "", term: int | None = None, **args) -> dict:
-        entry = C.encode(kind, rid=rid, now=self.now, term=self.term if term is None else term,
-                         by="test", **args)
-        self.index += 1
-        self.entries.append(entry)
-        return self.state.apply(entry, self.index)
+        super().__init__(now=T0)
 
     def put(self, **kw) -> dict:
         return self.apply(C.PUT, spec=dump_spec(validate_spec(spec(**kw))))

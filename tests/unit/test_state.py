@@ -29,10 +29,10 @@ def text(**kw) -> str:
 class Harness:
     """Feeds entries to a state like the Raft log would: consecutive indexes, stamped times."""
 
-    def __init__(self) -> None:
+    def __init__(self, now: int = T0) -> None:
         self.state = SchedulerState()
         self.index = 1
-        self.now = T0
+        self.now = now
         self.term = 1
         self.entries: list[str] = []
         self.apply(C.EPOCH)

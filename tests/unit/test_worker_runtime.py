@@ -46,10 +46,14 @@ async def until(pred, *, timeout: float = DEADLINE, what: str = "condition"):
         await asyncio.sleep(0.01)
 
 
-def free_port() -> int:
+@pytest.fixture
+def dead_address():
+    """An address where nothing listens and nothing can start listening while the test runs: a
+    socket bound to it without listen() holds the port (a port merely found free could be
+    taken by another process in between, e.g. a test cluster running beside this test)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        yield f"127.0.0.1:{s.getsockname()[1]}"
 
 
 # ---------------------------------------------------------------------------------- the fake
@@ -387,16 +391,17 @@ async def test_stream_drop_mid_run_reconnects_and_resends(leaders, workers, tmp_
     await until(lambda: not w.rt._unacked, what="ack")
 
 
-async def test_redirect_to_the_leader_named_by_failed_precondition(leaders, workers):
+async def test_redirect_to_the_leader_named_by_failed_precondition(leaders, workers, dead_address):
     real = await leaders(leader_id="real")
     follower = await leaders(leader_id="follower")
     follower.redirect = real.address              # its Status says itself, its Connect refuses
-    dead = f"127.0.0.1:{free_port()}"             # nothing listens: cycled past
+    dead = dead_address                           # nothing listens: cycled past
     w = workers([dead, follower.address])
     s = await real.connected()
     assert s.hello.name == "w1"
     assert follower.connects >= 1 and not follower.streams
-    assert w.rt.leader_address == real.address
+    # the worker notes its leader when the welcome arrives, just after the leader saw its hello
+    await until(lambda: w.rt.leader_address == real.address, what="the worker to settle on the leader")
     real.assign(81, shell("true"))
     assert (await real.result(81)).state == "SUCCEEDED"
 
