@@ -50,6 +50,9 @@ MAX_BACKFILL_PER_ENTRY = 1000
 LOST_RETRY_LIMIT = 5           # re-runs of attempts lost with their worker (at_least_once)
 MIN_MS = -(2 ** 62)
 SNAPSHOT_FORMAT = ("schedd-state", 2)
+# Images this version still reads: version 1 had no DAGs, quotas or per-execution policy fields
+# (rows of older versions are shorter; the fields added since have defaults at the end).
+READABLE_FORMATS = (("schedd-state", 1), SNAPSHOT_FORMAT)
 JOB_FIELDS = tuple(f.name for f in fields(Job))
 EXEC_FIELDS = tuple(f.name for f in fields(Execution))
 AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index")
@@ -159,14 +162,14 @@ class _GcPause:
 
 
 def _from_image(fmt, _gc_paused, job_rows, exec_rows, epoch, dedup, audit_rows, digest, last_index,
-                clock_ms, extra):
-    if tuple(fmt) != SNAPSHOT_FORMAT:
+                clock_ms, extra=None):
+    if tuple(fmt) not in READABLE_FORMATS:
         gc.enable()
         raise ValueError(f"unsupported snapshot format {fmt!r}")
     jobs = {job.name: job for job in starmap(Job, job_rows)}
     execs = {(ex.job, ex.scheduled_ms): ex for ex in starmap(Execution, exec_rows)}
     audit = list(starmap(AuditRecord, audit_rows))
-    return (fmt, jobs, execs, epoch, dedup, audit, digest, last_index, clock_ms, extra)
+    return (SNAPSHOT_FORMAT, jobs, execs, epoch, dedup, audit, digest, last_index, clock_ms, extra or {})
 
 
 class SchedulerState:

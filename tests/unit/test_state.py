@@ -459,3 +459,22 @@ def test_canonical_spec_converts_to_the_proto_and_back():
     assert validate_spec(spec_to_dict(spec_from_canonical(d))) == d
     # a key this version does not know (written by a newer one) is tolerated
     assert spec_from_canonical({**d, "future_field": 1}).name == "j1"
+
+
+def test_a_version_1_snapshot_image_still_restores(h):
+    """Images written before DAGs, quotas and policy fields existed: shorter rows, no extras."""
+    from schedd.core.state import _from_image
+    h.put()
+    h.plan_and_fire()
+    job, ex = h.state.jobs["j1"], h.state.execs[("j1", T0)]
+    v1_job = (job.name, job.team, job.schedule, job.tz, job.spec, job.version, job.paused, job.next_fire,
+              job.created_ms, job.updated_ms, job.created_by, job.history_limit, job.last_fire, job.fired_total)
+    v1_exec = (ex.job, ex.scheduled_ms, ex.state, ex.trigger, ex.created_ms, ex.term, ex.log_index,
+               ex.updated_ms, ex.reason, [], None, False)
+    image = _from_image(("schedd-state", 1), None, [v1_job], [v1_exec], h.state.epoch, {}, [],
+                        h.state.hash, h.state.last_index, h.state.clock_ms)
+    c = SchedulerState()
+    c.restore(image)
+    assert c.jobs["j1"].next_fire == job.next_fire and c.jobs["j1"].gaps == ()
+    assert c.execs[("j1", T0)].state == "SCHEDULED" and c.quotas == {} and c.dags == {}
+    assert list(c.ready) == [(T0, "j1", T0)]
