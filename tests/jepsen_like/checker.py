@@ -97,7 +97,7 @@ def check(records: list[dict], meta: dict) -> dict:
         idx, node = r["index"], r["node"]
         if node in last_applied and idx > last_applied[node] + 1:
             jumps[node] += 1
-        key = (r["hash"], json.dumps(r["entry"], sort_keys=True))
+        key = (r["hash"], json.dumps(r["entry"], sort_keys=True), json.dumps(r.get("res"), sort_keys=True))
         seen = per_index[idx].get(node)
         if seen is not None and seen != key:
             A.add("C2", f"{node} applied index {idx} twice with different entries or hashes", r["ts"], index=idx)
@@ -111,7 +111,9 @@ def check(records: list[dict], meta: dict) -> dict:
         if len({v for v in views.values()}) > 1:
             diverged += 1
             if diverged <= 20:
-                A.add("C2", f"replicas differ at index {idx}: " +
+                what = "hash" if len({v[0] for v in views.values()}) > 1 else (
+                    "entry" if len({v[1] for v in views.values()}) > 1 else "apply result")
+                A.add("C2", f"replicas differ at index {idx} ({what}): " +
                       ", ".join(f"{n}={v[0][:8]}" for n, v in sorted(views.items())), log[idx]["ts"], index=idx)
 
     # ---------------------------------------------------------------- replay the log
@@ -259,10 +261,15 @@ def check(records: list[dict], meta: dict) -> dict:
         j = jobs.get(name)
         end = window_end_ms if window_end_ms is not None else 2 ** 62
         return bool(j) and any(p0 <= end and (p1 is None or p1 > end) for p0, p1 in j["pauses"])
+    final_view = {}
+    if by_type["final_execs"]:
+        final_view = {(j, t): (st, why) for j, t, st, why in by_type["final_execs"][-1]["execs"]}
     for key, ex in execs.items():
         if ex.get("deleted") or (window_end_ms is not None and key[1] > window_end_ms) or held(key[0]):
             continue
-        if ex["state"] not in TERMINAL:
+        state = final_view[key][0] if key in final_view else ex["state"]
+        if state not in TERMINAL:
+            ex["state"] = state
             unfinished.append(key)
     if unfinished and meta.get("settled", True) is not None:
         for key in sorted(unfinished)[:10]:
@@ -360,8 +367,8 @@ def check(records: list[dict], meta: dict) -> dict:
                                       fault_windows, lease)
 
     # ---------------------------------------------------------------- needless expiries (not anomalies)
-    # An attempt expired as lost although its worker was never faulted and its handler went on to
-    # finish: legal under at-least-once (fencing refuses the late result), but it means a re-run.
+    # An attempt expired as lost although its worker was never faulted and its handler succeeded:
+    # legal under at-least-once (fencing refuses the late result), but the work is run again.
     worker_faults = [(f[1], f[2], f[3]) for f in _fault_windows(by_type["nemesis"]) if f[0] in ("pause_worker", "kill_worker")]
     h_end = {r["token"]: r for r in by_type["h_end"]}
     needless = []
@@ -371,7 +378,7 @@ def check(records: list[dict], meta: dict) -> dict:
         w = info.get("worker")
         faulted = any(fw == w and a <= x["ts"] + 1 and (b is None or b >= info.get("now", 0) / 1000 - 5)
                       for fw, a, b in worker_faults)
-        if end is not None and not faulted and end.get("state") == "SUCCEEDED" and end["ts"] >= x["ts"] - 0.5:
+        if end is not None and not faulted and end.get("state") == "SUCCEEDED":
             needless.append({"token": x["token"], "job": info.get("job"), "t": info.get("t"), "worker": w,
                              "expired_ts": x["ts"], "handler_end_ts": end["ts"]})
 
@@ -441,7 +448,7 @@ def summarize(results: dict, meta: dict) -> str:
              f"effects {s['effects']} (accepted {s['effects_accepted']}, duplicate {s['effects_duplicate']}, "
              f"stale {s['effects_stale']})",
              f"stale completions rejected {s['stale_completions_rejected']}, expired attempts {s['expired_attempts']}, "
-             f"worker rejects {s['worker_rejects']}, needless expiries (healthy worker, handler finished) "
+             f"worker rejects {s['worker_rejects']}, needless expiries (healthy worker, handler succeeded) "
              f"{s['needless_expiries']}",
              f"lateness (first attempts, n={lat['n']}): p50 {fmt(lat['p50_ms'])} ms, p99 {fmt(lat['p99_ms'])} ms, "
              f"max {fmt(lat['max_ms'])} ms; outside fault windows (n={lat['calm']['n']}): "

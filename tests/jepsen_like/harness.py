@@ -371,6 +371,50 @@ class Harness:
         self.net.heal()
         self.fault(kind, "stop")
 
+    def corrupt_journal(self, nid: str, how: str, rng) -> dict:
+        """With `nid` down: damage its Raft journal (truncate the tail, or flip bits inside)."""
+        path = self.c.root / nid / "raft.journal"
+        data = bytearray(path.read_bytes())
+        size = len(data)
+        if how == "truncate":
+            cut = rng.randrange(1, max(2, min(size // 4, 4096)))
+            data = data[:size - cut]
+            detail = {"cut_bytes": cut}
+        else:
+            lo = min(size - 1, 64)
+            at = sorted(rng.randrange(lo, size) for _ in range(3))
+            for i in at:
+                data[i] ^= 1 << rng.randrange(8)
+            detail = {"flipped_at": at}
+        path.write_bytes(bytes(data))
+        self.fault("disk", "start", node=nid, how=how, size=size, **detail)
+        return detail
+
+    def start_or_rebuild(self, nid: str, timeout: float = 20.0) -> str:
+        """Start a node after disk damage. It must either come up (and then agree with its peers,
+        which C2/C7 check) or refuse to start; refused, it is wiped and rebuilt from its peers."""
+        import shutil
+        self.c.start_node(nid)
+
+        def outcome():
+            node = self.c.nodes[nid]
+            if not node.alive():
+                return "refused"
+            info = self.c.node_info(nid, timeout=1)
+            return "up" if info is not None and info.applied_index > 0 else None
+        try:
+            result = wait_for(outcome, timeout, interval=0.2, what=f"{nid} to start or refuse")
+        except TimeoutError:
+            result = "hung"
+        if result != "up":
+            code = self.c.nodes[nid].proc.poll()
+            self.c.kill_node(nid)
+            shutil.rmtree(self.c.root / nid, ignore_errors=True)
+            self.c.start_node(nid)
+            self.rec("disk_rebuild", node=nid, outcome=result, exit_code=code)
+        self.fault("disk", "stop", node=nid, outcome=result)
+        return result
+
     def set_clock(self, nid: str, offset_ms: int) -> None:
         def call():
             with grpc.insecure_channel(self.c.nodes[nid].grpc) as ch:
@@ -428,6 +472,28 @@ class Harness:
             self.rec("settle_timeout", cutoff_ms=cutoff)
             return False
 
+    def record_final_execs(self) -> None:
+        """The leader's view of every execution (state, reason), before the jobs are paused for
+        the convergence check: the checker judges C1 on it (apply has side effects, e.g. a pause
+        ends pending intents SKIPPED, that no entry of their own records)."""
+        out = []
+        try:
+            lead = self.c.wait_leader(timeout=30)
+            with grpc.insecure_channel(self.c.nodes[lead].grpc) as ch:
+                s = pb_grpc.SchedulerStub(ch)
+                token = ""
+                while True:
+                    r = s.ListExecutions(pb.ListExecutionsRequest(page_size=1000, page_token=token, oldest_first=True),
+                                         timeout=10)
+                    out += [[e.job, e.scheduled_ms, e.state, e.reason[:200]] for e in r.executions]
+                    token = r.next_page_token
+                    if not token:
+                        break
+        except (grpc.RpcError, TimeoutError, RuntimeError) as e:
+            self.rec("final_execs_error", error=repr(e))
+            return
+        self.rec("final_execs", execs=out)
+
     def finish(self) -> dict:
         """After the nemesis: heal, let the fault window's executions end, pause every job, and
         wait for the replicas to converge; record the final node states."""
@@ -444,6 +510,7 @@ class Harness:
             self.rec("recovery_timeout", error=str(e))
         settled = self.settle(window_end, timeout=8.0 if self.unsafe else 60.0)
         self.meta["settled"] = settled
+        self.record_final_execs()
         names = [j.name for j in self.jobs if j.period_s] + [
             j["name"] for j in self.meta.get("churn", [])]
         self.rec("quiesce_start")

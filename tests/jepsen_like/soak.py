@@ -51,10 +51,10 @@ def soak(duration_s: float, seed: int | None, store: Path) -> int:
             h.heal_all()
             h.meta["window_end"] = time.time()
             h.c.wait_leader(timeout=60)
-            h.settle(h.meta["window_end"] + h.lease_ms / 1000)
+            h.settle(h.meta["window_end"])
+            h.record_final_execs()          # before the pause below ends pending intents SKIPPED
             # a consistent cut: pause everything, converge, check, resume
             names = [j.name for j in h.jobs if j.period_s] + [j["name"] for j in h.meta.get("churn", [])]
-            paused_client = h._stop_client
             for n in names:
                 h.simple("pause", n)
             infos = {}
@@ -71,7 +71,10 @@ def soak(duration_s: float, seed: int | None, store: Path) -> int:
                 conv = False
             h.rec("final", nodes=infos, converged=conv)
             (run_dir / "meta.json").write_text(json.dumps(h.meta, indent=1))
-            res = checker.check(load_history(run_dir), h.meta)
+            # the workload keeps running: judge only what was written before this instant, so an
+            # effect (a worker's ack) is never read without its cause (the node's apply record)
+            cut = time.time()
+            res = checker.check([r for r in load_history(run_dir) if r.get("ts", 0) <= cut], h.meta)
             procs = {n: _proc_stats(p.proc.pid) for n, p in {**h.c.nodes, **h.c.workers}.items() if p.alive()}
             row = {"round": rnd, "nemesis": nem.__name__, "elapsed_s": round(time.monotonic() - started),
                    "anomalies": len(res["anomalies"]), "safety_ok": res["safety_ok"], "procs": procs,
@@ -85,7 +88,6 @@ def soak(duration_s: float, seed: int | None, store: Path) -> int:
             for n in names:
                 if not n.startswith("churn"):
                     h.simple("resume", n)
-            del paused_client
     finally:
         h.stop()
         (run_dir / "soak.json").write_text(json.dumps(rows, indent=1))

@@ -231,3 +231,21 @@ def test_acknowledged_write_overwritten_after_a_crash_is_c5_and_c2():
         h.recs.append({"ts": (T0 + 9000) / 1000, "proc": n, "type": "apply", "node": n, "index": i, "hash": "new",
                        "entry": {"v": 1, "k": "noop", "rid": "", "now": T0 + 9000, "term": 2}, "res": {"ok": True}})
     assert {"C5", "C2"} <= checks(run(h, meta))
+
+
+def test_replicas_with_different_apply_results_is_c2():
+    h, meta = good()
+    r = next(r for r in h.recs if r["type"] == "apply" and r["node"] == "n2" and r["entry"].get("k") == "finish")
+    r["res"] = {"ok": False, "code": "stale"}
+    res = run(h, meta)
+    assert "C2" in checks(res) and any("apply result" in a["what"] for a in res["anomalies"])
+
+
+def test_final_view_settles_what_the_log_leaves_pending():
+    h, meta = good()
+    t = T0 + 6000
+    h.recs = [r for r in h.recs if not (r["type"] == "apply" and r["entry"].get("k") == "finish" and r["entry"]["scheduled_ms"] == t)]
+    last_tok = max(x["token"] for x in h.recs if x["type"] == "w_ack")
+    h.recs = [r for r in h.recs if not (r["type"] == "w_ack" and r["token"] == last_tok)]
+    h.add("final_execs", T0 + 9000, execs=[["j", t, "SKIPPED", "paused"]])
+    assert run(h, meta)["ok"]

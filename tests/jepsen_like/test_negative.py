@@ -5,6 +5,7 @@ by default; the rest are in the full profile (--jepsen-full)."""
 from __future__ import annotations
 
 import random
+import shutil
 
 import pytest
 
@@ -46,6 +47,8 @@ def run_control(switch: str) -> tuple[dict, object]:
     caught = res["counts"][check]
     assert caught and not res["safety_ok"], (
         f"unsafe switch {switch} was NOT caught by {check}; see {d}\n{(d / 'summary.txt').read_text()}")
+    for data in (d / "cluster").glob("n*/"):      # keep logs and history, drop the node data
+        shutil.rmtree(data, ignore_errors=True)
     return res, d
 
 
