@@ -48,6 +48,8 @@ class Assigner:
         self.catchup_rate = float(node.cfg.scheduler.catchup_per_second)
         self._catchup_next_ms = 0.0
         self._next_full_pass_ms = 0
+        self._last_step_ms = 0
+        self.term = 0                    # the epoch this leader's current decisions are made in
         self.expiring: set[int] = set()
         self.cancel_sent: dict[int, int] = {}
         self.waiting: dict[tuple[str, int], str] = {}
@@ -75,6 +77,22 @@ class Assigner:
         return hit[1]
 
     def step(self, now: int) -> None:
+        """One pass, called by the dispatcher only while this node leads the current epoch.
+
+        The term stamped on every entry proposed from this pass is the epoch read now, when the
+        decision is made, never `node.term` read later inside a coroutine: a leader paused past
+        an election resumes with pysyncobj already at the new term while it still believes it
+        leads, and its stale decisions, stamped with the new term, would be forwarded to the new
+        leader and pass the term check (found by tests/jepsen_like: a deposed leader expired
+        attempts of a healthy worker)."""
+        self.term = self.node.state.epoch
+        if self._last_step_ms and now - self._last_step_ms > self.hub.lease_ms // 2:
+            # This loop (or the clock) stalled: heartbeats that arrived meanwhile are not
+            # processed yet. Grant running attempts a lease, as after a takeover.
+            log.warning("leader loop stalled or clock jumped %d ms: lease grace for running attempts",
+                        now - self._last_step_ms)
+            self.took_over_ms = now
+        self._last_step_ms = now
         self.hub.drop_silent(now)
         self._assign(now)
         self._reap(now)
@@ -156,7 +174,7 @@ class Assigner:
                     extra_held[key] = extra_held.get(key, 0) + 1
         if skips:
             self.skipping.update((n, t) for n, t, _ in skips)
-            self.spawn(self._skip(skips))
+            self.spawn(self._skip(skips, self.term))
         for due, name, t, attempt, spec, holds in claims:
             pool, labels = spec.get("pool", ""), spec.get("worker_labels") or {}
             workers = self.hub.eligible(pool, now, labels) if self.hub.conns else []
@@ -171,14 +189,14 @@ class Assigner:
             conn = workers[0]
             conn.reserved += 1
             self.claiming[(name, t)] = holds
-            self.spawn(self._claim(conn, name, t, attempt, due, spec))
+            self.spawn(self._claim(conn, name, t, attempt, due, spec, self.term))
         if full:
             self.waiting = waiting
         else:
             self.waiting.update(waiting)
 
-    async def _skip(self, items: list) -> None:
-        entry = C.encode(C.SKIP, rid="", now=self.clock.now_ms(), term=self.node.term,
+    async def _skip(self, items: list, term: int) -> None:
+        entry = C.encode(C.SKIP, rid="", now=self.clock.now_ms(), term=term,
                          by=self.node.cfg.node_id, items=items)
         try:
             result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
@@ -189,9 +207,10 @@ class Assigner:
         finally:
             self.skipping.difference_update((n, t) for n, t, _ in items)
 
-    async def _claim(self, conn: WorkerConn, name: str, t: int, attempt: int, due: int, spec: dict) -> None:
+    async def _claim(self, conn: WorkerConn, name: str, t: int, attempt: int, due: int, spec: dict,
+                     term: int) -> None:
         entry = C.encode(C.START, rid=f"start-{name}@{t}#{attempt}", now=self.clock.now_ms(),
-                         term=self.node.term, by=self.node.cfg.node_id, job=name, scheduled_ms=t,
+                         term=term, by=self.node.cfg.node_id, job=name, scheduled_ms=t,
                          attempt=attempt, worker=conn.name)
         try:
             if testing.UNSAFE:                   # negative controls of the fault suite only
@@ -217,7 +236,7 @@ class Assigner:
             return                      # unsafe switch: already pushed before the commit
         self.hub.send(conn, pb.LeaderMessage(assignment=pb.Assignment(
             execution_id=eid, job=name, scheduled_ms=t, attempt=attempt, fencing_token=token,
-            term=self.node.term, due_ms=testing.unsafe_due(self.clock, due) if testing.UNSAFE else due,
+            term=term, due_ms=testing.unsafe_due(self.clock, due) if testing.UNSAFE else due,
             handler_json=json.dumps(spec.get("handler") or {}),
             timeout_seconds=float(spec.get("timeout_seconds") or 0), labels=spec.get("labels") or {})))
 
@@ -289,12 +308,12 @@ class Assigner:
                     cancels.append((token, ex.id))
         for name, t, token, outcome, reason in expire:
             self.expiring.add(token)
-            self.spawn(self._expire(name, t, token, outcome, reason))
+            self.spawn(self._expire(name, t, token, outcome, reason, self.term))
         for token, eid in cancels:
             self.push_cancel(token, eid)
 
-    async def _expire(self, name: str, t: int, token: int, outcome: str, reason: str) -> None:
-        entry = C.encode(C.EXPIRE, rid=f"expire-{token}", now=self.clock.now_ms(), term=self.node.term,
+    async def _expire(self, name: str, t: int, token: int, outcome: str, reason: str, term: int) -> None:
+        entry = C.encode(C.EXPIRE, rid=f"expire-{token}", now=self.clock.now_ms(), term=term,
                          by=self.node.cfg.node_id, job=name, scheduled_ms=t, token=token,
                          outcome=outcome, reason=reason)
         try:

@@ -145,12 +145,13 @@ class SlaDriver:
             if rid in self.inflight or self.retry_at.get(rid, 0) > now:
                 continue
             self.inflight.add(rid)
-            self.spawn(self._record(miss, rid))
+            # the epoch of the decision, read now (see Assigner.step), not node.term later
+            self.spawn(self._record(miss, rid, self.node.state.epoch))
 
-    async def _record(self, miss: Miss, rid: str) -> None:
+    async def _record(self, miss: Miss, rid: str, term: int) -> None:
         target = ({"dag": miss.dag, "logical_ms": miss.scheduled_ms} if miss.dag
                   else {"job": miss.job, "scheduled_ms": miss.scheduled_ms})
-        entry = C.encode(C.SLA, rid=rid, now=self.clock.now_ms(), term=self.node.term,
+        entry = C.encode(C.SLA, rid=rid, now=self.clock.now_ms(), term=term,
                          by=self.node.cfg.node_id, deadline_ms=miss.deadline_ms, sla=miss.sla, **target)
         try:
             result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)

@@ -11,7 +11,7 @@ Finding the leader
     FAILED_PRECONDITION and "leader=<host:port>": go there directly. UNAVAILABLE, connection
     errors and a stream that ends (the leader stepped down) all lead to a reconnect after an
     exponential backoff with jitter (0.1 s doubling to 2 s; reset by every Welcome). While
-    connected, the worker asks `Cluster.Status` of another node once per lease: if the cluster has
+    connected, the worker asks `Cluster.Status` of another node every third of a lease: if the cluster has
     a leader in a newer term than the one that welcomed us, the stream is a leftover of a deposed
     (e.g. paused or partitioned) leader and is dropped for a reconnect.
 
@@ -470,10 +470,13 @@ class WorkerRuntime:
                     self._send_result(token)
 
     async def _watch_leader(self, conn: _Conn) -> None:
-        """Once per lease, ask another node who leads: a newer leader means our stream is stale."""
+        """Every third of a lease, ask another node who leads: a newer leader means our stream is
+        stale. A leader frozen (SIGSTOP, a stalled host) keeps its TCP stream open; the new one
+        grants running attempts one lease from its takeover, so the worker must find it well
+        within that lease to report them before they are expired and run again."""
         k = 0
         while True:
-            await asyncio.sleep(max(1.0, conn.lease_ms / 1000))
+            await asyncio.sleep(max(1.0, conn.lease_ms / 3000))
             others = [a for a in self.cluster if a != conn.address] or self.cluster
             addr = others[k % len(others)]
             k += 1

@@ -137,3 +137,38 @@ async def test_catch_up_runs_are_rate_limited(setup):
     assert len(waiting) == 9
     await step(assigner, tasks, h.now + 500)
     assert sum(ex.state == "RUNNING" for ex in h.state.execs.values()) == 3
+
+
+async def test_entries_carry_the_epoch_of_the_decision_not_a_term_read_later(setup):
+    """A leader paused past an election resumes with pysyncobj at the new term while it still
+    believes it leads: its stale decisions must carry the old epoch and be refused."""
+    h, node, hub, assigner, tasks = setup
+    h.put(schedule="@every 60s")
+    h.plan_and_fire()
+    add_worker(hub, h, slots=1)
+    assigner.step(h.now)                     # decides to claim, in epoch 1
+    node.term = 2                            # the tick thread moved on before the coroutine ran
+    h.term = 2
+    h.apply(C.EPOCH)                         # the new leader's epoch is applied
+    while tasks:
+        await tasks.pop()
+    ex = h.state.execs[("j1", T0)]
+    assert ex.state == "SCHEDULED" and not ex.attempts          # the claim was refused: stale term
+    assert C.decode(h.entries[-1]).term == 1
+
+
+async def test_a_stalled_loop_grants_running_attempts_a_lease(setup):
+    h, node, hub, assigner, tasks = setup
+    h.put(schedule="@every 60s")
+    h.plan_and_fire()
+    conn = add_worker(hub, h, slots=1)
+    await step(assigner, tasks, h.now)
+    token = h.state.execs[("j1", T0)].attempts[-1].fencing_token
+    hub.token_seen[token] = h.now
+    h.now += 30_000                          # nothing ran for 30 s (SIGSTOP, a clock jump)
+    conn.last_heartbeat_ms = h.now           # the worker is alive; its heartbeats are queued
+    await step(assigner, tasks, h.now)
+    assert h.state.execs[("j1", T0)].state == "RUNNING"          # not expired at once
+    for k in range(1, 12):                   # then steps as usual, and no news from the worker
+        await step(assigner, tasks, h.now + k * 1_000)
+    assert h.state.execs[("j1", T0)].state == "RETRY_WAIT"       # expired after a lease of silence
