@@ -239,10 +239,14 @@ class Assigner:
             term=term, due_ms=testing.unsafe_due(self.clock, due) if testing.UNSAFE else due,
             handler_json=json.dumps(spec.get("handler") or {}),
             timeout_seconds=float(spec.get("timeout_seconds") or 0), labels=spec.get("labels") or {})))
+        if testing.FAILPOINTS is not None:      # fault suite S03 only
+            testing.failpoint_pushed(self, token, name, t, conn.name)
 
     # ------------------------------------------------------------ results
 
     def on_result(self, conn: WorkerConn, r: pb.AttemptResult) -> None:
+        if testing.FAILPOINTS is not None:      # fault suite S03 only
+            testing.failpoint_result(r.fencing_token)
         conn.running.pop(r.fencing_token, None)
         self.hub.token_seen.pop(r.fencing_token, None)
         self.cancel_sent.pop(r.fencing_token, None)

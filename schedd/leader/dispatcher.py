@@ -65,6 +65,8 @@ class Dispatcher:
         if self._loop is None or not result.get("ok"):
             return
         created = [(n, t) for n, t, code in result.get("items", ()) if code == "created"]
+        if testing.FAILPOINTS is not None:      # fault suite S03 only
+            testing.failpoint_fire_applied(self, created, index)
         if created or "epoch" in result:
             self._loop.call_soon_threadsafe(self._applied, created)
 

@@ -10,12 +10,29 @@ its config says `test_mode = true`, else the node refuses to start):
                          trust_leader
     SCHEDD_RAFT_DIAL     JSON {"<peer raft address>": "<address to dial instead>"}: dial peers
                          through per-link TCP proxies (partitions, delay)
+    SCHEDD_WORKER_DIAL   JSON {"<node grpc address>": "<address to dial instead>"}: a worker dials
+                         the cluster (status, its stream, redirects) through per-link proxies
+    SCHEDD_FAILPOINT_DIR failpoints (scenario S03): the harness arms one by creating the file
+                         DIR/<process>.<failpoint> (content: a number of seconds, for a stall); the
+                         process consumes it (unlink: one shot) when it reaches that point.
+                         Node (<process> = node id; acts only while it leads):
+                           crash_after_fire   SIGKILL itself in the tick thread right after a fire
+                                              entry that created intents applied, before dispatch
+                           crash_after_push   SIGKILL itself after pushing a claimed assignment,
+                                              before that attempt's result commits (0.3 s later,
+                                              or at once when the worker's result arrives)
+                           stall_after_fire   block its asyncio loop for N s right after a fire
+                                              entry applied (Raft, in its own thread, goes on)
+                         Worker (<process> = worker-<name>):
+                           crash_after_effect SIGKILL itself after its handler returned (the effect
+                                              is made) and before the result is reported
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 import time
 
@@ -70,26 +87,136 @@ def unsafe_switches() -> frozenset[str]:
 # Process-wide, set by `configure` (node) or at import (worker); read by the hooked modules.
 RECORDER: Recorder | None = None
 UNSAFE: frozenset[str] = frozenset()
+WORKER_DIAL: dict[str, str] = {}                # empty: worker_dial(addr) is addr
+FAILPOINTS: "Failpoints | None" = None          # None: every failpoint site is one `is None` test
+NODE_FAILPOINTS = ("crash_after_fire", "crash_after_push", "stall_after_fire")
+WORKER_FAILPOINTS = ("crash_after_effect",)
 
 
 def configure_node(cfg) -> None:
     """Called by the daemon at start. Refuses test-only settings outside test mode."""
     global RECORDER, UNSAFE
-    wants = any(os.environ.get(k) for k in ("SCHEDD_HISTORY_DIR", "SCHEDD_UNSAFE", "SCHEDD_RAFT_DIAL"))
+    global FAILPOINTS
+    wants = any(os.environ.get(k) for k in ("SCHEDD_HISTORY_DIR", "SCHEDD_UNSAFE", "SCHEDD_RAFT_DIAL",
+                                            "SCHEDD_FAILPOINT_DIR"))
     if not wants:
         return
     if not (cfg.test_mode and _env_test_mode()):
-        raise TestModeError("SCHEDD_HISTORY_DIR, SCHEDD_UNSAFE and SCHEDD_RAFT_DIAL need test_mode = true "
-                            "in the config and SCHEDD_TEST_MODE=1")
+        raise TestModeError("SCHEDD_HISTORY_DIR, SCHEDD_UNSAFE, SCHEDD_RAFT_DIAL and SCHEDD_FAILPOINT_DIR need "
+                            "test_mode = true in the config and SCHEDD_TEST_MODE=1")
     UNSAFE = unsafe_switches()
     RECORDER = make_recorder(cfg.node_id)
+    FAILPOINTS = make_failpoints(cfg.node_id)
     if RECORDER is not None:
         RECORDER("node_start", node=cfg.node_id, unsafe=sorted(UNSAFE), pid=os.getpid())
 
 
 def configure_worker(name: str) -> Recorder | None:
-    """A worker's recorder (workers have no config file: the environment alone decides)."""
-    return make_recorder(f"worker-{name}")
+    """A worker's recorder (workers have no config file: the environment alone decides). Also
+    sets up the worker's failpoints (refused outside test mode)."""
+    global FAILPOINTS, WORKER_DIAL
+    raw = os.environ.get("SCHEDD_WORKER_DIAL", "")
+    if raw and not _env_test_mode():
+        raise TestModeError("SCHEDD_WORKER_DIAL is for the test suite only (needs SCHEDD_TEST_MODE=1)")
+    WORKER_DIAL = {str(k): str(v) for k, v in json.loads(raw).items()} if raw else {}
+    rec = make_recorder(f"worker-{name}")
+    FAILPOINTS = make_failpoints(f"worker-{name}", rec)
+    return rec
+
+
+def worker_dial(addr: str) -> str:
+    """The address a worker dials for the node at `addr` (a proxy in the fault suite)."""
+    return WORKER_DIAL.get(addr, addr) if WORKER_DIAL else addr
+
+
+# ------------------------------------------------------------------ failpoints (scenario S03)
+
+class Failpoints:
+    """One-shot failpoints armed from outside: the file DIR/<proc>.<name> exists. Consuming it
+    is an unlink, so a failpoint fires once however many threads reach it."""
+
+    def __init__(self, directory: str, proc: str, rec: Recorder | None) -> None:
+        self.dir, self.proc, self.rec = directory, proc, rec
+        self.crash_token: int | None = None       # crash_after_push: the pushed attempt
+
+    def take(self, name: str) -> float | None:
+        path = os.path.join(self.dir, f"{self.proc}.{name}")
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+            os.unlink(path)
+        except (FileNotFoundError, OSError):
+            return None
+        try:
+            return float(text or 0)
+        except ValueError:
+            return 0.0
+
+    def record(self, type_: str, **fields) -> None:
+        if self.rec is not None:
+            self.rec(type_, proc_name=self.proc, **fields)
+
+    def crash(self, name: str, **fields) -> None:
+        """kill -9 this process (no cleanup, no flush): as a crash would."""
+        self.record("failpoint", name=name, action="crash", pid=os.getpid(), **fields)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def make_failpoints(proc: str, rec: Recorder | None = None) -> Failpoints | None:
+    d = os.environ.get("SCHEDD_FAILPOINT_DIR")
+    if not d:
+        return None
+    if not _env_test_mode():
+        raise TestModeError("SCHEDD_FAILPOINT_DIR is for the test suite only (needs SCHEDD_TEST_MODE=1)")
+    os.makedirs(d, exist_ok=True)
+    return Failpoints(d, proc, rec if rec is not None else RECORDER)
+
+
+def failpoint_fire_applied(dispatcher, created: list, index: int) -> None:
+    """Tick thread, right after a fire entry that created intents applied on this node."""
+    fp = FAILPOINTS
+    if fp is None or not created or not dispatcher.node.is_leader():
+        return
+    if fp.take("crash_after_fire") is not None:
+        fp.crash("crash_after_fire", index=index, created=[list(c) for c in created[:20]],
+                 term=dispatcher.node.term)
+    secs = fp.take("stall_after_fire")
+    if secs is not None and dispatcher._loop is not None:
+        fp.record("failpoint", name="stall_after_fire", action="armed", index=index, seconds=secs,
+                  created=[list(c) for c in created[:20]], term=dispatcher.node.term)
+
+        def stall():
+            fp.record("failpoint", name="stall_after_fire", action="stall_start", seconds=secs)
+            time.sleep(secs)            # blocks the asyncio loop: no dispatch, no worker streams
+            fp.record("failpoint", name="stall_after_fire", action="stall_end", seconds=secs)
+        dispatcher._loop.call_soon_threadsafe(stall)
+
+
+def failpoint_pushed(assigner, token: int, name: str, t: int, worker: str) -> None:
+    """The leader's loop, right after it pushed the assignment of a committed claim."""
+    fp = FAILPOINTS
+    if fp is None or fp.crash_token is not None or fp.take("crash_after_push") is None:
+        return
+    import asyncio
+    fp.crash_token = token
+    fp.record("failpoint", name="crash_after_push", action="armed", token=token, job=name, scheduled_ms=t,
+              worker=worker, term=assigner.node.term)
+    asyncio.get_running_loop().call_later(
+        0.3, lambda: fp.crash("crash_after_push", token=token, job=name, scheduled_ms=t, why="0.3 s after the push"))
+
+
+def failpoint_result(token: int) -> None:
+    """The leader's loop, when a worker's result arrives (before it is proposed)."""
+    fp = FAILPOINTS
+    if fp is not None and fp.crash_token == token:
+        fp.crash("crash_after_push", token=token, why="the worker's result arrived")
+
+
+def failpoint_worker_effect(token: int, job: str, t: int) -> None:
+    """The worker, after its handler returned and before it reports the result."""
+    fp = FAILPOINTS
+    if fp is not None and fp.take("crash_after_effect") is not None:
+        fp.crash("crash_after_effect", token=token, job=job, scheduled_ms=t)
 
 
 # ------------------------------------------------------------------ node-side recording helpers
@@ -99,7 +226,7 @@ def record_applied(rec: Recorder, node_id: str, entry: str, result: dict, index:
         body = json.loads(entry)
     except ValueError:
         body = {"raw": entry[:200]}
-    res = {k: result[k] for k in ("ok", "code", "token", "state", "items", "scheduled_ms", "name",
+    res = {k: result[k] for k in ("ok", "code", "token", "state", "items", "scheduled_ms", "name", "logical_ms",
                                    "deduplicated", "epoch", "retry_at") if k in result}
     rec("apply", node=node_id, index=index, hash=digest.hex(), entry=body, res=res)
 

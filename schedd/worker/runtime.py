@@ -337,7 +337,7 @@ class WorkerRuntime:
                 pass
 
     async def _status(self, addr: str, timeout: float = STATUS_TIMEOUT_S) -> pb.ClusterStatus:
-        async with grpc.aio.insecure_channel(addr, options=_CHANNEL_OPTIONS) as ch:
+        async with grpc.aio.insecure_channel(testing.worker_dial(addr), options=_CHANNEL_OPTIONS) as ch:
             return await pb_grpc.ClusterStub(ch).Status(pb.ClusterStatusRequest(), timeout=timeout)
 
     async def _find_leader(self) -> str:
@@ -376,7 +376,7 @@ class WorkerRuntime:
 
     async def _session(self, addr: str) -> None:
         """One stream: hello, Welcome, then serve it until it ends (raises when it fails)."""
-        channel = grpc.aio.insecure_channel(addr, options=_CHANNEL_OPTIONS)
+        channel = grpc.aio.insecure_channel(testing.worker_dial(addr), options=_CHANNEL_OPTIONS)
         call = None
         conn: _Conn | None = None
         try:
@@ -687,6 +687,8 @@ class WorkerRuntime:
                           token=token, attempt=a.attempt, state=out.state)
             log.info("%s (token %d) ended %s%s", a.execution_id, token, out.state,
                      f": {out.error}" if out.error else "")
+            if testing.FAILPOINTS is not None:      # fault suite S03 only
+                testing.failpoint_worker_effect(token, a.job, a.scheduled_ms)
             self._report(pb.AttemptResult(
                 execution_id=a.execution_id, fencing_token=token, state=out.state,
                 exit_code=out.exit_code or 0, http_status=out.http_status or 0, error=out.error,

@@ -23,7 +23,9 @@ def start(cluster_factory, slots=2):
     c.start()
     c.wait_leader(timeout=60)
     c.start_worker("w1", slots=slots, drain_grace_s=5)
-    return c, Client(c.cluster_arg, timeout=30)
+    client = Client(c.cluster_arg, timeout=30)
+    wait_until(lambda: client.list_workers().workers, timeout=30, what="the worker to connect")
+    return c, client
 
 
 def run_done(client, name, run_id):

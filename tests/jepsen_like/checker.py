@@ -17,7 +17,8 @@ Checks (issue 5):
   C5 every acknowledged write and completion is in the log
   C6 no dispatch, handler start or effect without a committed claim for that key and token
   C7 replicas converge after healing
-  C8 DAG order (not applicable until DAGs are in the log)
+  C8 DAG order: no task of a run claimed (in the log) or started (at the sink) before its
+     upstreams ended as its trigger rule wants; a succeeded task of a run is never run again
   C9 lateness p50/p99/max of first attempts; nothing fired early
 """
 
@@ -28,7 +29,7 @@ import math
 from collections import defaultdict
 
 CHECKS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9")
-SAFETY = {"C2", "C3", "C4", "C5", "C6", "C7", "C9early"}
+SAFETY = {"C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9early"}
 TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED", "SKIPPED", "UPSTREAM_FAILED", "LOST"}
 EARLY_TOLERANCE_MS = 10
 SLACK_MS = 1500
@@ -126,6 +127,10 @@ def check(records: list[dict], meta: dict) -> dict:
     finishes_ok: dict[int, dict] = {}
     stale_finishes = []
     expires = []
+    dag_specs: dict[str, dict] = {}          # DAG -> {task: (upstream, rule)} (as last put)
+    dag_runs: dict[tuple, dict] = {}         # (DAG, logical_ms) -> {"graph", "index", "ts"}
+    dag_claims: list[tuple] = []             # (index, ts, dag, t, task, token)
+    dag_ended: dict[tuple, dict] = {}        # (DAG, t, task) -> {"state", "index", "ts"} (first end)
     for idx in sorted(log):
         r = log[idx]
         e, res = r["entry"], r.get("res", {})
@@ -135,6 +140,15 @@ def check(records: list[dict], meta: dict) -> dict:
             rids.add(base_rid)
         if k == "epoch":
             epochs.setdefault(e.get("term"), now)
+        elif k == "dag_put" and res.get("ok"):
+            g = _dag_graph(e.get("spec"))
+            if g is not None:
+                dag_specs[e.get("name") or res.get("name")] = g
+        elif k == "dag_delete" and res.get("ok"):
+            dag_specs.pop(e.get("name"), None)
+        elif k == "dag_run" and res.get("ok") and "logical_ms" in res and res.get("name") in dag_specs:
+            dag_runs.setdefault((res["name"], res["logical_ms"]), {"graph": dag_specs[res["name"]], "index": idx,
+                                                                   "ts": r["ts"]})
         elif k == "put" and res.get("ok"):
             period, spec = _period_of(e.get("spec"))
             j = jobs.setdefault(spec.get("name") or res.get("name"), {"pauses": [], "created": now})
@@ -152,6 +166,13 @@ def check(records: list[dict], meta: dict) -> dict:
                     j["deleted"] = now
         elif k == "fire" and res.get("ok"):
             for name, t, code in res.get("items", []):
+                if name.endswith(":") and code == "created":        # a DAG's schedule row: a run starts
+                    dag = name[:-1]
+                    if dag in dag_specs:
+                        dag_runs.setdefault((dag, t), {"graph": dag_specs[dag], "index": idx, "ts": r["ts"]})
+                    execs[(name, t)] = {"job": name, "t": t, "index": idx, "now": now, "trigger": "dag_fire",
+                                        "state": "SUCCEEDED", "attempts": [], "term": e.get("term")}
+                    continue
                 if code == "skipped" and (name, t) not in execs:     # recorded SKIPPED with a reason
                     execs[(name, t)] = {"job": name, "t": t, "index": idx, "now": now, "trigger": "schedule",
                                         "state": "SKIPPED", "attempts": [], "term": e.get("term")}
@@ -169,6 +190,12 @@ def check(records: list[dict], meta: dict) -> dict:
             key = (e.get("job"), e.get("scheduled_ms"))
             tokens[idx] = {"job": key[0], "t": key[1], "worker": e.get("worker"), "attempt": e.get("attempt"),
                            "now": now, "term": e.get("term")}
+            if ":" in str(key[0]) and key not in execs:   # a DAG task: apply recorded it, no entry did
+                execs[key] = {"job": key[0], "t": key[1], "index": idx, "now": now, "trigger": "dag",
+                              "state": "SCHEDULED", "attempts": [], "term": e.get("term")}
+            if ":" in str(key[0]):
+                dag, _, task = str(key[0]).partition(":")
+                dag_claims.append((idx, r["ts"], dag, key[1], task, idx))
             ex = execs.get(key)
             if ex is not None:
                 ex["attempts"].append(idx)
@@ -190,6 +217,9 @@ def check(records: list[dict], meta: dict) -> dict:
                           r["ts"], index=idx, job=key[0], t=key[1])
                 if ex is not None and res.get("state"):
                     ex["state"] = res["state"]
+                if ":" in str(key[0]) and res.get("state") in TERMINAL:
+                    dag, _, task = str(key[0]).partition(":")
+                    dag_ended.setdefault((dag, key[1], task), {"state": res["state"], "index": idx, "ts": r["ts"]})
             elif res.get("code") == "stale":
                 stale_finishes.append({"token": tok, "by": e.get("by"), "index": idx, "ts": r["ts"],
                                        "job": key[0], "t": key[1]})
@@ -205,6 +235,10 @@ def check(records: list[dict], meta: dict) -> dict:
             ex = execs.get((e.get("job"), e.get("scheduled_ms")))
             if ex is not None and res.get("state"):
                 ex["state"] = res["state"]
+            if ":" in str(e.get("job")) and res.get("state") in TERMINAL:
+                dag, _, task = str(e.get("job")).partition(":")
+                dag_ended.setdefault((dag, e.get("scheduled_ms"), task), {"state": res["state"], "index": idx,
+                                                                         "ts": r["ts"]})
         elif k == "skip" and res.get("ok"):
             for name, t, code in res.get("items", []):
                 ex = execs.get((name, t))
@@ -265,6 +299,8 @@ def check(records: list[dict], meta: dict) -> dict:
     if by_type["final_execs"]:
         final_view = {(j, t): (st, why) for j, t, st, why in by_type["final_execs"][-1]["execs"]}
     for key, ex in execs.items():
+        if ex["trigger"] == "dag":          # DAG tasks: C8 (a task may be created after the window)
+            continue
         if ex.get("deleted") or (window_end_ms is not None and key[1] > window_end_ms) or held(key[0]):
             continue
         state = final_view[key][0] if key in final_view else ex["state"]
@@ -349,6 +385,9 @@ def check(records: list[dict], meta: dict) -> dict:
     else:
         A.add("C7", "no final convergence record (the run did not finish)", None)
 
+    # ---------------------------------------------------------------- C8: DAG order
+    c8 = _check_dags(A, dag_runs, dag_claims, dag_ended, effects, by_type["effect_end"])
+
     # ---------------------------------------------------------------- C9: lateness, nothing early
     late = []
     fault_windows = _fault_windows(by_type["nemesis"])
@@ -369,7 +408,14 @@ def check(records: list[dict], meta: dict) -> dict:
     # ---------------------------------------------------------------- needless expiries (not anomalies)
     # An attempt expired as lost although its worker was never faulted and its handler succeeded:
     # legal under at-least-once (fencing refuses the late result), but the work is run again.
-    worker_faults = [(f[1], f[2], f[3]) for f in _fault_windows(by_type["nemesis"]) if f[0] in ("pause_worker", "kill_worker")]
+    worker_faults = [(f[1], f[2], f[3]) for f in _fault_windows(by_type["nemesis"])
+                     if f[0] in ("pause_worker", "kill_worker", "failpoint", "worker_partition")]
+    expired_by_fault: dict[str, int] = defaultdict(int)     # expiries of a worker under that fault
+    for x in expires:
+        w = tokens.get(x["token"], {}).get("worker")
+        for kind, fw, a, b in _fault_windows(by_type["nemesis"]):
+            if fw == w and a <= x["ts"] and (b is None or x["ts"] <= b + lease / 1000 + 1):
+                expired_by_fault[kind] += 1
     h_end = {r["token"]: r for r in by_type["h_end"]}
     needless = []
     for x in expires:
@@ -391,19 +437,113 @@ def check(records: list[dict], meta: dict) -> dict:
         "effects_duplicate": sum(1 for r in effects if r["verdict"] == "duplicate"),
         "effects_stale": sum(1 for r in effects if r["verdict"] == "stale"),
         "stale_completions_rejected": len(stale_finishes), "expired_attempts": len(expires),
-        "needless_expiries": len(needless), "needless_expiry_examples": needless[:5],
+        "needless_expiries": len(needless), "expired_by_fault": dict(expired_by_fault), "needless_expiry_examples": needless[:5],
         "leader_terms": terms, "leader_changes": len(terms),
         "worker_rejects": len(by_type["w_reject"]), "faults": sum(1 for r in by_type["nemesis"] if r.get("phase") == "start"),
         "fault_kinds": sorted({r["fault"] for r in by_type["nemesis"]}), "fault_windows": fault_windows,
         "client_ops": {s: len(by_type[s]) for s in ("invoke", "ok", "fail", "info")},
         "lateness": lateness, "unfinished": len(unfinished),
+        "failpoints": sorted({(r.get("name"), r.get("action")) for r in by_type["failpoint"]}),
+        "dag_runs": c8["runs"], "dag_tasks_claimed": c8["tasks_claimed"], "dag_tasks_succeeded": c8["tasks_succeeded"],
     }
     per_check = {c: [a for a in A.items if a["check"] == c] for c in CHECKS}
     safety = [a for a in A.items if a["check"] in SAFETY or a.get("early")]
     liveness = [a for a in A.items if a not in safety]
     return {"ok": not A.items, "safety_ok": not safety, "anomalies": A.items,
             "counts": {c: len(v) for c, v in per_check.items()}, "stats": stats,
-            "c8": "not applicable: no DAG entries in the log yet"}
+            "c8": c8}
+
+
+def _dag_graph(spec_text) -> dict | None:
+    """{task: (upstream list, trigger rule)} from a committed DAG spec (canonical JSON)."""
+    try:
+        spec = json.loads(spec_text) if isinstance(spec_text, str) else dict(spec_text or {})
+        return {t["name"]: (list(t.get("upstream") or []), t.get("trigger_rule") or "all_success")
+                for t in spec.get("tasks") or []}
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+_FAILED = {"FAILED", "TIMED_OUT", "CANCELLED", "LOST", "UPSTREAM_FAILED"}
+
+
+def _check_dags(A: _Anoms, runs: dict, claims: list, ended: dict, effects: list, effect_ends: list) -> dict:
+    """C8, from the log (claims and completions, by index) and from the sink (ground truth, by time):
+    - a task of a run is claimed only after its upstreams ended as its rule wants (all_success:
+      every upstream SUCCEEDED; all_done: every upstream ended; one_failed: one failed), each of
+      those completions at a lower log index;
+    - at the sink, no effect of a task arrives before the accepted effect of every upstream that
+      had to succeed was over;
+    - a task that SUCCEEDED in a run is never claimed again in that run, and at most one of its
+      effects is accepted."""
+    checked = succeeded = 0
+    for idx, ts, dag, t, task, tok in claims:
+        run = runs.get((dag, t))
+        if run is None:
+            A.add("C8", f"{dag}:{task}@{t} claimed (index {idx}) but no run of {dag} started at {t}", ts,
+                  job=f"{dag}:{task}", t=t)
+            continue
+        graph = run["graph"]
+        if task not in graph:
+            A.add("C8", f"{dag}:{task}@{t} claimed but the run's graph has no task {task}", ts, job=f"{dag}:{task}", t=t)
+            continue
+        checked += 1
+        ups, rule = graph[task]
+        before = {u: ended.get((dag, t, u)) for u in ups}
+        before = {u: (v if v is not None and v["index"] < idx else None) for u, v in before.items()}
+        if rule == "all_done":
+            bad = [u for u, v in before.items() if v is None]
+        elif rule == "one_failed":
+            bad = [] if any(v is not None and v["state"] in _FAILED for v in before.values()) else list(ups)
+        else:
+            bad = [u for u, v in before.items() if v is None or v["state"] != "SUCCEEDED"]
+        if bad:
+            A.add("C8", f"{dag}:{task}@{t} claimed at index {idx} (token {tok}) before its upstream(s) "
+                  f"{', '.join(bad)} ended as {rule} wants (" +
+                  ", ".join(f"{u}: {'-' if v is None else v['state'] + ' @' + str(v['index'])}"
+                            for u, v in sorted(before.items())) + ")", ts, job=f"{dag}:{task}", t=t)
+        mine = ended.get((dag, t, task))
+        if mine is not None and mine["state"] == "SUCCEEDED" and mine["index"] < idx:
+            A.add("C8", f"{dag}:{task}@{t} claimed again at index {idx} (token {tok}) after it SUCCEEDED at "
+                  f"index {mine['index']}", ts, job=f"{dag}:{task}", t=t)
+    for key, v in ended.items():
+        if v["state"] == "SUCCEEDED":
+            succeeded += 1
+    # the sink's view
+    accepted_end: dict[tuple, float] = {}
+    for r in effect_ends:
+        if ":" in str(r.get("job")) and r.get("verdict") == "accepted":
+            accepted_end.setdefault((r["job"], r["scheduled_ms"]), r["ts"])
+    accepted: dict[tuple, int] = defaultdict(int)
+    first_arrival: dict[tuple, dict] = {}
+    for r in effects:
+        if ":" not in str(r.get("job")):
+            continue
+        key = (r["job"], r["scheduled_ms"])
+        if r["verdict"] == "accepted":
+            accepted[key] += 1
+        if key not in first_arrival or r["arrived"] < first_arrival[key]["arrived"]:
+            first_arrival[key] = r
+    for key, n in accepted.items():
+        if n > 1:
+            A.add("C8", f"{key[0]}@{key[1]}: {n} effects accepted (a task of a run ran twice)", None,
+                  job=key[0], t=key[1])
+    for (job, t), r in first_arrival.items():
+        dag, _, task = job.partition(":")
+        run = runs.get((dag, t))
+        if run is None or task not in run["graph"]:
+            continue
+        ups, rule = run["graph"][task]
+        if rule != "all_success":
+            continue
+        for u in ups:
+            end = accepted_end.get((f"{dag}:{u}", t))
+            if end is None or r["arrived"] < end:
+                A.add("C8", f"{job}@{t} reached the sink at {r['arrived']:.3f} (token {r['token']}) before "
+                      f"upstream {u}'s effect was over ({'never' if end is None else f'{end:.3f}'})",
+                      r["arrived"], job=job, t=t)
+    return {"runs": len(runs), "tasks_claimed": checked, "tasks_succeeded": succeeded,
+            "verdict": "checked" if runs else "not applicable: no DAG run in the log"}
 
 
 def _calm_lateness(effects, execs, windows, lease_ms: int) -> dict:
@@ -454,7 +594,8 @@ def summarize(results: dict, meta: dict) -> str:
              f"max {fmt(lat['max_ms'])} ms; outside fault windows (n={lat['calm']['n']}): "
              f"p50 {fmt(lat['calm']['p50_ms'])} ms, p99 {fmt(lat['calm']['p99_ms'])} ms",
              "anomalies per check: " + ", ".join(f"{c}={n}" for c, n in results["counts"].items()),
-             f"C8: {results['c8']}"]
+             f"C8: {results['c8']['verdict']}: {results['c8']['runs']} DAG runs, {results['c8']['tasks_claimed']} "
+             f"task claims checked, {results['c8']['tasks_succeeded']} tasks succeeded"]
     for a in results["anomalies"][:40]:
         lines.append(f"  [{a['check']}] {a['what']}")
     return "\n".join(lines) + "\n"

@@ -25,11 +25,13 @@ import grpc
 
 from schedd.runtime.cluster import LocalCluster
 from schedd.testing.hooks import Recorder
+from schedd.v1 import dags_pb2_grpc as dpb_grpc
 from schedd.v1 import scheduler_pb2 as pb
 from schedd.v1 import scheduler_pb2_grpc as pb_grpc
 from schedd.v1 import testing_pb2 as tpb
 from schedd.v1 import testing_pb2_grpc as tpb_grpc
 from schedd_client import job_spec
+from schedd_client.dags import dag_from_dict
 
 from .proxy import ProxyNet
 from .sink import EffectSink
@@ -55,10 +57,29 @@ def wait_for(pred, timeout: float, interval: float = 0.1, what: str = "condition
     raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}" + (f" ({last!r})" if last else ""))
 
 
+def _node_ports(n: int) -> int:
+    """A base for n consecutive free ports BELOW the kernel's ephemeral range: a node killed and
+    restarted must get its ports back, and a port of the ephemeral range can meanwhile become the
+    source port of any outgoing connection on this machine (seen: a restarted node failed to bind
+    its gRPC port)."""
+    from schedd.runtime.cluster import ports_free
+    try:
+        lo = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        lo = 32768
+    rng = random.SystemRandom()
+    for _ in range(200):
+        base = rng.randrange(max(1025, lo - 12000), lo - n)
+        if ports_free(list(range(base, base + n))):
+            return base
+    raise RuntimeError("no free ports below the ephemeral range")
+
+
 class JLCluster(LocalCluster):
     """A LocalCluster in test mode with a per-node environment (history, dialing, unsafe)."""
 
     node_env: dict = None
+    ns_holder: dict = None          # node id -> pid of the process holding its mount namespace
 
     def _write_config(self, node) -> None:
         super()._write_config(node)
@@ -69,9 +90,69 @@ class JLCluster(LocalCluster):
         saved = self.env
         self.env = {**saved, **(self.node_env or {}).get(nid, {})}
         try:
-            return super().start_node(nid)
+            holder = (self.ns_holder or {}).get(nid)
+            if holder is None:
+                return super().start_node(nid)
+            import subprocess
+            import sys
+            from schedd.runtime.cluster import DIE_WITH_PARENT
+            node = self.nodes[nid]
+            if node.alive():
+                return node
+            env = {**os.environ, **self.env, DIE_WITH_PARENT: "1"}
+            with node.log.open("ab") as logf:       # inside the holder's mount namespace (nsenter execs)
+                node.proc = subprocess.Popen(
+                    ["nsenter", "-t", str(holder), "-m", "--", sys.executable, "-m", "schedd", "--log-level",
+                     self.log_level, "serve", "--config", str(node.config)],
+                    stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                    start_new_session=True)
+            return node
         finally:
             self.env = saved
+
+
+class SmallDisk:
+    """A size-limited tmpfs over one node's data dir, mounted in a private mount namespace held
+    by a small process (`unshare -m`; needs root). The node runs inside it (nsenter); the harness
+    reaches its files through /proc/<holder>/root. The tmpfs lives as long as the holder: closing
+    its stdin (or the harness dying) ends it, and with it the mount. Nothing is mounted outside."""
+
+    def __init__(self, directory: Path, size: str) -> None:
+        import subprocess
+        directory.mkdir(parents=True, exist_ok=True)
+        self.dir = directory
+        self.proc = subprocess.Popen(
+            ["unshare", "-m", "--propagation", "private", "sh", "-c",
+             'mount -t tmpfs -o size="$1" tmpfs "$0" && echo ready && read _ ; exit 0', str(directory), size],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        line = self.proc.stdout.readline().decode(errors="replace").strip()
+        if line != "ready":
+            self.close()
+            raise RuntimeError(f"cannot mount a tmpfs in a mount namespace here: {line!r}")
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def path(self) -> Path:
+        """The node's data dir as the harness sees it (inside the namespace)."""
+        return Path(f"/proc/{self.proc.pid}/root") / str(self.dir).lstrip("/")
+
+    def usable(self) -> bool:
+        import shutil
+        return shutil.disk_usage(self.path()).total < 1 << 30
+
+    def close(self) -> None:
+        import subprocess
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
 
 
 @dataclass
@@ -90,6 +171,17 @@ WORKLOAD = [
     Job("skipper", 1, hold_s=2.5, overlap="skip"), Job("queuer", 2, hold_s=2.2, overlap="queue"),
 ]
 
+# A small scheduled DAG (C8): a -> b -> c every few seconds, each task's handler calls the sink
+# (job "chain:<task>", scheduled time = the run's logical time).
+@dataclass
+class Dag:
+    name: str
+    period_s: int
+    tasks: list                     # [(task, [upstream...], hold_s)]
+
+
+DAGS = [Dag("chain", 3, [("a", [], 0.2), ("b", ["a"], 0.2), ("c", ["b"], 0.2)])]
+
 
 @dataclass
 class Harness:
@@ -99,8 +191,12 @@ class Harness:
     unsafe: tuple = ()
     lease_ms: int = LEASE_MS
     jobs: list = field(default_factory=lambda: list(WORKLOAD))
+    dags: list = field(default_factory=lambda: list(DAGS))
     client_ops: bool = True
     raft: dict = field(default_factory=dict)       # overrides of RAFT for this run
+    failpoints: bool = False                       # S03: SCHEDD_FAILPOINT_DIR for nodes and workers
+    worker_proxies: bool = False                   # S08: workers dial the nodes through proxies
+    small_disks: dict = field(default_factory=dict)  # S12: node id -> tmpfs size ("48m") for its data dir
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -117,6 +213,7 @@ class Harness:
         self.offsets: dict[str, int] = {}
         self.faults = 0
         self.meta: dict = {}
+        self.meta_notes: dict = {}
         self._churn = 0
         self.paused_jobs: set[str] = set()        # held by the client: their executions wait
 
@@ -124,9 +221,13 @@ class Harness:
 
     def start(self) -> None:
         env_test = {"SCHEDD_TEST_MODE": "1", "SCHEDD_HISTORY_DIR": str(self.hist)}
+        self.fpdir = self.out / "failpoints"
+        if self.failpoints:
+            self.fpdir.mkdir(parents=True, exist_ok=True)
+            env_test["SCHEDD_FAILPOINT_DIR"] = str(self.fpdir)
         self.sink = EffectSink(Recorder(str(self.hist / "sink.jsonl"), "sink"))
         self.c = JLCluster(self.out / "cluster", size=3, raft={**RAFT, **self.raft},
-                           scheduler={"lease_ms": self.lease_ms}, env=env_test)
+                           scheduler={"lease_ms": self.lease_ms}, env=env_test, base_port=_node_ports(9))
         self.net = ProxyNet()
         dial: dict[str, dict] = {n: {} for n in self.c.nodes}
         ids = list(self.c.nodes)
@@ -136,21 +237,38 @@ class Harness:
                 a, b = (x, y) if nx.raft > ny.raft else (y, x)     # pysyncobj: larger address dials
                 link = self.net.add_link(a, b, self.c.nodes[b].raft)
                 dial[a][self.c.nodes[b].raft] = f"127.0.0.1:{link.port}"
+        self.worker_dial: dict[str, dict] = {}
+        if self.worker_proxies:                     # one proxy per (worker, node) link: "w:w1" dials n1
+            for w in ("w1", "w2"):
+                self.worker_dial[w] = {p.grpc: f"127.0.0.1:{self.net.add_link(f'w:{w}', n, p.grpc).port}"
+                                       for n, p in self.c.nodes.items()}
+        self.disks: dict[str, SmallDisk] = {}
+        for nid, size in self.small_disks.items():
+            try:
+                self.disks[nid] = SmallDisk(self.c.root / nid, size)
+            except (OSError, RuntimeError) as e:       # not root, no unshare, mounts refused
+                self.meta_notes["small_disk_unavailable"] = repr(e)
+                self.rec("small_disk_unavailable", node=nid, error=repr(e))
+        self.c.ns_holder = {nid: d.pid for nid, d in self.disks.items()}
         self.c.node_env = {n: {"SCHEDD_RAFT_DIAL": json.dumps(d),
                                **({"SCHEDD_UNSAFE": ",".join(self.unsafe)} if self.unsafe else {})}
                            for n, d in dial.items()}
         self.meta = {"scenario": self.scenario, "seed": self.seed, "unsafe": list(self.unsafe),
                      "lease_ms": self.lease_ms, "raft": {**RAFT, **self.raft}, "started": time.time(),
                      "nodes": {n: {"raft": p.raft, "grpc": p.grpc} for n, p in self.c.nodes.items()},
-                     "jobs": [vars(j) for j in self.jobs], "workers": ["w1", "w2"]}
+                     "jobs": [vars(j) for j in self.jobs], "dags": [vars(d) for d in self.dags],
+                     "workers": ["w1", "w2"], **self.meta_notes,
+                     "small_disks": {n: {"size": self.small_disks[n], "holder_pid": d.pid} for n, d in self.disks.items()}}
         self.rec("run_start", scenario=self.scenario, seed=self.seed, unsafe=list(self.unsafe))
         self.c.start()
         self.c.wait_leader(timeout=60)
         for w in ("w1", "w2"):
-            self.c.start_worker(w, slots=4, drain_grace_s=2, extra_env={"SCHEDD_HISTORY_DIR": str(self.hist)})
+            self.c.start_worker(w, slots=4, drain_grace_s=2, extra_env=self.worker_env(w))
         wait_for(lambda: len(self.connected_workers()) == 2, 60, what="workers to connect")
         for j in self.jobs:
             self.put_job(j)
+        for d in self.dags:
+            self.put_dag(d)
 
     def stop(self) -> None:
         self._stop_client.set()
@@ -162,10 +280,18 @@ class Harness:
         finally:
             if self.net is not None:
                 self.net.close()
+            for d in getattr(self, "disks", {}).values():
+                d.close()
             if self.sink is not None:
                 self.sink.close()
             self.meta["ended"] = time.time()
             (self.out / "meta.json").write_text(json.dumps(self.meta, indent=1))
+
+    def worker_env(self, w: str) -> dict:
+        env = {"SCHEDD_HISTORY_DIR": str(self.hist)}
+        if self.worker_dial.get(w):
+            env["SCHEDD_WORKER_DIAL"] = json.dumps(self.worker_dial[w])
+        return env
 
     # ------------------------------------------------------------ observation
 
@@ -194,7 +320,7 @@ class Harness:
 
     # ------------------------------------------------------------ client operations
 
-    def _call(self, op: str, method: str, request, *, timeout: float = 12.0, **fields):
+    def _call(self, op: str, method: str, request, *, timeout: float = 12.0, stub=pb_grpc.SchedulerStub, **fields):
         """One client operation with invoke / ok / fail / info records. UNAVAILABLE and deadline
         errors are retried with the same request id (indeterminate until then)."""
         self.rec("invoke", op=op, **fields)
@@ -218,7 +344,7 @@ class Harness:
                 continue
             with grpc.insecure_channel(self.c.nodes[nid].grpc) as ch:
                 try:
-                    resp = getattr(pb_grpc.SchedulerStub(ch), method)(
+                    resp = getattr(stub(ch), method)(
                         request, timeout=max(0.5, min(4.0, deadline - time.monotonic())))
                 except grpc.RpcError as e:
                     last = e
@@ -245,6 +371,22 @@ class Harness:
         rid = rid or uuid.uuid4().hex
         return self._call("put", "PutJob", pb.PutJobRequest(job=self.spec(j), request_id=rid), rid=rid,
                           job=j.name, period_s=j.period_s, delivery=j.delivery, overlap=j.overlap)
+
+    def put_dag(self, d: Dag, rid: str | None = None):
+        rid = rid or uuid.uuid4().hex
+        doc = {"name": d.name, "schedule": f"@every {d.period_s}s",
+               "tasks": [{"name": t, "upstream": up, "http": {"url": self.sink.url(hold)}, "timeout": 10,
+                          "retry": {"max_attempts": 3, "initial_backoff": 1}} for t, up, hold in d.tasks]}
+        req = dag_from_dict(doc)
+        from schedd.v1 import dags_pb2 as dpb
+        return self._call("put_dag", "PutDag", dpb.PutDagRequest(dag=req, request_id=rid), stub=dpb_grpc.DagsStub,
+                          rid=rid, dag=d.name, period_s=d.period_s)
+
+    def delete_dag(self, name: str, rid: str | None = None):
+        from schedd.v1 import dags_pb2 as dpb
+        rid = rid or uuid.uuid4().hex
+        return self._call("delete_dag", "DeleteDag", dpb.DagRef(name=name, request_id=rid), stub=dpb_grpc.DagsStub,
+                          rid=rid, dag=name)
 
     def simple(self, op: str, name: str, rid: str | None = None):
         rid = rid or uuid.uuid4().hex
@@ -341,7 +483,7 @@ class Harness:
         self.c.workers[w].proc.wait(timeout=30)
 
     def restart_worker(self, w: str) -> None:
-        self.c.start_worker(w, slots=4, drain_grace_s=2, extra_env={"SCHEDD_HISTORY_DIR": str(self.hist)})
+        self.c.start_worker(w, slots=4, drain_grace_s=2, extra_env=self.worker_env(w))
         self.fault("kill_worker", "stop", worker=w)
 
     def isolate(self, nid: str, how: str = "both") -> None:
@@ -365,7 +507,25 @@ class Harness:
     def delay_links(self, ms: int) -> None:
         self.fault("delay", "start", ms=ms)
         for link in self.net.links.values():
-            self.net.delay(link.a, link.b, ms)
+            if link.a in self.c.nodes and link.b in self.c.nodes:      # Raft links only
+                self.net.delay(link.a, link.b, ms)
+
+    def partition_worker(self, w: str, how: str = "both") -> None:
+        """Cut worker `w` off every node (both ways), or hold what it sends (out) / receives (in).
+        Its handlers still reach the sink: a partitioned worker's effects are real."""
+        self.fault("worker_partition", "start", worker=w, how=how)
+        for n in self.c.nodes:
+            if how == "both":
+                self.net.cut(f"w:{w}", n)
+            elif how == "out":
+                self.net.stall(f"w:{w}", n)
+            else:
+                self.net.stall(n, f"w:{w}")
+
+    def heal_worker(self, w: str) -> None:
+        for n in self.c.nodes:
+            self.net.heal(f"w:{w}", n)
+        self.fault("worker_partition", "stop", worker=w)
 
     def heal_net(self, kind: str = "partition") -> None:
         self.net.heal()
@@ -373,7 +533,7 @@ class Harness:
 
     def corrupt_journal(self, nid: str, how: str, rng) -> dict:
         """With `nid` down: damage its Raft journal (truncate the tail, or flip bits inside)."""
-        path = self.c.root / nid / "raft.journal"
+        path = self.node_dir(nid) / "raft.journal"
         data = bytearray(path.read_bytes())
         size = len(data)
         if how == "truncate":
@@ -409,11 +569,46 @@ class Harness:
         if result != "up":
             code = self.c.nodes[nid].proc.poll()
             self.c.kill_node(nid)
-            shutil.rmtree(self.c.root / nid, ignore_errors=True)
+            d = self.node_dir(nid)
+            for p in list(d.iterdir()) if d.exists() else []:     # (a tmpfs mount point itself stays)
+                shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink()
             self.c.start_node(nid)
             self.rec("disk_rebuild", node=nid, outcome=result, exit_code=code)
         self.fault("disk", "stop", node=nid, outcome=result)
         return result
+
+    def node_dir(self, nid: str) -> Path:
+        d = getattr(self, "disks", {}).get(nid)
+        return d.path() if d is not None else self.c.root / nid
+
+    def fill_disk(self, nid: str) -> int:
+        """Fill the (small) filesystem of `nid`'s data dir until ENOSPC; returns the bytes written."""
+        import errno
+        path = self.node_dir(nid) / "filler"
+        written = 0
+        chunk = b"\0" * (256 * 1024)
+        with open(path, "wb", buffering=0) as f:
+            while True:
+                try:
+                    written += f.write(chunk)
+                except OSError as e:
+                    if e.errno != errno.ENOSPC:
+                        raise
+                    break
+        while True:                    # and the last few bytes
+            try:
+                with open(path, "ab", buffering=0) as f:
+                    n = f.write(b"\0" * 512)
+                    written += n
+                    if not n:
+                        break
+            except OSError:
+                break
+        self.fault("disk", "start", node=nid, how="full", filled_bytes=written)
+        return written
+
+    def free_disk(self, nid: str) -> None:
+        (self.node_dir(nid) / "filler").unlink(missing_ok=True)
 
     def set_clock(self, nid: str, offset_ms: int) -> None:
         def call():
@@ -423,6 +618,25 @@ class Harness:
         wait_for(call, 30, interval=0.2, what=f"{nid} to take a clock offset")   # e.g. just restarted
         self.offsets[nid] = offset_ms
         self.fault("clock", "start" if offset_ms else "stop", node=nid, offset_ms=offset_ms)
+
+    def arm(self, proc: str, name: str, value: str = "") -> Path:
+        """Arm a one-shot failpoint in `proc` (a node id or "worker-<name>"): it fires when that
+        process next reaches the point (schedd/testing/hooks.py)."""
+        path = self.fpdir / f"{proc}.{name}"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(value)
+        os.replace(tmp, path)
+        self.rec("arm", proc_name=proc, name=name, value=value)
+        return path
+
+    def disarm(self, path: Path) -> bool:
+        """True if the failpoint was still armed (and is now not)."""
+        try:
+            path.unlink()
+            self.rec("disarm", file=path.name)
+            return True
+        except FileNotFoundError:
+            return False
 
     def heal_all(self) -> None:
         """Undo every fault: SIGCONT, restart what is down, heal the network, reset clocks."""
@@ -516,6 +730,8 @@ class Harness:
         self.rec("quiesce_start")
         for name in names:
             self.simple("pause", name)
+        for d in self.dags:                 # a DAG has no pause: its schedule row goes with it
+            self.delete_dag(d.name)
         self.rec("quiesce_end")
         infos = {}
 

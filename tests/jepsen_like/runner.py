@@ -36,6 +36,10 @@ def check_dir(run_dir: Path, *, plot: bool = True) -> dict:
     text = checker.summarize(results, meta)
     if missing:
         text += "fault evidence missing: " + "; ".join(missing) + "\n"
+    if meta.get("small_disk_unavailable"):
+        text += f"full-disk step NOT RUN (no small filesystem could be mounted: {meta['small_disk_unavailable']})\n"
+    if meta.get("disk_outcomes"):
+        text += "disk outcomes: " + "; ".join(f"{n} {how}: {out}" for n, how, out in meta["disk_outcomes"]) + "\n"
     text += f"duration {results['duration_s']} s\n"
     (run_dir / "summary.txt").write_text(text)
     if plot:
@@ -54,7 +58,8 @@ def run_scenario(name: str, seed: int | None = None, *, unsafe=(), root: Path = 
     stamp = time.strftime("%Y%m%dT%H%M%S")
     tag = f"-{'+'.join(unsafe)}" if unsafe else ""
     run_dir = Path(root) / f"{name}{tag}-{seed}-{stamp}"
-    h = Harness(scenario=name, seed=seed, out=run_dir, unsafe=tuple(unsafe), raft=dict(scen.raft))
+    h = Harness(scenario=name, seed=seed, out=run_dir, unsafe=tuple(unsafe), raft=dict(scen.raft),
+                failpoints=scen.failpoints, worker_proxies=scen.worker_proxies, small_disks=dict(scen.small_disks))
     if jobs is not None:
         h.jobs = list(jobs)
     try:

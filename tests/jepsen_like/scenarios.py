@@ -146,6 +146,28 @@ def nemesis_kill_worker(h, rng, seconds):
     _sleep(h, _until(end))
 
 
+def nemesis_worker_faults(h, rng, seconds):
+    """S08: kill -9 a busy worker; cut a busy worker off the cluster (both ways, then one way):
+    its attempts are lost and retried elsewhere, and whatever it finishes meanwhile is fenced."""
+    end = time.monotonic() + seconds
+    kinds = ["kill", "partition", "partition_out"]
+    i = 0
+    while _until(end) > 8:
+        _sleep(h, 1 + rng.random())
+        w = _busy_worker(h)
+        kind = kinds[i % len(kinds)]
+        i += 1
+        if kind == "kill":
+            h.kill_worker(w)
+            _sleep(h, h.lease_ms / 1000 + 1)
+            h.restart_worker(w)
+        else:
+            h.partition_worker(w, "both" if kind == "partition" else "out")
+            _sleep(h, h.lease_ms / 1000 * 2 + 1)     # past its lease: its attempts are retried elsewhere
+            h.heal_worker(w)
+    _sleep(h, _until(end))
+
+
 def nemesis_clock(h, rng, seconds):
     end = time.monotonic() + seconds
     ids = list(h.c.nodes)
@@ -214,10 +236,37 @@ def nemesis_follower_snapshot(h, rng, seconds):
     _sleep(h, max(3.0, _until(end)))
 
 
+def _full_disk(h, rng) -> None:
+    """The node on a small tmpfs: fill its filesystem while it runs. It must crash (the durable
+    journal ends the process, exit 74, on a write error) or go on; then the space is freed and it
+    restarts on the same data: it comes up and agrees with its peers, or refuses (then rebuilt)."""
+    from .harness import wait_for
+    nid = next(iter(h.disks))
+    h.fill_disk(nid)
+    try:
+        wait_for(lambda: not h.c.nodes[nid].alive(), 20, interval=0.1, what=f"{nid} to hit the full disk")
+        died = f"exit {h.c.nodes[nid].proc.wait(timeout=10)}"
+    except TimeoutError:
+        died = "survived"
+    h.rec("disk_full_outcome", node=nid, outcome=died)
+    h.free_disk(nid)
+    if died == "survived":
+        h.fault("disk", "stop", node=nid, outcome=died)
+        outcome = "up"
+    else:
+        outcome = h.start_or_rebuild(nid)
+    h.meta.setdefault("disk_outcomes", []).append([nid, "full", f"{died}, then {outcome}"])
+    wait_for(lambda: (h.node_infos().get(nid) or {}).get("applied", 0) > 0, 60, what=f"{nid} to serve again")
+
+
 def nemesis_disk(h, rng, seconds):
-    """Disk faults on one follower: a torn journal tail, then flipped bits. It comes up or refuses
-    to start (then it is wiped and rebuilt from its peers); it never serves divergent state."""
+    """Disk faults: a full disk on the node with a small filesystem (when one could be mounted),
+    then on one follower a torn journal tail, then flipped bits. It comes up or refuses to start
+    (then it is wiped and rebuilt from its peers); it never serves divergent state."""
     end = time.monotonic() + seconds
+    if h.disks:
+        _sleep(h, 2 + rng.random())
+        _full_disk(h, rng)
     for how in ("truncate", "flip", "flip"):
         if _until(end) < 6:
             break
@@ -232,6 +281,96 @@ def nemesis_disk(h, rng, seconds):
         from .harness import wait_for
         wait_for(lambda: (h.node_infos().get(f) or {}).get("applied", 0) > 0, 60, what=f"{f} to serve again")
     _sleep(h, _until(end))
+
+
+def _failpoint_node(h, name: str, value: str = "", tries: int = 3) -> str | None:
+    """Arm `name` on the current leader and wait until it fires (the file is consumed). The
+    leader may change before it gets there (then it is disarmed and re-armed on the new one).
+    Returns the node it fired on."""
+    from .harness import wait_for
+    for _ in range(tries):
+        lead = _leader(h)
+        path = h.arm(lead, name, value)
+        try:
+            wait_for(lambda: not path.exists(), 15, interval=0.05, what=f"{name} to fire on {lead}")
+            return lead
+        except TimeoutError:
+            if not h.disarm(path):
+                return lead            # consumed just now
+    return None
+
+
+def _crashed_node(h, nid: str, name: str) -> None:
+    """A node killed itself at a failpoint: wait for its death and a new leader, restart it."""
+    from .harness import wait_for
+    wait_for(lambda: not h.c.nodes[nid].alive(), 10, interval=0.05, what=f"{nid} to die at {name}")
+    h.fault("failpoint", "start", node=nid, name=name)
+    h.c.nodes[nid].proc.wait(timeout=10)
+    try:
+        h.c.wait_leader(timeout=15, exclude=nid)
+    except TimeoutError:
+        pass
+    _sleep(h, 1 + h.rng.random())
+    h.c.start_node(nid)
+    h.fault("failpoint", "stop", node=nid, name=name)
+
+
+def nemesis_failpoints(h, rng, seconds):
+    """S03: the leader crashes right after an intent commits (before dispatch); the leader crashes
+    after pushing a claimed attempt (before its result commits); a worker crashes after its effect
+    (before reporting); the leader's loop stalls right after an intent."""
+    from .harness import wait_for
+    end = time.monotonic() + seconds
+    _sleep(h, 2 + rng.random())
+    n = _failpoint_node(h, "crash_after_fire")
+    if n is not None:
+        _crashed_node(h, n, "crash_after_fire")
+    _sleep(h, 2 + rng.random())
+    n = _failpoint_node(h, "crash_after_push")
+    if n is not None:
+        _crashed_node(h, n, "crash_after_push")
+    _sleep(h, 2 + rng.random())
+    w = rng.choice(["w1", "w2"])
+    path = h.arm(f"worker-{w}", "crash_after_effect")
+    try:
+        wait_for(lambda: not h.c.workers[w].alive(), 20, interval=0.05, what=f"worker {w} to crash after an effect")
+        h.fault("failpoint", "start", worker=w, name="crash_after_effect")
+        _sleep(h, h.lease_ms / 1000 + 1)        # its attempt is lost and retried on the other worker
+        h.c.start_worker(w, slots=4, drain_grace_s=2, extra_env=h.worker_env(w))
+        h.fault("failpoint", "stop", worker=w, name="crash_after_effect")
+    except TimeoutError:
+        h.disarm(path)
+    _sleep(h, 2 + rng.random())
+    stall = h.lease_ms / 1000 + 1.5
+    n = _failpoint_node(h, "stall_after_fire", f"{stall:g}")
+    if n is not None:
+        h.fault("failpoint", "start", node=n, name="stall_after_fire", seconds=stall)
+        wait_for(lambda: '"stall_end"' in (h.hist / f"{n}.jsonl").read_text(errors="replace"), stall + 15,
+                 interval=0.1, what=f"{n}'s loop stall to end")
+        h.fault("failpoint", "stop", node=n, name="stall_after_fire")
+    _sleep(h, _until(end))
+
+
+def ev_expired_under(kind):
+    def ev(r, meta):
+        n = (r["stats"].get("expired_by_fault") or {}).get(kind, 0)
+        return [] if n else [f"no attempt of a worker under {kind} was expired (the fault changed nothing)"]
+    return ev
+
+
+def ev_failpoints(r, meta):
+    fired = {tuple(x) for x in r["stats"].get("failpoints", [])}
+    want = {("crash_after_fire", "crash"), ("crash_after_push", "crash"), ("crash_after_effect", "crash"),
+            ("stall_after_fire", "stall_end")}
+    missing = sorted(want - fired)
+    return [f"failpoints that never fired: {missing}"] if missing else []
+
+
+def ev_full_disk(r, meta):
+    if meta.get("small_disk_unavailable"):
+        return []                 # reported by the test as skipped, not silently passed
+    rows = [x for x in meta.get("disk_outcomes") or [] if x[1] == "full"]
+    return [] if rows else ["the full-disk step did not run"]
 
 
 def _has(stat, pred, msg):
@@ -279,12 +418,18 @@ class Scenario:
     evidence: list = field(default_factory=list)
     profile: str = "full"
     raft: dict = field(default_factory=dict)
+    failpoints: bool = False
+    worker_proxies: bool = False
+    small_disks: dict = field(default_factory=dict)
 
 
 SCENARIOS = {s.name: s for s in [
     Scenario("S01", "no faults, checkers quiet", 10, nemesis_none, [ev_none], "smoke"),
     Scenario("S02", "kill -9 the leader every ~8 s, restart 3 s later", 22, nemesis_kill_leader,
              [ev_faults(["kill"]), ev_leader_changes(3)], "smoke"),
+    Scenario("S03", "failpoints: leader crash after an intent commits / after a push, worker crash after its "
+             "effect, leader loop stalled after an intent", 30, nemesis_failpoints,
+             [ev_failpoints, ev_leader_changes(3), ev_expired], failpoints=True),
     Scenario("S04", "SIGSTOP the leader past the election timeout, repeatedly", 28, nemesis_pause_leader,
              [ev_faults(["pause"]), ev_leader_changes(3)]),
     Scenario("S05", "isolate the leader (both ways, then one way)", 20, nemesis_isolate_leader,
@@ -293,8 +438,10 @@ SCENARIOS = {s.name: s for s in [
              [lambda r, m: _has(r["stats"], lambda s: s["faults"] >= 4, "expected >= 4 network faults")]),
     Scenario("S07", "SIGSTOP a worker past its lease; its retry succeeds elsewhere; the zombie is fenced", 20,
              nemesis_pause_worker, [ev_faults(["pause_worker"]), ev_zombie], "smoke"),
-    Scenario("S08", "worker kill -9 while it runs attempts", 22, nemesis_kill_worker,
-             [ev_faults(["kill_worker"]), ev_expired]),
+    Scenario("S08", "worker kill -9 and worker<->cluster partition (both ways, one way) while it runs attempts",
+             34, nemesis_worker_faults, [ev_faults(["kill_worker", "worker_partition"]), ev_expired_under("kill_worker"),
+              ev_expired_under("worker_partition"), ev_zombie],
+             worker_proxies=True),
     Scenario("S09", "clock skew and strobe, leader handover between skewed nodes", 30, nemesis_clock,
              [ev_faults(["clock", "kill"]), ev_leader_changes(2)]),
     Scenario("S10", "kill -9 all three nodes at once, then staggered, and restart", 26, nemesis_kill_all,
@@ -302,11 +449,10 @@ SCENARIOS = {s.name: s for s in [
     Scenario("S11", "a follower down across log compactions, rebuilt from a snapshot, then needed for quorum",
              30, nemesis_follower_snapshot, [ev_faults(["kill"]), ev_snapshot],
              raft={"compaction_entries": 40, "compaction_seconds": 1}),
-    Scenario("S12", "disk faults on a follower: torn journal tail, flipped bits; it comes up or refuses, "
-             "never diverges", 30, nemesis_disk, [ev_faults(["disk"])]),
+    Scenario("S12", "disk faults: a full disk (tmpfs in a mount namespace), a torn journal tail, flipped bits; "
+             "the node crashes, refuses or recovers, never diverges", 40, nemesis_disk,
+             [ev_faults(["disk"]), ev_full_disk], small_disks={"n3": "48m"}),
 ]}
 SMOKE = [n for n, s in SCENARIOS.items() if s.profile == "smoke"]
 FULL = [n for n, s in SCENARIOS.items() if s.profile == "full"]
-NOT_BUILT = {"S03": "failpoints inside the daemon (crash after intent commit / after dispatch / worker crash "
-                    "after effect / leader stalled after intent) are not built yet",
-             "S12-full-disk": "the full-disk case of S12 (needs a size-limited filesystem) is not built yet"}
+NOT_BUILT: dict = {}

@@ -249,3 +249,133 @@ def test_final_view_settles_what_the_log_leaves_pending():
     h.recs = [r for r in h.recs if not (r["type"] == "w_ack" and r["token"] == last_tok)]
     h.add("final_execs", T0 + 9000, execs=[["j", t, "SKIPPED", "paused"]])
     assert run(h, meta)["ok"]
+
+
+# ------------------------------------------------------------------ C8: DAG order
+
+DAG_SPEC = {"name": "chain", "team": "default", "schedule": "@every 3s", "timezone": "UTC",
+            "tasks": [{"name": "a", "handler": {}}, {"name": "b", "handler": {}, "upstream": ["a"]},
+                      {"name": "c", "handler": {}, "upstream": ["b"]}]}
+
+
+def _dag_task(h: Hist, task: str, t: int, at: int, *, worker: str = "w1", state: str = "SUCCEEDED",
+              verdict: str = "accepted", finish: bool = True) -> int:
+    """One attempt of chain:<task> for the run at logical time t: claim, effect, completion."""
+    job = f"chain:{task}"
+    tok = h.apply({"k": "start", "now": at, "job": job, "scheduled_ms": t, "attempt": 1, "worker": worker,
+                   "rid": f"start-{job}@{t}@{at}"}, {"ok": True, "token": 0}, at)
+    h.add("h_start", at + 2, worker=worker, job=job, scheduled_ms=t, token=tok, attempt=1)
+    h.add("effect", at + 3, job=job, scheduled_ms=t, token=tok, attempt=1, verdict=verdict, arrived=(at + 3) / 1000)
+    h.add("effect_end", at + 4, job=job, scheduled_ms=t, token=tok, verdict=verdict)
+    h.add("h_end", at + 5, worker=worker, job=job, scheduled_ms=t, token=tok, attempt=1, state=state)
+    if finish:
+        h.apply({"k": "finish", "now": at + 6, "job": job, "scheduled_ms": t, "token": tok, "by": worker,
+                 "state": state, "rid": f"finish-{tok}"}, {"ok": True, "state": state}, at + 6)
+    return tok
+
+
+def dag_good(runs: int = 2) -> tuple[Hist, dict, list]:
+    h = Hist()
+    h.apply({"k": "epoch", "now": T0, "rid": "epoch-n1-1"}, {"ok": True, "epoch": 1}, T0)
+    h.apply({"k": "dag_put", "now": T0, "rid": "put-chain", "name": "chain", "spec": json.dumps(DAG_SPEC)},
+            {"ok": True, "name": "chain"}, T0)
+    h.add("ok", T0 + 5, op="put_dag", rid="put-chain", dag="chain")
+    times = []
+    for i in range(1, runs + 1):
+        t = T0 + 3000 * i
+        times.append(t)
+        h.apply({"k": "fire", "now": t - 1500, "items": [["chain:", t]]},
+                {"ok": True, "items": [["chain:", t, "created"]]}, t - 1490)
+        for j, task in enumerate("abc"):
+            _dag_task(h, task, t, t + 10 + 100 * j)
+    end = T0 + 3000 * runs + 1000
+    return h, {"lease_ms": 3000, "window_end": end / 1000, "scenario": "synthetic", "seed": 0}, times
+
+
+def _finalize(h: Hist) -> None:
+    h.add("final", max(r["ts"] for r in h.recs) * 1000 + 1000,
+          nodes={x: {"applied": h.idx, "hash": f"h{h.idx}"} for x in NODES}, converged=True)
+
+
+def test_dag_good_history_is_quiet_and_checked():
+    h, meta, _ = dag_good()
+    _finalize(h)
+    res = run(h, meta)
+    assert res["ok"], res["anomalies"]
+    assert res["c8"]["verdict"] == "checked"
+    assert res["stats"]["dag_runs"] == 2 and res["stats"]["dag_tasks_claimed"] == 6
+    assert res["stats"]["dag_tasks_succeeded"] == 6
+
+
+def test_dag_retry_of_a_lost_upstream_is_fine():
+    """a's first attempt is lost (expired), its retry succeeds; b runs after: no C8."""
+    h, meta, times = dag_good(1)
+    t = times[-1] + 3000
+    h.apply({"k": "fire", "now": t - 1500, "items": [["chain:", t]]}, {"ok": True, "items": [["chain:", t, "created"]]}, t - 1490)
+    tok = _dag_task(h, "a", t, t + 10, finish=False)
+    h.apply({"k": "expire", "now": t + 4000, "job": "chain:a", "scheduled_ms": t, "token": tok, "rid": f"exp-{tok}"},
+            {"ok": True, "state": "RETRY_WAIT"}, t + 4000)
+    _dag_task(h, "a", t, t + 5100, worker="w2", verdict="duplicate")
+    _dag_task(h, "b", t, t + 5200)
+    _dag_task(h, "c", t, t + 5300)
+    meta["window_end"] = (t + 6000) / 1000
+    _finalize(h)
+    res = run(h, meta)
+    assert res["ok"], res["anomalies"]
+
+
+def test_dag_task_claimed_before_its_upstream_succeeded_is_c8():
+    h, meta, times = dag_good(1)
+    t = times[-1] + 3000
+    h.apply({"k": "fire", "now": t - 1500, "items": [["chain:", t]]}, {"ok": True, "items": [["chain:", t, "created"]]}, t - 1490)
+    _dag_task(h, "a", t, t + 10, finish=False)       # a still running ...
+    _dag_task(h, "b", t, t + 50)                     # ... and b already claimed and run
+    meta["window_end"] = (t + 1000) / 1000
+    _finalize(h)
+    res = run(h, meta)
+    assert checks(res) == {"C8"}, res["anomalies"]
+    whats = " ".join(a["what"] for a in res["anomalies"])
+    assert "claimed at index" in whats and "(a: -)" in whats
+    assert not res["safety_ok"]
+
+
+def test_dag_task_run_after_a_failed_upstream_is_c8():
+    h, meta, times = dag_good(1)
+    t = times[-1] + 3000
+    h.apply({"k": "fire", "now": t - 1500, "items": [["chain:", t]]}, {"ok": True, "items": [["chain:", t, "created"]]}, t - 1490)
+    _dag_task(h, "a", t, t + 10, state="FAILED")
+    _dag_task(h, "b", t, t + 200)
+    meta["window_end"] = (t + 1000) / 1000
+    _finalize(h)
+    res = run(h, meta)
+    assert checks(res) == {"C8"} and any("a: FAILED" in a["what"] for a in res["anomalies"]), res["anomalies"]
+
+
+def test_dag_succeeded_task_run_again_is_c8():
+    h, meta, times = dag_good(1)
+    t = times[0]
+    _dag_task(h, "b", t, t + 1000, worker="w2", verdict="duplicate")   # b succeeded at t+116; rerun
+    _finalize(h)
+    res = run(h, meta)
+    assert checks(res) == {"C8"} and "claimed again" in res["anomalies"][0]["what"], res["anomalies"]
+
+
+def test_dag_two_accepted_effects_is_c8():
+    h, meta, times = dag_good(1)
+    t = times[0]
+    h.add("effect", t + 500, job="chain:c", scheduled_ms=t, token=999, attempt=2, verdict="accepted",
+          arrived=(t + 500) / 1000)
+    _finalize(h)
+    res = run(h, meta)
+    assert "C8" in checks(res) and any("2 effects accepted" in a["what"] for a in res["anomalies"])
+
+
+def test_dag_effect_before_upstream_effect_over_is_c8():
+    """The log is in order but the sink saw b's effect while a's was still being made."""
+    h, meta, times = dag_good(1)
+    t = times[0]
+    eff = next(r for r in h.recs if r["type"] == "effect" and r["job"] == "chain:b")
+    eff["arrived"] = (t + 12.5) / 1000          # a's effect ended at t+14
+    _finalize(h)
+    res = run(h, meta)
+    assert checks(res) == {"C8"} and "before upstream a's effect was over" in res["anomalies"][0]["what"]
