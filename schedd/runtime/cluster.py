@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import ctypes
 import os
+import random
 import secrets
 import signal
 import socket
@@ -28,17 +29,21 @@ from schedd.v1 import scheduler_pb2_grpc as pb_grpc
 PR_SET_PDEATHSIG = 1
 
 
-def free_ports(n: int) -> list[int]:
-    socks = []
+def restartable_ports(n: int) -> int:
+    """A base for n consecutive free ports BELOW the kernel's ephemeral range: a node killed and
+    restarted must get its ports back, and a port of the ephemeral range can meanwhile become the
+    source port of any outgoing connection on this machine (seen in the fault suite: a
+    restarted node failed to bind its gRPC port)."""
     try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+        lo = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        lo = 32768
+    rng = random.SystemRandom()
+    for _ in range(200):
+        base = rng.randrange(max(1025, lo - 12000), lo - n)
+        if ports_free(list(range(base, base + n))):
+            return base
+    raise RuntimeError("no free ports below the ephemeral range")
 
 
 def ports_free(ports: list[int]) -> bool:
@@ -108,8 +113,8 @@ class LocalCluster:
             secret_file.write_text(base64.b64encode(secrets.token_bytes(32)).decode())
             secret_file.chmod(0o600)
         n = self.size
-        ports = (list(range(self.base_port, self.base_port + 3 * n)) if self.base_port
-                 else free_ports(3 * n))
+        base = self.base_port or restartable_ports(3 * n)
+        ports = list(range(base, base + 3 * n))
         for i in range(n):
             nid = f"n{i + 1}"
             self.nodes[nid] = NodeProc(

@@ -16,13 +16,14 @@ talks JSON lines on stdin/stdout (``@@{...}``) and runs these probes:
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 import queue
 import uuid
+
+from schedd.runtime.cluster import restartable_ports
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -204,18 +205,6 @@ def node_main(cfg):  # pragma: no cover - runs in the subprocesses
 # --------------------------------------------------------------------------------------------- harness
 
 
-def free_ports(n):
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
-
-
 class Node:
     def __init__(self, addr, peers, data_dir, fsync, password, compaction_min):
         self.addr = addr
@@ -300,7 +289,8 @@ class Node:
 
 class Cluster:
     def __init__(self, base_dir, fsync, compaction_min):
-        ports = free_ports(3)
+        base = restartable_ports(3)
+        ports = [base, base + 1, base + 2]
         addrs = ["127.0.0.1:%d" % p for p in ports]
         password = uuid.uuid4().hex
         self.nodes = [Node(a, [b for b in addrs if b != a], os.path.join(base_dir, "n%d" % i),

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import grpc
 
-from schedd.runtime.cluster import LocalCluster
+from schedd.runtime.cluster import LocalCluster, restartable_ports
 from schedd.testing.hooks import Recorder
 from schedd.v1 import dags_pb2_grpc as dpb_grpc
 from schedd.v1 import scheduler_pb2 as pb
@@ -55,24 +55,6 @@ def wait_for(pred, timeout: float, interval: float = 0.1, what: str = "condition
             last = e
         time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}" + (f" ({last!r})" if last else ""))
-
-
-def _node_ports(n: int) -> int:
-    """A base for n consecutive free ports BELOW the kernel's ephemeral range: a node killed and
-    restarted must get its ports back, and a port of the ephemeral range can meanwhile become the
-    source port of any outgoing connection on this machine (seen: a restarted node failed to bind
-    its gRPC port)."""
-    from schedd.runtime.cluster import ports_free
-    try:
-        lo = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        lo = 32768
-    rng = random.SystemRandom()
-    for _ in range(200):
-        base = rng.randrange(max(1025, lo - 12000), lo - n)
-        if ports_free(list(range(base, base + n))):
-            return base
-    raise RuntimeError("no free ports below the ephemeral range")
 
 
 class JLCluster(LocalCluster):
@@ -227,7 +209,7 @@ class Harness:
             env_test["SCHEDD_FAILPOINT_DIR"] = str(self.fpdir)
         self.sink = EffectSink(Recorder(str(self.hist / "sink.jsonl"), "sink"))
         self.c = JLCluster(self.out / "cluster", size=3, raft={**RAFT, **self.raft},
-                           scheduler={"lease_ms": self.lease_ms}, env=env_test, base_port=_node_ports(9))
+                           scheduler={"lease_ms": self.lease_ms}, env=env_test, base_port=restartable_ports(9))
         self.net = ProxyNet()
         dial: dict[str, dict] = {n: {} for n in self.c.nodes}
         ids = list(self.c.nodes)
