@@ -87,3 +87,18 @@ def schedctl(cluster: str, *args: str, check: bool = True) -> subprocess.Complet
     if check and p.returncode != 0:
         raise AssertionError(f"schedctl {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
     return p
+
+
+def metric_total(cluster, name: str, label: str = "") -> float:
+    """The sum over every node of a Prometheus sample `name{...}` whose labels contain `label`."""
+    import urllib.request
+    total = 0.0
+    for node in cluster.nodes.values():
+        try:
+            text = urllib.request.urlopen(f"http://{node.metrics}/metrics", timeout=5).read().decode()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith(name + "{") and label in line:
+                total += float(line.rsplit(" ", 1)[1])
+    return total

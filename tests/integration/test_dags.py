@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from schedd_client import Client, ValidationError, job_spec
-from tests.conftest import schedctl, wait_until
+from tests.conftest import metric_total, schedctl, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -186,7 +186,6 @@ def test_sensor_waits_for_a_file_without_holding_the_slot(cluster_factory, tmp_p
 
 def test_dag_sla_miss_is_recorded_once_shown_counted_and_posted(cluster_factory, tmp_path):
     import threading
-    import urllib.request
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     posts: list = []
@@ -232,17 +231,8 @@ def test_dag_sla_miss_is_recorded_once_shown_counted_and_posted(cluster_factory,
         assert body["dag"] == body["job"] == "slow" and body["run_id"] == body["execution_id"] == slow
         assert body["message"] == ev.message and body["deadline"].endswith("Z")
 
-        def missed_count() -> float:
-            total = 0.0
-            for node in c.nodes.values():
-                try:
-                    text = urllib.request.urlopen(f"http://{node.metrics}/metrics", timeout=5).read().decode()
-                except OSError:
-                    continue
-                total += sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                             if line.startswith('schedd_sla_missed_total{job="slow"}'))
-            return total
-        wait_until(lambda: missed_count() == 1, timeout=30, what="the miss to be counted")
+        wait_until(lambda: metric_total(c, "schedd_sla_missed_total", 'job="slow"') == 1, timeout=30,
+                   what="the miss to be counted")
 
         listing = schedctl(c.cluster_arg, "dag", "runs", "slow").stdout.splitlines()
         assert listing[0].split()[-1] == "SLA"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -14,7 +13,7 @@ import yaml
 
 from schedd.core.schedule import parse_time
 from schedd_client import Client, job_spec
-from tests.conftest import schedctl, wait_until
+from tests.conftest import metric_total, schedctl, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -108,19 +107,6 @@ def receiver():
     server.server_close()
 
 
-def _metric(c, name: str, label: str) -> float:
-    total = 0.0
-    for node in c.nodes.values():
-        try:
-            text = urllib.request.urlopen(f"http://{node.metrics}/metrics", timeout=5).read().decode()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            if line.startswith(name + "{") and label in line:
-                total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
 def test_sla_miss_is_recorded_once_shown_counted_and_posted(cluster_factory, receiver):
     url, posts = receiver
     c = cluster_factory(size=3, scheduler={"lease_ms": 3000})
@@ -155,9 +141,9 @@ def test_sla_miss_is_recorded_once_shown_counted_and_posted(cluster_factory, rec
     assert body["job"] == "slow" and body["execution_id"] == slow and body["message"] == ev.message
     assert body["scheduled_time"].endswith("Z") and body["deadline"].endswith("Z")
     assert parse_time(body["deadline"]) - parse_time(body["scheduled_time"]) == 1000
-    assert wait_until(lambda: _metric(c, "schedd_sla_missed_total", 'job="slow"') == 1, timeout=30,
+    assert wait_until(lambda: metric_total(c, "schedd_sla_missed_total", 'job="slow"') == 1, timeout=30,
                       what="the miss to be counted")
-    assert _metric(c, "schedd_sla_missed_total", 'job="quick"') == 0
+    assert metric_total(c, "schedd_sla_missed_total", 'job="quick"') == 0
 
     listing = schedctl(c.cluster_arg, "run", "list").stdout
     [slow_row] = [line for line in listing.splitlines() if line.startswith(slow)]

@@ -455,4 +455,3 @@ SCENARIOS = {s.name: s for s in [
 ]}
 SMOKE = [n for n, s in SCENARIOS.items() if s.profile == "smoke"]
 FULL = [n for n, s in SCENARIOS.items() if s.profile == "full"]
-NOT_BUILT: dict = {}

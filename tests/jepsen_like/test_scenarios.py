@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from tests.jepsen_like.runner import run_scenario
-from tests.jepsen_like.scenarios import FULL, NOT_BUILT, SMOKE
+from tests.jepsen_like.scenarios import FULL, SMOKE
 
 pytestmark = pytest.mark.integration
 
@@ -51,12 +51,6 @@ def test_smoke_scenario(name):
 @pytest.mark.parametrize("name", FULL)
 def test_full_scenario(name):
     run_checked(name)
-
-
-@pytest.mark.jepsen_full
-@pytest.mark.parametrize("name", sorted(NOT_BUILT))
-def test_not_built_yet(name):
-    pytest.skip(NOT_BUILT[name])
 
 
 @pytest.mark.soak

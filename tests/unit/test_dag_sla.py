@@ -9,7 +9,7 @@ import asyncio
 import json
 import pickle
 import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 
 import pytest
 
@@ -22,6 +22,7 @@ from schedd.core.state import SchedulerState
 from schedd.leader import sla as L
 from tests.unit.test_dags import Harness as DagHarness
 from tests.unit.test_dags import dag, task
+from tests.unit.test_sla import _Clock, _FakeNode, _Hook, _Metrics
 
 T0 = parse_time("2026-06-01T03:00:00Z")        # 05:00 in Berlin
 
@@ -244,49 +245,6 @@ def test_a_run_from_an_older_snapshot_has_no_events():
 
 
 # ---------------------------------------------------------------- the leader's driver
-
-
-class _Hook(BaseHTTPRequestHandler):
-    posts: list = []
-
-    def do_POST(self):  # noqa: N802
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).posts.append((self.path, json.loads(body), self.headers.get("Idempotency-Key")))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, *a):
-        pass
-
-
-class _Clock:
-    def __init__(self, h):
-        self.h = h
-
-    def now_ms(self):
-        return self.h.now
-
-
-class _Metrics:
-    def __init__(self):
-        self.counts: dict[str, int] = {}
-        counts = self.counts
-
-        class _Counter:
-            def labels(self, job):
-                return type("_Inc", (), {"inc": lambda _self, n=1: counts.__setitem__(job, counts.get(job, 0) + n)})()
-        self.sla_missed = _Counter()
-
-
-class _FakeNode:
-    def __init__(self, h: Harness) -> None:
-        self.h, self.state, self.lock, self.term = h, h.state, threading.RLock(), h.term
-        self.cfg = type("Cfg", (), {"node_id": "n1"})()
-
-    async def propose(self, entry: str, timeout: float) -> dict:
-        self.h.entries.append(entry)
-        self.h.index += 1
-        return self.state.apply(entry, self.h.index)
 
 
 def test_driver_records_counts_under_the_dag_and_posts_once():
