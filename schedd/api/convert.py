@@ -51,10 +51,13 @@ def execution_to_pb(ex: Execution) -> pb.Execution:
                         trigger=ex.trigger, created_ms=ex.created_ms, term=ex.term, reason=ex.reason,
                         attempts=[attempt_to_pb(a) for a in ex.attempts], updated_ms=ex.updated_ms,
                         log_index=ex.log_index, retry_at_ms=ex.retry_at or 0,
-                        cancel_requested=ex.cancel_requested, due_ms=ex.due_ms or ex.scheduled_ms,
-                        lane=ex.lane,
-                        events=[pb.ExecutionEvent(time_ms=e.time_ms, kind=e.kind, message=e.message)
-                                for e in ex.events])
+                        cancel_requested=ex.cancel_requested, due_ms=ex.due,
+                        lane=ex.lane, events=events_to_pb(ex.events))
+
+
+def events_to_pb(events) -> list[pb.ExecutionEvent]:
+    """Events of an execution or a DAG run (sla_missed, ...)."""
+    return [pb.ExecutionEvent(time_ms=e.time_ms, kind=e.kind, message=e.message) for e in events]
 
 
 def exec_token(key: tuple[int, str] | None) -> str:

@@ -12,7 +12,8 @@ import json
 import grpc
 from google.protobuf.json_format import MessageToDict, ParseDict
 
-from schedd.api.service import FORWARDED, PRINCIPAL, Router, SchedulerService, _metadata, principal, routed
+from schedd.api import convert
+from schedd.api.service import Router, SchedulerService, routed
 from schedd.core import commands as C
 from schedd.core import dags as D
 from schedd.core import sla as S
@@ -22,38 +23,9 @@ from schedd.runtime.clock import Clock
 from schedd.runtime.metrics import Metrics
 from schedd.v1 import dags_pb2 as dpb
 from schedd.v1 import dags_pb2_grpc as dpb_grpc
-from schedd.v1 import scheduler_pb2 as pb
 
 DEFAULT_RUNS = 20
 MAX_RUNS_PAGE = 1000
-
-
-class _DagsRouter:
-    """Forwards a Dags call to the leader over the main Router's channels."""
-
-    def __init__(self, router: Router) -> None:
-        self.router = router
-
-    async def forward(self, service: str, method: str, request, context):
-        md = _metadata(context)
-        node = self.router.node
-        if md.get(FORWARDED):
-            await context.abort(grpc.StatusCode.UNAVAILABLE,
-                                "this node is no longer the leader (an election is under way); retry")
-        addr = node.leader_grpc_address()
-        if not addr or addr == node.cfg.grpc_address:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "no leader is elected yet; retry shortly")
-        out_type = dpb.DESCRIPTOR.services_by_name[service].methods_by_name[method].output_type
-        call = self.router._channel(addr).unary_unary(
-            f"/schedd.v1.{service}/{method}", request_serializer=type(request).SerializeToString,
-            response_deserializer=getattr(dpb, out_type.name).FromString)
-        remaining = context.time_remaining()
-        timeout = min(remaining, 30.0) if remaining is not None else 30.0
-        meta = [(FORWARDED, node.cfg.node_id), (PRINCIPAL, principal(context))]
-        try:
-            return await call(request, timeout=timeout, metadata=meta)
-        except grpc.aio.AioRpcError as e:
-            await context.abort(e.code(), e.details() or f"leader {addr}: {e.code().name}")
 
 
 def dag_spec_to_dict(spec: dpb.DagSpec) -> dict:
@@ -78,8 +50,7 @@ def run_to_pb(st, run: D.DagRun) -> dpb.DagRun:
     out = dpb.DagRun(run_id=run.run_id, dag=run.dag, logical_ms=run.logical_ms, state=run.state,
                      trigger=run.trigger, created_ms=run.created_ms, ended_ms=run.ended_ms,
                      dag_version=run.version, sla_deadline_ms=S.run_deadline(st, run) or 0,
-                     events=[pb.ExecutionEvent(time_ms=e.time_ms, kind=e.kind, message=e.message)
-                             for e in run.events])
+                     events=convert.events_to_pb(run.events))
     for task in run.order:
         v = D.task_view(st, run, task)
         row = st.jobs.get(D.task_job(run.dag, task))
@@ -97,7 +68,7 @@ class DagsService(dpb_grpc.DagsServicer):
 
     def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, router: Router) -> None:
         self.node, self.clock, self.metrics = node, clock, metrics
-        self.router = _DagsRouter(router)
+        self.router = router
 
     async def _dag_or_abort(self, context, name: str) -> dpb.Dag:
         with self.node.lock:

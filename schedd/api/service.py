@@ -15,6 +15,7 @@ import time
 import uuid
 
 import grpc
+from google.protobuf import descriptor_pool, message_factory
 
 from schedd.api import convert
 from schedd.core import commands as C
@@ -71,7 +72,8 @@ def _canonical_batch(specs) -> list[tuple[dict, str]]:
 
 
 class Router:
-    """Forwards a call to the current leader, generically by service and method name."""
+    """Forwards a call to the current leader, generically by service and method name (any
+    schedd.v1 service whose generated module is loaded: Scheduler, Cluster, Workers, Dags)."""
 
     def __init__(self, node: RaftNode) -> None:
         self.node = node
@@ -91,10 +93,11 @@ class Router:
         addr = self.node.leader_grpc_address()
         if not addr or addr == self.node.cfg.grpc_address:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "no leader is elected yet; retry shortly")
-        out_type = pb.DESCRIPTOR.services_by_name[service].methods_by_name[method].output_type
+        out_type = descriptor_pool.Default().FindServiceByName(f"schedd.v1.{service}") \
+            .FindMethodByName(method).output_type
         call = self._channel(addr).unary_unary(
             f"/schedd.v1.{service}/{method}", request_serializer=type(request).SerializeToString,
-            response_deserializer=getattr(pb, out_type.name).FromString)
+            response_deserializer=message_factory.GetMessageClass(out_type).FromString)
         remaining = context.time_remaining()
         timeout = min(remaining, 30.0) if remaining is not None else 30.0
         meta = [(FORWARDED, self.node.cfg.node_id), (PRINCIPAL, principal(context))]

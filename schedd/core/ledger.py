@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from schedd.core import schedule as sched
+from schedd.core.state import schedule_of
 from schedd.core.model import (
     CANCELLED, FAILED, LOST, RETRY_WAIT, RUNNING, SCHEDULED, SKIPPED, SUCCEEDED, TIMED_OUT,
     UPSTREAM_FAILED, Execution, Job,
@@ -53,7 +54,7 @@ def instants(state, job: Job, since_ms: int, until_ms: int, limit: int = 1000) -
     limit = max(1, min(limit, MAX_INSTANTS))
     times = state.by_job.get(job.name, ())
     oldest_kept = times[0] if times else None
-    s = sched.parse(job.schedule, job.tz, hash_key=job.name)
+    s = schedule_of(job)                  # with the job's DST policy
     horizon = until_ms if job.next_fire is None else min(until_ms, job.next_fire - 1)
     nominal: list[int] = []
     x = sched.next_after(s, max(since_ms, job.created_ms - 1) - 1) if s.kind != "none" else None

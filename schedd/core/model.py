@@ -125,6 +125,11 @@ class Execution:
     def id(self) -> str:
         return execution_id(self.job, self.scheduled_ms)
 
+    @property
+    def due(self) -> int:
+        """When it may start: its scheduled time plus its job's jitter."""
+        return self.due_ms or self.scheduled_ms
+
 
 @dataclass(slots=True)
 class ExecutionEvent:

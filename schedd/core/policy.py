@@ -1,8 +1,8 @@
 """Per-job scheduling policies and the admission rule that applies them.
 
 A job's policies (overlap, concurrency key, catch-up, starting deadline, jitter, priority,
-quotas' keys, retention) live in its canonical spec. `JobPolicy.of(job)` reads them once per job
-version. `blocked(state, ex, policy)` is the one rule that says whether an execution may start
+quotas' keys, retention) live in its canonical spec. `SchedulerState.policy(job)` reads them
+once per job version (a `VersionCache`). `blocked(state, ex, policy)` is the one rule that says whether an execution may start
 now; the leader's assigner asks it before it claims, and apply asks it again when the claim
 commits, so claims racing each other can never exceed a limit. Both are pure.
 """
@@ -121,11 +121,28 @@ def blocked(state: "SchedulerState", ex: Execution, policy: JobPolicy,
     return ""
 
 
-def policy_of(job: Job, cache: dict) -> JobPolicy:
-    """`JobPolicy.from_spec` once per job version."""
-    hit = cache.get(job.name)
-    if hit is None or hit[0] != job.version:
-        if len(cache) > 100_000:
-            cache.clear()
-        hit = cache[job.name] = (job.version, JobPolicy.from_spec(job.spec_dict()))
-    return hit[1]
+class VersionCache:
+    """Something derived from a job's spec (its policy, its parsed spec), built once per job
+    version. Bounded: past `limit` entries it starts over, which costs one JSON parse per job
+    seen again, where an entry kept for each of a million jobs would cost more than the job."""
+
+    __slots__ = ("build", "limit", "_entries")
+
+    def __init__(self, build, limit: int) -> None:
+        self.build, self.limit = build, limit
+        self._entries: dict[str, tuple[int, object]] = {}
+
+    def get(self, job: Job):
+        hit = self._entries.get(job.name)
+        if hit is None or hit[0] != job.version:
+            if len(self._entries) >= self.limit:
+                self._entries.clear()
+            hit = self._entries[job.name] = (job.version, self.build(job))
+        return hit[1]
+
+    def forget(self, name: str) -> None:
+        self._entries.pop(name, None)
+
+
+def policy_cache(limit: int = 100_000) -> VersionCache:
+    return VersionCache(lambda job: JobPolicy.from_spec(job.spec_dict()), limit)

@@ -29,14 +29,13 @@ from sortedcontainers import SortedList
 from schedd.core import commands as C
 from schedd.core import dags as D
 from schedd.core import schedule as sched
+from schedd.core import sla as sla_index
 from schedd.core.model import (
     CANCELLED, DEFAULT_HISTORY_LIMIT, FAILED, LOST, MAX_ERROR_CHARS, MAX_OUTPUT_TAIL_CHARS, REJECTED,
-    RETRY_WAIT, RUNNING, SCHEDULED, SUCCEEDED, TERMINAL_STATES, TIMED_OUT, Attempt, Execution, Job,
-    SKIPPED, ValidationError, dump_spec, execution_id, load_committed_spec,
+    RETRY_WAIT, RUNNING, SCHEDULED, SKIPPED, SUCCEEDED, TERMINAL_STATES, TIMED_OUT, Attempt, Execution,
+    Job, ValidationError, dst_policy, dump_spec, execution_id, load_committed_spec,
 )
-from schedd.core.policy import BACKFILL, QUOTA_KINDS, JobPolicy, blocked, jitter_offset_ms, policy_of
-from schedd.core import sla as sla_index
-from schedd.core.model import dst_policy
+from schedd.core.policy import BACKFILL, QUOTA_KINDS, JobPolicy, blocked, jitter_offset_ms, policy_cache
 from schedd.core.retry import RetryPolicy
 from schedd.core.wheel import TimingWheel
 
@@ -68,7 +67,7 @@ ACTIVE_STATES = frozenset({RUNNING, RETRY_WAIT})      # a run under way, for ove
 
 def _ready_key(ex: Execution) -> tuple[int, str, int]:
     """(when it may start, job, scheduled_ms): the claim order of the `ready` index."""
-    due = ex.due_ms or ex.scheduled_ms
+    due = ex.due
     if ex.state == RETRY_WAIT and ex.retry_at is not None:
         due = max(due, ex.retry_at)
     return (due, ex.job, ex.scheduled_ms)
@@ -214,7 +213,7 @@ class SchedulerState:
         self.active: dict[str, int] = {}      # job -> executions RUNNING or RETRY_WAIT (overlap)
         self.pending: dict[str, int] = {}     # job -> executions SCHEDULED (queue bound)
         self.held: dict[str, int] = {}        # quota counter -> running attempts holding it
-        self._policies: dict = {}             # job -> (version, JobPolicy)
+        self._policies = policy_cache()       # job -> its JobPolicy, per version
         for ex in self.execs.values():
             self._count_in(ex, +1)
         D.reindex(self)                       # DAG run index; clears the DAG settle queue
@@ -290,7 +289,7 @@ class SchedulerState:
         return "a run"
 
     def policy(self, job: Job) -> JobPolicy:
-        return policy_of(job, self._policies)
+        return self._policies.get(job)
 
     def _add_job_index(self, job: Job) -> None:
         self.names.add(job.name)
@@ -465,8 +464,7 @@ class SchedulerState:
         if job is None:
             job = Job(name=spec["name"], team=team, schedule=schedule, tz=tz, spec=text, version=1,
                       paused=paused, next_fire=next_fire_for(s, cmd.now, None), created_ms=cmd.now,
-                      updated_ms=cmd.now, created_by=cmd.by, history_limit=limit)
-            job.dst = dst
+                      updated_ms=cmd.now, created_by=cmd.by, history_limit=limit, dst=dst)
             self.jobs[job.name] = job
             self._add_job_index(job)
             self._schedule_wheel(job)
@@ -504,10 +502,8 @@ class SchedulerState:
         self._remove_job_index(job)
         del self.jobs[job.name]
         for t in list(self.by_job.get(job.name, ())):
-            ex = self.execs[(job.name, t)]
-            self._unindex_exec(ex)
-            del self.execs[(job.name, t)]
-        self._policies.pop(job.name, None)
+            self._unindex_exec(self.execs.pop((job.name, t)))
+        self._policies.forget(job.name)
         return _ok(name=job.name)
 
     def _set_paused(self, cmd: C.Command, paused: bool) -> dict:

@@ -19,7 +19,7 @@ from typing import Callable
 
 from schedd.core import commands as C
 from schedd.core.model import RUNNING, SCHEDULED, ValidationError, execution_id, parse_execution_id
-from schedd.core.policy import BACKFILL, blocked
+from schedd.core.policy import BACKFILL, VersionCache, blocked
 from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
 from schedd.runtime.clock import Clock
@@ -32,6 +32,7 @@ PROPOSE_TIMEOUT_S = 5.0
 WORKER_KILL_GRACE_MS = 5_000     # a worker's TERM-to-KILL grace after a timeout (executors' default)
 FINISH_TRIES = 3
 CANCEL_RESEND_MS = 2_000
+SPEC_CACHE = 10_000            # parsed specs kept: of jobs claimed or running (bounded)
 FULL_PASS_MS = 500            # every waiting run is looked at (skips, reasons) this often
 MAX_KEY = "\U0010ffff"
 
@@ -54,7 +55,7 @@ class Assigner:
         self.cancel_sent: dict[int, int] = {}
         self.waiting: dict[tuple[str, int], str] = {}
         self.took_over_ms = 0
-        self._specs: dict[str, tuple[int, dict]] = {}     # job -> (version, parsed spec)
+        self._specs = VersionCache(lambda job: job.spec_dict(), SPEC_CACHE)   # job -> parsed spec
         hub.on_result = self.on_result
 
     def take_over(self, now: int) -> None:
@@ -65,16 +66,6 @@ class Assigner:
         self.cancel_sent.clear()
         self.waiting.clear()
         self._next_full_pass_ms = 0
-
-    def _spec(self, job) -> dict:
-        """The job's parsed spec, parsed once per version: claims and the lease reaper read it
-        for every candidate and running attempt, every step."""
-        hit = self._specs.get(job.name)
-        if hit is None or hit[0] != job.version:
-            if len(self._specs) > 2 * len(self.node.state.jobs) + 1000:
-                self._specs.clear()                  # forget deleted jobs
-            hit = self._specs[job.name] = (job.version, job.spec_dict())
-        return hit[1]
 
     def step(self, now: int) -> None:
         """One pass, called by the dispatcher only while this node leads the current epoch.
@@ -134,9 +125,8 @@ class Assigner:
         waiting: dict[tuple[str, int], str] = {}     # rebuilt each full pass: nothing stale lingers
         extra_active: dict[str, int] = {}
         extra_held: dict[str, int] = {}
-        for name, t in self.claiming:
+        for (name, _), holds in self.claiming.items():
             extra_active[name] = extra_active.get(name, 0) + 1
-        for holds in self.claiming.values():
             for key in holds:
                 extra_held[key] = extra_held.get(key, 0) + 1
         with self.node.lock:
@@ -168,9 +158,10 @@ class Assigner:
                         waiting[(name, t)] = f"waiting: catch-up runs start at most {self.catchup_rate:g}/s"
                         continue
                     self._catchup_next_ms = now + 1000 / self.catchup_rate
-                claims.append((due, name, t, len(ex.attempts) + 1, self._spec(job), policy.holds(ex.lane)))
+                holds = policy.holds(ex.lane)
+                claims.append((due, name, t, len(ex.attempts) + 1, self._specs.get(job), holds))
                 extra_active[name] = extra_active.get(name, 0) + 1
-                for key in policy.holds(ex.lane):
+                for key in holds:
                     extra_held[key] = extra_held.get(key, 0) + 1
         if skips:
             self.skipping.update((n, t) for n, t, _ in skips)
@@ -301,7 +292,7 @@ class Assigner:
                     continue
                 seen = max(self.hub.token_seen.get(token, 0), a.started_ms, self.took_over_ms)
                 job = st.jobs.get(name)
-                timeout_ms = int((self._spec(job).get("timeout_seconds") or 0) * 1000) if job else 0
+                timeout_ms = int((self._specs.get(job).get("timeout_seconds") or 0) * 1000) if job else 0
                 if now - seen > lease:
                     expire.append((name, t, token, "LOST",
                                    f"worker {a.worker} lost: no news for {lease / 1000:g}s"))

@@ -159,7 +159,7 @@ class Dispatcher:
         now = self.clock.now_ms()
         with self.node.lock:
             execs = self.node.state.execs
-            dues = [(name, t, getattr(execs.get((name, t)), "due_ms", 0) or t) for name, t in created]
+            dues = [(name, t, ex.due if (ex := execs.get((name, t))) is not None else t) for name, t in created]
         for name, t, due in dues:
             self.metrics.fire_lead.observe(max(0.0, (due - now) / 1000))
             if due < now:
@@ -167,11 +167,10 @@ class Dispatcher:
             self._schedule_launch(name, t, now, due)
         self._wake.set()
 
-    def _schedule_launch(self, name: str, t: int, now: int, due: int | None = None) -> None:
+    def _schedule_launch(self, name: str, t: int, now: int, due: int) -> None:
         """One timer per due instant, however many executions share it: a burst of a thousand
         jobs due at the same second is launched in one pass, not a thousand callbacks. An
         execution is due at its scheduled instant plus its job's jitter."""
-        due = t if due is None else due
         group = self._launches.get(due)
         if group is None:
             if self._loop is None:
@@ -219,11 +218,11 @@ class Dispatcher:
         old_alive = max((ex.created_ms for _, _, ex in pending if ex.term < term), default=None)
         if old_alive is not None:
             horizon = max(horizon, old_alive - TAKEOVER_MARGIN_MS)
-        adopted = [(t, name) for t, name, ex in pending if t > horizon or ex.term == term]
+        adopted = [(t, name, ex.due) for t, name, ex in pending if t > horizon or ex.term == term]
         if self.assigner is not None:
             self.assigner.take_over(now)
-        for t, name in adopted:
-            self._schedule_launch(name, t, now, getattr(st.execs.get((name, t)), "due_ms", 0) or t)
+        for t, name, due in adopted:
+            self._schedule_launch(name, t, now, due)
         log.info("leading term %d: %d pending intents adopted", term, len(adopted))
 
     def _cancel_launches(self) -> None:
