@@ -26,6 +26,7 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replic
 
 from schedd.core.state import SchedulerState
 from schedd.replication import journal as durable
+from schedd.replication.raft_patches import RepairingSyncObj
 from schedd.runtime.config import NodeConfig
 from schedd.testing import hooks as testing
 
@@ -141,7 +142,9 @@ class RaftNode:
         )
         others = [p.raft_address for p in cfg.members if p.id != cfg.node_id]
         self._started = time.monotonic()
-        self.sync = SyncObj(cfg.raft_address, others, conf=conf, consumers=[self._consumer],
+        # Stock pysyncobj only as the fault suite's negative control (SCHEDD_UNSAFE=stock_raft).
+        raft_class = SyncObj if "stock_raft" in testing.UNSAFE else RepairingSyncObj
+        self.sync = raft_class(cfg.raft_address, others, conf=conf, consumers=[self._consumer],
                             transportClass=testing.transport_with_dial(self._hooks.transport_class)
                             if cfg.test_mode else self._hooks.transport_class)
         self._hooks.attach(self.sync)

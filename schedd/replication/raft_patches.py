@@ -1,0 +1,449 @@
+"""What pysyncobj 0.3.17's Raft core gets wrong, restored in one place: `RepairingSyncObj`.
+
+Each override below cites the rule it restores. They replace name-mangled private methods of
+`pysyncobj.SyncObj` (`_SyncObj__onMessageReceived`, `_SyncObj__sendAppendEntries`, ...), so this
+module is tied to one pysyncobj release: `PYSYNCOBJ_VERSION` is checked at import and pinned in
+pyproject.toml. Every node of a cluster must run it (pre-vote is a new message kind a stock node
+ignores).
+
+1. Log repair (Raft §5.3, "the leader decrements nextIndex and retries until the logs match").
+   Stock followers answer a rejected AppendEntries with `next_node_idx` and no hint of which
+   request they answer; the leader keeps whatever arrived last. With a pipelined burst (the leader
+   sends every batch from nextIndex to its last entry in one round), the batch whose prevLogIdx
+   carries the wrong term is answered "go back to prevLogIdx" and every later batch "go to my
+   last index + 1" (its prevLogIdx lies past the follower's log), so nextIndex never walks back
+   past a divergent suffix longer than one batch: the replica never converges, restarts included
+   (issue 9). Here a follower's answer names the prevLogIdx it answers and, on a conflict, the
+   first index of the conflicting term (the thesis' fast backup, §5.3 end); the leader ignores
+   answers to requests it no longer has outstanding and, after a rejection, probes one request at
+   a time until a success puts it back to pipelining (etcd raft's probe/replicate states).
+2. Conflict-only truncation (Raft §5.3 receiver rule 3: "if an existing entry conflicts with a new
+   one (same index, different term), delete the existing entry and all that follow it"). Stock
+   followers drop everything after prevLogIdx, so a delayed or repeated AppendEntries removes
+   entries already acknowledged, even applied ones. Here an entry is dropped only from the first
+   index whose term differs, and a success acknowledges only prevLogIdx + len(entries): the
+   entries the leader vouched for (receiver rule 5: commitIndex = min(leaderCommit, index of the
+   last new entry), not of the log's last entry).
+3. Pre-vote (Raft thesis §9.6). A node whose election timer runs out first asks its peers whether
+   they would vote for it in the next term, without raising its own; a peer says yes only if it
+   has not heard from a leader for an election timeout and the candidate's log is up to date. So a
+   healed node, or one whose tick stalled, no longer deposes a healthy leader by raising the term.
+4. No election straight after a snapshot install: installing blocks the tick thread (about 0.6 s
+   per 100k jobs), after which the election deadline has already passed though the leader was
+   just heard; the deadline is restarted when the install ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any
+
+import pysyncobj.pickle as raft_pickle
+from pysyncobj import SyncObj
+from pysyncobj.syncobj import _RAFT_STATE
+from pysyncobj.version import VERSION as _INSTALLED_VERSION
+
+log = logging.getLogger("schedd.raft")
+
+PYSYNCOBJ_VERSION = "0.3.17"
+if _INSTALLED_VERSION != PYSYNCOBJ_VERSION:
+    raise ImportError(f"schedd's Raft patches are written against pysyncobj {PYSYNCOBJ_VERSION}, "
+                      f"found {_INSTALLED_VERSION}")
+
+PROBE, REPLICATE = "probe", "replicate"
+PRE_VOTE, PRE_VOTE_RESPONSE = "schedd_pre_vote", "schedd_pre_vote_response"
+
+
+class RepairingSyncObj(SyncObj):
+    """A SyncObj whose log repair, truncation and elections follow the Raft paper (module doc)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Set before SyncObj.__init__: attributes that exist then are left out of snapshots, and
+        # the tick thread it starts reads them.
+        self._repl_mode: dict[Any, str] = {}          # leader: per follower, PROBE or REPLICATE
+        self._leader_contact = -math.inf              # monotonic time a leader was last heard
+        self._prevote_round = 0
+        self._prevote_term = 0
+        self._prevote_grants: set[Any] = set()
+        self._prevote_won = False
+        self.repair_stats = RepairStats()
+        super().__init__(*args, **kwargs)
+
+    # ------------------------------------------------------------ small accessors
+
+    def _now(self) -> float:
+        return time.monotonic()
+
+    def _log_first(self) -> int:
+        return int(self._SyncObj__raftLog[0][1])
+
+    def _log_last(self) -> int:
+        return int(self._SyncObj__raftLog[-1][1])
+
+    def _term_at(self, idx: int) -> int:
+        return int(self._SyncObj__raftLog[idx - self._log_first()][2])
+
+    def _send(self, node: Any, message: dict) -> None:
+        self._SyncObj__transport.send(node, message)
+
+    def _restart_election_timer(self) -> None:
+        self._SyncObj__raftElectionDeadline = self._now() + self._SyncObj__generateRaftTimeout()
+
+    # ------------------------------------------------------------ message dispatch
+
+    def _SyncObj__onMessageReceived(self, node: Any, message: dict) -> None:
+        kind = message.get("type") if isinstance(message, dict) else None
+        if kind == "append_entries" and "prevLogIdx" in message:
+            self._on_append_entries(node, message)
+            return
+        if kind == "next_node_idx" and self._SyncObj__raftState == _RAFT_STATE.LEADER:
+            self._on_append_response(node, message)
+            return
+        if kind == PRE_VOTE:
+            self._on_pre_vote(node, message)
+            return
+        if kind == PRE_VOTE_RESPONSE:
+            self._on_pre_vote_response(node, message)
+            return
+        SyncObj._SyncObj__onMessageReceived(self, node, message)
+        if kind == "append_entries" and message.get("term", -1) >= self._SyncObj__raftCurrentTerm:
+            # A snapshot chunk (or install) from the current leader: patch 4, and pre-vote's
+            # record of leader contact.
+            self._heard_from_leader()
+            self._restart_election_timer()
+
+    def _heard_from_leader(self) -> None:
+        self._leader_contact = self._now()
+        self._prevote_won = False
+
+    # ------------------------------------------------------------ follower: AppendEntries
+
+    def _on_append_entries(self, node: Any, message: dict) -> None:
+        """Raft §5.3 receiver rules 1-5 (patches 1 and 2)."""
+        term = message["term"]
+        if term < self._SyncObj__raftCurrentTerm:
+            return          # rule 1; the stale leader steps down on leaderFallbackTimeout
+        self._accept_leader(node, term)
+        self._SyncObj__leaderCommitIndex = leader_commit = message["commit_index"]
+        entries = self._assemble_entries(node, message)
+        if entries is None:
+            return          # a chunk of a large entry, acknowledged; the rest follows
+        prev_idx, prev_term = message["prevLogIdx"], message["prevLogTerm"]
+        if prev_idx is None:
+            self._reply(node, prev_idx=prev_idx, success=False, next_idx=self._log_last() + 1)
+            return
+        first = self._log_first()
+        if prev_idx < first:
+            # prevLogIdx lies inside our snapshot: everything up to `first` is committed here,
+            # hence identical on the leader (Log Matching); drop what we already hold.
+            entries = [e for e in entries if e[1] > first]
+            prev_idx, prev_term = first, self._term_at(first)
+        elif prev_idx > self._log_last():
+            self._reply(node, prev_idx=message["prevLogIdx"], success=False,
+                        next_idx=self._log_last() + 1)
+            return
+        elif self._term_at(prev_idx) != prev_term:
+            self._reply(node, prev_idx=prev_idx, success=False, next_idx=self._conflict_hint(prev_idx))
+            return
+        self._append_new(entries)
+        match = entries[-1][1] if entries else prev_idx
+        self._advance_commit(leader_commit, match)
+        self._reply(node, prev_idx=message["prevLogIdx"], success=True, next_idx=match + 1)
+
+    def _accept_leader(self, node: Any, term: int) -> None:
+        """What stock does for any AppendEntries of the current term (leader, term, timer)."""
+        if term > self._SyncObj__raftCurrentTerm:
+            self._SyncObj__transferInProgress = False
+        if not self._SyncObj__transferInProgress:
+            self._restart_election_timer()
+        if self._SyncObj__raftLeader != node:
+            self._SyncObj__onLeaderChanged()
+        self._SyncObj__raftLeader = node
+        if term > self._SyncObj__raftCurrentTerm:
+            self._SyncObj__setCurrentTerm(term, None)
+        self._SyncObj__setState(_RAFT_STATE.FOLLOWER)
+        self._heard_from_leader()
+
+    def _assemble_entries(self, node: Any, message: dict) -> list | None:
+        """Entries of the message, or None while a chunked single entry is still arriving."""
+        transmission = message.get("transmission")
+        if transmission is None:
+            return list(message.get("entries", []))
+        if transmission == "start":
+            self._SyncObj__recvTransmission = message["data"]
+        elif transmission in ("process", "finish"):
+            self._SyncObj__recvTransmission += message["data"]
+        else:
+            raise ValueError(f"wrong transmission type {transmission!r}")
+        if transmission != "finish":
+            self._send(node, {"type": "next_node_idx", "next_node_idx": self._log_last() + 1,
+                              "reset": False, "success": False})
+            return None
+        data, self._SyncObj__recvTransmission = self._SyncObj__recvTransmission, ""
+        return [raft_pickle.loads(data)]
+
+    def _conflict_hint(self, prev_idx: int) -> int:
+        """First index of the term found at prev_idx (no entry of that term can match the
+        leader's), never at or below our commit index (committed entries match)."""
+        floor = max(self._SyncObj__raftCommitIndex + 1, self._log_first() + 1)
+        conflict_term = self._term_at(prev_idx)
+        idx = prev_idx
+        while idx - 1 >= floor and self._term_at(idx - 1) == conflict_term:
+            idx -= 1
+        return idx
+
+    def _append_new(self, entries: list) -> None:
+        """Receiver rules 3 and 4: skip entries we hold with the same term, truncate from the
+        first conflict, append the rest."""
+        last = self._log_last()
+        for pos, entry in enumerate(entries):
+            idx, term = entry[1], entry[2]
+            if idx > last:
+                self._add_entries(entries[pos:])
+                return
+            if self._term_at(idx) != term:
+                self._truncate_from(idx)
+                self._add_entries(entries[pos:])
+                return
+
+    def _add_entries(self, entries: list) -> None:
+        for entry in entries:
+            self._SyncObj__raftLog.add(*entry)
+        if self._SyncObj__conf.dynamicMembershipChange:
+            for entry in entries:
+                change = self._SyncObj__parseChangeClusterRequest(entry[0])
+                if change is not None:
+                    self._SyncObj__doChangeCluster(change)
+
+    def _truncate_from(self, idx: int) -> None:
+        applied = self._SyncObj__raftLastApplied
+        self.repair_stats.truncations += 1
+        self.repair_stats.truncated_entries += self._log_last() - idx + 1
+        if idx <= applied:
+            # Cannot happen while the rules above hold (a committed entry never conflicts);
+            # if it does, something below Raft (the disk) lost acknowledged data.
+            log.critical("truncating already-applied log entries from index %d (last applied: "
+                         "%d): this replica's state may have diverged", idx, applied)
+        if self._SyncObj__conf.dynamicMembershipChange:
+            first = self._log_first()
+            for entry in reversed(list(self._SyncObj__raftLog[idx - first:])):
+                change = self._SyncObj__parseChangeClusterRequest(entry[0])
+                if change is not None:
+                    self._SyncObj__doChangeCluster(change, reverse=True)
+        self._SyncObj__deleteEntriesFrom(idx)
+        if self._SyncObj__raftCommitIndex > self._log_last():
+            self._SyncObj__raftCommitIndex = self._log_last()
+
+    def _advance_commit(self, leader_commit: int, match: int) -> None:
+        """Receiver rule 5: commitIndex = min(leaderCommit, index of last new entry)."""
+        if leader_commit > self._SyncObj__raftCommitIndex:
+            new_commit = min(leader_commit, match)
+            if new_commit > self._SyncObj__raftCommitIndex:
+                self._SyncObj__raftCommitIndex = new_commit
+        self._SyncObj__raftLog.setRaftCommitIndex(self._SyncObj__raftCommitIndex)
+
+    def _reply(self, node: Any, *, prev_idx: int | None, success: bool, next_idx: int) -> None:
+        """`next_node_idx` as stock leaders read it, plus the prevLogIdx it answers."""
+        self._send(node, {"type": "next_node_idx", "next_node_idx": next_idx, "reset": not success,
+                          "success": success, "prev_idx": prev_idx})
+
+    # ------------------------------------------------------------ leader: responses and sending
+
+    def _on_append_response(self, node: Any, message: dict) -> None:
+        """Patch 1, leader side: act only on answers to the request outstanding."""
+        self._SyncObj__lastResponseTime[node] = self._now()
+        nxt, match = self._SyncObj__raftNextIndex, self._SyncObj__raftMatchIndex
+        answered = message.get("prev_idx", "absent")
+        if message["success"]:
+            acked = message["next_node_idx"] - 1
+            if acked > match.get(node, 0):
+                match[node] = acked
+            if nxt.get(node, 0) < acked + 1:
+                nxt[node] = acked + 1
+            self._repl_mode[node] = REPLICATE
+            return
+        if answered == "absent":
+            if message.get("reset"):        # a stock follower (or a snapshot-path answer)
+                nxt[node] = message["next_node_idx"]
+            return                          # a chunk acknowledgement
+        mode = self._repl_mode.get(node, PROBE)
+        if answered is None:
+            stale = False
+        elif mode == REPLICATE:
+            stale = answered <= match.get(node, 0)
+        else:
+            stale = answered != nxt.get(node, 0) - 1
+        if stale:
+            self.repair_stats.stale_rejections += 1
+            return
+        hint = message["next_node_idx"]
+        bound = answered if answered is not None else hint
+        nxt[node] = max(match.get(node, 0) + 1, min(hint, bound))
+        self._repl_mode[node] = PROBE
+        self.repair_stats.rejections += 1
+
+    def _SyncObj__onBecomeLeader(self) -> None:
+        self._repl_mode.clear()             # probe every follower until it answers success
+        SyncObj._SyncObj__onBecomeLeader(self)
+
+    def _SyncObj__onNodeDisconnected(self, node: Any) -> None:
+        self._repl_mode[node] = PROBE       # what was in flight to it is lost
+        SyncObj._SyncObj__onNodeDisconnected(self, node)
+
+    def _SyncObj__sendAppendEntries(self) -> None:
+        """Stock's sending loop, except that a follower in PROBE gets one request per round and
+        its nextIndex moves only on its answers (patch 1)."""
+        now = self._now()
+        self._SyncObj__newAppendEntriesTime = now + self._SyncObj__conf.appendEntriesPeriod
+        for node in self._SyncObj__otherNodes | self._SyncObj__readonlyNodes:
+            if node not in self._SyncObj__connectedNodes:
+                self._SyncObj__serializer.cancelTransmisstion(node)
+                continue
+            self._send_to(node, now)
+
+    def _send_to(self, node: Any, started: float) -> None:
+        conf = self._SyncObj__conf
+        probing = self._repl_mode.get(node, PROBE) != REPLICATE
+        first_round, sending_snapshot = True, False
+        nxt = self._SyncObj__raftNextIndex
+        while nxt[node] <= self._log_last() or first_round or sending_snapshot:
+            if nxt[node] > self._log_first():
+                if not self._send_entries(node, probing):
+                    return
+            else:
+                sending_snapshot = self._send_snapshot_chunk(node)
+                if sending_snapshot is None:
+                    return
+            first_round = False
+            if probing and not sending_snapshot:
+                return
+            if self._now() - started > conf.appendEntriesPeriod:
+                return
+
+    def _base_message(self) -> dict:
+        return {"type": "append_entries", "term": self._SyncObj__raftCurrentTerm,
+                "commit_index": self._SyncObj__raftCommitIndex}
+
+    def _send_entries(self, node: Any, probing: bool) -> bool:
+        """One AppendEntries from nextIndex (or a chunked single large entry); False once the
+        node dropped its connection."""
+        batch = self._SyncObj__conf.appendEntriesBatchSizeBytes
+        nxt = self._SyncObj__raftNextIndex
+        prev_idx, prev_term = self._SyncObj__getPrevLogIndexTerm(nxt[node])
+        entries: list = []
+        if nxt[node] <= self._log_last():
+            entries = self._SyncObj__getEntries(nxt[node], None, batch)
+            if not probing:
+                nxt[node] = entries[-1][1] + 1
+        base = {**self._base_message(), "prevLogIdx": prev_idx, "prevLogTerm": prev_term}
+        if len(entries) == 1 and len(entries[0][0]) >= batch:
+            data = raft_pickle.dumps(entries[0])
+            for pos in range(0, len(data), batch):
+                kind = "start" if pos == 0 else ("finish" if pos + batch >= len(data) else "process")
+                self._send(node, {**base, "transmission": kind, "data": data[pos:pos + batch]})
+                if node not in self._SyncObj__connectedNodes:
+                    return False
+            return True
+        self._send(node, {**base, "entries": entries})
+        return node in self._SyncObj__connectedNodes
+
+    def _send_snapshot_chunk(self, node: Any) -> bool | None:
+        """Stock's snapshot streaming: True while more chunks follow, False after the last, None
+        to stop this round (disconnected, or the snapshot is still being written)."""
+        data = self._SyncObj__serializer.getTransmissionData(node)
+        self._send(node, {**self._base_message(), "serialized": data})
+        if node not in self._SyncObj__connectedNodes or data is None:
+            return None                     # disconnected, or no snapshot ready yet
+        if data[2]:                         # last chunk
+            self._SyncObj__raftNextIndex[node] = self._SyncObj__raftLog[1][1] + 1
+            return False
+        return True
+
+    # ------------------------------------------------------------ pre-vote (patch 3)
+
+    def _onTick(self, timeToWait: float = 0.0) -> None:
+        self._maybe_pre_vote()
+        SyncObj._onTick(self, timeToWait)
+
+    def _maybe_pre_vote(self) -> None:
+        """Runs before stock's election check: an expired timer starts a pre-vote round and is
+        pushed back; only a won round lets stock's election (term + 1) go ahead."""
+        if not self._SyncObj__transport.ready or self._SyncObj__selfNode is None:
+            return
+        if self._SyncObj__raftState == _RAFT_STATE.LEADER or not self._SyncObj__otherNodes:
+            return
+        if self._SyncObj__raftElectionDeadline >= self._now():
+            return
+        if self._SyncObj__transferInProgress or not self._SyncObj__connectedToAnyone():
+            return          # TimeoutNow: the leader asked for this election
+        if self._prevote_won and self._prevote_term == self._SyncObj__raftCurrentTerm + 1:
+            self._prevote_won = False
+            return
+        self._start_pre_vote()
+
+    def _start_pre_vote(self) -> None:
+        self._prevote_round += 1
+        self._prevote_term = self._SyncObj__raftCurrentTerm + 1
+        self._prevote_grants = set()
+        self._prevote_won = False
+        self.repair_stats.pre_votes += 1
+        self._restart_election_timer()
+        request = {"type": PRE_VOTE, "term": self._prevote_term, "round": self._prevote_round,
+                   "last_log_index": self._log_last(),
+                   "last_log_term": self._SyncObj__getCurrentLogTerm()}
+        for node in self._SyncObj__otherNodes:
+            self._send(node, request)
+
+    def _on_pre_vote(self, node: Any, message: dict) -> None:
+        self._send(node, {"type": PRE_VOTE_RESPONSE, "term": message.get("term"),
+                          "round": message.get("round"), "granted": self._grants_pre_vote(message)})
+
+    def _grants_pre_vote(self, message: dict) -> bool:
+        """Would we vote for it in its next term? Not while a leader is alive for us (we are it,
+        or heard it within the minimum election timeout), and only for an up-to-date log (§5.4.1)."""
+        if self._SyncObj__selfNode is None or self._SyncObj__raftState == _RAFT_STATE.LEADER:
+            return False
+        if message.get("term", 0) <= self._SyncObj__raftCurrentTerm:
+            return False
+        if self._now() - self._leader_contact < self._SyncObj__conf.raftMinTimeout:
+            return False
+        my_term = self._SyncObj__getCurrentLogTerm()
+        their_term, their_idx = message.get("last_log_term", -1), message.get("last_log_index", -1)
+        return their_term > my_term or (their_term == my_term and their_idx >= self._log_last())
+
+    def _on_pre_vote_response(self, node: Any, message: dict) -> None:
+        if (not message.get("granted") or message.get("round") != self._prevote_round
+                or self._prevote_term != self._SyncObj__raftCurrentTerm + 1
+                or self._SyncObj__raftState == _RAFT_STATE.LEADER):
+            return
+        self._prevote_grants.add(node)
+        voters = len(self._SyncObj__otherNodes) + 1
+        if len(self._prevote_grants) + 1 > voters / 2 and not self._prevote_won:
+            self._prevote_won = True
+            self._SyncObj__raftElectionDeadline = 0     # stock elects on the next tick
+
+    # ------------------------------------------------------------ introspection
+
+    def replication_progress(self) -> dict[str, tuple[int, int, str]]:
+        """Leader only: {peer address: (matchIndex, nextIndex, mode)}; read on the tick thread or
+        accept a momentarily torn view."""
+        out: dict[str, tuple[int, int, str]] = {}
+        for node, nxt in list(self._SyncObj__raftNextIndex.items()):
+            out[node.id] = (self._SyncObj__raftMatchIndex.get(node, 0), nxt,
+                            self._repl_mode.get(node, PROBE))
+        return out
+
+
+class RepairStats:
+    """Counters of the repair machinery, for metrics and tests."""
+
+    __slots__ = ("truncations", "truncated_entries", "rejections", "stale_rejections", "pre_votes")
+
+    def __init__(self) -> None:
+        self.truncations = 0
+        self.truncated_entries = 0
+        self.rejections = 0
+        self.stale_rejections = 0
+        self.pre_votes = 0

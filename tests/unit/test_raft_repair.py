@@ -1,0 +1,283 @@
+"""Log repair, conflict-only truncation and pre-vote (schedd/replication/raft_patches.py), driven
+message by message on an in-memory network: no sockets, no tick thread, no timing.
+
+Each scenario runs against the patched SyncObj and, where the stock one fails it, against stock
+pysyncobj 0.3.17 too: that is the negative control proving the scenario reproduces issue 9.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from pysyncobj import SyncObj
+
+from schedd.replication.memory_network import (MemoryNetwork, append_raw, commit_index,
+                                               make_leader, match_index, raft_log, send_heartbeats,
+                                               set_term)
+from schedd.replication.raft_patches import PRE_VOTE, RepairingSyncObj
+
+A, B, C = "10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1"
+PEERS = [A, B, C]
+
+
+def cluster(cls: type) -> MemoryNetwork:
+    net = MemoryNetwork()
+    for addr in PEERS:
+        net.add(addr, PEERS, cls=cls)
+    net.connect_all()
+    return net
+
+
+def diverged(cls: type, *, common: int = 20, stale: int = 40, fresh: int = 60) -> MemoryNetwork:
+    """Issue 9's shape: B led term 1 alone and appended `stale` entries nobody else has; A and C
+    moved on in term 2 with `fresh` entries at the same indexes. A now leads term 3."""
+    net = cluster(cls)
+    for addr in PEERS:
+        append_raw(net.nodes[addr], [1] * common)
+    append_raw(net.nodes[B], [1] * stale)
+    for addr in (A, C):
+        append_raw(net.nodes[addr], [2] * fresh)
+    for addr in PEERS:
+        set_term(net.nodes[addr], 2)
+    make_leader(net.nodes[A], 3)
+    return net
+
+
+def rounds(net: MemoryNetwork, leader: str, n: int) -> None:
+    """n heartbeat rounds: the leader sends its pipelined burst, everything is delivered in order."""
+    for _ in range(n):
+        send_heartbeats(net.nodes[leader])
+        net.deliver_all()
+
+
+def converged(net: MemoryNetwork, a: str, b: str) -> bool:
+    return raft_log(net.nodes[a]) == raft_log(net.nodes[b])
+
+
+# --------------------------------------------------------------------------- log repair
+
+def test_divergent_suffix_of_several_batches_is_repaired() -> None:
+    net = diverged(RepairingSyncObj)
+    rounds(net, A, 12)
+    assert converged(net, A, B) and converged(net, A, C)
+    assert match_index(net.nodes[A], B) == raft_log(net.nodes[A])[-1][0]
+
+
+def test_stock_pysyncobj_never_repairs_a_divergent_suffix() -> None:
+    """Negative control: the leader keeps the last answer of a pipelined burst ("go to my last
+    index + 1") and never walks back past the divergent suffix."""
+    net = diverged(SyncObj)
+    rounds(net, A, 60)
+    assert converged(net, A, C)
+    assert not converged(net, A, B)
+
+
+def test_repair_converges_in_few_rounds_whatever_the_suffix_length() -> None:
+    """One conflicting term costs one round trip (the follower names the term's first index)."""
+    net = diverged(RepairingSyncObj, stale=400, fresh=300)
+    rounds(net, A, 6)
+    assert converged(net, A, B)
+
+
+def test_restarted_follower_with_a_shorter_log_catches_up() -> None:
+    net = cluster(RepairingSyncObj)
+    append_raw(net.nodes[A], [1] * 50)
+    append_raw(net.nodes[C], [1] * 50)
+    append_raw(net.nodes[B], [1] * 5)
+    make_leader(net.nodes[A], 2)
+    rounds(net, A, 4)
+    assert converged(net, A, B)
+
+
+def test_follower_never_commits_an_entry_the_leader_did_not_vouch_for() -> None:
+    """Receiver rule 5: commitIndex <= the last entry this AppendEntries verified, not the log's
+    last entry (B still holds its stale term-1 suffix beyond the verified prefix)."""
+    net = diverged(RepairingSyncObj)
+    leader = net.nodes[A]
+    leader._SyncObj__raftCommitIndex = 70              # noqa: SLF001 - the leader's commit
+    # A heartbeat whose prevLogIdx (20) is the end of the common prefix, carrying no entries.
+    net.transports[B].receive(_heartbeat(A, B, term=3, prev_idx=20, prev_term=1, commit=70))
+    assert commit_index(net.nodes[B]) <= 20
+    assert len(raft_log(net.nodes[B])) == 61         # nothing truncated by a heartbeat
+
+
+# --------------------------------------------------------------------------- truncation
+
+def _delayed_duplicate(cls: type) -> tuple[MemoryNetwork, list[tuple[int, int]], int]:
+    """B is in sync; the leader sends entries 33..36 (M1), then 37..40 (M2); M1 arrives again
+    after M2 (a delayed duplicate, as a retransmission or a reconnect can produce)."""
+    net = cluster(cls)
+    append_raw(net.nodes[A], [1] * 30)
+    make_leader(net.nodes[A], 2)
+    rounds(net, A, 3)
+    append_raw(net.nodes[A], [2] * 4)
+    send_heartbeats(net.nodes[A])
+    m1 = [m for m in net.queue if m.dst == B]
+    net.deliver_all()
+    append_raw(net.nodes[A], [2] * 4)
+    rounds(net, A, 2)
+    before, acked = raft_log(net.nodes[B]), match_index(net.nodes[A], B)
+    assert acked == 40 and before[-1] == (40, 2)
+    net.deliver(m1)
+    return net, before, acked
+
+
+def test_repeated_append_does_not_truncate_acknowledged_entries() -> None:
+    net, before, acked = _delayed_duplicate(RepairingSyncObj)
+    assert raft_log(net.nodes[B]) == before
+    net.deliver_all()
+    assert match_index(net.nodes[A], B) == acked
+
+
+def test_stock_pysyncobj_truncates_on_a_repeated_append() -> None:
+    """Negative control: stock drops everything after prevLogIdx on any overlapping append,
+    entries it had acknowledged included."""
+    net, before, acked = _delayed_duplicate(SyncObj)
+    assert raft_log(net.nodes[B])[-1][0] < acked
+
+
+def test_reordered_batches_converge_and_never_lose_acked_entries() -> None:
+    net = cluster(RepairingSyncObj)
+    append_raw(net.nodes[A], [1] * 40)
+    make_leader(net.nodes[A], 2)
+    acked_before: list[tuple[int, int]] = []
+    for _ in range(8):
+        send_heartbeats(net.nodes[A])
+        to_b = net.take(lambda m: m.dst == B)
+        net.deliver(reversed(to_b))                   # the burst arrives back to front
+        net.deliver_all()
+        log_b = raft_log(net.nodes[B])
+        assert log_b[:len(acked_before)] == acked_before
+        acked_before = log_b[:match_index(net.nodes[A], B)]
+    assert converged(net, A, B)
+
+
+@settings(max_examples=150, deadline=None)
+@given(common=st.integers(0, 15), stale=st.integers(0, 40), fresh=st.integers(0, 40),
+       schedule=st.lists(st.tuples(st.sampled_from(["deliver", "drop", "dup", "reverse"]),
+                                   st.integers(0, 5)), max_size=25))
+def test_any_delivery_schedule_keeps_acked_entries_and_converges_once_healed(
+        common: int, stale: int, fresh: int, schedule: list[tuple[str, int]]) -> None:
+    """Property: whatever is dropped, duplicated or reordered, an entry the leader counts as
+    matched on B stays in B's log, and reliable delivery afterwards converges B."""
+    net = diverged(RepairingSyncObj, common=common, stale=stale, fresh=fresh)
+    leader = net.nodes[A]
+    history: list = []
+    for action, k in schedule:
+        send_heartbeats(leader)
+        burst = net.take()
+        history.extend(burst)
+        if action == "drop":
+            burst = burst[k:]
+        elif action == "dup" and history:
+            burst = burst + history[-(k + 1):]
+        elif action == "reverse":
+            burst = list(reversed(burst))
+        net.deliver(burst)
+        leader_log = raft_log(leader)
+        for peer in (B, C):
+            m = match_index(leader, peer)
+            assert raft_log(net.nodes[peer])[:m] == leader_log[:m]
+    net.queue.clear()
+    rounds(net, A, 10)
+    assert converged(net, A, B) and converged(net, A, C)
+
+
+# --------------------------------------------------------------------------- pre-vote
+
+def _heartbeat(src: str, dst: str, *, term: int, prev_idx: int, prev_term: int, commit: int):
+    from schedd.replication.memory_network import Message
+    return Message(src, dst, {"type": "append_entries", "term": term, "commit_index": commit,
+                              "entries": [], "prevLogIdx": prev_idx, "prevLogTerm": prev_term})
+
+
+def expire_election_timer(node: SyncObj) -> None:
+    node._SyncObj__raftElectionDeadline = 0          # noqa: SLF001
+
+
+def test_isolated_node_does_not_raise_its_term() -> None:
+    """An expired timer starts a pre-vote round, not an election: a node cut off (or stalled)
+    keeps its term, so on return it cannot depose the leader."""
+    net = cluster(RepairingSyncObj)
+    make_leader(net.nodes[A], 2)
+    rounds(net, A, 2)
+    b = net.nodes[B]
+    for _ in range(5):                                # five timeouts while partitioned
+        expire_election_timer(b)
+        b._onTick()                                  # noqa: SLF001
+        net.take(lambda m: m.src == B)               # its requests are lost
+    assert b.raftCurrentTerm == 2
+    rounds(net, A, 2)                                # healed: the leader is still the leader
+    assert net.nodes[A]._isLeader() and net.nodes[A].raftCurrentTerm == 2
+
+
+def test_followers_that_hear_the_leader_refuse_a_pre_vote() -> None:
+    net = cluster(RepairingSyncObj)
+    make_leader(net.nodes[A], 2)
+    rounds(net, A, 2)
+    b = net.nodes[B]
+    expire_election_timer(b)
+    b._onTick()                                      # pre-vote sent to A and C
+    assert any(m.kind == PRE_VOTE for m in net.queue)
+    net.deliver_all()
+    assert b.raftCurrentTerm == 2 and net.nodes[A]._isLeader()
+
+
+def test_won_pre_vote_leads_to_an_election_when_the_leader_is_gone() -> None:
+    net = cluster(RepairingSyncObj)
+    make_leader(net.nodes[A], 2)
+    rounds(net, A, 2)
+    for addr in (B, C):                              # A dies: B and C stop hearing from it
+        net.nodes[addr]._leader_contact = -1e9       # noqa: SLF001
+        net.transports[addr].disconnect(A)
+    b = net.nodes[B]
+    expire_election_timer(b)
+    b._onTick()
+    net.deliver_all()                                # C grants the pre-vote
+    assert b.raftCurrentTerm == 2
+    b._onTick()                                      # the real election, term 3
+    net.deliver_all()
+    assert b.raftCurrentTerm == 3 and b._isLeader()
+
+
+def test_pre_vote_refused_to_an_out_of_date_log() -> None:
+    net = cluster(RepairingSyncObj)
+    append_raw(net.nodes[C], [1] * 5)
+    for addr in PEERS:
+        net.nodes[addr]._leader_contact = -1e9       # noqa: SLF001
+    b = net.nodes[B]
+    expire_election_timer(b)
+    b._onTick()
+    net.deliver(net.take(lambda m: m.dst == C))
+    replies = net.take(lambda m: m.src == C)
+    assert replies and not any(m.body["granted"] for m in replies)
+
+
+def test_snapshot_install_restarts_the_election_timer() -> None:
+    """Installing a snapshot blocks the tick thread past the election timeout (simulated by a
+    load that takes longer than raftMaxTimeout); the leader was just heard, so the timer must
+    start after the install, not before it."""
+    net = cluster(RepairingSyncObj)
+    b = net.nodes[B]
+    b._SyncObj__serializer.setTransmissionData = lambda data: True      # noqa: SLF001
+    b._SyncObj__loadDumpFile = lambda clearJournal: time.sleep(0.9)     # noqa: SLF001
+    net.transports[B].receive(
+        _msg(A, B, {"type": "append_entries", "term": 0, "commit_index": 1,
+                    "serialized": (b"", True, True)}))
+    assert b._SyncObj__raftElectionDeadline > time.monotonic()          # noqa: SLF001
+
+
+def _msg(src: str, dst: str, body: dict):
+    from schedd.replication.memory_network import Message
+    return Message(src, dst, body)
+
+
+@pytest.mark.parametrize("cls", [RepairingSyncObj])
+def test_single_node_elects_itself_without_pre_vote(cls: type) -> None:
+    net = MemoryNetwork()
+    n = net.add(A, [A], cls=cls)
+    expire_election_timer(n)
+    n._onTick()
+    assert n._isLeader()
