@@ -168,7 +168,8 @@ from typing import Callable, Optional
 import pysyncobj.serializer
 import pysyncobj.syncobj
 from pysyncobj.journal import Journal
-from pysyncobj.transport import TCPTransport
+
+from schedd.replication.transport import GuardedTCPTransport
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -850,8 +851,8 @@ class DurableJournal(Journal):
 # --------------------------------------------------------------------------- transport
 
 
-class DurableTCPTransport(TCPTransport):
-    """TCPTransport that makes the journal durable before any message leaves the node.
+class DurableTCPTransport(GuardedTCPTransport):
+    """GuardedTCPTransport (transport.py: the Raft port's guards) that makes the journal durable before any message leaves the node.
 
     At construction it finds the SyncObj's journal (``SyncObj.__init__`` creates the journal before
     the transport). If that journal is a :class:`DurableJournal`, the transport registers the

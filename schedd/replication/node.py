@@ -26,6 +26,7 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replic
 
 from schedd.core.state import SchedulerState
 from schedd.replication import journal as durable
+from schedd.replication.transport import TransportLimits
 from schedd.runtime.config import NodeConfig
 from schedd.testing import hooks as testing
 
@@ -141,9 +142,11 @@ class RaftNode:
         )
         others = [p.raft_address for p in cfg.members if p.id != cfg.node_id]
         self._started = time.monotonic()
+        transport = self._hooks.transport_class.with_limits(TransportLimits(
+            max_frame_bytes=r.max_frame_bytes, handshake_timeout_s=r.handshake_timeout_ms / 1000))
         self.sync = SyncObj(cfg.raft_address, others, conf=conf, consumers=[self._consumer],
-                            transportClass=testing.transport_with_dial(self._hooks.transport_class)
-                            if cfg.test_mode else self._hooks.transport_class)
+                            transportClass=testing.transport_with_dial(transport)
+                            if cfg.test_mode else transport)
         self._hooks.attach(self.sync)
 
     # ------------------------------------------------------------ leadership

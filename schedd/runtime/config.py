@@ -15,6 +15,8 @@
     leader_fallback_ms = 2500
     compaction_entries = 20000
     compaction_seconds = 600
+    max_frame_bytes = 4194304           # larger Raft frames drop the connection (legit ones < 0.5 MiB)
+    handshake_timeout_ms = 5000         # Raft connections must authenticate within this
 
     [scheduler]
     lookahead_ms = 1500
@@ -64,6 +66,8 @@ class RaftTuning:
     leader_fallback_ms: int = 2500
     compaction_entries: int = 20000
     compaction_seconds: int = 600
+    max_frame_bytes: int = 4 << 20       # a Raft frame larger than this drops its connection
+    handshake_timeout_ms: int = 5000     # a Raft connection not authenticated by then is dropped
 
 
 @dataclass(slots=True, frozen=True)
@@ -146,6 +150,9 @@ def _raft(t: dict) -> RaftTuning:
         leader_fallback_ms=_int(t, "leader_fallback_ms", d.leader_fallback_ms, 100, 60_000, "[raft]"),
         compaction_entries=_int(t, "compaction_entries", d.compaction_entries, 10, 10_000_000, "[raft]"),
         compaction_seconds=_int(t, "compaction_seconds", d.compaction_seconds, 1, 86_400, "[raft]"),
+        max_frame_bytes=_int(t, "max_frame_bytes", d.max_frame_bytes, 1 << 20, 1 << 30, "[raft]"),
+        handshake_timeout_ms=_int(t, "handshake_timeout_ms", d.handshake_timeout_ms, 100, 600_000,
+                                  "[raft]"),
     )
     if r.election_timeout_ms[0] <= 3 * r.heartbeat_ms:
         raise ConfigError("[raft].election_timeout_ms min must be more than 3 x heartbeat_ms")
