@@ -114,7 +114,6 @@ class RaftNode:
         self._on_role_change = on_role_change or (lambda old, new: None)
         self._consumer = ReplicatedState(self.state, self.lock, on_applied or (lambda e, r, i: None))
         self._consumer._node_id = cfg.node_id
-        cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self._hooks = durable.prepare_durable_journal(str(cfg.data_dir), fsync=cfg.fsync)
         durable.speed_up_snapshots()
         r = cfg.raft
