@@ -28,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
+import secrets
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ["stock", "never", "batch", "always"]
@@ -203,7 +203,7 @@ def pct(values, p):
 
 def run_mode(mode, base, args):
     addrs = ["127.0.0.1:%d" % p for p in free_ports(3)]
-    password = uuid.uuid4().hex
+    password = secrets.token_urlsafe(32)
     nodes = []
     try:
         for i, a in enumerate(addrs):

@@ -156,6 +156,7 @@ import json
 import logging
 import os
 import functools
+import stat
 import struct
 import threading
 import time
@@ -168,7 +169,8 @@ from typing import Callable, Optional
 import pysyncobj.serializer
 import pysyncobj.syncobj
 from pysyncobj.journal import Journal
-from pysyncobj.transport import TCPTransport
+
+from schedd.replication.transport import GuardedTCPTransport
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -850,8 +852,8 @@ class DurableJournal(Journal):
 # --------------------------------------------------------------------------- transport
 
 
-class DurableTCPTransport(TCPTransport):
-    """TCPTransport that makes the journal durable before any message leaves the node.
+class DurableTCPTransport(GuardedTCPTransport):
+    """GuardedTCPTransport (transport.py: the Raft port's guards) that makes the journal durable before any message leaves the node.
 
     At construction it finds the SyncObj's journal (``SyncObj.__init__`` creates the journal before
     the transport). If that journal is a :class:`DurableJournal`, the transport registers the
@@ -982,18 +984,45 @@ class DurableJournalHooks:
         return self.journal
 
 
+DIR_MODE, FILE_MODE = 0o700, 0o600
+
+
+def secure_data_dir(data_dir: str) -> list[str]:
+    """Create ``data_dir`` 0700, or make an existing one 0700 and every file in it 0600, logging
+    each change; returns what was changed. Whoever starts the node and whatever its umask: the
+    journal, meta and dump hold job env values in clear and are pickles the node loads, so
+    nobody else may read or write them. Symlinks are left alone (never followed)."""
+    old_umask = os.umask(0o077)
+    try:
+        os.makedirs(data_dir, mode=DIR_MODE, exist_ok=True)
+    finally:
+        os.umask(old_umask)
+    changed = []
+    for root, dirs, files in os.walk(data_dir):
+        for name, want in [(".", DIR_MODE)] + [(d, DIR_MODE) for d in dirs] + [(f, FILE_MODE) for f in files]:
+            path = os.path.normpath(os.path.join(root, name))
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode) or stat.S_IMODE(st.st_mode) == want:
+                continue
+            os.chmod(path, want)
+            changed.append(path)
+            logger.warning("data dir: %s was %04o -> %04o (only this node's user may read it)",
+                           path, stat.S_IMODE(st.st_mode), want)
+    return changed
+
+
 def prepare_durable_journal(data_dir: str, *, fsync: str = "always", batch_interval: float = 0.05,
                             journal_name: str = "raft.journal", dump_name: str = "raft.dump",
                             on_fatal: Optional[Callable[[BaseException], None]] = None
                             ) -> DurableJournalHooks:
-    """Create ``data_dir`` (0700) and patch pysyncobj (process-global) to build a DurableJournal.
+    """Secure ``data_dir`` (:func:`secure_data_dir`) and patch pysyncobj (process-global) to build a DurableJournal.
 
     Also calls :func:`make_snapshots_durable` (unless ``fsync="never"``).
 
     Returns hooks with ``journal_file``, ``dump_file``, ``conf_kwargs``, ``transport_class`` and
     ``attach(syncobj)``.
     """
-    os.makedirs(data_dir, mode=0o700, exist_ok=True)
+    secure_data_dir(data_dir)
     data_dir = os.path.abspath(data_dir)
     hooks = DurableJournalHooks(data_dir=data_dir,
                                 journal_file=os.path.join(data_dir, journal_name),
@@ -1016,7 +1045,15 @@ _REAL_GZIP = _gzip
 _ORIGINAL_ATOMIC_REPLACE = pysyncobj.serializer.atomicReplace
 
 
+def _private_atomic_replace(src, dst):
+    """pysyncobj's dump (fork child or snapshot install) is created with the process umask: make
+    it FILE_MODE before it takes its final name."""
+    os.chmod(src, FILE_MODE)
+    _ORIGINAL_ATOMIC_REPLACE(src, dst)
+
+
 def _durable_atomic_replace(src, dst):
+    os.chmod(src, FILE_MODE)
     fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
@@ -1034,10 +1071,10 @@ def make_snapshots_durable(enable: bool = True) -> None:
     data is on disk. For local compaction this runs in pysyncobj's fork child, so it costs the tick
     thread nothing. For a snapshot received from the leader it runs once per install. Without it,
     a power loss right after the child's rename can leave a garbage dump, and pysyncobj then fails
-    to load it and never applies the log again. ``enable=False`` restores the stock function.
+    to load it and never applies the log again. ``enable=False`` restores the stock rename (still making the dump 0600).
     ``prepare_durable_journal`` calls this unless ``fsync="never"``.
     """
-    pysyncobj.serializer.atomicReplace = _durable_atomic_replace if enable else _ORIGINAL_ATOMIC_REPLACE
+    pysyncobj.serializer.atomicReplace = _durable_atomic_replace if enable else _private_atomic_replace
 
 
 def speed_up_snapshots(level: int = 1) -> None:

@@ -27,6 +27,7 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replic
 from schedd.core.state import SchedulerState
 from schedd.replication import journal as durable
 from schedd.replication.raft_patches import RepairingSyncObj
+from schedd.replication.transport import TransportLimits
 from schedd.runtime.config import NodeConfig
 from schedd.testing import hooks as testing
 
@@ -114,7 +115,6 @@ class RaftNode:
         self._on_role_change = on_role_change or (lambda old, new: None)
         self._consumer = ReplicatedState(self.state, self.lock, on_applied or (lambda e, r, i: None))
         self._consumer._node_id = cfg.node_id
-        cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self._hooks = durable.prepare_durable_journal(str(cfg.data_dir), fsync=cfg.fsync)
         durable.speed_up_snapshots()
         r = cfg.raft
@@ -142,11 +142,13 @@ class RaftNode:
         )
         others = [p.raft_address for p in cfg.members if p.id != cfg.node_id]
         self._started = time.monotonic()
+        transport = self._hooks.transport_class.with_limits(TransportLimits(
+            max_frame_bytes=r.max_frame_bytes, handshake_timeout_s=r.handshake_timeout_ms / 1000))
         # Stock pysyncobj only as the fault suite's negative control (SCHEDD_UNSAFE=stock_raft).
         raft_class = SyncObj if "stock_raft" in testing.UNSAFE else RepairingSyncObj
         self.sync = raft_class(cfg.raft_address, others, conf=conf, consumers=[self._consumer],
-                            transportClass=testing.transport_with_dial(self._hooks.transport_class)
-                            if cfg.test_mode else self._hooks.transport_class)
+                               transportClass=testing.transport_with_dial(transport)
+                               if cfg.test_mode else transport)
         self._hooks.attach(self.sync)
 
     # ------------------------------------------------------------ leadership

@@ -58,6 +58,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
     os._exit(code)
 
 
+def cmd_gen_secret(args: argparse.Namespace) -> int:
+    """Print a new cluster secret, or write it to a new 0600 file (never over an existing one)."""
+    secret = config_mod.generate_secret()
+    if not args.out:
+        print(secret)
+        return 0
+    try:
+        fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        print(f"schedd gen-secret: {args.out} exists; not overwriting it (move it away first)",
+              file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"schedd gen-secret: cannot create {args.out}: {e.strerror}", file=sys.stderr)
+        return 1
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(f.fileno(), 0o600)                   # whatever the umask
+        f.write(secret + "\n")
+    print(f"schedd gen-secret: wrote a new cluster secret to {args.out} (mode 0600)", file=sys.stderr)
+    return 0
+
+
 def cmd_local(args: argparse.Namespace) -> int:
     from schedd.runtime.local import run_local
     _setup_logging(args.log_level, "local")
@@ -180,6 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--metrics-address")
     s.add_argument("--fsync", choices=config_mod.FSYNC_MODES)
     s.set_defaults(func=cmd_serve)
+
+    g = sub.add_parser("gen-secret", help="print a new random cluster secret (or write it to a 0600 file)")
+    g.add_argument("--out", metavar="FILE", help="write it to FILE (mode 0600; refuses an existing file)")
+    g.set_defaults(func=cmd_gen_secret)
 
     loc = sub.add_parser("local", help="a 3-node cluster on 127.0.0.1 with a demo job, in the foreground")
     loc.add_argument("--data-dir", help="keep data here (default: a temporary folder, removed on exit)")

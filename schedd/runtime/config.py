@@ -15,6 +15,8 @@
     leader_fallback_ms = 2500
     compaction_entries = 20000
     compaction_seconds = 600
+    max_frame_bytes = 4194304           # larger Raft frames drop the connection (legit ones < 0.5 MiB)
+    handshake_timeout_ms = 5000         # Raft connections must authenticate within this
 
     [scheduler]
     lookahead_ms = 1500
@@ -34,14 +36,20 @@ the file and the key, so a typo never silently falls back to a default.
 
 from __future__ import annotations
 
+import math
 import os
 import re
+import secrets
 import tomllib
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 FSYNC_MODES = ("always", "batch", "never")
-MIN_SECRET_LEN = 16
+MIN_SECRET_LEN = 24
+MIN_SECRET_DISTINCT = 10
+MIN_SECRET_BITS = 96
+GEN_SECRET_HINT = "make one with `schedd gen-secret --out /etc/schedd/cluster.secret`"
 ADDR_RE = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$")
 
 
@@ -64,6 +72,8 @@ class RaftTuning:
     leader_fallback_ms: int = 2500
     compaction_entries: int = 20000
     compaction_seconds: int = 600
+    max_frame_bytes: int = 4 << 20       # a Raft frame larger than this drops its connection
+    handshake_timeout_ms: int = 5000     # a Raft connection not authenticated by then is dropped
 
 
 @dataclass(slots=True, frozen=True)
@@ -110,6 +120,49 @@ class NodeConfig:
         return ""
 
 
+def generate_secret() -> str:
+    """A cluster secret: 32 random bytes, URL-safe base64 (43 characters, 256 bits)."""
+    return secrets.token_urlsafe(32)
+
+
+def _period(s: str) -> int:
+    """Length of the shortest unit that `s` repeats (len(s) if none): the prefix function."""
+    pi = [0] * len(s)
+    for i in range(1, len(s)):
+        k = pi[i - 1]
+        while k and s[i] != s[k]:
+            k = pi[k - 1]
+        pi[i] = k + (s[i] == s[k])
+    return len(s) - pi[-1] if s else 0
+
+
+def estimate_secret_bits(secret: str) -> float:
+    """A pessimistic guess at a secret's entropy: the per-character Shannon entropy of its own
+    characters, times the characters a guesser does not get for free (not the continuation of a
+    run like aaa or abc, not part of a repeated unit). Random secrets score near their
+    true entropy; alphabets, repeats and runs score near zero. A keyboard walk or a passphrase
+    can pass: the check catches carelessness, it cannot prove randomness (use gen-secret)."""
+    n = len(secret)
+    if n == 0:
+        return 0.0
+    h = -sum(c / n * math.log2(c / n) for c in Counter(secret).values())
+    codes = [ord(c) for c in secret]
+    free = sum(1 for a, b, c in zip(codes, codes[1:], codes[2:]) if c - b == b - a and abs(c - b) <= 1)
+    return h * min(n - free, _period(secret))
+
+
+def secret_weakness(secret: str) -> str | None:
+    """Why `secret` is too weak to guard the Raft port (which unpickles), or None."""
+    if len(secret) < MIN_SECRET_LEN:
+        return f"too short ({len(secret)} characters, at least {MIN_SECRET_LEN})"
+    if len(set(secret)) < MIN_SECRET_DISTINCT:
+        return f"made of too few distinct characters ({len(set(secret))}, at least {MIN_SECRET_DISTINCT})"
+    bits = estimate_secret_bits(secret)
+    if bits < MIN_SECRET_BITS:
+        return f"too predictable (about {bits:.0f} bits of entropy, at least {MIN_SECRET_BITS})"
+    return None
+
+
 def _addr(value: object, key: str) -> str:
     if not isinstance(value, str) or not ADDR_RE.match(value):
         raise ConfigError(f"{key} must be host:port, got {value!r}")
@@ -146,6 +199,9 @@ def _raft(t: dict) -> RaftTuning:
         leader_fallback_ms=_int(t, "leader_fallback_ms", d.leader_fallback_ms, 100, 60_000, "[raft]"),
         compaction_entries=_int(t, "compaction_entries", d.compaction_entries, 10, 10_000_000, "[raft]"),
         compaction_seconds=_int(t, "compaction_seconds", d.compaction_seconds, 1, 86_400, "[raft]"),
+        max_frame_bytes=_int(t, "max_frame_bytes", d.max_frame_bytes, 1 << 20, 1 << 30, "[raft]"),
+        handshake_timeout_ms=_int(t, "handshake_timeout_ms", d.handshake_timeout_ms, 100, 600_000,
+                                  "[raft]"),
     )
     if r.election_timeout_ms[0] <= 3 * r.heartbeat_ms:
         raise ConfigError("[raft].election_timeout_ms min must be more than 3 x heartbeat_ms")
@@ -226,12 +282,15 @@ def validate(cfg: NodeConfig) -> None:
         addrs = [getattr(p, attr) for p in cfg.members]
         if len(set(addrs)) != len(addrs):
             raise ConfigError(f"every node needs its own {attr}")
-    if len(cfg.members) > 1 and len(cfg.secret) < MIN_SECRET_LEN:
+    if len(cfg.members) > 1 and not cfg.secret:
         raise ConfigError(
             "refusing to start a multi-node cluster without a cluster secret: the Raft peer protocol "
             "deserializes (unpickles) what it receives, so anyone who can reach the Raft port could run "
-            f"code on this node. Set secret_file (or secret) to at least {MIN_SECRET_LEN} random "
-            "characters, the same on every node, e.g. `head -c 32 /dev/urandom | base64 > cluster.secret`")
+            f"code on this node. Set secret_file (or secret), the same on every node: {GEN_SECRET_HINT}")
+    weakness = secret_weakness(cfg.secret) if cfg.secret else None
+    if weakness:
+        raise ConfigError(f"the cluster secret is {weakness}; it guards code execution on every "
+                          f"node, so {GEN_SECRET_HINT} (the same file on every node)")
     if len(cfg.members) % 2 == 0:
         raise ConfigError(f"a cluster needs an odd number of voting nodes (1, 3 or 5), got {len(cfg.members)}")
     if cfg.test_mode and os.environ.get("SCHEDD_TEST_MODE") != "1":

@@ -48,6 +48,9 @@ def tune_gc() -> None:
 
 
 async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
+    # Everything this process creates (journal, meta, the dump written by pysyncobj's fork child
+    # and its .tmp) is private to the node's user; secure_data_dir fixes what already exists.
+    os.umask(0o077)
     # pysyncobj forks to write snapshots. The child only pickles and exits; with the garbage
     # collector off it cannot run a gRPC object's finalizer, which would start gRPC machinery in
     # a child that shares the parent's epoll descriptor.

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import queue
-import uuid
+import secrets
 
 from schedd.runtime.cluster import restartable_ports
 
@@ -292,7 +292,7 @@ class Cluster:
         base = restartable_ports(3)
         ports = [base, base + 1, base + 2]
         addrs = ["127.0.0.1:%d" % p for p in ports]
-        password = uuid.uuid4().hex
+        password = secrets.token_urlsafe(32)
         self.nodes = [Node(a, [b for b in addrs if b != a], os.path.join(base_dir, "n%d" % i),
                            fsync, password, compaction_min) for i, a in enumerate(addrs)]
 

@@ -18,7 +18,7 @@ grpc_address = "127.0.0.1:7070"
 """
 
 PEERS = """
-secret = "0123456789abcdef0123"
+secret = "Wk3vQ9-xZr7LmP2sTa8yHd4nBc6Ej1FgUo5iRq0Nt_M"
 [[peers]]
 id = "n2"
 raft_address = "127.0.0.1:7002"
@@ -51,15 +51,15 @@ def test_three_nodes_and_flag_overrides(tmp_path):
 
 
 def test_secret_file(tmp_path):
-    (tmp_path / "s").write_text("a-long-enough-secret-value\n")
-    cfg = config.load(write(tmp_path, BASE + PEERS.replace('secret = "0123456789abcdef0123"',
+    (tmp_path / "s").write_text("h2Lx-9QpZr4vKc7TnW1mYs8dBe3Fg6Ja0Uo5iRqNt_E\n")
+    cfg = config.load(write(tmp_path, BASE + PEERS.replace('secret = "Wk3vQ9-xZr7LmP2sTa8yHd4nBc6Ej1FgUo5iRq0Nt_M"',
                                                            'secret_file = "s"')))
-    assert cfg.secret == "a-long-enough-secret-value"
+    assert cfg.secret == "h2Lx-9QpZr4vKc7TnW1mYs8dBe3Fg6Ja0Uo5iRqNt_E"
 
 
 @pytest.mark.parametrize("text, fragment", [
-    (BASE + PEERS.replace('secret = "0123456789abcdef0123"', ""), "refusing to start a multi-node cluster"),
-    (BASE + PEERS.replace('"0123456789abcdef0123"', '"short"'), "cluster secret"),
+    (BASE + PEERS.replace('secret = "Wk3vQ9-xZr7LmP2sTa8yHd4nBc6Ej1FgUo5iRq0Nt_M"', ""), "refusing to start a multi-node cluster"),
+    (BASE + PEERS.replace('"Wk3vQ9-xZr7LmP2sTa8yHd4nBc6Ej1FgUo5iRq0Nt_M"', '"short"'), "cluster secret"),
     (BASE + 'colour = "blue"\n', "unknown key in the config: colour"),
     (BASE.replace('"127.0.0.1:7001"', '"localhost"'), "raft_address must be host:port"),
     (BASE.replace('"127.0.0.1:7070"', '"127.0.0.1:99999"'), "out of range"),
@@ -93,7 +93,7 @@ def test_missing_file():
 @pytest.mark.parametrize("name", ["n1.toml", "n2.toml", "n3.toml"])
 def test_shipped_sample_configs_are_valid(tmp_path, name):
     text = (ROOT / "deploy" / "config" / name).read_text()
-    (tmp_path / "cluster.secret").write_text("x" * 32)
+    (tmp_path / "cluster.secret").write_text("pR4vKc7TnW1mYs8dBe3Fg6Ja0Uo5iRqNt-h2Lx9QZ")
     text = text.replace("/etc/schedd/cluster.secret", str(tmp_path / "cluster.secret"))
     cfg = config.load(write(tmp_path, text))
     assert len(cfg.members) == 3 and cfg.fsync == "always"

@@ -667,7 +667,7 @@ def test_make_snapshots_durable_fsyncs_the_dump_before_and_after_rename(tmp_path
     assert not os.path.exists(tmp)
     assert s.deserialize()[0] == {"a": 1}
     jmod.make_snapshots_durable(False)
-    assert pysyncobj.serializer.atomicReplace is jmod._ORIGINAL_ATOMIC_REPLACE
+    assert pysyncobj.serializer.atomicReplace is jmod._private_atomic_replace   # no fsync, still 0600
 
 
 # ----------------------------------------------------------------------------- glue with a real SyncObj

@@ -1,0 +1,282 @@
+"""The Raft transport: pysyncobj 0.3.17's TCP transport with the guards it lacks.
+
+pysyncobj's peer protocol is a native int32 length, then `zlib(pickle(message))`, Fernet-encrypted
+when a password (our cluster secret) is set. The receiver unpickles whatever decrypts, so the
+secret is the only thing between the Raft port and code execution in the node (research §1d).
+Stock pysyncobj also buffers whatever a peer sends before looking at it (issue #174: a 2 GiB length
+prefix made a follower buffer without bound, stall its tick thread and cause an election) and
+keeps a connection that never speaks forever. Every patch of pysyncobj's connection, server and
+transport classes lives here, each saying what it restores:
+
+- A node with peers never listens, or dials, without the secret (`TransportSecurityError`); a
+  node without peers (a 1-node cluster) creates no server at all: nothing to reach.
+- A frame's length is checked before its bytes are read (`max_frame_bytes` once the handshake
+  is done, `HANDSHAKE_FRAME_BYTES` before it), reading stops once a whole maximal frame is
+  buffered, and zlib inflation is capped at `max_frame_bytes` too.
+- A connection that has not completed pysyncobj's key exchange and sent its node address within
+  `handshake_timeout_s` is dropped; at most `max_pending` such connections are kept at once.
+- The integrity checks are explicit `if`s, not `assert`s (which `python -O` removes).
+
+Legitimate frames are far below the cap: pysyncobj batches append_entries to 64 KiB of commands
+plus at most one more entry (our entries are at most `commands.MAX_ENTRY_BYTES`, 60 KiB) and
+chunks snapshots into 64 KiB pieces; pickle protocol 2 inflates bytes up to 2.5x and Fernet adds
+a third, so a frame stays under 0.5 MiB. The default cap (4 MiB) leaves ample room.
+
+The subclasses override pysyncobj's name-mangled private methods (`_TcpConnection__...`),
+so they are tied to 0.3.17's internals; `tests/security` exercises each guard against real nodes.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import socket
+import struct
+import zlib
+from dataclasses import dataclass
+
+import pysyncobj.pickle as pysyncobj_pickle
+from pysyncobj.dns_resolver import globalDnsResolver
+from pysyncobj.monotonic import monotonic
+from pysyncobj.poller import POLL_EVENT_TYPE
+from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
+from pysyncobj.tcp_server import TcpServer
+from pysyncobj.transport import TCPTransport
+
+log = logging.getLogger("schedd.raft.transport")
+
+HANDSHAKE_FRAME_BYTES = 4096      # a Fernet token of a 32-byte key, or of a node address
+_LENGTH = struct.Struct("i")       # pysyncobj's frame prefix: native int32
+
+
+class TransportSecurityError(RuntimeError):
+    """The transport was asked to talk to peers without the cluster secret."""
+
+
+class FrameRejected(Exception):
+    """A frame that must not reach pickle: too large, undecryptable, replayed or malformed."""
+
+
+@dataclass(slots=True, frozen=True)
+class TransportLimits:
+    max_frame_bytes: int = 4 << 20
+    handshake_timeout_s: float = 5.0
+    max_pending: int = 32
+
+
+class _RateLimitedLog:
+    """One warning per kind per second, with the count of those it swallowed: a flood of bad
+    connections must not become a flood of log lines."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def warn(self, kind: str, msg: str, *args) -> None:
+        now = monotonic()
+        if now - self._last.get(kind, -1e9) < 1.0:
+            self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
+            return
+        self._last[kind] = now
+        skipped = self._suppressed.pop(kind, 0)
+        log.warning(msg + (" (%d more like it in the last second)" if skipped else ""),
+                    *args, *((skipped,) if skipped else ()))
+
+
+WARN = _RateLimitedLog()
+
+
+def inflate(data: bytes, limit: int) -> bytes:
+    """zlib.decompress with a bound on the output. Restores what stock pysyncobj lacks: a small
+    frame of compressed zeros must not inflate into gigabytes."""
+    d = zlib.decompressobj()
+    out = d.decompress(data, limit)
+    if d.unconsumed_tail or not d.eof:
+        raise FrameRejected(f"inflates beyond {limit} bytes or is truncated")
+    return out
+
+
+class GuardedTcpConnection(TcpConnection):
+    """TcpConnection with a frame cap, a bounded inflate and a handshake clock.
+
+    `authenticated` turns true once the transport has seen the handshake complete (key exchange
+    and node address); until then frames are capped at HANDSHAKE_FRAME_BYTES."""
+
+    def __init__(self, *args, limits: TransportLimits, **kwargs) -> None:
+        self.limits = limits
+        self.authenticated = False
+        self.opened_at = monotonic()
+        super().__init__(*args, **kwargs)
+
+    @property
+    def frame_limit(self) -> int:
+        return self.limits.max_frame_bytes if self.authenticated else HANDSHAKE_FRAME_BYTES
+
+    def connect(self, host, port):
+        self.authenticated = False
+        self.opened_at = monotonic()
+        return super().connect(host, port)
+
+    def disconnect(self):
+        self.authenticated = False
+        super().disconnect()
+
+    # Restores a bound on the read buffer: stock pysyncobj reads until the socket is empty
+    # (unbounded, and quadratic in `bytes +=`). Stop once a whole maximal frame is buffered so the
+    # parser runs first (and drops an oversized one); the level-triggered poller calls back for
+    # the rest.
+    def _TcpConnection__processRead(self):
+        if len(self._TcpConnection__readBuffer) > self.frame_limit + _LENGTH.size:
+            return False
+        return super()._TcpConnection__processRead()
+
+    # Restores "check a frame's size before reading it" (pysyncobj #174), bounds zlib, and makes
+    # the replay/key checks real `if`s. Otherwise the same as 0.3.17's __processParseMessage.
+    def _TcpConnection__processParseMessage(self):
+        buf = self._TcpConnection__readBuffer
+        if len(buf) < _LENGTH.size:
+            return None
+        (length,) = _LENGTH.unpack_from(buf)
+        if not 0 < length <= self.frame_limit:
+            WARN.warn("frame", "Raft: dropping a connection that announced a frame of %d bytes "
+                      "(limit %d%s)", length, self.frame_limit,
+                      "" if self.authenticated else ", before the handshake")
+            self.disconnect()
+            return None
+        end = _LENGTH.size + length
+        if len(buf) < end:
+            return None
+        try:
+            message = self._decode(buf[_LENGTH.size:end])
+        except Exception as e:  # noqa: BLE001 - whatever a peer sends, the node only disconnects
+            WARN.warn("decode", "Raft: dropping a connection whose frame was refused (%s: %s); "
+                      "a peer with another cluster secret, or not a peer", type(e).__name__, e)
+            self.disconnect()
+            return None
+        self._TcpConnection__readBuffer = buf[end:]
+        return message
+
+    def _decode(self, data: bytes):
+        if self.encryptor:
+            stamp = self.encryptor.extract_timestamp(data)
+            if stamp < self.recvLastTimestamp:
+                raise FrameRejected("replayed (older timestamp)")
+            data = self.encryptor.decrypt(data)
+            self.recvLastTimestamp = stamp
+        message = pysyncobj_pickle.loads(inflate(data, self.limits.max_frame_bytes))
+        if self.recvRandKey:
+            if not (isinstance(message, tuple) and len(message) == 2 and message[0] == self.recvRandKey):
+                raise FrameRejected("not signed with this connection's key")
+            message = message[1]
+        return message
+
+
+class GuardedTcpServer(TcpServer):
+    """TcpServer whose accepted connections are GuardedTcpConnections (the rest as 0.3.17)."""
+
+    def __init__(self, *args, limits: TransportLimits, **kwargs) -> None:
+        self._limits = limits
+        super().__init__(*args, **kwargs)
+
+    def _TcpServer__onNewConnection(self, descr, event):
+        if event & POLL_EVENT_TYPE.READ:
+            try:
+                sock, _addr = self._TcpServer__socket.accept()
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._TcpServer__sendBufferSize)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._TcpServer__recvBufferSize)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setblocking(0)
+                conn = GuardedTcpConnection(
+                    poller=self._TcpServer__poller, socket=sock,
+                    timeout=self._TcpServer__connectionTimeout,
+                    sendBufferSize=self._TcpServer__sendBufferSize,
+                    recvBufferSize=self._TcpServer__recvBufferSize,
+                    keepalive=self._TcpServer__keepalive, limits=self._limits)
+                self._TcpServer__onNewConnectionCallback(conn)
+            except socket.error as e:
+                if e.errno not in (socket.errno.EAGAIN, socket.errno.EWOULDBLOCK):
+                    self.unbind()
+                    return
+        if event & POLL_EVENT_TYPE.ERROR:
+            self.unbind()
+
+
+class GuardedTCPTransport(TCPTransport):
+    """TCPTransport that never listens without the secret, and needs no listener alone."""
+
+    limits = TransportLimits()
+
+    @classmethod
+    def with_limits(cls, limits: TransportLimits) -> type["GuardedTCPTransport"]:
+        """A subclass bound to `limits` (pysyncobj builds the transport from a class)."""
+        return type(cls.__name__, (cls,), {"limits": limits})
+
+    def __init__(self, syncObj, selfNode, otherNodes):
+        if otherNodes and not syncObj.encryptor:
+            raise TransportSecurityError(
+                "refusing a Raft transport with peers but no cluster secret: the peer protocol "
+                "unpickles what it receives (set secret_file; `schedd gen-secret` makes one)")
+        super().__init__(syncObj, selfNode, otherNodes)
+
+    # Restores "no listener without a reason": stock pysyncobj binds the Raft port even with no
+    # peers, where it can only serve strangers (and, without a password, runs their pickles).
+    def _createServer(self):
+        if not self._nodes:
+            self._server = None
+            self._ready = True
+            self._bindOverEvent.set()
+            return
+        conf = self._syncObj.conf
+        host, port = (conf.bindAddress or self._selfNode.address).rsplit(":", 1)
+        self._server = GuardedTcpServer(
+            self._syncObj._poller, globalDnsResolver().resolve(host), port,
+            onNewConnection=self._onNewIncomingConnection, sendBufferSize=conf.sendBufferSize,
+            recvBufferSize=conf.recvBufferSize, connectionTimeout=conf.connectionTimeout,
+            limits=self.limits)
+
+    # Same as 0.3.17's addNode, with a GuardedTcpConnection for the outgoing link.
+    def addNode(self, node):
+        self._nodes.add(node)
+        self._nodeAddrToNode[node.address] = node
+        if self._shouldConnect(node):
+            conf = self._syncObj.conf
+            conn = GuardedTcpConnection(
+                poller=self._syncObj._poller, timeout=conf.connectionTimeout,
+                sendBufferSize=conf.sendBufferSize, recvBufferSize=conf.recvBufferSize,
+                keepalive=conf.tcp_keepalive, limits=self.limits)
+            conn.encryptor = self._syncObj.encryptor
+            conn.setOnConnectedCallback(functools.partial(self._onOutgoingConnected, conn))
+            conn.setOnMessageReceivedCallback(functools.partial(self._onMessageReceived, node))
+            conn.setOnDisconnectedCallback(functools.partial(self._onDisconnected, conn))
+            self._connections[node] = conn
+
+    # Restores a bound on strangers: stock pysyncobj keeps any number of unidentified connections.
+    def _onNewIncomingConnection(self, conn):
+        if len(self._unknownConnections) >= self.limits.max_pending:
+            WARN.warn("pending", "Raft: refusing a connection: %d are still in the handshake",
+                      len(self._unknownConnections))
+            conn.disconnect()
+            return
+        super()._onNewIncomingConnection(conn)
+
+    def _onIncomingMessageReceived(self, conn, message):
+        super()._onIncomingMessageReceived(conn, message)
+        if conn not in self._unknownConnections and conn.state == CONNECTION_STATE.CONNECTED:
+            conn.authenticated = True       # key exchanged and a known node address (or readonly)
+
+    def _onOutgoingMessageReceived(self, conn, message):
+        super()._onOutgoingMessageReceived(conn, message)
+        if conn.state == CONNECTION_STATE.CONNECTED:
+            conn.authenticated = True       # the peer answered our key with its own, encrypted
+
+    # Restores a handshake deadline: stock pysyncobj checks its idle timeout only when a socket
+    # has an event, so a connection that sends a byte and then nothing is kept forever.
+    def _onTick(self):
+        super()._onTick()
+        deadline = monotonic() - self.limits.handshake_timeout_s
+        for conn in [*self._unknownConnections, *self._connections.values()]:
+            if (isinstance(conn, GuardedTcpConnection) and not conn.authenticated
+                    and conn.state != CONNECTION_STATE.DISCONNECTED and conn.opened_at < deadline):
+                WARN.warn("handshake", "Raft: dropping a connection that did not complete the "
+                          "handshake within %gs", self.limits.handshake_timeout_s)
+                conn.disconnect()
