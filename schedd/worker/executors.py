@@ -14,7 +14,9 @@ as environment variables (shell), X-Schedd-* headers and a JSON body (HTTP), or 
 
 Shell
     `/bin/sh -c command`, or argv without a shell, in its own session (so its own process
-    group), stdin from /dev/null, stdout and stderr merged; only the last OUTPUT_TAIL_BYTES are
+    group), with a minimal environment (`job_environment`: PATH, HOME, LANG, the variables the
+    job names in `inherit_env`, its `env`, the contract), stdin from /dev/null, stdout and
+    stderr merged; only the last OUTPUT_TAIL_BYTES are
     kept (memory stays bounded whatever the job prints). On timeout or cancel the whole group
     gets SIGTERM, then SIGKILL after `kill_grace_s`, and the outcome is reported only once no
     member is left. When the main process exits on its own, processes it left behind in its
@@ -73,7 +75,7 @@ log = logging.getLogger("schedd.worker.executors")
 
 __all__ = [
     "Assignment", "Outcome", "HandlerContext", "PythonHandlers", "HttpOptions", "execute",
-    "contract_env",
+    "contract_env", "job_environment",
     "format_rfc3339", "OUTPUT_TAIL_BYTES", "ERROR_MAX_BYTES", "HTTP_READ_LIMIT",
     "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED",
 ]
@@ -223,6 +225,26 @@ def contract_env(a: Assignment) -> dict[str, str]:
         "SCHEDD_ATTEMPT": str(a.attempt),
         "SCHEDD_FENCING_TOKEN": str(a.fencing_token),
     }
+
+
+BASE_ENV = ("PATH", "HOME", "LANG")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def job_environment(a: Assignment, spec: Mapping, worker_env: Mapping[str, str]) -> dict[str, str]:
+    """What a shell job's process sees: PATH, HOME and LANG of the worker, the worker variables
+    the job names in `inherit_env`, its own `env`, then the SCHEDD_* contract (which wins).
+    Nothing else of the worker's environment: its unit's secrets are not every job's."""
+    env = {k: worker_env[k] for k in BASE_ENV if k in worker_env}
+    env.setdefault("PATH", DEFAULT_PATH)
+    names = spec.get("inherit_env") or ()
+    if isinstance(names, (list, tuple)):
+        env.update({n: worker_env[n] for n in names if isinstance(n, str) and n in worker_env})
+    job_env = spec.get("env") or {}
+    if isinstance(job_env, Mapping):
+        env.update({str(k): str(v) for k, v in job_env.items()})
+    env.update(contract_env(a))
+    return env
 
 
 def _contract_headers(a: Assignment) -> dict[str, str]:
@@ -547,11 +569,7 @@ async def _run_shell(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
         if not os.path.isdir(workdir):
             return _Result(FAILED, error=f"working directory {workdir} is not a directory")
 
-    env = dict(os.environ)
-    job_env = spec.get("env") or {}
-    if isinstance(job_env, Mapping):
-        env.update({str(k): str(v) for k, v in job_env.items()})
-    env.update(contract_env(a))
+    env = job_environment(a, spec, os.environ)
 
     loop = asyncio.get_running_loop()
     tail = _Tail()
