@@ -307,7 +307,7 @@ def spec_from_dict(doc: Mapping[str, Any]) -> pb.JobSpec:
         tz=r.text("timezone") or r.text("tz") or "UTC",
         workdir=r.text("workdir"),
         env=r.text_map("env"),
-        inherit_env=r.text_list("inherit_env"),
+        inherit_env=r.text_list("inherit_env") if doc.get("inherit_env") is not None else [],
         team=r.text("team"),
         description=r.text("description"),
         labels=r.text_map("labels"),
