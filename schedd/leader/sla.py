@@ -190,7 +190,11 @@ class SlaDriver:
             try:
                 status = await asyncio.to_thread(post_json, miss.webhook, payload, WEBHOOK_TIMEOUT_S,
                                                  rid, policy=self.webhooks)
-                log.info("sla webhook %s for %s: HTTP %s", miss.webhook, miss.execution_id, status)
+                if 300 <= status < 400:
+                    log.warning("sla webhook %s for %s: HTTP %s, a redirect (not followed)",
+                                miss.webhook, miss.execution_id, status)
+                else:
+                    log.info("sla webhook %s for %s: HTTP %s", miss.webhook, miss.execution_id, status)
             except Exception as e:  # noqa: BLE001 - best effort
                 log.warning("sla webhook %s for %s failed: %s", miss.webhook, miss.execution_id, e)
 

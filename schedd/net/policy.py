@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["NetPolicy", "Rule", "Decision", "PolicyError", "DEFAULT_DENY", "parse_rule",
+__all__ = ["NetPolicy", "Rule", "Decision", "PolicyError", "DEFAULT_DENY", "DEFAULT_DENY_RULES", "parse_rule",
            "parse_rules", "make_policy", "split_list"]
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

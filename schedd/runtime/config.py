@@ -45,7 +45,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from schedd.net.policy import NetPolicy, PolicyError, make_policy
+from schedd.net.policy import DEFAULT_DENY_RULES, NetPolicy, PolicyError, parse_rules
 
 FSYNC_MODES = ("always", "batch", "never")
 MIN_SECRET_LEN = 16
@@ -183,14 +183,13 @@ def _webhooks(t: dict) -> NetPolicy:
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
             raise ConfigError(f"[webhooks].{key} must be a list of networks or host names")
         lists[key] = v
-    try:
-        allow = make_policy(allow=lists["allow"], defaults=False).allow
-    except PolicyError as e:
-        raise ConfigError(f"[webhooks].allow: {e}") from None
-    try:
-        return NetPolicy(allow=allow, deny=make_policy(deny=lists["deny"]).deny)
-    except PolicyError as e:
-        raise ConfigError(f"[webhooks].deny: {e}") from None
+    rules = {}
+    for key in ("allow", "deny"):
+        try:
+            rules[key] = parse_rules(lists[key])
+        except PolicyError as e:
+            raise ConfigError(f"[webhooks].{key}: {e}") from None
+    return NetPolicy(allow=rules["allow"], deny=DEFAULT_DENY_RULES + rules["deny"])
 
 
 TOP_KEYS = {"node_id", "data_dir", "raft_address", "grpc_address", "metrics_address", "raft_bind",
