@@ -181,11 +181,12 @@ def test_http_job_redirect_outside_allow_list_is_refused(serve):
 
 
 def test_response_kept_is_bounded(serve):
-    big = serve(body=b"S" * (3 << 20))
-    opts = HttpOptions(policy=LOOPBACK_OK, keep_bytes=100, read_limit=64 << 10)
-    res = asyncio.run(execute(_job({"http": {"url": big.url + "/big", "method": "GET"}}),
-                                            http=opts))
-    assert res.state == SUCCEEDED and res.output_tail == "S" * 100, res
+    limit = 64 << 10
+    # read stops at `limit` bytes (the "B"s end there), and only the last 100 of them are kept
+    big = serve(body=b"A" * (limit - 100) + b"B" * 100 + b"C" * (3 << 20))
+    opts = HttpOptions(policy=LOOPBACK_OK, keep_bytes=100, read_limit=limit)
+    res = asyncio.run(execute(_job({"http": {"url": big.url + "/big", "method": "GET"}}), http=opts))
+    assert res.state == SUCCEEDED and res.output_tail == "B" * 100, res
     res = asyncio.run(execute(_job({"http": {"url": big.url + "/big", "method": "GET"}}),
                                             http=HttpOptions(policy=LOOPBACK_OK, keep_bytes=0)))
     assert res.state == SUCCEEDED and res.output_tail == "", res
