@@ -319,6 +319,9 @@ def _spec_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
     spec.add_argument("--http-method", metavar="METHOD")
     spec.add_argument("--workdir", metavar="DIR", help="working directory of --command/--argv")
     spec.add_argument("--env", action="append", metavar="K=V", help="environment (repeatable)")
+    spec.add_argument("--inherit-env", action="append", metavar="NAME",
+                      help="let --command/--argv see the worker's variable NAME (repeatable; "
+                           "by default a job sees only PATH, HOME, LANG and SCHEDD_*)")
     spec.add_argument("--team", metavar="T")
     spec.add_argument("--description", metavar="D")
     spec.add_argument("--label", action="append", metavar="K=V", help="label (repeatable)")
@@ -389,6 +392,8 @@ def _flag_doc(args: argparse.Namespace) -> dict[str, Any]:
     for dest, key in (("env", "env"), ("label", "labels"), ("worker_label", "worker_labels")):
         if getattr(args, dest):
             doc[key] = _pairs(getattr(args, dest), f"--{dest.replace('_', '-')}")
+    if args.inherit_env:
+        doc["inherit_env"] = list(args.inherit_env)
     if args.max_attempts is not None:
         doc["retry"] = {"max_attempts": args.max_attempts}
     sla = {"within": args.sla_within, "by": args.sla_by, "timezone": args.sla_tz, "webhook": args.sla_webhook}
@@ -417,6 +422,7 @@ def _merge(doc: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
         if "http" in changes:
             merged.pop("workdir", None)
             merged.pop("env", None)
+            merged.pop("inherit_env", None)
     for key, value in changes.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key] = {**merged[key], **value}
@@ -924,6 +930,8 @@ def _describe_handler(spec: pb.JobSpec) -> str:
             text += f" in {shell.workdir}"
         if shell.env:
             text += " with " + " ".join(f"{k}={v}" for k, v in sorted(shell.env.items()))
+        if shell.inherit_env:
+            text += "; inherits " + ", ".join(shell.inherit_env)
         return text
     if kind == "http":
         return f"{spec.handler.http.method or 'POST'} {spec.handler.http.url}"

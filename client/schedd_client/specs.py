@@ -50,6 +50,8 @@ default. Unknown keys are refused with a ``ValidationError`` naming the key::
     argv: [/usr/local/bin/backup, --full]      # or exec directly
     workdir: /srv/backup                       # with command/argv only
     env: {BUCKET: s3://backups}                # with command/argv only
+    inherit_env: [AWS_REGION]                  # worker variables it may see (command/argv only;
+                                               # default: PATH, HOME, LANG and SCHEDD_* only)
 
     http: {url: "https://ci.example.com/hook", method: POST, headers: {X-Token: abc},
            body: "{}", insecure_skip_verify: false}
@@ -78,7 +80,7 @@ __all__ = ["job_spec", "spec_from_dict", "spec_to_dict", "parse_duration"]
 _DOC_KEYS = (
     "name", "team", "schedule", "timezone", "tz", "description", "labels", "paused", "priority",
     "pool", "worker_labels", "overlap", "catchup", "delivery", "timeout", "history_limit", "retry",
-    "command", "argv", "workdir", "env", "http", "python",
+    "command", "argv", "workdir", "env", "inherit_env", "http", "python",
 )  # fmt: skip
 _DOC_KEYS += ("dst_gap", "dst_fold", "sla")
 _DOC_KEYS += ("max_active", "queue_limit", "concurrency_key", "concurrency_limit", "catchup_window",
@@ -128,6 +130,7 @@ def job_spec(
     argv: Iterable[str] | None = None,
     workdir: str = "",
     env: Mapping[str, str] | None = None,
+    inherit_env: Iterable[str] | None = None,
     http_url: str | None = None,
     http_method: str = "",
     http_headers: Mapping[str, str] | None = None,
@@ -162,8 +165,8 @@ def job_spec(
     jitter: float | str = 0,
     history_max_age: float | str = 0,
 ) -> pb.JobSpec:
-    """A ``JobSpec`` with exactly one handler: ``command=`` or ``argv=`` (with optional ``workdir``
-    and ``env``), ``http_url=`` (with ``http_method``, ``http_headers``, ``http_body``), or
+    """A ``JobSpec`` with exactly one handler: ``command=`` or ``argv=`` (with optional ``workdir``,
+    ``env`` and ``inherit_env``, the worker variables the job may see besides PATH, HOME, LANG), ``http_url=`` (with ``http_method``, ``http_headers``, ``http_body``), or
     ``python=`` (a handler name registered with the worker API; ``python_args`` is any JSON value).
 
     ``timeout`` is seconds or a duration text ("5m"). Empty ``schedule`` means on demand.
@@ -183,13 +186,15 @@ def job_spec(
         raise ValidationError(
             f"job {name!r}: {problem}: give exactly one of command, argv, http (http_url) or python"
         )
-    if (workdir or env) and command is None and argv is None:
-        raise ValidationError(f"job {name!r}: workdir and env apply to command/argv handlers only")
+    if (workdir or env or inherit_env) and command is None and argv is None:
+        raise ValidationError(f"job {name!r}: workdir, env and inherit_env apply to command/argv "
+                              "handlers only")
 
     if command is not None or argv is not None:
         handler = pb.Handler(
             shell=pb.ShellHandler(
-                command=command or "", argv=list(argv or ()), workdir=workdir, env=dict(env or {})
+                command=command or "", argv=list(argv or ()), workdir=workdir, env=dict(env or {}),
+                inherit_env=list(inherit_env or ()),
             )
         )
     elif http_url is not None:
@@ -302,6 +307,7 @@ def spec_from_dict(doc: Mapping[str, Any]) -> pb.JobSpec:
         tz=r.text("timezone") or r.text("tz") or "UTC",
         workdir=r.text("workdir"),
         env=r.text_map("env"),
+        inherit_env=r.text_list("inherit_env") if doc.get("inherit_env") is not None else [],
         team=r.text("team"),
         description=r.text("description"),
         labels=r.text_map("labels"),
@@ -357,6 +363,8 @@ def spec_to_dict(spec: pb.JobSpec) -> dict[str, Any]:
             doc["workdir"] = shell.workdir
         if shell.env:
             doc["env"] = dict(shell.env)
+        if shell.inherit_env:
+            doc["inherit_env"] = list(shell.inherit_env)
     elif kind == "http":
         http = spec.handler.http
         doc["http"] = {"url": http.url}

@@ -17,6 +17,10 @@ Plain functions run in a thread of their own and should watch ``ctx.cancel`` (a
 loop and are cancelled. Returning normally is success; raising is a failure (its traceback is kept).
 
 Inside an asyncio program use ``await worker.run_async(stop_event)`` instead of ``run()``.
+
+HTTP jobs and http sensors this worker runs obey its outbound network policy: by default
+loopback, link-local and cloud metadata addresses are refused; ``http_allow=["127.0.0.1"]`` lets
+them reach a local service, ``http_deny=[...]`` refuses more (``["*"]``: only ``http_allow``).
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-from schedd.worker.executors import HandlerContext, PythonHandlers
+from schedd.net.policy import make_policy
+from schedd.worker.executors import HandlerContext, HttpOptions, PythonHandlers
 from schedd.worker.runtime import WorkerRuntime
 
 from .client import parse_cluster
@@ -42,7 +47,8 @@ log = logging.getLogger("schedd_client.worker")
 class Worker:
     def __init__(self, cluster: str | Sequence[str] | None = None, *, name: str | None = None,
                  slots: int = 4, pool: str = "", labels: Mapping[str, str] | None = None,
-                 drain_grace_s: float = 30.0, kill_grace_s: float = 5.0) -> None:
+                 drain_grace_s: float = 30.0, kill_grace_s: float = 5.0,
+                 http_allow: Sequence[str] = (), http_deny: Sequence[str] = ()) -> None:
         if int(slots) < 1:
             raise ValueError("slots must be at least 1")
         self.cluster = parse_cluster(cluster)
@@ -52,6 +58,7 @@ class Worker:
         self.labels = dict(labels or {})
         self.drain_grace_s = drain_grace_s
         self.kill_grace_s = kill_grace_s
+        self.http = HttpOptions(policy=make_policy(allow=http_allow, deny=http_deny))
         self.handlers = PythonHandlers()
         self.runtime: WorkerRuntime | None = None
 
@@ -65,7 +72,8 @@ class Worker:
     def _runtime(self) -> WorkerRuntime:
         return WorkerRuntime(self.cluster, name=self.name, slots=self.slots, pool=self.pool,
                              labels=self.labels, python_handlers=self.handlers,
-                             drain_grace_s=self.drain_grace_s, kill_grace_s=self.kill_grace_s)
+                             drain_grace_s=self.drain_grace_s, kill_grace_s=self.kill_grace_s,
+                             http=self.http)
 
     async def run_async(self, stop: asyncio.Event | None = None) -> None:
         """Run until ``stop`` is set (forever without one), then drain and return."""

@@ -202,6 +202,28 @@ def _number(d: dict, key: str, lo: float, hi: float, *, integer: bool) -> float 
     return int(v) if integer else float(v)
 
 
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+MAX_INHERIT_ENV = 64
+
+
+def _inherit_env(body: dict) -> list[str]:
+    """The worker variables a shell job opts in to (sorted, unique). The SCHEDD_* contract is
+    the worker's to set, never inherited."""
+    names = body.get("inherit_env") or []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValidationError("inherit_env must be a list of variable names")
+    if len(names) > MAX_INHERIT_ENV:
+        raise ValidationError(f"inherit_env has {len(names)} names, at most {MAX_INHERIT_ENV}")
+    for n in names:
+        if not ENV_NAME_RE.match(n):
+            raise ValidationError(f"bad inherit_env name {n!r}: use letters, digits and _, not "
+                                  "starting with a digit")
+        if n.startswith("SCHEDD_"):
+            raise ValidationError(f"inherit_env name {n!r}: SCHEDD_* variables are set by the "
+                                  "worker for each attempt")
+    return sorted(set(names))
+
+
 def _handler(d: dict) -> dict:
     h = d.get("handler") or {}
     if not isinstance(h, dict):
@@ -227,6 +249,9 @@ def _handler(d: dict) -> dict:
         env = _str_map(body, "env")
         if env:
             out["env"] = env
+        inherit = _inherit_env(body)
+        if inherit:
+            out["inherit_env"] = inherit
         return {"shell": out}
     if kind == "http":
         url = _str(body, "url", 2048)

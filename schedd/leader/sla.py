@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import urllib.request
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
@@ -33,6 +32,8 @@ from schedd.core import schedule as sched
 from schedd.core import sla as S
 from schedd.core.dags import run_id
 from schedd.core.model import execution_id
+from schedd.net.outbound import checked_connection, request_path
+from schedd.net.policy import NetPolicy
 from schedd.replication.node import ProposalError
 
 if TYPE_CHECKING:
@@ -115,20 +116,27 @@ def webhook_payload(miss: Miss, result: dict) -> dict:
     return out
 
 
-def post_json(url: str, payload: dict, timeout: float = WEBHOOK_TIMEOUT_S, key: str = "") -> int:
+def post_json(url: str, payload: dict, timeout: float = WEBHOOK_TIMEOUT_S, key: str = "", *,
+              policy: NetPolicy = NetPolicy()) -> int:
     """POST `payload` as JSON (blocking: run it in a thread). Returns the HTTP status. `key` is
-    the Idempotency-Key (default ``sla-<execution_id>``)."""
-    req = urllib.request.Request(url, data=json.dumps(payload).encode(), method="POST",
-                                 headers={"Content-Type": "application/json",
-                                          "User-Agent": "schedd-sla/1",
-                                          "Idempotency-Key": key or f"sla-{payload['execution_id']}"})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - the job's own URL
-        return resp.status
+    the Idempotency-Key (default ``sla-<execution_id>``). The target must pass `policy` (the
+    node's [webhooks] config; schedd.net.outbound raises Refused otherwise); a redirect is not
+    followed (its 3xx status is returned) and the answer's body is not read."""
+    conn = checked_connection(policy, url, timeout=timeout)
+    try:
+        conn.request("POST", request_path(url), body=json.dumps(payload).encode(),
+                     headers={"Content-Type": "application/json", "User-Agent": "schedd-sla/1",
+                              "Idempotency-Key": key or f"sla-{payload['execution_id']}"})
+        return conn.getresponse().status
+    finally:
+        conn.close()
 
 
 class SlaDriver:
-    def __init__(self, node, clock, metrics, spawn: Callable) -> None:
+    def __init__(self, node, clock, metrics, spawn: Callable, *,
+                 webhooks: NetPolicy = NetPolicy()) -> None:
         self.node, self.clock, self.metrics, self.spawn = node, clock, metrics, spawn
+        self.webhooks = webhooks             # where webhooks may go (the node's [webhooks])
         self.inflight: set[str] = set()
         self.retry_at: dict[str, int] = {}
         self.posted: OrderedDict[str, None] = OrderedDict()
@@ -180,8 +188,13 @@ class SlaDriver:
         if miss.webhook:
             payload = webhook_payload(miss, result)
             try:
-                status = await asyncio.to_thread(post_json, miss.webhook, payload, WEBHOOK_TIMEOUT_S, rid)
-                log.info("sla webhook %s for %s: HTTP %s", miss.webhook, miss.execution_id, status)
+                status = await asyncio.to_thread(post_json, miss.webhook, payload, WEBHOOK_TIMEOUT_S,
+                                                 rid, policy=self.webhooks)
+                if 300 <= status < 400:
+                    log.warning("sla webhook %s for %s: HTTP %s, a redirect (not followed)",
+                                miss.webhook, miss.execution_id, status)
+                else:
+                    log.info("sla webhook %s for %s: HTTP %s", miss.webhook, miss.execution_id, status)
             except Exception as e:  # noqa: BLE001 - best effort
                 log.warning("sla webhook %s for %s failed: %s", miss.webhook, miss.execution_id, e)
 
@@ -191,5 +204,6 @@ def drive(dispatcher, now: int) -> None:
     driver = getattr(dispatcher, "_sla_driver", None)
     if driver is None:
         driver = dispatcher._sla_driver = SlaDriver(dispatcher.node, dispatcher.clock,
-                                                    dispatcher.metrics, dispatcher._spawn)
+                                                    dispatcher.metrics, dispatcher._spawn,
+                                                    webhooks=dispatcher.node.cfg.webhooks)
     driver.step(now)

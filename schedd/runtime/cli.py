@@ -125,6 +125,18 @@ def _labels(text: str) -> dict[str, str]:
     return out
 
 
+def _rules(text: str) -> list[str]:
+    """"a,b" -> ["a", "b"], each a valid network rule (schedd.net.policy)."""
+    from schedd.net.policy import PolicyError, parse_rule, split_list
+    items = split_list(text)
+    try:
+        for x in items:
+            parse_rule(x)
+    except PolicyError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return items
+
+
 def _quiet_grpc_fork() -> None:
     """Before gRPC is imported: a worker forks a child per shell attempt (which execs at once),
     and gRPC's fork handlers would only log "skipping fork() handlers" for each one."""
@@ -140,10 +152,34 @@ def _cluster(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def root_refusal(euid: int, allow_root: bool) -> str:
+    """Why a worker must not start as this user ("" when it may). Jobs run as the worker's user:
+    as root, any job owns the host."""
+    if euid == 0 and not allow_root:
+        return ("refusing to run as root: every job would run as root. Run the worker as an "
+                "unprivileged user (deploy/schedd-worker.service uses User=schedd-jobs), or pass "
+                "--allow-root if you really mean it")
+    return ""
+
+
+def _http_options(args: argparse.Namespace):
+    from schedd.net.policy import PolicyError, make_policy
+    from schedd.worker.executors import HttpOptions
+    try:
+        policy = make_policy(allow=args.http_allow, deny=args.http_deny)
+        return HttpOptions(policy=policy, keep_bytes=args.http_keep_bytes)
+    except (PolicyError, ValueError) as e:
+        raise SystemExit(f"schedd worker: error: {e}") from None
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     import signal
     import socket
 
+    why = root_refusal(os.geteuid(), args.allow_root)
+    if why:
+        print(f"schedd worker: {why}", file=sys.stderr)
+        return 2
     _quiet_grpc_fork()
     from schedd.worker.runtime import WorkerRuntime
     from schedd_client.client import parse_cluster
@@ -153,11 +189,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"schedd worker: error: {e}", file=sys.stderr)
         return 2
+    http = _http_options(args)
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     _setup_logging(args.log_level, name)
     log = logging.getLogger("schedd.worker")
     runtime = WorkerRuntime(cluster, name=name, slots=args.slots, pool=args.pool,
-                            labels=args.labels, drain_grace_s=args.drain_grace)
+                            labels=args.labels, drain_grace_s=args.drain_grace, http=http)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -174,8 +211,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal, sig)
-        log.info("worker %s: %d slots, pool %r, labels %s, cluster %s", name, args.slots,
-                 args.pool, args.labels, ",".join(cluster))
+        log.info("worker %s: %d slots, pool %r, labels %s, cluster %s, http: %s", name, args.slots,
+                 args.pool, args.labels, ",".join(cluster), http.policy.describe())
         await runtime.run(stop)
 
     _run(main(), uvloop_ok=False)
@@ -229,6 +266,17 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--drain-grace", type=_seconds, default=30.0, metavar="S",
                    help="on SIGTERM, let running attempts finish this long, then cancel them "
                         "(default 30)")
+    w.add_argument("--http-allow", type=_rules, action="extend", default=[], metavar="NET,...",
+                   help="networks/hosts HTTP jobs and http sensors may reach although the deny "
+                        "list refuses them, e.g. 127.0.0.1 or 10.1.0.0/16 or *.corp")
+    w.add_argument("--http-deny", type=_rules, action="extend", default=[], metavar="NET,...",
+                   help="networks/hosts to refuse besides the defaults (loopback, link-local, "
+                        "cloud metadata); '*' makes --http-allow a strict allow-list")
+    w.add_argument("--http-keep-bytes", type=int, default=4096, metavar="N",
+                   help="bytes of an HTTP answer kept as the run's output tail (0-4096, "
+                        "default 4096; 0 keeps none)")
+    w.add_argument("--allow-root", action="store_true",
+                   help="run even as root (jobs then run as root too); refused otherwise")
     w.set_defaults(func=cmd_worker)
     return p
 

@@ -101,6 +101,10 @@ class LocalCluster:
     scheduler: dict = field(default_factory=dict)
     env: dict = field(default_factory=dict)
     log_level: str = "info"
+    # Outbound policy exceptions (schedd.net.policy): a test whose webhooks or HTTP jobs go to its
+    # own 127.0.0.1 server opts in here, e.g. ("127.0.0.1",); the defaults refuse loopback.
+    webhook_allow: tuple[str, ...] = ()
+    worker_http_allow: tuple[str, ...] = ()
     nodes: dict[str, NodeProc] = field(default_factory=dict)
     workers: dict[str, NodeProc] = field(default_factory=dict)
     last_seen: dict = field(default_factory=dict)     # what leader() saw last, for error messages
@@ -136,7 +140,9 @@ class LocalCluster:
             f'secret_file = "{self.root / "cluster.secret"}"',
             f'fsync = "{self.fsync}"',
         ]
-        for section, values in (("raft", self.raft), ("scheduler", self.scheduler)):
+        webhooks = {"allow": list(self.webhook_allow)} if self.webhook_allow else {}
+        for section, values in (("raft", self.raft), ("scheduler", self.scheduler),
+                                ("webhooks", webhooks)):
             if values:
                 lines.append(f"\n[{section}]")
                 lines += [f"{k} = {_toml(v)}" for k, v in values.items()]
@@ -186,6 +192,12 @@ class LocalCluster:
                 "--drain-grace", str(drain_grace_s)]
         if pool:
             args += ["--pool", pool]
+        if self.worker_http_allow:
+            args += ["--http-allow", ",".join(self.worker_http_allow)]
+        if os.geteuid() == 0:
+            # A local cluster runs everything as whoever started it (the suite runs as root in
+            # some containers); a deployed worker must not (see `schedd worker --allow-root`).
+            args.append("--allow-root")
         env = {**os.environ, "GRPC_ENABLE_FORK_SUPPORT": "false", **self.env, **(extra_env or {}),
                DIE_WITH_PARENT: "1"}
         with w.log.open("ab") as logf:

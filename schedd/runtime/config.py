@@ -25,6 +25,11 @@
     burst_threshold = 2000              # ...of at least this many instants
     lease_ms = 10000                    # a running attempt without news this long is lost
 
+    [webhooks]                          # where SLA webhooks may go (schedd.net.policy)
+    allow = ["127.0.0.1"]               # exceptions to deny; default none
+    deny = ["10.0.0.0/8"]               # added to the default deny list (loopback, link-local,
+                                        # cloud metadata); ["*"] makes `allow` a strict allow-list
+
     [[peers]]
     id = "n2"
     raft_address = "127.0.0.1:7002"
@@ -44,6 +49,8 @@ import tomllib
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from schedd.net.policy import DEFAULT_DENY_RULES, NetPolicy, PolicyError, parse_rules
 
 FSYNC_MODES = ("always", "batch", "never")
 MIN_SECRET_LEN = 24
@@ -99,6 +106,7 @@ class NodeConfig:
     peers: tuple[Peer, ...] = ()
     raft: RaftTuning = RaftTuning()
     scheduler: SchedulerTuning = SchedulerTuning()
+    webhooks: NetPolicy = NetPolicy()   # where SLA webhooks may be POSTed
     test_mode: bool = False          # enables test-only admin calls (clock offset); never in production
 
     @property
@@ -223,8 +231,25 @@ def _scheduler(t: dict) -> SchedulerTuning:
     )
 
 
+def _webhooks(t: dict) -> NetPolicy:
+    _check_keys(t, {"allow", "deny"}, "[webhooks]")
+    lists = {}
+    for key in ("allow", "deny"):
+        v = t.get(key, [])
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise ConfigError(f"[webhooks].{key} must be a list of networks or host names")
+        lists[key] = v
+    rules = {}
+    for key in ("allow", "deny"):
+        try:
+            rules[key] = parse_rules(lists[key])
+        except PolicyError as e:
+            raise ConfigError(f"[webhooks].{key}: {e}") from None
+    return NetPolicy(allow=rules["allow"], deny=DEFAULT_DENY_RULES + rules["deny"])
+
+
 TOP_KEYS = {"node_id", "data_dir", "raft_address", "grpc_address", "metrics_address", "raft_bind",
-            "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "test_mode"}
+            "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "webhooks", "test_mode"}
 
 
 def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
@@ -268,6 +293,7 @@ def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
         raft_bind=_addr(d["raft_bind"], "raft_bind") if d.get("raft_bind") else "",
         secret=str(secret), fsync=fsync, peers=tuple(peers),
         raft=_raft(d.get("raft") or {}), scheduler=_scheduler(d.get("scheduler") or {}),
+        webhooks=_webhooks(d.get("webhooks") or {}),
         test_mode=bool(d.get("test_mode", False)),
     )
     validate(cfg)

@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ShellHandler(_message.Message):
-    __slots__ = ("command", "argv", "workdir", "env")
+    __slots__ = ("command", "argv", "workdir", "env", "inherit_env")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -19,11 +19,13 @@ class ShellHandler(_message.Message):
     ARGV_FIELD_NUMBER: _ClassVar[int]
     WORKDIR_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
+    INHERIT_ENV_FIELD_NUMBER: _ClassVar[int]
     command: str
     argv: _containers.RepeatedScalarFieldContainer[str]
     workdir: str
     env: _containers.ScalarMap[str, str]
-    def __init__(self, command: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    inherit_env: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, command: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., inherit_env: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class HttpHandler(_message.Message):
     __slots__ = ("method", "url", "headers", "body", "insecure_skip_verify")

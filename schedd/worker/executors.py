@@ -14,7 +14,9 @@ as environment variables (shell), X-Schedd-* headers and a JSON body (HTTP), or 
 
 Shell
     `/bin/sh -c command`, or argv without a shell, in its own session (so its own process
-    group), stdin from /dev/null, stdout and stderr merged; only the last OUTPUT_TAIL_BYTES are
+    group), with a minimal environment (`job_environment`: PATH, HOME, LANG, the variables the
+    job names in `inherit_env`, its `env`, the contract), stdin from /dev/null, stdout and
+    stderr merged; only the last OUTPUT_TAIL_BYTES are
     kept (memory stays bounded whatever the job prints). On timeout or cancel the whole group
     gets SIGTERM, then SIGKILL after `kill_grace_s`, and the outcome is reported only once no
     member is left. When the main process exits on its own, processes it left behind in its
@@ -27,9 +29,13 @@ Shell
     at once, even mid-start.
 
 HTTP
-    One request with the stdlib's http.client in a daemon thread. No proxy, no redirects followed
-    (a 3xx is a failure with its status, which is the safe choice for non-idempotent POSTs).
-    The response body is read up to HTTP_READ_LIMIT bytes, and its tail kept.
+    One request with the stdlib's http.client in a daemon thread, to an address the worker's
+    outbound network policy allows (`HttpOptions.policy`, schedd.net: the host is resolved once
+    and the checked address is dialled; by default loopback, link-local and cloud metadata
+    addresses are refused). No proxy, no redirects followed (a 3xx is a failure with its status
+    and "redirect to ... not followed": the safe choice for non-idempotent POSTs, and no hop can
+    lead outside the policy). At most `read_limit` bytes of the body are read and its last
+    `keep_bytes` kept as the output tail (0 keeps nothing).
 
 Python
     Functions from a `PythonHandlers` registry, called with one `HandlerContext`. Coroutine
@@ -52,7 +58,6 @@ import logging
 import os
 import signal
 import socket
-import ssl
 import subprocess
 import threading
 import time
@@ -63,10 +68,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from schedd.net.outbound import checked_connection, request_path
+from schedd.net.policy import NetPolicy
+
 log = logging.getLogger("schedd.worker.executors")
 
 __all__ = [
-    "Assignment", "Outcome", "HandlerContext", "PythonHandlers", "execute", "contract_env",
+    "Assignment", "Outcome", "HandlerContext", "PythonHandlers", "HttpOptions", "execute",
+    "contract_env", "job_environment",
     "format_rfc3339", "OUTPUT_TAIL_BYTES", "ERROR_MAX_BYTES", "HTTP_READ_LIMIT",
     "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED",
 ]
@@ -100,6 +109,21 @@ class Assignment:
     handler: dict            # canonical handler, see schedd.core.model._handler
     timeout_s: float = 0.0   # per-attempt timeout, 0 = none
     labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class HttpOptions:
+    """What a worker's HTTP handlers and http sensors may reach, and how much of an answer they
+    read and keep (the output tail is readable by anyone who can read runs)."""
+    policy: NetPolicy = NetPolicy()
+    keep_bytes: int = OUTPUT_TAIL_BYTES     # of the body kept in output_tail; 0 keeps nothing
+    read_limit: int = HTTP_READ_LIMIT       # of the body read, at most
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.keep_bytes <= OUTPUT_TAIL_BYTES:
+            raise ValueError(f"keep_bytes must be between 0 and {OUTPUT_TAIL_BYTES}")
+        if not 0 <= self.read_limit <= HTTP_READ_LIMIT:
+            raise ValueError(f"read_limit must be between 0 and {HTTP_READ_LIMIT}")
 
 
 @dataclass(slots=True, frozen=True)
@@ -201,6 +225,26 @@ def contract_env(a: Assignment) -> dict[str, str]:
         "SCHEDD_ATTEMPT": str(a.attempt),
         "SCHEDD_FENCING_TOKEN": str(a.fencing_token),
     }
+
+
+BASE_ENV = ("PATH", "HOME", "LANG")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def job_environment(a: Assignment, spec: Mapping, worker_env: Mapping[str, str]) -> dict[str, str]:
+    """What a shell job's process sees: PATH, HOME and LANG of the worker, the worker variables
+    the job names in `inherit_env`, its own `env`, then the SCHEDD_* contract (which wins).
+    Nothing else of the worker's environment: its unit's secrets are not every job's."""
+    env = {k: worker_env[k] for k in BASE_ENV if k in worker_env}
+    env.setdefault("PATH", DEFAULT_PATH)
+    names = spec.get("inherit_env") or ()
+    if isinstance(names, (list, tuple)):
+        env.update({n: worker_env[n] for n in names if isinstance(n, str) and n in worker_env})
+    job_env = spec.get("env") or {}
+    if isinstance(job_env, Mapping):
+        env.update({str(k): str(v) for k, v in job_env.items()})
+    env.update(contract_env(a))
+    return env
 
 
 def _contract_headers(a: Assignment) -> dict[str, str]:
@@ -349,15 +393,17 @@ def _in_daemon_thread(fn: Callable, *args: Any, name: str) -> asyncio.Future:
 
 async def execute(a: Assignment, *, cancel: asyncio.Event | None = None,
                   python_handlers: PythonHandlers | None = None, kill_grace_s: float = 5.0,
-                  now_ms: Callable[[], int] = _wall_ms) -> Outcome:
+                  now_ms: Callable[[], int] = _wall_ms,
+                  http: HttpOptions = HttpOptions()) -> Outcome:
     """Run one attempt to its end and return its Outcome. Never raises, except that cancelling
-    the awaiting task propagates CancelledError (after stopping the attempt)."""
+    the awaiting task propagates CancelledError (after stopping the attempt). `http` says what
+    HTTP handlers and http sensors may reach (default: HttpOptions(), see schedd.net.policy)."""
     started = now_ms()
     try:
         if cancel is not None and cancel.is_set():
             r = _Result(CANCELLED, error="cancelled before it started")
         else:
-            r = await _dispatch(a, cancel, python_handlers, max(0.0, float(kill_grace_s)))
+            r = await _dispatch(a, cancel, python_handlers, max(0.0, float(kill_grace_s)), http)
     except asyncio.CancelledError:
         raise
     except Exception as e:  # noqa: BLE001 - the contract: every failure is an Outcome
@@ -369,11 +415,11 @@ async def execute(a: Assignment, *, cancel: asyncio.Event | None = None,
 
 
 async def _dispatch(a: Assignment, cancel: asyncio.Event | None,
-                    handlers: PythonHandlers | None, grace: float) -> _Result:
+                    handlers: PythonHandlers | None, grace: float, http: HttpOptions) -> _Result:
     h = a.handler if isinstance(a.handler, Mapping) else {}
     if h.get("sensor") and len(h) == 1:           # a DAG sensor: schedd.worker.sensors
         from schedd.worker import sensors
-        return await sensors.check(a, h["sensor"], cancel, grace)
+        return await sensors.check(a, h["sensor"], cancel, grace, http)
     kinds = [k for k in ("shell", "http", "python") if h.get(k)]
     if len(kinds) != 1:
         return _Result(FAILED, error=f"unsupported handler: expected exactly one of shell, http, "
@@ -388,7 +434,7 @@ async def _dispatch(a: Assignment, cancel: asyncio.Event | None,
     if kind == "shell":
         return await _run_shell(a, spec, cancel, deadline, grace)
     if kind == "http":
-        return await _run_http(a, spec, cancel, deadline)
+        return await _run_http(a, spec, cancel, deadline, http)
     return await _run_python(a, spec, cancel, deadline, grace, handlers)
 
 
@@ -523,11 +569,7 @@ async def _run_shell(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
         if not os.path.isdir(workdir):
             return _Result(FAILED, error=f"working directory {workdir} is not a directory")
 
-    env = dict(os.environ)
-    job_env = spec.get("env") or {}
-    if isinstance(job_env, Mapping):
-        env.update({str(k): str(v) for k, v in job_env.items()})
-    env.update(contract_env(a))
+    env = job_environment(a, spec, os.environ)
 
     loop = asyncio.get_running_loop()
     tail = _Tail()
@@ -593,9 +635,9 @@ class _HttpCall:
     """One blocking request, run in a thread; `abort()` (from any thread) unblocks it."""
 
     def __init__(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
-                 verify: bool, sock_timeout: float | None) -> None:
+                 verify: bool, sock_timeout: float | None, opts: HttpOptions) -> None:
         self.method, self.url, self.headers, self.body = method, url, headers, body
-        self.verify, self.sock_timeout = verify, sock_timeout
+        self.verify, self.sock_timeout, self.opts = verify, sock_timeout, opts
         self.aborted = False
         self._conn: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()
@@ -611,20 +653,13 @@ class _HttpCall:
             except OSError:
                 pass
 
-    def run(self) -> tuple[int, str, bytes]:
-        parts = urllib.parse.urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"unsupported url {_safe_url(self.url)}")
-        if parts.scheme == "https":
-            ctx = ssl.create_default_context()
-            if not self.verify:
-                ctx.check_hostname = False
-                ctx.verify_mode = ssl.CERT_NONE
-            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                parts.hostname, parts.port, timeout=self.sock_timeout, context=ctx)
-        else:
-            conn = http.client.HTTPConnection(parts.hostname, parts.port,
-                                              timeout=self.sock_timeout)
+    def run(self) -> tuple[int, str, bytes, str]:
+        """(status, reason, kept tail of the body, Location header)."""
+        try:
+            conn = checked_connection(self.opts.policy, self.url, timeout=self.sock_timeout,
+                                      verify=self.verify)
+        except ValueError:
+            raise ValueError(f"unsupported url {_safe_url(self.url)}") from None
         with self._lock:
             if self.aborted:
                 raise ConnectionAbortedError("aborted")
@@ -633,20 +668,20 @@ class _HttpCall:
             conn.connect()
             if self.aborted:
                 raise ConnectionAbortedError("aborted")
-            path = parts.path or "/"
-            if parts.query:
-                path += "?" + parts.query
-            conn.request(self.method, path, body=self.body, headers=self.headers)
+            conn.request(self.method, request_path(self.url), body=self.body,
+                         headers=self.headers)
             resp = conn.getresponse()
-            tail = _Tail()
+            keep, limit = self.opts.keep_bytes, self.opts.read_limit
+            tail = _Tail(max(1, keep))
             got = 0
-            while got < HTTP_READ_LIMIT:
-                chunk = resp.read(min(READ_CHUNK, HTTP_READ_LIMIT - got))
+            while got < limit:
+                chunk = resp.read(min(READ_CHUNK, limit - got))
                 if not chunk:
                     break
                 got += len(chunk)
                 tail.feed(chunk)
-            return resp.status, resp.reason or "", bytes(tail.buf)
+            kept = bytes(tail.buf) if keep else b""
+            return resp.status, resp.reason or "", kept, resp.getheader("Location") or ""
         finally:
             conn.close()
 
@@ -675,7 +710,7 @@ def _status_text(status: int, reason: str) -> str:
 
 
 async def _run_http(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
-                    deadline: float | None) -> _Result:
+                    deadline: float | None, opts: HttpOptions) -> _Result:
     url = spec.get("url")
     if not isinstance(url, str) or not url:
         return _Result(FAILED, error="an http handler needs a url")
@@ -709,7 +744,7 @@ async def _run_http(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
 
     timeout = float(a.timeout_s or 0)
     call = _HttpCall(method, url, headers, body, verify=not spec.get("insecure_skip_verify"),
-                     sock_timeout=timeout if timeout > 0 else None)
+                     sock_timeout=timeout if timeout > 0 else None, opts=opts)
     fut = _in_daemon_thread(call.run, name=f"schedd-http-{a.job}")
     try:
         how = await _race(fut, cancel, deadline)
@@ -726,12 +761,14 @@ async def _run_http(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
         if isinstance(exc, (TimeoutError, socket.timeout)) and timeout > 0:
             return _Result(TIMED_OUT, error=f"timed out after {_fmt_s(timeout)}")
         return _Result(FAILED, error=f"{method} {_safe_url(url)}: {type(exc).__name__}: {exc}")
-    status, reason, tail = fut.result()
+    status, reason, tail, location = fut.result()
     text = _tail_text(tail)
     if 200 <= status < 300:
         return _Result(SUCCEEDED, http_status=status, output_tail=text)
-    return _Result(FAILED, http_status=status, error=_status_text(status, reason),
-                   output_tail=text)
+    error = _status_text(status, reason)
+    if 300 <= status < 400 and location:
+        error += f": redirect to {_safe_url(location)} not followed"
+    return _Result(FAILED, http_status=status, error=error, output_tail=text)
 
 
 # ---------------------------------------------------------------------------------- python

@@ -66,7 +66,7 @@ from schedd.v1 import scheduler_pb2 as pb
 from schedd.v1 import scheduler_pb2_grpc as pb_grpc
 from schedd.testing import hooks as testing
 from schedd.worker import executors
-from schedd.worker.executors import Assignment, Outcome, PythonHandlers
+from schedd.worker.executors import Assignment, HttpOptions, Outcome, PythonHandlers
 
 log = logging.getLogger("schedd.worker")
 
@@ -160,7 +160,8 @@ class WorkerRuntime:
     def __init__(self, cluster: Sequence[str], *, name: str, slots: int = 4, pool: str = "",
                  labels: Mapping[str, str] | None = None,
                  python_handlers: PythonHandlers | None = None, drain_grace_s: float = 30.0,
-                 kill_grace_s: float = 5.0, now_ms: Callable[[], int] = _wall_ms) -> None:
+                 kill_grace_s: float = 5.0, now_ms: Callable[[], int] = _wall_ms,
+                 http: HttpOptions = HttpOptions()) -> None:
         if isinstance(cluster, str):
             cluster = [cluster]
         self.cluster = [a.strip() for a in cluster if a and a.strip()]
@@ -178,6 +179,7 @@ class WorkerRuntime:
         self.drain_grace_s = max(0.0, float(drain_grace_s))
         self.kill_grace_s = max(0.0, float(kill_grace_s))
         self.now_ms = now_ms
+        self.http = http                           # outbound policy of HTTP jobs and http sensors
         self.version = version()
         self._rec = testing.configure_worker(name)     # test-mode history only (None otherwise)
 
@@ -674,7 +676,8 @@ class WorkerRuntime:
                 try:
                     out = await executors.execute(ex, cancel=att.cancel,
                                                   python_handlers=self.python_handlers,
-                                                  kill_grace_s=self.kill_grace_s, now_ms=self.now_ms)
+                                                  kill_grace_s=self.kill_grace_s, now_ms=self.now_ms,
+                                                  http=self.http)
                 except asyncio.CancelledError:
                     raise
                 except Exception as e:  # noqa: BLE001 - execute should never raise; be safe

@@ -5,7 +5,9 @@ the leader then puts the execution back to wait for the poll interval (no worker
 between polls) and ends it TIMED_OUT after the sensor's timeout. Conditions:
 
 - ``file``: the path exists on the worker;
-- ``http_url``: a GET answers 200 (any other status, or no answer, is "not ready");
+- ``http_url``: a GET answers 200 (any other status, or no answer, is "not ready"); the target
+  must pass the worker's outbound network policy like an HTTP job's (a refused one is "not
+  ready", with the reason), and no redirect is followed;
 - ``command``: ``/bin/sh -c COMMAND`` exits 0 (with the job contract's environment).
 
 One check is bounded by the attempt's timeout (a timed-out check is "not ready" too). A
@@ -23,7 +25,8 @@ from schedd.worker import executors as X
 NOT_READY = "NOT_READY"
 
 
-async def check(a: X.Assignment, spec: Mapping, cancel: asyncio.Event | None, grace: float) -> X._Result:
+async def check(a: X.Assignment, spec: Mapping, cancel: asyncio.Event | None, grace: float,
+                http: X.HttpOptions = X.HttpOptions()) -> X._Result:
     if not isinstance(spec, Mapping):
         return X._Result(X.FAILED, error="sensor must be an object")
     loop = asyncio.get_running_loop()
@@ -35,7 +38,7 @@ async def check(a: X.Assignment, spec: Mapping, cancel: asyncio.Event | None, gr
             return X._Result(X.SUCCEEDED, output_tail=f"{path} exists")
         return X._Result(NOT_READY, error=f"{path} does not exist")
     if spec.get("http_url"):
-        r = await X._run_http(a, {"url": spec["http_url"], "method": "GET"}, cancel, deadline)
+        r = await X._run_http(a, {"url": spec["http_url"], "method": "GET"}, cancel, deadline, http)
         if r.state == X.CANCELLED:
             return r
         if r.state == X.SUCCEEDED and r.http_status == 200:

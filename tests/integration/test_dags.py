@@ -19,7 +19,8 @@ DONE = ("SUCCEEDED", "FAILED")
 
 
 def start(cluster_factory, slots=2):
-    c = cluster_factory(size=3, scheduler={"lease_ms": LEASE_MS})
+    # the SLA webhook receiver is this test's own 127.0.0.1 server: the nodes opt in to loopback
+    c = cluster_factory(size=3, scheduler={"lease_ms": LEASE_MS}, webhook_allow=("127.0.0.1",))
     c.start()
     c.wait_leader(timeout=60)
     c.start_worker("w1", slots=slots, drain_grace_s=5)

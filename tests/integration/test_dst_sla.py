@@ -109,7 +109,8 @@ def receiver():
 
 def test_sla_miss_is_recorded_once_shown_counted_and_posted(cluster_factory, receiver):
     url, posts = receiver
-    c = cluster_factory(size=3, scheduler={"lease_ms": 3000})
+    c = cluster_factory(size=3, scheduler={"lease_ms": 3000},
+                        webhook_allow=("127.0.0.1",))        # the receiver is on loopback
     c.start()
     c.wait_leader(timeout=60)
     c.start_worker("w1", slots=2, drain_grace_s=5)

@@ -209,7 +209,8 @@ class Harness:
             env_test["SCHEDD_FAILPOINT_DIR"] = str(self.fpdir)
         self.sink = EffectSink(Recorder(str(self.hist / "sink.jsonl"), "sink"))
         self.c = JLCluster(self.out / "cluster", size=3, raft={**RAFT, **self.raft},
-                           scheduler={"lease_ms": self.lease_ms}, env=env_test, base_port=restartable_ports(9))
+                           scheduler={"lease_ms": self.lease_ms}, env=env_test, base_port=restartable_ports(9),
+                           worker_http_allow=("127.0.0.1",))   # the effect sink is on loopback
         self.net = ProxyNet()
         dial: dict[str, dict] = {n: {} for n in self.c.nodes}
         ids = list(self.c.nodes)

@@ -20,9 +20,12 @@ from schedd.core.model import ValidationError
 from schedd.core.schedule import parse_time
 from schedd.core.state import SchedulerState
 from schedd.leader import sla as L
+from schedd.net.policy import make_policy
 from tests.unit.test_dags import Harness as DagHarness
 from tests.unit.test_dags import dag, task
 from tests.unit.test_sla import _Clock, _FakeNode, _Hook, _Metrics
+
+LOOPBACK_OK = make_policy(allow=["127.0.0.1"])   # the webhook receiver is on loopback
 
 T0 = parse_time("2026-06-01T03:00:00Z")        # 05:00 in Berlin
 
@@ -261,7 +264,8 @@ def test_driver_records_counts_under_the_dag_and_posts_once():
         async def main():
             tasks = []
             driver = L.SlaDriver(_FakeNode(h), _Clock(h), metrics,
-                                 lambda coro: tasks.append(asyncio.ensure_future(coro)))
+                                 lambda coro: tasks.append(asyncio.ensure_future(coro)),
+                                 webhooks=LOOPBACK_OK)
             for step in range(3):
                 h.now += L.RETRY_AFTER_MS if step else 0
                 driver.step(h.now)

@@ -30,10 +30,20 @@ from schedd.worker.executors import (
     HandlerContext,
     Outcome,
     PythonHandlers,
+    HttpOptions,
     contract_env,
-    execute,
     format_rfc3339,
 )
+from schedd.worker.executors import execute as _execute
+from schedd.net.policy import make_policy
+
+# These tests' HTTP handlers talk to their own 127.0.0.1 server, which the default outbound
+# policy refuses: they opt in to loopback (tests/security/test_outbound.py tests the refusal).
+LOOPBACK_OK = HttpOptions(policy=make_policy(allow=["127.0.0.1"]))
+
+
+def execute(a, **kw):
+    return _execute(a, **{"http": LOOPBACK_OK, **kw})
 
 SCHED_MS = 1795917600000            # 2026-11-29T02:00:00Z
 SCHED_TEXT = "2026-11-29T02:00:00Z"

@@ -741,7 +741,7 @@ def test_spec_from_dict_handlers(doc, handler) -> None:
         ({"name": "j", "http": {"url": "u", "verb": "GET"}}, "http: unknown key 'verb'"),
         ({"name": "j"}, "no handler"),
         ({"name": "j", "command": "x", "argv": ["x"]}, "more than one handler (command, argv)"),
-        ({"name": "j", "http": {"url": "u"}, "env": {"A": "1"}}, "workdir and env apply to command/argv handlers only"),
+        ({"name": "j", "http": {"url": "u"}, "env": {"A": "1"}}, "workdir, env and inherit_env apply to command/argv"),
         ({"name": "j", "http": {"method": "GET"}}, "http: missing required key 'url'"),
         ({"name": "j", "python": {"args": {}}}, "python: missing required key 'name'"),
         ({"command": "x"}, "missing required key 'name'"),
@@ -770,7 +770,7 @@ def test_job_spec_needs_exactly_one_handler() -> None:
         job_spec("j")
     with pytest.raises(ValidationError, match=r"more than one handler \(command, http\)"):
         job_spec("j", command="x", http_url="u")
-    with pytest.raises(ValidationError, match="workdir and env"):
+    with pytest.raises(ValidationError, match="workdir, env and inherit_env"):
         job_spec("j", http_url="u", workdir="/tmp")
     with pytest.raises(ValidationError, match="JSON"):
         job_spec("j", python="f", python_args={1, 2})
@@ -811,7 +811,7 @@ def test_to_dict_keeps_int64_and_adds_readable_times() -> None:
     assert data["upcoming"] == ["2026-11-29T02:00:00Z", "2026-11-29T02:00:01.234Z"]
     assert data["created_ms"] == 0 and data["created"] is None
     assert data["paused"] is False and data["last_state"] == ""
-    assert data["spec"]["handler"] == {"shell": {"command": "x", "argv": [], "workdir": "", "env": {}}}
+    assert data["spec"]["handler"] == {"shell": {"command": "x", "argv": [], "workdir": "", "env": {}, "inherit_env": []}}
     assert data["spec"]["labels"] == {"k": "v"} and data["spec"]["retry"] is None
     assert json.loads(json.dumps(data)) == data
 

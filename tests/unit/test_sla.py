@@ -20,9 +20,12 @@ from schedd.core.model import (
 from schedd.core.schedule import parse_time
 from schedd.core.state import SchedulerState, schedule_of
 from schedd.leader import sla as L
+from schedd.net.policy import make_policy
 from schedd.leader.planner import plan_fires
 from schedd.replication.node import OutcomeUnknown
 from tests.unit.test_state import Harness as StateHarness
+
+LOOPBACK_OK = make_policy(allow=["127.0.0.1"])   # the webhook receiver is on loopback
 
 SHELL = {"shell": {"command": "true"}}
 T0 = parse_time("2026-06-01T04:00:00Z")
@@ -363,7 +366,8 @@ def test_driver_records_counts_and_posts_once(h, fail_first):
         async def main():
             tasks = []
             driver = L.SlaDriver(_FakeNode(h, fail_first), _Clock(h), metrics,
-                                 lambda coro: tasks.append(asyncio.ensure_future(coro)))
+                                 lambda coro: tasks.append(asyncio.ensure_future(coro)),
+                                 webhooks=LOOPBACK_OK)
             for step in range(4):
                 h.now += L.RETRY_AFTER_MS if step else 0
                 driver.step(h.now)
@@ -414,7 +418,8 @@ def test_a_deposed_leaders_late_refusal_does_not_answer_the_new_leaders_proposal
     async def main():
         tasks = []
         driver = L.SlaDriver(_FakeNode(h), _Clock(h), metrics,
-                             lambda coro: tasks.append(asyncio.ensure_future(coro)))
+                             lambda coro: tasks.append(asyncio.ensure_future(coro)),
+                             webhooks=LOOPBACK_OK)
         for _ in range(2):
             driver.step(h.now)
             while tasks:

@@ -1,0 +1,108 @@
+"""Issue 10, item 16: the systemd units in deploy/ put every key in the section systemd reads it
+from and sandbox both daemons; the worker refuses to run as root without --allow-root."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from schedd.runtime import cli
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+UNITS = ("schedd@.service", "schedd-worker.service")
+
+# Keys that systemd reads only from [Unit] (silently ignored elsewhere), and the sandbox both
+# units must carry (value None: any value).
+UNIT_ONLY = {"StartLimitIntervalSec", "StartLimitBurst", "StartLimitAction", "Description",
+             "After", "Wants", "Requires", "Documentation"}
+HARDENING = {
+    "NoNewPrivileges": "yes", "ProtectSystem": "strict", "ReadWritePaths": None,
+    "ProtectHome": "yes", "PrivateTmp": "yes", "PrivateDevices": "yes",
+    "ProtectKernelTunables": "yes", "ProtectKernelModules": "yes", "ProtectKernelLogs": "yes",
+    "ProtectControlGroups": "yes", "RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX",
+    "RestrictNamespaces": "yes", "RestrictSUIDSGID": "yes", "LockPersonality": "yes",
+    "SystemCallArchitectures": "native", "CapabilityBoundingSet": "", "AmbientCapabilities": "",
+    "UMask": "0077",
+}
+MAX_EXPOSURE = 2.0     # systemd-analyze security, lower is better (the worker scored 8.7 before)
+
+
+def parse_unit(path: Path) -> dict[str, list[tuple[str, str]]]:
+    """{section: [(key, value), ...]}: systemd's format allows a key more than once."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    section = None
+    for n, raw in enumerate(path.read_text().splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        m = re.fullmatch(r"\[([A-Za-z]+)\]", line)
+        if m:
+            section = m.group(1)
+            out.setdefault(section, [])
+            continue
+        key, sep, value = line.partition("=")
+        assert sep and section, f"{path.name}:{n}: not a key=value inside a section: {raw!r}"
+        out[section].append((key.strip(), value.strip()))
+    return out
+
+
+def values(unit: dict, section: str, key: str) -> list[str]:
+    return [v for k, v in unit.get(section, []) if k == key]
+
+
+@pytest.mark.parametrize("name", UNITS)
+def test_systemd_units_are_well_formed(name):
+    unit = parse_unit(DEPLOY / name)
+    assert set(unit) == {"Unit", "Service", "Install"}, name
+    for section, pairs in unit.items():
+        for key, _ in pairs:
+            if key in UNIT_ONLY:
+                assert section == "Unit", f"{name}: {key} is in [{section}]; systemd reads it in [Unit] only"
+    assert values(unit, "Unit", "StartLimitIntervalSec") and values(unit, "Unit", "StartLimitBurst")
+    for key, want in HARDENING.items():
+        got = values(unit, "Service", key)
+        assert got, f"{name}: [Service] has no {key}="
+        if want is not None:
+            assert got[-1] == want, f"{name}: {key}={got[-1]}, want {want!r}"
+    users = values(unit, "Service", "User")
+    assert users and users[-1] not in ("root", "0"), f"{name}: runs as {users}"
+    assert not any("--allow-root" in v for v in values(unit, "Service", "ExecStart"))
+    # every path the daemon writes is made writable (ProtectSystem=strict makes the rest read-only)
+    state = values(unit, "Service", "StateDirectory")
+    assert state and all(any(p.endswith("/" + s) for p in " ".join(values(unit, "Service", "ReadWritePaths")).split())
+                         for s in state), name
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        return
+    r = subprocess.run([analyze, "security", "--offline=yes", "--no-pager", str(DEPLOY / name)],
+                       capture_output=True, text=True, timeout=120)
+    m = re.search(r"Overall exposure level for \S+: ([0-9.]+)", r.stdout + r.stderr)
+    assert m, r.stdout[-2000:] + r.stderr[-2000:]
+    assert float(m.group(1)) <= MAX_EXPOSURE, f"{name}: exposure {m.group(1)}"
+    r = subprocess.run([analyze, "verify", "--man=no", str(DEPLOY / name)], capture_output=True,
+                       text=True, timeout=120)
+    problems = [ln for ln in (r.stdout + r.stderr).splitlines()
+                if ln.strip() and "is not executable" not in ln and "/opt/schedd" not in ln]
+    assert not problems, problems
+
+
+def test_worker_refuses_root_without_allow_root(monkeypatch, capsys):
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert cli.main(["worker", "--cluster", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to run as root" in err and "--allow-root" in err
+    assert cli.root_refusal(0, allow_root=True) == ""
+    assert cli.root_refusal(1000, allow_root=False) == ""
+    parsed = cli.build_parser().parse_args(["worker", "--allow-root"])
+    assert parsed.allow_root is True
+    if os.geteuid() == 0:          # the real process, when the suite runs as root
+        r = subprocess.run([sys.executable, "-m", "schedd", "worker", "--cluster", "127.0.0.1:1"],
+                           capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "SCHEDD_DIE_WITH_PARENT": "1"})
+        assert r.returncode == 2 and "refusing to run as root" in r.stderr, r
