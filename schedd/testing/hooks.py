@@ -248,8 +248,22 @@ def unsafe_no_dedup(entry: str, index: int) -> str:
     return json.dumps(body, separators=(",", ":"), sort_keys=True)
 
 
+def applied_through(node) -> int:
+    """The last log index this node's state machine has applied, read under the node lock (apply
+    holds it, so the entry at that index is wholly applied).
+
+    Not pysyncobj's `raftLastApplied`: pysyncobj hands apply's result to the proposal's callback
+    (which wakes the asyncio thread) BEFORE it increments that counter, so a claim pushed right
+    after it applied could read its own index - 1. On a loaded machine the tick thread was
+    descheduled in that gap and the checker reported a correct push as C6 "pushed before applying
+    its claim" (S02 seed 92261289: claim 180 applied, pushed 8 ms later with applied=179)."""
+    with node.lock:
+        return node.state.last_index
+
+
 def wrap_hub_send(hub, rec: Recorder, node) -> None:
-    """Record every message the leader pushes to a worker (assignments and cancels)."""
+    """Record every message the leader pushes to a worker (assignments and cancels), with the index
+    the node had applied when it pushed (C6: never before the claim's)."""
     real = hub.send
 
     def send(conn, msg):
@@ -258,7 +272,7 @@ def wrap_hub_send(hub, rec: Recorder, node) -> None:
             a = msg.assignment
             rec("push", node=node.cfg.node_id, worker=conn.name, job=a.job, scheduled_ms=a.scheduled_ms,
                 token=a.fencing_token, attempt=a.attempt, term=a.term, due_ms=a.due_ms,
-                applied=node.sync.raftLastApplied)
+                applied=applied_through(node))
         elif kind == "cancel":
             rec("push_cancel", node=node.cfg.node_id, worker=conn.name, token=msg.cancel.fencing_token)
         return real(conn, msg)
@@ -345,7 +359,7 @@ async def unsafe_claim(assigner, conn, entry: str, name: str, t: int, attempt: i
     proposing it; trust_leader: if the claim has not committed within 0.3 s but this node believes
     it leads, push anyway. The returned result says `_pushed` when the normal push must be skipped."""
     import asyncio
-    predicted = assigner.node.sync.raftLastApplied + 1
+    predicted = applied_through(assigner.node) + 1
     pushed = False
     if "push_before_commit" in UNSAFE:
         assigner.hub.send(conn, _assignment(assigner, name, t, attempt, predicted, due, spec))
@@ -398,6 +412,6 @@ def unsafe_trust_fire(dispatcher, chunk) -> None:
             conns = hub.eligible("", now)
             if not conns or job is None:
                 return
-            hub.send(conns[0], _assignment(assigner, n, t, 1, node.sync.raftLastApplied + 1, t, assigner._spec(job)))
+            hub.send(conns[0], _assignment(assigner, n, t, 1, applied_through(node) + 1, t, assigner._spec(job)))
 
     dispatcher._spawn(later())

@@ -10,6 +10,7 @@ from collections import Counter
 
 import pytest
 
+from schedd.core.schedule import format_ms
 from schedd_client import Client, job_spec
 from tests.conftest import schedctl, wait_until
 
@@ -122,31 +123,48 @@ def test_catch_up_after_the_whole_cluster_was_stopped(cluster_factory):
 
 
 def test_backfill_beside_a_running_schedule_under_its_lane_quota(cluster_factory):
+    """A backfill of a window that starts a minute before the job existed: every instant of the
+    window ends up with exactly one execution (the schedule's or the backfill's), the backfill
+    runs under its lane quota, and today's runs keep their timing.
+
+    The window is given in absolute times from the job's creation, not "60s ago": on a loaded
+    machine the setup can take longer than the window, and then how many instants the schedule
+    had already fired (and how many were left to backfill) depended on timing."""
+    period_ms = 2000
     c, client = start(cluster_factory, slots=6)
+    created_ms = int(time.time() * 1000)      # before the put: no schedule instant is earlier
     client.put_job(job_spec("hourly-report", schedule="@every 2s", command="sleep 0.3"))
-    created = time.time()
-    wait_until(lambda: client.get_job("hourly-report").executions_total >= 3, timeout=30, what="the schedule")
+    # three runs that ended: their instants are past (a fire can precede its instant by the lookahead)
+    wait_until(lambda: sum(e.state == "SUCCEEDED" for e in runs(client, "hourly-report")) >= 3, timeout=60,
+               what="the schedule")
     schedctl(c.cluster_arg, "quota", "set", "lane:backfill", "1")
     assert "lane:backfill" in schedctl(c.cluster_arg, "quota", "list").stdout
-    out = schedctl(c.cluster_arg, "job", "backfill", "hourly-report", "--from", "60s", "--to", "now",
-                   "-o", "json").stdout
-    r = json.loads(out)
-    assert r["created"] >= 20 and r["duplicates"] >= 3
+    window = ("--from", format_ms(created_ms - 60_000), "--to", "now")
+    r = json.loads(schedctl(c.cluster_arg, "job", "backfill", "hourly-report", *window, "-o", "json").stdout)
+    instants = list(range(r["first_ms"], r["last_ms"] + 1, period_ms))
+    before = [t for t in instants if t < created_ms]         # the minute before the job existed
+    assert r["instants"] == len(instants) and len(before) == 30, r
+    assert r["created"] + r["duplicates"] == r["instants"], r
+    assert r["created"] >= len(before) and r["duplicates"] >= 3, r    # the 3 that ran are in it
     backfill_ids = {e.id for e in runs(client, "hourly-report") if e.trigger == "backfill"}
     assert len(backfill_ids) == r["created"]
 
     def settled():
         ex = [e for e in runs(client, "hourly-report") if e.id in backfill_ids]
         return len(ex) == len(backfill_ids) and all(e.state == "SUCCEEDED" for e in ex) and ex
-    done = wait_until(settled, timeout=120, what="the backfill to finish")
+    done = wait_until(settled, timeout=180, what="the backfill to finish")
     assert max_concurrent(done) == 1                      # the lane quota
     assert all(e.lane == "backfill" for e in done)
+    assert {e.scheduled_ms for e in done} >= set(before)  # every instant before the job: backfilled
+    in_window = Counter(e.scheduled_ms for e in runs(client, "hourly-report")
+                        if e.trigger in ("schedule", "catchup", "backfill") and e.scheduled_ms <= r["last_ms"])
+    assert set(in_window) == set(instants) and set(in_window.values()) == {1}, in_window  # each once
     # today's runs kept their timing while the backfill ran
     during = [e for e in runs(client, "hourly-report")
-              if e.trigger == "schedule" and e.state == "SUCCEEDED" and e.scheduled_ms / 1000 > created + 6]
+              if e.trigger == "schedule" and e.state == "SUCCEEDED" and e.scheduled_ms > created_ms + 6000]
     assert during
     lateness = sorted(e.attempts[-1].started_ms - e.scheduled_ms for e in during)
     assert lateness[len(lateness) // 2] < 1000, lateness
-    again = json.loads(schedctl(c.cluster_arg, "job", "backfill", "hourly-report", "--from", "60s ago", "--to",
-                                "30s ago", "-o", "json").stdout)
-    assert again["created"] == 0 and again["duplicates"] == again["instants"]   # deduplicated
+    again = json.loads(schedctl(c.cluster_arg, "job", "backfill", "hourly-report", "--from", window[1], "--to",
+                                format_ms(r["last_ms"]), "-o", "json").stdout)
+    assert again["instants"] == again["duplicates"] == r["instants"] and again["created"] == 0, again  # dedup

@@ -94,3 +94,72 @@ def test_worker_dial_maps_addresses(monkeypatch):
     finally:
         monkeypatch.setattr(hooks, "WORKER_DIAL", {})
         monkeypatch.setattr(hooks, "FAILPOINTS", None)
+
+
+def _pushed(node, token: int) -> dict:
+    """What the push hook records when `node` pushes an assignment of `token`."""
+    from types import SimpleNamespace
+
+    from schedd.v1 import scheduler_pb2 as pb
+    records: list[dict] = []
+    hub = SimpleNamespace(send=lambda conn, msg: None)
+    hooks.wrap_hub_send(hub, lambda type_, **f: records.append({"type": type_, **f}), node)
+    hub.send(SimpleNamespace(name="w2"), pb.LeaderMessage(assignment=pb.Assignment(
+        job="queuer", scheduled_ms=1_796_120_838_000, fencing_token=token, attempt=1, term=2)))
+    return records[0]
+
+
+def test_push_records_what_the_state_machine_applied_not_pysyncobjs_lagging_counter():
+    """S02 seed 92261289 (issue 9 item 7): n3 applied claim 180, and 8 ms later pushed it with
+    pysyncobj's raftLastApplied still at 179 (its tick thread had been descheduled between
+    answering the proposal and incrementing the counter); the checker reported C6. The hook now
+    records the index the state machine applied, which apply sets before it answers."""
+    import threading
+    from types import SimpleNamespace
+
+    from tests.jepsen_like import checker
+    node = SimpleNamespace(cfg=SimpleNamespace(node_id="n3"), lock=threading.RLock(),
+                           state=SimpleNamespace(last_index=180), sync=SimpleNamespace(raftLastApplied=179))
+    push = {"ts": 2.0, "proc": "n3", **_pushed(node, 180)}
+    assert push["applied"] == 180
+    claim = {"ts": 1.0, "proc": "n3", "type": "apply", "node": "n3", "index": 180, "hash": "h",
+             "entry": {"k": "start", "now": 0, "job": "queuer", "scheduled_ms": 1_796_120_838_000, "attempt": 1,
+                       "worker": "w2", "term": 2, "rid": "start-queuer#1"}, "res": {"ok": True, "token": 180}}
+    res = checker.check([claim, push], {"lease_ms": 3000})
+    assert not [a for a in res["anomalies"] if a["check"] == "C6"], res["anomalies"]
+
+
+def test_pysyncobj_answers_a_proposal_before_counting_it_applied(tmp_path):
+    """Why the push hook cannot read raftLastApplied: in the proposal's callback (which is what
+    wakes the leader's asyncio thread to push) pysyncobj's counter is still one short, while the
+    state machine's index already names the applied entry."""
+    import asyncio
+
+    from schedd.core import commands as C
+    from schedd.replication.node import RaftNode
+    from schedd.runtime.cluster import restartable_ports
+    base = restartable_ports(2)
+    cfg = from_dict({"node_id": "n1", "data_dir": str(tmp_path), "raft_address": f"127.0.0.1:{base}",
+                     "grpc_address": f"127.0.0.1:{base + 1}"})
+    node = RaftNode(cfg)
+    try:
+        async def propose_and_look() -> tuple[int, int, int]:
+            loop = asyncio.get_running_loop()
+            while not node.is_leader():
+                await asyncio.sleep(0.05)
+            seen: asyncio.Future = loop.create_future()
+
+            def callback(result, error) -> None:            # pysyncobj's tick thread, as in propose()
+                try:
+                    look = (node.sync.raftLastApplied, hooks.applied_through(node), node.state.last_index)
+                    loop.call_soon_threadsafe(seen.set_result, look)
+                except Exception as e:  # noqa: BLE001 - hand it to the test, never to the tick thread
+                    loop.call_soon_threadsafe(seen.set_exception, e)
+            node._consumer.apply_entry(C.encode(C.PAUSE, rid="r1", now=1, term=node.term, by="t", name="nope"),
+                                       callback=callback)
+            return await asyncio.wait_for(seen, 30)
+        counter, recorded, index = asyncio.run(propose_and_look())
+    finally:
+        node.close()
+    assert counter == index - 1          # pysyncobj counts the entry applied only after answering
+    assert recorded == index             # what the push hook records
