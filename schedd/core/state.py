@@ -41,8 +41,8 @@ from schedd.core.wheel import TimingWheel
 
 DEDUP_TTL_MS = 15 * 60 * 1000
 AUDIT_KEEP = 10_000
-CATCHUP_MARK_MS = 2_000        # an instant recorded this late is labelled "catchup"
 MISSED_GRACE_MS = 10_000       # later than this, an instant was missed: the catch-up policy decides
+                               # (and it is labelled "catchup"); sooner, it was only delayed
 GAPS_KEEP = 50                 # ledger gaps kept per job
 OPEN_END = 2 ** 62             # the end of a gap still open (a job paused now)
 MAX_BACKFILL_PER_ENTRY = 1000
@@ -664,8 +664,9 @@ class SchedulerState:
             return [(t, "duplicate")]
         if not due:
             return [(t, "not_due")]
-        trigger = "catchup" if t < cmd.now - CATCHUP_MARK_MS else "schedule"
-        ex = self._record(job, t, trigger, cmd, index)
+        # Late by less than the missed grace (an outage, a failover): delayed, not missed. It is a
+        # plain scheduled run, never throttled by the catch-up rate, whatever the number of them.
+        ex = self._record(job, t, "schedule", cmd, index)
         return [(t, "created" if ex.state == SCHEDULED else "skipped")]
 
     def _catch_up(self, job: Job, t: int, cmd: C.Command, index: int) -> list[tuple[int, str]]:

@@ -172,3 +172,43 @@ async def test_a_stalled_loop_grants_running_attempts_a_lease(setup):
     for k in range(1, 12):                   # then steps as usual, and no news from the worker
         await step(assigner, tasks, h.now + k * 1_000)
     assert h.state.execs[("j1", T0)].state == "RETRY_WAIT"       # expired after a lease of silence
+
+
+async def test_a_short_outage_releases_every_late_instant_at_once(setup):
+    """After a 7 s outage, 400 late instants of per-second jobs all start in one pass: they were
+    delayed, not missed (README "Catch-up"); instants older than the missed grace still go
+    through the catch-up rate (issue 9 item 4)."""
+    h, node, hub, assigner, tasks = setup
+    names = [f"j{i:02d}" for i in range(50)]
+    for name in names:
+        h.put(name=name, schedule="@every 1s")
+    h.plan_and_fire()                                   # T0 recorded for every job, then no leader
+    for ex in h.state.execs.values():
+        h.apply(C.SKIP, items=[[ex.job, ex.scheduled_ms, "not under test"]])
+    h.now = T0 + 8_000                                  # the leader is back 8 s later
+    for _ in range(10):
+        if not h.plan_and_fire():
+            break
+    late = [key for key, ex in h.state.execs.items() if ex.state == "SCHEDULED"]
+    assert len(late) == 400                             # T0+1s .. T0+8s of 50 jobs
+    add_worker(hub, h, slots=1_000)
+    await step(assigner, tasks, h.now)
+    assert sum(h.state.execs[k].state == "RUNNING" for k in late) == 400
+    assert not [r for r in assigner.waiting.values() if "catch-up" in r]
+    assert {h.state.execs[k].trigger for k in late} == {"schedule"}     # the normal lane
+
+
+async def test_instants_older_than_the_grace_still_follow_the_catch_up_rate(setup):
+    h, node, hub, assigner, tasks = setup
+    h.put(schedule="@every 1s")
+    h.now = T0 + 30_000                                 # down for 30 s: 20 instants were missed
+    for _ in range(40):
+        if not h.plan_and_fire():
+            break
+    triggers = [ex.trigger for ex in h.state.execs.values()]
+    assert triggers.count("catchup") == 20 and triggers.count("schedule") == 11   # T0+20s..T0+30s
+    add_worker(hub, h, slots=100)
+    await step(assigner, tasks, h.now)
+    running = [ex for ex in h.state.execs.values() if ex.state == "RUNNING"]
+    assert sum(ex.trigger == "schedule" for ex in running) == 11
+    assert sum(ex.trigger == "catchup" for ex in running) == 1             # 2/s in this fixture
