@@ -64,6 +64,7 @@ class RaftTuning:
     leader_fallback_ms: int = 2500
     compaction_entries: int = 20000
     compaction_seconds: int = 600
+    replica_stuck_ms: int = 10000     # a replica behind with no progress this long is "stuck"
 
 
 @dataclass(slots=True, frozen=True)
@@ -146,6 +147,7 @@ def _raft(t: dict) -> RaftTuning:
         leader_fallback_ms=_int(t, "leader_fallback_ms", d.leader_fallback_ms, 100, 60_000, "[raft]"),
         compaction_entries=_int(t, "compaction_entries", d.compaction_entries, 10, 10_000_000, "[raft]"),
         compaction_seconds=_int(t, "compaction_seconds", d.compaction_seconds, 1, 86_400, "[raft]"),
+        replica_stuck_ms=_int(t, "replica_stuck_ms", d.replica_stuck_ms, 1_000, 3_600_000, "[raft]"),
     )
     if r.election_timeout_ms[0] <= 3 * r.heartbeat_ms:
         raise ConfigError("[raft].election_timeout_ms min must be more than 3 x heartbeat_ms")
