@@ -878,10 +878,19 @@ class SchedulerState:
         outcome = TIMED_OUT if cmd.args.get("outcome") == TIMED_OUT else LOST
         attempt.state, attempt.ended_ms, attempt.error = outcome, cmd.now, reason
         job = self.jobs.get(ex.job)
+        never_started = outcome == LOST and cmd.args.get("never_started") is True
         if (outcome == LOST and job is not None and job.spec_dict().get("delivery") == "at_most_once"
                 and not ex.cancel_requested):
             ex.reason = f"at_most_once: attempt {attempt.number} lost ({reason}); not run again"
             self._set_state(ex, LOST, cmd.now)
+        elif never_started and not ex.cancel_requested:
+            # Its worker reconnected to a new leader without it (schedd.leader.assigner,
+            # inherited_claim_fate): like an assignment the worker declined, it goes back in line
+            # at once, counted neither as a failure nor as a lost attempt.
+            attempt.state = REJECTED
+            ex.reason = f"attempt {attempt.number} never started: {reason}"[:MAX_ERROR_CHARS]
+            self._set_state(ex, SCHEDULED, cmd.now)
+            return _ok(state=ex.state, retry_at=None, never_started=True)
         else:
             self._after_failure(ex, outcome, reason, cmd.now)
         return _ok(state=ex.state, retry_at=ex.retry_at)

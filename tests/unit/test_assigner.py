@@ -212,3 +212,79 @@ async def test_instants_older_than_the_grace_still_follow_the_catch_up_rate(setu
     running = [ex for ex in h.state.execs.values() if ex.state == "RUNNING"]
     assert sum(ex.trigger == "schedule" for ex in running) == 11
     assert sum(ex.trigger == "catchup" for ex in running) == 1             # 2/s in this fixture
+
+
+# ---------------------------------------------------------------- claims inherited at a takeover
+
+from schedd.leader.assigner import HELD, NOT_HELD, WAIT, inherited_claim_fate   # noqa: E402
+from schedd.v1 import scheduler_pb2 as pb                                         # noqa: E402
+
+
+@pytest.mark.parametrize("reconnected, reported, holds, fate", [
+    (False, False, False, WAIT),        # its worker is not back: it may run out of sight (lease)
+    (True, False, False, WAIT),         # back, but resent results may still be on the stream
+    (True, True, False, NOT_HELD),      # back and heartbeating without it: never started
+    (True, False, True, HELD),          # listed in its hello
+    (True, True, True, HELD),
+])
+def test_what_became_of_an_inherited_claim(reconnected, reported, holds, fate):
+    assert inherited_claim_fate(reconnected=reconnected, reported=reported, holds=holds) == fate
+
+
+def new_leader(h: Harness, node: FakeNode, assigner: Assigner) -> None:
+    """The leader of term 1 died right after its claim committed; this node leads term 2."""
+    h.term = node.term = 2
+    h.apply(C.EPOCH)
+    assigner.take_over(h.now)
+
+
+def reconnect(hub: WorkerHub, h: Harness, name: str, tokens=(), slots=2) -> WorkerConn:
+    conn = add_worker(hub, h, name=name, slots=slots)
+    hub._adopt(conn, list(tokens), h.now)
+    return conn
+
+
+async def test_a_claim_its_worker_reconnected_without_runs_again_at_once(setup):
+    """Issue 9 item 5: no fresh lease of grace, no backoff, when the worker says it never got it."""
+    h, node, hub, assigner, tasks = setup
+    h.put(schedule="@every 60s")
+    h.plan_and_fire()
+    tok = h.apply(C.START, job="j1", scheduled_ms=T0, attempt=1, worker="w1")["token"]   # never pushed
+    new_leader(h, node, assigner)
+    conn = reconnect(hub, h, "w1")                   # its hello lists nothing
+    h.now += 100
+    await step(assigner, tasks, h.now)
+    assert h.state.execs[("j1", T0)].state == "RUNNING"      # no heartbeat yet: results may follow
+    hub.on_heartbeat(conn, pb.Heartbeat(running_tokens=[]), h.now)
+    h.now += 100
+    await step(assigner, tasks, h.now)               # expired as never started ...
+    await step(assigner, tasks, h.now)               # ... and claimed again, in the same instant
+    ex = h.state.execs[("j1", T0)]
+    assert [a.state for a in ex.attempts] == ["REJECTED", "RUNNING"]
+    assert ex.attempts[0].fencing_token == tok and "never started" in ex.attempts[0].error
+    assert h.now - T0 < 1_000                        # not a lease, not a backoff
+
+
+async def test_an_inherited_claim_still_running_or_out_of_sight_keeps_its_lease(setup):
+    h, node, hub, assigner, tasks = setup
+    for name in ("held", "unseen", "reported"):
+        h.put(name=name, schedule="@every 60s")
+    h.plan_and_fire()
+    toks = {name: h.apply(C.START, job=name, scheduled_ms=T0, attempt=1, worker=f"w-{name}")["token"]
+            for name in ("held", "unseen", "reported")}
+    new_leader(h, node, assigner)
+    held = reconnect(hub, h, "w-held", [toks["held"]])         # still runs it
+    rep = reconnect(hub, h, "w-reported")                      # finished it: resends the result first
+    assigner.on_result(rep, pb.AttemptResult(execution_id=h.state.execs[("reported", T0)].id,
+                                             fencing_token=toks["reported"], state="SUCCEEDED"))
+    hub.on_heartbeat(rep, pb.Heartbeat(), h.now)
+    hub.on_heartbeat(held, pb.Heartbeat(running_tokens=[toks["held"]]), h.now)
+    for k in range(1, 9):                                      # w-unseen never comes back
+        await step(assigner, tasks, h.now + k * 1_000)
+        hub.on_heartbeat(held, pb.Heartbeat(running_tokens=[toks["held"]]), h.now + k * 1_000)
+    states = {name: h.state.execs[(name, T0)].state for name in toks}
+    assert states == {"held": "RUNNING", "unseen": "RUNNING", "reported": "SUCCEEDED"}
+    h.now += 11_000                                            # a lease after the takeover
+    await step(assigner, tasks, h.now)
+    assert h.state.execs[("unseen", T0)].state == "RETRY_WAIT"  # the lease rule, as before
+    assert h.state.execs[("held", T0)].state == "RUNNING"
