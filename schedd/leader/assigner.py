@@ -250,6 +250,8 @@ class Assigner:
         if not result.get("ok"):
             return
         token = result["token"]
+        if testing.FAILPOINTS is not None:      # tests of issue 9 item 5 only
+            testing.failpoint_claimed(token, name, t, conn.name)
         eid = execution_id(name, t)
         self.hub.token_seen[token] = self.clock.now_ms()
         if conn.closed:

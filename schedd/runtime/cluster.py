@@ -101,6 +101,7 @@ class LocalCluster:
     scheduler: dict = field(default_factory=dict)
     env: dict = field(default_factory=dict)
     log_level: str = "info"
+    test_mode: bool = False          # writes test_mode = true (failpoints, clock admin; with SCHEDD_TEST_MODE=1)
     nodes: dict[str, NodeProc] = field(default_factory=dict)
     workers: dict[str, NodeProc] = field(default_factory=dict)
     last_seen: dict = field(default_factory=dict)     # what leader() saw last, for error messages
@@ -135,7 +136,7 @@ class LocalCluster:
             f'metrics_address = "{node.metrics}"',
             f'secret_file = "{self.root / "cluster.secret"}"',
             f'fsync = "{self.fsync}"',
-        ]
+        ] + (["test_mode = true"] if self.test_mode else [])
         for section, values in (("raft", self.raft), ("scheduler", self.scheduler)):
             if values:
                 lines.append(f"\n[{section}]")
