@@ -813,7 +813,8 @@ class SchedulerState:
             return _reject("blocked", why)
         ex.holds = policy.holds(ex.lane)
         ex.attempts.append(Attempt(number=number, worker=str(cmd.args.get("worker", ""))[:128],
-                                   fencing_token=index, started_ms=cmd.now))
+                                   fencing_token=index, started_ms=cmd.now,
+                                   incarnation=str(cmd.args.get("incarnation") or "")[:64]))
         self._set_state(ex, RUNNING, cmd.now)
         return _ok(token=index, attempt=number)
 

@@ -41,14 +41,18 @@ MAX_KEY = "\U0010ffff"
 HELD, WAIT, NOT_HELD = "held", "wait", "not_held"
 
 
-def inherited_claim_fate(*, reconnected: bool, reported: bool, holds: bool) -> str:
+def inherited_claim_fate(*, reconnected: bool, same_process: bool, reported: bool, holds: bool) -> str:
     """What became of a claim committed by an earlier leader, as far as this leader can tell.
 
     HELD: its worker lists the token (in its hello or a heartbeat): it runs there; the usual lease.
     WAIT: its worker has not reconnected, or has sent no heartbeat yet on its new stream: it may
       be running out of sight (a partitioned worker stops its attempts only after a lease), so the
-      lease of grace from the takeover stands. Never run twice what might be running.
-    NOT_HELD: its worker reconnected and heartbeats without it, and no result for it came first
+      lease of grace from the takeover stands. Never run twice what might be running. Also when
+      the worker that reconnected is another process than the one the claim was made for (its
+      incarnation differs, or the claim predates incarnations): the process that got it may have
+      started it before it died, and its handler may outlive it.
+    NOT_HELD: the very process the claim was made for reconnected and heartbeats without it, and
+      no result for it came first
       (resent results precede the first heartbeat on the stream; a result removes the claim from
       the inherited set): the worker never started it (the claim committed just before the old
       leader died, the assignment was never pushed or never reached it). Expire it now and run
@@ -58,7 +62,7 @@ def inherited_claim_fate(*, reconnected: bool, reported: bool, holds: bool) -> s
     lost-attempt backoff followed: instants ran 97-101 s late (issue 9 item 5)."""
     if holds:
         return HELD
-    if not (reconnected and reported):
+    if not (reconnected and same_process and reported):
         return WAIT
     return NOT_HELD
 
@@ -234,7 +238,7 @@ class Assigner:
                      term: int) -> None:
         entry = C.encode(C.START, rid=f"start-{name}@{t}#{attempt}", now=self.clock.now_ms(),
                          term=term, by=self.node.cfg.node_id, job=name, scheduled_ms=t,
-                         attempt=attempt, worker=conn.name)
+                         attempt=attempt, worker=conn.name, incarnation=conn.incarnation)
         try:
             if testing.UNSAFE:                   # negative controls of the fault suite only
                 result = await testing.unsafe_claim(self, conn, entry, name, t, attempt, due, spec,
@@ -328,7 +332,10 @@ class Assigner:
                     continue
                 if token in self.inherited:
                     conn = self.hub.conns.get(a.worker)
+                    claimed_for = getattr(a, "incarnation", "")
                     fate = inherited_claim_fate(reconnected=conn is not None and not conn.closed,
+                                                same_process=conn is not None and bool(claimed_for)
+                                                and conn.incarnation == claimed_for,
                                                 reported=conn is not None and conn.reported,
                                                 holds=conn is not None and token in conn.running)
                     if fate == NOT_HELD:
@@ -375,6 +382,7 @@ class Assigner:
                 conn = self.hub.holder(token)
                 if conn is not None:
                     conn.running.pop(token, None)
+                self.inherited.pop(token, None)
                 self.hub.token_seen.pop(token, None)
                 self.cancel_sent.pop(token, None)
         except ProposalError as e:

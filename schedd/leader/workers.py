@@ -42,6 +42,7 @@ class WorkerConn:
     reserved: int = 0                                         # claims proposed, not yet settled
     out: asyncio.Queue = field(default_factory=asyncio.Queue)
     closed: bool = False
+    incarnation: str = ""         # the worker process (WorkerHello.incarnation)
     reported: bool = False        # a heartbeat came on this stream: every result the worker had
                                   # to resend after its hello came before it (one ordered stream)
 
@@ -135,7 +136,8 @@ class WorkerHub(pb_grpc.WorkersServicer):
         if old is not None:
             self._close(old)                      # a reconnect replaces the stale stream
         conn = WorkerConn(name=hello.name, slots=hello.slots, pool=hello.pool, labels=dict(hello.labels),
-                          peer=context.peer(), connected_ms=now, last_heartbeat_ms=now)
+                          peer=context.peer(), connected_ms=now, last_heartbeat_ms=now,
+                          incarnation=hello.incarnation[:64])
         self.conns[hello.name] = conn
         self._adopt(conn, hello.running_tokens, now)
         log.info("worker %s connected from %s: %d slots, pool %r, running %s", conn.name, conn.peer,

@@ -485,7 +485,7 @@ class CancelExecutionRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class WorkerHello(_message.Message):
-    __slots__ = ("name", "slots", "pool", "labels", "running_tokens", "version", "max_term_seen")
+    __slots__ = ("name", "slots", "pool", "labels", "running_tokens", "version", "max_term_seen", "incarnation")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -500,6 +500,7 @@ class WorkerHello(_message.Message):
     RUNNING_TOKENS_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     MAX_TERM_SEEN_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     name: str
     slots: int
     pool: str
@@ -507,7 +508,8 @@ class WorkerHello(_message.Message):
     running_tokens: _containers.RepeatedScalarFieldContainer[int]
     version: str
     max_term_seen: int
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., running_tokens: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., max_term_seen: _Optional[int] = ...) -> None: ...
+    incarnation: str
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., running_tokens: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., max_term_seen: _Optional[int] = ..., incarnation: _Optional[str] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("running_tokens", "draining")

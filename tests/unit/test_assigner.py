@@ -220,15 +220,17 @@ from schedd.leader.assigner import HELD, NOT_HELD, WAIT, inherited_claim_fate   
 from schedd.v1 import scheduler_pb2 as pb                                         # noqa: E402
 
 
-@pytest.mark.parametrize("reconnected, reported, holds, fate", [
-    (False, False, False, WAIT),        # its worker is not back: it may run out of sight (lease)
-    (True, False, False, WAIT),         # back, but resent results may still be on the stream
-    (True, True, False, NOT_HELD),      # back and heartbeating without it: never started
-    (True, False, True, HELD),          # listed in its hello
-    (True, True, True, HELD),
+@pytest.mark.parametrize("reconnected, same_process, reported, holds, fate", [
+    (False, False, False, False, WAIT),     # its worker is not back: it may run out of sight (lease)
+    (True, True, False, False, WAIT),       # back, but resent results may still be on the stream
+    (True, True, True, False, NOT_HELD),    # the same process heartbeats without it: never started
+    (True, False, True, False, WAIT),       # a restarted worker: the old process may have started it
+    (True, True, False, True, HELD),        # listed in its hello
+    (True, True, True, True, HELD),
 ])
-def test_what_became_of_an_inherited_claim(reconnected, reported, holds, fate):
-    assert inherited_claim_fate(reconnected=reconnected, reported=reported, holds=holds) == fate
+def test_what_became_of_an_inherited_claim(reconnected, same_process, reported, holds, fate):
+    assert inherited_claim_fate(reconnected=reconnected, same_process=same_process, reported=reported,
+                                holds=holds) == fate
 
 
 def new_leader(h: Harness, node: FakeNode, assigner: Assigner) -> None:
@@ -238,10 +240,17 @@ def new_leader(h: Harness, node: FakeNode, assigner: Assigner) -> None:
     assigner.take_over(h.now)
 
 
-def reconnect(hub: WorkerHub, h: Harness, name: str, tokens=(), slots=2) -> WorkerConn:
+def reconnect(hub: WorkerHub, h: Harness, name: str, tokens=(), slots=2, incarnation="") -> WorkerConn:
     conn = add_worker(hub, h, name=name, slots=slots)
+    conn.incarnation = incarnation or f"{name}-1"
     hub._adopt(conn, list(tokens), h.now)
     return conn
+
+
+def claim_for(h: Harness, name: str, worker: str) -> int:
+    """A claim the leader of term 1 committed for `worker`'s first process."""
+    return h.apply(C.START, job=name, scheduled_ms=T0, attempt=1, worker=worker,
+                   incarnation=f"{worker}-1")["token"]
 
 
 async def test_a_claim_its_worker_reconnected_without_runs_again_at_once(setup):
@@ -249,7 +258,7 @@ async def test_a_claim_its_worker_reconnected_without_runs_again_at_once(setup):
     h, node, hub, assigner, tasks = setup
     h.put(schedule="@every 60s")
     h.plan_and_fire()
-    tok = h.apply(C.START, job="j1", scheduled_ms=T0, attempt=1, worker="w1")["token"]   # never pushed
+    tok = claim_for(h, "j1", "w1")                   # committed, never pushed
     new_leader(h, node, assigner)
     conn = reconnect(hub, h, "w1")                   # its hello lists nothing
     h.now += 100
@@ -265,13 +274,12 @@ async def test_a_claim_its_worker_reconnected_without_runs_again_at_once(setup):
     assert h.now - T0 < 1_000                        # not a lease, not a backoff
 
 
-async def test_an_inherited_claim_still_running_or_out_of_sight_keeps_its_lease(setup):
+async def test_an_inherited_claim_running_out_of_sight_or_on_a_restarted_worker_keeps_its_lease(setup):
     h, node, hub, assigner, tasks = setup
-    for name in ("held", "unseen", "reported"):
+    for name in ("held", "unseen", "reported", "restarted"):
         h.put(name=name, schedule="@every 60s")
     h.plan_and_fire()
-    toks = {name: h.apply(C.START, job=name, scheduled_ms=T0, attempt=1, worker=f"w-{name}")["token"]
-            for name in ("held", "unseen", "reported")}
+    toks = {name: claim_for(h, name, f"w-{name}") for name in ("held", "unseen", "reported", "restarted")}
     new_leader(h, node, assigner)
     held = reconnect(hub, h, "w-held", [toks["held"]])         # still runs it
     rep = reconnect(hub, h, "w-reported")                      # finished it: resends the result first
@@ -279,12 +287,15 @@ async def test_an_inherited_claim_still_running_or_out_of_sight_keeps_its_lease(
                                              fencing_token=toks["reported"], state="SUCCEEDED"))
     hub.on_heartbeat(rep, pb.Heartbeat(), h.now)
     hub.on_heartbeat(held, pb.Heartbeat(running_tokens=[toks["held"]]), h.now)
+    again = reconnect(hub, h, "w-restarted", incarnation="w-restarted-2")   # a new process
+    hub.on_heartbeat(again, pb.Heartbeat(), h.now)
     for k in range(1, 9):                                      # w-unseen never comes back
         await step(assigner, tasks, h.now + k * 1_000)
         hub.on_heartbeat(held, pb.Heartbeat(running_tokens=[toks["held"]]), h.now + k * 1_000)
     states = {name: h.state.execs[(name, T0)].state for name in toks}
-    assert states == {"held": "RUNNING", "unseen": "RUNNING", "reported": "SUCCEEDED"}
+    assert states == {"held": "RUNNING", "unseen": "RUNNING", "reported": "SUCCEEDED", "restarted": "RUNNING"}
     h.now += 11_000                                            # a lease after the takeover
     await step(assigner, tasks, h.now)
     assert h.state.execs[("unseen", T0)].state == "RETRY_WAIT"  # the lease rule, as before
+    assert h.state.execs[("restarted", T0)].state == "RETRY_WAIT"
     assert h.state.execs[("held", T0)].state == "RUNNING"
