@@ -974,7 +974,8 @@ def _cluster_table(status: pb.ClusterStatus) -> str:
          node.grpc_address, node.raft_address) + ((_shorten(node.error, 60),) if with_errors else ())  # fmt: skip
         for node in status.nodes
     ]
-    return header + "\n" + _table(headers, rows, empty="(no nodes reported)")
+    out = header + "\n" + _table(headers, rows, empty="(no nodes reported)")
+    return out + "".join(f"\nWARNING: {w}" for w in status.warnings)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -420,23 +420,80 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                 pb.Quota(key=k, limit=quota_limit(st, k) or 0, running=st.held.get(k, 0)) for k in keys])
 
 
+STALE_LEADER = "stale leader"
+
+
+def _ago(now_ms: int, t_ms: int) -> str:
+    return f"since {sched.format_ms(t_ms // 1000 * 1000)} ({max(0, now_ms - t_ms) / 1000:.0f} s)"
+
+
+def summarize(nodes: list[pb.NodeStatus], now_ms: int) -> tuple[pb.NodeStatus | None, list[str]]:
+    """The leader and the warnings of a cluster status, from every node's own report. Two nodes
+    may both report leadership (a leader resumed after SIGCONT has not yet heard of the next
+    term): only the one of the highest term is the leader; the other is shown as a stale leader.
+    A replica stuck in log repair is named once, as the leader sees it if the leader says so,
+    else as it sees itself."""
+    leaders = [n for n in nodes if n.role == "leader"]
+    leader = max(leaders, key=lambda n: n.term) if leaders else None
+    warnings = []
+    for n in leaders:
+        if n is not leader and n.term < leader.term:
+            n.role = STALE_LEADER
+            warnings.append(f"{n.id} still acts as leader of term {n.term}, but {leader.id} leads "
+                            f"term {leader.term}: a stale leader")
+    ids = {n.raft_address: n.id for n in nodes}
+    views = ([leader] if leader is not None else []) + [n for n in nodes if n is not leader]
+    named: set[str] = set()
+    for n in views:
+        if n.role == "unreachable":
+            continue
+        for r in n.replicas:
+            if not r.stuck or r.peer in named:
+                continue
+            named.add(r.peer)
+            who = f"{ids.get(r.peer) or r.peer_id or '?'} ({r.peer})"
+            if r.peer == n.raft_address:
+                warnings.append(f"replica {who} is not converging: commit index {r.match_index}, the "
+                                f"leader's {r.last_index} ({r.lag} entries behind), no progress "
+                                f"{_ago(now_ms, r.progress_ms)}; log repair stuck at index {r.match_index + 1}")
+            else:
+                warnings.append(f"replica {who} is not converging: {r.lag} entries behind leader {n.id}, "
+                                f"matchIndex {r.match_index} unchanged {_ago(now_ms, r.progress_ms)}; "
+                                f"log repair stuck at index {r.match_index + 1}")
+    return leader, warnings
+
+
 class ClusterService(pb_grpc.ClusterServicer):
     """Status is answered by whichever node is asked (never forwarded), from every member's
     NodeInfo, so it works during an election and shows unreachable nodes."""
 
-    def __init__(self, node: RaftNode, router: Router) -> None:
+    def __init__(self, node: RaftNode, router: Router, replicas=None, clock: Clock | None = None) -> None:
         self.node, self.router = node, router
+        self.replicas = replicas          # a ReplicaWatch (schedd/runtime/replica_watch.py)
+        self.clock = clock
+
+    def _now_ms(self) -> int:
+        return self.clock.now_ms() if self.clock is not None else int(time.time() * 1000)
 
     def local_info(self) -> pb.NodeStatus:
-        st = self.node.status()
+        st = self.node.status()           # role, term and indexes of one moment
         me = self.node.cfg
         with self.node.lock:
             state_hash, epoch = self.node.state.state_hash(), self.node.state.epoch
-        return pb.NodeStatus(
+        info = pb.NodeStatus(
             id=me.node_id, raft_address=me.raft_address, grpc_address=me.grpc_address, role=st.role,
             term=st.term, commit_index=st.commit_index, applied_index=st.applied_index,
             lag=max(0, st.leader_commit_index - st.applied_index), has_quorum=st.has_quorum,
             state_hash=state_hash, uptime_seconds=st.uptime_s, leader_epoch=epoch)
+        w = self.replicas
+        if w is not None:
+            info.writable, info.not_writable_reason = w.writable, w.why_not_writable
+            info.replicas.extend(
+                pb.ReplicaProgress(peer=r.peer, peer_id=me.id_of_raft(r.peer), match_index=r.match_index,
+                                   last_index=r.last_index, lag=r.lag, stuck=r.stuck,
+                                   progress_ms=w.progress_wall_ms(r))
+                for r in w.rows)
+        return info
 
     async def NodeInfo(self, request, context) -> pb.NodeStatus:
         return self.local_info()
@@ -457,8 +514,7 @@ class ClusterService(pb_grpc.ClusterServicer):
         for p, info in zip(peers, await asyncio.gather(*(self._peer_info(p) for p in peers))):
             infos[p.id] = info
         nodes = [infos[p.id] for p in me.members]
-        leaders = [n for n in nodes if n.role == "leader"]
-        leader = max(leaders, key=lambda n: n.term) if leaders else None
+        leader, warnings = summarize(nodes, self._now_ms())
         with self.node.lock:
             jobs, execs = len(self.node.state.jobs), len(self.node.state.execs)
         if leader is not None:
@@ -468,4 +524,4 @@ class ClusterService(pb_grpc.ClusterServicer):
         return pb.ClusterStatus(
             leader_id=leader.id if leader else "", leader_grpc_address=leader.grpc_address if leader else "",
             term=max(n.term for n in nodes), commit_index=leader.commit_index if leader else 0,
-            nodes=nodes, jobs=jobs, executions=execs, answered_by=me.node_id)
+            nodes=nodes, jobs=jobs, executions=execs, answered_by=me.node_id, warnings=warnings)

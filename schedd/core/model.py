@@ -96,6 +96,8 @@ class Attempt:
     error: str = ""
     output_tail: str = ""
     rejected: str = ""          # a late result refused by fencing, kept for the history
+    incarnation: str = ""       # the worker process the claim was made for (read with getattr:
+                                # attempts restored from older snapshots lack it)
 
 
 @dataclass(slots=True)

@@ -41,8 +41,8 @@ from schedd.core.wheel import TimingWheel
 
 DEDUP_TTL_MS = 15 * 60 * 1000
 AUDIT_KEEP = 10_000
-CATCHUP_MARK_MS = 2_000        # an instant recorded this late is labelled "catchup"
 MISSED_GRACE_MS = 10_000       # later than this, an instant was missed: the catch-up policy decides
+                               # (and it is labelled "catchup"); sooner, it was only delayed
 GAPS_KEEP = 50                 # ledger gaps kept per job
 OPEN_END = 2 ** 62             # the end of a gap still open (a job paused now)
 MAX_BACKFILL_PER_ENTRY = 1000
@@ -664,8 +664,9 @@ class SchedulerState:
             return [(t, "duplicate")]
         if not due:
             return [(t, "not_due")]
-        trigger = "catchup" if t < cmd.now - CATCHUP_MARK_MS else "schedule"
-        ex = self._record(job, t, trigger, cmd, index)
+        # Late by less than the missed grace (an outage, a failover): delayed, not missed. It is a
+        # plain scheduled run, never throttled by the catch-up rate, whatever the number of them.
+        ex = self._record(job, t, "schedule", cmd, index)
         return [(t, "created" if ex.state == SCHEDULED else "skipped")]
 
     def _catch_up(self, job: Job, t: int, cmd: C.Command, index: int) -> list[tuple[int, str]]:
@@ -812,7 +813,8 @@ class SchedulerState:
             return _reject("blocked", why)
         ex.holds = policy.holds(ex.lane)
         ex.attempts.append(Attempt(number=number, worker=str(cmd.args.get("worker", ""))[:128],
-                                   fencing_token=index, started_ms=cmd.now))
+                                   fencing_token=index, started_ms=cmd.now,
+                                   incarnation=str(cmd.args.get("incarnation") or "")[:64]))
         self._set_state(ex, RUNNING, cmd.now)
         return _ok(token=index, attempt=number)
 
@@ -877,10 +879,19 @@ class SchedulerState:
         outcome = TIMED_OUT if cmd.args.get("outcome") == TIMED_OUT else LOST
         attempt.state, attempt.ended_ms, attempt.error = outcome, cmd.now, reason
         job = self.jobs.get(ex.job)
+        never_started = outcome == LOST and cmd.args.get("never_started") is True
         if (outcome == LOST and job is not None and job.spec_dict().get("delivery") == "at_most_once"
                 and not ex.cancel_requested):
             ex.reason = f"at_most_once: attempt {attempt.number} lost ({reason}); not run again"
             self._set_state(ex, LOST, cmd.now)
+        elif never_started and not ex.cancel_requested:
+            # Its worker reconnected to a new leader without it (schedd.leader.assigner,
+            # inherited_claim_fate): like an assignment the worker declined, it goes back in line
+            # at once, counted neither as a failure nor as a lost attempt.
+            attempt.state = REJECTED
+            ex.reason = f"attempt {attempt.number} never started: {reason}"[:MAX_ERROR_CHARS]
+            self._set_state(ex, SCHEDULED, cmd.now)
+            return _ok(state=ex.state, retry_at=None, never_started=True)
         else:
             self._after_failure(ex, outcome, reason, cmd.now)
         return _ok(state=ex.state, retry_at=ex.retry_at)

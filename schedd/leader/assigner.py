@@ -7,7 +7,9 @@ Every decision becomes a log entry before it has an effect (DESIGN.md "Firing", 
 - a result is committed (`finish`); apply refuses a token that is no longer current, so a zombie
   worker cannot overwrite a retry's result;
 - a lost attempt is expired (`expire`) only after a lease without news, and a new leader first
-  grants running attempts one lease of grace for their workers to reconnect.
+  grants running attempts one lease of grace for their workers to reconnect; a claim inherited
+  from an earlier leader whose worker reconnects without it never started there: it is expired
+  at once and run again without backoff (`inherited_claim_fate`).
 The proposals carry request ids derived from the token, so a retried proposal applies once.
 """
 
@@ -36,6 +38,34 @@ SPEC_CACHE = 10_000            # parsed specs kept: of jobs claimed or running (
 FULL_PASS_MS = 500            # every waiting run is looked at (skips, reasons) this often
 MAX_KEY = "\U0010ffff"
 
+HELD, WAIT, NOT_HELD = "held", "wait", "not_held"
+
+
+def inherited_claim_fate(*, reconnected: bool, same_process: bool, reported: bool, holds: bool) -> str:
+    """What became of a claim committed by an earlier leader, as far as this leader can tell.
+
+    HELD: its worker lists the token (in its hello or a heartbeat): it runs there; the usual lease.
+    WAIT: its worker has not reconnected, or has sent no heartbeat yet on its new stream: it may
+      be running out of sight (a partitioned worker stops its attempts only after a lease), so the
+      lease of grace from the takeover stands. Never run twice what might be running. Also when
+      the worker that reconnected is another process than the one the claim was made for (its
+      incarnation differs, or the claim predates incarnations): the process that got it may have
+      started it before it died, and its handler may outlive it.
+    NOT_HELD: the very process the claim was made for reconnected and heartbeats without it, and
+      no result for it came first
+      (resent results precede the first heartbeat on the stream; a result removes the claim from
+      the inherited set): the worker never started it (the claim committed just before the old
+      leader died, the assignment was never pushed or never reached it). Expire it now and run
+      it again without backoff; at_most_once jobs keep their rule (apply ends them LOST).
+
+    Without this, each new leader of a repeated failover granted a fresh lease of grace and the
+    lost-attempt backoff followed: instants ran 97-101 s late (issue 9 item 5)."""
+    if holds:
+        return HELD
+    if not (reconnected and same_process and reported):
+        return WAIT
+    return NOT_HELD
+
 
 class Assigner:
     def __init__(self, node: RaftNode, clock: Clock, hub: WorkerHub, lookahead_ms: int,
@@ -55,17 +85,23 @@ class Assigner:
         self.cancel_sent: dict[int, int] = {}
         self.waiting: dict[tuple[str, int], str] = {}
         self.took_over_ms = 0
+        self.inherited: dict[int, str] = {}   # token -> worker: claims running at the takeover
         self._specs = VersionCache(lambda job: job.spec_dict(), SPEC_CACHE)   # job -> parsed spec
         hub.on_result = self.on_result
 
     def take_over(self, now: int) -> None:
-        """Running attempts get one lease of grace from now for their workers to reconnect."""
+        """Running attempts get one lease of grace from now for their workers to reconnect; the
+        claims running now are `inherited` until their workers say what became of them."""
         self.took_over_ms = 0 if testing.UNSAFE and "no_lease_grace" in testing.UNSAFE else now
         self.claiming.clear()
         self.expiring.clear()
         self.cancel_sent.clear()
         self.waiting.clear()
         self._next_full_pass_ms = 0
+        with self.node.lock:
+            st = self.node.state
+            running = [st.execs[(name, t)].attempts[-1] for t, name in st.by_state.get(RUNNING, ())]
+        self.inherited = {a.fencing_token: a.worker for a in running}
 
     def step(self, now: int) -> None:
         """One pass, called by the dispatcher only while this node leads the current epoch.
@@ -202,7 +238,7 @@ class Assigner:
                      term: int) -> None:
         entry = C.encode(C.START, rid=f"start-{name}@{t}#{attempt}", now=self.clock.now_ms(),
                          term=term, by=self.node.cfg.node_id, job=name, scheduled_ms=t,
-                         attempt=attempt, worker=conn.name)
+                         attempt=attempt, worker=conn.name, incarnation=conn.incarnation)
         try:
             if testing.UNSAFE:                   # negative controls of the fault suite only
                 result = await testing.unsafe_claim(self, conn, entry, name, t, attempt, due, spec,
@@ -218,6 +254,8 @@ class Assigner:
         if not result.get("ok"):
             return
         token = result["token"]
+        if testing.FAILPOINTS is not None:      # tests of issue 9 item 5 only
+            testing.failpoint_claimed(token, name, t, conn.name)
         eid = execution_id(name, t)
         self.hub.token_seen[token] = self.clock.now_ms()
         if conn.closed:
@@ -239,6 +277,7 @@ class Assigner:
         if testing.FAILPOINTS is not None:      # fault suite S03 only
             testing.failpoint_result(r.fencing_token)
         conn.running.pop(r.fencing_token, None)
+        self.inherited.pop(r.fencing_token, None)       # it reported: the usual rules apply
         self.hub.token_seen.pop(r.fencing_token, None)
         self.cancel_sent.pop(r.fencing_token, None)
         self.spawn(self._finish(conn, r))
@@ -281,6 +320,7 @@ class Assigner:
     def _reap(self, now: int) -> None:
         lease = self.hub.lease_ms
         expire: list[tuple[str, int, int, str, str]] = []
+        unstarted: list[tuple[str, int, int, str]] = []
         cancels: list[tuple[int, str]] = []
         with self.node.lock:
             st = self.node.state
@@ -290,6 +330,20 @@ class Assigner:
                 token = a.fencing_token
                 if token in self.expiring:
                     continue
+                if token in self.inherited:
+                    conn = self.hub.conns.get(a.worker)
+                    claimed_for = getattr(a, "incarnation", "")
+                    fate = inherited_claim_fate(reconnected=conn is not None and not conn.closed,
+                                                same_process=conn is not None and bool(claimed_for)
+                                                and conn.incarnation == claimed_for,
+                                                reported=conn is not None and conn.reported,
+                                                holds=conn is not None and token in conn.running)
+                    if fate == NOT_HELD:
+                        unstarted.append((name, t, token, f"worker {a.worker} reconnected to the new "
+                                                          "leader without it: never started"))
+                        continue
+                    if fate == HELD:
+                        del self.inherited[token]
                 seen = max(self.hub.token_seen.get(token, 0), a.started_ms, self.took_over_ms)
                 job = st.jobs.get(name)
                 timeout_ms = int((self._specs.get(job).get("timeout_seconds") or 0) * 1000) if job else 0
@@ -304,23 +358,31 @@ class Assigner:
         for name, t, token, outcome, reason in expire:
             self.expiring.add(token)
             self.spawn(self._expire(name, t, token, outcome, reason, self.term))
+        for name, t, token, reason in unstarted:
+            self.expiring.add(token)
+            del self.inherited[token]
+            self.spawn(self._expire(name, t, token, "LOST", reason, self.term, never_started=True))
         for token, eid in cancels:
             self.push_cancel(token, eid)
 
-    async def _expire(self, name: str, t: int, token: int, outcome: str, reason: str, term: int) -> None:
+    async def _expire(self, name: str, t: int, token: int, outcome: str, reason: str, term: int,
+                      never_started: bool = False) -> None:
+        extra = {"never_started": True} if never_started else {}
         entry = C.encode(C.EXPIRE, rid=f"expire-{token}", now=self.clock.now_ms(), term=term,
                          by=self.node.cfg.node_id, job=name, scheduled_ms=t, token=token,
-                         outcome=outcome, reason=reason)
+                         outcome=outcome, reason=reason, **extra)
         try:
             result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
             if result.get("ok"):
                 log.warning("expired %s attempt token %d: %s -> %s", execution_id(name, t), token, reason,
                             result.get("state"))
                 if self.metrics is not None:        # LOST: an at_most_once attempt never re-run
-                    self.metrics.attempts_expired.labels(result.get("state", outcome)).inc()
+                    label = "never_started" if result.get("never_started") else result.get("state", outcome)
+                    self.metrics.attempts_expired.labels(label).inc()
                 conn = self.hub.holder(token)
                 if conn is not None:
                     conn.running.pop(token, None)
+                self.inherited.pop(token, None)
                 self.hub.token_seen.pop(token, None)
                 self.cancel_sent.pop(token, None)
         except ProposalError as e:

@@ -2,7 +2,8 @@
 going out. Only a node that leads in its current term (its epoch entry applied) accepts a stream;
 any other node refuses with FAILED_PRECONDITION and "leader=<grpc address>" so the worker goes
 there. When this node stops leading, every stream is closed and workers reconnect to the new
-leader, keeping their attempts running (the new leader grants them a lease period of grace).
+leader, keeping their attempts running (the new leader grants them a lease period of grace, and
+expires at once a claim its worker reconnected without: see Assigner.take_over).
 
 The dispatcher (dispatcher.py) decides what to claim and expire; this module only keeps the
 registry and moves messages. Claims and results become log entries there, never here.
@@ -41,6 +42,9 @@ class WorkerConn:
     reserved: int = 0                                         # claims proposed, not yet settled
     out: asyncio.Queue = field(default_factory=asyncio.Queue)
     closed: bool = False
+    incarnation: str = ""         # the worker process (WorkerHello.incarnation)
+    reported: bool = False        # a heartbeat came on this stream: every result the worker had
+                                  # to resend after its hello came before it (one ordered stream)
 
     def free_slots(self) -> int:
         return 0 if self.draining or self.closed else self.slots - len(self.running) - self.reserved
@@ -132,7 +136,8 @@ class WorkerHub(pb_grpc.WorkersServicer):
         if old is not None:
             self._close(old)                      # a reconnect replaces the stale stream
         conn = WorkerConn(name=hello.name, slots=hello.slots, pool=hello.pool, labels=dict(hello.labels),
-                          peer=context.peer(), connected_ms=now, last_heartbeat_ms=now)
+                          peer=context.peer(), connected_ms=now, last_heartbeat_ms=now,
+                          incarnation=hello.incarnation[:64])
         self.conns[hello.name] = conn
         self._adopt(conn, hello.running_tokens, now)
         log.info("worker %s connected from %s: %d slots, pool %r, running %s", conn.name, conn.peer,
@@ -177,10 +182,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
                 now = self.clock.now_ms()
                 conn.last_heartbeat_ms = now
                 if kind == "heartbeat":
-                    conn.draining = msg.heartbeat.draining
-                    for token in msg.heartbeat.running_tokens:
-                        if token in conn.running:
-                            self.token_seen[token] = now
+                    self.on_heartbeat(conn, msg.heartbeat, now)
                 elif kind == "result":
                     self.on_result(conn, msg.result)
         except (asyncio.CancelledError, grpc.aio.AioRpcError):
@@ -188,6 +190,13 @@ class WorkerHub(pb_grpc.WorkersServicer):
         finally:
             if not conn.closed:
                 self._close(conn)
+
+    def on_heartbeat(self, conn: WorkerConn, hb: pb.Heartbeat, now: int) -> None:
+        conn.draining = hb.draining
+        for token in hb.running_tokens:
+            if token in conn.running:
+                self.token_seen[token] = now
+        conn.reported = True
 
     async def ListWorkers(self, request, context) -> pb.ListWorkersResponse:
         if not self.node.is_leader() and self.router is not None:

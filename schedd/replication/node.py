@@ -19,7 +19,7 @@ import asyncio
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
@@ -93,8 +93,12 @@ class ReplicatedState(SyncObjConsumer):
                  len(self._sm.execs), time.monotonic() - started)
 
 
+STATUS_READ_TRIES = 20
+
+
 @dataclass(slots=True)
 class RaftStatus:
+    """One consistent reading of pysyncobj's status (RaftNode.status)."""
     role: str
     term: int
     commit_index: int
@@ -102,6 +106,9 @@ class RaftStatus:
     leader_commit_index: int
     has_quorum: bool
     uptime_s: int
+    leader: str = ""                  # the leader's raft address as this node knows it ("" = none)
+    last_log_index: int = 0
+    match_index: dict[str, int] = field(default_factory=dict)   # leader only: peer raft address -> index
 
 
 class RaftNode:
@@ -178,13 +185,39 @@ class RaftNode:
         """Leader in the current term AND that term's epoch entry has been applied here."""
         return self.is_leader() and self.state.epoch == self.term
 
+    def _role_term_leader(self) -> tuple[bool, int, str]:
+        return self.sync._isLeader(), self.sync.raftCurrentTerm, self.leader_raft_address()
+
     def status(self) -> RaftStatus:
-        s = self.sync.getStatus()
+        """Role, term, leader, commit, applied and match indexes taken together. getStatus() reads
+        pysyncobj's fields one by one on this thread while the tick thread changes them, so role
+        and term could come from two moments (a node resumed by SIGCONT showed as leader of the
+        term another node led). Read until (leader?, term, leader) are equal before, inside and
+        after: the term only grows and a role never returns within a term, so equal ends mean
+        one moment."""
+        sync = self.sync
+        for attempt in range(STATUS_READ_TRIES):
+            before = self._role_term_leader()
+            try:
+                s = sync.getStatus()
+            except RuntimeError:               # a dict resized under the read (membership change)
+                if attempt + 1 < STATUS_READ_TRIES:
+                    continue
+                raise
+            log_tail = sync._SyncObj__raftLog[-1:]
+            leader = s["leader"].id if s["leader"] is not None else ""
+            if before == (s["state"] == LEADER, s["raft_term"], leader) == self._role_term_leader():
+                break
+        last = log_tail[0][1] if log_tail else s["commit_idx"]
+        prefix = "match_idx_server_"
         return RaftStatus(
             role=ROLE_NAMES.get(s["state"], str(s["state"])), term=s["raft_term"],
             commit_index=s["commit_idx"],
             applied_index=s["last_applied"], leader_commit_index=s["leader_commit_idx"] or 0,
-            has_quorum=bool(s["has_quorum"]), uptime_s=int(time.monotonic() - self._started))
+            has_quorum=bool(s["has_quorum"]), uptime_s=int(time.monotonic() - self._started),
+            leader=leader, last_log_index=last,
+            match_index={k[len(prefix):]: v for k, v in s.items() if k.startswith(prefix)}
+            if s["state"] == LEADER else {})
 
     # ------------------------------------------------------------ proposals
 

@@ -105,6 +105,7 @@ class LocalCluster:
     # own 127.0.0.1 server opts in here, e.g. ("127.0.0.1",); the defaults refuse loopback.
     webhook_allow: tuple[str, ...] = ()
     worker_http_allow: tuple[str, ...] = ()
+    test_mode: bool = False          # writes test_mode = true (failpoints, clock admin; with SCHEDD_TEST_MODE=1)
     nodes: dict[str, NodeProc] = field(default_factory=dict)
     workers: dict[str, NodeProc] = field(default_factory=dict)
     last_seen: dict = field(default_factory=dict)     # what leader() saw last, for error messages
@@ -143,6 +144,8 @@ class LocalCluster:
         webhooks = {"allow": list(self.webhook_allow)} if self.webhook_allow else {}
         for section, values in (("raft", self.raft), ("scheduler", self.scheduler),
                                 ("webhooks", webhooks)):
+        ] + (["test_mode = true"] if self.test_mode else [])
+        for section, values in (("raft", self.raft), ("scheduler", self.scheduler)):
             if values:
                 lines.append(f"\n[{section}]")
                 lines += [f"{k} = {_toml(v)}" for k, v in values.items()]

@@ -81,6 +81,7 @@ class RaftTuning:
     compaction_seconds: int = 600
     max_frame_bytes: int = 4 << 20       # a Raft frame larger than this drops its connection
     handshake_timeout_ms: int = 5000     # a Raft connection not authenticated by then is dropped
+    replica_stuck_ms: int = 10000     # a replica behind with no progress this long is "stuck"
 
 
 @dataclass(slots=True, frozen=True)
@@ -210,6 +211,7 @@ def _raft(t: dict) -> RaftTuning:
         max_frame_bytes=_int(t, "max_frame_bytes", d.max_frame_bytes, 1 << 20, 1 << 30, "[raft]"),
         handshake_timeout_ms=_int(t, "handshake_timeout_ms", d.handshake_timeout_ms, 100, 600_000,
                                   "[raft]"),
+        replica_stuck_ms=_int(t, "replica_stuck_ms", d.replica_stuck_ms, 1_000, 3_600_000, "[raft]"),
     )
     if r.election_timeout_ms[0] <= 3 * r.heartbeat_ms:
         raise ConfigError("[raft].election_timeout_ms min must be more than 3 x heartbeat_ms")

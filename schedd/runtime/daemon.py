@@ -23,16 +23,24 @@ from schedd.api.dags_service import DagsService
 from schedd.api.service import ClusterService, Router, SchedulerService
 from schedd.leader.dispatcher import Dispatcher
 from schedd.leader.workers import WorkerHub
+from schedd.replication.convergence import ConvergenceTracker
 from schedd.replication.node import RaftNode
 from schedd.runtime.clock import SystemClock
 from schedd.runtime.config import NodeConfig
 from schedd.runtime.metrics import Metrics
+from schedd.runtime.replica_watch import ReplicaWatch
 from schedd.testing import hooks as testing
 from schedd.v1 import dags_pb2, dags_pb2_grpc
 from schedd.v1 import scheduler_pb2 as pb
 from schedd.v1 import scheduler_pb2_grpc as pb_grpc
 
 log = logging.getLogger("schedd")
+
+# Health service names (grpc.health.v1). Liveness ("" and schedd.liveness) is SERVING while the
+# process runs; writes is SERVING only while this node knows a leader, has a quorum and is not a
+# replica stuck in log repair (ReplicaWatch), so a load balancer or probe can route around it.
+LIVENESS_SERVICE = "schedd.liveness"
+WRITES_SERVICE = "schedd.writes"
 
 
 class StartupError(RuntimeError):
@@ -84,7 +92,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         testing.wrap_hub_send(hub, rec, node)
     dispatcher = Dispatcher(node, clock, metrics, hub)
     dispatcher_box.append(dispatcher)
-    metrics.watch(node)
+    replicas = ReplicaWatch(node, ConvergenceTracker(cfg.raft.replica_stuck_ms), wall_ms=clock.now_ms)
+    metrics.watch(node, replicas)
 
     router = Router(node)
     hub.router = router
@@ -92,7 +101,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
                                       ("grpc.max_receive_message_length", 16 * 1024 * 1024)])
     pb_grpc.add_SchedulerServicer_to_server(SchedulerService(node, clock, metrics, router, dispatcher),
                                             server)
-    pb_grpc.add_ClusterServicer_to_server(ClusterService(node, router), server)
+    pb_grpc.add_ClusterServicer_to_server(ClusterService(node, router, replicas, clock), server)
     dags_pb2_grpc.add_DagsServicer_to_server(DagsService(node, clock, metrics, router), server)
     pb_grpc.add_WorkersServicer_to_server(hub, server)
     if cfg.test_mode:
@@ -108,8 +117,13 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         node.close()
         raise StartupError(f"cannot bind the gRPC address {cfg.grpc_address}")
     await server.start()
-    for name in ("", *names[:2]):
+    for name in ("", LIVENESS_SERVICE, *names[:2]):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    await health_servicer.set(WRITES_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
+
+    async def writes_health(writable: bool) -> None:
+        await health_servicer.set(WRITES_SERVICE, health_pb2.HealthCheckResponse.SERVING if writable
+                                  else health_pb2.HealthCheckResponse.NOT_SERVING)
     if cfg.metrics_address:
         host, port = cfg.metrics_address.rsplit(":", 1)
         start_http_server(int(port), addr=host.strip("[]"), registry=metrics.registry)
@@ -118,6 +132,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     task = asyncio.create_task(dispatcher.run())
+    watch_task = asyncio.create_task(replicas.run(writes_health))
     log.info("node %s serving gRPC on %s, Raft on %s, metrics on %s, fsync=%s", cfg.node_id,
              cfg.grpc_address, cfg.raft_address, cfg.metrics_address or "off", cfg.fsync)
     if ready is not None:
@@ -126,7 +141,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         await stop.wait()
     finally:
         log.info("node %s stopping", cfg.node_id)
-        for name in ("", *names[:2]):
+        watch_task.cancel()
+        for name in ("", LIVENESS_SERVICE, WRITES_SERVICE, *names[:2]):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         hub.close_all("node stopping")
         await server.stop(grace=2.0)

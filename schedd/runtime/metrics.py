@@ -43,14 +43,16 @@ class Metrics:
         self.sla_missed = Counter("schedd_sla_missed_total",
                                   "SLA misses recorded by this node as leader, by job", ["job"], registry=r)
 
-    def watch(self, node) -> None:
-        """Expose the node's Raft and state gauges, read at scrape time."""
-        self.registry.register(_NodeCollector(node))
+    def watch(self, node, replicas=None) -> None:
+        """Expose the node's Raft and state gauges, read at scrape time. `replicas` (a
+        ReplicaWatch) adds the per-peer replication gauges from its published rows."""
+        self.registry.register(_NodeCollector(node, replicas))
 
 
 class _NodeCollector:
-    def __init__(self, node) -> None:
+    def __init__(self, node, replicas=None) -> None:
         self._node = node
+        self._replicas = replicas
 
     def collect(self):
         st = self._node.status()
@@ -69,3 +71,21 @@ class _NodeCollector:
             g = GaugeMetricFamily(name, doc)
             g.add_metric([], value)
             yield g
+        if self._replicas is not None:
+            yield from _replica_gauges(self._replicas.rows)
+
+
+def _replica_gauges(rows):
+    """On the leader, one series per peer; on a follower, one for itself (see convergence.py)."""
+    lag = GaugeMetricFamily("schedd_replica_lag_entries",
+                            "Entries a replica is behind: the leader's last log index minus the peer's "
+                            "matchIndex (on a follower: the leader's commit index minus its own)",
+                            labels=["peer"])
+    stuck = GaugeMetricFamily("schedd_replica_stuck",
+                              "1 if the replica is behind and its matchIndex has not moved for "
+                              "[raft] replica_stuck_ms", labels=["peer"])
+    for row in rows:
+        lag.add_metric([row.peer], row.lag)
+        stuck.add_metric([row.peer], int(row.stuck))
+    yield lag
+    yield stuck

@@ -19,6 +19,8 @@ its config says `test_mode = true`, else the node refuses to start):
                          Node (<process> = node id; acts only while it leads):
                            crash_after_fire   SIGKILL itself in the tick thread right after a fire
                                               entry that created intents applied, before dispatch
+                           crash_after_claim  SIGKILL itself right after a claim committed, before
+                                              its assignment is pushed (the worker never gets it)
                            crash_after_push   SIGKILL itself after pushing a claimed assignment,
                                               before that attempt's result commits (0.3 s later,
                                               or at once when the worker's result arrives)
@@ -90,7 +92,7 @@ RECORDER: Recorder | None = None
 UNSAFE: frozenset[str] = frozenset()
 WORKER_DIAL: dict[str, str] = {}                # empty: worker_dial(addr) is addr
 FAILPOINTS: "Failpoints | None" = None          # None: every failpoint site is one `is None` test
-NODE_FAILPOINTS = ("crash_after_fire", "crash_after_push", "stall_after_fire")
+NODE_FAILPOINTS = ("crash_after_fire", "crash_after_claim", "crash_after_push", "stall_after_fire")
 WORKER_FAILPOINTS = ("crash_after_effect",)
 
 
@@ -191,6 +193,13 @@ def failpoint_fire_applied(dispatcher, created: list, index: int) -> None:
             time.sleep(secs)            # blocks the asyncio loop: no dispatch, no worker streams
             fp.record("failpoint", name="stall_after_fire", action="stall_end", seconds=secs)
         dispatcher._loop.call_soon_threadsafe(stall)
+
+
+def failpoint_claimed(token: int, name: str, t: int, worker: str) -> None:
+    """The leader's loop, right after a claim committed and before its assignment is pushed."""
+    fp = FAILPOINTS
+    if fp is not None and fp.take("crash_after_claim") is not None:
+        fp.crash("crash_after_claim", token=token, job=name, scheduled_ms=t, worker=worker)
 
 
 def failpoint_pushed(assigner, token: int, name: str, t: int, worker: str) -> None:

@@ -17,7 +17,9 @@ Finding the leader
 
 On every (re)connect
     The first message is WorkerHello(name, slots, pool, labels, running_tokens, version,
-    max_term_seen). The leader answers Welcome(leader_id, term, lease_ms). A Welcome from a term
+    max_term_seen, incarnation). The incarnation is random per process: a claim records the
+    incarnation it was made for, so a new leader can tell "this process never got it" (expired at
+    once, run again) from "a previous process may have started it" (the lease rule). The leader answers Welcome(leader_id, term, lease_ms). A Welcome from a term
     older than one already seen ends the stream (a deposed leader). After the Welcome the worker
     resends every unacknowledged result (oldest first), then heartbeats every lease_ms / 3
     (10 s lease when none is given) with the tokens it holds and whether it drains.
@@ -56,6 +58,7 @@ import logging
 import random
 import re
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -186,6 +189,7 @@ class WorkerRuntime:
         # introspection
         self.running: dict[int, str] = {}          # token -> execution id (accepted, unfinished)
         self.max_term_seen = 0
+        self.incarnation = uuid.uuid4().hex     # names this process: the leader records it in claims
         self.connected = False
         self.draining = False
         self.leader_address: str | None = None
@@ -374,7 +378,7 @@ class WorkerRuntime:
         return pb.WorkerMessage(hello=pb.WorkerHello(
             name=self.name, slots=self.slots, pool=self.pool, labels=self.labels,
             running_tokens=sorted(self._attempts), version=self.version,
-            max_term_seen=self.max_term_seen))
+            max_term_seen=self.max_term_seen, incarnation=self.incarnation))
 
     async def _session(self, addr: str) -> None:
         """One stream: hello, Welcome, then serve it until it ends (raises when it fails)."""

@@ -13,7 +13,8 @@ Checks (issue 5):
      and every replica applied the same entry with the same state hash at each index
   C3 no overlapping accepted executions for jobs whose policy forbids it; at_most_once never twice
   C4 only the current fencing token completes (by the worker it was given to); stale completions
-     are rejected and recorded; an attempt is expired only after a lease without news
+     are rejected and recorded; an attempt is expired only after a lease without news, or as
+     never started (its worker process reconnected without it) when no handler started under it
   C5 every acknowledged write and completion is in the log
   C6 no dispatch, handler start or effect without a committed claim for that key and token
   C7 replicas converge after healing
@@ -127,6 +128,7 @@ def check(records: list[dict], meta: dict) -> dict:
     finishes_ok: dict[int, dict] = {}
     stale_finishes = []
     expires = []
+    never_started = []          # expiries of claims whose worker process reconnected without them
     dag_specs: dict[str, dict] = {}          # DAG -> {task: (upstream, rule)} (as last put)
     dag_runs: dict[tuple, dict] = {}         # (DAG, logical_ms) -> {"graph", "index", "ts"}
     dag_claims: list[tuple] = []             # (index, ts, dag, t, task, token)
@@ -228,7 +230,11 @@ def check(records: list[dict], meta: dict) -> dict:
             info = tokens.get(tok, {})
             expires.append({"token": tok, "index": idx, "ts": r["ts"]})
             grace_from = max(info.get("now", 0), epochs.get(e.get("term"), 0))
-            if now - grace_from < lease:
+            if e.get("never_started"):
+                # not bound by the lease: its worker said it never got it; checked against the
+                # handler starts below (an attempt that started must never be called unstarted)
+                never_started.append({"token": tok, "ts": r["ts"], "job": info.get("job"), "t": info.get("t")})
+            elif now - grace_from < lease:
                 A.add("C4", f"attempt token {tok} of {info.get('job')}@{info.get('t')} expired "
                       f"{now - grace_from} ms after its start or its leader's takeover (< lease {lease} ms)",
                       r["ts"], index=idx)
@@ -330,6 +336,12 @@ def check(records: list[dict], meta: dict) -> dict:
         if info is None or (info["job"], info["t"]) != (r["job"], r["scheduled_ms"]):
             A.add("C6", f"{r['worker']} started {r['job']}@{r['scheduled_ms']} token {r['token']} without a "
                   f"committed claim", r["ts"], job=r["job"], t=r["scheduled_ms"])
+    started = {r["token"]: r for r in by_type["h_start"]}
+    for x in never_started:
+        s = started.get(x["token"])
+        if s is not None:
+            A.add("C4", f"attempt token {x['token']} of {x['job']}@{x['t']} expired as never started, but "
+                  f"{s['worker']} started its handler", x["ts"], job=x["job"], t=x["t"])
     effects = by_type["effect"]
     for r in effects:
         info = tokens.get(r["token"])

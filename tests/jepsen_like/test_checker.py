@@ -153,6 +153,29 @@ def test_expiry_without_lease_grace_is_c4():
     assert "C4" in checks(run(h, meta))
 
 
+def never_started_expiry(h: Hist, t: int) -> int:
+    """A new leader (term 2) expires the claim of instant t as never started, 300 ms after it leads."""
+    start = next(r for r in h.recs if r["type"] == "apply" and r["entry"].get("k") == "start"
+                 and r["entry"]["scheduled_ms"] == t)
+    h.apply({"k": "epoch", "now": t, "term": 2, "rid": "epoch-n2-2"}, {"ok": True}, t)
+    h.apply({"k": "expire", "now": t + 300, "term": 2, "job": "j", "scheduled_ms": t, "token": start["index"],
+             "outcome": "LOST", "never_started": True}, {"ok": True, "state": "SCHEDULED"}, t + 300)
+    return start["index"]
+
+
+def test_a_never_started_expiry_needs_no_lease_but_its_handler_must_not_have_started():
+    h, meta = good()
+    t = T0 + 4000
+    tok = never_started_expiry(h, t)
+    h.recs = [r for r in h.recs if not (r.get("token") == tok and r["type"] != "apply")]   # never pushed
+    assert "C4" not in checks(run(h, meta))
+    h2, meta2 = good()
+    never_started_expiry(h2, t)                    # but this one was pushed and started
+    res = run(h2, meta2)
+    assert any(a["check"] == "C4" and "expired as never started, but w1 started" in a["what"]
+               for a in res["anomalies"]), res["anomalies"]
+
+
 def test_push_before_commit_and_unclaimed_effect_are_c6():
     h, meta = good()
     h.add("push", T0 + 2500, node="n1", worker="w1", job="j", scheduled_ms=T0 + 3000, token=999, attempt=1, applied=20)

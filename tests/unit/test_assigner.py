@@ -172,3 +172,130 @@ async def test_a_stalled_loop_grants_running_attempts_a_lease(setup):
     for k in range(1, 12):                   # then steps as usual, and no news from the worker
         await step(assigner, tasks, h.now + k * 1_000)
     assert h.state.execs[("j1", T0)].state == "RETRY_WAIT"       # expired after a lease of silence
+
+
+async def test_a_short_outage_releases_every_late_instant_at_once(setup):
+    """After a 7 s outage, 400 late instants of per-second jobs all start in one pass: they were
+    delayed, not missed (README "Catch-up"); instants older than the missed grace still go
+    through the catch-up rate (issue 9 item 4)."""
+    h, node, hub, assigner, tasks = setup
+    names = [f"j{i:02d}" for i in range(50)]
+    for name in names:
+        h.put(name=name, schedule="@every 1s")
+    h.plan_and_fire()                                   # T0 recorded for every job, then no leader
+    for ex in h.state.execs.values():
+        h.apply(C.SKIP, items=[[ex.job, ex.scheduled_ms, "not under test"]])
+    h.now = T0 + 8_000                                  # the leader is back 8 s later
+    for _ in range(10):
+        if not h.plan_and_fire():
+            break
+    late = [key for key, ex in h.state.execs.items() if ex.state == "SCHEDULED"]
+    assert len(late) == 400                             # T0+1s .. T0+8s of 50 jobs
+    add_worker(hub, h, slots=1_000)
+    await step(assigner, tasks, h.now)
+    assert sum(h.state.execs[k].state == "RUNNING" for k in late) == 400
+    assert not [r for r in assigner.waiting.values() if "catch-up" in r]
+    assert {h.state.execs[k].trigger for k in late} == {"schedule"}     # the normal lane
+
+
+async def test_instants_older_than_the_grace_still_follow_the_catch_up_rate(setup):
+    h, node, hub, assigner, tasks = setup
+    h.put(schedule="@every 1s")
+    h.now = T0 + 30_000                                 # down for 30 s: 20 instants were missed
+    for _ in range(40):
+        if not h.plan_and_fire():
+            break
+    triggers = [ex.trigger for ex in h.state.execs.values()]
+    assert triggers.count("catchup") == 20 and triggers.count("schedule") == 11   # T0+20s..T0+30s
+    add_worker(hub, h, slots=100)
+    await step(assigner, tasks, h.now)
+    running = [ex for ex in h.state.execs.values() if ex.state == "RUNNING"]
+    assert sum(ex.trigger == "schedule" for ex in running) == 11
+    assert sum(ex.trigger == "catchup" for ex in running) == 1             # 2/s in this fixture
+
+
+# ---------------------------------------------------------------- claims inherited at a takeover
+
+from schedd.leader.assigner import HELD, NOT_HELD, WAIT, inherited_claim_fate   # noqa: E402
+from schedd.v1 import scheduler_pb2 as pb                                         # noqa: E402
+
+
+@pytest.mark.parametrize("reconnected, same_process, reported, holds, fate", [
+    (False, False, False, False, WAIT),     # its worker is not back: it may run out of sight (lease)
+    (True, True, False, False, WAIT),       # back, but resent results may still be on the stream
+    (True, True, True, False, NOT_HELD),    # the same process heartbeats without it: never started
+    (True, False, True, False, WAIT),       # a restarted worker: the old process may have started it
+    (True, True, False, True, HELD),        # listed in its hello
+    (True, True, True, True, HELD),
+])
+def test_what_became_of_an_inherited_claim(reconnected, same_process, reported, holds, fate):
+    assert inherited_claim_fate(reconnected=reconnected, same_process=same_process, reported=reported,
+                                holds=holds) == fate
+
+
+def new_leader(h: Harness, node: FakeNode, assigner: Assigner) -> None:
+    """The leader of term 1 died right after its claim committed; this node leads term 2."""
+    h.term = node.term = 2
+    h.apply(C.EPOCH)
+    assigner.take_over(h.now)
+
+
+def reconnect(hub: WorkerHub, h: Harness, name: str, tokens=(), slots=2, incarnation="") -> WorkerConn:
+    conn = add_worker(hub, h, name=name, slots=slots)
+    conn.incarnation = incarnation or f"{name}-1"
+    hub._adopt(conn, list(tokens), h.now)
+    return conn
+
+
+def claim_for(h: Harness, name: str, worker: str) -> int:
+    """A claim the leader of term 1 committed for `worker`'s first process."""
+    return h.apply(C.START, job=name, scheduled_ms=T0, attempt=1, worker=worker,
+                   incarnation=f"{worker}-1")["token"]
+
+
+async def test_a_claim_its_worker_reconnected_without_runs_again_at_once(setup):
+    """Issue 9 item 5: no fresh lease of grace, no backoff, when the worker says it never got it."""
+    h, node, hub, assigner, tasks = setup
+    h.put(schedule="@every 60s")
+    h.plan_and_fire()
+    tok = claim_for(h, "j1", "w1")                   # committed, never pushed
+    new_leader(h, node, assigner)
+    conn = reconnect(hub, h, "w1")                   # its hello lists nothing
+    h.now += 100
+    await step(assigner, tasks, h.now)
+    assert h.state.execs[("j1", T0)].state == "RUNNING"      # no heartbeat yet: results may follow
+    hub.on_heartbeat(conn, pb.Heartbeat(running_tokens=[]), h.now)
+    h.now += 100
+    await step(assigner, tasks, h.now)               # expired as never started ...
+    await step(assigner, tasks, h.now)               # ... and claimed again, in the same instant
+    ex = h.state.execs[("j1", T0)]
+    assert [a.state for a in ex.attempts] == ["REJECTED", "RUNNING"]
+    assert ex.attempts[0].fencing_token == tok and "never started" in ex.attempts[0].error
+    assert h.now - T0 < 1_000                        # not a lease, not a backoff
+
+
+async def test_an_inherited_claim_running_out_of_sight_or_on_a_restarted_worker_keeps_its_lease(setup):
+    h, node, hub, assigner, tasks = setup
+    for name in ("held", "unseen", "reported", "restarted"):
+        h.put(name=name, schedule="@every 60s")
+    h.plan_and_fire()
+    toks = {name: claim_for(h, name, f"w-{name}") for name in ("held", "unseen", "reported", "restarted")}
+    new_leader(h, node, assigner)
+    held = reconnect(hub, h, "w-held", [toks["held"]])         # still runs it
+    rep = reconnect(hub, h, "w-reported")                      # finished it: resends the result first
+    assigner.on_result(rep, pb.AttemptResult(execution_id=h.state.execs[("reported", T0)].id,
+                                             fencing_token=toks["reported"], state="SUCCEEDED"))
+    hub.on_heartbeat(rep, pb.Heartbeat(), h.now)
+    hub.on_heartbeat(held, pb.Heartbeat(running_tokens=[toks["held"]]), h.now)
+    again = reconnect(hub, h, "w-restarted", incarnation="w-restarted-2")   # a new process
+    hub.on_heartbeat(again, pb.Heartbeat(), h.now)
+    for k in range(1, 9):                                      # w-unseen never comes back
+        await step(assigner, tasks, h.now + k * 1_000)
+        hub.on_heartbeat(held, pb.Heartbeat(running_tokens=[toks["held"]]), h.now + k * 1_000)
+    states = {name: h.state.execs[(name, T0)].state for name in toks}
+    assert states == {"held": "RUNNING", "unseen": "RUNNING", "reported": "SUCCEEDED", "restarted": "RUNNING"}
+    h.now += 11_000                                            # a lease after the takeover
+    await step(assigner, tasks, h.now)
+    assert h.state.execs[("unseen", T0)].state == "RETRY_WAIT"  # the lease rule, as before
+    assert h.state.execs[("restarted", T0)].state == "RETRY_WAIT"
+    assert h.state.execs[("held", T0)].state == "RUNNING"

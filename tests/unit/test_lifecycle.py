@@ -241,3 +241,29 @@ def test_a_stale_term_refusal_is_not_remembered_under_its_request_id(h):
     assert old["code"] == "stale_term"
     new = h.apply(C.EXPIRE, rid=f"expire-{tok}", job=key[0], scheduled_ms=key[1], token=tok)
     assert new["ok"] and "deduplicated" not in new
+
+
+@pytest.mark.parametrize("spec, cancel, state, attempt_state", [
+    ({}, False, "SCHEDULED", "REJECTED"),                                  # back in line at once
+    ({"retry": {"max_attempts": 3, "initial_backoff_seconds": 10}}, False, "SCHEDULED", "REJECTED"),
+    ({"delivery": "at_most_once"}, False, "LOST", "LOST"),                  # keeps its rule
+    ({}, True, "CANCELLED", "LOST"),
+])
+def test_a_claim_that_never_started_is_requeued_without_backoff(h, spec, cancel, state, attempt_state):
+    """Issue 9 item 5: an inherited claim whose worker reconnected without it is expired with
+    never_started; it runs again at once and counts neither as a failure nor as a lost attempt."""
+    from schedd.core.state import LOST_RETRY_LIMIT
+    key = fired(h, **spec)
+    for attempt in range(1, LOST_RETRY_LIMIT + 3):          # more than the lost-attempt budget
+        tok = claim(h, key, attempt)["token"]
+        if cancel:
+            h.apply(C.CANCEL, job=key[0], scheduled_ms=key[1])
+        r = h.apply(C.EXPIRE, job=key[0], scheduled_ms=key[1], token=tok, never_started=True,
+                    reason="worker w1 reconnected to the new leader without it: never started")
+        if r["state"] != "SCHEDULED":
+            break
+    ex = h.state.execs[key]
+    assert (r["state"], ex.attempts[-1].state, r["retry_at"]) == (state, attempt_state, None)
+    if state == "SCHEDULED":
+        assert ex.reason.startswith(f"attempt {LOST_RETRY_LIMIT + 2} never started: worker w1")
+        assert claim(h, key, LOST_RETRY_LIMIT + 3)["ok"]     # claimable now: no retry wait

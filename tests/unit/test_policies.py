@@ -209,6 +209,18 @@ def test_a_failover_delay_is_not_a_miss(h):
     assert dispositions(h) == Counter({"pending": 2})
 
 
+@pytest.mark.parametrize("late_ms, expected", [(0, "schedule"), (1_999, "schedule"), (2_000, "schedule"),
+                                               (7_000, "schedule"), (9_999, "schedule"),
+                                               (10_001, "catchup"), (60_000, "catchup")])
+def test_only_instants_older_than_the_missed_grace_are_catch_up(h, late_ms, expected):
+    """Late by less than MISSED_GRACE_MS (an outage, a failover) is not a miss: the instant is
+    recorded as scheduled, so the catch-up rate does not throttle it (issue 9 item 4)."""
+    h.put(schedule="@every 1s")
+    h.now = T0 + late_ms
+    h.fire(("j1", T0))
+    assert h.state.execs[("j1", T0)].trigger == expected
+
+
 # ---------------------------------------------------------------- pause and resume
 
 def test_pause_records_the_paused_instants_and_skips_recorded_intents(h):

@@ -1,0 +1,76 @@
+"""A replica that stops converging is loud, end to end (issue 9): a follower frozen by SIGSTOP
+while the leader keeps appending is named in `schedctl cluster status`, in the leader's
+`schedd_replica_stuck{peer}` and in a WARNING of its log; all of it clears once the follower
+resumes and catches up. The writes health service follows quorum; liveness stays SERVING."""
+
+from __future__ import annotations
+
+import signal
+import urllib.request
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from schedd.v1 import scheduler_pb2 as pb
+from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from tests.conftest import schedctl, wait_until
+
+pytestmark = pytest.mark.integration
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+def health(addr: str, service: str) -> int:
+    with grpc.insecure_channel(addr) as ch:
+        return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service),
+                                                    timeout=5).status
+
+
+def gauge(node, name: str, peer: str) -> float | None:
+    text = urllib.request.urlopen(f"http://{node.metrics}/metrics", timeout=5).read().decode()
+    for line in text.splitlines():
+        if line.startswith(f'{name}{{peer="{peer}"}}'):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_a_frozen_follower_is_named_then_cleared_and_writes_health_follows_quorum(cluster_factory):
+    c = cluster_factory(size=3, raft={"replica_stuck_ms": 1500})
+    c.start()
+    leader = c.wait_leader(timeout=60)
+    lead = c.nodes[leader]
+    wait_until(lambda: health(lead.grpc, "schedd.writes") == SERVING, timeout=30, what="writes SERVING")
+    with grpc.insecure_channel(lead.grpc) as ch:                # fires append an entry every second
+        pb_grpc.SchedulerStub(ch).PutJob(pb.PutJobRequest(job=pb.JobSpec(
+            name="tick", schedule="@every 1s", handler=pb.Handler(shell=pb.ShellHandler(command="true")))),
+            timeout=15)
+    frozen = next(n for n in c.nodes if n != leader)
+    peer = c.nodes[frozen].raft
+    c.signal_node(frozen, signal.SIGSTOP)
+    try:
+        def warned():
+            out = schedctl(lead.grpc, "cluster", "status").stdout
+            return out if f"WARNING: replica {frozen} ({peer}) is not converging" in out else None
+        out = wait_until(warned, timeout=60, what="a warning naming the frozen follower")
+        assert "entries behind leader" in out and "log repair stuck at index" in out
+        assert gauge(lead, "schedd_replica_stuck", peer) == 1.0
+        assert gauge(lead, "schedd_replica_lag_entries", peer) > 0
+        assert health(lead.grpc, "schedd.writes") == SERVING         # the majority still commits
+        log = lead.log.read_text(errors="replace")
+        assert f"replica {frozen} ({peer}) is not converging" in log and "WARNING" in log
+    finally:
+        c.signal_node(frozen, signal.SIGCONT)
+    wait_until(lambda: gauge(lead, "schedd_replica_stuck", peer) == 0.0, timeout=60,
+               what="the follower to catch up")
+    wait_until(lambda: "WARNING" not in schedctl(lead.grpc, "cluster", "status").stdout, timeout=30,
+               what="the warning to clear")
+
+    # no quorum: writes NOT_SERVING on the survivor, liveness still SERVING
+    for nid in c.nodes:
+        if nid != leader:
+            c.kill_node(nid)
+    wait_until(lambda: health(lead.grpc, "schedd.writes") == NOT_SERVING, timeout=60,
+               what="writes NOT_SERVING without quorum")
+    assert health(lead.grpc, "schedd.liveness") == SERVING and health(lead.grpc, "") == SERVING
