@@ -1,5 +1,6 @@
 """The leader's SLA detector: find executions past their deadline without success, record each
-miss through the log (entry kind ``sla``, rid ``sla-<execution id>``, so it applies once), count it
+miss through the log (entry kind ``sla``, rid ``sla-<execution id>#<log index that recorded it>``,
+so it applies once, and a job created again under a deleted one's name has misses of its own), count it
 and POST it to the job's webhook. (A deposed leader's proposal under that rid that commits after
 the new epoch is refused as stale and not remembered under the rid, so the new leader's proposal
 still applies. Apply records at most one miss per execution whatever the rid.) Rules and index:
@@ -60,6 +61,7 @@ class Miss:
     sla: str                      # "within 2s", "by 06:00 Europe/Berlin"
     webhook: str
     dag: str = ""                 # a DAG run's miss: the DAG (then job = the DAG, scheduled_ms = logical)
+    created: int = 0              # an execution's: the log index that recorded it (its incarnation)
 
     @property
     def execution_id(self) -> str:
@@ -68,7 +70,11 @@ class Miss:
 
     @property
     def rid(self) -> str:
-        return f"sla-dag/{self.execution_id}" if self.dag else f"sla-{self.execution_id}"
+        return f"sla-dag/{self.execution_id}" if self.dag else f"sla-{self.execution_id}#{self.created}"
+
+    def entry_args(self) -> dict:
+        """What the ``sla`` entry carries beside the target and deadline."""
+        return {} if self.dag else {"created": self.created}
 
 
 def due_misses(state: "SchedulerState", now: int, limit: int = MAX_PER_STEP,
@@ -97,7 +103,7 @@ def due_misses(state: "SchedulerState", now: int, limit: int = MAX_PER_STEP,
         job = state.jobs.get(name)
         sla = S.job_sla(state, job) if job is not None else None
         out.append(Miss(name, t, deadline, ex.state, why, sla.describe() if sla else "",
-                        sla.webhook if sla else ""))
+                        sla.webhook if sla else "", created=ex.log_index))
         if len(out) >= limit:
             break
     return out
@@ -117,7 +123,7 @@ def webhook_payload(miss: Miss, result: dict) -> dict:
 
 def post_json(url: str, payload: dict, timeout: float = WEBHOOK_TIMEOUT_S, key: str = "") -> int:
     """POST `payload` as JSON (blocking: run it in a thread). Returns the HTTP status. `key` is
-    the Idempotency-Key (default ``sla-<execution_id>``)."""
+    the Idempotency-Key (the miss's rid; default ``sla-<execution_id>``)."""
     req = urllib.request.Request(url, data=json.dumps(payload).encode(), method="POST",
                                  headers={"Content-Type": "application/json",
                                           "User-Agent": "schedd-sla/1",
@@ -150,7 +156,7 @@ class SlaDriver:
 
     async def _record(self, miss: Miss, rid: str, term: int) -> None:
         target = ({"dag": miss.dag, "logical_ms": miss.scheduled_ms} if miss.dag
-                  else {"job": miss.job, "scheduled_ms": miss.scheduled_ms})
+                  else {"job": miss.job, "scheduled_ms": miss.scheduled_ms, **miss.entry_args()})
         entry = C.encode(C.SLA, rid=rid, now=self.clock.now_ms(), term=term,
                          by=self.node.cfg.node_id, deadline_ms=miss.deadline_ms, sla=miss.sla, **target)
         try:
