@@ -23,6 +23,10 @@
     burst_threshold = 2000              # ...of at least this many instants
     lease_ms = 10000                    # a running attempt without news this long is lost
 
+    [limits]                            # caps on what callers may hold (RESOURCE_EXHAUSTED past them)
+    max_worker_streams = 512            # worker streams this node holds (handshakes included)
+    max_worker_slots = 256              # slots one worker may claim to have
+
     [[peers]]
     id = "n2"
     raft_address = "127.0.0.1:7002"
@@ -77,6 +81,15 @@ class SchedulerTuning:
 
 
 @dataclass(slots=True, frozen=True)
+class Limits:
+    """Caps on what a caller may make a node hold; past one, the call fails RESOURCE_EXHAUSTED
+    naming the key to raise."""
+
+    max_worker_streams: int = 512     # worker streams per node, handshakes included
+    max_worker_slots: int = 256       # slots a worker may advertise
+
+
+@dataclass(slots=True, frozen=True)
 class NodeConfig:
     node_id: str
     data_dir: Path
@@ -89,6 +102,7 @@ class NodeConfig:
     peers: tuple[Peer, ...] = ()
     raft: RaftTuning = RaftTuning()
     scheduler: SchedulerTuning = SchedulerTuning()
+    limits: Limits = Limits()
     test_mode: bool = False          # enables test-only admin calls (clock offset); never in production
 
     @property
@@ -167,8 +181,17 @@ def _scheduler(t: dict) -> SchedulerTuning:
     )
 
 
+def _limits(t: dict) -> Limits:
+    _check_keys(t, set(Limits.__slots__), "[limits]")
+    d = Limits()
+    return Limits(
+        max_worker_streams=_int(t, "max_worker_streams", d.max_worker_streams, 1, 100_000, "[limits]"),
+        max_worker_slots=_int(t, "max_worker_slots", d.max_worker_slots, 1, 100_000, "[limits]"),
+    )
+
+
 TOP_KEYS = {"node_id", "data_dir", "raft_address", "grpc_address", "metrics_address", "raft_bind",
-            "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "test_mode"}
+            "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "limits", "test_mode"}
 
 
 def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
@@ -212,6 +235,7 @@ def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
         raft_bind=_addr(d["raft_bind"], "raft_bind") if d.get("raft_bind") else "",
         secret=str(secret), fsync=fsync, peers=tuple(peers),
         raft=_raft(d.get("raft") or {}), scheduler=_scheduler(d.get("scheduler") or {}),
+        limits=_limits(d.get("limits") or {}),
         test_mode=bool(d.get("test_mode", False)),
     )
     validate(cfg)
