@@ -168,26 +168,23 @@ def _raft(t: dict) -> RaftTuning:
     return r
 
 
+def _int_table(cls, t: dict, where: str, bounds: dict[str, tuple[int, int]]):
+    """A table of integer settings: each key of `bounds` within its (lo, hi), default from `cls`."""
+    _check_keys(t, set(cls.__slots__), where)
+    d = cls()
+    return cls(**{key: _int(t, key, getattr(d, key), lo, hi, where) for key, (lo, hi) in bounds.items()})
+
+
 def _scheduler(t: dict) -> SchedulerTuning:
-    _check_keys(t, set(SchedulerTuning.__slots__), "[scheduler]")
-    d = SchedulerTuning()
-    return SchedulerTuning(
-        lookahead_ms=_int(t, "lookahead_ms", d.lookahead_ms, 0, 60_000, "[scheduler]"),
-        max_fire_batch=_int(t, "max_fire_batch", d.max_fire_batch, 1, 1000, "[scheduler]"),
-        burst_lookahead_ms=_int(t, "burst_lookahead_ms", d.burst_lookahead_ms, 0, 300_000, "[scheduler]"),
-        burst_threshold=_int(t, "burst_threshold", d.burst_threshold, 0, 10_000_000, "[scheduler]"),
-        lease_ms=_int(t, "lease_ms", d.lease_ms, 500, 3_600_000, "[scheduler]"),
-        catchup_per_second=_int(t, "catchup_per_second", d.catchup_per_second, 1, 100_000, "[scheduler]"),
-    )
+    return _int_table(SchedulerTuning, t, "[scheduler]", {
+        "lookahead_ms": (0, 60_000), "max_fire_batch": (1, 1000), "burst_lookahead_ms": (0, 300_000),
+        "burst_threshold": (0, 10_000_000), "lease_ms": (500, 3_600_000),
+        "catchup_per_second": (1, 100_000)})
 
 
 def _limits(t: dict) -> Limits:
-    _check_keys(t, set(Limits.__slots__), "[limits]")
-    d = Limits()
-    return Limits(
-        max_worker_streams=_int(t, "max_worker_streams", d.max_worker_streams, 1, 100_000, "[limits]"),
-        max_worker_slots=_int(t, "max_worker_slots", d.max_worker_slots, 1, 100_000, "[limits]"),
-    )
+    return _int_table(Limits, t, "[limits]", {
+        "max_worker_streams": (1, 100_000), "max_worker_slots": (1, 100_000)})
 
 
 TOP_KEYS = {"node_id", "data_dir", "raft_address", "grpc_address", "metrics_address", "raft_bind",
