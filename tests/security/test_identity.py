@@ -13,6 +13,8 @@ import asyncio
 import json
 import pickle
 
+import pytest
+
 from schedd.core import commands as C
 from schedd.core import dags as D
 from schedd.core.state import SchedulerState
@@ -144,3 +146,29 @@ def test_replicas_agree_after_restore_when_a_dag_task_is_recreated():
     assert ra == rb and ra["ok"]
     assert a.execs[("d:a", t)].holds == b.execs[("d:a", t)].holds == ("team:default", "pool:p2")
     assert a.held == b.held
+
+
+@pytest.mark.integration
+def test_recreated_job_runs_its_own_command_end_to_end(cluster_factory):
+    """The same, with real processes: a run of the deleted job warms every cache first."""
+    from schedd_client import Client, job_spec
+    from tests.conftest import wait_until
+    from tests.integration.test_workers import workers_of
+
+    c = cluster_factory(size=3)
+    c.start()
+    c.wait_leader(timeout=60)
+    c.start_worker("w1", slots=2, drain_grace_s=5)
+    client = Client(c.cluster_arg, timeout=30)
+    wait_until(lambda: workers_of(c) == ["w1"], timeout=30, what="the worker to connect")
+
+    def run(command: str, env: dict) -> str:
+        client.put_job(job_spec("j1", command=command, env=env))
+        eid = client.trigger_job("j1").id
+        ex = wait_until(lambda: (e := client.get_execution(eid)).state == "SUCCEEDED" and e,
+                        timeout=60, what=f"{command!r} to succeed")
+        return ex.attempts[-1].output_tail
+
+    assert run('echo "old $WHO"', {"WHO": "one"}).strip() == "old one"
+    client.delete_job("j1")
+    assert run('echo "new $WHO"', {"WHO": "two"}).strip() == "new two"
