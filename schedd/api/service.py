@@ -156,11 +156,15 @@ class SchedulerService(pb_grpc.SchedulerServicer):
     # ------------------------------------------------------------ helpers
 
     async def _commit(self, context, kind: str, rid: str, **args) -> dict:
+        """Propose a client's write under its request id, in the client namespace
+        (`commands.client_rid`): no request id a client sends can stand for a leader's entry."""
         try:
-            entry = C.encode(kind, rid=rid or uuid.uuid4().hex, now=self.clock.now_ms(),
+            entry = C.encode(kind, rid=C.client_rid(rid or uuid.uuid4().hex), now=self.clock.now_ms(),
                              term=self.node.term, by=principal(context), **args)
         except C.EntryTooLarge as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request too large: {e}")
+        except ValueError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         started = time.perf_counter()
         try:
             result = await self.node.propose(entry, timeout=COMMIT_TIMEOUT_S)

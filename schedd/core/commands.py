@@ -45,6 +45,23 @@ class EntryTooLarge(ValueError):
     pass
 
 
+# Request ids have two namespaces. The leader's own proposals use ids derived from what they do
+# (`epoch-<node>-<term>`, `start-<execution>#<attempt>.<index>`, `finish-<token>`,
+# `expire-<token>`, `sla-<execution>#<index>`), and apply deduplicates on them. A client's id
+# (PutJob.request_id and the like) always gets CLIENT_RID in front (`client_rid`, applied by the
+# API to every client write), so no client can make a write look like an internal proposal and
+# have the real one answered from the dedup table instead of applied.
+CLIENT_RID = "c/"
+MAX_CLIENT_RID = 256
+
+
+def client_rid(request_id: str) -> str:
+    """The dedup id of a client's request id (raises ValueError past MAX_CLIENT_RID chars)."""
+    if len(request_id) > MAX_CLIENT_RID:
+        raise ValueError(f"request_id is too long ({len(request_id)} characters, at most {MAX_CLIENT_RID})")
+    return CLIENT_RID + request_id
+
+
 @dataclass(slots=True, frozen=True)
 class Command:
     kind: str

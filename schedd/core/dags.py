@@ -97,9 +97,15 @@ class DagDef:
     rules: dict                   # task -> trigger rule
     max_runs: int = DEFAULT_MAX_RUNS
     runs_total: int = 0
+    incarnation: int = 0          # log index of the entry that created it (like Job.incarnation)
 
     def spec_dict(self) -> dict:
         return json.loads(self.spec)
+
+    @property
+    def revision(self) -> tuple[int, int]:
+        """The key of caches derived from the spec (see Job.revision)."""
+        return (self.incarnation, self.version)
 
 
 @dataclass(slots=True)
@@ -343,6 +349,13 @@ def canonical_dag(d: object) -> tuple[dict, str]:
 # ------------------------------------------------------------------ derived index
 
 
+def upgrade(st) -> None:
+    """After a restore: DAGs pickled before `incarnation` existed lack the slot (0 = unknown)."""
+    for dag in st.dags.values():
+        if not hasattr(dag, "incarnation"):
+            dag.incarnation = 0
+
+
 def reindex(st) -> None:
     """Rebuild `st.dag_run_times` (dag -> logical times of its runs, sorted) from `st.dag_runs`."""
     times: dict[str, list[int]] = {}
@@ -415,8 +428,9 @@ def _row_spec(dag: str, team: str, task: dict | None, max_runs: int, schedule: s
     return spec
 
 
-def _upsert_row(st, spec: dict, cmd: C.Command) -> None:
-    """Create or update a DAG's job row directly (its name has a colon, which PUT refuses)."""
+def _upsert_row(st, spec: dict, cmd: C.Command, index: int) -> None:
+    """Create or update a DAG's job row directly (its name has a colon, which PUT refuses). A new
+    row's incarnation is `index` (a task removed and added again is another job)."""
     from schedd.core.state import next_fire_for, schedule_of   # late: state imports this module
     text = dump_spec(spec)
     job = st.jobs.get(spec["name"])
@@ -424,7 +438,7 @@ def _upsert_row(st, spec: dict, cmd: C.Command) -> None:
         job = Job(name=spec["name"], team=spec["team"], schedule=spec["schedule"], tz=spec["timezone"],
                   spec=text, version=1, paused=False, next_fire=None,
                   created_ms=cmd.now, updated_ms=cmd.now, created_by=cmd.by,
-                  history_limit=spec["history_limit"])
+                  history_limit=spec["history_limit"], incarnation=index)
         job.next_fire = next_fire_for(schedule_of(job), cmd.now, None)
         st.jobs[job.name] = job
         st._add_job_index(job)
@@ -502,7 +516,7 @@ def put(st, cmd: C.Command, index: int) -> dict:
         dag = DagDef(name=name, team=spec["team"], schedule=spec["schedule"], tz=spec["timezone"],
                      spec=text, version=1, created_ms=cmd.now, updated_ms=cmd.now, created_by=cmd.by,
                      order=order, upstream=upstream, downstream=downstream, rules=rules,
-                     max_runs=max_runs)
+                     max_runs=max_runs, incarnation=index)
         st.dags[name] = dag
     else:
         dag = current
@@ -516,9 +530,9 @@ def put(st, cmd: C.Command, index: int) -> dict:
             dag.version += 1
             dag.updated_ms = cmd.now
     for task in spec["tasks"]:
-        _upsert_row(st, _row_spec(name, dag.team, task, max_runs), cmd)
+        _upsert_row(st, _row_spec(name, dag.team, task, max_runs), cmd, index)
     if dag.schedule and sched.parse(dag.schedule, dag.tz).kind != "none":
-        _upsert_row(st, _row_spec(name, dag.team, None, max_runs, dag.schedule, dag.tz), cmd)
+        _upsert_row(st, _row_spec(name, dag.team, None, max_runs, dag.schedule, dag.tz), cmd, index)
     else:
         _drop_row(st, schedule_row(name))
     _prune_runs(st, dag)

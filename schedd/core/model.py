@@ -78,9 +78,16 @@ class Job:
     fired_total: int = 0             # executions recorded since creation, pruned ones included
     gaps: tuple = ()                 # (from_ms, to_ms, reason): instants not run and why (newest last)
     dst: str = ""                    # DST policy "gap/fold" of the schedule; "" = the defaults
+    incarnation: int = 0             # log index of the entry that created it (0: before this field)
 
     def spec_dict(self) -> dict:
         return json.loads(self.spec)
+
+    @property
+    def revision(self) -> tuple[int, int]:
+        """What a cache of anything derived from the spec is keyed by: a job deleted and created
+        again under its name starts at version 1 again, but in another incarnation."""
+        return (self.incarnation, self.version)
 
 
 @dataclass(slots=True)
@@ -96,7 +103,7 @@ class Attempt:
     error: str = ""
     output_tail: str = ""
     rejected: str = ""          # a late result refused by fencing, kept for the history
-    incarnation: str = ""       # the worker process the claim was made for (read with getattr:
+    worker_incarnation: str = ""  # the worker process the claim was made for (read with getattr:
                                 # attempts restored from older snapshots lack it)
 
 

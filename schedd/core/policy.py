@@ -2,7 +2,7 @@
 
 A job's policies (overlap, concurrency key, catch-up, starting deadline, jitter, priority,
 quotas' keys, retention) live in its canonical spec. `SchedulerState.policy(job)` reads them
-once per job version (a `VersionCache`). `blocked(state, ex, policy)` is the one rule that says whether an execution may start
+once per job revision (a `VersionCache`). `blocked(state, ex, policy)` is the one rule that says whether an execution may start
 now; the leader's assigner asks it before it claims, and apply asks it again when the claim
 commits, so claims racing each other can never exceed a limit. Both are pure.
 """
@@ -123,21 +123,21 @@ def blocked(state: "SchedulerState", ex: Execution, policy: JobPolicy,
 
 class VersionCache:
     """Something derived from a job's spec (its policy, its parsed spec), built once per job
-    version. Bounded: past `limit` entries it starts over, which costs one JSON parse per job
+    revision (incarnation and version: never the deleted job's under the same name). Bounded: past `limit` entries it starts over, which costs one JSON parse per job
     seen again, where an entry kept for each of a million jobs would cost more than the job."""
 
     __slots__ = ("build", "limit", "_entries")
 
     def __init__(self, build, limit: int) -> None:
         self.build, self.limit = build, limit
-        self._entries: dict[str, tuple[int, object]] = {}
+        self._entries: dict[str, tuple[tuple[int, int], object]] = {}
 
     def get(self, job: Job):
         hit = self._entries.get(job.name)
-        if hit is None or hit[0] != job.version:
+        if hit is None or hit[0] != job.revision:
             if len(self._entries) >= self.limit:
                 self._entries.clear()
-            hit = self._entries[job.name] = (job.version, self.build(job))
+            hit = self._entries[job.name] = (job.revision, self.build(job))
         return hit[1]
 
     def forget(self, name: str) -> None:

@@ -181,12 +181,13 @@ def _duration(ms: int) -> str:
 # ------------------------------------------------------------------ the due index
 
 def job_sla(state: "SchedulerState", job: Job) -> Sla | None:
-    """The job's SLA, parsed once per job version (a substring test for jobs without one)."""
+    """The job's SLA, parsed once per job revision (a substring test for jobs without one): a
+    job created again under a deleted one's name never gets the deleted one's SLA or webhook."""
     return _cached_sla(state, job.name, job)
 
 
 def dag_sla(state: "SchedulerState", dag) -> Sla | None:
-    """A DAG's SLA (`schedd.core.dags.DagDef`), parsed once per DAG version, like `job_sla`."""
+    """A DAG's SLA (`schedd.core.dags.DagDef`), parsed once per DAG revision, like `job_sla`."""
     return _cached_sla(state, dag_key(dag.name), dag)
 
 
@@ -195,13 +196,13 @@ def _cached_sla(state: "SchedulerState", key: str, owner) -> Sla | None:
         return None
     cache = state.sla_jobs
     hit = cache.get(key)
-    if hit is None or hit[0] != owner.version:
+    if hit is None or hit[0] != owner.revision:
         if len(cache) > 2 * (len(state.jobs) + len(state.dags)) + 1000:
             cache.clear()
         try:
-            hit = cache[key] = (owner.version, sla_of_spec(owner.spec_dict(), owner.tz))
+            hit = cache[key] = (owner.revision, sla_of_spec(owner.spec_dict(), owner.tz))
         except ValueError:
-            hit = cache[key] = (owner.version, None)
+            hit = cache[key] = (owner.revision, None)
     return hit[1]
 
 
@@ -306,8 +307,9 @@ def due(state: "SchedulerState", now: int):
 # ------------------------------------------------------------------ apply
 
 def apply(state: "SchedulerState", cmd, index: int) -> dict:
-    """Entry kind ``sla`` (args: job, scheduled_ms, deadline_ms): record a miss as an event on
-    the execution, once. Only from the leader of the current epoch (like ``expire``): a deposed
+    """Entry kind ``sla`` (args: job, scheduled_ms, deadline_ms, and ``created``: the log index
+    that recorded the execution, so a miss decided for a deleted job's execution never lands on
+    its successor's under the same key): record a miss as an event on the execution, once. Only from the leader of the current epoch (like ``expire``): a deposed
     leader's late verdict is refused. The verdict is taken again here from the entry's time, so a
     result that committed in time first turns the entry into a refusal ("met")."""
     if cmd.term != state.epoch:
@@ -318,7 +320,8 @@ def apply(state: "SchedulerState", cmd, index: int) -> dict:
     if not isinstance(deadline, int) or isinstance(deadline, bool):
         return _reject("invalid", "deadline_ms must be an integer")
     ex = state.execs.get((name, t)) if isinstance(name, str) and isinstance(t, int) else None
-    if ex is None:
+    created = cmd.args.get("created")
+    if ex is None or (created is not None and created != ex.log_index):
         return _reject("not_found", f"execution {name}@{t} not found")
     code, why = verdict(ex, deadline, cmd.now)
     if code != "missed":

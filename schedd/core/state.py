@@ -48,10 +48,11 @@ OPEN_END = 2 ** 62             # the end of a gap still open (a job paused now)
 MAX_BACKFILL_PER_ENTRY = 1000
 LOST_RETRY_LIMIT = 5           # re-runs of attempts lost with their worker (at_least_once)
 MIN_MS = -(2 ** 62)
-SNAPSHOT_FORMAT = ("schedd-state", 2)
-# Images this version still reads: version 1 had no DAGs, quotas or per-execution policy fields
-# (rows of older versions are shorter; the fields added since have defaults at the end).
-READABLE_FORMATS = (("schedd-state", 1), SNAPSHOT_FORMAT)
+SNAPSHOT_FORMAT = ("schedd-state", 3)
+# Images this version still reads: version 1 had no DAGs, quotas or per-execution policy fields,
+# version 2 no job incarnations (rows of older versions are shorter; the fields added since have
+# defaults at the end).
+READABLE_FORMATS = (("schedd-state", 1), ("schedd-state", 2), SNAPSHOT_FORMAT)
 JOB_FIELDS = tuple(f.name for f in fields(Job))
 EXEC_FIELDS = tuple(f.name for f in fields(Execution))
 AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index")
@@ -342,6 +343,7 @@ class SchedulerState:
             self.hash, self.last_index, self.clock_ms = digest, last_index, clock_ms
             for key in EXTRA_FIELDS:
                 setattr(self, key, extra.get(key, {}))
+            D.upgrade(self)                   # DAGs pickled before a field existed
             self._reindex()
             gc.freeze()
         finally:
@@ -432,7 +434,7 @@ class SchedulerState:
         if expected and (current is None or current.version != expected):
             have = "absent" if current is None else f"at version {current.version}"
             return _reject("conflict", f"job {spec['name']!r} is {have}, not at version {expected}")
-        created = self._upsert(spec, text, s, cmd)
+        created = self._upsert(spec, text, s, cmd, index)
         job = self.jobs[spec["name"]]
         return _ok(created=created, name=job.name, version=job.version)
 
@@ -449,12 +451,13 @@ class SchedulerState:
         names = [c[0]["name"] for c in checked]
         if len(set(names)) != len(names):
             return _reject("invalid", "the batch names a job more than once")
-        created = sum(self._upsert(spec, text, s, cmd) for spec, text, s in checked)
+        created = sum(self._upsert(spec, text, s, cmd, index) for spec, text, s in checked)
         return _ok(created=created, updated=len(checked) - created)
 
-    def _upsert(self, spec: dict, text: str, s: sched.Schedule, cmd: C.Command) -> bool:
-        """Create or update a job from a checked spec. Repeated strings (team, schedule, zone) are
-        interned: a million jobs share a handful of them."""
+    def _upsert(self, spec: dict, text: str, s: sched.Schedule, cmd: C.Command, index: int) -> bool:
+        """Create or update a job from a checked spec. A new job's incarnation is `index`, the
+        entry that created it. Repeated strings (team, schedule, zone) are interned: a million
+        jobs share a handful of them."""
         intern = sys.intern
         paused = bool(spec.get("paused"))
         team, schedule, tz = intern(spec["team"]), intern(spec["schedule"]), intern(spec["timezone"])
@@ -464,7 +467,8 @@ class SchedulerState:
         if job is None:
             job = Job(name=spec["name"], team=team, schedule=schedule, tz=tz, spec=text, version=1,
                       paused=paused, next_fire=next_fire_for(s, cmd.now, None), created_ms=cmd.now,
-                      updated_ms=cmd.now, created_by=cmd.by, history_limit=limit, dst=dst)
+                      updated_ms=cmd.now, created_by=cmd.by, history_limit=limit, dst=dst,
+                      incarnation=index)
             self.jobs[job.name] = job
             self._add_job_index(job)
             self._schedule_wheel(job)
@@ -801,6 +805,12 @@ class SchedulerState:
             return ex
         if ex.state not in (SCHEDULED, RETRY_WAIT):
             return _reject("conflict", f"execution {ex.id} is {ex.state}")
+        created = cmd.args.get("created")
+        if created is not None and created != ex.log_index:
+            # a claim decided for an execution that was deleted (with its job) since, and
+            # recorded again under the same key by the job's successor: not this one's claim
+            return _reject("conflict", f"execution {ex.id} was recorded again at index {ex.log_index} "
+                                       f"(the claim is for the one recorded at {created})")
         number = cmd.args.get("attempt")
         if number != len(ex.attempts) + 1:
             return _reject("conflict", f"execution {ex.id} expects attempt {len(ex.attempts) + 1}, not {number}")
@@ -814,7 +824,7 @@ class SchedulerState:
         ex.holds = policy.holds(ex.lane)
         ex.attempts.append(Attempt(number=number, worker=str(cmd.args.get("worker", ""))[:128],
                                    fencing_token=index, started_ms=cmd.now,
-                                   incarnation=str(cmd.args.get("incarnation") or "")[:64]))
+                                   worker_incarnation=str(cmd.args.get("worker_incarnation") or "")[:64]))
         self._set_state(ex, RUNNING, cmd.now)
         return _ok(token=index, attempt=number)
 

@@ -195,14 +195,14 @@ class Assigner:
                         continue
                     self._catchup_next_ms = now + 1000 / self.catchup_rate
                 holds = policy.holds(ex.lane)
-                claims.append((due, name, t, len(ex.attempts) + 1, self._specs.get(job), holds))
+                claims.append((due, name, t, len(ex.attempts) + 1, ex.log_index, self._specs.get(job), holds))
                 extra_active[name] = extra_active.get(name, 0) + 1
                 for key in holds:
                     extra_held[key] = extra_held.get(key, 0) + 1
         if skips:
             self.skipping.update((n, t) for n, t, _ in skips)
             self.spawn(self._skip(skips, self.term))
-        for due, name, t, attempt, spec, holds in claims:
+        for due, name, t, attempt, created, spec, holds in claims:
             pool, labels = spec.get("pool", ""), spec.get("worker_labels") or {}
             workers = self.hub.eligible(pool, now, labels) if self.hub.conns else []
             if not workers:
@@ -216,7 +216,7 @@ class Assigner:
             conn = workers[0]
             conn.reserved += 1
             self.claiming[(name, t)] = holds
-            self.spawn(self._claim(conn, name, t, attempt, due, spec, self.term))
+            self.spawn(self._claim(conn, name, t, attempt, due, spec, self.term, created))
         if full:
             self.waiting = waiting
         else:
@@ -235,10 +235,13 @@ class Assigner:
             self.skipping.difference_update((n, t) for n, t, _ in items)
 
     async def _claim(self, conn: WorkerConn, name: str, t: int, attempt: int, due: int, spec: dict,
-                     term: int) -> None:
-        entry = C.encode(C.START, rid=f"start-{name}@{t}#{attempt}", now=self.clock.now_ms(),
+                     term: int, created: int) -> None:
+        """`created` is the log index that recorded the execution: apply refuses the claim if
+        the execution under this key was deleted and recorded again (a job re-created) since."""
+        entry = C.encode(C.START, rid=f"start-{name}@{t}#{attempt}.{created}", now=self.clock.now_ms(),
                          term=term, by=self.node.cfg.node_id, job=name, scheduled_ms=t,
-                         attempt=attempt, worker=conn.name, incarnation=conn.incarnation)
+                         attempt=attempt, worker=conn.name, worker_incarnation=conn.incarnation,
+                         created=created)
         try:
             if testing.UNSAFE:                   # negative controls of the fault suite only
                 result = await testing.unsafe_claim(self, conn, entry, name, t, attempt, due, spec,
@@ -332,7 +335,7 @@ class Assigner:
                     continue
                 if token in self.inherited:
                     conn = self.hub.conns.get(a.worker)
-                    claimed_for = getattr(a, "incarnation", "")
+                    claimed_for = getattr(a, "worker_incarnation", "")
                     fate = inherited_claim_fate(reconnected=conn is not None and not conn.closed,
                                                 same_process=conn is not None and bool(claimed_for)
                                                 and conn.incarnation == claimed_for,

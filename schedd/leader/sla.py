@@ -1,5 +1,6 @@
 """The leader's SLA detector: find executions past their deadline without success, record each
-miss through the log (entry kind ``sla``, rid ``sla-<execution id>``, so it applies once), count it
+miss through the log (entry kind ``sla``, rid ``sla-<execution id>#<log index that recorded it>``,
+so it applies once, and a job created again under a deleted one's name has misses of its own), count it
 and POST it to the job's webhook. (A deposed leader's proposal under that rid that commits after
 the new epoch is refused as stale and not remembered under the rid, so the new leader's proposal
 still applies. Apply records at most one miss per execution whatever the rid.) Rules and index:
@@ -61,6 +62,7 @@ class Miss:
     sla: str                      # "within 2s", "by 06:00 Europe/Berlin"
     webhook: str
     dag: str = ""                 # a DAG run's miss: the DAG (then job = the DAG, scheduled_ms = logical)
+    created: int = 0              # an execution's: the log index that recorded it (its incarnation)
 
     @property
     def execution_id(self) -> str:
@@ -69,7 +71,11 @@ class Miss:
 
     @property
     def rid(self) -> str:
-        return f"sla-dag/{self.execution_id}" if self.dag else f"sla-{self.execution_id}"
+        return f"sla-dag/{self.execution_id}" if self.dag else f"sla-{self.execution_id}#{self.created}"
+
+    def entry_args(self) -> dict:
+        """What the ``sla`` entry carries beside the target and deadline."""
+        return {} if self.dag else {"created": self.created}
 
 
 def due_misses(state: "SchedulerState", now: int, limit: int = MAX_PER_STEP,
@@ -98,7 +104,7 @@ def due_misses(state: "SchedulerState", now: int, limit: int = MAX_PER_STEP,
         job = state.jobs.get(name)
         sla = S.job_sla(state, job) if job is not None else None
         out.append(Miss(name, t, deadline, ex.state, why, sla.describe() if sla else "",
-                        sla.webhook if sla else ""))
+                        sla.webhook if sla else "", created=ex.log_index))
         if len(out) >= limit:
             break
     return out
@@ -158,7 +164,7 @@ class SlaDriver:
 
     async def _record(self, miss: Miss, rid: str, term: int) -> None:
         target = ({"dag": miss.dag, "logical_ms": miss.scheduled_ms} if miss.dag
-                  else {"job": miss.job, "scheduled_ms": miss.scheduled_ms})
+                  else {"job": miss.job, "scheduled_ms": miss.scheduled_ms, **miss.entry_args()})
         entry = C.encode(C.SLA, rid=rid, now=self.clock.now_ms(), term=term,
                          by=self.node.cfg.node_id, deadline_ms=miss.deadline_ms, sla=miss.sla, **target)
         try:

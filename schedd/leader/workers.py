@@ -5,6 +5,14 @@ there. When this node stops leading, every stream is closed and workers reconnec
 leader, keeping their attempts running (the new leader grants them a lease period of grace, and
 expires at once a claim its worker reconnected without: see Assigner.take_over).
 
+Who may say what (issue 10): a worker name is held by one live stream at a time (a second
+stream under a name whose stream still heartbeats is refused ALREADY_EXISTS; one silent for two
+heartbeat periods is replaced, as after a network cut), a result counts only from the stream of
+the worker its attempt was assigned to (the fencing token alone is readable by anyone who reads
+runs), and a hello may adopt only its own worker's attempts. A node holds at most `max_streams`
+streams (handshakes included; a stream without a hello is dropped after `hello_timeout_s`) and a
+worker may claim at most `max_slots` slots; past either, RESOURCE_EXHAUSTED names the config key.
+
 The dispatcher (dispatcher.py) decides what to claim and expire; this module only keeps the
 registry and moves messages. Claims and results become log entries there, never here.
 """
@@ -18,7 +26,9 @@ from typing import Callable
 
 import grpc
 
+from schedd.core.model import ValidationError, parse_execution_id
 from schedd.replication.node import RaftNode
+from schedd.runtime.config import Limits
 from schedd.runtime.clock import Clock
 from schedd.v1 import scheduler_pb2 as pb
 from schedd.v1 import scheduler_pb2_grpc as pb_grpc
@@ -26,6 +36,8 @@ from schedd.v1 import scheduler_pb2_grpc as pb_grpc
 log = logging.getLogger("schedd.workers")
 
 DEFAULT_LEASE_MS = 10_000
+HELLO_TIMEOUT_S = 10.0
+_LIMITS = Limits()                # the defaults of [limits]
 
 
 @dataclass(slots=True)
@@ -58,10 +70,14 @@ class WorkerConn:
 class WorkerHub(pb_grpc.WorkersServicer):
     """Registry of connected workers plus the Workers gRPC service."""
 
-    def __init__(self, node: RaftNode, clock: Clock, *, lease_ms: int = DEFAULT_LEASE_MS) -> None:
+    def __init__(self, node: RaftNode, clock: Clock, *, lease_ms: int = DEFAULT_LEASE_MS,
+                 max_streams: int = _LIMITS.max_worker_streams, max_slots: int = _LIMITS.max_worker_slots,
+                 hello_timeout_s: float = HELLO_TIMEOUT_S) -> None:
         self.node = node
         self.clock = clock
         self.lease_ms = lease_ms
+        self.max_streams, self.max_slots, self.hello_timeout_s = max_streams, max_slots, hello_timeout_s
+        self.streams = 0                          # open Connect calls, handshakes included
         self.conns: dict[str, WorkerConn] = {}
         self.token_seen: dict[int, int] = {}      # fencing token -> last time a worker vouched for it
         self.on_result: Callable[[WorkerConn, pb.AttemptResult], None] = lambda conn, r: None
@@ -77,13 +93,33 @@ class WorkerHub(pb_grpc.WorkersServicer):
 
     def eligible(self, pool: str, now: int, labels: dict[str, str] | None = None) -> list[WorkerConn]:
         """Live workers that can take one more attempt of a job in `pool` ("" = any pool) whose
-        labels include all of `labels`; most free slots first, ties by name (deterministic)."""
+        labels include all of `labels`; the one running (or being given) the fewest attempts
+        first, then most free slots, ties by name (deterministic). Fewest first shares work
+        evenly: a worker that advertises many slots gets no more than the others until they are
+        full."""
         want = (labels or {}).items()
         out = [c for c in self.conns.values()
                if c.free_slots() > 0 and (not pool or c.pool == pool) and self.live(c, now)
                and all(c.labels.get(k) == v for k, v in want)]
-        out.sort(key=lambda c: (-c.free_slots(), c.name))
+        out.sort(key=lambda c: (len(c.running) + c.reserved, -c.free_slots(), c.name))
         return out
+
+    def assigned_to(self, conn: WorkerConn, execution_id: str, token: int) -> bool:
+        """Whether `conn` may report the attempt holding `token`: it is the registered stream of
+        its worker, and the attempt was assigned to that worker (on this stream, or on an
+        earlier one of the same worker before a reconnect or failover)."""
+        if self.conns.get(conn.name) is not conn:
+            return False
+        if token in conn.running:
+            return True
+        try:
+            key = parse_execution_id(execution_id)
+        except ValidationError:
+            return False
+        with self.node.lock:
+            ex = self.node.state.execs.get(key)
+            return ex is not None and any(a.fencing_token == token and a.worker == conn.name
+                                          for a in ex.attempts)
 
     def holder(self, token: int) -> WorkerConn | None:
         for conn in self.conns.values():
@@ -125,14 +161,45 @@ class WorkerHub(pb_grpc.WorkersServicer):
             if leader and leader != self.node.cfg.grpc_address:
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"not the leader; leader={leader}")
             await context.abort(grpc.StatusCode.UNAVAILABLE, "no leader is elected yet; retry shortly")
-        first = await anext(aiter(request_iterator), None)
+        if self.streams >= self.max_streams:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                f"this node already holds {self.streams} worker streams, its limit "
+                                f"(limits.max_worker_streams = {self.max_streams}); retry later or raise it")
+        self.streams += 1
+        try:
+            async for msg in self._serve(request_iterator, context):
+                yield msg
+        finally:
+            self.streams -= 1
+
+    async def _hello(self, request_iterator, context) -> pb.WorkerHello:
+        """The first message, checked: a hello in time, a name, 1..max_slots slots."""
+        try:
+            first = await asyncio.wait_for(anext(aiter(request_iterator), None), self.hello_timeout_s)
+        except asyncio.TimeoutError:
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                f"no hello within {self.hello_timeout_s:g}s of connecting")
         if first is None or first.WhichOneof("kind") != "hello":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be a hello")
         hello = first.hello
         if not hello.name or hello.slots < 1:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a worker needs a name and at least one slot")
+        if hello.slots > self.max_slots:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                f"worker {hello.name!r} claims {hello.slots} slots; this cluster allows at "
+                                f"most {self.max_slots} per worker (limits.max_worker_slots): start it with "
+                                f"--slots {self.max_slots} or fewer")
+        return hello
+
+    async def _serve(self, request_iterator, context):
+        hello = await self._hello(request_iterator, context)
         now = self.clock.now_ms()
         old = self.conns.get(hello.name)
+        if old is not None and not old.closed and self.live(old, now):
+            await context.abort(grpc.StatusCode.ALREADY_EXISTS,
+                                f"worker name {hello.name!r} is in use by a live stream from {old.peer}; "
+                                "give every worker its own --name (a reconnect is accepted once the "
+                                "old stream has gone silent)")
         if old is not None:
             self._close(old)                      # a reconnect replaces the stale stream
         conn = WorkerConn(name=hello.name, slots=hello.slots, pool=hello.pool, labels=dict(hello.labels),
@@ -161,7 +228,8 @@ class WorkerHub(pb_grpc.WorkersServicer):
             self.on_change()
 
     def _adopt(self, conn: WorkerConn, tokens, now: int) -> None:
-        """A (re)connecting worker still runs these attempts: keep them alive if they are current."""
+        """A (re)connecting worker still runs these attempts: keep them alive if they are current
+        and were assigned to this worker (another's token in a hello is ignored)."""
         if not tokens:
             return
         with self.node.lock:
@@ -169,7 +237,8 @@ class WorkerHub(pb_grpc.WorkersServicer):
             current = {}
             for t, name in st.by_state.get("RUNNING", ()):
                 ex = st.execs[(name, t)]
-                current[ex.attempts[-1].fencing_token] = ex.id
+                if ex.attempts[-1].worker == conn.name:
+                    current[ex.attempts[-1].fencing_token] = ex.id
         for token in tokens:
             if token in current:
                 conn.running[token] = current[token]
@@ -184,7 +253,13 @@ class WorkerHub(pb_grpc.WorkersServicer):
                 if kind == "heartbeat":
                     self.on_heartbeat(conn, msg.heartbeat, now)
                 elif kind == "result":
-                    self.on_result(conn, msg.result)
+                    if self.assigned_to(conn, msg.result.execution_id, msg.result.fencing_token):
+                        self.on_result(conn, msg.result)
+                    else:
+                        log.warning("refused a result for %s (token %d) from %s (%s): not its attempt",
+                                    msg.result.execution_id, msg.result.fencing_token, conn.name, conn.peer)
+                        self.send(conn, pb.LeaderMessage(ack=pb.ResultAck(
+                            fencing_token=msg.result.fencing_token, outcome="refused")))
         except (asyncio.CancelledError, grpc.aio.AioRpcError):
             pass
         finally:

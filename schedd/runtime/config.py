@@ -29,6 +29,9 @@
     allow = ["127.0.0.1"]               # exceptions to deny; default none
     deny = ["10.0.0.0/8"]               # added to the default deny list (loopback, link-local,
                                         # cloud metadata); ["*"] makes `allow` a strict allow-list
+    [limits]                            # caps on what callers may hold (RESOURCE_EXHAUSTED past them)
+    max_worker_streams = 512            # worker streams this node holds (handshakes included)
+    max_worker_slots = 256              # slots one worker may claim to have
 
     [[peers]]
     id = "n2"
@@ -95,6 +98,15 @@ class SchedulerTuning:
 
 
 @dataclass(slots=True, frozen=True)
+class Limits:
+    """Caps on what a caller may make a node hold; past one, the call fails RESOURCE_EXHAUSTED
+    naming the key to raise."""
+
+    max_worker_streams: int = 512     # worker streams per node, handshakes included
+    max_worker_slots: int = 256       # slots a worker may advertise
+
+
+@dataclass(slots=True, frozen=True)
 class NodeConfig:
     node_id: str
     data_dir: Path
@@ -108,6 +120,7 @@ class NodeConfig:
     raft: RaftTuning = RaftTuning()
     scheduler: SchedulerTuning = SchedulerTuning()
     webhooks: NetPolicy = NetPolicy()   # where SLA webhooks may be POSTed
+    limits: Limits = Limits()
     test_mode: bool = False          # enables test-only admin calls (clock offset); never in production
 
     @property
@@ -220,17 +233,23 @@ def _raft(t: dict) -> RaftTuning:
     return r
 
 
+def _int_table(cls, t: dict, where: str, bounds: dict[str, tuple[int, int]]):
+    """A table of integer settings: each key of `bounds` within its (lo, hi), default from `cls`."""
+    _check_keys(t, set(cls.__slots__), where)
+    d = cls()
+    return cls(**{key: _int(t, key, getattr(d, key), lo, hi, where) for key, (lo, hi) in bounds.items()})
+
+
 def _scheduler(t: dict) -> SchedulerTuning:
-    _check_keys(t, set(SchedulerTuning.__slots__), "[scheduler]")
-    d = SchedulerTuning()
-    return SchedulerTuning(
-        lookahead_ms=_int(t, "lookahead_ms", d.lookahead_ms, 0, 60_000, "[scheduler]"),
-        max_fire_batch=_int(t, "max_fire_batch", d.max_fire_batch, 1, 1000, "[scheduler]"),
-        burst_lookahead_ms=_int(t, "burst_lookahead_ms", d.burst_lookahead_ms, 0, 300_000, "[scheduler]"),
-        burst_threshold=_int(t, "burst_threshold", d.burst_threshold, 0, 10_000_000, "[scheduler]"),
-        lease_ms=_int(t, "lease_ms", d.lease_ms, 500, 3_600_000, "[scheduler]"),
-        catchup_per_second=_int(t, "catchup_per_second", d.catchup_per_second, 1, 100_000, "[scheduler]"),
-    )
+    return _int_table(SchedulerTuning, t, "[scheduler]", {
+        "lookahead_ms": (0, 60_000), "max_fire_batch": (1, 1000), "burst_lookahead_ms": (0, 300_000),
+        "burst_threshold": (0, 10_000_000), "lease_ms": (500, 3_600_000),
+        "catchup_per_second": (1, 100_000)})
+
+
+def _limits(t: dict) -> Limits:
+    return _int_table(Limits, t, "[limits]", {
+        "max_worker_streams": (1, 100_000), "max_worker_slots": (1, 100_000)})
 
 
 def _webhooks(t: dict) -> NetPolicy:
@@ -251,7 +270,7 @@ def _webhooks(t: dict) -> NetPolicy:
 
 
 TOP_KEYS = {"node_id", "data_dir", "raft_address", "grpc_address", "metrics_address", "raft_bind",
-            "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "webhooks", "test_mode"}
+            "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "webhooks", "limits", "test_mode"}
 
 
 def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
@@ -296,6 +315,7 @@ def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
         secret=str(secret), fsync=fsync, peers=tuple(peers),
         raft=_raft(d.get("raft") or {}), scheduler=_scheduler(d.get("scheduler") or {}),
         webhooks=_webhooks(d.get("webhooks") or {}),
+        limits=_limits(d.get("limits") or {}),
         test_mode=bool(d.get("test_mode", False)),
     )
     validate(cfg)

@@ -87,7 +87,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
 
     node = RaftNode(cfg, on_applied=on_applied, on_role_change=on_role_change)
     locals_box.append(node)
-    hub = WorkerHub(node, clock, lease_ms=cfg.scheduler.lease_ms)
+    hub = WorkerHub(node, clock, lease_ms=cfg.scheduler.lease_ms,
+                    max_streams=cfg.limits.max_worker_streams, max_slots=cfg.limits.max_worker_slots)
     if rec is not None:
         testing.wrap_hub_send(hub, rec, node)
     dispatcher = Dispatcher(node, clock, metrics, hub)

@@ -591,13 +591,17 @@ class WorkerRuntime:
         if u is None:
             return
         outcome = ack.outcome or "committed"
-        if outcome in ("committed", "stale"):
+        if outcome in ("committed", "stale", "refused"):
             del self._unacked[ack.fencing_token]
             if not self._unacked:
                 self._all_acked.set()
             if outcome == "stale":
                 log.warning("result of %s (token %d, %s) refused by fencing: the attempt was "
                             "superseded", u.result.execution_id, ack.fencing_token, u.result.state)
+            elif outcome == "refused":
+                log.warning("result of %s (token %d, %s) refused: the leader did not assign that "
+                            "attempt to this worker", u.result.execution_id, ack.fencing_token,
+                            u.result.state)
         else:
             log.info("leader could not settle the result of %s (token %d): %s; will resend",
                      u.result.execution_id, ack.fencing_token, outcome)

@@ -29,12 +29,21 @@ import json
 import math
 from collections import defaultdict
 
+from schedd.core.commands import CLIENT_RID
+
 CHECKS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9")
 SAFETY = {"C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9early"}
 TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED", "SKIPPED", "UPSTREAM_FAILED", "LOST"}
 EARLY_TOLERANCE_MS = 10
 SLACK_MS = 1500
 
+
+
+def _base_rid(entry: dict) -> str:
+    """An entry's request id as its proposer sent it: without the test hooks' `#nodedup` suffix
+    and, for a client's write, without the API's client namespace prefix."""
+    rid = str(entry.get("rid", "")).split("#nodedup")[0]
+    return rid[len(CLIENT_RID):] if rid.startswith(CLIENT_RID) else rid
 
 def load(lines) -> list[dict]:
     out = []
@@ -137,7 +146,7 @@ def check(records: list[dict], meta: dict) -> dict:
         r = log[idx]
         e, res = r["entry"], r.get("res", {})
         k, now = e.get("k"), e.get("now", 0)
-        base_rid = str(e.get("rid", "")).split("#nodedup")[0]
+        base_rid = _base_rid(e)
         if base_rid:
             rids.add(base_rid)
         if k == "epoch":
@@ -376,7 +385,7 @@ def check(records: list[dict], meta: dict) -> dict:
                 A.add("C3", f"{name}: {t1} and {t2} ran at the same time (overlap {overlap[name]})", s2, job=name)
 
     # ---------------------------------------------------------------- C5: acknowledged means durable
-    final_rids = {str(r["entry"].get("rid", "")).split("#nodedup")[0] for r in latest.values()}
+    final_rids = {_base_rid(r["entry"]) for r in latest.values()}
     for r in by_type["ok"]:
         if r.get("rid") and r["rid"] not in final_rids:
             A.add("C5", f"client {r['op']} {r.get('job')} (request {r['rid'][:12]}) was acknowledged but is "

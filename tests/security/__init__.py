@@ -1,1 +1,1 @@
-"""Security tests for issue 10: one test per item, named for what it proves."""
+"""Issue 10: what a hostile or careless client can do, one test per item (see README "Security")."""

@@ -250,7 +250,7 @@ def reconnect(hub: WorkerHub, h: Harness, name: str, tokens=(), slots=2, incarna
 def claim_for(h: Harness, name: str, worker: str) -> int:
     """A claim the leader of term 1 committed for `worker`'s first process."""
     return h.apply(C.START, job=name, scheduled_ms=T0, attempt=1, worker=worker,
-                   incarnation=f"{worker}-1")["token"]
+                   worker_incarnation=f"{worker}-1")["token"]
 
 
 async def test_a_claim_its_worker_reconnected_without_runs_again_at_once(setup):

@@ -296,7 +296,7 @@ def test_a_job_and_a_dag_of_the_same_name_do_not_collide():
     h.now = T0 + 5000
     misses = L.due_misses(h.state, h.now)
     assert sorted((m.dag, m.rid) for m in misses) == [
-        ("", f"sla-{run.run_id}"), ("etl", f"sla-dag/{run.run_id}")]
+        ("", f"sla-{run.run_id}#{h.state.execs[('etl', t)].log_index}"), ("etl", f"sla-dag/{run.run_id}")]
     for m in misses:
         if m.dag:
             assert h.sla(m)["ok"]

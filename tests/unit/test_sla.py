@@ -58,8 +58,8 @@ class Harness(StateHarness):
                           state=state, ended_ms=self.now)
 
     def sla(self, miss: L.Miss, term=None) -> dict:
-        return self.apply(C.SLA, rid=f"sla-{miss.execution_id}", term=term, job=miss.job,
-                          scheduled_ms=miss.scheduled_ms, deadline_ms=miss.deadline_ms, sla=miss.sla)
+        return self.apply(C.SLA, rid=miss.rid, term=term, job=miss.job, scheduled_ms=miss.scheduled_ms,
+                          deadline_ms=miss.deadline_ms, sla=miss.sla, **miss.entry_args())
 
 
 @pytest.fixture
@@ -379,7 +379,7 @@ def test_driver_records_counts_and_posts_once(h, fail_first):
         # fail_first: the answer was lost; asked again with the same rid, dedup answers: one POST
         assert metrics.counts == {"j1": 1}
         [(path, body, key)] = _Hook.posts
-        assert path == "/hook" and key == f"sla-{execution_id('j1', t)}"
+        assert path == "/hook" and key == f"sla-{execution_id('j1', t)}#{ex.log_index}"
         assert body == {"job": "j1", "execution_id": execution_id("j1", t),
                         "scheduled_time": "2026-06-01T04:00:00Z",
                         "deadline": "2026-06-01T04:00:02Z", "state": RUNNING,
@@ -426,7 +426,7 @@ def test_a_deposed_leaders_late_refusal_does_not_answer_the_new_leaders_proposal
                 await tasks.pop()
     asyncio.run(main())
     assert len(h.state.execs[("j1", t)].events) == 1 and metrics.counts == {"j1": 1}
-    assert json.loads(h.entries[-1])["rid"] == f"sla-{miss.execution_id}"     # same rid, not deduplicated
+    assert json.loads(h.entries[-1])["rid"] == miss.rid     # same rid, not deduplicated
 
 
 def test_backfilled_executions_have_no_sla():

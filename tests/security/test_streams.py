@@ -1,0 +1,220 @@
+"""Issue 10 items 5 and 10 (worker part): worker streams on a real gRPC server (in process, on
+127.0.0.1) in front of the leader's WorkerHub and Assigner, with a fake Raft node that applies
+each entry at once and a clock the test moves.
+
+- a result counts only from the stream of the worker its attempt was assigned to;
+- a second stream under a live worker's name is refused, the live one keeps running;
+- a worker may claim at most `limits.max_worker_slots` slots, and work is shared fairly;
+- a node holds at most `limits.max_worker_streams` streams (a silent one included, until its
+  hello times out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+
+from schedd.core import commands as C
+from schedd.leader.assigner import Assigner
+from schedd.leader.workers import WorkerHub
+from schedd.runtime import config as cfgmod
+from schedd.v1 import scheduler_pb2 as pb
+from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from tests.unit.test_assigner import Clock, FakeNode
+from tests.unit.test_state import T0, Harness
+
+TIMEOUT_S = 30.0          # generous: a loaded 2-core machine
+
+
+class Leader(FakeNode):
+    """FakeNode leading its epoch, with the addresses the hub asks for."""
+
+    def __init__(self, h: Harness) -> None:
+        super().__init__(h)
+        self.cfg.grpc_address = "127.0.0.1:1"
+
+    def leads_epoch(self) -> bool:
+        return True
+
+    def is_leader(self) -> bool:
+        return True
+
+    def leader_grpc_address(self) -> str:
+        return self.cfg.grpc_address
+
+
+class Stream:
+    """One worker's side of a Connect stream."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self.call = pb_grpc.WorkersStub(channel).Connect()
+
+    async def hello(self, name: str, slots: int = 1, tokens=()) -> pb.LeaderMessage:
+        await self.call.write(pb.WorkerMessage(hello=pb.WorkerHello(name=name, slots=slots,
+                                                                    running_tokens=list(tokens))))
+        return await self.read()
+
+    async def read(self) -> pb.LeaderMessage:
+        return await asyncio.wait_for(self.call.read(), TIMEOUT_S)
+
+    async def result(self, a: pb.Assignment, state: str = "SUCCEEDED") -> None:
+        await self.call.write(pb.WorkerMessage(result=pb.AttemptResult(
+            execution_id=a.execution_id, fencing_token=a.fencing_token, state=state)))
+
+    async def heartbeat(self) -> None:
+        await self.call.write(pb.WorkerMessage(heartbeat=pb.Heartbeat()))
+
+
+class Rig:
+    def __init__(self, **hub_kw) -> None:
+        self.h = Harness()
+        self.node = Leader(self.h)
+        self.hub = WorkerHub(self.node, Clock(self.h), lease_ms=10_000, **hub_kw)
+        self.tasks: list[asyncio.Future] = []
+        self.assigner = Assigner(self.node, Clock(self.h), self.hub, 1_500, self._spawn)
+        self.server = grpc.aio.server()
+        pb_grpc.add_WorkersServicer_to_server(self.hub, self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.channels: list[grpc.aio.Channel] = []
+
+    def _spawn(self, coro) -> None:
+        self.tasks.append(asyncio.ensure_future(coro))
+
+    async def settle(self) -> None:
+        while self.tasks:
+            await self.tasks.pop()
+
+    async def step(self) -> None:
+        self.assigner.step(self.h.now)
+        await self.settle()
+
+    def stream(self) -> Stream:
+        ch = grpc.aio.insecure_channel(f"127.0.0.1:{self.port}")
+        self.channels.append(ch)
+        return Stream(ch)
+
+    async def until(self, predicate, what: str) -> None:
+        """Wait for a condition the server reaches asynchronously (never a fixed sleep)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + TIMEOUT_S
+        while not predicate():
+            if loop.time() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            await asyncio.sleep(0.01)
+            await self.settle()
+
+
+@pytest.fixture
+async def rig():
+    made: list[Rig] = []
+
+    async def make(**kw) -> Rig:
+        r = Rig(**kw)
+        await r.server.start()
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        for ch in r.channels:
+            await ch.close()
+        await r.server.stop(0)
+
+
+def welcome(msg: pb.LeaderMessage) -> bool:
+    return msg.WhichOneof("kind") == "welcome"
+
+
+async def refused(stream: Stream, name: str, slots: int = 1) -> grpc.aio.AioRpcError:
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await stream.hello(name, slots)
+    return e.value
+
+
+async def test_result_only_from_the_assigned_stream(rig):
+    r = await rig()
+    w1, w2, w3 = r.stream(), r.stream(), r.stream()
+    assert welcome(await w1.hello("w1")) and welcome(await w2.hello("w2"))
+    r.h.put(name="j1", schedule="@every 60s")
+    r.h.plan_and_fire()
+    r.hub.conns["w2"].draining = True          # so that w1 gets it
+    await r.step()
+    a = (await w1.read()).assignment
+    assert a.job == "j1"
+    # another worker's stream reports the attempt with its (readable) token: refused
+    await w2.result(a, "FAILED")
+    ack = (await w2.read()).ack
+    assert (ack.fencing_token, ack.outcome) == (a.fencing_token, "refused")
+    assert C.FINISH not in r.node.proposed and r.h.state.execs[("j1", T0)].state == "RUNNING"
+    # a newcomer cannot adopt it by naming the token in its hello either
+    assert welcome(await w3.hello("w3", tokens=[a.fencing_token]))
+    assert a.fencing_token not in r.hub.conns["w3"].running
+    # the assigned worker's own result commits
+    await w1.result(a)
+    ack = (await w1.read()).ack
+    assert ack.outcome == "committed" and r.h.state.execs[("j1", T0)].state == "SUCCEEDED"
+
+
+async def test_same_worker_name_does_not_close_the_live_stream(rig):
+    r = await rig()
+    live, impostor = r.stream(), r.stream()
+    assert welcome(await live.hello("w1"))
+    conn = r.hub.conns["w1"]
+    err = await refused(impostor, "w1")
+    assert err.code() == grpc.StatusCode.ALREADY_EXISTS and "w1" in err.details()
+    assert r.hub.conns["w1"] is conn and not conn.closed
+    r.h.put(name="j1", schedule="@every 60s")   # the live stream still gets work
+    r.h.plan_and_fire()
+    await r.step()
+    assert (await live.read()).assignment.job == "j1"
+    # once the live stream has gone silent (no heartbeat for 2/3 of a lease), a reconnect under
+    # the name is a replacement, as after a network cut the leader has not noticed yet
+    r.h.now += 7_000
+    again = r.stream()
+    assert welcome(await again.hello("w1"))
+    assert r.hub.conns["w1"] is not conn and conn.closed
+
+
+async def test_worker_slot_claim_is_capped(rig):
+    r = await rig(max_slots=8)
+    err = await refused(r.stream(), "greedy", slots=100_000)
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "100000 slots" in err.details() and "limits.max_worker_slots" in err.details()
+    assert "greedy" not in r.hub.conns
+    big, small = r.stream(), r.stream()
+    assert welcome(await big.hello("big", slots=8)) and welcome(await small.hello("small", slots=2))
+    for i in range(4):
+        r.h.put(name=f"j{i}", schedule="@every 60s")
+    r.h.plan_and_fire()
+    await r.step()
+    share = {name: len(c.running) for name, c in r.hub.conns.items()}
+    assert share == {"big": 2, "small": 2}, "the worker with the most slots took more than its share"
+
+
+async def test_worker_streams_per_node_are_capped(rig):
+    r = await rig(max_streams=2, hello_timeout_s=1.0)
+    silent = r.stream()
+    await silent.call.wait_for_connection()
+    await r.until(lambda: r.hub.streams == 1, "the silent stream to count")
+    assert welcome(await r.stream().hello("w1"))
+    err = await refused(r.stream(), "w2")
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "limits.max_worker_streams" in err.details() and "2" in err.details()
+    with pytest.raises(grpc.aio.AioRpcError) as e:   # no hello in time: dropped, the slot is free
+        await silent.read()
+    assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    await r.until(lambda: r.hub.streams == 1, "the silent stream to be dropped")
+    assert welcome(await r.stream().hello("w2"))
+
+
+def test_worker_caps_come_from_the_node_config():
+    base = {"node_id": "n1", "data_dir": "/tmp/x", "raft_address": "127.0.0.1:1",
+            "grpc_address": "127.0.0.1:2"}
+    d = cfgmod.from_dict(base).limits
+    assert (d.max_worker_streams, d.max_worker_slots) == (512, 256)
+    got = cfgmod.from_dict({**base, "limits": {"max_worker_streams": 10, "max_worker_slots": 3}}).limits
+    assert (got.max_worker_streams, got.max_worker_slots) == (10, 3)
+    with pytest.raises(cfgmod.ConfigError, match=r"\[limits\]\.max_worker_slots"):
+        cfgmod.from_dict({**base, "limits": {"max_worker_slots": 0}})
