@@ -140,12 +140,10 @@ class LocalCluster:
             f'metrics_address = "{node.metrics}"',
             f'secret_file = "{self.root / "cluster.secret"}"',
             f'fsync = "{self.fsync}"',
-        ]
+        ] + (["test_mode = true"] if self.test_mode else [])
         webhooks = {"allow": list(self.webhook_allow)} if self.webhook_allow else {}
         for section, values in (("raft", self.raft), ("scheduler", self.scheduler),
                                 ("webhooks", webhooks)):
-        ] + (["test_mode = true"] if self.test_mode else [])
-        for section, values in (("raft", self.raft), ("scheduler", self.scheduler)):
             if values:
                 lines.append(f"\n[{section}]")
                 lines += [f"{k} = {_toml(v)}" for k, v in values.items()]
