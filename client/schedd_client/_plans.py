@@ -25,8 +25,6 @@ from schedd.v1 import scheduler_pb2 as pb
 T = TypeVar("T")
 M = TypeVar("M", bound=Message)
 
-#: PutJobs requests carry at most this many specs; ``put_jobs`` sends larger batches in chunks.
-PUT_JOBS_CHUNK = 5000
 STALE_OK_METADATA = ("x-schedd-stale-ok", "1")
 
 
@@ -143,31 +141,18 @@ def put_job(
     return _single(_scheduler("PutJob", request, mutating=True), pb.PutJobResponse)
 
 
-def put_jobs(specs: Iterable[pb.JobSpec]) -> Plan[pb.PutJobsResponse]:
-    """Create or update many jobs; returns the created and updated counts.
+def put_jobs(specs: Iterable[pb.JobSpec], *, create_only: bool = False) -> Plan[pb.PutJobsResponse]:
+    """Create or update many jobs in one batch; returns the created and updated counts.
 
-    Sent in requests of at most 5,000 specs. Each request is all-or-nothing; when one fails, the
-    earlier ones stay committed and the later ones are not sent.
+    All or nothing: every job commits, or none does (also when the answer is lost: retried with
+    the same request id, it commits once). A refused job is named in the error, whose
+    ``position`` is its 1-based place in ``specs``. ``create_only=True`` refuses the whole batch
+    with ``AlreadyExists`` if any of its jobs exists. The node caps a call
+    (``limits.max_jobs_per_call``, ``limits.max_bytes_per_call``: ``ResourceExhausted``); send
+    more than that in several calls, each one all-or-nothing.
     """
-    specs = list(specs)
-    calls = [
-        _scheduler(
-            "PutJobs",
-            pb.PutJobsRequest(jobs=specs[i : i + PUT_JOBS_CHUNK], request_id=new_request_id()),
-            mutating=True,
-        )
-        for i in range(0, len(specs), PUT_JOBS_CHUNK)
-    ]
-
-    def combine(responses: list[Message]) -> pb.PutJobsResponse:
-        total = pb.PutJobsResponse()
-        for response in responses:
-            assert isinstance(response, pb.PutJobsResponse)
-            total.created += response.created
-            total.updated += response.updated
-        return total
-
-    return Plan(calls, combine)
+    request = pb.PutJobsRequest(jobs=list(specs), request_id=new_request_id(), create_only=create_only)
+    return _single(_scheduler("PutJobs", request, mutating=True), pb.PutJobsResponse)
 
 
 def get_job(name: str, *, upcoming: int = 5, stale_ok: bool = False) -> Plan[pb.Job]:
@@ -177,11 +162,16 @@ def get_job(name: str, *, upcoming: int = 5, stale_ok: bool = False) -> Plan[pb.
 
 
 def list_jobs(
-    *, team: str = "", state: str = "", page_size: int = 500, stale_ok: bool = False
+    *, team: str = "", state: str = "", page_size: int = 500, full: bool = False, stale_ok: bool = False
 ) -> Pager[pb.Job]:
     """Every job, optionally of one ``team`` and in one ``state`` ("active" or "paused"),
-    fetched lazily ``page_size`` at a time."""
-    request = pb.ListJobsRequest(team=team, state=state, page_size=page_size)
+    fetched lazily, at most ``page_size`` per page (pages are also bounded in bytes).
+
+    Jobs come as summaries (``job.summary`` is set): the spec holds name, team, schedule,
+    timezone, pool, priority, paused and a short description; ``get_job`` has the rest, or pass
+    ``full=True`` for whole specs.
+    """
+    request = pb.ListJobsRequest(team=team, state=state, page_size=page_size, full=full)
     return Pager(_scheduler("ListJobs", request, stale_ok=stale_ok), lambda r: list(r.jobs))  # type: ignore[attr-defined]
 
 

@@ -99,6 +99,7 @@ class LocalCluster:
     fsync: str = "always"
     raft: dict = field(default_factory=dict)
     scheduler: dict = field(default_factory=dict)
+    limits: dict = field(default_factory=dict)
     env: dict = field(default_factory=dict)
     log_level: str = "info"
     nodes: dict[str, NodeProc] = field(default_factory=dict)
@@ -136,7 +137,8 @@ class LocalCluster:
             f'secret_file = "{self.root / "cluster.secret"}"',
             f'fsync = "{self.fsync}"',
         ]
-        for section, values in (("raft", self.raft), ("scheduler", self.scheduler)):
+        for section, values in (("raft", self.raft), ("scheduler", self.scheduler),
+                               ("limits", self.limits)):
             if values:
                 lines.append(f"\n[{section}]")
                 lines += [f"{k} = {_toml(v)}" for k, v in values.items()]

@@ -23,6 +23,12 @@
     burst_threshold = 2000              # ...of at least this many instants
     lease_ms = 10000                    # a running attempt without news this long is lost
 
+    [limits]                            # RESOURCE_EXHAUSTED, naming the key, past each cap
+    max_jobs_per_call = 10000           # jobs in one PutJobs call
+    max_bytes_per_call = 8388608        # bytes of one PutJobs request (8 MiB)
+    max_jobs_per_team = 1000000         # jobs a team may hold (0 = no cap)
+    max_inflight_per_connection = 64    # unary calls in flight on one client connection
+
     [[peers]]
     id = "n2"
     raft_address = "127.0.0.1:7002"
@@ -77,6 +83,16 @@ class SchedulerTuning:
 
 
 @dataclass(slots=True, frozen=True)
+class LimitsTuning:
+    """Caps on what one caller can ask of the cluster. Checked before anything is proposed; the
+    team cap also rides in the entry so apply enforces it exactly (concurrent calls included)."""
+    max_jobs_per_call: int = 10_000
+    max_bytes_per_call: int = 8 * 1024 * 1024
+    max_jobs_per_team: int = 1_000_000
+    max_inflight_per_connection: int = 64
+
+
+@dataclass(slots=True, frozen=True)
 class NodeConfig:
     node_id: str
     data_dir: Path
@@ -89,6 +105,7 @@ class NodeConfig:
     peers: tuple[Peer, ...] = ()
     raft: RaftTuning = RaftTuning()
     scheduler: SchedulerTuning = SchedulerTuning()
+    limits: LimitsTuning = LimitsTuning()
     test_mode: bool = False          # enables test-only admin calls (clock offset); never in production
 
     @property
@@ -167,8 +184,20 @@ def _scheduler(t: dict) -> SchedulerTuning:
     )
 
 
+def _limits(t: dict) -> LimitsTuning:
+    _check_keys(t, set(LimitsTuning.__slots__), "[limits]")
+    d = LimitsTuning()
+    return LimitsTuning(
+        max_jobs_per_call=_int(t, "max_jobs_per_call", d.max_jobs_per_call, 1, 1_000_000, "[limits]"),
+        max_bytes_per_call=_int(t, "max_bytes_per_call", d.max_bytes_per_call, 1024, 1024 ** 3, "[limits]"),
+        max_jobs_per_team=_int(t, "max_jobs_per_team", d.max_jobs_per_team, 0, 100_000_000, "[limits]"),
+        max_inflight_per_connection=_int(t, "max_inflight_per_connection", d.max_inflight_per_connection,
+                                         1, 100_000, "[limits]"),
+    )
+
+
 TOP_KEYS = {"node_id", "data_dir", "raft_address", "grpc_address", "metrics_address", "raft_bind",
-            "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "test_mode"}
+            "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "limits", "test_mode"}
 
 
 def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
@@ -212,6 +241,7 @@ def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
         raft_bind=_addr(d["raft_bind"], "raft_bind") if d.get("raft_bind") else "",
         secret=str(secret), fsync=fsync, peers=tuple(peers),
         raft=_raft(d.get("raft") or {}), scheduler=_scheduler(d.get("scheduler") or {}),
+        limits=_limits(d.get("limits") or {}),
         test_mode=bool(d.get("test_mode", False)),
     )
     validate(cfg)

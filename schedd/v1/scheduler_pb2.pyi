@@ -167,7 +167,7 @@ class SlaSpec(_message.Message):
     def __init__(self, within_seconds: _Optional[float] = ..., by: _Optional[str] = ..., timezone: _Optional[str] = ..., webhook: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("spec", "version", "paused", "next_fire_ms", "upcoming_ms", "created_ms", "updated_ms", "created_by", "last_scheduled_ms", "last_execution_id", "last_state", "executions_total")
+    __slots__ = ("spec", "version", "paused", "next_fire_ms", "upcoming_ms", "created_ms", "updated_ms", "created_by", "last_scheduled_ms", "last_execution_id", "last_state", "executions_total", "summary")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
@@ -180,6 +180,7 @@ class Job(_message.Message):
     LAST_EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     LAST_STATE_FIELD_NUMBER: _ClassVar[int]
     EXECUTIONS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
     spec: JobSpec
     version: int
     paused: bool
@@ -192,7 +193,8 @@ class Job(_message.Message):
     last_execution_id: str
     last_state: str
     executions_total: int
-    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., paused: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ..., upcoming_ms: _Optional[_Iterable[int]] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., last_scheduled_ms: _Optional[int] = ..., last_execution_id: _Optional[str] = ..., last_state: _Optional[str] = ..., executions_total: _Optional[int] = ...) -> None: ...
+    summary: bool
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., paused: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ..., upcoming_ms: _Optional[_Iterable[int]] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., last_scheduled_ms: _Optional[int] = ..., last_execution_id: _Optional[str] = ..., last_state: _Optional[str] = ..., executions_total: _Optional[int] = ..., summary: _Optional[bool] = ...) -> None: ...
 
 class PutJobRequest(_message.Message):
     __slots__ = ("job", "create_only", "request_id", "expected_version")
@@ -215,12 +217,14 @@ class PutJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class PutJobsRequest(_message.Message):
-    __slots__ = ("jobs", "request_id")
+    __slots__ = ("jobs", "request_id", "create_only")
     JOBS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[JobSpec]
     request_id: str
-    def __init__(self, jobs: _Optional[_Iterable[_Union[JobSpec, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    create_only: bool
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobSpec, _Mapping]]] = ..., request_id: _Optional[str] = ..., create_only: _Optional[bool] = ...) -> None: ...
 
 class PutJobsResponse(_message.Message):
     __slots__ = ("created", "updated")
@@ -239,16 +243,18 @@ class GetJobRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., upcoming: _Optional[int] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("team", "state", "page_size", "page_token")
+    __slots__ = ("team", "state", "page_size", "page_token", "full")
     TEAM_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    FULL_FIELD_NUMBER: _ClassVar[int]
     team: str
     state: str
     page_size: int
     page_token: str
-    def __init__(self, team: _Optional[str] = ..., state: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    full: bool
+    def __init__(self, team: _Optional[str] = ..., state: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., full: _Optional[bool] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token", "total")
