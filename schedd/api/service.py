@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import time
 import uuid
@@ -328,8 +329,9 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                 committing = True
                 result = await self._propose(context, C.PUT_MANY, rid, batch=batch, specs=texts, **common)
             else:
+                firsts = list(itertools.accumulate((len(c) for c in chunks), initial=1))
                 staged = await asyncio.gather(*(
-                    self._propose(context, C.BATCH_STAGE, "", batch=batch, seq=i, specs=chunk)
+                    self._propose(context, C.BATCH_STAGE, "", batch=batch, seq=i, first=firsts[i], specs=chunk)
                     for i, chunk in enumerate(chunks)), return_exceptions=True)
                 failed = next((r for r in staged if isinstance(r, BaseException) or not r.get("ok")), None)
                 if isinstance(failed, BaseException):

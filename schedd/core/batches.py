@@ -65,7 +65,9 @@ def _refuse_finished(b: str, rec: Batch) -> dict:
     return _reject("conflict", f"batch {b} is already committed")
 
 
-def _finish(rec: Batch, state: str, now: int, result: dict) -> None:
+def _finish(st: "SchedulerState", b: str, rec: Batch, state: str, now: int, result: dict) -> None:
+    for seq in rec.chunks:
+        st.batch_checked.pop((b, seq), None)
     rec.state, rec.ended, rec.chunks, rec.result = state, now, {}, result
 
 
@@ -78,12 +80,19 @@ def stage(st: "SchedulerState", cmd: C.Command, index: int) -> dict:
         return _reject("invalid", f"seq must be an integer in [0, {MAX_CHUNKS})")
     if not isinstance(specs, list) or not all(isinstance(t, str) for t in specs):
         return _reject("invalid", "specs must be a list of spec texts")
+    first = cmd.args.get("first", 1)
+    if isinstance(first, bool) or not isinstance(first, int) or first < 1:
+        return _reject("invalid", "first must be a position >= 1")
     rec = st.batches.get(b)
     if rec is None:
         rec = st.batches[b] = Batch(since=cmd.now)
     elif rec.state != STAGED:
         return _refuse_finished(b, rec)
+    checked = st.check_specs(specs, first)     # parsed here, in small steps, not all at commit
+    if isinstance(checked, dict):
+        return checked
     rec.chunks[seq] = specs
+    st.batch_checked[(b, seq)] = checked
     return {"ok": True, "code": "ok", "batch": b, "seq": seq}
 
 
@@ -97,18 +106,25 @@ def commit(st: "SchedulerState", cmd: C.Command, index: int) -> dict:
     if rec.state != STAGED:
         return _refuse_finished(b, rec)
     if cmd.now - rec.since > BATCH_TTL_MS:
-        _finish(rec, ABORTED, cmd.now, {"reason": f"not committed within {BATCH_TTL_MS // 1000}s"})
+        _finish(st, b, rec, ABORTED, cmd.now, {"reason": f"not committed within {BATCH_TTL_MS // 1000}s"})
         return _refuse_finished(b, rec)
     n = cmd.args.get("chunks")
     if not isinstance(n, int) or sorted(rec.chunks) != list(range(n)):
-        _finish(rec, ABORTED, cmd.now, {"reason": f"staged chunks {sorted(rec.chunks)} do not match {n!r}"})
+        _finish(st, b, rec, ABORTED, cmd.now, {"reason": f"staged chunks {sorted(rec.chunks)} do not match {n!r}"})
         return _refuse_finished(b, rec)
-    texts = [text for seq in range(n) for text in rec.chunks[seq]]
-    result = st.put_specs(texts, cmd)
+    checked: list = []
+    for seq in range(n):
+        # A node restored from a snapshot between stage and commit parses the chunk again.
+        part = st.batch_checked.get((b, seq)) or st.check_specs(rec.chunks[seq], len(checked) + 1)
+        if isinstance(part, dict):
+            _finish(st, b, rec, ABORTED, cmd.now, {"reason": part.get("msg", "refused")})
+            return part
+        checked += part
+    result = st.put_specs(checked, cmd)
     if result.get("ok"):
-        _finish(rec, COMMITTED, cmd.now, {"created": result["created"], "updated": result["updated"]})
+        _finish(st, b, rec, COMMITTED, cmd.now, {"created": result["created"], "updated": result["updated"]})
     else:
-        _finish(rec, ABORTED, cmd.now, {"reason": result.get("msg", "refused")})
+        _finish(st, b, rec, ABORTED, cmd.now, {"reason": result.get("msg", "refused")})
     return result
 
 
@@ -123,7 +139,7 @@ def abort(st: "SchedulerState", cmd: C.Command, index: int) -> dict:
     if rec.state == COMMITTED:
         return {"ok": True, "code": "ok", "aborted": False, "committed": True, **rec.result}
     if rec.state == STAGED:
-        _finish(rec, ABORTED, cmd.now, {"reason": str(cmd.args.get("reason") or "aborted")[:200]})
+        _finish(st, b, rec, ABORTED, cmd.now, {"reason": str(cmd.args.get("reason") or "aborted")[:200]})
     return {"ok": True, "code": "ok", "aborted": True}
 
 
@@ -143,7 +159,7 @@ def single_done(st: "SchedulerState", cmd: C.Command, result: dict) -> None:
     b = cmd.args.get("batch")
     if isinstance(b, str) and result.get("ok"):
         rec = st.batches[b] = Batch(since=cmd.now)
-        _finish(rec, COMMITTED, cmd.now, {"created": result["created"], "updated": result["updated"]})
+        _finish(st, b, rec, COMMITTED, cmd.now, {"created": result["created"], "updated": result["updated"]})
 
 
 def forget_finished(st: "SchedulerState", now: int) -> None:

@@ -216,6 +216,7 @@ class SchedulerState:
         self.pending: dict[str, int] = {}     # job -> executions SCHEDULED (queue bound)
         self.held: dict[str, int] = {}        # quota counter -> running attempts holding it
         self._policies = policy_cache()       # job -> its JobPolicy, per version
+        self.batch_checked: dict = {}         # (batch, seq) -> parsed staged chunk (schedd.core.batches)
         for ex in self.execs.values():
             self._count_in(ex, +1)
         D.reindex(self)                       # DAG run index; clears the DAG settle queue
@@ -458,20 +459,30 @@ class SchedulerState:
         texts = cmd.args.get("specs")
         if not isinstance(texts, list):
             return _reject("invalid", "specs must be a list")
-        result = self.put_specs(texts, cmd)
+        checked = self.check_specs(texts)
+        if isinstance(checked, dict):
+            return checked
+        result = self.put_specs(checked, cmd)
         B.single_done(self, cmd, result)
         return result
 
-    def put_specs(self, texts: list, cmd: C.Command) -> dict:
-        """Create or update every job of a batch, or none: all are checked before the first is
-        written. A refusal names the job and its 1-based `position` in the batch."""
+    def check_specs(self, texts: list, first: int = 1) -> list | dict:
+        """Parse committed spec texts (the costly half of registering a job), or the refusal of
+        the first bad one, named with its 1-based `position` in the batch (`first` = position of
+        texts[0])."""
         checked = []
-        names: dict[str, int] = {}
-        for i, text in enumerate(texts, 1):
+        for i, text in enumerate(texts, first):
             try:
-                spec, text, s = self._committed_spec(text)
+                checked.append(self._committed_spec(text))
             except ValidationError as e:
                 return _reject("invalid", f"job #{i}: {e}", position=i)
+        return checked
+
+    def put_specs(self, checked: list, cmd: C.Command) -> dict:
+        """Create or update every job of a checked batch, or none: all are checked against the
+        table (duplicates, create_only, the team cap) before the first is written."""
+        names: dict[str, int] = {}
+        for i, (spec, _, _) in enumerate(checked, 1):
             name = spec["name"]
             if name in names:
                 return _reject("invalid", f"job {name!r} (#{i}) appears more than once in the batch "
@@ -479,7 +490,6 @@ class SchedulerState:
             names[name] = i
             if cmd.args.get("create_only") and name in self.jobs:
                 return _reject("exists", f"job {name!r} (#{i}) already exists", position=i)
-            checked.append((spec, text, s))
         over = B.team_overflow(self, [(spec["name"], spec["team"]) for spec, _, _ in checked],
                                self._team_cap(cmd))
         if over:

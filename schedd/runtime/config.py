@@ -24,7 +24,7 @@
     lease_ms = 10000                    # a running attempt without news this long is lost
 
     [limits]                            # RESOURCE_EXHAUSTED, naming the key, past each cap
-    max_jobs_per_call = 10000           # jobs in one PutJobs call
+    max_jobs_per_call = 5000            # jobs in one PutJobs call (its commit applies in one step)
     max_bytes_per_call = 8388608        # bytes of one PutJobs request (8 MiB)
     max_jobs_per_team = 1000000         # jobs a team may hold (0 = no cap)
     max_inflight_per_connection = 64    # unary calls in flight on one client connection
@@ -86,7 +86,7 @@ class SchedulerTuning:
 class LimitsTuning:
     """Caps on what one caller can ask of the cluster. Checked before anything is proposed; the
     team cap also rides in the entry so apply enforces it exactly (concurrent calls included)."""
-    max_jobs_per_call: int = 10_000
+    max_jobs_per_call: int = 5_000
     max_bytes_per_call: int = 8 * 1024 * 1024
     max_jobs_per_team: int = 1_000_000
     max_inflight_per_connection: int = 64
