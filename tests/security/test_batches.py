@@ -4,6 +4,7 @@ position in the file, and never commits after it has answered "failed"."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pickle
 
@@ -228,3 +229,30 @@ def test_staged_batch_is_invisible_and_discarded_after_a_timeout():
     late = node.apply(C.encode(C.BATCH_COMMIT, rid="r2", now=later + B.BATCH_TTL_MS, term=1, batch="b2",
                                chunks=1, jobs=3))
     assert late["code"] == "aborted" and st.jobs == {}
+
+
+def test_leader_discards_an_abandoned_batch():
+    """A batch whose proposer vanished after staging is aborted by the leader's loop, once."""
+    from schedd.leader.dispatcher import Dispatcher
+    from schedd.runtime.metrics import Metrics
+    from tests.security._api_harness import FixedClock
+
+    node = InMemoryNode()
+    texts = [canonical_spec(convert.spec_to_dict(s))[1] for s in _specs(2)]
+    node.apply(C.encode(C.BATCH_STAGE, rid="", now=NOW_MS, term=1, batch="gone", seq=0, specs=texts))
+    clock = FixedClock(NOW_MS + B.BATCH_TTL_MS // 2)
+    dispatcher = Dispatcher(node, clock, Metrics())  # type: ignore[arg-type]
+
+    async def steps() -> None:
+        dispatcher._loop = asyncio.get_running_loop()
+        dispatcher._step()                              # not yet expired: nothing proposed
+        clock.now = NOW_MS + B.BATCH_TTL_MS + 1
+        dispatcher._step()
+        dispatcher._step()                              # the abort is in flight: not asked twice
+        while dispatcher._tasks:
+            await asyncio.sleep(0.01)
+        await dispatcher.close()
+
+    asyncio.run(steps())
+    assert node.kinds().count(C.BATCH_ABORT) == 1 and not B.staged(node.state)
+    assert node.state.jobs == {}
