@@ -151,7 +151,7 @@ class _HoldCommit(Proposals):
         self.late: list[dict] = []
 
     async def propose(self, node, entry):
-        if C.decode(entry).kind == C.BATCH_COMMIT:
+        if C.decode(entry).kind in (C.BATCH_COMMIT, C.PUT_MANY):
             self.held.append(entry)
             raise OutcomeUnknown("no commit within 10s")
         result = node.apply(entry)
@@ -186,14 +186,15 @@ def test_batch_never_commits_after_failed(api):
     with server.node.lock:
         assert server.node.state.jobs == {} and not B.staged(server.node.state)
 
-    hold = _HoldCommit()
-    server = api(proposals=hold)
-    with grpc.insecure_channel(server.address) as ch, pytest.raises(grpc.RpcError) as err:
-        pb_grpc.SchedulerStub(ch).PutJobs(request, timeout=30)
-    assert err.value.code() == grpc.StatusCode.UNAVAILABLE and "not committed" in err.value.details()
-    assert [r["ok"] for r in hold.late] == [False] and hold.late[0]["code"] == "aborted"
-    with server.node.lock:
-        assert server.node.state.jobs == {}
+    for batch in (request, pb.PutJobsRequest(jobs=specs[:3], request_id="r2")):   # staged, one entry
+        hold = _HoldCommit()
+        server = api(proposals=hold)
+        with grpc.insecure_channel(server.address) as ch, pytest.raises(grpc.RpcError) as err:
+            pb_grpc.SchedulerStub(ch).PutJobs(batch, timeout=30)
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE and "not committed" in err.value.details()
+        assert [r["ok"] for r in hold.late] == [False] and hold.late[0]["code"] == "aborted"
+        with server.node.lock:
+            assert server.node.state.jobs == {}
 
     server = api(proposals=_LoseCommitAnswer())
     with Client(server.address, timeout=5) as client:
