@@ -349,7 +349,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
             await self._refuse(context, result)
         if result.get("deduplicated") and len(chunks) > 1:
             # an earlier call with this request id committed: this call's staged copy goes
-            asyncio.ensure_future(self._abort_quietly(context, batch, "duplicate request"))
+            await self._abort_quietly(context, batch, "duplicate request")
         return result
 
     async def _abort_batch(self, context, batch: str, error: Exception | None, committing: bool) -> dict:
