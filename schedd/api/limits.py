@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import grpc
 
-from schedd.runtime.config import LimitsTuning
+from schedd.runtime.config import Limits
 
 FORWARDED = "x-schedd-forwarded"
 
 
-def call_overflow(limits: LimitsTuning, jobs: int, size: int) -> str:
+def call_overflow(limits: Limits, jobs: int, size: int) -> str:
     """Why a PutJobs call of `jobs` specs and `size` bytes is over the per-call caps ("" = fine)."""
     if jobs > limits.max_jobs_per_call:
         return (f"the call holds {jobs} jobs, more than limits.max_jobs_per_call "
@@ -26,7 +26,7 @@ def call_overflow(limits: LimitsTuning, jobs: int, size: int) -> str:
     return ""
 
 
-def max_receive_bytes(limits: LimitsTuning) -> int:
+def max_receive_bytes(limits: Limits) -> int:
     """gRPC's own receive cap: above the per-call byte cap, so that cap's clear message is what a
     caller sees, and never below 16 MiB (DAG files and other calls)."""
     return max(16 * 1024 * 1024, limits.max_bytes_per_call + 1024 * 1024)

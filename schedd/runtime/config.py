@@ -83,7 +83,7 @@ class SchedulerTuning:
 
 
 @dataclass(slots=True, frozen=True)
-class LimitsTuning:
+class Limits:
     """Caps on what one caller can ask of the cluster. Checked before anything is proposed; the
     team cap also rides in the entry so apply enforces it exactly (concurrent calls included)."""
     max_jobs_per_call: int = 5_000
@@ -105,7 +105,7 @@ class NodeConfig:
     peers: tuple[Peer, ...] = ()
     raft: RaftTuning = RaftTuning()
     scheduler: SchedulerTuning = SchedulerTuning()
-    limits: LimitsTuning = LimitsTuning()
+    limits: Limits = Limits()
     test_mode: bool = False          # enables test-only admin calls (clock offset); never in production
 
     @property
@@ -184,10 +184,10 @@ def _scheduler(t: dict) -> SchedulerTuning:
     )
 
 
-def _limits(t: dict) -> LimitsTuning:
-    _check_keys(t, set(LimitsTuning.__slots__), "[limits]")
-    d = LimitsTuning()
-    return LimitsTuning(
+def _limits(t: dict) -> Limits:
+    _check_keys(t, set(Limits.__slots__), "[limits]")
+    d = Limits()
+    return Limits(
         max_jobs_per_call=_int(t, "max_jobs_per_call", d.max_jobs_per_call, 1, 1_000_000, "[limits]"),
         max_bytes_per_call=_int(t, "max_bytes_per_call", d.max_bytes_per_call, 1024, 1024 ** 3, "[limits]"),
         max_jobs_per_team=_int(t, "max_jobs_per_team", d.max_jobs_per_team, 0, 100_000_000, "[limits]"),

@@ -20,7 +20,7 @@ from schedd.api.limits import InflightLimit
 from schedd.api.service import Router, SchedulerService
 from schedd.core import commands as C
 from schedd.core.state import SchedulerState
-from schedd.runtime.config import LimitsTuning, NodeConfig
+from schedd.runtime.config import Limits, NodeConfig
 from schedd.runtime.metrics import Metrics
 from schedd.v1 import scheduler_pb2_grpc as pb_grpc
 
@@ -46,10 +46,10 @@ class Proposals:
 class InMemoryNode:
     """The parts of RaftNode the servicers use: cfg, state, lock, term, leadership, propose."""
 
-    def __init__(self, limits: LimitsTuning | None = None, proposals: Proposals | None = None) -> None:
+    def __init__(self, limits: Limits | None = None, proposals: Proposals | None = None) -> None:
         self.cfg = replace(NodeConfig(node_id="n1", data_dir=Path("/nonexistent"),
                                       raft_address="127.0.0.1:1", grpc_address="127.0.0.1:2"),
-                           limits=limits or LimitsTuning())
+                           limits=limits or Limits())
         self.state = SchedulerState()
         self.lock = threading.RLock()
         self.term = 1

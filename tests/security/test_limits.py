@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from schedd.runtime import config
-from schedd.runtime.config import LimitsTuning
+from schedd.runtime.config import Limits
 from schedd.v1 import scheduler_pb2 as pb
 from schedd.v1 import scheduler_pb2_grpc as pb_grpc
 from schedd_client import Client, job_spec
@@ -47,7 +47,7 @@ def test_put_jobs_over_cap_is_resource_exhausted(api):
 
 
 def test_put_jobs_over_byte_cap_is_resource_exhausted(api):
-    server = api(limits=LimitsTuning(max_bytes_per_call=100_000))
+    server = api(limits=Limits(max_bytes_per_call=100_000))
     specs = [job_spec(f"j{i}", command="echo " + "x" * 1000) for i in range(200)]
     with Client(server.address) as client, pytest.raises(ResourceExhausted) as err:
         client.put_jobs(specs)
@@ -56,7 +56,7 @@ def test_put_jobs_over_byte_cap_is_resource_exhausted(api):
 
 
 def test_team_job_quota_is_resource_exhausted(api):
-    server = api(limits=LimitsTuning(max_jobs_per_team=5))
+    server = api(limits=Limits(max_jobs_per_team=5))
     with Client(server.address) as client:
         client.put_jobs([job_spec(f"ops-{i}", command="true", team="ops") for i in range(4)])
         with pytest.raises(ResourceExhausted) as err:
@@ -87,7 +87,7 @@ class _Slow(Proposals):
 
 def test_inflight_requests_per_connection_are_capped(api):
     slow = _Slow()
-    server = api(limits=LimitsTuning(max_inflight_per_connection=2), proposals=slow)
+    server = api(limits=Limits(max_inflight_per_connection=2), proposals=slow)
     ch = grpc.insecure_channel(server.address)
     stub = pb_grpc.SchedulerStub(ch)
 
@@ -126,7 +126,7 @@ def _inflight(server: ApiServer) -> int:
 def test_limits_table_in_node_config(tmp_path):
     p = tmp_path / "node.toml"
     base = 'node_id = "n1"\ndata_dir = "d"\nraft_address = "127.0.0.1:7001"\ngrpc_address = "127.0.0.1:7070"\n'
-    assert config.load(_write(p, base)).limits == LimitsTuning()
+    assert config.load(_write(p, base)).limits == Limits()
     cfg = config.load(_write(p, base + "[limits]\nmax_jobs_per_call = 100\nmax_jobs_per_team = 0\n"))
     assert cfg.limits.max_jobs_per_call == 100 and cfg.limits.max_jobs_per_team == 0
     with pytest.raises(config.ConfigError, match="max_jobs_per_cal"):
