@@ -80,11 +80,17 @@ class Pager(Generic[T]):
     ``feed(response)`` returns the items to hand out and moves ``call`` on."""
 
     def __init__(
-        self, first: Call, items: Callable[[Message], Sequence[T]], limit: int | None = None
+        self,
+        first: Call,
+        items: Callable[[Message], Sequence[T]],
+        limit: int | None = None,
+        *,
+        size_field: str = "page_size",
     ) -> None:
         if limit is not None and limit < 0:
             raise ValueError("limit must be >= 0")
         self._items = items
+        self._size_field = size_field  # the request's field for "at most this many in the page"
         self._left = limit
         self.call: Call | None = None if limit == 0 else self._shrink(first)
 
@@ -108,8 +114,8 @@ class Pager(Generic[T]):
     def _shrink(self, call: Call) -> Call:
         """Ask for no more than the items still wanted."""
         request = call.request
-        if self._left is not None and self._left < request.page_size:  # type: ignore[attr-defined]
-            request.page_size = self._left  # type: ignore[attr-defined]
+        if self._left is not None and self._left < getattr(request, self._size_field):
+            setattr(request, self._size_field, self._left)
         return call
 
 
@@ -210,12 +216,13 @@ def backfill_job(name: str, start_ms: int, end_ms: int, *, dry_run: bool = False
 
 
 def list_instants(job: str, *, start_ms: int = 0, end_ms: int = 0, limit: int = 1000,
-                  stale_ok: bool = False) -> Plan[list[pb.InstantRecord]]:
+                  stale_ok: bool = False) -> Pager[pb.InstantRecord]:
     """Every nominal instant of a job in a window (default: the last 24 h), oldest first, with
-    its disposition: ran, pending, skipped-overlap, skipped-deadline, paused, coalesced, ..."""
+    its disposition: ran, pending, skipped-overlap, skipped-deadline, paused, coalesced, ...
+    At most ``limit`` (max 10,000); the pages (bounded in bytes) are followed to the end."""
     request = pb.ListInstantsRequest(job=job, from_ms=start_ms, to_ms=end_ms, limit=limit)
     call = _scheduler("ListInstants", request, stale_ok=stale_ok)
-    return Plan([call], lambda responses: list(responses[0].instants))
+    return Pager(call, lambda r: list(r.instants), limit, size_field="limit")  # type: ignore[attr-defined]
 
 
 def set_quota(key: str, limit: int) -> Plan[pb.Quota]:

@@ -531,16 +531,22 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         if since > until or not 0 < limit <= ledger.MAX_INSTANTS:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"need from <= to and 1 <= limit <= {ledger.MAX_INSTANTS}")
+        if request.page_token:
+            try:
+                since = max(since, int(request.page_token))
+            except ValueError:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad page_token {request.page_token!r}")
         with self.node.lock:
             st = self.node.state
             job = st.jobs.get(request.job)
             if job is None:
                 await context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.job!r} not found")
             rows = ledger.instants(st, job, since, until, limit)
-            return pb.ListInstantsResponse(instants=[
-                pb.InstantRecord(instant_ms=r.instant_ms, disposition=r.disposition, detail=r.detail,
-                                 execution=self._exec_pb(r.execution) if r.execution is not None else None)
-                for r in rows])
+            out, cut = _bounded(rows, lambda r: pb.InstantRecord(
+                instant_ms=r.instant_ms, disposition=r.disposition, detail=r.detail,
+                execution=self._exec_pb(r.execution) if r.execution is not None else None))
+            return pb.ListInstantsResponse(instants=out,
+                                           next_page_token=str(rows[len(out)].instant_ms) if cut else "")
 
     @routed(write=True)
     async def SetQuota(self, request: pb.SetQuotaRequest, context) -> pb.Quota:

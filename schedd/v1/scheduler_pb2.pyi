@@ -423,16 +423,18 @@ class BackfillResponse(_message.Message):
     def __init__(self, instants: _Optional[int] = ..., created: _Optional[int] = ..., duplicates: _Optional[int] = ..., first_ms: _Optional[int] = ..., last_ms: _Optional[int] = ...) -> None: ...
 
 class ListInstantsRequest(_message.Message):
-    __slots__ = ("job", "from_ms", "to_ms", "limit")
+    __slots__ = ("job", "from_ms", "to_ms", "limit", "page_token")
     JOB_FIELD_NUMBER: _ClassVar[int]
     FROM_MS_FIELD_NUMBER: _ClassVar[int]
     TO_MS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     job: str
     from_ms: int
     to_ms: int
     limit: int
-    def __init__(self, job: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+    page_token: str
+    def __init__(self, job: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class InstantRecord(_message.Message):
     __slots__ = ("instant_ms", "disposition", "detail", "execution")
@@ -447,10 +449,12 @@ class InstantRecord(_message.Message):
     def __init__(self, instant_ms: _Optional[int] = ..., disposition: _Optional[str] = ..., detail: _Optional[str] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ...) -> None: ...
 
 class ListInstantsResponse(_message.Message):
-    __slots__ = ("instants",)
+    __slots__ = ("instants", "next_page_token")
     INSTANTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     instants: _containers.RepeatedCompositeFieldContainer[InstantRecord]
-    def __init__(self, instants: _Optional[_Iterable[_Union[InstantRecord, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, instants: _Optional[_Iterable[_Union[InstantRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class Quota(_message.Message):
     __slots__ = ("key", "limit", "running")

@@ -87,3 +87,24 @@ def test_run_list_with_many_attempts_pages(server, capsys):
         page = pb_grpc.SchedulerStub(ch).ListExecutions(pb.ListExecutionsRequest(job="flaky", page_size=1000),
                                                         timeout=30)
     assert page.next_page_token and 0 < len(page.executions) < 16 and page.ByteSize() < GRPC_DEFAULT_MAX // 2
+
+
+def test_run_list_all_instants_with_many_attempts_pages(server, capsys):
+    """`run list JOB --all-instants` (ListInstants) carries executions too: paged by bytes."""
+    later = (NOW_MS + 60_000) / 1000
+    with Client(server.address, timeout=60) as client:
+        client.put_job(job_spec("flaky", command="false", retry=pb.RetryPolicy(max_attempts=100)))
+        _fail_many_times(server.node, "flaky", runs=16, attempts=60)
+        assert schedctl_main(["--cluster", server.address, "-o", "json", "run", "list", "flaky",
+                              "--all-instants", "--until", "now"], now=lambda: later) == 0
+        rows = json.loads(capsys.readouterr().out)
+        assert len(rows) == 16 and all(len(r["execution"]["attempts"]) == 60 for r in rows)
+        window = dict(start_ms=NOW_MS - 1000, end_ms=NOW_MS + 60_000)
+        assert len(client.list_instants("flaky", **window)) == 16
+        assert [r.instant_ms for r in client.list_instants("flaky", limit=5, **window)] == \
+            [NOW_MS + i for i in range(5)]
+
+    with grpc.insecure_channel(server.address) as ch:
+        page = pb_grpc.SchedulerStub(ch).ListInstants(
+            pb.ListInstantsRequest(job="flaky", from_ms=NOW_MS - 1000, to_ms=NOW_MS + 60_000), timeout=30)
+    assert page.next_page_token and 0 < len(page.instants) < 16 and page.ByteSize() < GRPC_DEFAULT_MAX // 2
