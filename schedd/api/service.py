@@ -145,7 +145,8 @@ class Router:
             # The leader's own answer passes through unchanged; the status says whether retrying
             # is safe (UNAVAILABLE) and the message says why.
             await context.abort(e.code(), e.details() or f"leader {addr}: {e.code().name}",
-                                trailing_metadata=tuple(e.trailing_metadata() or ()))
+                                trailing_metadata=tuple((k, v) for k, v in e.trailing_metadata() or ()
+                                                        if k.startswith("x-schedd-")))
 
     async def close(self) -> None:
         for ch in self._channels.values():

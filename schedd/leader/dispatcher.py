@@ -37,6 +37,7 @@ IDLE_STEP_S = 0.05
 MAX_INFLIGHT_BATCHES = 4
 PROPOSE_TIMEOUT_S = 5.0
 TAKEOVER_MARGIN_MS = 250
+BATCH_CHECK_MS = 1000           # how often the leader looks for abandoned staged batches
 
 
 class Dispatcher:
@@ -54,6 +55,7 @@ class Dispatcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task] = set()
         self._aborting: set[str] = set()            # batch ids with an abort proposed (expiry)
+        self._next_batch_check = 0                  # leader time of the next look for them
         self.hub = hub
         self.assigner = (Assigner(node, clock, hub, self.cfg.lookahead_ms, self._spawn, metrics)
                          if hub is not None else None)
@@ -134,8 +136,9 @@ class Dispatcher:
     def _abort_expired_batches(self, now: int, term: int) -> None:
         """Staged batches whose proposer never committed nor aborted them (it died, or lost its
         leadership) are discarded by an abort entry; apply decides by entry times only."""
-        if not self.node.state.batches:
+        if not self.node.state.batches or now < self._next_batch_check:
             return
+        self._next_batch_check = now + BATCH_CHECK_MS
         with self.node.lock:
             stale = [b for b in batches.expired(self.node.state, now) if b not in self._aborting]
         for b in stale:
