@@ -53,13 +53,14 @@ def api():
 
 @pytest.mark.integration
 def test_batch_is_all_or_nothing(cluster_factory):
-    """The issue's three cases against a real node (pysyncobj's entry limit included): batches
+    """The issue's three cases against a real cluster (pysyncobj's entry limit included): batches
     that used to be refused or half-committed now commit whole, a bad job commits nothing (not
     even later), and the node's [limits] table is what refuses an oversized call."""
-    c = cluster_factory(size=1, limits={"max_jobs_per_call": 4000})
+    c = cluster_factory(size=3, limits={"max_jobs_per_call": 4000})
     c.start()
-    c.wait_leader(timeout=60)
-    with Client(c.cluster_arg, timeout=60) as client:
+    leader = c.wait_leader(timeout=60)
+    follower = next(n.grpc for n in c.nodes.values() if n.id != leader)   # every call is forwarded
+    with Client(follower, timeout=60) as client:
         r = client.put_jobs(_specs(100, command_bytes=500, team="t500", prefix="a"))
         assert (r.created, r.updated) == (100, 0)                  # was: refused (entry too large)
         r = client.put_jobs(_specs(250, command_bytes=1024, team="t1k", prefix="k"))
