@@ -14,9 +14,12 @@ import itertools
 import logging
 import time
 import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 import grpc
 from google.protobuf import descriptor_pool, message_factory
+from google.protobuf.message import Message
 
 from schedd.api import convert
 from schedd.api.limits import FORWARDED, call_overflow
@@ -36,6 +39,7 @@ from schedd.v1 import scheduler_pb2 as pb
 from schedd.v1 import scheduler_pb2_grpc as pb_grpc
 
 log = logging.getLogger("schedd.api")
+T = TypeVar("T")
 
 STALE_OK = "x-schedd-stale-ok"
 PRINCIPAL = "x-schedd-principal"
@@ -74,7 +78,7 @@ class BatchRefused(Exception):
         self.position = position
 
 
-def _canonical_batch(specs) -> list[tuple[dict, str]]:
+def _canonical_batch(specs: Sequence[pb.JobSpec]) -> list[tuple[dict, str]]:
     out = []
     budget = C.BATCH_ENTRY_BYTES - C.BATCH_ENVELOPE_BYTES
     seen: dict[str, int] = {}
@@ -94,7 +98,7 @@ def _canonical_batch(specs) -> list[tuple[dict, str]]:
     return out
 
 
-def _bounded(items, to_pb, budget: int = PAGE_BYTES) -> tuple[list, bool]:
+def _bounded(items: Iterable[T], to_pb: Callable[[T], Message], budget: int = PAGE_BYTES) -> tuple[list, bool]:
     """The messages of `items`, in order, until they would pass `budget` bytes (always at least
     one); and whether some were left out."""
     out: list = []

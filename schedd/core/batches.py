@@ -110,7 +110,8 @@ def commit(st: "SchedulerState", cmd: C.Command, index: int) -> dict:
         return _refuse_finished(b, rec)
     n = cmd.args.get("chunks")
     if not isinstance(n, int) or sorted(rec.chunks) != list(range(n)):
-        _finish(st, b, rec, ABORTED, cmd.now, {"reason": f"staged chunks {sorted(rec.chunks)} do not match {n!r}"})
+        _finish(st, b, rec, ABORTED, cmd.now, {"reason": f"{len(rec.chunks)} chunks staged, "
+                                                    f"not the {n!r} the commit names"})
         return _refuse_finished(b, rec)
     checked: list = []
     for seq in range(n):
