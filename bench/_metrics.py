@@ -1,5 +1,6 @@
 """Helpers of bench_cluster.py: scrape a node's Prometheus text, take histogram deltas and read
-bucketed percentiles, read a process's RSS and CPU time from /proc, format durations and tables.
+bucketed percentiles, read a process's RSS and CPU time from /proc, format durations and tables,
+register many jobs in capped calls.
 
 Percentiles from a histogram are bucket bounds, never interpolated: ``Hist.quantile(0.99)``
 returns ``(lower, upper]``, the bucket holding the 99th-percentile observation.
@@ -15,6 +16,20 @@ from dataclasses import dataclass
 from prometheus_client.parser import text_string_to_metric_families
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def put_jobs_in_calls(client, specs: list, per_call: int = 5000):
+    """Register `specs` in PutJobs calls of `per_call` (each atomic; a node caps one call at
+    limits.max_jobs_per_call, 5,000 by default); returns the summed PutJobsResponse."""
+    total = None
+    for i in range(0, len(specs), per_call):
+        r = client.put_jobs(specs[i:i + per_call])
+        if total is None:
+            total = r
+        else:
+            total.created += r.created
+            total.updated += r.updated
+    return total
 
 
 def scrape(address: str, timeout: float = 5.0) -> Samples:

@@ -22,7 +22,7 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._metrics import Hist, fmt_bucket, scrape                           # noqa: E402
+from bench._metrics import Hist, fmt_bucket, put_jobs_in_calls, scrape                           # noqa: E402
 from schedd.runtime.cluster import LocalCluster                    # noqa: E402
 from schedd.v1 import testing_pb2 as tpb                           # noqa: E402
 from schedd.v1 import testing_pb2_grpc as tpb_grpc                 # noqa: E402
@@ -77,7 +77,7 @@ def main() -> None:
                 specs += [job_spec(f"base-{i:05d}", schedule="0 0 * * *", command="true")
                           for i in range(args.jobs)]
             t0 = time.perf_counter()
-            client.put_jobs(specs)
+            put_jobs_in_calls(client, specs)
             print(f"registered {len(specs)} jobs in {time.perf_counter() - t0:.1f} s; "
                   f"cluster clock {lead_s - (time.perf_counter() - t0):.1f} s before midnight")
             leader = c.nodes[c.leader()]

@@ -25,8 +25,6 @@ from schedd.v1 import scheduler_pb2 as pb
 T = TypeVar("T")
 M = TypeVar("M", bound=Message)
 
-#: PutJobs requests carry at most this many specs; ``put_jobs`` sends larger batches in chunks.
-PUT_JOBS_CHUNK = 5000
 STALE_OK_METADATA = ("x-schedd-stale-ok", "1")
 
 
@@ -82,11 +80,17 @@ class Pager(Generic[T]):
     ``feed(response)`` returns the items to hand out and moves ``call`` on."""
 
     def __init__(
-        self, first: Call, items: Callable[[Message], Sequence[T]], limit: int | None = None
+        self,
+        first: Call,
+        items: Callable[[Message], Sequence[T]],
+        limit: int | None = None,
+        *,
+        size_field: str = "page_size",
     ) -> None:
         if limit is not None and limit < 0:
             raise ValueError("limit must be >= 0")
         self._items = items
+        self._size_field = size_field  # the request's field for "at most this many in the page"
         self._left = limit
         self.call: Call | None = None if limit == 0 else self._shrink(first)
 
@@ -110,8 +114,8 @@ class Pager(Generic[T]):
     def _shrink(self, call: Call) -> Call:
         """Ask for no more than the items still wanted."""
         request = call.request
-        if self._left is not None and self._left < request.page_size:  # type: ignore[attr-defined]
-            request.page_size = self._left  # type: ignore[attr-defined]
+        if self._left is not None and self._left < getattr(request, self._size_field):
+            setattr(request, self._size_field, self._left)
         return call
 
 
@@ -143,31 +147,18 @@ def put_job(
     return _single(_scheduler("PutJob", request, mutating=True), pb.PutJobResponse)
 
 
-def put_jobs(specs: Iterable[pb.JobSpec]) -> Plan[pb.PutJobsResponse]:
-    """Create or update many jobs; returns the created and updated counts.
+def put_jobs(specs: Iterable[pb.JobSpec], *, create_only: bool = False) -> Plan[pb.PutJobsResponse]:
+    """Create or update many jobs in one batch; returns the created and updated counts.
 
-    Sent in requests of at most 5,000 specs. Each request is all-or-nothing; when one fails, the
-    earlier ones stay committed and the later ones are not sent.
+    All or nothing: every job commits, or none does (also when the answer is lost: retried with
+    the same request id, it commits once). A refused job is named in the error, whose
+    ``position`` is its 1-based place in ``specs``. ``create_only=True`` refuses the whole batch
+    with ``AlreadyExists`` if any of its jobs exists. The node caps a call
+    (``limits.max_jobs_per_call``, ``limits.max_bytes_per_call``: ``ResourceExhausted``); send
+    more than that in several calls, each one all-or-nothing.
     """
-    specs = list(specs)
-    calls = [
-        _scheduler(
-            "PutJobs",
-            pb.PutJobsRequest(jobs=specs[i : i + PUT_JOBS_CHUNK], request_id=new_request_id()),
-            mutating=True,
-        )
-        for i in range(0, len(specs), PUT_JOBS_CHUNK)
-    ]
-
-    def combine(responses: list[Message]) -> pb.PutJobsResponse:
-        total = pb.PutJobsResponse()
-        for response in responses:
-            assert isinstance(response, pb.PutJobsResponse)
-            total.created += response.created
-            total.updated += response.updated
-        return total
-
-    return Plan(calls, combine)
+    request = pb.PutJobsRequest(jobs=list(specs), request_id=new_request_id(), create_only=create_only)
+    return _single(_scheduler("PutJobs", request, mutating=True), pb.PutJobsResponse)
 
 
 def get_job(name: str, *, upcoming: int = 5, stale_ok: bool = False) -> Plan[pb.Job]:
@@ -177,11 +168,16 @@ def get_job(name: str, *, upcoming: int = 5, stale_ok: bool = False) -> Plan[pb.
 
 
 def list_jobs(
-    *, team: str = "", state: str = "", page_size: int = 500, stale_ok: bool = False
+    *, team: str = "", state: str = "", page_size: int = 500, full: bool = False, stale_ok: bool = False
 ) -> Pager[pb.Job]:
     """Every job, optionally of one ``team`` and in one ``state`` ("active" or "paused"),
-    fetched lazily ``page_size`` at a time."""
-    request = pb.ListJobsRequest(team=team, state=state, page_size=page_size)
+    fetched lazily, at most ``page_size`` per page (pages are also bounded in bytes).
+
+    Jobs come as summaries (``job.summary`` is set): the spec holds name, team, schedule,
+    timezone, pool, priority, paused and a short description; ``get_job`` has the rest, or pass
+    ``full=True`` for whole specs.
+    """
+    request = pb.ListJobsRequest(team=team, state=state, page_size=page_size, full=full)
     return Pager(_scheduler("ListJobs", request, stale_ok=stale_ok), lambda r: list(r.jobs))  # type: ignore[attr-defined]
 
 
@@ -220,12 +216,13 @@ def backfill_job(name: str, start_ms: int, end_ms: int, *, dry_run: bool = False
 
 
 def list_instants(job: str, *, start_ms: int = 0, end_ms: int = 0, limit: int = 1000,
-                  stale_ok: bool = False) -> Plan[list[pb.InstantRecord]]:
+                  stale_ok: bool = False) -> Pager[pb.InstantRecord]:
     """Every nominal instant of a job in a window (default: the last 24 h), oldest first, with
-    its disposition: ran, pending, skipped-overlap, skipped-deadline, paused, coalesced, ..."""
+    its disposition: ran, pending, skipped-overlap, skipped-deadline, paused, coalesced, ...
+    At most ``limit`` (max 10,000); the pages (bounded in bytes) are followed to the end."""
     request = pb.ListInstantsRequest(job=job, from_ms=start_ms, to_ms=end_ms, limit=limit)
     call = _scheduler("ListInstants", request, stale_ok=stale_ok)
-    return Plan([call], lambda responses: list(responses[0].instants))
+    return Pager(call, lambda r: list(r.instants), limit, size_field="limit")  # type: ignore[attr-defined]
 
 
 def set_quota(key: str, limit: int) -> Plan[pb.Quota]:

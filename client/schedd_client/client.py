@@ -134,6 +134,24 @@ def _blocking_pages(build: Callable[P, Pager[T]]) -> Callable[Concatenate[Client
     return method
 
 
+def _blocking_list(build: Callable[P, Pager[T]]) -> Callable[Concatenate[Client, P], list[T]]:
+    """A paged list returned whole (for methods that always returned a list)."""
+
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> list[T]:
+        return list(self._iterate(build(*args, **kwargs)))
+
+    _as_method(method, build, list[_result_type(build)])  # type: ignore[misc]
+    return method
+
+
+def _awaitable_list(build: Callable[P, Pager[T]]) -> Callable[Concatenate[AsyncClient, P], typing.Awaitable[list[T]]]:
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> list[T]:
+        return [item async for item in self._iterate(build(*args, **kwargs))]
+
+    _as_method(method, build, list[_result_type(build)])  # type: ignore[misc]
+    return method
+
+
 def _awaitable(build: Callable[P, Plan[T]]) -> Callable[Concatenate[AsyncClient, P], typing.Awaitable[T]]:
     async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return await self._run(build(*args, **kwargs))
@@ -224,7 +242,7 @@ class Client(_Transport[grpc.Channel]):
     delete_job = _blocking(_plans.delete_job)
     trigger_job = _blocking(_plans.trigger_job)
     backfill_job = _blocking(_plans.backfill_job)
-    list_instants = _blocking(_plans.list_instants)
+    list_instants = _blocking_list(_plans.list_instants)
     set_quota = _blocking(_plans.set_quota)
     list_quotas = _blocking(_plans.list_quotas)
     list_executions = _blocking_pages(_plans.list_executions)
@@ -296,7 +314,7 @@ class AsyncClient(_Transport[grpc.aio.Channel]):
     delete_job = _awaitable(_plans.delete_job)
     trigger_job = _awaitable(_plans.trigger_job)
     backfill_job = _awaitable(_plans.backfill_job)
-    list_instants = _awaitable(_plans.list_instants)
+    list_instants = _awaitable_list(_plans.list_instants)
     set_quota = _awaitable(_plans.set_quota)
     list_quotas = _awaitable(_plans.list_quotas)
     list_executions = _async_pages(_plans.list_executions)

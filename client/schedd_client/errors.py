@@ -16,7 +16,9 @@ __all__ = [
     "AlreadyExists",
     "Conflict",
     "Unavailable",
+    "ResourceExhausted",
     "error_from_rpc",
+    "POSITION_METADATA",
 ]
 
 
@@ -25,14 +27,19 @@ class SchedError(Exception):
 
     ``code`` is the gRPC status code the server answered with (or that describes a local failure,
     e.g. INVALID_ARGUMENT for a malformed job document); ``message`` is meant for humans.
+    ``position`` is, for a refused batch (``put_jobs``), the 1-based position of the job the error
+    is about in the list sent, else ``None``.
     """
 
     default_code = grpc.StatusCode.UNKNOWN
 
-    def __init__(self, message: str, code: grpc.StatusCode | None = None) -> None:
+    def __init__(
+        self, message: str, code: grpc.StatusCode | None = None, *, position: int | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code if code is not None else self.default_code
+        self.position = position
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, code={self.code.name})"
@@ -62,6 +69,13 @@ class Conflict(SchedError):
     default_code = grpc.StatusCode.FAILED_PRECONDITION
 
 
+class ResourceExhausted(SchedError):
+    """Over a cap of the cluster (RESOURCE_EXHAUSTED): the message names the cap, e.g.
+    ``limits.max_jobs_per_call``; send less, or fewer calls at once."""
+
+    default_code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
 class Unavailable(SchedError):
     """No node gave an answer before the deadline (UNAVAILABLE or DEADLINE_EXCEEDED after retries).
 
@@ -77,8 +91,9 @@ class Unavailable(SchedError):
         code: grpc.StatusCode | None = None,
         *,
         tried: Sequence[str] = (),
+        position: int | None = None,
     ) -> None:
-        super().__init__(message, code)
+        super().__init__(message, code, position=position)
         self.tried = list(tried)
 
 
@@ -90,11 +105,29 @@ _BY_CODE: dict[grpc.StatusCode, type[SchedError]] = {
     grpc.StatusCode.ABORTED: Conflict,
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: Unavailable,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
 }
+
+#: Trailing metadata of a refused batch: the refused job's 1-based position in the request.
+POSITION_METADATA = "x-schedd-batch-position"
+
+
+def _position(err: grpc.RpcError) -> int | None:
+    try:
+        metadata = err.trailing_metadata() or ()
+    except Exception:  # noqa: BLE001 - a local error carries none
+        return None
+    for key, value in metadata:
+        if key == POSITION_METADATA:
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                return None
+    return None
 
 
 def error_from_rpc(err: grpc.RpcError) -> SchedError:
     """The SDK exception for a failed call (sync ``grpc.RpcError`` or ``grpc.aio.AioRpcError``)."""
     code: grpc.StatusCode = err.code()
     details: str = err.details() or code.name
-    return _BY_CODE.get(code, SchedError)(details, code)
+    return _BY_CODE.get(code, SchedError)(details, code, position=_position(err))

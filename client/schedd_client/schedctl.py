@@ -3,7 +3,7 @@
     schedctl [--cluster ADDRS] [-o table|json|yaml] [--timeout S] [--stale] COMMAND ...
 
     job create NAME --schedule S (--command CMD | --http-url URL | --argv ARG...) [flags]
-    job create -f FILE            create every job in a YAML/JSON file ("-" = stdin)
+    job create -f FILE            create every job in a YAML/JSON file ("-" = stdin; one atomic batch)
     job apply -f FILE             create or update every job in the file (one atomic batch)
     job update NAME [flags]       change the given fields of a job
     job get NAME [--next N]       spec, state, version, next fire times, last run
@@ -490,25 +490,30 @@ class _Command:
             ) from None
 
     def _create_from_file(self, path: str) -> None:
-        created, failed = [], 0
-        for spec in _read_specs(path):
-            try:
-                created.append(self._create(spec))
-            except (CommandError, ValidationError) as err:  # report it, go on with the rest
-                _error(str(err) if isinstance(err, CommandError) else err.message)
-                failed += 1
-        self.emit([to_dict(job) for job in created], lambda: "\n".join(map(_created_line, created)))
-        if failed:
-            raise CommandError(f"{failed} of {failed + len(created)} jobs not created")
+        """One batch, create only: every job of the file is created, or none is."""
+        located = _read_specs(path)
+        self._put_batch(located, create_only=True)
+        self.emit({"created": len(located), "updated": 0},
+                  lambda: "\n".join(f"created job {spec.name} (version 1)" for _, spec in located))
 
     def job_apply(self) -> None:
-        specs = _read_specs(self.args.file)
-        result = self.client.put_jobs(specs)
+        located = _read_specs(self.args.file)
+        result = self._put_batch(located, create_only=False)
         self.emit(
             to_dict(result),
-            lambda: f"applied {len(specs)} job{'s' if len(specs) != 1 else ''}:"
+            lambda: f"applied {len(located)} job{'s' if len(located) != 1 else ''}:"
             f" {result.created} created, {result.updated} updated",
         )
+
+    def _put_batch(self, located: list[tuple[str, pb.JobSpec]], *, create_only: bool) -> pb.PutJobsResponse:
+        """PutJobs of the whole file, all or nothing; a refused job's position in the call is
+        turned into its place in the file."""
+        try:
+            return self.client.put_jobs([spec for _, spec in located], create_only=create_only)
+        except SchedError as err:
+            if err.position is not None and 0 < err.position <= len(located):
+                raise CommandError(f"{located[err.position - 1][0]}: {err.message}; nothing was committed") from None
+            raise
 
     def job_update(self) -> None:
         changes = _flag_doc(self.args)
@@ -804,9 +809,10 @@ class _Command:
 # ---------------------------------------------------------------- files
 
 
-def _read_specs(path: str) -> list[pb.JobSpec]:
-    """Every job in a YAML/JSON file: one document, a list of them, or several YAML documents.
-    All are checked before anything is sent."""
+def _read_specs(path: str) -> list[tuple[str, pb.JobSpec]]:
+    """Every job in a YAML/JSON file, in document order, with where it was read ("jobs.yaml:
+    document 3, item 2"): one document, a list of them, or several YAML documents. All are
+    checked before anything is sent."""
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as err:
@@ -834,7 +840,7 @@ def _read_specs(path: str) -> list[pb.JobSpec]:
         if spec.name in seen:
             raise CommandError(f"{label}: job {spec.name!r} appears more than once")
         seen.add(spec.name)
-        specs.append(spec)
+        specs.append((label, spec))
     return specs
 
 

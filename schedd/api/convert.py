@@ -24,11 +24,26 @@ def spec_from_canonical(d: dict) -> pb.JobSpec:
         return ParseDict(d, pb.JobSpec(), ignore_unknown_fields=True)
 
 
-def job_to_pb(job: Job, state: SchedulerState, *, upcoming: int = 0) -> pb.Job:
-    out = pb.Job(spec=spec_from_canonical(job.spec_dict()), version=job.version, paused=job.paused,
-                 next_fire_ms=job.next_fire or 0, created_ms=job.created_ms,
+SUMMARY_KEYS = ("name", "team", "schedule", "timezone", "pool", "priority", "paused")
+SUMMARY_DESCRIPTION_CHARS = 120
+
+
+def _summary_spec(d: dict) -> pb.JobSpec:
+    """What a listing shows of a spec: bounded in size whatever the spec holds (no handler, env,
+    labels or SLA; the description cut short)."""
+    spec = pb.JobSpec(**{k: d[k] for k in SUMMARY_KEYS if k in d})
+    if d.get("description"):
+        spec.description = d["description"][:SUMMARY_DESCRIPTION_CHARS]
+    return spec
+
+
+def job_to_pb(job: Job, state: SchedulerState, *, upcoming: int = 0, summary: bool = False) -> pb.Job:
+    """The job as the API shows it; `summary` (listings) sets Job.summary and a bounded spec."""
+    d = job.spec_dict()
+    out = pb.Job(spec=_summary_spec(d) if summary else spec_from_canonical(d), version=job.version,
+                 paused=job.paused, next_fire_ms=job.next_fire or 0, created_ms=job.created_ms,
                  updated_ms=job.updated_ms, created_by=job.created_by,
-                 last_scheduled_ms=job.last_fire or 0, executions_total=job.fired_total)
+                 last_scheduled_ms=job.last_fire or 0, executions_total=job.fired_total, summary=summary)
     last = state.last_execution(job.name)
     if last is not None:
         out.last_execution_id = last.id

@@ -64,7 +64,9 @@ def run_to_pb(st, run: D.DagRun) -> dpb.DagRun:
 
 class DagsService(dpb_grpc.DagsServicer):
     SERVICE = "Dags"
-    _commit = SchedulerService._commit
+    _commit = SchedulerService._commit       # with the helpers it calls
+    _propose = SchedulerService._propose
+    _refuse = SchedulerService._refuse
 
     def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, router: Router) -> None:
         self.node, self.clock, self.metrics = node, clock, metrics

@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import time
 import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 import grpc
 from google.protobuf import descriptor_pool, message_factory
+from google.protobuf.message import Message
 
 from schedd.api import convert
+from schedd.api.limits import FORWARDED, call_overflow
+from schedd.core import batches as B
 from schedd.core import commands as C
 from schedd.core import ledger
 from schedd.core import schedule as sched
@@ -33,13 +39,14 @@ from schedd.v1 import scheduler_pb2 as pb
 from schedd.v1 import scheduler_pb2_grpc as pb_grpc
 
 log = logging.getLogger("schedd.api")
+T = TypeVar("T")
 
-FORWARDED = "x-schedd-forwarded"
 STALE_OK = "x-schedd-stale-ok"
 PRINCIPAL = "x-schedd-principal"
 COMMIT_TIMEOUT_S = 10.0
 PAST_AT_GRACE_MS = 60_000
-BATCH_CHUNK = 100
+POSITION = "x-schedd-batch-position"   # trailing metadata: 1-based position of the refused job
+PAGE_BYTES = 1024 * 1024               # a list page stops growing past this (gRPC's cap is 4 MiB)
 MAX_BACKFILL = 100_000            # instants per backfill request
 
 RESULT_STATUS = {
@@ -50,6 +57,8 @@ RESULT_STATUS = {
     "stale_term": grpc.StatusCode.UNAVAILABLE,
     "blocked": grpc.StatusCode.FAILED_PRECONDITION,
     "internal": grpc.StatusCode.INTERNAL,
+    "exhausted": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "aborted": grpc.StatusCode.UNAVAILABLE,
 }
 
 
@@ -61,14 +70,47 @@ def principal(context) -> str:
     return _metadata(context).get(PRINCIPAL) or context.peer() or "unknown"
 
 
-def _canonical_batch(specs) -> list[tuple[dict, str]]:
+class BatchRefused(Exception):
+    """A job of a batch is refused before anything is proposed: its 1-based position and why."""
+
+    def __init__(self, position: int, message: str) -> None:
+        super().__init__(message)
+        self.position = position
+
+
+def _canonical_batch(specs: Sequence[pb.JobSpec]) -> list[tuple[dict, str]]:
     out = []
-    for i, spec in enumerate(specs):
+    budget = C.BATCH_ENTRY_BYTES - C.BATCH_ENVELOPE_BYTES
+    seen: dict[str, int] = {}
+    for i, spec in enumerate(specs, 1):
+        label = f"job {spec.name or 'unnamed'!r} (#{i} of {len(specs)})"
         try:
-            out.append(canonical_spec(convert.spec_to_dict(spec)))
+            d, text = canonical_spec(convert.spec_to_dict(spec))
         except ValidationError as e:
-            raise ValidationError(f"job #{i + 1} ({spec.name or 'unnamed'}): {e}") from None
+            raise BatchRefused(i, f"{label}: {e}") from None
+        if C.encoded_size(text) > budget:
+            raise BatchRefused(i, f"{label}: its spec takes {C.encoded_size(text)} bytes in the log, "
+                                  f"more than {budget}")
+        if d["name"] in seen:
+            raise BatchRefused(i, f"{label} appears more than once in the batch (first at #{seen[d['name']]})")
+        seen[d["name"]] = i
+        out.append((d, text))
     return out
+
+
+def _bounded(items: Iterable[T], to_pb: Callable[[T], Message], budget: int = PAGE_BYTES) -> tuple[list, bool]:
+    """The messages of `items`, in order, until they would pass `budget` bytes (always at least
+    one); and whether some were left out."""
+    out: list = []
+    size = 0
+    for item in items:
+        message = to_pb(item)
+        n = message.ByteSize() + 8
+        if out and size + n > budget:
+            return out, True
+        out.append(message)
+        size += n
+    return out, False
 
 
 class Router:
@@ -106,7 +148,9 @@ class Router:
         except grpc.aio.AioRpcError as e:
             # The leader's own answer passes through unchanged; the status says whether retrying
             # is safe (UNAVAILABLE) and the message says why.
-            await context.abort(e.code(), e.details() or f"leader {addr}: {e.code().name}")
+            await context.abort(e.code(), e.details() or f"leader {addr}: {e.code().name}",
+                                trailing_metadata=tuple((k, v) for k, v in e.trailing_metadata() or ()
+                                                        if k.startswith("x-schedd-")))
 
     async def close(self) -> None:
         for ch in self._channels.values():
@@ -155,31 +199,48 @@ class SchedulerService(pb_grpc.SchedulerServicer):
 
     # ------------------------------------------------------------ helpers
 
-    async def _commit(self, context, kind: str, rid: str, **args) -> dict:
-        """Propose a client's write under its request id, in the client namespace
-        (`commands.client_rid`): no request id a client sends can stand for a leader's entry."""
+    async def _propose(self, context, kind: str, rid: str, **args) -> dict:
+        """One entry proposed and applied: apply's result. A client's request id is put in the
+        client namespace (`commands.client_rid`: no id a client sends can stand for a leader's
+        entry); "" stays "" (no dedup). Raises ValueError (request id too long), C.EntryTooLarge,
+        NotApplied or OutcomeUnknown (see schedd.replication.node for what each says)."""
+        entry = C.encode(kind, rid=C.client_rid(rid) if rid else "", now=self.clock.now_ms(),
+                         term=self.node.term, by=principal(context), **args)
+        started = time.perf_counter()
         try:
-            entry = C.encode(kind, rid=C.client_rid(rid or uuid.uuid4().hex), now=self.clock.now_ms(),
-                             term=self.node.term, by=principal(context), **args)
+            result = await self.node.propose(entry, timeout=COMMIT_TIMEOUT_S)
+        except NotApplied:
+            self.metrics.proposals.labels(kind, "not_applied").inc()
+            raise
+        except OutcomeUnknown:
+            self.metrics.proposals.labels(kind, "unknown").inc()
+            raise
+        self.metrics.commit_latency.labels(kind).observe(time.perf_counter() - started)
+        self.metrics.proposals.labels(kind, result.get("code", "ok")).inc()
+        return result
+
+    async def _commit(self, context, kind: str, rid: str, **args) -> dict:
+        try:
+            result = await self._propose(context, kind, rid or uuid.uuid4().hex, **args)
         except C.EntryTooLarge as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request too large: {e}")
         except ValueError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        started = time.perf_counter()
-        try:
-            result = await self.node.propose(entry, timeout=COMMIT_TIMEOUT_S)
-            self.metrics.commit_latency.labels(kind).observe(time.perf_counter() - started)
         except NotApplied as e:
-            self.metrics.proposals.labels(kind, "not_applied").inc()
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"not committed ({e}); safe to retry")
         except OutcomeUnknown as e:
-            self.metrics.proposals.labels(kind, "unknown").inc()
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"{e}; retry with the same request_id")
-        self.metrics.proposals.labels(kind, result.get("code", "ok")).inc()
         if not result.get("ok"):
-            await context.abort(RESULT_STATUS.get(result.get("code"), grpc.StatusCode.INTERNAL),
-                                result.get("msg", "rejected"))
+            await self._refuse(context, result)
         return result
+
+    @staticmethod
+    async def _refuse(context, result: dict) -> None:
+        """Answer apply's refusal: its status, its message, and the refused job's position."""
+        position = result.get("position")
+        await context.abort(RESULT_STATUS.get(result.get("code"), grpc.StatusCode.INTERNAL),
+                            result.get("msg", "rejected"),
+                            trailing_metadata=((POSITION, str(position)),) if position else ())
 
     async def _valid_spec(self, context, spec: pb.JobSpec) -> tuple[dict, str]:
         """Validate before proposing: bad input is refused and nothing is committed."""
@@ -190,14 +251,18 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         await self._refuse_past_at(context, d)
         return d, text
 
-    async def _refuse_past_at(self, context, d: dict) -> None:
-        """A new one-off whose time is long past is almost surely a mistake: refuse it."""
+    async def _refuse_past_at(self, context, d: dict, *, position: int = 0) -> None:
+        """A new one-off whose time is long past is almost surely a mistake: refuse it (in a
+        batch, as BatchRefused at its position)."""
         if not d["schedule"].startswith("at "):
             return
         at = sched.next_after(sched.parse(d["schedule"], d["timezone"], hash_key=d["name"]), -(2 ** 62))
         with self.node.lock:
             exists = d["name"] in self.node.state.jobs
         if not exists and at is not None and at < self.clock.now_ms() - PAST_AT_GRACE_MS:
+            if position:
+                raise BatchRefused(position, f"job {d['name']!r} (#{position}): schedule {d['schedule']!r} "
+                                             "is in the past")
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"schedule {d['schedule']!r} is in the past")
 
     def _job_pb(self, name: str, upcoming: int = 0) -> pb.Job | None:
@@ -216,32 +281,117 @@ class SchedulerService(pb_grpc.SchedulerServicer):
     @routed(write=True)
     async def PutJob(self, request: pb.PutJobRequest, context) -> pb.PutJobResponse:
         spec, text = await self._valid_spec(context, request.job)
+        cap = self.node.cfg.limits.max_jobs_per_team
+        with self.node.lock:
+            over = B.team_overflow(self.node.state, [(spec["name"], spec["team"])], cap)
+        if over:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, over)
         result = await self._commit(context, C.PUT, request.request_id, spec=text,
                                     name=spec["name"], create_only=request.create_only,
-                                    expected_version=request.expected_version)
+                                    expected_version=request.expected_version, team_cap=cap)
         return pb.PutJobResponse(job=await self._job_or_abort(context, spec["name"]),
                                  created=bool(result.get("created")))
 
     @routed(write=True)
     async def PutJobs(self, request: pb.PutJobsRequest, context) -> pb.PutJobsResponse:
+        """All or nothing (schedd.core.batches): the whole batch is checked here first, then
+        proposed as one entry or as staged chunks and one commit entry."""
+        limits = self.node.cfg.limits
+        over = call_overflow(limits, len(request.jobs), request.ByteSize())
+        if over:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, over)
         # Validation of a big batch is CPU work: off the event loop, so the dispatcher and
         # other calls keep their timing while it runs.
         try:
             checked = await asyncio.to_thread(_canonical_batch, request.jobs)
-        except ValidationError as e:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        for d, _ in checked:
-            await self._refuse_past_at(context, d)
-        names = [d["name"] for d, _ in checked]
-        if len(set(names)) != len(names):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the batch names a job more than once")
+            for i, (d, _) in enumerate(checked, 1):
+                await self._refuse_past_at(context, d, position=i)
+        except BatchRefused as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e),
+                                trailing_metadata=((POSITION, str(e.position)),))
+        with self.node.lock:
+            st = self.node.state
+            over = B.team_overflow(st, [(d["name"], d["team"]) for d, _ in checked], limits.max_jobs_per_team)
+            exists = next((i for i, (d, _) in enumerate(checked, 1) if d["name"] in st.jobs), 0) \
+                if request.create_only else 0
+        if exists:
+            await context.abort(grpc.StatusCode.ALREADY_EXISTS,
+                                f"job {checked[exists - 1][0]['name']!r} (#{exists} of {len(checked)}) "
+                                "already exists", trailing_metadata=((POSITION, str(exists)),))
+        if over:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, over)
         rid = request.request_id or uuid.uuid4().hex
-        texts = [text for _, text in checked]
-        chunks = [texts[i:i + BATCH_CHUNK] for i in range(0, len(texts), BATCH_CHUNK)]
-        results = await asyncio.gather(*(
-            self._commit(context, C.PUT_MANY, f"{rid}-{i}", specs=chunk) for i, chunk in enumerate(chunks)))
-        return pb.PutJobsResponse(created=sum(r.get("created", 0) for r in results),
-                                  updated=sum(r.get("updated", 0) for r in results))
+        try:
+            C.client_rid(rid)
+        except ValueError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        result = await self._put_batch(context, rid, [text for _, text in checked], create_only=request.create_only,
+                                       team_cap=limits.max_jobs_per_team)
+        return pb.PutJobsResponse(created=result.get("created", 0), updated=result.get("updated", 0))
+
+    async def _put_batch(self, context, rid: str, texts: list[str], **common) -> dict:
+        """Propose a checked batch and answer only what the log decided. Once this answers
+        "failed", the batch can never commit: its commit entry was never proposed, or the abort
+        proposed after it was applied first (an abort that finds the commit applied turns the
+        answer into the commit's)."""
+        batch = uuid.uuid4().hex
+        chunks = C.chunk_by_bytes(texts)
+        committing = False
+        try:
+            if len(chunks) == 1:
+                committing = True
+                result = await self._propose(context, C.PUT_MANY, rid, batch=batch, specs=texts, **common)
+            else:
+                firsts = list(itertools.accumulate((len(c) for c in chunks), initial=1))
+                staged = await asyncio.gather(*(
+                    self._propose(context, C.BATCH_STAGE, "", batch=batch, seq=i, first=firsts[i], specs=chunk)
+                    for i, chunk in enumerate(chunks)), return_exceptions=True)
+                failed = next((r for r in staged if isinstance(r, BaseException) or not r.get("ok")), None)
+                if isinstance(failed, BaseException):
+                    raise failed
+                if failed is not None:
+                    result = failed
+                else:
+                    committing = True
+                    result = await self._propose(context, C.BATCH_COMMIT, rid, batch=batch,
+                                                 chunks=len(chunks), jobs=len(texts), **common)
+        except (NotApplied, OutcomeUnknown, C.EntryTooLarge) as e:
+            return await self._abort_batch(context, batch, e, committing)
+        if not result.get("ok"):
+            await self._abort_batch(context, batch, None, committing)
+            await self._refuse(context, result)
+        if result.get("deduplicated") and len(chunks) > 1:
+            # an earlier call with this request id committed: this call's staged copy goes
+            await self._abort_quietly(context, batch, "duplicate request")
+        return result
+
+    async def _abort_batch(self, context, batch: str, error: Exception | None, committing: bool) -> dict:
+        """Abort `batch` after a failure. Returns the commit's counts if the log had already
+        committed it; else answers the failure (aborts the call)."""
+        reason = str(error) if error is not None else "refused"
+        try:
+            outcome = await self._propose(context, C.BATCH_ABORT, "", batch=batch, reason=reason)
+        except (NotApplied, OutcomeUnknown) as e:
+            log.warning("batch %s: abort not confirmed (%s); the leader discards it after %ds", batch, e,
+                        B.BATCH_TTL_MS // 1000)
+            if committing:
+                await context.abort(grpc.StatusCode.UNAVAILABLE,
+                                    f"{error}; outcome unknown, retry with the same request_id")
+            outcome = {"aborted": True}
+        if outcome.get("committed"):
+            return outcome
+        if isinstance(error, C.EntryTooLarge):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request too large: {error}")
+        if error is not None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE,
+                                f"not committed ({error}); nothing of the batch was committed, safe to retry")
+        return outcome
+
+    async def _abort_quietly(self, context, batch: str, reason: str) -> None:
+        try:
+            await self._propose(context, C.BATCH_ABORT, "", batch=batch, reason=reason)
+        except Exception as e:  # noqa: BLE001 - cleanup only; the leader's timeout covers it
+            log.info("batch %s: abort not confirmed (%s)", batch, e)
 
     @routed(write=False)
     async def GetJob(self, request: pb.GetJobRequest, context) -> pb.Job:
@@ -261,8 +411,9 @@ class SchedulerService(pb_grpc.SchedulerServicer):
             st = self.node.state
             jobs, nxt, total = st.list_jobs(team=request.team, state=request.state,
                                             after=request.page_token, limit=size)
-            return pb.ListJobsResponse(jobs=[convert.job_to_pb(j, st) for j in jobs],
-                                       next_page_token=nxt, total=total)
+            page, cut = _bounded(jobs, lambda j: convert.job_to_pb(j, st, summary=not request.full))
+            return pb.ListJobsResponse(jobs=page, next_page_token=page[-1].spec.name if cut else nxt,
+                                       total=total)
 
     @routed(write=True)
     async def PauseJob(self, request: pb.JobRef, context) -> pb.Job:
@@ -310,8 +461,11 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                 await context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.job!r} not found")
             page, nxt, total = st.list_executions(job=request.job, state=request.state, after=after,
                                                   limit=size, oldest_first=request.oldest_first)
-            return pb.ListExecutionsResponse(executions=[self._exec_pb(e) for e in page],
-                                             next_page_token=convert.exec_token(nxt), total=total)
+            out, cut = _bounded(page, self._exec_pb)
+            if cut:
+                nxt = (out[-1].scheduled_ms, out[-1].job)
+            return pb.ListExecutionsResponse(executions=out, next_page_token=convert.exec_token(nxt),
+                                             total=total)
 
     @routed(write=False)
     async def GetExecution(self, request: pb.GetExecutionRequest, context) -> pb.Execution:
@@ -390,16 +544,22 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         if since > until or not 0 < limit <= ledger.MAX_INSTANTS:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"need from <= to and 1 <= limit <= {ledger.MAX_INSTANTS}")
+        if request.page_token:
+            try:
+                since = max(since, int(request.page_token))
+            except ValueError:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad page_token {request.page_token!r}")
         with self.node.lock:
             st = self.node.state
             job = st.jobs.get(request.job)
             if job is None:
                 await context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.job!r} not found")
             rows = ledger.instants(st, job, since, until, limit)
-            return pb.ListInstantsResponse(instants=[
-                pb.InstantRecord(instant_ms=r.instant_ms, disposition=r.disposition, detail=r.detail,
-                                 execution=self._exec_pb(r.execution) if r.execution is not None else None)
-                for r in rows])
+            out, cut = _bounded(rows, lambda r: pb.InstantRecord(
+                instant_ms=r.instant_ms, disposition=r.disposition, detail=r.detail,
+                execution=self._exec_pb(r.execution) if r.execution is not None else None))
+            return pb.ListInstantsResponse(instants=out,
+                                           next_page_token=str(rows[len(out)].instant_ms) if cut else "")
 
     @routed(write=True)
     async def SetQuota(self, request: pb.SetQuotaRequest, context) -> pb.Quota:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 VERSION = 1
 MAX_ENTRY_BYTES = 60 * 1024          # pysyncobj chunks entries above 64 KiB, badly (research F5)
+BATCH_ENTRY_BYTES = 48 * 1024        # a batch's entries: the specs of one chunk plus the envelope
+BATCH_ENVELOPE_BYTES = 1024          # what a chunk's entry holds besides its specs (ids, principal)
 
 # Entry kinds.
 EPOCH = "epoch"          # a new leader records its term before it fires anything
@@ -39,6 +41,10 @@ DAG_RUN = "dag_run"      # start a DAG run now, on demand
 KINDS += (DAG_PUT, DAG_DELETE, DAG_RUN)
 SLA = "sla"              # the leader records an execution's SLA miss (schedd.core.sla), once
 KINDS += (SLA,)
+BATCH_STAGE = "batch_stage"     # one chunk of a batch too big for one entry, kept aside (schedd.core.batches)
+BATCH_COMMIT = "batch_commit"   # every staged chunk of a batch becomes jobs, atomically, or none does
+BATCH_ABORT = "batch_abort"     # a batch is discarded: nothing of it can commit afterwards
+KINDS += (BATCH_STAGE, BATCH_COMMIT, BATCH_ABORT)
 
 
 class EntryTooLarge(ValueError):
@@ -81,6 +87,30 @@ def encode(kind: str, *, rid: str, now: int, term: int, by: str = "", **args) ->
     if len(text) > MAX_ENTRY_BYTES:
         raise EntryTooLarge(f"entry of {len(text)} bytes exceeds {MAX_ENTRY_BYTES}")
     return text
+
+
+def encoded_size(text: str) -> int:
+    """What a string costs inside an entry: JSON-escaped, quoted, plus a separator."""
+    return len(json.dumps(text)) + 1
+
+
+def chunk_by_bytes(texts: list[str], budget: int = BATCH_ENTRY_BYTES - BATCH_ENVELOPE_BYTES) -> list[list[str]]:
+    """Split spec texts, in order, into chunks whose encoded size (as JSON strings inside an
+    entry) stays within `budget`. A text bigger than the budget alone gets a chunk of its own
+    (the caller refuses specs that cannot fit any entry before it gets here)."""
+    chunks: list[list[str]] = []
+    chunk: list[str] = []
+    size = 0
+    for text in texts:
+        n = encoded_size(text)
+        if chunk and size + n > budget:
+            chunks.append(chunk)
+            chunk, size = [], 0
+        chunk.append(text)
+        size += n
+    if chunk:
+        chunks.append(chunk)
+    return chunks
 
 
 def decode(text: str) -> Command:

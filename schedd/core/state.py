@@ -26,6 +26,7 @@ from operator import attrgetter
 
 from sortedcontainers import SortedList
 
+from schedd.core import batches as B
 from schedd.core import commands as C
 from schedd.core import dags as D
 from schedd.core import schedule as sched
@@ -57,7 +58,7 @@ JOB_FIELDS = tuple(f.name for f in fields(Job))
 EXEC_FIELDS = tuple(f.name for f in fields(Execution))
 AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index")
 # Smaller tables, pickled as they are (dicts of slotted dataclasses or plain values).
-EXTRA_FIELDS = ("dags", "dag_runs", "quotas")
+EXTRA_FIELDS = ("dags", "dag_runs", "quotas", "batches")
 
 ExecKey = tuple[str, int]
 
@@ -187,6 +188,7 @@ class SchedulerState:
         self.dags: dict = {}          # DAG name -> definition (schedd.core.dags)
         self.dag_runs: dict = {}      # (DAG name, logical_ms) -> run (schedd.core.dags)
         self.quotas: dict[str, int] = {}   # "team:<t>" | "pool:<p>" | "lane:backfill" -> max running
+        self.batches: dict[str, B.Batch] = {}   # batch id -> staged chunks or outcome (schedd.core.batches)
         self._reindex()
 
     # ------------------------------------------------------------ indexes
@@ -215,6 +217,7 @@ class SchedulerState:
         self.pending: dict[str, int] = {}     # job -> executions SCHEDULED (queue bound)
         self.held: dict[str, int] = {}        # quota counter -> running attempts holding it
         self._policies = policy_cache()       # job -> its JobPolicy, per version
+        self.batch_checked: dict = {}         # (batch, seq) -> parsed staged chunk (schedd.core.batches)
         for ex in self.execs.values():
             self._count_in(ex, +1)
         D.reindex(self)                       # DAG run index; clears the DAG settle queue
@@ -361,6 +364,7 @@ class SchedulerState:
             return _reject("invalid", f"malformed entry: {e}")
         if cmd.now > self.clock_ms:
             self.clock_ms = cmd.now
+        B.forget_finished(self, cmd.now)
         if cmd.rid:
             self._expire_dedup(cmd.now)
             seen = self.dedup.get(cmd.rid)
@@ -388,6 +392,8 @@ class SchedulerState:
             return str(cmd.args.get("name", ""))
         if cmd.kind == C.PUT_MANY:
             return f"{len(cmd.args.get('specs') or [])} jobs"
+        if cmd.kind in (C.BATCH_STAGE, C.BATCH_COMMIT, C.BATCH_ABORT):
+            return f"batch {cmd.args.get('batch')}"
         if cmd.kind == C.CANCEL:
             return f"{cmd.args.get('job')}@{cmd.args.get('scheduled_ms')}"
         return str(cmd.args.get("name") or cmd.args.get("key") or "")
@@ -434,23 +440,62 @@ class SchedulerState:
         if expected and (current is None or current.version != expected):
             have = "absent" if current is None else f"at version {current.version}"
             return _reject("conflict", f"job {spec['name']!r} is {have}, not at version {expected}")
+        over = B.team_overflow(self, [(spec["name"], spec["team"])], self._team_cap(cmd))
+        if over:
+            return _reject("exhausted", over)
         created = self._upsert(spec, text, s, cmd, index)
         job = self.jobs[spec["name"]]
         return _ok(created=created, name=job.name, version=job.version)
 
+    @staticmethod
+    def _team_cap(cmd: C.Command) -> int:
+        """The proposer's limits.max_jobs_per_team, carried in the entry (0 = none)."""
+        cap = cmd.args.get("team_cap") or 0
+        return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else 0
+
     def _put_many(self, cmd: C.Command, index: int) -> dict:
-        checked = []
+        """A batch that fits one entry; with a batch id, refused if its proposer aborted it."""
+        refused = B.record_single(self, cmd)
+        if refused is not None:
+            return refused
         texts = cmd.args.get("specs")
         if not isinstance(texts, list):
             return _reject("invalid", "specs must be a list")
-        try:
-            for text in texts:
+        checked = self.check_specs(texts)
+        if isinstance(checked, dict):
+            return checked
+        result = self.put_specs(checked, cmd, index)
+        B.single_done(self, cmd, result)
+        return result
+
+    def check_specs(self, texts: list, first: int = 1) -> list | dict:
+        """Parse committed spec texts (the costly half of registering a job), or the refusal of
+        the first bad one, named with its 1-based `position` in the batch (`first` = position of
+        texts[0])."""
+        checked = []
+        for i, text in enumerate(texts, first):
+            try:
                 checked.append(self._committed_spec(text))
-        except ValidationError as e:
-            return _reject("invalid", f"job #{len(checked) + 1}: {e}")
-        names = [c[0]["name"] for c in checked]
-        if len(set(names)) != len(names):
-            return _reject("invalid", "the batch names a job more than once")
+            except ValidationError as e:
+                return _reject("invalid", f"job #{i}: {e}", position=i)
+        return checked
+
+    def put_specs(self, checked: list, cmd: C.Command, index: int) -> dict:
+        """Create or update every job of a checked batch, or none: all are checked against the
+        table (duplicates, create_only, the team cap) before the first is written."""
+        names: dict[str, int] = {}
+        for i, (spec, _, _) in enumerate(checked, 1):
+            name = spec["name"]
+            if name in names:
+                return _reject("invalid", f"job {name!r} (#{i}) appears more than once in the batch "
+                                          f"(first at #{names[name]})", position=i)
+            names[name] = i
+            if cmd.args.get("create_only") and name in self.jobs:
+                return _reject("exists", f"job {name!r} (#{i}) already exists", position=i)
+        over = B.team_overflow(self, [(spec["name"], spec["team"]) for spec, _, _ in checked],
+                               self._team_cap(cmd))
+        if over:
+            return _reject("exhausted", over)
         created = sum(self._upsert(spec, text, s, cmd, index) for spec, text, s in checked)
         return _ok(created=created, updated=len(checked) - created)
 
@@ -954,7 +999,7 @@ class SchedulerState:
         C.PAUSE: _pause, C.RESUME: _resume, C.TRIGGER: _trigger, C.FIRE: _fire,
         C.START: _start, C.FINISH: _finish, C.EXPIRE: _expire, C.CANCEL: _cancel,
         C.SKIP: _skip, C.BACKFILL: _backfill, C.QUOTA: _quota, C.SLA: sla_index.apply,
-        **D.HANDLERS,
+        **D.HANDLERS, **B.HANDLERS,
     }
 
     # ------------------------------------------------------------ reads (caller holds the lock)

@@ -19,6 +19,7 @@ import asyncio
 import logging
 import time
 
+from schedd.core import batches
 from schedd.core import commands as C
 from schedd.core.model import RUNNING, SCHEDULED
 from schedd.leader.assigner import Assigner
@@ -36,6 +37,7 @@ IDLE_STEP_S = 0.05
 MAX_INFLIGHT_BATCHES = 4
 PROPOSE_TIMEOUT_S = 5.0
 TAKEOVER_MARGIN_MS = 250
+BATCH_CHECK_MS = 1000           # how often the leader looks for abandoned staged batches
 
 
 class Dispatcher:
@@ -52,6 +54,8 @@ class Dispatcher:
         self._led_term: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._aborting: set[str] = set()            # batch ids with an abort proposed (expiry)
+        self._next_batch_check = 0                  # leader time of the next look for them
         self.hub = hub
         self.assigner = (Assigner(node, clock, hub, self.cfg.lookahead_ms, self._spawn, metrics)
                          if hub is not None else None)
@@ -112,6 +116,7 @@ class Dispatcher:
         if self.assigner is not None:
             self.assigner.step(now)
         sla_detector.drive(self, now)           # record SLA misses (schedd.leader.sla)
+        self._abort_expired_batches(now, term)
         if self._batches >= MAX_INFLIGHT_BATCHES:
             return
         with node.lock:
@@ -127,6 +132,22 @@ class Dispatcher:
             self._spawn(self._propose(entry, C.FIRE, jobs))
             if testing.UNSAFE:                   # negative control (trust_leader), test mode only
                 testing.unsafe_trust_fire(self, chunk)
+
+    def _abort_expired_batches(self, now: int, term: int) -> None:
+        """Staged batches whose proposer never committed nor aborted them (it died, or lost its
+        leadership) are discarded by an abort entry; apply decides by entry times only."""
+        if not self.node.state.batches or now < self._next_batch_check:
+            return
+        self._next_batch_check = now + BATCH_CHECK_MS
+        with self.node.lock:
+            stale = [b for b in batches.expired(self.node.state, now) if b not in self._aborting]
+        for b in stale:
+            self._aborting.add(b)
+            entry = C.encode(C.BATCH_ABORT, rid="", now=now, term=term, by=self.node.cfg.node_id,
+                             batch=b, reason=f"not committed within {batches.BATCH_TTL_MS // 1000}s")
+            self._spawn(self._propose(entry, C.BATCH_ABORT, ()))
+            if self._loop is not None:               # ask again only if it did not apply by then
+                self._loop.call_later(PROPOSE_TIMEOUT_S, self._aborting.discard, b)
 
     def _spawn(self, coro) -> None:
         task = asyncio.ensure_future(coro)

@@ -99,6 +99,7 @@ class LocalCluster:
     fsync: str = "always"
     raft: dict = field(default_factory=dict)
     scheduler: dict = field(default_factory=dict)
+    limits: dict = field(default_factory=dict)
     env: dict = field(default_factory=dict)
     log_level: str = "info"
     # Outbound policy exceptions (schedd.net.policy): a test whose webhooks or HTTP jobs go to its
@@ -143,7 +144,7 @@ class LocalCluster:
         ] + (["test_mode = true"] if self.test_mode else [])
         webhooks = {"allow": list(self.webhook_allow)} if self.webhook_allow else {}
         for section, values in (("raft", self.raft), ("scheduler", self.scheduler),
-                                ("webhooks", webhooks)):
+                                ("webhooks", webhooks), ("limits", self.limits)):
             if values:
                 lines.append(f"\n[{section}]")
                 lines += [f"{k} = {_toml(v)}" for k, v in values.items()]

@@ -32,6 +32,10 @@
     [limits]                            # caps on what callers may hold (RESOURCE_EXHAUSTED past them)
     max_worker_streams = 512            # worker streams this node holds (handshakes included)
     max_worker_slots = 256              # slots one worker may claim to have
+    max_jobs_per_call = 5000            # jobs in one PutJobs call (its commit applies in one step)
+    max_bytes_per_call = 8388608        # bytes of one PutJobs request (8 MiB)
+    max_jobs_per_team = 1000000         # jobs a team may hold (0 = no cap)
+    max_inflight_per_connection = 64    # unary calls in flight on one client connection
 
     [[peers]]
     id = "n2"
@@ -104,6 +108,10 @@ class Limits:
 
     max_worker_streams: int = 512     # worker streams per node, handshakes included
     max_worker_slots: int = 256       # slots a worker may advertise
+    max_jobs_per_call: int = 5_000
+    max_bytes_per_call: int = 8 * 1024 * 1024
+    max_jobs_per_team: int = 1_000_000
+    max_inflight_per_connection: int = 64
 
 
 @dataclass(slots=True, frozen=True)
@@ -249,7 +257,9 @@ def _scheduler(t: dict) -> SchedulerTuning:
 
 def _limits(t: dict) -> Limits:
     return _int_table(Limits, t, "[limits]", {
-        "max_worker_streams": (1, 100_000), "max_worker_slots": (1, 100_000)})
+        "max_worker_streams": (1, 100_000), "max_worker_slots": (1, 100_000),
+        "max_jobs_per_call": (1, 1_000_000), "max_bytes_per_call": (1024, 1024 ** 3),
+        "max_jobs_per_team": (0, 100_000_000), "max_inflight_per_connection": (1, 100_000)})
 
 
 def _webhooks(t: dict) -> NetPolicy:

@@ -20,6 +20,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
 from schedd.api.dags_service import DagsService
+from schedd.api.limits import InflightLimit, max_receive_bytes
 from schedd.api.service import ClusterService, Router, SchedulerService
 from schedd.leader.dispatcher import Dispatcher
 from schedd.leader.workers import WorkerHub
@@ -98,8 +99,10 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
 
     router = Router(node)
     hub.router = router
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0),
-                                      ("grpc.max_receive_message_length", 16 * 1024 * 1024)])
+    server = grpc.aio.server(
+        interceptors=[InflightLimit(cfg.limits.max_inflight_per_connection)],
+        options=[("grpc.so_reuseport", 0),
+                 ("grpc.max_receive_message_length", max_receive_bytes(cfg.limits))])
     pb_grpc.add_SchedulerServicer_to_server(SchedulerService(node, clock, metrics, router, dispatcher),
                                             server)
     pb_grpc.add_ClusterServicer_to_server(ClusterService(node, router, replicas, clock), server)

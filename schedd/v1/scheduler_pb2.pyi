@@ -169,7 +169,7 @@ class SlaSpec(_message.Message):
     def __init__(self, within_seconds: _Optional[float] = ..., by: _Optional[str] = ..., timezone: _Optional[str] = ..., webhook: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("spec", "version", "paused", "next_fire_ms", "upcoming_ms", "created_ms", "updated_ms", "created_by", "last_scheduled_ms", "last_execution_id", "last_state", "executions_total")
+    __slots__ = ("spec", "version", "paused", "next_fire_ms", "upcoming_ms", "created_ms", "updated_ms", "created_by", "last_scheduled_ms", "last_execution_id", "last_state", "executions_total", "summary")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
@@ -182,6 +182,7 @@ class Job(_message.Message):
     LAST_EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     LAST_STATE_FIELD_NUMBER: _ClassVar[int]
     EXECUTIONS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
     spec: JobSpec
     version: int
     paused: bool
@@ -194,7 +195,8 @@ class Job(_message.Message):
     last_execution_id: str
     last_state: str
     executions_total: int
-    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., paused: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ..., upcoming_ms: _Optional[_Iterable[int]] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., last_scheduled_ms: _Optional[int] = ..., last_execution_id: _Optional[str] = ..., last_state: _Optional[str] = ..., executions_total: _Optional[int] = ...) -> None: ...
+    summary: bool
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., paused: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ..., upcoming_ms: _Optional[_Iterable[int]] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., last_scheduled_ms: _Optional[int] = ..., last_execution_id: _Optional[str] = ..., last_state: _Optional[str] = ..., executions_total: _Optional[int] = ..., summary: _Optional[bool] = ...) -> None: ...
 
 class PutJobRequest(_message.Message):
     __slots__ = ("job", "create_only", "request_id", "expected_version")
@@ -217,12 +219,14 @@ class PutJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class PutJobsRequest(_message.Message):
-    __slots__ = ("jobs", "request_id")
+    __slots__ = ("jobs", "request_id", "create_only")
     JOBS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[JobSpec]
     request_id: str
-    def __init__(self, jobs: _Optional[_Iterable[_Union[JobSpec, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    create_only: bool
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobSpec, _Mapping]]] = ..., request_id: _Optional[str] = ..., create_only: _Optional[bool] = ...) -> None: ...
 
 class PutJobsResponse(_message.Message):
     __slots__ = ("created", "updated")
@@ -241,16 +245,18 @@ class GetJobRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., upcoming: _Optional[int] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("team", "state", "page_size", "page_token")
+    __slots__ = ("team", "state", "page_size", "page_token", "full")
     TEAM_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    FULL_FIELD_NUMBER: _ClassVar[int]
     team: str
     state: str
     page_size: int
     page_token: str
-    def __init__(self, team: _Optional[str] = ..., state: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    full: bool
+    def __init__(self, team: _Optional[str] = ..., state: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., full: _Optional[bool] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token", "total")
@@ -419,16 +425,18 @@ class BackfillResponse(_message.Message):
     def __init__(self, instants: _Optional[int] = ..., created: _Optional[int] = ..., duplicates: _Optional[int] = ..., first_ms: _Optional[int] = ..., last_ms: _Optional[int] = ...) -> None: ...
 
 class ListInstantsRequest(_message.Message):
-    __slots__ = ("job", "from_ms", "to_ms", "limit")
+    __slots__ = ("job", "from_ms", "to_ms", "limit", "page_token")
     JOB_FIELD_NUMBER: _ClassVar[int]
     FROM_MS_FIELD_NUMBER: _ClassVar[int]
     TO_MS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     job: str
     from_ms: int
     to_ms: int
     limit: int
-    def __init__(self, job: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+    page_token: str
+    def __init__(self, job: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class InstantRecord(_message.Message):
     __slots__ = ("instant_ms", "disposition", "detail", "execution")
@@ -443,10 +451,12 @@ class InstantRecord(_message.Message):
     def __init__(self, instant_ms: _Optional[int] = ..., disposition: _Optional[str] = ..., detail: _Optional[str] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ...) -> None: ...
 
 class ListInstantsResponse(_message.Message):
-    __slots__ = ("instants",)
+    __slots__ = ("instants", "next_page_token")
     INSTANTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     instants: _containers.RepeatedCompositeFieldContainer[InstantRecord]
-    def __init__(self, instants: _Optional[_Iterable[_Union[InstantRecord, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, instants: _Optional[_Iterable[_Union[InstantRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class Quota(_message.Message):
     __slots__ = ("key", "limit", "running")

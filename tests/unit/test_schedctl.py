@@ -145,20 +145,22 @@ timeout: 30m
     assert spec(fake, "backup").timeout_seconds == 1800
     assert spec(fake, "report").handler.python.args_json == '{"week": 3}'
     assert spec(fake, "json-job").labels == {"n": "1"}
-    assert all(r.create_only for r in fake.state.requests_of("PutJob"))
+    assert [r.create_only for r in fake.state.requests_of("PutJobs")] == [True]  # one batch
 
     code, out, err = run("job", "create", "-f", str(path), "-o", "json")
-    assert code == 1 and json.loads(out) == []
-    assert err.count("already exists") == 4 and "4 of 4 jobs not created" in err
+    assert code == 1 and out == ""
+    assert err.count("already exists") == 1 and "backup" in err
 
 
-def test_job_create_from_stdin_goes_on_past_an_existing_job(run: Run, fake: FakeCluster, monkeypatch) -> None:
+def test_job_create_from_stdin_is_one_batch(run: Run, fake: FakeCluster, monkeypatch) -> None:
     fake.add_job("b")
     monkeypatch.setattr(sys, "stdin", io.StringIO("[{name: a, command: x}, {name: b, command: x}, {name: c, command: x}]"))
     code, out, err = run("job", "create", "-f", "-", "-o", "yaml")
-    assert code == 1
-    assert [job["spec"]["name"] for job in yaml.safe_load(out)] == ["a", "c"]
-    assert "job 'b' already exists" in err and "1 of 3 jobs not created" in err
+    assert code == 1 and out == ""
+    assert "job 'b' already exists" in err and sorted(fake.state.jobs) == ["b"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("[{name: a, command: x}, {name: c, command: x}]"))
+    code, out, err = run("job", "create", "-f", "-", "-o", "yaml")
+    assert (code, yaml.safe_load(out)) == (0, {"created": 2, "updated": 0})
 
 
 @pytest.mark.parametrize(
@@ -192,7 +194,7 @@ def test_job_apply_creates_then_updates(run: Run, fake: FakeCluster, tmp_path) -
     assert run("job", "apply", "-f", str(path)) == (0, "applied 2 jobs: 2 created, 0 updated\n", "")
     code, out, _ = run("job", "apply", "-f", str(path), "-o", "json")
     assert code == 0 and json.loads(out) == {"created": 0, "updated": 2}
-    assert len(fake.state.requests_of("PutJobs")) == 2
+    assert len(fake.state.requests_of("PutJobs")) == 2      # one per apply
 
 
 def test_job_update_merges_the_given_fields(run: Run, fake: FakeCluster) -> None:

@@ -166,6 +166,8 @@ class FakeNode(pb_grpc.SchedulerServicer, pb_grpc.ClusterServicer):
     def _put_jobs(self, request: pb.PutJobsRequest) -> pb.PutJobsResponse:
         for spec in request.jobs:
             self._check(spec)
+            if request.create_only and spec.name in self.state.jobs:
+                raise Refused(grpc.StatusCode.ALREADY_EXISTS, f"job {spec.name!r} already exists")
         reply = pb.PutJobsResponse()
         for spec in request.jobs:
             _, created = self._store(spec)
@@ -434,15 +436,16 @@ def test_pause_resume_trigger_delete(client: Client, fake: FakeCluster) -> None:
         client.trigger_job("nightly")
 
 
-def test_put_jobs_sends_chunks_of_5000(client: Client, fake: FakeCluster) -> None:
+def test_put_jobs_sends_one_atomic_request(client: Client, fake: FakeCluster) -> None:
     fake.add_job("job-0")
     result = client.put_jobs(job_spec(f"job-{i}", command="true") for i in range(5001))
     assert isinstance(result, pb.PutJobsResponse)
     assert (result.created, result.updated) == (5000, 1)
     batches = fake.state.requests_of("PutJobs")
-    assert [len(b.jobs) for b in batches] == [5000, 1]
-    assert len({b.request_id for b in batches}) == 2
+    assert [len(b.jobs) for b in batches] == [5001] and not batches[0].create_only
     assert client.put_jobs([]) == pb.PutJobsResponse()
+    with pytest.raises(AlreadyExists):
+        client.put_jobs([job_spec("job-1", command="true")], create_only=True)
 
 
 def test_list_executions_pages_and_stops_at_limit(client: Client, fake: FakeCluster) -> None:
