@@ -310,9 +310,9 @@ def check(records: list[dict], meta: dict) -> dict:
         j = jobs.get(name)
         end = window_end_ms if window_end_ms is not None else 2 ** 62
         return bool(j) and any(p0 <= end and (p1 is None or p1 > end) for p0, p1 in j["pauses"])
-    final_view = {}
-    if by_type["final_execs"]:
-        final_view = {(j, t): (st, why) for j, t, st, why in by_type["final_execs"][-1]["execs"]}
+    final_view = {}     # every view in order: a later one may have pruned what an earlier saw end
+    for view in by_type["final_execs"]:
+        final_view.update({(j, t): (st, why) for j, t, st, why in view["execs"]})
     for key, ex in execs.items():
         if ex["trigger"] == "dag":          # DAG tasks: C8 (a task may be created after the window)
             continue

@@ -274,6 +274,20 @@ def test_final_view_settles_what_the_log_leaves_pending():
     assert run(h, meta)["ok"]
 
 
+def test_a_terminal_state_pruned_from_a_later_final_view_still_counts():
+    """A soak takes a final view after every round; retention prunes old executions from later
+    views. An execution seen ended in an earlier view has ended (found by the 2 h soak: four
+    paused-and-SKIPPED instants reported as 'never ended (still SCHEDULED)')."""
+    h, meta = good()
+    t = T0 + 6000
+    h.recs = [r for r in h.recs if not (r["type"] == "apply" and r["entry"].get("k") == "finish" and r["entry"]["scheduled_ms"] == t)]
+    last_tok = max(x["token"] for x in h.recs if x["type"] == "w_ack")
+    h.recs = [r for r in h.recs if not (r["type"] == "w_ack" and r["token"] == last_tok)]
+    h.add("final_execs", T0 + 9000, execs=[["j", t, "SKIPPED", "paused"]])
+    h.add("final_execs", T0 + 9500, execs=[])
+    assert run(h, meta)["ok"]
+
+
 # ------------------------------------------------------------------ C8: DAG order
 
 DAG_SPEC = {"name": "chain", "team": "default", "schedule": "@every 3s", "timezone": "UTC",
