@@ -61,7 +61,6 @@ class JLCluster(LocalCluster):
     """A LocalCluster in test mode with a per-node environment (history, dialing, unsafe)."""
 
     node_env: dict = None
-    ns_holder: dict = None          # node id -> pid of the process holding its mount namespace
 
     def _write_config(self, node) -> None:
         super()._write_config(node)
@@ -72,23 +71,7 @@ class JLCluster(LocalCluster):
         saved = self.env
         self.env = {**saved, **(self.node_env or {}).get(nid, {})}
         try:
-            holder = (self.ns_holder or {}).get(nid)
-            if holder is None:
-                return super().start_node(nid)
-            import subprocess
-            import sys
-            from schedd.runtime.cluster import DIE_WITH_PARENT
-            node = self.nodes[nid]
-            if node.alive():
-                return node
-            env = {**os.environ, **self.env, DIE_WITH_PARENT: "1"}
-            with node.log.open("ab") as logf:       # inside the holder's mount namespace (nsenter execs)
-                node.proc = subprocess.Popen(
-                    ["nsenter", "-t", str(holder), "-m", "--", sys.executable, "-m", "schedd", "--log-level",
-                     self.log_level, "serve", "--config", str(node.config)],
-                    stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                    start_new_session=True)
-            return node
+            return super().start_node(nid)
         finally:
             self.env = saved
 
@@ -231,7 +214,8 @@ class Harness:
             except (OSError, RuntimeError) as e:       # not root, no unshare, mounts refused
                 self.meta_notes["small_disk_unavailable"] = repr(e)
                 self.rec("small_disk_unavailable", node=nid, error=repr(e))
-        self.c.ns_holder = {nid: d.pid for nid, d in self.disks.items()}
+        for nid, d in self.disks.items():        # the node runs inside the holder's mount namespace
+            self.c.wrap[nid] = ["nsenter", "-t", str(d.pid), "-m", "--"]
         self.c.node_env = {n: {"SCHEDD_RAFT_DIAL": json.dumps(d),
                                **({"SCHEDD_UNSAFE": ",".join(self.unsafe)} if self.unsafe else {})}
                            for n, d in dial.items()}
