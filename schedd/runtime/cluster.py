@@ -262,10 +262,11 @@ class LocalCluster:
                     continue
         return None
 
-    def node_info(self, nid: str, timeout: float = 2.0) -> pb.NodeStatus | None:
+    def node_info(self, nid: str, timeout: float = 2.0, with_digest: bool = False) -> pb.NodeStatus | None:
         with grpc.insecure_channel(self.nodes[nid].grpc) as ch:
             try:
-                return pb_grpc.ClusterStub(ch).NodeInfo(pb.NodeInfoRequest(), timeout=timeout)
+                return pb_grpc.ClusterStub(ch).NodeInfo(pb.NodeInfoRequest(with_digest=with_digest),
+                                                        timeout=timeout)
             except grpc.RpcError:
                 return None
 

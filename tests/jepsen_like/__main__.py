@@ -69,7 +69,8 @@ def main(argv=None) -> int:
                 print(f"{name}: harness error: {e!r}", file=sys.stderr)
                 rows.append({"scenario": name, "seed": seed, "unsafe": ",".join(a.unsafe) or "-", "faults": "-",
                              "instants": "-", "anomalies": "harness error", "by_check": "-", "p99_ms": "-",
-                             "calm_p99_ms": "-", "duration_s": "-", "evidence": "-"})
+                             "calm_p99_ms": "-", "converge_s": "-", "commit_gap_s": "-", "duration_s": "-",
+                             "evidence": "-"})
                 bad = True
                 continue
             print((d / "summary.txt").read_text())
@@ -88,8 +89,20 @@ def _row(res: dict) -> dict:
             "faults": s["faults"], "instants": s["instants_checked"], "anomalies": len(res["anomalies"]),
             "by_check": ",".join(f"{c}={n}" for c, n in res["counts"].items() if n) or "-",
             "p99_ms": s["lateness"]["p99_ms"], "calm_p99_ms": s["lateness"].get("calm", {}).get("p99_ms"),
+            "converge_s": _converge_cell(s.get("convergence") or []),
+            "commit_gap_s": "-" if s.get("commit_gap_max_s") is None else f"{s['commit_gap_max_s']:.1f}",
             "duration_s": res.get("duration_s"),
             "evidence": "ok" if not res.get("fault_evidence_missing") else "MISSING"}
+
+
+def _converge_cell(conv: list[dict]) -> str:
+    """Time to converge after each heal (max), or how many heals did not converge."""
+    if not conv:
+        return "-"
+    stuck = sum(1 for c in conv if not c["ok"])
+    if stuck:
+        return f"STUCK {stuck}/{len(conv)}"
+    return f"{max(c['seconds'] for c in conv):.1f} (n={len(conv)})"
 
 
 def table(rows: list[dict]) -> str:
