@@ -7,7 +7,8 @@ its config says `test_mode = true`, else the node refuses to start):
                          per line, wall-clock `ts` in seconds)
     SCHEDD_UNSAFE        comma list of unsafe switches (negative controls of the fault suite):
                          push_before_commit, no_fencing, no_dedup, local_clock_fire, no_lease_grace,
-                         trust_leader
+                         trust_leader, stock_raft (the node replicates with stock pysyncobj's append
+                         path instead of schedd.replication.raft_patches: issue 9's stuck replica)
     SCHEDD_RAFT_DIAL     JSON {"<peer raft address>": "<address to dial instead>"}: dial peers
                          through per-link TCP proxies (partitions, delay)
     SCHEDD_WORKER_DIAL   JSON {"<node grpc address>": "<address to dial instead>"}: a worker dials
@@ -37,7 +38,7 @@ import threading
 import time
 
 UNSAFE_SWITCHES = frozenset({"push_before_commit", "no_fencing", "no_dedup", "local_clock_fire",
-                             "no_lease_grace", "trust_leader"})
+                             "no_lease_grace", "trust_leader", "stock_raft"})
 
 
 class TestModeError(RuntimeError):

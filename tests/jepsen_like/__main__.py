@@ -1,7 +1,8 @@
 """python -m tests.jepsen_like run|soak|check|plot
 
     run   [--scenario S02 ...|--profile smoke|full] [--seed N] [--unsafe SWITCH]   one run per scenario
-    soak  [--duration 2h] [--seed N]     combined random nemesis in rounds, rolling checks, RSS/fd growth
+    soak  [--duration 2h] [--seed N] [--netns auto|yes|no]   combined random nemesis in rounds, rolling
+                                         checks (convergence after every heal), RSS/fd growth
     check DIR                            re-run the checker on a recorded run (writes results/summary)
     plot  DIR                            redraw timeline.png
 Runs are kept in tests/jepsen_like/store/ (git-ignored) unless --store says otherwise.
@@ -43,6 +44,8 @@ def main(argv=None) -> int:
     s.add_argument("--duration", default="10m")
     s.add_argument("--seed", type=int)
     s.add_argument("--store", default=str(STORE))
+    s.add_argument("--netns", choices=["auto", "yes", "no"], default="auto",
+                   help="run the cluster in network namespaces with the iptables partition nemesis (auto: as root)")
     for name in ("check", "plot"):
         c = sub.add_parser(name)
         c.add_argument("dir")
@@ -80,7 +83,7 @@ def main(argv=None) -> int:
         return 1 if bad else 0
 
     from .soak import soak
-    return soak(_duration(a.duration), a.seed, Path(a.store))
+    return soak(_duration(a.duration), a.seed, Path(a.store), {"auto": None, "yes": True, "no": False}[a.netns])
 
 
 def _row(res: dict) -> dict:

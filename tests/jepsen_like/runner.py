@@ -61,8 +61,8 @@ def run_scenario(name: str, seed: int | None = None, *, unsafe=(), root: Path = 
     h = Harness(scenario=name, seed=seed, out=run_dir, unsafe=tuple(unsafe), raft=dict(scen.raft),
                 failpoints=scen.failpoints, worker_proxies=scen.worker_proxies, small_disks=dict(scen.small_disks),
                 netns=scen.netns)
-    if jobs is not None:
-        h.jobs = list(jobs)
+    if jobs is not None or scen.jobs is not None:
+        h.jobs = list(jobs if jobs is not None else scen.jobs)
     try:
         h.start()
         h.start_client()

@@ -74,8 +74,9 @@ def nemesis_isolate_leader(h, rng, seconds):
 def nemesis_partition_storm(h, rng, seconds):
     end = time.monotonic() + seconds
     ids = list(h.c.nodes)
+    kinds = ["isolate", "bridge", "oneway", "flap"] + ([] if h.nsnet else ["delay"])   # no netem in a netns
     while _until(end) > 6:
-        kind = rng.choice(["isolate", "bridge", "oneway", "delay", "flap"])
+        kind = rng.choice(kinds)
         if kind == "isolate":
             h.isolate(rng.choice(ids), "both")
             _sleep(h, 2 + rng.random() * 2)
@@ -105,6 +106,14 @@ def nemesis_partition_storm(h, rng, seconds):
     _sleep(h, _until(end))
 
 
+def _tick_jobs() -> list:
+    """Issue 9's burst: 20 `@every 1s` jobs beside the workload, so a cut leader appends plenty
+    alone before it steps down."""
+    from .harness import WORKLOAD, Job
+    return WORKLOAD + [Job(f"tick{i:02d}", 1) for i in range(1, 21)]
+
+
+TICK_JOBS = _tick_jobs()
 CONVERGE_S = 20.0       # after each heal, every replica must hold the same state within this
 
 
@@ -481,6 +490,7 @@ class Scenario:
     worker_proxies: bool = False
     small_disks: dict = field(default_factory=dict)
     netns: bool = False             # nodes and workers in network namespaces (netns.py; needs root)
+    jobs: list | None = None        # the workload's jobs (default: harness.WORKLOAD)
 
 
 def ev_converged(n):
@@ -521,13 +531,13 @@ SCENARIOS = {s.name: s for s in [
              [ev_faults(["disk"]), ev_full_disk], small_disks={"n3": "48m"}),
     Scenario("S13", "netns: the leader cut off its peers by iptables DROP for 10 s both ways, then 10 s one way "
              "(receives, cannot send); every replica converges within 20 s of each heal", 26,
-             nemesis_ns_cuts([("both", 10), ("out", 10)]),
+             nemesis_ns_cuts([("both", 10), ("out", 10)], load=True),
              [ev_faults(["partition"]), ev_leader_changes(2), ev_converged(2)], "smoke", netns=True),
     Scenario("S14", "netns: 30 s leader cuts (both ways, one way), then four 10 s cuts in a row, under a write "
              "load; converged within 20 s of every heal", 150,
              nemesis_ns_cuts([("both", 30), ("out", 30), ("both", 10), ("out", 10), ("both", 10), ("in", 10)],
                              load=True),
-             [ev_faults(["partition"]), ev_leader_changes(4), ev_converged(6)], netns=True),
+             [ev_faults(["partition"]), ev_leader_changes(4), ev_converged(6)], netns=True, jobs=TICK_JOBS),
 ]}
 SMOKE = [n for n, s in SCENARIOS.items() if s.profile == "smoke"]
 FULL = [n for n, s in SCENARIOS.items() if s.profile == "full"]
