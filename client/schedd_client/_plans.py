@@ -277,11 +277,15 @@ def list_workers() -> Plan[pb.ListWorkersResponse]:
     return _single(Call("workers", "ListWorkers", pb.ListWorkersRequest()), pb.ListWorkersResponse)
 
 
-def cluster_status(*, stale_ok: bool = False) -> Plan[pb.ClusterStatus]:
-    """Leader, term, commit index and every node's status, as seen by the node that answers."""
-    return _single(Call("cluster", "Status", pb.ClusterStatusRequest(), stale_ok=stale_ok), pb.ClusterStatus)
+def cluster_status(*, stale_ok: bool = False, with_digest: bool = False) -> Plan[pb.ClusterStatus]:
+    """Leader, term, commit index and every node's status, as seen by the node that answers.
+    ``with_digest``: each node also hashes its whole state (``state_digest`` at ``digest_index``;
+    equal digests at equal indexes mean equal replicas), which costs O(state) on every node."""
+    request = pb.ClusterStatusRequest(with_digest=with_digest)
+    return _single(Call("cluster", "Status", request, stale_ok=stale_ok), pb.ClusterStatus)
 
 
-def node_info(address: str) -> Plan[pb.NodeStatus]:
+def node_info(address: str, *, with_digest: bool = False) -> Plan[pb.NodeStatus]:
     """The status of the node at ``address`` itself: no failover to another node."""
-    return _single(Call("cluster", "NodeInfo", pb.NodeInfoRequest(), address=address), pb.NodeStatus)
+    request = pb.NodeInfoRequest(with_digest=with_digest)
+    return _single(Call("cluster", "NodeInfo", request, address=address), pb.NodeStatus)

@@ -299,7 +299,10 @@ def build_parser() -> argparse.ArgumentParser:
     command(quotas, "list", _Command.quota_list, "quotas with their limits and current use")
 
     cluster = group("cluster", "cluster membership and Raft progress")
-    command(cluster, "status", _Command.cluster_status, "leader, term and every node's progress")
+    status = command(cluster, "status", _Command.cluster_status, "leader, term and every node's progress")
+    status.add_argument("--digest", action="store_true",
+                        help="each node's state digest at its applied index (equal on converged replicas; "
+                             "costs a pass over the state on every node)")
     from .dags import add_commands as add_dag_commands     # dag apply|run|show|runs|list|get|delete
     add_dag_commands(groups, command)
     return parser
@@ -802,8 +805,8 @@ class _Command:
     # -- cluster
 
     def cluster_status(self) -> None:
-        status = self.client.cluster_status(stale_ok=self.args.stale)
-        self.emit(to_dict(status), lambda: _cluster_table(status))
+        status = self.client.cluster_status(stale_ok=self.args.stale, with_digest=self.args.digest)
+        self.emit(to_dict(status), lambda: _cluster_table(status, digest=self.args.digest))
 
 
 # ---------------------------------------------------------------- files
@@ -961,7 +964,7 @@ def _describe_retry(policy: pb.RetryPolicy) -> str:
     return text
 
 
-def _cluster_table(status: pb.ClusterStatus) -> str:
+def _cluster_table(status: pb.ClusterStatus, *, digest: bool = False) -> str:
     leader = "none"
     if status.leader_id:
         leader = status.leader_id + (f" ({status.leader_grpc_address})" if status.leader_grpc_address else "")
@@ -973,11 +976,12 @@ def _cluster_table(status: pb.ClusterStatus) -> str:
         header += f"   (answered by {status.answered_by})"
     with_errors = any(node.error for node in status.nodes)
     headers = ("ID", "ROLE", "TERM", "COMMIT", "APPLIED", "LAG", "GRPC", "RAFT") + (
-        ("ERROR",) if with_errors else ()
-    )
+        ("DIGEST",) if digest else ()) + (("ERROR",) if with_errors else ())
     rows = [
         (node.id, node.role, node.term, node.commit_index, node.applied_index, node.lag,
-         node.grpc_address, node.raft_address) + ((_shorten(node.error, 60),) if with_errors else ())  # fmt: skip
+         node.grpc_address, node.raft_address)
+        + ((f"{node.state_digest[:12]}@{node.digest_index}" if node.state_digest else "-",) if digest else ())
+        + ((_shorten(node.error, 60),) if with_errors else ())
         for node in status.nodes
     ]
     out = header + "\n" + _table(headers, rows, empty="(no nodes reported)")

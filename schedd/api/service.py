@@ -639,16 +639,21 @@ class ClusterService(pb_grpc.ClusterServicer):
     def _now_ms(self) -> int:
         return self.clock.now_ms() if self.clock is not None else int(time.time() * 1000)
 
-    def local_info(self) -> pb.NodeStatus:
+    def local_info(self, with_digest: bool = False) -> pb.NodeStatus:
         st = self.node.status()           # role, term and indexes of one moment
         me = self.node.cfg
-        with self.node.lock:
-            state_hash, epoch = self.node.state.state_hash(), self.node.state.epoch
+        digest, digest_index = "", 0
+        with self.node.lock:            # the digest and the index it was taken at, together
+            state = self.node.state
+            state_hash, epoch = state.state_hash(), state.epoch
+            if with_digest:
+                digest, digest_index = state.state_digest(), state.last_index
         info = pb.NodeStatus(
             id=me.node_id, raft_address=me.raft_address, grpc_address=me.grpc_address, role=st.role,
             term=st.term, commit_index=st.commit_index, applied_index=st.applied_index,
             lag=max(0, st.leader_commit_index - st.applied_index), has_quorum=st.has_quorum,
-            state_hash=state_hash, uptime_seconds=st.uptime_s, leader_epoch=epoch)
+            state_hash=state_hash, uptime_seconds=st.uptime_s, leader_epoch=epoch,
+            state_digest=digest, digest_index=digest_index)
         w = self.replicas
         if w is not None:
             info.writable, info.not_writable_reason = w.writable, w.why_not_writable
@@ -660,12 +665,14 @@ class ClusterService(pb_grpc.ClusterServicer):
         return info
 
     async def NodeInfo(self, request, context) -> pb.NodeStatus:
+        if request.with_digest:         # O(state) under the lock: off the event loop
+            return await asyncio.to_thread(self.local_info, True)
         return self.local_info()
 
-    async def _peer_info(self, peer) -> pb.NodeStatus:
+    async def _peer_info(self, peer, with_digest: bool = False) -> pb.NodeStatus:
         stub = pb_grpc.ClusterStub(self.router._channel(peer.grpc_address))
         try:
-            return await stub.NodeInfo(pb.NodeInfoRequest(), timeout=1.5)
+            return await stub.NodeInfo(pb.NodeInfoRequest(with_digest=with_digest), timeout=1.5 + 3 * with_digest)
         except grpc.aio.AioRpcError as e:
             return pb.NodeStatus(id=peer.id, raft_address=peer.raft_address,
                                  grpc_address=peer.grpc_address, role="unreachable",
@@ -674,8 +681,9 @@ class ClusterService(pb_grpc.ClusterServicer):
     async def Status(self, request, context) -> pb.ClusterStatus:
         me = self.node.cfg
         peers = [p for p in me.members if p.id != me.node_id]
-        infos = {me.node_id: self.local_info()}
-        for p, info in zip(peers, await asyncio.gather(*(self._peer_info(p) for p in peers))):
+        digest = request.with_digest
+        infos = {me.node_id: await asyncio.to_thread(self.local_info, True) if digest else self.local_info()}
+        for p, info in zip(peers, await asyncio.gather(*(self._peer_info(p, digest) for p in peers))):
             infos[p.id] = info
         nodes = [infos[p.id] for p in me.members]
         leader, warnings = summarize(nodes, self._now_ms())

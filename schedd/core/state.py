@@ -31,6 +31,7 @@ from schedd.core import commands as C
 from schedd.core import dags as D
 from schedd.core import schedule as sched
 from schedd.core import sla as sla_index
+from schedd.core.digest import state_digest
 from schedd.core.model import (
     CANCELLED, DEFAULT_HISTORY_LIMIT, FAILED, LOST, MAX_ERROR_CHARS, MAX_OUTPUT_TAIL_CHARS, REJECTED,
     RETRY_WAIT, RUNNING, SCHEDULED, SKIPPED, SUCCEEDED, TERMINAL_STATES, TIMED_OUT, Attempt, Execution,
@@ -189,6 +190,7 @@ class SchedulerState:
         self.dag_runs: dict = {}      # (DAG name, logical_ms) -> run (schedd.core.dags)
         self.quotas: dict[str, int] = {}   # "team:<t>" | "pool:<p>" | "lane:backfill" -> max running
         self.batches: dict[str, B.Batch] = {}   # batch id -> staged chunks or outcome (schedd.core.batches)
+        self._digest: tuple | None = None  # ((last_index, hash), state_digest()): a read cache
         self._reindex()
 
     # ------------------------------------------------------------ indexes
@@ -344,6 +346,7 @@ class SchedulerState:
             self.jobs, self.execs, self.epoch, self.dedup = jobs, execs, epoch, dedup
             self.audit = deque(audit, maxlen=AUDIT_KEEP)
             self.hash, self.last_index, self.clock_ms = digest, last_index, clock_ms
+            self._digest = None
             for key in EXTRA_FIELDS:
                 setattr(self, key, extra.get(key, {}))
             D.upgrade(self)                   # DAGs pickled before a field existed
@@ -1006,6 +1009,15 @@ class SchedulerState:
 
     def state_hash(self) -> str:
         return self.hash.hex()
+
+    def state_digest(self) -> str:
+        """The digest of the state's content (schedd.core.digest): equal on replicas holding the
+        same state, however they got it. Cached per (index, chained hash): every apply changes
+        the chained hash, a restore clears the cache."""
+        key = (self.last_index, self.hash)
+        if self._digest is None or self._digest[0] != key:
+            self._digest = (key, state_digest(self))
+        return self._digest[1]
 
     def in_state_since(self, state: str, t: int) -> list[tuple[int, str]]:
         """(scheduled_ms, job) of executions in `state` scheduled at or after t, oldest first."""

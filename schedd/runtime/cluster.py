@@ -107,6 +107,11 @@ class LocalCluster:
     webhook_allow: tuple[str, ...] = ()
     worker_http_allow: tuple[str, ...] = ()
     test_mode: bool = False          # writes test_mode = true (failpoints, clock admin; with SCHEDD_TEST_MODE=1)
+    # Test harnesses: a node's host (default 127.0.0.1; e.g. its network namespace's address),
+    # and a command prefix per process ("n1", "worker:w1") that execs the rest of the command
+    # line, so the started pid is still the daemon's (`ip netns exec NS`, `nsenter -t PID -m --`).
+    hosts: dict[str, str] = field(default_factory=dict)
+    wrap: dict[str, list[str]] = field(default_factory=dict)
     nodes: dict[str, NodeProc] = field(default_factory=dict)
     workers: dict[str, NodeProc] = field(default_factory=dict)
     last_seen: dict = field(default_factory=dict)     # what leader() saw last, for error messages
@@ -123,9 +128,10 @@ class LocalCluster:
         ports = list(range(base, base + 3 * n))
         for i in range(n):
             nid = f"n{i + 1}"
+            host = self.hosts.get(nid, "127.0.0.1")
             self.nodes[nid] = NodeProc(
-                id=nid, grpc=f"127.0.0.1:{ports[i]}", raft=f"127.0.0.1:{ports[n + i]}",
-                metrics=f"127.0.0.1:{ports[2 * n + i]}", config=self.root / f"{nid}.toml",
+                id=nid, grpc=f"{host}:{ports[i]}", raft=f"{host}:{ports[n + i]}",
+                metrics=f"{host}:{ports[2 * n + i]}", config=self.root / f"{nid}.toml",
                 log=self.root / "logs" / f"{nid}.log")
         for node in self.nodes.values():
             self._write_config(node)
@@ -175,7 +181,7 @@ class LocalCluster:
         env = {**os.environ, **self.env, DIE_WITH_PARENT: "1"}
         with node.log.open("ab") as logf:
             node.proc = subprocess.Popen(
-                [sys.executable, "-m", "schedd", "--log-level", self.log_level, "serve",
+                [*self.wrap.get(nid, ()), sys.executable, "-m", "schedd", "--log-level", self.log_level, "serve",
                  "--config", str(node.config)],
                 stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                 start_new_session=True)
@@ -189,7 +195,8 @@ class LocalCluster:
             return w
         w = self.workers[name] = NodeProc(id=name, raft="", grpc="", metrics="", config=Path(),
                                           log=self.root / "logs" / f"worker-{name}.log")
-        args = [sys.executable, "-m", "schedd", "--log-level", self.log_level, "worker",
+        args = [*self.wrap.get(f"worker:{name}", ()), sys.executable, "-m", "schedd", "--log-level",
+                self.log_level, "worker",
                 "--cluster", self.cluster_arg, "--name", name, "--slots", str(slots),
                 "--drain-grace", str(drain_grace_s)]
         if pool:
@@ -269,10 +276,11 @@ class LocalCluster:
                     continue
         return None
 
-    def node_info(self, nid: str, timeout: float = 2.0) -> pb.NodeStatus | None:
+    def node_info(self, nid: str, timeout: float = 2.0, with_digest: bool = False) -> pb.NodeStatus | None:
         with grpc.insecure_channel(self.nodes[nid].grpc) as ch:
             try:
-                return pb_grpc.ClusterStub(ch).NodeInfo(pb.NodeInfoRequest(), timeout=timeout)
+                return pb_grpc.ClusterStub(ch).NodeInfo(pb.NodeInfoRequest(with_digest=with_digest),
+                                                        timeout=timeout)
             except grpc.RpcError:
                 return None
 

@@ -61,3 +61,14 @@ def test_schedctl_tour(cluster_factory, tmp_path):
     assert status["leader_id"] == leader and len(status["nodes"]) == 3
     assert {n["role"] for n in status["nodes"]} == {"leader", "follower"}
     assert "n1" in schedctl(follower, "cluster", "status").stdout
+
+    # --digest: each node's state digest, equal on every replica once they sit at one index
+    schedctl(follower, "job", "pause", "tick")
+
+    def same_state():
+        nodes = json.loads(schedctl(follower, "cluster", "status", "--digest", "-o", "json").stdout)["nodes"]
+        views = {(n["digest_index"], n["state_digest"]) for n in nodes}
+        return len(views) == 1 and len(next(iter(views))[1]) == 64 and views
+    wait_until(same_state, timeout=30, what="equal state digests on the three nodes")
+    table = schedctl(follower, "cluster", "status", "--digest").stdout
+    assert "DIGEST" in table.splitlines()[1]

@@ -1,7 +1,8 @@
 """python -m tests.jepsen_like run|soak|check|plot
 
     run   [--scenario S02 ...|--profile smoke|full] [--seed N] [--unsafe SWITCH]   one run per scenario
-    soak  [--duration 2h] [--seed N]     combined random nemesis in rounds, rolling checks, RSS/fd growth
+    soak  [--duration 2h] [--seed N] [--netns auto|yes|no]   combined random nemesis in rounds, rolling
+                                         checks (convergence after every heal), RSS/fd growth
     check DIR                            re-run the checker on a recorded run (writes results/summary)
     plot  DIR                            redraw timeline.png
 Runs are kept in tests/jepsen_like/store/ (git-ignored) unless --store says otherwise.
@@ -43,6 +44,8 @@ def main(argv=None) -> int:
     s.add_argument("--duration", default="10m")
     s.add_argument("--seed", type=int)
     s.add_argument("--store", default=str(STORE))
+    s.add_argument("--netns", choices=["auto", "yes", "no"], default="auto",
+                   help="run the cluster in network namespaces with the iptables partition nemesis (auto: as root)")
     for name in ("check", "plot"):
         c = sub.add_parser(name)
         c.add_argument("dir")
@@ -69,7 +72,8 @@ def main(argv=None) -> int:
                 print(f"{name}: harness error: {e!r}", file=sys.stderr)
                 rows.append({"scenario": name, "seed": seed, "unsafe": ",".join(a.unsafe) or "-", "faults": "-",
                              "instants": "-", "anomalies": "harness error", "by_check": "-", "p99_ms": "-",
-                             "calm_p99_ms": "-", "duration_s": "-", "evidence": "-"})
+                             "calm_p99_ms": "-", "converge_s": "-", "commit_gap_s": "-", "duration_s": "-",
+                             "evidence": "-"})
                 bad = True
                 continue
             print((d / "summary.txt").read_text())
@@ -79,7 +83,7 @@ def main(argv=None) -> int:
         return 1 if bad else 0
 
     from .soak import soak
-    return soak(_duration(a.duration), a.seed, Path(a.store))
+    return soak(_duration(a.duration), a.seed, Path(a.store), {"auto": None, "yes": True, "no": False}[a.netns])
 
 
 def _row(res: dict) -> dict:
@@ -88,8 +92,20 @@ def _row(res: dict) -> dict:
             "faults": s["faults"], "instants": s["instants_checked"], "anomalies": len(res["anomalies"]),
             "by_check": ",".join(f"{c}={n}" for c, n in res["counts"].items() if n) or "-",
             "p99_ms": s["lateness"]["p99_ms"], "calm_p99_ms": s["lateness"].get("calm", {}).get("p99_ms"),
+            "converge_s": _converge_cell(s.get("convergence") or []),
+            "commit_gap_s": "-" if s.get("commit_gap_max_s") is None else f"{s['commit_gap_max_s']:.1f}",
             "duration_s": res.get("duration_s"),
             "evidence": "ok" if not res.get("fault_evidence_missing") else "MISSING"}
+
+
+def _converge_cell(conv: list[dict]) -> str:
+    """Time to converge after each heal (max), or how many heals did not converge."""
+    if not conv:
+        return "-"
+    stuck = sum(1 for c in conv if not c["ok"])
+    if stuck:
+        return f"STUCK {stuck}/{len(conv)}"
+    return f"{max(c['seconds'] for c in conv):.1f} (n={len(conv)})"
 
 
 def table(rows: list[dict]) -> str:

@@ -17,10 +17,14 @@ Checks (issue 5):
      never started (its worker process reconnected without it) when no handler started under it
   C5 every acknowledged write and completion is in the log
   C6 no dispatch, handler start or effect without a committed claim for that key and token
-  C7 replicas converge after healing
+  C7 replicas converge after healing: at the end, and within a deadline after each heal (records
+     `converge`: every replica caught up to the heal's commit index, equal state digests at an
+     equal applied index; a different digest at the same index is divergence)
   C8 DAG order: no task of a run claimed (in the log) or started (at the sink) before its
      upstreams ended as its trigger rule wants; a succeeded task of a run is never run again
   C9 lateness p50/p99/max of first attempts; nothing fired early
+  C10 the majority keeps committing while one node is cut off: no gap longer than COMMIT_GAP_S
+     between entries applied by the other nodes within a one-node partition window (liveness)
 """
 
 from __future__ import annotations
@@ -31,11 +35,12 @@ from collections import defaultdict
 
 from schedd.core.commands import CLIENT_RID
 
-CHECKS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9")
+CHECKS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10")
 SAFETY = {"C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9early"}
 TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED", "SKIPPED", "UPSTREAM_FAILED", "LOST"}
 EARLY_TOLERANCE_MS = 10
 SLACK_MS = 1500
+COMMIT_GAP_S = 8.0       # election (0.6-1.2 s) + a deposed leader's fallback (2.5 s), doubled for load
 
 
 
@@ -405,6 +410,28 @@ def check(records: list[dict], meta: dict) -> dict:
             A.add("C7", f"replicas did not converge after healing: {nodes}", f["ts"])
     else:
         A.add("C7", "no final convergence record (the run did not finish)", None)
+    convergence = []
+    for r in by_type["converge"]:
+        convergence.append({"heal_ts": r["heal_ts"], "ok": r["ok"], "seconds": r.get("seconds"),
+                            "what": r.get("what")})
+        nodes = r.get("nodes") or {}
+        view = ", ".join(f"{n} applied {v['applied']} digest {v['digest'][:8]}@{v['digest_index']}" if v else
+                         f"{n} unreachable" for n, v in sorted(nodes.items()))
+        if r.get("diverged"):
+            A.add("C7", f"replicas hold different states at the same applied index after the {r.get('what')} "
+                  f"at {r['heal_ts']:.1f}: {view}", r["ts"], diverged=True)
+        elif not r["ok"]:
+            behind = sorted(n for n, v in nodes.items() if v is None or v["applied"] < r["target"])
+            A.add("C7", f"replicas did not converge within {r['deadline_s']:g} s after the {r.get('what')} at "
+                  f"{r['heal_ts']:.1f} (commit index then {r['target']}; behind: {', '.join(behind) or 'none'}): "
+                  f"{view}", r["ts"], stuck=behind)
+
+    # ---------------------------------------------------------------- C10: the majority commits
+    commit_gaps = _commit_gaps(by_type["apply"], _fault_windows(by_type["nemesis"]))
+    for g in commit_gaps:
+        if g["gap_s"] > COMMIT_GAP_S:
+            A.add("C10", f"no entry committed for {g['gap_s']:.1f} s while only {g['node']} was cut off "
+                  f"(partition {g['start']:.1f}-{g['stop']:.1f}): the majority stopped", g["at"])
 
     # ---------------------------------------------------------------- C8: DAG order
     c8 = _check_dags(A, dag_runs, dag_claims, dag_ended, effects, by_type["effect_end"])
@@ -465,6 +492,9 @@ def check(records: list[dict], meta: dict) -> dict:
         "client_ops": {s: len(by_type[s]) for s in ("invoke", "ok", "fail", "info")},
         "lateness": lateness, "unfinished": len(unfinished),
         "failpoints": sorted({(r.get("name"), r.get("action")) for r in by_type["failpoint"]}),
+        "convergence": convergence,
+        "converge_max_s": max((c["seconds"] for c in convergence if c["ok"]), default=None),
+        "commit_gap_max_s": max((g["gap_s"] for g in commit_gaps), default=None),
         "dag_runs": c8["runs"], "dag_tasks_claimed": c8["tasks_claimed"], "dag_tasks_succeeded": c8["tasks_succeeded"],
     }
     per_check = {c: [a for a in A.items if a["check"] == c] for c in CHECKS}
@@ -580,6 +610,26 @@ def _calm_lateness(effects, execs, windows, lease_ms: int) -> dict:
     return {"n": len(late), "p50_ms": _pct(late, 50), "p99_ms": _pct(late, 99), "max_ms": max(late) if late else None}
 
 
+def _commit_gaps(applies: list[dict], windows: list[list]) -> list[dict]:
+    """Per closed one-node partition window: the longest time without an entry applied by any
+    other node (the window's edges count as entries)."""
+    from bisect import bisect_left, bisect_right
+    by_node: dict[str, list[float]] = defaultdict(list)
+    for r in applies:
+        by_node[r["node"]].append(r["ts"])
+    for ts in by_node.values():
+        ts.sort()
+    out = []
+    for kind, node, a, b in windows:
+        if kind != "partition" or not node or b is None:
+            continue
+        times = sorted(t for n, ts in by_node.items() if n != node for t in ts[bisect_left(ts, a):bisect_right(ts, b)])
+        marks = [a, *times, b]
+        gap, at = max(((y - x, y) for x, y in zip(marks, marks[1:])), default=(0.0, b))
+        out.append({"node": node, "start": a, "stop": b, "gap_s": round(gap, 2), "at": at})
+    return out
+
+
 def _fault_windows(nemesis: list[dict]) -> list[list]:
     open_: dict[tuple, float] = {}
     out = []
@@ -614,9 +664,21 @@ def summarize(results: dict, meta: dict) -> str:
              f"lateness (first attempts, n={lat['n']}): p50 {fmt(lat['p50_ms'])} ms, p99 {fmt(lat['p99_ms'])} ms, "
              f"max {fmt(lat['max_ms'])} ms; outside fault windows (n={lat['calm']['n']}): "
              f"p50 {fmt(lat['calm']['p50_ms'])} ms, p99 {fmt(lat['calm']['p99_ms'])} ms",
+             f"convergence after heals: {_conv_line(s.get('convergence') or [])}; longest commit gap while one node "
+             f"was cut off: {_fmt1(s.get('commit_gap_max_s'))} s",
              "anomalies per check: " + ", ".join(f"{c}={n}" for c, n in results["counts"].items()),
              f"C8: {results['c8']['verdict']}: {results['c8']['runs']} DAG runs, {results['c8']['tasks_claimed']} "
              f"task claims checked, {results['c8']['tasks_succeeded']} tasks succeeded"]
     for a in results["anomalies"][:40]:
         lines.append(f"  [{a['check']}] {a['what']}")
     return "\n".join(lines) + "\n"
+
+
+def _conv_line(conv: list[dict]) -> str:
+    if not conv:
+        return "not checked"
+    return ", ".join(f"{c['seconds']:.1f} s" if c["ok"] else "NOT converged" for c in conv)
+
+
+def _fmt1(v) -> str:
+    return "-" if v is None else f"{v:.1f}"

@@ -59,9 +59,10 @@ def run_scenario(name: str, seed: int | None = None, *, unsafe=(), root: Path = 
     tag = f"-{'+'.join(unsafe)}" if unsafe else ""
     run_dir = Path(root) / f"{name}{tag}-{seed}-{stamp}"
     h = Harness(scenario=name, seed=seed, out=run_dir, unsafe=tuple(unsafe), raft=dict(scen.raft),
-                failpoints=scen.failpoints, worker_proxies=scen.worker_proxies, small_disks=dict(scen.small_disks))
-    if jobs is not None:
-        h.jobs = list(jobs)
+                failpoints=scen.failpoints, worker_proxies=scen.worker_proxies, small_disks=dict(scen.small_disks),
+                netns=scen.netns)
+    if jobs is not None or scen.jobs is not None:
+        h.jobs = list(jobs if jobs is not None else scen.jobs)
     try:
         h.start()
         h.start_client()

@@ -74,8 +74,9 @@ def nemesis_isolate_leader(h, rng, seconds):
 def nemesis_partition_storm(h, rng, seconds):
     end = time.monotonic() + seconds
     ids = list(h.c.nodes)
+    kinds = ["isolate", "bridge", "oneway", "flap"] + ([] if h.nsnet else ["delay"])   # no netem in a netns
     while _until(end) > 6:
-        kind = rng.choice(["isolate", "bridge", "oneway", "delay", "flap"])
+        kind = rng.choice(kinds)
         if kind == "isolate":
             h.isolate(rng.choice(ids), "both")
             _sleep(h, 2 + rng.random() * 2)
@@ -102,6 +103,73 @@ def nemesis_partition_storm(h, rng, seconds):
                 h.heal_net()
                 _sleep(h, 0.3 + rng.random() * 0.5)
         _sleep(h, 1 + rng.random())
+    _sleep(h, _until(end))
+
+
+def _tick_jobs() -> list:
+    """Issue 9's burst: 20 `@every 1s` jobs beside the workload, so a cut leader appends plenty
+    alone before it steps down."""
+    from .harness import WORKLOAD, Job
+    return WORKLOAD + [Job(f"tick{i:02d}", 1) for i in range(1, 21)]
+
+
+TICK_JOBS = _tick_jobs()
+CONVERGE_S = 20.0       # after each heal, every replica must hold the same state within this
+
+
+def cut_leader(h, how: str, cut_s: float, *, load: bool = False) -> dict:
+    """Cut the leader off its peers (iptables DROP in its namespace; `how`: both, or out = it
+    receives but cannot send) for `cut_s`, heal, and check convergence within CONVERGE_S. The
+    majority elects a leader and keeps committing meanwhile (C10). With `load`, a client also
+    writes as fast as it is answered during the cut (the old leader appends some alone)."""
+    import threading
+    lead = _leader(h)
+    stop = threading.Event()
+    writer = None
+    if load:
+        def write():
+            while not stop.is_set():
+                h.trigger("ondemand")
+        writer = threading.Thread(target=write, name="cut-load", daemon=True)
+        writer.start()
+    cut_at = time.monotonic()
+    h.isolate(lead, how)
+    try:
+        try:
+            h.c.wait_leader(timeout=min(cut_s, 8), exclude=lead)
+        except TimeoutError:
+            pass
+        _sleep(h, cut_s - (time.monotonic() - cut_at))
+    finally:
+        h.heal_net()
+        stop.set()
+    result = h.converge(CONVERGE_S, what=f"{cut_s:g} s {how} cut of {lead}")
+    if writer is not None:
+        writer.join(timeout=30)
+    return result
+
+
+def nemesis_ns_cuts(cuts, *, load: bool = False, until_stuck: bool = False):
+    """A nemesis of leader cuts [(how, seconds)...] in network namespaces, each followed by the
+    convergence check; `until_stuck` ends at the first cut after which a replica did not converge
+    (the negative control: the next cut of a leader would leave no quorum)."""
+    def nemesis(h, rng, seconds):
+        end = time.monotonic() + seconds
+        for how, cut_s in cuts:
+            _sleep(h, 2 + rng.random())
+            r = cut_leader(h, how, cut_s, load=load)
+            if until_stuck and not r["ok"]:
+                break
+        _sleep(h, _until(end))
+    nemesis.__name__ = "nemesis_ns_cuts_" + "_".join(f"{how}{s:g}" for how, s in cuts)
+    return nemesis
+
+
+def nemesis_ns_partition(h, rng, seconds):
+    """The soak's namespace nemesis: one leader cut of 10 or 30 s, both ways or one way."""
+    end = time.monotonic() + seconds
+    _sleep(h, 1 + rng.random())
+    cut_leader(h, rng.choice(["both", "out"]), rng.choice([10, 10, 30]))
     _sleep(h, _until(end))
 
 
@@ -421,6 +489,15 @@ class Scenario:
     failpoints: bool = False
     worker_proxies: bool = False
     small_disks: dict = field(default_factory=dict)
+    netns: bool = False             # nodes and workers in network namespaces (netns.py; needs root)
+    jobs: list | None = None        # the workload's jobs (default: harness.WORKLOAD)
+
+
+def ev_converged(n):
+    def ev(r, meta):
+        conv = r["stats"].get("convergence") or []
+        return [] if len(conv) >= n else [f"expected {n} convergence checks after heals, saw {len(conv)}"]
+    return ev
 
 
 SCENARIOS = {s.name: s for s in [
@@ -452,6 +529,15 @@ SCENARIOS = {s.name: s for s in [
     Scenario("S12", "disk faults: a full disk (tmpfs in a mount namespace), a torn journal tail, flipped bits; "
              "the node crashes, refuses or recovers, never diverges", 40, nemesis_disk,
              [ev_faults(["disk"]), ev_full_disk], small_disks={"n3": "48m"}),
+    Scenario("S13", "netns: the leader cut off its peers by iptables DROP for 10 s both ways, then 10 s one way "
+             "(receives, cannot send); every replica converges within 20 s of each heal", 26,
+             nemesis_ns_cuts([("both", 10), ("out", 10)], load=True),
+             [ev_faults(["partition"]), ev_leader_changes(2), ev_converged(2)], "smoke", netns=True),
+    Scenario("S14", "netns: 30 s leader cuts (both ways, one way), then four 10 s cuts in a row, under a write "
+             "load; converged within 20 s of every heal", 150,
+             nemesis_ns_cuts([("both", 30), ("out", 30), ("both", 10), ("out", 10), ("both", 10), ("in", 10)],
+                             load=True),
+             [ev_faults(["partition"]), ev_leader_changes(4), ev_converged(6)], netns=True, jobs=TICK_JOBS),
 ]}
 SMOKE = [n for n, s in SCENARIOS.items() if s.profile == "smoke"]
 FULL = [n for n, s in SCENARIOS.items() if s.profile == "full"]

@@ -23,8 +23,9 @@ def _ms(text: str) -> int:
 
 
 class EffectSink:
-    def __init__(self, record) -> None:
+    def __init__(self, record, host: str = "127.0.0.1") -> None:
         self.record = record
+        self.host = host                 # the bridge's address when the workers run in a netns
         self.lock = threading.Lock()
         self.accepted: dict[tuple[str, int], int] = {}      # key -> accepted token
         self.highest: dict[tuple[str, int], int] = {}
@@ -58,14 +59,14 @@ class EffectSink:
                 except OSError:          # the handler gave up (cancelled, its worker killed)
                     self.close_connection = True
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((host, 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, name="sink", daemon=True)
         self.thread.start()
 
     def url(self, hold: float = 0) -> str:
-        return f"http://127.0.0.1:{self.port}/effect" + (f"?hold={hold:g}" if hold else "")
+        return f"http://{self.host}:{self.port}/effect" + (f"?hold={hold:g}" if hold else "")
 
     def offer(self, body: dict, arrived: float) -> str:
         key = (str(body.get("job")), _ms(body["scheduled_time"]))

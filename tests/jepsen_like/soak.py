@@ -1,6 +1,9 @@
 """Soak: one long-lived cluster, a random nemesis per round, a rolling check after each round
-(heal, let the round's executions end, converge, check the whole history so far), and the RSS and
-open-fd counts of every node and worker, so growth shows."""
+(heal, converge within 20 s at equal state digests, let the round's executions end, converge
+again at rest, check the whole history so far), and the RSS and open-fd counts of every node and
+worker, so growth shows. As root, the cluster runs in network namespaces (netns.py) and the mix
+includes leader cuts by iptables DROP (10 s and 30 s, both ways and one way); the other
+partitions then drop packets in the namespaces too (no link delay there: no tc netem)."""
 
 from __future__ import annotations
 
@@ -13,11 +16,13 @@ from pathlib import Path
 from . import checker
 from .harness import Harness
 from .runner import load_history
-from .scenarios import (nemesis_isolate_leader, nemesis_kill_leader, nemesis_kill_worker, nemesis_partition_storm,
-                        nemesis_pause_leader, nemesis_pause_worker)
+from .netns import unavailable
+from .scenarios import (CONVERGE_S, nemesis_isolate_leader, nemesis_kill_leader, nemesis_kill_worker,
+                        nemesis_ns_partition, nemesis_partition_storm, nemesis_pause_leader, nemesis_pause_worker)
 
 ROUND_NEMESES = [nemesis_kill_leader, nemesis_pause_leader, nemesis_isolate_leader, nemesis_partition_storm,
                  nemesis_pause_worker, nemesis_kill_worker]
+NETNS_NEMESES = [nemesis_ns_partition, nemesis_ns_partition]      # twice: weighed like the rest together
 ROUND_S = 40
 
 
@@ -32,10 +37,16 @@ def _proc_stats(pid: int) -> dict:
         return {}
 
 
-def soak(duration_s: float, seed: int | None, store: Path) -> int:
+def soak(duration_s: float, seed: int | None, store: Path, netns: bool | None = None) -> int:
+    """`netns`: None = in namespaces when they can be made here (root, iproute2, iptables)."""
     seed = random.randrange(1 << 30) if seed is None else seed
     run_dir = Path(store) / f"soak-{seed}-{time.strftime('%Y%m%dT%H%M%S')}"
-    h = Harness(scenario="soak", seed=seed, out=run_dir)
+    why_not = unavailable()
+    if netns is None:
+        netns = why_not is None
+    print(f"soak in network namespaces: {netns}" + (f" ({why_not})" if why_not and not netns else ""), flush=True)
+    nemeses = ROUND_NEMESES + (NETNS_NEMESES if netns else [])
+    h = Harness(scenario="soak", seed=seed, out=run_dir, netns=netns)
     rows = []
     ok = True
     started = time.monotonic()
@@ -45,10 +56,11 @@ def soak(duration_s: float, seed: int | None, store: Path) -> int:
         rnd = 0
         while time.monotonic() - started < duration_s:
             rnd += 1
-            nem = h.rng.choice(ROUND_NEMESES)
+            nem = h.rng.choice(nemeses)
             h.rec("soak_round", round=rnd, nemesis=nem.__name__)
             nem(h, h.rng, min(ROUND_S, max(10.0, duration_s - (time.monotonic() - started))))
             h.heal_all()
+            h.converge(CONVERGE_S, what=f"round {rnd} heal")
             h.meta["window_end"] = time.time()
             h.c.wait_leader(timeout=60)
             h.settle(h.meta["window_end"])
@@ -78,7 +90,8 @@ def soak(duration_s: float, seed: int | None, store: Path) -> int:
             procs = {n: _proc_stats(p.proc.pid) for n, p in {**h.c.nodes, **h.c.workers}.items() if p.alive()}
             row = {"round": rnd, "nemesis": nem.__name__, "elapsed_s": round(time.monotonic() - started),
                    "anomalies": len(res["anomalies"]), "safety_ok": res["safety_ok"], "procs": procs,
-                   "entries": res["stats"]["entries"], "p99_ms": res["stats"]["lateness"]["p99_ms"]}
+                   "entries": res["stats"]["entries"], "p99_ms": res["stats"]["lateness"]["p99_ms"],
+                   "converge_s": [c["seconds"] for c in res["stats"]["convergence"][-2:]]}
             rows.append(row)
             h.rec("soak_check", **row)
             print(json.dumps(row), flush=True)

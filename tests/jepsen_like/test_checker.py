@@ -416,3 +416,61 @@ def test_dag_effect_before_upstream_effect_over_is_c8():
     _finalize(h)
     res = run(h, meta)
     assert checks(res) == {"C8"} and "before upstream a's effect was over" in res["anomalies"][0]["what"]
+
+
+# ---------------------------------------------------------------- convergence after each heal, C10
+
+def _converge(h: Hist, ts_ms: int, *, ok: bool, diverged: bool = False, stuck_at: int | None = None) -> None:
+    nodes = {n: {"applied": h.idx, "commit": h.idx, "role": "follower", "term": 2, "digest_index": h.idx,
+                 "digest": "d" * 16} for n in NODES}
+    if stuck_at is not None:
+        nodes["n1"].update(applied=stuck_at, digest_index=stuck_at, digest="e" * 16)
+    if diverged:
+        nodes["n2"]["digest"] = "f" * 16
+    h.add("converge", ts_ms, what="heal", heal_ts=(ts_ms - 20_000) / 1000, deadline_s=20.0, target=h.idx,
+          ok=ok, diverged=diverged, seconds=1.5 if ok else None, samples=3, nodes=nodes)
+
+
+def test_convergence_after_each_heal_is_counted_and_timed():
+    h, meta = good()
+    _converge(h, T0 + 3000, ok=True)
+    res = run(h, meta)
+    assert res["ok"], res["anomalies"]
+    assert res["stats"]["converge_max_s"] == 1.5 and res["stats"]["convergence"][0]["ok"]
+
+
+def test_a_replica_stuck_after_a_heal_is_c7_naming_it():
+    h, meta = good()
+    _converge(h, T0 + 3000, ok=False, stuck_at=h.idx - 40)
+    res = run(h, meta)
+    assert checks(res) == {"C7"} and not res["safety_ok"]
+    a = res["anomalies"][0]
+    assert a["stuck"] == ["n1"] and "did not converge within 20 s" in a["what"]
+
+
+def test_different_digests_at_the_same_index_is_c7_divergence():
+    h, meta = good()
+    _converge(h, T0 + 3000, ok=False, diverged=True)
+    res = run(h, meta)
+    assert checks(res) == {"C7"} and res["anomalies"][0]["diverged"]
+
+
+def test_majority_that_stops_committing_while_one_node_is_cut_is_c10():
+    h, meta = good(n=12)
+    # n1 cut off from 2.2 s to 11.9 s; the other nodes' entries stop from 3 s to 12 s
+    h.add("nemesis", T0 + 2200, fault="partition", phase="start", node="n1", how="both")
+    h.add("nemesis", T0 + 11_900, fault="partition", phase="stop")
+    quiet = [r for r in h.recs if r["type"] == "apply" and r["node"] != "n1" and T0 + 3000 < r["ts"] * 1000 < T0 + 12_000]
+    for r in quiet:
+        r["node"] = "n1"                      # only the cut node "applied" them: the majority was idle
+    res = run(h, meta)
+    assert "C10" in checks(res) and res["stats"]["commit_gap_max_s"] > 8
+    assert all(a["check"] not in checker.SAFETY for a in res["anomalies"] if a["check"] == "C10")
+
+
+def test_majority_committing_through_a_cut_is_quiet():
+    h, meta = good(n=12)
+    h.add("nemesis", T0 + 2200, fault="partition", phase="start", node="n1", how="both")
+    h.add("nemesis", T0 + 11_900, fault="partition", phase="stop")
+    res = run(h, meta)
+    assert "C10" not in checks(res) and res["stats"]["commit_gap_max_s"] < 2

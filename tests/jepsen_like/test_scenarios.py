@@ -1,20 +1,39 @@
-"""The fault-injection scenarios as tests. Smoke (S01 S02 S05 S07) runs by default; the full
+"""The fault-injection scenarios as tests. Smoke (S01 S02 S05 S07 S13) runs by default; the full
 profile needs --jepsen-full. Safety failures never retry; a liveness-only failure (or a nemesis
 that left no evidence) retries once with a new seed. Runs are kept in tests/jepsen_like/store/.
 Set JEPSEN_SEED to replay a seed."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
 import shutil
 
 import pytest
 
+from tests.jepsen_like.netns import unavailable
 from tests.jepsen_like.runner import run_scenario
-from tests.jepsen_like.scenarios import FULL, SMOKE
+from tests.jepsen_like.scenarios import FULL, SCENARIOS, SMOKE
 
 pytestmark = pytest.mark.integration
+NETNS_REASON = unavailable()
+# Issue 9: stock pysyncobj leaves a leader cut off for 10 s stuck after the heal (the namespace
+# scenarios catch it: C7). Expected to fail until the lead's fix (raft_patches) is in the tree.
+RAFT_FIX = importlib.util.find_spec("schedd.replication.raft_patches") is not None
+
+
+def _params(names: list[str]) -> list:
+    out = []
+    for name in names:
+        marks = []
+        if SCENARIOS[name].netns:
+            marks.append(pytest.mark.skipif(NETNS_REASON is not None, reason=f"no network namespaces: {NETNS_REASON}"))
+            if not RAFT_FIX:
+                marks.append(pytest.mark.xfail(reason="issue 9: stock pysyncobj log repair (raft_patches not built)",
+                                               strict=False))
+        out.append(pytest.param(name, marks=marks))
+    return out
 
 
 def _seed() -> int:
@@ -41,14 +60,14 @@ def run_checked(name: str, **kw):
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("name", SMOKE)
+@pytest.mark.parametrize("name", _params(SMOKE))
 def test_smoke_scenario(name):
     run_checked(name)
 
 
 @pytest.mark.jepsen_full
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("name", FULL)
+@pytest.mark.parametrize("name", _params(FULL))
 def test_full_scenario(name):
     run_checked(name)
 

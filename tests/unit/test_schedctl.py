@@ -375,6 +375,25 @@ def test_cluster_status(monkeypatch, capsys) -> None:
         assert main(["cluster", "status", "-o", "yaml", "--cluster", fake.cluster]) == 0
         data = yaml.safe_load(capsys.readouterr().out)
         assert [node["id"] for node in data["nodes"]] == ["n1", "n2", "n3"] and data["term"] == 3
+        assert data["nodes"][0]["state_digest"] == ""          # only when asked: it costs O(state)
+    finally:
+        fake.stop()
+
+
+def test_cluster_status_digest(monkeypatch, capsys) -> None:
+    """--digest: each node's state digest at the index it was taken, short in the table, whole in
+    JSON (the fake's digest is its log index in hex)."""
+    monkeypatch.delenv("SCHEDD_CLUSTER", raising=False)
+    fake = FakeCluster(2)
+    try:
+        assert main(["--cluster", fake.cluster, "cluster", "status", "--digest"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[1].split()[-1] == "DIGEST"
+        index = fake.state.log_index
+        assert lines[2].split()[-1] == f"{index:064x}"[:12] + f"@{index}"
+        assert main(["--cluster", fake.cluster, "-o", "json", "cluster", "status", "--digest"]) == 0
+        nodes = json.loads(capsys.readouterr().out)["nodes"]
+        assert [(n["state_digest"], n["digest_index"]) for n in nodes] == [(f"{index:064x}", index)] * 2
     finally:
         fake.stop()
 

@@ -228,8 +228,10 @@ class FakeNode(pb_grpc.SchedulerServicer, pb_grpc.ClusterServicer):
             raise Refused(grpc.StatusCode.NOT_FOUND, f"execution {request.id!r} not found")
         return self.state.executions[request.id]
 
-    def node_status(self) -> pb.NodeStatus:
+    def node_status(self, with_digest: bool = False) -> pb.NodeStatus:
         return pb.NodeStatus(
+            state_digest=f"{self.state.log_index:064x}" if with_digest else "",
+            digest_index=self.state.log_index if with_digest else 0,
             id=self.name,
             raft_address=self.address.replace(":", ":1"),
             grpc_address=self.address,
@@ -274,10 +276,10 @@ class FakeNode(pb_grpc.SchedulerServicer, pb_grpc.ClusterServicer):
         return self._serve("GetExecution", request, context, self._get_execution)
 
     def Status(self, request, context):
-        return self._serve("Status", request, context, lambda r: self.cluster.status(answered_by=self.name))
+        return self._serve("Status", request, context, lambda r: self.cluster.status(answered_by=self.name, with_digest=r.with_digest))
 
     def NodeInfo(self, request, context):
-        return self._serve("NodeInfo", request, context, lambda r: self.node_status())
+        return self._serve("NodeInfo", request, context, lambda r: self.node_status(r.with_digest))
 
 
 class FakeCluster:
@@ -306,13 +308,13 @@ class FakeCluster:
     def cluster(self) -> str:
         return ",".join(self.addresses)
 
-    def status(self, answered_by: str) -> pb.ClusterStatus:
+    def status(self, answered_by: str, with_digest: bool = False) -> pb.ClusterStatus:
         return pb.ClusterStatus(
             leader_id="n1",
             leader_grpc_address=self.nodes[0].address,
             term=3,
             commit_index=self.state.log_index,
-            nodes=[node.node_status() for node in self.nodes],
+            nodes=[node.node_status(with_digest) for node in self.nodes],
             jobs=len(self.state.jobs),
             executions=len(self.state.executions),
             answered_by=answered_by,

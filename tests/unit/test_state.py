@@ -478,3 +478,54 @@ def test_a_version_1_snapshot_image_still_restores(h):
     assert c.jobs["j1"].next_fire == job.next_fire and c.jobs["j1"].gaps == ()
     assert c.execs[("j1", T0)].state == "SCHEDULED" and c.quotas == {} and c.dags == {}
     assert list(c.ready) == [(T0, "j1", T0)]
+
+
+# ---------------------------------------------------------------- the state digest
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(OPS)
+def test_state_digest_is_equal_on_replicas_and_after_a_snapshot_restore(ops):
+    a = _run_ops(ops)
+    b = Harness()
+    for e in a.entries[1:]:
+        b.raw(e)
+    assert a.state.state_digest() == b.state.state_digest()
+    c = SchedulerState()
+    c.restore(pickle.loads(pickle.dumps(a.state.snapshot(), protocol=2)))
+    assert c.state_digest() == a.state.state_digest()
+
+
+def test_state_digest_ignores_dict_order_and_sees_every_content_change(h):
+    """Order-independent (the digest of the content, not of how it was filled), and not the
+    chained hash of the log: a change of one field of one row changes it."""
+    from schedd.core.digest import state_digest
+    for name in ("a", "b", "c"):
+        h.put(name=name)
+    h.plan_and_fire()
+    h.apply(C.QUOTA, key="team:x", limit=3)
+    h.apply(C.QUOTA, key="team:y", limit=4)
+    s = h.state
+    before = state_digest(s)
+    assert before == s.state_digest() and before != s.state_hash()
+    s.jobs = dict(reversed(list(s.jobs.items())))
+    s.execs = dict(reversed(list(s.execs.items())))
+    s.quotas = dict(reversed(list(s.quotas.items())))
+    assert state_digest(s) == before
+    ex = next(iter(s.execs.values()))
+    ex.state = "FAILED"
+    assert state_digest(s) != before
+    ex.state = SCHEDULED
+    assert state_digest(s) == before
+    s.jobs["b"].version += 1
+    assert state_digest(s) != before
+    s.jobs["b"].version -= 1
+    s.quotas["team:x"] = 5
+    assert state_digest(s) != before
+
+
+def test_state_digest_is_cached_per_applied_entry(h):
+    h.put(name="a")
+    first = h.state.state_digest()
+    assert h.state.state_digest() is first              # nothing applied since: the cached value
+    h.apply(C.PAUSE, name="a")
+    assert h.state.state_digest() != first
