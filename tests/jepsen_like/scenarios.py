@@ -149,17 +149,16 @@ def cut_leader(h, how: str, cut_s: float, *, load: bool = False) -> dict:
     return result
 
 
-def nemesis_ns_cuts(cuts, *, load: bool = False, until_stuck: bool = False):
+def nemesis_ns_cuts(cuts, *, load: bool = False):
     """A nemesis of leader cuts [(how, seconds)...] in network namespaces, each followed by the
-    convergence check; `until_stuck` ends at the first cut after which a replica did not converge
-    (the negative control: the next cut of a leader would leave no quorum)."""
+    convergence check. It ends at the first cut after which a replica did not converge: the run
+    has failed (C7), and the next cut of a leader would only leave no quorum for its length."""
     def nemesis(h, rng, seconds):
         end = time.monotonic() + seconds
         for how, cut_s in cuts:
             _sleep(h, 2 + rng.random())
-            r = cut_leader(h, how, cut_s, load=load)
-            if until_stuck and not r["ok"]:
-                break
+            if not cut_leader(h, how, cut_s, load=load)["ok"]:
+                return
         _sleep(h, _until(end))
     nemesis.__name__ = "nemesis_ns_cuts_" + "_".join(f"{how}{s:g}" for how, s in cuts)
     return nemesis

@@ -20,7 +20,7 @@ NETNS_REASON = unavailable()
 LONG_JOBS = [j for j in WORKLOAD if j.name != "long"] + [Job("long", 2, hold_s=6.0)]
 # 10 s both-ways cuts of the leader under a write load, until one leaves a replica behind (stock
 # pysyncobj: about 3 cuts in 5), at most 4
-STUCK_CUTS = S.nemesis_ns_cuts([("both", 10)] * 4, load=True, until_stuck=True)
+STUCK_CUTS = S.nemesis_ns_cuts([("both", 10)] * 4, load=True)
 
 
 def nemesis_short_worker_pause(h, rng, seconds):
