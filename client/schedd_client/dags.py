@@ -38,9 +38,7 @@ SLA deadline (still running, FAILED, or done late) gets an ``sla_missed`` event,
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -49,7 +47,8 @@ from schedd.v1 import dags_pb2 as dpb
 
 from ._plans import Call, Plan, _single, new_request_id
 from .convert import format_duration, format_time, to_dict
-from .errors import ValidationError
+from .documents import DocumentError, Limits, build_all, load_documents, read_input
+from .errors import ValidationError, brief
 from .specs import _Reader, _sla_from_doc, parse_duration, spec_from_dict, spec_to_dict
 
 __all__ = ["dag_from_dict", "dag_to_dict", "put_dag", "get_dag", "list_dags", "delete_dag", "run_dag",
@@ -66,14 +65,14 @@ _JOB_KEYS = ("retry", "timeout", "pool", "worker_labels", "description", "comman
 def _check(doc: Mapping, allowed: tuple, label: str) -> None:
     for key in doc:
         if key not in allowed:
-            raise ValidationError(f"{label}: unknown key {key!r} (allowed: {', '.join(allowed)})")
+            raise ValidationError(f"{label}: unknown key {brief(key)} (allowed: {', '.join(allowed)})")
 
 
 def _task_from_dict(doc: Any, dag: str, i: int) -> dpb.DagTask:
     if not isinstance(doc, Mapping):
-        raise ValidationError(f"DAG {dag!r}: task #{i} must be a mapping")
+        raise ValidationError(f"DAG {brief(dag)}: task #{i} must be a mapping")
     name = doc.get("name")
-    label = f"DAG {dag!r}, task {name!r}" if isinstance(name, str) else f"DAG {dag!r}, task #{i}"
+    label = f"DAG {brief(dag)}, task {brief(name)}" if isinstance(name, str) else f"DAG {brief(dag)}, task #{i}"
     _check(doc, _TASK_KEYS, label)
     task = dpb.DagTask(name=str(name or ""))
     upstream = doc.get("upstream") or []
@@ -104,7 +103,8 @@ def _task_from_dict(doc: Any, dag: str, i: int) -> dpb.DagTask:
     try:
         spec = spec_from_dict(job_doc)
     except ValidationError as e:
-        raise ValidationError(f"{label}: {e.message.removeprefix(f'job {task.name!r}: ')}") from None
+        prefix = f"job {brief(job_doc['name'])}: "
+        raise ValidationError(f"{label}: {e.message.removeprefix(prefix)}") from None
     if doc.get("sensor") is None:
         task.handler.CopyFrom(spec.handler)
     if spec.HasField("retry"):
@@ -123,17 +123,16 @@ def dag_from_dict(doc: Mapping[str, Any]) -> dpb.DagSpec:
     if not isinstance(doc, Mapping):
         raise ValidationError("a DAG document must be a mapping")
     name = doc.get("name")
-    label = f"DAG {name!r}" if isinstance(name, str) else "DAG document"
+    label = f"DAG {brief(name)}" if isinstance(name, str) else "DAG document"
     _check(doc, _DAG_KEYS, label)
     if "timezone" in doc and "tz" in doc:
         raise ValidationError(f"{label}: give 'timezone' or its alias 'tz', not both")
     tasks = doc.get("tasks")
     if not isinstance(tasks, list):
         raise ValidationError(f"{label}: tasks must be a list of task mappings")
-    max_runs = doc.get("max_runs") or 0
-    if isinstance(max_runs, bool) or not isinstance(max_runs, int):
-        raise ValidationError(f"{label}: max_runs must be a whole number")
-    sla = _sla_from_doc(_Reader(doc, label)) if doc.get("sla") is not None else None   # as a job's
+    reader = _Reader(doc, label)
+    max_runs = reader.integer("max_runs")
+    sla = _sla_from_doc(reader) if doc.get("sla") is not None else None   # as a job's
     return dpb.DagSpec(
         name=str(name or ""), team=str(doc.get("team") or ""), schedule=str(doc.get("schedule") or ""),
         timezone=str(doc.get("timezone") or doc.get("tz") or ""),
@@ -250,20 +249,21 @@ _STATE_MARK = {"SUCCEEDED": "✓", "FAILED": "✗", "TIMED_OUT": "✗", "LOST": 
 
 def add_commands(groups, command) -> None:
     """The ``schedctl dag`` group; ``groups``/``command`` are schedctl's parser helpers."""
-    from .schedctl import _global_options
+    from .schedctl import _count, _global_options
     sub = groups.add_parser("dag", help="define, run and inspect DAGs of tasks",
                             description="define, run and inspect DAGs of tasks")
     _global_options(sub, top=False)
     dags = sub.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from .schedctl import _file_options
     apply = command(dags, "apply", dag_apply, "create or replace every DAG in a YAML/JSON file")
-    apply.add_argument("-f", "--file", metavar="FILE", required=True, help='"-" = stdin')
+    _file_options(apply, required=True)
     command(dags, "run", dag_run, "start a run of a DAG now").add_argument("name", metavar="NAME")
     show = command(dags, "show", dag_show, "the graph with each task's state in a run (default: newest)")
     show.add_argument("name", metavar="NAME")
     show.add_argument("--run", dest="run_id", default="", metavar="ID", help="run id, or its time part")
     runs = command(dags, "runs", dag_runs, "runs of a DAG, newest first, with states and durations")
     runs.add_argument("name", metavar="NAME")
-    runs.add_argument("--limit", type=int, default=20, metavar="N")
+    runs.add_argument("--limit", type=_count(1), default=20, metavar="N")
     command(dags, "list", dag_list, "every DAG")
     get = command(dags, "get", dag_get, "a DAG's definition (-o yaml gives the document back)")
     get.add_argument("name", metavar="NAME")
@@ -271,22 +271,17 @@ def add_commands(groups, command) -> None:
         "name", metavar="NAME")
 
 
-def _read_dags(path: str) -> list[dpb.DagSpec]:
-    from .schedctl import CommandError
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise CommandError(f"cannot read {path}: {err.strerror or err}") from None
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as err:
-        raise CommandError(f"{path}: not valid YAML or JSON: {err}") from None
-    flat: list[Any] = []
-    for d in docs:
-        flat += d if isinstance(d, list) else [d]
-    if not flat:
-        raise CommandError(f"{path}: no DAG documents")
-    return [dag_from_dict(d) for d in flat]
+def dag_specs_from_bytes(data: bytes, where: str, limits: Limits = Limits()) -> list[dpb.DagSpec]:
+    """Every DAG in a DAG file's bytes (one document, a list, or several YAML documents), all
+    checked before the caller sends any. Raises ``DocumentError`` with one line."""
+    located = load_documents(data, where, limits)
+    if not located:
+        raise DocumentError(f"{where}: no DAG documents")
+    return build_all(located, dag_from_dict)
+
+
+def _read_dags(path: str, limits: Limits) -> list[dpb.DagSpec]:
+    return dag_specs_from_bytes(*read_input(path, limits), limits)
 
 
 def _duration(run: dpb.DagRun | dpb.DagTaskRun, now_ms: int) -> str:
@@ -298,7 +293,7 @@ def _duration(run: dpb.DagRun | dpb.DagTaskRun, now_ms: int) -> str:
 
 
 def dag_apply(cmd) -> None:
-    specs = _read_dags(cmd.args.file)
+    specs = _read_dags(cmd.args.file, cmd.file_limits())
     out = [cmd.client.put_dag(spec) for spec in specs]
     cmd.emit([to_dict(r) for r in out], lambda: "\n".join(
         f"dag {r.dag.spec.name} {'created' if r.created else 'configured'} (version {r.dag.version}, "

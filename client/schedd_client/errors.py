@@ -5,7 +5,9 @@ The hierarchy is drawn in the package docstring (``help(schedd_client)``).
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Sequence
+from typing import Any
 
 import grpc
 
@@ -19,6 +21,8 @@ __all__ = [
     "ResourceExhausted",
     "error_from_rpc",
     "POSITION_METADATA",
+    "brief",
+    "clip",
 ]
 
 
@@ -95,6 +99,26 @@ class Unavailable(SchedError):
     ) -> None:
         super().__init__(message, code, position=position)
         self.tried = list(tried)
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 2, 4, 4, 60, 60
+
+
+def brief(value: Any, limit: int = 80) -> str:
+    """A bounded ``repr`` of ``value`` for an error message. Bad input can be a 60 MB string or a
+    list whose aliases stand for billions of items, and a message must never grow with it:
+    nested containers are cut after a few items and levels, and the text after ``limit`` chars."""
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # noqa: BLE001 - e.g. an int past the int-to-text limit; describe it instead
+        text = f"<{type(value).__name__}>"
+    return clip(text, limit)
+
+
+def clip(text: str, limit: int = 200) -> str:
+    """``text`` cut to at most ``limit`` characters, marking the cut with "…"."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 _BY_CODE: dict[grpc.StatusCode, type[SchedError]] = {

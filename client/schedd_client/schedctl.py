@@ -40,7 +40,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -51,8 +50,9 @@ from schedd.v1 import scheduler_pb2 as pb
 
 from .client import CLUSTER_ENV, Client, parse_cluster
 from .convert import format_duration, format_time, relative_time, to_dict
-from .errors import AlreadyExists, Conflict, SchedError, Unavailable, ValidationError
-from .specs import parse_duration, spec_from_dict, spec_to_dict
+from .documents import Limits, parse_size, read_input
+from .errors import AlreadyExists, Conflict, SchedError, Unavailable, ValidationError, brief, clip
+from .specs import INT32_MAX, INT32_MIN, job_specs_from_bytes, parse_duration, spec_from_dict, spec_to_dict
 from schedd.core.schedule import ScheduleError, dst_note, format_ms, parse_time
 from schedd.core.schedule import parse as dst_schedule_parse
 
@@ -105,17 +105,21 @@ def _error(message: str) -> None:
 # ---------------------------------------------------------------- the command line
 
 
-def _count(low: int, high: int | None = None) -> Callable[[str], int]:
-    """An argparse type: an integer from ``low`` to ``high``."""
+def _count(low: int, high: int = INT32_MAX) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` to ``high`` (default: the int32 maximum, the
+    type of every integer field of the API, so no flag can overflow a message)."""
 
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = int(text) if len(text) <= 20 else None     # int() refuses past 4300 digits
         except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if value < low or (high is not None and value > high):
-            bounds = f"from {low} to {high}" if high is not None else f">= {low}"
-            raise argparse.ArgumentTypeError(f"must be {bounds}: {text}")
+            value = None
+        if value is None and not text.strip().lstrip("+-").isdigit():
+            raise argparse.ArgumentTypeError(f"not an integer: {brief(text)}")
+        if value is None or value < low or value > high:
+            below = value is not None and value < low and high == INT32_MAX
+            bounds = f">= {low}" if below else f"from {low} to {high}"
+            raise argparse.ArgumentTypeError(f"must be {bounds}: {clip(text, 60)}")
         return value
 
     return parse
@@ -147,12 +151,32 @@ def _time_arg(text: str) -> Callable[[float], int]:
             seconds = parse_duration(relative)
         except ValidationError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
+        if seconds > _MAX_AGO_SECONDS:      # before 1900: no schedule of ours has instants there
+            raise argparse.ArgumentTypeError(f"too far back: at most {_MAX_AGO_SECONDS // 86400}d ago")
         return lambda now: int((now - seconds) * 1000)
     try:
         ms = parse_time(text, "UTC")
     except ScheduleError as e:
-        raise argparse.ArgumentTypeError(f"bad time {text!r}: {e}") from None
+        raise argparse.ArgumentTypeError(f"bad time {brief(text)}: {e}") from None
     return lambda now: ms
+
+
+_MAX_AGO_SECONDS = 200 * 365 * 86400
+
+
+def _file_size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _file_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    """``-f FILE`` and the bound on how much of it is read (see ``schedd_client.documents``)."""
+    parser.add_argument("-f", "--file", metavar="FILE", required=required,
+                        help='YAML/JSON documents ("-" = stdin)')
+    parser.add_argument("--max-file-size", type=_file_size, metavar="SIZE",
+                        help="refuse a larger FILE, e.g. 256MiB (default: $SCHEDCTL_MAX_FILE_BYTES or 64MiB)")
 
 
 def _addresses(text: str) -> list[str]:
@@ -220,11 +244,11 @@ def build_parser() -> argparse.ArgumentParser:
         timeout=False,
     )  # fmt: skip
     create.add_argument("name", nargs="?", metavar="NAME")
-    create.add_argument("-f", "--file", metavar="FILE", help='YAML/JSON job documents ("-" = stdin)')
+    _file_options(create, required=False)
     _spec_flags(create, creating=True)
 
     apply = command(jobs, "apply", _Command.job_apply, "create or update every job in a file")
-    apply.add_argument("-f", "--file", metavar="FILE", required=True, help='"-" = stdin')
+    _file_options(apply, required=True)
 
     update = command(
         jobs, "update", _Command.job_update, "change the given fields of a job", timeout=False
@@ -332,7 +356,7 @@ def _spec_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
                       help="run only on workers with this label (repeatable)")
     if creating:
         spec.add_argument("--paused", action="store_true", default=None, help="create paused")
-    spec.add_argument("--priority", type=int, metavar="N")
+    spec.add_argument("--priority", type=_count(INT32_MIN), metavar="N")
     spec.add_argument("--pool", metavar="P")
     spec.add_argument("--overlap", choices=("skip", "queue", "allow"))
     spec.add_argument("--catchup", choices=("all", "latest", "none"))
@@ -457,6 +481,11 @@ class _Command:
         else:
             print(table())
 
+    def file_limits(self) -> Limits:
+        """The bounds on an input file: ``--max-file-size``, else the environment's."""
+        size = getattr(self.args, "max_file_size", None)
+        return Limits(max_bytes=size) if size else Limits.from_env()
+
     def ago(self, ms: int) -> str:
         """``in 4m12s`` / ``3s ago``."""
         return relative_time(ms, int(self.clock() * 1000))
@@ -494,13 +523,13 @@ class _Command:
 
     def _create_from_file(self, path: str) -> None:
         """One batch, create only: every job of the file is created, or none is."""
-        located = _read_specs(path)
+        located = _read_specs(path, self.file_limits())
         self._put_batch(located, create_only=True)
         self.emit({"created": len(located), "updated": 0},
                   lambda: "\n".join(f"created job {spec.name} (version 1)" for _, spec in located))
 
     def job_apply(self) -> None:
-        located = _read_specs(self.args.file)
+        located = _read_specs(self.args.file, self.file_limits())
         result = self._put_batch(located, create_only=False)
         self.emit(
             to_dict(result),
@@ -812,39 +841,10 @@ class _Command:
 # ---------------------------------------------------------------- files
 
 
-def _read_specs(path: str) -> list[tuple[str, pb.JobSpec]]:
+def _read_specs(path: str, limits: Limits) -> list[tuple[str, pb.JobSpec]]:
     """Every job in a YAML/JSON file, in document order, with where it was read ("jobs.yaml:
-    document 3, item 2"): one document, a list of them, or several YAML documents. All are
-    checked before anything is sent."""
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise CommandError(f"cannot read {path}: {err.strerror or err}") from None
-    where = "stdin" if path == "-" else path
-    try:
-        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as err:
-        raise CommandError(f"{where}: not valid YAML or JSON: {err}") from None
-    located: list[tuple[str, Any]] = []
-    for n, doc in enumerate(documents, 1):
-        label = f"{where}: document {n}" if len(documents) > 1 else where
-        if isinstance(doc, list):
-            located += [(f"{label}, item {i}", item) for i, item in enumerate(doc, 1)]
-        else:
-            located.append((label, doc))
-    if not located:
-        raise CommandError(f"{where}: no job documents")
-    specs, seen = [], set()
-    for label, doc in located:
-        try:
-            spec = spec_from_dict(doc)
-        except ValidationError as err:
-            raise CommandError(f"{label}: {err.message}") from None
-        if spec.name in seen:
-            raise CommandError(f"{label}: job {spec.name!r} appears more than once")
-        seen.add(spec.name)
-        specs.append((label, spec))
-    return specs
+    document 3, item 2"), all checked before anything is sent (``DocumentError`` else)."""
+    return job_specs_from_bytes(*read_input(path, limits), limits)
 
 
 # ---------------------------------------------------------------- text

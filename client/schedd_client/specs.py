@@ -73,9 +73,14 @@ from typing import Any
 
 from schedd.v1 import scheduler_pb2 as pb
 
-from .errors import ValidationError
+from .documents import DocumentError, Limits, build_all, load_documents
+from .errors import ValidationError, brief, clip
 
-__all__ = ["job_spec", "spec_from_dict", "spec_to_dict", "parse_duration"]
+__all__ = ["job_spec", "spec_from_dict", "spec_to_dict", "parse_duration", "job_specs_from_bytes",
+           "INT32_MIN", "INT32_MAX"]
+
+# the integer fields of a JobSpec (priority, max_attempts, limits, counts) are int32
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 _DOC_KEYS = (
     "name", "team", "schedule", "timezone", "tz", "description", "labels", "paused", "priority",
@@ -102,7 +107,7 @@ def parse_duration(value: str | float) -> float:
     """Seconds from a number or a duration text: ``"30"``, ``"90s"``, ``"5m"``, ``"1h30m"``,
     ``"250ms"``, ``"2d"``. Raises ``ValidationError`` for anything else or a negative value."""
     if isinstance(value, bool):
-        raise ValidationError(f"invalid duration {value!r}")
+        raise ValidationError(f"invalid duration {brief(value)}")
     if isinstance(value, (int, float)):
         seconds = float(value)
     else:
@@ -113,11 +118,11 @@ def parse_duration(value: str | float) -> float:
             parts = _DURATION_PART.findall(text)
             if not text or "".join(n + u for n, u in parts) != text:
                 raise ValidationError(
-                    f"invalid duration {value!r}: use seconds or e.g. 90s, 5m, 1h30m, 250ms"
+                    f"invalid duration {brief(value)}: use seconds or e.g. 90s, 5m, 1h30m, 250ms"
                 ) from None
             seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
     if seconds < 0 or not math.isfinite(seconds):
-        raise ValidationError(f"invalid duration {value!r}: must be a finite, non-negative time")
+        raise ValidationError(f"invalid duration {brief(value)}: must be a finite, non-negative time")
     return seconds
 
 
@@ -184,10 +189,10 @@ def job_spec(
     if len(chosen) != 1:
         problem = "no handler" if not chosen else f"more than one handler ({', '.join(chosen)})"
         raise ValidationError(
-            f"job {name!r}: {problem}: give exactly one of command, argv, http (http_url) or python"
+            f"job {brief(name)}: {problem}: give exactly one of command, argv, http (http_url) or python"
         )
     if (workdir or env or inherit_env) and command is None and argv is None:
-        raise ValidationError(f"job {name!r}: workdir, env and inherit_env apply to command/argv "
+        raise ValidationError(f"job {brief(name)}: workdir, env and inherit_env apply to command/argv "
                               "handlers only")
 
     if command is not None or argv is not None:
@@ -211,54 +216,57 @@ def job_spec(
         try:
             args_json = "" if python_args is None else json.dumps(python_args, sort_keys=True)
         except (TypeError, ValueError) as err:
-            raise ValidationError(f"job {name!r}: python args must be JSON data: {err}") from None
+            raise ValidationError(f"job {brief(name)}: python args must be JSON data: {brief(str(err), 120)}") from None
         handler = pb.Handler(python=pb.PythonHandler(name=python or "", args_json=args_json))
 
-    return pb.JobSpec(
-        name=name,
-        team=team,
-        schedule=schedule,
-        timezone=tz,
-        handler=handler,
-        description=description,
-        labels=dict(labels or {}),
-        retry=retry,
-        timeout_seconds=parse_duration(timeout),
-        overlap=overlap,
-        catchup=catchup,
-        delivery=delivery,
-        priority=priority,
-        pool=pool,
-        worker_labels=dict(worker_labels or {}),
-        paused=paused,
-        history_limit=history_limit,
-        dst_gap=dst_gap,
-        dst_fold=dst_fold,
-        sla=_sla_spec(name, sla),
-        max_active=max_active,
-        queue_limit=queue_limit,
-        concurrency_key=concurrency_key,
-        concurrency_limit=concurrency_limit,
-        catchup_window_seconds=parse_duration(catchup_window),
-        catchup_max=catchup_max,
-        catchup_order=catchup_order,
-        starting_deadline_seconds=parse_duration(starting_deadline),
-        jitter_seconds=parse_duration(jitter),
-        history_max_age_seconds=parse_duration(history_max_age),
-    )
+    try:
+        return pb.JobSpec(
+            name=name,
+            team=team,
+            schedule=schedule,
+            timezone=tz,
+            handler=handler,
+            description=description,
+            labels=dict(labels or {}),
+            retry=retry,
+            timeout_seconds=parse_duration(timeout),
+            overlap=overlap,
+            catchup=catchup,
+            delivery=delivery,
+            priority=priority,
+            pool=pool,
+            worker_labels=dict(worker_labels or {}),
+            paused=paused,
+            history_limit=history_limit,
+            dst_gap=dst_gap,
+            dst_fold=dst_fold,
+            sla=_sla_spec(name, sla),
+            max_active=max_active,
+            queue_limit=queue_limit,
+            concurrency_key=concurrency_key,
+            concurrency_limit=concurrency_limit,
+            catchup_window_seconds=parse_duration(catchup_window),
+            catchup_max=catchup_max,
+            catchup_order=catchup_order,
+            starting_deadline_seconds=parse_duration(starting_deadline),
+            jitter_seconds=parse_duration(jitter),
+            history_max_age_seconds=parse_duration(history_max_age),
+        )
+    except (TypeError, ValueError) as err:   # e.g. priority past int32: protobuf refuses it
+        raise ValidationError(f"job {brief(name)}: {clip(str(err), 160)}") from None
 
 
 def _sla_spec(name: str, sla: pb.SlaSpec | Mapping[str, Any] | None) -> pb.SlaSpec | None:
     if sla is None or isinstance(sla, pb.SlaSpec):
         return sla
-    d = dict(_mapping(sla, f"job {name!r}: sla"))
+    d = dict(_mapping(sla, f"job {brief(name)}: sla"))
     within = d.pop("within", None)
     if within is not None:
         d["within_seconds"] = parse_duration(within)
     try:
         return pb.SlaSpec(**d)
     except (TypeError, ValueError) as err:
-        raise ValidationError(f"job {name!r}: bad sla: {err}") from None
+        raise ValidationError(f"job {brief(name)}: bad sla: {clip(str(err))}") from None
 
 
 def spec_from_dict(doc: Mapping[str, Any]) -> pb.JobSpec:
@@ -268,7 +276,7 @@ def spec_from_dict(doc: Mapping[str, Any]) -> pb.JobSpec:
     or ambiguous handler, or a bad duration.
     """
     doc = _mapping(doc, "job document")
-    label = f"job {doc['name']!r}" if isinstance(doc.get("name"), str) else "job document"
+    label = f"job {brief(doc['name'])}" if isinstance(doc.get("name"), str) else "job document"
     r = _Reader(doc, label, _DOC_KEYS)
     if "timezone" in doc and "tz" in doc:
         raise ValidationError(f"{label}: give 'timezone' or its alias 'tz', not both")
@@ -330,6 +338,23 @@ def spec_from_dict(doc: Mapping[str, Any]) -> pb.JobSpec:
         **{key: r.seconds(key) for key in _DURATION_FIELDS},
         **handler,
     )
+
+
+def job_specs_from_bytes(data: bytes, where: str, limits: Limits = Limits()) -> list[tuple[str, pb.JobSpec]]:
+    """Every job in a job file's bytes (one document, a list of them, or several YAML documents)
+    with where it was read ("jobs.yaml: document 3, item 2"), all checked before the caller sends
+    any; ``where`` names the file. Raises ``DocumentError`` (a ``ValidationError``) with one line
+    naming the document and the problem."""
+    located = load_documents(data, where, limits)
+    if not located:
+        raise DocumentError(f"{where}: no job documents")
+    specs = build_all(located, spec_from_dict)
+    seen: set[str] = set()
+    for (label, _), spec in zip(located, specs):
+        if spec.name in seen:
+            raise DocumentError(f"{label}: job {brief(spec.name)} appears more than once")
+        seen.add(spec.name)
+    return [(label, spec) for (label, _), spec in zip(located, specs)]
 
 
 def _sla_from_doc(r: _Reader) -> pb.SlaSpec:
@@ -417,9 +442,9 @@ def _check_keys(doc: Mapping[str, Any], allowed: Iterable[str], label: str) -> N
     allowed = list(allowed)
     for key in doc:
         if key not in allowed:
-            close = difflib.get_close_matches(str(key), allowed, n=1)
+            close = difflib.get_close_matches(str(key), allowed, n=1) if len(str(key)) < 100 else []
             hint = f" (did you mean {close[0]!r}?)" if close else f"; known keys: {', '.join(allowed)}"
-            raise ValidationError(f"{label}: unknown key {key!r}{hint}")
+            raise ValidationError(f"{label}: unknown key {brief(key)}{hint}")
 
 
 def _type_name(value: Any) -> str:
@@ -450,7 +475,7 @@ class _Reader:
     def _wrong(self, key: str, expected: str) -> ValidationError:
         value = self.doc[key]
         return ValidationError(
-            f"{self.label}: {key!r} must be {expected}, got {_type_name(value)} {value!r}"
+            f"{self.label}: {key!r} must be {expected}, got {_type_name(value)} {brief(value)}"
         )
 
     def text(self, key: str, *, required: bool = False) -> str:
@@ -467,6 +492,8 @@ class _Reader:
             return 0
         if isinstance(value, bool) or not isinstance(value, int):
             raise self._wrong(key, "an integer")
+        if not INT32_MIN <= value <= INT32_MAX:
+            raise self._wrong(key, f"an integer from {INT32_MIN} to {INT32_MAX}")
         return value
 
     def number(self, key: str) -> float:
