@@ -16,7 +16,7 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-__all__ = ["to_dict", "format_time", "format_duration", "relative_time"]
+__all__ = ["to_dict", "format_time", "format_duration", "relative_time", "printable"]
 
 _TIME_SUFFIX = "_ms"
 
@@ -111,3 +111,17 @@ def relative_time(ms: int, now_ms: int) -> str:
         return "now"
     whole = float(int(delta))  # whole seconds: "in 4m12s", never "in 4m12.3s"
     return f"in {format_duration(whole)}" if delta > 0 else f"{format_duration(whole)} ago"
+
+
+# C0 controls but newline and tab, DEL, C1 controls (ESC and CSI start terminal sequences; CR
+# overwrites a line; NUL and BEL confuse), and the bidi controls that make text read differently
+# from what it is ("Trojan Source"): each becomes a visible escape such as \x1b or \u202e.
+_UNSAFE = [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0), 0x061C, 0x200E, 0x200F,
+           *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029]
+_ESCAPES = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _UNSAFE}
+
+
+def printable(text: str) -> str:
+    """``text`` safe to show on a terminal: control characters (except newline and tab) and bidi
+    overrides escaped. For human output only; JSON and YAML output carry values exactly."""
+    return text.translate(_ESCAPES)

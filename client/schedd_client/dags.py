@@ -387,7 +387,7 @@ def dag_list(cmd) -> None:
 def dag_get(cmd) -> None:
     d = cmd.client.get_dag(cmd.args.name)
     if cmd.args.output == "yaml":
-        print(yaml.safe_dump(dag_to_dict(d.spec), sort_keys=False, allow_unicode=True), end="")
+        cmd.print_data(dag_to_dict(d.spec))
         return
     cmd.emit(to_dict(d), lambda: yaml.safe_dump(dag_to_dict(d.spec), sort_keys=False, allow_unicode=True)
              + f"# version {d.version}, last run {d.last_run_id or '-'} {d.last_run_state}")

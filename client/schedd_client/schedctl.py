@@ -34,7 +34,10 @@ Exit status: 0 on success, 1 when the command failed, 2 for a usage error.
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -49,7 +52,7 @@ from tabulate import tabulate
 from schedd.v1 import scheduler_pb2 as pb
 
 from .client import CLUSTER_ENV, Client, parse_cluster
-from .convert import format_duration, format_time, relative_time, to_dict
+from .convert import format_duration, format_time, printable, relative_time, to_dict
 from .documents import Limits, parse_size, read_input
 from .errors import AlreadyExists, Conflict, SchedError, Unavailable, ValidationError, brief, clip
 from .specs import INT32_MAX, INT32_MIN, job_specs_from_bytes, parse_duration, spec_from_dict, spec_to_dict
@@ -69,9 +72,43 @@ class CommandError(Exception):
     """The command failed for a reason found locally, e.g. an unreadable file (exit status 1)."""
 
 
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE   # what a shell reports for a tool killed by SIGPIPE
+
+
 def main(argv: Sequence[str] | None = None, *, now: Callable[[], float] | None = None) -> int:
     """Run schedctl with ``argv`` (default ``sys.argv[1:]``); returns the exit status.
-    ``now`` returns the current epoch seconds, for the relative times in tables."""
+    ``now`` returns the current epoch seconds, for the relative times in tables.
+
+    Output that stdout cannot encode (``PYTHONIOENCODING=ascii``, ``LANG=C``) is written with
+    backslash escapes instead of failing. When the reader of stdout goes away (``schedctl run list
+    | head``), the command stops quietly with status 141, like a tool killed by SIGPIPE."""
+    _escape_unencodable(sys.stdout)
+    try:
+        code = _run(argv, now)
+        sys.stdout.flush()            # inside the try: a closed pipe fails here, not at exit
+        return code
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _escape_unencodable(stream: Any) -> None:
+    if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+        stream.reconfigure(errors="backslashreplace")
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's flush at exit finds no closed pipe to fail
+    on (it would print "Exception ignored ... BrokenPipeError")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, io.UnsupportedOperation):   # stdout is no file (e.g. captured in tests)
+        pass
+
+
+def _run(argv: Sequence[str] | None, now: Callable[[], float] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exit:  # argparse: --help (0) or a usage error (2)
@@ -99,7 +136,7 @@ def main(argv: Sequence[str] | None = None, *, now: Callable[[], float] | None =
 
 
 def _error(message: str) -> None:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+    print(printable(f"{PROG}: error: {message}"), file=sys.stderr)
 
 
 # ---------------------------------------------------------------- the command line
@@ -473,13 +510,28 @@ class _Command:
     # -- output
 
     def emit(self, data: Any, table: Callable[[], str]) -> None:
-        """Print ``data`` as one JSON/YAML document, or ``table()`` for -o table."""
-        if self.args.output == "json":
-            print(json.dumps(data, indent=2, ensure_ascii=False))
-        elif self.args.output == "yaml":
-            print(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), end="")
+        """Print ``data`` as one JSON/YAML document, or ``table()`` for -o table. This is the one
+        place human output is written: it goes through ``printable``, so a description, label or
+        job output cannot send the terminal escape sequences; JSON and YAML stay exact."""
+        if self.args.output in ("json", "yaml"):
+            self.print_data(data)
         else:
-            print(table())
+            print(printable(table()))
+
+    def print_data(self, data: Any) -> None:
+        """``data`` as JSON or YAML (``-o``), exact: where stdout cannot encode a character (an
+        ASCII terminal), the format's own escapes carry it (``\u00e9``), never a lossy one."""
+        for ascii_only in (False, True):
+            if self.args.output == "json":
+                text = json.dumps(data, indent=2, ensure_ascii=ascii_only) + "\n"
+            else:
+                text = yaml.safe_dump(data, sort_keys=False, allow_unicode=not ascii_only)
+            try:
+                text.encode(getattr(sys.stdout, "encoding", None) or "utf-8")
+                break
+            except UnicodeEncodeError:
+                continue
+        sys.stdout.write(text)
 
     def file_limits(self) -> Limits:
         """The bounds on an input file: ``--max-file-size``, else the environment's."""
