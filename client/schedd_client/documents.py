@@ -112,8 +112,9 @@ def load_documents(data: bytes, where: str, limits: Limits = Limits()) -> list[t
     except UnicodeDecodeError as err:
         raise DocumentError(f"{where}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start});"
                             " save the file as UTF-8") from None
-    loader = _BoundedLoader(text, limits)
+    loader = None
     try:
+        loader = _BoundedLoader(text, limits)      # its reader checks every character already
         documents = []
         while loader.check_data():
             documents.append(loader.get_data())
@@ -121,10 +122,12 @@ def load_documents(data: bytes, where: str, limits: Limits = Limits()) -> list[t
         raise DocumentError(f"{where}: {err}") from None
     except yaml.YAMLError as err:
         raise DocumentError(f"{where}: not valid YAML or JSON: {_yaml_problem(err)}") from None
-    except (ValueError, OverflowError, TypeError) as err:   # a scalar PyYAML resolves but cannot build
+    except (ValueError, ArithmeticError, LookupError, TypeError) as err:
+        # a scalar PyYAML resolves but cannot build: 5,000 digits, month 13, an empty "!!int"
         raise DocumentError(f"{where}: not valid YAML or JSON: {clip(' '.join(str(err).split()))}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     documents = [doc for doc in documents if doc is not None]
     located: list[tuple[str, Any]] = []
     for n, doc in enumerate(documents, 1):
