@@ -28,7 +28,12 @@ Global options may come before or after the command, with one exception: after `
 ``--argv`` takes every remaining argument, so it comes last. The cluster defaults to
 ``$SCHEDD_CLUSTER``, else 127.0.0.1:7070. File formats: see ``schedd_client.specs``.
 
-Exit status: 0 on success, 1 when the command failed, 2 for a usage error.
+Files (``-f``) are read by the bounded loader of ``schedd_client.documents`` (``--max-file-size``
+or ``$SCHEDCTL_MAX_FILE_BYTES``, default 64 MiB). Human output escapes terminal control
+characters (``convert.printable``); ``-o json|yaml`` is exact.
+
+Exit status: 0 on success, 1 when the command failed, 2 for a usage error, 141 when stdout's
+reader went away (``| head``).
 """
 
 from __future__ import annotations
