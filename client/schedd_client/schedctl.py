@@ -141,7 +141,9 @@ def _run(argv: Sequence[str] | None, now: Callable[[], float] | None) -> int:
 
 
 def _error(message: str) -> None:
-    print(printable(f"{PROG}: error: {message}"), file=sys.stderr)
+    """One error line on stderr, escaped like tables and cut short: a server's message may echo
+    a value of any size back."""
+    print(printable(clip(f"{PROG}: error: {message}", 2000)), file=sys.stderr)
 
 
 # ---------------------------------------------------------------- the command line
@@ -476,7 +478,7 @@ def _pairs(items: Iterable[str], flag: str) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise UsageError(f"{flag} wants KEY=VALUE, got {item!r}")
+            raise UsageError(f"{flag} wants KEY=VALUE, got {brief(item)}")
         pairs[key] = value
     return pairs
 
@@ -574,7 +576,7 @@ class _Command:
             return self.client.put_job(spec, create_only=True).job
         except AlreadyExists:
             raise CommandError(
-                f"job {spec.name!r} already exists; change it with `{PROG} job update {spec.name}"
+                f"job {brief(spec.name)} already exists; change it with `{PROG} job update {clip(spec.name, 80)}"
                 f" ...` or `{PROG} job apply -f FILE`"
             ) from None
 
