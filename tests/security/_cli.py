@@ -26,16 +26,15 @@ def run_in_process(capsys: pytest.CaptureFixture[str], cluster: str, *argv: str)
 
 
 def run_process(cluster: str, *argv: str, env: Mapping[str, str] | None = None, stdout=subprocess.PIPE,
-                limit_memory: int | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    """schedctl in a fresh process (bytes out); ``limit_memory`` caps its address space in bytes."""
-    def cap() -> None:
-        import resource
-        resource.setrlimit(resource.RLIMIT_AS, (limit_memory, limit_memory))
-
+                limit_memory: int | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """schedctl in a fresh process (bytes out); ``limit_memory`` caps its address space in bytes.
+    The child sets the cap itself: a ``preexec_fn`` is unsafe in a parent with threads (gRPC's)."""
+    prelude = f"import resource; resource.setrlimit(resource.RLIMIT_AS, ({limit_memory}, {limit_memory})); " \
+        if limit_memory else ""
+    command = [sys.executable, "-c", prelude + SCHEDCTL[2]]
     return subprocess.run(
-        [*SCHEDCTL, "--cluster", cluster, "--timeout", "10", *argv], stdout=stdout, stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL, timeout=timeout, env={**os.environ, **(env or {})},
-        preexec_fn=cap if limit_memory else None)
+        [*command, "--cluster", cluster, "--timeout", "10", *argv], stdout=stdout, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL, timeout=timeout, env={**os.environ, **(env or {})})
 
 
 def assert_one_line_error(err: str, *, contains: str = "") -> None:
