@@ -63,8 +63,9 @@ def _load_both(data: bytes) -> None:
             assert err.message.startswith("fuzz.yaml") and "\n" not in err.message, err.message
             assert len(err.message) < 1000, err.message[:300]
         else:
-            assert specs and all(s.IsInitialized() for s in specs)
-            for spec in specs:
+            assert specs
+            for item in specs:               # jobs come with where they were read, DAGs alone
+                spec = item[1] if isinstance(item, tuple) else item
                 spec.SerializeToString()      # what would be sent must be a valid message
 
 
