@@ -666,8 +666,15 @@ class ClusterService(pb_grpc.ClusterServicer):
 
     async def NodeInfo(self, request, context) -> pb.NodeStatus:
         if request.with_digest:         # O(state) under the lock: off the event loop
-            return await asyncio.to_thread(self.local_info, True)
-        return self.local_info()
+            info = await asyncio.to_thread(self.local_info, True)
+        else:
+            info = self.local_info()
+        if request.digest_at > 0:
+            points = self.node.digests
+            with self.node.lock:
+                points.ask(request.digest_at, self.node.state.last_index)
+                info.at_digest = points.get(request.digest_at)
+        return info
 
     async def _peer_info(self, peer, with_digest: bool = False) -> pb.NodeStatus:
         stub = pb_grpc.ClusterStub(self.router._channel(peer.grpc_address))

@@ -276,11 +276,12 @@ class LocalCluster:
                     continue
         return None
 
-    def node_info(self, nid: str, timeout: float = 2.0, with_digest: bool = False) -> pb.NodeStatus | None:
+    def node_info(self, nid: str, timeout: float = 2.0, with_digest: bool = False,
+                  digest_at: int = 0) -> pb.NodeStatus | None:
         with grpc.insecure_channel(self.nodes[nid].grpc) as ch:
             try:
-                return pb_grpc.ClusterStub(ch).NodeInfo(pb.NodeInfoRequest(with_digest=with_digest),
-                                                        timeout=timeout)
+                return pb_grpc.ClusterStub(ch).NodeInfo(
+                    pb.NodeInfoRequest(with_digest=with_digest, digest_at=digest_at), timeout=timeout)
             except grpc.RpcError:
                 return None
 

@@ -672,7 +672,7 @@ class ListWorkersResponse(_message.Message):
     def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("id", "raft_address", "grpc_address", "role", "term", "commit_index", "applied_index", "lag", "has_quorum", "state_hash", "uptime_seconds", "error", "leader_epoch", "state_digest", "digest_index", "replicas", "writable", "not_writable_reason")
+    __slots__ = ("id", "raft_address", "grpc_address", "role", "term", "commit_index", "applied_index", "lag", "has_quorum", "state_hash", "uptime_seconds", "error", "leader_epoch", "state_digest", "digest_index", "at_digest", "replicas", "writable", "not_writable_reason")
     ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -688,6 +688,7 @@ class NodeStatus(_message.Message):
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     STATE_DIGEST_FIELD_NUMBER: _ClassVar[int]
     DIGEST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    AT_DIGEST_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     WRITABLE_FIELD_NUMBER: _ClassVar[int]
     NOT_WRITABLE_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -706,10 +707,11 @@ class NodeStatus(_message.Message):
     leader_epoch: int
     state_digest: str
     digest_index: int
+    at_digest: str
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
     writable: bool
     not_writable_reason: str
-    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., uptime_seconds: _Optional[int] = ..., error: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., writable: _Optional[bool] = ..., not_writable_reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., uptime_seconds: _Optional[int] = ..., error: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., at_digest: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., writable: _Optional[bool] = ..., not_writable_reason: _Optional[str] = ...) -> None: ...
 
 class ReplicaProgress(_message.Message):
     __slots__ = ("peer", "peer_id", "match_index", "last_index", "lag", "stuck", "progress_ms")
@@ -758,7 +760,9 @@ class ClusterStatus(_message.Message):
     def __init__(self, leader_id: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeStatus, _Mapping]]] = ..., jobs: _Optional[int] = ..., executions: _Optional[int] = ..., answered_by: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class NodeInfoRequest(_message.Message):
-    __slots__ = ("with_digest",)
+    __slots__ = ("with_digest", "digest_at")
     WITH_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_AT_FIELD_NUMBER: _ClassVar[int]
     with_digest: bool
-    def __init__(self, with_digest: _Optional[bool] = ...) -> None: ...
+    digest_at: int
+    def __init__(self, with_digest: _Optional[bool] = ..., digest_at: _Optional[int] = ...) -> None: ...
