@@ -29,6 +29,21 @@ def wait_until(predicate, *, timeout: float, interval: float = 0.1, what: str = 
                          + (f" (last error: {last_exc!r})" if last_exc else ""))
 
 
+@pytest.fixture(autouse=True)
+def _pysyncobj_globals_restored():
+    """A node built in-process patches pysyncobj process-wide (the durable journal factory, the
+    snapshot gzip level and rename: schedd.replication.journal, one SyncObj per process by
+    design). Each test gets pysyncobj as the previous test found it, so a test that builds plain
+    SyncObjs (the in-memory network) never inherits another's durable journal."""
+    import pysyncobj.serializer
+    import pysyncobj.syncobj
+    saved = (pysyncobj.syncobj.createJournal, pysyncobj.serializer.gzip,
+             pysyncobj.serializer.atomicReplace)
+    yield
+    (pysyncobj.syncobj.createJournal, pysyncobj.serializer.gzip,
+     pysyncobj.serializer.atomicReplace) = saved
+
+
 def pytest_addoption(parser):
     parser.addoption("--soak", action="store_true", help="run long soak tests")
     parser.addoption("--jepsen-full", action="store_true",
