@@ -561,8 +561,9 @@ class Harness:
                         out["diverged"] = not out["ok"]
                         out["compared_at"] = at if at and all(i.at_digest for i in live) else live[0].digest_index
                         break
-                    if not at:          # ask every node for its digest a few entries ahead
-                        at = max(i.applied_index for i in live) + 5
+                    missed = at and any(i.applied_index >= at and not i.at_digest for i in live)
+                    if not at or missed:   # ask every node for its digest some entries ahead
+                        at = max(i.applied_index for i in live) + 20
                 if time.monotonic() - t0 > deadline_s:
                     break
                 time.sleep(0.05 + 0.1 * self.rng.random())
