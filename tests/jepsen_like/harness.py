@@ -530,18 +530,19 @@ class Harness:
         index the cluster had at the heal and hold the same state: equal state digests at an
         equal applied index. The workload keeps running, so replicas rarely sit at one index
         when sampled: once all have caught up, each is asked for its digest right after a
-        future entry X (taken by apply under the node lock, schedd.replication.node.DigestPoints),
-        or, if the log is quiet, compared at the one index they all sit at. Records `converge`
-        (the checker's C7 judges it) and returns it."""
+        future entry X (taken once by apply under the node lock,
+        schedd.replication.node.DigestPoints); only a quiet log (nothing applied for 2 s) is
+        compared at the index all sit at. A digest costs O(state) with apply blocked, so none is
+        asked for while replicas catch up. Records `converge` (the checker's C7 judges it)."""
         from concurrent.futures import ThreadPoolExecutor
         t0, heal_ts = time.monotonic(), time.time()
         ids = list(self.c.nodes)
-        at = 0
+        at, quiet_since, last_applied = 0, None, None
 
-        def info(nid):
+        def info(nid, with_digest=False):
             if not self.c.nodes[nid].alive() or f"n:{nid}" in self.stopped:
                 return None
-            return self.c.node_info(nid, timeout=3, with_digest=True, digest_at=at)
+            return self.c.node_info(nid, timeout=3, with_digest=with_digest, digest_at=at)
         with ThreadPoolExecutor(len(ids)) as pool:
             first = dict(zip(ids, pool.map(lambda n: self.c.node_info(n, timeout=2), ids)))
             target = max((i.commit_index for i in first.values() if i is not None), default=0)
@@ -549,24 +550,28 @@ class Harness:
                    "diverged": False, "seconds": None, "samples": 0, "caught_up_s": None}
             infos: dict = {}
             while True:
-                infos = dict(zip(ids, pool.map(info, ids)))
+                quiet = quiet_since is not None and time.monotonic() - quiet_since > 2.0
+                infos = dict(zip(ids, pool.map(lambda n: info(n, quiet), ids)))
                 out["samples"] += 1
                 live = [i for i in infos.values() if i is not None]
+                applied = tuple(i.applied_index for i in live)
+                if applied != last_applied:
+                    last_applied, quiet_since = applied, time.monotonic()
                 if len(live) == len(ids) and all(i.applied_index >= target for i in live):
                     if out["caught_up_s"] is None:
                         out["caught_up_s"] = round(time.monotonic() - t0, 2)
-                    digests = self._comparable_digests(live, at)
+                    digests, index = self._comparable_digests(live, at, quiet)
                     if digests is not None:
                         out["ok"] = len(digests) == 1
                         out["diverged"] = not out["ok"]
-                        out["compared_at"] = at if at and all(i.at_digest for i in live) else live[0].digest_index
+                        out["compared_at"] = index
                         break
                     missed = at and any(i.applied_index >= at and not i.at_digest for i in live)
                     if not at or missed:   # ask every node for its digest some entries ahead
                         at = max(i.applied_index for i in live) + 20
                 if time.monotonic() - t0 > deadline_s:
                     break
-                time.sleep(0.05 + 0.1 * self.rng.random())
+                time.sleep(0.1 + 0.1 * self.rng.random())
         out["seconds"] = round(time.monotonic() - t0, 2) if out["ok"] else None
         out["nodes"] = {n: None if i is None else {
             "applied": i.applied_index, "commit": i.commit_index, "role": i.role, "term": i.term,
@@ -577,13 +582,14 @@ class Harness:
         return out
 
     @staticmethod
-    def _comparable_digests(live: list, at: int) -> set | None:
-        """The digests to compare, or None while there is no index they were all taken at."""
+    def _comparable_digests(live: list, at: int, quiet: bool) -> tuple[set | None, int]:
+        """(the digests to compare, the index they were taken at), or (None, 0) while there is
+        no index they were all taken at."""
         if at and all(i.at_digest for i in live):
-            return {i.at_digest for i in live}
-        if len({i.digest_index for i in live}) == 1:
-            return {i.state_digest for i in live}
-        return None
+            return {i.at_digest for i in live}, at
+        if quiet and all(i.state_digest for i in live) and len({i.digest_index for i in live}) == 1:
+            return {i.state_digest for i in live}, live[0].digest_index
+        return None, 0
 
     def corrupt_journal(self, nid: str, how: str, rng) -> dict:
         """With `nid` down: damage its Raft journal (truncate the tail, or flip bits inside)."""
