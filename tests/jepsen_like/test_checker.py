@@ -264,12 +264,18 @@ def test_replicas_with_different_apply_results_is_c2():
     assert "C2" in checks(res) and any("apply result" in a["what"] for a in res["anomalies"])
 
 
-def test_final_view_settles_what_the_log_leaves_pending():
+def _left_pending(t: int) -> tuple[Hist, dict]:
+    """A good history whose run at `t` never finishes in the log."""
     h, meta = good()
-    t = T0 + 6000
     h.recs = [r for r in h.recs if not (r["type"] == "apply" and r["entry"].get("k") == "finish" and r["entry"]["scheduled_ms"] == t)]
     last_tok = max(x["token"] for x in h.recs if x["type"] == "w_ack")
     h.recs = [r for r in h.recs if not (r["type"] == "w_ack" and r["token"] == last_tok)]
+    return h, meta
+
+
+def test_final_view_settles_what_the_log_leaves_pending():
+    t = T0 + 6000
+    h, meta = _left_pending(t)
     h.add("final_execs", T0 + 9000, execs=[["j", t, "SKIPPED", "paused"]])
     assert run(h, meta)["ok"]
 
@@ -278,11 +284,8 @@ def test_a_terminal_state_pruned_from_a_later_final_view_still_counts():
     """A soak takes a final view after every round; retention prunes old executions from later
     views. An execution seen ended in an earlier view has ended (found by the 2 h soak: four
     paused-and-SKIPPED instants reported as 'never ended (still SCHEDULED)')."""
-    h, meta = good()
     t = T0 + 6000
-    h.recs = [r for r in h.recs if not (r["type"] == "apply" and r["entry"].get("k") == "finish" and r["entry"]["scheduled_ms"] == t)]
-    last_tok = max(x["token"] for x in h.recs if x["type"] == "w_ack")
-    h.recs = [r for r in h.recs if not (r["type"] == "w_ack" and r["token"] == last_tok)]
+    h, meta = _left_pending(t)
     h.add("final_execs", T0 + 9000, execs=[["j", t, "SKIPPED", "paused"]])
     h.add("final_execs", T0 + 9500, execs=[])
     assert run(h, meta)["ok"]

@@ -34,18 +34,6 @@ def _team_jobs(client: Client, team: str) -> list[str]:
     return [j.spec.name for j in client.list_jobs(team=team)]
 
 
-@pytest.fixture
-def api():
-    made: list[ApiServer] = []
-
-    def make(**kw) -> ApiServer:
-        server = ApiServer(InMemoryNode(**kw))
-        made.append(server)
-        return server
-
-    yield make
-    for server in made:
-        server.stop()
 
 
 # ---------------------------------------------------------------- real processes

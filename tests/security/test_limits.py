@@ -17,21 +17,9 @@ from schedd.v1 import scheduler_pb2_grpc as pb_grpc
 from schedd_client import Client, job_spec
 from schedd_client.errors import ResourceExhausted
 from tests.conftest import wait_until
-from tests.security._api_harness import ApiServer, InMemoryNode, Proposals
+from tests.security._api_harness import Proposals
 
 
-@pytest.fixture
-def api():
-    made: list[ApiServer] = []
-
-    def make(**kw) -> ApiServer:
-        server = ApiServer(InMemoryNode(**kw))
-        made.append(server)
-        return server
-
-    yield make
-    for server in made:
-        server.stop()
 
 
 def test_put_jobs_over_cap_is_resource_exhausted(api):
