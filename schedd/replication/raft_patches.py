@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from typing import Any
 
 import pysyncobj.pickle as raft_pickle
 from pysyncobj import SyncObj
 from pysyncobj.syncobj import _RAFT_STATE
+from pysyncobj.syncobj import monotonicTime as raft_clock
 from pysyncobj.version import VERSION as _INSTALLED_VERSION
 
 log = logging.getLogger("schedd.raft")
@@ -74,7 +74,9 @@ class RepairingSyncObj(SyncObj):
     # ------------------------------------------------------------ small accessors
 
     def _now(self) -> float:
-        return time.monotonic()
+        """pysyncobj's own clock: its deadlines (heartbeats, elections) are compared with it,
+        and it is not time.monotonic() (it differs by a constant offset)."""
+        return float(raft_clock())
 
     def _log_first(self) -> int:
         return int(self._SyncObj__raftLog[0][1])
