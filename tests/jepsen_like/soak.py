@@ -69,18 +69,15 @@ def soak(duration_s: float, seed: int | None, store: Path, netns: bool | None = 
             names = [j.name for j in h.jobs if j.period_s] + [j["name"] for j in h.meta.get("churn", [])]
             for n in names:
                 h.simple("pause", n)
-            infos = {}
-            from .harness import wait_for
-
-            def converged():
-                nonlocal infos
-                infos = h.node_infos()
-                return all(infos.values()) and len({(i["applied"], i["hash"]) for i in infos.values()}) == 1
-            try:
-                wait_for(converged, 60, interval=0.3)
-                conv = True
-            except TimeoutError:
-                conv = False
+            # the write load goes on, so the replicas are compared at one future index (digest_at),
+            # never required to sit at one index together
+            out = h.converge(60, what=f"round {rnd} cut")
+            conv = out["ok"]
+            at = out.get("compared_at", 0)
+            via_at = all(v and v["at_digest"] for v in out["nodes"].values())
+            infos = {n: None if v is None else {"applied": at if conv else v["applied"],
+                                                "hash": v["at_digest"] if conv and via_at else v["digest"]}
+                     for n, v in out["nodes"].items()}
             h.rec("final", nodes=infos, converged=conv)
             (run_dir / "meta.json").write_text(json.dumps(h.meta, indent=1))
             # the workload keeps running: judge only what was written before this instant, so an
