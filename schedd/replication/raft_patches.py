@@ -426,20 +426,9 @@ class RepairingSyncObj(SyncObj):
             self._prevote_won = True
             self._SyncObj__raftElectionDeadline = 0     # stock elects on the next tick
 
-    # ------------------------------------------------------------ introspection
-
-    def replication_progress(self) -> dict[str, tuple[int, int, str]]:
-        """Leader only: {peer address: (matchIndex, nextIndex, mode)}; read on the tick thread or
-        accept a momentarily torn view."""
-        out: dict[str, tuple[int, int, str]] = {}
-        for node, nxt in list(self._SyncObj__raftNextIndex.items()):
-            out[node.id] = (self._SyncObj__raftMatchIndex.get(node, 0), nxt,
-                            self._repl_mode.get(node, PROBE))
-        return out
-
 
 class RepairStats:
-    """Counters of the repair machinery, for metrics and tests."""
+    """Counters of the repair machinery (what a scripted test asserts, what a debugger reads)."""
 
     __slots__ = ("truncations", "truncated_entries", "rejections", "stale_rejections", "pre_votes")
 

@@ -62,6 +62,7 @@ def test_divergent_suffix_of_several_batches_is_repaired() -> None:
     net = diverged(RepairingSyncObj)
     rounds(net, A, 12)
     assert converged(net, A, B) and converged(net, A, C)
+    assert net.nodes[B].repair_stats.truncated_entries == 40      # the stale term-1 suffix only
     assert match_index(net.nodes[A], B) == raft_log(net.nodes[A])[-1][0]
 
 
@@ -127,6 +128,7 @@ def _delayed_duplicate(cls: type) -> tuple[MemoryNetwork, list[tuple[int, int]],
 def test_repeated_append_does_not_truncate_acknowledged_entries() -> None:
     net, before, acked = _delayed_duplicate(RepairingSyncObj)
     assert raft_log(net.nodes[B]) == before
+    assert net.nodes[B].repair_stats.truncations == 0
     net.deliver_all()
     assert match_index(net.nodes[A], B) == acked
 
@@ -208,7 +210,7 @@ def test_isolated_node_does_not_raise_its_term() -> None:
         expire_election_timer(b)
         b._onTick()                                  # noqa: SLF001
         net.take(lambda m: m.src == B)               # its requests are lost
-    assert b.raftCurrentTerm == 2
+    assert b.raftCurrentTerm == 2 and b.repair_stats.pre_votes == 5
     rounds(net, A, 2)                                # healed: the leader is still the leader
     assert net.nodes[A]._isLeader() and net.nodes[A].raftCurrentTerm == 2
 
