@@ -72,13 +72,7 @@ def closed_by_peer(sock: socket.socket, timeout: float) -> float | None:
 @pytest.fixture(scope="module")
 def three(tmp_path_factory) -> LocalCluster:
     """One 3-node cluster (with its generated secret) shared by the tests of this module."""
-    c = LocalCluster(tmp_path_factory.mktemp("raftport") / "c3", size=3)
-    try:
-        c.start()
-        c.wait_leader(timeout=90)
-        yield c
-    finally:
-        c.stop(timeout=10)
+    yield from _running(LocalCluster(tmp_path_factory.mktemp("raftport") / "c3", size=3))
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +81,11 @@ def single(tmp_path_factory) -> LocalCluster:
     c = LocalCluster(tmp_path_factory.mktemp("raftport") / "c1", size=1)
     cfg = c.nodes["n1"].config
     cfg.write_text("\n".join(l for l in cfg.read_text().splitlines() if not l.startswith("secret_file")))
+    yield from _running(c)
+
+
+def _running(c: LocalCluster):
+    """Start `c`, wait for its leader, hand it to the module, stop it whatever happened."""
     try:
         c.start()
         c.wait_leader(timeout=90)
