@@ -257,7 +257,6 @@ class RepairingSyncObj(SyncObj):
         """Patch 1, leader side: act only on answers to the request outstanding."""
         self._SyncObj__lastResponseTime[node] = self._now()
         nxt, match = self._SyncObj__raftNextIndex, self._SyncObj__raftMatchIndex
-        answered = message.get("prev_idx", "absent")
         if message["success"]:
             acked = message["next_node_idx"] - 1
             if acked > match.get(node, 0):
@@ -266,10 +265,11 @@ class RepairingSyncObj(SyncObj):
                 nxt[node] = acked + 1
             self._repl_mode[node] = REPLICATE
             return
-        if answered == "absent":
+        if "prev_idx" not in message:
             if message.get("reset"):        # a stock follower (or a snapshot-path answer)
                 nxt[node] = message["next_node_idx"]
             return                          # a chunk acknowledgement
+        answered = message["prev_idx"]      # None: the request had no prevLogIdx
         mode = self._repl_mode.get(node, PROBE)
         if answered is None:
             stale = False
