@@ -65,8 +65,8 @@ from _metrics import (  # noqa: E402
 )
 
 from schedd.runtime.cluster import LocalCluster  # noqa: E402
-from schedd.v1 import scheduler_pb2 as pb  # noqa: E402
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc  # noqa: E402
+from schedd_proto import scheduler_pb2 as pb  # noqa: E402
+from schedd_proto import scheduler_pb2_grpc as pb_grpc  # noqa: E402
 from schedd_client import AsyncClient, Client, job_spec  # noqa: E402
 
 SECTIONS = ("commit", "register", "lateness", "burst", "failover")

@@ -43,7 +43,7 @@ from typing import Any
 
 import yaml
 
-from schedd.v1 import dags_pb2 as dpb
+from schedd_proto import dags_pb2 as dpb
 
 from ._plans import Call, Plan, _single, new_request_id
 from .convert import format_duration, format_time, to_dict
@@ -142,7 +142,7 @@ def dag_from_dict(doc: Mapping[str, Any]) -> dpb.DagSpec:
 
 def dag_to_dict(spec: dpb.DagSpec) -> dict[str, Any]:
     """The DAG document for ``spec`` (the inverse of ``dag_from_dict``)."""
-    from schedd.v1 import scheduler_pb2 as pb
+    from schedd_proto import scheduler_pb2 as pb
     doc: dict[str, Any] = {"name": spec.name}
     defaults = {"team": "default", "timezone": "UTC"}
     for key in ("team", "schedule", "timezone", "description", "max_runs"):

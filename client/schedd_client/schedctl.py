@@ -47,22 +47,18 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from tabulate import tabulate
 
-from schedd.v1 import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2 as pb
 
 from .client import CLUSTER_ENV, Client, parse_cluster
-from .convert import format_duration, format_time, printable, relative_time, to_dict
+from .convert import format_duration, format_time, parse_time, printable, relative_time, to_dict
 from .documents import Limits, parse_size, read_input
 from .errors import AlreadyExists, Conflict, SchedError, Unavailable, ValidationError, brief, clip
 from .specs import INT32_MAX, INT32_MIN, job_specs_from_bytes, parse_duration, spec_from_dict, spec_to_dict
-from schedd.core.schedule import ScheduleError, dst_note, format_ms, parse_time
-from schedd.core.schedule import parse as dst_schedule_parse
 
 __all__ = ["main", "build_parser"]
 
@@ -199,8 +195,8 @@ def _time_arg(text: str) -> Callable[[float], int]:
             raise argparse.ArgumentTypeError(f"too far back: at most {_MAX_AGO_SECONDS // 86400}d ago")
         return lambda now: int((now - seconds) * 1000)
     try:
-        ms = parse_time(text, "UTC")
-    except ScheduleError as e:
+        ms = parse_time(text)
+    except ValueError as e:
         raise argparse.ArgumentTypeError(f"bad time {brief(text)}: {e}") from None
     return lambda now: ms
 
@@ -627,10 +623,9 @@ class _Command:
 
     def _job_details(self, job: pb.Job) -> str:
         spec = job.spec
-        zone = _zone(spec.timezone)
         next_runs = [
-            "  ".join(filter(None, (_local_time(ms, zone), format_time(ms), self.ago(ms))))
-            for ms in job.upcoming_ms
+            "  ".join(filter(None, (_local_time(spec, fire), format_time(ms), self.ago(ms))))
+            for ms, fire in _upcoming(job)
         ]
         last_run = "-"
         if job.last_execution_id:
@@ -668,15 +663,10 @@ class _Command:
     def job_next(self) -> None:
         job = self.client.get_job(self.args.name, upcoming=self.args.count, stale_ok=self.args.stale)
         spec = job.spec
-        try:
-            schedule = dst_schedule(spec)
-        except ScheduleError:  # a server newer than this client: show the times without notes
-            schedule = None
         zone = spec.timezone or "UTC"
         rows = [
-            {"time_ms": ms, "local": format_ms(ms, zone), "utc": format_time(ms),
-             "dst": dst_note(schedule, ms) if schedule is not None else ""}
-            for ms in job.upcoming_ms
+            {"time_ms": ms, "local": fire.local, "utc": format_time(ms), "dst": fire.dst_note}
+            for ms, fire in _upcoming(job)
         ]
         policy = f"dst_gap {spec.dst_gap or 'shift'}, dst_fold {spec.dst_fold or 'first'}"
         header = f"{spec.name}: {spec.schedule or '(on demand)'} in {zone} ({policy})"
@@ -959,28 +949,20 @@ def _job_state(job: pb.Job) -> str:
     return "paused" if job.paused else "active"
 
 
-def _zone(name: str) -> ZoneInfo | None:
-    if not name or name == "UTC":
-        return None
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return None
+def _upcoming(job: pb.Job) -> list[tuple[int, pb.UpcomingFire]]:
+    """Each upcoming fire with how the server renders it in the job's zone (`UpcomingFire`); an
+    older server sends none: then the UTC time stands for the local one and there is no DST note."""
+    fires = list(job.upcoming_fires)
+    if len(fires) != len(job.upcoming_ms):
+        fires = [pb.UpcomingFire(local=format_time(ms) or "") for ms in job.upcoming_ms]
+    return list(zip(job.upcoming_ms, fires))
 
 
-def _local_time(ms: int, zone: ZoneInfo | None) -> str:
+def _local_time(spec: pb.JobSpec, fire: pb.UpcomingFire) -> str:
     """The time in the job's zone, ``2026-11-29T03:00:00+01:00 CET``; ``""`` for UTC jobs."""
-    if zone is None:
+    if spec.timezone in ("", "UTC") or not fire.zone_abbreviation:
         return ""
-    moment = datetime.fromtimestamp(ms / 1000, zone)
-    return f"{moment.isoformat(timespec='seconds')} {moment.tzname()}"
-
-
-def dst_schedule(spec: pb.JobSpec):
-    """The job's schedule with its DST policy, parsed locally (pure, same code as the server) to
-    say how a transition shapes each coming fire."""
-    return dst_schedule_parse(spec.schedule, spec.timezone or "UTC", hash_key=spec.name,
-                              gap=spec.dst_gap, fold=spec.dst_fold)
+    return f"{fire.local} {fire.zone_abbreviation}"
 
 
 def _outcome(attempt: pb.Attempt) -> str:

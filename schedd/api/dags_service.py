@@ -21,8 +21,8 @@ from schedd.core.model import ValidationError
 from schedd.replication.node import RaftNode
 from schedd.runtime.clock import Clock
 from schedd.runtime.metrics import Metrics
-from schedd.v1 import dags_pb2 as dpb
-from schedd.v1 import dags_pb2_grpc as dpb_grpc
+from schedd_proto import dags_pb2 as dpb
+from schedd_proto import dags_pb2_grpc as dpb_grpc
 
 DEFAULT_RUNS = 20
 MAX_RUNS_PAGE = 1000

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import grpc
 
-from schedd.v1 import scheduler_pb2 as pb
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
 PR_SET_PDEATHSIG = 1
 

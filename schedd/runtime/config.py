@@ -57,7 +57,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from schedd.net.policy import DEFAULT_DENY_RULES, NetPolicy, PolicyError, parse_rules
+from schedd_client.net.policy import DEFAULT_DENY_RULES, NetPolicy, PolicyError, parse_rules
 
 FSYNC_MODES = ("always", "batch", "never")
 MIN_SECRET_LEN = 24

@@ -20,7 +20,7 @@ import asyncio
 import os
 from collections.abc import Mapping
 
-from schedd.worker import executors as X
+from schedd_worker import executors as X
 
 NOT_READY = "NOT_READY"
 

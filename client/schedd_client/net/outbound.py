@@ -20,7 +20,7 @@ import ssl
 import urllib.parse
 from collections.abc import Callable
 
-from schedd.net.policy import NetPolicy
+from schedd_client.net.policy import NetPolicy
 
 __all__ = ["Refused", "checked_connection", "resolve_allowed", "request_path"]
 

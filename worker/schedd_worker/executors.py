@@ -68,8 +68,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from schedd.net.outbound import checked_connection, request_path
-from schedd.net.policy import NetPolicy
+from schedd_client.net.outbound import checked_connection, request_path
+from schedd_client.net.policy import NetPolicy
 
 log = logging.getLogger("schedd.worker.executors")
 
@@ -418,7 +418,7 @@ async def _dispatch(a: Assignment, cancel: asyncio.Event | None,
                     handlers: PythonHandlers | None, grace: float, http: HttpOptions) -> _Result:
     h = a.handler if isinstance(a.handler, Mapping) else {}
     if h.get("sensor") and len(h) == 1:           # a DAG sensor: schedd.worker.sensors
-        from schedd.worker import sensors
+        from schedd_worker import sensors
         return await sensors.check(a, h["sensor"], cancel, grace, http)
     kinds = [k for k in ("shell", "http", "python") if h.get(k)]
     if len(kinds) != 1:
