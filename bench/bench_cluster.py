@@ -132,7 +132,7 @@ def code_version() -> str:
     try:
         head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], env=env,
                               capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", "HEAD", "--", "schedd", "client"],
+        dirty = subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", "HEAD", "--", "schedd", "client", "worker"],
                                env=env, capture_output=True, timeout=10).returncode != 0
     except (OSError, subprocess.SubprocessError):
         return "unknown (no git)"

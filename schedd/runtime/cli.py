@@ -10,7 +10,7 @@ import sys
 
 from schedd.runtime import config as config_mod
 from schedd_worker import cli as worker_cli
-from schedd_worker.cli import root_refusal  # noqa: F401 - `schedd worker` refuses root the same way
+from schedd_worker.cli import root_refusal  # noqa: F401 - re-exported: `schedd worker` is schedd-worker
 
 
 def _setup_logging(level: str, node: str = "") -> None:

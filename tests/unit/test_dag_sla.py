@@ -333,7 +333,7 @@ def test_show_and_runs_mark_the_miss():
 
     from schedd.api.dags_service import run_to_pb
     from schedd_proto import dags_pb2 as dpb
-    from schedd_client.dags import dag_runs, render_run
+    from schedd_client.dag_commands import dag_runs, render_run
     h = Harness()
     missed, _ = _script(h)
     pb_run = run_to_pb(h.state, missed)
