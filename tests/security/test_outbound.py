@@ -17,7 +17,7 @@ from schedd_client.net import outbound
 from schedd_client.net.policy import DEFAULT_DENY, NetPolicy, PolicyError, make_policy, parse_rule
 from schedd.runtime import config as config_mod
 from schedd_worker.executors import FAILED, SUCCEEDED, Assignment, HttpOptions, execute
-from schedd_worker.sensors import NOT_READY
+from schedd_worker.handlers.sensor import NOT_READY
 
 LOOPBACK_OK = make_policy(allow=["127.0.0.1"])
 METADATA = "http://169.254.169.254/latest/meta-data/iam/security-credentials/"

@@ -1,4 +1,4 @@
-"""schedd.worker.executors: one attempt of a shell, HTTP or Python handler, run to its end.
+"""schedd_worker.executors: one attempt of a shell, HTTP or Python handler, run to its end.
 
 No fixed sleeps for synchronisation: the tests wait on conditions (files, events, process state)
 with deadlines. Only 127.0.0.1 is used (a local http.server in a thread).

@@ -1,4 +1,4 @@
-"""schedd.worker.runtime against a fake leader (an in-process grpc.aio server on 127.0.0.1).
+"""schedd_worker.runtime against a fake leader (an in-process grpc.aio server on 127.0.0.1).
 
 The fake serves Cluster.Status (it names itself, or another address, as the leader) and
 Workers.Connect: it records every hello, heartbeat and result per stream, and lets the test push
