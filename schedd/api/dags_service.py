@@ -1,4 +1,4 @@
-"""gRPC servicer of the Dags service (proto/schedd/v1/dags.proto).
+"""gRPC servicer of the Dags service (proto/schedd_proto/dags.proto).
 
 Same rules as `schedd.api.service`: a non-leader forwards the call to the leader (once); a DAG
 is validated fully here (`dags.canonical_dag`: cycles named, unknown upstreams, duplicate tasks)

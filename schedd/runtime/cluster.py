@@ -102,7 +102,7 @@ class LocalCluster:
     limits: dict = field(default_factory=dict)
     env: dict = field(default_factory=dict)
     log_level: str = "info"
-    # Outbound policy exceptions (schedd.net.policy): a test whose webhooks or HTTP jobs go to its
+    # Outbound policy exceptions (schedd_client.net.policy): a test whose webhooks or HTTP jobs go to its
     # own 127.0.0.1 server opts in here, e.g. ("127.0.0.1",); the defaults refuse loopback.
     webhook_allow: tuple[str, ...] = ()
     worker_http_allow: tuple[str, ...] = ()
