@@ -96,9 +96,9 @@ def parse_time(text: str) -> int:
     m = _RFC3339.fullmatch(text.strip()) if isinstance(text, str) else None
     if m is None:
         raise ValueError(f"{text!r} is not an RFC 3339 time like 2026-12-01T10:00:00Z")
-    fields = tuple(int(g) for g in m.groups()[:6])
+    y, mo, d, h, mi, sec = (int(g) for g in m.groups()[:6])
     try:
-        wall = calendar.timegm(datetime(*fields).timetuple())
+        wall = calendar.timegm(datetime(y, mo, d, h, mi, sec).timetuple())
     except ValueError as e:
         raise ValueError(f"{text!r} is not a valid time: {e}") from None
     milli = int((m[7] or "0").ljust(3, "0")[:3])
