@@ -63,9 +63,12 @@ def upcoming_fires(s: sched.Schedule, times_ms: Iterable[int]) -> list[pb.Upcomi
     """Each fire of `s` as it reads in the schedule's zone, with how a DST transition shaped it:
     what `schedctl job get/next` shows, rendered here so the client needs no schedule code."""
     zone = None if s.tz in ("", "UTC") else ZoneInfo(s.tz)
-    return [pb.UpcomingFire(local=sched.format_ms(ms, s.tz), dst_note=sched.dst_note(s, ms),
-                            zone_abbreviation=datetime.fromtimestamp(ms / 1000, zone).tzname() or ""
-                            if zone is not None else "UTC")
+
+    def abbreviation(ms: int) -> str:
+        return "UTC" if zone is None else datetime.fromtimestamp(ms / 1000, zone).tzname() or ""
+
+    return [pb.UpcomingFire(local=sched.format_ms(ms, s.tz), zone_abbreviation=abbreviation(ms),
+                            dst_note=sched.dst_note(s, ms))
             for ms in times_ms]
 
 
