@@ -65,8 +65,8 @@ from _metrics import (  # noqa: E402
 )
 
 from schedd.runtime.cluster import LocalCluster  # noqa: E402
-from schedd.v1 import scheduler_pb2 as pb  # noqa: E402
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc  # noqa: E402
+from schedd_proto import scheduler_pb2 as pb  # noqa: E402
+from schedd_proto import scheduler_pb2_grpc as pb_grpc  # noqa: E402
 from schedd_client import AsyncClient, Client, job_spec  # noqa: E402
 
 SECTIONS = ("commit", "register", "lateness", "burst", "failover")
@@ -132,7 +132,7 @@ def code_version() -> str:
     try:
         head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], env=env,
                               capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", "HEAD", "--", "schedd", "client"],
+        dirty = subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", "HEAD", "--", "schedd", "client", "worker"],
                                env=env, capture_output=True, timeout=10).returncode != 0
     except (OSError, subprocess.SubprocessError):
         return "unknown (no git)"

@@ -10,7 +10,7 @@
             print(run.id, run.state)
 
 ``AsyncClient`` has the same methods, awaited. Methods return the protobuf messages of
-``schedd.v1`` (typed by the generated ``.pyi``); ``to_dict`` turns one into plain data.
+``schedd_proto`` (proto package ``schedd.v1``, typed by the generated ``.pyi``); ``to_dict`` turns one into plain data.
 Any node will do: a node forwards writes, and reads unless ``stale_ok=True``, to the Raft leader.
 On UNAVAILABLE or DEADLINE_EXCEEDED the client tries the next node until its ``timeout`` is spent;
 a write keeps its request_id across those retries, so the server applies it at most once.
@@ -24,6 +24,9 @@ Errors (``code`` is the gRPC status code, ``message`` is for humans)::
     ├── Conflict               FAILED_PRECONDITION / ABORTED: expected_version did not match
     └── Unavailable            UNAVAILABLE / DEADLINE_EXCEEDED on every node until the timeout;
                                .tried lists the addresses; a write's outcome is then unknown
+
+An embedded worker with Python handlers is ``schedd_worker.Worker`` (the schedd-worker
+distribution).
 
 Job documents for YAML/JSON files (``spec_from_dict``) are described in ``schedd_client.specs``.
 """
@@ -39,7 +42,6 @@ from .errors import (
     ValidationError,
 )
 from .specs import job_spec, parse_duration, spec_from_dict, spec_to_dict
-from .worker import Worker
 from . import dags as _dags
 from .dags import dag_from_dict, dag_to_dict
 
@@ -48,7 +50,6 @@ _dags.attach(Client, AsyncClient)     # put_dag, run_dag, get_dag, list_dags, li
 __all__ = [
     "Client",
     "AsyncClient",
-    "Worker",
     "parse_cluster",
     "job_spec",
     "spec_from_dict",

@@ -20,7 +20,7 @@ from typing import Generic, TypeVar
 
 from google.protobuf.message import Message
 
-from schedd.v1 import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2 as pb
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Message)

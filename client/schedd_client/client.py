@@ -22,8 +22,8 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
-from schedd.v1 import dags_pb2_grpc
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd_proto import dags_pb2_grpc
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
 from . import _plans
 from ._failover import Router

@@ -10,13 +10,15 @@ keeps those and adds a readable sibling without the suffix::
 from __future__ import annotations
 
 import base64
+import calendar
+import re
 from datetime import datetime, timezone
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-__all__ = ["to_dict", "format_time", "format_duration", "relative_time", "printable"]
+__all__ = ["to_dict", "format_time", "parse_time", "format_duration", "relative_time", "printable"]
 
 _TIME_SUFFIX = "_ms"
 
@@ -78,6 +80,35 @@ def format_time(ms: int) -> str | None:
     if ms % 1000:
         text += f".{ms % 1000:03d}"
     return text + "Z"
+
+
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
+    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))?",
+    re.ASCII,
+)
+
+
+def parse_time(text: str) -> int:
+    """RFC 3339 text -> epoch ms; a time without offset is UTC. "T", "t" or a space separate date
+    and time; fractions below 1 ms are truncated. The server reads times in a job's zone
+    (schedd.core.schedule.parse_time, same syntax); the client needs only UTC and offsets."""
+    m = _RFC3339.fullmatch(text.strip()) if isinstance(text, str) else None
+    if m is None:
+        raise ValueError(f"{text!r} is not an RFC 3339 time like 2026-12-01T10:00:00Z")
+    y, mo, d, h, mi, sec = (int(g) for g in m.groups()[:6])
+    try:
+        wall = calendar.timegm(datetime(y, mo, d, h, mi, sec).timetuple())
+    except ValueError as e:
+        raise ValueError(f"{text!r} is not a valid time: {e}") from None
+    milli = int((m[7] or "0").ljust(3, "0")[:3])
+    if not m[9]:
+        return wall * 1000 + milli
+    hh, mm = int(m[10]), int(m[11])
+    if hh > 23 or mm > 59:
+        raise ValueError(f"{text!r} has a bad UTC offset")
+    off = (hh * 3600 + mm * 60) * (1 if m[9] == "+" else -1)
+    return (wall - off) * 1000 + milli
 
 
 _UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))

@@ -47,22 +47,19 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from tabulate import tabulate
 
-from schedd.v1 import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2 as pb
 
-from .client import CLUSTER_ENV, Client, parse_cluster
-from .convert import format_duration, format_time, printable, relative_time, to_dict
-from .documents import Limits, parse_size, read_input
+from . import dag_commands
+from .client import CLUSTER_ENV, Client
+from ._cli import _count, _file_options, _global_options, _seconds, _table
+from .convert import format_duration, format_time, parse_time, printable, relative_time, to_dict
+from .documents import Limits, read_input
 from .errors import AlreadyExists, Conflict, SchedError, Unavailable, ValidationError, brief, clip
-from .specs import INT32_MAX, INT32_MIN, job_specs_from_bytes, parse_duration, spec_from_dict, spec_to_dict
-from schedd.core.schedule import ScheduleError, dst_note, format_ms, parse_time
-from schedd.core.schedule import parse as dst_schedule_parse
+from .specs import INT32_MIN, job_specs_from_bytes, parse_duration, spec_from_dict, spec_to_dict
 
 __all__ = ["main", "build_parser"]
 
@@ -148,41 +145,6 @@ def _error(message: str) -> None:
 
 # ---------------------------------------------------------------- the command line
 
-
-def _count(low: int, high: int = INT32_MAX) -> Callable[[str], int]:
-    """An argparse type: an integer from ``low`` to ``high`` (default: the int32 maximum, the
-    type of every integer field of the API, so no flag can overflow a message)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text) if len(text) <= 20 else None     # int() refuses past 4300 digits
-        except ValueError:
-            value = None
-        if value is None and not text.strip().lstrip("+-").isdigit():
-            raise argparse.ArgumentTypeError(f"not an integer: {brief(text)}")
-        if value is None or value < low or value > high:
-            below = value is not None and value < low and high == INT32_MAX
-            bounds = f">= {low}" if below else f"from {low} to {high}"
-            raise argparse.ArgumentTypeError(f"must be {bounds}: {clip(text, 60)}")
-        return value
-
-    return parse
-
-
-def _seconds(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValidationError as err:
-        raise argparse.ArgumentTypeError(err.message) from None
-
-
-def _deadline(text: str) -> float:
-    seconds = _seconds(text)
-    if not seconds:
-        raise argparse.ArgumentTypeError("must be more than 0")
-    return seconds
-
-
 def _time_arg(text: str) -> Callable[[float], int]:
     """A time given as RFC 3339, ``now``, or a duration ago (``90d``, ``6h30m``, also written
     ``-90d`` or ``90d ago``); resolved later against the command's clock, so tests can inject it."""
@@ -199,65 +161,13 @@ def _time_arg(text: str) -> Callable[[float], int]:
             raise argparse.ArgumentTypeError(f"too far back: at most {_MAX_AGO_SECONDS // 86400}d ago")
         return lambda now: int((now - seconds) * 1000)
     try:
-        ms = parse_time(text, "UTC")
-    except ScheduleError as e:
+        ms = parse_time(text)
+    except ValueError as e:
         raise argparse.ArgumentTypeError(f"bad time {brief(text)}: {e}") from None
     return lambda now: ms
 
 
 _MAX_AGO_SECONDS = 200 * 365 * 86400
-
-
-def _file_size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-
-
-def _file_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
-    """``-f FILE`` and the bound on how much of it is read (see ``schedd_client.documents``)."""
-    parser.add_argument("-f", "--file", metavar="FILE", required=required,
-                        help='YAML/JSON documents ("-" = stdin)')
-    parser.add_argument("--max-file-size", type=_file_size, metavar="SIZE",
-                        help="refuse a larger FILE, e.g. 256MiB (default: $SCHEDCTL_MAX_FILE_BYTES or 64MiB)")
-
-
-def _addresses(text: str) -> list[str]:
-    try:
-        return parse_cluster(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-
-
-def _global_options(parser: argparse.ArgumentParser, *, top: bool, timeout: bool = True) -> None:
-    """The options every command takes. Below the top level they default to SUPPRESS, so a value
-    given before the command is not overwritten by the subcommand's parser."""
-
-    def default(value: Any) -> Any:
-        return value if top else argparse.SUPPRESS
-
-    group = parser.add_argument_group("global options")
-    group.add_argument(
-        "--cluster",
-        metavar="ADDRS",
-        type=_addresses,
-        default=default(None),
-        help=f"node addresses, host:port,host:port (default: ${CLUSTER_ENV} or 127.0.0.1:7070)",
-    )
-    group.add_argument(
-        "-o", "--output", choices=("table", "json", "yaml"), default=default("table"),
-        help="output format (default: table)",
-    )  # fmt: skip
-    if timeout:
-        group.add_argument(
-            "--timeout", dest="rpc_timeout", metavar="S", type=_deadline, default=default(15.0),
-            help="give up on the cluster after S seconds, failover included (default: 15)",
-        )  # fmt: skip
-    group.add_argument(
-        "--stale", action="store_true", default=default(False),
-        help="read from whichever node answers, without asking the leader",
-    )  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -371,8 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--digest", action="store_true",
                         help="each node's state digest at its applied index (equal on converged replicas; "
                              "costs a pass over the state on every node)")
-    from .dags import add_commands as add_dag_commands     # dag apply|run|show|runs|list|get|delete
-    add_dag_commands(groups, command)
+    dag_commands.add_commands(groups, command)     # dag apply|run|show|runs|list|get|delete
     return parser
 
 
@@ -627,10 +536,9 @@ class _Command:
 
     def _job_details(self, job: pb.Job) -> str:
         spec = job.spec
-        zone = _zone(spec.timezone)
         next_runs = [
-            "  ".join(filter(None, (_local_time(ms, zone), format_time(ms), self.ago(ms))))
-            for ms in job.upcoming_ms
+            "  ".join(filter(None, (_local_time(spec, fire), format_time(ms), self.ago(ms))))
+            for ms, fire in _upcoming(job)
         ]
         last_run = "-"
         if job.last_execution_id:
@@ -668,15 +576,10 @@ class _Command:
     def job_next(self) -> None:
         job = self.client.get_job(self.args.name, upcoming=self.args.count, stale_ok=self.args.stale)
         spec = job.spec
-        try:
-            schedule = dst_schedule(spec)
-        except ScheduleError:  # a server newer than this client: show the times without notes
-            schedule = None
         zone = spec.timezone or "UTC"
         rows = [
-            {"time_ms": ms, "local": format_ms(ms, zone), "utc": format_time(ms),
-             "dst": dst_note(schedule, ms) if schedule is not None else ""}
-            for ms in job.upcoming_ms
+            {"time_ms": ms, "local": fire.local, "utc": format_time(ms), "dst": fire.dst_note}
+            for ms, fire in _upcoming(job)
         ]
         policy = f"dst_gap {spec.dst_gap or 'shift'}, dst_fold {spec.dst_fold or 'first'}"
         header = f"{spec.name}: {spec.schedule or '(on demand)'} in {zone} ({policy})"
@@ -909,12 +812,6 @@ def _read_specs(path: str, limits: Limits) -> list[tuple[str, pb.JobSpec]]:
 # ---------------------------------------------------------------- text
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, empty: str) -> str:
-    if not rows:
-        return empty
-    return tabulate(rows, headers=headers, tablefmt="plain", disable_numparse=True)
-
-
 def _fields(*pairs: tuple[str, Any]) -> str:
     """``Label:  value`` lines, aligned; empty values left out, multi-line values indented."""
     width = max(len(label) for label, _ in pairs) + 2
@@ -959,28 +856,20 @@ def _job_state(job: pb.Job) -> str:
     return "paused" if job.paused else "active"
 
 
-def _zone(name: str) -> ZoneInfo | None:
-    if not name or name == "UTC":
-        return None
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return None
+def _upcoming(job: pb.Job) -> list[tuple[int, pb.UpcomingFire]]:
+    """Each upcoming fire with how the server renders it in the job's zone (`UpcomingFire`); an
+    older server sends none: then the UTC time stands for the local one and there is no DST note."""
+    fires = list(job.upcoming_fires)
+    if len(fires) != len(job.upcoming_ms):
+        fires = [pb.UpcomingFire(local=format_time(ms) or "") for ms in job.upcoming_ms]
+    return list(zip(job.upcoming_ms, fires))
 
 
-def _local_time(ms: int, zone: ZoneInfo | None) -> str:
+def _local_time(spec: pb.JobSpec, fire: pb.UpcomingFire) -> str:
     """The time in the job's zone, ``2026-11-29T03:00:00+01:00 CET``; ``""`` for UTC jobs."""
-    if zone is None:
+    if spec.timezone in ("", "UTC") or not fire.zone_abbreviation:
         return ""
-    moment = datetime.fromtimestamp(ms / 1000, zone)
-    return f"{moment.isoformat(timespec='seconds')} {moment.tzname()}"
-
-
-def dst_schedule(spec: pb.JobSpec):
-    """The job's schedule with its DST policy, parsed locally (pure, same code as the server) to
-    say how a transition shapes each coming fire."""
-    return dst_schedule_parse(spec.schedule, spec.timezone or "UTC", hash_key=spec.name,
-                              gap=spec.dst_gap, fold=spec.dst_fold)
+    return f"{fire.local} {fire.zone_abbreviation}"
 
 
 def _outcome(attempt: pb.Attempt) -> str:

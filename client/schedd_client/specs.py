@@ -71,7 +71,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from schedd.v1 import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2 as pb
 
 from .documents import DocumentError, Limits, build_all, load_documents
 from .errors import ValidationError, brief, clip

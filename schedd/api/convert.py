@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from schedd.core import schedule as sched
 from schedd.core.model import Attempt, Execution, Job
 from schedd.core.state import SchedulerState, schedule_of
-from schedd.v1 import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2 as pb
 
 
 def spec_to_dict(spec: pb.JobSpec) -> dict:
@@ -51,7 +55,21 @@ def job_to_pb(job: Job, state: SchedulerState, *, upcoming: int = 0, summary: bo
     if upcoming and job.next_fire is not None and not job.paused:
         times = [job.next_fire] + sched.next_n(schedule_of(job), job.next_fire, upcoming - 1)
         out.upcoming_ms.extend(times[:upcoming])
+        out.upcoming_fires.extend(upcoming_fires(schedule_of(job), out.upcoming_ms))
     return out
+
+
+def upcoming_fires(s: sched.Schedule, times_ms: Iterable[int]) -> list[pb.UpcomingFire]:
+    """Each fire of `s` as it reads in the schedule's zone, with how a DST transition shaped it:
+    what `schedctl job get/next` shows, rendered here so the client needs no schedule code."""
+    zone = None if s.tz in ("", "UTC") else ZoneInfo(s.tz)
+
+    def abbreviation(ms: int) -> str:
+        return "UTC" if zone is None else datetime.fromtimestamp(ms / 1000, zone).tzname() or ""
+
+    return [pb.UpcomingFire(local=sched.format_ms(ms, s.tz), zone_abbreviation=abbreviation(ms),
+                            dst_note=sched.dst_note(s, ms))
+            for ms in times_ms]
 
 
 def attempt_to_pb(a: Attempt) -> pb.Attempt:

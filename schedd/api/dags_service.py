@@ -1,4 +1,4 @@
-"""gRPC servicer of the Dags service (proto/schedd/v1/dags.proto).
+"""gRPC servicer of the Dags service (proto/schedd_proto/dags.proto).
 
 Same rules as `schedd.api.service`: a non-leader forwards the call to the leader (once); a DAG
 is validated fully here (`dags.canonical_dag`: cycles named, unknown upstreams, duplicate tasks)
@@ -21,8 +21,8 @@ from schedd.core.model import ValidationError
 from schedd.replication.node import RaftNode
 from schedd.runtime.clock import Clock
 from schedd.runtime.metrics import Metrics
-from schedd.v1 import dags_pb2 as dpb
-from schedd.v1 import dags_pb2_grpc as dpb_grpc
+from schedd_proto import dags_pb2 as dpb
+from schedd_proto import dags_pb2_grpc as dpb_grpc
 
 DEFAULT_RUNS = 20
 MAX_RUNS_PAGE = 1000

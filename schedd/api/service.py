@@ -35,8 +35,8 @@ from schedd.core.model import (
 from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode
 from schedd.runtime.clock import Clock
 from schedd.runtime.metrics import Metrics
-from schedd.v1 import scheduler_pb2 as pb
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
 log = logging.getLogger("schedd.api")
 T = TypeVar("T")

@@ -26,7 +26,7 @@ from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
 from schedd.runtime.clock import Clock
 from schedd.testing import hooks as testing
-from schedd.v1 import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2 as pb
 
 log = logging.getLogger("schedd.assigner")
 

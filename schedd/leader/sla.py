@@ -33,8 +33,8 @@ from schedd.core import schedule as sched
 from schedd.core import sla as S
 from schedd.core.dags import run_id
 from schedd.core.model import execution_id
-from schedd.net.outbound import checked_connection, request_path
-from schedd.net.policy import NetPolicy
+from schedd_client.net.outbound import checked_connection, request_path
+from schedd_client.net.policy import NetPolicy
 from schedd.replication.node import ProposalError
 
 if TYPE_CHECKING:

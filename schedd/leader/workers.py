@@ -30,8 +30,8 @@ from schedd.core.model import ValidationError, parse_execution_id
 from schedd.replication.node import RaftNode
 from schedd.runtime.config import Limits
 from schedd.runtime.clock import Clock
-from schedd.v1 import scheduler_pb2 as pb
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
 log = logging.getLogger("schedd.workers")
 

@@ -9,6 +9,8 @@ import os
 import sys
 
 from schedd.runtime import config as config_mod
+from schedd_worker import cli as worker_cli
+from schedd_worker.cli import root_refusal  # noqa: F401 - re-exported: `schedd worker` is schedd-worker
 
 
 def _setup_logging(level: str, node: str = "") -> None:
@@ -87,143 +89,6 @@ def cmd_local(args: argparse.Namespace) -> int:
                      demo=not args.no_demo, fsync=args.fsync)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
-
-
-def _seconds(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not x >= 0 or x == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
-    return x
-
-
-def _labels(text: str) -> dict[str, str]:
-    """"k=v,k=v" -> dict; "" -> {}."""
-    out: dict[str, str] = {}
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        key, sep, value = part.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not key:
-            raise argparse.ArgumentTypeError(f"expected key=value pairs separated by commas, "
-                                             f"got {part!r}")
-        if key in out:
-            raise argparse.ArgumentTypeError(f"label {key!r} given twice")
-        out[key] = value
-    return out
-
-
-def _rules(text: str) -> list[str]:
-    """"a,b" -> ["a", "b"], each a valid network rule (schedd.net.policy)."""
-    from schedd.net.policy import PolicyError, parse_rule, split_list
-    items = split_list(text)
-    try:
-        for x in items:
-            parse_rule(x)
-    except PolicyError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return items
-
-
-def _quiet_grpc_fork() -> None:
-    """Before gRPC is imported: a worker forks a child per shell attempt (which execs at once),
-    and gRPC's fork handlers would only log "skipping fork() handlers" for each one."""
-    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
-
-
-def _cluster(text: str) -> list[str]:
-    _quiet_grpc_fork()
-    from schedd_client.client import parse_cluster
-    try:
-        return parse_cluster(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def root_refusal(euid: int, allow_root: bool) -> str:
-    """Why a worker must not start as this user ("" when it may). Jobs run as the worker's user:
-    as root, any job owns the host."""
-    if euid == 0 and not allow_root:
-        return ("refusing to run as root: every job would run as root. Run the worker as an "
-                "unprivileged user (deploy/schedd-worker.service uses User=schedd-jobs), or pass "
-                "--allow-root if you really mean it")
-    return ""
-
-
-def _http_options(args: argparse.Namespace):
-    from schedd.net.policy import PolicyError, make_policy
-    from schedd.worker.executors import HttpOptions
-    try:
-        policy = make_policy(allow=args.http_allow, deny=args.http_deny)
-        return HttpOptions(policy=policy, keep_bytes=args.http_keep_bytes)
-    except (PolicyError, ValueError) as e:
-        raise SystemExit(f"schedd worker: error: {e}") from None
-
-
-def cmd_worker(args: argparse.Namespace) -> int:
-    import signal
-    import socket
-
-    why = root_refusal(os.geteuid(), args.allow_root)
-    if why:
-        print(f"schedd worker: {why}", file=sys.stderr)
-        return 2
-    _quiet_grpc_fork()
-    from schedd.worker.runtime import WorkerRuntime
-    from schedd_client.client import parse_cluster
-
-    try:
-        cluster = args.cluster if args.cluster is not None else parse_cluster(None)
-    except ValueError as e:
-        print(f"schedd worker: error: {e}", file=sys.stderr)
-        return 2
-    http = _http_options(args)
-    name = args.name or f"{socket.gethostname()}-{os.getpid()}"
-    _setup_logging(args.log_level, name)
-    log = logging.getLogger("schedd.worker")
-    runtime = WorkerRuntime(cluster, name=name, slots=args.slots, pool=args.pool,
-                            labels=args.labels, drain_grace_s=args.drain_grace, http=http)
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def on_signal(sig: signal.Signals) -> None:
-            if stop.is_set():
-                log.warning("%s again: cancelling running attempts now", sig.name)
-                runtime.hurry()
-            else:
-                log.info("%s: draining (up to %gs; send it again to cancel running attempts)",
-                         sig.name, args.drain_grace)
-                stop.set()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, on_signal, sig)
-        log.info("worker %s: %d slots, pool %r, labels %s, cluster %s, http: %s", name, args.slots,
-                 args.pool, args.labels, ",".join(cluster), http.policy.describe())
-        await runtime.run(stop)
-
-    _run(main(), uvloop_ok=False)
-    # Like serve: skip interpreter teardown, where gRPC's threads can race module cleanup (and a
-    # Python handler thread that ignored its cancel event would keep the process alive).
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="schedd", description="Raft-replicated job scheduler daemon")
     p.add_argument("--log-level", default=os.environ.get("SCHEDD_LOG_LEVEL", "info"),
@@ -254,30 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     loc.add_argument("--fsync", choices=config_mod.FSYNC_MODES, default="always")
     loc.set_defaults(func=cmd_local)
 
-    w = sub.add_parser("worker", help="run attempts pushed by the leader (shell, HTTP)")
-    w.add_argument("--cluster", type=_cluster, default=None,
-                   help="node gRPC addresses host:port,host:port (default: $SCHEDD_CLUSTER, "
-                        "else 127.0.0.1:7070); any node will do")
-    w.add_argument("--slots", type=_positive_int, default=4, help="concurrent attempts (default 4)")
-    w.add_argument("--pool", default="", help="the pool this worker serves (default: none)")
-    w.add_argument("--labels", type=_labels, default={}, metavar="K=V,...",
-                   help="labels jobs may require, e.g. region=eu,gpu=1")
-    w.add_argument("--name", help="unique worker name (default: <hostname>-<pid>)")
-    w.add_argument("--drain-grace", type=_seconds, default=30.0, metavar="S",
-                   help="on SIGTERM, let running attempts finish this long, then cancel them "
-                        "(default 30)")
-    w.add_argument("--http-allow", type=_rules, action="extend", default=[], metavar="NET,...",
-                   help="networks/hosts HTTP jobs and http sensors may reach although the deny "
-                        "list refuses them, e.g. 127.0.0.1 or 10.1.0.0/16 or *.corp")
-    w.add_argument("--http-deny", type=_rules, action="extend", default=[], metavar="NET,...",
-                   help="networks/hosts to refuse besides the defaults (loopback, link-local, "
-                        "cloud metadata); '*' makes --http-allow a strict allow-list")
-    w.add_argument("--http-keep-bytes", type=int, default=4096, metavar="N",
-                   help="bytes of an HTTP answer kept as the run's output tail (0-4096, "
-                        "default 4096; 0 keeps none)")
-    w.add_argument("--allow-root", action="store_true",
-                   help="run even as root (jobs then run as root too); refused otherwise")
-    w.set_defaults(func=cmd_worker)
+    w = sub.add_parser("worker", help="run attempts pushed by the leader (shell, HTTP); the same as "
+                                      "`schedd-worker` (the schedd-worker distribution)")
+    worker_cli.add_arguments(w)
+    w.set_defaults(func=worker_cli.cmd_worker)
     return p
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import grpc
 
-from schedd.v1 import scheduler_pb2 as pb
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
 PR_SET_PDEATHSIG = 1
 
@@ -102,7 +102,7 @@ class LocalCluster:
     limits: dict = field(default_factory=dict)
     env: dict = field(default_factory=dict)
     log_level: str = "info"
-    # Outbound policy exceptions (schedd.net.policy): a test whose webhooks or HTTP jobs go to its
+    # Outbound policy exceptions (schedd_client.net.policy): a test whose webhooks or HTTP jobs go to its
     # own 127.0.0.1 server opts in here, e.g. ("127.0.0.1",); the defaults refuse loopback.
     webhook_allow: tuple[str, ...] = ()
     worker_http_allow: tuple[str, ...] = ()

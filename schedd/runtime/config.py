@@ -25,7 +25,7 @@
     burst_threshold = 2000              # ...of at least this many instants
     lease_ms = 10000                    # a running attempt without news this long is lost
 
-    [webhooks]                          # where SLA webhooks may go (schedd.net.policy)
+    [webhooks]                          # where SLA webhooks may go (schedd_client.net.policy)
     allow = ["127.0.0.1"]               # exceptions to deny; default none
     deny = ["10.0.0.0/8"]               # added to the default deny list (loopback, link-local,
                                         # cloud metadata); ["*"] makes `allow` a strict allow-list
@@ -57,7 +57,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from schedd.net.policy import DEFAULT_DENY_RULES, NetPolicy, PolicyError, parse_rules
+from schedd_client.net.policy import DEFAULT_DENY_RULES, NetPolicy, PolicyError, parse_rules
 
 FSYNC_MODES = ("always", "batch", "never")
 MIN_SECRET_LEN = 24

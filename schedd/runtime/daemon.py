@@ -31,9 +31,9 @@ from schedd.runtime.config import NodeConfig
 from schedd.runtime.metrics import Metrics
 from schedd.runtime.replica_watch import ReplicaWatch
 from schedd.testing import hooks as testing
-from schedd.v1 import dags_pb2, dags_pb2_grpc
-from schedd.v1 import scheduler_pb2 as pb
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd_proto import dags_pb2, dags_pb2_grpc
+from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
 log = logging.getLogger("schedd")
 

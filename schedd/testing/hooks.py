@@ -11,8 +11,7 @@ its config says `test_mode = true`, else the node refuses to start):
                          elections instead of schedd/replication/raft_patches.py)
     SCHEDD_RAFT_DIAL     JSON {"<peer raft address>": "<address to dial instead>"}: dial peers
                          through per-link TCP proxies (partitions, delay)
-    SCHEDD_WORKER_DIAL   JSON {"<node grpc address>": "<address to dial instead>"}: a worker dials
-                         the cluster (status, its stream, redirects) through per-link proxies
+    SCHEDD_WORKER_DIAL   a worker's: see schedd_worker.hooks
     SCHEDD_FAILPOINT_DIR failpoints (scenario S03): the harness arms one by creating the file
                          DIR/<process>.<failpoint> (content: a number of seconds, for a stall); the
                          process consumes it (unlink: one shot) when it reaches that point.
@@ -26,9 +25,8 @@ its config says `test_mode = true`, else the node refuses to start):
                                               or at once when the worker's result arrives)
                            stall_after_fire   block its asyncio loop for N s right after a fire
                                               entry applied (Raft, in its own thread, goes on)
-                         Worker (<process> = worker-<name>):
-                           crash_after_effect SIGKILL itself after its handler returned (the effect
-                                              is made) and before the result is reported
+                         Worker (<process> = worker-<name>): crash_after_effect, see
+                         schedd_worker.hooks
 """
 
 from __future__ import annotations
@@ -87,13 +85,12 @@ def unsafe_switches() -> frozenset[str]:
     return names
 
 
-# Process-wide, set by `configure` (node) or at import (worker); read by the hooked modules.
+# Process-wide, set by `configure_node`; read by the hooked modules. (The worker's hooks are an
+# object of its own: schedd_worker.hooks.)
 RECORDER: Recorder | None = None
 UNSAFE: frozenset[str] = frozenset()
-WORKER_DIAL: dict[str, str] = {}                # empty: worker_dial(addr) is addr
 FAILPOINTS: "Failpoints | None" = None          # None: every failpoint site is one `is None` test
 NODE_FAILPOINTS = ("crash_after_fire", "crash_after_claim", "crash_after_push", "stall_after_fire")
-WORKER_FAILPOINTS = ("crash_after_effect",)
 
 
 def configure_node(cfg) -> None:
@@ -112,24 +109,6 @@ def configure_node(cfg) -> None:
     FAILPOINTS = make_failpoints(cfg.node_id)
     if RECORDER is not None:
         RECORDER("node_start", node=cfg.node_id, unsafe=sorted(UNSAFE), pid=os.getpid())
-
-
-def configure_worker(name: str) -> Recorder | None:
-    """A worker's recorder (workers have no config file: the environment alone decides). Also
-    sets up the worker's failpoints (refused outside test mode)."""
-    global FAILPOINTS, WORKER_DIAL
-    raw = os.environ.get("SCHEDD_WORKER_DIAL", "")
-    if raw and not _env_test_mode():
-        raise TestModeError("SCHEDD_WORKER_DIAL is for the test suite only (needs SCHEDD_TEST_MODE=1)")
-    WORKER_DIAL = {str(k): str(v) for k, v in json.loads(raw).items()} if raw else {}
-    rec = make_recorder(f"worker-{name}")
-    FAILPOINTS = make_failpoints(f"worker-{name}", rec)
-    return rec
-
-
-def worker_dial(addr: str) -> str:
-    """The address a worker dials for the node at `addr` (a proxy in the fault suite)."""
-    return WORKER_DIAL.get(addr, addr) if WORKER_DIAL else addr
 
 
 # ------------------------------------------------------------------ failpoints (scenario S03)
@@ -220,13 +199,6 @@ def failpoint_result(token: int) -> None:
     fp = FAILPOINTS
     if fp is not None and fp.crash_token == token:
         fp.crash("crash_after_push", token=token, why="the worker's result arrived")
-
-
-def failpoint_worker_effect(token: int, job: str, t: int) -> None:
-    """The worker, after its handler returned and before it reports the result."""
-    fp = FAILPOINTS
-    if fp is not None and fp.take("crash_after_effect") is not None:
-        fp.crash("crash_after_effect", token=token, job=job, scheduled_ms=t)
 
 
 # ------------------------------------------------------------------ node-side recording helpers
@@ -333,8 +305,8 @@ def transport_with_dial(base_cls):
 # ------------------------------------------------------------------ admin service (clock offset)
 
 def add_admin_service(server, clock, node) -> None:
-    from schedd.v1 import testing_pb2 as tpb
-    from schedd.v1 import testing_pb2_grpc as tpb_grpc
+    from schedd_proto import testing_pb2 as tpb
+    from schedd_proto import testing_pb2_grpc as tpb_grpc
 
     class Testing(tpb_grpc.TestingServicer):
         async def SetClockOffset(self, request, context):
@@ -354,7 +326,7 @@ def add_admin_service(server, clock, node) -> None:
 
 def _assignment(assigner, name: str, t: int, attempt: int, token: int, due: int, spec: dict):
     from schedd.core.model import execution_id
-    from schedd.v1 import scheduler_pb2 as pb
+    from schedd_proto import scheduler_pb2 as pb
     return pb.LeaderMessage(assignment=pb.Assignment(
         execution_id=execution_id(name, t), job=name, scheduled_ms=t, attempt=attempt, fencing_token=token,
         term=assigner.node.term, due_ms=unsafe_due(assigner.clock, due), handler_json=json.dumps(spec.get("handler") or {}),

@@ -28,8 +28,8 @@ def start(cluster_factory, workers=("w1",)):
 
 
 def workers_of(c) -> list[str]:
-    from schedd.v1 import scheduler_pb2 as pb
-    from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+    from schedd_proto import scheduler_pb2 as pb
+    from schedd_proto import scheduler_pb2_grpc as pb_grpc
     import grpc
     with grpc.insecure_channel(c.nodes[c.leader() or "n1"].grpc) as ch:
         return [w.name for w in pb_grpc.WorkersStub(ch).ListWorkers(pb.ListWorkersRequest(), timeout=5).workers]
@@ -139,7 +139,7 @@ def test_pool_wait_cancel_python_handler_and_at_most_once(cluster_factory, tmp_p
     import asyncio
     import threading
 
-    from schedd_client import Worker
+    from schedd_worker import Worker
 
     c, client = start(cluster_factory)
     # a job for a pool nobody serves waits, visibly; so does one needing labels nobody has

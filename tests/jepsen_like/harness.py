@@ -25,11 +25,11 @@ import grpc
 
 from schedd.runtime.cluster import LocalCluster, restartable_ports
 from schedd.testing.hooks import Recorder
-from schedd.v1 import dags_pb2_grpc as dpb_grpc
-from schedd.v1 import scheduler_pb2 as pb
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc
-from schedd.v1 import testing_pb2 as tpb
-from schedd.v1 import testing_pb2_grpc as tpb_grpc
+from schedd_proto import dags_pb2_grpc as dpb_grpc
+from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
+from schedd_proto import testing_pb2 as tpb
+from schedd_proto import testing_pb2_grpc as tpb_grpc
 from schedd_client import job_spec
 from schedd_client.dags import dag_from_dict
 
@@ -361,12 +361,12 @@ class Harness:
                "tasks": [{"name": t, "upstream": up, "http": {"url": self.sink.url(hold)}, "timeout": 10,
                           "retry": {"max_attempts": 3, "initial_backoff": 1}} for t, up, hold in d.tasks]}
         req = dag_from_dict(doc)
-        from schedd.v1 import dags_pb2 as dpb
+        from schedd_proto import dags_pb2 as dpb
         return self._call("put_dag", "PutDag", dpb.PutDagRequest(dag=req, request_id=rid), stub=dpb_grpc.DagsStub,
                           rid=rid, dag=d.name, period_s=d.period_s)
 
     def delete_dag(self, name: str, rid: str | None = None):
-        from schedd.v1 import dags_pb2 as dpb
+        from schedd_proto import dags_pb2 as dpb
         rid = rid or uuid.uuid4().hex
         return self._call("delete_dag", "DeleteDag", dpb.DagRef(name=name, request_id=rid), stub=dpb_grpc.DagsStub,
                           rid=rid, dag=name)

@@ -175,8 +175,8 @@ def nemesis_ns_partition(h, rng, seconds):
 def _busy_worker(h, job_prefix: str = "long", timeout: float = 20.0) -> str:
     """A worker that currently runs an attempt of a `job_prefix` job (from the leader's registry)."""
     import grpc
-    from schedd.v1 import scheduler_pb2 as pb
-    from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+    from schedd_proto import scheduler_pb2 as pb
+    from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
     def find():
         lead = h.c.leader()

@@ -9,6 +9,7 @@ import pytest
 
 from schedd.runtime.config import ConfigError, from_dict
 from schedd.testing import hooks
+from schedd_worker import hooks as worker_hooks
 
 
 def _cfg(tmp_path: Path, test_mode: bool):
@@ -39,7 +40,7 @@ def test_off_by_default(tmp_path, monkeypatch):
         monkeypatch.delenv(k, raising=False)
     hooks.configure_node(_cfg(tmp_path, False))
     assert hooks.RECORDER is None and hooks.UNSAFE == frozenset()
-    assert hooks.configure_worker("w1") is None
+    assert worker_hooks.configure_worker("w1").record is None
     assert hooks.transport_with_dial(object) is object
 
 
@@ -62,12 +63,12 @@ def test_failpoints_and_worker_dial_need_test_mode(tmp_path, monkeypatch):
     monkeypatch.setenv("SCHEDD_FAILPOINT_DIR", str(tmp_path))
     with pytest.raises(hooks.TestModeError):
         hooks.configure_node(_cfg(tmp_path, False))
-    with pytest.raises(hooks.TestModeError):
-        hooks.configure_worker("w1")
+    with pytest.raises(worker_hooks.TestModeError):
+        worker_hooks.configure_worker("w1")
     monkeypatch.delenv("SCHEDD_FAILPOINT_DIR")
     monkeypatch.setenv("SCHEDD_WORKER_DIAL", '{"127.0.0.1:1": "127.0.0.1:2"}')
-    with pytest.raises(hooks.TestModeError):
-        hooks.configure_worker("w1")
+    with pytest.raises(worker_hooks.TestModeError):
+        worker_hooks.configure_worker("w1")
 
 
 def test_failpoint_fires_once(tmp_path, monkeypatch):
@@ -87,20 +88,16 @@ def test_worker_dial_maps_addresses(monkeypatch):
     monkeypatch.setenv("SCHEDD_WORKER_DIAL", '{"127.0.0.1:1": "127.0.0.1:2"}')
     monkeypatch.delenv("SCHEDD_HISTORY_DIR", raising=False)
     monkeypatch.delenv("SCHEDD_FAILPOINT_DIR", raising=False)
-    try:
-        hooks.configure_worker("w1")
-        assert hooks.worker_dial("127.0.0.1:1") == "127.0.0.1:2"
-        assert hooks.worker_dial("127.0.0.1:3") == "127.0.0.1:3"
-    finally:
-        monkeypatch.setattr(hooks, "WORKER_DIAL", {})
-        monkeypatch.setattr(hooks, "FAILPOINTS", None)
+    wh = worker_hooks.configure_worker("w1")
+    assert wh.dial("127.0.0.1:1") == "127.0.0.1:2"
+    assert wh.dial("127.0.0.1:3") == "127.0.0.1:3"
 
 
 def _pushed(node, token: int) -> dict:
     """What the push hook records when `node` pushes an assignment of `token`."""
     from types import SimpleNamespace
 
-    from schedd.v1 import scheduler_pb2 as pb
+    from schedd_proto import scheduler_pb2 as pb
     records: list[dict] = []
     hub = SimpleNamespace(send=lambda conn, msg: None)
     hooks.wrap_hub_send(hub, lambda type_, **f: records.append({"type": type_, **f}), node)

@@ -22,7 +22,7 @@ from schedd.core import commands as C
 from schedd.core.state import SchedulerState
 from schedd.runtime.config import Limits, NodeConfig
 from schedd.runtime.metrics import Metrics
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
 NOW_MS = 1_790_000_000_000
 

@@ -17,8 +17,8 @@ from schedd.core import batches as B
 from schedd.core import commands as C
 from schedd.core.model import canonical_spec
 from schedd.replication.node import NotApplied, OutcomeUnknown
-from schedd.v1 import scheduler_pb2 as pb
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from schedd_client import Client, job_spec
 from schedd_client.errors import ResourceExhausted, ValidationError
 from schedd_client.schedctl import main as schedctl_main

@@ -10,7 +10,7 @@ import unicodedata
 import pytest
 import yaml
 
-from schedd.v1 import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2 as pb
 from tests.security._cli import fake, run_in_process, run_process  # noqa: F401
 from tests.unit.test_sdk import NOW_MS, FakeCluster, add_execution
 

@@ -12,8 +12,8 @@ import pytest
 
 from schedd.runtime import config
 from schedd.runtime.config import Limits
-from schedd.v1 import scheduler_pb2 as pb
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from schedd_client import Client, job_spec
 from schedd_client.errors import ResourceExhausted
 from tests.conftest import wait_until

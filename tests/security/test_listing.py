@@ -9,8 +9,8 @@ import json
 import pytest
 
 from schedd.core import commands as C
-from schedd.v1 import scheduler_pb2 as pb
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from schedd_client import Client, job_spec
 from schedd_client.schedctl import main as schedctl_main
 from tests.security._api_harness import NOW_MS, ApiServer, InMemoryNode

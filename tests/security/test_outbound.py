@@ -1,5 +1,5 @@
 """Issue 10, item 11 (SSRF): requests the cluster sends to user-given URLs obey an outbound
-network policy (schedd.net.policy): SLA webhooks from the leader, HTTP jobs and http sensors from
+network policy (schedd_client.net.policy): SLA webhooks from the leader, HTTP jobs and http sensors from
 a worker. Only 127.0.0.1 is used; the "internal" targets are loopback servers of this test (what
 the default policy refuses) and the metadata address, which is never dialled."""
 
@@ -13,11 +13,11 @@ import threading
 import pytest
 
 from schedd.leader import sla as L
-from schedd.net import outbound
-from schedd.net.policy import DEFAULT_DENY, NetPolicy, PolicyError, make_policy, parse_rule
+from schedd_client.net import outbound
+from schedd_client.net.policy import DEFAULT_DENY, NetPolicy, PolicyError, make_policy, parse_rule
 from schedd.runtime import config as config_mod
-from schedd.worker.executors import FAILED, SUCCEEDED, Assignment, HttpOptions, execute
-from schedd.worker.sensors import NOT_READY
+from schedd_worker.executors import FAILED, SUCCEEDED, Assignment, HttpOptions, execute
+from schedd_worker.handlers.sensor import NOT_READY
 
 LOOPBACK_OK = make_policy(allow=["127.0.0.1"])
 METADATA = "http://169.254.169.254/latest/meta-data/iam/security-credentials/"

@@ -13,8 +13,8 @@ import grpc
 import pytest
 
 from schedd.core.commands import client_rid
-from schedd.v1 import scheduler_pb2 as pb
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from schedd_client import Client, job_spec
 from tests.conftest import wait_until
 from tests.integration.test_workers import workers_of

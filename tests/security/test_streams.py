@@ -20,8 +20,8 @@ from schedd.core import commands as C
 from schedd.leader.assigner import Assigner
 from schedd.leader.workers import WorkerHub
 from schedd.runtime import config as cfgmod
-from schedd.v1 import scheduler_pb2 as pb
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from tests.unit.test_assigner import Clock, FakeNode
 from tests.unit.test_state import T0, Harness
 

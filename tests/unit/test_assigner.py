@@ -217,7 +217,7 @@ async def test_instants_older_than_the_grace_still_follow_the_catch_up_rate(setu
 # ---------------------------------------------------------------- claims inherited at a takeover
 
 from schedd.leader.assigner import HELD, NOT_HELD, WAIT, inherited_claim_fate   # noqa: E402
-from schedd.v1 import scheduler_pb2 as pb                                         # noqa: E402
+from schedd_proto import scheduler_pb2 as pb                                         # noqa: E402
 
 
 @pytest.mark.parametrize("reconnected, same_process, reported, holds, fate", [

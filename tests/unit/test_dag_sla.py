@@ -20,7 +20,7 @@ from schedd.core.model import ValidationError
 from schedd.core.schedule import parse_time
 from schedd.core.state import SchedulerState
 from schedd.leader import sla as L
-from schedd.net.policy import make_policy
+from schedd_client.net.policy import make_policy
 from tests.unit.test_dags import Harness as DagHarness
 from tests.unit.test_dags import dag, task
 from tests.unit.test_sla import _Clock, _FakeNode, _Hook, _Metrics
@@ -332,8 +332,8 @@ def test_show_and_runs_mark_the_miss():
     from types import SimpleNamespace
 
     from schedd.api.dags_service import run_to_pb
-    from schedd.v1 import dags_pb2 as dpb
-    from schedd_client.dags import dag_runs, render_run
+    from schedd_proto import dags_pb2 as dpb
+    from schedd_client.dag_commands import dag_runs, render_run
     h = Harness()
     missed, _ = _script(h)
     pb_run = run_to_pb(h.state, missed)

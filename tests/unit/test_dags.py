@@ -404,7 +404,7 @@ def test_dag_document_roundtrip_and_errors():
 
 def test_show_renders_layers_with_states():
     from schedd.api.dags_service import run_to_pb
-    from schedd_client.dags import render_run
+    from schedd_client.dag_commands import render_run
     h = Harness()
     h.put(dag(tasks=[task("extract"), task("transform", "extract"), task("load", "transform"),
                      task("cleanup", "transform", trigger_rule="all_done")]))

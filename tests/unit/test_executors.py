@@ -1,4 +1,4 @@
-"""schedd.worker.executors: one attempt of a shell, HTTP or Python handler, run to its end.
+"""schedd_worker.executors: one attempt of a shell, HTTP or Python handler, run to its end.
 
 No fixed sleeps for synchronisation: the tests wait on conditions (files, events, process state)
 with deadlines. Only 127.0.0.1 is used (a local http.server in a thread).
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from schedd.worker.executors import (
+from schedd_worker.executors import (
     CANCELLED,
     FAILED,
     OUTPUT_TAIL_BYTES,
@@ -34,8 +34,8 @@ from schedd.worker.executors import (
     contract_env,
     format_rfc3339,
 )
-from schedd.worker.executors import execute as _execute
-from schedd.net.policy import make_policy
+from schedd_worker.executors import execute as _execute
+from schedd_client.net.policy import make_policy
 
 # These tests' HTTP handlers talk to their own 127.0.0.1 server, which the default outbound
 # policy refuses: they opt in to loopback (tests/security/test_outbound.py tests the refusal).

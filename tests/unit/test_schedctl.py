@@ -11,7 +11,7 @@ import grpc
 import pytest
 import yaml
 
-from schedd.v1 import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2 as pb
 from schedd_client.schedctl import main
 from tests.unit.test_sdk import MINUTE_MS, NOW_MS, FakeCluster, add_execution, dead_address
 

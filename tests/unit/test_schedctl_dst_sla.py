@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from schedd.core.schedule import parse_time
-from schedd.v1 import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2 as pb
 from tests.unit.test_schedctl import Run, fake, run, spec  # noqa: F401 - fixtures
 from tests.unit.test_sdk import NOW_MS, FakeCluster, add_execution
 

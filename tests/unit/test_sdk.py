@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import grpc
 import pytest
 
-from schedd.v1 import scheduler_pb2 as pb
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from schedd_client import (
     AlreadyExists,
     AsyncClient,
@@ -40,6 +40,8 @@ from schedd_client import (
     to_dict,
 )
 from schedd_client.errors import error_from_rpc
+from schedd.api.convert import upcoming_fires
+from schedd.core import schedule as sched
 
 NOW_MS = 1_795_917_600_000  # 2026-11-29T02:00:00Z
 MINUTE_MS = 60_000
@@ -179,6 +181,7 @@ class FakeNode(pb_grpc.SchedulerServicer, pb_grpc.ClusterServicer):
         job = pb.Job()
         job.CopyFrom(self._job(request.name))
         job.upcoming_ms.extend(job.next_fire_ms + i * MINUTE_MS for i in range(request.upcoming or 5))
+        job.upcoming_fires.extend(upcoming_fires(_schedule_of(job.spec), job.upcoming_ms))  # as the server does
         return job
 
     def _list_jobs(self, request: pb.ListJobsRequest) -> pb.ListJobsResponse:
@@ -280,6 +283,12 @@ class FakeNode(pb_grpc.SchedulerServicer, pb_grpc.ClusterServicer):
 
     def NodeInfo(self, request, context):
         return self._serve("NodeInfo", request, context, lambda r: self.node_status(r.with_digest))
+
+
+def _schedule_of(spec: pb.JobSpec) -> sched.Schedule:
+    """The job's schedule as the server parses it (for the fires' local times and DST notes)."""
+    return sched.parse(spec.schedule, spec.timezone or "UTC", hash_key=spec.name, gap=spec.dst_gap,
+                       fold=spec.dst_fold)
 
 
 class FakeCluster:
@@ -681,7 +690,7 @@ def test_both_clients_expose_the_same_typed_methods() -> None:
     assert get_job.return_annotation is pb.Job
     assert inspect.signature(AsyncClient.get_job) == get_job
     assert inspect.iscoroutinefunction(AsyncClient.trigger_job)
-    assert "Iterator[schedd.v1.scheduler_pb2.Execution]" in str(inspect.signature(Client.list_executions))
+    assert "Iterator[schedd_proto.scheduler_pb2.Execution]" in str(inspect.signature(Client.list_executions))
 
 
 def test_parse_cluster(monkeypatch: pytest.MonkeyPatch) -> None:

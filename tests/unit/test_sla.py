@@ -20,7 +20,7 @@ from schedd.core.model import (
 from schedd.core.schedule import parse_time
 from schedd.core.state import SchedulerState, schedule_of
 from schedd.leader import sla as L
-from schedd.net.policy import make_policy
+from schedd_client.net.policy import make_policy
 from schedd.leader.planner import plan_fires
 from schedd.replication.node import OutcomeUnknown
 from tests.unit.test_state import Harness as StateHarness

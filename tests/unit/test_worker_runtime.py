@@ -1,4 +1,4 @@
-"""schedd.worker.runtime against a fake leader (an in-process grpc.aio server on 127.0.0.1).
+"""schedd_worker.runtime against a fake leader (an in-process grpc.aio server on 127.0.0.1).
 
 The fake serves Cluster.Status (it names itself, or another address, as the leader) and
 Workers.Connect: it records every hello, heartbeat and result per stream, and lets the test push
@@ -21,9 +21,9 @@ import grpc
 import grpc.aio
 import pytest
 
-from schedd.v1 import scheduler_pb2 as pb
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc
-from schedd.worker.runtime import WorkerRuntime
+from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
+from schedd_worker.runtime import WorkerRuntime
 
 LEASE_MS = 300             # heartbeats every 100 ms, unacked results resent after 300 ms
 SCHED_MS = 1_795_917_600_000
@@ -458,7 +458,7 @@ async def test_drain_grace_over_cancels_running(leaders, workers):
 
 
 async def test_python_handler_registered_through_the_sdk_worker(leaders, monkeypatch):
-    from schedd_client import Worker
+    from schedd_worker import Worker
 
     leader = await leaders()
     monkeypatch.setenv("SCHEDD_CLUSTER", leader.address)

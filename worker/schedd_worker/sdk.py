@@ -1,11 +1,11 @@
 """Embed a schedd worker in your own service, with Python handlers.
 
-    from schedd_client import Worker
+    from schedd_worker import Worker
 
     worker = Worker("10.0.0.1:7070,10.0.0.2:7070", slots=8, pool="images")
 
     @worker.handler("resize-images")
-    def resize(ctx):                 # ctx: schedd.worker.executors.HandlerContext
+    def resize(ctx):                 # ctx: schedd_worker.HandlerContext
         ...                          # ctx.execution_id is the idempotency key; ctx.args the job's args
         return "resized 42 images"   # kept as the attempt's output tail
 
@@ -33,15 +33,15 @@ import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-from schedd.net.policy import make_policy
-from schedd.worker.executors import HandlerContext, HttpOptions, PythonHandlers
-from schedd.worker.runtime import WorkerRuntime
-
-from .client import parse_cluster
+from schedd_client.client import parse_cluster
+from schedd_client.net.policy import make_policy
+from schedd_worker.executors import HandlerContext, HttpOptions, PythonHandlers
+from schedd_worker.hooks import configure_worker
+from schedd_worker.runtime import WorkerRuntime
 
 __all__ = ["Worker", "HandlerContext"]
 
-log = logging.getLogger("schedd_client.worker")
+log = logging.getLogger("schedd_worker.sdk")
 
 
 class Worker:
@@ -73,7 +73,7 @@ class Worker:
         return WorkerRuntime(self.cluster, name=self.name, slots=self.slots, pool=self.pool,
                              labels=self.labels, python_handlers=self.handlers,
                              drain_grace_s=self.drain_grace_s, kill_grace_s=self.kill_grace_s,
-                             http=self.http)
+                             http=self.http, hooks=configure_worker(self.name))
 
     async def run_async(self, stop: asyncio.Event | None = None) -> None:
         """Run until ``stop`` is set (forever without one), then drain and return."""

@@ -1,4 +1,4 @@
-from schedd.v1 import scheduler_pb2 as _scheduler_pb2
+from schedd_proto import scheduler_pb2 as _scheduler_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message

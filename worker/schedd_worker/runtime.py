@@ -65,11 +65,11 @@ from dataclasses import dataclass, field
 import grpc
 import grpc.aio
 
-from schedd.v1 import scheduler_pb2 as pb
-from schedd.v1 import scheduler_pb2_grpc as pb_grpc
-from schedd.testing import hooks as testing
-from schedd.worker import executors
-from schedd.worker.executors import Assignment, HttpOptions, Outcome, PythonHandlers
+from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
+from schedd_worker import executors
+from schedd_worker.executors import Assignment, HttpOptions, Outcome, PythonHandlers
+from schedd_worker.hooks import NO_HOOKS, WorkerHooks
 
 log = logging.getLogger("schedd.worker")
 
@@ -164,7 +164,7 @@ class WorkerRuntime:
                  labels: Mapping[str, str] | None = None,
                  python_handlers: PythonHandlers | None = None, drain_grace_s: float = 30.0,
                  kill_grace_s: float = 5.0, now_ms: Callable[[], int] = _wall_ms,
-                 http: HttpOptions = HttpOptions()) -> None:
+                 http: HttpOptions = HttpOptions(), hooks: WorkerHooks = NO_HOOKS) -> None:
         if isinstance(cluster, str):
             cluster = [cluster]
         self.cluster = [a.strip() for a in cluster if a and a.strip()]
@@ -184,7 +184,8 @@ class WorkerRuntime:
         self.now_ms = now_ms
         self.http = http                           # outbound policy of HTTP jobs and http sensors
         self.version = version()
-        self._rec = testing.configure_worker(name)     # test-mode history only (None otherwise)
+        self.hooks = hooks                         # the fault suite's (schedd_worker.hooks)
+        self._rec = hooks.record                   # test-mode history only (None otherwise)
 
         # introspection
         self.running: dict[int, str] = {}          # token -> execution id (accepted, unfinished)
@@ -343,7 +344,7 @@ class WorkerRuntime:
                 pass
 
     async def _status(self, addr: str, timeout: float = STATUS_TIMEOUT_S) -> pb.ClusterStatus:
-        async with grpc.aio.insecure_channel(testing.worker_dial(addr), options=_CHANNEL_OPTIONS) as ch:
+        async with grpc.aio.insecure_channel(self.hooks.dial(addr), options=_CHANNEL_OPTIONS) as ch:
             return await pb_grpc.ClusterStub(ch).Status(pb.ClusterStatusRequest(), timeout=timeout)
 
     async def _find_leader(self) -> str:
@@ -382,7 +383,7 @@ class WorkerRuntime:
 
     async def _session(self, addr: str) -> None:
         """One stream: hello, Welcome, then serve it until it ends (raises when it fails)."""
-        channel = grpc.aio.insecure_channel(testing.worker_dial(addr), options=_CHANNEL_OPTIONS)
+        channel = grpc.aio.insecure_channel(self.hooks.dial(addr), options=_CHANNEL_OPTIONS)
         call = None
         conn: _Conn | None = None
         try:
@@ -698,8 +699,7 @@ class WorkerRuntime:
                           token=token, attempt=a.attempt, state=out.state)
             log.info("%s (token %d) ended %s%s", a.execution_id, token, out.state,
                      f": {out.error}" if out.error else "")
-            if testing.FAILPOINTS is not None:      # fault suite S03 only
-                testing.failpoint_worker_effect(token, a.job, a.scheduled_ms)
+            self.hooks.after_effect(token, a.job, a.scheduled_ms)     # fault suite S03 only
             self._report(pb.AttemptResult(
                 execution_id=a.execution_id, fencing_token=token, state=out.state,
                 exit_code=out.exit_code or 0, http_status=out.http_status or 0, error=out.error,

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from schedd.v1 import testing_pb2 as schedd_dot_v1_dot_testing__pb2
+from schedd_proto import testing_pb2 as schedd__proto_dot_testing__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in schedd/v1/testing_pb2_grpc.py depends on'
+        + ' but the generated code in schedd_proto/testing_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,13 +36,13 @@ class TestingStub:
         """
         self.SetClockOffset = channel.unary_unary(
                 '/schedd.v1.Testing/SetClockOffset',
-                request_serializer=schedd_dot_v1_dot_testing__pb2.SetClockOffsetRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_testing__pb2.ClockOffset.FromString,
+                request_serializer=schedd__proto_dot_testing__pb2.SetClockOffsetRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_testing__pb2.ClockOffset.FromString,
                 _registered_method=True)
         self.GetClockOffset = channel.unary_unary(
                 '/schedd.v1.Testing/GetClockOffset',
-                request_serializer=schedd_dot_v1_dot_testing__pb2.GetClockOffsetRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_testing__pb2.ClockOffset.FromString,
+                request_serializer=schedd__proto_dot_testing__pb2.GetClockOffsetRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_testing__pb2.ClockOffset.FromString,
                 _registered_method=True)
 
 
@@ -67,13 +67,13 @@ def add_TestingServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'SetClockOffset': grpc.unary_unary_rpc_method_handler(
                     servicer.SetClockOffset,
-                    request_deserializer=schedd_dot_v1_dot_testing__pb2.SetClockOffsetRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_testing__pb2.ClockOffset.SerializeToString,
+                    request_deserializer=schedd__proto_dot_testing__pb2.SetClockOffsetRequest.FromString,
+                    response_serializer=schedd__proto_dot_testing__pb2.ClockOffset.SerializeToString,
             ),
             'GetClockOffset': grpc.unary_unary_rpc_method_handler(
                     servicer.GetClockOffset,
-                    request_deserializer=schedd_dot_v1_dot_testing__pb2.GetClockOffsetRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_testing__pb2.ClockOffset.SerializeToString,
+                    request_deserializer=schedd__proto_dot_testing__pb2.GetClockOffsetRequest.FromString,
+                    response_serializer=schedd__proto_dot_testing__pb2.ClockOffset.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -101,8 +101,8 @@ class Testing:
             request,
             target,
             '/schedd.v1.Testing/SetClockOffset',
-            schedd_dot_v1_dot_testing__pb2.SetClockOffsetRequest.SerializeToString,
-            schedd_dot_v1_dot_testing__pb2.ClockOffset.FromString,
+            schedd__proto_dot_testing__pb2.SetClockOffsetRequest.SerializeToString,
+            schedd__proto_dot_testing__pb2.ClockOffset.FromString,
             options,
             channel_credentials,
             insecure,
@@ -128,8 +128,8 @@ class Testing:
             request,
             target,
             '/schedd.v1.Testing/GetClockOffset',
-            schedd_dot_v1_dot_testing__pb2.GetClockOffsetRequest.SerializeToString,
-            schedd_dot_v1_dot_testing__pb2.ClockOffset.FromString,
+            schedd__proto_dot_testing__pb2.GetClockOffsetRequest.SerializeToString,
+            schedd__proto_dot_testing__pb2.ClockOffset.FromString,
             options,
             channel_credentials,
             insecure,

@@ -169,7 +169,7 @@ class SlaSpec(_message.Message):
     def __init__(self, within_seconds: _Optional[float] = ..., by: _Optional[str] = ..., timezone: _Optional[str] = ..., webhook: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("spec", "version", "paused", "next_fire_ms", "upcoming_ms", "created_ms", "updated_ms", "created_by", "last_scheduled_ms", "last_execution_id", "last_state", "executions_total", "summary")
+    __slots__ = ("spec", "version", "paused", "next_fire_ms", "upcoming_ms", "created_ms", "updated_ms", "created_by", "last_scheduled_ms", "last_execution_id", "last_state", "executions_total", "summary", "upcoming_fires")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
@@ -183,6 +183,7 @@ class Job(_message.Message):
     LAST_STATE_FIELD_NUMBER: _ClassVar[int]
     EXECUTIONS_TOTAL_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    UPCOMING_FIRES_FIELD_NUMBER: _ClassVar[int]
     spec: JobSpec
     version: int
     paused: bool
@@ -196,7 +197,18 @@ class Job(_message.Message):
     last_state: str
     executions_total: int
     summary: bool
-    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., paused: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ..., upcoming_ms: _Optional[_Iterable[int]] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., last_scheduled_ms: _Optional[int] = ..., last_execution_id: _Optional[str] = ..., last_state: _Optional[str] = ..., executions_total: _Optional[int] = ..., summary: _Optional[bool] = ...) -> None: ...
+    upcoming_fires: _containers.RepeatedCompositeFieldContainer[UpcomingFire]
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., paused: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ..., upcoming_ms: _Optional[_Iterable[int]] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., last_scheduled_ms: _Optional[int] = ..., last_execution_id: _Optional[str] = ..., last_state: _Optional[str] = ..., executions_total: _Optional[int] = ..., summary: _Optional[bool] = ..., upcoming_fires: _Optional[_Iterable[_Union[UpcomingFire, _Mapping]]] = ...) -> None: ...
+
+class UpcomingFire(_message.Message):
+    __slots__ = ("local", "zone_abbreviation", "dst_note")
+    LOCAL_FIELD_NUMBER: _ClassVar[int]
+    ZONE_ABBREVIATION_FIELD_NUMBER: _ClassVar[int]
+    DST_NOTE_FIELD_NUMBER: _ClassVar[int]
+    local: str
+    zone_abbreviation: str
+    dst_note: str
+    def __init__(self, local: _Optional[str] = ..., zone_abbreviation: _Optional[str] = ..., dst_note: _Optional[str] = ...) -> None: ...
 
 class PutJobRequest(_message.Message):
     __slots__ = ("job", "create_only", "request_id", "expected_version")

@@ -15,7 +15,7 @@ addresses) unless a policy is built with ``defaults=False``; a configured ``deny
 ``allow`` list turns the policy into a strict allow-list.
 
 The caller resolves the host once, asks `decide` for each address and connects to an address it
-allowed (schedd.net.outbound): no second lookup can change the answer (DNS rebinding). A host
+allowed (schedd_client.net.outbound): no second lookup can change the answer (DNS rebinding). A host
 name rule trusts DNS for that name: allowing ``hooks.internal`` allows whatever it resolves to.
 IPv4-mapped IPv6 addresses (``::ffff:127.0.0.1``) are judged as the IPv4 address they carry.
 

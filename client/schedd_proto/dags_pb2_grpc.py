@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from schedd.v1 import dags_pb2 as schedd_dot_v1_dot_dags__pb2
+from schedd_proto import dags_pb2 as schedd__proto_dot_dags__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in schedd/v1/dags_pb2_grpc.py depends on'
+        + ' but the generated code in schedd_proto/dags_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,38 +36,38 @@ class DagsStub:
         """
         self.PutDag = channel.unary_unary(
                 '/schedd.v1.Dags/PutDag',
-                request_serializer=schedd_dot_v1_dot_dags__pb2.PutDagRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_dags__pb2.PutDagResponse.FromString,
+                request_serializer=schedd__proto_dot_dags__pb2.PutDagRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_dags__pb2.PutDagResponse.FromString,
                 _registered_method=True)
         self.GetDag = channel.unary_unary(
                 '/schedd.v1.Dags/GetDag',
-                request_serializer=schedd_dot_v1_dot_dags__pb2.GetDagRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_dags__pb2.Dag.FromString,
+                request_serializer=schedd__proto_dot_dags__pb2.GetDagRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_dags__pb2.Dag.FromString,
                 _registered_method=True)
         self.ListDags = channel.unary_unary(
                 '/schedd.v1.Dags/ListDags',
-                request_serializer=schedd_dot_v1_dot_dags__pb2.ListDagsRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_dags__pb2.ListDagsResponse.FromString,
+                request_serializer=schedd__proto_dot_dags__pb2.ListDagsRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_dags__pb2.ListDagsResponse.FromString,
                 _registered_method=True)
         self.DeleteDag = channel.unary_unary(
                 '/schedd.v1.Dags/DeleteDag',
-                request_serializer=schedd_dot_v1_dot_dags__pb2.DagRef.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_dags__pb2.DeleteDagResponse.FromString,
+                request_serializer=schedd__proto_dot_dags__pb2.DagRef.SerializeToString,
+                response_deserializer=schedd__proto_dot_dags__pb2.DeleteDagResponse.FromString,
                 _registered_method=True)
         self.RunDag = channel.unary_unary(
                 '/schedd.v1.Dags/RunDag',
-                request_serializer=schedd_dot_v1_dot_dags__pb2.RunDagRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_dags__pb2.DagRun.FromString,
+                request_serializer=schedd__proto_dot_dags__pb2.RunDagRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_dags__pb2.DagRun.FromString,
                 _registered_method=True)
         self.ListDagRuns = channel.unary_unary(
                 '/schedd.v1.Dags/ListDagRuns',
-                request_serializer=schedd_dot_v1_dot_dags__pb2.ListDagRunsRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_dags__pb2.ListDagRunsResponse.FromString,
+                request_serializer=schedd__proto_dot_dags__pb2.ListDagRunsRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_dags__pb2.ListDagRunsResponse.FromString,
                 _registered_method=True)
         self.GetDagRun = channel.unary_unary(
                 '/schedd.v1.Dags/GetDagRun',
-                request_serializer=schedd_dot_v1_dot_dags__pb2.GetDagRunRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_dags__pb2.DagRun.FromString,
+                request_serializer=schedd__proto_dot_dags__pb2.GetDagRunRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_dags__pb2.DagRun.FromString,
                 _registered_method=True)
 
 
@@ -124,38 +124,38 @@ def add_DagsServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'PutDag': grpc.unary_unary_rpc_method_handler(
                     servicer.PutDag,
-                    request_deserializer=schedd_dot_v1_dot_dags__pb2.PutDagRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_dags__pb2.PutDagResponse.SerializeToString,
+                    request_deserializer=schedd__proto_dot_dags__pb2.PutDagRequest.FromString,
+                    response_serializer=schedd__proto_dot_dags__pb2.PutDagResponse.SerializeToString,
             ),
             'GetDag': grpc.unary_unary_rpc_method_handler(
                     servicer.GetDag,
-                    request_deserializer=schedd_dot_v1_dot_dags__pb2.GetDagRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_dags__pb2.Dag.SerializeToString,
+                    request_deserializer=schedd__proto_dot_dags__pb2.GetDagRequest.FromString,
+                    response_serializer=schedd__proto_dot_dags__pb2.Dag.SerializeToString,
             ),
             'ListDags': grpc.unary_unary_rpc_method_handler(
                     servicer.ListDags,
-                    request_deserializer=schedd_dot_v1_dot_dags__pb2.ListDagsRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_dags__pb2.ListDagsResponse.SerializeToString,
+                    request_deserializer=schedd__proto_dot_dags__pb2.ListDagsRequest.FromString,
+                    response_serializer=schedd__proto_dot_dags__pb2.ListDagsResponse.SerializeToString,
             ),
             'DeleteDag': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteDag,
-                    request_deserializer=schedd_dot_v1_dot_dags__pb2.DagRef.FromString,
-                    response_serializer=schedd_dot_v1_dot_dags__pb2.DeleteDagResponse.SerializeToString,
+                    request_deserializer=schedd__proto_dot_dags__pb2.DagRef.FromString,
+                    response_serializer=schedd__proto_dot_dags__pb2.DeleteDagResponse.SerializeToString,
             ),
             'RunDag': grpc.unary_unary_rpc_method_handler(
                     servicer.RunDag,
-                    request_deserializer=schedd_dot_v1_dot_dags__pb2.RunDagRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_dags__pb2.DagRun.SerializeToString,
+                    request_deserializer=schedd__proto_dot_dags__pb2.RunDagRequest.FromString,
+                    response_serializer=schedd__proto_dot_dags__pb2.DagRun.SerializeToString,
             ),
             'ListDagRuns': grpc.unary_unary_rpc_method_handler(
                     servicer.ListDagRuns,
-                    request_deserializer=schedd_dot_v1_dot_dags__pb2.ListDagRunsRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_dags__pb2.ListDagRunsResponse.SerializeToString,
+                    request_deserializer=schedd__proto_dot_dags__pb2.ListDagRunsRequest.FromString,
+                    response_serializer=schedd__proto_dot_dags__pb2.ListDagRunsResponse.SerializeToString,
             ),
             'GetDagRun': grpc.unary_unary_rpc_method_handler(
                     servicer.GetDagRun,
-                    request_deserializer=schedd_dot_v1_dot_dags__pb2.GetDagRunRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_dags__pb2.DagRun.SerializeToString,
+                    request_deserializer=schedd__proto_dot_dags__pb2.GetDagRunRequest.FromString,
+                    response_serializer=schedd__proto_dot_dags__pb2.DagRun.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -183,8 +183,8 @@ class Dags:
             request,
             target,
             '/schedd.v1.Dags/PutDag',
-            schedd_dot_v1_dot_dags__pb2.PutDagRequest.SerializeToString,
-            schedd_dot_v1_dot_dags__pb2.PutDagResponse.FromString,
+            schedd__proto_dot_dags__pb2.PutDagRequest.SerializeToString,
+            schedd__proto_dot_dags__pb2.PutDagResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -210,8 +210,8 @@ class Dags:
             request,
             target,
             '/schedd.v1.Dags/GetDag',
-            schedd_dot_v1_dot_dags__pb2.GetDagRequest.SerializeToString,
-            schedd_dot_v1_dot_dags__pb2.Dag.FromString,
+            schedd__proto_dot_dags__pb2.GetDagRequest.SerializeToString,
+            schedd__proto_dot_dags__pb2.Dag.FromString,
             options,
             channel_credentials,
             insecure,
@@ -237,8 +237,8 @@ class Dags:
             request,
             target,
             '/schedd.v1.Dags/ListDags',
-            schedd_dot_v1_dot_dags__pb2.ListDagsRequest.SerializeToString,
-            schedd_dot_v1_dot_dags__pb2.ListDagsResponse.FromString,
+            schedd__proto_dot_dags__pb2.ListDagsRequest.SerializeToString,
+            schedd__proto_dot_dags__pb2.ListDagsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -264,8 +264,8 @@ class Dags:
             request,
             target,
             '/schedd.v1.Dags/DeleteDag',
-            schedd_dot_v1_dot_dags__pb2.DagRef.SerializeToString,
-            schedd_dot_v1_dot_dags__pb2.DeleteDagResponse.FromString,
+            schedd__proto_dot_dags__pb2.DagRef.SerializeToString,
+            schedd__proto_dot_dags__pb2.DeleteDagResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -291,8 +291,8 @@ class Dags:
             request,
             target,
             '/schedd.v1.Dags/RunDag',
-            schedd_dot_v1_dot_dags__pb2.RunDagRequest.SerializeToString,
-            schedd_dot_v1_dot_dags__pb2.DagRun.FromString,
+            schedd__proto_dot_dags__pb2.RunDagRequest.SerializeToString,
+            schedd__proto_dot_dags__pb2.DagRun.FromString,
             options,
             channel_credentials,
             insecure,
@@ -318,8 +318,8 @@ class Dags:
             request,
             target,
             '/schedd.v1.Dags/ListDagRuns',
-            schedd_dot_v1_dot_dags__pb2.ListDagRunsRequest.SerializeToString,
-            schedd_dot_v1_dot_dags__pb2.ListDagRunsResponse.FromString,
+            schedd__proto_dot_dags__pb2.ListDagRunsRequest.SerializeToString,
+            schedd__proto_dot_dags__pb2.ListDagRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -345,8 +345,8 @@ class Dags:
             request,
             target,
             '/schedd.v1.Dags/GetDagRun',
-            schedd_dot_v1_dot_dags__pb2.GetDagRunRequest.SerializeToString,
-            schedd_dot_v1_dot_dags__pb2.DagRun.FromString,
+            schedd__proto_dot_dags__pb2.GetDagRunRequest.SerializeToString,
+            schedd__proto_dot_dags__pb2.DagRun.FromString,
             options,
             channel_credentials,
             insecure,

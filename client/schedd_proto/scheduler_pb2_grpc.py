@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from schedd.v1 import scheduler_pb2 as schedd_dot_v1_dot_scheduler__pb2
+from schedd_proto import scheduler_pb2 as schedd__proto_dot_scheduler__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in schedd/v1/scheduler_pb2_grpc.py depends on'
+        + ' but the generated code in schedd_proto/scheduler_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,78 +36,78 @@ class SchedulerStub:
         """
         self.PutJob = channel.unary_unary(
                 '/schedd.v1.Scheduler/PutJob',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.PutJobRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.PutJobResponse.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.PutJobRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.PutJobResponse.FromString,
                 _registered_method=True)
         self.PutJobs = channel.unary_unary(
                 '/schedd.v1.Scheduler/PutJobs',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.PutJobsRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.PutJobsResponse.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.PutJobsRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.PutJobsResponse.FromString,
                 _registered_method=True)
         self.GetJob = channel.unary_unary(
                 '/schedd.v1.Scheduler/GetJob',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.GetJobRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.Job.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.GetJobRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.Job.FromString,
                 _registered_method=True)
         self.ListJobs = channel.unary_unary(
                 '/schedd.v1.Scheduler/ListJobs',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.ListJobsRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.ListJobsResponse.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.ListJobsResponse.FromString,
                 _registered_method=True)
         self.PauseJob = channel.unary_unary(
                 '/schedd.v1.Scheduler/PauseJob',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.JobRef.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.Job.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.JobRef.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.Job.FromString,
                 _registered_method=True)
         self.ResumeJob = channel.unary_unary(
                 '/schedd.v1.Scheduler/ResumeJob',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.JobRef.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.Job.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.JobRef.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.Job.FromString,
                 _registered_method=True)
         self.DeleteJob = channel.unary_unary(
                 '/schedd.v1.Scheduler/DeleteJob',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.JobRef.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.DeleteJobResponse.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.JobRef.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.DeleteJobResponse.FromString,
                 _registered_method=True)
         self.TriggerJob = channel.unary_unary(
                 '/schedd.v1.Scheduler/TriggerJob',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.TriggerJobRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.Execution.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.TriggerJobRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.Execution.FromString,
                 _registered_method=True)
         self.ListExecutions = channel.unary_unary(
                 '/schedd.v1.Scheduler/ListExecutions',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.ListExecutionsRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.ListExecutionsResponse.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.ListExecutionsRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.ListExecutionsResponse.FromString,
                 _registered_method=True)
         self.GetExecution = channel.unary_unary(
                 '/schedd.v1.Scheduler/GetExecution',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.GetExecutionRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.Execution.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.GetExecutionRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.Execution.FromString,
                 _registered_method=True)
         self.CancelExecution = channel.unary_unary(
                 '/schedd.v1.Scheduler/CancelExecution',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.CancelExecutionRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.Execution.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.CancelExecutionRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.Execution.FromString,
                 _registered_method=True)
         self.BackfillJob = channel.unary_unary(
                 '/schedd.v1.Scheduler/BackfillJob',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.BackfillRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.BackfillResponse.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.BackfillRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.BackfillResponse.FromString,
                 _registered_method=True)
         self.ListInstants = channel.unary_unary(
                 '/schedd.v1.Scheduler/ListInstants',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.ListInstantsRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.ListInstantsResponse.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.ListInstantsRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.ListInstantsResponse.FromString,
                 _registered_method=True)
         self.SetQuota = channel.unary_unary(
                 '/schedd.v1.Scheduler/SetQuota',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.SetQuotaRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.Quota.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.SetQuotaRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.Quota.FromString,
                 _registered_method=True)
         self.ListQuotas = channel.unary_unary(
                 '/schedd.v1.Scheduler/ListQuotas',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.ListQuotasRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.ListQuotasResponse.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.ListQuotasRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.ListQuotasResponse.FromString,
                 _registered_method=True)
 
 
@@ -210,78 +210,78 @@ def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'PutJob': grpc.unary_unary_rpc_method_handler(
                     servicer.PutJob,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.PutJobRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.PutJobResponse.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.PutJobRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.PutJobResponse.SerializeToString,
             ),
             'PutJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.PutJobs,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.PutJobsRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.PutJobsResponse.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.PutJobsRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.PutJobsResponse.SerializeToString,
             ),
             'GetJob': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJob,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.GetJobRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.Job.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.GetJobRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.Job.SerializeToString,
             ),
             'ListJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.ListJobs,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.ListJobsRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.ListJobsResponse.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.ListJobsRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.ListJobsResponse.SerializeToString,
             ),
             'PauseJob': grpc.unary_unary_rpc_method_handler(
                     servicer.PauseJob,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.JobRef.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.Job.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.JobRef.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.Job.SerializeToString,
             ),
             'ResumeJob': grpc.unary_unary_rpc_method_handler(
                     servicer.ResumeJob,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.JobRef.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.Job.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.JobRef.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.Job.SerializeToString,
             ),
             'DeleteJob': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteJob,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.JobRef.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.DeleteJobResponse.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.JobRef.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.DeleteJobResponse.SerializeToString,
             ),
             'TriggerJob': grpc.unary_unary_rpc_method_handler(
                     servicer.TriggerJob,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.TriggerJobRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.Execution.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.TriggerJobRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.Execution.SerializeToString,
             ),
             'ListExecutions': grpc.unary_unary_rpc_method_handler(
                     servicer.ListExecutions,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.ListExecutionsRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.ListExecutionsResponse.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.ListExecutionsRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.ListExecutionsResponse.SerializeToString,
             ),
             'GetExecution': grpc.unary_unary_rpc_method_handler(
                     servicer.GetExecution,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.GetExecutionRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.Execution.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.GetExecutionRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.Execution.SerializeToString,
             ),
             'CancelExecution': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelExecution,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.CancelExecutionRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.Execution.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.CancelExecutionRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.Execution.SerializeToString,
             ),
             'BackfillJob': grpc.unary_unary_rpc_method_handler(
                     servicer.BackfillJob,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.BackfillRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.BackfillResponse.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.BackfillRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.BackfillResponse.SerializeToString,
             ),
             'ListInstants': grpc.unary_unary_rpc_method_handler(
                     servicer.ListInstants,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.ListInstantsRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.ListInstantsResponse.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.ListInstantsRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.ListInstantsResponse.SerializeToString,
             ),
             'SetQuota': grpc.unary_unary_rpc_method_handler(
                     servicer.SetQuota,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.SetQuotaRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.Quota.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.SetQuotaRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.Quota.SerializeToString,
             ),
             'ListQuotas': grpc.unary_unary_rpc_method_handler(
                     servicer.ListQuotas,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.ListQuotasRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.ListQuotasResponse.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.ListQuotasRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.ListQuotasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -309,8 +309,8 @@ class Scheduler:
             request,
             target,
             '/schedd.v1.Scheduler/PutJob',
-            schedd_dot_v1_dot_scheduler__pb2.PutJobRequest.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.PutJobResponse.FromString,
+            schedd__proto_dot_scheduler__pb2.PutJobRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.PutJobResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -336,8 +336,8 @@ class Scheduler:
             request,
             target,
             '/schedd.v1.Scheduler/PutJobs',
-            schedd_dot_v1_dot_scheduler__pb2.PutJobsRequest.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.PutJobsResponse.FromString,
+            schedd__proto_dot_scheduler__pb2.PutJobsRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.PutJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -363,8 +363,8 @@ class Scheduler:
             request,
             target,
             '/schedd.v1.Scheduler/GetJob',
-            schedd_dot_v1_dot_scheduler__pb2.GetJobRequest.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.Job.FromString,
+            schedd__proto_dot_scheduler__pb2.GetJobRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.Job.FromString,
             options,
             channel_credentials,
             insecure,
@@ -390,8 +390,8 @@ class Scheduler:
             request,
             target,
             '/schedd.v1.Scheduler/ListJobs',
-            schedd_dot_v1_dot_scheduler__pb2.ListJobsRequest.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.ListJobsResponse.FromString,
+            schedd__proto_dot_scheduler__pb2.ListJobsRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.ListJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -417,8 +417,8 @@ class Scheduler:
             request,
             target,
             '/schedd.v1.Scheduler/PauseJob',
-            schedd_dot_v1_dot_scheduler__pb2.JobRef.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.Job.FromString,
+            schedd__proto_dot_scheduler__pb2.JobRef.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.Job.FromString,
             options,
             channel_credentials,
             insecure,
@@ -444,8 +444,8 @@ class Scheduler:
             request,
             target,
             '/schedd.v1.Scheduler/ResumeJob',
-            schedd_dot_v1_dot_scheduler__pb2.JobRef.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.Job.FromString,
+            schedd__proto_dot_scheduler__pb2.JobRef.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.Job.FromString,
             options,
             channel_credentials,
             insecure,
@@ -471,8 +471,8 @@ class Scheduler:
             request,
             target,
             '/schedd.v1.Scheduler/DeleteJob',
-            schedd_dot_v1_dot_scheduler__pb2.JobRef.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.DeleteJobResponse.FromString,
+            schedd__proto_dot_scheduler__pb2.JobRef.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.DeleteJobResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -498,8 +498,8 @@ class Scheduler:
             request,
             target,
             '/schedd.v1.Scheduler/TriggerJob',
-            schedd_dot_v1_dot_scheduler__pb2.TriggerJobRequest.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.Execution.FromString,
+            schedd__proto_dot_scheduler__pb2.TriggerJobRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.Execution.FromString,
             options,
             channel_credentials,
             insecure,
@@ -525,8 +525,8 @@ class Scheduler:
             request,
             target,
             '/schedd.v1.Scheduler/ListExecutions',
-            schedd_dot_v1_dot_scheduler__pb2.ListExecutionsRequest.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.ListExecutionsResponse.FromString,
+            schedd__proto_dot_scheduler__pb2.ListExecutionsRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.ListExecutionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -552,8 +552,8 @@ class Scheduler:
             request,
             target,
             '/schedd.v1.Scheduler/GetExecution',
-            schedd_dot_v1_dot_scheduler__pb2.GetExecutionRequest.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.Execution.FromString,
+            schedd__proto_dot_scheduler__pb2.GetExecutionRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.Execution.FromString,
             options,
             channel_credentials,
             insecure,
@@ -579,8 +579,8 @@ class Scheduler:
             request,
             target,
             '/schedd.v1.Scheduler/CancelExecution',
-            schedd_dot_v1_dot_scheduler__pb2.CancelExecutionRequest.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.Execution.FromString,
+            schedd__proto_dot_scheduler__pb2.CancelExecutionRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.Execution.FromString,
             options,
             channel_credentials,
             insecure,
@@ -606,8 +606,8 @@ class Scheduler:
             request,
             target,
             '/schedd.v1.Scheduler/BackfillJob',
-            schedd_dot_v1_dot_scheduler__pb2.BackfillRequest.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.BackfillResponse.FromString,
+            schedd__proto_dot_scheduler__pb2.BackfillRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.BackfillResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -633,8 +633,8 @@ class Scheduler:
             request,
             target,
             '/schedd.v1.Scheduler/ListInstants',
-            schedd_dot_v1_dot_scheduler__pb2.ListInstantsRequest.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.ListInstantsResponse.FromString,
+            schedd__proto_dot_scheduler__pb2.ListInstantsRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.ListInstantsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -660,8 +660,8 @@ class Scheduler:
             request,
             target,
             '/schedd.v1.Scheduler/SetQuota',
-            schedd_dot_v1_dot_scheduler__pb2.SetQuotaRequest.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.Quota.FromString,
+            schedd__proto_dot_scheduler__pb2.SetQuotaRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.Quota.FromString,
             options,
             channel_credentials,
             insecure,
@@ -687,8 +687,8 @@ class Scheduler:
             request,
             target,
             '/schedd.v1.Scheduler/ListQuotas',
-            schedd_dot_v1_dot_scheduler__pb2.ListQuotasRequest.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.ListQuotasResponse.FromString,
+            schedd__proto_dot_scheduler__pb2.ListQuotasRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.ListQuotasResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -711,13 +711,13 @@ class WorkersStub:
         """
         self.Connect = channel.stream_stream(
                 '/schedd.v1.Workers/Connect',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.WorkerMessage.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.LeaderMessage.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.WorkerMessage.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.LeaderMessage.FromString,
                 _registered_method=True)
         self.ListWorkers = channel.unary_unary(
                 '/schedd.v1.Workers/ListWorkers',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.ListWorkersRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.ListWorkersResponse.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.ListWorkersRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.ListWorkersResponse.FromString,
                 _registered_method=True)
 
 
@@ -741,13 +741,13 @@ def add_WorkersServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Connect': grpc.stream_stream_rpc_method_handler(
                     servicer.Connect,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.WorkerMessage.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.LeaderMessage.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.WorkerMessage.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.LeaderMessage.SerializeToString,
             ),
             'ListWorkers': grpc.unary_unary_rpc_method_handler(
                     servicer.ListWorkers,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.ListWorkersRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.ListWorkersResponse.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.ListWorkersRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.ListWorkersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -775,8 +775,8 @@ class Workers:
             request_iterator,
             target,
             '/schedd.v1.Workers/Connect',
-            schedd_dot_v1_dot_scheduler__pb2.WorkerMessage.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.LeaderMessage.FromString,
+            schedd__proto_dot_scheduler__pb2.WorkerMessage.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.LeaderMessage.FromString,
             options,
             channel_credentials,
             insecure,
@@ -802,8 +802,8 @@ class Workers:
             request,
             target,
             '/schedd.v1.Workers/ListWorkers',
-            schedd_dot_v1_dot_scheduler__pb2.ListWorkersRequest.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.ListWorkersResponse.FromString,
+            schedd__proto_dot_scheduler__pb2.ListWorkersRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.ListWorkersResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -826,13 +826,13 @@ class ClusterStub:
         """
         self.Status = channel.unary_unary(
                 '/schedd.v1.Cluster/Status',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.ClusterStatusRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.ClusterStatus.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.ClusterStatusRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.ClusterStatus.FromString,
                 _registered_method=True)
         self.NodeInfo = channel.unary_unary(
                 '/schedd.v1.Cluster/NodeInfo',
-                request_serializer=schedd_dot_v1_dot_scheduler__pb2.NodeInfoRequest.SerializeToString,
-                response_deserializer=schedd_dot_v1_dot_scheduler__pb2.NodeStatus.FromString,
+                request_serializer=schedd__proto_dot_scheduler__pb2.NodeInfoRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.NodeStatus.FromString,
                 _registered_method=True)
 
 
@@ -858,13 +858,13 @@ def add_ClusterServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Status': grpc.unary_unary_rpc_method_handler(
                     servicer.Status,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.ClusterStatusRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.ClusterStatus.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.ClusterStatusRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.ClusterStatus.SerializeToString,
             ),
             'NodeInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.NodeInfo,
-                    request_deserializer=schedd_dot_v1_dot_scheduler__pb2.NodeInfoRequest.FromString,
-                    response_serializer=schedd_dot_v1_dot_scheduler__pb2.NodeStatus.SerializeToString,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.NodeInfoRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.NodeStatus.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -892,8 +892,8 @@ class Cluster:
             request,
             target,
             '/schedd.v1.Cluster/Status',
-            schedd_dot_v1_dot_scheduler__pb2.ClusterStatusRequest.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.ClusterStatus.FromString,
+            schedd__proto_dot_scheduler__pb2.ClusterStatusRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.ClusterStatus.FromString,
             options,
             channel_credentials,
             insecure,
@@ -919,8 +919,8 @@ class Cluster:
             request,
             target,
             '/schedd.v1.Cluster/NodeInfo',
-            schedd_dot_v1_dot_scheduler__pb2.NodeInfoRequest.SerializeToString,
-            schedd_dot_v1_dot_scheduler__pb2.NodeStatus.FromString,
+            schedd__proto_dot_scheduler__pb2.NodeInfoRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.NodeStatus.FromString,
             options,
             channel_credentials,
             insecure,

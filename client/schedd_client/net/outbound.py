@@ -1,4 +1,4 @@
-"""HTTP connections that obey a `NetPolicy` (schedd.net.policy): the one way the leader (SLA
+"""HTTP connections that obey a `NetPolicy` (schedd_client.net.policy): the one way the leader (SLA
 webhooks) and the workers (HTTP jobs, http sensors) open a connection to a URL a user gave.
 
 `checked_connection(policy, url, ...)` resolves the URL's host ONCE, asks the policy about every
@@ -20,7 +20,7 @@ import ssl
 import urllib.parse
 from collections.abc import Callable
 
-from schedd.net.policy import NetPolicy
+from schedd_client.net.policy import NetPolicy
 
 __all__ = ["Refused", "checked_connection", "resolve_allowed", "request_path"]
 

@@ -1,0 +1,108 @@
+"""schedctl's argument types, the options every command takes and the table renderer: shared by
+the command modules (schedctl.py, dag_commands.py), which import this and never each other
+(dag_commands is imported by schedctl only)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tabulate import tabulate
+
+from .client import CLUSTER_ENV, parse_cluster
+from .documents import parse_size
+from .errors import ValidationError, brief, clip
+from .specs import INT32_MAX, parse_duration
+
+
+def _count(low: int, high: int = INT32_MAX) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` to ``high`` (default: the int32 maximum, the
+    type of every integer field of the API, so no flag can overflow a message)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text) if len(text) <= 20 else None     # int() refuses past 4300 digits
+        except ValueError:
+            value = None
+        if value is None and not text.strip().lstrip("+-").isdigit():
+            raise argparse.ArgumentTypeError(f"not an integer: {brief(text)}")
+        if value is None or value < low or value > high:
+            below = value is not None and value < low and high == INT32_MAX
+            bounds = f">= {low}" if below else f"from {low} to {high}"
+            raise argparse.ArgumentTypeError(f"must be {bounds}: {clip(text, 60)}")
+        return value
+
+    return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValidationError as err:
+        raise argparse.ArgumentTypeError(err.message) from None
+
+
+def _deadline(text: str) -> float:
+    seconds = _seconds(text)
+    if not seconds:
+        raise argparse.ArgumentTypeError("must be more than 0")
+    return seconds
+
+
+def _file_size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _file_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    """``-f FILE`` and the bound on how much of it is read (see ``schedd_client.documents``)."""
+    parser.add_argument("-f", "--file", metavar="FILE", required=required,
+                        help='YAML/JSON documents ("-" = stdin)')
+    parser.add_argument("--max-file-size", type=_file_size, metavar="SIZE",
+                        help="refuse a larger FILE, e.g. 256MiB (default: $SCHEDCTL_MAX_FILE_BYTES or 64MiB)")
+
+
+def _addresses(text: str) -> list[str]:
+    try:
+        return parse_cluster(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _global_options(parser: argparse.ArgumentParser, *, top: bool, timeout: bool = True) -> None:
+    """The options every command takes. Below the top level they default to SUPPRESS, so a value
+    given before the command is not overwritten by the subcommand's parser."""
+
+    def default(value: Any) -> Any:
+        return value if top else argparse.SUPPRESS
+
+    group = parser.add_argument_group("global options")
+    group.add_argument(
+        "--cluster",
+        metavar="ADDRS",
+        type=_addresses,
+        default=default(None),
+        help=f"node addresses, host:port,host:port (default: ${CLUSTER_ENV} or 127.0.0.1:7070)",
+    )
+    group.add_argument(
+        "-o", "--output", choices=("table", "json", "yaml"), default=default("table"),
+        help="output format (default: table)",
+    )  # fmt: skip
+    if timeout:
+        group.add_argument(
+            "--timeout", dest="rpc_timeout", metavar="S", type=_deadline, default=default(15.0),
+            help="give up on the cluster after S seconds, failover included (default: 15)",
+        )  # fmt: skip
+    group.add_argument(
+        "--stale", action="store_true", default=default(False),
+        help="read from whichever node answers, without asking the leader",
+    )  # fmt: skip
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, empty: str) -> str:
+    if not rows:
+        return empty
+    return tabulate(rows, headers=headers, tablefmt="plain", disable_numparse=True)

@@ -1,0 +1,28 @@
+"""The schedd worker: runs the attempts the leader pushes (shell, HTTP, Python handlers, DAG
+sensors) and reports how they ended.
+
+    from schedd_worker import Worker       # embed a worker with Python handlers (see sdk.py)
+
+`schedd-worker` (cli.py) is the command line. Modules: runtime.py (the stream to the leader,
+slots, heartbeats, drain), executors.py (one attempt, to its end), handlers/ (one module per
+handler kind behind one interface), hooks.py (the fault suite's test-mode hooks).
+
+`Worker` and `HandlerContext` load lazily: importing this package (e.g. the CLI) must not import
+gRPC before the CLI has set GRPC_ENABLE_FORK_SUPPORT.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .sdk import HandlerContext, Worker
+
+__all__ = ["Worker", "HandlerContext"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from . import sdk
+        return getattr(sdk, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

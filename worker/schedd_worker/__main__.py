@@ -1,0 +1,5 @@
+import sys
+
+from schedd_worker.cli import main
+
+sys.exit(main())

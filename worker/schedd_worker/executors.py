@@ -1,0 +1,111 @@
+"""Run ONE attempt of an execution and report how it ended (DESIGN.md "Handler contract").
+
+`execute(assignment)` runs a shell, HTTP or Python handler to its end and returns an `Outcome`.
+It never raises for anything the handler does (a missing binary, a refused connection, an
+exception in a Python function, even a bug in this module): every failure is an Outcome. Only
+cancelling the task that awaits it propagates `asyncio.CancelledError` — and even then the
+attempt is stopped first (process group SIGKILLed, HTTP socket shut, Python task cancelled).
+The preferred way to stop an attempt is the `cancel` event, which yields a CANCELLED outcome.
+
+Every handler sees the same facts (`contract_env`): SCHEDD_JOB_ID, SCHEDD_JOB_NAME,
+SCHEDD_EXECUTION_ID, SCHEDD_SCHEDULED_TIME (RFC 3339 UTC), SCHEDD_ATTEMPT, SCHEDD_FENCING_TOKEN —
+as environment variables (shell), X-Schedd-* headers and a JSON body (HTTP), or a
+`HandlerContext` (Python). The execution id is the idempotency key.
+
+The handler kinds are one module each in `schedd_worker.handlers` (shell, http, python, sensor),
+behind one interface (`handlers.base.Handler`); their docstrings say what each does. This module
+picks the kind, bounds the error and stamps the times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from schedd_worker.handlers.base import (CANCELLED, ERROR_MAX_BYTES, FAILED, HTTP_READ_LIMIT,
+                                         OUTPUT_TAIL_BYTES, SUCCEEDED, TIMED_OUT, Assignment,
+                                         Handler, HttpOptions, Result, Stop, bound_error,
+                                         contract_env, format_rfc3339)
+from schedd_worker.handlers.http import HttpHandler
+from schedd_worker.handlers.python import HandlerContext, PythonHandler, PythonHandlers
+from schedd_worker.handlers.sensor import SensorHandler
+from schedd_worker.handlers.shell import ShellHandler, job_environment
+
+log = logging.getLogger("schedd.worker.executors")
+
+__all__ = [
+    "Assignment", "Outcome", "HandlerContext", "PythonHandlers", "HttpOptions", "execute",
+    "handlers_for", "contract_env", "job_environment",
+    "format_rfc3339", "OUTPUT_TAIL_BYTES", "ERROR_MAX_BYTES", "HTTP_READ_LIMIT",
+    "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED",
+]
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True, frozen=True)
+class Outcome:
+    state: str               # SUCCEEDED | FAILED | TIMED_OUT | CANCELLED
+    started_ms: int
+    ended_ms: int
+    exit_code: int | None = None     # shell: the exit status, or -N when killed by signal N
+    http_status: int | None = None   # http
+    error: str = ""                  # human-readable, at most ERROR_MAX_BYTES (UTF-8)
+    output_tail: str = ""            # last OUTPUT_TAIL_BYTES of output / body / return value
+
+
+# ---------------------------------------------------------------------------------- entry point
+
+async def execute(a: Assignment, *, cancel: asyncio.Event | None = None,
+                  python_handlers: PythonHandlers | None = None, kill_grace_s: float = 5.0,
+                  now_ms: Callable[[], int] = _wall_ms,
+                  http: HttpOptions = HttpOptions()) -> Outcome:
+    """Run one attempt to its end and return its Outcome. Never raises, except that cancelling
+    the awaiting task propagates CancelledError (after stopping the attempt). `http` says what
+    HTTP handlers and http sensors may reach (default: HttpOptions(), see schedd_client.net.policy)."""
+    started = now_ms()
+    try:
+        if cancel is not None and cancel.is_set():
+            r = Result(CANCELLED, error="cancelled before it started")
+        else:
+            r = await _dispatch(a, cancel, python_handlers, max(0.0, float(kill_grace_s)), http)
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the contract: every failure is an Outcome
+        log.exception("executor failed on %s", a.execution_id)
+        r = Result(FAILED, error=f"internal error in the worker: {type(e).__name__}: {e}")
+    return Outcome(state=r.state, started_ms=started, ended_ms=now_ms(), exit_code=r.exit_code,
+                   http_status=r.http_status, error=bound_error(r.error),
+                   output_tail=r.output_tail)
+
+
+def handlers_for(python_handlers: PythonHandlers | None, http: HttpOptions) -> dict[str, Handler]:
+    """Every handler kind by its key in the job's handler object, configured for this worker."""
+    shell, web = ShellHandler(), HttpHandler(http)
+    return {"shell": shell, "http": web, "python": PythonHandler(python_handlers),
+            "sensor": SensorHandler(shell, web)}
+
+
+async def _dispatch(a: Assignment, cancel: asyncio.Event | None,
+                    handlers: PythonHandlers | None, grace: float, http: HttpOptions) -> Result:
+    h = a.handler if isinstance(a.handler, Mapping) else {}
+    kinds = handlers_for(handlers, http)
+    loop = asyncio.get_running_loop()
+    timeout = float(a.timeout_s or 0)
+    stop = Stop(cancel, loop.time() + timeout if timeout > 0 else None, grace)
+    if h.get("sensor") and len(h) == 1:           # a DAG sensor (it checks its own spec)
+        return await kinds["sensor"].run(a, h["sensor"], stop)
+    kinds_given = [k for k in ("shell", "http", "python") if h.get(k)]
+    if len(kinds_given) != 1:
+        return Result(FAILED, error=f"unsupported handler: expected exactly one of shell, http, "
+                                     f"python; got {sorted(h) if h else 'nothing'}")
+    kind = kinds_given[0]
+    spec = h[kind]
+    if not isinstance(spec, Mapping):
+        return Result(FAILED, error=f"{kind} handler must be an object")
+    return await kinds[kind].run(a, spec, stop)

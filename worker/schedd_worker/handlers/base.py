@@ -1,0 +1,229 @@
+"""What every handler kind shares: the attempt (`Assignment`), how it must stop (`Stop`), what
+it returns (`Result`), the one interface (`Handler`), and the helpers that bound output and wait.
+
+A handler kind is one module of this package (shell, http, python, sensor), each a class with
+one method, ``async run(assignment, spec, stop) -> Result``, that never raises for anything the
+job does (cancelling the awaiting task propagates CancelledError, after the attempt is stopped).
+`schedd_worker.executors.execute` picks the kind and turns the Result into an Outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Protocol
+
+from schedd_client.net.policy import NetPolicy
+
+__all__ = [
+    "Assignment", "HttpOptions", "Result", "Stop", "Handler",
+    "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED",
+    "OUTPUT_TAIL_BYTES", "ERROR_MAX_BYTES", "HTTP_READ_LIMIT",
+    "format_rfc3339", "contract_env", "tail_text", "bound_error", "fmt_seconds", "Tail",
+    "race", "stopped", "in_daemon_thread",
+]
+
+SUCCEEDED = "SUCCEEDED"
+FAILED = "FAILED"
+TIMED_OUT = "TIMED_OUT"
+CANCELLED = "CANCELLED"
+
+OUTPUT_TAIL_BYTES = 4096
+ERROR_MAX_BYTES = 2048
+HTTP_READ_LIMIT = 1 << 20       # read at most 1 MiB of a response body (its tail is kept)
+
+
+# ---------------------------------------------------------------------------------- data types
+
+@dataclass(slots=True, frozen=True)
+class Assignment:
+    execution_id: str        # e.g. "nightly@2026-11-29T02:00:00Z", the idempotency key
+    job: str
+    scheduled_ms: int        # UTC epoch ms (the nominal instant)
+    attempt: int             # 1-based
+    fencing_token: int       # monotonic across the cluster
+    handler: dict            # canonical handler, see schedd.core.model._handler
+    timeout_s: float = 0.0   # per-attempt timeout, 0 = none
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class HttpOptions:
+    """What a worker's HTTP handlers and http sensors may reach, and how much of an answer they
+    read and keep (the output tail is readable by anyone who can read runs)."""
+    policy: NetPolicy = NetPolicy()
+    keep_bytes: int = OUTPUT_TAIL_BYTES     # of the body kept in output_tail; 0 keeps nothing
+    read_limit: int = HTTP_READ_LIMIT       # of the body read, at most
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.keep_bytes <= OUTPUT_TAIL_BYTES:
+            raise ValueError(f"keep_bytes must be between 0 and {OUTPUT_TAIL_BYTES}")
+        if not 0 <= self.read_limit <= HTTP_READ_LIMIT:
+            raise ValueError(f"read_limit must be between 0 and {HTTP_READ_LIMIT}")
+
+
+@dataclass(slots=True)
+class Result:
+    """How one run of a handler ended (the executor adds the times: an Outcome)."""
+    state: str               # SUCCEEDED | FAILED | TIMED_OUT | CANCELLED (| NOT_READY: sensors)
+    exit_code: int | None = None
+    http_status: int | None = None
+    error: str = ""
+    output_tail: str = ""
+
+
+@dataclass(slots=True, frozen=True)
+class Stop:
+    """When an attempt must stop, the same for every handler kind."""
+    cancel: asyncio.Event | None     # set: stop now, CANCELLED
+    deadline: float | None           # loop time of the attempt's timeout (None: no timeout)
+    grace: float                     # after SIGTERM / a thread's cancel event, before giving up
+
+
+class Handler(Protocol):
+    """One handler kind. `spec` is the job's handler object of this kind (e.g. the value of
+    "shell"); configuration (network policy, Python registry) is the instance's."""
+
+    async def run(self, a: Assignment, spec: Mapping[str, Any], stop: Stop) -> Result: ...
+
+
+# ---------------------------------------------------------------------------------- contract
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def format_rfc3339(ms: int) -> str:
+    """UTC RFC 3339 with Z: "2026-11-29T02:00:00Z"; milliseconds only when non-zero."""
+    secs, milli = divmod(int(ms), 1000)
+    t = _EPOCH + timedelta(seconds=secs)
+    frac = f".{milli:03d}" if milli else ""
+    return (f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:"
+            f"{t.second:02d}{frac}Z")
+
+
+def contract_env(a: Assignment) -> dict[str, str]:
+    """The SCHEDD_* variables every handler sees."""
+    return {
+        "SCHEDD_JOB_ID": a.job,
+        "SCHEDD_JOB_NAME": a.job,
+        "SCHEDD_EXECUTION_ID": a.execution_id,
+        "SCHEDD_SCHEDULED_TIME": format_rfc3339(a.scheduled_ms),
+        "SCHEDD_ATTEMPT": str(a.attempt),
+        "SCHEDD_FENCING_TOKEN": str(a.fencing_token),
+    }
+
+
+# ---------------------------------------------------------------------------------- bounding
+
+def tail_text(data: bytes | bytearray, limit: int = OUTPUT_TAIL_BYTES) -> str:
+    """The last `limit` bytes as text; a UTF-8 sequence cut at the front is dropped, not mangled."""
+    if len(data) > limit:
+        data = bytes(data[-limit:])
+        i = 0
+        while i < 3 and i < len(data) and 0x80 <= data[i] <= 0xBF:
+            i += 1
+        data = data[i:]
+    return bytes(data).decode("utf-8", errors="replace")
+
+
+def bound_error(s: str, limit: int = ERROR_MAX_BYTES) -> str:
+    b = s.encode("utf-8", errors="replace")
+    if len(b) <= limit:
+        return s
+    return b[: limit - 3].decode("utf-8", errors="ignore") + "..."
+
+
+def fmt_seconds(x: float) -> str:
+    return f"{x:g}s"
+
+
+class Tail:
+    """Keeps the last `limit` bytes of a stream; memory is limit + one chunk at most."""
+    __slots__ = ("buf", "limit", "total")
+
+    def __init__(self, limit: int = OUTPUT_TAIL_BYTES) -> None:
+        self.buf = bytearray()
+        self.limit = limit
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        if len(chunk) >= self.limit:
+            self.buf[:] = chunk[-self.limit:]
+            return
+        self.buf += chunk
+        extra = len(self.buf) - self.limit
+        if extra > 0:
+            del self.buf[:extra]
+
+    def text(self) -> str:
+        return tail_text(self.buf, self.limit)
+
+
+# ---------------------------------------------------------------------------------- waiting
+
+async def race(fut: asyncio.Future, cancel: asyncio.Event | None, deadline: float | None) -> str:
+    """Wait for `fut`, the cancel event or the deadline (loop time): "done" | "cancel" | "timeout".
+    `fut` is never cancelled here. A finished `fut` wins over a simultaneous cancel/timeout."""
+    loop = asyncio.get_running_loop()
+    if fut.done():
+        return "done"
+    if cancel is not None and cancel.is_set():
+        return "cancel"
+    waiters: set[asyncio.Future] = {fut}
+    cw = None
+    if cancel is not None:
+        cw = asyncio.ensure_future(cancel.wait())
+        waiters.add(cw)
+    try:
+        timeout = None if deadline is None else max(0.0, deadline - loop.time())
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if cw is not None:
+            cw.cancel()
+    if fut.done():
+        return "done"
+    if cancel is not None and cancel.is_set():
+        return "cancel"
+    return "timeout"
+
+
+def stopped(how: str, a: Assignment) -> tuple[str, str]:
+    if how == "cancel":
+        return CANCELLED, "cancelled"
+    return TIMED_OUT, f"timed out after {fmt_seconds(a.timeout_s)}"
+
+
+def in_daemon_thread(fn: Callable, *args: Any, name: str) -> asyncio.Future:
+    """Run fn(*args) in a new daemon thread; its result/exception lands in the returned future.
+    (Not asyncio.to_thread: an abandoned call must neither occupy the shared default executor
+    nor make interpreter/loop shutdown wait for it.)"""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    ctx = contextvars.copy_context()
+
+    def settle(ok: bool, value: Any) -> None:
+        if fut.done():
+            return
+        if ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
+
+    def run() -> None:
+        try:
+            value = ctx.run(fn, *args)
+            ok = True
+        except BaseException as e:  # noqa: BLE001 - handed to the awaiting side
+            value, ok = e, False
+        try:
+            loop.call_soon_threadsafe(settle, ok, value)
+        except RuntimeError:  # loop closed: nobody is waiting any more
+            pass
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return fut
