@@ -19,8 +19,8 @@ from schedd.core import dags as D
 from schedd.core import sla as S
 from schedd.core.model import ValidationError
 from schedd.replication.node import RaftNode
-from schedd.runtime.clock import Clock
-from schedd.runtime.metrics import Metrics
+from schedd.ports.clock import Clock
+from schedd.ports.metrics import Metrics
 from schedd.v1 import dags_pb2 as dpb
 from schedd.v1 import dags_pb2_grpc as dpb_grpc
 

@@ -33,8 +33,8 @@ from schedd.core.model import (
     EXECUTION_STATES, ValidationError, canonical_spec, parse_execution_id,
 )
 from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode
-from schedd.runtime.clock import Clock
-from schedd.runtime.metrics import Metrics
+from schedd.ports.clock import Clock
+from schedd.ports.metrics import Metrics
 from schedd.v1 import scheduler_pb2 as pb
 from schedd.v1 import scheduler_pb2_grpc as pb_grpc
 

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from schedd.ports.faults import NO_FAULTS
 from schedd.runtime.config import ConfigError, from_dict
 from schedd.testing import hooks
+from schedd.worker.faults import NO_WORKER_FAULTS
 
 
 def _cfg(tmp_path: Path, test_mode: bool):
@@ -37,9 +39,8 @@ def test_unknown_switch_is_refused(monkeypatch):
 def test_off_by_default(tmp_path, monkeypatch):
     for k in ("SCHEDD_UNSAFE", "SCHEDD_HISTORY_DIR", "SCHEDD_RAFT_DIAL"):
         monkeypatch.delenv(k, raising=False)
-    hooks.configure_node(_cfg(tmp_path, False))
-    assert hooks.RECORDER is None and hooks.UNSAFE == frozenset()
-    assert hooks.configure_worker("w1") is None
+    assert hooks.configure_node(_cfg(tmp_path, False)) is NO_FAULTS      # no recorder, no switch
+    assert hooks.configure_worker("w1") is NO_WORKER_FAULTS
     assert hooks.transport_with_dial(object) is object
 
 
@@ -87,13 +88,9 @@ def test_worker_dial_maps_addresses(monkeypatch):
     monkeypatch.setenv("SCHEDD_WORKER_DIAL", '{"127.0.0.1:1": "127.0.0.1:2"}')
     monkeypatch.delenv("SCHEDD_HISTORY_DIR", raising=False)
     monkeypatch.delenv("SCHEDD_FAILPOINT_DIR", raising=False)
-    try:
-        hooks.configure_worker("w1")
-        assert hooks.worker_dial("127.0.0.1:1") == "127.0.0.1:2"
-        assert hooks.worker_dial("127.0.0.1:3") == "127.0.0.1:3"
-    finally:
-        monkeypatch.setattr(hooks, "WORKER_DIAL", {})
-        monkeypatch.setattr(hooks, "FAILPOINTS", None)
+    faults = hooks.configure_worker("w1")
+    assert faults.dial("127.0.0.1:1") == "127.0.0.1:2"
+    assert faults.dial("127.0.0.1:3") == "127.0.0.1:3"
 
 
 def _pushed(node, token: int) -> dict:
@@ -101,10 +98,11 @@ def _pushed(node, token: int) -> dict:
     from types import SimpleNamespace
 
     from schedd.v1 import scheduler_pb2 as pb
+    from schedd.leader.workers import WorkerHub
     records: list[dict] = []
-    hub = SimpleNamespace(send=lambda conn, msg: None)
-    hooks.wrap_hub_send(hub, lambda type_, **f: records.append({"type": type_, **f}), node)
-    hub.send(SimpleNamespace(name="w2"), pb.LeaderMessage(assignment=pb.Assignment(
+    faults = hooks.TestFaults(rec=lambda type_, **f: records.append({"type": type_, **f}))
+    hub = WorkerHub(node, SimpleNamespace(now_ms=lambda: 0), faults=faults)
+    hub.send(SimpleNamespace(name="w2", closed=True), pb.LeaderMessage(assignment=pb.Assignment(
         job="queuer", scheduled_ms=1_796_120_838_000, fencing_token=token, attempt=1, term=2)))
     return records[0]
 
