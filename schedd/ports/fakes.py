@@ -158,8 +158,13 @@ class LoseFirstAnswer(Proposals):
 
 # ------------------------------------------------------------------ waiting for a condition
 
-def _timed_out(what: str, timeout: float, last_exc: BaseException | None) -> AssertionError:
-    return AssertionError(f"timed out after {timeout:g}s waiting for {what}"
+class WaitTimeout(TimeoutError, AssertionError):
+    """A condition did not hold in time: a test failure (AssertionError) that code waiting for
+    something it may give up on can catch as a TimeoutError."""
+
+
+def _timed_out(what: str, timeout: float, last_exc: BaseException | None) -> WaitTimeout:
+    return WaitTimeout(f"timed out after {timeout:g}s waiting for {what}"
                           + (f" (last error: {last_exc!r})" if last_exc else ""))
 
 
