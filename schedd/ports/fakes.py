@@ -105,8 +105,9 @@ class FakeNode:
     """Stands in for `RaftNode` where shell code (leader, API, SLA driver) needs one: the leader
     of `term`, leading its epoch, whose log applies each proposal at once through `apply` (a
     function of the entry: a test harness's, which numbers and stamps entries) unless
-    `proposals` says otherwise. `state` returns the state machine the node reads; `entries`
-    lists what was proposed, in order."""
+    `proposals` says otherwise. `state` returns the state machine the node reads; `proposed`
+    lists the entries proposed, in order; `status()` returns `raft_status` (set it to the
+    RaftStatus a test wants the node to report)."""
 
     def __init__(self, apply: Callable[[str], dict[str, Any]], state: Callable[[], Any], *,
                  cfg: Any = None, term: int = 1, proposals: Proposals | None = None) -> None:
@@ -116,7 +117,8 @@ class FakeNode:
         self.term = term
         self.lock = threading.RLock()
         self.proposals = proposals or Proposals()
-        self.entries: list[str] = []
+        self.proposed: list[str] = []
+        self.raft_status: Any = None
 
     @property
     def state(self) -> Any:
@@ -128,8 +130,11 @@ class FakeNode:
             return self._apply(entry)
 
     async def propose(self, entry: str, *, timeout: float = 10.0) -> dict[str, Any]:
-        self.entries.append(entry)
+        self.proposed.append(entry)
         return await self.proposals.propose(self, entry)
+
+    def status(self) -> Any:
+        return self.raft_status
 
     def is_leader(self) -> bool:
         return True

@@ -40,7 +40,7 @@ def clock_of(h: Any) -> ManualClock:
 
 def kinds(node: FakeNode) -> list[str]:
     """The kinds of the entries proposed to `node`, in order."""
-    return [C.decode(e).kind for e in node.entries]
+    return [C.decode(e).kind for e in node.proposed]
 
 
 def assigner_rig(h: Any):
