@@ -205,7 +205,7 @@ async def wait_until_async(predicate: Callable[[], T | Awaitable[T]], *, timeout
         if inspect.isawaitable(value):
             value = await value
         if value:
-            return value  # type: ignore[return-value]
+            return value
         if loop.time() >= deadline:
             raise _timed_out(what, timeout, None)
         await asyncio.sleep(interval)

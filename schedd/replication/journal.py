@@ -971,7 +971,7 @@ class DurableJournalHooks:
     dump_file: str
     fsync: str
     batch_interval: float
-    transport_class: type = DurableTCPTransport
+    transport_class: type[DurableTCPTransport] = DurableTCPTransport
     journal: Optional[DurableJournal] = field(default=None, repr=False)
 
     @property

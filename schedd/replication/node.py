@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from collections.abc import Sequence
 from os import PathLike
-from typing import Callable, Generic, Protocol, TypeVar
+from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
@@ -112,7 +112,7 @@ class ReplicatedState(SyncObjConsumer):
     between versions (the entry codec carries its own version instead)."""
 
     def __init__(self, state: SchedulerState, lock: threading.RLock,
-                 on_applied: Callable[[str, dict, int], None], faults: Faults = NO_FAULTS,
+                 on_applied: Callable[[str, dict[str, Any], int], None], faults: Faults = NO_FAULTS,
                  node_id: str = "") -> None:
         self._sm = state
         self._lock = lock
@@ -123,7 +123,7 @@ class ReplicatedState(SyncObjConsumer):
         super().__init__()
 
     @replicated
-    def apply_entry(self, entry: str) -> dict:
+    def apply_entry(self, entry: str) -> dict[str, Any]:
         index = self._syncObj.raftLastApplied + 1
         entry = self._faults.entry_to_apply(entry, index)
         with self._lock:
@@ -137,11 +137,11 @@ class ReplicatedState(SyncObjConsumer):
             log.exception("on_applied hook failed")
         return result
 
-    def _serialize(self):
+    def _serialize(self) -> object:
         with self._lock:
             return self._sm.snapshot()
 
-    def _deserialize(self, data) -> None:
+    def _deserialize(self, data: Any) -> None:
         started = time.monotonic()
         with self._lock:
             self._sm.restore(data)
@@ -199,7 +199,7 @@ class RaftNode(Generic[CfgT]):
     """A cluster member: the replicated state, its lock, and the SyncObj that drives it."""
 
     def __init__(self, cfg: CfgT, *, on_role_change: Callable[[int, int], None] | None = None,
-                 on_applied: Callable[[str, dict, int], None] | None = None,
+                 on_applied: Callable[[str, dict[str, Any], int], None] | None = None,
                  faults: Faults = NO_FAULTS) -> None:
         self.cfg = cfg
         self.state = SchedulerState()
@@ -253,7 +253,7 @@ class RaftNode(Generic[CfgT]):
     def is_leader(self) -> bool:
         """pysyncobj's view only: it may be stale for up to leader_fallback_ms. Never gate a side
         effect on it alone; gate on a committed entry of this term (the leader epoch)."""
-        return self.sync._isLeader()
+        return bool(self.sync._isLeader())
 
     @property
     def term(self) -> int:
@@ -306,13 +306,13 @@ class RaftNode(Generic[CfgT]):
 
     # ------------------------------------------------------------ proposals
 
-    async def propose(self, entry: str, *, timeout: float = 10.0) -> dict:
+    async def propose(self, entry: str, *, timeout: float = 10.0) -> dict[str, Any]:
         """Replicate `entry` and return apply's result on this node. Raises NotApplied or
         OutcomeUnknown. Callable from the asyncio thread only."""
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future = loop.create_future()
+        fut: asyncio.Future[dict[str, Any]] = loop.create_future()
 
-        def settle(result, error) -> None:
+        def settle(result: dict[str, Any], error: int) -> None:
             if not fut.done():
                 if error == FAIL_REASON.SUCCESS:
                     fut.set_result(result)
@@ -321,7 +321,7 @@ class RaftNode(Generic[CfgT]):
                 else:
                     fut.set_exception(OutcomeUnknown(f"outcome unknown (pysyncobj reason {error})"))
 
-        def callback(result, error) -> None:  # tick thread
+        def callback(result: dict[str, Any], error: int) -> None:  # tick thread
             loop.call_soon_threadsafe(settle, result, error)
 
         self._consumer.apply_entry(entry, callback=callback)
