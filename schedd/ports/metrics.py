@@ -26,17 +26,29 @@ class LabeledHistogram(Protocol):
 
 
 class Metrics(Protocol):
-    """The series the leader and the API record (see runtime/metrics.py for what each means)."""
-    fire_lateness: Histogram
-    fire_lead: Histogram
-    skipped: Counter
-    late_intents: Counter
-    fired: LabeledCounter             # trigger
-    proposals: LabeledCounter         # kind, outcome
-    commit_latency: LabeledHistogram  # kind
-    attempts_expired: LabeledCounter  # outcome
-    requests: LabeledCounter          # method, code
-    sla_missed: LabeledCounter        # job
+    """The series the leader and the API record (see runtime/metrics.py for what each means).
+    Read-only members, so any object whose attributes fit (a Prometheus Counter is both labeled
+    and not) is one."""
+    @property
+    def fire_lateness(self) -> Histogram: ...
+    @property
+    def fire_lead(self) -> Histogram: ...
+    @property
+    def skipped(self) -> Counter: ...
+    @property
+    def late_intents(self) -> Counter: ...
+    @property
+    def fired(self) -> LabeledCounter: ...            # trigger
+    @property
+    def proposals(self) -> LabeledCounter: ...        # kind, outcome
+    @property
+    def commit_latency(self) -> LabeledHistogram: ...  # kind
+    @property
+    def attempts_expired(self) -> LabeledCounter: ...  # outcome
+    @property
+    def requests(self) -> LabeledCounter: ...         # method, code
+    @property
+    def sla_missed(self) -> LabeledCounter: ...       # job
 
 
 class _Nothing:

@@ -132,6 +132,7 @@ class TestWorkerFaults(WorkerFaults):
     """The worker's test-mode hooks: history, the crash_after_effect failpoint, proxies."""
 
     __slots__ = ("rec", "failpoints", "dial_map")
+    __test__ = False                     # not a pytest test class
 
     def __init__(self, *, rec: Recorder | None, failpoints: Failpoints | None, dial: dict[str, str]) -> None:
         self.rec, self.failpoints, self.dial_map = rec, failpoints, dial
@@ -223,6 +224,8 @@ class TestFaults(Faults):
     """The node's test-mode hooks (schedd.ports.faults.Faults): the history recorder, the unsafe
     switches of the negative controls, failpoints and per-link Raft dialing, as the environment
     asked for them at start (configure_node)."""
+
+    __test__ = False                     # not a pytest test class
 
     def __init__(self, *, unsafe: frozenset[str] = frozenset(), rec: Recorder | None = None,
                  failpoints: Failpoints | None = None, dial: dict[str, tuple[str, int]] | None = None) -> None:
