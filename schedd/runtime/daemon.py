@@ -37,11 +37,9 @@ from schedd.v1 import scheduler_pb2_grpc as pb_grpc
 
 log = logging.getLogger("schedd")
 
-# Health service names (grpc.health.v1). Liveness ("", schedd.liveness and the Cluster service) is
-# SERVING while the process runs; writes (schedd.writes, and the Scheduler and Dags services, whose
-# calls are writes or leader reads) is SERVING only while this node knows a leader, has a quorum
-# and is not a replica stuck in log repair (ReplicaWatch), so a load balancer or probe can route
-# around it.
+# Health service names (grpc.health.v1). Liveness ("" and schedd.liveness) is SERVING while the
+# process runs; writes is SERVING only while this node knows a leader, has a quorum and is not a
+# replica stuck in log repair (ReplicaWatch), so a load balancer or probe can route around it.
 LIVENESS_SERVICE = "schedd.liveness"
 WRITES_SERVICE = "schedd.writes"
 
@@ -120,16 +118,13 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         node.close()
         raise StartupError(f"cannot bind the gRPC address {cfg.grpc_address}")
     await server.start()
-    live = ("", LIVENESS_SERVICE, names[1])                  # Cluster: its status says what is wrong
-    writes = (WRITES_SERVICE, names[0], names[5])            # Scheduler, Dags: writes or leader reads
-    for name in live:
+    for name in ("", LIVENESS_SERVICE, *names[:2]):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    await health_servicer.set(WRITES_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
 
     async def writes_health(writable: bool) -> None:
-        for name in writes:
-            await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING if writable
-                                      else health_pb2.HealthCheckResponse.NOT_SERVING)
-    await writes_health(False)                               # until the watch's first sample
+        await health_servicer.set(WRITES_SERVICE, health_pb2.HealthCheckResponse.SERVING if writable
+                                  else health_pb2.HealthCheckResponse.NOT_SERVING)
     if cfg.metrics_address:
         host, port = cfg.metrics_address.rsplit(":", 1)
         start_http_server(int(port), addr=host.strip("[]"), registry=metrics.registry)
@@ -148,7 +143,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     finally:
         log.info("node %s stopping", cfg.node_id)
         watch_task.cancel()
-        for name in (*live, *writes):
+        for name in ("", LIVENESS_SERVICE, WRITES_SERVICE, *names[:2]):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         hub.close_all("node stopping")
         await server.stop(grace=2.0)
