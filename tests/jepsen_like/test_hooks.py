@@ -99,9 +99,10 @@ def _pushed(node, token: int) -> dict:
 
     from schedd.v1 import scheduler_pb2 as pb
     from schedd.leader.workers import WorkerHub
+    from schedd.ports.fakes import ManualClock
     records: list[dict] = []
     faults = hooks.TestFaults(rec=lambda type_, **f: records.append({"type": type_, **f}))
-    hub = WorkerHub(node, SimpleNamespace(now_ms=lambda: 0), faults=faults)
+    hub = WorkerHub(node, ManualClock(0), faults=faults)
     hub.send(SimpleNamespace(name="w2", closed=True), pb.LeaderMessage(assignment=pb.Assignment(
         job="queuer", scheduled_ms=1_796_120_838_000, fencing_token=token, attempt=1, term=2)))
     return records[0]

@@ -12,7 +12,7 @@ from prometheus_client import generate_latest
 
 from schedd.api.service import STALE_LEADER, summarize
 from schedd.replication.convergence import ConvergenceTracker, samples
-from schedd.ports.fakes import FakeNode
+from schedd.ports.fakes import FakeNode, ManualClock
 from schedd.replication.node import LEADER, FOLLOWER, RaftNode, RaftStatus
 from schedd.runtime.metrics import Metrics
 from schedd.runtime.replica_watch import ReplicaWatch
@@ -173,10 +173,10 @@ def status_node() -> FakeNode:
 
 @pytest.fixture
 def watch():
-    clock = SimpleNamespace(ms=0)
+    clock = ManualClock(0)
     node = status_node()
-    w = ReplicaWatch(node, ConvergenceTracker(stuck_after_ms=N), wall_ms=lambda: 1_800_000_000_000 + clock.ms,
-                     mono_ms=lambda: clock.ms)
+    w = ReplicaWatch(node, ConvergenceTracker(stuck_after_ms=N), wall_ms=lambda: 1_800_000_000_000 + clock.now_ms(),
+                     mono_ms=clock.now_ms)
     return w, node, clock
 
 
@@ -184,7 +184,7 @@ def test_the_leader_names_a_stuck_peer_in_a_rate_limited_warning(watch, caplog):
     w, node, clock = watch
     caplog.set_level(logging.WARNING, "schedd.replication")
     for ms, last in ((0, 100), (5_000, 300), (10_000, 500), (11_000, 520)):
-        clock.ms = ms
+        clock.now = ms
         node.raft_status.last_log_index = last
         assert w.sample() is True                  # a stuck peer does not stop the leader's writes
     lines = [r.getMessage() for r in caplog.records]
@@ -211,7 +211,7 @@ def test_writes_health_follows_leader_quorum_and_own_convergence(watch, change, 
     w, node, clock = watch
     node.raft_status = status(**change)
     for ms in (0, 5_000, 10_000):
-        clock.ms = ms
+        clock.now = ms
         w.sample()
     assert (w.writable, w.why_not_writable) == (writable, why)
 
@@ -220,9 +220,9 @@ def test_a_new_term_starts_a_fresh_observation(watch):
     w, node, clock = watch
     node.raft_status = status(commit_index=693, leader_commit_index=1105)
     for ms in (0, 10_000):
-        clock.ms = ms
+        clock.now = ms
         w.sample()
     assert not w.writable
     node.raft_status = status(commit_index=693, leader_commit_index=1105, term=3)
-    clock.ms = 10_500
+    clock.now = 10_500
     assert w.sample() is True                   # not stuck until N passes in the new term too
