@@ -181,7 +181,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print(f"schedd worker: {why}", file=sys.stderr)
         return 2
     _quiet_grpc_fork()
-    from schedd.testing import hooks as testing
     from schedd.worker.runtime import WorkerRuntime
     from schedd_client.client import parse_cluster
 
@@ -192,15 +191,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return 2
     http = _http_options(args)
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
-    try:
-        faults = testing.configure_worker(name)     # NO_WORKER_FAULTS unless a test asks
-    except testing.TestModeError as e:
-        print(f"schedd worker: error: {e}", file=sys.stderr)
-        return 2
     _setup_logging(args.log_level, name)
     log = logging.getLogger("schedd.worker")
     runtime = WorkerRuntime(cluster, name=name, slots=args.slots, pool=args.pool,
-                            labels=args.labels, drain_grace_s=args.drain_grace, http=http, faults=faults)
+                            labels=args.labels, drain_grace_s=args.drain_grace, http=http)
 
     async def main() -> None:
         stop = asyncio.Event()

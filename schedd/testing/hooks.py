@@ -40,7 +40,6 @@ import threading
 import time
 
 from schedd.ports.faults import NO_FAULTS, Faults
-from schedd.worker.faults import NO_WORKER_FAULTS, WorkerFaults
 
 UNSAFE_SWITCHES = frozenset({"push_before_commit", "no_fencing", "no_dedup", "local_clock_fire",
                              "no_lease_grace", "trust_leader", "stock_raft"})
@@ -111,45 +110,6 @@ def configure_node(cfg) -> Faults:
     if rec is not None:
         rec("node_start", node=cfg.node_id, unsafe=sorted(unsafe), pid=os.getpid())
     return faults
-
-
-def configure_worker(name: str) -> WorkerFaults:
-    """A worker's fault hooks (workers have no config file: the environment alone decides), read
-    once by `schedd worker` at start: its recorder, failpoints and dialing. Refused outside test
-    mode; NO_WORKER_FAULTS when nothing is asked for."""
-    raw = os.environ.get("SCHEDD_WORKER_DIAL", "")
-    if raw and not _env_test_mode():
-        raise TestModeError("SCHEDD_WORKER_DIAL is for the test suite only (needs SCHEDD_TEST_MODE=1)")
-    dial = {str(k): str(v) for k, v in json.loads(raw).items()} if raw else {}
-    rec = make_recorder(f"worker-{name}")
-    failpoints = make_failpoints(f"worker-{name}", rec)
-    if not dial and rec is None and failpoints is None:
-        return NO_WORKER_FAULTS
-    return TestWorkerFaults(rec=rec, failpoints=failpoints, dial=dial)
-
-
-class TestWorkerFaults(WorkerFaults):
-    """The worker's test-mode hooks: history, the crash_after_effect failpoint, proxies."""
-
-    __slots__ = ("rec", "failpoints", "dial_map")
-    __test__ = False                     # not a pytest test class
-
-    def __init__(self, *, rec: Recorder | None, failpoints: Failpoints | None, dial: dict[str, str]) -> None:
-        self.rec, self.failpoints, self.dial_map = rec, failpoints, dial
-
-    def dial(self, addr: str) -> str:
-        """The address a worker dials for the node at `addr` (a proxy in the fault suite)."""
-        return self.dial_map.get(addr, addr)
-
-    def record(self, type_: str, **fields) -> None:
-        if self.rec is not None:
-            self.rec(type_, **fields)
-
-    def effect_done(self, token: int, job: str, scheduled_ms: int) -> None:
-        """The worker, after its handler returned and before it reports the result."""
-        fp = self.failpoints
-        if fp is not None and fp.take("crash_after_effect") is not None:
-            fp.crash("crash_after_effect", token=token, job=job, scheduled_ms=scheduled_ms)
 
 
 # ------------------------------------------------------------------ failpoints (scenario S03)
@@ -466,3 +426,38 @@ def add_admin_service(server, clock, node, faults: Faults) -> None:
             return tpb.ClockOffset(offset_ms=clock.offset_ms, previous_ms=clock.offset_ms)
 
     tpb_grpc.add_TestingServicer_to_server(Testing(), server)
+
+
+# ------------------------------------------------------------------ the worker (schedd/worker/runtime.py)
+# Module state read by the worker runtime. On main the worker has its own hooks object
+# (schedd_worker.hooks.WorkerHooks, passed to WorkerRuntime by `schedd worker`), which replaces
+# this whole section when the branches meet; the node's hooks above are the TestFaults object.
+
+WORKER_DIAL: dict[str, str] = {}                # empty: worker_dial(addr) is addr
+FAILPOINTS: Failpoints | None = None            # the worker's; None: its failpoint is one `is None` test
+WORKER_FAILPOINTS = ("crash_after_effect",)
+
+
+def configure_worker(name: str) -> Recorder | None:
+    """A worker's recorder (workers have no config file: the environment alone decides). Also
+    sets up the worker's failpoints (refused outside test mode)."""
+    global FAILPOINTS, WORKER_DIAL
+    raw = os.environ.get("SCHEDD_WORKER_DIAL", "")
+    if raw and not _env_test_mode():
+        raise TestModeError("SCHEDD_WORKER_DIAL is for the test suite only (needs SCHEDD_TEST_MODE=1)")
+    WORKER_DIAL = {str(k): str(v) for k, v in json.loads(raw).items()} if raw else {}
+    rec = make_recorder(f"worker-{name}")
+    FAILPOINTS = make_failpoints(f"worker-{name}", rec)
+    return rec
+
+
+def worker_dial(addr: str) -> str:
+    """The address a worker dials for the node at `addr` (a proxy in the fault suite)."""
+    return WORKER_DIAL.get(addr, addr) if WORKER_DIAL else addr
+
+
+def failpoint_worker_effect(token: int, job: str, t: int) -> None:
+    """The worker, after its handler returned and before it reports the result."""
+    fp = FAILPOINTS
+    if fp is not None and fp.take("crash_after_effect") is not None:
+        fp.crash("crash_after_effect", token=token, job=job, scheduled_ms=t)

@@ -67,8 +67,8 @@ import grpc.aio
 
 from schedd.v1 import scheduler_pb2 as pb
 from schedd.v1 import scheduler_pb2_grpc as pb_grpc
+from schedd.testing import hooks as testing
 from schedd.worker import executors
-from schedd.worker.faults import NO_WORKER_FAULTS, WorkerFaults
 from schedd.worker.executors import Assignment, HttpOptions, Outcome, PythonHandlers
 
 log = logging.getLogger("schedd.worker")
@@ -164,7 +164,7 @@ class WorkerRuntime:
                  labels: Mapping[str, str] | None = None,
                  python_handlers: PythonHandlers | None = None, drain_grace_s: float = 30.0,
                  kill_grace_s: float = 5.0, now_ms: Callable[[], int] = _wall_ms,
-                 http: HttpOptions = HttpOptions(), faults: WorkerFaults = NO_WORKER_FAULTS) -> None:
+                 http: HttpOptions = HttpOptions()) -> None:
         if isinstance(cluster, str):
             cluster = [cluster]
         self.cluster = [a.strip() for a in cluster if a and a.strip()]
@@ -184,7 +184,7 @@ class WorkerRuntime:
         self.now_ms = now_ms
         self.http = http                           # outbound policy of HTTP jobs and http sensors
         self.version = version()
-        self._faults = faults                      # test-mode history, failpoints, dialing
+        self._rec = testing.configure_worker(name)     # test-mode history only (None otherwise)
 
         # introspection
         self.running: dict[int, str] = {}          # token -> execution id (accepted, unfinished)
@@ -343,7 +343,7 @@ class WorkerRuntime:
                 pass
 
     async def _status(self, addr: str, timeout: float = STATUS_TIMEOUT_S) -> pb.ClusterStatus:
-        async with grpc.aio.insecure_channel(self._faults.dial(addr), options=_CHANNEL_OPTIONS) as ch:
+        async with grpc.aio.insecure_channel(testing.worker_dial(addr), options=_CHANNEL_OPTIONS) as ch:
             return await pb_grpc.ClusterStub(ch).Status(pb.ClusterStatusRequest(), timeout=timeout)
 
     async def _find_leader(self) -> str:
@@ -382,7 +382,7 @@ class WorkerRuntime:
 
     async def _session(self, addr: str) -> None:
         """One stream: hello, Welcome, then serve it until it ends (raises when it fails)."""
-        channel = grpc.aio.insecure_channel(self._faults.dial(addr), options=_CHANNEL_OPTIONS)
+        channel = grpc.aio.insecure_channel(testing.worker_dial(addr), options=_CHANNEL_OPTIONS)
         call = None
         conn: _Conn | None = None
         try:
@@ -585,7 +585,8 @@ class WorkerRuntime:
             log.debug("ignoring leader message %r", kind)
 
     def _on_ack(self, ack: pb.ResultAck) -> None:
-        self._faults.record("w_ack", worker=self.name, token=ack.fencing_token, outcome=ack.outcome)
+        if self._rec is not None:
+            self._rec("w_ack", worker=self.name, token=ack.fencing_token, outcome=ack.outcome)
         u = self._unacked.get(ack.fencing_token)
         if u is None:
             return
@@ -608,16 +609,18 @@ class WorkerRuntime:
 
     def _reject(self, a: pb.Assignment, why: str) -> None:
         log.info("rejecting %s (token %d, term %d): %s", a.execution_id, a.fencing_token, a.term, why)
-        self._faults.record("w_reject", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
-                            token=a.fencing_token, term=a.term, why=why)
+        if self._rec is not None:
+            self._rec("w_reject", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
+                      token=a.fencing_token, term=a.term, why=why)
         now = self.now_ms()
         self._report(pb.AttemptResult(execution_id=a.execution_id, fencing_token=a.fencing_token,
                                       state=REJECTED, error=why, started_ms=now, ended_ms=now))
 
     def _on_assignment(self, a: pb.Assignment) -> None:
         token = a.fencing_token
-        self._faults.record("w_recv", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms, token=token,
-                            attempt=a.attempt, term=a.term, due_ms=a.due_ms)
+        if self._rec is not None:
+            self._rec("w_recv", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms, token=token,
+                      attempt=a.attempt, term=a.term, due_ms=a.due_ms)
         if a.term < self.max_term_seen:
             self._reject(a, f"assignment from term {a.term}, already saw term {self.max_term_seen}")
             return
@@ -667,8 +670,9 @@ class WorkerRuntime:
                 self._reject(a, "worker draining")
                 return
             att.phase = "running"
-            self._faults.record("h_start", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
-                                token=token, attempt=a.attempt)
+            if self._rec is not None:
+                self._rec("h_start", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
+                          token=token, attempt=a.attempt)
             if handler is None:
                 now = self.now_ms()
                 out = Outcome(state=executors.FAILED, started_ms=now, ended_ms=now,
@@ -689,11 +693,13 @@ class WorkerRuntime:
                     now = self.now_ms()
                     out = Outcome(state=executors.FAILED, started_ms=now, ended_ms=now,
                                   error=f"internal error in the worker: {type(e).__name__}: {e}")
-            self._faults.record("h_end", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
-                                token=token, attempt=a.attempt, state=out.state)
+            if self._rec is not None:
+                self._rec("h_end", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
+                          token=token, attempt=a.attempt, state=out.state)
             log.info("%s (token %d) ended %s%s", a.execution_id, token, out.state,
                      f": {out.error}" if out.error else "")
-            self._faults.effect_done(token, a.job, a.scheduled_ms)
+            if testing.FAILPOINTS is not None:      # fault suite S03 only
+                testing.failpoint_worker_effect(token, a.job, a.scheduled_ms)
             self._report(pb.AttemptResult(
                 execution_id=a.execution_id, fencing_token=token, state=out.state,
                 exit_code=out.exit_code or 0, http_status=out.http_status or 0, error=out.error,

@@ -10,7 +10,6 @@ import pytest
 from schedd.ports.faults import NO_FAULTS
 from schedd.runtime.config import ConfigError, from_dict
 from schedd.testing import hooks
-from schedd.worker.faults import NO_WORKER_FAULTS
 
 
 def _cfg(tmp_path: Path, test_mode: bool):
@@ -40,7 +39,7 @@ def test_off_by_default(tmp_path, monkeypatch):
     for k in ("SCHEDD_UNSAFE", "SCHEDD_HISTORY_DIR", "SCHEDD_RAFT_DIAL"):
         monkeypatch.delenv(k, raising=False)
     assert hooks.configure_node(_cfg(tmp_path, False)) is NO_FAULTS      # no recorder, no switch
-    assert hooks.configure_worker("w1") is NO_WORKER_FAULTS
+    assert hooks.configure_worker("w1") is None
     assert hooks.transport_with_dial(object) is object
 
 
@@ -88,9 +87,13 @@ def test_worker_dial_maps_addresses(monkeypatch):
     monkeypatch.setenv("SCHEDD_WORKER_DIAL", '{"127.0.0.1:1": "127.0.0.1:2"}')
     monkeypatch.delenv("SCHEDD_HISTORY_DIR", raising=False)
     monkeypatch.delenv("SCHEDD_FAILPOINT_DIR", raising=False)
-    faults = hooks.configure_worker("w1")
-    assert faults.dial("127.0.0.1:1") == "127.0.0.1:2"
-    assert faults.dial("127.0.0.1:3") == "127.0.0.1:3"
+    try:
+        hooks.configure_worker("w1")
+        assert hooks.worker_dial("127.0.0.1:1") == "127.0.0.1:2"
+        assert hooks.worker_dial("127.0.0.1:3") == "127.0.0.1:3"
+    finally:
+        monkeypatch.setattr(hooks, "WORKER_DIAL", {})
+        monkeypatch.setattr(hooks, "FAILPOINTS", None)
 
 
 def _pushed(node, token: int) -> dict:
