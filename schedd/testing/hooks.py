@@ -90,7 +90,6 @@ def unsafe_switches() -> frozenset[str]:
 
 
 NODE_FAILPOINTS = ("crash_after_fire", "crash_after_claim", "crash_after_push", "stall_after_fire")
-WORKER_FAILPOINTS = ("crash_after_effect",)
 
 
 def configure_node(cfg) -> Faults:
