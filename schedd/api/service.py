@@ -637,13 +637,13 @@ class ClusterService(pb_grpc.ClusterServicer):
     """Status is answered by whichever node is asked (never forwarded), from every member's
     NodeInfo, so it works during an election and shows unreachable nodes."""
 
-    def __init__(self, node: RaftNode, router: Router, replicas=None, clock: Clock | None = None) -> None:
+    def __init__(self, node: RaftNode, router: Router, replicas, clock: Clock) -> None:
         self.node, self.router = node, router
         self.replicas = replicas          # a ReplicaWatch (schedd/runtime/replica_watch.py)
         self.clock = clock
 
     def _now_ms(self) -> int:
-        return self.clock.now_ms() if self.clock is not None else int(time.time() * 1000)
+        return self.clock.now_ms()
 
     def local_info(self, with_digest: bool = False) -> pb.NodeStatus:
         st = self.node.status()           # role, term and indexes of one moment
