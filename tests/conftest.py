@@ -1,32 +1,13 @@
-"""Shared test helpers: condition waits (never fixed sleeps) and cluster fixtures."""
+"""Fixtures shared by every test tier (helpers to import live in tests/support and schedd.ports.fakes)."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("SCHEDD_TEST_MODE", "1")
-
-
-def wait_until(predicate, *, timeout: float, interval: float = 0.1, what: str = "condition"):
-    """Poll `predicate` until it returns a truthy value; fail with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    last_exc = None
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception as e:  # noqa: BLE001 - keep polling through transient errors
-            last_exc = e
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}"
-                         + (f" (last error: {last_exc!r})" if last_exc else ""))
 
 
 @pytest.fixture(autouse=True)
@@ -92,28 +73,3 @@ def pytest_runtest_makereport(item, call):
             for log in sorted(Path(tmp).glob("cluster*/logs/*.log")):
                 tail = log.read_text(errors="replace").splitlines()[-60:]
                 rep.sections.append((f"node log {log.parent.parent.name}/{log.name}", "\n".join(tail)))
-
-
-def schedctl(cluster: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run schedctl as a user would (a fresh process), against `cluster`."""
-    cmd = [sys.executable, "-c", "import sys; from schedd_client.schedctl import main; sys.exit(main())",
-           "--cluster", cluster, *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    if check and p.returncode != 0:
-        raise AssertionError(f"schedctl {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
-    return p
-
-
-def metric_total(cluster, name: str, label: str = "") -> float:
-    """The sum over every node of a Prometheus sample `name{...}` whose labels contain `label`."""
-    import urllib.request
-    total = 0.0
-    for node in cluster.nodes.values():
-        try:
-            text = urllib.request.urlopen(f"http://{node.metrics}/metrics", timeout=5).read().decode()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            if line.startswith(name + "{") and label in line:
-                total += float(line.rsplit(" ", 1)[1])
-    return total

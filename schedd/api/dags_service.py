@@ -19,8 +19,8 @@ from schedd.core import dags as D
 from schedd.core import sla as S
 from schedd.core.model import ValidationError
 from schedd.replication.node import RaftNode
-from schedd.runtime.clock import Clock
-from schedd.runtime.metrics import Metrics
+from schedd.ports.clock import Clock
+from schedd.ports.metrics import Metrics
 from schedd_proto import dags_pb2 as dpb
 from schedd_proto import dags_pb2_grpc as dpb_grpc
 
@@ -124,21 +124,26 @@ class DagsService(dpb_grpc.DagsServicer):
         limit = request.limit or DEFAULT_RUNS
         if not 0 < limit <= MAX_RUNS_PAGE:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"limit must be between 1 and {MAX_RUNS_PAGE}")
+        response = None                  # None: no such DAG (answered once the lock is released)
         with self.node.lock:
             st = self.node.state
-            if request.name not in st.dags:
-                await context.abort(grpc.StatusCode.NOT_FOUND, f"DAG {request.name!r} not found")
-            times = D.runs_of(st, request.name)[-limit:][::-1]
-            return dpb.ListDagRunsResponse(runs=[run_to_pb(st, st.dag_runs[(request.name, t)]) for t in times])
+            if request.name in st.dags:
+                times = D.runs_of(st, request.name)[-limit:][::-1]
+                response = dpb.ListDagRunsResponse(
+                    runs=[run_to_pb(st, st.dag_runs[(request.name, t)]) for t in times])
+        if response is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"DAG {request.name!r} not found")
+        return response
 
     @routed(write=False)
     async def GetDagRun(self, request: dpb.GetDagRunRequest, context) -> dpb.DagRun:
         with self.node.lock:
             st = self.node.state
-            if request.name not in st.dags:
-                await context.abort(grpc.StatusCode.NOT_FOUND, f"DAG {request.name!r} not found")
-            run = D.find_run(st, request.name, request.run_id)
+            known = request.name in st.dags
+            run = D.find_run(st, request.name, request.run_id) if known else None
             if run is not None:
                 return run_to_pb(st, run)
+        if not known:                    # answered once the lock is released
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"DAG {request.name!r} not found")
         what = f"run {request.run_id!r}" if request.run_id else "any run"
         await context.abort(grpc.StatusCode.NOT_FOUND, f"DAG {request.name!r} has no {what}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import grpc
 
-from schedd.runtime.config import Limits
+from schedd.settings import Limits
 
 FORWARDED = "x-schedd-forwarded"
 

@@ -33,8 +33,8 @@ from schedd.core.model import (
     EXECUTION_STATES, ValidationError, canonical_spec, parse_execution_id,
 )
 from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode
-from schedd.runtime.clock import Clock
-from schedd.runtime.metrics import Metrics
+from schedd.ports.clock import Clock
+from schedd.ports.metrics import Metrics
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
@@ -455,17 +455,20 @@ class SchedulerService(pb_grpc.SchedulerServicer):
             after = convert.parse_exec_token(request.page_token)
         except ValueError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        response = None                  # None: no such job (answered once the lock is released)
         with self.node.lock:
             st = self.node.state
-            if request.job and request.job not in st.jobs:
-                await context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.job!r} not found")
-            page, nxt, total = st.list_executions(job=request.job, state=request.state, after=after,
-                                                  limit=size, oldest_first=request.oldest_first)
-            out, cut = _bounded(page, self._exec_pb)
-            if cut:
-                nxt = (out[-1].scheduled_ms, out[-1].job)
-            return pb.ListExecutionsResponse(executions=out, next_page_token=convert.exec_token(nxt),
-                                             total=total)
+            if not request.job or request.job in st.jobs:
+                page, nxt, total = st.list_executions(job=request.job, state=request.state, after=after,
+                                                      limit=size, oldest_first=request.oldest_first)
+                out, cut = _bounded(page, self._exec_pb)
+                if cut:
+                    nxt = (out[-1].scheduled_ms, out[-1].job)
+                response = pb.ListExecutionsResponse(executions=out, next_page_token=convert.exec_token(nxt),
+                                                     total=total)
+        if response is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.job!r} not found")
+        return response
 
     @routed(write=False)
     async def GetExecution(self, request: pb.GetExecutionRequest, context) -> pb.Execution:
@@ -549,17 +552,20 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                 since = max(since, int(request.page_token))
             except ValueError:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad page_token {request.page_token!r}")
+        response = None                  # None: no such job (answered once the lock is released)
         with self.node.lock:
             st = self.node.state
             job = st.jobs.get(request.job)
-            if job is None:
-                await context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.job!r} not found")
-            rows = ledger.instants(st, job, since, until, limit)
-            out, cut = _bounded(rows, lambda r: pb.InstantRecord(
-                instant_ms=r.instant_ms, disposition=r.disposition, detail=r.detail,
-                execution=self._exec_pb(r.execution) if r.execution is not None else None))
-            return pb.ListInstantsResponse(instants=out,
-                                           next_page_token=str(rows[len(out)].instant_ms) if cut else "")
+            if job is not None:
+                rows = ledger.instants(st, job, since, until, limit)
+                out, cut = _bounded(rows, lambda r: pb.InstantRecord(
+                    instant_ms=r.instant_ms, disposition=r.disposition, detail=r.detail,
+                    execution=self._exec_pb(r.execution) if r.execution is not None else None))
+                response = pb.ListInstantsResponse(
+                    instants=out, next_page_token=str(rows[len(out)].instant_ms) if cut else "")
+        if response is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.job!r} not found")
+        return response
 
     @routed(write=True)
     async def SetQuota(self, request: pb.SetQuotaRequest, context) -> pb.Quota:
@@ -631,13 +637,13 @@ class ClusterService(pb_grpc.ClusterServicer):
     """Status is answered by whichever node is asked (never forwarded), from every member's
     NodeInfo, so it works during an election and shows unreachable nodes."""
 
-    def __init__(self, node: RaftNode, router: Router, replicas=None, clock: Clock | None = None) -> None:
+    def __init__(self, node: RaftNode, router: Router, replicas, clock: Clock) -> None:
         self.node, self.router = node, router
         self.replicas = replicas          # a ReplicaWatch (schedd/runtime/replica_watch.py)
         self.clock = clock
 
     def _now_ms(self) -> int:
-        return self.clock.now_ms() if self.clock is not None else int(time.time() * 1000)
+        return self.clock.now_ms()
 
     def local_info(self, with_digest: bool = False) -> pb.NodeStatus:
         st = self.node.status()           # role, term and indexes of one moment

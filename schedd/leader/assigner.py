@@ -24,8 +24,8 @@ from schedd.core.model import RUNNING, SCHEDULED, ValidationError, execution_id,
 from schedd.core.policy import BACKFILL, VersionCache, blocked
 from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
-from schedd.runtime.clock import Clock
-from schedd.testing import hooks as testing
+from schedd.ports.clock import Clock
+from schedd.ports.faults import NO_FAULTS, Faults
 from schedd_proto import scheduler_pb2 as pb
 
 log = logging.getLogger("schedd.assigner")
@@ -69,9 +69,10 @@ def inherited_claim_fate(*, reconnected: bool, same_process: bool, reported: boo
 
 class Assigner:
     def __init__(self, node: RaftNode, clock: Clock, hub: WorkerHub, lookahead_ms: int,
-                 spawn: Callable, metrics=None) -> None:
+                 spawn: Callable, metrics=None, faults: Faults = NO_FAULTS) -> None:
         self.node, self.clock, self.hub = node, clock, hub
         self.metrics = metrics
+        self.faults = faults
         self.lookahead_ms = lookahead_ms
         self.spawn = spawn
         self.claiming: dict[tuple[str, int], tuple[str, ...]] = {}   # in flight -> quota keys held
@@ -92,7 +93,7 @@ class Assigner:
     def take_over(self, now: int) -> None:
         """Running attempts get one lease of grace from now for their workers to reconnect; the
         claims running now are `inherited` until their workers say what became of them."""
-        self.took_over_ms = 0 if testing.UNSAFE and "no_lease_grace" in testing.UNSAFE else now
+        self.took_over_ms = self.faults.lease_grace_from(now)
         self.claiming.clear()
         self.expiring.clear()
         self.cancel_sent.clear()
@@ -243,11 +244,8 @@ class Assigner:
                          attempt=attempt, worker=conn.name, worker_incarnation=conn.incarnation,
                          created=created)
         try:
-            if testing.UNSAFE:                   # negative controls of the fault suite only
-                result = await testing.unsafe_claim(self, conn, entry, name, t, attempt, due, spec,
-                                                    PROPOSE_TIMEOUT_S)
-            else:
-                result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
+            result = await self.faults.claim(self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S), self,
+                                             conn, name, t, attempt, due, spec)
         except ProposalError as e:
             log.info("claim of %s attempt %d not confirmed: %s", execution_id(name, t), attempt, e)
             return
@@ -257,8 +255,7 @@ class Assigner:
         if not result.get("ok"):
             return
         token = result["token"]
-        if testing.FAILPOINTS is not None:      # tests of issue 9 item 5 only
-            testing.failpoint_claimed(token, name, t, conn.name)
+        self.faults.claimed(token, name, t, conn.name)
         eid = execution_id(name, t)
         self.hub.token_seen[token] = self.clock.now_ms()
         if conn.closed:
@@ -268,17 +265,15 @@ class Assigner:
             return                      # unsafe switch: already pushed before the commit
         self.hub.send(conn, pb.LeaderMessage(assignment=pb.Assignment(
             execution_id=eid, job=name, scheduled_ms=t, attempt=attempt, fencing_token=token,
-            term=term, due_ms=testing.unsafe_due(self.clock, due) if testing.UNSAFE else due,
+            term=term, due_ms=self.faults.due(self.clock, due),
             handler_json=json.dumps(spec.get("handler") or {}),
             timeout_seconds=float(spec.get("timeout_seconds") or 0), labels=spec.get("labels") or {})))
-        if testing.FAILPOINTS is not None:      # fault suite S03 only
-            testing.failpoint_pushed(self, token, name, t, conn.name)
+        self.faults.assignment_pushed(self.node, token, name, t, conn.name)
 
     # ------------------------------------------------------------ results
 
     def on_result(self, conn: WorkerConn, r: pb.AttemptResult) -> None:
-        if testing.FAILPOINTS is not None:      # fault suite S03 only
-            testing.failpoint_result(r.fencing_token)
+        self.faults.result_arrived(r.fencing_token)
         conn.running.pop(r.fencing_token, None)
         self.inherited.pop(r.fencing_token, None)       # it reported: the usual rules apply
         self.hub.token_seen.pop(r.fencing_token, None)
@@ -292,8 +287,7 @@ class Assigner:
             self.hub.send(conn, pb.LeaderMessage(ack=pb.ResultAck(fencing_token=r.fencing_token, outcome="stale")))
             return
         outcome = "unknown"
-        token = (testing.unsafe_finish_token(self.node, name, t, r.fencing_token) if testing.UNSAFE
-                 else r.fencing_token)
+        token = self.faults.finish_token(self.node, name, t, r.fencing_token)
         for _ in range(FINISH_TRIES):
             entry = C.encode(C.FINISH, rid=f"finish-{r.fencing_token}", now=self.clock.now_ms(),
                              term=self.node.term, by=conn.name, job=name, scheduled_ms=t,

@@ -27,9 +27,9 @@ from schedd.leader import sla as sla_detector
 from schedd.leader.planner import plan_fires
 from schedd.leader.workers import WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
-from schedd.runtime.clock import Clock
-from schedd.runtime.metrics import Metrics
-from schedd.testing import hooks as testing
+from schedd.ports.clock import Clock
+from schedd.ports.faults import NO_FAULTS, Faults
+from schedd.ports.metrics import Metrics
 
 log = logging.getLogger("schedd.dispatcher")
 
@@ -41,10 +41,12 @@ BATCH_CHECK_MS = 1000           # how often the leader looks for abandoned stage
 
 
 class Dispatcher:
-    def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, hub: WorkerHub | None = None) -> None:
+    def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, hub: WorkerHub | None = None,
+                 faults: Faults = NO_FAULTS) -> None:
         self.node = node
         self.clock = clock
         self.metrics = metrics
+        self.faults = faults
         self.cfg = node.cfg.scheduler
         self._wake = asyncio.Event()
         self._inflight: set[str] = set()           # jobs with an unsettled fire proposal
@@ -57,7 +59,7 @@ class Dispatcher:
         self._aborting: set[str] = set()            # batch ids with an abort proposed (expiry)
         self._next_batch_check = 0                  # leader time of the next look for them
         self.hub = hub
-        self.assigner = (Assigner(node, clock, hub, self.cfg.lookahead_ms, self._spawn, metrics)
+        self.assigner = (Assigner(node, clock, hub, self.cfg.lookahead_ms, self._spawn, metrics, faults)
                          if hub is not None else None)
         if hub is not None:
             hub.on_change = self._wake.set
@@ -69,8 +71,8 @@ class Dispatcher:
         if self._loop is None or not result.get("ok"):
             return
         created = [(n, t) for n, t, code in result.get("items", ()) if code == "created"]
-        if testing.FAILPOINTS is not None:      # fault suite S03 only
-            testing.failpoint_fire_applied(self, created, index)
+        if created:
+            self.faults.fire_applied(self.node, created, index, self._loop)
         if created or "epoch" in result:
             self._loop.call_soon_threadsafe(self._applied, created)
 
@@ -130,8 +132,7 @@ class Dispatcher:
             entry = C.encode(C.FIRE, rid="", now=now, term=term, by=node.cfg.node_id,
                              items=[[n, t] for n, t in chunk])
             self._spawn(self._propose(entry, C.FIRE, jobs))
-            if testing.UNSAFE:                   # negative control (trust_leader), test mode only
-                testing.unsafe_trust_fire(self, chunk)
+            self.faults.fire_proposed(self, chunk, self._spawn)
 
     def _abort_expired_batches(self, now: int, term: int) -> None:
         """Staged batches whose proposer never committed nor aborted them (it died, or lost its

@@ -126,7 +126,7 @@ def post_json(url: str, payload: dict, timeout: float = WEBHOOK_TIMEOUT_S, key: 
               policy: NetPolicy = NetPolicy()) -> int:
     """POST `payload` as JSON (blocking: run it in a thread). Returns the HTTP status. `key` is
     the Idempotency-Key (default ``sla-<execution_id>``). The target must pass `policy` (the
-    node's [webhooks] config; schedd.net.outbound raises Refused otherwise); a redirect is not
+    node's [webhooks] config; schedd_client.net.outbound raises Refused otherwise); a redirect is not
     followed (its 3xx status is returned) and the answer's body is not read."""
     conn = checked_connection(policy, url, timeout=timeout)
     try:

@@ -28,8 +28,9 @@ import grpc
 
 from schedd.core.model import ValidationError, parse_execution_id
 from schedd.replication.node import RaftNode
-from schedd.runtime.config import Limits
-from schedd.runtime.clock import Clock
+from schedd.settings import Limits
+from schedd.ports.clock import Clock
+from schedd.ports.faults import NO_FAULTS, Faults
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
@@ -72,9 +73,10 @@ class WorkerHub(pb_grpc.WorkersServicer):
 
     def __init__(self, node: RaftNode, clock: Clock, *, lease_ms: int = DEFAULT_LEASE_MS,
                  max_streams: int = _LIMITS.max_worker_streams, max_slots: int = _LIMITS.max_worker_slots,
-                 hello_timeout_s: float = HELLO_TIMEOUT_S) -> None:
+                 hello_timeout_s: float = HELLO_TIMEOUT_S, faults: Faults = NO_FAULTS) -> None:
         self.node = node
         self.clock = clock
+        self.faults = faults
         self.lease_ms = lease_ms
         self.max_streams, self.max_slots, self.hello_timeout_s = max_streams, max_slots, hello_timeout_s
         self.streams = 0                          # open Connect calls, handshakes included
@@ -128,6 +130,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
         return None
 
     def send(self, conn: WorkerConn, msg: pb.LeaderMessage) -> None:
+        self.faults.pushed(self.node, conn.name, msg)
         if not conn.closed:
             conn.out.put_nowait(msg)
 

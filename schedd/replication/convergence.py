@@ -18,7 +18,12 @@ milliseconds and turns its rows into metrics, cluster-status warnings, health an
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from schedd.replication.node import RaftStatus
 
 DEFAULT_STUCK_AFTER_MS = 10_000
 DEFAULT_WARN_EVERY_MS = 30_000
@@ -67,7 +72,7 @@ class ConvergenceTracker:
             row.warned_ms = None
         return row
 
-    def keep_only(self, peers) -> None:
+    def keep_only(self, peers: Iterable[str]) -> None:
         """Forget peers no longer sampled (a role change: the leader's rows mean nothing to a
         follower, and a new leader starts its own observation)."""
         keep = set(peers)
@@ -97,7 +102,7 @@ class ConvergenceTracker:
         return due
 
 
-def samples(status, self_address: str) -> list[tuple[str, int, int]]:
+def samples(status: RaftStatus, self_address: str) -> list[tuple[str, int, int]]:
     """(peer, match_index, last_index) samples from one RaftStatus (schedd.replication.node): a
     leader's view of each peer, or a follower's view of itself against the leader's commit
     index. A node that knows no leader has nothing to compare with: no sample."""

@@ -164,7 +164,7 @@ import types
 import zlib
 from array import array
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, NoReturn, Optional, TypeVar, cast
 
 import pysyncobj.serializer
 import pysyncobj.syncobj
@@ -237,7 +237,7 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def _write_all(fd: int, data) -> None:
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     view = memoryview(data)
     while view:
         n = os.write(fd, view)
@@ -251,7 +251,7 @@ def _encode_record(command: bytes, idx: int, term: int) -> bytes:
     return _REC.pack(len(payload), zlib.crc32(payload)) + payload
 
 
-def _to_bytes(command) -> bytes:
+def _to_bytes(command: bytes | bytearray | memoryview | str) -> bytes:
     if isinstance(command, bytes):
         return command
     if isinstance(command, (bytearray, memoryview)):
@@ -269,12 +269,16 @@ def _default_on_fatal(exc: BaseException) -> None:
     os._exit(FATAL_EXIT_CODE)
 
 
-def _locked(method):
+_F = TypeVar("_F", bound=Callable[..., Any])
+Entry = tuple[bytes, int, int]          # (command, log index, term), as pysyncobj keeps them
+
+
+def _locked(method: _F) -> _F:
     @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
+    def wrapper(self: DurableJournal, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             return method(self, *args, **kwargs)
-    return wrapper
+    return cast(_F, wrapper)
 
 
 # --------------------------------------------------------------------------- journal
@@ -319,7 +323,7 @@ class DurableJournal(Journal):
         # from a caller's thread (SyncObj.transferLeadership), and that calls sync(). The lock
         # keeps "fdatasync, then mark clean" atomic with respect to add().
         self._lock = threading.RLock()
-        self._entries: list = []
+        self._entries: list[Entry] = []
         self._offsets = array("q")
         self._fd = -1
         self._size = 0
@@ -329,9 +333,9 @@ class DurableJournal(Journal):
         self._durable_index = 0
         self._failed: Optional[BaseException] = None
         self._closed = False
-        self._tick_owners: set = set()
+        self._tick_owners: set[int] = set()
         self._startup = True  # until the first tick callback (see _settle / clear)
-        self._pending_clear: Optional[list] = None
+        self._pending_clear: Optional[list[Entry]] = None
         self._warned_no_dump = False
         self.stats = {"fdatasync": 0, "fsync": 0, "appends": 0, "rewrites": 0,
                       "torn_bytes_dropped": 0, "kept_after_dump": 0}
@@ -367,7 +371,7 @@ class DurableJournal(Journal):
 
     # ------------------------------------------------------------------ open / recovery
 
-    def _load_meta(self) -> dict:
+    def _load_meta(self) -> dict[str, Any]:
         try:
             os.unlink(self._meta_path + ".tmp")
         except FileNotFoundError:
@@ -485,7 +489,7 @@ class DurableJournal(Journal):
             raise
 
     @staticmethod
-    def _find_valid_record(buf: bytes, start: int, end: int, last_idx: int):
+    def _find_valid_record(buf: bytes, start: int, end: int, last_idx: int) -> tuple[int, int] | None:
         """Return (offset, idx) of the first CRC-valid record with idx > last_idx in buf[start:end]."""
         if start >= end or buf.count(b"\0", start, end) == end - start:
             return None
@@ -519,7 +523,7 @@ class DurableJournal(Journal):
         if self._closed:
             raise JournalError("journal %s is closed" % self._path)
 
-    def _fatal(self, what: str, exc: BaseException):
+    def _fatal(self, what: str, exc: BaseException) -> NoReturn:
         err = JournalIOError("journal %s: %s failed: %s" % (self._path, what, exc))
         self._failed = err
         msg = ("FATAL: durable journal %s: %s failed: %r. The journal may no longer hold entries "
@@ -575,7 +579,7 @@ class DurableJournal(Journal):
         elif self._policy == "batch" and time.monotonic() - self._last_sync >= self._batch_interval:
             self.sync()
 
-    def register_tick(self, syncobj) -> None:
+    def register_tick(self, syncobj: Any) -> None:
         """Register :meth:`on_tick` as a tick callback of ``syncobj`` (idempotent)."""
         if id(syncobj) in self._tick_owners:
             return
@@ -609,7 +613,7 @@ class DurableJournal(Journal):
             self._fatal("fsync dump %s" % self._dump_path, e)
         self.stats["fsync"] += 2
 
-    def _rewrite(self, entries: list, replace_fd: bool = True) -> None:
+    def _rewrite(self, entries: list[Entry], replace_fd: bool = True) -> None:
         """Atomically replace the journal file with header + entries (tmp, fsync, rename, fsync dir)."""
         durable = self._policy != "never"
         try:
@@ -662,7 +666,7 @@ class DurableJournal(Journal):
     # ------------------------------------------------------------------ Journal API
 
     @_locked
-    def add(self, command, idx, term):
+    def add(self, command: bytes | str, idx: int, term: int) -> None:
         self._check()
         cmd = _to_bytes(command)
         if self._pending_clear is not None:
@@ -686,7 +690,7 @@ class DurableJournal(Journal):
         self.stats["appends"] += 1
 
     @_locked
-    def clear(self):
+    def clear(self) -> None:
         self._check()
         self._settle()
         if self._startup and self._tick_owners and self._entries:
@@ -723,7 +727,7 @@ class DurableJournal(Journal):
             self._finish_pending_clear(keep_tail=False)
 
     @_locked
-    def deleteEntriesFrom(self, entryFrom):
+    def deleteEntriesFrom(self, entryFrom: int) -> None:
         self._check()
         self._settle()
         self._startup = False
@@ -748,7 +752,7 @@ class DurableJournal(Journal):
             self._durable_index = last
 
     @_locked
-    def deleteEntriesTo(self, entryTo):
+    def deleteEntriesTo(self, entryTo: int) -> None:
         self._check()
         self._settle()
         self._startup = False
@@ -760,14 +764,14 @@ class DurableJournal(Journal):
         self._make_dump_durable()
         self._rewrite(self._entries[i:])
 
-    def __getitem__(self, item):
+    def __getitem__(self, item: Any) -> Any:
         return self._entries[item]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._entries)
 
     @_locked
-    def _destroy(self):
+    def _destroy(self) -> None:
         if self._closed:
             return
         try:
@@ -783,19 +787,19 @@ class DurableJournal(Journal):
                 os.close(self._fd)
                 self._fd = -1
 
-    def flush(self):
+    def flush(self) -> None:
         """Force an fdatasync of unsynced entries, whatever the policy."""
         self.sync(force=True)
 
     @_locked
-    def setRaftCommitIndex(self, raftCommitIndex):
+    def setRaftCommitIndex(self, raftCommitIndex: int) -> None:
         # Guard (c): the commit index must never move over entries not on our disk.
         if self._policy == "always" and (self._dirty or self._pending_clear is not None):
             self.sync()
         self._meta["raftCommitIndex"] = int(raftCommitIndex)
         self._meta_dirty = True
 
-    def getRaftCommitIndex(self):
+    def getRaftCommitIndex(self) -> int:
         ci = int(self._meta.get("raftCommitIndex", 1))
         if self._entries and ci > self._entries[-1][1]:
             logger.warning("journal %s: stored commit index %d is past the journal end %d; clamping",
@@ -804,7 +808,7 @@ class DurableJournal(Journal):
         return ci
 
     @_locked
-    def setCurrentTerm(self, term, votedForNodeId):
+    def setCurrentTerm(self, term: int, votedForNodeId: Any) -> None:
         self._check()
         if votedForNodeId is not None and not isinstance(votedForNodeId, (str, int)):
             raise TypeError("votedForNodeId must be str, int or None, got %r" % (votedForNodeId,))
@@ -813,14 +817,14 @@ class DurableJournal(Journal):
         # Raft: term and vote are durable before any message reflecting them is sent.
         self._store_meta()
 
-    def getCurrentTerm(self):
+    def getCurrentTerm(self) -> int:
         return int(self._meta.get("currentTerm", 0))
 
-    def getVotedForNodeId(self):
+    def getVotedForNodeId(self) -> Any:
         return self._meta.get("votedForNodeId", None)
 
     @_locked
-    def onOneSecondTimer(self):
+    def onOneSecondTimer(self) -> None:
         if self._meta_dirty and self._failed is None and not self._closed:
             self._store_meta()
 
@@ -870,7 +874,7 @@ class DurableTCPTransport(GuardedTCPTransport):
     KEEPALIVE_S = 1.0
     KEEPALIVE = {"type": "schedd_keepalive"}
 
-    def __init__(self, syncObj, selfNode, otherNodes):
+    def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
         self._last_keepalive = 0.0
         journal = getattr(syncObj, "_SyncObj__raftLog", None)
         self._durable_journal = journal if isinstance(journal, DurableJournal) else None
@@ -881,13 +885,13 @@ class DurableTCPTransport(GuardedTCPTransport):
                            "messages are sent without a journal sync", type(journal).__name__)
         super().__init__(syncObj, selfNode, otherNodes)
 
-    def send(self, node, message):
+    def send(self, node: Any, message: Any) -> bool:
         j = self._durable_journal
         if j is not None:
             j.before_send()
         return super().send(node, message)
 
-    def _onTick(self):
+    def _onTick(self) -> None:
         super()._onTick()
         now = time.monotonic()
         if now - self._last_keepalive >= self.KEEPALIVE_S:
@@ -904,12 +908,13 @@ _ORIGINAL_CREATE_JOURNAL = pysyncobj.syncobj.createJournal
 def durable_journal_factory(fsync: str = "always", batch_interval: float = 0.05,
                             dump_path: Optional[str] = None,
                             on_fatal: Optional[Callable[[BaseException], None]] = None,
-                            on_created: Optional[Callable[[DurableJournal], None]] = None):
+                            on_created: Optional[Callable[[DurableJournal], None]] = None
+                            ) -> Callable[..., DurableJournal]:
     """Return ``createJournal(journalFile)`` building a :class:`DurableJournal`."""
     if fsync not in FSYNC_POLICIES:
         raise ValueError("fsync must be one of %r, got %r" % (FSYNC_POLICIES, fsync))
 
-    def createJournal(journalFile=None):
+    def createJournal(journalFile: Optional[str] = None) -> DurableJournal:
         if journalFile is None:
             raise ValueError("durable journal installed but conf.journalFile is None; set "
                              "conf.journalFile (and conf.fullDumpFile)")
@@ -922,7 +927,7 @@ def durable_journal_factory(fsync: str = "always", batch_interval: float = 0.05,
     return createJournal
 
 
-def patch_create_journal(factory) -> Callable:
+def patch_create_journal(factory: Callable[..., Any]) -> Callable[..., Any]:
     """Make ``pysyncobj.syncobj.createJournal`` (what SyncObj.__init__ calls) use ``factory``.
 
     PROCESS-GLOBAL: every SyncObj constructed afterwards in this process uses it (our deployment
@@ -938,17 +943,15 @@ def restore_create_journal() -> None:
     pysyncobj.syncobj.createJournal = _ORIGINAL_CREATE_JOURNAL
 
 
-def attach(syncobj, journal: Optional[DurableJournal] = None) -> DurableJournal:
+def attach(syncobj: Any, journal: Optional[DurableJournal] = None) -> DurableJournal:
     """Check that ``syncobj`` runs on a DurableJournal and register the journal's tick callback.
 
     Idempotent (DurableTCPTransport has usually registered the callback already). Raises
     RuntimeError if the SyncObj was built without the durable journal, or if the policy is
     ``always`` and the transport is not a DurableTCPTransport (persist-before-send would not hold).
     """
-    actual = getattr(syncobj, "_SyncObj__raftLog", None)
-    if journal is None:
-        journal = actual
-    if not isinstance(journal, DurableJournal) or actual is not journal:
+    actual: object = getattr(syncobj, "_SyncObj__raftLog", None)
+    if not isinstance(actual, DurableJournal) or (journal is not None and actual is not journal):
         raise RuntimeError("SyncObj was not built with this DurableJournal (got %s): call "
                            "prepare_durable_journal() before constructing the SyncObj and set "
                            "conf.journalFile" % type(actual).__name__)
@@ -956,11 +959,11 @@ def attach(syncobj, journal: Optional[DurableJournal] = None) -> DurableJournal:
     if not isinstance(transport, DurableTCPTransport):
         msg = ("SyncObj transport is %s, not DurableTCPTransport: pass transportClass="
                "hooks.transport_class" % type(transport).__name__)
-        if journal.policy == "always":
+        if actual.policy == "always":
             raise RuntimeError(msg)
         logger.warning(msg)
-    journal.register_tick(syncobj)
-    return journal
+    actual.register_tick(syncobj)
+    return actual
 
 
 @dataclass
@@ -971,15 +974,15 @@ class DurableJournalHooks:
     dump_file: str
     fsync: str
     batch_interval: float
-    transport_class: type = DurableTCPTransport
+    transport_class: type[DurableTCPTransport] = DurableTCPTransport
     journal: Optional[DurableJournal] = field(default=None, repr=False)
 
     @property
-    def conf_kwargs(self) -> dict:
+    def conf_kwargs(self) -> dict[str, str]:
         """``SyncObjConf`` keyword arguments: journalFile and fullDumpFile."""
         return {"journalFile": self.journal_file, "fullDumpFile": self.dump_file}
 
-    def attach(self, syncobj) -> DurableJournal:
+    def attach(self, syncobj: Any) -> DurableJournal:
         self.journal = attach(syncobj, self.journal)
         return self.journal
 
@@ -1029,7 +1032,7 @@ def prepare_durable_journal(data_dir: str, *, fsync: str = "always", batch_inter
                                 dump_file=os.path.join(data_dir, dump_name),
                                 fsync=fsync, batch_interval=batch_interval)
 
-    def _created(j):
+    def _created(j: DurableJournal) -> None:
         hooks.journal = j
 
     make_snapshots_durable(fsync != "never")
@@ -1045,14 +1048,14 @@ _REAL_GZIP = _gzip
 _ORIGINAL_ATOMIC_REPLACE = pysyncobj.serializer.atomicReplace
 
 
-def _private_atomic_replace(src, dst):
+def _private_atomic_replace(src: str, dst: str) -> None:
     """pysyncobj's dump (fork child or snapshot install) is created with the process umask: make
     it FILE_MODE before it takes its final name."""
     os.chmod(src, FILE_MODE)
     _ORIGINAL_ATOMIC_REPLACE(src, dst)
 
 
-def _durable_atomic_replace(src, dst):
+def _durable_atomic_replace(src: str, dst: str) -> None:
     os.chmod(src, FILE_MODE)
     fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
     try:
@@ -1091,13 +1094,13 @@ def speed_up_snapshots(level: int = 1) -> None:
     level = int(level)
 
     class GzipFile(_REAL_GZIP.GzipFile):
-        def __init__(self, filename=None, mode=None, compresslevel=None, fileobj=None, mtime=None):
+        def __init__(self, filename: Any = None, mode: Any = None, compresslevel: Any = None,
+                     fileobj: Any = None, mtime: Any = None) -> None:
             if compresslevel is None:
                 compresslevel = level
             super().__init__(filename, mode, compresslevel, fileobj, mtime)
 
     shim = types.ModuleType("schedd_gzip_shim")
-    shim.__getattr__ = lambda name: getattr(_REAL_GZIP, name)  # PEP 562 module __getattr__
-    shim.GzipFile = GzipFile
-    shim.compresslevel = level
+    vars(shim).update(__getattr__=lambda name: getattr(_REAL_GZIP, name),   # PEP 562 module __getattr__
+                      GzipFile=GzipFile, compresslevel=level)
     pysyncobj.serializer.gzip = shim

@@ -23,7 +23,7 @@ NO_OP = struct.pack("B", 1)     # pysyncobj's NO_OP command byte: applied as not
 class Message:
     src: str
     dst: str
-    body: dict
+    body: dict[str, Any]
 
     @property
     def kind(self) -> str:
@@ -51,8 +51,8 @@ class MemoryNetwork:
     def add(self, address: str, peers: Iterable[str], *, cls: type = SyncObj,
             conf: SyncObjConf | None = None) -> SyncObj:
         conf = conf or driven_conf()
-        node = cls(address, [p for p in peers if p != address], conf=conf,
-                   transportClass=self.transport_class())
+        node: SyncObj = cls(address, [p for p in peers if p != address], conf=conf,
+                            transportClass=self.transport_class())
         self.nodes[address] = node
         return node
 
@@ -99,7 +99,7 @@ class MemoryTransport(Transport):
         self.connected.discard(addr)
         self._onNodeDisconnected(self._peers[addr])
 
-    def send(self, node: Any, message: dict) -> bool:
+    def send(self, node: Any, message: dict[str, Any]) -> bool:
         if node.id not in self.connected:
             return False
         body = pickle.loads(pickle.dumps(message))

@@ -20,7 +20,9 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Sequence
+from os import PathLike
+from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
@@ -28,10 +30,61 @@ from schedd.core.state import SchedulerState
 from schedd.replication import journal as durable
 from schedd.replication.raft_patches import RepairingSyncObj
 from schedd.replication.transport import TransportLimits
-from schedd.runtime.config import NodeConfig
-from schedd.testing import hooks as testing
+from schedd.ports.faults import NO_FAULTS, Faults
 
 log = logging.getLogger("schedd.raft")
+
+
+class RaftSettings(Protocol):
+    """The Raft tuning a node is built with (runtime.config.RaftTuning is one)."""
+    @property
+    def heartbeat_ms(self) -> int: ...
+    @property
+    def tick_ms(self) -> int: ...
+    @property
+    def election_timeout_ms(self) -> tuple[int, int]: ...
+    @property
+    def leader_fallback_ms(self) -> int: ...
+    @property
+    def compaction_entries(self) -> int: ...
+    @property
+    def compaction_seconds(self) -> int: ...
+    @property
+    def max_frame_bytes(self) -> int: ...
+    @property
+    def handshake_timeout_ms(self) -> int: ...
+
+
+class Member(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def raft_address(self) -> str: ...
+
+
+class NodeSettings(Protocol):
+    """What a RaftNode reads of its configuration (runtime.config.NodeConfig is one). The node
+    keeps the object it was given as `cfg`, typed as given, for the shell built around it."""
+    @property
+    def node_id(self) -> str: ...
+    @property
+    def data_dir(self) -> str | PathLike[str]: ...
+    @property
+    def raft_address(self) -> str: ...
+    @property
+    def raft_bind(self) -> str: ...
+    @property
+    def secret(self) -> str: ...
+    @property
+    def fsync(self) -> str: ...
+    @property
+    def raft(self) -> RaftSettings: ...
+    @property
+    def members(self) -> Sequence[Member]: ...
+    def grpc_of_raft(self, raft_address: str) -> str: ...
+
+
+CfgT = TypeVar("CfgT", bound=NodeSettings)
 
 FOLLOWER, CANDIDATE, LEADER = 0, 1, 2
 ROLE_NAMES = {FOLLOWER: "follower", CANDIDATE: "candidate", LEADER: "leader"}
@@ -59,36 +112,36 @@ class ReplicatedState(SyncObjConsumer):
     between versions (the entry codec carries its own version instead)."""
 
     def __init__(self, state: SchedulerState, lock: threading.RLock,
-                 on_applied: Callable[[str, dict, int], None]) -> None:
+                 on_applied: Callable[[str, dict[str, Any], int], None], faults: Faults = NO_FAULTS,
+                 node_id: str = "") -> None:
         self._sm = state
         self._lock = lock
         self._on_applied = on_applied
-        self._node_id = ""
+        self._faults = faults
+        self._node_id = node_id
         self.digests = DigestPoints()
         super().__init__()
 
     @replicated
-    def apply_entry(self, entry: str) -> dict:
+    def apply_entry(self, entry: str) -> dict[str, Any]:
         index = self._syncObj.raftLastApplied + 1
-        if testing.UNSAFE and "no_dedup" in testing.UNSAFE:     # negative control, test mode only
-            entry = testing.unsafe_no_dedup(entry, index)
+        entry = self._faults.entry_to_apply(entry, index)
         with self._lock:
             result = self._sm.apply(entry, index)
             if self.digests.wanted(index):
                 self.digests.record(index, self._sm.state_digest())
-        if testing.RECORDER is not None:                          # test-mode history only
-            testing.record_applied(testing.RECORDER, self._node_id, entry, result, index, self._sm.hash)
+        self._faults.applied(self._node_id, entry, result, index, self._sm.hash)
         try:
             self._on_applied(entry, result, index)
         except Exception:  # noqa: BLE001 - a shell hook must never wedge apply
             log.exception("on_applied hook failed")
         return result
 
-    def _serialize(self):
+    def _serialize(self) -> object:
         with self._lock:
             return self._sm.snapshot()
 
-    def _deserialize(self, data) -> None:
+    def _deserialize(self, data: Any) -> None:
         started = time.monotonic()
         with self._lock:
             self._sm.restore(data)
@@ -142,18 +195,19 @@ class RaftStatus:
     match_index: dict[str, int] = field(default_factory=dict)   # leader only: peer raft address -> index
 
 
-class RaftNode:
+class RaftNode(Generic[CfgT]):
     """A cluster member: the replicated state, its lock, and the SyncObj that drives it."""
 
-    def __init__(self, cfg: NodeConfig, *, on_role_change: Callable[[int, int], None] | None = None,
-                 on_applied: Callable[[str, dict, int], None] | None = None) -> None:
+    def __init__(self, cfg: CfgT, *, on_role_change: Callable[[int, int], None] | None = None,
+                 on_applied: Callable[[str, dict[str, Any], int], None] | None = None,
+                 faults: Faults = NO_FAULTS) -> None:
         self.cfg = cfg
         self.state = SchedulerState()
         self.lock = threading.RLock()
         self._on_role_change = on_role_change or (lambda old, new: None)
-        self._consumer = ReplicatedState(self.state, self.lock, on_applied or (lambda e, r, i: None))
+        self._consumer = ReplicatedState(self.state, self.lock, on_applied or (lambda e, r, i: None),
+                                         faults, cfg.node_id)
         self.digests = self._consumer.digests
-        self._consumer._node_id = cfg.node_id
         self._hooks = durable.prepare_durable_journal(str(cfg.data_dir), fsync=cfg.fsync)
         durable.speed_up_snapshots()
         r = cfg.raft
@@ -184,10 +238,9 @@ class RaftNode:
         transport = self._hooks.transport_class.with_limits(TransportLimits(
             max_frame_bytes=r.max_frame_bytes, handshake_timeout_s=r.handshake_timeout_ms / 1000))
         # Stock pysyncobj only as the fault suite's negative control (SCHEDD_UNSAFE=stock_raft).
-        raft_class = SyncObj if "stock_raft" in testing.UNSAFE else RepairingSyncObj
+        raft_class = SyncObj if faults.stock_raft else RepairingSyncObj
         self.sync = raft_class(cfg.raft_address, others, conf=conf, consumers=[self._consumer],
-                               transportClass=testing.transport_with_dial(transport)
-                               if cfg.test_mode else transport)
+                               transportClass=faults.transport(transport))
         self._hooks.attach(self.sync)
 
     # ------------------------------------------------------------ leadership
@@ -200,7 +253,7 @@ class RaftNode:
     def is_leader(self) -> bool:
         """pysyncobj's view only: it may be stale for up to leader_fallback_ms. Never gate a side
         effect on it alone; gate on a committed entry of this term (the leader epoch)."""
-        return self.sync._isLeader()
+        return bool(self.sync._isLeader())
 
     @property
     def term(self) -> int:
@@ -253,13 +306,13 @@ class RaftNode:
 
     # ------------------------------------------------------------ proposals
 
-    async def propose(self, entry: str, *, timeout: float = 10.0) -> dict:
+    async def propose(self, entry: str, *, timeout: float = 10.0) -> dict[str, Any]:
         """Replicate `entry` and return apply's result on this node. Raises NotApplied or
         OutcomeUnknown. Callable from the asyncio thread only."""
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future = loop.create_future()
+        fut: asyncio.Future[dict[str, Any]] = loop.create_future()
 
-        def settle(result, error) -> None:
+        def settle(result: dict[str, Any], error: int) -> None:
             if not fut.done():
                 if error == FAIL_REASON.SUCCESS:
                     fut.set_result(result)
@@ -268,7 +321,7 @@ class RaftNode:
                 else:
                     fut.set_exception(OutcomeUnknown(f"outcome unknown (pysyncobj reason {error})"))
 
-        def callback(result, error) -> None:  # tick thread
+        def callback(result: dict[str, Any], error: int) -> None:  # tick thread
             loop.call_soon_threadsafe(settle, result, error)
 
         self._consumer.apply_entry(entry, callback=callback)

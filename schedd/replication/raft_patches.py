@@ -87,7 +87,7 @@ class RepairingSyncObj(SyncObj):
     def _term_at(self, idx: int) -> int:
         return int(self._SyncObj__raftLog[idx - self._log_first()][2])
 
-    def _send(self, node: Any, message: dict) -> None:
+    def _send(self, node: Any, message: dict[str, Any]) -> None:
         self._SyncObj__transport.send(node, message)
 
     def _restart_election_timer(self) -> None:
@@ -95,7 +95,7 @@ class RepairingSyncObj(SyncObj):
 
     # ------------------------------------------------------------ message dispatch
 
-    def _SyncObj__onMessageReceived(self, node: Any, message: dict) -> None:
+    def _SyncObj__onMessageReceived(self, node: Any, message: dict[str, Any]) -> None:
         kind = message.get("type") if isinstance(message, dict) else None
         if kind == "append_entries" and "prevLogIdx" in message:
             self._on_append_entries(node, message)
@@ -122,7 +122,7 @@ class RepairingSyncObj(SyncObj):
 
     # ------------------------------------------------------------ follower: AppendEntries
 
-    def _on_append_entries(self, node: Any, message: dict) -> None:
+    def _on_append_entries(self, node: Any, message: dict[str, Any]) -> None:
         """Raft §5.3 receiver rules 1-5 (patches 1 and 2)."""
         term = message["term"]
         if term < self._SyncObj__raftCurrentTerm:
@@ -168,7 +168,7 @@ class RepairingSyncObj(SyncObj):
         self._SyncObj__setState(_RAFT_STATE.FOLLOWER)
         self._heard_from_leader()
 
-    def _assemble_entries(self, node: Any, message: dict) -> list | None:
+    def _assemble_entries(self, node: Any, message: dict[str, Any]) -> list[Any] | None:
         """Entries of the message, or None while a chunked single entry is still arriving."""
         transmission = message.get("transmission")
         if transmission is None:
@@ -196,7 +196,7 @@ class RepairingSyncObj(SyncObj):
             idx -= 1
         return idx
 
-    def _append_new(self, entries: list) -> None:
+    def _append_new(self, entries: list[Any]) -> None:
         """Receiver rules 3 and 4: skip entries we hold with the same term, truncate from the
         first conflict, append the rest."""
         last = self._log_last()
@@ -210,7 +210,7 @@ class RepairingSyncObj(SyncObj):
                 self._add_entries(entries[pos:])
                 return
 
-    def _add_entries(self, entries: list) -> None:
+    def _add_entries(self, entries: list[Any]) -> None:
         for entry in entries:
             self._SyncObj__raftLog.add(*entry)
         if self._SyncObj__conf.dynamicMembershipChange:
@@ -253,7 +253,7 @@ class RepairingSyncObj(SyncObj):
 
     # ------------------------------------------------------------ leader: responses and sending
 
-    def _on_append_response(self, node: Any, message: dict) -> None:
+    def _on_append_response(self, node: Any, message: dict[str, Any]) -> None:
         """Patch 1, leader side: act only on answers to the request outstanding."""
         self._SyncObj__lastResponseTime[node] = self._now()
         nxt, match = self._SyncObj__raftNextIndex, self._SyncObj__raftMatchIndex
@@ -308,7 +308,8 @@ class RepairingSyncObj(SyncObj):
     def _send_to(self, node: Any, started: float) -> None:
         conf = self._SyncObj__conf
         probing = self._repl_mode.get(node, PROBE) != REPLICATE
-        first_round, sending_snapshot = True, False
+        first_round = True
+        sending_snapshot: bool | None = False
         nxt = self._SyncObj__raftNextIndex
         while nxt[node] <= self._log_last() or first_round or sending_snapshot:
             if nxt[node] > self._log_first():
@@ -324,7 +325,7 @@ class RepairingSyncObj(SyncObj):
             if self._now() - started > conf.appendEntriesPeriod:
                 return
 
-    def _base_message(self) -> dict:
+    def _base_message(self) -> dict[str, Any]:
         return {"type": "append_entries", "term": self._SyncObj__raftCurrentTerm,
                 "commit_index": self._SyncObj__raftCommitIndex}
 
@@ -334,7 +335,7 @@ class RepairingSyncObj(SyncObj):
         batch = self._SyncObj__conf.appendEntriesBatchSizeBytes
         nxt = self._SyncObj__raftNextIndex
         prev_idx, prev_term = self._SyncObj__getPrevLogIndexTerm(nxt[node])
-        entries: list = []
+        entries: list[Any] = []
         if nxt[node] <= self._log_last():
             entries = self._SyncObj__getEntries(nxt[node], None, batch)
             if not probing:
@@ -398,11 +399,11 @@ class RepairingSyncObj(SyncObj):
         for node in self._SyncObj__otherNodes:
             self._send(node, request)
 
-    def _on_pre_vote(self, node: Any, message: dict) -> None:
+    def _on_pre_vote(self, node: Any, message: dict[str, Any]) -> None:
         self._send(node, {"type": PRE_VOTE_RESPONSE, "term": message.get("term"),
                           "round": message.get("round"), "granted": self._grants_pre_vote(message)})
 
-    def _grants_pre_vote(self, message: dict) -> bool:
+    def _grants_pre_vote(self, message: dict[str, Any]) -> bool:
         """Would we vote for it in its next term? Not while a leader is alive for us (we are it,
         or heard it within the minimum election timeout), and only for an up-to-date log (§5.4.1)."""
         if self._SyncObj__selfNode is None or self._SyncObj__raftState == _RAFT_STATE.LEADER:
@@ -413,9 +414,9 @@ class RepairingSyncObj(SyncObj):
             return False
         my_term = self._SyncObj__getCurrentLogTerm()
         their_term, their_idx = message.get("last_log_term", -1), message.get("last_log_index", -1)
-        return their_term > my_term or (their_term == my_term and their_idx >= self._log_last())
+        return bool(their_term > my_term or (their_term == my_term and their_idx >= self._log_last()))
 
-    def _on_pre_vote_response(self, node: Any, message: dict) -> None:
+    def _on_pre_vote_response(self, node: Any, message: dict[str, Any]) -> None:
         if (not message.get("granted") or message.get("round") != self._prevote_round
                 or self._prevote_term != self._SyncObj__raftCurrentTerm + 1
                 or self._SyncObj__raftState == _RAFT_STATE.LEADER):

@@ -28,12 +28,14 @@ so they are tied to 0.3.17's internals; `tests/security` exercises each guard ag
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import socket
 import struct
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 import pysyncobj.pickle as pysyncobj_pickle
 from pysyncobj.dns_resolver import globalDnsResolver
@@ -72,7 +74,7 @@ class _RateLimitedLog:
         self._last: dict[str, float] = {}
         self._suppressed: dict[str, int] = {}
 
-    def warn(self, kind: str, msg: str, *args) -> None:
+    def warn(self, kind: str, msg: str, *args: object) -> None:
         now = monotonic()
         if now - self._last.get(kind, -1e9) < 1.0:
             self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
@@ -102,7 +104,7 @@ class GuardedTcpConnection(TcpConnection):
     `authenticated` turns true once the transport has seen the handshake complete (key exchange
     and node address); until then frames are capped at HANDSHAKE_FRAME_BYTES."""
 
-    def __init__(self, *args, limits: TransportLimits, **kwargs) -> None:
+    def __init__(self, *args: Any, limits: TransportLimits, **kwargs: Any) -> None:
         self.limits = limits
         self.authenticated = False
         self.opened_at = monotonic()
@@ -112,12 +114,12 @@ class GuardedTcpConnection(TcpConnection):
     def frame_limit(self) -> int:
         return self.limits.max_frame_bytes if self.authenticated else HANDSHAKE_FRAME_BYTES
 
-    def connect(self, host, port):
+    def connect(self, host: str, port: int) -> bool:
         self.authenticated = False
         self.opened_at = monotonic()
         return super().connect(host, port)
 
-    def disconnect(self):
+    def disconnect(self) -> None:
         self.authenticated = False
         super().disconnect()
 
@@ -125,14 +127,14 @@ class GuardedTcpConnection(TcpConnection):
     # (unbounded, and quadratic in `bytes +=`). Stop once a whole maximal frame is buffered so the
     # parser runs first (and drops an oversized one); the level-triggered poller calls back for
     # the rest.
-    def _TcpConnection__processRead(self):
+    def _TcpConnection__processRead(self) -> bool:
         if len(self._TcpConnection__readBuffer) > self.frame_limit + _LENGTH.size:
             return False
         return super()._TcpConnection__processRead()
 
     # Restores "check a frame's size before reading it" (pysyncobj #174), bounds zlib, and makes
     # the replay/key checks real `if`s. Otherwise the same as 0.3.17's __processParseMessage.
-    def _TcpConnection__processParseMessage(self):
+    def _TcpConnection__processParseMessage(self) -> Any:
         buf = self._TcpConnection__readBuffer
         if len(buf) < _LENGTH.size:
             return None
@@ -156,7 +158,7 @@ class GuardedTcpConnection(TcpConnection):
         self._TcpConnection__readBuffer = buf[end:]
         return message
 
-    def _decode(self, data: bytes):
+    def _decode(self, data: bytes) -> Any:
         if self.encryptor:
             stamp = self.encryptor.extract_timestamp(data)
             if stamp < self.recvLastTimestamp:
@@ -174,11 +176,11 @@ class GuardedTcpConnection(TcpConnection):
 class GuardedTcpServer(TcpServer):
     """TcpServer whose accepted connections are GuardedTcpConnections (the rest as 0.3.17)."""
 
-    def __init__(self, *args, limits: TransportLimits, **kwargs) -> None:
+    def __init__(self, *args: Any, limits: TransportLimits, **kwargs: Any) -> None:
         self._limits = limits
         super().__init__(*args, **kwargs)
 
-    def _TcpServer__onNewConnection(self, descr, event):
+    def _TcpServer__onNewConnection(self, descr: Any, event: int) -> None:
         if event & POLL_EVENT_TYPE.READ:
             try:
                 sock, _addr = self._TcpServer__socket.accept()
@@ -194,7 +196,7 @@ class GuardedTcpServer(TcpServer):
                     keepalive=self._TcpServer__keepalive, limits=self._limits)
                 self._TcpServer__onNewConnectionCallback(conn)
             except socket.error as e:
-                if e.errno not in (socket.errno.EAGAIN, socket.errno.EWOULDBLOCK):
+                if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
                     self.unbind()
                     return
         if event & POLL_EVENT_TYPE.ERROR:
@@ -211,7 +213,7 @@ class GuardedTCPTransport(TCPTransport):
         """A subclass bound to `limits` (pysyncobj builds the transport from a class)."""
         return type(cls.__name__, (cls,), {"limits": limits})
 
-    def __init__(self, syncObj, selfNode, otherNodes):
+    def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
         if otherNodes and not syncObj.encryptor:
             raise TransportSecurityError(
                 "refusing a Raft transport with peers but no cluster secret: the peer protocol "
@@ -220,7 +222,7 @@ class GuardedTCPTransport(TCPTransport):
 
     # Restores "no listener without a reason": stock pysyncobj binds the Raft port even with no
     # peers, where it can only serve strangers (and, without a password, runs their pickles).
-    def _createServer(self):
+    def _createServer(self) -> None:
         if not self._nodes:
             self._server = None
             self._ready = True
@@ -235,7 +237,7 @@ class GuardedTCPTransport(TCPTransport):
             limits=self.limits)
 
     # Same as 0.3.17's addNode, with a GuardedTcpConnection for the outgoing link.
-    def addNode(self, node):
+    def addNode(self, node: Any) -> None:
         self._nodes.add(node)
         self._nodeAddrToNode[node.address] = node
         if self._shouldConnect(node):
@@ -251,7 +253,7 @@ class GuardedTCPTransport(TCPTransport):
             self._connections[node] = conn
 
     # Restores a bound on strangers: stock pysyncobj keeps any number of unidentified connections.
-    def _onNewIncomingConnection(self, conn):
+    def _onNewIncomingConnection(self, conn: Any) -> None:
         if len(self._unknownConnections) >= self.limits.max_pending:
             WARN.warn("pending", "Raft: refusing a connection: %d are still in the handshake",
                       len(self._unknownConnections))
@@ -259,19 +261,19 @@ class GuardedTCPTransport(TCPTransport):
             return
         super()._onNewIncomingConnection(conn)
 
-    def _onIncomingMessageReceived(self, conn, message):
+    def _onIncomingMessageReceived(self, conn: Any, message: Any) -> None:
         super()._onIncomingMessageReceived(conn, message)
         if conn not in self._unknownConnections and conn.state == CONNECTION_STATE.CONNECTED:
             conn.authenticated = True       # key exchanged and a known node address (or readonly)
 
-    def _onOutgoingMessageReceived(self, conn, message):
+    def _onOutgoingMessageReceived(self, conn: Any, message: Any) -> None:
         super()._onOutgoingMessageReceived(conn, message)
         if conn.state == CONNECTION_STATE.CONNECTED:
             conn.authenticated = True       # the peer answered our key with its own, encrypted
 
     # Restores a handshake deadline: stock pysyncobj checks its idle timeout only when a socket
     # has an event, so a connection that sends a byte and then nothing is kept forever.
-    def _onTick(self):
+    def _onTick(self) -> None:
         super()._onTick()
         deadline = monotonic() - self.limits.handshake_timeout_s
         for conn in [*self._unknownConnections, *self._connections.values()]:

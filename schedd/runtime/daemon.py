@@ -26,7 +26,7 @@ from schedd.leader.dispatcher import Dispatcher
 from schedd.leader.workers import WorkerHub
 from schedd.replication.convergence import ConvergenceTracker
 from schedd.replication.node import RaftNode
-from schedd.runtime.clock import SystemClock
+from schedd.ports.clock import SystemClock
 from schedd.runtime.config import NodeConfig
 from schedd.runtime.metrics import Metrics
 from schedd.runtime.replica_watch import ReplicaWatch
@@ -66,33 +66,30 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     os.register_at_fork(after_in_child=gc.disable)
     tune_gc()
     try:
-        testing.configure_node(cfg)            # test mode only: history, unsafe switches, dialing
+        faults = testing.configure_node(cfg)   # NO_FAULTS unless a test asks (history, switches, dialing)
     except testing.TestModeError as e:
         raise StartupError(str(e)) from None
-    rec = testing.RECORDER
     clock = SystemClock()
     metrics = Metrics()
     loop = asyncio.get_running_loop()
     dispatcher_box: list[Dispatcher] = []
-    locals_box: list = []                      # the RaftNode, once built (test-mode recording)
+    node_box: list[RaftNode] = []              # the RaftNode, once built (its term for the record)
 
     def on_applied(entry, result, index):
         if dispatcher_box:
             dispatcher_box[0].on_applied(entry, result, index)
 
     def on_role_change(old, new):
-        if rec is not None:
-            rec("role", node=cfg.node_id, old=old, new=new, term=testing.current_term(locals_box))
+        faults.role_changed(cfg.node_id, old, new, node_box[0].term if node_box else -1)
         if dispatcher_box:
             dispatcher_box[0].on_role_change(old, new)
 
-    node = RaftNode(cfg, on_applied=on_applied, on_role_change=on_role_change)
-    locals_box.append(node)
+    node = RaftNode(cfg, on_applied=on_applied, on_role_change=on_role_change, faults=faults)
+    node_box.append(node)
     hub = WorkerHub(node, clock, lease_ms=cfg.scheduler.lease_ms,
-                    max_streams=cfg.limits.max_worker_streams, max_slots=cfg.limits.max_worker_slots)
-    if rec is not None:
-        testing.wrap_hub_send(hub, rec, node)
-    dispatcher = Dispatcher(node, clock, metrics, hub)
+                    max_streams=cfg.limits.max_worker_streams, max_slots=cfg.limits.max_worker_slots,
+                    faults=faults)
+    dispatcher = Dispatcher(node, clock, metrics, hub, faults)
     dispatcher_box.append(dispatcher)
     replicas = ReplicaWatch(node, ConvergenceTracker(cfg.raft.replica_stuck_ms), wall_ms=clock.now_ms)
     metrics.watch(node, replicas)
@@ -109,7 +106,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     dags_pb2_grpc.add_DagsServicer_to_server(DagsService(node, clock, metrics, router), server)
     pb_grpc.add_WorkersServicer_to_server(hub, server)
     if cfg.test_mode:
-        testing.add_admin_service(server, clock, node)
+        testing.add_admin_service(server, clock, node, faults)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (pb.DESCRIPTOR.services_by_name["Scheduler"].full_name,

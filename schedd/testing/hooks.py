@@ -37,6 +37,8 @@ import signal
 import threading
 import time
 
+from schedd.ports.faults import NO_FAULTS, Faults
+
 UNSAFE_SWITCHES = frozenset({"push_before_commit", "no_fencing", "no_dedup", "local_clock_fire",
                              "no_lease_grace", "trust_leader", "stock_raft"})
 
@@ -85,30 +87,26 @@ def unsafe_switches() -> frozenset[str]:
     return names
 
 
-# Process-wide, set by `configure_node`; read by the hooked modules. (The worker's hooks are an
-# object of its own: schedd_worker.hooks.)
-RECORDER: Recorder | None = None
-UNSAFE: frozenset[str] = frozenset()
-FAILPOINTS: "Failpoints | None" = None          # None: every failpoint site is one `is None` test
 NODE_FAILPOINTS = ("crash_after_fire", "crash_after_claim", "crash_after_push", "stall_after_fire")
 
 
-def configure_node(cfg) -> None:
-    """Called by the daemon at start. Refuses test-only settings outside test mode."""
-    global RECORDER, UNSAFE
-    global FAILPOINTS
+def configure_node(cfg) -> Faults:
+    """The node's fault hooks, read from the environment once by the daemon at start: NO_FAULTS
+    unless a test asks for something. Refuses test-only settings outside test mode."""
     wants = any(os.environ.get(k) for k in ("SCHEDD_HISTORY_DIR", "SCHEDD_UNSAFE", "SCHEDD_RAFT_DIAL",
                                             "SCHEDD_FAILPOINT_DIR"))
     if not wants:
-        return
+        return NO_FAULTS
     if not (cfg.test_mode and _env_test_mode()):
         raise TestModeError("SCHEDD_HISTORY_DIR, SCHEDD_UNSAFE, SCHEDD_RAFT_DIAL and SCHEDD_FAILPOINT_DIR need "
                             "test_mode = true in the config and SCHEDD_TEST_MODE=1")
-    UNSAFE = unsafe_switches()
-    RECORDER = make_recorder(cfg.node_id)
-    FAILPOINTS = make_failpoints(cfg.node_id)
-    if RECORDER is not None:
-        RECORDER("node_start", node=cfg.node_id, unsafe=sorted(UNSAFE), pid=os.getpid())
+    unsafe = unsafe_switches()
+    rec = make_recorder(cfg.node_id)
+    faults = TestFaults(unsafe=unsafe, rec=rec, failpoints=make_failpoints(cfg.node_id, rec),
+                        dial=dial_overrides())
+    if rec is not None:
+        rec("node_start", node=cfg.node_id, unsafe=sorted(unsafe), pid=os.getpid())
+    return faults
 
 
 # ------------------------------------------------------------------ failpoints (scenario S03)
@@ -151,70 +149,7 @@ def make_failpoints(proc: str, rec: Recorder | None = None) -> Failpoints | None
     if not _env_test_mode():
         raise TestModeError("SCHEDD_FAILPOINT_DIR is for the test suite only (needs SCHEDD_TEST_MODE=1)")
     os.makedirs(d, exist_ok=True)
-    return Failpoints(d, proc, rec if rec is not None else RECORDER)
-
-
-def failpoint_fire_applied(dispatcher, created: list, index: int) -> None:
-    """Tick thread, right after a fire entry that created intents applied on this node."""
-    fp = FAILPOINTS
-    if fp is None or not created or not dispatcher.node.is_leader():
-        return
-    if fp.take("crash_after_fire") is not None:
-        fp.crash("crash_after_fire", index=index, created=[list(c) for c in created[:20]],
-                 term=dispatcher.node.term)
-    secs = fp.take("stall_after_fire")
-    if secs is not None and dispatcher._loop is not None:
-        fp.record("failpoint", name="stall_after_fire", action="armed", index=index, seconds=secs,
-                  created=[list(c) for c in created[:20]], term=dispatcher.node.term)
-
-        def stall():
-            fp.record("failpoint", name="stall_after_fire", action="stall_start", seconds=secs)
-            time.sleep(secs)            # blocks the asyncio loop: no dispatch, no worker streams
-            fp.record("failpoint", name="stall_after_fire", action="stall_end", seconds=secs)
-        dispatcher._loop.call_soon_threadsafe(stall)
-
-
-def failpoint_claimed(token: int, name: str, t: int, worker: str) -> None:
-    """The leader's loop, right after a claim committed and before its assignment is pushed."""
-    fp = FAILPOINTS
-    if fp is not None and fp.take("crash_after_claim") is not None:
-        fp.crash("crash_after_claim", token=token, job=name, scheduled_ms=t, worker=worker)
-
-
-def failpoint_pushed(assigner, token: int, name: str, t: int, worker: str) -> None:
-    """The leader's loop, right after it pushed the assignment of a committed claim."""
-    fp = FAILPOINTS
-    if fp is None or fp.crash_token is not None or fp.take("crash_after_push") is None:
-        return
-    import asyncio
-    fp.crash_token = token
-    fp.record("failpoint", name="crash_after_push", action="armed", token=token, job=name, scheduled_ms=t,
-              worker=worker, term=assigner.node.term)
-    asyncio.get_running_loop().call_later(
-        0.3, lambda: fp.crash("crash_after_push", token=token, job=name, scheduled_ms=t, why="0.3 s after the push"))
-
-
-def failpoint_result(token: int) -> None:
-    """The leader's loop, when a worker's result arrives (before it is proposed)."""
-    fp = FAILPOINTS
-    if fp is not None and fp.crash_token == token:
-        fp.crash("crash_after_push", token=token, why="the worker's result arrived")
-
-
-# ------------------------------------------------------------------ node-side recording helpers
-
-def record_applied(rec: Recorder, node_id: str, entry: str, result: dict, index: int, digest: bytes) -> None:
-    try:
-        body = json.loads(entry)
-    except ValueError:
-        body = {"raw": entry[:200]}
-    res = {k: result[k] for k in ("ok", "code", "token", "state", "items", "scheduled_ms", "name", "logical_ms",
-                                   "deduplicated", "epoch", "retry_at") if k in result}
-    rec("apply", node=node_id, index=index, hash=digest.hex(), entry=body, res=res)
-
-
-def current_term(box: list) -> int:
-    return box[0].sync.raftCurrentTerm if box and hasattr(box[0], "sync") else -1
+    return Failpoints(d, proc, rec)
 
 
 def unsafe_no_dedup(entry: str, index: int) -> str:
@@ -242,23 +177,188 @@ def applied_through(node) -> int:
         return node.state.last_index
 
 
-def wrap_hub_send(hub, rec: Recorder, node) -> None:
-    """Record every message the leader pushes to a worker (assignments and cancels), with the index
-    the node had applied when it pushed (C6: never before the claim's)."""
-    real = hub.send
+class TestFaults(Faults):
+    """The node's test-mode hooks (schedd.ports.faults.Faults): the history recorder, the unsafe
+    switches of the negative controls, failpoints and per-link Raft dialing, as the environment
+    asked for them at start (configure_node)."""
 
-    def send(conn, msg):
+    __test__ = False                     # not a pytest test class
+
+    def __init__(self, *, unsafe: frozenset[str] = frozenset(), rec: Recorder | None = None,
+                 failpoints: Failpoints | None = None, dial: dict[str, tuple[str, int]] | None = None) -> None:
+        self.unsafe = unsafe
+        self.rec = rec
+        self.failpoints = failpoints
+        self.dial = dial or {}
+        self.stock_raft = "stock_raft" in unsafe
+
+    def record(self, type_: str, **fields) -> None:
+        if self.rec is not None:
+            self.rec(type_, **fields)
+
+    # ---------------------------------------------------------------- the Raft node
+
+    def transport(self, base: type) -> type:
+        return transport_with_dial(base, self.dial)
+
+    def entry_to_apply(self, entry: str, index: int) -> str:
+        return unsafe_no_dedup(entry, index) if "no_dedup" in self.unsafe else entry
+
+    def applied(self, node_id: str, entry: str, result: dict, index: int, log_hash: bytes) -> None:
+        if self.rec is None:
+            return
+        try:
+            body = json.loads(entry)
+        except ValueError:
+            body = {"raw": entry[:200]}
+        res = {k: result[k] for k in ("ok", "code", "token", "state", "items", "scheduled_ms", "name", "logical_ms",
+                                       "deduplicated", "epoch", "retry_at") if k in result}
+        self.rec("apply", node=node_id, index=index, hash=log_hash.hex(), entry=body, res=res)
+
+    def role_changed(self, node_id: str, old: int, new: int, term: int) -> None:
+        self.record("role", node=node_id, old=old, new=new, term=term)
+
+    # ---------------------------------------------------------------- failpoints (scenario S03)
+
+    def fire_applied(self, node, created, index: int, loop) -> None:
+        """Tick thread, right after a fire entry that created intents applied on this node."""
+        fp = self.failpoints
+        if fp is None or not created or not node.is_leader():
+            return
+        if fp.take("crash_after_fire") is not None:
+            fp.crash("crash_after_fire", index=index, created=[list(c) for c in created[:20]], term=node.term)
+        secs = fp.take("stall_after_fire")
+        if secs is not None:
+            fp.record("failpoint", name="stall_after_fire", action="armed", index=index, seconds=secs,
+                      created=[list(c) for c in created[:20]], term=node.term)
+
+            def stall():
+                fp.record("failpoint", name="stall_after_fire", action="stall_start", seconds=secs)
+                time.sleep(secs)            # blocks the asyncio loop: no dispatch, no worker streams
+                fp.record("failpoint", name="stall_after_fire", action="stall_end", seconds=secs)
+            loop.call_soon_threadsafe(stall)
+
+    def claimed(self, token: int, name: str, t: int, worker: str) -> None:
+        """The leader's loop, right after a claim committed and before its assignment is pushed."""
+        fp = self.failpoints
+        if fp is not None and fp.take("crash_after_claim") is not None:
+            fp.crash("crash_after_claim", token=token, job=name, scheduled_ms=t, worker=worker)
+
+    def assignment_pushed(self, node, token: int, name: str, t: int, worker: str) -> None:
+        """The leader's loop, right after it pushed the assignment of a committed claim."""
+        fp = self.failpoints
+        if fp is None or fp.crash_token is not None or fp.take("crash_after_push") is None:
+            return
+        import asyncio
+        fp.crash_token = token
+        fp.record("failpoint", name="crash_after_push", action="armed", token=token, job=name, scheduled_ms=t,
+                  worker=worker, term=node.term)
+        asyncio.get_running_loop().call_later(
+            0.3, lambda: fp.crash("crash_after_push", token=token, job=name, scheduled_ms=t,
+                                  why="0.3 s after the push"))
+
+    def result_arrived(self, token: int) -> None:
+        """The leader's loop, when a worker's result arrives (before it is proposed)."""
+        fp = self.failpoints
+        if fp is not None and fp.crash_token == token:
+            fp.crash("crash_after_push", token=token, why="the worker's result arrived")
+
+    # ---------------------------------------------------------------- the push record (C6)
+
+    def pushed(self, node, worker: str, msg) -> None:
+        """Record every message the leader pushes to a worker (assignments and cancels), with the
+        index the node had applied when it pushed (C6: never before the claim's)."""
+        if self.rec is None:
+            return
         kind = msg.WhichOneof("kind")
         if kind == "assignment":
             a = msg.assignment
-            rec("push", node=node.cfg.node_id, worker=conn.name, job=a.job, scheduled_ms=a.scheduled_ms,
-                token=a.fencing_token, attempt=a.attempt, term=a.term, due_ms=a.due_ms,
-                applied=applied_through(node))
+            self.rec("push", node=node.cfg.node_id, worker=worker, job=a.job, scheduled_ms=a.scheduled_ms,
+                     token=a.fencing_token, attempt=a.attempt, term=a.term, due_ms=a.due_ms,
+                     applied=applied_through(node))
         elif kind == "cancel":
-            rec("push_cancel", node=node.cfg.node_id, worker=conn.name, token=msg.cancel.fencing_token)
-        return real(conn, msg)
+            self.rec("push_cancel", node=node.cfg.node_id, worker=worker, token=msg.cancel.fencing_token)
 
-    hub.send = send
+    # ---------------------------------------------------------------- unsafe switches (negative controls)
+
+    def lease_grace_from(self, now: int) -> int:
+        """no_lease_grace: a new leader gives running attempts no grace at all."""
+        return 0 if "no_lease_grace" in self.unsafe else now
+
+    async def claim(self, proposal, assigner, conn, name: str, t: int, attempt: int, due: int,
+                    spec: dict) -> dict:
+        """The claim with the unsafe switches applied:
+        push_before_commit: push the assignment (with the token the claim is expected to get)
+        before proposing it; trust_leader: if the claim has not committed within 0.3 s but this
+        node believes it leads, push anyway. The returned result says `_pushed` when the normal
+        push must be skipped."""
+        if not self.unsafe & {"push_before_commit", "trust_leader"}:
+            return await proposal
+        import asyncio
+        predicted = applied_through(assigner.node) + 1
+        pushed = False
+        if "push_before_commit" in self.unsafe:
+            assigner.hub.send(conn, self._assignment(assigner, name, t, attempt, predicted, due, spec))
+            pushed = True
+        fut = asyncio.ensure_future(proposal)
+        if "trust_leader" in self.unsafe and not pushed:
+            done, _ = await asyncio.wait({fut}, timeout=0.3)
+            if not done and assigner.node.is_leader():
+                assigner.hub.send(conn, self._assignment(assigner, name, t, attempt, predicted, due, spec))
+                pushed = True
+        result = await fut
+        return {**result, "_pushed": pushed}
+
+    def due(self, clock, due: int) -> int:
+        """local_clock_fire: start at `due` as read on this node's (possibly skewed) clock."""
+        if "local_clock_fire" in self.unsafe and due:
+            return due - (clock.now_ms() - time.time_ns() // 1_000_000)
+        return due
+
+    def finish_token(self, node, name: str, t: int, token: int) -> int:
+        """no_fencing: attribute a result to whatever attempt is current, not to the reporter's."""
+        if "no_fencing" not in self.unsafe:
+            return token
+        with node.lock:
+            ex = node.state.execs.get((name, t))
+            if ex is not None and ex.attempts:
+                return ex.attempts[-1].fencing_token
+        return token
+
+    def fire_proposed(self, leader, items, spawn) -> None:
+        """trust_leader: when a fire proposal has not committed within 0.3 s but this node still
+        believes it leads ("it will commit, I am the leader"), push those instants to a worker
+        anyway, with the token their claim would probably get. An isolated leader does exactly
+        this wrong."""
+        if "trust_leader" not in self.unsafe or leader.hub is None or leader.assigner is None:
+            return
+        import asyncio
+
+        async def later():
+            await asyncio.sleep(0.3)
+            node, hub, assigner = leader.node, leader.hub, leader.assigner
+            if not node.is_leader():
+                return
+            with node.lock:
+                todo = [(n, t, node.state.jobs.get(n)) for n, t in items if (n, t) not in node.state.execs]
+            now = leader.clock.now_ms()
+            for n, t, job in todo:
+                conns = hub.eligible("", now)
+                if not conns or job is None:
+                    return
+                hub.send(conns[0], self._assignment(assigner, n, t, 1, applied_through(node) + 1, t,
+                                                    job.spec_dict()))
+
+        spawn(later())
+
+    def _assignment(self, assigner, name: str, t: int, attempt: int, token: int, due: int, spec: dict):
+        from schedd.core.model import execution_id
+        from schedd_proto import scheduler_pb2 as pb
+        return pb.LeaderMessage(assignment=pb.Assignment(
+            execution_id=execution_id(name, t), job=name, scheduled_ms=t, attempt=attempt, fencing_token=token,
+            term=assigner.node.term, due_ms=self.due(assigner.clock, due),
+            handler_json=json.dumps(spec.get("handler") or {}),
+            timeout_seconds=float(spec.get("timeout_seconds") or 0), labels=spec.get("labels") or {}))
 
 
 # ------------------------------------------------------------------ dialing peers through proxies
@@ -274,11 +374,13 @@ def dial_overrides() -> dict[str, tuple[str, int]]:
     return out
 
 
-def transport_with_dial(base_cls):
+def transport_with_dial(base_cls, overrides: dict[str, tuple[str, int]] | None = None):
     """A subclass of the node's transport that dials some peers at another address (a proxy).
     Only the dialing side changes: pysyncobj keeps one connection per pair, opened by the node
-    with the larger address, so one proxy per link sees both directions."""
-    overrides = dial_overrides()
+    with the larger address, so one proxy per link sees both directions. `overrides` defaults to
+    SCHEDD_RAFT_DIAL's."""
+    if overrides is None:
+        overrides = dial_overrides()
     if not overrides:
         return base_cls
     from pysyncobj.monotonic import monotonic as monotonicTime
@@ -304,95 +406,20 @@ def transport_with_dial(base_cls):
 
 # ------------------------------------------------------------------ admin service (clock offset)
 
-def add_admin_service(server, clock, node) -> None:
+def add_admin_service(server, clock, node, faults: Faults) -> None:
     from schedd_proto import testing_pb2 as tpb
     from schedd_proto import testing_pb2_grpc as tpb_grpc
+    rec = faults.rec if isinstance(faults, TestFaults) else None
 
     class Testing(tpb_grpc.TestingServicer):
         async def SetClockOffset(self, request, context):
             old = clock.offset_ms
             clock.offset_ms = int(request.offset_ms)
-            if RECORDER is not None:
-                RECORDER("clock_offset", node=node.cfg.node_id, old_ms=old, offset_ms=clock.offset_ms)
+            if rec is not None:
+                rec("clock_offset", node=node.cfg.node_id, old_ms=old, offset_ms=clock.offset_ms)
             return tpb.ClockOffset(offset_ms=clock.offset_ms, previous_ms=old)
 
         async def GetClockOffset(self, request, context):
             return tpb.ClockOffset(offset_ms=clock.offset_ms, previous_ms=clock.offset_ms)
 
     tpb_grpc.add_TestingServicer_to_server(Testing(), server)
-
-
-# ------------------------------------------------------------------ unsafe switches (negative controls)
-
-def _assignment(assigner, name: str, t: int, attempt: int, token: int, due: int, spec: dict):
-    from schedd.core.model import execution_id
-    from schedd_proto import scheduler_pb2 as pb
-    return pb.LeaderMessage(assignment=pb.Assignment(
-        execution_id=execution_id(name, t), job=name, scheduled_ms=t, attempt=attempt, fencing_token=token,
-        term=assigner.node.term, due_ms=unsafe_due(assigner.clock, due), handler_json=json.dumps(spec.get("handler") or {}),
-        timeout_seconds=float(spec.get("timeout_seconds") or 0), labels=spec.get("labels") or {}))
-
-
-async def unsafe_claim(assigner, conn, entry: str, name: str, t: int, attempt: int, due: int, spec: dict,
-                       timeout: float) -> dict:
-    """The claim with the unsafe switches applied:
-    push_before_commit: push the assignment (with the token the claim is expected to get) before
-    proposing it; trust_leader: if the claim has not committed within 0.3 s but this node believes
-    it leads, push anyway. The returned result says `_pushed` when the normal push must be skipped."""
-    import asyncio
-    predicted = applied_through(assigner.node) + 1
-    pushed = False
-    if "push_before_commit" in UNSAFE:
-        assigner.hub.send(conn, _assignment(assigner, name, t, attempt, predicted, due, spec))
-        pushed = True
-    fut = asyncio.ensure_future(assigner.node.propose(entry, timeout=timeout))
-    if "trust_leader" in UNSAFE and not pushed:
-        done, _ = await asyncio.wait({fut}, timeout=0.3)
-        if not done and assigner.node.is_leader():
-            assigner.hub.send(conn, _assignment(assigner, name, t, attempt, predicted, due, spec))
-            pushed = True
-    result = await fut
-    return {**result, "_pushed": pushed}
-
-
-def unsafe_due(clock, due: int) -> int:
-    """local_clock_fire: start at `due` as read on this node's (possibly skewed) clock."""
-    if "local_clock_fire" in UNSAFE and due:
-        return due - (clock.now_ms() - time.time_ns() // 1_000_000)
-    return due
-
-
-def unsafe_finish_token(node, name: str, t: int, token: int) -> int:
-    """no_fencing: attribute a result to whatever attempt is current, not to the reporter's."""
-    if "no_fencing" not in UNSAFE:
-        return token
-    with node.lock:
-        ex = node.state.execs.get((name, t))
-        if ex is not None and ex.attempts:
-            return ex.attempts[-1].fencing_token
-    return token
-
-
-def unsafe_trust_fire(dispatcher, chunk) -> None:
-    """trust_leader: when a fire proposal has not committed within 0.3 s but this node still
-    believes it leads ("it will commit, I am the leader"), push those instants to a worker anyway,
-    with the token their claim would probably get. An isolated leader does exactly this wrong."""
-    if "trust_leader" not in UNSAFE or dispatcher.hub is None or dispatcher.assigner is None:
-        return
-    import asyncio
-
-    async def later():
-        await asyncio.sleep(0.3)
-        node, hub, assigner = dispatcher.node, dispatcher.hub, dispatcher.assigner
-        if not node.is_leader():
-            return
-        with node.lock:
-            todo = [(n, t, node.state.jobs.get(n)) for n, t in chunk if (n, t) not in node.state.execs]
-        now = dispatcher.clock.now_ms()
-        for n, t, job in todo:
-            conns = hub.eligible("", now)
-            if not conns or job is None:
-                return
-            hub.send(conns[0], _assignment(assigner, n, t, 1, applied_through(node) + 1, t, assigner._spec(job)))
-
-    dispatcher._spawn(later())

@@ -16,7 +16,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
-from tests.conftest import wait_until
+from schedd.ports.fakes import wait_until
 
 pytestmark = pytest.mark.integration
 

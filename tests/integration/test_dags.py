@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from schedd_client import Client, ValidationError, job_spec
-from tests.conftest import metric_total, schedctl, wait_until
+from schedd.ports.fakes import wait_until
+from tests.support.cluster import metric_total, schedctl
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,8 @@ import yaml
 
 from schedd.core.schedule import parse_time
 from schedd_client import Client, job_spec
-from tests.conftest import metric_total, schedctl, wait_until
+from schedd.ports.fakes import wait_until
+from tests.support.cluster import metric_total, schedctl
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from schedd_client import Client, job_spec
-from tests.conftest import wait_until
-from tests.integration.test_workers import finished, workers_of
+from schedd.ports.fakes import wait_until
+from tests.support.cluster import finished, workers_of
 
 pytestmark = pytest.mark.integration
 

@@ -23,6 +23,7 @@ import time
 import queue
 import secrets
 
+from schedd.ports.fakes import WaitTimeout, wait_until
 from schedd.runtime.cluster import restartable_ports
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -313,29 +314,28 @@ class Cluster:
             n.kill()
 
     def wait_leader(self, timeout=20):
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
+        def stable_leader():
             sts = [n.call("status") for n in self.nodes]
-            last = sts
             leaders = [n for n, s in zip(self.nodes, sts) if s["state"] == 2]
             if len(leaders) == 1 and all(s["leader"] == leaders[0].addr for s in sts):
                 ldr = sts[self.nodes.index(leaders[0])]
                 if ldr["last_applied"] >= ldr["commit_idx"] > 1:
                     return leaders[0]
-            time.sleep(0.05)
-        raise AssertionError("no stable leader: %r" % (last,))
+            return None
+        try:
+            return wait_until(stable_leader, timeout=timeout, interval=0.05, what="a stable leader", errors=False)
+        except WaitTimeout:
+            raise AssertionError("no stable leader: %r" % ([n.call("status") for n in self.nodes],)) from None
 
     def wait_all_have(self, keys, timeout=25):
-        deadline = time.monotonic() + timeout
-        missing = {}
-        while time.monotonic() < deadline:
+        def none_missing():
+            return not any(n.call("missing", keys=keys)["missing"] for n in self.nodes)
+        try:
+            wait_until(none_missing, timeout=timeout, interval=0.05, what="every acknowledged write", errors=False)
+        except WaitTimeout:
             missing = {n.addr: n.call("missing", keys=keys)["missing"] for n in self.nodes}
-            if not any(missing.values()):
-                return
-            time.sleep(0.05)
-        raise AssertionError("acknowledged writes missing after restart: %s; status=%r" % (
-            {a: (len(m), m[:5]) for a, m in missing.items()}, [n.call("status") for n in self.nodes]))
+            raise AssertionError("acknowledged writes missing after restart: %s; status=%r" % (
+                {a: (len(m), m[:5]) for a, m in missing.items()}, [n.call("status") for n in self.nodes])) from None
 
     def simulate_power_loss(self, torn=40):
         """Cut every journal back to its last fdatasynced size plus a torn fragment of at most
@@ -407,9 +407,8 @@ def test_sigkill_and_simulated_power_loss_keep_every_acknowledged_write(tmp_path
 
         leader = cluster.wait_leader()
         leader.call("load", prefix="b", window=100)
-        deadline = time.monotonic() + 30
-        while len(_read_acked(leader)) < 1500 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: len(_read_acked(leader)) >= 1500, timeout=30, interval=0.02,
+                   what="1500 acknowledged writes", errors=False)
         stats = _stats(cluster)  # taken under load
         cluster.kill_all()
         acked_b = _read_acked(leader)
@@ -451,11 +450,8 @@ def test_fsync_never_does_not_sync_and_loses_writes_on_simulated_power_loss(tmp_
         cluster.start()
         leader = cluster.wait_leader()
         commit = leader.call("status")["commit_idx"]
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:  # every node caught up with the new leader
-            if all(n.call("status")["last_applied"] >= commit for n in cluster.nodes):
-                break
-            time.sleep(0.05)
+        wait_until(lambda: all(n.call("status")["last_applied"] >= commit for n in cluster.nodes), timeout=20,
+                   interval=0.05, what="every node to catch up with the new leader", errors=False)
         for n in cluster.nodes:
             missing = n.call("missing", keys=acked)["missing"]
             assert len(missing) == len(acked), (n.addr, len(missing), len(acked))

@@ -12,7 +12,8 @@ import pytest
 
 from schedd.core.schedule import format_ms
 from schedd_client import Client, job_spec
-from tests.conftest import schedctl, wait_until
+from schedd.ports.fakes import wait_until
+from tests.support.cluster import schedctl
 
 pytestmark = pytest.mark.integration
 

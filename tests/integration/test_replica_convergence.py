@@ -14,7 +14,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
-from tests.conftest import schedctl, wait_until
+from schedd.ports.fakes import wait_until
+from tests.support.cluster import schedctl
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,8 @@ import json
 import pytest
 import yaml
 
-from tests.conftest import schedctl, wait_until
+from schedd.ports.fakes import wait_until
+from tests.support.cluster import schedctl
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from schedd_client import Client, job_spec
-from tests.conftest import wait_until
-from tests.integration.test_workers import workers_of
+from schedd.ports.fakes import wait_until
+from tests.support.cluster import workers_of
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,8 @@ import signal
 import pytest
 
 from schedd_client import Client, job_spec
-from tests.conftest import wait_until
+from schedd.ports.fakes import wait_until
+from tests.support.cluster import finished, workers_of
 
 pytestmark = pytest.mark.integration
 
@@ -25,19 +26,6 @@ def start(cluster_factory, workers=("w1",)):
     client = Client(c.cluster_arg, timeout=30)
     wait_until(lambda: len(workers_of(c)) == len(workers), timeout=30, what="workers to connect")
     return c, client
-
-
-def workers_of(c) -> list[str]:
-    from schedd_proto import scheduler_pb2 as pb
-    from schedd_proto import scheduler_pb2_grpc as pb_grpc
-    import grpc
-    with grpc.insecure_channel(c.nodes[c.leader() or "n1"].grpc) as ch:
-        return [w.name for w in pb_grpc.WorkersStub(ch).ListWorkers(pb.ListWorkersRequest(), timeout=5).workers]
-
-
-def finished(client, eid, states=("SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED", "LOST")):
-    ex = client.get_execution(eid)
-    return ex if ex.state in states else None
 
 
 def test_retries_with_backoff_then_success_and_giving_up(cluster_factory, tmp_path):

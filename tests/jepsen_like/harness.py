@@ -23,6 +23,7 @@ from pathlib import Path
 
 import grpc
 
+from schedd.ports.fakes import wait_until
 from schedd.runtime.cluster import LocalCluster, restartable_ports
 from schedd.testing.hooks import Recorder
 from schedd_proto import dags_pb2_grpc as dpb_grpc
@@ -42,20 +43,6 @@ LEASE_MS = 3000
 RAFT = {"heartbeat_ms": 20, "tick_ms": 10, "election_timeout_ms": [600, 1200], "leader_fallback_ms": 2500,
         "compaction_entries": 20000}
 NON_TERMINAL = ("SCHEDULED", "RUNNING", "RETRY_WAIT")
-
-
-def wait_for(pred, timeout: float, interval: float = 0.1, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            v = pred()
-            if v:
-                return v
-        except Exception as e:  # noqa: BLE001
-            last = e
-        time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}" + (f" ({last!r})" if last else ""))
 
 
 class JLCluster(LocalCluster):
@@ -245,7 +232,7 @@ class Harness:
         self.c.wait_leader(timeout=60)
         for w in ("w1", "w2"):
             self.c.start_worker(w, slots=4, drain_grace_s=2, extra_env=self.worker_env(w))
-        wait_for(lambda: len(self.connected_workers()) == 2, 60, what="workers to connect")
+        wait_until(lambda: len(self.connected_workers()) == 2, timeout=60, what="workers to connect")
         for j in self.jobs:
             self.put_job(j)
         for d in self.dags:
@@ -623,7 +610,7 @@ class Harness:
             info = self.c.node_info(nid, timeout=1)
             return "up" if info is not None and info.applied_index > 0 else None
         try:
-            result = wait_for(outcome, timeout, interval=0.2, what=f"{nid} to start or refuse")
+            result = wait_until(outcome, timeout=timeout, interval=0.2, what=f"{nid} to start or refuse")
         except TimeoutError:
             result = "hung"
         if result != "up":
@@ -675,7 +662,7 @@ class Harness:
             with grpc.insecure_channel(self.c.nodes[nid].grpc) as ch:
                 tpb_grpc.TestingStub(ch).SetClockOffset(tpb.SetClockOffsetRequest(offset_ms=offset_ms), timeout=3)
             return True
-        wait_for(call, 30, interval=0.2, what=f"{nid} to take a clock offset")   # e.g. just restarted
+        wait_until(call, timeout=30, interval=0.2, what=f"{nid} to take a clock offset")   # e.g. just restarted
         self.offsets[nid] = offset_ms
         self.fault("clock", "start" if offset_ms else "stop", node=nid, offset_ms=offset_ms)
 
@@ -742,7 +729,7 @@ class Harness:
                         return False
             return True
         try:
-            wait_for(done, timeout, interval=0.3, what="executions of the fault window to end")
+            wait_until(done, timeout=timeout, interval=0.3, what="executions of the fault window to end")
             return True
         except TimeoutError:
             self.rec("settle_timeout", cutoff_ms=cutoff)
@@ -781,7 +768,7 @@ class Harness:
             self._client_thread.join(timeout=60)
         try:
             self.c.wait_leader(timeout=60)
-            wait_for(lambda: len(self.connected_workers()) == 2, 60, what="workers to reconnect")
+            wait_until(lambda: len(self.connected_workers()) == 2, timeout=60, what="workers to reconnect")
         except (TimeoutError, RuntimeError) as e:
             self.rec("recovery_timeout", error=str(e))
         settled = self.settle(window_end, timeout=8.0 if self.unsafe else 60.0)
@@ -805,7 +792,7 @@ class Harness:
         ok = True
         try:
             # a replica already stuck after a heal (C7 has it) is not waited for the full minute
-            wait_for(converged, 20 if self.unsafe or self.stuck else 60, interval=0.3, what="replicas to converge")
+            wait_until(converged, timeout=20 if self.unsafe or self.stuck else 60, interval=0.3, what="replicas to converge")
         except TimeoutError:
             ok = False
         self.rec("final", nodes=infos, converged=ok)

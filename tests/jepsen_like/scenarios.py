@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from schedd.ports.fakes import wait_until
+
 
 def _until(deadline: float) -> float:
     return max(0.0, deadline - time.monotonic())
@@ -187,8 +189,7 @@ def _busy_worker(h, job_prefix: str = "long", timeout: float = 20.0) -> str:
                 if any(r.startswith(job_prefix + "@") for r in w.running):
                     return w.name
         return None
-    from .harness import wait_for
-    return wait_for(find, timeout, interval=0.05, what=f"a worker running {job_prefix}")
+    return wait_until(find, timeout=timeout, interval=0.05, what=f"a worker running {job_prefix}")
 
 
 def nemesis_pause_worker(h, rng, seconds):
@@ -295,8 +296,7 @@ def nemesis_follower_snapshot(h, rng, seconds):
         h.trigger("ondemand")
     _sleep(h, max(4.0, _until(end) / 2))
     h.restart_node(f)
-    from .harness import wait_for
-    wait_for(lambda: (h.node_infos().get(f) or {}).get("applied", 0) > 0, 60, what="the follower to come back")
+    wait_until(lambda: (h.node_infos().get(f) or {}).get("applied", 0) > 0, timeout=60, what="the follower to come back")
     _sleep(h, 3)
     other = next(n for n in h.c.nodes if n not in (f,) and h.c.nodes[n].alive() and n != h.c.leader())
     h.kill_node(other)                          # the rebuilt follower is now needed for quorum
@@ -307,11 +307,10 @@ def _full_disk(h, rng) -> None:
     """The node on a small tmpfs: fill its filesystem while it runs. It must crash (the durable
     journal ends the process, exit 74, on a write error) or go on; then the space is freed and it
     restarts on the same data: it comes up and agrees with its peers, or refuses (then rebuilt)."""
-    from .harness import wait_for
     nid = next(iter(h.disks))
     h.fill_disk(nid)
     try:
-        wait_for(lambda: not h.c.nodes[nid].alive(), 20, interval=0.1, what=f"{nid} to hit the full disk")
+        wait_until(lambda: not h.c.nodes[nid].alive(), timeout=20, interval=0.1, what=f"{nid} to hit the full disk")
         died = f"exit {h.c.nodes[nid].proc.wait(timeout=10)}"
     except TimeoutError:
         died = "survived"
@@ -323,7 +322,7 @@ def _full_disk(h, rng) -> None:
     else:
         outcome = h.start_or_rebuild(nid)
     h.meta.setdefault("disk_outcomes", []).append([nid, "full", f"{died}, then {outcome}"])
-    wait_for(lambda: (h.node_infos().get(nid) or {}).get("applied", 0) > 0, 60, what=f"{nid} to serve again")
+    wait_until(lambda: (h.node_infos().get(nid) or {}).get("applied", 0) > 0, timeout=60, what=f"{nid} to serve again")
 
 
 def nemesis_disk(h, rng, seconds):
@@ -345,8 +344,7 @@ def nemesis_disk(h, rng, seconds):
         h.corrupt_journal(f, how, rng)
         outcome = h.start_or_rebuild(f)
         h.meta.setdefault("disk_outcomes", []).append([f, how, outcome])
-        from .harness import wait_for
-        wait_for(lambda: (h.node_infos().get(f) or {}).get("applied", 0) > 0, 60, what=f"{f} to serve again")
+        wait_until(lambda: (h.node_infos().get(f) or {}).get("applied", 0) > 0, timeout=60, what=f"{f} to serve again")
     _sleep(h, _until(end))
 
 
@@ -354,12 +352,11 @@ def _failpoint_node(h, name: str, value: str = "", tries: int = 3) -> str | None
     """Arm `name` on the current leader and wait until it fires (the file is consumed). The
     leader may change before it gets there (then it is disarmed and re-armed on the new one).
     Returns the node it fired on."""
-    from .harness import wait_for
     for _ in range(tries):
         lead = _leader(h)
         path = h.arm(lead, name, value)
         try:
-            wait_for(lambda: not path.exists(), 15, interval=0.05, what=f"{name} to fire on {lead}")
+            wait_until(lambda: not path.exists(), timeout=15, interval=0.05, what=f"{name} to fire on {lead}")
             return lead
         except TimeoutError:
             if not h.disarm(path):
@@ -369,8 +366,7 @@ def _failpoint_node(h, name: str, value: str = "", tries: int = 3) -> str | None
 
 def _crashed_node(h, nid: str, name: str) -> None:
     """A node killed itself at a failpoint: wait for its death and a new leader, restart it."""
-    from .harness import wait_for
-    wait_for(lambda: not h.c.nodes[nid].alive(), 10, interval=0.05, what=f"{nid} to die at {name}")
+    wait_until(lambda: not h.c.nodes[nid].alive(), timeout=10, interval=0.05, what=f"{nid} to die at {name}")
     h.fault("failpoint", "start", node=nid, name=name)
     h.c.nodes[nid].proc.wait(timeout=10)
     try:
@@ -386,7 +382,6 @@ def nemesis_failpoints(h, rng, seconds):
     """S03: the leader crashes right after an intent commits (before dispatch); the leader crashes
     after pushing a claimed attempt (before its result commits); a worker crashes after its effect
     (before reporting); the leader's loop stalls right after an intent."""
-    from .harness import wait_for
     end = time.monotonic() + seconds
     _sleep(h, 2 + rng.random())
     n = _failpoint_node(h, "crash_after_fire")
@@ -400,7 +395,7 @@ def nemesis_failpoints(h, rng, seconds):
     w = rng.choice(["w1", "w2"])
     path = h.arm(f"worker-{w}", "crash_after_effect")
     try:
-        wait_for(lambda: not h.c.workers[w].alive(), 20, interval=0.05, what=f"worker {w} to crash after an effect")
+        wait_until(lambda: not h.c.workers[w].alive(), timeout=20, interval=0.05, what=f"worker {w} to crash after an effect")
         h.fault("failpoint", "start", worker=w, name="crash_after_effect")
         _sleep(h, h.lease_ms / 1000 + 1)        # its attempt is lost and retried on the other worker
         h.c.start_worker(w, slots=4, drain_grace_s=2, extra_env=h.worker_env(w))
@@ -412,7 +407,7 @@ def nemesis_failpoints(h, rng, seconds):
     n = _failpoint_node(h, "stall_after_fire", f"{stall:g}")
     if n is not None:
         h.fault("failpoint", "start", node=n, name="stall_after_fire", seconds=stall)
-        wait_for(lambda: '"stall_end"' in (h.hist / f"{n}.jsonl").read_text(errors="replace"), stall + 15,
+        wait_until(lambda: '"stall_end"' in (h.hist / f"{n}.jsonl").read_text(errors="replace"), timeout=stall + 15,
                  interval=0.1, what=f"{n}'s loop stall to end")
         h.fault("failpoint", "stop", node=n, name="stall_after_fire")
     _sleep(h, _until(end))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from schedd.ports.faults import NO_FAULTS
 from schedd.runtime.config import ConfigError, from_dict
 from schedd.testing import hooks
 from schedd_worker import hooks as worker_hooks
@@ -38,8 +39,7 @@ def test_unknown_switch_is_refused(monkeypatch):
 def test_off_by_default(tmp_path, monkeypatch):
     for k in ("SCHEDD_UNSAFE", "SCHEDD_HISTORY_DIR", "SCHEDD_RAFT_DIAL"):
         monkeypatch.delenv(k, raising=False)
-    hooks.configure_node(_cfg(tmp_path, False))
-    assert hooks.RECORDER is None and hooks.UNSAFE == frozenset()
+    assert hooks.configure_node(_cfg(tmp_path, False)) is NO_FAULTS      # no recorder, no switch
     assert worker_hooks.configure_worker("w1").record is None
     assert hooks.transport_with_dial(object) is object
 
@@ -98,10 +98,12 @@ def _pushed(node, token: int) -> dict:
     from types import SimpleNamespace
 
     from schedd_proto import scheduler_pb2 as pb
+    from schedd.leader.workers import WorkerHub
+    from schedd.ports.fakes import ManualClock
     records: list[dict] = []
-    hub = SimpleNamespace(send=lambda conn, msg: None)
-    hooks.wrap_hub_send(hub, lambda type_, **f: records.append({"type": type_, **f}), node)
-    hub.send(SimpleNamespace(name="w2"), pb.LeaderMessage(assignment=pb.Assignment(
+    faults = hooks.TestFaults(rec=lambda type_, **f: records.append({"type": type_, **f}))
+    hub = WorkerHub(node, ManualClock(0), faults=faults)
+    hub.send(SimpleNamespace(name="w2", closed=True), pb.LeaderMessage(assignment=pb.Assignment(
         job="queuer", scheduled_ms=1_796_120_838_000, fencing_token=token, attempt=1, term=2)))
     return records[0]
 

@@ -1,5 +1,5 @@
 """Helpers for the schedctl security tests: run schedctl in-process or as a user would (a fresh
-process) against the fake cluster of tests/unit/test_sdk.py, and check that an error is one line."""
+process) against the fake cluster of tests/support/fake_api.py, and check that an error is one line."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from collections.abc import Mapping
 import pytest
 
 from schedd_client.schedctl import main
-from tests.unit.test_schedctl import fake  # noqa: F401 - the fake-cluster fixture, re-exported
-from tests.unit.test_sdk import NOW_MS
+from tests.support.fake_api import NOW_MS
+from tests.support.schedctl import fake  # noqa: F401 - the fake-cluster fixture, re-exported
 
 SCHEDCTL = [sys.executable, "-c", "import sys; from schedd_client.schedctl import main; sys.exit(main())"]
 

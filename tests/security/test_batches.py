@@ -225,12 +225,12 @@ def test_leader_discards_an_abandoned_batch():
     """A batch whose proposer vanished after staging is aborted by the leader's loop, once."""
     from schedd.leader.dispatcher import Dispatcher
     from schedd.runtime.metrics import Metrics
-    from tests.security._api_harness import FixedClock
+    from schedd.ports.fakes import ManualClock
 
     node = InMemoryNode()
     texts = [canonical_spec(convert.spec_to_dict(s))[1] for s in _specs(2)]
     node.apply(C.encode(C.BATCH_STAGE, rid="", now=NOW_MS, term=1, batch="gone", seq=0, specs=texts))
-    clock = FixedClock(NOW_MS + B.BATCH_TTL_MS // 2)
+    clock = ManualClock(NOW_MS + B.BATCH_TTL_MS // 2)
     dispatcher = Dispatcher(node, clock, Metrics())  # type: ignore[arg-type]
 
     async def steps() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.security._cli import assert_one_line_error, fake, run_in_process, run_process  # noqa: F401
-from tests.unit.test_sdk import FakeCluster
+from tests.support.fake_api import FakeCluster
 
 HUGE = "9" * 30                      # far past int32 and int64
 DIGITS = "1" + "0" * 5000            # past Python's int-from-text limit (4300 digits)

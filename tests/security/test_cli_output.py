@@ -12,7 +12,7 @@ import yaml
 
 from schedd_proto import scheduler_pb2 as pb
 from tests.security._cli import fake, run_in_process, run_process  # noqa: F401
-from tests.unit.test_sdk import NOW_MS, FakeCluster, add_execution
+from tests.support.fake_api import NOW_MS, FakeCluster, add_execution
 
 # an OSC title change with BEL, a color, a cursor move, C1 CSI, DEL, CR overwrite, bidi overrides
 HOSTILE = "safe\x1b]0;pwned\x07 \x1b[31mred\x1b[0m \x1b[2J\x9b6n\x7f\rfake\u202egnp.exe\u2066x\u2069\x00end"

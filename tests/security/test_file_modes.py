@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from schedd_client import Client, job_spec
-from tests.conftest import wait_until
+from schedd.ports.fakes import wait_until
 
 pytestmark = pytest.mark.integration
 

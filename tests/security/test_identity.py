@@ -19,8 +19,14 @@ from schedd.core import commands as C
 from schedd.core import dags as D
 from schedd.core.state import SchedulerState
 from schedd.leader.sla import due_misses
-from tests.unit.test_assigner import add_worker, setup, step  # noqa: F401 - the fixture
-from tests.unit.test_state import T0, Harness
+from tests.support.leader import add_worker, assigner_rig, step
+from tests.support.state import T0, Harness
+
+
+@pytest.fixture
+def setup():
+    h = Harness()
+    return (h, *assigner_rig(h))
 
 
 def assignments(conn) -> list:
@@ -37,7 +43,7 @@ def recreate(h: Harness, **kw) -> None:
     assert h.put(name="j1", **kw)["ok"]
 
 
-async def test_recreated_job_runs_its_own_command(setup):  # noqa: F811
+async def test_recreated_job_runs_its_own_command(setup):
     """The intent for T0 is committed ahead (lookahead) and claimed; the job is deleted and
     created again before T0 with another command: the new run gets the new command and env."""
     h, node, hub, assigner, tasks = setup
@@ -64,7 +70,7 @@ async def test_recreated_job_runs_its_own_command(setup):  # noqa: F811
     assert late["code"] == "stale" and h.state.execs[("j1", T0)].state == "RUNNING"
 
 
-async def test_claim_in_flight_for_a_deleted_job_does_not_apply_to_its_successor(setup):  # noqa: F811
+async def test_claim_in_flight_for_a_deleted_job_does_not_apply_to_its_successor(setup):
     h, node, hub, assigner, tasks = setup
     h.now = T0 - 1_000
     h.put(name="j1", schedule="@every 60s", handler={"shell": {"command": "echo old"}})
@@ -152,8 +158,8 @@ def test_replicas_agree_after_restore_when_a_dag_task_is_recreated():
 def test_recreated_job_runs_its_own_command_end_to_end(cluster_factory):
     """The same, with real processes: a run of the deleted job warms every cache first."""
     from schedd_client import Client, job_spec
-    from tests.conftest import wait_until
-    from tests.integration.test_workers import workers_of
+    from schedd.ports.fakes import wait_until
+    from tests.support.cluster import workers_of
 
     c = cluster_factory(size=3)
     c.start()

@@ -11,7 +11,7 @@ from schedd.core.model import ValidationError, validate_spec
 from schedd.runtime.cluster import LocalCluster
 from schedd_client import Client, job_spec
 from schedd_client.schedctl import main as schedctl
-from tests.conftest import wait_until
+from schedd.ports.fakes import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from schedd_client import Client, job_spec
 from schedd_client.errors import ResourceExhausted
-from tests.conftest import wait_until
+from schedd.ports.fakes import wait_until
 from tests.security._api_harness import Proposals
 
 

@@ -22,7 +22,7 @@ from cryptography.fernet import Fernet
 
 from schedd.runtime.cluster import LocalCluster
 from schedd_client import Client, job_spec
-from tests.conftest import wait_until
+from schedd.ports.fakes import wait_until
 
 pytestmark = pytest.mark.integration
 

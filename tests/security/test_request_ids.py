@@ -16,8 +16,8 @@ from schedd.core.commands import client_rid
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from schedd_client import Client, job_spec
-from tests.conftest import wait_until
-from tests.integration.test_workers import workers_of
+from schedd.ports.fakes import wait_until
+from tests.support.cluster import workers_of
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ import pytest
 
 from schedd.runtime import config
 from schedd.runtime.cluster import LocalCluster
-from tests.conftest import wait_until
+from schedd.ports.fakes import wait_until
 
 PEERS = [{"id": "n2", "raft_address": "127.0.0.1:7002", "grpc_address": "127.0.0.1:7071"},
          {"id": "n3", "raft_address": "127.0.0.1:7003", "grpc_address": "127.0.0.1:7072"}]

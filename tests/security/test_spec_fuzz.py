@@ -21,7 +21,7 @@ from schedd_client.dags import _DAG_KEYS, _TASK_KEYS, dag_specs_from_bytes
 from schedd_client.documents import DocumentError, Limits
 from schedd_client.schedctl import main
 from schedd_client.specs import _DOC_KEYS, job_specs_from_bytes
-from tests.unit.test_sdk import FakeCluster
+from tests.support.fake_api import FakeCluster
 
 EXAMPLES = int(os.environ.get("SCHEDD_FUZZ_EXAMPLES", "300"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 300,

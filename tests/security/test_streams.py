@@ -22,27 +22,11 @@ from schedd.leader.workers import WorkerHub
 from schedd.runtime import config as cfgmod
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
-from tests.unit.test_assigner import Clock, FakeNode
-from tests.unit.test_state import T0, Harness
+from schedd.ports.fakes import wait_until_async
+from tests.support.leader import clock_of, kinds, node_over
+from tests.support.state import T0, Harness
 
 TIMEOUT_S = 30.0          # generous: a loaded 2-core machine
-
-
-class Leader(FakeNode):
-    """FakeNode leading its epoch, with the addresses the hub asks for."""
-
-    def __init__(self, h: Harness) -> None:
-        super().__init__(h)
-        self.cfg.grpc_address = "127.0.0.1:1"
-
-    def leads_epoch(self) -> bool:
-        return True
-
-    def is_leader(self) -> bool:
-        return True
-
-    def leader_grpc_address(self) -> str:
-        return self.cfg.grpc_address
 
 
 class Stream:
@@ -70,10 +54,10 @@ class Stream:
 class Rig:
     def __init__(self, **hub_kw) -> None:
         self.h = Harness()
-        self.node = Leader(self.h)
-        self.hub = WorkerHub(self.node, Clock(self.h), lease_ms=10_000, **hub_kw)
+        self.node = node_over(self.h)
+        self.hub = WorkerHub(self.node, clock_of(self.h), lease_ms=10_000, **hub_kw)
         self.tasks: list[asyncio.Future] = []
-        self.assigner = Assigner(self.node, Clock(self.h), self.hub, 1_500, self._spawn)
+        self.assigner = Assigner(self.node, clock_of(self.h), self.hub, 1_500, self._spawn)
         self.server = grpc.aio.server()
         pb_grpc.add_WorkersServicer_to_server(self.hub, self.server)
         self.port = self.server.add_insecure_port("127.0.0.1:0")
@@ -96,14 +80,13 @@ class Rig:
         return Stream(ch)
 
     async def until(self, predicate, what: str) -> None:
-        """Wait for a condition the server reaches asynchronously (never a fixed sleep)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + TIMEOUT_S
-        while not predicate():
-            if loop.time() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
-            await asyncio.sleep(0.01)
+        """Wait for a condition the server reaches asynchronously (never a fixed sleep), settling
+        the leader's tasks between looks."""
+        async def settled():
             await self.settle()
+            return predicate()
+        if not predicate():
+            await wait_until_async(settled, timeout=TIMEOUT_S, what=what)
 
 
 @pytest.fixture
@@ -147,7 +130,7 @@ async def test_result_only_from_the_assigned_stream(rig):
     await w2.result(a, "FAILED")
     ack = (await w2.read()).ack
     assert (ack.fencing_token, ack.outcome) == (a.fencing_token, "refused")
-    assert C.FINISH not in r.node.proposed and r.h.state.execs[("j1", T0)].state == "RUNNING"
+    assert C.FINISH not in kinds(r.node) and r.h.state.execs[("j1", T0)].state == "RUNNING"
     # a newcomer cannot adopt it by naming the token in its hello either
     assert welcome(await w3.hello("w3", tokens=[a.fencing_token]))
     assert a.fencing_token not in r.hub.conns["w3"].running

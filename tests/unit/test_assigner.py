@@ -3,68 +3,21 @@ injected clock: priorities, lanes, overlap skip, starting deadlines, quotas and 
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from types import SimpleNamespace
 
 import pytest
 
 from schedd.core import commands as C
 from schedd.leader.assigner import Assigner
 from schedd.leader.workers import WorkerConn, WorkerHub
-from schedd.runtime.config import SchedulerTuning
-from tests.unit.test_state import T0, Harness
-
-
-class FakeNode:
-    """Leader of term 1; `propose` applies the entry to the harness state immediately."""
-
-    def __init__(self, h: Harness) -> None:
-        self.h = h
-        self.lock = threading.RLock()
-        self.term = 1
-        self.cfg = SimpleNamespace(node_id="n1", scheduler=SchedulerTuning(catchup_per_second=2))
-        self.proposed: list[str] = []
-
-    @property
-    def state(self):
-        return self.h.state
-
-    async def propose(self, entry: str, timeout: float) -> dict:
-        self.proposed.append(C.decode(entry).kind)
-        with self.lock:
-            return self.h.raw(entry)
-
-
-class Clock:
-    def __init__(self, h: Harness) -> None:
-        self.h = h
-
-    def now_ms(self) -> int:
-        return self.h.now
+from schedd.ports.fakes import FakeNode
+from tests.support.leader import add_worker, assigner_rig, step
+from tests.support.state import T0, Harness
 
 
 @pytest.fixture
 def setup():
     h = Harness()
-    node = FakeNode(h)
-    hub = WorkerHub(node, Clock(h), lease_ms=10_000)
-    tasks: list[asyncio.Task] = []
-    assigner = Assigner(node, Clock(h), hub, 1_500, lambda coro: tasks.append(asyncio.ensure_future(coro)))
-    return h, node, hub, assigner, tasks
-
-
-def add_worker(hub: WorkerHub, h: Harness, name="w1", slots=1) -> WorkerConn:
-    conn = WorkerConn(name=name, slots=slots, pool="", labels={}, peer="test", connected_ms=h.now,
-                      last_heartbeat_ms=h.now)
-    hub.conns[name] = conn
-    return conn
-
-
-async def step(assigner: Assigner, tasks: list, now: int) -> None:
-    assigner.step(now)
-    while tasks:
-        await tasks.pop()
+    return (h, *assigner_rig(h))
 
 
 async def test_higher_priority_is_served_first_and_backfill_last(setup):

@@ -4,7 +4,6 @@ status read, the watch's health verdict and log line, the metrics, and the clust
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from types import SimpleNamespace
 
@@ -13,6 +12,7 @@ from prometheus_client import generate_latest
 
 from schedd.api.service import STALE_LEADER, summarize
 from schedd.replication.convergence import ConvergenceTracker, samples
+from schedd.ports.fakes import FakeNode, ManualClock
 from schedd.replication.node import LEADER, FOLLOWER, RaftNode, RaftStatus
 from schedd.runtime.metrics import Metrics
 from schedd.runtime.replica_watch import ReplicaWatch
@@ -160,24 +160,23 @@ def test_schedctl_shows_stale_leaders_and_warnings():
 
 # ---------------------------------------------------------------- the watch: health, log, metrics
 
-class FakeNode:
-    def __init__(self) -> None:
-        self.cfg = SimpleNamespace(raft_address="127.0.0.1:3", id_of_raft=lambda a: {"127.0.0.1:2": "n2"}.get(a, ""))
-        self.st = status(role="leader", leader="127.0.0.1:3", last_log_index=100,
-                         match_index={"127.0.0.1:2": 100})
-        self.lock = threading.RLock()
-        self.state = SimpleNamespace(jobs={}, execs={}, epoch=2)
-
-    def status(self) -> RaftStatus:
-        return self.st
+def status_node() -> FakeNode:
+    """A leader at index 100 whose one peer (n2) has matched all of it."""
+    state = SimpleNamespace(jobs={}, execs={}, epoch=2)
+    node = FakeNode(lambda entry: {"ok": False}, lambda: state,
+                    cfg=SimpleNamespace(raft_address="127.0.0.1:3",
+                                        id_of_raft=lambda a: {"127.0.0.1:2": "n2"}.get(a, "")))
+    node.raft_status = status(role="leader", leader="127.0.0.1:3", last_log_index=100,
+                              match_index={"127.0.0.1:2": 100})
+    return node
 
 
 @pytest.fixture
 def watch():
-    clock = SimpleNamespace(ms=0)
-    node = FakeNode()
-    w = ReplicaWatch(node, ConvergenceTracker(stuck_after_ms=N), wall_ms=lambda: 1_800_000_000_000 + clock.ms,
-                     mono_ms=lambda: clock.ms)
+    clock = ManualClock(0)
+    node = status_node()
+    w = ReplicaWatch(node, ConvergenceTracker(stuck_after_ms=N), wall_ms=lambda: 1_800_000_000_000 + clock.now_ms(),
+                     mono_ms=clock.now_ms)
     return w, node, clock
 
 
@@ -185,8 +184,8 @@ def test_the_leader_names_a_stuck_peer_in_a_rate_limited_warning(watch, caplog):
     w, node, clock = watch
     caplog.set_level(logging.WARNING, "schedd.replication")
     for ms, last in ((0, 100), (5_000, 300), (10_000, 500), (11_000, 520)):
-        clock.ms = ms
-        node.st.last_log_index = last
+        clock.now = ms
+        node.raft_status.last_log_index = last
         assert w.sample() is True                  # a stuck peer does not stop the leader's writes
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1
@@ -210,20 +209,20 @@ def test_the_leader_names_a_stuck_peer_in_a_rate_limited_warning(watch, caplog):
 ])
 def test_writes_health_follows_leader_quorum_and_own_convergence(watch, change, writable, why):
     w, node, clock = watch
-    node.st = status(**change)
+    node.raft_status = status(**change)
     for ms in (0, 5_000, 10_000):
-        clock.ms = ms
+        clock.now = ms
         w.sample()
     assert (w.writable, w.why_not_writable) == (writable, why)
 
 
 def test_a_new_term_starts_a_fresh_observation(watch):
     w, node, clock = watch
-    node.st = status(commit_index=693, leader_commit_index=1105)
+    node.raft_status = status(commit_index=693, leader_commit_index=1105)
     for ms in (0, 10_000):
-        clock.ms = ms
+        clock.now = ms
         w.sample()
     assert not w.writable
-    node.st = status(commit_index=693, leader_commit_index=1105, term=3)
-    clock.ms = 10_500
+    node.raft_status = status(commit_index=693, leader_commit_index=1105, term=3)
+    clock.now = 10_500
     assert w.sample() is True                   # not stuck until N passes in the new term too

@@ -6,7 +6,6 @@ DAG's name, one webhook POST with ``dag`` and ``run_id``) and the SDK/CLI views.
 from __future__ import annotations
 
 import asyncio
-import json
 import pickle
 import threading
 from http.server import HTTPServer
@@ -21,9 +20,9 @@ from schedd.core.schedule import parse_time
 from schedd.core.state import SchedulerState
 from schedd.leader import sla as L
 from schedd_client.net.policy import make_policy
-from tests.unit.test_dags import Harness as DagHarness
-from tests.unit.test_dags import dag, task
-from tests.unit.test_sla import _Clock, _FakeNode, _Hook, _Metrics
+from schedd.ports.fakes import RecordingMetrics
+from tests.support.leader import Hook, clock_of, node_over
+from tests.support.state import DagHarness, dag
 
 LOOPBACK_OK = make_policy(allow=["127.0.0.1"])   # the webhook receiver is on loopback
 
@@ -251,19 +250,19 @@ def test_a_run_from_an_older_snapshot_has_no_events():
 
 
 def test_driver_records_counts_under_the_dag_and_posts_once():
-    server = HTTPServer(("127.0.0.1", 0), _Hook)
-    _Hook.posts = []
+    server = HTTPServer(("127.0.0.1", 0), Hook)
+    Hook.posts = []
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_port}/hook"
         h = Harness()
         run = with_sla(h, within_seconds=2, webhook=url)
         h.now = T0 + 2500
-        metrics = _Metrics()
+        metrics = RecordingMetrics()
 
         async def main():
             tasks = []
-            driver = L.SlaDriver(_FakeNode(h), _Clock(h), metrics,
+            driver = L.SlaDriver(node_over(h), clock_of(h), metrics,
                                  lambda coro: tasks.append(asyncio.ensure_future(coro)),
                                  webhooks=LOOPBACK_OK)
             for step in range(3):
@@ -273,8 +272,8 @@ def test_driver_records_counts_under_the_dag_and_posts_once():
                     await tasks.pop()
         asyncio.run(main())
         assert [e.kind for e in run.events] == ["sla_missed"]
-        assert metrics.counts == {"etl": 1}
-        [(path, body, key)] = _Hook.posts
+        assert metrics.sla_missed.counts == {("etl",): 1}
+        [(path, body, key)] = Hook.posts
         assert path == "/hook" and key == f"sla-dag/{run.run_id}"
         assert body == {"job": "etl", "dag": "etl", "run_id": run.run_id, "execution_id": run.run_id,
                         "scheduled_time": "2026-06-01T03:00:00Z", "deadline": "2026-06-01T03:00:02Z",

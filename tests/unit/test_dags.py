@@ -12,59 +12,11 @@ from schedd.core import dags as D
 from schedd.core.model import ValidationError, parse_execution_id
 from schedd.core.state import SchedulerState
 from schedd.leader.planner import plan_fires
+from tests.support.state import DagHarness as Harness
+from tests.support.state import dag, task
 
 T0 = 1_800_000_000_000          # 2027-01-15T08:00:00Z
 SHELL = {"shell": {"command": "true"}}
-
-
-def task(name, *upstream, **kw):
-    return {"name": name, "handler": kw.pop("handler", SHELL), "upstream": list(upstream), **kw}
-
-
-def dag(name="etl", tasks=None, **kw):
-    if tasks is None:
-        tasks = [task("extract"), task("transform", "extract"), task("load", "transform")]
-    return {"name": name, "tasks": tasks, **kw}
-
-
-class Harness:
-    def __init__(self) -> None:
-        self.state = SchedulerState()
-        self.index = 1
-        self.now = T0
-        self.term = 1
-        self.apply(C.EPOCH)
-
-    def apply(self, kind: str, **args) -> dict:
-        self.index += 1
-        return self.state.apply(C.encode(kind, rid="", now=self.now, term=self.term, by="t", **args),
-                                self.index)
-
-    def put(self, d) -> dict:
-        return self.apply(C.DAG_PUT, spec=D.canonical_dag(d)[1])
-
-    def run(self, name="etl") -> D.DagRun:
-        r = self.apply(C.DAG_RUN, name=name)
-        assert r["ok"], r
-        return self.state.dag_runs[(name, r["logical_ms"])]
-
-    def ex(self, run, t):
-        return self.state.execs.get((D.task_job(run.dag, t), run.logical_ms))
-
-    def start(self, run, t, worker="w1") -> int:
-        ex = self.ex(run, t)
-        r = self.apply(C.START, job=ex.job, scheduled_ms=ex.scheduled_ms, attempt=len(ex.attempts) + 1,
-                       worker=worker)
-        assert r["ok"], r
-        return r["token"]
-
-    def finish(self, run, t, state="SUCCEEDED", **kw) -> dict:
-        token = self.start(run, t)
-        ex = self.ex(run, t)
-        return self.apply(C.FINISH, job=ex.job, scheduled_ms=ex.scheduled_ms, token=token, state=state, **kw)
-
-    def states(self, run) -> dict:
-        return {t: D.task_view(self.state, run, t)["state"] for t in run.order}
 
 
 # ------------------------------------------------------------------ validation

@@ -17,6 +17,7 @@ import pytest
 
 import pysyncobj.serializer
 import pysyncobj.syncobj
+from schedd.ports.fakes import wait_until
 from schedd.replication import journal as jmod
 from schedd.replication.journal import (
     HEADER_SIZE,
@@ -707,9 +708,7 @@ def test_single_node_syncobj_round_trip(tmp_path, restore_pysyncobj):
             j = hooks.attach(o)
             assert isinstance(j, DurableJournal) and j is hooks.journal
             assert hooks.attach(o) is j  # idempotent
-            deadline = time.monotonic() + 10
-            while not o.isReady() and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_until(o.isReady, timeout=10, interval=0.01, what="the node to be ready")
             if rnd == 0:
                 for i in range(40):  # > logCompactionMinEntries: compaction + dump happen
                     d.set("k%d" % i, i, sync=True, timeout=5)
@@ -719,9 +718,7 @@ def test_single_node_syncobj_round_trip(tmp_path, restore_pysyncobj):
                 assert j.stats["rewrites"] >= 2  # creation + at least one compaction
                 assert j.durable_index == o.raftCommitIndex
             else:
-                deadline = time.monotonic() + 10
-                while d.get("k39") != 39 and time.monotonic() < deadline:
-                    time.sleep(0.01)
+                wait_until(lambda: d.get("k39") == 39, timeout=10, interval=0.01, what="the restored log")
                 assert [d.get("k%d" % i) for i in range(40)] == list(range(40))
         finally:
             o.destroy_synchronous()

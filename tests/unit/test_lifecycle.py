@@ -10,7 +10,7 @@ import pytest
 from schedd.core import commands as C
 from schedd.core.retry import RetryPolicy
 from schedd.core.state import SchedulerState
-from tests.unit.test_state import T0, Harness
+from tests.support.state import T0, Harness
 
 
 def fired(h: Harness, **spec) -> tuple[str, int]:

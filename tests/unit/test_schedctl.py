@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
@@ -13,37 +12,10 @@ import yaml
 
 from schedd_proto import scheduler_pb2 as pb
 from schedd_client.schedctl import main
-from tests.unit.test_sdk import MINUTE_MS, NOW_MS, FakeCluster, add_execution, dead_address
+from tests.support.fake_api import MINUTE_MS, NOW_MS, FakeCluster, add_execution, dead_address
+from tests.support.schedctl import Run, fake, run, spec  # noqa: F401 - fixtures
 
 NOW_S = NOW_MS / 1000
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCluster]:
-    monkeypatch.delenv("SCHEDD_CLUSTER", raising=False)
-    cluster = FakeCluster(1)
-    yield cluster
-    cluster.stop()
-
-
-Run = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def run(fake: FakeCluster, capsys: pytest.CaptureFixture[str]) -> Run:
-    """``run(*argv)`` -> (exit status, stdout, stderr), against the fake cluster."""
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = main(["--cluster", fake.cluster, *argv], now=lambda: NOW_S)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
-def spec(fake: FakeCluster, name: str) -> pb.JobSpec:
-    return fake.state.jobs[name].spec
 
 
 # ---------------------------------------------------------------- job create / apply / update

@@ -1,4 +1,4 @@
-"""schedctl for DST policies and SLAs, against the fake cluster of test_sdk.py: `job next`, the
+"""schedctl for DST policies and SLAs, against the fake cluster of tests/support/fake_api.py: `job next`, the
 --dst-*/--sla-* flags, SLA events in `run get` and the SLA column of `run list`."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 from schedd.core.schedule import parse_time
 from schedd_proto import scheduler_pb2 as pb
-from tests.unit.test_schedctl import Run, fake, run, spec  # noqa: F401 - fixtures
-from tests.unit.test_sdk import NOW_MS, FakeCluster, add_execution
+from tests.support.fake_api import NOW_MS, FakeCluster, add_execution
+from tests.support.schedctl import Run, fake, run, spec  # noqa: F401 - fixtures
 
 
 def test_create_with_dst_and_sla_flags(run: Run, fake: FakeCluster) -> None:

@@ -7,7 +7,7 @@ import asyncio
 import json
 import pickle
 import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 
 import pytest
 
@@ -23,7 +23,9 @@ from schedd.leader import sla as L
 from schedd_client.net.policy import make_policy
 from schedd.leader.planner import plan_fires
 from schedd.replication.node import OutcomeUnknown
-from tests.unit.test_state import Harness as StateHarness
+from schedd.ports.fakes import LoseFirstAnswer, RecordingMetrics
+from tests.support.leader import Hook, clock_of, node_over
+from tests.support.state import Harness as StateHarness
 
 LOOPBACK_OK = make_policy(allow=["127.0.0.1"])   # the webhook receiver is on loopback
 
@@ -299,73 +301,21 @@ def test_apply_is_deterministic_and_the_index_is_rebuilt_on_restore(h):
 
 # ---------------------------------------------------------------- the driver
 
-class _Hook(BaseHTTPRequestHandler):
-    posts: list = []
-
-    def do_POST(self):  # noqa: N802
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).posts.append((self.path, json.loads(body), self.headers.get("Idempotency-Key")))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, *a):
-        pass
-
-
-class _FakeNode:
-    """A node whose proposals apply straight to a Harness (its own leader)."""
-
-    def __init__(self, h: Harness, fail_first=False) -> None:
-        self.h, self.state, self.lock, self.term = h, h.state, threading.RLock(), h.term
-        self.cfg = type("Cfg", (), {"node_id": "n1"})()
-        self.fail_first = fail_first
-
-    async def propose(self, entry: str, timeout: float) -> dict:
-        self.h.index += 1
-        self.h.entries.append(entry)
-        result = self.state.apply(entry, self.h.index)
-        if self.fail_first:
-            self.fail_first = False
-            raise OutcomeUnknown("lost the answer")             # applied, but we never heard
-        return result
-
-
-class _Clock:
-    def __init__(self, h):
-        self.h = h
-
-    def now_ms(self):
-        return self.h.now
-
-
-class _Metrics:
-    def __init__(self):
-        self.counts: dict[str, int] = {}
-        outer = self
-
-        class _C:
-            def labels(self, job):
-                class _I:
-                    def inc(self, n=1):
-                        outer.counts[job] = outer.counts.get(job, 0) + n
-                return _I()
-        self.sla_missed = _C()
-
-
 @pytest.mark.parametrize("fail_first", [False, True])
 def test_driver_records_counts_and_posts_once(h, fail_first):
-    server = HTTPServer(("127.0.0.1", 0), _Hook)
-    _Hook.posts = []
+    server = HTTPServer(("127.0.0.1", 0), Hook)
+    Hook.posts = []
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_port}/hook"
         t, _ = late_run(h, within=2, webhook=url)
         h.now = t + 2500
-        metrics = _Metrics()
+        metrics = RecordingMetrics()
+        lost = LoseFirstAnswer(lambda: OutcomeUnknown("lost the answer")) if fail_first else None
 
         async def main():
             tasks = []
-            driver = L.SlaDriver(_FakeNode(h, fail_first), _Clock(h), metrics,
+            driver = L.SlaDriver(node_over(h, proposals=lost), clock_of(h), metrics,
                                  lambda coro: tasks.append(asyncio.ensure_future(coro)),
                                  webhooks=LOOPBACK_OK)
             for step in range(4):
@@ -377,8 +327,8 @@ def test_driver_records_counts_and_posts_once(h, fail_first):
         ex = h.state.execs[("j1", t)]
         assert [e.kind for e in ex.events] == ["sla_missed"]
         # fail_first: the answer was lost; asked again with the same rid, dedup answers: one POST
-        assert metrics.counts == {"j1": 1}
-        [(path, body, key)] = _Hook.posts
+        assert metrics.sla_missed.counts == {("j1",): 1}
+        [(path, body, key)] = Hook.posts
         assert path == "/hook" and key == f"sla-{execution_id('j1', t)}#{ex.log_index}"
         assert body == {"job": "j1", "execution_id": execution_id("j1", t),
                         "scheduled_time": "2026-06-01T04:00:00Z",
@@ -413,11 +363,11 @@ def test_a_deposed_leaders_late_refusal_does_not_answer_the_new_leaders_proposal
     h.now = t + 2000
     [miss] = L.due_misses(h.state, h.now)
     assert h.sla(miss, term=0)["code"] == "stale_term"           # the deposed leader's, committed late
-    metrics = _Metrics()
+    metrics = RecordingMetrics()
 
     async def main():
         tasks = []
-        driver = L.SlaDriver(_FakeNode(h), _Clock(h), metrics,
+        driver = L.SlaDriver(node_over(h), clock_of(h), metrics,
                              lambda coro: tasks.append(asyncio.ensure_future(coro)),
                              webhooks=LOOPBACK_OK)
         for _ in range(2):
@@ -425,7 +375,7 @@ def test_a_deposed_leaders_late_refusal_does_not_answer_the_new_leaders_proposal
             while tasks:
                 await tasks.pop()
     asyncio.run(main())
-    assert len(h.state.execs[("j1", t)].events) == 1 and metrics.counts == {"j1": 1}
+    assert len(h.state.execs[("j1", t)].events) == 1 and metrics.sla_missed.counts == {("j1",): 1}
     assert json.loads(h.entries[-1])["rid"] == miss.rid     # same rid, not deduplicated
 
 

@@ -9,54 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from schedd.core import commands as C
-from schedd.core.model import SCHEDULED, ValidationError, dump_spec, execution_id, validate_spec
+from schedd.core.model import SCHEDULED, ValidationError, execution_id, validate_spec
 from schedd.core.state import DEDUP_TTL_MS, SchedulerState
 from schedd.leader.planner import plan_fires
-
-T0 = 1_800_000_000_000          # 2027-01-15T08:00:00Z, a round 10 s boundary
-SHELL = {"shell": {"command": "true"}}
-
-
-def spec(name="j1", schedule="@every 10s", **kw):
-    return {"name": name, "schedule": schedule, "handler": SHELL, **kw}
-
-
-def text(**kw) -> str:
-    """The canonical spec text a proposer puts in the entry."""
-    return dump_spec(validate_spec(spec(**kw)))
-
-
-class Harness:
-    """Feeds entries to a state like the Raft log would: consecutive indexes, stamped times."""
-
-    def __init__(self, now: int = T0) -> None:
-        self.state = SchedulerState()
-        self.index = 1
-        self.now = now
-        self.term = 1
-        self.entries: list[str] = []
-        self.apply(C.EPOCH)
-
-    def apply(self, kind: str, rid: str = "", term: int | None = None, **args) -> dict:
-        entry = C.encode(kind, rid=rid, now=self.now, term=self.term if term is None else term,
-                         by="test", **args)
-        return self.raw(entry)
-
-    def raw(self, entry: str) -> dict:
-        self.index += 1
-        self.entries.append(entry)
-        return self.state.apply(entry, self.index)
-
-    def put(self, **kw) -> dict:
-        return self.apply(C.PUT, spec=text(**kw))
-
-    def fire(self, *items, term=None) -> dict:
-        return self.apply(C.FIRE, items=[list(i) for i in items], term=term)
-
-    def plan_and_fire(self, lookahead=0) -> list[list]:
-        items = plan_fires(self.state, self.now, lookahead, limit=500)
-        return self.fire(*items)["items"] if items else []
-
+from tests.support.state import SHELL, T0, Harness, spec, text
 
 @pytest.fixture
 def h() -> Harness:

@@ -21,6 +21,7 @@ import grpc
 import grpc.aio
 import pytest
 
+from schedd.ports.fakes import wait_until_async
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from schedd_worker.runtime import WorkerRuntime
@@ -34,16 +35,8 @@ def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-async def until(pred, *, timeout: float = DEADLINE, what: str = "condition"):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        await asyncio.sleep(0.01)
+def until(pred, *, timeout: float = DEADLINE, what: str = "condition"):
+    return wait_until_async(pred, timeout=timeout, what=what)
 
 
 @pytest.fixture

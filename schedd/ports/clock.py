@@ -1,7 +1,7 @@
 """The clock port. Only the shell reads time; the state machine gets it inside entries.
 
 `SystemClock` has a settable offset so fault tests can skew a node's clock (libfaketime hangs
-pysyncobj here). Unit tests need no clock at all: they put the time into the entries.
+pysyncobj here). Tests use `schedd.ports.fakes.ManualClock`, which moves only when told.
 """
 
 from __future__ import annotations

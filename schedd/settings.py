@@ -1,0 +1,90 @@
+"""A node's settings as typed values: what the config file says once runtime/config.py has parsed
+and validated it. Plain frozen dataclasses with their defaults, no parsing and no I/O, so every
+layer that is configured (replication, leader, api) reads its settings from here instead of
+importing the composition root's config loader."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from schedd_client.net.policy import NetPolicy
+
+
+@dataclass(slots=True, frozen=True)
+class Peer:
+    id: str
+    raft_address: str
+    grpc_address: str
+
+
+@dataclass(slots=True, frozen=True)
+class RaftTuning:
+    heartbeat_ms: int = 20
+    tick_ms: int = 10
+    election_timeout_ms: tuple[int, int] = (600, 1200)
+    leader_fallback_ms: int = 2500
+    compaction_entries: int = 20000
+    compaction_seconds: int = 600
+    max_frame_bytes: int = 4 << 20       # a Raft frame larger than this drops its connection
+    handshake_timeout_ms: int = 5000     # a Raft connection not authenticated by then is dropped
+    replica_stuck_ms: int = 10000     # a replica behind with no progress this long is "stuck"
+
+
+@dataclass(slots=True, frozen=True)
+class SchedulerTuning:
+    lookahead_ms: int = 1500
+    max_fire_batch: int = 500
+    burst_lookahead_ms: int = 15000
+    burst_threshold: int = 2000
+    lease_ms: int = 10000
+    catchup_per_second: int = 10      # catch-up runs (policy all) started per second, cluster-wide
+
+
+@dataclass(slots=True, frozen=True)
+class Limits:
+    """Caps on what a caller may make a node hold; past one, the call fails RESOURCE_EXHAUSTED
+    naming the key to raise."""
+
+    max_worker_streams: int = 512     # worker streams per node, handshakes included
+    max_worker_slots: int = 256       # slots a worker may advertise
+    max_jobs_per_call: int = 5_000
+    max_bytes_per_call: int = 8 * 1024 * 1024
+    max_jobs_per_team: int = 1_000_000
+    max_inflight_per_connection: int = 64
+
+
+@dataclass(slots=True, frozen=True)
+class NodeConfig:
+    node_id: str
+    data_dir: Path
+    raft_address: str
+    grpc_address: str
+    metrics_address: str = ""
+    raft_bind: str = ""
+    secret: str = field(default="", repr=False)
+    fsync: str = "always"
+    peers: tuple[Peer, ...] = ()
+    raft: RaftTuning = RaftTuning()
+    scheduler: SchedulerTuning = SchedulerTuning()
+    webhooks: NetPolicy = NetPolicy()   # where SLA webhooks may be POSTed
+    limits: Limits = Limits()
+    test_mode: bool = False          # enables test-only admin calls (clock offset); never in production
+
+    @property
+    def members(self) -> tuple[Peer, ...]:
+        """All voting members, this node included, ordered by id."""
+        me = Peer(self.node_id, self.raft_address, self.grpc_address)
+        return tuple(sorted((me, *self.peers), key=lambda p: p.id))
+
+    def grpc_of_raft(self, raft_address: str) -> str:
+        for p in self.members:
+            if p.raft_address == raft_address:
+                return p.grpc_address
+        return ""
+
+    def id_of_raft(self, raft_address: str) -> str:
+        for p in self.members:
+            if p.raft_address == raft_address:
+                return p.id
+        return ""

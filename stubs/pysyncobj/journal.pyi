@@ -1,0 +1,6 @@
+from typing import Any
+
+class Journal:
+    def __getattr__(self, name: str) -> Any: ...
+
+def __getattr__(name: str) -> Any: ...

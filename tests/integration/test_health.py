@@ -1,0 +1,41 @@
+"""gRPC health of a node that cannot take writes: a member of a three-node cluster started alone
+knows no leader and has no quorum. `schedd.writes` says NOT_SERVING, so a load balancer or a
+readiness probe routes around it; liveness (`""`, schedd.liveness) stays SERVING while the
+process runs, and so do the per-service names (their status is liveness: a follower that has not
+yet heard from a new leader still answers Cluster.Status and stale reads)."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from schedd.ports.fakes import wait_until
+
+pytestmark = pytest.mark.integration
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+def health(addr: str, service: str) -> int:
+    with grpc.insecure_channel(addr) as ch:
+        return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service),
+                                                    timeout=5).status
+
+
+def test_writes_health_follows_quorum_and_liveness_stays_serving(cluster_factory):
+    c = cluster_factory(size=3)
+    alone = c.start_node("n1")
+    wait_until(lambda: health(alone.grpc, "schedd.liveness") == SERVING, timeout=60, what="the node to start")
+    # the replica watch has judged (it logs its first verdict), and it stays NOT_SERVING
+    wait_until(lambda: "writes NOT served: no leader is known" in alone.log.read_text(errors="replace"),
+               timeout=30, what="the first writes verdict")
+    assert health(alone.grpc, "schedd.writes") == NOT_SERVING
+    for service in ("", "schedd.liveness", "schedd.v1.Scheduler", "schedd.v1.Cluster"):
+        assert health(alone.grpc, service) == SERVING, service
+    # a second member makes a quorum: a leader is elected and writes are served on both
+    c.start_node("n2")
+    for nid in ("n1", "n2"):
+        wait_until(lambda nid=nid: health(c.nodes[nid].grpc, "schedd.writes") == SERVING, timeout=60,
+                   what=f"writes SERVING on {nid} once a quorum formed")

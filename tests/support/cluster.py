@@ -1,0 +1,45 @@
+"""Helpers for tests that drive a real cluster (schedd.runtime.cluster.LocalCluster): schedctl as
+a user runs it, metrics summed over the nodes, the connected workers, a finished execution."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def schedctl(cluster: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run schedctl as a user would (a fresh process), against `cluster`."""
+    cmd = [sys.executable, "-c", "import sys; from schedd_client.schedctl import main; sys.exit(main())",
+           "--cluster", cluster, *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    if check and p.returncode != 0:
+        raise AssertionError(f"schedctl {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def metric_total(cluster, name: str, label: str = "") -> float:
+    """The sum over every node of a Prometheus sample `name{...}` whose labels contain `label`."""
+    import urllib.request
+    total = 0.0
+    for node in cluster.nodes.values():
+        try:
+            text = urllib.request.urlopen(f"http://{node.metrics}/metrics", timeout=5).read().decode()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith(name + "{") and label in line:
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def workers_of(c) -> list[str]:
+    from schedd_proto import scheduler_pb2 as pb
+    from schedd_proto import scheduler_pb2_grpc as pb_grpc
+    import grpc
+    with grpc.insecure_channel(c.nodes[c.leader() or "n1"].grpc) as ch:
+        return [w.name for w in pb_grpc.WorkersStub(ch).ListWorkers(pb.ListWorkersRequest(), timeout=5).workers]
+
+
+def finished(client, eid, states=("SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED", "LOST")):
+    ex = client.get_execution(eid)
+    return ex if ex.state in states else None
