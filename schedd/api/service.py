@@ -645,7 +645,7 @@ class ClusterService(pb_grpc.ClusterServicer):
         digest, digest_index = "", 0
         with self.node.lock:            # the digest and the index it was taken at, together
             state = self.node.state
-            state_hash, epoch = state.state_hash(), state.epoch
+            state_hash, epoch = state.log_hash_hex(), state.epoch
             if with_digest:
                 digest, digest_index = state.state_digest(), state.last_index
         info = pb.NodeStatus(

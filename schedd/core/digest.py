@@ -1,6 +1,6 @@
 """A digest of the replicated state itself, equal on every replica that holds the same state.
 
-Unlike `SchedulerState.hash` (a chain over the applied entries: equal only for equal histories),
+Unlike `SchedulerState.log_hash` (a chain over the applied entries: equal only for equal histories),
 this hashes what the state IS: jobs (spec, version, schedule position), executions (state,
 attempts, events), the leader epoch, the dedup table, DAG definitions and runs, and quotas. So a
 replica restored from a snapshot, or one whose dicts were filled in another order, has the same

@@ -19,7 +19,7 @@ never a miss. Every other run has the SLA: scheduled, caught-up and manual ones.
 kind ``sla``, proposed by the leader's detector, `schedd.leader.sla`), as an event of kind
 ``sla_missed`` on the execution.
 
-The due index: `SchedulerState.sla_watch`, a SortedList of (deadline_ms, job, scheduled_ms) of
+The due index: `Tables.sla_watch`, a SortedList of (deadline_ms, job, scheduled_ms) of
 executions whose SLA is undecided. It is derived (rebuilt on restore, never serialized) and only
 steers the leader's detector: apply never decides anything from it, so a replica whose index
 differs (a restore after the job's SLA changed) still applies every entry identically. It grows by
@@ -40,7 +40,6 @@ args ``dag, logical_ms`` instead of ``job, scheduled_ms``; the event goes to `Da
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from sortedcontainers import SortedList
 
@@ -48,9 +47,8 @@ from schedd.core import schedule as sched
 from schedd.core.model import (
     CANCELLED, SKIPPED, SUCCEEDED, TERMINAL_STATES, Execution, ExecutionEvent, Job,
 )
-
-if TYPE_CHECKING:
-    from schedd.core.state import SchedulerState
+from schedd.core.results import ApplyResult, Code, SlaMissed, ok, reject
+from schedd.core.tables import Tables
 
 MISSED = "sla_missed"                # the ExecutionEvent kind
 EXEMPT_STATES = frozenset({CANCELLED, SKIPPED})
@@ -180,18 +178,18 @@ def _duration(ms: int) -> str:
 
 # ------------------------------------------------------------------ the due index
 
-def job_sla(state: "SchedulerState", job: Job) -> Sla | None:
+def job_sla(state: Tables, job: Job) -> Sla | None:
     """The job's SLA, parsed once per job revision (a substring test for jobs without one): a
     job created again under a deleted one's name never gets the deleted one's SLA or webhook."""
     return _cached_sla(state, job.name, job)
 
 
-def dag_sla(state: "SchedulerState", dag) -> Sla | None:
+def dag_sla(state: Tables, dag) -> Sla | None:
     """A DAG's SLA (`schedd.core.dags.DagDef`), parsed once per DAG revision, like `job_sla`."""
     return _cached_sla(state, dag_key(dag.name), dag)
 
 
-def _cached_sla(state: "SchedulerState", key: str, owner) -> Sla | None:
+def _cached_sla(state: Tables, key: str, owner) -> Sla | None:
     if '"sla":' not in owner.spec:
         return None
     cache = state.sla_jobs
@@ -211,30 +209,30 @@ def dag_key(dag: str) -> str:
     return DAG_KEY + dag
 
 
-def run_deadline(state: "SchedulerState", run) -> int | None:
+def run_deadline(state: Tables, run) -> int | None:
     """A DAG run's deadline under its DAG's current SLA (counted from the logical time), or None."""
     dag = state.dags.get(run.dag)
     sla = dag_sla(state, dag) if dag is not None else None
     return deadline_ms(sla, run.logical_ms) if sla is not None else None
 
 
-def target(state: "SchedulerState", name: str, t: int):
+def target(state: Tables, name: str, t: int):
     """(the execution or DAG run a due index entry names, or None; its verdict function)."""
     if name.startswith(DAG_KEY):
         return state.dag_runs.get((name[len(DAG_KEY):], t)), run_verdict
     return state.execs.get((name, t)), verdict
 
 
-def watch(state: "SchedulerState", name: str, t: int, deadline: int) -> None:
+def watch(state: Tables, name: str, t: int, deadline: int) -> None:
     """Put an execution's deadline in the due index (any execution: jobs, DAG tasks)."""
     state.sla_watch.add((deadline, name, t))
 
 
-def unwatch(state: "SchedulerState", name: str, t: int, deadline: int) -> None:
+def unwatch(state: Tables, name: str, t: int, deadline: int) -> None:
     state.sla_watch.discard((deadline, name, t))
 
 
-def on_record(state: "SchedulerState", job: Job, ex: Execution, now: int) -> None:
+def on_record(state: Tables, job: Job, ex: Execution, now: int) -> None:
     """Apply hook for a newly recorded execution: index its deadline, drop settled entries."""
     sla = job_sla(state, job)
     if sla is not None and ex.state not in EXEMPT_STATES and getattr(ex, "lane", "") != BACKFILL_LANE:
@@ -245,7 +243,7 @@ def on_record(state: "SchedulerState", job: Job, ex: Execution, now: int) -> Non
         collect(state, now)
 
 
-def on_run(state: "SchedulerState", dag, run, now: int) -> None:
+def on_run(state: Tables, dag, run, now: int) -> None:
     """Apply hook for a DAG run that just started: index its deadline if the DAG has an SLA."""
     deadline = run_deadline(state, run)
     if deadline is not None:
@@ -254,7 +252,7 @@ def on_run(state: "SchedulerState", dag, run, now: int) -> None:
         collect(state, now)
 
 
-def collect(state: "SchedulerState", now: int, limit: int = _COLLECT_BATCH) -> None:
+def collect(state: Tables, now: int, limit: int = _COLLECT_BATCH) -> None:
     """Drop index entries whose deadline passed and whose verdict is final and not a miss to be
     recorded (met, exempt, already recorded, execution gone). Bounded work per call."""
     drop = []
@@ -269,7 +267,7 @@ def collect(state: "SchedulerState", now: int, limit: int = _COLLECT_BATCH) -> N
         state.sla_watch.discard(key)
 
 
-def rebuild(state: "SchedulerState") -> None:
+def rebuild(state: Tables) -> None:
     """Rebuild the due index from jobs and executions, and DAGs and their runs (restore). Only
     jobs and DAGs with an SLA are read."""
     state.sla_jobs = {}
@@ -298,7 +296,7 @@ def rebuild(state: "SchedulerState") -> None:
     state.sla_watch = SortedList(entries)
 
 
-def due(state: "SchedulerState", now: int):
+def due(state: Tables, now: int):
     """Index entries whose deadline is at or before `now`, oldest deadline first (an iterator:
     do not change the index while iterating)."""
     return state.sla_watch.irange(None, (now, _MAX_KEY, 2 ** 63))
@@ -306,59 +304,56 @@ def due(state: "SchedulerState", now: int):
 
 # ------------------------------------------------------------------ apply
 
-def apply(state: "SchedulerState", cmd, index: int) -> dict:
+def apply(state: Tables, cmd, index: int) -> ApplyResult:
     """Entry kind ``sla`` (args: job, scheduled_ms, deadline_ms, and ``created``: the log index
     that recorded the execution, so a miss decided for a deleted job's execution never lands on
     its successor's under the same key): record a miss as an event on the execution, once. Only from the leader of the current epoch (like ``expire``): a deposed
     leader's late verdict is refused. The verdict is taken again here from the entry's time, so a
     result that committed in time first turns the entry into a refusal ("met")."""
     if cmd.term != state.epoch:
-        return _reject("stale_term", f"sla from term {cmd.term}, but the leader epoch is {state.epoch}")
+        return reject(Code.STALE_TERM, f"sla from term {cmd.term}, but the leader epoch is {state.epoch}")
     if "dag" in cmd.args:
         return _apply_run(state, cmd)
     name, t, deadline = cmd.args.get("job"), cmd.args.get("scheduled_ms"), cmd.args.get("deadline_ms")
     if not isinstance(deadline, int) or isinstance(deadline, bool):
-        return _reject("invalid", "deadline_ms must be an integer")
+        return reject(Code.INVALID, "deadline_ms must be an integer")
     ex = state.execs.get((name, t)) if isinstance(name, str) and isinstance(t, int) else None
     created = cmd.args.get("created")
     if ex is None or (created is not None and created != ex.log_index):
-        return _reject("not_found", f"execution {name}@{t} not found")
+        return reject(Code.NOT_FOUND, f"execution {name}@{t} not found")
     code, why = verdict(ex, deadline, cmd.now)
     if code != "missed":
         if code != "pending":
             unwatch(state, name, t, deadline)
-        return _reject(code, f"execution {ex.id}: no SLA miss to record ({why})")
+        return reject(code, f"execution {ex.id}: no SLA miss to record ({why})")
     text = cmd.args.get("sla")
     ev = event(ex, deadline, cmd.now, text if isinstance(text, str) else "", why)
     ex.events = (*ex.events, ev)
     unwatch(state, name, t, deadline)
     # no "name"/"scheduled_ms"/"items" keys: the dispatcher's apply hook reads those as new executions
-    return {"ok": True, "code": "ok", "execution": ex.id, "deadline_ms": deadline, "state": ex.state,
-            "message": ev.message, "event_time_ms": ev.time_ms}
+    return ok(execution=ex.id, deadline_ms=deadline, state=ex.state, message=ev.message,
+              event_time_ms=ev.time_ms, effects=(SlaMissed(ex.id, ev.message),))
 
 
-def _apply_run(state: "SchedulerState", cmd) -> dict:
+def _apply_run(state: Tables, cmd) -> ApplyResult:
     """The ``sla`` entry for a DAG run (args: dag, logical_ms, deadline_ms): the event goes to
     `DagRun.events`, once."""
     dag, t, deadline = cmd.args.get("dag"), cmd.args.get("logical_ms"), cmd.args.get("deadline_ms")
     if not isinstance(deadline, int) or isinstance(deadline, bool):
-        return _reject("invalid", "deadline_ms must be an integer")
+        return reject(Code.INVALID, "deadline_ms must be an integer")
     ok_key = isinstance(dag, str) and isinstance(t, int) and not isinstance(t, bool)
     run = state.dag_runs.get((dag, t)) if ok_key else None
     if run is None:
-        return _reject("not_found", f"DAG run {dag}@{t} not found")
+        return reject(Code.NOT_FOUND, f"DAG run {dag}@{t} not found")
     code, why = run_verdict(run, deadline, cmd.now)
     if code != "missed":
         if code != "pending":
             unwatch(state, dag_key(dag), t, deadline)
-        return _reject(code, f"DAG run {run.run_id}: no SLA miss to record ({why})")
+        return reject(code, f"DAG run {run.run_id}: no SLA miss to record ({why})")
     text = cmd.args.get("sla")
     ev = event(run, deadline, cmd.now, text if isinstance(text, str) else "", why)
     run.events = (*run.events, ev)
     unwatch(state, dag_key(dag), t, deadline)
-    return {"ok": True, "code": "ok", "run_id": run.run_id, "deadline_ms": deadline, "state": run.state,
-            "message": ev.message, "event_time_ms": ev.time_ms}
+    return ok(run_id=run.run_id, deadline_ms=deadline, state=run.state, message=ev.message,
+              event_time_ms=ev.time_ms, effects=(SlaMissed(run.run_id, ev.message),))
 
-
-def _reject(code: str, msg: str) -> dict:
-    return {"ok": False, "code": code, "msg": msg}

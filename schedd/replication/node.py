@@ -77,7 +77,7 @@ class ReplicatedState(SyncObjConsumer):
             if self.digests.wanted(index):
                 self.digests.record(index, self._sm.state_digest())
         if testing.RECORDER is not None:                          # test-mode history only
-            testing.record_applied(testing.RECORDER, self._node_id, entry, result, index, self._sm.hash)
+            testing.record_applied(testing.RECORDER, self._node_id, entry, result, index, self._sm.log_hash)
         try:
             self._on_applied(entry, result, index)
         except Exception:  # noqa: BLE001 - a shell hook must never wedge apply

@@ -38,6 +38,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Mapping
 
 UNSAFE_SWITCHES = frozenset({"push_before_commit", "no_fencing", "no_dedup", "local_clock_fire",
                              "no_lease_grace", "trust_leader", "stock_raft"})
@@ -231,14 +232,14 @@ def failpoint_worker_effect(token: int, job: str, t: int) -> None:
 
 # ------------------------------------------------------------------ node-side recording helpers
 
-def record_applied(rec: Recorder, node_id: str, entry: str, result: dict, index: int, digest: bytes) -> None:
+def record_applied(rec: Recorder, node_id: str, entry: str, result: Mapping, index: int, log_hash: bytes) -> None:
     try:
         body = json.loads(entry)
     except ValueError:
         body = {"raw": entry[:200]}
     res = {k: result[k] for k in ("ok", "code", "token", "state", "items", "scheduled_ms", "name", "logical_ms",
                                    "deduplicated", "epoch", "retry_at") if k in result}
-    rec("apply", node=node_id, index=index, hash=digest.hex(), entry=body, res=res)
+    rec("apply", node=node_id, index=index, hash=log_hash.hex(), entry=body, res=res)   # hash: the log hash
 
 
 def current_term(box: list) -> int:

@@ -339,7 +339,7 @@ def test_list_jobs_filters_and_pages(h):
 # ---------------------------------------------------------------- determinism and snapshots
 
 def _fingerprint(s: SchedulerState):
-    return (s.hash, s.epoch, sorted((n, j.version, j.next_fire, j.paused, j.spec) for n, j in s.jobs.items()),
+    return (s.log_hash, s.epoch, sorted((n, j.version, j.next_fire, j.paused, j.spec) for n, j in s.jobs.items()),
             sorted((k, e.state, e.trigger, e.log_index, e.retry_at, e.cancel_requested,
                     [(a.state, a.fencing_token, a.rejected) for a in e.attempts]) for k, e in s.execs.items()),
             list(s.ready), dict(s.active), dict(s.pending), dict(s.held), {k: list(v) for k, v in s.by_state.items() if v},
@@ -472,7 +472,7 @@ def test_a_version_1_snapshot_image_still_restores(h):
     v1_exec = (ex.job, ex.scheduled_ms, ex.state, ex.trigger, ex.created_ms, ex.term, ex.log_index,
                ex.updated_ms, ex.reason, [], None, False)
     image = _from_image(("schedd-state", 1), None, [v1_job], [v1_exec], h.state.epoch, {}, [],
-                        h.state.hash, h.state.last_index, h.state.clock_ms)
+                        h.state.log_hash, h.state.last_index, h.state.clock_ms)
     c = SchedulerState()
     c.restore(image)
     assert c.jobs["j1"].next_fire == job.next_fire and c.jobs["j1"].gaps == ()
@@ -506,7 +506,7 @@ def test_state_digest_ignores_dict_order_and_sees_every_content_change(h):
     h.apply(C.QUOTA, key="team:y", limit=4)
     s = h.state
     before = state_digest(s)
-    assert before == s.state_digest() and before != s.state_hash()
+    assert before == s.state_digest() and before != s.log_hash_hex()
     s.jobs = dict(reversed(list(s.jobs.items())))
     s.execs = dict(reversed(list(s.execs.items())))
     s.quotas = dict(reversed(list(s.quotas.items())))
