@@ -299,3 +299,45 @@ async def test_an_inherited_claim_running_out_of_sight_or_on_a_restarted_worker_
     assert h.state.execs[("unseen", T0)].state == "RETRY_WAIT"  # the lease rule, as before
     assert h.state.execs[("restarted", T0)].state == "RETRY_WAIT"
     assert h.state.execs[("held", T0)].state == "RUNNING"
+
+
+async def test_a_result_is_committed_under_the_epoch_read_when_it_arrived(setup):
+    """The epoch rule (Assigner.step) holds for results too: pysyncobj moving to a new term while
+    the finish coroutine waits must not restamp the entry with that term."""
+    h, node, hub, assigner, tasks = setup
+    h.put(schedule="@every 60s")
+    h.plan_and_fire()
+    conn = add_worker(hub, h)
+    await step(assigner, tasks, h.now)
+    ex = h.state.execs[("j1", T0)]
+    token = ex.attempts[-1].fencing_token
+    sent: list[C.Command] = []
+    propose = node.propose
+
+    async def recording(entry: str, timeout: float) -> dict:
+        sent.append(C.decode(entry))
+        return await propose(entry, timeout)
+    node.propose = recording
+    assigner.on_result(conn, pb.AttemptResult(execution_id=ex.id, fencing_token=token, state="SUCCEEDED"))
+    node.term = 2                         # an election happened before the coroutine ran
+    while tasks:
+        await tasks.pop()
+    [finish] = [c for c in sent if c.kind == C.FINISH]
+    assert finish.term == 1
+    assert h.state.execs[("j1", T0)].state == "SUCCEEDED"
+
+
+def test_the_dispatcher_owns_its_sla_driver_and_shares_its_view():
+    """The SLA driver is the dispatcher's collaborator, made with it (it was bolted on as an
+    attribute by the first leader step), and reads the state through the dispatcher's view."""
+    from schedd.leader import sla as leader_sla
+    from schedd.leader.dispatcher import Dispatcher
+    from schedd.net.policy import NetPolicy
+
+    h = Harness()
+    node = FakeNode(h)
+    node.cfg.webhooks = NetPolicy()
+    d = Dispatcher(node, Clock(h), metrics=None)
+    assert isinstance(d.sla, leader_sla.SlaDriver) and d.sla.view is d.view
+    assert d.sla.webhooks is node.cfg.webhooks
+    assert not hasattr(leader_sla, "drive")
