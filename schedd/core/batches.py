@@ -23,30 +23,21 @@ TTL is refused by apply itself: the outcome depends on entry times only, never o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from schedd.core import commands as C
 from schedd.core.jobs import Checked, check_specs, put_specs, team_overflow
 from schedd.core.results import ApplyResult, Code, ok, reject
+from schedd.core.rows import STAGED, Batch
 from schedd.core.tables import Tables
 
-__all__ = ["team_overflow"]          # re-exported: the api checks the team cap before proposing
+__all__ = ["STAGED", "Batch", "team_overflow"]   # re-exported (the api checks the team cap before proposing)
 
-STAGED, COMMITTED, ABORTED = "staged", "committed", "aborted"
+COMMITTED, ABORTED = "committed", "aborted"
 BATCH_TTL_MS = 120_000            # a staged batch not committed this long after its first stage
 FINISHED_KEEP_MS = 15 * 60 * 1000  # a finished record answers late aborts and refuses late stages
 MAX_CHUNKS = 100_000
 MAX_BATCH_ID = 64
-
-
-@dataclass(slots=True)
-class Batch:
-    since: int                                   # entry time of its first entry
-    state: str = STAGED
-    ended: int = 0
-    chunks: dict[int, list] = field(default_factory=dict)
-    result: dict = field(default_factory=dict)   # the commit's counts, or why it was aborted
 
 
 def _batch_id(cmd: C.Command) -> str | ApplyResult:

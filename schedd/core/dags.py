@@ -48,9 +48,11 @@ from schedd.core.model import (
 )
 from schedd.core.naming import dag_of_job, refuse_job_op, run_id, schedule_row, task_job
 from schedd.core.results import ApplyResult, Code, ok, reject
+from schedd.core.rows import DEFAULT_MAX_RUNS, DagDef, DagRun
 from schedd.core.tables import Tables
 
-__all__ = ["NOT_READY", "dag_of_job", "refuse_job_op", "run_id", "schedule_row", "task_job"]   # re-exported
+__all__ = ["DEFAULT_MAX_RUNS", "NOT_READY", "DagDef", "DagRun", "dag_of_job", "refuse_job_op", "run_id",
+           "schedule_row", "task_job"]   # re-exported
 
 PENDING = "PENDING"               # a task of a run whose execution is not recorded yet
 RUN_RUNNING, RUN_SUCCEEDED, RUN_FAILED = "RUNNING", "SUCCEEDED", "FAILED"
@@ -60,7 +62,6 @@ SENSOR_KINDS = ("file", "http_url", "command")
 
 MAX_TASKS = 200
 MAX_DAG_BYTES = 56 * 1024         # the canonical text rides one log entry (C.MAX_ENTRY_BYTES)
-DEFAULT_MAX_RUNS = 50
 MAX_RUNS = 1000
 DEFAULT_SENSOR_CHECK_S = 60.0
 MAX_POLLS = 5000                  # timeout / poll interval: every poll is an attempt in the history
@@ -69,65 +70,6 @@ SCHEDULE_ROW_HISTORY = 100
 DAG_PUT = C.DAG_PUT
 DAG_DELETE = C.DAG_DELETE
 DAG_RUN = C.DAG_RUN
-
-
-# ------------------------------------------------------------------ entities
-
-
-@dataclass(slots=True)
-class DagDef:
-    """A DAG definition. `spec` is the canonical JSON (the source of truth); the graph is kept
-    unpacked beside it. The dicts are replaced, never mutated, so runs may share them."""
-
-    name: str
-    team: str
-    schedule: str
-    tz: str
-    spec: str
-    version: int
-    created_ms: int
-    updated_ms: int
-    created_by: str
-    order: tuple                  # task names, topological (stable: definition order)
-    upstream: dict                # task -> tuple of upstream tasks
-    downstream: dict              # task -> tuple of downstream tasks (topological order)
-    rules: dict                   # task -> trigger rule
-    max_runs: int = DEFAULT_MAX_RUNS
-    runs_total: int = 0
-    incarnation: int = 0          # log index of the entry that created it (like Job.incarnation)
-
-    def spec_dict(self) -> ApplyResult:
-        return json.loads(self.spec)
-
-    @property
-    def revision(self) -> tuple[int, int]:
-        """The key of caches derived from the spec (see Job.revision)."""
-        return (self.incarnation, self.version)
-
-
-@dataclass(slots=True)
-class DagRun:
-    """One run of a DAG, keyed (dag, logical_ms). `states[task]` is PENDING until the task's
-    execution is recorded, SCHEDULED while it is under way, then the execution's end state."""
-
-    dag: str
-    logical_ms: int
-    state: str
-    trigger: str
-    created_ms: int
-    version: int
-    order: tuple
-    upstream: dict
-    downstream: dict
-    rules: dict
-    pending: dict = field(default_factory=dict)    # task -> upstream tasks not ended yet
-    states: dict = field(default_factory=dict)
-    ended_ms: int = 0
-    events: tuple = ()            # ExecutionEvents of the run (sla_missed: schedd.core.sla), oldest first
-
-    @property
-    def run_id(self) -> str:
-        return run_id(self.dag, self.logical_ms)
 
 
 # ------------------------------------------------------------------ validation (proposer side)
@@ -182,7 +124,7 @@ def topo_order(order: list[str], upstream: dict[str, list[str]]) -> list[str]:
     return out
 
 
-def _sensor(body: object, task: str) -> ApplyResult:
+def _sensor(body: object, task: str) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ValidationError(f"task {task!r}: sensor must be an object")
     kinds = [k for k in SENSOR_KINDS if body.get(k)]
@@ -196,7 +138,7 @@ def _sensor(body: object, task: str) -> ApplyResult:
         raise ValidationError(f"task {task!r}: sensor http_url must start with http:// or https://")
     if kind == "file" and not value.startswith("/"):
         raise ValidationError(f"task {task!r}: sensor file must be an absolute path, got {value!r}")
-    out: dict = {kind: value}
+    out: dict[str, Any] = {kind: value}
     for key, default, lo, hi in (("poll_interval_seconds", DEFAULT_POLL_S, 0.1, 86400),
                                  ("timeout_seconds", DEFAULT_SENSOR_TIMEOUT_S, 0.1, 30 * 86400)):
         v = body.get(key) or default
@@ -210,7 +152,7 @@ def _sensor(body: object, task: str) -> ApplyResult:
     return out
 
 
-def _task(dag: str, team: str, d: object, i: int) -> ApplyResult:
+def _task(dag: str, team: str, d: object, i: int) -> dict[str, Any]:
     if not isinstance(d, dict):
         raise ValidationError(f"task #{i + 1} must be an object")
     name = d.get("name")
@@ -232,7 +174,7 @@ def _task(dag: str, team: str, d: object, i: int) -> ApplyResult:
         spec, _ = canonical_spec(as_job)
     except ValidationError as e:
         raise ValidationError(f"task {name!r}: {e}") from None
-    out = {"name": name}
+    out: dict[str, Any] = {"name": name}
     if sensor:
         out["handler"] = {"sensor": _sensor(sensor, name)}
         out["timeout_seconds"] = spec.get("timeout_seconds") or DEFAULT_SENSOR_CHECK_S
@@ -261,7 +203,7 @@ def _task(dag: str, team: str, d: object, i: int) -> ApplyResult:
     return out
 
 
-def canonical_dag(d: object) -> tuple[dict, str]:
+def canonical_dag(d: object) -> tuple[dict[str, Any], str]:
     """Validate a DAG document (the proto DagSpec as a dict with proto field names) and return
     its canonical form and JSON text, or raise ValidationError with a message for a person."""
     if not isinstance(d, dict):
@@ -307,7 +249,7 @@ def canonical_dag(d: object) -> tuple[dict, str]:
     cycle = find_cycle(order, upstream)
     if cycle is not None:
         raise ValidationError(f"DAG {name!r} has a cycle: {' -> '.join(cycle)}")
-    out: dict = {"name": name, "team": job["team"],
+    out: dict[str, Any] = {"name": name, "team": job["team"],
                  "schedule": "" if job["schedule"] == "none" else job["schedule"],
                  "timezone": job["timezone"], "tasks": out_tasks}
     if job.get("description"):
@@ -342,7 +284,7 @@ def runs_of(st: Tables, dag: str) -> list[int]:
 # ------------------------------------------------------------------ apply: definitions
 
 
-def _graph(spec: dict) -> tuple[tuple, dict, dict, dict]:
+def _graph(spec: dict[str, Any]) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]], dict[str, tuple[str, ...]], dict[str, str]]:
     """(topological order, upstream, downstream, rules) of a committed spec; ValueError if the
     spec is not a valid graph (apply never trusts its proposer)."""
     tasks = spec.get("tasks")
@@ -373,8 +315,8 @@ def _graph(spec: dict) -> tuple[tuple, dict, dict, dict]:
     return (order, {t: tuple(upstream[t]) for t in order}, {t: tuple(down[t]) for t in order}, rules)
 
 
-def _row_spec(dag: str, team: str, task: dict | None, max_runs: int, schedule: str = "",
-              tz: str = "UTC") -> ApplyResult:
+def _row_spec(dag: str, team: str, task: dict[str, Any] | None, max_runs: int, schedule: str = "",
+              tz: str = "UTC") -> dict[str, Any]:
     """The job-row spec of a task (or, with task None, of the DAG's schedule row)."""
     if task is None:
         return {"name": schedule_row(dag), "team": team, "schedule": schedule, "timezone": tz,
@@ -388,7 +330,7 @@ def _row_spec(dag: str, team: str, task: dict | None, max_runs: int, schedule: s
     return spec
 
 
-def _upsert_row(st: Tables, spec: dict, cmd: C.Command, index: int) -> None:
+def _upsert_row(st: Tables, spec: dict[str, Any], cmd: C.Command, index: int) -> None:
     """Create or update a DAG's job row (its name has a colon, which PUT refuses) through the
     one job upsert path; a row whose spec is unchanged is left as it is. A new row's incarnation
     is `index` (a task removed and added again is another job)."""
@@ -403,8 +345,10 @@ def _drop_row(st: Tables, name: str) -> None:
 
 def put(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     text = cmd.args.get("spec")
+    if not isinstance(text, str):
+        return reject(Code.INVALID, "invalid DAG: bad DAG name")
     try:
-        spec = json.loads(text) if isinstance(text, str) else None
+        spec = json.loads(text)
         if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not NAME_RE.match(spec["name"]):
             raise ValueError("bad DAG name")
         for key in ("team", "schedule", "timezone"):
@@ -440,9 +384,9 @@ def put(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     else:
         dag = current
         if dag.spec != text:
-            for t in dag.order:
-                if t not in rules:
-                    _drop_row(st, task_job(name, t))
+            for gone in dag.order:
+                if gone not in rules:
+                    _drop_row(st, task_job(name, gone))
             dag.team, dag.schedule, dag.tz, dag.spec = spec["team"], spec["schedule"], spec["timezone"], text
             dag.order, dag.upstream, dag.downstream, dag.rules = order, upstream, downstream, rules
             dag.max_runs = max_runs
@@ -463,14 +407,14 @@ def delete(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     dag = st.dags.get(name) if isinstance(name, str) else None
     if dag is None:
         return reject(Code.NOT_FOUND, f"DAG {name!r} not found")
-    for t in dag.order:
-        _drop_row(st, task_job(name, t))
-    _drop_row(st, schedule_row(name))
-    for t in list(runs_of(st, name)):
-        del st.dag_runs[(name, t)]
-    st.dag_run_times.pop(name, None)
-    del st.dags[name]
-    return ok(name=name)
+    for task in dag.order:
+        _drop_row(st, task_job(dag.name, task))
+    _drop_row(st, schedule_row(dag.name))
+    for t in list(runs_of(st, dag.name)):
+        del st.dag_runs[(dag.name, t)]
+    st.dag_run_times.pop(dag.name, None)
+    del st.dags[dag.name]
+    return ok(name=dag.name)
 
 
 def run_now(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
@@ -606,7 +550,7 @@ def _prune_runs(st: Tables, dag: DagDef) -> None:
     excess = len(times) - dag.max_runs
     if excess <= 0:
         return
-    victims = []
+    victims: list[int] = []
     for t in times:
         if len(victims) == excess:
             break

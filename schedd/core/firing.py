@@ -10,6 +10,8 @@ Deterministic: instants come from the entry and the schedule, never from a clock
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
+from typing import Any
 
 from schedd.core import commands as C
 from schedd.core import schedule as sched
@@ -42,7 +44,7 @@ def _newest(s: sched.Schedule, lo: int, hi: int, n: int) -> list[int]:
         span *= 8
 
 
-def _launches(items: list[list]) -> tuple[Launch, ...]:
+def _launches(items: list[list[Any]]) -> tuple[Launch, ...]:
     return tuple(Launch(name, t) for name, t, code in items if code == "created")
 
 
@@ -79,7 +81,7 @@ def prune_history(st: Tables, job: Job, now: int) -> None:
     if excess <= 0 and not max_age:
         return
     horizon = now - max_age if max_age else MIN_MS
-    victims = []
+    victims: list[Execution] = []
     for t in times:
         if len(victims) >= excess and t >= horizon:
             break
@@ -90,7 +92,7 @@ def prune_history(st: Tables, job: Job, now: int) -> None:
         st.drop_exec(ex)
 
 
-def skip_backlog(st: Tables, job: Job, times, now: int) -> None:
+def skip_backlog(st: Tables, job: Job, times: Iterable[int], now: int) -> None:
     """A job whose runs nobody starts (no worker for its pool) must not grow without bound:
     past `history_limit` waiting runs, the oldest is recorded SKIPPED, saying why."""
     excess = st.pending[job.name] - job.history_limit

@@ -24,7 +24,7 @@ def list_jobs(st: Tables, *, team: str = "", state: str = "", after: str = "",
               limit: int = 100) -> tuple[list[Job], str, int]:
     """A page of jobs ordered by name, starting after `after`; returns (jobs, next_after, total).
     Costs O(page) except when both team and state filter (then O(jobs in the team))."""
-    empty = SortedList()
+    empty: SortedList[str] = SortedList()
     if state == "paused":
         names = st.paused_names
         keep = (lambda job: job.team == team) if team else None

@@ -14,7 +14,7 @@ but the entry's.
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sortedcontainers import SortedList
 
@@ -24,11 +24,8 @@ from schedd.core.model import RETRY_WAIT, RUNNING, SCHEDULED, Execution, Job
 from schedd.core.naming import dag_of_job, refuse_job_op
 from schedd.core.policy import JobPolicy, policy_cache
 from schedd.core.results import ApplyResult, Code, reject
+from schedd.core.rows import Batch, DagDef, DagRun
 from schedd.core.wheel import TimingWheel
-
-if TYPE_CHECKING:
-    from schedd.core.batches import Batch
-    from schedd.core.dags import DagDef, DagRun
 
 ExecKey = tuple[str, int]
 MIN_MS = -(2 ** 62)
@@ -72,21 +69,21 @@ class Tables:
     """The replicated tables and their derived indexes (see the module docstring)."""
 
     # Derived indexes, made by rebuild_indexes (declared for readers and type checkers).
-    names: SortedList
-    by_team: dict[str, SortedList]
-    paused_names: SortedList
+    names: SortedList[str]
+    by_team: dict[str, SortedList[str]]
+    paused_names: SortedList[str]
     wheel: TimingWheel
-    by_job: dict[str, SortedList]
-    by_state: dict[str, SortedList]
-    by_time: SortedList
-    ready: SortedList
+    by_job: dict[str, SortedList[int]]                  # job -> scheduled_ms of its executions
+    by_state: dict[str, SortedList[tuple[int, str]]]     # state -> (scheduled_ms, job)
+    by_time: SortedList[tuple[int, str]]                 # (scheduled_ms, job) of every execution
+    ready: SortedList[tuple[int, str, int]]              # ready_key of SCHEDULED and RETRY_WAIT ones
     active: dict[str, int]
     pending: dict[str, int]
     held: dict[str, int]
     batch_checked: dict[tuple[str, int], Any]
     dag_run_times: dict[str, list[int]]
     dag_pending: list[ExecKey]
-    sla_watch: SortedList
+    sla_watch: SortedList[tuple[int, str, int]]         # (deadline_ms, job or dag/<dag>, t)
     sla_jobs: dict[str, Any]
 
     def __init__(self) -> None:

@@ -14,16 +14,14 @@ The objects returned (jobs, executions) are the state's own: read them, never ch
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
 from schedd.core import batches
 from schedd.core import sla as S
 from schedd.core.model import RUNNING, SCHEDULED, Execution, Job
 from schedd.core.policy import JobPolicy, blocked
+from schedd.core.rows import DagDef, DagRun
 from schedd.core.tables import Tables
-
-if TYPE_CHECKING:
-    from schedd.core.dags import DagDef, DagRun
 
 MAX_KEY = "\U0010ffff"
 
