@@ -13,7 +13,7 @@ How a DAG lives in the state (DESIGN.md "DAG and DAG run"):
 - `state.dag_runs[(dag, logical_ms)]` is a `DagRun`: a run id, a state, the state of each task
   and a pending-upstream counter per task. A task's run is the execution
   (`<dag>:<task>`, logical_ms): workers, retries, timeouts, fencing and cancel are unchanged.
-- When a task execution reaches a terminal state, `SchedulerState._set_state` queues it and
+- When a task execution reaches a terminal state, `Tables.set_state` queues it and
   `settle` (called at the end of the same apply) updates the run: downstream counters drop, a
   task whose rule holds is recorded SCHEDULED right then (no polling); a task that can no longer
   run is recorded UPSTREAM_FAILED (or SKIPPED), so it stays visible in the run, and that
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from schedd.core import commands as C
@@ -44,7 +43,7 @@ from schedd.core.firing import record
 from schedd.core.jobs import parse_schedule, upsert
 from schedd.core.model import (
     CANCELLED, FAILED, LOST, MAX_HISTORY_LIMIT, NAME_RE, SCHEDULED, SKIPPED, SUCCEEDED, TERMINAL_STATES,
-    TIMED_OUT, UPSTREAM_FAILED, Execution, ValidationError, _committed_dst_and_sla, canonical_spec, dump_spec,
+    TIMED_OUT, UPSTREAM_FAILED, Execution, ValidationError, canonical_spec, check_committed_dst_and_sla, dump_spec,
 )
 from schedd.core.naming import dag_of_job, refuse_job_op, run_id, schedule_row, task_job
 from schedd.core.results import ApplyResult, Code, ok, reject
@@ -355,7 +354,7 @@ def put(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
             if not isinstance(spec.get(key), str):
                 raise ValueError(f"spec.{key} must be a string")
         order, upstream, downstream, rules = _graph(spec)
-        _committed_dst_and_sla({"sla": spec["sla"]} if "sla" in spec else {})
+        check_committed_dst_and_sla({"sla": spec["sla"]} if "sla" in spec else {})
         sched.parse(spec["schedule"], spec["timezone"], hash_key=schedule_row(spec["name"]))
     except (ValueError, TypeError, sched.ScheduleError) as e:
         return reject(Code.INVALID, f"invalid DAG: {e}")

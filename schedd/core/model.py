@@ -444,7 +444,7 @@ def load_committed_spec(text: object) -> dict[str, Any]:
     limit = d.get("history_limit", DEFAULT_HISTORY_LIMIT)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_HISTORY_LIMIT:
         raise ValidationError("bad history_limit")
-    _committed_dst_and_sla(d)
+    check_committed_dst_and_sla(d)
     return d
 
 
@@ -504,7 +504,7 @@ def _dst_and_sla(d: dict[str, Any], out: dict[str, Any]) -> None:
     out["sla"] = got
 
 
-def _committed_dst_and_sla(d: dict[str, Any]) -> None:
+def check_committed_dst_and_sla(d: dict[str, Any]) -> None:
     """What apply computes with: the DST policy names and the SLA's deadline fields."""
     if d.get("dst_gap", "shift") not in sched.GAP_POLICIES:
         raise ValidationError("bad dst_gap")
