@@ -485,10 +485,8 @@ class SchedulerService(pb_grpc.SchedulerServicer):
             name, t = parse_execution_id(request.id)
         except ValidationError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        result = await self._commit(context, C.CANCEL, request.request_id, job=name, scheduled_ms=t)
-        assigner = getattr(self.dispatcher, "assigner", None)
-        if result.get("cancel_requested") and assigner is not None:
-            assigner.push_cancel(result["token"], request.id)
+        await self._commit(context, C.CANCEL, request.request_id, job=name, scheduled_ms=t)
+        # the leader pushes the cancel to the worker from the entry's effect (Dispatcher.on_applied)
         with self.node.lock:
             return self._exec_pb(self.node.state.execs[(name, t)])
 

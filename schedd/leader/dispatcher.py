@@ -22,7 +22,7 @@ import time
 from schedd.core import batches
 from schedd.core import commands as C
 from schedd.core.model import RUNNING, SCHEDULED
-from schedd.core.results import ApplyResult, EpochApplied, Launch
+from schedd.core.results import ApplyResult, CancelAttempt, EpochApplied, Launch
 from schedd.core.view import StateView
 from schedd.leader.assigner import Assigner
 from schedd.leader.planner import plan_fires
@@ -70,7 +70,7 @@ class Dispatcher:
 
     def on_applied(self, entry: str, result: ApplyResult, index: int) -> None:
         """Called in pysyncobj's tick thread after each apply; must be cheap and never block.
-        Acts on the result's effects: executions to launch, an epoch applied."""
+        Performs the result's effects: executions to launch, an epoch applied, cancels to push."""
         if self._loop is None or not result.ok:
             return
         created = [(e.job, e.scheduled_ms) for e in result.effects if isinstance(e, Launch)]
@@ -78,6 +78,17 @@ class Dispatcher:
             testing.failpoint_fire_applied(self, created, index)
         if created or any(isinstance(e, EpochApplied) for e in result.effects):
             self._loop.call_soon_threadsafe(self._applied, created)
+        cancels = [e for e in result.effects if isinstance(e, CancelAttempt)]
+        if cancels:
+            self._loop.call_soon_threadsafe(self._push_cancels, cancels)
+
+    def _push_cancels(self, cancels: list[CancelAttempt]) -> None:
+        """A running attempt was asked to stop: tell its worker now (the reaper resends until
+        the attempt ends). Only the leader of this epoch talks to workers."""
+        if self.assigner is None or not self.node.leads_epoch():
+            return
+        for e in cancels:
+            self.assigner.push_cancel(e.token, e.execution_id)
 
     def on_role_change(self, old: int, new: int) -> None:
         if self._loop is not None:
