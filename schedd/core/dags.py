@@ -283,7 +283,10 @@ def runs_of(st: Tables, dag: str) -> list[int]:
 # ------------------------------------------------------------------ apply: definitions
 
 
-def _graph(spec: dict[str, Any]) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]], dict[str, tuple[str, ...]], dict[str, str]]:
+Edges = dict[str, tuple[str, ...]]      # task -> its upstream (or downstream) tasks
+
+
+def _graph(spec: dict[str, Any]) -> tuple[tuple[str, ...], Edges, Edges, dict[str, str]]:
     """(topological order, upstream, downstream, rules) of a committed spec; ValueError if the
     spec is not a valid graph (apply never trusts its proposer)."""
     tasks = spec.get("tasks")
@@ -469,9 +472,9 @@ def _record_task(st: Tables, run: DagRun, task: str, state: str, reason: str, cm
 
 
 def settle(st: Tables, cmd: C.Command, index: int) -> None:
-    """Process what this entry did to DAG rows (queued by `_record` and `_set_state`): a fire of a
-    schedule row starts a run; a task execution that ended moves its run on. Runs to a fixed
-    point: recording UPSTREAM_FAILED queues the next level."""
+    """Process what this entry did to DAG rows (queued by `Tables.add_exec` and `set_state`): a
+    fire of a schedule row starts a run; a task execution that ended moves its run on. Runs to a
+    fixed point: recording UPSTREAM_FAILED queues the next level."""
     queue = st.dag_pending
     while queue:
         name, t = queue.pop(0)

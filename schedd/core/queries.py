@@ -50,7 +50,8 @@ def list_jobs(st: Tables, *, team: str = "", state: str = "", after: str = "",
 
 
 def list_executions(st: Tables, *, job: str = "", state: str = "", after: tuple[int, str] | None = None,
-                    limit: int = 100, oldest_first: bool = False) -> tuple[list[Execution], tuple[int, str] | None, int]:
+                    limit: int = 100, oldest_first: bool = False,
+                    ) -> tuple[list[Execution], tuple[int, str] | None, int]:
     """A page of executions ordered by (scheduled_ms, job), newest first unless asked."""
     if job:
         index = SortedList((t, job) for t in st.by_job.get(job, ()))
