@@ -70,7 +70,9 @@ class EpochApplied:
 
 @dataclass(slots=True, frozen=True)
 class SlaMissed:
-    """An SLA miss was recorded: the leader counts it and POSTs the webhook."""
+    """An SLA miss was recorded. The leader's SLA driver, the only proposer of `sla` entries,
+    counts it and POSTs the webhook from its proposal's answer (the payload, which a retried
+    proposal answered from the dedup table carries too); observers read this effect."""
 
     target: str                      # the execution id or the DAG run id
     message: str
