@@ -131,9 +131,14 @@ class ApplyResult(Mapping[str, Any]):
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> ApplyResult:
-        """The inverse of `as_dict` (effects are not kept: see the module contract)."""
+        """The inverse of `as_dict` (effects are not kept: see the module contract). Total, as
+        apply must be: a code this version does not know (a newer node's) reads as INTERNAL."""
         payload = {k: v for k, v in d.items() if k not in _RESERVED}
-        return ApplyResult(Code(d.get("code", "ok")), str(d.get("msg", "")), payload)
+        try:
+            code = Code(d.get("code", "ok"))
+        except ValueError:
+            code = Code.INTERNAL
+        return ApplyResult(code, str(d.get("msg", "")), payload)
 
     def __repr__(self) -> str:
         return f"ApplyResult({self.as_dict()!r}, effects={list(self.effects)!r})"

@@ -19,6 +19,8 @@ def test_a_result_reads_as_the_mapping_it_replaced():
     assert ApplyResult.from_dict(no.as_dict()) == no and ApplyResult.from_dict(r.as_dict()).effects == ()
     with pytest.raises(ValueError):
         reject("no_such_code", "x")                    # every code is one of Code
+    odd = ApplyResult.from_dict({"ok": False, "code": "from_the_future", "msg": "m"})   # never raises
+    assert odd.code is Code.INTERNAL and odd.msg == "m"
 
 
 def test_apply_reports_effects_and_the_dedup_table_keeps_plain_values():
