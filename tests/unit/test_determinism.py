@@ -6,6 +6,7 @@ and every entry's result are compared."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 from schedd.core import commands as C
 from schedd.core import dags as D
 from schedd.core.state import SchedulerState
-from tests.unit.test_state import T0, Harness
+from tests.unit.test_state import T0, Harness, text
 
 REPLAY = """
 import hashlib, json, sys
@@ -79,7 +80,6 @@ def _workload() -> Harness:
 
 
 def _text(name: str, team: str) -> str:
-    from tests.unit.test_state import text
     return text(name=name, team=team, schedule="@every 5s")
 
 
@@ -91,8 +91,6 @@ def _replay(path: Path, seed: str) -> dict:
 
 
 def test_the_same_log_gives_the_same_state_under_other_hash_seeds(tmp_path):
-    import hashlib
-
     h = _workload()
     assert len(h.state.dag_runs) >= 2 and len(h.state.execs) > 50          # the workload did work
     path = tmp_path / "log.json"
