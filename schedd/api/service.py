@@ -28,6 +28,7 @@ from schedd.core import commands as C
 from schedd.core import ledger
 from schedd.core import schedule as sched
 from schedd.core.policy import BACKFILL, QUOTA_KINDS, quota_limit
+from schedd.core.results import ApplyResult, Code
 from schedd.core.state import MAX_BACKFILL_PER_ENTRY, schedule_of
 from schedd.core.model import (
     EXECUTION_STATES, ValidationError, canonical_spec, parse_execution_id,
@@ -49,16 +50,16 @@ POSITION = "x-schedd-batch-position"   # trailing metadata: 1-based position of 
 PAGE_BYTES = 1024 * 1024               # a list page stops growing past this (gRPC's cap is 4 MiB)
 MAX_BACKFILL = 100_000            # instants per backfill request
 
-RESULT_STATUS = {
-    "invalid": grpc.StatusCode.INVALID_ARGUMENT,
-    "not_found": grpc.StatusCode.NOT_FOUND,
-    "exists": grpc.StatusCode.ALREADY_EXISTS,
-    "conflict": grpc.StatusCode.FAILED_PRECONDITION,
-    "stale_term": grpc.StatusCode.UNAVAILABLE,
-    "blocked": grpc.StatusCode.FAILED_PRECONDITION,
-    "internal": grpc.StatusCode.INTERNAL,
-    "exhausted": grpc.StatusCode.RESOURCE_EXHAUSTED,
-    "aborted": grpc.StatusCode.UNAVAILABLE,
+RESULT_STATUS: dict[Code, grpc.StatusCode] = {      # apply's refusals (schedd.core.results.Code)
+    Code.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
+    Code.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    Code.EXISTS: grpc.StatusCode.ALREADY_EXISTS,
+    Code.CONFLICT: grpc.StatusCode.FAILED_PRECONDITION,
+    Code.STALE_TERM: grpc.StatusCode.UNAVAILABLE,
+    Code.BLOCKED: grpc.StatusCode.FAILED_PRECONDITION,
+    Code.INTERNAL: grpc.StatusCode.INTERNAL,
+    Code.EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Code.ABORTED: grpc.StatusCode.UNAVAILABLE,
 }
 
 
@@ -235,11 +236,10 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         return result
 
     @staticmethod
-    async def _refuse(context, result: dict) -> None:
+    async def _refuse(context, result: ApplyResult) -> None:
         """Answer apply's refusal: its status, its message, and the refused job's position."""
         position = result.get("position")
-        await context.abort(RESULT_STATUS.get(result.get("code"), grpc.StatusCode.INTERNAL),
-                            result.get("msg", "rejected"),
+        await context.abort(RESULT_STATUS.get(result.code, grpc.StatusCode.INTERNAL), result.msg or "rejected",
                             trailing_metadata=((POSITION, str(position)),) if position else ())
 
     async def _valid_spec(self, context, spec: pb.JobSpec) -> tuple[dict, str]:
@@ -488,10 +488,8 @@ class SchedulerService(pb_grpc.SchedulerServicer):
             name, t = parse_execution_id(request.id)
         except ValidationError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        result = await self._commit(context, C.CANCEL, request.request_id, job=name, scheduled_ms=t)
-        assigner = getattr(self.dispatcher, "assigner", None)
-        if result.get("cancel_requested") and assigner is not None:
-            assigner.push_cancel(result["token"], request.id)
+        await self._commit(context, C.CANCEL, request.request_id, job=name, scheduled_ms=t)
+        # the leader pushes the cancel to the worker from the entry's effect (Dispatcher.on_applied)
         with self.node.lock:
             return self._exec_pb(self.node.state.execs[(name, t)])
 
@@ -651,7 +649,7 @@ class ClusterService(pb_grpc.ClusterServicer):
         digest, digest_index = "", 0
         with self.node.lock:            # the digest and the index it was taken at, together
             state = self.node.state
-            state_hash, epoch = state.state_hash(), state.epoch
+            state_hash, epoch = state.log_hash_hex(), state.epoch
             if with_digest:
                 digest, digest_index = state.state_digest(), state.last_index
         info = pb.NodeStatus(

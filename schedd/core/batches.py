@@ -23,86 +23,75 @@ TTL is refused by apply itself: the outcome depends on entry times only, never o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 from schedd.core import commands as C
+from schedd.core.jobs import Checked, check_specs, put_specs, team_overflow
+from schedd.core.results import ApplyResult, Code, ok, reject
+from schedd.core.rows import STAGED, Batch
+from schedd.core.tables import Tables
 
-if TYPE_CHECKING:
-    from schedd.core.state import SchedulerState
+__all__ = ["STAGED", "Batch", "team_overflow"]   # re-exported (the api checks the team cap before proposing)
 
-STAGED, COMMITTED, ABORTED = "staged", "committed", "aborted"
+COMMITTED, ABORTED = "committed", "aborted"
 BATCH_TTL_MS = 120_000            # a staged batch not committed this long after its first stage
 FINISHED_KEEP_MS = 15 * 60 * 1000  # a finished record answers late aborts and refuses late stages
 MAX_CHUNKS = 100_000
 MAX_BATCH_ID = 64
 
 
-@dataclass(slots=True)
-class Batch:
-    since: int                                   # entry time of its first entry
-    state: str = STAGED
-    ended: int = 0
-    chunks: dict[int, list] = field(default_factory=dict)
-    result: dict = field(default_factory=dict)   # the commit's counts, or why it was aborted
-
-
-def _reject(code: str, msg: str, **extra) -> dict:
-    return {"ok": False, "code": code, "msg": msg, **extra}
-
-
-def _batch_id(cmd: C.Command) -> str | dict:
+def _batch_id(cmd: C.Command) -> str | ApplyResult:
     b = cmd.args.get("batch")
     if not isinstance(b, str) or not 0 < len(b) <= MAX_BATCH_ID:
-        return _reject("invalid", f"batch must be an id of 1-{MAX_BATCH_ID} characters")
+        return reject(Code.INVALID, f"batch must be an id of 1-{MAX_BATCH_ID} characters")
     return b
 
 
-def _refuse_finished(b: str, rec: Batch) -> dict:
+def _refuse_finished(b: str, rec: Batch) -> ApplyResult:
     if rec.state == ABORTED:
-        return _reject("aborted", f"batch {b} was aborted ({rec.result.get('reason', 'by its proposer')}); "
+        return reject(Code.ABORTED, f"batch {b} was aborted ({rec.result.get('reason', 'by its proposer')}); "
                                   "nothing of it was committed")
-    return _reject("conflict", f"batch {b} is already committed")
+    return reject(Code.CONFLICT, f"batch {b} is already committed")
 
 
-def _finish(st: "SchedulerState", b: str, rec: Batch, state: str, now: int, result: dict) -> None:
+def _finish(st: Tables, b: str, rec: Batch, state: str, now: int, result: dict[str, Any]) -> None:
     for seq in rec.chunks:
         st.batch_checked.pop((b, seq), None)
     rec.state, rec.ended, rec.chunks, rec.result = state, now, {}, result
 
 
-def stage(st: "SchedulerState", cmd: C.Command, index: int) -> dict:
+def stage(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     b = _batch_id(cmd)
-    if isinstance(b, dict):
+    if isinstance(b, ApplyResult):
         return b
     seq, specs = cmd.args.get("seq"), cmd.args.get("specs")
     if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < MAX_CHUNKS:
-        return _reject("invalid", f"seq must be an integer in [0, {MAX_CHUNKS})")
+        return reject(Code.INVALID, f"seq must be an integer in [0, {MAX_CHUNKS})")
     if not isinstance(specs, list) or not all(isinstance(t, str) for t in specs):
-        return _reject("invalid", "specs must be a list of spec texts")
+        return reject(Code.INVALID, "specs must be a list of spec texts")
     first = cmd.args.get("first", 1)
     if isinstance(first, bool) or not isinstance(first, int) or first < 1:
-        return _reject("invalid", "first must be a position >= 1")
+        return reject(Code.INVALID, "first must be a position >= 1")
     rec = st.batches.get(b)
     if rec is None:
         rec = st.batches[b] = Batch(since=cmd.now)
     elif rec.state != STAGED:
         return _refuse_finished(b, rec)
-    checked = st.check_specs(specs, first)     # parsed here, in small steps, not all at commit
-    if isinstance(checked, dict):
+    checked = check_specs(specs, first)     # parsed here, in small steps, not all at commit
+    if isinstance(checked, ApplyResult):
         return checked
     rec.chunks[seq] = specs
     st.batch_checked[(b, seq)] = checked
-    return {"ok": True, "code": "ok", "batch": b, "seq": seq}
+    return ok(batch=b, seq=seq)
 
 
-def commit(st: "SchedulerState", cmd: C.Command, index: int) -> dict:
+def commit(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     b = _batch_id(cmd)
-    if isinstance(b, dict):
+    if isinstance(b, ApplyResult):
         return b
     rec = st.batches.get(b)
     if rec is None:
-        return _reject("not_found", f"batch {b} has no staged chunks")
+        return reject(Code.NOT_FOUND, f"batch {b} has no staged chunks")
     if rec.state != STAGED:
         return _refuse_finished(b, rec)
     if cmd.now - rec.since > BATCH_TTL_MS:
@@ -113,15 +102,15 @@ def commit(st: "SchedulerState", cmd: C.Command, index: int) -> dict:
         _finish(st, b, rec, ABORTED, cmd.now, {"reason": f"{len(rec.chunks)} chunks staged, "
                                                     f"not the {n!r} the commit names"})
         return _refuse_finished(b, rec)
-    checked: list = []
+    checked: list[Checked] = []
     for seq in range(n):
         # A node restored from a snapshot between stage and commit parses the chunk again.
-        part = st.batch_checked.get((b, seq)) or st.check_specs(rec.chunks[seq], len(checked) + 1)
-        if isinstance(part, dict):
+        part = st.batch_checked.get((b, seq)) or check_specs(rec.chunks[seq], len(checked) + 1)
+        if isinstance(part, ApplyResult):
             _finish(st, b, rec, ABORTED, cmd.now, {"reason": part.get("msg", "refused")})
             return part
         checked += part
-    result = st.put_specs(checked, cmd, index)
+    result = put_specs(st, checked, cmd, index)
     if result.get("ok"):
         _finish(st, b, rec, COMMITTED, cmd.now, {"created": result["created"], "updated": result["updated"]})
     else:
@@ -129,41 +118,41 @@ def commit(st: "SchedulerState", cmd: C.Command, index: int) -> dict:
     return result
 
 
-def abort(st: "SchedulerState", cmd: C.Command, index: int) -> dict:
+def abort(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     """Idempotent. Answers `committed` (with the commit's counts) when the commit came first."""
     b = _batch_id(cmd)
-    if isinstance(b, dict):
+    if isinstance(b, ApplyResult):
         return b
     rec = st.batches.get(b)
     if rec is None:
         rec = st.batches[b] = Batch(since=cmd.now)
     if rec.state == COMMITTED:
-        return {"ok": True, "code": "ok", "aborted": False, "committed": True, **rec.result}
+        return ok(aborted=False, committed=True, **rec.result)
     if rec.state == STAGED:
         _finish(st, b, rec, ABORTED, cmd.now, {"reason": str(cmd.args.get("reason") or "aborted")[:200]})
-    return {"ok": True, "code": "ok", "aborted": True}
+    return ok(aborted=True)
 
 
-def record_single(st: "SchedulerState", cmd: C.Command) -> dict | None:
+def record_single(st: Tables, cmd: C.Command) -> ApplyResult | None:
     """For a one-entry batch (`put_many` with a batch id): a refusal if the batch was aborted
     before the entry applied, else None. The caller records the outcome with `single_done`."""
     b = cmd.args.get("batch")
     if b is None:
         return None
     if not isinstance(b, str) or not 0 < len(b) <= MAX_BATCH_ID:
-        return _reject("invalid", f"batch must be an id of 1-{MAX_BATCH_ID} characters")
+        return reject(Code.INVALID, f"batch must be an id of 1-{MAX_BATCH_ID} characters")
     rec = st.batches.get(b)
     return None if rec is None else _refuse_finished(b, rec)
 
 
-def single_done(st: "SchedulerState", cmd: C.Command, result: dict) -> None:
+def single_done(st: Tables, cmd: C.Command, result: ApplyResult) -> None:
     b = cmd.args.get("batch")
     if isinstance(b, str) and result.get("ok"):
         rec = st.batches[b] = Batch(since=cmd.now)
         _finish(st, b, rec, COMMITTED, cmd.now, {"created": result["created"], "updated": result["updated"]})
 
 
-def forget_finished(st: "SchedulerState", now: int) -> None:
+def forget_finished(st: Tables, now: int) -> None:
     """Drop finished records older than FINISHED_KEEP_MS, oldest first; O(1) when none is due."""
     horizon = now - FINISHED_KEEP_MS
     batches = st.batches
@@ -175,31 +164,29 @@ def forget_finished(st: "SchedulerState", now: int) -> None:
         del batches[b]
 
 
-def staged(st: "SchedulerState") -> list[str]:
+def staged(st: Tables) -> list[str]:
     return [b for b, rec in st.batches.items() if rec.state == STAGED]
 
 
-def expired(st: "SchedulerState", now: int) -> list[str]:
+def expired(st: Tables, now: int) -> list[str]:
     """Staged batches past BATCH_TTL_MS at leader time `now`: the leader proposes their abort."""
     return [b for b, rec in st.batches.items() if rec.state == STAGED and now - rec.since > BATCH_TTL_MS]
 
 
-def team_overflow(st: "SchedulerState", pairs: list[tuple[str, str]], cap: int) -> str:
-    """Why creating or moving the jobs `pairs` (name, team) would put a team over `cap` jobs
-    ("" if it would not; cap 0 = no cap). Updates within a team add nothing."""
-    if not cap:
-        return ""
-    adds: dict[str, int] = {}
-    for name, team in pairs:
-        job = st.jobs.get(name)
-        if job is None or job.team != team:
-            adds[team] = adds.get(team, 0) + 1
-    for team, n in adds.items():
-        have = len(st.by_team.get(team, ()))
-        if have + n > cap:
-            return (f"team {team!r} would hold {have + n} jobs ({have} now), more than "
-                    f"limits.max_jobs_per_team ({cap})")
-    return ""
+def put_many(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
+    """A batch that fits one entry; with a batch id, refused if its proposer aborted it."""
+    refused = record_single(st, cmd)
+    if refused is not None:
+        return refused
+    texts = cmd.args.get("specs")
+    if not isinstance(texts, list):
+        return reject(Code.INVALID, "specs must be a list")
+    checked = check_specs(texts)
+    if isinstance(checked, ApplyResult):
+        return checked
+    result = put_specs(st, checked, cmd, index)
+    single_done(st, cmd, result)
+    return result
 
 
 HANDLERS = {C.BATCH_STAGE: stage, C.BATCH_COMMIT: commit, C.BATCH_ABORT: abort}

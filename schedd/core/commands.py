@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 VERSION = 1
 MAX_ENTRY_BYTES = 60 * 1024          # pysyncobj chunks entries above 64 KiB, badly (research F5)
@@ -33,7 +34,7 @@ CANCEL = "cancel"        # a user's cancel of an execution
 SKIP = "skip"            # the leader records executions that will not run (overlap, deadline)
 BACKFILL = "backfill"    # executions for past instants, on the backfill lane
 QUOTA = "quota"          # set or remove a concurrency quota (team, pool, backfill lane)
-KINDS = (EPOCH, PUT, PUT_MANY, DELETE, PAUSE, RESUME, TRIGGER, FIRE, NOOP, START, FINISH, EXPIRE,
+KINDS: tuple[str, ...] = (EPOCH, PUT, PUT_MANY, DELETE, PAUSE, RESUME, TRIGGER, FIRE, NOOP, START, FINISH, EXPIRE,
          CANCEL, SKIP, BACKFILL, QUOTA)
 DAG_PUT = "dag_put"      # create or replace a DAG (schedd.core.dags)
 DAG_DELETE = "dag_delete"
@@ -75,10 +76,10 @@ class Command:
     now: int
     term: int
     by: str
-    args: dict = field(default_factory=dict)
+    args: dict[str, Any] = field(default_factory=dict)
 
 
-def encode(kind: str, *, rid: str, now: int, term: int, by: str = "", **args) -> str:
+def encode(kind: str, *, rid: str, now: int, term: int, by: str = "", **args: Any) -> str:
     if kind not in KINDS:
         raise ValueError(f"unknown entry kind {kind!r}")
     body = {"v": VERSION, "k": kind, "rid": rid, "now": int(now), "term": int(term), "by": by}

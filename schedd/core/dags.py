@@ -13,7 +13,7 @@ How a DAG lives in the state (DESIGN.md "DAG and DAG run"):
 - `state.dag_runs[(dag, logical_ms)]` is a `DagRun`: a run id, a state, the state of each task
   and a pending-upstream counter per task. A task's run is the execution
   (`<dag>:<task>`, logical_ms): workers, retries, timeouts, fencing and cancel are unchanged.
-- When a task execution reaches a terminal state, `SchedulerState._set_state` queues it and
+- When a task execution reaches a terminal state, `Tables.set_state` queues it and
   `settle` (called at the end of the same apply) updates the run: downstream counters drop, a
   task whose rule holds is recorded SCHEDULED right then (no polling); a task that can no longer
   run is recorded UPSTREAM_FAILED (or SKIPPED), so it stays visible in the run, and that
@@ -31,21 +31,29 @@ if all ended without a failure).
 
 from __future__ import annotations
 
-import bisect
 import json
 import re
-from dataclasses import dataclass, field
+from typing import Any
 
 from schedd.core import commands as C
 from schedd.core import schedule as sched
 from schedd.core import sla as S
+from schedd.core.attempts import DEFAULT_POLL_S, DEFAULT_SENSOR_TIMEOUT_S, NOT_READY
+from schedd.core.firing import record
+from schedd.core.jobs import parse_schedule, upsert
 from schedd.core.model import (
-    CANCELLED, FAILED, LOST, MAX_HISTORY_LIMIT, NAME_RE, RETRY_WAIT, SCHEDULED, SKIPPED, SUCCEEDED, TERMINAL_STATES,
-    TIMED_OUT, UPSTREAM_FAILED, Job, ValidationError, _committed_dst_and_sla, canonical_spec, dump_spec,
+    CANCELLED, FAILED, LOST, MAX_HISTORY_LIMIT, NAME_RE, SCHEDULED, SKIPPED, SUCCEEDED, TERMINAL_STATES,
+    TIMED_OUT, UPSTREAM_FAILED, Execution, ValidationError, canonical_spec, check_committed_dst_and_sla, dump_spec,
 )
+from schedd.core.naming import dag_of_job, refuse_job_op, run_id, schedule_row, task_job
+from schedd.core.results import ApplyResult, Code, ok, reject
+from schedd.core.rows import DEFAULT_MAX_RUNS, DagDef, DagRun
+from schedd.core.tables import Tables
+
+__all__ = ["DEFAULT_MAX_RUNS", "NOT_READY", "DagDef", "DagRun", "dag_of_job", "refuse_job_op", "run_id",
+           "schedule_row", "task_job"]   # re-exported
 
 PENDING = "PENDING"               # a task of a run whose execution is not recorded yet
-NOT_READY = "NOT_READY"           # a sensor attempt's outcome: the condition does not hold yet
 RUN_RUNNING, RUN_SUCCEEDED, RUN_FAILED = "RUNNING", "SUCCEEDED", "FAILED"
 TRIGGER_RULES = ("all_success", "all_done", "one_failed")
 FAIL_STATES = frozenset({FAILED, TIMED_OUT, CANCELLED, LOST, UPSTREAM_FAILED})
@@ -53,10 +61,7 @@ SENSOR_KINDS = ("file", "http_url", "command")
 
 MAX_TASKS = 200
 MAX_DAG_BYTES = 56 * 1024         # the canonical text rides one log entry (C.MAX_ENTRY_BYTES)
-DEFAULT_MAX_RUNS = 50
 MAX_RUNS = 1000
-DEFAULT_POLL_S = 30.0
-DEFAULT_SENSOR_TIMEOUT_S = 3600.0
 DEFAULT_SENSOR_CHECK_S = 60.0
 MAX_POLLS = 5000                  # timeout / poll interval: every poll is an attempt in the history
 SCHEDULE_ROW_HISTORY = 100
@@ -64,91 +69,6 @@ SCHEDULE_ROW_HISTORY = 100
 DAG_PUT = C.DAG_PUT
 DAG_DELETE = C.DAG_DELETE
 DAG_RUN = C.DAG_RUN
-
-
-def _reject(code: str, msg: str, **extra) -> dict:
-    return {"ok": False, "code": code, "msg": msg, **extra}
-
-
-def _ok(**extra) -> dict:
-    return {"ok": True, "code": "ok", **extra}
-
-
-# ------------------------------------------------------------------ entities
-
-
-@dataclass(slots=True)
-class DagDef:
-    """A DAG definition. `spec` is the canonical JSON (the source of truth); the graph is kept
-    unpacked beside it. The dicts are replaced, never mutated, so runs may share them."""
-
-    name: str
-    team: str
-    schedule: str
-    tz: str
-    spec: str
-    version: int
-    created_ms: int
-    updated_ms: int
-    created_by: str
-    order: tuple                  # task names, topological (stable: definition order)
-    upstream: dict                # task -> tuple of upstream tasks
-    downstream: dict              # task -> tuple of downstream tasks (topological order)
-    rules: dict                   # task -> trigger rule
-    max_runs: int = DEFAULT_MAX_RUNS
-    runs_total: int = 0
-    incarnation: int = 0          # log index of the entry that created it (like Job.incarnation)
-
-    def spec_dict(self) -> dict:
-        return json.loads(self.spec)
-
-    @property
-    def revision(self) -> tuple[int, int]:
-        """The key of caches derived from the spec (see Job.revision)."""
-        return (self.incarnation, self.version)
-
-
-@dataclass(slots=True)
-class DagRun:
-    """One run of a DAG, keyed (dag, logical_ms). `states[task]` is PENDING until the task's
-    execution is recorded, SCHEDULED while it is under way, then the execution's end state."""
-
-    dag: str
-    logical_ms: int
-    state: str
-    trigger: str
-    created_ms: int
-    version: int
-    order: tuple
-    upstream: dict
-    downstream: dict
-    rules: dict
-    pending: dict = field(default_factory=dict)    # task -> upstream tasks not ended yet
-    states: dict = field(default_factory=dict)
-    ended_ms: int = 0
-    events: tuple = ()            # ExecutionEvents of the run (sla_missed: schedd.core.sla), oldest first
-
-    @property
-    def run_id(self) -> str:
-        return run_id(self.dag, self.logical_ms)
-
-
-def run_id(dag: str, logical_ms: int) -> str:
-    return f"{dag}@{sched.format_ms(logical_ms, 'UTC')}"
-
-
-def task_job(dag: str, task: str) -> str:
-    return f"{dag}:{task}"
-
-
-def schedule_row(dag: str) -> str:
-    return f"{dag}:"
-
-
-def dag_of_job(name: str) -> str | None:
-    """The DAG a job row belongs to (`etl:load` -> `etl`, `etl:` -> `etl`), else None."""
-    dag, sep, _ = name.partition(":")
-    return dag if sep else None
 
 
 # ------------------------------------------------------------------ validation (proposer side)
@@ -203,7 +123,7 @@ def topo_order(order: list[str], upstream: dict[str, list[str]]) -> list[str]:
     return out
 
 
-def _sensor(body: object, task: str) -> dict:
+def _sensor(body: object, task: str) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ValidationError(f"task {task!r}: sensor must be an object")
     kinds = [k for k in SENSOR_KINDS if body.get(k)]
@@ -217,7 +137,7 @@ def _sensor(body: object, task: str) -> dict:
         raise ValidationError(f"task {task!r}: sensor http_url must start with http:// or https://")
     if kind == "file" and not value.startswith("/"):
         raise ValidationError(f"task {task!r}: sensor file must be an absolute path, got {value!r}")
-    out: dict = {kind: value}
+    out: dict[str, Any] = {kind: value}
     for key, default, lo, hi in (("poll_interval_seconds", DEFAULT_POLL_S, 0.1, 86400),
                                  ("timeout_seconds", DEFAULT_SENSOR_TIMEOUT_S, 0.1, 30 * 86400)):
         v = body.get(key) or default
@@ -231,7 +151,7 @@ def _sensor(body: object, task: str) -> dict:
     return out
 
 
-def _task(dag: str, team: str, d: object, i: int) -> dict:
+def _task(dag: str, team: str, d: object, i: int) -> dict[str, Any]:
     if not isinstance(d, dict):
         raise ValidationError(f"task #{i + 1} must be an object")
     name = d.get("name")
@@ -253,7 +173,7 @@ def _task(dag: str, team: str, d: object, i: int) -> dict:
         spec, _ = canonical_spec(as_job)
     except ValidationError as e:
         raise ValidationError(f"task {name!r}: {e}") from None
-    out = {"name": name}
+    out: dict[str, Any] = {"name": name}
     if sensor:
         out["handler"] = {"sensor": _sensor(sensor, name)}
         out["timeout_seconds"] = spec.get("timeout_seconds") or DEFAULT_SENSOR_CHECK_S
@@ -282,7 +202,7 @@ def _task(dag: str, team: str, d: object, i: int) -> dict:
     return out
 
 
-def canonical_dag(d: object) -> tuple[dict, str]:
+def canonical_dag(d: object) -> tuple[dict[str, Any], str]:
     """Validate a DAG document (the proto DagSpec as a dict with proto field names) and return
     its canonical form and JSON text, or raise ValidationError with a message for a person."""
     if not isinstance(d, dict):
@@ -328,7 +248,7 @@ def canonical_dag(d: object) -> tuple[dict, str]:
     cycle = find_cycle(order, upstream)
     if cycle is not None:
         raise ValidationError(f"DAG {name!r} has a cycle: {' -> '.join(cycle)}")
-    out: dict = {"name": name, "team": job["team"],
+    out: dict[str, Any] = {"name": name, "team": job["team"],
                  "schedule": "" if job["schedule"] == "none" else job["schedule"],
                  "timezone": job["timezone"], "tasks": out_tasks}
     if job.get("description"):
@@ -349,40 +269,24 @@ def canonical_dag(d: object) -> tuple[dict, str]:
 # ------------------------------------------------------------------ derived index
 
 
-def upgrade(st) -> None:
+def upgrade(st: Tables) -> None:
     """After a restore: DAGs pickled before `incarnation` existed lack the slot (0 = unknown)."""
     for dag in st.dags.values():
         if not hasattr(dag, "incarnation"):
             dag.incarnation = 0
 
 
-def reindex(st) -> None:
-    """Rebuild `st.dag_run_times` (dag -> logical times of its runs, sorted) from `st.dag_runs`."""
-    times: dict[str, list[int]] = {}
-    for (dag, t), run in st.dag_runs.items():
-        times.setdefault(dag, []).append(t)
-        if getattr(run, "events", None) is None:     # a run from a snapshot older than the field
-            run.events = ()
-    st.dag_run_times = {dag: sorted(ts) for dag, ts in times.items()}
-    st.dag_pending = []
-
-
-def _add_run_time(st, dag: str, t: int) -> None:
-    ts = st.dag_run_times.setdefault(dag, [])
-    if not ts or ts[-1] < t:
-        ts.append(t)
-    else:
-        bisect.insort(ts, t)
-
-
-def runs_of(st, dag: str) -> list[int]:
-    return st.dag_run_times.get(dag, [])
+def runs_of(st: Tables, dag: str) -> list[int]:
+    return st.runs_of(dag)
 
 
 # ------------------------------------------------------------------ apply: definitions
 
 
-def _graph(spec: dict) -> tuple[tuple, dict, dict, dict]:
+Edges = dict[str, tuple[str, ...]]      # task -> its upstream (or downstream) tasks
+
+
+def _graph(spec: dict[str, Any]) -> tuple[tuple[str, ...], Edges, Edges, dict[str, str]]:
     """(topological order, upstream, downstream, rules) of a committed spec; ValueError if the
     spec is not a valid graph (apply never trusts its proposer)."""
     tasks = spec.get("tasks")
@@ -413,8 +317,8 @@ def _graph(spec: dict) -> tuple[tuple, dict, dict, dict]:
     return (order, {t: tuple(upstream[t]) for t in order}, {t: tuple(down[t]) for t in order}, rules)
 
 
-def _row_spec(dag: str, team: str, task: dict | None, max_runs: int, schedule: str = "",
-              tz: str = "UTC") -> dict:
+def _row_spec(dag: str, team: str, task: dict[str, Any] | None, max_runs: int, schedule: str = "",
+              tz: str = "UTC") -> dict[str, Any]:
     """The job-row spec of a task (or, with task None, of the DAG's schedule row)."""
     if task is None:
         return {"name": schedule_row(dag), "team": team, "schedule": schedule, "timezone": tz,
@@ -428,78 +332,39 @@ def _row_spec(dag: str, team: str, task: dict | None, max_runs: int, schedule: s
     return spec
 
 
-def _upsert_row(st, spec: dict, cmd: C.Command, index: int) -> None:
-    """Create or update a DAG's job row directly (its name has a colon, which PUT refuses). A new
-    row's incarnation is `index` (a task removed and added again is another job)."""
-    from schedd.core.state import next_fire_for, schedule_of   # late: state imports this module
-    text = dump_spec(spec)
-    job = st.jobs.get(spec["name"])
-    if job is None:
-        job = Job(name=spec["name"], team=spec["team"], schedule=spec["schedule"], tz=spec["timezone"],
-                  spec=text, version=1, paused=False, next_fire=None,
-                  created_ms=cmd.now, updated_ms=cmd.now, created_by=cmd.by,
-                  history_limit=spec["history_limit"], incarnation=index)
-        job.next_fire = next_fire_for(schedule_of(job), cmd.now, None)
-        st.jobs[job.name] = job
-        st._add_job_index(job)
-        st._schedule_wheel(job)
-        return
-    if job.spec == text:
-        return
-    timing_changed = (job.schedule, job.tz) != (spec["schedule"], spec["timezone"])
-    if job.team != spec["team"]:
-        st._remove_job_index(job)
-        job.team = spec["team"]
-        st._add_job_index(job)
-    job.schedule, job.tz, job.spec = spec["schedule"], spec["timezone"], text
-    job.history_limit = spec["history_limit"]
-    job.version += 1
-    job.updated_ms = cmd.now
-    if timing_changed:
-        job.next_fire = next_fire_for(schedule_of(job), cmd.now, job.last_fire)
-    st._schedule_wheel(job)
+def _upsert_row(st: Tables, spec: dict[str, Any], cmd: C.Command, index: int) -> None:
+    """Create or update a DAG's job row (its name has a colon, which PUT refuses) through the
+    one job upsert path; a row whose spec is unchanged is left as it is. A new row's incarnation
+    is `index` (a task removed and added again is another job)."""
+    upsert(st, spec, dump_spec(spec), parse_schedule(spec), cmd, index, keep_if_same=True)
 
 
-def _drop_exec(st, ex) -> None:
-    st._unindex_exec(ex)
-    del st.execs[(ex.job, ex.scheduled_ms)]
-
-
-def refuse_job_op(name: str, kind: str = "") -> dict:
-    """Job calls (put, delete, pause, resume, trigger) on a DAG's rows are refused: the DAG owns them."""
-    dag = dag_of_job(name)
-    return _reject("invalid", f"job {name!r} is part of DAG {dag!r}; use `schedctl dag` (apply, run, "
-                              "delete) to change or run it")
-
-
-def _drop_row(st, name: str) -> None:
+def _drop_row(st: Tables, name: str) -> None:
     job = st.jobs.get(name)
-    if job is None:
-        return
-    st._remove_job_index(job)
-    del st.jobs[name]
-    for t in list(st.by_job.get(name, ())):
-        _drop_exec(st, st.execs[(name, t)])
+    if job is not None:
+        st.drop_job(job)
 
 
-def put(st, cmd: C.Command, index: int) -> dict:
+def put(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     text = cmd.args.get("spec")
+    if not isinstance(text, str):
+        return reject(Code.INVALID, "invalid DAG: bad DAG name")
     try:
-        spec = json.loads(text) if isinstance(text, str) else None
+        spec = json.loads(text)
         if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not NAME_RE.match(spec["name"]):
             raise ValueError("bad DAG name")
         for key in ("team", "schedule", "timezone"):
             if not isinstance(spec.get(key), str):
                 raise ValueError(f"spec.{key} must be a string")
         order, upstream, downstream, rules = _graph(spec)
-        _committed_dst_and_sla({"sla": spec["sla"]} if "sla" in spec else {})
+        check_committed_dst_and_sla({"sla": spec["sla"]} if "sla" in spec else {})
         sched.parse(spec["schedule"], spec["timezone"], hash_key=schedule_row(spec["name"]))
     except (ValueError, TypeError, sched.ScheduleError) as e:
-        return _reject("invalid", f"invalid DAG: {e}")
+        return reject(Code.INVALID, f"invalid DAG: {e}")
     name = spec["name"]
     max_runs = spec.get("max_runs") or DEFAULT_MAX_RUNS
     if not isinstance(max_runs, int) or not 1 <= max_runs <= MAX_RUNS:
-        return _reject("invalid", "invalid DAG: bad max_runs")
+        return reject(Code.INVALID, "invalid DAG: bad max_runs")
     current = st.dags.get(name)
     if current is not None:
         removed = [t for t in current.order if t not in rules]
@@ -509,7 +374,7 @@ def put(st, cmd: C.Command, index: int) -> dict:
                 continue
             busy = [task for task in removed if task in run.states]
             if busy:
-                return _reject("conflict", f"DAG {name!r}: run {run.run_id} is still running and uses "
+                return reject(Code.CONFLICT, f"DAG {name!r}: run {run.run_id} is still running and uses "
                                            f"task(s) {', '.join(busy)} that this version removes; wait "
                                            "for it to end, or delete the DAG")
     if current is None:
@@ -521,9 +386,9 @@ def put(st, cmd: C.Command, index: int) -> dict:
     else:
         dag = current
         if dag.spec != text:
-            for t in dag.order:
-                if t not in rules:
-                    _drop_row(st, task_job(name, t))
+            for gone in dag.order:
+                if gone not in rules:
+                    _drop_row(st, task_job(name, gone))
             dag.team, dag.schedule, dag.tz, dag.spec = spec["team"], spec["schedule"], spec["timezone"], text
             dag.order, dag.upstream, dag.downstream, dag.rules = order, upstream, downstream, rules
             dag.max_runs = max_runs
@@ -536,34 +401,34 @@ def put(st, cmd: C.Command, index: int) -> dict:
     else:
         _drop_row(st, schedule_row(name))
     _prune_runs(st, dag)
-    return _ok(created=current is None, name=name, version=dag.version)
+    return ok(created=current is None, name=name, version=dag.version)
 
 
-def delete(st, cmd: C.Command, index: int) -> dict:
+def delete(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     name = cmd.args.get("name")
     dag = st.dags.get(name) if isinstance(name, str) else None
     if dag is None:
-        return _reject("not_found", f"DAG {name!r} not found")
-    for t in dag.order:
-        _drop_row(st, task_job(name, t))
-    _drop_row(st, schedule_row(name))
-    for t in list(runs_of(st, name)):
-        del st.dag_runs[(name, t)]
-    st.dag_run_times.pop(name, None)
-    del st.dags[name]
-    return _ok(name=name)
+        return reject(Code.NOT_FOUND, f"DAG {name!r} not found")
+    for task in dag.order:
+        _drop_row(st, task_job(dag.name, task))
+    _drop_row(st, schedule_row(dag.name))
+    for t in list(runs_of(st, dag.name)):
+        del st.dag_runs[(dag.name, t)]
+    st.dag_run_times.pop(dag.name, None)
+    del st.dags[dag.name]
+    return ok(name=dag.name)
 
 
-def run_now(st, cmd: C.Command, index: int) -> dict:
+def run_now(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     name = cmd.args.get("name")
     dag = st.dags.get(name) if isinstance(name, str) else None
     if dag is None:
-        return _reject("not_found", f"DAG {name!r} not found")
+        return reject(Code.NOT_FOUND, f"DAG {name!r} not found")
     t = cmd.now
     while (name, t) in st.dag_runs:
         t += 1
     run = start_run(st, dag, t, "manual", cmd, index)
-    return _ok(name=name, logical_ms=t, run_id=run.run_id)
+    return ok(name=name, logical_ms=t, run_id=run.run_id)
 
 
 HANDLERS = {DAG_PUT: put, DAG_DELETE: delete, DAG_RUN: run_now}
@@ -572,14 +437,14 @@ HANDLERS = {DAG_PUT: put, DAG_DELETE: delete, DAG_RUN: run_now}
 # ------------------------------------------------------------------ apply: runs
 
 
-def start_run(st, dag: DagDef, t: int, trigger: str, cmd: C.Command, index: int) -> DagRun:
+def start_run(st: Tables, dag: DagDef, t: int, trigger: str, cmd: C.Command, index: int) -> DagRun:
     run = DagRun(dag=dag.name, logical_ms=t, state=RUN_RUNNING, trigger=trigger, created_ms=cmd.now,
                  version=dag.version, order=dag.order, upstream=dag.upstream,
                  downstream=dag.downstream, rules=dag.rules,
                  pending={task: len(dag.upstream[task]) for task in dag.order},
                  states={task: PENDING for task in dag.order})
     st.dag_runs[(dag.name, t)] = run
-    _add_run_time(st, dag.name, t)
+    st.add_run_time(dag.name, t)
     dag.runs_total += 1
     S.on_run(st, dag, run, cmd.now)          # its SLA deadline, if the DAG has one
     for task in dag.order:
@@ -589,7 +454,7 @@ def start_run(st, dag: DagDef, t: int, trigger: str, cmd: C.Command, index: int)
     return run
 
 
-def _record_task(st, run: DagRun, task: str, state: str, reason: str, cmd: C.Command, index: int) -> None:
+def _record_task(st: Tables, run: DagRun, task: str, state: str, reason: str, cmd: C.Command, index: int) -> None:
     name = task_job(run.dag, task)
     job = st.jobs.get(name)
     if job is None:                      # cannot happen: rows follow the definition
@@ -598,18 +463,18 @@ def _record_task(st, run: DagRun, task: str, state: str, reason: str, cmd: C.Com
     key = (name, run.logical_ms)
     old = st.execs.get(key)
     if old is not None:                  # a leftover of a pruned run at the same instant
-        _drop_exec(st, old)
-    ex = st._record(job, run.logical_ms, "dag", cmd, index)
+        st.drop_exec(old)
+    ex = record(st, job, run.logical_ms, "dag", cmd, index)
     run.states[task] = SCHEDULED
     if state != SCHEDULED:
         ex.reason = reason
-        st._set_state(ex, state, cmd.now)     # terminal: queued for settle, which cascades
+        st.set_state(ex, state, cmd.now)     # terminal: queued for settle, which cascades
 
 
-def settle(st, cmd: C.Command, index: int) -> None:
-    """Process what this entry did to DAG rows (queued by `_record` and `_set_state`): a fire of a
-    schedule row starts a run; a task execution that ended moves its run on. Runs to a fixed
-    point: recording UPSTREAM_FAILED queues the next level."""
+def settle(st: Tables, cmd: C.Command, index: int) -> None:
+    """Process what this entry did to DAG rows (queued by `Tables.add_exec` and `set_state`): a
+    fire of a schedule row starts a run; a task execution that ended moves its run on. Runs to a
+    fixed point: recording UPSTREAM_FAILED queues the next level."""
     queue = st.dag_pending
     while queue:
         name, t = queue.pop(0)
@@ -629,26 +494,26 @@ def settle(st, cmd: C.Command, index: int) -> None:
         _task_ended(st, run, task, ex.state, cmd, index)
 
 
-def _fire_run(st, dag_name: str, ex, cmd: C.Command, index: int) -> None:
+def _fire_run(st: Tables, dag_name: str, ex: Execution, cmd: C.Command, index: int) -> None:
     dag = st.dags.get(dag_name)
     if dag is None:
         ex.reason = "no such DAG"
-        st._set_state(ex, SKIPPED, cmd.now)
+        st.set_state(ex, SKIPPED, cmd.now)
         return
     if (dag_name, ex.scheduled_ms) in st.dag_runs:
         ex.reason = f"run {run_id(dag_name, ex.scheduled_ms)} already exists"
-        st._set_state(ex, SKIPPED, cmd.now)
+        st.set_state(ex, SKIPPED, cmd.now)
         return
     run = start_run(st, dag, ex.scheduled_ms, ex.trigger, cmd, index)
     ex.reason = f"started DAG run {run.run_id}"
-    st._set_state(ex, SUCCEEDED, cmd.now)
+    st.set_state(ex, SUCCEEDED, cmd.now)
 
 
 def _failed(run: DagRun, task: str) -> bool:
     return any(run.states[u] in FAIL_STATES for u in run.upstream[task])
 
 
-def _task_ended(st, run: DagRun, task: str, state: str, cmd: C.Command, index: int) -> None:
+def _task_ended(st: Tables, run: DagRun, task: str, state: str, cmd: C.Command, index: int) -> None:
     run.states[task] = state
     for d in run.downstream[task]:
         run.pending[d] -= 1
@@ -680,14 +545,14 @@ def _task_ended(st, run: DagRun, task: str, state: str, cmd: C.Command, index: i
             _prune_runs(st, dag)
 
 
-def _prune_runs(st, dag: DagDef) -> None:
+def _prune_runs(st: Tables, dag: DagDef) -> None:
     """Keep the newest `max_runs` runs of a DAG: the oldest finished ones go, with their task
     executions. A running run is never pruned."""
     times = runs_of(st, dag.name)
     excess = len(times) - dag.max_runs
     if excess <= 0:
         return
-    victims = []
+    victims: list[int] = []
     for t in times:
         if len(victims) == excess:
             break
@@ -699,59 +564,14 @@ def _prune_runs(st, dag: DagDef) -> None:
             key = (task_job(dag.name, task), t)
             ex = st.execs.get(key)
             if ex is not None:
-                _drop_exec(st, ex)
+                st.drop_exec(ex)
         times.remove(t)
-
-
-# ------------------------------------------------------------------ apply: sensors
-
-
-def sensor_not_ready(st, ex, cmd: C.Command) -> dict:
-    """A sensor attempt found its condition false: wait a poll interval (RETRY_WAIT, no slot
-    held, no retry consumed), or end TIMED_OUT once the sensor's timeout from the first poll
-    has passed."""
-    token = cmd.args.get("token")
-    attempt = st._current(ex, token)
-    if attempt is None:
-        return st._refuse_stale(ex, token, NOT_READY, cmd)
-    job = st.jobs.get(ex.job)
-    handler = (job.spec_dict().get("handler") or {}) if job is not None else {}
-    sensor = handler.get("sensor") if isinstance(handler, dict) else None
-    if not isinstance(sensor, dict):
-        return _reject("invalid", f"{ex.id} is not a sensor: NOT_READY is a sensor's outcome")
-    attempt.state = NOT_READY
-    if cmd.args.get("started_ms"):
-        attempt.started_ms = int(cmd.args["started_ms"])
-    attempt.ended_ms = int(cmd.args.get("ended_ms") or cmd.now)
-    attempt.exit_code = int(cmd.args.get("exit_code") or 0)
-    attempt.http_status = int(cmd.args.get("http_status") or 0)
-    attempt.error = str(cmd.args.get("error") or "")[:512]
-    attempt.output_tail = str(cmd.args.get("output_tail") or "")[-512:]
-    if ex.cancel_requested:
-        ex.reason = "cancelled"
-        st._set_state(ex, CANCELLED, cmd.now)
-        return _ok(state=ex.state, retry_at=None)
-    poll_ms = int(float(sensor.get("poll_interval_seconds") or DEFAULT_POLL_S) * 1000)
-    timeout_ms = int(float(sensor.get("timeout_seconds") or DEFAULT_SENSOR_TIMEOUT_S) * 1000)
-    first = ex.attempts[0].started_ms
-    polls = sum(1 for a in ex.attempts if a.state == NOT_READY)
-    deadline = first + timeout_ms
-    why = attempt.error or "condition not met"
-    if cmd.now >= deadline:
-        ex.reason = (f"sensor timed out: not ready after {polls} poll(s) in "
-                     f"{(cmd.now - first) / 1000:g}s (timeout {timeout_ms / 1000:g}s): {why}")[:2048]
-        st._set_state(ex, TIMED_OUT, cmd.now)
-    else:
-        ex.retry_at = min(cmd.now + poll_ms, deadline)
-        ex.reason = f"sensor not ready (poll {polls}): {why}"[:2048]
-        st._set_state(ex, RETRY_WAIT, cmd.now)
-    return _ok(state=ex.state, retry_at=ex.retry_at)
 
 
 # ------------------------------------------------------------------ reads
 
 
-def task_view(st, run: DagRun, task: str) -> dict:
+def task_view(st: Tables, run: DagRun, task: str) -> dict[str, Any]:
     """What `dag show` prints for one task of a run: state (live from the execution), attempts,
     times, reason."""
     name = task_job(run.dag, task)
@@ -774,7 +594,7 @@ def task_view(st, run: DagRun, task: str) -> dict:
     return view
 
 
-def find_run(st, dag: str, ref: str) -> DagRun | None:
+def find_run(st: Tables, dag: str, ref: str) -> DagRun | None:
     """A run by its full id, its time part, or "" (the newest)."""
     times = runs_of(st, dag)
     if not times:

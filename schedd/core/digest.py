@@ -1,6 +1,6 @@
 """A digest of the replicated state itself, equal on every replica that holds the same state.
 
-Unlike `SchedulerState.hash` (a chain over the applied entries: equal only for equal histories),
+Unlike `SchedulerState.log_hash` (a chain over the applied entries: equal only for equal histories),
 this hashes what the state IS: jobs (spec, version, schedule position), executions (state,
 attempts, events), the leader epoch, the dedup table, DAG definitions and runs, and quotas. So a
 replica restored from a snapshot, or one whose dicts were filled in another order, has the same
@@ -19,6 +19,7 @@ import hashlib
 import json
 from dataclasses import fields, is_dataclass
 from functools import cache
+from typing import Any
 
 SECTIONS = ("jobs", "execs", "dedup", "dags", "dag_runs", "quotas", "batches")
 
@@ -28,14 +29,14 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 
 
-def _sorted_items(d: dict) -> list:
+def _sorted_items(d: dict[Any, Any]) -> list[tuple[Any, Any]]:
     try:
         return sorted(d.items())
     except TypeError:                      # keys of mixed types: order by their canonical text
         return sorted(d.items(), key=lambda kv: _text(kv[0]))
 
 
-def canonical(v):
+def canonical(v: Any) -> Any:
     """A JSON-encodable value with one encoding per content (see the module contract)."""
     if v is None or isinstance(v, (str, int, float)):
         return v
@@ -50,11 +51,11 @@ def canonical(v):
     return [type(v).__name__, repr(v)]
 
 
-def _text(v) -> str:
+def _text(v: Any) -> str:
     return json.dumps(canonical(v), separators=(",", ":"), ensure_ascii=False)
 
 
-def state_digest(state) -> str:
+def state_digest(state: Any) -> str:
     """sha256 (hex) over the canonical rows of every section, each row keyed and sorted."""
     h = hashlib.sha256()
     h.update(_text(["epoch", state.epoch]).encode())

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from schedd.core import schedule as sched
-from schedd.core.state import schedule_of
+from schedd.core.tables import Tables, schedule_of
 from schedd.core.model import (
     CANCELLED, FAILED, LOST, RETRY_WAIT, RUNNING, SCHEDULED, SKIPPED, SUCCEEDED, TIMED_OUT,
-    UPSTREAM_FAILED, Execution, Job,
+    UPSTREAM_FAILED, Execution, Gap, Job,
 )
 
 MAX_INSTANTS = 10_000
@@ -48,7 +48,7 @@ def disposition_of(ex: Execution) -> str:
     return _STATE_DISPOSITION.get(ex.state, ex.state.lower())
 
 
-def instants(state, job: Job, since_ms: int, until_ms: int, limit: int = 1000) -> list[Instant]:
+def instants(state: Tables, job: Job, since_ms: int, until_ms: int, limit: int = 1000) -> list[Instant]:
     """Instants of `job` in [since_ms, until_ms], oldest first, at most `limit`. `until_ms` is
     clamped to the job's next fire (instants after it have not happened yet)."""
     limit = max(1, min(limit, MAX_INSTANTS))
@@ -78,7 +78,7 @@ def instants(state, job: Job, since_ms: int, until_ms: int, limit: int = 1000) -
     return out
 
 
-def _gap_of(job: Job, t: int) -> tuple | None:
+def _gap_of(job: Job, t: int) -> Gap | None:
     for gap in reversed(job.gaps):
         if gap[0] <= t < gap[1]:
             return gap

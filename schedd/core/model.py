@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from schedd.core import schedule as sched
 
@@ -56,6 +57,8 @@ EXECUTION_STATES = (SCHEDULED, RUNNING, RETRY_WAIT, SUCCEEDED, FAILED, TIMED_OUT
                     SKIPPED, UPSTREAM_FAILED, LOST)
 TERMINAL_STATES = frozenset({SUCCEEDED, FAILED, TIMED_OUT, CANCELLED, SKIPPED, UPSTREAM_FAILED, LOST})
 
+Gap = tuple[int, int, str, str]      # instants [from_ms, to_ms) not run: (from, to, disposition, detail)
+
 
 @dataclass(slots=True)
 class Job:
@@ -76,12 +79,13 @@ class Job:
     history_limit: int = DEFAULT_HISTORY_LIMIT
     last_fire: int | None = None     # last scheduled instant recorded by the schedule
     fired_total: int = 0             # executions recorded since creation, pruned ones included
-    gaps: tuple = ()                 # (from_ms, to_ms, reason): instants not run and why (newest last)
+    gaps: tuple[Gap, ...] = ()       # (from_ms, to_ms, disposition, detail): instants not run and why (newest last)
     dst: str = ""                    # DST policy "gap/fold" of the schedule; "" = the defaults
     incarnation: int = 0             # log index of the entry that created it (0: before this field)
 
-    def spec_dict(self) -> dict:
-        return json.loads(self.spec)
+    def spec_dict(self) -> dict[str, Any]:
+        spec: dict[str, Any] = json.loads(self.spec)
+        return spec
 
     @property
     def revision(self) -> tuple[int, int]:
@@ -126,8 +130,8 @@ class Execution:
     cancel_requested: bool = False   # a cancel arrived while an attempt was running
     due_ms: int = 0                  # when it may start (scheduled time plus jitter); 0 = scheduled_ms
     lane: str = ""                   # "" | backfill: served after the normal lane, with its own quota
-    holds: tuple = ()                # quota counters its running attempt occupies (policy.holds)
-    events: tuple = ()               # ExecutionEvents (sla_missed, ...), oldest first; a tuple, so an
+    holds: tuple[str, ...] = ()      # quota counters its running attempt occupies (policy.holds)
+    events: tuple[ExecutionEvent, ...] = ()  # ExecutionEvents (sla_missed, ...), oldest first; a tuple, so an
                                      # execution without events costs no list (add: ex.events += (e,))
 
     @property
@@ -170,7 +174,7 @@ def parse_execution_id(eid: str) -> tuple[str, int]:
 
 # ------------------------------------------------------------------ spec validation
 
-def _str(d: dict, key: str, limit: int, default: str = "") -> str:
+def _str(d: dict[str, Any], key: str, limit: int, default: str = "") -> str:
     v = d.get(key, default)
     if v is None:
         v = default
@@ -181,7 +185,7 @@ def _str(d: dict, key: str, limit: int, default: str = "") -> str:
     return v
 
 
-def _str_map(d: dict, key: str, key_re: re.Pattern | None = None) -> dict[str, str]:
+def _str_map(d: dict[str, Any], key: str, key_re: re.Pattern[str] | None = None) -> dict[str, str]:
     m = d.get(key) or {}
     if not isinstance(m, dict):
         raise ValidationError(f"{key} must be a map of strings")
@@ -200,7 +204,7 @@ def _str_map(d: dict, key: str, key_re: re.Pattern | None = None) -> dict[str, s
     return out
 
 
-def _number(d: dict, key: str, lo: float, hi: float, *, integer: bool) -> float | int:
+def _number(d: dict[str, Any], key: str, lo: float, hi: float, *, integer: bool) -> float | int:
     v = d.get(key) or 0
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValidationError(f"{key} must be a number")
@@ -215,7 +219,7 @@ ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 MAX_INHERIT_ENV = 64
 
 
-def _inherit_env(body: dict) -> list[str]:
+def _inherit_env(body: dict[str, Any]) -> list[str]:
     """The worker variables a shell job opts in to (sorted, unique). The SCHEDD_* contract is
     the worker's to set, never inherited."""
     names = body.get("inherit_env") or []
@@ -233,7 +237,7 @@ def _inherit_env(body: dict) -> list[str]:
     return sorted(set(names))
 
 
-def _handler(d: dict) -> dict:
+def _handler(d: dict[str, Any]) -> dict[str, Any]:
     h = d.get("handler") or {}
     if not isinstance(h, dict):
         raise ValidationError("handler must be an object")
@@ -252,7 +256,7 @@ def _handler(d: dict) -> dict:
             raise ValidationError("a shell handler needs a command or an argv, not both")
         if sum(len(a.encode()) for a in argv) > MAX_COMMAND_BYTES:
             raise ValidationError(f"argv is too long (at most {MAX_COMMAND_BYTES} bytes)")
-        out = {"command": command} if command else {"argv": list(argv)}
+        out: dict[str, Any] = {"command": command} if command else {"argv": list(argv)}
         if body.get("workdir"):
             out["workdir"] = _str(body, "workdir", 1024)
         env = _str_map(body, "env")
@@ -269,30 +273,30 @@ def _handler(d: dict) -> dict:
         method = (_str(body, "method", 16) or "POST").upper()
         if method not in ("GET", "POST", "PUT", "PATCH", "DELETE"):
             raise ValidationError(f"unsupported http method {method!r}")
-        out = {"url": url, "method": method}
+        out_http: dict[str, Any] = {"url": url, "method": method}
         headers = _str_map(body, "headers")
         if headers:
-            out["headers"] = headers
+            out_http["headers"] = headers
         if body.get("body"):
-            out["body"] = _str(body, "body", MAX_COMMAND_BYTES)
+            out_http["body"] = _str(body, "body", MAX_COMMAND_BYTES)
         if body.get("insecure_skip_verify"):
-            out["insecure_skip_verify"] = True
-        return {"http": out}
+            out_http["insecure_skip_verify"] = True
+        return {"http": out_http}
     name = _str(body, "name", 256)
     if not name:
         raise ValidationError("a python handler needs a name")
-    out = {"name": name}
+    out_py: dict[str, Any] = {"name": name}
     if body.get("args_json"):
         args = _str(body, "args_json", MAX_COMMAND_BYTES)
         try:
             json.loads(args)
         except ValueError:
             raise ValidationError("python args_json is not valid JSON") from None
-        out["args_json"] = args
-    return {"python": out}
+        out_py["args_json"] = args
+    return {"python": out_py}
 
 
-def _retry(d: dict) -> dict:
+def _retry(d: dict[str, Any]) -> dict[str, Any]:
     r = d.get("retry") or {}
     if not isinstance(r, dict):
         raise ValidationError("retry must be an object")
@@ -308,13 +312,13 @@ def _retry(d: dict) -> dict:
     return out
 
 
-def validate_spec(d: dict) -> dict:
+def validate_spec(d: dict[str, Any]) -> dict[str, Any]:
     """Return the canonical form of a job spec (defaults filled, empty fields dropped) or raise
     ValidationError. `d` is the proto JobSpec as a dict with proto field names."""
     return canonical_spec(d)[0]
 
 
-def canonical_spec(d: dict) -> tuple[dict, str]:
+def canonical_spec(d: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """validate_spec, plus the canonical JSON text (sorted keys) that a proposer commits."""
     if not isinstance(d, dict):
         raise ValidationError("job spec must be an object")
@@ -334,7 +338,7 @@ def canonical_spec(d: dict) -> tuple[dict, str]:
                              gap=_str(d, "dst_gap", 16), fold=_str(d, "dst_fold", 16))
     except sched.ScheduleError as e:
         raise ValidationError(str(e)) from None
-    out: dict = {"name": name, "team": team, "schedule": parsed.spec, "timezone": tz,
+    out: dict[str, Any] = {"name": name, "team": team, "schedule": parsed.spec, "timezone": tz,
                  "handler": _handler(d)}
     description = _str(d, "description", 1024)
     if description:
@@ -382,7 +386,7 @@ def canonical_spec(d: dict) -> tuple[dict, str]:
     return out, text
 
 
-def _policies(d: dict, out: dict) -> None:
+def _policies(d: dict[str, Any], out: dict[str, Any]) -> None:
     """Overlap bounds, concurrency key, catch-up window/cap/deadline, jitter and retention age."""
     for key, hi in (("max_active", 10_000), ("queue_limit", 10_000), ("concurrency_limit", 10_000),
                     ("catchup_max", 100_000)):
@@ -411,11 +415,11 @@ def _policies(d: dict, out: dict) -> None:
             out[key] = int(v) if v == int(v) else v
 
 
-def dump_spec(spec: dict) -> str:
+def dump_spec(spec: dict[str, Any]) -> str:
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
 
 
-def load_committed_spec(text: object) -> dict:
+def load_committed_spec(text: object) -> dict[str, Any]:
     """Read a canonical spec from a committed entry, checking only what apply relies on.
 
     Full validation (`validate_spec`) runs on the proposer before anything is committed; the
@@ -440,7 +444,7 @@ def load_committed_spec(text: object) -> dict:
     limit = d.get("history_limit", DEFAULT_HISTORY_LIMIT)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_HISTORY_LIMIT:
         raise ValidationError("bad history_limit")
-    _committed_dst_and_sla(d)
+    check_committed_dst_and_sla(d)
     return d
 
 
@@ -450,7 +454,7 @@ MAX_SLA_SECONDS = 366 * 86400
 SLA_BY_RE = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 
 
-def _dst_and_sla(d: dict, out: dict) -> None:
+def _dst_and_sla(d: dict[str, Any], out: dict[str, Any]) -> None:
     """dst_gap / dst_fold (kept only when not the default, so older canonical specs stay
     byte-identical) and the sla object."""
     gap, fold = _str(d, "dst_gap", 16), _str(d, "dst_fold", 16)
@@ -470,7 +474,7 @@ def _dst_and_sla(d: dict, out: dict) -> None:
     unknown = sorted(set(sla) - {"within_seconds", "by", "timezone", "webhook"})
     if unknown:
         raise ValidationError(f"unknown sla field {unknown[0]!r}")
-    got: dict = {}
+    got: dict[str, Any] = {}
     if sla.get("within_seconds"):
         try:
             v = _number(sla, "within_seconds", 0.001, MAX_SLA_SECONDS, integer=False)
@@ -500,7 +504,7 @@ def _dst_and_sla(d: dict, out: dict) -> None:
     out["sla"] = got
 
 
-def _committed_dst_and_sla(d: dict) -> None:
+def check_committed_dst_and_sla(d: dict[str, Any]) -> None:
     """What apply computes with: the DST policy names and the SLA's deadline fields."""
     if d.get("dst_gap", "shift") not in sched.GAP_POLICIES:
         raise ValidationError("bad dst_gap")
@@ -524,7 +528,7 @@ def _committed_dst_and_sla(d: dict) -> None:
             raise ValidationError(f"bad sla.{key}")
 
 
-def dst_policy(spec: dict) -> str:
+def dst_policy(spec: dict[str, Any]) -> str:
     """The Job.dst text of a canonical spec: "" for the defaults, else "gap/fold"."""
     gap, fold = spec.get("dst_gap") or "shift", spec.get("dst_fold") or "first"
     return "" if (gap, fold) == ("shift", "first") else f"{gap}/{fold}"

@@ -11,12 +11,22 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from schedd.core.model import Execution, Job
 
-if TYPE_CHECKING:
-    from schedd.core.state import SchedulerState
+T = TypeVar("T")
+
+
+class Counters(Protocol):
+    """What `blocked` reads of the state (schedd.core.tables.Tables)."""
+
+    quotas: dict[str, int]
+    held: dict[str, int]
+
+    def active_count(self, name: str) -> int: ...
+
+    def active_desc(self, name: str) -> str: ...
 
 DEFAULT_QUEUE_LIMIT = 10
 DEFAULT_BACKFILL_QUOTA = 2         # running backfill attempts cluster-wide unless set with a quota
@@ -43,7 +53,7 @@ class JobPolicy:
     max_age_ms: int = 0
 
     @classmethod
-    def from_spec(cls, spec: dict) -> "JobPolicy":
+    def from_spec(cls, spec: dict[str, Any]) -> "JobPolicy":
         return cls(overlap=spec.get("overlap") or "allow",
                    max_active=int(spec.get("max_active") or 0),
                    queue_limit=int(spec.get("queue_limit") or DEFAULT_QUEUE_LIMIT),
@@ -77,7 +87,7 @@ class JobPolicy:
         return tuple(keys)
 
 
-def _ms(seconds) -> int:
+def _ms(seconds: Any) -> int:
     return int(round(float(seconds or 0) * 1000))
 
 
@@ -89,7 +99,7 @@ def jitter_offset_ms(name: str, jitter_ms: int) -> int:
     return int.from_bytes(digest, "big") % jitter_ms
 
 
-def quota_limit(state: "SchedulerState", key: str) -> int | None:
+def quota_limit(state: Counters, key: str) -> int | None:
     """The limit on a quota counter; None = unlimited. Concurrency keys carry theirs in the job."""
     limit = state.quotas.get(key)
     if limit is None and key == f"lane:{BACKFILL}":
@@ -97,23 +107,23 @@ def quota_limit(state: "SchedulerState", key: str) -> int | None:
     return limit
 
 
-def blocked(state: "SchedulerState", ex: Execution, policy: JobPolicy,
+def blocked(state: Counters, ex: Execution, policy: JobPolicy,
             extra_active: int = 0, extra_held: dict[str, int] | None = None) -> str:
     """Why `ex` may not start now ("" = it may). `extra_*` count claims proposed but not yet
     applied (the assigner's view); apply passes none."""
     if ex.trigger != "forced":
-        limit = policy.active_limit
-        if limit:
+        active_limit = policy.active_limit
+        if active_limit:
             active = state.active_count(ex.job) + extra_active
             if ex.state != "SCHEDULED":        # a retry of its own counts itself as active
                 active -= 1
-            if active >= limit:
+            if active >= active_limit:
                 return (f"overlap {policy.overlap}: {state.active_desc(ex.job)} still active"
-                        if policy.overlap != "allow" else f"max_active {limit} reached")
+                        if policy.overlap != "allow" else f"max_active {active_limit} reached")
     extra_held = extra_held or {}
     for key in policy.holds(ex.lane):
         kind, _, name = key.partition(":")
-        limit = policy.concurrency_limit if kind == "key" else quota_limit(state, key)
+        limit: int | None = policy.concurrency_limit if kind == "key" else quota_limit(state, key)
         if limit is not None and state.held.get(key, 0) + extra_held.get(key, 0) >= limit:
             if kind == "key":
                 return f"concurrency key {name!r} busy ({limit} running)"
@@ -121,18 +131,18 @@ def blocked(state: "SchedulerState", ex: Execution, policy: JobPolicy,
     return ""
 
 
-class VersionCache:
+class VersionCache(Generic[T]):
     """Something derived from a job's spec (its policy, its parsed spec), built once per job
     revision (incarnation and version: never the deleted job's under the same name). Bounded: past `limit` entries it starts over, which costs one JSON parse per job
     seen again, where an entry kept for each of a million jobs would cost more than the job."""
 
     __slots__ = ("build", "limit", "_entries")
 
-    def __init__(self, build, limit: int) -> None:
+    def __init__(self, build: Callable[[Job], T], limit: int) -> None:
         self.build, self.limit = build, limit
-        self._entries: dict[str, tuple[tuple[int, int], object]] = {}
+        self._entries: dict[str, tuple[tuple[int, int], T]] = {}
 
-    def get(self, job: Job):
+    def get(self, job: Job) -> T:
         hit = self._entries.get(job.name)
         if hit is None or hit[0] != job.revision:
             if len(self._entries) >= self.limit:
@@ -144,5 +154,5 @@ class VersionCache:
         self._entries.pop(name, None)
 
 
-def policy_cache(limit: int = 100_000) -> VersionCache:
+def policy_cache(limit: int = 100_000) -> VersionCache[JobPolicy]:
     return VersionCache(lambda job: JobPolicy.from_spec(job.spec_dict()), limit)

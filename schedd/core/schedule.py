@@ -75,7 +75,8 @@ import importlib.resources
 import re
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from datetime import date, datetime, tzinfo
+from datetime import date, datetime, timedelta, tzinfo
+from typing import Any, Callable, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import CroniterError, croniter
@@ -219,10 +220,17 @@ def validate_tz(tz: str | None) -> str:
     raise ScheduleError(f"unknown time zone {name!r}{hint}")
 
 
+Fields = tuple[int, int, int, int, int, int]     # (year, month, day, hour, minute, second)
+
+
+def _secs(off: timedelta | None) -> int:
+    """A UTC offset in seconds (None, which no zone of ours returns, reads as 0)."""
+    return 0 if off is None else off.days * 86400 + off.seconds
+
+
 def _offset_s(zone: tzinfo, t: int) -> int:
     """UTC offset in seconds in force at instant `t` (epoch seconds)."""
-    off = datetime.fromtimestamp(t, zone).utcoffset()
-    return off.days * 86400 + off.seconds
+    return _secs(datetime.fromtimestamp(t, zone).utcoffset())
 
 
 def _transition(zone: tzinfo, lo: int, hi: int) -> int:
@@ -239,7 +247,7 @@ def _transition(zone: tzinfo, lo: int, hi: int) -> int:
     return hi
 
 
-def _wall_to_utc(zone: tzinfo, wall: int, fields: tuple[int, ...]) -> tuple[int, int]:
+def _wall_to_utc(zone: tzinfo, wall: int, fields: Fields) -> tuple[int, int]:
     """Map a local wall time to (instant, next wall time worth trying), both in seconds.
 
     `wall` is the wall time as if it were UTC epoch seconds; `fields` its (y, mo, d, h, mi, s).
@@ -248,11 +256,11 @@ def _wall_to_utc(zone: tzinfo, wall: int, fields: tuple[int, ...]) -> tuple[int,
     second pass at once."""
     naive = datetime(*fields)
     off0 = zone.utcoffset(naive)
-    off1 = zone.utcoffset(datetime(*fields, 0, None, fold=1))
-    o0 = off0.days * 86400 + off0.seconds
+    off1 = zone.utcoffset(datetime(*fields, fold=1))
+    o0 = _secs(off0)
     if off0 == off1:
         return wall - o0, wall + 1
-    o1 = off1.days * 86400 + off1.seconds
+    o1 = _secs(off1)
     if o0 < o1:  # gap: fold=0 used the earlier (smaller) offset
         return _transition(zone, wall - o1, wall - o0), wall + 1
     first = wall - o0  # fold: first pass before the transition, second pass from it
@@ -261,7 +269,7 @@ def _wall_to_utc(zone: tzinfo, wall: int, fields: tuple[int, ...]) -> tuple[int,
 
 # ------------------------------------------------------------------------------ civil time
 
-def _fields(t: int) -> tuple[int, int, int, int, int, int]:
+def _fields(t: int) -> Fields:
     """(year, month, day, hour, minute, second) of epoch seconds read as UTC."""
     days, sod = divmod(t, 86400)
     d = date.fromordinal(days + _EPOCH_ORDINAL)
@@ -290,7 +298,7 @@ class _FieldSet:
 
     __slots__ = ("values", "star", "last", "nth", "table", "first")
 
-    def __init__(self, idx: int, expanded: list, nth: dict) -> None:
+    def __init__(self, idx: int, expanded: list[Any], nth: dict[int, Any]) -> None:
         lo, hi = _FIELD_RANGE[idx]
         hi_value = 6 if idx == _DOW else hi  # 7 is another name for Sunday (0)
         self.star = expanded == ["*"]  # written as * or ? (a full range is NOT star here)
@@ -476,7 +484,7 @@ def _resolve_field(idx: int, text: str, key: bytes) -> str:
         raise _CronError(idx, _explain_hash(idx, text) or str(e)) from None
 
 
-_HASHER = HashExpander(croniter)
+_HASHER = HashExpander(cast(Any, croniter))      # the stubs type the argument as an instance
 
 
 def _compile_cron(fields: tuple[str, ...], key: bytes, spec: str) -> _Cron:
@@ -609,7 +617,7 @@ class Schedule:
     gap: str = "shift"  # DST policies (module doc); always the defaults unless kind is cron
     fold: str = "first"
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Callable[..., Schedule], tuple[str, str, str, str, str]]:
         """Pickle as the text only: small, and re-parsing re-uses the shared caches."""
         return _restore, (self.spec, self.tz, self._hash_key, self.gap, self.fold)
 
@@ -741,6 +749,8 @@ def _next_cron(s: Schedule, after_ms: int) -> int | None:
     if p >= _MAX_S:
         return None
     c, zone = s._cron, s._tzinfo
+    if c is None:                          # not a cron schedule (callers check s.kind)
+        return None
     if zone is None:
         f = _next_wall(c, p + 1)
         return None if f is None else _seconds(*f) * 1000
@@ -773,17 +783,17 @@ def _next_cron(s: Schedule, after_ms: int) -> int | None:
     return None
 
 
-def _wall_to_instants(zone: tzinfo, wall: int, fields: tuple[int, ...], gap: str,
+def _wall_to_instants(zone: tzinfo, wall: int, fields: Fields, gap: str,
                       fold: str) -> tuple[tuple[int, ...], int]:
     """Like `_wall_to_utc` under any policy: (instants for this wall time, ascending, and the
     next wall time worth trying), all in seconds."""
     naive = datetime(*fields)
     off0 = zone.utcoffset(naive)
-    off1 = zone.utcoffset(datetime(*fields, 0, None, fold=1))
-    o0 = off0.days * 86400 + off0.seconds
+    off1 = zone.utcoffset(datetime(*fields, fold=1))
+    o0 = _secs(off0)
     if off0 == off1:
         return (wall - o0,), wall + 1
-    o1 = off1.days * 86400 + off1.seconds
+    o1 = _secs(off1)
     if o0 < o1:  # gap [T + o0, T + o1) in wall time
         t = _transition(zone, wall - o1, wall - o0)
         return ((), t + o1) if gap == "skip" else ((t,), wall + 1)
@@ -800,8 +810,8 @@ def _from_first_pass(c: _Cron, zone: tzinfo, p: int, wall: int,
     search on). Otherwise (None, `wall`)."""
     fields = _fields(wall - 1)
     naive = datetime(*fields)
-    off0, off1 = zone.utcoffset(naive), zone.utcoffset(datetime(*fields, 0, None, fold=1))
-    o0, o1 = off0.days * 86400 + off0.seconds, off1.days * 86400 + off1.seconds
+    off0, off1 = zone.utcoffset(naive), zone.utcoffset(datetime(*fields, fold=1))
+    o0, o1 = _secs(off0), _secs(off1)
     if o0 <= o1 or _offset_s(zone, p) != o0:
         return None, wall  # no fold here, or p is already in its second pass
     t = _transition(zone, p, wall - 1 - o1)  # the fold's instant; repeated range [t+o1, t+o0)
@@ -825,17 +835,17 @@ def dst_note(s: Schedule, t_ms: int) -> str:
         return ""
     t = t_ms // 1000
     after, before = _offset_s(zone, t), _offset_s(zone, t - 1)
-    if before < after:  # t is the end of a gap: did a wall time inside it land here?
+    if before < after and s._cron is not None:  # t ends a gap: did a wall time inside it land here?
         f = _next_wall(s._cron, t + before)
         if f is not None and _seconds(*f) < t + after:
             jump = f"{_hhmm(t + before)} -> {_hhmm(t + after)}"
             return f"shifted: {_hhmm(_seconds(*f), f[5])} does not exist (clocks jump {jump})"
     wall = t + after
     fields = _fields(wall)
-    off1 = zone.utcoffset(datetime(*fields, 0, None, fold=1))
-    o1 = off1.days * 86400 + off1.seconds
+    off1 = zone.utcoffset(datetime(*fields, fold=1))
+    o1 = _secs(off1)
     off0 = zone.utcoffset(datetime(*fields))
-    o0 = off0.days * 86400 + off0.seconds
+    o0 = _secs(off0)
     if o0 > o1:
         nth = "1st" if after == o0 else "2nd"
         name = datetime.fromtimestamp(t, zone).tzname()
@@ -851,12 +861,13 @@ def _hhmm(wall: int, second: int = 0) -> str:
 def next_n(s: Schedule, after_ms: int, n: int) -> list[int]:
     """The next `n` fire instants after `after_ms` (fewer if the schedule runs out)."""
     out: list[int] = []
-    t: int | None = after_ms
+    t = after_ms
     for _ in range(max(n, 0)):
-        t = next_after(s, t)
-        if t is None:
+        nxt = next_after(s, t)
+        if nxt is None:
             break
-        out.append(t)
+        out.append(nxt)
+        t = nxt
     return out
 
 
@@ -898,7 +909,8 @@ def parse_time(text: str, tz: str = "UTC") -> int:
     m = _RFC3339.fullmatch(text.strip()) if isinstance(text, str) else None
     if m is None:
         raise ScheduleError(f"{text!r} is not an RFC 3339 time like 2026-12-01T10:00:00Z")
-    fields = tuple(int(g) for g in m.groups()[:6])
+    y, mo, d, h, mi, sec = (int(g) for g in m.groups()[:6])
+    fields = (y, mo, d, h, mi, sec)
     try:
         datetime(*fields)
         wall = _seconds(*fields)

@@ -19,7 +19,7 @@ never a miss. Every other run has the SLA: scheduled, caught-up and manual ones.
 kind ``sla``, proposed by the leader's detector, `schedd.leader.sla`), as an event of kind
 ``sla_missed`` on the execution.
 
-The due index: `SchedulerState.sla_watch`, a SortedList of (deadline_ms, job, scheduled_ms) of
+The due index: `Tables.sla_watch`, a SortedList of (deadline_ms, job, scheduled_ms) of
 executions whose SLA is undecided. It is derived (rebuilt on restore, never serialized) and only
 steers the leader's detector: apply never decides anything from it, so a replica whose index
 differs (a restore after the job's SLA changed) still applies every entry identically. It grows by
@@ -39,8 +39,9 @@ args ``dag, logical_ms`` instead of ``job, scheduled_ms``; the event goes to `Da
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from sortedcontainers import SortedList
 
@@ -48,9 +49,10 @@ from schedd.core import schedule as sched
 from schedd.core.model import (
     CANCELLED, SKIPPED, SUCCEEDED, TERMINAL_STATES, Execution, ExecutionEvent, Job,
 )
-
-if TYPE_CHECKING:
-    from schedd.core.state import SchedulerState
+from schedd.core import commands as C
+from schedd.core.results import ApplyResult, Code, SlaMissed, ok, reject
+from schedd.core.rows import DagDef, DagRun
+from schedd.core.tables import Tables
 
 MISSED = "sla_missed"                # the ExecutionEvent kind
 EXEMPT_STATES = frozenset({CANCELLED, SKIPPED})
@@ -58,6 +60,8 @@ BACKFILL_LANE = "backfill"           # past instants created on purpose: no SLA 
 MAX_MESSAGE_CHARS = 512
 _COLLECT_BATCH = 16                  # index entries looked at per recorded execution, at most
 _MAX_KEY = "\U0010ffff"
+
+Judge = Callable[[Any, int, int], tuple[str, str]]     # verdict or run_verdict
 DAG_KEY = "dag/"                     # due index names of DAG runs: "dag/<dag>" (see `dag_key`)
 
 
@@ -77,7 +81,7 @@ class Sla:
         return " and ".join(parts)
 
 
-def sla_of_spec(spec: dict, job_tz: str = "UTC") -> Sla | None:
+def sla_of_spec(spec: dict[str, Any], job_tz: str = "UTC") -> Sla | None:
     """The SLA of a canonical spec, or None. Never raises: a malformed one reads as none."""
     raw = spec.get("sla")
     if not isinstance(raw, dict):
@@ -99,7 +103,7 @@ def sla_of_spec(spec: dict, job_tz: str = "UTC") -> Sla | None:
 def deadline_ms(sla: Sla, scheduled_ms: int) -> int | None:
     """The deadline of an execution scheduled at `scheduled_ms` (epoch ms), or None if the `by`
     time cannot be computed (a zone this build does not know) and there is no `within`."""
-    out = []
+    out: list[int | None] = []
     if sla.within_ms:
         out.append(scheduled_ms + sla.within_ms)
     if sla.by:
@@ -107,8 +111,8 @@ def deadline_ms(sla: Sla, scheduled_ms: int) -> int | None:
             out.append(_next_wall_time(sla.by, sla.tz, scheduled_ms))
         except (sched.ScheduleError, ValueError):
             pass
-    out = [t for t in out if t is not None]
-    return min(out) if out else None
+    known = [t for t in out if t is not None]
+    return min(known) if known else None
 
 
 def _next_wall_time(hhmm: str, tz: str, at_or_after_ms: int) -> int | None:
@@ -125,7 +129,7 @@ def finished_ms(ex: Execution) -> int:
     return ex.updated_ms
 
 
-def has_missed(ex) -> bool:
+def has_missed(ex: Execution | DagRun) -> bool:
     """Whether an execution (or a DAG run) has its miss recorded."""
     return any(e.kind == MISSED for e in ex.events)
 
@@ -143,7 +147,7 @@ def verdict(ex: Execution, deadline: int, now: int) -> tuple[str, str]:
     return _outcome(ex.state, done, ex.state in TERMINAL_STATES, deadline, now)
 
 
-def run_verdict(run, deadline: int, now: int) -> tuple[str, str]:
+def run_verdict(run: DagRun, deadline: int, now: int) -> tuple[str, str]:
     """`verdict` for a DAG run (`schedd.core.dags.DagRun`): RUNNING, then SUCCEEDED or FAILED."""
     if has_missed(run):
         return "recorded", "the miss is already recorded"
@@ -163,7 +167,7 @@ def _outcome(state: str, done: int, ended: bool, deadline: int, now: int) -> tup
     return "missed", f"still {state} at the deadline"
 
 
-def event(ex: Execution, deadline: int, now: int, sla_text: str, why: str) -> ExecutionEvent:
+def event(ex: Execution | DagRun, deadline: int, now: int, sla_text: str, why: str) -> ExecutionEvent:
     where = f" ({sla_text})" if sla_text else ""
     message = f"missed its SLA{where}, deadline {sched.format_ms(deadline)}: {why}"
     return ExecutionEvent(time_ms=now, kind=MISSED, message=message[:MAX_MESSAGE_CHARS])
@@ -180,18 +184,18 @@ def _duration(ms: int) -> str:
 
 # ------------------------------------------------------------------ the due index
 
-def job_sla(state: "SchedulerState", job: Job) -> Sla | None:
+def job_sla(state: Tables, job: Job) -> Sla | None:
     """The job's SLA, parsed once per job revision (a substring test for jobs without one): a
     job created again under a deleted one's name never gets the deleted one's SLA or webhook."""
     return _cached_sla(state, job.name, job)
 
 
-def dag_sla(state: "SchedulerState", dag) -> Sla | None:
+def dag_sla(state: Tables, dag: DagDef) -> Sla | None:
     """A DAG's SLA (`schedd.core.dags.DagDef`), parsed once per DAG revision, like `job_sla`."""
     return _cached_sla(state, dag_key(dag.name), dag)
 
 
-def _cached_sla(state: "SchedulerState", key: str, owner) -> Sla | None:
+def _cached_sla(state: Tables, key: str, owner: Job | DagDef) -> Sla | None:
     if '"sla":' not in owner.spec:
         return None
     cache = state.sla_jobs
@@ -211,30 +215,30 @@ def dag_key(dag: str) -> str:
     return DAG_KEY + dag
 
 
-def run_deadline(state: "SchedulerState", run) -> int | None:
+def run_deadline(state: Tables, run: DagRun) -> int | None:
     """A DAG run's deadline under its DAG's current SLA (counted from the logical time), or None."""
     dag = state.dags.get(run.dag)
     sla = dag_sla(state, dag) if dag is not None else None
     return deadline_ms(sla, run.logical_ms) if sla is not None else None
 
 
-def target(state: "SchedulerState", name: str, t: int):
+def target(state: Tables, name: str, t: int) -> tuple[Execution | DagRun | None, Judge]:
     """(the execution or DAG run a due index entry names, or None; its verdict function)."""
     if name.startswith(DAG_KEY):
         return state.dag_runs.get((name[len(DAG_KEY):], t)), run_verdict
     return state.execs.get((name, t)), verdict
 
 
-def watch(state: "SchedulerState", name: str, t: int, deadline: int) -> None:
+def watch(state: Tables, name: str, t: int, deadline: int) -> None:
     """Put an execution's deadline in the due index (any execution: jobs, DAG tasks)."""
     state.sla_watch.add((deadline, name, t))
 
 
-def unwatch(state: "SchedulerState", name: str, t: int, deadline: int) -> None:
+def unwatch(state: Tables, name: str, t: int, deadline: int) -> None:
     state.sla_watch.discard((deadline, name, t))
 
 
-def on_record(state: "SchedulerState", job: Job, ex: Execution, now: int) -> None:
+def on_record(state: Tables, job: Job, ex: Execution, now: int) -> None:
     """Apply hook for a newly recorded execution: index its deadline, drop settled entries."""
     sla = job_sla(state, job)
     if sla is not None and ex.state not in EXEMPT_STATES and getattr(ex, "lane", "") != BACKFILL_LANE:
@@ -245,7 +249,7 @@ def on_record(state: "SchedulerState", job: Job, ex: Execution, now: int) -> Non
         collect(state, now)
 
 
-def on_run(state: "SchedulerState", dag, run, now: int) -> None:
+def on_run(state: Tables, dag: DagDef, run: DagRun, now: int) -> None:
     """Apply hook for a DAG run that just started: index its deadline if the DAG has an SLA."""
     deadline = run_deadline(state, run)
     if deadline is not None:
@@ -254,10 +258,10 @@ def on_run(state: "SchedulerState", dag, run, now: int) -> None:
         collect(state, now)
 
 
-def collect(state: "SchedulerState", now: int, limit: int = _COLLECT_BATCH) -> None:
+def collect(state: Tables, now: int, limit: int = _COLLECT_BATCH) -> None:
     """Drop index entries whose deadline passed and whose verdict is final and not a miss to be
     recorded (met, exempt, already recorded, execution gone). Bounded work per call."""
-    drop = []
+    drop: list[tuple[int, str, int]] = []
     for key in state.sla_watch.islice(0, limit):
         deadline, name, t = key
         if deadline > now:
@@ -269,11 +273,11 @@ def collect(state: "SchedulerState", now: int, limit: int = _COLLECT_BATCH) -> N
         state.sla_watch.discard(key)
 
 
-def rebuild(state: "SchedulerState") -> None:
+def rebuild(state: Tables) -> None:
     """Rebuild the due index from jobs and executions, and DAGs and their runs (restore). Only
     jobs and DAGs with an SLA are read."""
     state.sla_jobs = {}
-    entries = []
+    entries: list[tuple[int, str, int]] = []
     for name, job in state.jobs.items():
         sla = job_sla(state, job)
         if sla is None:
@@ -298,7 +302,7 @@ def rebuild(state: "SchedulerState") -> None:
     state.sla_watch = SortedList(entries)
 
 
-def due(state: "SchedulerState", now: int):
+def due(state: Tables, now: int) -> Iterator[tuple[int, str, int]]:
     """Index entries whose deadline is at or before `now`, oldest deadline first (an iterator:
     do not change the index while iterating)."""
     return state.sla_watch.irange(None, (now, _MAX_KEY, 2 ** 63))
@@ -306,59 +310,56 @@ def due(state: "SchedulerState", now: int):
 
 # ------------------------------------------------------------------ apply
 
-def apply(state: "SchedulerState", cmd, index: int) -> dict:
+def apply(state: Tables, cmd: C.Command, index: int) -> ApplyResult:
     """Entry kind ``sla`` (args: job, scheduled_ms, deadline_ms, and ``created``: the log index
     that recorded the execution, so a miss decided for a deleted job's execution never lands on
     its successor's under the same key): record a miss as an event on the execution, once. Only from the leader of the current epoch (like ``expire``): a deposed
     leader's late verdict is refused. The verdict is taken again here from the entry's time, so a
     result that committed in time first turns the entry into a refusal ("met")."""
     if cmd.term != state.epoch:
-        return _reject("stale_term", f"sla from term {cmd.term}, but the leader epoch is {state.epoch}")
+        return reject(Code.STALE_TERM, f"sla from term {cmd.term}, but the leader epoch is {state.epoch}")
     if "dag" in cmd.args:
         return _apply_run(state, cmd)
     name, t, deadline = cmd.args.get("job"), cmd.args.get("scheduled_ms"), cmd.args.get("deadline_ms")
     if not isinstance(deadline, int) or isinstance(deadline, bool):
-        return _reject("invalid", "deadline_ms must be an integer")
+        return reject(Code.INVALID, "deadline_ms must be an integer")
     ex = state.execs.get((name, t)) if isinstance(name, str) and isinstance(t, int) else None
     created = cmd.args.get("created")
     if ex is None or (created is not None and created != ex.log_index):
-        return _reject("not_found", f"execution {name}@{t} not found")
+        return reject(Code.NOT_FOUND, f"execution {name}@{t} not found")
     code, why = verdict(ex, deadline, cmd.now)
     if code != "missed":
         if code != "pending":
-            unwatch(state, name, t, deadline)
-        return _reject(code, f"execution {ex.id}: no SLA miss to record ({why})")
+            unwatch(state, ex.job, ex.scheduled_ms, deadline)
+        return reject(code, f"execution {ex.id}: no SLA miss to record ({why})")
     text = cmd.args.get("sla")
     ev = event(ex, deadline, cmd.now, text if isinstance(text, str) else "", why)
     ex.events = (*ex.events, ev)
-    unwatch(state, name, t, deadline)
+    unwatch(state, ex.job, ex.scheduled_ms, deadline)
     # no "name"/"scheduled_ms"/"items" keys: the dispatcher's apply hook reads those as new executions
-    return {"ok": True, "code": "ok", "execution": ex.id, "deadline_ms": deadline, "state": ex.state,
-            "message": ev.message, "event_time_ms": ev.time_ms}
+    return ok(execution=ex.id, deadline_ms=deadline, state=ex.state, message=ev.message,
+              event_time_ms=ev.time_ms, effects=(SlaMissed(ex.id, ev.message),))
 
 
-def _apply_run(state: "SchedulerState", cmd) -> dict:
+def _apply_run(state: Tables, cmd: C.Command) -> ApplyResult:
     """The ``sla`` entry for a DAG run (args: dag, logical_ms, deadline_ms): the event goes to
     `DagRun.events`, once."""
     dag, t, deadline = cmd.args.get("dag"), cmd.args.get("logical_ms"), cmd.args.get("deadline_ms")
     if not isinstance(deadline, int) or isinstance(deadline, bool):
-        return _reject("invalid", "deadline_ms must be an integer")
+        return reject(Code.INVALID, "deadline_ms must be an integer")
     ok_key = isinstance(dag, str) and isinstance(t, int) and not isinstance(t, bool)
-    run = state.dag_runs.get((dag, t)) if ok_key else None
+    run = state.dag_runs.get((str(dag), int(t or 0))) if ok_key else None
     if run is None:
-        return _reject("not_found", f"DAG run {dag}@{t} not found")
+        return reject(Code.NOT_FOUND, f"DAG run {dag}@{t} not found")
     code, why = run_verdict(run, deadline, cmd.now)
     if code != "missed":
         if code != "pending":
-            unwatch(state, dag_key(dag), t, deadline)
-        return _reject(code, f"DAG run {run.run_id}: no SLA miss to record ({why})")
+            unwatch(state, dag_key(run.dag), run.logical_ms, deadline)
+        return reject(code, f"DAG run {run.run_id}: no SLA miss to record ({why})")
     text = cmd.args.get("sla")
     ev = event(run, deadline, cmd.now, text if isinstance(text, str) else "", why)
     run.events = (*run.events, ev)
-    unwatch(state, dag_key(dag), t, deadline)
-    return {"ok": True, "code": "ok", "run_id": run.run_id, "deadline_ms": deadline, "state": run.state,
-            "message": ev.message, "event_time_ms": ev.time_ms}
+    unwatch(state, dag_key(run.dag), run.logical_ms, deadline)
+    return ok(run_id=run.run_id, deadline_ms=deadline, state=run.state, message=ev.message,
+              event_time_ms=ev.time_ms, effects=(SlaMissed(run.run_id, ev.message),))
 
-
-def _reject(code: str, msg: str) -> dict:
-    return {"ok": False, "code": code, "msg": msg}

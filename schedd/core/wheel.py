@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from heapq import heapify, heappop, heappush
 from operator import index
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from sortedcontainers import SortedList
 
@@ -74,7 +74,7 @@ class TimingWheel:
         self._spans = [0] + [slot_ms * slots ** (lv - 1) for lv in range(1, levels + 1)]
         self._buckets: list[dict[int, dict[str, int]]] = [{} for _ in range(levels + 1)]
         self._heaps: list[list[int]] = [[] for _ in range(levels + 1)]
-        self._near: SortedList = SortedList()
+        self._near: SortedList[tuple[int, str]] = SortedList()
         self._time: dict[str, int] = {}
         self._set_end(index(start_ms) // slot_ms * slot_ms)
 
@@ -96,7 +96,7 @@ class TimingWheel:
         until = index(until_ms)
         self.advance(until)
         near = self._near
-        n = near.bisect_left((until + 1,))  # (u+1,) sorts before every (u+1, key)
+        n = near.bisect_left((until + 1, ""))  # (u+1, "") sorts before every (u+1, key)
         if limit is not None:
             n = max(0, min(n, limit))
         return list(near.islice(0, n))
@@ -147,7 +147,7 @@ class TimingWheel:
         else:
             self._bucket(t)[key] = t
 
-    def load(self, items) -> None:
+    def load(self, items: Iterable[tuple[str, int]]) -> None:
         """Insert many (key, t) pairs, for a rebuild: like set() for each, but the near level is
         sorted once. Keys must not be in the wheel yet."""
         time, end, bucket = self._time, self._end, self._bucket

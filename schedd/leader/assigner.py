@@ -20,8 +20,11 @@ import logging
 from typing import Callable
 
 from schedd.core import commands as C
-from schedd.core.model import RUNNING, SCHEDULED, ValidationError, execution_id, parse_execution_id
-from schedd.core.policy import BACKFILL, VersionCache, blocked
+from schedd.core.model import ValidationError, execution_id, parse_execution_id
+from schedd.core.policy import VersionCache
+from schedd.core.results import Code
+from schedd.core.view import StateView
+from schedd.leader.assignment import InFlight, Pace, decide
 from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
 from schedd.ports.clock import Clock
@@ -36,7 +39,6 @@ FINISH_TRIES = 3
 CANCEL_RESEND_MS = 2_000
 SPEC_CACHE = 10_000            # parsed specs kept: of jobs claimed or running (bounded)
 FULL_PASS_MS = 500            # every waiting run is looked at (skips, reasons) this often
-MAX_KEY = "\U0010ffff"
 
 HELD, WAIT, NOT_HELD = "held", "wait", "not_held"
 
@@ -69,8 +71,10 @@ def inherited_claim_fate(*, reconnected: bool, same_process: bool, reported: boo
 
 class Assigner:
     def __init__(self, node: RaftNode, clock: Clock, hub: WorkerHub, lookahead_ms: int,
-                 spawn: Callable, metrics=None, faults: Faults = NO_FAULTS) -> None:
+                 spawn: Callable, metrics=None, faults: Faults = NO_FAULTS, *,
+                 view: StateView | None = None) -> None:
         self.node, self.clock, self.hub = node, clock, hub
+        self.view = view if view is not None else StateView(node.state)   # all it reads of the state
         self.metrics = metrics
         self.faults = faults
         self.lookahead_ms = lookahead_ms
@@ -100,8 +104,7 @@ class Assigner:
         self.waiting.clear()
         self._next_full_pass_ms = 0
         with self.node.lock:
-            st = self.node.state
-            running = [st.execs[(name, t)].attempts[-1] for t, name in st.by_state.get(RUNNING, ())]
+            running = [ex.attempts[-1] for ex in self.view.running()]
         self.inherited = {a.fencing_token: a.worker for a in running}
 
     def step(self, now: int) -> None:
@@ -113,7 +116,7 @@ class Assigner:
         leads, and its stale decisions, stamped with the new term, would be forwarded to the new
         leader and pass the term check (found by tests/jepsen_like: a deposed leader expired
         attempts of a healthy worker)."""
-        self.term = self.node.state.epoch
+        self.term = self.view.epoch
         if self._last_step_ms and now - self._last_step_ms > self.hub.lease_ms // 2:
             # This loop (or the clock) stalled: heartbeats that arrived meanwhile are not
             # processed yet. Grant running attempts a lease, as after a takeover.
@@ -127,26 +130,9 @@ class Assigner:
 
     # ------------------------------------------------------------ claims
 
-    def _candidates(self, now: int) -> list[tuple[tuple, int, str, int, object, object]]:
-        """Executions that may start by now + lookahead, in the order they are served: the normal
-        lane before backfill, higher priority first, then oldest due first."""
-        until = now + self.lookahead_ms
-        st = self.node.state
-        out = []
-        for due, name, t in st.ready.irange(None, (until, MAX_KEY, 2 ** 63)):
-            job = st.jobs.get(name)
-            if job is None or job.paused or (name, t) in self.claiming:
-                continue
-            ex = st.execs[(name, t)]
-            policy = st.policy(job)
-            out.append(((ex.lane == BACKFILL, -policy.priority, due, name, t), due, name, t, ex, job))
-        out.sort(key=lambda c: c[0])
-        return out
-
     def _assign(self, now: int) -> None:
-        """Decide, for each execution that may start: skip it (overlap skip, starting deadline),
-        let it wait (overlap queue, max_active, concurrency key, quota, no worker) saying why, or
-        claim it on a worker. `policy.blocked` is the rule; apply checks it again at the claim.
+        """Claim what may start, skip what must not run, and say why the rest waits: the
+        decision is `schedd.leader.assignment.decide`; this pushes each claim to a worker.
 
         Thousands of runs may wait (no worker in their pool, a quota): looking at all of them
         every step would starve the event loop. So every step looks only as far as there are
@@ -158,52 +144,18 @@ class Assigner:
             return
         if full:
             self._next_full_pass_ms = now + FULL_PASS_MS
-        claims, skips = [], []
-        waiting: dict[tuple[str, int], str] = {}     # rebuilt each full pass: nothing stale lingers
-        extra_active: dict[str, int] = {}
-        extra_held: dict[str, int] = {}
-        for (name, _), holds in self.claiming.items():
-            extra_active[name] = extra_active.get(name, 0) + 1
-            for key in holds:
-                extra_held[key] = extra_held.get(key, 0) + 1
+        pace = Pace(self.lookahead_ms, full=full, catchup_rate=self.catchup_rate,
+                    catchup_next_ms=self._catchup_next_ms, workers=bool(self.hub.conns))
         with self.node.lock:
-            st = self.node.state
-            for _, due, name, t, ex, job in self._candidates(now):
-                if len(claims) >= free and not full:
-                    break
-                policy = st.policy(job)
-                fresh = ex.state == SCHEDULED and not ex.attempts
-                if (fresh and policy.deadline_ms and ex.trigger in ("schedule", "catchup")
-                        and now > due + policy.deadline_ms):
-                    if (name, t) not in self.skipping:
-                        skips.append([name, t, f"deadline: not started within its starting deadline of "
-                                               f"{policy.deadline_ms / 1000:g}s"])
-                    continue
-                why = blocked(st, ex, policy, extra_active.get(name, 0), extra_held)
-                if why:
-                    if (policy.overlap == "skip" and why.startswith("overlap") and fresh and due <= now
-                            and ex.lane != BACKFILL and (name, t) not in self.skipping):
-                        skips.append([name, t, why])
-                    waiting[(name, t)] = f"waiting: {why}"
-                    continue
-                if len(claims) >= free:
-                    waiting[(name, t)] = ("waiting: no worker is connected" if not self.hub.conns
-                                          else "waiting for a free worker slot")
-                    continue
-                if ex.trigger == "catchup" and not ex.attempts:
-                    if now < self._catchup_next_ms:
-                        waiting[(name, t)] = f"waiting: catch-up runs start at most {self.catchup_rate:g}/s"
-                        continue
-                    self._catchup_next_ms = now + 1000 / self.catchup_rate
-                holds = policy.holds(ex.lane)
-                claims.append((due, name, t, len(ex.attempts) + 1, ex.log_index, self._specs.get(job), holds))
-                extra_active[name] = extra_active.get(name, 0) + 1
-                for key in holds:
-                    extra_held[key] = extra_held.get(key, 0) + 1
-        if skips:
-            self.skipping.update((n, t) for n, t, _ in skips)
-            self.spawn(self._skip(skips, self.term))
-        for due, name, t, attempt, created, spec, holds in claims:
+            d = decide(self.view, now, free, InFlight(self.claiming, self.skipping), pace)
+            claims = [(c, self._specs.get(c.row)) for c in d.claims]
+        self._catchup_next_ms = d.catchup_next_ms
+        waiting = d.waiting                          # rebuilt each full pass: nothing stale lingers
+        if d.skips:
+            self.skipping.update((n, t) for n, t, _ in d.skips)
+            self.spawn(self._skip(d.skips, self.term))
+        for c, spec in claims:
+            name, t = c.job, c.scheduled_ms
             pool, labels = spec.get("pool", ""), spec.get("worker_labels") or {}
             workers = self.hub.eligible(pool, now, labels) if self.hub.conns else []
             if not workers:
@@ -216,8 +168,8 @@ class Assigner:
                 continue
             conn = workers[0]
             conn.reserved += 1
-            self.claiming[(name, t)] = holds
-            self.spawn(self._claim(conn, name, t, attempt, due, spec, self.term, created))
+            self.claiming[(name, t)] = c.holds
+            self.spawn(self._claim(conn, name, t, c.attempt, c.due, spec, self.term, c.created))
         if full:
             self.waiting = waiting
         else:
@@ -278,9 +230,10 @@ class Assigner:
         self.inherited.pop(r.fencing_token, None)       # it reported: the usual rules apply
         self.hub.token_seen.pop(r.fencing_token, None)
         self.cancel_sent.pop(r.fencing_token, None)
-        self.spawn(self._finish(conn, r))
+        # the epoch of the decision to commit it, read now (see step), never node.term later
+        self.spawn(self._finish(conn, r, self.view.epoch))
 
-    async def _finish(self, conn: WorkerConn, r: pb.AttemptResult) -> None:
+    async def _finish(self, conn: WorkerConn, r: pb.AttemptResult, term: int) -> None:
         try:
             name, t = parse_execution_id(r.execution_id)
         except ValidationError:
@@ -290,7 +243,7 @@ class Assigner:
         token = self.faults.finish_token(self.node, name, t, r.fencing_token)
         for _ in range(FINISH_TRIES):
             entry = C.encode(C.FINISH, rid=f"finish-{r.fencing_token}", now=self.clock.now_ms(),
-                             term=self.node.term, by=conn.name, job=name, scheduled_ms=t,
+                             term=term, by=conn.name, job=name, scheduled_ms=t,
                              token=token, state=r.state, exit_code=r.exit_code,
                              http_status=r.http_status, error=r.error[:2048],
                              output_tail=r.output_tail[-4096:], started_ms=r.started_ms,
@@ -302,7 +255,7 @@ class Assigner:
                 continue
             if result.get("ok"):
                 outcome = "committed"
-            elif result.get("code") == "stale":
+            elif result.get("code") == Code.STALE:
                 outcome = "stale"
                 log.warning("refused a stale result for %s from %s: %s", r.execution_id, conn.name,
                             result.get("msg"))
@@ -319,10 +272,10 @@ class Assigner:
         expire: list[tuple[str, int, int, str, str]] = []
         unstarted: list[tuple[str, int, int, str]] = []
         cancels: list[tuple[int, str]] = []
+        view = self.view
         with self.node.lock:
-            st = self.node.state
-            for t, name in st.by_state.get(RUNNING, ()):
-                ex = st.execs[(name, t)]
+            for ex in view.running():
+                name, t = ex.job, ex.scheduled_ms
                 a = ex.attempts[-1]
                 token = a.fencing_token
                 if token in self.expiring:
@@ -342,7 +295,7 @@ class Assigner:
                     if fate == HELD:
                         del self.inherited[token]
                 seen = max(self.hub.token_seen.get(token, 0), a.started_ms, self.took_over_ms)
-                job = st.jobs.get(name)
+                job = view.job(name)
                 timeout_ms = int((self._specs.get(job).get("timeout_seconds") or 0) * 1000) if job else 0
                 if now - seen > lease:
                     expire.append((name, t, token, "LOST",

@@ -22,9 +22,11 @@ import time
 from schedd.core import batches
 from schedd.core import commands as C
 from schedd.core.model import RUNNING, SCHEDULED
+from schedd.core.results import ApplyResult, CancelAttempt, EpochApplied, Launch
+from schedd.core.view import StateView
 from schedd.leader.assigner import Assigner
-from schedd.leader import sla as sla_detector
 from schedd.leader.planner import plan_fires
+from schedd.leader.sla import SlaDriver
 from schedd.leader.workers import WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
 from schedd.ports.clock import Clock
@@ -59,22 +61,37 @@ class Dispatcher:
         self._aborting: set[str] = set()            # batch ids with an abort proposed (expiry)
         self._next_batch_check = 0                  # leader time of the next look for them
         self.hub = hub
-        self.assigner = (Assigner(node, clock, hub, self.cfg.lookahead_ms, self._spawn, metrics, faults)
+        self.view = StateView(node.state)           # all the leader reads of the state
+        self.assigner = (Assigner(node, clock, hub, self.cfg.lookahead_ms, self._spawn, metrics, faults,
+                                  view=self.view)
                          if hub is not None else None)
+        self.sla = SlaDriver(node, clock, metrics, self._spawn, webhooks=node.cfg.webhooks, view=self.view)
         if hub is not None:
             hub.on_change = self._wake.set
 
     # ------------------------------------------------------------ hooks from the tick thread
 
-    def on_applied(self, entry: str, result: dict, index: int) -> None:
-        """Called in pysyncobj's tick thread after each apply; must be cheap and never block."""
-        if self._loop is None or not result.get("ok"):
+    def on_applied(self, entry: str, result: ApplyResult, index: int) -> None:
+        """Called in pysyncobj's tick thread after each apply; must be cheap and never block.
+        Performs the result's effects: executions to launch, an epoch applied, cancels to push."""
+        if self._loop is None or not result.ok:
             return
-        created = [(n, t) for n, t, code in result.get("items", ()) if code == "created"]
+        created = [(e.job, e.scheduled_ms) for e in result.effects if isinstance(e, Launch)]
         if created:
             self.faults.fire_applied(self.node, created, index, self._loop)
-        if created or "epoch" in result:
+        if created or any(isinstance(e, EpochApplied) for e in result.effects):
             self._loop.call_soon_threadsafe(self._applied, created)
+        cancels = [e for e in result.effects if isinstance(e, CancelAttempt)]
+        if cancels:
+            self._loop.call_soon_threadsafe(self._push_cancels, cancels)
+
+    def _push_cancels(self, cancels: list[CancelAttempt]) -> None:
+        """A running attempt was asked to stop: tell its worker now (the reaper resends until
+        the attempt ends). Only the leader of this epoch talks to workers."""
+        if self.assigner is None or not self.node.leads_epoch():
+            return
+        for e in cancels:
+            self.assigner.push_cancel(e.token, e.execution_id)
 
     def on_role_change(self, old: int, new: int) -> None:
         if self._loop is not None:
@@ -104,7 +121,7 @@ class Dispatcher:
             self._cancel_launches()
             return
         term = node.term
-        if node.state.epoch != term:
+        if self.view.epoch != term:
             if self._epoch_asked != term:
                 self._epoch_asked = term
                 self._spawn(self._propose(C.encode(C.EPOCH, rid=f"epoch-{node.cfg.node_id}-{term}",
@@ -117,12 +134,12 @@ class Dispatcher:
         now = self.clock.now_ms()
         if self.assigner is not None:
             self.assigner.step(now)
-        sla_detector.drive(self, now)           # record SLA misses (schedd.leader.sla)
+        self.sla.step(now)                      # record SLA misses (schedd.leader.sla)
         self._abort_expired_batches(now, term)
         if self._batches >= MAX_INFLIGHT_BATCHES:
             return
         with node.lock:
-            items = plan_fires(node.state, now, self.cfg.lookahead_ms,
+            items = plan_fires(self.view, now, self.cfg.lookahead_ms,
                                limit=self.cfg.max_fire_batch * (MAX_INFLIGHT_BATCHES - self._batches),
                                inflight=self._inflight, burst_lookahead_ms=self.cfg.burst_lookahead_ms,
                                burst_threshold=self.cfg.burst_threshold)
@@ -137,11 +154,11 @@ class Dispatcher:
     def _abort_expired_batches(self, now: int, term: int) -> None:
         """Staged batches whose proposer never committed nor aborted them (it died, or lost its
         leadership) are discarded by an abort entry; apply decides by entry times only."""
-        if not self.node.state.batches or now < self._next_batch_check:
+        if not self.view.has_batches() or now < self._next_batch_check:
             return
         self._next_batch_check = now + BATCH_CHECK_MS
         with self.node.lock:
-            stale = [b for b in batches.expired(self.node.state, now) if b not in self._aborting]
+            stale = [b for b in self.view.expired_batches(now) if b not in self._aborting]
         for b in stale:
             self._aborting.add(b)
             entry = C.encode(C.BATCH_ABORT, rid="", now=now, term=term, by=self.node.cfg.node_id,
@@ -179,9 +196,9 @@ class Dispatcher:
 
     def _applied(self, created: list[tuple[str, int]]) -> None:
         now = self.clock.now_ms()
+        view = self.view
         with self.node.lock:
-            execs = self.node.state.execs
-            dues = [(name, t, ex.due if (ex := execs.get((name, t))) is not None else t) for name, t in created]
+            dues = [(name, t, ex.due if (ex := view.execution(name, t)) is not None else t) for name, t in created]
         for name, t, due in dues:
             self.metrics.fire_lead.observe(max(0.0, (due - now) / 1000))
             if due < now:
@@ -209,11 +226,11 @@ class Dispatcher:
         offset = self.clock.now_ms() - now_ns() // 1_000_000
         observe = self.metrics.fire_lateness.observe
         launched: dict[str, int] = {}
+        view = self.view
         with self.node.lock:
-            st = self.node.state
             for name, t in names.items():
-                ex = st.execs.get((name, t))
-                job = st.jobs.get(name)
+                ex = view.execution(name, t)
+                job = view.job(name)
                 if ex is None or ex.state not in (SCHEDULED, RUNNING) or job is None or job.paused:
                     continue            # deleted, paused or already handled since the intent
                 observe(max(0.0, (now_ns() // 1_000_000 + offset - due) / 1000))
@@ -235,8 +252,7 @@ class Dispatcher:
         raft = self.node.cfg.raft
         horizon = now - (raft.election_timeout_ms[1] + raft.leader_fallback_ms + self.cfg.lookahead_ms)
         with self.node.lock:
-            st = self.node.state
-            pending = [(t, name, st.execs[(name, t)]) for t, name in st.in_state_since(SCHEDULED, horizon)]
+            pending = [(ex.scheduled_ms, ex.job, ex) for ex in self.view.scheduled_since(horizon)]
         old_alive = max((ex.created_ms for _, _, ex in pending if ex.term < term), default=None)
         if old_alive is not None:
             horizon = max(horizon, old_alive - TAKEOVER_MARGIN_MS)

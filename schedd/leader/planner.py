@@ -12,12 +12,13 @@ from __future__ import annotations
 from typing import Container
 
 from schedd.core import schedule as sched
-from schedd.core.state import SchedulerState, schedule_of
+from schedd.core.tables import schedule_of
+from schedd.core.view import Viewable, as_view
 
 PER_JOB_CAP = 100   # instants of one job per plan, so a long catch-up cannot starve others
 
 
-def plan_fires(state: SchedulerState, now_ms: int, lookahead_ms: int, *, limit: int,
+def plan_fires(state: Viewable, now_ms: int, lookahead_ms: int, *, limit: int,
                inflight: Container[str] = (), burst_lookahead_ms: int = 0,
                burst_threshold: int = 0) -> list[tuple[str, int]]:
     """Up to `limit` (job, instant) pairs due by now + lookahead, oldest first. Jobs listed in
@@ -27,16 +28,17 @@ def plan_fires(state: SchedulerState, now_ms: int, lookahead_ms: int, *, limit: 
     one-offs due at the same second cannot all be committed within a 1.5 s lookahead. When at
     least `burst_threshold` instants fall due within `burst_lookahead_ms`, the planner looks that
     far ahead instead, so the burst is committed before it is due."""
+    view = as_view(state)
     until = now_ms + lookahead_ms
     if burst_threshold and burst_lookahead_ms > lookahead_ms:
         far = now_ms + burst_lookahead_ms
-        if len(state.wheel.due(far, limit=burst_threshold)) >= burst_threshold:
+        if len(view.due_fires(far, limit=burst_threshold)) >= burst_threshold:
             until = far
     items: list[tuple[str, int]] = []
-    for t, name in state.wheel.due(until):
+    for t, name in view.due_fires(until):
         if len(items) >= limit:
             break
-        job = state.jobs.get(name)
+        job = view.job(name)
         if job is None or job.paused or job.next_fire != t or name in inflight:
             continue
         s = schedule_of(job)

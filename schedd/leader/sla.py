@@ -26,19 +26,17 @@ import json
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from schedd.core import commands as C
 from schedd.core import schedule as sched
 from schedd.core import sla as S
-from schedd.core.dags import run_id
 from schedd.core.model import execution_id
+from schedd.core.naming import run_id
+from schedd.core.view import StateView, Viewable, as_view
 from schedd_client.net.outbound import checked_connection, request_path
 from schedd_client.net.policy import NetPolicy
 from schedd.replication.node import ProposalError
-
-if TYPE_CHECKING:
-    from schedd.core.state import SchedulerState
 
 log = logging.getLogger("schedd.sla")
 
@@ -78,31 +76,32 @@ class Miss:
         return {} if self.dag else {"created": self.created}
 
 
-def due_misses(state: "SchedulerState", now: int, limit: int = MAX_PER_STEP,
+def due_misses(state: Viewable, now: int, limit: int = MAX_PER_STEP,
                scan: int = MAX_SCAN) -> list[Miss]:
     """Misses to record at `now`: executions in the due index whose deadline passed and that
     have not SUCCEEDED by it, oldest deadline first; at most `limit`, looking at no more than
     `scan` entries. Pure (the caller holds the state lock)."""
+    view = as_view(state)
     out: list[Miss] = []
-    for i, (deadline, name, t) in enumerate(S.due(state, now)):
+    for i, (deadline, name, t) in enumerate(view.sla_due(now)):
         if i >= scan:
             break
-        ex, judge = S.target(state, name, t)
+        ex, judge = view.sla_target(name, t)
         if ex is None:
             continue
         code, why = judge(ex, deadline, now)
         if code != "missed":
             continue
         if judge is S.run_verdict:
-            dag = state.dags.get(ex.dag)
-            sla = S.dag_sla(state, dag) if dag is not None else None
+            dag = view.dag(ex.dag)
+            sla = view.dag_sla(dag) if dag is not None else None
             out.append(Miss(ex.dag, t, deadline, ex.state, why, sla.describe() if sla else "",
                             sla.webhook if sla else "", dag=ex.dag))
             if len(out) >= limit:
                 break
             continue
-        job = state.jobs.get(name)
-        sla = S.job_sla(state, job) if job is not None else None
+        job = view.job(name)
+        sla = view.job_sla(job) if job is not None else None
         out.append(Miss(name, t, deadline, ex.state, why, sla.describe() if sla else "",
                         sla.webhook if sla else "", created=ex.log_index))
         if len(out) >= limit:
@@ -139,9 +138,12 @@ def post_json(url: str, payload: dict, timeout: float = WEBHOOK_TIMEOUT_S, key: 
 
 
 class SlaDriver:
+    """The dispatcher's collaborator for SLA misses: stepped from its leader step."""
+
     def __init__(self, node, clock, metrics, spawn: Callable, *,
-                 webhooks: NetPolicy = NetPolicy()) -> None:
+                 webhooks: NetPolicy = NetPolicy(), view: StateView | None = None) -> None:
         self.node, self.clock, self.metrics, self.spawn = node, clock, metrics, spawn
+        self.view = view if view is not None else StateView(node.state)
         self.webhooks = webhooks             # where webhooks may go (the node's [webhooks])
         self.inflight: set[str] = set()
         self.retry_at: dict[str, int] = {}
@@ -149,18 +151,19 @@ class SlaDriver:
         self.unconfirmed: dict[str, Miss] = {}   # proposals of unknown fate: asked again (same rid)
 
     def step(self, now: int) -> None:
-        if len(self.inflight) >= MAX_INFLIGHT or not (self.node.state.sla_watch or self.unconfirmed):
+        view = self.view
+        if len(self.inflight) >= MAX_INFLIGHT or not (view.sla_watched() or self.unconfirmed):
             return
         with self.node.lock:
-            S.collect(self.node.state, now, COLLECT_PER_STEP)   # settled entries out of the way
-            misses = due_misses(self.node.state, now)
+            view.collect_sla(now, COLLECT_PER_STEP)   # settled entries out of the way
+            misses = due_misses(view, now)
         for miss in misses + list(self.unconfirmed.values()):
             rid = miss.rid
             if rid in self.inflight or self.retry_at.get(rid, 0) > now:
                 continue
             self.inflight.add(rid)
             # the epoch of the decision, read now (see Assigner.step), not node.term later
-            self.spawn(self._record(miss, rid, self.node.state.epoch))
+            self.spawn(self._record(miss, rid, view.epoch))
 
     async def _record(self, miss: Miss, rid: str, term: int) -> None:
         target = ({"dag": miss.dag, "logical_ms": miss.scheduled_ms} if miss.dag
@@ -204,12 +207,3 @@ class SlaDriver:
             except Exception as e:  # noqa: BLE001 - best effort
                 log.warning("sla webhook %s for %s failed: %s", miss.webhook, miss.execution_id, e)
 
-
-def drive(dispatcher, now: int) -> None:
-    """The dispatcher's leader-step hook: make the driver on first use, then step it."""
-    driver = getattr(dispatcher, "_sla_driver", None)
-    if driver is None:
-        driver = dispatcher._sla_driver = SlaDriver(dispatcher.node, dispatcher.clock,
-                                                    dispatcher.metrics, dispatcher._spawn,
-                                                    webhooks=dispatcher.node.cfg.webhooks)
-    driver.step(now)

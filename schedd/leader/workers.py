@@ -27,6 +27,7 @@ from typing import Callable
 import grpc
 
 from schedd.core.model import ValidationError, parse_execution_id
+from schedd.core.view import StateView
 from schedd.replication.node import RaftNode
 from schedd.settings import Limits
 from schedd.ports.clock import Clock
@@ -75,6 +76,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
                  max_streams: int = _LIMITS.max_worker_streams, max_slots: int = _LIMITS.max_worker_slots,
                  hello_timeout_s: float = HELLO_TIMEOUT_S, faults: Faults = NO_FAULTS) -> None:
         self.node = node
+        self.view = StateView(node.state)        # all it reads of the state
         self.clock = clock
         self.faults = faults
         self.lease_ms = lease_ms
@@ -119,7 +121,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
         except ValidationError:
             return False
         with self.node.lock:
-            ex = self.node.state.execs.get(key)
+            ex = self.view.execution(*key)
             return ex is not None and any(a.fencing_token == token and a.worker == conn.name
                                           for a in ex.attempts)
 
@@ -236,10 +238,8 @@ class WorkerHub(pb_grpc.WorkersServicer):
         if not tokens:
             return
         with self.node.lock:
-            st = self.node.state
             current = {}
-            for t, name in st.by_state.get("RUNNING", ()):
-                ex = st.execs[(name, t)]
+            for ex in self.view.running():
                 if ex.attempts[-1].worker == conn.name:
                     current[ex.attempts[-1].fencing_token] = ex.id
         for token in tokens:

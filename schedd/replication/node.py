@@ -130,7 +130,7 @@ class ReplicatedState(SyncObjConsumer):
             result = self._sm.apply(entry, index)
             if self.digests.wanted(index):
                 self.digests.record(index, self._sm.state_digest())
-        self._faults.applied(self._node_id, entry, result, index, self._sm.hash)
+        self._faults.applied(self._node_id, entry, result, index, self._sm.log_hash)
         try:
             self._on_applied(entry, result, index)
         except Exception:  # noqa: BLE001 - a shell hook must never wedge apply

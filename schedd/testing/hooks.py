@@ -36,6 +36,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Mapping
 
 from schedd.ports.faults import NO_FAULTS, Faults
 

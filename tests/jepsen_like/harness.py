@@ -281,11 +281,15 @@ class Harness:
         return self.c.leader()
 
     def node_infos(self) -> dict:
+        """Each node's applied index and the digest of its state there ("hash": what the checker's
+        C7 compares; the state digest, not the log hash: equal logs are not enough, the states
+        must be equal), with the log hash beside it for the report."""
         out = {}
         for nid in self.c.nodes:
-            info = self.c.node_info(nid, timeout=2) if self.c.nodes[nid].alive() else None
-            out[nid] = None if info is None else {"applied": info.applied_index, "hash": info.state_hash,
-                                                  "term": info.term, "role": info.role}
+            info = self.c.node_info(nid, timeout=2, with_digest=True) if self.c.nodes[nid].alive() else None
+            out[nid] = None if info is None else {"applied": info.digest_index, "hash": info.state_digest,
+                                                  "log_hash": info.state_hash, "term": info.term,
+                                                  "role": info.role}
         return out
 
     # ------------------------------------------------------------ client operations

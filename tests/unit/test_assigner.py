@@ -10,7 +10,7 @@ from schedd.core import commands as C
 from schedd.leader.assigner import Assigner
 from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.ports.fakes import FakeNode
-from tests.support.leader import add_worker, assigner_rig, step
+from tests.support.leader import add_worker, assigner_rig, clock_of, node_over, step
 from tests.support.state import T0, Harness
 
 
@@ -252,3 +252,44 @@ async def test_an_inherited_claim_running_out_of_sight_or_on_a_restarted_worker_
     assert h.state.execs[("unseen", T0)].state == "RETRY_WAIT"  # the lease rule, as before
     assert h.state.execs[("restarted", T0)].state == "RETRY_WAIT"
     assert h.state.execs[("held", T0)].state == "RUNNING"
+
+
+async def test_a_result_is_committed_under_the_epoch_read_when_it_arrived(setup):
+    """The epoch rule (Assigner.step) holds for results too: pysyncobj moving to a new term while
+    the finish coroutine waits must not restamp the entry with that term."""
+    h, node, hub, assigner, tasks = setup
+    h.put(schedule="@every 60s")
+    h.plan_and_fire()
+    conn = add_worker(hub, h)
+    await step(assigner, tasks, h.now)
+    ex = h.state.execs[("j1", T0)]
+    token = ex.attempts[-1].fencing_token
+    sent: list[C.Command] = []
+    propose = node.propose
+
+    async def recording(entry: str, *, timeout: float = 10.0) -> dict:
+        sent.append(C.decode(entry))
+        return await propose(entry, timeout=timeout)
+    node.propose = recording
+    assigner.on_result(conn, pb.AttemptResult(execution_id=ex.id, fencing_token=token, state="SUCCEEDED"))
+    node.term = 2                         # an election happened before the coroutine ran
+    while tasks:
+        await tasks.pop()
+    [finish] = [c for c in sent if c.kind == C.FINISH]
+    assert finish.term == 1
+    assert h.state.execs[("j1", T0)].state == "SUCCEEDED"
+
+
+def test_the_dispatcher_owns_its_sla_driver_and_shares_its_view():
+    """The SLA driver is the dispatcher's collaborator, made with it (it was bolted on as an
+    attribute by the first leader step), and reads the state through the dispatcher's view."""
+    from schedd.leader import sla as leader_sla
+    from schedd.leader.dispatcher import Dispatcher
+    from schedd_client.net.policy import NetPolicy
+
+    h = Harness()
+    node = node_over(h, webhooks=NetPolicy())
+    d = Dispatcher(node, clock_of(h), metrics=None)
+    assert isinstance(d.sla, leader_sla.SlaDriver) and d.sla.view is d.view
+    assert d.sla.webhooks is node.cfg.webhooks
+    assert not hasattr(leader_sla, "drive")

@@ -253,6 +253,17 @@ def test_sensor_not_ready_waits_without_consuming_attempts_then_succeeds():
     assert h.states(run)["load"] == "SCHEDULED"
 
 
+def test_malformed_sensor_poll_is_refused_before_it_changes_the_attempt():
+    """The sensor's NOT_READY takes the same checked path as any result (schedd.core.attempts)."""
+    h = Harness()
+    h.put(sensor_dag(poll_interval_seconds=5, timeout_seconds=60))
+    run = h.run()
+    r = h.finish(run, "wait", state=D.NOT_READY, started_ms="soon")
+    ex = h.ex(run, "wait")
+    assert r["ok"] is False and r["code"] == "invalid", r
+    assert ex.state == "RUNNING" and ex.attempts[-1].state == "RUNNING"
+
+
 def test_sensor_times_out_from_the_first_poll():
     h = Harness()
     h.put(sensor_dag(poll_interval_seconds=10, timeout_seconds=25))
@@ -318,14 +329,14 @@ def test_snapshot_restore_roundtrip_including_dags():
     a.finish(run_a, "y")
     twin.finish(run_b, "y")
     assert run_b.state == run_a.state == "SUCCEEDED"
-    assert b.state_hash() == a.state.state_hash()
+    assert b.log_hash_hex() == a.state.log_hash_hex()
 
 
 def test_replicas_agree():
     a, b = Harness(), Harness()
     _script(a)
     _script(b)
-    assert a.state.state_hash() == b.state.state_hash()
+    assert a.state.log_hash_hex() == b.state.log_hash_hex()
     assert pickle.dumps(a.state.dag_runs) == pickle.dumps(b.state.dag_runs)
 
 

@@ -1,0 +1,231 @@
+"""Jobs: create, update, delete, pause and resume job rows, and the quota table.
+
+Decides what `put`, `delete`, `pause`, `resume` and `quota` entries do to the job table. `upsert`
+is the one path that writes a job row from a checked spec, for a user's job and for a DAG's rows
+(schedd.core.dags) alike. Validation happens before the first write: a refused entry changes
+nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from schedd.core import commands as C
+from schedd.core import schedule as sched
+from schedd.core.firing import OPEN_END, add_gap, prune_history
+from schedd.core.model import (
+    DEFAULT_HISTORY_LIMIT, SCHEDULED, SKIPPED, Job, ValidationError, dst_policy, dump_spec, load_committed_spec,
+)
+from schedd.core.policy import QUOTA_KINDS
+from schedd.core.results import ApplyResult, Code, ok, reject
+from schedd.core.tables import Tables, job_or_reject, next_fire_for, schedule_of
+
+Checked = tuple[dict[str, Any], str, sched.Schedule]     # (spec, its committed text, its schedule)
+
+
+def parse_schedule(spec: dict[str, Any]) -> sched.Schedule:
+    """The schedule of a job spec, with its DST policy (ScheduleError if it does not parse)."""
+    return sched.parse(spec["schedule"], spec["timezone"], hash_key=spec["name"],
+                       gap=spec.get("dst_gap", ""), fold=spec.get("dst_fold", ""))
+
+
+def committed_spec(text: object) -> Checked:
+    spec = load_committed_spec(text)
+    try:
+        s = parse_schedule(spec)
+    except sched.ScheduleError as e:
+        raise ValidationError(str(e)) from None
+    return spec, str(text), s
+
+
+def team_cap(cmd: C.Command) -> int:
+    """The proposer's limits.max_jobs_per_team, carried in the entry (0 = none)."""
+    cap = cmd.args.get("team_cap") or 0
+    return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else 0
+
+
+def team_overflow(st: Tables, pairs: list[tuple[str, str]], cap: int) -> str:
+    """Why creating or moving the jobs `pairs` (name, team) would put a team over `cap` jobs
+    ("" if it would not; cap 0 = no cap). Updates within a team add nothing."""
+    if not cap:
+        return ""
+    adds: dict[str, int] = {}
+    for name, team in pairs:
+        job = st.jobs.get(name)
+        if job is None or job.team != team:
+            adds[team] = adds.get(team, 0) + 1
+    for team, n in adds.items():
+        have = len(st.by_team.get(team, ()))
+        if have + n > cap:
+            return (f"team {team!r} would hold {have + n} jobs ({have} now), more than "
+                    f"limits.max_jobs_per_team ({cap})")
+    return ""
+
+
+def put(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
+    try:
+        spec, text, s = committed_spec(cmd.args.get("spec"))
+    except ValidationError as e:
+        return reject(Code.INVALID, str(e))
+    current = st.jobs.get(spec["name"])
+    if current is not None and cmd.args.get("create_only"):
+        return reject(Code.EXISTS, f"job {spec['name']!r} already exists")
+    expected = cmd.args.get("expected_version") or 0
+    if expected and (current is None or current.version != expected):
+        have = "absent" if current is None else f"at version {current.version}"
+        return reject(Code.CONFLICT, f"job {spec['name']!r} is {have}, not at version {expected}")
+    over = team_overflow(st, [(spec["name"], spec["team"])], team_cap(cmd))
+    if over:
+        return reject(Code.EXHAUSTED, over)
+    created = upsert(st, spec, text, s, cmd, index)
+    job = st.jobs[spec["name"]]
+    return ok(created=created, name=job.name, version=job.version)
+
+
+def check_specs(texts: list[Any], first: int = 1) -> list[Checked] | ApplyResult:
+    """Parse committed spec texts (the costly half of registering a job), or the refusal of
+    the first bad one, named with its 1-based `position` in the batch (`first` = position of
+    texts[0])."""
+    checked = []
+    for i, text in enumerate(texts, first):
+        try:
+            checked.append(committed_spec(text))
+        except ValidationError as e:
+            return reject(Code.INVALID, f"job #{i}: {e}", position=i)
+    return checked
+
+
+def put_specs(st: Tables, checked: list[Checked], cmd: C.Command, index: int) -> ApplyResult:
+    """Create or update every job of a checked batch, or none: all are checked against the
+    table (duplicates, create_only, the team cap) before the first is written."""
+    names: dict[str, int] = {}
+    for i, (spec, _, _) in enumerate(checked, 1):
+        name = spec["name"]
+        if name in names:
+            return reject(Code.INVALID, f"job {name!r} (#{i}) appears more than once in the batch "
+                                        f"(first at #{names[name]})", position=i)
+        names[name] = i
+        if cmd.args.get("create_only") and name in st.jobs:
+            return reject(Code.EXISTS, f"job {name!r} (#{i}) already exists", position=i)
+    over = team_overflow(st, [(spec["name"], spec["team"]) for spec, _, _ in checked], team_cap(cmd))
+    if over:
+        return reject(Code.EXHAUSTED, over)
+    created = sum(upsert(st, spec, text, s, cmd, index) for spec, text, s in checked)
+    return ok(created=created, updated=len(checked) - created)
+
+
+def upsert(st: Tables, spec: dict[str, Any], text: str, s: sched.Schedule, cmd: C.Command, index: int,
+           *, keep_if_same: bool = False) -> bool:
+    """Create or update a job row from a checked spec; True if it was created. A new job's
+    incarnation is `index`, the entry that created it. With `keep_if_same` (a DAG's rows, written
+    again by every `dag apply`), a row whose spec text is unchanged is left as it is. Repeated
+    strings (team, schedule, zone) are interned: a million jobs share a handful of them."""
+    intern = sys.intern
+    paused = bool(spec.get("paused"))
+    team, schedule, tz = intern(spec["team"]), intern(spec["schedule"]), intern(spec["timezone"])
+    limit = spec.get("history_limit") or DEFAULT_HISTORY_LIMIT
+    dst = intern(dst_policy(spec))
+    job = st.jobs.get(spec["name"])
+    if job is None:
+        st.add_job(Job(name=spec["name"], team=team, schedule=schedule, tz=tz, spec=text, version=1,
+                       paused=paused, next_fire=next_fire_for(s, cmd.now, None), created_ms=cmd.now,
+                       updated_ms=cmd.now, created_by=cmd.by, history_limit=limit, dst=dst,
+                       incarnation=index))
+        return True
+    if keep_if_same and job.spec == text:
+        return False
+    timing_changed = (job.schedule, job.tz, job.dst) != (schedule, tz, dst)
+    job.dst = dst
+    resumed = job.paused and not paused
+    st.set_team(job, team)
+    job.schedule, job.tz, job.spec, job.paused = schedule, tz, text, paused
+    job.history_limit = limit
+    job.version += 1
+    job.updated_ms = cmd.now
+    if timing_changed or resumed:
+        job.next_fire = next_fire_for(s, cmd.now, job.last_fire)
+    st.schedule_wheel(job)
+    prune_history(st, job, cmd.now)
+    return False
+
+
+def delete(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
+    job = job_or_reject(st, cmd)
+    if isinstance(job, ApplyResult):
+        return job
+    st.drop_job(job)
+    return ok(name=job.name)
+
+
+def set_paused(st: Tables, cmd: C.Command, paused: bool) -> ApplyResult:
+    job = job_or_reject(st, cmd)
+    if isinstance(job, ApplyResult):
+        return job
+    if job.paused != paused:
+        spec = job.spec_dict()
+        if paused:
+            spec["paused"] = True
+            skip_pending(st, job, f"paused by {cmd.by or 'a user'}", cmd.now)
+            add_gap(job, cmd.now, OPEN_END, "paused", f"paused by {cmd.by or 'a user'}")
+        else:
+            spec.pop("paused", None)
+            job.next_fire = resume_from(job, cmd)
+        job.paused, job.spec = paused, dump_spec(spec)
+        job.version += 1
+        job.updated_ms = cmd.now
+        st.schedule_wheel(job)
+    return ok(name=job.name, version=job.version)
+
+
+def resume_from(job: Job, cmd: C.Command) -> int | None:
+    """Close the pause's gap in the ledger. With `catch_up`, the instants missed while paused
+    are handed to the job's catch-up policy (the fire path) instead of being recorded paused."""
+    s = schedule_of(job)
+    gaps = list(job.gaps)
+    since = None
+    if gaps and gaps[-1][1] == OPEN_END:
+        since = gaps[-1][0]
+        if cmd.args.get("catch_up"):
+            gaps.pop()
+        else:
+            gaps[-1] = (since, cmd.now, *gaps[-1][2:])
+        job.gaps = tuple(gaps)
+    if cmd.args.get("catch_up") and since is not None:
+        floor = since - 1 if job.last_fire is None else max(job.last_fire, since - 1)
+        return sched.next_after(s, floor)
+    return next_fire_for(s, cmd.now, job.last_fire)
+
+
+def skip_pending(st: Tables, job: Job, reason: str, now: int) -> None:
+    """Pausing: intents already recorded (within the lookahead) end SKIPPED, not forgotten."""
+    if not st.pending.get(job.name):
+        return
+    for t in list(st.by_job.get(job.name, ())):
+        ex = st.execs[(job.name, t)]
+        if ex.state == SCHEDULED and not ex.attempts and ex.trigger in ("schedule", "catchup"):
+            ex.reason = f"paused: {reason}"
+            st.set_state(ex, SKIPPED, now)
+
+
+def pause(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
+    return set_paused(st, cmd, True)
+
+
+def resume(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
+    return set_paused(st, cmd, False)
+
+
+def quota(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
+    key, limit = cmd.args.get("key"), cmd.args.get("limit")
+    kind, _, name = key.partition(":") if isinstance(key, str) else ("", "", "")
+    if kind not in QUOTA_KINDS or not name:
+        return reject(Code.INVALID, f"bad quota key {key!r}: expected team:<name>, pool:<name> or lane:backfill")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        return reject(Code.INVALID, "limit must be a whole number >= 0 (0 removes the quota)")
+    assert isinstance(key, str)
+    if limit:
+        st.quotas[key] = limit
+    else:
+        st.quotas.pop(key, None)
+    return ok(key=key, limit=limit)

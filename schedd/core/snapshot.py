@@ -1,0 +1,103 @@
+"""The snapshot image of the state: what pysyncobj pickles, and what unpickling it gives back.
+
+The format is part of the wire (DESIGN.md "Snapshots"): a call of `schedd.core.state._from_image`
+(the name pickles by, kept there whatever module defines it) with the format tag, a GC pause,
+job and execution rows as plain tuples in field order, the epoch, the dedup table (plain dict
+results), audit rows, the chained log hash, the last applied index, the clock, and the smaller
+tables pickled as they are. Readers accept every format in READABLE_FORMATS.
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass, fields
+from itertools import starmap
+from operator import attrgetter
+from typing import Any, Protocol
+
+from schedd.core.model import Execution, Job
+
+SNAPSHOT_FORMAT = ("schedd-state", 3)
+# Images this version still reads: version 1 had no DAGs, quotas or per-execution policy fields,
+# version 2 no job incarnations (rows of older versions are shorter; the fields added since have
+# defaults at the end).
+READABLE_FORMATS = (("schedd-state", 1), ("schedd-state", 2), SNAPSHOT_FORMAT)
+JOB_FIELDS = tuple(f.name for f in fields(Job))
+EXEC_FIELDS = tuple(f.name for f in fields(Execution))
+AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index")
+# Smaller tables, pickled as they are (dicts of slotted dataclasses or plain values).
+EXTRA_FIELDS = ("dags", "dag_runs", "quotas", "batches")
+
+Image = tuple[Any, ...]      # what _from_image returns: (format, jobs, execs, epoch, dedup, audit,
+                             # log hash, last index, clock, extra tables)
+
+
+@dataclass(slots=True)
+class AuditRecord:
+    time_ms: int
+    principal: str
+    action: str
+    target: str
+    result: str
+    log_index: int
+
+
+class Imaged(Protocol):
+    """What an image is made of (SchedulerState)."""
+
+    jobs: dict[str, Job]
+    execs: dict[tuple[str, int], Execution]
+    epoch: int
+    dedup: dict[str, tuple[int, dict[str, Any]]]
+    log_hash: bytes
+    last_index: int
+    clock_ms: int
+
+    @property
+    def audit(self) -> Any: ...
+
+
+class SnapshotImage:
+    """What `SchedulerState.snapshot()` hands pysyncobj. It costs nothing to make; the columnar
+    copy is built when it is pickled, which happens in pysyncobj's forked child, so the Raft
+    tick thread never waits for it. Rows of plain tuples pickle and load several times faster
+    than a million objects do."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: Imaged) -> None:
+        self.state = state
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        s = self.state
+        return (_from_image, (SNAPSHOT_FORMAT, _GcPause(), list(map(attrgetter(*JOB_FIELDS), s.jobs.values())),
+                              list(map(attrgetter(*EXEC_FIELDS), s.execs.values())), s.epoch, s.dedup,
+                              list(map(attrgetter(*AUDIT_FIELDS), s.audit)), s.log_hash, s.last_index,
+                              s.clock_ms, {key: getattr(s, key) for key in EXTRA_FIELDS}))
+
+
+class _GcPause:
+    """Unpickled first in an image: it turns the cyclic garbage collector off while millions of
+    rows and objects are built (collections triggered every few hundred allocations would
+    rescan them over and over: 2x slower). `SchedulerState.restore` turns it back on."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return (gc.disable, ())
+
+
+def _from_image(fmt: Any, _gc_paused: Any, job_rows: list[tuple[Any, ...]], exec_rows: list[tuple[Any, ...]],
+                epoch: int, dedup: dict[str, Any], audit_rows: list[tuple[Any, ...]], log_hash: bytes,
+                last_index: int, clock_ms: int, extra: dict[str, Any] | None = None) -> Image:
+    if tuple(fmt) not in READABLE_FORMATS:
+        gc.enable()
+        raise ValueError(f"unsupported snapshot format {fmt!r}")
+    jobs = {job.name: job for job in starmap(Job, job_rows)}
+    execs = {(ex.job, ex.scheduled_ms): ex for ex in starmap(Execution, exec_rows)}
+    audit = list(starmap(AuditRecord, audit_rows))
+    return (SNAPSHOT_FORMAT, jobs, execs, epoch, dedup, audit, log_hash, last_index, clock_ms, extra or {})
+
+
+# The snapshot format names the loader by where it was first defined; state.py re-exports it.
+_from_image.__module__ = "schedd.core.state"

@@ -1,0 +1,300 @@
+"""The one table and index layer every part of the state machine shares.
+
+`Tables` holds what is replicated (jobs, executions, the leader epoch, DAGs and their runs,
+quotas, staged batches) and the indexes derived from it (names, by team, by job, by state, the
+ready queue, overlap and quota counters, the timing wheel over next_fire, the DAG run index).
+The deciding modules (schedd.core.jobs, firing, attempts, dags, sla, batches) change the tables
+only through the methods here, so every index stays in line with what it indexes.
+
+Contract: derived indexes are never serialized; `rebuild_indexes` makes them from the tables in
+bulk (after a restore). Nothing here decides anything: no refusals beyond "not found", no time
+but the entry's.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from schedd.core import commands as C
+from schedd.core import schedule as sched
+from schedd.core.model import RETRY_WAIT, RUNNING, SCHEDULED, Execution, Job
+from schedd.core.naming import dag_of_job, refuse_job_op
+from schedd.core.policy import JobPolicy, policy_cache
+from schedd.core.results import ApplyResult, Code, reject
+from schedd.core.rows import Batch, DagDef, DagRun
+from schedd.core.wheel import TimingWheel
+
+ExecKey = tuple[str, int]
+MIN_MS = -(2 ** 62)
+
+READY_STATES = frozenset({SCHEDULED, RETRY_WAIT})     # waiting for a claim
+ACTIVE_STATES = frozenset({RUNNING, RETRY_WAIT})      # a run under way, for overlap policies
+
+
+def ready_key(ex: Execution) -> tuple[int, str, int]:
+    """(when it may start, job, scheduled_ms): the claim order of the `ready` index."""
+    due = ex.due
+    if ex.state == RETRY_WAIT and ex.retry_at is not None:
+        due = max(due, ex.retry_at)
+    return (due, ex.job, ex.scheduled_ms)
+
+
+def _bump(counts: dict[str, int], key: str, sign: int) -> None:
+    n = counts.get(key, 0) + sign
+    if n:
+        counts[key] = n
+    else:
+        counts.pop(key, None)
+
+
+def schedule_of(job: Job) -> sched.Schedule:
+    gap, _, fold = job.dst.partition("/")          # DST policy; "" = the defaults
+    return sched.parse(job.schedule, job.tz, hash_key=job.name, gap=gap, fold=fold)
+
+
+def next_fire_for(s: sched.Schedule, now: int, last_fire: int | None) -> int | None:
+    """The next instant to fire for a (re)configured or resumed job: after `now` (instants missed
+    while paused are not caught up) and never at or before the last instant already recorded.
+    A one-off `at` fires once even when its time is already past at creation."""
+    floor = last_fire if last_fire is not None else MIN_MS
+    if s.kind != "at":
+        floor = max(floor, now - 1)
+    return sched.next_after(s, floor)
+
+
+class Tables:
+    """The replicated tables and their derived indexes (see the module docstring)."""
+
+    # Derived indexes, made by rebuild_indexes (declared for readers and type checkers).
+    names: SortedList[str]
+    by_team: dict[str, SortedList[str]]
+    paused_names: SortedList[str]
+    wheel: TimingWheel
+    by_job: dict[str, SortedList[int]]                  # job -> scheduled_ms of its executions
+    by_state: dict[str, SortedList[tuple[int, str]]]     # state -> (scheduled_ms, job)
+    by_time: SortedList[tuple[int, str]]                 # (scheduled_ms, job) of every execution
+    ready: SortedList[tuple[int, str, int]]              # ready_key of SCHEDULED and RETRY_WAIT ones
+    active: dict[str, int]
+    pending: dict[str, int]
+    held: dict[str, int]
+    batch_checked: dict[tuple[str, int], Any]
+    dag_run_times: dict[str, list[int]]
+    dag_pending: list[ExecKey]
+    sla_watch: SortedList[tuple[int, str, int]]         # (deadline_ms, job or dag/<dag>, t)
+    sla_jobs: dict[str, Any]
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, Job] = {}
+        self.execs: dict[ExecKey, Execution] = {}
+        self.epoch = 0
+        self.clock_ms = 0             # the newest leader time seen in an entry; seeds the wheel
+        self.dags: dict[str, DagDef] = {}           # DAG name -> definition (schedd.core.dags)
+        self.dag_runs: dict[tuple[str, int], DagRun] = {}   # (DAG name, logical_ms) -> run
+        self.quotas: dict[str, int] = {}   # "team:<t>" | "pool:<p>" | "lane:backfill" -> max running
+        self.batches: dict[str, Batch] = {}   # batch id -> staged chunks or outcome (schedd.core.batches)
+
+    # ------------------------------------------------------------ bulk rebuild
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild every derived index but the SLA one from jobs, execs and DAG runs, in bulk
+        (one sort per index). The SLA index is the SLA module's (schedd.core.sla.rebuild)."""
+        self.names = SortedList(self.jobs)
+        teams: dict[str, list[str]] = {}
+        for name, job in self.jobs.items():
+            teams.setdefault(job.team, []).append(name)
+        self.by_team = {team: SortedList(names) for team, names in teams.items()}
+        self.paused_names = SortedList(name for name, job in self.jobs.items() if job.paused)
+        self.wheel = TimingWheel(start_ms=self.clock_ms)
+        self.wheel.load((name, job.next_fire) for name, job in self.jobs.items()
+                        if job.next_fire is not None and not job.paused)
+        by_job: dict[str, list[int]] = {}
+        by_state: dict[str, list[tuple[int, str]]] = {}
+        for (name, t), ex in self.execs.items():
+            by_job.setdefault(name, []).append(t)
+            by_state.setdefault(ex.state, []).append((t, name))
+        self.by_job = {name: SortedList(times) for name, times in by_job.items()}
+        self.by_state = {st: SortedList(keys) for st, keys in by_state.items()}
+        self.by_time = SortedList((t, name) for name, t in self.execs)
+        self.ready = SortedList(ready_key(ex) for ex in self.execs.values() if ex.state in READY_STATES)
+        self.active = {}       # job -> executions RUNNING or RETRY_WAIT (overlap)
+        self.pending = {}      # job -> executions SCHEDULED (queue bound)
+        self.held = {}         # quota counter -> running attempts holding it
+        self._policies = policy_cache()       # job -> its JobPolicy, per version
+        self.batch_checked = {}               # (batch, seq) -> parsed staged chunk (schedd.core.batches)
+        for ex in self.execs.values():
+            self._count_in(ex, +1)
+        run_times: dict[str, list[int]] = {}
+        for (dag, t), run in self.dag_runs.items():
+            run_times.setdefault(dag, []).append(t)
+            if getattr(run, "events", None) is None:     # a run from a snapshot older than the field
+                run.events = ()
+        self.dag_run_times = {dag: sorted(ts) for dag, ts in run_times.items()}
+        self.dag_pending = []                 # DAG rows touched by this apply (schedd.core.dags.settle)
+
+    # ------------------------------------------------------------ executions
+
+    def add_exec(self, ex: Execution) -> None:
+        """Put a new execution in the table and every index."""
+        self.execs[(ex.job, ex.scheduled_ms)] = ex
+        name, t = ex.job, ex.scheduled_ms
+        times = self.by_job.get(name)
+        if times is None:
+            times = self.by_job[name] = SortedList()
+        times.add(t)
+        self.by_time.add((t, name))
+        self._index_state(ex, +1)
+
+    def drop_exec(self, ex: Execution) -> None:
+        """Take an execution out of the table and every index."""
+        name, t = ex.job, ex.scheduled_ms
+        times = self.by_job.get(name)
+        if times is not None:
+            times.discard(t)
+            if not times:
+                del self.by_job[name]
+        self.by_time.discard((t, name))
+        self._index_state(ex, -1)
+        del self.execs[(name, t)]
+
+    def set_state(self, ex: Execution, state: str, now: int) -> None:
+        """Move an execution to `state`, keeping every state-derived index in line. Set
+        `retry_at` (RETRY_WAIT) or `holds` (RUNNING) before the call."""
+        self._index_state(ex, -1)
+        ex.state, ex.updated_ms = state, now
+        if state != RETRY_WAIT:
+            ex.retry_at = None
+        if state != RUNNING:
+            ex.holds = ()
+        self._index_state(ex, +1)
+
+    def _index_state(self, ex: Execution, sign: int) -> None:
+        """Add (+1) or remove (-1) `ex` in the indexes that depend on its state."""
+        key = (ex.scheduled_ms, ex.job)
+        keys = self.by_state.get(ex.state)
+        if sign > 0:
+            if keys is None:
+                keys = self.by_state[ex.state] = SortedList()
+            keys.add(key)
+            if ex.state in READY_STATES:
+                self.ready.add(ready_key(ex))
+            if ":" in ex.job:                 # a DAG row: settled at the end of this apply
+                self.dag_pending.append((ex.job, ex.scheduled_ms))
+        else:
+            if keys is not None:
+                keys.discard(key)
+            if ex.state in READY_STATES:
+                self.ready.discard(ready_key(ex))
+        self._count_in(ex, sign)
+
+    def _count_in(self, ex: Execution, sign: int) -> None:
+        if ex.state in ACTIVE_STATES:
+            _bump(self.active, ex.job, sign)
+        elif ex.state == SCHEDULED:
+            _bump(self.pending, ex.job, sign)
+        if ex.state == RUNNING:
+            for key in ex.holds:
+                _bump(self.held, key, sign)
+
+    def active_count(self, name: str) -> int:
+        return self.active.get(name, 0)
+
+    def active_desc(self, name: str) -> str:
+        """The newest active execution of a job, for messages."""
+        for t in reversed(self.by_job.get(name, ())):
+            ex = self.execs[(name, t)]
+            if ex.state in ACTIVE_STATES:
+                return f"{ex.id} ({ex.state})"
+        return "a run"
+
+    def policy(self, job: Job) -> JobPolicy:
+        return self._policies.get(job)
+
+    # ------------------------------------------------------------ jobs
+
+    def add_job(self, job: Job) -> None:
+        """Put a new job in the table and its indexes (the wheel included)."""
+        self.jobs[job.name] = job
+        self.index_job(job)
+        self.schedule_wheel(job)
+
+    def drop_job(self, job: Job) -> None:
+        """Take a job and all its executions out of the tables and every index."""
+        self.unindex_job(job)
+        del self.jobs[job.name]
+        for t in list(self.by_job.get(job.name, ())):
+            self.drop_exec(self.execs[(job.name, t)])
+        self._policies.forget(job.name)
+
+    def set_team(self, job: Job, team: str) -> None:
+        if job.team != team:
+            self.unindex_job(job)
+            job.team = team
+            self.index_job(job)
+
+    def index_job(self, job: Job) -> None:
+        self.names.add(job.name)
+        team = self.by_team.get(job.team)
+        if team is None:
+            team = self.by_team[job.team] = SortedList()
+        team.add(job.name)
+
+    def unindex_job(self, job: Job) -> None:
+        self.names.discard(job.name)
+        team = self.by_team.get(job.team)
+        if team is not None:
+            team.discard(job.name)
+            if not team:
+                del self.by_team[job.team]
+        self.wheel.discard(job.name)
+        self.paused_names.discard(job.name)
+
+    def schedule_wheel(self, job: Job) -> None:
+        """Bring the due index and the paused index in line with the job."""
+        if job.paused:
+            if job.name not in self.paused_names:
+                self.paused_names.add(job.name)
+        else:
+            self.paused_names.discard(job.name)
+        if job.paused or job.next_fire is None:
+            self.wheel.discard(job.name)
+        else:
+            self.wheel.set(job.name, job.next_fire)
+
+    # ------------------------------------------------------------ DAG runs
+
+    def add_run_time(self, dag: str, t: int) -> None:
+        ts = self.dag_run_times.setdefault(dag, [])
+        if not ts or ts[-1] < t:
+            ts.append(t)
+        else:
+            bisect.insort(ts, t)
+
+    def runs_of(self, dag: str) -> list[int]:
+        """Logical times of a DAG's runs, oldest first (the list itself: do not keep it)."""
+        return self.dag_run_times.get(dag, [])
+
+
+# ------------------------------------------------------------------ lookups that refuse
+
+
+def job_or_reject(st: Tables, cmd: C.Command) -> Job | ApplyResult:
+    """The job an entry names (args.name), or the refusal: not found, or one of a DAG's rows."""
+    name = cmd.args.get("name")
+    job = st.jobs.get(name) if isinstance(name, str) else None
+    if job is None:
+        return reject(Code.NOT_FOUND, f"job {name!r} not found")
+    if dag_of_job(job.name) is not None:
+        return refuse_job_op(job.name, cmd.kind)
+    return job
+
+
+def exec_or_reject(st: Tables, cmd: C.Command) -> Execution | ApplyResult:
+    """The execution an entry names (args.job, args.scheduled_ms), or the refusal."""
+    name, t = cmd.args.get("job"), cmd.args.get("scheduled_ms")
+    ex = st.execs.get((name, t)) if isinstance(name, str) and isinstance(t, int) else None
+    if ex is None:
+        return reject(Code.NOT_FOUND, f"execution {name}@{t} not found")
+    return ex

@@ -1,0 +1,121 @@
+"""The assignment decision as a pure function (schedd.leader.assignment.decide), driven by plain
+tables: a named state, the free slots, what is in flight and the pace, and the claims, skips and
+waiting reasons expected. No worker, no event loop, no clock: the decision alone."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+
+from schedd.core import commands as C
+from schedd.core.view import StateView
+from schedd.leader.assignment import InFlight, Pace, decide
+from tests.support.state import T0, Harness
+
+LOOKAHEAD = 1_500
+
+
+def _mixed(h: Harness) -> None:
+    """Three jobs due at T0 (priorities 10, 0, -5) and a backfill run of `daily`."""
+    h.put(name="low", schedule="@every 60s", priority=-5)
+    h.put(name="high", schedule="@every 60s", priority=10)
+    h.put(name="daily", schedule="@every 60s")
+    h.apply(C.BACKFILL, name="daily", times=[T0 - 60_000])
+    h.plan_and_fire()
+
+
+def _overlap_skip(h: Harness) -> None:
+    """j1 (overlap skip) runs its T0 instant; its T0+10s instant is due now."""
+    h.put(schedule="@every 10s", overlap="skip")
+    h.plan_and_fire()
+    token = h.apply(C.START, job="j1", scheduled_ms=T0, attempt=1, worker="w1")["token"]
+    assert token
+    h.now = T0 + 10_000
+    h.plan_and_fire()
+
+
+def _deadline(h: Harness) -> None:
+    """j1 (starting deadline 30 s) was due at T0 and nothing started it for 31 s."""
+    h.put(schedule="@every 60s", starting_deadline_seconds=30)
+    h.plan_and_fire()
+    h.now = T0 + 31_000
+
+
+def _catchup(h: Harness) -> None:
+    """j1 missed instants while no leader ran: catch-up runs are paced."""
+    h.put(schedule="@every 1s", catchup="all")
+    h.now = T0 + 30_000
+    h.plan_and_fire()
+
+
+def _quota(h: Harness) -> None:
+    """Team ops may run one job at a time; a (ops) runs, b (ops) and c (dev) are due."""
+    h.apply(C.QUOTA, key="team:ops", limit=1)
+    for name, team in (("a", "ops"), ("b", "ops"), ("c", "dev")):
+        h.put(name=name, team=team, schedule="@every 60s")
+    h.plan_and_fire()
+    assert h.apply(C.START, job="a", scheduled_ms=T0, attempt=1, worker="w1")["ok"]
+
+
+STATES: dict[str, Callable[[Harness], None]] = {
+    "mixed": _mixed, "overlap_skip": _overlap_skip, "deadline": _deadline, "catchup": _catchup,
+    "quota": _quota,
+}
+
+SLOT = "waiting for a free worker slot"
+NO_WORKER = "waiting: no worker is connected"
+
+# state, free slots, claiming (in flight), skipping (in flight), pace options,
+#   expected claims (job, scheduled_ms), skips (job, scheduled_ms), waiting {(job, t): reason prefix}
+CASES = [
+    ("mixed", 1, {}, (), {}, [("high", T0)], [],
+     {("daily", T0): SLOT, ("low", T0): SLOT, ("daily", T0 - 60_000): SLOT}),
+    ("mixed", 3, {}, (), {}, [("high", T0), ("daily", T0), ("low", T0)], [],
+     {("daily", T0 - 60_000): SLOT}),
+    ("mixed", 9, {}, (), {}, [("high", T0), ("daily", T0), ("low", T0), ("daily", T0 - 60_000)], [], {}),
+    ("mixed", 0, {}, (), {"workers": False}, [], [],
+     {("high", T0): NO_WORKER, ("daily", T0): NO_WORKER, ("low", T0): NO_WORKER,
+      ("daily", T0 - 60_000): NO_WORKER}),
+    ("mixed", 1, {}, (), {"full": False}, [("high", T0)], [], {}),           # only as far as slots go
+    ("mixed", 1, {("high", T0): ()}, (), {}, [("daily", T0)], [],            # high is being claimed
+     {("low", T0): SLOT, ("daily", T0 - 60_000): SLOT}),
+    ("overlap_skip", 1, {}, (), {}, [], [("j1", T0 + 10_000)], {("j1", T0 + 10_000): "waiting: overlap skip"}),
+    ("overlap_skip", 1, {}, {("j1", T0 + 10_000)}, {}, [], [],                # its skip is in flight
+     {("j1", T0 + 10_000): "waiting: overlap skip"}),
+    ("deadline", 1, {}, (), {}, [], [("j1", T0)], {}),
+    ("deadline", 1, {}, {("j1", T0)}, {}, [], [], {}),
+    ("catchup", 5, {}, (), {"catchup_next_ms": T0 + 31_000},                  # late < 10 s: not paced
+     [("j1", T0 + t) for t in range(20_000, 25_000, 1_000)], [],
+     {("j1", T0): "waiting: catch-up runs start at most 1/s", ("j1", T0 + 25_000): SLOT}),
+    ("quota", 2, {}, (), {}, [("c", T0)], [], {("b", T0): "waiting: team quota 'ops' full"}),
+    ("quota", 2, {("c", T0): ("team:dev",)}, (), {}, [], [], {("b", T0): "waiting: team quota 'ops' full"}),
+]
+
+
+@pytest.mark.parametrize("state, free, claiming, skipping, pace, claims, skips, waiting", CASES)
+def test_decide(state, free, claiming, skipping, pace, claims, skips, waiting):
+    h = Harness()
+    STATES[state](h)
+    d = decide(StateView(h.state), h.now, free, InFlight(claiming, frozenset(skipping)),
+               Pace(LOOKAHEAD, **pace))
+    assert [(c.job, c.scheduled_ms) for c in d.claims] == claims
+    assert [(name, t) for name, t, _ in d.skips] == skips
+    got = {key: why for key, why in d.waiting.items() if key in waiting}
+    assert set(waiting) <= set(d.waiting), d.waiting
+    assert all(got[key].startswith(prefix) for key, prefix in waiting.items()), got
+
+
+def test_decide_is_pure_and_paces_catch_up_through_its_result():
+    h = Harness()
+    _catchup(h)
+    before = h.state.state_digest()
+    view = StateView(h.state)
+    first = decide(view, h.now, 50, InFlight(), Pace(LOOKAHEAD, catchup_rate=2.0))
+    assert sum(c.row.name == "j1" and h.state.execs[("j1", c.scheduled_ms)].trigger == "catchup"
+               for c in first.claims) == 1
+    assert first.catchup_next_ms == h.now + 500                  # 2/s: the next one in 500 ms
+    again = decide(view, h.now, 50, InFlight(), Pace(LOOKAHEAD, catchup_rate=2.0,
+                                                     catchup_next_ms=first.catchup_next_ms))
+    assert not any(h.state.execs[("j1", c.scheduled_ms)].trigger == "catchup" for c in again.claims)
+    assert h.state.state_digest() == before                       # nothing in the state changed
