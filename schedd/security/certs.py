@@ -107,15 +107,18 @@ def principal_of_uri(uri: str) -> str | None:
 
 
 def principal_of_cert(cert: x509.Certificate) -> str | None:
-    """The principal a leaf certificate names: its single schedd URI SAN, else None.
-
-    Two schedd URIs in one certificate name nobody (an issuer error, not a choice to guess)."""
+    """The principal a leaf certificate names: its single schedd URI SAN, else None."""
     try:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         return None
-    found = {p for p in map(principal_of_uri, san.get_values_for_type(x509.UniformResourceIdentifier))
-             if p is not None}
+    return principal_of_uris(san.get_values_for_type(x509.UniformResourceIdentifier))
+
+
+def principal_of_uris(uris: Iterable[str]) -> str | None:
+    """The one principal named among `uris` (other URIs ignored), else None. Two different
+    schedd URIs in one certificate name nobody: an issuer error, not a choice to guess."""
+    found = {p for p in map(principal_of_uri, uris) if p is not None}
     return found.pop() if len(found) == 1 else None
 
 
