@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import ipaddress
 import logging
 import os
 import ssl
@@ -84,7 +85,7 @@ def test_leaves_chain_to_the_ca_with_the_right_names_and_usages(tmp_path):
     # cryptography's verifier is strict (RFC 5280 / CABF profile): it proves the chain and the
     # extensions are well-formed, not only the signature.
     for name in (x509.DNSName("sched.example.com"),
-                 x509.IPAddress(__import__("ipaddress").ip_address("10.0.0.5"))):
+                 x509.IPAddress(ipaddress.ip_address("10.0.0.5"))):
         chain = xv.PolicyBuilder().store(store).build_server_verifier(name).verify(node, [])
         assert chain[-1] == ca
     with pytest.raises(xv.VerificationError):
