@@ -15,6 +15,7 @@ import datetime as dt
 import ipaddress
 import logging
 import os
+import signal
 import ssl
 import stat
 from pathlib import Path
@@ -192,6 +193,10 @@ def test_server_material_refuses_files_that_cannot_serve(dep, tmp_path):
             tls.load_server_material(files)
     with pytest.raises(tls.TlsError, match="needs its key"):
         tls.channel_credentials(dep.ca.cert, cert=dep.leaves["worker/w1"].cert)
+    with pytest.raises(tls.TlsError, match="is not the private key of"):
+        tls.channel_credentials(dep.ca.cert, dep.leaves["worker/w1"].cert, dep.leaves["admin/alice"].key)
+    with pytest.raises(tls.TlsError, match="CA .* is not a PEM certificate"):
+        tls.channel_credentials(garbage)
 
 
 @pytest.mark.parametrize("auth, principal", [
@@ -352,6 +357,29 @@ async def test_one_reload_reaches_every_port_sharing_the_reloader(dep):
         reloader.request()
         assert await served_serial(a, dep) == new
         assert await served_serial(b, dep) == new
+
+
+async def test_a_real_sighup_through_the_loop_handler_reloads(dep):
+    """The daemon's hook as docs/security-tls.md proposes it: SIGHUP -> reloader.request."""
+    reloader = tls.CertReloader(node_files(dep))
+    loop = asyncio.get_running_loop()
+    hup = asyncio.Event()
+
+    def on_hup() -> None:
+        reloader.request()
+        hup.set()
+
+    loop.add_signal_handler(signal.SIGHUP, on_hup)
+    try:
+        async with serving(reloader) as port:
+            certs.issue(certs.load_ca(dep.root), dep.root, "node", "n1", hosts=certs.LOCAL_HOSTS,
+                        overwrite=True)
+            new = load(dep.leaves["node/n1"].cert).serial_number
+            os.kill(os.getpid(), signal.SIGHUP)
+            await asyncio.wait_for(hup.wait(), 30)
+            assert await served_serial(port, dep) == new
+    finally:
+        loop.remove_signal_handler(signal.SIGHUP)
 
 
 # --------------------------------------------------------------------------- start-up rule
