@@ -670,7 +670,7 @@ def allowed(principal: Principal, capability: str, resource: str) -> Decision:
     if bad is None and capability not in KIND_CAPABILITIES[resource.partition(":")[0]]:
         bad = f"capability {capability!r} does not apply to {resource}"
     if bad is not None:
-        return Decision(False, capability, resource, f"permission denied: {bad}")
+        return Decision(False, capability, resource, f"permission denied: cannot check {capability!r}: {bad}")
     for g in principal.grants:
         if capability in g.capabilities and matches(g.pattern, resource):
             return Decision(True, capability, resource, policy=g.policy)
