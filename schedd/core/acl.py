@@ -42,7 +42,7 @@ from base64 import urlsafe_b64encode
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Literal, Union
+from typing import Literal
 
 from schedd.core.model import TEAM_RE
 
@@ -727,5 +727,3 @@ def visible_teams(principal: Principal, capability: str = "read") -> TeamFilter:
             globs.add(glob)
     return TeamFilter(False, tuple(sorted(globs)))
 
-
-AuthResult = Union[Principal, Refusal]

@@ -118,6 +118,8 @@ def verify(records: Sequence[AuditRecord], anchor: Anchor = Anchor()) -> int | N
     A record breaks it when its seq is not the next one, or its hash is not sha256 over the
     previous hash and its own fields: so a change to any field of record i is reported at i.
     """
+    if not _is_hash(anchor.hash):
+        return 0
     prev, seq = anchor.hash, anchor.next_seq
     for i, r in enumerate(records):
         if r.seq != seq or not _is_hash(r.hash) or chain_hash(prev, r) != r.hash:
@@ -164,12 +166,11 @@ class Bucket:
     suppressed: int = 0
 
     def refill(self, now_ms: int, limit: DeniedLimit) -> None:
-        """Add one token per `refill_ms` since `last_ms`; a clock going back adds nothing."""
-        if now_ms <= self.last_ms:
-            return
-        gained = (now_ms - self.last_ms) // limit.refill_ms
+        """Add one token per `refill_ms` since `last_ms`, up to `burst`; a clock going back adds
+        nothing (the leader's clock may be behind its predecessor's)."""
+        gained = (now_ms - self.last_ms) // limit.refill_ms if now_ms > self.last_ms else 0
         if self.tokens + gained >= limit.burst:
-            self.tokens, self.last_ms = limit.burst, now_ms
+            self.tokens, self.last_ms = limit.burst, max(self.last_ms, now_ms)
         else:
             self.tokens, self.last_ms = self.tokens + gained, self.last_ms + gained * limit.refill_ms
 
@@ -239,6 +240,11 @@ class AuditTrail:
                     >= self.denied_limit.burst:
                 del self.buckets[key]
         return dropped
+
+    def configure(self, retention: Retention, denied_limit: DeniedLimit, now_ms: int) -> int:
+        """New bounds (an `audit_config` entry at `now_ms`); a tighter retention prunes at once."""
+        self.retention, self.denied_limit = retention, denied_limit
+        return self.prune(now_ms)
 
     def verify(self) -> int | None:
         return verify(self.records, self.anchor)

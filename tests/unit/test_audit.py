@@ -102,6 +102,14 @@ def test_retention_by_count_and_age_keeps_the_chain_verifiable() -> None:
     assert nxt is not None and nxt.seq == 50 and aged.verify() is None
 
 
+def test_a_tighter_retention_prunes_at_once_and_a_bad_anchor_fails() -> None:
+    trail = _trail(20)
+    assert trail.configure(Retention(max_age_ms=0, max_records=4), DeniedLimit(), T0 + 20_000) == 16
+    assert [r.seq for r in trail.records] == [16, 17, 18, 19] and trail.verify() is None
+    assert verify(list(trail.records), Anchor(16, "not a hash")) == 0
+    assert verify(list(trail.records), Anchor(16, audit.GENESIS)) == 0
+
+
 def test_snapshot_round_trip_and_a_tampered_snapshot_is_refused() -> None:
     trail = _trail(30, retention=Retention(max_age_ms=0, max_records=10))
     copy = audit.trail_from_dict(audit.trail_to_dict(trail))
@@ -147,6 +155,13 @@ def test_the_denied_limit_is_deterministic() -> None:
     assert 0 < len(a.records) < 200
     kept = len(a.records) + sum(r.suppressed for r in a.records) + sum(x.suppressed for x in a.buckets.values())
     assert kept == 200                                           # every denied call is kept or counted
+
+
+def test_a_smaller_burst_applies_to_existing_buckets() -> None:
+    trail = _flood(DeniedLimit(burst=10, refill_ms=1000), [T0])
+    trail.configure(trail.retention, DeniedLimit(burst=2, refill_ms=1000), T0)
+    kept = [trail.append(_event(i, "denied", "token:00000000000000aa", T0)) for i in range(5)]
+    assert sum(r is not None for r in kept) == 2
 
 
 def test_time_going_back_adds_no_tokens() -> None:
