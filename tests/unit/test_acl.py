@@ -5,11 +5,13 @@ test that a token never holds a capability none of its policies grants, and that
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from schedd.api.capabilities import RPC_CAPABILITIES, Need, need_of
 from schedd.core import acl
 from schedd.core.acl import (
     AclInputError, AclTable, Decision, Principal, Refusal, Token, allowed, authenticate, mint_token,
@@ -393,3 +395,31 @@ def test_no_capability_without_a_granting_policy_and_expiry_wins(
         assert decision.policy in granting
     wrong = authenticate(table, minted.accessor, minted.secret[:-1] + ("A" if minted.secret[-1] != "A" else "B"), now)
     assert isinstance(wrong, Refusal)
+
+
+# ---------------------------------------------------------------- the per-RPC capability table
+
+
+def _proto_methods() -> set[str]:
+    """Every `/package.Service/Method` declared in proto/schedd/v1, read from the .proto text."""
+    out: set[str] = set()
+    root = Path(__file__).resolve().parents[2] / "proto" / "schedd" / "v1"
+    for proto in sorted(root.glob("*.proto")):
+        text = re.sub(r"//[^\n]*", "", proto.read_text())
+        package = re.search(r"^\s*package\s+([\w.]+)\s*;", text, re.M)
+        assert package, proto
+        for service, body in re.findall(r"service\s+(\w+)\s*\{(.*?)\n\}", text, re.S):
+            for method in re.findall(r"\brpc\s+(\w+)\s*\(", body):
+                out.add(f"/{package.group(1)}.{service}/{method}")
+    return out
+
+
+def test_every_rpc_has_exactly_one_capability() -> None:
+    methods = _proto_methods()
+    assert len(methods) >= 28                                   # the parser found all five services
+    assert methods == set(RPC_CAPABILITIES), (sorted(methods - set(RPC_CAPABILITIES)),
+                                              sorted(set(RPC_CAPABILITIES) - methods))
+    assert need_of("/schedd.v1.Scheduler/NotAnRpc") is None
+    assert need_of("/schedd.v1.Scheduler/TriggerJob") == Need("trigger", "team")
+    with pytest.raises(ValueError):
+        Need("quota", "team")
