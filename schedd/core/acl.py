@@ -156,9 +156,9 @@ class Token:
     created_ms: int = 0                  # the creating entry's time
 
     def __post_init__(self) -> None:
-        if not isinstance(self.accessor, str) or not ACCESSOR_RE.match(self.accessor):
+        if not isinstance(self.accessor, str) or not ACCESSOR_RE.fullmatch(self.accessor):
             raise AclInputError(f"bad accessor {self.accessor!r}: 16 lowercase hex digits")
-        if not isinstance(self.secret_hash, str) or not HASH_RE.match(self.secret_hash):
+        if not isinstance(self.secret_hash, str) or not HASH_RE.fullmatch(self.secret_hash):
             raise AclInputError("bad secret_hash: 64 lowercase hex digits (sha256)")
         if self.kind not in TOKEN_KINDS:
             raise AclInputError(f"bad token kind {self.kind!r}: client or worker")
@@ -243,8 +243,6 @@ class AclTable:
             what = "; ".join(x for x in (missing and f"unknown policies: {missing}",
                                          missing_roles and f"unknown roles: {missing_roles}") if x)
             return Problem("not_found", f"token names {what}")
-        if token.expires_ms is not None and token.expires_ms <= token.created_ms:
-            return Problem("invalid", "token expiry must be after its creation time")
         self.tokens[token.accessor] = token
         return None
 
@@ -281,7 +279,7 @@ class AclTable:
 
 
 def check_name(name: object, what: str) -> str:
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise AclInputError(f"bad {what} name {name!r}: use 1-64 of a-z 0-9 . _ -, starting with a letter or digit")
     return name
 
@@ -295,7 +293,7 @@ def check_pattern(pattern: object) -> str:
     kind, sep, glob = pattern.partition(":")
     if not sep or kind not in ("team", "pool"):
         raise AclInputError(f"bad resource pattern {pattern!r}: use cluster, team:<name>, pool:<name> or *")
-    if not GLOB_RE.match(glob):
+    if not GLOB_RE.fullmatch(glob):
         raise AclInputError(f"bad resource pattern {pattern!r}: a {kind} name of a-z 0-9 . _ - with * as wildcard")
     return pattern
 
@@ -418,7 +416,7 @@ def check_resource(resource: str) -> str | None:
     if resource == CLUSTER:
         return None
     kind, sep, name = resource.partition(":")
-    if sep and kind in ("team", "pool") and TEAM_RE.match(name):
+    if sep and kind in ("team", "pool") and TEAM_RE.fullmatch(name):
         return None
     return f"bad resource {resource!r}: cluster, team:<name> or pool:<name>"
 
@@ -569,7 +567,7 @@ class Principal:
 def parse_bearer(bearer: str) -> tuple[str, str] | Refusal:
     """`<accessor>.<secret>` into its parts."""
     accessor, sep, secret = bearer.partition(".")
-    if not sep or not ACCESSOR_RE.match(accessor) or not SECRET_RE.match(secret):
+    if not sep or not ACCESSOR_RE.fullmatch(accessor) or not SECRET_RE.fullmatch(secret):
         return Refusal("malformed", "token is not <accessor>.<secret>")
     return accessor, secret
 

@@ -113,6 +113,7 @@ CASES = [
     (None, "write", "team:public", False),
     ("paydev", "launch", "team:payments", False),      # unknown capability: denied, not raised
     ("paydev", "read", "team:Payments", False),        # not a valid resource: denied
+    ("paydev", "read", "team:payments\n", False),
 ]
 
 
@@ -124,7 +125,7 @@ def test_allowed_table(world: tuple[AclTable, dict[str, str]], who: str | None, 
     decision = allowed(principal, capability, resource)
     assert decision.allowed is expected, decision
     if not expected:
-        assert capability in decision.message and resource in decision.message
+        assert capability in decision.message and (resource in decision.message or repr(resource) in decision.message)
         assert decision.message.startswith("permission denied")
 
 
@@ -265,6 +266,8 @@ def test_accessor_is_never_reused() -> None:
     ({"name": "p", "rules": {"cluster": ["read"]}}, "do not apply to 'cluster'"),
     ({"name": "p", "rules": {"pool:gpu": ["trigger"]}}, "do not apply to 'pool:gpu'"),
     ({"name": "p", "rules": {"team:a": ["acl"]}}, "do not apply to 'team:a'"),
+    ({"name": "ops\n", "rules": {"team:a": ["read"]}}, "bad policy name"),       # `$` before a newline
+    ({"name": "p", "rules": {"team:a\n": ["read"]}}, "bad resource pattern"),
     ({"name": "p", "description": "x" * 300, "rules": {"team:a": ["read"]}}, "bad description"),
 ])
 def test_policy_validation(wire: dict[str, object], fragment: str) -> None:
