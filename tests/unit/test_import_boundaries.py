@@ -36,6 +36,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "schedd_client": frozenset({"schedd_proto", "schedd_client.net"}),
     "schedd_worker": frozenset({"schedd_client", "schedd_client.net", "schedd_proto"}),
     "schedd.ports": frozenset(),
+    # Certificates and TLS credentials (cryptography, grpc); no scheduling code.
+    "schedd.security": frozenset(),
     # A node's settings as typed values (parsed by runtime/config.py); what the layers read.
     "schedd.settings": frozenset({"schedd_client.net"}),
     "schedd.core": frozenset(),
@@ -43,10 +45,11 @@ ALLOWED: dict[str, frozenset[str]] = {
     "schedd.leader": frozenset({"schedd.core", "schedd.ports", "schedd.settings",
                                 "schedd.replication", "schedd_client.net", "schedd_proto"}),
     "schedd.api": frozenset({"schedd.core", "schedd.ports", "schedd.settings", "schedd.replication",
-                             "schedd.leader", "schedd_proto"}),
+                             "schedd.leader", "schedd.security", "schedd_proto"}),
     "schedd.testing": frozenset({"schedd.core", "schedd.ports", "schedd.settings", "schedd_proto"}),
     # The composition root wires everything; `schedd local` runs a worker and uses the SDK.
-    "schedd.runtime": frozenset({"schedd.core", "schedd.ports", "schedd.settings", "schedd.replication",
+    "schedd.runtime": frozenset({"schedd.core", "schedd.ports", "schedd.settings", "schedd.security",
+                                 "schedd.replication",
                                  "schedd.leader", "schedd.api", "schedd.testing", "schedd_proto",
                                  "schedd_client", "schedd_client.net", "schedd_worker"}),
     "schedd": frozenset({"schedd.runtime"}),          # schedd/__main__.py
