@@ -5,6 +5,12 @@ The format is part of the wire (DESIGN.md "Snapshots"): a call of `schedd.core.s
 job and execution rows as plain tuples in field order, the epoch, the dedup table (plain dict
 results), audit rows, the chained log hash, the last applied index, the clock, and the smaller
 tables pickled as they are. Readers accept every format in READABLE_FORMATS.
+
+Every image also carries the state digest at its index (`SNAPSHOT_DIGEST` in the extra tables,
+`(last_index, digest)`), computed where the image is pickled: in pysyncobj's forked child, so the
+Raft thread never pays for it. A restored replica keeps it as `snapshot_digest`, and
+`verify_snapshot_digest()` says whether what it loaded is what was written. Readers that predate
+it ignore the key.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from itertools import starmap
 from operator import attrgetter
 from typing import Any, Protocol
 
+from schedd.core.digest import state_digest
 from schedd.core.model import Execution, Job
 
 SNAPSHOT_FORMAT = ("schedd-state", 3)
@@ -27,6 +34,7 @@ EXEC_FIELDS = tuple(f.name for f in fields(Execution))
 AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index")
 # Smaller tables, pickled as they are (dicts of slotted dataclasses or plain values).
 EXTRA_FIELDS = ("dags", "dag_runs", "quotas", "batches")
+SNAPSHOT_DIGEST = "digest"   # extra key: (last_index, state digest) when the image was pickled
 
 Image = tuple[Any, ...]      # what _from_image returns: (format, jobs, execs, epoch, dedup, audit,
                              # log hash, last index, clock, extra tables)
@@ -70,10 +78,12 @@ class SnapshotImage:
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         s = self.state
+        extra: dict[str, Any] = {key: getattr(s, key) for key in EXTRA_FIELDS}
+        extra[SNAPSHOT_DIGEST] = (s.last_index, state_digest(s))
         return (_from_image, (SNAPSHOT_FORMAT, _GcPause(), list(map(attrgetter(*JOB_FIELDS), s.jobs.values())),
                               list(map(attrgetter(*EXEC_FIELDS), s.execs.values())), s.epoch, s.dedup,
                               list(map(attrgetter(*AUDIT_FIELDS), s.audit)), s.log_hash, s.last_index,
-                              s.clock_ms, {key: getattr(s, key) for key in EXTRA_FIELDS}))
+                              s.clock_ms, extra))
 
 
 class _GcPause:

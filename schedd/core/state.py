@@ -32,8 +32,8 @@ from schedd.core.firing import GAPS_KEEP, MAX_BACKFILL_PER_ENTRY, MISSED_GRACE_M
 from schedd.core.model import Execution, Job
 from schedd.core.results import ApplyResult, Code, EpochApplied, ok, reject
 from schedd.core.snapshot import (
-    AUDIT_FIELDS, EXEC_FIELDS, EXTRA_FIELDS, JOB_FIELDS, READABLE_FORMATS, SNAPSHOT_FORMAT, AuditRecord, Image,
-    SnapshotImage, _from_image,
+    AUDIT_FIELDS, EXEC_FIELDS, EXTRA_FIELDS, JOB_FIELDS, READABLE_FORMATS, SNAPSHOT_DIGEST, SNAPSHOT_FORMAT,
+    AuditRecord, Image, SnapshotImage, _from_image,
 )
 from schedd.core.tables import ACTIVE_STATES, MIN_MS, READY_STATES, ExecKey, Tables, next_fire_for, schedule_of
 
@@ -98,6 +98,9 @@ class SchedulerState(Tables):
         self.log_hash = b"\0" * 16    # blake2b chained over every applied entry's text
         self.last_index = 0
         self._digest: tuple[tuple[int, bytes], str] | None = None  # ((last_index, log_hash), digest)
+        # (index, digest) written into the last snapshot this replica restored (None: none, or an
+        # image older than the digest): what the writer's state was, to check what was loaded.
+        self.snapshot_digest: tuple[int, str] | None = None
         self.reindex()
 
     def reindex(self) -> None:
@@ -128,6 +131,8 @@ class SchedulerState(Tables):
             self._digest = None
             for key in EXTRA_FIELDS:
                 setattr(self, key, extra.get(key, {}))
+            written = extra.get(SNAPSHOT_DIGEST)
+            self.snapshot_digest = (int(written[0]), str(written[1])) if written else None
             dags.upgrade(self)                # DAGs pickled before a field existed
             self.reindex()
             gc.freeze()
@@ -190,6 +195,14 @@ class SchedulerState(Tables):
         if self._digest is None or self._digest[0] != key:
             self._digest = (key, state_digest(self))
         return self._digest[1]
+
+    def verify_snapshot_digest(self) -> bool | None:
+        """Whether the state restored from the last snapshot is what its writer had (the digest
+        recomputed here equals the one written into the image); None if there is nothing to
+        compare: no snapshot restored, an image without a digest, or entries applied since."""
+        if self.snapshot_digest is None or self.snapshot_digest[0] != self.last_index:
+            return None
+        return self.state_digest() == self.snapshot_digest[1]
 
     def in_state_since(self, state: str, t: int) -> list[tuple[int, str]]:
         return queries.in_state_since(self, state, t)

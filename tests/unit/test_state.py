@@ -471,6 +471,35 @@ def test_state_digest_is_equal_on_replicas_and_after_a_snapshot_restore(ops):
     assert c.state_digest() == a.state.state_digest()
 
 
+def test_a_snapshot_carries_the_digest_of_what_it_was_written_from(h):
+    """The digest at a snapshot point is computed where the image is pickled (the forked child in
+    production) and travels in the image; a restored replica checks what it loaded against it.
+    A row changed between writing and loading is caught; an image without a digest (written
+    before it existed) restores and has nothing to check."""
+    for name in ("a", "b"):
+        h.put(name=name)
+    h.plan_and_fire()
+    blob = pickle.dumps(h.state.snapshot(), protocol=2)
+    c = SchedulerState()
+    c.restore(pickle.loads(blob))
+    assert c.snapshot_digest == (h.state.last_index, h.state.state_digest())
+    assert c.verify_snapshot_digest() is True
+    c.jobs["a"].paused = not c.jobs["a"].paused             # changed after the snapshot was written
+    c._digest = None
+    assert c.verify_snapshot_digest() is False
+    data = list(pickle.loads(blob))
+    del data[-1]["digest"]
+    d = SchedulerState()
+    d.restore(tuple(data))
+    assert d.snapshot_digest is None and d.verify_snapshot_digest() is None
+    assert d.state_digest() == h.state.state_digest()
+    h.put(name="c")                          # applied since the snapshot: nothing to compare
+    e = SchedulerState()
+    e.restore(pickle.loads(blob))
+    e.last_index += 1
+    assert e.verify_snapshot_digest() is None
+
+
 def test_state_digest_ignores_dict_order_and_sees_every_content_change(h):
     """Order-independent (the digest of the content, not of how it was filled), and not the
     chained hash of the log: a change of one field of one row changes it."""
