@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from schedd.core import commands as C
 from schedd.core.model import ValidationError, execution_id, parse_execution_id

@@ -104,12 +104,12 @@ class Dispatcher:
         while True:
             try:
                 await asyncio.wait_for(self._wake.wait(), IDLE_STEP_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._wake.clear()
             try:
                 self._step()
-            except Exception:  # noqa: BLE001 - the loop must survive a bad step
+            except Exception:  # the loop must survive a bad step
                 log.exception("dispatcher step failed")
 
     def _step(self) -> None:

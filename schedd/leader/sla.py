@@ -26,7 +26,7 @@ import json
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from schedd.core import commands as C
 from schedd.core import schedule as sched

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 import grpc
 
@@ -181,7 +181,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
         """The first message, checked: a hello in time, a name, 1..max_slots slots."""
         try:
             first = await asyncio.wait_for(anext(aiter(request_iterator), None), self.hello_timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
                                 f"no hello within {self.hello_timeout_s:g}s of connecting")
         if first is None or first.WhichOneof("kind") != "hello":

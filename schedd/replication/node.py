@@ -22,7 +22,8 @@ import time
 from dataclasses import dataclass, field
 from collections.abc import Sequence
 from os import PathLike
-from typing import Any, Callable, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Callable
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
@@ -133,7 +134,7 @@ class ReplicatedState(SyncObjConsumer):
         self._faults.applied(self._node_id, entry, result, index, self._sm.log_hash)
         try:
             self._on_applied(entry, result, index)
-        except Exception:  # noqa: BLE001 - a shell hook must never wedge apply
+        except Exception:  # a shell hook must never wedge apply
             log.exception("on_applied hook failed")
         return result
 
@@ -327,7 +328,7 @@ class RaftNode(Generic[CfgT]):
         self._consumer.apply_entry(entry, callback=callback)
         try:
             return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise OutcomeUnknown(f"no commit within {timeout:g}s") from None
 
     def close(self) -> None:

@@ -314,7 +314,7 @@ class LocalCluster:
         raise TimeoutError(f"no leader within {timeout:g}s (last seen {self.last_seen}); "
                            f"logs in {self.root / 'logs'}")
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         return self
 
     def __exit__(self, *exc) -> None:

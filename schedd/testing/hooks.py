@@ -36,7 +36,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
 
 from schedd.ports.faults import NO_FAULTS, Faults
 

@@ -102,7 +102,7 @@ class PythonHandler:
 
 def _is_async(fn: Callable) -> bool:
     return (inspect.iscoroutinefunction(fn)
-            or inspect.iscoroutinefunction(getattr(fn, "__call__", None)))
+            or inspect.iscoroutinefunction(getattr(fn, "__call__", None)))  # noqa: B004 - an async __call__
 
 
 def _value_text(v: Any) -> str:
