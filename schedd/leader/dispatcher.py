@@ -54,7 +54,7 @@ class Dispatcher:
         self._inflight: set[str] = set()           # jobs with an unsettled fire proposal
         self._batches = 0
         self._epoch_asked: int | None = None
-        self._launches: dict[int, tuple[asyncio.TimerHandle, dict[str, None]]] = {}  # by instant
+        self._launches: dict[int, tuple[asyncio.TimerHandle, dict[str, int]]] = {}  # by instant: name -> t
         self._led_term: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task] = set()

@@ -32,6 +32,7 @@ from schedd.replication.node import RaftNode
 from schedd.settings import Limits
 from schedd.ports.clock import Clock
 from schedd.ports.faults import NO_FAULTS, Faults
+from schedd.ports.rpc import CallContext
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
@@ -177,7 +178,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
         finally:
             self.streams -= 1
 
-    async def _hello(self, request_iterator, context) -> pb.WorkerHello:
+    async def _hello(self, request_iterator, context: CallContext) -> pb.WorkerHello:
         """The first message, checked: a hello in time, a name, 1..max_slots slots."""
         try:
             first = await asyncio.wait_for(anext(aiter(request_iterator), None), self.hello_timeout_s)
