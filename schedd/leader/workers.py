@@ -23,6 +23,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 from collections.abc import Callable
+from typing import Any, Protocol
 
 import grpc
 
@@ -70,6 +71,13 @@ class WorkerConn:
                              last_heartbeat_ms=self.last_heartbeat_ms, draining=self.draining, peer=self.peer)
 
 
+class Forwarder(Protocol):
+    """What the hub asks of the daemon's router (schedd.api.service.Router, which this layer
+    does not import): pass a call on to the leader."""
+
+    async def forward(self, service: str, method: str, request: Any, context: CallContext) -> Any: ...
+
+
 class WorkerHub(pb_grpc.WorkersServicer):
     """Registry of connected workers plus the Workers gRPC service."""
 
@@ -87,7 +95,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
         self.token_seen: dict[int, int] = {}      # fencing token -> last time a worker vouched for it
         self.on_result: Callable[[WorkerConn, pb.AttemptResult], None] = lambda conn, r: None
         self.on_change: Callable[[], None] = lambda: None
-        self.router = None                        # set by the daemon, for ListWorkers forwarding
+        self.router: Forwarder | None = None      # set by the daemon, for ListWorkers forwarding
 
     # ------------------------------------------------------------ registry
 
