@@ -275,7 +275,7 @@ class WorkerRuntime:
                 for a in left_over:
                     a.cancel.set()
                     a.wake.set()
-                await asyncio.wait({a.task for a in left_over},
+                await asyncio.wait({a.task for a in left_over if a.task is not None},  # set: see above
                                    timeout=self.kill_grace_s + KILL_MARGIN_S)
         if self._unacked:
             try:

@@ -192,7 +192,8 @@ async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
             return Result(state, error=error)
         if fut2.cancelled():
             return Result(FAILED, error="CancelledError: the handler was cancelled")
-        if fut2.exception() is not None:
-            return _exception_result(fut2.exception())
+        raised = fut2.exception()
+        if raised is not None:
+            return _exception_result(raised)
         value = fut2.result()
     return Result(SUCCEEDED, output_tail=_value_text(value))
