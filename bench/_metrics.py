@@ -61,7 +61,7 @@ class Hist:
     count: float
 
     @classmethod
-    def of(cls, samples: Samples, name: str, **labels: str) -> "Hist":
+    def of(cls, samples: Samples, name: str, **labels: str) -> Hist:
         want = tuple(sorted(labels.items()))
         buckets = []
         for (n, lab), v in samples.items():
@@ -74,7 +74,7 @@ class Hist:
         key = (name + "_sum", tuple(sorted(labels.items())))
         return cls(buckets, samples.get(key), value(samples, name + "_count", **labels))
 
-    def __sub__(self, before: "Hist") -> "Hist":
+    def __sub__(self, before: Hist) -> Hist:
         old = dict(before.buckets)
         sum_ = None if self.sum is None or before.sum is None else self.sum - before.sum
         return Hist([(le, c - old.get(le, 0.0)) for le, c in self.buckets], sum_, self.count - before.count)

@@ -52,22 +52,22 @@ import time
 import traceback
 from collections import Counter, defaultdict
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _metrics import (  # noqa: E402
+from _metrics import (
     put_jobs_in_calls,
     Hist, cpu_seconds, fmt_bucket, fmt_bytes, fmt_s, percentile, rss_bytes, scrape, table, total,
 )
 
-from schedd.runtime.cluster import LocalCluster  # noqa: E402
-from schedd_proto import scheduler_pb2 as pb  # noqa: E402
-from schedd_proto import scheduler_pb2_grpc as pb_grpc  # noqa: E402
-from schedd_client import AsyncClient, Client, job_spec  # noqa: E402
+from schedd.runtime.cluster import LocalCluster
+from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
+from schedd_client import AsyncClient, Client, job_spec
 
 SECTIONS = ("commit", "register", "lateness", "burst", "failover")
 LATENESS = "schedd_fire_lateness_seconds"
@@ -91,7 +91,7 @@ def sleep_until(wall: float) -> None:
 
 
 def rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def lat_row(name: str, xs: list[float]) -> list[object]:
@@ -801,7 +801,6 @@ class Bench:
         say(f"  whole run: {len(hist)} executions, {rfc3339(uniq[0] / 1000) if uniq else '-'} .."
             f" {rfc3339(uniq[-1] / 1000) if uniq else '-'}, terms {terms_seen}; missing {missing}, twice {dup};"
             f" triggers {dict(Counter(e.trigger for e in hist))}")
-        hashes = {(i.applied_index, i.state_hash) for i in final_info.values() if i is not None}
         say("  final: " + ", ".join(f"{n} {i.role} term {i.term} applied {i.applied_index} lag {i.lag}"
                                     if i else f"{n} ?" for n, i in final_info.items()))
         if missing or dup:

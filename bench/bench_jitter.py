@@ -22,11 +22,11 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._metrics import Hist, fmt_bucket, put_jobs_in_calls, scrape                           # noqa: E402
-from schedd.runtime.cluster import LocalCluster                    # noqa: E402
-from schedd_proto import testing_pb2 as tpb                           # noqa: E402
-from schedd_proto import testing_pb2_grpc as tpb_grpc                 # noqa: E402
-from schedd_client import Client, job_spec                         # noqa: E402
+from bench._metrics import Hist, fmt_bucket, put_jobs_in_calls, scrape
+from schedd.runtime.cluster import LocalCluster
+from schedd_proto import testing_pb2 as tpb
+from schedd_proto import testing_pb2_grpc as tpb_grpc
+from schedd_client import Client, job_spec
 
 DAY_MS = 86_400_000
 

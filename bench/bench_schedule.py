@@ -13,15 +13,15 @@ import argparse
 import gc
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from croniter import croniter  # noqa: E402
+from croniter import croniter
 
-from schedd.core import schedule as S  # noqa: E402
+from schedd.core import schedule as S
 
 CRON = "*/15 9-17 * * MON-FRI"
 START_MS = S.parse_time("2026-03-24T10:07:31.250Z")  # a Tuesday, inside the window
@@ -55,7 +55,7 @@ def walk(s: S.Schedule) -> Callable[[int], object]:
 
 def croniter_walk(expr: str, tz: str) -> Callable[[int], object]:
     it = croniter(expr, datetime.fromtimestamp(START_MS / 1000, S._zone(tz) if tz != "UTC"
-                                               else timezone.utc))
+                                               else UTC))
     return lambda _: it.get_next(float)
 
 

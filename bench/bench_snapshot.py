@@ -23,12 +23,12 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from pysyncobj import pickle as ps_pickle  # noqa: E402
+from pysyncobj import pickle as ps_pickle
 
-from schedd.core import commands as C  # noqa: E402
-from schedd.core.model import dump_spec, validate_spec  # noqa: E402
-from schedd.core.state import SchedulerState  # noqa: E402
-from schedd.runtime.daemon import tune_gc  # noqa: E402
+from schedd.core import commands as C
+from schedd.core.model import dump_spec, validate_spec
+from schedd.core.state import SchedulerState
+from schedd.runtime.daemon import tune_gc
 
 T0 = 1_800_000_000_000
 SCHEDULES = [("@every 1h", "UTC"), ("0 2 * * *", "Europe/Berlin"), ("H H * * *", "UTC"),

@@ -35,9 +35,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sortedcontainers import SortedList  # noqa: E402
+from sortedcontainers import SortedList
 
-from schedd.core.wheel import TimingWheel  # noqa: E402
+from schedd.core.wheel import TimingWheel
 
 T0 = 1_700_000_000_000
 HOUR, DAY = 3_600_000, 86_400_000

@@ -22,10 +22,10 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families
 
-from schedd.runtime.cluster import LocalCluster  # noqa: E402
-from schedd_client import Client, job_spec  # noqa: E402
+from schedd.runtime.cluster import LocalCluster
+from schedd_client import Client, job_spec
 
 
 def pct(values: list[float], p: float) -> float:

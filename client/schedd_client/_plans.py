@@ -100,14 +100,14 @@ class Pager(Generic[T]):
         if self._left is not None:
             items = items[: self._left]
             self._left -= len(items)
-        token: str = response.next_page_token  # type: ignore[attr-defined]
-        previous: str = self.call.request.page_token  # type: ignore[attr-defined]
+        token: str = response.next_page_token
+        previous: str = self.call.request.page_token
         if not token or token == previous or self._left == 0:
             self.call = None
         else:
             request = type(self.call.request)()
             request.CopyFrom(self.call.request)
-            request.page_token = token  # type: ignore[attr-defined]
+            request.page_token = token
             self.call = self._shrink(replace(self.call, request=request))
         return items
 
@@ -178,7 +178,7 @@ def list_jobs(
     ``full=True`` for whole specs.
     """
     request = pb.ListJobsRequest(team=team, state=state, page_size=page_size, full=full)
-    return Pager(_scheduler("ListJobs", request, stale_ok=stale_ok), lambda r: list(r.jobs))  # type: ignore[attr-defined]
+    return Pager(_scheduler("ListJobs", request, stale_ok=stale_ok), lambda r: list(r.jobs))
 
 
 def pause_job(name: str) -> Plan[pb.Job]:
@@ -222,7 +222,7 @@ def list_instants(job: str, *, start_ms: int = 0, end_ms: int = 0, limit: int = 
     At most ``limit`` (max 10,000); the pages (bounded in bytes) are followed to the end."""
     request = pb.ListInstantsRequest(job=job, from_ms=start_ms, to_ms=end_ms, limit=limit)
     call = _scheduler("ListInstants", request, stale_ok=stale_ok)
-    return Pager(call, lambda r: list(r.instants), limit, size_field="limit")  # type: ignore[attr-defined]
+    return Pager(call, lambda r: list(r.instants), limit, size_field="limit")
 
 
 def set_quota(key: str, limit: int) -> Plan[pb.Quota]:
@@ -254,7 +254,7 @@ def list_executions(
         job=job, state=state, page_size=page_size, oldest_first=oldest_first
     )
     call = _scheduler("ListExecutions", request, stale_ok=stale_ok)
-    return Pager(call, lambda r: list(r.executions), limit)  # type: ignore[attr-defined]
+    return Pager(call, lambda r: list(r.executions), limit)
 
 
 def get_execution(id: str, *, stale_ok: bool = False) -> Plan[pb.Execution]:

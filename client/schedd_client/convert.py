@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import calendar
 import re
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -75,7 +75,7 @@ def format_time(ms: int) -> str | None:
     milliseconds are not zero); ``None`` for 0 ("none")."""
     if not ms:
         return None
-    moment = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
     text = moment.strftime("%Y-%m-%dT%H:%M:%S")
     if ms % 1000:
         text += f".{ms % 1000:03d}"

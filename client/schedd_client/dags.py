@@ -42,6 +42,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from google.protobuf.message import Message
+
 from schedd_proto import dags_pb2 as dpb
 
 from ._plans import Call, Plan, _single, new_request_id
@@ -61,7 +63,7 @@ _JOB_KEYS = ("retry", "timeout", "pool", "worker_labels", "description", "comman
              "env", "inherit_env", "http", "python")
 
 
-def _check(doc: Mapping, allowed: tuple, label: str) -> None:
+def _check(doc: Mapping[str, Any], allowed: tuple[str, ...], label: str) -> None:
     for key in doc:
         if key not in allowed:
             raise ValidationError(f"{label}: unknown key {brief(key)} (allowed: {', '.join(allowed)})")
@@ -178,7 +180,7 @@ def dag_to_dict(spec: dpb.DagSpec) -> dict[str, Any]:
 # ---------------------------------------------------------------- the SDK methods (plan builders)
 
 
-def _dags(method: str, request, *, mutating: bool = False, stale_ok: bool = False) -> Call:
+def _dags(method: str, request: Message, *, mutating: bool = False, stale_ok: bool = False) -> Call:
     return Call("dags", method, request, mutating=mutating, stale_ok=stale_ok)
 
 
@@ -230,7 +232,7 @@ def get_dag_run(name: str, run_id: str = "", *, stale_ok: bool = False) -> Plan[
 _BUILDERS = ("put_dag", "get_dag", "list_dags", "delete_dag", "run_dag", "list_dag_runs", "get_dag_run")
 
 
-def attach(client_cls, async_cls) -> None:
+def attach(client_cls: type, async_cls: type) -> None:
     """Give ``Client`` and ``AsyncClient`` the DAG methods (called once, from the package)."""
     from .client import _awaitable, _blocking
     for name in _BUILDERS:

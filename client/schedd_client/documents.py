@@ -175,7 +175,7 @@ class _BoundedLoader(yaml.SafeLoader):
         self.depth = 0
         self.nodes = 0                           # expanded nodes so far, in this file
         self.expanded: dict[int, int] = {}       # id(node) -> its expanded size, once composed
-        self.keep: list[yaml.Node] = []          # keeps those ids alive and unique
+        self.keep: list[yaml.Node | None] = []   # keeps those ids alive and unique
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(AliasEvent):
@@ -201,7 +201,7 @@ class _BoundedLoader(yaml.SafeLoader):
         self.keep.append(node)
         return node
 
-    def construct_scalar(self, node: yaml.ScalarNode) -> Any:
+    def construct_scalar(self, node: yaml.ScalarNode | yaml.MappingNode) -> Any:
         value = super().construct_scalar(node)
         if isinstance(value, str) and _SURROGATE.search(value):   # "\ud800" escapes: not text
             raise ConstructorError(None, None, "a lone UTF-16 surrogate escape is not text", node.start_mark)

@@ -577,7 +577,7 @@ class _Command:
         job = self.client.get_job(self.args.name, upcoming=self.args.count, stale_ok=self.args.stale)
         spec = job.spec
         zone = spec.timezone or "UTC"
-        rows = [
+        rows: list[dict[str, Any]] = [
             {"time_ms": ms, "local": fire.local, "utc": format_time(ms), "dst": fire.dst_note}
             for ms, fire in _upcoming(job)
         ]

@@ -82,7 +82,7 @@ __all__ = ["job_spec", "spec_from_dict", "spec_to_dict", "parse_duration", "job_
 # the integer fields of a JobSpec (priority, max_attempts, limits, counts) are int32
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
-_DOC_KEYS = (
+_DOC_KEYS: tuple[str, ...] = (
     "name", "team", "schedule", "timezone", "tz", "description", "labels", "paused", "priority",
     "pool", "worker_labels", "overlap", "catchup", "delivery", "timeout", "history_limit", "retry",
     "command", "argv", "workdir", "env", "inherit_env", "http", "python",
@@ -334,8 +334,14 @@ def spec_from_dict(doc: Mapping[str, Any]) -> pb.JobSpec:
         sla=_sla_from_doc(r) if doc.get("sla") is not None else None,
         concurrency_key=r.text("concurrency_key"),
         catchup_order=r.text("catchup_order"),
-        **{key: r.integer(key) for key in _COUNT_FIELDS},
-        **{key: r.seconds(key) for key in _DURATION_FIELDS},
+        max_active=r.integer("max_active"),                   # _COUNT_FIELDS, by name so each is type-checked
+        queue_limit=r.integer("queue_limit"),
+        concurrency_limit=r.integer("concurrency_limit"),
+        catchup_max=r.integer("catchup_max"),
+        catchup_window=r.seconds("catchup_window"),           # _DURATION_FIELDS
+        starting_deadline=r.seconds("starting_deadline"),
+        jitter=r.seconds("jitter"),
+        history_max_age=r.seconds("history_max_age"),
         **handler,
     )
 

@@ -13,7 +13,7 @@ import grpc
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from schedd.api import convert
-from schedd.api.service import Router, SchedulerService, routed
+from schedd.api.service import CommittingService, Router, routed
 from schedd.core import commands as C
 from schedd.core import dags as D
 from schedd.core import sla as S
@@ -21,6 +21,7 @@ from schedd.core.model import ValidationError
 from schedd.replication.node import RaftNode
 from schedd.ports.clock import Clock
 from schedd.ports.metrics import Metrics
+from schedd.ports.rpc import CallContext
 from schedd_proto import dags_pb2 as dpb
 from schedd_proto import dags_pb2_grpc as dpb_grpc
 
@@ -62,17 +63,14 @@ def run_to_pb(st, run: D.DagRun) -> dpb.DagRun:
     return out
 
 
-class DagsService(dpb_grpc.DagsServicer):
+class DagsService(CommittingService, dpb_grpc.DagsServicer):
     SERVICE = "Dags"
-    _commit = SchedulerService._commit       # with the helpers it calls
-    _propose = SchedulerService._propose
-    _refuse = SchedulerService._refuse
 
     def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, router: Router) -> None:
         self.node, self.clock, self.metrics = node, clock, metrics
         self.router = router
 
-    async def _dag_or_abort(self, context, name: str) -> dpb.Dag:
+    async def _dag_or_abort(self, context: CallContext, name: str) -> dpb.Dag:
         with self.node.lock:
             st = self.node.state
             dag = st.dags.get(name)
@@ -81,7 +79,7 @@ class DagsService(dpb_grpc.DagsServicer):
         await context.abort(grpc.StatusCode.NOT_FOUND, f"DAG {name!r} not found")
 
     @routed(write=True)
-    async def PutDag(self, request: dpb.PutDagRequest, context) -> dpb.PutDagResponse:
+    async def PutDag(self, request: dpb.PutDagRequest, context: CallContext) -> dpb.PutDagResponse:
         try:
             spec, text = D.canonical_dag(dag_spec_to_dict(request.dag))
         except ValidationError as e:
@@ -95,22 +93,22 @@ class DagsService(dpb_grpc.DagsServicer):
                                   created=bool(result.get("created")))
 
     @routed(write=False)
-    async def GetDag(self, request: dpb.GetDagRequest, context) -> dpb.Dag:
+    async def GetDag(self, request: dpb.GetDagRequest, context: CallContext) -> dpb.Dag:
         return await self._dag_or_abort(context, request.name)
 
     @routed(write=False)
-    async def ListDags(self, request: dpb.ListDagsRequest, context) -> dpb.ListDagsResponse:
+    async def ListDags(self, request: dpb.ListDagsRequest, context: CallContext) -> dpb.ListDagsResponse:
         with self.node.lock:
             st = self.node.state
             return dpb.ListDagsResponse(dags=[dag_to_pb(st, st.dags[n]) for n in sorted(st.dags)])
 
     @routed(write=True)
-    async def DeleteDag(self, request: dpb.DagRef, context) -> dpb.DeleteDagResponse:
+    async def DeleteDag(self, request: dpb.DagRef, context: CallContext) -> dpb.DeleteDagResponse:
         await self._commit(context, C.DAG_DELETE, request.request_id, name=request.name)
         return dpb.DeleteDagResponse(name=request.name)
 
     @routed(write=True)
-    async def RunDag(self, request: dpb.RunDagRequest, context) -> dpb.DagRun:
+    async def RunDag(self, request: dpb.RunDagRequest, context: CallContext) -> dpb.DagRun:
         result = await self._commit(context, C.DAG_RUN, request.request_id, name=request.name)
         with self.node.lock:
             st = self.node.state
@@ -120,7 +118,7 @@ class DagsService(dpb_grpc.DagsServicer):
         await context.abort(grpc.StatusCode.NOT_FOUND, "the run was started but is already pruned")
 
     @routed(write=False)
-    async def ListDagRuns(self, request: dpb.ListDagRunsRequest, context) -> dpb.ListDagRunsResponse:
+    async def ListDagRuns(self, request: dpb.ListDagRunsRequest, context: CallContext) -> dpb.ListDagRunsResponse:
         limit = request.limit or DEFAULT_RUNS
         if not 0 < limit <= MAX_RUNS_PAGE:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"limit must be between 1 and {MAX_RUNS_PAGE}")
@@ -136,7 +134,7 @@ class DagsService(dpb_grpc.DagsServicer):
         return response
 
     @routed(write=False)
-    async def GetDagRun(self, request: dpb.GetDagRunRequest, context) -> dpb.DagRun:
+    async def GetDagRun(self, request: dpb.GetDagRunRequest, context: CallContext) -> dpb.DagRun:
         with self.node.lock:
             st = self.node.state
             known = request.name in st.dags

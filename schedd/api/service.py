@@ -14,8 +14,8 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NoReturn, TypeVar
 
 import grpc
 from google.protobuf import descriptor_pool, message_factory
@@ -36,6 +36,7 @@ from schedd.core.model import (
 from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode
 from schedd.ports.clock import Clock
 from schedd.ports.metrics import Metrics
+from schedd.ports.rpc import CallContext
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
@@ -63,11 +64,11 @@ RESULT_STATUS: dict[Code, grpc.StatusCode] = {      # apply's refusals (schedd.c
 }
 
 
-def _metadata(context) -> dict[str, str]:
+def _metadata(context: CallContext) -> dict[str, str]:
     return {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
 
 
-def principal(context) -> str:
+def principal(context: CallContext) -> str:
     return _metadata(context).get(PRINCIPAL) or context.peer() or "unknown"
 
 
@@ -128,7 +129,7 @@ class Router:
             ch = self._channels[addr] = grpc.aio.insecure_channel(addr)
         return ch
 
-    async def forward(self, service: str, method: str, request, context):
+    async def forward(self, service: str, method: str, request, context: CallContext):
         md = _metadata(context)
         if md.get(FORWARDED):
             await context.abort(grpc.StatusCode.UNAVAILABLE,
@@ -182,25 +183,16 @@ def routed(*, write: bool):
     return deco
 
 
-class SchedulerService(pb_grpc.SchedulerServicer):
-    SERVICE = "Scheduler"
+class CommittingService:
+    """What every servicer that writes shares: propose an entry for the caller, and answer a
+    failed proposal or apply's refusal with its gRPC status. A subclass sets node, clock and
+    metrics (SchedulerService, DagsService)."""
 
-    def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, router: Router,
-                 dispatcher=None) -> None:
-        self.node, self.clock, self.metrics, self.router = node, clock, metrics, router
-        self.dispatcher = dispatcher
+    node: RaftNode
+    clock: Clock
+    metrics: Metrics
 
-    def _exec_pb(self, ex) -> pb.Execution:
-        """The replicated record, plus the leader's own note on why a SCHEDULED one still waits."""
-        out = convert.execution_to_pb(ex)
-        assigner = getattr(self.dispatcher, "assigner", None)
-        if assigner is not None and ex.state == "SCHEDULED" and not out.reason:
-            out.reason = assigner.waiting_reason(ex.job, ex.scheduled_ms)
-        return out
-
-    # ------------------------------------------------------------ helpers
-
-    async def _propose(self, context, kind: str, rid: str, **args) -> dict:
+    async def _propose(self, context: CallContext, kind: str, rid: str, **args: Any) -> ApplyResult:
         """One entry proposed and applied: apply's result. A client's request id is put in the
         client namespace (`commands.client_rid`: no id a client sends can stand for a leader's
         entry); "" stays "" (no dedup). Raises ValueError (request id too long), C.EntryTooLarge,
@@ -220,7 +212,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         self.metrics.proposals.labels(kind, result.get("code", "ok")).inc()
         return result
 
-    async def _commit(self, context, kind: str, rid: str, **args) -> dict:
+    async def _commit(self, context: CallContext, kind: str, rid: str, **args: Any) -> ApplyResult:
         try:
             result = await self._propose(context, kind, rid or uuid.uuid4().hex, **args)
         except C.EntryTooLarge as e:
@@ -236,13 +228,32 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         return result
 
     @staticmethod
-    async def _refuse(context, result: ApplyResult) -> None:
+    async def _refuse(context: CallContext, result: ApplyResult) -> NoReturn:
         """Answer apply's refusal: its status, its message, and the refused job's position."""
         position = result.get("position")
         await context.abort(RESULT_STATUS.get(result.code, grpc.StatusCode.INTERNAL), result.msg or "rejected",
                             trailing_metadata=((POSITION, str(position)),) if position else ())
 
-    async def _valid_spec(self, context, spec: pb.JobSpec) -> tuple[dict, str]:
+
+class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
+    SERVICE = "Scheduler"
+
+    def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, router: Router,
+                 dispatcher=None) -> None:
+        self.node, self.clock, self.metrics, self.router = node, clock, metrics, router
+        self.dispatcher = dispatcher
+
+    def _exec_pb(self, ex) -> pb.Execution:
+        """The replicated record, plus the leader's own note on why a SCHEDULED one still waits."""
+        out = convert.execution_to_pb(ex)
+        assigner = getattr(self.dispatcher, "assigner", None)
+        if assigner is not None and ex.state == "SCHEDULED" and not out.reason:
+            out.reason = assigner.waiting_reason(ex.job, ex.scheduled_ms)
+        return out
+
+    # ------------------------------------------------------------ helpers
+
+    async def _valid_spec(self, context: CallContext, spec: pb.JobSpec) -> tuple[dict, str]:
         """Validate before proposing: bad input is refused and nothing is committed."""
         try:
             d, text = canonical_spec(convert.spec_to_dict(spec))
@@ -251,7 +262,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         await self._refuse_past_at(context, d)
         return d, text
 
-    async def _refuse_past_at(self, context, d: dict, *, position: int = 0) -> None:
+    async def _refuse_past_at(self, context: CallContext, d: dict, *, position: int = 0) -> None:
         """A new one-off whose time is long past is almost surely a mistake: refuse it (in a
         batch, as BatchRefused at its position)."""
         if not d["schedule"].startswith("at "):
@@ -270,7 +281,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
             job = self.node.state.jobs.get(name)
             return None if job is None else convert.job_to_pb(job, self.node.state, upcoming=upcoming)
 
-    async def _job_or_abort(self, context, name: str, upcoming: int = 0) -> pb.Job:
+    async def _job_or_abort(self, context: CallContext, name: str, upcoming: int = 0) -> pb.Job:
         job = self._job_pb(name, upcoming)
         if job is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"job {name!r} not found")
@@ -279,7 +290,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
     # ------------------------------------------------------------ jobs
 
     @routed(write=True)
-    async def PutJob(self, request: pb.PutJobRequest, context) -> pb.PutJobResponse:
+    async def PutJob(self, request: pb.PutJobRequest, context: CallContext) -> pb.PutJobResponse:
         spec, text = await self._valid_spec(context, request.job)
         cap = self.node.cfg.limits.max_jobs_per_team
         with self.node.lock:
@@ -293,7 +304,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                                  created=bool(result.get("created")))
 
     @routed(write=True)
-    async def PutJobs(self, request: pb.PutJobsRequest, context) -> pb.PutJobsResponse:
+    async def PutJobs(self, request: pb.PutJobsRequest, context: CallContext) -> pb.PutJobsResponse:
         """All or nothing (schedd.core.batches): the whole batch is checked here first, then
         proposed as one entry or as staged chunks and one commit entry."""
         limits = self.node.cfg.limits
@@ -329,7 +340,8 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                                        team_cap=limits.max_jobs_per_team)
         return pb.PutJobsResponse(created=result.get("created", 0), updated=result.get("updated", 0))
 
-    async def _put_batch(self, context, rid: str, texts: list[str], **common) -> dict:
+    async def _put_batch(self, context: CallContext, rid: str, texts: list[str],
+                         **common: Any) -> Mapping[str, Any]:
         """Propose a checked batch and answer only what the log decided. Once this answers
         "failed", the batch can never commit: its commit entry was never proposed, or the abort
         proposed after it was applied first (an abort that finds the commit applied turns the
@@ -365,10 +377,12 @@ class SchedulerService(pb_grpc.SchedulerServicer):
             await self._abort_quietly(context, batch, "duplicate request")
         return result
 
-    async def _abort_batch(self, context, batch: str, error: Exception | None, committing: bool) -> dict:
+    async def _abort_batch(self, context: CallContext, batch: str, error: Exception | None,
+                           committing: bool) -> Mapping[str, Any]:
         """Abort `batch` after a failure. Returns the commit's counts if the log had already
         committed it; else answers the failure (aborts the call)."""
         reason = str(error) if error is not None else "refused"
+        outcome: Mapping[str, Any]
         try:
             outcome = await self._propose(context, C.BATCH_ABORT, "", batch=batch, reason=reason)
         except (NotApplied, OutcomeUnknown) as e:
@@ -387,21 +401,21 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                                 f"not committed ({error}); nothing of the batch was committed, safe to retry")
         return outcome
 
-    async def _abort_quietly(self, context, batch: str, reason: str) -> None:
+    async def _abort_quietly(self, context: CallContext, batch: str, reason: str) -> None:
         try:
             await self._propose(context, C.BATCH_ABORT, "", batch=batch, reason=reason)
         except Exception as e:  # noqa: BLE001 - cleanup only; the leader's timeout covers it
             log.info("batch %s: abort not confirmed (%s)", batch, e)
 
     @routed(write=False)
-    async def GetJob(self, request: pb.GetJobRequest, context) -> pb.Job:
+    async def GetJob(self, request: pb.GetJobRequest, context: CallContext) -> pb.Job:
         upcoming = request.upcoming or 5
         if not 0 < upcoming <= 100:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "upcoming must be between 1 and 100")
         return await self._job_or_abort(context, request.name, upcoming)
 
     @routed(write=False)
-    async def ListJobs(self, request: pb.ListJobsRequest, context) -> pb.ListJobsResponse:
+    async def ListJobs(self, request: pb.ListJobsRequest, context: CallContext) -> pb.ListJobsResponse:
         size = request.page_size or 100
         if not 0 < size <= 1000:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "page_size must be between 1 and 1000")
@@ -416,23 +430,23 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                                        total=total)
 
     @routed(write=True)
-    async def PauseJob(self, request: pb.JobRef, context) -> pb.Job:
+    async def PauseJob(self, request: pb.JobRef, context: CallContext) -> pb.Job:
         await self._commit(context, C.PAUSE, request.request_id, name=request.name)
         return await self._job_or_abort(context, request.name)
 
     @routed(write=True)
-    async def ResumeJob(self, request: pb.JobRef, context) -> pb.Job:
+    async def ResumeJob(self, request: pb.JobRef, context: CallContext) -> pb.Job:
         await self._commit(context, C.RESUME, request.request_id, name=request.name,
                            catch_up=request.catch_up)
         return await self._job_or_abort(context, request.name)
 
     @routed(write=True)
-    async def DeleteJob(self, request: pb.JobRef, context) -> pb.DeleteJobResponse:
+    async def DeleteJob(self, request: pb.JobRef, context: CallContext) -> pb.DeleteJobResponse:
         await self._commit(context, C.DELETE, request.request_id, name=request.name)
         return pb.DeleteJobResponse(name=request.name)
 
     @routed(write=True)
-    async def TriggerJob(self, request: pb.TriggerJobRequest, context) -> pb.Execution:
+    async def TriggerJob(self, request: pb.TriggerJobRequest, context: CallContext) -> pb.Execution:
         result = await self._commit(context, C.TRIGGER, request.request_id, name=request.name,
                                     force=request.force)
         with self.node.lock:
@@ -444,7 +458,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
     # ------------------------------------------------------------ executions
 
     @routed(write=False)
-    async def ListExecutions(self, request: pb.ListExecutionsRequest, context) -> pb.ListExecutionsResponse:
+    async def ListExecutions(self, request: pb.ListExecutionsRequest, context: CallContext) -> pb.ListExecutionsResponse:
         size = request.page_size or 100
         if not 0 < size <= 1000:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "page_size must be between 1 and 1000")
@@ -471,7 +485,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         return response
 
     @routed(write=False)
-    async def GetExecution(self, request: pb.GetExecutionRequest, context) -> pb.Execution:
+    async def GetExecution(self, request: pb.GetExecutionRequest, context: CallContext) -> pb.Execution:
         try:
             key = parse_execution_id(request.id)
         except ValidationError as e:
@@ -483,7 +497,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         await context.abort(grpc.StatusCode.NOT_FOUND, f"execution {request.id!r} not found")
 
     @routed(write=True)
-    async def CancelExecution(self, request: pb.CancelExecutionRequest, context) -> pb.Execution:
+    async def CancelExecution(self, request: pb.CancelExecutionRequest, context: CallContext) -> pb.Execution:
         try:
             name, t = parse_execution_id(request.id)
         except ValidationError as e:
@@ -497,7 +511,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
     # ------------------------------------------------------------ backfill, ledger, quotas
 
     @routed(write=True)
-    async def BackfillJob(self, request: pb.BackfillRequest, context) -> pb.BackfillResponse:
+    async def BackfillJob(self, request: pb.BackfillRequest, context: CallContext) -> pb.BackfillResponse:
         """Instants are listed here, on the leader, and committed in entries of at most
         MAX_BACKFILL_PER_ENTRY; apply checks each one is an instant of the schedule."""
         if not request.from_ms or not request.to_ms or request.from_ms > request.to_ms:
@@ -510,7 +524,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         with self.node.lock:
             job = self.node.state.jobs.get(request.name)
             s = None if job is None else schedule_of(job)
-        if job is None:
+        if s is None:                    # no such job
             await context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.name!r} not found")
         if s.kind in ("none", "at"):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
@@ -537,7 +551,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         return out
 
     @routed(write=False)
-    async def ListInstants(self, request: pb.ListInstantsRequest, context) -> pb.ListInstantsResponse:
+    async def ListInstants(self, request: pb.ListInstantsRequest, context: CallContext) -> pb.ListInstantsResponse:
         now = self.clock.now_ms()
         until = request.to_ms or now
         since = request.from_ms or until - 86_400_000
@@ -566,7 +580,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         return response
 
     @routed(write=True)
-    async def SetQuota(self, request: pb.SetQuotaRequest, context) -> pb.Quota:
+    async def SetQuota(self, request: pb.SetQuotaRequest, context: CallContext) -> pb.Quota:
         kind, _, name = request.key.partition(":")
         if kind not in QUOTA_KINDS or not name or (kind == "lane" and name != BACKFILL):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
@@ -580,7 +594,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                             running=st.held.get(request.key, 0))
 
     @routed(write=False)
-    async def ListQuotas(self, request: pb.ListQuotasRequest, context) -> pb.ListQuotasResponse:
+    async def ListQuotas(self, request: pb.ListQuotasRequest, context: CallContext) -> pb.ListQuotasResponse:
         with self.node.lock:
             st = self.node.state
             keys = sorted({*st.quotas, f"lane:{BACKFILL}", *(k for k in st.held if not k.startswith("key:"))})
@@ -605,7 +619,7 @@ def summarize(nodes: list[pb.NodeStatus], now_ms: int) -> tuple[pb.NodeStatus | 
     leader = max(leaders, key=lambda n: n.term) if leaders else None
     warnings = []
     for n in leaders:
-        if n is not leader and n.term < leader.term:
+        if leader is not None and n is not leader and n.term < leader.term:
             n.role = STALE_LEADER
             warnings.append(f"{n.id} still acts as leader of term {n.term}, but {leader.id} leads "
                             f"term {leader.term}: a stale leader")
@@ -668,7 +682,7 @@ class ClusterService(pb_grpc.ClusterServicer):
                 for r in w.rows)
         return info
 
-    async def NodeInfo(self, request, context) -> pb.NodeStatus:
+    async def NodeInfo(self, request, context: CallContext) -> pb.NodeStatus:
         if request.with_digest:         # O(state) under the lock: off the event loop
             info = await asyncio.to_thread(self.local_info, True)
         else:
@@ -689,7 +703,7 @@ class ClusterService(pb_grpc.ClusterServicer):
                                  grpc_address=peer.grpc_address, role="unreachable",
                                  error=e.details() or e.code().name)
 
-    async def Status(self, request, context) -> pb.ClusterStatus:
+    async def Status(self, request, context: CallContext) -> pb.ClusterStatus:
         me = self.node.cfg
         peers = [p for p in me.members if p.id != me.node_id]
         digest = request.with_digest

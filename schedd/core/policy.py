@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Callable
 
 from schedd.core.model import Execution, Job
 
@@ -53,7 +54,7 @@ class JobPolicy:
     max_age_ms: int = 0
 
     @classmethod
-    def from_spec(cls, spec: dict[str, Any]) -> "JobPolicy":
+    def from_spec(cls, spec: dict[str, Any]) -> JobPolicy:
         return cls(overlap=spec.get("overlap") or "allow",
                    max_active=int(spec.get("max_active") or 0),
                    queue_limit=int(spec.get("queue_limit") or DEFAULT_QUEUE_LIMIT),

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Union
+from typing import Any
 
 
 class Code(StrEnum):
@@ -78,7 +78,7 @@ class SlaMissed:
     message: str
 
 
-Effect = Union[Launch, CancelAttempt, EpochApplied, SlaMissed]
+Effect = Launch | CancelAttempt | EpochApplied | SlaMissed
 
 _RESERVED = ("ok", "code", "msg")
 

@@ -19,7 +19,7 @@ class RetryPolicy:
     multiplier: float = 2.0
 
     @classmethod
-    def from_spec(cls, spec: dict[str, Any]) -> "RetryPolicy":
+    def from_spec(cls, spec: dict[str, Any]) -> RetryPolicy:
         r = spec.get("retry") or {}
         d = cls()
         return cls(max_attempts=max(1, int(r.get("max_attempts") or d.max_attempts)),

@@ -76,7 +76,8 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, tzinfo
-from typing import Any, Callable, cast
+from typing import Any, cast
+from collections.abc import Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import CroniterError, croniter
@@ -160,7 +161,7 @@ _RFC3339 = re.compile(
 
 # ------------------------------------------------------------------------------------ zones
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tzdata_names() -> frozenset[str] | None:
     """Zone names in the pinned `tzdata` package, or None when it is not installed."""
     try:
@@ -170,7 +171,7 @@ def _tzdata_names() -> frozenset[str] | None:
     return frozenset(line.strip() for line in text.splitlines() if line.strip())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _zone_names() -> dict[str, str]:
     """Lower-case name -> canonical name of every known zone (error and case-fixing paths).
 
@@ -179,7 +180,7 @@ def _zone_names() -> dict[str, str]:
     return {name.lower(): name for name in sorted(names)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _zone(name: str) -> tzinfo:
     """Load a zone from the pinned `tzdata` package, not the host (see module doc): a name the
     package lacks is unknown even if /usr/share/zoneinfo has it ("localtime", newer zones).

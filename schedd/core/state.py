@@ -21,7 +21,8 @@ from __future__ import annotations
 import gc
 import hashlib
 from collections import deque
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
+from collections.abc import Callable
 
 from schedd.core import attempts, batches, dags, firing, jobs, queries
 from schedd.core import commands as C

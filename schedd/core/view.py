@@ -14,7 +14,7 @@ The objects returned (jobs, executions) are the state's own: read them, never ch
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Union
+from typing import Any
 
 from schedd.core import batches
 from schedd.core import sla as S
@@ -113,7 +113,7 @@ class StateView:
         S.collect(self._t, now, limit)
 
 
-Viewable = Union[StateView, Tables]
+Viewable = StateView | Tables
 
 
 def as_view(state: Viewable) -> StateView:

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from heapq import heapify, heappop, heappush
 from operator import index
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from sortedcontainers import SortedList
 

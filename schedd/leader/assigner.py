@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from schedd.core import commands as C
 from schedd.core.model import ValidationError, execution_id, parse_execution_id
@@ -175,7 +175,7 @@ class Assigner:
         else:
             self.waiting.update(waiting)
 
-    async def _skip(self, items: list, term: int) -> None:
+    async def _skip(self, items: list[tuple[str, int, str]], term: int) -> None:
         entry = C.encode(C.SKIP, rid="", now=self.clock.now_ms(), term=term,
                          by=self.node.cfg.node_id, items=items)
         try:

@@ -59,7 +59,7 @@ class Claim:
 @dataclass(slots=True)
 class Decision:
     claims: list[Claim] = field(default_factory=list)
-    skips: list[list[object]] = field(default_factory=list)     # [job, scheduled_ms, reason]
+    skips: list[tuple[str, int, str]] = field(default_factory=list)   # (job, scheduled_ms, reason)
     waiting: dict[ExecKey, str] = field(default_factory=dict)
     catchup_next_ms: float = 0.0
 
@@ -101,14 +101,14 @@ def decide(view: StateView, now: int, free: int, in_flight: InFlight, pace: Pace
         if (fresh and policy.deadline_ms and ex.trigger in ("schedule", "catchup")
                 and now > due + policy.deadline_ms):
             if (name, t) not in in_flight.skipping:
-                d.skips.append([name, t, f"deadline: not started within its starting deadline of "
-                                         f"{policy.deadline_ms / 1000:g}s"])
+                d.skips.append((name, t, f"deadline: not started within its starting deadline of "
+                                         f"{policy.deadline_ms / 1000:g}s"))
             continue
         why = view.blocked(ex, policy, extra_active.get(name, 0), extra_held)
         if why:
             if (policy.overlap == "skip" and why.startswith("overlap") and fresh and due <= now
                     and ex.lane != BACKFILL and (name, t) not in in_flight.skipping):
-                d.skips.append([name, t, why])
+                d.skips.append((name, t, why))
             d.waiting[(name, t)] = f"waiting: {why}"
             continue
         if len(d.claims) >= free:

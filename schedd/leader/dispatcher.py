@@ -54,7 +54,7 @@ class Dispatcher:
         self._inflight: set[str] = set()           # jobs with an unsettled fire proposal
         self._batches = 0
         self._epoch_asked: int | None = None
-        self._launches: dict[int, tuple[asyncio.TimerHandle, dict[str, None]]] = {}  # by instant
+        self._launches: dict[int, tuple[asyncio.TimerHandle, dict[str, int]]] = {}  # by instant: name -> t
         self._led_term: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task] = set()
@@ -104,12 +104,12 @@ class Dispatcher:
         while True:
             try:
                 await asyncio.wait_for(self._wake.wait(), IDLE_STEP_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._wake.clear()
             try:
                 self._step()
-            except Exception:  # noqa: BLE001 - the loop must survive a bad step
+            except Exception:  # the loop must survive a bad step
                 log.exception("dispatcher step failed")
 
     def _step(self) -> None:

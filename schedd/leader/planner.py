@@ -9,7 +9,7 @@ planner is an optimisation of what to ask, never the judge of what happens.
 
 from __future__ import annotations
 
-from typing import Container
+from collections.abc import Container
 
 from schedd.core import schedule as sched
 from schedd.core.tables import schedule_of

@@ -26,13 +26,13 @@ import json
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from schedd.core import commands as C
 from schedd.core import schedule as sched
-from schedd.core import sla as S
 from schedd.core.model import execution_id
 from schedd.core.naming import run_id
+from schedd.core.rows import DagRun
 from schedd.core.view import StateView, Viewable, as_view
 from schedd_client.net.outbound import checked_connection, request_path
 from schedd_client.net.policy import NetPolicy
@@ -92,7 +92,7 @@ def due_misses(state: Viewable, now: int, limit: int = MAX_PER_STEP,
         code, why = judge(ex, deadline, now)
         if code != "missed":
             continue
-        if judge is S.run_verdict:
+        if isinstance(ex, DagRun):         # core.sla.target pairs a DAG run with run_verdict
             dag = view.dag(ex.dag)
             sla = view.dag_sla(dag) if dag is not None else None
             out.append(Miss(ex.dag, t, deadline, ex.state, why, sla.describe() if sla else "",

@@ -22,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import grpc
 
@@ -32,6 +33,7 @@ from schedd.replication.node import RaftNode
 from schedd.settings import Limits
 from schedd.ports.clock import Clock
 from schedd.ports.faults import NO_FAULTS, Faults
+from schedd.ports.rpc import CallContext
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
@@ -69,6 +71,13 @@ class WorkerConn:
                              last_heartbeat_ms=self.last_heartbeat_ms, draining=self.draining, peer=self.peer)
 
 
+class Forwarder(Protocol):
+    """What the hub asks of the daemon's router (schedd.api.service.Router, which this layer
+    does not import): pass a call on to the leader."""
+
+    async def forward(self, service: str, method: str, request: Any, context: CallContext) -> Any: ...
+
+
 class WorkerHub(pb_grpc.WorkersServicer):
     """Registry of connected workers plus the Workers gRPC service."""
 
@@ -86,7 +95,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
         self.token_seen: dict[int, int] = {}      # fencing token -> last time a worker vouched for it
         self.on_result: Callable[[WorkerConn, pb.AttemptResult], None] = lambda conn, r: None
         self.on_change: Callable[[], None] = lambda: None
-        self.router = None                        # set by the daemon, for ListWorkers forwarding
+        self.router: Forwarder | None = None      # set by the daemon, for ListWorkers forwarding
 
     # ------------------------------------------------------------ registry
 
@@ -177,11 +186,11 @@ class WorkerHub(pb_grpc.WorkersServicer):
         finally:
             self.streams -= 1
 
-    async def _hello(self, request_iterator, context) -> pb.WorkerHello:
+    async def _hello(self, request_iterator, context: CallContext) -> pb.WorkerHello:
         """The first message, checked: a hello in time, a name, 1..max_slots slots."""
         try:
             first = await asyncio.wait_for(anext(aiter(request_iterator), None), self.hello_timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
                                 f"no hello within {self.hello_timeout_s:g}s of connecting")
         if first is None or first.WhichOneof("kind") != "hello":

@@ -185,7 +185,7 @@ def wait_until(predicate: Callable[[], T], *, timeout: float, interval: float = 
             value = predicate()
             if value:
                 return value
-        except Exception as e:  # noqa: BLE001 - keep polling through transient errors
+        except Exception as e:  # keep polling through transient errors
             if not errors:
                 raise
             last_exc = e

@@ -13,7 +13,7 @@ given (a node's lock, state, term) and never reaches into private attributes. Ty
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 
@@ -35,7 +35,7 @@ class Faults:
         """The entry apply sees for log index `index` (tick thread, every apply)."""
         return entry
 
-    def applied(self, node_id: str, entry: str, result: dict[str, Any], index: int,
+    def applied(self, node_id: str, entry: str, result: Mapping[str, Any], index: int,
                 log_hash: bytes) -> None:
         """After `entry` applied at `index` (tick thread, every apply)."""
 
@@ -57,8 +57,8 @@ class Faults:
         """A new leader's takeover time, from which running attempts get a lease of grace."""
         return now
 
-    async def claim(self, proposal: Awaitable[dict[str, Any]], assigner: Any, conn: Any, name: str,
-                    t: int, attempt: int, due: int, spec: dict[str, Any]) -> dict[str, Any]:
+    async def claim(self, proposal: Awaitable[Mapping[str, Any]], assigner: Any, conn: Any, name: str,
+                    t: int, attempt: int, due: int, spec: dict[str, Any]) -> Mapping[str, Any]:
         """Commit a claim (`proposal` proposes its `start` entry) and return apply's result. A
         result with `_pushed` true says the assignment was pushed already (negative control)."""
         return await proposal

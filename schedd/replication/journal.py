@@ -164,7 +164,8 @@ import types
 import zlib
 from array import array
 from dataclasses import dataclass, field
-from typing import Any, Callable, NoReturn, Optional, TypeVar, cast
+from typing import Any, NoReturn, TypeVar, cast
+from collections.abc import Callable
 
 import pysyncobj.serializer
 import pysyncobj.syncobj
@@ -264,7 +265,7 @@ def _default_on_fatal(exc: BaseException) -> None:
     for h in list(logging.getLogger().handlers) + list(logger.handlers):
         try:
             h.flush()
-        except Exception:
+        except Exception:  # noqa: BLE001 - best effort: the process ends on the next line
             pass
     os._exit(FATAL_EXIT_CODE)
 
@@ -302,9 +303,9 @@ class DurableJournal(Journal):
     ``on_durable``, if set, is called as ``on_durable(journal)`` after every successful log sync.
     """
 
-    def __init__(self, path: str, *, dump_path: Optional[str], fsync: str = "always",
+    def __init__(self, path: str, *, dump_path: str | None, fsync: str = "always",
                  batch_interval: float = 0.05,
-                 on_fatal: Optional[Callable[[BaseException], None]] = None):
+                 on_fatal: Callable[[BaseException], None] | None = None):
         if fsync not in FSYNC_POLICIES:
             raise ValueError("fsync must be one of %r, got %r" % (FSYNC_POLICIES, fsync))
         if batch_interval < 0:
@@ -317,7 +318,7 @@ class DurableJournal(Journal):
         self._policy = fsync
         self._batch_interval = float(batch_interval)
         self._on_fatal = on_fatal or _default_on_fatal
-        self.on_durable: Optional[Callable[["DurableJournal"], None]] = None
+        self.on_durable: Callable[[DurableJournal], None] | None = None
 
         # pysyncobj uses the journal from its tick thread, but transport.send can also be reached
         # from a caller's thread (SyncObj.transferLeadership), and that calls sync(). The lock
@@ -331,11 +332,11 @@ class DurableJournal(Journal):
         self._last_sync = time.monotonic()
         self._durable_size = 0
         self._durable_index = 0
-        self._failed: Optional[BaseException] = None
+        self._failed: BaseException | None = None
         self._closed = False
         self._tick_owners: set[int] = set()
         self._startup = True  # until the first tick callback (see _settle / clear)
-        self._pending_clear: Optional[list[Entry]] = None
+        self._pending_clear: list[Entry] | None = None
         self._warned_no_dump = False
         self.stats = {"fdatasync": 0, "fsync": 0, "appends": 0, "rewrites": 0,
                       "torn_bytes_dropped": 0, "kept_after_dump": 0}
@@ -389,7 +390,7 @@ class DurableJournal(Journal):
             meta = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
             raise JournalCorruptError("%s: unreadable meta file (%s); it is written atomically, so "
-                                      "this is corruption. Refusing to start." % (self._meta_path, e))
+                                      "this is corruption. Refusing to start." % (self._meta_path, e)) from e
         if not isinstance(meta, dict) or meta.get("format") != META_FORMAT:
             raise JournalCorruptError("%s: not a schedd raft meta file" % self._meta_path)
         if meta.get("version") != META_VERSION:
@@ -906,15 +907,15 @@ _ORIGINAL_CREATE_JOURNAL = pysyncobj.syncobj.createJournal
 
 
 def durable_journal_factory(fsync: str = "always", batch_interval: float = 0.05,
-                            dump_path: Optional[str] = None,
-                            on_fatal: Optional[Callable[[BaseException], None]] = None,
-                            on_created: Optional[Callable[[DurableJournal], None]] = None
+                            dump_path: str | None = None,
+                            on_fatal: Callable[[BaseException], None] | None = None,
+                            on_created: Callable[[DurableJournal], None] | None = None
                             ) -> Callable[..., DurableJournal]:
     """Return ``createJournal(journalFile)`` building a :class:`DurableJournal`."""
     if fsync not in FSYNC_POLICIES:
         raise ValueError("fsync must be one of %r, got %r" % (FSYNC_POLICIES, fsync))
 
-    def createJournal(journalFile: Optional[str] = None) -> DurableJournal:
+    def createJournal(journalFile: str | None = None) -> DurableJournal:
         if journalFile is None:
             raise ValueError("durable journal installed but conf.journalFile is None; set "
                              "conf.journalFile (and conf.fullDumpFile)")
@@ -943,7 +944,7 @@ def restore_create_journal() -> None:
     pysyncobj.syncobj.createJournal = _ORIGINAL_CREATE_JOURNAL
 
 
-def attach(syncobj: Any, journal: Optional[DurableJournal] = None) -> DurableJournal:
+def attach(syncobj: Any, journal: DurableJournal | None = None) -> DurableJournal:
     """Check that ``syncobj`` runs on a DurableJournal and register the journal's tick callback.
 
     Idempotent (DurableTCPTransport has usually registered the callback already). Raises
@@ -975,7 +976,7 @@ class DurableJournalHooks:
     fsync: str
     batch_interval: float
     transport_class: type[DurableTCPTransport] = DurableTCPTransport
-    journal: Optional[DurableJournal] = field(default=None, repr=False)
+    journal: DurableJournal | None = field(default=None, repr=False)
 
     @property
     def conf_kwargs(self) -> dict[str, str]:
@@ -1016,7 +1017,7 @@ def secure_data_dir(data_dir: str) -> list[str]:
 
 def prepare_durable_journal(data_dir: str, *, fsync: str = "always", batch_interval: float = 0.05,
                             journal_name: str = "raft.journal", dump_name: str = "raft.dump",
-                            on_fatal: Optional[Callable[[BaseException], None]] = None
+                            on_fatal: Callable[[BaseException], None] | None = None
                             ) -> DurableJournalHooks:
     """Secure ``data_dir`` (:func:`secure_data_dir`) and patch pysyncobj (process-global) to build a DurableJournal.
 

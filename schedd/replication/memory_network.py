@@ -11,7 +11,8 @@ from __future__ import annotations
 import pickle
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
+from collections.abc import Callable, Iterable
 
 from pysyncobj import SyncObj, SyncObjConf
 from pysyncobj.transport import Transport
@@ -36,7 +37,7 @@ class MemoryNetwork:
 
     queue: list[Message] = field(default_factory=list)
     nodes: dict[str, SyncObj] = field(default_factory=dict)
-    transports: dict[str, "MemoryTransport"] = field(default_factory=dict)
+    transports: dict[str, MemoryTransport] = field(default_factory=dict)
     delivered: int = 0
 
     def transport_class(self) -> type:
@@ -133,39 +134,39 @@ def driven_conf(**overrides: Any) -> SyncObjConf:
 
 def raft_log(node: SyncObj) -> list[tuple[int, int]]:
     """(index, term) of every entry in the node's log."""
-    journal = node._SyncObj__raftLog        # noqa: SLF001 - the adapter's own test support
+    journal = node._SyncObj__raftLog        # the adapter's own test support
     return [(int(e[1]), int(e[2])) for e in journal[:]]
 
 
 def append_raw(node: SyncObj, terms: Iterable[int], size: int = 8) -> None:
     """Append NO_OP entries of the given terms (as a leader of that term would have)."""
-    journal = node._SyncObj__raftLog        # noqa: SLF001
+    journal = node._SyncObj__raftLog
     for term in terms:
         idx = int(journal[-1][1]) + 1
         journal.add(NO_OP + b"x" * (size - 1), idx, term)
 
 
 def set_term(node: SyncObj, term: int) -> None:
-    node._SyncObj__raftCurrentTerm = term   # noqa: SLF001
-    node._SyncObj__votedForNodeId = None    # noqa: SLF001
+    node._SyncObj__raftCurrentTerm = term
+    node._SyncObj__votedForNodeId = None
 
 
 def make_leader(node: SyncObj, term: int) -> None:
     """Make `node` leader of `term` as a won election would (it appends its no-op)."""
     set_term(node, term)
-    node._SyncObj__onBecomeLeader()         # noqa: SLF001
+    node._SyncObj__onBecomeLeader()
 
 
 def send_heartbeats(node: SyncObj) -> None:
-    node._SyncObj__sendAppendEntries()      # noqa: SLF001
+    node._SyncObj__sendAppendEntries()
 
 
 def match_index(leader: SyncObj, peer: str) -> int:
-    for n, m in leader._SyncObj__raftMatchIndex.items():    # noqa: SLF001
+    for n, m in leader._SyncObj__raftMatchIndex.items():
         if n.id == peer:
             return int(m)
     raise KeyError(peer)
 
 
 def commit_index(node: SyncObj) -> int:
-    return int(node._SyncObj__raftCommitIndex)  # noqa: SLF001
+    return int(node._SyncObj__raftCommitIndex)

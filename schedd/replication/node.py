@@ -22,10 +22,12 @@ import time
 from dataclasses import dataclass, field
 from collections.abc import Sequence
 from os import PathLike
-from typing import Any, Callable, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Callable
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
+from schedd.core.results import ApplyResult
 from schedd.core.state import SchedulerState
 from schedd.replication import journal as durable
 from schedd.replication.raft_patches import RepairingSyncObj
@@ -112,7 +114,7 @@ class ReplicatedState(SyncObjConsumer):
     between versions (the entry codec carries its own version instead)."""
 
     def __init__(self, state: SchedulerState, lock: threading.RLock,
-                 on_applied: Callable[[str, dict[str, Any], int], None], faults: Faults = NO_FAULTS,
+                 on_applied: Callable[[str, ApplyResult, int], None], faults: Faults = NO_FAULTS,
                  node_id: str = "") -> None:
         self._sm = state
         self._lock = lock
@@ -123,7 +125,7 @@ class ReplicatedState(SyncObjConsumer):
         super().__init__()
 
     @replicated
-    def apply_entry(self, entry: str) -> dict[str, Any]:
+    def apply_entry(self, entry: str) -> ApplyResult:
         index = self._syncObj.raftLastApplied + 1
         entry = self._faults.entry_to_apply(entry, index)
         with self._lock:
@@ -133,7 +135,7 @@ class ReplicatedState(SyncObjConsumer):
         self._faults.applied(self._node_id, entry, result, index, self._sm.log_hash)
         try:
             self._on_applied(entry, result, index)
-        except Exception:  # noqa: BLE001 - a shell hook must never wedge apply
+        except Exception:  # a shell hook must never wedge apply
             log.exception("on_applied hook failed")
         return result
 
@@ -199,7 +201,7 @@ class RaftNode(Generic[CfgT]):
     """A cluster member: the replicated state, its lock, and the SyncObj that drives it."""
 
     def __init__(self, cfg: CfgT, *, on_role_change: Callable[[int, int], None] | None = None,
-                 on_applied: Callable[[str, dict[str, Any], int], None] | None = None,
+                 on_applied: Callable[[str, ApplyResult, int], None] | None = None,
                  faults: Faults = NO_FAULTS) -> None:
         self.cfg = cfg
         self.state = SchedulerState()
@@ -306,13 +308,13 @@ class RaftNode(Generic[CfgT]):
 
     # ------------------------------------------------------------ proposals
 
-    async def propose(self, entry: str, *, timeout: float = 10.0) -> dict[str, Any]:
+    async def propose(self, entry: str, *, timeout: float = 10.0) -> ApplyResult:
         """Replicate `entry` and return apply's result on this node. Raises NotApplied or
         OutcomeUnknown. Callable from the asyncio thread only."""
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[dict[str, Any]] = loop.create_future()
+        fut: asyncio.Future[ApplyResult] = loop.create_future()
 
-        def settle(result: dict[str, Any], error: int) -> None:
+        def settle(result: ApplyResult, error: int) -> None:
             if not fut.done():
                 if error == FAIL_REASON.SUCCESS:
                     fut.set_result(result)
@@ -321,13 +323,13 @@ class RaftNode(Generic[CfgT]):
                 else:
                     fut.set_exception(OutcomeUnknown(f"outcome unknown (pysyncobj reason {error})"))
 
-        def callback(result: dict[str, Any], error: int) -> None:  # tick thread
+        def callback(result: ApplyResult, error: int) -> None:  # tick thread
             loop.call_soon_threadsafe(settle, result, error)
 
         self._consumer.apply_entry(entry, callback=callback)
         try:
             return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise OutcomeUnknown(f"no commit within {timeout:g}s") from None
 
     def close(self) -> None:

@@ -195,7 +195,7 @@ class GuardedTcpServer(TcpServer):
                     recvBufferSize=self._TcpServer__recvBufferSize,
                     keepalive=self._TcpServer__keepalive, limits=self._limits)
                 self._TcpServer__onNewConnectionCallback(conn)
-            except socket.error as e:
+            except OSError as e:
                 if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
                     self.unbind()
                     return
@@ -209,7 +209,7 @@ class GuardedTCPTransport(TCPTransport):
     limits = TransportLimits()
 
     @classmethod
-    def with_limits(cls, limits: TransportLimits) -> type["GuardedTCPTransport"]:
+    def with_limits(cls, limits: TransportLimits) -> type[GuardedTCPTransport]:
         """A subclass bound to `limits` (pysyncobj builds the transport from a class)."""
         return type(cls.__name__, (cls,), {"limits": limits})
 

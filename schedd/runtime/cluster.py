@@ -87,8 +87,12 @@ class NodeProc:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
+    def running(self) -> subprocess.Popen | None:
+        """The process while it runs (None: never started, or exited)."""
+        return self.proc if self.proc is not None and self.proc.poll() is None else None
+
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.running() is not None
 
 
 @dataclass
@@ -215,45 +219,45 @@ class LocalCluster:
         return w
 
     def signal_worker(self, name: str, sig: int) -> None:
-        w = self.workers[name]
-        if w.alive():
-            os.kill(w.proc.pid, sig)
+        proc = self.workers[name].running()
+        if proc is not None:
+            os.kill(proc.pid, sig)
 
     def signal_node(self, nid: str, sig: int) -> None:
-        node = self.nodes[nid]
-        if node.alive():
-            os.kill(node.proc.pid, sig)
+        proc = self.nodes[nid].running()
+        if proc is not None:
+            os.kill(proc.pid, sig)
 
     def kill_node(self, nid: str) -> None:
         """SIGKILL and reap."""
-        node = self.nodes[nid]
-        if node.alive():
-            os.kill(node.proc.pid, signal.SIGKILL)
-            node.proc.wait(timeout=30)
+        proc = self.nodes[nid].running()
+        if proc is not None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
 
     def stop_node(self, nid: str, timeout: float = 15.0) -> None:
         """SIGTERM, then SIGKILL after `timeout`."""
-        node = self.nodes[nid]
-        if not node.alive():
+        proc = self.nodes[nid].running()
+        if proc is None:
             return
         try:
-            os.kill(node.proc.pid, signal.SIGCONT)
-            os.kill(node.proc.pid, signal.SIGTERM)
-            node.proc.wait(timeout=timeout)
+            os.kill(proc.pid, signal.SIGCONT)
+            os.kill(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.kill(node.proc.pid, signal.SIGKILL)
-            node.proc.wait(timeout=30)
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
 
     def stop(self, timeout: float = 15.0) -> None:
         for w in self.workers.values():
-            if w.alive():
-                os.kill(w.proc.pid, signal.SIGCONT)
-                os.kill(w.proc.pid, signal.SIGKILL)
-                w.proc.wait(timeout=30)
+            if (proc := w.running()) is not None:
+                os.kill(proc.pid, signal.SIGCONT)
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
         for node in self.nodes.values():
-            if node.alive():
-                os.kill(node.proc.pid, signal.SIGCONT)
-                os.kill(node.proc.pid, signal.SIGTERM)
+            if (proc := node.running()) is not None:
+                os.kill(proc.pid, signal.SIGCONT)
+                os.kill(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         for nid, node in self.nodes.items():
             if node.proc is None:
@@ -302,10 +306,10 @@ class LocalCluster:
     def wait_leader(self, timeout: float = 60.0, exclude: str | None = None) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            dead = [n for n, p in self.nodes.items() if p.proc is not None and not p.alive()
+            dead = [(n, p.proc) for n, p in self.nodes.items() if p.proc is not None and not p.alive()
                     and n != exclude and p.proc.returncode not in (-signal.SIGKILL, -signal.SIGTERM, 0)]
             if dead:
-                codes = ", ".join(f"{n} (exit {self.nodes[n].proc.returncode})" for n in dead)
+                codes = ", ".join(f"{n} (exit {proc.returncode})" for n, proc in dead)
                 raise RuntimeError(f"node(s) {codes} exited: see {self.root / 'logs'}")
             lead = self.leader()
             if lead is not None and lead != exclude:
@@ -314,7 +318,7 @@ class LocalCluster:
         raise TimeoutError(f"no leader within {timeout:g}s (last seen {self.last_seen}); "
                            f"logs in {self.root / 'logs'}")
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         return self
 
     def __exit__(self, *exc) -> None:

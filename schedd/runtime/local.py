@@ -44,7 +44,7 @@ def _progress(client: Client) -> str:
 def run_local(*, data_dir: str | None, nodes: int = 3, base_port: int = 0, demo: bool = True,
               fsync: str = "always") -> int:
     temp = data_dir is None
-    root = Path(tempfile.mkdtemp(prefix="schedd-local-")) if temp else Path(data_dir)
+    root = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="schedd-local-"))
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

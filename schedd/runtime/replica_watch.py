@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from dataclasses import replace
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from schedd.replication.convergence import ConvergenceTracker, Replica, samples
 
@@ -94,6 +94,6 @@ class ReplicaWatch:
                                  "" if writable else f": {self.why_not_writable}")
                     await on_writable(writable)
                     last = writable
-            except Exception:  # noqa: BLE001 - the watch must survive a bad sample
+            except Exception:  # the watch must survive a bad sample
                 log.exception("replication watch step failed")
             await asyncio.sleep(period_s)

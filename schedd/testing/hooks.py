@@ -37,6 +37,7 @@ import signal
 import threading
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from schedd.ports.faults import NO_FAULTS, Faults
 
@@ -205,7 +206,7 @@ class TestFaults(Faults):
     def entry_to_apply(self, entry: str, index: int) -> str:
         return unsafe_no_dedup(entry, index) if "no_dedup" in self.unsafe else entry
 
-    def applied(self, node_id: str, entry: str, result: dict, index: int, log_hash: bytes) -> None:
+    def applied(self, node_id: str, entry: str, result: Mapping[str, Any], index: int, log_hash: bytes) -> None:
         if self.rec is None:
             return
         try:

@@ -193,7 +193,7 @@ def test_dag_sla_miss_is_recorded_once_shown_counted_and_posted(cluster_factory,
     posts: list = []
 
     class Receiver(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
+        def do_POST(self):
             posts.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0))))
             self.send_response(200)
             self.end_headers()

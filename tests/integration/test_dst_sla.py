@@ -86,7 +86,7 @@ def test_job_next_shows_dst_effects_for_a_berlin_job(cluster_factory, tmp_path):
 class _Receiver(BaseHTTPRequestHandler):
     posts: list = []
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         type(self).posts.append((self.path, json.loads(body)))
         self.send_response(200)

@@ -12,11 +12,9 @@ Exit status: 0 all OK, 1 an anomaly, 2 a harness error.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("SCHEDD_TEST_MODE", "1")

@@ -499,7 +499,6 @@ def check(records: list[dict], meta: dict) -> dict:
     }
     per_check = {c: [a for a in A.items if a["check"] == c] for c in CHECKS}
     safety = [a for a in A.items if a["check"] in SAFETY or a.get("early")]
-    liveness = [a for a in A.items if a not in safety]
     return {"ok": not A.items, "safety_ok": not safety, "anomalies": A.items,
             "counts": {c: len(v) for c, v in per_check.items()}, "stats": stats,
             "c8": c8}

@@ -22,7 +22,7 @@ from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from schedd_client import Client, job_spec
 from schedd_client.errors import ResourceExhausted, ValidationError
 from schedd_client.schedctl import main as schedctl_main
-from tests.security._api_harness import NOW_MS, ApiServer, InMemoryNode, Proposals
+from tests.security._api_harness import NOW_MS, InMemoryNode, Proposals
 
 
 def _specs(n: int, *, command_bytes: int = 20, prefix: str = "b", team: str = ""):

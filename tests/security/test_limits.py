@@ -106,7 +106,7 @@ def test_inflight_requests_per_connection_are_capped(api):
     ch.close()
 
 
-def _inflight(server: ApiServer) -> int:
+def _inflight(server) -> int:
     limit = server.server_interceptor
     return sum(limit.inflight.values())
 

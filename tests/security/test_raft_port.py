@@ -22,7 +22,6 @@ from cryptography.fernet import Fernet
 
 from schedd.runtime.cluster import LocalCluster
 from schedd_client import Client, job_spec
-from schedd.ports.fakes import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +61,7 @@ def closed_by_peer(sock: socket.socket, timeout: float) -> float | None:
     try:
         while sock.recv(65536):
             pass
-    except socket.timeout:
+    except TimeoutError:
         return None
     except ConnectionError:
         pass

@@ -5,11 +5,9 @@ and the rotation the README documents (a rolling restart) works."""
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

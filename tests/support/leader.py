@@ -71,7 +71,7 @@ class Hook(BaseHTTPRequestHandler):
     as (path, JSON body, Idempotency-Key) in `Hook.posts`."""
     posts: list = []
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
         type(self).posts.append((self.path, json.loads(body), self.headers.get("Idempotency-Key")))
         self.send_response(204)

@@ -4,7 +4,7 @@ waiting reasons expected. No worker, no event loop, no clock: the decision alone
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 

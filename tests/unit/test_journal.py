@@ -346,7 +346,7 @@ def test_startup_dump_load_keeps_entries_after_the_dump_point(tmp_path, caplog):
 
 def test_startup_dump_load_does_not_keep_a_divergent_tail(tmp_path):
     j = open_j(tmp_path)
-    model = fill(j, 10)
+    fill(j, 10)
     j._destroy()
     j = open_j(tmp_path)
     j.register_tick(FakeSyncObj())

@@ -14,7 +14,7 @@ from schedd.core import commands as C
 from schedd.core import ledger
 from schedd.core.model import ValidationError, validate_spec
 from schedd.core.policy import DEFAULT_BACKFILL_QUOTA, jitter_offset_ms
-from tests.support.state import SHELL, T0, Harness, spec
+from tests.support.state import T0, Harness, spec
 
 MIN = 60_000
 

@@ -97,7 +97,7 @@ def test_follower_never_commits_an_entry_the_leader_did_not_vouch_for() -> None:
     last entry (B still holds its stale term-1 suffix beyond the verified prefix)."""
     net = diverged(RepairingSyncObj)
     leader = net.nodes[A]
-    leader._SyncObj__raftCommitIndex = 70              # noqa: SLF001 - the leader's commit
+    leader._SyncObj__raftCommitIndex = 70              # the leader's commit
     # A heartbeat whose prevLogIdx (20) is the end of the common prefix, carrying no entries.
     net.transports[B].receive(_heartbeat(A, B, term=3, prev_idx=20, prev_term=1, commit=70))
     assert commit_index(net.nodes[B]) <= 20
@@ -196,7 +196,7 @@ def _heartbeat(src: str, dst: str, *, term: int, prev_idx: int, prev_term: int, 
 
 
 def expire_election_timer(node: SyncObj) -> None:
-    node._SyncObj__raftElectionDeadline = 0          # noqa: SLF001
+    node._SyncObj__raftElectionDeadline = 0
 
 
 def test_isolated_node_does_not_raise_its_term() -> None:
@@ -208,7 +208,7 @@ def test_isolated_node_does_not_raise_its_term() -> None:
     b = net.nodes[B]
     for _ in range(5):                                # five timeouts while partitioned
         expire_election_timer(b)
-        b._onTick()                                  # noqa: SLF001
+        b._onTick()
         net.take(lambda m: m.src == B)               # its requests are lost
     assert b.raftCurrentTerm == 2 and b.repair_stats.pre_votes == 5
     rounds(net, A, 2)                                # healed: the leader is still the leader
@@ -232,7 +232,7 @@ def test_won_pre_vote_leads_to_an_election_when_the_leader_is_gone() -> None:
     make_leader(net.nodes[A], 2)
     rounds(net, A, 2)
     for addr in (B, C):                              # A dies: B and C stop hearing from it
-        net.nodes[addr]._leader_contact = -1e9       # noqa: SLF001
+        net.nodes[addr]._leader_contact = -1e9
         net.transports[addr].disconnect(A)
     b = net.nodes[B]
     expire_election_timer(b)
@@ -248,7 +248,7 @@ def test_pre_vote_refused_to_an_out_of_date_log() -> None:
     net = cluster(RepairingSyncObj)
     append_raw(net.nodes[C], [1] * 5)
     for addr in PEERS:
-        net.nodes[addr]._leader_contact = -1e9       # noqa: SLF001
+        net.nodes[addr]._leader_contact = -1e9
     b = net.nodes[B]
     expire_election_timer(b)
     b._onTick()
@@ -263,12 +263,12 @@ def test_snapshot_install_restarts_the_election_timer() -> None:
     start after the install, not before it."""
     net = cluster(RepairingSyncObj)
     b = net.nodes[B]
-    b._SyncObj__serializer.setTransmissionData = lambda data: True      # noqa: SLF001
-    b._SyncObj__loadDumpFile = lambda clearJournal: time.sleep(0.9)     # noqa: SLF001
+    b._SyncObj__serializer.setTransmissionData = lambda data: True
+    b._SyncObj__loadDumpFile = lambda clearJournal: time.sleep(0.9)
     net.transports[B].receive(
         _msg(A, B, {"type": "append_entries", "term": 0, "commit_index": 1,
                     "serialized": (b"", True, True)}))
-    assert b._SyncObj__raftElectionDeadline > raft_clock()              # noqa: SLF001
+    assert b._SyncObj__raftElectionDeadline > raft_clock()
 
 
 def _msg(src: str, dst: str, body: dict):
@@ -283,8 +283,8 @@ def test_heartbeats_keep_their_period() -> None:
     leader = net.nodes[A]
     make_leader(leader, 2)
     send_heartbeats(leader)
-    due = leader._SyncObj__newAppendEntriesTime - raft_clock()      # noqa: SLF001
-    assert 0 < due <= leader._SyncObj__conf.appendEntriesPeriod       # noqa: SLF001
+    due = leader._SyncObj__newAppendEntriesTime - raft_clock()
+    assert 0 < due <= leader._SyncObj__conf.appendEntriesPeriod
 
 
 @pytest.mark.parametrize("cls", [RepairingSyncObj])

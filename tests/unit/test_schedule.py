@@ -17,7 +17,7 @@ import pickle
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
 import pytest
@@ -657,7 +657,7 @@ def zoned_starts(draw: st.DrawFn) -> tuple[str, int]:
 
 
 def _tz(zone: str):
-    return timezone.utc if zone == "UTC" else S._zone(zone)
+    return UTC if zone == "UTC" else S._zone(zone)
 
 
 def _offset(zone: str, t_ms: int) -> timedelta:

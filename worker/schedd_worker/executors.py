@@ -76,7 +76,7 @@ async def execute(a: Assignment, *, cancel: asyncio.Event | None = None,
             r = await _dispatch(a, cancel, python_handlers, max(0.0, float(kill_grace_s)), http)
     except asyncio.CancelledError:
         raise
-    except Exception as e:  # noqa: BLE001 - the contract: every failure is an Outcome
+    except Exception as e:  # the contract: every failure is an Outcome
         log.exception("executor failed on %s", a.execution_id)
         r = Result(FAILED, error=f"internal error in the worker: {type(e).__name__}: {e}")
     return Outcome(state=r.state, started_ms=started, ended_ms=now_ms(), exit_code=r.exit_code,

@@ -275,12 +275,12 @@ class WorkerRuntime:
                 for a in left_over:
                     a.cancel.set()
                     a.wake.set()
-                await asyncio.wait({a.task for a in left_over},
+                await asyncio.wait({a.task for a in left_over if a.task is not None},  # set: see above
                                    timeout=self.kill_grace_s + KILL_MARGIN_S)
         if self._unacked:
             try:
                 await asyncio.wait_for(self._all_acked.wait(), FINAL_ACK_TIMEOUT_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("drain: %d results not acknowledged by the leader (tokens %s); the "
                             "leader will expire those attempts", len(self._unacked),
                             sorted(self._unacked))
@@ -315,7 +315,7 @@ class WorkerRuntime:
                     if redirects <= 3:            # follow it at once (bounded: no ping-pong)
                         continue
                 err = e
-            except Exception as e:  # noqa: BLE001 - keep the worker alive, retry
+            except Exception as e:  # keep the worker alive, retry
                 log.exception("worker connection failed")
                 err = e
             if self._closing.is_set():
@@ -340,7 +340,7 @@ class WorkerRuntime:
             self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
             try:
                 await asyncio.wait_for(self._closing.wait(), delay)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     async def _status(self, addr: str, timeout: float = STATUS_TIMEOUT_S) -> pb.ClusterStatus:
@@ -391,7 +391,7 @@ class WorkerRuntime:
             await call.write(self._hello())
             try:
                 first = await asyncio.wait_for(call.read(), WELCOME_TIMEOUT_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise _StreamEnded(f"no Welcome from {addr} within {WELCOME_TIMEOUT_S:g}s") from None
             if first is grpc.aio.EOF:
                 raise _StreamEnded(f"{addr} ended the stream before its Welcome")
@@ -515,7 +515,7 @@ class WorkerRuntime:
         conn.out.put_nowait(None)
         try:
             await asyncio.wait_for(conn.gone.wait(), CLOSE_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             conn.end.set()
 
     # ------------------------------------------------------------ messages
@@ -665,7 +665,7 @@ class WorkerRuntime:
                     break
                 try:
                     await asyncio.wait_for(att.wake.wait(), delay)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
             if att.handback and not att.cancel.is_set():
                 self._reject(a, "worker draining")
@@ -689,7 +689,7 @@ class WorkerRuntime:
                                                   http=self.http)
                 except asyncio.CancelledError:
                     raise
-                except Exception as e:  # noqa: BLE001 - execute should never raise; be safe
+                except Exception as e:  # execute should never raise; be safe
                     log.exception("executor raised on %s", a.execution_id)
                     now = self.now_ms()
                     out = Outcome(state=executors.FAILED, started_ms=now, ended_ms=now,

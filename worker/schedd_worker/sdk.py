@@ -86,7 +86,7 @@ class Worker:
         async def main() -> None:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
-            installed: list[int] = []
+            installed: list[signal.Signals] = []
 
             def on_signal() -> None:
                 if stop.is_set():

@@ -14,7 +14,7 @@ import contextvars
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from typing import Any, Protocol
 
 from schedd_client.net.policy import NetPolicy
@@ -93,7 +93,7 @@ class Handler(Protocol):
 
 # ---------------------------------------------------------------------------------- contract
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def format_rfc3339(ms: int) -> str:

@@ -102,7 +102,7 @@ class PythonHandler:
 
 def _is_async(fn: Callable) -> bool:
     return (inspect.iscoroutinefunction(fn)
-            or inspect.iscoroutinefunction(getattr(fn, "__call__", None)))
+            or inspect.iscoroutinefunction(getattr(fn, "__call__", None)))  # noqa: B004 - an async __call__
 
 
 def _value_text(v: Any) -> str:
@@ -192,7 +192,8 @@ async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
             return Result(state, error=error)
         if fut2.cancelled():
             return Result(FAILED, error="CancelledError: the handler was cancelled")
-        if fut2.exception() is not None:
-            return _exception_result(fut2.exception())
+        raised = fut2.exception()
+        if raised is not None:
+            return _exception_result(raised)
         value = fut2.result()
     return Result(SUCCEEDED, output_tail=_value_text(value))

@@ -236,6 +236,7 @@ async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
             return Result(state, exit_code=transport.get_returncode(), error=error,
                            output_tail=tail.text())
         rc = transport.get_returncode()
+        assert rc is not None                # proto.exited fired: the process has exited
         # The main process is gone. Let the output drain; then anything it left behind in its
         # group (background children, maybe holding the pipe) is stopped: once reported, the
         # attempt must have nothing still running.
