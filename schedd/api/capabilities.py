@@ -6,7 +6,7 @@ request names: the servicer or a resolver finds it), `cluster`, `worker` (Worker
 token, `serve` checked per pool and team by `acl.may_serve`), or `open` (no capability: bootstrap,
 health). `filtered` marks lists that show only what `visible_teams(principal, capability)` admits.
 
-Contract: every RPC of every service in proto/schedd/v1 has exactly one entry (a unit test parses
+Contract: every RPC of every service in proto/schedd_proto has exactly one entry (a unit test parses
 the protos), so a new RPC without a decision here is refused, never silently open. See
 docs/security-acl.md for the reasoning behind each row.
 """

@@ -142,7 +142,7 @@ def split_hosts(hosts: Iterable[str]) -> tuple[list[str], list[IpAddress]]:
 # --------------------------------------------------------------------------- building
 
 def _now(now: dt.datetime | None) -> dt.datetime:
-    return now if now is not None else dt.datetime.now(dt.timezone.utc)
+    return now if now is not None else dt.datetime.now(dt.UTC)
 
 
 def _new_key() -> ec.EllipticCurvePrivateKey:

@@ -95,7 +95,7 @@ def _check_pair(cert_pem: bytes, key_pem: bytes, cert_path: Path, key_path: Path
 
 def load_server_material(files: ServerTlsFiles, *, now: dt.datetime | None = None) -> ServerMaterial:
     """Read and validate a node's server TLS files; TlsError says what is wrong."""
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     cert_pem, key_pem = _read(files.cert, "certificate"), _read(files.key, "key")
     leaf = _check_pair(cert_pem, key_pem, files.cert, files.key, now)
     roots = None
@@ -172,7 +172,7 @@ class CertReloader:
         def fetch() -> grpc.ServerCertificateConfiguration | None:
             try:
                 current = self._current()
-            except Exception:                              # noqa: BLE001 - never fail a handshake here
+            except Exception:  # never fail a handshake here
                 log.exception("TLS certificate fetcher failed; keeping the current certificate")
                 return None
             if current is served[0]:
@@ -197,7 +197,7 @@ def channel_credentials(ca: Path, cert: Path | None = None, key: Path | None = N
     if cert is None or key is None:
         return grpc.ssl_channel_credentials(root_certificates=roots)
     cert_pem, key_pem = _read(cert, "certificate"), _read(key, "key")
-    _check_pair(cert_pem, key_pem, cert, key, now or dt.datetime.now(dt.timezone.utc))
+    _check_pair(cert_pem, key_pem, cert, key, now or dt.datetime.now(dt.UTC))
     return grpc.ssl_channel_credentials(root_certificates=roots, private_key=key_pem,
                                         certificate_chain=cert_pem)
 

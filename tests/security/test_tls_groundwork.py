@@ -177,7 +177,7 @@ def test_server_material_refuses_files_that_cannot_serve(dep, tmp_path):
     other_key = dep.leaves["worker/w1"].key
     ca = certs.load_ca(dep.root)
     old_cert, old_key = certs.build_leaf(ca, "node", "n1", hosts=["localhost"], days=1,
-                                         now=dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=3))
+                                         now=dt.datetime.now(dt.UTC) - dt.timedelta(days=3))
     expired, expired_key = tmp_path / "expired.pem", tmp_path / "expired-key.pem"
     expired.write_bytes(certs.cert_pem(old_cert))
     expired_key.write_bytes(certs.key_pem(old_key))
