@@ -18,7 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import fields, is_dataclass
+from collections.abc import Callable
 from functools import cache
+from operator import attrgetter
 from typing import Any
 
 SECTIONS = ("jobs", "execs", "dedup", "dags", "dag_runs", "quotas", "batches")
@@ -38,17 +40,41 @@ def _sorted_items(d: dict[Any, Any]) -> list[tuple[Any, Any]]:
 
 def canonical(v: Any) -> Any:
     """A JSON-encodable value with one encoding per content (see the module contract)."""
-    if v is None or isinstance(v, (str, int, float)):
+    t: type = type(v)
+    if t in _SCALARS or v is None:
         return v
-    if is_dataclass(v) and not isinstance(v, type):
-        return [type(v).__name__, *(canonical(getattr(v, n, None)) for n in _field_names(type(v)))]
+    fields_of = _dataclass_fields(t)
+    if fields_of is not None:
+        try:
+            values = fields_of(v)
+        except AttributeError:               # an unset slot reads as None
+            values = tuple(getattr(v, n, None) for n in _field_names(t))
+        return [t.__name__, *(x if type(x) in _SCALARS or x is None else canonical(x) for x in values)]
+    if isinstance(v, (str, int, float)):     # subclasses (bool, IntEnum, ...)
+        return v
     if isinstance(v, dict):
         return [[canonical(k), canonical(x)] for k, x in _sorted_items(v)]
     if isinstance(v, (list, tuple)):
-        return [canonical(x) for x in v]
+        return [x if type(x) in _SCALARS or x is None else canonical(x) for x in v]
     if isinstance(v, (set, frozenset)):
         return sorted((canonical(x) for x in v), key=_text)
-    return [type(v).__name__, repr(v)]
+    return [t.__name__, repr(v)]
+
+
+_SCALARS = frozenset({str, int, float, bool})
+
+
+@cache
+def _dataclass_fields(cls: type) -> Callable[[Any], tuple[Any, ...]] | None:
+    """For a dataclass type, a function returning its field values in declaration order (one
+    C-level attrgetter: the digest spends its time here); None for any other type."""
+    if not (is_dataclass(cls) and isinstance(cls, type)):
+        return None
+    names = _field_names(cls)
+    if len(names) == 1:
+        one = attrgetter(names[0])
+        return lambda v: (one(v),)
+    return attrgetter(*names)
 
 
 def _text(v: Any) -> str:
