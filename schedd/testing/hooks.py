@@ -34,38 +34,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from schedd.ports.faults import NO_FAULTS, Faults
+# The history format (Recorder) and the test-mode rule are the worker's too: one definition, in
+# the lower distribution (schedd-worker), which the daemon installs anyway.
+from schedd_worker.hooks import Recorder, TestModeError
+from schedd_worker.hooks import test_mode as _env_test_mode
 
 UNSAFE_SWITCHES = frozenset({"push_before_commit", "no_fencing", "no_dedup", "local_clock_fire",
                              "no_lease_grace", "trust_leader", "stock_raft"})
-
-
-class TestModeError(RuntimeError):
-    pass
-
-
-def _env_test_mode() -> bool:
-    return os.environ.get("SCHEDD_TEST_MODE") == "1"
-
-
-class Recorder:
-    """Appends one JSON object per line; each line is a single write(2) on an O_APPEND fd."""
-
-    def __init__(self, path: str, proc: str) -> None:
-        self.proc = proc
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self._lock = threading.Lock()
-
-    def __call__(self, type_: str, **fields) -> None:
-        rec = {"ts": time.time(), "proc": self.proc, "type": type_, **fields}
-        data = (json.dumps(rec, separators=(",", ":"), default=str) + "\n").encode()
-        with self._lock:
-            os.write(self._fd, data)
 
 
 def make_recorder(proc: str) -> Recorder | None:

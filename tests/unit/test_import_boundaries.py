@@ -46,7 +46,8 @@ ALLOWED: dict[str, frozenset[str]] = {
                                 "schedd.replication", "schedd_client.net", "schedd_proto"}),
     "schedd.api": frozenset({"schedd.core", "schedd.ports", "schedd.settings", "schedd.replication",
                              "schedd.leader", "schedd.security", "schedd_proto"}),
-    "schedd.testing": frozenset({"schedd.core", "schedd.ports", "schedd.settings", "schedd_proto"}),
+    "schedd.testing": frozenset({"schedd.core", "schedd.ports", "schedd.settings", "schedd_proto",
+                                 "schedd_worker"}),     # the worker's history Recorder, shared
     # The composition root wires everything; `schedd local` runs a worker and uses the SDK.
     "schedd.runtime": frozenset({"schedd.core", "schedd.ports", "schedd.settings", "schedd.security",
                                  "schedd.replication",

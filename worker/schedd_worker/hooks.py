@@ -27,19 +27,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["TestModeError", "Recorder", "Failpoints", "WorkerHooks", "NO_HOOKS", "configure_worker"]
+__all__ = ["TestModeError", "Recorder", "Failpoints", "WorkerHooks", "NO_HOOKS", "configure_worker", "test_mode"]
 
 
 class TestModeError(RuntimeError):
     """A test-only setting outside test mode (SCHEDD_TEST_MODE=1)."""
 
 
-def _test_mode() -> bool:
+def test_mode() -> bool:
+    """Whether this process runs under the test suite (SCHEDD_TEST_MODE=1)."""
     return os.environ.get("SCHEDD_TEST_MODE") == "1"
 
 
 class Recorder:
-    """Appends one JSON object per line; each line is a single write(2) on an O_APPEND fd."""
+    """Appends one JSON object per line; each line is a single write(2) on an O_APPEND fd. The
+    fault suite's history format, written by nodes (schedd.testing), workers and the harness."""
 
     def __init__(self, path: str, proc: str) -> None:
         self.proc = proc
@@ -107,7 +109,7 @@ def configure_worker(name: str) -> WorkerHooks:
     fp_dir = os.environ.get("SCHEDD_FAILPOINT_DIR", "")
     if not (raw_dial or history or fp_dir):
         return NO_HOOKS
-    if not _test_mode():
+    if not test_mode():
         if raw_dial or fp_dir:
             raise TestModeError("SCHEDD_WORKER_DIAL and SCHEDD_FAILPOINT_DIR are for the test suite "
                                 "only (need SCHEDD_TEST_MODE=1)")
