@@ -6,22 +6,13 @@ yet heard from a new leader still answers Cluster.Status and stale reads)."""
 
 from __future__ import annotations
 
-import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from schedd.ports.fakes import wait_until
+from tests.support.cluster import NOT_SERVING, SERVING, health
 
 pytestmark = pytest.mark.integration
 
-SERVING = health_pb2.HealthCheckResponse.SERVING
-NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-
-
-def health(addr: str, service: str) -> int:
-    with grpc.insecure_channel(addr) as ch:
-        return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service),
-                                                    timeout=5).status
 
 
 def test_writes_health_follows_quorum_and_liveness_stays_serving(cluster_factory):

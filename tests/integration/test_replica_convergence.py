@@ -10,23 +10,14 @@ import urllib.request
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from schedd.ports.fakes import wait_until
-from tests.support.cluster import schedctl
+from tests.support.cluster import NOT_SERVING, SERVING, health, schedctl
 
 pytestmark = pytest.mark.integration
 
-SERVING = health_pb2.HealthCheckResponse.SERVING
-NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-
-
-def health(addr: str, service: str) -> int:
-    with grpc.insecure_channel(addr) as ch:
-        return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service),
-                                                    timeout=5).status
 
 
 def gauge(node, name: str, peer: str) -> float | None:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 
 def schedctl(cluster: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run schedctl as a user would (a fresh process), against `cluster`."""
@@ -43,3 +46,13 @@ def workers_of(c) -> list[str]:
 def finished(client, eid, states=("SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED", "LOST")):
     ex = client.get_execution(eid)
     return ex if ex.state in states else None
+
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+def health(addr: str, service: str) -> int:
+    with grpc.insecure_channel(addr) as ch:
+        return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service),
+                                                    timeout=5).status
