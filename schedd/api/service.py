@@ -23,6 +23,7 @@ from google.protobuf.message import Message
 
 from schedd.api import convert
 from schedd.api.limits import FORWARDED, call_overflow
+from schedd.api.secrets import seal_spec_secrets
 from schedd.core import batches as B
 from schedd.core import commands as C
 from schedd.core import ledger
@@ -36,6 +37,7 @@ from schedd.core.model import (
 from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode
 from schedd.ports.clock import Clock
 from schedd.ports.metrics import Metrics
+from schedd.security.secrets import EnvSealer, stored_secrets
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
@@ -79,14 +81,25 @@ class BatchRefused(Exception):
         self.position = position
 
 
-def _canonical_batch(specs: Sequence[pb.JobSpec]) -> list[tuple[dict, str]]:
+def _sealed_canonical(spec: pb.JobSpec, stored_of: Callable[[str], dict[str, dict]],
+                      sealer: EnvSealer | None) -> tuple[dict, str]:
+    """canonical_spec of a request's spec, its secret env sealed first (schedd.api.secrets):
+    nothing proposed, logged or stored ever holds a plaintext secret. Raises ValidationError."""
+    d = convert.spec_to_dict(spec)
+    if d.get("env_secret"):
+        seal_spec_secrets(d, stored_of(str(d.get("name") or "")), sealer)
+    return canonical_spec(d)
+
+
+def _canonical_batch(specs: Sequence[pb.JobSpec], stored_of: Callable[[str], dict[str, dict]],
+                     sealer: EnvSealer | None) -> list[tuple[dict, str]]:
     out = []
     budget = C.BATCH_ENTRY_BYTES - C.BATCH_ENVELOPE_BYTES
     seen: dict[str, int] = {}
     for i, spec in enumerate(specs, 1):
         label = f"job {spec.name or 'unnamed'!r} (#{i} of {len(specs)})"
         try:
-            d, text = canonical_spec(convert.spec_to_dict(spec))
+            d, text = _sealed_canonical(spec, stored_of, sealer)
         except ValidationError as e:
             raise BatchRefused(i, f"{label}: {e}") from None
         if C.encoded_size(text) > budget:
@@ -189,6 +202,14 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                  dispatcher=None) -> None:
         self.node, self.clock, self.metrics, self.router = node, clock, metrics, router
         self.dispatcher = dispatcher
+        secret = getattr(node.cfg, "secret", "")
+        self.sealer = EnvSealer(secret) if secret else None     # env_secret: sealed here
+
+    def _stored_secrets(self, name: str) -> dict[str, dict]:
+        """The sealed env_secret the job `name` has now (a write may keep them by their mask)."""
+        with self.node.lock:
+            job = self.node.state.jobs.get(name)
+            return stored_secrets(job.spec_dict()) if job is not None else {}
 
     def _exec_pb(self, ex) -> pb.Execution:
         """The replicated record, plus the leader's own note on why a SCHEDULED one still waits."""
@@ -245,7 +266,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
     async def _valid_spec(self, context, spec: pb.JobSpec) -> tuple[dict, str]:
         """Validate before proposing: bad input is refused and nothing is committed."""
         try:
-            d, text = canonical_spec(convert.spec_to_dict(spec))
+            d, text = _sealed_canonical(spec, self._stored_secrets, self.sealer)
         except ValidationError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         await self._refuse_past_at(context, d)
@@ -303,7 +324,8 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         # Validation of a big batch is CPU work: off the event loop, so the dispatcher and
         # other calls keep their timing while it runs.
         try:
-            checked = await asyncio.to_thread(_canonical_batch, request.jobs)
+            checked = await asyncio.to_thread(_canonical_batch, request.jobs, self._stored_secrets,
+                                              self.sealer)
             for i, (d, _) in enumerate(checked, 1):
                 await self._refuse_past_at(context, d, position=i)
         except BatchRefused as e:
