@@ -16,6 +16,7 @@ per Unix user), which is weaker: README "Isolation" says what each gives.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import time
@@ -138,7 +139,7 @@ class Cgroups:
             except FileNotFoundError:
                 return
             except OSError as e:
-                if i == REMOVE_TRIES - 1:
+                if e.errno != errno.EBUSY or i == REMOVE_TRIES - 1:
                     log.warning("cgroup %s not removed: %s", path, e.strerror or e)
                     return
                 time.sleep(0.01 * (i + 1))      # the killed members are still exiting

@@ -97,11 +97,11 @@ class LaunchPlan:
     umask: int | None = None         # None: the worker's
     cwd: str | None = None
     rlimits: Mapping[str, int] = field(default_factory=dict)   # resource.RLIMIT_* name -> value
-    cgroup: bool = False             # wait for the worker to move it into a cgroup first
+    env: Mapping[str, str] = field(default_factory=dict)   # HOME, USER, LOGNAME of the user
 
     @property
     def needs_launcher(self) -> bool:
-        return self.uid is not None or bool(self.rlimits) or self.cgroup
+        return self.uid is not None or bool(self.rlimits)
 
 
 @dataclass(slots=True, frozen=True)
@@ -144,14 +144,15 @@ class IsolationPolicy:
         if cwd.startswith("!"):
             return cwd[1:]
         return LaunchPlan(uid=user.uid, gid=user.gid, groups=user.groups, cwd=cwd or None,
-                          rlimits=rl, umask=0o077 if self.umask is None else self.umask)
+                          rlimits=rl, umask=0o077 if self.umask is None else self.umask,
+                          env={"HOME": user.home, "USER": user.user, "LOGNAME": user.user})
 
 
 def _workdir_under(user: TeamUser, workdir: str | None) -> str:
     """The working directory inside the team's root ("!why" when it leaves it)."""
     root = user.workdir_root
     if not root:
-        return workdir or user.home or "/"
+        return workdir or (user.home if user.home and os.path.isdir(user.home) else "/")
     path = os.path.normpath(os.path.join(root, workdir or "."))
     if path != root and not path.startswith(root.rstrip("/") + "/"):
         return f"!workdir {workdir!r} is outside the team's workdir_root {root!r}: refused"
