@@ -1,0 +1,103 @@
+"""Job secrets (`env_secret`) at the API edge: sealed before anything is proposed, so no entry
+holds a value in plaintext; every read shows "***(vN)"; a write that sends the mask back keeps
+the value, an unchanged value keeps its version, a new one takes the next; and the ciphertext
+opens only under this cluster's key, for this job and this variable. The real SchedulerService
+over the in-memory node (tests/security/_api_harness.py), through the SDK."""
+
+from __future__ import annotations
+
+
+import pytest
+
+from schedd.core.model import ValidationError, validate_spec
+from schedd.security.secrets import EnvSealer, SecretError, open_secrets
+from schedd_client import Client, job_spec
+from schedd_client.errors import ValidationError as InvalidArgument
+
+SECRET = "kq2LlX0n9yC7vB3mT5wZpR8sD1fH4jG6aE0uI2oY7tQ"
+VALUE = "hunter2-but-longer-and-unique-7f3a"
+
+
+def spec_of(server, name: str) -> dict:
+    return server.node.state.jobs[name].spec_dict()
+
+
+def test_sealed_before_proposing_and_masked_on_every_read(api):
+    server = api(secret=SECRET)
+    client = Client(server.address, timeout=10)
+    client.put_job(job_spec("pay", command="env", env_secret={"DB_PASSWORD": VALUE}))
+    assert all(VALUE not in e for e in server.node.entries)       # the log never sees it
+    stored = spec_of(server, "pay")["env_secret"]["DB_PASSWORD"]
+    assert stored["v"] == 1 and stored["ct"].startswith("a1:")
+    assert open_secrets(spec_of(server, "pay"), EnvSealer(SECRET)) == {"DB_PASSWORD": VALUE}
+    job = client.get_job("pay")
+    assert dict(job.spec.env_secret) == {"DB_PASSWORD": "***(v1)"}
+    assert VALUE not in str(job) and VALUE not in str(list(client.list_jobs(full=True)))
+    client.put_jobs([job_spec("batch", command="env", env_secret={"TOKEN": VALUE})])
+    assert all(VALUE not in e for e in server.node.entries)        # the batch path too
+    assert dict(client.get_job("batch").spec.env_secret) == {"TOKEN": "***(v1)"}
+
+
+def test_versions_mask_round_trip_and_refusals(api):
+    server = api(secret=SECRET)
+    client = Client(server.address, timeout=10)
+    client.put_job(job_spec("pay", command="env", env_secret={"A": VALUE, "B": "b1"}))
+    text = server.node.state.jobs["pay"].spec
+    client.put_job(job_spec("pay", command="env", env_secret={"A": VALUE, "B": "b1"}))
+    assert server.node.state.jobs["pay"].spec == text             # the same values: the same spec
+    assert dict(client.get_job("pay").spec.env_secret) == {"A": "***(v1)", "B": "***(v1)"}
+    read = client.get_job("pay").spec
+    read.description = "changed"
+    client.put_job(read)                                          # the masks go back: kept
+    job = client.get_job("pay")
+    assert job.spec.description == "changed" and dict(job.spec.env_secret) == {
+        "A": "***(v1)", "B": "***(v1)"}
+    assert open_secrets(spec_of(server, "pay"), EnvSealer(SECRET)) == {"A": VALUE, "B": "b1"}
+    client.put_job(job_spec("pay", command="env", env_secret={"A": "***(v1)", "B": "b2"}))
+    assert dict(client.get_job("pay").spec.env_secret) == {"A": "***(v1)", "B": "***(v2)"}
+    assert open_secrets(spec_of(server, "pay"), EnvSealer(SECRET))["B"] == "b2"
+    n = len(server.node.entries)
+    for spec, why in (
+            (job_spec("pay", command="env", env_secret={"C": "***(v1)"}), "has none under that name"),
+            (job_spec("web", http_url="https://example.com/", env_secret={"A": "x"}), "shell"),
+            (job_spec("pay", command="env", env={"A": "x"}, env_secret={"A": "y"}), "both env and"),
+            (job_spec("pay", command="env", env_secret={"SCHEDD_X": "y"}), "SCHEDD_"),
+            (job_spec("pay", command="env", env_secret={"1A": "y"}), "bad env_secret name")):
+        with pytest.raises(InvalidArgument, match=why):
+            client.put_job(spec)
+    assert len(server.node.entries) == n                          # nothing was committed
+
+
+def test_a_node_without_a_cluster_secret_refuses_env_secret(api):
+    client = Client(api().address, timeout=10)
+    with pytest.raises(InvalidArgument, match="needs a cluster secret"):
+        client.put_job(job_spec("pay", command="env", env_secret={"A": "x"}))
+    client.put_job(job_spec("pay", command="env"))                # the rest works as before
+
+
+def test_ciphertext_opens_only_for_its_job_variable_and_key():
+    s = EnvSealer(SECRET)
+    ct = s.seal("pay", "A", VALUE)
+    assert s.open("pay", "A", ct) == VALUE
+    for job, name, sealer in (("other", "A", s), ("pay", "B", s), ("pay", "A", EnvSealer(SECRET[::-1]))):
+        with pytest.raises(SecretError):
+            sealer.open(job, name, ct)
+    with pytest.raises(SecretError):
+        s.open("pay", "A", ct[:-4] + "AAAA")
+    with pytest.raises(SecretError, match="cluster secret"):
+        EnvSealer("")
+
+
+def test_core_accepts_only_sealed_values():
+    """Apply's validation never accepts a plaintext value (a proposer that skipped the edge)."""
+    base = {"name": "j", "handler": {"shell": {"command": "env"}}}
+    with pytest.raises(ValidationError, match="not sealed"):
+        validate_spec({**base, "env_secret": {"A": "plain"}})
+    ok = validate_spec({**base, "env_secret": {"A": {"v": 1, "ct": "a1:xx"}},
+                        "limits": {"memory_mb": "512", "open_files": 64}})
+    assert ok["env_secret"] == {"A": {"v": 1, "ct": "a1:xx"}}
+    assert ok["limits"] == {"memory_mb": 512, "open_files": 64}
+    for limits, why in (({"open_files": 3}, "between"), ({"nice": 1}, "unknown limits"),
+                        ({"memory_mb": "lots"}, "number"), ({"processes": 1.5}, "whole")):
+        with pytest.raises(ValidationError, match=why):
+            validate_spec({**base, "limits": limits})
