@@ -248,3 +248,14 @@ def test_attempt_cgroup_gets_its_limits_and_the_job_is_moved_in_before_exec(tmp_
         (tmp_path / "cg2").mkdir()
         (tmp_path / "cg2" / "cgroup.controllers").write_text("memory\n")
         Cgroups.prepared(tmp_path / "cg2")
+
+
+def test_python_handlers_get_the_secret_env_in_their_context():
+    py = PythonHandlers()
+    py.register("fn", lambda ctx: "ok" if ctx.secret_env == {"TOKEN": "t0k"} else "missing")
+    a = Assignment(execution_id="j@2026-11-29T02:00:00Z", job="j", scheduled_ms=1795917600000,
+                   attempt=1, fencing_token=7, handler={"python": {"name": "fn"}},
+                   secret_env={"TOKEN": "t0k"})
+    out = asyncio.run(execute(a, python_handlers=py))
+    assert out.state == SUCCEEDED and out.output_tail == "ok", out
+    assert "t0k" not in repr(a)                         # an Assignment never prints its secrets

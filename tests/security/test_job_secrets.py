@@ -101,3 +101,35 @@ def test_core_accepts_only_sealed_values():
                         ({"memory_mb": "lots"}, "number"), ({"processes": 1.5}, "whole")):
         with pytest.raises(ValidationError, match=why):
             validate_spec({**base, "limits": limits})
+
+
+def test_schedctl_secret_env_limits_and_job_files(api, capsys, monkeypatch, tmp_path):
+    from tests.security._cli import run_in_process
+    server = api(secret=SECRET)
+    monkeypatch.setenv("FROM_ENV", VALUE + "-env")
+    code, out, err = run_in_process(capsys, server.address, "job", "create", "pay", "--schedule", "", "--command", "env",
+                                    "--secret-env", f"A={VALUE}", "--secret-env", "FROM_ENV",
+                                    "--limit", "open_files=64", "--limit", "cpu_seconds=1.5")
+    assert code == 0, err
+    assert VALUE not in out + err
+    code, out, err = run_in_process(capsys, server.address, "job", "get", "pay", "-o", "yaml")
+    assert code == 0 and VALUE not in out
+    assert "A: '***(v1)'" in out and "FROM_ENV: '***(v1)'" in out, out
+    assert "open_files: 64" in out and "cpu_seconds: 1.5" in out
+    assert open_secrets(spec_of(server, "pay"), EnvSealer(SECRET)) == {
+        "A": VALUE, "FROM_ENV": VALUE + "-env"}
+    code, out, err = run_in_process(capsys, server.address, "job", "get", "pay")
+    assert code == 0 and "***(v1)" in out and VALUE not in out
+    code, _, err = run_in_process(capsys, server.address, "job", "update", "pay", "--secret-env", "NOPE_X")
+    assert code != 0 and "no variable NOPE_X" in err
+    code, _, err = run_in_process(capsys, server.address, "job", "update", "pay", "--limit", "open_files=x")
+    assert code != 0 and "not a number" in err
+    f = tmp_path / "jobs.yaml"
+    f.write_text(f"name: filed\ncommand: env\nenv_secret: {{TOKEN: {VALUE}}}\n"
+                 "limits: {memory_mb: 256, processes: 8}\n")
+    code, _, err = run_in_process(capsys, server.address, "job", "apply", "-f", str(f))
+    assert code == 0, err
+    job = Client(server.address, timeout=10).get_job("filed")
+    assert dict(job.spec.env_secret) == {"TOKEN": "***(v1)"}
+    assert (job.spec.limits.memory_mb, job.spec.limits.processes) == (256, 8)
+    assert all(VALUE not in e for e in server.node.entries)
