@@ -2,6 +2,7 @@
 config that maps team "payments" to a throw-away Unix user (created with useradd, deleted after,
 also on failure):
 
+- the root worker keeps only CAP_SETUID, CAP_SETGID and CAP_KILL, in all of its threads;
 - the shell handler runs as the mapped user (`id -u` from inside the job), with the job's rlimits
   (`ulimit -n`), and a job of an unmapped team is refused with a clear result error;
 - a secret env value reaches the handler, but never appears in `job get`, a full `job list`,
@@ -58,6 +59,15 @@ def test_mapped_user_rlimits_refusal_and_secret_env_never_read_back(cluster_fact
     c.start_worker("w1", slots=2, extra_args=("--config", str(config)))
     client = Client(c.cluster_arg, timeout=30)
     wait_until(lambda: workers_of(c) == ["w1"], timeout=30, what="the worker to connect")
+
+    # the root worker kept only CAP_SETUID, CAP_SETGID and CAP_KILL, in every one of its threads
+    pid = c.workers["w1"].proc.pid
+    tasks = sorted(os.listdir(f"/proc/{pid}/task"))
+    assert len(tasks) > 1
+    for tid in tasks:
+        status = open(f"/proc/{pid}/task/{tid}/status").read()
+        assert "CapEff:\t00000000000000e0" in status and "CapBnd:\t00000000000000e0" in status, tid
+        assert "NoNewPrivs:\t1" in status
 
     secret = f"pw-{secrets.token_hex(12)}"
     client.put_job(job_spec("pay", team="payments", env_secret={"DB_PASSWORD": secret},

@@ -5,7 +5,9 @@ groups of other users). Run as root, it keeps CAP_SETUID, CAP_SETGID and CAP_KIL
 other capability from its bounding, permitted, effective, inheritable and ambient sets, and sets
 no_new_privs, so that neither it nor any job can gain a capability back (a setuid-root binary
 started by a job runs without privileges). Linux only; through prctl(2) and capset(2) with
-ctypes (no maintained binding is a dependency of the worker).
+ctypes (no maintained binding is a dependency of the worker). Capabilities belong to threads:
+the worker drops them first thing, while it is the only thread, so every thread it starts later
+(gRPC's, Python handlers') and every job inherits the reduced sets.
 """
 
 from __future__ import annotations
@@ -80,6 +82,12 @@ def drop_capabilities(keep: Iterable[int] = KEEP) -> None:
     """Keep only `keep` (bounding, permitted, effective; nothing inheritable or ambient) and set
     no_new_privs. Raises CapsError if the kernel refuses a step."""
     keep = sorted(set(keep))
+    try:
+        threads = len(os.listdir("/proc/self/task"))
+    except OSError:
+        threads = 1
+    if threads != 1:        # capabilities and no_new_privs are per thread: the others keep theirs
+        raise CapsError(0, f"drop capabilities before any thread starts ({threads} are running)")
     libc = _libc()
     libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
                            ctypes.c_ulong]

@@ -183,6 +183,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if why:
         print(f"schedd worker: {why}", file=sys.stderr)
         return 2
+    name = args.name or f"{socket.gethostname()}-{os.getpid()}"
+    setup_logging(args.log_level, name)
+    log = logging.getLogger("schedd.worker")
+    # Before gRPC or anything else starts a thread: capabilities are per thread.
+    isolation = _isolation(cfg, euid)
     _quiet_grpc_fork()
     from schedd_worker.hooks import configure_worker
     from schedd_worker.runtime import WorkerRuntime
@@ -194,10 +199,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print(f"schedd worker: error: {e}", file=sys.stderr)
         return 2
     http = _http_options(args)
-    name = args.name or f"{socket.gethostname()}-{os.getpid()}"
-    setup_logging(args.log_level, name)
-    log = logging.getLogger("schedd.worker")
-    isolation = _isolation(cfg, euid)
     if isolation.policy.mapped:
         log.info("jobs run as: %s; other teams are refused", ", ".join(
             f"{t} -> {u.user} (uid {u.uid})" for t, u in sorted(isolation.policy.teams.items())))
