@@ -24,6 +24,7 @@ from google.protobuf.message import Message
 from schedd.api import convert
 from schedd.api.limits import FORWARDED, call_overflow
 from schedd.api.secrets import seal_spec_secrets
+from schedd.security.secrets import EnvSealer, stored_secrets
 from schedd.core import batches as B
 from schedd.core import commands as C
 from schedd.core import ledger
@@ -37,7 +38,6 @@ from schedd.core.model import (
 from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode
 from schedd.ports.clock import Clock
 from schedd.ports.metrics import Metrics
-from schedd.security.secrets import EnvSealer, stored_secrets
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
@@ -89,6 +89,21 @@ def _sealed_canonical(spec: pb.JobSpec, stored_of: Callable[[str], dict[str, dic
     if d.get("env_secret"):
         seal_spec_secrets(d, stored_of(str(d.get("name") or "")), sealer)
     return canonical_spec(d)
+
+
+@functools.lru_cache(maxsize=4)
+def _sealer(secret: str) -> EnvSealer | None:
+    """The sealer of env_secret values under this cluster secret (None: no secret configured)."""
+    return EnvSealer(secret) if secret else None
+
+
+def _stored_secrets_of(node: RaftNode) -> Callable[[str], dict[str, dict]]:
+    """name -> the sealed env_secret the job has now (a write may keep them by their mask)."""
+    def stored(name: str) -> dict[str, dict]:
+        with node.lock:
+            job = node.state.jobs.get(name)
+            return stored_secrets(job.spec_dict()) if job is not None else {}
+    return stored
 
 
 def _canonical_batch(specs: Sequence[pb.JobSpec], stored_of: Callable[[str], dict[str, dict]],
@@ -202,14 +217,6 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                  dispatcher=None) -> None:
         self.node, self.clock, self.metrics, self.router = node, clock, metrics, router
         self.dispatcher = dispatcher
-        secret = getattr(node.cfg, "secret", "")
-        self.sealer = EnvSealer(secret) if secret else None     # env_secret: sealed here
-
-    def _stored_secrets(self, name: str) -> dict[str, dict]:
-        """The sealed env_secret the job `name` has now (a write may keep them by their mask)."""
-        with self.node.lock:
-            job = self.node.state.jobs.get(name)
-            return stored_secrets(job.spec_dict()) if job is not None else {}
 
     def _exec_pb(self, ex) -> pb.Execution:
         """The replicated record, plus the leader's own note on why a SCHEDULED one still waits."""
@@ -266,7 +273,8 @@ class SchedulerService(pb_grpc.SchedulerServicer):
     async def _valid_spec(self, context, spec: pb.JobSpec) -> tuple[dict, str]:
         """Validate before proposing: bad input is refused and nothing is committed."""
         try:
-            d, text = _sealed_canonical(spec, self._stored_secrets, self.sealer)
+            d, text = _sealed_canonical(spec, _stored_secrets_of(self.node),
+                                        _sealer(self.node.cfg.secret))
         except ValidationError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         await self._refuse_past_at(context, d)
@@ -324,8 +332,9 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         # Validation of a big batch is CPU work: off the event loop, so the dispatcher and
         # other calls keep their timing while it runs.
         try:
-            checked = await asyncio.to_thread(_canonical_batch, request.jobs, self._stored_secrets,
-                                              self.sealer)
+            checked = await asyncio.to_thread(_canonical_batch, request.jobs,
+                                              _stored_secrets_of(self.node),
+                                              _sealer(self.node.cfg.secret))
             for i, (d, _) in enumerate(checked, 1):
                 await self._refuse_past_at(context, d, position=i)
         except BatchRefused as e:
