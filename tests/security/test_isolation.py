@@ -204,7 +204,7 @@ def test_a_root_worker_keeps_only_setuid_setgid_kill_and_still_switches_users(jo
         "caps.drop_capabilities()\n"
         "status = open('/proc/self/status').read()\n"
         "print([l for l in status.splitlines() if l.startswith(('CapEff', 'CapBnd', 'CapPrm', 'NoNewPrivs'))])\n"
-        f"iso = Isolation(policy=parse_config(sys.argv[1]).isolation)\n"
+        "iso = Isolation(policy=parse_config(sys.argv[1]).isolation)\n"
         "a = Assignment(execution_id='j@2026-11-29T02:00:00Z', job='j', scheduled_ms=1795917600000,"
         " attempt=1, fencing_token=1, team='payments',"
         " handler={'shell': {'command': 'id -u; grep CapEff /proc/self/status'}})\n"

@@ -39,7 +39,7 @@ from schedd_worker.cgroups import Cgroups
 log = logging.getLogger("schedd.worker.executors")
 
 __all__ = [
-    "Assignment", "Outcome", "HandlerContext", "PythonHandlers", "HttpOptions", "Isolation", "execute",
+    "Assignment", "Outcome", "HandlerContext", "PythonHandlers", "HttpOptions", "Isolation", "NO_ISOLATION", "execute",
     "handlers_for", "contract_env", "job_environment",
     "format_rfc3339", "OUTPUT_TAIL_BYTES", "ERROR_MAX_BYTES", "HTTP_READ_LIMIT",
     "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED",
@@ -69,13 +69,16 @@ class Isolation:
     cgroups: Cgroups | None = None
 
 
+NO_ISOLATION = Isolation()
+
+
 # ---------------------------------------------------------------------------------- entry point
 
 async def execute(a: Assignment, *, cancel: asyncio.Event | None = None,
                   python_handlers: PythonHandlers | None = None, kill_grace_s: float = 5.0,
                   now_ms: Callable[[], int] = _wall_ms,
                   http: HttpOptions = HttpOptions(),
-                  isolation: Isolation = Isolation()) -> Outcome:
+                  isolation: Isolation = NO_ISOLATION) -> Outcome:
     """Run one attempt to its end and return its Outcome. Never raises, except that cancelling
     the awaiting task propagates CancelledError (after stopping the attempt). `http` says what
     HTTP handlers and http sensors may reach (default: HttpOptions(), see schedd_client.net.policy)."""
@@ -97,7 +100,7 @@ async def execute(a: Assignment, *, cancel: asyncio.Event | None = None,
 
 
 def handlers_for(python_handlers: PythonHandlers | None, http: HttpOptions,
-                 isolation: Isolation = Isolation()) -> dict[str, Handler]:
+                 isolation: Isolation = NO_ISOLATION) -> dict[str, Handler]:
     """Every handler kind by its key in the job's handler object, configured for this worker."""
     shell, web = ShellHandler(isolation.policy, isolation.cgroups), HttpHandler(http)
     return {"shell": shell, "http": web, "python": PythonHandler(python_handlers),

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["TeamUser", "IsolationPolicy", "LaunchPlan", "IsolationError", "LAUNCHER",
+__all__ = ["TeamUser", "IsolationPolicy", "LaunchPlan", "DIRECT", "IsolationError", "LAUNCHER",
            "RLIMITS", "resolve_user", "launcher_argv"]
 
 #: ResourceLimits field -> the rlimit it sets (memory_mb is in MiB, the rest as they are)
@@ -102,6 +102,9 @@ class LaunchPlan:
     @property
     def needs_launcher(self) -> bool:
         return self.uid is not None or bool(self.rlimits)
+
+
+DIRECT = LaunchPlan()            # the worker's own user, no limits: exec the job directly
 
 
 @dataclass(slots=True, frozen=True)

@@ -68,7 +68,7 @@ import grpc.aio
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from schedd_worker import executors
-from schedd_worker.executors import Assignment, HttpOptions, Isolation, Outcome, PythonHandlers
+from schedd_worker.executors import NO_ISOLATION, Assignment, HttpOptions, Isolation, Outcome, PythonHandlers
 from schedd_worker.hooks import NO_HOOKS, WorkerHooks
 
 log = logging.getLogger("schedd.worker")
@@ -172,7 +172,7 @@ class WorkerRuntime:
                  python_handlers: PythonHandlers | None = None, drain_grace_s: float = 30.0,
                  kill_grace_s: float = 5.0, now_ms: Callable[[], int] = _wall_ms,
                  http: HttpOptions = HttpOptions(), hooks: WorkerHooks = NO_HOOKS,
-                 isolation: Isolation = Isolation()) -> None:
+                 isolation: Isolation = NO_ISOLATION) -> None:
         if isinstance(cluster, str):
             cluster = [cluster]
         self.cluster = [a.strip() for a in cluster if a and a.strip()]

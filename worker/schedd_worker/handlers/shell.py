@@ -30,7 +30,7 @@ from typing import Any
 from pathlib import Path
 
 from schedd_worker.cgroups import Cgroups
-from schedd_worker.isolation import IsolationPolicy, LaunchPlan, launcher_argv
+from schedd_worker.isolation import DIRECT, IsolationPolicy, LaunchPlan, launcher_argv
 
 from .base import (FAILED, SUCCEEDED, Assignment, Result, Stop, Tail, contract_env, race,
                    stopped)
@@ -208,7 +208,7 @@ def _exit_result(rc: int) -> tuple[str, str]:
 
 
 async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
-               deadline: float | None, grace: float, plan: LaunchPlan = LaunchPlan(),
+               deadline: float | None, grace: float, plan: LaunchPlan = DIRECT,
                cgroup: Path | None = None) -> Result:
     command = spec.get("command")
     argv = spec.get("argv")
