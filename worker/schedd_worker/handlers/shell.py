@@ -235,7 +235,8 @@ async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
             return Result(FAILED, error=f"working directory {workdir} is not a directory")
 
     env = job_environment(a, spec, os.environ)
-    own = spec.get("env") if isinstance(spec.get("env"), Mapping) else {}
+    given = spec.get("env")
+    own: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     env.update({k: v for k, v in plan.env.items() if k not in own})   # the team user's HOME...
 
     loop = asyncio.get_running_loop()
