@@ -7,12 +7,19 @@ over the in-memory node (tests/security/_api_harness.py), through the SDK."""
 from __future__ import annotations
 
 
+import asyncio
+
 import pytest
 
 from schedd.core.model import ValidationError, validate_spec
 from schedd.security.secrets import EnvSealer, SecretError, open_secrets
 from schedd_client import Client, job_spec
+from schedd.leader.assigner import Assigner
+from schedd.leader.workers import WorkerHub
 from schedd_client.errors import ValidationError as InvalidArgument
+from tests.security._cli import run_in_process
+from tests.support.leader import add_worker, clock_of, node_over, step
+from tests.support.state import T0, Harness
 
 SECRET = "kq2LlX0n9yC7vB3mT5wZpR8sD1fH4jG6aE0uI2oY7tQ"
 VALUE = "hunter2-but-longer-and-unique-7f3a"
@@ -104,7 +111,6 @@ def test_core_accepts_only_sealed_values():
 
 
 def test_schedctl_secret_env_limits_and_job_files(api, capsys, monkeypatch, tmp_path):
-    from tests.security._cli import run_in_process
     server = api(secret=SECRET)
     monkeypatch.setenv("FROM_ENV", VALUE + "-env")
     code, out, err = run_in_process(capsys, server.address, "job", "create", "pay", "--schedule", "", "--command", "env",
@@ -133,3 +139,30 @@ def test_schedctl_secret_env_limits_and_job_files(api, capsys, monkeypatch, tmp_
     assert dict(job.spec.env_secret) == {"TOKEN": "***(v1)"}
     assert (job.spec.limits.memory_mb, job.spec.limits.processes) == (256, 8)
     assert all(VALUE not in e for e in server.node.entries)
+
+
+async def test_the_assignment_carries_the_opened_secrets_team_and_limits_only_to_its_worker():
+    """The leader opens env_secret into the Assignment of the worker the claim names; a secret
+    that does not open (another cluster's key) fails the attempt instead of running it without."""
+    h = Harness()
+    node = node_over(h, secret=SECRET)
+    hub = WorkerHub(node, clock_of(h), lease_ms=10_000)
+    tasks: list = []
+    assigner = Assigner(node, clock_of(h), hub, 1_500, lambda c: tasks.append(asyncio.ensure_future(c)))
+    mine = {"v": 1, "ct": EnvSealer(SECRET).seal("pay", "TOKEN", VALUE)}
+    theirs = {"v": 1, "ct": EnvSealer(SECRET[::-1]).seal("other", "TOKEN", VALUE)}
+    h.put(name="pay", team="payments", schedule="@every 60s", env_secret={"TOKEN": mine},
+          limits={"open_files": 64})
+    h.put(name="other", schedule="@every 60s", env_secret={"TOKEN": theirs})
+    h.plan_and_fire()
+    w1, w2 = add_worker(hub, h, "w1", slots=1), add_worker(hub, h, "w2", slots=1)
+    await step(assigner, tasks, T0)
+    await step(assigner, tasks, T0)
+    sent = {w.name: [m.assignment for m in list(w.out._queue) if m.WhichOneof("kind") == "assignment"]
+            for w in (w1, w2)}
+    pay = [a for msgs in sent.values() for a in msgs if a.job == "pay"]
+    assert len(pay) == 1 and dict(pay[0].secret_env) == {"TOKEN": VALUE}
+    assert pay[0].team == "payments" and pay[0].limits.open_files == 64
+    assert not [a for msgs in sent.values() for a in msgs if a.job == "other"]     # never sent
+    ex = h.state.execs[("other", T0)]
+    assert ex.attempts[0].state == "FAILED" and "does not open" in ex.attempts[0].error
