@@ -259,3 +259,20 @@ def test_python_handlers_get_the_secret_env_in_their_context():
     out = asyncio.run(execute(a, python_handlers=py))
     assert out.state == SUCCEEDED and out.output_tail == "ok", out
     assert "t0k" not in repr(a)                         # an Assignment never prints its secrets
+
+
+def test_auto_uses_only_a_delegated_cgroup(tmp_path, monkeypatch):
+    """"auto" leaves a cgroup the worker can merely write alone (root can write any: its manager
+    owns it); an explicit path is prepared, or refused with why."""
+    from schedd_worker import cgroups
+    root = tmp_path / "cg"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("memory pids\n")
+    (root / "cgroup.subtree_control").write_text("")
+    monkeypatch.setattr(cgroups, "own_cgroup_dir", lambda: root)
+    assert not cgroups.delegated(root)
+    assert Cgroups.from_setting("auto") is None and not (root / "worker").exists()
+    assert Cgroups.from_setting("off") is None
+    assert Cgroups.from_setting(str(root)).root == root
+    with pytest.raises(CgroupError, match="not a cgroup v2 directory"):
+        Cgroups.from_setting(str(tmp_path / "missing"))

@@ -1,9 +1,10 @@
 """One cgroup v2 per shell attempt, where the worker has a cgroup it may write (delegated).
 
 `[isolation] cgroup` in the worker's config says where: "auto" (the default) uses the worker's
-own cgroup when it is a writable cgroup v2 directory with the memory and pids controllers
-available (systemd's `Delegate=yes` gives a unit exactly that), "off" never uses one, a path
-names a delegated cgroup v2 directory. The worker first moves itself into a leaf `worker/` below
+own cgroup when it was delegated to it (systemd's `Delegate=yes` marks it with the xattr
+trusted.delegate, or user.delegate for a user manager) and has the memory and pids controllers
+available; a cgroup the worker merely can write (root can write any) is left alone, since its
+manager owns it. "off" never uses one; a path names a delegated cgroup v2 directory. The worker first moves itself into a leaf `worker/` below
 it (cgroup v2 lets only leaves hold processes once controllers are enabled for the children),
 enables +memory +pids for the children, and then gives each attempt with a memory or process
 limit its own `attempt-<token>/` with memory.max and pids.max. The launcher waits until it has
@@ -23,7 +24,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["Cgroups", "CgroupError", "own_cgroup_dir"]
+__all__ = ["Cgroups", "CgroupError", "own_cgroup_dir", "delegated"]
 
 log = logging.getLogger("schedd.worker.cgroups")
 
@@ -53,6 +54,17 @@ def own_cgroup_dir(proc_cgroup: str = "/proc/self/cgroup",
     return None
 
 
+def delegated(path: Path) -> bool:
+    """Whether the cgroup at `path` was delegated to this process (systemd's marker)."""
+    for name in ("trusted.delegate", "user.delegate"):
+        try:
+            if os.getxattr(path, name).strip(b"\0\n") == b"1":
+                return True
+        except OSError:
+            continue
+    return False
+
+
 class Cgroups:
     """Attempt cgroups under one delegated cgroup v2 directory (see the module doc)."""
 
@@ -67,8 +79,9 @@ class Cgroups:
             return None
         if setting == "auto":
             found = own_cgroup_dir()
-            if found is None:
-                log.info("no cgroup v2 for the worker: job limits are rlimits only")
+            if found is None or not delegated(found):
+                log.info("no delegated cgroup v2 for the worker (%s): job limits are rlimits only",
+                         found or "no unified hierarchy")
                 return None
             try:
                 return cls.prepared(found)
