@@ -276,3 +276,16 @@ def test_auto_uses_only_a_delegated_cgroup(tmp_path, monkeypatch):
     assert Cgroups.from_setting(str(root)).root == root
     with pytest.raises(CgroupError, match="not a cgroup v2 directory"):
         Cgroups.from_setting(str(tmp_path / "missing"))
+
+
+def test_the_sample_worker_config_in_deploy_is_valid(monkeypatch):
+    """deploy/worker.toml uses only known keys and types (its users need not exist here)."""
+    from schedd_worker import config as config_mod
+    from schedd_worker.isolation import TeamUser
+    monkeypatch.setattr(config_mod, "resolve_user", lambda team, d, allow_root_jobs: TeamUser(
+        team=team, user=str(d["user"]), uid=1000, gid=1000, groups=(), home="/",
+        workdir_root=str(d.get("workdir_root", "")), allow_python=bool(d.get("allow_python"))))
+    sample = Path(__file__).resolve().parents[2] / "deploy" / "worker.toml"
+    cfg = parse_config(sample.read_text(), str(sample))
+    assert sorted(cfg.isolation.teams) == ["analytics", "payments"]
+    assert cfg.values["slots"] == 8 and cfg.cgroup == "auto" and cfg.isolation.umask == 0o077
