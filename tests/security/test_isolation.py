@@ -289,3 +289,4 @@ def test_the_sample_worker_config_in_deploy_is_valid(monkeypatch):
     cfg = parse_config(sample.read_text(), str(sample))
     assert sorted(cfg.isolation.teams) == ["analytics", "payments"]
     assert cfg.values["slots"] == 8 and cfg.cgroup == "auto" and cfg.isolation.umask == 0o077
+
