@@ -302,6 +302,13 @@ def _spec_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
     spec.add_argument("--inherit-env", action="append", metavar="NAME",
                       help="let --command/--argv see the worker's variable NAME (repeatable; "
                            "by default a job sees only PATH, HOME, LANG and SCHEDD_*)")
+    spec.add_argument("--secret-env", action="append", metavar="K=V",
+                      help="secret environment (repeatable): stored encrypted, never shown by reads; "
+                           "a bare K takes the value of schedctl's own variable K (keeps it off "
+                           "the command line)")
+    spec.add_argument("--limit", action="append", metavar="NAME=N",
+                      help="per-attempt resource limit (repeatable): memory_mb, cpu_seconds, "
+                           "open_files, processes")
     spec.add_argument("--team", metavar="T")
     spec.add_argument("--description", metavar="D")
     spec.add_argument("--label", action="append", metavar="K=V", help="label (repeatable)")
@@ -374,6 +381,10 @@ def _flag_doc(args: argparse.Namespace) -> dict[str, Any]:
             doc[key] = _pairs(getattr(args, dest), f"--{dest.replace('_', '-')}")
     if args.inherit_env:
         doc["inherit_env"] = list(args.inherit_env)
+    if args.secret_env:
+        doc["env_secret"] = _secret_pairs(args.secret_env)
+    if args.limit:
+        doc["limits"] = {k: _limit_value(k, v) for k, v in _pairs(args.limit, "--limit").items()}
     if args.max_attempts is not None:
         doc["retry"] = {"max_attempts": args.max_attempts}
     sla = {"within": args.sla_within, "by": args.sla_by, "timezone": args.sla_tz, "webhook": args.sla_webhook}
@@ -392,6 +403,29 @@ def _pairs(items: Iterable[str], flag: str) -> dict[str, str]:
     return pairs
 
 
+def _secret_pairs(items: Iterable[str]) -> dict[str, str]:
+    """--secret-env K=V, or a bare K for the value of this process's variable K."""
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not key:
+            raise UsageError(f"--secret-env wants KEY=VALUE or KEY, got {brief(item)}")
+        if not sep:
+            if key not in os.environ:
+                raise UsageError(f"--secret-env {key}: no variable {key} in the environment")
+            value = os.environ[key]
+        pairs[key] = value
+    return pairs
+
+
+def _limit_value(name: str, text: str) -> float | int:
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"--limit {name}: not a number: {brief(text)}") from None
+    return int(value) if value.is_integer() and name != "cpu_seconds" else value
+
+
 def _merge(doc: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     """``doc`` with ``changes`` applied: a new handler replaces the old one; labels, env, retry
     and http settings are merged key by key."""
@@ -403,6 +437,7 @@ def _merge(doc: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
             merged.pop("workdir", None)
             merged.pop("env", None)
             merged.pop("inherit_env", None)
+            merged.pop("env_secret", None)
     for key, value in changes.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key] = {**merged[key], **value}
@@ -889,6 +924,8 @@ def _describe_handler(spec: pb.JobSpec) -> str:
             text += " with " + " ".join(f"{k}={v}" for k, v in sorted(shell.env.items()))
         if shell.inherit_env:
             text += "; inherits " + ", ".join(shell.inherit_env)
+        if spec.env_secret:
+            text += "; secret " + " ".join(f"{k}={v}" for k, v in sorted(spec.env_secret.items()))
         return text
     if kind == "http":
         return f"{spec.handler.http.method or 'POST'} {spec.handler.http.url}"

@@ -52,6 +52,12 @@ default. Unknown keys are refused with a ``ValidationError`` naming the key::
     env: {BUCKET: s3://backups}                # with command/argv only
     inherit_env: [AWS_REGION]                  # worker variables it may see (command/argv only;
                                                # default: PATH, HOME, LANG and SCHEDD_* only)
+    env_secret: {DB_PASSWORD: hunter2}         # secret env (command/argv, python: ctx.secret_env):
+                                               # stored encrypted, read back as "***(v1)"; sending
+                                               # "***(vN)" back keeps the stored value
+    limits: {memory_mb: 512, cpu_seconds: 60, open_files: 256, processes: 64}
+                                               # per attempt, applied by the worker (rlimits, and
+                                               # memory.max / pids.max of a cgroup where it has one)
 
     http: {url: "https://ci.example.com/hook", method: POST, headers: {X-Token: abc},
            body: "{}", insecure_skip_verify: false}
@@ -87,7 +93,7 @@ _DOC_KEYS: tuple[str, ...] = (
     "pool", "worker_labels", "overlap", "catchup", "delivery", "timeout", "history_limit", "retry",
     "command", "argv", "workdir", "env", "inherit_env", "http", "python",
 )  # fmt: skip
-_DOC_KEYS += ("dst_gap", "dst_fold", "sla")
+_DOC_KEYS += ("dst_gap", "dst_fold", "sla", "env_secret", "limits")
 _DOC_KEYS += ("max_active", "queue_limit", "concurrency_key", "concurrency_limit", "catchup_window",
               "catchup_max", "catchup_order", "starting_deadline", "jitter", "history_max_age")
 # job document key -> JobSpec field, for the policies given as durations
@@ -98,6 +104,7 @@ _RETRY_KEYS = ("max_attempts", "initial_backoff", "max_backoff", "multiplier")
 _SLA_KEYS = ("within", "by", "timezone", "webhook")
 _HTTP_KEYS = ("url", "method", "headers", "body", "insecure_skip_verify")
 _PYTHON_KEYS = ("name", "args")
+_LIMIT_KEYS = ("memory_mb", "cpu_seconds", "open_files", "processes")
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h|d)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -169,6 +176,8 @@ def job_spec(
     starting_deadline: float | str = 0,
     jitter: float | str = 0,
     history_max_age: float | str = 0,
+    env_secret: Mapping[str, str] | None = None,
+    limits: pb.ResourceLimits | Mapping[str, float] | None = None,
 ) -> pb.JobSpec:
     """A ``JobSpec`` with exactly one handler: ``command=`` or ``argv=`` (with optional ``workdir``,
     ``env`` and ``inherit_env``, the worker variables the job may see besides PATH, HOME, LANG), ``http_url=`` (with ``http_method``, ``http_headers``, ``http_body``), or
@@ -180,7 +189,9 @@ def job_spec(
     text). Policies: ``max_active`` (overlap allow), ``queue_limit`` (overlap queue),
     ``concurrency_key``/``concurrency_limit``, ``catchup_window``, ``catchup_max``,
     ``catchup_order`` (newest | oldest), ``starting_deadline``, ``jitter`` and ``history_max_age``
-    (seconds or durations). Fields
+    (seconds or durations). ``env_secret``: secret environment (shell and python handlers), stored
+    encrypted and never shown by reads; ``limits``: a ``ResourceLimits`` or a mapping of
+    memory_mb, cpu_seconds, open_files, processes. Fields
     left at their zero value take the server's defaults. Raises ``ValidationError`` for a missing
     or ambiguous handler or a bad duration; the rest is validated by the server.
     """
@@ -251,6 +262,9 @@ def job_spec(
             starting_deadline_seconds=parse_duration(starting_deadline),
             jitter_seconds=parse_duration(jitter),
             history_max_age_seconds=parse_duration(history_max_age),
+            env_secret=dict(env_secret or {}),
+            limits=limits if limits is None or isinstance(limits, pb.ResourceLimits)
+            else pb.ResourceLimits(**dict(_mapping(limits, f"job {brief(name)}: limits"))),
         )
     except (TypeError, ValueError) as err:   # e.g. priority past int32: protobuf refuses it
         raise ValidationError(f"job {brief(name)}: {clip(str(err), 160)}") from None
@@ -332,6 +346,8 @@ def spec_from_dict(doc: Mapping[str, Any]) -> pb.JobSpec:
         dst_gap=r.text("dst_gap"),
         dst_fold=r.text("dst_fold"),
         sla=_sla_from_doc(r) if doc.get("sla") is not None else None,
+        env_secret=r.text_map("env_secret"),
+        limits=_limits_from_doc(r) if doc.get("limits") is not None else None,
         concurrency_key=r.text("concurrency_key"),
         catchup_order=r.text("catchup_order"),
         max_active=r.integer("max_active"),                   # _COUNT_FIELDS, by name so each is type-checked
@@ -361,6 +377,12 @@ def job_specs_from_bytes(data: bytes, where: str, limits: Limits = Limits()) -> 
             raise DocumentError(f"{label}: job {brief(spec.name)} appears more than once")
         seen.add(spec.name)
     return [(label, spec) for (label, _), spec in zip(located, specs)]
+
+
+def _limits_from_doc(r: _Reader) -> pb.ResourceLimits:
+    lim = r.section("limits", _LIMIT_KEYS)
+    return pb.ResourceLimits(memory_mb=lim.integer("memory_mb"), cpu_seconds=lim.number("cpu_seconds"),
+                             open_files=lim.integer("open_files"), processes=lim.integer("processes"))
 
 
 def _sla_from_doc(r: _Reader) -> pb.SlaSpec:
@@ -431,6 +453,11 @@ def spec_to_dict(spec: pb.JobSpec) -> dict[str, Any]:
         sla = {"within": _plain_number(spec.sla.within_seconds), "by": spec.sla.by,
                "timezone": spec.sla.timezone, "webhook": spec.sla.webhook}
         doc["sla"] = {k: v for k, v in sla.items() if v}
+    if spec.env_secret:
+        doc["env_secret"] = dict(spec.env_secret)      # masks, as read: a write keeps them
+    if spec.HasField("limits"):
+        limits = {k: _plain_number(getattr(spec.limits, k)) for k in _LIMIT_KEYS}
+        doc["limits"] = {k: v for k, v in limits.items() if v}
     return doc
 
 

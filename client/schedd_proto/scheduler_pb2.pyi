@@ -79,7 +79,7 @@ class RetryPolicy(_message.Message):
     def __init__(self, max_attempts: _Optional[int] = ..., initial_backoff_seconds: _Optional[float] = ..., max_backoff_seconds: _Optional[float] = ..., multiplier: _Optional[float] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "team", "schedule", "timezone", "handler", "description", "labels", "retry", "timeout_seconds", "overlap", "catchup", "priority", "pool", "paused", "history_limit", "delivery", "worker_labels", "max_active", "queue_limit", "concurrency_key", "concurrency_limit", "catchup_window_seconds", "catchup_max", "catchup_order", "starting_deadline_seconds", "jitter_seconds", "dst_gap", "dst_fold", "sla", "history_max_age_seconds")
+    __slots__ = ("name", "team", "schedule", "timezone", "handler", "description", "labels", "retry", "timeout_seconds", "overlap", "catchup", "priority", "pool", "paused", "history_limit", "delivery", "worker_labels", "max_active", "queue_limit", "concurrency_key", "concurrency_limit", "catchup_window_seconds", "catchup_max", "catchup_order", "starting_deadline_seconds", "jitter_seconds", "dst_gap", "dst_fold", "sla", "history_max_age_seconds", "env_secret", "limits")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +88,13 @@ class JobSpec(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     class WorkerLabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class EnvSecretEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -124,6 +131,8 @@ class JobSpec(_message.Message):
     DST_FOLD_FIELD_NUMBER: _ClassVar[int]
     SLA_FIELD_NUMBER: _ClassVar[int]
     HISTORY_MAX_AGE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ENV_SECRET_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
     name: str
     team: str
     schedule: str
@@ -154,7 +163,21 @@ class JobSpec(_message.Message):
     dst_fold: str
     sla: SlaSpec
     history_max_age_seconds: float
-    def __init__(self, name: _Optional[str] = ..., team: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., handler: _Optional[_Union[Handler, _Mapping]] = ..., description: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout_seconds: _Optional[float] = ..., overlap: _Optional[str] = ..., catchup: _Optional[str] = ..., priority: _Optional[int] = ..., pool: _Optional[str] = ..., paused: _Optional[bool] = ..., history_limit: _Optional[int] = ..., delivery: _Optional[str] = ..., worker_labels: _Optional[_Mapping[str, str]] = ..., max_active: _Optional[int] = ..., queue_limit: _Optional[int] = ..., concurrency_key: _Optional[str] = ..., concurrency_limit: _Optional[int] = ..., catchup_window_seconds: _Optional[float] = ..., catchup_max: _Optional[int] = ..., catchup_order: _Optional[str] = ..., starting_deadline_seconds: _Optional[float] = ..., jitter_seconds: _Optional[float] = ..., dst_gap: _Optional[str] = ..., dst_fold: _Optional[str] = ..., sla: _Optional[_Union[SlaSpec, _Mapping]] = ..., history_max_age_seconds: _Optional[float] = ...) -> None: ...
+    env_secret: _containers.ScalarMap[str, str]
+    limits: ResourceLimits
+    def __init__(self, name: _Optional[str] = ..., team: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., handler: _Optional[_Union[Handler, _Mapping]] = ..., description: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout_seconds: _Optional[float] = ..., overlap: _Optional[str] = ..., catchup: _Optional[str] = ..., priority: _Optional[int] = ..., pool: _Optional[str] = ..., paused: _Optional[bool] = ..., history_limit: _Optional[int] = ..., delivery: _Optional[str] = ..., worker_labels: _Optional[_Mapping[str, str]] = ..., max_active: _Optional[int] = ..., queue_limit: _Optional[int] = ..., concurrency_key: _Optional[str] = ..., concurrency_limit: _Optional[int] = ..., catchup_window_seconds: _Optional[float] = ..., catchup_max: _Optional[int] = ..., catchup_order: _Optional[str] = ..., starting_deadline_seconds: _Optional[float] = ..., jitter_seconds: _Optional[float] = ..., dst_gap: _Optional[str] = ..., dst_fold: _Optional[str] = ..., sla: _Optional[_Union[SlaSpec, _Mapping]] = ..., history_max_age_seconds: _Optional[float] = ..., env_secret: _Optional[_Mapping[str, str]] = ..., limits: _Optional[_Union[ResourceLimits, _Mapping]] = ...) -> None: ...
+
+class ResourceLimits(_message.Message):
+    __slots__ = ("memory_mb", "cpu_seconds", "open_files", "processes")
+    MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    OPEN_FILES_FIELD_NUMBER: _ClassVar[int]
+    PROCESSES_FIELD_NUMBER: _ClassVar[int]
+    memory_mb: int
+    cpu_seconds: float
+    open_files: int
+    processes: int
+    def __init__(self, memory_mb: _Optional[int] = ..., cpu_seconds: _Optional[float] = ..., open_files: _Optional[int] = ..., processes: _Optional[int] = ...) -> None: ...
 
 class SlaSpec(_message.Message):
     __slots__ = ("within_seconds", "by", "timezone", "webhook")
@@ -586,8 +609,15 @@ class Welcome(_message.Message):
     def __init__(self, leader_id: _Optional[str] = ..., term: _Optional[int] = ..., lease_ms: _Optional[int] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("execution_id", "job", "scheduled_ms", "attempt", "fencing_token", "term", "due_ms", "handler_json", "timeout_seconds", "labels")
+    __slots__ = ("execution_id", "job", "scheduled_ms", "attempt", "fencing_token", "term", "due_ms", "handler_json", "timeout_seconds", "labels", "team", "secret_env", "limits")
     class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class SecretEnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -604,6 +634,9 @@ class Assignment(_message.Message):
     HANDLER_JSON_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    TEAM_FIELD_NUMBER: _ClassVar[int]
+    SECRET_ENV_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
     execution_id: str
     job: str
     scheduled_ms: int
@@ -614,7 +647,10 @@ class Assignment(_message.Message):
     handler_json: str
     timeout_seconds: float
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, execution_id: _Optional[str] = ..., job: _Optional[str] = ..., scheduled_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., term: _Optional[int] = ..., due_ms: _Optional[int] = ..., handler_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    team: str
+    secret_env: _containers.ScalarMap[str, str]
+    limits: ResourceLimits
+    def __init__(self, execution_id: _Optional[str] = ..., job: _Optional[str] = ..., scheduled_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., term: _Optional[int] = ..., due_ms: _Optional[int] = ..., handler_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., team: _Optional[str] = ..., secret_env: _Optional[_Mapping[str, str]] = ..., limits: _Optional[_Union[ResourceLimits, _Mapping]] = ...) -> None: ...
 
 class CancelAttempt(_message.Message):
     __slots__ = ("execution_id", "fencing_token")

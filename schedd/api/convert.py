@@ -11,6 +11,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from schedd.core import schedule as sched
 from schedd.core.model import Attempt, Execution, Job
 from schedd.core.state import SchedulerState, schedule_of
+from schedd.api.secrets import masked
 from schedd_proto import scheduler_pb2 as pb
 
 
@@ -42,8 +43,9 @@ def _summary_spec(d: dict) -> pb.JobSpec:
 
 
 def job_to_pb(job: Job, state: SchedulerState, *, upcoming: int = 0, summary: bool = False) -> pb.Job:
-    """The job as the API shows it; `summary` (listings) sets Job.summary and a bounded spec."""
-    d = job.spec_dict()
+    """The job as the API shows it; `summary` (listings) sets Job.summary and a bounded spec.
+    Secret env values are never shown: each reads as its mask, "***(vN)"."""
+    d = masked(job.spec_dict())
     out = pb.Job(spec=_summary_spec(d) if summary else spec_from_canonical(d), version=job.version,
                  paused=job.paused, next_fire_ms=job.next_fire or 0, created_ms=job.created_ms,
                  updated_ms=job.updated_ms, created_by=job.created_by,

@@ -23,6 +23,8 @@ from google.protobuf.message import Message
 
 from schedd.api import convert
 from schedd.api.limits import FORWARDED, call_overflow
+from schedd.api.secrets import seal_spec_secrets
+from schedd.security.secrets import EnvSealer, stored_secrets
 from schedd.core import batches as B
 from schedd.core import commands as C
 from schedd.core import ledger
@@ -80,14 +82,40 @@ class BatchRefused(Exception):
         self.position = position
 
 
-def _canonical_batch(specs: Sequence[pb.JobSpec]) -> list[tuple[dict, str]]:
+def _sealed_canonical(spec: pb.JobSpec, stored_of: Callable[[str], dict[str, dict]],
+                      sealer: EnvSealer | None) -> tuple[dict, str]:
+    """canonical_spec of a request's spec, its secret env sealed first (schedd.api.secrets):
+    nothing proposed, logged or stored ever holds a plaintext secret. Raises ValidationError."""
+    d = convert.spec_to_dict(spec)
+    if d.get("env_secret"):
+        seal_spec_secrets(d, stored_of(str(d.get("name") or "")), sealer)
+    return canonical_spec(d)
+
+
+@functools.lru_cache(maxsize=4)
+def _sealer(secret: str) -> EnvSealer | None:
+    """The sealer of env_secret values under this cluster secret (None: no secret configured)."""
+    return EnvSealer(secret) if secret else None
+
+
+def _stored_secrets_of(node: RaftNode) -> Callable[[str], dict[str, dict]]:
+    """name -> the sealed env_secret the job has now (a write may keep them by their mask)."""
+    def stored(name: str) -> dict[str, dict]:
+        with node.lock:
+            job = node.state.jobs.get(name)
+            return stored_secrets(job.spec_dict()) if job is not None else {}
+    return stored
+
+
+def _canonical_batch(specs: Sequence[pb.JobSpec], stored_of: Callable[[str], dict[str, dict]],
+                     sealer: EnvSealer | None) -> list[tuple[dict, str]]:
     out = []
     budget = C.BATCH_ENTRY_BYTES - C.BATCH_ENVELOPE_BYTES
     seen: dict[str, int] = {}
     for i, spec in enumerate(specs, 1):
         label = f"job {spec.name or 'unnamed'!r} (#{i} of {len(specs)})"
         try:
-            d, text = canonical_spec(convert.spec_to_dict(spec))
+            d, text = _sealed_canonical(spec, stored_of, sealer)
         except ValidationError as e:
             raise BatchRefused(i, f"{label}: {e}") from None
         if C.encoded_size(text) > budget:
@@ -256,7 +284,8 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     async def _valid_spec(self, context: CallContext, spec: pb.JobSpec) -> tuple[dict, str]:
         """Validate before proposing: bad input is refused and nothing is committed."""
         try:
-            d, text = canonical_spec(convert.spec_to_dict(spec))
+            d, text = _sealed_canonical(spec, _stored_secrets_of(self.node),
+                                        _sealer(self.node.cfg.secret))
         except ValidationError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         await self._refuse_past_at(context, d)
@@ -314,7 +343,9 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         # Validation of a big batch is CPU work: off the event loop, so the dispatcher and
         # other calls keep their timing while it runs.
         try:
-            checked = await asyncio.to_thread(_canonical_batch, request.jobs)
+            checked = await asyncio.to_thread(_canonical_batch, request.jobs,
+                                              _stored_secrets_of(self.node),
+                                              _sealer(self.node.cfg.secret))
             for i, (d, _) in enumerate(checked, 1):
                 await self._refuse_past_at(context, d, position=i)
         except BatchRefused as e:

@@ -380,6 +380,7 @@ def canonical_spec(d: dict[str, Any]) -> tuple[dict[str, Any], str]:
         out["paused"] = True
     if d.get("history_limit"):
         out["history_limit"] = _number(d, "history_limit", 1, MAX_HISTORY_LIMIT, integer=True)
+    _secrets_and_limits(d, out)
     text = dump_spec(out)
     if len(text) > MAX_SPEC_BYTES:
         raise ValidationError(f"job spec is too large ({len(text)} bytes, at most {MAX_SPEC_BYTES})")
@@ -532,3 +533,83 @@ def dst_policy(spec: dict[str, Any]) -> str:
     """The Job.dst text of a canonical spec: "" for the defaults, else "gap/fold"."""
     gap, fold = spec.get("dst_gap") or "shift", spec.get("dst_fold") or "first"
     return "" if (gap, fold) == ("shift", "first") else f"{gap}/{fold}"
+
+
+# ------------------------------------------------------------------ secret env and resource limits
+
+MAX_SECRET_CIPHERTEXT = 8192
+SECRET_MASK_RE = re.compile(r"^\*\*\*\(v([0-9]{1,9})\)$")
+# job spec field -> (lowest, highest) of ResourceLimits
+LIMIT_RANGES: dict[str, tuple[float, float]] = {
+    "memory_mb": (16, 16 * 1024 * 1024), "cpu_seconds": (1, MAX_TIMEOUT_S),
+    "open_files": (16, 1 << 20), "processes": (1, 1 << 20)}
+
+
+def mask_secret(version: int) -> str:
+    """What every read shows instead of a secret value: "***(v3)". Sent back on a write, it
+    means "keep the stored value" (a read-modify-write never needs the plaintext)."""
+    return f"***(v{version})"
+
+
+def check_secret_names(names: Any, *, handler_kind: str) -> None:
+    """The names of a job's secret env: what a shell or Python handler may be given."""
+    if not names:
+        return
+    if handler_kind not in ("shell", "python"):
+        raise ValidationError("env_secret applies to shell (command/argv) and python handlers only")
+    if len(names) > MAX_MAP_ENTRIES:
+        raise ValidationError(f"env_secret has {len(names)} entries, at most {MAX_MAP_ENTRIES}")
+    for n in names:
+        if not isinstance(n, str) or not ENV_NAME_RE.match(n):
+            raise ValidationError(f"bad env_secret name {n!r}: use letters, digits and _, not "
+                                  "starting with a digit")
+        if n.startswith("SCHEDD_"):
+            raise ValidationError(f"env_secret name {n!r}: SCHEDD_* variables are set by the worker")
+
+
+def _secrets_and_limits(d: dict[str, Any], out: dict[str, Any]) -> None:
+    """env_secret, in the sealed form the API edge made of it ({name: {"v": version, "ct":
+    ciphertext}}: core never sees a plaintext secret), and the per-attempt resource limits."""
+    sealed = d.get("env_secret") or {}
+    if not isinstance(sealed, dict):
+        raise ValidationError("env_secret must be a map")
+    kind = next(iter(out["handler"]))
+    check_secret_names(sorted(sealed), handler_kind=kind)
+    env = out["handler"][kind].get("env") or {}
+    got: dict[str, Any] = {}
+    for name in sorted(sealed):
+        v = sealed[name]
+        if not (isinstance(v, dict) and set(v) == {"v", "ct"} and isinstance(v["ct"], str)
+                and 0 < len(v["ct"]) <= MAX_SECRET_CIPHERTEXT and type(v["v"]) is int
+                and 1 <= v["v"] < 10**9):
+            raise ValidationError(f"env_secret {name!r} was not sealed by the API (a value is sent "
+                                  "as text and stored encrypted)")
+        if name in env:
+            raise ValidationError(f"{name!r} is in both env and env_secret")
+        got[name] = {"v": v["v"], "ct": v["ct"]}
+    if got:
+        out["env_secret"] = got
+    limits = d.get("limits") or {}
+    if not isinstance(limits, dict):
+        raise ValidationError("limits must be an object")
+    unknown = sorted(set(limits) - set(LIMIT_RANGES))
+    if unknown:
+        raise ValidationError(f"unknown limits field {unknown[0]!r}")
+    lim: dict[str, Any] = {}
+    for key, (lo, hi) in LIMIT_RANGES.items():
+        raw = limits.get(key) or 0
+        try:                                  # int64 fields come as text from MessageToDict
+            value = float(raw) if not isinstance(raw, bool) else None
+        except (TypeError, ValueError):
+            value = None
+        if value is None:
+            raise ValidationError(f"limits.{key} must be a number")
+        if not value:
+            continue
+        if key != "cpu_seconds" and value != int(value):
+            raise ValidationError(f"limits.{key} must be a whole number")
+        if not lo <= value <= hi:
+            raise ValidationError(f"limits.{key} must be between {lo:g} and {hi:g}, got {value:g}")
+        lim[key] = int(value) if value == int(value) else value
+    if lim:
+        out["limits"] = lim

@@ -28,6 +28,7 @@ from schedd.leader.assignment import InFlight, Pace, decide
 from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
 from schedd.ports.clock import Clock
+from schedd.security.secrets import EnvSealer, SecretError, open_secrets
 from schedd.ports.faults import NO_FAULTS, Faults
 from schedd_proto import scheduler_pb2 as pb
 
@@ -92,6 +93,8 @@ class Assigner:
         self.took_over_ms = 0
         self.inherited: dict[int, str] = {}   # token -> worker: claims running at the takeover
         self._specs = VersionCache(lambda job: job.spec_dict(), SPEC_CACHE)   # job -> parsed spec
+        secret = getattr(node.cfg, "secret", "")
+        self.sealer = EnvSealer(secret) if secret else None    # opens env_secret for assignments
         hub.on_result = self.on_result
 
     def take_over(self, now: int) -> None:
@@ -215,11 +218,20 @@ class Assigner:
         conn.running[token] = eid
         if result.get("_pushed"):
             return                      # unsafe switch: already pushed before the commit
+        try:
+            secret_env = open_secrets(spec, self.sealer)
+        except SecretError as e:        # never run it without them: fail the attempt instead
+            log.error("%s: %s", eid, e)
+            self.on_result(conn, pb.AttemptResult(execution_id=eid, fencing_token=token,
+                                                  state="FAILED", error=str(e)))
+            return
         self.hub.send(conn, pb.LeaderMessage(assignment=pb.Assignment(
             execution_id=eid, job=name, scheduled_ms=t, attempt=attempt, fencing_token=token,
             term=term, due_ms=self.faults.due(self.clock, due),
             handler_json=json.dumps(spec.get("handler") or {}),
-            timeout_seconds=float(spec.get("timeout_seconds") or 0), labels=spec.get("labels") or {})))
+            timeout_seconds=float(spec.get("timeout_seconds") or 0), labels=spec.get("labels") or {},
+            team=str(spec.get("team") or ""), secret_env=secret_env,
+            limits=pb.ResourceLimits(**(spec.get("limits") or {})))))
         self.faults.assignment_pushed(self.node, token, name, t, conn.name)
 
     # ------------------------------------------------------------ results

@@ -192,8 +192,9 @@ class LocalCluster:
         return node
 
     def start_worker(self, name: str, *, slots: int = 4, pool: str = "", drain_grace_s: float = 10.0,
-                     extra_env: dict | None = None) -> NodeProc:
-        """A `schedd worker` process connected to this cluster."""
+                     extra_env: dict | None = None, extra_args: tuple[str, ...] = ()) -> NodeProc:
+        """A `schedd worker` process connected to this cluster (`extra_args`: more flags, e.g.
+        ("--config", path))."""
         w = self.workers.get(name)
         if w is not None and w.alive():
             return w
@@ -205,6 +206,7 @@ class LocalCluster:
                 "--drain-grace", str(drain_grace_s)]
         if pool:
             args += ["--pool", pool]
+        args += list(extra_args)
         if self.worker_http_allow:
             args += ["--http-allow", ",".join(self.worker_http_allow)]
         if os.geteuid() == 0:

@@ -33,10 +33,11 @@ class InMemoryNode(FakeNode):
     """The fake node over a state of its own: node n1, leader of term 1, with the limits given.
     `entries` lists what was applied, in order (a held proposal applies later, or never)."""
 
-    def __init__(self, limits: Limits | None = None, proposals: Proposals | None = None) -> None:
+    def __init__(self, limits: Limits | None = None, proposals: Proposals | None = None,
+                 secret: str = "") -> None:
         cfg = replace(NodeConfig(node_id="n1", data_dir=Path("/nonexistent"),
                                  raft_address="127.0.0.1:1", grpc_address="127.0.0.1:2"),
-                      limits=limits or Limits())
+                      limits=limits or Limits(), secret=secret)
         state = SchedulerState()
         super().__init__(self._apply_next, lambda: state, cfg=cfg, term=1, proposals=proposals)
         self.index = 0

@@ -42,7 +42,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "schedd.settings": frozenset({"schedd_client.net"}),
     "schedd.core": frozenset(),
     "schedd.replication": frozenset({"schedd.core", "schedd.ports"}),
-    "schedd.leader": frozenset({"schedd.core", "schedd.ports", "schedd.settings",
+    # The leader opens job secrets (schedd.security.secrets) for the worker an attempt goes to.
+    "schedd.leader": frozenset({"schedd.core", "schedd.ports", "schedd.settings", "schedd.security",
                                 "schedd.replication", "schedd_client.net", "schedd_proto"}),
     "schedd.api": frozenset({"schedd.core", "schedd.ports", "schedd.settings", "schedd.replication",
                              "schedd.leader", "schedd.security", "schedd_proto"}),

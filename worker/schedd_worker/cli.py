@@ -13,6 +13,9 @@ import asyncio
 import logging
 import os
 import sys
+from typing import Any
+
+from schedd_worker.config import ConfigError, WorkerConfig, load_config
 
 __all__ = ["main", "build_parser", "add_arguments", "cmd_worker", "root_refusal"]
 
@@ -88,14 +91,65 @@ def _cluster(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def root_refusal(euid: int, allow_root: bool) -> str:
-    """Why a worker must not start as this user ("" when it may). Jobs run as the worker's user:
-    as root, any job owns the host."""
-    if euid == 0 and not allow_root:
+def root_refusal(euid: int, allow_root: bool, mapped: bool = False) -> str:
+    """Why a worker must not start as this user ("" when it may). Without team mappings jobs run
+    as the worker's user: as root, any job owns the host. With them ([isolation.teams] in the
+    config) root is how the worker switches users; it then keeps only CAP_SETUID, CAP_SETGID and
+    CAP_KILL, and no job runs as root."""
+    if euid == 0 and not allow_root and not mapped:
         return ("refusing to run as root: every job would run as root. Run the worker as an "
-                "unprivileged user (deploy/schedd-worker.service uses User=schedd-jobs), or pass "
+                "unprivileged user (deploy/schedd-worker.service uses User=schedd-jobs), map "
+                "teams to users in its --config ([isolation.teams.<team>]), or pass "
                 "--allow-root if you really mean it")
     return ""
+
+
+#: the built-in values of the settings a flag or the config file may give (flag > file > these)
+DEFAULTS: dict[str, Any] = {"slots": 4, "pool": "", "labels": {}, "name": None, "drain_grace": 30.0,
+                            "http_allow": [], "http_deny": [], "http_keep_bytes": 4096,
+                            "allow_root": False, "cluster": None}
+
+
+def _settings(args: argparse.Namespace, cfg: WorkerConfig | None) -> argparse.Namespace:
+    """`args` with every setting resolved: the flag if given, else the file's, else DEFAULTS."""
+    out = argparse.Namespace(**vars(args))
+    values = cfg.values if cfg is not None else {}
+    for key, default in DEFAULTS.items():
+        if getattr(args, key, None) is None:
+            if key == "cluster" and "cluster" in values:
+                setattr(out, key, _cluster(values["cluster"]))
+            elif key in ("http_allow", "http_deny") and key in values:
+                setattr(out, key, _rules(",".join(values[key])))
+            else:
+                setattr(out, key, values.get(key, default))
+    return out
+
+
+def _isolation(cfg: WorkerConfig | None, euid: int):
+    """The Isolation of this worker (team users, attempt cgroups), its own capabilities cut
+    down to what switching users takes when it runs as root. Raises SystemExit with why not."""
+    from schedd_worker.cgroups import CgroupError, Cgroups
+    from schedd_worker.executors import Isolation
+    from schedd_worker import caps
+    if cfg is None:
+        return Isolation()
+    policy = cfg.isolation
+    others = [u for u in policy.teams.values() if (u.uid, u.gid) != (euid, os.getegid())]
+    try:
+        cgroups = Cgroups.from_setting(cfg.cgroup)
+    except CgroupError as e:
+        raise SystemExit(f"schedd worker: error: [isolation] cgroup: {e}") from None
+    if policy.mapped and euid == 0:
+        try:
+            caps.drop_capabilities()
+        except OSError as e:
+            raise SystemExit(f"schedd worker: error: cannot drop capabilities: {e}") from None
+    elif others and not caps.has_caps((caps.CAP_SETUID, caps.CAP_SETGID)):
+        raise SystemExit(f"schedd worker: error: team {others[0].team!r} maps to user "
+                         f"{others[0].user!r}, and this worker (uid {euid}) cannot switch users: "
+                         "run it as root (it keeps only CAP_SETUID, CAP_SETGID, CAP_KILL) or give "
+                         "it those capabilities (systemd AmbientCapabilities=)")
+    return Isolation(policy=policy, cgroups=cgroups)
 
 
 def _http_options(args: argparse.Namespace):
@@ -112,10 +166,28 @@ def cmd_worker(args: argparse.Namespace) -> int:
     import signal
     import socket
 
-    why = root_refusal(os.geteuid(), args.allow_root)
+    cfg = None
+    if getattr(args, "config", None):
+        try:
+            cfg = load_config(args.config)
+        except ConfigError as e:
+            print(f"schedd worker: error: {e}", file=sys.stderr)
+            return 2
+    try:
+        args = _settings(args, cfg)
+    except argparse.ArgumentTypeError as e:
+        print(f"schedd worker: error: {args.config}: {e}", file=sys.stderr)
+        return 2
+    euid = os.geteuid()
+    why = root_refusal(euid, args.allow_root, mapped=cfg is not None and cfg.isolation.mapped)
     if why:
         print(f"schedd worker: {why}", file=sys.stderr)
         return 2
+    name = args.name or f"{socket.gethostname()}-{os.getpid()}"
+    setup_logging(args.log_level, name)
+    log = logging.getLogger("schedd.worker")
+    # Before gRPC or anything else starts a thread: capabilities are per thread.
+    isolation = _isolation(cfg, euid)
     _quiet_grpc_fork()
     from schedd_worker.hooks import configure_worker
     from schedd_worker.runtime import WorkerRuntime
@@ -127,12 +199,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print(f"schedd worker: error: {e}", file=sys.stderr)
         return 2
     http = _http_options(args)
-    name = args.name or f"{socket.gethostname()}-{os.getpid()}"
-    setup_logging(args.log_level, name)
-    log = logging.getLogger("schedd.worker")
+    if isolation.policy.mapped:
+        log.info("jobs run as: %s; other teams are refused", ", ".join(
+            f"{t} -> {u.user} (uid {u.uid})" for t, u in sorted(isolation.policy.teams.items())))
     runtime = WorkerRuntime(cluster, name=name, slots=args.slots, pool=args.pool,
                             labels=args.labels, drain_grace_s=args.drain_grace, http=http,
-                            hooks=configure_worker(name))
+                            hooks=configure_worker(name), isolation=isolation)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -167,25 +239,30 @@ def add_arguments(w: argparse.ArgumentParser) -> None:
     w.add_argument("--cluster", type=_cluster, default=None,
                    help="node gRPC addresses host:port,host:port (default: $SCHEDD_CLUSTER, "
                         "else 127.0.0.1:7070); any node will do")
-    w.add_argument("--slots", type=_positive_int, default=4, help="concurrent attempts (default 4)")
-    w.add_argument("--pool", default="", help="the pool this worker serves (default: none)")
-    w.add_argument("--labels", type=_labels, default={}, metavar="K=V,...",
+    w.add_argument("--config", metavar="FILE",
+                   help="the worker's TOML config (schedd_worker.config): these settings, the "
+                        "team -> Unix user mapping ([isolation.teams]) and cgroups; a flag given "
+                        "here wins over the file")
+    w.add_argument("--slots", type=_positive_int, default=None, help="concurrent attempts (default 4)")
+    w.add_argument("--pool", default=None, help="the pool this worker serves (default: none)")
+    w.add_argument("--labels", type=_labels, default=None, metavar="K=V,...",
                    help="labels jobs may require, e.g. region=eu,gpu=1")
     w.add_argument("--name", help="unique worker name (default: <hostname>-<pid>)")
-    w.add_argument("--drain-grace", type=_seconds, default=30.0, metavar="S",
+    w.add_argument("--drain-grace", type=_seconds, default=None, metavar="S",
                    help="on SIGTERM, let running attempts finish this long, then cancel them "
                         "(default 30)")
-    w.add_argument("--http-allow", type=_rules, action="extend", default=[], metavar="NET,...",
+    w.add_argument("--http-allow", type=_rules, action="extend", default=None, metavar="NET,...",
                    help="networks/hosts HTTP jobs and http sensors may reach although the deny "
                         "list refuses them, e.g. 127.0.0.1 or 10.1.0.0/16 or *.corp")
-    w.add_argument("--http-deny", type=_rules, action="extend", default=[], metavar="NET,...",
+    w.add_argument("--http-deny", type=_rules, action="extend", default=None, metavar="NET,...",
                    help="networks/hosts to refuse besides the defaults (loopback, link-local, "
                         "cloud metadata); '*' makes --http-allow a strict allow-list")
-    w.add_argument("--http-keep-bytes", type=int, default=4096, metavar="N",
+    w.add_argument("--http-keep-bytes", type=int, default=None, metavar="N",
                    help="bytes of an HTTP answer kept as the run's output tail (0-4096, "
                         "default 4096; 0 keeps none)")
-    w.add_argument("--allow-root", action="store_true",
-                   help="run even as root (jobs then run as root too); refused otherwise")
+    w.add_argument("--allow-root", action="store_true", default=None,
+                   help="run even as root without team mappings (jobs then run as root too); "
+                        "refused otherwise")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -33,11 +33,13 @@ from schedd_worker.handlers.http import HttpHandler
 from schedd_worker.handlers.python import HandlerContext, PythonHandler, PythonHandlers
 from schedd_worker.handlers.sensor import SensorHandler
 from schedd_worker.handlers.shell import ShellHandler, job_environment
+from schedd_worker.isolation import IsolationPolicy
+from schedd_worker.cgroups import Cgroups
 
 log = logging.getLogger("schedd.worker.executors")
 
 __all__ = [
-    "Assignment", "Outcome", "HandlerContext", "PythonHandlers", "HttpOptions", "execute",
+    "Assignment", "Outcome", "HandlerContext", "PythonHandlers", "HttpOptions", "Isolation", "NO_ISOLATION", "execute",
     "handlers_for", "contract_env", "job_environment",
     "format_rfc3339", "OUTPUT_TAIL_BYTES", "ERROR_MAX_BYTES", "HTTP_READ_LIMIT",
     "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED",
@@ -59,12 +61,24 @@ class Outcome:
     output_tail: str = ""            # last OUTPUT_TAIL_BYTES of output / body / return value
 
 
+@dataclass(slots=True, frozen=True)
+class Isolation:
+    """Who a team's jobs run as and where their cgroups go (schedd_worker.isolation, .cgroups);
+    the default maps nothing: jobs run as the worker's user, as before."""
+    policy: IsolationPolicy = IsolationPolicy()
+    cgroups: Cgroups | None = None
+
+
+NO_ISOLATION = Isolation()
+
+
 # ---------------------------------------------------------------------------------- entry point
 
 async def execute(a: Assignment, *, cancel: asyncio.Event | None = None,
                   python_handlers: PythonHandlers | None = None, kill_grace_s: float = 5.0,
                   now_ms: Callable[[], int] = _wall_ms,
-                  http: HttpOptions = HttpOptions()) -> Outcome:
+                  http: HttpOptions = HttpOptions(),
+                  isolation: Isolation = NO_ISOLATION) -> Outcome:
     """Run one attempt to its end and return its Outcome. Never raises, except that cancelling
     the awaiting task propagates CancelledError (after stopping the attempt). `http` says what
     HTTP handlers and http sensors may reach (default: HttpOptions(), see schedd_client.net.policy)."""
@@ -73,7 +87,8 @@ async def execute(a: Assignment, *, cancel: asyncio.Event | None = None,
         if cancel is not None and cancel.is_set():
             r = Result(CANCELLED, error="cancelled before it started")
         else:
-            r = await _dispatch(a, cancel, python_handlers, max(0.0, float(kill_grace_s)), http)
+            r = await _dispatch(a, cancel, python_handlers, max(0.0, float(kill_grace_s)), http,
+                                isolation)
     except asyncio.CancelledError:
         raise
     except Exception as e:  # the contract: every failure is an Outcome
@@ -84,17 +99,23 @@ async def execute(a: Assignment, *, cancel: asyncio.Event | None = None,
                    output_tail=r.output_tail)
 
 
-def handlers_for(python_handlers: PythonHandlers | None, http: HttpOptions) -> dict[str, Handler]:
+def handlers_for(python_handlers: PythonHandlers | None, http: HttpOptions,
+                 isolation: Isolation = NO_ISOLATION) -> dict[str, Handler]:
     """Every handler kind by its key in the job's handler object, configured for this worker."""
-    shell, web = ShellHandler(), HttpHandler(http)
+    shell, web = ShellHandler(isolation.policy, isolation.cgroups), HttpHandler(http)
     return {"shell": shell, "http": web, "python": PythonHandler(python_handlers),
             "sensor": SensorHandler(shell, web)}
 
 
 async def _dispatch(a: Assignment, cancel: asyncio.Event | None,
-                    handlers: PythonHandlers | None, grace: float, http: HttpOptions) -> Result:
+                    handlers: PythonHandlers | None, grace: float, http: HttpOptions,
+                    isolation: Isolation) -> Result:
     h = a.handler if isinstance(a.handler, Mapping) else {}
-    kinds = handlers_for(handlers, http)
+    kinds = handlers_for(handlers, http, isolation)
+    kind = next((k for k in ("shell", "http", "python", "sensor") if h.get(k)), "")
+    why = isolation.policy.refusal(a.team, kind)
+    if why:                                       # an unmapped team, or Python for a mapped one
+        return Result(FAILED, error=why)
     loop = asyncio.get_running_loop()
     timeout = float(a.timeout_s or 0)
     stop = Stop(cancel, loop.time() + timeout if timeout > 0 else None, grace)

@@ -68,7 +68,7 @@ import grpc.aio
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from schedd_worker import executors
-from schedd_worker.executors import Assignment, HttpOptions, Outcome, PythonHandlers
+from schedd_worker.executors import NO_ISOLATION, Assignment, HttpOptions, Isolation, Outcome, PythonHandlers
 from schedd_worker.hooks import NO_HOOKS, WorkerHooks
 
 log = logging.getLogger("schedd.worker")
@@ -108,6 +108,13 @@ def version() -> str:
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _limits(a: pb.Assignment) -> dict[str, float]:
+    """The limits an assignment sets (fields left at 0 set none)."""
+    lim = a.limits
+    return {k: v for k, v in (("memory_mb", lim.memory_mb), ("cpu_seconds", lim.cpu_seconds),
+                              ("open_files", lim.open_files), ("processes", lim.processes)) if v}
 
 
 def _redirect_target(err: grpc.aio.AioRpcError) -> str | None:
@@ -164,7 +171,8 @@ class WorkerRuntime:
                  labels: Mapping[str, str] | None = None,
                  python_handlers: PythonHandlers | None = None, drain_grace_s: float = 30.0,
                  kill_grace_s: float = 5.0, now_ms: Callable[[], int] = _wall_ms,
-                 http: HttpOptions = HttpOptions(), hooks: WorkerHooks = NO_HOOKS) -> None:
+                 http: HttpOptions = HttpOptions(), hooks: WorkerHooks = NO_HOOKS,
+                 isolation: Isolation = NO_ISOLATION) -> None:
         if isinstance(cluster, str):
             cluster = [cluster]
         self.cluster = [a.strip() for a in cluster if a and a.strip()]
@@ -183,6 +191,7 @@ class WorkerRuntime:
         self.kill_grace_s = max(0.0, float(kill_grace_s))
         self.now_ms = now_ms
         self.http = http                           # outbound policy of HTTP jobs and http sensors
+        self.isolation = isolation                 # team -> Unix user, attempt cgroups
         self.version = version()
         self.hooks = hooks                         # the fault suite's (schedd_worker.hooks)
         self._rec = hooks.record                   # test-mode history only (None otherwise)
@@ -681,12 +690,13 @@ class WorkerRuntime:
             else:
                 ex = Assignment(execution_id=a.execution_id, job=a.job, scheduled_ms=a.scheduled_ms,
                                 attempt=a.attempt, fencing_token=token, handler=handler,
-                                timeout_s=a.timeout_seconds, labels=dict(a.labels))
+                                timeout_s=a.timeout_seconds, labels=dict(a.labels), team=a.team,
+                                secret_env=dict(a.secret_env), limits=_limits(a))
                 try:
                     out = await executors.execute(ex, cancel=att.cancel,
                                                   python_handlers=self.python_handlers,
                                                   kill_grace_s=self.kill_grace_s, now_ms=self.now_ms,
-                                                  http=self.http)
+                                                  http=self.http, isolation=self.isolation)
                 except asyncio.CancelledError:
                     raise
                 except Exception as e:  # execute should never raise; be safe

@@ -49,6 +49,9 @@ class Assignment:
     handler: dict            # canonical handler, see schedd.core.model._handler
     timeout_s: float = 0.0   # per-attempt timeout, 0 = none
     labels: Mapping[str, str] = field(default_factory=dict)
+    team: str = ""           # the job's team: who it runs as (schedd_worker.isolation)
+    secret_env: Mapping[str, str] = field(default_factory=dict, repr=False)   # never logged
+    limits: Mapping[str, float] = field(default_factory=dict)   # ResourceLimits fields set
 
 
 @dataclass(slots=True, frozen=True)

@@ -7,6 +7,8 @@ Python
     A thread cannot be killed: after setting the event we wait `kill_grace_s` for it to return,
     then report anyway (the error says the thread may still be running). Daemon threads (not the
     default executor) so that a stuck handler neither starves other work nor blocks shutdown.
+    Python handlers run inside the worker process, as the worker's user: a worker that maps teams
+    to Unix users refuses them for a mapped team unless its mapping says allow_python = true.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 import threading
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .base import (FAILED, SUCCEEDED, Assignment, Result, Stop, fmt_seconds, format_rfc3339,
@@ -37,6 +39,7 @@ class HandlerContext:
     fencing_token: int
     args: Any                # parsed args_json, or None
     cancel: Any              # asyncio.Event (coroutine functions) | threading.Event (plain ones)
+    secret_env: Mapping[str, str] = field(default_factory=dict, repr=False)  # the job's env_secret
 
 
 class PythonHandlers:
@@ -139,7 +142,8 @@ async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
     stop: asyncio.Event | threading.Event = asyncio.Event() if is_async else threading.Event()
     ctx = HandlerContext(execution_id=a.execution_id, job=a.job, scheduled_ms=a.scheduled_ms,
                          scheduled_time=format_rfc3339(a.scheduled_ms), attempt=a.attempt,
-                         fencing_token=a.fencing_token, args=args, cancel=stop)
+                         fencing_token=a.fencing_token, args=args, cancel=stop,
+                         secret_env=dict(a.secret_env))
 
     async def call_async() -> Any:
         return await fn(ctx)

@@ -27,6 +27,11 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
+from pathlib import Path
+
+from schedd_worker.cgroups import Cgroups
+from schedd_worker.isolation import DIRECT, IsolationPolicy, LaunchPlan, launcher_argv
+
 from .base import (FAILED, SUCCEEDED, Assignment, Result, Stop, Tail, contract_env, race,
                    stopped)
 
@@ -40,10 +45,26 @@ KILL_WAIT_S = 5.0               # after SIGKILL: give the kernel this long to cl
 
 class ShellHandler:
     """``{"command": "..."}`` (``/bin/sh -c``) or ``{"argv": [...]}``, with ``workdir``, ``env``
-    and ``inherit_env``."""
+    and ``inherit_env``; run as the team's user with the job's limits (`isolation`), in an
+    attempt cgroup when the worker has one (`cgroups`)."""
+
+    def __init__(self, isolation: IsolationPolicy | None = None,
+                 cgroups: Cgroups | None = None) -> None:
+        self.isolation = isolation or IsolationPolicy()
+        self.cgroups = cgroups
 
     async def run(self, a: Assignment, spec: Mapping[str, Any], stop: Stop) -> Result:
-        return await _run(a, spec, stop.cancel, stop.deadline, stop.grace)
+        plan = self.isolation.plan(a.team, spec.get("workdir") or None, a.limits)
+        if isinstance(plan, str):
+            return Result(FAILED, error=plan)
+        cgroup = None
+        if self.cgroups is not None and a.limits:
+            cgroup = self.cgroups.create(a.fencing_token, a.limits)
+        try:
+            return await _run(a, spec, stop.cancel, stop.deadline, stop.grace, plan, cgroup)
+        finally:
+            if cgroup is not None:
+                await asyncio.to_thread(Cgroups.remove, cgroup)
 
 
 BASE_ENV = ("PATH", "HOME", "LANG")
@@ -52,8 +73,9 @@ DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 def job_environment(a: Assignment, spec: Mapping, worker_env: Mapping[str, str]) -> dict[str, str]:
     """What a shell job's process sees: PATH, HOME and LANG of the worker, the worker variables
-    the job names in `inherit_env`, its own `env`, then the SCHEDD_* contract (which wins).
-    Nothing else of the worker's environment: its unit's secrets are not every job's."""
+    the job names in `inherit_env`, its own `env` and `env_secret`, then the SCHEDD_* contract
+    (which wins). Nothing else of the worker's environment: its unit's secrets are not every
+    job's."""
     env = {k: worker_env[k] for k in BASE_ENV if k in worker_env}
     env.setdefault("PATH", DEFAULT_PATH)
     names = spec.get("inherit_env") or ()
@@ -62,6 +84,7 @@ def job_environment(a: Assignment, spec: Mapping, worker_env: Mapping[str, str])
     job_env = spec.get("env") or {}
     if isinstance(job_env, Mapping):
         env.update({str(k): str(v) for k, v in job_env.items()})
+    env.update(a.secret_env)
     env.update(contract_env(a))
     return env
 
@@ -159,6 +182,19 @@ def _kill_started(f: asyncio.Future) -> None:
     transport.close()
 
 
+def _into_cgroup(cgroup: Path, pid: int, wait_w: int) -> str:
+    """Move the waiting launcher into the attempt's cgroup, then let it go on ("" when done,
+    else why not: the attempt must not run outside the limits it asked for)."""
+    try:
+        Cgroups.attach(cgroup, pid)
+        os.write(wait_w, b"g")
+        return ""
+    except OSError as e:
+        return f"cannot move the attempt into cgroup {cgroup}: {e.strerror or e}"
+    finally:
+        os.close(wait_w)
+
+
 def _exit_result(rc: int) -> tuple[str, str]:
     if rc == 0:
         return SUCCEEDED, ""
@@ -172,7 +208,8 @@ def _exit_result(rc: int) -> tuple[str, str]:
 
 
 async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
-               deadline: float | None, grace: float) -> Result:
+               deadline: float | None, grace: float, plan: LaunchPlan = DIRECT,
+               cgroup: Path | None = None) -> Result:
     command = spec.get("command")
     argv = spec.get("argv")
     if command and argv:
@@ -189,6 +226,8 @@ async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
         return Result(FAILED, error="a shell handler needs a command or an argv")
 
     workdir = spec.get("workdir") or None
+    if plan.uid is not None:
+        workdir = None                  # the launcher enters plan.cwd as the team's user
     if workdir is not None:
         if not os.path.exists(workdir):
             return Result(FAILED, error=f"working directory {workdir} does not exist")
@@ -196,6 +235,9 @@ async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
             return Result(FAILED, error=f"working directory {workdir} is not a directory")
 
     env = job_environment(a, spec, os.environ)
+    given = spec.get("env")
+    own: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+    env.update({k: v for k, v in plan.env.items() if k not in own})   # the team user's HOME...
 
     loop = asyncio.get_running_loop()
     tail = Tail()
@@ -206,11 +248,16 @@ async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
         proto = _ShellProtocol(tail)
         return proto
 
+    wait_r, wait_w = os.pipe() if cgroup is not None else (-1, -1)
+    if plan.needs_launcher or cgroup is not None:
+        args = launcher_argv(plan, wait_r, args)
+        workdir = None
     # Shielded: if our task is cancelled while the pipes are still being connected, asyncio
     # would SIGKILL only the main pid and leave the rest of the group running.
     start = asyncio.ensure_future(loop.subprocess_exec(
         factory, *args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, cwd=workdir, env=env, start_new_session=True))
+        stderr=subprocess.STDOUT, cwd=workdir, env=env, start_new_session=True,
+        pass_fds=(wait_r,) if wait_r >= 0 else ()))
     try:
         transport, _ = await asyncio.shield(start)
     except asyncio.CancelledError:
@@ -222,11 +269,25 @@ async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
             except Exception:  # noqa: BLE001 - nothing started; the cancellation still wins
                 break
         _kill_started(start)
+        if wait_w >= 0 and start.done() and not start.cancelled() and start.exception() is None:
+            os.close(wait_w)
         raise
     except (OSError, ValueError, TypeError) as e:   # not found, not executable, NUL in argv...
         return Result(FAILED, error=f"cannot start {args[0]}: {e}")
+    finally:
+        if wait_r >= 0:
+            os.close(wait_r)
+            if not start.done() or start.cancelled() or start.exception() is not None:
+                os.close(wait_w)          # nothing started that would wait on it
     assert proto is not None
     pgid = transport.get_pid()   # start_new_session: the child leads its own session and group
+    if cgroup is not None:
+        moved = _into_cgroup(cgroup, pgid, wait_w)
+        if moved:
+            _signal_group(pgid, signal.SIGKILL)
+            await _wait_group_gone(transport, pgid, KILL_WAIT_S)
+            transport.close()
+            return Result(FAILED, error=moved)
     try:
         how = await race(proto.exited, cancel, deadline)
         if how != "done":

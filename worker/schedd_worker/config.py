@@ -1,0 +1,159 @@
+"""The worker's config file (`schedd-worker --config FILE`), TOML, strictly checked: an unknown
+key or a wrong type is an error naming it, and nothing starts.
+
+    cluster = ["10.0.0.1:7070", "10.0.0.2:7070"]   # or "host:port,host:port"
+    name = "w1"
+    slots = 8
+    pool = "db"
+    labels = { region = "eu" }
+    drain_grace = 60                # seconds
+    allow_root = false              # run as root without team mappings (jobs as root): refused
+
+    [http]
+    allow = ["10.1.0.0/16"]
+    deny = []
+    keep_bytes = 4096
+
+    [isolation]
+    allow_root_jobs = false         # a team mapped to uid/gid 0 is refused unless true
+    umask = "0077"                  # of launched jobs (default: 0077 for mapped teams)
+    cgroup = "auto"                 # auto | off | /sys/fs/cgroup/<delegated directory>
+
+    [isolation.teams.payments]      # see schedd_worker.isolation
+    user = "payments-jobs"
+    group = "payments"
+    groups = []
+    workdir_root = "/srv/jobs/payments"
+    allow_python = false
+
+A flag given on the command line wins over the file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any
+
+from schedd_worker.isolation import IsolationError, IsolationPolicy, TeamUser, resolve_user
+
+__all__ = ["WorkerConfig", "ConfigError", "load_config", "parse_config"]
+
+_TOP = {"cluster": (str, list), "name": (str,), "slots": (int,), "pool": (str,), "labels": (dict,),
+        "drain_grace": (int, float), "allow_root": (bool,), "http": (dict,),
+        "isolation": (dict,)}
+_HTTP = {"allow": (list,), "deny": (list,), "keep_bytes": (int,)}
+_ISOLATION = {"allow_root_jobs": (bool,), "umask": (str,), "cgroup": (str,), "teams": (dict,)}
+_TEAM = {"user": (str, int), "group": (str, int), "groups": (list,), "workdir_root": (str,),
+         "allow_python": (bool,)}
+
+
+class ConfigError(ValueError):
+    """The file cannot be used; the message names the file and the key."""
+
+
+@dataclass(slots=True)
+class WorkerConfig:
+    """What the file set (None / empty: not set, the flag or the built-in default applies)."""
+    values: dict[str, Any] = field(default_factory=dict)     # top-level and http_* keys
+    isolation: IsolationPolicy = field(default_factory=IsolationPolicy)
+    cgroup: str = "auto"
+
+
+def _check(table: dict, allowed: dict, where: str) -> None:
+    for key, value in table.items():
+        if key not in allowed:
+            raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(allowed)})")
+        types = allowed[key]
+        if isinstance(value, bool) and bool not in types:
+            raise ConfigError(f"{where}.{key}: expected {' or '.join(t.__name__ for t in types)}")
+        if not isinstance(value, types):
+            raise ConfigError(f"{where}.{key}: expected {' or '.join(t.__name__ for t in types)}, "
+                              f"got {type(value).__name__}")
+
+
+def _strings(value: list, where: str) -> list[str]:
+    if not all(isinstance(x, str) for x in value):
+        raise ConfigError(f"{where}: expected a list of strings")
+    return list(value)
+
+
+def _umask(text: str, where: str) -> int:
+    try:
+        n = int(text, 8)
+    except ValueError:
+        raise ConfigError(f"{where}: expected an octal umask like \"0077\", got {text!r}") from None
+    if not 0 <= n <= 0o777:
+        raise ConfigError(f"{where}: a umask is 000 to 777, got {text!r}")
+    return n
+
+
+def _teams(d: dict, allow_root_jobs: bool, where: str) -> dict[str, TeamUser]:
+    out: dict[str, TeamUser] = {}
+    for team, t in sorted(d.items()):
+        tw = f"{where}.{team}"
+        if not isinstance(t, dict):
+            raise ConfigError(f"{tw}: expected a table")
+        _check(t, _TEAM, tw)
+        if "user" not in t:
+            raise ConfigError(f"{tw}: missing user")
+        if "groups" in t and not all(isinstance(g, (str, int)) and not isinstance(g, bool)
+                                     for g in t["groups"]):
+            raise ConfigError(f"{tw}.groups: expected group names or gids")
+        try:
+            out[team] = resolve_user(team, t, allow_root_jobs=allow_root_jobs)
+        except IsolationError as e:
+            raise ConfigError(f"{tw}: {e}") from None
+    return out
+
+
+def parse_config(text: str, where: str = "config") -> WorkerConfig:
+    try:
+        d = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{where}: not valid TOML: {e}") from None
+    _check(d, _TOP, where)
+    values: dict[str, Any] = {}
+    for key in ("name", "pool", "allow_root"):
+        if key in d:
+            values[key] = d[key]
+    if "cluster" in d:
+        c = d["cluster"]
+        values["cluster"] = ",".join(_strings(c, f"{where}.cluster")) if isinstance(c, list) else c
+    if "slots" in d:
+        if d["slots"] < 1:
+            raise ConfigError(f"{where}.slots: must be at least 1")
+        values["slots"] = d["slots"]
+    if "drain_grace" in d:
+        if not 0 <= d["drain_grace"] < float("inf"):
+            raise ConfigError(f"{where}.drain_grace: must be a finite number of seconds >= 0")
+        values["drain_grace"] = float(d["drain_grace"])
+    if "labels" in d:
+        if not all(isinstance(v, str) for v in d["labels"].values()):
+            raise ConfigError(f"{where}.labels: values must be strings")
+        values["labels"] = dict(d["labels"])
+    http = d.get("http", {})
+    _check(http, _HTTP, f"{where}.http")
+    for key in ("allow", "deny"):
+        if key in http:
+            values[f"http_{key}"] = _strings(http[key], f"{where}.http.{key}")
+    if "keep_bytes" in http:
+        values["http_keep_bytes"] = http["keep_bytes"]
+    iso = d.get("isolation", {})
+    _check(iso, _ISOLATION, f"{where}.isolation")
+    allow_root_jobs = iso.get("allow_root_jobs", False)
+    policy = IsolationPolicy(teams=_teams(iso.get("teams", {}), allow_root_jobs,
+                                          f"{where}.isolation.teams"),
+                             allow_root_jobs=allow_root_jobs,
+                             umask=_umask(iso["umask"], f"{where}.isolation.umask")
+                             if "umask" in iso else None)
+    return WorkerConfig(values=values, isolation=policy, cgroup=iso.get("cgroup", "auto") or "auto")
+
+
+def load_config(path: str) -> WorkerConfig:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
+    return parse_config(text, path)

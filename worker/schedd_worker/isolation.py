@@ -1,0 +1,198 @@
+"""Least-privilege execution: which Unix user a team's jobs run as, with which limits.
+
+A worker's config (`schedd_worker.config`) may map teams to Unix users::
+
+    [isolation.teams.payments]
+    user = "payments-jobs"              # a name or a uid
+    group = "payments"                  # default: the user's primary group
+    groups = []                         # supplementary groups (default: the user's, as login has)
+    workdir_root = "/srv/jobs/payments" # the job's working directory is this or under it
+    allow_python = false                # Python handlers run inside the worker: refused unless true
+
+Once any team is mapped (`IsolationPolicy.mapped`), a job of an unmapped team is refused with a
+FAILED result naming the team, whatever its handler kind; a mapping to uid 0 is refused when the
+config is read, unless `allow_root_jobs = true`. Shell handlers (and sensor commands) start through
+a small launcher (`LAUNCHER`, run by the worker's own interpreter): it sets the job's rlimits,
+waits until the worker has put it in the attempt's cgroup, switches to the mapped user (groups,
+gid, then uid), sets the umask, enters the working directory as that user and only then execs the
+job. Nothing of Python runs between fork and exec in the worker itself (see worker/cli.py on why
+that matters with gRPC's threads).
+"""
+
+from __future__ import annotations
+
+import grp
+import json
+import os
+import pwd
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["TeamUser", "IsolationPolicy", "LaunchPlan", "DIRECT", "IsolationError", "LAUNCHER",
+           "RLIMITS", "resolve_user", "launcher_argv"]
+
+#: ResourceLimits field -> the rlimit it sets (memory_mb is in MiB, the rest as they are)
+RLIMITS = {"memory_mb": "RLIMIT_AS", "cpu_seconds": "RLIMIT_CPU", "open_files": "RLIMIT_NOFILE",
+           "processes": "RLIMIT_NPROC"}
+
+
+class IsolationError(ValueError):
+    """A mapping that cannot be used (unknown user, root without allow_root_jobs...)."""
+
+
+@dataclass(slots=True, frozen=True)
+class TeamUser:
+    """Who a team's jobs run as (resolved once, when the config is read)."""
+    team: str
+    user: str
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+    home: str
+    workdir_root: str = ""
+    allow_python: bool = False
+
+
+def _gid_of(group: str | int) -> int:
+    if isinstance(group, int) or str(group).isdigit():
+        return int(group)
+    try:
+        return grp.getgrnam(str(group)).gr_gid
+    except KeyError:
+        raise IsolationError(f"no such group {group!r}") from None
+
+
+def resolve_user(team: str, d: Mapping[str, Any], *, allow_root_jobs: bool) -> TeamUser:
+    """The TeamUser of one `[isolation.teams.<team>]` table (keys already checked)."""
+    user = d["user"]
+    try:
+        pw = pwd.getpwuid(int(user)) if isinstance(user, int) or str(user).isdigit() \
+            else pwd.getpwnam(str(user))
+    except KeyError:
+        raise IsolationError(f"team {team!r}: no such user {user!r}") from None
+    gid = _gid_of(d["group"]) if d.get("group") not in (None, "") else pw.pw_gid
+    if "groups" in d:
+        groups = tuple(sorted({_gid_of(g) for g in d["groups"]}))
+    else:
+        groups = tuple(sorted(set(os.getgrouplist(pw.pw_name, gid))))
+    if (pw.pw_uid == 0 or gid == 0) and not allow_root_jobs:
+        raise IsolationError(f"team {team!r} maps to {'uid' if pw.pw_uid == 0 else 'gid'} 0: "
+                             "jobs never run as root unless [isolation] allow_root_jobs = true")
+    root = str(d.get("workdir_root") or "")
+    if root and not os.path.isabs(root):
+        raise IsolationError(f"team {team!r}: workdir_root must be an absolute path, got {root!r}")
+    return TeamUser(team=team, user=pw.pw_name, uid=pw.pw_uid, gid=gid, groups=groups,
+                    home=pw.pw_dir, workdir_root=os.path.normpath(root) if root else "",
+                    allow_python=bool(d.get("allow_python", False)))
+
+
+@dataclass(slots=True, frozen=True)
+class LaunchPlan:
+    """How one shell attempt starts: as whom, where, with which limits (see `launcher_argv`)."""
+    uid: int | None = None           # None: stay the worker's user
+    gid: int | None = None
+    groups: tuple[int, ...] = ()
+    umask: int | None = None         # None: the worker's
+    cwd: str | None = None
+    rlimits: Mapping[str, int] = field(default_factory=dict)   # resource.RLIMIT_* name -> value
+    env: Mapping[str, str] = field(default_factory=dict)   # HOME, USER, LOGNAME of the user
+
+    @property
+    def needs_launcher(self) -> bool:
+        return self.uid is not None or bool(self.rlimits)
+
+
+DIRECT = LaunchPlan()            # the worker's own user, no limits: exec the job directly
+
+
+@dataclass(slots=True, frozen=True)
+class IsolationPolicy:
+    """The worker's allow-list of team -> Unix user, and what it refuses."""
+    teams: Mapping[str, TeamUser] = field(default_factory=dict)
+    allow_root_jobs: bool = False
+    umask: int | None = None         # of every launched job; a mapped team's default is 0077
+
+    @property
+    def mapped(self) -> bool:
+        return bool(self.teams)
+
+    def refusal(self, team: str, kind: str) -> str:
+        """Why a job of `team` with a `kind` handler may not run here ("" when it may)."""
+        if not self.mapped:
+            return ""
+        user = self.teams.get(team)
+        if user is None:
+            return (f"team {team!r} has no user mapping on this worker ([isolation.teams] of its "
+                    "config): refused")
+        if kind == "python" and not user.allow_python:
+            return (f"team {team!r}: Python handlers run inside the worker process, as the "
+                    f"worker's user, not as {user.user!r}: refused (allow_python = true allows it)")
+        return ""
+
+    def plan(self, team: str, workdir: str | None, limits: Mapping[str, float]) -> LaunchPlan | str:
+        """The LaunchPlan of a shell attempt of `team`, or why it may not run."""
+        why = self.refusal(team, "shell")
+        if why:
+            return why
+        rl = {RLIMITS[k]: int(v) * (1 << 20 if k == "memory_mb" else 1)
+              for k, v in limits.items() if k in RLIMITS and v}
+        if rl.get("RLIMIT_CPU") is not None and float(limits.get("cpu_seconds", 0)) > rl["RLIMIT_CPU"]:
+            rl["RLIMIT_CPU"] += 1                       # round a fraction of a second up
+        user = self.teams.get(team)
+        if user is None:
+            return LaunchPlan(cwd=workdir, rlimits=rl, umask=self.umask)
+        cwd = _workdir_under(user, workdir)
+        if cwd.startswith("!"):
+            return cwd[1:]
+        return LaunchPlan(uid=user.uid, gid=user.gid, groups=user.groups, cwd=cwd or None,
+                          rlimits=rl, umask=0o077 if self.umask is None else self.umask,
+                          env={"HOME": user.home, "USER": user.user, "LOGNAME": user.user})
+
+
+def _workdir_under(user: TeamUser, workdir: str | None) -> str:
+    """The working directory inside the team's root ("!why" when it leaves it)."""
+    root = user.workdir_root
+    if not root:
+        return workdir or (user.home if user.home and os.path.isdir(user.home) else "/")
+    path = os.path.normpath(os.path.join(root, workdir or "."))
+    if path != root and not path.startswith(root.rstrip("/") + "/"):
+        return f"!workdir {workdir!r} is outside the team's workdir_root {root!r}: refused"
+    return path
+
+
+# The launcher: argv[1] is the plan as JSON, argv[2] the fd to wait on (-1: none), argv[3:] the
+# job. Errors go to stderr (the job's output) and exit 126, as a shell does for "cannot execute".
+LAUNCHER = r"""
+import json, os, resource, sys
+p = json.loads(sys.argv[1]); fd = int(sys.argv[2]); argv = sys.argv[3:]
+try:
+    if fd >= 0:
+        os.read(fd, 1); os.close(fd)
+    same = (p.get("uid"), p.get("gid")) == (os.getuid(), os.getgid())   # a team mapped to the worker's own user
+    if p.get("uid") is not None and not same:
+        os.setgroups(p["groups"]); os.setgid(p["gid"]); os.setuid(p["uid"])
+        if os.getuid() != p["uid"] or os.geteuid() != p["uid"]:
+            raise OSError("the user switch did not take")
+    if p.get("umask") is not None:
+        os.umask(p["umask"])
+    if p.get("cwd"):
+        os.chdir(p["cwd"])
+    for name, value in p["rlimits"].items():
+        which = getattr(resource, name)
+        hard = resource.getrlimit(which)[1]
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value))
+    os.execvp(argv[0], argv)
+except (OSError, ValueError) as e:
+    sys.stderr.write("schedd-worker: cannot start %s: %s\n" % (argv[0], e)); sys.exit(126)
+"""
+
+
+def launcher_argv(plan: LaunchPlan, wait_fd: int, args: list[str]) -> list[str]:
+    """The argv that runs `args` under `plan` through the launcher (the worker's interpreter,
+    isolated from the environment's PYTHON* variables and site packages)."""
+    doc = {"uid": plan.uid, "gid": plan.gid, "groups": list(plan.groups), "umask": plan.umask,
+           "cwd": plan.cwd, "rlimits": dict(plan.rlimits)}
+    return [sys.executable, "-I", "-S", "-c", LAUNCHER, json.dumps(doc), str(wait_fd), *args]
