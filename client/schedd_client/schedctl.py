@@ -54,7 +54,9 @@ import yaml
 from schedd_proto import scheduler_pb2 as pb
 
 from . import dag_commands
+from .channels import SecurityError
 from .client import CLUSTER_ENV, Client
+from .context import ContextError, resolve
 from ._cli import _count, _file_options, _global_options, _seconds, _table
 from .convert import format_duration, format_time, parse_time, printable, relative_time, to_dict
 from .documents import Limits, read_input
@@ -116,9 +118,14 @@ def _run(argv: Sequence[str] | None, now: Callable[[], float] | None) -> int:
     except SystemExit as exit:  # argparse: --help (0) or a usage error (2)
         return exit.code if isinstance(exit.code, int) else 2
     try:
-        with Client(args.cluster, timeout=args.rpc_timeout) as client:
+        cluster, security = resolve(args.cluster, ca=args.ca, cert=args.cert, key=args.key,
+                                    context=args.context)
+        with Client(cluster, timeout=args.rpc_timeout, security=security) as client:
             _Command(args, client, now or time.time).run()
         return 0
+    except (ContextError, SecurityError) as err:
+        _error(str(err))
+        return 2
     except UsageError as err:
         _error(f"{err} (see {PROG} {args.group} --help)")
         return 2
