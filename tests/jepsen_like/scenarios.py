@@ -184,7 +184,7 @@ def _busy_worker(h, job_prefix: str = "long", timeout: float = 20.0) -> str:
         lead = h.c.leader()
         if lead is None:
             return None
-        with grpc.insecure_channel(h.c.nodes[lead].grpc) as ch:
+        with h.c.channel(lead) as ch:
             for w in pb_grpc.WorkersStub(ch).ListWorkers(pb.ListWorkersRequest(), timeout=3).workers:
                 if any(r.startswith(job_prefix + "@") for r in w.running):
                     return w.name
