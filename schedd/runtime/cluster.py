@@ -173,6 +173,20 @@ class LocalCluster:
         leaf = self.leaf(kind, name)
         return Security(ca=certs.ca_paths(self.tls_dir).cert, cert=leaf.cert, key=leaf.key)
 
+    def write_context(self, path: Path | None = None, *, kind: str = "admin", name: str = "admin",
+                      token: str | None = None) -> Path:
+        """A context file (schedd_client.context) for `kind/name` of this cluster: what
+        SCHEDD_CONTEXT points schedctl, the SDK and schedd-worker at."""
+        path = Path(path) if path is not None else self.root / f"context-{kind}-{name}.toml"
+        sec = self.security(kind, name)
+        lines = [f"cluster = {_toml(self.grpc_addresses)}"]
+        lines += [f"{k} = {_toml(str(v))}" for k, v in (("ca", sec.ca), ("cert", sec.cert),
+                                                         ("key", sec.key)) if v is not None]
+        if token is not None:
+            lines.append(f"token = {_toml(token)}")
+        certs.write_atomic(path, ("\n".join(lines) + "\n").encode(), certs.KEY_MODE, overwrite=True)
+        return path
+
     def channel(self, nid: str) -> grpc.Channel:
         """A blocking channel to node `nid`, secured like an admin's."""
         return open_channel(self.nodes[nid].grpc, self.security())
