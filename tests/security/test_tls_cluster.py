@@ -72,12 +72,14 @@ def test_tls_cluster_end_to_end(cluster_factory, tmp_path):
     # refused: no client certificate (mTLS), another deployment's CA, plaintext
     p = schedctl("--cluster", faddr, "--ca", ca, "--timeout", "3", "job", "get", "hello")
     assert p.returncode == 1 and "hello-over-tls" not in p.stdout
+    assert "may require a client certificate (mTLS)" in p.stderr
     other = certs.create_deployment(tmp_path / "other", admins=["mallory"]).leaves["admin/mallory"]
     p = schedctl("--cluster", faddr, "--ca", str(tmp_path / "other" / "ca.pem"), "--cert",
                  str(other.cert), "--key", str(other.key), "--timeout", "3", "job", "get", "hello")
     assert p.returncode == 1 and "hello-over-tls" not in p.stdout
+    assert "CERTIFICATE_VERIFY_FAILED" in p.stderr and "the TLS handshake failed" in p.stderr
     p = schedctl("--cluster", faddr, "--timeout", "3", "job", "get", "hello")
-    assert p.returncode == 1
+    assert p.returncode == 1 and "the node may require TLS" in p.stderr
     # the node accepts the other CA's client certificate only with our CA as well: still refused
     with pytest.raises(Unavailable):
         with Client(faddr, ca=ca, cert=other.cert, key=other.key, timeout=3) as cl:
