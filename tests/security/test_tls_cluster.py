@@ -125,6 +125,12 @@ def test_tls_cluster_end_to_end(cluster_factory, tmp_path):
     # and forwarding (its peer channels were rebuilt with the new client certificate)
     node_files = certs.leaf_paths(c.tls_dir, "node", follower)
     old = served_serial(faddr, admin.ca, admin.cert, admin.key)
+    # a half-copied file first: the reload fails, says why, and the old certificate stays
+    node_files.cert.write_text("-----BEGIN CERTIFICATE-----\ntruncated")
+    c.signal_node(follower, signal.SIGHUP)
+    wait_until(lambda: "TLS reload failed" in c.nodes[follower].log.read_text(), timeout=30,
+               what="the failed reload in the log")
+    assert served_serial(faddr, admin.ca, admin.cert, admin.key) == old
     new = certs.issue(certs.load_ca(c.tls_dir), c.tls_dir, "node", follower,
                       hosts=certs.LOCAL_HOSTS, overwrite=True)
     assert new.cert == node_files.cert
