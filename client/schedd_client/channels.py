@@ -12,6 +12,9 @@ mTLS presenting ``cert``/``key``); ``Security(tls=True)`` is TLS trusting the sy
 call credentials). A token is never sent in cleartext over a network: without TLS, gRPC's local
 credentials only connect to a loopback address.
 
+The files are read each time a channel is made: a worker, which makes a channel per connection,
+uses a rotated certificate from its next connection on.
+
 Nodes build their channel credentials with ``schedd.security.tls.channel_credentials`` (which
 validates the certificate with ``cryptography``, a daemon dependency) and pass them in as
 ``credentials``; the SDK only reads the PEM files, so schedd-client keeps its small dependency set.

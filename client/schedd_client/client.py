@@ -28,7 +28,7 @@ from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from . import _plans
 from ._failover import Router
 from ._plans import Call, Pager, Plan
-from .channels import CHANNEL_OPTIONS, Security, open_aio_channel, open_channel
+from .channels import Security, open_aio_channel, open_channel, with_files
 from .context import context_from_env, load_context
 
 __all__ = ["Client", "AsyncClient", "DEFAULT_CLUSTER", "parse_cluster"]
@@ -171,7 +171,6 @@ def make_security(security: Security | None = None, *, tls: bool | None = None,
                   key: str | os.PathLike[str] | None = None, token: str | None = None) -> Security:
     """The ``Security`` of a client's keyword options: ``security`` (default plaintext) with any
     of ``tls``, ``ca``, ``cert``, ``key``, ``token`` that are given applied over it."""
-    from .channels import with_files
     return with_files(security or Security(), ca=ca, cert=cert, key=key, token=token, tls=tls)
 
 
