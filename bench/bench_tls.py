@@ -22,8 +22,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from schedd.runtime.cluster import LocalCluster  # noqa: E402
-from schedd_client import job_spec  # noqa: E402
+from schedd.runtime.cluster import LocalCluster
+from schedd_client import job_spec
 
 
 def _pct(xs: list[float], q: float) -> float:

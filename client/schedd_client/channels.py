@@ -135,19 +135,16 @@ def security_from_env(env: Mapping[str, str] | None = None, base: Security | Non
     """``base`` (default plaintext) with ``SCHEDD_CA``/``SCHEDD_CERT``/``SCHEDD_KEY`` applied
     where set: what schedctl and schedd-worker use when no flag says otherwise."""
     env = os.environ if env is None else env
-    base = base or Security()
-    paths = {field: Path(env[name]) for field, name in (("ca", CA_ENV), ("cert", CERT_ENV),
-                                                         ("key", KEY_ENV)) if env.get(name)}
-    return replace(base, **paths) if paths else base
+    return with_files(base or Security(), ca=env.get(CA_ENV), cert=env.get(CERT_ENV),
+                      key=env.get(KEY_ENV))
 
 
-def with_files(base: Security, *, ca: str | Path | None = None, cert: str | Path | None = None,
-               key: str | Path | None = None, token: str | None = None,
-               tls: bool | None = None) -> Security:
+PathArg = str | os.PathLike[str] | None
+
+
+def with_files(base: Security, *, ca: PathArg = None, cert: PathArg = None, key: PathArg = None,
+               token: str | None = None, tls: bool | None = None) -> Security:
     """``base`` with whichever of the given values are set (flags over env over context)."""
-    changes: dict[str, Any] = {k: Path(v) for k, v in (("ca", ca), ("cert", cert), ("key", key)) if v}
-    if token:
-        changes["token"] = token
-    if tls is not None:
-        changes["tls"] = tls
-    return replace(base, **changes) if changes else base
+    return replace(base, ca=Path(ca) if ca else base.ca, cert=Path(cert) if cert else base.cert,
+                   key=Path(key) if key else base.key, token=token or base.token,
+                   tls=base.tls if tls is None else tls)

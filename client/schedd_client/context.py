@@ -100,7 +100,7 @@ def _token(path: Path, d: dict[str, Any]) -> str | None:
     return token
 
 
-def load_context(path: str | Path) -> Context:
+def load_context(path: str | os.PathLike[str]) -> Context:
     """Read and check a context file (see the module doc)."""
     path = Path(path).expanduser()
     try:
@@ -132,9 +132,9 @@ def context_from_env(env: dict[str, str] | None = None) -> Context | None:
     return load_context(value) if value else None
 
 
-def resolve(cluster: str | list[str] | None = None, *, ca: str | Path | None = None,
-            cert: str | Path | None = None, key: str | Path | None = None, token: str | None = None,
-            context: str | Path | None = None,
+def resolve(cluster: str | list[str] | None = None, *, ca: str | os.PathLike[str] | None = None,
+            cert: str | os.PathLike[str] | None = None, key: str | os.PathLike[str] | None = None,
+            token: str | None = None, context: str | os.PathLike[str] | None = None,
             env: dict[str, str] | None = None) -> tuple[list[str], Security]:
     """The addresses and the ``Security`` of a command line: each value from its flag, else its
     environment variable (``SCHEDD_CLUSTER``, ``SCHEDD_CA``/``CERT``/``KEY``), else the context
