@@ -130,13 +130,6 @@ class Router:
             ch = self._channels[addr] = self._channel_factory(addr)
         return ch
 
-    async def replace_channels(self, channel_factory: Callable[[str], grpc.aio.Channel],
-                               grace: float = 5.0) -> None:
-        """Dial peers with `channel_factory` from now on (new TLS files after a SIGHUP: channel
-        credentials are fixed per channel). Calls in flight on the old channels get `grace`."""
-        old, self._channels, self._channel_factory = self._channels, {}, channel_factory
-        await asyncio.gather(*(ch.close(grace) for ch in old.values()), return_exceptions=True)
-
     async def forward(self, service: str, method: str, request, context):
         md = _metadata(context)
         if md.get(FORWARDED):
@@ -165,6 +158,13 @@ class Router:
     async def close(self) -> None:
         for ch in self._channels.values():
             await ch.close()
+
+    async def replace_channels(self, channel_factory: Callable[[str], grpc.aio.Channel],
+                               grace: float = 5.0) -> None:
+        """Dial peers with `channel_factory` from now on (new TLS files after a SIGHUP: channel
+        credentials are fixed per channel). Calls in flight on the old channels get `grace`."""
+        old, self._channels, self._channel_factory = self._channels, {}, channel_factory
+        await asyncio.gather(*(ch.close(grace) for ch in old.values()), return_exceptions=True)
 
 
 def routed(*, write: bool):
