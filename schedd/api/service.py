@@ -160,11 +160,13 @@ class Router:
             await ch.close()
 
     async def replace_channels(self, channel_factory: Callable[[str], grpc.aio.Channel],
-                               grace: float = 5.0) -> None:
+                               grace: float = 5.0) -> int:
         """Dial peers with `channel_factory` from now on (new TLS files after a SIGHUP: channel
-        credentials are fixed per channel). Calls in flight on the old channels get `grace`."""
+        credentials are fixed per channel). Calls in flight on the old channels get `grace`.
+        Returns how many channels were closed."""
         old, self._channels, self._channel_factory = self._channels, {}, channel_factory
         await asyncio.gather(*(ch.close(grace) for ch in old.values()), return_exceptions=True)
+        return len(old)
 
 
 def routed(*, write: bool):

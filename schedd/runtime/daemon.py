@@ -112,7 +112,11 @@ def _reload(cfg: NodeConfig, reloader: CertReloader | None, router: Router,
     except TlsError as e:
         log.warning("SIGHUP: keeping the forwarding channels: %s", e)
         return
-    task = asyncio.get_running_loop().create_task(router.replace_channels(factory))
+    async def swap() -> None:
+        closed = await router.replace_channels(factory)
+        log.info("TLS: forwarding channels rebuilt with the new files (%d old ones closed)", closed)
+
+    task = asyncio.get_running_loop().create_task(swap())
     tasks.add(task)
     task.add_done_callback(tasks.discard)
 

@@ -143,6 +143,8 @@ def test_tls_cluster_end_to_end(cluster_factory, tmp_path):
     with Client(faddr, security=admin) as cl:
         cl.put_job(job_spec("after-reload", command="true"))        # forwarded again
         assert cl.cluster_status().leader_id == leader
+    wait_until(lambda: "forwarding channels rebuilt with the new files" in c.nodes[follower].log.read_text(),
+               timeout=30, what="the forwarding channels rebuilt")
     assert "TLS reloaded" in c.nodes[follower].log.read_text()
 
 
