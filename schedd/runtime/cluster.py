@@ -258,20 +258,25 @@ class LocalCluster:
         return node
 
     def start_worker(self, name: str, *, slots: int = 4, pool: str = "", drain_grace_s: float = 10.0,
-                     extra_env: dict | None = None) -> NodeProc:
-        """A `schedd worker` process connected to this cluster."""
+                     extra_env: dict | None = None, context: bool = False) -> NodeProc:
+        """A `schedd worker` process connected to this cluster: by flags, or with `context` by
+        a context file of its own (write_context) named in SCHEDD_CONTEXT, and no flags."""
         w = self.workers.get(name)
         if w is not None and w.alive():
             return w
         w = self.workers[name] = NodeProc(id=name, raft="", grpc="", metrics="", config=Path(),
                                           log=self.root / "logs" / f"worker-{name}.log")
         args = [*self.wrap.get(f"worker:{name}", ()), sys.executable, "-m", "schedd", "--log-level",
-                self.log_level, "worker",
-                "--cluster", self.cluster_arg, "--name", name, "--slots", str(slots),
+                self.log_level, "worker", "--name", name, "--slots", str(slots),
                 "--drain-grace", str(drain_grace_s)]
+        extra_env = dict(extra_env or {})
+        if context:
+            extra_env["SCHEDD_CONTEXT"] = str(self.write_context(kind="worker", name=name))
+        else:
+            args += ["--cluster", self.cluster_arg]
         if pool:
             args += ["--pool", pool]
-        if self.tls:
+        if self.tls and not context:
             sec = self.security("worker", name)
             args += ["--ca", str(sec.ca)] + (["--cert", str(sec.cert), "--key", str(sec.key)]
                                              if sec.cert is not None else [])

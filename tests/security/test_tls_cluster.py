@@ -112,9 +112,9 @@ def test_tls_cluster_end_to_end(cluster_factory, tmp_path):
 
     # a worker over mTLS (flags) runs a job; another finds the cluster through a context file
     c.start_worker("w1", slots=1)
-    wctx = c.write_context(kind="worker", name="w2")
+    c.start_worker("w2", slots=1, context=True)          # no flags: SCHEDD_CONTEXT only
+    wctx = c.root / "context-worker-w2.toml"
     assert oct(wctx.stat().st_mode & 0o777) == "0o600" and "worker-w2.pem" in wctx.read_text()
-    c.start_worker("w2", slots=1, extra_env={"SCHEDD_CONTEXT": str(wctx)})
     wait_until(lambda: {"w1", "w2"} <= set(workers_of(c)), timeout=60, what="both workers over TLS")
     with c.client() as cl:
         eid = cl.trigger_job("hello").id
