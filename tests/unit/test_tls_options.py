@@ -97,6 +97,9 @@ def test_bad_client_files_are_named(tmp_path):
         Client("127.0.0.1:1", ca=tmp_path / "missing.pem")
     with pytest.raises(SecurityError, match="needs its key"):
         Client("127.0.0.1:1", tls=True, cert=tmp_path / "c.pem")
+    from schedd_worker import Worker
+    with pytest.raises(SecurityError, match="missing.pem"):
+        Worker("127.0.0.1:1", ca=str(tmp_path / "missing.pem"))
 
 
 async def test_the_token_travels_as_bearer_metadata_sync_and_async():

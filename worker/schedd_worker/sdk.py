@@ -59,6 +59,7 @@ class Worker:
             raise ValueError("slots must be at least 1")
         self.cluster = parse_cluster(cluster)
         self.security = make_security(security, ca=ca, cert=cert, key=key, token=token)
+        self.security.credentials_for_channel()          # a bad file fails here, named
         self.name = name or f"{socket.gethostname()}-{os.getpid()}"
         self.slots = int(slots)
         self.pool = pool
