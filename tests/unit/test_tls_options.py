@@ -129,3 +129,17 @@ async def test_the_token_travels_as_bearer_metadata_sync_and_async():
     finally:
         await server.stop(None)
     assert seen == ["Bearer acc.secret", "Bearer acc.other", None]
+
+
+def test_worker_and_schedctl_name_a_bad_tls_file_and_exit_2(tmp_path, capsys):
+    from schedd_client.schedctl import main as schedctl
+    from schedd_worker.cli import main as worker
+    missing = str(tmp_path / "missing-ca.pem")
+    assert worker(["--ca", missing, "--allow-root", "--name", "w"]) == 2
+    assert f"cannot read the CA {missing}" in capsys.readouterr().err
+    assert schedctl(["--ca", missing, "cluster", "status"]) == 2
+    assert f"cannot read the CA {missing}" in capsys.readouterr().err
+    bad_ctx = tmp_path / "ctx.toml"
+    bad_ctx.write_text('cluster = "a:1"\nsecret = "x"\n')
+    assert schedctl(["--context", str(bad_ctx), "cluster", "status"]) == 2
+    assert "unknown key: secret" in capsys.readouterr().err
