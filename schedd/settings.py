@@ -55,6 +55,22 @@ class Limits:
 
 
 @dataclass(slots=True, frozen=True)
+class TlsSettings:
+    """[tls]: the node's certificate and key (PEM) serve every gRPC port; a client_ca requires
+    client certificates (mTLS) and is what the node trusts when it dials its peers. `insecure`
+    allows plaintext, and only on loopback binds (schedd.security.startup)."""
+
+    cert: Path | None = None
+    key: Path | None = None
+    client_ca: Path | None = None
+    insecure: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.cert is not None
+
+
+@dataclass(slots=True, frozen=True)
 class NodeConfig:
     node_id: str
     data_dir: Path
@@ -69,6 +85,7 @@ class NodeConfig:
     scheduler: SchedulerTuning = SchedulerTuning()
     webhooks: NetPolicy = NetPolicy()   # where SLA webhooks may be POSTed
     limits: Limits = Limits()
+    tls: TlsSettings = TlsSettings()
     test_mode: bool = False          # enables test-only admin calls (clock offset); never in production
 
     @property

@@ -87,6 +87,15 @@ def _global_options(parser: argparse.ArgumentParser, *, top: bool, timeout: bool
         default=default(None),
         help=f"node addresses, host:port,host:port (default: ${CLUSTER_ENV} or 127.0.0.1:7070)",
     )
+    group.add_argument("--context", metavar="FILE", default=default(None),
+                       help="a context file with the cluster, CA/cert/key and token "
+                            "(default: $SCHEDD_CONTEXT)")
+    group.add_argument("--ca", metavar="FILE", default=default(None),
+                       help="connect with TLS trusting this CA (default: $SCHEDD_CA)")
+    group.add_argument("--cert", metavar="FILE", default=default(None),
+                       help="client certificate for mTLS (default: $SCHEDD_CERT)")
+    group.add_argument("--key", metavar="FILE", default=default(None),
+                       help="the client certificate's key (default: $SCHEDD_KEY)")
     group.add_argument(
         "-o", "--output", choices=("table", "json", "yaml"), default=default("table"),
         help="output format (default: table)",

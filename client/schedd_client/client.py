@@ -28,18 +28,13 @@ from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from . import _plans
 from ._failover import Router
 from ._plans import Call, Pager, Plan
+from .channels import Security, open_aio_channel, open_channel, with_files
+from .context import context_from_env, load_context
 
 __all__ = ["Client", "AsyncClient", "DEFAULT_CLUSTER", "parse_cluster"]
 
 DEFAULT_CLUSTER = "127.0.0.1:7070"
 CLUSTER_ENV = "SCHEDD_CLUSTER"
-
-#: Reconnect quickly to a node that comes back (gRPC's default backoff grows to 120 s).
-CHANNEL_OPTIONS: list[tuple[str, Any]] = [
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 2000),
-]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -171,12 +166,19 @@ def _async_pages(build: Callable[P, Pager[T]]) -> Callable[Concatenate[AsyncClie
 # ---------------------------------------------------------------- the clients
 
 
-def _insecure_channel(address: str) -> grpc.Channel:
-    return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+def make_security(security: Security | None = None, *, tls: bool | None = None,
+                  ca: str | os.PathLike[str] | None = None, cert: str | os.PathLike[str] | None = None,
+                  key: str | os.PathLike[str] | None = None, token: str | None = None) -> Security:
+    """The ``Security`` of a client's keyword options: ``security`` (default plaintext) with any
+    of ``tls``, ``ca``, ``cert``, ``key``, ``token`` that are given applied over it."""
+    return with_files(security or Security(), ca=ca, cert=cert, key=key, token=token, tls=tls)
 
 
-def _insecure_aio_channel(address: str) -> grpc.aio.Channel:
-    return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+def _context_args(path: str | os.PathLike[str] | None) -> tuple[list[str], Security]:
+    ctx = load_context(path) if path is not None else context_from_env()
+    if ctx is None:
+        raise ValueError("no context file: pass a path or set SCHEDD_CONTEXT")
+    return ctx.cluster, ctx.security
 
 
 class Client(_Transport[grpc.Channel]):
@@ -184,8 +186,12 @@ class Client(_Transport[grpc.Channel]):
 
     ``cluster`` is ``"host:port,host:port"`` or a list (default: ``$SCHEDD_CLUSTER``, else
     ``127.0.0.1:7070``); any node will do. ``timeout`` bounds each method call, failover
-    included. ``channel_factory(address) -> grpc.Channel`` replaces the default insecure channel
-    (TLS, interceptors, tests). Use as a context manager, or call ``close()``.
+    included. TLS: ``ca=`` (the deployment's CA file; ``tls=True`` alone trusts the system
+    roots), and ``cert=``/``key=`` for a client certificate (mTLS); ``token=`` is sent as
+    ``authorization: Bearer <token>``; ``security=`` takes a ready ``schedd_client.channels.Security``.
+    ``Client.from_context()`` reads all of them from ``$SCHEDD_CONTEXT`` (``schedd_client.context``).
+    ``channel_factory(address) -> grpc.Channel`` replaces the channel altogether (interceptors,
+    tests). Use as a context manager, or call ``close()``.
     """
 
     def __init__(
@@ -193,9 +199,25 @@ class Client(_Transport[grpc.Channel]):
         cluster: str | Sequence[str] | None = None,
         *,
         timeout: float = 15.0,
+        tls: bool | None = None,
+        ca: str | os.PathLike[str] | None = None,
+        cert: str | os.PathLike[str] | None = None,
+        key: str | os.PathLike[str] | None = None,
+        token: str | None = None,
+        security: Security | None = None,
         channel_factory: Callable[[str], grpc.Channel] | None = None,
     ) -> None:
-        super().__init__(cluster, timeout, channel_factory or _insecure_channel)
+        self.security = make_security(security, tls=tls, ca=ca, cert=cert, key=key, token=token)
+        self.security.credentials_for_channel()          # a bad file fails here, named
+        secured = self.security
+        super().__init__(cluster, timeout,
+                         channel_factory or (lambda address: open_channel(address, secured)))
+
+    @classmethod
+    def from_context(cls, path: str | os.PathLike[str] | None = None, *, timeout: float = 15.0) -> Client:
+        """A client for the cluster of a context file (default: ``$SCHEDD_CONTEXT``)."""
+        cluster, security = _context_args(path)
+        return cls(cluster, timeout=timeout, security=security)
 
     def close(self) -> None:
         for channel in self._take_channels():
@@ -264,9 +286,26 @@ class AsyncClient(_Transport[grpc.aio.Channel]):
         cluster: str | Sequence[str] | None = None,
         *,
         timeout: float = 15.0,
+        tls: bool | None = None,
+        ca: str | os.PathLike[str] | None = None,
+        cert: str | os.PathLike[str] | None = None,
+        key: str | os.PathLike[str] | None = None,
+        token: str | None = None,
+        security: Security | None = None,
         channel_factory: Callable[[str], grpc.aio.Channel] | None = None,
     ) -> None:
-        super().__init__(cluster, timeout, channel_factory or _insecure_aio_channel)
+        self.security = make_security(security, tls=tls, ca=ca, cert=cert, key=key, token=token)
+        self.security.credentials_for_channel()
+        secured = self.security
+        super().__init__(cluster, timeout,
+                         channel_factory or (lambda address: open_aio_channel(address, secured)))
+
+    @classmethod
+    def from_context(cls, path: str | os.PathLike[str] | None = None, *,
+                     timeout: float = 15.0) -> AsyncClient:
+        """An async client for the cluster of a context file (default: ``$SCHEDD_CONTEXT``)."""
+        cluster, security = _context_args(path)
+        return cls(cluster, timeout=timeout, security=security)
 
     async def close(self) -> None:
         for channel in self._take_channels():

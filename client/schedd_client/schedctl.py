@@ -54,7 +54,9 @@ import yaml
 from schedd_proto import scheduler_pb2 as pb
 
 from . import dag_commands
+from .channels import Security, SecurityError
 from .client import CLUSTER_ENV, Client
+from .context import ContextError, resolve
 from ._cli import _count, _file_options, _global_options, _seconds, _table
 from .convert import format_duration, format_time, parse_time, printable, relative_time, to_dict
 from .documents import Limits, read_input
@@ -115,26 +117,44 @@ def _run(argv: Sequence[str] | None, now: Callable[[], float] | None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exit:  # argparse: --help (0) or a usage error (2)
         return exit.code if isinstance(exit.code, int) else 2
+    security = Security()
     try:
-        with Client(args.cluster, timeout=args.rpc_timeout) as client:
+        cluster, security = resolve(args.cluster, ca=args.ca, cert=args.cert, key=args.key,
+                                    context=args.context)
+        with Client(cluster, timeout=args.rpc_timeout, security=security) as client:
             _Command(args, client, now or time.time).run()
         return 0
+    except (ContextError, SecurityError) as err:
+        _error(str(err))
+        return 2
     except UsageError as err:
         _error(f"{err} (see {PROG} {args.group} --help)")
         return 2
     except Unavailable as err:
         _error(err.message)
-        print(
-            f"{PROG}: is the cluster running? Point --cluster or {CLUSTER_ENV} at its nodes' gRPC"
-            " addresses (host:port,host:port).",
-            file=sys.stderr,
-        )
+        print(f"{PROG}: {_unavailable_hint(err.message, security)}", file=sys.stderr)
         return 1
     except (SchedError, CommandError) as err:
         _error(str(err))
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _unavailable_hint(message: str, security: Security) -> str:
+    """What to check when no node answered: the addresses, or the TLS side when the connection
+    was made but closed or its handshake failed (the usual signs of a TLS mismatch)."""
+    if "handshake" in message.lower() or "Socket closed" in message:
+        if not security.secure:
+            return ("the node may require TLS: pass --ca (and --cert/--key for client "
+                    "certificates), set SCHEDD_CA/SCHEDD_CERT/SCHEDD_KEY or SCHEDD_CONTEXT.")
+        if security.cert is None:
+            return ("the node may require a client certificate (mTLS): pass --cert and --key, "
+                    "or check that --ca is the CA of the cluster.")
+        return ("the TLS handshake failed: check that --ca is the CA of the cluster and that "
+                "--cert was issued by the CA the nodes trust ([tls] client_ca).")
+    return (f"is the cluster running? Point --cluster or {CLUSTER_ENV} at its nodes' gRPC"
+            " addresses (host:port,host:port).")
 
 
 def _error(message: str) -> None:

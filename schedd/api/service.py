@@ -147,14 +147,16 @@ class Router:
     """Forwards a call to the current leader, generically by service and method name (any
     schedd.v1 service whose generated module is loaded: Scheduler, Cluster, Workers, Dags)."""
 
-    def __init__(self, node: RaftNode) -> None:
+    def __init__(self, node: RaftNode,
+                 channel_factory: Callable[[str], grpc.aio.Channel] = grpc.aio.insecure_channel) -> None:
         self.node = node
+        self._channel_factory = channel_factory     # TLS or not: the composition root decides
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     def _channel(self, addr: str) -> grpc.aio.Channel:
         ch = self._channels.get(addr)
         if ch is None:
-            ch = self._channels[addr] = grpc.aio.insecure_channel(addr)
+            ch = self._channels[addr] = self._channel_factory(addr)
         return ch
 
     async def forward(self, service: str, method: str, request, context: CallContext):
@@ -185,6 +187,15 @@ class Router:
     async def close(self) -> None:
         for ch in self._channels.values():
             await ch.close()
+
+    async def replace_channels(self, channel_factory: Callable[[str], grpc.aio.Channel],
+                               grace: float = 5.0) -> int:
+        """Dial peers with `channel_factory` from now on (new TLS files after a SIGHUP: channel
+        credentials are fixed per channel). Calls in flight on the old channels get `grace`.
+        Returns how many channels were closed."""
+        old, self._channels, self._channel_factory = self._channels, {}, channel_factory
+        await asyncio.gather(*(ch.close(grace) for ch in old.values()), return_exceptions=True)
+        return len(old)
 
 
 def routed(*, write: bool):

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import sys
+from pathlib import Path
 
 from schedd.runtime import config as config_mod
 from schedd_worker import cli as worker_cli
@@ -82,6 +83,54 @@ def cmd_gen_secret(args: argparse.Namespace) -> int:
     return 0
 
 
+def _names(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _node_hosts(nodes: list[str], hosts: list[str]) -> list:
+    """NodeSpecs from --nodes and --hosts: `ID=H1,H2` names one node's hosts, a bare `H1,H2`
+    every node's; a node with none gets localhost, 127.0.0.1 and ::1."""
+    from schedd.security.certs import LOCAL_HOSTS, CertError, NodeSpec
+    every: list[str] = []
+    own: dict[str, list[str]] = {n: [] for n in nodes}
+    for item in hosts:
+        node, sep, rest = item.partition("=")
+        if sep:
+            if node not in own:
+                raise CertError(f"--hosts {item!r} names node {node!r}, which --nodes does not list")
+            own[node] += _names(rest)
+        else:
+            every += _names(item)
+    return [NodeSpec(n, tuple(dict.fromkeys(own[n] + every)) or LOCAL_HOSTS) for n in nodes]
+
+
+def cmd_certs(args: argparse.Namespace) -> int:
+    """`schedd certs init|issue`: a deployment's CA and certificates (schedd.security.certs)."""
+    from schedd.security import certs
+    directory = Path(args.dir)
+    try:
+        if args.certs_cmd == "init":
+            dep = certs.create_deployment(directory, nodes=_node_hosts(_names(args.nodes), args.hosts),
+                                          workers=_names(args.workers), admins=_names(args.admins),
+                                          overwrite=args.force)
+            written = [dep.ca, *dep.leaves.values()]
+        else:
+            kind, name = next((k, v) for k, v in (("node", args.node), ("worker", args.worker),
+                                                  ("admin", args.admin)) if v)
+            hosts = _node_hosts([name], args.hosts)[0].hosts if kind == "node" else ()
+            written = [certs.issue(certs.load_ca(directory), directory, kind, name, hosts=hosts,
+                                   days=args.days, overwrite=args.force)]
+    except (certs.CertError, FileExistsError, OSError, ValueError) as e:
+        print(f"schedd certs: {e}", file=sys.stderr)
+        return 1
+    for files in written:
+        print(f"{files.cert}\n{files.key}")
+    if args.certs_cmd == "init":
+        print(f"schedd certs: move {certs.ca_paths(directory).key} offline once every certificate "
+              "is issued (`schedd certs issue` needs it back)", file=sys.stderr)
+    return 0
+
+
 def cmd_local(args: argparse.Namespace) -> int:
     from schedd.runtime.local import run_local
     _setup_logging(args.log_level, "local")
@@ -108,6 +157,30 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("gen-secret", help="print a new random cluster secret (or write it to a 0600 file)")
     g.add_argument("--out", metavar="FILE", help="write it to FILE (mode 0600; refuses an existing file)")
     g.set_defaults(func=cmd_gen_secret)
+
+    c = sub.add_parser("certs", help="a deployment's CA and node, worker and admin certificates")
+    csub = c.add_subparsers(dest="certs_cmd", required=True)
+    ci = csub.add_parser("init", help="make a CA and certificates in DIR (keys 0600)")
+    ci.add_argument("--dir", required=True, help="where to write ca.pem, node-<id>.pem, ...")
+    ci.add_argument("--nodes", default="", metavar="ID,...", help="node ids, e.g. n1,n2,n3")
+    ci.add_argument("--workers", default="", metavar="NAME,...", help="worker names")
+    ci.add_argument("--admins", default="", metavar="NAME,...", help="operator names (schedctl)")
+    ci.add_argument("--force", action="store_true", help="overwrite existing files")
+    ci.set_defaults(func=cmd_certs)
+    cs = csub.add_parser("issue", help="issue one more certificate with DIR's CA (rotation: "
+                                       "--force, copy, SIGHUP the node)")
+    cs.add_argument("--dir", required=True, help="the directory of `schedd certs init`")
+    who = cs.add_mutually_exclusive_group(required=True)
+    who.add_argument("--node", metavar="ID")
+    who.add_argument("--worker", metavar="NAME")
+    who.add_argument("--admin", metavar="NAME")
+    cs.add_argument("--days", type=int, default=825, help="validity in days (default 825)")
+    cs.add_argument("--force", action="store_true", help="overwrite an existing certificate")
+    cs.set_defaults(func=cmd_certs)
+    for parser in (ci, cs):
+        parser.add_argument("--hosts", action="append", default=[], metavar="[ID=]HOST,...",
+                            help="names clients dial a node by (DNS names or IPs); ID= for one "
+                                 "node, else every node (default localhost,127.0.0.1,::1)")
 
     loc = sub.add_parser("local", help="a 3-node cluster on 127.0.0.1 with a demo job, in the foreground")
     loc.add_argument("--data-dir", help="keep data here (default: a temporary folder, removed on exit)")

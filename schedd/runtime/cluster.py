@@ -23,6 +23,8 @@ from pathlib import Path
 
 import grpc
 
+from schedd.security import certs
+from schedd_client.channels import Security, open_channel
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
@@ -116,6 +118,11 @@ class LocalCluster:
     # line, so the started pid is still the daemon's (`ip netns exec NS`, `nsenter -t PID -m --`).
     hosts: dict[str, str] = field(default_factory=dict)
     wrap: dict[str, list[str]] = field(default_factory=dict)
+    # TLS: a deployment (schedd.security.certs) in root/tls, every node serving with its
+    # certificate and requiring client certificates when `mtls`; workers, `channel()` and
+    # `client()` connect with their own. Off: plaintext, `[tls] insecure = true` (loopback only).
+    tls: bool = False
+    mtls: bool = True
     nodes: dict[str, NodeProc] = field(default_factory=dict)
     workers: dict[str, NodeProc] = field(default_factory=dict)
     last_seen: dict = field(default_factory=dict)     # what leader() saw last, for error messages
@@ -137,8 +144,70 @@ class LocalCluster:
                 id=nid, grpc=f"{host}:{ports[i]}", raft=f"{host}:{ports[n + i]}",
                 metrics=f"{host}:{ports[2 * n + i]}", config=self.root / f"{nid}.toml",
                 log=self.root / "logs" / f"{nid}.log")
+        if self.tls:
+            self._make_deployment()
         for node in self.nodes.values():
             self._write_config(node)
+
+    @property
+    def tls_dir(self) -> Path:
+        return self.root / "tls"
+
+    def _make_deployment(self) -> None:
+        if certs.ca_paths(self.tls_dir).cert.exists():
+            return                                          # a restarted harness keeps its CA
+        specs = [certs.NodeSpec(n.id, tuple(dict.fromkeys([n.grpc.rpartition(":")[0],
+                                                           *certs.LOCAL_HOSTS])))
+                 for n in self.nodes.values()]
+        certs.create_deployment(self.tls_dir, nodes=specs, admins=["admin"])
+
+    def leaf(self, kind: str, name: str) -> certs.Issued:
+        """The certificate files of `kind/name` in this cluster's deployment (issued on first use)."""
+        paths = certs.leaf_paths(self.tls_dir, kind, name)
+        if not paths.cert.exists():
+            certs.issue(certs.load_ca(self.tls_dir), self.tls_dir, kind, name)
+        return certs.Issued(cert=paths.cert, key=paths.key)
+
+    def security(self, kind: str = "admin", name: str = "admin") -> Security:
+        """How a client of this cluster connects (plaintext when TLS is off)."""
+        if not self.tls:
+            return Security()
+        if not self.mtls:
+            return Security(ca=certs.ca_paths(self.tls_dir).cert)
+        leaf = self.leaf(kind, name)
+        return Security(ca=certs.ca_paths(self.tls_dir).cert, cert=leaf.cert, key=leaf.key)
+
+    def write_context(self, path: Path | None = None, *, kind: str = "admin", name: str = "admin",
+                      token: str | None = None) -> Path:
+        """A context file (schedd_client.context) for `kind/name` of this cluster: what
+        SCHEDD_CONTEXT points schedctl, the SDK and schedd-worker at."""
+        path = Path(path) if path is not None else self.root / f"context-{kind}-{name}.toml"
+        sec = self.security(kind, name)
+        lines = [f"cluster = {_toml(self.grpc_addresses)}"]
+        lines += [f"{k} = {_toml(str(v))}" for k, v in (("ca", sec.ca), ("cert", sec.cert),
+                                                         ("key", sec.key)) if v is not None]
+        if token is not None:
+            lines.append(f"token = {_toml(token)}")
+        certs.write_atomic(path, ("\n".join(lines) + "\n").encode(), certs.KEY_MODE, overwrite=True)
+        return path
+
+    def channel(self, nid: str) -> grpc.Channel:
+        """A blocking channel to node `nid`, secured like an admin's."""
+        return open_channel(self.nodes[nid].grpc, self.security())
+
+    def client(self, **kw):
+        """An SDK Client of this cluster, secured like an admin's (keywords go to Client)."""
+        from schedd_client import Client
+        return Client(self.cluster_arg, security=kw.pop("security", None) or self.security(), **kw)
+
+    def _tls_lines(self, node: NodeProc) -> list[str]:
+        if not self.tls:
+            return ["\n[tls]", "insecure = true"]
+        leaf = certs.leaf_paths(self.tls_dir, "node", node.id)
+        lines = ["\n[tls]", f'cert = "{leaf.cert}"', f'key = "{leaf.key}"']
+        if self.mtls:
+            lines.append(f'client_ca = "{certs.ca_paths(self.tls_dir).cert}"')
+        return lines
 
     # ------------------------------------------------------------ layout
 
@@ -158,6 +227,7 @@ class LocalCluster:
             if values:
                 lines.append(f"\n[{section}]")
                 lines += [f"{k} = {_toml(v)}" for k, v in values.items()]
+        lines += self._tls_lines(node)
         for peer in self.nodes.values():
             if peer.id != node.id:
                 lines += ["\n[[peers]]", f'id = "{peer.id}"', f'raft_address = "{peer.raft}"',
@@ -192,20 +262,30 @@ class LocalCluster:
         return node
 
     def start_worker(self, name: str, *, slots: int = 4, pool: str = "", drain_grace_s: float = 10.0,
-                     extra_env: dict | None = None, extra_args: tuple[str, ...] = ()) -> NodeProc:
-        """A `schedd worker` process connected to this cluster (`extra_args`: more flags, e.g.
-        ("--config", path))."""
+                     extra_env: dict | None = None, extra_args: tuple[str, ...] = (),
+                     context: bool = False) -> NodeProc:
+        """A `schedd worker` process connected to this cluster: by flags, or with `context` by
+        a context file of its own (write_context) named in SCHEDD_CONTEXT, and no flags
+        (`extra_args`: more flags, e.g. ("--config", path))."""
         w = self.workers.get(name)
         if w is not None and w.alive():
             return w
         w = self.workers[name] = NodeProc(id=name, raft="", grpc="", metrics="", config=Path(),
                                           log=self.root / "logs" / f"worker-{name}.log")
         args = [*self.wrap.get(f"worker:{name}", ()), sys.executable, "-m", "schedd", "--log-level",
-                self.log_level, "worker",
-                "--cluster", self.cluster_arg, "--name", name, "--slots", str(slots),
+                self.log_level, "worker", "--name", name, "--slots", str(slots),
                 "--drain-grace", str(drain_grace_s)]
+        extra_env = dict(extra_env or {})
+        if context:
+            extra_env["SCHEDD_CONTEXT"] = str(self.write_context(kind="worker", name=name))
+        else:
+            args += ["--cluster", self.cluster_arg]
         if pool:
             args += ["--pool", pool]
+        if self.tls and not context:
+            sec = self.security("worker", name)
+            args += ["--ca", str(sec.ca)] + (["--cert", str(sec.cert), "--key", str(sec.key)]
+                                             if sec.cert is not None else [])
         args += list(extra_args)
         if self.worker_http_allow:
             args += ["--http-allow", ",".join(self.worker_http_allow)]
@@ -275,7 +355,7 @@ class LocalCluster:
         """Cluster status as seen by node `nid` (default: the first that answers)."""
         order = [nid] if nid else [n for n in self.nodes if self.nodes[n].alive()]
         for n in order:
-            with grpc.insecure_channel(self.nodes[n].grpc) as ch:
+            with self.channel(n) as ch:
                 try:
                     return pb_grpc.ClusterStub(ch).Status(pb.ClusterStatusRequest(), timeout=timeout)
                 except grpc.RpcError:
@@ -284,7 +364,7 @@ class LocalCluster:
 
     def node_info(self, nid: str, timeout: float = 2.0, with_digest: bool = False,
                   digest_at: int = 0) -> pb.NodeStatus | None:
-        with grpc.insecure_channel(self.nodes[nid].grpc) as ch:
+        with self.channel(nid) as ch:
             try:
                 return pb_grpc.ClusterStub(ch).NodeInfo(
                     pb.NodeInfoRequest(with_digest=with_digest, digest_at=digest_at), timeout=timeout)

@@ -37,6 +37,14 @@
     max_jobs_per_team = 1000000         # jobs a team may hold (0 = no cap)
     max_inflight_per_connection = 64    # unary calls in flight on one client connection
 
+    [tls]                               # TLS on every gRPC port (client API, workers, forwarding)
+    cert = "/etc/schedd/tls/node-n1.pem"        # PEM, may carry intermediates; relative paths are
+    key = "/etc/schedd/tls/node-n1-key.pem"     # relative to this file
+    client_ca = "/etc/schedd/tls/ca.pem"        # set: client certificates required (mTLS); also
+                                                # the CA this node trusts when it dials its peers
+    insecure = false                    # true allows plaintext, on loopback binds only; without TLS
+                                        # and without it (or on any other bind) the node refuses to start
+
     [[peers]]
     id = "n2"
     raft_address = "127.0.0.1:7002"
@@ -57,10 +65,11 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from schedd.settings import Limits, NodeConfig, Peer, RaftTuning, SchedulerTuning
+from schedd.settings import Limits, NodeConfig, Peer, RaftTuning, SchedulerTuning, TlsSettings
 from schedd_client.net.policy import DEFAULT_DENY_RULES, NetPolicy, PolicyError, parse_rules
 
-__all__ = ["ConfigError", "Limits", "NodeConfig", "Peer", "RaftTuning", "SchedulerTuning", "load", "from_dict"]
+__all__ = ["ConfigError", "Limits", "NodeConfig", "Peer", "RaftTuning", "SchedulerTuning", "TlsSettings",
+           "load", "from_dict"]
 
 FSYNC_MODES = ("always", "batch", "never")
 MIN_SECRET_LEN = 24
@@ -139,6 +148,13 @@ def _int(table: dict, key: str, default: int, lo: int, hi: int, where: str) -> i
     return v
 
 
+def _table(d: dict, key: str) -> dict:
+    v = d.get(key) or {}
+    if not isinstance(v, dict):
+        raise ConfigError(f"[{key}] must be a table")
+    return v
+
+
 def _raft(t: dict) -> RaftTuning:
     _check_keys(t, set(RaftTuning.__slots__), "[raft]")
     d = RaftTuning()
@@ -203,8 +219,38 @@ def _webhooks(t: dict) -> NetPolicy:
     return NetPolicy(allow=rules["allow"], deny=DEFAULT_DENY_RULES + rules["deny"])
 
 
+def _file(t: dict, key: str, base_dir: Path | None) -> Path | None:
+    v = t.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, str) or not v.strip():
+        raise ConfigError(f"[tls].{key} must be a file path, got {v!r}")
+    path = Path(v).expanduser()
+    if base_dir is not None and not path.is_absolute():
+        path = base_dir / path
+    return path
+
+
+def _tls(t: dict, base_dir: Path | None) -> TlsSettings:
+    """[tls]: cert and key together, client_ca only with them, insecure a boolean. The files
+    themselves are read and checked at start (schedd.security.tls), where a bad one is named."""
+    _check_keys(t, {"cert", "key", "client_ca", "insecure"}, "[tls]")
+    insecure = t.get("insecure", False)
+    if not isinstance(insecure, bool):
+        raise ConfigError(f"[tls].insecure must be true or false, got {insecure!r}")
+    cert, key, ca = _file(t, "cert", base_dir), _file(t, "key", base_dir), _file(t, "client_ca", base_dir)
+    if (cert is None) != (key is None):
+        raise ConfigError("[tls].cert and [tls].key go together: set both or neither")
+    if ca is not None and cert is None:
+        raise ConfigError("[tls].client_ca needs [tls].cert and [tls].key (mTLS is TLS first)")
+    if insecure and cert is not None:
+        raise ConfigError("[tls].insecure = true with a [tls].cert: choose TLS or plaintext")
+    return TlsSettings(cert=cert, key=key, client_ca=ca, insecure=insecure)
+
+
 TOP_KEYS = {"node_id", "data_dir", "raft_address", "grpc_address", "metrics_address", "raft_bind",
-            "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "webhooks", "limits", "test_mode"}
+            "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "webhooks", "limits",
+            "tls", "test_mode"}
 
 
 def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
@@ -250,6 +296,7 @@ def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
         raft=_raft(d.get("raft") or {}), scheduler=_scheduler(d.get("scheduler") or {}),
         webhooks=_webhooks(d.get("webhooks") or {}),
         limits=_limits(d.get("limits") or {}),
+        tls=_tls(_table(d, "tls"), base_dir),
         test_mode=bool(d.get("test_mode", False)),
     )
     validate(cfg)

@@ -13,6 +13,7 @@ import gc
 import logging
 import os
 import signal
+from collections.abc import Callable
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -30,6 +31,10 @@ from schedd.ports.clock import SystemClock
 from schedd.runtime.config import NodeConfig
 from schedd.runtime.metrics import Metrics
 from schedd.runtime.replica_watch import ReplicaWatch
+from schedd.security.startup import plaintext_refusal
+from schedd.security.tls import CertReloader, ServerTlsFiles, TlsError, channel_credentials
+from schedd.settings import TlsSettings
+from schedd_client.channels import Security, open_aio_channel
 from schedd.testing import hooks as testing
 from schedd_proto import dags_pb2, dags_pb2_grpc
 from schedd_proto import scheduler_pb2 as pb
@@ -48,12 +53,72 @@ class StartupError(RuntimeError):
     pass
 
 
+def server_tls(tls: TlsSettings, binds: dict[str, str]) -> CertReloader | None:
+    """The start-up rule (schedd.security.startup) and, with TLS, the reloader that serves every
+    gRPC port of the node; a node that may not serve as configured raises StartupError naming
+    the address or the file and the fix."""
+    why = plaintext_refusal(binds, tls=tls.enabled, insecure=tls.insecure)
+    if why:
+        raise StartupError(why)
+    if not tls.enabled or tls.cert is None or tls.key is None:
+        return None
+    try:
+        return CertReloader(ServerTlsFiles(tls.cert, tls.key, tls.client_ca))
+    except TlsError as e:
+        raise StartupError(f"[tls]: {e}") from None
+
+
+def peer_channels(tls: TlsSettings) -> Callable[[str], grpc.aio.Channel]:
+    """How this node dials its peers (forwarding, status): TLS trusting [tls].client_ca (the
+    system roots without one) and, under mTLS, presenting the node's own certificate. The files
+    are read now: call again after a reload for channels with the new ones."""
+    if not tls.enabled:
+        return lambda addr: open_aio_channel(addr, Security())
+    if tls.client_ca is not None:
+        creds = channel_credentials(tls.client_ca, tls.cert, tls.key)
+        security = Security(credentials=creds)
+    else:
+        security = Security(tls=True)
+    return lambda addr: open_aio_channel(addr, security)
+
+
 def tune_gc() -> None:
     """The state holds up to millions of long-lived objects. Young collections every 700
     allocations (the default) cost more than they find, and each one runs while holding the GIL
     that the Raft tick thread needs; collect young objects less often. Snapshot restores freeze
     what they load (state.restore), so full collections skip the bulk of the state."""
     gc.set_threshold(50_000, 20, 20)
+
+
+def _describe_tls(reloader: CertReloader | None) -> str:
+    if reloader is None:
+        return "plaintext, loopback only"
+    return "TLS, client certificates required" if reloader.mtls else "TLS"
+
+
+def _reload(cfg: NodeConfig, reloader: CertReloader | None, router: Router,
+            tasks: set[asyncio.Task]) -> None:
+    """SIGHUP: re-read the TLS files now (new handshakes get them; open connections keep theirs;
+    a bad file keeps the old certificate, logged), then rebuild the forwarding channels so the
+    node presents its new certificate to its peers too."""
+    if reloader is None:
+        log.info("SIGHUP: no [tls] configured, nothing to reload")
+        return
+    error = reloader.reload_now()
+    if error is not None:
+        return                                  # logged by the reloader; still serving the old files
+    try:
+        factory = peer_channels(cfg.tls)
+    except TlsError as e:
+        log.warning("SIGHUP: keeping the forwarding channels: %s", e)
+        return
+    async def swap() -> None:
+        closed = await router.replace_channels(factory)
+        log.info("TLS: forwarding channels rebuilt with the new files (%d old ones closed)", closed)
+
+    task = asyncio.get_running_loop().create_task(swap())
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
 
 
 async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
@@ -65,6 +130,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     # a child that shares the parent's epoll descriptor.
     os.register_at_fork(after_in_child=gc.disable)
     tune_gc()
+    reloader = server_tls(cfg.tls, {"grpc_address": cfg.grpc_address})   # before anything binds
     try:
         faults = testing.configure_node(cfg)   # NO_FAULTS unless a test asks (history, switches, dialing)
     except testing.TestModeError as e:
@@ -94,7 +160,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     replicas = ReplicaWatch(node, ConvergenceTracker(cfg.raft.replica_stuck_ms), wall_ms=clock.now_ms)
     metrics.watch(node, replicas)
 
-    router = Router(node)
+    router = Router(node, peer_channels(cfg.tls))
     hub.router = router
     server = grpc.aio.server(
         interceptors=[InflightLimit(cfg.limits.max_inflight_per_connection)],
@@ -114,7 +180,9 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
              pb.DESCRIPTOR.services_by_name["Workers"].full_name, health.SERVICE_NAME,
              reflection.SERVICE_NAME, dags_pb2.DESCRIPTOR.services_by_name["Dags"].full_name)
     reflection.enable_server_reflection(names, server)
-    if server.add_insecure_port(cfg.grpc_address) == 0:
+    port = (server.add_secure_port(cfg.grpc_address, reloader.credentials()) if reloader is not None
+            else server.add_insecure_port(cfg.grpc_address))
+    if port == 0:
         node.close()
         raise StartupError(f"cannot bind the gRPC address {cfg.grpc_address}")
     await server.start()
@@ -132,10 +200,13 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    reloads: set[asyncio.Task] = set()
+    loop.add_signal_handler(signal.SIGHUP, lambda: _reload(cfg, reloader, router, reloads))
     task = asyncio.create_task(dispatcher.run())
     watch_task = asyncio.create_task(replicas.run(writes_health))
-    log.info("node %s serving gRPC on %s, Raft on %s, metrics on %s, fsync=%s", cfg.node_id,
-             cfg.grpc_address, cfg.raft_address, cfg.metrics_address or "off", cfg.fsync)
+    log.info("node %s serving gRPC on %s (%s), Raft on %s, metrics on %s, fsync=%s", cfg.node_id,
+             cfg.grpc_address, _describe_tls(reloader), cfg.raft_address,
+             cfg.metrics_address or "off", cfg.fsync)
     if ready is not None:
         ready.set()
     try:

@@ -193,7 +193,8 @@ class Harness:
         self.c = JLCluster(self.out / "cluster", size=3, raft={**RAFT, **self.raft},
                            scheduler={"lease_ms": self.lease_ms}, env=env_test,
                            base_port=base or restartable_ports(9), hosts=hosts, wrap=wrap,
-                           worker_http_allow=("127.0.0.1",))   # the effect sink is on loopback
+                           worker_http_allow=("127.0.0.1",),   # the effect sink is on loopback
+                           tls=bool(self.netns))   # plaintext is for loopback binds only
         self.net = ProxyNet()
         dial: dict[str, dict] = {n: {} for n in self.c.nodes}
         ids = [] if self.netns else list(self.c.nodes)       # in namespaces, nodes dial each other
@@ -266,14 +267,14 @@ class Harness:
     # ------------------------------------------------------------ observation
 
     def stub(self, nid: str):
-        ch = grpc.insecure_channel(self.c.nodes[nid].grpc)
+        ch = self.c.channel(nid)
         return ch, pb_grpc.SchedulerStub(ch), pb_grpc.ClusterStub(ch)
 
     def connected_workers(self) -> list[str]:
         lead = self.c.leader()
         if lead is None:
             return []
-        with grpc.insecure_channel(self.c.nodes[lead].grpc) as ch:
+        with self.c.channel(lead) as ch:
             r = pb_grpc.WorkersStub(ch).ListWorkers(pb.ListWorkersRequest(), timeout=3)
             return [w.name for w in r.workers]
 
@@ -316,7 +317,7 @@ class Harness:
             if not self.c.nodes[nid].alive() or f"n:{nid}" in self.stopped:
                 time.sleep(0.05)
                 continue
-            with grpc.insecure_channel(self.c.nodes[nid].grpc) as ch:
+            with self.c.channel(nid) as ch:
                 try:
                     resp = getattr(stub(ch), method)(
                         request, timeout=max(0.5, min(4.0, deadline - time.monotonic())))
@@ -663,7 +664,7 @@ class Harness:
 
     def set_clock(self, nid: str, offset_ms: int) -> None:
         def call():
-            with grpc.insecure_channel(self.c.nodes[nid].grpc) as ch:
+            with self.c.channel(nid) as ch:
                 tpb_grpc.TestingStub(ch).SetClockOffset(tpb.SetClockOffsetRequest(offset_ms=offset_ms), timeout=3)
             return True
         wait_until(call, timeout=30, interval=0.2, what=f"{nid} to take a clock offset")   # e.g. just restarted
@@ -724,7 +725,7 @@ class Harness:
             lead = self.c.leader()
             if lead is None:
                 return False
-            with grpc.insecure_channel(self.c.nodes[lead].grpc) as ch:
+            with self.c.channel(lead) as ch:
                 s = pb_grpc.SchedulerStub(ch)
                 for state in NON_TERMINAL:
                     r = s.ListExecutions(pb.ListExecutionsRequest(state=state, page_size=1000, oldest_first=True),
@@ -746,7 +747,7 @@ class Harness:
         out = []
         try:
             lead = self.c.wait_leader(timeout=30)
-            with grpc.insecure_channel(self.c.nodes[lead].grpc) as ch:
+            with self.c.channel(lead) as ch:
                 s = pb_grpc.SchedulerStub(ch)
                 token = ""
                 while True:

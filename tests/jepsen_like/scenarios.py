@@ -176,7 +176,6 @@ def nemesis_ns_partition(h, rng, seconds):
 
 def _busy_worker(h, job_prefix: str = "long", timeout: float = 20.0) -> str:
     """A worker that currently runs an attempt of a `job_prefix` job (from the leader's registry)."""
-    import grpc
     from schedd_proto import scheduler_pb2 as pb
     from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
@@ -184,7 +183,7 @@ def _busy_worker(h, job_prefix: str = "long", timeout: float = 20.0) -> str:
         lead = h.c.leader()
         if lead is None:
             return None
-        with grpc.insecure_channel(h.c.nodes[lead].grpc) as ch:
+        with h.c.channel(lead) as ch:
             for w in pb_grpc.WorkersStub(ch).ListWorkers(pb.ListWorkersRequest(), timeout=3).workers:
                 if any(r.startswith(job_prefix + "@") for r in w.running):
                     return w.name

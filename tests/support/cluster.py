@@ -38,8 +38,7 @@ def metric_total(cluster, name: str, label: str = "") -> float:
 def workers_of(c) -> list[str]:
     from schedd_proto import scheduler_pb2 as pb
     from schedd_proto import scheduler_pb2_grpc as pb_grpc
-    import grpc
-    with grpc.insecure_channel(c.nodes[c.leader() or "n1"].grpc) as ch:
+    with c.channel(c.leader() or "n1") as ch:
         return [w.name for w in pb_grpc.WorkersStub(ch).ListWorkers(pb.ListWorkersRequest(), timeout=5).workers]
 
 

@@ -191,11 +191,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
     _quiet_grpc_fork()
     from schedd_worker.hooks import configure_worker
     from schedd_worker.runtime import WorkerRuntime
-    from schedd_client.client import parse_cluster
+    from schedd_client.context import resolve
 
     try:
-        cluster = args.cluster if args.cluster is not None else parse_cluster(None)
-    except ValueError as e:
+        cluster, security = resolve(args.cluster, ca=args.ca, cert=args.cert, key=args.key,
+                                    context=args.context)
+        security.credentials_for_channel()
+    except ValueError as e:        # ContextError, SecurityError, a bad address
         print(f"schedd worker: error: {e}", file=sys.stderr)
         return 2
     http = _http_options(args)
@@ -204,7 +206,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             f"{t} -> {u.user} (uid {u.uid})" for t, u in sorted(isolation.policy.teams.items())))
     runtime = WorkerRuntime(cluster, name=name, slots=args.slots, pool=args.pool,
                             labels=args.labels, drain_grace_s=args.drain_grace, http=http,
-                            hooks=configure_worker(name), isolation=isolation)
+                            hooks=configure_worker(name), isolation=isolation, security=security)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -221,8 +223,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal, sig)
-        log.info("worker %s: %d slots, pool %r, labels %s, cluster %s, http: %s", name, args.slots,
-                 args.pool, args.labels, ",".join(cluster), http.policy.describe())
+        log.info("worker %s: %d slots, pool %r, labels %s, cluster %s (%s), http: %s", name,
+                 args.slots, args.pool, args.labels, ",".join(cluster), security.describe(),
+                 http.policy.describe())
         await runtime.run(stop)
 
     asyncio.run(main())   # not uvloop: see the module doc
@@ -245,6 +248,14 @@ def add_arguments(w: argparse.ArgumentParser) -> None:
                         "here wins over the file")
     w.add_argument("--slots", type=_positive_int, default=None, help="concurrent attempts (default 4)")
     w.add_argument("--pool", default=None, help="the pool this worker serves (default: none)")
+    w.add_argument("--context", metavar="FILE",
+                   help="a context file with the cluster, CA/cert/key and token (default: "
+                        "$SCHEDD_CONTEXT)")
+    w.add_argument("--ca", metavar="FILE", help="connect with TLS trusting this CA "
+                                                "(default: $SCHEDD_CA)")
+    w.add_argument("--cert", metavar="FILE", help="the worker's client certificate for mTLS "
+                                                  "(default: $SCHEDD_CERT)")
+    w.add_argument("--key", metavar="FILE", help="its key (default: $SCHEDD_KEY)")
     w.add_argument("--labels", type=_labels, default=None, metavar="K=V,...",
                    help="labels jobs may require, e.g. region=eu,gpu=1")
     w.add_argument("--name", help="unique worker name (default: <hostname>-<pid>)")

@@ -67,6 +67,7 @@ import grpc.aio
 
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
+from schedd_client.channels import Security, open_aio_channel
 from schedd_worker import executors
 from schedd_worker.executors import NO_ISOLATION, Assignment, HttpOptions, Isolation, Outcome, PythonHandlers
 from schedd_worker.hooks import NO_HOOKS, WorkerHooks
@@ -89,10 +90,7 @@ KILL_MARGIN_S = 15.0            # after cancelling in a drain: executor's own ki
 _LEADER_RE = re.compile(r"leader=([A-Za-z0-9_.\-\[\]:]+)")
 
 _CHANNEL_OPTIONS = [
-    # our own backoff paces reconnects; keep gRPC's from adding minutes on top
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 2000),
+    # our own backoff paces reconnects (schedd_client.channels keeps gRPC's short)
     ("grpc.enable_retries", 0),
     ("grpc.max_receive_message_length", 16 * 1024 * 1024),
 ]
@@ -172,7 +170,7 @@ class WorkerRuntime:
                  python_handlers: PythonHandlers | None = None, drain_grace_s: float = 30.0,
                  kill_grace_s: float = 5.0, now_ms: Callable[[], int] = _wall_ms,
                  http: HttpOptions = HttpOptions(), hooks: WorkerHooks = NO_HOOKS,
-                 isolation: Isolation = NO_ISOLATION) -> None:
+                 isolation: Isolation = NO_ISOLATION, security: Security | None = None) -> None:
         if isinstance(cluster, str):
             cluster = [cluster]
         self.cluster = [a.strip() for a in cluster if a and a.strip()]
@@ -194,6 +192,8 @@ class WorkerRuntime:
         self.isolation = isolation                 # team -> Unix user, attempt cgroups
         self.version = version()
         self.hooks = hooks                         # the fault suite's (schedd_worker.hooks)
+        self.security = security or Security()     # TLS files and token (schedd_client.channels)
+        self.security.credentials_for_channel()    # a bad file fails at start, named
         self._rec = hooks.record                   # test-mode history only (None otherwise)
 
         # introspection
@@ -353,7 +353,7 @@ class WorkerRuntime:
                 pass
 
     async def _status(self, addr: str, timeout: float = STATUS_TIMEOUT_S) -> pb.ClusterStatus:
-        async with grpc.aio.insecure_channel(self.hooks.dial(addr), options=_CHANNEL_OPTIONS) as ch:
+        async with open_aio_channel(self.hooks.dial(addr), self.security, _CHANNEL_OPTIONS) as ch:
             return await pb_grpc.ClusterStub(ch).Status(pb.ClusterStatusRequest(), timeout=timeout)
 
     async def _find_leader(self) -> str:
@@ -392,7 +392,7 @@ class WorkerRuntime:
 
     async def _session(self, addr: str) -> None:
         """One stream: hello, Welcome, then serve it until it ends (raises when it fails)."""
-        channel = grpc.aio.insecure_channel(self.hooks.dial(addr), options=_CHANNEL_OPTIONS)
+        channel = open_aio_channel(self.hooks.dial(addr), self.security, _CHANNEL_OPTIONS)
         call = None
         conn: _Conn | None = None
         try:

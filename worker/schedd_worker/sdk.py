@@ -18,6 +18,9 @@ loop and are cancelled. Returning normally is success; raising is a failure (its
 
 Inside an asyncio program use ``await worker.run_async(stop_event)`` instead of ``run()``.
 
+TLS: ``ca=`` (the deployment's CA), ``cert=``/``key=`` (the worker's certificate, for mTLS),
+``token=`` (sent as ``authorization: Bearer``), or a ready ``security=`` (schedd_client.channels).
+
 HTTP jobs and http sensors this worker runs obey its outbound network policy: by default
 loopback, link-local and cloud metadata addresses are refused; ``http_allow=["127.0.0.1"]`` lets
 them reach a local service, ``http_deny=[...]`` refuses more (``["*"]``: only ``http_allow``).
@@ -33,7 +36,8 @@ import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-from schedd_client.client import parse_cluster
+from schedd_client.channels import Security
+from schedd_client.client import make_security, parse_cluster
 from schedd_client.net.policy import make_policy
 from schedd_worker.executors import HandlerContext, HttpOptions, PythonHandlers
 from schedd_worker.hooks import configure_worker
@@ -48,10 +52,14 @@ class Worker:
     def __init__(self, cluster: str | Sequence[str] | None = None, *, name: str | None = None,
                  slots: int = 4, pool: str = "", labels: Mapping[str, str] | None = None,
                  drain_grace_s: float = 30.0, kill_grace_s: float = 5.0,
-                 http_allow: Sequence[str] = (), http_deny: Sequence[str] = ()) -> None:
+                 http_allow: Sequence[str] = (), http_deny: Sequence[str] = (),
+                 ca: str | None = None, cert: str | None = None, key: str | None = None,
+                 token: str | None = None, security: Security | None = None) -> None:
         if int(slots) < 1:
             raise ValueError("slots must be at least 1")
         self.cluster = parse_cluster(cluster)
+        self.security = make_security(security, ca=ca, cert=cert, key=key, token=token)
+        self.security.credentials_for_channel()          # a bad file fails here, named
         self.name = name or f"{socket.gethostname()}-{os.getpid()}"
         self.slots = int(slots)
         self.pool = pool
@@ -73,7 +81,8 @@ class Worker:
         return WorkerRuntime(self.cluster, name=self.name, slots=self.slots, pool=self.pool,
                              labels=self.labels, python_handlers=self.handlers,
                              drain_grace_s=self.drain_grace_s, kill_grace_s=self.kill_grace_s,
-                             http=self.http, hooks=configure_worker(self.name))
+                             http=self.http, hooks=configure_worker(self.name),
+                             security=self.security)
 
     async def run_async(self, stop: asyncio.Event | None = None) -> None:
         """Run until ``stop`` is set (forever without one), then drain and return."""

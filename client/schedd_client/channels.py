@@ -1,0 +1,150 @@
+"""The one place that builds gRPC channels to schedd nodes: for the SDK (``Client``,
+``AsyncClient``), schedctl, schedd-worker and the nodes' own forwarding channels.
+
+Why one place: "is this connection TLS, which CA does it trust, which certificate does it
+present, which token does it carry" must be answered the same way by every caller, or one of them
+ends up talking plaintext to a node that the others reach over TLS.
+
+``Security`` says how to connect: ``Security()`` is plaintext (a loopback node with
+``[tls] insecure = true``); ``Security(ca=..., cert=..., key=...)`` is TLS trusting ``ca`` (and
+mTLS presenting ``cert``/``key``); ``Security(tls=True)`` is TLS trusting the system roots. A
+``token`` travels as the call metadata ``authorization: Bearer <token>`` (gRPC's access token
+call credentials). A token is never sent in cleartext over a network: without TLS, gRPC's local
+credentials only connect to a loopback address.
+
+The files are read each time a channel is made: a worker, which makes a channel per connection,
+uses a rotated certificate from its next connection on.
+
+Nodes build their channel credentials with ``schedd.security.tls.channel_credentials`` (which
+validates the certificate with ``cryptography``, a daemon dependency) and pass them in as
+``credentials``; the SDK only reads the PEM files, so schedd-client keeps its small dependency set.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+
+__all__ = ["Security", "SecurityError", "CHANNEL_OPTIONS", "open_channel", "open_aio_channel",
+           "security_from_env", "with_files", "CA_ENV", "CERT_ENV", "KEY_ENV"]
+
+CA_ENV, CERT_ENV, KEY_ENV = "SCHEDD_CA", "SCHEDD_CERT", "SCHEDD_KEY"
+
+#: Reconnect quickly to a node that comes back (gRPC's default backoff grows to 120 s).
+CHANNEL_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
+
+
+class SecurityError(ValueError):
+    """A CA, certificate, key or token that cannot make a channel; the message names it."""
+
+
+@dataclass(slots=True, frozen=True)
+class Security:
+    """How a channel to a node is secured. ``tls`` is implied by ``ca`` (or ``credentials``)."""
+
+    tls: bool = False
+    ca: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+    token: str | None = None
+    #: Ready-made TLS channel credentials (the nodes' forwarding channels); overrides ca/cert/key.
+    credentials: grpc.ChannelCredentials | None = None
+
+    @property
+    def secure(self) -> bool:
+        return self.tls or self.ca is not None or self.credentials is not None
+
+    def describe(self) -> str:
+        """For logs and error hints: what this connects with (never the token)."""
+        if not self.secure:
+            return "plaintext"
+        who = f", client certificate {self.cert}" if self.cert else ""
+        return f"TLS (CA {self.ca or 'system roots'}{who})"
+
+    def _channel_credentials(self) -> grpc.ChannelCredentials:
+        if self.credentials is not None:
+            return self.credentials
+        if (self.cert is None) != (self.key is None):
+            raise SecurityError("a client certificate needs its key and a key its certificate "
+                                f"(got cert={self.cert}, key={self.key})")
+        roots = _pem(self.ca, "CA", "CERTIFICATE") if self.ca is not None else None
+        if self.cert is None or self.key is None:
+            return grpc.ssl_channel_credentials(root_certificates=roots)
+        return grpc.ssl_channel_credentials(
+            root_certificates=roots, private_key=_pem(self.key, "key", "PRIVATE KEY"),
+            certificate_chain=_pem(self.cert, "certificate", "CERTIFICATE"))
+
+    def credentials_for_channel(self) -> grpc.ChannelCredentials | None:
+        """The channel credentials (None: a plain insecure channel), the token composed in."""
+        if self.token is not None and (not self.token or any(c in self.token for c in "\r\n ")):
+            raise SecurityError("the token is empty or contains spaces or line breaks")
+        if not self.secure:
+            if self.token is None:
+                return None
+            base = grpc.local_channel_credentials()     # loopback only: no cleartext token on a wire
+        else:
+            base = self._channel_credentials()
+        if self.token is None:
+            return base
+        return grpc.composite_channel_credentials(base, grpc.access_token_call_credentials(self.token))
+
+
+def _pem(path: Path, what: str, marker: str) -> bytes:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise SecurityError(f"cannot read the {what} {path}: {e.strerror or e}") from None
+    if b"-----BEGIN " not in data or marker.encode() not in data:
+        raise SecurityError(f"the {what} {path} is not a PEM {marker.lower()}")
+    return data
+
+
+def _options(options: Sequence[tuple[str, Any]] | None) -> list[tuple[str, Any]]:
+    return list(CHANNEL_OPTIONS) + list(options or ())
+
+
+def open_channel(address: str, security: Security | None = None,
+                 options: Sequence[tuple[str, Any]] | None = None) -> grpc.Channel:
+    """A blocking channel to ``address`` secured as ``security`` says (default: plaintext)."""
+    creds = (security or Security()).credentials_for_channel()
+    if creds is None:
+        return grpc.insecure_channel(address, options=_options(options))
+    return grpc.secure_channel(address, creds, options=_options(options))
+
+
+def open_aio_channel(address: str, security: Security | None = None,
+                     options: Sequence[tuple[str, Any]] | None = None) -> grpc.aio.Channel:
+    """The asyncio twin of ``open_channel`` (call it inside the running event loop)."""
+    creds = (security or Security()).credentials_for_channel()
+    if creds is None:
+        return grpc.aio.insecure_channel(address, options=_options(options))
+    return grpc.aio.secure_channel(address, creds, options=_options(options))
+
+
+def security_from_env(env: Mapping[str, str] | None = None, base: Security | None = None) -> Security:
+    """``base`` (default plaintext) with ``SCHEDD_CA``/``SCHEDD_CERT``/``SCHEDD_KEY`` applied
+    where set: what schedctl and schedd-worker use when no flag says otherwise."""
+    env = os.environ if env is None else env
+    return with_files(base or Security(), ca=env.get(CA_ENV), cert=env.get(CERT_ENV),
+                      key=env.get(KEY_ENV))
+
+
+PathArg = str | os.PathLike[str] | None
+
+
+def with_files(base: Security, *, ca: PathArg = None, cert: PathArg = None, key: PathArg = None,
+               token: str | None = None, tls: bool | None = None) -> Security:
+    """``base`` with whichever of the given values are set (flags over env over context)."""
+    return replace(base, ca=Path(ca) if ca else base.ca, cert=Path(cert) if cert else base.cert,
+                   key=Path(key) if key else base.key, token=token or base.token,
+                   tls=base.tls if tls is None else tls)
