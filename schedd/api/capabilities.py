@@ -6,7 +6,7 @@ request names: the servicer or a resolver finds it), `cluster`, `worker` (Worker
 token, `serve` checked per pool and team by `acl.may_serve`), or `open` (no capability: bootstrap,
 health). `filtered` marks lists that show only what `visible_teams(principal, capability)` admits.
 
-Contract: every RPC of every service in proto/schedd/v1 has exactly one entry (a unit test parses
+Contract: every RPC of every service in proto/schedd_proto has exactly one entry (a unit test parses
 the protos), so a new RPC without a decision here is refused, never silently open. See
 docs/security-acl.md for the reasoning behind each row.
 """
@@ -58,6 +58,14 @@ RPC_CAPABILITIES: dict[str, Need] = {
     **_service("Workers", {"Connect": Need(SERVE, "worker"), "ListWorkers": OPERATOR}),
     **_service("Cluster", {"Status": OPERATOR, "NodeInfo": OPERATOR}),
     **_service("Testing", {"SetClockOffset": OPERATOR, "GetClockOffset": OPERATOR}),
+    **_service("Acl", {
+        "Bootstrap": Need("", "open"), "WhoAmI": Need("", "open"),
+        **{m: Need("acl", "cluster") for m in (
+            "PutPolicy", "GetPolicy", "ListPolicies", "DeletePolicy", "PutRole", "GetRole", "ListRoles",
+            "DeleteRole", "CreateToken", "GetToken", "ListTokens", "DeleteToken", "SetAnonymous")},
+    }),
+    **_service("Audit", {"List": Need("acl", "cluster"), "Verify": Need("acl", "cluster"),
+                         "Configure": Need("acl", "cluster")}),
 }
 
 

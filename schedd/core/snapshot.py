@@ -15,13 +15,16 @@ from itertools import starmap
 from operator import attrgetter
 from typing import Any, Protocol
 
+from schedd.core.acl import AclTable, table_to_dict
+from schedd.core.audit import AuditTrail, trail_to_dict
 from schedd.core.model import Execution, Job
 
-SNAPSHOT_FORMAT = ("schedd-state", 3)
+SNAPSHOT_FORMAT = ("schedd-state", 4)
 # Images this version still reads: version 1 had no DAGs, quotas or per-execution policy fields,
 # version 2 no job incarnations (rows of older versions are shorter; the fields added since have
 # defaults at the end).
-READABLE_FORMATS = (("schedd-state", 1), ("schedd-state", 2), SNAPSHOT_FORMAT)
+# version 3 no ACL table or hash-chained audit trail (its audit rows are dropped on load).
+READABLE_FORMATS = (("schedd-state", 1), ("schedd-state", 2), ("schedd-state", 3), SNAPSHOT_FORMAT)
 JOB_FIELDS = tuple(f.name for f in fields(Job))
 EXEC_FIELDS = tuple(f.name for f in fields(Execution))
 AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index")
@@ -53,8 +56,8 @@ class Imaged(Protocol):
     last_index: int
     clock_ms: int
 
-    @property
-    def audit(self) -> Any: ...
+    acl: AclTable
+    audit: AuditTrail
 
 
 class SnapshotImage:
@@ -72,8 +75,9 @@ class SnapshotImage:
         s = self.state
         return (_from_image, (SNAPSHOT_FORMAT, _GcPause(), list(map(attrgetter(*JOB_FIELDS), s.jobs.values())),
                               list(map(attrgetter(*EXEC_FIELDS), s.execs.values())), s.epoch, s.dedup,
-                              list(map(attrgetter(*AUDIT_FIELDS), s.audit)), s.log_hash, s.last_index,
-                              s.clock_ms, {key: getattr(s, key) for key in EXTRA_FIELDS}))
+                              [], s.log_hash, s.last_index, s.clock_ms,
+                              {**{key: getattr(s, key) for key in EXTRA_FIELDS},
+                               "acl": table_to_dict(s.acl), "audit": trail_to_dict(s.audit)}))
 
 
 class _GcPause:

@@ -404,9 +404,9 @@ def test_no_capability_without_a_granting_policy_and_expiry_wins(
 
 
 def _proto_methods() -> set[str]:
-    """Every `/package.Service/Method` declared in proto/schedd/v1, read from the .proto text."""
+    """Every `/package.Service/Method` declared in proto/schedd_proto, read from the .proto text."""
     out: set[str] = set()
-    root = Path(__file__).resolve().parents[2] / "proto" / "schedd" / "v1"
+    root = Path(__file__).resolve().parents[2] / "proto" / "schedd_proto"
     for proto in sorted(root.glob("*.proto")):
         text = re.sub(r"//[^\n]*", "", proto.read_text())
         package = re.search(r"^\s*package\s+([\w.]+)\s*;", text, re.M)
