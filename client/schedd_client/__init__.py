@@ -37,7 +37,9 @@ from .errors import (
     AlreadyExists,
     Conflict,
     NotFound,
+    PermissionDenied,
     SchedError,
+    Unauthenticated,
     Unavailable,
     ValidationError,
 )
@@ -46,6 +48,9 @@ from . import dags as _dags
 from .dags import dag_from_dict, dag_to_dict
 
 _dags.attach(Client, AsyncClient)     # put_dag, run_dag, get_dag, list_dags, list_dag_runs, get_dag_run, delete_dag
+from . import acl as _acl
+
+_acl.attach(Client, AsyncClient)      # acl_* and audit_* methods
 
 __all__ = [
     "Client",

@@ -88,6 +88,11 @@ def _global_options(parser: argparse.ArgumentParser, *, top: bool, timeout: bool
         help=f"node addresses, host:port,host:port (default: ${CLUSTER_ENV} or 127.0.0.1:7070)",
     )
     group.add_argument(
+        "--token", metavar="TOKEN", default=default(None),
+        help="bearer token <accessor>.<secret> (default: $SCHEDD_TOKEN); prefer the variable: "
+             "a command line is visible to other users",
+    )  # fmt: skip
+    group.add_argument(
         "-o", "--output", choices=("table", "json", "yaml"), default=default("table"),
         help="output format (default: table)",
     )  # fmt: skip

@@ -22,7 +22,7 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
-from schedd_proto import dags_pb2_grpc
+from schedd_proto import acl_pb2_grpc, dags_pb2_grpc
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
 from . import _plans
@@ -33,6 +33,16 @@ __all__ = ["Client", "AsyncClient", "DEFAULT_CLUSTER", "parse_cluster"]
 
 DEFAULT_CLUSTER = "127.0.0.1:7070"
 CLUSTER_ENV = "SCHEDD_CLUSTER"
+TOKEN_ENV = "SCHEDD_TOKEN"
+
+
+def auth_metadata(token: str | None) -> tuple[tuple[str, str], ...]:
+    """The metadata that authenticates a call: ``authorization: Bearer <token>``; ``None`` reads
+    ``SCHEDD_TOKEN`` (unset or "": no credential)."""
+    if token is None:
+        token = os.environ.get(TOKEN_ENV, "")
+    token = token.strip()
+    return (("authorization", f"Bearer {token}"),) if token else ()
 
 #: Reconnect quickly to a node that comes back (gRPC's default backoff grows to 120 s).
 CHANNEL_OPTIONS: list[tuple[str, Any]] = [
@@ -66,9 +76,11 @@ class _Transport(Generic[ChannelT]):
         cluster: str | Sequence[str] | None,
         timeout: float,
         channel_factory: Callable[[str], ChannelT],
+        token: str | None = None,
     ) -> None:
         self.addresses = parse_cluster(cluster)
         self.timeout = timeout
+        self._auth = auth_metadata(token)
         self._router = Router(self.addresses, timeout)
         self._channel_factory: Callable[[str], ChannelT] = channel_factory
         self._channels: dict[str, ChannelT] = {}
@@ -86,6 +98,8 @@ class _Transport(Generic[ChannelT]):
                     "cluster": pb_grpc.ClusterStub(channel),
                     "workers": pb_grpc.WorkersStub(channel),
                     "dags": dags_pb2_grpc.DagsStub(channel),   # methods attached by .dags
+                    "acl": acl_pb2_grpc.AclStub(channel),      # methods attached by .acl
+                    "audit": acl_pb2_grpc.AuditStub(channel),
                 }
         return getattr(stubs[call.service], call.method)
 
@@ -185,7 +199,8 @@ class Client(_Transport[grpc.Channel]):
     ``cluster`` is ``"host:port,host:port"`` or a list (default: ``$SCHEDD_CLUSTER``, else
     ``127.0.0.1:7070``); any node will do. ``timeout`` bounds each method call, failover
     included. ``channel_factory(address) -> grpc.Channel`` replaces the default insecure channel
-    (TLS, interceptors, tests). Use as a context manager, or call ``close()``.
+    (TLS, interceptors, tests). ``token`` is the bearer token ``<accessor>.<secret>`` sent with
+    every call (default: ``$SCHEDD_TOKEN``). Use as a context manager, or call ``close()``.
     """
 
     def __init__(
@@ -194,8 +209,9 @@ class Client(_Transport[grpc.Channel]):
         *,
         timeout: float = 15.0,
         channel_factory: Callable[[str], grpc.Channel] | None = None,
+        token: str | None = None,
     ) -> None:
-        super().__init__(cluster, timeout, channel_factory or _insecure_channel)
+        super().__init__(cluster, timeout, channel_factory or _insecure_channel, token)
 
     def close(self) -> None:
         for channel in self._take_channels():
@@ -216,7 +232,7 @@ class Client(_Transport[grpc.Channel]):
                 time.sleep(pause)
             try:
                 response: Message = self._method(address, call)(
-                    call.request, timeout=timeout, metadata=call.metadata
+                    call.request, timeout=timeout, metadata=(*call.metadata, *self._auth)
                 )
             except grpc.RpcError as err:
                 if (final := attempts.failed(address, err)) is not None:
@@ -265,8 +281,9 @@ class AsyncClient(_Transport[grpc.aio.Channel]):
         *,
         timeout: float = 15.0,
         channel_factory: Callable[[str], grpc.aio.Channel] | None = None,
+        token: str | None = None,
     ) -> None:
-        super().__init__(cluster, timeout, channel_factory or _insecure_aio_channel)
+        super().__init__(cluster, timeout, channel_factory or _insecure_aio_channel, token)
 
     async def close(self) -> None:
         for channel in self._take_channels():
@@ -287,7 +304,7 @@ class AsyncClient(_Transport[grpc.aio.Channel]):
                 await asyncio.sleep(pause)
             try:
                 response: Message = await self._method(address, call)(
-                    call.request, timeout=timeout, metadata=call.metadata
+                    call.request, timeout=timeout, metadata=(*call.metadata, *self._auth)
                 )
             except grpc.RpcError as err:
                 if (final := attempts.failed(address, err)) is not None:

@@ -152,6 +152,8 @@ def record(st: Tables, cmd: C.Command, index: int, result: ApplyResult, target: 
     if not isinstance(row, Mapping):
         row = {"principal": cmd.by, "source": "", "action": cmd.kind, "target": target,
                "request_id": cmd.rid}
+    elif not row.get("target"):
+        row = {**row, "target": target}
     outcome: U.Outcome = "allowed" if result.code is Code.OK else "error"
     ev = _event(row, outcome=outcome, time_ms=cmd.now, index=index,
                 detail="" if outcome == "allowed" else f"{result.code.value}: {result.msg}")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+from collections.abc import Container
 from typing import Any, Callable, ClassVar
 
 from schedd.core import access, attempts, batches, dags, firing, jobs, queries
@@ -205,11 +206,11 @@ class SchedulerState(Tables):
         return queries.last_execution(self, name)
 
     def list_jobs(self, *, team: str = "", state: str = "", after: str = "",
-                  limit: int = 100) -> tuple[list[Job], str, int]:
-        return queries.list_jobs(self, team=team, state=state, after=after, limit=limit)
+                  limit: int = 100, visible: Container[str] | None = None) -> tuple[list[Job], str, int]:
+        return queries.list_jobs(self, team=team, state=state, after=after, limit=limit, visible=visible)
 
     def list_executions(self, *, job: str = "", state: str = "", after: tuple[int, str] | None = None,
-                        limit: int = 100, oldest_first: bool = False,
+                        limit: int = 100, oldest_first: bool = False, visible: Container[str] | None = None,
                         ) -> tuple[list[Execution], tuple[int, str] | None, int]:
         return queries.list_executions(self, job=job, state=state, after=after, limit=limit,
-                                       oldest_first=oldest_first)
+                                       oldest_first=oldest_first, visible=visible)

@@ -37,6 +37,11 @@
     max_jobs_per_team = 1000000         # jobs a team may hold (0 = no cap)
     max_inflight_per_connection = 64    # unary calls in flight on one client connection
 
+    [acl]                               # access control (docs/security-acl.md)
+    enabled = true                      # default-deny; only `schedctl acl bootstrap` works until bootstrap
+    rate_per_second = 200               # mutating calls per principal (0 = no limit)...
+    rate_burst = 400                    # ...with bursts up to this
+
     [[peers]]
     id = "n2"
     raft_address = "127.0.0.1:7002"
@@ -57,7 +62,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from schedd.settings import Limits, NodeConfig, Peer, RaftTuning, SchedulerTuning
+from schedd.settings import AclSettings, Limits, NodeConfig, Peer, RaftTuning, SchedulerTuning
 from schedd_client.net.policy import DEFAULT_DENY_RULES, NetPolicy, PolicyError, parse_rules
 
 __all__ = ["ConfigError", "Limits", "NodeConfig", "Peer", "RaftTuning", "SchedulerTuning", "load", "from_dict"]
@@ -186,6 +191,17 @@ def _limits(t: dict) -> Limits:
         "max_jobs_per_team": (0, 100_000_000), "max_inflight_per_connection": (1, 100_000)})
 
 
+def _acl(t: dict) -> AclSettings:
+    _check_keys(t, set(AclSettings.__slots__), "[acl]")
+    enabled = t.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"[acl].enabled must be true or false, got {enabled!r}")
+    d = AclSettings()
+    return AclSettings(enabled=enabled,
+                       rate_per_second=_int(t, "rate_per_second", d.rate_per_second, 0, 1_000_000, "[acl]"),
+                       rate_burst=_int(t, "rate_burst", d.rate_burst, 1, 10_000_000, "[acl]"))
+
+
 def _webhooks(t: dict) -> NetPolicy:
     _check_keys(t, {"allow", "deny"}, "[webhooks]")
     lists = {}
@@ -204,7 +220,7 @@ def _webhooks(t: dict) -> NetPolicy:
 
 
 TOP_KEYS = {"node_id", "data_dir", "raft_address", "grpc_address", "metrics_address", "raft_bind",
-            "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "webhooks", "limits", "test_mode"}
+            "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "webhooks", "limits", "acl", "test_mode"}
 
 
 def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
@@ -250,6 +266,7 @@ def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
         raft=_raft(d.get("raft") or {}), scheduler=_scheduler(d.get("scheduler") or {}),
         webhooks=_webhooks(d.get("webhooks") or {}),
         limits=_limits(d.get("limits") or {}),
+        acl=_acl(d.get("acl") or {}),
         test_mode=bool(d.get("test_mode", False)),
     )
     validate(cfg)

@@ -132,7 +132,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     log = logging.getLogger("schedd.worker")
     runtime = WorkerRuntime(cluster, name=name, slots=args.slots, pool=args.pool,
                             labels=args.labels, drain_grace_s=args.drain_grace, http=http,
-                            hooks=configure_worker(name))
+                            hooks=configure_worker(name), token=args.token)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -184,6 +184,9 @@ def add_arguments(w: argparse.ArgumentParser) -> None:
     w.add_argument("--http-keep-bytes", type=int, default=4096, metavar="N",
                    help="bytes of an HTTP answer kept as the run's output tail (0-4096, "
                         "default 4096; 0 keeps none)")
+    w.add_argument("--token", default=None, metavar="TOKEN",
+                   help="worker token <accessor>.<secret> (default: $SCHEDD_TOKEN; prefer the variable: "
+                        "a command line is visible to other users)")
     w.add_argument("--allow-root", action="store_true",
                    help="run even as root (jobs then run as root too); refused otherwise")
 

@@ -65,6 +65,7 @@ from dataclasses import dataclass, field
 import grpc
 import grpc.aio
 
+from schedd_client.client import auth_metadata
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from schedd_worker import executors
@@ -164,7 +165,8 @@ class WorkerRuntime:
                  labels: Mapping[str, str] | None = None,
                  python_handlers: PythonHandlers | None = None, drain_grace_s: float = 30.0,
                  kill_grace_s: float = 5.0, now_ms: Callable[[], int] = _wall_ms,
-                 http: HttpOptions = HttpOptions(), hooks: WorkerHooks = NO_HOOKS) -> None:
+                 http: HttpOptions = HttpOptions(), hooks: WorkerHooks = NO_HOOKS,
+                 token: str | None = None) -> None:
         if isinstance(cluster, str):
             cluster = [cluster]
         self.cluster = [a.strip() for a in cluster if a and a.strip()]
@@ -185,6 +187,7 @@ class WorkerRuntime:
         self.http = http                           # outbound policy of HTTP jobs and http sensors
         self.version = version()
         self.hooks = hooks                         # the fault suite's (schedd_worker.hooks)
+        self._auth = auth_metadata(token)          # the worker token (default $SCHEDD_TOKEN)
         self._rec = hooks.record                   # test-mode history only (None otherwise)
 
         # introspection
@@ -345,7 +348,8 @@ class WorkerRuntime:
 
     async def _status(self, addr: str, timeout: float = STATUS_TIMEOUT_S) -> pb.ClusterStatus:
         async with grpc.aio.insecure_channel(self.hooks.dial(addr), options=_CHANNEL_OPTIONS) as ch:
-            return await pb_grpc.ClusterStub(ch).Status(pb.ClusterStatusRequest(), timeout=timeout)
+            return await pb_grpc.ClusterStub(ch).Status(pb.ClusterStatusRequest(), timeout=timeout,
+                                                        metadata=self._auth)
 
     async def _find_leader(self) -> str:
         """One round over the cluster: the leader's gRPC address (raises _StreamEnded if none)."""
@@ -387,7 +391,7 @@ class WorkerRuntime:
         call = None
         conn: _Conn | None = None
         try:
-            call = pb_grpc.WorkersStub(channel).Connect()
+            call = pb_grpc.WorkersStub(channel).Connect(metadata=self._auth)
             await call.write(self._hello())
             try:
                 first = await asyncio.wait_for(call.read(), WELCOME_TIMEOUT_S)
