@@ -37,9 +37,7 @@ from .errors import (
     AlreadyExists,
     Conflict,
     NotFound,
-    PermissionDenied,
     SchedError,
-    Unauthenticated,
     Unavailable,
     ValidationError,
 )

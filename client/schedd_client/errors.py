@@ -80,19 +80,6 @@ class ResourceExhausted(SchedError):
     default_code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
-class Unauthenticated(SchedError):
-    """No credential, or a bad or expired one (UNAUTHENTICATED): pass ``token=`` (schedctl:
-    ``--token`` or ``SCHEDD_TOKEN``)."""
-
-    default_code = grpc.StatusCode.UNAUTHENTICATED
-
-
-class PermissionDenied(SchedError):
-    """The token lacks a capability (PERMISSION_DENIED): the message names it and the resource."""
-
-    default_code = grpc.StatusCode.PERMISSION_DENIED
-
-
 class Unavailable(SchedError):
     """No node gave an answer before the deadline (UNAVAILABLE or DEADLINE_EXCEEDED after retries).
 
@@ -143,8 +130,6 @@ _BY_CODE: dict[grpc.StatusCode, type[SchedError]] = {
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: Unavailable,
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
-    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
-    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
 }
 
 #: Trailing metadata of a refused batch: the refused job's 1-based position in the request.
