@@ -61,6 +61,9 @@ SIGNATURE_WINDOW_MS = 60_000
 OPEN_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
 MUTATING_CAPABILITIES = frozenset(("write", "trigger", "cancel", "backfill", "quota", "acl"))
 AUDIT_FLUSH_S = 0.2
+CATCH_UP_S = 2.0                 # how long a follower waits to learn a token the leader just made
+SETTLE_S = 0.3                   # ...and at least this long (the leader's commit index reaches it
+                                 # with the next heartbeat): an unknown token costs this on followers
 # What one node asks another for while answering a call it already authorized (Cluster.Status).
 NODE_CALLS = frozenset(("/schedd.v1.Cluster/NodeInfo",))
 # A worker finds the leader through Cluster.Status: its token may call that without `operator`.
@@ -291,9 +294,11 @@ class AuditQueue:
 
 
 class Denied(Exception):
-    def __init__(self, code: grpc.StatusCode, message: str, trailing: tuple[tuple[str, str], ...] = ()) -> None:
+    def __init__(self, code: grpc.StatusCode, message: str, trailing: tuple[tuple[str, str], ...] = (),
+                 *, unknown_token: bool = False) -> None:
         super().__init__(message)
         self.code, self.message, self.trailing = code, message, trailing
+        self.unknown_token = unknown_token      # perhaps only not applied here yet
 
 
 @dataclass(slots=True)
@@ -347,14 +352,48 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         return handler                      # no unary-stream or stream-unary RPCs in schedd.v1
 
     async def _admit(self, method: str, md: dict[str, str], signed, request, context) -> CallInfo:
+        """`check`, answering a refusal. A token this replica does not know may be one the
+        leader just created (a client uses it at once, on a follower that lags by a few
+        entries): such a call waits up to CATCH_UP_S for this replica to apply what the leader
+        has committed, then is judged again."""
+        deadline = time.monotonic() + CATCH_UP_S
+        peer = context.peer() or ""
+        while True:
+            try:
+                return self.check(method, md, signed, request, peer, context, quiet=True)
+            except Denied as d:
+                denied = d
+            settled = time.monotonic() >= deadline - CATCH_UP_S + SETTLE_S and not self._behind()
+            if not denied.unknown_token or time.monotonic() >= deadline or settled or self._leads():
+                break
+            await asyncio.sleep(0.05)
+        if denied.unknown_token:            # judged for good now: audited this time
+            try:
+                return self.check(method, md, signed, request, peer, context)
+            except Denied as d:
+                denied = d
+        await context.abort(denied.code, denied.message, trailing_metadata=denied.trailing)
+        raise denied                        # unreachable: abort raises
+
+    def _leads(self) -> bool:
         try:
-            return self.check(method, md, signed, request, context.peer() or "", context)
-        except Denied as d:
-            await context.abort(d.code, d.message, trailing_metadata=d.trailing)
-            raise                           # unreachable: abort raises
+            return bool(self.node.is_leader())
+        except Exception:  # noqa: BLE001
+            return True
+
+    def _behind(self) -> bool:
+        """Whether this replica has yet to apply entries the leader has committed."""
+        try:
+            st = self.node.status()
+        except Exception:  # noqa: BLE001 - a node without a status: judge now
+            return False
+        return st.applied_index < max(st.leader_commit_index, 1)
 
     # The decision, synchronous and separately testable.
-    def check(self, method: str, md: dict[str, str], signed, request, peer: str, context=None) -> CallInfo:
+    def check(self, method: str, md: dict[str, str], signed, request, peer: str, context=None,
+              *, quiet: bool = False) -> CallInfo:
+        """The call's identity, or Denied. `quiet`: an unknown token is not audited yet (the
+        caller will ask again once this replica has caught up)."""
         node, signed_name, signed_source = signed if signed is not None else ("", "", "")
         source = signed_source or peer
         bearer = md.get(AUTHORIZATION, "")
@@ -364,7 +403,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             # ACL off; or a node asking a peer for its part of a call it already authorized
             return CallInfo(signed_name or peer or "unknown", source, method, None, bearer, node, rid)
         principal = self._authenticate(bearer, signed_name, context, method, source, request, rid,
-                                       open_call=need is not None and need.scope == "open")
+                                       open_call=need is not None and need.scope == "open", quiet=quiet)
         name = principal.name if principal is not None else "unauthenticated"
         info = CallInfo(name, source, method, principal, bearer, node, rid)
         if need is None:
@@ -376,7 +415,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         return info
 
     def _authenticate(self, bearer: str, signed_name: str, context, method: str, source: str, request,
-                      rid: str, *, open_call: bool) -> A.Principal | None:
+                      rid: str, *, open_call: bool, quiet: bool = False) -> A.Principal | None:
         """The principal of the credential; raises Denied(UNAUTHENTICATED) (open calls: None)."""
         result: A.Principal | A.Refusal
         now = self.clock.now_ms()
@@ -394,9 +433,11 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             return result
         if open_call and result.code == "unauthenticated":
             return None
-        self._queue(CallInfo("unauthenticated", source, method, None, request_id=rid), request,
-                    f"login failure: {result.reason}", accessor=result.accessor)
-        raise Denied(grpc.StatusCode.UNAUTHENTICATED, result.message)
+        unknown = result.code == "unknown_token"
+        if not (unknown and quiet):
+            self._queue(CallInfo("unauthenticated", source, method, None, request_id=rid), request,
+                        f"login failure: {result.reason}", accessor=result.accessor)
+        raise Denied(grpc.StatusCode.UNAUTHENTICATED, result.message, unknown_token=unknown)
 
     @staticmethod
     def _cert_principal(context, signed_name: str) -> A.Principal | None:
