@@ -84,9 +84,11 @@ def _target(cmd: C.Command) -> str:
         return f"batch {cmd.args.get('batch')}"
     if cmd.kind == C.CANCEL:
         return f"{cmd.args.get('job')}@{cmd.args.get('scheduled_ms')}"
-    if cmd.kind in (C.ACL_TOKEN_CREATE, C.ACL_BOOTSTRAP):
-        token = cmd.args.get("token")
-        return f"token:{token.get('accessor')}" if isinstance(token, dict) else ""
+    if cmd.kind in (C.ACL_TOKEN_CREATE, C.ACL_BOOTSTRAP, C.ACL_POLICY_PUT, C.ACL_ROLE_PUT):
+        row = cmd.args.get("token") or cmd.args.get("policy") or cmd.args.get("role")
+        if not isinstance(row, dict):
+            return ""
+        return f"token:{row.get('accessor')}" if "accessor" in row else str(row.get("name", ""))
     return str(cmd.args.get("name") or cmd.args.get("key") or "")
 
 
