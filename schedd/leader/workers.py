@@ -297,8 +297,8 @@ class WorkerHub(pb_grpc.WorkersServicer):
                 self._close(conn)
 
     def on_heartbeat(self, conn: WorkerConn, hb: pb.Heartbeat, now: int) -> None:
-        if conn.principal is not None and conn.principal.expired(now):
-            log.info("worker %s: its token expired; closing the stream", conn.name)
+        if conn.principal is not None and not self._token_valid(conn.principal, now):
+            log.info("worker %s: its token expired or was revoked; closing the stream", conn.name)
             self._close(conn)
             return
         conn.draining = hb.draining
@@ -306,6 +306,13 @@ class WorkerHub(pb_grpc.WorkersServicer):
             if token in conn.running:
                 self.token_seen[token] = now
         conn.reported = True
+
+    def _token_valid(self, p: A.Principal, now: int) -> bool:
+        """A worker's token is re-checked at every heartbeat: expiry, and revocation."""
+        if p.expired(now):
+            return False
+        with self.node.lock:
+            return p.accessor is None or p.accessor in self.node.state.acl.tokens
 
     async def ListWorkers(self, request, context) -> pb.ListWorkersResponse:
         if not self.node.is_leader() and self.router is not None:

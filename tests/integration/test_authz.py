@@ -229,6 +229,13 @@ def test_workers_need_a_worker_token_for_their_pool(acl_cluster) -> None:
             eb = b.trigger_job("cpu-b")
             wait_until(lambda: "waiting" in b.get_execution(eb.id).reason, timeout=30, what="team b waits")
             assert b.get_execution(eb.id).state == "SCHEDULED"
+        # Revoking the worker token closes the stream (re-checked at each heartbeat) and the
+        # worker cannot come back.
+        admin.acl_delete_token(c.tokens["worker"].partition(".")[0])
+        wait_until(lambda: "good" not in [w.name for w in admin.list_workers().workers], timeout=60,
+                   what="the revoked worker's stream closed")
+        wait_until(lambda: "invalid token" in (c.root / "logs" / "worker-good.log").read_text(), timeout=60,
+                   what="the revoked worker refused")
     for name in ("no-token", "other-pool", "too-many-slots", "client-token", "good"):
         c.workers[name].proc.kill()
         c.workers[name].proc.wait(timeout=30)
