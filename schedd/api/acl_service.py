@@ -72,6 +72,13 @@ class AclService(_Writes, apb_grpc.AclServicer):
         with self.node.lock:
             return fn(self.node.state.acl)
 
+    async def _one(self, context, what: str, name: str, find, to_pb):
+        """One policy, role or token by name (NOT_FOUND naming it)."""
+        row = self._read(lambda t: find(t, name))
+        if row is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no {what} {name!r}")
+        return to_pb(row)
+
     async def _mint(self, context, kind: str, request, *, bootstrap: bool) -> apb.TokenSecret:
         minted = A.mint_token(os.urandom(A.TOKEN_RANDOM_BYTES))
         now = self.clock.now_ms()
@@ -119,10 +126,7 @@ class AclService(_Writes, apb_grpc.AclServicer):
 
     @routed(write=False)
     async def GetPolicy(self, request: apb.AclName, context) -> apb.AclPolicy:
-        p = self._read(lambda t: t.policy(request.name))
-        if p is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"no policy {request.name!r}")
-        return policy_to_pb(p)
+        return await self._one(context, "policy", request.name, A.AclTable.policy, policy_to_pb)
 
     @routed(write=False)
     async def ListPolicies(self, request, context) -> apb.ListPoliciesResponse:
@@ -145,10 +149,7 @@ class AclService(_Writes, apb_grpc.AclServicer):
 
     @routed(write=False)
     async def GetRole(self, request: apb.AclName, context) -> apb.AclRole:
-        r = self._read(lambda t: t.roles.get(request.name))
-        if r is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"no role {request.name!r}")
-        return role_to_pb(r)
+        return await self._one(context, "role", request.name, lambda t, n: t.roles.get(n), role_to_pb)
 
     @routed(write=False)
     async def ListRoles(self, request, context) -> apb.ListRolesResponse:
@@ -166,10 +167,7 @@ class AclService(_Writes, apb_grpc.AclServicer):
 
     @routed(write=False)
     async def GetToken(self, request: apb.AclName, context) -> apb.AclToken:
-        t = self._read(lambda t: t.tokens.get(request.name))
-        if t is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"no token {request.name!r}")
-        return token_to_pb(t)
+        return await self._one(context, "token", request.name, lambda t, n: t.tokens.get(n), token_to_pb)
 
     @routed(write=False)
     async def ListTokens(self, request, context) -> apb.ListTokensResponse:
