@@ -134,8 +134,13 @@ def test_a_forged_principal_header_changes_nothing(acl_cluster) -> None:
             assert "'write' on team:b" in e.value.details()
     with _client(c, "admin") as admin:
         assert _code(lambda: admin.get_job("forged-b")) == grpc.StatusCode.NOT_FOUND
-        denied = wait_until(lambda: [r for r in admin.audit_list(action="Scheduler.PutJob", outcome="denied").records
-                                     if r.request_id.startswith("forged-")], timeout=30, what="denied records")
+        # Each node recorded its own refusal (followers propose theirs too), with the real caller.
+        want = {f"forged-{nid}" for nid in c.nodes}
+        def forged_records():
+            rows = [r for r in admin.audit_list(action="Scheduler.PutJob", outcome="denied").records
+                    if r.request_id.startswith("forged-")]
+            return rows if want <= {r.request_id for r in rows} else None
+        denied = wait_until(forged_records, timeout=30, what="every node's denied record")
         assert {r.principal for r in denied} == {_accessor(c.tokens["a"])}
         assert all(not r.source.startswith("10.0.0.1") for r in denied)
 
