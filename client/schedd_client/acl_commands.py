@@ -3,6 +3,7 @@ audit trail. The SDK methods and the audit file helpers are in ``schedd_client.a
 
     acl bootstrap                         the first management token (once per cluster; shown once)
     acl whoami                            who the token authenticates as, and its grants
+    acl anonymous [POLICY]                what calls without a token get (omitted: refused, the default)
     acl policy create NAME --rule PATTERN=CAP,CAP ... [--description D]
     acl role create NAME --policy P ... [--description D]
     acl token create [--role R ...] [--policy P ...] [--ttl 30d] [--worker --max-slots N]
@@ -58,6 +59,8 @@ def add_commands(groups: Any, command: Any, time_arg: Any) -> None:
     acl = group(groups, "acl", "access control: bootstrap, policies, roles and tokens")
     command(acl, "bootstrap", acl_bootstrap, "create the first management token (once per cluster)")
     command(acl, "whoami", acl_whoami, "the principal your token authenticates as, and its grants")
+    anon = command(acl, "anonymous", acl_anonymous, "the policy calls without a token get (none: refused)")
+    anon.add_argument("policy", nargs="?", default="", metavar="POLICY", help="omit to refuse them again")
     for kind in ("policy", "role", "token"):
         sub = group(acl, kind, f"create, list, get and delete {kind} entries")
         create = command(sub, "create", ACL_CREATE[kind], f"create (or replace) a {kind}")
@@ -120,6 +123,12 @@ def acl_bootstrap(cmd: Any) -> None:
 def acl_whoami(cmd: Any) -> None:
     out = cmd.client.acl_whoami()
     cmd.emit(to_dict(out), lambda: f"{out.principal or '(ACL disabled)'} ({out.kind or '-'})\n" + _rules(out.grants))
+
+
+def acl_anonymous(cmd: Any) -> None:
+    out = cmd.client.acl_set_anonymous(cmd.args.policy)
+    cmd.emit(to_dict(out), lambda: f"calls without a token get policy {out.policy}" if out.policy
+             else "calls without a token are refused")
 
 
 def _rules(rules: Any) -> str:

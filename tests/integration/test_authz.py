@@ -297,6 +297,16 @@ def test_schedctl_acl_commands_and_revocation(acl_cluster) -> None:
     assert schedctl(c.cluster_arg, "--token", secret, "acl", "token", "list", check=False).returncode == 1
     again = schedctl(c.cluster_arg, "acl", "bootstrap", check=False)
     assert again.returncode == 1 and "already" in again.stderr
+    # The anonymous policy: calls without a token get it (here: read on team a), then refused again.
+    schedctl(c.cluster_arg, *tok, "acl", "anonymous", "readers")
+    wait_until(lambda: schedctl(c.cluster_arg, "--token", "", "job", "list", check=False).returncode == 0,
+               timeout=30, what="anonymous reads")
+    anon_write = schedctl(c.cluster_arg, "--token", "", "job", "delete", "a-job", check=False)
+    assert anon_write.returncode == 1 and "missing capability 'write' on team:a" in anon_write.stderr
+    schedctl(c.cluster_arg, *tok, "acl", "anonymous")
+    for node in c.nodes.values():
+        wait_until(lambda: schedctl(node.grpc, "--token", "", "job", "list", check=False).returncode == 1,
+                   timeout=30, what=f"anonymous refused again on {node.id}")
     schedctl(c.cluster_arg, *tok, "acl", "token", "delete", accessor)
     # Revoked on every node once applied there.
     for node in c.nodes.values():
