@@ -29,7 +29,7 @@ from schedd.core import ledger
 from schedd.core import schedule as sched
 from schedd.core.policy import BACKFILL, QUOTA_KINDS, quota_limit
 from schedd.core.results import ApplyResult, Code
-from schedd.core.state import MAX_BACKFILL_PER_ENTRY, schedule_of
+from schedd.core.state import MAX_BACKFILL_PER_ENTRY, UNAUDITED, schedule_of
 from schedd.core.model import (
     EXECUTION_STATES, ValidationError, canonical_spec, parse_execution_id,
 )
@@ -214,8 +214,8 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         entry); "" stays "" (no dedup). Raises ValueError (request id too long), C.EntryTooLarge,
         NotApplied or OutcomeUnknown (see schedd.replication.node for what each says)."""
         info = auth.current()
-        if info is not None and "audit" not in args:
-            args["audit"] = info.audit()
+        if info is not None and "audit" not in args and kind not in UNAUDITED:
+            args["audit"] = info.audit()          # recorded by apply with the entry's outcome
         entry = C.encode(kind, rid=C.client_rid(rid) if rid else "", now=self.clock.now_ms(),
                          term=self.node.term, by=principal(context), **args)
         started = time.perf_counter()

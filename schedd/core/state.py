@@ -47,8 +47,10 @@ __all__ = [      # re-exported for the modules that import them from here
 ]
 
 DEDUP_TTL_MS = 15 * 60 * 1000
+# The leader's own entries, the denied records themselves, and a batch's staged chunks (its
+# commit or abort is the record of the call) leave no audit record.
 UNAUDITED = frozenset({C.FIRE, C.NOOP, C.EPOCH, C.START, C.FINISH, C.EXPIRE, C.SKIP, C.SLA, C.AUDIT_APPEND,
-                       C.BATCH_STAGE, C.BATCH_ABORT})
+                       C.BATCH_STAGE})
 
 Handler = Callable[[Tables, C.Command, int], ApplyResult]
 
