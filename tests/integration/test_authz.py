@@ -312,3 +312,23 @@ def test_schedctl_acl_commands_and_revocation(acl_cluster) -> None:
     for node in c.nodes.values():
         wait_until(lambda: schedctl(node.grpc, "--token", secret, "job", "list", check=False).returncode == 1,
                    timeout=30, what=f"revocation applied on {node.id}")
+
+
+def test_mutating_calls_are_rate_limited_per_principal(cluster_factory) -> None:
+    c = cluster_factory(size=1, acl=True, acl_settings={"rate_per_second": 1, "rate_burst": 3})
+    c.start()
+    admin = c.bootstrap()
+    c.wait_leader()
+    with Client(c.cluster_arg, token=admin, timeout=30) as cl:
+        cl.acl_put_policy("a", {"team:a": ["read", "write"]})
+        other = cl.acl_create_token(policies=["a"]).secret
+        codes = [_code(lambda: cl.put_job(job_spec(f"r{i}", schedule="@every 1h", team="a", command="true")))
+                 for i in range(6)]
+        assert grpc.StatusCode.RESOURCE_EXHAUSTED in codes
+        with pytest.raises(SchedError) as e:
+            for i in range(10):
+                cl.pause_job("r0")
+        assert e.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED and "retry in" in e.value.message
+        assert cl.get_job("r0").spec.name == "r0"            # reads are not limited
+    with Client(c.cluster_arg, token=other, timeout=30) as cl:     # another principal has its own bucket
+        cl.put_job(job_spec("mine", schedule="@every 1h", team="a", command="true"))
