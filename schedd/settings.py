@@ -71,6 +71,16 @@ class TlsSettings:
 
 
 @dataclass(slots=True, frozen=True)
+class AclSettings:
+    """Access control (docs/security-acl.md): default-deny when enabled; mutating calls are
+    rate-limited per principal (0 turns the limit off)."""
+
+    enabled: bool = True
+    rate_per_second: int = 200
+    rate_burst: int = 400
+
+
+@dataclass(slots=True, frozen=True)
 class NodeConfig:
     node_id: str
     data_dir: Path
@@ -86,6 +96,7 @@ class NodeConfig:
     webhooks: NetPolicy = NetPolicy()   # where SLA webhooks may be POSTed
     limits: Limits = Limits()
     tls: TlsSettings = TlsSettings()
+    acl: AclSettings = AclSettings()
     test_mode: bool = False          # enables test-only admin calls (clock offset); never in production
 
     @property

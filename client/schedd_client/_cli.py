@@ -97,6 +97,11 @@ def _global_options(parser: argparse.ArgumentParser, *, top: bool, timeout: bool
     group.add_argument("--key", metavar="FILE", default=default(None),
                        help="the client certificate's key (default: $SCHEDD_KEY)")
     group.add_argument(
+        "--token", metavar="TOKEN", default=default(None),
+        help="bearer token <accessor>.<secret> (default: $SCHEDD_TOKEN); prefer the variable: "
+             "a command line is visible to other users",
+    )  # fmt: skip
+    group.add_argument(
         "-o", "--output", choices=("table", "json", "yaml"), default=default("table"),
         help="output format (default: table)",
     )  # fmt: skip

@@ -32,9 +32,9 @@ import grpc
 import grpc.aio
 
 __all__ = ["Security", "SecurityError", "CHANNEL_OPTIONS", "open_channel", "open_aio_channel",
-           "security_from_env", "with_files", "CA_ENV", "CERT_ENV", "KEY_ENV"]
+           "security_from_env", "with_files", "CA_ENV", "CERT_ENV", "KEY_ENV", "TOKEN_ENV"]
 
-CA_ENV, CERT_ENV, KEY_ENV = "SCHEDD_CA", "SCHEDD_CERT", "SCHEDD_KEY"
+CA_ENV, CERT_ENV, KEY_ENV, TOKEN_ENV = "SCHEDD_CA", "SCHEDD_CERT", "SCHEDD_KEY", "SCHEDD_TOKEN"
 
 #: Reconnect quickly to a node that comes back (gRPC's default backoff grows to 120 s).
 CHANNEL_OPTIONS: list[tuple[str, Any]] = [
@@ -132,11 +132,12 @@ def open_aio_channel(address: str, security: Security | None = None,
 
 
 def security_from_env(env: Mapping[str, str] | None = None, base: Security | None = None) -> Security:
-    """``base`` (default plaintext) with ``SCHEDD_CA``/``SCHEDD_CERT``/``SCHEDD_KEY`` applied
-    where set: what schedctl and schedd-worker use when no flag says otherwise."""
+    """``base`` (default plaintext) with ``SCHEDD_CA``/``SCHEDD_CERT``/``SCHEDD_KEY`` and
+    ``SCHEDD_TOKEN`` applied where set: what schedctl and schedd-worker use when no flag says
+    otherwise."""
     env = os.environ if env is None else env
     return with_files(base or Security(), ca=env.get(CA_ENV), cert=env.get(CERT_ENV),
-                      key=env.get(KEY_ENV))
+                      key=env.get(KEY_ENV), token=(env.get(TOKEN_ENV) or "").strip() or None)
 
 
 PathArg = str | os.PathLike[str] | None

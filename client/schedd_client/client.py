@@ -22,7 +22,7 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
-from schedd_proto import dags_pb2_grpc
+from schedd_proto import acl_pb2_grpc, dags_pb2_grpc
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
 from . import _plans
@@ -35,6 +35,30 @@ __all__ = ["Client", "AsyncClient", "DEFAULT_CLUSTER", "parse_cluster"]
 
 DEFAULT_CLUSTER = "127.0.0.1:7070"
 CLUSTER_ENV = "SCHEDD_CLUSTER"
+TOKEN_ENV = "SCHEDD_TOKEN"
+
+
+def _token(token: str | None) -> str | None:
+    """The token given, else ``$SCHEDD_TOKEN`` (unset or "": none)."""
+    if token is None:
+        token = os.environ.get(TOKEN_ENV, "").strip()
+    return token or None
+
+
+def _per_call_token(security: Security, channel_factory: object) -> str:
+    """The token to add to each call's metadata: none when the client builds its own channels
+    (the channel carries it, schedd_client.channels), the token when a given channel factory
+    replaces them."""
+    return (security.token or "") if channel_factory is not None else ""
+
+
+def auth_metadata(token: str | None) -> tuple[tuple[str, str], ...]:
+    """The metadata that authenticates a call: ``authorization: Bearer <token>``; ``None`` reads
+    ``SCHEDD_TOKEN`` (unset or "": no credential)."""
+    if token is None:
+        token = os.environ.get(TOKEN_ENV, "")
+    token = token.strip()
+    return (("authorization", f"Bearer {token}"),) if token else ()
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -61,9 +85,11 @@ class _Transport(Generic[ChannelT]):
         cluster: str | Sequence[str] | None,
         timeout: float,
         channel_factory: Callable[[str], ChannelT],
+        token: str | None = None,
     ) -> None:
         self.addresses = parse_cluster(cluster)
         self.timeout = timeout
+        self._auth = auth_metadata(token)
         self._router = Router(self.addresses, timeout)
         self._channel_factory: Callable[[str], ChannelT] = channel_factory
         self._channels: dict[str, ChannelT] = {}
@@ -81,6 +107,8 @@ class _Transport(Generic[ChannelT]):
                     "cluster": pb_grpc.ClusterStub(channel),
                     "workers": pb_grpc.WorkersStub(channel),
                     "dags": dags_pb2_grpc.DagsStub(channel),   # methods attached by .dags
+                    "acl": acl_pb2_grpc.AclStub(channel),      # methods attached by .acl
+                    "audit": acl_pb2_grpc.AuditStub(channel),
                 }
         return getattr(stubs[call.service], call.method)
 
@@ -187,11 +215,13 @@ class Client(_Transport[grpc.Channel]):
     ``cluster`` is ``"host:port,host:port"`` or a list (default: ``$SCHEDD_CLUSTER``, else
     ``127.0.0.1:7070``); any node will do. ``timeout`` bounds each method call, failover
     included. TLS: ``ca=`` (the deployment's CA file; ``tls=True`` alone trusts the system
-    roots), and ``cert=``/``key=`` for a client certificate (mTLS); ``token=`` is sent as
-    ``authorization: Bearer <token>``; ``security=`` takes a ready ``schedd_client.channels.Security``.
-    ``Client.from_context()`` reads all of them from ``$SCHEDD_CONTEXT`` (``schedd_client.context``).
-    ``channel_factory(address) -> grpc.Channel`` replaces the channel altogether (interceptors,
-    tests). Use as a context manager, or call ``close()``.
+    roots), and ``cert=``/``key=`` for a client certificate (mTLS); ``token=`` (the bearer token
+    ``<accessor>.<secret>``, default ``$SCHEDD_TOKEN``) is sent as ``authorization: Bearer
+    <token>``, never in cleartext to a non-loopback address; ``security=`` takes a ready
+    ``schedd_client.channels.Security``. ``Client.from_context()`` reads all of them from
+    ``$SCHEDD_CONTEXT`` (``schedd_client.context``). ``channel_factory(address) -> grpc.Channel``
+    replaces the channel altogether (interceptors, tests; the token then rides on each call).
+    Use as a context manager, or call ``close()``.
     """
 
     def __init__(
@@ -207,11 +237,12 @@ class Client(_Transport[grpc.Channel]):
         security: Security | None = None,
         channel_factory: Callable[[str], grpc.Channel] | None = None,
     ) -> None:
-        self.security = make_security(security, tls=tls, ca=ca, cert=cert, key=key, token=token)
+        self.security = make_security(security, tls=tls, ca=ca, cert=cert, key=key, token=_token(token))
         self.security.credentials_for_channel()          # a bad file fails here, named
         secured = self.security
         super().__init__(cluster, timeout,
-                         channel_factory or (lambda address: open_channel(address, secured)))
+                         channel_factory or (lambda address: open_channel(address, secured)),
+                         _per_call_token(secured, channel_factory))
 
     @classmethod
     def from_context(cls, path: str | os.PathLike[str] | None = None, *, timeout: float = 15.0) -> Client:
@@ -238,7 +269,7 @@ class Client(_Transport[grpc.Channel]):
                 time.sleep(pause)
             try:
                 response: Message = self._method(address, call)(
-                    call.request, timeout=timeout, metadata=call.metadata
+                    call.request, timeout=timeout, metadata=(*call.metadata, *self._auth)
                 )
             except grpc.RpcError as err:
                 if (final := attempts.failed(address, err)) is not None:
@@ -294,11 +325,12 @@ class AsyncClient(_Transport[grpc.aio.Channel]):
         security: Security | None = None,
         channel_factory: Callable[[str], grpc.aio.Channel] | None = None,
     ) -> None:
-        self.security = make_security(security, tls=tls, ca=ca, cert=cert, key=key, token=token)
+        self.security = make_security(security, tls=tls, ca=ca, cert=cert, key=key, token=_token(token))
         self.security.credentials_for_channel()
         secured = self.security
         super().__init__(cluster, timeout,
-                         channel_factory or (lambda address: open_aio_channel(address, secured)))
+                         channel_factory or (lambda address: open_aio_channel(address, secured)),
+                         _per_call_token(secured, channel_factory))
 
     @classmethod
     def from_context(cls, path: str | os.PathLike[str] | None = None, *,
@@ -326,7 +358,7 @@ class AsyncClient(_Transport[grpc.aio.Channel]):
                 await asyncio.sleep(pause)
             try:
                 response: Message = await self._method(address, call)(
-                    call.request, timeout=timeout, metadata=call.metadata
+                    call.request, timeout=timeout, metadata=(*call.metadata, *self._auth)
                 )
             except grpc.RpcError as err:
                 if (final := attempts.failed(address, err)) is not None:

@@ -22,11 +22,15 @@
     dag show NAME [--run ID]      the graph with each task's state in a run (default: the newest)
     dag runs NAME [--limit N] | dag list | dag get NAME | dag delete NAME
     cluster status                leader, term and every node's Raft progress
+    acl bootstrap | whoami        the first management token (once) | who your token is
+    acl policy|role|token create|list|get|delete ...   (see schedd_client.acl_commands)
+    audit list [--since 1h] [--principal P] [--target T] [--action A] | audit verify [FILE] | audit export
 
 Global options may come before or after the command, with one exception: after ``job create`` and
 ``job update``, ``--timeout`` is the job's timeout, so put the RPC timeout before the command there.
 ``--argv`` takes every remaining argument, so it comes last. The cluster defaults to
-``$SCHEDD_CLUSTER``, else 127.0.0.1:7070. File formats: see ``schedd_client.specs``.
+``$SCHEDD_CLUSTER``, else 127.0.0.1:7070; the token (``--token``) to ``$SCHEDD_TOKEN``. File formats:
+see ``schedd_client.specs``.
 
 Files (``-f``) are read by the bounded loader of ``schedd_client.documents`` (``--max-file-size``
 or ``$SCHEDCTL_MAX_FILE_BYTES``, default 64 MiB). Human output escapes terminal control
@@ -53,7 +57,7 @@ import yaml
 
 from schedd_proto import scheduler_pb2 as pb
 
-from . import dag_commands
+from . import acl_commands, dag_commands
 from .channels import Security, SecurityError
 from .client import CLUSTER_ENV, Client
 from .context import ContextError, resolve
@@ -120,7 +124,7 @@ def _run(argv: Sequence[str] | None, now: Callable[[], float] | None) -> int:
     security = Security()
     try:
         cluster, security = resolve(args.cluster, ca=args.ca, cert=args.cert, key=args.key,
-                                    context=args.context)
+                                    token=args.token, context=args.context)
         with Client(cluster, timeout=args.rpc_timeout, security=security) as client:
             _Command(args, client, now or time.time).run()
         return 0
@@ -197,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 success, 1 failure, 2 usage error.",
     )
     _global_options(parser, top=True)
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{job,run,dag,quota,worker,cluster}")
+    groups = parser.add_subparsers(dest="group", required=True, metavar="{job,run,dag,quota,worker,cluster,acl,audit}")
 
     def command(
         subparsers: Any, name: str, run: Callable[[_Command], None], help: str, *, timeout: bool = True
@@ -302,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="each node's state digest at its applied index (equal on converged replicas; "
                              "costs a pass over the state on every node)")
     dag_commands.add_commands(groups, command)     # dag apply|run|show|runs|list|get|delete
+    acl_commands.add_commands(groups, command, _time_arg)   # acl ... and audit ...
     return parser
 
 

@@ -58,6 +58,14 @@ RPC_CAPABILITIES: dict[str, Need] = {
     **_service("Workers", {"Connect": Need(SERVE, "worker"), "ListWorkers": OPERATOR}),
     **_service("Cluster", {"Status": OPERATOR, "NodeInfo": OPERATOR}),
     **_service("Testing", {"SetClockOffset": OPERATOR, "GetClockOffset": OPERATOR}),
+    **_service("Acl", {
+        "Bootstrap": Need("", "open"), "WhoAmI": Need("", "open"),
+        **{m: Need("acl", "cluster") for m in (
+            "PutPolicy", "GetPolicy", "ListPolicies", "DeletePolicy", "PutRole", "GetRole", "ListRoles",
+            "DeleteRole", "CreateToken", "GetToken", "ListTokens", "DeleteToken", "SetAnonymous")},
+    }),
+    **_service("Audit", {"List": Need("acl", "cluster"), "Verify": Need("acl", "cluster"),
+                         "Configure": Need("acl", "cluster")}),
 }
 
 

@@ -12,7 +12,7 @@ import json
 import grpc
 from google.protobuf.json_format import MessageToDict, ParseDict
 
-from schedd.api import convert
+from schedd.api import auth, convert
 from schedd.api.service import CommittingService, Router, routed
 from schedd.core import commands as C
 from schedd.core import dags as D
@@ -100,7 +100,9 @@ class DagsService(CommittingService, dpb_grpc.DagsServicer):
     async def ListDags(self, request: dpb.ListDagsRequest, context: CallContext) -> dpb.ListDagsResponse:
         with self.node.lock:
             st = self.node.state
-            return dpb.ListDagsResponse(dags=[dag_to_pb(st, st.dags[n]) for n in sorted(st.dags)])
+            teams = auth.read_filter()
+            return dpb.ListDagsResponse(dags=[dag_to_pb(st, st.dags[n]) for n in sorted(st.dags)
+                                              if teams is None or st.dags[n].team in teams])
 
     @routed(write=True)
     async def DeleteDag(self, request: dpb.DagRef, context: CallContext) -> dpb.DeleteDagResponse:

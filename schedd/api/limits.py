@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import grpc
 
+from schedd.api import auth
 from schedd.settings import Limits
-
-FORWARDED = "x-schedd-forwarded"
 
 
 def call_overflow(limits: Limits, jobs: int, size: int) -> str:
@@ -35,7 +34,9 @@ def max_receive_bytes(limits: Limits) -> int:
 class InflightLimit(grpc.aio.ServerInterceptor):
     """At most `limit` unary calls in flight per peer (a counting semaphore that refuses instead
     of waiting). Calls a follower forwards are exempt: they share the follower's one connection
-    to the leader, and the follower already counted them on the caller's own connection."""
+    to the leader, and the follower already counted them on the caller's own connection. Whether
+    a call was forwarded is what the authenticating interceptor verified (`auth.current()`, a
+    node's signature), never a header a client could send; that interceptor runs first."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -45,11 +46,12 @@ class InflightLimit(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler
-        if any(k == FORWARDED for k, _ in handler_call_details.invocation_metadata or ()):
-            return handler
         inner = handler.unary_unary
 
         async def limited(request, context):
+            info = auth.current()
+            if info is not None and info.forwarded_by:
+                return await inner(request, context)
             peer = context.peer() or "unknown"
             n = self.inflight.get(peer, 0)
             if n >= self.limit:

@@ -21,8 +21,8 @@ import grpc
 from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.message import Message
 
-from schedd.api import convert
-from schedd.api.limits import FORWARDED, call_overflow
+from schedd.api import auth, convert
+from schedd.api.limits import call_overflow
 from schedd.api.secrets import seal_spec_secrets
 from schedd.security.secrets import EnvSealer, stored_secrets
 from schedd.core import batches as B
@@ -31,7 +31,7 @@ from schedd.core import ledger
 from schedd.core import schedule as sched
 from schedd.core.policy import BACKFILL, QUOTA_KINDS, quota_limit
 from schedd.core.results import ApplyResult, Code
-from schedd.core.state import MAX_BACKFILL_PER_ENTRY, schedule_of
+from schedd.core.state import MAX_BACKFILL_PER_ENTRY, UNAUDITED, schedule_of
 from schedd.core.model import (
     EXECUTION_STATES, ValidationError, canonical_spec, parse_execution_id,
 )
@@ -46,7 +46,6 @@ log = logging.getLogger("schedd.api")
 T = TypeVar("T")
 
 STALE_OK = "x-schedd-stale-ok"
-PRINCIPAL = "x-schedd-principal"
 COMMIT_TIMEOUT_S = 10.0
 PAST_AT_GRACE_MS = 60_000
 POSITION = "x-schedd-batch-position"   # trailing metadata: 1-based position of the refused job
@@ -71,7 +70,9 @@ def _metadata(context: CallContext) -> dict[str, str]:
 
 
 def principal(context: CallContext) -> str:
-    return _metadata(context).get(PRINCIPAL) or context.peer() or "unknown"
+    """The call's principal as the authenticating interceptor verified it (schedd.api.auth)."""
+    info = auth.current()
+    return info.name if info is not None else context.peer() or "unknown"
 
 
 class BatchRefused(Exception):
@@ -147,11 +148,18 @@ class Router:
     """Forwards a call to the current leader, generically by service and method name (any
     schedd.v1 service whose generated module is loaded: Scheduler, Cluster, Workers, Dags)."""
 
-    def __init__(self, node: RaftNode,
+    def __init__(self, node: RaftNode, signer: auth.NodeSigner | None = None, clock: Clock | None = None,
                  channel_factory: Callable[[str], grpc.aio.Channel] = grpc.aio.insecure_channel) -> None:
         self.node = node
+        self.signer = signer or auth.NodeSigner(node.cfg.secret)
+        self.clock = clock
         self._channel_factory = channel_factory     # TLS or not: the composition root decides
         self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def node_metadata(self, method: str) -> list[tuple[str, str]]:
+        """The signed identity of the current call, for a call this node makes on its behalf."""
+        now = self.clock.now_ms() if self.clock is not None else int(time.time() * 1000)
+        return self.signer.metadata(self.node.cfg.node_id, auth.current(), method, now)
 
     def _channel(self, addr: str) -> grpc.aio.Channel:
         ch = self._channels.get(addr)
@@ -160,8 +168,8 @@ class Router:
         return ch
 
     async def forward(self, service: str, method: str, request, context: CallContext):
-        md = _metadata(context)
-        if md.get(FORWARDED):
+        info = auth.current()
+        if info is not None and info.forwarded_by:
             await context.abort(grpc.StatusCode.UNAVAILABLE,
                                 "this node is no longer the leader (an election is under way); retry")
         addr = self.node.leader_grpc_address()
@@ -174,7 +182,7 @@ class Router:
             response_deserializer=message_factory.GetMessageClass(out_type).FromString)
         remaining = context.time_remaining()
         timeout = min(remaining, 30.0) if remaining is not None else 30.0
-        meta = [(FORWARDED, self.node.cfg.node_id), (PRINCIPAL, principal(context))]
+        meta = self.node_metadata(f"/schedd.v1.{service}/{method}")
         try:
             return await call(request, timeout=timeout, metadata=meta)
         except grpc.aio.AioRpcError as e:
@@ -236,6 +244,9 @@ class CommittingService:
         client namespace (`commands.client_rid`: no id a client sends can stand for a leader's
         entry); "" stays "" (no dedup). Raises ValueError (request id too long), C.EntryTooLarge,
         NotApplied or OutcomeUnknown (see schedd.replication.node for what each says)."""
+        info = auth.current()
+        if info is not None and "audit" not in args and kind not in UNAUDITED:
+            args["audit"] = info.audit()          # recorded by apply with the entry's outcome
         entry = C.encode(kind, rid=C.client_rid(rid) if rid else "", now=self.clock.now_ms(),
                          term=self.node.term, by=principal(context), **args)
         started = time.perf_counter()
@@ -466,7 +477,7 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         with self.node.lock:
             st = self.node.state
             jobs, nxt, total = st.list_jobs(team=request.team, state=request.state,
-                                            after=request.page_token, limit=size)
+                                            after=request.page_token, limit=size, visible=auth.read_filter())
             page, cut = _bounded(jobs, lambda j: convert.job_to_pb(j, st, summary=not request.full))
             return pb.ListJobsResponse(jobs=page, next_page_token=page[-1].spec.name if cut else nxt,
                                        total=total)
@@ -516,7 +527,8 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             st = self.node.state
             if not request.job or request.job in st.jobs:
                 page, nxt, total = st.list_executions(job=request.job, state=request.state, after=after,
-                                                      limit=size, oldest_first=request.oldest_first)
+                                                      limit=size, oldest_first=request.oldest_first,
+                                                      visible=auth.read_filter())
                 out, cut = _bounded(page, self._exec_pb)
                 if cut:
                     nxt = (out[-1].scheduled_ms, out[-1].job)
@@ -640,6 +652,9 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         with self.node.lock:
             st = self.node.state
             keys = sorted({*st.quotas, f"lane:{BACKFILL}", *(k for k in st.held if not k.startswith("key:"))})
+            teams, cluster = auth.read_filter(), auth.may("quota", "cluster")
+            if teams is not None:       # team rows by read on the team; pool/lane rows by quota
+                keys = [k for k in keys if (k.partition(":")[2] in teams if k.startswith("team:") else cluster)]
             return pb.ListQuotasResponse(quotas=[
                 pb.Quota(key=k, limit=quota_limit(st, k) or 0, running=st.held.get(k, 0)) for k in keys])
 
@@ -739,7 +754,8 @@ class ClusterService(pb_grpc.ClusterServicer):
     async def _peer_info(self, peer, with_digest: bool = False) -> pb.NodeStatus:
         stub = pb_grpc.ClusterStub(self.router._channel(peer.grpc_address))
         try:
-            return await stub.NodeInfo(pb.NodeInfoRequest(with_digest=with_digest), timeout=1.5 + 3 * with_digest)
+            return await stub.NodeInfo(pb.NodeInfoRequest(with_digest=with_digest), timeout=1.5 + 3 * with_digest,
+                                       metadata=self.router.node_metadata("/schedd.v1.Cluster/NodeInfo"))
         except grpc.aio.AioRpcError as e:
             return pb.NodeStatus(id=peer.id, raft_address=peer.raft_address,
                                  grpc_address=peer.grpc_address, role="unreachable",

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
@@ -89,6 +89,14 @@ class AuditRecord:
     detail: str
     suppressed: int                 # denied records of this principal dropped just before this one
     hash: str
+
+    @property
+    def result(self) -> str:
+        """The apply result code of the entry that recorded it: `ok` when allowed, the refusal
+        code when apply refused it (the detail starts with it), `denied` when never proposed."""
+        if self.outcome == "error":
+            return self.detail.partition(":")[0]
+        return "ok" if self.outcome == "allowed" else "denied"
 
 
 HASHED_FIELDS = tuple(f.name for f in fields(AuditRecord) if f.name != "hash")
@@ -184,6 +192,15 @@ class AuditTrail:
     anchor: Anchor = field(default_factory=Anchor)
     records: deque[AuditRecord] = field(default_factory=deque)
     buckets: dict[str, Bucket] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator[AuditRecord]:
+        return iter(self.records)
+
+    def __getitem__(self, i: int) -> AuditRecord:
+        return self.records[i]
 
     @property
     def head(self) -> str:

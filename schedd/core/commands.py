@@ -46,6 +46,20 @@ BATCH_STAGE = "batch_stage"     # one chunk of a batch too big for one entry, ke
 BATCH_COMMIT = "batch_commit"   # every staged chunk of a batch becomes jobs, atomically, or none does
 BATCH_ABORT = "batch_abort"     # a batch is discarded: nothing of it can commit afterwards
 KINDS += (BATCH_STAGE, BATCH_COMMIT, BATCH_ABORT)
+# Access control and the audit trail (schedd.core.access): the ACL table and the hash-chained trail.
+ACL_POLICY_PUT = "acl_policy_put"
+ACL_POLICY_DELETE = "acl_policy_delete"
+ACL_ROLE_PUT = "acl_role_put"
+ACL_ROLE_DELETE = "acl_role_delete"
+ACL_TOKEN_CREATE = "acl_token_create"     # only the secret's hash: the API node minted the secret
+ACL_TOKEN_DELETE = "acl_token_delete"
+ACL_ANONYMOUS_SET = "acl_anonymous_set"
+ACL_BOOTSTRAP = "acl_bootstrap"           # the first management token, once per cluster
+AUDIT_APPEND = "audit_append"             # denied calls and login failures, batched by the API node
+AUDIT_CONFIG = "audit_config"             # retention and the denied-record rate limit
+ACL_KINDS = (ACL_POLICY_PUT, ACL_POLICY_DELETE, ACL_ROLE_PUT, ACL_ROLE_DELETE, ACL_TOKEN_CREATE,
+             ACL_TOKEN_DELETE, ACL_ANONYMOUS_SET, ACL_BOOTSTRAP, AUDIT_APPEND, AUDIT_CONFIG)
+KINDS += ACL_KINDS
 
 
 class EntryTooLarge(ValueError):

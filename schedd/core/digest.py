@@ -23,6 +23,9 @@ from functools import cache
 from operator import attrgetter
 from typing import Any
 
+from schedd.core.acl import canonical_rows as acl_rows
+from schedd.core.audit import canonical_rows as audit_rows
+
 SECTIONS = ("jobs", "execs", "dedup", "dags", "dag_runs", "quotas", "batches")
 
 
@@ -91,4 +94,8 @@ def state_digest(state: Any) -> str:
         for key, row in _sorted_items(table):
             h.update(_text([key, row]).encode())
             h.update(b"\n")
+    # The ACL table and the audit trail give their own canonical rows (the trail's head hash
+    # covers every kept record).
+    for name, rows in (("acl", acl_rows(state.acl)), ("audit", audit_rows(state.audit))):
+        h.update(_text([name, rows]).encode())
     return h.hexdigest()

@@ -3,6 +3,8 @@ node lock). Read-only: nothing here changes a table or an index."""
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 from sortedcontainers import SortedList
 
 from schedd.core.model import Execution, Job
@@ -21,9 +23,12 @@ def last_execution(st: Tables, name: str) -> Execution | None:
 
 
 def list_jobs(st: Tables, *, team: str = "", state: str = "", after: str = "",
-              limit: int = 100) -> tuple[list[Job], str, int]:
+              limit: int = 100, visible: Container[str] | None = None) -> tuple[list[Job], str, int]:
     """A page of jobs ordered by name, starting after `after`; returns (jobs, next_after, total).
-    Costs O(page) except when both team and state filter (then O(jobs in the team))."""
+    Costs O(page) except when both team and state filter (then O(jobs in the team)). `visible`
+    (the teams an ACL lets the caller read) keeps only those teams' jobs, at O(jobs) cost."""
+    if visible is not None:
+        return _visible_jobs(st, team=team, state=state, after=after, limit=limit, visible=visible)
     empty: SortedList[str] = SortedList()
     if state == "paused":
         names = st.paused_names
@@ -49,10 +54,23 @@ def list_jobs(st: Tables, *, team: str = "", state: str = "", after: str = "",
     return page, (page[-1].name if page and more else ""), total
 
 
+def _visible_jobs(st: Tables, *, team: str, state: str, after: str, limit: int,
+                  visible: Container[str]) -> tuple[list[Job], str, int]:
+    names = st.by_team.get(team, SortedList()) if team else st.names
+    jobs = [st.jobs[n] for n in names.irange(minimum=after, inclusive=(False, True))] if after else \
+        [st.jobs[n] for n in names]
+    keep = [j for j in jobs if j.team in visible and (not state or j.paused == (state == "paused"))]
+    total = sum(1 for n in names if st.jobs[n].team in visible
+                and (not state or st.jobs[n].paused == (state == "paused")))
+    page = keep[:limit]
+    return page, (page[-1].name if len(keep) > limit else ""), total
+
+
 def list_executions(st: Tables, *, job: str = "", state: str = "", after: tuple[int, str] | None = None,
-                    limit: int = 100, oldest_first: bool = False,
+                    limit: int = 100, oldest_first: bool = False, visible: Container[str] | None = None,
                     ) -> tuple[list[Execution], tuple[int, str] | None, int]:
-    """A page of executions ordered by (scheduled_ms, job), newest first unless asked."""
+    """A page of executions ordered by (scheduled_ms, job), newest first unless asked; `visible`
+    keeps only the executions of jobs of those teams (O(executions))."""
     if job:
         index = SortedList((t, job) for t in st.by_job.get(job, ()))
     else:
@@ -60,6 +78,8 @@ def list_executions(st: Tables, *, job: str = "", state: str = "", after: tuple[
     if state:
         index_state = st.by_state.get(state, SortedList())
         index = index_state if not job else SortedList(k for k in index if k in index_state)
+    if visible is not None:
+        index = SortedList(k for k in index if (j := st.jobs.get(k[1])) is not None and j.team in visible)
     total = len(index)
     if oldest_first:
         lo = index.bisect_right(after) if after else 0

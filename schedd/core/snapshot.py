@@ -21,14 +21,17 @@ from itertools import starmap
 from operator import attrgetter
 from typing import Any, Protocol
 
+from schedd.core.acl import AclTable, table_to_dict
+from schedd.core.audit import AuditTrail, trail_to_dict
 from schedd.core.digest import state_digest
 from schedd.core.model import Execution, Job
 
-SNAPSHOT_FORMAT = ("schedd-state", 3)
+SNAPSHOT_FORMAT = ("schedd-state", 4)
 # Images this version still reads: version 1 had no DAGs, quotas or per-execution policy fields,
 # version 2 no job incarnations (rows of older versions are shorter; the fields added since have
 # defaults at the end).
-READABLE_FORMATS = (("schedd-state", 1), ("schedd-state", 2), SNAPSHOT_FORMAT)
+# version 3 no ACL table or hash-chained audit trail (its audit rows are dropped on load).
+READABLE_FORMATS = (("schedd-state", 1), ("schedd-state", 2), ("schedd-state", 3), SNAPSHOT_FORMAT)
 JOB_FIELDS = tuple(f.name for f in fields(Job))
 EXEC_FIELDS = tuple(f.name for f in fields(Execution))
 AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index")
@@ -61,8 +64,8 @@ class Imaged(Protocol):
     last_index: int
     clock_ms: int
 
-    @property
-    def audit(self) -> Any: ...
+    acl: AclTable
+    audit: AuditTrail
 
 
 class SnapshotImage:
@@ -79,11 +82,11 @@ class SnapshotImage:
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         s = self.state
         extra: dict[str, Any] = {key: getattr(s, key) for key in EXTRA_FIELDS}
+        extra["acl"], extra["audit"] = table_to_dict(s.acl), trail_to_dict(s.audit)
         extra[SNAPSHOT_DIGEST] = (s.last_index, state_digest(s))
         return (_from_image, (SNAPSHOT_FORMAT, _GcPause(), list(map(attrgetter(*JOB_FIELDS), s.jobs.values())),
                               list(map(attrgetter(*EXEC_FIELDS), s.execs.values())), s.epoch, s.dedup,
-                              list(map(attrgetter(*AUDIT_FIELDS), s.audit)), s.log_hash, s.last_index,
-                              s.clock_ms, extra))
+                              [], s.log_hash, s.last_index, s.clock_ms, extra))
 
 
 class _GcPause:

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import gc
 import hashlib
-from collections import deque
+from collections.abc import Callable, Container
 from typing import Any, ClassVar
-from collections.abc import Callable
 
-from schedd.core import attempts, batches, dags, firing, jobs, queries
+from schedd.core import access, attempts, batches, dags, firing, jobs, queries
+from schedd.core import acl as acl_table
+from schedd.core import audit as audit_trail
 from schedd.core import commands as C
 from schedd.core import sla as sla_index
 from schedd.core.attempts import LOST_RETRY_LIMIT
@@ -46,8 +47,10 @@ __all__ = [      # re-exported for the modules that import them from here
 ]
 
 DEDUP_TTL_MS = 15 * 60 * 1000
-AUDIT_KEEP = 10_000
-UNAUDITED = frozenset({C.FIRE, C.NOOP, C.EPOCH, C.START, C.FINISH, C.EXPIRE, C.SKIP, C.SLA})
+# The leader's own entries, the denied records themselves, and a batch's staged chunks (its
+# commit or abort is the record of the call) leave no audit record.
+UNAUDITED = frozenset({C.FIRE, C.NOOP, C.EPOCH, C.START, C.FINISH, C.EXPIRE, C.SKIP, C.SLA, C.AUDIT_APPEND,
+                       C.BATCH_STAGE})
 
 Handler = Callable[[Tables, C.Command, int], ApplyResult]
 
@@ -69,7 +72,7 @@ HANDLERS: dict[str, Handler] = {
     C.TRIGGER: firing.trigger, C.FIRE: firing.fire, C.SKIP: firing.skip, C.BACKFILL: firing.backfill,
     C.START: attempts.start, C.FINISH: attempts.finish, C.EXPIRE: attempts.expire, C.CANCEL: attempts.cancel,
     C.SLA: sla_index.apply,
-    **dags.HANDLERS, **batches.HANDLERS,
+    **dags.HANDLERS, **batches.HANDLERS, **access.HANDLERS,
 }
 
 
@@ -83,6 +86,11 @@ def _target(cmd: C.Command) -> str:
         return f"batch {cmd.args.get('batch')}"
     if cmd.kind == C.CANCEL:
         return f"{cmd.args.get('job')}@{cmd.args.get('scheduled_ms')}"
+    if cmd.kind in (C.ACL_TOKEN_CREATE, C.ACL_BOOTSTRAP, C.ACL_POLICY_PUT, C.ACL_ROLE_PUT):
+        row = cmd.args.get("token") or cmd.args.get("policy") or cmd.args.get("role")
+        if not isinstance(row, dict):
+            return ""
+        return f"token:{row.get('accessor')}" if "accessor" in row else str(row.get("name", ""))
     return str(cmd.args.get("name") or cmd.args.get("key") or "")
 
 
@@ -95,7 +103,6 @@ class SchedulerState(Tables):
     def __init__(self) -> None:
         super().__init__()
         self.dedup: dict[str, tuple[int, dict[str, Any]]] = {}
-        self.audit: deque[AuditRecord] = deque(maxlen=AUDIT_KEEP)
         self.log_hash = b"\0" * 16    # blake2b chained over every applied entry's text
         self.last_index = 0
         self._digest: tuple[tuple[int, bytes], str] | None = None  # ((last_index, log_hash), digest)
@@ -123,11 +130,15 @@ class SchedulerState(Tables):
         Raft tick thread for a second per million jobs."""
         gc.disable()
         try:
-            fmt, jobs_, execs, epoch, dedup, audit, log_hash, last_index, clock_ms, extra = data
+            fmt, jobs_, execs, epoch, dedup, _old_audit, log_hash, last_index, clock_ms, extra = data
             if tuple(fmt) != SNAPSHOT_FORMAT:
                 raise ValueError(f"unsupported snapshot format {fmt!r}")
             self.jobs, self.execs, self.epoch, self.dedup = jobs_, execs, epoch, dedup
-            self.audit = deque(audit, maxlen=AUDIT_KEEP)
+            # The ACL table and the audit trail re-validate on load (a tampered chain is refused);
+            # images older than format 4 have neither (the old deque of rows is not a chain).
+            acl, trail = extra.get("acl"), extra.get("audit")
+            self.acl = acl_table.table_from_dict(acl) if acl else acl_table.AclTable()
+            self.audit = audit_trail.trail_from_dict(trail) if trail else audit_trail.AuditTrail()
             self.log_hash, self.last_index, self.clock_ms = log_hash, last_index, clock_ms
             self._digest = None
             for key in EXTRA_FIELDS:
@@ -170,7 +181,7 @@ class SchedulerState(Tables):
             # of the same request id (an expiry, a claim, an SLA miss) for DEDUP_TTL_MS.
             self.dedup[cmd.rid] = (cmd.now, result.as_dict())
         if cmd.kind not in UNAUDITED:
-            self.audit.append(AuditRecord(cmd.now, cmd.by, cmd.kind, _target(cmd), result.code.value, index))
+            access.record(self, cmd, index, result, _target(cmd))
         return result
 
     def _expire_dedup(self, now: int) -> None:
@@ -212,11 +223,11 @@ class SchedulerState(Tables):
         return queries.last_execution(self, name)
 
     def list_jobs(self, *, team: str = "", state: str = "", after: str = "",
-                  limit: int = 100) -> tuple[list[Job], str, int]:
-        return queries.list_jobs(self, team=team, state=state, after=after, limit=limit)
+                  limit: int = 100, visible: Container[str] | None = None) -> tuple[list[Job], str, int]:
+        return queries.list_jobs(self, team=team, state=state, after=after, limit=limit, visible=visible)
 
     def list_executions(self, *, job: str = "", state: str = "", after: tuple[int, str] | None = None,
-                        limit: int = 100, oldest_first: bool = False,
+                        limit: int = 100, oldest_first: bool = False, visible: Container[str] | None = None,
                         ) -> tuple[list[Execution], tuple[int, str] | None, int]:
         return queries.list_executions(self, job=job, state=state, after=after, limit=limit,
-                                       oldest_first=oldest_first)
+                                       oldest_first=oldest_first, visible=visible)

@@ -18,6 +18,8 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
+from schedd.core.acl import AclTable
+from schedd.core.audit import AuditTrail
 from schedd.core import commands as C
 from schedd.core import schedule as sched
 from schedd.core.model import RETRY_WAIT, RUNNING, SCHEDULED, Execution, Job
@@ -95,6 +97,8 @@ class Tables:
         self.dag_runs: dict[tuple[str, int], DagRun] = {}   # (DAG name, logical_ms) -> run
         self.quotas: dict[str, int] = {}   # "team:<t>" | "pool:<p>" | "lane:backfill" -> max running
         self.batches: dict[str, Batch] = {}   # batch id -> staged chunks or outcome (schedd.core.batches)
+        self.acl = AclTable()                 # policies, roles, token hashes (schedd.core.access)
+        self.audit = AuditTrail()             # the hash-chained audit trail (schedd.core.audit)
 
     # ------------------------------------------------------------ bulk rebuild
 

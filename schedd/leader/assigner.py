@@ -160,7 +160,7 @@ class Assigner:
         for c, spec in claims:
             name, t = c.job, c.scheduled_ms
             pool, labels = spec.get("pool", ""), spec.get("worker_labels") or {}
-            workers = self.hub.eligible(pool, now, labels) if self.hub.conns else []
+            workers = self.hub.eligible(pool, now, labels, spec.get("team") or "default") if self.hub.conns else []
             if not workers:
                 if not self.hub.conns:
                     waiting[(name, t)] = "waiting: no worker is connected"

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 import grpc
 
+from schedd.core import acl as A
 from schedd.core.model import ValidationError, parse_execution_id
 from schedd.core.view import StateView
 from schedd.replication.node import RaftNode
@@ -61,6 +62,7 @@ class WorkerConn:
     incarnation: str = ""         # the worker process (WorkerHello.incarnation)
     reported: bool = False        # a heartbeat came on this stream: every result the worker had
                                   # to resend after its hello came before it (one ordered stream)
+    principal: A.Principal | None = None   # its worker token's (ACL enabled), checked per assignment
 
     def free_slots(self) -> int:
         return 0 if self.draining or self.closed else self.slots - len(self.running) - self.reserved
@@ -96,6 +98,10 @@ class WorkerHub(pb_grpc.WorkersServicer):
         self.on_result: Callable[[WorkerConn, pb.AttemptResult], None] = lambda conn, r: None
         self.on_change: Callable[[], None] = lambda: None
         self.router: Forwarder | None = None      # set by the daemon, for ListWorkers forwarding
+        # ACL (set by the daemon): the verified principal of the current call (the authenticating
+        # interceptor's); with ACL enabled a worker serves only what its token's `serve` allows.
+        self.acl_enabled = False
+        self.identify: Callable[[], A.Principal | None] = lambda: None
 
     # ------------------------------------------------------------ registry
 
@@ -104,16 +110,18 @@ class WorkerHub(pb_grpc.WorkersServicer):
         but stops heartbeating: it must not be given work)."""
         return now - conn.last_heartbeat_ms <= 2 * self.lease_ms // 3
 
-    def eligible(self, pool: str, now: int, labels: dict[str, str] | None = None) -> list[WorkerConn]:
+    def eligible(self, pool: str, now: int, labels: dict[str, str] | None = None,
+                 team: str | None = None) -> list[WorkerConn]:
         """Live workers that can take one more attempt of a job in `pool` ("" = any pool) whose
         labels include all of `labels`; the one running (or being given) the fewest attempts
         first, then most free slots, ties by name (deterministic). Fewest first shares work
         evenly: a worker that advertises many slots gets no more than the others until they are
-        full."""
+        full. With ACL, a worker whose token may not serve `team` is not eligible."""
         want = (labels or {}).items()
         out = [c for c in self.conns.values()
                if c.free_slots() > 0 and (not pool or c.pool == pool) and self.live(c, now)
-               and all(c.labels.get(k) == v for k, v in want)]
+               and all(c.labels.get(k) == v for k, v in want)
+               and (c.principal is None or team is None or A.may_serve(c.principal, c.pool, team))]
         out.sort(key=lambda c: (len(c.running) + c.reserved, -c.free_slots(), c.name))
         return out
 
@@ -203,7 +211,25 @@ class WorkerHub(pb_grpc.WorkersServicer):
                                 f"worker {hello.name!r} claims {hello.slots} slots; this cluster allows at "
                                 f"most {self.max_slots} per worker (limits.max_worker_slots): start it with "
                                 f"--slots {self.max_slots} or fewer")
+        await self._check_token(hello, context)
         return hello
+
+    async def _check_token(self, hello: pb.WorkerHello, context: CallContext) -> None:
+        """With ACL: a worker token with `serve` on the worker's pool, and no more slots than it
+        allows (the interceptor already refused a call without a worker token)."""
+        if not self.acl_enabled:
+            return
+        p = self.identify()
+        if p is None or p.kind != "worker":
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                "permission denied: missing capability 'serve': Workers.Connect needs a worker token")
+        decision = A.allowed(p, A.SERVE, A.pool_resource(hello.pool))
+        if not decision:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, decision.message)
+        if hello.slots > p.max_slots:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"worker {hello.name!r} claims {hello.slots} slots; its token allows at most "
+                                f"{p.max_slots}: start it with --slots {p.max_slots} or fewer")
 
     async def _serve(self, request_iterator, context):
         hello = await self._hello(request_iterator, context)
@@ -218,7 +244,8 @@ class WorkerHub(pb_grpc.WorkersServicer):
             self._close(old)                      # a reconnect replaces the stale stream
         conn = WorkerConn(name=hello.name, slots=hello.slots, pool=hello.pool, labels=dict(hello.labels),
                           peer=context.peer(), connected_ms=now, last_heartbeat_ms=now,
-                          incarnation=hello.incarnation[:64])
+                          incarnation=hello.incarnation[:64],
+                          principal=self.identify() if self.acl_enabled else None)
         self.conns[hello.name] = conn
         self._adopt(conn, hello.running_tokens, now)
         log.info("worker %s connected from %s: %d slots, pool %r, running %s", conn.name, conn.peer,
@@ -279,11 +306,22 @@ class WorkerHub(pb_grpc.WorkersServicer):
                 self._close(conn)
 
     def on_heartbeat(self, conn: WorkerConn, hb: pb.Heartbeat, now: int) -> None:
+        if conn.principal is not None and not self._token_valid(conn.principal, now):
+            log.info("worker %s: its token expired or was revoked; closing the stream", conn.name)
+            self._close(conn)
+            return
         conn.draining = hb.draining
         for token in hb.running_tokens:
             if token in conn.running:
                 self.token_seen[token] = now
         conn.reported = True
+
+    def _token_valid(self, p: A.Principal, now: int) -> bool:
+        """A worker's token is re-checked at every heartbeat: expiry, and revocation."""
+        if p.expired(now):
+            return False
+        with self.node.lock:
+            return p.accessor is None or p.accessor in self.node.state.acl.tokens
 
     async def ListWorkers(self, request, context) -> pb.ListWorkersResponse:
         if not self.node.is_leader() and self.router is not None:

@@ -25,6 +25,7 @@ import grpc
 
 from schedd.security import certs
 from schedd_client.channels import Security, open_channel
+from schedd_proto import acl_pb2, acl_pb2_grpc
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
@@ -113,6 +114,11 @@ class LocalCluster:
     webhook_allow: tuple[str, ...] = ()
     worker_http_allow: tuple[str, ...] = ()
     test_mode: bool = False          # writes test_mode = true (failpoints, clock admin; with SCHEDD_TEST_MODE=1)
+    # Access control ([acl] enabled): production nodes default to on; the harness says which it
+    # wants (False writes `enabled = false`). `acl_settings` adds other [acl] keys (rate limits).
+    acl: bool = False
+    acl_settings: dict = field(default_factory=dict)
+    admin_token: str = ""            # set by bootstrap(): the harness's own calls use it
     # Test harnesses: a node's host (default 127.0.0.1; e.g. its network namespace's address),
     # and a command prefix per process ("n1", "worker:w1") that execs the rest of the command
     # line, so the started pid is still the daemon's (`ip netns exec NS`, `nsenter -t PID -m --`).
@@ -222,8 +228,9 @@ class LocalCluster:
             f'fsync = "{self.fsync}"',
         ] + (["test_mode = true"] if self.test_mode else [])
         webhooks = {"allow": list(self.webhook_allow)} if self.webhook_allow else {}
+        acl = {"enabled": self.acl, **self.acl_settings}
         for section, values in (("raft", self.raft), ("scheduler", self.scheduler),
-                                ("webhooks", webhooks), ("limits", self.limits)):
+                                ("webhooks", webhooks), ("limits", self.limits), ("acl", acl)):
             if values:
                 lines.append(f"\n[{section}]")
                 lines += [f"{k} = {_toml(v)}" for k, v in values.items()]
@@ -263,10 +270,11 @@ class LocalCluster:
 
     def start_worker(self, name: str, *, slots: int = 4, pool: str = "", drain_grace_s: float = 10.0,
                      extra_env: dict | None = None, extra_args: tuple[str, ...] = (),
-                     context: bool = False) -> NodeProc:
+                     context: bool = False, token: str = "") -> NodeProc:
         """A `schedd worker` process connected to this cluster: by flags, or with `context` by
         a context file of its own (write_context) named in SCHEDD_CONTEXT, and no flags
-        (`extra_args`: more flags, e.g. ("--config", path))."""
+        (`extra_args`: more flags, e.g. ("--config", path); `token`: its worker token, passed
+        in the environment)."""
         w = self.workers.get(name)
         if w is not None and w.alive():
             return w
@@ -287,6 +295,8 @@ class LocalCluster:
             args += ["--ca", str(sec.ca)] + (["--cert", str(sec.cert), "--key", str(sec.key)]
                                              if sec.cert is not None else [])
         args += list(extra_args)
+        if token:                  # through the environment: never on a command line (ps shows it)
+            extra_env = {**(extra_env or {}), "SCHEDD_TOKEN": token}
         if self.worker_http_allow:
             args += ["--http-allow", ",".join(self.worker_http_allow)]
         if os.geteuid() == 0:
@@ -349,6 +359,31 @@ class LocalCluster:
             except subprocess.TimeoutExpired:
                 self.kill_node(nid)
 
+    # ------------------------------------------------------------ access control
+
+    def _auth(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self.admin_token}"),) if self.admin_token else ()
+
+    def bootstrap(self, timeout: float = 60.0) -> str:
+        """`acl bootstrap` once the cluster has a leader: the management token (kept for the
+        harness's own status calls, and returned)."""
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            for node in self.nodes.values():
+                if not node.alive():
+                    continue
+                with grpc.insecure_channel(node.grpc) as ch:
+                    try:
+                        out = acl_pb2_grpc.AclStub(ch).Bootstrap(acl_pb2.BootstrapRequest(), timeout=5.0)
+                    except grpc.RpcError as e:
+                        last = f"{e.code().name}: {e.details()}"
+                        continue
+                self.admin_token = out.secret
+                return out.secret
+            time.sleep(0.2)
+        raise TimeoutError(f"ACL bootstrap did not succeed within {timeout:g}s (last: {last})")
+
     # ------------------------------------------------------------ observation
 
     def status(self, nid: str | None = None, timeout: float = 2.0) -> pb.ClusterStatus | None:
@@ -357,7 +392,8 @@ class LocalCluster:
         for n in order:
             with self.channel(n) as ch:
                 try:
-                    return pb_grpc.ClusterStub(ch).Status(pb.ClusterStatusRequest(), timeout=timeout)
+                    return pb_grpc.ClusterStub(ch).Status(pb.ClusterStatusRequest(), timeout=timeout,
+                                                          metadata=self._auth())
                 except grpc.RpcError:
                     continue
         return None
@@ -367,7 +403,8 @@ class LocalCluster:
         with self.channel(nid) as ch:
             try:
                 return pb_grpc.ClusterStub(ch).NodeInfo(
-                    pb.NodeInfoRequest(with_digest=with_digest, digest_at=digest_at), timeout=timeout)
+                    pb.NodeInfoRequest(with_digest=with_digest, digest_at=digest_at), timeout=timeout,
+                    metadata=self._auth())
             except grpc.RpcError:
                 return None
 

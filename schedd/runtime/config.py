@@ -44,6 +44,10 @@
                                                 # the CA this node trusts when it dials its peers
     insecure = false                    # true allows plaintext, on loopback binds only; without TLS
                                         # and without it (or on any other bind) the node refuses to start
+    [acl]                               # access control (docs/security-acl.md)
+    enabled = true                      # default-deny; only `schedctl acl bootstrap` works until bootstrap
+    rate_per_second = 200               # mutating calls per principal (0 = no limit)...
+    rate_burst = 400                    # ...with bursts up to this
 
     [[peers]]
     id = "n2"
@@ -65,7 +69,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from schedd.settings import Limits, NodeConfig, Peer, RaftTuning, SchedulerTuning, TlsSettings
+from schedd.settings import AclSettings, Limits, NodeConfig, Peer, RaftTuning, SchedulerTuning, TlsSettings
 from schedd_client.net.policy import DEFAULT_DENY_RULES, NetPolicy, PolicyError, parse_rules
 
 __all__ = ["ConfigError", "Limits", "NodeConfig", "Peer", "RaftTuning", "SchedulerTuning", "TlsSettings",
@@ -202,6 +206,17 @@ def _limits(t: dict) -> Limits:
         "max_jobs_per_team": (0, 100_000_000), "max_inflight_per_connection": (1, 100_000)})
 
 
+def _acl(t: dict) -> AclSettings:
+    _check_keys(t, set(AclSettings.__slots__), "[acl]")
+    enabled = t.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"[acl].enabled must be true or false, got {enabled!r}")
+    d = AclSettings()
+    return AclSettings(enabled=enabled,
+                       rate_per_second=_int(t, "rate_per_second", d.rate_per_second, 0, 1_000_000, "[acl]"),
+                       rate_burst=_int(t, "rate_burst", d.rate_burst, 1, 10_000_000, "[acl]"))
+
+
 def _webhooks(t: dict) -> NetPolicy:
     _check_keys(t, {"allow", "deny"}, "[webhooks]")
     lists = {}
@@ -250,7 +265,7 @@ def _tls(t: dict, base_dir: Path | None) -> TlsSettings:
 
 TOP_KEYS = {"node_id", "data_dir", "raft_address", "grpc_address", "metrics_address", "raft_bind",
             "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "webhooks", "limits",
-            "tls", "test_mode"}
+            "tls", "acl", "test_mode"}
 
 
 def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
@@ -297,6 +312,7 @@ def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
         webhooks=_webhooks(d.get("webhooks") or {}),
         limits=_limits(d.get("limits") or {}),
         tls=_tls(_table(d, "tls"), base_dir),
+        acl=_acl(d.get("acl") or {}),
         test_mode=bool(d.get("test_mode", False)),
     )
     validate(cfg)

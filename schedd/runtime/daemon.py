@@ -20,6 +20,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
+from schedd.api.acl_service import AclService, AuditService
+from schedd.api.auth import AuditQueue, AuthInterceptor, NodeSigner, RateLimiter
+from schedd.api.auth import current as auth_current
 from schedd.api.dags_service import DagsService
 from schedd.api.limits import InflightLimit, max_receive_bytes
 from schedd.api.service import ClusterService, Router, SchedulerService
@@ -36,7 +39,7 @@ from schedd.security.tls import CertReloader, ServerTlsFiles, TlsError, channel_
 from schedd.settings import TlsSettings
 from schedd_client.channels import Security, open_aio_channel
 from schedd.testing import hooks as testing
-from schedd_proto import dags_pb2, dags_pb2_grpc
+from schedd_proto import acl_pb2, acl_pb2_grpc, dags_pb2, dags_pb2_grpc
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
@@ -160,10 +163,16 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     replicas = ReplicaWatch(node, ConvergenceTracker(cfg.raft.replica_stuck_ms), wall_ms=clock.now_ms)
     metrics.watch(node, replicas)
 
-    router = Router(node, peer_channels(cfg.tls))
+    signer = NodeSigner(cfg.secret)
+    router = Router(node, signer, clock, peer_channels(cfg.tls))
     hub.router = router
+    audit_queue = AuditQueue(lambda entry: node.propose(entry, timeout=10.0), clock)
+    limiter = RateLimiter(cfg.acl.rate_per_second, cfg.acl.rate_burst) if cfg.acl.enabled else None
+    authn = AuthInterceptor(node, clock, signer, enabled=cfg.acl.enabled, queue=audit_queue, limiter=limiter)
+    hub.acl_enabled = cfg.acl.enabled
+    hub.identify = lambda: (info.principal if (info := auth_current()) is not None else None)
     server = grpc.aio.server(
-        interceptors=[InflightLimit(cfg.limits.max_inflight_per_connection)],
+        interceptors=[authn, InflightLimit(cfg.limits.max_inflight_per_connection)],
         options=[("grpc.so_reuseport", 0),
                  ("grpc.max_receive_message_length", max_receive_bytes(cfg.limits))])
     pb_grpc.add_SchedulerServicer_to_server(SchedulerService(node, clock, metrics, router, dispatcher),
@@ -171,6 +180,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     pb_grpc.add_ClusterServicer_to_server(ClusterService(node, router, replicas, clock), server)
     dags_pb2_grpc.add_DagsServicer_to_server(DagsService(node, clock, metrics, router), server)
     pb_grpc.add_WorkersServicer_to_server(hub, server)
+    acl_pb2_grpc.add_AclServicer_to_server(AclService(node, clock, metrics, router), server)
+    acl_pb2_grpc.add_AuditServicer_to_server(AuditService(node, clock, metrics, router), server)
     if cfg.test_mode:
         testing.add_admin_service(server, clock, node, faults)
     health_servicer = health.aio.HealthServicer()
@@ -178,7 +189,9 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     names = (pb.DESCRIPTOR.services_by_name["Scheduler"].full_name,
              pb.DESCRIPTOR.services_by_name["Cluster"].full_name,
              pb.DESCRIPTOR.services_by_name["Workers"].full_name, health.SERVICE_NAME,
-             reflection.SERVICE_NAME, dags_pb2.DESCRIPTOR.services_by_name["Dags"].full_name)
+             reflection.SERVICE_NAME, dags_pb2.DESCRIPTOR.services_by_name["Dags"].full_name,
+             acl_pb2.DESCRIPTOR.services_by_name["Acl"].full_name,
+             acl_pb2.DESCRIPTOR.services_by_name["Audit"].full_name)
     reflection.enable_server_reflection(names, server)
     port = (server.add_secure_port(cfg.grpc_address, reloader.credentials()) if reloader is not None
             else server.add_insecure_port(cfg.grpc_address))
@@ -204,6 +217,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     loop.add_signal_handler(signal.SIGHUP, lambda: _reload(cfg, reloader, router, reloads))
     task = asyncio.create_task(dispatcher.run())
     watch_task = asyncio.create_task(replicas.run(writes_health))
+    audit_task = asyncio.create_task(audit_queue.run())
     log.info("node %s serving gRPC on %s (%s), Raft on %s, metrics on %s, fsync=%s", cfg.node_id,
              cfg.grpc_address, _describe_tls(reloader), cfg.raft_address,
              cfg.metrics_address or "off", cfg.fsync)
@@ -214,6 +228,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     finally:
         log.info("node %s stopping", cfg.node_id)
         watch_task.cancel()
+        audit_task.cancel()
         for name in ("", LIVENESS_SERVICE, WRITES_SERVICE, *names[:2]):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         hub.close_all("node stopping")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import grpc
 
+from schedd.api.auth import AuthInterceptor, NodeSigner
 from schedd.api.limits import InflightLimit
 from schedd.api.service import Router, SchedulerService
 from schedd.core import commands as C
@@ -75,7 +76,9 @@ class ApiServer:
     async def _start(self) -> None:
         limits = self.node.cfg.limits
         self.server_interceptor = InflightLimit(limits.max_inflight_per_connection)
-        self.server = grpc.aio.server(interceptors=[self.server_interceptor],
+        # As the daemon chains them: who calls (ACL off here, so no checks) before the cap.
+        authn = AuthInterceptor(self.node, self.clock, NodeSigner(""), enabled=False)
+        self.server = grpc.aio.server(interceptors=[authn, self.server_interceptor],
                                       options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
         router = Router(self.node)  # type: ignore[arg-type]
         pb_grpc.add_SchedulerServicer_to_server(

@@ -106,6 +106,27 @@ def test_inflight_requests_per_connection_are_capped(api):
     ch.close()
 
 
+def test_a_client_sent_forwarded_header_does_not_skip_the_inflight_cap(api):
+    """Only a node-signed forwarded call is exempt; a client writing x-schedd-forwarded (and a
+    principal) itself is counted like any other (it used to skip the cap)."""
+    slow = _Slow()
+    server = api(limits=Limits(max_inflight_per_connection=1), proposals=slow)
+    ch = grpc.insecure_channel(server.address)
+    stub = pb_grpc.SchedulerStub(ch)
+    forged = (("x-schedd-forwarded", "n1"), ("x-schedd-principal", "token:admin"))
+    try:
+        held = stub.PauseJob.future(pb.JobRef(name="j0", request_id="r0"), timeout=30, metadata=forged)
+        wait_until(lambda: _inflight(server) == 1, timeout=30, what="one call in flight")
+        with pytest.raises(grpc.RpcError) as err:
+            stub.PauseJob(pb.JobRef(name="j1", request_id="r1"), timeout=30, metadata=forged)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    finally:
+        slow.release.set()
+    with pytest.raises(grpc.RpcError):
+        held.result()
+    ch.close()
+
+
 def _inflight(server) -> int:
     limit = server.server_interceptor
     return sum(limit.inflight.values())

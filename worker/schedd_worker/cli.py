@@ -195,7 +195,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     try:
         cluster, security = resolve(args.cluster, ca=args.ca, cert=args.cert, key=args.key,
-                                    context=args.context)
+                                    token=args.token, context=args.context)
         security.credentials_for_channel()
     except ValueError as e:        # ContextError, SecurityError, a bad address
         print(f"schedd worker: error: {e}", file=sys.stderr)
@@ -271,6 +271,9 @@ def add_arguments(w: argparse.ArgumentParser) -> None:
     w.add_argument("--http-keep-bytes", type=int, default=None, metavar="N",
                    help="bytes of an HTTP answer kept as the run's output tail (0-4096, "
                         "default 4096; 0 keeps none)")
+    w.add_argument("--token", default=None, metavar="TOKEN",
+                   help="worker token <accessor>.<secret> (default: $SCHEDD_TOKEN; prefer the variable: "
+                        "a command line is visible to other users)")
     w.add_argument("--allow-root", action="store_true", default=None,
                    help="run even as root without team mappings (jobs then run as root too); "
                         "refused otherwise")

@@ -55,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import random
 import re
 import time
@@ -67,7 +68,7 @@ import grpc.aio
 
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
-from schedd_client.channels import Security, open_aio_channel
+from schedd_client.channels import TOKEN_ENV, Security, open_aio_channel, with_files
 from schedd_worker import executors
 from schedd_worker.executors import NO_ISOLATION, Assignment, HttpOptions, Isolation, Outcome, PythonHandlers
 from schedd_worker.hooks import NO_HOOKS, WorkerHooks
@@ -170,7 +171,8 @@ class WorkerRuntime:
                  python_handlers: PythonHandlers | None = None, drain_grace_s: float = 30.0,
                  kill_grace_s: float = 5.0, now_ms: Callable[[], int] = _wall_ms,
                  http: HttpOptions = HttpOptions(), hooks: WorkerHooks = NO_HOOKS,
-                 isolation: Isolation = NO_ISOLATION, security: Security | None = None) -> None:
+                 isolation: Isolation = NO_ISOLATION, security: Security | None = None,
+                 token: str | None = None) -> None:
         if isinstance(cluster, str):
             cluster = [cluster]
         self.cluster = [a.strip() for a in cluster if a and a.strip()]
@@ -192,7 +194,10 @@ class WorkerRuntime:
         self.isolation = isolation                 # team -> Unix user, attempt cgroups
         self.version = version()
         self.hooks = hooks                         # the fault suite's (schedd_worker.hooks)
-        self.security = security or Security()     # TLS files and token (schedd_client.channels)
+        # TLS files and the worker token (`token`, else the security's, else $SCHEDD_TOKEN):
+        # the channel carries the token (schedd_client.channels), never in cleartext off loopback.
+        self.security = with_files(security or Security(),
+                                   token=token or os.environ.get(TOKEN_ENV, "").strip() or None)
         self.security.credentials_for_channel()    # a bad file fails at start, named
         self._rec = hooks.record                   # test-mode history only (None otherwise)
 

@@ -1,0 +1,513 @@
+"""Who is calling, and may they: the one authenticating, authorizing gRPC interceptor (issue 12).
+
+For every call, first in the interceptor chain:
+1. Headers a client could forge are never trusted: `x-schedd-principal`, `x-schedd-forwarded`
+   and the other forwarding fields count only when `x-schedd-node-sig` is a valid HMAC over them,
+   keyed from the cluster secret (`NodeSigner`): only a node can forward a call (and skip
+   `InflightLimit`, which reads `current().forwarded_by`), and a forwarded call keeps its
+   caller's principal and address. Servicers read the call's identity from `current()` only.
+2. With ACL enabled, the principal comes from the credential only: `authorization: Bearer
+   <accessor>.<secret>` against this node's replicated table (the leader re-authenticates a
+   forwarded bearer against its own, so a token revoked there cannot write through a lagging
+   follower), else the mTLS peer principal (an `admin` certificate holds the management policy;
+   others hold nothing without a token), else the anonymous policy. A bad or missing credential
+   is UNAUTHENTICATED and queued as a login failure in the audit trail.
+3. The method's need (`schedd.api.capabilities.need_of`) is checked with the resource its
+   resolver finds (the named job's, execution's or DAG's team): a denial is PERMISSION_DENIED
+   naming the missing capability, queued as a denied record, and nothing is proposed. Lists are
+   filtered by the servicers with `read_filter()`. Health and reflection stay open; any other
+   method missing from the table is refused.
+4. Mutating calls are rate-limited per principal (RESOURCE_EXHAUSTED with a retry hint).
+
+The call's identity is handed to the servicers in a context variable (`current()`), never in
+metadata they would have to trust.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+import hmac
+import inspect
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from schedd.api.capabilities import Need, need_of
+from schedd.core import acl as A
+from schedd.core.access import MAX_EVENTS_PER_ENTRY
+from schedd.core import commands as C
+from schedd.core.model import DEFAULT_TEAM, ValidationError, parse_execution_id
+from schedd.ports.clock import Clock
+from schedd.security.tls import peer_principal
+
+log = logging.getLogger("schedd.auth")
+
+AUTHORIZATION = "authorization"
+PRINCIPAL = "x-schedd-principal"
+FORWARDED = "x-schedd-forwarded"
+SOURCE = "x-schedd-source"
+SIGNED_AT = "x-schedd-signed-at"
+SIGNATURE = "x-schedd-node-sig"
+RETRY_AFTER = "x-schedd-retry-after-ms"
+NODE_HEADERS = frozenset((PRINCIPAL, FORWARDED, SOURCE, SIGNED_AT, SIGNATURE))
+SIGNATURE_WINDOW_MS = 60_000
+OPEN_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
+MUTATING_CAPABILITIES = frozenset(("write", "trigger", "cancel", "backfill", "quota", "acl"))
+AUDIT_FLUSH_S = 0.2
+CATCH_UP_S = 2.0                 # how long a follower waits to learn a token the leader just made
+SETTLE_S = 0.3                   # ...and at least this long (the leader's commit index reaches it
+                                 # with the next heartbeat): an unknown token costs this on followers
+# What one node asks another for while answering a call it already authorized (Cluster.Status).
+NODE_CALLS = frozenset(("/schedd.v1.Cluster/NodeInfo",))
+# A worker finds the leader through Cluster.Status: its token may call that without `operator`.
+WORKER_READS = frozenset(("/schedd.v1.Cluster/Status",))
+
+
+@dataclass(slots=True, frozen=True)
+class CallInfo:
+    """The verified identity of one call."""
+
+    name: str                          # the principal's name: audit records and entries' `by`
+    source: str                        # the caller's address (the original caller's, if forwarded)
+    method: str
+    principal: A.Principal | None      # None: ACL disabled (no checks, nothing filtered)
+    bearer: str = ""                   # the credential as sent, passed along when forwarding
+    forwarded_by: str = ""             # the node that forwarded it (signature verified)
+    request_id: str = ""
+
+    def audit(self, target: str = "") -> dict[str, str]:
+        """The audit fields an allowed mutating call carries inside its entry."""
+        return {"principal": self.name, "source": self.source, "action": action_of(self.method),
+                "target": target, "request_id": self.request_id}
+
+
+CALL: contextvars.ContextVar[CallInfo | None] = contextvars.ContextVar("schedd_call", default=None)
+
+
+def current() -> CallInfo | None:
+    return CALL.get()
+
+
+def read_filter(capability: str = "read") -> A.TeamFilter | None:
+    """The teams the current caller may list; None: no restriction (ACL disabled)."""
+    info = CALL.get()
+    if info is None or info.principal is None:
+        return None
+    return A.visible_teams(info.principal, capability)
+
+
+def may(capability: str, resource: str) -> bool:
+    """Whether the current caller holds `capability` on `resource` (ACL disabled: yes)."""
+    info = CALL.get()
+    return info is None or info.principal is None or bool(A.allowed(info.principal, capability, resource))
+
+
+def action_of(method: str) -> str:
+    """`/schedd.v1.Scheduler/PutJob` -> `Scheduler.PutJob`."""
+    service, _, name = method.rpartition("/")
+    return f"{service.rpartition('.')[2]}.{name}" if service else method
+
+
+# ---------------------------------------------------------------- node authentication
+
+
+class NodeSigner:
+    """HMAC-SHA256 over a forwarded call's identity fields, keyed from the cluster secret: what
+    makes a forwarded call's principal trustworthy (a client does not know the key)."""
+
+    def __init__(self, secret: str) -> None:
+        seed = secret.encode() if secret else os.urandom(32)   # one node: nothing forwards to it
+        self.key = hmac.new(seed, b"schedd-forwarding-v1", hashlib.sha256).digest()
+
+    def _mac(self, node: str, principal: str, source: str, method: str, at: str) -> str:
+        text = "\n".join((node, principal, source, method, at)).encode()
+        return hmac.new(self.key, text, hashlib.sha256).hexdigest()
+
+    def metadata(self, node: str, info: CallInfo | None, method: str, now_ms: int,
+                 fallback_principal: str = "") -> list[tuple[str, str]]:
+        """What a node sends with a call it makes for a caller: the caller's bearer (so the
+        receiver re-authenticates it) and the signed identity."""
+        name = info.name if info is not None else fallback_principal or f"node:{node}"
+        source = info.source if info is not None else ""
+        at = str(now_ms)
+        out = [(FORWARDED, node), (PRINCIPAL, name), (SOURCE, source), (SIGNED_AT, at),
+               (SIGNATURE, self._mac(node, name, source, method, at))]
+        if info is not None and info.bearer:
+            out.append((AUTHORIZATION, info.bearer))
+        return out
+
+    def verify(self, md: dict[str, str], method: str, now_ms: int) -> tuple[str, str, str] | None:
+        """(node, principal, source) of a validly signed, fresh call; None otherwise."""
+        sig = md.get(SIGNATURE)
+        if not sig:
+            return None
+        node, name, source, at = (md.get(k, "") for k in (FORWARDED, PRINCIPAL, SOURCE, SIGNED_AT))
+        try:
+            fresh = abs(now_ms - int(at)) <= SIGNATURE_WINDOW_MS
+        except ValueError:
+            return None
+        if not node or not fresh or not hmac.compare_digest(sig, self._mac(node, name, source, method, at)):
+            return None
+        return node, name, source
+
+
+# ---------------------------------------------------------------- resources of a request
+
+
+def _job_team(st: Any, name: str) -> str | None:
+    job = st.jobs.get(name)
+    return None if job is None else job.team
+
+
+def _dag_team(st: Any, name: str) -> str | None:
+    dag = st.dags.get(name)
+    return None if dag is None else dag.team
+
+
+def _exec_team(st: Any, execution_id: str) -> str | None:
+    try:
+        name, _ = parse_execution_id(execution_id)
+    except ValidationError:
+        return None
+    return _job_team(st, name)
+
+
+def _spec_teams(st: Any, specs: Iterable[Any]) -> list[str | None]:
+    """A spec's own team and, for a job that exists, the team it moves away from."""
+    out: list[str | None] = []
+    for spec in specs:
+        out.append(spec.team or DEFAULT_TEAM)
+        old = _job_team(st, spec.name)
+        if old is not None:
+            out.append(old)
+    return out
+
+
+def _dag_spec_teams(st: Any, spec: Any) -> list[str | None]:
+    old = _dag_team(st, spec.name)
+    return [spec.team or DEFAULT_TEAM, *([old] if old is not None else [])]
+
+
+Resolver = Callable[[Any, Any], list[str | None]]
+_S, _D = "/schedd.v1.Scheduler/", "/schedd.v1.Dags/"
+RESOLVERS: dict[str, Resolver] = {
+    _S + "PutJob": lambda st, r: _spec_teams(st, [r.job]),
+    _S + "PutJobs": lambda st, r: _spec_teams(st, r.jobs),
+    **{_S + m: (lambda st, r: [_job_team(st, r.name)]) for m in (
+        "GetJob", "PauseJob", "ResumeJob", "DeleteJob", "TriggerJob", "BackfillJob")},
+    _S + "ListInstants": lambda st, r: [_job_team(st, r.job)],
+    _S + "GetExecution": lambda st, r: [_exec_team(st, r.id)],
+    _S + "CancelExecution": lambda st, r: [_exec_team(st, r.id)],
+    _S + "ListExecutions": lambda st, r: [_job_team(st, r.job)] if r.job else [],
+    _S + "ListJobs": lambda st, r: [r.team] if r.team else [],
+    _S + "ListQuotas": lambda st, r: [],
+    _D + "PutDag": lambda st, r: _dag_spec_teams(st, r.dag),
+    **{_D + m: (lambda st, r: [_dag_team(st, r.name)]) for m in (
+        "GetDag", "DeleteDag", "RunDag", "ListDagRuns", "GetDagRun")},
+    _D + "ListDags": lambda st, r: [],
+}
+
+
+def _target(method: str, request: Any) -> str:
+    """What an audit record of `request` names (best effort: the first naming field)."""
+    for attr, prefix in (("name", ""), ("id", "execution:"), ("key", "quota:"), ("job", "")):
+        value = getattr(request, attr, None)
+        if isinstance(value, str) and value:
+            return prefix + value
+        inner = getattr(value, "name", None) if attr == "job" and value is not None else None
+        if isinstance(inner, str) and inner:
+            return inner
+    dag = getattr(request, "dag", None)
+    dag_name = getattr(dag, "name", None) if dag is not None and not isinstance(dag, str) else None
+    if isinstance(dag_name, str) and dag_name:
+        return f"dag:{dag_name}"
+    return ""
+
+
+# ---------------------------------------------------------------- rate limits
+
+
+@dataclass(slots=True)
+class RateLimiter:
+    """A token bucket per principal for mutating calls: `rate` per second, up to `burst`."""
+
+    rate: float
+    burst: int
+    buckets: dict[str, tuple[float, float]] = field(default_factory=dict)   # name -> (tokens, at)
+
+    def take(self, name: str, now: float) -> float:
+        """0 when allowed; else the seconds until one call would be."""
+        if self.rate <= 0:
+            return 0.0
+        tokens, at = self.buckets.get(name, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - at) * self.rate)
+        if tokens >= 1.0:
+            self.buckets[name] = (tokens - 1.0, now)
+            if len(self.buckets) > 10_000:              # forget the idle (full) buckets
+                self.buckets = {k: v for k, v in self.buckets.items() if v[0] < self.burst - 1}
+            return 0.0
+        self.buckets[name] = (tokens, now)
+        return (1.0 - tokens) / self.rate
+
+
+# ---------------------------------------------------------------- the audit queue
+
+
+class AuditQueue:
+    """Denied calls and login failures, proposed in batches (`audit_append`) so a flood of them
+    costs one entry per tick; the trail's per-principal limit decides what is kept."""
+
+    def __init__(self, propose: Callable[[str], Any], clock: Clock, limit: int = 2_000) -> None:
+        self.propose, self.clock, self.limit = propose, clock, limit
+        self.pending: list[dict[str, str]] = []
+        self.dropped = 0
+        self._wake = asyncio.Event()
+
+    def add(self, row: dict[str, str]) -> None:
+        if len(self.pending) >= self.limit:
+            self.dropped += 1                 # the node's own bound: the trail's is per principal
+            return
+        self.pending.append(row)
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self.pending:
+                batch, self.pending = self.pending[:MAX_EVENTS_PER_ENTRY], self.pending[MAX_EVENTS_PER_ENTRY:]
+                try:
+                    await self.propose(C.encode(C.AUDIT_APPEND, rid="", now=self.clock.now_ms(), term=0,
+                                                by="audit", events=batch))
+                except Exception as e:  # noqa: BLE001 - best effort; logged, never raised
+                    log.warning("audit: %d denied records not committed (%s)", len(batch), e)
+                    await asyncio.sleep(1.0)
+            await asyncio.sleep(AUDIT_FLUSH_S)
+
+
+# ---------------------------------------------------------------- the interceptor
+
+
+class Denied(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str, trailing: tuple[tuple[str, str], ...] = (),
+                 *, unknown_token: bool = False) -> None:
+        super().__init__(message)
+        self.code, self.message, self.trailing = code, message, trailing
+        self.unknown_token = unknown_token      # perhaps only not applied here yet
+
+
+@dataclass(slots=True)
+class AuthInterceptor(grpc.aio.ServerInterceptor):
+    """See the module docstring. `table()` returns a consistent view of the ACL table and the
+    state (the caller holds no lock: resolution copies what it needs under `lock`)."""
+
+    node: Any                          # RaftNode: .lock, .state, .cfg
+    clock: Clock
+    signer: NodeSigner
+    enabled: bool = True
+    queue: AuditQueue | None = None
+    limiter: RateLimiter | None = None
+
+    async def intercept_service(self, continuation, handler_call_details):
+        method = handler_call_details.method
+        raw = tuple(handler_call_details.invocation_metadata or ())
+        md = {k: v for k, v in raw if isinstance(v, str)}
+        signed = self.signer.verify(md, method, self.clock.now_ms())
+        handler = await continuation(handler_call_details)
+        if handler is None or method.startswith(OPEN_PREFIXES):
+            return handler
+        return self._wrap(handler, method, md, signed)
+
+    def _wrap(self, handler, method: str, md: dict[str, str], signed):
+        admit = self._admit
+
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+
+            async def unary(request, context):
+                token = CALL.set(await admit(method, md, signed, request, context))
+                try:
+                    return await inner(request, context)
+                finally:
+                    CALL.reset(token)
+            return grpc.unary_unary_rpc_method_handler(unary, request_deserializer=handler.request_deserializer,
+                                                       response_serializer=handler.response_serializer)
+        if handler.stream_stream is not None:
+            inner_s = handler.stream_stream
+
+            async def stream(request_iterator, context):
+                CALL.set(await admit(method, md, signed, None, context))
+                if inspect.isasyncgenfunction(inner_s):
+                    async for msg in inner_s(request_iterator, context):
+                        yield msg
+                else:
+                    await inner_s(request_iterator, context)
+            return grpc.stream_stream_rpc_method_handler(stream, request_deserializer=handler.request_deserializer,
+                                                         response_serializer=handler.response_serializer)
+        return handler                      # no unary-stream or stream-unary RPCs in schedd.v1
+
+    async def _admit(self, method: str, md: dict[str, str], signed, request, context) -> CallInfo:
+        """`check`, answering a refusal. A token this replica does not know may be one the
+        leader just created (a client uses it at once, on a follower that lags by a few
+        entries): such a call waits up to CATCH_UP_S for this replica to apply what the leader
+        has committed, then is judged again."""
+        deadline = time.monotonic() + CATCH_UP_S
+        peer = context.peer() or ""
+        while True:
+            try:
+                return self.check(method, md, signed, request, peer, context, quiet=True)
+            except Denied as d:
+                denied = d
+            settled = time.monotonic() >= deadline - CATCH_UP_S + SETTLE_S and not self._behind()
+            if not denied.unknown_token or time.monotonic() >= deadline or settled or self._leads():
+                break
+            await asyncio.sleep(0.05)
+        if denied.unknown_token:            # judged for good now: audited this time
+            try:
+                return self.check(method, md, signed, request, peer, context)
+            except Denied as d:
+                denied = d
+        await context.abort(denied.code, denied.message, trailing_metadata=denied.trailing)
+        raise denied                        # unreachable: abort raises
+
+    def _leads(self) -> bool:
+        try:
+            return bool(self.node.is_leader())
+        except Exception:  # noqa: BLE001
+            return True
+
+    def _behind(self) -> bool:
+        """Whether this replica has yet to apply entries the leader has committed."""
+        try:
+            st = self.node.status()
+        except Exception:  # noqa: BLE001 - a node without a status: judge now
+            return False
+        return st.applied_index < max(st.leader_commit_index, 1)
+
+    # The decision, synchronous and separately testable.
+    def check(self, method: str, md: dict[str, str], signed, request, peer: str, context=None,
+              *, quiet: bool = False) -> CallInfo:
+        """The call's identity, or Denied. `quiet`: an unknown token is not audited yet (the
+        caller will ask again once this replica has caught up)."""
+        node, signed_name, signed_source = signed if signed is not None else ("", "", "")
+        source = signed_source or peer
+        bearer = md.get(AUTHORIZATION, "")
+        rid = str(getattr(request, "request_id", "") or "") if request is not None else ""
+        need = need_of(method)
+        if not self.enabled or (signed is not None and method in NODE_CALLS):
+            # ACL off; or a node asking a peer for its part of a call it already authorized
+            return CallInfo(signed_name or peer or "unknown", source, method, None, bearer, node, rid)
+        principal = self._authenticate(bearer, signed_name, context, method, source, request, rid,
+                                       open_call=need is not None and need.scope == "open", quiet=quiet)
+        name = principal.name if principal is not None else "unauthenticated"
+        info = CallInfo(name, source, method, principal, bearer, node, rid)
+        if need is None:
+            self._deny(info, request, "", f"permission denied: {method} is not in the capability table")
+        elif need.scope != "open":
+            assert principal is not None
+            self._authorize(info, principal, need, request)
+        self._rate_limit(info, need)
+        return info
+
+    def _authenticate(self, bearer: str, signed_name: str, context, method: str, source: str, request,
+                      rid: str, *, open_call: bool, quiet: bool = False) -> A.Principal | None:
+        """The principal of the credential; raises Denied(UNAUTHENTICATED) (open calls: None)."""
+        result: A.Principal | A.Refusal
+        now = self.clock.now_ms()
+        with self.node.lock:
+            table = self.node.state.acl
+            if bearer:
+                scheme, _, value = bearer.partition(" ")
+                parsed = A.parse_bearer(value.strip()) if scheme.lower() == "bearer" else \
+                    A.Refusal("malformed", "authorization is not 'Bearer <token>'")
+                result = parsed if isinstance(parsed, A.Refusal) else A.authenticate(table, *parsed, now)
+            else:
+                cert = self._cert_principal(context, signed_name)
+                result = cert if cert is not None else A.authenticate(table, None, None, now)
+        if isinstance(result, A.Principal):
+            return result
+        if open_call and result.code == "unauthenticated":
+            return None
+        unknown = result.code == "unknown_token"
+        if not (unknown and quiet):
+            self._queue(CallInfo("unauthenticated", source, method, None, request_id=rid), request,
+                        f"login failure: {result.reason}", accessor=result.accessor)
+        raise Denied(grpc.StatusCode.UNAUTHENTICATED, result.message, unknown_token=unknown)
+
+    @staticmethod
+    def _cert_principal(context, signed_name: str) -> A.Principal | None:
+        """An mTLS peer principal (or one a node forwarded): an admin certificate is management."""
+        name = signed_name[len("cert:"):] if signed_name.startswith("cert:") else None
+        if name is None and context is not None:
+            try:
+                name = peer_principal(context)
+            except Exception:  # noqa: BLE001 - no auth context: plaintext
+                name = None
+        if not name:
+            return None
+        grants = A._grants(A.MANAGEMENT) if name.startswith("admin/") else []
+        return A.Principal(f"cert:{name}", "client", tuple(grants))
+
+    def _authorize(self, info: CallInfo, principal: A.Principal, need: Need, request) -> None:
+        if need.scope == "cluster":
+            if principal.kind == "worker" and info.method in WORKER_READS:
+                return
+            decision = A.allowed(principal, need.capability, A.CLUSTER)
+            if not decision:
+                self._deny(info, request, "cluster", decision.message)
+            return
+        if need.scope == "worker":
+            if principal.kind != "worker":
+                self._deny(info, request, "", "permission denied: missing capability 'serve': "
+                                              "Workers.Connect needs a worker token")
+            return
+        resolve = RESOLVERS.get(info.method)
+        with self.node.lock:
+            teams = resolve(self.node.state, request) if resolve is not None and request is not None else []
+        if not teams and need.filtered:
+            return                              # a list: the servicer filters its rows
+        for team in teams or [None]:
+            if team is None:
+                # Unknown object: reveal nothing about other teams; the servicer says NOT_FOUND
+                # to a caller who could hold the capability somewhere.
+                visible = A.visible_teams(principal, need.capability)
+                if not visible.everything and not visible.patterns:
+                    self._deny(info, request, "", f"permission denied: missing capability "
+                                                  f"{need.capability!r} on any team")
+                continue
+            decision = A.allowed(principal, need.capability, A.team_resource(team))
+            if not decision:
+                self._deny(info, request, A.team_resource(team), decision.message)
+
+    def _deny(self, info: CallInfo, request, resource: str, message: str) -> None:
+        self._queue(info, request, message)
+        raise Denied(grpc.StatusCode.PERMISSION_DENIED, message)
+
+    def _rate_limit(self, info: CallInfo, need: Need | None) -> None:
+        if self.limiter is None or need is None or need.capability not in MUTATING_CAPABILITIES \
+                or info.forwarded_by:
+            return
+        wait = self.limiter.take(info.name, time.monotonic())
+        if wait > 0:
+            ms = max(1, int(wait * 1000))
+            raise Denied(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                         f"rate limit: {info.name} sends mutating calls faster than "
+                         f"{self.limiter.rate:g}/s (acl.rate_per_second); retry in {ms} ms",
+                         ((RETRY_AFTER, str(ms)),))
+
+    def _queue(self, info: CallInfo, request, detail: str, accessor: str | None = None) -> None:
+        if self.queue is None:
+            return
+        target = _target(info.method, request) if request is not None else ""
+        if accessor:
+            target = target or f"token:{accessor}"
+        self.queue.add({"principal": info.name, "source": info.source, "action": action_of(info.method),
+                        "target": target[:A.MAX_DESCRIPTION], "request_id": info.request_id[:256],
+                        "outcome": "denied", "detail": detail[:1024]})

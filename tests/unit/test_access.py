@@ -1,0 +1,185 @@
+"""Access control wired into the state machine and the API edge (issue 12): the ACL and audit
+entry kinds, snapshot and digest, the node signature of forwarded calls, the interceptor's
+decision, the rate limit, and the SDK's audit file verification agreeing with the daemon's."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import types
+
+import grpc
+import pytest
+
+from schedd.api import auth
+from schedd.core import acl as A
+from schedd.core import audit as U
+from schedd.core import commands as C
+from schedd.core.state import SchedulerState
+from schedd_client import acl as client_acl
+from schedd_proto import scheduler_pb2 as pb
+
+NOW = 1_790_000_000_000
+
+
+class Log:
+    """A state and a log index: entries applied one after another."""
+
+    def __init__(self) -> None:
+        self.state = SchedulerState()
+        self.index = 0
+
+    def apply(self, kind: str, *, rid: str = "", now: int = NOW, by: str = "t", **args) -> dict:
+        self.index += 1
+        return self.state.apply(C.encode(kind, rid=rid, now=now, term=1, by=by, **args), self.index)
+
+
+def _token(minted: A.MintedToken, **kw) -> dict:
+    return {"accessor": minted.accessor, "secret_hash": minted.secret_hash, **kw}
+
+
+def test_bootstrap_once_then_tokens_policies_roles_and_refusals() -> None:
+    log = Log()
+    first, second = (A.mint_token(os.urandom(A.TOKEN_RANDOM_BYTES)) for _ in range(2))
+    assert log.apply(C.ACL_BOOTSTRAP, token=_token(first, policies=["management"]))["ok"]
+    again = log.apply(C.ACL_BOOTSTRAP, token=_token(second, policies=["management"]))
+    assert again["code"] == "exists" and "already" in again["msg"]
+    assert set(log.state.acl.tokens) == {first.accessor}
+    assert first.secret not in repr(log.state.acl.tokens[first.accessor])     # a hash only
+    assert log.apply(C.ACL_ROLE_PUT, role={"name": "r", "policies": ["nope"]})["code"] == "not_found"
+    assert log.apply(C.ACL_POLICY_PUT, policy={"name": "p", "rules": {"team:a": ["read"]}})["ok"]
+    assert log.apply(C.ACL_POLICY_PUT, policy={"name": "bad", "rules": {"team:a": ["fly"]}})["code"] == "invalid"
+    assert log.apply(C.ACL_ROLE_PUT, role={"name": "r", "policies": ["p"]})["ok"]
+    assert log.apply(C.ACL_TOKEN_CREATE, token=_token(second, roles=["r"]))["ok"]
+    assert log.state.acl.tokens[second.accessor].created_ms == NOW         # the entry's time
+    p = A.authenticate(log.state.acl, second.accessor, second.secret, NOW)
+    assert isinstance(p, A.Principal) and A.allowed(p, "read", "team:a") and not A.allowed(p, "write", "team:a")
+    assert log.apply(C.ACL_TOKEN_DELETE, accessor=second.accessor)["ok"]
+    assert isinstance(A.authenticate(log.state.acl, second.accessor, second.secret, NOW), A.Refusal)
+    assert log.apply(C.ACL_POLICY_DELETE, name="management")["code"] == "invalid"
+
+
+def test_audited_entries_carry_the_caller_and_outcome_and_denied_ones_are_rate_limited() -> None:
+    log = Log()
+    caller = {"principal": "token:aaaa", "source": "ipv4:127.0.0.1:5", "action": "Acl.PutPolicy",
+              "target": "", "request_id": "r1"}
+    log.apply(C.ACL_POLICY_PUT, policy={"name": "p", "rules": {"cluster": ["quota"]}}, audit=caller)
+    log.apply(C.ACL_POLICY_DELETE, name="missing", audit={**caller, "action": "Acl.DeletePolicy"})
+    r1, r2 = log.state.audit.records
+    assert (r1.principal, r1.source, r1.action, r1.outcome, r1.log_index) == \
+        ("token:aaaa", "ipv4:127.0.0.1:5", "Acl.PutPolicy", "allowed", 1)
+    assert r1.target == "p"                 # filled from the entry when the API sent none
+    assert (r2.outcome, r2.result, r2.log_index) == ("error", "not_found", 2)
+    denied = {"principal": "unauthenticated", "source": "x", "action": "Scheduler.PutJob", "target": "j",
+              "request_id": "", "outcome": "denied", "detail": "login failure"}
+    out = log.apply(C.AUDIT_APPEND, events=[denied] * 30)
+    assert out["kept"] == U.DeniedLimit().burst and out["dropped"] == 10
+    assert log.state.audit.verify() is None
+    assert log.apply(C.AUDIT_APPEND, events=[{"principal": 1}])["kept"] == 0       # junk: nothing
+
+
+def test_snapshot_round_trip_and_digest_cover_acl_and_audit() -> None:
+    log = Log()
+    minted = A.mint_token(os.urandom(A.TOKEN_RANDOM_BYTES))
+    log.apply(C.ACL_BOOTSTRAP, token=_token(minted, policies=["management"]))
+    log.apply(C.ACL_POLICY_PUT, policy={"name": "p", "rules": {"team:a": ["read"]}})
+    before = log.state.state_digest()
+    restored = SchedulerState()
+    restored.restore(pickle.loads(pickle.dumps(log.state.snapshot())))
+    assert A.encode_table(restored.acl) == A.encode_table(log.state.acl)
+    assert restored.audit.head == log.state.audit.head and restored.state_digest() == before
+    log.apply(C.ACL_ANONYMOUS_SET, policy="p")
+    assert log.state.state_digest() != before
+    # A tampered trail in a snapshot is refused on load.
+    image = list(pickle.loads(pickle.dumps(log.state.snapshot())))
+    image[-1]["audit"]["records"][0][2] = "token:forged"
+    with pytest.raises(U.AuditInputError):
+        SchedulerState().restore(tuple(image))
+
+
+def test_a_node_signature_binds_node_principal_source_method_and_time() -> None:
+    signer = auth.NodeSigner("s" * 44)
+    info = auth.CallInfo("token:abc", "ipv4:1.2.3.4:5", "/schedd.v1.Scheduler/PutJob", None, "Bearer x")
+    md = dict(signer.metadata("n1", info, info.method, NOW))
+    assert md["authorization"] == "Bearer x"
+    assert signer.verify(md, info.method, NOW + 1000) == ("n1", "token:abc", "ipv4:1.2.3.4:5")
+    assert signer.verify(md, "/schedd.v1.Scheduler/DeleteJob", NOW) is None
+    assert signer.verify({**md, auth.PRINCIPAL: "token:admin"}, info.method, NOW) is None
+    assert signer.verify(md, info.method, NOW + auth.SIGNATURE_WINDOW_MS + 1) is None
+    assert auth.NodeSigner("t" * 44).verify(md, info.method, NOW) is None           # another cluster
+    assert signer.verify({k: v for k, v in md.items() if k != auth.SIGNATURE}, info.method, NOW) is None
+
+
+class _Node:
+    def __init__(self, state: SchedulerState) -> None:
+        import threading
+        self.state, self.lock = state, threading.RLock()
+        self.cfg = types.SimpleNamespace(node_id="n1")
+
+
+def _interceptor(log: Log, **kw) -> auth.AuthInterceptor:
+    clock = types.SimpleNamespace(now_ms=lambda: NOW)
+    return auth.AuthInterceptor(_Node(log.state), clock, auth.NodeSigner("k" * 44), **kw)  # type: ignore[arg-type]
+
+
+def _with_team_token(log: Log, team: str) -> str:
+    minted = A.mint_token(os.urandom(A.TOKEN_RANDOM_BYTES))
+    log.apply(C.ACL_POLICY_PUT, policy={"name": f"t-{team}", "rules": {f"team:{team}": ["read", "write"]}})
+    log.apply(C.ACL_TOKEN_CREATE, token=_token(minted, policies=[f"t-{team}"]))
+    return minted.bearer
+
+
+def test_the_interceptor_decides_from_the_credential_only() -> None:
+    log = Log()
+    bearer = _with_team_token(log, "a")
+    put_b = pb.PutJobRequest(job=pb.JobSpec(name="j", team="b"))
+    put_a = pb.PutJobRequest(job=pb.JobSpec(name="j", team="a"))
+    method = "/schedd.v1.Scheduler/PutJob"
+    forged = {auth.PRINCIPAL: "token:admin", auth.FORWARDED: "n1", auth.SIGNATURE: "00"}
+    ic = _interceptor(log)
+    with pytest.raises(auth.Denied) as e:
+        ic.check(method, forged, None, put_a, "ipv4:127.0.0.1:9")
+    assert e.value.code == grpc.StatusCode.UNAUTHENTICATED
+    md = {**forged, "authorization": f"Bearer {bearer}"}
+    with pytest.raises(auth.Denied) as e:
+        ic.check(method, md, None, put_b, "ipv4:127.0.0.1:9")
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED and "'write' on team:b" in e.value.message
+    info = ic.check(method, md, None, put_a, "ipv4:127.0.0.1:9")
+    assert info.name == f"token:{bearer.partition('.')[0]}" and info.forwarded_by == ""
+    with pytest.raises(auth.Denied):                           # not in the capability table: refused
+        ic.check("/schedd.v1.Scheduler/NotAnRpc", md, None, put_a, "p")
+    # ACL disabled: no checks, and still no trust in a client's principal header.
+    off = _interceptor(log, enabled=False).check(method, forged, None, put_b, "ipv4:127.0.0.1:9")
+    assert off.principal is None and off.name == "ipv4:127.0.0.1:9" and off.forwarded_by == ""
+
+
+def test_mutating_calls_are_rate_limited_per_principal_with_a_retry_hint() -> None:
+    log = Log()
+    bearer = _with_team_token(log, "a")
+    ic = _interceptor(log, limiter=auth.RateLimiter(rate=1.0, burst=2))
+    md = {"authorization": f"Bearer {bearer}"}
+    put = pb.PutJobRequest(job=pb.JobSpec(name="j", team="a"))
+    for _ in range(2):
+        ic.check("/schedd.v1.Scheduler/PutJob", md, None, put, "p")
+    ic.check("/schedd.v1.Scheduler/GetJob", md, None, pb.GetJobRequest(name="j"), "p")   # reads: free
+    with pytest.raises(auth.Denied) as e:
+        ic.check("/schedd.v1.Scheduler/PutJob", md, None, put, "p")
+    assert e.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED and "retry in" in e.value.message
+    assert dict(e.value.trailing)[auth.RETRY_AFTER].isdigit()
+    limiter = auth.RateLimiter(rate=10.0, burst=1)
+    assert limiter.take("x", 0.0) == 0.0 and limiter.take("x", 0.0) > 0 and limiter.take("x", 0.2) == 0.0
+
+
+def test_the_sdk_verifies_exports_exactly_as_the_daemon_chains_them() -> None:
+    trail = U.AuditTrail(retention=U.Retention(max_age_ms=0, max_records=3))
+    for i in range(5):
+        trail.append(U.event(time_ms=NOW + i, principal=f"token:{i}", source="s", action="a", target="ü t",
+                             outcome="allowed", log_index=i + 1))
+    text = U.export_jsonl(trail.records, trail.anchor)          # pruned: starts at its anchor
+    assert client_acl.verify_jsonl(text) == (None, 3)
+    lines = text.splitlines()
+    lines[2] = lines[2].replace('"token:3"', '"token:9"')
+    assert client_acl.verify_jsonl("\n".join(lines)) == (3, 1)
+    dropped = text.splitlines()
+    del dropped[1]
+    assert client_acl.verify_jsonl("\n".join(dropped))[0] == 2
