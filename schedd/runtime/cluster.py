@@ -174,21 +174,25 @@ class LocalCluster:
             certs.issue(certs.load_ca(self.tls_dir), self.tls_dir, kind, name)
         return certs.Issued(cert=paths.cert, key=paths.key)
 
-    def security(self, kind: str = "admin", name: str = "admin") -> Security:
-        """How a client of this cluster connects (plaintext when TLS is off)."""
+    def security(self, kind: str = "admin", name: str = "admin", token: str | None = None) -> Security:
+        """How a client of this cluster connects (plaintext when TLS is off): `kind/name`'s
+        certificate, and `token` (for the admin: the management token once bootstrapped)."""
+        if token is None and kind == "admin":
+            token = self.admin_token or None
         if not self.tls:
-            return Security()
+            return Security(token=token)
         if not self.mtls:
-            return Security(ca=certs.ca_paths(self.tls_dir).cert)
+            return Security(ca=certs.ca_paths(self.tls_dir).cert, token=token)
         leaf = self.leaf(kind, name)
-        return Security(ca=certs.ca_paths(self.tls_dir).cert, cert=leaf.cert, key=leaf.key)
+        return Security(ca=certs.ca_paths(self.tls_dir).cert, cert=leaf.cert, key=leaf.key, token=token)
 
     def write_context(self, path: Path | None = None, *, kind: str = "admin", name: str = "admin",
                       token: str | None = None) -> Path:
         """A context file (schedd_client.context) for `kind/name` of this cluster: what
         SCHEDD_CONTEXT points schedctl, the SDK and schedd-worker at."""
         path = Path(path) if path is not None else self.root / f"context-{kind}-{name}.toml"
-        sec = self.security(kind, name)
+        sec = self.security(kind, name, token)
+        token = sec.token
         lines = [f"cluster = {_toml(self.grpc_addresses)}"]
         lines += [f"{k} = {_toml(str(v))}" for k, v in (("ca", sec.ca), ("cert", sec.cert),
                                                          ("key", sec.key)) if v is not None]
@@ -361,9 +365,6 @@ class LocalCluster:
 
     # ------------------------------------------------------------ access control
 
-    def _auth(self) -> tuple[tuple[str, str], ...]:
-        return (("authorization", f"Bearer {self.admin_token}"),) if self.admin_token else ()
-
     def bootstrap(self, timeout: float = 60.0) -> str:
         """`acl bootstrap` once the cluster has a leader: the management token (kept for the
         harness's own status calls, and returned)."""
@@ -373,7 +374,7 @@ class LocalCluster:
             for node in self.nodes.values():
                 if not node.alive():
                     continue
-                with grpc.insecure_channel(node.grpc) as ch:
+                with self.channel(node.id) as ch:
                     try:
                         out = acl_pb2_grpc.AclStub(ch).Bootstrap(acl_pb2.BootstrapRequest(), timeout=5.0)
                     except grpc.RpcError as e:
@@ -392,8 +393,7 @@ class LocalCluster:
         for n in order:
             with self.channel(n) as ch:
                 try:
-                    return pb_grpc.ClusterStub(ch).Status(pb.ClusterStatusRequest(), timeout=timeout,
-                                                          metadata=self._auth())
+                    return pb_grpc.ClusterStub(ch).Status(pb.ClusterStatusRequest(), timeout=timeout)
                 except grpc.RpcError:
                     continue
         return None
@@ -403,8 +403,7 @@ class LocalCluster:
         with self.channel(nid) as ch:
             try:
                 return pb_grpc.ClusterStub(ch).NodeInfo(
-                    pb.NodeInfoRequest(with_digest=with_digest, digest_at=digest_at), timeout=timeout,
-                    metadata=self._auth())
+                    pb.NodeInfoRequest(with_digest=with_digest, digest_at=digest_at), timeout=timeout)
             except grpc.RpcError:
                 return None
 

@@ -1,5 +1,12 @@
 """`schedd local`: a 3-node cluster on 127.0.0.1 with a demo job, in the foreground.
 
+Secure by default, as a real deployment: a local CA and node, worker and admin certificates in
+the data dir (keys 0600; schedd.security.certs), TLS with client certificates on every gRPC port,
+access control on, the management token from `acl bootstrap`, a worker token for the local
+worker, and a schedctl context file (0600) holding the addresses, the admin's certificate and
+the token, so `export SCHEDD_CONTEXT=...` is all a second terminal needs. With --data-dir the
+credentials are kept beside the data and reused on the next start.
+
 Ctrl-C or SIGTERM stops every node (SIGTERM, then SIGKILL after a grace) and removes the
 temporary data folder (a --data-dir given by the user is kept).
 """
@@ -15,11 +22,45 @@ from collections import Counter
 from pathlib import Path
 
 from schedd.runtime.cluster import LocalCluster, ports_free
+from schedd.security import certs
 from schedd_client import Client, SchedError, job_spec
 
 DEMO_JOB = "demo"
 LOCAL_WORKER = "local-worker"
+LOCAL_WORKER_SLOTS = 4
 DEMO_SCHEDULE = "@every 5s"
+WORKER_POLICY = "local-worker"          # serve on every pool and team: this machine's one worker
+ADMIN_TOKEN_FILE = "admin.token"
+WORKER_TOKEN_FILE = "worker.token"
+CONTEXT_FILE = "schedctl-context.toml"
+
+
+def _saved(path: Path) -> str:
+    return path.read_text().strip() if path.exists() else ""
+
+
+def _save(path: Path, secret: str) -> None:
+    certs.write_atomic(path, (secret + "\n").encode(), certs.KEY_MODE, overwrite=True)
+
+
+def _credentials(cluster: LocalCluster) -> str:
+    """The management token (bootstrapped once; kept in the data dir) and the local worker's
+    token; returns the worker's."""
+    admin = _saved(cluster.root / ADMIN_TOKEN_FILE)
+    if admin:
+        cluster.admin_token = admin               # a restart: the cluster was bootstrapped
+    else:
+        _save(cluster.root / ADMIN_TOKEN_FILE, cluster.bootstrap())
+    worker = _saved(cluster.root / WORKER_TOKEN_FILE)
+    if not worker:
+        with cluster.client(timeout=30) as client:
+            client.acl_put_policy(WORKER_POLICY, {"pool:*": ["serve"], "team:*": ["serve"]},
+                                  description="created by `schedd local`: its worker serves everything")
+            worker = client.acl_create_token(kind="worker", policies=[WORKER_POLICY],
+                                             max_slots=LOCAL_WORKER_SLOTS,
+                                             description="schedd local's worker").secret
+        _save(cluster.root / WORKER_TOKEN_FILE, worker)
+    return worker
 
 
 def _create_demo(client: Client) -> None:
@@ -52,16 +93,20 @@ def run_local(*, data_dir: str | None, nodes: int = 3, base_port: int = 0, demo:
         print(f"schedd local: ports {base_port}-{base_port + 3 * nodes - 1} are not all free; "
               "using free ports instead", flush=True)
         base_port = 0
-    cluster = LocalCluster(root, size=nodes, base_port=base_port, fsync=fsync, acl=False)   # ACL off until `schedd local` makes credentials (issue 12)
-    client = Client(cluster.cluster_arg, timeout=30)
+    cluster = LocalCluster(root, size=nodes, base_port=base_port, fsync=fsync, acl=True, tls=True)
+    client: Client | None = None
     try:
         cluster.start()
-        print(f"schedd local: starting {nodes} node(s) on 127.0.0.1, data in {root}", flush=True)
+        print(f"schedd local: starting {nodes} node(s) on 127.0.0.1 (TLS, access control on), "
+              f"data in {root}", flush=True)
         leader = cluster.wait_leader(timeout=60)
-        cluster.start_worker(LOCAL_WORKER, slots=4)
+        worker_token = _credentials(cluster)
+        context = cluster.write_context(root / CONTEXT_FILE)
+        client = cluster.client(timeout=30)
+        cluster.start_worker(LOCAL_WORKER, slots=LOCAL_WORKER_SLOTS, token=worker_token)
         if demo:
             _create_demo(client)
-        _banner(cluster, leader, demo)
+        _banner(cluster, leader, demo, context)
         last = None
         while not stop.wait(10):
             dead = [n.id for n in (*cluster.nodes.values(), *cluster.workers.values()) if not n.alive()]
@@ -77,28 +122,32 @@ def run_local(*, data_dir: str | None, nodes: int = 3, base_port: int = 0, demo:
         return 1
     finally:
         print("schedd local: stopping...", flush=True)
-        client.close()
+        if client is not None:
+            client.close()
         cluster.stop()
         if temp:
             shutil.rmtree(root, ignore_errors=True)
         print("schedd local: stopped", flush=True)
 
 
-def _banner(cluster: LocalCluster, leader: str, demo: bool) -> None:
+def _banner(cluster: LocalCluster, leader: str, demo: bool, context: Path) -> None:
     print(f"\nschedd local is up: {len(cluster.nodes)} nodes, leader {leader}\n")
     for n in cluster.nodes.values():
         print(f"  {n.id}  gRPC {n.grpc}   Raft {n.raft}   metrics http://{n.metrics}/metrics   pid {n.pid}")
     for w in cluster.workers.values():
-        print(f"  worker {w.id}, 4 slots, pid {w.pid}")
+        print(f"  worker {w.id}, {LOCAL_WORKER_SLOTS} slots, pid {w.pid}")
     if demo:
         print(f"\nDemo job '{DEMO_JOB}' fires {DEMO_SCHEDULE} and runs `echo hello from schedd` on the worker;"
               f" see `schedctl run list {DEMO_JOB}` and `schedctl run get <ID>` for its output.")
-    print("\nTalk to it from another terminal:\n")
-    print(f"  export SCHEDD_CLUSTER={cluster.cluster_arg}")
+    print("\nTalk to it from another terminal (the context file holds the addresses, the CA, the admin's"
+          " client certificate and the management token; keep it private):\n")
+    print(f"  export SCHEDD_CONTEXT={context}")
     print("  schedctl cluster status")
     print("  schedctl job list")
     print("  schedctl worker list")
     if demo:
         print(f"  schedctl run list {DEMO_JOB}")
     print("  schedctl job create nightly --schedule '0 2 * * *' --tz Europe/Berlin --command 'backup.sh'")
-    print(f"\nLogs: {cluster.root / 'logs'}\nCtrl-C stops everything.\n", flush=True)
+    print(f"\nCredentials: {cluster.tls_dir} (CA, node, worker and admin certificates),"
+          f" {cluster.root / ADMIN_TOKEN_FILE} (management token)")
+    print(f"Logs: {cluster.root / 'logs'}\nCtrl-C stops everything.\n", flush=True)

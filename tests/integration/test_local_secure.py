@@ -1,0 +1,67 @@
+"""`schedd local`, the README's first command, is secure by default: TLS with client
+certificates on every port, access control on, credentials 0600 in its data dir, and the
+printed `export SCHEDD_CONTEXT=...` line is all schedctl needs. Without them nothing answers."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from schedd.ports.fakes import wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def schedctl(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "schedd_client.schedctl", *args], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_schedd_local_is_secure_by_default(tmp_path: Path) -> None:
+    data, log = tmp_path / "local", tmp_path / "local.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDD_")}
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "schedd", "local", "--data-dir", str(data),
+                                 "--base-port", "0"], stdout=out, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+    try:
+        wait_until(lambda: "demo executions: " in log.read_text() and "SUCCEEDED" in log.read_text(),
+                   timeout=120, what="schedd local up with the demo succeeding")
+        text = log.read_text()
+        [context] = re.findall(r"export SCHEDD_CONTEXT=(\S+)", text)
+        assert "SCHEDD_CLUSTER=" not in text
+        addresses = re.findall(r"gRPC (127\.0\.0\.1:\d+)", text)
+        assert len(addresses) == 3
+
+        # Every credential it wrote is private.
+        for path in [Path(context), data / "admin.token", data / "worker.token",
+                     *sorted((data / "tls").glob("*-key.pem"))]:
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+        # The printed line is all schedctl needs ...
+        ok = schedctl("run", "list", "demo", "-o", "json", env={**env, "SCHEDD_CONTEXT": context})
+        assert ok.returncode == 0, ok.stderr
+        assert '"SUCCEEDED"' in ok.stdout
+        # ... and without it nothing answers: plaintext is refused (the ports speak TLS only) ...
+        plain = schedctl("job", "list", env={**env, "SCHEDD_CLUSTER": ",".join(addresses)})
+        assert plain.returncode != 0 and "TLS" in plain.stderr
+        # ... and TLS with the CA but no client certificate and no token is refused too.
+        ca = str(data / "tls" / "ca.pem")
+        anonymous = schedctl("job", "list", env={**env, "SCHEDD_CLUSTER": ",".join(addresses),
+                                                 "SCHEDD_CA": ca})
+        assert anonymous.returncode != 0
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+    assert "schedd local: stopped" in log.read_text()
