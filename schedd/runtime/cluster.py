@@ -462,7 +462,7 @@ class LocalCluster:
             if dead:
                 codes = ", ".join(f"{n} (exit {proc.returncode})" for n, proc in dead)
                 raise RuntimeError(f"node(s) {codes} exited: see {self.root / 'logs'}")
-            if self.acl and not self.admin_token and not self.tls:
+            if self.acl and not self.admin_token and not (self.tls and self.mtls):
                 # Without an admin certificate even NodeInfo needs the management token.
                 self.bootstrap(timeout=max(1.0, deadline - time.monotonic()))
             lead = self.leader()
