@@ -153,7 +153,7 @@ class NodeWatch:
     def info(self, nid: str, timeout: float = 0.5) -> pb.NodeStatus | None:
         ch = self._ch.get(nid)
         if ch is None:
-            ch = self._ch[nid] = grpc.insecure_channel(self.c.nodes[nid].grpc)
+            ch = self._ch[nid] = self.c.channel(nid)
         try:
             return pb_grpc.ClusterStub(ch).NodeInfo(pb.NodeInfoRequest(), timeout=timeout)
         except grpc.RpcError:
@@ -205,7 +205,9 @@ class Bench:
 
     @contextmanager
     def cluster(self, name: str, **kw):
-        c = LocalCluster(self.root / name, **kw)
+        # Secure as in production, but no per-principal rate limit: this measures the
+        # scheduler's throughput, not the limiter's (the harness's one admin token does it all).
+        c = LocalCluster(self.root / name, **{"acl_settings": {"rate_per_second": 0}, **kw})
         try:
             c.start()
             leader = c.wait_leader(timeout=60)
@@ -258,7 +260,8 @@ class Bench:
             term0 = leader_term(c, leader)
             before = scrape(c.nodes[leader].metrics)
             lat: dict[str, list[float]] = {}
-            with Client(c.nodes[leader].grpc) as cl, Client(c.nodes[follower].grpc) as cf:
+            with Client(c.nodes[leader].grpc, security=c.security()) as cl, \
+                    Client(c.nodes[follower].grpc, security=c.security()) as cf:
                 counter = iter(range(10 ** 9))
                 cl.put_job(job_spec("probe", command="true", description="0"))
                 for _ in range(15):     # warm both paths (channels, forwarding channel)
@@ -314,7 +317,7 @@ class Bench:
             leader = c.wait_leader()
             addrs = [c.nodes[leader].grpc] + [p.grpc for n, p in c.nodes.items() if n != leader]
             term0 = leader_term(c, leader)
-            with Client(addrs) as cl:
+            with Client(addrs, security=c.security()) as cl:
                 cl.put_job(job_spec("warm", command="true"))
                 cl.get_job("warm")
             wait_caught_up(c)
@@ -327,7 +330,7 @@ class Bench:
             async def one_each():
                 lat, errors = [], Counter()
                 it = iter(specs_a)
-                async with AsyncClient(addrs, timeout=30) as ac:
+                async with AsyncClient(addrs, security=c.security(), timeout=30) as ac:
                     await ac.get_job("warm")
 
                     async def worker():
@@ -354,7 +357,7 @@ class Bench:
             specs_b = [job_spec(f"b-{i:06d}", command="true") for i in range(n_batch)]
             build_b = time.perf_counter() - t
             err_b = None
-            with Client(addrs, timeout=300) as cl:
+            with Client(addrs, security=c.security(), timeout=300) as cl:
                 cpu_b0 = cpu_snapshot(c)
                 t = time.perf_counter()
                 try:
@@ -432,7 +435,7 @@ class Bench:
             leader = c.wait_leader()
             addrs = [c.nodes[leader].grpc] + [p.grpc for n, p in c.nodes.items() if n != leader]
             names = [f"every10-{i:04d}" for i in range(n_jobs)]
-            with Client(addrs, timeout=60) as cl:
+            with Client(addrs, security=c.security(), timeout=60) as cl:
                 t = time.perf_counter()
                 put_jobs_in_calls(cl, [job_spec(nm, schedule=schedule, command="true") for nm in names])
                 say(f"  registered in {fmt_s(time.perf_counter() - t)}")
@@ -537,7 +540,7 @@ class Bench:
         say(f"  -- {size:,} jobs 'at {at}' (T = now + {T - time.time():.1f} s)")
         specs = [job_spec(f"{prefix}{i:06d}", schedule=f"at {at}", command="true") for i in range(size)]
         err = None
-        with Client(addrs, timeout=max(120.0, lead_s * 2)) as cl:
+        with Client(addrs, security=c.security(), timeout=max(120.0, lead_s * 2)) as cl:
             t = time.perf_counter()
             try:
                 put_jobs_in_calls(cl, specs)
@@ -657,7 +660,7 @@ class Bench:
         with self.cluster("failover") as c:
             watch = NodeWatch(c)
             leader = c.wait_leader()
-            with Client(c.cluster_arg, timeout=30) as cl:
+            with c.client(timeout=30) as cl:
                 cl.put_job(job_spec(job, schedule="*/1 * * * * *", command="true"))
                 deadline = time.monotonic() + 30
                 while len(all_executions(cl, job)) < 3 and time.monotonic() < deadline:

@@ -18,7 +18,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -26,7 +25,7 @@ from bench._metrics import Hist, fmt_bucket, put_jobs_in_calls, scrape
 from schedd.runtime.cluster import LocalCluster
 from schedd_proto import testing_pb2 as tpb
 from schedd_proto import testing_pb2_grpc as tpb_grpc
-from schedd_client import Client, job_spec
+from schedd_client import job_spec
 
 DAY_MS = 86_400_000
 
@@ -38,8 +37,8 @@ class TestModeCluster(LocalCluster):
 
 
 def set_clock(c: LocalCluster, offset_ms: int) -> None:
-    for node in c.nodes.values():
-        with grpc.insecure_channel(node.grpc) as ch:
+    for nid in c.nodes:
+        with c.channel(nid) as ch:
             tpb_grpc.TestingStub(ch).SetClockOffset(tpb.SetClockOffsetRequest(offset_ms=offset_ms), timeout=10)
 
 
@@ -68,7 +67,7 @@ def main() -> None:
             lead_s = 20 + args.jobs / 2000                  # time to register before midnight
             offset = midnight - int(lead_s * 1000) - now
             set_clock(c, offset)
-            client = Client(c.cluster_arg, timeout=60)
+            client = c.client(timeout=60)
             specs = []
             if args.group in ("both", "jitter"):
                 specs += [job_spec(f"jit-{i:05d}", schedule="0 0 * * *", command="true", jitter=args.window)

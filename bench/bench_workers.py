@@ -127,7 +127,7 @@ def main() -> None:
                 c.wait_leader(timeout=60)
                 for w in ("wa", "wb"):
                     c.start_worker(w, slots=64)
-                client = Client(c.cluster_arg, timeout=30)
+                client = c.client(timeout=30)
                 wait(lambda: len(client.list_workers().workers) == 2, 30, "workers")
                 print(f"== lease {lease_ms} ms ==")
                 if lease_ms == 10_000:

@@ -54,7 +54,7 @@ def cluster_factory(tmp_path: Path):
     made: list[LocalCluster] = []
 
     def make(**kw) -> LocalCluster:
-        c = LocalCluster(tmp_path / f"cluster{len(made)}", **{"acl": False, **kw})   # ACL on: pass acl=True
+        c = LocalCluster(tmp_path / f"cluster{len(made)}", **kw)
         made.append(c)
         return c
 

@@ -295,9 +295,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     quotas = group("quota", "caps on running attempts per team, pool or the backfill lane")
     quota_set = command(quotas, "set", _Command.quota_set, "set a quota: at most N attempts running at once")
-    quota_set.add_argument("key", metavar="KEY", help="team:<name>, pool:<name> or lane:backfill")
+    # dest quota_key: `key` is the --key (TLS private key) option's
+    quota_set.add_argument("quota_key", metavar="KEY", help="team:<name>, pool:<name> or lane:backfill")
     quota_set.add_argument("limit", type=_count(1), metavar="N")
-    command(quotas, "delete", _Command.quota_delete, "remove a quota").add_argument("key", metavar="KEY")
+    command(quotas, "delete", _Command.quota_delete, "remove a quota").add_argument("quota_key", metavar="KEY")
     command(quotas, "list", _Command.quota_list, "quotas with their limits and current use")
 
     cluster = group("cluster", "cluster membership and Raft progress")
@@ -709,11 +710,11 @@ class _Command:
     # -- quotas
 
     def quota_set(self) -> None:
-        q = self.client.set_quota(self.args.key, self.args.limit)
+        q = self.client.set_quota(self.args.quota_key, self.args.limit)
         self.emit(to_dict(q), lambda: f"quota {q.key}: at most {q.limit} running ({q.running} now)")
 
     def quota_delete(self) -> None:
-        q = self.client.set_quota(self.args.key, 0)
+        q = self.client.set_quota(self.args.quota_key, 0)
         self.emit(to_dict(q), lambda: f"quota {q.key} removed" + (f" (default {q.limit} applies)" if q.limit else ""))
 
     def quota_list(self) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import grpc
 
+from schedd.settings import Limits
 from schedd.security import certs
 from schedd_client.channels import Security, open_channel
 from schedd_proto import acl_pb2, acl_pb2_grpc
@@ -30,6 +31,8 @@ from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
 PR_SET_PDEATHSIG = 1
+ADMIN_TOKEN_FILE = "admin.token"       # the management token, 0600 in the cluster's root
+WORKER_POLICY = "harness-worker"
 
 
 def restartable_ports(n: int) -> int:
@@ -114,11 +117,15 @@ class LocalCluster:
     webhook_allow: tuple[str, ...] = ()
     worker_http_allow: tuple[str, ...] = ()
     test_mode: bool = False          # writes test_mode = true (failpoints, clock admin; with SCHEDD_TEST_MODE=1)
-    # Access control ([acl] enabled): production nodes default to on; the harness says which it
-    # wants (False writes `enabled = false`). `acl_settings` adds other [acl] keys (rate limits).
-    acl: bool = False
+    # Access control ([acl] enabled): on, as in production; a test that needs it off says so
+    # (acl=False writes `enabled = false`). `acl_settings` adds other [acl] keys (rate limits).
+    # With it on, wait_leader() bootstraps (the management token, kept in root/admin.token so a
+    # harness rebuilt on the same root reuses it) and start_worker() gives each worker the
+    # harness's worker token (worker_token()).
+    acl: bool = True
     acl_settings: dict = field(default_factory=dict)
     admin_token: str = ""            # set by bootstrap(): the harness's own calls use it
+    harness_worker_token: str = ""   # set by worker_token()
     # Test harnesses: a node's host (default 127.0.0.1; e.g. its network namespace's address),
     # and a command prefix per process ("n1", "worker:w1") that execs the rest of the command
     # line, so the started pid is still the daemon's (`ip netns exec NS`, `nsenter -t PID -m --`).
@@ -126,8 +133,9 @@ class LocalCluster:
     wrap: dict[str, list[str]] = field(default_factory=dict)
     # TLS: a deployment (schedd.security.certs) in root/tls, every node serving with its
     # certificate and requiring client certificates when `mtls`; workers, `channel()` and
-    # `client()` connect with their own. Off: plaintext, `[tls] insecure = true` (loopback only).
-    tls: bool = False
+    # `client()` connect with their own. On by default, as in production; a test that needs
+    # plaintext says so (tls=False: `[tls] insecure = true`, loopback only).
+    tls: bool = True
     mtls: bool = True
     nodes: dict[str, NodeProc] = field(default_factory=dict)
     workers: dict[str, NodeProc] = field(default_factory=dict)
@@ -152,6 +160,8 @@ class LocalCluster:
                 log=self.root / "logs" / f"{nid}.log")
         if self.tls:
             self._make_deployment()
+        if not self.admin_token and (self.root / ADMIN_TOKEN_FILE).exists():
+            self.admin_token = (self.root / ADMIN_TOKEN_FILE).read_text().strip()
         for node in self.nodes.values():
             self._write_config(node)
 
@@ -274,14 +284,16 @@ class LocalCluster:
 
     def start_worker(self, name: str, *, slots: int = 4, pool: str = "", drain_grace_s: float = 10.0,
                      extra_env: dict | None = None, extra_args: tuple[str, ...] = (),
-                     context: bool = False, token: str = "") -> NodeProc:
+                     context: bool = False, token: str | None = None) -> NodeProc:
         """A `schedd worker` process connected to this cluster: by flags, or with `context` by
         a context file of its own (write_context) named in SCHEDD_CONTEXT, and no flags
         (`extra_args`: more flags, e.g. ("--config", path); `token`: its worker token, passed
-        in the environment)."""
+        in the environment; None: the harness's worker token when ACL is on, "": none)."""
         w = self.workers.get(name)
         if w is not None and w.alive():
             return w
+        if token is None:
+            token = self.worker_token() if self.acl else ""
         w = self.workers[name] = NodeProc(id=name, raft="", grpc="", metrics="", config=Path(),
                                           log=self.root / "logs" / f"worker-{name}.log")
         args = [*self.wrap.get(f"worker:{name}", ()), sys.executable, "-m", "schedd", "--log-level",
@@ -289,7 +301,8 @@ class LocalCluster:
                 "--drain-grace", str(drain_grace_s)]
         extra_env = dict(extra_env or {})
         if context:
-            extra_env["SCHEDD_CONTEXT"] = str(self.write_context(kind="worker", name=name))
+            extra_env["SCHEDD_CONTEXT"] = str(self.write_context(kind="worker", name=name,
+                                                                 token=token or None))
         else:
             args += ["--cluster", self.cluster_arg]
         if pool:
@@ -367,7 +380,10 @@ class LocalCluster:
 
     def bootstrap(self, timeout: float = 60.0) -> str:
         """`acl bootstrap` once the cluster has a leader: the management token (kept for the
-        harness's own status calls, and returned)."""
+        harness's own status calls and in root/admin.token, and returned; a cluster bootstrapped
+        already returns the token it got)."""
+        if self.admin_token:
+            return self.admin_token
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
@@ -381,9 +397,26 @@ class LocalCluster:
                         last = f"{e.code().name}: {e.details()}"
                         continue
                 self.admin_token = out.secret
+                certs.write_atomic(self.root / ADMIN_TOKEN_FILE, (out.secret + "\n").encode(),
+                                   certs.KEY_MODE, overwrite=True)
                 return out.secret
             time.sleep(0.2)
         raise TimeoutError(f"ACL bootstrap did not succeed within {timeout:g}s (last: {last})")
+
+    def worker_token(self) -> str:
+        """The harness's worker token (created once): serves every pool and team, with as many
+        slots as [limits] max_worker_slots lets one worker claim (the node's limit is the one a
+        test exercises, not the token's)."""
+        if self.harness_worker_token:
+            return self.harness_worker_token
+        self.wait_leader()
+        with self.client(timeout=30) as client:
+            client.acl_put_policy(WORKER_POLICY, {"pool:*": ["serve"], "team:*": ["serve"]},
+                                  description="the test harness's workers serve everything")
+            self.harness_worker_token = client.acl_create_token(
+                kind="worker", policies=[WORKER_POLICY], description="the test harness's workers",
+                max_slots=int(self.limits.get("max_worker_slots", Limits().max_worker_slots))).secret
+        return self.harness_worker_token
 
     # ------------------------------------------------------------ observation
 
@@ -429,8 +462,13 @@ class LocalCluster:
             if dead:
                 codes = ", ".join(f"{n} (exit {proc.returncode})" for n, proc in dead)
                 raise RuntimeError(f"node(s) {codes} exited: see {self.root / 'logs'}")
+            if self.acl and not self.admin_token and not (self.tls and self.mtls):
+                # Without an admin certificate even NodeInfo needs the management token.
+                self.bootstrap(timeout=max(1.0, deadline - time.monotonic()))
             lead = self.leader()
             if lead is not None and lead != exclude:
+                if self.acl and not self.admin_token:
+                    self.bootstrap(timeout=max(1.0, deadline - time.monotonic()))
                 return lead
             time.sleep(0.1)
         raise TimeoutError(f"no leader within {timeout:g}s (last seen {self.last_seen}); "

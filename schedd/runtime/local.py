@@ -21,7 +21,7 @@ import threading
 from collections import Counter
 from pathlib import Path
 
-from schedd.runtime.cluster import LocalCluster, ports_free
+from schedd.runtime.cluster import ADMIN_TOKEN_FILE, LocalCluster, ports_free
 from schedd.security import certs
 from schedd_client import Client, SchedError, job_spec
 
@@ -30,7 +30,6 @@ LOCAL_WORKER = "local-worker"
 LOCAL_WORKER_SLOTS = 4
 DEMO_SCHEDULE = "@every 5s"
 WORKER_POLICY = "local-worker"          # serve on every pool and team: this machine's one worker
-ADMIN_TOKEN_FILE = "admin.token"
 WORKER_TOKEN_FILE = "worker.token"
 CONTEXT_FILE = "schedctl-context.toml"
 
@@ -46,11 +45,7 @@ def _save(path: Path, secret: str) -> None:
 def _credentials(cluster: LocalCluster) -> str:
     """The management token (bootstrapped once; kept in the data dir) and the local worker's
     token; returns the worker's."""
-    admin = _saved(cluster.root / ADMIN_TOKEN_FILE)
-    if admin:
-        cluster.admin_token = admin               # a restart: the cluster was bootstrapped
-    else:
-        _save(cluster.root / ADMIN_TOKEN_FILE, cluster.bootstrap())
+    cluster.bootstrap()        # once: LocalCluster keeps it in ADMIN_TOKEN_FILE and reloads it
     worker = _saved(cluster.root / WORKER_TOKEN_FILE)
     if not worker:
         with cluster.client(timeout=30) as client:

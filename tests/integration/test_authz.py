@@ -14,6 +14,7 @@ import pytest
 
 from schedd.ports.fakes import wait_until
 from schedd_client import Client, SchedError, job_spec
+from schedd_client.channels import Security, open_channel
 from schedd_proto import acl_pb2, dags_pb2, scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from google.protobuf import message_factory
@@ -29,13 +30,17 @@ def acl_cluster(tmp_path_factory):
     """One cluster for the module, ACL on, bootstrapped; teams a and b with a client token each,
     a worker token for pool cpu and team a (2 slots)."""
     from schedd.runtime.cluster import LocalCluster
-    c = LocalCluster(tmp_path_factory.mktemp("cluster-acl"), size=3, acl=True,
+    # Plaintext (loopback): the identities under test are bearer tokens alone. Under mTLS every
+    # caller would have a certificate principal (no call is unauthenticated), and TLS without
+    # client certificates has nodes check their peers against the system roots (README, TLS),
+    # which this cluster's private CA is not in, so a follower could not forward.
+    c = LocalCluster(tmp_path_factory.mktemp("cluster-acl"), size=3, acl=True, tls=False,
                      scheduler={"lease_ms": 3000}, acl_settings={"rate_per_second": 1000, "rate_burst": 2000})
     c.start()
     try:
         admin = c.bootstrap()
         c.wait_leader()
-        with Client(c.cluster_arg, token=admin, timeout=30) as cl:
+        with c.client(security=_sec(c, admin), timeout=30) as cl:
             for team in ("a", "b"):
                 cl.acl_put_policy(f"team-{team}", {f"team:{team}": ["read", "write", "trigger", "cancel", "backfill"]})
             cl.acl_put_role("team-a", ["team-a"])
@@ -48,13 +53,19 @@ def acl_cluster(tmp_path_factory):
             # one per 3 s): retention is replicated configuration.
             cl.audit_configure(max_age_ms=0, max_records=0, denied_burst=5000, denied_refill_ms=1000)
         c.tokens = tokens
+        c.anon_context = c.write_context(kind="client", name="anonymous")   # TLS, no token
         yield c
     finally:
         c.stop()
 
 
+def _sec(c, token: str | None) -> Security:
+    """TLS to the cluster with `token` as the only credential (none: anonymous)."""
+    return c.security("client", "token-only", token=token or None)
+
+
 def _client(c, who: str) -> Client:
-    return Client(c.cluster_arg, token=c.tokens[who] if who else "", timeout=30)
+    return c.client(security=_sec(c, c.tokens[who] if who else ""), timeout=30)
 
 
 def _accessor(token: str) -> str:
@@ -76,9 +87,9 @@ def _all_methods():
                 yield f"/{service.full_name}/{m.name}", m
 
 
-def _call_raw(address: str, path: str, method, metadata=()) -> grpc.StatusCode:
+def _call_raw(c, address: str, path: str, method, metadata=()) -> grpc.StatusCode:
     request = message_factory.GetMessageClass(method.input_type)()
-    with grpc.insecure_channel(address) as ch:
+    with open_channel(address, _sec(c, "")) as ch:
         try:
             if method.client_streaming:
                 stream = ch.stream_stream(path, request_serializer=lambda m: m.SerializeToString(),
@@ -104,14 +115,14 @@ def test_every_rpc_of_every_service_refuses_an_unauthenticated_caller(acl_cluste
             # try it on one node, the malformed ones everywhere.
             unknown = ((("authorization", f"Bearer {bad}"),),) if node.id == "n1" else ()
             for md in ((), (("authorization", "Bearer 0123.xyz"),), (("authorization", "Basic xyz"),), *unknown):
-                got = _call_raw(node.grpc, path, method, md)
+                got = _call_raw(c, node.grpc, path, method, md)
                 if path in OPEN and not md:
                     assert got == grpc.StatusCode.ALREADY_EXISTS, (node.id, path, got)
                 else:
                     assert got == grpc.StatusCode.UNAUTHENTICATED, (node.id, path, md, got)
     # Health stays open.
     from grpc_health.v1 import health_pb2, health_pb2_grpc
-    with grpc.insecure_channel(c.nodes["n1"].grpc) as ch:
+    with open_channel(c.nodes["n1"].grpc, _sec(c, "")) as ch:
         assert health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=10).status == 1
 
 
@@ -122,7 +133,7 @@ def test_a_forged_principal_header_changes_nothing(acl_cluster) -> None:
               ("x-schedd-node-sig", "00" * 32))
     spec = job_spec("forged-b", schedule="@every 1h", team="b", command="true")
     for node in c.nodes.values():
-        with grpc.insecure_channel(node.grpc) as ch:
+        with open_channel(node.grpc, _sec(c, "")) as ch:
             stub = pb_grpc.SchedulerStub(ch)
             with pytest.raises(grpc.RpcError) as e:          # no credential: still refused
                 stub.PutJob(pb.PutJobRequest(job=spec), timeout=10, metadata=forged)
@@ -212,7 +223,7 @@ def test_workers_need_a_worker_token_for_their_pool(acl_cluster) -> None:
     c = acl_cluster
     with _client(c, "a") as a, _client(c, "admin") as admin:
         a.put_job(job_spec("cpu-a", team="a", command="echo ran", pool="cpu"))
-        c.start_worker("no-token", pool="cpu", slots=1)
+        c.start_worker("no-token", pool="cpu", slots=1, token="")
         c.start_worker("other-pool", pool="gpu", slots=1, token=c.tokens["worker"])
         c.start_worker("too-many-slots", pool="cpu", slots=4, token=c.tokens["worker"])
         c.start_worker("client-token", pool="cpu", slots=1, token=c.tokens["a"])
@@ -266,60 +277,61 @@ def test_audit_trail_on_every_node_and_verify_catches_an_altered_record(acl_clus
             v = admin.audit_verify(address=node.grpc)
             assert v.ok and v.answered_by == node.id and v.records > 0
     env_token = ["--token", c.tokens["admin"]]
-    out = schedctl(c.cluster_arg, *env_token, "audit", "list", "--principal", a_name, "--since", "1h", "-o", "json")
+    out = schedctl(c.anon_context, *env_token, "audit", "list", "--principal", a_name, "--since", "1h", "-o", "json")
     rows = json.loads(out.stdout)
     assert any(r["action"] == "Scheduler.PutJob" and r["target"] == "audited" for r in rows)
-    assert "Scheduler.SetQuota" in schedctl(c.cluster_arg, *env_token, "audit", "list", "--principal", a_name).stdout
-    assert schedctl(c.cluster_arg, *env_token, "audit", "verify").returncode == 0
+    assert "Scheduler.SetQuota" in schedctl(c.anon_context, *env_token, "audit", "list", "--principal", a_name).stdout
+    assert schedctl(c.anon_context, *env_token, "audit", "verify").returncode == 0
     export = tmp_path / "audit.jsonl"
-    schedctl(c.cluster_arg, *env_token, "audit", "export", "--file", str(export))
-    assert schedctl(c.cluster_arg, "audit", "verify", str(export)).returncode == 0
+    schedctl(c.anon_context, *env_token, "audit", "export", "--file", str(export))
+    assert schedctl(c.anon_context, "audit", "verify", str(export)).returncode == 0
     lines = export.read_text().splitlines()
     i = next(i for i, ln in enumerate(lines) if '"target":"audited"' in ln)
     lines[i] = lines[i].replace(f'"principal":"{a_name}"', '"principal":"token:0000000000000000"')
     export.write_text("\n".join(lines) + "\n")
-    broken = schedctl(c.cluster_arg, "audit", "verify", str(export), check=False)
+    broken = schedctl(c.anon_context, "audit", "verify", str(export), check=False)
     assert broken.returncode == 1 and f"line {i + 1}" in broken.stderr
 
 
 def test_schedctl_acl_commands_and_revocation(acl_cluster) -> None:
     c = acl_cluster
     tok = ["--token", c.tokens["admin"]]
-    schedctl(c.cluster_arg, *tok, "acl", "policy", "create", "readers", "--rule", "team:a=read")
-    out = schedctl(c.cluster_arg, *tok, "acl", "token", "create", "--policy", "readers", "--ttl", "1h", "-o", "json")
+    schedctl(c.anon_context, *tok, "acl", "policy", "create", "readers", "--rule", "team:a=read")
+    out = schedctl(c.anon_context, *tok, "acl", "token", "create", "--policy", "readers", "--ttl", "1h", "-o", "json")
     secret = json.loads(out.stdout)["secret"]
     accessor = secret.partition(".")[0]
-    assert accessor in schedctl(c.cluster_arg, *tok, "acl", "token", "list").stdout
-    assert "readers" in schedctl(c.cluster_arg, *tok, "acl", "policy", "list").stdout
-    who = schedctl(c.cluster_arg, "--token", secret, "acl", "whoami").stdout
+    assert accessor in schedctl(c.anon_context, *tok, "acl", "token", "list").stdout
+    assert "readers" in schedctl(c.anon_context, *tok, "acl", "policy", "list").stdout
+    who = schedctl(c.anon_context, "--token", secret, "acl", "whoami").stdout
     assert f"token:{accessor}" in who and "team:a: read" in who
-    assert schedctl(c.cluster_arg, "--token", secret, "job", "list").returncode == 0
-    assert schedctl(c.cluster_arg, "--token", secret, "acl", "token", "list", check=False).returncode == 1
-    again = schedctl(c.cluster_arg, "acl", "bootstrap", check=False)
+    assert schedctl(c.anon_context, "--token", secret, "job", "list").returncode == 0
+    assert schedctl(c.anon_context, "--token", secret, "acl", "token", "list", check=False).returncode == 1
+    again = schedctl(c.anon_context, "acl", "bootstrap", check=False)
     assert again.returncode == 1 and "already" in again.stderr
     # The anonymous policy: calls without a token get it (here: read on team a), then refused again.
-    schedctl(c.cluster_arg, *tok, "acl", "anonymous", "readers")
-    wait_until(lambda: schedctl(c.cluster_arg, "--token", "", "job", "list", check=False).returncode == 0,
+    schedctl(c.anon_context, *tok, "acl", "anonymous", "readers")
+    wait_until(lambda: schedctl(c.anon_context, "--token", "", "job", "list", check=False).returncode == 0,
                timeout=30, what="anonymous reads")
-    anon_write = schedctl(c.cluster_arg, "--token", "", "job", "delete", "a-job", check=False)
+    anon_write = schedctl(c.anon_context, "--token", "", "job", "delete", "a-job", check=False)
     assert anon_write.returncode == 1 and "missing capability 'write' on team:a" in anon_write.stderr
-    schedctl(c.cluster_arg, *tok, "acl", "anonymous")
+    schedctl(c.anon_context, *tok, "acl", "anonymous")
     for node in c.nodes.values():
-        wait_until(lambda: schedctl(node.grpc, "--token", "", "job", "list", check=False).returncode == 1,
+        wait_until(lambda: schedctl(c.anon_context, "--token", "", "job", "list", at=node.grpc, check=False).returncode == 1,
                    timeout=30, what=f"anonymous refused again on {node.id}")
-    schedctl(c.cluster_arg, *tok, "acl", "token", "delete", accessor)
+    schedctl(c.anon_context, *tok, "acl", "token", "delete", accessor)
     # Revoked on every node once applied there.
     for node in c.nodes.values():
-        wait_until(lambda: schedctl(node.grpc, "--token", secret, "job", "list", check=False).returncode == 1,
+        wait_until(lambda: schedctl(c.anon_context, "--token", secret, "job", "list", at=node.grpc, check=False).returncode == 1,
                    timeout=30, what=f"revocation applied on {node.id}")
 
 
 def test_mutating_calls_are_rate_limited_per_principal(cluster_factory) -> None:
-    c = cluster_factory(size=1, acl=True, acl_settings={"rate_per_second": 1, "rate_burst": 3})
+    # TLS without client certificates (one node: nothing to forward): the principals are the tokens
+    c = cluster_factory(size=1, acl=True, mtls=False, acl_settings={"rate_per_second": 1, "rate_burst": 3})
     c.start()
     admin = c.bootstrap()
     c.wait_leader()
-    with Client(c.cluster_arg, token=admin, timeout=30) as cl:
+    with c.client(security=_sec(c, admin), timeout=30) as cl:
         cl.acl_put_policy("a", {"team:a": ["read", "write"]})
         other = cl.acl_create_token(policies=["a"]).secret
         codes = [_code(lambda: cl.put_job(job_spec(f"r{i}", schedule="@every 1h", team="a", command="true")))
@@ -330,5 +342,5 @@ def test_mutating_calls_are_rate_limited_per_principal(cluster_factory) -> None:
                 cl.pause_job("r0")
         assert e.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED and "retry in" in e.value.message
         assert cl.get_job("r0").spec.name == "r0"            # reads are not limited
-    with Client(c.cluster_arg, token=other, timeout=30) as cl:     # another principal has its own bucket
+    with c.client(security=_sec(c, other), timeout=30) as cl:     # another principal has its own bucket
         cl.put_job(job_spec("mine", schedule="@every 1h", team="a", command="true"))

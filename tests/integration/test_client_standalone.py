@@ -73,7 +73,7 @@ def test_schedctl_and_sdk_work_without_the_daemon(cluster_factory) -> None:
         def schedctl(*args):
             buf, err = io.StringIO(), io.StringIO()
             with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(err):
-                code = main(["--cluster", CLUSTER, *args])
+                code = main(["--context", CONTEXT, *args])
             return {"code": code, "out": buf.getvalue(), "err": err.getvalue()}
 
         runs = {
@@ -85,11 +85,11 @@ def test_schedctl_and_sdk_work_without_the_daemon(cluster_factory) -> None:
             "next": schedctl("job", "next", "berlin", "--count", "2", "-o", "json"),
             "status": schedctl("cluster", "status", "-o", "json"),
         }
-        with Client(CLUSTER) as client:
+        with Client.from_context(CONTEXT) as client:
             sdk = client.get_job("berlin", upcoming=1).spec.timezone
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in REFUSED)
         print(json.dumps({"runs": runs, "sdk": sdk, "loaded": loaded}))
-    """.replace("CLUSTER", repr(c.cluster_arg)))
+    """.replace("CONTEXT", repr(str(c.write_context()))))
     runs = out["runs"]
     for name, r in runs.items():
         assert (r["code"], r["err"]) == (0, ""), (name, r)

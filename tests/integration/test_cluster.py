@@ -23,13 +23,13 @@ pytestmark = pytest.mark.integration
 EVERY_S = 1
 
 
-def stub(addr: str) -> pb_grpc.SchedulerStub:
-    return pb_grpc.SchedulerStub(grpc.insecure_channel(addr))
+def stub(c, nid: str) -> pb_grpc.SchedulerStub:
+    return pb_grpc.SchedulerStub(c.channel(nid))
 
 
-def history(addr: str, job: str, *, stale: bool = False) -> list[pb.Execution]:
-    """Every execution of `job`, oldest first, across pages."""
-    s, out, token = stub(addr), [], ""
+def history(c, nid: str, job: str, *, stale: bool = False) -> list[pb.Execution]:
+    """Every execution of `job` as node `nid` answers, oldest first, across pages."""
+    s, out, token = stub(c, nid), [], ""
     md = [("x-schedd-stale-ok", "1")] if stale else []
     while True:
         r = s.ListExecutions(pb.ListExecutionsRequest(job=job, page_size=1000, page_token=token,
@@ -52,42 +52,41 @@ def test_failover_restart_and_full_restart_keep_history_exact(cluster_factory):
     c = cluster_factory(size=3)
     c.start()
     leader = c.wait_leader(timeout=60)
-    any_addr = c.nodes["n1"].grpc if leader != "n1" else c.nodes["n2"].grpc  # a follower: forwarded
+    any_node = "n1" if leader != "n1" else "n2"  # a follower: forwarded
     spec = pb.JobSpec(name="tick", schedule=f"@every {EVERY_S}s",
                       handler=pb.Handler(shell=pb.ShellHandler(command="true")))
-    stub(any_addr).PutJob(pb.PutJobRequest(job=spec, request_id="create-tick"), timeout=15)
+    stub(c, any_node).PutJob(pb.PutJobRequest(job=spec, request_id="create-tick"), timeout=15)
 
-    wait_until(lambda: len(history(any_addr, "tick")) >= 4, timeout=30, what="first fires")
+    wait_until(lambda: len(history(c, any_node, "tick")) >= 4, timeout=30, what="first fires")
 
     # SIGKILL the leader while it fires
     c.kill_node(leader)
     survivor = next(n for n in c.nodes if n != leader)
     new_leader = c.wait_leader(timeout=30, exclude=leader)
     assert new_leader != leader
-    n_at_failover = len(history(c.nodes[survivor].grpc, "tick"))
-    wait_until(lambda: len(history(c.nodes[survivor].grpc, "tick")) >= n_at_failover + 4,
+    n_at_failover = len(history(c, survivor, "tick"))
+    wait_until(lambda: len(history(c, survivor, "tick")) >= n_at_failover + 4,
                timeout=30, what="fires after failover")
-    before_restart = history(c.nodes[survivor].grpc, "tick")
+    before_restart = history(c, survivor, "tick")
     assert_contiguous(before_restart, EVERY_S * 1000)
     assert len({e.term for e in before_restart}) >= 2, "the fires should span two leader terms"
 
     # the killed node restarts and catches up from the log (stale read served locally)
     c.start_node(leader)
     def caught_up():
-        mine = {e.id for e in history(c.nodes[leader].grpc, "tick", stale=True)}
+        mine = {e.id for e in history(c, leader, "tick", stale=True)}
         return {e.id for e in before_restart} <= mine
     wait_until(caught_up, timeout=60, what="the restarted node to catch up")
 
     # stop all three, start them again: every committed execution is still there, and the
     # instants that fell due while the cluster was down are fired (catch-up), none missing
-    committed = history(c.nodes[survivor].grpc, "tick")
+    committed = history(c, survivor, "tick")
     c.stop()
     down_ms = int(time.time() * 1000)
     c.start()
     c.wait_leader(timeout=60)
     up_ms = int(time.time() * 1000)
-    addr = c.nodes["n1"].grpc
-    after = wait_until(lambda: (h := history(addr, "tick")) and len(h) >= len(committed) + 3 and h,
+    after = wait_until(lambda: (h := history(c, "n1", "tick")) and len(h) >= len(committed) + 3 and h,
                        timeout=60, what="fires after a full restart")
     assert {e.id for e in committed} <= {e.id for e in after}, "a committed execution was lost"
     assert_contiguous(after, EVERY_S * 1000)
@@ -100,7 +99,7 @@ def test_bad_input_is_refused_with_clear_status_and_commits_nothing(cluster_fact
     c = cluster_factory(size=3)
     c.start()
     c.wait_leader(timeout=60)
-    s = stub(c.nodes["n2"].grpc)
+    s = stub(c, "n2")
     cases = [
         (pb.JobSpec(name="x", schedule="61 * * * *", handler=pb.Handler(shell=pb.ShellHandler(command="t"))),
          grpc.StatusCode.INVALID_ARGUMENT, "minute"),
@@ -114,7 +113,7 @@ def test_bad_input_is_refused_with_clear_status_and_commits_nothing(cluster_fact
                     handler=pb.Handler(shell=pb.ShellHandler(command="t"))),
          grpc.StatusCode.INVALID_ARGUMENT, "in the past"),
     ]
-    before = pb_grpc.ClusterStub(grpc.insecure_channel(c.nodes["n2"].grpc)).Status(
+    before = pb_grpc.ClusterStub(c.channel("n2")).Status(
         pb.ClusterStatusRequest(), timeout=5).commit_index
     for spec, code, fragment in cases:
         with pytest.raises(grpc.RpcError) as e:
@@ -126,14 +125,14 @@ def test_bad_input_is_refused_with_clear_status_and_commits_nothing(cluster_fact
     with pytest.raises(grpc.RpcError) as e:
         s.GetExecution(pb.GetExecutionRequest(id="garbage"), timeout=10)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    after = pb_grpc.ClusterStub(grpc.insecure_channel(c.nodes["n2"].grpc)).Status(
+    after = pb_grpc.ClusterStub(c.channel("n2")).Status(
         pb.ClusterStatusRequest(), timeout=5).commit_index
     # PauseJob of an unknown job is refused by apply (it needs the committed state), the
     # invalid specs never reach the log
     assert after - before <= 1
 
     # health checking and reflection, so grpcurl and load balancers work
-    ch = grpc.insecure_channel(c.nodes["n3"].grpc)
+    ch = c.channel("n3")
     health = health_pb2_grpc.HealthStub(ch)
     for service in ("", "schedd.v1.Scheduler", "schedd.v1.Cluster"):
         r = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
@@ -164,7 +163,7 @@ def test_snapshots_compact_the_log_and_bring_a_lagging_node_back(cluster_factory
     leader = c.wait_leader(timeout=60)
     lagging = next(n for n in c.nodes if n != leader)
     c.stop_node(lagging)
-    s = stub(c.nodes[leader].grpc)
+    s = stub(c, leader)
     for i in range(120):
         spec = pb.JobSpec(name=f"job-{i:03d}", schedule="@every 1h",
                           handler=pb.Handler(shell=pb.ShellHandler(command="true")))
@@ -174,7 +173,7 @@ def test_snapshots_compact_the_log_and_bring_a_lagging_node_back(cluster_factory
                what="the running nodes to write a snapshot")
 
     def names(nid: str) -> list[str]:
-        r = stub(c.nodes[nid].grpc).ListJobs(pb.ListJobsRequest(page_size=1000), timeout=10,
+        r = stub(c, nid).ListJobs(pb.ListJobsRequest(page_size=1000), timeout=10,
                                              metadata=[("x-schedd-stale-ok", "1")])
         return [j.spec.name for j in r.jobs]
 

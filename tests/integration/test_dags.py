@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from schedd_client import Client, ValidationError, job_spec
+from schedd_client import ValidationError, job_spec
 from schedd.ports.fakes import wait_until
 from tests.support.cluster import metric_total, schedctl
 
@@ -25,7 +25,7 @@ def start(cluster_factory, slots=2):
     c.start()
     c.wait_leader(timeout=60)
     c.start_worker("w1", slots=slots, drain_grace_s=5)
-    client = Client(c.cluster_arg, timeout=30)
+    client = c.client(timeout=30)
     wait_until(lambda: client.list_workers().workers, timeout=30, what="the worker to connect")
     return c, client
 
@@ -45,9 +45,9 @@ def test_three_tasks_succeed_in_upstream_order(cluster_factory, tmp_path):
     ]}
     f = tmp_path / "etl.yaml"
     f.write_text(yaml.safe_dump(doc))
-    out = schedctl(c.cluster_arg, "dag", "apply", "-f", str(f)).stdout
+    out = schedctl(c, "dag", "apply", "-f", str(f)).stdout
     assert "dag etl created (version 1, 3 tasks" in out
-    started = json.loads(schedctl(c.cluster_arg, "dag", "run", "etl", "-o", "json").stdout)
+    started = json.loads(schedctl(c, "dag", "run", "etl", "-o", "json").stdout)
     run = wait_until(lambda: run_done(client, "etl", started["run_id"]), timeout=45, what="the run to end")
     assert run.state == "SUCCEEDED", run
     assert [t.task for t in run.tasks] == ["extract", "transform", "load"]
@@ -59,7 +59,7 @@ def test_three_tasks_succeed_in_upstream_order(cluster_factory, tmp_path):
     for task in run.tasks:
         ex = client.get_execution(task.execution_id)
         assert ex.scheduled_ms == run.logical_ms and len(ex.attempts) == 1 and ex.trigger == "dag"
-    listing = schedctl(c.cluster_arg, "dag", "runs", "etl").stdout
+    listing = schedctl(c, "dag", "runs", "etl").stdout
     assert started["run_id"] in listing and "SUCCEEDED" in listing and "3 succeeded" in listing
     # invalid graphs are refused with the reason, and nothing changes
     bad = {"name": "etl", "tasks": [{"name": "a", "upstream": ["b"], "command": "true"},
@@ -67,12 +67,12 @@ def test_three_tasks_succeed_in_upstream_order(cluster_factory, tmp_path):
     with pytest.raises(ValidationError, match="cycle: (a -> b -> a|b -> a -> b)"):
         client.put_dag(bad)
     assert client.get_dag("etl").version == 1
-    p = schedctl(c.cluster_arg, "job", "trigger", "etl:load", check=False)
+    p = schedctl(c, "job", "trigger", "etl:load", check=False)
     assert p.returncode == 1 and "part of DAG 'etl'" in p.stderr
     # the document comes back as it was applied; list and delete
-    assert yaml.safe_load(schedctl(c.cluster_arg, "dag", "get", "etl", "-o", "yaml").stdout) == doc
-    assert "etl" in schedctl(c.cluster_arg, "dag", "list").stdout
-    schedctl(c.cluster_arg, "dag", "delete", "etl")
+    assert yaml.safe_load(schedctl(c, "dag", "get", "etl", "-o", "yaml").stdout) == doc
+    assert "etl" in schedctl(c, "dag", "list").stdout
+    schedctl(c, "dag", "delete", "etl")
     assert not client.list_dags().dags and not [j for j in client.list_jobs() if j.spec.name.startswith("etl:")]
 
 
@@ -110,14 +110,14 @@ def test_failing_middle_task_marks_downstream_upstream_failed(cluster_factory, t
                       "publish": "UPSTREAM_FAILED", "cleanup": "SUCCEEDED"}, states
     transform = next(t for t in run.tasks if t.task == "transform")
     assert transform.attempts == 2
-    shown = schedctl(c.cluster_arg, "dag", "show", "broken", "--run", run_id).stdout
+    shown = schedctl(c, "dag", "show", "broken", "--run", run_id).stdout
     assert f"run {run_id}  FAILED" in shown
     lines = {line.split()[1] if line.split()[0] in "●└─" else line.split()[0]: line
              for line in shown.splitlines()[1:]}
     assert "UPSTREAM_FAILED" in lines["load"] and "upstream transform ended FAILED" in lines["load"]
     assert "UPSTREAM_FAILED" in lines["publish"] and "FAILED" in lines["transform"]
     assert "all_done" in lines["cleanup"] and "SUCCEEDED" in lines["cleanup"]
-    data = json.loads(schedctl(c.cluster_arg, "dag", "show", "broken", "-o", "json").stdout)
+    data = json.loads(schedctl(c, "dag", "show", "broken", "-o", "json").stdout)
     assert data["run_id"] == run_id and data["state"] == "FAILED"
 
 
@@ -213,7 +213,7 @@ def test_dag_sla_miss_is_recorded_once_shown_counted_and_posted(cluster_factory,
             {"name": "quick", "sla": {"within": "60s", "webhook": url},
              "tasks": [{"name": "a", "command": "true"}]},
         ]))
-        schedctl(c.cluster_arg, "dag", "apply", "-f", str(f))
+        schedctl(c, "dag", "apply", "-f", str(f))
         slow = client.run_dag("slow").run_id
         quick = client.run_dag("quick").run_id
 
@@ -236,14 +236,14 @@ def test_dag_sla_miss_is_recorded_once_shown_counted_and_posted(cluster_factory,
         wait_until(lambda: metric_total(c, "schedd_sla_missed_total", 'job="slow"') == 1, timeout=30,
                    what="the miss to be counted")
 
-        listing = schedctl(c.cluster_arg, "dag", "runs", "slow").stdout.splitlines()
+        listing = schedctl(c, "dag", "runs", "slow").stdout.splitlines()
         assert listing[0].split()[-1] == "SLA"
         [row] = [line for line in listing if line.startswith(slow)]
         assert row.rstrip().endswith("! missed")
-        assert "! missed" not in schedctl(c.cluster_arg, "dag", "runs", "quick").stdout
-        shown = schedctl(c.cluster_arg, "dag", "show", "slow", "--run", slow).stdout
+        assert "! missed" not in schedctl(c, "dag", "runs", "quick").stdout
+        shown = schedctl(c, "dag", "show", "slow", "--run", slow).stdout
         assert "events:" in shown and "sla_missed" in shown and "within 1s" in shown
-        got = json.loads(schedctl(c.cluster_arg, "dag", "show", "slow", "--run", slow, "-o", "json").stdout)
+        got = json.loads(schedctl(c, "dag", "show", "slow", "--run", slow, "-o", "json").stdout)
         assert got["events"][0]["kind"] == "sla_missed"
         assert len(posts) == 1 and len(client.get_dag_run("slow", slow).events) == 1
         client.close()

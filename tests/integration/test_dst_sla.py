@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from schedd.core.schedule import parse_time
-from schedd_client import Client, job_spec
+from schedd_client import job_spec
 from schedd.ports.fakes import wait_until
 from tests.support.cluster import metric_total, schedctl
 
@@ -33,13 +33,13 @@ def test_job_next_shows_dst_effects_for_a_berlin_job(cluster_factory, tmp_path):
     f = tmp_path / "jobs.yaml"
     f.write_text(yaml.safe_dump({"name": "berlin-default", "schedule": BERLIN_DST_DAYS,
                                  "timezone": "Europe/Berlin", "command": "true"}))
-    schedctl(follower, "job", "create", "-f", str(f))
-    schedctl(follower, "job", "create", "berlin-skip-both", "--schedule", BERLIN_DST_DAYS,
-             "--tz", "Europe/Berlin", "--dst-gap", "skip", "--dst-fold", "both", "--command", "true")
-    schedctl(follower, "job", "create", "berlin-last", "--schedule", BERLIN_DST_DAYS,
-             "--tz", "Europe/Berlin", "--dst-fold", "last", "--command", "true")
+    schedctl(c, "job", "create", "-f", str(f), at=follower)
+    schedctl(c, "job", "create", "berlin-skip-both", "--schedule", BERLIN_DST_DAYS,
+             "--tz", "Europe/Berlin", "--dst-gap", "skip", "--dst-fold", "both", "--command", "true", at=follower)
+    schedctl(c, "job", "create", "berlin-last", "--schedule", BERLIN_DST_DAYS,
+             "--tz", "Europe/Berlin", "--dst-fold", "last", "--command", "true", at=follower)
 
-    out = json.loads(schedctl(follower, "job", "next", "berlin-default", "--count", "4", "-o", "json").stdout)
+    out = json.loads(schedctl(c, "job", "next", "berlin-default", "--count", "4", "-o", "json", at=follower).stdout)
     assert (out["timezone"], out["dst_gap"], out["dst_fold"]) == ("Europe/Berlin", "shift", "first")
     fires = out["fires"]
     assert len(fires) == 4
@@ -54,7 +54,7 @@ def test_job_next_shows_dst_effects_for_a_berlin_job(cluster_factory, tmp_path):
             assert fire["dst"] == "repeated: 02:30 occurs twice, this is the 1st (CEST)"
     assert {f["local"][5:7] for f in fires} == {"03", "10"}
 
-    out = json.loads(schedctl(follower, "job", "next", "berlin-skip-both", "--count", "4", "-o", "json").stdout)
+    out = json.loads(schedctl(c, "job", "next", "berlin-skip-both", "--count", "4", "-o", "json", at=follower).stdout)
     fires = out["fires"]
     # no March fire at all; each October day twice, an hour apart, 1st then 2nd occurrence
     assert [f["local"][5:7] for f in fires] == ["10"] * 4
@@ -64,23 +64,23 @@ def test_job_next_shows_dst_effects_for_a_berlin_job(cluster_factory, tmp_path):
     assert [f["dst"].rpartition(", ")[2] for f in fires] == ["this is the 1st (CEST)",
                                                              "this is the 2nd (CET)"] * 2
 
-    out = json.loads(schedctl(follower, "job", "next", "berlin-last", "--count", "4", "-o", "json").stdout)
+    out = json.loads(schedctl(c, "job", "next", "berlin-last", "--count", "4", "-o", "json", at=follower).stdout)
     october = [f for f in out["fires"] if f["local"][5:7] == "10"]
     assert october and all(f["local"][11:] == "02:30:00+01:00" and "2nd (CET)" in f["dst"] for f in october)
 
-    table = schedctl(follower, "job", "next", "berlin-skip-both", "--count", "2").stdout
+    table = schedctl(c, "job", "next", "berlin-skip-both", "--count", "2", at=follower).stdout
     assert "LOCAL (Europe/Berlin)" in table and "UTC" in table and "dst_gap skip, dst_fold both" in table
     assert "02:30:00+02:00" in table and "repeated: 02:30 occurs twice" in table
-    details = schedctl(follower, "job", "get", "berlin-skip-both").stdout
+    details = schedctl(c, "job", "get", "berlin-skip-both", at=follower).stdout
     assert "gap skip, fold both" in details
 
-    bad = schedctl(follower, "job", "create", "bad", "--schedule", "0 2 * * *", "--command", "x",
-                   "--dst-fold", "second", check=False)
+    bad = schedctl(c, "job", "create", "bad", "--schedule", "0 2 * * *", "--command", "x",
+                   "--dst-fold", "second", check=False, at=follower)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
-    bad = schedctl(follower, "job", "create", "bad", "--schedule", "0 2 * * *", "--command", "x",
-                   "--sla-by", "25:00", check=False)
+    bad = schedctl(c, "job", "create", "bad", "--schedule", "0 2 * * *", "--command", "x",
+                   "--sla-by", "25:00", check=False, at=follower)
     assert bad.returncode == 1 and "sla.by must be a wall time HH:MM" in bad.stderr
-    assert schedctl(follower, "job", "get", "bad", check=False).returncode == 1
+    assert schedctl(c, "job", "get", "bad", check=False, at=follower).returncode == 1
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -115,7 +115,7 @@ def test_sla_miss_is_recorded_once_shown_counted_and_posted(cluster_factory, rec
     c.start()
     c.wait_leader(timeout=60)
     c.start_worker("w1", slots=2, drain_grace_s=5)
-    client = Client(c.cluster_arg, timeout=30)
+    client = c.client(timeout=30)
     wait_until(lambda: client.list_workers().workers, timeout=30, what="the worker to connect")
     client.put_job(job_spec("slow", command="sleep 4; echo done", sla={"within": "1s", "webhook": url}))
     client.put_job(job_spec("quick", command="true", sla={"within": "60s", "webhook": url}))
@@ -147,15 +147,15 @@ def test_sla_miss_is_recorded_once_shown_counted_and_posted(cluster_factory, rec
                       what="the miss to be counted")
     assert metric_total(c, "schedd_sla_missed_total", 'job="quick"') == 0
 
-    listing = schedctl(c.cluster_arg, "run", "list").stdout
+    listing = schedctl(c, "run", "list").stdout
     [slow_row] = [line for line in listing.splitlines() if line.startswith(slow)]
     [quick_row] = [line for line in listing.splitlines() if line.startswith(quick)]
     assert "SLA" in listing.splitlines()[0] and "! missed" in slow_row and "! missed" not in quick_row
-    details = schedctl(c.cluster_arg, "run", "get", slow).stdout
+    details = schedctl(c, "run", "get", slow).stdout
     assert "Events:" in details and "sla_missed" in details and "within 1s" in details
-    got = json.loads(schedctl(c.cluster_arg, "run", "get", slow, "-o", "json").stdout)
+    got = json.loads(schedctl(c, "run", "get", slow, "-o", "json").stdout)
     assert got["events"][0]["kind"] == "sla_missed" and got["events"][0]["time"]
-    job = schedctl(c.cluster_arg, "job", "get", "slow").stdout
+    job = schedctl(c, "job", "get", "slow").stdout
     assert "within 1s" in job and url in job
 
     # still exactly one POST and one event after another run went through the leader's loop

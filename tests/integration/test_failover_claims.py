@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from schedd_client import Client, job_spec
+from schedd_client import job_spec
 from schedd.ports.fakes import wait_until
 from tests.support.cluster import finished, workers_of
 
@@ -23,7 +23,7 @@ def test_a_claim_whose_leader_died_before_the_push_runs_at_once(cluster_factory,
     c.start()
     leader = c.wait_leader(timeout=60)
     c.start_worker("w1", slots=2)
-    client = Client(c.cluster_arg, timeout=30)
+    client = c.client(timeout=30)
     wait_until(lambda: workers_of(c) == ["w1"], timeout=30, what="the worker to connect")
     client.put_job(job_spec("once", command="echo ran"))
     fail_dir.mkdir(exist_ok=True)

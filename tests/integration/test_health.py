@@ -18,15 +18,15 @@ pytestmark = pytest.mark.integration
 def test_writes_health_follows_quorum_and_liveness_stays_serving(cluster_factory):
     c = cluster_factory(size=3)
     alone = c.start_node("n1")
-    wait_until(lambda: health(alone.grpc, "schedd.liveness") == SERVING, timeout=60, what="the node to start")
+    wait_until(lambda: health(c, "n1", "schedd.liveness") == SERVING, timeout=60, what="the node to start")
     # the replica watch has judged (it logs its first verdict), and it stays NOT_SERVING
     wait_until(lambda: "writes NOT served: no leader is known" in alone.log.read_text(errors="replace"),
                timeout=30, what="the first writes verdict")
-    assert health(alone.grpc, "schedd.writes") == NOT_SERVING
+    assert health(c, "n1", "schedd.writes") == NOT_SERVING
     for service in ("", "schedd.liveness", "schedd.v1.Scheduler", "schedd.v1.Cluster"):
-        assert health(alone.grpc, service) == SERVING, service
+        assert health(c, "n1", service) == SERVING, service
     # a second member makes a quorum: a leader is elected and writes are served on both
     c.start_node("n2")
     for nid in ("n1", "n2"):
-        wait_until(lambda nid=nid: health(c.nodes[nid].grpc, "schedd.writes") == SERVING, timeout=60,
+        wait_until(lambda nid=nid: health(c, nid, "schedd.writes") == SERVING, timeout=60,
                    what=f"writes SERVING on {nid} once a quorum formed")

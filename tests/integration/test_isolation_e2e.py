@@ -22,7 +22,7 @@ import subprocess
 
 import pytest
 
-from schedd_client import Client, job_spec
+from schedd_client import job_spec
 from schedd.ports.fakes import wait_until
 from tests.support.cluster import finished, schedctl, workers_of
 
@@ -57,7 +57,7 @@ def test_mapped_user_rlimits_refusal_and_secret_env_never_read_back(cluster_fact
     config = tmp_path / "worker.toml"
     config.write_text(f'[isolation]\n[isolation.teams.payments]\nuser = "{job_user.pw_name}"\n')
     c.start_worker("w1", slots=2, extra_args=("--config", str(config)))
-    client = Client(c.cluster_arg, timeout=30)
+    client = c.client(timeout=30)
     wait_until(lambda: workers_of(c) == ["w1"], timeout=30, what="the worker to connect")
 
     # the root worker kept only CAP_SETUID, CAP_SETGID and CAP_KILL, in every one of its threads
@@ -92,13 +92,13 @@ def test_mapped_user_rlimits_refusal_and_secret_env_never_read_back(cluster_fact
     assert job.spec.limits.open_files == 77
     full = [j for j in client.list_jobs(full=True) if j.spec.name == "pay"]
     assert dict(full[0].spec.env_secret) == {"DB_PASSWORD": "***(v1)"}
-    shown = schedctl(c.cluster_arg, "job", "get", "pay", "-o", "yaml").stdout
+    shown = schedctl(c, "job", "get", "pay", "-o", "yaml").stdout
     assert "***(v1)" in shown and secret not in shown
-    shown = schedctl(c.cluster_arg, "run", "get", eid, "-o", "json").stdout
+    shown = schedctl(c, "run", "get", eid, "-o", "json").stdout
     assert secret not in shown
 
     # an update that does not touch the secret keeps it (the mask goes back); a new value is v2
-    schedctl(c.cluster_arg, "job", "update", "pay", "--description", "nightly payments")
+    schedctl(c, "job", "update", "pay", "--description", "nightly payments")
     job = client.get_job("pay")
     assert job.spec.description == "nightly payments"
     assert dict(job.spec.env_secret) == {"DB_PASSWORD": "***(v1)"}
@@ -107,7 +107,7 @@ def test_mapped_user_rlimits_refusal_and_secret_env_never_read_back(cluster_fact
     assert ex.state == "SUCCEEDED" and sha(secret) in ex.attempts[-1].output_tail, ex
     newer = f"pw-{secrets.token_hex(12)}"
     monkeypatch.setenv("DB_PASSWORD", newer)            # a bare name: off the command line
-    schedctl(c.cluster_arg, "job", "update", "pay", "--secret-env", "DB_PASSWORD")
+    schedctl(c, "job", "update", "pay", "--secret-env", "DB_PASSWORD")
     assert dict(client.get_job("pay").spec.env_secret) == {"DB_PASSWORD": "***(v2)"}
     eid3 = client.trigger_job("pay").id
     ex = wait_until(lambda: finished(client, eid3), timeout=60, what="pay with the new value")

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from schedd.core.schedule import format_ms
-from schedd_client import Client, job_spec
+from schedd_client import job_spec
 from schedd.ports.fakes import wait_until
 from tests.support.cluster import schedctl
 
@@ -24,7 +24,7 @@ def start(cluster_factory, *, slots=8, worker=True):
     c.wait_leader(timeout=60)
     if worker:
         c.start_worker("w1", slots=slots, drain_grace_s=5)
-    client = Client(c.cluster_arg, timeout=30)
+    client = c.client(timeout=30)
     if worker:
         wait_until(lambda: len(client.list_workers().workers) == 1, timeout=30, what="the worker")
     return c, client
@@ -51,15 +51,15 @@ def max_concurrent(executions) -> int:
 def test_overlap_skip_queue_and_allow_with_max_active(cluster_factory):
     c, client = start(cluster_factory)
     # every second, each run takes longer than the period
-    schedctl(c.cluster_arg, "job", "create", "skipper", "--schedule", "@every 1s", "--command", "sleep 2.5",
+    schedctl(c, "job", "create", "skipper", "--schedule", "@every 1s", "--command", "sleep 2.5",
              "--overlap", "skip")
-    schedctl(c.cluster_arg, "job", "create", "queuer", "--schedule", "@every 1s", "--command", "sleep 1.5",
+    schedctl(c, "job", "create", "queuer", "--schedule", "@every 1s", "--command", "sleep 1.5",
              "--overlap", "queue", "--queue-limit", "2")
-    schedctl(c.cluster_arg, "job", "create", "allower", "--schedule", "@every 1s", "--command", "sleep 2.5",
+    schedctl(c, "job", "create", "allower", "--schedule", "@every 1s", "--command", "sleep 2.5",
              "--max-active", "2")
     wait_until(lambda: sum(e.state == "SUCCEEDED" for e in runs(client, "queuer")) >= 4, timeout=60,
                what="queued runs to finish")
-    forced = json.loads(schedctl(c.cluster_arg, "job", "trigger", "skipper", "--force", "-o", "json").stdout)
+    forced = json.loads(schedctl(c, "job", "trigger", "skipper", "--force", "-o", "json").stdout)
     for name in ("skipper", "queuer", "allower"):
         client.pause_job(name)
     wait_until(lambda: not any(e.state in ("RUNNING", "SCHEDULED", "RETRY_WAIT")
@@ -84,7 +84,7 @@ def test_overlap_skip_queue_and_allow_with_max_active(cluster_factory):
     assert max_concurrent(allower) == 2
     assert not any(e.state == "SKIPPED" and not e.reason.startswith("paused") for e in allower)
 
-    table = schedctl(c.cluster_arg, "run", "list", "skipper", "--all-instants").stdout
+    table = schedctl(c, "run", "list", "skipper", "--all-instants").stdout
     assert "skipped-overlap" in table and "missing" not in table
 
 
@@ -108,7 +108,7 @@ def test_catch_up_after_the_whole_cluster_was_stopped(cluster_factory):
     wait_until(lambda: client.get_job("none").last_scheduled_ms / 1000 > up, timeout=60, what="firing again")
 
     def ledger(name):
-        out = json.loads(schedctl(c.cluster_arg, "run", "list", name, "--all-instants", "--since", "2m",
+        out = json.loads(schedctl(c, "run", "list", name, "--all-instants", "--since", "2m",
                                   "-o", "json").stdout)
         return Counter(r["disposition"] for r in out)
 
@@ -138,10 +138,10 @@ def test_backfill_beside_a_running_schedule_under_its_lane_quota(cluster_factory
     # three runs that ended: their instants are past (a fire can precede its instant by the lookahead)
     wait_until(lambda: sum(e.state == "SUCCEEDED" for e in runs(client, "hourly-report")) >= 3, timeout=60,
                what="the schedule")
-    schedctl(c.cluster_arg, "quota", "set", "lane:backfill", "1")
-    assert "lane:backfill" in schedctl(c.cluster_arg, "quota", "list").stdout
+    schedctl(c, "quota", "set", "lane:backfill", "1")
+    assert "lane:backfill" in schedctl(c, "quota", "list").stdout
     window = ("--from", format_ms(created_ms - 60_000), "--to", "now")
-    r = json.loads(schedctl(c.cluster_arg, "job", "backfill", "hourly-report", *window, "-o", "json").stdout)
+    r = json.loads(schedctl(c, "job", "backfill", "hourly-report", *window, "-o", "json").stdout)
     instants = list(range(r["first_ms"], r["last_ms"] + 1, period_ms))
     before = [t for t in instants if t < created_ms]         # the minute before the job existed
     assert r["instants"] == len(instants) and len(before) == 30, r
@@ -166,6 +166,6 @@ def test_backfill_beside_a_running_schedule_under_its_lane_quota(cluster_factory
     assert during
     lateness = sorted(e.attempts[-1].started_ms - e.scheduled_ms for e in during)
     assert lateness[len(lateness) // 2] < 1000, lateness
-    again = json.loads(schedctl(c.cluster_arg, "job", "backfill", "hourly-report", "--from", window[1], "--to",
+    again = json.loads(schedctl(c, "job", "backfill", "hourly-report", "--from", window[1], "--to",
                                 format_ms(r["last_ms"]), "-o", "json").stdout)
     assert again["instants"] == again["duplicates"] == r["instants"] and again["created"] == 0, again  # dedup

@@ -8,7 +8,6 @@ from __future__ import annotations
 import signal
 import urllib.request
 
-import grpc
 import pytest
 
 from schedd_proto import scheduler_pb2 as pb
@@ -33,8 +32,8 @@ def test_a_frozen_follower_is_named_then_cleared_and_writes_health_follows_quoru
     c.start()
     leader = c.wait_leader(timeout=60)
     lead = c.nodes[leader]
-    wait_until(lambda: health(lead.grpc, "schedd.writes") == SERVING, timeout=30, what="writes SERVING")
-    with grpc.insecure_channel(lead.grpc) as ch:                # fires append an entry every second
+    wait_until(lambda: health(c, leader, "schedd.writes") == SERVING, timeout=30, what="writes SERVING")
+    with c.channel(leader) as ch:                # fires append an entry every second
         pb_grpc.SchedulerStub(ch).PutJob(pb.PutJobRequest(job=pb.JobSpec(
             name="tick", schedule="@every 1s", handler=pb.Handler(shell=pb.ShellHandler(command="true")))),
             timeout=15)
@@ -43,26 +42,26 @@ def test_a_frozen_follower_is_named_then_cleared_and_writes_health_follows_quoru
     c.signal_node(frozen, signal.SIGSTOP)
     try:
         def warned():
-            out = schedctl(lead.grpc, "cluster", "status").stdout
+            out = schedctl(c, "cluster", "status", at=lead.grpc).stdout
             return out if f"WARNING: replica {frozen} ({peer}) is not converging" in out else None
         out = wait_until(warned, timeout=60, what="a warning naming the frozen follower")
         assert "entries behind leader" in out and "log repair stuck at index" in out
         assert gauge(lead, "schedd_replica_stuck", peer) == 1.0
         assert gauge(lead, "schedd_replica_lag_entries", peer) > 0
-        assert health(lead.grpc, "schedd.writes") == SERVING         # the majority still commits
+        assert health(c, leader, "schedd.writes") == SERVING         # the majority still commits
         log = lead.log.read_text(errors="replace")
         assert f"replica {frozen} ({peer}) is not converging" in log and "WARNING" in log
     finally:
         c.signal_node(frozen, signal.SIGCONT)
     wait_until(lambda: gauge(lead, "schedd_replica_stuck", peer) == 0.0, timeout=60,
                what="the follower to catch up")
-    wait_until(lambda: "WARNING" not in schedctl(lead.grpc, "cluster", "status").stdout, timeout=30,
+    wait_until(lambda: "WARNING" not in schedctl(c, "cluster", "status", at=lead.grpc).stdout, timeout=30,
                what="the warning to clear")
 
     # no quorum: writes NOT_SERVING on the survivor, liveness still SERVING
     for nid in c.nodes:
         if nid != leader:
             c.kill_node(nid)
-    wait_until(lambda: health(lead.grpc, "schedd.writes") == NOT_SERVING, timeout=60,
+    wait_until(lambda: health(c, leader, "schedd.writes") == NOT_SERVING, timeout=60,
                what="writes NOT_SERVING without quorum")
-    assert health(lead.grpc, "schedd.liveness") == SERVING and health(lead.grpc, "") == SERVING
+    assert health(c, leader, "schedd.liveness") == SERVING and health(c, leader, "") == SERVING

@@ -20,9 +20,9 @@ def test_schedctl_tour(cluster_factory, tmp_path):
     follower = next(n.grpc for n in c.nodes.values() if n.id != leader)
 
     # the README's first example
-    schedctl(follower, "job", "create", "nightly", "--schedule", "0 2 * * *", "--tz", "Europe/Berlin",
-             "--command", "backup.sh")
-    job = json.loads(schedctl(follower, "job", "get", "nightly", "--next", "3", "-o", "json").stdout)
+    schedctl(c, "job", "create", "nightly", "--schedule", "0 2 * * *", "--tz", "Europe/Berlin",
+             "--command", "backup.sh", at=follower)
+    job = json.loads(schedctl(c, "job", "get", "nightly", "--next", "3", "-o", "json", at=follower).stdout)
     assert job["spec"]["timezone"] == "Europe/Berlin" and len(job["upcoming_ms"]) == 3
     assert all(t.endswith(("T01:00:00Z", "T00:00:00Z")) for t in job["upcoming"])  # 02:00 CET/CEST
 
@@ -32,44 +32,44 @@ def test_schedctl_tour(cluster_factory, tmp_path):
         {"name": "tick", "schedule": "*/1 * * * * *", "command": "true", "team": "ops"},
         {"name": "on-demand", "command": "echo hi", "team": "ops"},
     ]))
-    schedctl(follower, "job", "create", "-f", str(f))
-    table = schedctl(follower, "job", "list").stdout
+    schedctl(c, "job", "create", "-f", str(f), at=follower)
+    table = schedctl(c, "job", "list", at=follower).stdout
     for header in ("NAME", "NEXT RUN", "LAST RUN", "LAST STATE"):
         assert header in table
     assert "tick" in table and "nightly" in table
 
-    runs = wait_until(lambda: (r := json.loads(schedctl(follower, "run", "list", "tick", "-o", "json").stdout))
+    runs = wait_until(lambda: (r := json.loads(schedctl(c, "run", "list", "tick", "-o", "json", at=follower).stdout))
                       and len(r) >= 3 and r, timeout=30, what="tick to fire")
     assert all(r["state"] == "SCHEDULED" and r["job"] == "tick" for r in runs)
-    got = yaml.safe_load(schedctl(follower, "run", "get", runs[0]["id"], "-o", "yaml").stdout)
+    got = yaml.safe_load(schedctl(c, "run", "get", runs[0]["id"], "-o", "yaml", at=follower).stdout)
     assert got["id"] == runs[0]["id"]
 
     # pause / resume / trigger / delete
-    assert json.loads(schedctl(follower, "job", "pause", "tick", "-o", "json").stdout)["paused"] is True
-    assert json.loads(schedctl(follower, "job", "resume", "tick", "-o", "json").stdout)["paused"] is False
-    ex = json.loads(schedctl(follower, "job", "trigger", "on-demand", "-o", "json").stdout)
+    assert json.loads(schedctl(c, "job", "pause", "tick", "-o", "json", at=follower).stdout)["paused"] is True
+    assert json.loads(schedctl(c, "job", "resume", "tick", "-o", "json", at=follower).stdout)["paused"] is False
+    ex = json.loads(schedctl(c, "job", "trigger", "on-demand", "-o", "json", at=follower).stdout)
     assert ex["trigger"] == "manual" and ex["id"].startswith("on-demand@")
-    schedctl(follower, "job", "delete", "on-demand")
-    gone = schedctl(follower, "job", "get", "on-demand", check=False)
+    schedctl(c, "job", "delete", "on-demand", at=follower)
+    gone = schedctl(c, "job", "get", "on-demand", check=False, at=follower)
     assert gone.returncode == 1 and "not found" in gone.stderr
 
     # bad input: a clear error, exit 1, nothing created
-    bad = schedctl(follower, "job", "create", "bad", "--schedule", "* * *", "--command", "x", check=False)
+    bad = schedctl(c, "job", "create", "bad", "--schedule", "* * *", "--command", "x", check=False, at=follower)
     assert bad.returncode == 1 and "error" in bad.stderr
-    assert schedctl(follower, "job", "get", "bad", check=False).returncode == 1
+    assert schedctl(c, "job", "get", "bad", check=False, at=follower).returncode == 1
 
-    status = json.loads(schedctl(follower, "cluster", "status", "-o", "json").stdout)
+    status = json.loads(schedctl(c, "cluster", "status", "-o", "json", at=follower).stdout)
     assert status["leader_id"] == leader and len(status["nodes"]) == 3
     assert {n["role"] for n in status["nodes"]} == {"leader", "follower"}
-    assert "n1" in schedctl(follower, "cluster", "status").stdout
+    assert "n1" in schedctl(c, "cluster", "status", at=follower).stdout
 
     # --digest: each node's state digest, equal on every replica once they sit at one index
-    schedctl(follower, "job", "pause", "tick")
+    schedctl(c, "job", "pause", "tick", at=follower)
 
     def same_state():
-        nodes = json.loads(schedctl(follower, "cluster", "status", "--digest", "-o", "json").stdout)["nodes"]
+        nodes = json.loads(schedctl(c, "cluster", "status", "--digest", "-o", "json", at=follower).stdout)["nodes"]
         views = {(n["digest_index"], n["state_digest"]) for n in nodes}
         return len(views) == 1 and len(next(iter(views))[1]) == 64 and views
     wait_until(same_state, timeout=30, what="equal state digests on the three nodes")
-    table = schedctl(follower, "cluster", "status", "--digest").stdout
+    table = schedctl(c, "cluster", "status", "--digest", at=follower).stdout
     assert "DIGEST" in table.splitlines()[1]

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from schedd_client import Client, job_spec
+from schedd_client import job_spec
 from schedd.ports.fakes import wait_until
 from tests.support.cluster import workers_of
 
@@ -25,7 +25,7 @@ def test_instants_delayed_by_a_short_outage_all_start_at_once(cluster_factory):
     c.start()
     c.wait_leader(timeout=60)
     c.start_worker("w1", slots=JOBS * 10)
-    client = Client(c.cluster_arg, timeout=30)
+    client = c.client(timeout=30)
     wait_until(lambda: workers_of(c) == ["w1"], timeout=30, what="the worker to connect")
     client.put_jobs([job_spec(f"tick{i:02d}", schedule="@every 1s", command="true") for i in range(JOBS)])
     wait_until(lambda: len(list(client.list_executions(state="SUCCEEDED", limit=3 * JOBS))) >= 3 * JOBS,

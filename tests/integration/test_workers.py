@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from schedd_client import Client, job_spec
+from schedd_client import job_spec
 from schedd.ports.fakes import wait_until
 from tests.support.cluster import finished, workers_of
 
@@ -23,7 +23,7 @@ def start(cluster_factory, workers=("w1",)):
     c.wait_leader(timeout=60)
     for w in workers:
         c.start_worker(w, slots=2, drain_grace_s=5)
-    client = Client(c.cluster_arg, timeout=30)
+    client = c.client(timeout=30)
     wait_until(lambda: len(workers_of(c)) == len(workers), timeout=30, what="workers to connect")
     return c, client
 
@@ -141,7 +141,7 @@ def test_pool_wait_cancel_python_handler_and_at_most_once(cluster_factory, tmp_p
     assert ex.state == "SCHEDULED" and "labels zone=eu-1" in ex.reason
 
     # a Python handler in an embedded SDK worker serves that pool
-    py = Worker(c.cluster_arg, name="py-worker", slots=2, pool="gpu", labels={"zone": "eu-1"})
+    py = Worker(c.cluster_arg, security=c.security("worker", "py-worker", c.worker_token()), name="py-worker", slots=2, pool="gpu", labels={"zone": "eu-1"})
 
     @py.handler("hello")
     def hello(ctx):

@@ -49,7 +49,6 @@ class JLCluster(LocalCluster):
     """A LocalCluster in test mode with a per-node environment (history, dialing, unsafe)."""
 
     node_env: dict = None
-    acl: bool = False              # the fault suite runs without access control for now (issue 12)
 
     def _write_config(self, node) -> None:
         super()._write_config(node)
@@ -194,8 +193,7 @@ class Harness:
         self.c = JLCluster(self.out / "cluster", size=3, raft={**RAFT, **self.raft},
                            scheduler={"lease_ms": self.lease_ms}, env=env_test,
                            base_port=base or restartable_ports(9), hosts=hosts, wrap=wrap,
-                           worker_http_allow=("127.0.0.1",),   # the effect sink is on loopback
-                           tls=bool(self.netns))   # plaintext is for loopback binds only
+                           worker_http_allow=("127.0.0.1",))   # the effect sink is on loopback
         self.net = ProxyNet()
         dial: dict[str, dict] = {n: {} for n in self.c.nodes}
         ids = [] if self.netns else list(self.c.nodes)       # in namespaces, nodes dial each other

@@ -48,7 +48,7 @@ def test_batch_is_all_or_nothing(cluster_factory):
     c.start()
     leader = c.wait_leader(timeout=60)
     follower = next(n.grpc for n in c.nodes.values() if n.id != leader)   # every call is forwarded
-    with Client(follower, timeout=60) as client:
+    with Client(follower, security=c.security(), timeout=60) as client:
         r = client.put_jobs(_specs(100, command_bytes=500, team="t500", prefix="a"))
         assert (r.created, r.updated) == (100, 0)                  # was: refused (entry too large)
         r = client.put_jobs(_specs(250, command_bytes=1024, team="t1k", prefix="k"))

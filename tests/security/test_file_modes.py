@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from schedd_client import Client, job_spec
+from schedd_client import job_spec
 from schedd.ports.fakes import wait_until
 
 pytestmark = pytest.mark.integration
@@ -37,7 +37,7 @@ def test_data_dir_and_files_are_private(cluster_factory):
         c.wait_leader(timeout=90)
     finally:
         os.umask(old)
-    with Client(c.cluster_arg, timeout=30) as client:
+    with c.client(timeout=30) as client:
         for i in range(15):
             client.put_job(job_spec(f"env-{i}", command="true", env={"TOKEN": f"secret-{i}"}))
     wait_until(lambda: (data / "raft.dump").exists(), timeout=60, what="a snapshot dump")

@@ -157,7 +157,7 @@ def test_replicas_agree_after_restore_when_a_dag_task_is_recreated():
 @pytest.mark.integration
 def test_recreated_job_runs_its_own_command_end_to_end(cluster_factory):
     """The same, with real processes: a run of the deleted job warms every cache first."""
-    from schedd_client import Client, job_spec
+    from schedd_client import job_spec
     from schedd.ports.fakes import wait_until
     from tests.support.cluster import workers_of
 
@@ -165,7 +165,7 @@ def test_recreated_job_runs_its_own_command_end_to_end(cluster_factory):
     c.start()
     c.wait_leader(timeout=60)
     c.start_worker("w1", slots=2, drain_grace_s=5)
-    client = Client(c.cluster_arg, timeout=30)
+    client = c.client(timeout=30)
     wait_until(lambda: workers_of(c) == ["w1"], timeout=30, what="the worker to connect")
 
     def run(command: str, env: dict) -> str:

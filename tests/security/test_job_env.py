@@ -27,7 +27,7 @@ def cluster(tmp_path_factory):
         c.start()
         c.wait_leader(timeout=60)
         c.start_worker("w1", slots=2, drain_grace_s=2, extra_env=WORKER_ENV)
-        client = Client(c.cluster_arg, timeout=30)
+        client = c.client(timeout=30)
         wait_until(lambda: client.list_workers().workers, timeout=60, what="the worker to connect")
         yield c, client
     finally:
@@ -57,18 +57,18 @@ def test_job_opts_in_to_named_worker_variables(cluster, tmp_path, capsys):
     c, client = cluster
     f = tmp_path / "job.yaml"
     f.write_text("name: opted\nargv: [/usr/bin/env]\ninherit_env: [SHARED_REGION, NOT_SET_ON_WORKER]\n")
-    assert schedctl(["--cluster", c.cluster_arg, "job", "create", "-f", str(f)]) == 0
+    assert schedctl(["--context", str(c.write_context()), "job", "create", "-f", str(f)]) == 0
     env = env_of_run(client, "opted")
     assert env["SHARED_REGION"] == "eu-west-1" and "WORKER_DB_PASSWORD" not in env
     assert "NOT_SET_ON_WORKER" not in env                    # named but absent: simply not set
     # from flags and the SDK too; shown by job get
-    assert schedctl(["--cluster", c.cluster_arg, "job", "create", "flagged", "--schedule", "", "--inherit-env", "SHARED_REGION",
+    assert schedctl(["--context", str(c.write_context()), "job", "create", "flagged", "--schedule", "", "--inherit-env", "SHARED_REGION",
                      "--inherit-env", "LC_ALL", "--argv", "/usr/bin/env"]) == 0
     assert list(client.get_job("flagged").spec.handler.shell.inherit_env) == ["LC_ALL", "SHARED_REGION"]
     client.put_job(job_spec("sdk", command="env", inherit_env=["SHARED_REGION"]))
     assert list(client.get_job("sdk").spec.handler.shell.inherit_env) == ["SHARED_REGION"]
     capsys.readouterr()
-    assert schedctl(["--cluster", c.cluster_arg, "job", "get", "flagged"]) == 0
+    assert schedctl(["--context", str(c.write_context()), "job", "get", "flagged"]) == 0
     assert "inherits LC_ALL, SHARED_REGION" in capsys.readouterr().out
     # validated: names only, no duplicates of the contract, a bounded list
     for bad, why in ((["A=B"], "bad inherit_env name"), (["SCHEDD_JOB_ID"], "SCHEDD_"),
@@ -76,5 +76,5 @@ def test_job_opts_in_to_named_worker_variables(cluster, tmp_path, capsys):
         with pytest.raises(ValidationError, match=why):
             validate_spec({"name": "x", "schedule": "", "handler": {"shell": {"command": "env",
                                                                                "inherit_env": bad}}})
-    assert schedctl(["--cluster", c.cluster_arg, "job", "create", "bad", "--schedule", "", "--inherit-env", "A=B",
+    assert schedctl(["--context", str(c.write_context()), "job", "create", "bad", "--schedule", "", "--inherit-env", "A=B",
                      "--argv", "/usr/bin/env"]) == 1

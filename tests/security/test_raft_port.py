@@ -21,7 +21,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from schedd.runtime.cluster import LocalCluster
-from schedd_client import Client, job_spec
+from schedd_client import job_spec
 
 pytestmark = pytest.mark.integration
 
@@ -154,7 +154,7 @@ def test_oversized_raft_frame_is_dropped(three, tmp_path):
             pytest.fail("the node read 16 MiB of a frame announced as 2 GiB")
     assert sent < 16 << 20
     assert three.nodes[nid].alive()
-    with Client(three.cluster_arg, timeout=30) as client:     # the cluster still commits
+    with three.client(timeout=30) as client:     # the cluster still commits
         client.put_job(job_spec("after-oversized", command="true"))
     info = three.node_info(nid)
     assert info is not None and info.term == term, "the oversized frame caused an election"

@@ -9,13 +9,12 @@ stayed RUNNING. The API now prefixes every client id, so no client can write an 
 
 from __future__ import annotations
 
-import grpc
 import pytest
 
 from schedd.core.commands import client_rid
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
-from schedd_client import Client, job_spec
+from schedd_client import job_spec
 from schedd.ports.fakes import wait_until
 from tests.support.cluster import workers_of
 
@@ -38,7 +37,7 @@ def test_client_request_id_cannot_stall_a_new_leader(cluster_factory):
     c.start()
     lead = c.wait_leader(timeout=60)
     c.start_worker("w1", slots=2, drain_grace_s=5)
-    client = Client(c.cluster_arg, timeout=30)
+    client = c.client(timeout=30)
     wait_until(lambda: workers_of(c) == ["w1"], timeout=30, what="the worker to connect")
     client.put_job(job_spec("target", command="echo ok"))
     st = c.status(lead)
@@ -46,7 +45,7 @@ def test_client_request_id_cannot_stall_a_new_leader(cluster_factory):
     seeds = [f"epoch-{n}-{term + k}" for n in c.nodes for k in range(1, TERMS_AHEAD + 1)]
     seeds += [f"finish-{base + i}" for i in TOKENS]
     seed = pb.JobSpec(name="seed", handler=pb.Handler(shell=pb.ShellHandler(command="true")))
-    with grpc.insecure_channel(c.nodes[lead].grpc) as ch:
+    with c.channel(lead) as ch:
         stub = pb_grpc.SchedulerStub(ch)
         for rid in seeds:                      # each a write the server accepts
             stub.PutJob(pb.PutJobRequest(job=seed, request_id=rid), timeout=30)

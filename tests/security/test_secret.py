@@ -80,7 +80,7 @@ def test_gen_secret_makes_an_accepted_secret(tmp_path):
 @pytest.mark.integration
 def test_secret_rotation_by_rolling_restart(cluster_factory):
     """The README's procedure: give each node the new secret and restart it, one at a time."""
-    from schedd_client import Client, job_spec
+    from schedd_client import job_spec
 
     c: LocalCluster = cluster_factory(size=3)
     c.start()
@@ -88,7 +88,7 @@ def test_secret_rotation_by_rolling_restart(cluster_factory):
     new = c.root / "new.secret"
     new.write_text(config.generate_secret() + "\n")
     new.chmod(0o600)
-    with Client(c.cluster_arg, timeout=30) as client:
+    with c.client(timeout=30) as client:
         client.put_job(job_spec("before-rotation", command="true"))
         for nid in c.nodes:
             cfg = c.nodes[nid].config

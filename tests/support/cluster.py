@@ -3,18 +3,23 @@ a user runs it, metrics summed over the nodes, the connected workers, a finished
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
-import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 
-def schedctl(cluster: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run schedctl as a user would (a fresh process), against `cluster`."""
+def schedctl(cluster, *args: str, at: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    """Run schedctl as a user would (a fresh process) against `cluster`: a LocalCluster (its
+    admin context file, write_context()) or the path of a context file, named in SCHEDD_CONTEXT
+    as a user's terminal would; `at`: the node address(es) to talk to instead (--cluster)."""
+    context = cluster.write_context() if hasattr(cluster, "write_context") else cluster
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDD_") or k == "SCHEDD_TEST_MODE"}
+    env["SCHEDD_CONTEXT"] = str(context)
     cmd = [sys.executable, "-c", "import sys; from schedd_client.schedctl import main; sys.exit(main())",
-           "--cluster", cluster, *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+           *(("--cluster", at) if at else ()), *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=env)
     if check and p.returncode != 0:
         raise AssertionError(f"schedctl {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
     return p
@@ -51,7 +56,8 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
-def health(addr: str, service: str) -> int:
-    with grpc.insecure_channel(addr) as ch:
+def health(c, nid: str, service: str) -> int:
+    """Node `nid`'s health status of `service`, over the cluster's own (secured) channel."""
+    with c.channel(nid) as ch:
         return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service),
                                                     timeout=5).status

@@ -143,3 +143,13 @@ def test_worker_and_schedctl_name_a_bad_tls_file_and_exit_2(tmp_path, capsys):
     bad_ctx.write_text('cluster = "a:1"\nsecret = "x"\n')
     assert schedctl(["--context", str(bad_ctx), "cluster", "status"]) == 2
     assert "unknown key: secret" in capsys.readouterr().err
+
+
+def test_quota_key_is_not_the_tls_key_option():
+    """`schedctl quota set KEY N` once stored KEY where `--key` (the TLS private key) lives, so
+    with TLS configured schedctl tried to read the quota key as a key file."""
+    from schedd_client.schedctl import build_parser
+    args = build_parser().parse_args(["--key", "me.key", "quota", "set", "lane:backfill", "1"])
+    assert (args.key, args.quota_key) == ("me.key", "lane:backfill")
+    args = build_parser().parse_args(["quota", "delete", "team:a"])
+    assert (args.key, args.quota_key) == (None, "team:a")
