@@ -32,7 +32,7 @@ import grpc
 import grpc.aio
 
 __all__ = ["Security", "SecurityError", "CHANNEL_OPTIONS", "open_channel", "open_aio_channel",
-           "security_from_env", "with_files", "CA_ENV", "CERT_ENV", "KEY_ENV", "TOKEN_ENV"]
+           "security_from_env", "with_files", "CA_ENV", "CERT_ENV", "KEY_ENV", "TOKEN_ENV", "env_token"]
 
 CA_ENV, CERT_ENV, KEY_ENV, TOKEN_ENV = "SCHEDD_CA", "SCHEDD_CERT", "SCHEDD_KEY", "SCHEDD_TOKEN"
 
@@ -131,13 +131,18 @@ def open_aio_channel(address: str, security: Security | None = None,
     return grpc.aio.secure_channel(address, creds, options=_options(options))
 
 
+def env_token(env: Mapping[str, str] | None = None) -> str | None:
+    """``$SCHEDD_TOKEN`` (unset or blank: no token)."""
+    return ((os.environ if env is None else env).get(TOKEN_ENV) or "").strip() or None
+
+
 def security_from_env(env: Mapping[str, str] | None = None, base: Security | None = None) -> Security:
     """``base`` (default plaintext) with ``SCHEDD_CA``/``SCHEDD_CERT``/``SCHEDD_KEY`` and
     ``SCHEDD_TOKEN`` applied where set: what schedctl and schedd-worker use when no flag says
     otherwise."""
     env = os.environ if env is None else env
     return with_files(base or Security(), ca=env.get(CA_ENV), cert=env.get(CERT_ENV),
-                      key=env.get(KEY_ENV), token=(env.get(TOKEN_ENV) or "").strip() or None)
+                      key=env.get(KEY_ENV), token=env_token(env))
 
 
 PathArg = str | os.PathLike[str] | None

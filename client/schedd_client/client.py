@@ -28,21 +28,18 @@ from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from . import _plans
 from ._failover import Router
 from ._plans import Call, Pager, Plan
-from .channels import Security, open_aio_channel, open_channel, with_files
+from .channels import Security, env_token, open_aio_channel, open_channel, with_files
 from .context import context_from_env, load_context
 
 __all__ = ["Client", "AsyncClient", "DEFAULT_CLUSTER", "parse_cluster"]
 
 DEFAULT_CLUSTER = "127.0.0.1:7070"
 CLUSTER_ENV = "SCHEDD_CLUSTER"
-TOKEN_ENV = "SCHEDD_TOKEN"
 
 
 def _token(token: str | None) -> str | None:
     """The token given, else ``$SCHEDD_TOKEN`` (unset or "": none)."""
-    if token is None:
-        token = os.environ.get(TOKEN_ENV, "").strip()
-    return token or None
+    return env_token() if token is None else (token.strip() or None)
 
 
 def _per_call_token(security: Security, channel_factory: object) -> str:
@@ -52,11 +49,8 @@ def _per_call_token(security: Security, channel_factory: object) -> str:
     return (security.token or "") if channel_factory is not None else ""
 
 
-def auth_metadata(token: str | None) -> tuple[tuple[str, str], ...]:
-    """The metadata that authenticates a call: ``authorization: Bearer <token>``; ``None`` reads
-    ``SCHEDD_TOKEN`` (unset or "": no credential)."""
-    if token is None:
-        token = os.environ.get(TOKEN_ENV, "")
+def auth_metadata(token: str) -> tuple[tuple[str, str], ...]:
+    """The metadata that authenticates a call: ``authorization: Bearer <token>`` ("": none)."""
     token = token.strip()
     return (("authorization", f"Bearer {token}"),) if token else ()
 
@@ -85,7 +79,7 @@ class _Transport(Generic[ChannelT]):
         cluster: str | Sequence[str] | None,
         timeout: float,
         channel_factory: Callable[[str], ChannelT],
-        token: str | None = None,
+        token: str = "",
     ) -> None:
         self.addresses = parse_cluster(cluster)
         self.timeout = timeout

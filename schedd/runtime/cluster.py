@@ -32,7 +32,16 @@ from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
 PR_SET_PDEATHSIG = 1
 ADMIN_TOKEN_FILE = "admin.token"       # the management token, 0600 in the cluster's root
+WORKER_TOKEN_FILE = "worker.token"     # the harness's worker token, likewise
 WORKER_POLICY = "harness-worker"
+
+
+def _read_secret(path: Path) -> str:
+    return path.read_text().strip() if path.exists() else ""
+
+
+def _write_secret(path: Path, secret: str) -> None:
+    certs.write_atomic(path, (secret + "\n").encode(), certs.KEY_MODE, overwrite=True)
 
 
 def restartable_ports(n: int) -> int:
@@ -160,8 +169,8 @@ class LocalCluster:
                 log=self.root / "logs" / f"{nid}.log")
         if self.tls:
             self._make_deployment()
-        if not self.admin_token and (self.root / ADMIN_TOKEN_FILE).exists():
-            self.admin_token = (self.root / ADMIN_TOKEN_FILE).read_text().strip()
+        self.admin_token = self.admin_token or _read_secret(self.root / ADMIN_TOKEN_FILE)
+        self.harness_worker_token = self.harness_worker_token or _read_secret(self.root / WORKER_TOKEN_FILE)
         for node in self.nodes.values():
             self._write_config(node)
 
@@ -397,25 +406,28 @@ class LocalCluster:
                         last = f"{e.code().name}: {e.details()}"
                         continue
                 self.admin_token = out.secret
-                certs.write_atomic(self.root / ADMIN_TOKEN_FILE, (out.secret + "\n").encode(),
-                                   certs.KEY_MODE, overwrite=True)
+                _write_secret(self.root / ADMIN_TOKEN_FILE, out.secret)
                 return out.secret
             time.sleep(0.2)
         raise TimeoutError(f"ACL bootstrap did not succeed within {timeout:g}s (last: {last})")
 
-    def worker_token(self) -> str:
-        """The harness's worker token (created once): serves every pool and team, with as many
-        slots as [limits] max_worker_slots lets one worker claim (the node's limit is the one a
+    def worker_token(self, max_slots: int | None = None) -> str:
+        """The harness's worker token (created once, kept 0600 in root/worker.token and reused by
+        a harness on the same root): serves every pool and team, with `max_slots` slots (default:
+        as many as [limits] max_worker_slots lets one worker claim: the node's limit is the one a
         test exercises, not the token's)."""
         if self.harness_worker_token:
             return self.harness_worker_token
         self.wait_leader()
+        if max_slots is None:
+            max_slots = int(self.limits.get("max_worker_slots", Limits().max_worker_slots))
         with self.client(timeout=30) as client:
             client.acl_put_policy(WORKER_POLICY, {"pool:*": ["serve"], "team:*": ["serve"]},
-                                  description="the test harness's workers serve everything")
+                                  description="the harness's workers serve every pool and team")
             self.harness_worker_token = client.acl_create_token(
-                kind="worker", policies=[WORKER_POLICY], description="the test harness's workers",
-                max_slots=int(self.limits.get("max_worker_slots", Limits().max_worker_slots))).secret
+                kind="worker", policies=[WORKER_POLICY], description="the harness's workers",
+                max_slots=max_slots).secret
+        _write_secret(self.root / WORKER_TOKEN_FILE, self.harness_worker_token)
         return self.harness_worker_token
 
     # ------------------------------------------------------------ observation

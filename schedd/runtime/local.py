@@ -22,40 +22,20 @@ from collections import Counter
 from pathlib import Path
 
 from schedd.runtime.cluster import ADMIN_TOKEN_FILE, LocalCluster, ports_free
-from schedd.security import certs
 from schedd_client import Client, SchedError, job_spec
 
 DEMO_JOB = "demo"
 LOCAL_WORKER = "local-worker"
 LOCAL_WORKER_SLOTS = 4
 DEMO_SCHEDULE = "@every 5s"
-WORKER_POLICY = "local-worker"          # serve on every pool and team: this machine's one worker
-WORKER_TOKEN_FILE = "worker.token"
 CONTEXT_FILE = "schedctl-context.toml"
-
-
-def _saved(path: Path) -> str:
-    return path.read_text().strip() if path.exists() else ""
-
-
-def _save(path: Path, secret: str) -> None:
-    certs.write_atomic(path, (secret + "\n").encode(), certs.KEY_MODE, overwrite=True)
 
 
 def _credentials(cluster: LocalCluster) -> str:
     """The management token (bootstrapped once; kept in the data dir) and the local worker's
     token; returns the worker's."""
-    cluster.bootstrap()        # once: LocalCluster keeps it in ADMIN_TOKEN_FILE and reloads it
-    worker = _saved(cluster.root / WORKER_TOKEN_FILE)
-    if not worker:
-        with cluster.client(timeout=30) as client:
-            client.acl_put_policy(WORKER_POLICY, {"pool:*": ["serve"], "team:*": ["serve"]},
-                                  description="created by `schedd local`: its worker serves everything")
-            worker = client.acl_create_token(kind="worker", policies=[WORKER_POLICY],
-                                             max_slots=LOCAL_WORKER_SLOTS,
-                                             description="schedd local's worker").secret
-        _save(cluster.root / WORKER_TOKEN_FILE, worker)
-    return worker
+    cluster.bootstrap()        # once: LocalCluster keeps both tokens in its root and reloads them
+    return cluster.worker_token(max_slots=LOCAL_WORKER_SLOTS)
 
 
 def _create_demo(client: Client) -> None:

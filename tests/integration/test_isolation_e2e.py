@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pwd
 import secrets
 import shutil
-import subprocess
 
 import pytest
 
 from schedd_client import job_spec
 from schedd.ports.fakes import wait_until
+from tests.support.users import system_user
 from tests.support.cluster import finished, schedctl, workers_of
 
 pytestmark = [pytest.mark.integration,
@@ -33,13 +32,8 @@ pytestmark = [pytest.mark.integration,
 
 @pytest.fixture
 def job_user():
-    name = f"sde{secrets.token_hex(4)}"
-    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                    name], check=True, capture_output=True)
-    try:
-        yield pwd.getpwnam(name)
-    finally:
-        subprocess.run(["userdel", name], capture_output=True)
+    with system_user("sde") as user:
+        yield user
 
 
 def sha(text: str) -> str:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import pwd
-import secrets
 import shutil
 import subprocess
 import sys
@@ -21,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.users import system_user
 from schedd_worker import cli
 from schedd_worker.cgroups import Cgroups, CgroupError
 from schedd_worker.config import ConfigError, parse_config
@@ -32,14 +31,8 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is 
 
 @pytest.fixture
 def job_user():
-    """A fresh system user (no home), deleted at teardown whatever happened."""
-    name = f"sdt{secrets.token_hex(4)}"
-    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                    name], check=True, capture_output=True)
-    try:
-        yield pwd.getpwnam(name)
-    finally:
-        subprocess.run(["userdel", name], capture_output=True)
+    with system_user("sdt") as user:
+        yield user
 
 
 @pytest.fixture

@@ -55,7 +55,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import random
 import re
 import time
@@ -68,7 +67,7 @@ import grpc.aio
 
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
-from schedd_client.channels import TOKEN_ENV, Security, open_aio_channel, with_files
+from schedd_client.channels import Security, env_token, open_aio_channel, with_files
 from schedd_worker import executors
 from schedd_worker.executors import NO_ISOLATION, Assignment, HttpOptions, Isolation, Outcome, PythonHandlers
 from schedd_worker.hooks import NO_HOOKS, WorkerHooks
@@ -197,7 +196,7 @@ class WorkerRuntime:
         # TLS files and the worker token (`token`, else the security's, else $SCHEDD_TOKEN):
         # the channel carries the token (schedd_client.channels), never in cleartext off loopback.
         self.security = with_files(security or Security(),
-                                   token=token or os.environ.get(TOKEN_ENV, "").strip() or None)
+                                   token=token or env_token())
         self.security.credentials_for_channel()    # a bad file fails at start, named
         self._rec = hooks.record                   # test-mode history only (None otherwise)
 
