@@ -41,16 +41,18 @@ ALLOWED: dict[str, frozenset[str]] = {
     # A node's settings as typed values (parsed by runtime/config.py); what the layers read.
     "schedd.settings": frozenset({"schedd_client.net"}),
     "schedd.core": frozenset(),
-    "schedd.replication": frozenset({"schedd.core", "schedd.ports"}),
+    # What this build is and understands (versions, formats, the zone data schedules depend on).
+    "schedd.versions": frozenset({"schedd.core"}),
+    "schedd.replication": frozenset({"schedd.core", "schedd.ports", "schedd.versions"}),
     # The leader opens job secrets (schedd.security.secrets) for the worker an attempt goes to.
-    "schedd.leader": frozenset({"schedd.core", "schedd.ports", "schedd.settings", "schedd.security",
+    "schedd.leader": frozenset({"schedd.core", "schedd.versions", "schedd.ports", "schedd.settings", "schedd.security",
                                 "schedd.replication", "schedd_client.net", "schedd_proto"}),
-    "schedd.api": frozenset({"schedd.core", "schedd.ports", "schedd.settings", "schedd.replication",
+    "schedd.api": frozenset({"schedd.core", "schedd.versions", "schedd.ports", "schedd.settings", "schedd.replication",
                              "schedd.leader", "schedd.security", "schedd_proto"}),
-    "schedd.testing": frozenset({"schedd.core", "schedd.ports", "schedd.settings", "schedd_proto",
+    "schedd.testing": frozenset({"schedd.core", "schedd.versions", "schedd.ports", "schedd.settings", "schedd_proto",
                                  "schedd_worker"}),     # the worker's history Recorder, shared
     # The composition root wires everything; `schedd local` runs a worker and uses the SDK.
-    "schedd.runtime": frozenset({"schedd.core", "schedd.ports", "schedd.settings", "schedd.security",
+    "schedd.runtime": frozenset({"schedd.core", "schedd.versions", "schedd.ports", "schedd.settings", "schedd.security",
                                  "schedd.replication",
                                  "schedd.leader", "schedd.api", "schedd.testing", "schedd_proto",
                                  "schedd_client", "schedd_client.net", "schedd_worker"}),
