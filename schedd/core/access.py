@@ -110,6 +110,17 @@ def _audit_append(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     return ok(kept=kept, dropped=len(rows) - kept)
 
 
+MAX_NOTE = U.MAX_TEXT
+
+
+def _audit_note(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
+    """An operator's note: the entry's own audit record (its target is the note) is the note."""
+    note = cmd.args.get("note")
+    if not isinstance(note, str) or not note.strip() or len(note) > MAX_NOTE:
+        return reject(Code.INVALID, f"audit_note: note must be 1 to {MAX_NOTE} characters")
+    return ok(note=note)
+
+
 def _audit_config(st: Tables, cmd: C.Command) -> ApplyResult:
     a = cmd.args
     retention = U.Retention(a["max_age_ms"], a["max_records"])
@@ -122,7 +133,7 @@ HANDLERS: dict[str, Callable[[Tables, C.Command, int], ApplyResult]] = {
     C.ACL_ROLE_PUT: _guarded(_role_put), C.ACL_ROLE_DELETE: _guarded(_role_delete),
     C.ACL_TOKEN_CREATE: _guarded(_token_create), C.ACL_TOKEN_DELETE: _guarded(_token_delete),
     C.ACL_ANONYMOUS_SET: _guarded(_anonymous_set), C.ACL_BOOTSTRAP: _guarded(_bootstrap),
-    C.AUDIT_APPEND: _audit_append, C.AUDIT_CONFIG: _guarded(_audit_config),
+    C.AUDIT_APPEND: _audit_append, C.AUDIT_CONFIG: _guarded(_audit_config), C.AUDIT_NOTE: _audit_note,
 }
 
 

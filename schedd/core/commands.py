@@ -9,6 +9,7 @@ Decoding never raises to the caller of apply: a bad entry becomes a deterministi
 from __future__ import annotations
 
 import json
+from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,11 @@ AUDIT_CONFIG = "audit_config"             # retention and the denied-record rate
 ACL_KINDS = (ACL_POLICY_PUT, ACL_POLICY_DELETE, ACL_ROLE_PUT, ACL_ROLE_DELETE, ACL_TOKEN_CREATE,
              ACL_TOKEN_DELETE, ACL_ANONYMOUS_SET, ACL_BOOTSTRAP, AUDIT_APPEND, AUDIT_CONFIG)
 KINDS += ACL_KINDS
+# Feature levels (schedd.core.features): every kind is registered there at the level that
+# introduced it; a kind above level 1 is stamped with that level (`fl`) by encode.
+FEATURE_LEVEL = "feature_level"   # the leader raises the cluster's feature level (never lowers it)
+AUDIT_NOTE = "audit_note"         # level 2: an operator's note in the audit trail (schedctl audit note)
+KINDS += (FEATURE_LEVEL, AUDIT_NOTE)
 
 
 class EntryTooLarge(ValueError):
@@ -91,6 +97,7 @@ class Command:
     term: int
     by: str
     args: dict[str, Any] = field(default_factory=dict)
+    level: int = 1               # the feature level the entry needs (`fl`; absent: 1)
 
 
 def encode(kind: str, *, rid: str, now: int, term: int, by: str = "", **args: Any) -> str:
@@ -98,6 +105,9 @@ def encode(kind: str, *, rid: str, now: int, term: int, by: str = "", **args: An
         raise ValueError(f"unknown entry kind {kind!r}")
     body = {"v": VERSION, "k": kind, "rid": rid, "now": int(now), "term": int(term), "by": by}
     body.update(args)
+    level = _level_needed(kind)
+    if level > 1:                # level-1 entries encode as they did before feature levels
+        body["fl"] = level
     text = json.dumps(body, separators=(",", ":"), sort_keys=True)
     if len(text) > MAX_ENTRY_BYTES:
         raise EntryTooLarge(f"entry of {len(text)} bytes exceeds {MAX_ENTRY_BYTES}")
@@ -128,17 +138,29 @@ def chunk_by_bytes(texts: list[str], budget: int = BATCH_ENTRY_BYTES - BATCH_ENV
     return chunks
 
 
-def decode(text: str) -> Command:
-    """Raises ValueError on anything malformed (apply turns that into a rejection)."""
+def _level_needed(kind: str) -> int:
+    # schedd.core.features imports this module for the kind names, so it is imported here, at
+    # the first call, not at the top (a dict lookup once loaded).
+    from schedd.core.features import level_needed
+    return level_needed(kind)
+
+
+def decode(text: str, *, known: Container[str] | None = KINDS) -> Command:
+    """Raises ValueError on anything malformed (apply turns that into a rejection). `known` None
+    leaves the kind to the caller: apply checks the entry's feature level first, then the kind
+    against its own feature table (schedd.core.features), so an old node refuses a newer kind
+    exactly as a new node does while the cluster's level is below it."""
     body = json.loads(text)
     if not isinstance(body, dict) or body.get("v") != VERSION:
         raise ValueError(f"unsupported entry version {body.get('v') if isinstance(body, dict) else '?'}")
     kind = body.pop("k")
-    if kind not in KINDS:
+    if not isinstance(kind, str) or (known is not None and kind not in known):
         raise ValueError(f"unknown entry kind {kind!r}")
     body.pop("v")
-    now, term = body.pop("now"), body.pop("term")
+    now, term, level = body.pop("now"), body.pop("term"), body.pop("fl", 1)
     if not isinstance(now, int) or not isinstance(term, int):
         raise ValueError("now and term must be integers")
+    if type(level) is not int or level < 1:
+        raise ValueError("fl (the feature level) must be an integer >= 1")
     return Command(kind=kind, rid=str(body.pop("rid")), now=now, term=term,
-                   by=str(body.pop("by", "")), args=body)
+                   by=str(body.pop("by", "")), args=body, level=level)

@@ -2,7 +2,7 @@
 
 Unlike `SchedulerState.log_hash` (a chain over the applied entries: equal only for equal histories),
 this hashes what the state IS: jobs (spec, version, schedule position), executions (state,
-attempts, events), the leader epoch, the dedup table, DAG definitions and runs, and quotas. So a
+attempts, events), the leader epoch, the cluster's feature level (above 1), the dedup table, DAG definitions and runs, and quotas. So a
 replica restored from a snapshot, or one whose dicts were filled in another order, has the same
 digest as its peers at the same applied index; any difference in content changes it. The fault
 suite compares it across replicas after every heal (tests/jepsen_like).
@@ -88,6 +88,9 @@ def state_digest(state: Any) -> str:
     """sha256 (hex) over the canonical rows of every section, each row keyed and sorted."""
     h = hashlib.sha256()
     h.update(_text(["epoch", state.epoch]).encode())
+    level = getattr(state, "feature_level", 1)
+    if level != 1:                       # absent at level 1: digests from before levels still match
+        h.update(_text(["feature_level", level]).encode())
     for name in SECTIONS:
         table = getattr(state, name)
         h.update(_text([name, len(table)]).encode())

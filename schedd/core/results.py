@@ -35,6 +35,7 @@ class Code(StrEnum):
     STALE = "stale"                  # a fencing token that is not the current attempt's
     STALE_TERM = "stale_term"        # an entry from a leader epoch that is not the current one
     INTERNAL = "internal"            # an unexpected exception inside apply (a bug)
+    FEATURE_LEVEL = "feature_level"  # a kind above the cluster's feature level (schedd.core.features)
     # SLA verdicts that refuse a miss (schedd.core.sla)
     RECORDED = "recorded"
     EXEMPT = "exempt"

@@ -10,7 +10,8 @@ Every image also carries the state digest at its index (`SNAPSHOT_DIGEST` in the
 `(last_index, digest)`), computed where the image is pickled: in pysyncobj's forked child, so the
 Raft thread never pays for it. A restored replica keeps it as `snapshot_digest`, and
 `verify_snapshot_digest()` says whether what it loaded is what was written. Readers that predate
-it ignore the key.
+it ignore the key. The cluster's feature level (schedd.core.features) rides in the extra tables
+too (`FEATURE_LEVEL_KEY`); an image without it loads at level 1.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index
 # Smaller tables, pickled as they are (dicts of slotted dataclasses or plain values).
 EXTRA_FIELDS = ("dags", "dag_runs", "quotas", "batches")
 SNAPSHOT_DIGEST = "digest"   # extra key: (last_index, state digest) when the image was pickled
+FEATURE_LEVEL_KEY = "feature_level"   # extra key: the cluster's feature level (absent: 1)
 
 Image = tuple[Any, ...]      # what _from_image returns: (format, jobs, execs, epoch, dedup, audit,
                              # log hash, last index, clock, extra tables)
@@ -63,6 +65,7 @@ class Imaged(Protocol):
     log_hash: bytes
     last_index: int
     clock_ms: int
+    feature_level: int
 
     acl: AclTable
     audit: AuditTrail
@@ -83,6 +86,7 @@ class SnapshotImage:
         s = self.state
         extra: dict[str, Any] = {key: getattr(s, key) for key in EXTRA_FIELDS}
         extra["acl"], extra["audit"] = table_to_dict(s.acl), trail_to_dict(s.audit)
+        extra[FEATURE_LEVEL_KEY] = s.feature_level
         extra[SNAPSHOT_DIGEST] = (s.last_index, state_digest(s))
         return (_from_image, (SNAPSHOT_FORMAT, _GcPause(), list(map(attrgetter(*JOB_FIELDS), s.jobs.values())),
                               list(map(attrgetter(*EXEC_FIELDS), s.execs.values())), s.epoch, s.dedup,

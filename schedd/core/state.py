@@ -23,7 +23,7 @@ import hashlib
 from collections.abc import Callable, Container
 from typing import Any, ClassVar
 
-from schedd.core import access, attempts, batches, dags, firing, jobs, queries
+from schedd.core import access, attempts, batches, dags, features, firing, jobs, queries
 from schedd.core import acl as acl_table
 from schedd.core import audit as audit_trail
 from schedd.core import commands as C
@@ -34,7 +34,8 @@ from schedd.core.firing import GAPS_KEEP, MAX_BACKFILL_PER_ENTRY, MISSED_GRACE_M
 from schedd.core.model import Execution, Job
 from schedd.core.results import ApplyResult, Code, EpochApplied, ok, reject
 from schedd.core.snapshot import (
-    AUDIT_FIELDS, EXEC_FIELDS, EXTRA_FIELDS, JOB_FIELDS, READABLE_FORMATS, SNAPSHOT_DIGEST, SNAPSHOT_FORMAT,
+    AUDIT_FIELDS, EXEC_FIELDS, EXTRA_FIELDS, FEATURE_LEVEL_KEY, JOB_FIELDS, READABLE_FORMATS, SNAPSHOT_DIGEST,
+    SNAPSHOT_FORMAT,
     AuditRecord, Image, SnapshotImage, _from_image,
 )
 from schedd.core.tables import ACTIVE_STATES, MIN_MS, READY_STATES, ExecKey, Tables, next_fire_for, schedule_of
@@ -71,7 +72,7 @@ HANDLERS: dict[str, Handler] = {
     C.RESUME: jobs.resume, C.QUOTA: jobs.quota,
     C.TRIGGER: firing.trigger, C.FIRE: firing.fire, C.SKIP: firing.skip, C.BACKFILL: firing.backfill,
     C.START: attempts.start, C.FINISH: attempts.finish, C.EXPIRE: attempts.expire, C.CANCEL: attempts.cancel,
-    C.SLA: sla_index.apply,
+    C.SLA: sla_index.apply, C.FEATURE_LEVEL: features.raise_level,
     **dags.HANDLERS, **batches.HANDLERS, **access.HANDLERS,
 }
 
@@ -86,6 +87,10 @@ def _target(cmd: C.Command) -> str:
         return f"batch {cmd.args.get('batch')}"
     if cmd.kind == C.CANCEL:
         return f"{cmd.args.get('job')}@{cmd.args.get('scheduled_ms')}"
+    if cmd.kind == C.AUDIT_NOTE:
+        return str(cmd.args.get("note", ""))
+    if cmd.kind == C.FEATURE_LEVEL:
+        return f"feature level {cmd.args.get('level')}"
     if cmd.kind in (C.ACL_TOKEN_CREATE, C.ACL_BOOTSTRAP, C.ACL_POLICY_PUT, C.ACL_ROLE_PUT):
         row = cmd.args.get("token") or cmd.args.get("policy") or cmd.args.get("role")
         if not isinstance(row, dict):
@@ -100,8 +105,11 @@ class SchedulerState(Tables):
 
     _HANDLERS: ClassVar[dict[str, Handler]] = HANDLERS     # entry kind -> the module deciding it
 
-    def __init__(self) -> None:
+    def __init__(self, features: features.FeatureTable = features.FEATURES) -> None:
         super().__init__()
+        # The entry kinds this build understands (injected: a test runs an older build's table).
+        self.features = features
+        self._kinds = features.kinds()
         self.dedup: dict[str, tuple[int, dict[str, Any]]] = {}
         self.log_hash = b"\0" * 16    # blake2b chained over every applied entry's text
         self.last_index = 0
@@ -143,6 +151,7 @@ class SchedulerState(Tables):
             self._digest = None
             for key in EXTRA_FIELDS:
                 setattr(self, key, extra.get(key, {}))
+            self.feature_level = int(extra.get(FEATURE_LEVEL_KEY, 1))   # older images: level 1
             written = extra.get(SNAPSHOT_DIGEST)
             self.snapshot_digest = (int(written[0]), str(written[1])) if written else None
             dags.upgrade(self)                # DAGs pickled before a field existed
@@ -158,9 +167,12 @@ class SchedulerState(Tables):
         self.log_hash = hashlib.blake2b(self.log_hash + entry.encode(), digest_size=16).digest()
         self.last_index = index
         try:
-            cmd = C.decode(entry)
+            cmd = C.decode(entry, known=None)
         except (ValueError, KeyError, TypeError) as e:
             return reject(Code.INVALID, f"malformed entry: {e}")
+        refused = self._feature_gate(cmd)
+        if refused is not None:
+            return refused
         if cmd.now > self.clock_ms:
             self.clock_ms = cmd.now
         batches.forget_finished(self, cmd.now)
@@ -183,6 +195,19 @@ class SchedulerState(Tables):
         if cmd.kind not in UNAUDITED:
             access.record(self, cmd, index, result, _target(cmd))
         return result
+
+    def _feature_gate(self, cmd: C.Command) -> ApplyResult | None:
+        """Refuse an entry above the cluster's feature level, by the level the entry says it
+        needs, never by this build's table: a node that does not know the kind refuses it with
+        the same result as one that does (schedd.core.features). Refused like a malformed entry:
+        nothing but the log hash changes (no clock, no dedup record, no audit record)."""
+        if cmd.level > self.feature_level:
+            return reject(Code.FEATURE_LEVEL, features.behind_message(cmd.kind, cmd.level, self.feature_level))
+        if cmd.kind not in self._kinds:
+            # Only a node behind the cluster's level gets here with a real kind: the leader raises
+            # the level only once every voter supports it (a status warning names such a node).
+            return reject(Code.INVALID, f"malformed entry: unknown entry kind {cmd.kind!r}")
+        return None
 
     def _expire_dedup(self, now: int) -> None:
         horizon = now - DEDUP_TTL_MS

@@ -1,0 +1,142 @@
+"""Feature levels: which entry kinds and snapshot formats a cluster may use, so a rolling upgrade
+(one node at a time) never makes a node that has not been upgraded yet apply an entry it does
+not understand.
+
+The table (`FEATURES`) says, per feature level N, what level N introduces. Every entry kind and
+snapshot format that existed when levels were introduced is level 1. A build supports the
+levels of its table (`FeatureTable.max_level`); every node advertises that in NodeInfo
+(schedd.versions.build_info, schedd.api.service.ClusterService.local_info).
+
+The cluster's level is replicated state (`SchedulerState.feature_level`, in the snapshot image;
+older images load at level 1). Only the leader raises it (schedd.leader.features), with a
+`feature_level` entry, once every voter of the membership reports supporting the new level; it
+is never lowered. Then:
+- proposers (the API's CommittingService._propose, the leader's own proposals) check `refusal`
+  before proposing a kind above the cluster's level and answer FAILED_PRECONDITION, telling the
+  operator to finish the rolling upgrade;
+- apply refuses, deterministically, an entry whose kind is above the cluster's level. The level
+  an entry needs is written in the entry itself (`fl`, stamped by commands.encode from this
+  table), so an old node that does not know the kind at all refuses it with the same result as
+  a new node: both compare the entry's `fl` with the replicated level, never their own tables.
+
+Adding an entry kind: define it in schedd/core/commands.py and add it here to a NEW level
+(`Level(N, kinds=(C.MY_KIND,))`), one line; never to an existing one (CONTRIBUTING.md).
+
+The table is injectable (`SchedulerState(features=...)`, `RaftNode` takes it from the Faults
+object at the composition root), so a test can run a node of an older build (`table_upto`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schedd.core import commands as C
+from schedd.core.results import ApplyResult, Code, ok, reject
+from schedd.core.tables import Tables
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    """What feature level `number` introduces."""
+
+    number: int
+    kinds: tuple[str, ...] = ()
+    snapshot_formats: tuple[int, ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureTable:
+    """The feature levels one build understands, in order (1, 2, ...)."""
+
+    levels: tuple[Level, ...]
+
+    def __post_init__(self) -> None:
+        numbers = tuple(lv.number for lv in self.levels)
+        if numbers != tuple(range(1, len(numbers) + 1)):
+            raise ValueError(f"feature levels must be 1..N in order, got {numbers}")
+        kinds = [k for lv in self.levels for k in lv.kinds]
+        if len(kinds) != len(set(kinds)):
+            raise ValueError("an entry kind is registered at two feature levels")
+
+    @property
+    def max_level(self) -> int:
+        """The highest level this build supports (what the node advertises)."""
+        return len(self.levels)
+
+    def level_of(self, kind: str) -> int | None:
+        """The level that introduced `kind`, or None when this build does not know it."""
+        for lv in self.levels:
+            if kind in lv.kinds:
+                return lv.number
+        return None
+
+    def kinds(self) -> frozenset[str]:
+        return frozenset(k for lv in self.levels for k in lv.kinds)
+
+    def snapshot_formats(self) -> tuple[int, ...]:
+        return tuple(f for lv in self.levels for f in lv.snapshot_formats)
+
+
+# Level 1: every kind and snapshot format that existed when feature levels were introduced,
+# including `feature_level` itself (it is proposed only once every voter reports a table, which
+# a build older than this mechanism never does, so no such build ever sees one).
+LEVEL_1 = Level(1, kinds=tuple(k for k in C.KINDS if k not in (C.AUDIT_NOTE,)),
+                snapshot_formats=(1, 2, 3, 4), note="every kind and format before feature levels")
+FEATURES = FeatureTable((
+    LEVEL_1,
+    Level(2, kinds=(C.AUDIT_NOTE,), note="operator notes in the audit trail (schedctl audit note)"),
+))
+
+
+def table_upto(level: int, table: FeatureTable = FEATURES) -> FeatureTable:
+    """The table of an older build, that knows only levels 1..`level` (tests, rolling upgrades)."""
+    if not 1 <= level <= table.max_level:
+        raise ValueError(f"feature level must be 1..{table.max_level}")
+    return FeatureTable(table.levels[:level])
+
+
+def level_needed(kind: str) -> int:
+    """The level an entry of `kind` needs, from the newest table (what commands.encode stamps)."""
+    return _LEVEL_OF.get(kind, 1)
+
+
+_LEVEL_OF: dict[str, int] = {k: lv.number for lv in FEATURES.levels for k in lv.kinds}
+
+
+def behind_message(kind: str, needed: int, cluster: int) -> str:
+    """The one refusal text, in apply and at proposers alike."""
+    return (f"entry kind {kind!r} needs feature level {needed}, cluster is at {cluster}: finish the "
+            f"rolling upgrade (every voter on a build that supports level {needed}) and let the leader "
+            f"raise the level (see `schedctl cluster status`)")
+
+
+def refusal(table: FeatureTable, cluster_level: int, kind: str) -> str | None:
+    """Why a proposer must not propose `kind` now (None: it may). A kind this build does not know
+    is refused too: it can only come from a newer build's code path."""
+    needed = table.level_of(kind)
+    if needed is None:
+        return f"entry kind {kind!r} is unknown to this build (feature levels 1..{table.max_level})"
+    if needed > cluster_level:
+        return behind_message(kind, needed, cluster_level)
+    return None
+
+
+class FeatureUnavailable(Exception):
+    """A proposer was asked for an entry of a kind above the cluster's feature level."""
+
+
+def raise_level(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
+    """Apply of `feature_level`: the leader of the current epoch raises the cluster's level.
+    Decided from the entry and the replicated state only, never from this node's own table (an
+    old node applies it exactly as a new one; it then reports itself behind in its status)."""
+    if cmd.term != st.epoch:
+        return reject(Code.STALE_TERM, f"feature level from term {cmd.term}, but the leader epoch is {st.epoch}")
+    level = cmd.args.get("level")
+    if type(level) is not int or level < 1:
+        return reject(Code.INVALID, "feature_level: level must be an integer >= 1")
+    if level < st.feature_level:
+        return reject(Code.CONFLICT, f"the feature level is never lowered (cluster is at {st.feature_level})")
+    raised = level > st.feature_level
+    st.feature_level = level
+    return ok(feature_level=level, raised=raised)
