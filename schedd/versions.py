@@ -15,11 +15,12 @@ import importlib.metadata
 from dataclasses import dataclass
 
 from schedd.core import commands
+from schedd.core.features import FEATURES, FeatureTable
 from schedd.core.snapshot import READABLE_FORMATS, SNAPSHOT_FORMAT
+# The gRPC API's compatibility level: defined once, in the package the clients install too.
+from schedd_proto import PROTOCOL_VERSION
 
-# The gRPC API's compatibility level (package schedd.v1): raised when a message a client relies
-# on changes meaning. Clients print it with ``schedctl --version``.
-PROTOCOL_VERSION = 1
+__all__ = ["PROTOCOL_VERSION", "BuildInfo", "build_info", "croniter_version", "schedd_version", "tzdb_version"]
 
 
 def _dist_version(name: str) -> str:
@@ -60,6 +61,7 @@ class BuildInfo:
     readable_snapshot_formats: tuple[int, ...]
     tzdb: str
     croniter: str
+    feature_level: int = 1           # the highest feature level this build supports
 
     def schedule_deps(self) -> tuple[str, str]:
         """What must be equal on every replica for them to compute the same instants."""
@@ -67,12 +69,19 @@ class BuildInfo:
 
     def one_line(self) -> str:
         return (f"schedd {self.version} (protocol {self.protocol}, entry codec {self.entry_codec}, "
-                f"snapshot format {self.snapshot_format}, tzdata {self.tzdb}, croniter {self.croniter})")
+                f"feature level {self.feature_level}, snapshot format {self.snapshot_format}, "
+                f"tzdata {self.tzdb}, croniter {self.croniter})")
 
 
 @functools.cache
-def build_info() -> BuildInfo:
+def _build_info(features: FeatureTable) -> BuildInfo:
     return BuildInfo(version=schedd_version(), protocol=PROTOCOL_VERSION, entry_codec=commands.VERSION,
                      snapshot_format=SNAPSHOT_FORMAT[1],
                      readable_snapshot_formats=tuple(f[1] for f in READABLE_FORMATS),
-                     tzdb=tzdb_version(), croniter=croniter_version())
+                     tzdb=tzdb_version(), croniter=croniter_version(), feature_level=features.max_level)
+
+
+def build_info(features: FeatureTable = FEATURES) -> BuildInfo:
+    """This build's facts; `features` is the node's feature table (injected: a test's node may
+    run an older build's table, and then reports its levels)."""
+    return _build_info(features)

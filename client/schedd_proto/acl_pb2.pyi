@@ -271,3 +271,17 @@ class AuditConfig(_message.Message):
     denied_burst: int
     denied_refill_ms: int
     def __init__(self, max_age_ms: _Optional[int] = ..., max_records: _Optional[int] = ..., denied_burst: _Optional[int] = ..., denied_refill_ms: _Optional[int] = ...) -> None: ...
+
+class AuditNoteRequest(_message.Message):
+    __slots__ = ("note", "request_id")
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    note: str
+    request_id: str
+    def __init__(self, note: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class AuditNoteResponse(_message.Message):
+    __slots__ = ("record",)
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    record: AuditRecord
+    def __init__(self, record: _Optional[_Union[AuditRecord, _Mapping]] = ...) -> None: ...

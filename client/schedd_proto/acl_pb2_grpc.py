@@ -725,6 +725,11 @@ class AuditStub:
                 request_serializer=schedd__proto_dot_acl__pb2.ConfigureAuditRequest.SerializeToString,
                 response_deserializer=schedd__proto_dot_acl__pb2.AuditConfig.FromString,
                 _registered_method=True)
+        self.Note = channel.unary_unary(
+                '/schedd.v1.Audit/Note',
+                request_serializer=schedd__proto_dot_acl__pb2.AuditNoteRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_acl__pb2.AuditNoteResponse.FromString,
+                _registered_method=True)
 
 
 class AuditServicer:
@@ -750,6 +755,12 @@ class AuditServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Note(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AuditServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -767,6 +778,11 @@ def add_AuditServicer_to_server(servicer, server):
                     servicer.Configure,
                     request_deserializer=schedd__proto_dot_acl__pb2.ConfigureAuditRequest.FromString,
                     response_serializer=schedd__proto_dot_acl__pb2.AuditConfig.SerializeToString,
+            ),
+            'Note': grpc.unary_unary_rpc_method_handler(
+                    servicer.Note,
+                    request_deserializer=schedd__proto_dot_acl__pb2.AuditNoteRequest.FromString,
+                    response_serializer=schedd__proto_dot_acl__pb2.AuditNoteResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -850,6 +866,33 @@ class Audit:
             '/schedd.v1.Audit/Configure',
             schedd__proto_dot_acl__pb2.ConfigureAuditRequest.SerializeToString,
             schedd__proto_dot_acl__pb2.AuditConfig.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Note(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.Audit/Note',
+            schedd__proto_dot_acl__pb2.AuditNoteRequest.SerializeToString,
+            schedd__proto_dot_acl__pb2.AuditNoteResponse.FromString,
             options,
             channel_credentials,
             insecure,

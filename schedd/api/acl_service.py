@@ -20,6 +20,7 @@ from schedd.api.service import CommittingService, Router, routed
 from schedd.core import acl as A
 from schedd.core import audit as U
 from schedd.core import commands as C
+from schedd.core.access import MAX_NOTE
 from schedd.ports.clock import Clock
 from schedd.ports.metrics import Metrics
 from schedd.replication.node import RaftNode
@@ -218,3 +219,17 @@ class AuditService(_Writes, apb_grpc.AuditServicer):
             t = self.node.state.audit
             return apb.AuditConfig(max_age_ms=t.retention.max_age_ms, max_records=t.retention.max_records,
                                    denied_burst=t.denied_limit.burst, denied_refill_ms=t.denied_limit.refill_ms)
+
+    @routed(write=True)
+    async def Note(self, request: apb.AuditNoteRequest, context) -> apb.AuditNoteResponse:
+        """An operator's note (feature level 2: refused with FAILED_PRECONDITION, by _commit,
+        until the leader has raised the cluster's level)."""
+        note = request.note
+        if not note.strip() or len(note) > MAX_NOTE:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"a note is 1 to {MAX_NOTE} characters")
+        rid = request.request_id or uuid.uuid4().hex
+        await self._commit(context, C.AUDIT_NOTE, rid, note=note)
+        with self.node.lock:
+            record = next((r for r in reversed(self.node.state.audit.records)
+                           if r.target == note and r.action in ("Audit.Note", C.AUDIT_NOTE)), None)
+        return apb.AuditNoteResponse(record=record_to_pb(record) if record is not None else None)

@@ -65,7 +65,7 @@ RPC_CAPABILITIES: dict[str, Need] = {
             "DeleteRole", "CreateToken", "GetToken", "ListTokens", "DeleteToken", "SetAnonymous")},
     }),
     **_service("Audit", {"List": Need("acl", "cluster"), "Verify": Need("acl", "cluster"),
-                         "Configure": Need("acl", "cluster")}),
+                         "Configure": Need("acl", "cluster"), "Note": Need("acl", "cluster")}),
 }
 
 

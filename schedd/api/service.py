@@ -28,6 +28,7 @@ from schedd.security.secrets import EnvSealer, stored_secrets
 from schedd.core import batches as B
 from schedd.core import commands as C
 from schedd.core import ledger
+from schedd.core.features import FeatureUnavailable, refusal
 from schedd.core import schedule as sched
 from schedd.core.policy import BACKFILL, QUOTA_KINDS, quota_limit
 from schedd.core.results import ApplyResult, Code
@@ -36,6 +37,7 @@ from schedd.core.model import (
     EXECUTION_STATES, ValidationError, canonical_spec, parse_execution_id,
 )
 from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode
+from schedd.versions import build_info
 from schedd.ports.clock import Clock
 from schedd.ports.metrics import Metrics
 from schedd.ports.rpc import CallContext
@@ -62,6 +64,7 @@ RESULT_STATUS: dict[Code, grpc.StatusCode] = {      # apply's refusals (schedd.c
     Code.INTERNAL: grpc.StatusCode.INTERNAL,
     Code.EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Code.ABORTED: grpc.StatusCode.UNAVAILABLE,
+    Code.FEATURE_LEVEL: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 
@@ -243,7 +246,12 @@ class CommittingService:
         """One entry proposed and applied: apply's result. A client's request id is put in the
         client namespace (`commands.client_rid`: no id a client sends can stand for a leader's
         entry); "" stays "" (no dedup). Raises ValueError (request id too long), C.EntryTooLarge,
-        NotApplied or OutcomeUnknown (see schedd.replication.node for what each says)."""
+        NotApplied or OutcomeUnknown (see schedd.replication.node for what each says), or
+        FeatureUnavailable (a kind above the cluster's feature level: nothing is proposed)."""
+        state = self.node.state
+        why = refusal(state.features, state.feature_level, kind)
+        if why is not None:
+            raise FeatureUnavailable(why)
         info = auth.current()
         if info is not None and "audit" not in args and kind not in UNAUDITED:
             args["audit"] = info.audit()          # recorded by apply with the entry's outcome
@@ -267,6 +275,8 @@ class CommittingService:
             result = await self._propose(context, kind, rid or uuid.uuid4().hex, **args)
         except C.EntryTooLarge as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request too large: {e}")
+        except FeatureUnavailable as e:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
         except ValueError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         except NotApplied as e:
@@ -699,7 +709,33 @@ def summarize(nodes: list[pb.NodeStatus], now_ms: int) -> tuple[pb.NodeStatus | 
                 warnings.append(f"replica {who} is not converging: {r.lag} entries behind leader {n.id}, "
                                 f"matchIndex {r.match_index} unchanged {_ago(now_ms, r.progress_ms)}; "
                                 f"log repair stuck at index {r.match_index + 1}")
-    return leader, warnings
+    return leader, warnings + _build_warnings(nodes, leader)
+
+
+def _build_warnings(nodes: list[pb.NodeStatus], leader: pb.NodeStatus | None) -> list[str]:
+    """What differs between builds and matters: the zone data or croniter of a node unlike the
+    leader's (replicas would compute different firing instants), and a node whose build does
+    not support the cluster's feature level (it must be upgraded before anything else)."""
+    warnings = []
+    for n in nodes:
+        if n.role == "unreachable" or n is leader:
+            continue
+        if leader is not None and leader.tzdata and n.tzdata and (n.tzdata, n.croniter) != (leader.tzdata, leader.croniter):
+            warnings.append(f"{n.id} schedules with tzdata {n.tzdata} and croniter {n.croniter}, the leader "
+                            f"{leader.id} with tzdata {leader.tzdata} and croniter {leader.croniter}: replicas may "
+                            f"compute different firing instants; install the same versions on every node")
+    for n in nodes:
+        if n.role != "unreachable" and n.max_feature_level and n.feature_level > n.max_feature_level:
+            warnings.append(f"{n.id} runs schedd {n.version}, which supports feature levels up to "
+                            f"{n.max_feature_level}, but the cluster is at {n.feature_level}: upgrade it")
+    return warnings
+
+
+def supported_level(nodes: list[pb.NodeStatus]) -> int:
+    """The highest feature level every node supports; 0 when a node did not say (unreachable,
+    or a build from before feature levels)."""
+    levels = [n.max_feature_level if n.role != "unreachable" else 0 for n in nodes]
+    return min(levels) if levels else 0
 
 
 class ClusterService(pb_grpc.ClusterServicer):
@@ -720,10 +756,14 @@ class ClusterService(pb_grpc.ClusterServicer):
         digest, digest_index = "", 0
         with self.node.lock:            # the digest and the index it was taken at, together
             state = self.node.state
-            state_hash, epoch = state.log_hash_hex(), state.epoch
+            state_hash, epoch, level = state.log_hash_hex(), state.epoch, state.feature_level
             if with_digest:
                 digest, digest_index = state.state_digest(), state.last_index
+        b = build_info(state.features)
         info = pb.NodeStatus(
+            version=b.version, protocol=b.protocol, entry_codec=b.entry_codec, max_feature_level=b.feature_level,
+            feature_level=level, snapshot_formats=b.readable_snapshot_formats, snapshot_format=b.snapshot_format,
+            tzdata=b.tzdb, croniter=b.croniter,
             id=me.node_id, raft_address=me.raft_address, grpc_address=me.grpc_address, role=st.role,
             term=st.term, commit_index=st.commit_index, applied_index=st.applied_index,
             lag=max(0, st.leader_commit_index - st.applied_index), has_quorum=st.has_quorum,
@@ -761,14 +801,19 @@ class ClusterService(pb_grpc.ClusterServicer):
                                  grpc_address=peer.grpc_address, role="unreachable",
                                  error=e.details() or e.code().name)
 
-    async def Status(self, request, context: CallContext) -> pb.ClusterStatus:
+    async def member_infos(self, with_digest: bool = False) -> list[pb.NodeStatus]:
+        """Every member's NodeInfo, in membership order, this node's own included; a member that
+        does not answer is "unreachable" with the error (the leader's feature raiser reads this)."""
         me = self.node.cfg
         peers = [p for p in me.members if p.id != me.node_id]
-        digest = request.with_digest
-        infos = {me.node_id: await asyncio.to_thread(self.local_info, True) if digest else self.local_info()}
-        for p, info in zip(peers, await asyncio.gather(*(self._peer_info(p, digest) for p in peers))):
+        infos = {me.node_id: await asyncio.to_thread(self.local_info, True) if with_digest else self.local_info()}
+        for p, info in zip(peers, await asyncio.gather(*(self._peer_info(p, with_digest) for p in peers))):
             infos[p.id] = info
-        nodes = [infos[p.id] for p in me.members]
+        return [infos[p.id] for p in me.members]
+
+    async def Status(self, request, context: CallContext) -> pb.ClusterStatus:
+        me = self.node.cfg
+        nodes = await self.member_infos(request.with_digest)
         leader, warnings = summarize(nodes, self._now_ms())
         with self.node.lock:
             jobs, execs = len(self.node.state.jobs), len(self.node.state.execs)
@@ -779,4 +824,5 @@ class ClusterService(pb_grpc.ClusterServicer):
         return pb.ClusterStatus(
             leader_id=leader.id if leader else "", leader_grpc_address=leader.grpc_address if leader else "",
             term=max(n.term for n in nodes), commit_index=leader.commit_index if leader else 0,
-            nodes=nodes, jobs=jobs, executions=execs, answered_by=me.node_id, warnings=warnings)
+            nodes=nodes, jobs=jobs, executions=execs, answered_by=me.node_id, warnings=warnings,
+            feature_level=leader.feature_level if leader else 0, supported_feature_level=supported_level(nodes))

@@ -31,6 +31,11 @@ class Faults:
         """The transport class the node uses (a test dials some peers through proxies)."""
         return base
 
+    def feature_table(self, table: Any) -> Any:
+        """The feature table (schedd.core.features) the node's state machine runs: a test runs
+        an older build's, to simulate a rolling upgrade in one source tree."""
+        return table
+
     def entry_to_apply(self, entry: str, index: int) -> str:
         """The entry apply sees for log index `index` (tick thread, every apply)."""
         return entry

@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
+from schedd.core.features import FEATURES
 from schedd.core.results import ApplyResult
 from schedd.core.state import SchedulerState
 from schedd.replication import journal as durable
@@ -204,7 +205,7 @@ class RaftNode(Generic[CfgT]):
                  on_applied: Callable[[str, ApplyResult, int], None] | None = None,
                  faults: Faults = NO_FAULTS) -> None:
         self.cfg = cfg
-        self.state = SchedulerState()
+        self.state = SchedulerState(faults.feature_table(FEATURES))   # a test may run an older build's
         self.lock = threading.RLock()
         self._on_role_change = on_role_change or (lambda old, new: None)
         self._consumer = ReplicatedState(self.state, self.lock, on_applied or (lambda e, r, i: None),

@@ -26,6 +26,7 @@ from schedd.api.auth import current as auth_current
 from schedd.api.dags_service import DagsService
 from schedd.api.limits import InflightLimit, max_receive_bytes
 from schedd.api.service import ClusterService, Router, SchedulerService
+from schedd.leader.features import FeatureRaiser
 from schedd.leader.dispatcher import Dispatcher
 from schedd.leader.workers import WorkerHub
 from schedd.replication.convergence import ConvergenceTracker
@@ -177,7 +178,9 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
                  ("grpc.max_receive_message_length", max_receive_bytes(cfg.limits))])
     pb_grpc.add_SchedulerServicer_to_server(SchedulerService(node, clock, metrics, router, dispatcher),
                                             server)
-    pb_grpc.add_ClusterServicer_to_server(ClusterService(node, router, replicas, clock), server)
+    cluster_service = ClusterService(node, router, replicas, clock)
+    pb_grpc.add_ClusterServicer_to_server(cluster_service, server)
+    raiser = FeatureRaiser(node, clock, cluster_service.member_infos)   # leader only: the feature level
     dags_pb2_grpc.add_DagsServicer_to_server(DagsService(node, clock, metrics, router), server)
     pb_grpc.add_WorkersServicer_to_server(hub, server)
     acl_pb2_grpc.add_AclServicer_to_server(AclService(node, clock, metrics, router), server)
@@ -218,6 +221,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     task = asyncio.create_task(dispatcher.run())
     watch_task = asyncio.create_task(replicas.run(writes_health))
     audit_task = asyncio.create_task(audit_queue.run())
+    features_task = asyncio.create_task(raiser.run())
     log.info("node %s serving gRPC on %s (%s), Raft on %s, metrics on %s, fsync=%s", cfg.node_id,
              cfg.grpc_address, _describe_tls(reloader), cfg.raft_address,
              cfg.metrics_address or "off", cfg.fsync)
@@ -229,6 +233,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         log.info("node %s stopping", cfg.node_id)
         watch_task.cancel()
         audit_task.cancel()
+        features_task.cancel()
         for name in ("", LIVENESS_SERVICE, WRITES_SERVICE, *names[:2]):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         hub.close_all("node stopping")

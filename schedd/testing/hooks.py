@@ -12,6 +12,9 @@ its config says `test_mode = true`, else the node refuses to start):
     SCHEDD_RAFT_DIAL     JSON {"<peer raft address>": "<address to dial instead>"}: dial peers
                          through per-link TCP proxies (partitions, delay)
     SCHEDD_WORKER_DIAL   a worker's: see schedd_worker.hooks
+    SCHEDD_TEST_FEATURE_LEVEL  N: run the feature table of an older build, that knows only feature
+                         levels 1..N (schedd.core.features.table_upto): a rolling upgrade in
+                         one source tree (restart the node without it to "upgrade" it)
     SCHEDD_FAILPOINT_DIR failpoints (scenario S03): the harness arms one by creating the file
                          DIR/<process>.<failpoint> (content: a number of seconds, for a stall); the
                          process consumes it (unlink: one shot) when it reaches that point.
@@ -38,6 +41,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from schedd.core.features import FeatureTable, table_upto
 from schedd.ports.faults import NO_FAULTS, Faults
 # The history format (Recorder) and the test-mode rule are the worker's too: one definition, in
 # the lower distribution (schedd-worker), which the daemon installs anyway.
@@ -69,6 +73,20 @@ def unsafe_switches() -> frozenset[str]:
     return names
 
 
+FEATURE_LEVEL_ENV = "SCHEDD_TEST_FEATURE_LEVEL"
+
+
+def old_feature_table() -> FeatureTable | None:
+    """The older build's feature table SCHEDD_TEST_FEATURE_LEVEL asks for (None: this build's)."""
+    raw = os.environ.get(FEATURE_LEVEL_ENV, "")
+    if not raw:
+        return None
+    try:
+        return table_upto(int(raw))
+    except ValueError as e:
+        raise TestModeError(f"{FEATURE_LEVEL_ENV}: {e}") from None
+
+
 NODE_FAILPOINTS = ("crash_after_fire", "crash_after_claim", "crash_after_push", "stall_after_fire")
 
 
@@ -76,16 +94,16 @@ def configure_node(cfg) -> Faults:
     """The node's fault hooks, read from the environment once by the daemon at start: NO_FAULTS
     unless a test asks for something. Refuses test-only settings outside test mode."""
     wants = any(os.environ.get(k) for k in ("SCHEDD_HISTORY_DIR", "SCHEDD_UNSAFE", "SCHEDD_RAFT_DIAL",
-                                            "SCHEDD_FAILPOINT_DIR"))
+                                            "SCHEDD_FAILPOINT_DIR", FEATURE_LEVEL_ENV))
     if not wants:
         return NO_FAULTS
     if not (cfg.test_mode and _env_test_mode()):
-        raise TestModeError("SCHEDD_HISTORY_DIR, SCHEDD_UNSAFE, SCHEDD_RAFT_DIAL and SCHEDD_FAILPOINT_DIR need "
-                            "test_mode = true in the config and SCHEDD_TEST_MODE=1")
+        raise TestModeError(f"SCHEDD_HISTORY_DIR, SCHEDD_UNSAFE, SCHEDD_RAFT_DIAL, SCHEDD_FAILPOINT_DIR and "
+                            f"{FEATURE_LEVEL_ENV} need test_mode = true in the config and SCHEDD_TEST_MODE=1")
     unsafe = unsafe_switches()
     rec = make_recorder(cfg.node_id)
     faults = TestFaults(unsafe=unsafe, rec=rec, failpoints=make_failpoints(cfg.node_id, rec),
-                        dial=dial_overrides())
+                        dial=dial_overrides(), features=old_feature_table())
     if rec is not None:
         rec("node_start", node=cfg.node_id, unsafe=sorted(unsafe), pid=os.getpid())
     return faults
@@ -167,8 +185,10 @@ class TestFaults(Faults):
     __test__ = False                     # not a pytest test class
 
     def __init__(self, *, unsafe: frozenset[str] = frozenset(), rec: Recorder | None = None,
-                 failpoints: Failpoints | None = None, dial: dict[str, tuple[str, int]] | None = None) -> None:
+                 failpoints: Failpoints | None = None, dial: dict[str, tuple[str, int]] | None = None,
+                 features: FeatureTable | None = None) -> None:
         self.unsafe = unsafe
+        self.features = features
         self.rec = rec
         self.failpoints = failpoints
         self.dial = dial or {}
@@ -182,6 +202,9 @@ class TestFaults(Faults):
 
     def transport(self, base: type) -> type:
         return transport_with_dial(base, self.dial)
+
+    def feature_table(self, table: Any) -> Any:
+        return self.features if self.features is not None else table
 
     def entry_to_apply(self, entry: str, index: int) -> str:
         return unsafe_no_dedup(entry, index) if "no_dedup" in self.unsafe else entry

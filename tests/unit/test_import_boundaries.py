@@ -42,7 +42,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "schedd.settings": frozenset({"schedd_client.net"}),
     "schedd.core": frozenset(),
     # What this build is and understands (versions, formats, the zone data schedules depend on).
-    "schedd.versions": frozenset({"schedd.core"}),
+    "schedd.versions": frozenset({"schedd.core", "schedd_proto"}),   # PROTOCOL_VERSION
     "schedd.replication": frozenset({"schedd.core", "schedd.ports", "schedd.versions"}),
     # The leader opens job secrets (schedd.security.secrets) for the worker an attempt goes to.
     "schedd.leader": frozenset({"schedd.core", "schedd.versions", "schedd.ports", "schedd.settings", "schedd.security",

@@ -1,0 +1,84 @@
+"""Leader only: raise the cluster's feature level once every voter supports a higher one.
+
+Runs on every node and acts only while `node.leads_epoch()`. Each period it asks every member
+for its NodeInfo (the `infos` callable the composition root wires to the Cluster service, over
+the router's channels) and, when every voter answers and reports a build supporting a level
+above the cluster's, proposes a `feature_level` entry for the highest level they all support
+(never above this node's own table). It never lowers the level: apply refuses that anyway.
+
+Why every voter and not a quorum: a node that has not been upgraded yet would refuse a newer
+entry kind as `invalid` (or not know it at all) and its state would diverge from its peers'. A
+node that does not answer (down, partitioned, mid-restart) or reports no level (a build older
+than feature levels) holds the level where it is, which is the safe side: new features wait,
+nothing breaks. (schedd.core.features has the whole story.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from schedd.core import commands as C
+from schedd.ports.clock import Clock
+from schedd.replication.node import ProposalError, RaftNode
+from schedd_proto import scheduler_pb2 as pb
+
+log = logging.getLogger("schedd.features")
+
+PERIOD_S = 2.0
+
+
+def target_level(current: int, own_max: int, reports: Sequence[pb.NodeStatus]) -> int | None:
+    """The level to raise the cluster to, or None to leave it: the highest level every member
+    supports (capped by this build's), if that is above `current` and every member answered."""
+    if not reports:
+        return None
+    supported = [0 if r.role == "unreachable" else r.max_feature_level for r in reports]
+    target = min(own_max, *supported)
+    return target if target > current else None
+
+
+@dataclass(slots=True)
+class FeatureRaiser:
+    node: RaftNode
+    clock: Clock
+    infos: Callable[[], Awaitable[Sequence[pb.NodeStatus]]]   # every voter's NodeInfo, this node's too
+    period_s: float = PERIOD_S
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.period_s)
+            try:
+                await self.step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:      # the loop must outlive one bad round
+                log.exception("feature level check failed")
+
+    async def step(self) -> int | None:
+        """One round; returns the level proposed (and applied), if any."""
+        node = self.node
+        if not node.leads_epoch():
+            return None
+        state = node.state
+        current, own_max = state.feature_level, state.features.max_level
+        if current >= own_max:
+            return None
+        target = target_level(current, own_max, await self.infos())
+        if target is None or not node.leads_epoch():
+            return None
+        term = node.term
+        entry = C.encode(C.FEATURE_LEVEL, rid=f"feature-{target}-{term}", now=self.clock.now_ms(), term=term,
+                         by=f"node:{node.cfg.node_id}", level=target)
+        try:
+            result = await node.propose(entry, timeout=10.0)
+        except ProposalError as e:
+            log.warning("raising the feature level to %d: %s (next round retries)", target, e)
+            return None
+        if not result.ok:
+            log.warning("raising the feature level to %d refused: %s", target, result.msg)
+            return None
+        log.info("cluster feature level raised from %d to %d (every voter supports it)", current, target)
+        return target

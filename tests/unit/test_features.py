@@ -1,0 +1,145 @@
+"""Feature levels (schedd.core.features): the table, the replicated level, apply's gate, and a
+rolling upgrade simulated with two versions of the table: an old node (levels 1..1, it does not
+know `audit_note`) and a new one apply the same log with the same results and digests."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+
+from schedd.core import commands as C
+from schedd.core import features as F
+from schedd.core.results import Code
+from schedd.core.snapshot import FEATURE_LEVEL_KEY
+from schedd.core.state import SchedulerState
+from tests.support.state import T0, text
+
+
+def entry(kind: str, rid: str, *, now: int = T0, term: int = 1, **args) -> str:
+    return C.encode(kind, rid=rid, now=now, term=term, by="test", **args)
+
+
+def test_every_kind_is_registered_at_exactly_one_level() -> None:
+    registered = [k for lv in F.FEATURES.levels for k in lv.kinds]
+    assert sorted(registered) == sorted(C.KINDS)
+    assert F.FEATURES.level_of(C.PUT) == 1 and F.FEATURES.level_of(C.FEATURE_LEVEL) == 1
+    assert F.FEATURES.level_of(C.AUDIT_NOTE) == 2 and F.FEATURES.max_level == 2
+    assert F.FEATURES.snapshot_formats()[:4] == (1, 2, 3, 4)
+
+
+def test_a_table_refuses_gaps_and_a_kind_at_two_levels() -> None:
+    with pytest.raises(ValueError, match="1..N"):
+        F.FeatureTable((F.Level(1), F.Level(3)))
+    with pytest.raises(ValueError, match="two feature levels"):
+        F.FeatureTable((F.Level(1, kinds=("x",)), F.Level(2, kinds=("x",))))
+    old = F.table_upto(1)
+    assert old.max_level == 1 and old.level_of(C.AUDIT_NOTE) is None
+
+
+def test_encode_stamps_only_kinds_above_level_1() -> None:
+    assert "fl" not in json.loads(entry(C.PUT, "r", spec=text()))      # old logs encode as before
+    assert json.loads(entry(C.AUDIT_NOTE, "n", note="x"))["fl"] == 2
+    assert C.decode(entry(C.AUDIT_NOTE, "n", note="x")).level == 2
+
+
+def test_proposers_refuse_a_kind_above_the_cluster_level() -> None:
+    assert F.refusal(F.FEATURES, 1, C.PUT) is None
+    assert F.refusal(F.FEATURES, 2, C.AUDIT_NOTE) is None
+    msg = F.refusal(F.FEATURES, 1, C.AUDIT_NOTE)
+    assert msg is not None and "needs feature level 2, cluster is at 1" in msg and "rolling upgrade" in msg
+    assert "unknown to this build" in (F.refusal(F.table_upto(1), 2, C.AUDIT_NOTE) or "")
+
+
+def _log() -> list[str]:
+    """A rolling upgrade's log: work at level 1, a level-2 entry refused, the leader raising the
+    level (once the old node was upgraded), the level-2 entry applied."""
+    return [
+        entry(C.EPOCH, "epoch-n1-1"),
+        entry(C.PUT, "c/put", spec=text()),
+        entry(C.AUDIT_NOTE, "c/note-early", now=T0 + 1, note="upgrading n3"),
+        entry(C.PUT, "c/put2", now=T0 + 2, spec=text(name="j2")),
+        # hand-made: an entry claiming a level above every table is refused the same way
+        json.dumps({**json.loads(entry(C.NOOP, "x", now=T0 + 3)), "fl": 3}, sort_keys=True),
+        entry(C.FEATURE_LEVEL, "feature-2", now=T0 + 4, level=2),
+        entry(C.AUDIT_NOTE, "c/note", now=T0 + 5, note="n3 upgraded"),
+    ]
+
+
+RAISE = 5          # position of the feature_level entry in _log()
+
+
+def test_old_and_new_nodes_apply_the_same_log_identically_until_the_upgrade() -> None:
+    old, new = SchedulerState(F.table_upto(1)), SchedulerState()
+    log = _log()
+    for index, e in enumerate(log[:RAISE], start=1):
+        a, b = old.apply(e, index), new.apply(e, index)
+        assert a.as_dict() == b.as_dict(), index
+        assert old.state_digest() == new.state_digest() and old.log_hash == new.log_hash, index
+    assert old.feature_level == new.feature_level == 1
+    assert not any(r.action == C.AUDIT_NOTE for r in new.audit.records)    # refused: no record
+    # Same refusal on both, with the level the entry needs and the cluster's.
+    probe_old, probe_new = SchedulerState(F.table_upto(1)), SchedulerState()
+    for s in (probe_old, probe_new):
+        s.apply(log[0], 1)
+    r_old, r_new = probe_old.apply(log[2], 2), probe_new.apply(log[2], 2)
+    assert r_old.as_dict() == r_new.as_dict()
+    assert r_new.code is Code.FEATURE_LEVEL and "needs feature level 2, cluster is at 1" in r_new.msg
+    assert "needs feature level 3" in probe_new.apply(log[4], 3).msg
+
+    # The old node is upgraded: restarted with the new table from its own snapshot. Then the
+    # leader raises the level and the level-2 entry applies on both.
+    upgraded = SchedulerState()
+    upgraded.restore(pickle.loads(pickle.dumps(old.snapshot())))
+    assert upgraded.state_digest() == new.state_digest()
+    for index, e in enumerate(log[RAISE:], start=RAISE + 1):
+        a, b = upgraded.apply(e, index), new.apply(e, index)
+        assert a.as_dict() == b.as_dict() and a.ok, (index, a)
+        assert upgraded.state_digest() == new.state_digest(), index
+    assert new.feature_level == 2
+    assert [r.target for r in new.audit.records if r.action == C.AUDIT_NOTE] == ["n3 upgraded"]
+
+
+def test_an_old_node_applies_the_raise_like_a_new_one() -> None:
+    """If a node of an old build still applies the raise (it must not happen: the leader waits
+    for every voter), it records the level as every replica does; only its status says behind."""
+    old, new = SchedulerState(F.table_upto(1)), SchedulerState()
+    log = _log()
+    for index, e in enumerate(log[:RAISE + 1], start=1):
+        assert old.apply(e, index).as_dict() == new.apply(e, index).as_dict()
+    assert old.feature_level == new.feature_level == 2 and old.state_digest() == new.state_digest()
+    assert old.features.max_level < old.feature_level
+
+
+def test_the_level_is_raised_by_the_current_leader_and_never_lowered() -> None:
+    s = SchedulerState()
+    s.apply(entry(C.EPOCH, "e", term=2), 1)
+    assert s.apply(entry(C.FEATURE_LEVEL, "f1", term=1, level=2), 2).code is Code.STALE_TERM
+    assert s.apply(entry(C.FEATURE_LEVEL, "f2", term=2, level=2), 3).ok and s.feature_level == 2
+    again = s.apply(entry(C.FEATURE_LEVEL, "f3", term=2, level=2), 4)
+    assert again.ok and again["raised"] is False
+    lower = s.apply(entry(C.FEATURE_LEVEL, "f4", term=2, level=1), 5)
+    assert lower.code is Code.CONFLICT and s.feature_level == 2
+    assert s.apply(entry(C.FEATURE_LEVEL, "f5", term=2, level="2"), 6).code is Code.INVALID
+
+
+def test_the_level_survives_a_snapshot_and_older_images_load_at_level_1() -> None:
+    s = SchedulerState()
+    s.apply(entry(C.EPOCH, "e"), 1)
+    s.apply(entry(C.FEATURE_LEVEL, "f", level=2), 2)
+    restored = SchedulerState()
+    restored.restore(pickle.loads(pickle.dumps(s.snapshot())))
+    assert restored.feature_level == 2 and restored.state_digest() == s.state_digest()
+    image = list(pickle.loads(pickle.dumps(s.snapshot())))
+    del image[-1][FEATURE_LEVEL_KEY]            # an image written before feature levels
+    older = SchedulerState()
+    older.restore(tuple(image))
+    assert older.feature_level == 1
+
+
+def test_a_bad_level_field_is_a_malformed_entry() -> None:
+    s = SchedulerState()
+    bad = json.dumps({**json.loads(entry(C.NOOP, "x")), "fl": "2"}, sort_keys=True)
+    r = s.apply(bad, 1)
+    assert r.code is Code.INVALID and "fl" in r.msg
