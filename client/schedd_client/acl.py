@@ -141,10 +141,18 @@ def audit_configure(*, max_age_ms: int, max_records: int, denied_burst: int = 20
     return _single(_audit("Configure", request, mutating=True), apb.AuditConfig)
 
 
+def audit_note(note: str) -> Plan[apb.AuditNoteResponse]:
+    """Record an operator's note in the audit trail ("draining n2 for the upgrade"). Needs
+    cluster feature level 2: refused with FAILED_PRECONDITION until every node runs a build that
+    supports it and the leader has raised the level (``schedctl cluster status`` shows it)."""
+    request = apb.AuditNoteRequest(note=note, request_id=new_request_id())
+    return _single(_audit("Note", request, mutating=True), apb.AuditNoteResponse)
+
+
 _BUILDERS = ("acl_bootstrap", "acl_whoami", "acl_put_policy", "acl_get_policy", "acl_list_policies",
              "acl_delete_policy", "acl_put_role", "acl_get_role", "acl_list_roles", "acl_delete_role",
              "acl_create_token", "acl_get_token", "acl_list_tokens", "acl_delete_token", "acl_set_anonymous",
-             "audit_list", "audit_verify", "audit_configure")
+             "audit_list", "audit_verify", "audit_configure", "audit_note")
 
 
 def attach(client_cls: Any, async_cls: Any) -> None:

@@ -12,6 +12,7 @@ audit trail. The SDK methods and the audit file helpers are in ``schedd_client.a
     audit verify [FILE]                   the chain of each node's trail, or of an exported file
     audit export [--file PATH]            JSON lines (anchor first), for `audit verify FILE`
     audit config --max-age 30d --max-records N
+    audit note TEXT                       an operator's note in the trail (cluster feature level 2)
 """
 
 from __future__ import annotations
@@ -102,6 +103,8 @@ def add_commands(groups: Any, command: Any, time_arg: Any) -> None:
     config.add_argument("--max-records", type=_count(0), required=True, metavar="N")
     config.add_argument("--denied-burst", type=_count(1), default=20, metavar="N")
     config.add_argument("--denied-refill", type=_ms, default=3000, metavar="D")
+    note = command(audit, "note", audit_note, "record an operator's note in the trail (feature level 2)")
+    note.add_argument("text", metavar="TEXT", help="1 to 256 characters, e.g. 'upgrading n2 to 0.2.0'")
 
 
 # ---------------------------------------------------------------- acl
@@ -240,6 +243,12 @@ def audit_verify(cmd: Any) -> None:
              lambda: _table(("ADDRESS", "NODE", "RECORDS", "CHAIN", "HEAD"), rows, empty="no nodes"))
     if any(r[3] != "ok" for r in rows):
         raise AuditBroken("the audit chain does not verify on every node")
+
+
+def audit_note(cmd: Any) -> None:
+    out = cmd.client.audit_note(cmd.args.text)
+    r = out.record
+    cmd.emit(to_dict(out), lambda: f"noted in the audit trail (record {r.seq}, log index {r.log_index}): {r.target}")
 
 
 def audit_config(cmd: Any) -> None:

@@ -43,6 +43,7 @@ reader went away (``| head``).
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import io
 import json
 import os
@@ -55,6 +56,7 @@ from typing import Any
 
 import yaml
 
+from schedd_proto import PROTOCOL_VERSION
 from schedd_proto import scheduler_pb2 as pb
 
 from . import acl_commands, dag_commands
@@ -200,6 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Control a schedd cluster: jobs, runs and the cluster itself.",
         epilog="Exit status: 0 success, 1 failure, 2 usage error.",
     )
+    parser.add_argument("--version", action="version", version=version_line(),
+                        help="print the client's version and protocol version, and exit")
     _global_options(parser, top=True)
     groups = parser.add_subparsers(dest="group", required=True, metavar="{job,run,dag,quota,worker,cluster,acl,audit}")
 
@@ -975,28 +979,52 @@ def _describe_retry(policy: pb.RetryPolicy) -> str:
     return text
 
 
+UNREACHABLE = "unreachable"
+
+
 def _cluster_table(status: pb.ClusterStatus, *, digest: bool = False) -> str:
-    leader = "none"
+    """The cluster as the answering node saw it. A node that did not answer shows "unreachable"
+    and why, never zeros; with no leader the header says so instead of a commit index."""
     if status.leader_id:
         leader = status.leader_id + (f" ({status.leader_grpc_address})" if status.leader_grpc_address else "")
-    header = (
-        f"Leader: {leader}   term {status.term}   commit {status.commit_index}"
-        f"   jobs {status.jobs}   executions {status.executions}"
-    )
+        header = f"Leader: {leader}   term {status.term}   commit {status.commit_index}"
+    else:
+        header = f"Leader: none (no leader elected: writes wait for one)   term {status.term}"
+    header += f"   jobs {status.jobs}   executions {status.executions}"
+    if status.feature_level:
+        header += f"   feature level {status.feature_level}"
     if status.answered_by:
         header += f"   (answered by {status.answered_by})"
     with_errors = any(node.error for node in status.nodes)
-    headers = ("ID", "ROLE", "TERM", "COMMIT", "APPLIED", "LAG", "GRPC", "RAFT") + (
+    headers = ("ID", "ROLE", "VERSION", "LEVEL", "TERM", "COMMIT", "APPLIED", "LAG", "GRPC", "RAFT") + (
         ("DIGEST",) if digest else ()) + (("ERROR",) if with_errors else ())
-    rows = [
-        (node.id, node.role, node.term, node.commit_index, node.applied_index, node.lag,
-         node.grpc_address, node.raft_address)
-        + ((f"{node.state_digest[:12]}@{node.digest_index}" if node.state_digest else "-",) if digest else ())
-        + ((_shorten(node.error, 60),) if with_errors else ())
-        for node in status.nodes
-    ]
+    rows = [_node_row(node, digest=digest, with_errors=with_errors) for node in status.nodes]
     out = header + "\n" + _table(headers, rows, empty="(no nodes reported)")
+    if status.feature_level and status.supported_feature_level > status.feature_level:
+        out += (f"\nEvery node supports feature level {status.supported_feature_level}: "
+                f"the leader raises the cluster's level to it within seconds.")
     return out + "".join(f"\nWARNING: {w}" for w in status.warnings)
+
+
+def _node_row(node: pb.NodeStatus, *, digest: bool, with_errors: bool) -> tuple[Any, ...]:
+    """One node's row: LEVEL is the highest feature level its build supports."""
+    error = (_shorten(node.error, 60),) if with_errors else ()
+    if node.role == UNREACHABLE:
+        return (node.id, node.role, *("-",) * 6, node.grpc_address, node.raft_address) + (
+            ("-",) if digest else ()) + error
+    return (node.id, node.role, node.version or "-", node.max_feature_level or "-", node.term,
+            node.commit_index, node.applied_index, node.lag, node.grpc_address, node.raft_address) + (
+        (f"{node.state_digest[:12]}@{node.digest_index}" if node.state_digest else "-",) if digest else ()
+    ) + error
+
+
+def version_line() -> str:
+    """What ``schedctl --version`` prints: this client's version and the API protocol it speaks."""
+    try:
+        version = importlib.metadata.version("schedd-client")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return f"{PROG} {version} (protocol {PROTOCOL_VERSION})"
 
 
 if __name__ == "__main__":  # pragma: no cover

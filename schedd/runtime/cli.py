@@ -138,8 +138,23 @@ def cmd_local(args: argparse.Namespace) -> int:
                      demo=not args.no_demo, fsync=args.fsync)
 
 
+class _VersionAction(argparse.Action):
+    """`schedd --version`: this build's facts (schedd.versions), read only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from schedd.versions import build_info
+        print(build_info().one_line())        # stdout, like argparse's own version action
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="schedd", description="Raft-replicated job scheduler daemon")
+    p.add_argument("--version", action=_VersionAction,
+                   help="print the version, protocol, entry codec, feature level, snapshot format, "
+                        "tzdata and croniter of this build, and exit")
     p.add_argument("--log-level", default=os.environ.get("SCHEDD_LOG_LEVEL", "info"),
                    choices=["debug", "info", "warning", "error"])
     sub = p.add_subparsers(dest="cmd", required=True)

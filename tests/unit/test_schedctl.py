@@ -342,8 +342,9 @@ def test_cluster_status(monkeypatch, capsys) -> None:
         assert lines[0] == (
             f"Leader: n1 ({fake.addresses[0]})   term 3   commit 100   jobs 0   executions 0   (answered by n1)"
         )
-        assert lines[1].split() == ["ID", "ROLE", "TERM", "COMMIT", "APPLIED", "LAG", "GRPC", "RAFT"]
-        assert lines[3].split()[:6] == ["n2", "follower", "3", "100", "98", "2"]
+        assert lines[1].split() == ["ID", "ROLE", "VERSION", "LEVEL", "TERM", "COMMIT", "APPLIED", "LAG", "GRPC",
+                                    "RAFT"]
+        assert lines[3].split()[:2] + lines[3].split()[4:8] == ["n2", "follower", "3", "100", "98", "2"]
         assert main(["cluster", "status", "-o", "yaml", "--cluster", fake.cluster]) == 0
         data = yaml.safe_load(capsys.readouterr().out)
         assert [node["id"] for node in data["nodes"]] == ["n1", "n2", "n3"] and data["term"] == 3
