@@ -1,0 +1,106 @@
+"""Upgrades and a status an operator can trust, end to end (issue 13).
+
+A rolling upgrade in one source tree: n3 runs an older build's feature table (levels 1..1, it
+does not know `audit_note`: SCHEDD_TEST_FEATURE_LEVEL=1). While it does, the cluster stays at
+feature level 1, `cluster status` shows it, and a level-2 operation (`schedctl audit note`) is
+refused with the rolling-upgrade message. Restarted with this build's table ("upgraded"), the
+leader raises the level, the operation works, and every replica holds the same state.
+
+A node down shows as unreachable with the error, never zeros; with no leader the status says so.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from schedd.ports.fakes import wait_until
+from schedd.testing.hooks import FEATURE_LEVEL_ENV
+from tests.support.cluster import schedctl
+
+pytestmark = pytest.mark.integration
+
+
+def status(c, at: str) -> dict:
+    return json.loads(schedctl(c, "cluster", "status", "-o", "json", at=at).stdout)
+
+
+def test_a_rolling_upgrade_raises_the_feature_level_once_every_node_supports_it(cluster_factory):
+    c = cluster_factory(size=3, test_mode=True, env={"SCHEDD_TEST_MODE": "1"})
+    c.start_node("n1")
+    c.start_node("n2")
+    c.env[FEATURE_LEVEL_ENV] = "1"              # n3: the build before level 2
+    c.start_node("n3")
+    del c.env[FEATURE_LEVEL_ENV]
+    c.wait_leader(timeout=60)
+    at = c.nodes["n1"].grpc
+
+    def every_node_reports(level3: int):
+        s = status(c, at)
+        levels = {n["id"]: int(n.get("max_feature_level", 0)) for n in s["nodes"]}
+        return s if s.get("feature_level") and levels == {"n1": 2, "n2": 2, "n3": level3} else None
+
+    s = wait_until(lambda: every_node_reports(1), timeout=60, what="every node to report its feature level")
+    assert int(s["feature_level"]) == 1 and int(s["supported_feature_level"]) == 1
+    assert all(n["version"] for n in s["nodes"])
+    table = schedctl(c, "cluster", "status", at=at).stdout
+    assert "feature level 1" in table.splitlines()[0] and "VERSION" in table and "LEVEL" in table
+
+    refused = schedctl(c, "audit", "note", "upgrading n3", at=at, check=False)
+    err = refused.stderr
+    assert refused.returncode == 1, refused
+    # The leader refuses it before proposing: "needs feature level 2, cluster is at 1" (or, if n3
+    # leads, "unknown to this build (feature levels 1..1)").
+    assert "feature level" in err and ("cluster is at 1" in err or "unknown to this build" in err), err
+
+    c.stop_node("n3")                           # upgrade n3: the same node, this build's table
+    c.start_node("n3")
+    def raised():
+        s = status(c, at)
+        return s if int(s.get("feature_level", 0)) == 2 else None
+    s = wait_until(raised, timeout=90, what="the leader to raise the feature level to 2")
+    assert all(int(n["feature_level"]) == 2 for n in s["nodes"] if n["role"] != "unreachable")
+    noted = schedctl(c, "audit", "note", "n3 upgraded", "-o", "json", at=at)
+    assert json.loads(noted.stdout)["record"]["target"] == "n3 upgraded"
+    listed = json.loads(schedctl(c, "audit", "list", "--target", "n3 upgraded", "-o", "json", at=at).stdout)
+    assert [r["target"] for r in listed] == ["n3 upgraded"]
+
+    def same_state():        # nothing was applied differently on the old and the new nodes
+        infos = [c.node_info(nid, with_digest=True, timeout=10) for nid in c.nodes]
+        if any(i is None for i in infos):
+            return None
+        return infos if len({(i.digest_index, i.state_digest) for i in infos}) == 1 else None
+    wait_until(same_state, timeout=60, what="every replica at the same index with the same digest")
+
+
+def test_status_shows_a_down_node_as_unreachable_and_no_leader_as_none(cluster_factory):
+    c = cluster_factory(size=3)
+    c.start()
+    leader = c.wait_leader(timeout=60)
+    survivor, *others = [n for n in c.nodes if n != leader] + [leader]
+    at = c.nodes[survivor].grpc
+    down = others[0]
+    c.kill_node(down)
+
+    def down_shown():
+        s = status(c, at)
+        rows = {n["id"]: n for n in s["nodes"]}
+        return s if rows[down]["role"] == "unreachable" and s.get("leader_id") else None
+    s = wait_until(down_shown, timeout=60, what=f"{down} to show as unreachable")
+    row = next(n for n in s["nodes"] if n["id"] == down)
+    assert row["error"] and not row.get("version") and not row.get("commit_index")
+    table = schedctl(c, "cluster", "status", at=at).stdout
+    line = next(ln for ln in table.splitlines() if ln.startswith(down + " "))
+    assert line.split()[1:8] == ["unreachable", "-", "-", "-", "-", "-", "-"], table
+    assert "ERROR" in table.splitlines()[1]
+
+    for nid in others[1:]:
+        c.kill_node(nid)                        # the survivor alone: no quorum, no leader
+
+    def leaderless():
+        out = schedctl(c, "cluster", "status", at=at).stdout
+        return out if out.startswith("Leader: none") else None
+    out = wait_until(leaderless, timeout=90, what="the status to say there is no leader")
+    assert "commit" not in out.splitlines()[0] and "no leader" in out.splitlines()[0]
+    assert json.loads(schedctl(c, "cluster", "status", "-o", "json", at=at).stdout).get("leader_id", "") == ""
