@@ -154,7 +154,8 @@ def test_schedctl_shows_stale_leaders_and_warnings():
     out = _cluster_table(pb.ClusterStatus(leader_id="n2", term=2, nodes=nodes,
                                           warnings=["replica n3 (x) is not converging: 4 entries behind"]))
     lines = out.splitlines()
-    assert lines[2].split()[:4] == ["n1", "stale", "leader", "1"]
+    row = lines[2].split()                 # ID ROLE(2 words) VERSION LEVEL TERM ...
+    assert row[:3] == ["n1", "stale", "leader"] and row[5] == "1"
     assert lines[-1] == "WARNING: replica n3 (x) is not converging: 4 entries behind"
 
 
