@@ -12,7 +12,7 @@ import pytest
 from schedd.core import commands as C
 from schedd.core import features as F
 from schedd.core.results import Code
-from schedd.core.snapshot import FEATURE_LEVEL_KEY
+from schedd.core.snapshot import FEATURE_LEVEL_KEY, READABLE_FORMATS
 from schedd.core.state import SchedulerState
 from tests.support.state import T0, text
 
@@ -23,10 +23,13 @@ def entry(kind: str, rid: str, *, now: int = T0, term: int = 1, **args) -> str:
 
 def test_every_kind_is_registered_at_exactly_one_level() -> None:
     registered = [k for lv in F.FEATURES.levels for k in lv.kinds]
-    assert sorted(registered) == sorted(C.KINDS)
+    assert sorted(registered) == sorted(C.KINDS), \
+        "register every entry kind in schedd/core/features.py FEATURES, a new kind at a new level"
     assert F.FEATURES.level_of(C.PUT) == 1 and F.FEATURES.level_of(C.FEATURE_LEVEL) == 1
     assert F.FEATURES.level_of(C.AUDIT_NOTE) == 2 and F.FEATURES.max_level == 2
     assert F.FEATURES.snapshot_formats()[:4] == (1, 2, 3, 4)
+    assert sorted(F.FEATURES.snapshot_formats()) == sorted(f[1] for f in READABLE_FORMATS), \
+        "register a new snapshot format in schedd/core/features.py at a new level"
 
 
 def test_a_table_refuses_gaps_and_a_kind_at_two_levels() -> None:
