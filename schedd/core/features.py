@@ -72,9 +72,6 @@ class FeatureTable:
         """The level that introduced `kind`, or None when this build does not know it."""
         return self._level_of.get(kind)
 
-    def kinds(self) -> frozenset[str]:
-        return frozenset(self._level_of)
-
     def snapshot_formats(self) -> tuple[int, ...]:
         return tuple(f for lv in self.levels for f in lv.snapshot_formats)
 

@@ -109,7 +109,6 @@ class SchedulerState(Tables):
         super().__init__()
         # The entry kinds this build understands (injected: a test runs an older build's table).
         self.features = features
-        self._kinds = features.kinds()
         self.dedup: dict[str, tuple[int, dict[str, Any]]] = {}
         self.log_hash = b"\0" * 16    # blake2b chained over every applied entry's text
         self.last_index = 0
@@ -197,13 +196,17 @@ class SchedulerState(Tables):
         return result
 
     def _feature_gate(self, cmd: C.Command) -> ApplyResult | None:
-        """Refuse an entry above the cluster's feature level, by the level the entry says it
-        needs, never by this build's table: a node that does not know the kind refuses it with
-        the same result as one that does (schedd.core.features). Refused like a malformed entry:
-        nothing but the log hash changes (no clock, no dedup record, no audit record)."""
-        if cmd.level > self.feature_level:
-            return reject(Code.FEATURE_LEVEL, features.behind_message(cmd.kind, cmd.level, self.feature_level))
-        if cmd.kind not in self._kinds:
+        """Refuse an entry above the cluster's feature level. The level the entry says it needs
+        decides first, so a node that does not know the kind refuses it with the same result
+        as one that does (schedd.core.features); a hand-made entry that understates its level
+        is refused too. Refused like a malformed entry: nothing but the log hash changes (no
+        clock, no dedup record, no audit record), so the state stays equal on every replica
+        whichever of these refusals each gave."""
+        local = self.features.level_of(cmd.kind)
+        needed = max(cmd.level, local or 1)
+        if needed > self.feature_level:
+            return reject(Code.FEATURE_LEVEL, features.behind_message(cmd.kind, needed, self.feature_level))
+        if local is None:
             # Only a node behind the cluster's level gets here with a real kind: the leader raises
             # the level only once every voter supports it (a status warning names such a node).
             return reject(Code.INVALID, f"malformed entry: unknown entry kind {cmd.kind!r}")

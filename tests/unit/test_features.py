@@ -146,3 +146,16 @@ def test_a_bad_level_field_is_a_malformed_entry() -> None:
     bad = json.dumps({**json.loads(entry(C.NOOP, "x")), "fl": "2"}, sort_keys=True)
     r = s.apply(bad, 1)
     assert r.code is Code.INVALID and "fl" in r.msg
+
+
+def test_an_entry_that_understates_its_level_is_refused_and_changes_nothing() -> None:
+    old, new = SchedulerState(F.table_upto(1)), SchedulerState()
+    crafted = json.loads(entry(C.AUDIT_NOTE, "c/n", note="x"))
+    del crafted["fl"]
+    for s in (old, new):
+        s.apply(entry(C.EPOCH, "e"), 1)
+        before = s.state_digest()
+        assert not s.apply(json.dumps(crafted, sort_keys=True), 2).ok
+        assert s.state_digest() == before and not s.dedup.get("c/n")
+    assert new.apply(json.dumps(crafted, sort_keys=True), 3).code is Code.FEATURE_LEVEL
+    assert old.state_digest() == new.state_digest()
