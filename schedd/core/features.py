@@ -22,8 +22,8 @@ is never lowered. Then:
 Adding an entry kind: define it in schedd/core/commands.py and add it here to a NEW level
 (`Level(N, kinds=(C.MY_KIND,))`), one line; never to an existing one (CONTRIBUTING.md).
 
-The table is injectable (`SchedulerState(features=...)`, `RaftNode` takes it from the Faults
-object at the composition root), so a test can run a node of an older build (`table_upto`).
+The table is injectable (`SchedulerState(table)`; `RaftNode` takes it from the Faults object
+the composition root hands it), so a test can run a node of an older build (`table_upto`).
 """
 
 from __future__ import annotations
