@@ -159,3 +159,21 @@ def test_an_entry_that_understates_its_level_is_refused_and_changes_nothing() ->
         assert s.state_digest() == before and not s.dedup.get("c/n")
     assert new.apply(json.dumps(crafted, sort_keys=True), 3).code is Code.FEATURE_LEVEL
     assert old.state_digest() == new.state_digest()
+
+
+def test_an_older_builds_table_is_for_test_mode_only(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from schedd.testing.hooks import FEATURE_LEVEL_ENV, TestModeError, configure_node
+    for var in ("SCHEDD_HISTORY_DIR", "SCHEDD_UNSAFE", "SCHEDD_RAFT_DIAL", "SCHEDD_FAILPOINT_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv(FEATURE_LEVEL_ENV, "1")
+    monkeypatch.delenv("SCHEDD_TEST_MODE", raising=False)
+    with pytest.raises(TestModeError, match=FEATURE_LEVEL_ENV):
+        configure_node(SimpleNamespace(test_mode=False, node_id="n1"))
+    monkeypatch.setenv("SCHEDD_TEST_MODE", "1")
+    faults = configure_node(SimpleNamespace(test_mode=True, node_id="n1"))
+    assert faults.feature_table(F.FEATURES).max_level == 1
+    monkeypatch.setenv(FEATURE_LEVEL_ENV, "9")
+    with pytest.raises(TestModeError, match="feature level must be"):
+        configure_node(SimpleNamespace(test_mode=True, node_id="n1"))
