@@ -53,6 +53,10 @@ def test_proposers_refuse_a_kind_above_the_cluster_level() -> None:
     msg = F.refusal(F.FEATURES, 1, C.AUDIT_NOTE)
     assert msg is not None and "needs feature level 2, cluster is at 1" in msg and "rolling upgrade" in msg
     assert "unknown to this build" in (F.refusal(F.table_upto(1), 2, C.AUDIT_NOTE) or "")
+    s = SchedulerState()                       # what a leader loop asks before a newer kind
+    assert F.enabled(s, C.PUT) and not F.enabled(s, C.AUDIT_NOTE)
+    s.feature_level = 2
+    assert F.enabled(s, C.AUDIT_NOTE) and not F.enabled(SchedulerState(F.table_upto(1)), C.AUDIT_NOTE)
 
 
 def _log() -> list[str]:
