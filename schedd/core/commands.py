@@ -60,6 +60,10 @@ AUDIT_CONFIG = "audit_config"             # retention and the denied-record rate
 ACL_KINDS = (ACL_POLICY_PUT, ACL_POLICY_DELETE, ACL_ROLE_PUT, ACL_ROLE_DELETE, ACL_TOKEN_CREATE,
              ACL_TOKEN_DELETE, ACL_ANONYMOUS_SET, ACL_BOOTSTRAP, AUDIT_APPEND, AUDIT_CONFIG)
 KINDS += ACL_KINDS
+# The member table (schedd.core.members): each Raft member's id, raft and gRPC address, the whole
+# table in one entry, committed by the leader around a pysyncobj membership change.
+MEMBERS = "members"
+KINDS += (MEMBERS,)
 
 
 class EntryTooLarge(ValueError):

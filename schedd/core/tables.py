@@ -99,6 +99,7 @@ class Tables:
         self.batches: dict[str, Batch] = {}   # batch id -> staged chunks or outcome (schedd.core.batches)
         self.acl = AclTable()                 # policies, roles, token hashes (schedd.core.access)
         self.audit = AuditTrail()             # the hash-chained audit trail (schedd.core.audit)
+        self.members: dict[str, tuple[str, str]] = {}   # node id -> (raft, gRPC address) (schedd.core.members)
 
     # ------------------------------------------------------------ bulk rebuild
 
