@@ -720,7 +720,7 @@ class ListWorkersResponse(_message.Message):
     def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("id", "raft_address", "grpc_address", "role", "term", "commit_index", "applied_index", "lag", "has_quorum", "state_hash", "uptime_seconds", "error", "leader_epoch", "state_digest", "digest_index", "at_digest", "replicas", "writable", "not_writable_reason")
+    __slots__ = ("id", "raft_address", "grpc_address", "role", "term", "commit_index", "applied_index", "lag", "has_quorum", "state_hash", "uptime_seconds", "error", "leader_epoch", "state_digest", "digest_index", "at_digest", "replicas", "writable", "not_writable_reason", "members", "membership_source", "membership_change", "config_disagreement")
     ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -740,6 +740,10 @@ class NodeStatus(_message.Message):
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     WRITABLE_FIELD_NUMBER: _ClassVar[int]
     NOT_WRITABLE_REASON_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERSHIP_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    MEMBERSHIP_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_DISAGREEMENT_FIELD_NUMBER: _ClassVar[int]
     id: str
     raft_address: str
     grpc_address: str
@@ -759,7 +763,23 @@ class NodeStatus(_message.Message):
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
     writable: bool
     not_writable_reason: str
-    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., uptime_seconds: _Optional[int] = ..., error: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., at_digest: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., writable: _Optional[bool] = ..., not_writable_reason: _Optional[str] = ...) -> None: ...
+    members: _containers.RepeatedCompositeFieldContainer[MemberInfo]
+    membership_source: str
+    membership_change: str
+    config_disagreement: str
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., uptime_seconds: _Optional[int] = ..., error: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., at_digest: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., writable: _Optional[bool] = ..., not_writable_reason: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., membership_source: _Optional[str] = ..., membership_change: _Optional[str] = ..., config_disagreement: _Optional[str] = ...) -> None: ...
+
+class MemberInfo(_message.Message):
+    __slots__ = ("id", "raft_address", "grpc_address", "voter")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    VOTER_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    raft_address: str
+    grpc_address: str
+    voter: bool
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., voter: _Optional[bool] = ...) -> None: ...
 
 class ReplicaProgress(_message.Message):
     __slots__ = ("peer", "peer_id", "match_index", "last_index", "lag", "stuck", "progress_ms")
@@ -786,7 +806,7 @@ class ClusterStatusRequest(_message.Message):
     def __init__(self, with_digest: _Optional[bool] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
-    __slots__ = ("leader_id", "leader_grpc_address", "term", "commit_index", "nodes", "jobs", "executions", "answered_by", "warnings")
+    __slots__ = ("leader_id", "leader_grpc_address", "term", "commit_index", "nodes", "jobs", "executions", "answered_by", "warnings", "members", "membership_change", "last_membership_change")
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
@@ -796,6 +816,9 @@ class ClusterStatus(_message.Message):
     EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
     ANSWERED_BY_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERSHIP_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    LAST_MEMBERSHIP_CHANGE_FIELD_NUMBER: _ClassVar[int]
     leader_id: str
     leader_grpc_address: str
     term: int
@@ -805,7 +828,10 @@ class ClusterStatus(_message.Message):
     executions: int
     answered_by: str
     warnings: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, leader_id: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeStatus, _Mapping]]] = ..., jobs: _Optional[int] = ..., executions: _Optional[int] = ..., answered_by: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
+    members: _containers.RepeatedCompositeFieldContainer[MemberInfo]
+    membership_change: str
+    last_membership_change: str
+    def __init__(self, leader_id: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeStatus, _Mapping]]] = ..., jobs: _Optional[int] = ..., executions: _Optional[int] = ..., answered_by: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., membership_change: _Optional[str] = ..., last_membership_change: _Optional[str] = ...) -> None: ...
 
 class NodeInfoRequest(_message.Message):
     __slots__ = ("with_digest", "digest_at")

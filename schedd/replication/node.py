@@ -422,7 +422,7 @@ class RaftNode(Generic[CfgT]):
             job = self._tick_jobs.popleft()
             try:
                 finished = job()
-            except Exception:  # noqa: BLE001 - never abort pysyncobj's tick
+            except Exception:
                 log.exception("tick job failed")
                 finished = True
             if not finished:
