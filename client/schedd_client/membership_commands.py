@@ -23,6 +23,17 @@ def _lines(title: str, out: mpb.MembershipChangeResponse) -> str:
     return f"{title} in {out.seconds:.1f} s:{steps}\nvoters now: {voters}"
 
 
+def membership_lines(status: Any) -> str:
+    """`cluster status`'s membership lines: voters, non-voters, the change in flight."""
+    voters = [m.id for m in status.members if m.voter]
+    others = [m.id for m in status.members if not m.voter]
+    out = f"\nVoters ({len(voters)}): {', '.join(voters) or '-'}" if status.members else ""
+    if others:
+        out += f"   recorded, not voting: {', '.join(others)}"
+    out += f"\nMembership change in flight: {status.membership_change}" if status.membership_change else ""
+    return out
+
+
 def add_node(cmd: Any) -> None:
     a = cmd.args
     out = cmd.client.add_node(a.id, raft_address=a.raft, grpc_address=a.grpc, wait_caught_up_s=a.wait)
@@ -56,8 +67,8 @@ def add_commands(cluster: Any, command: Any) -> None:
     def addresses(p: Any) -> None:
         p.add_argument("--raft", required=True, metavar="ADDR", help="its Raft address (host:port)")
         p.add_argument("--grpc", required=True, metavar="ADDR", help="its gRPC address (host:port)")
-        p.add_argument("--wait", type=float, default=60.0, metavar="S",
-                       help="wait up to S seconds for it to catch up (0: return once committed; default 60)")
+        p.add_argument("--wait", type=float, default=0.0, metavar="S",
+                       help="wait up to S seconds for it to catch up (default 0: return once committed; raise --timeout above S)")
 
     add = command(cluster, "add-node", add_node, "add a voter (then start it with these addresses)")
     add.add_argument("id", metavar="ID")

@@ -998,6 +998,7 @@ def _cluster_table(status: pb.ClusterStatus, *, digest: bool = False) -> str:
         for node in status.nodes
     ]
     out = header + "\n" + _table(headers, rows, empty="(no nodes reported)")
+    out += membership_commands.membership_lines(status)
     return out + "".join(f"\nWARNING: {w}" for w in status.warnings)
 
 
