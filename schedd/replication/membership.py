@@ -83,9 +83,10 @@ class Membership:
 
     def __init__(self, self_id: str, static: Sequence[StaticMember],
                  raft_config: Callable[[], list[str]], table: Callable[[], dict[str, tuple[str, str]]],
-                 data_dir: str | os.PathLike[str] | None = None) -> None:
+                 data_dir: str | os.PathLike[str] | None = None, saved: Iterable[MemberInfo] = ()) -> None:
         self.self_id = self_id
         self._static = [MemberInfo(m.id, m.raft_address, m.grpc_address) for m in static]
+        self._saved = list(saved)       # membership.json's names: used until the table has them
         self._raft_config = raft_config
         self._table = table
         self._data_dir = data_dir
@@ -102,8 +103,9 @@ class Membership:
         return self._raft_config()
 
     def _known(self) -> dict[str, MemberInfo]:
-        """Raft address -> member, the table over the static config."""
-        out = {m.raft_address: m for m in self._static}
+        """Raft address -> member: the table over the static config over membership.json."""
+        out = {m.raft_address: m for m in self._saved}
+        out.update((m.raft_address, m) for m in self._static)
         for nid, (raft, grpc) in self._table().items():
             out[raft] = MemberInfo(nid, raft, grpc)
         return out

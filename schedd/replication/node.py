@@ -251,7 +251,7 @@ class RaftNode(Generic[CfgT]):
         self._tick_jobs: collections.deque[Callable[[], bool]] = collections.deque()
         self.sync.addOnTickCallback(self._run_tick_jobs)
         self.membership = Membership(cfg.node_id, cfg.members, self._raft_config, self._member_table,
-                                     cfg.data_dir)
+                                     cfg.data_dir, saved=members_file.read_file(cfg.data_dir) or ())
         self.changes = ChangeGate()
         loaded = sorted(a for a in self._raft_config()[1:])
         if loaded != sorted(others):
