@@ -121,6 +121,13 @@ def test_replace_node_swaps_a_killed_node_for_a_new_one(cluster_factory):
     assert json.loads(out.stdout)["added"]["members"], out.stdout
     assert "step 1/2" in out.stderr and "step 2/2" in out.stderr
     del c.nodes[victim]
+    # n4 is not running yet: its add is committed but it cannot catch up, so the change is still
+    # in flight and a second one is refused
+    spare = c.new_node("n5")
+    refused = schedctl(c, "cluster", "add-node", "n5", "--raft", spare.raft, "--grpc", spare.grpc, check=False)
+    assert refused.returncode != 0 and "another membership change is in flight (add n4" in refused.stderr, refused
+    assert "Membership change in flight: add n4" in schedctl(c, "cluster", "status").stdout
+    del c.nodes["n5"]
     c.start_node("n4")
     want = sorted(set(c.nodes))
     st = wait_until(lambda: settled(c, want), timeout=60, what="n4 to join in the dead node's place")
@@ -131,3 +138,12 @@ def test_replace_node_swaps_a_killed_node_for_a_new_one(cluster_factory):
                timeout=30, what="n4 to apply what the leader committed")
     text = schedctl(c, "cluster", "status").stdout
     assert "Voters (3): " + ", ".join(want) in text, text
+    # the survivors' config files still list the dead node: reported, and the membership wins
+    assert f"the config file's peers disagree with the committed membership (which wins): it lists {victim}" in text
+
+    # restarts: n4 (no peers in its config) comes back from its data dir; so does the leader
+    for nid in ("n4", c.leader()):
+        c.stop_node(nid)
+        c.start_node(nid)
+        wait_until(lambda: settled(c, want), timeout=60, what=f"{nid} to come back as a member")
+    assert "from membership.json in the data dir" in c.nodes["n4"].log.read_text()
