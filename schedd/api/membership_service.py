@@ -61,8 +61,16 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
         return await self._add(context, request.id, request.raft_address, request.grpc_address,
                                wait_s=max(0.0, request.wait_caught_up_s))
 
-    @routed(write=True)
     async def JoinCluster(self, request: mpb.JoinClusterRequest, context: CallContext) -> mpb.MembershipChangeResponse:
+        """Not @routed: a follower forwards the joiner's own signed call once (a forwarded
+        call is otherwise never forwarded again)."""
+        if self.node.is_leader():
+            return await self._join(request, context)
+        info = auth.current()
+        own = info is not None and info.forwarded_by == request.id and info.name == f"node:{request.id}"
+        return await self.router.forward(self.SERVICE, "JoinCluster", request, context, first_hop=own)
+
+    async def _join(self, request: mpb.JoinClusterRequest, context: CallContext) -> mpb.MembershipChangeResponse:
         mine = build_info().schedule_deps()
         theirs = (request.tzdata, request.croniter)
         if theirs != mine:
@@ -87,6 +95,8 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
         started = time.monotonic()
         ms = self.node.membership
         target = ms.by_id(request.id)
+        if target is None and any(m.id == request.id for m in ms.recorded()):
+            return await self._forget(request.id, context, started)
         if target is None:
             await context.abort(grpc.StatusCode.NOT_FOUND,
                                 f"{request.id!r} is not a member (members: {ms.describe()})")
@@ -111,6 +121,20 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
         return self._response(steps, started)
 
     # ------------------------------------------------------------ steps
+
+    async def _forget(self, nid: str, context: CallContext, started: float) -> mpb.MembershipChangeResponse:
+        """A member recorded in the table but not voting (an add that failed after its record):
+        only the table changes."""
+        change = await self._begin(context, "remove", MemberInfo(nid, "", ""))
+        try:
+            table = {m.id: (m.raft_address, m.grpc_address) for m in self.node.membership.members()}
+            await self._commit(context, C.MEMBERS, uuid.uuid4().hex, members=member_table.rows_of(table))
+            self.node.changes.end(change, "committed")
+        except BaseException:
+            self.node.changes.end(change, "failed")
+            raise
+        return self._response([f"{nid} was recorded but not voting: the member table no longer lists it"],
+                              started)
 
     async def _add(self, context: CallContext, nid: str, raft: str, grpc_addr: str, *,
                    wait_s: float) -> mpb.MembershipChangeResponse:

@@ -168,9 +168,12 @@ class Router:
             ch = self._channels[addr] = self._channel_factory(addr)
         return ch
 
-    async def forward(self, service: str, method: str, request, context: CallContext):
+    async def forward(self, service: str, method: str, request, context: CallContext, *,
+                      first_hop: bool = False):
+        """`first_hop`: the signed caller is a node asking for itself (Membership.JoinCluster),
+        not a node forwarding someone's call, so this is the call's first forward."""
         info = auth.current()
-        if info is not None and info.forwarded_by:
+        if info is not None and info.forwarded_by and not first_hop:
             await context.abort(grpc.StatusCode.UNAVAILABLE,
                                 "this node is no longer the leader (an election is under way); retry")
         addr = self.node.leader_grpc_address()

@@ -249,6 +249,17 @@ def test_bad_changes_are_refused_and_commit_nothing(request_, code):
     asyncio.run(run())
 
 
+def test_a_recorded_member_that_never_voted_is_forgotten_from_the_table_only():
+    async def run() -> None:
+        node = MemberNode()
+        svc = service(node)
+        node.apply(entry([["n1", A, "g1:1"], ["n2", B, "g2:1"], ["n3", C3, "g3:1"], ["n4", D, "g4:1"]]))
+        out = await svc.RemoveNode(mpb.RemoveNodeRequest(id="n4"), Context())
+        assert "recorded but not voting" in out.steps[0]
+        assert sorted(node.state.members) == ["n1", "n2", "n3"] and node.raft == [A, B, C3]
+    asyncio.run(run())
+
+
 def test_the_table_parser_sorts_rows_into_one_text_per_table():
     table = {"n2": (B, "g2:1"), "n1": (A, "g1:1")}
     assert member_table.rows_of(table) == [["n1", A, "g1:1"], ["n2", B, "g2:1"]]
