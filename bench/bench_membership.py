@@ -28,10 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._metrics import put_jobs_in_calls  # noqa: E402
-from schedd.ports.fakes import wait_until  # noqa: E402
-from schedd.runtime.cluster import LocalCluster  # noqa: E402
-from schedd_client import job_spec  # noqa: E402
+from bench._metrics import put_jobs_in_calls
+from schedd.ports.fakes import wait_until
+from schedd.runtime.cluster import LocalCluster
+from schedd_client import job_spec
 
 
 def settled(c: LocalCluster, want: list[str]):

@@ -24,6 +24,7 @@ from schedd.replication.node import RaftStatus
 from schedd.settings import Peer
 from schedd.versions import build_info
 from schedd_proto import membership_pb2 as mpb
+from schedd_proto import membership_pb2_grpc as mpb_grpc
 
 A, B, C3, D = "127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:7004"
 
@@ -264,3 +265,53 @@ def test_the_table_parser_sorts_rows_into_one_text_per_table():
     table = {"n2": (B, "g2:1"), "n1": (A, "g1:1")}
     assert member_table.rows_of(table) == [["n1", A, "g1:1"], ["n2", B, "g2:1"]]
     assert member_table.parse_table(member_table.rows_of(table)) == table
+
+
+# ---------------------------------------------------------------- the joining side
+
+
+class FakeMembership(mpb_grpc.MembershipServicer):
+    """A Membership servicer answering JoinCluster from a script of (code, details) or a reply."""
+
+    def __init__(self, script) -> None:
+        self.script = list(script)
+        self.calls: list[mpb.JoinClusterRequest] = []
+
+    async def JoinCluster(self, request, context):
+        self.calls.append(request)
+        step = self.script.pop(0)
+        if isinstance(step, tuple):
+            await context.abort(*step)
+        return step
+
+
+def run_join(tmp_path, script):
+    from schedd.runtime import join as joining
+    from schedd.settings import NodeConfig
+
+    async def go():
+        server = grpc.aio.server()
+        fake = FakeMembership(script)
+        mpb_grpc.add_MembershipServicer_to_server(fake, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        cfg = NodeConfig(node_id="n4", data_dir=tmp_path / "n4", raft_address=D, grpc_address="127.0.0.1:8004",
+                         secret="s" * 32, join=(f"127.0.0.1:{port}",))
+        try:
+            return await joining.join(cfg, grpc.aio.insecure_channel, deadline_s=10), fake
+        finally:
+            await server.stop(0)
+    return asyncio.run(go())
+
+
+def test_the_joiner_retries_an_unavailable_node_and_reports_the_clusters_refusal(tmp_path):
+    from schedd.runtime.join import JoinRefused
+    reply = mpb.MembershipChangeResponse(members=[{"id": "n1", "raft_address": A, "grpc_address": "g1:1"},
+                                                  {"id": "n4", "raft_address": D, "grpc_address": "127.0.0.1:8004"}])
+    members, fake = run_join(tmp_path, [(grpc.StatusCode.UNAVAILABLE, "no leader is elected yet"), reply])
+    assert [m.id for m in members] == ["n1", "n4"] and len(fake.calls) == 2
+    tz, cron = build_info().schedule_deps()
+    assert (fake.calls[0].tzdata, fake.calls[0].croniter) == (tz, cron)
+    with pytest.raises(JoinRefused, match="refused to add n4: refusing n4: its schedule dependencies"):
+        run_join(tmp_path, [(grpc.StatusCode.FAILED_PRECONDITION,
+                             "refusing n4: its schedule dependencies (tzdata 1999a, croniter 0.0.1) differ")])
