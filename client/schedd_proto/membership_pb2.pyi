@@ -26,18 +26,20 @@ class RemoveNodeRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class JoinClusterRequest(_message.Message):
-    __slots__ = ("id", "raft_address", "grpc_address", "tzdata", "croniter")
+    __slots__ = ("id", "raft_address", "grpc_address", "tzdata", "croniter", "prepare")
     ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     TZDATA_FIELD_NUMBER: _ClassVar[int]
     CRONITER_FIELD_NUMBER: _ClassVar[int]
+    PREPARE_FIELD_NUMBER: _ClassVar[int]
     id: str
     raft_address: str
     grpc_address: str
     tzdata: str
     croniter: str
-    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., tzdata: _Optional[str] = ..., croniter: _Optional[str] = ...) -> None: ...
+    prepare: bool
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., tzdata: _Optional[str] = ..., croniter: _Optional[str] = ..., prepare: _Optional[bool] = ...) -> None: ...
 
 class MembershipChangeResponse(_message.Message):
     __slots__ = ("members", "steps", "seconds", "caught_up")

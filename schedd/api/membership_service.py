@@ -88,6 +88,17 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
         if known is not None and (known.raft_address, known.grpc_address) == (request.raft_address,
                                                                               request.grpc_address):
             return self._response(["already a member with these addresses: nothing to do"], time.monotonic())
+        if request.prepare:
+            why = _valid_member(request.id, request.raft_address, request.grpc_address)
+            clash = next((m for m in self.node.membership.members() if m.id == request.id
+                          or request.raft_address == m.raft_address or request.grpc_address == m.grpc_address), None)
+            if why:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, why)
+            if clash is not None:
+                await context.abort(grpc.StatusCode.ALREADY_EXISTS,
+                                    f"member {clash.id} ({clash.raft_address}, gRPC {clash.grpc_address}) "
+                                    f"already has that id or an address of {request.id}")
+            return self._response(["may join: follow the cluster as a non-voter, then ask again"], time.monotonic())
         return await self._add(context, request.id, request.raft_address, request.grpc_address, wait_s=0.0)
 
     @routed(write=True)

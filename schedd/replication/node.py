@@ -206,8 +206,13 @@ class RaftNode(Generic[CfgT]):
 
     def __init__(self, cfg: CfgT, *, on_role_change: Callable[[int, int], None] | None = None,
                  on_applied: Callable[[str, ApplyResult, int], None] | None = None,
-                 faults: Faults = NO_FAULTS) -> None:
+                 faults: Faults = NO_FAULTS, learn_from: Sequence[str] = ()) -> None:
+        """`learn_from`: Raft addresses of a cluster to follow as a non-voter (pysyncobj's
+        read-only node: no Raft address of its own, not counted in any quorum), receiving its
+        snapshot and log into this data dir; a joining node does this before it asks to be
+        added (schedd.runtime.join), then starts as a voter on the same data dir."""
         self.cfg = cfg
+        self.learner = bool(learn_from)
         self.state = SchedulerState()
         self.lock = threading.RLock()
         self._on_role_change = on_role_change or (lambda old, new: None)
@@ -239,13 +244,13 @@ class RaftNode(Generic[CfgT]):
             dynamicMembershipChange=True,      # changes serialized by ChangeGate (research F3)
             onStateChanged=self._state_changed,
         )
-        others, source = self._initial_peers(cfg)
+        others, source = (list(learn_from), "the cluster it learns from") if learn_from else self._initial_peers(cfg)
         self._started = time.monotonic()
         transport = self._hooks.transport_class.with_limits(TransportLimits(
             max_frame_bytes=r.max_frame_bytes, handshake_timeout_s=r.handshake_timeout_ms / 1000))
         # Stock pysyncobj only as the fault suite's negative control (SCHEDD_UNSAFE=stock_raft).
         raft_class = SyncObj if faults.stock_raft else RepairingSyncObj
-        self.sync = raft_class(cfg.raft_address, others, conf=conf, consumers=[self._consumer],
+        self.sync = raft_class(None if learn_from else cfg.raft_address, others, conf=conf, consumers=[self._consumer],
                                transportClass=faults.transport(transport))
         self._hooks.attach(self.sync)
         self._tick_jobs: collections.deque[Callable[[], bool]] = collections.deque()
@@ -257,6 +262,9 @@ class RaftNode(Generic[CfgT]):
         if loaded != sorted(others):
             source = "pysyncobj's dump (it overrides the config file and membership.json)"
         self.membership.source = source
+        if self.learner:
+            log.info("learning from %s as a non-voter (read-only Raft node)", ", ".join(others))
+            return
         log.info("membership at start: %s (from %s; pysyncobj's journal may change it as it replays)",
                  self.membership.describe(), source)
         disagreement = self.membership.config_disagreement()
@@ -273,6 +281,10 @@ class RaftNode(Generic[CfgT]):
             return ([m.raft_address for m in saved if m.raft_address != cfg.raft_address],
                     f"{members_file.MEMBERSHIP_FILE} in the data dir")
         return [p.raft_address for p in cfg.members if p.id != cfg.node_id], "the config file"
+
+    def learner_progress(self) -> tuple[int, int]:
+        """A learner's (applied index, the leader's commit index as last heard; 0 = none yet)."""
+        return int(self.sync.raftLastApplied), int(self.sync._SyncObj__leaderCommitIndex or 0)
 
     def _raft_config(self) -> list[str]:
         """This node's Raft address, then its peers', as pysyncobj has them now (a copy of a set

@@ -174,7 +174,9 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
 
     if joining.needs_join(cfg):
         try:
-            joining.save(cfg, await joining.join(cfg, peer_channels(cfg.tls)))
+            channels = peer_channels(cfg.tls)
+            await joining.learn(cfg, await joining.join(cfg, channels, prepare=True))
+            joining.save(cfg, await joining.join(cfg, channels))
         except joining.JoinRefused as e:
             raise StartupError(str(e)) from None
     node = RaftNode(cfg, on_applied=on_applied, on_role_change=on_role_change, faults=faults)

@@ -1,13 +1,19 @@
 """`schedd serve --join ADDRS`: a node with an empty data dir asks a running cluster to add it.
 
 Before its Raft node exists, the joiner calls Membership.JoinCluster on the listed nodes in turn
-(a follower refuses a node's own signed call with UNAVAILABLE rather than forward it, so the
-joiner simply tries the next address until the leader answers), signed with the cluster secret
-(NodeSigner: its node credential; under mTLS it also presents its node certificate). The leader
-checks the joiner's schedule dependencies (tzdata, croniter) against its own and commits the add;
-the answer is the membership the joiner then builds its SyncObj with (written to membership.json
-so a restart finds it). A refusal (different dependencies, an id or address in use) stops the
-node with the leader's message.
+(any node: a follower forwards it to the leader once), signed with the cluster secret
+(NodeSigner: its node credential; under mTLS it also presents its node certificate). In three
+steps, so that it votes only once it holds the cluster's state:
+1. prepare: the leader checks the joiner's schedule dependencies (tzdata, croniter) against its
+   own, its id and addresses, and answers the current voters;
+2. learn: the joiner follows those voters as a non-voter (pysyncobj's read-only node, counted in
+   no quorum) into its data dir, snapshot and log, until it has applied what the leader had
+   committed (twice over, the second round being the tail);
+3. join: the leader commits the add; the joiner starts as a voter on that data dir, so only the
+   entries since step 2 remain to catch up (the membership is written to membership.json so a
+   restart finds it).
+A refusal (different dependencies, an id or address in use) stops the node with the leader's
+message.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ log = logging.getLogger("schedd.join")
 
 JOIN_METHOD = "/schedd.v1.Membership/JoinCluster"
 JOIN_DEADLINE_S = 90.0
+LEARN_DEADLINE_S = 120.0
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.FAILED_PRECONDITION)
 
 
@@ -53,11 +60,12 @@ def needs_join(cfg: NodeConfig) -> bool:
 
 
 async def join(cfg: NodeConfig, channel_of: Callable[[str], grpc.aio.Channel], *,
-               deadline_s: float = JOIN_DEADLINE_S) -> list[MemberInfo]:
-    """Ask the cluster to add this node; the voters after the add. Raises JoinRefused."""
+               deadline_s: float = JOIN_DEADLINE_S, prepare: bool = False) -> list[MemberInfo]:
+    """Ask the cluster to add this node (`prepare`: whether it may, without adding it); the
+    voters after the add (before it, with `prepare`). Raises JoinRefused."""
     tz, cron = build_info().schedule_deps()
     request = mpb.JoinClusterRequest(id=cfg.node_id, raft_address=cfg.raft_address,
-                                     grpc_address=cfg.grpc_address, tzdata=tz, croniter=cron)
+                                     grpc_address=cfg.grpc_address, tzdata=tz, croniter=cron, prepare=prepare)
     signer = NodeSigner(cfg.secret)
     deadline = time.monotonic() + deadline_s
     last = ""
@@ -77,12 +85,38 @@ async def join(cfg: NodeConfig, channel_of: Callable[[str], grpc.aio.Channel], *
             finally:
                 await channel.close()
             members = [MemberInfo(m.id, m.raft_address, m.grpc_address) for m in reply.members]
-            log.info("join: %s added by the cluster in %.1f s: %s", cfg.node_id, reply.seconds,
-                     "; ".join(reply.steps))
+            log.info("join: %s %s in %.1f s: %s", cfg.node_id, "may join" if prepare else "added by the cluster",
+                     reply.seconds, "; ".join(reply.steps))
             return members
         await asyncio.sleep(0.5)
     raise JoinRefused(f"no node of {', '.join(cfg.join)} added {cfg.node_id} within {deadline_s:g} s "
                       f"(last answer: {last or 'none'})")
+
+
+async def learn(cfg: NodeConfig, voters: list[MemberInfo], *, deadline_s: float = LEARN_DEADLINE_S) -> float:
+    """Follow `voters` as a non-voter until this data dir holds what the leader had committed
+    (two rounds: the bulk, then the tail it committed meanwhile); the seconds it took. Past the
+    deadline it stops anyway: the add then catches up the rest, as a voter."""
+    from schedd.replication.node import RaftNode        # the composition root's own dependency
+    started = time.monotonic()
+    node = RaftNode(cfg, learn_from=[m.raft_address for m in voters if m.raft_address != cfg.raft_address])
+    try:
+        target, rounds = 0, 0
+        while time.monotonic() - started < deadline_s and rounds < 2:
+            applied, leader_commit = node.learner_progress()
+            if leader_commit > 1:
+                target = target or leader_commit
+                if applied >= target:
+                    rounds += 1
+                    target = leader_commit
+            await asyncio.sleep(0.05)
+        applied, leader_commit = node.learner_progress()
+        log.info("join: learned up to index %d (the leader's commit index %d) as a non-voter in %.1f s%s",
+                 applied, leader_commit, time.monotonic() - started,
+                 "" if rounds >= 2 else f" (stopped at the {deadline_s:g} s deadline)")
+    finally:
+        await asyncio.to_thread(node.close)
+    return time.monotonic() - started
 
 
 def save(cfg: NodeConfig, members: list[MemberInfo]) -> None:
