@@ -78,8 +78,10 @@ def main() -> int:
     ap.add_argument("--ticking", type=int, default=20, help="per-second jobs run during the changes")
     ap.add_argument("--compaction", type=int, default=200, help="[raft] compaction_entries (small: the "
                                                                 "new node gets a snapshot)")
+    ap.add_argument("--root", help="keep the cluster's files here (default: a temporary dir, removed)")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-membership-") as root:
+    with tempfile.TemporaryDirectory(prefix="bench-membership-") as tmp:
+        root = args.root or tmp
         c = LocalCluster(Path(root), size=3, raft={"compaction_entries": args.compaction})
         try:
             c.start()

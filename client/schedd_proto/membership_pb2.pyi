@@ -42,13 +42,15 @@ class JoinClusterRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., tzdata: _Optional[str] = ..., croniter: _Optional[str] = ..., prepare: _Optional[bool] = ...) -> None: ...
 
 class MembershipChangeResponse(_message.Message):
-    __slots__ = ("members", "steps", "seconds", "caught_up")
+    __slots__ = ("members", "steps", "seconds", "caught_up", "already_member")
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     STEPS_FIELD_NUMBER: _ClassVar[int]
     SECONDS_FIELD_NUMBER: _ClassVar[int]
     CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_MEMBER_FIELD_NUMBER: _ClassVar[int]
     members: _containers.RepeatedCompositeFieldContainer[_scheduler_pb2.MemberInfo]
     steps: _containers.RepeatedScalarFieldContainer[str]
     seconds: float
     caught_up: bool
-    def __init__(self, members: _Optional[_Iterable[_Union[_scheduler_pb2.MemberInfo, _Mapping]]] = ..., steps: _Optional[_Iterable[str]] = ..., seconds: _Optional[float] = ..., caught_up: _Optional[bool] = ...) -> None: ...
+    already_member: bool
+    def __init__(self, members: _Optional[_Iterable[_Union[_scheduler_pb2.MemberInfo, _Mapping]]] = ..., steps: _Optional[_Iterable[str]] = ..., seconds: _Optional[float] = ..., caught_up: _Optional[bool] = ..., already_member: _Optional[bool] = ...) -> None: ...

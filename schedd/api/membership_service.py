@@ -87,7 +87,9 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
         known = self.node.membership.by_id(request.id)
         if known is not None and (known.raft_address, known.grpc_address) == (request.raft_address,
                                                                               request.grpc_address):
-            return self._response(["already a member with these addresses: nothing to do"], time.monotonic())
+            out = self._response(["already a member with these addresses: nothing to do"], time.monotonic())
+            out.already_member = True
+            return out
         if request.prepare:
             why = _valid_member(request.id, request.raft_address, request.grpc_address)
             clash = next((m for m in self.node.membership.members() if m.id == request.id

@@ -175,8 +175,10 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     if joining.needs_join(cfg):
         try:
             channels = peer_channels(cfg.tls)
-            await joining.learn(cfg, await joining.join(cfg, channels, prepare=True))
-            joining.save(cfg, await joining.join(cfg, channels))
+            voters, member = await joining.join(cfg, channels, prepare=True)
+            if not member:
+                await joining.learn(cfg, voters)
+            joining.save(cfg, (await joining.join(cfg, channels))[0])
         except joining.JoinRefused as e:
             raise StartupError(str(e)) from None
     node = RaftNode(cfg, on_applied=on_applied, on_role_change=on_role_change, faults=faults)

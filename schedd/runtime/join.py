@@ -12,6 +12,10 @@ steps, so that it votes only once it holds the cluster's state:
 3. join: the leader commits the add; the joiner starts as a voter on that data dir, so only the
    entries since step 2 remain to catch up (the membership is written to membership.json so a
    restart finds it).
+A node that `add-node` (or `replace-node`) made a voter before it started skips step 2: it holds
+a voter's place already, and a read-only connection from the address of a voter is not a
+combination pysyncobj was built for (a bench run saw that replica stall); it catches up as the
+voter it is.
 A refusal (different dependencies, an id or address in use) stops the node with the leader's
 message.
 """
@@ -60,9 +64,10 @@ def needs_join(cfg: NodeConfig) -> bool:
 
 
 async def join(cfg: NodeConfig, channel_of: Callable[[str], grpc.aio.Channel], *,
-               deadline_s: float = JOIN_DEADLINE_S, prepare: bool = False) -> list[MemberInfo]:
+               deadline_s: float = JOIN_DEADLINE_S, prepare: bool = False) -> tuple[list[MemberInfo], bool]:
     """Ask the cluster to add this node (`prepare`: whether it may, without adding it); the
-    voters after the add (before it, with `prepare`). Raises JoinRefused."""
+    voters after the add (before it, with `prepare`), and whether it was a voter already.
+    Raises JoinRefused."""
     tz, cron = build_info().schedule_deps()
     request = mpb.JoinClusterRequest(id=cfg.node_id, raft_address=cfg.raft_address,
                                      grpc_address=cfg.grpc_address, tzdata=tz, croniter=cron, prepare=prepare)
@@ -87,7 +92,7 @@ async def join(cfg: NodeConfig, channel_of: Callable[[str], grpc.aio.Channel], *
             members = [MemberInfo(m.id, m.raft_address, m.grpc_address) for m in reply.members]
             log.info("join: %s %s in %.1f s: %s", cfg.node_id, "may join" if prepare else "added by the cluster",
                      reply.seconds, "; ".join(reply.steps))
-            return members
+            return members, reply.already_member
         await asyncio.sleep(0.5)
     raise JoinRefused(f"no node of {', '.join(cfg.join)} added {cfg.node_id} within {deadline_s:g} s "
                       f"(last answer: {last or 'none'})")

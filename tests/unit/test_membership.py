@@ -308,8 +308,8 @@ def test_the_joiner_retries_an_unavailable_node_and_reports_the_clusters_refusal
     from schedd.runtime.join import JoinRefused
     reply = mpb.MembershipChangeResponse(members=[{"id": "n1", "raft_address": A, "grpc_address": "g1:1"},
                                                   {"id": "n4", "raft_address": D, "grpc_address": "127.0.0.1:8004"}])
-    members, fake = run_join(tmp_path, [(grpc.StatusCode.UNAVAILABLE, "no leader is elected yet"), reply])
-    assert [m.id for m in members] == ["n1", "n4"] and len(fake.calls) == 2
+    (members, member), fake = run_join(tmp_path, [(grpc.StatusCode.UNAVAILABLE, "no leader is elected yet"), reply])
+    assert [m.id for m in members] == ["n1", "n4"] and not member and len(fake.calls) == 2
     tz, cron = build_info().schedule_deps()
     assert (fake.calls[0].tzdata, fake.calls[0].croniter) == (tz, cron)
     with pytest.raises(JoinRefused, match="refused to add n4: refusing n4: its schedule dependencies"):
