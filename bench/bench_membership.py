@@ -8,7 +8,9 @@ A 3-node cluster holds --jobs hourly jobs (state a new node must receive: with c
    cluster has settled with n4 voting and caught up (the leader's gate reports it caught up: its
    matchIndex reached the add's commit index; every node lists the same voters);
 2. replace: a follower is killed, `schedctl cluster replace-node` swaps it for n5 (remove, then
-   add), n5 is started with --join, until the cluster has settled with n5 voting and caught up.
+   add), n5 is started with --join, until the cluster has settled with n5 voting and caught up;
+3. remove, join: another follower is killed, `schedctl cluster remove-node` removes it, and n6
+   is started with --join (it learns as a non-voter first, then is added).
 
 Each figure is printed with the time to the commit of the change (what the command waits for)
 and to caught up (the node votes from the commit; caught up is when its vote can help a quorum).
@@ -76,7 +78,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=20_000, help="hourly jobs held in the state")
     ap.add_argument("--ticking", type=int, default=20, help="per-second jobs run during the changes")
-    ap.add_argument("--compaction", type=int, default=200, help="[raft] compaction_entries (small: the "
+    ap.add_argument("--compaction", type=int, default=1000, help="[raft] compaction_entries (small: the "
                                                                 "new node gets a snapshot)")
     ap.add_argument("--root", help="keep the cluster's files here (default: a temporary dir, removed)")
     args = ap.parse_args()
@@ -107,10 +109,20 @@ def main() -> int:
                 c.start_node("n5")
             del c.nodes[victim]
             figures[f"replace dead {victim}"] = measure(c, "n5", replace, sorted(c.nodes))
-            snapshots = sum("restored snapshot" in c.nodes[n].log.read_text() for n in ("n4", "n5"))
+
+            victim = next(n for n in sorted(c.nodes) if n != c.leader())
+            c.kill_node(victim)
+            c.new_node("n6")
+
+            def remove_then_join() -> None:
+                schedctl(c, "cluster", "remove-node", victim)
+                c.start_node("n6")
+            del c.nodes[victim]
+            figures[f"remove {victim}, join"] = measure(c, "n6", remove_then_join, sorted(c.nodes))
+            snapshots = sum("restored snapshot" in c.nodes[n].log.read_text() for n in ("n4", "n5", "n6"))
             print(f"state: {args.jobs + args.ticking} jobs; load: {args.ticking} per-second jobs; "
                   f"compaction every {args.compaction} entries; new nodes that caught up from a snapshot: "
-                  f"{snapshots} of 2")
+                  f"{snapshots} of 3")
             print(f"{'change':<22} {'to commit (s)':>14} {'to caught up (s)':>17} {'to applied (s)':>15}")
             for name, (committed, caught_up, applied) in figures.items():
                 print(f"{name:<22} {committed:>14.2f} {caught_up:>17.2f} {applied:>15.2f}")
