@@ -89,6 +89,8 @@ def test_three_to_five_to_three_under_load_loses_no_instant_and_runs_none_twice(
         wait_until(lambda: settled(c, want), timeout=60, what=f"{nid} to join and catch up")
     for n in c.nodes.values():
         assert c.node_info(n.id).applied_index > 0
+    for nid in ("n4", "n5"):                 # each followed the cluster as a non-voter first
+        assert "as a non-voter in" in c.nodes[nid].log.read_text()
 
     leader = c.wait_leader(timeout=30)
     other = next(n for n in ("n1", "n2", "n3") if n != leader)
