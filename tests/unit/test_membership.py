@@ -315,3 +315,16 @@ def test_the_joiner_retries_an_unavailable_node_and_reports_the_clusters_refusal
     with pytest.raises(JoinRefused, match="refused to add n4: refusing n4: its schedule dependencies"):
         run_join(tmp_path, [(grpc.StatusCode.FAILED_PRECONDITION,
                              "refusing n4: its schedule dependencies (tzdata 1999a, croniter 0.0.1) differ")])
+
+
+def test_join_is_a_list_or_a_comma_separated_string_and_needs_the_secret(tmp_path):
+    from schedd.runtime import config
+    base = {"node_id": "n4", "data_dir": str(tmp_path), "raft_address": D, "grpc_address": "127.0.0.1:8004"}
+    secret = config.generate_secret()
+    assert config.from_dict({**base, "secret": secret, "join": "127.0.0.1:8001, 127.0.0.1:8002"}).join == (
+        "127.0.0.1:8001", "127.0.0.1:8002")
+    assert config.from_dict({**base, "secret": secret, "join": ["127.0.0.1:8001"]}).join == ("127.0.0.1:8001",)
+    with pytest.raises(config.ConfigError, match="join must be host:port"):
+        config.from_dict({**base, "secret": secret, "join": ["nowhere"]})
+    with pytest.raises(config.ConfigError, match="join needs the cluster's secret"):
+        config.from_dict({**base, "join": ["127.0.0.1:8001"]})
