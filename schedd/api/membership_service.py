@@ -33,6 +33,7 @@ from schedd.ports.rpc import CallContext
 from schedd.api.membership_view import member_pb
 from schedd.replication.membership import Change, ChangeRefused, MemberInfo
 from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode
+from schedd.security.tls import peer_principal
 from schedd.versions import build_info
 from schedd_proto import membership_pb2 as mpb
 from schedd_proto import membership_pb2_grpc as mpb_grpc
@@ -66,11 +67,24 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
     async def JoinCluster(self, request: mpb.JoinClusterRequest, context: CallContext) -> mpb.MembershipChangeResponse:
         """Not @routed: a follower forwards the joiner's own signed call once (a forwarded
         call is otherwise never forwarded again)."""
-        if self.node.is_leader():
-            return await self._join(request, context)
         info = auth.current()
         own = info is not None and info.forwarded_by == request.id and info.name == f"node:{request.id}"
+        if own:
+            await self._check_joiner_certificate(request, context)
+        if self.node.is_leader():
+            return await self._join(request, context)
         return await self.router.forward(self.SERVICE, "JoinCluster", request, context, first_hop=own)
+
+    @staticmethod
+    async def _check_joiner_certificate(request: mpb.JoinClusterRequest, context: CallContext) -> None:
+        """Under mTLS a joiner presents its node certificate: it must name the node that joins."""
+        try:
+            cert = peer_principal(context)
+        except Exception:  # noqa: BLE001 - no auth context (plaintext, a test's fake)
+            cert = None
+        if cert is not None and cert != f"node/{request.id}":
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"a node may join only as itself: the certificate names {cert}, the request {request.id!r}")
 
     async def _join(self, request: mpb.JoinClusterRequest, context: CallContext) -> mpb.MembershipChangeResponse:
         mine = build_info().schedule_deps()

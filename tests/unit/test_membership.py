@@ -328,3 +328,22 @@ def test_join_is_a_list_or_a_comma_separated_string_and_needs_the_secret(tmp_pat
         config.from_dict({**base, "secret": secret, "join": ["nowhere"]})
     with pytest.raises(config.ConfigError, match="join needs the cluster's secret"):
         config.from_dict({**base, "join": ["127.0.0.1:8001"]})
+
+
+def test_a_node_may_join_only_as_the_node_its_certificate_names():
+    from schedd.api import auth
+
+    class TlsContext(Context):
+        def auth_context(self):
+            return {"transport_security_type": [b"ssl"], "peer_uri": [b"spiffe://schedd/node/n5"]}
+
+    async def run() -> None:
+        node = MemberNode()
+        ctx = TlsContext()
+        auth.CALL.set(auth.CallInfo("node:n4", "", "/schedd.v1.Membership/JoinCluster", None, forwarded_by="n4"))
+        tz, cron = build_info().schedule_deps()
+        with pytest.raises(Aborted, match="the certificate names node/n5, the request 'n4'"):
+            await service(node).JoinCluster(mpb.JoinClusterRequest(
+                id="n4", raft_address=D, grpc_address="g4:1", tzdata=tz, croniter=cron), ctx)
+        assert ctx.status == grpc.StatusCode.PERMISSION_DENIED and node.proposed == []
+    asyncio.run(run())
