@@ -15,6 +15,7 @@ import pytest
 from schedd.api.membership_service import MembershipService
 from schedd.core import commands as C
 from schedd.core import members as member_table
+from schedd.core.digest import state_digest
 from schedd.core.results import Code
 from schedd.core.state import SchedulerState
 from schedd.ports.fakes import FakeNode, ManualClock, RecordingMetrics
@@ -43,7 +44,9 @@ def test_a_members_entry_replaces_the_table_and_survives_a_snapshot():
     assert st.members == {"n1": (A, "127.0.0.1:8001"), "n2": (B, "127.0.0.1:8002")}
     copy = SchedulerState()
     copy.restore(pickle.loads(pickle.dumps(st.snapshot(), protocol=2)))
-    assert copy.members == st.members
+    assert copy.members == st.members and copy.state_digest() == st.state_digest()
+    copy.members = {"n1": (A, "127.0.0.1:8001")}
+    assert state_digest(copy) != state_digest(st)            # replicas that differ here are told apart
 
 
 @pytest.mark.parametrize("rows, why", [
