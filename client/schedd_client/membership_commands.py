@@ -30,6 +30,9 @@ def membership_lines(status: Any) -> str:
     out = f"\nVoters ({len(voters)}): {', '.join(voters) or '-'}" if status.members else ""
     if others:
         out += f"   recorded, not voting: {', '.join(others)}"
+    leader = next((n for n in status.nodes if n.id == status.leader_id), None)
+    if leader is not None and leader.learners:
+        out += f"\nNon-voters catching up (joining nodes): {leader.learners}"
     out += f"\nMembership change in flight: {status.membership_change}" if status.membership_change else ""
     return out
 

@@ -20,7 +20,7 @@ def node_membership(node: RaftNode) -> dict:
     out = [member_pb(m) for m in voters]
     out += [member_pb(m, voter=False) for m in ms.recorded() if m.raft_address not in voting]
     return {"members": out, "membership_source": ms.source, "membership_change": node.changes.in_flight(),
-            "config_disagreement": ms.config_disagreement()}
+            "config_disagreement": ms.config_disagreement(), "learners": node.learners()}
 
 
 def cluster_membership(nodes: list[pb.NodeStatus], leader: pb.NodeStatus | None,

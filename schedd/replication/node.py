@@ -282,6 +282,10 @@ class RaftNode(Generic[CfgT]):
                     f"{members_file.MEMBERSHIP_FILE} in the data dir")
         return [p.raft_address for p in cfg.members if p.id != cfg.node_id], "the config file"
 
+    def learners(self) -> int:
+        """Read-only Raft nodes connected to this node (joiners catching up as non-voters)."""
+        return len(self.sync.readonlyNodes)
+
     def learner_progress(self) -> tuple[int, int]:
         """A learner's (applied index, the leader's commit index as last heard; 0 = none yet)."""
         return int(self.sync.raftLastApplied), int(self.sync._SyncObj__leaderCommitIndex or 0)

@@ -350,3 +350,17 @@ def test_a_node_may_join_only_as_the_node_its_certificate_names():
                 id="n4", raft_address=D, grpc_address="g4:1", tzdata=tz, croniter=cron), ctx)
         assert ctx.status == grpc.StatusCode.PERMISSION_DENIED and node.proposed == []
     asyncio.run(run())
+
+
+def test_cluster_status_lines_show_voters_non_voters_learners_and_the_change_in_flight():
+    from schedd_client.membership_commands import membership_lines
+    from schedd_proto import scheduler_pb2 as spb
+    st = spb.ClusterStatus(
+        leader_id="n1", nodes=[spb.NodeStatus(id="n1", learners=1)],
+        members=[spb.MemberInfo(id="n1", voter=True), spb.MemberInfo(id="n2", voter=True),
+                 spb.MemberInfo(id="n9", voter=False)],
+        membership_change="add n4 (127.0.0.1:7004): catching up, 1.0 s")
+    assert membership_lines(st).splitlines()[1:] == [
+        "Voters (2): n1, n2   recorded, not voting: n9",
+        "Non-voters catching up (joining nodes): 1",
+        "Membership change in flight: add n4 (127.0.0.1:7004): catching up, 1.0 s"]
