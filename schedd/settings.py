@@ -97,6 +97,7 @@ class NodeConfig:
     limits: Limits = Limits()
     tls: TlsSettings = TlsSettings()
     acl: AclSettings = AclSettings()
+    join: tuple[str, ...] = ()        # gRPC addresses of a cluster to join (empty data dir only)
     test_mode: bool = False          # enables test-only admin calls (clock offset); never in production
 
     @property

@@ -22,7 +22,7 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
-from schedd_proto import acl_pb2_grpc, dags_pb2_grpc
+from schedd_proto import acl_pb2_grpc, dags_pb2_grpc, membership_pb2_grpc
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
 from . import _plans
@@ -103,6 +103,7 @@ class _Transport(Generic[ChannelT]):
                     "dags": dags_pb2_grpc.DagsStub(channel),   # methods attached by .dags
                     "acl": acl_pb2_grpc.AclStub(channel),      # methods attached by .acl
                     "audit": acl_pb2_grpc.AuditStub(channel),
+                    "membership": membership_pb2_grpc.MembershipStub(channel),   # methods by .membership
                 }
         return getattr(stubs[call.service], call.method)
 

@@ -21,7 +21,8 @@
     dag run NAME                  start a run now
     dag show NAME [--run ID]      the graph with each task's state in a run (default: the newest)
     dag runs NAME [--limit N] | dag list | dag get NAME | dag delete NAME
-    cluster status                leader, term and every node's Raft progress
+    cluster status                leader, term and every node's Raft progress, the membership
+    cluster add-node|remove-node|replace-node ...   membership changes (schedd_client.membership_commands)
     acl bootstrap | whoami        the first management token (once) | who your token is
     acl policy|role|token create|list|get|delete ...   (see schedd_client.acl_commands)
     audit list [--since 1h] [--principal P] [--target T] [--action A] | audit verify [FILE] | audit export
@@ -59,7 +60,7 @@ import yaml
 from schedd_proto import PROTOCOL_VERSION
 from schedd_proto import scheduler_pb2 as pb
 
-from . import acl_commands, dag_commands
+from . import acl_commands, dag_commands, membership_commands
 from .channels import Security, SecurityError
 from .client import CLUSTER_ENV, Client
 from .context import ContextError, resolve
@@ -310,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--digest", action="store_true",
                         help="each node's state digest at its applied index (equal on converged replicas; "
                              "costs a pass over the state on every node)")
+    membership_commands.add_commands(cluster, command)   # add-node, remove-node, replace-node
     dag_commands.add_commands(groups, command)     # dag apply|run|show|runs|list|get|delete
     acl_commands.add_commands(groups, command, _time_arg)   # acl ... and audit ...
     return parser
@@ -1003,6 +1005,7 @@ def _cluster_table(status: pb.ClusterStatus, *, digest: bool = False) -> str:
     if status.feature_level and status.supported_feature_level > status.feature_level:
         out += (f"\nEvery node supports feature level {status.supported_feature_level}: "
                 f"the leader raises the cluster's level to it within seconds.")
+    out += membership_commands.membership_lines(status)
     return out + "".join(f"\nWARNING: {w}" for w in status.warnings)
 
 

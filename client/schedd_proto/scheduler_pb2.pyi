@@ -720,7 +720,7 @@ class ListWorkersResponse(_message.Message):
     def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("id", "raft_address", "grpc_address", "role", "term", "commit_index", "applied_index", "lag", "has_quorum", "state_hash", "uptime_seconds", "error", "leader_epoch", "state_digest", "digest_index", "at_digest", "replicas", "writable", "not_writable_reason", "version", "protocol", "entry_codec", "max_feature_level", "feature_level", "snapshot_formats", "snapshot_format", "tzdata", "croniter")
+    __slots__ = ("id", "raft_address", "grpc_address", "role", "term", "commit_index", "applied_index", "lag", "has_quorum", "state_hash", "uptime_seconds", "error", "leader_epoch", "state_digest", "digest_index", "at_digest", "replicas", "writable", "not_writable_reason", "version", "protocol", "entry_codec", "max_feature_level", "feature_level", "snapshot_formats", "snapshot_format", "tzdata", "croniter", "members", "membership_source", "membership_change", "config_disagreement", "learners")
     ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -749,6 +749,11 @@ class NodeStatus(_message.Message):
     SNAPSHOT_FORMAT_FIELD_NUMBER: _ClassVar[int]
     TZDATA_FIELD_NUMBER: _ClassVar[int]
     CRONITER_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERSHIP_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    MEMBERSHIP_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_DISAGREEMENT_FIELD_NUMBER: _ClassVar[int]
+    LEARNERS_FIELD_NUMBER: _ClassVar[int]
     id: str
     raft_address: str
     grpc_address: str
@@ -777,7 +782,24 @@ class NodeStatus(_message.Message):
     snapshot_format: int
     tzdata: str
     croniter: str
-    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., uptime_seconds: _Optional[int] = ..., error: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., at_digest: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., writable: _Optional[bool] = ..., not_writable_reason: _Optional[str] = ..., version: _Optional[str] = ..., protocol: _Optional[int] = ..., entry_codec: _Optional[int] = ..., max_feature_level: _Optional[int] = ..., feature_level: _Optional[int] = ..., snapshot_formats: _Optional[_Iterable[int]] = ..., snapshot_format: _Optional[int] = ..., tzdata: _Optional[str] = ..., croniter: _Optional[str] = ...) -> None: ...
+    members: _containers.RepeatedCompositeFieldContainer[MemberInfo]
+    membership_source: str
+    membership_change: str
+    config_disagreement: str
+    learners: int
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., uptime_seconds: _Optional[int] = ..., error: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., at_digest: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., writable: _Optional[bool] = ..., not_writable_reason: _Optional[str] = ..., version: _Optional[str] = ..., protocol: _Optional[int] = ..., entry_codec: _Optional[int] = ..., max_feature_level: _Optional[int] = ..., feature_level: _Optional[int] = ..., snapshot_formats: _Optional[_Iterable[int]] = ..., snapshot_format: _Optional[int] = ..., tzdata: _Optional[str] = ..., croniter: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., membership_source: _Optional[str] = ..., membership_change: _Optional[str] = ..., config_disagreement: _Optional[str] = ..., learners: _Optional[int] = ...) -> None: ...
+
+class MemberInfo(_message.Message):
+    __slots__ = ("id", "raft_address", "grpc_address", "voter")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    VOTER_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    raft_address: str
+    grpc_address: str
+    voter: bool
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., voter: _Optional[bool] = ...) -> None: ...
 
 class ReplicaProgress(_message.Message):
     __slots__ = ("peer", "peer_id", "match_index", "last_index", "lag", "stuck", "progress_ms")
@@ -804,7 +826,7 @@ class ClusterStatusRequest(_message.Message):
     def __init__(self, with_digest: _Optional[bool] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
-    __slots__ = ("leader_id", "leader_grpc_address", "term", "commit_index", "nodes", "jobs", "executions", "answered_by", "warnings", "feature_level", "supported_feature_level")
+    __slots__ = ("leader_id", "leader_grpc_address", "term", "commit_index", "nodes", "jobs", "executions", "answered_by", "warnings", "feature_level", "supported_feature_level", "members", "membership_change", "last_membership_change")
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
@@ -816,6 +838,9 @@ class ClusterStatus(_message.Message):
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
     FEATURE_LEVEL_FIELD_NUMBER: _ClassVar[int]
     SUPPORTED_FEATURE_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERSHIP_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    LAST_MEMBERSHIP_CHANGE_FIELD_NUMBER: _ClassVar[int]
     leader_id: str
     leader_grpc_address: str
     term: int
@@ -827,7 +852,10 @@ class ClusterStatus(_message.Message):
     warnings: _containers.RepeatedScalarFieldContainer[str]
     feature_level: int
     supported_feature_level: int
-    def __init__(self, leader_id: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeStatus, _Mapping]]] = ..., jobs: _Optional[int] = ..., executions: _Optional[int] = ..., answered_by: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., feature_level: _Optional[int] = ..., supported_feature_level: _Optional[int] = ...) -> None: ...
+    members: _containers.RepeatedCompositeFieldContainer[MemberInfo]
+    membership_change: str
+    last_membership_change: str
+    def __init__(self, leader_id: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeStatus, _Mapping]]] = ..., jobs: _Optional[int] = ..., executions: _Optional[int] = ..., answered_by: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., feature_level: _Optional[int] = ..., supported_feature_level: _Optional[int] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., membership_change: _Optional[str] = ..., last_membership_change: _Optional[str] = ...) -> None: ...
 
 class NodeInfoRequest(_message.Message):
     __slots__ = ("with_digest", "digest_at")

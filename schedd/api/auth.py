@@ -65,7 +65,8 @@ CATCH_UP_S = 2.0                 # how long a follower waits to learn a token th
 SETTLE_S = 0.3                   # ...and at least this long (the leader's commit index reaches it
                                  # with the next heartbeat): an unknown token costs this on followers
 # What one node asks another for while answering a call it already authorized (Cluster.Status).
-NODE_CALLS = frozenset(("/schedd.v1.Cluster/NodeInfo",))
+# JoinCluster is a node asking for itself: its signature (the cluster secret) is its credential.
+NODE_CALLS = frozenset(("/schedd.v1.Cluster/NodeInfo", "/schedd.v1.Membership/JoinCluster"))
 # A worker finds the leader through Cluster.Status: its token may call that without `operator`.
 WORKER_READS = frozenset(("/schedd.v1.Cluster/Status",))
 

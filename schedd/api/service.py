@@ -23,6 +23,7 @@ from google.protobuf.message import Message
 
 from schedd.api import auth, convert
 from schedd.api.limits import call_overflow
+from schedd.api.membership_view import cluster_membership, node_membership
 from schedd.api.secrets import seal_spec_secrets
 from schedd.security.secrets import EnvSealer, stored_secrets
 from schedd.core import batches as B
@@ -170,9 +171,12 @@ class Router:
             ch = self._channels[addr] = self._channel_factory(addr)
         return ch
 
-    async def forward(self, service: str, method: str, request, context: CallContext):
+    async def forward(self, service: str, method: str, request, context: CallContext, *,
+                      first_hop: bool = False):
+        """`first_hop`: the signed caller is a node asking for itself (Membership.JoinCluster),
+        not a node forwarding someone's call, so this is the call's first forward."""
         info = auth.current()
-        if info is not None and info.forwarded_by:
+        if info is not None and info.forwarded_by and not first_hop:
             await context.abort(grpc.StatusCode.UNAVAILABLE,
                                 "this node is no longer the leader (an election is under way); retry")
         addr = self.node.leader_grpc_address()
@@ -769,11 +773,16 @@ class ClusterService(pb_grpc.ClusterServicer):
             lag=max(0, st.leader_commit_index - st.applied_index), has_quorum=st.has_quorum,
             state_hash=state_hash, uptime_seconds=st.uptime_s, leader_epoch=epoch,
             state_digest=digest, digest_index=digest_index)
+        for key, value in node_membership(self.node).items():
+            if isinstance(value, list):
+                getattr(info, key).extend(value)
+            else:
+                setattr(info, key, value)
         w = self.replicas
         if w is not None:
             info.writable, info.not_writable_reason = w.writable, w.why_not_writable
             info.replicas.extend(
-                pb.ReplicaProgress(peer=r.peer, peer_id=me.id_of_raft(r.peer), match_index=r.match_index,
+                pb.ReplicaProgress(peer=r.peer, peer_id=self.node.membership.id_of_raft(r.peer), match_index=r.match_index,
                                    last_index=r.last_index, lag=r.lag, stuck=r.stuck,
                                    progress_ms=w.progress_wall_ms(r))
                 for r in w.rows)
@@ -792,6 +801,9 @@ class ClusterService(pb_grpc.ClusterServicer):
         return info
 
     async def _peer_info(self, peer, with_digest: bool = False) -> pb.NodeStatus:
+        if not peer.grpc_address:       # a voter no member table or config names
+            return pb.NodeStatus(id=peer.id, raft_address=peer.raft_address, role="unreachable",
+                                 error="its gRPC address is not recorded")
         stub = pb_grpc.ClusterStub(self.router._channel(peer.grpc_address))
         try:
             return await stub.NodeInfo(pb.NodeInfoRequest(with_digest=with_digest), timeout=1.5 + 3 * with_digest,
@@ -805,16 +817,18 @@ class ClusterService(pb_grpc.ClusterServicer):
         """Every member's NodeInfo, in membership order, this node's own included; a member that
         does not answer is "unreachable" with the error (the leader's feature raiser reads this)."""
         me = self.node.cfg
-        peers = [p for p in me.members if p.id != me.node_id]
+        members = self.node.membership.members()
+        peers = [p for p in members if p.id != me.node_id]
         infos = {me.node_id: await asyncio.to_thread(self.local_info, True) if with_digest else self.local_info()}
         for p, info in zip(peers, await asyncio.gather(*(self._peer_info(p, with_digest) for p in peers))):
             infos[p.id] = info
-        return [infos[p.id] for p in me.members]
+        return [infos[p.id] for p in members if p.id in infos]
 
     async def Status(self, request, context: CallContext) -> pb.ClusterStatus:
         me = self.node.cfg
         nodes = await self.member_infos(request.with_digest)
         leader, warnings = summarize(nodes, self._now_ms())
+        voters, change, last_change, membership_warnings = cluster_membership(nodes, leader, self.node)
         with self.node.lock:
             jobs, execs = len(self.node.state.jobs), len(self.node.state.execs)
         if leader is not None:
@@ -824,5 +838,7 @@ class ClusterService(pb_grpc.ClusterServicer):
         return pb.ClusterStatus(
             leader_id=leader.id if leader else "", leader_grpc_address=leader.grpc_address if leader else "",
             term=max(n.term for n in nodes), commit_index=leader.commit_index if leader else 0,
-            nodes=nodes, jobs=jobs, executions=execs, answered_by=me.node_id, warnings=warnings,
+            nodes=nodes, jobs=jobs, executions=execs, answered_by=me.node_id,
+            warnings=warnings + membership_warnings, members=voters, membership_change=change,
+            last_membership_change=last_change,
             feature_level=leader.feature_level if leader else 0, supported_feature_level=supported_level(nodes))

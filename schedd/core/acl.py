@@ -49,7 +49,7 @@ from schedd.core.model import TEAM_RE
 # ---------------------------------------------------------------- vocabulary
 
 TEAM_CAPABILITIES = ("read", "write", "trigger", "cancel", "backfill")
-CLUSTER_CAPABILITIES = ("quota", "acl", "operator")
+CLUSTER_CAPABILITIES = ("quota", "acl", "operator", "membership")
 SERVE = "serve"
 CAPABILITIES = (*TEAM_CAPABILITIES, *CLUSTER_CAPABILITIES, SERVE)
 

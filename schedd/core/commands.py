@@ -66,6 +66,10 @@ KINDS += ACL_KINDS
 FEATURE_LEVEL = "feature_level"   # the leader raises the cluster's feature level (never lowers it)
 AUDIT_NOTE = "audit_note"         # level 2: an operator's note in the audit trail (schedctl audit note)
 KINDS += (FEATURE_LEVEL, AUDIT_NOTE)
+# The member table (schedd.core.members): each Raft member's id, raft and gRPC address, the whole
+# table in one entry, committed by the leader around a pysyncobj membership change.
+MEMBERS = "members"
+KINDS += (MEMBERS,)
 
 
 class EntryTooLarge(ValueError):

@@ -2,10 +2,10 @@
 
 Unlike `SchedulerState.log_hash` (a chain over the applied entries: equal only for equal histories),
 this hashes what the state IS: jobs (spec, version, schedule position), executions (state,
-attempts, events), the leader epoch, the cluster's feature level (above 1), the dedup table, DAG definitions and runs, and quotas. So a
-replica restored from a snapshot, or one whose dicts were filled in another order, has the same
-digest as its peers at the same applied index; any difference in content changes it. The fault
-suite compares it across replicas after every heal (tests/jepsen_like).
+attempts, events), the leader epoch, the cluster's feature level (above 1), the dedup table, DAG definitions and
+runs, quotas and the member table. So a replica restored from a snapshot, or one whose dicts were filled in another
+order, has the same digest as its peers at the same applied index; any difference in content
+changes it. The fault suite compares it across replicas after every heal (tests/jepsen_like).
 
 Contract: deterministic and order-independent. Every mapping is encoded sorted by key, every
 dataclass as its type name and its fields in declaration order; nothing depends on dict insertion
@@ -26,7 +26,7 @@ from typing import Any
 from schedd.core.acl import canonical_rows as acl_rows
 from schedd.core.audit import canonical_rows as audit_rows
 
-SECTIONS = ("jobs", "execs", "dedup", "dags", "dag_runs", "quotas", "batches")
+SECTIONS = ("jobs", "execs", "dedup", "dags", "dag_runs", "quotas", "batches", "members")
 
 
 @cache

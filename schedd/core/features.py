@@ -88,7 +88,9 @@ LEVEL_1 = Level(1, kinds=(
 ), snapshot_formats=(1, 2, 3, 4), note="every kind and format before feature levels")
 FEATURES = FeatureTable((
     LEVEL_1,
-    Level(2, kinds=(C.AUDIT_NOTE,), note="operator notes in the audit trail (schedctl audit note)"),
+    Level(2, kinds=(C.AUDIT_NOTE, C.MEMBERS),
+          note="operator notes in the audit trail (schedctl audit note); the member table of run-time "
+               "membership changes (schedctl cluster add-node/remove-node, schedd serve --join)"),
     # Level(3, kinds=(C.MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
 ))
 

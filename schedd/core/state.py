@@ -23,7 +23,7 @@ import hashlib
 from collections.abc import Callable, Container
 from typing import Any, ClassVar
 
-from schedd.core import access, attempts, batches, dags, features, firing, jobs, queries
+from schedd.core import access, attempts, batches, dags, features, firing, jobs, members, queries
 from schedd.core import acl as acl_table
 from schedd.core import audit as audit_trail
 from schedd.core import commands as C
@@ -73,7 +73,7 @@ HANDLERS: dict[str, Handler] = {
     C.TRIGGER: firing.trigger, C.FIRE: firing.fire, C.SKIP: firing.skip, C.BACKFILL: firing.backfill,
     C.START: attempts.start, C.FINISH: attempts.finish, C.EXPIRE: attempts.expire, C.CANCEL: attempts.cancel,
     C.SLA: sla_index.apply, C.FEATURE_LEVEL: features.raise_level,
-    **dags.HANDLERS, **batches.HANDLERS, **access.HANDLERS,
+    **dags.HANDLERS, **batches.HANDLERS, **access.HANDLERS, **members.HANDLERS,
 }
 
 

@@ -100,6 +100,7 @@ class Tables:
         self.acl = AclTable()                 # policies, roles, token hashes (schedd.core.access)
         self.audit = AuditTrail()             # the hash-chained audit trail (schedd.core.audit)
         self.feature_level = 1                # the cluster's feature level (schedd.core.features)
+        self.members: dict[str, tuple[str, str]] = {}   # node id -> (raft, gRPC address) (schedd.core.members)
 
     # ------------------------------------------------------------ bulk rebuild
 

@@ -28,6 +28,7 @@ from schedd_proto import scheduler_pb2 as pb
 log = logging.getLogger("schedd.features")
 
 PERIOD_S = 2.0
+FIRST_CHECK_S = 0.05
 
 
 def target_level(current: int, own_max: int, reports: Sequence[pb.NodeStatus]) -> int | None:
@@ -48,8 +49,13 @@ class FeatureRaiser:
     period_s: float = PERIOD_S
 
     async def run(self) -> None:
+        checked_term = -1
         while True:
-            await asyncio.sleep(self.period_s)
+            # A new leader checks at once, so a new cluster is at its level within a round trip
+            # of its first election; after that, once a period.
+            await asyncio.sleep(self.period_s if self.node.term == checked_term else FIRST_CHECK_S)
+            if self.node.leads_epoch():
+                checked_term = self.node.term
             try:
                 await self.step()
             except asyncio.CancelledError:

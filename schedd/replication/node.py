@@ -16,6 +16,7 @@ caller retries with the same request id and the state machine's dedup makes that
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import threading
 import time
@@ -31,6 +32,8 @@ from schedd.core.features import FEATURES
 from schedd.core.results import ApplyResult
 from schedd.core.state import SchedulerState
 from schedd.replication import journal as durable
+from schedd.replication import membership as members_file
+from schedd.replication.membership import ChangeGate, Membership
 from schedd.replication.raft_patches import RepairingSyncObj
 from schedd.replication.transport import TransportLimits
 from schedd.ports.faults import NO_FAULTS, Faults
@@ -63,6 +66,8 @@ class Member(Protocol):
     def id(self) -> str: ...
     @property
     def raft_address(self) -> str: ...
+    @property
+    def grpc_address(self) -> str: ...
 
 
 class NodeSettings(Protocol):
@@ -84,7 +89,6 @@ class NodeSettings(Protocol):
     def raft(self) -> RaftSettings: ...
     @property
     def members(self) -> Sequence[Member]: ...
-    def grpc_of_raft(self, raft_address: str) -> str: ...
 
 
 CfgT = TypeVar("CfgT", bound=NodeSettings)
@@ -203,8 +207,13 @@ class RaftNode(Generic[CfgT]):
 
     def __init__(self, cfg: CfgT, *, on_role_change: Callable[[int, int], None] | None = None,
                  on_applied: Callable[[str, ApplyResult, int], None] | None = None,
-                 faults: Faults = NO_FAULTS) -> None:
+                 faults: Faults = NO_FAULTS, learn_from: Sequence[str] = ()) -> None:
+        """`learn_from`: Raft addresses of a cluster to follow as a non-voter (pysyncobj's
+        read-only node: no Raft address of its own, not counted in any quorum), receiving its
+        snapshot and log into this data dir; a joining node does this before it asks to be
+        added (schedd.runtime.join), then starts as a voter on the same data dir."""
         self.cfg = cfg
+        self.learner = bool(learn_from)
         self.state = SchedulerState(faults.feature_table(FEATURES))   # a test may run an older build's
         self.lock = threading.RLock()
         self._on_role_change = on_role_change or (lambda old, new: None)
@@ -233,18 +242,63 @@ class RaftNode(Generic[CfgT]):
             logCompactionSplit=False,
             useFork=True,
             commandsWaitLeader=True,
-            dynamicMembershipChange=False,
+            dynamicMembershipChange=True,      # changes serialized by ChangeGate (research F3)
             onStateChanged=self._state_changed,
         )
-        others = [p.raft_address for p in cfg.members if p.id != cfg.node_id]
+        others, source = (list(learn_from), "the cluster it learns from") if learn_from else self._initial_peers(cfg)
         self._started = time.monotonic()
         transport = self._hooks.transport_class.with_limits(TransportLimits(
             max_frame_bytes=r.max_frame_bytes, handshake_timeout_s=r.handshake_timeout_ms / 1000))
         # Stock pysyncobj only as the fault suite's negative control (SCHEDD_UNSAFE=stock_raft).
         raft_class = SyncObj if faults.stock_raft else RepairingSyncObj
-        self.sync = raft_class(cfg.raft_address, others, conf=conf, consumers=[self._consumer],
+        self.sync = raft_class(None if learn_from else cfg.raft_address, others, conf=conf, consumers=[self._consumer],
                                transportClass=faults.transport(transport))
         self._hooks.attach(self.sync)
+        self._tick_jobs: collections.deque[Callable[[], bool]] = collections.deque()
+        self.sync.addOnTickCallback(self._run_tick_jobs)
+        self.membership = Membership(cfg.node_id, cfg.members, self._raft_config, self._member_table,
+                                     cfg.data_dir, saved=members_file.read_file(cfg.data_dir) or ())
+        self.changes = ChangeGate()
+        loaded = sorted(a for a in self._raft_config()[1:])
+        if loaded != sorted(others):
+            source = "pysyncobj's dump (it overrides the config file and membership.json)"
+        self.membership.source = source
+        if self.learner:
+            log.info("learning from %s as a non-voter (read-only Raft node)", ", ".join(others))
+            return
+        log.info("membership at start: %s (from %s; pysyncobj's journal may change it as it replays)",
+                 self.membership.describe(), source)
+        disagreement = self.membership.config_disagreement()
+        if disagreement:
+            log.warning("membership: %s", disagreement)
+
+    @staticmethod
+    def _initial_peers(cfg: NodeSettings) -> tuple[list[str], str]:
+        """The peers the SyncObj is built with: the last Raft configuration this node wrote to
+        its data dir if any (it joined at run time, or the membership changed since the config
+        file was written), else the config file's."""
+        saved = members_file.read_file(cfg.data_dir)
+        if saved:
+            return ([m.raft_address for m in saved if m.raft_address != cfg.raft_address],
+                    f"{members_file.MEMBERSHIP_FILE} in the data dir")
+        return [p.raft_address for p in cfg.members if p.id != cfg.node_id], "the config file"
+
+    def learners(self) -> int:
+        """Read-only Raft nodes connected to this node (joiners catching up as non-voters)."""
+        return len(self.sync.readonlyNodes)
+
+    def learner_progress(self) -> tuple[int, int]:
+        """A learner's (applied index, the leader's commit index as last heard; 0 = none yet)."""
+        return int(self.sync.raftLastApplied), int(self.sync._SyncObj__leaderCommitIndex or 0)
+
+    def _raft_config(self) -> list[str]:
+        """This node's Raft address, then its peers', as pysyncobj has them now (a copy of a set
+        the tick thread changes: the caller retries on RuntimeError)."""
+        return [self.cfg.raft_address, *sorted(n.address for n in self.sync.otherNodes)]
+
+    def _member_table(self) -> dict[str, tuple[str, str]]:
+        with self.lock:
+            return dict(self.state.members)
 
     # ------------------------------------------------------------ leadership
 
@@ -267,7 +321,7 @@ class RaftNode(Generic[CfgT]):
         return leader.id if leader is not None else ""
 
     def leader_grpc_address(self) -> str:
-        return self.cfg.grpc_of_raft(self.leader_raft_address())
+        return self.membership.grpc_of_raft(self.leader_raft_address())
 
     def leads_epoch(self) -> bool:
         """Leader in the current term AND that term's epoch entry has been applied here."""
@@ -332,6 +386,64 @@ class RaftNode(Generic[CfgT]):
             return await asyncio.wait_for(fut, timeout)
         except TimeoutError:
             raise OutcomeUnknown(f"no commit within {timeout:g}s") from None
+
+    # ------------------------------------------------------------ membership
+
+    async def change_config(self, op: str, raft_address: str, *, timeout: float = 10.0) -> None:
+        """Add ("add") or remove ("remove") a voter through pysyncobj and wait for the entry's
+        commit. Raises NotApplied (refused: no leader, or a change pysyncobj denies) or
+        OutcomeUnknown. Callers serialize through `self.changes` (pysyncobj does not)."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+
+        def settle(error: int) -> None:
+            if fut.done():
+                return
+            if error == FAIL_REASON.SUCCESS:
+                fut.set_result(None)
+            elif error in _NOT_APPLIED:
+                fut.set_exception(NotApplied(_NOT_APPLIED[error]))
+            else:
+                fut.set_exception(OutcomeUnknown(f"outcome unknown (pysyncobj reason {error})"))
+
+        def callback(result: object, error: int) -> None:  # tick thread
+            loop.call_soon_threadsafe(settle, error)
+
+        change = self.sync.addNodeToCluster if op == "add" else self.sync.removeNodeFromCluster
+        change(raft_address, callback=callback)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            raise OutcomeUnknown(f"no commit within {timeout:g}s") from None
+
+    def transfer_leadership(self, tries: int = 200) -> None:
+        """Hand leadership to the most caught-up connected voter (Raft TimeoutNow). pysyncobj
+        denies it unless the target's matchIndex is the leader's last index, which a loaded
+        leader rarely sees at one instant: it is tried on each of the next `tries` ticks, in
+        the tick thread (pysyncobj's state is the tick thread's), until one is sent."""
+        left = [tries]
+
+        def attempt() -> bool:
+            def done(result: object, error: int) -> None:
+                if error in (FAIL_REASON.SUCCESS, FAIL_REASON.NOT_LEADER):
+                    left[0] = 0
+            left[0] -= 1
+            self.sync.transferLeadership(None, callback=done)
+            return left[0] <= 0
+
+        self._tick_jobs.append(attempt)
+
+    def _run_tick_jobs(self) -> None:
+        """Tick thread: run each queued job; keep the ones that say they are not done."""
+        for _ in range(len(self._tick_jobs)):
+            job = self._tick_jobs.popleft()
+            try:
+                finished = job()
+            except Exception:
+                log.exception("tick job failed")
+                finished = True
+            if not finished:
+                self._tick_jobs.append(job)
 
     def close(self) -> None:
         """Stop the tick thread; pysyncobj then flushes and closes the journal."""

@@ -41,7 +41,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         cfg = config_mod.load(args.config, node_id=args.node_id, data_dir=args.data_dir,
                               grpc_address=args.grpc_address, raft_address=args.raft_address,
-                              metrics_address=args.metrics_address, fsync=args.fsync)
+                              metrics_address=args.metrics_address, fsync=args.fsync, join=args.join)
     except config_mod.ConfigError as e:
         print(f"schedd: config error: {e}", file=sys.stderr)
         return 2
@@ -167,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--raft-address")
     s.add_argument("--metrics-address")
     s.add_argument("--fsync", choices=config_mod.FSYNC_MODES)
+    s.add_argument("--join", metavar="ADDRS", help="gRPC addresses (comma-separated) of a cluster to ask "
+                                                   "to add this node; only with an empty data dir")
     s.set_defaults(func=cmd_serve)
 
     g = sub.add_parser("gen-secret", help="print a new random cluster secret (or write it to a 0600 file)")

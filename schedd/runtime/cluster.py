@@ -23,6 +23,7 @@ from pathlib import Path
 
 import grpc
 
+from schedd.core.features import FEATURES
 from schedd.settings import Limits
 from schedd.security import certs
 from schedd_client.channels import Security, open_channel
@@ -240,7 +241,8 @@ class LocalCluster:
 
     # ------------------------------------------------------------ layout
 
-    def _write_config(self, node: NodeProc) -> None:
+    def _write_config(self, node: NodeProc, join: list[str] | None = None) -> None:
+        """`join`: a node added at run time: no peers, `join = [...]` (schedd.runtime.join)."""
         lines = [
             f'node_id = "{node.id}"',
             f'data_dir = "{self.root / node.id}"',
@@ -257,8 +259,10 @@ class LocalCluster:
             if values:
                 lines.append(f"\n[{section}]")
                 lines += [f"{k} = {_toml(v)}" for k, v in values.items()]
+        if join is not None:
+            lines.insert(1, f"join = {_toml(join)}")
         lines += self._tls_lines(node)
-        for peer in self.nodes.values():
+        for peer in self.nodes.values() if join is None else ():
             if peer.id != node.id:
                 lines += ["\n[[peers]]", f'id = "{peer.id}"', f'raft_address = "{peer.raft}"',
                           f'grpc_address = "{peer.grpc}"']
@@ -289,6 +293,21 @@ class LocalCluster:
                  "--config", str(node.config)],
                 stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                 start_new_session=True)
+        return node
+
+    def new_node(self, nid: str, *, join: list[str] | None = None) -> NodeProc:
+        """Lay out (not start) one more node, `nid`, on fresh ports, whose config asks the
+        cluster at `join` (default: every node's gRPC address) to add it (`schedd serve --join`)."""
+        base = restartable_ports(3)
+        host = self.hosts.get(nid, "127.0.0.1")
+        node = self.nodes[nid] = NodeProc(
+            id=nid, grpc=f"{host}:{base}", raft=f"{host}:{base + 1}", metrics=f"{host}:{base + 2}",
+            config=self.root / f"{nid}.toml", log=self.root / "logs" / f"{nid}.log")
+        if self.tls:
+            certs.issue(certs.load_ca(self.tls_dir), self.tls_dir, "node", nid,
+                        hosts=tuple(dict.fromkeys([host, *certs.LOCAL_HOSTS])), overwrite=True)
+        self._write_config(node, join=join if join is not None else
+                           [n.grpc for n in self.nodes.values() if n.id != nid])
         return node
 
     def start_worker(self, name: str, *, slots: int = 4, pool: str = "", drain_grace_s: float = 10.0,
@@ -442,6 +461,19 @@ class LocalCluster:
                 except grpc.RpcError:
                     continue
         return None
+
+    def wait_feature_level(self, level: int | None = None, timeout: float = 30.0) -> int:
+        """Until the cluster's feature level is `level` (default: this build's highest): a new
+        cluster starts at level 1 and its first leader raises it once every voter reports in, so
+        a test of a newer entry kind waits for that as an operator's first command would."""
+        want = FEATURES.max_level if level is None else level
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s = self.status()
+            if s is not None and s.feature_level >= want:
+                return int(s.feature_level)
+            time.sleep(0.1)
+        raise TimeoutError(f"feature level {want} not reached within {timeout:g}s; logs in {self.root / 'logs'}")
 
     def node_info(self, nid: str, timeout: float = 2.0, with_digest: bool = False,
                   digest_at: int = 0) -> pb.NodeStatus | None:

@@ -265,7 +265,7 @@ def _tls(t: dict, base_dir: Path | None) -> TlsSettings:
 
 TOP_KEYS = {"node_id", "data_dir", "raft_address", "grpc_address", "metrics_address", "raft_bind",
             "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "webhooks", "limits",
-            "tls", "acl", "test_mode"}
+            "tls", "acl", "test_mode", "join"}
 
 
 def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
@@ -314,9 +314,21 @@ def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
         tls=_tls(_table(d, "tls"), base_dir),
         acl=_acl(d.get("acl") or {}),
         test_mode=bool(d.get("test_mode", False)),
+        join=_join(d.get("join")),
     )
     validate(cfg)
     return cfg
+
+
+def _join(value: object) -> tuple[str, ...]:
+    """`join`: gRPC addresses of the cluster a node with an empty data dir asks to add it
+    (a list, or one comma-separated string as --join gives it)."""
+    if value is None or value == "":
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ConfigError(f"join must be a list of host:port, got {value!r}")
+    return tuple(_addr(str(x).strip(), "join") for x in items if str(x).strip())
 
 
 def validate(cfg: NodeConfig) -> None:
@@ -336,6 +348,9 @@ def validate(cfg: NodeConfig) -> None:
     if weakness:
         raise ConfigError(f"the cluster secret is {weakness}; it guards code execution on every "
                           f"node, so {GEN_SECRET_HINT} (the same file on every node)")
+    if cfg.join and not cfg.secret:
+        raise ConfigError("join needs the cluster's secret (secret_file): the joining node talks Raft "
+                          f"with the cluster and signs its join request with it; {GEN_SECRET_HINT}")
     if len(cfg.members) % 2 == 0:
         raise ConfigError(f"a cluster needs an odd number of voting nodes (1, 3 or 5), got {len(cfg.members)}")
     if cfg.test_mode and os.environ.get("SCHEDD_TEST_MODE") != "1":

@@ -25,6 +25,7 @@ from schedd.api.auth import AuditQueue, AuthInterceptor, NodeSigner, RateLimiter
 from schedd.api.auth import current as auth_current
 from schedd.api.dags_service import DagsService
 from schedd.api.limits import InflightLimit, max_receive_bytes
+from schedd.api.membership_service import MembershipService
 from schedd.api.service import ClusterService, Router, SchedulerService
 from schedd.leader.features import FeatureRaiser
 from schedd.leader.dispatcher import Dispatcher
@@ -34,13 +35,14 @@ from schedd.replication.node import RaftNode
 from schedd.ports.clock import SystemClock
 from schedd.runtime.config import NodeConfig
 from schedd.runtime.metrics import Metrics
+from schedd.runtime import join as joining
 from schedd.runtime.replica_watch import ReplicaWatch
 from schedd.security.startup import plaintext_refusal
 from schedd.security.tls import CertReloader, ServerTlsFiles, TlsError, channel_credentials
 from schedd.settings import TlsSettings
 from schedd_client.channels import Security, open_aio_channel
 from schedd.testing import hooks as testing
-from schedd_proto import acl_pb2, acl_pb2_grpc, dags_pb2, dags_pb2_grpc
+from schedd_proto import acl_pb2, acl_pb2_grpc, dags_pb2, dags_pb2_grpc, membership_pb2, membership_pb2_grpc
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
@@ -125,6 +127,23 @@ def _reload(cfg: NodeConfig, reloader: CertReloader | None, router: Router,
     task.add_done_callback(tasks.discard)
 
 
+async def _keep_membership(node: RaftNode, period_s: float = 1.0) -> None:
+    """Write the Raft configuration to membership.json whenever it changes (what a restart
+    before the next dump starts from) and log each change, with a config-file disagreement."""
+    warned = ""
+    while True:
+        try:
+            if node.membership.persist():
+                log.info("membership now: %s", node.membership.describe())
+            disagreement = node.membership.config_disagreement()
+            if disagreement and disagreement != warned:
+                log.warning("membership: %s", disagreement)
+            warned = disagreement
+        except OSError as e:
+            log.warning("membership: cannot write %s: %s", "membership.json", e)
+        await asyncio.sleep(period_s)
+
+
 async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     # Everything this process creates (journal, meta, the dump written by pysyncobj's fork child
     # and its .tmp) is private to the node's user; secure_data_dir fixes what already exists.
@@ -154,6 +173,15 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         if dispatcher_box:
             dispatcher_box[0].on_role_change(old, new)
 
+    if joining.needs_join(cfg):
+        try:
+            channels = peer_channels(cfg.tls)
+            voters, member = await joining.join(cfg, channels, prepare=True)
+            if not member:
+                await joining.learn(cfg, voters)
+            joining.save(cfg, (await joining.join(cfg, channels))[0])
+        except joining.JoinRefused as e:
+            raise StartupError(str(e)) from None
     node = RaftNode(cfg, on_applied=on_applied, on_role_change=on_role_change, faults=faults)
     node_box.append(node)
     hub = WorkerHub(node, clock, lease_ms=cfg.scheduler.lease_ms,
@@ -185,6 +213,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     pb_grpc.add_WorkersServicer_to_server(hub, server)
     acl_pb2_grpc.add_AclServicer_to_server(AclService(node, clock, metrics, router), server)
     acl_pb2_grpc.add_AuditServicer_to_server(AuditService(node, clock, metrics, router), server)
+    membership_pb2_grpc.add_MembershipServicer_to_server(MembershipService(node, clock, metrics, router), server)
     if cfg.test_mode:
         testing.add_admin_service(server, clock, node, faults)
     health_servicer = health.aio.HealthServicer()
@@ -194,7 +223,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
              pb.DESCRIPTOR.services_by_name["Workers"].full_name, health.SERVICE_NAME,
              reflection.SERVICE_NAME, dags_pb2.DESCRIPTOR.services_by_name["Dags"].full_name,
              acl_pb2.DESCRIPTOR.services_by_name["Acl"].full_name,
-             acl_pb2.DESCRIPTOR.services_by_name["Audit"].full_name)
+             acl_pb2.DESCRIPTOR.services_by_name["Audit"].full_name,
+             membership_pb2.DESCRIPTOR.services_by_name["Membership"].full_name)
     reflection.enable_server_reflection(names, server)
     port = (server.add_secure_port(cfg.grpc_address, reloader.credentials()) if reloader is not None
             else server.add_insecure_port(cfg.grpc_address))
@@ -222,6 +252,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     watch_task = asyncio.create_task(replicas.run(writes_health))
     audit_task = asyncio.create_task(audit_queue.run())
     features_task = asyncio.create_task(raiser.run())
+    members_task = asyncio.create_task(_keep_membership(node))
     log.info("node %s serving gRPC on %s (%s), Raft on %s, metrics on %s, fsync=%s", cfg.node_id,
              cfg.grpc_address, _describe_tls(reloader), cfg.raft_address,
              cfg.metrics_address or "off", cfg.fsync)
@@ -234,6 +265,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         watch_task.cancel()
         audit_task.cancel()
         features_task.cancel()
+        members_task.cancel()
         for name in ("", LIVENESS_SERVICE, WRITES_SERVICE, *names[:2]):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         hub.close_all("node stopping")

@@ -17,6 +17,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import tomllib
 import threading
 from collections import Counter
 from pathlib import Path
@@ -57,6 +58,15 @@ def _progress(client: Client) -> str:
     return f"demo executions: {sum(counts.values())}" + (f" ({states})" if states else "")
 
 
+def _previous_base_port(root: Path) -> int | None:
+    """The first gRPC port of a cluster laid out in `root` before (LocalCluster's n1.toml)."""
+    try:
+        with (root / "n1.toml").open("rb") as f:
+            return int(str(tomllib.load(f)["grpc_address"]).rsplit(":", 1)[1])
+    except (OSError, KeyError, ValueError, tomllib.TOMLDecodeError):
+        return None
+
+
 def run_local(*, data_dir: str | None, nodes: int = 3, base_port: int = 0, demo: bool = True,
               fsync: str = "always") -> int:
     temp = data_dir is None
@@ -64,7 +74,13 @@ def run_local(*, data_dir: str | None, nodes: int = 3, base_port: int = 0, demo:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    if base_port and not ports_free(list(range(base_port, base_port + 3 * nodes))):
+    previous = _previous_base_port(root)
+    if previous is not None and previous != base_port:
+        # The nodes' committed membership (pysyncobj's dump, membership.json) names the addresses
+        # they were first started on, and it wins over the config: keep them.
+        print(f"schedd local: {root} holds a cluster on ports from {previous}; reusing them", flush=True)
+        base_port = previous
+    elif base_port and not ports_free(list(range(base_port, base_port + 3 * nodes))):
         print(f"schedd local: ports {base_port}-{base_port + 3 * nodes - 1} are not all free; "
               "using free ports instead", flush=True)
         base_port = 0

@@ -79,7 +79,7 @@ class ReplicaWatch:
             return
         log.warning("replica %s (%s) is not converging: matchIndex %d unchanged for %.0f s while this "
                     "leader's log ends at %d (%d entries behind, term %d); log repair is stuck at index %d",
-                    self.node.cfg.id_of_raft(row.peer) or "?", row.peer, row.match_index, stalled_s,
+                    self.node.membership.id_of_raft(row.peer) or "?", row.peer, row.match_index, stalled_s,
                     row.last_index, row.lag, st.term, row.repair_index)
 
     async def run(self, on_writable: Callable[[bool], Awaitable[None]], period_s: float = PERIOD_S) -> None:

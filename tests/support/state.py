@@ -23,6 +23,16 @@ def text(**kw) -> str:
     return dump_spec(validate_spec(spec(**kw)))
 
 
+def at_top_level(state: SchedulerState, index: int = 0) -> SchedulerState:
+    """`state` raised to its table's highest feature level, as a cluster of this build is a
+    moment after its first leader (for tests of newer entry kinds); returns it."""
+    top = state.features.max_level
+    result = state.apply(C.encode(C.FEATURE_LEVEL, rid=f"feature-{top}", now=1, term=state.epoch,
+                                  level=top), index)
+    assert result.ok, result.msg
+    return state
+
+
 class Harness:
     """Feeds entries to a state like the Raft log would: consecutive indexes, stamped times."""
 

@@ -165,8 +165,8 @@ def status_node() -> FakeNode:
     """A leader at index 100 whose one peer (n2) has matched all of it."""
     state = SimpleNamespace(jobs={}, execs={}, epoch=2)
     node = FakeNode(lambda entry: {"ok": False}, lambda: state,
-                    cfg=SimpleNamespace(raft_address="127.0.0.1:3",
-                                        id_of_raft=lambda a: {"127.0.0.1:2": "n2"}.get(a, "")))
+                    cfg=SimpleNamespace(raft_address="127.0.0.1:3"))
+    node.membership = SimpleNamespace(id_of_raft=lambda a: {"127.0.0.1:2": "n2"}.get(a, ""))
     node.raft_status = status(role="leader", leader="127.0.0.1:3", last_log_index=100,
                               match_index={"127.0.0.1:2": 100})
     return node
