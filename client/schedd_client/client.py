@@ -22,7 +22,7 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
-from schedd_proto import acl_pb2_grpc, dags_pb2_grpc
+from schedd_proto import acl_pb2_grpc, backup_pb2_grpc, dags_pb2_grpc
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
 from . import _plans
@@ -103,6 +103,7 @@ class _Transport(Generic[ChannelT]):
                     "dags": dags_pb2_grpc.DagsStub(channel),   # methods attached by .dags
                     "acl": acl_pb2_grpc.AclStub(channel),      # methods attached by .acl
                     "audit": acl_pb2_grpc.AuditStub(channel),
+                    "backup": backup_pb2_grpc.BackupStub(channel),   # .backup.save_snapshot
                 }
         return getattr(stubs[call.service], call.method)
 
@@ -298,6 +299,12 @@ class Client(_Transport[grpc.Channel]):
     list_workers = _blocking(_plans.list_workers)
     cluster_status = _blocking(_plans.cluster_status)
     node_info = _blocking(_plans.node_info)
+
+    def save_snapshot(self, path: str | os.PathLike[str], *, timeout: float | None = None) -> Any:
+        """Save a consistent snapshot of the cluster to ``path``; returns its SnapshotMeta
+        (``schedd_client.backup.save_snapshot``)."""
+        from .backup import SAVE_TIMEOUT_S, save_snapshot
+        return save_snapshot(self, path, timeout=timeout or SAVE_TIMEOUT_S)
 
 
 class AsyncClient(_Transport[grpc.aio.Channel]):

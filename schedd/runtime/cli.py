@@ -192,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     loc.add_argument("--fsync", choices=config_mod.FSYNC_MODES, default="always")
     loc.set_defaults(func=cmd_local)
 
+    from schedd.runtime import restore          # `schedd restore`: seed a node of a new cluster
+    restore.add_parser(sub)
+
     w = sub.add_parser("worker", help="run attempts pushed by the leader (shell, HTTP); the same as "
                                       "`schedd-worker` (the schedd-worker distribution)")
     worker_cli.add_arguments(w)
