@@ -52,7 +52,9 @@ class BackupService(bpb_grpc.BackupServicer):
         term = await self._barrier(context)
         path = os.path.join(str(self.node.cfg.data_dir), f"backup-{uuid.uuid4().hex}.tmp")
         started = time.monotonic()
-        pending = backup.fork_image(self.node.state, self.node.lock, path)
+        # Forked from a thread of our own: never from the event loop's thread, which is inside
+        # gRPC (a child forked there aborted in gRPC's epoll code before it could write a byte).
+        pending = await asyncio.to_thread(backup.fork_image, self.node.state, self.node.lock, path)
         try:
             try:
                 info = await asyncio.to_thread(pending.wait)

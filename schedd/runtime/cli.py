@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
+# A node forks children that never use gRPC (pysyncobj's snapshot dump, a backup's image:
+# schedd.replication.backup). gRPC's own fork handling restarts its threads in such a child,
+# polling the epoll set it shares with the parent (a backup child aborted in ev_epoll1). gRPC
+# reads this when it is imported, so it is set here, before anything imports it.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 import argparse
 import asyncio
 import logging
-import os
 import sys
 from pathlib import Path
 
