@@ -15,13 +15,14 @@ import sys
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 
 from schedd.core.model import execution_id
 from schedd.core.state import SchedulerState
 from schedd.ports.fakes import wait_until
 from schedd.replication.journal import DurableJournal
-from schedd_client import job_spec, snapshot_file
+from schedd_client import SchedError, job_spec, snapshot_file
 from tests.support.cluster import schedctl, workers_of
 
 pytestmark = pytest.mark.integration
@@ -82,6 +83,13 @@ def test_save_under_load_restore_into_a_fresh_cluster(cluster_factory, tmp_path:
     client.acl_put_policy("readers", {"team:*": ["read"]}, description="kept by the backup")
     wait_until(lambda: len(list(client.list_executions(state="SUCCEEDED", limit=30))) >= 10,
                timeout=60, what="the jobs to run")
+
+    reader = client.acl_create_token(policies=["readers"], description="no acl capability").secret
+    with src.client(security=src.security("worker", "reader", token=reader)) as as_reader:
+        with pytest.raises(SchedError, match="permission denied") as denied:
+            as_reader.save_snapshot(tmp_path / "not-mine.snap")
+        assert denied.value.code == grpc.StatusCode.PERMISSION_DENIED
+    assert not (tmp_path / "not-mine.snap").exists()
 
     leader = src.wait_leader()
     follower = next(n for n in src.nodes if n != leader)
