@@ -19,6 +19,8 @@ commands, and can undo a vote. This module provides:
   off the Raft thread, and ``prepare_durable_journal`` applies it.
 * :func:`speed_up_snapshots`: gzip level 1 instead of 9 for pysyncobj's snapshot dump. That makes
   it about 9x faster, and old dumps can still be read.
+* :func:`seed_data_dir`: what ``schedd restore`` writes into a new node's data dir, a dump and
+  a journal as after a compaction at the image's index, so pysyncobj starts from that state.
 
 Node-adapter API
 ================
