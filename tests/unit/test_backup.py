@@ -188,3 +188,26 @@ def test_restore_checks_the_cluster_secret_opens_stored_secrets() -> None:
     with pytest.raises(R.RestoreError, match="do not open"):
         R.check_secret(st, "", force=False)
     assert R.check_secret(st, SECRET[::-1], force=True)
+
+
+def _stream(meta: F.SnapshotMeta, body: bytes):
+    from schedd_proto import backup_pb2 as bpb
+    header = bpb.SnapshotHeader(**{f.name: getattr(meta, f.name) for f in dataclasses.fields(meta)})
+    yield bpb.SnapshotChunk(header=header)
+    for i in range(0, len(body), 1000):
+        yield bpb.SnapshotChunk(data=body[i:i + 1000])
+
+
+def test_schedctl_writes_the_stream_atomically_and_private(tmp_path) -> None:
+    from schedd_client.backup import write_stream
+    meta = meta_for(BODY)
+    out = tmp_path / "b.snap"
+    assert write_stream(_stream(meta, BODY), str(out)) == meta
+    assert F.read_path(str(out)) == (meta, BODY)
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
+    with pytest.raises(F.SnapshotFileError, match="the stream carried 9999 bytes"):
+        write_stream(_stream(meta, BODY[:9999]), str(tmp_path / "short.snap"))
+    with pytest.raises(F.SnapshotFileError, match="the stream carried"):
+        write_stream(_stream(meta, BODY[::-1]), str(out))         # an existing file is kept as it was
+    assert F.read_path(str(out)) == (meta, BODY)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.snap"]     # no file, no temp file left
