@@ -2,6 +2,7 @@
 big the file is, for a state of N jobs (issue 13).
 
     python bench/bench_backup.py --jobs 100000 [--jobs 1000000] [--executions-per-job 1]
+    python bench/bench_backup.py --cluster 100000      # a real 3-node cluster, end to end
 
 The state is built in-process through SchedulerState.apply (bench_snapshot.register: put_many
 entries as the API proposes them, plus one fire of every job when asked), then:
@@ -77,13 +78,62 @@ def save(st, tmp: str) -> tuple[str, dict]:
     return out, {"fork_s": forked, "child_s": child, "child_cpu_s": child_cpu, "total_s": total, "size": os.path.getsize(out)}
 
 
+def real_cluster(n: int) -> None:
+    """A real 3-node cluster (TLS, ACL) with `n` jobs registered through the API: `schedctl cluster
+    snapshot save` as the SDK does it, then `schedd restore` of all three nodes of a new cluster
+    (side by side) and the time until it has a leader with the state loaded."""
+    import subprocess
+    from schedd.runtime.cluster import LocalCluster
+    from schedd_client import job_spec
+    tmp = tempfile.mkdtemp(prefix="schedd-bench-backup-cluster-")
+    src = dst = None
+    try:
+        src = LocalCluster(os.path.join(tmp, "src"), size=3)
+        src.start()
+        src.wait_leader(timeout=120)
+        started = time.perf_counter()
+        with src.client(timeout=120) as client:
+            for i in range(0, n, 5000):
+                client.put_jobs([job_spec(f"job-{j:07d}", schedule="@every 1h", command="true")
+                                 for j in range(i, min(n, i + 5000))])
+            print(f"real cluster: {n:,} jobs registered in {time.perf_counter() - started:.0f} s")
+            out = os.path.join(tmp, "backup.snap")
+            started = time.perf_counter()
+            meta = client.save_snapshot(out)
+            print(f"  save (SDK, asked of any node): {time.perf_counter() - started:.1f} s, index {meta.index}, "
+                  f"{os.path.getsize(out) / 1e6:.1f} MB")
+        src.stop()
+        os.makedirs(os.path.join(tmp, "dst"))
+        shutil.copy(os.path.join(tmp, "src", "cluster.secret"), os.path.join(tmp, "dst", "cluster.secret"))
+        dst = LocalCluster(os.path.join(tmp, "dst"), size=3, admin_token=src.admin_token)
+        started = time.perf_counter()
+        procs = [subprocess.Popen([sys.executable, "-m", "schedd", "restore", "--from", out, "--config",
+                                   str(node.config)], stdout=subprocess.DEVNULL) for node in dst.nodes.values()]
+        assert all(p.wait() == 0 for p in procs)
+        restored = time.perf_counter() - started
+        dst.start()
+        dst.wait_leader(timeout=300)
+        print(f"  restore: 3 nodes side by side {restored:.1f} s; started to a leader with the state "
+              f"{time.perf_counter() - started - restored:.1f} s more")
+    finally:
+        for c in (src, dst):
+            if c is not None:
+                c.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, action="append", help="state sizes (repeatable; default 100000)")
     ap.add_argument("--executions-per-job", type=int, default=1)
+    ap.add_argument("--cluster", type=int, default=0, metavar="N",
+                    help="instead: a real 3-node cluster with N jobs (save and restore end to end)")
     a = ap.parse_args()
     print(f"# {' '.join(sys.argv)}  (python {sys.version.split()[0]}, {os.cpu_count()} cpus)")
     tune_gc()
+    if a.cluster:
+        real_cluster(a.cluster)
+        return
     for n in a.jobs or [100_000]:
         tmp = tempfile.mkdtemp(prefix="schedd-bench-backup-")
         try:
