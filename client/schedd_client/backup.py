@@ -10,11 +10,12 @@ cluster (see the README, "Backup and restore").
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -27,7 +28,7 @@ from .errors import SchedError
 from .snapshot_file import SnapshotFileError, SnapshotMeta, encode_header
 
 if TYPE_CHECKING:
-    from .client import Client
+    from .client import AsyncClient, Client
 
 SAVE_TIMEOUT_S = 600.0        # a million jobs take tens of seconds to image and stream
 
@@ -40,46 +41,78 @@ def meta_of(header: bpb.SnapshotHeader) -> SnapshotMeta:
                         body_sha256=header.body_sha256)
 
 
-def write_stream(chunks: Iterable[bpb.SnapshotChunk], path: str) -> SnapshotMeta:
-    """Write a SaveSnapshot stream to ``path`` atomically; raises SnapshotFileError when the
-    stream is not what its header says (the file is then not created)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            meta = _write_chunks(iter(chunks), f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+class _Writer:
+    """One snapshot file being written from a stream: a private temp file beside ``path``, the
+    header from the stream's first message, the body checked as it arrives; ``finish`` fsyncs
+    and renames it over ``path``, ``abort`` removes it (nothing is left behind either way)."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.directory = path, os.path.dirname(os.path.abspath(path))
+        fd, self.tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+        self.f = os.fdopen(fd, "wb")
+        self.meta: SnapshotMeta | None = None
+        self.sha, self.length = hashlib.sha256(), 0
+
+    def add(self, chunk: bpb.SnapshotChunk) -> None:
+        if self.meta is None:
+            if not chunk.HasField("header"):
+                raise SnapshotFileError("the server's stream did not start with a snapshot header")
+            self.meta = meta_of(chunk.header)
+            self.f.write(encode_header(self.meta))
+            return
+        self.sha.update(chunk.data)
+        self.length += len(chunk.data)
+        self.f.write(chunk.data)
+
+    def finish(self) -> SnapshotMeta:
+        meta = self.meta
+        if meta is None:
+            raise SnapshotFileError("the server's stream ended before a snapshot header")
+        if self.length != meta.body_length or self.sha.hexdigest() != meta.body_sha256:
+            raise SnapshotFileError(f"the stream carried {self.length} bytes (sha256 {self.sha.hexdigest()[:16]}...), "
+                                    f"the header says {meta.body_length} ({meta.body_sha256[:16]}...)")
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+        os.replace(self.tmp, self.path)
+        dfd = os.open(self.directory, os.O_RDONLY)
         try:
-            os.unlink(tmp)
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        return meta
+
+    def abort(self) -> None:
+        self.f.close()
+        try:
+            os.unlink(self.tmp)
         except FileNotFoundError:
             pass
-        raise
-    dfd = os.open(directory, os.O_RDONLY)
+
+
+def write_stream(chunks: Iterable[bpb.SnapshotChunk], path: str) -> SnapshotMeta:
+    """Write a SaveSnapshot stream to ``path`` atomically; raises SnapshotFileError when the
+    stream is not what its header says (``path`` is then left as it was)."""
+    w = _Writer(path)
     try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-    return meta
+        for chunk in chunks:
+            w.add(chunk)
+        return w.finish()
+    except BaseException:
+        w.abort()
+        raise
 
 
-def _write_chunks(chunks: Any, f: Any) -> SnapshotMeta:
-    first = next(chunks, None)
-    if first is None or not first.HasField("header"):
-        raise SnapshotFileError("the server's stream did not start with a snapshot header")
-    meta = meta_of(first.header)
-    f.write(encode_header(meta))
-    sha, length = hashlib.sha256(), 0
-    for chunk in chunks:
-        sha.update(chunk.data)
-        length += len(chunk.data)
-        f.write(chunk.data)
-    if length != meta.body_length or sha.hexdigest() != meta.body_sha256:
-        raise SnapshotFileError(f"the stream carried {length} bytes (sha256 {sha.hexdigest()[:16]}...), "
-                                f"the header says {meta.body_length} ({meta.body_sha256[:16]}...)")
-    return meta
+async def write_stream_async(chunks: AsyncIterable[bpb.SnapshotChunk], path: str) -> SnapshotMeta:
+    """``write_stream`` for an aio stream (the writes are local and small: 1 MiB a chunk)."""
+    w = _Writer(path)
+    try:
+        async for chunk in chunks:
+            w.add(chunk)
+        return w.finish()
+    except BaseException:
+        w.abort()
+        raise
 
 
 def save_snapshot(client: Client, path: str | os.PathLike[str], *,
@@ -95,6 +128,27 @@ def save_snapshot(client: Client, path: str | os.PathLike[str], *,
                                                metadata=(*call.metadata, *client._auth))
         try:
             meta = write_stream(stream, os.fspath(path))
+        except grpc.RpcError as err:
+            if (final := attempts.failed(address, err)) is not None:
+                raise final from None
+        else:
+            attempts.succeeded(address)
+            return meta
+    raise attempts.exhausted()
+
+
+async def save_snapshot_async(client: AsyncClient, path: str | os.PathLike[str], *,
+                              timeout: float = SAVE_TIMEOUT_S) -> SnapshotMeta:
+    """``save_snapshot`` for the AsyncClient."""
+    call = Call("backup", "SaveSnapshot", bpb.SaveSnapshotRequest())
+    attempts = Router(client.addresses, timeout).attempts(call)
+    for address, pause, _share in attempts:
+        if pause:
+            await asyncio.sleep(pause)
+        stream = client._method(address, call)(call.request, timeout=timeout,
+                                               metadata=(*call.metadata, *client._auth))
+        try:
+            meta = await write_stream_async(stream, os.fspath(path))
         except grpc.RpcError as err:
             if (final := attempts.failed(address, err)) is not None:
                 raise final from None

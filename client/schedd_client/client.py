@@ -395,3 +395,9 @@ class AsyncClient(_Transport[grpc.aio.Channel]):
     list_workers = _awaitable(_plans.list_workers)
     cluster_status = _awaitable(_plans.cluster_status)
     node_info = _awaitable(_plans.node_info)
+
+    async def save_snapshot(self, path: str | os.PathLike[str], *, timeout: float | None = None) -> Any:
+        """Save a consistent snapshot of the cluster to ``path``; returns its SnapshotMeta
+        (``schedd_client.backup.save_snapshot_async``)."""
+        from .backup import SAVE_TIMEOUT_S, save_snapshot_async
+        return await save_snapshot_async(self, path, timeout=timeout or SAVE_TIMEOUT_S)

@@ -7,6 +7,7 @@ missed while down, per each job's policy. And a corrupted file refused by `sched
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import pickle
 import shutil
@@ -22,7 +23,7 @@ from schedd.core.model import execution_id
 from schedd.core.state import SchedulerState
 from schedd.ports.fakes import wait_until
 from schedd.replication.journal import DurableJournal
-from schedd_client import SchedError, job_spec, snapshot_file
+from schedd_client import AsyncClient, SchedError, job_spec, snapshot_file
 from tests.support.cluster import schedctl, workers_of
 
 pytestmark = pytest.mark.integration
@@ -98,6 +99,12 @@ def test_save_under_load_restore_into_a_fresh_cluster(cluster_factory, tmp_path:
     meta, _ = snapshot_file.read_path(str(out))
     assert f"index {meta.index}, term {meta.term}" in saved.stdout and meta.digest in saved.stdout
     assert out.stat().st_mode & 0o777 == 0o600
+
+    async def save_async() -> snapshot_file.SnapshotMeta:
+        async with AsyncClient(src.cluster_arg, security=src.security(), timeout=60) as ac:
+            return await ac.save_snapshot(tmp_path / "async.snap")
+    later = asyncio.run(save_async())
+    assert snapshot_file.read_path(str(tmp_path / "async.snap"))[0] == later and later.index > meta.index
     wait_until(lambda: len(list(client.list_executions(state="SUCCEEDED", limit=200))) >= 20,
                timeout=60, what="the load to go on after the save")
     client.close()
