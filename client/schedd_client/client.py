@@ -22,7 +22,7 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
-from schedd_proto import acl_pb2_grpc, dags_pb2_grpc, membership_pb2_grpc
+from schedd_proto import acl_pb2_grpc, backup_pb2_grpc, dags_pb2_grpc, membership_pb2_grpc
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
 from . import _plans
@@ -104,6 +104,7 @@ class _Transport(Generic[ChannelT]):
                     "acl": acl_pb2_grpc.AclStub(channel),      # methods attached by .acl
                     "audit": acl_pb2_grpc.AuditStub(channel),
                     "membership": membership_pb2_grpc.MembershipStub(channel),   # methods by .membership
+                    "backup": backup_pb2_grpc.BackupStub(channel),   # .backup.save_snapshot
                 }
         return getattr(stubs[call.service], call.method)
 
@@ -300,6 +301,12 @@ class Client(_Transport[grpc.Channel]):
     cluster_status = _blocking(_plans.cluster_status)
     node_info = _blocking(_plans.node_info)
 
+    def save_snapshot(self, path: str | os.PathLike[str], *, timeout: float | None = None) -> Any:
+        """Save a consistent snapshot of the cluster to ``path``; returns its SnapshotMeta
+        (``schedd_client.backup.save_snapshot``)."""
+        from .backup import SAVE_TIMEOUT_S, save_snapshot
+        return save_snapshot(self, path, timeout=timeout or SAVE_TIMEOUT_S)
+
 
 class AsyncClient(_Transport[grpc.aio.Channel]):
     """The asyncio twin of ``Client``: same constructor and methods, awaited (list methods return
@@ -389,3 +396,9 @@ class AsyncClient(_Transport[grpc.aio.Channel]):
     list_workers = _awaitable(_plans.list_workers)
     cluster_status = _awaitable(_plans.cluster_status)
     node_info = _awaitable(_plans.node_info)
+
+    async def save_snapshot(self, path: str | os.PathLike[str], *, timeout: float | None = None) -> Any:
+        """Save a consistent snapshot of the cluster to ``path``; returns its SnapshotMeta
+        (``schedd_client.backup.save_snapshot_async``)."""
+        from .backup import SAVE_TIMEOUT_S, save_snapshot_async
+        return await save_snapshot_async(self, path, timeout=timeout or SAVE_TIMEOUT_S)

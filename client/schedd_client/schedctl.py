@@ -23,6 +23,7 @@
     dag runs NAME [--limit N] | dag list | dag get NAME | dag delete NAME
     cluster status                leader, term and every node's Raft progress, the membership
     cluster add-node|remove-node|replace-node ...   membership changes (schedd_client.membership_commands)
+    cluster snapshot save FILE    a consistent snapshot from the leader (restore: `schedd restore`)
     acl bootstrap | whoami        the first management token (once) | who your token is
     acl policy|role|token create|list|get|delete ...   (see schedd_client.acl_commands)
     audit list [--since 1h] [--principal P] [--target T] [--action A] | audit verify [FILE] | audit export
@@ -60,7 +61,7 @@ import yaml
 from schedd_proto import PROTOCOL_VERSION
 from schedd_proto import scheduler_pb2 as pb
 
-from . import acl_commands, dag_commands, membership_commands
+from . import acl_commands, backup, dag_commands, membership_commands
 from .channels import Security, SecurityError
 from .client import CLUSTER_ENV, Client
 from .context import ContextError, resolve
@@ -312,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="each node's state digest at its applied index (equal on converged replicas; "
                              "costs a pass over the state on every node)")
     membership_commands.add_commands(cluster, command)   # add-node, remove-node, replace-node
+    backup.add_commands(cluster, command)          # cluster snapshot save FILE
     dag_commands.add_commands(groups, command)     # dag apply|run|show|runs|list|get|delete
     acl_commands.add_commands(groups, command, _time_arg)   # acl ... and audit ...
     return parser

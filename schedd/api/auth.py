@@ -352,7 +352,16 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                     await inner_s(request_iterator, context)
             return grpc.stream_stream_rpc_method_handler(stream, request_deserializer=handler.request_deserializer,
                                                          response_serializer=handler.response_serializer)
-        return handler                      # no unary-stream or stream-unary RPCs in schedd.v1
+        if handler.unary_stream is not None:     # Backup.SaveSnapshot
+            inner_us = handler.unary_stream
+
+            async def unary_stream(request, context):
+                CALL.set(await admit(method, md, signed, request, context))
+                async for msg in inner_us(request, context):
+                    yield msg
+            return grpc.unary_stream_rpc_method_handler(unary_stream, request_deserializer=handler.request_deserializer,
+                                                        response_serializer=handler.response_serializer)
+        return handler                      # no stream-unary RPCs in schedd.v1
 
     async def _admit(self, method: str, md: dict[str, str], signed, request, context) -> CallInfo:
         """`check`, answering a refusal. A token this replica does not know may be one the

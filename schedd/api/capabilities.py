@@ -67,6 +67,9 @@ RPC_CAPABILITIES: dict[str, Need] = {
     }),
     **_service("Audit", {"List": Need("acl", "cluster"), "Verify": Need("acl", "cluster"),
                          "Configure": Need("acl", "cluster"), "Note": Need("acl", "cluster")}),
+    # The image holds every team's jobs, the token hashes and the audit trail: whoever may
+    # grant any capability (acl) may read it, an operator alone may not.
+    **_service("Backup", {"SaveSnapshot": Need("acl", "cluster")}),
 }
 
 

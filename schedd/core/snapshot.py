@@ -24,7 +24,6 @@ from typing import Any, Protocol
 
 from schedd.core.acl import AclTable, table_to_dict
 from schedd.core.audit import AuditTrail, trail_to_dict
-from schedd.core.digest import state_digest
 from schedd.core.model import Execution, Job
 
 SNAPSHOT_FORMAT = ("schedd-state", 4)
@@ -70,6 +69,8 @@ class Imaged(Protocol):
     acl: AclTable
     audit: AuditTrail
 
+    def state_digest(self) -> str: ...
+
 
 class SnapshotImage:
     """What `SchedulerState.snapshot()` hands pysyncobj. It costs nothing to make; the columnar
@@ -87,7 +88,7 @@ class SnapshotImage:
         extra: dict[str, Any] = {key: getattr(s, key) for key in EXTRA_FIELDS}
         extra["acl"], extra["audit"] = table_to_dict(s.acl), trail_to_dict(s.audit)
         extra[FEATURE_LEVEL_KEY] = s.feature_level
-        extra[SNAPSHOT_DIGEST] = (s.last_index, state_digest(s))
+        extra[SNAPSHOT_DIGEST] = (s.last_index, s.state_digest())   # cached: a backup computed it already
         return (_from_image, (SNAPSHOT_FORMAT, _GcPause(), list(map(attrgetter(*JOB_FIELDS), s.jobs.values())),
                               list(map(attrgetter(*EXEC_FIELDS), s.execs.values())), s.epoch, s.dedup,
                               [], s.log_hash, s.last_index, s.clock_ms, extra))

@@ -228,6 +228,12 @@ class SchedulerState(Tables):
         it says nothing about the state itself: see state_digest)."""
         return self.log_hash.hex()
 
+    def drop_member_table(self) -> None:
+        """Forget the member table: an image restored into another cluster (`schedd restore`)
+        carries the old cluster's nodes, and the new cluster's membership is its own config."""
+        self.members = {}
+        self._digest = None
+
     def state_digest(self) -> str:
         """The digest of the state's content (schedd.core.digest): equal on replicas holding the
         same state, however they got it. Cached per (index, log hash): every apply changes the

@@ -19,6 +19,8 @@ commands, and can undo a vote. This module provides:
   off the Raft thread, and ``prepare_durable_journal`` applies it.
 * :func:`speed_up_snapshots`: gzip level 1 instead of 9 for pysyncobj's snapshot dump. That makes
   it about 9x faster, and old dumps can still be read.
+* :func:`seed_data_dir`: what ``schedd restore`` writes into a new node's data dir, a dump and
+  a journal as after a compaction at the image's index, so pysyncobj starts from that state.
 
 Node-adapter API
 ================
@@ -167,6 +169,8 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar, cast
 from collections.abc import Callable
 
+import pysyncobj.node
+import pysyncobj.pickle
 import pysyncobj.serializer
 import pysyncobj.syncobj
 from pysyncobj.journal import Journal
@@ -189,6 +193,8 @@ __all__ = [
     "attach",
     "speed_up_snapshots",
     "make_snapshots_durable",
+    "SeedError",
+    "seed_data_dir",
 ]
 
 logger = logging.getLogger(__name__)
@@ -1105,3 +1111,50 @@ def speed_up_snapshots(level: int = 1) -> None:
     vars(shim).update(__getattr__=lambda name: getattr(_REAL_GZIP, name),   # PEP 562 module __getattr__
                       GzipFile=GzipFile, compresslevel=level)
     pysyncobj.serializer.gzip = shim
+
+
+# --------------------------------------------------------------------------- seeding (restore)
+
+class SeedError(Exception):
+    """A data directory cannot be seeded (not empty, not writable); the message says why."""
+
+
+def seed_data_dir(data_dir: str, image: Any, *, index: int, term: int, cluster: list[str],
+                  journal_name: str = "raft.journal", dump_name: str = "raft.dump") -> None:
+    """Make ``data_dir`` (new or empty) what a node holds after a compaction at ``index``: the
+    state image as pysyncobj's dump ``([selfData, consumer image], last entry, entry before it,
+    cluster nodes)``, and a journal holding just those two boundary entries (no-ops at
+    ``index - 1`` and ``index``, of ``term``), with term ``term``, no vote and commit index
+    ``index`` in its meta. pysyncobj then starts as from its own dump (``__loadDumpFile`` keeps a
+    journal that begins with the dump's entries) and its log continues at ``index + 1``.
+
+    Every node of a new cluster seeded from one image gets the same boundary entries, so their
+    logs agree from the start; ``cluster`` (the raft addresses of the NEW cluster, this node's
+    included) is the topology pysyncobj keeps in the dump. The term must be at least the term
+    the image's epoch was recorded in: a new leader's epoch entry only counts when its term is
+    higher (schedd.core.state `_epoch`), so restoring with the source's term keeps leadership
+    working while the new cluster's log history starts fresh (nothing of the old log is kept)."""
+    if index < 2:
+        raise SeedError(f"an image at index {index} has nothing to restore")
+    if os.path.isdir(data_dir) and os.listdir(data_dir):
+        raise SeedError(f"data dir {data_dir} is not empty: restore only seeds a new node "
+                        "(move it away, or pick another directory)")
+    secure_data_dir(data_dir)
+    journal_path, dump_path = os.path.join(data_dir, journal_name), os.path.join(data_dir, dump_name)
+    noop = bytes([pysyncobj.syncobj._COMMAND_TYPE.NO_OP])
+    prev, last = (noop, index - 1, term), (noop, index, term)
+    nodes = {pysyncobj.node.TCPNode(addr) for addr in cluster}
+    tmp = dump_path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+    with os.fdopen(fd, "wb") as f:
+        with _REAL_GZIP.GzipFile(fileobj=f, mode="wb", compresslevel=1) as g:
+            pysyncobj.pickle.dump(([{}, image], last, prev, nodes), g)
+    _durable_atomic_replace(tmp, dump_path)
+    journal = DurableJournal(journal_path, dump_path=dump_path, fsync="always")
+    try:
+        journal.add(*prev)
+        journal.add(*last)
+        journal.setCurrentTerm(term, None)
+        journal.setRaftCommitIndex(index)
+    finally:
+        journal._destroy()

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
+# A node forks children that never use gRPC (pysyncobj's snapshot dump, a backup's image:
+# schedd.replication.backup). gRPC's own fork handling restarts its threads in such a child,
+# polling the epoll set it shares with the parent (a backup child aborted in ev_epoll1). gRPC
+# reads this when it is imported, so it is set here, before anything imports it.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 import argparse
 import asyncio
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -208,6 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     loc.add_argument("--no-demo", action="store_true", help="do not create the demo job")
     loc.add_argument("--fsync", choices=config_mod.FSYNC_MODES, default="always")
     loc.set_defaults(func=cmd_local)
+
+    from schedd.runtime import restore          # `schedd restore`: seed a node of a new cluster
+    restore.add_parser(sub)
 
     w = sub.add_parser("worker", help="run attempts pushed by the leader (shell, HTTP); the same as "
                                       "`schedd-worker` (the schedd-worker distribution)")

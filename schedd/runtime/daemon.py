@@ -21,6 +21,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
 from schedd.api.acl_service import AclService, AuditService
+from schedd.api.backup_service import BackupService
 from schedd.api.auth import AuditQueue, AuthInterceptor, NodeSigner, RateLimiter
 from schedd.api.auth import current as auth_current
 from schedd.api.dags_service import DagsService
@@ -42,7 +43,8 @@ from schedd.security.tls import CertReloader, ServerTlsFiles, TlsError, channel_
 from schedd.settings import TlsSettings
 from schedd_client.channels import Security, open_aio_channel
 from schedd.testing import hooks as testing
-from schedd_proto import acl_pb2, acl_pb2_grpc, dags_pb2, dags_pb2_grpc, membership_pb2, membership_pb2_grpc
+from schedd_proto import (acl_pb2, acl_pb2_grpc, backup_pb2, backup_pb2_grpc, dags_pb2, dags_pb2_grpc,
+                          membership_pb2, membership_pb2_grpc)
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
@@ -214,6 +216,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     acl_pb2_grpc.add_AclServicer_to_server(AclService(node, clock, metrics, router), server)
     acl_pb2_grpc.add_AuditServicer_to_server(AuditService(node, clock, metrics, router), server)
     membership_pb2_grpc.add_MembershipServicer_to_server(MembershipService(node, clock, metrics, router), server)
+    backup_pb2_grpc.add_BackupServicer_to_server(BackupService(node, router, clock), server)
     if cfg.test_mode:
         testing.add_admin_service(server, clock, node, faults)
     health_servicer = health.aio.HealthServicer()
@@ -224,7 +227,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
              reflection.SERVICE_NAME, dags_pb2.DESCRIPTOR.services_by_name["Dags"].full_name,
              acl_pb2.DESCRIPTOR.services_by_name["Acl"].full_name,
              acl_pb2.DESCRIPTOR.services_by_name["Audit"].full_name,
-             membership_pb2.DESCRIPTOR.services_by_name["Membership"].full_name)
+             membership_pb2.DESCRIPTOR.services_by_name["Membership"].full_name,
+             backup_pb2.DESCRIPTOR.services_by_name["Backup"].full_name)
     reflection.enable_server_reflection(names, server)
     port = (server.add_secure_port(cfg.grpc_address, reloader.credentials()) if reloader is not None
             else server.add_insecure_port(cfg.grpc_address))

@@ -365,3 +365,13 @@ def test_cluster_status_lines_show_voters_non_voters_learners_and_the_change_in_
         "Voters (2): n1, n2   recorded, not voting: n9",
         "Non-voters catching up (joining nodes): 1",
         "Membership change in flight: add n4 (127.0.0.1:7004): catching up, 1.0 s"]
+
+
+def test_a_restored_image_forgets_the_old_clusters_member_table():
+    """`schedd restore` seeds a new cluster: its members are its config, never the old table."""
+    st = at_top_level(SchedulerState())
+    assert st.apply(entry([["n1", A, "127.0.0.1:8001"], ["old", B, "127.0.0.1:8002"]]), 1).ok
+    with_table = st.state_digest()
+    st.drop_member_table()
+    assert st.members == {} and st.state_digest() != with_table
+    assert st.state_digest() == state_digest(st)      # the cached digest went with the table

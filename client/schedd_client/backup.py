@@ -1,0 +1,187 @@
+"""Backups: ``Client.save_snapshot(path)`` and ``schedctl cluster snapshot save FILE``.
+
+The leader streams a consistent image (the daemon's Backup.SaveSnapshot); this writes it as a
+snapshot file (``schedd_client.snapshot_file``) atomically: into a private temporary file beside
+``path`` (mode 0600), checked against the header's length and sha256 as it arrives, fsynced,
+then renamed over ``path``. A stream that breaks leaves no file, and the call moves on to the
+next node as any call does (UNAVAILABLE). Restore with ``schedd restore`` on each node of a new
+cluster (see the README, "Backup and restore").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from schedd_proto import backup_pb2 as bpb
+
+from ._failover import Router
+from ._plans import Call
+from .errors import SchedError
+from .snapshot_file import SnapshotFileError, SnapshotMeta, encode_header
+
+if TYPE_CHECKING:
+    from .client import AsyncClient, Client
+
+SAVE_TIMEOUT_S = 600.0        # a million jobs take tens of seconds to image and stream
+
+
+def meta_of(header: bpb.SnapshotHeader) -> SnapshotMeta:
+    return SnapshotMeta(index=header.index, term=header.term, digest=header.digest,
+                        schedd_version=header.schedd_version, snapshot_format=header.snapshot_format,
+                        tzdata=header.tzdata, croniter=header.croniter, created_ms=header.created_ms,
+                        body_encoding=header.body_encoding, body_length=header.body_length,
+                        body_sha256=header.body_sha256)
+
+
+class _Writer:
+    """One snapshot file being written from a stream: a private temp file beside ``path``, the
+    header from the stream's first message, the body checked as it arrives; ``finish`` fsyncs
+    and renames it over ``path``, ``abort`` removes it (nothing is left behind either way)."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.directory = path, os.path.dirname(os.path.abspath(path))
+        fd, self.tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+        self.f = os.fdopen(fd, "wb")
+        self.meta: SnapshotMeta | None = None
+        self.sha, self.length = hashlib.sha256(), 0
+
+    def add(self, chunk: bpb.SnapshotChunk) -> None:
+        if self.meta is None:
+            if not chunk.HasField("header"):
+                raise SnapshotFileError("the server's stream did not start with a snapshot header")
+            self.meta = meta_of(chunk.header)
+            self.f.write(encode_header(self.meta))
+            return
+        self.sha.update(chunk.data)
+        self.length += len(chunk.data)
+        self.f.write(chunk.data)
+
+    def finish(self) -> SnapshotMeta:
+        meta = self.meta
+        if meta is None:
+            raise SnapshotFileError("the server's stream ended before a snapshot header")
+        if self.length != meta.body_length or self.sha.hexdigest() != meta.body_sha256:
+            raise SnapshotFileError(f"the stream carried {self.length} bytes (sha256 {self.sha.hexdigest()[:16]}...), "
+                                    f"the header says {meta.body_length} ({meta.body_sha256[:16]}...)")
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+        os.replace(self.tmp, self.path)
+        dfd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        return meta
+
+    def abort(self) -> None:
+        self.f.close()
+        try:
+            os.unlink(self.tmp)
+        except FileNotFoundError:
+            pass
+
+
+def write_stream(chunks: Iterable[bpb.SnapshotChunk], path: str) -> SnapshotMeta:
+    """Write a SaveSnapshot stream to ``path`` atomically; raises SnapshotFileError when the
+    stream is not what its header says (``path`` is then left as it was)."""
+    w = _Writer(path)
+    try:
+        for chunk in chunks:
+            w.add(chunk)
+        return w.finish()
+    except BaseException:
+        w.abort()
+        raise
+
+
+async def write_stream_async(chunks: AsyncIterable[bpb.SnapshotChunk], path: str) -> SnapshotMeta:
+    """``write_stream`` for an aio stream (the writes are local and small: 1 MiB a chunk)."""
+    w = _Writer(path)
+    try:
+        async for chunk in chunks:
+            w.add(chunk)
+        return w.finish()
+    except BaseException:
+        w.abort()
+        raise
+
+
+def save_snapshot(client: Client, path: str | os.PathLike[str], *,
+                  timeout: float = SAVE_TIMEOUT_S) -> SnapshotMeta:
+    """Save a consistent snapshot of the cluster to ``path`` (written 0600, atomically); any
+    node will do (a follower relays the leader's stream). Needs the ``acl`` capability."""
+    call = Call("backup", "SaveSnapshot", bpb.SaveSnapshotRequest())
+    attempts = Router(client.addresses, timeout).attempts(call)
+    for address, pause, _share in attempts:
+        if pause:
+            time.sleep(pause)
+        stream = client._method(address, call)(call.request, timeout=timeout,
+                                               metadata=(*call.metadata, *client._auth))
+        try:
+            meta = write_stream(stream, os.fspath(path))
+        except grpc.RpcError as err:
+            if (final := attempts.failed(address, err)) is not None:
+                raise final from None
+        else:
+            attempts.succeeded(address)
+            return meta
+    raise attempts.exhausted()
+
+
+async def save_snapshot_async(client: AsyncClient, path: str | os.PathLike[str], *,
+                              timeout: float = SAVE_TIMEOUT_S) -> SnapshotMeta:
+    """``save_snapshot`` for the AsyncClient."""
+    call = Call("backup", "SaveSnapshot", bpb.SaveSnapshotRequest())
+    attempts = Router(client.addresses, timeout).attempts(call)
+    for address, pause, _share in attempts:
+        if pause:
+            await asyncio.sleep(pause)
+        stream = client._method(address, call)(call.request, timeout=timeout,
+                                               metadata=(*call.metadata, *client._auth))
+        try:
+            meta = await write_stream_async(stream, os.fspath(path))
+        except grpc.RpcError as err:
+            if (final := attempts.failed(address, err)) is not None:
+                raise final from None
+        else:
+            attempts.succeeded(address)
+            return meta
+    raise attempts.exhausted()
+
+
+# ---------------------------------------------------------------- schedctl
+
+
+def add_commands(cluster: Any, command: Any) -> None:
+    """``schedctl cluster snapshot save FILE``; ``cluster``/``command`` are schedctl's helpers."""
+    snap = cluster.add_parser("snapshot", help="save a consistent snapshot of the state (backup)",
+                              description="save a consistent snapshot of the state (backup); restore "
+                                          "it into a new cluster with `schedd restore`")
+    sub = snap.add_subparsers(dest="snapshot_command", required=True, metavar="COMMAND")
+    save = command(sub, "save", snapshot_save, "stream a snapshot from the leader into FILE (0600)")
+    save.add_argument("file", metavar="FILE")
+
+
+def snapshot_save(cmd: Any) -> None:
+    started = time.monotonic()
+    try:
+        meta = save_snapshot(cmd.client, cmd.args.file, timeout=max(cmd.args.rpc_timeout, SAVE_TIMEOUT_S))
+    except (SnapshotFileError, OSError) as e:
+        raise SchedError(f"snapshot not saved: {e}") from None
+    size = os.path.getsize(cmd.args.file)
+    doc = {"file": cmd.args.file, "index": meta.index, "term": meta.term, "size": size,
+           "digest": meta.digest, "created_ms": meta.created_ms, "schedd_version": meta.schedd_version,
+           "tzdata": meta.tzdata, "croniter": meta.croniter, "seconds": round(time.monotonic() - started, 3)}
+    cmd.emit(doc, lambda: (f"saved {cmd.args.file}: index {meta.index}, term {meta.term}, {size:,} bytes, "
+                           f"digest {meta.digest}, taken {cmd.when(meta.created_ms)} "
+                           f"({doc['seconds']:.1f}s; schedd {meta.schedd_version}, tzdata {meta.tzdata}, "
+                           f"croniter {meta.croniter})"))

@@ -1,0 +1,44 @@
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SaveSnapshotRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SnapshotHeader(_message.Message):
+    __slots__ = ("index", "term", "digest", "schedd_version", "snapshot_format", "tzdata", "croniter", "created_ms", "body_encoding", "body_length", "body_sha256")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    SCHEDD_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    TZDATA_FIELD_NUMBER: _ClassVar[int]
+    CRONITER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    BODY_ENCODING_FIELD_NUMBER: _ClassVar[int]
+    BODY_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    BODY_SHA256_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    term: int
+    digest: str
+    schedd_version: str
+    snapshot_format: int
+    tzdata: str
+    croniter: str
+    created_ms: int
+    body_encoding: str
+    body_length: int
+    body_sha256: str
+    def __init__(self, index: _Optional[int] = ..., term: _Optional[int] = ..., digest: _Optional[str] = ..., schedd_version: _Optional[str] = ..., snapshot_format: _Optional[int] = ..., tzdata: _Optional[str] = ..., croniter: _Optional[str] = ..., created_ms: _Optional[int] = ..., body_encoding: _Optional[str] = ..., body_length: _Optional[int] = ..., body_sha256: _Optional[str] = ...) -> None: ...
+
+class SnapshotChunk(_message.Message):
+    __slots__ = ("header", "data")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    header: SnapshotHeader
+    data: bytes
+    def __init__(self, header: _Optional[_Union[SnapshotHeader, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...

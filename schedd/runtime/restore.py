@@ -1,0 +1,163 @@
+"""`schedd restore --from FILE --data-dir DIR --node-id ID --config FILE`: seed one node of a NEW
+cluster from a snapshot file (like `etcdutl snapshot restore`). Run it for every node of the new
+cluster with the same file, then start the nodes.
+
+What is checked, in order, each refusal one line naming what is wrong:
+1. the file: magic, format, header and body checksums (schedd_client.snapshot_file);
+2. the versions: the zone database and croniter must be the ones the file was taken with, or
+   the restored cluster could compute other instants than the old one did for the same jobs
+   (`--force` accepts it); a snapshot format this build cannot read is refused outright;
+3. the image: it decodes, the audit chain verifies (on load), and the state digest recomputed
+   here equals the one in the header;
+4. the cluster secret: env_secret values are sealed under it, so one stored value must open with
+   the new config's secret (`--force` accepts a secret that does not open them: those jobs then
+   fail to start until they are written again);
+5. the data dir is new or empty.
+
+The membership of the new cluster comes from `--config` (its [[peers]] and this node), never
+from the file: the new cluster's log starts fresh at the image's index (schedd.replication.journal
+`seed_data_dir`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+
+from typing import TYPE_CHECKING
+
+from schedd.runtime import config as config_mod
+from schedd_client import snapshot_file
+
+if TYPE_CHECKING:                 # the rest is imported when a restore runs, not for `schedd --help`
+    from schedd.core.state import SchedulerState
+
+
+class RestoreError(Exception):
+    """Why a restore is refused (one line)."""
+
+
+@dataclass(slots=True)
+class Restored:
+    meta: snapshot_file.SnapshotMeta
+    jobs: int
+    executions: int
+    seconds: float
+
+
+def check_versions(meta: snapshot_file.SnapshotMeta, *, force: bool) -> list[str]:
+    """Refusals for what this build cannot or should not restore; returns the warnings `force`
+    turned from refusals into notes."""
+    from schedd.replication import backup
+    from schedd.versions import build_info
+    info = build_info()
+    if meta.snapshot_format not in info.readable_snapshot_formats:
+        raise RestoreError(f"snapshot format {meta.snapshot_format} is not readable by this build "
+                           f"(reads {', '.join(map(str, info.readable_snapshot_formats))})")
+    if meta.body_encoding != backup.BODY_ENCODING:
+        raise RestoreError(f"unknown body encoding {meta.body_encoding!r} (this build reads "
+                           f"{backup.BODY_ENCODING!r})")
+    theirs, ours = (meta.tzdata, meta.croniter), info.schedule_deps()
+    if theirs == ours:
+        return []
+    why = (f"the snapshot was taken with tzdata {meta.tzdata} and croniter {meta.croniter}, this "
+           f"build has tzdata {info.tzdb} and croniter {info.croniter}: firing instants could be "
+           "computed differently (a zone rule or a cron edge case) than the old cluster did")
+    if not force:
+        raise RestoreError(why + "; install the same versions, or pass --force to accept it")
+    return [why]
+
+
+def check_secret(state: SchedulerState, secret: str, *, force: bool) -> list[str]:
+    """The stored env_secret values of one job must open with `secret`: they are sealed under the
+    cluster secret, so a new cluster with another one could not hand them to workers."""
+    from schedd.security.secrets import EnvSealer, SecretError, open_secrets, stored_secrets
+    job = next((j for j in state.jobs.values() if stored_secrets(j.spec_dict())), None)
+    if job is None:
+        return []
+    try:
+        open_secrets(job.spec_dict(), EnvSealer(secret) if secret else None)
+        return []
+    except SecretError:
+        why = (f"the env_secret values (e.g. of job {job.name!r}) do not open with the new cluster's "
+               "secret: they are sealed under the old cluster's secret (its secret_file)")
+    if not force:
+        raise RestoreError(why + "; use the same secret, or pass --force (those jobs then fail to "
+                           "start until their secrets are written again)")
+    return [why]
+
+
+def restore(path: str, cfg: config_mod.NodeConfig, *, force: bool = False) -> tuple[Restored, list[str]]:
+    from schedd.core.snapshot import SnapshotImage
+    from schedd.replication import backup
+    from schedd.replication.journal import SeedError, seed_data_dir
+    started = time.monotonic()
+    try:
+        meta, body = snapshot_file.read_path(path)
+    except OSError as e:
+        raise RestoreError(f"cannot read {path}: {e.strerror}") from None
+    except snapshot_file.SnapshotFileError as e:
+        raise RestoreError(f"{path}: {e}") from None
+    notes = check_versions(meta, force=force)
+    try:
+        state = backup.state_from_body(body)
+    except ValueError as e:              # BodyError, or restore refusing the image (a bad audit chain)
+        raise RestoreError(f"{path}: {e}") from None
+    del body
+    if state.last_index != meta.index:
+        raise RestoreError(f"{path}: the image is at index {state.last_index}, the header says {meta.index}")
+    digest = state.state_digest()
+    if digest != meta.digest:
+        raise RestoreError(f"{path}: digest mismatch after restore (state {digest[:16]}..., header "
+                           f"{meta.digest[:16]}...): the file is not what was saved")
+    notes += check_secret(state, cfg.secret, force=force)
+    if state.members:
+        # The old cluster's member table names its nodes and addresses: the new cluster's
+        # membership is its config (the Raft configuration seeded below), never the old one.
+        notes.append(f"the old cluster's member table ({', '.join(sorted(state.members))}) is dropped: "
+                     f"the new cluster's members are the config's")
+        state.drop_member_table()
+    try:
+        seed_data_dir(str(cfg.data_dir), SnapshotImage(state), index=meta.index, term=meta.term,
+                      cluster=[m.raft_address for m in cfg.members])
+    except (SeedError, OSError) as e:
+        raise RestoreError(str(e)) from None
+    return Restored(meta, len(state.jobs), len(state.execs), time.monotonic() - started), notes
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    try:
+        cfg = config_mod.load(args.config, node_id=args.node_id, data_dir=args.data_dir)
+    except config_mod.ConfigError as e:
+        print(f"schedd restore: config error: {e}", file=sys.stderr)
+        return 2
+    try:
+        done, notes = restore(args.from_file, cfg, force=args.force)
+    except RestoreError as e:
+        print(f"schedd restore: {e}", file=sys.stderr)
+        return 1
+    for note in notes:
+        print(f"schedd restore: warning (--force): {note}", file=sys.stderr)
+    m = done.meta
+    print(f"restored node {cfg.node_id} into {cfg.data_dir}: index {m.index}, term {m.term}, "
+          f"{done.jobs} jobs, {done.executions} executions, digest {m.digest[:16]}..., taken "
+          f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(m.created_ms / 1000))} by schedd "
+          f"{m.schedd_version} ({done.seconds:.1f}s). Members: "
+          f"{', '.join(p.id for p in cfg.members)}. Start every restored node with `schedd serve`.")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser("restore", help="seed a node of a NEW cluster from a snapshot file "
+                                       "(`schedctl cluster snapshot save`); run it on every node")
+    r.add_argument("--from", dest="from_file", required=True, metavar="FILE", help="the snapshot file")
+    r.add_argument("--config", required=True,
+                   help="the new node's TOML file: its membership ([[peers]]) and cluster secret")
+    r.add_argument("--node-id", help="override the config's node_id")
+    r.add_argument("--data-dir", help="override the config's data_dir (must be new or empty)")
+    r.add_argument("--force", action="store_true",
+                   help="restore despite a tzdata/croniter difference or a cluster secret that does "
+                        "not open the stored env_secret values")
+    r.set_defaults(func=cmd_restore)
