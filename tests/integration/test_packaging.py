@@ -13,6 +13,7 @@ checkout stay inactive there). Every import is checked to come from the new venv
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import re
@@ -63,12 +64,23 @@ def _build(tmp: Path, env: dict[str, str]) -> list[Path]:
         else:
             shutil.copy2(path, src / name)
     out = tmp / "dist"
-    # No build isolation: the test venv's setuptools builds them (no index needed).
-    _run(["bash", str(src / "tools" / "build-wheels.sh"), "--out", str(out), "--no-build-isolation", "-q"],
+    # No build isolation where the test venv's setuptools can build them (no index needed);
+    # else pip fetches the build-system requirement, as a user's build does.
+    no_isolation = ["--no-build-isolation"] if _version("setuptools") >= (77,) else []
+    _run(["bash", str(src / "tools" / "build-wheels.sh"), "--out", str(out), *no_isolation, "-q"],
          cwd=src, env=env)
     wheels = sorted(out.glob("*.whl"))
     assert sorted(w.name.split("-")[0] for w in wheels) == sorted(DISTRIBUTIONS), wheels
     return wheels
+
+
+def _version(dist: str) -> tuple[int, ...]:
+    """The installed version of `dist` as numbers ((0,) when it is not installed)."""
+    try:
+        text = importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return (0,)
+    return tuple(int(x) for x in re.findall(r"\d+", text)[:3])
 
 
 def _venv(tmp: Path, wheels: list[Path], env: dict[str, str]) -> Path:
