@@ -138,6 +138,38 @@ def cmd_certs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_health(args: argparse.Namespace) -> int:
+    """`schedd health --config FILE`: one grpc.health.v1 Check of this node, as a container
+    HEALTHCHECK or a systemd/cron probe runs it. It dials the config's grpc_address (or
+    --address) secured with the node's own certificate and CA, as the node dials its peers,
+    so the probe needs no credential of its own. Exit 0 when the service is SERVING, else 1."""
+    try:
+        cfg = config_mod.load(args.config)
+    except config_mod.ConfigError as e:
+        print(f"schedd health: config error: {e}", file=sys.stderr)
+        return 2
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from schedd_client.channels import Security, SecurityError, open_channel
+    tls = cfg.tls
+    security = (Security() if not tls.enabled else
+                Security(tls=True, ca=tls.client_ca, cert=tls.cert if tls.client_ca else None,
+                         key=tls.key if tls.client_ca else None))
+    address = args.address or cfg.grpc_address
+    try:
+        with open_channel(address, security) as channel:
+            status = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout).status
+    except (grpc.RpcError, SecurityError) as e:
+        detail = e.details() if isinstance(e, grpc.RpcError) else str(e)
+        print(f"schedd health: {address} ({args.service or 'server'}): {detail}", file=sys.stderr)
+        return 1
+    name = health_pb2.HealthCheckResponse.ServingStatus.Name(status)
+    print(f"{address} {args.service or 'server'}: {name}")
+    return 0 if status == health_pb2.HealthCheckResponse.SERVING else 1
+
+
 def cmd_local(args: argparse.Namespace) -> int:
     from schedd.runtime.local import run_local
     _setup_logging(args.log_level, "local")
@@ -205,6 +237,15 @@ def build_parser() -> argparse.ArgumentParser:
         parser.add_argument("--hosts", action="append", default=[], metavar="[ID=]HOST,...",
                             help="names clients dial a node by (DNS names or IPs); ID= for one "
                                  "node, else every node (default localhost,127.0.0.1,::1)")
+
+    h = sub.add_parser("health", help="check this node's gRPC health (exit 0: SERVING); the container HEALTHCHECK")
+    h.add_argument("--config", required=True, help="the node's TOML file (address and TLS files)")
+    h.add_argument("--service", default="schedd.liveness",
+                   help="schedd.liveness (default: the process serves), schedd.writes (a leader and a "
+                        "quorum: readiness), or any service name; '' is the server")
+    h.add_argument("--address", help="dial this instead of the config's grpc_address")
+    h.add_argument("--timeout", type=float, default=5.0, help="seconds (default 5)")
+    h.set_defaults(func=cmd_health)
 
     loc = sub.add_parser("local", help="a 3-node cluster on 127.0.0.1 with a demo job, in the foreground")
     loc.add_argument("--data-dir", help="keep data here (default: a temporary folder, removed on exit)")

@@ -6,6 +6,9 @@ yet heard from a new leader still answers Cluster.Status and stale reads)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from schedd.ports.fakes import wait_until
@@ -13,6 +16,11 @@ from tests.support.cluster import NOT_SERVING, SERVING, health
 
 pytestmark = pytest.mark.integration
 
+
+def probe(config, *args: str) -> subprocess.CompletedProcess[str]:
+    """`schedd health --config FILE ...`: exit 0 when SERVING."""
+    return subprocess.run([sys.executable, "-m", "schedd", "health", "--config", str(config), *args],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
 
 
 def test_writes_health_follows_quorum_and_liveness_stays_serving(cluster_factory):
@@ -25,8 +33,13 @@ def test_writes_health_follows_quorum_and_liveness_stays_serving(cluster_factory
     assert health(c, "n1", "schedd.writes") == NOT_SERVING
     for service in ("", "schedd.liveness", "schedd.v1.Scheduler", "schedd.v1.Cluster"):
         assert health(c, "n1", service) == SERVING, service
+    # `schedd health` (the container HEALTHCHECK) says the same from the node's config alone
+    assert probe(alone.config).returncode == 0
+    writes = probe(alone.config, "--service", "schedd.writes")
+    assert writes.returncode == 1 and "NOT_SERVING" in writes.stdout, writes
     # a second member makes a quorum: a leader is elected and writes are served on both
     c.start_node("n2")
     for nid in ("n1", "n2"):
         wait_until(lambda nid=nid: health(c, nid, "schedd.writes") == SERVING, timeout=60,
                    what=f"writes SERVING on {nid} once a quorum formed")
+    assert probe(alone.config, "--service", "schedd.writes").returncode == 0

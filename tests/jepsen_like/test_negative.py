@@ -12,7 +12,7 @@ import pytest
 from tests.jepsen_like import scenarios as S
 from tests.jepsen_like.netns import unavailable
 from tests.jepsen_like.harness import WORKLOAD, Job
-from tests.jepsen_like.runner import run_scenario
+from tests.jepsen_like.runner import check_dir, run_scenario
 
 pytestmark = pytest.mark.integration
 NETNS_REASON = unavailable()
@@ -49,8 +49,10 @@ CONTROLS = {
 def run_control(switch: str) -> tuple[dict, object]:
     scen, nemesis, seconds, jobs, check = CONTROLS[switch]
     res, d = run_scenario(scen, random.randrange(1 << 30), unsafe=(switch,), nemesis=nemesis, seconds=seconds,
-                          jobs=jobs)
+                          jobs=jobs, plot=False)       # timeline.png (2-6 s) only for a control that failed
     caught = res["counts"][check]
+    if not (caught and not res["safety_ok"]):
+        check_dir(d, plot=True)
     assert caught and not res["safety_ok"], (
         f"unsafe switch {switch} was NOT caught by {check}; see {d}\n{(d / 'summary.txt').read_text()}")
     for data in (d / "cluster").glob("n*/"):      # keep logs and history, drop the node data

@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from tests.jepsen_like.netns import unavailable
-from tests.jepsen_like.runner import run_scenario
+from tests.jepsen_like.runner import check_dir, run_scenario
 from tests.jepsen_like.scenarios import FULL, SCENARIOS, SMOKE
 
 pytestmark = pytest.mark.integration
@@ -44,13 +44,27 @@ def _summary(d) -> str:
     return (d / "summary.txt").read_text()
 
 
+# Drawing timeline.png costs 2-6 s a run. The suite draws it for S01 (so plot.py stays exercised)
+# and for every run that did not pass (where someone reads it); other passing runs skip it.
+ALWAYS_PLOTTED = ("S01",)
+
+
+def run_plotted(name: str, seed: int, **kw):
+    """run_scenario, with timeline.png drawn only where it is needed (ALWAYS_PLOTTED, failures)."""
+    plot = name in ALWAYS_PLOTTED
+    res, d = run_scenario(name, seed, plot=plot, **kw)
+    if not plot and not (res["ok"] and not res["fault_evidence_missing"]):
+        check_dir(d, plot=True)          # the same results, now with the picture
+    return res, d
+
+
 def run_checked(name: str, **kw):
     """Run, and retry once with a new seed when only liveness failed. Returns (results, dir)."""
-    res, d = run_scenario(name, _seed(), **kw)
+    res, d = run_plotted(name, _seed(), **kw)
     assert res["safety_ok"], f"SAFETY violation in {name} (never retried); see {d}\n{_summary(d)}"
     if not res["ok"] or res["fault_evidence_missing"]:
         first = d
-        res, d = run_scenario(name, random.randrange(1 << 30), **kw)
+        res, d = run_plotted(name, random.randrange(1 << 30), **kw)
         assert res["safety_ok"], f"SAFETY violation in {name} on retry; see {d}\n{_summary(d)}"
         assert res["ok"] and not res["fault_evidence_missing"], (
             f"{name} failed twice (liveness): {first} and {d}\n{_summary(d)}")

@@ -106,3 +106,66 @@ def test_worker_refuses_root_without_allow_root(monkeypatch, capsys):
                            capture_output=True, text=True, timeout=60,
                            env={**os.environ, "SCHEDD_DIE_WITH_PARENT": "1"})
         assert r.returncode == 2 and "refusing to run as root" in r.stderr, r
+
+
+README = DEPLOY.parent / "README.md"
+
+
+def deploy_commands() -> list[str]:
+    """The shell commands of the README's "Deploy a 3-node cluster" section (its indented code
+    lines, continuations joined), up to "Run it in containers"."""
+    text = README.read_text()
+    section = text[text.index("## Deploy a 3-node cluster\n"):text.index("### Run it in containers\n")]
+    commands, current = [], ""
+    for line in section.splitlines():
+        if not line.startswith("    "):
+            continue
+        current += " " + line.strip().removesuffix("\\")
+        if not line.rstrip().endswith("\\"):
+            commands.append(" ".join(current.split()))
+            current = ""
+    return commands
+
+
+def _absolute_paths(unit: dict) -> set[Path]:
+    """The files a unit's process reads: its --config and SCHEDD_CONTEXT, and what those name."""
+    import tomllib
+
+    paths: set[Path] = set()
+    for v in values(unit, "Service", "ExecStart") + values(unit, "Service", "Environment"):
+        for m in re.finditer(r"(?:--config |SCHEDD_CONTEXT=)(/\S+)", v):
+            paths.add(Path(m.group(1).replace("%i", "n1")))
+    for p in list(paths):
+        template = {"/etc/schedd/n1.toml": DEPLOY / "config" / "n1.toml",
+                    "/etc/schedd-worker/context.toml": DEPLOY / "worker-context.toml"}[str(p)]
+        doc = tomllib.loads(template.read_text())
+        files = [doc.get(k) for k in ("ca", "cert", "key", "token_file", "secret_file")]
+        files += [(doc.get("tls") or {}).get(k) for k in ("cert", "key", "client_ca")]
+        paths |= {p.parent / f for f in files if f}
+    return paths
+
+
+@pytest.mark.parametrize("name", UNITS)
+def test_readme_deploy_creates_every_user_and_directory_the_units_need(name):
+    """Issue 13: the worker unit ran as a user the README never created. Every User=/Group= of
+    each unit is created by a `useradd` of the deploy section, every directory holding a file the
+    unit's process reads (its config or context file, and the TLS files, secret and token those
+    name) is made by an `install -d` owned by the unit's group, and the venv ExecStart runs
+    from is created and given the distribution that ships the binary."""
+    unit = parse_unit(DEPLOY / name)
+    commands = deploy_commands()
+    users = {c.split()[-1]: c for c in commands if " useradd " in f" {c} "}
+    [user], [group] = values(unit, "Service", "User"), values(unit, "Service", "Group")
+    assert user in users, f"{name}: User={user} is never created (useradd) in the README"
+    assert user == group and "--user-group" in users[user], users[user]
+    made = {Path(p): c for c in commands if "install -d" in c for p in c.split() if p.startswith("/")}
+    for path in sorted(_absolute_paths(unit)):
+        assert path.parent in made, f"{name}: nothing in the README makes {path.parent} (for {path})"
+        assert f"-g {group}" in made[path.parent], made[path.parent]
+    [exec_start] = values(unit, "Service", "ExecStart")
+    binary = Path(exec_start.split()[0])
+    venv = binary.parent.parent
+    assert any(f"venv {venv}" in c for c in commands), f"{name}: no `python3 -m venv {venv}`"
+    dist = {"schedd": "schedd", "schedd-worker": "schedd-worker"}[binary.name]
+    installs = [c for c in commands if f"{venv}/bin/pip install" in c]
+    assert any(c.split()[-1] == dist and "--no-index" in c for c in installs), (name, installs)

@@ -3,26 +3,66 @@ a user runs it, metrics summed over the nodes, the connected workers, a finished
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
-import sys
+import threading
+import traceback
 
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from schedd_client.schedctl import main as schedctl_main
+
 
 def schedctl(cluster, *args: str, at: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    """Run schedctl as a user would (a fresh process) against `cluster`: a LocalCluster (its
-    admin context file, write_context()) or the path of a context file, named in SCHEDD_CONTEXT
-    as a user's terminal would; `at`: the node address(es) to talk to instead (--cluster)."""
+    """Run schedctl as a user would against `cluster`: a LocalCluster (its admin context file,
+    write_context()) or the path of a context file, named in SCHEDD_CONTEXT as a user's terminal
+    would, with no other SCHEDD_* setting; `at`: the node address(es) to talk to instead
+    (--cluster). Returns what a process would have given: exit status, stdout, stderr.
+
+    It runs schedctl's `main` in this process (its own Client, closed when it returns): a fresh
+    interpreter costs about a second of CPU per call, and the suite makes over a hundred. What
+    only a real process shows is tested where it matters: the installed `schedctl` script
+    (tests/integration/test_packaging.py), exit status, encoding and broken pipes of
+    `python -m schedd_client.schedctl` (tests/security/test_cli_output.py), and `schedd local`'s
+    printed context line (tests/integration/test_local_secure.py)."""
     context = cluster.write_context() if hasattr(cluster, "write_context") else cluster
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDD_") or k == "SCHEDD_TEST_MODE"}
-    env["SCHEDD_CONTEXT"] = str(context)
-    cmd = [sys.executable, "-c", "import sys; from schedd_client.schedctl import main; sys.exit(main())",
-           *(("--cluster", at) if at else ()), *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=env)
+    argv = [*(("--cluster", at) if at else ()), *args]
+    with _SCHEDCTL_LOCK, _schedctl_environment(str(context)):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = schedctl_main(argv)
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            except Exception:  # noqa: BLE001 - as the interpreter does with an uncaught exception
+                traceback.print_exc()
+                code = 1
+    p = subprocess.CompletedProcess(["schedctl", *argv], code, out.getvalue(), err.getvalue())
     if check and p.returncode != 0:
         raise AssertionError(f"schedctl {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
     return p
+
+
+_SCHEDCTL_LOCK = threading.Lock()     # os.environ and sys.stdout/stderr are the process's
+
+
+@contextlib.contextmanager
+def _schedctl_environment(context: str):
+    """os.environ as a user's terminal would have it for schedctl: SCHEDD_CONTEXT set, no other
+    SCHEDD_* variable but SCHEDD_TEST_MODE; put back as it was afterwards."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith("SCHEDD_")}
+    for k in saved:
+        if k != "SCHEDD_TEST_MODE":
+            del os.environ[k]
+    os.environ["SCHEDD_CONTEXT"] = context
+    try:
+        yield
+    finally:
+        for k in [k for k in os.environ if k.startswith("SCHEDD_")]:
+            del os.environ[k]
+        os.environ.update(saved)
 
 
 def metric_total(cluster, name: str, label: str = "") -> float:
