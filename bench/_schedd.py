@@ -30,6 +30,10 @@ class Schedd:
     records: Path
     worker: subprocess.Popen | None = None
     client: Client = field(init=False)
+    # A cluster shared by several workloads (the smoke run): each gets its own job-name prefix
+    # and reads the fire log from where its turn began; its periodic jobs are deleted after it.
+    prefix: str = ""
+    offset: int = 0
 
     def __post_init__(self) -> None:
         self.client = self.c.client(timeout=300)
@@ -78,6 +82,14 @@ class Schedd:
             self.worker.wait(timeout=30)
         self.c.stop()
 
+    def turn(self, prefix: str) -> None:
+        """Begin a workload's turn on a shared cluster."""
+        self.prefix = prefix
+        self.offset = self.records.stat().st_size if self.records.exists() else 0
+
+    def name(self, i: int | str) -> str:
+        return f"{self.prefix}j{i}"
+
     def put(self, specs: list) -> float:
         """Register `specs` batched; seconds it took, and the followers caught up."""
         t = time.perf_counter()
@@ -106,13 +118,13 @@ def running(root: Path, *, worker: bool = True):
             c.stop()
 
 
-def periodic_specs(n: int, period: int, shell_records: Path | None = None) -> list:
+def periodic_specs(s: Schedd, n: int, period: int, shell: bool = False) -> list:
     """Job j<i> fires at seconds ≡ i mod `period` (the same grid the peers get)."""
     out = []
     for i in range(n):
         sched = "* * * * * *" if period == 1 else f"{i % period}/{period} * * * * *"
-        if shell_records is not None:
-            out.append(job_spec(f"j{i}", schedule=sched, argv=["bash", "-c", SHELL, "rec", str(shell_records)]))
+        if shell:
+            out.append(job_spec(s.name(i), schedule=sched, argv=["bash", "-c", SHELL, "rec", str(s.records)]))
         else:
-            out.append(job_spec(f"j{i}", schedule=sched, python="rec"))
+            out.append(job_spec(s.name(i), schedule=sched, python="rec"))
     return out

@@ -26,21 +26,22 @@ SYSTEMS = ("schedd", *_peers.PEERS)
 
 # name -> mode -> parameters. A workload absent from a mode's table does not run in that mode.
 SIZES: dict[str, dict[str, dict]] = {
-    "steady-100": {"tiny": dict(jobs=20, period=2, duration=4), "quick": dict(jobs=1000, period=10, duration=20),
-                   "full": dict(jobs=1000, period=10, duration=60)},
-    "steady-1000": {"tiny": dict(jobs=40, period=2, duration=4), "quick": dict(jobs=10000, period=10, duration=20),
+    "steady-100": {"tiny": dict(jobs=20, period=2, duration=2, settle=1.5),
+                   "quick": dict(jobs=1000, period=10, duration=10), "full": dict(jobs=1000, period=10, duration=60)},
+    "steady-1000": {"tiny": dict(jobs=40, period=2, duration=2, settle=1.5),
+                    "quick": dict(jobs=10000, period=10, duration=10),
                     "full": dict(jobs=10000, period=10, duration=60)},
-    "steady-shell": {"tiny": dict(jobs=10, period=2, duration=4, shell=True),
-                     "quick": dict(jobs=1000, period=10, duration=20, shell=True),
+    "steady-shell": {"tiny": dict(jobs=10, period=2, duration=2, settle=1.5, shell=True),
+                     "quick": dict(jobs=1000, period=10, duration=10, shell=True),
                      "full": dict(jobs=1000, period=10, duration=60, shell=True)},
     "herd-10k": {"tiny": dict(jobs=50, settle=10), "quick": dict(jobs=10000, settle=20),
                  "full": dict(jobs=10000, settle=30)},
     "herd-100k": {"full": dict(jobs=100000, settle=60)},
-    "sustained": {"tiny": dict(jobs=20, period=1, duration=3), "quick": dict(jobs=3000, period=1, duration=15),
-                  "full": dict(jobs=3000, period=1, duration=60)},
+    "sustained": {"tiny": dict(jobs=20, period=1, duration=2, settle=1.5),
+                  "quick": dict(jobs=3000, period=1, duration=10), "full": dict(jobs=3000, period=1, duration=60)},
     "register": {"tiny": dict(single=50, batched=200), "quick": dict(single=2000, batched=20000),
                  "full": dict(single=10000, batched=50000)},
-    "memory-100k": {"tiny": dict(jobs=500), "quick": dict(jobs=20000), "full": dict(jobs=100000)},
+    "memory-100k": {"tiny": dict(jobs=200), "quick": dict(jobs=20000), "full": dict(jobs=100000)},
     "memory-1m": {"full": dict(jobs=1000000)},
     "failover": {"tiny": dict(trials=1), "quick": dict(trials=3), "full": dict(trials=20)},
 }
@@ -79,7 +80,7 @@ def leader_term(s: Schedd) -> int:
 def schedd_periodic(s: Schedd, p: dict) -> dict:
     n, period, duration = p["jobs"], p["period"], p["duration"]
     shell = bool(p.get("shell"))
-    reg = s.put(periodic_specs(n, period, s.records if shell else None))
+    reg = s.put(periodic_specs(s, n, period, shell))
     a = math.ceil(time.time()) + 3.0             # past the lookahead: intents already committed
     b = a + duration
     term0 = leader_term(s)
@@ -87,9 +88,12 @@ def schedd_periodic(s: Schedd, p: dict) -> dict:
     c0 = s.cpu(children=shell)
     until(b)
     c1 = s.cpu(children=shell)
-    until(b + max(3.0, period / 2))
-    fires, _ = read_fires(s.records)
-    out = score(fires, periodic_expected({f"j{i}": float(i % period) for i in range(n)}, period, a, b))
+    until(b + p.get("settle", 3.0))
+    fires, _ = read_fires(s.records, s.offset)
+    out = score(fires, periodic_expected({s.name(i): float(i % period) for i in range(n)}, period, a, b))
+    if s.prefix:                                 # a shared cluster: stop them for the next workload
+        for i in range(n):
+            s.client.delete_job(s.name(i))
     cpu = {k: c1[k] - c0.get(k, 0.0) for k in c1}
     out.update(register_s=reg, cpu_s=sum(cpu.values()), cpu_by_process=cpu, window_s=duration,
                elections=leader_term(s) - term0)
@@ -100,9 +104,9 @@ def schedd_herd(s: Schedd, p: dict) -> dict:
     n = p["jobs"]
     due = math.ceil(time.time() + 5 + n / 4000)
     term0 = leader_term(s)
-    reg = s.put([job_spec(f"j{i}", schedule=f"at {rfc3339(due)}", python="rec") for i in range(n)])
+    reg = s.put([job_spec(s.name(i), schedule=f"at {rfc3339(due)}", python="rec") for i in range(n)])
     before = due - time.time()
-    offset = 0
+    offset = s.offset
     fires: list = []
     end = due + p["settle"]
     while time.time() < end:
@@ -111,16 +115,16 @@ def schedd_herd(s: Schedd, p: dict) -> dict:
         if len({f.job for f in fires}) >= n:
             break
         time.sleep(0.2)
-    out = score(fires, {(f"j{i}", float(due)) for i in range(n)})
+    out = score(fires, {(s.name(i), float(due)) for i in range(n)})
     out.update(register_s=reg, registered_before_due_s=before, elections=leader_term(s) - term0, due=due)
     return out
 
 
 def schedd_register(s: Schedd, p: dict) -> dict:
-    s.client.put_job(job_spec("warm", command="true"))
-    one = [job_spec(f"a{i}", command="true") for i in range(p["single"])]
-    el, lat, errors = asyncio.run(put_jobs_one_each(s.addrs(), s.c.security(), one, 64, warm="warm"))
-    batch = [job_spec(f"b{i}", command="true") for i in range(p["batched"])]
+    s.client.put_job(job_spec(s.name("warm"), command="true"))
+    one = [job_spec(s.name(f"a{i}"), command="true") for i in range(p["single"])]
+    el, lat, errors = asyncio.run(put_jobs_one_each(s.addrs(), s.c.security(), one, 64, warm=s.name("warm")))
+    batch = [job_spec(s.name(f"b{i}"), command="true") for i in range(p["batched"])]
     t = time.perf_counter()
     put_jobs_in_calls(s.client, batch)
     el_b = time.perf_counter() - t
@@ -134,7 +138,7 @@ def schedd_memory(s: Schedd, p: dict) -> dict:
     time.sleep(1.0)
     pids = s.pids(with_worker=False)
     r0 = {k: rss_bytes(pid) or 0 for k, pid in pids.items()}
-    specs = [job_spec(f"d{i}", schedule=f"{i % 60} 3 * * *", python="rec") for i in range(n)]
+    specs = [job_spec(s.name(f"d{i}"), schedule=f"{i % 60} 3 * * *", python="rec") for i in range(n)]
     reg = s.put(specs)
     time.sleep(1.0)
     per = {k: ((rss_bytes(pid) or 0) - r0[k]) / n for k, pid in pids.items()}
@@ -144,11 +148,12 @@ def schedd_memory(s: Schedd, p: dict) -> dict:
 
 def schedd_failover(s: Schedd, p: dict) -> dict:
     rng = random.Random()
-    s.put([job_spec("tick", schedule="* * * * * *", python="rec")])
+    tick = s.name("tick")
+    s.put([job_spec(tick, schedule="* * * * * *", python="rec")])
     until(time.time() + 3)
     a = math.ceil(time.time())
     gaps: list[float] = []
-    offset = read_fires(s.records)[1]
+    offset = read_fires(s.records, s.offset)[1]
     for _ in range(p["trials"]):
         until(time.time() + 2.5)
         leader = s.c.wait_leader(timeout=60)
@@ -159,7 +164,7 @@ def schedd_failover(s: Schedd, p: dict) -> dict:
         end = time.monotonic() + 30
         while got is None and time.monotonic() < end:
             fires, offset = read_fires(s.records, offset)
-            got = next((f.start for f in fires if f.start > kill), None)
+            got = next((f.start for f in fires if f.start > kill and f.job == tick), None)
             time.sleep(0.02)
         gaps.append(got - kill if got is not None else math.inf)
         s.c.start_node(leader)
@@ -167,7 +172,7 @@ def schedd_failover(s: Schedd, p: dict) -> dict:
         wait_caught_up(s.c, timeout=60)
     b = math.floor(time.time())
     until(b + 3)
-    out = score(read_fires(s.records)[0], periodic_expected({"tick": 0.0}, 1, a, b))
+    out = score(read_fires(s.records, s.offset)[0], periodic_expected({tick: 0.0}, 1, a, b))
     out.update(kill_to_start_p50_s=statistics.median(gaps), kill_to_start_p99_s=percentile(gaps, 0.99),
                kill_to_start_max_s=max(gaps), trials=len(gaps), gaps_s=gaps)
     return out
@@ -214,14 +219,18 @@ def kind_of(workload: str) -> str:
     return workload.split("-", 1)[0]
 
 
-def run_one(workload: str, system: str, mode: str, work: Path) -> dict:
-    """One run of `workload` on `system`: its figures (or {"error": ...})."""
+def run_one(workload: str, system: str, mode: str, work: Path, shared: Schedd | None = None) -> dict:
+    """One run of `workload` on `system`: its figures (or {"error": ...}). schedd runs on a fresh
+    cluster, or on `shared` (the smoke run: each workload in its own turn)."""
     p = SIZES[workload][mode]
     kind = kind_of(workload)
     t0 = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix=f"{workload}-{system}-", dir=work))
     try:
-        if system == "schedd":
+        if system == "schedd" and shared is not None:
+            shared.turn(workload.replace("-", "") + "-")
+            out = SCHEDD[kind](shared, p)
+        elif system == "schedd":
             with running(root) as s:
                 out = SCHEDD[kind](s, p)
         else:
