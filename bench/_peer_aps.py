@@ -122,11 +122,13 @@ def run(spec: dict) -> dict:
         threading.Thread(target=flusher, args=(spec["records"], stop), daemon=True).start()
     out: dict = {}
     if kind == "periodic":
+        # Jobs are added before start() (APScheduler adds its pending jobs at start): adding them to
+        # a running SQLite scheduler competes with its own updates of the jobs already due.
         s = scheduler(spec)
-        s.start()
         t = time.perf_counter()
         for i in range(spec["jobs"]):
             add_periodic(s, i, spec["period"], spec["records"] if spec.get("shell") else "")
+        s.start()
         out["register_s"] = time.perf_counter() - t
         a = math.ceil(time.time()) + 2.0
         b = a + spec["duration"]
@@ -135,7 +137,7 @@ def run(spec: dict) -> dict:
         until(b)
         out["cpu_s"] = cpu() - c0
         out["window"] = [a, b]
-        until(b + spec.get("settle", 2.0))
+        until(b + spec.get("settle", 3.0))
         s.shutdown(wait=False)
     elif kind == "oneoff":
         n = spec["jobs"]

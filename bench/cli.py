@@ -27,7 +27,7 @@ from pathlib import Path
 from bench import _peers
 from bench._metrics import code_version, fmt_bytes, fmt_s, table
 from bench._schedd import running
-from bench.workloads import PEER_LIMITS, RUNS, SIZES, SYSTEMS, run_one, say
+from bench.workloads import RUNS, SIZES, SYSTEMS, peer_limit, run_one, say
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -92,7 +92,7 @@ def run(names: list[str], mode: str, runs: int | None = None, peers: bool = True
             # overlap: they interleave, schedd then each peer, one at a time.
             with running(work / "shared") as shared, ThreadPoolExecutor(3) as pool:
                 futs = [(r, w, s, pool.submit(run_one, w, s, mode, work)) for r in range(runs) for w in chosen
-                        for s in systems if s != "schedd" and (w, s) not in PEER_LIMITS]
+                        for s in systems if s != "schedd" and not peer_limit(w, s, mode)]
                 for r in range(runs):
                     for w in chosen:
                         keep_record(r, w, "schedd", run_one(w, "schedd", mode, work, shared))
@@ -102,7 +102,7 @@ def run(names: list[str], mode: str, runs: int | None = None, peers: bool = True
             for r in range(runs):
                 for w in chosen:
                     for system in systems:
-                        if (w, system) not in PEER_LIMITS:
+                        if not peer_limit(w, system, mode):
                             keep_record(r, w, system, run_one(w, system, mode, work))
     finally:
         if not keep:
@@ -217,8 +217,8 @@ def render(records: list[dict], systems: list[str], head: dict, why_not: str | N
         sv = vals["schedd"][0]
         cells = [label, (fmt(sv) + vals["schedd"][1]) if sv is not None else errors(recs["schedd"])]
         for peer in _peers.PEERS:
-            if (w, peer) in PEER_LIMITS:
-                cells.append(PEER_LIMITS[(w, peer)])
+            if peer_limit(w, peer, head["mode"]):
+                cells.append(peer_limit(w, peer, head["mode"]))
             elif peer not in systems:
                 cells.append("unavailable")
             elif vals[peer][0] is None:
