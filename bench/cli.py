@@ -110,8 +110,13 @@ def run(names: list[str], mode: str, runs: int | None = None, peers: bool = True
         else:
             say(f"  kept {work}")
     say("")
-    say(render(records, systems, head, why_not))
+    text = render(records, systems, head, why_not)
+    say(text)
     say(f"\n  JSON lines: {out_file}")
+    if mode != "tiny" and names == ["all"]:
+        (results / "latest.md").write_text(f"`python -m bench all{' --quick' if mode == 'quick' else ''}`\n\n"
+                                            f"```\n{text}\n```\n")
+        say(f"  summary: {results / 'latest.md'}")
     return records
 
 
