@@ -180,9 +180,9 @@ ROWS = [
     ("100 fires/s, shell handlers: lateness p99", "steady-shell", key("p99_s"), ms, "", None),
     ("100 fires/s, shell handlers: CPU s per 1,000", "steady-shell", per_1000, cpu_fmt, "", None),
     ("herd 10k one-offs: last start after due", "herd-10k", after_due, ms, "<= 0.5 s", lambda v, p: v <= 0.5),
-    ("herd 10k one-offs: missed", "herd-10k", key("missed"), num, "0", lambda v, p: v == 0),
+    ("herd 10k one-offs: not started within the settle time", "herd-10k", key("missed"), num, "0", lambda v, p: v == 0),
     ("herd 100k one-offs: last start after due", "herd-100k", after_due, ms, "<= 3 s", lambda v, p: v <= 3.0),
-    ("herd 100k one-offs: missed", "herd-100k", key("missed"), num, "0", lambda v, p: v == 0),
+    ("herd 100k one-offs: not started within the settle time", "herd-100k", key("missed"), num, "0", lambda v, p: v == 0),
     ("sustained: handler starts/s", "sustained", per_s, num, ">= 3,000/s", lambda v, p: v >= 3000),
     ("sustained: lateness p99", "sustained", key("p99_s"), ms, "<= 100 ms", lambda v, p: v <= 0.100),
     ("sustained: missed", "sustained", key("missed"), num, "0", lambda v, p: v == 0),
@@ -204,7 +204,8 @@ ROWS = [
 def median_of(recs: list[dict], fig) -> tuple[float | None, str]:
     vals = [v for v in (fig(r) for r in recs if "error" not in r) if v is not None]
     if not vals:
-        return None, ""
+        none = any(r.get("started") == 0 and r.get("expected") for r in recs)
+        return None, "none started" if none else ""
     spread = f" [{min(vals):.3g}..{max(vals):.3g}]" if len(vals) > 1 else ""
     return statistics.median(vals), spread
 
@@ -220,14 +221,14 @@ def render(records: list[dict], systems: list[str], head: dict, why_not: str | N
             continue
         vals = {s: median_of(recs[s], fig) for s in SYSTEMS}
         sv = vals["schedd"][0]
-        cells = [label, (fmt(sv) + vals["schedd"][1]) if sv is not None else errors(recs["schedd"])]
+        cells = [label, (fmt(sv) + vals["schedd"][1]) if sv is not None else vals["schedd"][1] or errors(recs["schedd"])]
         for peer in _peers.PEERS:
             if peer_limit(w, peer, head["mode"]):
                 cells.append(peer_limit(w, peer, head["mode"]))
             elif peer not in systems:
                 cells.append("unavailable")
             elif vals[peer][0] is None:
-                cells.append(errors(recs[peer]))
+                cells.append(vals[peer][1] or errors(recs[peer]))
             else:
                 cells.append(fmt(vals[peer][0]) + vals[peer][1])
         ratio = []
