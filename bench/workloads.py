@@ -85,9 +85,10 @@ def until(t: float) -> None:
 
 
 def leader_term(s: Schedd) -> int:
-    lead = s.c.leader()
-    info = s.c.node_info(lead) if lead else None
-    return info.term if info is not None else -1
+    """The highest Raft term any live node reports (a leaderless moment still has one): the
+    difference over a workload is how many elections it saw."""
+    terms = [i.term for n, p in s.c.nodes.items() if p.alive() and (i := s.c.node_info(n, timeout=5.0))]
+    return max(terms, default=0)
 
 
 # ------------------------------------------------------------------------------------------ schedd
