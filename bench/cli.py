@@ -187,6 +187,8 @@ ROWS = [
     ("herd 100k one-offs: not started within the settle time", "herd-100k", key("missed"), num, "0", lambda v, p: v == 0),
     ("herd 10k one-offs: elections during the run", "herd-10k", key("elections"), num, "0 (none by load)",
      lambda v, p: v == 0),
+    ("herd 100k one-offs: elections during the run", "herd-100k", key("elections"), num, "0 (none by load)",
+     lambda v, p: v == 0),
     ("sustained: handler starts/s", "sustained", per_s, num, ">= 3,000/s", lambda v, p: v >= 3000),
     ("sustained: lateness p99", "sustained", key("p99_s"), ms, "<= 100 ms", lambda v, p: v <= 0.100),
     ("sustained: missed", "sustained", key("missed"), num, "0", lambda v, p: v == 0),
