@@ -32,27 +32,42 @@ KEYS = {
 COMMON = {"ts", "mode", "machine", "code", "peers", "workload", "system", "run", "params", "elapsed_s"}
 
 
-def test_every_workload_runs_and_writes_its_json_line(tmp_path):
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """One `python -m bench all --tiny` (with the peers when their venv is installed already)."""
+    folder = tmp_path_factory.mktemp("bench-results")
     peers = _peers._works()
-    args = [sys.executable, "-m", "bench", "all", "--tiny", "--results", str(tmp_path)]
+    args = [sys.executable, "-m", "bench", "all", "--tiny", "--results", str(folder)]
     out = subprocess.run(args + ([] if peers else ["--no-peers"]), cwd=REPO, capture_output=True, text=True,
                          timeout=280, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    lines = [json.loads(x) for f in tmp_path.glob("*.jsonl") for x in f.read_text().splitlines()]
-    systems = ["schedd", *(_peers.PEERS if peers else ())]
+    lines = [json.loads(x) for f in folder.glob("*.jsonl") for x in f.read_text().splitlines()]
+    return peers, lines, out.stdout
+
+
+def check(lines: list[dict], system: str) -> None:
     tiny = [w for w in SIZES if "tiny" in SIZES[w]]
     assert set(KEYS) == {w.split("-")[0] for w in tiny}          # every kind is checked here
     for w in tiny:
-        for s in systems:
-            if peer_limit(w, s, "tiny"):
-                continue
-            recs = [r for r in lines if r["workload"] == w and r["system"] == s]
-            assert len(recs) == 1, (w, s, len(recs))
-            rec = recs[0]
-            assert "error" not in rec, (w, s, rec["error"])
-            want = COMMON | (KEYS[w.split("-")[0]] if s == "schedd" or w.split("-")[0] != "failover" else set())
-            assert want <= rec.keys(), (w, s, sorted(want - rec.keys()))
-    assert "schedd yardstick, tiny" in out.stdout                 # the one table was printed
+        if peer_limit(w, system, "tiny"):
+            continue
+        recs = [r for r in lines if r["workload"] == w and r["system"] == system]
+        assert len(recs) == 1, (w, system, len(recs))
+        rec = recs[0]
+        assert "error" not in rec, (w, system, rec["error"])
+        want = COMMON | KEYS[w.split("-")[0]]
+        assert want <= rec.keys(), (w, system, sorted(want - rec.keys()))
+
+
+def test_every_workload_runs_on_schedd_and_writes_its_json_line(tiny_run):
+    _, lines, stdout = tiny_run
+    check(lines, "schedd")
+    assert "schedd yardstick, tiny" in stdout                     # the one table was printed
+
+
+def test_every_workload_runs_on_the_peers(tiny_run):
+    peers, lines, _ = tiny_run
     if not peers:
-        pytest.skip("schedd part passed; the peers' venv (bench/.peers-venv) is not installed: "
-                    "`python -m bench all --quick` installs it")
+        pytest.skip("the peers' venv (bench/.peers-venv) is not installed: `python -m bench all --quick` installs it")
+    for system in _peers.PEERS:
+        check(lines, system)
