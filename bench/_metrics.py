@@ -1,6 +1,7 @@
-"""Helpers of bench_cluster.py: scrape a node's Prometheus text, take histogram deltas and read
-bucketed percentiles, read a process's RSS and CPU time from /proc, format durations and tables,
-register many jobs in capped calls.
+"""Helpers shared by the benchmarks (bench_cluster.py and the yardstick, ``python -m bench``):
+scrape a node's Prometheus text, take histogram deltas and read bucketed percentiles, read a
+process's RSS and CPU time from /proc, format durations and tables, register many jobs in capped
+calls or one call each with many in flight, wait for a cluster's followers, name the code measured.
 
 Percentiles from a histogram are bucket bounds, never interpolated: ``Hist.quantile(0.99)``
 returns ``(lower, upper]``, the bucket holding the 99th-percentile observation.
@@ -8,10 +9,15 @@ returns ``(lower, upper]``, the bucket holding the 99th-percentile observation.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
+import subprocess
+import time
 import urllib.request
+from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -30,6 +36,62 @@ def put_jobs_in_calls(client, specs: list, per_call: int = 5000):
             total.created += r.created
             total.updated += r.updated
     return total
+
+
+async def put_jobs_one_each(addrs: list[str], security, specs: list, conc: int = 64, warm: str = ""):
+    """One PutJob per spec with `conc` calls in flight (AsyncClient); returns (elapsed s, per-call
+    latencies, Counter of errors). `warm`: a job to GetJob first, so channels are up."""
+    from schedd_client import AsyncClient
+    lat: list[float] = []
+    errors: Counter = Counter()
+    it = iter(specs)
+    async with AsyncClient(addrs, security=security, timeout=30) as ac:
+        if warm:
+            await ac.get_job(warm)
+
+        async def worker():
+            for spec in it:
+                t = time.perf_counter()
+                try:
+                    await ac.put_job(spec)
+                except Exception as e:  # noqa: BLE001 - count and go on
+                    errors[type(e).__name__ + ": " + str(e)[:120]] += 1
+                lat.append(time.perf_counter() - t)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(conc)))
+        return time.perf_counter() - t0, lat, errors
+
+
+def wait_caught_up(c, timeout: float = 60.0, until_wall: float | None = None) -> bool:
+    """Until every live node of LocalCluster `c` has lag 0 and applied what the leader committed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and (until_wall is None or time.time() < until_wall):
+        infos = {n: c.node_info(n) for n, p in c.nodes.items() if p.alive()}
+        leaders = [i for i in infos.values() if i is not None and i.role == "leader"]
+        if leaders and all(i is not None for i in infos.values()):
+            commit = max(i.commit_index for i in leaders)
+            if all(i.lag == 0 and i.applied_index >= commit for i in infos.values()):
+                return True
+        time.sleep(0.2)
+    return False
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def code_version() -> str:
+    """HEAD and whether schedd/, client/ or worker/ differ from it: the nodes import the working
+    tree at start, so a figure belongs to this code. Read-only (no optional index lock or refresh)."""
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+    try:
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], env=env,
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", "HEAD", "--", "schedd", "client", "worker"],
+                               env=env, capture_output=True, timeout=10).returncode != 0
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (no git)"
+    return f"{head or 'unknown'}{' + uncommitted changes in schedd/, client/ or worker/' if dirty else ''}"
 
 
 def scrape(address: str, timeout: float = 5.0) -> Samples:
@@ -134,14 +196,17 @@ def rss_bytes(pid: int) -> int | None:
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of a process (not of its children)."""
+def cpu_seconds(pid: int, children: bool = False) -> float | None:
+    """User + system CPU seconds of a process (with `children`: plus its reaped children's)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    ticks = int(fields[11]) + int(fields[12])
+    if children:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / _CLK_TCK
 
 
 # ------------------------------------------------------------------ formatting

@@ -45,7 +45,6 @@ import shlex
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -60,14 +59,14 @@ import grpc
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _metrics import (
-    put_jobs_in_calls,
+    code_version, put_jobs_in_calls, put_jobs_one_each, wait_caught_up,
     Hist, cpu_seconds, fmt_bucket, fmt_bytes, fmt_s, percentile, rss_bytes, scrape, table, total,
 )
 
 from schedd.runtime.cluster import LocalCluster
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
-from schedd_client import AsyncClient, Client, job_spec
+from schedd_client import Client, job_spec
 
 SECTIONS = ("commit", "register", "lateness", "burst", "failover")
 LATENESS = "schedd_fire_lateness_seconds"
@@ -122,23 +121,6 @@ def cpu_text(a: dict[str, float], b: dict[str, float], leader: str = "") -> str:
                      for k in a if k != "wall")
 
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def code_version() -> str:
-    """HEAD and whether schedd/ or client/ differ from it: the nodes import the working tree at
-    start, so a figure belongs to this code. Read-only (no optional index lock or refresh)."""
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
-    try:
-        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], env=env,
-                              capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", "HEAD", "--", "schedd", "client", "worker"],
-                               env=env, capture_output=True, timeout=10).returncode != 0
-    except (OSError, subprocess.SubprocessError):
-        return "unknown (no git)"
-    return f"{head or 'unknown'}{' + uncommitted changes in schedd/ or client/' if dirty else ''}"
-
-
 def verdict(ok: bool | None) -> str:
     return {True: "meets", False: "MISSES", None: "unclear"}[ok]
 
@@ -163,20 +145,6 @@ class NodeWatch:
         for ch in self._ch.values():
             ch.close()
         self._ch.clear()
-
-
-def wait_caught_up(c: LocalCluster, timeout: float = 60.0, until_wall: float | None = None) -> bool:
-    """Until every live node has lag 0 and applied what the leader has committed."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and (until_wall is None or time.time() < until_wall):
-        infos = {n: c.node_info(n) for n, p in c.nodes.items() if p.alive()}
-        leaders = [i for i in infos.values() if i is not None and i.role == "leader"]
-        if leaders and all(i is not None for i in infos.values()):
-            commit = max(i.commit_index for i in leaders)
-            if all(i.lag == 0 and i.applied_index >= commit for i in infos.values()):
-                return True
-        time.sleep(0.2)
-    return False
 
 
 def leader_term(c: LocalCluster, nid: str) -> int | None:
@@ -327,27 +295,8 @@ class Bench:
 
             specs_a = [job_spec(f"a-{i:06d}", command="true") for i in range(n_one)]
 
-            async def one_each():
-                lat, errors = [], Counter()
-                it = iter(specs_a)
-                async with AsyncClient(addrs, security=c.security(), timeout=30) as ac:
-                    await ac.get_job("warm")
-
-                    async def worker():
-                        for spec in it:
-                            t = time.perf_counter()
-                            try:
-                                await ac.put_job(spec)
-                            except Exception as e:  # noqa: BLE001 - count and go on
-                                errors[type(e).__name__ + ": " + str(e)[:120]] += 1
-                            lat.append(time.perf_counter() - t)
-
-                    t0 = time.perf_counter()
-                    await asyncio.gather(*(worker() for _ in range(conc)))
-                    return time.perf_counter() - t0, lat, errors
-
             cpu_a0 = cpu_snapshot(c)
-            el_a, lat_a, err_a = asyncio.run(one_each())
+            el_a, lat_a, err_a = asyncio.run(put_jobs_one_each(addrs, c.security(), specs_a, conc, warm="warm"))
             cpu_a1 = cpu_snapshot(c)
             caught_a = wait_caught_up(c)
             time.sleep(0.5)
