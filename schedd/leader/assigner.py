@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
+from functools import partial
 
+from schedd.core import acl as A
 from schedd.core import commands as C
 from schedd.core.model import ValidationError, execution_id, parse_execution_id
 from schedd.core.policy import VersionCache
 from schedd.core.results import Code
 from schedd.core.view import StateView
-from schedd.leader.assignment import InFlight, Pace, decide
+from schedd.leader.assignment import Capacity, InFlight, Pace, candidates, decide, in_due_order
 from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
 from schedd.ports.clock import Clock
@@ -39,7 +42,10 @@ WORKER_KILL_GRACE_MS = 5_000     # a worker's TERM-to-KILL grace after a timeout
 FINISH_TRIES = 3
 CANCEL_RESEND_MS = 2_000
 SPEC_CACHE = 10_000            # parsed specs kept: of jobs claimed or running (bounded)
-FULL_PASS_MS = 500            # every waiting run is looked at (skips, reasons) this often
+FULL_PASS_MS = 500            # every waiting run is looked at (skips, reasons) this often, at least
+FULL_PASS_SHARE = 20          # ... and a full pass takes at most 1/20 of the loop's time
+SCAN_LIMIT = 4096             # runs one step looks at between full passes (the next resumes after)
+REAP_MS = 250                 # running attempts are checked (leases, timeouts, cancels) this often
 
 HELD, WAIT, NOT_HELD = "held", "wait", "not_held"
 
@@ -70,6 +76,10 @@ def inherited_claim_fate(*, reconnected: bool, same_process: bool, reported: boo
     return NOT_HELD
 
 
+def _may_serve(principal: A.Principal, pool: str, team: str) -> bool:
+    return bool(A.may_serve(principal, pool, team))
+
+
 class Assigner:
     def __init__(self, node: RaftNode, clock: Clock, hub: WorkerHub, lookahead_ms: int,
                  spawn: Callable, metrics=None, faults: Faults = NO_FAULTS, *,
@@ -85,6 +95,9 @@ class Assigner:
         self.catchup_rate = float(node.cfg.scheduler.catchup_per_second)
         self._catchup_next_ms = 0.0
         self._next_full_pass_ms = 0
+        self._next_reap_ms = 0
+        self._classes: set = set()       # serving classes seen by the last full pass
+        self._cursor: tuple[int, str, int] | None = None   # where the next step's scan resumes
         self._last_step_ms = 0
         self.term = 0                    # the epoch this leader's current decisions are made in
         self.expiring: set[int] = set()
@@ -129,54 +142,77 @@ class Assigner:
         self._last_step_ms = now
         self.hub.drop_silent(now)
         self._assign(now)
-        self._reap(now)
+        # Leases are seconds long: no need to look every step; but while claims inherited from
+        # an earlier leader are unsettled, every step (one never started runs again at once).
+        if now >= self._next_reap_ms or self.inherited:
+            self._next_reap_ms = now + REAP_MS
+            self._reap(now)
 
     # ------------------------------------------------------------ claims
 
+    def _capacity(self, now: int) -> list[Capacity]:
+        """Each live worker's free slots, pool, labels and the teams its token serves."""
+        out = []
+        for c in self.hub.conns.values():
+            free = c.free_slots()
+            if free > 0 and self.hub.live(c, now):
+                serves = None if c.principal is None else partial(_may_serve, c.principal, c.pool)
+                out.append(Capacity(c.name, free, c.pool, c.labels, len(c.running) + c.reserved, serves))
+        return out
+
     def _assign(self, now: int) -> None:
         """Claim what may start, skip what must not run, and say why the rest waits: the
-        decision is `schedd.leader.assignment.decide`; this pushes each claim to a worker.
+        decision is `schedd.leader.assignment.decide`, which also places each claim on a
+        worker; this pushes each claim to it.
 
-        Thousands of runs may wait (no worker in their pool, a quota): looking at all of them
-        every step would starve the event loop. So every step looks only as far as there are
-        free slots to fill, and a full pass (skips by deadline or overlap, waiting reasons)
-        runs every FULL_PASS_MS."""
-        free = sum(c.free_slots() for c in self.hub.conns.values() if self.hub.live(c, now))
+        Thousands of runs may wait (a herd, no worker in their pool, a quota): looking at all of
+        them every step would starve the event loop. So a step looks only as far as there are
+        free slots to fill, at most SCAN_LIMIT runs, oldest due first (the serving order while
+        every waiting run is of one serving class, as the last full pass saw; else it sorts),
+        resuming after the last run it looked at when it stopped at the limit. A full pass
+        (every run: skips by deadline or overlap, waiting reasons, the serving classes) runs
+        every FULL_PASS_MS, or less often when it is long, so it takes at most 1/FULL_PASS_SHARE
+        of the loop's time."""
+        workers = self._capacity(now)
+        free = sum(w.free for w in workers)
         full = now >= self._next_full_pass_ms
         if not full and free <= 0:
             return
-        if full:
-            self._next_full_pass_ms = now + FULL_PASS_MS
         pace = Pace(self.lookahead_ms, full=full, catchup_rate=self.catchup_rate,
-                    catchup_next_ms=self._catchup_next_ms, workers=bool(self.hub.conns))
+                    catchup_next_ms=self._catchup_next_ms, workers=bool(self.hub.conns),
+                    scan_limit=0 if full else SCAN_LIMIT)
+        in_flight = InFlight(self.claiming, self.skipping)
+        lazy = not full and len(self._classes) <= 1
         with self.node.lock:
-            d = decide(self.view, now, free, InFlight(self.claiming, self.skipping), pace)
+            started = time.perf_counter()
+            if full:
+                items = None
+            elif lazy:
+                items = in_due_order(self.view, now, self.lookahead_ms, self.claiming, after=self._cursor)
+            else:
+                items = candidates(self.view, now, self.lookahead_ms, self.claiming)
+            d = decide(self.view, now, workers, in_flight, pace, items)
             claims = [(c, self._specs.get(c.row)) for c in d.claims]
+            spent_ms = (time.perf_counter() - started) * 1000
         self._catchup_next_ms = d.catchup_next_ms
-        waiting = d.waiting                          # rebuilt each full pass: nothing stale lingers
+        if full:
+            self._next_full_pass_ms = now + max(FULL_PASS_MS, int(spent_ms * FULL_PASS_SHARE))
+            self._classes = d.classes
+            self.waiting = d.waiting                 # rebuilt each full pass: nothing stale lingers
+        else:
+            if len(d.classes) > 1:
+                self._classes = d.classes            # runs of another class appeared: sort from now on
+            self.waiting.update(d.waiting)
+        stopped_at_limit = lazy and d.looked >= SCAN_LIMIT and len(d.claims) < free
+        self._cursor = d.last if stopped_at_limit else None
         if d.skips:
             self.skipping.update((n, t) for n, t, _ in d.skips)
             self.spawn(self._skip(d.skips, self.term))
         for c, spec in claims:
-            name, t = c.job, c.scheduled_ms
-            pool, labels = spec.get("pool", ""), spec.get("worker_labels") or {}
-            workers = self.hub.eligible(pool, now, labels, spec.get("team") or "default") if self.hub.conns else []
-            if not workers:
-                if not self.hub.conns:
-                    waiting[(name, t)] = "waiting: no worker is connected"
-                    continue
-                where = [f"in pool {pool!r}"] if pool else []
-                where += [f"with labels {','.join(f'{k}={v}' for k, v in sorted(labels.items()))}"] if labels else []
-                waiting[(name, t)] = " ".join(["waiting for a free worker slot", *where])
-                continue
-            conn = workers[0]
+            conn = self.hub.conns[c.worker]
             conn.reserved += 1
-            self.claiming[(name, t)] = c.holds
-            self.spawn(self._claim(conn, name, t, c.attempt, c.due, spec, self.term, c.created))
-        if full:
-            self.waiting = waiting
-        else:
-            self.waiting.update(waiting)
+            self.claiming[(c.job, c.scheduled_ms)] = c.holds
+            self.spawn(self._claim(conn, c.job, c.scheduled_ms, c.attempt, c.due, spec, self.term, c.created))
 
     async def _skip(self, items: list[tuple[str, int, str]], term: int) -> None:
         entry = C.encode(C.SKIP, rid="", now=self.clock.now_ms(), term=term,
