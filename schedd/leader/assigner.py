@@ -280,6 +280,8 @@ class Assigner:
         self.cancel_sent.pop(r.fencing_token, None)
         # the epoch of the decision to commit it, read now (see step), never node.term later
         self.spawn(self._finish(conn, r, self.view.epoch))
+        self.hub.on_change()            # a slot is free: the dispatcher's next step fills it now,
+                                        # not at its idle tick (the wake-ups of one burst coalesce)
 
     async def _finish(self, conn: WorkerConn, r: pb.AttemptResult, term: int) -> None:
         try:
