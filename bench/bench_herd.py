@@ -36,10 +36,10 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _metrics import cpu_seconds, percentile, put_jobs_in_calls  # noqa: E402
+from _metrics import cpu_seconds, percentile, put_jobs_in_calls
 
-from schedd.runtime.cluster import LocalCluster  # noqa: E402
-from schedd_client import Client, job_spec  # noqa: E402
+from schedd.runtime.cluster import LocalCluster
+from schedd_client import job_spec
 
 HANDLER = "herd-noop"
 

@@ -720,7 +720,7 @@ class ListWorkersResponse(_message.Message):
     def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("id", "raft_address", "grpc_address", "role", "term", "commit_index", "applied_index", "lag", "has_quorum", "state_hash", "uptime_seconds", "error", "leader_epoch", "state_digest", "digest_index", "at_digest", "replicas", "writable", "not_writable_reason")
+    __slots__ = ("id", "raft_address", "grpc_address", "role", "term", "commit_index", "applied_index", "lag", "has_quorum", "state_hash", "uptime_seconds", "error", "leader_epoch", "state_digest", "digest_index", "at_digest", "replicas", "writable", "not_writable_reason", "dispatch_backlog", "dispatch_lag_ms")
     ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -740,6 +740,8 @@ class NodeStatus(_message.Message):
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     WRITABLE_FIELD_NUMBER: _ClassVar[int]
     NOT_WRITABLE_REASON_FIELD_NUMBER: _ClassVar[int]
+    DISPATCH_BACKLOG_FIELD_NUMBER: _ClassVar[int]
+    DISPATCH_LAG_MS_FIELD_NUMBER: _ClassVar[int]
     id: str
     raft_address: str
     grpc_address: str
@@ -759,7 +761,9 @@ class NodeStatus(_message.Message):
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
     writable: bool
     not_writable_reason: str
-    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., uptime_seconds: _Optional[int] = ..., error: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., at_digest: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., writable: _Optional[bool] = ..., not_writable_reason: _Optional[str] = ...) -> None: ...
+    dispatch_backlog: int
+    dispatch_lag_ms: int
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., uptime_seconds: _Optional[int] = ..., error: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., at_digest: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., writable: _Optional[bool] = ..., not_writable_reason: _Optional[str] = ..., dispatch_backlog: _Optional[int] = ..., dispatch_lag_ms: _Optional[int] = ...) -> None: ...
 
 class ReplicaProgress(_message.Message):
     __slots__ = ("peer", "peer_id", "match_index", "last_index", "lag", "stuck", "progress_ms")

@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import partial
 
 from schedd.core import acl as A
@@ -27,7 +28,7 @@ from schedd.core.model import ValidationError, execution_id, parse_execution_id
 from schedd.core.policy import VersionCache
 from schedd.core.results import Code
 from schedd.core.view import StateView
-from schedd.leader.assignment import Capacity, InFlight, Pace, candidates, decide, in_due_order
+from schedd.leader.assignment import Candidate, Capacity, InFlight, Pace, candidates, decide, in_due_order
 from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
 from schedd.ports.clock import Clock
@@ -47,7 +48,40 @@ FULL_PASS_SHARE = 20          # ... and a full pass takes at most 1/20 of the lo
 SCAN_LIMIT = 4096             # runs one step looks at between full passes (the next resumes after)
 REAP_MS = 250                 # running attempts are checked (leases, timeouts, cancels) this often
 
+BEHIND_MS = 2_000             # a run waiting this long past its due time: `cluster status` warns
+
 HELD, WAIT, NOT_HELD = "held", "wait", "not_held"
+
+
+@dataclass(slots=True)
+class DispatchLoad:
+    """How far behind dispatch is, as the leader measured at its last step: the runs past due
+    that wait for a claim (for a free slot, a quota, a worker of their pool, or because the
+    leader is behind) and how long ago the oldest of them was due. Past capacity schedd degrades
+    by running late, never by dropping runs: this is where the lateness shows (the
+    schedd_dispatch_* gauges, NodeStatus.dispatch_*, and a `cluster status` warning). Zero on a
+    follower. Written on the event loop, read by the metrics scrape and Status."""
+
+    backlog: int = 0
+    lag_ms: int = 0
+
+    def measure(self, view: StateView, now: int) -> None:
+        """O(log n): the caller holds the node lock."""
+        self.backlog = view.ready_due_count(now)
+        oldest = view.oldest_ready()
+        self.lag_ms = max(0, now - oldest) if self.backlog and oldest is not None else 0
+
+    def clear(self) -> None:
+        self.backlog = self.lag_ms = 0
+
+
+def overload_warning(backlog: int, lag_ms: int) -> str:
+    """The `cluster status` warning for a leader's dispatch backlog ("" when it keeps up)."""
+    if lag_ms < BEHIND_MS or backlog <= 0:
+        return ""
+    return (f"dispatch is behind: {backlog} run(s) past due wait for a claim, the oldest due "
+            f"{lag_ms / 1000:.1f} s ago (no free worker slot or quota for them, or the leader is "
+            "past its capacity: every run still starts, late; `schedctl runs get` says why one waits)")
 
 
 def inherited_claim_fate(*, reconnected: bool, same_process: bool, reported: bool, holds: bool) -> str:
@@ -108,6 +142,7 @@ class Assigner:
         self._specs = VersionCache(lambda job: job.spec_dict(), SPEC_CACHE)   # job -> parsed spec
         secret = getattr(node.cfg, "secret", "")
         self.sealer = EnvSealer(secret) if secret else None    # opens env_secret for assignments
+        self.load = DispatchLoad()
         hub.on_result = self.on_result
 
     def take_over(self, now: int) -> None:
@@ -142,6 +177,8 @@ class Assigner:
         self._last_step_ms = now
         self.hub.drop_silent(now)
         self._assign(now)
+        with self.node.lock:
+            self.load.measure(self.view, now)
         # Leases are seconds long: no need to look every step; but while claims inherited from
         # an earlier leader are unsettled, every step (one never started runs again at once).
         if now >= self._next_reap_ms or self.inherited:
@@ -185,6 +222,7 @@ class Assigner:
         lazy = not full and len(self._classes) <= 1
         with self.node.lock:
             started = time.perf_counter()
+            items: Iterable[Candidate] | None
             if full:
                 items = None
             elif lazy:

@@ -119,6 +119,8 @@ class Dispatcher:
                 self.hub.close_all("this node is no longer the leader")
             self._led_term = None
             self._cancel_launches()
+            if self.assigner is not None:
+                self.assigner.load.clear()
             return
         term = node.term
         if self.view.epoch != term:

@@ -161,7 +161,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     dispatcher = Dispatcher(node, clock, metrics, hub, faults)
     dispatcher_box.append(dispatcher)
     replicas = ReplicaWatch(node, ConvergenceTracker(cfg.raft.replica_stuck_ms), wall_ms=clock.now_ms)
-    metrics.watch(node, replicas)
+    load = dispatcher.assigner.load if dispatcher.assigner is not None else None
+    metrics.watch(node, replicas, load)
 
     signer = NodeSigner(cfg.secret)
     router = Router(node, signer, clock, peer_channels(cfg.tls))
@@ -177,7 +178,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
                  ("grpc.max_receive_message_length", max_receive_bytes(cfg.limits))])
     pb_grpc.add_SchedulerServicer_to_server(SchedulerService(node, clock, metrics, router, dispatcher),
                                             server)
-    pb_grpc.add_ClusterServicer_to_server(ClusterService(node, router, replicas, clock), server)
+    pb_grpc.add_ClusterServicer_to_server(ClusterService(node, router, replicas, clock, load), server)
     dags_pb2_grpc.add_DagsServicer_to_server(DagsService(node, clock, metrics, router), server)
     pb_grpc.add_WorkersServicer_to_server(hub, server)
     acl_pb2_grpc.add_AclServicer_to_server(AclService(node, clock, metrics, router), server)
