@@ -64,6 +64,10 @@ class StateView:
         order. An iterator: do not apply meanwhile."""
         return self._t.ready.irange(after, (until, MAX_KEY, 2 ** 63), inclusive=(after is None, True))
 
+    def ready_count(self) -> int:
+        """Executions waiting for a claim, however far ahead they are due."""
+        return len(self._t.ready)
+
     def ready_due_count(self, now: int) -> int:
         """Executions waiting for a claim that were due by `now` (O(log n))."""
         return self._t.ready.bisect_right((now, MAX_KEY, 2 ** 63))

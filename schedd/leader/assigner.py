@@ -46,6 +46,7 @@ SPEC_CACHE = 10_000            # parsed specs kept: of jobs claimed or running (
 FULL_PASS_MS = 500            # every waiting run is looked at (skips, reasons) this often, at least
 FULL_PASS_SHARE = 20          # ... and a full pass takes at most 1/20 of the loop's time
 SCAN_LIMIT = 4096             # runs one step looks at between full passes (the next resumes after)
+SURVEY_LIMIT = 20_000         # runs one full pass looks at, holding the node lock (the next resumes)
 REAP_MS = 250                 # running attempts are checked (leases, timeouts, cancels) this often
 
 BEHIND_MS = 2_000             # a run waiting this long past its due time: `cluster status` warns
@@ -132,6 +133,9 @@ class Assigner:
         self._next_reap_ms = 0
         self._classes: set = set()       # serving classes seen by the last full pass
         self._cursor: tuple[int, str, int] | None = None   # where the next step's scan resumes
+        self._survey: tuple[int, str, int] | None = None   # where the next full pass resumes
+        self._survey_classes: set = set()
+        self._survey_waiting: dict[tuple[str, int], str] = {}
         self._last_step_ms = 0
         self.term = 0                    # the epoch this leader's current decisions are made in
         self.expiring: set[int] = set()
@@ -154,6 +158,7 @@ class Assigner:
         self.cancel_sent.clear()
         self.waiting.clear()
         self._next_full_pass_ms = 0
+        self._survey, self._cursor, self._survey_classes, self._survey_waiting = None, None, set(), {}
         with self.node.lock:
             running = [ex.attempts[-1] for ex in self.view.running()]
         self.inherited = {a.fencing_token: a.worker for a in running}
@@ -215,26 +220,44 @@ class Assigner:
         full = now >= self._next_full_pass_ms
         if not full and free <= 0:
             return
-        pace = Pace(self.lookahead_ms, full=full, catchup_rate=self.catchup_rate,
-                    catchup_next_ms=self._catchup_next_ms, workers=bool(self.hub.conns),
-                    scan_limit=0 if full else SCAN_LIMIT)
         in_flight = InFlight(self.claiming, self.skipping)
         lazy = not full and len(self._classes) <= 1
         with self.node.lock:
             started = time.perf_counter()
+            # A full pass over a herd would hold the node lock (and so the apply thread) for
+            # seconds: past SURVEY_LIMIT waiting runs it looks at SURVEY_LIMIT of them in due
+            # order per pass, resuming after the last (a survey in rounds).
+            survey = full and (self._survey is not None or self.view.ready_count() > SURVEY_LIMIT)
             items: Iterable[Candidate] | None
-            if full:
+            if survey:
+                items = in_due_order(self.view, now, self.lookahead_ms, self.claiming, after=self._survey)
+            elif full:
                 items = None
             elif lazy:
                 items = in_due_order(self.view, now, self.lookahead_ms, self.claiming, after=self._cursor)
             else:
                 items = candidates(self.view, now, self.lookahead_ms, self.claiming)
+            limit = SURVEY_LIMIT if survey else 0 if full else SCAN_LIMIT
+            pace = Pace(self.lookahead_ms, full=full, catchup_rate=self.catchup_rate,
+                        catchup_next_ms=self._catchup_next_ms, workers=bool(self.hub.conns), scan_limit=limit)
             d = decide(self.view, now, workers, in_flight, pace, items)
             claims = [(c, self._specs.get(c.row)) for c in d.claims]
             spent_ms = (time.perf_counter() - started) * 1000
         self._catchup_next_ms = d.catchup_next_ms
         if full:
             self._next_full_pass_ms = now + max(FULL_PASS_MS, int(spent_ms * FULL_PASS_SHARE))
+        if survey:
+            more = d.looked >= SURVEY_LIMIT
+            self._survey = d.last if more else None
+            self._survey_classes |= d.classes
+            self._survey_waiting.update(d.waiting)
+            self.waiting.update(d.waiting)
+            if not more:                             # a round ended: what it saw is the truth
+                self._classes, self._survey_classes = self._survey_classes, set()
+                self.waiting, self._survey_waiting = self._survey_waiting, {}
+            if more:
+                self._next_full_pass_ms = now        # the round goes on at the next step
+        elif full:
             self._classes = d.classes
             self.waiting = d.waiting                 # rebuilt each full pass: nothing stale lingers
         else:

@@ -51,7 +51,7 @@ class Pace:
     catchup_rate: float = 1.0         # catch-up runs started per second, at most
     catchup_next_ms: float = 0.0      # when the next catch-up run may start
     workers: bool = True              # a worker is connected (for the waiting reason)
-    scan_limit: int = 0               # not full: look at most at this many runs (0 = no limit)
+    scan_limit: int = 0               # look at most at this many runs (0 = no limit)
 
 
 @dataclass(slots=True, frozen=True)
@@ -186,7 +186,7 @@ def decide(view: StateView, now: int, workers: Sequence[Capacity] | int, in_flig
     if items is None:
         items = candidates(view, now, pace.lookahead_ms, in_flight.claiming)
     for due, ex, job in items:
-        if not pace.full and (slots.total <= 0 or (pace.scan_limit and d.looked >= pace.scan_limit)):
+        if (pace.scan_limit and d.looked >= pace.scan_limit) or (not pace.full and slots.total <= 0):
             break
         d.looked += 1
         name, t = ex.job, ex.scheduled_ms
