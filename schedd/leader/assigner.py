@@ -15,20 +15,23 @@ The proposals carry request ids derived from the token, so a retried proposal ap
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from schedd.core import acl as A
 from schedd.core import commands as C
+from schedd.core.attempts import MAX_CLAIMS_PER_ENTRY
 from schedd.core.model import ValidationError, execution_id, parse_execution_id
 from schedd.core.policy import VersionCache
 from schedd.core.results import Code
 from schedd.core.view import StateView
-from schedd.leader.assignment import Candidate, Capacity, InFlight, Pace, candidates, decide, in_due_order
+from schedd.leader.assignment import Candidate, Capacity, Claim, InFlight, Pace, candidates, decide, in_due_order
 from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
 from schedd.ports.clock import Clock
@@ -109,6 +112,28 @@ def inherited_claim_fate(*, reconnected: bool, same_process: bool, reported: boo
     if not (reconnected and same_process and reported):
         return WAIT
     return NOT_HELD
+
+
+CLAIM_BYTES = 128             # what a claim costs in a start_many entry besides its names
+
+
+def claim_chunks(batch: list[tuple[WorkerConn, Claim, dict]]) -> list[list[tuple[WorkerConn, Claim, dict]]]:
+    """The claims of one step in chunks that each fit one start_many entry: at most
+    MAX_CLAIMS_PER_ENTRY claims and C.BATCH_ENTRY_BYTES (names counted as they are encoded)."""
+    chunks: list[list[tuple[WorkerConn, Claim, dict]]] = []
+    chunk: list[tuple[WorkerConn, Claim, dict]] = []
+    size = 0
+    for item in batch:
+        conn, c, _ = item
+        n = CLAIM_BYTES + C.encoded_size(c.job) + C.encoded_size(conn.name) + C.encoded_size(conn.incarnation)
+        if chunk and (len(chunk) >= MAX_CLAIMS_PER_ENTRY or size + n > C.BATCH_ENTRY_BYTES):
+            chunks.append(chunk)
+            chunk, size = [], 0
+        chunk.append(item)
+        size += n
+    if chunk:
+        chunks.append(chunk)
+    return chunks
 
 
 def _may_serve(principal: A.Principal, pool: str, team: str) -> bool:
@@ -269,11 +294,14 @@ class Assigner:
         if d.skips:
             self.skipping.update((n, t) for n, t, _ in d.skips)
             self.spawn(self._skip(d.skips, self.term))
+        batch = []
         for c, spec in claims:
             conn = self.hub.conns[c.worker]
             conn.reserved += 1
             self.claiming[(c.job, c.scheduled_ms)] = c.holds
-            self.spawn(self._claim(conn, c.job, c.scheduled_ms, c.attempt, c.due, spec, self.term, c.created))
+            batch.append((conn, c, spec))
+        for chunk in claim_chunks(batch):
+            self.spawn(self._claim_many(chunk, self.term))
 
     async def _skip(self, items: list[tuple[str, int, str]], term: int) -> None:
         entry = C.encode(C.SKIP, rid="", now=self.clock.now_ms(), term=term,
@@ -287,17 +315,27 @@ class Assigner:
         finally:
             self.skipping.difference_update((n, t) for n, t, _ in items)
 
+    async def _claim_many(self, chunk: list[tuple[WorkerConn, Claim, dict]], term: int) -> None:
+        """Propose the claims of one step in one `start_many` entry (one commit, one apply, one
+        journal record for all of them), then settle each claim from its own share of the result."""
+        items = [{"job": c.job, "scheduled_ms": c.scheduled_ms, "attempt": c.attempt, "worker": conn.name,
+                  "worker_incarnation": conn.incarnation, "created": c.created} for conn, c, _ in chunk]
+        entry = C.encode(C.START_MANY, rid="", now=self.clock.now_ms(), term=term, by=self.node.cfg.node_id,
+                         claims=items)
+        proposal = asyncio.ensure_future(self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S))
+
+        async def share(k: int) -> Mapping[str, Any]:
+            result = await asyncio.shield(proposal)
+            return result if not result.get("ok") else result["claims"][k]
+
+        await asyncio.gather(*(self._claim(conn, c.job, c.scheduled_ms, c.attempt, c.due, spec, term, share(k))
+                               for k, (conn, c, spec) in enumerate(chunk)))
+
     async def _claim(self, conn: WorkerConn, name: str, t: int, attempt: int, due: int, spec: dict,
-                     term: int, created: int) -> None:
-        """`created` is the log index that recorded the execution: apply refuses the claim if
-        the execution under this key was deleted and recorded again (a job re-created) since."""
-        entry = C.encode(C.START, rid=f"start-{name}@{t}#{attempt}.{created}", now=self.clock.now_ms(),
-                         term=term, by=self.node.cfg.node_id, job=name, scheduled_ms=t,
-                         attempt=attempt, worker=conn.name, worker_incarnation=conn.incarnation,
-                         created=created)
+                     term: int, proposal: Awaitable[Mapping[str, Any]]) -> None:
+        """`proposal` settles with this claim's result (one share of a start_many entry's)."""
         try:
-            result = await self.faults.claim(self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S), self,
-                                             conn, name, t, attempt, due, spec)
+            result = await self.faults.claim(proposal, self, conn, name, t, attempt, due, spec)
         except ProposalError as e:
             log.info("claim of %s attempt %d not confirmed: %s", execution_id(name, t), attempt, e)
             return

@@ -202,20 +202,26 @@ def check(records: list[dict], meta: dict) -> dict:
             rid_created[base_rid].append((name, t, idx))
             execs[(name, t)] = {"job": name, "t": t, "index": idx, "now": now, "trigger": "manual",
                                 "state": "SCHEDULED", "attempts": [], "term": e.get("term")}
-        elif k == "start" and res.get("ok") and not res.get("deduplicated"):
-            key = (e.get("job"), e.get("scheduled_ms"))
-            tokens[idx] = {"job": key[0], "t": key[1], "worker": e.get("worker"), "attempt": e.get("attempt"),
-                           "now": now, "term": e.get("term")}
-            if ":" in str(key[0]) and key not in execs:   # a DAG task: apply recorded it, no entry did
-                execs[key] = {"job": key[0], "t": key[1], "index": idx, "now": now, "trigger": "dag",
-                              "state": "SCHEDULED", "attempts": [], "term": e.get("term")}
-            if ":" in str(key[0]):
-                dag, _, task = str(key[0]).partition(":")
-                dag_claims.append((idx, r["ts"], dag, key[1], task, idx))
-            ex = execs.get(key)
-            if ex is not None:
-                ex["attempts"].append(idx)
-                ex["state"] = "RUNNING"
+        elif k in ("start", "start_many") and res.get("ok") and not res.get("deduplicated"):
+            # start: one claim, its token the entry's index; start_many: each claim's own token
+            claims = [(e, res, idx)] if k == "start" else \
+                [(c, cr, cr.get("token")) for c, cr in zip(e.get("claims") or [], res.get("claims") or [])]
+            for c, cres, tok in claims:
+                if not cres.get("ok"):
+                    continue
+                key = (c.get("job"), c.get("scheduled_ms"))
+                tokens[tok] = {"job": key[0], "t": key[1], "worker": c.get("worker"), "attempt": c.get("attempt"),
+                               "now": now, "term": e.get("term")}
+                if ":" in str(key[0]) and key not in execs:   # a DAG task: apply recorded it, no entry did
+                    execs[key] = {"job": key[0], "t": key[1], "index": idx, "now": now, "trigger": "dag",
+                                  "state": "SCHEDULED", "attempts": [], "term": e.get("term")}
+                if ":" in str(key[0]):
+                    dag, _, task = str(key[0]).partition(":")
+                    dag_claims.append((idx, r["ts"], dag, key[1], task, tok))
+                ex = execs.get(key)
+                if ex is not None:
+                    ex["attempts"].append(tok)
+                    ex["state"] = "RUNNING"
         elif k == "finish":
             key = (e.get("job"), e.get("scheduled_ms"))
             tok = e.get("token")
