@@ -48,8 +48,8 @@ CANCEL_RESEND_MS = 2_000
 SPEC_CACHE = 10_000            # parsed specs kept: of jobs claimed or running (bounded)
 FULL_PASS_MS = 500            # every waiting run is looked at (skips, reasons) this often, at least
 FULL_PASS_SHARE = 20          # ... and a full pass takes at most 1/20 of the loop's time
-SCAN_LIMIT = 4096             # runs one step looks at between full passes (the next resumes after)
-SURVEY_LIMIT = 20_000         # runs one full pass looks at, holding the node lock (the next resumes)
+SCAN_LIMIT = 1024             # runs one step looks at between full passes (the next resumes after)
+SURVEY_LIMIT = 5_000         # runs one full pass looks at, holding the node lock (the next resumes)
 REAP_MS = 250                 # running attempts are checked (leases, timeouts, cancels) this often
 
 BEHIND_MS = 2_000             # a run waiting this long past its due time: `cluster status` warns
@@ -183,6 +183,7 @@ class Assigner:
         self.cancel_sent.clear()
         self.waiting.clear()
         self._next_full_pass_ms = 0
+        self._last_step_ms = 0           # a stall is measured while leading, not since it last led
         self._survey, self._cursor, self._survey_classes, self._survey_waiting = None, None, set(), {}
         with self.node.lock:
             running = [ex.attempts[-1] for ex in self.view.running()]
