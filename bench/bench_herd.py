@@ -42,6 +42,7 @@ from schedd.runtime.cluster import LocalCluster
 from schedd_client import job_spec
 
 HANDLER = "herd-noop"
+REGISTER_CALL = 1000      # jobs per PutJobs call: registration is not what this measures
 
 
 def rfc3339(ts: float) -> str:
@@ -126,13 +127,21 @@ class Watch:
     def __init__(self, c: LocalCluster, profile: str | None, duration: float) -> None:
         self.c = c
         self.leader = c.wait_leader()
-        self.term0 = c.node_info(self.leader).term
+        self.term0 = self.term(self.leader)
         self.cpu0 = {n: cpu_seconds(p.pid) or 0.0 for n, p in c.nodes.items()}
         self.spy = None
         if profile:
             self.spy = subprocess.Popen(["py-spy", "record", "-p", str(c.nodes[self.leader].pid), "-o", profile,
                                          "-d", str(int(duration)), "-r", "50", "--nonblocking", "--threads"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def term(self, nid: str | None) -> int | str:
+        for _ in range(10):
+            info = self.c.node_info(nid, timeout=5) if nid else None
+            if info is not None:
+                return info.term
+            time.sleep(0.5)
+        return "?"
 
     def done(self) -> dict[str, object]:
         cpu = {n: (cpu_seconds(p.pid) or 0.0) - self.cpu0[n] for n, p in self.c.nodes.items()}
@@ -143,9 +152,7 @@ class Watch:
                 self.spy.send_signal(signal.SIGINT)
                 self.spy.wait()
         leader = self.c.leader()
-        info = self.c.node_info(leader) if leader else None
-        return {"cpu": cpu, "leader": f"{self.leader} -> {leader}",
-                "terms": f"{self.term0} -> {info.term if info else '?'}"}
+        return {"cpu": cpu, "leader": f"{self.leader} -> {leader}", "terms": f"{self.term0} -> {self.term(leader)}"}
 
 
 def herd(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
@@ -159,7 +166,7 @@ def herd(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
             T = math.ceil(t0 + specs_at + args.size / 8000)
             specs = [job_spec(f"{prefix}{i:06d}", schedule=f"at {rfc3339(T)}", python=HANDLER)
                      for i in range(args.size)]
-            put_jobs_in_calls(cl, specs)
+            put_jobs_in_calls(cl, specs, per_call=REGISTER_CALL)
             reg = time.time() - t0
             print(f"registered {args.size:,} in {reg:.1f}s; T - now = {T - time.time():.1f}s")
             if T - time.time() < 3:
@@ -195,7 +202,7 @@ def steady(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
         with c.client(timeout=300) as cl:
             specs = [job_spec(f"st-{i:06d}", schedule=f"@every {args.period}s", python=HANDLER)
                      for i in range(args.jobs)]
-            put_jobs_in_calls(cl, specs)
+            put_jobs_in_calls(cl, specs, per_call=REGISTER_CALL)
             start = math.ceil(time.time() / args.period) * args.period + args.period
             while time.time() < start:
                 time.sleep(0.1)
