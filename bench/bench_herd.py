@@ -183,7 +183,7 @@ def herd(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
         twice = sum(len(xs) - 1 for xs in starts.values())
         missed = args.size - len(starts)
         print(f"herd of {args.size:,} due at once, {args.workers} workers x {args.slots} slots:")
-        print(f"  started {len(starts):,}, missed {missed}, twice {twice}")
+        print(f"  started {len(starts):,}, not started by T+{args.settle:g}s {missed}, twice {twice}")
         if late:
             print(f"  handler start after due: p50 {percentile(late, .5):.3f}s  p99 {percentile(late, .99):.3f}s"
                   f"  last {late[-1]:.3f}s  started by T+0.5s: {sum(1 for x in late if x <= 0.5):,}"
@@ -221,7 +221,7 @@ def steady(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
         fires = len(window)
         print(f"steady: {args.jobs:,} jobs @every {args.period}s = {args.jobs / args.period:,.0f} fires/s, "
               f"{args.seconds}s window, {args.workers} workers x {args.slots} slots:")
-        print(f"  started {fires:,} of {expected:,} (missed {expected - fires}), twice {twice}, "
+        print(f"  started {fires:,} of {expected:,} (not started in the window {expected - fires}), twice {twice}, "
               f"instants {len(per_instant)}")
         if late:
             print(f"  lateness p50 {percentile(late, .5) * 1000:.1f} ms  p99 {percentile(late, .99) * 1000:.1f} ms"

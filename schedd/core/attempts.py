@@ -171,6 +171,38 @@ def finish(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     return ok(state=ex.state, retry_at=ex.retry_at)
 
 
+MAX_RESULTS_PER_ENTRY = 256
+
+
+def finish_many(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
+    """Many workers' results in one entry (`results`: each as a `finish` entry's arguments plus
+    the reporting `worker`), each decided exactly as `finish` decides it; `results` in the
+    result holds each one's outcome in order. A result already recorded (its attempt ended
+    with that outcome at that time: the leader retried an entry whose commit it could not
+    confirm) answers ok and deduplicated, and changes nothing."""
+    items = cmd.args.get("results")
+    if not isinstance(items, list) or not 0 < len(items) <= MAX_RESULTS_PER_ENTRY \
+            or not all(isinstance(x, dict) for x in items):
+        return reject(Code.INVALID, f"results must be a list of 1 to {MAX_RESULTS_PER_ENTRY} objects")
+    out = []
+    for args in items:
+        one = C.Command(kind=C.FINISH, rid="", now=cmd.now, term=cmd.term, by=str(args.get("worker", "")),
+                        args=args)
+        out.append((_recorded(st, args) or finish(st, one, index)).as_dict())
+    return ok(results=out)
+
+
+def _recorded(st: Tables, args: dict[str, Any]) -> ApplyResult | None:
+    name, t, token = args.get("job"), args.get("scheduled_ms"), args.get("token")
+    ex = st.execs.get((name, t)) if isinstance(name, str) and isinstance(t, int) else None
+    if ex is None or current(ex, token) is not None:
+        return None
+    for a in ex.attempts:
+        if a.fencing_token == token and a.state == args.get("state") and a.ended_ms == args.get("ended_ms"):
+            return ok(state=ex.state, retry_at=ex.retry_at, deduplicated=True)
+    return None
+
+
 def sensor_not_ready(st: Tables, ex: Execution, token: object, report: Report, cmd: C.Command) -> ApplyResult:
     """A sensor attempt found its condition false: wait a poll interval (RETRY_WAIT, no slot
     held, no retry consumed), or end TIMED_OUT once the sensor's timeout from the first poll

@@ -61,7 +61,8 @@ ACL_KINDS = (ACL_POLICY_PUT, ACL_POLICY_DELETE, ACL_ROLE_PUT, ACL_ROLE_DELETE, A
              ACL_TOKEN_DELETE, ACL_ANONYMOUS_SET, ACL_BOOTSTRAP, AUDIT_APPEND, AUDIT_CONFIG)
 KINDS += ACL_KINDS
 START_MANY = "start_many"   # many claims in one entry; claim k's token = index * 1024 + k (schedd.core.attempts)
-KINDS += (START_MANY,)
+FINISH_MANY = "finish_many"  # many workers' results in one entry (schedd.core.attempts)
+KINDS += (START_MANY, FINISH_MANY)
 
 
 class EntryTooLarge(ValueError):

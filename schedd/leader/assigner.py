@@ -26,7 +26,7 @@ from typing import Any
 
 from schedd.core import acl as A
 from schedd.core import commands as C
-from schedd.core.attempts import MAX_CLAIMS_PER_ENTRY
+from schedd.core.attempts import MAX_CLAIMS_PER_ENTRY, MAX_RESULTS_PER_ENTRY
 from schedd.core.model import ValidationError, execution_id, parse_execution_id
 from schedd.core.policy import VersionCache
 from schedd.core.results import Code
@@ -136,6 +136,28 @@ def claim_chunks(batch: list[tuple[WorkerConn, Claim, dict]]) -> list[list[tuple
     return chunks
 
 
+RESULT_BYTES = 256            # what a result costs in a finish_many entry besides its texts
+
+
+def result_chunks(batch: list[tuple[WorkerConn, pb.AttemptResult, dict]]) -> list[list[tuple[WorkerConn, pb.AttemptResult, dict]]]:
+    """Results in chunks that each fit one finish_many entry: at most MAX_RESULTS_PER_ENTRY
+    and C.BATCH_ENTRY_BYTES (error and output texts counted as they are encoded)."""
+    chunks: list[list[tuple[WorkerConn, pb.AttemptResult, dict]]] = []
+    chunk: list[tuple[WorkerConn, pb.AttemptResult, dict]] = []
+    size = 0
+    for item in batch:
+        args = item[2]
+        n = RESULT_BYTES + sum(C.encoded_size(args[k]) for k in ("job", "worker", "error", "output_tail"))
+        if chunk and (len(chunk) >= MAX_RESULTS_PER_ENTRY or size + n > C.BATCH_ENTRY_BYTES):
+            chunks.append(chunk)
+            chunk, size = [], 0
+        chunk.append(item)
+        size += n
+    if chunk:
+        chunks.append(chunk)
+    return chunks
+
+
 def _may_serve(principal: A.Principal, pool: str, team: str) -> bool:
     return bool(A.may_serve(principal, pool, team))
 
@@ -172,6 +194,7 @@ class Assigner:
         secret = getattr(node.cfg, "secret", "")
         self.sealer = EnvSealer(secret) if secret else None    # opens env_secret for assignments
         self.load = DispatchLoad()
+        self._results: list[tuple[WorkerConn, pb.AttemptResult, dict]] = []   # to commit in one entry
         hub.on_result = self.on_result
 
     def take_over(self, now: int) -> None:
@@ -378,41 +401,53 @@ class Assigner:
         self.inherited.pop(r.fencing_token, None)       # it reported: the usual rules apply
         self.hub.token_seen.pop(r.fencing_token, None)
         self.cancel_sent.pop(r.fencing_token, None)
-        # the epoch of the decision to commit it, read now (see step), never node.term later
-        self.spawn(self._finish(conn, r, self.view.epoch))
-        self.hub.on_change()            # a slot is free: the dispatcher's next step fills it now,
-                                        # not at its idle tick (the wake-ups of one burst coalesce)
-
-    async def _finish(self, conn: WorkerConn, r: pb.AttemptResult, term: int) -> None:
         try:
             name, t = parse_execution_id(r.execution_id)
         except ValidationError:
             self.hub.send(conn, pb.LeaderMessage(ack=pb.ResultAck(fencing_token=r.fencing_token, outcome="stale")))
             return
-        outcome = "unknown"
         token = self.faults.finish_token(self.node, name, t, r.fencing_token)
+        self._results.append((conn, r, {
+            "job": name, "scheduled_ms": t, "token": token, "worker": conn.name, "state": r.state,
+            "exit_code": r.exit_code, "http_status": r.http_status, "error": r.error[:2048],
+            "output_tail": r.output_tail[-4096:], "started_ms": r.started_ms, "ended_ms": r.ended_ms}))
+        if len(self._results) == 1:     # the results of this loop pass go in one entry
+            # the epoch of the decision to commit them, read now (see step), never node.term later
+            self.spawn(self._flush_results(self.view.epoch))
+        self.hub.on_change()            # a slot is free: the dispatcher's next step fills it now,
+                                        # not at its idle tick (the wake-ups of one burst coalesce)
+
+    async def _flush_results(self, term: int) -> None:
+        await asyncio.sleep(0)          # let the results that arrived in this loop pass join
+        batch, self._results = self._results, []
+        for chunk in result_chunks(batch):
+            self.spawn(self._finish_many(chunk, term))
+
+    async def _finish_many(self, chunk: list[tuple[WorkerConn, pb.AttemptResult, dict]], term: int) -> None:
+        """Commit many workers' results in one `finish_many` entry and acknowledge each with its
+        own outcome. A proposal whose fate is unknown is proposed again (apply answers a result
+        it already recorded as deduplicated); after FINISH_TRIES, no ack: the worker resends
+        after its next reconnect."""
+        entry = C.encode(C.FINISH_MANY, rid="", now=self.clock.now_ms(), term=term, by=self.node.cfg.node_id,
+                         results=[item for _, _, item in chunk])
+        result = None
         for _ in range(FINISH_TRIES):
-            entry = C.encode(C.FINISH, rid=f"finish-{r.fencing_token}", now=self.clock.now_ms(),
-                             term=term, by=conn.name, job=name, scheduled_ms=t,
-                             token=token, state=r.state, exit_code=r.exit_code,
-                             http_status=r.http_status, error=r.error[:2048],
-                             output_tail=r.output_tail[-4096:], started_ms=r.started_ms,
-                             ended_ms=r.ended_ms)
             try:
                 result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
+                break
             except ProposalError as e:
-                log.info("result of %s not confirmed (%s); retrying", r.execution_id, e)
-                continue
-            if result.get("ok"):
+                log.info("%d results not confirmed (%s); retrying", len(chunk), e)
+        if result is None:
+            return
+        outcomes = result["results"] if result.get("ok") else [result.as_dict()] * len(chunk)
+        for (conn, r, _), one in zip(chunk, outcomes):
+            if one.get("ok"):
                 outcome = "committed"
-            elif result.get("code") == Code.STALE:
+            elif one.get("code") == Code.STALE:
                 outcome = "stale"
-                log.warning("refused a stale result for %s from %s: %s", r.execution_id, conn.name,
-                            result.get("msg"))
+                log.warning("refused a stale result for %s from %s: %s", r.execution_id, conn.name, one.get("msg"))
             else:
-                outcome = result.get("code", "rejected")
-            break
-        if outcome != "unknown":        # unknown: the worker resends after its next reconnect
+                outcome = one.get("code", "rejected")
             self.hub.send(conn, pb.LeaderMessage(ack=pb.ResultAck(fencing_token=r.fencing_token, outcome=outcome)))
 
     # ------------------------------------------------------------ leases, timeouts, cancels

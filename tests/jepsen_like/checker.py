@@ -222,29 +222,33 @@ def check(records: list[dict], meta: dict) -> dict:
                 if ex is not None:
                     ex["attempts"].append(tok)
                     ex["state"] = "RUNNING"
-        elif k == "finish":
-            key = (e.get("job"), e.get("scheduled_ms"))
-            tok = e.get("token")
-            if res.get("ok") and not res.get("deduplicated"):
-                finishes_ok[tok] = {"by": e.get("by"), "state": res.get("state"), "index": idx, "ts": r["ts"]}
-                info = tokens.get(tok)
-                ex = execs.get(key)
-                current = ex["attempts"][-1] if ex and ex["attempts"] else None
-                if info is None or current != tok:
-                    A.add("C4", f"completion of {key[0]}@{key[1]} with token {tok} accepted, but it is not "
-                          f"the current attempt", r["ts"], index=idx)
-                elif info["worker"] != e.get("by"):
-                    A.add("C4", f"completion of {key[0]}@{key[1]} token {tok} (given to {info['worker']}) "
-                          f"accepted from {e.get('by')}: a stale attempt's result overwrote the current one",
-                          r["ts"], index=idx, job=key[0], t=key[1])
-                if ex is not None and res.get("state"):
-                    ex["state"] = res["state"]
-                if ":" in str(key[0]) and res.get("state") in TERMINAL:
-                    dag, _, task = str(key[0]).partition(":")
-                    dag_ended.setdefault((dag, key[1], task), {"state": res["state"], "index": idx, "ts": r["ts"]})
-            elif res.get("code") == "stale":
-                stale_finishes.append({"token": tok, "by": e.get("by"), "index": idx, "ts": r["ts"],
-                                       "job": key[0], "t": key[1]})
+        elif k in ("finish", "finish_many"):
+            # finish: one result; finish_many: each result with its own worker (its `by`)
+            results = [(e, res)] if k == "finish" else \
+                [({**x, "by": x.get("worker")}, xr) for x, xr in zip(e.get("results") or [], res.get("results") or [])]
+            for e1, res1 in results:
+                key = (e1.get("job"), e1.get("scheduled_ms"))
+                tok = e1.get("token")
+                if res1.get("ok") and not res1.get("deduplicated"):
+                    finishes_ok[tok] = {"by": e1.get("by"), "state": res1.get("state"), "index": idx, "ts": r["ts"]}
+                    info = tokens.get(tok)
+                    ex = execs.get(key)
+                    current = ex["attempts"][-1] if ex and ex["attempts"] else None
+                    if info is None or current != tok:
+                        A.add("C4", f"completion of {key[0]}@{key[1]} with token {tok} accepted, but it is not "
+                              f"the current attempt", r["ts"], index=idx)
+                    elif info["worker"] != e1.get("by"):
+                        A.add("C4", f"completion of {key[0]}@{key[1]} token {tok} (given to {info['worker']}) "
+                              f"accepted from {e1.get('by')}: a stale attempt's result overwrote the current one",
+                              r["ts"], index=idx, job=key[0], t=key[1])
+                    if ex is not None and res1.get("state"):
+                        ex["state"] = res1["state"]
+                    if ":" in str(key[0]) and res1.get("state") in TERMINAL:
+                        dag, _, task = str(key[0]).partition(":")
+                        dag_ended.setdefault((dag, key[1], task), {"state": res1["state"], "index": idx, "ts": r["ts"]})
+                elif res1.get("code") == "stale":
+                    stale_finishes.append({"token": tok, "by": e1.get("by"), "index": idx, "ts": r["ts"],
+                                           "job": key[0], "t": key[1]})
         elif k == "expire" and res.get("ok") and not res.get("deduplicated"):
             tok = e.get("token")
             info = tokens.get(tok, {})

@@ -73,3 +73,43 @@ def test_claim_chunks_fit_one_entry_each(n, name_len):
             {"job": c.job, "scheduled_ms": c.scheduled_ms, "attempt": c.attempt, "worker": w.name,
              "worker_incarnation": w.incarnation, "created": c.created} for w, c, _ in chunk])
         assert len(entry) <= C.BATCH_ENTRY_BYTES + C.BATCH_ENVELOPE_BYTES
+
+
+# ------------------------------------------------------------------ batched results
+
+
+def _result(name: str, token: int, state: str = "SUCCEEDED", ended: int = T0 + 5) -> dict:
+    return {"job": name, "scheduled_ms": T0, "token": token, "worker": "w1", "state": state, "exit_code": 0,
+            "http_status": 0, "error": "", "output_tail": "ok", "started_ms": T0 + 1, "ended_ms": ended}
+
+
+def test_results_are_decided_alone_and_a_result_already_recorded_is_deduplicated():
+    h = Harness()
+    _due(h, "a", "b", "c")
+    claims = h.apply(C.START_MANY, claims=_claims("a", "b", "c"))["claims"]
+    ta, tb, tc = (c["token"] for c in claims)
+    r = h.apply(C.FINISH_MANY, results=[_result("a", ta), _result("b", tb + 99), _result("c", tc, "FAILED")])
+    assert [(x["ok"], x["code"]) for x in r["results"]] == [(True, "ok"), (False, "stale"), (True, "ok")]
+    a, b, c = (h.state.execs[(n, T0)] for n in "abc")
+    assert a.state == "SUCCEEDED" and a.attempts[0].output_tail == "ok" and b.state == "RUNNING"
+    assert c.attempts[0].state == "FAILED"
+    again = h.apply(C.FINISH_MANY, results=[_result("a", ta), _result("a", ta, ended=T0 + 6)])
+    assert [(x["ok"], x.get("deduplicated", False), x["code"]) for x in again["results"]] == \
+        [(True, True, "ok"), (False, False, "stale")]          # the same result once; another is stale
+    assert h.state.execs[("a", T0)].state == "SUCCEEDED"
+    for bad in ([], "x", [1], [_result("a", ta)] * 257):
+        assert h.apply(C.FINISH_MANY, results=bad)["code"] == "invalid"
+
+
+@pytest.mark.parametrize("n, text", [(1, 0), (300, 10), (40, 6000)])
+def test_result_chunks_fit_one_entry_each(n, text):
+    from schedd.leader.assigner import result_chunks
+    conn = _Conn("w" * 128)
+    batch = [(conn, None, {**_result(f"j{i:05d}" + "x" * 200, i), "error": "e" * (text // 3),
+                           "output_tail": "o" * text}) for i in range(n)]
+    chunks = result_chunks(batch)                              # type: ignore[arg-type]
+    assert [item for chunk in chunks for item in chunk] == batch
+    for chunk in chunks:
+        assert 0 < len(chunk) <= 256
+        entry = C.encode(C.FINISH_MANY, rid="", now=T0, term=7, by="n1", results=[x for _, _, x in chunk])
+        assert len(entry) <= C.BATCH_ENTRY_BYTES + C.BATCH_ENVELOPE_BYTES
