@@ -120,20 +120,10 @@ CLAIM_BYTES = 128             # what a claim costs in a start_many entry besides
 def claim_chunks(batch: list[tuple[WorkerConn, Claim, dict]]) -> list[list[tuple[WorkerConn, Claim, dict]]]:
     """The claims of one step in chunks that each fit one start_many entry: at most
     MAX_CLAIMS_PER_ENTRY claims and C.BATCH_ENTRY_BYTES (names counted as they are encoded)."""
-    chunks: list[list[tuple[WorkerConn, Claim, dict]]] = []
-    chunk: list[tuple[WorkerConn, Claim, dict]] = []
-    size = 0
-    for item in batch:
+    def size(item: tuple[WorkerConn, Claim, dict]) -> int:
         conn, c, _ = item
-        n = CLAIM_BYTES + C.encoded_size(c.job) + C.encoded_size(conn.name) + C.encoded_size(conn.incarnation)
-        if chunk and (len(chunk) >= MAX_CLAIMS_PER_ENTRY or size + n > C.BATCH_ENTRY_BYTES):
-            chunks.append(chunk)
-            chunk, size = [], 0
-        chunk.append(item)
-        size += n
-    if chunk:
-        chunks.append(chunk)
-    return chunks
+        return CLAIM_BYTES + C.encoded_size(c.job) + C.encoded_size(conn.name) + C.encoded_size(conn.incarnation)
+    return C.chunk_by_size(batch, size, C.BATCH_ENTRY_BYTES, MAX_CLAIMS_PER_ENTRY)
 
 
 RESULT_BYTES = 256            # what a result costs in a finish_many entry besides its texts
@@ -142,20 +132,9 @@ RESULT_BYTES = 256            # what a result costs in a finish_many entry besid
 def result_chunks(batch: list[tuple[WorkerConn, pb.AttemptResult, dict]]) -> list[list[tuple[WorkerConn, pb.AttemptResult, dict]]]:
     """Results in chunks that each fit one finish_many entry: at most MAX_RESULTS_PER_ENTRY
     and C.BATCH_ENTRY_BYTES (error and output texts counted as they are encoded)."""
-    chunks: list[list[tuple[WorkerConn, pb.AttemptResult, dict]]] = []
-    chunk: list[tuple[WorkerConn, pb.AttemptResult, dict]] = []
-    size = 0
-    for item in batch:
-        args = item[2]
-        n = RESULT_BYTES + sum(C.encoded_size(args[k]) for k in ("job", "worker", "error", "output_tail"))
-        if chunk and (len(chunk) >= MAX_RESULTS_PER_ENTRY or size + n > C.BATCH_ENTRY_BYTES):
-            chunks.append(chunk)
-            chunk, size = [], 0
-        chunk.append(item)
-        size += n
-    if chunk:
-        chunks.append(chunk)
-    return chunks
+    def size(item: tuple[WorkerConn, pb.AttemptResult, dict]) -> int:
+        return RESULT_BYTES + sum(C.encoded_size(item[2][k]) for k in ("job", "worker", "error", "output_tail"))
+    return C.chunk_by_size(batch, size, C.BATCH_ENTRY_BYTES, MAX_RESULTS_PER_ENTRY)
 
 
 def _may_serve(principal: A.Principal, pool: str, team: str) -> bool:
