@@ -135,7 +135,7 @@ def check(records: list[dict], meta: dict) -> dict:
     # ---------------------------------------------------------------- replay the log
     jobs: dict[str, dict] = {}               # name -> {period, spec, created_now, deleted_now, pauses}
     execs: dict[tuple, dict] = {}
-    tokens: dict[int, dict] = {}             # token -> {job, t, worker, attempt, now}
+    tokens: dict[int, dict] = {}             # token -> {job, t, worker, attempt, now, term, index of the claim}
     epochs: dict[int, int] = {}              # term -> now of its epoch entry
     rid_created: dict[str, list] = defaultdict(list)
     rids: set[str] = set()
@@ -211,7 +211,7 @@ def check(records: list[dict], meta: dict) -> dict:
                     continue
                 key = (c.get("job"), c.get("scheduled_ms"))
                 tokens[tok] = {"job": key[0], "t": key[1], "worker": c.get("worker"), "attempt": c.get("attempt"),
-                               "now": now, "term": e.get("term")}
+                               "now": now, "term": e.get("term"), "index": idx}
                 if ":" in str(key[0]) and key not in execs:   # a DAG task: apply recorded it, no entry did
                     execs[key] = {"job": key[0], "t": key[1], "index": idx, "now": now, "trigger": "dag",
                                   "state": "SCHEDULED", "attempts": [], "term": e.get("term")}
@@ -352,7 +352,7 @@ def check(records: list[dict], meta: dict) -> dict:
         if info is None or (info["job"], info["t"]) != (r["job"], r["scheduled_ms"]):
             A.add("C6", f"{r['node']} pushed {r['job']}@{r['scheduled_ms']} token {tok} to {r['worker']} "
                   f"without a committed claim for it", r["ts"], job=r["job"], t=r["scheduled_ms"])
-        elif r.get("applied", tok) < tok:
+        elif r.get("applied", info["index"]) < info["index"]:      # the claim's entry, not its token
             A.add("C6", f"{r['node']} pushed {r['job']}@{r['scheduled_ms']} token {tok} before applying "
                   f"its claim (applied {r.get('applied')})", r["ts"], job=r["job"], t=r["scheduled_ms"])
     for r in by_type["h_start"]:
