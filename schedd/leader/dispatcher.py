@@ -44,7 +44,7 @@ IDLE_STEP_S = 0.05
 # (a herd caused elections). So a round carries at most MAX_INFLIGHT_BATCHES x FIRE_ENTRY_MAX.
 MAX_INFLIGHT_BATCHES = 2
 FIRE_ENTRY_MAX = 200
-LAUNCH_SLICE = 1000             # executions looked at per hold of the node lock at an instant
+LAUNCH_SLICE = 1000             # executions looked at per hold of the node lock at an instant (a loop pass each)
 PROPOSE_TIMEOUT_S = 5.0
 TAKEOVER_MARGIN_MS = 250
 BATCH_CHECK_MS = 1000           # how often the leader looks for abandoned staged batches
@@ -233,24 +233,39 @@ class Dispatcher:
         _, names = self._launches.pop(due, (None, {}))
         if not self.node.leads_epoch():
             return
+        pending = list(names.items())
+        if len(pending) <= LAUNCH_SLICE:
+            self._launch_slice(due, pending)
+        else:
+            self._spawn(self._launch_herd(due, pending))
+
+    async def _launch_herd(self, due: int, pending: list[tuple[str, int]]) -> None:
+        """A herd, a slice at a time, yielding to the event loop between slices: releasing the
+        node lock and taking it straight back starved the apply thread of it (RLock is not fair),
+        and a 100,000 herd then held the Raft tick for seconds (an election)."""
+        for i in range(0, len(pending), LAUNCH_SLICE):
+            if not self.node.leads_epoch():
+                return
+            self._launch_slice(due, pending[i:i + LAUNCH_SLICE])
+            await asyncio.sleep(0)
+
+    def _launch_slice(self, due: int, names: list[tuple[str, int]]) -> None:
         now_ns = time.time_ns
         offset = self.clock.now_ms() - now_ns() // 1_000_000
         observe = self.metrics.fire_lateness.observe
         launched: dict[str, int] = {}
         view = self.view
-        pending = list(names.items())
-        for i in range(0, len(pending), LAUNCH_SLICE):     # a herd: the apply thread gets turns
-            with self.node.lock:
-                for name, t in pending[i:i + LAUNCH_SLICE]:
-                    ex = view.execution(name, t)
-                    job = view.job(name)
-                    if ex is None or ex.state not in (SCHEDULED, RUNNING) or job is None or job.paused:
-                        continue            # deleted, paused or already handled since the intent
-                    observe(max(0.0, (now_ns() // 1_000_000 + offset - due) / 1000))
-                    launched[ex.trigger] = launched.get(ex.trigger, 0) + 1
+        with self.node.lock:
+            for name, t in names:
+                ex = view.execution(name, t)
+                job = view.job(name)
+                if ex is None or ex.state not in (SCHEDULED, RUNNING) or job is None or job.paused:
+                    continue            # deleted, paused or already handled since the intent
+                observe(max(0.0, (now_ns() // 1_000_000 + offset - due) / 1000))
+                launched[ex.trigger] = launched.get(ex.trigger, 0) + 1
         for trigger, n in launched.items():
             self.metrics.fired.labels(trigger).inc(n)
-        log.debug("instant %d: launched %d", t, sum(launched.values()))
+        log.debug("instant %d: launched %d", due, sum(launched.values()))
 
     def _take_over(self) -> None:
         """A new leader adopts the intents that previous leaders committed but may not have
