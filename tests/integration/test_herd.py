@@ -1,6 +1,7 @@
 """A herd of one-offs due at the same instant on a real 3-node cluster: every one runs exactly
 once, the leader stays the leader (no election caused by the load), and old runs of a pool no
-worker serves do not hold back the herd behind them (head-of-line blocking by pool, issue 14).
+worker serves do not hold back the herd behind them (head-of-line blocking by pool, issue 14);
+they wait, and `cluster status` says the leader's dispatch is behind by that many.
 No timing is asserted: the deadlines are generous, the figures are bench/bench_herd.py's."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 
 from schedd.ports.fakes import wait_until
 from schedd_client import job_spec
-from tests.support.cluster import workers_of
+from tests.support.cluster import schedctl, workers_of
 
 pytestmark = pytest.mark.integration
 
@@ -53,3 +54,9 @@ def test_a_herd_runs_exactly_once_without_an_election_and_past_an_unserved_pool(
     gpu = [e for e in client.list_executions("", page_size=1000) if e.job.startswith("gpu-")]
     assert len(gpu) == UNSERVED and {e.state for e in gpu} == {"SCHEDULED"}   # still waiting, none lost
     assert c.leader() == leader and c.node_info(leader).term == term         # no election
+    # the unserved runs are the leader's dispatch backlog: in cluster status, as a user reads it
+    behind = f"{leader}: dispatch is behind: {UNSERVED} run(s) past due wait for a claim"
+    st = wait_until(lambda: (s := c.status()) is not None and any(w.startswith(behind) for w in s.warnings) and s,
+                    timeout=30, what="the backlog warning")
+    assert next(n for n in st.nodes if n.id == leader).dispatch_backlog == UNSERVED
+    assert behind in schedctl(c, "cluster", "status").stdout.replace("\n  ", " ")
