@@ -37,6 +37,7 @@ from schedd.core.state import MAX_BACKFILL_PER_ENTRY, UNAUDITED, schedule_of
 from schedd.core.model import (
     EXECUTION_STATES, ValidationError, canonical_spec, parse_execution_id,
 )
+from schedd.leader.assigner import DispatchLoad, overload_warning
 from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode
 from schedd.versions import build_info
 from schedd.ports.clock import Clock
@@ -713,6 +714,8 @@ def summarize(nodes: list[pb.NodeStatus], now_ms: int) -> tuple[pb.NodeStatus | 
                 warnings.append(f"replica {who} is not converging: {r.lag} entries behind leader {n.id}, "
                                 f"matchIndex {r.match_index} unchanged {_ago(now_ms, r.progress_ms)}; "
                                 f"log repair stuck at index {r.match_index + 1}")
+    if leader is not None and (behind := overload_warning(leader.dispatch_backlog, leader.dispatch_lag_ms)):
+        warnings.append(f"{leader.id}: {behind}")
     return leader, warnings + _build_warnings(nodes, leader)
 
 
@@ -746,10 +749,12 @@ class ClusterService(pb_grpc.ClusterServicer):
     """Status is answered by whichever node is asked (never forwarded), from every member's
     NodeInfo, so it works during an election and shows unreachable nodes."""
 
-    def __init__(self, node: RaftNode, router: Router, replicas, clock: Clock) -> None:
+    def __init__(self, node: RaftNode, router: Router, replicas, clock: Clock,
+                 load: DispatchLoad | None = None) -> None:
         self.node, self.router = node, router
         self.replicas = replicas          # a ReplicaWatch (schedd/runtime/replica_watch.py)
         self.clock = clock
+        self.load = load                  # the dispatcher's backlog (schedd.leader.assigner)
 
     def _now_ms(self) -> int:
         return self.clock.now_ms()
@@ -778,6 +783,8 @@ class ClusterService(pb_grpc.ClusterServicer):
                 getattr(info, key).extend(value)
             else:
                 setattr(info, key, value)
+        if self.load is not None and st.role == "leader":
+            info.dispatch_backlog, info.dispatch_lag_ms = self.load.backlog, self.load.lag_ms
         w = self.replicas
         if w is not None:
             info.writable, info.not_writable_reason = w.writable, w.why_not_writable

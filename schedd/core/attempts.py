@@ -85,18 +85,47 @@ def start(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     increasing across the whole cluster, and known to every replica."""
     if cmd.term != st.epoch:
         return reject(Code.STALE_TERM, f"claim from term {cmd.term}, but the leader epoch is {st.epoch}")
-    ex = exec_or_reject(st, cmd)
-    if isinstance(ex, ApplyResult):
-        return ex
+    return claim(st, cmd.args, cmd.now, index)
+
+
+MAX_CLAIMS_PER_ENTRY = 256
+TOKENS_PER_INDEX = 1024        # a start_many entry at index i gives its k-th claim token i * 1024 + k
+
+
+def start_many(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
+    """Many claims in one entry (`claims`: each as a `start` entry's arguments), each decided
+    on its own exactly as `start` decides it; `claims` in the result holds each one's result in
+    order. Claim k's fencing token is index * TOKENS_PER_INDEX + k: unique, and above every
+    token a `start` entry gave before (a start entry's token is its index), so tokens still
+    grow across the cluster as long as a leader that proposes start_many never goes back to
+    `start` (issue 13's feature level gates the kind)."""
+    if cmd.term != st.epoch:
+        return reject(Code.STALE_TERM, f"claims from term {cmd.term}, but the leader epoch is {st.epoch}")
+    items = cmd.args.get("claims")
+    if not isinstance(items, list) or not 0 < len(items) <= MAX_CLAIMS_PER_ENTRY \
+            or not all(isinstance(x, dict) for x in items):
+        return reject(Code.INVALID, f"claims must be a list of 1 to {MAX_CLAIMS_PER_ENTRY} objects")
+    results = [claim(st, args, cmd.now, index * TOKENS_PER_INDEX + k).as_dict() for k, args in enumerate(items)]
+    return ok(claims=results)
+
+
+def claim(st: Tables, args: dict[str, Any], now: int, token: int) -> ApplyResult:
+    """One claim: attempt `args.attempt` of the execution (args.job, args.scheduled_ms) goes to
+    `args.worker` under `token`, if the execution waits for exactly that attempt and its policy
+    lets it start; else a refusal, nothing changed."""
+    name, t = args.get("job"), args.get("scheduled_ms")
+    ex = st.execs.get((name, t)) if isinstance(name, str) and isinstance(t, int) else None
+    if ex is None:
+        return reject(Code.NOT_FOUND, f"execution {name}@{t} not found")
     if ex.state not in (SCHEDULED, RETRY_WAIT):
         return reject(Code.CONFLICT, f"execution {ex.id} is {ex.state}")
-    created = cmd.args.get("created")
+    created = args.get("created")
     if created is not None and created != ex.log_index:
         # a claim decided for an execution that was deleted (with its job) since, and
         # recorded again under the same key by the job's successor: not this one's claim
         return reject(Code.CONFLICT, f"execution {ex.id} was recorded again at index {ex.log_index} "
                                      f"(the claim is for the one recorded at {created})")
-    number = cmd.args.get("attempt")
+    number = args.get("attempt")
     if number != len(ex.attempts) + 1:
         return reject(Code.CONFLICT, f"execution {ex.id} expects attempt {len(ex.attempts) + 1}, not {number}")
     job = st.jobs.get(ex.job)
@@ -107,11 +136,11 @@ def start(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     if why:
         return reject(Code.BLOCKED, why)
     ex.holds = policy.holds(ex.lane)
-    ex.attempts.append(Attempt(number=len(ex.attempts) + 1, worker=str(cmd.args.get("worker", ""))[:128],
-                               fencing_token=index, started_ms=cmd.now,
-                               worker_incarnation=str(cmd.args.get("worker_incarnation") or "")[:64]))
-    st.set_state(ex, RUNNING, cmd.now)
-    return ok(token=index, attempt=number)
+    ex.attempts.append(Attempt(number=len(ex.attempts) + 1, worker=str(args.get("worker", ""))[:128],
+                               fencing_token=token, started_ms=now,
+                               worker_incarnation=str(args.get("worker_incarnation") or "")[:64]))
+    st.set_state(ex, RUNNING, now)
+    return ok(token=token, attempt=number)
 
 
 def finish(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
@@ -140,6 +169,38 @@ def finish(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     else:
         after_failure(st, ex, str(outcome), attempt.error, cmd.now)
     return ok(state=ex.state, retry_at=ex.retry_at)
+
+
+MAX_RESULTS_PER_ENTRY = 256
+
+
+def finish_many(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
+    """Many workers' results in one entry (`results`: each as a `finish` entry's arguments plus
+    the reporting `worker`), each decided exactly as `finish` decides it; `results` in the
+    result holds each one's outcome in order. A result already recorded (its attempt ended
+    with that outcome at that time: the leader retried an entry whose commit it could not
+    confirm) answers ok and deduplicated, and changes nothing."""
+    items = cmd.args.get("results")
+    if not isinstance(items, list) or not 0 < len(items) <= MAX_RESULTS_PER_ENTRY \
+            or not all(isinstance(x, dict) for x in items):
+        return reject(Code.INVALID, f"results must be a list of 1 to {MAX_RESULTS_PER_ENTRY} objects")
+    out = []
+    for args in items:
+        one = C.Command(kind=C.FINISH, rid="", now=cmd.now, term=cmd.term, by=str(args.get("worker", "")),
+                        args=args)
+        out.append((_recorded(st, args) or finish(st, one, index)).as_dict())
+    return ok(results=out)
+
+
+def _recorded(st: Tables, args: dict[str, Any]) -> ApplyResult | None:
+    name, t, token = args.get("job"), args.get("scheduled_ms"), args.get("token")
+    ex = st.execs.get((name, t)) if isinstance(name, str) and isinstance(t, int) else None
+    if ex is None or current(ex, token) is not None:
+        return None
+    for a in ex.attempts:
+        if a.fencing_token == token and a.state == args.get("state") and a.ended_ms == args.get("ended_ms"):
+            return ok(state=ex.state, retry_at=ex.retry_at, deduplicated=True)
+    return None
 
 
 def sensor_not_ready(st: Tables, ex: Execution, token: object, report: Report, cmd: C.Command) -> ApplyResult:

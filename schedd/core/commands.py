@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from collections.abc import Container
 from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 VERSION = 1
 MAX_ENTRY_BYTES = 60 * 1024          # pysyncobj chunks entries above 64 KiB, badly (research F5)
@@ -70,6 +71,9 @@ KINDS += (FEATURE_LEVEL, AUDIT_NOTE)
 # table in one entry, committed by the leader around a pysyncobj membership change.
 MEMBERS = "members"
 KINDS += (MEMBERS,)
+START_MANY = "start_many"   # many claims in one entry; claim k's token = index * 1024 + k (schedd.core.attempts)
+FINISH_MANY = "finish_many"  # many workers' results in one entry (schedd.core.attempts)
+KINDS += (START_MANY, FINISH_MANY)
 
 
 class EntryTooLarge(ValueError):
@@ -127,16 +131,26 @@ def chunk_by_bytes(texts: list[str], budget: int = BATCH_ENTRY_BYTES - BATCH_ENV
     """Split spec texts, in order, into chunks whose encoded size (as JSON strings inside an
     entry) stays within `budget`. A text bigger than the budget alone gets a chunk of its own
     (the caller refuses specs that cannot fit any entry before it gets here)."""
-    chunks: list[list[str]] = []
-    chunk: list[str] = []
-    size = 0
-    for text in texts:
-        n = encoded_size(text)
-        if chunk and size + n > budget:
+    return chunk_by_size(texts, encoded_size, budget)
+
+
+T = TypeVar("T")
+
+
+def chunk_by_size(items: list[T], size: Callable[[T], int], budget: int, max_items: int = 0) -> list[list[T]]:
+    """Split `items`, in order, into chunks whose summed `size` stays within `budget` and that
+    hold at most `max_items` each (0: no limit); an item bigger than the budget alone gets a
+    chunk of its own."""
+    chunks: list[list[T]] = []
+    chunk: list[T] = []
+    total = 0
+    for item in items:
+        n = size(item)
+        if chunk and (total + n > budget or (max_items and len(chunk) >= max_items)):
             chunks.append(chunk)
-            chunk, size = [], 0
-        chunk.append(text)
-        size += n
+            chunk, total = [], 0
+        chunk.append(item)
+        total += n
     if chunk:
         chunks.append(chunk)
     return chunks

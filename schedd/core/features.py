@@ -91,7 +91,10 @@ FEATURES = FeatureTable((
     Level(2, kinds=(C.AUDIT_NOTE, C.MEMBERS),
           note="operator notes in the audit trail (schedctl audit note); the member table of run-time "
                "membership changes (schedctl cluster add-node/remove-node, schedd serve --join)"),
-    # Level(3, kinds=(C.MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
+    Level(3, kinds=(C.START_MANY, C.FINISH_MANY),
+          note="batched claims and results (one entry per dispatcher step); below it the leader "
+               "proposes one start/finish per execution"),
+    # Level(4, kinds=(C.MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
 ))
 
 

@@ -10,6 +10,7 @@ commits, so claims racing each other can never exceed a limit. Both are pure.
 from __future__ import annotations
 
 import hashlib
+from itertools import islice
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 from collections.abc import Callable
@@ -52,6 +53,7 @@ class JobPolicy:
     team: str = "default"
     pool: str = ""
     max_age_ms: int = 0
+    worker_labels: tuple[tuple[str, str], ...] = ()   # a worker must carry all of them (sorted)
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> JobPolicy:
@@ -69,7 +71,8 @@ class JobPolicy:
                    priority=int(spec.get("priority") or 0),
                    team=spec.get("team") or "default",
                    pool=spec.get("pool") or "",
-                   max_age_ms=_ms(spec.get("history_max_age_seconds")))
+                   max_age_ms=_ms(spec.get("history_max_age_seconds")),
+                   worker_labels=tuple(sorted((spec.get("worker_labels") or {}).items())))
 
     @property
     def active_limit(self) -> int:
@@ -134,7 +137,7 @@ def blocked(state: Counters, ex: Execution, policy: JobPolicy,
 
 class VersionCache(Generic[T]):
     """Something derived from a job's spec (its policy, its parsed spec), built once per job
-    revision (incarnation and version: never the deleted job's under the same name). Bounded: past `limit` entries it starts over, which costs one JSON parse per job
+    revision (incarnation and version: never the deleted job's under the same name). Bounded: past `limit` entries the older half is dropped, which costs one JSON parse per job
     seen again, where an entry kept for each of a million jobs would cost more than the job."""
 
     __slots__ = ("build", "limit", "_entries")
@@ -147,7 +150,10 @@ class VersionCache(Generic[T]):
         hit = self._entries.get(job.name)
         if hit is None or hit[0] != job.revision:
             if len(self._entries) >= self.limit:
-                self._entries.clear()
+                # the older half goes (insertion order, deterministic): clearing everything
+                # made a herd of more jobs than `limit` re-parse every spec on every pass
+                for name in list(islice(self._entries, max(1, self.limit // 2))):
+                    del self._entries[name]
             hit = self._entries[job.name] = (job.revision, self.build(job))
         return hit[1]
 

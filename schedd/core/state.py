@@ -50,7 +50,7 @@ __all__ = [      # re-exported for the modules that import them from here
 DEDUP_TTL_MS = 15 * 60 * 1000
 # The leader's own entries, the denied records themselves, and a batch's staged chunks (its
 # commit or abort is the record of the call) leave no audit record.
-UNAUDITED = frozenset({C.FIRE, C.NOOP, C.EPOCH, C.START, C.FINISH, C.EXPIRE, C.SKIP, C.SLA, C.AUDIT_APPEND,
+UNAUDITED = frozenset({C.FIRE, C.NOOP, C.EPOCH, C.START, C.START_MANY, C.FINISH, C.FINISH_MANY, C.EXPIRE, C.SKIP, C.SLA, C.AUDIT_APPEND,
                        C.BATCH_STAGE})
 
 Handler = Callable[[Tables, C.Command, int], ApplyResult]
@@ -71,7 +71,8 @@ HANDLERS: dict[str, Handler] = {
     C.PUT: jobs.put, C.PUT_MANY: batches.put_many, C.DELETE: jobs.delete, C.PAUSE: jobs.pause,
     C.RESUME: jobs.resume, C.QUOTA: jobs.quota,
     C.TRIGGER: firing.trigger, C.FIRE: firing.fire, C.SKIP: firing.skip, C.BACKFILL: firing.backfill,
-    C.START: attempts.start, C.FINISH: attempts.finish, C.EXPIRE: attempts.expire, C.CANCEL: attempts.cancel,
+    C.START: attempts.start, C.START_MANY: attempts.start_many, C.FINISH: attempts.finish,
+    C.FINISH_MANY: attempts.finish_many, C.EXPIRE: attempts.expire, C.CANCEL: attempts.cancel,
     C.SLA: sla_index.apply, C.FEATURE_LEVEL: features.raise_level,
     **dags.HANDLERS, **batches.HANDLERS, **access.HANDLERS, **members.HANDLERS,
 }

@@ -58,10 +58,23 @@ class StateView:
 
     # ------------------------------------------------------------ what may start, what runs
 
-    def ready_until(self, until: int) -> Iterator[tuple[int, str, int]]:
+    def ready_until(self, until: int, after: tuple[int, str, int] | None = None) -> Iterator[tuple[int, str, int]]:
         """(due, job, scheduled_ms) of executions waiting for a claim (SCHEDULED, or RETRY_WAIT
-        past its retry time) due by `until`, in claim order. An iterator: do not apply meanwhile."""
-        return self._t.ready.irange(None, (until, MAX_KEY, 2 ** 63))
+        past its retry time) due by `until` (and after the key `after`, if given), in claim
+        order. An iterator: do not apply meanwhile."""
+        return self._t.ready.irange(after, (until, MAX_KEY, 2 ** 63), inclusive=(after is None, True))
+
+    def ready_count(self) -> int:
+        """Executions waiting for a claim, however far ahead they are due."""
+        return len(self._t.ready)
+
+    def ready_due_count(self, now: int) -> int:
+        """Executions waiting for a claim that were due by `now` (O(log n))."""
+        return self._t.ready.bisect_right((now, MAX_KEY, 2 ** 63))
+
+    def oldest_ready(self) -> int | None:
+        """The earliest due time of an execution waiting for a claim (None: none waits)."""
+        return self._t.ready[0][0] if self._t.ready else None
 
     def running(self) -> list[Execution]:
         """Executions with a running attempt, oldest scheduled first."""

@@ -15,16 +15,24 @@ The proposals carry request ids derived from the token, so a retried proposal ap
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
+from schedd.core import acl as A
 from schedd.core import commands as C
+from schedd.core import features
+from schedd.core.attempts import MAX_CLAIMS_PER_ENTRY, MAX_RESULTS_PER_ENTRY
 from schedd.core.model import ValidationError, execution_id, parse_execution_id
 from schedd.core.policy import VersionCache
 from schedd.core.results import Code
 from schedd.core.view import StateView
-from schedd.leader.assignment import InFlight, Pace, decide
+from schedd.leader.assignment import Candidate, Capacity, Claim, InFlight, Pace, candidates, decide, in_due_order
 from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
 from schedd.ports.clock import Clock
@@ -39,9 +47,46 @@ WORKER_KILL_GRACE_MS = 5_000     # a worker's TERM-to-KILL grace after a timeout
 FINISH_TRIES = 3
 CANCEL_RESEND_MS = 2_000
 SPEC_CACHE = 10_000            # parsed specs kept: of jobs claimed or running (bounded)
-FULL_PASS_MS = 500            # every waiting run is looked at (skips, reasons) this often
+FULL_PASS_MS = 500            # every waiting run is looked at (skips, reasons) this often, at least
+FULL_PASS_SHARE = 20          # ... and a full pass takes at most 1/20 of the loop's time
+SCAN_LIMIT = 1024             # runs one step looks at between full passes (the next resumes after)
+SURVEY_LIMIT = 5_000         # runs one full pass looks at, holding the node lock (the next resumes)
+REAP_MS = 250                 # running attempts are checked (leases, timeouts, cancels) this often
+
+BEHIND_MS = 2_000             # a run waiting this long past its due time: `cluster status` warns
 
 HELD, WAIT, NOT_HELD = "held", "wait", "not_held"
+
+
+@dataclass(slots=True)
+class DispatchLoad:
+    """How far behind dispatch is, as the leader measured at its last step: the runs past due
+    that wait for a claim (for a free slot, a quota, a worker of their pool, or because the
+    leader is behind) and how long ago the oldest of them was due. Past capacity schedd degrades
+    by running late, never by dropping runs: this is where the lateness shows (the
+    schedd_dispatch_* gauges, NodeStatus.dispatch_*, and a `cluster status` warning). Zero on a
+    follower. Written on the event loop, read by the metrics scrape and Status."""
+
+    backlog: int = 0
+    lag_ms: int = 0
+
+    def measure(self, view: StateView, now: int) -> None:
+        """O(log n): the caller holds the node lock."""
+        self.backlog = view.ready_due_count(now)
+        oldest = view.oldest_ready()
+        self.lag_ms = max(0, now - oldest) if self.backlog and oldest is not None else 0
+
+    def clear(self) -> None:
+        self.backlog = self.lag_ms = 0
+
+
+def overload_warning(backlog: int, lag_ms: int) -> str:
+    """The `cluster status` warning for a leader's dispatch backlog ("" when it keeps up)."""
+    if lag_ms < BEHIND_MS or backlog <= 0:
+        return ""
+    return (f"dispatch is behind: {backlog} run(s) past due wait for a claim, the oldest due "
+            f"{lag_ms / 1000:.1f} s ago (no free worker slot or quota for them, or the leader is "
+            "past its capacity: every run still starts, late; `schedctl runs get` says why one waits)")
 
 
 def inherited_claim_fate(*, reconnected: bool, same_process: bool, reported: bool, holds: bool) -> str:
@@ -70,6 +115,33 @@ def inherited_claim_fate(*, reconnected: bool, same_process: bool, reported: boo
     return NOT_HELD
 
 
+CLAIM_BYTES = 128             # what a claim costs in a start_many entry besides its names
+
+
+def claim_chunks(batch: list[tuple[WorkerConn, Claim, dict]]) -> list[list[tuple[WorkerConn, Claim, dict]]]:
+    """The claims of one step in chunks that each fit one start_many entry: at most
+    MAX_CLAIMS_PER_ENTRY claims and C.BATCH_ENTRY_BYTES (names counted as they are encoded)."""
+    def size(item: tuple[WorkerConn, Claim, dict]) -> int:
+        conn, c, _ = item
+        return CLAIM_BYTES + C.encoded_size(c.job) + C.encoded_size(conn.name) + C.encoded_size(conn.incarnation)
+    return C.chunk_by_size(batch, size, C.BATCH_ENTRY_BYTES, MAX_CLAIMS_PER_ENTRY)
+
+
+RESULT_BYTES = 256            # what a result costs in a finish_many entry besides its texts
+
+
+def result_chunks(batch: list[tuple[WorkerConn, pb.AttemptResult, dict]]) -> list[list[tuple[WorkerConn, pb.AttemptResult, dict]]]:
+    """Results in chunks that each fit one finish_many entry: at most MAX_RESULTS_PER_ENTRY
+    and C.BATCH_ENTRY_BYTES (error and output texts counted as they are encoded)."""
+    def size(item: tuple[WorkerConn, pb.AttemptResult, dict]) -> int:
+        return RESULT_BYTES + sum(C.encoded_size(item[2][k]) for k in ("job", "worker", "error", "output_tail"))
+    return C.chunk_by_size(batch, size, C.BATCH_ENTRY_BYTES, MAX_RESULTS_PER_ENTRY)
+
+
+def _may_serve(principal: A.Principal, pool: str, team: str) -> bool:
+    return bool(A.may_serve(principal, pool, team))
+
+
 class Assigner:
     def __init__(self, node: RaftNode, clock: Clock, hub: WorkerHub, lookahead_ms: int,
                  spawn: Callable, metrics=None, faults: Faults = NO_FAULTS, *,
@@ -85,6 +157,12 @@ class Assigner:
         self.catchup_rate = float(node.cfg.scheduler.catchup_per_second)
         self._catchup_next_ms = 0.0
         self._next_full_pass_ms = 0
+        self._next_reap_ms = 0
+        self._classes: set = set()       # serving classes seen by the last full pass
+        self._cursor: tuple[int, str, int] | None = None   # where the next step's scan resumes
+        self._survey: tuple[int, str, int] | None = None   # where the next full pass resumes
+        self._survey_classes: set = set()
+        self._survey_waiting: dict[tuple[str, int], str] = {}
         self._last_step_ms = 0
         self.term = 0                    # the epoch this leader's current decisions are made in
         self.expiring: set[int] = set()
@@ -95,6 +173,8 @@ class Assigner:
         self._specs = VersionCache(lambda job: job.spec_dict(), SPEC_CACHE)   # job -> parsed spec
         secret = getattr(node.cfg, "secret", "")
         self.sealer = EnvSealer(secret) if secret else None    # opens env_secret for assignments
+        self.load = DispatchLoad()
+        self._results: list[tuple[WorkerConn, pb.AttemptResult, dict]] = []   # to commit in one entry
         hub.on_result = self.on_result
 
     def take_over(self, now: int) -> None:
@@ -106,6 +186,8 @@ class Assigner:
         self.cancel_sent.clear()
         self.waiting.clear()
         self._next_full_pass_ms = 0
+        self._last_step_ms = 0           # a stall is measured while leading, not since it last led
+        self._survey, self._cursor, self._survey_classes, self._survey_waiting = None, None, set(), {}
         with self.node.lock:
             running = [ex.attempts[-1] for ex in self.view.running()]
         self.inherited = {a.fencing_token: a.worker for a in running}
@@ -129,54 +211,101 @@ class Assigner:
         self._last_step_ms = now
         self.hub.drop_silent(now)
         self._assign(now)
-        self._reap(now)
+        with self.node.lock:
+            self.load.measure(self.view, now)
+        # Leases are seconds long: no need to look every step; but while claims inherited from
+        # an earlier leader are unsettled, every step (one never started runs again at once).
+        if now >= self._next_reap_ms or self.inherited:
+            self._next_reap_ms = now + REAP_MS
+            self._reap(now)
 
     # ------------------------------------------------------------ claims
 
+    def _capacity(self, now: int) -> list[Capacity]:
+        """Each live worker's free slots, pool, labels and the teams its token serves."""
+        out = []
+        for c in self.hub.conns.values():
+            free = c.free_slots()
+            if free > 0 and self.hub.live(c, now):
+                serves = None if c.principal is None else partial(_may_serve, c.principal, c.pool)
+                out.append(Capacity(c.name, free, c.pool, c.labels, len(c.running) + c.reserved, serves))
+        return out
+
     def _assign(self, now: int) -> None:
         """Claim what may start, skip what must not run, and say why the rest waits: the
-        decision is `schedd.leader.assignment.decide`; this pushes each claim to a worker.
+        decision is `schedd.leader.assignment.decide`, which also places each claim on a
+        worker; this pushes each claim to it.
 
-        Thousands of runs may wait (no worker in their pool, a quota): looking at all of them
-        every step would starve the event loop. So every step looks only as far as there are
-        free slots to fill, and a full pass (skips by deadline or overlap, waiting reasons)
-        runs every FULL_PASS_MS."""
-        free = sum(c.free_slots() for c in self.hub.conns.values() if self.hub.live(c, now))
+        Thousands of runs may wait (a herd, no worker in their pool, a quota): looking at all of
+        them every step would starve the event loop. So a step looks only as far as there are
+        free slots to fill, at most SCAN_LIMIT runs, oldest due first (the serving order while
+        every waiting run is of one serving class, as the last full pass saw; else it sorts),
+        resuming after the last run it looked at when it stopped at the limit. A full pass
+        (every run: skips by deadline or overlap, waiting reasons, the serving classes) runs
+        every FULL_PASS_MS, or less often when it is long, so it takes at most 1/FULL_PASS_SHARE
+        of the loop's time."""
+        workers = self._capacity(now)
+        free = sum(w.free for w in workers)
         full = now >= self._next_full_pass_ms
         if not full and free <= 0:
             return
-        if full:
-            self._next_full_pass_ms = now + FULL_PASS_MS
-        pace = Pace(self.lookahead_ms, full=full, catchup_rate=self.catchup_rate,
-                    catchup_next_ms=self._catchup_next_ms, workers=bool(self.hub.conns))
+        in_flight = InFlight(self.claiming, self.skipping)
+        lazy = not full and len(self._classes) <= 1
         with self.node.lock:
-            d = decide(self.view, now, free, InFlight(self.claiming, self.skipping), pace)
+            started = time.perf_counter()
+            # A full pass over a herd would hold the node lock (and so the apply thread) for
+            # seconds: past SURVEY_LIMIT waiting runs it looks at SURVEY_LIMIT of them in due
+            # order per pass, resuming after the last (a survey in rounds).
+            survey = full and (self._survey is not None or self.view.ready_count() > SURVEY_LIMIT)
+            items: Iterable[Candidate] | None
+            if survey:
+                items = in_due_order(self.view, now, self.lookahead_ms, self.claiming, after=self._survey)
+            elif full:
+                items = None
+            elif lazy:
+                items = in_due_order(self.view, now, self.lookahead_ms, self.claiming, after=self._cursor)
+            else:
+                items = candidates(self.view, now, self.lookahead_ms, self.claiming)
+            limit = SURVEY_LIMIT if survey else 0 if full else SCAN_LIMIT
+            pace = Pace(self.lookahead_ms, full=full, catchup_rate=self.catchup_rate,
+                        catchup_next_ms=self._catchup_next_ms, workers=bool(self.hub.conns), scan_limit=limit)
+            d = decide(self.view, now, workers, in_flight, pace, items)
             claims = [(c, self._specs.get(c.row)) for c in d.claims]
+            spent_ms = (time.perf_counter() - started) * 1000
         self._catchup_next_ms = d.catchup_next_ms
-        waiting = d.waiting                          # rebuilt each full pass: nothing stale lingers
+        if full:
+            self._next_full_pass_ms = now + max(FULL_PASS_MS, int(spent_ms * FULL_PASS_SHARE))
+        if survey:
+            more = d.looked >= SURVEY_LIMIT
+            self._survey = d.last if more else None
+            self._survey_classes |= d.classes
+            self._survey_waiting.update(d.waiting)
+            self.waiting.update(d.waiting)
+            if not more:                             # a round ended: what it saw is the truth
+                self._classes, self._survey_classes = self._survey_classes, set()
+                self.waiting, self._survey_waiting = self._survey_waiting, {}
+            if more:
+                self._next_full_pass_ms = now        # the round goes on at the next step
+        elif full:
+            self._classes = d.classes
+            self.waiting = d.waiting                 # rebuilt each full pass: nothing stale lingers
+        else:
+            if len(d.classes) > 1:
+                self._classes = d.classes            # runs of another class appeared: sort from now on
+            self.waiting.update(d.waiting)
+        stopped_at_limit = lazy and d.looked >= SCAN_LIMIT and len(d.claims) < free
+        self._cursor = d.last if stopped_at_limit else None
         if d.skips:
             self.skipping.update((n, t) for n, t, _ in d.skips)
             self.spawn(self._skip(d.skips, self.term))
+        batch = []
         for c, spec in claims:
-            name, t = c.job, c.scheduled_ms
-            pool, labels = spec.get("pool", ""), spec.get("worker_labels") or {}
-            workers = self.hub.eligible(pool, now, labels, spec.get("team") or "default") if self.hub.conns else []
-            if not workers:
-                if not self.hub.conns:
-                    waiting[(name, t)] = "waiting: no worker is connected"
-                    continue
-                where = [f"in pool {pool!r}"] if pool else []
-                where += [f"with labels {','.join(f'{k}={v}' for k, v in sorted(labels.items()))}"] if labels else []
-                waiting[(name, t)] = " ".join(["waiting for a free worker slot", *where])
-                continue
-            conn = workers[0]
+            conn = self.hub.conns[c.worker]
             conn.reserved += 1
-            self.claiming[(name, t)] = c.holds
-            self.spawn(self._claim(conn, name, t, c.attempt, c.due, spec, self.term, c.created))
-        if full:
-            self.waiting = waiting
-        else:
-            self.waiting.update(waiting)
+            self.claiming[(c.job, c.scheduled_ms)] = c.holds
+            batch.append((conn, c, spec))
+        for chunk in claim_chunks(batch):
+            self.spawn(self._claim_many(chunk, self.term))
 
     async def _skip(self, items: list[tuple[str, int, str]], term: int) -> None:
         entry = C.encode(C.SKIP, rid="", now=self.clock.now_ms(), term=term,
@@ -190,17 +319,38 @@ class Assigner:
         finally:
             self.skipping.difference_update((n, t) for n, t, _ in items)
 
+    async def _claim_many(self, chunk: list[tuple[WorkerConn, Claim, dict]], term: int) -> None:
+        """Propose the claims of one step in one `start_many` entry (one commit, one apply, one
+        journal record for all of them), then settle each claim from its own share of the result."""
+        items = [{"job": c.job, "scheduled_ms": c.scheduled_ms, "attempt": c.attempt, "worker": conn.name,
+                  "worker_incarnation": conn.incarnation, "created": c.created} for conn, c, _ in chunk]
+        if not features.enabled(self.node.state, C.START_MANY):
+            # Mid rolling upgrade (a voter's build predates start_many): one `start` per claim.
+            await asyncio.gather(*(self._claim(conn, c.job, c.scheduled_ms, c.attempt, c.due, spec, term,
+                                               self._propose_one(C.START, f"start-{c.job}@{c.scheduled_ms}"
+                                                                 f"#{c.attempt}.{c.created}", term, **item))
+                                   for (conn, c, spec), item in zip(chunk, items)))
+            return
+        entry = C.encode(C.START_MANY, rid="", now=self.clock.now_ms(), term=term, by=self.node.cfg.node_id,
+                         claims=items)
+        proposal = asyncio.ensure_future(self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S))
+
+        async def share(k: int) -> Mapping[str, Any]:
+            result = await asyncio.shield(proposal)
+            return result if not result.get("ok") else result["claims"][k]
+
+        await asyncio.gather(*(self._claim(conn, c.job, c.scheduled_ms, c.attempt, c.due, spec, term, share(k))
+                               for k, (conn, c, spec) in enumerate(chunk)))
+
+    async def _propose_one(self, kind: str, rid: str, term: int, **args: Any) -> Mapping[str, Any]:
+        entry = C.encode(kind, rid=rid, now=self.clock.now_ms(), term=term, by=self.node.cfg.node_id, **args)
+        return await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
+
     async def _claim(self, conn: WorkerConn, name: str, t: int, attempt: int, due: int, spec: dict,
-                     term: int, created: int) -> None:
-        """`created` is the log index that recorded the execution: apply refuses the claim if
-        the execution under this key was deleted and recorded again (a job re-created) since."""
-        entry = C.encode(C.START, rid=f"start-{name}@{t}#{attempt}.{created}", now=self.clock.now_ms(),
-                         term=term, by=self.node.cfg.node_id, job=name, scheduled_ms=t,
-                         attempt=attempt, worker=conn.name, worker_incarnation=conn.incarnation,
-                         created=created)
+                     term: int, proposal: Awaitable[Mapping[str, Any]]) -> None:
+        """`proposal` settles with this claim's result (one share of a start_many entry's)."""
         try:
-            result = await self.faults.claim(self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S), self,
-                                             conn, name, t, attempt, due, spec)
+            result = await self.faults.claim(proposal, self, conn, name, t, attempt, due, spec)
         except ProposalError as e:
             log.info("claim of %s attempt %d not confirmed: %s", execution_id(name, t), attempt, e)
             return
@@ -242,39 +392,67 @@ class Assigner:
         self.inherited.pop(r.fencing_token, None)       # it reported: the usual rules apply
         self.hub.token_seen.pop(r.fencing_token, None)
         self.cancel_sent.pop(r.fencing_token, None)
-        # the epoch of the decision to commit it, read now (see step), never node.term later
-        self.spawn(self._finish(conn, r, self.view.epoch))
-
-    async def _finish(self, conn: WorkerConn, r: pb.AttemptResult, term: int) -> None:
         try:
             name, t = parse_execution_id(r.execution_id)
         except ValidationError:
             self.hub.send(conn, pb.LeaderMessage(ack=pb.ResultAck(fencing_token=r.fencing_token, outcome="stale")))
             return
-        outcome = "unknown"
         token = self.faults.finish_token(self.node, name, t, r.fencing_token)
+        self._results.append((conn, r, {
+            "job": name, "scheduled_ms": t, "token": token, "worker": conn.name, "state": r.state,
+            "exit_code": r.exit_code, "http_status": r.http_status, "error": r.error[:2048],
+            "output_tail": r.output_tail[-4096:], "started_ms": r.started_ms, "ended_ms": r.ended_ms}))
+        if len(self._results) == 1:     # the results of this loop pass go in one entry
+            # the epoch of the decision to commit them, read now (see step), never node.term later
+            self.spawn(self._flush_results(self.view.epoch))
+        self.hub.on_change()            # a slot is free: the dispatcher's next step fills it now,
+                                        # not at its idle tick (the wake-ups of one burst coalesce)
+
+    async def _flush_results(self, term: int) -> None:
+        await asyncio.sleep(0)          # let the results that arrived in this loop pass join
+        batch, self._results = self._results, []
+        for chunk in result_chunks(batch):
+            self.spawn(self._commit_results(chunk, term))
+
+    async def _commit_results(self, chunk: list[tuple[WorkerConn, pb.AttemptResult, dict]], term: int) -> None:
+        """Commit many workers' results in one `finish_many` entry and acknowledge each with its
+        own outcome. A proposal whose fate is unknown is proposed again (apply answers a result
+        it already recorded as deduplicated); after FINISH_TRIES, no ack: the worker resends
+        after its next reconnect."""
+        if not features.enabled(self.node.state, C.FINISH_MANY):
+            # Mid rolling upgrade (a voter's build predates finish_many): one `finish` per result.
+            await asyncio.gather(*(self._finish_many([one], term, single=True) for one in chunk))
+            return
+        await self._finish_many(chunk, term)
+
+    async def _finish_many(self, chunk: list[tuple[WorkerConn, pb.AttemptResult, dict]], term: int, *,
+                           single: bool = False) -> None:
+        if single:
+            (_, r, item), = chunk
+            entry = C.encode(C.FINISH, rid=f"finish-{r.fencing_token}", now=self.clock.now_ms(), term=term,
+                             by=str(item["worker"]), **item)
+        else:
+            entry = C.encode(C.FINISH_MANY, rid="", now=self.clock.now_ms(), term=term, by=self.node.cfg.node_id,
+                             results=[item for _, _, item in chunk])
+        result = None
         for _ in range(FINISH_TRIES):
-            entry = C.encode(C.FINISH, rid=f"finish-{r.fencing_token}", now=self.clock.now_ms(),
-                             term=term, by=conn.name, job=name, scheduled_ms=t,
-                             token=token, state=r.state, exit_code=r.exit_code,
-                             http_status=r.http_status, error=r.error[:2048],
-                             output_tail=r.output_tail[-4096:], started_ms=r.started_ms,
-                             ended_ms=r.ended_ms)
             try:
                 result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
+                break
             except ProposalError as e:
-                log.info("result of %s not confirmed (%s); retrying", r.execution_id, e)
-                continue
-            if result.get("ok"):
+                log.info("%d results not confirmed (%s); retrying", len(chunk), e)
+        if result is None:
+            return
+        outcomes = ([result.as_dict()] if single else
+                    result["results"] if result.get("ok") else [result.as_dict()] * len(chunk))
+        for (conn, r, _), one in zip(chunk, outcomes):
+            if one.get("ok"):
                 outcome = "committed"
-            elif result.get("code") == Code.STALE:
+            elif one.get("code") == Code.STALE:
                 outcome = "stale"
-                log.warning("refused a stale result for %s from %s: %s", r.execution_id, conn.name,
-                            result.get("msg"))
+                log.warning("refused a stale result for %s from %s: %s", r.execution_id, conn.name, one.get("msg"))
             else:
-                outcome = result.get("code", "rejected")
-            break
-        if outcome != "unknown":        # unknown: the worker resends after its next reconnect
+                outcome = one.get("code", "rejected")
             self.hub.send(conn, pb.LeaderMessage(ack=pb.ResultAck(fencing_token=r.fencing_token, outcome=outcome)))
 
     # ------------------------------------------------------------ leases, timeouts, cancels

@@ -1,28 +1,36 @@
 """The assignment decision, as a pure function of what the leader knows at one instant:
 
-    decide(view, now, free slots, in flight, pace) -> Decision(claims, skips, waiting)
+    decide(view, now, workers, in flight, pace) -> Decision(claims, skips, waiting)
 
 For each execution that may start by now + lookahead, in serving order (the normal lane before
 backfill, higher priority first, then oldest due first): skip it (overlap skip, starting
 deadline), let it wait saying why (overlap queue, max_active, concurrency key, quota, no free
-slot, the catch-up rate), or claim it. `policy.blocked` is the rule; apply checks it again at the
-claim. Claims already proposed but not applied (`InFlight.claiming`) count as running.
+slot, no free slot on a worker that may run it, the catch-up rate), or claim it on a worker.
+`policy.blocked` is the rule; apply checks it again at the claim. Claims already proposed but
+not applied (`InFlight.claiming`) count as running.
+
+Placement is part of the decision: each worker's free slots are a `Capacity` (its pool, labels
+and which teams its token serves), and a claim is placed on an eligible worker (the one running
+the fewest first, as WorkerHub.eligible orders them). A run that no free worker may take waits
+and the runs behind it are still looked at: counting claims against the total of free slots let
+old runs of an unserved pool block later runs that a free worker could serve (issue 14).
 
 Pure: no clock (now is an argument), no I/O, nothing changed; the catch-up pacing it needs comes
-in (`Pace.catchup_next_ms`) and goes out (`Decision.catchup_next_ms`). Which worker runs a claim
-is the Assigner's business (schedd.leader.assigner): it knows the connections.
+in (`Pace.catchup_next_ms`) and goes out (`Decision.catchup_next_ms`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from schedd.core.model import SCHEDULED, Execution, Job
-from schedd.core.policy import BACKFILL
+from schedd.core.policy import BACKFILL, JobPolicy
 from schedd.core.view import StateView
 
 ExecKey = tuple[str, int]
+Candidate = tuple[int, Execution, Job]          # (due, execution, job)
+ServeClass = tuple[bool, int]                   # (backfill lane, -priority): the serving order's head
 
 
 @dataclass(slots=True, frozen=True)
@@ -43,6 +51,32 @@ class Pace:
     catchup_rate: float = 1.0         # catch-up runs started per second, at most
     catchup_next_ms: float = 0.0      # when the next catch-up run may start
     workers: bool = True              # a worker is connected (for the waiting reason)
+    scan_limit: int = 0               # look at most at this many runs (0 = no limit)
+
+
+@dataclass(slots=True, frozen=True)
+class Capacity:
+    """One worker's free slots as the decision sees them."""
+
+    name: str
+    free: int
+    pool: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    load: int = 0                                  # attempts running or being claimed there
+    serves: Callable[[str], bool] | None = None    # team -> its token may serve it (None: any)
+
+    def takes(self, policy: JobPolicy) -> bool:
+        """Whether this worker may run an attempt of a job with `policy` (pool, labels, team)."""
+        if policy.pool and self.pool != policy.pool:
+            return False
+        if any(self.labels.get(k) != v for k, v in policy.worker_labels):
+            return False
+        return self.serves is None or self.serves(policy.team)
+
+
+def anywhere(free: int) -> list[Capacity]:
+    """`free` slots on one worker that takes anything (tests, and callers without workers)."""
+    return [Capacity("", free)] if free > 0 else []
 
 
 @dataclass(slots=True, frozen=True)
@@ -54,6 +88,7 @@ class Claim:
     created: int                      # the log index that recorded the execution
     row: Job
     holds: tuple[str, ...]
+    worker: str = ""                  # the Capacity it was placed on
 
 
 @dataclass(slots=True)
@@ -62,25 +97,81 @@ class Decision:
     skips: list[tuple[str, int, str]] = field(default_factory=list)   # (job, scheduled_ms, reason)
     waiting: dict[ExecKey, str] = field(default_factory=dict)
     catchup_next_ms: float = 0.0
+    classes: set[ServeClass] = field(default_factory=set)   # serving classes of the runs looked at
+    looked: int = 0                   # runs looked at
+    last: tuple[int, str, int] | None = None   # the ready key of the last one (a scan's cursor)
+
+
+def serve_class(view: StateView, ex: Execution, job: Job) -> ServeClass:
+    return (ex.lane == BACKFILL, -view.policy(job).priority)
 
 
 def candidates(view: StateView, now: int, lookahead_ms: int,
-               claiming: Mapping[ExecKey, object]) -> list[tuple[int, Execution, Job]]:
+               claiming: Mapping[ExecKey, object]) -> list[Candidate]:
     """(due, execution, job) of executions that may start by now + lookahead, in serving order."""
     out = []
-    for due, name, t in view.ready_until(now + lookahead_ms):
-        job = view.job(name)
-        ex = view.execution(name, t)
-        if job is None or ex is None or job.paused or (name, t) in claiming:
-            continue
-        policy = view.policy(job)
-        out.append(((ex.lane == BACKFILL, -policy.priority, due, name, t), due, ex, job))
+    for due, ex, job in in_due_order(view, now, lookahead_ms, claiming):
+        out.append(((*serve_class(view, ex, job), due, ex.job, ex.scheduled_ms), due, ex, job))
     out.sort(key=lambda c: c[0])
     return [(due, ex, job) for _, due, ex, job in out]
 
 
-def decide(view: StateView, now: int, free: int, in_flight: InFlight, pace: Pace) -> Decision:
-    """See the module docstring. The caller holds the node lock (the view reads the state)."""
+def in_due_order(view: StateView, now: int, lookahead_ms: int, claiming: Mapping[ExecKey, object],
+                 after: tuple[int, str, int] | None = None) -> Iterator[Candidate]:
+    """The same executions lazily, oldest due first (after the ready key `after`, if given):
+    the serving order whenever every ready run is of one serving class, the usual case."""
+    for due, name, t in view.ready_until(now + lookahead_ms, after=after):
+        job = view.job(name)
+        ex = view.execution(name, t)
+        if job is None or ex is None or job.paused or (name, t) in claiming:
+            continue
+        yield due, ex, job
+
+
+def _no_worker_reason(policy: JobPolicy) -> str:
+    where = [f"in pool {policy.pool!r}"] if policy.pool else []
+    where += [f"with labels {','.join(f'{k}={v}' for k, v in policy.worker_labels)}"] \
+        if policy.worker_labels else []
+    return " ".join(["waiting for a free worker slot", *where])
+
+
+class _Slots:
+    """The free slots left while deciding, per worker, and the placement rule."""
+
+    __slots__ = ("workers", "free", "placed", "total")
+
+    def __init__(self, workers: Sequence[Capacity]) -> None:
+        self.workers = [w for w in workers if w.free > 0]
+        self.free = {w.name: w.free for w in self.workers}
+        self.placed = {w.name: 0 for w in self.workers}
+        self.total = sum(self.free.values())
+
+    def place(self, policy: JobPolicy) -> str | None:
+        """The eligible worker with a free slot running the fewest (then most free, then by
+        name), its slot taken; None if no free worker may run it."""
+        best: Capacity | None = None
+        best_key: tuple[int, int, str] | None = None
+        for w in self.workers:
+            free = self.free[w.name]
+            if free <= 0 or not w.takes(policy):
+                continue
+            key = (w.load + self.placed[w.name], -free, w.name)
+            if best_key is None or key < best_key:
+                best, best_key = w, key
+        if best is None:
+            return None
+        self.free[best.name] -= 1
+        self.placed[best.name] += 1
+        self.total -= 1
+        return best.name
+
+
+def decide(view: StateView, now: int, workers: Sequence[Capacity] | int, in_flight: InFlight, pace: Pace,
+           items: Iterable[Candidate] | None = None) -> Decision:
+    """See the module docstring. `workers`: each worker's free slots (an int: that many slots
+    on a worker that takes anything). `items`: the runs to look at, in the order to serve them
+    (default: every candidate, sorted). The caller holds the node lock (the view reads the state)."""
+    slots = _Slots(anywhere(workers) if isinstance(workers, int) else workers)
     d = Decision(catchup_next_ms=pace.catchup_next_ms)
     extra_active: dict[str, int] = {}
     extra_held: dict[str, int] = {}
@@ -92,11 +183,16 @@ def decide(view: StateView, now: int, free: int, in_flight: InFlight, pace: Pace
 
     for (name, _), holds in in_flight.claiming.items():
         count(name, holds)
-    for due, ex, job in candidates(view, now, pace.lookahead_ms, in_flight.claiming):
-        if len(d.claims) >= free and not pace.full:
+    if items is None:
+        items = candidates(view, now, pace.lookahead_ms, in_flight.claiming)
+    for due, ex, job in items:
+        if (pace.scan_limit and d.looked >= pace.scan_limit) or (not pace.full and slots.total <= 0):
             break
+        d.looked += 1
         name, t = ex.job, ex.scheduled_ms
+        d.last = (due, name, t)
         policy = view.policy(job)
+        d.classes.add((ex.lane == BACKFILL, -policy.priority))
         fresh = ex.state == SCHEDULED and not ex.attempts
         if (fresh and policy.deadline_ms and ex.trigger in ("schedule", "catchup")
                 and now > due + policy.deadline_ms):
@@ -111,16 +207,21 @@ def decide(view: StateView, now: int, free: int, in_flight: InFlight, pace: Pace
                 d.skips.append((name, t, why))
             d.waiting[(name, t)] = f"waiting: {why}"
             continue
-        if len(d.claims) >= free:
+        if slots.total <= 0:
             d.waiting[(name, t)] = ("waiting: no worker is connected" if not pace.workers
                                     else "waiting for a free worker slot")
             continue
-        if ex.trigger == "catchup" and not ex.attempts:
-            if now < d.catchup_next_ms:
-                d.waiting[(name, t)] = f"waiting: catch-up runs start at most {pace.catchup_rate:g}/s"
-                continue
+        catchup = ex.trigger == "catchup" and not ex.attempts
+        if catchup and now < d.catchup_next_ms:
+            d.waiting[(name, t)] = f"waiting: catch-up runs start at most {pace.catchup_rate:g}/s"
+            continue
+        worker = slots.place(policy)
+        if worker is None:          # no free worker may run it: it waits, the runs behind it don't
+            d.waiting[(name, t)] = _no_worker_reason(policy)
+            continue
+        if catchup:
             d.catchup_next_ms = now + 1000 / pace.catchup_rate
         holds = policy.holds(ex.lane)
-        d.claims.append(Claim(due, name, t, len(ex.attempts) + 1, ex.log_index, job, holds))
+        d.claims.append(Claim(due, name, t, len(ex.attempts) + 1, ex.log_index, job, holds, worker))
         count(name, holds)
     return d

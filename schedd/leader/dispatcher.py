@@ -7,7 +7,9 @@ gated by a commit of this term, never by pysyncobj's `_isLeader()` alone (which 
 1. Epoch: on gaining leadership, propose `epoch(term)`. Apply raises the state's epoch and from then
    on rejects fire entries of any other term: a deposed leader's late intents are refused.
 2. Intent: each step, plan the instants due by now + lookahead and propose them in batched `fire`
-   entries (at most max_fire_batch pairs, well under pysyncobj's 64 KiB chunking limit).
+   entries (at most max_fire_batch and FIRE_ENTRY_MAX pairs, well under pysyncobj's 64 KiB
+   chunking limit; at most MAX_INFLIGHT_BATCHES in flight, so one commit round's applies stay
+   short enough for the tick thread to keep heartbeating).
 3. Launch: an execution is launched only from an apply result (on_applied), never from "my
    proposal returned": a timed-out proposal may still commit, a forwarded one may apply later.
    Until workers exist, launching means: at the scheduled instant, log it and measure lateness.
@@ -36,7 +38,13 @@ from schedd.ports.metrics import Metrics
 log = logging.getLogger("schedd.dispatcher")
 
 IDLE_STEP_S = 0.05
-MAX_INFLIGHT_BATCHES = 4
+# The apply of a fire entry costs about 0.1-0.3 ms per intent on a loaded 2-core machine, and
+# pysyncobj applies every entry committed in one round in one tick, without heartbeating
+# between them: 4 entries of 500 intents held a tick for 0.4-0.6 s, past the election timeout
+# (a herd caused elections). So a round carries at most MAX_INFLIGHT_BATCHES x FIRE_ENTRY_MAX.
+MAX_INFLIGHT_BATCHES = 2
+FIRE_ENTRY_MAX = 200
+LAUNCH_SLICE = 1000             # executions looked at per hold of the node lock at an instant (a loop pass each)
 PROPOSE_TIMEOUT_S = 5.0
 TAKEOVER_MARGIN_MS = 250
 BATCH_CHECK_MS = 1000           # how often the leader looks for abandoned staged batches
@@ -119,6 +127,8 @@ class Dispatcher:
                 self.hub.close_all("this node is no longer the leader")
             self._led_term = None
             self._cancel_launches()
+            if self.assigner is not None:
+                self.assigner.load.clear()
             return
         term = node.term
         if self.view.epoch != term:
@@ -138,13 +148,14 @@ class Dispatcher:
         self._abort_expired_batches(now, term)
         if self._batches >= MAX_INFLIGHT_BATCHES:
             return
+        per_entry = min(self.cfg.max_fire_batch, FIRE_ENTRY_MAX)
         with node.lock:
             items = plan_fires(self.view, now, self.cfg.lookahead_ms,
-                               limit=self.cfg.max_fire_batch * (MAX_INFLIGHT_BATCHES - self._batches),
+                               limit=per_entry * (MAX_INFLIGHT_BATCHES - self._batches),
                                inflight=self._inflight, burst_lookahead_ms=self.cfg.burst_lookahead_ms,
                                burst_threshold=self.cfg.burst_threshold)
-        for i in range(0, len(items), self.cfg.max_fire_batch):
-            chunk = items[i:i + self.cfg.max_fire_batch]
+        for i in range(0, len(items), per_entry):
+            chunk = items[i:i + per_entry]
             jobs = sorted({n for n, _ in chunk})
             entry = C.encode(C.FIRE, rid="", now=now, term=term, by=node.cfg.node_id,
                              items=[[n, t] for n, t in chunk])
@@ -222,13 +233,30 @@ class Dispatcher:
         _, names = self._launches.pop(due, (None, {}))
         if not self.node.leads_epoch():
             return
+        pending = list(names.items())
+        if len(pending) <= LAUNCH_SLICE:
+            self._launch_slice(due, pending)
+        else:
+            self._spawn(self._launch_herd(due, pending))
+
+    async def _launch_herd(self, due: int, pending: list[tuple[str, int]]) -> None:
+        """A herd, a slice at a time, yielding to the event loop between slices: releasing the
+        node lock and taking it straight back starved the apply thread of it (RLock is not fair),
+        and a 100,000 herd then held the Raft tick for seconds (an election)."""
+        for i in range(0, len(pending), LAUNCH_SLICE):
+            if not self.node.leads_epoch():
+                return
+            self._launch_slice(due, pending[i:i + LAUNCH_SLICE])
+            await asyncio.sleep(0)
+
+    def _launch_slice(self, due: int, names: list[tuple[str, int]]) -> None:
         now_ns = time.time_ns
         offset = self.clock.now_ms() - now_ns() // 1_000_000
         observe = self.metrics.fire_lateness.observe
         launched: dict[str, int] = {}
         view = self.view
         with self.node.lock:
-            for name, t in names.items():
+            for name, t in names:
                 ex = view.execution(name, t)
                 job = view.job(name)
                 if ex is None or ex.state not in (SCHEDULED, RUNNING) or job is None or job.paused:
@@ -237,7 +265,7 @@ class Dispatcher:
                 launched[ex.trigger] = launched.get(ex.trigger, 0) + 1
         for trigger, n in launched.items():
             self.metrics.fired.labels(trigger).inc(n)
-        log.debug("instant %d: launched %d", t, sum(launched.values()))
+        log.debug("instant %d: launched %d", due, sum(launched.values()))
 
     def _take_over(self) -> None:
         """A new leader adopts the intents that previous leaders committed but may not have

@@ -9,7 +9,7 @@ planner is an optimisation of what to ask, never the judge of what happens.
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Sized
 
 from schedd.core import schedule as sched
 from schedd.core.tables import schedule_of
@@ -35,7 +35,10 @@ def plan_fires(state: Viewable, now_ms: int, lookahead_ms: int, *, limit: int,
         if len(view.due_fires(far, limit=burst_threshold)) >= burst_threshold:
             until = far
     items: list[tuple[str, int]] = []
-    for t, name in view.due_fires(until):
+    # Not every job due (a herd of 100,000): the oldest that can fill `limit`, past those whose
+    # proposal is in flight (they are the oldest); the rest come in the next rounds.
+    fetch = limit + (len(inflight) if isinstance(inflight, Sized) else 0)
+    for t, name in view.due_fires(until, limit=fetch):
         if len(items) >= limit:
             break
         job = view.job(name)

@@ -192,7 +192,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     dispatcher = Dispatcher(node, clock, metrics, hub, faults)
     dispatcher_box.append(dispatcher)
     replicas = ReplicaWatch(node, ConvergenceTracker(cfg.raft.replica_stuck_ms), wall_ms=clock.now_ms)
-    metrics.watch(node, replicas)
+    load = dispatcher.assigner.load if dispatcher.assigner is not None else None
+    metrics.watch(node, replicas, load)
 
     signer = NodeSigner(cfg.secret)
     router = Router(node, signer, clock, peer_channels(cfg.tls))
@@ -208,7 +209,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
                  ("grpc.max_receive_message_length", max_receive_bytes(cfg.limits))])
     pb_grpc.add_SchedulerServicer_to_server(SchedulerService(node, clock, metrics, router, dispatcher),
                                             server)
-    cluster_service = ClusterService(node, router, replicas, clock)
+    cluster_service = ClusterService(node, router, replicas, clock, load)
     pb_grpc.add_ClusterServicer_to_server(cluster_service, server)
     raiser = FeatureRaiser(node, clock, cluster_service.member_infos)   # leader only: the feature level
     dags_pb2_grpc.add_DagsServicer_to_server(DagsService(node, clock, metrics, router), server)

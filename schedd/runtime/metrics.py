@@ -43,16 +43,18 @@ class Metrics:
         self.sla_missed = Counter("schedd_sla_missed_total",
                                   "SLA misses recorded by this node as leader, by job", ["job"], registry=r)
 
-    def watch(self, node, replicas=None) -> None:
+    def watch(self, node, replicas=None, load=None) -> None:
         """Expose the node's Raft and state gauges, read at scrape time. `replicas` (a
-        ReplicaWatch) adds the per-peer replication gauges from its published rows."""
-        self.registry.register(_NodeCollector(node, replicas))
+        ReplicaWatch) adds the per-peer replication gauges from its published rows; `load` (the
+        dispatcher's DispatchLoad) the dispatch backlog gauges."""
+        self.registry.register(_NodeCollector(node, replicas, load))
 
 
 class _NodeCollector:
-    def __init__(self, node, replicas=None) -> None:
+    def __init__(self, node, replicas=None, load=None) -> None:
         self._node = node
         self._replicas = replicas
+        self._load = load
 
     def collect(self):
         st = self._node.status()
@@ -71,6 +73,16 @@ class _NodeCollector:
             g = GaugeMetricFamily(name, doc)
             g.add_metric([], value)
             yield g
+        if self._load is not None:
+            for name, doc, value in (
+                ("schedd_dispatch_backlog", "Runs past due waiting for a claim (the leader's; 0 on a follower)",
+                 self._load.backlog),
+                ("schedd_dispatch_lag_seconds", "How long ago the oldest run waiting for a claim was due "
+                 "(the leader's; 0 on a follower)", self._load.lag_ms / 1000),
+            ):
+                g = GaugeMetricFamily(name, doc)
+                g.add_metric([], value)
+                yield g
         if self._replicas is not None:
             yield from _replica_gauges(self._replicas.rows)
 

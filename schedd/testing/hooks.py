@@ -217,7 +217,7 @@ class TestFaults(Faults):
         except ValueError:
             body = {"raw": entry[:200]}
         res = {k: result[k] for k in ("ok", "code", "token", "state", "items", "scheduled_ms", "name", "logical_ms",
-                                       "deduplicated", "epoch", "retry_at") if k in result}
+                                       "deduplicated", "epoch", "retry_at", "claims", "results") if k in result}
         self.rec("apply", node=node_id, index=index, hash=log_hash.hex(), entry=body, res=res)
 
     def role_changed(self, node_id: str, old: int, new: int, term: int) -> None:

@@ -15,11 +15,29 @@ import json
 
 import pytest
 
+from schedd.core.features import FEATURES
 from schedd.ports.fakes import wait_until
+from schedd_client import job_spec
 from schedd.testing.hooks import FEATURE_LEVEL_ENV
 from tests.support.cluster import schedctl
 
 pytestmark = pytest.mark.integration
+
+
+TOP = FEATURES.max_level
+
+
+def ran_twice(c, name: str) -> bool:
+    """Job `name`, triggered twice, runs twice on the cluster's worker (claims and results commit)."""
+    if "w1" not in c.workers:
+        c.start_worker("w1", slots=2)
+    client = c.client(timeout=30)
+    client.put_job(job_spec(name, schedule="", command="true"))
+    for n in (1, 2):
+        client.trigger_job(name)
+        wait_until(lambda: len(list(client.list_executions(name, state="SUCCEEDED"))) == n,
+                   timeout=60, what=f"run {n} of {name} to succeed")
+    return True
 
 
 def status(c, at: str) -> dict:
@@ -39,7 +57,7 @@ def test_a_rolling_upgrade_raises_the_feature_level_once_every_node_supports_it(
     def every_node_reports(level3: int):
         s = status(c, at)
         levels = {n["id"]: int(n.get("max_feature_level", 0)) for n in s["nodes"]}
-        return s if s.get("feature_level") and levels == {"n1": 2, "n2": 2, "n3": level3} else None
+        return s if s.get("feature_level") and levels == {"n1": TOP, "n2": TOP, "n3": level3} else None
 
     s = wait_until(lambda: every_node_reports(1), timeout=60, what="every node to report its feature level")
     assert int(s["feature_level"]) == 1 and int(s["supported_feature_level"]) == 1
@@ -54,13 +72,18 @@ def test_a_rolling_upgrade_raises_the_feature_level_once_every_node_supports_it(
     # leads, "unknown to this build (feature levels 1..1)").
     assert "feature level" in err and ("cluster is at 1" in err or "unknown to this build" in err), err
 
+    # Claims and results still commit: below level 3 the leader proposes one start and one
+    # finish per execution instead of the batched kinds n3 would refuse.
+    assert ran_twice(c, "below-3")
+
     c.stop_node("n3")                           # upgrade n3: the same node, this build's table
     c.start_node("n3")
     def raised():
         s = status(c, at)
-        return s if int(s.get("feature_level", 0)) == 2 else None
-    s = wait_until(raised, timeout=90, what="the leader to raise the feature level to 2")
-    assert all(int(n["feature_level"]) == 2 for n in s["nodes"] if n["role"] != "unreachable")
+        return s if int(s.get("feature_level", 0)) == TOP else None
+    s = wait_until(raised, timeout=90, what=f"the leader to raise the feature level to {TOP}")
+    assert all(int(n["feature_level"]) == TOP for n in s["nodes"] if n["role"] != "unreachable")
+    assert ran_twice(c, "at-top")                   # the batched kinds now
     noted = schedctl(c, "audit", "note", "n3 upgraded", "-o", "json", at=at)
     assert json.loads(noted.stdout)["record"]["target"] == "n3 upgraded"
     listed = json.loads(schedctl(c, "audit", "list", "--target", "n3 upgraded", "-o", "json", at=at).stdout)

@@ -135,7 +135,7 @@ def check(records: list[dict], meta: dict) -> dict:
     # ---------------------------------------------------------------- replay the log
     jobs: dict[str, dict] = {}               # name -> {period, spec, created_now, deleted_now, pauses}
     execs: dict[tuple, dict] = {}
-    tokens: dict[int, dict] = {}             # token -> {job, t, worker, attempt, now}
+    tokens: dict[int, dict] = {}             # token -> {job, t, worker, attempt, now, term, index of the claim}
     epochs: dict[int, int] = {}              # term -> now of its epoch entry
     rid_created: dict[str, list] = defaultdict(list)
     rids: set[str] = set()
@@ -202,43 +202,53 @@ def check(records: list[dict], meta: dict) -> dict:
             rid_created[base_rid].append((name, t, idx))
             execs[(name, t)] = {"job": name, "t": t, "index": idx, "now": now, "trigger": "manual",
                                 "state": "SCHEDULED", "attempts": [], "term": e.get("term")}
-        elif k == "start" and res.get("ok") and not res.get("deduplicated"):
-            key = (e.get("job"), e.get("scheduled_ms"))
-            tokens[idx] = {"job": key[0], "t": key[1], "worker": e.get("worker"), "attempt": e.get("attempt"),
-                           "now": now, "term": e.get("term")}
-            if ":" in str(key[0]) and key not in execs:   # a DAG task: apply recorded it, no entry did
-                execs[key] = {"job": key[0], "t": key[1], "index": idx, "now": now, "trigger": "dag",
-                              "state": "SCHEDULED", "attempts": [], "term": e.get("term")}
-            if ":" in str(key[0]):
-                dag, _, task = str(key[0]).partition(":")
-                dag_claims.append((idx, r["ts"], dag, key[1], task, idx))
-            ex = execs.get(key)
-            if ex is not None:
-                ex["attempts"].append(idx)
-                ex["state"] = "RUNNING"
-        elif k == "finish":
-            key = (e.get("job"), e.get("scheduled_ms"))
-            tok = e.get("token")
-            if res.get("ok") and not res.get("deduplicated"):
-                finishes_ok[tok] = {"by": e.get("by"), "state": res.get("state"), "index": idx, "ts": r["ts"]}
-                info = tokens.get(tok)
-                ex = execs.get(key)
-                current = ex["attempts"][-1] if ex and ex["attempts"] else None
-                if info is None or current != tok:
-                    A.add("C4", f"completion of {key[0]}@{key[1]} with token {tok} accepted, but it is not "
-                          f"the current attempt", r["ts"], index=idx)
-                elif info["worker"] != e.get("by"):
-                    A.add("C4", f"completion of {key[0]}@{key[1]} token {tok} (given to {info['worker']}) "
-                          f"accepted from {e.get('by')}: a stale attempt's result overwrote the current one",
-                          r["ts"], index=idx, job=key[0], t=key[1])
-                if ex is not None and res.get("state"):
-                    ex["state"] = res["state"]
-                if ":" in str(key[0]) and res.get("state") in TERMINAL:
+        elif k in ("start", "start_many") and res.get("ok") and not res.get("deduplicated"):
+            # start: one claim, its token the entry's index; start_many: each claim's own token
+            claims = [(e, res, idx)] if k == "start" else \
+                [(c, cr, cr.get("token")) for c, cr in zip(e.get("claims") or [], res.get("claims") or [])]
+            for c, cres, tok in claims:
+                if not cres.get("ok"):
+                    continue
+                key = (c.get("job"), c.get("scheduled_ms"))
+                tokens[tok] = {"job": key[0], "t": key[1], "worker": c.get("worker"), "attempt": c.get("attempt"),
+                               "now": now, "term": e.get("term"), "index": idx}
+                if ":" in str(key[0]) and key not in execs:   # a DAG task: apply recorded it, no entry did
+                    execs[key] = {"job": key[0], "t": key[1], "index": idx, "now": now, "trigger": "dag",
+                                  "state": "SCHEDULED", "attempts": [], "term": e.get("term")}
+                if ":" in str(key[0]):
                     dag, _, task = str(key[0]).partition(":")
-                    dag_ended.setdefault((dag, key[1], task), {"state": res["state"], "index": idx, "ts": r["ts"]})
-            elif res.get("code") == "stale":
-                stale_finishes.append({"token": tok, "by": e.get("by"), "index": idx, "ts": r["ts"],
-                                       "job": key[0], "t": key[1]})
+                    dag_claims.append((idx, r["ts"], dag, key[1], task, tok))
+                ex = execs.get(key)
+                if ex is not None:
+                    ex["attempts"].append(tok)
+                    ex["state"] = "RUNNING"
+        elif k in ("finish", "finish_many"):
+            # finish: one result; finish_many: each result with its own worker (its `by`)
+            results = [(e, res)] if k == "finish" else \
+                [({**x, "by": x.get("worker")}, xr) for x, xr in zip(e.get("results") or [], res.get("results") or [])]
+            for e1, res1 in results:
+                key = (e1.get("job"), e1.get("scheduled_ms"))
+                tok = e1.get("token")
+                if res1.get("ok") and not res1.get("deduplicated"):
+                    finishes_ok[tok] = {"by": e1.get("by"), "state": res1.get("state"), "index": idx, "ts": r["ts"]}
+                    info = tokens.get(tok)
+                    ex = execs.get(key)
+                    current = ex["attempts"][-1] if ex and ex["attempts"] else None
+                    if info is None or current != tok:
+                        A.add("C4", f"completion of {key[0]}@{key[1]} with token {tok} accepted, but it is not "
+                              f"the current attempt", r["ts"], index=idx)
+                    elif info["worker"] != e1.get("by"):
+                        A.add("C4", f"completion of {key[0]}@{key[1]} token {tok} (given to {info['worker']}) "
+                              f"accepted from {e1.get('by')}: a stale attempt's result overwrote the current one",
+                              r["ts"], index=idx, job=key[0], t=key[1])
+                    if ex is not None and res1.get("state"):
+                        ex["state"] = res1["state"]
+                    if ":" in str(key[0]) and res1.get("state") in TERMINAL:
+                        dag, _, task = str(key[0]).partition(":")
+                        dag_ended.setdefault((dag, key[1], task), {"state": res1["state"], "index": idx, "ts": r["ts"]})
+                elif res1.get("code") == "stale":
+                    stale_finishes.append({"token": tok, "by": e1.get("by"), "index": idx, "ts": r["ts"],
+                                           "job": key[0], "t": key[1]})
         elif k == "expire" and res.get("ok") and not res.get("deduplicated"):
             tok = e.get("token")
             info = tokens.get(tok, {})
@@ -342,7 +352,7 @@ def check(records: list[dict], meta: dict) -> dict:
         if info is None or (info["job"], info["t"]) != (r["job"], r["scheduled_ms"]):
             A.add("C6", f"{r['node']} pushed {r['job']}@{r['scheduled_ms']} token {tok} to {r['worker']} "
                   f"without a committed claim for it", r["ts"], job=r["job"], t=r["scheduled_ms"])
-        elif r.get("applied", tok) < tok:
+        elif r.get("applied", info["index"]) < info["index"]:      # the claim's entry, not its token
             A.add("C6", f"{r['node']} pushed {r['job']}@{r['scheduled_ms']} token {tok} before applying "
                   f"its claim (applied {r.get('applied')})", r["ts"], job=r["job"], t=r["scheduled_ms"])
     for r in by_type["h_start"]:

@@ -10,7 +10,7 @@ import pytest
 
 from schedd.core import commands as C
 from schedd.core.view import StateView
-from schedd.leader.assignment import InFlight, Pace, decide
+from schedd.leader.assignment import Capacity, InFlight, Pace, candidates, decide, in_due_order
 from tests.support.state import T0, Harness
 
 LOOKAHEAD = 1_500
@@ -119,3 +119,71 @@ def test_decide_is_pure_and_paces_catch_up_through_its_result():
                                                      catchup_next_ms=first.catchup_next_ms))
     assert not any(h.state.execs[("j1", c.scheduled_ms)].trigger == "catchup" for c in again.claims)
     assert h.state.state_digest() == before                       # nothing in the state changed
+
+
+# ------------------------------------------------------------------ placement on workers
+
+
+def _pools(h: Harness) -> None:
+    """Head of line: five old runs of pool `gpu` (older due), then a run of the default pool
+    and one of job `labelled` (worker_labels zone=b) and one of team `secret`."""
+    for i in range(5):
+        h.put(name=f"gpu{i}", schedule="@every 60s", pool="gpu")
+    h.plan_and_fire()
+    h.now = T0 + 1_000
+    h.put(name="plain", schedule="@every 60s")
+    h.put(name="labelled", schedule="@every 60s", worker_labels={"zone": "b"})
+    h.put(name="secret", schedule="@every 60s", team="secret")
+    h.now = T0 + 60_000
+    h.plan_and_fire()
+
+
+STATES["pools"] = _pools
+
+CPU = Capacity("cpu1", 1)
+CPU3 = Capacity("cpu1", 3)
+ZONE_B = Capacity("b1", 1, labels={"zone": "b"})
+NO_SECRET = Capacity("ns", 3, serves=lambda team: team != "secret")
+GPU = Capacity("g1", 1, pool="gpu")
+W = T0 + 60_000
+
+# state, workers, expected claims (job, scheduled_ms, worker), waiting {(job, t): reason prefix}
+PLACEMENT = [
+    # the old gpu runs wait for a gpu worker; the later run a free worker may serve is claimed
+    ("pools", [CPU], [("plain", W, "cpu1")], {("gpu0", T0): "waiting for a free worker slot in pool 'gpu'"}),
+    ("pools", [CPU3], [("plain", W, "cpu1"), ("secret", W, "cpu1")],
+     {("labelled", W): "waiting for a free worker slot with labels zone=b"}),
+    ("pools", [NO_SECRET], [("plain", W, "ns")], {("secret", W): "waiting for a free worker slot"}),
+    ("pools", [ZONE_B, CPU], [("labelled", W, "b1"), ("plain", W, "cpu1")], {}),
+    ("pools", [GPU, CPU], [("gpu0", T0, "g1"), ("plain", W, "cpu1")], {("gpu1", T0): SLOT}),
+    # fewest running first: two free workers share the claims
+    ("mixed", [Capacity("a", 2, load=1), Capacity("b", 2)],
+     [("high", T0, "b"), ("daily", T0, "a"), ("low", T0, "b"), ("daily", T0 - 60_000, "a")], {}),
+]
+
+
+@pytest.mark.parametrize("state, workers, claims, waiting", PLACEMENT)
+@pytest.mark.parametrize("full", [True, False])
+def test_decide_places_each_claim_on_an_eligible_worker(state, workers, claims, waiting, full):
+    h = Harness()
+    STATES[state](h)
+    d = decide(StateView(h.state), h.now, workers, InFlight(), Pace(LOOKAHEAD, full=full))
+    assert [(c.job, c.scheduled_ms, c.worker) for c in d.claims] == claims
+    for key, prefix in waiting.items():
+        assert d.waiting[key].startswith(prefix), d.waiting
+
+
+def test_in_due_order_is_the_serving_order_for_one_class_and_resumes_after_a_key():
+    h = Harness()
+    _pools(h)
+    view = StateView(h.state)
+    lazy = list(in_due_order(view, h.now, LOOKAHEAD, {}))
+    assert [(ex.job, ex.scheduled_ms) for _, ex, _ in lazy] == \
+        [(ex.job, ex.scheduled_ms) for _, ex, _ in candidates(view, h.now, LOOKAHEAD, {})]
+    d = decide(view, h.now, [CPU], InFlight(), Pace(LOOKAHEAD, full=False, scan_limit=3), iter(lazy))
+    assert d.looked == 3 and not d.claims                 # three gpu runs looked at, then stop
+    rest = decide(view, h.now, [CPU], InFlight(), Pace(LOOKAHEAD, full=False, scan_limit=20),
+                  in_due_order(view, h.now, LOOKAHEAD, {}, after=d.last))
+    assert [(c.job, c.worker) for c in rest.claims] == [("plain", "cpu1")]
+    assert rest.last is not None and d.last is not None and rest.last > d.last
+    assert rest.looked == 9                      # gpu3, gpu4 at T0, gpu0-4 and labelled at W, plain

@@ -1,0 +1,62 @@
+"""A herd of one-offs due at the same instant on a real 3-node cluster: every one runs exactly
+once, the leader stays the leader (no election caused by the load), and old runs of a pool no
+worker serves do not hold back the herd behind them (head-of-line blocking by pool, issue 14);
+they wait, and `cluster status` says the leader's dispatch is behind by that many.
+No timing is asserted: the deadlines are generous, the figures are bench/bench_herd.py's."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from datetime import UTC, datetime
+
+import pytest
+
+from schedd.ports.fakes import wait_until
+from schedd_client import job_spec
+from tests.support.cluster import schedctl, workers_of
+
+pytestmark = pytest.mark.integration
+
+HERD = 2_000
+UNSERVED = 300        # runs of pool "gpu", due before the herd: no worker serves that pool
+
+
+def _at(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _count(client, prefix: str) -> Counter:
+    return Counter(e.job for e in client.list_executions("", page_size=1000) if e.job.startswith(prefix)
+                   and e.state == "SUCCEEDED")
+
+
+def test_a_herd_runs_exactly_once_without_an_election_and_past_an_unserved_pool(cluster_factory):
+    c = cluster_factory(size=3, acl_settings={"rate_per_second": 0})
+    c.start()
+    leader = c.wait_leader(timeout=60)
+    term = c.node_info(leader).term
+    c.start_worker("w1", slots=64)
+    client = c.client(timeout=120)
+    wait_until(lambda: workers_of(c) == ["w1"], timeout=60, what="the worker to connect")
+    soon = _at(math.ceil(time.time()) + 1)
+    client.put_jobs([job_spec(f"gpu-{i:04d}", schedule=f"at {soon}", command="true", pool="gpu")
+                     for i in range(UNSERVED)])
+    T = math.ceil(time.time()) + 8
+    client.put_jobs([job_spec(f"herd-{i:05d}", schedule=f"at {_at(T)}", command="true") for i in range(HERD)])
+    done = wait_until(lambda: (n := _count(client, "herd-")) and len(n) == HERD and n, timeout=300,
+                      interval=2.0, what=f"all {HERD} herd runs to succeed")
+    assert set(done.values()) == {1}
+    runs = [e for e in client.list_executions("", page_size=1000) if e.job.startswith("herd-")]
+    assert len(runs) == HERD and all(len(e.attempts) == 1 for e in runs)    # once each, one attempt
+    assert all(e.scheduled_ms == T * 1000 for e in runs)
+    gpu = [e for e in client.list_executions("", page_size=1000) if e.job.startswith("gpu-")]
+    assert len(gpu) == UNSERVED and {e.state for e in gpu} == {"SCHEDULED"}   # still waiting, none lost
+    assert c.leader() == leader and c.node_info(leader).term == term         # no election
+    # the unserved runs are the leader's dispatch backlog: in cluster status, as a user reads it
+    behind = f"{leader}: dispatch is behind: {UNSERVED} run(s) past due wait for a claim"
+    st = wait_until(lambda: (s := c.status()) is not None and any(w.startswith(behind) for w in s.warnings) and s,
+                    timeout=30, what="the backlog warning")
+    assert next(n for n in st.nodes if n.id == leader).dispatch_backlog == UNSERVED
+    assert behind in schedctl(c, "cluster", "status").stdout.replace("\n  ", " ")
