@@ -21,6 +21,7 @@ tree of it, see bench/profiles/README.md), then on this tree, back to back.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import os
@@ -36,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _metrics import cpu_seconds, percentile, put_jobs_in_calls  # noqa: E402
+from _metrics import cpu_seconds, percentile, put_jobs_in_calls
 
 HANDLER = "mark"
 
@@ -66,6 +67,17 @@ def worker_main(argv: list[str]) -> int:
         async def mark(ctx) -> None:            # type: ignore[misc]
             fires.append((ctx.job, ctx.scheduled_ms, time.time_ns()))
     w.handler(HANDLER)(mark)
+    # how long before its due time each assignment arrived (negative: after it): tells a late
+    # start caused upstream (the leader's claim, the stream) from one caused here
+    from schedd_worker.runtime import WorkerRuntime
+    leads: list[int] = []
+    accept = WorkerRuntime._on_assignment
+
+    def on_assignment(self, msg) -> None:
+        leads.append(msg.due_ms - time.time_ns() // 1_000_000 if msg.due_ms else 0)
+        accept(self, msg)
+
+    WorkerRuntime._on_assignment = on_assignment       # type: ignore[method-assign]
     done = threading.Event()
 
     def flush() -> None:            # appends new fires every 0.2 s, so the controller can poll
@@ -87,6 +99,7 @@ def worker_main(argv: list[str]) -> int:
     finally:
         done.set()
         th.join()
+        Path(a.out + ".leads").write_text(json.dumps(leads))
     return 0
 
 
@@ -180,6 +193,24 @@ class Run:
                 return fires
             time.sleep(0.5)
 
+    def leads(self) -> str:
+        """Stop the workers (a drain) and say how early their assignments arrived."""
+        for _, p, _ in self.workers:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        leads: list[int] = []
+        for _, p, path in self.workers:
+            try:
+                p.wait(timeout=30)
+                leads += json.loads(Path(str(path) + ".leads").read_text())
+            except (subprocess.TimeoutExpired, OSError, ValueError):
+                pass
+        if not leads:
+            return "assignment arrival: not recorded"
+        late = sum(1 for x in leads if x < 0)
+        return (f"assignments arrived before due: p1 {percentile(leads, 0.01)} ms, p50 "
+                f"{percentile(leads, 0.50)} ms; {late:,} of {len(leads):,} arrived after due")
+
     def stop(self) -> None:
         for p in self.profilers:
             try:
@@ -246,6 +277,7 @@ def steady(run: Run) -> dict:
     say(f"  steady {a.rate} fires/s, {window} s window: {len(per_instant):,} instants, missed {missed}, "
         f"duplicated {dups}; lateness {lat_summary(lat)}")
     say(f"  {cpu_text(cpu0, cpu1, len(per_instant))}")
+    say(f"  {run.leads()}")
     return res
 
 
@@ -277,14 +309,145 @@ def herd(run: Run) -> dict:
         f"duplicated {dups}); last start {last if last is None else f'{last:.3f}'} s after due; "
         f"lateness {lat_summary(lat)}")
     say(f"  {cpu_text(cpu0, cpu1, len(per_instant))}")
+    say(f"  {run.leads()}")
     return res
+
+
+# ------------------------------------------------------------------ the worker alone
+
+def alone(args: argparse.Namespace, root: Path) -> dict:
+    """The worker alone, against a fake leader in this process that pushes `size` assignments
+    due at T (`--rate` per second for `--window` s with `steady`), each 1.5 s ahead, the way
+    the leader does (batched when the worker's hello says it takes batches), and acks every
+    result. What it measures is the worker's own part of the lateness."""
+    import grpc
+    import grpc.aio
+    from schedd_proto import scheduler_pb2 as pb
+    from schedd_proto import scheduler_pb2_grpc as pb_grpc
+
+    lead_ms = 1500
+    handler = json.dumps({"python": {"name": HANDLER}})
+    plan: list[tuple[int, str]] = []            # (due_ms, job), made when the worker connects
+    connected = asyncio.Event()
+
+    def make_plan() -> None:
+        t0 = (math.floor(time.time()) + 3) * 1000
+        if args.workload == "alone-herd":
+            plan.extend((t0, f"h-{i:06d}") for i in range(args.size))
+        else:
+            for sec in range(args.window):       # `rate` due at each whole second
+                plan.extend((t0 + sec * 1000, f"s-{i:06d}") for i in range(args.rate))
+        connected.set()
+
+    class Fake(pb_grpc.ClusterServicer, pb_grpc.WorkersServicer):
+        address = ""
+        results = 0
+
+        async def Status(self, request, context):
+            return pb.ClusterStatus(leader_id="fake", leader_grpc_address=self.address, term=1)
+
+        async def Connect(self, request_iterator, context):
+            hello = (await anext(aiter(request_iterator))).hello
+            make_plan()
+            out: asyncio.Queue = asyncio.Queue()
+            batches = "batches" in pb.Welcome.DESCRIPTOR.fields_by_name    # (not in older code)
+            welcome = pb.Welcome(leader_id="fake", term=1, lease_ms=10_000,
+                                 **({"batches": True} if batches else {}))
+
+            async def read() -> None:
+                async for msg in request_iterator:
+                    ms = msg.batch.messages if msg.WhichOneof("kind") == "batch" else [msg]
+                    for m in ms:
+                        if m.WhichOneof("kind") == "result":
+                            self.results += 1
+                            out.put_nowait(pb.LeaderMessage(ack=pb.ResultAck(
+                                fencing_token=m.result.fencing_token, outcome="committed")))
+
+            async def push() -> None:
+                chunks = []                      # built before the first is due out
+                for k in range(0, len(plan), 512):
+                    chunk = plan[k:k + 512]
+                    msgs = [pb.LeaderMessage(assignment=pb.Assignment(
+                        execution_id=f"{job}@{due}", job=job, scheduled_ms=due, attempt=1,
+                        fencing_token=k + i + 1, term=1, due_ms=due, handler_json=handler))
+                        for i, (due, job) in enumerate(chunk)]
+                    chunks.append((chunk[0][0], [pb.LeaderMessage(batch=pb.LeaderBatch(messages=msgs))]
+                                   if batches and hello.batches else msgs))
+                for due, msgs in chunks:
+                    await asyncio.sleep(max(0.0, (due - lead_ms) / 1000 - time.time()))
+                    for m in msgs:
+                        out.put_nowait(m)
+
+            tasks = [asyncio.ensure_future(read()), asyncio.ensure_future(push())]
+            try:
+                yield pb.LeaderMessage(welcome=welcome)
+                while True:
+                    yield await out.get()
+            finally:
+                for t in tasks:
+                    t.cancel()
+
+    async def run() -> dict:
+        fake = Fake()
+        server = grpc.aio.server()
+        pb_grpc.add_ClusterServicer_to_server(fake, server)
+        pb_grpc.add_WorkersServicer_to_server(fake, server)
+        fake.address = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+        await server.start()
+        out = root / "fires-alone.jsonl"
+        cmd = [sys.executable, os.path.abspath(__file__), "_worker", "--cluster", fake.address,
+               "--name", "alone", "--slots", str(args.slots), "--out", str(out), "--kind", args.kind]
+        log = (root / "worker-alone.log").open("ab")
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        profilers: list[subprocess.Popen] = []
+        try:
+            cpu0 = None
+            await asyncio.wait_for(connected.wait(), 60)
+            t0 = plan[0][0]
+            deadline = plan[-1][0] / 1000 + args.settle
+            while time.time() < deadline and fake.results < len(plan):
+                if cpu0 is None and time.time() > t0 / 1000 - lead_ms / 1000 - 0.5:
+                    cpu0 = cpu_seconds(proc.pid)
+                    if args.profile:
+                        for fmt, ext in (("flamegraph", "svg"), ("raw", "txt")):
+                            profilers.append(subprocess.Popen(
+                                ["py-spy", "record", "-o", f"{args.profile}-worker.{ext}", "--format",
+                                 fmt, "--pid", str(proc.pid), "--duration", str(int(args.settle)),
+                                 "--rate", "100", "--nonblocking"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                await asyncio.sleep(0.1)
+            cpu1 = cpu_seconds(proc.pid)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.to_thread(proc.wait, 30)
+            await server.stop(grace=0)
+            for p in profilers:
+                await asyncio.to_thread(p.wait, 60)
+        fires = [json.loads(line) for line in out.read_text().splitlines()]
+        try:
+            leads = json.loads(Path(str(out) + ".leads").read_text())
+            say(f"  assignments arrived before due: p1 {percentile(leads, 0.01)} ms, p50 "
+                f"{percentile(leads, 0.50)} ms, min {min(leads)} ms")
+        except (OSError, ValueError):
+            pass
+        lat = [t / 1e6 - sched for _, sched, t in fires]
+        res = {"workload": f"{args.workload} {args.size if args.workload == 'alone-herd' else args.rate}",
+               "fires": len(fires), "missed": len(plan) - len(fires),
+               "p50_ms": percentile(lat, 0.50), "p99_ms": percentile(lat, 0.99),
+               "last_s": max(lat) / 1000 if lat else None,
+               "worker_cpu_s": (cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else None}
+        say(f"  {res['workload']} (worker alone, fake leader): {len(fires):,} of {len(plan):,} "
+            f"started; lateness {lat_summary(lat)}; worker CPU {res['worker_cpu_s']:.2f} s")
+        return res
+
+    return asyncio.run(run())
 
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "_worker":
         return worker_main(sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("workload", choices=("steady", "herd"))
+    ap.add_argument("workload", choices=("steady", "herd", "alone-steady", "alone-herd"))
     ap.add_argument("--rate", type=int, default=100, help="steady: fires per second")
     ap.add_argument("--window", type=int, default=20, help="steady: seconds measured (whole periods)")
     ap.add_argument("--size", type=int, default=10_000, help="herd: one-off jobs due at once")
@@ -299,15 +462,19 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     if not args.slots:
-        need = args.rate * 2 if args.workload == "steady" else args.size
+        need = args.rate * 2 if "steady" in args.workload else args.size
         args.slots = max(64, -(-need // args.workers))
     root = Path(tempfile.mkdtemp(prefix="bench-lateness-"))
-    run = Run(args, root)
+    run = Run(args, root) if not args.workload.startswith("alone") else None
     try:
-        run.start()
-        res = steady(run) if args.workload == "steady" else herd(run)
+        if run is None:
+            res = alone(args, root)
+        else:
+            run.start()
+            res = steady(run) if args.workload == "steady" else herd(run)
     finally:
-        run.stop()
+        if run is not None:
+            run.stop()
         if not args.keep:
             import shutil
             shutil.rmtree(root, ignore_errors=True)

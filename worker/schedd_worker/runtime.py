@@ -682,8 +682,8 @@ class WorkerRuntime:
         self._attempts[token] = att
         self.running[token] = a.execution_id
         now = self.now_ms()
-        log.info("accepted %s attempt %d (token %d), due in %d ms", a.execution_id, a.attempt,
-                 token, max(0, a.due_ms - now) if a.due_ms else 0)
+        log.debug("accepted %s attempt %d (token %d), due in %d ms", a.execution_id, a.attempt,
+                  token, max(0, a.due_ms - now) if a.due_ms else 0)
         if a.due_ms and a.due_ms > now:
             self._timer.add(a.due_ms, token)
         else:
@@ -705,23 +705,32 @@ class WorkerRuntime:
         return _Attempt(msg=a, ex=ex, call=executors.prepare(ex, self.python_handlers, self.isolation))
 
     def _on_due(self, tokens: list[int]) -> None:
-        """The timer: every attempt due by now starts, in this one callback."""
-        for token in tokens:
-            att = self._attempts.get(token)
-            if att is not None and att.phase == "waiting":
-                self._start(att)
+        """The timer: every attempt due by now starts in this one callback, every handler call
+        first (their threads or tasks start at once), then the tasks that wait for them, so a
+        herd's last handler does not wait for the bookkeeping of the others."""
+        due = [att for att in map(self._attempts.get, tokens)
+               if att is not None and att.phase == "waiting"]
+        started = [self._call(att) for att in due]
+        for att, s in zip(due, started):
+            self._watch(att, s)
 
     def _start(self, att: _Attempt) -> None:
-        """Start the attempt now: a prepared Python call is started here, synchronously (its
-        thread or task runs its first statement next); anything else starts in its task."""
+        """Start the attempt now (due, or cancelled while waiting)."""
+        self._watch(att, self._call(att))
+
+    def _call(self, att: _Attempt) -> tuple[Call, asyncio.Future, int] | None:
+        """A prepared Python call is started here, synchronously; anything else in its task."""
         a = att.msg
         att.phase = "running"
         if self._rec is not None:
             self._rec("h_start", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
                       token=a.fencing_token, attempt=a.attempt)
-        started = None
-        if att.call is not None and not att.cancel.is_set():
-            started = (att.call, att.call.start(), self.now_ms())
+        if att.call is None or att.cancel.is_set():
+            return None
+        return att.call, att.call.start(), self.now_ms()
+
+    def _watch(self, att: _Attempt, started: tuple[Call, asyncio.Future, int] | None) -> None:
+        a = att.msg
         att.task = asyncio.create_task(self._run_attempt(att, started),
                                        name=f"attempt-{a.execution_id}-{a.fencing_token}")
 
@@ -729,7 +738,7 @@ class WorkerRuntime:
         self._attempts.pop(att.msg.fencing_token, None)
         self.running.pop(att.msg.fencing_token, None)
 
-    async def _run_attempt(self, att: _Attempt, started) -> None:
+    async def _run_attempt(self, att: _Attempt, started: tuple[Call, asyncio.Future, int] | None) -> None:
         a = att.msg
         token = a.fencing_token
         try:
@@ -754,8 +763,11 @@ class WorkerRuntime:
             if self._rec is not None:
                 self._rec("h_end", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
                           token=token, attempt=a.attempt, state=out.state)
-            log.info("%s (token %d) ended %s%s", a.execution_id, token, out.state,
-                     f": {out.error}" if out.error else "")
+            # one line per attempt at INFO only when it did not succeed: a herd of 100,000
+            # would otherwise spend seconds of the worker's loop formatting log lines
+            log.log(logging.DEBUG if out.state == executors.SUCCEEDED else logging.INFO,
+                    "%s (token %d) ended %s%s", a.execution_id, token, out.state,
+                    f": {out.error}" if out.error else "")
             self.hooks.after_effect(token, a.job, a.scheduled_ms)     # fault suite S03 only
             self._report(pb.AttemptResult(
                 execution_id=a.execution_id, fencing_token=token, state=out.state,

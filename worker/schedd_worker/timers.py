@@ -67,6 +67,13 @@ class Timer:
         if self._armed_for is None or due_ms < self._armed_for:
             self._arm()
 
+    def rearm(self) -> None:
+        """Arm again from the clock's present reading (it stepped: e.g. a ManualClock in tests)."""
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = self._armed_for = None
+        self._arm()
+
     def close(self) -> None:
         if self._handle is not None:
             self._handle.cancel()

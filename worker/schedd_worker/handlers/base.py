@@ -14,6 +14,7 @@ import asyncio
 import contextvars
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, UTC
@@ -204,49 +205,71 @@ def stopped(how: str, a: Assignment) -> tuple[str, str]:
 
 
 class WarmThreads:
-    """Daemon threads kept warm for blocking handler calls: a call goes to an idle thread, or to
-    a new one when none is idle, so a stuck call never delays another (the property a thread
-    per call had) while the usual call costs a queue put instead of a thread start, which blocks
-    the event loop until the new thread runs (milliseconds on a loaded machine: the worker's
-    profile at 1,000 fires/s, issue 14). Threads idle for `idle_s` exit. Started with
-    `_thread.start_new_thread`, which does not wait for the thread to run; such threads are
-    never joined at interpreter exit (as daemon threads)."""
+    """Daemon threads kept warm for blocking handler calls. A call goes to an idle thread; when
+    none is idle, a new thread starts while there are fewer than `eager`, else the call waits
+    in the queue and, if no thread took it within `grow_after_s`, threads start for every call
+    still waiting. So short calls share a few warm threads (a thread start per call cost the
+    worker's loop more than the call: Thread.start waits until the new thread runs, and a herd
+    of 10,000 started 10,000 threads, issue 14), and a stuck call still never delays the
+    others by more than `grow_after_s`. Threads idle for `idle_s` exit. Threads start with
+    `_thread.start_new_thread` (no wait for them to run) and are never joined at exit."""
 
-    def __init__(self, idle_s: float = 60.0) -> None:
-        self.idle_s = idle_s
+    def __init__(self, eager: int = 32, grow_after_s: float = 0.02, idle_s: float = 60.0) -> None:
+        self.eager, self.grow_after_s, self.idle_s = eager, grow_after_s, idle_s
         self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)     # one token per idle thread (as ThreadPoolExecutor)
         self._lock = threading.Lock()
-        self._idle = 0          # threads waiting for a call and not yet promised one
-        self.threads = 0        # alive (introspection, tests)
+        self._backlog = threading.Event()       # calls may be waiting for a thread: watch them
+        self._watching = False
+        self.threads = 0                         # alive (introspection, tests)
 
     def submit(self, call: Callable[[], None]) -> None:
-        with self._lock:
-            spawn = self._idle == 0
-            if spawn:
-                self.threads += 1
-            else:
-                self._idle -= 1  # promised to this call
         self._q.put(call)
+        if self._idle.acquire(blocking=False):
+            return
+        with self._lock:
+            spawn = self.threads < self.eager
+            watch = not spawn and not self._watching
+            self._watching = self._watching or watch
         if spawn:
+            self._spawn(1)
+        else:
+            self._backlog.set()
+            if watch:
+                _thread.start_new_thread(self._watch, ())
+
+    def _spawn(self, n: int) -> None:
+        with self._lock:
+            self.threads += n
+        for _ in range(n):
             _thread.start_new_thread(self._serve, ())
+
+    def _watch(self) -> None:
+        """While calls wait: every grow_after_s, a thread for each call no thread took."""
+        while True:
+            self._backlog.wait()
+            time.sleep(self.grow_after_s)
+            self._backlog.clear()
+            waiting = self._q.qsize()
+            if waiting:
+                self._spawn(waiting)
+                self._backlog.set()
 
     def _serve(self) -> None:
         while True:
             try:
                 call = self._q.get(timeout=self.idle_s)
             except queue.Empty:
-                with self._lock:
-                    if self._idle > 0:      # nobody was promised this thread: it may go
-                        self._idle -= 1
+                if self._idle.acquire(blocking=False):     # our token: nobody counts on us
+                    with self._lock:
                         self.threads -= 1
-                        return
-                continue                    # a call was promised to it: it is on its way
+                    return
+                continue                                   # a call counts on an idle thread
             try:
                 call()
             except BaseException:  # noqa: BLE001 - calls hand their own errors over; keep serving
                 pass
-            with self._lock:
-                self._idle += 1
+            self._idle.release()
 
 
 _THREADS = WarmThreads()
