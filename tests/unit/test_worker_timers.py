@@ -122,3 +122,26 @@ def test_warm_threads_idle_threads_exit():
             break
         deadline.wait(0.05)
     assert pool.threads == 0
+
+
+async def test_race_with_a_cancel_event_done_cancel_and_timeout_and_no_leftover_waiters():
+    from schedd_worker.handlers.base import Cancel, race
+
+    loop = asyncio.get_running_loop()
+    cancel = Cancel()
+    fut = loop.create_future()
+    loop.call_soon(fut.set_result, 1)
+    assert await race(fut, cancel, None) == "done"
+    assert cancel._futs == [] or all(f.cancelled() for f in cancel._futs)
+    fut = loop.create_future()
+    loop.call_soon(cancel.set)
+    assert await race(fut, cancel, None) == "cancel"
+    assert await race(loop.create_future(), Cancel(), loop.time() + 0.01) == "timeout"
+    assert await race(loop.create_future(), asyncio.Event(), loop.time() + 0.01) == "timeout"
+
+
+async def test_thread_results_reach_the_loop_even_when_many_end_at_once():
+    from schedd_worker.handlers.base import in_daemon_thread
+
+    futs = [in_daemon_thread(lambda i=i: i * 2) for i in range(500)]
+    assert await asyncio.wait_for(asyncio.gather(*futs), DEADLINE) == [i * 2 for i in range(500)]

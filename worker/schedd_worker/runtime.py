@@ -71,6 +71,7 @@ from schedd_client.channels import Security, env_token, open_aio_channel, with_f
 from schedd_worker import executors
 from schedd_worker.executors import (NO_ISOLATION, Assignment, Call, HttpOptions, Isolation, Outcome,
                                      PythonHandlers)
+from schedd_worker.handlers.base import Cancel
 from schedd_worker.timers import Timer
 from schedd_worker.hooks import NO_HOOKS, WorkerHooks
 
@@ -138,7 +139,7 @@ class _Attempt:
     msg: pb.Assignment
     ex: Assignment | None                # built when accepted; None: invalid handler_json
     call: Call | None = None             # a Python handler resolved when accepted
-    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    cancel: Cancel = field(default_factory=Cancel)
     phase: str = "waiting"               # waiting (in the timer's queue) | running
     task: asyncio.Task | None = None     # from the start on
 
