@@ -365,11 +365,15 @@ def alone(args: argparse.Namespace, root: Path) -> dict:
 
             async def push() -> None:
                 chunks = []                      # built before the first is due out
-                for k in range(0, len(plan), 512):
-                    chunk = plan[k:k + 512]
+                k = 0
+                while k < len(plan):             # up to 512 due at one instant per message
+                    n = 1
+                    while n < 512 and k + n < len(plan) and plan[k + n][0] == plan[k][0]:
+                        n += 1
+                    chunk, k0, k = plan[k:k + n], k, k + n
                     msgs = [pb.LeaderMessage(assignment=pb.Assignment(
                         execution_id=f"{job}@{due}", job=job, scheduled_ms=due, attempt=1,
-                        fencing_token=k + i + 1, term=1, due_ms=due, handler_json=handler))
+                        fencing_token=k0 + i + 1, term=1, due_ms=due, handler_json=handler))
                         for i, (due, job) in enumerate(chunk)]
                     chunks.append((chunk[0][0], [pb.LeaderMessage(batch=pb.LeaderBatch(messages=msgs))]
                                    if batches and hello.batches else msgs))
