@@ -169,7 +169,7 @@ class Run:
             return
         prefix = self.args.profile
         Path(prefix).parent.mkdir(parents=True, exist_ok=True)
-        leader = self.c.leader()
+        leader = self.c.wait_leader(timeout=10)
         for what, pid in (("worker", self.workers[0][1].pid), ("leader", self.c.nodes[leader].pid)):
             for fmt, ext in (("flamegraph", "svg"), ("raw", "txt")):     # raw: collapsed stacks
                 self.profilers.append(subprocess.Popen(
@@ -305,7 +305,7 @@ def herd(run: Run) -> dict:
     res = {"workload": f"herd {a.size}", "fires": len(per_instant), "missed": missed,
            "duplicated": dups, "p50_ms": percentile(lat, 0.50), "p99_ms": percentile(lat, 0.99),
            "last_s": last}
-    say(f"  herd {a.size:,}: started {len(per_instant):,} within {a.settle} s (missed {missed}, "
+    say(f"  herd {a.size:,}: started {len(per_instant):,} within {a.settle} s (not started by then: {missed}, "
         f"duplicated {dups}); last start {last if last is None else f'{last:.3f}'} s after due; "
         f"lateness {lat_summary(lat)}")
     say(f"  {cpu_text(cpu0, cpu1, len(per_instant))}")
