@@ -42,7 +42,8 @@ log = logging.getLogger("schedd.workers")
 
 DEFAULT_LEASE_MS = 10_000
 HELLO_TIMEOUT_S = 10.0
-MAX_BATCH = 512                   # messages per LeaderBatch (an assignment is well under 8 KiB)
+MAX_BATCH = 512                   # messages per LeaderBatch
+MAX_BATCH_BYTES = 4 << 20         # and bytes, plus one message (the worker receives up to 16 MiB)
 _LIMITS = Limits()                # the defaults of [limits]
 
 
@@ -360,8 +361,11 @@ class WorkerHub(pb_grpc.WorkersServicer):
 
 
 def _take(q: asyncio.Queue, msgs: list) -> list:
-    """`msgs` and whatever else is queued already (up to MAX_BATCH, through a None: the end),
-    so that what the assigner pushed in one step goes as one stream message, not one each."""
-    while msgs[-1] is not None and len(msgs) < MAX_BATCH and not q.empty():
+    """`msgs` and whatever else is queued already (up to MAX_BATCH messages, or MAX_BATCH_BYTES
+    and one more message, through a None: the end), so that what the assigner pushed in one step goes
+    as one stream message, not one each."""
+    size = msgs[0].ByteSize() if msgs[0] is not None else 0
+    while msgs[-1] is not None and len(msgs) < MAX_BATCH and size < MAX_BATCH_BYTES and not q.empty():
         msgs.append(q.get_nowait())
+        size += msgs[-1].ByteSize() if msgs[-1] is not None else 0
     return msgs

@@ -101,3 +101,21 @@ async def test_a_worker_batch_is_handled_like_its_messages_one_by_one(hub):
     assert conn.draining and conn.reported and 8 in hub.token_seen
     inbox.q.put_nowait(None)
     await gen.aclose()
+
+
+async def test_a_batch_stays_within_its_byte_bound(hub):
+    from schedd.leader.workers import MAX_BATCH_BYTES
+
+    gen, inbox, _ = await connect(hub, pb.WorkerHello(name="w1", slots=8, batches=True))
+    conn = hub.conns["w1"]
+    big = "x" * (MAX_BATCH_BYTES // 2)
+    for token in (1, 2, 3):
+        m = assignment(token)
+        m.assignment.handler_json = big
+        hub.send(conn, m)
+    got = [await asyncio.wait_for(anext(gen), DEADLINE) for _ in range(2)]
+    tokens = [[m.assignment.fencing_token for m in g.batch.messages] if g.WhichOneof("kind") == "batch"
+              else [g.assignment.fencing_token] for g in got]
+    assert tokens == [[1, 2], [3]]          # in order, and a third half-bound message waits
+    inbox.q.put_nowait(None)
+    await gen.aclose()

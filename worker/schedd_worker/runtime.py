@@ -89,6 +89,7 @@ FINAL_ACK_TIMEOUT_S = 5.0       # drain: wait this long for the last results to 
 CLOSE_TIMEOUT_S = 1.0           # drain: after the half-close, wait this long for the stream to end
 MIN_HEARTBEAT_S = 0.05
 MAX_BATCH = 256                 # messages per WorkerBatch (results carry up to 6 KiB of text)
+MAX_BATCH_BYTES = 4 << 20       # or bytes, plus one message (the leader receives 16 MiB or more)
 KILL_MARGIN_S = 15.0            # after cancelling in a drain: executor's own kill waits + margin
 
 _LEADER_RE = re.compile(r"leader=([A-Za-z0-9_.\-\[\]:]+)")
@@ -479,8 +480,11 @@ class WorkerRuntime:
         try:
             while True:
                 msgs = [await conn.out.get()]
-                while msgs[-1] is not None and len(msgs) < MAX_BATCH and not conn.out.empty():
+                size = msgs[0].ByteSize() if msgs[0] is not None else 0
+                while (msgs[-1] is not None and len(msgs) < MAX_BATCH and size < MAX_BATCH_BYTES
+                       and not conn.out.empty()):
                     msgs.append(conn.out.get_nowait())
+                    size += msgs[-1].ByteSize() if msgs[-1] is not None else 0
                 end = msgs[-1] is None
                 if end:
                     msgs.pop()
