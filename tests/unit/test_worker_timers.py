@@ -145,3 +145,24 @@ async def test_thread_results_reach_the_loop_even_when_many_end_at_once():
 
     futs = [in_daemon_thread(lambda i=i: i * 2) for i in range(500)]
     assert await asyncio.wait_for(asyncio.gather(*futs), DEADLINE) == [i * 2 for i in range(500)]
+
+
+async def test_a_wakeup_just_before_the_due_time_never_starts_it_early():
+    """The timer wakes EARLY_S ahead and sleeps the rest: on a clock that has not reached the
+    due time (a ManualClock does not move while it sleeps) nothing starts."""
+    from schedd_worker.timers import EARLY_S
+
+    clock = ManualClock(10_000)
+    fired: list[list[int]] = []
+    t = Timer(clock.now_ms, fired.append)
+    try:
+        t.add(10_001, 1)
+        t.close()                           # drive the wake-ups by hand
+        t._fire()                           # 1 ms before due (within 2 * EARLY_S): sleeps, then
+        assert fired == [] and t.queue.next_due() == 10_001      # finds it not yet due
+        assert 0.001 <= 2 * EARLY_S
+        clock.now = 10_001
+        t._fire()
+        assert fired == [[1]]
+    finally:
+        t.close()

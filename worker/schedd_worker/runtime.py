@@ -216,7 +216,8 @@ class WorkerRuntime:
         self.connections = 0                       # Welcomes received so far
 
         self._attempts: dict[int, _Attempt] = {}
-        self._timer = Timer(now_ms, self._on_due)   # every waiting attempt, one loop timer
+        self._timer = Timer(now_ms, self._on_due,   # every waiting attempt, one loop timer
+                            now_s=time.time if now_ms is _wall_ms else None)
         self._kinds = executors.handlers_for(python_handlers, http, isolation)   # built once
         self._unacked: dict[int, _Unacked] = {}
         self._all_acked = asyncio.Event()
@@ -711,11 +712,16 @@ class WorkerRuntime:
 
     def _on_due(self, tokens: list[int]) -> None:
         """The timer: every attempt due by now starts in this one callback, every handler call
-        first (their threads or tasks start at once), then the tasks that wait for them, so a
-        herd's last handler does not wait for the bookkeeping of the others."""
+        first (their threads or tasks start at once); the tasks that wait for them are made in
+        the next callback, after the async handlers' first steps (scheduled before it), so no
+        handler waits for the bookkeeping of the others. Nothing else runs in between."""
         due = [att for att in map(self._attempts.get, tokens)
                if att is not None and att.phase == "waiting"]
         started = [self._call(att) for att in due]
+        asyncio.get_running_loop().call_soon(self._watch_all, due, started)
+
+    def _watch_all(self, due: list[_Attempt],
+                   started: list[tuple[Call, asyncio.Future, int] | None]) -> None:
         for att, s in zip(due, started):
             self._watch(att, s)
 

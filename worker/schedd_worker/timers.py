@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import time
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,15 +49,27 @@ class DueQueue:
         return len(self._heap)
 
 
+EARLY_S = 0.0015       # wake this much before a due time, then sleep the rest (see Timer)
+
+
 class Timer:
     """One loop timer over a DueQueue: `on_due(tokens)` runs with every token due, once per
     wake-up. The loop's clock is monotonic and the due times are wall times: the delay is
-    computed from `now_ms()` when armed, and a wake-up that comes before the wall clock reached
-    the due time (the wall clock stepped back) just re-arms."""
+    computed from the clock when armed, and a wake-up that comes before the wall clock reached
+    the due time (the wall clock stepped back) just re-arms.
 
-    def __init__(self, now_ms: Callable[[], int], on_due: Callable[[list[int]], None]) -> None:
+    asyncio's timers fire up to a millisecond late (epoll waits whole milliseconds, rounded up),
+    which alone would be the whole 1 ms budget of a start: the timer is armed EARLY_S before the
+    due time and the wake-up sleeps what is left (time.sleep is precise to microseconds). That
+    blocks the loop for at most EARLY_S once per distinct due time; schedules are in whole
+    seconds, so about once a second at most. `now_s` is the same clock as `now_ms` in seconds
+    with sub-millisecond precision (default: now_ms() / 1000)."""
+
+    def __init__(self, now_ms: Callable[[], int], on_due: Callable[[list[int]], None],
+                 now_s: Callable[[], float] | None = None) -> None:
         self.queue = DueQueue()
         self.now_ms = now_ms
+        self.now_s = now_s or (lambda: now_ms() / 1000)
         self.on_due = on_due
         self._handle: asyncio.TimerHandle | None = None
         self._armed_for: int | None = None
@@ -90,11 +103,17 @@ class Timer:
         if due is None:
             return
         loop = asyncio.get_running_loop()
-        self._handle = loop.call_at(loop.time() + max(0, due - self.now_ms()) / 1000, self._fire)
+        delay = max(0.0, due / 1000 - self.now_s() - EARLY_S)
+        self._handle = loop.call_at(loop.time() + delay, self._fire)
 
     def _fire(self) -> None:
         self._handle = self._armed_for = None
         self.wakeups += 1
+        nxt = self.queue.next_due()
+        if nxt is not None:
+            left = nxt / 1000 - self.now_s()
+            if 0 < left <= 2 * EARLY_S:
+                time.sleep(left)
         due = self.queue.pop_due(self.now_ms())
         try:
             if due:
