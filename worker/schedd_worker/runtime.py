@@ -28,8 +28,17 @@ Assignments
     Refused with an AttemptResult(state="REJECTED") when its term is older than the newest term
     seen, when every slot is taken, or while draining. A token the worker already holds is a
     duplicate and is ignored (if it has finished, its result is resent). Otherwise the attempt is
-    accepted (it counts against the slots and appears in running_tokens from then on), waits for
-    due_ms on the local clock and runs through `executors.execute`.
+    accepted (it counts against the slots and appears in running_tokens from then on): it is
+    prepared at once (a Python handler's call resolved) and held in the one timer
+    (`schedd_worker.timers`) until due_ms on the local clock; everything due at one instant
+    starts in one callback, the calls first, and runs through `executors.execute`. No heartbeat
+    is sent per accepted assignment (the hello and the periodic heartbeats list the tokens).
+
+Batches
+    A hello says `batches`: the leader may send a LeaderBatch (assignments, cancels and acks of
+    one step in one stream message); a Welcome that says `batches` lets the worker send what
+    queued up meanwhile as one WorkerBatch. Without it (an older leader or worker) each message
+    goes on its own, as before.
 
 Results
     Every AttemptResult, REJECTED ones included, stays in an "unacknowledged" map until a
