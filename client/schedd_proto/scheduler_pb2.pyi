@@ -532,7 +532,7 @@ class CancelExecutionRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class WorkerHello(_message.Message):
-    __slots__ = ("name", "slots", "pool", "labels", "running_tokens", "version", "max_term_seen", "incarnation")
+    __slots__ = ("name", "slots", "pool", "labels", "running_tokens", "version", "max_term_seen", "incarnation", "batches")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -548,6 +548,7 @@ class WorkerHello(_message.Message):
     VERSION_FIELD_NUMBER: _ClassVar[int]
     MAX_TERM_SEEN_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
     name: str
     slots: int
     pool: str
@@ -556,7 +557,8 @@ class WorkerHello(_message.Message):
     version: str
     max_term_seen: int
     incarnation: str
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., running_tokens: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., max_term_seen: _Optional[int] = ..., incarnation: _Optional[str] = ...) -> None: ...
+    batches: bool
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., running_tokens: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., max_term_seen: _Optional[int] = ..., incarnation: _Optional[str] = ..., batches: _Optional[bool] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("running_tokens", "draining")
@@ -589,24 +591,34 @@ class AttemptResult(_message.Message):
     def __init__(self, execution_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., http_status: _Optional[int] = ..., error: _Optional[str] = ..., output_tail: _Optional[str] = ..., started_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ...) -> None: ...
 
 class WorkerMessage(_message.Message):
-    __slots__ = ("hello", "heartbeat", "result")
+    __slots__ = ("hello", "heartbeat", "result", "batch")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     hello: WorkerHello
     heartbeat: Heartbeat
     result: AttemptResult
-    def __init__(self, hello: _Optional[_Union[WorkerHello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., result: _Optional[_Union[AttemptResult, _Mapping]] = ...) -> None: ...
+    batch: WorkerBatch
+    def __init__(self, hello: _Optional[_Union[WorkerHello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., result: _Optional[_Union[AttemptResult, _Mapping]] = ..., batch: _Optional[_Union[WorkerBatch, _Mapping]] = ...) -> None: ...
+
+class WorkerBatch(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[WorkerMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[WorkerMessage, _Mapping]]] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("leader_id", "term", "lease_ms")
+    __slots__ = ("leader_id", "term", "lease_ms", "batches")
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
     leader_id: str
     term: int
     lease_ms: int
-    def __init__(self, leader_id: _Optional[str] = ..., term: _Optional[int] = ..., lease_ms: _Optional[int] = ...) -> None: ...
+    batches: bool
+    def __init__(self, leader_id: _Optional[str] = ..., term: _Optional[int] = ..., lease_ms: _Optional[int] = ..., batches: _Optional[bool] = ...) -> None: ...
 
 class Assignment(_message.Message):
     __slots__ = ("execution_id", "job", "scheduled_ms", "attempt", "fencing_token", "term", "due_ms", "handler_json", "timeout_seconds", "labels", "team", "secret_env", "limits")
@@ -669,16 +681,24 @@ class ResultAck(_message.Message):
     def __init__(self, fencing_token: _Optional[int] = ..., outcome: _Optional[str] = ...) -> None: ...
 
 class LeaderMessage(_message.Message):
-    __slots__ = ("welcome", "assignment", "cancel", "ack")
+    __slots__ = ("welcome", "assignment", "cancel", "ack", "batch")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     assignment: Assignment
     cancel: CancelAttempt
     ack: ResultAck
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assignment: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[CancelAttempt, _Mapping]] = ..., ack: _Optional[_Union[ResultAck, _Mapping]] = ...) -> None: ...
+    batch: LeaderBatch
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assignment: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[CancelAttempt, _Mapping]] = ..., ack: _Optional[_Union[ResultAck, _Mapping]] = ..., batch: _Optional[_Union[LeaderBatch, _Mapping]] = ...) -> None: ...
+
+class LeaderBatch(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[LeaderMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[LeaderMessage, _Mapping]]] = ...) -> None: ...
 
 class WorkerInfo(_message.Message):
     __slots__ = ("name", "slots", "pool", "labels", "running", "connected_ms", "last_heartbeat_ms", "draining", "peer")

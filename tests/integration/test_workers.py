@@ -195,3 +195,52 @@ def test_sigterm_drains_a_worker_and_loses_nothing(cluster_factory, tmp_path):
     assert ex.state == "SCHEDULED" and "no worker" in ex.reason
     c.start_worker("w2", slots=2)
     assert wait_until(lambda: finished(client, eid2), timeout=60, what="the queued run").state == "SUCCEEDED"
+
+
+def test_a_herd_due_at_one_instant_starts_together_at_that_instant(cluster_factory):
+    """Issue 14: one-offs due at one instant are claimed and pushed ahead (in LeaderBatches to
+    this worker), held by the worker's one timer and started together at the instant: every
+    handler sees the scheduled time, starts at or after it, and all run at once (a barrier of
+    HERD parties passes only if none waits for another to end)."""
+    import asyncio
+    import threading
+    import time
+    from datetime import UTC, datetime
+
+    from schedd_worker import Worker
+
+    herd = 12
+    c, client = start(cluster_factory, workers=())
+    py = Worker(c.cluster_arg, security=c.security("worker", "herd", c.worker_token()), name="herd",
+                slots=herd)
+    barrier = threading.Barrier(herd, timeout=30)
+    starts: dict[str, tuple[int, int]] = {}
+
+    @py.handler("herd")
+    def on_due(ctx):
+        starts[ctx.job] = (ctx.scheduled_ms, time.time_ns() // 1_000_000)
+        barrier.wait()
+
+    stop = asyncio.Event()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(py.run_async(stop),), daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: len(workers_of(c)) == 1, timeout=30, what="the worker to connect")
+        due = int(time.time()) + 8
+        at = datetime.fromtimestamp(due, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        client.put_jobs([job_spec(f"h{i:02d}", schedule=f"at {at}", python="herd") for i in range(herd)])
+
+        def done(job: str):
+            ex = next(iter(client.list_executions(job)), None)
+            return ex is not None and finished(client, ex.id)
+
+        execs = [wait_until(lambda j=f"h{i:02d}": done(j), timeout=60, what=f"h{i:02d} to finish")
+                 for i in range(herd)]
+        assert [e.state for e in execs] == ["SUCCEEDED"] * herd, [e.attempts[-1].error for e in execs]
+        assert sorted(starts) == [f"h{i:02d}" for i in range(herd)]
+        assert all(sched == due * 1000 and started >= sched for sched, started in starts.values())
+        assert all(e.attempts[0].started_ms >= due * 1000 for e in execs)
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(timeout=30)

@@ -56,6 +56,7 @@ class Stream:
     hello: pb.WorkerHello
     out: asyncio.Queue = field(default_factory=asyncio.Queue)
     messages: list = field(default_factory=list)     # WorkerMessages after the hello, in order
+    batches: int = 0                                 # of them, how many came in a WorkerBatch
     ended: bool = False                              # the worker half-closed (or the call died)
 
     def results(self) -> list[pb.AttemptResult]:
@@ -66,8 +67,10 @@ class Stream:
 
 
 class FakeLeader(pb_grpc.ClusterServicer, pb_grpc.WorkersServicer):
-    def __init__(self, *, term: int = 3, lease_ms: int = LEASE_MS, leader_id: str = "fake") -> None:
+    def __init__(self, *, term: int = 3, lease_ms: int = LEASE_MS, leader_id: str = "fake",
+                 batches: bool = False) -> None:
         self.term = term
+        self.batches = batches             # its Welcome says it takes WorkerBatch (a new leader)
         self.lease_ms = lease_ms
         self.leader_id = leader_id
         self.streams: list[Stream] = []
@@ -110,11 +113,14 @@ class FakeLeader(pb_grpc.ClusterServicer, pb_grpc.WorkersServicer):
 
         async def read() -> None:
             try:
-                async for msg in request_iterator:
-                    stream.messages.append(msg)
-                    if msg.WhichOneof("kind") == "result" and self.ack_outcome:
-                        stream.out.put_nowait(pb.LeaderMessage(ack=pb.ResultAck(
-                            fencing_token=msg.result.fencing_token, outcome=self.ack_outcome)))
+                async for one in request_iterator:
+                    batch = one.WhichOneof("kind") == "batch"
+                    stream.batches += len(one.batch.messages) if batch else 0
+                    for msg in one.batch.messages if batch else [one]:
+                        stream.messages.append(msg)
+                        if msg.WhichOneof("kind") == "result" and self.ack_outcome:
+                            stream.out.put_nowait(pb.LeaderMessage(ack=pb.ResultAck(
+                                fencing_token=msg.result.fencing_token, outcome=self.ack_outcome)))
             except (asyncio.CancelledError, grpc.aio.AioRpcError):
                 pass
             finally:
@@ -124,7 +130,7 @@ class FakeLeader(pb_grpc.ClusterServicer, pb_grpc.WorkersServicer):
         reader = asyncio.ensure_future(read())
         try:
             yield pb.LeaderMessage(welcome=pb.Welcome(leader_id=self.leader_id, term=self.term,
-                                                      lease_ms=self.lease_ms))
+                                                      lease_ms=self.lease_ms, batches=self.batches))
             while True:
                 msg = await stream.out.get()
                 if msg is None:
@@ -146,14 +152,17 @@ class FakeLeader(pb_grpc.ClusterServicer, pb_grpc.WorkersServicer):
     def push(self, **kind) -> None:
         self.stream.out.put_nowait(pb.LeaderMessage(**kind))
 
-    def assign(self, token: int, handler: dict, *, term: int | None = None, due_ms: int = 0,
-               job: str = "job", timeout_s: float = 0.0) -> str:
-        exec_id = f"{job}@{token}"
-        self.push(assignment=pb.Assignment(
-            execution_id=exec_id, job=job, scheduled_ms=SCHED_MS, attempt=1, fencing_token=token,
-            term=self.term if term is None else term, due_ms=due_ms,
-            handler_json=json.dumps(handler), timeout_seconds=timeout_s))
-        return exec_id
+    def assignment(self, token: int, handler: dict, *, term: int | None = None, due_ms: int = 0,
+                   job: str = "job", timeout_s: float = 0.0) -> pb.Assignment:
+        return pb.Assignment(
+            execution_id=f"{job}@{token}", job=job, scheduled_ms=SCHED_MS, attempt=1,
+            fencing_token=token, term=self.term if term is None else term, due_ms=due_ms,
+            handler_json=json.dumps(handler), timeout_seconds=timeout_s)
+
+    def assign(self, token: int, handler: dict, **kw) -> str:
+        a = self.assignment(token, handler, **kw)
+        self.push(assignment=a)
+        return a.execution_id
 
     def ack(self, token: int, outcome: str = "committed") -> None:
         self.push(ack=pb.ResultAck(fencing_token=token, outcome=outcome))
@@ -514,3 +523,50 @@ async def test_cut_off_from_every_leader_for_a_lease_the_worker_stops_its_attemp
     await leader.stop()                           # no leader anywhere now
     await until(lambda: not w.rt.running, timeout=DEADLINE, what="the attempt to be stopped")
     assert w.rt._unacked and next(iter(w.rt._unacked.values())) is not None
+
+
+# ---------------------------------------------------------------------------------- herds (issue 14)
+
+HERD = 40
+
+
+@pytest.mark.parametrize("batched", [True, False], ids=["leader-batch", "one-message-each"])
+async def test_a_herd_due_at_one_instant_starts_together_at_that_instant(leaders, workers, batched):
+    """HERD Python assignments due at one instant, pushed ahead as one LeaderBatch (a leader
+    that batches) or as one message each (an older leader): every handler starts at or after
+    the due time on the worker's clock, and all of them run at once (a barrier of HERD parties:
+    handlers started one after another would never pass it). Accepting them sends no heartbeat
+    each (that work grew with the number held), and an older leader (no `batches` in its
+    Welcome) never gets a WorkerBatch."""
+    from schedd_worker.executors import PythonHandlers
+
+    leader = await leaders(batches=batched)
+    handlers = PythonHandlers()
+    barrier = __import__("threading").Barrier(HERD, timeout=DEADLINE)
+    starts: dict[int, int] = {}
+
+    @handlers.register("herd")
+    def herd(ctx):
+        starts[ctx.fencing_token] = wall_ms()
+        barrier.wait()                      # BrokenBarrierError (a FAILED result) unless concurrent
+        return "ok"
+
+    w = workers(leader.address, slots=HERD, python_handlers=handlers)
+    s = await leader.connected()
+    assert s.hello.batches                  # this worker takes LeaderBatch
+    due = wall_ms() + 1500
+    msgs = [leader.assignment(t, {"python": {"name": "herd"}}, due_ms=due) for t in range(1, HERD + 1)]
+    if batched:
+        leader.push(batch=pb.LeaderBatch(messages=[pb.LeaderMessage(assignment=a) for a in msgs]))
+    else:
+        for a in msgs:
+            leader.push(assignment=a)
+    await until(lambda: len(w.rt.running) == HERD or starts, what="the herd accepted")
+    assert not starts and len(w.rt.running) == HERD         # held, none started before due
+    rs = [await leader.result(t) for t in range(1, HERD + 1)]
+    assert [r.state for r in rs] == ["SUCCEEDED"] * HERD, [r.error for r in rs if r.error][:3]
+    assert min(starts.values()) >= due and all(r.started_ms >= due for r in rs)
+    growing = [hb for hb in s.heartbeats() if 0 < len(hb.running_tokens) < HERD]
+    assert len(growing) <= 2, f"{len(growing)} heartbeats while the herd was being accepted"
+    if not batched:
+        assert s.batches == 0

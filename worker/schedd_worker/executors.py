@@ -30,7 +30,8 @@ from schedd_worker.handlers.base import (CANCELLED, ERROR_MAX_BYTES, FAILED, HTT
                                          Handler, HttpOptions, Result, Stop, bound_error,
                                          contract_env, format_rfc3339)
 from schedd_worker.handlers.http import HttpHandler
-from schedd_worker.handlers.python import HandlerContext, PythonHandler, PythonHandlers
+from schedd_worker.handlers.python import Call, HandlerContext, PythonHandler, PythonHandlers
+from schedd_worker.handlers.python import finish as finish_python, prepare as prepare_python
 from schedd_worker.handlers.sensor import SensorHandler
 from schedd_worker.handlers.shell import ShellHandler, job_environment
 from schedd_worker.isolation import IsolationPolicy
@@ -40,6 +41,7 @@ log = logging.getLogger("schedd.worker.executors")
 
 __all__ = [
     "Assignment", "Outcome", "HandlerContext", "PythonHandlers", "HttpOptions", "Isolation", "NO_ISOLATION", "execute",
+    "prepare", "Call",
     "handlers_for", "contract_env", "job_environment",
     "format_rfc3339", "OUTPUT_TAIL_BYTES", "ERROR_MAX_BYTES", "HTTP_READ_LIMIT",
     "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED",
@@ -74,27 +76,51 @@ NO_ISOLATION = Isolation()
 
 # ---------------------------------------------------------------------------------- entry point
 
+def prepare(a: Assignment, python_handlers: PythonHandlers | None,
+            isolation: Isolation = NO_ISOLATION) -> Call | None:
+    """The Python call of `a` resolved ahead of its due time, so the worker does only
+    `Call.start()` when it is due; None when `a` is not a Python handler this worker may run
+    as it is (`execute` then runs and reports it the usual way)."""
+    h = a.handler if isinstance(a.handler, Mapping) else {}
+    spec = h.get("python")
+    if not spec or not isinstance(spec, Mapping) or any(h.get(k) for k in h if k != "python"):
+        return None
+    if isolation.policy.refusal(a.team, "python"):
+        return None
+    call = prepare_python(a, spec, python_handlers)
+    return call if isinstance(call, Call) else None
+
+
 async def execute(a: Assignment, *, cancel: asyncio.Event | None = None,
                   python_handlers: PythonHandlers | None = None, kill_grace_s: float = 5.0,
                   now_ms: Callable[[], int] = _wall_ms,
                   http: HttpOptions = HttpOptions(),
-                  isolation: Isolation = NO_ISOLATION) -> Outcome:
+                  isolation: Isolation = NO_ISOLATION,
+                  started: tuple[Call, asyncio.Future, int] | None = None,
+                  kinds: Mapping[str, Handler] | None = None) -> Outcome:
     """Run one attempt to its end and return its Outcome. Never raises, except that cancelling
     the awaiting task propagates CancelledError (after stopping the attempt). `http` says what
-    HTTP handlers and http sensors may reach (default: HttpOptions(), see schedd_client.net.policy)."""
-    started = now_ms()
+    HTTP handlers and http sensors may reach (default: HttpOptions(), see schedd_client.net.policy).
+    `started`: a prepared Python call already started (call, its future, the wall ms it started
+    at), to wait for; `kinds`: the worker's handlers_for(...), built once."""
+    grace = max(0.0, float(kill_grace_s))
+    started_ms = started[2] if started is not None else now_ms()
     try:
-        if cancel is not None and cancel.is_set():
+        if started is not None:
+            call, fut, _ = started
+            timeout = float(a.timeout_s or 0)
+            deadline = asyncio.get_running_loop().time() + timeout if timeout > 0 else None
+            r = await finish_python(a, call, fut, cancel, deadline, grace)
+        elif cancel is not None and cancel.is_set():
             r = Result(CANCELLED, error="cancelled before it started")
         else:
-            r = await _dispatch(a, cancel, python_handlers, max(0.0, float(kill_grace_s)), http,
-                                isolation)
+            r = await _dispatch(a, cancel, python_handlers, grace, http, isolation, kinds)
     except asyncio.CancelledError:
         raise
     except Exception as e:  # the contract: every failure is an Outcome
         log.exception("executor failed on %s", a.execution_id)
         r = Result(FAILED, error=f"internal error in the worker: {type(e).__name__}: {e}")
-    return Outcome(state=r.state, started_ms=started, ended_ms=now_ms(), exit_code=r.exit_code,
+    return Outcome(state=r.state, started_ms=started_ms, ended_ms=now_ms(), exit_code=r.exit_code,
                    http_status=r.http_status, error=bound_error(r.error),
                    output_tail=r.output_tail)
 
@@ -109,9 +135,9 @@ def handlers_for(python_handlers: PythonHandlers | None, http: HttpOptions,
 
 async def _dispatch(a: Assignment, cancel: asyncio.Event | None,
                     handlers: PythonHandlers | None, grace: float, http: HttpOptions,
-                    isolation: Isolation) -> Result:
+                    isolation: Isolation, kinds: Mapping[str, Handler] | None) -> Result:
     h = a.handler if isinstance(a.handler, Mapping) else {}
-    kinds = handlers_for(handlers, http, isolation)
+    kinds = kinds if kinds is not None else handlers_for(handlers, http, isolation)
     kind = next((k for k in ("shell", "http", "python", "sensor") if h.get(k)), "")
     why = isolation.policy.refusal(a.team, kind)
     if why:                                       # an unmapped team, or Python for a mapped one

@@ -9,9 +9,13 @@ job does (cancelling the awaiting task propagates CancelledError, after the atte
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import contextvars
+import queue
 import threading
+import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, UTC
@@ -24,7 +28,7 @@ __all__ = [
     "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED",
     "OUTPUT_TAIL_BYTES", "ERROR_MAX_BYTES", "HTTP_READ_LIMIT",
     "format_rfc3339", "contract_env", "tail_text", "bound_error", "fmt_seconds", "Tail",
-    "race", "stopped", "in_daemon_thread",
+    "race", "stopped", "in_daemon_thread", "WarmThreads", "Cancel",
 ]
 
 SUCCEEDED = "SUCCEEDED"
@@ -169,6 +173,31 @@ class Tail:
 
 # ---------------------------------------------------------------------------------- waiting
 
+class Cancel(asyncio.Event):
+    """An asyncio.Event that also settles plain futures when set (`waiter()`), so waiting on it
+    beside another future costs no task of its own (`race` made one per attempt: a tenth of the
+    worker's loop in a 10,000 herd, issue 14)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._futs: list[asyncio.Future] = []
+
+    def waiter(self) -> asyncio.Future:
+        f = asyncio.get_running_loop().create_future()
+        if self.is_set():
+            f.set_result(True)
+        else:
+            self._futs.append(f)
+        return f
+
+    def set(self) -> None:
+        super().set()
+        futs, self._futs = self._futs, []
+        for f in futs:
+            if not f.done():
+                f.set_result(True)
+
+
 async def race(fut: asyncio.Future, cancel: asyncio.Event | None, deadline: float | None) -> str:
     """Wait for `fut`, the cancel event or the deadline (loop time): "done" | "cancel" | "timeout".
     `fut` is never cancelled here. A finished `fut` wins over a simultaneous cancel/timeout."""
@@ -177,17 +206,30 @@ async def race(fut: asyncio.Future, cancel: asyncio.Event | None, deadline: floa
         return "done"
     if cancel is not None and cancel.is_set():
         return "cancel"
-    waiters: set[asyncio.Future] = {fut}
-    cw = None
-    if cancel is not None:
+    woke = loop.create_future()
+
+    def wake(_: object = None) -> None:
+        if not woke.done():
+            woke.set_result(None)
+
+    cw: asyncio.Future | None = None
+    if isinstance(cancel, Cancel):
+        cw = cancel.waiter()
+    elif cancel is not None:
         cw = asyncio.ensure_future(cancel.wait())
-        waiters.add(cw)
+    timer = loop.call_at(deadline, wake) if deadline is not None else None
+    fut.add_done_callback(wake)
+    if cw is not None:
+        cw.add_done_callback(wake)
     try:
-        timeout = None if deadline is None else max(0.0, deadline - loop.time())
-        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        await woke
     finally:
+        fut.remove_done_callback(wake)
         if cw is not None:
+            cw.remove_done_callback(wake)
             cw.cancel()
+        if timer is not None:
+            timer.cancel()
     if fut.done():
         return "done"
     if cancel is not None and cancel.is_set():
@@ -201,10 +243,82 @@ def stopped(how: str, a: Assignment) -> tuple[str, str]:
     return TIMED_OUT, f"timed out after {fmt_seconds(a.timeout_s)}"
 
 
-def in_daemon_thread(fn: Callable, *args: Any, name: str) -> asyncio.Future:
-    """Run fn(*args) in a new daemon thread; its result/exception lands in the returned future.
-    (Not asyncio.to_thread: an abandoned call must neither occupy the shared default executor
-    nor make interpreter/loop shutdown wait for it.)"""
+class WarmThreads:
+    """Daemon threads kept warm for blocking handler calls. A call goes to an idle thread; when
+    none is idle, a new thread starts while there are fewer than `eager`, else the call waits
+    in the queue and, if no thread took it within `grow_after_s`, threads start for every call
+    still waiting. So short calls share a few warm threads (a thread start per call cost the
+    worker's loop more than the call: Thread.start waits until the new thread runs, and a herd
+    of 10,000 started 10,000 threads, issue 14), and a stuck call still never delays the
+    others by more than `grow_after_s`. Threads idle for `idle_s` exit. Threads start with
+    `_thread.start_new_thread` (no wait for them to run) and are never joined at exit."""
+
+    def __init__(self, eager: int = 32, grow_after_s: float = 0.02, idle_s: float = 60.0) -> None:
+        self.eager, self.grow_after_s, self.idle_s = eager, grow_after_s, idle_s
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)     # one token per idle thread (as ThreadPoolExecutor)
+        self._lock = threading.Lock()
+        self._backlog = threading.Event()       # calls may be waiting for a thread: watch them
+        self._watching = False
+        self.threads = 0                         # alive (introspection, tests)
+
+    def submit(self, call: Callable[[], None]) -> None:
+        self._q.put(call)
+        if self._idle.acquire(blocking=False):
+            return
+        with self._lock:
+            spawn = self.threads < self.eager
+            watch = not spawn and not self._watching
+            self._watching = self._watching or watch
+        if spawn:
+            self._spawn(1)
+        else:
+            self._backlog.set()
+            if watch:
+                _thread.start_new_thread(self._watch, ())
+
+    def _spawn(self, n: int) -> None:
+        with self._lock:
+            self.threads += n
+        for _ in range(n):
+            _thread.start_new_thread(self._serve, ())
+
+    def _watch(self) -> None:
+        """While calls wait: every grow_after_s, a thread for each call no thread took."""
+        while True:
+            self._backlog.wait()
+            time.sleep(self.grow_after_s)
+            self._backlog.clear()
+            waiting = self._q.qsize()
+            if waiting:
+                self._spawn(waiting)
+                self._backlog.set()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                call = self._q.get(timeout=self.idle_s)
+            except queue.Empty:
+                if self._idle.acquire(blocking=False):     # our token: nobody counts on us
+                    with self._lock:
+                        self.threads -= 1
+                    return
+                continue                                   # a call counts on an idle thread
+            try:
+                call()
+            except BaseException:  # noqa: BLE001 - calls hand their own errors over; keep serving
+                pass
+            self._idle.release()
+
+
+_THREADS = WarmThreads()
+
+
+def in_daemon_thread(fn: Callable, *args: Any) -> asyncio.Future:
+    """Run fn(*args) in a daemon thread of its own for the call (a warm one: `WarmThreads`);
+    its result/exception lands in the returned future. (Not asyncio.to_thread: an abandoned call
+    must neither occupy the shared default executor nor make interpreter/loop shutdown wait for
+    it.)"""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
     ctx = contextvars.copy_context()
@@ -217,16 +331,52 @@ def in_daemon_thread(fn: Callable, *args: Any, name: str) -> asyncio.Future:
         else:
             fut.set_exception(value)
 
+    inbox = _inbox(loop)
+
     def run() -> None:
         try:
             value = ctx.run(fn, *args)
             ok = True
         except BaseException as e:  # noqa: BLE001 - handed to the awaiting side
             value, ok = e, False
-        try:
-            loop.call_soon_threadsafe(settle, ok, value)
-        except RuntimeError:  # loop closed: nobody is waiting any more
-            pass
+        inbox.put(settle, ok, value)
 
-    threading.Thread(target=run, name=name, daemon=True).start()
+    _THREADS.submit(run)
     return fut
+
+
+class _Inbox:
+    """Calls from threads to run on one loop, with one loop wake-up for as many as arrive
+    before the loop runs them (a wake-up per call is a write to the loop's self-pipe: 7% of the
+    worker's loop when a herd's handlers end together)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._lock = threading.Lock()
+        self._calls: list[tuple[Callable, tuple]] = []
+
+    def put(self, fn: Callable, *args: Any) -> None:
+        with self._lock:
+            self._calls.append((fn, args))
+            wake = len(self._calls) == 1
+        if wake:
+            try:
+                self.loop.call_soon_threadsafe(self._run)
+            except RuntimeError:  # loop closed: nobody is waiting any more
+                pass
+
+    def _run(self) -> None:
+        with self._lock:
+            calls, self._calls = self._calls, []
+        for fn, args in calls:
+            fn(*args)
+
+
+_INBOXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _inbox(loop: asyncio.AbstractEventLoop) -> _Inbox:
+    box = _INBOXES.get(loop)
+    if box is None:
+        box = _INBOXES[loop] = _Inbox(loop)
+    return box

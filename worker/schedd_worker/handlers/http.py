@@ -178,7 +178,7 @@ async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
     timeout = float(a.timeout_s or 0)
     call = _HttpCall(method, url, headers, body, verify=not spec.get("insecure_skip_verify"),
                      sock_timeout=timeout if timeout > 0 else None, opts=opts)
-    fut = in_daemon_thread(call.run, name=f"schedd-http-{a.job}")
+    fut = in_daemon_thread(call.run)
     try:
         how = await race(fut, cancel, deadline)
     except asyncio.CancelledError:

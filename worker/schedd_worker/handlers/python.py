@@ -25,7 +25,7 @@ from typing import Any
 from .base import (FAILED, SUCCEEDED, Assignment, Result, Stop, fmt_seconds, format_rfc3339,
                    in_daemon_thread, race, stopped, tail_text)
 
-__all__ = ["PythonHandler", "PythonHandlers", "HandlerContext"]
+__all__ = ["PythonHandler", "PythonHandlers", "HandlerContext", "Call", "prepare", "finish"]
 
 
 @dataclass(slots=True, frozen=True)
@@ -100,7 +100,50 @@ class PythonHandler:
         self.registry = registry
 
     async def run(self, a: Assignment, spec: Mapping[str, Any], stop: Stop) -> Result:
-        return await _run(a, spec, stop.cancel, stop.deadline, stop.grace, self.registry)
+        call = prepare(a, spec, self.registry)
+        if isinstance(call, Result):
+            return call
+        return await finish(a, call, call.start(), stop.cancel, stop.deadline, stop.grace)
+
+
+@dataclass(slots=True)
+class Call:
+    """A Python handler call resolved ahead of its due time (function, arguments, context), so
+    that at the due time the worker does only `start()` (issue 14: nothing between "due" and the
+    handler's first statement but the call)."""
+    fn: Callable
+    ctx: HandlerContext
+    is_async: bool
+
+    def start(self) -> asyncio.Future:
+        """Start the call: an async function as a task of the running loop, a plain one in a
+        warm daemon thread (its first statement runs as soon as that thread is scheduled)."""
+        if self.is_async:
+            return asyncio.ensure_future(self.fn(self.ctx))
+        return in_daemon_thread(self.fn, self.ctx)
+
+
+def prepare(a: Assignment, spec: Mapping, handlers: PythonHandlers | None) -> Call | Result:
+    """The call `spec` asks for, or the FAILED Result that refuses it (no such function, bad
+    args_json)."""
+    name = spec.get("name")
+    fn = handlers.get(name) if handlers is not None and isinstance(name, str) else None
+    if fn is None:
+        return Result(FAILED, error=f"no python handler named {name} on this worker")
+    args = None
+    raw = spec.get("args_json")
+    if raw:
+        try:
+            args = json.loads(raw)
+        except (ValueError, TypeError) as e:
+            return Result(FAILED, error=f"invalid args_json: {e}")
+    is_async = _is_async(fn)
+    stop: asyncio.Event | threading.Event = asyncio.Event() if is_async else threading.Event()
+    ctx = HandlerContext(execution_id=a.execution_id, job=a.job, scheduled_ms=a.scheduled_ms,
+                         scheduled_time=format_rfc3339(a.scheduled_ms), attempt=a.attempt,
+                         fencing_token=a.fencing_token, args=args, cancel=stop,
+                         secret_env=dict(a.secret_env))
+    return Call(fn, ctx, is_async)
 
 
 def _is_async(fn: Callable) -> bool:
@@ -123,35 +166,10 @@ def _exception_result(e: BaseException) -> Result:
                    output_tail=tail_text(tb.encode("utf-8", errors="replace")))
 
 
-async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
-               deadline: float | None, grace: float,
-               handlers: PythonHandlers | None) -> Result:
-    name = spec.get("name")
-    fn = handlers.get(name) if handlers is not None and isinstance(name, str) else None
-    if fn is None:
-        return Result(FAILED, error=f"no python handler named {name} on this worker")
-    args = None
-    raw = spec.get("args_json")
-    if raw:
-        try:
-            args = json.loads(raw)
-        except (ValueError, TypeError) as e:
-            return Result(FAILED, error=f"invalid args_json: {e}")
-
-    is_async = _is_async(fn)
-    stop: asyncio.Event | threading.Event = asyncio.Event() if is_async else threading.Event()
-    ctx = HandlerContext(execution_id=a.execution_id, job=a.job, scheduled_ms=a.scheduled_ms,
-                         scheduled_time=format_rfc3339(a.scheduled_ms), attempt=a.attempt,
-                         fencing_token=a.fencing_token, args=args, cancel=stop,
-                         secret_env=dict(a.secret_env))
-
-    async def call_async() -> Any:
-        return await fn(ctx)
-
-    if is_async:
-        fut: asyncio.Future = asyncio.ensure_future(call_async())
-    else:
-        fut = in_daemon_thread(fn, ctx, name=f"schedd-python-{a.job}")
+async def finish(a: Assignment, call: Call, fut: asyncio.Future, cancel: asyncio.Event | None,
+                 deadline: float | None, grace: float) -> Result:
+    """Wait for a started call to end (or the cancel event, or the deadline) and say how."""
+    is_async, stop = call.is_async, call.ctx.cancel
     try:
         how = await race(fut, cancel, deadline)
     except asyncio.CancelledError:

@@ -1,0 +1,168 @@
+"""schedd_worker.timers (one timer for every waiting attempt) and the warm handler threads
+(schedd_worker.handlers.base.WarmThreads), with an injected clock where time matters: the
+Timer reads a ManualClock, so "due" is whatever the test says, and no test sleeps for it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from schedd.ports.fakes import ManualClock, wait_until_async
+from schedd_worker.handlers.base import WarmThreads
+from schedd_worker.timers import DueQueue, Timer
+
+DEADLINE = 15.0
+
+
+def test_due_queue_pops_what_is_due_earliest_first_ties_in_push_order():
+    q = DueQueue()
+    for due, token in ((2000, 1), (1000, 2), (2000, 3), (1000, 4), (3000, 5)):
+        q.push(due, token)
+    assert q.next_due() == 1000 and len(q) == 5
+    assert q.pop_due(999) == []
+    assert q.pop_due(1000) == [2, 4]
+    assert q.pop_due(2500) == [1, 3]
+    assert q.next_due() == 3000
+    assert q.pop_due(10_000) == [5]
+    assert q.next_due() is None and len(q) == 0
+
+
+async def _settle() -> None:
+    for _ in range(5):                     # a few loop iterations: a delay-0 timer runs in one
+        await asyncio.sleep(0)
+
+
+async def test_timer_fires_every_due_token_in_one_callback_and_rearms_for_the_next():
+    clock = ManualClock(1_000)
+    fired: list[list[int]] = []
+    t = Timer(clock.now_ms, fired.append)
+    try:
+        for token in range(1, 101):        # a herd of 100 due at one instant
+            t.add(60_000, token)
+        t.add(120_000, 999)
+        await _settle()
+        assert fired == []                 # due in a minute of the test's clock
+        clock.now = 60_000                 # the instant comes
+        t.rearm()
+        await wait_until_async(lambda: fired, timeout=DEADLINE, what="the herd's wake-up")
+        await _settle()
+        assert fired == [list(range(1, 101))]      # all of them, in one callback, push order
+        assert t.wakeups == 1 and t.queue.next_due() == 120_000
+        clock.now = 200_000
+        t.rearm()
+        await wait_until_async(lambda: len(fired) == 2, timeout=DEADLINE, what="the next one")
+        assert fired[1] == [999]
+    finally:
+        t.close()
+
+
+async def test_timer_rearms_for_an_earlier_due_time_and_ignores_an_early_wakeup():
+    clock = ManualClock(1_000)
+    fired: list[list[int]] = []
+    t = Timer(clock.now_ms, fired.append)
+    try:
+        t.add(3_600_000, 1)                # an hour ahead
+        t.add(1_000, 2)                    # due now: re-arms at once
+        await wait_until_async(lambda: fired, timeout=DEADLINE, what="the earlier one")
+        assert fired == [[2]]
+        clock.now = -5_000                 # the wall clock stepped back: a wake-up finds nothing due
+        t._fire()
+        assert fired == [[2]] and t.queue.next_due() == 3_600_000
+    finally:
+        t.close()
+
+
+async def test_timer_due_in_the_past_starts_at_once():
+    clock = ManualClock(10_000)
+    fired: list[list[int]] = []
+    t = Timer(clock.now_ms, fired.append)
+    try:
+        t.add(5_000, 7)
+        await wait_until_async(lambda: fired, timeout=DEADLINE, what="a late one")
+        assert fired == [[7]]
+    finally:
+        t.close()
+
+
+def test_warm_threads_reuse_a_few_threads_for_short_calls():
+    pool = WarmThreads(eager=4)
+    done = threading.Semaphore(0)
+    seen: set[int] = set()
+
+    def call() -> None:
+        seen.add(threading.get_ident())
+        done.release()
+
+    for _ in range(200):
+        pool.submit(call)
+        assert done.acquire(timeout=DEADLINE)
+    assert pool.threads <= 4 and len(seen) <= 4     # not a thread per call
+
+
+def test_warm_threads_a_stuck_call_does_not_hold_up_the_next():
+    pool = WarmThreads(eager=1, grow_after_s=0.01)
+    release, ran = threading.Event(), threading.Event()
+    try:
+        pool.submit(lambda: release.wait(DEADLINE))     # occupies the only eager thread
+        pool.submit(ran.set)
+        assert ran.wait(DEADLINE)                      # a thread was added for it
+        assert pool.threads >= 2
+    finally:
+        release.set()
+
+
+def test_warm_threads_idle_threads_exit():
+    pool = WarmThreads(eager=2, idle_s=0.05)
+    done = threading.Event()
+    pool.submit(done.set)
+    assert done.wait(DEADLINE)
+    deadline = threading.Event()
+    for _ in range(int(DEADLINE / 0.05)):
+        if pool.threads == 0:
+            break
+        deadline.wait(0.05)
+    assert pool.threads == 0
+
+
+async def test_race_with_a_cancel_event_done_cancel_and_timeout_and_no_leftover_waiters():
+    from schedd_worker.handlers.base import Cancel, race
+
+    loop = asyncio.get_running_loop()
+    cancel = Cancel()
+    fut = loop.create_future()
+    loop.call_soon(fut.set_result, 1)
+    assert await race(fut, cancel, None) == "done"
+    assert cancel._futs == [] or all(f.cancelled() for f in cancel._futs)
+    fut = loop.create_future()
+    loop.call_soon(cancel.set)
+    assert await race(fut, cancel, None) == "cancel"
+    assert await race(loop.create_future(), Cancel(), loop.time() + 0.01) == "timeout"
+    assert await race(loop.create_future(), asyncio.Event(), loop.time() + 0.01) == "timeout"
+
+
+async def test_thread_results_reach_the_loop_even_when_many_end_at_once():
+    from schedd_worker.handlers.base import in_daemon_thread
+
+    futs = [in_daemon_thread(lambda i=i: i * 2) for i in range(500)]
+    assert await asyncio.wait_for(asyncio.gather(*futs), DEADLINE) == [i * 2 for i in range(500)]
+
+
+async def test_a_wakeup_just_before_the_due_time_never_starts_it_early():
+    """The timer wakes EARLY_S ahead and sleeps the rest: on a clock that has not reached the
+    due time (a ManualClock does not move while it sleeps) nothing starts."""
+    from schedd_worker.timers import EARLY_S
+
+    clock = ManualClock(10_000)
+    fired: list[list[int]] = []
+    t = Timer(clock.now_ms, fired.append)
+    try:
+        t.add(10_001, 1)
+        t.close()                           # drive the wake-ups by hand
+        t._fire()                           # 1 ms before due (within 2 * EARLY_S): sleeps, then
+        assert fired == [] and t.queue.next_due() == 10_001      # finds it not yet due
+        assert 0.001 <= 2 * EARLY_S
+        clock.now = 10_001
+        t._fire()
+        assert fired == [[1]]
+    finally:
+        t.close()

@@ -1,0 +1,122 @@
+"""One timer for every attempt waiting for its due time (issue 14).
+
+The leader pushes assignments about a lookahead (1.5 s) before they are due; the worker holds
+them here, in one heap ordered by due time, and arms a single `loop.call_at` for the earliest.
+When it fires, every attempt due by then starts in that one callback: a herd due at one
+instant starts together, not one timer (and one task wake-up) after another.
+
+    q = DueQueue()
+    q.push(due_ms, token)
+    q.next_due()            # earliest due time held, or None
+    q.pop_due(now_ms)       # every token due by now_ms, earliest first (ties: pushed first)
+
+`DueQueue` is pure (no clock, no loop): `Timer` is the shell that keeps one loop timer armed
+for `next_due()` on the worker's own clock (`now_ms`, wall time, as the leader's due times).
+Removal is lazy: the caller skips tokens it no longer holds when they pop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import time
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+__all__ = ["DueQueue", "Timer"]
+
+
+@dataclass(slots=True)
+class DueQueue:
+    _heap: list[tuple[int, int, int]] = field(default_factory=list)    # (due_ms, seq, token)
+    _seq: itertools.count = field(default_factory=itertools.count)
+
+    def push(self, due_ms: int, token: int) -> None:
+        heapq.heappush(self._heap, (due_ms, next(self._seq), token))
+
+    def next_due(self) -> int | None:
+        return self._heap[0][0] if self._heap else None
+
+    def pop_due(self, now_ms: int) -> list[int]:
+        out = []
+        heap = self._heap
+        while heap and heap[0][0] <= now_ms:
+            out.append(heapq.heappop(heap)[2])
+        return out
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+
+EARLY_S = 0.0015       # wake this much before a due time, then sleep the rest (see Timer)
+
+
+class Timer:
+    """One loop timer over a DueQueue: `on_due(tokens)` runs with every token due, once per
+    wake-up. The loop's clock is monotonic and the due times are wall times: the delay is
+    computed from the clock when armed, and a wake-up that comes before the wall clock reached
+    the due time (the wall clock stepped back) just re-arms.
+
+    asyncio's timers fire up to a millisecond late (epoll waits whole milliseconds, rounded up),
+    which alone would be the whole 1 ms budget of a start: the timer is armed EARLY_S before the
+    due time and the wake-up sleeps what is left (time.sleep is precise to microseconds). That
+    blocks the loop for at most EARLY_S once per distinct due time; schedules are in whole
+    seconds, so about once a second at most. `now_s` is the same clock as `now_ms` in seconds
+    with sub-millisecond precision (default: now_ms() / 1000)."""
+
+    def __init__(self, now_ms: Callable[[], int], on_due: Callable[[list[int]], None],
+                 now_s: Callable[[], float] | None = None) -> None:
+        self.queue = DueQueue()
+        self.now_ms = now_ms
+        self.now_s = now_s or (lambda: now_ms() / 1000)
+        self.on_due = on_due
+        self._handle: asyncio.TimerHandle | None = None
+        self._armed_for: int | None = None
+        self.wakeups = 0                      # introspection, tests
+
+    def add(self, due_ms: int, token: int) -> None:
+        self.queue.push(due_ms, token)
+        if self._armed_for is None or due_ms < self._armed_for:
+            self._arm()
+
+    def rearm(self) -> None:
+        """Arm again from the clock's present reading (it stepped: e.g. a ManualClock in tests)."""
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = self._armed_for = None
+        self._arm()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = self._armed_for = None
+
+    def _arm(self) -> None:
+        due = self.queue.next_due()
+        if due == self._armed_for and self._handle is not None:
+            return
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        self._armed_for = due
+        if due is None:
+            return
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, due / 1000 - self.now_s() - EARLY_S)
+        self._handle = loop.call_at(loop.time() + delay, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = self._armed_for = None
+        self.wakeups += 1
+        nxt = self.queue.next_due()
+        if nxt is not None:
+            left = nxt / 1000 - self.now_s()
+            if 0 < left <= 2 * EARLY_S:
+                time.sleep(left)
+        due = self.queue.pop_due(self.now_ms())
+        try:
+            if due:
+                self.on_due(due)
+        finally:
+            self._arm()
