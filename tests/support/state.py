@@ -7,9 +7,11 @@ from __future__ import annotations
 from schedd.core import commands as C
 from schedd.core import dags as D
 from schedd.core.model import dump_spec, validate_spec
+from schedd.core.features import FEATURES
 from schedd.core.state import SchedulerState
 from schedd.leader.planner import plan_fires
 
+TOP_LEVEL = FEATURES.max_level  # this build's highest feature level
 T0 = 1_800_000_000_000          # 2027-01-15T08:00:00Z, a round 10 s boundary
 SHELL = {"shell": {"command": "true"}}
 
@@ -36,13 +38,18 @@ def at_top_level(state: SchedulerState, index: int = 0) -> SchedulerState:
 class Harness:
     """Feeds entries to a state like the Raft log would: consecutive indexes, stamped times."""
 
-    def __init__(self, now: int = T0) -> None:
+    def __init__(self, now: int = T0, level: int = 1) -> None:
+        """`level`: the cluster's feature level after the first epoch (TOP_LEVEL: this build's
+        highest, as a cluster of one build is a moment after its first leader; one more entry).
+        The default, 1, is a cluster mid rolling upgrade: its leader keeps to the oldest kinds."""
         self.state = SchedulerState()
         self.index = 1
         self.now = now
         self.term = 1
         self.entries: list[str] = []
         self.apply(C.EPOCH)
+        if level > 1:
+            assert self.apply(C.FEATURE_LEVEL, level=level)["ok"]
 
     def apply(self, kind: str, rid: str = "", term: int | None = None, **args) -> dict:
         entry = C.encode(kind, rid=rid, now=self.now, term=self.term if term is None else term,

@@ -11,12 +11,12 @@ from schedd.leader.assigner import Assigner
 from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.ports.fakes import FakeNode
 from tests.support.leader import add_worker, assigner_rig, clock_of, node_over, step
-from tests.support.state import T0, Harness
+from tests.support.state import T0, TOP_LEVEL, Harness
 
 
 @pytest.fixture
 def setup():
-    h = Harness()
+    h = Harness(level=TOP_LEVEL)          # a cluster of this build: batched claims and results
     return (h, *assigner_rig(h))
 
 

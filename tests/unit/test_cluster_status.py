@@ -5,6 +5,8 @@ a kind above the cluster's level."""
 
 from __future__ import annotations
 
+from schedd.core.features import FEATURES
+
 import asyncio
 from types import SimpleNamespace
 
@@ -120,7 +122,7 @@ def test_schedd_version_prints_the_build(capsys) -> None:
     assert exit_.value.code == 0
     out = capsys.readouterr().out.strip()
     assert out == build_info().one_line() and f"protocol {PROTOCOL_VERSION}" in out
-    assert "feature level 2" in out and "tzdata" in out and "croniter" in out
+    assert f"feature level {FEATURES.max_level}" in out and "tzdata" in out and "croniter" in out
     assert PROTOCOL_VERSION is CLIENT_PROTOCOL                   # one place, read by both
     assert build_info(F.table_upto(1)).feature_level == 1         # an older build's table says so
 

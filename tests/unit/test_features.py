@@ -26,7 +26,8 @@ def test_every_kind_is_registered_at_exactly_one_level() -> None:
     assert sorted(registered) == sorted(C.KINDS), \
         "register every entry kind in schedd/core/features.py FEATURES, a new kind at a new level"
     assert F.FEATURES.level_of(C.PUT) == 1 and F.FEATURES.level_of(C.FEATURE_LEVEL) == 1
-    assert F.FEATURES.level_of(C.AUDIT_NOTE) == 2 and F.FEATURES.max_level == 2
+    assert F.FEATURES.level_of(C.AUDIT_NOTE) == 2 and F.FEATURES.level_of(C.MEMBERS) == 2
+    assert F.FEATURES.level_of(C.START_MANY) == F.FEATURES.level_of(C.FINISH_MANY) == F.FEATURES.max_level == 3
     assert F.FEATURES.snapshot_formats()[:4] == (1, 2, 3, 4)
     assert sorted(F.FEATURES.snapshot_formats()) == sorted(f[1] for f in READABLE_FORMATS), \
         "register a new snapshot format in schedd/core/features.py at a new level"

@@ -10,7 +10,7 @@ from schedd.core import commands as C
 from schedd.core.attempts import MAX_CLAIMS_PER_ENTRY, TOKENS_PER_INDEX
 from schedd.leader.assigner import claim_chunks
 from schedd.leader.assignment import Claim
-from tests.support.state import T0, Harness
+from tests.support.state import T0, TOP_LEVEL, Harness
 
 
 def _claims(*names: str, attempt: int = 1) -> list[dict]:
@@ -25,7 +25,7 @@ def _due(h: Harness, *names: str) -> None:
 
 
 def test_each_claim_is_decided_alone_with_its_own_token():
-    h = Harness()
+    h = Harness(level=TOP_LEVEL)
     _due(h, "a", "b", "c")
     items = _claims("a", "b", "missing", "c")
     items[1]["attempt"] = 2                                   # b expects attempt 1: refused
@@ -46,7 +46,7 @@ def test_each_claim_is_decided_alone_with_its_own_token():
 
 
 def test_a_claim_under_an_old_term_or_a_malformed_list_changes_nothing():
-    h = Harness()
+    h = Harness(level=TOP_LEVEL)
     _due(h, "a")
     assert h.apply(C.START_MANY, claims=_claims("a"), term=h.term - 1)["code"] == "stale_term"
     for bad in ([], "a", [1], _claims(*["a"] * (MAX_CLAIMS_PER_ENTRY + 1))):
@@ -84,7 +84,7 @@ def _result(name: str, token: int, state: str = "SUCCEEDED", ended: int = T0 + 5
 
 
 def test_results_are_decided_alone_and_a_result_already_recorded_is_deduplicated():
-    h = Harness()
+    h = Harness(level=TOP_LEVEL)
     _due(h, "a", "b", "c")
     claims = h.apply(C.START_MANY, claims=_claims("a", "b", "c"))["claims"]
     ta, tb, tc = (c["token"] for c in claims)
