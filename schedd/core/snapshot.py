@@ -26,12 +26,15 @@ from schedd.core.audit import AuditTrail, trail_to_dict
 from schedd.core.digest import state_digest
 from schedd.core.model import Execution, Job
 
-SNAPSHOT_FORMAT = ("schedd-state", 4)
+SNAPSHOT_FORMAT = ("schedd-state", 5)
 # Images this version still reads: version 1 had no DAGs, quotas or per-execution policy fields,
 # version 2 no job incarnations (rows of older versions are shorter; the fields added since have
 # defaults at the end).
 # version 3 no ACL table or hash-chained audit trail (its audit rows are dropped on load).
-READABLE_FORMATS = (("schedd-state", 1), ("schedd-state", 2), ("schedd-state", 3), SNAPSHOT_FORMAT)
+# versions 1-4 hold each job's full spec text where version 5 holds its template (model.spec_template).
+READABLE_FORMATS = (("schedd-state", 1), ("schedd-state", 2), ("schedd-state", 3), ("schedd-state", 4),
+                    SNAPSHOT_FORMAT)
+FULL_SPEC_FORMATS = frozenset(READABLE_FORMATS[:4])
 JOB_FIELDS = tuple(f.name for f in fields(Job))
 EXEC_FIELDS = tuple(f.name for f in fields(Execution))
 AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index")
@@ -107,6 +110,9 @@ def _from_image(fmt: Any, _gc_paused: Any, job_rows: list[tuple[Any, ...]], exec
         gc.enable()
         raise ValueError(f"unsupported snapshot format {fmt!r}")
     jobs = {job.name: job for job in starmap(Job, job_rows)}
+    if tuple(fmt) in FULL_SPEC_FORMATS:
+        for job in jobs.values():
+            job.spec = job.spec_t            # the full text, read into the template slot
     execs = {(ex.job, ex.scheduled_ms): ex for ex in starmap(Execution, exec_rows)}
     audit = list(starmap(AuditRecord, audit_rows))
     return (SNAPSHOT_FORMAT, jobs, execs, epoch, dedup, audit, log_hash, last_index, clock_ms, extra or {})
