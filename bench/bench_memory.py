@@ -30,11 +30,12 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _metrics import put_jobs_in_calls, rss_bytes  # noqa: E402
+from _metrics import put_jobs_in_calls, rss_bytes
 
 
 def daily(i: int) -> tuple[str, str]:
@@ -148,10 +149,10 @@ def cluster(args: argparse.Namespace) -> None:
         base = {n: rss_bytes(pid) or 0 for n, pid in pids.items()}
 
         if args.single:
-            specs = [job_spec(f"one-{i:06d}", command="true") for i in range(args.single)]
+            singles = [job_spec(f"one-{i:06d}", command="true") for i in range(args.single)]
 
             async def one_each() -> float:
-                it = iter(specs)
+                it = iter(singles)
                 async with AsyncClient(addrs, security=c.security(), timeout=60) as ac:
                     await ac.get_job("warm")
 
