@@ -60,6 +60,11 @@ AUDIT_CONFIG = "audit_config"             # retention and the denied-record rate
 ACL_KINDS = (ACL_POLICY_PUT, ACL_POLICY_DELETE, ACL_ROLE_PUT, ACL_ROLE_DELETE, ACL_TOKEN_CREATE,
              ACL_TOKEN_DELETE, ACL_ANONYMOUS_SET, ACL_BOOTSTRAP, AUDIT_APPEND, AUDIT_CONFIG)
 KINDS += ACL_KINDS
+# Group commit: client entries proposed together by one node, applied one after another in one
+# log entry, each with its own request id, dedup, audit record and result (state.apply_group).
+GROUP = "group"
+GROUPABLE = frozenset({PUT})   # kinds whose apply does not use the log index as a unique id
+KINDS += (GROUP,)
 
 
 class EntryTooLarge(ValueError):
