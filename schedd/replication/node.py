@@ -211,57 +211,87 @@ def settle(fut: asyncio.Future[ApplyResult], result: ApplyResult, error: int) ->
 
 
 class GroupCommit:
-    """Group commit: groupable entries proposed in one turn of the event loop go to Raft as one
-    GROUP entry (schedd.core.state applies each as if it had an entry of its own), so 64 PutJob
-    calls in flight cost one Raft entry per turn instead of 64: one pickle, one journal write,
-    one append per follower and one callback. An entry alone in its turn is proposed as it is.
-    A group stays within MAX_BYTES and MAX_ENTRIES; each proposer gets its own part of the
-    result, or the group's refusal or error if it has no part (then nothing of it applied)."""
+    """Group commit: groupable entries go to Raft together as one GROUP entry (schedd.core.state
+    applies each as if it had an entry of its own), so 64 PutJob calls in flight cost a few
+    Raft entries per commit round instead of 64: one pickle, one journal write, one append per
+    follower and one callback each. While MAX_ROUNDS groups await their commit, new entries
+    wait for the next one to end (they would only queue behind it in pysyncobj anyway); else
+    they go at the end of this turn of the event loop. An entry alone is proposed as it is. A
+    group stays within MAX_BYTES and MAX_ENTRIES; each proposer gets its own part of the result,
+    or the group's refusal or error if it has no part (then nothing of it applied)."""
 
     MAX_BYTES = C.MAX_ENTRY_BYTES - 2048     # the group's envelope is well under 2 KiB
     MAX_ENTRIES = 256
+    MAX_ROUNDS = 2
+    ROUND_HOLD_S = 0.5
 
     def __init__(self, submit: Callable[[str, Callable[[ApplyResult, int], None]], None],
-                 term: Callable[[], int]) -> None:
+                 term: Callable[[], int], *, hold_s: float = ROUND_HOLD_S) -> None:
         self._submit = submit
         self._term = term
+        self._hold_s = hold_s
         self._pending: list[tuple[str, asyncio.Future[ApplyResult]]] = []
         self._bytes = 0
         self._scheduled = False
+        self._rounds = 0                       # submitted, not yet answered
 
     def add(self, loop: asyncio.AbstractEventLoop, entry: str) -> asyncio.Future[ApplyResult]:
         fut: asyncio.Future[ApplyResult] = loop.create_future()
         size = C.encoded_size(entry)
         if self._pending and (self._bytes + size > self.MAX_BYTES or len(self._pending) >= self.MAX_ENTRIES):
-            self.flush()
+            self._send()
         self._pending.append((entry, fut))
         self._bytes += size
-        if not self._scheduled:
+        if not self._scheduled and self._rounds < self.MAX_ROUNDS:
             self._scheduled = True
             loop.call_soon(self.flush)
         return fut
 
     def flush(self) -> None:
-        """Propose what is pending: one entry as it is, several as one GROUP entry."""
+        """End of a loop turn: propose what is pending unless MAX_ROUNDS are in flight."""
         self._scheduled = False
-        pending, self._pending, self._bytes = self._pending, [], 0
-        if len(pending) == 1:
-            entry, fut = pending[0]
-            self._submit(entry, lambda result, error: settle(fut, result, error))
-        elif pending:
-            group = C.encode(C.GROUP, rid="", now=0, term=self._term(), entries=[e for e, _ in pending])
-            futs = [f for _, f in pending]
-            self._submit(group, lambda result, error: self._fan_out(futs, result, error))
+        if self._rounds < self.MAX_ROUNDS:
+            self._send()
 
-    @staticmethod
-    def _fan_out(futs: list[asyncio.Future[ApplyResult]], result: ApplyResult, error: int) -> None:
-        parts = result.payload.get("parts") if error == FAIL_REASON.SUCCESS and result.ok else None
-        if isinstance(parts, tuple) and len(parts) == len(futs):
-            for fut, part in zip(futs, parts):
-                settle(fut, part, error)
+    def _send(self) -> None:
+        """Propose what is pending: one entry as it is, several as one GROUP entry."""
+        pending, self._pending, self._bytes = self._pending, [], 0
+        if not pending:
+            return
+        futs = [f for _, f in pending]
+        entry = pending[0][0] if len(pending) == 1 else \
+            C.encode(C.GROUP, rid="", now=0, term=self._term(), entries=[e for e, _ in pending])
+        self._rounds += 1
+        # pysyncobj may never answer a proposal (research §1a): a round stops holding the next
+        # ones back after ROUND_HOLD_S whatever becomes of it (its proposers keep their deadlines).
+        held = [True]
+        asyncio.get_running_loop().call_later(self._hold_s, self._release, held)
+        self._submit(entry, lambda result, error: self._answered(held, futs, result, error))
+
+    def _release(self, held: list[bool]) -> None:
+        if held[0]:
+            held[0] = False
+            self._rounds -= 1
+            if self._pending and not self._scheduled:
+                self._send()
+
+    def _answered(self, held: list[bool], futs: list[asyncio.Future[ApplyResult]], result: ApplyResult,
+                  error: int) -> None:
+        if held[0]:
+            held[0] = False
+            self._rounds -= 1
+        if len(futs) == 1:
+            settle(futs[0], result, error)
         else:
-            for fut in futs:
-                settle(fut, result, error)
+            parts = result.payload.get("parts") if error == FAIL_REASON.SUCCESS and result.ok else None
+            if isinstance(parts, tuple) and len(parts) == len(futs):
+                for fut, part in zip(futs, parts):
+                    settle(fut, part, error)
+            else:
+                for fut in futs:
+                    settle(fut, result, error)
+        if self._pending and not self._scheduled and self._rounds < self.MAX_ROUNDS:
+            self._send()                       # what waited for this round goes now
 
 
 class RaftNode(Generic[CfgT]):

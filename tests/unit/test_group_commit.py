@@ -117,3 +117,67 @@ def test_a_lone_proposal_goes_as_it_is_and_big_rounds_are_split():
 def test_a_failed_round_fails_every_proposer_in_it(error, exc):
     results = asyncio.run(_propose_all(FakeRaft(error), [put_entry("a", "c/1"), put_entry("b", "c/2")]))
     assert all(isinstance(r, exc) for r in results)
+
+
+class HeldRaft(FakeRaft):
+    """Answers only when told (or never): proposals stay in flight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting: list = []
+
+    def submit(self, entry: str, on_done) -> None:
+        self.submitted.append(entry)
+        self.waiting.append((self.state.apply(entry, len(self.submitted)), on_done))
+
+    def answer_one(self) -> None:
+        result, on_done = self.waiting.pop(0)
+        on_done(result, FAIL_REASON.SUCCESS)
+
+
+async def _turns(n: int = 3) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+def test_entries_wait_while_rounds_are_in_flight_and_go_together_when_one_ends():
+    async def scenario():
+        raft = HeldRaft()
+        commit = GroupCommit(raft.submit, lambda: 1)
+        loop = asyncio.get_running_loop()
+        first = [commit.add(loop, put_entry("a", "c/1"))]
+        await _turns()
+        first.append(commit.add(loop, put_entry("b", "c/2")))
+        await _turns()
+        later = [commit.add(loop, put_entry(f"w{i}", f"c/w{i}")) for i in range(3)]
+        await _turns()
+        assert len(raft.submitted) == GroupCommit.MAX_ROUNDS       # two rounds in flight; 3 wait
+        raft.answer_one()
+        await _turns()
+        assert first[0].result().ok and len(raft.submitted) == 3
+        assert len(C.decode(raft.submitted[2]).args["entries"]) == 3
+        while raft.waiting:
+            raft.answer_one()
+        return [f.result() for f in first + later]
+
+    assert all(r.ok for r in asyncio.run(scenario()))
+
+
+def test_a_round_pysyncobj_never_answers_stops_holding_the_next_ones():
+    async def scenario():
+        raft = HeldRaft()
+        commit = GroupCommit(raft.submit, lambda: 1, hold_s=0.05)
+        loop = asyncio.get_running_loop()
+        for i in range(GroupCommit.MAX_ROUNDS):
+            commit.add(loop, put_entry(f"lost{i}", f"c/l{i}"))
+            await _turns()
+        late = commit.add(loop, put_entry("late", "c/late"))
+        await _turns()
+        assert len(raft.submitted) == GroupCommit.MAX_ROUNDS
+        deadline = loop.time() + 30
+        while len(raft.submitted) == GroupCommit.MAX_ROUNDS and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        raft.waiting[-1][1](raft.waiting[-1][0], FAIL_REASON.SUCCESS)
+        return await late
+
+    assert asyncio.run(scenario()).ok
