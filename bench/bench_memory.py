@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _metrics import put_jobs_in_calls, rss_bytes
+from _metrics import cpu_seconds, put_jobs_in_calls, rss_bytes, scrape, total
 
 
 def daily(i: int) -> tuple[str, str]:
@@ -89,6 +89,16 @@ def inprocess(args: argparse.Namespace) -> None:
 # ---------------------------------------------------------------------------- cluster
 
 @contextmanager
+def cpu_per_job(pids: dict[str, int], jobs: int, what: str) -> Iterator[None]:
+    """Print each node's CPU milliseconds per job spent while the block ran (a figure that a
+    machine shared with other work changes less than jobs/s)."""
+    before = {n: cpu_seconds(pid) or 0.0 for n, pid in pids.items()}
+    yield
+    used = {n: (cpu_seconds(pid) or 0.0) - before[n] for n, pid in pids.items()}
+    print(f"  CPU per job during {what}: " + ", ".join(f"{n} {1e3 * u / jobs:.3f} ms" for n, u in used.items()))
+
+
+@contextmanager
 def profiled(pids: dict[str, int], out: Path | None, phase: str) -> Iterator[None]:
     """py-spy record on each pid while the block runs (nothing when out is None)."""
     procs = []
@@ -115,7 +125,6 @@ def profiled(pids: dict[str, int], out: Path | None, phase: str) -> Iterator[Non
 
 def wait_applied(c: Any, count: int, timeout: float = 600.0) -> bool:
     """Until every node's schedd_jobs gauge reads `count`."""
-    from _metrics import scrape, total
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -164,16 +173,18 @@ def cluster(args: argparse.Namespace) -> None:
                     await asyncio.gather(*(worker() for _ in range(64)))
                     return time.perf_counter() - t0
 
-            with profiled(roles, out, "single"):
+            with profiled(roles, out, "single"), cpu_per_job(pids, args.single, "single calls"):
                 el = asyncio.run(one_each())
             have += args.single
-            print(f"single PutJob x{args.single:,} (64 in flight): {args.single / el:,.0f} jobs/s")
+            print(f"single PutJob x{args.single:,} (64 in flight): {args.single / el:,.0f} jobs/s; commit index "
+                  f"{total(scrape(c.nodes[leader].metrics), 'schedd_raft_commit_index'):,.0f}")
 
         specs = []
         for i in range(args.jobs):
             name, schedule = daily(i)
             specs.append(job_spec(name, schedule=schedule, command="true"))
-        with Client(addrs, security=c.security(), timeout=600) as cl, profiled(roles, out, "batched"):
+        with Client(addrs, security=c.security(), timeout=600) as cl, profiled(roles, out, "batched"), \
+                cpu_per_job(pids, args.jobs, "put_jobs"):
             t = time.perf_counter()
             put_jobs_in_calls(cl, specs)
             el = time.perf_counter() - t
@@ -182,6 +193,7 @@ def cluster(args: argparse.Namespace) -> None:
         print(f"put_jobs of {args.jobs:,} daily jobs: {args.jobs / el:,.0f} jobs/s (leader acks)")
         caught = wait_applied(c, have)
         time.sleep(2.0)
+        print(f"  commit index {total(scrape(c.nodes[leader].metrics), 'schedd_raft_commit_index'):,.0f}")
         for n, pid in pids.items():
             rss = rss_bytes(pid) or 0
             role = "leader" if n == leader else "follower"
