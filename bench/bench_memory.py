@@ -142,7 +142,7 @@ def cluster(args: argparse.Namespace) -> None:
 
     root = Path(tempfile.mkdtemp(prefix="schedd-mem-"))
     out = Path(args.profile) if args.profile else None
-    c = LocalCluster(root, acl_settings={"rate_per_second": 0}, limits={"max_jobs_per_call": 5000})
+    c = LocalCluster(root, acl_settings={"rate_per_second": 0}, limits={"max_jobs_per_call": 5000, "max_jobs_per_team": 0})
     try:
         c.start()
         leader = c.wait_leader(timeout=60)
@@ -213,6 +213,7 @@ def main() -> int:
     ap.add_argument("--profile", default="", help="cluster: py-spy flame graphs into this folder")
     ap.add_argument("--tracemalloc", action="store_true", help="inprocess: top allocation sites")
     args = ap.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)      # type: ignore[union-attr]
     (cluster if args.mode == "cluster" else inprocess)(args)
     return 0
 
