@@ -3,6 +3,7 @@
 
     python bench/bench_memory.py cluster [--jobs N] [--single N] [--profile DIR]
     python bench/bench_memory.py inprocess [--jobs N] [--tracemalloc]
+    python bench/bench_memory.py propose [--single N]
 
 cluster     a 3-node LocalCluster (TLS + ACL, no rate limit). Registers ``--single`` jobs with one
             PutJob each (64 in flight, AsyncClient), then ``--jobs`` daily jobs with ``put_jobs``
@@ -13,6 +14,9 @@ cluster     a 3-node LocalCluster (TLS + ACL, no rate limit). Registers ``--sing
 inprocess   the same daily jobs applied as ``put_many`` entries to a SchedulerState in this
             process: RSS growth per job of the state alone (no Raft log, no gRPC), and with
             ``--tracemalloc`` the top allocation sites.
+propose     CPU per PutJob entry on a 1-node RaftNode in this process (fsync always, no network, no
+            gRPC): ``--single`` PUT proposals, 64 in flight, each alone and then group-committed
+            (schedd.replication.node.GroupCommit): what one log entry per call costs.
 
 Daily jobs: ``M H * * *`` spread over the day's 1,440 minutes, one shell handler each.
 """
@@ -205,16 +209,58 @@ def cluster(args: argparse.Namespace) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def propose(args: argparse.Namespace) -> None:
+    from schedd.core import commands as C
+    from schedd.core.model import canonical_spec
+    from schedd.replication.node import RaftNode
+    from schedd.runtime.cluster import restartable_ports
+    from schedd.runtime.config import from_dict
+
+    n = args.single or 4000
+    texts = [canonical_spec({"name": f"j{i:06d}", "handler": {"shell": {"command": "true"}}})[1] for i in range(n)]
+    for groupable in (False, True):
+        root = tempfile.mkdtemp(prefix="schedd-propose-")
+        base = restartable_ports(2)
+        node = RaftNode(from_dict({"node_id": "n1", "data_dir": root, "raft_address": f"127.0.0.1:{base}",
+                                   "grpc_address": f"127.0.0.1:{base + 1}"}))
+
+        async def run(node: RaftNode = node, groupable: bool = groupable) -> tuple[float, float]:
+            while not (node.is_leader() and node.state.epoch == node.term):
+                if node.is_leader():
+                    await node.propose(C.encode(C.EPOCH, rid=f"epoch-{node.term}", now=1, term=node.term, by="n1"))
+                await asyncio.sleep(0.05)
+            it = iter(enumerate(texts))
+
+            async def worker() -> None:
+                for i, text in it:
+                    entry = C.encode(C.PUT, rid=f"c/{i}", now=1_800_000_000_000, term=node.term, by="bench",
+                                     spec=text, name=f"j{i:06d}")
+                    assert (await node.propose(entry, timeout=60, groupable=groupable)).ok
+
+            cpu, wall = time.process_time(), time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(64)))
+            return time.process_time() - cpu, time.perf_counter() - wall
+
+        try:
+            cpu, wall = asyncio.run(run())
+            print(f"{'group commit' if groupable else 'one entry each'}: {1e3 * cpu / n:.3f} ms CPU per PUT "
+                  f"(Raft + apply, this process), {n / wall:,.0f} PUTs/s, {node.state.last_index:,} log entries")
+        finally:
+            node.close()
+            shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("mode", choices=("cluster", "inprocess"))
+    ap.add_argument("mode", choices=("cluster", "inprocess", "propose"))
     ap.add_argument("--jobs", type=int, default=100_000, help="daily jobs registered with put_jobs")
-    ap.add_argument("--single", type=int, default=0, help="cluster: jobs registered first, one PutJob each")
+    ap.add_argument("--single", type=int, default=0,
+                    help="cluster: jobs registered first, one PutJob each; propose: proposals (default 4000)")
     ap.add_argument("--profile", default="", help="cluster: py-spy flame graphs into this folder")
     ap.add_argument("--tracemalloc", action="store_true", help="inprocess: top allocation sites")
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)      # type: ignore[union-attr]
-    (cluster if args.mode == "cluster" else inprocess)(args)
+    {"cluster": cluster, "inprocess": inprocess, "propose": propose}[args.mode](args)
     return 0
 
 
