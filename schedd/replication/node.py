@@ -226,10 +226,12 @@ class GroupCommit:
     ROUND_HOLD_S = 0.5
 
     def __init__(self, submit: Callable[[str, Callable[[ApplyResult, int], None]], None],
-                 term: Callable[[], int], *, hold_s: float = ROUND_HOLD_S) -> None:
+                 term: Callable[[], int], *, hold_s: float = ROUND_HOLD_S,
+                 enabled: Callable[[], bool] = lambda: True) -> None:
         self._submit = submit
         self._term = term
         self._hold_s = hold_s
+        self._enabled = enabled        # may the cluster apply a GROUP entry? (its feature level)
         self._pending: list[tuple[str, asyncio.Future[ApplyResult]]] = []
         self._bytes = 0
         self._scheduled = False
@@ -256,6 +258,11 @@ class GroupCommit:
     def _send(self) -> None:
         """Propose what is pending: one entry as it is, several as one GROUP entry."""
         pending, self._pending, self._bytes = self._pending, [], 0
+        if len(pending) > 1 and not self._enabled():
+            for one in pending:                # a cluster not at GROUP's level yet: each alone
+                self._pending = [one]
+                self._send()
+            return
         if not pending:
             return
         futs = [f for _, f in pending]

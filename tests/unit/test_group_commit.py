@@ -181,3 +181,15 @@ def test_a_round_pysyncobj_never_answers_stops_holding_the_next_ones():
         return await late
 
     assert asyncio.run(scenario()).ok
+
+
+def test_while_the_cluster_cannot_apply_groups_each_entry_goes_alone():
+    async def scenario():
+        raft = FakeRaft()
+        commit = GroupCommit(raft.submit, lambda: 1, enabled=lambda: False)
+        loop = asyncio.get_running_loop()
+        results = await asyncio.gather(*(commit.add(loop, put_entry(f"j{i}", f"c/{i}")) for i in range(3)))
+        return raft, results
+
+    raft, results = asyncio.run(scenario())
+    assert all(r.ok for r in results) and [C.decode(e).kind for e in raft.submitted] == [C.PUT] * 3
