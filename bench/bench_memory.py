@@ -19,6 +19,10 @@ propose     CPU per PutJob entry on a 1-node RaftNode in this process (fsync alw
             (schedd.replication.node.GroupCommit): what one log entry per call costs.
 
 Daily jobs: ``M H * * *`` spread over the day's 1,440 minutes, one shell handler each.
+
+To measure another checkout (say main) run it from that checkout's folder with its packages
+first on PYTHONPATH: the nodes start as ``python -m schedd`` in the current folder, which Python
+puts ahead of PYTHONPATH.
 """
 
 from __future__ import annotations
