@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from google.protobuf.json_format import MessageToDict, ParseDict
@@ -16,7 +19,77 @@ from schedd_proto import scheduler_pb2 as pb
 
 
 def spec_to_dict(spec: pb.JobSpec) -> dict:
-    return MessageToDict(spec, preserving_proto_field_name=True)
+    """MessageToDict(spec, preserving_proto_field_name=True), the same dict several times faster
+    (registration validates every spec of a batch with it): set fields only (ListFields, in C),
+    maps as dicts, 64-bit integers as text, non-finite doubles as "NaN"/"Infinity"."""
+    return _message_dict(spec)
+
+
+_INT64_TYPES = frozenset({3, 4, 6, 16, 18})        # int64, uint64, fixed64, sfixed64, sint64
+_PLAIN_TYPES = frozenset({1, 5, 7, 8, 9, 13, 15, 17}) | _INT64_TYPES   # + double, int32s, bool, string
+
+
+def _message_dict(msg: Any) -> dict:
+    plan = _plan(msg.DESCRIPTOR)
+    if plan is None:
+        return MessageToDict(msg, preserving_proto_field_name=True)
+    out: dict[str, Any] = {}
+    for fd, value in msg.ListFields():
+        how = plan[fd.number]
+        if how == "scalar":
+            out[fd.name] = value if fd.type not in _SPECIAL_TYPES else _scalar(fd.type, value)
+        elif how == "msg":
+            out[fd.name] = _message_dict(value)
+        elif how == "map":
+            vfd = fd.message_type.fields_by_name["value"]
+            out[fd.name] = ({k: _message_dict(v) for k, v in value.items()} if vfd.message_type is not None
+                            else {k: _scalar(vfd.type, v) for k, v in value.items()})
+        elif how == "repeated_msg":
+            out[fd.name] = [_message_dict(v) for v in value]
+        else:
+            out[fd.name] = [_scalar(fd.type, v) for v in value]
+    return out
+
+
+_SPECIAL_TYPES = _INT64_TYPES | {1}
+
+
+def _scalar(kind: int, v: Any) -> Any:
+    if kind in _INT64_TYPES:
+        return str(v)
+    if kind == 1 and not math.isfinite(v):
+        return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+    return v
+
+
+@functools.cache
+def _plan(desc: Any) -> dict[int, str] | None:
+    """How each field of a message type converts (by field number), or None when one of its
+    fields is a kind MessageToDict treats specially (enums, bytes, floats, well-known types)."""
+    return {fd.number: _how(fd) for fd in desc.fields} if _plain_message(desc) else None
+
+
+def _how(fd: Any) -> str:
+    if fd.message_type is None:
+        return "repeated" if fd.is_repeated else "scalar"
+    if fd.message_type.GetOptions().map_entry:
+        return "map"
+    return "repeated_msg" if fd.is_repeated else "msg"
+
+
+@functools.cache
+def _plain_message(desc: Any) -> bool:
+    """True when every field (recursively) is a kind _message_dict converts exactly like
+    MessageToDict: no enums, bytes, floats or well-known types (those go to MessageToDict)."""
+    if desc.full_name.startswith("google.protobuf."):
+        return False
+    for fd in desc.fields:
+        if fd.message_type is not None:
+            if fd.message_type is not desc and not _plain_message(fd.message_type):
+                return False
+        elif fd.type not in _PLAIN_TYPES:
+            return False
+    return True
 
 
 def spec_from_canonical(d: dict) -> pb.JobSpec:

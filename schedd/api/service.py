@@ -264,7 +264,7 @@ class CommittingService:
                          term=self.node.term, by=principal(context), **args)
         started = time.perf_counter()
         try:
-            result = await self.node.propose(entry, timeout=COMMIT_TIMEOUT_S)
+            result = await self.node.propose(entry, timeout=COMMIT_TIMEOUT_S, groupable=kind in C.GROUPABLE)
         except NotApplied:
             self.metrics.proposals.labels(kind, "not_applied").inc()
             raise

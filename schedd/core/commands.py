@@ -74,6 +74,11 @@ KINDS += (MEMBERS,)
 START_MANY = "start_many"   # many claims in one entry; claim k's token = index * 1024 + k (schedd.core.attempts)
 FINISH_MANY = "finish_many"  # many workers' results in one entry (schedd.core.attempts)
 KINDS += (START_MANY, FINISH_MANY)
+# Group commit: client entries proposed together by one node, applied one after another in one
+# log entry, each with its own request id, dedup, audit record and result (state.apply_group).
+GROUP = "group"
+GROUPABLE = frozenset({PUT})   # kinds whose apply does not use the log index as a unique id
+KINDS += (GROUP,)
 
 
 class EntryTooLarge(ValueError):

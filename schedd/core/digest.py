@@ -31,7 +31,10 @@ SECTIONS = ("jobs", "execs", "dedup", "dags", "dag_runs", "quotas", "batches", "
 
 @cache
 def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
+    """The fields a row is hashed by: its dataclass fields, or the class's DIGEST_FIELDS where
+    it stores a field in another form (Job keeps its spec as a template)."""
+    names: tuple[str, ...] | None = getattr(cls, "DIGEST_FIELDS", None)
+    return names if names is not None else tuple(f.name for f in fields(cls))
 
 
 def _sorted_items(d: dict[Any, Any]) -> list[tuple[Any, Any]]:

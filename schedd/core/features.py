@@ -75,6 +75,12 @@ class FeatureTable:
     def snapshot_formats(self) -> tuple[int, ...]:
         return tuple(f for lv in self.levels for f in lv.snapshot_formats)
 
+    def format_for(self, level: int) -> int:
+        """The newest snapshot format a cluster at `level` may write: every voter reads it (a
+        follower that lags gets the leader's snapshot, and an older build cannot read a newer
+        format)."""
+        return max(f for lv in self.levels[:max(1, level)] for f in lv.snapshot_formats)
+
 
 # Level 1: every kind and snapshot format that existed when feature levels were introduced,
 # including `feature_level` itself (it is proposed only once every voter reports a table, which
@@ -91,9 +97,11 @@ FEATURES = FeatureTable((
     Level(2, kinds=(C.AUDIT_NOTE, C.MEMBERS),
           note="operator notes in the audit trail (schedctl audit note); the member table of run-time "
                "membership changes (schedctl cluster add-node/remove-node, schedd serve --join)"),
-    Level(3, kinds=(C.START_MANY, C.FINISH_MANY),
-          note="batched claims and results (one entry per dispatcher step); below it the leader "
-               "proposes one start/finish per execution"),
+    Level(3, kinds=(C.START_MANY, C.FINISH_MANY, C.GROUP), snapshot_formats=(5,),
+          note="batched claims and results (one entry per dispatcher step; below it the leader "
+               "proposes one start/finish per execution), group commit of single registrations "
+               "(below it each goes alone), snapshot format 5 (job specs as shared templates; "
+               "below it images are written in format 4)"),
     # Level(4, kinds=(C.MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
 ))
 

@@ -16,6 +16,7 @@ from schedd.core import schedule as sched
 from schedd.core.firing import OPEN_END, add_gap, prune_history
 from schedd.core.model import (
     DEFAULT_HISTORY_LIMIT, SCHEDULED, SKIPPED, Job, ValidationError, dst_policy, dump_spec, load_committed_spec,
+    spec_template,
 )
 from schedd.core.policy import QUOTA_KINDS
 from schedd.core.results import ApplyResult, Code, ok, reject
@@ -128,7 +129,8 @@ def upsert(st: Tables, spec: dict[str, Any], text: str, s: sched.Schedule, cmd: 
     dst = intern(dst_policy(spec))
     job = st.jobs.get(spec["name"])
     if job is None:
-        st.add_job(Job(name=spec["name"], team=team, schedule=schedule, tz=tz, spec=text, version=1,
+        st.add_job(Job(name=spec["name"], team=team, schedule=schedule, tz=tz,
+                       spec_t=spec_template(text, spec["name"]), version=1,
                        paused=paused, next_fire=next_fire_for(s, cmd.now, None), created_ms=cmd.now,
                        updated_ms=cmd.now, created_by=cmd.by, history_limit=limit, dst=dst,
                        incarnation=index))

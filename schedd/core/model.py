@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from schedd.core import schedule as sched
 
@@ -60,16 +61,32 @@ TERMINAL_STATES = frozenset({SUCCEEDED, FAILED, TIMED_OUT, CANCELLED, SKIPPED, U
 Gap = tuple[int, int, str, str]      # instants [from_ms, to_ms) not run: (from, to, disposition, detail)
 
 
+SPEC_NAME_MARK = "\x00"      # where a spec template holds its job's name (never in JSON text)
+
+
+def spec_template(text: str, name: str) -> str:
+    """The committed spec text with every `"<name>"` string literal replaced by SPEC_NAME_MARK,
+    interned: jobs that differ only by name (a million jobs made from one template) share one
+    string instead of holding a copy each. Exactly reversible (`spec_of_template`): JSON text
+    accepted by json.loads holds no raw NUL character, so the mark only ever stands for the name."""
+    return sys.intern(text.replace(f'"{name}"', SPEC_NAME_MARK))
+
+
+def spec_of_template(template: str, name: str) -> str:
+    return template.replace(SPEC_NAME_MARK, f'"{name}"')
+
+
 @dataclass(slots=True)
 class Job:
     """One job row. `spec` is the canonical JSON of the validated spec (the source of truth for
-    handler, retry and the rest); the hot fields the scheduler needs are kept unpacked beside it."""
+    handler, retry and the rest), kept as a shared template without the name (`spec_t`, see
+    spec_template); the hot fields the scheduler needs are kept unpacked beside it."""
 
     name: str
     team: str
     schedule: str
     tz: str
-    spec: str
+    spec_t: str                      # spec_template(spec, name); read and write `spec`
     version: int
     paused: bool
     next_fire: int | None
@@ -82,6 +99,21 @@ class Job:
     gaps: tuple[Gap, ...] = ()       # (from_ms, to_ms, disposition, detail): instants not run and why (newest last)
     dst: str = ""                    # DST policy "gap/fold" of the schedule; "" = the defaults
     incarnation: int = 0             # log index of the entry that created it (0: before this field)
+
+    # What the state digest hashes (schedd.core.digest): the spec itself, not its template, so
+    # the digest of a job row is the same whichever way a version stores the text.
+    DIGEST_FIELDS: ClassVar[tuple[str, ...]] = (
+        "name", "team", "schedule", "tz", "spec", "version", "paused", "next_fire", "created_ms",
+        "updated_ms", "created_by", "history_limit", "last_fire", "fired_total", "gaps", "dst",
+        "incarnation")
+
+    @property
+    def spec(self) -> str:
+        return spec_of_template(self.spec_t, self.name)
+
+    @spec.setter
+    def spec(self, text: str) -> None:
+        self.spec_t = spec_template(text, self.name)
 
     def spec_dict(self) -> dict[str, Any]:
         spec: dict[str, Any] = json.loads(self.spec)

@@ -24,14 +24,18 @@ from typing import Any, Protocol
 
 from schedd.core.acl import AclTable, table_to_dict
 from schedd.core.audit import AuditTrail, trail_to_dict
+from schedd.core.features import FEATURES
 from schedd.core.model import Execution, Job
 
-SNAPSHOT_FORMAT = ("schedd-state", 4)
+SNAPSHOT_FORMAT = ("schedd-state", 5)
 # Images this version still reads: version 1 had no DAGs, quotas or per-execution policy fields,
 # version 2 no job incarnations (rows of older versions are shorter; the fields added since have
 # defaults at the end).
 # version 3 no ACL table or hash-chained audit trail (its audit rows are dropped on load).
-READABLE_FORMATS = (("schedd-state", 1), ("schedd-state", 2), ("schedd-state", 3), SNAPSHOT_FORMAT)
+# versions 1-4 hold each job's full spec text where version 5 holds its template (model.spec_template).
+READABLE_FORMATS = (("schedd-state", 1), ("schedd-state", 2), ("schedd-state", 3), ("schedd-state", 4),
+                    SNAPSHOT_FORMAT)
+FULL_SPEC_FORMATS = frozenset(READABLE_FORMATS[:4])
 JOB_FIELDS = tuple(f.name for f in fields(Job))
 EXEC_FIELDS = tuple(f.name for f in fields(Execution))
 AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index")
@@ -89,9 +93,22 @@ class SnapshotImage:
         extra["acl"], extra["audit"] = table_to_dict(s.acl), trail_to_dict(s.audit)
         extra[FEATURE_LEVEL_KEY] = s.feature_level
         extra[SNAPSHOT_DIGEST] = (s.last_index, s.state_digest())   # cached: a backup computed it already
-        return (_from_image, (SNAPSHOT_FORMAT, _GcPause(), list(map(attrgetter(*JOB_FIELDS), s.jobs.values())),
+        fmt = ("schedd-state", FEATURES.format_for(s.feature_level))
+        return (_from_image, (fmt, _GcPause(), _job_rows(s.jobs.values(), fmt),
                               list(map(attrgetter(*EXEC_FIELDS), s.execs.values())), s.epoch, s.dedup,
                               [], s.log_hash, s.last_index, s.clock_ms, extra))
+
+
+_SPEC_T = JOB_FIELDS.index("spec_t")
+
+
+def _job_rows(jobs: Any, fmt: tuple[str, int]) -> list[tuple[Any, ...]]:
+    """Job rows as format `fmt` holds them: the spec template (5), or the full spec text (1-4:
+    a cluster whose voters do not all read format 5 yet)."""
+    rows = list(map(attrgetter(*JOB_FIELDS), jobs))
+    if fmt in FULL_SPEC_FORMATS:
+        rows = [(*r[:_SPEC_T], job.spec, *r[_SPEC_T + 1:]) for r, job in zip(rows, jobs)]
+    return rows
 
 
 class _GcPause:
@@ -112,6 +129,9 @@ def _from_image(fmt: Any, _gc_paused: Any, job_rows: list[tuple[Any, ...]], exec
         gc.enable()
         raise ValueError(f"unsupported snapshot format {fmt!r}")
     jobs = {job.name: job for job in starmap(Job, job_rows)}
+    if tuple(fmt) in FULL_SPEC_FORMATS:
+        for job in jobs.values():
+            job.spec = job.spec_t            # the full text, read into the template slot
     execs = {(ex.job, ex.scheduled_ms): ex for ex in starmap(Execution, exec_rows)}
     audit = list(starmap(AuditRecord, audit_rows))
     return (SNAPSHOT_FORMAT, jobs, execs, epoch, dedup, audit, log_hash, last_index, clock_ms, extra or {})

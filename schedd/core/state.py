@@ -50,8 +50,8 @@ __all__ = [      # re-exported for the modules that import them from here
 DEDUP_TTL_MS = 15 * 60 * 1000
 # The leader's own entries, the denied records themselves, and a batch's staged chunks (its
 # commit or abort is the record of the call) leave no audit record.
-UNAUDITED = frozenset({C.FIRE, C.NOOP, C.EPOCH, C.START, C.START_MANY, C.FINISH, C.FINISH_MANY, C.EXPIRE, C.SKIP, C.SLA, C.AUDIT_APPEND,
-                       C.BATCH_STAGE})
+UNAUDITED = frozenset({C.FIRE, C.NOOP, C.EPOCH, C.START, C.START_MANY, C.FINISH, C.FINISH_MANY, C.EXPIRE, C.SKIP,
+                       C.SLA, C.AUDIT_APPEND, C.BATCH_STAGE, C.GROUP})
 
 Handler = Callable[[Tables, C.Command, int], ApplyResult]
 
@@ -174,6 +174,31 @@ class SchedulerState(Tables):
         refused = self._feature_gate(cmd)
         if refused is not None:
             return refused
+        if cmd.kind == C.GROUP:
+            return self._apply_group(cmd, index)
+        return self._apply_command(cmd, index)
+
+    def _apply_group(self, cmd: C.Command, index: int) -> ApplyResult:
+        """A GROUP entry: each of its entries applied as if it had an entry of its own (at this
+        log index), so each caller gets its own result and a refused one changes nothing. The
+        result's `parts` are theirs, in order; its effects are all of theirs."""
+        texts = cmd.args.get("entries")
+        if not isinstance(texts, list) or not texts:
+            return reject(Code.INVALID, "a group needs a list of entries")
+        parts = []
+        for text in texts:
+            try:
+                sub = C.decode(text) if isinstance(text, str) else None
+            except (ValueError, KeyError, TypeError) as e:
+                parts.append(reject(Code.INVALID, f"malformed entry: {e}"))
+                continue
+            if sub is None or sub.kind not in C.GROUPABLE:
+                parts.append(reject(Code.INVALID, f"entry kind {getattr(sub, 'kind', '?')!r} cannot be grouped"))
+                continue
+            parts.append(self._apply_command(sub, index))
+        return ok(parts=tuple(parts), effects=tuple(e for part in parts for e in part.effects))
+
+    def _apply_command(self, cmd: C.Command, index: int) -> ApplyResult:
         if cmd.now > self.clock_ms:
             self.clock_ms = cmd.now
         batches.forget_finished(self, cmd.now)

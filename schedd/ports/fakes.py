@@ -129,7 +129,8 @@ class FakeNode:
         with self.lock:
             return self._apply(entry)
 
-    async def propose(self, entry: str, *, timeout: float = 10.0) -> dict[str, Any]:
+    async def propose(self, entry: str, *, timeout: float = 10.0, groupable: bool = False) -> dict[str, Any]:
+        """Each entry alone (a group applies its entries as if alone: the same results)."""
         self.proposed.append(entry)
         return await self.proposals.propose(self, entry)
 

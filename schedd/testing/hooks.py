@@ -177,6 +177,16 @@ def applied_through(node) -> int:
         return node.state.last_index
 
 
+def _recorded(result: Mapping[str, Any]) -> dict[str, Any]:
+    """What the history keeps of an apply result; a group's (group commit) keeps its parts'."""
+    res = {k: result[k] for k in ("ok", "code", "token", "state", "items", "scheduled_ms", "name", "logical_ms",
+                                   "deduplicated", "epoch", "retry_at", "claims", "results") if k in result}
+    parts = result.get("parts")
+    if isinstance(parts, tuple):
+        res["parts"] = [_recorded(p) for p in parts]
+    return res
+
+
 class TestFaults(Faults):
     """The node's test-mode hooks (schedd.ports.faults.Faults): the history recorder, the unsafe
     switches of the negative controls, failpoints and per-link Raft dialing, as the environment
@@ -216,9 +226,8 @@ class TestFaults(Faults):
             body = json.loads(entry)
         except ValueError:
             body = {"raw": entry[:200]}
-        res = {k: result[k] for k in ("ok", "code", "token", "state", "items", "scheduled_ms", "name", "logical_ms",
-                                       "deduplicated", "epoch", "retry_at", "claims", "results") if k in result}
-        self.rec("apply", node=node_id, index=index, hash=log_hash.hex(), entry=body, res=res)
+        self.rec("apply", node=node_id, index=index, hash=log_hash.hex(), entry=body, res=_recorded(result))
+
 
     def role_changed(self, node_id: str, old: int, new: int, term: int) -> None:
         self.record("role", node=node_id, old=old, new=new, term=term)

@@ -50,6 +50,22 @@ def _base_rid(entry: dict) -> str:
     rid = str(entry.get("rid", "")).split("#nodedup")[0]
     return rid[len(CLIENT_RID):] if rid.startswith(CLIENT_RID) else rid
 
+def _entries_of(log: dict[int, dict]):
+    """(index, record, entry, result) in log order, a group's entries (group commit) one by one."""
+    for idx in sorted(log):
+        r = log[idx]
+        e, res = r["entry"], r.get("res", {})
+        if e.get("k") == "group" and isinstance(res.get("parts"), list):
+            for text, part in zip(e.get("entries") or [], res["parts"]):
+                try:
+                    sub = json.loads(text)
+                except (TypeError, ValueError):
+                    continue
+                yield idx, r, sub, part
+        else:
+            yield idx, r, e, res
+
+
 def load(lines) -> list[dict]:
     out = []
     for line in lines:
@@ -147,9 +163,7 @@ def check(records: list[dict], meta: dict) -> dict:
     dag_runs: dict[tuple, dict] = {}         # (DAG, logical_ms) -> {"graph", "index", "ts"}
     dag_claims: list[tuple] = []             # (index, ts, dag, t, task, token)
     dag_ended: dict[tuple, dict] = {}        # (DAG, t, task) -> {"state", "index", "ts"} (first end)
-    for idx in sorted(log):
-        r = log[idx]
-        e, res = r["entry"], r.get("res", {})
+    for idx, r, e, res in _entries_of(log):
         k, now = e.get("k"), e.get("now", 0)
         base_rid = _base_rid(e)
         if base_rid:
@@ -400,7 +414,7 @@ def check(records: list[dict], meta: dict) -> dict:
                 A.add("C3", f"{name}: {t1} and {t2} ran at the same time (overlap {overlap[name]})", s2, job=name)
 
     # ---------------------------------------------------------------- C5: acknowledged means durable
-    final_rids = {_base_rid(r["entry"]) for r in latest.values()}
+    final_rids = {_base_rid(e) for _, _, e, _ in _entries_of(latest)}
     for r in by_type["ok"]:
         if r.get("rid") and r["rid"] not in final_rids:
             A.add("C5", f"client {r['op']} {r.get('job')} (request {r['rid'][:12]}) was acknowledged but is "

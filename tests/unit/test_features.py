@@ -182,3 +182,24 @@ def test_an_older_builds_table_is_for_test_mode_only(monkeypatch) -> None:
     monkeypatch.setenv(FEATURE_LEVEL_ENV, "9")
     with pytest.raises(TestModeError, match="feature level must be"):
         configure_node(SimpleNamespace(test_mode=True, node_id="n1"))
+
+
+def test_the_snapshot_format_written_is_one_every_voter_reads():
+    """Below level 3 a leader's image is format 4 (full spec texts), which a build before format 5
+    reads; at level 3 it is format 5 (spec templates). Both restore to the same state."""
+    import pickle
+
+    from schedd.core.snapshot import SnapshotImage
+    from schedd.core.state import SchedulerState
+    from tests.support.state import TOP_LEVEL, Harness
+    assert F.FEATURES.format_for(1) == F.FEATURES.format_for(2) == 4 and F.FEATURES.format_for(3) == 5
+    for level, fmt in ((1, 4), (TOP_LEVEL, 5)):
+        h = Harness(level=level)
+        h.put(name="a")
+        h.put(name="b")
+        image = SnapshotImage(h.state)
+        assert image.__reduce__()[1][0] == ("schedd-state", fmt)
+        copy = SchedulerState()
+        copy.restore(pickle.loads(pickle.dumps(image)))
+        assert copy.state_digest() == h.state.state_digest()
+        assert copy.jobs["a"].spec == h.state.jobs["a"].spec

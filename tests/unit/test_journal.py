@@ -118,8 +118,9 @@ def test_round_trip_and_format(tmp_path):
     j2._destroy()
 
 
-def test_getitem_slices_and_negative_indexes_like_a_list(tmp_path):
-    j = open_j(tmp_path)
+@pytest.mark.parametrize("resident", [jmod.RESIDENT_BYTES, 0], ids=["in_ram", "read_back"])
+def test_getitem_slices_and_negative_indexes_like_a_list(resident, tmp_path):
+    j = open_j(tmp_path, resident_bytes=resident)
     model = fill(j, 12)
     for k in list(range(-12, 12)):
         assert j[k] == model[k]
@@ -139,7 +140,27 @@ def test_getitem_slices_and_negative_indexes_like_a_list(tmp_path):
     model = model[-3:]
     assert list(j) == model
     j._destroy()
-    assert list(open_j(tmp_path)) == model
+    assert list(open_j(tmp_path, resident_bytes=resident)) == model
+
+
+def test_only_the_newest_commands_stay_in_ram_and_older_ones_read_back_equal(tmp_path):
+    """A big log between compactions (a million jobs registered) costs bounded RAM: commands
+    past resident_bytes are read back from the file, byte for byte, by index and by slice."""
+    j = open_j(tmp_path, resident_bytes=10_000)
+    model = [entry(i, size=1000) for i in range(1, 101)]
+    for e in model:
+        j.add(*e)
+    assert j._resident <= 10_000 and 80 < j._evicted < len(model)
+    assert [j[k] for k in range(-100, 100)] == model + model
+    assert j[5:50] == model[5:50] and j[:] == model and j[95:] == model[95:]
+    j.deleteEntriesFrom(60)            # truncating into the resident tail
+    assert j[:] == model[:60] and j._resident <= 10_000
+    j.deleteEntriesTo(20)              # compaction: the kept tail is read back and rewritten
+    assert j[:] == model[20:60] and j._resident <= 10_000
+    j._destroy()
+    j2 = open_j(tmp_path, resident_bytes=10_000)   # a restart stays bounded too
+    assert j2._resident <= 10_000 and j2[:] == model[20:60]
+    j2._destroy()
 
 
 # ----------------------------------------------------------------------------- torn tail / corruption
@@ -258,8 +279,9 @@ def test_bad_header_and_stock_journal_are_refused(tmp_path):
 # ----------------------------------------------------------------------------- truncation / compaction / clear
 
 
-def test_delete_entries_from_survives_reload(tmp_path):
-    j = open_j(tmp_path)
+@pytest.mark.parametrize("resident", [jmod.RESIDENT_BYTES, 0], ids=["in_ram", "read_back"])
+def test_delete_entries_from_survives_reload(resident, tmp_path):
+    j = open_j(tmp_path, resident_bytes=resident)
     model = fill(j, 10)
     j.sync()
     j.deleteEntriesFrom(6)
@@ -273,13 +295,14 @@ def test_delete_entries_from_survives_reload(tmp_path):
     j.sync()
     j.deleteEntriesFrom(100)  # beyond the end: no-op
     j._destroy()
-    assert list(open_j(tmp_path)) == model + new
+    assert list(open_j(tmp_path, resident_bytes=resident)) == model + new
 
 
-def test_delete_entries_to_fsyncs_dump_then_rewrites_durably(tmp_path, events):
+@pytest.mark.parametrize("resident", [jmod.RESIDENT_BYTES, 0], ids=["in_ram", "read_back"])
+def test_delete_entries_to_fsyncs_dump_then_rewrites_durably(resident, tmp_path, events):
     dump = tmp_path / "raft.dump"
     dump.write_bytes(b"snapshot")
-    j = open_j(tmp_path)
+    j = open_j(tmp_path, resident_bytes=resident)
     model = fill(j, 10)
     j.sync()
     events.clear()
@@ -300,7 +323,7 @@ def test_delete_entries_to_fsyncs_dump_then_rewrites_durably(tmp_path, events):
     j.sync()
     model.append(entry(11))
     j._destroy()
-    j2 = open_j(tmp_path)
+    j2 = open_j(tmp_path, resident_bytes=resident)
     assert list(j2) == model
     assert [o for o in j2._offsets][0] == HEADER_SIZE
     j2._destroy()
@@ -323,15 +346,16 @@ def test_clear_survives_reload_and_fsyncs_dump_first(tmp_path, events):
     assert list(open_j(tmp_path)) == [entry(40, 4), entry(41, 4)]
 
 
-def test_startup_dump_load_keeps_entries_after_the_dump_point(tmp_path, caplog):
+@pytest.mark.parametrize("resident", [jmod.RESIDENT_BYTES, 0], ids=["in_ram", "read_back"])
+def test_startup_dump_load_keeps_entries_after_the_dump_point(resident, tmp_path, caplog):
     """pysyncobj's startup __loadDumpFile clears the journal when its first two entries differ from
     the dump's (crash between the dump rename and deleteEntriesTo). The entries after the dump
     point must survive."""
-    j = open_j(tmp_path)
+    j = open_j(tmp_path, resident_bytes=resident)
     model = fill(j, 10)
     j.sync()
     j._destroy()
-    j = open_j(tmp_path)
+    j = open_j(tmp_path, resident_bytes=resident)
     j.register_tick(FakeSyncObj())  # DurableTCPTransport does this during SyncObj.__init__
     with caplog.at_level(logging.WARNING, logger=jmod.__name__):
         j.clear()
@@ -341,7 +365,7 @@ def test_startup_dump_load_keeps_entries_after_the_dump_point(tmp_path, caplog):
     assert "would have discarded 5" in caplog.text
     j.on_tick()
     j._destroy()
-    assert list(open_j(tmp_path)) == model[3:]
+    assert list(open_j(tmp_path, resident_bytes=resident)) == model[3:]
 
 
 def test_startup_dump_load_does_not_keep_a_divergent_tail(tmp_path):
