@@ -99,6 +99,7 @@ def test_bad_input_is_refused_with_clear_status_and_commits_nothing(cluster_fact
     c = cluster_factory(size=3)
     c.start()
     c.wait_leader(timeout=60)
+    c.wait_feature_level()          # the leader's raise is an entry too: before `before`
     s = stub(c, "n2")
     cases = [
         (pb.JobSpec(name="x", schedule="61 * * * *", handler=pb.Handler(shell=pb.ShellHandler(command="t"))),
