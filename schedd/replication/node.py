@@ -35,7 +35,7 @@ from schedd.core.results import ApplyResult
 from schedd.core.state import SchedulerState
 from schedd.replication import journal as durable
 from schedd.replication import membership as members_file
-from schedd.replication.membership import ChangeGate, Membership
+from schedd.replication.membership import ChangeGate, Membership, StaticMember
 from schedd.replication.raft_patches import RepairingSyncObj
 from schedd.replication.transport import TransportLimits
 from schedd.ports.faults import NO_FAULTS, Faults
@@ -63,13 +63,7 @@ class RaftSettings(Protocol):
     def handshake_timeout_ms(self) -> int: ...
 
 
-class Member(Protocol):
-    @property
-    def id(self) -> str: ...
-    @property
-    def raft_address(self) -> str: ...
-    @property
-    def grpc_address(self) -> str: ...
+Member = StaticMember       # a member as the config names it (schedd.replication.membership)
 
 
 class NodeSettings(Protocol):
@@ -204,7 +198,10 @@ class RaftStatus:
     match_index: dict[str, int] = field(default_factory=dict)   # leader only: peer raft address -> index
 
 
-def settle(fut: asyncio.Future[ApplyResult], result: ApplyResult, error: int) -> None:
+_R = TypeVar("_R")
+
+
+def settle(fut: asyncio.Future[_R], result: _R, error: int) -> None:
     """Resolve a proposal's future from pysyncobj's outcome (see the module docstring)."""
     if fut.done():
         return
@@ -498,18 +495,8 @@ class RaftNode(Generic[CfgT]):
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
 
-        def settle(error: int) -> None:
-            if fut.done():
-                return
-            if error == FAIL_REASON.SUCCESS:
-                fut.set_result(None)
-            elif error in _NOT_APPLIED:
-                fut.set_exception(NotApplied(_NOT_APPLIED[error]))
-            else:
-                fut.set_exception(OutcomeUnknown(f"outcome unknown (pysyncobj reason {error})"))
-
         def callback(result: object, error: int) -> None:  # tick thread
-            loop.call_soon_threadsafe(settle, error)
+            loop.call_soon_threadsafe(settle, fut, None, error)
 
         change = self.sync.addNodeToCluster if op == "add" else self.sync.removeNodeFromCluster
         change(raft_address, callback=callback)
