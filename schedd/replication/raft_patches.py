@@ -68,6 +68,7 @@ class RepairingSyncObj(SyncObj):
         self._prevote_term = 0
         self._prevote_grants: set[Any] = set()
         self._prevote_won = False
+        self._tick_started = 0.0                      # when the last tick began (0: none yet)
         self.repair_stats = RepairStats()
         super().__init__(*args, **kwargs)
 
@@ -367,8 +368,23 @@ class RepairingSyncObj(SyncObj):
     # ------------------------------------------------------------ pre-vote (patch 3)
 
     def _onTick(self, timeToWait: float = 0.0) -> None:
+        self._note_tick_gap()
         self._maybe_pre_vote()
         SyncObj._onTick(self, timeToWait)
+
+    def _note_tick_gap(self) -> None:
+        """The time since the previous tick began: how long this node could not act on Raft
+        (its own work, the GIL, the CPU); the longest is kept, a long one is logged."""
+        now = self._now()
+        if self._tick_started:
+            gap = now - self._tick_started
+            if gap > self.repair_stats.max_tick_gap:
+                self.repair_stats.max_tick_gap = gap
+            if gap > self._SyncObj__conf.raftMinTimeout / 2:
+                self.repair_stats.long_tick_gaps += 1
+                log.warning("raft tick thread stalled %.0f ms (as %s)", gap * 1000,
+                            "leader" if self._SyncObj__raftState == _RAFT_STATE.LEADER else "follower")
+        self._tick_started = now
 
     def _maybe_pre_vote(self) -> None:
         """Runs before stock's election check: an expired timer starts a pre-vote round and is
@@ -431,7 +447,8 @@ class RepairingSyncObj(SyncObj):
 class RepairStats:
     """Counters of the repair machinery (what a scripted test asserts, what a debugger reads)."""
 
-    __slots__ = ("truncations", "truncated_entries", "rejections", "stale_rejections", "pre_votes")
+    __slots__ = ("truncations", "truncated_entries", "rejections", "stale_rejections", "pre_votes",
+                 "max_tick_gap", "long_tick_gaps")
 
     def __init__(self) -> None:
         self.truncations = 0
@@ -439,3 +456,5 @@ class RepairStats:
         self.rejections = 0
         self.stale_rejections = 0
         self.pre_votes = 0
+        self.max_tick_gap = 0.0         # seconds, the longest time between two tick starts
+        self.long_tick_gaps = 0         # gaps over half the minimum election timeout
