@@ -28,9 +28,18 @@ ignores).
    they would vote for it in the next term, without raising its own; a peer says yes only if it
    has not heard from a leader for an election timeout and the candidate's log is up to date. So a
    healed node, or one whose tick stalled, no longer deposes a healthy leader by raising the term.
+   A round is void once a leader is heard (late grants answer a question asked before), and a
+   node back from a stall of its own tick refuses for a minimum election timeout: it was not
+   listening, so the silence it measured says nothing about the leader (issue 14: followers that
+   apply the same batch on a starved machine stall together, and granted each other elections).
 4. No election straight after a snapshot install: installing blocks the tick thread (about 0.6 s
    per 100k jobs), after which the election deadline has already passed though the leader was
    just heard; the deadline is restarted when the install ends.
+5. Inbox before timers after a stall: stock's tick judges the election deadline (follower) and
+   the leader fallback before it polls its sockets, so after a stall of the tick thread (CPU
+   starvation, the GIL, a long apply) the heartbeats and answers that arrived meanwhile count as
+   silence. A tick that begins over half the minimum election timeout after the previous one
+   (logged, counted in `RepairStats.long_tick_gaps`) reads its sockets first.
 """
 
 from __future__ import annotations
@@ -69,6 +78,7 @@ class RepairingSyncObj(SyncObj):
         self._prevote_grants: set[Any] = set()
         self._prevote_won = False
         self._tick_started = 0.0                      # when the last tick began (0: none yet)
+        self._listening_since = -math.inf             # end of this node's last long stall
         self.repair_stats = RepairStats()
         super().__init__(*args, **kwargs)
 
@@ -118,8 +128,12 @@ class RepairingSyncObj(SyncObj):
             self._restart_election_timer()
 
     def _heard_from_leader(self) -> None:
+        """A live leader: a pre-vote round under way is void (its late grants must not start an
+        election: they answer a question asked before the leader was heard)."""
         self._leader_contact = self._now()
         self._prevote_won = False
+        self._prevote_round += 1
+        self._prevote_grants = set()
 
     # ------------------------------------------------------------ follower: AppendEntries
 
@@ -368,23 +382,29 @@ class RepairingSyncObj(SyncObj):
     # ------------------------------------------------------------ pre-vote (patch 3)
 
     def _onTick(self, timeToWait: float = 0.0) -> None:
-        self._note_tick_gap()
+        if self._note_tick_gap() and self._SyncObj__transport.ready:
+            # Patch 5: back from a stall, read what arrived meanwhile before any timer is judged
+            # (stock judges first: a follower's election and a leader's fallback would count
+            # heartbeats and answers sitting unread in our own sockets as silence).
+            self._poller.poll(0)
         self._maybe_pre_vote()
         SyncObj._onTick(self, timeToWait)
 
-    def _note_tick_gap(self) -> None:
+    def _note_tick_gap(self) -> bool:
         """The time since the previous tick began: how long this node could not act on Raft
-        (its own work, the GIL, the CPU); the longest is kept, a long one is logged."""
+        (its own work, the GIL, the CPU); the longest is kept. True after a long one (over half
+        the minimum election timeout), which is logged."""
         now = self._now()
-        if self._tick_started:
-            gap = now - self._tick_started
-            if gap > self.repair_stats.max_tick_gap:
-                self.repair_stats.max_tick_gap = gap
-            if gap > self._SyncObj__conf.raftMinTimeout / 2:
-                self.repair_stats.long_tick_gaps += 1
-                log.warning("raft tick thread stalled %.0f ms (as %s)", gap * 1000,
-                            "leader" if self._SyncObj__raftState == _RAFT_STATE.LEADER else "follower")
+        gap = now - self._tick_started if self._tick_started else 0.0
         self._tick_started = now
+        self.repair_stats.max_tick_gap = max(self.repair_stats.max_tick_gap, gap)
+        if gap <= self._SyncObj__conf.raftMinTimeout / 2:
+            return False
+        self.repair_stats.long_tick_gaps += 1
+        self._listening_since = now
+        log.warning("raft tick thread stalled %.0f ms (as %s)", gap * 1000,
+                    "leader" if self._SyncObj__raftState == _RAFT_STATE.LEADER else "follower")
+        return True
 
     def _maybe_pre_vote(self) -> None:
         """Runs before stock's election check: an expired timer starts a pre-vote round and is
@@ -426,8 +446,8 @@ class RepairingSyncObj(SyncObj):
             return False
         if message.get("term", 0) <= self._SyncObj__raftCurrentTerm:
             return False
-        if self._now() - self._leader_contact < self._SyncObj__conf.raftMinTimeout:
-            return False
+        if self._now() - max(self._leader_contact, self._listening_since) < self._SyncObj__conf.raftMinTimeout:
+            return False    # a leader heard, or we were not listening (stalled) for that long
         my_term = self._SyncObj__getCurrentLogTerm()
         their_term, their_idx = message.get("last_log_term", -1), message.get("last_log_index", -1)
         return bool(their_term > my_term or (their_term == my_term and their_idx >= self._log_last()))
