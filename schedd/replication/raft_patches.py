@@ -40,6 +40,9 @@ ignores).
    starvation, the GIL, a long apply) the heartbeats and answers that arrived meanwhile count as
    silence. A tick that begins over half the minimum election timeout after the previous one
    (logged, counted in `RepairStats.long_tick_gaps`) reads its sockets first.
+6. Bounded apply per tick: stock applies every committed entry in the tick that learns of them;
+   here a tick stops applying after an eighth of the minimum election timeout and the next tick
+   goes on at once, so a backlog no longer holds heartbeats (sent after apply) or their reading.
 """
 
 from __future__ import annotations
@@ -50,7 +53,8 @@ from typing import Any
 
 import pysyncobj.pickle as raft_pickle
 from pysyncobj import SyncObj
-from pysyncobj.syncobj import _RAFT_STATE
+from pysyncobj.config import FAIL_REASON
+from pysyncobj.syncobj import _RAFT_STATE, SyncObjExceptionWrongVer
 from pysyncobj.syncobj import monotonicTime as raft_clock
 from pysyncobj.version import VERSION as _INSTALLED_VERSION
 
@@ -388,7 +392,42 @@ class RepairingSyncObj(SyncObj):
             # heartbeats and answers sitting unread in our own sockets as silence).
             self._poller.poll(0)
         self._maybe_pre_vote()
-        SyncObj._onTick(self, timeToWait)
+        backlog = self._SyncObj__raftCommitIndex > self.raftLastApplied
+        SyncObj._onTick(self, 0.0 if backlog else timeToWait)
+
+    def _apply_budget(self) -> float:
+        """Seconds of applying per tick (patch 6): an eighth of the minimum election timeout, so
+        heartbeats (leader) and reading them (follower) never wait long behind a backlog."""
+        return float(self._SyncObj__conf.raftMinTimeout) / 8
+
+    def _SyncObj__applyLogEntries(self) -> bool:
+        """Stock's apply loop, bounded by `_apply_budget` (patch 6): stock applies every committed
+        entry in one tick, so a follower catching up, or any node applying a herd's batches on a
+        starved machine, sent and read no message for seconds. The rest waits for the next tick
+        (which then polls without waiting)."""
+        applied, commit = int(self.raftLastApplied), int(self._SyncObj__raftCommitIndex)
+        if commit <= applied:
+            return False
+        deadline = self._now() + self._apply_budget()
+        waiting = self._SyncObj__commandsWaitingCommit
+        for entry in self._SyncObj__getEntries(applied + 1, commit - applied):
+            try:
+                subscribers = waiting.pop(entry[1], [])
+                res = self._SyncObj__doApplyCommand(entry[0])
+                for term, callback in subscribers:
+                    if term == entry[2]:
+                        callback(res, FAIL_REASON.SUCCESS)
+                    else:
+                        callback(None, FAIL_REASON.DISCARDED)
+                applied += 1
+                self._SyncObj__raftLastApplied = applied
+            except SyncObjExceptionWrongVer as e:
+                log.error("request to switch to unsupported code version (self version: %d, "
+                          "requested version: %d)", self._SyncObj__selfCodeVersion, e.ver)
+            if self._now() > deadline:
+                self.repair_stats.apply_yields += 1
+                break
+        return not self._SyncObj__conf.appendEntriesUseBatch
 
     def _note_tick_gap(self) -> bool:
         """The time since the previous tick began: how long this node could not act on Raft
@@ -468,7 +507,7 @@ class RepairStats:
     """Counters of the repair machinery (what a scripted test asserts, what a debugger reads)."""
 
     __slots__ = ("truncations", "truncated_entries", "rejections", "stale_rejections", "pre_votes",
-                 "max_tick_gap", "long_tick_gaps")
+                 "max_tick_gap", "long_tick_gaps", "apply_yields")
 
     def __init__(self) -> None:
         self.truncations = 0
@@ -478,3 +517,4 @@ class RepairStats:
         self.pre_votes = 0
         self.max_tick_gap = 0.0         # seconds, the longest time between two tick starts
         self.long_tick_gaps = 0         # gaps over half the minimum election timeout
+        self.apply_yields = 0           # ticks that left committed entries for the next one

@@ -337,3 +337,23 @@ def test_single_node_elects_itself_without_pre_vote(cls: type) -> None:
     expire_election_timer(n)
     n._onTick()
     assert n._isLeader()
+
+
+def test_a_backlog_is_applied_over_several_ticks_not_in_one() -> None:
+    """Stock applies every committed entry in one tick: a follower catching up (or any node
+    applying a herd's batches) neither sent nor read a message until it was done, past the
+    election timeout. Here a tick stops after its budget; the rest follows on the next ticks."""
+    net = cluster(RepairingSyncObj)
+    b = net.nodes[B]
+    append_raw(b, [1] * 50)
+    b._SyncObj__raftCommitIndex = b._SyncObj__raftLog[-1][1]
+    step = b._SyncObj__conf.raftMinTimeout / 8 / 2          # two entries fill the budget
+    b._SyncObj__doApplyCommand = lambda command: time.sleep(step)
+    b._onTick()
+    first = b.raftLastApplied
+    assert 1 <= first < 50, first
+    assert b.repair_stats.apply_yields == 1
+    deadline = time.monotonic() + 60
+    while b.raftLastApplied < b._SyncObj__raftCommitIndex and time.monotonic() < deadline:
+        b._onTick()
+    assert b.raftLastApplied == b._SyncObj__raftCommitIndex
