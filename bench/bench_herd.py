@@ -53,7 +53,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _metrics import cpu_seconds, percentile, put_jobs_in_calls
+from _metrics import cpu_seconds, percentile, put_jobs_in_calls, scrape, value
 
 from schedd.runtime.cluster import LocalCluster
 from schedd_client import job_spec
@@ -169,7 +169,22 @@ class Watch:
                 self.spy.send_signal(signal.SIGINT)
                 self.spy.wait()
         leader = self.c.leader()
-        return {"cpu": cpu, "leader": f"{self.leader} -> {leader}", "terms": f"{self.term0} -> {self.term(leader)}"}
+        return {"cpu": cpu, "leader": f"{self.leader} -> {leader}", "terms": f"{self.term0} -> {self.term(leader)}",
+                "ticks": self.tick_gaps()}
+
+    def tick_gaps(self) -> str:
+        """Per node: the longest Raft tick gap (ms) and the pre-vote rounds it started (what
+        precedes an election: a follower whose timer ran out), from its metrics."""
+        parts = []
+        for nid, node in self.c.nodes.items():
+            try:
+                s = scrape(node.metrics)
+            except OSError:
+                parts.append(f"{nid} ?")
+                continue
+            parts.append(f"{nid} {value(s, 'schedd_raft_max_tick_gap_seconds') * 1000:.0f} ms"
+                         f"/{value(s, 'schedd_raft_pre_votes'):.0f}")
+        return ", ".join(parts)
 
 
 def herd(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
@@ -206,6 +221,7 @@ def herd(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
                   f"  last {late[-1]:.3f}s  started by T+0.5s: {sum(1 for x in late if x <= 0.5):,}"
                   f"  by T+3s: {sum(1 for x in late if x <= 3):,}")
         print(f"  leader {figures['leader']}, terms {figures['terms']} (a change = an election)")
+        print(f"  longest raft tick gap / pre-vote rounds: {figures['ticks']}")
         cpu = figures["cpu"]
         print("  CPU s: " + ", ".join(f"{n} {v:.1f}" for n, v in cpu.items()) + f"  (all {sum(cpu.values()):.1f})")
     finally:
@@ -248,6 +264,7 @@ def steady(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
         print("  CPU s: " + ", ".join(f"{n} {v:.1f}" for n, v in cpu.items()) +
               f"  (all {total:.1f}; per 1,000 fires {1000 * total / max(1, fires):.2f} s)")
         print(f"  leader {figures['leader']}, terms {figures['terms']}")
+        print(f"  longest raft tick gap / pre-vote rounds: {figures['ticks']}")
     finally:
         stop_workers(procs)
 
