@@ -83,6 +83,8 @@ class RepairingSyncObj(SyncObj):
         self._prevote_won = False
         self._tick_started = 0.0                      # when the last tick began (0: none yet)
         self._listening_since = -math.inf             # end of this node's last long stall
+        self._tick_work = 0.0                         # seconds the last tick took (poll included)
+        self._apply_work = 0.0                        # of which applying entries
         self.repair_stats = RepairStats()
         super().__init__(*args, **kwargs)
 
@@ -393,7 +395,9 @@ class RepairingSyncObj(SyncObj):
             self._poller.poll(0)
         self._maybe_pre_vote()
         backlog = self._SyncObj__raftCommitIndex > self.raftLastApplied
+        started = self._now()
         SyncObj._onTick(self, 0.0 if backlog else timeToWait)
+        self._tick_work = self._now() - started
 
     def _apply_budget(self) -> float:
         """Seconds of applying per tick (patch 6): an eighth of the minimum election timeout, so
@@ -406,6 +410,7 @@ class RepairingSyncObj(SyncObj):
         starved machine, sent and read no message for seconds. The rest waits for the next tick
         (which then polls without waiting)."""
         applied, commit = int(self.raftLastApplied), int(self._SyncObj__raftCommitIndex)
+        self._apply_work = 0.0
         if commit <= applied:
             return False
         deadline = self._now() + self._apply_budget()
@@ -427,6 +432,7 @@ class RepairingSyncObj(SyncObj):
             if self._now() > deadline:
                 self.repair_stats.apply_yields += 1
                 break
+        self._apply_work = self._now() - deadline + self._apply_budget()
         return not self._SyncObj__conf.appendEntriesUseBatch
 
     def _note_tick_gap(self) -> bool:
@@ -441,8 +447,10 @@ class RepairingSyncObj(SyncObj):
             return False
         self.repair_stats.long_tick_gaps += 1
         self._listening_since = now
-        log.warning("raft tick thread stalled %.0f ms (as %s)", gap * 1000,
-                    "leader" if self._SyncObj__raftState == _RAFT_STATE.LEADER else "follower")
+        log.warning("raft tick thread stalled %.0f ms (as %s): the previous tick took %.0f ms, "
+                    "%.0f ms of it applying", gap * 1000,
+                    "leader" if self._SyncObj__raftState == _RAFT_STATE.LEADER else "follower",
+                    self._tick_work * 1000, self._apply_work * 1000)
         return True
 
     def _maybe_pre_vote(self) -> None:
