@@ -85,8 +85,18 @@ class RepairingSyncObj(SyncObj):
         self._listening_since = -math.inf             # end of this node's last long stall
         self._tick_work = 0.0                         # seconds the last tick took (poll included)
         self._apply_work = 0.0                        # of which applying entries
+        self._sections: dict[str, float] = {}         # of which: seconds per part (stall log)
         self.repair_stats = RepairStats()
         super().__init__(*args, **kwargs)
+        self._poller.poll = self._timed_poll(self._poller.poll)
+
+    def _timed_poll(self, poll: Any) -> Any:
+        """The poller's poll, timed into the stall log (reading and handling messages)."""
+        def timed(timeout: float) -> None:
+            started = self._now()
+            poll(timeout)
+            self._timed("poll+messages", started)
+        return timed
 
     # ------------------------------------------------------------ small accessors
 
@@ -325,6 +335,7 @@ class RepairingSyncObj(SyncObj):
                 self._SyncObj__serializer.cancelTransmisstion(node)
                 continue
             self._send_to(node, now)
+        self._timed("sending", now)
 
     def _send_to(self, node: Any, started: float) -> None:
         conf = self._SyncObj__conf
@@ -396,8 +407,24 @@ class RepairingSyncObj(SyncObj):
         self._maybe_pre_vote()
         backlog = self._SyncObj__raftCommitIndex > self.raftLastApplied
         started = self._now()
+        self._sections = {}
         SyncObj._onTick(self, 0.0 if backlog else timeToWait)
         self._tick_work = self._now() - started
+        self._sections["apply"] = self._apply_work
+        self._sections["rest (tick callbacks: fdatasync...)"] = self._tick_work - sum(self._sections.values())
+
+    def _timed(self, part: str, started: float) -> None:
+        self._sections[part] = self._sections.get(part, 0.0) + self._now() - started
+
+    def _checkCommandsToApply(self) -> None:
+        started = self._now()
+        SyncObj._checkCommandsToApply(self)
+        self._timed("proposals", started)
+
+    def _SyncObj__tryLogCompaction(self) -> None:
+        started = self._now()
+        SyncObj._SyncObj__tryLogCompaction(self)
+        self._timed("compaction", started)
 
     def _apply_budget(self) -> float:
         """Seconds of applying per tick (patch 6): an eighth of the minimum election timeout, so
@@ -447,10 +474,12 @@ class RepairingSyncObj(SyncObj):
             return False
         self.repair_stats.long_tick_gaps += 1
         self._listening_since = now
+        parts = ", ".join(f"{k} {v * 1000:.0f}" for k, v in
+                          sorted(self._sections.items(), key=lambda kv: -kv[1]) if v >= 0.001)
         log.warning("raft tick thread stalled %.0f ms (as %s): the previous tick took %.0f ms, "
-                    "%.0f ms of it applying", gap * 1000,
+                    "%.0f ms of it applying (%s)", gap * 1000,
                     "leader" if self._SyncObj__raftState == _RAFT_STATE.LEADER else "follower",
-                    self._tick_work * 1000, self._apply_work * 1000)
+                    self._tick_work * 1000, self._apply_work * 1000, parts)
         return True
 
     def _maybe_pre_vote(self) -> None:
