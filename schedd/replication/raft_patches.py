@@ -88,14 +88,20 @@ class RepairingSyncObj(SyncObj):
         self._sections: dict[str, float] = {}         # of which: seconds per part (stall log)
         self.repair_stats = RepairStats()
         super().__init__(*args, **kwargs)
-        self._poller.poll = self._timed_poll(self._poller.poll)
+        self._poller.poll = self._timed("poll+messages", self._poller.poll)
+        journal = self._SyncObj__raftLog
+        if callable(getattr(journal, "sync", None)):      # DurableJournal: its fdatasync
+            journal.sync = self._timed("fdatasync", journal.sync)
 
-    def _timed_poll(self, poll: Any) -> Any:
-        """The poller's poll, timed into the stall log (reading and handling messages)."""
-        def timed(timeout: float) -> None:
+    def _timed(self, part: str, call: Any) -> Any:
+        """`call`, its time added to this tick's `part` (the stall log's breakdown); only the
+        tick thread calls these."""
+        def timed(*args: Any, **kwargs: Any) -> Any:
             started = self._now()
-            poll(timeout)
-            self._timed("poll+messages", started)
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self._sections[part] = self._sections.get(part, 0.0) + self._now() - started
         return timed
 
     # ------------------------------------------------------------ small accessors
@@ -334,8 +340,7 @@ class RepairingSyncObj(SyncObj):
             if node not in self._SyncObj__connectedNodes:
                 self._SyncObj__serializer.cancelTransmisstion(node)
                 continue
-            self._send_to(node, now)
-        self._timed("sending", now)
+            self._timed("sending", self._send_to)(node, now)
 
     def _send_to(self, node: Any, started: float) -> None:
         conf = self._SyncObj__conf
@@ -411,20 +416,15 @@ class RepairingSyncObj(SyncObj):
         SyncObj._onTick(self, 0.0 if backlog else timeToWait)
         self._tick_work = self._now() - started
         self._sections["apply"] = self._apply_work
-        self._sections["rest (tick callbacks: fdatasync...)"] = self._tick_work - sum(self._sections.values())
-
-    def _timed(self, part: str, started: float) -> None:
-        self._sections[part] = self._sections.get(part, 0.0) + self._now() - started
+        # fdatasync happens inside sending (before_send) or a tick callback: not a part of its own
+        self._sections["rest (tick callbacks)"] = self._tick_work - sum(
+            v for k, v in self._sections.items() if k != "fdatasync")
 
     def _checkCommandsToApply(self) -> None:
-        started = self._now()
-        SyncObj._checkCommandsToApply(self)
-        self._timed("proposals", started)
+        self._timed("proposals", lambda: SyncObj._checkCommandsToApply(self))()
 
     def _SyncObj__tryLogCompaction(self) -> None:
-        started = self._now()
-        SyncObj._SyncObj__tryLogCompaction(self)
-        self._timed("compaction", started)
+        self._timed("compaction", lambda: SyncObj._SyncObj__tryLogCompaction(self))()
 
     def _apply_budget(self) -> float:
         """Seconds of applying per tick (patch 6): an eighth of the minimum election timeout, so
