@@ -34,6 +34,18 @@ Latest same-run figures (2026-12-01, this 2-core machine shared with other sessi
       per commit round (~3-4k/s on this loaded machine) does not finish within the 15 s burst
       lookahead, and the leader still loses its lease under the herd (cause not pinned yet).
     Profiles: bench/profiles/{before,after}-herd10k.svg (the leader).
+
+Elections under load (branch elect, 2026-12-01, quiet machine, load average ~3): the last line
+gives each node's longest Raft tick gap and the pre-vote rounds it started (one on the first
+leader: its own election). No election at steady 1,000 fires/s, herd 30,000 or herd 100,000
+here, before or after; the stall log (`raft tick thread stalled`, with the previous tick's parts)
+shows why they happen on a loaded one: ticks of 100-400 ms on every node, mostly applying one
+large entry (up to 180 ms), then sending (up to 250 ms) and fdatasync (up to 50 ms); at load
+7-19 these pass the 600 ms election timeout, on the followers together (they apply the same
+batches). Steady 10,000 @every 10s, 30 s, back to back:
+    before (integ2 + gauges)   p50 1.75 s  p99 3.40 s  terms 1 -> 1  longest tick: leader 412 ms
+    after (bounded apply ...)  p50 1.57 s  p99 3.24 s  terms 1 -> 1  longest tick: leader 193 ms
+(one more after-run: leader 376 ms; noisy.)
 """
 
 from __future__ import annotations
