@@ -34,6 +34,18 @@ Latest same-run figures (2026-12-01, this 2-core machine shared with other sessi
       per commit round (~3-4k/s on this loaded machine) does not finish within the 15 s burst
       lookahead, and the leader still loses its lease under the herd (cause not pinned yet).
     Profiles: bench/profiles/{before,after}-herd10k.svg (the leader).
+
+Elections under load (branch elect, 2026-12-01, quiet machine, load average ~3): the last line
+gives each node's longest Raft tick gap and the pre-vote rounds it started (one on the first
+leader: its own election). No election at steady 1,000 fires/s, herd 30,000 or herd 100,000
+here, before or after; the stall log (`raft tick thread stalled`, with the previous tick's parts)
+shows why they happen on a loaded one: ticks of 100-400 ms on every node, mostly applying one
+large entry (up to 180 ms), then sending (up to 250 ms) and fdatasync (up to 50 ms); at load
+7-19 these pass the 600 ms election timeout, on the followers together (they apply the same
+batches). Steady 10,000 @every 10s, 30 s, back to back:
+    before (integ2 + gauges)   p50 1.75 s  p99 3.40 s  terms 1 -> 1  longest tick: leader 412 ms
+    after (bounded apply ...)  p50 1.57 s  p99 3.24 s  terms 1 -> 1  longest tick: leader 193 ms
+(one more after-run: leader 376 ms; noisy.)
 """
 
 from __future__ import annotations
@@ -53,7 +65,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _metrics import cpu_seconds, percentile, put_jobs_in_calls
+from _metrics import cpu_seconds, percentile, put_jobs_in_calls, scrape, value
 
 from schedd.runtime.cluster import LocalCluster
 from schedd_client import job_spec
@@ -169,7 +181,22 @@ class Watch:
                 self.spy.send_signal(signal.SIGINT)
                 self.spy.wait()
         leader = self.c.leader()
-        return {"cpu": cpu, "leader": f"{self.leader} -> {leader}", "terms": f"{self.term0} -> {self.term(leader)}"}
+        return {"cpu": cpu, "leader": f"{self.leader} -> {leader}", "terms": f"{self.term0} -> {self.term(leader)}",
+                "ticks": self.tick_gaps()}
+
+    def tick_gaps(self) -> str:
+        """Per node: the longest Raft tick gap (ms) and the pre-vote rounds it started (what
+        precedes an election: a follower whose timer ran out), from its metrics."""
+        parts = []
+        for nid, node in self.c.nodes.items():
+            try:
+                s = scrape(node.metrics)
+            except OSError:
+                parts.append(f"{nid} ?")
+                continue
+            parts.append(f"{nid} {value(s, 'schedd_raft_max_tick_gap_seconds') * 1000:.0f} ms"
+                         f"/{value(s, 'schedd_raft_pre_votes'):.0f}")
+        return ", ".join(parts)
 
 
 def herd(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
@@ -206,6 +233,7 @@ def herd(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
                   f"  last {late[-1]:.3f}s  started by T+0.5s: {sum(1 for x in late if x <= 0.5):,}"
                   f"  by T+3s: {sum(1 for x in late if x <= 3):,}")
         print(f"  leader {figures['leader']}, terms {figures['terms']} (a change = an election)")
+        print(f"  longest raft tick gap / pre-vote rounds: {figures['ticks']}")
         cpu = figures["cpu"]
         print("  CPU s: " + ", ".join(f"{n} {v:.1f}" for n, v in cpu.items()) + f"  (all {sum(cpu.values()):.1f})")
     finally:
@@ -248,6 +276,7 @@ def steady(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
         print("  CPU s: " + ", ".join(f"{n} {v:.1f}" for n, v in cpu.items()) +
               f"  (all {total:.1f}; per 1,000 fires {1000 * total / max(1, fires):.2f} s)")
         print(f"  leader {figures['leader']}, terms {figures['terms']}")
+        print(f"  longest raft tick gap / pre-vote rounds: {figures['ticks']}")
     finally:
         stop_workers(procs)
 

@@ -28,9 +28,21 @@ ignores).
    they would vote for it in the next term, without raising its own; a peer says yes only if it
    has not heard from a leader for an election timeout and the candidate's log is up to date. So a
    healed node, or one whose tick stalled, no longer deposes a healthy leader by raising the term.
+   A round is void once a leader is heard (late grants answer a question asked before), and a
+   node back from a stall of its own tick refuses for a minimum election timeout: it was not
+   listening, so the silence it measured says nothing about the leader (issue 14: followers that
+   apply the same batch on a starved machine stall together, and granted each other elections).
 4. No election straight after a snapshot install: installing blocks the tick thread (about 0.6 s
    per 100k jobs), after which the election deadline has already passed though the leader was
    just heard; the deadline is restarted when the install ends.
+5. Inbox before timers after a stall: stock's tick judges the election deadline (follower) and
+   the leader fallback before it polls its sockets, so after a stall of the tick thread (CPU
+   starvation, the GIL, a long apply) the heartbeats and answers that arrived meanwhile count as
+   silence. A tick that begins over half the minimum election timeout after the previous one
+   (logged, counted in `RepairStats.long_tick_gaps`) reads its sockets first.
+6. Bounded apply per tick: stock applies every committed entry in the tick that learns of them;
+   here a tick stops applying after an eighth of the minimum election timeout and the next tick
+   goes on at once, so a backlog no longer holds heartbeats (sent after apply) or their reading.
 """
 
 from __future__ import annotations
@@ -41,7 +53,8 @@ from typing import Any
 
 import pysyncobj.pickle as raft_pickle
 from pysyncobj import SyncObj
-from pysyncobj.syncobj import _RAFT_STATE
+from pysyncobj.config import FAIL_REASON
+from pysyncobj.syncobj import _RAFT_STATE, SyncObjExceptionWrongVer
 from pysyncobj.syncobj import monotonicTime as raft_clock
 from pysyncobj.version import VERSION as _INSTALLED_VERSION
 
@@ -68,8 +81,28 @@ class RepairingSyncObj(SyncObj):
         self._prevote_term = 0
         self._prevote_grants: set[Any] = set()
         self._prevote_won = False
+        self._tick_started = 0.0                      # when the last tick began (0: none yet)
+        self._listening_since = -math.inf             # end of this node's last long stall
+        self._tick_work = 0.0                         # seconds the last tick took (poll included)
+        self._apply_work = 0.0                        # of which applying entries
+        self._sections: dict[str, float] = {}         # of which: seconds per part (stall log)
         self.repair_stats = RepairStats()
         super().__init__(*args, **kwargs)
+        self._poller.poll = self._timed("poll+messages", self._poller.poll)
+        journal = self._SyncObj__raftLog
+        if callable(getattr(journal, "sync", None)):      # DurableJournal: its fdatasync
+            journal.sync = self._timed("fdatasync", journal.sync)
+
+    def _timed(self, part: str, call: Any) -> Any:
+        """`call`, its time added to this tick's `part` (the stall log's breakdown); only the
+        tick thread calls these."""
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = self._now()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self._sections[part] = self._sections.get(part, 0.0) + self._now() - started
+        return timed
 
     # ------------------------------------------------------------ small accessors
 
@@ -117,8 +150,12 @@ class RepairingSyncObj(SyncObj):
             self._restart_election_timer()
 
     def _heard_from_leader(self) -> None:
+        """A live leader: a pre-vote round under way is void (its late grants must not start an
+        election: they answer a question asked before the leader was heard)."""
         self._leader_contact = self._now()
         self._prevote_won = False
+        self._prevote_round += 1
+        self._prevote_grants = set()
 
     # ------------------------------------------------------------ follower: AppendEntries
 
@@ -303,7 +340,7 @@ class RepairingSyncObj(SyncObj):
             if node not in self._SyncObj__connectedNodes:
                 self._SyncObj__serializer.cancelTransmisstion(node)
                 continue
-            self._send_to(node, now)
+            self._timed("sending", self._send_to)(node, now)
 
     def _send_to(self, node: Any, started: float) -> None:
         conf = self._SyncObj__conf
@@ -367,8 +404,83 @@ class RepairingSyncObj(SyncObj):
     # ------------------------------------------------------------ pre-vote (patch 3)
 
     def _onTick(self, timeToWait: float = 0.0) -> None:
+        if self._note_tick_gap() and self._SyncObj__transport.ready:
+            # Patch 5: back from a stall, read what arrived meanwhile before any timer is judged
+            # (stock judges first: a follower's election and a leader's fallback would count
+            # heartbeats and answers sitting unread in our own sockets as silence).
+            self._poller.poll(0)
         self._maybe_pre_vote()
-        SyncObj._onTick(self, timeToWait)
+        backlog = self._SyncObj__raftCommitIndex > self.raftLastApplied
+        started = self._now()
+        self._sections = {}
+        SyncObj._onTick(self, 0.0 if backlog else timeToWait)
+        self._tick_work = self._now() - started
+        self._sections["apply"] = self._apply_work
+        # fdatasync happens inside sending (before_send) or a tick callback: not a part of its own
+        self._sections["rest (tick callbacks)"] = self._tick_work - sum(
+            v for k, v in self._sections.items() if k != "fdatasync")
+
+    def _checkCommandsToApply(self) -> None:
+        self._timed("proposals", lambda: SyncObj._checkCommandsToApply(self))()
+
+    def _SyncObj__tryLogCompaction(self) -> None:
+        self._timed("compaction", lambda: SyncObj._SyncObj__tryLogCompaction(self))()
+
+    def _apply_budget(self) -> float:
+        """Seconds of applying per tick (patch 6): an eighth of the minimum election timeout, so
+        heartbeats (leader) and reading them (follower) never wait long behind a backlog."""
+        return float(self._SyncObj__conf.raftMinTimeout) / 8
+
+    def _SyncObj__applyLogEntries(self) -> bool:
+        """Stock's apply loop, bounded by `_apply_budget` (patch 6): stock applies every committed
+        entry in one tick, so a follower catching up, or any node applying a herd's batches on a
+        starved machine, sent and read no message for seconds. The rest waits for the next tick
+        (which then polls without waiting)."""
+        applied, commit = int(self.raftLastApplied), int(self._SyncObj__raftCommitIndex)
+        self._apply_work = 0.0
+        if commit <= applied:
+            return False
+        deadline = self._now() + self._apply_budget()
+        waiting = self._SyncObj__commandsWaitingCommit
+        for entry in self._SyncObj__getEntries(applied + 1, commit - applied):
+            try:
+                subscribers = waiting.pop(entry[1], [])
+                res = self._SyncObj__doApplyCommand(entry[0])
+                for term, callback in subscribers:
+                    if term == entry[2]:
+                        callback(res, FAIL_REASON.SUCCESS)
+                    else:
+                        callback(None, FAIL_REASON.DISCARDED)
+                applied += 1
+                self._SyncObj__raftLastApplied = applied
+            except SyncObjExceptionWrongVer as e:
+                log.error("request to switch to unsupported code version (self version: %d, "
+                          "requested version: %d)", self._SyncObj__selfCodeVersion, e.ver)
+            if self._now() > deadline:
+                self.repair_stats.apply_yields += 1
+                break
+        self._apply_work = self._now() - deadline + self._apply_budget()
+        return not self._SyncObj__conf.appendEntriesUseBatch
+
+    def _note_tick_gap(self) -> bool:
+        """The time since the previous tick began: how long this node could not act on Raft
+        (its own work, the GIL, the CPU); the longest is kept. True after a long one (over half
+        the minimum election timeout), which is logged."""
+        now = self._now()
+        gap = now - self._tick_started if self._tick_started else 0.0
+        self._tick_started = now
+        self.repair_stats.max_tick_gap = max(self.repair_stats.max_tick_gap, gap)
+        if gap <= self._SyncObj__conf.raftMinTimeout / 2:
+            return False
+        self.repair_stats.long_tick_gaps += 1
+        self._listening_since = now
+        parts = ", ".join(f"{k} {v * 1000:.0f}" for k, v in
+                          sorted(self._sections.items(), key=lambda kv: -kv[1]) if v >= 0.001)
+        log.warning("raft tick thread stalled %.0f ms (as %s): the previous tick took %.0f ms, "
+                    "%.0f ms of it applying (%s)", gap * 1000,
+                    "leader" if self._SyncObj__raftState == _RAFT_STATE.LEADER else "follower",
+                    self._tick_work * 1000, self._apply_work * 1000, parts)
+        return True
 
     def _maybe_pre_vote(self) -> None:
         """Runs before stock's election check: an expired timer starts a pre-vote round and is
@@ -410,8 +522,8 @@ class RepairingSyncObj(SyncObj):
             return False
         if message.get("term", 0) <= self._SyncObj__raftCurrentTerm:
             return False
-        if self._now() - self._leader_contact < self._SyncObj__conf.raftMinTimeout:
-            return False
+        if self._now() - max(self._leader_contact, self._listening_since) < self._SyncObj__conf.raftMinTimeout:
+            return False    # a leader heard, or we were not listening (stalled) for that long
         my_term = self._SyncObj__getCurrentLogTerm()
         their_term, their_idx = message.get("last_log_term", -1), message.get("last_log_index", -1)
         return bool(their_term > my_term or (their_term == my_term and their_idx >= self._log_last()))
@@ -431,7 +543,8 @@ class RepairingSyncObj(SyncObj):
 class RepairStats:
     """Counters of the repair machinery (what a scripted test asserts, what a debugger reads)."""
 
-    __slots__ = ("truncations", "truncated_entries", "rejections", "stale_rejections", "pre_votes")
+    __slots__ = ("truncations", "truncated_entries", "rejections", "stale_rejections", "pre_votes",
+                 "max_tick_gap", "long_tick_gaps", "apply_yields")
 
     def __init__(self) -> None:
         self.truncations = 0
@@ -439,3 +552,6 @@ class RepairStats:
         self.rejections = 0
         self.stale_rejections = 0
         self.pre_votes = 0
+        self.max_tick_gap = 0.0         # seconds, the longest time between two tick starts
+        self.long_tick_gaps = 0         # gaps over half the minimum election timeout
+        self.apply_yields = 0           # ticks that left committed entries for the next one

@@ -73,6 +73,7 @@ class _NodeCollector:
             g = GaugeMetricFamily(name, doc)
             g.add_metric([], value)
             yield g
+        yield from _tick_gauges(getattr(self._node.sync, "repair_stats", None))
         if self._load is not None:
             for name, doc, value in (
                 ("schedd_dispatch_backlog", "Runs past due waiting for a claim (the leader's; 0 on a follower)",
@@ -85,6 +86,24 @@ class _NodeCollector:
                 yield g
         if self._replicas is not None:
             yield from _replica_gauges(self._replicas.rows)
+
+
+def _tick_gauges(stats):
+    """The Raft tick thread's health (raft_patches.RepairStats; absent on stock pysyncobj): how
+    long it went without running, and the pre-vote rounds its election timer started."""
+    if stats is None:
+        return
+    for name, doc, value in (
+        ("schedd_raft_max_tick_gap_seconds", "Longest time between two Raft ticks since start "
+         "(a stall past the election timeout is what makes a follower stand)", stats.max_tick_gap),
+        ("schedd_raft_long_tick_gaps", "Raft ticks that began over half the minimum election "
+         "timeout after the previous one", stats.long_tick_gaps),
+        ("schedd_raft_pre_votes", "Pre-vote rounds this node started (its election timer expired)",
+         stats.pre_votes),
+    ):
+        g = GaugeMetricFamily(name, doc)
+        g.add_metric([], value)
+        yield g
 
 
 def _replica_gauges(rows):

@@ -244,6 +244,49 @@ def test_won_pre_vote_leads_to_an_election_when_the_leader_is_gone() -> None:
     assert b.raftCurrentTerm == 3 and b._isLeader()
 
 
+def test_grants_arriving_after_the_leader_was_heard_start_no_election() -> None:
+    """Issue 14: a follower whose tick stalled past its timeout sends a pre-vote before it reads
+    the heartbeats queued meanwhile; a peer stalled alike grants it. The grant answers a question
+    asked before the leader was heard: it must not start an election (it did: term 3)."""
+    net = cluster(RepairingSyncObj)
+    make_leader(net.nodes[A], 2)
+    rounds(net, A, 2)
+    b, c = net.nodes[B], net.nodes[C]
+    expire_election_timer(b)
+    b._onTick()                                      # pre-vote to A and C
+    requests = net.take(lambda m: m.kind == PRE_VOTE)
+    send_heartbeats(net.nodes[A])
+    net.deliver(net.take(lambda m: m.dst == B))      # B now hears the leader...
+    c._leader_contact = -1e9                         # ...C has not yet (stalled too)
+    net.deliver([m for m in requests if m.dst == C])
+    assert any(m.body.get("granted") for m in net.queue if m.dst == B)
+    net.deliver_all()                                # the late grant reaches B
+    for _ in range(3):
+        b._onTick()
+        net.deliver_all()
+    assert b.raftCurrentTerm == 2 and net.nodes[A]._isLeader()
+
+
+def test_a_node_back_from_a_stall_refuses_pre_votes_until_it_has_listened() -> None:
+    """A node that was not running (its tick stalled: CPU starvation, a long apply) cannot tell
+    whether the leader was silent: it refuses pre-votes for a minimum election timeout after."""
+    net = cluster(RepairingSyncObj)
+    make_leader(net.nodes[A], 2)
+    rounds(net, A, 2)
+    b, c = net.nodes[B], net.nodes[C]
+    stall = c._SyncObj__conf.raftMaxTimeout
+    c._onTick()
+    c._tick_started -= stall                         # C's last tick began `stall` s ago
+    c._leader_contact -= stall                       # and so did its last look at the leader
+    c._onTick()
+    assert c.repair_stats.long_tick_gaps == 1 and c.repair_stats.max_tick_gap >= stall
+    expire_election_timer(b)
+    b._onTick()
+    net.deliver([m for m in net.take(lambda m: m.kind == PRE_VOTE) if m.dst == C])
+    replies = net.take(lambda m: m.src == C)
+    assert replies and not any(m.body["granted"] for m in replies)
+
+
 def test_pre_vote_refused_to_an_out_of_date_log() -> None:
     net = cluster(RepairingSyncObj)
     append_raw(net.nodes[C], [1] * 5)
@@ -294,3 +337,23 @@ def test_single_node_elects_itself_without_pre_vote(cls: type) -> None:
     expire_election_timer(n)
     n._onTick()
     assert n._isLeader()
+
+
+def test_a_backlog_is_applied_over_several_ticks_not_in_one() -> None:
+    """Stock applies every committed entry in one tick: a follower catching up (or any node
+    applying a herd's batches) neither sent nor read a message until it was done, past the
+    election timeout. Here a tick stops after its budget; the rest follows on the next ticks."""
+    net = cluster(RepairingSyncObj)
+    b = net.nodes[B]
+    append_raw(b, [1] * 50)
+    b._SyncObj__raftCommitIndex = b._SyncObj__raftLog[-1][1]
+    step = b._SyncObj__conf.raftMinTimeout / 8 / 2          # two entries fill the budget
+    b._SyncObj__doApplyCommand = lambda command: time.sleep(step)
+    b._onTick()
+    first = b.raftLastApplied
+    assert 1 <= first < 50, first
+    assert b.repair_stats.apply_yields == 1
+    deadline = time.monotonic() + 60
+    while b.raftLastApplied < b._SyncObj__raftCommitIndex and time.monotonic() < deadline:
+        b._onTick()
+    assert b.raftLastApplied == b._SyncObj__raftCommitIndex
