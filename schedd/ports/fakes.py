@@ -119,6 +119,7 @@ class FakeNode:
         self.proposals = proposals or Proposals()
         self.proposed: list[str] = []
         self.raft_status: Any = None
+        self.repair_stats: Any = None       # RaftNode.repair_stats: none without patched Raft
 
     @property
     def state(self) -> Any:

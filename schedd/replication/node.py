@@ -409,6 +409,12 @@ class RaftNode(Generic[CfgT]):
                  self.sync.raftCurrentTerm if hasattr(self, "sync") else -1)
         self._on_role_change(old, new)
 
+    @property
+    def repair_stats(self) -> Any:
+        """The patched Raft's counters (raft_patches.RepairStats), None on stock pysyncobj (the
+        negative control): what the metrics read of the tick thread's health."""
+        return getattr(self.sync, "repair_stats", None)
+
     def is_leader(self) -> bool:
         """pysyncobj's view only: it may be stale for up to leader_fallback_ms. Never gate a side
         effect on it alone; gate on a committed entry of this term (the leader epoch)."""

@@ -73,7 +73,7 @@ class _NodeCollector:
             g = GaugeMetricFamily(name, doc)
             g.add_metric([], value)
             yield g
-        yield from _tick_gauges(getattr(self._node.sync, "repair_stats", None))
+        yield from _tick_gauges(self._node.repair_stats)
         if self._load is not None:
             for name, doc, value in (
                 ("schedd_dispatch_backlog", "Runs past due waiting for a claim (the leader's; 0 on a follower)",
