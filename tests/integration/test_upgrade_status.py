@@ -86,7 +86,11 @@ def test_a_rolling_upgrade_raises_the_feature_level_once_every_node_supports_it(
     assert ran_twice(c, "at-top")                   # the batched kinds now
     noted = schedctl(c, "audit", "note", "n3 upgraded", "-o", "json", at=at)
     assert json.loads(noted.stdout)["record"]["target"] == "n3 upgraded"
-    listed = json.loads(schedctl(c, "audit", "list", "--target", "n3 upgraded", "-o", "json", at=at).stdout)
+    # `audit list` is answered by the node asked (n1, maybe a follower a few ms behind the leader
+    # that committed the note): wait for its replica to apply it
+    listed = wait_until(lambda: (rows := json.loads(schedctl(c, "audit", "list", "--target", "n3 upgraded",
+                                                             "-o", "json", at=at).stdout)) and rows,
+                        timeout=30, what="the note in n1's audit trail")
     assert [r["target"] for r in listed] == ["n3 upgraded"]
 
     def same_state():        # nothing was applied differently on the old and the new nodes
