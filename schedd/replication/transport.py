@@ -16,6 +16,11 @@ transport classes lives here, each saying what it restores:
 - A connection that has not completed pysyncobj's key exchange and sent its node address within
   `handshake_timeout_s` is dropped; at most `max_pending` such connections are kept at once.
 - The integrity checks are explicit `if`s, not `assert`s (which `python -O` removes).
+- Raft messages go out only on a connection whose key exchange is done. Stock pysyncobj sends on
+  any TCP-connected link, so a vote request or append_entries sent in the few milliseconds between
+  connect and the peer's key went out unsigned; the peer dropped the connection, and the link
+  stayed down for `connectionRetryTime` (5 s): a follower that lagged a new leader for seconds
+  after every start, refusing a token the leader had just made.
 
 Legitimate frames are far below the cap: pysyncobj batches append_entries to 64 KiB of commands
 plus at most one more entry (our entries are at most `commands.MAX_ENTRY_BYTES`, 60 KiB) and
@@ -251,6 +256,14 @@ class GuardedTCPTransport(TCPTransport):
             conn.setOnMessageReceivedCallback(functools.partial(self._onMessageReceived, node))
             conn.setOnDisconnectedCallback(functools.partial(self._onDisconnected, conn))
             self._connections[node] = conn
+
+    # Restores "speak once the link is keyed": Raft tolerates a lost message, the peer does not
+    # tolerate an unsigned one (it drops the link). The handshake itself uses conn.send directly.
+    def send(self, node: Any, message: Any) -> bool:
+        conn = self._connections.get(node)
+        if conn is None or (self._syncObj.encryptor and not conn.sendRandKey):
+            return False                # pysyncobj signs a frame only once it has the peer's key
+        return bool(super().send(node, message))
 
     # Restores a bound on strangers: stock pysyncobj keeps any number of unidentified connections.
     def _onNewIncomingConnection(self, conn: Any) -> None:

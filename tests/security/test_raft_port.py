@@ -168,3 +168,68 @@ def test_unauthenticated_connection_is_dropped_after_timeout(three):
         elapsed = closed_by_peer(sock, 30)
     assert elapsed is not None, "a silent, unauthenticated connection was kept for 30 s"
     assert elapsed < 20
+
+
+class FakePeer:
+    """The dialed side of a pysyncobj link, played by hand: reads a node's frames, answers its key
+    exchange when told to. Frames are this cluster's own (the test holds the secret)."""
+
+    def __init__(self, listener: socket.socket, secret: str) -> None:
+        from pysyncobj.encryptor import getEncryptor
+
+        self.fernet = getEncryptor(secret)
+        listener.settimeout(60)
+        self.sock, _ = listener.accept()
+        self.buf = b""
+
+    def frames(self, within: float, enough: int = 1 << 30) -> list[object]:
+        """The whole frames the node sends within `within` seconds (or until `enough` came),
+        decrypted and unpickled."""
+        out: list[object] = []
+        deadline = time.monotonic() + within
+        while len(out) < enough and (left := deadline - time.monotonic()) > 0:
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(65536)
+            except TimeoutError:
+                break
+            if not data:
+                raise AssertionError("the node closed the link")
+            self.buf += data
+            while len(self.buf) >= 4 and len(self.buf) >= 4 + (n := struct.unpack("i", self.buf[:4])[0]):
+                body, self.buf = self.buf[4:4 + n], self.buf[4 + n:]
+                out.append(pickle.loads(zlib.decompress(self.fernet.decrypt(body))))
+        return out
+
+    def send(self, message: object) -> None:
+        self.sock.sendall(frame(self.fernet.encrypt(zlib.compress(pickle.dumps(message, protocol=2)))))
+
+
+def test_no_raft_message_goes_out_before_the_key_exchange(tmp_path):
+    """Stock pysyncobj sends on a TCP-connected link before the peer's key has arrived: the
+    candidate's vote request went out unsigned, the peer dropped the link, and the follower lagged
+    a new leader by pysyncobj's 5 s reconnect delay (seen in CI: a fresh token refused there)."""
+    c = LocalCluster(tmp_path / "c3", size=3)
+    by_address = sorted(c.nodes, key=lambda nid: c.nodes[nid].raft)
+    dialer, dialed = by_address[-1], by_address[0]      # pysyncobj: the greater address dials
+    listener = socket.create_server(host_port(c.nodes[dialed].raft))
+    try:
+        c.start_node(dialer)
+        peer = FakePeer(listener, (c.root / "cluster.secret").read_text().strip())
+        with peer.sock:
+            hello = peer.frames(within=20.0, enough=1)
+            assert len(hello) == 1 and isinstance(hello[0], bytes) and len(hello[0]) == 32, hello
+            # Twice the longest election timeout (the node would ask for pre-votes), and less than
+            # the idle timeout (3.5 s) after which pysyncobj drops a silent link.
+            early = peer.frames(within=2.5)
+            assert early == [], f"sent before the key exchange (unsigned): {early!r}"
+            ours = os.urandom(32)
+            peer.send((hello[0], ours))            # our key, signed with the node's
+            later = peer.frames(within=20.0, enough=2)
+            assert later, "the node went silent after the key exchange"
+            assert all(isinstance(m, tuple) and len(m) == 2 and m[0] == ours for m in later), later
+            assert later[0][1] == c.nodes[dialer].raft      # its address first, then Raft messages
+            assert len(later) > 1, "no Raft message after the handshake"
+    finally:
+        listener.close()
+        c.stop(timeout=10)
