@@ -25,6 +25,21 @@ def _pysyncobj_globals_restored():
      pysyncobj.serializer.atomicReplace) = saved
 
 
+def pytest_configure(config):
+    """Under pytest-xdist (the suite runs `-n 2`, pyproject.toml), each worker picks cluster
+    ports from its own share of the band, and so do the `schedd` processes its tests start
+    (they inherit the variable): two workers never race for the same free ports."""
+    from schedd.runtime.cluster import PORT_BAND_ENV, port_band
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")          # gw0, gw1, ...
+    if worker.startswith("gw") and PORT_BAND_ENV not in os.environ:
+        count = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+        lo, hi = port_band(0)
+        width = (hi - lo) // count
+        i = int(worker[2:]) % count
+        os.environ[PORT_BAND_ENV] = f"{lo + i * width}-{lo + (i + 1) * width - 1}"
+
+
 def pytest_addoption(parser):
     parser.addoption("--soak", action="store_true", help="run long soak tests")
     parser.addoption("--jepsen-full", action="store_true",

@@ -45,21 +45,41 @@ def _write_secret(path: Path, secret: str) -> None:
     certs.write_atomic(path, (secret + "\n").encode(), certs.KEY_MODE, overwrite=True)
 
 
+PORT_BAND_ENV = "SCHEDD_PORT_BAND"     # "LO-HI": where local clusters pick their ports
+
+
+def port_band(n: int) -> tuple[int, int]:
+    """Where `restartable_ports` picks a base: $SCHEDD_PORT_BAND ("LO-HI", inclusive) when set,
+    so parallel runs (pytest-xdist workers, several `schedd local`s) can be kept apart; else the
+    12,000 ports below the kernel's ephemeral range."""
+    if spec := os.environ.get(PORT_BAND_ENV, "").strip():
+        try:
+            lo_s, hi_s = spec.split("-")
+            lo, hi = int(lo_s), int(hi_s) - n + 1
+        except ValueError:
+            raise ValueError(f"{PORT_BAND_ENV}={spec!r}: expected LO-HI, e.g. 20000-25999") from None
+        if not 1024 < lo < hi <= 65536 - n:
+            raise ValueError(f"{PORT_BAND_ENV}={spec!r}: needs 1024 < LO and room for {n} ports below HI")
+        return lo, hi
+    try:
+        eph = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        eph = 32768
+    return max(1025, eph - 12000), eph - n
+
+
 def restartable_ports(n: int) -> int:
     """A base for n consecutive free ports BELOW the kernel's ephemeral range: a node killed and
     restarted must get its ports back, and a port of the ephemeral range can meanwhile become the
     source port of any outgoing connection on this machine (seen in the fault suite: a
     restarted node failed to bind its gRPC port)."""
-    try:
-        lo = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        lo = 32768
+    lo, hi = port_band(n)
     rng = random.SystemRandom()
     for _ in range(200):
-        base = rng.randrange(max(1025, lo - 12000), lo - n)
+        base = rng.randrange(lo, hi)
         if ports_free(list(range(base, base + n))):
             return base
-    raise RuntimeError("no free ports below the ephemeral range")
+    raise RuntimeError(f"no {n} free consecutive ports in {lo}-{hi + n - 1}")
 
 
 def ports_free(ports: list[int]) -> bool:

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import tomllib
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -29,6 +30,8 @@ DEMO_JOB = "demo"
 LOCAL_WORKER = "local-worker"
 LOCAL_WORKER_SLOTS = 4
 DEMO_SCHEDULE = "@every 5s"
+PROGRESS_POLL_S = 1.0               # how often the progress is looked at: the first success shows at once,
+PROGRESS_EVERY_S = 10.0             # ...after it, a changed line is printed at most this often
 CONTEXT_FILE = "schedctl-context.toml"
 
 
@@ -98,15 +101,16 @@ def run_local(*, data_dir: str | None, nodes: int = 3, base_port: int = 0, demo:
         if demo:
             _create_demo(client)
         _banner(cluster, leader, demo, context)
-        last = None
-        while not stop.wait(10):
+        last, printed_at = "", 0.0
+        while not stop.wait(PROGRESS_POLL_S):
             dead = [n.id for n in (*cluster.nodes.values(), *cluster.workers.values()) if not n.alive()]
             line = f"[schedd local] {_progress(client)}"
             if dead:
                 line += f"; node(s) down: {', '.join(dead)} (see {root / 'logs'})"
-            if line != last:
+            due = time.monotonic() - printed_at >= PROGRESS_EVERY_S or "SUCCEEDED" not in last or dead
+            if line != last and due:
                 print(line, flush=True)
-                last = line
+                last, printed_at = line, time.monotonic()
         return 0
     except (RuntimeError, TimeoutError) as e:
         print(f"schedd local: {e}", file=sys.stderr)

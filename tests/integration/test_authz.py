@@ -310,8 +310,10 @@ def test_schedctl_acl_commands_and_revocation(acl_cluster) -> None:
     assert again.returncode == 1 and "already" in again.stderr
     # The anonymous policy: calls without a token get it (here: read on team a), then refused again.
     schedctl(c.anon_context, *tok, "acl", "anonymous", "readers")
-    wait_until(lambda: schedctl(c.anon_context, "--token", "", "job", "list", check=False).returncode == 0,
-               timeout=30, what="anonymous reads")
+    for node in c.nodes.values():     # every replica has the policy: the next call may go to any
+        wait_until(lambda: schedctl(c.anon_context, "--token", "", "job", "list", at=node.grpc,
+                                    check=False).returncode == 0,
+                   timeout=30, what=f"anonymous reads on {node.id}")
     anon_write = schedctl(c.anon_context, "--token", "", "job", "delete", "a-job", check=False)
     assert anon_write.returncode == 1 and "missing capability 'write' on team:a" in anon_write.stderr
     schedctl(c.anon_context, *tok, "acl", "anonymous")

@@ -19,6 +19,7 @@ namespace's iptables rules live and die with it. Needs root, iproute2 and iptabl
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import os
 import random
@@ -28,6 +29,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 PREFIX = "sjl"
+SUBNET_LOCK = "/tmp/schedd-netns-subnet.lock"    # held while a run picks its 10.77.x.0/24
 _counter = itertools.count()
 _TAG_RE = re.compile(rf"^{PREFIX}([0-9a-f]{{6}})[0-9a-z]")
 
@@ -143,15 +145,17 @@ class NetnsNet:
     def _build(self) -> None:
         _run("ip", "link", "add", self.bridge, "type", "bridge")
         self._made.append(("link", self.bridge))
-        for _ in range(20):                 # a /24 no interface on this machine uses yet
-            net = random.SystemRandom().randrange(1, 255)
-            if net in _used_nets():
-                continue
-            self.net = net
-            _run("ip", "addr", "add", f"{self.host}/24", "dev", self.bridge)
-            break
-        else:
-            raise NetnsError("no free 10.77.x.0/24 subnet")
+        with open(SUBNET_LOCK, "a") as lock:    # parallel test workers: one picks at a time
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            for _ in range(20):                 # a /24 no interface on this machine uses yet
+                net = random.SystemRandom().randrange(1, 255)
+                if net in _used_nets():
+                    continue
+                self.net = net
+                _run("ip", "addr", "add", f"{self.host}/24", "dev", self.bridge)
+                break
+            else:
+                raise NetnsError("no free 10.77.x.0/24 subnet")
         _run("ip", "link", "set", self.bridge, "up")
         for i, m in enumerate(self.members):
             ns, host_end, ns_end = self.ns(m), f"{self.tag}h{i}", f"{self.tag}p{i}"
