@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 from schedd.ports.fakes import ManualClock, wait_until_async
 from schedd_worker.handlers.base import WarmThreads
@@ -109,6 +110,39 @@ def test_warm_threads_a_stuck_call_does_not_hold_up_the_next():
         assert pool.threads >= 2
     finally:
         release.set()
+
+
+def test_warm_threads_calls_that_must_run_together_all_get_a_thread_after_a_burst():
+    """A burst served by fewer threads than calls leaves more idle tokens than idle threads (each
+    thread releases one per call, a queued call consumed none): later calls then counted on
+    threads that were busy. Seen as a herd whose handlers wait for each other never completing
+    in a worker process that had run many calls before."""
+    pool = WarmThreads(eager=4, grow_after_s=0.2)      # the burst drains before threads are added
+    burst = threading.Semaphore(0)
+    for _ in range(300):
+        pool.submit(burst.release)
+    for _ in range(300):
+        assert burst.acquire(timeout=DEADLINE)
+    assert pool.threads == 4
+    deadline = time.monotonic() + DEADLINE
+    while pool._backlog.is_set() and time.monotonic() < deadline:   # the watcher has looked
+        burst.acquire(timeout=0.01)
+    together = threading.Barrier(12, timeout=DEADLINE / 2)
+    broken: list[BaseException] = []
+    done = threading.Semaphore(0)
+
+    def wait_for_the_others() -> None:
+        try:
+            together.wait()
+        except threading.BrokenBarrierError as e:
+            broken.append(e)
+        done.release()
+
+    for _ in range(12):
+        pool.submit(wait_for_the_others)
+    for _ in range(12):
+        assert done.acquire(timeout=DEADLINE)
+    assert not broken, "a call waited for a busy thread instead of getting its own"
 
 
 def test_warm_threads_idle_threads_exit():

@@ -255,24 +255,29 @@ class WarmThreads:
 
     def __init__(self, eager: int = 32, grow_after_s: float = 0.02, idle_s: float = 60.0) -> None:
         self.eager, self.grow_after_s, self.idle_s = eager, grow_after_s, idle_s
-        self._q: queue.SimpleQueue = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)     # one token per idle thread (as ThreadPoolExecutor)
+        self._q: queue.SimpleQueue = queue.SimpleQueue()     # (call, reserved an idle thread)
+        # Threads waiting for a call, less the calls already promised to one of them. Exact, not a
+        # semaphore released per finished call (ThreadPoolExecutor's way): a burst served by fewer
+        # threads than calls left more tokens than idle threads, and calls that must run together
+        # (a herd's handlers at a barrier) then waited behind busy threads.
+        self._idle = 0
         self._lock = threading.Lock()
         self._backlog = threading.Event()       # calls may be waiting for a thread: watch them
         self._watching = False
         self.threads = 0                         # alive (introspection, tests)
 
     def submit(self, call: Callable[[], None]) -> None:
-        self._q.put(call)
-        if self._idle.acquire(blocking=False):
-            return
         with self._lock:
-            spawn = self.threads < self.eager
-            watch = not spawn and not self._watching
+            reserved = self._idle > 0
+            self._idle -= reserved
+            spawn = not reserved and self.threads < self.eager
+            self.threads += spawn
+            watch = not reserved and not spawn and not self._watching
             self._watching = self._watching or watch
+        self._q.put((call, reserved))
         if spawn:
-            self._spawn(1)
-        else:
+            _thread.start_new_thread(self._serve, ())
+        elif not reserved:
             self._backlog.set()
             if watch:
                 _thread.start_new_thread(self._watch, ())
@@ -296,19 +301,25 @@ class WarmThreads:
 
     def _serve(self) -> None:
         while True:
+            with self._lock:
+                self._idle += 1
             try:
-                call = self._q.get(timeout=self.idle_s)
+                call, reserved = self._q.get(timeout=self.idle_s)
             except queue.Empty:
-                if self._idle.acquire(blocking=False):     # our token: nobody counts on us
-                    with self._lock:
+                with self._lock:
+                    if self._idle > 0:                 # nobody counts on us: exit
+                        self._idle -= 1
                         self.threads -= 1
-                    return
-                continue                                   # a call counts on an idle thread
+                        return
+                    self._idle -= 1                    # a call is promised to an idle thread
+                continue
+            if not reserved:                           # we took a call nobody promised us to
+                with self._lock:
+                    self._idle -= 1
             try:
                 call()
             except BaseException:  # noqa: BLE001 - calls hand their own errors over; keep serving
                 pass
-            self._idle.release()
 
 
 _THREADS = WarmThreads()
