@@ -185,8 +185,9 @@ class Watch:
                 "ticks": self.tick_gaps()}
 
     def tick_gaps(self) -> str:
-        """Per node: the longest Raft tick gap (ms) and the pre-vote rounds it started (what
-        precedes an election: a follower whose timer ran out), from its metrics."""
+        """Per node: the longest Raft tick gap (ms), the pre-vote rounds it started (what
+        precedes an election: a follower whose timer ran out) and its long tick gaps (over half
+        the minimum election timeout), from its metrics."""
         parts = []
         for nid, node in self.c.nodes.items():
             try:
@@ -195,7 +196,8 @@ class Watch:
                 parts.append(f"{nid} ?")
                 continue
             parts.append(f"{nid} {value(s, 'schedd_raft_max_tick_gap_seconds') * 1000:.0f} ms"
-                         f"/{value(s, 'schedd_raft_pre_votes'):.0f}")
+                         f"/{value(s, 'schedd_raft_pre_votes'):.0f}"
+                         f"/{value(s, 'schedd_raft_long_tick_gaps'):.0f}")
         return ", ".join(parts)
 
 
@@ -233,7 +235,7 @@ def herd(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
                   f"  last {late[-1]:.3f}s  started by T+0.5s: {sum(1 for x in late if x <= 0.5):,}"
                   f"  by T+3s: {sum(1 for x in late if x <= 3):,}")
         print(f"  leader {figures['leader']}, terms {figures['terms']} (a change = an election)")
-        print(f"  longest raft tick gap / pre-vote rounds: {figures['ticks']}")
+        print(f"  longest raft tick gap / pre-vote rounds / long gaps: {figures['ticks']}")
         cpu = figures["cpu"]
         print("  CPU s: " + ", ".join(f"{n} {v:.1f}" for n, v in cpu.items()) + f"  (all {sum(cpu.values()):.1f})")
     finally:
@@ -276,7 +278,7 @@ def steady(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
         print("  CPU s: " + ", ".join(f"{n} {v:.1f}" for n, v in cpu.items()) +
               f"  (all {total:.1f}; per 1,000 fires {1000 * total / max(1, fires):.2f} s)")
         print(f"  leader {figures['leader']}, terms {figures['terms']}")
-        print(f"  longest raft tick gap / pre-vote rounds: {figures['ticks']}")
+        print(f"  longest raft tick gap / pre-vote rounds / long gaps: {figures['ticks']}")
     finally:
         stop_workers(procs)
 

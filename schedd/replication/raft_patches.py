@@ -43,6 +43,16 @@ ignores).
 6. Bounded apply per tick: stock applies every committed entry in the tick that learns of them;
    here a tick stops applying after an eighth of the minimum election timeout and the next tick
    goes on at once, so a backlog no longer holds heartbeats (sent after apply) or their reading.
+7. The leader's disk write in parallel with replication (Raft thesis §10.2.1: "the leader may
+   write to its disk in parallel with replicating to the followers ... it counts itself in the
+   majority only once its entries are durable"). On a durable journal (journal.DurableJournal,
+   policy ``always``) the leader of a multi-node cluster no longer fdatasyncs in its tick
+   (before sending, or before polling): the journal's background thread does, and the commit
+   computation sees every follower's matchIndex capped at the leader's durable index, so an
+   entry commits only once it is on the leader's disk and on a follower's (which still
+   fdatasyncs before it acknowledges). Stricter than the thesis (which also lets two followers
+   commit without the leader), never looser. Stock counts its own copy at once, whatever the
+   disk; our journal used to sync it inline, up to 50 ms per tick under load (issue 14).
 """
 
 from __future__ import annotations
@@ -86,6 +96,8 @@ class RepairingSyncObj(SyncObj):
         self._tick_work = 0.0                         # seconds the last tick took (poll included)
         self._apply_work = 0.0                        # of which applying entries
         self._sections: dict[str, float] = {}         # of which: seconds per part (stall log)
+        self._match_real: dict[Any, int] | None = None    # patch 7: matchIndex while capped
+        self._match_capped: dict[Any, int] | None = None
         self.repair_stats = RepairStats()
         super().__init__(*args, **kwargs)
         self._poller.poll = self._timed("poll+messages", self._poller.poll)
@@ -413,12 +425,49 @@ class RepairingSyncObj(SyncObj):
         backlog = self._SyncObj__raftCommitIndex > self.raftLastApplied
         started = self._now()
         self._sections = {}
-        SyncObj._onTick(self, 0.0 if backlog else timeToWait)
+        self._cap_match_at_durable()
+        try:
+            SyncObj._onTick(self, 0.0 if backlog else timeToWait)
+        finally:
+            self._uncap_match()
         self._tick_work = self._now() - started
         self._sections["apply"] = self._apply_work
         # fdatasync happens inside sending (before_send) or a tick callback: not a part of its own
         self._sections["rest (tick callbacks)"] = self._tick_work - sum(
             v for k, v in self._sections.items() if k != "fdatasync")
+
+    def _cap_match_at_durable(self) -> None:
+        """Patch 7: in parallel mode, stock's commit computation (the next thing a leader's tick
+        does; it counts the leader itself unconditionally) sees each follower's matchIndex
+        capped at the leader's durable index; `_uncap_match` puts the real one back before
+        anything else reads it (apply, sending, answers)."""
+        journal = self._SyncObj__raftLog
+        set_parallel = getattr(journal, "set_parallel", None)
+        if set_parallel is None:
+            return                      # a MemoryJournal or stock's: no disk to wait for
+        leading = self._SyncObj__raftState == _RAFT_STATE.LEADER and bool(self._SyncObj__otherNodes)
+        if not set_parallel(leading):
+            return
+        durable = int(journal.durable_index)
+        real = self._SyncObj__raftMatchIndex
+        self._match_real = real
+        self._match_capped = self._SyncObj__raftMatchIndex = {n: min(i, durable) for n, i in real.items()}
+
+    def _SyncObj__setState(self, newState: int) -> None:
+        """Patch 7: parallel mode ends before the role does: a node that stops leading (a
+        higher term heard in this very tick, the leader fallback) must fdatasync before its
+        next message again (its next ack as a follower covers what it holds)."""
+        if newState != _RAFT_STATE.LEADER:
+            set_parallel = getattr(self._SyncObj__raftLog, "set_parallel", None)
+            if set_parallel is not None:
+                set_parallel(False)
+        SyncObj._SyncObj__setState(self, newState)
+
+    def _uncap_match(self) -> None:
+        real, self._match_real = self._match_real, None
+        if real is not None and self._SyncObj__raftMatchIndex is self._match_capped:
+            self._SyncObj__raftMatchIndex = real   # (a new leadership may have replaced it)
+        self._match_capped = None
 
     def _checkCommandsToApply(self) -> None:
         self._timed("proposals", lambda: SyncObj._checkCommandsToApply(self))()
@@ -436,6 +485,7 @@ class RepairingSyncObj(SyncObj):
         entry in one tick, so a follower catching up, or any node applying a herd's batches on a
         starved machine, sent and read no message for seconds. The rest waits for the next tick
         (which then polls without waiting)."""
+        self._uncap_match()             # patch 7: the commit computation is done
         applied, commit = int(self.raftLastApplied), int(self._SyncObj__raftCommitIndex)
         self._apply_work = 0.0
         if commit <= applied:

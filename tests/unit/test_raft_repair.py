@@ -12,6 +12,7 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 from pysyncobj import SyncObj
+from pysyncobj.journal import MemoryJournal
 
 from schedd.replication.memory_network import (MemoryNetwork, append_raw, commit_index,
                                                make_leader, match_index, raft_log, send_heartbeats,
@@ -357,3 +358,73 @@ def test_a_backlog_is_applied_over_several_ticks_not_in_one() -> None:
     while b.raftLastApplied < b._SyncObj__raftCommitIndex and time.monotonic() < deadline:
         b._onTick()
     assert b.raftLastApplied == b._SyncObj__raftCommitIndex
+
+
+# --------------------------------------------------------------------------- patch 7: parallel disk write
+
+class DiskLikeJournal(MemoryJournal):
+    """A memory journal with DurableJournal's parallel-mode surface: entries reach `durable_index`
+    only when the test says so (the background fdatasync finishing)."""
+
+    def __init__(self, entries: list) -> None:
+        super().__init__()
+        for e in entries:
+            self.add(*e)
+        self.durable_index = int(entries[-1][1])
+        self.parallel = False
+
+    def set_parallel(self, on: bool) -> bool:
+        self.parallel = on
+        return on
+
+
+def with_disk(node: SyncObj) -> DiskLikeJournal:
+    journal = DiskLikeJournal(node._SyncObj__raftLog[:])
+    node._SyncObj__raftLog = journal
+    return journal
+
+
+def test_the_leader_counts_itself_in_a_commit_only_for_entries_on_its_disk() -> None:
+    """Raft thesis §10.2.1: the leader sends before its own fdatasync (off its tick) but is
+    one of the majority only for durable entries. Both followers acked, the leader's disk lags:
+    the commit stops at the leader's durable index (stricter than the thesis, never looser)
+    and moves on once the disk catches up; matchIndex is never left capped."""
+    net = cluster(RepairingSyncObj)
+    leader = net.nodes[A]
+    disk = with_disk(leader)
+    make_leader(leader, 2)
+    leader._onTick()                                   # appends its no-op
+    rounds(net, A, 2)
+    disk.durable_index = durable = raft_log(leader)[-1][0]
+    leader._onTick()
+    assert commit_index(leader) == durable             # all on disk: all committed
+    append_raw(leader, [2] * 5)
+    rounds(net, A, 2)
+    last = raft_log(leader)[-1][0]
+    assert match_index(leader, B) == match_index(leader, C) == last
+    leader._onTick()
+    assert commit_index(leader) == durable             # acked by both, not on the leader's disk
+    assert disk.parallel
+    assert match_index(leader, B) == last              # the cap was the commit computation's only
+    disk.durable_index = last - 2
+    leader._onTick()
+    assert commit_index(leader) == last - 2
+    disk.durable_index = last
+    leader._onTick()
+    assert commit_index(leader) == last
+
+
+def test_a_leader_that_steps_down_syncs_before_its_next_message_again() -> None:
+    """Parallel mode ends with leadership, inside the very tick that ends it: a node that
+    hears a higher term and appends as a follower must fdatasync before it acknowledges."""
+    net = cluster(RepairingSyncObj)
+    leader = net.nodes[A]
+    disk = with_disk(leader)
+    make_leader(leader, 2)
+    leader._onTick()
+    assert disk.parallel
+    net.take()
+    make_leader(net.nodes[B], 3)
+    send_heartbeats(net.nodes[B])
+    net.deliver(net.take(lambda m: m.dst == A))
+    assert not leader._isLeader() and not disk.parallel
