@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import logging
 import threading
 import time
@@ -123,16 +124,20 @@ class ReplicatedState(SyncObjConsumer):
         self._faults = faults
         self._node_id = node_id
         self.digests = DigestPoints()
+        self.apply_times = ApplyTimes()
         super().__init__()
 
     @replicated
     def apply_entry(self, entry: str) -> ApplyResult:
         index = self._syncObj.raftLastApplied + 1
         entry = self._faults.entry_to_apply(entry, index)
+        asked = time.perf_counter()
         with self._lock:
+            locked = time.perf_counter()
             result = self._sm.apply(entry, index)
             if self.digests.wanted(index):
                 self.digests.record(index, self._sm.state_digest())
+        self.apply_times.note(index, entry, locked - asked, time.perf_counter() - locked)
         self._faults.applied(self._node_id, entry, result, index, self._sm.log_hash)
         try:
             self._on_applied(entry, result, index)
@@ -150,6 +155,39 @@ class ReplicatedState(SyncObjConsumer):
             self._sm.restore(data)
         log.info("restored snapshot: %d jobs, %d executions in %.2fs", len(self._sm.jobs),
                  len(self._sm.execs), time.monotonic() - started)
+
+
+class ApplyTimes:
+    """How long one entry held the Raft tick thread in apply, by entry kind: the slowest seen
+    (what an apply cap per entry is sized from, issue 14) and a warning for each entry over
+    SLOW_S, with the part spent waiting for the node lock (the asyncio thread's reads hold it).
+    Only the tick thread writes it; the kind is decoded only for a slow entry."""
+
+    SLOW_S = 0.05
+
+    def __init__(self) -> None:
+        self.slowest: dict[str, tuple[float, int]] = {}    # kind -> (seconds, bytes)
+        self.slow = 0
+        self._quiet_until = 0.0        # at most one warning a second (a loaded node has many)
+
+    def note(self, index: int, entry: str, waited: float, applied: float) -> None:
+        took = waited + applied
+        if took < self.SLOW_S:
+            return
+        self.slow += 1
+        try:
+            kind = str(json.loads(entry).get("k", "?"))
+        except (ValueError, AttributeError):
+            kind = "?"
+        if took > self.slowest.get(kind, (0.0, 0))[0]:
+            self.slowest[kind] = (took, len(entry))
+        now = time.monotonic()
+        if now < self._quiet_until:
+            return
+        self._quiet_until = now + 1.0
+        log.warning("entry %d (%s, %d bytes) held the raft tick thread %.0f ms: %.0f ms applying, "
+                    "%.0f ms waiting for the node lock", index, kind, len(entry), took * 1000,
+                    applied * 1000, waited * 1000)
 
 
 class DigestPoints:
