@@ -368,6 +368,8 @@ class DurableJournal(Journal):
         self._gen = 0                 # bumped by every truncation/rewrite: an fdatasync begun
         #                               before one says nothing about the file after it
         self._syncer: _BackgroundSyncer | None = None
+        self.wake: Callable[[], None] | None = None   # called when a background sync moved
+        #                                               durable_index (wakes the tick's poll)
         # Meta writes (term/vote now, the commit-index hint from the background thread) are
         # serialized by this lock, taken after _lock when both are held: the last rename always
         # carries the newest term and vote.
@@ -645,7 +647,9 @@ class DurableJournal(Journal):
                 self._dirty = False
             if self.on_durable is not None:
                 self.on_durable(self)
-            return True
+        if self.wake is not None:
+            self.wake()
+        return True
 
     def before_send(self) -> None:
         """Called by DurableTCPTransport.send before any message leaves the node (not in

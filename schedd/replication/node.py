@@ -390,9 +390,10 @@ class RaftNode(Generic[CfgT]):
         transport = self._hooks.transport_class.with_limits(TransportLimits(
             max_frame_bytes=r.max_frame_bytes, handshake_timeout_s=r.handshake_timeout_ms / 1000))
         # Stock pysyncobj only as the fault suite's negative control (SCHEDD_UNSAFE=stock_raft).
+        raft_kwargs: dict[str, Any] = {} if faults.stock_raft else {"apply_lock": self.lock}
         raft_class = SyncObj if faults.stock_raft else RepairingSyncObj
         self.sync = raft_class(None if learn_from else cfg.raft_address, others, conf=conf, consumers=[self._consumer],
-                               transportClass=faults.transport(transport))
+                               transportClass=faults.transport(transport), **raft_kwargs)
         self._hooks.attach(self.sync)
         self._tick_jobs: collections.deque[Callable[[], bool]] = collections.deque()
         self.sync.addOnTickCallback(self._run_tick_jobs)

@@ -142,3 +142,16 @@ def test_a_vote_is_never_overwritten_by_an_older_background_meta_write(tmp_path,
     meta = json.loads((tmp_path / "raft.journal.meta").read_bytes())
     assert (meta["currentTerm"], meta["votedForNodeId"], meta["raftCommitIndex"]) == (5, "a:1", 3)
     j._destroy()
+
+
+def test_a_background_sync_wakes_the_tick(tmp_path) -> None:
+    """The leader's tick sleeps in poll; a commit may wait only for its own disk, so the
+    background thread wakes it when durable_index moves (RepairingSyncObj wires a pipe)."""
+    j = open_j(tmp_path)
+    woke = threading.Event()
+    j.wake = woke.set
+    j.set_parallel(True)
+    fill(j, 1, 3)
+    j.on_tick()
+    assert woke.wait(30) and j.durable_index == 3
+    j._destroy()

@@ -428,3 +428,44 @@ def test_a_leader_that_steps_down_syncs_before_its_next_message_again() -> None:
     send_heartbeats(net.nodes[B])
     net.deliver(net.take(lambda m: m.dst == A))
     assert not leader._isLeader() and not disk.parallel
+
+
+# --------------------------------------------------------------------------- patch 8: apply and the node lock
+
+def test_apply_does_not_wait_past_a_heartbeat_period_for_a_busy_node_lock() -> None:
+    """The shell's readers hold the node lock (on a loaded leader, passes of 50-100 ms while a
+    start_many waited, and the heartbeats behind it). A tick gives up on the lock after a
+    heartbeat period, leaves the entries for the next tick, and applies them once it is free."""
+    import threading
+    lock = threading.RLock()
+    net = MemoryNetwork()
+    for addr in PEERS:
+        net.add(addr, PEERS, cls=lambda *a, **kw: RepairingSyncObj(*a, apply_lock=lock, **kw))
+    net.connect_all()
+    b = net.nodes[B]
+    append_raw(b, [1] * 5)
+    b._SyncObj__raftCommitIndex = b._SyncObj__raftLog[-1][1]
+    held, release = threading.Event(), threading.Event()
+
+    def reader() -> None:
+        with lock:
+            held.set()
+            release.wait(60)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        assert held.wait(30)
+        applied = b.raftLastApplied
+        started = time.monotonic()
+        b._onTick()
+        waited = time.monotonic() - started
+        assert b.raftLastApplied == applied and b.repair_stats.apply_lock_yields == 1
+        assert waited < 10 * b._SyncObj__conf.appendEntriesPeriod + 5, waited   # not the reader's 60 s
+    finally:
+        release.set()
+        t.join(30)
+    deadline = time.monotonic() + 60
+    while b.raftLastApplied < b._SyncObj__raftCommitIndex and time.monotonic() < deadline:
+        b._onTick()
+    assert b.raftLastApplied == b._SyncObj__raftCommitIndex
