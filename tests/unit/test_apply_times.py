@@ -28,3 +28,24 @@ def test_an_entry_that_is_not_json_is_counted_as_unknown() -> None:
     times = ApplyTimes()
     times.note(1, "not json", 0.0, 1.0)
     assert list(times.slowest) == ["?"]
+
+
+def test_the_state_is_frozen_out_of_full_collections_as_it_grows(monkeypatch) -> None:
+    """A 100,000-job herd: full collections at ever larger heaps held the tick thread up to
+    928 ms inside a fire entry's apply. Freezing on every 10% of growth keeps them small."""
+    import gc
+
+    from schedd.replication.node import GrowthFreezer
+
+    calls: list[int] = []
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append(1))
+    f = GrowthFreezer()
+    assert not f.note(GrowthFreezer.MIN_ROWS - 1)                 # a small state: never
+    assert f.note(GrowthFreezer.MIN_ROWS)
+    assert not f.note(int(GrowthFreezer.MIN_ROWS * 1.05))         # not grown enough
+    assert f.note(int(GrowthFreezer.MIN_ROWS * 1.1) + 1)
+    rows = [GrowthFreezer.MIN_ROWS + i * 1000 for i in range(1000)]
+    for n in rows:                                                # up to ~1M rows
+        f.note(n)
+    assert len(calls) == f.freezes < 60                           # ~log(100)/log(1.1) + 2
+    assert not f.note(rows[-1] // 2)                              # shrinking: nothing
