@@ -190,8 +190,10 @@ class GrowthFreezer:
 class ApplyTimes:
     """How long one entry held the Raft tick thread in apply, by entry kind: the slowest seen
     (what an apply cap per entry is sized from, issue 14) and a warning for each entry over
-    SLOW_S, with the part spent waiting for the node lock (the asyncio thread's reads hold it).
-    Only the tick thread writes it; the kind is decoded only for a slow entry."""
+    SLOW_S, with the part spent waiting for the node lock (the asyncio thread's reads hold it;
+    under RepairingSyncObj the tick takes the lock before calling apply, raft_patches patch 8,
+    so that wait shows in the stall log's "apply: node lock wait" instead). Only the tick
+    thread writes it; the kind is decoded only for a slow entry."""
 
     SLOW_S = 0.05
 
