@@ -31,8 +31,8 @@ def test_an_entry_that_is_not_json_is_counted_as_unknown() -> None:
 
 
 def test_the_state_is_frozen_out_of_full_collections_as_it_grows(monkeypatch) -> None:
-    """A 100,000-job herd: full collections at ever larger heaps held the tick thread up to
-    928 ms inside a fire entry's apply. Freezing on every 10% of growth keeps them small."""
+    """A 100,000-job herd: collections over a growing heap held the tick thread up to 928 ms
+    inside a fire entry's apply. Freezing on every 10% of growth keeps them small."""
     import gc
 
     from schedd.replication.node import GrowthFreezer
