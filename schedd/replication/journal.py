@@ -90,8 +90,18 @@ fsync policies
       by an exception between steps 6 and 8, and single-node clusters. So the commit index only
       moves over entries durable on the leader and on every follower counted: a majority. Client
       acknowledgements (step 4) and the commit index sent to followers (step 5) come after that.
+    * Parallel mode (the leader of a multi-node cluster under RepairingSyncObj, raft_patches
+      patch 7; Raft thesis §10.2.1): the leader's sends and ticks do not fdatasync; its tick
+      asks the background thread to, and the commit computation counts the leader only up to
+      ``durable_index`` (every follower's matchIndex is capped at it), so the commit index
+      still moves only over entries durable on the leader and on a follower that acked them.
+      Guard (c) is off then (the cap replaces it). A truncation or rewrite while a background
+      fdatasync runs voids its result. The mode ends before the role does (``__setState``):
+      a node that stops leading syncs before its next message again.
     * Votes: ``setCurrentTerm`` fsyncs the meta file and its directory before returning, and
-      pysyncobj sends the vote only after that.
+      pysyncobj sends the vote only after that. The once-a-second commit-index hint is written
+      by the background thread; meta writes are serialized (``_meta_lock``), so the file
+      always ends with the newest term and vote.
     * Group commit: one fdatasync per tick on the leader however many entries step 6 appended,
       one per ``append_entries`` message on a follower, and none for heartbeats (the journal is
       not dirty).
@@ -147,7 +157,8 @@ Safety notes
   instead, so the node refuses to start.
 * Threading. pysyncobj uses the journal from its tick thread. Mutating methods and ``sync`` also
   hold an RLock, because ``SyncObj.transferLeadership()`` called from another thread reaches
-  ``transport.send``, and so ``sync``. Reads (``[]``, ``len``) are not locked.
+  ``transport.send``, and so ``sync``; the background thread holds it only to read what to sync
+  and to record the result, never during its fdatasync. Reads (``[]``, ``len``) are not locked.
 """
 
 from __future__ import annotations
@@ -350,12 +361,25 @@ class DurableJournal(Journal):
         self._durable_index = 0
         self._failed: BaseException | None = None
         self._closed = False
+        # Parallel mode (the leader of a multi-node cluster, set by RepairingSyncObj each tick):
+        # sends do not wait for this node's fdatasync, which a background thread does; the
+        # leader counts itself in a commit only up to `durable_index` (Raft thesis §10.2.1).
+        self._parallel = False
+        self._gen = 0                 # bumped by every truncation/rewrite: an fdatasync begun
+        #                               before one says nothing about the file after it
+        self._syncer: _BackgroundSyncer | None = None
+        self.wake: Callable[[], None] | None = None   # called when a background sync moved
+        #                                               durable_index (wakes the tick's poll)
+        # Meta writes (term/vote now, the commit-index hint from the background thread) are
+        # serialized by this lock, taken after _lock when both are held: the last rename always
+        # carries the newest term and vote.
+        self._meta_lock = threading.Lock()
         self._tick_owners: set[int] = set()
         self._startup = True  # until the first tick callback (see _settle / clear)
         self._pending_clear: list[Entry] | None = None
         self._warned_no_dump = False
         self.stats = {"fdatasync": 0, "fsync": 0, "appends": 0, "rewrites": 0,
-                      "torn_bytes_dropped": 0, "kept_after_dump": 0}
+                      "torn_bytes_dropped": 0, "kept_after_dump": 0, "background_fdatasync": 0}
 
         self._meta = self._load_meta()
         self._meta_dirty = False
@@ -385,6 +409,21 @@ class DurableJournal(Journal):
     def durable_index(self) -> int:
         """Highest Raft index known to be on disk (0 if none)."""
         return self._durable_index
+
+    @property
+    def parallel(self) -> bool:
+        """True while sends and the tick do not wait for this node's fdatasync (see below)."""
+        return self._parallel
+
+    def set_parallel(self, on: bool) -> bool:
+        """Leader mode (Raft thesis §10.2.1): a leader may send entries to its followers before
+        they are on its own disk, provided it counts itself in a commit only for entries that
+        are (its caller caps the commit at `durable_index`). Then sends do not fdatasync and the
+        tick asks a background thread to; followers keep syncing before every send (their ack
+        must cover what they acknowledge). Only under ``always`` (the other policies do not
+        track `durable_index` as a promise). Returns whether parallel mode is on."""
+        self._parallel = bool(on) and self._policy == "always" and not self._closed
+        return self._parallel
 
     # ------------------------------------------------------------------ open / recovery
 
@@ -578,8 +617,45 @@ class DurableJournal(Journal):
             self.on_durable(self)
         return True
 
+    def sync_in_background(self) -> bool:
+        """One fdatasync of what is written now, with the lock held only to read and to record
+        (the background thread's step; the tick thread goes on appending meanwhile). The fd is
+        dup'ed so a concurrent rewrite may close the original; a truncation or rewrite while it
+        ran voids the result (the file it synced is not the one we have). True if it recorded."""
+        with self._lock:
+            if self._closed or self._failed is not None or not self._dirty \
+                    or self._pending_clear is not None:
+                return False
+            fd, gen, size = os.dup(self._fd), self._gen, self._size
+            last = self._entries[-1][1] if self._entries else 0
+        try:
+            _fdatasync(fd)
+        except OSError as e:
+            with self._lock:
+                self._fatal("fdatasync", e)
+        finally:
+            os.close(fd)
+        with self._lock:
+            if gen != self._gen or self._closed:
+                return False
+            self.stats["fdatasync"] += 1
+            self.stats["background_fdatasync"] += 1
+            self._last_sync = time.monotonic()
+            if size > self._durable_size:
+                self._durable_size, self._durable_index = size, last
+            if self._size == size:
+                self._dirty = False
+            if self.on_durable is not None:
+                self.on_durable(self)
+        if self.wake is not None:
+            self.wake()
+        return True
+
     def before_send(self) -> None:
-        """Called by DurableTCPTransport.send before any message leaves the node."""
+        """Called by DurableTCPTransport.send before any message leaves the node (not in
+        parallel mode: a leader's sends go out while its background thread syncs)."""
+        if self._parallel:
+            return
         if self._policy == "always" and (self._dirty or self._pending_clear is not None):
             self.sync()
 
@@ -593,7 +669,9 @@ class DurableJournal(Journal):
         self._startup = False
         if not self._dirty:
             return
-        if self._policy == "always":
+        if self._policy == "always" and self._parallel:
+            self._background().request_log()
+        elif self._policy == "always":
             self.sync()
         elif self._policy == "batch" and time.monotonic() - self._last_sync >= self._batch_interval:
             self.sync()
@@ -604,6 +682,11 @@ class DurableJournal(Journal):
             return
         syncobj.addOnTickCallback(self.on_tick)
         self._tick_owners.add(id(syncobj))
+
+    def _background(self) -> _BackgroundSyncer:
+        if self._syncer is None:
+            self._syncer = _BackgroundSyncer(self)
+        return self._syncer
 
     def _make_dump_durable(self) -> None:
         if self._policy == "never":
@@ -672,6 +755,7 @@ class DurableJournal(Journal):
             self._fatal("rewrite", e)
         self.stats["rewrites"] += 1
         if replace_fd:
+            self._gen += 1
             self._entries = list(entries)
             self._offsets = offsets
             self._resident, self._evicted = sum(len(e[0]) for e in self._entries), 0
@@ -772,6 +856,7 @@ class DurableJournal(Journal):
         del self._offsets[i:]
         self._size = off
         self._dirty = True
+        self._gen += 1
         if self._durable_size > off:
             self._durable_size = off
         last = self._entries[-1][1] if self._entries else 0
@@ -835,8 +920,13 @@ class DurableJournal(Journal):
     def __len__(self) -> int:
         return len(self._entries)
 
-    @_locked
     def _destroy(self) -> None:
+        if self._syncer is not None:
+            self._syncer.stop()       # outside the lock: its last step may be waiting for it
+        self._destroy_locked()
+
+    @_locked
+    def _destroy_locked(self) -> None:
         if self._closed:
             return
         try:
@@ -844,8 +934,9 @@ class DurableJournal(Journal):
                 self._settle()
                 if self._policy != "never":
                     self.sync()
-                if self._meta_dirty:
-                    self._store_meta()
+                with self._meta_lock:
+                    if self._meta_dirty:
+                        self._store_meta()
         finally:
             self._closed = True
             if self._fd >= 0:
@@ -858,11 +949,14 @@ class DurableJournal(Journal):
 
     @_locked
     def setRaftCommitIndex(self, raftCommitIndex: int) -> None:
-        # Guard (c): the commit index must never move over entries not on our disk.
-        if self._policy == "always" and (self._dirty or self._pending_clear is not None):
+        # Guard (c): the commit index must never move over entries not on our disk (in parallel
+        # mode the leader's commit is capped at durable_index by its caller instead).
+        if self._policy == "always" and not self._parallel and \
+                (self._dirty or self._pending_clear is not None):
             self.sync()
-        self._meta["raftCommitIndex"] = int(raftCommitIndex)
-        self._meta_dirty = True
+        with self._meta_lock:
+            self._meta["raftCommitIndex"] = int(raftCommitIndex)
+            self._meta_dirty = True
 
     def getRaftCommitIndex(self) -> int:
         ci = int(self._meta.get("raftCommitIndex", 1))
@@ -877,10 +971,11 @@ class DurableJournal(Journal):
         self._check()
         if votedForNodeId is not None and not isinstance(votedForNodeId, (str, int)):
             raise TypeError("votedForNodeId must be str, int or None, got %r" % (votedForNodeId,))
-        self._meta["currentTerm"] = int(term)
-        self._meta["votedForNodeId"] = votedForNodeId
-        # Raft: term and vote are durable before any message reflecting them is sent.
-        self._store_meta()
+        with self._meta_lock:
+            self._meta["currentTerm"] = int(term)
+            self._meta["votedForNodeId"] = votedForNodeId
+            # Raft: term and vote are durable before any message reflecting them is sent.
+            self._store_meta()
 
     def getCurrentTerm(self) -> int:
         return int(self._meta.get("currentTerm", 0))
@@ -888,12 +983,21 @@ class DurableJournal(Journal):
     def getVotedForNodeId(self) -> Any:
         return self._meta.get("votedForNodeId", None)
 
-    @_locked
     def onOneSecondTimer(self) -> None:
+        """The commit-index hint, at most once a second: two fsyncs the tick thread need not
+        wait for (a hint; term and vote are stored by setCurrentTerm before they are acted
+        on), so the background thread writes it."""
         if self._meta_dirty and self._failed is None and not self._closed:
-            self._store_meta()
+            self._background().request_meta()
+
+    def store_meta_if_dirty(self) -> None:
+        """The background thread's meta step (see onOneSecondTimer)."""
+        with self._meta_lock:
+            if self._meta_dirty and self._failed is None and not self._closed:
+                self._store_meta()
 
     def _store_meta(self) -> None:
+        """Write the meta file durably; the caller holds _meta_lock."""
         # Always durable, whatever the log policy: the file also carries term/vote, and replacing
         # it by a rename that is not fsynced could bring back an empty or old file after a power
         # loss. It is written at most once a second (commit-index hint) plus once per term/vote
@@ -916,6 +1020,57 @@ class DurableJournal(Journal):
             self._fatal("store meta", e)
         self.stats["fsync"] += 2
         self._meta_dirty = False
+
+
+class _BackgroundSyncer:
+    """The journal's background thread: the leader's fdatasync (parallel mode) and the
+    once-a-second meta write, off the Raft tick thread so heartbeats never wait for the disk.
+    Requests coalesce: one fdatasync covers every append made before it starts. A daemon thread,
+    started on the first request and stopped by the journal's _destroy; an I/O error in it is
+    fatal as anywhere else (the journal's _fatal)."""
+
+    def __init__(self, journal: DurableJournal) -> None:
+        self._journal = journal
+        self._wake = threading.Condition(threading.Lock())
+        self._log = self._meta = self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="journal-sync", daemon=True)
+        self._thread.start()
+
+    def request_log(self) -> None:
+        with self._wake:
+            self._log = True
+            self._wake.notify()
+
+    def request_meta(self) -> None:
+        with self._wake:
+            self._meta = True
+            self._wake.notify()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        with self._wake:
+            self._stopping = True
+            self._wake.notify()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not (self._log or self._meta or self._stopping):
+                    self._wake.wait()
+                if self._stopping:
+                    return
+                log_wanted, meta_wanted = self._log, self._meta
+                self._log = self._meta = False
+            try:
+                if log_wanted:
+                    self._journal.sync_in_background()
+                if meta_wanted:
+                    self._journal.store_meta_if_dirty()
+            except JournalError:
+                return                 # _fatal has logged it and called on_fatal
+            except Exception:          # never die silently: the commit would stall
+                logger.exception("journal %s: background sync failed", self._journal.path)
 
 
 # --------------------------------------------------------------------------- transport

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import gc
+import json
 import logging
 import threading
 import time
@@ -123,16 +125,22 @@ class ReplicatedState(SyncObjConsumer):
         self._faults = faults
         self._node_id = node_id
         self.digests = DigestPoints()
+        self.apply_times = ApplyTimes()
+        self.freezer = GrowthFreezer()
         super().__init__()
 
     @replicated
     def apply_entry(self, entry: str) -> ApplyResult:
         index = self._syncObj.raftLastApplied + 1
         entry = self._faults.entry_to_apply(entry, index)
+        asked = time.perf_counter()
         with self._lock:
+            locked = time.perf_counter()
             result = self._sm.apply(entry, index)
             if self.digests.wanted(index):
                 self.digests.record(index, self._sm.state_digest())
+        self.apply_times.note(index, entry, locked - asked, time.perf_counter() - locked)
+        self.freezer.note(len(self._sm.jobs) + len(self._sm.execs))
         self._faults.applied(self._node_id, entry, result, index, self._sm.log_hash)
         try:
             self._on_applied(entry, result, index)
@@ -150,6 +158,70 @@ class ReplicatedState(SyncObjConsumer):
             self._sm.restore(data)
         log.info("restored snapshot: %d jobs, %d executions in %.2fs", len(self._sm.jobs),
                  len(self._sm.execs), time.monotonic() - started)
+
+
+class GrowthFreezer:
+    """gc.freeze() each time the replicated state has grown by GROWTH since the last freeze.
+    Registering a herd adds rows faster than anything dies, and with the daemon's thresholds
+    (runtime.daemon.tune_gc: 50,000 / 20 / 20) a generation-1 collection scans everything that
+    survived the last twenty young ones, up to a million objects, while holding the GIL: a
+    fire entry applied during one held the leader's tick thread 483 and 928 ms at load 13, and
+    the followers stood (issue 14). Replaying that herd's log (2,069 entries, 100,000 jobs and
+    executions): slowest apply 205 ms of CPU without freezing, 33 ms with (29 freezes). Rows
+    live as long as the state (state.restore freezes what it loads for the same reason), are
+    freed by reference counting when dropped, and a freeze is O(1); what it costs is that a
+    reference cycle alive at a freeze and dropped later is never collected, hence only on
+    growth, not on a timer."""
+
+    GROWTH = 0.1
+    MIN_ROWS = 10_000
+
+    def __init__(self) -> None:
+        self.frozen_at = 0          # rows (jobs + executions) at the last freeze
+        self.freezes = 0
+
+    def note(self, rows: int) -> bool:
+        if rows < self.MIN_ROWS or rows < self.frozen_at * (1 + self.GROWTH):
+            return False
+        gc.freeze()
+        self.frozen_at = rows
+        self.freezes += 1
+        return True
+
+
+class ApplyTimes:
+    """How long one entry held the Raft tick thread in apply, by entry kind: the slowest seen
+    (what an apply cap per entry is sized from, issue 14) and a warning for each entry over
+    SLOW_S, with the part spent waiting for the node lock (the asyncio thread's reads hold it;
+    under RepairingSyncObj the tick takes the lock before calling apply, raft_patches patch 8,
+    so that wait shows in the stall log's "apply: node lock wait" instead). Only the tick
+    thread writes it; the kind is decoded only for a slow entry."""
+
+    SLOW_S = 0.05
+
+    def __init__(self) -> None:
+        self.slowest: dict[str, tuple[float, int]] = {}    # kind -> (seconds, bytes)
+        self.slow = 0
+        self._quiet_until = 0.0        # at most one warning a second (a loaded node has many)
+
+    def note(self, index: int, entry: str, waited: float, applied: float) -> None:
+        took = waited + applied
+        if took < self.SLOW_S:
+            return
+        self.slow += 1
+        try:
+            kind = str(json.loads(entry).get("k", "?"))
+        except (ValueError, AttributeError):
+            kind = "?"
+        if took > self.slowest.get(kind, (0.0, 0))[0]:
+            self.slowest[kind] = (took, len(entry))
+        now = time.monotonic()
+        if now < self._quiet_until:
+            return
+        self._quiet_until = now + 1.0
+        log.warning("entry %d (%s, %d bytes) held the raft tick thread %.0f ms: %.0f ms applying, "
+                    "%.0f ms waiting for the node lock", index, kind, len(entry), took * 1000,
+                    applied * 1000, waited * 1000)
 
 
 class DigestPoints:
@@ -352,9 +424,10 @@ class RaftNode(Generic[CfgT]):
         transport = self._hooks.transport_class.with_limits(TransportLimits(
             max_frame_bytes=r.max_frame_bytes, handshake_timeout_s=r.handshake_timeout_ms / 1000))
         # Stock pysyncobj only as the fault suite's negative control (SCHEDD_UNSAFE=stock_raft).
+        raft_kwargs: dict[str, Any] = {} if faults.stock_raft else {"apply_lock": self.lock}
         raft_class = SyncObj if faults.stock_raft else RepairingSyncObj
         self.sync = raft_class(None if learn_from else cfg.raft_address, others, conf=conf, consumers=[self._consumer],
-                               transportClass=faults.transport(transport))
+                               transportClass=faults.transport(transport), **raft_kwargs)
         self._hooks.attach(self.sync)
         self._tick_jobs: collections.deque[Callable[[], bool]] = collections.deque()
         self.sync.addOnTickCallback(self._run_tick_jobs)

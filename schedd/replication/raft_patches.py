@@ -43,6 +43,22 @@ ignores).
 6. Bounded apply per tick: stock applies every committed entry in the tick that learns of them;
    here a tick stops applying after an eighth of the minimum election timeout and the next tick
    goes on at once, so a backlog no longer holds heartbeats (sent after apply) or their reading.
+7. The leader's disk write in parallel with replication (Raft thesis §10.2.1: "the leader may
+   write to its disk in parallel with replicating to the followers ... it counts itself in the
+   majority only once its entries are durable"). On a durable journal (journal.DurableJournal,
+   policy ``always``) the leader of a multi-node cluster no longer fdatasyncs in its tick
+   (before sending, or before polling): the journal's background thread does, and the commit
+   computation sees every follower's matchIndex capped at the leader's durable index, so an
+   entry commits only once it is on the leader's disk and on a follower's (which still
+   fdatasyncs before it acknowledges). Stricter than the thesis (which also lets two followers
+   commit without the leader), never looser. Stock counts its own copy at once, whatever the
+   disk; our journal used to sync it inline, up to 50 ms per tick under load (issue 14). The
+   background thread wakes the tick when the durable index moves (a commit may be waiting).
+8. Apply never waits long for the node lock: given `apply_lock` (the lock the shell's readers
+   hold: RaftNode.lock), the tick takes it before each entry for at most a heartbeat period and,
+   if the other thread still holds it, leaves the entry for the next tick and goes on to send
+   and read. On a loaded leader the asyncio thread's passes held it 50-100 ms while a
+   start_many or finish_many waited, and the heartbeats (sent after apply) with it (issue 14).
 """
 
 from __future__ import annotations
@@ -54,6 +70,7 @@ from typing import Any
 import pysyncobj.pickle as raft_pickle
 from pysyncobj import SyncObj
 from pysyncobj.config import FAIL_REASON
+from pysyncobj.pipe_notifier import PipeNotifier
 from pysyncobj.syncobj import _RAFT_STATE, SyncObjExceptionWrongVer
 from pysyncobj.syncobj import monotonicTime as raft_clock
 from pysyncobj.version import VERSION as _INSTALLED_VERSION
@@ -72,9 +89,10 @@ PRE_VOTE, PRE_VOTE_RESPONSE = "schedd_pre_vote", "schedd_pre_vote_response"
 class RepairingSyncObj(SyncObj):
     """A SyncObj whose log repair, truncation and elections follow the Raft paper (module doc)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, apply_lock: Any = None, **kwargs: Any) -> None:
         # Set before SyncObj.__init__: attributes that exist then are left out of snapshots, and
         # the tick thread it starts reads them.
+        self._apply_lock = apply_lock                 # patch 8 (None: apply takes no lock)
         self._repl_mode: dict[Any, str] = {}          # leader: per follower, PROBE or REPLICATE
         self._leader_contact = -math.inf              # monotonic time a leader was last heard
         self._prevote_round = 0
@@ -86,12 +104,16 @@ class RepairingSyncObj(SyncObj):
         self._tick_work = 0.0                         # seconds the last tick took (poll included)
         self._apply_work = 0.0                        # of which applying entries
         self._sections: dict[str, float] = {}         # of which: seconds per part (stall log)
+        self._match_real: dict[Any, int] | None = None    # patch 7: matchIndex while capped
+        self._match_capped: dict[Any, int] | None = None
         self.repair_stats = RepairStats()
         super().__init__(*args, **kwargs)
         self._poller.poll = self._timed("poll+messages", self._poller.poll)
         journal = self._SyncObj__raftLog
         if callable(getattr(journal, "sync", None)):      # DurableJournal: its fdatasync
             journal.sync = self._timed("fdatasync", journal.sync)
+        if hasattr(journal, "wake"):                      # patch 7: its background thread
+            journal.wake = PipeNotifier(self._poller).notify
 
     def _timed(self, part: str, call: Any) -> Any:
         """`call`, its time added to this tick's `part` (the stall log's breakdown); only the
@@ -413,12 +435,49 @@ class RepairingSyncObj(SyncObj):
         backlog = self._SyncObj__raftCommitIndex > self.raftLastApplied
         started = self._now()
         self._sections = {}
-        SyncObj._onTick(self, 0.0 if backlog else timeToWait)
+        self._cap_match_at_durable()
+        try:
+            SyncObj._onTick(self, 0.0 if backlog else timeToWait)
+        finally:
+            self._uncap_match()
         self._tick_work = self._now() - started
         self._sections["apply"] = self._apply_work
         # fdatasync happens inside sending (before_send) or a tick callback: not a part of its own
         self._sections["rest (tick callbacks)"] = self._tick_work - sum(
             v for k, v in self._sections.items() if k != "fdatasync")
+
+    def _cap_match_at_durable(self) -> None:
+        """Patch 7: in parallel mode, stock's commit computation (the next thing a leader's tick
+        does; it counts the leader itself unconditionally) sees each follower's matchIndex
+        capped at the leader's durable index; `_uncap_match` puts the real one back before
+        anything else reads it (apply, sending, answers)."""
+        journal = self._SyncObj__raftLog
+        set_parallel = getattr(journal, "set_parallel", None)
+        if set_parallel is None:
+            return                      # a MemoryJournal or stock's: no disk to wait for
+        leading = self._SyncObj__raftState == _RAFT_STATE.LEADER and bool(self._SyncObj__otherNodes)
+        if not set_parallel(leading):
+            return
+        durable = int(journal.durable_index)
+        real = self._SyncObj__raftMatchIndex
+        self._match_real = real
+        self._match_capped = self._SyncObj__raftMatchIndex = {n: min(i, durable) for n, i in real.items()}
+
+    def _SyncObj__setState(self, newState: int) -> None:
+        """Patch 7: parallel mode ends before the role does: a node that stops leading (a
+        higher term heard in this very tick, the leader fallback) must fdatasync before its
+        next message again (its next ack as a follower covers what it holds)."""
+        if newState != _RAFT_STATE.LEADER:
+            set_parallel = getattr(self._SyncObj__raftLog, "set_parallel", None)
+            if set_parallel is not None:
+                set_parallel(False)
+        SyncObj._SyncObj__setState(self, newState)
+
+    def _uncap_match(self) -> None:
+        real, self._match_real = self._match_real, None
+        if real is not None and self._SyncObj__raftMatchIndex is self._match_capped:
+            self._SyncObj__raftMatchIndex = real   # (a new leadership may have replaced it)
+        self._match_capped = None
 
     def _checkCommandsToApply(self) -> None:
         self._timed("proposals", lambda: SyncObj._checkCommandsToApply(self))()
@@ -436,13 +495,17 @@ class RepairingSyncObj(SyncObj):
         entry in one tick, so a follower catching up, or any node applying a herd's batches on a
         starved machine, sent and read no message for seconds. The rest waits for the next tick
         (which then polls without waiting)."""
+        self._uncap_match()             # patch 7: the commit computation is done
         applied, commit = int(self.raftLastApplied), int(self._SyncObj__raftCommitIndex)
         self._apply_work = 0.0
         if commit <= applied:
             return False
         deadline = self._now() + self._apply_budget()
         waiting = self._SyncObj__commandsWaitingCommit
+        lock = self._apply_lock
         for entry in self._SyncObj__getEntries(applied + 1, commit - applied):
+            if lock is not None and not self._take_apply_lock(lock, deadline):
+                break
             try:
                 subscribers = waiting.pop(entry[1], [])
                 res = self._SyncObj__doApplyCommand(entry[0])
@@ -456,11 +519,26 @@ class RepairingSyncObj(SyncObj):
             except SyncObjExceptionWrongVer as e:
                 log.error("request to switch to unsupported code version (self version: %d, "
                           "requested version: %d)", self._SyncObj__selfCodeVersion, e.ver)
+            finally:
+                if lock is not None:
+                    lock.release()
             if self._now() > deadline:
                 self.repair_stats.apply_yields += 1
                 break
         self._apply_work = self._now() - deadline + self._apply_budget()
         return not self._SyncObj__conf.appendEntriesUseBatch
+
+    def _take_apply_lock(self, lock: Any, deadline: float) -> bool:
+        """Patch 8: the node lock for one entry, waiting at most a heartbeat period (and not past
+        the apply budget); False (counted) leaves the entry for the next tick."""
+        wait = max(0.001, min(float(self._SyncObj__conf.appendEntriesPeriod), deadline - self._now()))
+        started = self._now()
+        got = bool(lock.acquire(timeout=wait))
+        self._sections["apply: node lock wait"] = (self._sections.get("apply: node lock wait", 0.0)
+                                                   + self._now() - started)
+        if not got:
+            self.repair_stats.apply_lock_yields += 1
+        return got
 
     def _note_tick_gap(self) -> bool:
         """The time since the previous tick began: how long this node could not act on Raft
@@ -544,7 +622,7 @@ class RepairStats:
     """Counters of the repair machinery (what a scripted test asserts, what a debugger reads)."""
 
     __slots__ = ("truncations", "truncated_entries", "rejections", "stale_rejections", "pre_votes",
-                 "max_tick_gap", "long_tick_gaps", "apply_yields")
+                 "max_tick_gap", "long_tick_gaps", "apply_yields", "apply_lock_yields")
 
     def __init__(self) -> None:
         self.truncations = 0
@@ -555,3 +633,4 @@ class RepairStats:
         self.max_tick_gap = 0.0         # seconds, the longest time between two tick starts
         self.long_tick_gaps = 0         # gaps over half the minimum election timeout
         self.apply_yields = 0           # ticks that left committed entries for the next one
+        self.apply_lock_yields = 0      # of which: the node lock stayed busy (patch 8)

@@ -100,6 +100,9 @@ def _tick_gauges(stats):
          "timeout after the previous one", stats.long_tick_gaps),
         ("schedd_raft_pre_votes", "Pre-vote rounds this node started (its election timer expired)",
          stats.pre_votes),
+        ("schedd_raft_apply_lock_yields", "Ticks that left committed entries for the next one "
+         "because the node lock stayed busy (apply never waits past a heartbeat period for it)",
+         stats.apply_lock_yields),
     ):
         g = GaugeMetricFamily(name, doc)
         g.add_metric([], value)

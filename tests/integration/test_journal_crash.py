@@ -5,7 +5,9 @@ talks JSON lines on stdin/stdout (``@@{...}``) and runs these probes:
 
 * ``fdatasync``/``fsync`` counters (``os.fdatasync``/``os.fsync`` are wrapped, no strace needed);
 * ``send_dirty``: Raft messages handed to TCPTransport.send while the journal had unsynced data
-  (persist-before-send says this must be 0 with ``fsync=always``);
+  (persist-before-send says this must be 0 with ``fsync=always``), except the leader's in
+  parallel mode (``send_parallel``: raft_patches patch 7, Raft thesis §10.2.1: it sends before
+  its background fdatasync and counts itself in a commit only for durable entries);
 * ``apply_not_durable``: entries applied (so acknowledged to clients) while not yet fdatasynced on
   this node (must be 0 with ``fsync=always``, on the leader and on the followers);
 * a side file ``durable.side`` holding (inode, durable_size) of the journal after every sync. It lets
@@ -43,8 +45,8 @@ def node_main(cfg):  # pragma: no cover - runs in the subprocesses
     sys.path.insert(0, REPO)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
-    counters = {"fdatasync": 0, "fsync": 0, "sends": 0, "send_dirty": 0, "applies": 0,
-                "apply_not_durable": 0}
+    counters = {"fdatasync": 0, "fsync": 0, "sends": 0, "send_dirty": 0, "send_parallel": 0,
+                "applies": 0, "apply_not_durable": 0}
     real_fdatasync, real_fsync = os.fdatasync, os.fsync
 
     def fdatasync(fd):
@@ -61,6 +63,7 @@ def node_main(cfg):  # pragma: no cover - runs in the subprocesses
     from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated, FAIL_REASON
     from pysyncobj.transport import TCPTransport
     from schedd.replication.journal import prepare_durable_journal, speed_up_snapshots
+    from schedd.replication.raft_patches import RepairingSyncObj
 
     data_dir = cfg["data_dir"]
     hooks = prepare_durable_journal(data_dir, fsync=cfg["fsync"])
@@ -88,7 +91,7 @@ def node_main(cfg):  # pragma: no cover - runs in the subprocesses
         counters["sends"] += 1
         j = hooks.journal
         if j is not None and j.dirty:
-            counters["send_dirty"] += 1
+            counters["send_parallel" if j.parallel else "send_dirty"] += 1
         return real_send(self, node, message)
 
     TCPTransport.send = probed_send  # DurableTCPTransport.send syncs, then calls this
@@ -113,8 +116,9 @@ def node_main(cfg):  # pragma: no cover - runs in the subprocesses
                        connectionRetryTime=0.2, leaderFallbackTimeout=2.0, bindRetryTime=0.1,
                        logCompactionMinEntries=cfg["compaction_min"], useFork=True,
                        **hooks.conf_kwargs)
-    obj = SyncObj(cfg["self"], cfg["peers"], conf=conf, consumers=[probe],
-                  transportClass=hooks.transport_class)
+    raft_class = RepairingSyncObj if cfg.get("raft") == "repairing" else SyncObj
+    obj = raft_class(cfg["self"], cfg["peers"], conf=conf, consumers=[probe],
+                     transportClass=hooks.transport_class)
     journal = hooks.attach(obj)
 
     def reply(msg):
@@ -207,11 +211,11 @@ def node_main(cfg):  # pragma: no cover - runs in the subprocesses
 
 
 class Node:
-    def __init__(self, addr, peers, data_dir, fsync, password, compaction_min):
+    def __init__(self, addr, peers, data_dir, fsync, password, compaction_min, raft):
         self.addr = addr
         self.data_dir = data_dir
         self.cfg = {"self": addr, "peers": peers, "data_dir": data_dir, "fsync": fsync,
-                    "password": password, "compaction_min": compaction_min}
+                    "password": password, "compaction_min": compaction_min, "raft": raft}
         self.proc = None
         self.q = None
         self._n = 0
@@ -289,13 +293,13 @@ class Node:
 
 
 class Cluster:
-    def __init__(self, base_dir, fsync, compaction_min):
+    def __init__(self, base_dir, fsync, compaction_min, raft="repairing"):
         base = restartable_ports(3)
         ports = [base, base + 1, base + 2]
         addrs = ["127.0.0.1:%d" % p for p in ports]
         password = secrets.token_urlsafe(32)
         self.nodes = [Node(a, [b for b in addrs if b != a], os.path.join(base_dir, "n%d" % i),
-                           fsync, password, compaction_min) for i, a in enumerate(addrs)]
+                           fsync, password, compaction_min, raft) for i, a in enumerate(addrs)]
 
     def start(self):
         for n in self.nodes:
@@ -371,9 +375,10 @@ def _check_probes(stats, leader):
         assert s["send_dirty"] == 0, (addr, s)  # persist before send
         assert s["apply_not_durable"] == 0, (addr, s)  # nothing applied/acked before fsync
         assert s["sends"] > 0
-    # group commit: far fewer log fsyncs than entries on the leader
+    # group commit: far fewer log fsyncs than entries on the leader, done off its tick (patch 7)
     ls = stats[leader.addr]
     assert ls["fdatasync"] < ls["journal"]["appends"] / 3, ls
+    assert ls["journal"]["background_fdatasync"] > 0, ls
 
 
 def _read_acked(node):

@@ -427,6 +427,7 @@ def test_meta_is_json_not_pickle(tmp_path):
     j.setCurrentTerm(5, "10.0.0.1:7000")
     j.setRaftCommitIndex(1)
     j.onOneSecondTimer()
+    wait_until(lambda: not j._meta_dirty, timeout=30, what="the background meta write")
     raw = (tmp_path / "raft.journal.meta").read_bytes()
     assert not raw.startswith(b"\x80")
     meta = json.loads(raw)
@@ -451,7 +452,8 @@ def test_commit_index_is_a_lazy_hint_and_is_clamped(tmp_path):
     j.setRaftCommitIndex(9)
     assert not (tmp_path / "raft.journal.meta").exists()  # lazy: stored by onOneSecondTimer
     j.onOneSecondTimer()
-    assert json.loads((tmp_path / "raft.journal.meta").read_bytes())["raftCommitIndex"] == 9
+    wait_until(lambda: json.loads((tmp_path / "raft.journal.meta").read_bytes())["raftCommitIndex"] == 9,
+               timeout=30, what="the background meta write")
     j._destroy()
     assert open_j(tmp_path).getRaftCommitIndex() == 9
     # lose the tail (e.g. unsynced data after a power loss): the hint must not point past the log

@@ -12,6 +12,7 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 from pysyncobj import SyncObj
+from pysyncobj.journal import MemoryJournal
 
 from schedd.replication.memory_network import (MemoryNetwork, append_raw, commit_index,
                                                make_leader, match_index, raft_log, send_heartbeats,
@@ -353,6 +354,117 @@ def test_a_backlog_is_applied_over_several_ticks_not_in_one() -> None:
     first = b.raftLastApplied
     assert 1 <= first < 50, first
     assert b.repair_stats.apply_yields == 1
+    deadline = time.monotonic() + 60
+    while b.raftLastApplied < b._SyncObj__raftCommitIndex and time.monotonic() < deadline:
+        b._onTick()
+    assert b.raftLastApplied == b._SyncObj__raftCommitIndex
+
+
+# --------------------------------------------------------------------------- patch 7: parallel disk write
+
+class DiskLikeJournal(MemoryJournal):
+    """A memory journal with DurableJournal's parallel-mode surface: entries reach `durable_index`
+    only when the test says so (the background fdatasync finishing)."""
+
+    def __init__(self, entries: list) -> None:
+        super().__init__()
+        for e in entries:
+            self.add(*e)
+        self.durable_index = int(entries[-1][1])
+        self.parallel = False
+
+    def set_parallel(self, on: bool) -> bool:
+        self.parallel = on
+        return on
+
+
+def with_disk(node: SyncObj) -> DiskLikeJournal:
+    journal = DiskLikeJournal(node._SyncObj__raftLog[:])
+    node._SyncObj__raftLog = journal
+    return journal
+
+
+def test_the_leader_counts_itself_in_a_commit_only_for_entries_on_its_disk() -> None:
+    """Raft thesis §10.2.1: the leader sends before its own fdatasync (off its tick) but is
+    one of the majority only for durable entries. Both followers acked, the leader's disk lags:
+    the commit stops at the leader's durable index (stricter than the thesis, never looser)
+    and moves on once the disk catches up; matchIndex is never left capped."""
+    net = cluster(RepairingSyncObj)
+    leader = net.nodes[A]
+    disk = with_disk(leader)
+    make_leader(leader, 2)
+    leader._onTick()                                   # appends its no-op
+    rounds(net, A, 2)
+    disk.durable_index = durable = raft_log(leader)[-1][0]
+    leader._onTick()
+    assert commit_index(leader) == durable             # all on disk: all committed
+    append_raw(leader, [2] * 5)
+    rounds(net, A, 2)
+    last = raft_log(leader)[-1][0]
+    assert match_index(leader, B) == match_index(leader, C) == last
+    leader._onTick()
+    assert commit_index(leader) == durable             # acked by both, not on the leader's disk
+    assert disk.parallel
+    assert match_index(leader, B) == last              # the cap was the commit computation's only
+    disk.durable_index = last - 2
+    leader._onTick()
+    assert commit_index(leader) == last - 2
+    disk.durable_index = last
+    leader._onTick()
+    assert commit_index(leader) == last
+
+
+def test_a_leader_that_steps_down_syncs_before_its_next_message_again() -> None:
+    """Parallel mode ends with leadership, inside the very tick that ends it: a node that
+    hears a higher term and appends as a follower must fdatasync before it acknowledges."""
+    net = cluster(RepairingSyncObj)
+    leader = net.nodes[A]
+    disk = with_disk(leader)
+    make_leader(leader, 2)
+    leader._onTick()
+    assert disk.parallel
+    net.take()
+    make_leader(net.nodes[B], 3)
+    send_heartbeats(net.nodes[B])
+    net.deliver(net.take(lambda m: m.dst == A))
+    assert not leader._isLeader() and not disk.parallel
+
+
+# --------------------------------------------------------------------------- patch 8: apply and the node lock
+
+def test_apply_does_not_wait_past_a_heartbeat_period_for_a_busy_node_lock() -> None:
+    """The shell's readers hold the node lock (on a loaded leader, passes of 50-100 ms while a
+    start_many waited, and the heartbeats behind it). A tick gives up on the lock after a
+    heartbeat period, leaves the entries for the next tick, and applies them once it is free."""
+    import threading
+    lock = threading.RLock()
+    net = MemoryNetwork()
+    for addr in PEERS:
+        net.add(addr, PEERS, cls=lambda *a, **kw: RepairingSyncObj(*a, apply_lock=lock, **kw))
+    net.connect_all()
+    b = net.nodes[B]
+    append_raw(b, [1] * 5)
+    b._SyncObj__raftCommitIndex = b._SyncObj__raftLog[-1][1]
+    held, release = threading.Event(), threading.Event()
+
+    def reader() -> None:
+        with lock:
+            held.set()
+            release.wait(60)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        assert held.wait(30)
+        applied = b.raftLastApplied
+        started = time.monotonic()
+        b._onTick()
+        waited = time.monotonic() - started
+        assert b.raftLastApplied == applied and b.repair_stats.apply_lock_yields == 1
+        assert waited < 10 * b._SyncObj__conf.appendEntriesPeriod + 5, waited   # not the reader's 60 s
+    finally:
+        release.set()
+        t.join(30)
     deadline = time.monotonic() + 60
     while b.raftLastApplied < b._SyncObj__raftCommitIndex and time.monotonic() < deadline:
         b._onTick()
