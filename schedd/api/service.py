@@ -25,6 +25,7 @@ from schedd.api import auth, convert
 from schedd.api.limits import call_overflow
 from schedd.api.membership_view import cluster_membership, node_membership
 from schedd.api.secrets import seal_spec_secrets
+from schedd.api.templates import SpecTemplates
 from schedd.security.secrets import EnvSealer, stored_secrets
 from schedd.core import batches as B
 from schedd.core import commands as C
@@ -118,17 +119,22 @@ def _canonical_batch(specs: Sequence[pb.JobSpec], stored_of: Callable[[str], dic
     out = []
     budget = C.BATCH_ENTRY_BYTES - C.BATCH_ENVELOPE_BYTES
     seen: dict[str, int] = {}
+    templates = SpecTemplates()           # jobs differing only by name: validated once
+
+    def label(i: int) -> str:             # built only for a refusal
+        return f"job {specs[i - 1].name or 'unnamed'!r} (#{i} of {len(specs)})"
+
     for i, spec in enumerate(specs, 1):
-        label = f"job {spec.name or 'unnamed'!r} (#{i} of {len(specs)})"
         try:
-            d, text = _sealed_canonical(spec, stored_of, sealer)
+            done = templates.canonical(spec)
+            d, text = done if done is not None else _sealed_canonical(spec, stored_of, sealer)
         except ValidationError as e:
-            raise BatchRefused(i, f"{label}: {e}") from None
-        if C.encoded_size(text) > budget:
-            raise BatchRefused(i, f"{label}: its spec takes {C.encoded_size(text)} bytes in the log, "
-                                  f"more than {budget}")
+            raise BatchRefused(i, f"{label(i)}: {e}") from None
+        size = C.encoded_size(text)
+        if size > budget:
+            raise BatchRefused(i, f"{label(i)}: its spec takes {size} bytes in the log, more than {budget}")
         if d["name"] in seen:
-            raise BatchRefused(i, f"{label} appears more than once in the batch (first at #{seen[d['name']]})")
+            raise BatchRefused(i, f"{label(i)} appears more than once in the batch (first at #{seen[d['name']]})")
         seen[d["name"]] = i
         out.append((d, text))
     return out
