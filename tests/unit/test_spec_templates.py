@@ -83,3 +83,15 @@ def test_a_batch_refuses_a_bad_name_at_its_position():
     with pytest.raises(BatchRefused, match="appears more than once") as e:
         _canonical_batch(specs, lambda name: {}, None)
     assert e.value.position == 4
+
+
+@pytest.mark.parametrize("text", ["", "abc", '"\\', "\x00\x1f\u00e9\u20ac\U0001F600", '{"a":"b\\n"}'])
+def test_encoded_size_is_what_the_text_takes_inside_an_entry(text):
+    """C.encoded_size (per job of a batch, so it skips json.dumps' set-up) must stay exact: the
+    chunking of a batch into entries relies on it."""
+    import json
+
+    from schedd.core import commands as C
+    assert C.encoded_size(text) == len(json.dumps(text)) + 1
+    assert len(C.encode(C.BATCH_STAGE, rid="", now=1, term=1, batch="b", seq=0, specs=[text, text])) - \
+        len(C.encode(C.BATCH_STAGE, rid="", now=1, term=1, batch="b", seq=0, specs=[text])) == C.encoded_size(text)
