@@ -358,7 +358,7 @@ def job_name(d: dict[str, Any]) -> str:
     if ":" in name and DAG_ROW_RE.match(name):
         raise ValidationError(f"job {name!r} is part of DAG {name.partition(':')[0]!r} (names with ':' "
                               "are DAG tasks); use `schedctl dag apply` to change it")
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):       # fullmatch: NAME_RE's "$" would let a final newline in
         raise ValidationError(f"bad job name {name!r}: use 1-128 of a-z 0-9 . _ -, starting with a "
                               "letter or digit")
     return name

@@ -49,7 +49,7 @@ SHAPES = [
                handler=pb.Handler(shell=pb.ShellHandler(command="x" * 1805))),                # a long name passes the size cap
 ]
 TEMPLATED = {0, 1, 3, 6}        # the shapes the short path serves (the others take the full one)
-NAMES = ["a-1", "a-2", "b." + "x" * 120, "z" * 128, "z" * 129, "Bad", "", "dag:task", PLACEHOLDER, "9"]
+NAMES = ["a-1", "a-2", "b." + "x" * 120, "z" * 128, "z" * 129, "Bad", "", "dag:task", PLACEHOLDER, "9", "a-1\n"]
 
 
 @pytest.mark.parametrize("shape", range(len(SHAPES)))
@@ -95,3 +95,9 @@ def test_encoded_size_is_what_the_text_takes_inside_an_entry(text):
     assert C.encoded_size(text) == len(json.dumps(text)) + 1
     assert len(C.encode(C.BATCH_STAGE, rid="", now=1, term=1, batch="b", seq=0, specs=[text, text])) - \
         len(C.encode(C.BATCH_STAGE, rid="", now=1, term=1, batch="b", seq=0, specs=[text])) == C.encoded_size(text)
+
+
+def test_a_name_with_a_final_newline_is_refused():
+    """NAME_RE ends in "$", which also matches before a final newline: main registered "a\\n"."""
+    with pytest.raises(ValidationError, match="bad job name"):
+        canonical_spec({"name": "a\n", "handler": {"shell": {"command": "x"}}})
