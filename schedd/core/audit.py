@@ -231,9 +231,12 @@ class AuditTrail:
             suppressed, bucket.suppressed = bucket.suppressed, 0
         # The hashed fields in HASHED_FIELDS' order (one record built, not built and replaced:
         # this runs for every audited entry).
-        values = [self.next_seq, ev.time_ms, ev.principal, ev.source, ev.action, ev.target,
-                  ev.outcome, ev.request_id, ev.log_index, ev.detail, suppressed]
-        record = AuditRecord(*values, _chain_hash_values(self.head, values))
+        seq = self.next_seq
+        values: list[Any] = [seq, ev.time_ms, ev.principal, ev.source, ev.action, ev.target,
+                             ev.outcome, ev.request_id, ev.log_index, ev.detail, suppressed]
+        record = AuditRecord(seq, ev.time_ms, ev.principal, ev.source, ev.action, ev.target, ev.outcome,
+                             ev.request_id, ev.log_index, ev.detail, suppressed,
+                             _chain_hash_values(self.head, values))
         self.records.append(record)
         self.prune(ev.time_ms)
         return record
