@@ -417,9 +417,14 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     async def _put_batch(self, context: CallContext, rid: str, texts: list[str],
                          **common: Any) -> Mapping[str, Any]:
         """Propose a checked batch and answer only what the log decided. Once this answers
-        "failed", the batch can never commit: its commit entry was never proposed, or the abort
+        "failed", the batch can never commit: its commit entry was refused, or the abort
         proposed after it was applied first (an abort that finds the commit applied turns the
-        answer into the commit's)."""
+        answer into the commit's).
+
+        The commit entry is proposed with the stages, behind them in the log, not after their
+        answers: one commit round per call instead of two. Apply makes it all or nothing: a
+        commit that finds a chunk missing (a stage refused or lost) aborts the batch, so a
+        commit that succeeds proves every stage applied."""
         batch = uuid.uuid4().hex
         chunks = C.chunk_by_bytes(texts)
         committing = False
@@ -429,18 +434,15 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
                 result = await self._propose(context, C.PUT_MANY, rid, batch=batch, specs=texts, **common)
             else:
                 firsts = list(itertools.accumulate((len(c) for c in chunks), initial=1))
-                staged = await asyncio.gather(*(
+                *staged, outcome = await asyncio.gather(*(
                     self._propose(context, C.BATCH_STAGE, "", batch=batch, seq=i, first=firsts[i], specs=chunk)
-                    for i, chunk in enumerate(chunks)), return_exceptions=True)
-                failed = next((r for r in staged if isinstance(r, BaseException) or not r.get("ok")), None)
-                if isinstance(failed, BaseException):
-                    raise failed
-                if failed is not None:
-                    result = failed
-                else:
-                    committing = True
-                    result = await self._propose(context, C.BATCH_COMMIT, rid, batch=batch,
-                                                 chunks=len(chunks), jobs=len(texts), **common)
+                    for i, chunk in enumerate(chunks)), self._propose(
+                    context, C.BATCH_COMMIT, rid, batch=batch, chunks=len(chunks), jobs=len(texts), **common),
+                    return_exceptions=True)
+                result = self._batch_outcome(staged, outcome)
+                committing = result is outcome
+                if isinstance(result, BaseException):
+                    raise result
         except (NotApplied, OutcomeUnknown, C.EntryTooLarge) as e:
             return await self._abort_batch(context, batch, e, committing)
         if not result.get("ok"):
@@ -450,6 +452,15 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             # an earlier call with this request id committed: this call's staged copy goes
             await self._abort_quietly(context, batch, "duplicate request")
         return result
+
+    @staticmethod
+    def _batch_outcome(staged: list[Any], outcome: Any) -> Any:
+        """What a staged batch's call answers: the commit's result when it applied, or its
+        error; when apply refused it, the first failed stage says why, if one did."""
+        if isinstance(outcome, BaseException) or outcome.get("ok"):
+            return outcome
+        failed = next((r for r in staged if isinstance(r, BaseException) or not r.get("ok")), None)
+        return outcome if failed is None else failed
 
     async def _abort_batch(self, context: CallContext, batch: str, error: Exception | None,
                            committing: bool) -> Mapping[str, Any]:
