@@ -94,8 +94,12 @@ def check_specs(texts: list[Any], first: int = 1) -> list[Checked] | ApplyResult
     checked: list[Checked] = []
     shapes: list[_Shape] = []
     for i, text in enumerate(texts, first):
-        done = next((c for c in (sh.renamed(text) for sh in shapes) if c is not None), None) \
-            if shapes and isinstance(text, str) else None
+        done = None
+        if isinstance(text, str):
+            for shape in shapes:
+                done = shape.renamed(text)
+                if done is not None:
+                    break
         if done is None:
             try:
                 done = committed_spec(text)
