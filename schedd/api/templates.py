@@ -22,7 +22,7 @@ from typing import Any
 
 from schedd.api import convert
 from schedd.core import schedule as sched
-from schedd.core.model import MAX_SPEC_BYTES, canonical_spec, job_name
+from schedd.core.model import MAX_SPEC_BYTES, NAME_RE, canonical_spec, job_name
 from schedd.core.model import ValidationError
 from schedd_proto import scheduler_pb2 as pb
 
@@ -41,7 +41,7 @@ class SpecTemplates:
     """canonical_spec for the specs of one call, each distinct spec-without-its-name done once.
     Not shared between calls (a call's batch is bounded, so is this)."""
 
-    _seen: dict[bytes, _Template | None] = field(default_factory=dict)
+    _seen: dict[bytes, _Template | None] = field(default_factory=dict)   # spec bytes without the name
 
     def canonical(self, spec: pb.JobSpec) -> tuple[dict[str, Any], str] | None:
         """(spec dict, canonical text) as canonical_spec gives them, or None: this spec takes the
@@ -49,27 +49,46 @@ class SpecTemplates:
         name."""
         if spec.env_secret:
             return None                        # sealing reads the job's stored secrets by name
-        bare = pb.JobSpec()
-        bare.CopyFrom(spec)
-        bare.ClearField("name")
-        key = bare.SerializeToString(deterministic=True)
+        key = _without_name(spec.SerializeToString(deterministic=True))
         if key in self._seen:
             template = self._seen[key]
         else:
+            bare = pb.JobSpec()
+            bare.CopyFrom(spec)
             template = self._seen[key] = _template(bare)
         if template is None:
             return None
-        name = job_name({"name": spec.name})
+        name = spec.name
+        if not NAME_RE.fullmatch(name):        # implies every check of job_name (charset, length)
+            job_name({"name": name})           # raises, worded as the full path words it
+            return None
         text = f'{template.before}"{name}"{template.after}'
         if len(text) > MAX_SPEC_BYTES:
             return None                        # the full path words the refusal
         return {**template.spec, "name": name}, text      # nested values shared: read them only
 
 
+def _without_name(raw: bytes) -> bytes:
+    """A serialized JobSpec without its name field, when the name comes first (field 1, as
+    the encoder writes fields in number order); else the bytes as they are (then the key only
+    ever matches the same spec, name included: slower, never wrong)."""
+    if not raw or raw[0] != 0x0A:
+        return raw
+    size, pos, shift = 0, 1, 0
+    while pos < len(raw):
+        byte = raw[pos]
+        size |= (byte & 0x7F) << shift
+        pos += 1
+        if byte < 0x80:
+            return raw[pos + size:]
+        shift += 7
+    return raw
+
+
 def _template(bare: pb.JobSpec) -> _Template | None:
     """The canonical form of `bare` under the placeholder name, or None when it cannot stand
     for other names (an H schedule, an invalid spec, the placeholder found twice)."""
-    bare.name = PLACEHOLDER
+    bare.name = PLACEHOLDER                   # (bare is a copy of the caller's spec)
     try:
         d, text = canonical_spec(convert.spec_to_dict(bare))
     except ValidationError:
