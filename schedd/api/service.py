@@ -89,6 +89,9 @@ class BatchRefused(Exception):
         self.position = position
 
 
+_SINGLE_SHAPES = SpecTemplates(limit=1024)     # PutJob's, on the event loop's thread only
+
+
 def _sealed_canonical(spec: pb.JobSpec, stored_of: Callable[[str], dict[str, dict]],
                       sealer: EnvSealer | None) -> tuple[dict, str]:
     """canonical_spec of a request's spec, its secret env sealed first (schedd.api.secrets):
@@ -327,8 +330,9 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     async def _valid_spec(self, context: CallContext, spec: pb.JobSpec) -> tuple[dict, str]:
         """Validate before proposing: bad input is refused and nothing is committed."""
         try:
-            d, text = _sealed_canonical(spec, _stored_secrets_of(self.node),
-                                        _sealer(self.node.cfg.secret))
+            done = _SINGLE_SHAPES.canonical(spec)
+            d, text = done if done is not None else _sealed_canonical(spec, _stored_secrets_of(self.node),
+                                                                      _sealer(self.node.cfg.secret))
         except ValidationError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         await self._refuse_past_at(context, d)

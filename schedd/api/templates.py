@@ -38,9 +38,12 @@ class _Template:
 
 @dataclass(slots=True)
 class SpecTemplates:
-    """canonical_spec for the specs of one call, each distinct spec-without-its-name done once.
-    Not shared between calls (a call's batch is bounded, so is this)."""
+    """canonical_spec for the specs of one call, each distinct spec-without-its-name done once;
+    or, with `limit`, for the single PutJobs of one node's event loop (at most `limit` shapes
+    kept: when full it starts over). Validation rules are fixed for a process, so a shape's
+    template stays right for as long as it is kept. Not thread-safe: one owner each."""
 
+    limit: int = 0                       # 0: unbounded (one call's batch, itself bounded)
     _seen: dict[bytes, _Template | None] = field(default_factory=dict)   # spec bytes without the name
 
     def canonical(self, spec: pb.JobSpec) -> tuple[dict[str, Any], str] | None:
@@ -53,6 +56,8 @@ class SpecTemplates:
         if key in self._seen:
             template = self._seen[key]
         else:
+            if self.limit and len(self._seen) >= self.limit:
+                self._seen.clear()
             bare = pb.JobSpec()
             bare.CopyFrom(spec)
             template = self._seen[key] = _template(bare)

@@ -101,3 +101,12 @@ def test_a_name_with_a_final_newline_is_refused():
     """NAME_RE ends in "$", which also matches before a final newline: main registered "a\\n"."""
     with pytest.raises(ValidationError, match="bad job name"):
         canonical_spec({"name": "a\n", "handler": {"shell": {"command": "x"}}})
+
+
+def test_a_bounded_cache_starts_over_when_full():
+    """PutJob's cache lives as long as the node: bounded, and still exact after it starts over."""
+    t = SpecTemplates(limit=2)
+    for i in range(5):
+        spec = pb.JobSpec(name=f"j-{i}", description=f"shape {i}", handler=pb.Handler(shell=pb.ShellHandler(command="x")))
+        assert _templated(t, spec) == _full_path(spec)
+        assert len(t._seen) <= 2
