@@ -94,7 +94,7 @@ def check_specs(texts: list[Any], first: int = 1) -> list[Checked] | ApplyResult
     checked: list[Checked] = []
     shapes: list[_Shape] = []
     for i, text in enumerate(texts, first):
-        done = None
+        done: Checked | None = None
         if isinstance(text, str):
             for shape in shapes:
                 done = shape.renamed(text)
@@ -106,9 +106,9 @@ def check_specs(texts: list[Any], first: int = 1) -> list[Checked] | ApplyResult
             except ValidationError as e:
                 return reject(Code.INVALID, f"job #{i}: {e}", position=i)
             if len(shapes) < MAX_SHAPES:
-                shape = _Shape.of(done)
-                if shape is not None:
-                    shapes.append(shape)
+                learned = _Shape.of(done)
+                if learned is not None:
+                    shapes.append(learned)
         checked.append(done)
     return checked
 
