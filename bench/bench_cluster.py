@@ -45,6 +45,7 @@ import shlex
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -147,6 +148,30 @@ class NodeWatch:
         self._ch.clear()
 
 
+@contextmanager
+def profiled(pid: int, out: Path | None, rate: int = 250):
+    """py-spy flame graph of `pid` while the block runs (nothing when `out` is None): the
+    registration figures are CPU-bound, so the profile says where that CPU goes."""
+    if out is None:
+        yield
+        return
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    proc = subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", str(rate), "--nonblocking",
+                             "--format", "flamegraph", "--output", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(0.5)                       # py-spy attaches before the workload starts
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        say(f"  profile of pid {pid}: {out}")
+
+
 def leader_term(c: LocalCluster, nid: str) -> int | None:
     info = c.node_info(nid)
     return info.term if info is not None else None
@@ -166,6 +191,11 @@ class Bench:
         self.suspicious: list[str] = []
         self.failed: list[str] = []
         self.section_times: dict[str, float] = {}
+
+    def profile_path(self, name: str) -> Path | None:
+        """Where --profile PREFIX puts the flame graph of `name` (None: no profiling)."""
+        prefix = self.args.profile
+        return None if not prefix else Path(f"{prefix}{name}.svg")
 
     def flag(self, text: str) -> None:
         self.suspicious.append(text)
@@ -295,9 +325,10 @@ class Bench:
 
             specs_a = [job_spec(f"a-{i:06d}", command="true") for i in range(n_one)]
 
-            cpu_a0 = cpu_snapshot(c)
-            el_a, lat_a, err_a = asyncio.run(put_jobs_one_each(addrs, c.security(), specs_a, conc, warm="warm"))
-            cpu_a1 = cpu_snapshot(c)
+            with profiled(pids[leader], self.profile_path("register-single-leader")):
+                cpu_a0 = cpu_snapshot(c)
+                el_a, lat_a, err_a = asyncio.run(put_jobs_one_each(addrs, c.security(), specs_a, conc, warm="warm"))
+                cpu_a1 = cpu_snapshot(c)
             caught_a = wait_caught_up(c)
             time.sleep(0.5)
             rss1 = {n: rss_bytes(pid) for n, pid in pids.items()}
@@ -307,14 +338,17 @@ class Bench:
             build_b = time.perf_counter() - t
             err_b = None
             with Client(addrs, security=c.security(), timeout=300) as cl:
-                cpu_b0 = cpu_snapshot(c)
-                t = time.perf_counter()
-                try:
-                    res = put_jobs_in_calls(cl, specs_b)
-                except Exception as e:  # noqa: BLE001
-                    res, err_b = None, f"{type(e).__name__}: {e}"
-                el_b = time.perf_counter() - t
-                cpu_b1 = cpu_snapshot(c)
+                follower = next(n for n in c.nodes if n != leader)
+                with profiled(pids[leader], self.profile_path("register-batch-leader")), \
+                        profiled(pids[follower], self.profile_path("register-batch-follower")):
+                    cpu_b0 = cpu_snapshot(c)
+                    t = time.perf_counter()
+                    try:
+                        res = put_jobs_in_calls(cl, specs_b)
+                    except Exception as e:  # noqa: BLE001
+                        res, err_b = None, f"{type(e).__name__}: {e}"
+                    el_b = time.perf_counter() - t
+                    cpu_b1 = cpu_snapshot(c)
             caught_b = wait_caught_up(c, timeout=120)
             time.sleep(0.5)
             rss2 = {n: rss_bytes(pid) for n, pid in pids.items()}
@@ -826,6 +860,8 @@ def main() -> int:
     ap.add_argument("--big", action="store_true", help="burst: also 100,000 one-off jobs")
     ap.add_argument("--seed", type=int, default=None, help="seed of the kill offsets (default: random)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (configs, data, node logs)")
+    ap.add_argument("--profile", metavar="PREFIX", default="",
+                    help="register: py-spy flame graphs of the leader (and a follower in (b)) to PREFIX<phase>.svg")
     args = ap.parse_args()
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(10 ** 6)

@@ -9,7 +9,7 @@ ends up talking plaintext to a node that the others reach over TLS.
 ``[tls] insecure = true``); ``Security(ca=..., cert=..., key=...)`` is TLS trusting ``ca`` (and
 mTLS presenting ``cert``/``key``); ``Security(tls=True)`` is TLS trusting the system roots. A
 ``token`` travels as the call metadata ``authorization: Bearer <token>`` (gRPC's access token
-call credentials). A token is never sent in cleartext over a network: without TLS, gRPC's local
+call credentials; the SDK's clients add it to each call themselves, ``token_in_calls``). A token is never sent in cleartext over a network: without TLS, gRPC's local
 credentials only connect to a loopback address.
 
 The files are read each time a channel is made: a worker, which makes a channel per connection,
@@ -86,17 +86,20 @@ class Security:
 
     def credentials_for_channel(self) -> grpc.ChannelCredentials | None:
         """The channel credentials (None: a plain insecure channel), the token composed in."""
-        if self.token is not None and (not self.token or any(c in self.token for c in "\r\n ")):
-            raise SecurityError("the token is empty or contains spaces or line breaks")
-        if not self.secure:
-            if self.token is None:
-                return None
-            base = grpc.local_channel_credentials()     # loopback only: no cleartext token on a wire
-        else:
-            base = self._channel_credentials()
+        base = self.transport_credentials()
         if self.token is None:
             return base
         return grpc.composite_channel_credentials(base, grpc.access_token_call_credentials(self.token))
+
+    def transport_credentials(self) -> grpc.ChannelCredentials | None:
+        """What the connection itself is secured with, without the token: TLS; or, for a token
+        without TLS, gRPC's local credentials (loopback only: no cleartext token on a wire);
+        None (plaintext) only when there is no token."""
+        if self.token is not None and (not self.token or any(c in self.token for c in "\r\n ")):
+            raise SecurityError("the token is empty or contains spaces or line breaks")
+        if not self.secure:
+            return None if self.token is None else grpc.local_channel_credentials()
+        return self._channel_credentials()
 
 
 def _pem(path: Path, what: str, marker: str) -> bytes:
@@ -113,19 +116,29 @@ def _options(options: Sequence[tuple[str, Any]] | None) -> list[tuple[str, Any]]
     return list(CHANNEL_OPTIONS) + list(options or ())
 
 
+def _credentials(security: Security | None, token_in_calls: bool) -> grpc.ChannelCredentials | None:
+    security = security or Security()
+    return security.transport_credentials() if token_in_calls else security.credentials_for_channel()
+
+
 def open_channel(address: str, security: Security | None = None,
-                 options: Sequence[tuple[str, Any]] | None = None) -> grpc.Channel:
-    """A blocking channel to ``address`` secured as ``security`` says (default: plaintext)."""
-    creds = (security or Security()).credentials_for_channel()
+                 options: Sequence[tuple[str, Any]] | None = None, *,
+                 token_in_calls: bool = False) -> grpc.Channel:
+    """A blocking channel to ``address`` secured as ``security`` says (default: plaintext).
+    ``token_in_calls``: the channel does not carry the token, the caller puts it in each call's
+    metadata (the SDK does: gRPC's call credentials start a thread for every call, about a
+    third of a client's CPU per call); the connection is secured the same way."""
+    creds = _credentials(security, token_in_calls)
     if creds is None:
         return grpc.insecure_channel(address, options=_options(options))
     return grpc.secure_channel(address, creds, options=_options(options))
 
 
 def open_aio_channel(address: str, security: Security | None = None,
-                     options: Sequence[tuple[str, Any]] | None = None) -> grpc.aio.Channel:
+                     options: Sequence[tuple[str, Any]] | None = None, *,
+                     token_in_calls: bool = False) -> grpc.aio.Channel:
     """The asyncio twin of ``open_channel`` (call it inside the running event loop)."""
-    creds = (security or Security()).credentials_for_channel()
+    creds = _credentials(security, token_in_calls)
     if creds is None:
         return grpc.aio.insecure_channel(address, options=_options(options))
     return grpc.aio.secure_channel(address, creds, options=_options(options))

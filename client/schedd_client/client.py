@@ -42,13 +42,6 @@ def _token(token: str | None) -> str | None:
     return env_token() if token is None else (token.strip() or None)
 
 
-def _per_call_token(security: Security, channel_factory: object) -> str:
-    """The token to add to each call's metadata: none when the client builds its own channels
-    (the channel carries it, schedd_client.channels), the token when a given channel factory
-    replaces them."""
-    return (security.token or "") if channel_factory is not None else ""
-
-
 def auth_metadata(token: str) -> tuple[tuple[str, str], ...]:
     """The metadata that authenticates a call: ``authorization: Bearer <token>`` ("": none)."""
     token = token.strip()
@@ -237,8 +230,8 @@ class Client(_Transport[grpc.Channel]):
         self.security.credentials_for_channel()          # a bad file fails here, named
         secured = self.security
         super().__init__(cluster, timeout,
-                         channel_factory or (lambda address: open_channel(address, secured)),
-                         _per_call_token(secured, channel_factory))
+                         channel_factory or (lambda address: open_channel(address, secured, token_in_calls=True)),
+                         secured.token or "")
 
     @classmethod
     def from_context(cls, path: str | os.PathLike[str] | None = None, *, timeout: float = 15.0) -> Client:
@@ -331,8 +324,9 @@ class AsyncClient(_Transport[grpc.aio.Channel]):
         self.security.credentials_for_channel()
         secured = self.security
         super().__init__(cluster, timeout,
-                         channel_factory or (lambda address: open_aio_channel(address, secured)),
-                         _per_call_token(secured, channel_factory))
+                         channel_factory or (lambda address: open_aio_channel(address, secured,
+                                                                              token_in_calls=True)),
+                         secured.token or "")
 
     @classmethod
     def from_context(cls, path: str | os.PathLike[str] | None = None, *,

@@ -483,7 +483,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             teams = resolve(self.node.state, request) if resolve is not None and request is not None else []
         if not teams and need.filtered:
             return                              # a list: the servicer filters its rows
-        for team in teams or [None]:
+        # Each distinct team once, in order (a batch names its team once per job): the same
+        # decisions, and the first refused team is still the one named.
+        for team in dict.fromkeys(teams) if teams else [None]:
             if team is None:
                 # Unknown object: reveal nothing about other teams; the servicer says NOT_FOUND
                 # to a caller who could hold the capability somewhere.

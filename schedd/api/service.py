@@ -25,6 +25,7 @@ from schedd.api import auth, convert
 from schedd.api.limits import call_overflow
 from schedd.api.membership_view import cluster_membership, node_membership
 from schedd.api.secrets import seal_spec_secrets
+from schedd.api.templates import SpecTemplates
 from schedd.security.secrets import EnvSealer, stored_secrets
 from schedd.core import batches as B
 from schedd.core import commands as C
@@ -88,6 +89,9 @@ class BatchRefused(Exception):
         self.position = position
 
 
+_SINGLE_SHAPES = SpecTemplates(limit=1024)     # PutJob's, on the event loop's thread only
+
+
 def _sealed_canonical(spec: pb.JobSpec, stored_of: Callable[[str], dict[str, dict]],
                       sealer: EnvSealer | None) -> tuple[dict, str]:
     """canonical_spec of a request's spec, its secret env sealed first (schedd.api.secrets):
@@ -118,17 +122,22 @@ def _canonical_batch(specs: Sequence[pb.JobSpec], stored_of: Callable[[str], dic
     out = []
     budget = C.BATCH_ENTRY_BYTES - C.BATCH_ENVELOPE_BYTES
     seen: dict[str, int] = {}
+    templates = SpecTemplates()           # jobs differing only by name: validated once
+
+    def label(i: int) -> str:             # built only for a refusal
+        return f"job {specs[i - 1].name or 'unnamed'!r} (#{i} of {len(specs)})"
+
     for i, spec in enumerate(specs, 1):
-        label = f"job {spec.name or 'unnamed'!r} (#{i} of {len(specs)})"
         try:
-            d, text = _sealed_canonical(spec, stored_of, sealer)
+            done = templates.canonical(spec)
+            d, text = done if done is not None else _sealed_canonical(spec, stored_of, sealer)
         except ValidationError as e:
-            raise BatchRefused(i, f"{label}: {e}") from None
-        if C.encoded_size(text) > budget:
-            raise BatchRefused(i, f"{label}: its spec takes {C.encoded_size(text)} bytes in the log, "
-                                  f"more than {budget}")
+            raise BatchRefused(i, f"{label(i)}: {e}") from None
+        size = C.encoded_size(text)
+        if size > budget:
+            raise BatchRefused(i, f"{label(i)}: its spec takes {size} bytes in the log, more than {budget}")
         if d["name"] in seen:
-            raise BatchRefused(i, f"{label} appears more than once in the batch (first at #{seen[d['name']]})")
+            raise BatchRefused(i, f"{label(i)} appears more than once in the batch (first at #{seen[d['name']]})")
         seen[d["name"]] = i
         out.append((d, text))
     return out
@@ -321,8 +330,9 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     async def _valid_spec(self, context: CallContext, spec: pb.JobSpec) -> tuple[dict, str]:
         """Validate before proposing: bad input is refused and nothing is committed."""
         try:
-            d, text = _sealed_canonical(spec, _stored_secrets_of(self.node),
-                                        _sealer(self.node.cfg.secret))
+            done = _SINGLE_SHAPES.canonical(spec)
+            d, text = done if done is not None else _sealed_canonical(spec, _stored_secrets_of(self.node),
+                                                                      _sealer(self.node.cfg.secret))
         except ValidationError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         await self._refuse_past_at(context, d)
@@ -411,9 +421,14 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     async def _put_batch(self, context: CallContext, rid: str, texts: list[str],
                          **common: Any) -> Mapping[str, Any]:
         """Propose a checked batch and answer only what the log decided. Once this answers
-        "failed", the batch can never commit: its commit entry was never proposed, or the abort
+        "failed", the batch can never commit: its commit entry was refused, or the abort
         proposed after it was applied first (an abort that finds the commit applied turns the
-        answer into the commit's)."""
+        answer into the commit's).
+
+        The commit entry is proposed with the stages, behind them in the log, not after their
+        answers: one commit round per call instead of two. Apply makes it all or nothing: a
+        commit that finds a chunk missing (a stage refused or lost) aborts the batch, so a
+        commit that succeeds proves every stage applied."""
         batch = uuid.uuid4().hex
         chunks = C.chunk_by_bytes(texts)
         committing = False
@@ -423,18 +438,15 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
                 result = await self._propose(context, C.PUT_MANY, rid, batch=batch, specs=texts, **common)
             else:
                 firsts = list(itertools.accumulate((len(c) for c in chunks), initial=1))
-                staged = await asyncio.gather(*(
+                *staged, outcome = await asyncio.gather(*(
                     self._propose(context, C.BATCH_STAGE, "", batch=batch, seq=i, first=firsts[i], specs=chunk)
-                    for i, chunk in enumerate(chunks)), return_exceptions=True)
-                failed = next((r for r in staged if isinstance(r, BaseException) or not r.get("ok")), None)
-                if isinstance(failed, BaseException):
-                    raise failed
-                if failed is not None:
-                    result = failed
-                else:
-                    committing = True
-                    result = await self._propose(context, C.BATCH_COMMIT, rid, batch=batch,
-                                                 chunks=len(chunks), jobs=len(texts), **common)
+                    for i, chunk in enumerate(chunks)), self._propose(
+                    context, C.BATCH_COMMIT, rid, batch=batch, chunks=len(chunks), jobs=len(texts), **common),
+                    return_exceptions=True)
+                result = self._batch_outcome(staged, outcome)
+                committing = result is outcome
+                if isinstance(result, BaseException):
+                    raise result
         except (NotApplied, OutcomeUnknown, C.EntryTooLarge) as e:
             return await self._abort_batch(context, batch, e, committing)
         if not result.get("ok"):
@@ -444,6 +456,15 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             # an earlier call with this request id committed: this call's staged copy goes
             await self._abort_quietly(context, batch, "duplicate request")
         return result
+
+    @staticmethod
+    def _batch_outcome(staged: list[Any], outcome: Any) -> Any:
+        """What a staged batch's call answers: the commit's result when it applied, or its
+        error; when apply refused it, the first failed stage says why, if one did."""
+        if isinstance(outcome, BaseException) or outcome.get("ok"):
+            return outcome
+        failed = next((r for r in staged if isinstance(r, BaseException) or not r.get("ok")), None)
+        return outcome if failed is None else failed
 
     async def _abort_batch(self, context: CallContext, batch: str, error: Exception | None,
                            committing: bool) -> Mapping[str, Any]:

@@ -25,7 +25,7 @@ import hashlib
 import json
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 Outcome = Literal["allowed", "denied", "error"]
@@ -104,12 +104,19 @@ HASHED_FIELDS = tuple(f.name for f in fields(AuditRecord) if f.name != "hash")
 
 def encode(record: AuditRecord) -> bytes:
     """The canonical bytes hashed for a record: every field but the hash, in a fixed order."""
-    return json.dumps([FORMAT, *(getattr(record, n) for n in HASHED_FIELDS)],
-                      separators=(",", ":"), ensure_ascii=False).encode()
+    return _encode_values([getattr(record, n) for n in HASHED_FIELDS])
+
+
+def _encode_values(values: list[Any]) -> bytes:
+    return json.dumps([FORMAT, *values], separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def chain_hash(prev_hash: str, record: AuditRecord) -> str:
-    return hashlib.sha256(bytes.fromhex(prev_hash) + encode(record)).hexdigest()
+    return _chain_hash_values(prev_hash, [getattr(record, n) for n in HASHED_FIELDS])
+
+
+def _chain_hash_values(prev_hash: str, values: list[Any]) -> str:
+    return hashlib.sha256(bytes.fromhex(prev_hash) + _encode_values(values)).hexdigest()
 
 
 @dataclass(slots=True, frozen=True)
@@ -222,10 +229,14 @@ class AuditTrail:
                 return None
             bucket.tokens -= 1
             suppressed, bucket.suppressed = bucket.suppressed, 0
-        unhashed = AuditRecord(self.next_seq, ev.time_ms, ev.principal, ev.source, ev.action,
-                               ev.target, ev.outcome, ev.request_id, ev.log_index, ev.detail,
-                               suppressed, "")
-        record = replace(unhashed, hash=chain_hash(self.head, unhashed))
+        # The hashed fields in HASHED_FIELDS' order (one record built, not built and replaced:
+        # this runs for every audited entry).
+        seq = self.next_seq
+        values: list[Any] = [seq, ev.time_ms, ev.principal, ev.source, ev.action, ev.target,
+                             ev.outcome, ev.request_id, ev.log_index, ev.detail, suppressed]
+        record = AuditRecord(seq, ev.time_ms, ev.principal, ev.source, ev.action, ev.target, ev.outcome,
+                             ev.request_id, ev.log_index, ev.detail, suppressed,
+                             _chain_hash_values(self.head, values))
         self.records.append(record)
         self.prune(ev.time_ms)
         return record

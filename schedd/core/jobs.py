@@ -8,14 +8,16 @@ nothing.
 
 from __future__ import annotations
 
+import json
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from schedd.core import commands as C
 from schedd.core import schedule as sched
 from schedd.core.firing import OPEN_END, add_gap, prune_history
 from schedd.core.model import (
-    DEFAULT_HISTORY_LIMIT, SCHEDULED, SKIPPED, Job, ValidationError, dst_policy, dump_spec, load_committed_spec,
+    NAME_RE, DEFAULT_HISTORY_LIMIT, SCHEDULED, SKIPPED, Job, ValidationError, dst_policy, dump_spec, load_committed_spec,
     spec_template,
 )
 from schedd.core.policy import QUOTA_KINDS
@@ -87,14 +89,79 @@ def put(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
 def check_specs(texts: list[Any], first: int = 1) -> list[Checked] | ApplyResult:
     """Parse committed spec texts (the costly half of registering a job), or the refusal of
     the first bad one, named with its 1-based `position` in the batch (`first` = position of
-    texts[0])."""
-    checked = []
+    texts[0]). A text that is an earlier one with another name (a batch made from a template)
+    is not parsed again (`_Shape`): the same result, in a fraction of the time."""
+    checked: list[Checked] = []
+    shapes: list[_Shape] = []
     for i, text in enumerate(texts, first):
-        try:
-            checked.append(committed_spec(text))
-        except ValidationError as e:
-            return reject(Code.INVALID, f"job #{i}: {e}", position=i)
+        done: Checked | None = None
+        if isinstance(text, str):
+            for shape in shapes:
+                done = shape.renamed(text)
+                if done is not None:
+                    break
+        if done is None:
+            try:
+                done = committed_spec(text)
+            except ValidationError as e:
+                return reject(Code.INVALID, f"job #{i}: {e}", position=i)
+            if len(shapes) < MAX_SHAPES:
+                learned = _Shape.of(done)
+                if learned is not None:
+                    shapes.append(learned)
+        checked.append(done)
     return checked
+
+
+MAX_SHAPES = 4                  # templates remembered per chunk (each costs a compare per job)
+_PROBES = ("schedd-probe-a", "schedd-probe-b")
+
+
+@dataclass(slots=True, frozen=True)
+class _Shape:
+    """A checked spec text cut around its top-level name literal: `before + '"<name>"' +
+    after`. Another text of that form with a valid name parses to the same spec under that
+    name (JSON parsing is compositional: one string token changed changes one value), so it
+    gets the checked spec as it is, renamed, without json.loads or the checks. That the cut is
+    the top-level name is proven once, by parsing the shape with a probe name in it."""
+
+    before: str
+    after: str
+    spec: dict[str, Any]
+    schedule: sched.Schedule | None      # None: an H schedule, placed by the name (parsed per job)
+
+    @staticmethod
+    def of(checked: Checked) -> _Shape | None:
+        spec, text, s = checked
+        name = spec["name"]
+        literal = f'"{name}"'
+        if text.count(literal) != 1 or not NAME_RE.fullmatch(name):
+            return None
+        before, _, after = text.partition(literal)
+        probe = _PROBES[name == _PROBES[0]]
+        try:
+            again = json.loads(f'{before}"{probe}"{after}')
+        except ValueError:
+            return None
+        if not isinstance(again, dict) or again.get("name") != probe:
+            return None
+        return _Shape(before, after, spec, None if sched.uses_hash(spec["schedule"]) else s)
+
+    def renamed(self, text: str) -> Checked | None:
+        b, a = self.before, self.after
+        end = len(text) - len(a)
+        if end - len(b) < 3 or not text.startswith(b) or not text.endswith(a) \
+                or text[len(b)] != '"' or text[end - 1] != '"':
+            return None
+        name = text[len(b) + 1:end - 1]
+        if not NAME_RE.fullmatch(name):      # no quote, backslash or control character in it
+            return None
+        spec = {**self.spec, "name": name}   # nested values shared: apply only reads them
+        try:
+            s = self.schedule or parse_schedule(spec)
+        except sched.ScheduleError:
+            return None                      # the full path words the refusal
+        return spec, text, s
 
 
 def put_specs(st: Tables, checked: list[Checked], cmd: C.Command, index: int) -> ApplyResult:

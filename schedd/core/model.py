@@ -350,17 +350,25 @@ def validate_spec(d: dict[str, Any]) -> dict[str, Any]:
     return canonical_spec(d)[0]
 
 
-def canonical_spec(d: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """validate_spec, plus the canonical JSON text (sorted keys) that a proposer commits."""
-    if not isinstance(d, dict):
-        raise ValidationError("job spec must be an object")
+def job_name(d: dict[str, Any]) -> str:
+    """The spec's job name, or ValidationError: the only check of canonical_spec that reads the
+    name, apart from placing a schedule's H fields (schedd.api.service reuses one spec's
+    canonical form for many jobs that differ only by name, then checks each name with this)."""
     name = _str(d, "name", 128)
     if ":" in name and DAG_ROW_RE.match(name):
         raise ValidationError(f"job {name!r} is part of DAG {name.partition(':')[0]!r} (names with ':' "
                               "are DAG tasks); use `schedctl dag apply` to change it")
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):       # fullmatch: NAME_RE's "$" would let a final newline in
         raise ValidationError(f"bad job name {name!r}: use 1-128 of a-z 0-9 . _ -, starting with a "
                               "letter or digit")
+    return name
+
+
+def canonical_spec(d: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """validate_spec, plus the canonical JSON text (sorted keys) that a proposer commits."""
+    if not isinstance(d, dict):
+        raise ValidationError("job spec must be an object")
+    name = job_name(d)
     team = _str(d, "team", 64) or DEFAULT_TEAM
     if not TEAM_RE.match(team):
         raise ValidationError(f"bad team {team!r}: use 1-64 of a-z 0-9 . _ -")

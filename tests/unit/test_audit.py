@@ -202,3 +202,15 @@ def test_events_are_validated_and_long_text_is_cut() -> None:
         AuditEvent(-1, "p", "s", "a", "t", "allowed")
     with pytest.raises(AuditInputError):
         DeniedLimit(burst=0)
+
+
+def test_an_appended_record_hashes_as_verification_recomputes_it():
+    """AuditTrail.append hashes the field values it builds the record from; they must be the
+    record's HASHED_FIELDS, in order, or every verification would fail."""
+    trail = AuditTrail()
+    prev = trail.head
+    for i, outcome in enumerate(("allowed", "error", "denied")):
+        rec = trail.append(_event(i, outcome))
+        assert rec is not None and rec.hash == audit.chain_hash(prev, rec)
+        assert audit.encode(rec) == audit.encode(replace(rec, hash="")) and rec.suppressed == 0
+        prev = rec.hash

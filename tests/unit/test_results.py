@@ -37,3 +37,14 @@ def test_apply_reports_effects_and_the_dedup_table_keeps_plain_values():
     tok = h.apply(C.START, job="j1", scheduled_ms=T0, attempt=1, worker="w1")["token"]
     cancel = h.apply(C.CANCEL, job="j1", scheduled_ms=T0)
     assert cancel.effects == (CancelAttempt(tok, h.state.execs[("j1", T0)].id),)
+
+
+@pytest.mark.parametrize("r", [
+    ok(name="j1", created=True), ok(), reject(Code.CONFLICT, "m", position=2),
+    ApplyResult(Code.OK, "ignored", {"ok": False, "code": "x", "msg": "y", "z": 1}),   # reserved keys in a payload
+    ApplyResult(Code.INVALID, "m", {"msg": "shadowed", "a": [1]}),
+])
+def test_as_dict_is_the_items_in_their_order(r):
+    """as_dict is built directly (it runs for every applied entry with a request id); what the
+    dedup table keeps must stay exactly the mapping's items, in order (snapshots hold it)."""
+    assert list(r.as_dict().items()) == list(r.items())
