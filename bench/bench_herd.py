@@ -86,8 +86,9 @@ def worker_main(args: argparse.Namespace) -> None:
     from schedd_worker import Worker
 
     out = open(args.out, "w", buffering=1 << 20)
+    extra = {"ahead": args.ahead} if args.ahead is not None else {}   # older SDKs have no `ahead`
     w = Worker(args.cluster, name=args.name, slots=args.slots, ca=args.ca, cert=args.cert, key=args.key,
-               token=os.environ.get("SCHEDD_TOKEN"), drain_grace_s=2.0)
+               token=os.environ.get("SCHEDD_TOKEN"), drain_grace_s=2.0, **extra)
 
     @w.handler(HANDLER)
     async def noop(ctx) -> None:
@@ -99,7 +100,8 @@ def worker_main(args: argparse.Namespace) -> None:
         out.close()
 
 
-def start_workers(c: LocalCluster, root: Path, n: int, slots: int) -> list[tuple[subprocess.Popen, Path]]:
+def start_workers(c: LocalCluster, root: Path, n: int, slots: int,
+                  ahead: int | None = None) -> list[tuple[subprocess.Popen, Path]]:
     procs = []
     token = c.worker_token()
     for i in range(n):
@@ -108,7 +110,7 @@ def start_workers(c: LocalCluster, root: Path, n: int, slots: int) -> list[tuple
         out = root / f"{name}.starts"
         cmd = [sys.executable, os.path.abspath(__file__), "_worker", "--cluster", c.cluster_arg, "--name", name,
                "--slots", str(slots), "--ca", str(sec.ca), "--cert", str(sec.cert), "--key", str(sec.key),
-               "--out", str(out)]
+               "--out", str(out), *(["--ahead", str(ahead)] if ahead is not None else [])]
         log = open(root / f"{name}.log", "wb")
         procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                        env={**os.environ, "SCHEDD_TOKEN": token}), out))
@@ -200,7 +202,7 @@ class Watch:
 
 
 def herd(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
-    procs = start_workers(c, root, args.workers, args.slots)
+    procs = start_workers(c, root, args.workers, args.slots, args.ahead)
     try:
         wait_workers(c, args.workers)
         prefix = "herd-"
@@ -241,7 +243,7 @@ def herd(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
 
 
 def steady(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
-    procs = start_workers(c, root, args.workers, args.slots)
+    procs = start_workers(c, root, args.workers, args.slots, args.ahead)
     try:
         wait_workers(c, args.workers)
         with c.client(timeout=300) as cl:
@@ -295,12 +297,15 @@ def main() -> int:
     for p in (h, s):
         p.add_argument("--workers", type=int, default=2)
         p.add_argument("--slots", type=int, default=256)
+        p.add_argument("--ahead", type=int, default=None,
+                       help="assignments not yet due each worker holds beyond its slots (default: the SDK's)")
         p.add_argument("--profile", default=None, help="py-spy flame graph of the leader (svg)")
         p.add_argument("--keep", action="store_true")
     wk = sub.add_parser("_worker")
     for flag in ("--cluster", "--name", "--ca", "--cert", "--key", "--out"):
         wk.add_argument(flag)
     wk.add_argument("--slots", type=int)
+    wk.add_argument("--ahead", type=int, default=None)
     args = ap.parse_args()
     if args.cmd == "_worker":
         worker_main(args)

@@ -225,11 +225,19 @@ class Assigner:
         """Each live worker's free slots, pool, labels and the teams its token serves."""
         out = []
         for c in self.hub.conns.values():
-            free = c.free_slots()
-            if free > 0 and self.hub.live(c, now):
+            free, ahead = max(0, c.free_slots()), c.ahead_free()
+            if (free > 0 or ahead > 0) and self.hub.live(c, now):
                 serves = None if c.principal is None else partial(_may_serve, c.principal, c.pool)
-                out.append(Capacity(c.name, free, c.pool, c.labels, len(c.running) + c.reserved, serves))
+                out.append(Capacity(c.name, free, c.pool, c.labels, len(c.running) + c.reserved, serves, ahead))
         return out
+
+    def _ahead_ms(self, workers: list[Capacity]) -> int:
+        """How far ahead runs may be claimed into workers' ahead places: as far as a burst's
+        intents are recorded ahead (a herd is claimed and pushed as soon as its intents commit),
+        when a worker has room for runs not yet due; else 0 (the lookahead only)."""
+        if not any(w.ahead > 0 for w in workers):
+            return 0
+        return self.node.cfg.scheduler.burst_lookahead_ms
 
     def _assign(self, now: int) -> None:
         """Claim what may start, skip what must not run, and say why the rest waits: the
@@ -245,7 +253,9 @@ class Assigner:
         every FULL_PASS_MS, or less often when it is long, so it takes at most 1/FULL_PASS_SHARE
         of the loop's time."""
         workers = self._capacity(now)
-        free = sum(w.free for w in workers)
+        free = sum(w.free + w.ahead for w in workers)
+        ahead_ms = self._ahead_ms(workers)
+        horizon = max(self.lookahead_ms, ahead_ms)
         full = now >= self._next_full_pass_ms
         if not full and free <= 0:
             return
@@ -259,16 +269,17 @@ class Assigner:
             survey = full and (self._survey is not None or self.view.ready_count() > SURVEY_LIMIT)
             items: Iterable[Candidate] | None
             if survey:
-                items = in_due_order(self.view, now, self.lookahead_ms, self.claiming, after=self._survey)
+                items = in_due_order(self.view, now, horizon, self.claiming, after=self._survey)
             elif full:
                 items = None
             elif lazy:
-                items = in_due_order(self.view, now, self.lookahead_ms, self.claiming, after=self._cursor)
+                items = in_due_order(self.view, now, horizon, self.claiming, after=self._cursor)
             else:
-                items = candidates(self.view, now, self.lookahead_ms, self.claiming)
+                items = candidates(self.view, now, horizon, self.claiming)
             limit = SURVEY_LIMIT if survey else 0 if full else SCAN_LIMIT
             pace = Pace(self.lookahead_ms, full=full, catchup_rate=self.catchup_rate,
-                        catchup_next_ms=self._catchup_next_ms, workers=bool(self.hub.conns), scan_limit=limit)
+                        catchup_next_ms=self._catchup_next_ms, workers=bool(self.hub.conns), scan_limit=limit,
+                        ahead_ms=ahead_ms)
             d = decide(self.view, now, workers, in_flight, pace, items)
             claims = [(c, self._specs.get(c.row)) for c in d.claims]
             spent_ms = (time.perf_counter() - started) * 1000

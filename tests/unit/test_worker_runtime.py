@@ -336,7 +336,7 @@ async def test_assignment_from_an_older_term_is_rejected(leaders, workers):
 
 async def test_slots_are_respected(leaders, workers, tmp_path):
     leader = await leaders()
-    w = workers(leader.address, slots=1)
+    w = workers(leader.address, slots=1, ahead=0)
     await leader.connected()
     gate = tmp_path / "go"
     leader.assign(51, gated(gate))
@@ -348,6 +348,31 @@ async def test_slots_are_respected(leaders, workers, tmp_path):
     assert (await leader.result(51)).state == "SUCCEEDED"
     leader.assign(53, shell("true"))              # the slot is free again
     assert (await leader.result(53)).state == "SUCCEEDED"
+
+
+async def test_attempts_due_beyond_the_slots_wait_here_and_start_as_a_slot_frees(leaders, workers, tmp_path):
+    """The ahead queue (issue 14): the hello offers `ahead`; the worker holds up to slots + ahead
+    attempts, runs at most `slots` at once, and starts what fell due meanwhile as soon as a slot
+    frees, without asking the leader (before: a herd beyond the slots waited for a round trip
+    through the leader per slot)."""
+    leader = await leaders()
+    w = workers(leader.address, slots=1, ahead=1)
+    await leader.connected()
+    assert leader.streams[-1].hello.ahead == 1
+    gate = tmp_path / "go"
+    leader.assign(71, gated(gate))
+    await until(lambda: 71 in w.rt.running, what="first attempt accepted")
+    leader.assign(72, shell("true"))              # due now, beyond the one slot: held, not run
+    await until(lambda: 72 in w.rt.running, what="second attempt held")
+    leader.assign(73, shell("true"))              # slots + ahead held: refused
+    r = await leader.result(73)
+    assert (r.state, r.error) == ("REJECTED", "no free slot")
+    assert w.rt._busy == 1 and w.rt._attempts[72].phase == "waiting"
+    gate.touch()
+    r71, r72 = await leader.result(71), await leader.result(72)
+    assert (r71.state, r72.state) == ("SUCCEEDED", "SUCCEEDED")
+    assert r72.started_ms >= r71.ended_ms
+    assert w.rt._busy == 0 and w.rt.running == {}
 
 
 async def test_cancel_running_and_waiting_attempts(leaders, workers):

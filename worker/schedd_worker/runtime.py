@@ -26,7 +26,11 @@ On every (re)connect
 
 Assignments
     Refused with an AttemptResult(state="REJECTED") when its term is older than the newest term
-    seen, when every slot is taken, or while draining. A token the worker already holds is a
+    seen, when it already holds `slots + ahead` attempts, or while draining. The hello offers
+    `ahead` (WorkerHello.ahead): how many assignments not yet due it holds beyond its slots, so
+    a leader pushes a herd before its instant (an older leader ignores it and never sends more
+    than the slots). At most `slots` run at once: what falls due while every slot is busy waits
+    here, oldest due first, and starts as soon as a slot frees, without a leader round trip. A token the worker already holds is a
     duplicate and is ignored (if it has finished, its result is resent). Otherwise the attempt is
     accepted (it counts against the slots and appears in running_tokens from then on): it is
     prepared at once (a Python handler's call resolved) and held in the one timer
@@ -68,6 +72,7 @@ import random
 import re
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -100,6 +105,7 @@ MIN_HEARTBEAT_S = 0.05
 MAX_BATCH = 256                 # messages per WorkerBatch (results carry up to 6 KiB of text)
 MAX_BATCH_BYTES = 4 << 20       # or bytes, plus one message (the leader receives 16 MiB or more)
 KILL_MARGIN_S = 15.0            # after cancelling in a drain: executor's own kill waits + margin
+DEFAULT_AHEAD = 10_000          # assignments not yet due held beyond the slots (WorkerHello.ahead)
 
 _LEADER_RE = re.compile(r"leader=([A-Za-z0-9_.\-\[\]:]+)")
 
@@ -150,7 +156,8 @@ class _Attempt:
     ex: Assignment | None                # built when accepted; None: invalid handler_json
     call: Call | None = None             # a Python handler resolved when accepted
     cancel: Cancel = field(default_factory=Cancel)
-    phase: str = "waiting"               # waiting (in the timer's queue) | running
+    phase: str = "waiting"               # waiting (for its due time, or due and for a slot) |
+                                         # running (takes a slot) | ended
     task: asyncio.Task | None = None     # from the start on
 
 
@@ -186,7 +193,7 @@ class WorkerRuntime:
                  kill_grace_s: float = 5.0, now_ms: Callable[[], int] = _wall_ms,
                  http: HttpOptions = HttpOptions(), hooks: WorkerHooks = NO_HOOKS,
                  isolation: Isolation = NO_ISOLATION, security: Security | None = None,
-                 token: str | None = None) -> None:
+                 token: str | None = None, ahead: int = DEFAULT_AHEAD) -> None:
         if isinstance(cluster, str):
             cluster = [cluster]
         self.cluster = [a.strip() for a in cluster if a and a.strip()]
@@ -198,6 +205,7 @@ class WorkerRuntime:
             raise ValueError("a worker needs at least one slot")
         self.name = name
         self.slots = int(slots)
+        self.ahead = max(0, int(ahead))            # held not yet due beyond the slots (see module doc)
         self.pool = pool or ""
         self.labels = {str(k): str(v) for k, v in (labels or {}).items()}
         self.python_handlers = python_handlers
@@ -225,6 +233,8 @@ class WorkerRuntime:
         self.connections = 0                       # Welcomes received so far
 
         self._attempts: dict[int, _Attempt] = {}
+        self._busy = 0                             # attempts running (at most `slots`)
+        self._ready: deque[_Attempt] = deque()     # due, waiting for a slot, in due order
         self._timer = Timer(now_ms, self._on_due,   # every waiting attempt, one loop timer
                             now_s=time.time if now_ms is _wall_ms else None)
         self._kinds = executors.handlers_for(python_handlers, http, isolation)   # built once
@@ -410,7 +420,8 @@ class WorkerRuntime:
         return pb.WorkerMessage(hello=pb.WorkerHello(
             name=self.name, slots=self.slots, pool=self.pool, labels=self.labels,
             running_tokens=sorted(self._attempts), version=self.version,
-            max_term_seen=self.max_term_seen, incarnation=self.incarnation, batches=True))
+            max_term_seen=self.max_term_seen, incarnation=self.incarnation, batches=True,
+            ahead=self.ahead))
 
     async def _session(self, addr: str) -> None:
         """One stream: hello, Welcome, then serve it until it ends (raises when it fails)."""
@@ -690,7 +701,7 @@ class WorkerRuntime:
         if self.draining:
             self._reject(a, "worker draining")
             return
-        if len(self._attempts) >= self.slots:
+        if len(self._attempts) >= self.slots + self.ahead:
             self._reject(a, "no free slot")
             return
         att = self._prepare(a)
@@ -702,7 +713,7 @@ class WorkerRuntime:
         if a.due_ms and a.due_ms > now:
             self._timer.add(a.due_ms, token)
         else:
-            self._start(att)
+            self._on_due([token])
 
     # ------------------------------------------------------------ attempts
 
@@ -726,8 +737,19 @@ class WorkerRuntime:
         handler waits for the bookkeeping of the others. Nothing else runs in between."""
         due = [att for att in map(self._attempts.get, tokens)
                if att is not None and att.phase == "waiting"]
+        room = max(0, self.slots - self._busy)
+        if len(due) > room:                       # more due than free slots: the rest start
+            self._ready.extend(due[room:])        # here as slots free up (no leader round trip)
+            del due[room:]
         started = [self._call(att) for att in due]
         asyncio.get_running_loop().call_soon(self._watch_all, due, started)
+
+    def _start_ready(self) -> None:
+        """A slot freed: start the attempts due and waiting for one, oldest due first."""
+        while self._ready and self._busy < self.slots:
+            att = self._ready.popleft()
+            if att.phase == "waiting" and self._attempts.get(att.msg.fencing_token) is att:
+                self._start(att)
 
     def _watch_all(self, due: list[_Attempt],
                    started: list[tuple[Call, asyncio.Future, int] | None]) -> None:
@@ -742,6 +764,7 @@ class WorkerRuntime:
         """A prepared Python call is started here, synchronously; anything else in its task."""
         a = att.msg
         att.phase = "running"
+        self._busy += 1
         if self._rec is not None:
             self._rec("h_start", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
                       token=a.fencing_token, attempt=a.attempt)
@@ -757,6 +780,11 @@ class WorkerRuntime:
     def _forget(self, att: _Attempt) -> None:
         self._attempts.pop(att.msg.fencing_token, None)
         self.running.pop(att.msg.fencing_token, None)
+        if att.phase == "running":
+            self._busy -= 1
+            if self._ready:
+                self._start_ready()
+        att.phase = "ended"
 
     async def _run_attempt(self, att: _Attempt, started: tuple[Call, asyncio.Future, int] | None) -> None:
         a = att.msg
