@@ -401,12 +401,17 @@ class Assigner:
         self.faults.result_arrived(r.fencing_token)
         conn.running.pop(r.fencing_token, None)
         self.inherited.pop(r.fencing_token, None)       # it reported: the usual rules apply
-        self.hub.token_seen.pop(r.fencing_token, None)
+        # A result is news: the attempt stays alive until its finish is committed (then the
+        # token is forgotten). Dropping it here let the reaper expire an attempt claimed more
+        # than a lease ago (a herd claimed ahead) while its result was on the way to the log:
+        # the expiry committed first and the run ran twice (issue 14).
+        self.hub.token_seen[r.fencing_token] = self.clock.now_ms()
         self.cancel_sent.pop(r.fencing_token, None)
         try:
             name, t = parse_execution_id(r.execution_id)
         except ValidationError:
             self.hub.send(conn, pb.LeaderMessage(ack=pb.ResultAck(fencing_token=r.fencing_token, outcome="stale")))
+            self.hub.token_seen.pop(r.fencing_token, None)
             return
         token = self.faults.finish_token(self.node, name, t, r.fencing_token)
         self._results.append((conn, r, {
@@ -446,12 +451,16 @@ class Assigner:
             entry = C.encode(C.FINISH_MANY, rid="", now=self.clock.now_ms(), term=term, by=self.node.cfg.node_id,
                              results=[item for _, _, item in chunk])
         result = None
-        for _ in range(FINISH_TRIES):
-            try:
-                result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
-                break
-            except ProposalError as e:
-                log.info("%d results not confirmed (%s); retrying", len(chunk), e)
+        try:
+            for _ in range(FINISH_TRIES):
+                try:
+                    result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
+                    break
+                except ProposalError as e:
+                    log.info("%d results not confirmed (%s); retrying", len(chunk), e)
+        finally:
+            for _, r, _ in chunk:        # settled (or given up: the worker resends it)
+                self.hub.token_seen.pop(r.fencing_token, None)
         if result is None:
             return
         outcomes = ([result.as_dict()] if single else

@@ -293,3 +293,54 @@ def test_the_dispatcher_owns_its_sla_driver_and_shares_its_view():
     assert isinstance(d.sla, leader_sla.SlaDriver) and d.sla.view is d.view
     assert d.sla.webhooks is node.cfg.webhooks
     assert not hasattr(leader_sla, "drive")
+
+
+async def test_a_result_on_its_way_to_the_log_keeps_its_attempt_alive():
+    """A claim made long before its due time (a herd pushed ahead, issue 14) is older than a
+    lease when its result arrives; while that result's finish is being committed the reaper
+    must not expire the attempt as lost (it did: the arrival dropped the token's last news, the
+    expiry committed first, the run was retried and ran twice, its result refused as stale)."""
+    from schedd.ports.fakes import Proposals
+    import asyncio
+
+    class HoldFinish(Proposals):
+        def __init__(self) -> None:
+            self.release = asyncio.Event()
+
+        async def propose(self, node, entry):
+            if C.decode(entry).kind == C.FINISH_MANY:
+                await self.release.wait()
+            return node.apply(entry)
+
+    h = Harness(level=TOP_LEVEL)
+    held = HoldFinish()
+    node = node_over(h, proposals=held)
+    hub = WorkerHub(node, clock_of(h), lease_ms=10_000)
+    tasks: list[asyncio.Task] = []
+    assigner = Assigner(node, clock_of(h), hub, 1_500, lambda coro: tasks.append(asyncio.ensure_future(coro)))
+    h.put(schedule="@every 60s")
+    h.plan_and_fire()
+    conn = add_worker(hub, h)
+    await step(assigner, tasks, h.now)
+    ex = h.state.execs[("j1", T0)]
+    token = ex.attempts[-1].fencing_token
+    for h.now in (T0 + 4_000, T0 + 8_000):          # the loop steps (no stall: no lease grace)
+        assigner.step(h.now)
+    h.now = T0 + 9_000
+    conn.last_heartbeat_ms = h.now
+    hub.on_heartbeat(conn, pb.Heartbeat(running_tokens=[token]), h.now)       # news at T0 + 9 s
+    h.now = T0 + 11_000                    # a lease after the claim, 2 s after the last news
+    conn.last_heartbeat_ms = h.now
+    assigner.on_result(conn, pb.AttemptResult(execution_id=ex.id, fencing_token=token, state="SUCCEEDED"))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)                 # the finish is proposed and held
+    h.now = T0 + 12_000
+    assigner.step(h.now)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not assigner.expiring
+    assert not any(C.decode(e).kind == C.EXPIRE for e in node.proposed)
+    held.release.set()
+    while tasks:
+        await tasks.pop()
+    assert h.state.execs[("j1", T0)].state == "SUCCEEDED"
