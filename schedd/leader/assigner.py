@@ -52,6 +52,9 @@ FULL_PASS_SHARE = 20          # ... and a full pass takes at most 1/20 of the lo
 SCAN_LIMIT = 1024             # runs one step looks at between full passes (the next resumes after)
 SURVEY_LIMIT = 5_000         # runs one full pass looks at, holding the node lock (the next resumes)
 REAP_MS = 250                 # running attempts are checked (leases, timeouts, cancels) this often
+AHEAD_IN_FLIGHT = 512         # claims into ahead places proposed and not applied, at most (two
+                              # start_many entries): a 100,000 herd claimed at once flooded the
+                              # log and held the apply thread for seconds (elections)
 
 BEHIND_MS = 2_000             # a run waiting this long past its due time: `cluster status` warns
 
@@ -136,6 +139,26 @@ def result_chunks(batch: list[tuple[WorkerConn, pb.AttemptResult, dict]]) -> lis
     def size(item: tuple[WorkerConn, pb.AttemptResult, dict]) -> int:
         return RESULT_BYTES + sum(C.encoded_size(item[2][k]) for k in ("job", "worker", "error", "output_tail"))
     return C.chunk_by_size(batch, size, C.BATCH_ENTRY_BYTES, MAX_RESULTS_PER_ENTRY)
+
+
+def share_ahead(ahead: list[int], room: int) -> list[int]:
+    """Each worker's ahead places this step: its own, but at most `room` in all (the claims
+    into ahead places in flight are bounded, AHEAD_IN_FLIGHT), shared evenly so that a herd is
+    spread over the workers rather than given to the first one."""
+    out = [0] * len(ahead)
+    left = max(0, room)
+    want = [i for i, a in enumerate(ahead) if a > 0]
+    while left > 0 and want:
+        each = max(1, left // len(want))
+        for i in list(want):
+            take = min(each, ahead[i] - out[i], left)
+            out[i] += take
+            left -= take
+            if out[i] >= ahead[i]:
+                want.remove(i)
+            if left <= 0:
+                break
+    return out
 
 
 def _may_serve(principal: A.Principal, pool: str, team: str) -> bool:
@@ -223,10 +246,12 @@ class Assigner:
 
     def _capacity(self, now: int) -> list[Capacity]:
         """Each live worker's free slots, pool, labels and the teams its token serves."""
+        live = [c for c in self.hub.conns.values() if self.hub.live(c, now)]
+        room = share_ahead([c.ahead_free() for c in live], AHEAD_IN_FLIGHT - len(self.claiming))
         out = []
-        for c in self.hub.conns.values():
-            free, ahead = max(0, c.free_slots()), c.ahead_free()
-            if (free > 0 or ahead > 0) and self.hub.live(c, now):
+        for c, ahead in zip(live, room):
+            free = max(0, c.free_slots())
+            if free > 0 or ahead > 0:
                 serves = None if c.principal is None else partial(_may_serve, c.principal, c.pool)
                 out.append(Capacity(c.name, free, c.pool, c.labels, len(c.running) + c.reserved, serves, ahead))
         return out
@@ -352,6 +377,7 @@ class Assigner:
 
         await asyncio.gather(*(self._claim(conn, c.job, c.scheduled_ms, c.attempt, c.due, spec, term, share(k))
                                for k, (conn, c, spec) in enumerate(chunk)))
+        self.hub.on_change()            # claims settled: room for the next (ahead places in flight)
 
     async def _propose_one(self, kind: str, rid: str, term: int, **args: Any) -> Mapping[str, Any]:
         entry = C.encode(kind, rid=rid, now=self.clock.now_ms(), term=term, by=self.node.cfg.node_id, **args)

@@ -237,3 +237,17 @@ def test_decide_claims_a_herd_into_workers_ahead_places_before_it_is_due(workers
     assert all((c.job, c.scheduled_ms) in H for c in d.claims)
     for key, prefix in waiting.items() if full else ():      # a scan stops when the room is gone
         assert d.waiting[key].startswith(prefix), d.waiting
+
+
+@pytest.mark.parametrize("ahead, room, share", [
+    ([100, 100], 512, [100, 100]),            # room for all
+    ([5000, 5000], 512, [256, 256]),          # bounded, shared evenly
+    ([5000, 0, 5000], 3, [2, 0, 1]),
+    ([10, 5000], 512, [10, 502]),             # what one cannot take goes to the other
+    ([5000, 5000], 0, [0, 0]),                # the claims in flight fill it
+    ([5000], -4, [0]),
+    ([], 512, []),
+])
+def test_ahead_places_are_bounded_by_the_claims_in_flight_and_shared(ahead, room, share):
+    from schedd.leader.assigner import share_ahead
+    assert share_ahead(ahead, room) == share
