@@ -375,6 +375,39 @@ async def test_attempts_due_beyond_the_slots_wait_here_and_start_as_a_slot_frees
     assert w.rt._busy == 0 and w.rt.running == {}
 
 
+async def test_results_wait_while_due_attempts_wait_for_a_slot(leaders, workers, tmp_path):
+    """While due attempts wait for a slot (a herd starting), results are held (at most
+    result_hold_s) and go once the last of them started: the starts do not share the CPU with
+    the results. With a hold longer than the test, the release is the queue running dry."""
+    leader = await leaders()
+    w = workers(leader.address, slots=1, ahead=2, result_hold_s=600)
+    await leader.connected()
+    gate = tmp_path / "go"
+    leader.assign(81, shell("true"))
+    leader.assign(82, gated(gate))
+    leader.assign(83, shell("true"))
+    await until(lambda: 81 in w.rt._held, what="the first result held while 82 and 83 wait")
+    assert 81 in w.rt._unacked and 83 in w.rt.running
+    gate.touch()                                   # 82 ends, 83 starts: the queue is dry
+    rs = [await leader.result(t) for t in (81, 82, 83)]
+    assert [r.state for r in rs] == ["SUCCEEDED"] * 3
+    assert not w.rt._held
+
+
+async def test_a_held_result_goes_after_the_hold_at_the_latest(leaders, workers, tmp_path):
+    leader = await leaders()
+    w = workers(leader.address, slots=1, ahead=2, result_hold_s=0.2)
+    await leader.connected()
+    gate = tmp_path / "go"
+    leader.assign(91, shell("true"))
+    leader.assign(92, gated(gate))
+    leader.assign(93, shell("true"))
+    assert (await leader.result(91)).state == "SUCCEEDED"    # while 92 runs and 93 waits
+    assert 93 in w.rt.running and 92 in w.rt.running
+    gate.touch()
+    assert (await leader.result(93)).state == "SUCCEEDED"
+
+
 async def test_cancel_running_and_waiting_attempts(leaders, workers):
     leader = await leaders()
     w = workers(leader.address)

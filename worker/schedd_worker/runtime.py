@@ -106,6 +106,7 @@ MAX_BATCH = 256                 # messages per WorkerBatch (results carry up to 
 MAX_BATCH_BYTES = 4 << 20       # or bytes, plus one message (the leader receives 16 MiB or more)
 KILL_MARGIN_S = 15.0            # after cancelling in a drain: executor's own kill waits + margin
 DEFAULT_AHEAD = 10_000          # assignments not yet due held beyond the slots (WorkerHello.ahead)
+RESULT_HOLD_S = 0.5             # results held at most this long while due attempts wait for a slot
 
 _LEADER_RE = re.compile(r"leader=([A-Za-z0-9_.\-\[\]:]+)")
 
@@ -193,7 +194,8 @@ class WorkerRuntime:
                  kill_grace_s: float = 5.0, now_ms: Callable[[], int] = _wall_ms,
                  http: HttpOptions = HttpOptions(), hooks: WorkerHooks = NO_HOOKS,
                  isolation: Isolation = NO_ISOLATION, security: Security | None = None,
-                 token: str | None = None, ahead: int = DEFAULT_AHEAD) -> None:
+                 token: str | None = None, ahead: int = DEFAULT_AHEAD,
+                 result_hold_s: float = RESULT_HOLD_S) -> None:
         if isinstance(cluster, str):
             cluster = [cluster]
         self.cluster = [a.strip() for a in cluster if a and a.strip()]
@@ -235,6 +237,9 @@ class WorkerRuntime:
         self._attempts: dict[int, _Attempt] = {}
         self._busy = 0                             # attempts running (at most `slots`)
         self._ready: deque[_Attempt] = deque()     # due, waiting for a slot, in due order
+        self.result_hold_s = result_hold_s
+        self._held: list[int] = []                 # results not sent yet while _ready waits
+        self._flush: asyncio.TimerHandle | None = None
         self._timer = Timer(now_ms, self._on_due,   # every waiting attempt, one loop timer
                             now_s=time.time if now_ms is _wall_ms else None)
         self._kinds = executors.handlers_for(python_handlers, http, isolation)   # built once
@@ -294,6 +299,8 @@ class WorkerRuntime:
             if att.phase == "waiting":        # handed back: the leader requeues it
                 self._forget(att)
                 self._reject(att.msg, "worker draining")
+        self._ready.clear()
+        self._send_held()
         tasks = {a.task for a in self._attempts.values() if a.task is not None}
         if tasks:
             loop = asyncio.get_running_loop()
@@ -595,9 +602,26 @@ class WorkerRuntime:
             u.sent_at = asyncio.get_running_loop().time()
 
     def _report(self, result: pb.AttemptResult) -> None:
+        """Send the result, unless due attempts wait for a slot (a herd is starting): then it
+        is held until they have all started or for result_hold_s at most, so that the herd's
+        starts do not share the worker's and the leader's CPU with its results (a lease is
+        seconds longer than the hold: the attempt is not given up meanwhile)."""
         self._unacked[result.fencing_token] = _Unacked(result)
         self._all_acked.clear()
+        if self._ready:
+            self._held.append(result.fencing_token)
+            if self._flush is None:
+                self._flush = asyncio.get_running_loop().call_later(self.result_hold_s, self._send_held)
+            return
         self._send_result(result.fencing_token)
+
+    def _send_held(self) -> None:
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        held, self._held = self._held, []
+        for token in held:
+            self._send_result(token)
 
     async def _self_fence(self) -> None:
         """Cut off from every leader for longer than a lease, this worker's attempts have been
@@ -750,6 +774,8 @@ class WorkerRuntime:
             att = self._ready.popleft()
             if att.phase == "waiting" and self._attempts.get(att.msg.fencing_token) is att:
                 self._start(att)
+        if not self._ready and self._held:
+            self._send_held()
 
     def _watch_all(self, due: list[_Attempt],
                    started: list[tuple[Call, asyncio.Future, int] | None]) -> None:
