@@ -86,7 +86,7 @@ from schedd_worker import executors
 from schedd_worker.executors import (NO_ISOLATION, Assignment, Call, HttpOptions, Isolation, Outcome,
                                      PythonHandlers)
 from schedd_worker.handlers.base import Cancel
-from schedd_worker.timers import Timer
+from schedd_worker.timers import DEFAULT_AHEAD, Timer
 from schedd_worker.hooks import NO_HOOKS, WorkerHooks
 
 log = logging.getLogger("schedd.worker")
@@ -105,7 +105,6 @@ MIN_HEARTBEAT_S = 0.05
 MAX_BATCH = 256                 # messages per WorkerBatch (results carry up to 6 KiB of text)
 MAX_BATCH_BYTES = 4 << 20       # or bytes, plus one message (the leader receives 16 MiB or more)
 KILL_MARGIN_S = 15.0            # after cancelling in a drain: executor's own kill waits + margin
-DEFAULT_AHEAD = 10_000          # assignments not yet due held beyond the slots (WorkerHello.ahead)
 RESULT_HOLD_S = 0.5             # results held at most this long while due attempts wait for a slot
 
 _LEADER_RE = re.compile(r"leader=([A-Za-z0-9_.\-\[\]:]+)")

@@ -41,7 +41,8 @@ from schedd_client.client import make_security, parse_cluster
 from schedd_client.net.policy import make_policy
 from schedd_worker.executors import HandlerContext, HttpOptions, PythonHandlers
 from schedd_worker.hooks import configure_worker
-from schedd_worker.runtime import DEFAULT_AHEAD, WorkerRuntime
+from schedd_worker.runtime import WorkerRuntime
+from schedd_worker.timers import DEFAULT_AHEAD
 
 __all__ = ["Worker", "HandlerContext"]
 
