@@ -536,7 +536,7 @@ class Assigner:
                 if now - seen > lease:
                     expire.append((name, t, token, "LOST",
                                    f"worker {a.worker} lost: no news for {lease / 1000:g}s"))
-                elif timeout_ms and now > max(a.started_ms, t) + timeout_ms + WORKER_KILL_GRACE_MS + lease:
+                elif timeout_ms and now > max(a.started_ms, ex.due) + timeout_ms + WORKER_KILL_GRACE_MS + lease:
                     expire.append((name, t, token, "TIMED_OUT",
                                    f"exceeded its timeout of {timeout_ms / 1000:g}s and the worker did not report"))
                 elif ex.cancel_requested and now - self.cancel_sent.get(token, 0) > CANCEL_RESEND_MS:

@@ -355,7 +355,7 @@ async def test_attempts_due_beyond_the_slots_wait_here_and_start_as_a_slot_frees
     attempts, runs at most `slots` at once, and starts what fell due meanwhile as soon as a slot
     frees, without asking the leader (before: a herd beyond the slots waited for a round trip
     through the leader per slot)."""
-    leader = await leaders()
+    leader = await leaders(lease_ms=60_000)       # no hand-back of the waiting (half a lease)
     w = workers(leader.address, slots=1, ahead=1)
     await leader.connected()
     assert leader.streams[-1].hello.ahead == 1
@@ -379,7 +379,7 @@ async def test_results_wait_while_due_attempts_wait_for_a_slot(leaders, workers,
     """While due attempts wait for a slot (a herd starting), results are held (at most
     result_hold_s) and go once the last of them started: the starts do not share the CPU with
     the results. With a hold longer than the test, the release is the queue running dry."""
-    leader = await leaders()
+    leader = await leaders(lease_ms=60_000)       # no hand-back of the waiting (half a lease)
     w = workers(leader.address, slots=1, ahead=2, result_hold_s=600)
     await leader.connected()
     gate = tmp_path / "go"
@@ -395,7 +395,7 @@ async def test_results_wait_while_due_attempts_wait_for_a_slot(leaders, workers,
 
 
 async def test_a_held_result_goes_after_the_hold_at_the_latest(leaders, workers, tmp_path):
-    leader = await leaders()
+    leader = await leaders(lease_ms=60_000)       # no hand-back of the waiting (half a lease)
     w = workers(leader.address, slots=1, ahead=2, result_hold_s=0.2)
     await leader.connected()
     gate = tmp_path / "go"
@@ -581,6 +581,37 @@ async def test_cut_off_from_every_leader_for_a_lease_the_worker_stops_its_attemp
     await leader.stop()                           # no leader anywhere now
     await until(lambda: not w.rt.running, timeout=DEADLINE, what="the attempt to be stopped")
     assert w.rt._unacked and next(iter(w.rt._unacked.values())) is not None
+
+
+async def test_cut_off_for_a_lease_an_attempt_not_started_yet_is_handed_back_not_cancelled(leaders, workers):
+    """A held assignment not due yet (a herd pushed ahead) never started: it goes back REJECTED,
+    so the run goes back in line; CANCELLED would end the run if the result committed first."""
+    leader = await leaders()
+    w = workers(leader.address)
+    await leader.connected()
+    leader.assign(85, shell("true"), due_ms=wall_ms() + 600_000)
+    await until(lambda: 85 in w.rt.running, what="accepted")
+    await leader.stop()
+    await until(lambda: not w.rt.running, timeout=DEADLINE, what="the attempt to be handed back")
+    r = w.rt._unacked[85].result
+    assert (r.state, r.error) == ("REJECTED", "no leader for a lease: handed back before it started")
+
+
+async def test_an_attempt_waiting_for_a_slot_past_half_a_lease_is_handed_back(leaders, workers, tmp_path):
+    """Due but no slot free for half a lease: handed back REJECTED, never started (the leader
+    would expire it TIMED_OUT past its timeout plus a lease while it has not even started)."""
+    leader = await leaders()
+    w = workers(leader.address, slots=1, ahead=1)
+    await leader.connected()
+    gate = tmp_path / "go"
+    leader.assign(86, gated(gate))
+    await until(lambda: 86 in w.rt.running, what="first attempt accepted")
+    leader.assign(87, shell("true"))
+    r = await leader.result(87)
+    assert r.state == "REJECTED" and "handed back before it started" in r.error, r.error
+    assert w.rt._busy == 1 and not w.rt._ready
+    gate.touch()
+    assert (await leader.result(86)).state == "SUCCEEDED"
 
 
 # ---------------------------------------------------------------------------------- herds (issue 14)

@@ -159,6 +159,7 @@ class _Attempt:
     phase: str = "waiting"               # waiting (for its due time, or due and for a slot) |
                                          # running (takes a slot) | ended
     task: asyncio.Task | None = None     # from the start on
+    queued_ms: int = 0                   # when it began to wait for a slot (due, every slot busy)
 
 
 @dataclass(slots=True, eq=False)
@@ -296,8 +297,7 @@ class WorkerRuntime:
         self._send_heartbeat()
         for att in list(self._attempts.values()):
             if att.phase == "waiting":        # handed back: the leader requeues it
-                self._forget(att)
-                self._reject(att.msg, "worker draining")
+                self._hand_back(att, "worker draining")
         self._ready.clear()
         self._send_held()
         tasks = {a.task for a in self._attempts.values() if a.task is not None}
@@ -533,6 +533,7 @@ class WorkerRuntime:
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(interval)
+            self._hand_back_overdue()
             self._send_heartbeat()
             # results the leader has not settled within a lease ("unknown" acks, lost ones)
             old = loop.time() - conn.lease_ms / 1000
@@ -614,6 +615,31 @@ class WorkerRuntime:
             return
         self._send_result(result.fencing_token)
 
+    def _overdue(self, att: _Attempt, now: int) -> bool:
+        """Waited for a slot more than half a lease (since it was due, or arrived due): the
+        leader expires an attempt that does not report within its timeout plus a lease past
+        due, and must not while it has not even started here (it would run twice)."""
+        return now - max(att.msg.due_ms, att.queued_ms) > self._lease_ms // 2
+
+    def _overdue_reason(self) -> str:
+        return (f"waited for a free slot for more than {self._lease_ms / 2000:g}s: "
+                "handed back before it started")
+
+    def _hand_back_overdue(self) -> None:
+        """Every heartbeat: hand back what waits for a slot too long (no slot freed meanwhile)."""
+        if not self._ready:
+            return
+        now = self.now_ms()
+        for att in [a for a in self._ready if a.phase == "waiting" and self._overdue(a, now)]:
+            self._hand_back(att, self._overdue_reason())
+        self._ready = deque(a for a in self._ready if a.phase == "waiting")
+
+    def _hand_back(self, att: _Attempt, why: str) -> None:
+        """An attempt that never started goes back to the leader as REJECTED: it runs again
+        (elsewhere), neither a failure nor an attempt counted."""
+        self._forget(att)
+        self._reject(att.msg, why)
+
     def _send_held(self) -> None:
         if self._flush is not None:
             self._flush.cancel()
@@ -638,9 +664,10 @@ class WorkerRuntime:
                             "which the leader runs again elsewhere", self.name, loop.time() - lost,
                             self._lease_ms, len(self._attempts))
                 for att in list(self._attempts.values()):
-                    att.cancel.set()
-                    if att.phase == "waiting":
-                        self._start(att)
+                    if att.phase == "waiting":        # never started: back in line, not CANCELLED
+                        self._hand_back(att, "no leader for a lease: handed back before it started")
+                    else:
+                        att.cancel.set()
                 self._lost_since = loop.time()        # once per lease at most
 
     def _on_leader_message(self, msg: pb.LeaderMessage) -> None:
@@ -762,17 +789,25 @@ class WorkerRuntime:
                if att is not None and att.phase == "waiting"]
         room = max(0, self.slots - self._busy)
         if len(due) > room:                       # more due than free slots: the rest start
-            self._ready.extend(due[room:])        # here as slots free up (no leader round trip)
+            now = self.now_ms()                   # here as slots free up (no leader round trip)
+            for att in due[room:]:
+                att.queued_ms = now
+            self._ready.extend(due[room:])
             del due[room:]
         started = [self._call(att) for att in due]
         asyncio.get_running_loop().call_soon(self._watch_all, due, started)
 
     def _start_ready(self) -> None:
-        """A slot freed: start the attempts due and waiting for one, oldest due first."""
+        """A slot freed: start the attempts due and waiting for one, oldest due first; one that
+        waited too long (overdue) is handed back instead."""
+        now = self.now_ms()
         while self._ready and self._busy < self.slots:
             att = self._ready.popleft()
             if att.phase == "waiting" and self._attempts.get(att.msg.fencing_token) is att:
-                self._start(att)
+                if self._overdue(att, now):
+                    self._hand_back(att, self._overdue_reason())
+                else:
+                    self._start(att)
         if not self._ready and self._held:
             self._send_held()
 
