@@ -598,20 +598,23 @@ async def test_cut_off_for_a_lease_an_attempt_not_started_yet_is_handed_back_not
 
 
 async def test_an_attempt_waiting_for_a_slot_past_half_a_lease_is_handed_back(leaders, workers, tmp_path):
-    """Due but no slot free for half a lease: handed back REJECTED, never started (the leader
-    would expire it TIMED_OUT past its timeout plus a lease while it has not even started)."""
+    """Due, with a timeout, and no slot free for half a lease: handed back REJECTED, never
+    started (the leader would expire it TIMED_OUT past its timeout plus a lease while it has not
+    even started); one without a timeout waits for its slot."""
     leader = await leaders()
-    w = workers(leader.address, slots=1, ahead=1)
+    w = workers(leader.address, slots=1, ahead=2)
     await leader.connected()
     gate = tmp_path / "go"
     leader.assign(86, gated(gate))
     await until(lambda: 86 in w.rt.running, what="first attempt accepted")
-    leader.assign(87, shell("true"))
+    leader.assign(88, shell("true"))              # no timeout: it may wait (heartbeats keep it)
+    leader.assign(87, shell("true"), timeout_s=30)
     r = await leader.result(87)
     assert r.state == "REJECTED" and "handed back before it started" in r.error, r.error
-    assert w.rt._busy == 1 and not w.rt._ready
+    assert w.rt._busy == 1 and 88 in w.rt.running
     gate.touch()
     assert (await leader.result(86)).state == "SUCCEEDED"
+    assert (await leader.result(88)).state == "SUCCEEDED"
 
 
 # ---------------------------------------------------------------------------------- herds (issue 14)

@@ -616,10 +616,13 @@ class WorkerRuntime:
         self._send_result(result.fencing_token)
 
     def _overdue(self, att: _Attempt, now: int) -> bool:
-        """Waited for a slot more than half a lease (since it was due, or arrived due): the
-        leader expires an attempt that does not report within its timeout plus a lease past
-        due, and must not while it has not even started here (it would run twice)."""
-        return now - max(att.msg.due_ms, att.queued_ms) > self._lease_ms // 2
+        """An attempt with a timeout that waited for a slot more than half a lease (since it was
+        due, or arrived due): the leader expires an attempt that does not report within its
+        timeout plus a lease past due, and must not while it has not even started here (it
+        would run twice). Without a timeout it may wait as long as it takes (the heartbeats
+        keep it alive): a herd of slow handlers on few slots legitimately waits for long."""
+        return (att.msg.timeout_seconds > 0
+                and now - max(att.msg.due_ms, att.queued_ms) > self._lease_ms // 2)
 
     def _overdue_reason(self) -> str:
         return (f"waited for a free slot for more than {self._lease_ms / 2000:g}s: "
