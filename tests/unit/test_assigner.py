@@ -344,3 +344,24 @@ async def test_a_result_on_its_way_to_the_log_keeps_its_attempt_alive():
     while tasks:
         await tasks.pop()
     assert h.state.execs[("j1", T0)].state == "SUCCEEDED"
+
+
+async def test_with_only_ahead_places_free_a_step_skips_the_backlog_past_due(setup, monkeypatch):
+    """A worker with every slot busy but ahead places left: a step looks only at runs not due
+    yet (a run due needs a slot), so a backlog past due, longer than a step's scan, neither costs
+    every step nor hides the next herd from the ahead places (issue 14)."""
+    import schedd.leader.assigner as assigner_mod
+    monkeypatch.setattr(assigner_mod, "SCAN_LIMIT", 2)
+    h, node, hub, assigner, tasks = setup
+    for i in range(4):
+        h.put(name=f"late{i}", schedule="@every 60s")
+    h.plan_and_fire()                                  # four runs due at T0, nobody to run them
+    conn = add_worker(hub, h, slots=1)
+    conn.reserved = 1                                  # its one slot is taken
+    conn.ahead = 10
+    await step(assigner, tasks, h.now)                 # a full pass: the backlog waits
+    assert not any(ex.state == "RUNNING" for ex in h.state.execs.values())
+    h.put(name="next", schedule="at 2027-01-15T08:00:10Z")
+    h.fire(*[("next", T0 + 10_000)])
+    await step(assigner, tasks, h.now + 100)           # a scan, not a full pass
+    assert [k for k, ex in h.state.execs.items() if ex.state == "RUNNING"] == [("next", T0 + 10_000)]
