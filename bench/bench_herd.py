@@ -35,6 +35,17 @@ Latest same-run figures (2026-12-01, this 2-core machine shared with other sessi
       lookahead, and the leader still loses its lease under the herd (cause not pinned yet).
     Profiles: bench/profiles/{before,after}-herd10k.svg (the leader).
 
+Herd pushed ahead (branch herd2, 2026-12-01, same machine, load average 8-14; main db6a937
+against herd2, back to back, `herd --size 10000 --lead 20 --settle 20`, 2 x 256 slots):
+    main     last start 5.35 s, 6.03 s, 5.64 s, 4.34 s     started by T+0.5 s: 768, 512, 768, 1,292
+    herd2    last start 0.353 s, 1.22 s, 0.505 s, 0.592 s  started by T+0.5 s: 10,000, 5,282, 9,928, 8,937
+    (0 missed, 0 twice, no election in any of them.) What changed: workers hold a herd ahead
+    beyond their slots (`--ahead`, WorkerHello.ahead), the leader claims it into those places as
+    soon as its intents commit (the whole burst window, its tail included) and pushes it, so at
+    T only the workers' timers and their 256 slots are left; results wait while due attempts
+    wait for a slot. Before, every run past the first 512 waited for a slot to free through the
+    leader (result committed, claim committed, assignment pushed) after its due time.
+
 Elections under load (branch elect, 2026-12-01, quiet machine, load average ~3): the last line
 gives each node's longest Raft tick gap and the pre-vote rounds it started (one on the first
 leader: its own election). No election at steady 1,000 fires/s, herd 30,000 or herd 100,000
