@@ -214,8 +214,9 @@ def decide(view: StateView, now: int, workers: Sequence[Capacity] | int, in_flig
         items = candidates(view, now, pace.horizon_ms, in_flight.claiming)
     for due, ex, job in items:
         if (pace.scan_limit and d.looked >= pace.scan_limit) or \
-                (not pace.full and not slots.usable(True, True)):
-            break
+                (not pace.full and not slots.usable(True, due > now)):
+            break                   # (a run due with no slot left: a scan stops there, it does
+                                    # not look at a backlog past due for the ahead places)
         d.looked += 1
         name, t = ex.job, ex.scheduled_ms
         d.last = (due, name, t)

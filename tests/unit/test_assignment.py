@@ -251,3 +251,16 @@ def test_decide_claims_a_herd_into_workers_ahead_places_before_it_is_due(workers
 def test_ahead_places_are_bounded_by_the_claims_in_flight_and_shared(ahead, room, share):
     from schedd.leader.assigner import share_ahead
     assert share_ahead(ahead, room) == share
+
+
+def test_a_scan_stops_at_a_due_run_with_no_slot_left_whatever_the_ahead_places():
+    """Ahead places take no run already due: once the free slots are gone, a scan (not a full
+    pass) stops at the next due run instead of looking at the whole backlog past due (a 100,000
+    herd after its instant: every step read a thousand runs it could not place)."""
+    h = Harness()
+    _herd(h)
+    view = StateView(h.state)
+    d = decide(view, T0, [Capacity("a", 1, ahead=5)], InFlight(), Pace(LOOKAHEAD, full=False, ahead_ms=AHEAD),
+               in_due_order(view, T0, AHEAD, {}))
+    assert [(c.job, c.worker) for c in d.claims] == [("h0", "a")]
+    assert d.looked == 2
