@@ -263,4 +263,4 @@ def test_a_scan_stops_at_a_due_run_with_no_slot_left_whatever_the_ahead_places()
     d = decide(view, T0, [Capacity("a", 1, ahead=5)], InFlight(), Pace(LOOKAHEAD, full=False, ahead_ms=AHEAD),
                in_due_order(view, T0, AHEAD, {}))
     assert [(c.job, c.worker) for c in d.claims] == [("h0", "a")]
-    assert d.looked == 2
+    assert d.looked == 1                     # h1 is due and no slot is left: stop
