@@ -541,12 +541,16 @@ class Assigner:
                     if fate == HELD:
                         del self.inherited[token]
                 seen = max(self.hub.token_seen.get(token, 0), a.started_ms, self.took_over_ms)
-                job = view.job(name)
+                # the spec (its timeout) only once a timeout could have passed: a herd held
+                # ahead is tens of thousands of running attempts, and parsing each spec on every
+                # reap (the spec cache holds 10,000) took a fifth of the leader's time
+                since = max(a.started_ms, ex.due) + WORKER_KILL_GRACE_MS + lease
+                job = view.job(name) if now > since else None
                 timeout_ms = int((self._specs.get(job).get("timeout_seconds") or 0) * 1000) if job else 0
                 if now - seen > lease:
                     expire.append((name, t, token, "LOST",
                                    f"worker {a.worker} lost: no news for {lease / 1000:g}s"))
-                elif timeout_ms and now > max(a.started_ms, ex.due) + timeout_ms + WORKER_KILL_GRACE_MS + lease:
+                elif timeout_ms and now > since + timeout_ms:
                     expire.append((name, t, token, "TIMED_OUT",
                                    f"exceeded its timeout of {timeout_ms / 1000:g}s and the worker did not report"))
                 elif ex.cancel_requested and now - self.cancel_sent.get(token, 0) > CANCEL_RESEND_MS:

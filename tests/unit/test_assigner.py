@@ -365,3 +365,39 @@ async def test_with_only_ahead_places_free_a_step_skips_the_backlog_past_due(set
     h.fire(*[("next", T0 + 10_000)])
     await step(assigner, tasks, h.now + 100)           # a scan, not a full pass
     assert [k for k, ex in h.state.execs.items() if ex.state == "RUNNING"] == [("next", T0 + 10_000)]
+
+
+async def test_the_reaper_reads_a_spec_only_once_a_timeout_could_have_passed(setup):
+    """Held-ahead herds are tens of thousands of running attempts: the reaper must not parse
+    each one's spec on every pass (it took a fifth of the leader's time after a 100k herd's
+    instant); it still expires TIMED_OUT an attempt past its timeout whose worker keeps quiet."""
+    h, node, hub, assigner, tasks = setup
+    h.put(schedule="@every 60s", timeout_seconds=1)
+    h.plan_and_fire()
+    conn = add_worker(hub, h)
+    await step(assigner, tasks, h.now)
+    token = h.state.execs[("j1", T0)].attempts[-1].fencing_token
+    looked: list[str] = []
+    real = assigner._specs
+
+    class Counting:
+        def get(self, job):
+            looked.append(job.name)
+            return real.get(job)
+    assigner._specs = Counting()
+    t = T0
+    while t < T0 + 14_000:                            # the worker heartbeats; no timeout could pass
+        t += 2_000
+        conn.last_heartbeat_ms = t
+        hub.on_heartbeat(conn, pb.Heartbeat(running_tokens=[token]), t)
+        assigner.step(t)
+    assert looked == [] and not assigner.expiring
+    t += 3_000                                        # due + 1 s + 5 s grace + 10 s lease passed
+    conn.last_heartbeat_ms = t
+    hub.on_heartbeat(conn, pb.Heartbeat(running_tokens=[token]), t)
+    h.now = t
+    assigner.step(t)
+    while tasks:
+        await tasks.pop()
+    assert looked == ["j1"]
+    assert h.state.execs[("j1", T0)].attempts[-1].state == "TIMED_OUT"
