@@ -35,6 +35,28 @@ Latest same-run figures (2026-12-01, this 2-core machine shared with other sessi
       lookahead, and the leader still loses its lease under the herd (cause not pinned yet).
     Profiles: bench/profiles/{before,after}-herd10k.svg (the leader).
 
+Herd pushed ahead (branch herd2, 2026-12-01, same machine, load average 8-14; main db6a937
+against herd2, back to back, `herd --size 10000 --lead 20 --settle 20`, 2 x 256 slots):
+    main     last start 5.35 s, 6.03 s, 5.64 s, 4.34 s     started by T+0.5 s: 768, 512, 768, 1,292
+    herd2    last start 0.353 s, 1.22 s, 0.505 s, 0.592 s  started by T+0.5 s: 10,000, 5,282, 9,928, 8,937
+    again with the final code at load 3-5:
+    main     last start 4.69 s, 3.60 s                     started by T+0.5 s: 1,408, 1,408
+    herd2    last start 0.548 s, 0.338 s                   started by T+0.5 s: 9,488, 10,000
+    (0 missed, 0 twice, no election in any of them.) What changed: workers hold a herd ahead
+    beyond their slots (`--ahead`, WorkerHello.ahead), the leader claims it into those places as
+    soon as its intents commit (the whole burst window, its tail included) and pushes it, so at
+    T only the workers' timers and their 256 slots are left; results wait while due attempts
+    wait for a slot. Before, every run past the first 512 waited for a slot to free through the
+    leader (result committed, claim committed, assignment pushed) after its due time.
+
+    herd 100,000 (`--lead 80 --settle 30`, herd2 with `--ahead 50000`), load 3-9, one run each:
+    main started 5,856 by T+3 s and 77,180 by T+30 s; herd2 40,000 by T+3 s but 46,526 by T+30 s
+    (no election in either; earlier herd2 runs at load 12-15 had elections, apply stalls of
+    0.4-1.2 s). What bounds it: intents are recorded at ~3-4k/s (apply ~70-110 us per intent
+    per node, its policy and spec parsed per new job), so ~40% of the herd is recorded by T;
+    after T the rest goes one free slot at a time while the first 40,000 results are
+    committed (and the assigner parses each claimed job's spec: its cache holds 10,000).
+
 Elections under load (branch elect, 2026-12-01, quiet machine, load average ~3): the last line
 gives each node's longest Raft tick gap and the pre-vote rounds it started (one on the first
 leader: its own election). No election at steady 1,000 fires/s, herd 30,000 or herd 100,000
@@ -100,8 +122,9 @@ def worker_main(args: argparse.Namespace) -> None:
     from schedd_worker import Worker
 
     out = open(args.out, "w", buffering=1 << 20)
+    extra = {"ahead": args.ahead} if args.ahead is not None else {}   # older SDKs have no `ahead`
     w = Worker(args.cluster, name=args.name, slots=args.slots, ca=args.ca, cert=args.cert, key=args.key,
-               token=os.environ.get("SCHEDD_TOKEN"), drain_grace_s=2.0)
+               token=os.environ.get("SCHEDD_TOKEN"), drain_grace_s=2.0, **extra)
 
     @w.handler(HANDLER)
     async def noop(ctx) -> None:
@@ -113,7 +136,8 @@ def worker_main(args: argparse.Namespace) -> None:
         out.close()
 
 
-def start_workers(c: LocalCluster, root: Path, n: int, slots: int) -> list[tuple[subprocess.Popen, Path]]:
+def start_workers(c: LocalCluster, root: Path, n: int, slots: int,
+                  ahead: int | None = None) -> list[tuple[subprocess.Popen, Path]]:
     procs = []
     token = c.worker_token()
     for i in range(n):
@@ -122,7 +146,7 @@ def start_workers(c: LocalCluster, root: Path, n: int, slots: int) -> list[tuple
         out = root / f"{name}.starts"
         cmd = [sys.executable, os.path.abspath(__file__), "_worker", "--cluster", c.cluster_arg, "--name", name,
                "--slots", str(slots), "--ca", str(sec.ca), "--cert", str(sec.cert), "--key", str(sec.key),
-               "--out", str(out)]
+               "--out", str(out), *(["--ahead", str(ahead)] if ahead is not None else [])]
         log = open(root / f"{name}.log", "wb")
         procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                        env={**os.environ, "SCHEDD_TOKEN": token}), out))
@@ -216,7 +240,7 @@ class Watch:
 
 
 def herd(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
-    procs = start_workers(c, root, args.workers, args.slots)
+    procs = start_workers(c, root, args.workers, args.slots, args.ahead)
     try:
         wait_workers(c, args.workers)
         prefix = "herd-"
@@ -257,7 +281,7 @@ def herd(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
 
 
 def steady(args: argparse.Namespace, c: LocalCluster, root: Path) -> None:
-    procs = start_workers(c, root, args.workers, args.slots)
+    procs = start_workers(c, root, args.workers, args.slots, args.ahead)
     try:
         wait_workers(c, args.workers)
         with c.client(timeout=300) as cl:
@@ -311,12 +335,15 @@ def main() -> int:
     for p in (h, s):
         p.add_argument("--workers", type=int, default=2)
         p.add_argument("--slots", type=int, default=256)
+        p.add_argument("--ahead", type=int, default=None,
+                       help="assignments not yet due each worker holds beyond its slots (default: the SDK's)")
         p.add_argument("--profile", default=None, help="py-spy flame graph of the leader (svg)")
         p.add_argument("--keep", action="store_true")
     wk = sub.add_parser("_worker")
     for flag in ("--cluster", "--name", "--ca", "--cert", "--key", "--out"):
         wk.add_argument(flag)
     wk.add_argument("--slots", type=int)
+    wk.add_argument("--ahead", type=int, default=None)
     args = ap.parse_args()
     if args.cmd == "_worker":
         worker_main(args)

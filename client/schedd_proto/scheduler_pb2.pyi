@@ -532,7 +532,7 @@ class CancelExecutionRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class WorkerHello(_message.Message):
-    __slots__ = ("name", "slots", "pool", "labels", "running_tokens", "version", "max_term_seen", "incarnation", "batches")
+    __slots__ = ("name", "slots", "pool", "labels", "running_tokens", "version", "max_term_seen", "incarnation", "batches", "ahead")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -549,6 +549,7 @@ class WorkerHello(_message.Message):
     MAX_TERM_SEEN_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     BATCHES_FIELD_NUMBER: _ClassVar[int]
+    AHEAD_FIELD_NUMBER: _ClassVar[int]
     name: str
     slots: int
     pool: str
@@ -558,7 +559,8 @@ class WorkerHello(_message.Message):
     max_term_seen: int
     incarnation: str
     batches: bool
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., running_tokens: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., max_term_seen: _Optional[int] = ..., incarnation: _Optional[str] = ..., batches: _Optional[bool] = ...) -> None: ...
+    ahead: int
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., running_tokens: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., max_term_seen: _Optional[int] = ..., incarnation: _Optional[str] = ..., batches: _Optional[bool] = ..., ahead: _Optional[int] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("running_tokens", "draining")

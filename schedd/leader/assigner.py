@@ -31,7 +31,7 @@ from schedd.core.attempts import MAX_CLAIMS_PER_ENTRY, MAX_RESULTS_PER_ENTRY
 from schedd.core.model import ValidationError, execution_id, parse_execution_id
 from schedd.core.policy import VersionCache
 from schedd.core.results import Code
-from schedd.core.view import StateView
+from schedd.core.view import MAX_KEY, StateView
 from schedd.leader.assignment import Candidate, Capacity, Claim, InFlight, Pace, candidates, decide, in_due_order
 from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
@@ -52,10 +52,18 @@ FULL_PASS_SHARE = 20          # ... and a full pass takes at most 1/20 of the lo
 SCAN_LIMIT = 1024             # runs one step looks at between full passes (the next resumes after)
 SURVEY_LIMIT = 5_000         # runs one full pass looks at, holding the node lock (the next resumes)
 REAP_MS = 250                 # running attempts are checked (leases, timeouts, cancels) this often
+AHEAD_IN_FLIGHT = 512         # claims into ahead places proposed and not applied, at most (two
+                              # start_many entries): a 100,000 herd claimed at once flooded the
+                              # log and held the apply thread for seconds (elections)
 
 BEHIND_MS = 2_000             # a run waiting this long past its due time: `cluster status` warns
 
 HELD, WAIT, NOT_HELD = "held", "wait", "not_held"
+
+
+def not_due_key(now: int) -> tuple[int, str, int]:
+    """The ready key after every run due by `now` (a scan from it sees only runs not yet due)."""
+    return (now, MAX_KEY, 2 ** 63)
 
 
 @dataclass(slots=True)
@@ -136,6 +144,26 @@ def result_chunks(batch: list[tuple[WorkerConn, pb.AttemptResult, dict]]) -> lis
     def size(item: tuple[WorkerConn, pb.AttemptResult, dict]) -> int:
         return RESULT_BYTES + sum(C.encoded_size(item[2][k]) for k in ("job", "worker", "error", "output_tail"))
     return C.chunk_by_size(batch, size, C.BATCH_ENTRY_BYTES, MAX_RESULTS_PER_ENTRY)
+
+
+def share_ahead(ahead: list[int], room: int) -> list[int]:
+    """Each worker's ahead places this step: its own, but at most `room` in all (the claims
+    into ahead places in flight are bounded, AHEAD_IN_FLIGHT), shared evenly so that a herd is
+    spread over the workers rather than given to the first one."""
+    out = [0] * len(ahead)
+    left = max(0, room)
+    want = [i for i, a in enumerate(ahead) if a > 0]
+    while left > 0 and want:
+        each = max(1, left // len(want))
+        for i in list(want):
+            take = min(each, ahead[i] - out[i], left)
+            out[i] += take
+            left -= take
+            if out[i] >= ahead[i]:
+                want.remove(i)
+            if left <= 0:
+                break
+    return out
 
 
 def _may_serve(principal: A.Principal, pool: str, team: str) -> bool:
@@ -223,13 +251,23 @@ class Assigner:
 
     def _capacity(self, now: int) -> list[Capacity]:
         """Each live worker's free slots, pool, labels and the teams its token serves."""
+        live = [c for c in self.hub.conns.values() if self.hub.live(c, now)]
+        room = share_ahead([c.ahead_free() for c in live], AHEAD_IN_FLIGHT - len(self.claiming))
         out = []
-        for c in self.hub.conns.values():
-            free = c.free_slots()
-            if free > 0 and self.hub.live(c, now):
+        for c, ahead in zip(live, room):
+            free = max(0, c.free_slots())
+            if free > 0 or ahead > 0:
                 serves = None if c.principal is None else partial(_may_serve, c.principal, c.pool)
-                out.append(Capacity(c.name, free, c.pool, c.labels, len(c.running) + c.reserved, serves))
+                out.append(Capacity(c.name, free, c.pool, c.labels, len(c.running) + c.reserved, serves, ahead))
         return out
+
+    def _ahead_ms(self, workers: list[Capacity]) -> int:
+        """How far ahead runs may be claimed into workers' ahead places: as far as a burst's
+        intents are recorded ahead (a herd is claimed and pushed as soon as its intents commit),
+        when a worker has room for runs not yet due; else 0 (the lookahead only)."""
+        if not any(w.ahead > 0 for w in workers):
+            return 0
+        return self.node.cfg.scheduler.burst_lookahead_ms
 
     def _assign(self, now: int) -> None:
         """Claim what may start, skip what must not run, and say why the rest waits: the
@@ -245,7 +283,9 @@ class Assigner:
         every FULL_PASS_MS, or less often when it is long, so it takes at most 1/FULL_PASS_SHARE
         of the loop's time."""
         workers = self._capacity(now)
-        free = sum(w.free for w in workers)
+        free = sum(w.free + w.ahead for w in workers)
+        ahead_ms = self._ahead_ms(workers)
+        horizon = max(self.lookahead_ms, ahead_ms)
         full = now >= self._next_full_pass_ms
         if not full and free <= 0:
             return
@@ -259,16 +299,22 @@ class Assigner:
             survey = full and (self._survey is not None or self.view.ready_count() > SURVEY_LIMIT)
             items: Iterable[Candidate] | None
             if survey:
-                items = in_due_order(self.view, now, self.lookahead_ms, self.claiming, after=self._survey)
+                items = in_due_order(self.view, now, horizon, self.claiming, after=self._survey)
             elif full:
                 items = None
             elif lazy:
-                items = in_due_order(self.view, now, self.lookahead_ms, self.claiming, after=self._cursor)
+                after = self._cursor
+                if not any(w.free > 0 for w in workers):
+                    # only ahead places: what is due already cannot take one, so skip it (a
+                    # backlog past due waiting for slots is not looked at on every step)
+                    after = max(after, not_due_key(now)) if after is not None else not_due_key(now)
+                items = in_due_order(self.view, now, horizon, self.claiming, after=after)
             else:
-                items = candidates(self.view, now, self.lookahead_ms, self.claiming)
+                items = candidates(self.view, now, horizon, self.claiming)
             limit = SURVEY_LIMIT if survey else 0 if full else SCAN_LIMIT
             pace = Pace(self.lookahead_ms, full=full, catchup_rate=self.catchup_rate,
-                        catchup_next_ms=self._catchup_next_ms, workers=bool(self.hub.conns), scan_limit=limit)
+                        catchup_next_ms=self._catchup_next_ms, workers=bool(self.hub.conns), scan_limit=limit,
+                        ahead_ms=ahead_ms)
             d = decide(self.view, now, workers, in_flight, pace, items)
             claims = [(c, self._specs.get(c.row)) for c in d.claims]
             spent_ms = (time.perf_counter() - started) * 1000
@@ -341,6 +387,7 @@ class Assigner:
 
         await asyncio.gather(*(self._claim(conn, c.job, c.scheduled_ms, c.attempt, c.due, spec, term, share(k))
                                for k, (conn, c, spec) in enumerate(chunk)))
+        self.hub.on_change()            # claims settled: room for the next (ahead places in flight)
 
     async def _propose_one(self, kind: str, rid: str, term: int, **args: Any) -> Mapping[str, Any]:
         entry = C.encode(kind, rid=rid, now=self.clock.now_ms(), term=term, by=self.node.cfg.node_id, **args)
@@ -390,12 +437,17 @@ class Assigner:
         self.faults.result_arrived(r.fencing_token)
         conn.running.pop(r.fencing_token, None)
         self.inherited.pop(r.fencing_token, None)       # it reported: the usual rules apply
-        self.hub.token_seen.pop(r.fencing_token, None)
+        # A result is news: the attempt stays alive until its finish is committed (then the
+        # token is forgotten). Dropping it here let the reaper expire an attempt claimed more
+        # than a lease ago (a herd claimed ahead) while its result was on the way to the log:
+        # the expiry committed first and the run ran twice (issue 14).
+        self.hub.token_seen[r.fencing_token] = self.clock.now_ms()
         self.cancel_sent.pop(r.fencing_token, None)
         try:
             name, t = parse_execution_id(r.execution_id)
         except ValidationError:
             self.hub.send(conn, pb.LeaderMessage(ack=pb.ResultAck(fencing_token=r.fencing_token, outcome="stale")))
+            self.hub.token_seen.pop(r.fencing_token, None)
             return
         token = self.faults.finish_token(self.node, name, t, r.fencing_token)
         self._results.append((conn, r, {
@@ -435,12 +487,16 @@ class Assigner:
             entry = C.encode(C.FINISH_MANY, rid="", now=self.clock.now_ms(), term=term, by=self.node.cfg.node_id,
                              results=[item for _, _, item in chunk])
         result = None
-        for _ in range(FINISH_TRIES):
-            try:
-                result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
-                break
-            except ProposalError as e:
-                log.info("%d results not confirmed (%s); retrying", len(chunk), e)
+        try:
+            for _ in range(FINISH_TRIES):
+                try:
+                    result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
+                    break
+                except ProposalError as e:
+                    log.info("%d results not confirmed (%s); retrying", len(chunk), e)
+        finally:
+            for _, r, _ in chunk:        # settled (or given up: the worker resends it)
+                self.hub.token_seen.pop(r.fencing_token, None)
         if result is None:
             return
         outcomes = ([result.as_dict()] if single else
@@ -485,12 +541,16 @@ class Assigner:
                     if fate == HELD:
                         del self.inherited[token]
                 seen = max(self.hub.token_seen.get(token, 0), a.started_ms, self.took_over_ms)
-                job = view.job(name)
+                # the spec (its timeout) only once a timeout could have passed: a herd held
+                # ahead is tens of thousands of running attempts, and parsing each spec on every
+                # reap (the spec cache holds 10,000) took a fifth of the leader's time
+                since = max(a.started_ms, ex.due) + WORKER_KILL_GRACE_MS + lease
+                job = view.job(name) if now > since else None
                 timeout_ms = int((self._specs.get(job).get("timeout_seconds") or 0) * 1000) if job else 0
                 if now - seen > lease:
                     expire.append((name, t, token, "LOST",
                                    f"worker {a.worker} lost: no news for {lease / 1000:g}s"))
-                elif timeout_ms and now > max(a.started_ms, t) + timeout_ms + WORKER_KILL_GRACE_MS + lease:
+                elif timeout_ms and now > since + timeout_ms:
                     expire.append((name, t, token, "TIMED_OUT",
                                    f"exceeded its timeout of {timeout_ms / 1000:g}s and the worker did not report"))
                 elif ex.cancel_requested and now - self.cancel_sent.get(token, 0) > CANCEL_RESEND_MS:

@@ -15,6 +15,12 @@ the fewest first, as WorkerHub.eligible orders them). A run that no free worker 
 and the runs behind it are still looked at: counting claims against the total of free slots let
 old runs of an unserved pool block later runs that a free worker could serve (issue 14).
 
+Ahead places (the herd, issue 14): a worker that holds assignments not yet due beyond its slots
+(WorkerHello.ahead) offers them as `Capacity.ahead`; a run not due yet may take one, up to
+`Pace.ahead_ms` before its due time (the burst lookahead, when the herd's intents are recorded),
+so a herd's claims are committed and pushed before its instant and at the instant only the
+workers' timers are left. A run already due needs a free slot: it must not queue behind a herd.
+
 Pure: no clock (now is an argument), no I/O, nothing changed; the catch-up pacing it needs comes
 in (`Pace.catchup_next_ms`) and goes out (`Decision.catchup_next_ms`).
 """
@@ -52,6 +58,13 @@ class Pace:
     catchup_next_ms: float = 0.0      # when the next catch-up run may start
     workers: bool = True              # a worker is connected (for the waiting reason)
     scan_limit: int = 0               # look at most at this many runs (0 = no limit)
+    ahead_ms: int = 0                 # runs due by now + this may be claimed into workers' ahead
+                                      # queues (Capacity.ahead); 0: only within the lookahead
+
+    @property
+    def horizon_ms(self) -> int:
+        """How far ahead a run may be claimed at all."""
+        return max(self.lookahead_ms, self.ahead_ms)
 
 
 @dataclass(slots=True, frozen=True)
@@ -64,6 +77,8 @@ class Capacity:
     labels: Mapping[str, str] = field(default_factory=dict)
     load: int = 0                                  # attempts running or being claimed there
     serves: Callable[[str], bool] | None = None    # team -> its token may serve it (None: any)
+    ahead: int = 0                                 # more, for runs not yet due only: the worker
+                                                   # holds them until due and a slot is free
 
     def takes(self, policy: JobPolicy) -> bool:
         """Whether this worker may run an attempt of a job with `policy` (pool, labels, team)."""
@@ -136,33 +151,45 @@ def _no_worker_reason(policy: JobPolicy) -> str:
 
 
 class _Slots:
-    """The free slots left while deciding, per worker, and the placement rule."""
+    """The free slots left while deciding, per worker, and the placement rule. A worker's
+    ahead places (Capacity.ahead) take only runs not yet due: a run due now needs a free slot."""
 
-    __slots__ = ("workers", "free", "placed", "total")
+    __slots__ = ("workers", "free", "ahead", "placed", "total", "ahead_total")
 
     def __init__(self, workers: Sequence[Capacity]) -> None:
-        self.workers = [w for w in workers if w.free > 0]
-        self.free = {w.name: w.free for w in self.workers}
+        self.workers = [w for w in workers if w.free > 0 or w.ahead > 0]
+        self.free = {w.name: max(0, w.free) for w in self.workers}
+        self.ahead = {w.name: max(0, w.ahead) for w in self.workers}
         self.placed = {w.name: 0 for w in self.workers}
         self.total = sum(self.free.values())
+        self.ahead_total = sum(self.ahead.values())
 
-    def place(self, policy: JobPolicy) -> str | None:
-        """The eligible worker with a free slot running the fewest (then most free, then by
-        name), its slot taken; None if no free worker may run it."""
+    def usable(self, slot: bool, early: bool) -> bool:
+        """Whether any place is left for a run that may take a slot and/or an ahead place."""
+        return (slot and self.total > 0) or (early and self.ahead_total > 0)
+
+    def place(self, policy: JobPolicy, slot: bool = True, early: bool = False) -> str | None:
+        """The eligible worker with room running the fewest (then most free, then by name), a
+        free slot taken if `slot` (the run is due within the lookahead) and one is left, else an
+        ahead place if `early` (the run is not due yet); None if no worker with room may run it."""
         best: Capacity | None = None
         best_key: tuple[int, int, str] | None = None
         for w in self.workers:
-            free = self.free[w.name]
-            if free <= 0 or not w.takes(policy):
+            free = self.free[w.name] if slot else 0
+            if (free <= 0 and not (early and self.ahead[w.name] > 0)) or not w.takes(policy):
                 continue
             key = (w.load + self.placed[w.name], -free, w.name)
             if best_key is None or key < best_key:
                 best, best_key = w, key
         if best is None:
             return None
-        self.free[best.name] -= 1
+        if slot and self.free[best.name] > 0:
+            self.free[best.name] -= 1
+            self.total -= 1
+        else:
+            self.ahead[best.name] -= 1
+            self.ahead_total -= 1
         self.placed[best.name] += 1
-        self.total -= 1
         return best.name
 
 
@@ -184,13 +211,18 @@ def decide(view: StateView, now: int, workers: Sequence[Capacity] | int, in_flig
     for (name, _), holds in in_flight.claiming.items():
         count(name, holds)
     if items is None:
-        items = candidates(view, now, pace.lookahead_ms, in_flight.claiming)
+        items = candidates(view, now, pace.horizon_ms, in_flight.claiming)
     for due, ex, job in items:
-        if (pace.scan_limit and d.looked >= pace.scan_limit) or (not pace.full and slots.total <= 0):
-            break
+        if (pace.scan_limit and d.looked >= pace.scan_limit) or \
+                (not pace.full and not slots.usable(True, due > now)):
+            break                   # (a run due with no slot left: a scan stops there, it does
+                                    # not look at a backlog past due for the ahead places)
         d.looked += 1
         name, t = ex.job, ex.scheduled_ms
         d.last = (due, name, t)
+        slot, early = due <= now + pace.lookahead_ms, due > now   # a slot / an ahead place
+        if not slot and not (early and slots.ahead_total > 0):
+            continue                # beyond the lookahead, and no worker holds runs ahead: later
         policy = view.policy(job)
         d.classes.add((ex.lane == BACKFILL, -policy.priority))
         fresh = ex.state == SCHEDULED and not ex.attempts
@@ -207,7 +239,7 @@ def decide(view: StateView, now: int, workers: Sequence[Capacity] | int, in_flig
                 d.skips.append((name, t, why))
             d.waiting[(name, t)] = f"waiting: {why}"
             continue
-        if slots.total <= 0:
+        if not slots.usable(slot, early):
             d.waiting[(name, t)] = ("waiting: no worker is connected" if not pace.workers
                                     else "waiting for a free worker slot")
             continue
@@ -215,7 +247,7 @@ def decide(view: StateView, now: int, workers: Sequence[Capacity] | int, in_flig
         if catchup and now < d.catchup_next_ms:
             d.waiting[(name, t)] = f"waiting: catch-up runs start at most {pace.catchup_rate:g}/s"
             continue
-        worker = slots.place(policy)
+        worker = slots.place(policy, slot, early)
         if worker is None:          # no free worker may run it: it waits, the runs behind it don't
             d.waiting[(name, t)] = _no_worker_reason(policy)
             continue

@@ -27,7 +27,7 @@ from schedd.core.model import RUNNING, SCHEDULED
 from schedd.core.results import ApplyResult, CancelAttempt, EpochApplied, Launch
 from schedd.core.view import StateView
 from schedd.leader.assigner import Assigner
-from schedd.leader.planner import plan_fires
+from schedd.leader.planner import plan_fires, plan_horizon
 from schedd.leader.sla import SlaDriver
 from schedd.leader.workers import WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
@@ -61,6 +61,7 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._inflight: set[str] = set()           # jobs with an unsettled fire proposal
         self._batches = 0
+        self._burst_until = 0                       # the end of the last burst window seen (planner)
         self._epoch_asked: int | None = None
         self._launches: dict[int, tuple[asyncio.TimerHandle, dict[str, int]]] = {}  # by instant: name -> t
         self._led_term: int | None = None
@@ -150,10 +151,14 @@ class Dispatcher:
             return
         per_entry = min(self.cfg.max_fire_batch, FIRE_ENTRY_MAX)
         with node.lock:
-            items = plan_fires(self.view, now, self.cfg.lookahead_ms,
+            until = plan_horizon(self.view, now, self.cfg.lookahead_ms,
+                                 burst_lookahead_ms=self.cfg.burst_lookahead_ms,
+                                 burst_threshold=self.cfg.burst_threshold, burst_until_ms=self._burst_until)
+            if until > now + self.cfg.lookahead_ms:
+                self._burst_until = until        # a burst's window: its tail is recorded early too
+            items = plan_fires(self.view, now, until - now,
                                limit=per_entry * (MAX_INFLIGHT_BATCHES - self._batches),
-                               inflight=self._inflight, burst_lookahead_ms=self.cfg.burst_lookahead_ms,
-                               burst_threshold=self.cfg.burst_threshold)
+                               inflight=self._inflight)
         for i in range(0, len(items), per_entry):
             chunk = items[i:i + per_entry]
             jobs = sorted({n for n, _ in chunk})

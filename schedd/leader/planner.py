@@ -18,6 +18,25 @@ from schedd.core.view import Viewable, as_view
 PER_JOB_CAP = 100   # instants of one job per plan, so a long catch-up cannot starve others
 
 
+def plan_horizon(state: Viewable, now_ms: int, lookahead_ms: int, *, burst_lookahead_ms: int = 0,
+                 burst_threshold: int = 0, burst_until_ms: int = 0) -> int:
+    """Until when to record intents: now + lookahead, or now + burst lookahead when at least
+    `burst_threshold` instants not recorded yet fall due within it (see plan_fires), and at
+    least until `burst_until_ms` (the end of the burst window the caller saw last, while it is
+    ahead). That floor is what records a herd's tail early: once fewer than the threshold of its
+    instants are left unrecorded, the count alone fell back to the lookahead, and the last
+    instants of a 10,000 herd were recorded, claimed and pushed after their due time (issue 14)."""
+    view = as_view(state)
+    until = now_ms + lookahead_ms
+    if burst_threshold and burst_lookahead_ms > lookahead_ms:
+        far = now_ms + burst_lookahead_ms
+        if len(view.due_fires(far, limit=burst_threshold)) >= burst_threshold:
+            return far
+        if burst_until_ms > until:
+            return min(burst_until_ms, far)
+    return until
+
+
 def plan_fires(state: Viewable, now_ms: int, lookahead_ms: int, *, limit: int,
                inflight: Container[str] = (), burst_lookahead_ms: int = 0,
                burst_threshold: int = 0) -> list[tuple[str, int]]:
@@ -29,11 +48,8 @@ def plan_fires(state: Viewable, now_ms: int, lookahead_ms: int, *, limit: int,
     least `burst_threshold` instants fall due within `burst_lookahead_ms`, the planner looks that
     far ahead instead, so the burst is committed before it is due."""
     view = as_view(state)
-    until = now_ms + lookahead_ms
-    if burst_threshold and burst_lookahead_ms > lookahead_ms:
-        far = now_ms + burst_lookahead_ms
-        if len(view.due_fires(far, limit=burst_threshold)) >= burst_threshold:
-            until = far
+    until = plan_horizon(view, now_ms, lookahead_ms, burst_lookahead_ms=burst_lookahead_ms,
+                         burst_threshold=burst_threshold)
     items: list[tuple[str, int]] = []
     # Not every job due (a herd of 100,000): the oldest that can fill `limit`, past those whose
     # proposal is in flight (they are the oldest); the rest come in the next rounds.

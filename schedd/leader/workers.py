@@ -45,6 +45,8 @@ HELLO_TIMEOUT_S = 10.0
 MAX_BATCH = 512                   # messages per LeaderBatch
 MAX_BATCH_BYTES = 4 << 20         # and bytes, plus one message (the worker receives up to 16 MiB)
 _LIMITS = Limits()                # the defaults of [limits]
+MAX_AHEAD = 50_000                # not-yet-due assignments one worker is given beyond its slots,
+                                  # at most, whatever its hello offers (WorkerHello.ahead)
 
 
 @dataclass(slots=True)
@@ -67,6 +69,8 @@ class WorkerConn:
     principal: A.Principal | None = None   # its worker token's (ACL enabled), checked per assignment
     batches: bool = False         # takes LeaderMessage.batch (WorkerHello.batches; older workers do not)
     serves: dict[str, bool] = field(default_factory=dict)     # team -> may_serve (principal fixed)
+    ahead: int = 0                # assignments not yet due it holds beyond its slots (its hello's,
+                                  # capped at MAX_AHEAD; 0 for older workers)
 
     def may_serve(self, team: str) -> bool:
         """Its token's `serve` on its pool and `team`, decided once per team: the principal of
@@ -82,6 +86,13 @@ class WorkerConn:
 
     def free_slots(self) -> int:
         return 0 if self.draining or self.closed else self.slots - len(self.running) - self.reserved
+
+    def ahead_free(self) -> int:
+        """Places left for runs not yet due, beyond the free slots (see Capacity.ahead)."""
+        if self.draining or self.closed or self.ahead <= 0:
+            return 0
+        room = self.slots + self.ahead - len(self.running) - self.reserved
+        return max(0, room - max(0, self.free_slots()))
 
     def info(self) -> pb.WorkerInfo:
         return pb.WorkerInfo(name=self.name, slots=self.slots, pool=self.pool, labels=self.labels,
@@ -262,11 +273,11 @@ class WorkerHub(pb_grpc.WorkersServicer):
                           peer=context.peer(), connected_ms=now, last_heartbeat_ms=now,
                           incarnation=hello.incarnation[:64],
                           principal=self.identify() if self.acl_enabled else None,
-                          batches=hello.batches)
+                          batches=hello.batches, ahead=max(0, min(hello.ahead, MAX_AHEAD)))
         self.conns[hello.name] = conn
         self._adopt(conn, hello.running_tokens, now)
-        log.info("worker %s connected from %s: %d slots, pool %r, running %s", conn.name, conn.peer,
-                 conn.slots, conn.pool, list(hello.running_tokens))
+        log.info("worker %s connected from %s: %d slots (+%d ahead), pool %r, running %d", conn.name,
+                 conn.peer, conn.slots, conn.ahead, conn.pool, len(hello.running_tokens))
         reader = asyncio.ensure_future(self._read(conn, request_iterator))
         try:
             yield pb.LeaderMessage(welcome=pb.Welcome(leader_id=self.node.cfg.node_id, term=self.node.term,

@@ -1,7 +1,9 @@
 """A herd of one-offs due at the same instant on a real 3-node cluster: every one runs exactly
 once, the leader stays the leader (no election caused by the load), and old runs of a pool no
 worker serves do not hold back the herd behind them (head-of-line blocking by pool, issue 14);
-they wait, and `cluster status` says the leader's dispatch is behind by that many.
+they wait, and `cluster status` says the leader's dispatch is behind by that many. The herd
+is pushed ahead of its instant: before it is due the worker holds more of it than its slots
+(`--ahead`, issue 14).
 No timing is asserted: the deadlines are generous, the figures are bench/bench_herd.py's."""
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tests.support.cluster import schedctl, workers_of
 pytestmark = pytest.mark.integration
 
 HERD = 2_000
+SLOTS = 64
 UNSERVED = 300        # runs of pool "gpu", due before the herd: no worker serves that pool
 
 
@@ -32,12 +35,20 @@ def _count(client, prefix: str) -> Counter:
                    and e.state == "SUCCEEDED")
 
 
+def _held(c, name: str) -> int:
+    from schedd_proto import scheduler_pb2 as pb
+    from schedd_proto import scheduler_pb2_grpc as pb_grpc
+    with c.channel(c.leader() or "n1") as ch:
+        workers = pb_grpc.WorkersStub(ch).ListWorkers(pb.ListWorkersRequest(), timeout=5).workers
+    return next((len(w.running) for w in workers if w.name == name), 0)
+
+
 def test_a_herd_runs_exactly_once_without_an_election_and_past_an_unserved_pool(cluster_factory):
     c = cluster_factory(size=3, acl_settings={"rate_per_second": 0})
     c.start()
     leader = c.wait_leader(timeout=60)
     term = c.node_info(leader).term
-    c.start_worker("w1", slots=64)
+    c.start_worker("w1", slots=SLOTS, extra_args=("--ahead", str(HERD)))
     client = c.client(timeout=120)
     wait_until(lambda: workers_of(c) == ["w1"], timeout=60, what="the worker to connect")
     soon = _at(math.ceil(time.time()) + 1)
@@ -45,6 +56,11 @@ def test_a_herd_runs_exactly_once_without_an_election_and_past_an_unserved_pool(
                      for i in range(UNSERVED)])
     T = math.ceil(time.time()) + 8
     client.put_jobs([job_spec(f"herd-{i:05d}", schedule=f"at {_at(T)}", command="true") for i in range(HERD)])
+    held = 0                               # the most the worker held before the instant
+    while time.time() < T - 0.5:
+        held = max(held, _held(c, "w1"))
+        time.sleep(0.2)
+    assert held > SLOTS, f"the worker held {held} of the herd before it was due, no more than its slots"
     done = wait_until(lambda: (n := _count(client, "herd-")) and len(n) == HERD and n, timeout=300,
                       interval=2.0, what=f"all {HERD} herd runs to succeed")
     assert set(done.values()) == {1}

@@ -293,3 +293,111 @@ def test_the_dispatcher_owns_its_sla_driver_and_shares_its_view():
     assert isinstance(d.sla, leader_sla.SlaDriver) and d.sla.view is d.view
     assert d.sla.webhooks is node.cfg.webhooks
     assert not hasattr(leader_sla, "drive")
+
+
+async def test_a_result_on_its_way_to_the_log_keeps_its_attempt_alive():
+    """A claim made long before its due time (a herd pushed ahead, issue 14) is older than a
+    lease when its result arrives; while that result's finish is being committed the reaper
+    must not expire the attempt as lost (it did: the arrival dropped the token's last news, the
+    expiry committed first, the run was retried and ran twice, its result refused as stale)."""
+    from schedd.ports.fakes import Proposals
+    import asyncio
+
+    class HoldFinish(Proposals):
+        def __init__(self) -> None:
+            self.release = asyncio.Event()
+
+        async def propose(self, node, entry):
+            if C.decode(entry).kind == C.FINISH_MANY:
+                await self.release.wait()
+            return node.apply(entry)
+
+    h = Harness(level=TOP_LEVEL)
+    held = HoldFinish()
+    node = node_over(h, proposals=held)
+    hub = WorkerHub(node, clock_of(h), lease_ms=10_000)
+    tasks: list[asyncio.Task] = []
+    assigner = Assigner(node, clock_of(h), hub, 1_500, lambda coro: tasks.append(asyncio.ensure_future(coro)))
+    h.put(schedule="@every 60s")
+    h.plan_and_fire()
+    conn = add_worker(hub, h)
+    await step(assigner, tasks, h.now)
+    ex = h.state.execs[("j1", T0)]
+    token = ex.attempts[-1].fencing_token
+    for h.now in (T0 + 4_000, T0 + 8_000):          # the loop steps (no stall: no lease grace)
+        assigner.step(h.now)
+    h.now = T0 + 9_000
+    conn.last_heartbeat_ms = h.now
+    hub.on_heartbeat(conn, pb.Heartbeat(running_tokens=[token]), h.now)       # news at T0 + 9 s
+    h.now = T0 + 11_000                    # a lease after the claim, 2 s after the last news
+    conn.last_heartbeat_ms = h.now
+    assigner.on_result(conn, pb.AttemptResult(execution_id=ex.id, fencing_token=token, state="SUCCEEDED"))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)                 # the finish is proposed and held
+    h.now = T0 + 12_000
+    assigner.step(h.now)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not assigner.expiring
+    assert not any(C.decode(e).kind == C.EXPIRE for e in node.proposed)
+    held.release.set()
+    while tasks:
+        await tasks.pop()
+    assert h.state.execs[("j1", T0)].state == "SUCCEEDED"
+
+
+async def test_with_only_ahead_places_free_a_step_skips_the_backlog_past_due(setup, monkeypatch):
+    """A worker with every slot busy but ahead places left: a step looks only at runs not due
+    yet (a run due needs a slot), so a backlog past due, longer than a step's scan, neither costs
+    every step nor hides the next herd from the ahead places (issue 14)."""
+    import schedd.leader.assigner as assigner_mod
+    monkeypatch.setattr(assigner_mod, "SCAN_LIMIT", 2)
+    h, node, hub, assigner, tasks = setup
+    for i in range(4):
+        h.put(name=f"late{i}", schedule="@every 60s")
+    h.plan_and_fire()                                  # four runs due at T0, nobody to run them
+    conn = add_worker(hub, h, slots=1)
+    conn.reserved = 1                                  # its one slot is taken
+    conn.ahead = 10
+    await step(assigner, tasks, h.now)                 # a full pass: the backlog waits
+    assert not any(ex.state == "RUNNING" for ex in h.state.execs.values())
+    h.put(name="next", schedule="at 2027-01-15T08:00:10Z")
+    h.fire(*[("next", T0 + 10_000)])
+    await step(assigner, tasks, h.now + 100)           # a scan, not a full pass
+    assert [k for k, ex in h.state.execs.items() if ex.state == "RUNNING"] == [("next", T0 + 10_000)]
+
+
+async def test_the_reaper_reads_a_spec_only_once_a_timeout_could_have_passed(setup):
+    """Held-ahead herds are tens of thousands of running attempts: the reaper must not parse
+    each one's spec on every pass (it took a fifth of the leader's time after a 100k herd's
+    instant); it still expires TIMED_OUT an attempt past its timeout whose worker keeps quiet."""
+    h, node, hub, assigner, tasks = setup
+    h.put(schedule="@every 60s", timeout_seconds=1)
+    h.plan_and_fire()
+    conn = add_worker(hub, h)
+    await step(assigner, tasks, h.now)
+    token = h.state.execs[("j1", T0)].attempts[-1].fencing_token
+    looked: list[str] = []
+    real = assigner._specs
+
+    class Counting:
+        def get(self, job):
+            looked.append(job.name)
+            return real.get(job)
+    assigner._specs = Counting()
+    t = T0
+    while t < T0 + 14_000:                            # the worker heartbeats; no timeout could pass
+        t += 2_000
+        conn.last_heartbeat_ms = t
+        hub.on_heartbeat(conn, pb.Heartbeat(running_tokens=[token]), t)
+        assigner.step(t)
+    assert looked == [] and not assigner.expiring
+    t += 3_000                                        # due + 1 s + 5 s grace + 10 s lease passed
+    conn.last_heartbeat_ms = t
+    hub.on_heartbeat(conn, pb.Heartbeat(running_tokens=[token]), t)
+    h.now = t
+    assigner.step(t)
+    while tasks:
+        await tasks.pop()
+    assert looked == ["j1"]
+    assert h.state.execs[("j1", T0)].attempts[-1].state == "TIMED_OUT"

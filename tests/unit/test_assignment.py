@@ -187,3 +187,80 @@ def test_in_due_order_is_the_serving_order_for_one_class_and_resumes_after_a_key
     assert [(c.job, c.worker) for c in rest.claims] == [("plain", "cpu1")]
     assert rest.last is not None and d.last is not None and rest.last > d.last
     assert rest.looked == 9                      # gpu3, gpu4 at T0, gpu0-4 and labelled at W, plain
+
+
+# ------------------------------------------------------------------ a herd into ahead places
+
+
+def _herd(h: Harness) -> None:
+    """Three one-minute jobs due at T0, their intents recorded (the burst lookahead's)."""
+    for i in range(3):
+        h.put(name=f"h{i}", schedule="@every 60s")
+    h.plan_and_fire()
+
+
+STATES["herd"] = _herd
+AHEAD = 15_000
+H = [("h0", T0), ("h1", T0), ("h2", T0)]
+
+# workers, decided at (ms before T0), Pace.ahead_ms, expected claims (job, worker), waiting
+AHEAD_CASES = [
+    # before (no ahead places): 10 s ahead nothing is claimed, a free slot holds no run that early
+    ([Capacity("a", 1)], 10_000, AHEAD, [], {}),
+    # ahead places take runs not yet due, up to Pace.ahead_ms; the free slot still does not
+    ([Capacity("a", 1, ahead=2)], 10_000, AHEAD, [("h0", "a"), ("h1", "a")], {}),
+    ([Capacity("a", 0, ahead=5), Capacity("b", 0, ahead=5)], 10_000, AHEAD,
+     [("h0", "a"), ("h1", "b"), ("h2", "a")], {}),
+    ([Capacity("a", 0, ahead=5)], 10_000, 0, [], {}),               # no ahead horizon: later
+    ([Capacity("a", 0, ahead=5)], 20_000, AHEAD, [], {}),            # beyond the horizon: later
+    # within the lookahead: a free slot first, then an ahead place
+    ([Capacity("a", 1, ahead=1)], 1_000, AHEAD, [("h0", "a"), ("h1", "a")],
+     {("h2", T0): "waiting for a free worker slot"}),
+    # due now: an ahead place is no slot (a late run must not queue behind a herd)
+    ([Capacity("a", 0, ahead=5), Capacity("b", 1)], 0, AHEAD, [("h0", "b")],
+     {("h1", T0): "waiting for a free worker slot"}),
+]
+
+
+@pytest.mark.parametrize("workers, before, ahead_ms, claims, waiting", AHEAD_CASES)
+@pytest.mark.parametrize("full", [True, False])
+def test_decide_claims_a_herd_into_workers_ahead_places_before_it_is_due(workers, before, ahead_ms, claims,
+                                                                         waiting, full):
+    h = Harness()
+    _herd(h)
+    view = StateView(h.state)
+    now = T0 - before
+    pace = Pace(LOOKAHEAD, full=full, ahead_ms=ahead_ms)
+    items = None if full else in_due_order(view, now, pace.horizon_ms, {})
+    d = decide(view, now, workers, InFlight(), pace, items)
+    assert [(c.job, c.worker) for c in d.claims] == claims
+    assert all((c.job, c.scheduled_ms) in H for c in d.claims)
+    for key, prefix in waiting.items() if full else ():      # a scan stops when the room is gone
+        assert d.waiting[key].startswith(prefix), d.waiting
+
+
+@pytest.mark.parametrize("ahead, room, share", [
+    ([100, 100], 512, [100, 100]),            # room for all
+    ([5000, 5000], 512, [256, 256]),          # bounded, shared evenly
+    ([5000, 0, 5000], 3, [2, 0, 1]),
+    ([10, 5000], 512, [10, 502]),             # what one cannot take goes to the other
+    ([5000, 5000], 0, [0, 0]),                # the claims in flight fill it
+    ([5000], -4, [0]),
+    ([], 512, []),
+])
+def test_ahead_places_are_bounded_by_the_claims_in_flight_and_shared(ahead, room, share):
+    from schedd.leader.assigner import share_ahead
+    assert share_ahead(ahead, room) == share
+
+
+def test_a_scan_stops_at_a_due_run_with_no_slot_left_whatever_the_ahead_places():
+    """Ahead places take no run already due: once the free slots are gone, a scan (not a full
+    pass) stops at the next due run instead of looking at the whole backlog past due (a 100,000
+    herd after its instant: every step read a thousand runs it could not place)."""
+    h = Harness()
+    _herd(h)
+    view = StateView(h.state)
+    d = decide(view, T0, [Capacity("a", 1, ahead=5)], InFlight(), Pace(LOOKAHEAD, full=False, ahead_ms=AHEAD),
+               in_due_order(view, T0, AHEAD, {}))
+    assert [(c.job, c.worker) for c in d.claims] == [("h0", "a")]
+    assert d.looked == 1                     # h1 is due and no slot is left: stop

@@ -336,7 +336,7 @@ async def test_assignment_from_an_older_term_is_rejected(leaders, workers):
 
 async def test_slots_are_respected(leaders, workers, tmp_path):
     leader = await leaders()
-    w = workers(leader.address, slots=1)
+    w = workers(leader.address, slots=1, ahead=0)
     await leader.connected()
     gate = tmp_path / "go"
     leader.assign(51, gated(gate))
@@ -348,6 +348,64 @@ async def test_slots_are_respected(leaders, workers, tmp_path):
     assert (await leader.result(51)).state == "SUCCEEDED"
     leader.assign(53, shell("true"))              # the slot is free again
     assert (await leader.result(53)).state == "SUCCEEDED"
+
+
+async def test_attempts_due_beyond_the_slots_wait_here_and_start_as_a_slot_frees(leaders, workers, tmp_path):
+    """The ahead queue (issue 14): the hello offers `ahead`; the worker holds up to slots + ahead
+    attempts, runs at most `slots` at once, and starts what fell due meanwhile as soon as a slot
+    frees, without asking the leader (before: a herd beyond the slots waited for a round trip
+    through the leader per slot)."""
+    leader = await leaders(lease_ms=60_000)       # no hand-back of the waiting (half a lease)
+    w = workers(leader.address, slots=1, ahead=1)
+    await leader.connected()
+    assert leader.streams[-1].hello.ahead == 1
+    gate = tmp_path / "go"
+    leader.assign(71, gated(gate))
+    await until(lambda: 71 in w.rt.running, what="first attempt accepted")
+    leader.assign(72, shell("true"))              # due now, beyond the one slot: held, not run
+    await until(lambda: 72 in w.rt.running, what="second attempt held")
+    leader.assign(73, shell("true"))              # slots + ahead held: refused
+    r = await leader.result(73)
+    assert (r.state, r.error) == ("REJECTED", "no free slot")
+    assert w.rt._busy == 1 and w.rt._attempts[72].phase == "waiting"
+    gate.touch()
+    r71, r72 = await leader.result(71), await leader.result(72)
+    assert (r71.state, r72.state) == ("SUCCEEDED", "SUCCEEDED")
+    assert r72.started_ms >= r71.ended_ms
+    assert w.rt._busy == 0 and w.rt.running == {}
+
+
+async def test_results_wait_while_due_attempts_wait_for_a_slot(leaders, workers, tmp_path):
+    """While due attempts wait for a slot (a herd starting), results are held (at most
+    result_hold_s) and go once the last of them started: the starts do not share the CPU with
+    the results. With a hold longer than the test, the release is the queue running dry."""
+    leader = await leaders(lease_ms=60_000)       # no hand-back of the waiting (half a lease)
+    w = workers(leader.address, slots=1, ahead=2, result_hold_s=600)
+    await leader.connected()
+    gate = tmp_path / "go"
+    leader.assign(81, shell("true"))
+    leader.assign(82, gated(gate))
+    leader.assign(83, shell("true"))
+    await until(lambda: 81 in w.rt._held, what="the first result held while 82 and 83 wait")
+    assert 81 in w.rt._unacked and 83 in w.rt.running
+    gate.touch()                                   # 82 ends, 83 starts: the queue is dry
+    rs = [await leader.result(t) for t in (81, 82, 83)]
+    assert [r.state for r in rs] == ["SUCCEEDED"] * 3
+    assert not w.rt._held
+
+
+async def test_a_held_result_goes_after_the_hold_at_the_latest(leaders, workers, tmp_path):
+    leader = await leaders(lease_ms=60_000)       # no hand-back of the waiting (half a lease)
+    w = workers(leader.address, slots=1, ahead=2, result_hold_s=0.2)
+    await leader.connected()
+    gate = tmp_path / "go"
+    leader.assign(91, shell("true"))
+    leader.assign(92, gated(gate))
+    leader.assign(93, shell("true"))
+    assert (await leader.result(91)).state == "SUCCEEDED"    # while 92 runs and 93 waits
+    assert 93 in w.rt.running and 92 in w.rt.running
+    gate.touch()
+    assert (await leader.result(93)).state == "SUCCEEDED"
 
 
 async def test_cancel_running_and_waiting_attempts(leaders, workers):
@@ -523,6 +581,40 @@ async def test_cut_off_from_every_leader_for_a_lease_the_worker_stops_its_attemp
     await leader.stop()                           # no leader anywhere now
     await until(lambda: not w.rt.running, timeout=DEADLINE, what="the attempt to be stopped")
     assert w.rt._unacked and next(iter(w.rt._unacked.values())) is not None
+
+
+async def test_cut_off_for_a_lease_an_attempt_not_started_yet_is_handed_back_not_cancelled(leaders, workers):
+    """A held assignment not due yet (a herd pushed ahead) never started: it goes back REJECTED,
+    so the run goes back in line; CANCELLED would end the run if the result committed first."""
+    leader = await leaders()
+    w = workers(leader.address)
+    await leader.connected()
+    leader.assign(85, shell("true"), due_ms=wall_ms() + 600_000)
+    await until(lambda: 85 in w.rt.running, what="accepted")
+    await leader.stop()
+    await until(lambda: not w.rt.running, timeout=DEADLINE, what="the attempt to be handed back")
+    r = w.rt._unacked[85].result
+    assert (r.state, r.error) == ("REJECTED", "no leader for a lease: handed back before it started")
+
+
+async def test_an_attempt_waiting_for_a_slot_past_half_a_lease_is_handed_back(leaders, workers, tmp_path):
+    """Due, with a timeout, and no slot free for half a lease: handed back REJECTED, never
+    started (the leader would expire it TIMED_OUT past its timeout plus a lease while it has not
+    even started); one without a timeout waits for its slot."""
+    leader = await leaders()
+    w = workers(leader.address, slots=1, ahead=2)
+    await leader.connected()
+    gate = tmp_path / "go"
+    leader.assign(86, gated(gate))
+    await until(lambda: 86 in w.rt.running, what="first attempt accepted")
+    leader.assign(88, shell("true"))              # no timeout: it may wait (heartbeats keep it)
+    leader.assign(87, shell("true"), timeout_s=30)
+    r = await leader.result(87)
+    assert r.state == "REJECTED" and "handed back before it started" in r.error, r.error
+    assert w.rt._busy == 1 and 88 in w.rt.running
+    gate.touch()
+    assert (await leader.result(86)).state == "SUCCEEDED"
+    assert (await leader.result(88)).state == "SUCCEEDED"
 
 
 # ---------------------------------------------------------------------------------- herds (issue 14)

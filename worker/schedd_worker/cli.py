@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from schedd_worker.config import ConfigError, WorkerConfig, load_config
+from schedd_worker.timers import DEFAULT_AHEAD
 
 __all__ = ["main", "build_parser", "add_arguments", "cmd_worker", "root_refusal"]
 
@@ -24,6 +25,16 @@ def setup_logging(level: str, name: str = "") -> None:
     prefix = f"[{name}] " if name else ""
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
                         format=f"%(asctime)s %(levelname)s {prefix}%(name)s: %(message)s")
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {n}")
+    return n
 
 
 def _positive_int(text: str) -> int:
@@ -105,7 +116,7 @@ def root_refusal(euid: int, allow_root: bool, mapped: bool = False) -> str:
 
 
 #: the built-in values of the settings a flag or the config file may give (flag > file > these)
-DEFAULTS: dict[str, Any] = {"slots": 4, "pool": "", "labels": {}, "name": None, "drain_grace": 30.0,
+DEFAULTS: dict[str, Any] = {"slots": 4, "ahead": DEFAULT_AHEAD, "pool": "", "labels": {}, "name": None, "drain_grace": 30.0,
                             "http_allow": [], "http_deny": [], "http_keep_bytes": 4096,
                             "allow_root": False, "cluster": None}
 
@@ -204,7 +215,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if isolation.policy.mapped:
         log.info("jobs run as: %s; other teams are refused", ", ".join(
             f"{t} -> {u.user} (uid {u.uid})" for t, u in sorted(isolation.policy.teams.items())))
-    runtime = WorkerRuntime(cluster, name=name, slots=args.slots, pool=args.pool,
+    runtime = WorkerRuntime(cluster, name=name, slots=args.slots, ahead=args.ahead, pool=args.pool,
                             labels=args.labels, drain_grace_s=args.drain_grace, http=http,
                             hooks=configure_worker(name), isolation=isolation, security=security)
 
@@ -247,6 +258,9 @@ def add_arguments(w: argparse.ArgumentParser) -> None:
                         "team -> Unix user mapping ([isolation.teams]) and cgroups; a flag given "
                         "here wins over the file")
     w.add_argument("--slots", type=_positive_int, default=None, help="concurrent attempts (default 4)")
+    w.add_argument("--ahead", type=_non_negative_int, default=None,
+                   help=f"assignments not yet due held beyond the slots, so a herd due at one instant is "
+                        f"pushed before it (default {DEFAULT_AHEAD}; 0: no more than the slots)")
     w.add_argument("--pool", default=None, help="the pool this worker serves (default: none)")
     w.add_argument("--context", metavar="FILE",
                    help="a context file with the cluster, CA/cert/key and token (default: "

@@ -4,6 +4,7 @@ key or a wrong type is an error naming it, and nothing starts.
     cluster = ["10.0.0.1:7070", "10.0.0.2:7070"]   # or "host:port,host:port"
     name = "w1"
     slots = 8
+    ahead = 10000                   # assignments not yet due held beyond the slots (a herd)
     pool = "db"
     labels = { region = "eu" }
     drain_grace = 60                # seconds
@@ -39,7 +40,7 @@ from schedd_worker.isolation import IsolationError, IsolationPolicy, TeamUser, r
 
 __all__ = ["WorkerConfig", "ConfigError", "load_config", "parse_config"]
 
-_TOP = {"cluster": (str, list), "name": (str,), "slots": (int,), "pool": (str,), "labels": (dict,),
+_TOP = {"cluster": (str, list), "name": (str,), "slots": (int,), "ahead": (int,), "pool": (str,), "labels": (dict,),
         "drain_grace": (int, float), "allow_root": (bool,), "http": (dict,),
         "isolation": (dict,)}
 _HTTP = {"allow": (list,), "deny": (list,), "keep_bytes": (int,)}
@@ -124,6 +125,10 @@ def parse_config(text: str, where: str = "config") -> WorkerConfig:
         if d["slots"] < 1:
             raise ConfigError(f"{where}.slots: must be at least 1")
         values["slots"] = d["slots"]
+    if "ahead" in d:
+        if d["ahead"] < 0:
+            raise ConfigError(f"{where}.ahead: must be 0 or more")
+        values["ahead"] = d["ahead"]
     if "drain_grace" in d:
         if not 0 <= d["drain_grace"] < float("inf"):
             raise ConfigError(f"{where}.drain_grace: must be a finite number of seconds >= 0")

@@ -26,7 +26,11 @@ On every (re)connect
 
 Assignments
     Refused with an AttemptResult(state="REJECTED") when its term is older than the newest term
-    seen, when every slot is taken, or while draining. A token the worker already holds is a
+    seen, when it already holds `slots + ahead` attempts, or while draining. The hello offers
+    `ahead` (WorkerHello.ahead): how many assignments not yet due it holds beyond its slots, so
+    a leader pushes a herd before its instant (an older leader ignores it and never sends more
+    than the slots). At most `slots` run at once: what falls due while every slot is busy waits
+    here, oldest due first, and starts as soon as a slot frees, without a leader round trip. A token the worker already holds is a
     duplicate and is ignored (if it has finished, its result is resent). Otherwise the attempt is
     accepted (it counts against the slots and appears in running_tokens from then on): it is
     prepared at once (a Python handler's call resolved) and held in the one timer
@@ -68,6 +72,7 @@ import random
 import re
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -81,7 +86,7 @@ from schedd_worker import executors
 from schedd_worker.executors import (NO_ISOLATION, Assignment, Call, HttpOptions, Isolation, Outcome,
                                      PythonHandlers)
 from schedd_worker.handlers.base import Cancel
-from schedd_worker.timers import Timer
+from schedd_worker.timers import DEFAULT_AHEAD, Timer
 from schedd_worker.hooks import NO_HOOKS, WorkerHooks
 
 log = logging.getLogger("schedd.worker")
@@ -100,6 +105,7 @@ MIN_HEARTBEAT_S = 0.05
 MAX_BATCH = 256                 # messages per WorkerBatch (results carry up to 6 KiB of text)
 MAX_BATCH_BYTES = 4 << 20       # or bytes, plus one message (the leader receives 16 MiB or more)
 KILL_MARGIN_S = 15.0            # after cancelling in a drain: executor's own kill waits + margin
+RESULT_HOLD_S = 0.5             # results held at most this long while due attempts wait for a slot
 
 _LEADER_RE = re.compile(r"leader=([A-Za-z0-9_.\-\[\]:]+)")
 
@@ -150,8 +156,10 @@ class _Attempt:
     ex: Assignment | None                # built when accepted; None: invalid handler_json
     call: Call | None = None             # a Python handler resolved when accepted
     cancel: Cancel = field(default_factory=Cancel)
-    phase: str = "waiting"               # waiting (in the timer's queue) | running
+    phase: str = "waiting"               # waiting (for its due time, or due and for a slot) |
+                                         # running (takes a slot) | ended
     task: asyncio.Task | None = None     # from the start on
+    queued_ms: int = 0                   # when it began to wait for a slot (due, every slot busy)
 
 
 @dataclass(slots=True, eq=False)
@@ -186,7 +194,8 @@ class WorkerRuntime:
                  kill_grace_s: float = 5.0, now_ms: Callable[[], int] = _wall_ms,
                  http: HttpOptions = HttpOptions(), hooks: WorkerHooks = NO_HOOKS,
                  isolation: Isolation = NO_ISOLATION, security: Security | None = None,
-                 token: str | None = None) -> None:
+                 token: str | None = None, ahead: int = DEFAULT_AHEAD,
+                 result_hold_s: float = RESULT_HOLD_S) -> None:
         if isinstance(cluster, str):
             cluster = [cluster]
         self.cluster = [a.strip() for a in cluster if a and a.strip()]
@@ -198,6 +207,7 @@ class WorkerRuntime:
             raise ValueError("a worker needs at least one slot")
         self.name = name
         self.slots = int(slots)
+        self.ahead = max(0, int(ahead))            # held not yet due beyond the slots (see module doc)
         self.pool = pool or ""
         self.labels = {str(k): str(v) for k, v in (labels or {}).items()}
         self.python_handlers = python_handlers
@@ -225,6 +235,11 @@ class WorkerRuntime:
         self.connections = 0                       # Welcomes received so far
 
         self._attempts: dict[int, _Attempt] = {}
+        self._busy = 0                             # attempts running (at most `slots`)
+        self._ready: deque[_Attempt] = deque()     # due, waiting for a slot, in due order
+        self.result_hold_s = result_hold_s
+        self._held: list[int] = []                 # results not sent yet while _ready waits
+        self._flush: asyncio.TimerHandle | None = None
         self._timer = Timer(now_ms, self._on_due,   # every waiting attempt, one loop timer
                             now_s=time.time if now_ms is _wall_ms else None)
         self._kinds = executors.handlers_for(python_handlers, http, isolation)   # built once
@@ -282,8 +297,9 @@ class WorkerRuntime:
         self._send_heartbeat()
         for att in list(self._attempts.values()):
             if att.phase == "waiting":        # handed back: the leader requeues it
-                self._forget(att)
-                self._reject(att.msg, "worker draining")
+                self._hand_back(att, "worker draining")
+        self._ready.clear()
+        self._send_held()
         tasks = {a.task for a in self._attempts.values() if a.task is not None}
         if tasks:
             loop = asyncio.get_running_loop()
@@ -410,7 +426,8 @@ class WorkerRuntime:
         return pb.WorkerMessage(hello=pb.WorkerHello(
             name=self.name, slots=self.slots, pool=self.pool, labels=self.labels,
             running_tokens=sorted(self._attempts), version=self.version,
-            max_term_seen=self.max_term_seen, incarnation=self.incarnation, batches=True))
+            max_term_seen=self.max_term_seen, incarnation=self.incarnation, batches=True,
+            ahead=self.ahead))
 
     async def _session(self, addr: str) -> None:
         """One stream: hello, Welcome, then serve it until it ends (raises when it fails)."""
@@ -516,6 +533,7 @@ class WorkerRuntime:
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(interval)
+            self._hand_back_overdue()
             self._send_heartbeat()
             # results the leader has not settled within a lease ("unknown" acks, lost ones)
             old = loop.time() - conn.lease_ms / 1000
@@ -584,9 +602,54 @@ class WorkerRuntime:
             u.sent_at = asyncio.get_running_loop().time()
 
     def _report(self, result: pb.AttemptResult) -> None:
+        """Send the result, unless due attempts wait for a slot (a herd is starting): then it
+        is held until they have all started or for result_hold_s at most, so that the herd's
+        starts do not share the worker's and the leader's CPU with its results (a lease is
+        seconds longer than the hold: the attempt is not given up meanwhile)."""
         self._unacked[result.fencing_token] = _Unacked(result)
         self._all_acked.clear()
+        if self._ready:
+            self._held.append(result.fencing_token)
+            if self._flush is None:
+                self._flush = asyncio.get_running_loop().call_later(self.result_hold_s, self._send_held)
+            return
         self._send_result(result.fencing_token)
+
+    def _overdue(self, att: _Attempt, now: int) -> bool:
+        """An attempt with a timeout that waited for a slot more than half a lease (since it was
+        due, or arrived due): the leader expires an attempt that does not report within its
+        timeout plus a lease past due, and must not while it has not even started here (it
+        would run twice). Without a timeout it may wait as long as it takes (the heartbeats
+        keep it alive): a herd of slow handlers on few slots legitimately waits for long."""
+        return (att.msg.timeout_seconds > 0
+                and now - max(att.msg.due_ms, att.queued_ms) > self._lease_ms // 2)
+
+    def _overdue_reason(self) -> str:
+        return (f"waited for a free slot for more than {self._lease_ms / 2000:g}s: "
+                "handed back before it started")
+
+    def _hand_back_overdue(self) -> None:
+        """Every heartbeat: hand back what waits for a slot too long (no slot freed meanwhile)."""
+        if not self._ready:
+            return
+        now = self.now_ms()
+        for att in [a for a in self._ready if a.phase == "waiting" and self._overdue(a, now)]:
+            self._hand_back(att, self._overdue_reason())
+        self._ready = deque(a for a in self._ready if a.phase == "waiting")
+
+    def _hand_back(self, att: _Attempt, why: str) -> None:
+        """An attempt that never started goes back to the leader as REJECTED: it runs again
+        (elsewhere), neither a failure nor an attempt counted."""
+        self._forget(att)
+        self._reject(att.msg, why)
+
+    def _send_held(self) -> None:
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        held, self._held = self._held, []
+        for token in held:
+            self._send_result(token)
 
     async def _self_fence(self) -> None:
         """Cut off from every leader for longer than a lease, this worker's attempts have been
@@ -604,9 +667,10 @@ class WorkerRuntime:
                             "which the leader runs again elsewhere", self.name, loop.time() - lost,
                             self._lease_ms, len(self._attempts))
                 for att in list(self._attempts.values()):
-                    att.cancel.set()
-                    if att.phase == "waiting":
-                        self._start(att)
+                    if att.phase == "waiting":        # never started: back in line, not CANCELLED
+                        self._hand_back(att, "no leader for a lease: handed back before it started")
+                    else:
+                        att.cancel.set()
                 self._lost_since = loop.time()        # once per lease at most
 
     def _on_leader_message(self, msg: pb.LeaderMessage) -> None:
@@ -690,7 +754,7 @@ class WorkerRuntime:
         if self.draining:
             self._reject(a, "worker draining")
             return
-        if len(self._attempts) >= self.slots:
+        if len(self._attempts) >= self.slots + self.ahead:
             self._reject(a, "no free slot")
             return
         att = self._prepare(a)
@@ -702,7 +766,7 @@ class WorkerRuntime:
         if a.due_ms and a.due_ms > now:
             self._timer.add(a.due_ms, token)
         else:
-            self._start(att)
+            self._on_due([token])
 
     # ------------------------------------------------------------ attempts
 
@@ -726,8 +790,29 @@ class WorkerRuntime:
         handler waits for the bookkeeping of the others. Nothing else runs in between."""
         due = [att for att in map(self._attempts.get, tokens)
                if att is not None and att.phase == "waiting"]
+        room = max(0, self.slots - self._busy)
+        if len(due) > room:                       # more due than free slots: the rest start
+            now = self.now_ms()                   # here as slots free up (no leader round trip)
+            for att in due[room:]:
+                att.queued_ms = now
+            self._ready.extend(due[room:])
+            del due[room:]
         started = [self._call(att) for att in due]
         asyncio.get_running_loop().call_soon(self._watch_all, due, started)
+
+    def _start_ready(self) -> None:
+        """A slot freed: start the attempts due and waiting for one, oldest due first; one that
+        waited too long (overdue) is handed back instead."""
+        now = self.now_ms()
+        while self._ready and self._busy < self.slots:
+            att = self._ready.popleft()
+            if att.phase == "waiting" and self._attempts.get(att.msg.fencing_token) is att:
+                if self._overdue(att, now):
+                    self._hand_back(att, self._overdue_reason())
+                else:
+                    self._start(att)
+        if not self._ready and self._held:
+            self._send_held()
 
     def _watch_all(self, due: list[_Attempt],
                    started: list[tuple[Call, asyncio.Future, int] | None]) -> None:
@@ -742,6 +827,7 @@ class WorkerRuntime:
         """A prepared Python call is started here, synchronously; anything else in its task."""
         a = att.msg
         att.phase = "running"
+        self._busy += 1
         if self._rec is not None:
             self._rec("h_start", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
                       token=a.fencing_token, attempt=a.attempt)
@@ -757,6 +843,11 @@ class WorkerRuntime:
     def _forget(self, att: _Attempt) -> None:
         self._attempts.pop(att.msg.fencing_token, None)
         self.running.pop(att.msg.fencing_token, None)
+        if att.phase == "running":
+            self._busy -= 1
+            if self._ready:
+                self._start_ready()
+        att.phase = "ended"
 
     async def _run_attempt(self, att: _Attempt, started: tuple[Call, asyncio.Future, int] | None) -> None:
         a = att.msg

@@ -42,6 +42,7 @@ from schedd_client.net.policy import make_policy
 from schedd_worker.executors import HandlerContext, HttpOptions, PythonHandlers
 from schedd_worker.hooks import configure_worker
 from schedd_worker.runtime import WorkerRuntime
+from schedd_worker.timers import DEFAULT_AHEAD
 
 __all__ = ["Worker", "HandlerContext"]
 
@@ -54,7 +55,8 @@ class Worker:
                  drain_grace_s: float = 30.0, kill_grace_s: float = 5.0,
                  http_allow: Sequence[str] = (), http_deny: Sequence[str] = (),
                  ca: str | None = None, cert: str | None = None, key: str | None = None,
-                 token: str | None = None, security: Security | None = None) -> None:
+                 token: str | None = None, security: Security | None = None,
+                 ahead: int = DEFAULT_AHEAD) -> None:
         if int(slots) < 1:
             raise ValueError("slots must be at least 1")
         self.cluster = parse_cluster(cluster)
@@ -62,6 +64,7 @@ class Worker:
         self.security.credentials_for_channel()          # a bad file fails here, named
         self.name = name or f"{socket.gethostname()}-{os.getpid()}"
         self.slots = int(slots)
+        self.ahead = int(ahead)          # assignments not yet due held beyond the slots (a herd)
         self.pool = pool
         self.labels = dict(labels or {})
         self.drain_grace_s = drain_grace_s
@@ -82,7 +85,7 @@ class Worker:
                              labels=self.labels, python_handlers=self.handlers,
                              drain_grace_s=self.drain_grace_s, kill_grace_s=self.kill_grace_s,
                              http=self.http, hooks=configure_worker(self.name),
-                             security=self.security)
+                             security=self.security, ahead=self.ahead)
 
     async def run_async(self, stop: asyncio.Event | None = None) -> None:
         """Run until ``stop`` is set (forever without one), then drain and return."""

@@ -24,7 +24,9 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["DueQueue", "Timer"]
+__all__ = ["DueQueue", "Timer", "DEFAULT_AHEAD"]
+
+DEFAULT_AHEAD = 10_000    # assignments not yet due a worker holds beyond its slots (WorkerHello.ahead)
 
 
 @dataclass(slots=True)
