@@ -28,7 +28,7 @@ from schedd.core import acl as A
 from schedd.core import commands as C
 from schedd.core import features
 from schedd.core.attempts import MAX_CLAIMS_PER_ENTRY, MAX_RESULTS_PER_ENTRY
-from schedd.core.model import ValidationError, execution_id, parse_execution_id
+from schedd.core.model import Execution, Job, ValidationError, execution_id, parse_execution_id
 from schedd.core.policy import VersionCache
 from schedd.core.results import Code
 from schedd.core.view import MAX_KEY, StateView
@@ -86,6 +86,19 @@ class DispatchLoad:
 
     def clear(self) -> None:
         self.backlog = self.lag_ms = 0
+
+
+PAUSE_CANCEL_MARGIN_MS = 1_000   # a pause cancels a claimed attempt due at least this far ahead
+
+
+def paused_before_due(job: Job | None, ex: Execution, now: int) -> bool:
+    """Whether a claimed attempt is one a pause must cancel: its job is paused, it came from the
+    job's schedule (a run triggered by hand or a retry is the operator's), and it is due far
+    enough ahead that its handler cannot have started on a worker whose clock runs ahead of
+    ours. (Held ahead for a herd, it would otherwise run up to the burst lookahead after the
+    pause.)"""
+    return (job is not None and job.paused and not ex.cancel_requested
+            and ex.trigger in ("schedule", "catchup") and ex.due > now + PAUSE_CANCEL_MARGIN_MS)
 
 
 def overload_warning(backlog: int, lag_ms: int) -> str:
@@ -194,6 +207,7 @@ class Assigner:
         self._last_step_ms = 0
         self.term = 0                    # the epoch this leader's current decisions are made in
         self.expiring: set[int] = set()
+        self.pause_cancelling: set[int] = set()      # tokens whose CANCEL (job paused) is in flight
         self.cancel_sent: dict[int, int] = {}
         self.waiting: dict[tuple[str, int], str] = {}
         self.took_over_ms = 0
@@ -518,6 +532,7 @@ class Assigner:
         expire: list[tuple[str, int, int, str, str]] = []
         unstarted: list[tuple[str, int, int, str]] = []
         cancels: list[tuple[int, str]] = []
+        paused: list[tuple[str, int, int]] = []
         view = self.view
         with self.node.lock:
             for ex in view.running():
@@ -555,6 +570,8 @@ class Assigner:
                                    f"exceeded its timeout of {timeout_ms / 1000:g}s and the worker did not report"))
                 elif ex.cancel_requested and now - self.cancel_sent.get(token, 0) > CANCEL_RESEND_MS:
                     cancels.append((token, ex.id))
+                elif paused_before_due(view.job(name), ex, now) and token not in self.pause_cancelling:
+                    paused.append((name, t, token))
         for name, t, token, outcome, reason in expire:
             self.expiring.add(token)
             self.spawn(self._expire(name, t, token, outcome, reason, self.term))
@@ -564,6 +581,9 @@ class Assigner:
             self.spawn(self._expire(name, t, token, "LOST", reason, self.term, never_started=True))
         for token, eid in cancels:
             self.push_cancel(token, eid)
+        for name, t, token in paused:
+            self.pause_cancelling.add(token)
+            self.spawn(self._cancel_paused(name, t, token, self.term))
 
     async def _expire(self, name: str, t: int, token: int, outcome: str, reason: str, term: int,
                       never_started: bool = False) -> None:
@@ -589,6 +609,22 @@ class Assigner:
             log.info("expiry of token %d not confirmed: %s", token, e)
         finally:
             self.expiring.discard(token)
+
+    async def _cancel_paused(self, name: str, t: int, token: int, term: int) -> None:
+        """Its job was paused while the attempt waited, claimed ahead, for its due time: cancel
+        it through the log as `schedctl run cancel` would (DESIGN: a pause inside the window
+        cancels the pushed assignment), so the instant ends CANCELLED and never starts."""
+        entry = C.encode(C.CANCEL, rid=f"pause-cancel-{token}", now=self.clock.now_ms(), term=term,
+                         by=self.node.cfg.node_id, job=name, scheduled_ms=t)
+        try:
+            result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
+            if result.get("ok"):
+                log.info("job %s paused: cancelled %s, claimed ahead and not due yet", name,
+                         execution_id(name, t))
+        except ProposalError as e:
+            log.info("cancel of paused %s not confirmed: %s", execution_id(name, t), e)
+        finally:
+            self.pause_cancelling.discard(token)
 
     def push_cancel(self, token: int, eid: str) -> None:
         conn = self.hub.holder(token)

@@ -401,3 +401,31 @@ async def test_the_reaper_reads_a_spec_only_once_a_timeout_could_have_passed(set
         await tasks.pop()
     assert looked == ["j1"]
     assert h.state.execs[("j1", T0)].attempts[-1].state == "TIMED_OUT"
+
+
+@pytest.mark.parametrize("case, cancelled", [
+    ("paused well before due", True),
+    ("paused within a second of due", False),      # its handler may have started on a fast clock
+    ("not paused", False),
+])
+async def test_a_pause_cancels_an_attempt_claimed_ahead_before_it_is_due(setup, case, cancelled):
+    """DESIGN: a pause inside the lookahead window cancels the pushed assignment. Claimed ahead
+    for a herd (up to the burst lookahead before due), an attempt would otherwise run up to 15 s
+    after its job was paused."""
+    h, node, hub, assigner, tasks = setup
+    h.put(schedule="@every 60s")
+    h.now += 30_000
+    [[_, due, *_]] = h.plan_and_fire(lookahead=20_000)             # the next instant, 30 s on
+    conn = add_worker(hub, h)
+    conn.ahead = 10
+    h.now = due - 10_000
+    await step(assigner, tasks, h.now)
+    ex = h.state.execs[("j1", due)]
+    assert ex.state == "RUNNING" and ex.attempts                   # claimed ahead, pushed, not due
+    if case != "not paused":
+        h.now = due - (5_000 if case == "paused well before due" else 500)
+        h.apply(C.PAUSE, name="j1")
+    await step(assigner, tasks, h.now + 300)                       # the reaper's next pass
+    kinds = [C.decode(e).kind for e in node.proposed]
+    assert (C.CANCEL in kinds) is cancelled
+    assert ex.cancel_requested is cancelled
