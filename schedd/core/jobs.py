@@ -17,11 +17,11 @@ from schedd.core import commands as C
 from schedd.core import schedule as sched
 from schedd.core.firing import OPEN_END, add_gap, prune_history
 from schedd.core.model import (
-    NAME_RE, DEFAULT_HISTORY_LIMIT, SCHEDULED, SKIPPED, Job, ValidationError, dst_policy, dump_spec, load_committed_spec,
+    NAME_RE, DEFAULT_HISTORY_LIMIT, RUNNING, SCHEDULED, SKIPPED, Job, ValidationError, dst_policy, dump_spec, load_committed_spec,
     spec_template,
 )
 from schedd.core.policy import QUOTA_KINDS
-from schedd.core.results import ApplyResult, Code, ok, reject
+from schedd.core.results import ApplyResult, CancelAttempt, Code, ok, reject
 from schedd.core.tables import Tables, job_or_reject, next_fire_for, schedule_of
 
 Checked = tuple[dict[str, Any], str, sched.Schedule]     # (spec, its committed text, its schedule)
@@ -219,12 +219,22 @@ def upsert(st: Tables, spec: dict[str, Any], text: str, s: sched.Schedule, cmd: 
     return False
 
 
+# A claimed attempt due at least this much after a pause or delete cannot have started, even on a
+# worker whose clock runs ahead of the leader's: the leader cancels it (DESIGN: a pause, delete or
+# failover inside the lookahead window cancels the pushed assignment).
+NOT_STARTED_MARGIN_MS = 1_000
+
+
 def delete(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     job = job_or_reject(st, cmd)
     if isinstance(job, ApplyResult):
         return job
+    held = tuple(CancelAttempt(ex.attempts[-1].fencing_token, ex.id)
+                 for t in st.by_job.get(job.name, ())
+                 if (ex := st.execs[(job.name, t)]).state == RUNNING and ex.attempts
+                 and ex.due > cmd.now + NOT_STARTED_MARGIN_MS)
     st.drop_job(job)
-    return ok(name=job.name)
+    return ok(name=job.name, effects=held)   # the leader tells their workers (state unchanged by it)
 
 
 def set_paused(st: Tables, cmd: C.Command, paused: bool) -> ApplyResult:

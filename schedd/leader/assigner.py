@@ -28,6 +28,7 @@ from schedd.core import acl as A
 from schedd.core import commands as C
 from schedd.core import features
 from schedd.core.attempts import MAX_CLAIMS_PER_ENTRY, MAX_RESULTS_PER_ENTRY
+from schedd.core.jobs import NOT_STARTED_MARGIN_MS
 from schedd.core.model import Execution, Job, ValidationError, execution_id, parse_execution_id
 from schedd.core.policy import VersionCache
 from schedd.core.results import Code
@@ -88,9 +89,6 @@ class DispatchLoad:
         self.backlog = self.lag_ms = 0
 
 
-PAUSE_CANCEL_MARGIN_MS = 1_000   # a pause cancels a claimed attempt due at least this far ahead
-
-
 def paused_before_due(job: Job | None, ex: Execution, now: int) -> bool:
     """Whether a claimed attempt is one a pause must cancel: its job is paused, it came from the
     job's schedule (a run triggered by hand or a retry is the operator's), and it is due far
@@ -98,7 +96,7 @@ def paused_before_due(job: Job | None, ex: Execution, now: int) -> bool:
     ours. (Held ahead for a herd, it would otherwise run up to the burst lookahead after the
     pause.)"""
     return (job is not None and job.paused and not ex.cancel_requested
-            and ex.trigger in ("schedule", "catchup") and ex.due > now + PAUSE_CANCEL_MARGIN_MS)
+            and ex.trigger in ("schedule", "catchup") and ex.due > now + NOT_STARTED_MARGIN_MS)
 
 
 def overload_warning(backlog: int, lag_ms: int) -> str:

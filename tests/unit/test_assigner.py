@@ -429,3 +429,24 @@ async def test_a_pause_cancels_an_attempt_claimed_ahead_before_it_is_due(setup, 
     kinds = [C.decode(e).kind for e in node.proposed]
     assert (C.CANCEL in kinds) is cancelled
     assert ex.cancel_requested is cancelled
+
+
+@pytest.mark.parametrize("before_due_ms, cancelled", [(5_000, True), (500, False)])
+async def test_deleting_a_job_cancels_its_attempts_claimed_ahead_and_not_due(setup, before_due_ms, cancelled):
+    """The delete's apply names the held attempts (a CancelAttempt effect each: the leader's
+    dispatcher pushes them to their workers); a run due within a second may have started."""
+    from schedd.core.results import CancelAttempt
+
+    h, node, hub, assigner, tasks = setup
+    h.put(schedule="@every 60s")
+    h.now += 30_000
+    [[_, due, *_]] = h.plan_and_fire(lookahead=20_000)
+    add_worker(hub, h).ahead = 10
+    h.now = due - 10_000
+    await step(assigner, tasks, h.now)
+    ex = h.state.execs[("j1", due)]
+    token = ex.attempts[-1].fencing_token
+    h.now = due - before_due_ms
+    r = h.apply(C.DELETE, name="j1")
+    assert r["ok"] and ("j1", due) not in h.state.execs
+    assert r.effects == ((CancelAttempt(token, ex.id),) if cancelled else ())
