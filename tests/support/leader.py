@@ -43,10 +43,10 @@ def kinds(node: FakeNode) -> list[str]:
     return [C.decode(e).kind for e in node.proposed]
 
 
-def assigner_rig(h: Any):
+def assigner_rig(h: Any, proposals: Proposals | None = None):
     """(node, hub, assigner, tasks): an Assigner and WorkerHub over `h`; `tasks` collects what
     the assigner spawns (settled by `step`)."""
-    node = node_over(h)
+    node = node_over(h, proposals=proposals)
     hub = WorkerHub(node, clock_of(h), lease_ms=10_000)
     tasks: list[asyncio.Task] = []
     assigner = Assigner(node, clock_of(h), hub, 1_500, lambda coro: tasks.append(asyncio.ensure_future(coro)))

@@ -314,10 +314,7 @@ async def test_a_result_on_its_way_to_the_log_keeps_its_attempt_alive():
 
     h = Harness(level=TOP_LEVEL)
     held = HoldFinish()
-    node = node_over(h, proposals=held)
-    hub = WorkerHub(node, clock_of(h), lease_ms=10_000)
-    tasks: list[asyncio.Task] = []
-    assigner = Assigner(node, clock_of(h), hub, 1_500, lambda coro: tasks.append(asyncio.ensure_future(coro)))
+    node, hub, assigner, tasks = assigner_rig(h, proposals=held)
     h.put(schedule="@every 60s")
     h.plan_and_fire()
     conn = add_worker(hub, h)

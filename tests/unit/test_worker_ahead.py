@@ -29,7 +29,7 @@ def test_bad_ahead_values_are_refused(capsys):
         parse_config('ahead = "x"')
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["--ahead", "-3"])
-    assert "must be 0 or more" in capsys.readouterr().err
+    assert "must be at least 0" in capsys.readouterr().err
 
 
 def test_the_sdk_passes_ahead_to_the_runtime():

@@ -27,24 +27,20 @@ def setup_logging(level: str, name: str = "") -> None:
                         format=f"%(asctime)s %(levelname)s {prefix}%(name)s: %(message)s")
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more: {n}")
-    return n
+def _whole_number(minimum: int):
+    """An argparse type: a whole number of at least `minimum`, or a one-line error."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {n}")
+        return n
+    return parse
 
 
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
+_non_negative_int, _positive_int = _whole_number(0), _whole_number(1)
 
 
 def _seconds(text: str) -> float:
