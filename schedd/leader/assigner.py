@@ -32,7 +32,7 @@ from schedd.core.jobs import NOT_STARTED_MARGIN_MS
 from schedd.core.model import Execution, Job, ValidationError, execution_id, parse_execution_id
 from schedd.core.policy import VersionCache
 from schedd.core.results import Code
-from schedd.core.view import MAX_KEY, StateView
+from schedd.core.view import StateView
 from schedd.leader.assignment import Candidate, Capacity, Claim, InFlight, Pace, candidates, decide, in_due_order
 from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
@@ -60,11 +60,6 @@ AHEAD_IN_FLIGHT = 512         # claims into ahead places proposed and not applie
 BEHIND_MS = 2_000             # a run waiting this long past its due time: `cluster status` warns
 
 HELD, WAIT, NOT_HELD = "held", "wait", "not_held"
-
-
-def not_due_key(now: int) -> tuple[int, str, int]:
-    """The ready key after every run due by `now` (a scan from it sees only runs not yet due)."""
-    return (now, MAX_KEY, 2 ** 63)
 
 
 @dataclass(slots=True)
@@ -315,12 +310,7 @@ class Assigner:
             elif full:
                 items = None
             elif lazy:
-                after = self._cursor
-                if not any(w.free > 0 for w in workers):
-                    # only ahead places: what is due already cannot take one, so skip it (a
-                    # backlog past due waiting for slots is not looked at on every step)
-                    after = max(after, not_due_key(now)) if after is not None else not_due_key(now)
-                items = in_due_order(self.view, now, horizon, self.claiming, after=after)
+                items = in_due_order(self.view, now, horizon, self.claiming, after=self._cursor)
             else:
                 items = candidates(self.view, now, horizon, self.claiming)
             limit = SURVEY_LIMIT if survey else 0 if full else SCAN_LIMIT

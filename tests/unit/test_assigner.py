@@ -343,25 +343,24 @@ async def test_a_result_on_its_way_to_the_log_keeps_its_attempt_alive():
     assert h.state.execs[("j1", T0)].state == "SUCCEEDED"
 
 
-async def test_with_only_ahead_places_free_a_step_skips_the_backlog_past_due(setup, monkeypatch):
-    """A worker with every slot busy but ahead places left: a step looks only at runs not due
-    yet (a run due needs a slot), so a backlog past due, longer than a step's scan, neither costs
-    every step nor hides the next herd from the ahead places (issue 14)."""
-    import schedd.leader.assigner as assigner_mod
-    monkeypatch.setattr(assigner_mod, "SCAN_LIMIT", 2)
+async def test_a_backlog_past_due_is_claimed_before_runs_not_due_yet(setup):
+    """Every slot busy, ahead places left, runs past due waiting: they take the ahead places
+    (the worker starts them oldest due first as its slots free) before a run not due yet does.
+    Before, a run past due could take only a free slot; under a sustained overload the runs
+    claimed ahead kept the worker above its slots and a fifth of 30,000 instants at 3,000
+    fires/s were never claimed."""
     h, node, hub, assigner, tasks = setup
     for i in range(4):
         h.put(name=f"late{i}", schedule="@every 60s")
-    h.plan_and_fire()                                  # four runs due at T0, nobody to run them
+    h.plan_and_fire()                                  # four runs due at T0
     conn = add_worker(hub, h, slots=1)
     conn.reserved = 1                                  # its one slot is taken
-    conn.ahead = 10
-    await step(assigner, tasks, h.now)                 # a full pass: the backlog waits
-    assert not any(ex.state == "RUNNING" for ex in h.state.execs.values())
+    conn.ahead = 4
     h.put(name="next", schedule="at 2027-01-15T08:00:10Z")
     h.fire(*[("next", T0 + 10_000)])
-    await step(assigner, tasks, h.now + 100)           # a scan, not a full pass
-    assert [k for k, ex in h.state.execs.items() if ex.state == "RUNNING"] == [("next", T0 + 10_000)]
+    await step(assigner, tasks, h.now)
+    running = sorted(k[0] for k, ex in h.state.execs.items() if ex.state == "RUNNING")
+    assert running == ["late0", "late1", "late2", "late3"], running
 
 
 async def test_the_reaper_reads_a_spec_only_once_a_timeout_could_have_passed(setup):

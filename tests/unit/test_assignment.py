@@ -216,9 +216,10 @@ AHEAD_CASES = [
     # within the lookahead: a free slot first, then an ahead place
     ([Capacity("a", 1, ahead=1)], 1_000, AHEAD, [("h0", "a"), ("h1", "a")],
      {("h2", T0): "waiting for a free worker slot"}),
-    # due now: an ahead place is no slot (a late run must not queue behind a herd)
-    ([Capacity("a", 0, ahead=5), Capacity("b", 1)], 0, AHEAD, [("h0", "b")],
-     {("h1", T0): "waiting for a free worker slot"}),
+    # due now: a free slot first, then ahead places (the worker starts them oldest due first;
+    # a run past due that only a free slot could take was starved by runs claimed ahead)
+    ([Capacity("a", 0, ahead=5), Capacity("b", 1)], 0, AHEAD, [("h0", "b"), ("h1", "a"), ("h2", "a")], {}),
+    ([Capacity("a", 0, ahead=1)], 0, AHEAD, [("h0", "a")], {("h1", T0): "waiting for a free worker slot"}),
 ]
 
 
@@ -253,14 +254,14 @@ def test_ahead_places_are_bounded_by_the_claims_in_flight_and_shared(ahead, room
     assert share_ahead(ahead, room) == share
 
 
-def test_a_scan_stops_at_a_due_run_with_no_slot_left_whatever_the_ahead_places():
-    """Ahead places take no run already due: once the free slots are gone, a scan (not a full
-    pass) stops at the next due run instead of looking at the whole backlog past due (a 100,000
-    herd after its instant: every step read a thousand runs it could not place)."""
+def test_a_scan_stops_once_no_slot_and_no_ahead_place_is_left():
+    """A scan (not a full pass) places runs past due into ahead places once the free slots are
+    gone, and stops at the first run it has no room for instead of reading the whole backlog (a
+    100,000 herd after its instant: every step read a thousand runs it could not place)."""
     h = Harness()
     _herd(h)
     view = StateView(h.state)
-    d = decide(view, T0, [Capacity("a", 1, ahead=5)], InFlight(), Pace(LOOKAHEAD, full=False, ahead_ms=AHEAD),
+    d = decide(view, T0, [Capacity("a", 1, ahead=1)], InFlight(), Pace(LOOKAHEAD, full=False, ahead_ms=AHEAD),
                in_due_order(view, T0, AHEAD, {}))
-    assert [(c.job, c.worker) for c in d.claims] == [("h0", "a")]
-    assert d.looked == 1                     # h1 is due and no slot is left: stop
+    assert [(c.job, c.worker) for c in d.claims] == [("h0", "a"), ("h1", "a")]
+    assert d.looked == 2                     # no room left: h2 is not even looked at
