@@ -11,8 +11,9 @@ That is sound because the name enters canonical_spec in two places only: its own
 (`model.job_name`, run for every job) and the placing of H fields in a schedule (`hash_key`), so a
 spec whose schedule has an H field, or whose secret env must be sealed against the job's stored
 one, takes the full path. The canonical text is JSON with sorted keys, and a valid name is plain
-ASCII without quotes or backslashes, so it is its own JSON string; the placeholder's literal must
-occur exactly once in the template's text (else the full path).
+ASCII without quotes or backslashes, so it is its own JSON string; the text is cut around the
+placeholder by `core.jobs.cut_at_name`, the same cut apply uses for a batch's texts (else the
+full path).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 from schedd.api import convert
 from schedd.core import schedule as sched
+from schedd.core.jobs import cut_at_name
 from schedd.core.model import MAX_SPEC_BYTES, NAME_RE, canonical_spec, job_name
 from schedd.core.model import ValidationError
 from schedd_proto import scheduler_pb2 as pb
@@ -100,11 +102,8 @@ def _template(bare: pb.JobSpec) -> _Template | None:
         return None
     if sched.uses_hash(bare.schedule) or sched.uses_hash(d["schedule"]):
         return None
-    literal = f'"{PLACEHOLDER}"'
-    if text.count(literal) != 1:
-        return None
-    before, _, after = text.partition(literal)
-    if not before.endswith('"name":'):
+    cut = cut_at_name(text, PLACEHOLDER)
+    if cut is None:
         return None
     d.pop("name")
-    return _Template(d, before, after)
+    return _Template(d, *cut)

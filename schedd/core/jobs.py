@@ -117,6 +117,24 @@ MAX_SHAPES = 4                  # templates remembered per chunk (each costs a c
 _PROBES = ("schedd-probe-a", "schedd-probe-b")
 
 
+def cut_at_name(text: str, name: str) -> tuple[str, str] | None:
+    """(before, after) with `text == before + '"<name>"' + after` where that literal is the
+    JSON object's top-level "name" value, or None. Another valid job name put there gives the
+    same object under that name (a valid name is its own JSON string): the template of a batch
+    whose specs differ only by name. That the cut is the top-level name is proven by parsing the
+    text once with a probe name in it."""
+    literal = f'"{name}"'
+    if text.count(literal) != 1 or not NAME_RE.fullmatch(name):
+        return None
+    before, _, after = text.partition(literal)
+    probe = _PROBES[name == _PROBES[0]]
+    try:
+        again = json.loads(f'{before}"{probe}"{after}')
+    except ValueError:
+        return None
+    return (before, after) if isinstance(again, dict) and again.get("name") == probe else None
+
+
 @dataclass(slots=True, frozen=True)
 class _Shape:
     """A checked spec text cut around its top-level name literal: `before + '"<name>"' +
@@ -133,19 +151,10 @@ class _Shape:
     @staticmethod
     def of(checked: Checked) -> _Shape | None:
         spec, text, s = checked
-        name = spec["name"]
-        literal = f'"{name}"'
-        if text.count(literal) != 1 or not NAME_RE.fullmatch(name):
+        cut = cut_at_name(text, spec["name"])
+        if cut is None:
             return None
-        before, _, after = text.partition(literal)
-        probe = _PROBES[name == _PROBES[0]]
-        try:
-            again = json.loads(f'{before}"{probe}"{after}')
-        except ValueError:
-            return None
-        if not isinstance(again, dict) or again.get("name") != probe:
-            return None
-        return _Shape(before, after, spec, None if sched.uses_hash(spec["schedule"]) else s)
+        return _Shape(*cut, spec, None if sched.uses_hash(spec["schedule"]) else s)
 
     def renamed(self, text: str) -> Checked | None:
         b, a = self.before, self.after

@@ -254,16 +254,21 @@ async def test_an_inherited_claim_running_out_of_sight_or_on_a_restarted_worker_
     assert h.state.execs[("held", T0)].state == "RUNNING"
 
 
-async def test_a_result_is_committed_under_the_epoch_read_when_it_arrived(setup):
-    """The epoch rule (Assigner.step) holds for results too: pysyncobj moving to a new term while
-    the finish coroutine waits must not restamp the entry with that term."""
-    h, node, hub, assigner, tasks = setup
+async def claimed_at_once(h, hub, assigner, tasks):
+    """j1's instant at T0 claimed on a new worker w1: (its connection, the execution, the token)."""
     h.put(schedule="@every 60s")
     h.plan_and_fire()
     conn = add_worker(hub, h)
     await step(assigner, tasks, h.now)
     ex = h.state.execs[("j1", T0)]
-    token = ex.attempts[-1].fencing_token
+    return conn, ex, ex.attempts[-1].fencing_token
+
+
+async def test_a_result_is_committed_under_the_epoch_read_when_it_arrived(setup):
+    """The epoch rule (Assigner.step) holds for results too: pysyncobj moving to a new term while
+    the finish coroutine waits must not restamp the entry with that term."""
+    h, node, hub, assigner, tasks = setup
+    conn, ex, token = await claimed_at_once(h, hub, assigner, tasks)
     sent: list[C.Command] = []
     propose = node.propose
 
@@ -315,12 +320,7 @@ async def test_a_result_on_its_way_to_the_log_keeps_its_attempt_alive():
     h = Harness(level=TOP_LEVEL)
     held = HoldFinish()
     node, hub, assigner, tasks = assigner_rig(h, proposals=held)
-    h.put(schedule="@every 60s")
-    h.plan_and_fire()
-    conn = add_worker(hub, h)
-    await step(assigner, tasks, h.now)
-    ex = h.state.execs[("j1", T0)]
-    token = ex.attempts[-1].fencing_token
+    conn, ex, token = await claimed_at_once(h, hub, assigner, tasks)
     for h.now in (T0 + 4_000, T0 + 8_000):          # the loop steps (no stall: no lease grace)
         assigner.step(h.now)
     h.now = T0 + 9_000
@@ -399,6 +399,18 @@ async def test_the_reaper_reads_a_spec_only_once_a_timeout_could_have_passed(set
     assert h.state.execs[("j1", T0)].attempts[-1].state == "TIMED_OUT"
 
 
+async def claimed_ahead(setup):
+    """j1's next instant (30 s on), claimed 10 s before it is due into a worker's ahead places."""
+    h, node, hub, assigner, tasks = setup
+    h.put(schedule="@every 60s")
+    h.now += 30_000
+    [[_, due, *_]] = h.plan_and_fire(lookahead=20_000)
+    add_worker(hub, h).ahead = 10
+    h.now = due - 10_000
+    await step(assigner, tasks, h.now)
+    return h.state.execs[("j1", due)]
+
+
 @pytest.mark.parametrize("case, cancelled", [
     ("paused well before due", True),
     ("paused within a second of due", False),      # its handler may have started on a fast clock
@@ -409,14 +421,8 @@ async def test_a_pause_cancels_an_attempt_claimed_ahead_before_it_is_due(setup, 
     for a herd (up to the burst lookahead before due), an attempt would otherwise run up to 15 s
     after its job was paused."""
     h, node, hub, assigner, tasks = setup
-    h.put(schedule="@every 60s")
-    h.now += 30_000
-    [[_, due, *_]] = h.plan_and_fire(lookahead=20_000)             # the next instant, 30 s on
-    conn = add_worker(hub, h)
-    conn.ahead = 10
-    h.now = due - 10_000
-    await step(assigner, tasks, h.now)
-    ex = h.state.execs[("j1", due)]
+    ex = await claimed_ahead(setup)
+    due = ex.due
     assert ex.state == "RUNNING" and ex.attempts                   # claimed ahead, pushed, not due
     if case != "not paused":
         h.now = due - (5_000 if case == "paused well before due" else 500)
@@ -433,15 +439,9 @@ async def test_deleting_a_job_cancels_its_attempts_claimed_ahead_and_not_due(set
     dispatcher pushes them to their workers); a run due within a second may have started."""
     from schedd.core.results import CancelAttempt
 
-    h, node, hub, assigner, tasks = setup
-    h.put(schedule="@every 60s")
-    h.now += 30_000
-    [[_, due, *_]] = h.plan_and_fire(lookahead=20_000)
-    add_worker(hub, h).ahead = 10
-    h.now = due - 10_000
-    await step(assigner, tasks, h.now)
-    ex = h.state.execs[("j1", due)]
-    token = ex.attempts[-1].fencing_token
+    h = setup[0]
+    ex = await claimed_ahead(setup)
+    due, token = ex.due, ex.attempts[-1].fencing_token
     h.now = due - before_due_ms
     r = h.apply(C.DELETE, name="j1")
     assert r["ok"] and ("j1", due) not in h.state.execs
