@@ -16,7 +16,7 @@ and the runs behind it are still looked at: counting claims against the total of
 old runs of an unserved pool block later runs that a free worker could serve (issue 14).
 
 Ahead places (the herd, issue 14): a worker that holds assignments not yet due beyond its slots
-(WorkerHello.ahead) offers them as `Capacity.ahead`; a run not due yet may take one, up to
+(WorkerHello.ahead) offers them as `Capacity.ahead`; a run may take one, up to
 `Pace.ahead_ms` before its due time (the burst lookahead, when the herd's intents are recorded),
 so a herd's claims are committed and pushed before its instant and at the instant only the
 workers' timers are left. A run already due takes a free slot while one is left anywhere, else an
@@ -79,8 +79,8 @@ class Capacity:
     labels: Mapping[str, str] = field(default_factory=dict)
     load: int = 0                                  # attempts running or being claimed there
     serves: Callable[[str], bool] | None = None    # team -> its token may serve it (None: any)
-    ahead: int = 0                                 # more, for runs not yet due only: the worker
-                                                   # holds them until due and a slot is free
+    ahead: int = 0                                 # more, once the free slots are taken: the
+                                                   # worker holds them until due and a slot is free
 
     def takes(self, policy: JobPolicy) -> bool:
         """Whether this worker may run an attempt of a job with `policy` (pool, labels, team)."""
@@ -169,19 +169,19 @@ class _Slots:
         self.total = sum(self.free.values())
         self.ahead_total = sum(self.ahead.values())
 
-    def usable(self, slot: bool, early: bool) -> bool:
-        """Whether any place is left for a run that may take a slot and/or an ahead place."""
-        return (slot and self.total > 0) or (early and self.ahead_total > 0)
+    def usable(self, slot: bool) -> bool:
+        """Whether any place is left for a run that may take a slot (`slot`) or an ahead place."""
+        return (slot and self.total > 0) or self.ahead_total > 0
 
-    def place(self, policy: JobPolicy, slot: bool = True, early: bool = False) -> str | None:
+    def place(self, policy: JobPolicy, slot: bool = True) -> str | None:
         """The eligible worker with room running the fewest (then most free, then by name), a
         free slot taken if `slot` (the run is due within the lookahead) and one is left, else an
-        ahead place if `early` (the run is not due yet); None if no worker with room may run it."""
+        ahead place; None if no worker with room may run it."""
         best: Capacity | None = None
         best_key: tuple[int, int, str] | None = None
         for w in self.workers:
             free = self.free[w.name] if slot else 0
-            if (free <= 0 and not (early and self.ahead[w.name] > 0)) or not w.takes(policy):
+            if (free <= 0 and self.ahead[w.name] <= 0) or not w.takes(policy):
                 continue
             key = (w.load + self.placed[w.name], -free, w.name)
             if best_key is None or key < best_key:
@@ -219,13 +219,13 @@ def decide(view: StateView, now: int, workers: Sequence[Capacity] | int, in_flig
         items = candidates(view, now, pace.horizon_ms, in_flight.claiming)
     for due, ex, job in items:
         if (pace.scan_limit and d.looked >= pace.scan_limit) or \
-                (not pace.full and not slots.usable(True, True)):
+                (not pace.full and not slots.usable(True)):
             break                   # no slot and no ahead place left: a scan stops there
         d.looked += 1
         name, t = ex.job, ex.scheduled_ms
         d.last = (due, name, t)
-        slot, early = due <= now + pace.lookahead_ms, True        # a slot / an ahead place
-        if not slot and not (early and slots.ahead_total > 0):
+        slot = due <= now + pace.lookahead_ms     # may take a free slot; any run, an ahead place
+        if not slot and slots.ahead_total <= 0:
             continue                # beyond the lookahead, and no worker holds runs ahead: later
         policy = view.policy(job)
         d.classes.add((ex.lane == BACKFILL, -policy.priority))
@@ -243,7 +243,7 @@ def decide(view: StateView, now: int, workers: Sequence[Capacity] | int, in_flig
                 d.skips.append((name, t, why))
             d.waiting[(name, t)] = f"waiting: {why}"
             continue
-        if not slots.usable(slot, early):
+        if not slots.usable(slot):
             d.waiting[(name, t)] = ("waiting: no worker is connected" if not pace.workers
                                     else "waiting for a free worker slot")
             continue
@@ -251,7 +251,7 @@ def decide(view: StateView, now: int, workers: Sequence[Capacity] | int, in_flig
         if catchup and now < d.catchup_next_ms:
             d.waiting[(name, t)] = f"waiting: catch-up runs start at most {pace.catchup_rate:g}/s"
             continue
-        worker = slots.place(policy, slot, early)
+        worker = slots.place(policy, slot)
         if worker is None:          # no free worker may run it: it waits, the runs behind it don't
             d.waiting[(name, t)] = _no_worker_reason(policy)
             continue

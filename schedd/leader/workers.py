@@ -69,7 +69,7 @@ class WorkerConn:
     principal: A.Principal | None = None   # its worker token's (ACL enabled), checked per assignment
     batches: bool = False         # takes LeaderMessage.batch (WorkerHello.batches; older workers do not)
     serves: dict[str, bool] = field(default_factory=dict)     # team -> may_serve (principal fixed)
-    ahead: int = 0                # assignments not yet due it holds beyond its slots (its hello's,
+    ahead: int = 0                # assignments it holds beyond its slots until due (its hello's,
                                   # capped at MAX_AHEAD; 0 for older workers)
 
     def may_serve(self, team: str) -> bool:
@@ -88,7 +88,7 @@ class WorkerConn:
         return 0 if self.draining or self.closed else self.slots - len(self.running) - self.reserved
 
     def ahead_free(self) -> int:
-        """Places left for runs not yet due, beyond the free slots (see Capacity.ahead)."""
+        """Places left beyond the free slots, for runs held until due or a slot (Capacity.ahead)."""
         if self.draining or self.closed or self.ahead <= 0:
             return 0
         room = self.slots + self.ahead - len(self.running) - self.reserved
