@@ -382,10 +382,12 @@ async def test_results_wait_while_due_attempts_wait_for_a_slot(leaders, workers,
     leader = await leaders(lease_ms=60_000)       # no hand-back of the waiting (half a lease)
     w = workers(leader.address, slots=1, ahead=2, result_hold_s=600)
     await leader.connected()
-    gate = tmp_path / "go"
-    leader.assign(81, shell("true"))
+    gate, first = tmp_path / "go", tmp_path / "first"
+    leader.assign(81, gated(first))                # ends once 82 and 83 wait (not before they came)
     leader.assign(82, gated(gate))
     leader.assign(83, shell("true"))
+    await until(lambda: {81, 82, 83} <= set(w.rt.running), what="the three accepted")
+    first.touch()
     await until(lambda: 81 in w.rt._held, what="the first result held while 82 and 83 wait")
     assert 81 in w.rt._unacked and 83 in w.rt.running
     gate.touch()                                   # 82 ends, 83 starts: the queue is dry
