@@ -11,6 +11,7 @@ of an older schedule) are listed too. Pure: reads the state, never changes it.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from schedd.core import schedule as sched
@@ -61,7 +62,7 @@ def instants(state: Tables, job: Job, since_ms: int, until_ms: int, limit: int =
     while x is not None and x <= horizon and len(nominal) < limit:
         nominal.append(x)
         x = sched.next_after(s, x)
-    recorded = [t for t in (times.irange(since_ms, until_ms) if times else ()) if t <= until_ms]
+    recorded = times[bisect.bisect_left(times, since_ms):bisect.bisect_right(times, until_ms)]
     out: list[Instant] = []
     for t in sorted(set(nominal).union(recorded))[:limit]:
         ex = state.execs.get((job.name, t))

@@ -2,7 +2,7 @@
 
 A job's policies (overlap, concurrency key, catch-up, starting deadline, jitter, priority,
 quotas' keys, retention) live in its canonical spec. `SchedulerState.policy(job)` reads them
-once per job revision (a `VersionCache`). `blocked(state, ex, policy)` is the one rule that says whether an execution may start
+once per spec template (a `TemplateCache`: jobs differing only by name share one). `blocked(state, ex, policy)` is the one rule that says whether an execution may start
 now; the leader's assigner asks it before it claims, and apply asks it again when the claim
 commits, so claims racing each other can never exceed a limit. Both are pure.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 from collections.abc import Callable
 
-from schedd.core.model import Execution, Job
+from schedd.core.model import SPEC_NAME_MARK, Execution, Job
 
 T = TypeVar("T")
 
@@ -161,5 +161,37 @@ class VersionCache(Generic[T]):
         self._entries.pop(name, None)
 
 
-def policy_cache(limit: int = 100_000) -> VersionCache[JobPolicy]:
-    return VersionCache(lambda job: JobPolicy.from_spec(job.spec_dict()), limit)
+class TemplateCache(Generic[T]):
+    """Something derived from a job's spec that does not depend on the job's name, shared by
+    every job made from one spec template (schedd.core.model.spec_template): a herd of 100,000
+    jobs registered from one template builds it once, not once per job (parsing each job's spec
+    was two fifths of recording an intent). A template in which the name stands anywhere but in
+    the name field (a concurrency key or a label equal to the name) is name-dependent: those
+    jobs are served per job revision (a VersionCache). Bounded like a VersionCache."""
+
+    __slots__ = ("build", "limit", "_shared", "_own")
+
+    def __init__(self, build: Callable[[dict[str, Any]], T], limit: int) -> None:
+        self.build, self.limit = build, limit
+        self._shared: dict[str, T] = {}
+        self._own: VersionCache[T] = VersionCache(lambda job: build(job.spec_dict()), limit)
+
+    def get(self, job: Job) -> T:
+        template = job.spec_t
+        hit = self._shared.get(template)
+        if hit is not None:
+            return hit
+        if template.count(SPEC_NAME_MARK) != 1:
+            return self._own.get(job)
+        if len(self._shared) >= self.limit:
+            for key in list(islice(self._shared, max(1, self.limit // 2))):
+                del self._shared[key]
+        hit = self._shared[template] = self.build(job.spec_dict())
+        return hit
+
+    def forget(self, name: str) -> None:
+        self._own.forget(name)
+
+
+def policy_cache(limit: int = 100_000) -> TemplateCache[JobPolicy]:
+    return TemplateCache(JobPolicy.from_spec, limit)

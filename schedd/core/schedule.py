@@ -627,6 +627,7 @@ def _restore(spec: str, tz: str, hash_key: str, gap: str = "shift", fold: str = 
     return parse(spec, tz, hash_key=hash_key, gap=gap, fold=fold)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def uses_hash(spec: str) -> bool:
     """Whether schedule text has an H field, so that what it means depends on parse's `hash_key`
     (the job's name)."""

@@ -47,7 +47,7 @@ from sortedcontainers import SortedList
 
 from schedd.core import schedule as sched
 from schedd.core.model import (
-    CANCELLED, SKIPPED, SUCCEEDED, TERMINAL_STATES, Execution, ExecutionEvent, Job,
+    CANCELLED, SKIPPED, SPEC_NAME_MARK, SUCCEEDED, TERMINAL_STATES, Execution, ExecutionEvent, Job,
 )
 from schedd.core import commands as C
 from schedd.core.results import ApplyResult, Code, SlaMissed, ok, reject
@@ -196,7 +196,10 @@ def dag_sla(state: Tables, dag: DagDef) -> Sla | None:
 
 
 def _cached_sla(state: Tables, key: str, owner: Job | DagDef) -> Sla | None:
-    if '"sla":' not in owner.spec:
+    # a job's template holds every field but its name (and the name wherever it is a string):
+    # looked at as is, without rebuilding the spec, unless the name stands where a key could
+    text = owner.spec_t if isinstance(owner, Job) else owner.spec
+    if '"sla":' not in text and SPEC_NAME_MARK + ":" not in text:
         return None
     cache = state.sla_jobs
     hit = cache.get(key)

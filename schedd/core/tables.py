@@ -75,7 +75,7 @@ class Tables:
     by_team: dict[str, SortedList[str]]
     paused_names: SortedList[str]
     wheel: TimingWheel
-    by_job: dict[str, SortedList[int]]                  # job -> scheduled_ms of its executions
+    by_job: dict[str, list[int]]                        # job -> scheduled_ms of its executions, sorted
     by_state: dict[str, SortedList[tuple[int, str]]]     # state -> (scheduled_ms, job)
     by_time: SortedList[tuple[int, str]]                 # (scheduled_ms, job) of every execution
     ready: SortedList[tuple[int, str, int]]              # ready_key of SCHEDULED and RETRY_WAIT ones
@@ -121,7 +121,7 @@ class Tables:
         for (name, t), ex in self.execs.items():
             by_job.setdefault(name, []).append(t)
             by_state.setdefault(ex.state, []).append((t, name))
-        self.by_job = {name: SortedList(times) for name, times in by_job.items()}
+        self.by_job = {name: sorted(times) for name, times in by_job.items()}
         self.by_state = {st: SortedList(keys) for st, keys in by_state.items()}
         self.by_time = SortedList((t, name) for name, t in self.execs)
         self.ready = SortedList(ready_key(ex) for ex in self.execs.values() if ex.state in READY_STATES)
@@ -148,8 +148,11 @@ class Tables:
         name, t = ex.job, ex.scheduled_ms
         times = self.by_job.get(name)
         if times is None:
-            times = self.by_job[name] = SortedList()
-        times.add(t)
+            self.by_job[name] = [t]
+        elif t > times[-1]:
+            times.append(t)             # the usual case: a job's newest instant
+        else:
+            bisect.insort(times, t)
         self.by_time.add((t, name))
         self._index_state(ex, +1)
 
@@ -158,7 +161,9 @@ class Tables:
         name, t = ex.job, ex.scheduled_ms
         times = self.by_job.get(name)
         if times is not None:
-            times.discard(t)
+            i = bisect.bisect_left(times, t)
+            if i < len(times) and times[i] == t:
+                del times[i]
             if not times:
                 del self.by_job[name]
         self.by_time.discard((t, name))

@@ -329,3 +329,30 @@ def test_every_nominal_instant_has_a_disposition(ops, policy):
                 break
     d = dispositions(h)
     assert "missing" not in d, d
+
+
+# ------------------------------------------------------------------ the policy cache
+
+def test_jobs_made_from_one_template_share_one_policy_and_an_update_gets_a_new_one(h):
+    for name in ("a", "b", "c"):
+        h.put(name=name, schedule="", overlap="skip", priority=3)
+    a, b, c = (h.state.policy(h.state.jobs[n]) for n in "abc")
+    assert a is b is c and a.overlap == "skip" and a.priority == 3
+    h.put(name="b", schedule="", overlap="allow", priority=7)
+    assert h.state.policy(h.state.jobs["b"]).priority == 7
+    assert h.state.policy(h.state.jobs["a"]).priority == 3
+
+
+def test_a_policy_that_holds_the_jobs_own_name_is_never_shared(h):
+    # the name as the concurrency key: both specs make the same template, yet each job's key
+    # is its own name, so each must block only its own runs
+    for name in ("a", "b"):
+        h.put(name=name, schedule="", concurrency_key=name)
+    pa, pb = (h.state.policy(h.state.jobs[n]) for n in "ab")
+    assert (pa.concurrency_key, pb.concurrency_key) == ("a", "b")
+    first = trigger(h, "a")
+    assert claim(h, first)["ok"]
+    other = trigger(h, "b")
+    assert claim(h, other)["ok"], "b's key is 'b', not a's"
+    again = trigger(h, "a")
+    assert claim(h, again)["code"] == "blocked"
