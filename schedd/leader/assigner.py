@@ -53,7 +53,7 @@ FULL_PASS_SHARE = 20          # ... and a full pass takes at most 1/20 of the lo
 SCAN_LIMIT = 1024             # runs one step looks at between full passes (the next resumes after)
 SURVEY_LIMIT = 5_000         # runs one full pass looks at, holding the node lock (the next resumes)
 REAP_MS = 250                 # running attempts are checked (leases, timeouts, cancels) this often
-AHEAD_IN_FLIGHT = 512         # claims into ahead places proposed and not applied, at most (two
+AHEAD_IN_FLIGHT = 1024        # claims into ahead places proposed and not applied, at most (four
                               # start_many entries): a 100,000 herd claimed at once flooded the
                               # log and held the apply thread for seconds (elections)
 
