@@ -207,12 +207,13 @@ ROWS = [
 ]
 
 
-def median_of(recs: list[dict], fig) -> tuple[float | None, str]:
+def median_of(recs: list[dict], fig, fmt=lambda v: f"{v:.3g}") -> tuple[float | None, str]:
+    """The median of a figure over the runs, and its [min..max] in the row's own format."""
     vals = [v for v in (fig(r) for r in recs if "error" not in r) if v is not None]
     if not vals:
         none = any(r.get("started") == 0 and r.get("expected") for r in recs)
         return None, "none started" if none else ""
-    spread = f" [{min(vals):.3g}..{max(vals):.3g}]" if len(vals) > 1 else ""
+    spread = f" [{fmt(min(vals))}..{fmt(max(vals))}]" if len(vals) > 1 else ""
     return statistics.median(vals), spread
 
 
@@ -225,7 +226,7 @@ def render(records: list[dict], systems: list[str], head: dict, why_not: str | N
         recs = {s: [r for r in records if r["workload"] == w and r["system"] == s] for s in SYSTEMS}
         if not recs["schedd"]:
             continue
-        vals = {s: median_of(recs[s], fig) for s in SYSTEMS}
+        vals = {s: median_of(recs[s], fig, fmt) for s in SYSTEMS}
         sv = vals["schedd"][0]
         cells = [label, (fmt(sv) + vals["schedd"][1]) if sv is not None else vals["schedd"][1] or errors(recs["schedd"])]
         for peer in _peers.PEERS:
