@@ -135,6 +135,14 @@ def blocked(state: Counters, ex: Execution, policy: JobPolicy,
     return ""
 
 
+def make_room(entries: dict[str, Any], limit: int) -> None:
+    """At `limit` entries the older half goes (insertion order, deterministic): clearing
+    everything made a herd of more jobs than `limit` re-parse every spec on every pass."""
+    if len(entries) >= limit:
+        for key in list(islice(entries, max(1, limit // 2))):
+            del entries[key]
+
+
 class VersionCache(Generic[T]):
     """Something derived from a job's spec (its policy, its parsed spec), built once per job
     revision (incarnation and version: never the deleted job's under the same name). Bounded: past `limit` entries the older half is dropped, which costs one JSON parse per job
@@ -149,11 +157,7 @@ class VersionCache(Generic[T]):
     def get(self, job: Job) -> T:
         hit = self._entries.get(job.name)
         if hit is None or hit[0] != job.revision:
-            if len(self._entries) >= self.limit:
-                # the older half goes (insertion order, deterministic): clearing everything
-                # made a herd of more jobs than `limit` re-parse every spec on every pass
-                for name in list(islice(self._entries, max(1, self.limit // 2))):
-                    del self._entries[name]
+            make_room(self._entries, self.limit)
             hit = self._entries[job.name] = (job.revision, self.build(job))
         return hit[1]
 
@@ -183,9 +187,7 @@ class TemplateCache(Generic[T]):
             return hit
         if template.count(SPEC_NAME_MARK) != 1:
             return self._own.get(job)
-        if len(self._shared) >= self.limit:
-            for key in list(islice(self._shared, max(1, self.limit // 2))):
-                del self._shared[key]
+        make_room(self._shared, self.limit)
         hit = self._shared[template] = self.build(job.spec_dict())
         return hit
 
