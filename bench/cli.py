@@ -5,8 +5,11 @@ medians of the runs, ratios to each peer, the issue's target per row and whether
 
     python -m bench all [--quick] [--runs N] [--no-peers] [--keep]
     python -m bench steady-100 [herd-10k ...] [--quick]
+    python -m bench --report bench/results/2026-12-02-vm.jsonl [--code b0d22ac]
 
-Every run appends one JSON line to bench/results/<date>-<host>.jsonl (--results DIR elsewhere).
+Every run appends one JSON line to bench/results/<date>-<host>.jsonl (--results DIR elsewhere);
+`--report` prints the table of lines already written (an interrupted run's, or runs of one
+code made at different times), without running anything.
 """
 
 from __future__ import annotations
@@ -259,17 +262,43 @@ def errors(recs: list[dict]) -> str:
     return ("error: " + errs[0][:60]) if errs else "-"
 
 
+def report(files: list[Path], code: str | None = None, mode: str = "full") -> str:
+    """The table of the JSON lines in `files`: every run of `mode` measured on `code` (by
+    default the code of the newest line), medians over however many runs each row has."""
+    recs = [json.loads(line) for f in files for line in f.read_text().splitlines() if line.strip()]
+    recs = [r for r in recs if r.get("mode") == mode]
+    if not recs:
+        raise SystemExit(f"no {mode} runs in {', '.join(map(str, files))}")
+    code = code or recs[-1].get("code")
+    recs = [r for r in recs if r.get("code") == code]
+    if not recs:
+        raise SystemExit(f"no {mode} runs of code {code} in {', '.join(map(str, files))}")
+    systems = [s for s in SYSTEMS if any(r.get("system") == s for r in recs)]
+    runs = max(r.get("run", 1) for r in recs)
+    head = {k: recs[0].get(k, "?") for k in ("ts", "mode", "machine", "code", "peers")}
+    return render(recs, systems, head, None) + f"\n  {len(recs)} runs (up to {runs} per row) from " \
+        f"{', '.join(map(str, files))}"
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("workloads", nargs="+", help=f"all, or any of: {', '.join(SIZES)}")
+    ap.add_argument("workloads", nargs="*", help=f"all, or any of: {', '.join(SIZES)}")
     ap.add_argument("--quick", action="store_true", help="smaller sizes, shorter windows, one run")
     ap.add_argument("--tiny", action="store_true", help="the test suite's smoke sizes (figures mean nothing)")
     ap.add_argument("--runs", type=int, default=None, help="runs per workload and system (default: 1 quick, 3 full)")
     ap.add_argument("--no-peers", action="store_true", help="schedd only")
     ap.add_argument("--results", type=Path, default=RESULTS, help="folder for the JSON lines")
     ap.add_argument("--keep", action="store_true", help="keep the clusters' folders (logs)")
+    ap.add_argument("--report", type=Path, nargs="+", metavar="JSONL",
+                    help="print the table of these JSON lines instead of running (full mode unless --quick)")
+    ap.add_argument("--code", default=None, help="with --report: the code whose runs to show (default: the newest)")
     a = ap.parse_args(argv)
+    if a.report:
+        say(report(a.report, a.code, "tiny" if a.tiny else "quick" if a.quick else "full"))
+        return
+    if not a.workloads:
+        ap.error("name the workloads (or all), or give --report FILE")
     mode = "tiny" if a.tiny else "quick" if a.quick else "full"
     t = time.monotonic()
     run(a.workloads, mode, a.runs, not a.no_peers, a.results, a.keep)

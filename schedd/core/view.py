@@ -14,6 +14,7 @@ The objects returned (jobs, executions) are the state's own: read them, never ch
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import islice
 from typing import Any
 
 from schedd.core import batches
@@ -80,6 +81,16 @@ class StateView:
         """Executions with a running attempt, oldest scheduled first."""
         execs = self._t.execs
         return [execs[(name, t)] for t, name in self._t.by_state.get(RUNNING, ())]
+
+    def running_after(self, after: tuple[int, str] | None, limit: int) -> list[Execution]:
+        """At most `limit` of `running()`, from the first after the key (scheduled_ms, job)
+        `after` on (from the start when None): a walk over tens of thousands in rounds."""
+        index = self._t.by_state.get(RUNNING)
+        if not index:
+            return []
+        execs = self._t.execs
+        keys = index.irange(after, None, inclusive=(after is None, True))
+        return [execs[(name, t)] for t, name in islice(keys, limit)]
 
     def scheduled_since(self, t: int) -> list[Execution]:
         """SCHEDULED executions scheduled at or after `t`, oldest first."""

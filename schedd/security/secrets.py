@@ -75,13 +75,15 @@ def stored_secrets(spec: Mapping[str, Any] | None) -> dict[str, dict]:
     return dict(got) if isinstance(got, Mapping) else {}
 
 
-def open_secrets(spec: Mapping[str, Any], sealer: EnvSealer | None) -> dict[str, str]:
-    """The plaintext env_secret of a stored spec, for the Assignment of the worker that runs it.
-    Raises SecretError when one does not open (the attempt must not run without it)."""
+def open_secrets(spec: Mapping[str, Any], sealer: EnvSealer | None, job: str | None = None) -> dict[str, str]:
+    """The plaintext env_secret of a stored spec, for the Assignment of the worker that runs it
+    (`job`: the job's name, when `spec` is a template shared by jobs of other names; each
+    secret is sealed to its job's name). Raises SecretError when one does not open (the
+    attempt must not run without it)."""
     sealed = stored_secrets(spec)
     if not sealed:
         return {}
     if sealer is None:
         raise SecretError("this node has no cluster secret to open env_secret with")
-    job = str(spec.get("name") or "")
+    job = str(spec.get("name") or "") if job is None else job
     return {k: sealer.open(job, k, str(v.get("ct", ""))) for k, v in sealed.items()}

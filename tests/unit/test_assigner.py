@@ -11,7 +11,7 @@ from schedd.leader.assigner import Assigner
 from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.ports.fakes import FakeNode
 from tests.support.leader import add_worker, assigner_rig, clock_of, node_over, step
-from tests.support.state import T0, TOP_LEVEL, Harness
+from tests.support.state import T0, TOP_LEVEL, Harness, text
 
 
 @pytest.fixture
@@ -446,3 +446,50 @@ async def test_deleting_a_job_cancels_its_attempts_claimed_ahead_and_not_due(set
     r = h.apply(C.DELETE, name="j1")
     assert r["ok"] and ("j1", due) not in h.state.execs
     assert r.effects == ((CancelAttempt(token, ex.id),) if cancelled else ())
+
+
+async def test_the_reaper_walks_a_herd_held_ahead_in_slices_and_still_expires_a_lost_attempt(setup):
+    """A herd held ahead is up to 100,000 running attempts: one walk over all of them every 250 ms
+    held the node lock (and so the apply thread) for 0.2 s each time. The reaper looks at
+    REAP_SLICE per step, in rounds, and an attempt its worker stopped listing is still expired
+    LOST once its lease passes, wherever it falls in the round."""
+    from schedd.core.view import StateView
+    from schedd.leader.assigner import REAP_SLICE
+    h, node, hub, assigner, tasks = setup
+    n = REAP_SLICE + 500
+    names = [f"h{i:05d}" for i in range(n)]
+    for i in range(0, n, 250):
+        h.apply(C.PUT_MANY, specs=[text(name=x, schedule="at 2027-01-15T08:00:30Z") for x in names[i:i + 250]])
+    while h.plan_and_fire(lookahead=40_000):
+        pass
+    due = T0 + 30_000
+    h.now = due - 14_000
+    conn = add_worker(hub, h, slots=256)
+    conn.ahead = n
+    for _ in range(50):
+        if len(conn.running) >= n:
+            break
+        await step(assigner, tasks, h.now)
+    assert len(conn.running) == n
+    looked: list[int] = []
+
+    class Counting(StateView):
+        __slots__ = ()
+
+        def running_after(self, after, limit):
+            out = super().running_after(after, limit)
+            looked.append(len(out))
+            return out
+    assigner.view = Counting(h.state)
+    lost = h.state.execs[(names[-1], due)].attempts[-1].fencing_token    # last in the round's order
+    listed = [t for t in conn.running if t != lost]
+    t = h.now
+    for _ in range(12):                               # heartbeats every second list all but one
+        t += 1_000
+        h.now = conn.last_heartbeat_ms = t
+        hub.on_heartbeat(conn, pb.Heartbeat(running_tokens=listed), t)
+        await step(assigner, tasks, t)
+    assert looked and max(looked) <= REAP_SLICE and n in (sum(looked[:2]), sum(looked[1:3]))
+    ex = h.state.execs[(names[-1], due)]
+    assert ex.attempts[-1].state == "LOST" and "no news for 10s" in ex.attempts[-1].error
+    assert sum(1 for e in h.state.execs.values() if e.state == "RUNNING") == n - 1

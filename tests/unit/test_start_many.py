@@ -113,3 +113,16 @@ def test_result_chunks_fit_one_entry_each(n, text):
         assert 0 < len(chunk) <= 256
         entry = C.encode(C.FINISH_MANY, rid="", now=T0, term=7, by="n1", results=[x for _, _, x in chunk])
         assert len(entry) <= C.BATCH_ENTRY_BYTES + C.BATCH_ENVELOPE_BYTES
+
+
+@pytest.mark.parametrize("name_len, entries", [(10, 1), (128, 2)])
+def test_a_steps_intents_fit_their_fire_entries_whatever_the_names(name_len, entries):
+    """500 intents per fire entry (a herd's intents recorded in time), cut by size as well:
+    500 names of 128 characters would not fit one entry."""
+    from schedd.leader.dispatcher import FIRE_ENTRY_MAX, fire_chunks
+    items = [(f"{i:05d}".rjust(name_len, "j"), 1_796_177_510_000) for i in range(FIRE_ENTRY_MAX)]
+    chunks = fire_chunks(items, FIRE_ENTRY_MAX)
+    assert len(chunks) == entries and [x for c in chunks for x in c] == items
+    for chunk in chunks:
+        entry = C.encode(C.FIRE, rid="", now=1, term=1, by="n1", items=[[n, t] for n, t in chunk])
+        assert len(entry.encode()) <= C.MAX_ENTRY_BYTES
