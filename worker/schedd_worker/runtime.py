@@ -135,6 +135,12 @@ def _limits(a: pb.Assignment) -> dict[str, float]:
                               ("open_files", lim.open_files), ("processes", lim.processes)) if v}
 
 
+def _plain(m: Mapping[str, str]) -> dict[str, str]:
+    """A protobuf map as a dict: dict(map) walks the Mapping ABC's key view in Python even when
+    the map is empty (4% of the worker's time at sustained load, issue 14), len() does not."""
+    return {k: m[k] for k in m} if len(m) else {}
+
+
 def _redirect_target(err: grpc.aio.AioRpcError) -> str | None:
     if err.code() != grpc.StatusCode.FAILED_PRECONDITION:
         return None
@@ -779,8 +785,8 @@ class WorkerRuntime:
             return _Attempt(msg=a, ex=None)
         ex = Assignment(execution_id=a.execution_id, job=a.job, scheduled_ms=a.scheduled_ms,
                         attempt=a.attempt, fencing_token=a.fencing_token, handler=handler,
-                        timeout_s=a.timeout_seconds, labels=dict(a.labels), team=a.team,
-                        secret_env=dict(a.secret_env), limits=_limits(a))
+                        timeout_s=a.timeout_seconds, labels=_plain(a.labels), team=a.team,
+                        secret_env=_plain(a.secret_env), limits=_limits(a))
         return _Attempt(msg=a, ex=ex, call=executors.prepare(ex, self.python_handlers, self.isolation))
 
     def _on_due(self, tokens: list[int]) -> None:
