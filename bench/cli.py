@@ -200,7 +200,7 @@ ROWS = [
     ("register, batched put_jobs, jobs/s", "register", key("batched_per_s"), num, ">= 30,000",
      lambda v, p: v >= 30000),
     ("memory, RSS per job per node (worst node)", "memory-100k", key("rss_per_job_max"), fmt_bytes,
-     "<= 500 B (at 1M)", lambda v, p: v <= 500),
+     "(the target is at 1M: next row)", None),
     ("memory 1M jobs, RSS per job per node", "memory-1m", key("rss_per_job_max"), fmt_bytes, "<= 500 B",
      lambda v, p: v <= 500),
     ("failover: leader SIGKILL -> next handler start p99", "failover", key("kill_to_start_p99_s"), ms,
