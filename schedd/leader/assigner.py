@@ -405,6 +405,7 @@ class Assigner:
             # One await for the entry, then every claim settled in one loop: a task and a
             # shielded future per claim were a third of the leader's cost of claiming a herd.
             error: ProposalError | None = None
+            shares: list[Mapping[str, Any]]
             try:
                 result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
             except ProposalError as e:
@@ -415,8 +416,8 @@ class Assigner:
                 raise
             else:
                 shares = result["claims"] if result.get("ok") else [result] * len(chunk)
-            for (conn, c, spec), share in zip(chunk, shares):
-                self._settle_claim(conn, c.job, c.scheduled_ms, c.attempt, c.due, spec, term, share, error)
+            for (conn, c, spec), own in zip(chunk, shares):
+                self._settle_claim(conn, c.job, c.scheduled_ms, c.attempt, c.due, spec, term, own, error)
         self.hub.on_change()            # claims settled: room for the next (ahead places in flight)
 
     async def _propose_one(self, kind: str, rid: str, term: int, **args: Any) -> Mapping[str, Any]:
