@@ -1,0 +1,63 @@
+#!/usr/bin/env python
+"""What the yardstick's cluster costs doing nothing: CPU seconds per second of each process of
+an idle bench cluster (3 nodes, TLS and ACL on, and the recording worker; no job), at the
+default Raft heartbeat (the baseline) and at a longer one, in the same run.
+
+    python bench/bench_idle.py [--seconds 20] [--heartbeats 20,50]
+
+Why it matters: at 100 fires/s the yardstick divides all of the cluster's CPU by the fires, so
+the idle cost counts 10x more per fire than at 1,000 fires/s (issue 14, "CPU per 1,000
+fires"). Every process is started by bench._schedd.running and stopped on exit.
+
+Measured 2026-12-02 (2-core AMD EPYC VM, the yardstick's APScheduler memory-1m run alongside;
+`python bench/bench_idle.py`): heartbeat 20 ms (default) 0.225 CPU-s/s for the three nodes
+(n1 0.093, n2 0.066, n3 0.065), worker 0.003; heartbeat 50 ms 0.163 (0.051, 0.049, 0.063).
+An earlier script over the nodes alone in the same window: 0.270 and 0.204.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from bench._schedd import Schedd
+from schedd.runtime.cluster import LocalCluster
+
+
+def idle(heartbeat_ms: int, seconds: float) -> dict[str, float]:
+    root = Path(tempfile.mkdtemp(prefix=f"schedd-idle-{heartbeat_ms}-"))
+    c = LocalCluster(root, raft={"heartbeat_ms": heartbeat_ms}, acl_settings={"rate_per_second": 0})
+    s = None
+    try:
+        c.start()
+        c.wait_leader(timeout=90)
+        s = Schedd(c, root / "records.txt")
+        s.start_worker()
+        time.sleep(5.0)                          # past the start-up (elections, the worker's hello)
+        c0, t0 = s.cpu(), time.monotonic()
+        time.sleep(seconds)
+        c1, el = s.cpu(), time.monotonic() - t0
+        return {k: (c1[k] - c0.get(k, 0.0)) / el for k in c1}
+    finally:
+        if s is not None:
+            s.stop()
+        else:
+            c.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--heartbeats", default="20,50", help="[raft] heartbeat_ms values; the first is the baseline")
+    a = ap.parse_args()
+    for hb in (int(x) for x in a.heartbeats.split(",")):
+        per = idle(hb, a.seconds)
+        nodes = sum(v for k, v in per.items() if k != "worker")
+        detail = ", ".join(f"{k} {v:.3f}" for k, v in sorted(per.items()))
+        print(f"heartbeat {hb:4d} ms: idle CPU {nodes:.3f} s/s for the three nodes ({detail})")
+
+
+if __name__ == "__main__":
+    main()
