@@ -100,9 +100,10 @@ class Schedd:
 
 
 @contextmanager
-def running(root: Path, *, worker: bool = True):
-    """A fresh 3-node cluster in `root` (and the recording worker); stopped on exit."""
-    c = LocalCluster(root, acl_settings={"rate_per_second": 0})
+def running(root: Path, *, worker: bool = True, raft: dict | None = None):
+    """A fresh 3-node cluster in `root` (and the recording worker); stopped on exit. `raft`:
+    [raft] settings other than the defaults (bench_idle.py compares heartbeats)."""
+    c = LocalCluster(root, raft=dict(raft or {}), acl_settings={"rate_per_second": 0})
     s = None
     try:
         c.start()

@@ -18,33 +18,24 @@ An earlier script over the nodes alone in the same window: 0.270 and 0.204.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench._schedd import Schedd
-from schedd.runtime.cluster import LocalCluster
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run as a script from anywhere
+
+from bench._schedd import running
 
 
 def idle(heartbeat_ms: int, seconds: float) -> dict[str, float]:
     root = Path(tempfile.mkdtemp(prefix=f"schedd-idle-{heartbeat_ms}-"))
-    c = LocalCluster(root, raft={"heartbeat_ms": heartbeat_ms}, acl_settings={"rate_per_second": 0})
-    s = None
-    try:
-        c.start()
-        c.wait_leader(timeout=90)
-        s = Schedd(c, root / "records.txt")
-        s.start_worker()
+    with running(root, raft={"heartbeat_ms": heartbeat_ms}) as s:
         time.sleep(5.0)                          # past the start-up (elections, the worker's hello)
         c0, t0 = s.cpu(), time.monotonic()
         time.sleep(seconds)
         c1, el = s.cpu(), time.monotonic() - t0
-        return {k: (c1[k] - c0.get(k, 0.0)) / el for k in c1}
-    finally:
-        if s is not None:
-            s.stop()
-        else:
-            c.stop()
+    return {k: (c1[k] - c0.get(k, 0.0)) / el for k in c1}
 
 
 def main() -> None:

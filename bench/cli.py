@@ -294,12 +294,12 @@ def main(argv: list[str] | None = None) -> None:
                     help="print the table of these JSON lines instead of running (full mode unless --quick)")
     ap.add_argument("--code", default=None, help="with --report: the code whose runs to show (default: the newest)")
     a = ap.parse_args(argv)
+    mode = "tiny" if a.tiny else "quick" if a.quick else "full"
     if a.report:
-        say(report(a.report, a.code, "tiny" if a.tiny else "quick" if a.quick else "full"))
+        say(report(a.report, a.code, mode))
         return
     if not a.workloads:
         ap.error("name the workloads (or all), or give --report FILE")
-    mode = "tiny" if a.tiny else "quick" if a.quick else "full"
     t = time.monotonic()
     run(a.workloads, mode, a.runs, not a.no_peers, a.results, a.keep)
     say(f"  took {fmt_s(time.monotonic() - t)}")

@@ -79,12 +79,12 @@ class StateView:
 
     def running(self) -> list[Execution]:
         """Executions with a running attempt, oldest scheduled first."""
-        execs = self._t.execs
-        return [execs[(name, t)] for t, name in self._t.by_state.get(RUNNING, ())]
+        return self.running_after(None, None)
 
-    def running_after(self, after: tuple[int, str] | None, limit: int) -> list[Execution]:
-        """At most `limit` of `running()`, from the first after the key (scheduled_ms, job)
-        `after` on (from the start when None): a walk over tens of thousands in rounds."""
+    def running_after(self, after: tuple[int, str] | None, limit: int | None) -> list[Execution]:
+        """At most `limit` (None: all) of `running()`, from the first after the key
+        (scheduled_ms, job) `after` on (from the start when None): a walk over tens of
+        thousands in rounds."""
         index = self._t.by_state.get(RUNNING)
         if not index:
             return []

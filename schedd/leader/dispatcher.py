@@ -39,15 +39,12 @@ log = logging.getLogger("schedd.dispatcher")
 
 IDLE_STEP_S = 0.05
 # pysyncobj applies every entry committed in one round in one tick, without heartbeating
-# between them: when an intent's apply cost 0.1-0.3 ms, 4 entries of 500 intents held a tick for
-# 0.4-0.6 s, past the election timeout (a herd caused elections). So a round carries at most
-# MAX_INFLIGHT_BATCHES x FIRE_ENTRY_MAX. With an intent at ~20 us (one policy per spec
-# template) four entries of 200 are ~16 ms of apply; two in flight capped intents near
-# 3,500/s at the ~110 ms commit rounds of a loaded leader, under the sustained 3,000/s workload.
-# Entries of 200 held a 100,000 herd's intents to ~800 a round: on a loaded 2-core machine its
-# last 20,000 were recorded more than MISSED_GRACE_MS after their instant, labelled catch-up
-# and started at catchup_per_second (10/s). 500 a round per entry (max_fire_batch's default)
-# is ~40 ms of apply per round at 20 us an intent; entries are cut by size as well (long names).
+# between them, so a round carries at most MAX_INFLIGHT_BATCHES x FIRE_ENTRY_MAX intents: at
+# ~20 us an intent (one policy per spec template) that is ~40 ms of apply per node, far from
+# the election timeout (at 0.1-0.3 ms an intent, as before, such rounds caused elections).
+# Fewer held a loaded leader near 800 intents a round: a 100,000 herd's last 20,000 were
+# recorded more than MISSED_GRACE_MS after their instant, labelled catch-up and started at
+# catchup_per_second (10/s). Entries are cut by size as well (long names: fire_chunks).
 MAX_INFLIGHT_BATCHES = 4
 FIRE_ENTRY_MAX = 500
 FIRE_ITEM_BYTES = 24            # what an intent costs in a fire entry besides its job's name
