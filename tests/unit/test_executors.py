@@ -644,3 +644,77 @@ async def test_python_cancel():
     cancel.set()
     out = await asyncio.wait_for(task, 5)
     assert out.state == CANCELLED and out.error == "cancelled"
+
+
+# ------------------------------------------------------------------ start_eagerly (3.11's eager task)
+
+async def test_start_eagerly_runs_the_first_step_at_the_call_and_never_awaiting_costs_no_task():
+    from schedd_worker.handlers.base import start_eagerly
+    seen: list[str] = []
+
+    async def quick() -> str:
+        seen.append("first statement")
+        return "value"
+
+    fut = start_eagerly(quick())
+    assert seen == ["first statement"]               # before the loop ran anything
+    assert fut.done() and fut.result() == "value" and not isinstance(fut, asyncio.Task)
+
+
+async def test_start_eagerly_resumes_after_the_first_await_with_its_results_and_errors():
+    from schedd_worker.handlers.base import start_eagerly
+    gate: asyncio.Future = asyncio.get_running_loop().create_future()
+    steps: list[object] = []
+
+    async def two_steps() -> int:
+        steps.append("before")
+        steps.append(await gate)                     # resumed with the awaited value
+        await asyncio.sleep(0)                       # a bare yield, then a timer
+        await asyncio.sleep(0.01)
+        raise ValueError("after the awaits")
+
+    fut = start_eagerly(two_steps())
+    assert steps == ["before"] and not fut.done()
+    gate.set_result(41)
+    with pytest.raises(ValueError, match="after the awaits"):
+        await asyncio.wait_for(fut, 5)
+    assert steps == ["before", 41]
+
+
+async def test_start_eagerly_cancelling_mid_await_raises_in_the_coroutine():
+    from schedd_worker.handlers.base import start_eagerly
+    cleaned: list[str] = []
+
+    async def waits() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cleaned.append("finally ran")
+
+    fut = start_eagerly(waits())
+    await asyncio.sleep(0)
+    fut.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await fut
+    assert cleaned == ["finally ran"]
+
+
+async def test_start_eagerly_keeps_the_callers_context_and_raises_into_the_future():
+    import contextvars
+
+    from schedd_worker.handlers.base import start_eagerly
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="caller")
+
+    async def sets() -> str:
+        var.set("handler")
+        await asyncio.sleep(0)
+        return var.get()                             # its own context on every step
+
+    async def raises() -> None:
+        raise KeyError("at once")
+
+    fut = start_eagerly(sets())
+    assert var.get() == "caller"
+    assert await fut == "handler"
+    failed = start_eagerly(raises())
+    assert failed.done() and isinstance(failed.exception(), KeyError)

@@ -664,3 +664,92 @@ async def test_a_herd_due_at_one_instant_starts_together_at_that_instant(leaders
     assert len(growing) <= 2, f"{len(growing)} heartbeats while the herd was being accepted"
     if not batched:
         assert s.batches == 0
+
+
+# -------------------------------------------- prepared Python calls, watched without a task of their own
+
+def _python_worker(workers, leader, **kw):
+    from schedd_worker.executors import PythonHandlers
+    handlers = PythonHandlers()
+    seen: dict[str, object] = {}
+
+    @handlers.register("quick")
+    async def quick(ctx):
+        return f"quick {ctx.attempt}"
+
+    @handlers.register("later")
+    async def later(ctx):
+        await asyncio.sleep(0.05)
+        return "later"
+
+    @handlers.register("fails")
+    async def fails(ctx):
+        await asyncio.sleep(0)
+        raise RuntimeError("handler failed")
+
+    @handlers.register("forever")
+    async def forever(ctx):
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            seen[ctx.execution_id] = "cancelled"
+            raise
+
+    @handlers.register("thread")
+    def thread(ctx):
+        ctx.cancel.wait(30)                          # a cooperative plain function
+        seen[ctx.execution_id] = "stopped"
+
+    @handlers.register("returns_coroutine")
+    def returns_coroutine(ctx):
+        return later(ctx)
+
+    return workers(leader.address, python_handlers=handlers, **kw), seen
+
+
+@pytest.mark.parametrize("name, timeout_s, state, text", [
+    ("quick", 0, "SUCCEEDED", "quick 1"),
+    ("later", 0, "SUCCEEDED", "later"),
+    ("fails", 0, "FAILED", "handler failed"),
+    ("returns_coroutine", 0, "SUCCEEDED", "later"),
+    ("forever", 0.2, "TIMED_OUT", "timed out after 0.2s"),
+    ("thread", 0.2, "TIMED_OUT", "timed out after 0.2s"),
+    ("later", 5, "SUCCEEDED", "later"),                # ends well within its timeout
+])
+async def test_a_prepared_python_call_reports_how_it_ended(leaders, workers, name, timeout_s,
+                                                           state, text):
+    leader = await leaders()
+    w, seen = _python_worker(workers, leader)
+    await leader.connected()
+    t0 = time.monotonic()
+    leader.assign(301, {"python": {"name": name}}, timeout_s=timeout_s)
+    r = await leader.result(301)
+    assert r.state == state and text in (r.output_tail + r.error), r
+    assert r.started_ms <= r.ended_ms
+    if state == "TIMED_OUT":
+        assert time.monotonic() - t0 < 10
+        assert seen.get("job@301") in ("cancelled", "stopped")    # the handler was told to stop
+    await until(lambda: not w.rt.running, what="the slot freed")
+    assert w.rt._busy == 0
+
+
+async def test_a_running_prepared_python_call_is_cancelled_by_the_leader_and_by_the_drain(leaders, workers):
+    leader = await leaders()
+    w, seen = _python_worker(workers, leader, drain_grace_s=0.3)
+    await leader.connected()
+    leader.assign(311, {"python": {"name": "forever"}})
+    leader.assign(312, {"python": {"name": "thread"}})
+    leader.assign(313, {"python": {"name": "forever"}})
+    await until(lambda: {311, 312, 313} <= set(w.rt.running), what="all three running")
+    leader.push(cancel=pb.CancelAttempt(execution_id="job@311", fencing_token=311))
+    leader.push(cancel=pb.CancelAttempt(execution_id="job@312", fencing_token=312))
+    r311, r312 = await leader.result(311), await leader.result(312)
+    assert (r311.state, r312.state) == ("CANCELLED", "CANCELLED")
+    assert seen == {"job@311": "cancelled", "job@312": "stopped"}
+    leader.ack(311)
+    leader.ack(312)
+    t0 = time.monotonic()
+    await w.close()                                  # drain grace over: 313 is cancelled
+    assert time.monotonic() - t0 < 10
+    assert (await leader.result(313)).state == "CANCELLED"
+    assert seen["job@313"] == "cancelled"

@@ -32,6 +32,7 @@ from schedd_worker.handlers.base import (CANCELLED, ERROR_MAX_BYTES, FAILED, HTT
 from schedd_worker.handlers.http import HttpHandler
 from schedd_worker.handlers.python import Call, HandlerContext, PythonHandler, PythonHandlers
 from schedd_worker.handlers.python import finish as finish_python, prepare as prepare_python
+from schedd_worker.handlers.python import settled
 from schedd_worker.handlers.sensor import SensorHandler
 from schedd_worker.handlers.shell import ShellHandler, job_environment
 from schedd_worker.isolation import IsolationPolicy
@@ -41,7 +42,7 @@ log = logging.getLogger("schedd.worker.executors")
 
 __all__ = [
     "Assignment", "Outcome", "HandlerContext", "PythonHandlers", "HttpOptions", "Isolation", "NO_ISOLATION", "execute",
-    "prepare", "Call",
+    "prepare", "Call", "outcome", "settled",
     "handlers_for", "contract_env", "job_environment",
     "format_rfc3339", "OUTPUT_TAIL_BYTES", "ERROR_MAX_BYTES", "HTTP_READ_LIMIT",
     "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED",
@@ -108,8 +109,9 @@ async def execute(a: Assignment, *, cancel: asyncio.Event | None = None,
     try:
         if started is not None:
             call, fut, _ = started
-            timeout = float(a.timeout_s or 0)
-            deadline = asyncio.get_running_loop().time() + timeout if timeout > 0 else None
+            timeout = float(a.timeout_s or 0)          # counted from the call's start
+            deadline = (asyncio.get_running_loop().time() + timeout
+                        - max(0, now_ms() - started_ms) / 1000 if timeout > 0 else None)
             r = await finish_python(a, call, fut, cancel, deadline, grace)
         elif cancel is not None and cancel.is_set():
             r = Result(CANCELLED, error="cancelled before it started")
@@ -120,7 +122,12 @@ async def execute(a: Assignment, *, cancel: asyncio.Event | None = None,
     except Exception as e:  # the contract: every failure is an Outcome
         log.exception("executor failed on %s", a.execution_id)
         r = Result(FAILED, error=f"internal error in the worker: {type(e).__name__}: {e}")
-    return Outcome(state=r.state, started_ms=started_ms, ended_ms=now_ms(), exit_code=r.exit_code,
+    return outcome(r, started_ms, now_ms())
+
+
+def outcome(r: Result, started_ms: int, ended_ms: int) -> Outcome:
+    """The Outcome a worker reports for a handler's Result (its error bounded)."""
+    return Outcome(state=r.state, started_ms=started_ms, ended_ms=ended_ms, exit_code=r.exit_code,
                    http_status=r.http_status, error=bound_error(r.error),
                    output_tail=r.output_tail)
 

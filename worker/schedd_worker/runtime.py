@@ -164,7 +164,10 @@ class _Attempt:
     cancel: Cancel = field(default_factory=Cancel)
     phase: str = "waiting"               # waiting (for its due time, or due and for a slot) |
                                          # running (takes a slot) | ended
-    task: asyncio.Task | None = None     # from the start on
+    task: asyncio.Future | None = None   # ends with the attempt, from its start on: its own task,
+                                         # or its handler's future (watched by callback, _watch)
+    started: tuple[Call, asyncio.Future, int] | None = None   # a prepared call, once started
+    timer: asyncio.TimerHandle | None = None                  # its timeout, while watched by callback
     queued_ms: int = 0                   # when it began to wait for a slot (due, every slot busy)
 
 
@@ -286,6 +289,8 @@ class WorkerRuntime:
             if not loop_task.done():
                 loop_task.cancel()
             await asyncio.gather(loop_task, return_exceptions=True)
+            for a in list(self._attempts.values()):
+                self._escalate(a)                # a task of its own, which stops the handler
             leftovers = [a.task for a in self._attempts.values() if a.task and not a.task.done()]
             for t in leftovers:                  # only when run() itself is cancelled
                 t.cancel()
@@ -306,14 +311,14 @@ class WorkerRuntime:
                 self._hand_back(att, "worker draining")
         self._ready.clear()
         self._send_held()
-        tasks = {a.task for a in self._attempts.values() if a.task is not None}
-        if tasks:
+        if any(a.task is not None for a in self._attempts.values()):
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.drain_grace_s
             hurry = asyncio.create_task(self._hurry.wait())
             try:
-                while True:
-                    pending = {t for t in tasks if not t.done()}
+                while True:                       # (an attempt's task may change: _escalate)
+                    pending = {a.task for a in self._attempts.values()
+                               if a.task is not None and not a.task.done()}
                     left = deadline - loop.time()
                     if not pending or hurry.done() or left <= 0:
                         break
@@ -327,7 +332,7 @@ class WorkerRuntime:
                 log.warning("drain grace over: cancelling %d running attempts (%s)",
                             len(left_over), ", ".join(a.msg.execution_id for a in left_over))
                 for a in left_over:
-                    a.cancel.set()
+                    self._stop(a)
                 await asyncio.wait({a.task for a in left_over if a.task is not None},  # set: see above
                                    timeout=self.kill_grace_s + KILL_MARGIN_S)
         if self._unacked:
@@ -676,7 +681,7 @@ class WorkerRuntime:
                     if att.phase == "waiting":        # never started: back in line, not CANCELLED
                         self._hand_back(att, "no leader for a lease: handed back before it started")
                     else:
-                        att.cancel.set()
+                        self._stop(att)
                 self._lost_since = loop.time()        # once per lease at most
 
     def _on_leader_message(self, msg: pb.LeaderMessage) -> None:
@@ -696,7 +701,7 @@ class WorkerRuntime:
                     self._send_result(msg.cancel.fencing_token)
                 return
             log.info("cancelling %s (token %d)", att.msg.execution_id, att.msg.fencing_token)
-            att.cancel.set()
+            self._stop(att)
             if att.phase == "waiting":            # reports CANCELLED "cancelled before it started"
                 self._start(att)
         elif kind == "ack":
@@ -842,9 +847,50 @@ class WorkerRuntime:
         return att.call, att.call.start(), self.now_ms()
 
     def _watch(self, att: _Attempt, started: tuple[Call, asyncio.Future, int] | None) -> None:
+        """A started Python call is watched by a callback on its future, without a task: a task,
+        an executor and a race per attempt were half of the worker's time per attempt in a
+        herd (issue 14). It gets a task of its own (`_escalate`) only when it has to be stopped
+        (cancelled, past its timeout) or returned an awaitable. Anything else runs in its task."""
+        if started is None:
+            a = att.msg
+            att.task = asyncio.create_task(self._run_attempt(att, started),
+                                           name=f"attempt-{a.execution_id}-{a.fencing_token}")
+            return
+        fut = started[1]
+        att.started, att.task = started, fut
+        fut.add_done_callback(lambda f: self._settled(att, f))
+        if att.msg.timeout_seconds > 0:
+            att.timer = asyncio.get_running_loop().call_later(att.msg.timeout_seconds,
+                                                              self._escalate, att)
+
+    def _settled(self, att: _Attempt, fut: asyncio.Future) -> None:
+        """A call watched by callback ended on its own: report it."""
+        if att.task is not fut or att.phase != "running" or att.started is None:
+            return                                # escalated meanwhile: its task reports
+        r = executors.settled(fut)
+        if r is None:                             # it returned an awaitable: awaited in a task
+            self._escalate(att)
+            return
+        if att.timer is not None:
+            att.timer.cancel()
+        self._finish(att, executors.outcome(r, att.started[2], self.now_ms()))
+
+    def _escalate(self, att: _Attempt) -> None:
+        """Give a call watched by callback a task of its own, which races it against its cancel
+        event and its deadline (both counted as if it had had the task from its start)."""
+        if att.phase != "running" or att.started is None or att.task is not att.started[1]:
+            return
+        if att.timer is not None:
+            att.timer.cancel()
+            att.timer = None
         a = att.msg
-        att.task = asyncio.create_task(self._run_attempt(att, started),
+        att.task = asyncio.create_task(self._run_attempt(att, att.started),
                                        name=f"attempt-{a.execution_id}-{a.fencing_token}")
+
+    def _stop(self, att: _Attempt) -> None:
+        """Cancel the attempt (a cancel from the leader, the self-fence, the drain's end)."""
+        att.cancel.set()
+        self._escalate(att)
 
     def _forget(self, att: _Attempt) -> None:
         self._attempts.pop(att.msg.fencing_token, None)
@@ -857,7 +903,6 @@ class WorkerRuntime:
 
     async def _run_attempt(self, att: _Attempt, started: tuple[Call, asyncio.Future, int] | None) -> None:
         a = att.msg
-        token = a.fencing_token
         try:
             if att.ex is None:
                 now = self.now_ms()
@@ -877,6 +922,15 @@ class WorkerRuntime:
                     now = self.now_ms()
                     out = Outcome(state=executors.FAILED, started_ms=now, ended_ms=now,
                                   error=f"internal error in the worker: {type(e).__name__}: {e}")
+            self._finish(att, out)
+        finally:
+            self._forget(att)
+
+    def _finish(self, att: _Attempt, out: Outcome) -> None:
+        """The attempt ended: report its outcome and free its slot."""
+        a = att.msg
+        token = a.fencing_token
+        try:
             if self._rec is not None:
                 self._rec("h_end", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
                           token=token, attempt=a.attempt, state=out.state)

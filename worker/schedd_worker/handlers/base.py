@@ -16,7 +16,7 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, UTC
 from typing import Any, Protocol
@@ -28,7 +28,7 @@ __all__ = [
     "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED",
     "OUTPUT_TAIL_BYTES", "ERROR_MAX_BYTES", "HTTP_READ_LIMIT",
     "format_rfc3339", "contract_env", "tail_text", "bound_error", "fmt_seconds", "Tail",
-    "race", "stopped", "in_daemon_thread", "WarmThreads", "Cancel",
+    "race", "stopped", "in_daemon_thread", "start_eagerly", "WarmThreads", "Cancel",
 ]
 
 SUCCEEDED = "SUCCEEDED"
@@ -323,6 +323,66 @@ class WarmThreads:
 
 
 _THREADS = WarmThreads()
+
+
+def start_eagerly(coro: Coroutine[Any, Any, Any]) -> asyncio.Future:
+    """Run `coro` now, up to its first suspension, and return the future of its result (what
+    Python 3.12's eager tasks do; 3.11 has none). A task's first step runs a loop iteration
+    later, behind every other call started in the same callback: a herd's handlers would start
+    only once all were set up, and one that never awaits would cost a task for nothing. What
+    follows the first suspension runs in a task that resumes the coroutine where it stopped, in
+    the same copied context (as a task's steps)."""
+    loop = asyncio.get_running_loop()
+    ctx = contextvars.copy_context()
+    try:
+        yielded = ctx.run(coro.send, None)
+    except StopIteration as e:
+        fut = loop.create_future()
+        fut.set_result(e.value)
+        return fut
+    except asyncio.CancelledError:
+        fut = loop.create_future()
+        fut.cancel()
+        return fut
+    except BaseException as e:
+        fut = loop.create_future()
+        fut.set_exception(e)
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        return fut
+    return loop.create_task(_resumed(coro, yielded), context=ctx)
+
+
+async def _resumed(coro: Coroutine[Any, Any, Any], yielded: Any) -> Any:
+    return await _Rest(coro, yielded)
+
+
+@dataclass(slots=True)
+class _Rest:
+    """The rest of a coroutine `start_eagerly` began: gives the task driving it what the
+    coroutine yielded first, then passes the task's sends and throws through (what `yield from`
+    does from its second step on)."""
+    coro: Coroutine[Any, Any, Any]
+    yielded: Any
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, yielded = self.coro, self.yielded
+        while True:
+            try:
+                sent = yield yielded
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as e:  # noqa: BLE001 - thrown into the coroutine, as yield from does
+                try:
+                    yielded = coro.throw(e)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    yielded = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
 
 
 def in_daemon_thread(fn: Callable, *args: Any) -> asyncio.Future:

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .base import (FAILED, SUCCEEDED, Assignment, Result, Stop, fmt_seconds, format_rfc3339,
-                   in_daemon_thread, race, stopped, tail_text)
+                   in_daemon_thread, race, start_eagerly, stopped, tail_text)
 
-__all__ = ["PythonHandler", "PythonHandlers", "HandlerContext", "Call", "prepare", "finish"]
+__all__ = ["PythonHandler", "PythonHandlers", "HandlerContext", "Call", "prepare", "finish", "settled"]
 
 
 @dataclass(slots=True, frozen=True)
@@ -116,10 +116,11 @@ class Call:
     is_async: bool
 
     def start(self) -> asyncio.Future:
-        """Start the call: an async function as a task of the running loop, a plain one in a
-        warm daemon thread (its first statement runs as soon as that thread is scheduled)."""
+        """Start the call: an async function at once, up to its first await (`start_eagerly`;
+        the rest in a task of the running loop), a plain one in a warm daemon thread (its first
+        statement runs as soon as that thread is scheduled)."""
         if self.is_async:
-            return asyncio.ensure_future(self.fn(self.ctx))
+            return start_eagerly(self.fn(self.ctx))
         return in_daemon_thread(self.fn, self.ctx)
 
 
@@ -166,6 +167,22 @@ def _exception_result(e: BaseException) -> Result:
                    output_tail=tail_text(tb.encode("utf-8", errors="replace")))
 
 
+def settled(fut: asyncio.Future) -> Result | None:
+    """How a finished call ended, or None when it returned an awaitable (a plain function that
+    returned a coroutine): that one must still be awaited (`finish` does). The worker settles a
+    call that ends on its own with this alone, in the future's done-callback, without a task of
+    its own (schedd_worker.runtime)."""
+    if fut.cancelled():
+        return Result(FAILED, error="CancelledError: the handler was cancelled")
+    exc = fut.exception()
+    if exc is not None:
+        return _exception_result(exc)
+    value = fut.result()
+    if inspect.isawaitable(value):
+        return None
+    return Result(SUCCEEDED, output_tail=_value_text(value))
+
+
 async def finish(a: Assignment, call: Call, fut: asyncio.Future, cancel: asyncio.Event | None,
                  deadline: float | None, grace: float) -> Result:
     """Wait for a started call to end (or the cancel event, or the deadline) and say how."""
@@ -193,29 +210,19 @@ async def finish(a: Assignment, call: Call, fut: asyncio.Future, cancel: asyncio
                       if not is_async else
                       f"; the handler ignored cancellation for {fmt_seconds(grace)}")
         return Result(state, error=error)
-    if fut.cancelled():
-        return Result(FAILED, error="CancelledError: the handler was cancelled")
-    exc = fut.exception()
-    if exc is not None:
-        return _exception_result(exc)
-    value = fut.result()
-    if inspect.isawaitable(value):                   # a plain function that returned a coroutine
-        fut2 = asyncio.ensure_future(value)
-        try:
-            how = await race(fut2, cancel, deadline)
-        except asyncio.CancelledError:
-            fut2.cancel()
-            raise
-        if how != "done":
-            stop.set()
-            fut2.cancel()
-            await asyncio.wait({fut2}, timeout=grace)
-            state, error = stopped(how, a)
-            return Result(state, error=error)
-        if fut2.cancelled():
-            return Result(FAILED, error="CancelledError: the handler was cancelled")
-        raised = fut2.exception()
-        if raised is not None:
-            return _exception_result(raised)
-        value = fut2.result()
-    return Result(SUCCEEDED, output_tail=_value_text(value))
+    r = settled(fut)
+    if r is not None:
+        return r
+    fut2 = asyncio.ensure_future(fut.result())      # a plain function that returned a coroutine
+    try:
+        how = await race(fut2, cancel, deadline)
+    except asyncio.CancelledError:
+        fut2.cancel()
+        raise
+    if how != "done":
+        stop.set()
+        fut2.cancel()
+        await asyncio.wait({fut2}, timeout=grace)
+        state, error = stopped(how, a)
+        return Result(state, error=error)
+    return settled(fut2) or Result(SUCCEEDED, output_tail=_value_text(fut2.result()))
