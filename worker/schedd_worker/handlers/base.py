@@ -12,6 +12,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import contextvars
+import functools
 import queue
 import threading
 import time
@@ -103,8 +104,10 @@ class Handler(Protocol):
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+@functools.lru_cache(maxsize=4096)
 def format_rfc3339(ms: int) -> str:
-    """UTC RFC 3339 with Z: "2026-11-29T02:00:00Z"; milliseconds only when non-zero."""
+    """UTC RFC 3339 with Z: "2026-11-29T02:00:00Z"; milliseconds only when non-zero. Cached:
+    every attempt of a herd, and every fire of a job, formats the same few instants."""
     secs, milli = divmod(int(ms), 1000)
     t = _EPOCH + timedelta(seconds=secs)
     frac = f".{milli:03d}" if milli else ""

@@ -56,6 +56,7 @@ class PythonHandlers:
 
     def __init__(self) -> None:
         self._fns: dict[str, Callable] = {}
+        self._async: dict[str, bool] = {}        # is it a coroutine function: asked once, here
         self._lock = threading.Lock()
 
     def register(self, name: str, fn: Callable | None = None) -> Callable:
@@ -70,15 +71,23 @@ class PythonHandlers:
             if old is not None and old is not fn:
                 raise ValueError(f"a python handler named {name!r} is already registered")
             self._fns[name] = fn
+            self._async[name] = _is_async(fn)
         return fn
 
     def unregister(self, name: str) -> None:
         with self._lock:
             self._fns.pop(name, None)
+            self._async.pop(name, None)
 
     def get(self, name: str) -> Callable | None:
         with self._lock:
             return self._fns.get(name)
+
+    def resolve(self, name: str) -> tuple[Callable, bool] | None:
+        """The function registered under `name` and whether it is a coroutine function."""
+        with self._lock:
+            fn = self._fns.get(name)
+            return None if fn is None else (fn, self._async[name])
 
     def names(self) -> list[str]:
         with self._lock:
@@ -128,9 +137,10 @@ def prepare(a: Assignment, spec: Mapping, handlers: PythonHandlers | None) -> Ca
     """The call `spec` asks for, or the FAILED Result that refuses it (no such function, bad
     args_json)."""
     name = spec.get("name")
-    fn = handlers.get(name) if handlers is not None and isinstance(name, str) else None
-    if fn is None:
+    found = handlers.resolve(name) if handlers is not None and isinstance(name, str) else None
+    if found is None:
         return Result(FAILED, error=f"no python handler named {name} on this worker")
+    fn, is_async = found
     args = None
     raw = spec.get("args_json")
     if raw:
@@ -138,7 +148,6 @@ def prepare(a: Assignment, spec: Mapping, handlers: PythonHandlers | None) -> Ca
             args = json.loads(raw)
         except (ValueError, TypeError) as e:
             return Result(FAILED, error=f"invalid args_json: {e}")
-    is_async = _is_async(fn)
     stop: asyncio.Event | threading.Event = asyncio.Event() if is_async else threading.Event()
     ctx = HandlerContext(execution_id=a.execution_id, job=a.job, scheduled_ms=a.scheduled_ms,
                          scheduled_time=format_rfc3339(a.scheduled_ms), attempt=a.attempt,
