@@ -45,7 +45,7 @@ HELLO_TIMEOUT_S = 10.0
 MAX_BATCH = 512                   # messages per LeaderBatch
 MAX_BATCH_BYTES = 4 << 20         # and bytes, plus one message (the worker receives up to 16 MiB)
 _LIMITS = Limits()                # the defaults of [limits]
-MAX_AHEAD = 50_000                # not-yet-due assignments one worker is given beyond its slots,
+MAX_AHEAD = 100_000               # not-yet-due assignments one worker is given beyond its slots,
                                   # at most, whatever its hello offers (WorkerHello.ahead)
 
 

@@ -4,7 +4,7 @@ key or a wrong type is an error naming it, and nothing starts.
     cluster = ["10.0.0.1:7070", "10.0.0.2:7070"]   # or "host:port,host:port"
     name = "w1"
     slots = 8
-    ahead = 10000                   # assignments not yet due held beyond the slots (a herd)
+    ahead = 100000                  # assignments not yet due held beyond the slots (a herd)
     pool = "db"
     labels = { region = "eu" }
     drain_grace = 60                # seconds

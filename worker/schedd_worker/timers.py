@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["DueQueue", "Timer", "DEFAULT_AHEAD"]
 
-DEFAULT_AHEAD = 10_000    # assignments not yet due a worker holds beyond its slots (WorkerHello.ahead)
+DEFAULT_AHEAD = 100_000   # assignments not yet due a worker holds beyond its slots (WorkerHello.ahead)
 
 
 @dataclass(slots=True)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base import (FAILED, SUCCEEDED, Assignment, Result, Stop, fmt_seconds, format_rfc3339,
+from .base import (FAILED, SUCCEEDED, Assignment, LightEvent, Result, Stop, fmt_seconds, format_rfc3339,
                    in_daemon_thread, race, start_eagerly, stopped, tail_text)
 
 __all__ = ["PythonHandler", "PythonHandlers", "HandlerContext", "Call", "prepare", "finish", "settled"]
@@ -148,7 +148,7 @@ def prepare(a: Assignment, spec: Mapping, handlers: PythonHandlers | None) -> Ca
             args = json.loads(raw)
         except (ValueError, TypeError) as e:
             return Result(FAILED, error=f"invalid args_json: {e}")
-    stop: asyncio.Event | threading.Event = asyncio.Event() if is_async else threading.Event()
+    stop: asyncio.Event | threading.Event = LightEvent() if is_async else threading.Event()
     ctx = HandlerContext(execution_id=a.execution_id, job=a.job, scheduled_ms=a.scheduled_ms,
                          scheduled_time=format_rfc3339(a.scheduled_ms), attempt=a.attempt,
                          fencing_token=a.fencing_token, args=args, cancel=stop,
