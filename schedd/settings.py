@@ -35,7 +35,7 @@ class RaftTuning:
 class SchedulerTuning:
     lookahead_ms: int = 1500
     max_fire_batch: int = 500
-    burst_lookahead_ms: int = 30000
+    burst_lookahead_ms: int = 15000
     burst_threshold: int = 2000
     lease_ms: int = 10000
     catchup_per_second: int = 10      # catch-up runs (policy all) started per second, cluster-wide

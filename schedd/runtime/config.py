@@ -21,7 +21,7 @@
     [scheduler]
     lookahead_ms = 1500
     max_fire_batch = 500
-    burst_lookahead_ms = 30000          # look this far ahead when a burst is coming...
+    burst_lookahead_ms = 15000          # look this far ahead when a burst is coming...
     burst_threshold = 2000              # ...of at least this many instants
     lease_ms = 10000                    # a running attempt without news this long is lost
 

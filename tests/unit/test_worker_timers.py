@@ -8,6 +8,8 @@ import asyncio
 import threading
 import time
 
+import pytest
+
 from schedd.ports.fakes import ManualClock, wait_until_async
 from schedd_worker.handlers.base import WarmThreads
 from schedd_worker.timers import DueQueue, Timer
@@ -200,3 +202,39 @@ async def test_a_wakeup_just_before_the_due_time_never_starts_it_early():
         assert fired == [[1]]
     finally:
         t.close()
+
+
+# ------------------------------------------------------------ QuietCollector
+
+def test_quiet_collector_passes_only_in_a_gap_longer_than_the_last_pass_and_forces_one_at_last():
+    import gc
+
+    from schedd_worker.timers import QuietCollector
+    now = [100.0]
+    passes: list[float] = []
+
+    def collect() -> None:
+        passes.append(now[0])
+        now[0] += 0.2                                # a pass takes 0.2 s
+
+    q = QuietCollector(every_s=5, force_s=60, margin_s=0.05, collect=collect, clock=lambda: now[0])
+    assert not q.maybe_collect(None)                 # the last pass is not old enough yet
+    now[0] = 106.0
+    assert q.maybe_collect(None) and q.took == pytest.approx(0.2)    # nothing held: at once
+    now[0] = 112.0
+    assert not q.maybe_collect(0.3)                  # due in 0.3 s: 2 x 0.2 + 0.05 does not fit
+    assert q.maybe_collect(0.5)                      # due in 0.5 s: it fits
+    for t in range(113, 180):                        # due times always close: no gap ...
+        now[0] = float(t)
+        q.maybe_collect(0.01)
+    assert passes == [106.0, 112.0, 173.0]           # ... forced once force_s passed (112.2 + 60)
+
+    before = gc.get_threshold()
+    a, b = QuietCollector(), QuietCollector()
+    a.install()
+    b.install()
+    assert gc.get_threshold()[2] >= 1_000_000 and gc.get_threshold()[:2] == before[:2]
+    a.uninstall()                                    # another runtime still runs: still off
+    assert gc.get_threshold()[2] >= 1_000_000
+    b.uninstall()
+    assert gc.get_threshold() == before

@@ -88,7 +88,7 @@ from schedd_worker import executors
 from schedd_worker.executors import (NO_ISOLATION, Assignment, Call, HttpOptions, Isolation, Outcome,
                                      PythonHandlers)
 from schedd_worker.handlers.base import Cancel
-from schedd_worker.timers import DEFAULT_AHEAD, Timer
+from schedd_worker.timers import DEFAULT_AHEAD, QuietCollector, Timer
 from schedd_worker.hooks import NO_HOOKS, WorkerHooks
 
 log = logging.getLogger("schedd.worker")
@@ -264,6 +264,7 @@ class WorkerRuntime:
         self._timer = Timer(now_ms, self._on_due,   # every waiting attempt, one loop timer
                             now_s=time.time if now_ms is _wall_ms else None)
         self._kinds = executors.handlers_for(python_handlers, http, isolation)   # built once
+        self._gc = QuietCollector()                # full collections between due instants
         self._unacked: dict[int, _Unacked] = {}
         self._all_acked = asyncio.Event()
         self._all_acked.set()
@@ -283,6 +284,7 @@ class WorkerRuntime:
         self._hurry.set()
 
     async def run(self, stop: asyncio.Event) -> None:
+        self._gc.install()
         loop_task = asyncio.create_task(self._connection_loop(), name=f"worker-{self.name}-conn")
         fence = asyncio.create_task(self._self_fence(), name=f"worker-{self.name}-fence")
         stop_wait = asyncio.create_task(stop.wait())
@@ -309,6 +311,7 @@ class WorkerRuntime:
             if leftovers:
                 await asyncio.gather(*leftovers, return_exceptions=True)
             self.connected = False
+            self._gc.uninstall()
             log.info("worker %s stopped", self.name)
 
     # ------------------------------------------------------------ drain
@@ -567,6 +570,7 @@ class WorkerRuntime:
             await asyncio.sleep(interval)
             self._hand_back_overdue()
             self._send_heartbeat()
+            self._quiet_gc()
             # results the leader has not settled within a lease ("unknown" acks, lost ones)
             old = loop.time() - conn.lease_ms / 1000
             for token, u in list(self._unacked.items()):
@@ -830,6 +834,14 @@ class WorkerRuntime:
             del due[room:]
         started = [self._call(att) for att in due]
         self._watch_all(due, started)
+        self._quiet_gc()
+
+    def _quiet_gc(self) -> None:
+        """A full garbage collection if one is due and nothing is (QuietCollector)."""
+        if self._ready:                           # attempts wait for a slot: not now
+            return
+        nxt = self._timer.queue.next_due()
+        self._gc.maybe_collect(None if nxt is None else nxt / 1000 - self._timer.now_s())
 
     def _start_ready(self) -> None:
         """A slot freed: start the attempts due and waiting for one, oldest due first; one that
