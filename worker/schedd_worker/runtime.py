@@ -892,9 +892,7 @@ class WorkerRuntime:
         herd (issue 14). It gets a task of its own (`_escalate`) only when it has to be stopped
         (cancelled, past its timeout) or returned an awaitable. Anything else runs in its task."""
         if started is None:
-            a = att.msg
-            att.task = asyncio.create_task(self._run_attempt(att, started),
-                                           name=f"attempt-{a.execution_id}-{a.fencing_token}")
+            self._own_task(att)
             return
         fut = started[1]
         att.started, att.task = started, fut
@@ -916,7 +914,10 @@ class WorkerRuntime:
             return
         if att.timer is not None:
             att.timer.cancel()
-        self._finish(att, executors.outcome(r, att.started[2], self.now_ms()))
+        try:
+            self._finish(att, executors.outcome(r, att.started[2], self.now_ms()))
+        finally:
+            self._forget(att)
 
     def _escalate(self, att: _Attempt) -> None:
         """Give a call watched by callback a task of its own, which races it against its cancel
@@ -926,6 +927,10 @@ class WorkerRuntime:
         if att.timer is not None:
             att.timer.cancel()
             att.timer = None
+        self._own_task(att)
+
+    def _own_task(self, att: _Attempt) -> None:
+        """Run the attempt (or wait for its started call) in a task of its own."""
         a = att.msg
         att.task = asyncio.create_task(self._run_attempt(att, att.started),
                                        name=f"attempt-{a.execution_id}-{a.fencing_token}")
@@ -970,22 +975,19 @@ class WorkerRuntime:
             self._forget(att)
 
     def _finish(self, att: _Attempt, out: Outcome) -> None:
-        """The attempt ended: report its outcome and free its slot."""
+        """The attempt ended: report its outcome (the caller frees its slot: `_forget`)."""
         a = att.msg
         token = a.fencing_token
-        try:
-            if self._rec is not None:
-                self._rec("h_end", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
-                          token=token, attempt=a.attempt, state=out.state)
-            # one line per attempt at INFO only when it did not succeed: a herd of 100,000
-            # would otherwise spend seconds of the worker's loop formatting log lines
-            log.log(logging.DEBUG if out.state == executors.SUCCEEDED else logging.INFO,
-                    "%s (token %d) ended %s%s", a.execution_id, token, out.state,
-                    f": {out.error}" if out.error else "")
-            self.hooks.after_effect(token, a.job, a.scheduled_ms)     # fault suite S03 only
-            self._report(pb.AttemptResult(
-                execution_id=a.execution_id, fencing_token=token, state=out.state,
-                exit_code=out.exit_code or 0, http_status=out.http_status or 0, error=out.error,
-                output_tail=out.output_tail, started_ms=out.started_ms, ended_ms=out.ended_ms))
-        finally:
-            self._forget(att)
+        if self._rec is not None:
+            self._rec("h_end", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
+                      token=token, attempt=a.attempt, state=out.state)
+        # one line per attempt at INFO only when it did not succeed: a herd of 100,000
+        # would otherwise spend seconds of the worker's loop formatting log lines
+        log.log(logging.DEBUG if out.state == executors.SUCCEEDED else logging.INFO,
+                "%s (token %d) ended %s%s", a.execution_id, token, out.state,
+                f": {out.error}" if out.error else "")
+        self.hooks.after_effect(token, a.job, a.scheduled_ms)     # fault suite S03 only
+        self._report(pb.AttemptResult(
+            execution_id=a.execution_id, fencing_token=token, state=out.state,
+            exit_code=out.exit_code or 0, http_status=out.http_status or 0, error=out.error,
+            output_tail=out.output_tail, started_ms=out.started_ms, ended_ms=out.ended_ms))
