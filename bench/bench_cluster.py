@@ -156,8 +156,9 @@ def profiled(pid: int, out: Path | None, rate: int = 250):
         yield
         return
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    fmt = "raw" if out.suffix == ".txt" else "flamegraph"     # raw: collapsed stacks, for reading
     proc = subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", str(rate), "--nonblocking",
-                             "--format", "flamegraph", "--output", str(out)],
+                             "--format", fmt, "--output", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(0.5)                       # py-spy attaches before the workload starts
     try:
@@ -195,7 +196,7 @@ class Bench:
     def profile_path(self, name: str) -> Path | None:
         """Where --profile PREFIX puts the flame graph of `name` (None: no profiling)."""
         prefix = self.args.profile
-        return None if not prefix else Path(f"{prefix}{name}.svg")
+        return None if not prefix else Path(f"{prefix}{name}.{self.args.profile_format}")
 
     def flag(self, text: str) -> None:
         self.suspicious.append(text)
@@ -862,6 +863,8 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (configs, data, node logs)")
     ap.add_argument("--profile", metavar="PREFIX", default="",
                     help="register: py-spy flame graphs of the leader (and a follower in (b)) to PREFIX<phase>.svg")
+    ap.add_argument("--profile-format", choices=("svg", "txt"), default="svg",
+                    help="with --profile: svg flame graphs, or txt collapsed stacks (one line per stack)")
     args = ap.parse_args()
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(10 ** 6)
