@@ -3,7 +3,7 @@
 an idle bench cluster (3 nodes, TLS and ACL on, and the recording worker; no job), at the
 default Raft heartbeat (the baseline) and at a longer one, in the same run.
 
-    python bench/bench_idle.py [--seconds 20] [--heartbeats 20,50]
+    python bench/bench_idle.py [--seconds 20] [--heartbeats 20/10,50/10,50/25,100/50]
 
 Why it matters: at 100 fires/s the yardstick divides all of the cluster's CPU by the fires, so
 the idle cost counts 10x more per fire than at 1,000 fires/s (issue 14, "CPU per 1,000
@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run as a script
 from bench._schedd import running
 
 
-def idle(heartbeat_ms: int, seconds: float) -> dict[str, float]:
+def idle(heartbeat_ms: int, tick_ms: int, seconds: float) -> dict[str, float]:
     root = Path(tempfile.mkdtemp(prefix=f"schedd-idle-{heartbeat_ms}-"))
-    with running(root, raft={"heartbeat_ms": heartbeat_ms}) as s:
+    with running(root, raft={"heartbeat_ms": heartbeat_ms, "tick_ms": tick_ms}) as s:
         time.sleep(5.0)                          # past the start-up (elections, the worker's hello)
         c0, t0 = s.cpu(), time.monotonic()
         time.sleep(seconds)
@@ -41,13 +41,17 @@ def idle(heartbeat_ms: int, seconds: float) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=20.0)
-    ap.add_argument("--heartbeats", default="20,50", help="[raft] heartbeat_ms values; the first is the baseline")
+    ap.add_argument("--heartbeats", default="20/10,50/10,50/25,100/50",
+                    help="[raft] heartbeat_ms/tick_ms pairs (a lone number keeps tick_ms 10); the first "
+                         "is the baseline")
     a = ap.parse_args()
-    for hb in (int(x) for x in a.heartbeats.split(",")):
-        per = idle(hb, a.seconds)
+    for pair in a.heartbeats.split(","):
+        hb, _, tick = pair.partition("/")
+        per = idle(int(hb), int(tick or 10), a.seconds)
         nodes = sum(v for k, v in per.items() if k != "worker")
         detail = ", ".join(f"{k} {v:.3f}" for k, v in sorted(per.items()))
-        print(f"heartbeat {hb:4d} ms: idle CPU {nodes:.3f} s/s for the three nodes ({detail})")
+        print(f"heartbeat {int(hb):4d} ms, tick {int(tick or 10):3d} ms: idle CPU {nodes:.3f} s/s for "
+              f"the three nodes ({detail})", flush=True)
 
 
 if __name__ == "__main__":

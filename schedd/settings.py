@@ -20,8 +20,8 @@ class Peer:
 
 @dataclass(slots=True, frozen=True)
 class RaftTuning:
-    heartbeat_ms: int = 20
-    tick_ms: int = 10
+    heartbeat_ms: int = 100
+    tick_ms: int = 50
     election_timeout_ms: tuple[int, int] = (600, 1200)
     leader_fallback_ms: int = 2500
     compaction_entries: int = 20000
