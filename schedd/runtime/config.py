@@ -9,8 +9,8 @@
     fsync = "always"                    # always | batch | never
 
     [raft]
-    heartbeat_ms = 20
-    tick_ms = 10
+    heartbeat_ms = 100
+    tick_ms = 50
     election_timeout_ms = [600, 1200]
     leader_fallback_ms = 2500
     compaction_entries = 20000

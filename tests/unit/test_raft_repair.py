@@ -471,6 +471,38 @@ def test_apply_does_not_wait_past_a_heartbeat_period_for_a_busy_node_lock() -> N
     assert b.raftLastApplied == b._SyncObj__raftCommitIndex
 
 
+def test_what_was_appended_while_an_answer_was_outstanding_goes_with_the_answer() -> None:
+    """Patch 9's flow control: one AppendEntries in flight per follower. A proposal made while
+    both followers owe an answer is appended but not sent; each answer, which ticks, sends that
+    follower what it lacks, without waiting for a heartbeat (the first version sent only what the
+    answering tick itself appended: a commit then waited up to heartbeat_ms)."""
+    net = cluster(RepairingSyncObj)
+    leader = net.nodes[A]
+    make_leader(leader, 2)
+    rounds(net, A, 2)
+    leader._onTick()
+    net.deliver_all()
+
+    def carrying(after: int) -> list:
+        return [m for m in net.take() if m.kind == "append_entries"
+                and any(e[1] > after for e in m.body.get("entries", []))]
+
+    last = raft_log(leader)[-1][0]
+    leader._applyCommand(NO_OP + b"1", None)
+    leader._onTick()
+    first = carrying(last)
+    assert {m.dst for m in first} == {B, C}
+    second = raft_log(leader)[-1][0]
+    leader._applyCommand(NO_OP + b"2", None)
+    leader._onTick()
+    assert raft_log(leader)[-1][0] > second and carrying(second) == []   # answers outstanding
+    assert leader._SyncObj__newAppendEntriesTime > raft_clock()          # no heartbeat is due
+    net.deliver(first)                  # the followers append and answer; the answers queue
+    net.deliver(net.take(lambda m: m.dst == A))
+    leader._onTick()
+    assert {m.dst for m in carrying(second)} == {B, C}
+
+
 @pytest.mark.parametrize("cls, sent", [(RepairingSyncObj, True), (SyncObj, False)])
 def test_a_proposal_goes_to_the_followers_in_the_tick_that_takes_it(cls: type, sent: bool) -> None:
     """Patch 9: stock's batch mode sends a new entry only with the next heartbeat (a commit took
