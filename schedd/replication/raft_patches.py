@@ -385,7 +385,6 @@ class RepairingSyncObj(SyncObj):
             self._timed("sending", self._send_to)(node, now)
 
     def _send_to(self, node: Any, started: float) -> None:
-        conf = self._SyncObj__conf
         probing = self._repl_mode.get(node, PROBE) != REPLICATE
         first_round = True
         sending_snapshot: bool | None = False
@@ -401,8 +400,12 @@ class RepairingSyncObj(SyncObj):
             first_round = False
             if probing and not sending_snapshot:
                 return
-            if self._now() - started > min(conf.appendEntriesPeriod, TICK_SLICE_S):
+            if self._now() - started > self._tick_slice():
                 return
+
+    def _tick_slice(self) -> float:
+        """The longest one part of a tick (a sending round, a node-lock wait) may take."""
+        return min(float(self._SyncObj__conf.appendEntriesPeriod), TICK_SLICE_S)
 
     def _base_message(self) -> dict[str, Any]:
         return {"type": "append_entries", "term": self._SyncObj__raftCurrentTerm,
@@ -500,8 +503,9 @@ class RepairingSyncObj(SyncObj):
         self._match_capped = None
 
     def _applyCommand(self, command: Any, callback: Any, commandType: Any = None) -> None:
-        """Patch 9: a proposal wakes the tick thread (stock's batch mode leaves it in the queue
-        until the poll times out)."""
+        """Patch 9: a proposal wakes the tick thread if a follower can take it now (stock's batch
+        mode leaves it in the queue until the poll times out). The flag, not _idle_followers:
+        this runs on the proposer's thread, the tick thread owns the indexes."""
         SyncObj._applyCommand(self, command, callback, commandType)
         if self._pipeline_idle:       # else the answer awaited wakes it, and it sends then
             self._wake()
@@ -521,9 +525,8 @@ class RepairingSyncObj(SyncObj):
                 self._wake()
             self._pipeline_idle = True
             return
-        idle = self._idle_followers()
         now = self._now()
-        for node in idle:
+        for node in self._idle_followers():
             if self._SyncObj__raftNextIndex[node] <= self._log_last():
                 self._timed("sending", self._send_to)(node, now)
         self._pipeline_idle = bool(self._idle_followers())
@@ -589,8 +592,7 @@ class RepairingSyncObj(SyncObj):
         """Patch 8: the node lock for one entry, waiting at most a heartbeat period or
         TICK_SLICE_S (and not past the apply budget); False (counted) leaves the entry for the
         next tick."""
-        wait = max(0.001, min(float(self._SyncObj__conf.appendEntriesPeriod), TICK_SLICE_S,
-                              deadline - self._now()))
+        wait = max(0.001, min(self._tick_slice(), deadline - self._now()))
         started = self._now()
         got = bool(lock.acquire(timeout=wait))
         self._sections["apply: node lock wait"] = (self._sections.get("apply: node lock wait", 0.0)

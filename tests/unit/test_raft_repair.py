@@ -471,17 +471,23 @@ def test_apply_does_not_wait_past_a_heartbeat_period_for_a_busy_node_lock() -> N
     assert b.raftLastApplied == b._SyncObj__raftCommitIndex
 
 
-def test_what_was_appended_while_an_answer_was_outstanding_goes_with_the_answer() -> None:
-    """Patch 9's flow control: one AppendEntries in flight per follower. A proposal made while
-    both followers owe an answer is appended but not sent; each answer, which ticks, sends that
-    follower what it lacks, without waiting for a heartbeat (the first version sent only what the
-    answering tick itself appended: a commit then waited up to heartbeat_ms)."""
-    net = cluster(RepairingSyncObj)
+def settled_leader(cls: type) -> tuple[MemoryNetwork, SyncObj]:
+    """A leads B and C, every follower caught up and every answer read (patch 9's tests)."""
+    net = cluster(cls)
     leader = net.nodes[A]
     make_leader(leader, 2)
     rounds(net, A, 2)
     leader._onTick()
     net.deliver_all()
+    return net, leader
+
+
+def test_what_was_appended_while_an_answer_was_outstanding_goes_with_the_answer() -> None:
+    """Patch 9's flow control: one AppendEntries in flight per follower. A proposal made while
+    both followers owe an answer is appended but not sent; each answer, which ticks, sends that
+    follower what it lacks, without waiting for a heartbeat (the first version sent only what the
+    answering tick itself appended: a commit then waited up to heartbeat_ms)."""
+    net, leader = settled_leader(RepairingSyncObj)
 
     def carrying(after: int) -> list:
         return [m for m in net.take() if m.kind == "append_entries"
@@ -507,12 +513,7 @@ def test_what_was_appended_while_an_answer_was_outstanding_goes_with_the_answer(
 def test_a_proposal_goes_to_the_followers_in_the_tick_that_takes_it(cls: type, sent: bool) -> None:
     """Patch 9: stock's batch mode sends a new entry only with the next heartbeat (a commit took
     20-25 ms on an idle loopback cluster); here the tick that appends it sends it."""
-    net = cluster(cls)
-    leader = net.nodes[A]
-    make_leader(leader, 2)
-    rounds(net, A, 2)
-    leader._onTick()
-    net.deliver_all()
+    net, leader = settled_leader(cls)
     assert leader._SyncObj__newAppendEntriesTime > raft_clock()     # no heartbeat is due
     last = raft_log(leader)[-1][0]
     leader._applyCommand(NO_OP + b"p", None)
