@@ -532,7 +532,7 @@ class CancelExecutionRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class WorkerHello(_message.Message):
-    __slots__ = ("name", "slots", "pool", "labels", "running_tokens", "version", "max_term_seen", "incarnation", "batches", "ahead")
+    __slots__ = ("name", "slots", "pool", "labels", "running_tokens", "version", "max_term_seen", "incarnation", "batches", "ahead", "counts_reads")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -550,6 +550,7 @@ class WorkerHello(_message.Message):
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     BATCHES_FIELD_NUMBER: _ClassVar[int]
     AHEAD_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_READS_FIELD_NUMBER: _ClassVar[int]
     name: str
     slots: int
     pool: str
@@ -560,15 +561,18 @@ class WorkerHello(_message.Message):
     incarnation: str
     batches: bool
     ahead: int
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., running_tokens: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., max_term_seen: _Optional[int] = ..., incarnation: _Optional[str] = ..., batches: _Optional[bool] = ..., ahead: _Optional[int] = ...) -> None: ...
+    counts_reads: bool
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., running_tokens: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., max_term_seen: _Optional[int] = ..., incarnation: _Optional[str] = ..., batches: _Optional[bool] = ..., ahead: _Optional[int] = ..., counts_reads: _Optional[bool] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("running_tokens", "draining")
+    __slots__ = ("running_tokens", "draining", "messages_read")
     RUNNING_TOKENS_FIELD_NUMBER: _ClassVar[int]
     DRAINING_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_READ_FIELD_NUMBER: _ClassVar[int]
     running_tokens: _containers.RepeatedScalarFieldContainer[int]
     draining: bool
-    def __init__(self, running_tokens: _Optional[_Iterable[int]] = ..., draining: _Optional[bool] = ...) -> None: ...
+    messages_read: int
+    def __init__(self, running_tokens: _Optional[_Iterable[int]] = ..., draining: _Optional[bool] = ..., messages_read: _Optional[int] = ...) -> None: ...
 
 class AttemptResult(_message.Message):
     __slots__ = ("execution_id", "fencing_token", "state", "exit_code", "http_status", "error", "output_tail", "started_ms", "ended_ms")

@@ -218,6 +218,7 @@ class Assigner:
         self.sealer = EnvSealer(secret) if secret else None    # opens env_secret for assignments
         self.load = DispatchLoad()
         self._results: list[tuple[WorkerConn, pb.AttemptResult, dict]] = []   # to commit in one entry
+        self._settling: set[int] = set()  # tokens whose result is on its way to the log
         hub.on_result = self.on_result
 
     def take_over(self, now: int) -> None:
@@ -458,7 +459,7 @@ class Assigner:
         self.hub.token_seen[token] = self.clock.now_ms()
         if conn.closed:
             return                      # the lease expires it and it is retried
-        conn.running[token] = eid
+        conn.hold(token, eid)
         if result.get("_pushed"):
             return                      # unsafe switch: already pushed before the commit
         try:
@@ -481,7 +482,7 @@ class Assigner:
 
     def on_result(self, conn: WorkerConn, r: pb.AttemptResult) -> None:
         self.faults.result_arrived(r.fencing_token)
-        conn.running.pop(r.fencing_token, None)
+        conn.release(r.fencing_token)
         self.inherited.pop(r.fencing_token, None)       # it reported: the usual rules apply
         # A result is news: the attempt stays alive until its finish is committed (then the
         # token is forgotten). Dropping it here let the reaper expire an attempt claimed more
@@ -495,6 +496,12 @@ class Assigner:
             self.hub.send(conn, pb.LeaderMessage(ack=pb.ResultAck(fencing_token=r.fencing_token, outcome="stale")))
             self.hub.token_seen.pop(r.fencing_token, None)
             return
+        if r.fencing_token in self._settling:
+            # a copy the worker resent because the first went unacknowledged for a lease (the
+            # log is slow: an overload): the first is still being committed and acknowledged,
+            # and a second `finish` would only add to the load
+            return
+        self._settling.add(r.fencing_token)
         token = self.faults.finish_token(self.node, name, t, r.fencing_token)
         self._results.append((conn, r, {
             "job": name, "scheduled_ms": t, "token": token, "worker": conn.name, "state": r.state,
@@ -543,6 +550,7 @@ class Assigner:
         finally:
             for _, r, _ in chunk:        # settled (or given up: the worker resends it)
                 self.hub.token_seen.pop(r.fencing_token, None)
+                self._settling.discard(r.fencing_token)
         if result is None:
             return
         outcomes = ([result.as_dict()] if single else
@@ -602,7 +610,7 @@ class Assigner:
                 since = max(a.started_ms, ex.due) + WORKER_KILL_GRACE_MS + lease
                 job = view.job(name) if now > since else None
                 timeout_ms = int((self._specs.get(job).get("timeout_seconds") or 0) * 1000) if job else 0
-                if now - seen > lease:
+                if now - seen > lease and not self.hub.vouches(a.worker, token, seen, now):
                     expire.append((name, t, token, "LOST",
                                    f"worker {a.worker} lost: no news for {lease / 1000:g}s"))
                 elif timeout_ms and now > since + timeout_ms:
@@ -641,7 +649,7 @@ class Assigner:
                     self.metrics.attempts_expired.labels(label).inc()
                 conn = self.hub.holder(token)
                 if conn is not None:
-                    conn.running.pop(token, None)
+                    conn.release(token)
                 self.inherited.pop(token, None)
                 self.hub.token_seen.pop(token, None)
                 self.cancel_sent.pop(token, None)

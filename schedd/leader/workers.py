@@ -71,6 +71,11 @@ class WorkerConn:
     serves: dict[str, bool] = field(default_factory=dict)     # team -> may_serve (principal fixed)
     ahead: int = 0                # assignments it holds beyond its slots until due (its hello's,
                                   # capped at MAX_AHEAD; 0 for older workers)
+    sent: int = 0                 # messages queued on this stream after the Welcome
+    sent_at: dict[int, int] = field(default_factory=dict)    # token -> `sent` once its assignment was queued
+    counts_reads: bool = False    # its heartbeats say how many of those it had handled (WorkerHello.counts_reads)
+    read: int = 0                 # ... as of the last heartbeat read
+    listed_ms: int = 0            # when a list of the tokens it holds (hello, heartbeat) was last read
 
     def may_serve(self, team: str) -> bool:
         """Its token's `serve` on its pool and `team`, decided once per team: the principal of
@@ -83,6 +88,14 @@ class WorkerConn:
         if ok is None:
             ok = self.serves[team] = bool(A.may_serve(self.principal, self.pool, team))
         return ok
+
+    def hold(self, token: int, eid: str) -> None:
+        self.running[token] = eid
+
+    def release(self, token: int) -> None:
+        """It reported the attempt, or the attempt expired: no longer this stream's to vouch for."""
+        self.running.pop(token, None)
+        self.sent_at.pop(token, None)
 
     def free_slots(self) -> int:
         return 0 if self.draining or self.closed else self.slots - len(self.running) - self.reserved
@@ -179,6 +192,27 @@ class WorkerHub(pb_grpc.WorkersServicer):
         self.faults.pushed(self.node, conn.name, msg)
         if not conn.closed:
             conn.out.put_nowait(msg)
+            conn.sent += 1
+            if msg.HasField("assignment"):
+                conn.sent_at[msg.assignment.fencing_token] = conn.sent
+
+    def vouches(self, worker: str, token: int, seen: int, now: int) -> bool:
+        """Whether `worker`'s stream still vouches for the attempt holding `token`, although no
+        heartbeat listed it since `seen`: the stream holds it, is open and delivering (a message
+        read within the lease), and no list of its tokens read since then left it out while the
+        worker knew of it. Past capacity a worker's heartbeats queue behind its results (or this
+        loop reads them late): expiring an alive worker's attempts for that ran them twice, and
+        the retries added load to an overloaded cluster (issue 14). A silent stream, or a
+        heartbeat that omits an attempt the worker had been sent, still loses it after a lease."""
+        conn = self.conns.get(worker)
+        if conn is None or conn.closed or token not in conn.running:
+            return False
+        if now - conn.last_heartbeat_ms > self.lease_ms:
+            return False                          # silent: stopped, cut off, gone
+        if conn.listed_ms <= seen:
+            return True                           # no list read since: its heartbeat is on the way
+        # a list read since left it out: an older worker does not say whether it had the assignment
+        return conn.counts_reads and conn.read < conn.sent_at.get(token, 0)
 
     def close_all(self, reason: str) -> None:
         """Leadership lost: end every stream (workers reconnect to the new leader)."""
@@ -273,7 +307,8 @@ class WorkerHub(pb_grpc.WorkersServicer):
                           peer=context.peer(), connected_ms=now, last_heartbeat_ms=now,
                           incarnation=hello.incarnation[:64],
                           principal=self.identify() if self.acl_enabled else None,
-                          batches=hello.batches, ahead=max(0, min(hello.ahead, MAX_AHEAD)))
+                          batches=hello.batches, ahead=max(0, min(hello.ahead, MAX_AHEAD)),
+                          counts_reads=hello.counts_reads, listed_ms=now)
         self.conns[hello.name] = conn
         self._adopt(conn, hello.running_tokens, now)
         log.info("worker %s connected from %s: %d slots (+%d ahead), pool %r, running %d", conn.name,
@@ -315,7 +350,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
                     current[ex.attempts[-1].fencing_token] = ex.id
         for token in tokens:
             if token in current:
-                conn.running[token] = current[token]
+                conn.hold(token, current[token])
                 self.token_seen[token] = now
 
     async def _read(self, conn: WorkerConn, request_iterator) -> None:
@@ -353,6 +388,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
             self._close(conn)
             return
         conn.draining = hb.draining
+        conn.listed_ms, conn.read = now, hb.messages_read
         for token in hb.running_tokens:
             if token in conn.running:
                 self.token_seen[token] = now

@@ -3,13 +3,14 @@ injected clock: priorities, lanes, overlap skip, starting deadlines, quotas and 
 
 from __future__ import annotations
 
+import asyncio
 
 import pytest
 
 from schedd.core import commands as C
 from schedd.leader.assigner import Assigner
 from schedd.leader.workers import WorkerConn, WorkerHub
-from schedd.ports.fakes import FakeNode
+from schedd.ports.fakes import FakeNode, Proposals
 from tests.support.leader import add_worker, assigner_rig, clock_of, node_over, step
 from tests.support.state import T0, TOP_LEVEL, Harness, text
 
@@ -300,23 +301,90 @@ def test_the_dispatcher_owns_its_sla_driver_and_shares_its_view():
     assert not hasattr(leader_sla, "drive")
 
 
+@pytest.mark.parametrize("counts_reads, heartbeat_read, lost", [
+    (True, None, False),    # no heartbeat read for 30 s, results of other runs keep coming
+    (True, 0, False),       # the heartbeat left it out, sent before the worker had its assignment
+    (True, 1, True),        # sent after: the worker does not hold it
+    (False, 0, True),       # an older worker does not say: a heartbeat that leaves it out loses it
+])
+async def test_only_silence_or_a_heartbeat_leaving_it_out_loses_an_attempt(setup, counts_reads, heartbeat_read, lost):
+    """Past capacity an alive worker's heartbeats queue behind its results, or the leader's loop
+    reads them late: its attempts were expired as lost and run again (the duplicated starts of
+    an overloaded sustained run, issue 14). An open stream that delivers vouches for what it
+    holds; its attempts are lost after a lease of silence, or after a lease in which its
+    heartbeats left out an attempt the worker had been sent."""
+    h, node, hub, assigner, tasks = setup
+    conn, ex, token = await claimed_at_once(h, hub, assigner, tasks)
+    conn.counts_reads = counts_reads
+    assert conn.sent_at[token] == 1                     # the first message on its stream
+    start = h.now
+    if heartbeat_read is not None:
+        hub.on_heartbeat(conn, pb.Heartbeat(running_tokens=[], messages_read=heartbeat_read), start + 500)
+    for k in range(1, 31):                              # 30 s, three leases
+        conn.last_heartbeat_ms = start + k * 1_000      # a message every second
+        await step(assigner, tasks, start + k * 1_000)
+    first = h.state.execs[("j1", T0)].attempts[0]
+    assert first.state == ("LOST" if lost else "RUNNING")
+    if not lost:                                        # and then the stream falls silent
+        for k in range(31, 43):
+            await step(assigner, tasks, start + k * 1_000)
+        first = h.state.execs[("j1", T0)].attempts[0]
+        assert first.state == "LOST" and "no news for 10s" in first.error
+
+
+class HoldFinish(Proposals):
+    """Proposals that hold every `finish_many` until `release` is set (and count them)."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.finishes = 0
+
+    async def propose(self, node, entry):
+        if C.decode(entry).kind == C.FINISH_MANY:
+            self.finishes += 1
+            await self.release.wait()
+        return node.apply(entry)
+
+
+async def test_a_result_resent_while_its_first_copy_is_committed_is_not_proposed_again():
+    """A worker resends a result unacknowledged for a lease; when the log is that slow (an
+    overload) the first copy is still on its way, and a second `finish` only adds load."""
+    h = Harness(level=TOP_LEVEL)
+    held = HoldFinish()
+    node, hub, assigner, tasks = assigner_rig(h, proposals=held)
+    conn, ex, token = await claimed_at_once(h, hub, assigner, tasks)
+    result = pb.AttemptResult(execution_id=ex.id, fencing_token=token, state="SUCCEEDED")
+    assigner.on_result(conn, result)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assigner.on_result(conn, result)                    # the resend
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert held.finishes == 1
+    held.release.set()
+    while tasks:
+        await tasks.pop()
+    assert h.state.execs[("j1", T0)].state == "SUCCEEDED"
+    acks = [m.ack.outcome for m in drain(conn.out) if m is not None and m.HasField("ack")]
+    assert acks == ["committed"]
+    assigner.on_result(conn, result)                    # settled: a later copy is answered again
+    while tasks:
+        await tasks.pop()
+    assert held.finishes == 2
+
+
+def drain(q: asyncio.Queue) -> list:
+    out = []
+    while not q.empty():
+        out.append(q.get_nowait())
+    return out
+
+
 async def test_a_result_on_its_way_to_the_log_keeps_its_attempt_alive():
     """A claim made long before its due time (a herd pushed ahead, issue 14) is older than a
     lease when its result arrives; while that result's finish is being committed the reaper
     must not expire the attempt as lost (it did: the arrival dropped the token's last news, the
     expiry committed first, the run was retried and ran twice, its result refused as stale)."""
-    from schedd.ports.fakes import Proposals
-    import asyncio
-
-    class HoldFinish(Proposals):
-        def __init__(self) -> None:
-            self.release = asyncio.Event()
-
-        async def propose(self, node, entry):
-            if C.decode(entry).kind == C.FINISH_MANY:
-                await self.release.wait()
-            return node.apply(entry)
-
     h = Harness(level=TOP_LEVEL)
     held = HoldFinish()
     node, hub, assigner, tasks = assigner_rig(h, proposals=held)

@@ -381,7 +381,7 @@ async def test_results_wait_while_due_attempts_wait_for_a_slot(leaders, workers,
     the results. With a hold longer than the test, the release is the queue running dry."""
     leader = await leaders(lease_ms=60_000)       # no hand-back of the waiting (half a lease)
     w = workers(leader.address, slots=1, ahead=2, result_hold_s=600)
-    await leader.connected()
+    s = await leader.connected()
     gate, first = tmp_path / "go", tmp_path / "first"
     leader.assign(81, gated(first))                # ends once 82 and 83 wait (not before they came)
     leader.assign(82, gated(gate))
@@ -390,6 +390,12 @@ async def test_results_wait_while_due_attempts_wait_for_a_slot(leaders, workers,
     first.touch()
     await until(lambda: 81 in w.rt._held, what="the first result held while 82 and 83 wait")
     assert 81 in w.rt._unacked and 83 in w.rt.running
+    # a heartbeat meanwhile still vouches for 81 (its result is not on the stream yet: a leader
+    # reading a heartbeat that leaves out an attempt the worker knew of loses it), and says
+    # that the worker has handled the three assignments
+    w.rt._send_heartbeat()
+    await until(lambda: any(list(hb.running_tokens) == [81, 82, 83] and hb.messages_read == 3
+                            for hb in s.heartbeats()), what="a heartbeat listing the held result")
     gate.touch()                                   # 82 ends, 83 starts: the queue is dry
     rs = [await leader.result(t) for t in (81, 82, 83)]
     assert [r.state for r in rs] == ["SUCCEEDED"] * 3

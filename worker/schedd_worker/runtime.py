@@ -22,7 +22,12 @@ On every (re)connect
     once, run again) from "a previous process may have started it" (the lease rule). The leader answers Welcome(leader_id, term, lease_ms). A Welcome from a term
     older than one already seen ends the stream (a deposed leader). After the Welcome the worker
     resends every unacknowledged result (oldest first), then heartbeats every lease_ms / 3
-    (10 s lease when none is given) with the tokens it holds and whether it drains.
+    (10 s lease when none is given) with the tokens it holds (and those whose result it holds
+    back), whether it drains, and how many leader messages it has handled on this stream
+    (WorkerHello.counts_reads). The leader loses an attempt after a lease in which the stream
+    was silent, or in which heartbeats left it out although the worker had handled its
+    assignment; a stream that delivers other messages while its heartbeats are late (an
+    overloaded worker or leader) keeps its attempts.
 
 Assignments
     Refused with an AttemptResult(state="REJECTED") when its term is older than the newest term
@@ -199,6 +204,7 @@ class _Conn:
     out: asyncio.Queue = field(default_factory=asyncio.Queue)
     tasks: list[asyncio.Task] = field(default_factory=list)
     ending: str = ""                     # why we end it ourselves
+    read: int = 0                        # leader messages handled (Heartbeat.messages_read)
     end: asyncio.Event = field(default_factory=asyncio.Event)      # set: drop the stream now
     gone: asyncio.Event = field(default_factory=asyncio.Event)     # set: the session is over
 
@@ -453,7 +459,7 @@ class WorkerRuntime:
             name=self.name, slots=self.slots, pool=self.pool, labels=self.labels,
             running_tokens=sorted(self._attempts), version=self.version,
             max_term_seen=self.max_term_seen, incarnation=self.incarnation, batches=True,
-            ahead=self.ahead))
+            ahead=self.ahead, counts_reads=True))
 
     async def _session(self, addr: str) -> None:
         """One stream: hello, Welcome, then serve it until it ends (raises when it fails)."""
@@ -534,6 +540,7 @@ class WorkerRuntime:
                     await asyncio.sleep(0)
                 for m in msgs[i:i + READ_SLICE]:
                     self._on_leader_message(m)
+                    conn.read += 1
 
     async def _writer(self, conn: _Conn) -> None:
         """Writes what is queued; what queued up meanwhile goes as one WorkerBatch when the
@@ -629,8 +636,16 @@ class WorkerRuntime:
         return True
 
     def _send_heartbeat(self) -> None:
+        """The tokens it holds, with those whose result is held back, not sent yet (a leader
+        reading a heartbeat that leaves out an attempt the worker had been sent loses it after
+        a lease), and how many leader messages it has handled (the assignments it knows of)."""
+        conn = self._conn
+        if conn is None:
+            return
+        held = [t for t, u in self._unacked.items() if u.sent_at is None and t not in self._attempts]
         self._send(pb.WorkerMessage(heartbeat=pb.Heartbeat(
-            running_tokens=sorted(self._attempts), draining=self.draining)))
+            running_tokens=sorted([*self._attempts, *held]), draining=self.draining,
+            messages_read=conn.read)))
 
     def _send_result(self, token: int) -> None:
         u = self._unacked.get(token)
