@@ -161,6 +161,10 @@ def num(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f}"
 
 
+def shown_fmt(v: float | None) -> str:
+    return "-" if v is None else "yes" if v >= 1 else "no" if v <= 0 else "in some runs"
+
+
 def cpu_fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f} s"
 
@@ -195,6 +199,10 @@ ROWS = [
     ("sustained: handler starts/s", "sustained", per_s, num, ">= 3,000/s", lambda v, p: v >= 3000),
     ("sustained: lateness p99", "sustained", key("p99_s"), ms, "<= 100 ms", lambda v, p: v <= 0.100),
     ("sustained: missed", "sustained", key("missed"), num, "0", lambda v, p: v == 0),
+    ("sustained: duplicated", "sustained", key("duplicated"), num, "0", lambda v, p: v == 0),
+    ("sustained: overload shown by cluster status (runs)", "sustained",
+     lambda r: None if "overload_shown" not in r else (1.0 if r["overload_shown"] else 0.0),
+     shown_fmt, "yes when behind", None),
     ("register, one call each (64 in flight), jobs/s", "register", key("single_per_s"), num, ">= 2,000",
      lambda v, p: v >= 2000),
     ("register, batched put_jobs, jobs/s", "register", key("batched_per_s"), num, ">= 30,000",

@@ -103,6 +103,8 @@ def schedd_periodic(s: Schedd, p: dict) -> dict:
     term0 = leader_term(s)
     until(a)
     c0 = s.cpu(children=shell)
+    until(a + duration * 0.75)
+    behind = overload_shown(s)
     until(b)
     c1 = s.cpu(children=shell)
     expected = periodic_expected({s.name(i): float(i % period) for i in range(n)}, period, a, b)
@@ -113,8 +115,18 @@ def schedd_periodic(s: Schedd, p: dict) -> dict:
             s.client.delete_job(s.name(i))
     cpu = {k: c1[k] - c0.get(k, 0.0) for k in c1}
     out.update(register_s=reg, cpu_s=sum(cpu.values()), cpu_by_process=cpu, window_s=duration,
-               elections=leader_term(s) - term0)
+               elections=leader_term(s) - term0, overload_shown=behind)
     return out
+
+
+def overload_shown(s: Schedd) -> str:
+    """What `schedctl cluster status` says of the dispatch backlog three quarters into the window
+    ("" when it says nothing): past capacity the overload must be visible, not only late."""
+    try:
+        st = s.client.cluster_status()
+    except Exception as e:  # noqa: BLE001 - a figure, not a failure of the workload
+        return f"(cluster status failed: {e})"
+    return next((w for w in st.warnings if "dispatch is behind" in w), "")
 
 
 LATE_GRACE_S = 20.0     # how long past the window a late instant may still start (late, not missed)

@@ -63,6 +63,8 @@ def test_every_workload_runs_on_schedd_and_writes_its_json_line(tiny_run):
     _, lines, stdout = tiny_run
     check(lines, "schedd")
     assert "schedd yardstick, tiny" in stdout                     # the one table was printed
+    sustained = next(r for r in lines if r["workload"] == "sustained" and r["system"] == "schedd")
+    assert isinstance(sustained["overload_shown"], str)           # what cluster status said
 
 
 def test_every_workload_runs_on_the_peers(tiny_run):
