@@ -104,6 +104,10 @@ class StateView:
         """(next_fire, job) of unpaused jobs due by `until`, oldest first (the timing wheel)."""
         return self._t.wheel.due(until, limit=limit)
 
+    def due_fire_count(self, until: int) -> int:
+        """How many unpaused jobs have their next instant not recorded yet due by `until`."""
+        return self._t.wheel.count_due(until)
+
     # ------------------------------------------------------------ batches
 
     def has_batches(self) -> bool:

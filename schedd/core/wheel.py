@@ -101,6 +101,14 @@ class TimingWheel:
             n = max(0, min(n, limit))
         return list(near.islice(0, n))
 
+    def count_due(self, until_ms: int) -> int:
+        """How many entries have t <= until_ms: O(log n) once the horizon is there. Moves the
+        horizon like due(); the planner asks it a few burst lookaheads ahead, once per step, to
+        see a herd coming (the near level then holds that window's keys, one tuple each)."""
+        until = index(until_ms)
+        self.advance(until)
+        return self._near.bisect_left((until + 1, ""))
+
     def pop_due(self, until_ms: int, limit: int | None = None) -> list[tuple[int, str]]:
         """Like due(), but removes the entries it returns."""
         out = self.due(until_ms, limit)

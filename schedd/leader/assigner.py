@@ -34,6 +34,7 @@ from schedd.core.policy import TemplateCache
 from schedd.core.results import Code
 from schedd.core.view import StateView
 from schedd.leader.assignment import Candidate, Capacity, Claim, InFlight, Pace, candidates, decide, in_due_order
+from schedd.leader.planner import herd_window_ms
 from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
 from schedd.ports.clock import Clock
@@ -286,7 +287,7 @@ class Assigner:
         when a worker has room for runs not yet due; else 0 (the lookahead only)."""
         if not any(w.ahead > 0 for w in workers):
             return 0
-        return self.node.cfg.scheduler.burst_lookahead_ms
+        return herd_window_ms(self.node.cfg.scheduler.burst_lookahead_ms)
 
     def _assign(self, now: int) -> None:
         """Claim what may start, skip what must not run, and say why the rest waits: the

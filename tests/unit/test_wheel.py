@@ -66,6 +66,8 @@ def run(wheel, model, op):
         return wheel.due(*args), model.due(*args)
     if name == "pop_due":
         return wheel.pop_due(*args), model.pop_due(*args)
+    if name == "count_due":
+        return wheel.count_due(args[0]), len(model.due(args[0]))
     if name == "earliest":
         return wheel.earliest(), model.earliest()
     if name == "advance":  # moves the horizon only: no answer may change
@@ -312,6 +314,7 @@ OPS = st.lists(
         st.tuples(st.just("get"), KEYS),
         st.tuples(st.just("due"), OFFSET, st.one_of(st.none(), st.integers(0, 6))),
         st.tuples(st.just("pop_due"), OFFSET, st.one_of(st.none(), st.integers(0, 6))),
+        st.tuples(st.just("count_due"), OFFSET),
         st.tuples(st.just("earliest")),
         st.tuples(st.just("advance"), OFFSET),
         st.just(("clear",)),
@@ -325,8 +328,8 @@ def absolutize(op, base):
         return ("set", op[1], base + op[2])
     if op[0] in ("due", "pop_due"):
         return (op[0], base + op[1], op[2])
-    if op[0] == "advance":
-        return ("advance", base + op[1])
+    if op[0] in ("advance", "count_due"):
+        return (op[0], base + op[1])
     return op
 
 
