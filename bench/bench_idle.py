@@ -46,11 +46,12 @@ def main() -> None:
                          "is the baseline")
     a = ap.parse_args()
     for pair in a.heartbeats.split(","):
-        hb, _, tick = pair.partition("/")
-        per = idle(int(hb), int(tick or 10), a.seconds)
+        hb_text, _, tick_text = pair.partition("/")
+        hb, tick = int(hb_text), int(tick_text or 10)
+        per = idle(hb, tick, a.seconds)
         nodes = sum(v for k, v in per.items() if k != "worker")
         detail = ", ".join(f"{k} {v:.3f}" for k, v in sorted(per.items()))
-        print(f"heartbeat {int(hb):4d} ms, tick {int(tick or 10):3d} ms: idle CPU {nodes:.3f} s/s for "
+        print(f"heartbeat {hb:4d} ms, tick {tick:3d} ms: idle CPU {nodes:.3f} s/s for "
               f"the three nodes ({detail})", flush=True)
 
 

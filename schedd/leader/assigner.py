@@ -460,7 +460,7 @@ class Assigner:
         self.hub.token_seen[token] = self.clock.now_ms()
         if conn.closed:
             return                      # the lease expires it and it is retried
-        conn.hold(token, eid)
+        conn.running[token] = eid
         if result.get("_pushed"):
             return                      # unsafe switch: already pushed before the commit
         try:

@@ -89,9 +89,6 @@ class WorkerConn:
             ok = self.serves[team] = bool(A.may_serve(self.principal, self.pool, team))
         return ok
 
-    def hold(self, token: int, eid: str) -> None:
-        self.running[token] = eid
-
     def release(self, token: int) -> None:
         """It reported the attempt, or the attempt expired: no longer this stream's to vouch for."""
         self.running.pop(token, None)
@@ -350,7 +347,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
                     current[ex.attempts[-1].fencing_token] = ex.id
         for token in tokens:
             if token in current:
-                conn.hold(token, current[token])
+                conn.running[token] = current[token]
                 self.token_seen[token] = now
 
     async def _read(self, conn: WorkerConn, request_iterator) -> None:

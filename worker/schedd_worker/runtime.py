@@ -642,9 +642,8 @@ class WorkerRuntime:
         conn = self._conn
         if conn is None:
             return
-        held = [t for t, u in self._unacked.items() if u.sent_at is None and t not in self._attempts]
         self._send(pb.WorkerMessage(heartbeat=pb.Heartbeat(
-            running_tokens=sorted([*self._attempts, *held]), draining=self.draining,
+            running_tokens=sorted([*self._attempts, *self._held]), draining=self.draining,
             messages_read=conn.read)))
 
     def _send_result(self, token: int) -> None:
