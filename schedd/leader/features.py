@@ -29,6 +29,7 @@ log = logging.getLogger("schedd.features")
 
 PERIOD_S = 2.0
 FIRST_CHECK_S = 0.05
+FOLLOWER_CHECK_S = 0.25     # a follower only looks whether it leads now (it looked every 50 ms)
 
 
 def target_level(current: int, own_max: int, reports: Sequence[pb.NodeStatus]) -> int | None:
@@ -53,7 +54,11 @@ class FeatureRaiser:
         while True:
             # A new leader checks at once, so a new cluster is at its level within a round trip
             # of its first election; after that, once a period.
-            await asyncio.sleep(self.period_s if self.node.term == checked_term else FIRST_CHECK_S)
+            if not self.node.is_leader():
+                wait = FOLLOWER_CHECK_S
+            else:
+                wait = self.period_s if self.node.term == checked_term else FIRST_CHECK_S
+            await asyncio.sleep(wait)
             if self.node.leads_epoch():
                 checked_term = self.node.term
             try:

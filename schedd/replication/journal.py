@@ -681,7 +681,19 @@ class DurableJournal(Journal):
         if id(syncobj) in self._tick_owners:
             return
         syncobj.addOnTickCallback(self.on_tick)
+        add_need = getattr(syncobj, "add_tick_need", None)     # raft_patches' patch 10
+        if add_need is not None:
+            add_need(self._tick_need)
         self._tick_owners.add(id(syncobj))
+
+    def _tick_need(self) -> float | None:
+        """0 (tick at the tick period) while on_tick has a write to sync or a truncation to
+        settle; in parallel mode the background thread syncs and wakes the tick itself."""
+        if self._pending_clear is not None:
+            return 0.0
+        if self._dirty and not self._parallel and self._policy != "never":
+            return 0.0
+        return None
 
     def _background(self) -> _BackgroundSyncer:
         if self._syncer is None:
@@ -1110,6 +1122,12 @@ class DurableTCPTransport(GuardedTCPTransport):
         if j is not None:
             j.before_send()
         return super().send(node, message)
+
+    def _tick_need(self) -> float | None:
+        """The next keepalive, besides the transport's own needs (raft_patches' patch 10)."""
+        left = max(0.0, self.KEEPALIVE_S - (time.monotonic() - self._last_keepalive))
+        need = super()._tick_need()
+        return left if need is None else min(need, left)
 
     def _onTick(self) -> None:
         super()._onTick()

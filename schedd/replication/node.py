@@ -431,6 +431,8 @@ class RaftNode(Generic[CfgT]):
         self._hooks.attach(self.sync)
         self._tick_jobs: collections.deque[Callable[[], bool]] = collections.deque()
         self.sync.addOnTickCallback(self._run_tick_jobs)
+        if isinstance(self.sync, RepairingSyncObj):     # patch 10: a queued job ticks at tick_ms
+            self.sync.add_tick_need(lambda: 0.0 if self._tick_jobs else None)
         self.membership = Membership(cfg.node_id, cfg.members, self._raft_config, self._member_table,
                                      cfg.data_dir, saved=members_file.read_file(cfg.data_dir) or ())
         self.changes = ChangeGate()
@@ -600,6 +602,8 @@ class RaftNode(Generic[CfgT]):
             return left[0] <= 0
 
         self._tick_jobs.append(attempt)
+        if isinstance(self.sync, RepairingSyncObj):
+            self.sync.wake()                        # its tick may sleep until a deadline (patch 10)
 
     def _run_tick_jobs(self) -> None:
         """Tick thread: run each queued job; keep the ones that say they are not done."""

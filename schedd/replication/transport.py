@@ -224,6 +224,26 @@ class GuardedTCPTransport(TCPTransport):
                 "refusing a Raft transport with peers but no cluster secret: the peer protocol "
                 "unpickles what it receives (set secret_file; `schedd gen-secret` makes one)")
         super().__init__(syncObj, selfNode, otherNodes)
+        add_need = getattr(syncObj, "add_tick_need", None)     # raft_patches' patch 10
+        if add_need is not None:
+            add_need(self._tick_need)
+
+    def _tick_need(self) -> float | None:
+        """0 (tick at the tick period) while this transport polls for progress: binding, a
+        link it must open (stock retries on ticks), a handshake whose deadline _onTick checks.
+        A link the peer opens, or one up and keyed, waits for its socket's events."""
+        if not self.ready:
+            return 0.0
+        for node in self._nodes:
+            conn = self._connections.get(node)
+            if (conn is not None and conn.state != CONNECTION_STATE.CONNECTED
+                    and self._shouldConnect(node)):
+                return 0.0
+        for conn in [*self._unknownConnections, *self._connections.values()]:
+            if (isinstance(conn, GuardedTcpConnection) and not conn.authenticated
+                    and conn.state != CONNECTION_STATE.DISCONNECTED):
+                return 0.0
+        return None
 
     # Restores "no listener without a reason": stock pysyncobj binds the Raft port even with no
     # peers, where it can only serve strangers (and, without a password, runs their pickles).

@@ -155,3 +155,23 @@ def test_a_background_sync_wakes_the_tick(tmp_path) -> None:
     j.on_tick()
     assert woke.wait(30) and j.durable_index == 3
     j._destroy()
+
+
+@pytest.mark.parametrize("policy, parallel, needs", [
+    ("always", False, 0.0),     # on_tick syncs what is written: the tick keeps its period
+    ("batch", False, 0.0),      # synced batch_interval after the write, on a tick
+    ("always", True, None),     # the background thread syncs and wakes the tick itself
+    ("never", False, None),     # nothing to sync
+])
+def test_unsynced_writes_keep_the_tick_period(tmp_path, policy, parallel, needs) -> None:
+    """raft_patches' patch 10: the tick sleeps until its next deadline only when the journal
+    has no write its tick callback must sync."""
+    j = open_j(tmp_path, fsync=policy)
+    assert j._tick_need() is None                  # nothing written yet
+    assert j.set_parallel(parallel) == parallel
+    fill(j, 1, 3)
+    assert j._tick_need() == needs
+    j.sync(force=True)
+    if policy != "never" and not parallel:
+        assert j._tick_need() is None
+    j._destroy()

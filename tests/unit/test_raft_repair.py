@@ -521,3 +521,63 @@ def test_a_proposal_goes_to_the_followers_in_the_tick_that_takes_it(cls: type, s
     carried = {m.dst for m in net.take() if m.kind == "append_entries"
                and any(e[1] > last for e in m.body.get("entries", []))}
     assert carried == ({B, C} if sent else set())
+
+
+# ---------------------------------------------------------------- patch 10: the tick's sleep
+
+PERIOD = 0.01       # the caller's tick period in these cases (driven_conf: heartbeat 0.05 s, min timeout 0.4 s)
+
+
+def _follower_heard_leader(net: MemoryNetwork) -> SyncObj:
+    node = net.nodes[B]
+    node._restart_election_timer()
+    return node
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("a leader sleeps until its next heartbeat, past the tick period", "heartbeat"),
+    ("a follower that heard its leader sleeps a quarter of the minimum election timeout", 0.1),
+    ("a follower sleeps no later than its election deadline", 0.03),
+    ("an election deadline past and not acted on polls at the period, as stock", PERIOD),
+    ("a part that polls for progress keeps the period", PERIOD),
+    ("a part with a deadline of its own shortens the sleep", 0.02),
+    ("a queued command keeps the period", PERIOD),
+    ("a zero timeout stays zero", 0.0),
+])
+def test_the_tick_sleeps_until_its_next_deadline(case: str, expected: object) -> None:
+    net = cluster(RepairingSyncObj)
+    leader = net.nodes[A]
+    make_leader(leader, 2)
+    follower = _follower_heard_leader(net)
+    node, period = follower, PERIOD
+    if case.startswith("a leader"):
+        send_heartbeats(leader)
+        node = leader
+    elif "no later than" in case:
+        node._SyncObj__raftElectionDeadline = raft_clock() + 0.03
+    elif "past and not acted on" in case:
+        expire_election_timer(node)
+    elif "polls for progress" in case:
+        node.add_tick_need(lambda: 0.0)
+        node.add_tick_need(lambda: None)
+    elif "deadline of its own" in case:
+        node.add_tick_need(lambda: 0.02)
+    elif "queued command" in case:
+        node._applyCommand(NO_OP + b"q", None)
+    elif "zero timeout" in case:
+        period = 0.0
+    wait = node._poll_wait(period)
+    if expected == "heartbeat":
+        assert PERIOD < wait <= leader._SyncObj__conf.appendEntriesPeriod
+    else:
+        assert wait == pytest.approx(expected, abs=0.005), case
+
+
+def test_destroy_wakes_a_sleeping_tick() -> None:
+    """destroy() ends the poll (a sleep until the next deadline would hold a shutdown)."""
+    net = cluster(RepairingSyncObj)
+    node = net.nodes[A]
+    woken: list[bool] = []
+    node._wake = lambda: woken.append(True)
+    node.destroy()
+    assert woken == [True]
