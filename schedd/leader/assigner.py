@@ -302,11 +302,14 @@ class Assigner:
         (every run: skips by deadline or overlap, waiting reasons, the serving classes) runs
         every FULL_PASS_MS, or less often when it is long, so it takes at most 1/FULL_PASS_SHARE
         of the loop's time."""
+        full = now >= self._next_full_pass_ms
+        if not full and not self.view.ready_count():
+            self._cursor = None         # nothing waits for a claim: what a pass would conclude
+            return
         workers = self._capacity(now)
         free = sum(w.free + w.ahead for w in workers)
         ahead_ms = self._ahead_ms(workers)
         horizon = max(self.lookahead_ms, ahead_ms)
-        full = now >= self._next_full_pass_ms
         if not full and free <= 0:
             return
         in_flight = InFlight(self.claiming, self.skipping)

@@ -102,7 +102,9 @@ class Dispatcher:
         created = [(e.job, e.scheduled_ms) for e in result.effects if isinstance(e, Launch)]
         if created:
             self.faults.fire_applied(self.node, created, index, self._loop)
-        if created or any(isinstance(e, EpochApplied) for e in result.effects):
+        # Launch timers and fire-lead metrics are the leader's (a new leader adopts the pending
+        # intents in _take_over): a follower's loop is not woken for every fire entry.
+        if (created or any(isinstance(e, EpochApplied) for e in result.effects)) and self.node.is_leader():
             self._loop.call_soon_threadsafe(self._applied, created)
         cancels = [e for e in result.effects if isinstance(e, CancelAttempt)]
         if cancels:
