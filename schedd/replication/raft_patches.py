@@ -75,7 +75,8 @@ ignores).
    heartbeat, a follower's election deadline, the transport's keepalive, at most a quarter of
    the minimum election timeout (so patch 5 never reads a sleep as a stall); a message, a
    proposal (patch 9), a durable write (patch 7), a queued tick job or destroy() wake it
-   sooner. Whatever polls for progress rather than waiting for an event (binding, connecting,
+   sooner; committed entries left unapplied (patches 6 and 8) end it at once. Whatever polls
+   for progress rather than waiting for an event (binding, connecting,
    a handshake's deadline, unsynced writes, queued commands, a deadline already past) keeps
    the tick period, as stock; each such part says so through `add_tick_need`.
 """
@@ -482,6 +483,8 @@ class RepairingSyncObj(SyncObj):
         read after a stall, a backlog) stays zero."""
         if period <= 0:
             return period
+        if self._SyncObj__raftCommitIndex > self.raftLastApplied:
+            return 0.0                  # entries left to apply (patches 6 and 8): go on at once
         soon = float(self._SyncObj__conf.raftMinTimeout) / 4
         for need in self._tick_needs:
             left = need()

@@ -542,6 +542,7 @@ def _follower_heard_leader(net: MemoryNetwork) -> SyncObj:
     ("a part that polls for progress keeps the period", PERIOD),
     ("a part with a deadline of its own shortens the sleep", 0.02),
     ("a queued command keeps the period", PERIOD),
+    ("committed entries left to apply end the sleep at once", 0.0),
     ("a zero timeout stays zero", 0.0),
 ])
 def test_the_tick_sleeps_until_its_next_deadline(case: str, expected: object) -> None:
@@ -564,6 +565,9 @@ def test_the_tick_sleeps_until_its_next_deadline(case: str, expected: object) ->
         node.add_tick_need(lambda: 0.02)
     elif "queued command" in case:
         node._applyCommand(NO_OP + b"q", None)
+    elif "left to apply" in case:
+        append_raw(node, [2])
+        node._SyncObj__raftCommitIndex = raft_log(node)[-1][0]
     elif "zero timeout" in case:
         period = 0.0
     wait = node._poll_wait(period)
