@@ -16,7 +16,12 @@ ignores).
    (issue 9). Here a follower's answer names the prevLogIdx it answers and, on a conflict, the
    first index of the conflicting term (the thesis' fast backup, §5.3 end); the leader ignores
    answers to requests it no longer has outstanding and, after a rejection, probes one request at
-   a time until a success puts it back to pipelining (etcd raft's probe/replicate states).
+   a time until a success puts it back to pipelining (etcd raft's probe/replicate states). A
+   follower whose answer shows it lacks an entry it had acknowledged (a disk that lost it, or a
+   node wiped and started again under its name) has its matchIndex reset and is repaired from
+   its log's end: the floor at matchIndex + 1 kept probing there forever (the full fault
+   profile's S12: a rebuilt follower never caught up, and with a second follower behind, the
+   cluster stopped committing).
 2. Conflict-only truncation (Raft §5.3 receiver rule 3: "if an existing entry conflicts with a new
    one (same index, different term), delete the existing entry and all that follow it"). Stock
    followers drop everything after prevLogIdx, so a delayed or repeated AppendEntries removes
@@ -367,7 +372,9 @@ class RepairingSyncObj(SyncObj):
         if answered is None:
             stale = False
         elif mode == REPLICATE:
-            stale = answered <= match.get(node, 0)
+            # Below what it acknowledged: an answer to a request older than that success. At
+            # it (answers arrive in order): it no longer holds what it acknowledged (below).
+            stale = answered < match.get(node, 0)
         else:
             stale = answered != nxt.get(node, 0) - 1
         if stale:
@@ -375,6 +382,16 @@ class RepairingSyncObj(SyncObj):
             return
         hint = message["next_node_idx"]
         bound = answered if answered is not None else hint
+        if answered is not None and answered <= match.get(node, 0):
+            # It lacks an entry it acknowledged: its disk lost it, or it was wiped and started
+            # again under its name. Raft assumes neither; stock (and the floor below) then
+            # probed at matchIndex + 1 forever. Repair it from what it holds (commit never
+            # moves back; what it lost counts for no commit from now on).
+            log.warning("raft: %s no longer holds entry %d it acknowledged (a lost disk, or "
+                        "wiped and restarted): repairing it from its log's end (%d)",
+                        node, answered, hint - 1)
+            match[node] = 0
+            self.repair_stats.acked_lost += 1
         nxt[node] = max(match.get(node, 0) + 1, min(hint, bound))
         self._repl_mode[node] = PROBE
         self.repair_stats.rejections += 1
@@ -737,7 +754,7 @@ class RepairStats:
     """Counters of the repair machinery (what a scripted test asserts, what a debugger reads)."""
 
     __slots__ = ("truncations", "truncated_entries", "rejections", "stale_rejections", "pre_votes",
-                 "max_tick_gap", "long_tick_gaps", "apply_yields", "apply_lock_yields")
+                 "max_tick_gap", "long_tick_gaps", "apply_yields", "apply_lock_yields", "acked_lost")
 
     def __init__(self) -> None:
         self.truncations = 0
@@ -749,3 +766,4 @@ class RepairStats:
         self.long_tick_gaps = 0         # gaps over half the minimum election timeout
         self.apply_yields = 0           # ticks that left committed entries for the next one
         self.apply_lock_yields = 0      # of which: the node lock stayed busy (patch 8)
+        self.acked_lost = 0             # followers found without entries they acknowledged (patch 1)

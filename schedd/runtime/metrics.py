@@ -103,6 +103,9 @@ def _tick_gauges(stats):
         ("schedd_raft_apply_lock_yields", "Ticks that left committed entries for the next one "
          "because the node lock stayed busy (apply never waits past a heartbeat period for it)",
          stats.apply_lock_yields),
+        ("schedd_raft_acked_entries_lost", "Times this leader found a follower without entries it had "
+         "acknowledged (a lost disk, or wiped and restarted) and repaired it from its log's end",
+         stats.acked_lost),
     ):
         g = GaugeMetricFamily(name, doc)
         g.add_metric([], value)

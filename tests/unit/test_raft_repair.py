@@ -93,6 +93,27 @@ def test_restarted_follower_with_a_shorter_log_catches_up() -> None:
     assert converged(net, A, B)
 
 
+@pytest.mark.parametrize("kept", [0, 12])
+def test_a_follower_that_lost_acknowledged_entries_is_repaired(kept: int) -> None:
+    """B acknowledged 40 entries, then lost them (wiped and started again under its name:
+    kept=0; or a disk that kept only the first 12). The leader's matchIndex for it said 40, and
+    probing never went below 41: B never caught up (the full fault profile's S12)."""
+    net = cluster(RepairingSyncObj)
+    leader = net.nodes[A]
+    make_leader(leader, 2)
+    append_raw(leader, [2] * 40)
+    rounds(net, A, 4)
+    assert match_index(leader, B) == raft_log(leader)[-1][0]
+    kept_log = raft_log(net.nodes[B])[:kept + 1]
+    fresh = net.add(B, PEERS, cls=RepairingSyncObj)
+    append_raw(fresh, [t for _, t in kept_log[1:]])
+    net.connect_all()
+    rounds(net, A, 8)
+    assert converged(net, A, B)
+    assert match_index(leader, B) == raft_log(leader)[-1][0]
+    assert leader.repair_stats.acked_lost == 1
+
+
 def test_follower_never_commits_an_entry_the_leader_did_not_vouch_for() -> None:
     """Receiver rule 5: commitIndex <= the last entry this AppendEntries verified, not the log's
     last entry (B still holds its stale term-1 suffix beyond the verified prefix)."""
