@@ -193,7 +193,7 @@ def check(records: list[dict], meta: dict) -> dict:
                 elif k == "resume" and j["pauses"] and j["pauses"][-1][1] is None:
                     j["pauses"][-1][1] = now
                 elif k == "delete":
-                    j["deleted"] = now
+                    j["deleted"], j["deleted_index"] = now, idx
         elif k == "fire" and res.get("ok"):
             for name, t, code in res.get("items", []):
                 if name.endswith(":") and code == "created":        # a DAG's schedule row: a run starts
@@ -296,14 +296,23 @@ def check(records: list[dict], meta: dict) -> dict:
         if len(made) > 1:
             A.add("C2", f"request {rid[:12]} created {len(made)} executions: " +
                   ", ".join(f"{n}@{t}" for n, t, _ in made), None, rid=rid)
+    # An execution recorded before its job's delete went with it. By log order, not by the
+    # entries' `now` stamps: under clock skew (S09) a fire recorded by a leader whose clock ran
+    # fast carries a later stamp than the delete a slower leader recorded after it, and its runs
+    # were reported as never ended.
     for name, j in jobs.items():
         if j.get("deleted") is not None:
             for key, ex in execs.items():
-                if key[0] == name and ex["now"] <= j["deleted"]:
+                if key[0] == name and ex["index"] < j["deleted_index"]:
                     ex["deleted"] = True
 
     # ---------------------------------------------------------------- C1: no instant silently missing
     instants_checked = 0
+    # A pause's or resume's `now` is the stamp of the leader that recorded it: under an injected
+    # clock offset (S09) it is off by up to that offset from the instants it stops, so an instant
+    # that close to a pause's edges may or may not have been recorded.
+    skew = max((abs(r.get("offset_ms") or 0) for r in by_type["nemesis"] if r.get("fault") == "clock"),
+               default=0)
     for name, j in sorted(jobs.items()):
         period = j.get("period") or 0
         if not period:
@@ -318,7 +327,7 @@ def check(records: list[dict], meta: dict) -> dict:
             continue
 
         def paused_at(m: int) -> bool:
-            return any(p0 - SLACK_MS <= m <= (p1 if p1 is not None else 2 ** 62) + period
+            return any(p0 - SLACK_MS - skew <= m <= (p1 if p1 is not None else 2 ** 62) + period + skew
                        for p0, p1 in j["pauses"])
         for a, b in zip(times, times[1:]):
             m = a + period

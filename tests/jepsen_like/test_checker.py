@@ -136,6 +136,40 @@ def test_pause_explains_a_gap():
     assert "C1" not in checks(res), res["anomalies"]
 
 
+def _gap_at(t: int) -> tuple[Hist, dict]:
+    h, meta = good()
+    h.recs = [r for r in h.recs if not (r.get("scheduled_ms") == t or (r["type"] == "apply" and (
+        r["entry"].get("scheduled_ms") == t or (r["entry"].get("k") == "fire" and r["entry"]["items"][0][1] == t))))]
+    tokens = {r["entry"].get("token") for r in h.recs if r["type"] == "apply"}
+    h.recs = [r for r in h.recs if not (r["type"] == "w_ack" and r["token"] not in tokens)]
+    return h, meta
+
+
+def test_a_pause_stamped_by_a_skewed_leader_explains_a_gap_only_under_a_clock_fault():
+    """S09: the pause's `now` is its leader's clock, 2.5 s fast here, so the gap it caused
+    starts before the stamp. Without an injected clock offset the same gap is a miss."""
+    t = T0 + 3000
+    for offset, flagged in ((0, True), (2500, False)):
+        h, meta = _gap_at(t)
+        if offset:
+            h.add("nemesis", T0, fault="clock", phase="start", node="n1", offset_ms=offset)
+        h.apply({"k": "pause", "now": t + 2000, "name": "j"}, {"ok": True}, t - 400)
+        h.apply({"k": "resume", "now": t + 2400, "name": "j"}, {"ok": True}, t + 400)
+        assert ("C1" in checks(run(h, meta))) is flagged, offset
+
+
+def test_runs_recorded_before_a_delete_need_not_end_whatever_the_stamps():
+    """S09: the fire was recorded by a leader whose clock ran fast, the delete after it by a
+    slower one: by stamps the runs came after the delete; by log order they went with it."""
+    h, meta = good()
+    t = T0 + 6000
+    h.recs = [r for r in h.recs if not (r["type"] == "apply" and r["entry"].get("k") == "finish" and r["entry"]["scheduled_ms"] == t)]
+    h.recs = [r for r in h.recs if not (r["type"] == "w_ack" and r["token"] == max(x["token"] for x in h.recs if x["type"] == "w_ack"))]
+    assert checks(run(copy.deepcopy(h), meta)) == {"C1"}
+    h.apply({"k": "delete", "now": t - 3000, "name": "j"}, {"ok": True}, t + 100)
+    assert "C1" not in checks(run(h, meta))
+
+
 def test_stale_completion_accepted_is_c4():
     h, meta = good()
     t = T0 + 4000
