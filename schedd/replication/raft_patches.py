@@ -81,9 +81,9 @@ ignores).
    the minimum election timeout (so patch 5 never reads a sleep as a stall); a message, a
    proposal (patch 9), a durable write (patch 7), a queued tick job or destroy() wake it
    sooner; committed entries left unapplied (patches 6 and 8) end it at once. Whatever polls
-   for progress rather than waiting for an event (binding, connecting,
-   a handshake's deadline, unsynced writes, queued commands, a deadline already past) keeps
-   the tick period, as stock; each such part says so through `add_tick_need`.
+   for progress rather than waiting for an event (binding, connecting, a handshake's deadline,
+   unsynced writes, queued commands, a deadline already past) keeps the tick period, as
+   stock; each such part says so through `add_tick_need`.
 """
 
 from __future__ import annotations

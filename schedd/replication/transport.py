@@ -39,6 +39,7 @@ import logging
 import socket
 import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -239,11 +240,14 @@ class GuardedTCPTransport(TCPTransport):
             if (conn is not None and conn.state != CONNECTION_STATE.CONNECTED
                     and self._shouldConnect(node)):
                 return 0.0
-        for conn in [*self._unknownConnections, *self._connections.values()]:
+        return 0.0 if next(self._handshaking(), None) is not None else None
+
+    def _handshaking(self) -> Iterator[GuardedTcpConnection]:
+        """The open connections whose key exchange is not done (their deadline is _onTick's)."""
+        for conn in (*self._unknownConnections, *self._connections.values()):
             if (isinstance(conn, GuardedTcpConnection) and not conn.authenticated
                     and conn.state != CONNECTION_STATE.DISCONNECTED):
-                return 0.0
-        return None
+                yield conn
 
     # Restores "no listener without a reason": stock pysyncobj binds the Raft port even with no
     # peers, where it can only serve strangers (and, without a password, runs their pickles).
@@ -309,9 +313,8 @@ class GuardedTCPTransport(TCPTransport):
     def _onTick(self) -> None:
         super()._onTick()
         deadline = monotonic() - self.limits.handshake_timeout_s
-        for conn in [*self._unknownConnections, *self._connections.values()]:
-            if (isinstance(conn, GuardedTcpConnection) and not conn.authenticated
-                    and conn.state != CONNECTION_STATE.DISCONNECTED and conn.opened_at < deadline):
+        for conn in list(self._handshaking()):      # (disconnect changes the sets)
+            if conn.opened_at < deadline:
                 WARN.warn("handshake", "Raft: dropping a connection that did not complete the "
                           "handshake within %gs", self.limits.handshake_timeout_s)
                 conn.disconnect()
