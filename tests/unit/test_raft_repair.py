@@ -606,3 +606,66 @@ def test_destroy_wakes_a_sleeping_tick() -> None:
     node._wake = lambda: woken.append(True)
     node.destroy()
     assert woken == [True]
+
+
+# ------------------------------------------------------------ patch 11: quiet heartbeats
+
+def _heartbeat_round(net: MemoryNetwork, leader: SyncObj) -> tuple[list, list]:
+    """One heartbeat: what the leader sent, and what the followers answered."""
+    send_heartbeats(leader)
+    sent = net.take()
+    net.deliver(sent)
+    return sent, net.take(lambda m: m.dst == A)
+
+
+@pytest.mark.parametrize("case, answered", [
+    ("caught up and answered within the window: quiet, no answer", set()),
+    ("not answered within the window: asked, answered", {B, C}),
+    ("a follower in PROBE is always asked", {B}),
+    ("a follower that lost its log answers a quiet heartbeat anyway", {B}),
+])
+def test_a_caught_up_follower_answers_a_heartbeat_only_when_asked(case: str, answered: set) -> None:
+    """Patch 11: the answer to a heartbeat that a caught-up follower acknowledged already tells
+    the leader only that it is alive; the leader asks for one at least once per quiet window (a
+    fifth of the leader fallback timeout). A quiet heartbeat still counts as leader contact:
+    election timer, commit index."""
+    net, leader = settled_leader(RepairingSyncObj)
+    peers = {n.id: n for n in leader._SyncObj__otherNodes}
+    if "not answered" in case:
+        for n in peers.values():
+            leader._SyncObj__lastResponseTime[n] -= leader._quiet_window()
+    elif "PROBE" in case:
+        leader._repl_mode[peers[B]] = "probe"
+    elif "lost its log" in case:
+        net.add(B, PEERS, cls=RepairingSyncObj)
+        net.connect_all()
+        leader._repl_mode[peers[B]] = "replicate"     # the leader has not noticed yet
+    follower_c = net.nodes[C]
+    follower_c._SyncObj__raftElectionDeadline = 0.0
+    sent, answers = _heartbeat_round(net, leader)
+    quiet = {m.dst for m in sent if m.body.get("quiet")}
+    assert {m.src for m in answers} == answered, case
+    if "lost its log" in case:
+        assert [m.body["success"] for m in answers] == [False]
+        net.deliver(answers)
+        rounds(net, A, 6)
+        assert converged(net, A, B)           # repaired as any follower that lost entries
+    if not answered:
+        assert quiet == {B, C}
+        assert follower_c._SyncObj__raftElectionDeadline > raft_clock()   # heard its leader
+        assert commit_index(follower_c) == commit_index(leader)
+
+
+def test_a_stock_follower_answers_a_quiet_heartbeat() -> None:
+    """Mixed versions: a follower that does not know the flag answers as it always did."""
+    net = MemoryNetwork()
+    net.add(A, PEERS, cls=RepairingSyncObj)
+    for addr in (B, C):
+        net.add(addr, PEERS, cls=SyncObj)
+    net.connect_all()
+    leader = net.nodes[A]
+    make_leader(leader, 2)
+    rounds(net, A, 3)
+    sent, answers = _heartbeat_round(net, leader)
+    assert {m.dst for m in sent if m.body.get("quiet")} == {B, C}
+    assert {m.src for m in answers} == {B, C}
