@@ -967,6 +967,8 @@ class DurableJournal(Journal):
                 (self._dirty or self._pending_clear is not None):
             self.sync()
         with self._meta_lock:
+            if self._meta.get("raftCommitIndex") == int(raftCommitIndex):
+                return      # a follower sets it on every heartbeat: rewrite the file for a change only
             self._meta["raftCommitIndex"] = int(raftCommitIndex)
             self._meta_dirty = True
 
