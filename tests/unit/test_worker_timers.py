@@ -217,7 +217,8 @@ def test_quiet_collector_passes_only_in_a_gap_longer_than_the_last_pass_and_forc
         passes.append(now[0])
         now[0] += 0.2                                # a pass takes 0.2 s
 
-    q = QuietCollector(every_s=5, force_s=60, margin_s=0.05, collect=collect, clock=lambda: now[0])
+    q = QuietCollector(every_s=5, force_s=60, margin_s=0.05, collect=collect, promoted=lambda: 1,
+                       clock=lambda: now[0])
     assert not q.maybe_collect(None)                 # the last pass is not old enough yet
     now[0] = 106.0
     assert q.maybe_collect(None) and q.took == pytest.approx(0.2)    # nothing held: at once
@@ -228,6 +229,17 @@ def test_quiet_collector_passes_only_in_a_gap_longer_than_the_last_pass_and_forc
         now[0] = float(t)
         q.maybe_collect(0.01)
     assert passes == [106.0, 112.0, 173.0]           # ... forced once force_s passed (112.2 + 60)
+
+    # Nothing moved into the oldest generation since the last pass: a full one would find
+    # nothing the young passes do not (an idle worker), however old the last pass is.
+    promoted = [0]
+    q = QuietCollector(every_s=5, force_s=60, collect=collect, promoted=lambda: promoted[0],
+                       clock=lambda: now[0])
+    passes.clear()
+    now[0] += 300.0
+    assert not q.maybe_collect(None) and passes == []
+    promoted[0] = 1
+    assert q.maybe_collect(None) and len(passes) == 1
 
     before = gc.get_threshold()
     a, b = QuietCollector(), QuietCollector()
