@@ -647,8 +647,7 @@ class RepairingSyncObj(SyncObj):
 
     def _real_match(self) -> dict[Any, int]:
         """The followers' matchIndex, not the one patch 7 caps at the leader's durable index."""
-        match = self._match_real if self._match_real is not None else self._SyncObj__raftMatchIndex
-        return match
+        return self._match_real if self._match_real is not None else self._SyncObj__raftMatchIndex
 
     def _SyncObj__tryLogCompaction(self) -> None:
         self._timed("compaction", lambda: SyncObj._SyncObj__tryLogCompaction(self))()
