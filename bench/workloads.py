@@ -180,12 +180,19 @@ def schedd_herd(s: Schedd, p: dict) -> dict:
 def schedd_register(s: Schedd, p: dict) -> dict:
     s.client.put_job(job_spec(s.name("warm"), command="true"))
     one = [job_spec(s.name(f"a{i}"), command="true") for i in range(p["single"])]
+    cpu0, client0, lead = s.cpu(), time.process_time(), s.c.leader()
     el, lat, errors = asyncio.run(put_jobs_one_each(s.addrs(), s.c.security(), one, 64, warm=s.name("warm")))
+    cpu1, client1 = s.cpu(), time.process_time()
+    # What bounds single calls: CPU per call in each process (the leader's, the followers', the
+    # client's: this process runs it), on the machine's cores.
+    per_job = {n: round((cpu1[n] - cpu0.get(n, 0.0)) / p["single"] * 1e6) for n in cpu1}
+    per_job["client"] = round((client1 - client0) / p["single"] * 1e6)
     batch = [job_spec(s.name(f"b{i}"), command="true") for i in range(p["batched"])]
     t = time.perf_counter()
     put_jobs_in_calls(s.client, batch)
     el_b = time.perf_counter() - t
     return {"single_per_s": p["single"] / el, "single_p99_s": percentile(lat, 0.99),
+            "single_cpu_us_per_job": per_job, "leader": lead,
             "errors": sum(errors.values()), "batched_per_s": p["batched"] / el_b}
 
 
