@@ -209,6 +209,26 @@ def cpu_seconds(pid: int, children: bool = False) -> float | None:
     return ticks / _CLK_TCK
 
 
+def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
+    """User + system CPU seconds of each thread of a process: {tid: (its name, seconds)}; the
+    main thread's tid is the pid. Empty if the process is gone."""
+    out: dict[int, tuple[str, float]] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue                                  # the thread ended meanwhile
+        name = text[text.index("(") + 1:text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        out[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / _CLK_TCK)
+    return out
+
+
 # ------------------------------------------------------------------ formatting
 
 

@@ -73,3 +73,15 @@ def test_every_workload_runs_on_the_peers(tiny_run):
         pytest.skip("the peers' venv (bench/.peers-venv) is not installed: `python -m bench all --quick` installs it")
     for system in _peers.PEERS:
         check(lines, system)
+
+
+def test_the_registration_bound_bench_runs_both_servers():
+    """bench/bench_register.py (what bounds single-call registration): the gRPC floor and a real
+    cluster each answer every call, and the table has a row for each; no figure is asserted."""
+    out = subprocess.run([sys.executable, "bench/bench_register.py", "--jobs", "40", "--runs", "1"], cwd=REPO,
+                         capture_output=True, text=True, timeout=240, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    rows = {line.split("#")[0].strip(): line.split() for line in out.stdout.splitlines()
+            if line.strip().startswith(("gRPC floor #1", "schedd #1")) and "calls/s" not in line}
+    assert set(rows) == {"gRPC floor", "schedd"}, out.stdout
+    assert all(r[-1] == "0" for r in rows.values()), out.stdout      # the errors column
