@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import socket
 import subprocess
 import time
 import urllib.request
@@ -196,13 +197,23 @@ def rss_bytes(pid: int) -> int | None:
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid: int, children: bool = False) -> float | None:
-    """User + system CPU seconds of a process (with `children`: plus its reaped children's)."""
+def _stat(path: str) -> tuple[str, list[str]] | None:
+    """A /proc .../stat file: the command name and the fields after it (None if it is gone)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+        with open(path) as f:
+            text = f.read()
     except OSError:
         return None
+    head, _, rest = text.rpartition(")")
+    return head[head.index("(") + 1:], rest.split()
+
+
+def cpu_seconds(pid: int, children: bool = False) -> float | None:
+    """User + system CPU seconds of a process (with `children`: plus its reaped children's)."""
+    stat = _stat(f"/proc/{pid}/stat")
+    if stat is None:
+        return None
+    fields = stat[1]
     ticks = int(fields[11]) + int(fields[12])
     if children:
         ticks += int(fields[13]) + int(fields[14])
@@ -212,21 +223,29 @@ def cpu_seconds(pid: int, children: bool = False) -> float | None:
 def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
     """User + system CPU seconds of each thread of a process: {tid: (its name, seconds)}; the
     main thread's tid is the pid. Empty if the process is gone."""
-    out: dict[int, tuple[str, float]] = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return out
+        return {}
+    out: dict[int, tuple[str, float]] = {}
     for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                text = f.read()
-        except OSError:
-            continue                                  # the thread ended meanwhile
-        name = text[text.index("(") + 1:text.rindex(")")]
-        fields = text.rsplit(")", 1)[1].split()
-        out[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / _CLK_TCK)
+        stat = _stat(f"/proc/{pid}/task/{tid}/stat")
+        if stat is not None:                          # (None: the thread ended meanwhile)
+            name, fields = stat
+            out[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / _CLK_TCK)
     return out
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` distinct ports free on 127.0.0.1 a moment ago."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 # ------------------------------------------------------------------ formatting

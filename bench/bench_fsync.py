@@ -22,7 +22,6 @@ import os
 import queue
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,9 @@ import secrets
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ["stock", "never", "batch", "always"]
+
+sys.path.insert(0, REPO)
+from bench._metrics import free_ports  # noqa: E402 - after the path
 
 
 def node_main(cfg):
@@ -181,16 +183,6 @@ class Node:
                 pass
         self.proc.wait(timeout=10)
         self.err.close()
-
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def pct(values, p):

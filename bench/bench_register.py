@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run as a script from anywhere
 
-from bench._metrics import Hist, cpu_seconds, put_jobs_one_each, scrape, table, thread_cpu
+from bench._metrics import Hist, cpu_seconds, free_ports, put_jobs_one_each, scrape, table, thread_cpu
 from bench._schedd import running
 from schedd_client import job_spec
 
@@ -54,7 +53,7 @@ def serve_floor(port: int, tls: Path) -> None:
     from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
     class Floor(pb_grpc.SchedulerServicer):
-        async def PutJob(self, request, context):       # the RPC's name
+        async def PutJob(self, request, context):
             return pb.PutJobResponse(job=pb.Job(spec=request.job), created=True)
 
     async def main() -> None:
@@ -83,12 +82,6 @@ def by_kind(pid: int, before: dict[int, tuple[str, float]], after: dict[int, tup
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def measure(pid: int, others: dict[str, int], addrs: list[str], security, n: int, inflight: int,
             prefix: str) -> dict:
     """N PutJobs with `inflight` in flight; CPU µs per call of `pid` (by kind), of `others`
@@ -107,27 +100,27 @@ def measure(pid: int, others: dict[str, int], addrs: list[str], security, n: int
 def floor_run(n: int, inflight: int) -> dict:
     from schedd.security import certs
     from schedd_client.channels import Security
-    tls = Path(tempfile.mkdtemp(prefix="schedd-floor-")) / "tls"
-    certs.create_deployment(tls, nodes=[certs.NodeSpec("n1", tuple(certs.LOCAL_HOSTS))], admins=["admin"])
-    leaf = certs.leaf_paths(tls, "admin", "admin")
-    security = Security(ca=certs.ca_paths(tls).cert, cert=leaf.cert, key=leaf.key)
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, __file__, "--serve-floor", str(port), str(tls)],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        if proc.stdout is None or proc.stdout.readline().strip() != "ready":
-            raise RuntimeError("the floor server did not start")
-        addrs = [f"127.0.0.1:{port}"]
-        measure(proc.pid, {}, addrs, security, min(n, 1000), inflight, "warm")     # channels, caches
-        return measure(proc.pid, {}, addrs, security, n, inflight, "a")
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
+    with tempfile.TemporaryDirectory(prefix="schedd-floor-") as tmp:
+        tls = Path(tmp) / "tls"
+        certs.create_deployment(tls, nodes=[certs.NodeSpec("n1", tuple(certs.LOCAL_HOSTS))], admins=["admin"])
+        leaf = certs.leaf_paths(tls, "admin", "admin")
+        security = Security(ca=certs.ca_paths(tls).cert, cert=leaf.cert, key=leaf.key)
+        port = free_ports(1)[0]
+        proc = subprocess.Popen([sys.executable, __file__, "--serve-floor", str(port), str(tls)],
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            if proc.stdout is None or proc.stdout.readline().strip() != "ready":
+                raise RuntimeError("the floor server did not start")
+            addrs = [f"127.0.0.1:{port}"]
+            measure(proc.pid, {}, addrs, security, min(n, 1000), inflight, "warm")     # channels, caches
+            return measure(proc.pid, {}, addrs, security, n, inflight, "a")
+        finally:
+            proc.kill()
+            proc.wait(timeout=30)
 
 
 def schedd_run(n: int, inflight: int) -> dict:
-    root = Path(tempfile.mkdtemp(prefix="schedd-register-"))
-    with running(root, worker=False) as s:
+    with tempfile.TemporaryDirectory(prefix="schedd-register-") as tmp, running(Path(tmp), worker=False) as s:
         s.client.put_job(job_spec(s.name("warm"), command="true"))
         lead = s.c.leader()
         assert lead is not None
