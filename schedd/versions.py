@@ -3,7 +3,8 @@ reports comes from (``schedd --version``, ``cluster status``, the snapshot file 
 check and the feature levels).
 
 Why the zone database and croniter are here: the firing instants a replica computes depend on
-them, and replicas must compute the same instants. A node whose tzdata or croniter differs from
+them (and on schedd's own cron rules, whose revision rides with croniter's version), and
+replicas must compute the same instants. A node whose tzdata or croniter differs from
 the cluster's is a correctness hazard, not a cosmetic difference, so it is reported and refused
 where it matters (joining, restoring).
 """
@@ -14,7 +15,7 @@ import functools
 import importlib.metadata
 from dataclasses import dataclass
 
-from schedd.core import commands
+from schedd.core import commands, schedule
 from schedd.core.features import FEATURES, FeatureTable
 from schedd.core.snapshot import READABLE_FORMATS, SNAPSHOT_FORMAT
 # The gRPC API's compatibility level: defined once, in the package the clients install too.
@@ -48,7 +49,10 @@ def tzdb_version() -> str:
 
 @functools.cache
 def croniter_version() -> str:
-    return _dist_version("croniter")
+    """croniter's version and the revision of schedd's own cron rules, as one text ("7.0.0+rules2"):
+    both decide the instants a replica computes, so a node that differs in either is refused at
+    join and at restore, and flagged by `cluster status`, like a croniter upgrade."""
+    return f"{_dist_version('croniter')}+rules{schedule.RULES}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -631,8 +631,7 @@ class _Command:
             ("Priority", spec.priority or ""),
             ("Pool", spec.pool),
             ("History limit", spec.history_limit or ""),
-            ("DST policy", f"gap {spec.dst_gap or 'shift'}, fold {spec.dst_fold or 'first'}"
-             if spec.dst_gap or spec.dst_fold else ""),
+            ("DST policy", _describe_dst(job)),
             ("SLA", _describe_sla(spec)),
             ("Created", created),
             ("Updated", self.when(job.updated_ms)),
@@ -650,11 +649,11 @@ class _Command:
             {"time_ms": ms, "local": fire.local, "utc": format_time(ms), "dst": fire.dst_note}
             for ms, fire in _upcoming(job)
         ]
-        policy = f"dst_gap {spec.dst_gap or 'shift'}, dst_fold {spec.dst_fold or 'first'}"
-        header = f"{spec.name}: {spec.schedule or '(on demand)'} in {zone} ({policy})"
+        policy = _describe_dst(job)
+        header = f"{spec.name}: {spec.schedule or '(on demand)'} in {zone}" + (f" (DST: {policy})" if policy else "")
         self.emit(
             {"name": spec.name, "schedule": spec.schedule, "timezone": zone,
-             "dst_gap": spec.dst_gap or "shift", "dst_fold": spec.dst_fold or "first", "fires": rows},
+             "dst_gap": job.effective_dst_gap, "dst_fold": job.effective_dst_fold, "fires": rows},
             lambda: header + "\n" + _table(
                 ("#", f"LOCAL ({zone})", "UTC", "IN", "DST"),
                 [(i, r["local"], r["utc"], self.ago(r["time_ms"]) or "-", r["dst"] or "-")
@@ -908,6 +907,20 @@ def _created_line(job: pb.Job) -> str:
 
 def _sla_missed(run: pb.Execution) -> bool:
     return any(e.kind == "sla_missed" for e in run.events)
+
+
+def _describe_dst(job: pb.Job) -> str:
+    """The DST policy in force and where it comes from ("" for a schedule without one)."""
+    gap, fold = job.effective_dst_gap, job.effective_dst_fold
+    if not gap:
+        return ""
+    if job.spec.dst_gap or job.spec.dst_fold:
+        why = "named on the job"
+    elif (gap, fold) == ("skip", "both"):
+        why = "default: the hour repeats, so it follows real time"
+    else:
+        why = "default: fixed local times"
+    return f"gap {gap}, fold {fold} ({why})"
 
 
 def _describe_sla(spec: pb.JobSpec) -> str:

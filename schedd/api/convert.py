@@ -127,6 +127,10 @@ def job_to_pb(job: Job, state: SchedulerState, *, upcoming: int = 0, summary: bo
     if last is not None:
         out.last_execution_id = last.id
         out.last_state = last.state
+    if not summary:
+        s = schedule_of(job)
+        if s.kind == "cron":
+            out.effective_dst_gap, out.effective_dst_fold = s.gap, s.fold
     if upcoming and job.next_fire is not None and not job.paused:
         times = [job.next_fire] + sched.next_n(schedule_of(job), job.next_fire, upcoming - 1)
         out.upcoming_ms.extend(times[:upcoming])

@@ -405,7 +405,7 @@ def canonical_spec(d: dict[str, Any]) -> tuple[dict[str, Any], str]:
     if catchup:
         out["catchup"] = catchup
     _policies(d, out)
-    _dst_and_sla(d, out)
+    _dst_and_sla(d, out, sched.parse(parsed.spec, tz, hash_key=name))
     delivery = _str(d, "delivery", 16)
     if delivery and delivery not in DELIVERY_POLICIES:
         raise ValidationError(f"delivery must be one of {', '.join(DELIVERY_POLICIES)}, got {delivery!r}")
@@ -495,17 +495,18 @@ MAX_SLA_SECONDS = 366 * 86400
 SLA_BY_RE = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 
 
-def _dst_and_sla(d: dict[str, Any], out: dict[str, Any]) -> None:
-    """dst_gap / dst_fold (kept only when not the default, so older canonical specs stay
-    byte-identical) and the sla object."""
+def _dst_and_sla(d: dict[str, Any], out: dict[str, Any], default: sched.Schedule) -> None:
+    """dst_gap / dst_fold (kept only where they differ from the default of the schedule, which
+    depends on its hour field, so a spec that names the default commits the same text) and
+    the sla object."""
     gap, fold = _str(d, "dst_gap", 16), _str(d, "dst_fold", 16)
     if gap and gap not in sched.GAP_POLICIES:
         raise ValidationError(f"dst_gap must be one of {', '.join(sched.GAP_POLICIES)}, got {gap!r}")
     if fold and fold not in sched.FOLD_POLICIES:
         raise ValidationError(f"dst_fold must be one of {', '.join(sched.FOLD_POLICIES)}, got {fold!r}")
-    if gap and gap != sched.GAP_POLICIES[0]:
+    if gap and gap != default.gap:
         out["dst_gap"] = gap
-    if fold and fold != sched.FOLD_POLICIES[0]:
+    if fold and fold != default.fold:
         out["dst_fold"] = fold
     sla = d.get("sla")
     if sla in (None, {}):
@@ -570,9 +571,11 @@ def check_committed_dst_and_sla(d: dict[str, Any]) -> None:
 
 
 def dst_policy(spec: dict[str, Any]) -> str:
-    """The Job.dst text of a canonical spec: "" for the defaults, else "gap/fold"."""
-    gap, fold = spec.get("dst_gap") or "shift", spec.get("dst_fold") or "first"
-    return "" if (gap, fold) == ("shift", "first") else f"{gap}/{fold}"
+    """The Job.dst text of a canonical spec: "gap/fold" as the spec names them, each "" when not
+    named (then the schedule's default applies, see schedule.default_dst_policy); "" for
+    neither."""
+    gap, fold = spec.get("dst_gap") or "", spec.get("dst_fold") or ""
+    return f"{gap}/{fold}" if gap or fold else ""
 
 
 # ------------------------------------------------------------------ secret env and resource limits

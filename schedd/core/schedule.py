@@ -21,12 +21,27 @@ Syntax (see `parse`):
   the hour and ``@every 10s`` at :00, :10, ... The time zone plays no part.
 - ``at <RFC 3339 time>``: a one-off. A time without an offset is read in the schedule's zone.
 
-Cron semantics follow croniter (and Vixie cron): when both day-of-month and day-of-week are
-restricted a day matches if EITHER matches; a ``*`` (or ``?``) in one of them makes the other
-decide alone. Deliberate differences from croniter 7: an equal range ``5-5`` means 5 (croniter
-reads it as the whole field), ``#``/``L5`` may not be combined with a restricted day-of-month
-(croniter silently drops the day-of-month there), ``W`` and the random ``R`` are refused, and
-an expression that can never fire (``0 0 30 2 *``) is refused.
+Field arithmetic (schedd expands fields itself; croniter only places H). A field is a list of
+tokens; its values are the union of theirs. ``*`` (and ``?``) is every value of the field
+(day-of-week 0-6); ``a`` is one value (leading zeros and names are the same value: ``05``,
+``5``, ``FRI``; ``7`` is Sunday); ``a-b`` with a <= b is a through b, so an equal range ``5-5``,
+``05-5`` or ``SUN-0`` is that one value and ``0-7`` is the whole week; ``a-b`` with a > b wraps
+past the end of the field (``FRI-MON`` is Fri, Sat, Sun, Mon; ``23-3`` is 23, 0, 1, 2, 3; a
+day-of-week range starting at 7 reads 7 as 0, so ``7-3`` is ``0-3``). A step ``/n`` takes every
+n-th value counting from the range's start and across the wrap (``OCT-FEB/2`` is Oct, Dec, Feb;
+``23-3/2`` is 23, 1, 3; ``FRI-TUE/3`` is Fri, Mon); ``*/n`` counts from the field's lowest value
+and ``a/n`` means ``a-<highest value>/n``. A step larger than its range leaves the start alone.
+
+The day rule (croniter's, not Vixie cron's): a day field is *unrestricted* when written ``*``,
+``?`` or ``*/1``, or when it lists every value of its field (day-of-month 1-31, where ``L``
+counts as 31) while the other day field contains a ``*``. Both unrestricted: every day. One
+unrestricted: the other decides alone. Both restricted: a day matches if EITHER matches (OR).
+Vixie cron differs: it ANDs the two whenever either field starts with ``*``, so ``0 0 */2 * MON``
+fires on odd days that are Mondays there, and on odd days or Mondays here.
+
+Refused rather than guessed: ``#``/``L5`` beside a restricted day-of-month (croniter silently
+drops the day-of-month there), plain weekdays mixed with ``#``/``L`` ones in one list, ``W``
+and the random ``R``, and an expression that can never fire (``0 0 30 2 *``).
 
 Time zones and daylight saving time. Cron expressions are matched against the local
 wall-clock time of the schedule's IANA zone; each matching wall time is then mapped to UTC:
@@ -38,14 +53,20 @@ wall-clock time of the schedule's IANA zone; each matching wall time is then map
 - Fall back (a fold): a wall time that occurs twice fires once, at its FIRST occurrence. The
   second pass through the repeated hour fires nothing.
 
-Those are the defaults. A cron schedule may choose other policies (`parse(..., gap=, fold=)`,
-job spec keys ``dst_gap`` and ``dst_fold``):
+Those rules (gap ``shift``, fold ``first``) are the default of a cron at FIXED local times: one
+whose hour field names hours (``30 2 * * *``, ``0 9,17 * * *``, ``0 8-18 * * *``). A cron whose
+hour field is a wildcard or has a step (``@hourly``, ``*/15 * * * *``, ``0 */2 * * *``,
+``0 H/3 * * *``) follows REAL time instead, as Vixie cron does: a wall time inside a gap does not
+exist and fires nothing (gap ``skip``), and a wall time in a fold fires in both passes (fold
+``both``): ``@hourly`` fires once every real hour through both transitions. A job may name
+either policy explicitly (`parse(..., gap=, fold=)`, job spec keys ``dst_gap`` and
+``dst_fold``); an explicit policy wins over the default:
 
-- ``gap="shift"`` (default) as above; ``gap="skip"``: a wall time inside a gap does not fire
-  at all that day (Berlin ``30 2 * * *`` has no fire on 2026-03-29).
-- ``fold="first"`` (default) as above; ``fold="last"``: a repeated wall time fires once, at its
-  SECOND occurrence (Berlin 2026-10-25 02:30 fires at 02:30 CET = 01:30Z);
-  ``fold="both"``: it fires at both occurrences (00:30Z and 01:30Z).
+- ``gap="shift"``: as above; ``gap="skip"``: a wall time inside a gap does not fire at all that
+  day (Berlin ``30 2 * * *`` has no fire on 2026-03-29).
+- ``fold="first"``: as above; ``fold="last"``: a repeated wall time fires once, at its SECOND
+  occurrence (Berlin 2026-10-25 02:30 fires at 02:30 CET = 01:30Z); ``fold="both"``: it fires
+  at both occurrences (00:30Z and 01:30Z).
 
 With any policy `next_after` is strictly increasing, and neither a gap nor the second pass
 through a fold is walked second by second. The default rules also read a local time without
@@ -56,10 +77,9 @@ Cron granularity is one second; `next_after` accepts any millisecond. Instants a
 between 1900 and the end of year 9998: for an earlier `after_ms` the first fire from
 1900-01-01T00:00:00Z on is returned, and nothing is returned beyond 9998.
 
-Speed: croniter (~150-450 us per expansion, ~60-110 us per get_next) is used only to expand and
-validate fields; expansions are cached per field text, so jobs that differ only in their hash
-key share nearly all work, and the fire search itself is table lookups over the expanded sets
-(a few microseconds).
+Speed: fields are expanded once per field text (cached), so jobs that differ only in their
+hash key share nearly all work, and the fire search itself is table lookups over the expanded
+sets (a few microseconds per next fire).
 
 Zone data and zone names come from the `tzdata` package when it is installed, never from the
 host's /usr/share/zoneinfo: replicas must agree on every offset, and a pinned Python dependency is
@@ -86,6 +106,7 @@ from croniter.croniter import HashExpander
 __all__ = [
     "FOLD_POLICIES",
     "GAP_POLICIES",
+    "RULES",
     "Schedule",
     "ScheduleError",
     "dst_note",
@@ -138,7 +159,13 @@ _MACROS = {
 }
 _NONE_SPECS = frozenset({"", "none", "@none"})
 
-#: DST policies (module doc): the first of each is the default.
+#: The revision of schedd's own cron rules (field arithmetic, the day rule, the DST defaults).
+#: Replicas must compute the same instants, so it travels with croniter's version wherever that
+#: is compared (joining, restoring, cluster status). 2: fields expanded by schedd (equal ranges
+#: spelled two ways, wrapping ranges with steps), the fixed-time/repeating-hour DST split.
+RULES = 2
+
+#: DST policies (module doc): the first of each is the fixed-time default.
 GAP_POLICIES = ("shift", "skip")
 FOLD_POLICIES = ("first", "last", "both")
 _MAX_GAP_SKIPS = 10_000  # a skip-gap cron whose every match falls in a gap runs out by then
@@ -299,15 +326,13 @@ class _FieldSet:
 
     __slots__ = ("values", "star", "last", "nth", "table", "first")
 
-    def __init__(self, idx: int, expanded: list[Any], nth: dict[int, Any]) -> None:
-        lo, hi = _FIELD_RANGE[idx]
-        hi_value = 6 if idx == _DOW else hi  # 7 is another name for Sunday (0)
-        self.star = expanded == ["*"]  # written as * or ? (a full range is NOT star here)
-        self.last = "l" in expanded  # day-of-month L
-        ints = range(lo, hi_value + 1) if self.star else expanded
-        self.values = tuple(sorted(v for v in ints if isinstance(v, int)))
-        pairs = ((w, 0 if k == "l" else int(k)) for w, ks in nth.items() for k in ks)
-        self.nth = tuple(sorted(pairs))  # (weekday, week 1-5 or 0 = last)
+    def __init__(self, idx: int, star: bool, values: frozenset[int], last: bool,
+                 nth: frozenset[tuple[int, int]]) -> None:
+        hi = _FIELD_RANGE[idx][1]
+        self.star = star  # written as *, ? or */1 (a full range is NOT star here)
+        self.last = last  # day-of-month L
+        self.values = tuple(sorted(values))
+        self.nth = tuple(sorted(nth))  # (weekday, week 1-5 or 0 = last)
         size = 13 if idx == _MONTH else hi + 1
         table, nxt, chosen = [-1] * (size + 1), -1, set(self.values)
         for x in range(size - 1, -1, -1):
@@ -441,23 +466,15 @@ class _CronError(Exception):
 
 @functools.lru_cache(maxsize=4096)
 def _field_set(idx: int, text: str) -> _FieldSet:
-    """Expand one resolved, lower-case field with croniter (~150-450 us, hence the cache).
-
-    The day fields are expanded beside a restricted partner so croniter keeps a full list
-    instead of folding it into "*": that fold depends on the partner's text, and `_cron_for`
-    applies it itself."""
-    template = ["*", "*", "1", "*", "1", "*"]  # croniter order: min hour dom month dow sec
-    template[idx] = text
-    try:
-        expanded, nth = croniter.expand(" ".join(template))
-    except CroniterError:
-        raise _CronError(idx, _explain(idx, text) or f"cannot parse {text!r}") from None
-    return _FieldSet(idx, expanded[idx], nth if idx == _DOW else {})
+    """Expand one resolved, lower-case field (cached per text: a million hashed jobs share the
+    few distinct field texts)."""
+    values, last, nth = _expand_field(idx, text)
+    return _FieldSet(idx, text in _WILDCARDS, values, last, nth)
 
 
 @functools.lru_cache(maxsize=4096)
 def _plain_field(idx: int, text: str) -> str:
-    """Refuse what we do not support and rewrite equal ranges, for a field without H."""
+    """Refuse what we do not support, for a field without H; the text is its own resolution."""
     if not _FIELD_CHARS.fullmatch(text):
         bad = next(ch for ch in text if not _FIELD_CHARS.fullmatch(ch))
         raise _CronError(idx, f"unexpected character {bad!r}")
@@ -466,9 +483,8 @@ def _plain_field(idx: int, text: str) -> str:
         raise _CronError(idx, "'*' and '?' cannot be combined with other values in a list")
     if idx == _DOM and "w" in text:
         raise _CronError(idx, "W (nearest weekday) is not supported")
-    resolved = ",".join(_EQUAL_RANGE.sub(r"\1", t) for t in tokens)
-    _field_set(idx, resolved)  # validate now, so the error names this field
-    return resolved
+    _field_set(idx, text)  # validate now, so the error names this field
+    return text
 
 
 def _resolve_field(idx: int, text: str, key: bytes) -> str:
@@ -507,9 +523,10 @@ def _cron_for(resolved: tuple[str, ...], dow_has_star: bool, dom_has_star: bool)
     values share one object."""
     sets = [_field_set(i, text) for i, text in enumerate(resolved)]
     dom, dow = sets[_DOM], sets[_DOW]
-    # croniter's rule: a day field is unrestricted if written as * or ?, or if it covers the
-    # whole field while the other day field contains a '*'.
-    dom_star = dom.star or (len(dom.values) + dom.last == 31 and dow_has_star)
+    # The day rule (module doc): a day field is unrestricted if written as *, ? or */1, or if it
+    # covers every value while the other day field contains a '*'.
+    dom_days = len(set(dom.values) | ({31} if dom.last else set()))
+    dom_star = dom.star or (dom_days == 31 and dow_has_star)
     dow_star = not dow.nth and (dow.star or (len(dow.values) == 7 and dom_has_star))
     if dow.nth and not dom_star:
         raise _CronError(_DOM, "an nth or last weekday ('#', 'L' in day-of-week) cannot be "
@@ -531,59 +548,112 @@ def _check_fires(rule: _DayRule, months: tuple[int, ...]) -> None:
                                f"does not occur in {names}")
 
 
-# --------------------------------------------------------------------- error explanations
+# ------------------------------------------------------------------------ field expansion
+#
+# schedd expands every field itself, by the arithmetic the module doc states; croniter only
+# places H. (croniter 7 reads an equal range spelled two ways, "05-5" or "SUN-0", as the whole
+# field, and steps a wrapping range with a step from the wrong place after the wrap.)
 
-def _explain(idx: int, text: str) -> str | None:
-    """Name the first concrete problem in a field croniter refused (error path only)."""
+#: Texts that leave a field unrestricted (what decides the day-of-month/day-of-week rule).
+_WILDCARDS = frozenset({"*", "?", "*/1"})
+
+
+def _cycle(idx: int) -> tuple[int, int]:
+    """The field's values as a cycle, lowest and highest: day-of-week is 0-6 (7 is Sunday)."""
+    lo, hi = _FIELD_RANGE[idx]
+    return lo, 6 if idx == _DOW else hi
+
+
+def _expand_field(idx: int, text: str) -> tuple[frozenset[int], bool, frozenset[tuple[int, int]]]:
+    """(values, day-of-month L, nth weekdays as (weekday, week 1-5 or 0 = last)) of one field;
+    raises _CronError naming the first bad token."""
+    values: set[int] = set()
+    nth: set[tuple[int, int]] = set()
+    last = False
     for token in text.split(","):
-        base, slash, step = token.partition("/")
-        if slash and (not step.isdigit() or int(step) == 0):
-            return (f"step {step.upper()!r} in {token.upper()!r} must be a whole number "
-                    "of at least 1")
-        problem = _explain_base(idx, base, token)
-        if problem:
-            return problem
-    return None
+        if idx == _DOM and token == "l":
+            last = True
+        elif idx == _DOW and (token.startswith("l") or "#" in token):
+            nth |= _nth_weekdays(token)
+        else:
+            values |= _token_values(idx, token)
+    if nth and values:
+        raise _CronError(idx, "plain weekdays cannot be combined with nth or last weekdays "
+                              "('#', 'L') in one list")
+    return frozenset(values), last, frozenset(nth)
 
 
-def _explain_base(idx: int, base: str, token: str) -> str | None:
+def _token_values(idx: int, token: str) -> set[int]:
+    """`*`, `?`, `a`, `a-b` (wrapping when a > b), each with an optional step `/n`; `a/n` is
+    `a-<end of field>/n`. A range steps from its start, across the wrap."""
+    base, slash, step_text = token.partition("/")
+    step = _step(idx, token, step_text) if slash else 1
+    lo, hi = _cycle(idx)
     if base in ("*", "?"):
         if base == "?" and idx not in (_DOM, _DOW):
-            return "'?' is only allowed in day-of-month and day-of-week"
-        return None
-    if base.startswith("h"):
-        return "H must be the whole field: H, H/15, H(0-29) or H(0-29)/10"
-    if idx == _DOW and "#" in base:
-        day, _, k = base.partition("#")
-        if not k.isdigit() or not 1 <= int(k) <= 5:
-            return f"{token.upper()!r}: the week number after '#' must be 1-5"
-        return _explain_value(idx, day)
-    if (idx == _DOM and base == "l") or (idx == _DOW and re.fullmatch(r"l[0-7]", base)):
-        return None
-    if "l" in base and idx in (_DOM, _DOW):
-        return f"{token.upper()!r}: 'L' stands alone in day-of-month, or as L0-L7 in day-of-week"
-    lo, dash, hi = base.partition("-")
-    if "-" in hi:
-        return f"{token.upper()!r} is not a value or a range a-b"
-    for part in (lo, hi) if dash else (lo,):
-        if part == "":
-            return f"missing value in {token.upper()!r} (negative numbers are not allowed)"
-        problem = _explain_value(idx, part)
-        if problem:
-            return problem
-    return None
+            raise _CronError(idx, "'?' is only allowed in day-of-month and day-of-week")
+        return set(range(lo, hi + 1, step))
+    first_text, dash, last_text = base.partition("-")
+    if "-" in last_text:
+        raise _CronError(idx, f"{token.upper()!r} is not a value or a range a-b")
+    a = _value(idx, first_text, token)
+    if not dash and not slash:
+        return {a % 7 if idx == _DOW else a}
+    b = _value(idx, last_text, token) if dash else hi
+    if idx == _DOW and a == 7 and b < 7:
+        a = 0                            # 7 is Sunday: "7-3" is "0-3", "7-0" is Sunday alone
+    if a > b:                            # wrap: continue past the end of the cycle
+        b += hi - lo + 1
+    n = hi - lo + 1
+    return {lo + (x - lo) % n for x in range(a, b + 1, step)}
 
 
-def _explain_value(idx: int, value: str) -> str | None:
+def _step(idx: int, token: str, text: str) -> int:
+    if not text.isdigit() or not text.isascii() or int(text) == 0:
+        raise _CronError(idx, f"step {text.upper()!r} in {token.upper()!r} must be a whole "
+                               "number of at least 1")
+    return int(text)
+
+
+def _value(idx: int, text: str, token: str) -> int:
+    """One number or name of field `idx`, range-checked (day-of-week allows 7 for Sunday)."""
     lo, hi = _FIELD_RANGE[idx]
-    if value.isdigit():
-        return None if lo <= int(value) <= hi else f"{int(value)} is out of range {lo}-{hi}"
+    if text.isdigit() and text.isascii():
+        if lo <= int(text) <= hi:
+            return int(text)
+        raise _CronError(idx, f"{int(text)} is out of range {lo}-{hi}")
     names = {_MONTH: _MONTH_NAMES, _DOW: _DOW_NAMES}.get(idx, ())
-    if value in names:
-        return None
+    if text in names:
+        return names.index(text) + (1 if idx == _MONTH else 0)
+    if text == "":
+        raise _CronError(idx, f"missing value in {token.upper()!r} (negative numbers are not "
+                              "allowed)")
+    if text.startswith("h"):
+        raise _CronError(idx, "H must be the whole field: H, H/15, H(0-29) or H(0-29)/10")
+    if "l" in text and idx in (_DOM, _DOW):
+        raise _CronError(idx, f"{token.upper()!r}: 'L' stands alone in day-of-month, or as "
+                              "L0-L7 in day-of-week")
+    if text in ("*", "?"):
+        raise _CronError(idx, f"{token.upper()!r}: '*' and '?' cannot be part of a range")
     kind = {_MONTH: "a number or month name (JAN-DEC)",
             _DOW: "a number or weekday name (SUN-SAT)"}.get(idx, "a number")
-    return f"{value.upper()!r} is not {kind}"
+    raise _CronError(idx, f"{text.upper()!r} is not {kind}")
+
+
+def _nth_weekdays(token: str) -> set[tuple[int, int]]:
+    """`L5` (the last Friday), `5#3` or `FRI#3` (the third Friday), `MON-FRI#2` (the second of
+    each), as (weekday, week) pairs with week 0 for the last."""
+    if token.startswith("l"):
+        if "#" in token or "/" in token or "-" in token:
+            raise _CronError(_DOW, f"{token.upper()!r}: 'L' stands alone in day-of-month, or "
+                                   "as L0-L7 in day-of-week")
+        return {(_value(_DOW, token[1:], token) % 7, 0)}
+    days, _, k = token.partition("#")
+    if "/" in token:
+        raise _CronError(_DOW, f"{token.upper()!r}: a step cannot be combined with '#'")
+    if not k.isdigit() or not k.isascii() or not 1 <= int(k) <= 5:
+        raise _CronError(_DOW, f"{token.upper()!r}: the week number after '#' must be 1-5")
+    return {(d, int(k)) for d in _token_values(_DOW, days)}
 
 
 def _explain_hash(idx: int, text: str) -> str | None:
@@ -623,7 +693,7 @@ class Schedule:
         return _restore, (self.spec, self.tz, self._hash_key, self.gap, self.fold)
 
 
-def _restore(spec: str, tz: str, hash_key: str, gap: str = "shift", fold: str = "first") -> Schedule:
+def _restore(spec: str, tz: str, hash_key: str, gap: str = "", fold: str = "") -> Schedule:
     return parse(spec, tz, hash_key=hash_key, gap=gap, fold=fold)
 
 
@@ -634,8 +704,8 @@ def uses_hash(spec: str) -> bool:
     return bool(_HASH_TOKEN.search(spec))
 
 
-def parse(spec: str | None, tz: str | None = "UTC", *, hash_key: str = "", gap: str = "shift",
-          fold: str = "first") -> Schedule:
+def parse(spec: str | None, tz: str | None = "UTC", *, hash_key: str = "", gap: str = "",
+          fold: str = "") -> Schedule:
     """Parse schedule text in time zone `tz`; `hash_key` (the job id) places H fields; `gap`
     (shift | skip) and `fold` (first | last | both) are the DST policies of a cron schedule
     ("" = the default; ignored by the other kinds).
@@ -652,10 +722,9 @@ def parse(spec: str | None, tz: str | None = "UTC", *, hash_key: str = "", gap: 
         raise ScheduleError(f"schedule must be text, not {type(spec).__name__}")
     if tz is not None and not isinstance(tz, str):
         raise ScheduleError(f"time zone must be text, not {type(tz).__name__}")
-    gap, fold = gap or "shift", fold or "first"
-    if gap not in GAP_POLICIES:
+    if gap and gap not in GAP_POLICIES:
         raise ScheduleError(f"dst_gap must be one of {', '.join(GAP_POLICIES)}, got {gap!r}")
-    if fold not in FOLD_POLICIES:
+    if fold and fold not in FOLD_POLICIES:
         raise ScheduleError(f"dst_fold must be one of {', '.join(FOLD_POLICIES)}, got {fold!r}")
     text = (spec or "").strip()
     if not uses_hash(text):
@@ -664,8 +733,7 @@ def parse(spec: str | None, tz: str | None = "UTC", *, hash_key: str = "", gap: 
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _parse_cached(text: str, tz: str, hash_key: str, gap: str = "shift",
-                  fold: str = "first") -> Schedule:
+def _parse_cached(text: str, tz: str, hash_key: str, gap: str = "", fold: str = "") -> Schedule:
     tz = validate_tz(tz)
     low = text.lower()
     if low in _NONE_SPECS:
@@ -689,10 +757,23 @@ def _parse_cached(text: str, tz: str, hash_key: str, gap: str = "shift",
 
 
 def _cron_schedule(normalized: str, fields: list[str], tz: str, hash_key: str,
-                   gap: str = "shift", fold: str = "first") -> Schedule:
+                   gap: str = "", fold: str = "") -> Schedule:
     cron = _compile_cron(tuple(fields), hash_key.encode("utf-8"), normalized)
     zone = None if tz in _UTC_NAMES else _zone(tz)
-    return Schedule("cron", normalized, tz, hash_key, cron, zone, gap=gap, fold=fold)
+    auto_gap, auto_fold = default_dst_policy(fields)
+    return Schedule("cron", normalized, tz, hash_key, cron, zone, gap=gap or auto_gap,
+                    fold=fold or auto_fold)
+
+
+def default_dst_policy(fields: list[str]) -> tuple[str, str]:
+    """The (gap, fold) policy of a cron whose job names none: Vixie cron's split. An hour field
+    that is a wildcard or has a step ("*", "*/2", "H/3", "8-18/2") repeats through the day, so
+    the job follows real time: a gap's wall times do not exist (skip) and a fold's run in both
+    passes. Any other hour field names fixed local times: shift and first."""
+    hour = fields[_USER_ORDER[len(fields)].index(_HOUR)] if len(fields) in _USER_ORDER else ""
+    if "*" in hour or "?" in hour or "/" in hour:
+        return "skip", "both"
+    return GAP_POLICIES[0], FOLD_POLICIES[0]
 
 
 def _parse_every(text: str, tz: str) -> Schedule:

@@ -31,7 +31,7 @@ from schedd.core import sla as sla_index
 from schedd.core.attempts import LOST_RETRY_LIMIT
 from schedd.core.digest import state_digest
 from schedd.core.firing import GAPS_KEEP, MAX_BACKFILL_PER_ENTRY, MISSED_GRACE_MS, OPEN_END
-from schedd.core.model import Execution, Job
+from schedd.core.model import Execution, Job, dst_policy
 from schedd.core.results import ApplyResult, Code, EpochApplied, ok, reject
 from schedd.core.snapshot import (
     AUDIT_FIELDS, EXEC_FIELDS, EXTRA_FIELDS, FEATURE_LEVEL_KEY, JOB_FIELDS, READABLE_FORMATS, SNAPSHOT_DIGEST,
@@ -156,6 +156,7 @@ class SchedulerState(Tables):
             written = extra.get(SNAPSHOT_DIGEST)
             self.snapshot_digest = (int(written[0]), str(written[1])) if written else None
             dags.upgrade(self)                # DAGs pickled before a field existed
+            _named_dst_policies(self.jobs)
             self.reindex()
             gc.freeze()
         finally:
@@ -292,3 +293,13 @@ class SchedulerState(Tables):
                         ) -> tuple[list[Execution], tuple[int, str] | None, int]:
         return queries.list_executions(self, job=job, state=state, after=after, limit=limit,
                                        oldest_first=oldest_first, visible=visible)
+
+
+def _named_dst_policies(jobs_by_name: dict[str, Job]) -> None:
+    """Re-derive each named DST policy from its spec after a restore. Images written before the
+    default depended on the hour field hold "skip/first" where the spec named only dst_gap (the
+    default's name filled the other half); replaying that spec's entry gives "skip/", so a
+    replica restored from such an image would disagree with one that replayed the log."""
+    for job in jobs_by_name.values():
+        if job.dst:
+            job.dst = dst_policy(job.spec_dict())

@@ -69,10 +69,19 @@ def test_job_next_shows_dst_effects_for_a_berlin_job(cluster_factory, tmp_path):
     assert october and all(f["local"][11:] == "02:30:00+01:00" and "2nd (CET)" in f["dst"] for f in october)
 
     table = schedctl(c, "job", "next", "berlin-skip-both", "--count", "2", at=follower).stdout
-    assert "LOCAL (Europe/Berlin)" in table and "UTC" in table and "dst_gap skip, dst_fold both" in table
+    assert "LOCAL (Europe/Berlin)" in table and "UTC" in table
+    assert "DST: gap skip, fold both (named on the job)" in table
     assert "02:30:00+02:00" in table and "repeated: 02:30 occurs twice" in table
     details = schedctl(c, "job", "get", "berlin-skip-both", at=follower).stdout
-    assert "gap skip, fold both" in details
+    assert "gap skip, fold both (named on the job)" in details
+
+    # an hour field that repeats follows real time by default, and `job get` says so
+    schedctl(c, "job", "create", "berlin-hourly", "--schedule", "@hourly", "--tz", "Europe/Berlin",
+             "--command", "true", at=follower)
+    details = schedctl(c, "job", "get", "berlin-hourly", at=follower).stdout
+    assert "gap skip, fold both (default: the hour repeats, so it follows real time)" in details
+    out = json.loads(schedctl(c, "job", "next", "berlin-hourly", "--count", "1", "-o", "json", at=follower).stdout)
+    assert (out["dst_gap"], out["dst_fold"]) == ("skip", "both")
 
     bad = schedctl(c, "job", "create", "bad", "--schedule", "0 2 * * *", "--command", "x",
                    "--dst-fold", "second", check=False, at=follower)

@@ -155,7 +155,10 @@ class FakeApiNode(pb_grpc.SchedulerServicer, pb_grpc.ClusterServicer):
         job = pb.Job()
         job.CopyFrom(self._job(request.name))
         job.upcoming_ms.extend(job.next_fire_ms + i * MINUTE_MS for i in range(request.upcoming or 5))
-        job.upcoming_fires.extend(upcoming_fires(_schedule_of(job.spec), job.upcoming_ms))  # as the server does
+        s = _schedule_of(job.spec)
+        job.upcoming_fires.extend(upcoming_fires(s, job.upcoming_ms))  # as the server does
+        if s.kind == "cron":
+            job.effective_dst_gap, job.effective_dst_fold = s.gap, s.fold
         return job
 
     def _list_jobs(self, request: pb.ListJobsRequest) -> pb.ListJobsResponse:

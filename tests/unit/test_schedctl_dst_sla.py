@@ -20,11 +20,23 @@ def test_create_with_dst_and_sla_flags(run: Run, fake: FakeCluster) -> None:
     assert (s.dst_gap, s.dst_fold) == ("skip", "both")
     assert s.sla == pb.SlaSpec(within_seconds=7200, by="06:00", webhook="http://h/sla")
     code, out, _ = run("job", "get", "report")
-    assert "DST policy:" in out and "gap skip, fold both" in out
+    assert "DST policy:" in out and "gap skip, fold both (named on the job)" in out
     assert "within 2h and by 06:00 Europe/Berlin, webhook http://h/sla" in out
     code, _, _ = run("job", "update", "report", "--dst-fold", "last", "--sla-tz", "UTC")
     s = spec(fake, "report")
     assert s.dst_fold == "last" and s.dst_gap == "skip" and s.sla.timezone == "UTC" and s.sla.by == "06:00"
+
+
+def test_job_get_shows_the_policy_in_force_and_where_it_comes_from(run: Run, fake: FakeCluster) -> None:
+    run("job", "create", "hourly", "--schedule", "@hourly", "--tz", "Europe/Berlin", "--command", "x")
+    run("job", "create", "daily", "--schedule", "30 2 * * *", "--tz", "Europe/Berlin", "--command", "x")
+    run("job", "create", "every", "--schedule", "@every 1h", "--command", "x")
+    out = run("job", "get", "hourly")[1]
+    assert "gap skip, fold both (default: the hour repeats, so it follows real time)" in out
+    assert "gap shift, fold first (default: fixed local times)" in run("job", "get", "daily")[1]
+    assert "DST policy" not in run("job", "get", "every")[1]
+    doc = json.loads(run("job", "get", "hourly", "-o", "json")[1])
+    assert (doc["effective_dst_gap"], doc["effective_dst_fold"]) == ("skip", "both")
 
 
 def test_job_next_marks_fires_shaped_by_dst(run: Run, fake: FakeCluster) -> None:
@@ -35,7 +47,7 @@ def test_job_next_marks_fires_shaped_by_dst(run: Run, fake: FakeCluster) -> None
     code, out, err = run("job", "next", "every-minute", "--count", "3", "-o", "json")
     assert (code, err) == (0, "")
     doc = json.loads(out)
-    assert (doc["timezone"], doc["dst_gap"], doc["dst_fold"]) == ("Europe/Berlin", "shift", "both")
+    assert (doc["timezone"], doc["dst_gap"], doc["dst_fold"]) == ("Europe/Berlin", "skip", "both")
     assert [f["local"] for f in doc["fires"]] == [
         "2026-10-25T02:59:00+02:00", "2026-10-25T02:00:00+01:00", "2026-10-25T02:01:00+01:00"]
     assert [f["utc"] for f in doc["fires"]] == [
@@ -44,7 +56,8 @@ def test_job_next_marks_fires_shaped_by_dst(run: Run, fake: FakeCluster) -> None
     assert doc["fires"][1]["dst"] == "repeated: 02:00 occurs twice, this is the 2nd (CET)"
     code, out, _ = run("job", "next", "every-minute", "--count", "3")
     lines = out.splitlines()
-    assert lines[0] == "every-minute: * * * * * in Europe/Berlin (dst_gap shift, dst_fold both)"
+    assert lines[0] == ("every-minute: * * * * * in Europe/Berlin "
+                        "(DST: gap skip, fold both (named on the job))")
     assert lines[1].split() == ["#", "LOCAL", "(Europe/Berlin)", "UTC", "IN", "DST"]
     assert len(lines) == 5 and "1st (CEST)" in lines[2] and "2nd (CET)" in lines[3]
     assert run("job", "next", "every-minute", "--count", "0")[0] == 2

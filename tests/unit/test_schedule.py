@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from schedd.core import schedule as S
+from tests.unit import cron_reference as ref
 from schedd.core.schedule import (
     Schedule, ScheduleError, format_ms, next_after, next_n, parse, parse_time, validate_tz,
 )
@@ -347,14 +348,18 @@ NEXT_TZ = [
      ["2026-10-26T02:30:00+01:00"]),
     ("30 2 * * *", "Europe/Berlin", "2026-10-25T01:15:00Z",  # inside the second pass
      ["2026-10-26T02:30:00+01:00"]),
+    # an hour field that repeats follows real time: the repeated hour fires in both passes
     ("*/15 * * * *", "Europe/Berlin", "2026-10-25T01:40:00",
      ["2026-10-25T01:45:00+02:00", "2026-10-25T02:00:00+02:00", "2026-10-25T02:15:00+02:00",
-      "2026-10-25T02:30:00+02:00", "2026-10-25T02:45:00+02:00", "2026-10-25T03:00:00+01:00",
-      "2026-10-25T03:15:00+01:00"]),
-    ("*/15 * * * *", "Europe/Berlin", "2026-10-25T02:10:00+01:00",  # second pass: skip it
-     ["2026-10-25T03:00:00+01:00"]),
+      "2026-10-25T02:30:00+02:00", "2026-10-25T02:45:00+02:00", "2026-10-25T02:00:00+01:00",
+      "2026-10-25T02:15:00+01:00", "2026-10-25T02:30:00+01:00"]),
+    ("*/15 * * * *", "Europe/Berlin", "2026-10-25T02:10:00+01:00",  # inside the second pass
+     ["2026-10-25T02:15:00+01:00"]),
     ("0 * * * *", "Europe/Berlin", "2026-10-25T00:00:00",
-     ["2026-10-25T01:00:00+02:00", "2026-10-25T02:00:00+02:00", "2026-10-25T03:00:00+01:00"]),
+     ["2026-10-25T01:00:00+02:00", "2026-10-25T02:00:00+02:00", "2026-10-25T02:00:00+01:00",
+      "2026-10-25T03:00:00+01:00"]),
+    ("0 2 * * *", "Europe/Berlin", "2026-10-25T00:00:00",  # a fixed time: the first pass only
+     ["2026-10-25T02:00:00+02:00", "2026-10-26T02:00:00+01:00"]),
     # --- America/New_York spring forward 2026-03-08: 02:00 EST -> 03:00 EDT
     ("30 2 * * *", "America/New_York", "2026-03-07T12:00:00",
      ["2026-03-08T03:00:00-04:00", "2026-03-09T02:30:00-04:00"]),
@@ -367,9 +372,9 @@ NEXT_TZ = [
      ["2026-11-01T02:30:00-05:00"]),
     ("*/15 * * * *", "America/New_York", "2026-11-01T00:50:00",
      ["2026-11-01T01:00:00-04:00", "2026-11-01T01:15:00-04:00", "2026-11-01T01:30:00-04:00",
-      "2026-11-01T01:45:00-04:00", "2026-11-01T02:00:00-05:00"]),
+      "2026-11-01T01:45:00-04:00", "2026-11-01T01:00:00-05:00"]),
     ("*/15 * * * *", "America/New_York", "2026-11-01T01:05:00-05:00",  # second pass
-     ["2026-11-01T02:00:00-05:00"]),
+     ["2026-11-01T01:15:00-05:00"]),
     ("@daily", "America/New_York", "2026-03-07T12:00:00", ["2026-03-08T00:00:00-05:00"]),
     # --- zones without DST, and a 30-minute DST
     ("0 9 * * *", "Asia/Kolkata", "2026-03-29T00:00:00Z", ["2026-03-29T09:00:00+05:30"]),
@@ -379,8 +384,8 @@ NEXT_TZ = [
     ("*/15 1 * * *", "Australia/Lord_Howe", "2026-04-05T00:30:00",
      ["2026-04-05T01:00:00+11:00", "2026-04-05T01:15:00+11:00", "2026-04-05T01:30:00+11:00",
       "2026-04-05T01:45:00+11:00", "2026-04-06T01:00:00+10:30"]),
-    ("0 * * * *", "Australia/Lord_Howe", "2026-10-04T00:30:00",  # 02:00 -> 02:30
-     ["2026-10-04T01:00:00+10:30", "2026-10-04T02:30:00+11:00", "2026-10-04T03:00:00+11:00"]),
+    ("0 * * * *", "Australia/Lord_Howe", "2026-10-04T00:30:00",  # 02:00 -> 02:30: no 02:00
+     ["2026-10-04T01:00:00+10:30", "2026-10-04T03:00:00+11:00", "2026-10-04T04:00:00+11:00"]),
 ]
 
 
@@ -389,8 +394,8 @@ def test_next_after_in_zones(spec, tz, after, expected):
     assert fires(spec, tz, after, len(expected)) == expected
 
 
-def test_every_second_cron_across_fall_back_is_fast_and_fires_once_per_wall_second():
-    s = parse("* * * * * *", "Europe/Berlin")
+def test_every_second_cron_with_fold_first_is_fast_and_fires_once_per_wall_second():
+    s = parse("* * * * * *", "Europe/Berlin", fold="first")
     start = time.perf_counter()
     got = next_n(s, ms("2026-10-24T23:59:59Z"), 3601)
     took = time.perf_counter() - start
@@ -405,6 +410,15 @@ def test_every_second_cron_across_fall_back_is_fast_and_fires_once_per_wall_seco
         "2026-10-25T03:00:00+01:00"
     assert time.perf_counter() - start2 < 0.01
     assert took < 2.0
+
+
+def test_every_second_cron_follows_real_time_across_fall_back_by_default():
+    s = parse("* * * * * *", "Europe/Berlin")
+    got = next_n(s, ms("2026-10-24T23:59:59Z"), 7201)
+    assert [format_ms(t) for t in (got[0], got[3599], got[3600], got[7200])] == [
+        "2026-10-25T00:00:00Z", "2026-10-25T00:59:59Z", "2026-10-25T01:00:00Z",
+        "2026-10-25T02:00:00Z"]
+    assert all(b - a == 1000 for a, b in zip(got, got[1:]))  # every real second, once
 
 
 def test_every_second_cron_across_spring_forward():
@@ -606,13 +620,13 @@ def _parse_or_skip(expr: str, tz: str = "UTC", key: str = "") -> Schedule:
 
 @PROPS
 @given(cron_exprs(), START, KEYS)
-def test_utc_matches_croniter(expr_seconds, after, key):
-    expr, seconds = expr_seconds
+def test_utc_matches_the_reference(expr_seconds, after, key):
+    expr, _ = expr_seconds
     s = _parse_or_skip(expr, "UTC", key)
-    start = EPOCH + after * MS
-    it = croniter(expr, start, hash_id=key.encode(), second_at_beginning=seconds)
-    expected = (it.get_next(datetime) - EPOCH) // MS
-    assert next_after(s, after) == expected
+    start = EPOCH + (after // 1000) * timedelta(seconds=1)
+    expected = ref.compile_cron(expr, key).next_wall(start)
+    assert expected is not None
+    assert next_after(s, after) == (expected - EPOCH) // MS
 
 
 ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe",
@@ -665,11 +679,22 @@ def _offset(zone: str, t_ms: int) -> timedelta:
 
 
 def _wall_matches(expr: str, seconds: bool, key: str, wall: datetime) -> bool:
-    """croniter, in naive (wall-clock) mode, as an independent oracle for "this wall time
-    matches the expression"."""
-    before = wall - timedelta(seconds=1)
-    it = croniter(expr, before, hash_id=key.encode(), second_at_beginning=seconds)
-    return it.get_next(datetime) == wall
+    """The brute-force reference as an independent oracle for "this wall time matches"."""
+    return ref.compile_cron(expr, key).next_wall(wall - timedelta(seconds=1)) == wall
+
+
+class _RefWalls:
+    """The reference's matching wall times in order from `start` (what croniter's get_next in
+    naive mode gave the older tests)."""
+
+    def __init__(self, expr: str, start: datetime, key: str) -> None:
+        self.cron, self.wall = ref.compile_cron(expr, key), start
+
+    def get_next(self, _kind: object = None) -> datetime:
+        nxt = self.cron.next_wall(self.wall)
+        assert nxt is not None
+        self.wall = nxt
+        return nxt
 
 
 @ZONE_PROPS
@@ -735,15 +760,15 @@ def _oracle_instant(zone: str, wall: datetime) -> int:
 @given(cron_exprs(), st.sampled_from(TRANSITIONS), st.integers(-3 * 3_600_000, 3 * 3_600_000),
        KEYS)
 def test_no_fire_is_missed_around_transitions(expr_seconds, transition, shift, key):
-    """Against an oracle: croniter enumerates matching wall times (naive), each is mapped with
-    the documented rules, and the first fires after `after` must be exactly ours."""
+    """Against an oracle: the reference enumerates matching wall times (naive), each is mapped
+    with the fixed-time rules (shift, first), and the first fires after `after` must be ours."""
     expr, seconds = expr_seconds
     zone, t = transition
     after = t + shift
-    s = _parse_or_skip(expr, zone, key)
+    _parse_or_skip(expr, zone, key)
+    s = parse(expr, zone, hash_key=key, gap="shift", fold="first")
     wall_after = datetime.fromtimestamp(after // 1000, _tz(zone)).replace(tzinfo=None)
-    it = croniter(expr, wall_after - timedelta(hours=3), hash_id=key.encode(),
-                  second_at_beginning=seconds)
+    it = _RefWalls(expr, wall_after - timedelta(hours=3), key)
     expected: list[int] = []
     for _ in range(400):  # bounded: every-second crons would take 10800 steps to get there
         u = _oracle_instant(zone, it.get_next(datetime))
@@ -847,7 +872,7 @@ def test_dst_policy_utc_instants_of_the_documented_examples():
 def test_dst_policies_are_part_of_identity_cache_and_pickle():
     a = parse("30 2 * * *", "Europe/Berlin")
     assert parse("30 2 * * *", "Europe/Berlin", gap="", fold="") is a
-    assert parse("30 2 * * *", "Europe/Berlin", gap="shift", fold="first") is a
+    assert parse("30 2 * * *", "Europe/Berlin", gap="shift", fold="first") == a
     b = parse("30 2 * * *", "Europe/Berlin", gap="skip", fold="both")
     assert b != a and (b.gap, b.fold) == ("skip", "both")
     assert parse("30 2 * * *", "Europe/Berlin", gap="skip", fold="both") is b
@@ -909,7 +934,7 @@ def _oracle_instants(zone: str, wall: datetime, gap: str, fold: str) -> list[int
 @given(cron_exprs(), st.sampled_from(TRANSITIONS), st.integers(-3 * 3_600_000, 3 * 3_600_000),
        KEYS, st.sampled_from(POLICIES))
 def test_policies_miss_no_fire_around_transitions(expr_seconds, transition, shift, key, policy):
-    """Against an oracle under every policy: croniter enumerates matching wall times, each maps
+    """Against an oracle under every policy: the reference enumerates matching wall times, each maps
     to its instants by the documented policy, and ours are the sorted union after `after`."""
     expr, seconds = expr_seconds
     zone, t = transition
@@ -918,8 +943,7 @@ def test_policies_miss_no_fire_around_transitions(expr_seconds, transition, shif
     s = _parse_or_skip(expr, zone, key)
     s = parse(expr, zone, hash_key=key, gap=gap, fold=fold)
     wall_after = datetime.fromtimestamp(after // 1000, _tz(zone)).replace(tzinfo=None)
-    it = croniter(expr, wall_after - timedelta(hours=3), hash_id=key.encode(),
-                  second_at_beginning=seconds)
+    it = _RefWalls(expr, wall_after - timedelta(hours=3), key)
     found: set[int] = set()
     wall = None
     for _ in range(400):
@@ -941,7 +965,8 @@ def test_policies_relate_to_the_default(expr_seconds, zone_start, key):
     sight every policy is the default."""
     expr, _ = expr_seconds
     zone, after = zone_start
-    default = _parse_or_skip(expr, zone, key)
+    _parse_or_skip(expr, zone, key)
+    default = parse(expr, zone, hash_key=key, gap="shift", fold="first")
     base = next_n(default, after, 6)
     assume(len(base) == 6)
     horizon = base[-1]

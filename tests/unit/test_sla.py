@@ -17,7 +17,7 @@ from schedd.core.model import (
     FAILED, RUNNING, SUCCEEDED, ValidationError, canonical_spec, dump_spec, execution_id,
     validate_spec,
 )
-from schedd.core.schedule import parse_time
+from schedd.core.schedule import format_ms, parse_time
 from schedd.core.state import SchedulerState, schedule_of
 from schedd.leader import sla as L
 from schedd_client.net.policy import make_policy
@@ -151,7 +151,7 @@ def test_dst_policy_reaches_the_job_schedule_and_the_fire_path(h):
     h.put(name="fold", schedule="30 2 * * *", timezone="Europe/Berlin", dst_fold="both")
     h.put(name="plain", schedule="30 2 * * *", timezone="Europe/Berlin")
     job = h.state.jobs["fold"]
-    assert job.dst == "shift/both" and h.state.jobs["plain"].dst == ""
+    assert job.dst == "/both" and h.state.jobs["plain"].dst == ""   # the gap: the default
     assert schedule_of(job).fold == "both"
     assert job.next_fire == ms("2026-10-25T00:30:00Z")
     fired = []
@@ -167,6 +167,32 @@ def test_dst_policy_reaches_the_job_schedule_and_the_fire_path(h):
     assert h.state.jobs["plain"].next_fire == ms("2027-03-29T00:30:00Z")
     h.put(name="plain", schedule="30 2 * * *", timezone="Europe/Berlin")
     assert h.state.jobs["plain"].next_fire == ms("2027-03-28T01:00:00Z")
+
+
+def test_a_named_policy_is_kept_only_where_it_differs_from_the_schedules_default():
+    hourly = json.loads(canonical_spec(spec(schedule="@hourly", dst_gap="shift", dst_fold="first"))[1])
+    assert (hourly["dst_gap"], hourly["dst_fold"]) == ("shift", "first")   # hourly: skip, both
+    daily = json.loads(canonical_spec(spec(schedule="@daily", dst_gap="skip", dst_fold="first"))[1])
+    assert daily["dst_gap"] == "skip" and "dst_fold" not in daily          # daily: shift, first
+    assert "dst_gap" not in canonical_spec(spec(schedule="0 */2 * * *", dst_gap="skip"))[1]
+
+
+def test_hourly_jobs_follow_real_time_through_the_state_unless_they_name_a_policy(h):
+    # Pacific/Chatham 2026-09-27: 02:45 -> 03:45 (+12:45 -> +13:45), 13:45Z the day before
+    h.now = ms("2026-09-26T12:00:00Z")
+    h.put(name="real", schedule="@hourly", timezone="Pacific/Chatham")
+    h.put(name="old", schedule="@hourly", timezone="Pacific/Chatham", dst_gap="shift", dst_fold="first")
+    assert h.state.jobs["real"].dst == "" and h.state.jobs["old"].dst == "shift/first"
+    fired: dict[str, list[str]] = {"real": [], "old": []}
+    while h.now < ms("2026-09-26T15:30:00Z"):
+        h.now = min(j.next_fire for j in h.state.jobs.values())
+        items = plan_fires(h.state, h.now, 0, limit=50)
+        h.apply(C.FIRE, items=[list(i) for i in items])
+        for n, t in items:
+            fired[n].append(format_ms(t, "Pacific/Chatham")[11:22])
+    # from 00:45 local: 03:00 does not exist, so nothing between 02:00 and 04:00 (one real hour)
+    assert fired["real"][:3] == ["01:00:00+12", "02:00:00+12", "04:00:00+13"]
+    assert fired["old"][:4] == ["01:00:00+12", "02:00:00+12", "03:45:00+13", "04:00:00+13"]
 
 
 def test_committed_spec_with_a_bad_policy_is_refused_by_apply(h):
@@ -386,3 +412,17 @@ def test_backfilled_executions_have_no_sla():
     assert S.verdict(ex, 1000, 10 ** 12)[0] == "exempt"
     ex.lane = ""
     assert S.verdict(ex, 1000, 10 ** 12)[0] == "missed"
+
+
+def test_a_restore_rederives_named_policies_written_in_the_older_form(h):
+    """Older builds wrote the default's name into the half a spec did not name ("skip/first");
+    a restore must read the spec again, as replaying its entry would ("skip/")."""
+    h.put(name="hourly", schedule="@hourly", timezone="Europe/Berlin", dst_gap="skip",
+          dst_fold="first")
+    h.put(name="gap-only", schedule="@hourly", timezone="Europe/Berlin", dst_gap="shift")
+    assert h.state.jobs["gap-only"].dst == "shift/"
+    h.state.jobs["gap-only"].dst = "shift/first"              # as an older image holds it
+    c = SchedulerState()
+    c.restore(pickle.loads(pickle.dumps(h.state.snapshot(), protocol=2)))
+    assert c.jobs["gap-only"].dst == "shift/" and schedule_of(c.jobs["gap-only"]).fold == "both"
+    assert c.jobs["hourly"].dst == "/first"
