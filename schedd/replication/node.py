@@ -285,6 +285,16 @@ class RaftStatus:
     match_index: dict[str, int] = field(default_factory=dict)   # leader only: peer raft address -> index
 
 
+@dataclass(slots=True, frozen=True)
+class ReadAge:
+    """How far behind a stale read may be: the index this node has applied, committed entries
+    it knows of and has not applied yet, and seconds since it last had proof it was current
+    (a follower: its leader heard; a leader: a majority answered); None: never."""
+    index: int
+    behind: int
+    age_s: float | None
+
+
 _R = TypeVar("_R")
 
 
@@ -623,12 +633,13 @@ class RaftNode(Generic[CfgT]):
 
         sync.request_read(answered)
 
-    def read_age(self) -> tuple[float | None, int]:
-        """For a stale read: (seconds since this node last had proof it was current, or None;
-        committed entries it has not applied). See RepairingSyncObj.read_age."""
+    def read_age(self) -> ReadAge:
+        """What a stale read served here: see ReadAge and RepairingSyncObj.read_age."""
         if isinstance(self.sync, RepairingSyncObj):
-            return self.sync.read_age()
-        return None, 0
+            age, behind = self.sync.read_age()
+        else:
+            age, behind = None, 0
+        return ReadAge(int(self.sync.raftLastApplied), behind, age)
 
     # ------------------------------------------------------------ membership
 
