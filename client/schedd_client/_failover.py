@@ -6,6 +6,14 @@ DEADLINE_EXCEEDED move on to the next node; after a full round the client pauses
 to 1 s) and starts another, until the client's ``timeout`` is spent. Every other status is final.
 A call pinned to one address (``Call.address``) is tried once. Retrying a write is safe only
 because the same request (and so the same request_id) is re-sent, see ``_plans``.
+
+Each attempt of a round gets a bounded share of the timeout (``attempt_share``): a node that is
+cut off or stopped does not answer at all, and an attempt that waited for it the whole timeout
+left nothing for the nodes that would have answered (issue 40: a write whose first node was a
+cut-off leader stalled 5 s per attempt; a 3 s ``schedctl`` call failed without trying the
+others). The share doubles every round, so a slow but healthy call still gets its time. A node
+that did not answer is reported as unreachable, not as a TLS failure (``unreachable``,
+``tls_failure``): a handshake that never completes is what a stopped node looks like too.
 """
 
 from __future__ import annotations
@@ -18,9 +26,12 @@ import grpc
 from ._plans import Call
 from .errors import SchedError, Unavailable, error_from_rpc
 
-#: An attempt gets an equal share of the timeout, but at least this long (a forwarded write needs
-#: a Raft commit; a node that cannot be reached at all usually fails at once).
-MIN_ATTEMPT_SECONDS = 5.0
+#: An attempt of the first round gets an equal share of the timeout, within these bounds: at least
+#: MIN (a forwarded write needs a Raft commit, a read a heartbeat round trip; an election takes
+#: about one election timeout), at most MAX (a node that has not answered by then is likely cut
+#: off: the others deserve the time). Each later round doubles it.
+MIN_ATTEMPT_SECONDS = 0.75
+MAX_ATTEMPT_SECONDS = 2.5
 FIRST_ROUND_PAUSE = 0.05
 MAX_ROUND_PAUSE = 1.0
 
@@ -68,7 +79,7 @@ class Attempts:
             yield self._call.address, 0.0, router.timeout
             return
         count = len(router.addresses)
-        share = router.timeout if count == 1 else max(router.timeout / count, MIN_ATTEMPT_SECONDS)
+        share = attempt_share(router.timeout, count)
         pause, next_pause = 0.0, FIRST_ROUND_PAUSE
         while True:
             first = router.preferred
@@ -79,13 +90,17 @@ class Attempts:
                 yield router.addresses[(first + i) % count], pause, min(share, left)
                 pause = 0.0
             pause, next_pause = next_pause, min(next_pause * 2, MAX_ROUND_PAUSE)
+            share *= 2
 
     def failed(self, address: str, err: grpc.RpcError) -> SchedError | None:
         """The error to raise now, or None when another node (or round) is worth trying."""
         error = error_from_rpc(err)
         if not isinstance(error, Unavailable):
             return error
-        self._errors[address] = f"{error.code.name}: {error.message}"
+        if unreachable(error.code, error.message):
+            self._errors[address] = f"node {address} is unreachable ({error.code.name}: {error.message})"
+        else:
+            self._errors[address] = f"{address}: {error.code.name}: {error.message}"
         self._last_code = error.code
         return None
 
@@ -94,7 +109,7 @@ class Attempts:
             self._router.preferred = self._router.addresses.index(address)
 
     def exhausted(self) -> Unavailable:
-        tried = "; ".join(f"{address}: {error}" for address, error in self._errors.items())
+        tried = "; ".join(self._errors.values())
         tried = tried or "none: no time left"
         if self._call.address is not None:
             message = f"node {self._call.address} did not answer ({tried})"
@@ -103,3 +118,36 @@ class Attempts:
         if self._call.mutating:
             message += "; the write may or may not have been applied"
         return Unavailable(message, self._last_code, tried=list(self._errors))
+
+
+def attempt_share(timeout: float, count: int) -> float:
+    """The first round's time per node: all of it for one node, else an equal share within
+    [MIN_ATTEMPT_SECONDS, MAX_ATTEMPT_SECONDS] (module doc)."""
+    if count <= 1:
+        return timeout
+    return min(max(timeout / count, MIN_ATTEMPT_SECONDS), MAX_ATTEMPT_SECONDS)
+
+
+#: What gRPC says when the other end never answered or could not be reached: a stopped or
+#: cut-off node (its TLS handshake then never completes: "Handshake read failed (Endpoint
+#: closing)"), a closed port, a timeout.
+_UNREACHABLE = ("deadline exceeded", "connection refused", "endpoint closing", "handshaker shutdown",
+                "timeout occurred", "timed out", "no route to host", "network is unreachable",
+                "connection reset", "failed to connect to remote host")
+#: What only a TLS disagreement produces (a certificate, a protocol version, an alert), or a
+#: plaintext client whose connection a TLS server closes ("Socket closed").
+_TLS = ("ssl", "certificate", "wrong_version_number", "alert", "tsi_", "socket closed")
+
+
+def unreachable(code: grpc.StatusCode, message: str) -> bool:
+    """Did the node not answer at all (as opposed to answering UNAVAILABLE itself)?"""
+    if tls_failure(message):
+        return False
+    text = message.lower()
+    return code == grpc.StatusCode.DEADLINE_EXCEEDED or any(marker in text for marker in _UNREACHABLE)
+
+
+def tls_failure(message: str) -> bool:
+    """Does an error (or a list of them) show a TLS failure, not a node that did not answer?"""
+    text = message.lower()
+    return any(marker in text for marker in _TLS)

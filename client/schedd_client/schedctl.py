@@ -66,6 +66,7 @@ from .channels import Security, SecurityError
 from .client import CLUSTER_ENV, Client
 from .context import ContextError, resolve
 from ._cli import _count, _file_options, _global_options, _seconds, _table
+from ._failover import tls_failure
 from .convert import format_duration, format_time, parse_time, printable, relative_time, to_dict
 from .documents import Limits, read_input
 from .errors import AlreadyExists, Conflict, SchedError, Unavailable, ValidationError, brief, clip
@@ -150,9 +151,11 @@ def _run(argv: Sequence[str] | None, now: Callable[[], float] | None) -> int:
 
 
 def _unavailable_hint(message: str, security: Security) -> str:
-    """What to check when no node answered: the addresses, or the TLS side when the connection
-    was made but closed or its handshake failed (the usual signs of a TLS mismatch)."""
-    if "handshake" in message.lower() or "Socket closed" in message:
+    """What to check when no node answered: the TLS side when a TLS error says so (a certificate,
+    an alert, a connection a TLS server closed), the nodes named unreachable (stopped or cut
+    off: a handshake that never completes is what they look like, not a TLS mismatch), or the
+    addresses."""
+    if tls_failure(message):
         if not security.secure:
             return ("the node may require TLS: pass --ca (and --cert/--key for client "
                     "certificates), set SCHEDD_CA/SCHEDD_CERT/SCHEDD_KEY or SCHEDD_CONTEXT.")
@@ -161,6 +164,10 @@ def _unavailable_hint(message: str, security: Security) -> str:
                     "or check that --ca is the CA of the cluster.")
         return ("the TLS handshake failed: check that --ca is the CA of the cluster and that "
                 "--cert was issued by the CA the nodes trust ([tls] client_ca).")
+    if "unreachable" in message:
+        return ("the nodes named unreachable did not answer (stopped, cut off, or not running); "
+                f"check them, or that --cluster or {CLUSTER_ENV} lists the cluster's gRPC "
+                "addresses (host:port,host:port).")
     return (f"is the cluster running? Point --cluster or {CLUSTER_ENV} at its nodes' gRPC"
             " addresses (host:port,host:port).")
 

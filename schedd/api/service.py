@@ -4,6 +4,15 @@ A node that is not the leader forwards writes (and reads, unless the caller sent
 `x-schedd-stale-ok: 1`) to the leader's gRPC address, once: a forwarded call that lands on a
 non-leader is refused with UNAVAILABLE rather than bounced around during an election.
 Bad input is refused before anything is proposed, so it commits nothing.
+
+Reads (issue 40). A plain read is linearizable: the leader answers it only after
+`RaftNode.read_index` confirmed that it still led after the read arrived (a majority answered a
+heartbeat round sent after it: ReadIndex) and applied what was committed then; if that cannot
+be confirmed in time (a leader cut off from its peers believes it leads for up to
+leader_fallback_ms), the read is refused UNAVAILABLE, retryable, and the client tries another
+node. `x-schedd-stale-ok: 1` answers from whatever node was asked, at once, from its own state,
+which may be behind. Either way the answer's trailing metadata says which it was
+(`x-schedd-read`: `linearizable; index=N`, or `stale; index=N; behind=K; age_ms=M`).
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ from schedd.core.model import (
     EXECUTION_STATES, ValidationError, canonical_spec, parse_execution_id,
 )
 from schedd.leader.assigner import DispatchLoad, overload_warning
-from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode
+from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode, ReadUnconfirmed
 from schedd.versions import build_info
 from schedd.ports.clock import Clock
 from schedd.ports.metrics import Metrics
@@ -51,6 +60,8 @@ log = logging.getLogger("schedd.api")
 T = TypeVar("T")
 
 STALE_OK = "x-schedd-stale-ok"
+READ_KIND = "x-schedd-read"            # trailing metadata: what a read served (module doc)
+READ_SHARE = 0.8                       # of the caller's time left, at most, to confirm a read
 COMMIT_TIMEOUT_S = 10.0
 PAST_AT_GRACE_MS = 60_000
 POSITION = "x-schedd-batch-position"   # trailing metadata: 1-based position of the refused job
@@ -201,7 +212,13 @@ class Router:
         timeout = min(remaining, 30.0) if remaining is not None else 30.0
         meta = self.node_metadata(f"/schedd.v1.{service}/{method}")
         try:
-            return await call(request, timeout=timeout, metadata=meta)
+            pending = call(request, timeout=timeout, metadata=meta)
+            response = await pending
+            passed = tuple((k, v) for k, v in await pending.trailing_metadata() or ()
+                           if k == READ_KIND and isinstance(v, str))
+            if passed:
+                context.set_trailing_metadata(passed)   # what the leader's read served
+            return response
         except grpc.aio.AioRpcError as e:
             # The leader's own answer passes through unchanged; the status says whether retrying
             # is safe (UNAVAILABLE) and the message says why.
@@ -223,15 +240,50 @@ class Router:
         return len(old)
 
 
+def _confirm_timeout(node: RaftNode, context: CallContext) -> float:
+    """How long a read may wait for its leadership confirmation: an election timeout at most
+    (past it, a leader that heard no majority has likely been replaced: the client had better
+    ask another node), and a share of the caller's time left, so the refusal reaches it."""
+    bound = node.cfg.raft.election_timeout_ms[1] / 1000
+    left = context.time_remaining()
+    return bound if left is None else max(0.0, min(bound, left * READ_SHARE))
+
+
+async def confirm_read(node: RaftNode, context: CallContext) -> None:
+    """A linearizable read may be served here now (it says so in its trailing metadata), or the
+    call ends UNAVAILABLE: this leader could not confirm its leadership (retry elsewhere)."""
+    try:
+        index = await node.read_index(timeout=_confirm_timeout(node, context))
+    except ReadUnconfirmed as e:
+        await context.abort(grpc.StatusCode.UNAVAILABLE,
+                            f"leadership could not be confirmed ({e}): this node may have been "
+                            "replaced as leader; retry (another node)")
+    context.set_trailing_metadata(((READ_KIND, f"linearizable; index={index}"),))
+
+
+def mark_stale(node: RaftNode, context: CallContext) -> None:
+    """A stale read says how far behind it may be: the applied index, the committed entries this
+    node knows of and has not applied, and how long since it last had proof it was current."""
+    r = node.read_age()
+    age = "unknown" if r.age_s is None else str(int(r.age_s * 1000))
+    context.set_trailing_metadata(((READ_KIND, f"stale; index={r.index}; behind={r.behind}; age_ms={age}"),))
+
+
 def routed(*, write: bool):
-    """Run the method here if this node leads (or the caller accepts stale reads), else forward."""
+    """Writes: run here if this node leads, else forward. Reads: stale ones here; linearizable
+    ones here once this leader confirmed it leads (`confirm_read`), else forward (module doc)."""
     def deco(fn):
         @functools.wraps(fn)
         async def wrapper(self, request, context):
             started = time.perf_counter()
             code = "OK"
             try:
-                if self.node.is_leader() or (not write and _metadata(context).get(STALE_OK) == "1"):
+                if not write and _metadata(context).get(STALE_OK) == "1":
+                    mark_stale(self.node, context)
+                    return await fn(self, request, context)
+                if self.node.is_leader():
+                    if not write:
+                        await confirm_read(self.node, context)
                     return await fn(self, request, context)
                 return await self.router.forward(self.SERVICE, fn.__name__, request, context)
             except asyncio.CancelledError:

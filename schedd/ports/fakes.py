@@ -11,6 +11,7 @@ import asyncio
 import inspect
 import threading
 import time
+from types import SimpleNamespace
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -143,6 +144,15 @@ class FakeNode:
 
     def leads_epoch(self) -> bool:
         return True
+
+    async def read_index(self, *, timeout: float) -> int:
+        """RaftNode.read_index: a leader alone, confirmed at once (`reads` counts the calls)."""
+        self.reads = getattr(self, "reads", 0) + 1
+        return 0
+
+    def read_age(self) -> Any:
+        """RaftNode.read_age: current (a ReadAge's fields)."""
+        return SimpleNamespace(index=0, behind=0, age_s=0.0)
 
     def leader_grpc_address(self) -> str:
         return str(getattr(self.cfg, "grpc_address", ""))

@@ -19,6 +19,9 @@ class CallContext(Protocol):
                     trailing_metadata: Sequence[tuple[str, str]] = ()) -> NoReturn:
         """End the call with this status: raises, never returns."""
 
+    def set_trailing_metadata(self, trailing_metadata: Sequence[tuple[str, str]]) -> None:
+        """Metadata sent with the status at the end of the call."""
+
     def code(self) -> Any:
         """The status set so far (None while the call runs)."""
 

@@ -107,6 +107,21 @@ class OutcomeUnknown(ProposalError):
     """The entry may or may not commit: retry only with the same request id."""
 
 
+class ReadUnconfirmed(Exception):
+    """This node could not confirm it leads (not the leader, stepped down, or no majority
+    answered in time): a read here could go back in time. Retrying, elsewhere, is safe."""
+
+
+def _settle_reads(futs: list[asyncio.Future[int]], index: int | None, why: str) -> None:
+    for fut in futs:
+        if fut.done():
+            continue
+        if index is None:
+            fut.set_exception(ReadUnconfirmed(why))
+        else:
+            fut.set_result(index)
+
+
 _NOT_APPLIED = {FAIL_REASON.QUEUE_FULL: "queue full", FAIL_REASON.MISSING_LEADER: "no leader",
                 FAIL_REASON.NOT_LEADER: "not leader", FAIL_REASON.DISCARDED: "discarded by a new leader",
                 FAIL_REASON.REQUEST_DENIED: "request denied"}
@@ -268,6 +283,16 @@ class RaftStatus:
     leader: str = ""                  # the leader's raft address as this node knows it ("" = none)
     last_log_index: int = 0
     match_index: dict[str, int] = field(default_factory=dict)   # leader only: peer raft address -> index
+
+
+@dataclass(slots=True, frozen=True)
+class ReadAge:
+    """How far behind a stale read may be: the index this node has applied, committed entries
+    it knows of and has not applied yet, and seconds since it last had proof it was current
+    (a follower: its leader heard; a leader: a majority answered); None: never."""
+    index: int
+    behind: int
+    age_s: float | None
 
 
 _R = TypeVar("_R")
@@ -566,6 +591,55 @@ class RaftNode(Generic[CfgT]):
             return await asyncio.wait_for(fut, timeout)
         except TimeoutError:
             raise OutcomeUnknown(f"no commit within {timeout:g}s") from None
+
+    # ------------------------------------------------------------ linearizable reads
+
+    _reads_pending: list[asyncio.Future[int]] | None = None    # asked in this loop turn
+
+    async def read_index(self, *, timeout: float) -> int:
+        """Return once a read that arrived now may be served from this node's state (it is
+        linearizable: no write acknowledged before the call is missing from it): this node led
+        at a point after the call began, confirmed by a majority's answers to a heartbeat sent
+        after it (raft_patches patch 12, ReadIndex), and has applied what was committed then.
+        Returns that index. Raises ReadUnconfirmed when that cannot be confirmed within
+        `timeout` (cut off from its peers, not the leader, stepped down). Reads asked in one
+        turn of the event loop share one request. Stock pysyncobj (the fault suite's negative
+        control) has no read path: there, pysyncobj's own view, as before issue 40."""
+        sync = self.sync
+        if not isinstance(sync, RepairingSyncObj):
+            if self.is_leader():
+                return int(sync.raftLastApplied)
+            raise ReadUnconfirmed("this node is not the leader")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[int] = loop.create_future()
+        if self._reads_pending is None:
+            self._reads_pending = []
+            loop.call_soon(self._ask_reads, loop, sync)
+        self._reads_pending.append(fut)
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            raise ReadUnconfirmed(f"a majority did not confirm this node's leadership within "
+                                  f"{timeout:g}s") from None
+
+    def _ask_reads(self, loop: asyncio.AbstractEventLoop, sync: RepairingSyncObj) -> None:
+        """End of a loop turn: one request for every read asked in it, asked after all of
+        them arrived (a read may join only a round that begins after it)."""
+        futs, self._reads_pending = self._reads_pending or [], None
+
+        def answered(index: int | None, why: str) -> None:     # tick thread
+            if not loop.is_closed():                # (a shutdown: nobody waits any more)
+                loop.call_soon_threadsafe(_settle_reads, futs, index, why)
+
+        sync.request_read(answered)
+
+    def read_age(self) -> ReadAge:
+        """What a stale read served here: see ReadAge and RepairingSyncObj.read_age."""
+        if isinstance(self.sync, RepairingSyncObj):
+            age, behind = self.sync.read_age()
+        else:
+            age, behind = None, 0
+        return ReadAge(int(self.sync.raftLastApplied), behind, age)
 
     # ------------------------------------------------------------ membership
 

@@ -95,6 +95,20 @@ ignores).
    other index). Past the window the heartbeat asks again, so the leader fallback still sees
    every live follower several times per timeout. A stock follower ignores the flag and
    answers, and a stock leader never sets it: mixed versions behave as before.
+12. Linearizable reads (ReadIndex, Raft thesis §6.4; `read_index.py` holds the bookkeeping).
+   pysyncobj has no read path: a leader cut off from its peers believes it leads until the
+   leader fallback ends it, and served reads from its old state meanwhile (issue 40). Here
+   `request_read` asks the tick thread for a point at which a read is safe: a leader that has
+   committed an entry of its current term (Raft §8) records its commit index, numbers the round
+   and sends every follower a heartbeat carrying the number (`read_seq`, on every
+   AppendEntries); a patched follower echoes the number it was sent in every answer (an
+   AppendEntries of an older term it drops unanswered), and a heartbeat is never quiet (patch
+   11) while a round awaits that follower. Once echoes from followers that with the leader
+   make a majority reach the round's number, and the leader has applied up to the recorded
+   index, the read is served. Reads asked in one tick share one round. Stepping down refuses
+   what is unconfirmed. A stock follower does not echo: a leader whose majority needs stock
+   followers (a rolling upgrade's first steps) cannot confirm reads, and they are refused
+   retryably until enough nodes run this build.
 """
 
 from __future__ import annotations
@@ -111,6 +125,8 @@ from pysyncobj.pipe_notifier import PipeNotifier
 from pysyncobj.syncobj import _RAFT_STATE, SyncObjExceptionWrongVer
 from pysyncobj.syncobj import monotonicTime as raft_clock
 from pysyncobj.version import VERSION as _INSTALLED_VERSION
+
+from schedd.replication.read_index import NOT_LEADER, STEPPED_DOWN, ReadCallback, ReadIndex
 
 log = logging.getLogger("schedd.raft")
 
@@ -157,6 +173,7 @@ class RepairingSyncObj(SyncObj):
         self._match_capped: dict[Any, int] | None = None
         self._pipeline_idle = False                   # patch 9: may a proposal wake the tick?
         self._tick_needs: list[Callable[[], float | None]] = []   # patch 10 (the transport's, the journal's)
+        self.reads = ReadIndex()                      # patch 12
         self.repair_stats = RepairStats()
         super().__init__(*args, **kwargs)
         timed_poll = self._timed("poll+messages", self._poller.poll)
@@ -241,13 +258,14 @@ class RepairingSyncObj(SyncObj):
         if term < self._SyncObj__raftCurrentTerm:
             return          # rule 1; the stale leader steps down on leaderFallbackTimeout
         self._accept_leader(node, term)
+        echo = message.get("read_seq")      # patch 12: every answer of this term echoes it
         self._SyncObj__leaderCommitIndex = leader_commit = message["commit_index"]
         entries = self._assemble_entries(node, message)
         if entries is None:
             return          # a chunk of a large entry, acknowledged; the rest follows
         prev_idx, prev_term = message["prevLogIdx"], message["prevLogTerm"]
         if prev_idx is None:
-            self._reply(node, prev_idx=prev_idx, success=False, next_idx=self._log_last() + 1)
+            self._reply(node, prev_idx=prev_idx, success=False, next_idx=self._log_last() + 1, echo=echo)
             return
         first = self._log_first()
         if prev_idx < first:
@@ -257,17 +275,18 @@ class RepairingSyncObj(SyncObj):
             prev_idx, prev_term = first, self._term_at(first)
         elif prev_idx > self._log_last():
             self._reply(node, prev_idx=message["prevLogIdx"], success=False,
-                        next_idx=self._log_last() + 1)
+                        next_idx=self._log_last() + 1, echo=echo)
             return
         elif self._term_at(prev_idx) != prev_term:
-            self._reply(node, prev_idx=prev_idx, success=False, next_idx=self._conflict_hint(prev_idx))
+            self._reply(node, prev_idx=prev_idx, success=False, next_idx=self._conflict_hint(prev_idx),
+                        echo=echo)
             return
         self._append_new(entries)
         match = entries[-1][1] if entries else prev_idx
         self._advance_commit(leader_commit, match)
         if message.get("quiet") and not entries and match == message["prevLogIdx"]:
             return          # patch 11: the leader already holds this answer, and asked for none
-        self._reply(node, prev_idx=message["prevLogIdx"], success=True, next_idx=match + 1)
+        self._reply(node, prev_idx=message["prevLogIdx"], success=True, next_idx=match + 1, echo=echo)
 
     def _accept_leader(self, node: Any, term: int) -> None:
         """What stock does for any AppendEntries of the current term (leader, term, timer)."""
@@ -361,16 +380,25 @@ class RepairingSyncObj(SyncObj):
                 self._SyncObj__raftCommitIndex = new_commit
         self._SyncObj__raftLog.setRaftCommitIndex(self._SyncObj__raftCommitIndex)
 
-    def _reply(self, node: Any, *, prev_idx: int | None, success: bool, next_idx: int) -> None:
-        """`next_node_idx` as stock leaders read it, plus the prevLogIdx it answers."""
-        self._send(node, {"type": "next_node_idx", "next_node_idx": next_idx, "reset": not success,
-                          "success": success, "prev_idx": prev_idx})
+    def _reply(self, node: Any, *, prev_idx: int | None, success: bool, next_idx: int,
+               echo: int | None = None) -> None:
+        """`next_node_idx` as stock leaders read it, plus the prevLogIdx it answers and the read
+        round number the leader sent (patch 12; a stock leader ignores both)."""
+        answer = {"type": "next_node_idx", "next_node_idx": next_idx, "reset": not success,
+                  "success": success, "prev_idx": prev_idx}
+        if echo is not None:
+            answer["read_seq"] = echo
+        self._send(node, answer)
 
     # ------------------------------------------------------------ leader: responses and sending
 
     def _on_append_response(self, node: Any, message: dict[str, Any]) -> None:
         """Patch 1, leader side: act only on answers to the request outstanding."""
         self._SyncObj__lastResponseTime[node] = self._now()
+        echo = message.get("read_seq")
+        if isinstance(echo, int) and echo > 0:
+            self.reads.ack(node, echo)      # patch 12: it accepts us as this term's leader
+            self._confirm_reads()
         nxt, match = self._SyncObj__raftNextIndex, self._SyncObj__raftMatchIndex
         if message["success"]:
             acked = message["next_node_idx"] - 1
@@ -456,8 +484,11 @@ class RepairingSyncObj(SyncObj):
         return min(float(self._SyncObj__conf.appendEntriesPeriod), TICK_SLICE_S)
 
     def _base_message(self) -> dict[str, Any]:
-        return {"type": "append_entries", "term": self._SyncObj__raftCurrentTerm,
-                "commit_index": self._SyncObj__raftCommitIndex}
+        message = {"type": "append_entries", "term": self._SyncObj__raftCurrentTerm,
+                   "commit_index": self._SyncObj__raftCommitIndex}
+        if self.reads.seq:
+            message["read_seq"] = self.reads.seq    # patch 12: the newest read round's number
+        return message
 
     def _send_entries(self, node: Any, probing: bool) -> bool:
         """One AppendEntries from nextIndex (or a chunked single large entry); False once the
@@ -471,7 +502,8 @@ class RepairingSyncObj(SyncObj):
             if not probing:
                 nxt[node] = entries[-1][1] + 1
         base = {**self._base_message(), "prevLogIdx": prev_idx, "prevLogTerm": prev_term}
-        if not entries and not probing and self._answer_known(node, prev_idx):
+        if not entries and not probing and self._answer_known(node, prev_idx) \
+                and not self.reads.awaits(node):    # patch 12: a read round asks
             base["quiet"] = True
         if len(entries) == 1 and len(entries[0][0]) >= batch:
             data = raft_pickle.dumps(entries[0])
@@ -523,6 +555,7 @@ class RepairingSyncObj(SyncObj):
 
     def destroy(self) -> None:
         SyncObj.destroy(self)
+        self.reads.fail("this node is shutting down")
         self._wake()                    # the tick thread notices at its next tick, not a sleep later
 
     def _poll_wait(self, period: float) -> float:
@@ -539,7 +572,7 @@ class RepairingSyncObj(SyncObj):
             left = need()
             if left is not None:
                 soon = min(soon, left if left > 0 else period)
-        if self._SyncObj__commandsQueue._FastQueue__queue:
+        if self._SyncObj__commandsQueue._FastQueue__queue or self.reads.asked():
             return min(soon, period)    # pysyncobj's queue: a slice left, or waiting for a leader
         if self._SyncObj__raftState == _RAFT_STATE.LEADER:
             left = self._SyncObj__newAppendEntriesTime - self._now()
@@ -548,6 +581,58 @@ class RepairingSyncObj(SyncObj):
         else:
             return soon                 # a learner, or alone: nothing of Raft's own is timed
         return min(soon, left if left > 0 else period)   # past and not acted on: poll as stock
+
+    # ------------------------------------------------------------ linearizable reads (patch 12)
+
+    def request_read(self, callback: ReadCallback) -> None:
+        """Any thread: `callback(index, "")` (tick thread) once a read that arrived now may be
+        served from this node's state, that is once it has applied `index`; `callback(None,
+        why)` if this node cannot confirm it leads (not the leader, or it stepped down).
+        Reads asked before the tick thread next runs share one confirmation round."""
+        self.reads.ask(callback)
+        self._wake()
+
+    def _start_reads(self) -> None:
+        """Tick thread: what was asked joins a new round, its heartbeats go out now. A leader
+        that has not committed an entry of its term yet (its no-op) keeps the reads waiting:
+        its commit index may lag what the previous leader committed (Raft §8)."""
+        reads = self.reads
+        if not reads.asked():
+            return
+        if self._SyncObj__raftState != _RAFT_STATE.LEADER:
+            reads.fail(NOT_LEADER)
+            return
+        commit = int(self._SyncObj__raftCommitIndex)
+        if commit < self._log_first() or self._term_at(commit) != self._SyncObj__raftCurrentTerm:
+            return
+        if reads.start(commit) is None:
+            return
+        if self._SyncObj__otherNodes:
+            self._SyncObj__sendAppendEntries()      # the round's heartbeats (and the heartbeat due)
+        self._confirm_reads()
+
+    def _confirm_reads(self) -> None:
+        self.reads.confirm(self._SyncObj__otherNodes)
+        self.reads.serve(int(self.raftLastApplied))
+
+    def read_age(self) -> tuple[float | None, int]:
+        """How old this node's state may be, for a stale read's answer: (seconds since this
+        node last had proof it was current, committed entries it knows of and has not applied).
+        A follower: since it last heard its leader. A leader: since a majority last answered it
+        (patch 11 lets a caught-up follower answer only once per quiet window). None: never.
+        Read from another thread: each field is one load, the pair is approximate."""
+        now = self._now()
+        behind = max(0, int(self._SyncObj__raftCommitIndex) - int(self.raftLastApplied))
+        if self._SyncObj__raftState == _RAFT_STATE.LEADER:
+            others = list(self._SyncObj__otherNodes)
+            times = sorted((float(self._SyncObj__lastResponseTime.get(n, -math.inf)) for n in others),
+                           reverse=True)
+            need = (len(others) + 1) // 2          # followers that with us make a majority
+            heard = times[need - 1] if need else now
+        else:
+            heard = self._leader_contact
+            behind = max(behind, int(self._SyncObj__leaderCommitIndex or 0) - int(self.raftLastApplied))
+        return (now - heard if heard > -math.inf else None), behind
 
     # ------------------------------------------------------------ pre-vote (patch 3)
 
@@ -558,6 +643,7 @@ class RepairingSyncObj(SyncObj):
             # heartbeats and answers sitting unread in our own sockets as silence).
             self._poller.poll(0)
         self._maybe_pre_vote()
+        self._start_reads()
         backlog = self._SyncObj__raftCommitIndex > self.raftLastApplied
         started = self._now()
         self._sections = {}
@@ -566,6 +652,7 @@ class RepairingSyncObj(SyncObj):
             SyncObj._onTick(self, 0.0 if backlog else timeToWait)
         finally:
             self._uncap_match()
+        self.reads.serve(int(self.raftLastApplied))
         self._tick_work = self._now() - started
         self._sections["apply"] = self._apply_work
         # fdatasync happens inside sending (before_send) or a tick callback: not a part of its own
@@ -597,6 +684,8 @@ class RepairingSyncObj(SyncObj):
             set_parallel = getattr(self._SyncObj__raftLog, "set_parallel", None)
             if set_parallel is not None:
                 set_parallel(False)
+            led = self._SyncObj__raftState == _RAFT_STATE.LEADER
+            self.reads.fail(STEPPED_DOWN if led else NOT_LEADER)     # patch 12
         SyncObj._SyncObj__setState(self, newState)
 
     def _uncap_match(self) -> None:
@@ -693,6 +782,7 @@ class RepairingSyncObj(SyncObj):
                 self.repair_stats.apply_yields += 1
                 break
         self._apply_work = self._now() - deadline + self._apply_budget()
+        self.reads.serve(applied)       # patch 12: confirmed reads waiting for this apply
         return not self._SyncObj__conf.appendEntriesUseBatch
 
     def _take_apply_lock(self, lock: Any, deadline: float) -> bool:

@@ -44,6 +44,12 @@ class AbortContext:
         probe.join(10)
         raise Aborted(details)
 
+    def set_trailing_metadata(self, trailing_metadata):
+        self.trailing = trailing_metadata
+
+    def time_remaining(self):
+        return None
+
     def code(self):
         return self.status
 

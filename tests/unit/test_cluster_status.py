@@ -175,6 +175,12 @@ class Context:
         self._code = code
         raise Aborted(code, details)
 
+    def set_trailing_metadata(self, trailing_metadata):
+        self.trailing = trailing_metadata
+
+    def time_remaining(self):
+        return None
+
     def code(self):
         return self._code
 

@@ -148,6 +148,12 @@ class Context:
         self.status = code
         raise Aborted(details)
 
+    def set_trailing_metadata(self, trailing_metadata):
+        self.trailing = trailing_metadata
+
+    def time_remaining(self):
+        return None
+
     def code(self):
         return self.status
 

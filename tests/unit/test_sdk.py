@@ -204,6 +204,77 @@ def test_failover_past_a_dead_node() -> None:
         cluster.stop()
 
 
+@pytest.fixture
+def silent_address() -> Iterator[str]:
+    """A node that accepts connections and never answers (stopped by SIGSTOP, or cut off with
+    its connections left open): its TLS handshake or call never completes."""
+    import socket
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    yield f"127.0.0.1:{sock.getsockname()[1]}"
+    sock.close()
+
+
+def test_a_silent_first_node_gets_a_share_of_the_deadline_and_is_named_unreachable(
+        silent_address: str) -> None:
+    """Issue 40: a 3 s call whose first node never answers moves on to the next within its share
+    (a half here, at least MIN_ATTEMPT_SECONDS), and a node that never answered is reported as
+    unreachable, not as a TLS failure."""
+    import time as _time
+
+    from schedd_client._failover import MIN_ATTEMPT_SECONDS, tls_failure
+    cluster = FakeCluster(1)
+    try:
+        cluster.add_job("a")
+        started = _time.monotonic()
+        with Client([silent_address, cluster.addresses[0]], timeout=3) as client:
+            assert client.get_job("a").spec.name == "a"
+        assert _time.monotonic() - started < 1.5 + MIN_ATTEMPT_SECONDS
+    finally:
+        cluster.stop()
+    with pytest.raises(Unavailable) as caught:
+        with Client([silent_address], timeout=0.5) as client:
+            client.get_job("a")
+    assert f"node {silent_address} is unreachable" in caught.value.message, caught.value.message
+    assert not tls_failure(caught.value.message)
+
+
+@pytest.mark.parametrize("message, tls, unreachable", [
+    ("failed to connect to all addresses; last error: UNAVAILABLE: ipv4:127.0.0.1:7071: "
+     "Handshake read failed (Endpoint closing)", False, True),
+    ("Deadline Exceeded", False, True),
+    ("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:7071: Failed to "
+     "connect to remote host: Connection refused", False, True),
+    ("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:7071: Ssl handshake "
+     "failed: SSL_ERROR_SSL: error:1000007d:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED",
+     True, False),
+    ("Socket closed", True, False),
+    ("leadership could not be confirmed (...); retry (another node)", False, False),
+])
+def test_unreachable_is_told_from_a_tls_failure(message: str, tls: bool, unreachable: bool) -> None:
+    from schedd_client import _failover
+    code = grpc.StatusCode.DEADLINE_EXCEEDED if message == "Deadline Exceeded" else grpc.StatusCode.UNAVAILABLE
+    assert _failover.tls_failure(message) is tls
+    assert _failover.unreachable(code, message) is unreachable
+
+
+def test_attempt_shares_are_bounded_and_grow_per_round() -> None:
+    from schedd_client._failover import MAX_ATTEMPT_SECONDS, MIN_ATTEMPT_SECONDS, Router
+    from schedd_client._plans import Call
+    now = [0.0]
+    router = Router(["a:1", "b:1", "c:1"], timeout=30, clock=lambda: now[0])
+    shares = []
+    for address, pause, timeout in router.attempts(Call("scheduler", "GetJob", pb.GetJobRequest())):
+        shares.append(timeout)
+        now[0] += pause + timeout
+    assert shares[:3] == [MAX_ATTEMPT_SECONDS] * 3 and shares[3:6] == [2 * MAX_ATTEMPT_SECONDS] * 3
+    assert sum(shares) == pytest.approx(30 - sum([0.05, 0.1]), abs=0.2)
+    short = Router(["a:1", "b:1", "c:1"], timeout=1, clock=lambda: 0.0)
+    first = next(iter(short.attempts(Call("scheduler", "GetJob", pb.GetJobRequest()))))
+    assert first[2] == min(1, MIN_ATTEMPT_SECONDS)
+
+
 def test_failover_sticks_to_the_node_that_answered(fake3: FakeCluster) -> None:
     fake3.add_job("a")
     fake3.nodes[0].fail("GetJob", grpc.StatusCode.UNAVAILABLE, "no leader")
