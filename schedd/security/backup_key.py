@@ -17,8 +17,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from schedd.security.secrets import derive_key
 
 __all__ = ["MAC_BYTES", "BackupKey", "BackupKeyError"]
 
@@ -40,8 +39,7 @@ class BackupKey:
         if not cluster_secret:
             raise BackupKeyError("backup files are signed with a key derived from the cluster secret: "
                                  "set secret_file in the node config")
-        self._key = HKDF(algorithm=hashes.SHA256(), length=32, salt=_SALT,
-                         info=_INFO).derive(cluster_secret.encode())
+        self._key = derive_key(cluster_secret, _SALT, _INFO)
 
     def sign(self, data: bytes) -> bytes:
         return hmac.new(self._key, data, hashlib.sha256).digest()
