@@ -1,8 +1,9 @@
 """Backups: ``Client.save_snapshot(path)`` and ``schedctl cluster snapshot save FILE``.
 
 The leader streams a consistent image (the daemon's Backup.SaveSnapshot); this writes it as a
-snapshot file (``schedd_client.snapshot_file``) atomically: into a private temporary file beside
-``path`` (mode 0600), checked against the header's length and sha256 as it arrives, fsynced,
+snapshot file (``schedd_client.snapshot_file``) atomically: the header as the leader signed it
+(the client holds no key: ``schedd restore`` checks the MAC), then the body, into a private
+temporary file beside ``path`` (mode 0600), checked against the header's length and sha256 as it arrives, fsynced,
 then renamed over ``path``. A stream that breaks leaves no file, and the call moves on to the
 next node as any call does (UNAVAILABLE). Restore with ``schedd restore`` on each node of a new
 cluster (see the README, "Backup and restore").
@@ -25,7 +26,7 @@ from schedd_proto import backup_pb2 as bpb
 from ._failover import Router
 from ._plans import Call
 from .errors import SchedError
-from .snapshot_file import SnapshotFileError, SnapshotMeta, encode_header
+from .snapshot_file import SnapshotFileError, SnapshotMeta, unverified_header
 
 if TYPE_CHECKING:
     from .client import AsyncClient, Client
@@ -39,6 +40,17 @@ def meta_of(header: bpb.SnapshotHeader) -> SnapshotMeta:
                         tzdata=header.tzdata, croniter=header.croniter, created_ms=header.created_ms,
                         body_encoding=header.body_encoding, body_length=header.body_length,
                         body_sha256=header.body_sha256)
+
+
+def _signed_meta(header: bpb.SnapshotHeader) -> SnapshotMeta:
+    """What the signed file header says, which must be what the stream's fields say."""
+    if not header.file_header:
+        raise SnapshotFileError("the server did not sign the snapshot (a build older than this client's "
+                                "file format 2): upgrade the cluster, or save with the schedctl of its build")
+    meta = unverified_header(header.file_header)
+    if meta != meta_of(header):
+        raise SnapshotFileError("the server's signed file header does not match the stream's header")
+    return meta
 
 
 class _Writer:
@@ -57,8 +69,8 @@ class _Writer:
         if self.meta is None:
             if not chunk.HasField("header"):
                 raise SnapshotFileError("the server's stream did not start with a snapshot header")
-            self.meta = meta_of(chunk.header)
-            self.f.write(encode_header(self.meta))
+            self.meta = _signed_meta(chunk.header)
+            self.f.write(chunk.header.file_header)
             return
         self.sha.update(chunk.data)
         self.length += len(chunk.data)

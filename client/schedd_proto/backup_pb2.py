@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19schedd_proto/backup.proto\x12\tschedd.v1\"\x15\n\x13SaveSnapshotRequest\"\xe5\x01\n\x0eSnapshotHeader\x12\r\n\x05index\x18\x01 \x01(\x03\x12\x0c\n\x04term\x18\x02 \x01(\x03\x12\x0e\n\x06\x64igest\x18\x03 \x01(\t\x12\x16\n\x0eschedd_version\x18\x04 \x01(\t\x12\x17\n\x0fsnapshot_format\x18\x05 \x01(\x03\x12\x0e\n\x06tzdata\x18\x06 \x01(\t\x12\x10\n\x08\x63roniter\x18\x07 \x01(\t\x12\x12\n\ncreated_ms\x18\x08 \x01(\x03\x12\x15\n\rbody_encoding\x18\t \x01(\t\x12\x13\n\x0b\x62ody_length\x18\n \x01(\x03\x12\x13\n\x0b\x62ody_sha256\x18\x0b \x01(\t\"H\n\rSnapshotChunk\x12)\n\x06header\x18\x01 \x01(\x0b\x32\x19.schedd.v1.SnapshotHeader\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x32T\n\x06\x42\x61\x63kup\x12J\n\x0cSaveSnapshot\x12\x1e.schedd.v1.SaveSnapshotRequest\x1a\x18.schedd.v1.SnapshotChunk0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19schedd_proto/backup.proto\x12\tschedd.v1\"\x15\n\x13SaveSnapshotRequest\"\xfa\x01\n\x0eSnapshotHeader\x12\r\n\x05index\x18\x01 \x01(\x03\x12\x0c\n\x04term\x18\x02 \x01(\x03\x12\x0e\n\x06\x64igest\x18\x03 \x01(\t\x12\x16\n\x0eschedd_version\x18\x04 \x01(\t\x12\x17\n\x0fsnapshot_format\x18\x05 \x01(\x03\x12\x0e\n\x06tzdata\x18\x06 \x01(\t\x12\x10\n\x08\x63roniter\x18\x07 \x01(\t\x12\x12\n\ncreated_ms\x18\x08 \x01(\x03\x12\x15\n\rbody_encoding\x18\t \x01(\t\x12\x13\n\x0b\x62ody_length\x18\n \x01(\x03\x12\x13\n\x0b\x62ody_sha256\x18\x0b \x01(\t\x12\x13\n\x0b\x66ile_header\x18\x0c \x01(\x0c\"H\n\rSnapshotChunk\x12)\n\x06header\x18\x01 \x01(\x0b\x32\x19.schedd.v1.SnapshotHeader\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x32T\n\x06\x42\x61\x63kup\x12J\n\x0cSaveSnapshot\x12\x1e.schedd.v1.SaveSnapshotRequest\x1a\x18.schedd.v1.SnapshotChunk0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,9 +34,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SAVESNAPSHOTREQUEST']._serialized_start=40
   _globals['_SAVESNAPSHOTREQUEST']._serialized_end=61
   _globals['_SNAPSHOTHEADER']._serialized_start=64
-  _globals['_SNAPSHOTHEADER']._serialized_end=293
-  _globals['_SNAPSHOTCHUNK']._serialized_start=295
-  _globals['_SNAPSHOTCHUNK']._serialized_end=367
-  _globals['_BACKUP']._serialized_start=369
-  _globals['_BACKUP']._serialized_end=453
+  _globals['_SNAPSHOTHEADER']._serialized_end=314
+  _globals['_SNAPSHOTCHUNK']._serialized_start=316
+  _globals['_SNAPSHOTCHUNK']._serialized_end=388
+  _globals['_BACKUP']._serialized_start=390
+  _globals['_BACKUP']._serialized_end=474
 # @@protoc_insertion_point(module_scope)

@@ -10,7 +10,7 @@ class SaveSnapshotRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class SnapshotHeader(_message.Message):
-    __slots__ = ("index", "term", "digest", "schedd_version", "snapshot_format", "tzdata", "croniter", "created_ms", "body_encoding", "body_length", "body_sha256")
+    __slots__ = ("index", "term", "digest", "schedd_version", "snapshot_format", "tzdata", "croniter", "created_ms", "body_encoding", "body_length", "body_sha256", "file_header")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     DIGEST_FIELD_NUMBER: _ClassVar[int]
@@ -22,6 +22,7 @@ class SnapshotHeader(_message.Message):
     BODY_ENCODING_FIELD_NUMBER: _ClassVar[int]
     BODY_LENGTH_FIELD_NUMBER: _ClassVar[int]
     BODY_SHA256_FIELD_NUMBER: _ClassVar[int]
+    FILE_HEADER_FIELD_NUMBER: _ClassVar[int]
     index: int
     term: int
     digest: str
@@ -33,7 +34,8 @@ class SnapshotHeader(_message.Message):
     body_encoding: str
     body_length: int
     body_sha256: str
-    def __init__(self, index: _Optional[int] = ..., term: _Optional[int] = ..., digest: _Optional[str] = ..., schedd_version: _Optional[str] = ..., snapshot_format: _Optional[int] = ..., tzdata: _Optional[str] = ..., croniter: _Optional[str] = ..., created_ms: _Optional[int] = ..., body_encoding: _Optional[str] = ..., body_length: _Optional[int] = ..., body_sha256: _Optional[str] = ...) -> None: ...
+    file_header: bytes
+    def __init__(self, index: _Optional[int] = ..., term: _Optional[int] = ..., digest: _Optional[str] = ..., schedd_version: _Optional[str] = ..., snapshot_format: _Optional[int] = ..., tzdata: _Optional[str] = ..., croniter: _Optional[str] = ..., created_ms: _Optional[int] = ..., body_encoding: _Optional[str] = ..., body_length: _Optional[int] = ..., body_sha256: _Optional[str] = ..., file_header: _Optional[bytes] = ...) -> None: ...
 
 class SnapshotChunk(_message.Message):
     __slots__ = ("header", "data")

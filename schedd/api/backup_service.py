@@ -3,8 +3,11 @@
 Consistent and current: the leader first commits a no-op (a read barrier: it proves this node
 still leads, and the image then holds at least every entry committed before the call), then
 forks the image under the node lock (schedd.replication.backup: the lock is held only for the
-fork; pickling, compressing and hashing happen in the child). The stream is a SnapshotHeader,
-then the body in chunks of at most 1 MiB read off the event loop. A follower asked relays the
+fork; encoding, compressing and hashing happen in the child). The stream is a SnapshotHeader,
+then the body in chunks of at most 1 MiB read off the event loop. The header carries the
+snapshot file's header signed under the cluster's backup key (`seal`, chosen by the composition
+root: schedd.runtime.restore.header_sealer), so `schedd restore` can tell a file this cluster
+wrote from a forged one; a node without a cluster secret refuses to take backups. A follower asked relays the
 leader's stream (once: a forwarded call that lands on a non-leader is refused with UNAVAILABLE).
 The body is written to a private temporary file in the data dir and removed when the call ends,
 however it ends.
@@ -17,7 +20,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 
@@ -39,9 +42,12 @@ BARRIER_TIMEOUT_S = 10.0
 CHUNK = 1 << 20
 
 
+Seal = Callable[[bpb.SnapshotHeader], bytes]     # a header -> the signed file header
+
+
 class BackupService(bpb_grpc.BackupServicer):
-    def __init__(self, node: RaftNode, router: Router, clock: Clock) -> None:
-        self.node, self.router, self.clock = node, router, clock
+    def __init__(self, node: RaftNode, router: Router, clock: Clock, seal: Seal | None) -> None:
+        self.node, self.router, self.clock, self.seal = node, router, clock, seal
 
     async def SaveSnapshot(self, request: bpb.SaveSnapshotRequest,
                            context: CallContext) -> AsyncIterator[bpb.SnapshotChunk]:
@@ -49,6 +55,11 @@ class BackupService(bpb_grpc.BackupServicer):
             async for chunk in self._forward(request, context):
                 yield chunk
             return
+        if self.seal is None:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                "backups are signed with a key derived from the cluster secret, and this "
+                                "node has none: set secret_file in its config")
+        seal = self.seal
         term = await self._barrier(context)
         path = os.path.join(str(self.node.cfg.data_dir), f"backup-{uuid.uuid4().hex}.tmp")
         started = time.monotonic()
@@ -62,7 +73,9 @@ class BackupService(bpb_grpc.BackupServicer):
                 await context.abort(grpc.StatusCode.INTERNAL, f"snapshot failed: {e}")
             log.info("snapshot at index %d (term %d): %d bytes in %.2fs", info.index, term,
                      info.length, time.monotonic() - started)
-            yield bpb.SnapshotChunk(header=_header(info, term, self.clock.now_ms()))
+            header = _header(info, term, self.clock.now_ms())
+            header.file_header = seal(header)
+            yield bpb.SnapshotChunk(header=header)
             with open(path, "rb") as f:
                 while data := await asyncio.to_thread(f.read, CHUNK):
                     yield bpb.SnapshotChunk(data=data)

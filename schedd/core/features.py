@@ -102,7 +102,11 @@ FEATURES = FeatureTable((
                "proposes one start/finish per execution), group commit of single registrations "
                "(below it each goes alone), snapshot format 5 (job specs as shared templates; "
                "below it images are written in format 4)"),
-    # Level(4, kinds=(C.MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
+    Level(4, snapshot_formats=(6,),
+          note="snapshot format 6: the image as plain values (schedd.core.plain), so a snapshot's "
+               "pickle names one loader and a string, never a schedd class (below it images are "
+               "written in format 5)"),
+    # Level(5, kinds=(C.MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
 ))
 
 

@@ -1,6 +1,10 @@
 """The snapshot image of the state: what pysyncobj pickles, and what unpickling it gives back.
 
-The format is part of the wire (DESIGN.md "Snapshots"): a call of `schedd.core.state._from_image`
+Format 6 (feature level 4 and up): the pickle is one call of `schedd.core.state._from_plain` with
+one string, the plain-value text of schedd.core.plain, so loading a snapshot constructs nothing
+from pickle opcodes but that string; the text is read as JSON into rows this build names itself.
+
+Formats 1-5 (what a cluster below level 4 writes, so older voters read it): a call of `schedd.core.state._from_image`
 (the name pickles by, kept there whatever module defines it) with the format tag, a GC pause,
 job and execution rows as plain tuples in field order, the epoch, the dedup table (plain dict
 results), audit rows, the chained log hash, the last applied index, the clock, and the smaller
@@ -26,15 +30,18 @@ from schedd.core.acl import AclTable, table_to_dict
 from schedd.core.audit import AuditTrail, trail_to_dict
 from schedd.core.features import FEATURES
 from schedd.core.model import Execution, Job
+from schedd.core.rows import Batch, DagDef, DagRun
 
-SNAPSHOT_FORMAT = ("schedd-state", 5)
+SNAPSHOT_FORMAT = ("schedd-state", 6)
 # Images this version still reads: version 1 had no DAGs, quotas or per-execution policy fields,
 # version 2 no job incarnations (rows of older versions are shorter; the fields added since have
 # defaults at the end).
 # version 3 no ACL table or hash-chained audit trail (its audit rows are dropped on load).
 # versions 1-4 hold each job's full spec text where version 5 holds its template (model.spec_template).
+# version 6 is the plain-value text of schedd.core.plain (no schedd class is named by the pickle).
 READABLE_FORMATS = (("schedd-state", 1), ("schedd-state", 2), ("schedd-state", 3), ("schedd-state", 4),
-                    SNAPSHOT_FORMAT)
+                    ("schedd-state", 5), SNAPSHOT_FORMAT)
+PLAIN_FORMAT = SNAPSHOT_FORMAT
 FULL_SPEC_FORMATS = frozenset(READABLE_FORMATS[:4])
 JOB_FIELDS = tuple(f.name for f in fields(Job))
 EXEC_FIELDS = tuple(f.name for f in fields(Execution))
@@ -70,6 +77,11 @@ class Imaged(Protocol):
     clock_ms: int
     feature_level: int
 
+    dags: dict[str, DagDef]
+    dag_runs: dict[tuple[str, int], DagRun]
+    quotas: dict[str, int]
+    batches: dict[str, Batch]
+    members: dict[str, tuple[str, str]]
     acl: AclTable
     audit: AuditTrail
 
@@ -89,11 +101,14 @@ class SnapshotImage:
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         s = self.state
+        fmt = ("schedd-state", FEATURES.format_for(s.feature_level))
+        if fmt == PLAIN_FORMAT:
+            from schedd.core import plain     # plain builds on this module's field lists
+            return (_from_plain, (plain.dumps(s),))
         extra: dict[str, Any] = {key: getattr(s, key) for key in EXTRA_FIELDS}
         extra["acl"], extra["audit"] = table_to_dict(s.acl), trail_to_dict(s.audit)
         extra[FEATURE_LEVEL_KEY] = s.feature_level
         extra[SNAPSHOT_DIGEST] = (s.last_index, s.state_digest())   # cached: a backup computed it already
-        fmt = ("schedd-state", FEATURES.format_for(s.feature_level))
         return (_from_image, (fmt, _GcPause(), _job_rows(s.jobs.values(), fmt),
                               list(map(attrgetter(*EXEC_FIELDS), s.execs.values())), s.epoch, s.dedup,
                               [], s.log_hash, s.last_index, s.clock_ms, extra))
@@ -125,7 +140,7 @@ class _GcPause:
 def _from_image(fmt: Any, _gc_paused: Any, job_rows: list[tuple[Any, ...]], exec_rows: list[tuple[Any, ...]],
                 epoch: int, dedup: dict[str, Any], audit_rows: list[tuple[Any, ...]], log_hash: bytes,
                 last_index: int, clock_ms: int, extra: dict[str, Any] | None = None) -> Image:
-    if tuple(fmt) not in READABLE_FORMATS:
+    if tuple(fmt) not in READABLE_FORMATS or tuple(fmt) == PLAIN_FORMAT:
         gc.enable()
         raise ValueError(f"unsupported snapshot format {fmt!r}")
     jobs = {job.name: job for job in starmap(Job, job_rows)}
@@ -137,5 +152,12 @@ def _from_image(fmt: Any, _gc_paused: Any, job_rows: list[tuple[Any, ...]], exec
     return (SNAPSHOT_FORMAT, jobs, execs, epoch, dedup, audit, log_hash, last_index, clock_ms, extra or {})
 
 
-# The snapshot format names the loader by where it was first defined; state.py re-exports it.
-_from_image.__module__ = "schedd.core.state"
+def _from_plain(text: str) -> Image:
+    """Format 6: the one callable a snapshot's pickle names, given one string of plain values
+    (schedd.core.plain), so unpickling a snapshot builds no schedd object from pickle opcodes."""
+    from schedd.core import plain
+    return plain.loads(text)
+
+
+# The snapshot format names the loaders by where they were first defined; state.py re-exports them.
+_from_image.__module__ = _from_plain.__module__ = "schedd.core.state"

@@ -36,14 +36,14 @@ from schedd.core.results import ApplyResult, Code, EpochApplied, ok, reject
 from schedd.core.snapshot import (
     AUDIT_FIELDS, EXEC_FIELDS, EXTRA_FIELDS, FEATURE_LEVEL_KEY, JOB_FIELDS, READABLE_FORMATS, SNAPSHOT_DIGEST,
     SNAPSHOT_FORMAT,
-    AuditRecord, Image, SnapshotImage, _from_image,
+    AuditRecord, Image, SnapshotImage, _from_image, _from_plain,
 )
 from schedd.core.tables import ACTIVE_STATES, MIN_MS, READY_STATES, ExecKey, Tables, next_fire_for, schedule_of
 
 __all__ = [      # re-exported for the modules that import them from here
     "ACTIVE_STATES", "AUDIT_FIELDS", "EXEC_FIELDS", "EXTRA_FIELDS", "GAPS_KEEP", "JOB_FIELDS",
     "LOST_RETRY_LIMIT", "MAX_BACKFILL_PER_ENTRY", "MIN_MS", "MISSED_GRACE_MS", "OPEN_END", "READABLE_FORMATS",
-    "READY_STATES", "SNAPSHOT_FORMAT", "AuditRecord", "ExecKey", "SchedulerState", "_from_image",
+    "READY_STATES", "SNAPSHOT_FORMAT", "AuditRecord", "ExecKey", "SchedulerState", "_from_image", "_from_plain",
     "next_fire_for", "schedule_of",
 ]
 

@@ -3,16 +3,16 @@ applied index, taken consistently without stalling the node, and read back by `s
 
 Consistency without a stall: `fork_image` forks while holding the node lock, so the child holds
 a copy-on-write view of the state at exactly one applied index; the lock is released as soon as
-fork returns (about the time pysyncobj's own compaction fork takes). The child pickles the image
-(schedd.core.snapshot, the format pysyncobj's snapshots use), compresses it, hashes it and
-computes the state digest, on another core and under another GIL, then exits; neither apply
-(the Raft tick thread) nor the event loop waits for any of it. The parent waits for the child
-off the event loop (`PendingImage.wait`).
+fork returns (about the time pysyncobj's own compaction fork takes). The child encodes the image,
+compresses it, hashes it and computes the state digest, on another core and under another GIL,
+then exits; neither apply (the Raft tick thread) nor the event loop waits for any of it. The
+parent waits for the child off the event loop (`PendingImage.wait`).
 
-Reading: a body is a pickle, and unpickling runs whatever a pickle names. `decode_body` admits
-only the globals an image is made of (schedd.core and a few builtins), so a crafted file is
-refused instead of run. The checksums of the file (schedd_client.snapshot_file) catch accidents;
-this catches a file made to look valid.
+The encoding (`BODY_ENCODING`): the plain-value JSON text of schedd.core.plain, zlib level 1.
+Reading it parses JSON and builds rows by position: nothing in a file can name code to run (the
+bodies of builds before this one were pickles: refused by the file format, never unpickled).
+The file's MAC (schedd_client.snapshot_file, keyed from the cluster secret) is checked before
+this module sees a byte; decoding still refuses, in one line, whatever is not an image.
 """
 
 from __future__ import annotations
@@ -22,18 +22,19 @@ import hashlib
 import io
 import json
 import os
-import pickle
 import threading
 import zlib
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from schedd.core.snapshot import Image, SnapshotImage
+from schedd.core import plain
+from schedd.core.snapshot import Image
 from schedd.core.state import SchedulerState
 
-BODY_ENCODING = "pickle5+zlib1"
+BODY_ENCODING = "plain1-json+zlib1"
 ZLIB_LEVEL = 1                 # 9 costs ~9x the time for ~20% less (research §1c)
 CHUNK = 1 << 20
+MAX_BODY_TEXT = 1 << 34        # 16 GiB of JSON: far beyond any state that fits a node's memory
 
 
 class BodyError(ValueError):
@@ -50,7 +51,7 @@ class BodyInfo:
 
 
 class _Sink(io.RawIOBase):
-    """A write-only file that compresses, hashes and counts what pickle writes into it."""
+    """A write-only file that compresses, hashes and counts what is written into it."""
 
     def __init__(self, out: BinaryIO) -> None:
         self._out, self._z, self.sha, self.length = out, zlib.compressobj(ZLIB_LEVEL), hashlib.sha256(), 0
@@ -75,43 +76,27 @@ class _Sink(io.RawIOBase):
 def encode_body(state: SchedulerState, out: BinaryIO) -> BodyInfo:
     """Write the image of `state` to `out` (the caller makes sure nothing applies meanwhile)."""
     digest = state.state_digest()
+    text = plain.dumps(state).encode()       # ASCII JSON
     sink = _Sink(out)
-    pickle.dump(SnapshotImage(state), sink, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(text)
+    for at in range(0, len(view), CHUNK):
+        sink.write(view[at:at + CHUNK])
     sink.finish()
     return BodyInfo(state.last_index, digest, sink.length, sink.sha.hexdigest())
 
 
 # --------------------------------------------------------------------------- reading
 
-_SAFE_BUILTINS = frozenset({"set", "frozenset", "dict", "list", "tuple", "bytes", "bytearray", "str",
-                            "int", "float", "bool", "complex", "slice", "range", "getattr"})
-_SAFE = frozenset({("gc", "disable"), ("collections", "OrderedDict"), ("collections", "deque"),
-                   ("collections", "defaultdict"), ("copyreg", "_reconstructor"),
-                   ("copyreg", "__newobj__"), ("builtins", "object")})
-
-
-class _ImageUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if ((module == "builtins" and name in _SAFE_BUILTINS) or (module, name) in _SAFE
-                or module.startswith("schedd.core.") and not name.startswith("_")
-                or (module, name) == ("schedd.core.state", "_from_image")):
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"global {module}.{name} is not part of a state image")
-
-
 def decode_body(body: bytes) -> Image:
     """The image a body holds (what `SchedulerState.restore` takes). Raises BodyError."""
     try:
-        raw = zlib.decompress(body)
-        image = _ImageUnpickler(io.BytesIO(raw)).load()
-    except (zlib.error, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
-            ImportError, IndexError, KeyError) as e:
-        raise BodyError(f"the snapshot body does not decode ({type(e).__name__}: {e})") from None
-    finally:
-        gc.enable()                      # the image's first item turns it off (_GcPause)
-    if not isinstance(image, tuple) or len(image) != 10:
-        raise BodyError("the snapshot body is not a state image")
-    return image
+        text = zlib.decompressobj().decompress(body, MAX_BODY_TEXT)
+    except zlib.error as e:
+        raise BodyError(f"the snapshot body does not decompress (zlib: {e})") from None
+    try:
+        return plain.loads(text)
+    except plain.PlainError as e:
+        raise BodyError(f"the snapshot body is not a state image: {e}") from None
 
 
 def state_from_body(body: bytes) -> SchedulerState:

@@ -38,6 +38,7 @@ from schedd.runtime.config import NodeConfig
 from schedd.runtime.metrics import Metrics
 from schedd.runtime import join as joining
 from schedd.runtime.replica_watch import ReplicaWatch
+from schedd.runtime.restore import header_sealer
 from schedd.security.startup import plaintext_refusal
 from schedd.security.tls import CertReloader, ServerTlsFiles, TlsError, channel_credentials
 from schedd.settings import TlsSettings
@@ -217,7 +218,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     acl_pb2_grpc.add_AclServicer_to_server(AclService(node, clock, metrics, router), server)
     acl_pb2_grpc.add_AuditServicer_to_server(AuditService(node, clock, metrics, router), server)
     membership_pb2_grpc.add_MembershipServicer_to_server(MembershipService(node, clock, metrics, router), server)
-    backup_pb2_grpc.add_BackupServicer_to_server(BackupService(node, router, clock), server)
+    backup_pb2_grpc.add_BackupServicer_to_server(BackupService(node, router, clock, header_sealer(cfg.secret)), server)
     if cfg.test_mode:
         testing.add_admin_service(server, clock, node, faults)
     health_servicer = health.aio.HealthServicer()

@@ -2,8 +2,12 @@
 cluster from a snapshot file (like `etcdutl snapshot restore`). Run it for every node of the new
 cluster with the same file, then start the nodes.
 
-What is checked, in order, each refusal one line naming what is wrong:
-1. the file: magic, format, header and body checksums (schedd_client.snapshot_file);
+What is checked, in order, each refusal one line naming what is wrong, and nothing is written
+before all of it passes:
+1. the file: magic and format (format 1, a pickled body, is refused: it can run code), the
+   header's MAC under the backup key (schedd.security.backup_key, derived from the cluster
+   secret: the new config's, or `--secret-file` naming the old cluster's) before the header is
+   parsed, then the body's length and sha256 (schedd_client.snapshot_file) before the body is;
 2. the versions: the zone database and croniter must be the ones the file was taken with, or
    the restored cluster could compute other instants than the old one did for the same jobs
    (`--force` accepts it); a snapshot format this build cannot read is refused outright;
@@ -26,6 +30,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from schedd.runtime import config as config_mod
@@ -33,6 +38,7 @@ from schedd_client import snapshot_file
 
 if TYPE_CHECKING:                 # the rest is imported when a restore runs, not for `schedd --help`
     from schedd.core.state import SchedulerState
+    from schedd_proto import backup_pb2 as bpb
 
 
 class RestoreError(Exception):
@@ -45,6 +51,31 @@ class Restored:
     jobs: int
     executions: int
     seconds: float
+
+
+def header_sealer(secret: str) -> Callable[[bpb.SnapshotHeader], bytes] | None:
+    """How a leader signs a backup's file header (BackupService); None without a cluster secret
+    (such a node refuses to take backups: nothing could verify them)."""
+    if not secret:
+        return None
+    from schedd.security.backup_key import BackupKey
+    from schedd_client.backup import meta_of
+    key = BackupKey(secret)
+    return lambda header: snapshot_file.encode_header(meta_of(header), key.sign)
+
+
+def backup_key_secret(cfg: config_mod.NodeConfig, secret_file: str | None) -> str:
+    """The secret the file's MAC is checked under: `--secret-file`'s, else the new config's."""
+    if not secret_file:
+        if not cfg.secret:
+            raise RestoreError("a backup is verified with a key derived from the cluster secret, and the "
+                               "config has none: set secret_file, or pass the old cluster's with --secret-file")
+        return cfg.secret
+    try:
+        with open(secret_file, encoding="utf-8") as f:
+            return f.read().strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise RestoreError(f"cannot read --secret-file {secret_file}: {getattr(e, 'strerror', None) or e}") from None
 
 
 def check_versions(meta: snapshot_file.SnapshotMeta, *, force: bool) -> list[str]:
@@ -89,13 +120,16 @@ def check_secret(state: SchedulerState, secret: str, *, force: bool) -> list[str
     return [why]
 
 
-def restore(path: str, cfg: config_mod.NodeConfig, *, force: bool = False) -> tuple[Restored, list[str]]:
+def restore(path: str, cfg: config_mod.NodeConfig, *, force: bool = False,
+            secret_file: str | None = None) -> tuple[Restored, list[str]]:
     from schedd.core.snapshot import SnapshotImage
     from schedd.replication import backup
     from schedd.replication.journal import SeedError, seed_data_dir
+    from schedd.security.backup_key import BackupKey
     started = time.monotonic()
+    key = BackupKey(backup_key_secret(cfg, secret_file))
     try:
-        meta, body = snapshot_file.read_path(path)
+        meta, body = snapshot_file.read_path(path, key.verify)
     except OSError as e:
         raise RestoreError(f"cannot read {path}: {e.strerror}") from None
     except snapshot_file.SnapshotFileError as e:
@@ -134,7 +168,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
         print(f"schedd restore: config error: {e}", file=sys.stderr)
         return 2
     try:
-        done, notes = restore(args.from_file, cfg, force=args.force)
+        done, notes = restore(args.from_file, cfg, force=args.force, secret_file=args.secret_file)
     except RestoreError as e:
         print(f"schedd restore: {e}", file=sys.stderr)
         return 1
@@ -157,6 +191,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the new node's TOML file: its membership ([[peers]]) and cluster secret")
     r.add_argument("--node-id", help="override the config's node_id")
     r.add_argument("--data-dir", help="override the config's data_dir (must be new or empty)")
+    r.add_argument("--secret-file", metavar="FILE",
+                   help="the cluster secret of the cluster that took the backup, when it is not the new "
+                        "config's: the file's MAC is checked under a key derived from it")
     r.add_argument("--force", action="store_true",
                    help="restore despite a tzdata/croniter difference or a cluster secret that does "
                         "not open the stored env_secret values")

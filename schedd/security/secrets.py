@@ -23,12 +23,18 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-__all__ = ["EnvSealer", "SecretError", "stored_secrets", "open_secrets"]
+__all__ = ["EnvSealer", "SecretError", "derive_key", "stored_secrets", "open_secrets"]
 
 _SALT = b"schedd env_secret salt v1"
 _INFO = b"schedd env_secret aes-256-gcm v1"
 _PREFIX = "a1:"                  # the format of a sealed value: a1:<base64(nonce || ciphertext)>
 _NONCE_BYTES = 12
+
+
+def derive_key(cluster_secret: str, salt: bytes, info: bytes) -> bytes:
+    """A 256-bit key for one purpose (named by `salt` and `info`) derived from the cluster secret
+    with HKDF-SHA256: every use of the secret gets its own key, none the secret itself."""
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=info).derive(cluster_secret.encode())
 
 
 class SecretError(ValueError):
@@ -44,9 +50,7 @@ class EnvSealer:
         if not cluster_secret:
             raise SecretError("env_secret needs a cluster secret (set secret_file in the node "
                               "config): its key is derived from it")
-        key = HKDF(algorithm=hashes.SHA256(), length=32, salt=_SALT,
-                   info=_INFO).derive(cluster_secret.encode())
-        self._aead = AESGCM(key)
+        self._aead = AESGCM(derive_key(cluster_secret, _SALT, _INFO))
 
     @staticmethod
     def _aad(job: str, name: str) -> bytes:

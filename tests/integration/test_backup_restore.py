@@ -23,6 +23,7 @@ from schedd.core.model import execution_id
 from schedd.core.state import SchedulerState
 from schedd.ports.fakes import wait_until
 from schedd.replication.journal import DurableJournal
+from schedd.security.backup_key import BackupKey
 from schedd_client import AsyncClient, SchedError, job_spec, snapshot_file
 from tests.support.cluster import schedctl, workers_of
 
@@ -96,7 +97,8 @@ def test_save_under_load_restore_into_a_fresh_cluster(cluster_factory, tmp_path:
     follower = next(n for n in src.nodes if n != leader)
     out = tmp_path / "backup.snap"
     saved = schedctl(src, "cluster", "snapshot", "save", str(out), at=src.nodes[follower].grpc)
-    meta, _ = snapshot_file.read_path(str(out))
+    key = BackupKey((src.root / "cluster.secret").read_text().strip())
+    meta, _ = snapshot_file.read_path(str(out), key.verify)
     assert f"index {meta.index}, term {meta.term}" in saved.stdout and meta.digest in saved.stdout
     assert out.stat().st_mode & 0o777 == 0o600
 
@@ -104,7 +106,7 @@ def test_save_under_load_restore_into_a_fresh_cluster(cluster_factory, tmp_path:
         async with AsyncClient(src.cluster_arg, security=src.security(), timeout=60) as ac:
             return await ac.save_snapshot(tmp_path / "async.snap")
     later = asyncio.run(save_async())
-    assert snapshot_file.read_path(str(tmp_path / "async.snap"))[0] == later and later.index > meta.index
+    assert snapshot_file.read_path(str(tmp_path / "async.snap"), key.verify)[0] == later and later.index > meta.index
     wait_until(lambda: len(list(client.list_executions(state="SUCCEEDED", limit=200))) >= 20,
                timeout=60, what="the load to go on after the save")
     client.close()
@@ -166,14 +168,15 @@ def test_save_under_load_restore_into_a_fresh_cluster(cluster_factory, tmp_path:
 
 
 def test_restore_refuses_a_corrupted_file(tmp_path: Path) -> None:
+    secret = "Zt3kq9VxPw2LmN8rYb4HcJ6sFd1GaE5uTo7iKy0QeR-"
     cfg = tmp_path / "n1.toml"
     cfg.write_text(f'node_id = "n1"\ndata_dir = "{tmp_path / "n1"}"\nraft_address = "127.0.0.1:1"\n'
-                   'grpc_address = "127.0.0.1:2"\n')
+                   f'grpc_address = "127.0.0.1:2"\nsecret = "{secret}"\n')
     body = b"x" * 1000
     meta = snapshot_file.SnapshotMeta(index=5, term=1, digest="0" * 64, schedd_version="t", snapshot_format=4,
                                       tzdata="t", croniter="t", created_ms=0, body_encoding="t",
                                       body_length=len(body), body_sha256=__import__("hashlib").sha256(body).hexdigest())
-    data = bytearray(snapshot_file.encode(meta, body))
+    data = bytearray(snapshot_file.encode(meta, body, BackupKey(secret).sign))
     data[-100] ^= 1
     bad = tmp_path / "bad.snap"
     bad.write_bytes(bytes(data))

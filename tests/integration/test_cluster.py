@@ -4,6 +4,8 @@ none, and keeps every committed execution."""
 
 from __future__ import annotations
 
+import gzip
+
 
 import re
 import time
@@ -158,9 +160,13 @@ def test_multi_node_cluster_refuses_to_start_without_a_secret(cluster_factory):
 def test_snapshots_compact_the_log_and_bring_a_lagging_node_back(cluster_factory):
     """With a tiny compaction threshold: nodes snapshot and truncate their logs; a node that was
     down across compactions is rebuilt from the leader's snapshot; a restart restores from the
-    local snapshot plus the journal tail. All replicas end with the same jobs."""
+    local snapshot plus the journal tail. All replicas end with the same jobs. The cluster is at
+    this build's feature level first, so the snapshots are format 6: one loader call with one
+    string of plain values (issue 31)."""
     c = cluster_factory(size=3, raft={"compaction_entries": 40})
     c.start()
+    leader = c.wait_leader(timeout=60)
+    c.wait_feature_level(timeout=60)
     leader = c.wait_leader(timeout=60)
     lagging = next(n for n in c.nodes if n != leader)
     c.stop_node(lagging)
@@ -180,6 +186,8 @@ def test_snapshots_compact_the_log_and_bring_a_lagging_node_back(cluster_factory
 
     expected = names(leader)
     assert len(expected) == 120
+    with gzip.open(c.root / leader / "raft.dump") as g:
+        assert b"schedd.core.state\n_from_plain\n" in g.read(), "the snapshot should be format 6"
     c.start_node(lagging)
     wait_until(lambda: names(lagging) == expected, timeout=60, what="the lagging node to catch up")
     # it had no snapshot of its own when it stopped, so this restore is the leader's snapshot

@@ -1,10 +1,12 @@
 """Backup and restore (issue 13), below the processes: the snapshot file format and every way it
-is refused, the image body (round trip, a crafted pickle refused), the forked image being one
-applied index, the seeded data dir, and the restore checks (versions, cluster secret)."""
+is refused (issue 31: a MAC under the cluster's backup key), the image body (round trip, a pickle
+refused), the forked image being one applied index, the seeded data dir, and the restore checks
+(versions, cluster secret). The exploit of issue 31 end to end: tests/security/test_backup_forgery.py."""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import os
 import pickle
@@ -19,12 +21,14 @@ from schedd.core.snapshot import SnapshotImage
 from schedd.replication import backup
 from schedd.replication import journal as J
 from schedd.runtime import restore as R
+from schedd.security.backup_key import BackupKey
 from schedd.security.secrets import EnvSealer
 from schedd.versions import build_info
 from schedd_client import snapshot_file as F
 from tests.support.state import DagHarness, dag
 
 SECRET = "Zt3kq9VxPw2LmN8rYb4HcJ6sFd1GaE5uTo7iKy0QeR-"
+KEY = BackupKey(SECRET)
 
 
 def rich_state():
@@ -58,48 +62,67 @@ BODY = bytes(range(256)) * 40
 
 def test_file_round_trip() -> None:
     meta = meta_for(BODY)
-    assert F.decode(F.encode(meta, BODY)) == (meta, BODY)
+    assert F.decode(F.encode(meta, BODY, KEY.sign), KEY.verify) == (meta, BODY)
 
 
 @pytest.mark.parametrize("where,expect", [
-    (0, "bad magic"), (8, "unknown snapshot file format"), (20, "header checksum mismatch"),
-    (-len(BODY) - 1, "header checksum mismatch"), (-1, "body checksum mismatch"),
+    (0, "bad magic"), (8, "unknown snapshot file format"), (20, "not signed with this cluster's backup key"),
+    (-len(BODY) - 1, "not signed with this cluster's backup key"), (-1, "body checksum mismatch"),
     (-len(BODY) // 2, "body checksum mismatch")])
 def test_every_flipped_byte_is_refused(where: int, expect: str) -> None:
-    data = bytearray(F.encode(meta_for(BODY), BODY))
+    data = bytearray(F.encode(meta_for(BODY), BODY, KEY.sign))
     data[where] ^= 0x40
     with pytest.raises(F.SnapshotFileError, match=expect):
-        F.decode(bytes(data))
+        F.decode(bytes(data), KEY.verify)
 
 
 def test_any_single_flipped_byte_is_refused() -> None:
-    data = F.encode(meta_for(BODY[:64]), BODY[:64])
+    data = F.encode(meta_for(BODY[:64]), BODY[:64], KEY.sign)
     for i in range(len(data)):
         bad = bytearray(data)
         bad[i] ^= 0x01
         with pytest.raises(F.SnapshotFileError):
-            F.decode(bytes(bad))
+            F.decode(bytes(bad), KEY.verify)
 
 
 def test_truncated_file_names_where() -> None:
-    data = F.encode(meta_for(BODY), BODY)
+    data = F.encode(meta_for(BODY), BODY, KEY.sign)
     with pytest.raises(F.SnapshotFileError, match=f"truncated at {len(data) - 10} of {len(data)} bytes"):
-        F.decode(data[:-10])
+        F.decode(data[:-10], KEY.verify)
     with pytest.raises(F.SnapshotFileError, match="truncated at 5 of 16 bytes"):
-        F.decode(data[:5])
+        F.decode(data[:5], KEY.verify)
     with pytest.raises(F.SnapshotFileError, match="truncated at 30 of"):
-        F.decode(data[:30])
+        F.decode(data[:30], KEY.verify)
     with pytest.raises(F.SnapshotFileError, match="trailing bytes"):
-        F.decode(data + b"x")
+        F.decode(data + b"x", KEY.verify)
 
 
 def test_foreign_file_and_unknown_version() -> None:
     with pytest.raises(F.SnapshotFileError, match="not a schedd snapshot file"):
-        F.decode(b"\x1f\x8b\x08\x00 a gzip file, say" * 3)
-    data = bytearray(F.encode(meta_for(BODY), BODY))
+        F.decode(b"\x1f\x8b\x08\x00 a gzip file, say" * 3, KEY.verify)
+    data = bytearray(F.encode(meta_for(BODY), BODY, KEY.sign))
     data[8:12] = (F.FILE_FORMAT + 1).to_bytes(4, "little")
     with pytest.raises(F.SnapshotFileError, match=f"unknown snapshot file format {F.FILE_FORMAT + 1}"):
-        F.decode(bytes(data))
+        F.decode(bytes(data), KEY.verify)
+
+
+def test_a_file_of_another_cluster_or_a_recomputed_checksum_is_refused() -> None:
+    data = F.encode(meta_for(BODY), BODY, BackupKey(SECRET[::-1]).sign)      # another cluster's secret
+    with pytest.raises(F.SnapshotFileError, match="not signed with this cluster's backup key.*--secret-file"):
+        F.decode(data, KEY.verify)
+    assert F.decode(data, BackupKey(SECRET[::-1]).verify)[1] == BODY       # ... which its own key opens
+    forged = F.encode(meta_for(b"other body"), b"other body", lambda head: hashlib.sha256(head).digest())
+    with pytest.raises(F.SnapshotFileError, match="not signed"):
+        F.decode(forged, KEY.verify)
+
+
+def test_a_format_1_file_is_refused_as_one_that_can_run_code() -> None:
+    """Format 1: a sha256 where the MAC is, and a pickled body. Never parsed, whatever it holds."""
+    data = bytearray(F.encode(meta_for(BODY), BODY, KEY.sign))
+    data[8:12] = (1).to_bytes(4, "little")
+    with pytest.raises(F.SnapshotFileError, match="written by an older build in a format that can run code") as e:
+        F.decode(bytes(data), KEY.verify)
+    assert "\n" not in str(e.value)
 
 
 def test_body_round_trip_keeps_every_table_and_the_digest() -> None:
@@ -116,16 +139,20 @@ def test_body_round_trip_keeps_every_table_and_the_digest() -> None:
 
 
 class _Evil:
+    def __init__(self, path) -> None:
+        self.path = path
+
     def __reduce__(self):
-        return (os.system, ("echo pwned",))
+        return (os.system, (f"touch {self.path}",))
 
 
-def test_a_crafted_body_is_refused_not_run() -> None:
+def test_a_pickled_body_is_refused_never_run(tmp_path) -> None:
     import zlib
-    body = zlib.compress(pickle.dumps(_Evil()))
-    with pytest.raises(backup.BodyError, match="posix.system is not part of a state image"):
+    body = zlib.compress(pickle.dumps(_Evil(tmp_path / "PWNED")))
+    with pytest.raises(backup.BodyError, match="not a state image: not a plain state image"):
         backup.decode_body(body)
-    with pytest.raises(backup.BodyError, match="does not decode"):
+    assert not (tmp_path / "PWNED").exists()
+    with pytest.raises(backup.BodyError, match="does not decompress"):
         backup.decode_body(b"not zlib")
 
 
@@ -190,9 +217,11 @@ def test_restore_checks_the_cluster_secret_opens_stored_secrets() -> None:
     assert R.check_secret(st, SECRET[::-1], force=True)
 
 
-def _stream(meta: F.SnapshotMeta, body: bytes):
+def _stream(meta: F.SnapshotMeta, body: bytes, signed: bool = True):
     from schedd_proto import backup_pb2 as bpb
     header = bpb.SnapshotHeader(**{f.name: getattr(meta, f.name) for f in dataclasses.fields(meta)})
+    if signed:
+        header.file_header = R.header_sealer(SECRET)(header)
     yield bpb.SnapshotChunk(header=header)
     for i in range(0, len(body), 1000):
         yield bpb.SnapshotChunk(data=body[i:i + 1000])
@@ -203,11 +232,13 @@ def test_schedctl_writes_the_stream_atomically_and_private(tmp_path) -> None:
     meta = meta_for(BODY)
     out = tmp_path / "b.snap"
     assert write_stream(_stream(meta, BODY), str(out)) == meta
-    assert F.read_path(str(out)) == (meta, BODY)
+    assert F.read_path(str(out), KEY.verify) == (meta, BODY)
     assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
     with pytest.raises(F.SnapshotFileError, match="the stream carried 9999 bytes"):
         write_stream(_stream(meta, BODY[:9999]), str(tmp_path / "short.snap"))
     with pytest.raises(F.SnapshotFileError, match="the stream carried"):
         write_stream(_stream(meta, BODY[::-1]), str(out))         # an existing file is kept as it was
-    assert F.read_path(str(out)) == (meta, BODY)
+    with pytest.raises(F.SnapshotFileError, match="did not sign the snapshot"):
+        write_stream(_stream(meta, BODY, signed=False), str(out))  # an older server's stream
+    assert F.read_path(str(out), KEY.verify) == (meta, BODY)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.snap"]     # no file, no temp file left

@@ -27,7 +27,8 @@ def test_every_kind_is_registered_at_exactly_one_level() -> None:
         "register every entry kind in schedd/core/features.py FEATURES, a new kind at a new level"
     assert F.FEATURES.level_of(C.PUT) == 1 and F.FEATURES.level_of(C.FEATURE_LEVEL) == 1
     assert F.FEATURES.level_of(C.AUDIT_NOTE) == 2 and F.FEATURES.level_of(C.MEMBERS) == 2
-    assert F.FEATURES.level_of(C.START_MANY) == F.FEATURES.level_of(C.FINISH_MANY) == F.FEATURES.max_level == 3
+    assert F.FEATURES.level_of(C.START_MANY) == F.FEATURES.level_of(C.FINISH_MANY) == 3
+    assert F.FEATURES.max_level == 4 and F.FEATURES.levels[3].kinds == ()     # level 4: snapshot format 6 only
     assert F.FEATURES.snapshot_formats()[:4] == (1, 2, 3, 4)
     assert sorted(F.FEATURES.snapshot_formats()) == sorted(f[1] for f in READABLE_FORMATS), \
         "register a new snapshot format in schedd/core/features.py at a new level"
@@ -186,19 +187,24 @@ def test_an_older_builds_table_is_for_test_mode_only(monkeypatch) -> None:
 
 def test_the_snapshot_format_written_is_one_every_voter_reads():
     """Below level 3 a leader's image is format 4 (full spec texts), which a build before format 5
-    reads; at level 3 it is format 5 (spec templates). Both restore to the same state."""
+    reads; at level 3 it is format 5 (spec templates); at level 4 format 6 (plain values, one
+    loader and one string: tests/unit/test_plain_image.py). All restore to the same state."""
     import pickle
 
     from schedd.core.snapshot import SnapshotImage
     from schedd.core.state import SchedulerState
     from tests.support.state import TOP_LEVEL, Harness
     assert F.FEATURES.format_for(1) == F.FEATURES.format_for(2) == 4 and F.FEATURES.format_for(3) == 5
-    for level, fmt in ((1, 4), (TOP_LEVEL, 5)):
+    assert F.FEATURES.format_for(TOP_LEVEL) == 6
+    for level, fmt in ((1, 4), (3, 5), (TOP_LEVEL, 6)):
         h = Harness(level=level)
         h.put(name="a")
         h.put(name="b")
         image = SnapshotImage(h.state)
-        assert image.__reduce__()[1][0] == ("schedd-state", fmt)
+        loader, args = image.__reduce__()
+        tag = json.loads(args[0])["schema"] if fmt == 6 else args[0]
+        assert (loader.__name__, tag) == (("_from_plain", ["schedd-plain-state", 1]) if fmt == 6
+                                          else ("_from_image", ("schedd-state", fmt)))
         copy = SchedulerState()
         copy.restore(pickle.loads(pickle.dumps(image)))
         assert copy.state_digest() == h.state.state_digest()
