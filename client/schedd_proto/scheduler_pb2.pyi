@@ -250,12 +250,14 @@ class PutJobRequest(_message.Message):
     def __init__(self, job: _Optional[_Union[JobSpec, _Mapping]] = ..., create_only: _Optional[bool] = ..., request_id: _Optional[str] = ..., expected_version: _Optional[int] = ...) -> None: ...
 
 class PutJobResponse(_message.Message):
-    __slots__ = ("job", "created")
+    __slots__ = ("job", "created", "version")
     JOB_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     job: Job
     created: bool
-    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+    version: int
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., created: _Optional[bool] = ..., version: _Optional[int] = ...) -> None: ...
 
 class PutJobsRequest(_message.Message):
     __slots__ = ("jobs", "request_id", "create_only")

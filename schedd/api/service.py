@@ -429,7 +429,7 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
                                     name=spec["name"], create_only=request.create_only,
                                     expected_version=request.expected_version, team_cap=cap)
         return pb.PutJobResponse(job=await self._job_or_abort(context, spec["name"]),
-                                 created=bool(result.get("created")))
+                                 created=bool(result.get("created")), version=int(result.get("version", 0)))
 
     @routed(write=True)
     async def PutJobs(self, request: pb.PutJobsRequest, context: CallContext) -> pb.PutJobsResponse:

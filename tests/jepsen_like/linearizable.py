@@ -169,7 +169,9 @@ class Run:
                 except SchedError:
                     self._note(Write(started, None, 0, value))
                     continue
-                self._note(Write(started, time.monotonic(), reply.job.version, value))
+                # The version this write made: reply.job is read after the write and may
+                # already show a later writer's (version, value).
+                self._note(Write(started, time.monotonic(), reply.version, value))
 
     def _reader(self, c: JLCluster, nid: str) -> None:
         with Client(c.nodes[nid].grpc, security=c.security(), timeout=2) as cl:
