@@ -1,4 +1,4 @@
-"""Benchmark schedd.core.schedule against croniter, which it uses only to expand fields.
+"""Benchmark schedd.core.schedule against croniter (which it uses only to place H fields).
 
 Prints microseconds per call. apply() calls next_after for every fire and every job
 registration, and parse (cached) for both, so these are the numbers that bound how many jobs
@@ -93,7 +93,7 @@ def main() -> None:
         S._plain_field.cache_clear()
         return S.parse(cold_specs[i % len(cold_specs)], "UTC")
 
-    rows.append(("parse cold (all caches cleared; croniter expand)", per_call_us(
+    rows.append(("parse cold (all caches cleared; fields expanded)", per_call_us(
         cold, max(n // 40, 50), repeat=1)))
 
     rows.append((f"croniter get_next UTC            {CRON!r}",
