@@ -51,6 +51,26 @@ def _valid_member(nid: str, raft: str, grpc_addr: str) -> str:
     return parsed if isinstance(parsed, str) else ""
 
 
+def joiner_behind(request: mpb.JoinClusterRequest, table: features.FeatureTable, level: int) -> str:
+    """Why a joiner's build may not join a cluster at feature level `level` ("" if it may): below
+    the level, it would stop applying at once (or, a build before the halt, apply newer entries
+    as invalid, diverge, and once elected dispatch what it believed pending: issue 31); unable to
+    read the snapshot format the cluster writes, it could not even catch up. A joiner that sends
+    no level (a build from before this check) is refused above level 1."""
+    who = request.id or "?"
+    if request.max_feature_level < level:
+        runs = f"runs schedd {request.version}" if request.version else "runs an older schedd"
+        said = (f"feature level {request.max_feature_level}" if request.max_feature_level
+                else "no feature level (a build from before feature levels were reported at join)")
+        return (f"refusing {who}: it {runs}, {said}; the cluster is at {level}: upgrade "
+                f"{who} to a build that supports feature level {level}, then start it again")
+    fmt = table.format_for(level)
+    if fmt not in request.snapshot_formats:
+        return (f"refusing {who}: it reads snapshot formats {list(request.snapshot_formats) or 'none reported'}, "
+                f"the cluster writes format {fmt}: upgrade {who}")
+    return ""
+
+
 class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
     SERVICE = "Membership"
 
@@ -96,6 +116,9 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
                                 f"croniter {theirs[1] or '?'}) differ from the cluster's (tzdata {mine[0]}, "
                                 f"croniter {mine[1]}); replicas would compute different instants. Install "
                                 "the same versions on the joining node")
+        behind = joiner_behind(request, self.node.state.features, self.node.state.feature_level)
+        if behind:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, behind)
         info = auth.current()
         who = info.name if info is not None else ""
         if who.startswith("node:") and who != f"node:{request.id}":
