@@ -28,6 +28,7 @@ from schedd.api.service import CommittingService, Router, routed
 from schedd.core import commands as C
 from schedd.core import features
 from schedd.core import members as member_table
+from schedd.leader.features import Joiners
 from schedd.ports.clock import Clock
 from schedd.ports.metrics import Metrics
 from schedd.ports.rpc import CallContext
@@ -74,8 +75,10 @@ def joiner_behind(request: mpb.JoinClusterRequest, table: features.FeatureTable,
 class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
     SERVICE = "Membership"
 
-    def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, router: Router) -> None:
+    def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, router: Router,
+                 joiners: Joiners | None = None) -> None:
         self.node, self.clock, self.metrics, self.router = node, clock, metrics, router
+        self.joiners = joiners if joiners is not None else Joiners()   # the feature raiser's too
         self._tasks: set[asyncio.Task] = set()
 
     # ------------------------------------------------------------ RPCs
@@ -140,8 +143,12 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
                 await context.abort(grpc.StatusCode.ALREADY_EXISTS,
                                     f"member {clash.id} ({clash.raft_address}, gRPC {clash.grpc_address}) "
                                     f"already has that id or an address of {request.id}")
+            self.joiners.note(request.id, request.max_feature_level, self.clock.now_ms())
             return self._response(["may join: follow the cluster as a non-voter, then ask again"], time.monotonic())
-        return await self._add(context, request.id, request.raft_address, request.grpc_address, wait_s=0.0)
+        try:
+            return await self._add(context, request.id, request.raft_address, request.grpc_address, wait_s=0.0)
+        finally:
+            self.joiners.forget(request.id)          # a voter now (its NodeInfo counts), or refused
 
     @routed(write=True)
     async def RemoveNode(self, request: mpb.RemoveNodeRequest, context: CallContext) -> mpb.MembershipChangeResponse:

@@ -901,7 +901,10 @@ class ClusterService(pb_grpc.ClusterServicer):
         """Every member's NodeInfo, in membership order, this node's own included; a member that
         does not answer is "unreachable" with the error (the leader's feature raiser reads this)."""
         me = self.node.cfg
-        members = self.node.membership.members()
+        voters = self.node.membership.members()
+        # the member table's non-voters too (an add between its record and its Raft change): the
+        # feature raiser must count every node that will apply the log (issue 31)
+        members = voters + [m for m in self.node.membership.recorded() if m.id not in {v.id for v in voters}]
         peers = [p for p in members if p.id != me.node_id]
         infos = {me.node_id: await asyncio.to_thread(self.local_info, True) if with_digest else self.local_info()}
         for p, info in zip(peers, await asyncio.gather(*(self._peer_info(p, with_digest) for p in peers))):

@@ -29,7 +29,7 @@ from schedd.api.halted import HaltedGate
 from schedd.api.limits import InflightLimit, max_receive_bytes
 from schedd.api.membership_service import MembershipService
 from schedd.api.service import ClusterService, Router, SchedulerService
-from schedd.leader.features import FeatureRaiser
+from schedd.leader.features import FeatureRaiser, Joiners
 from schedd.leader.dispatcher import Dispatcher
 from schedd.leader.workers import WorkerHub
 from schedd.replication.convergence import ConvergenceTracker
@@ -222,12 +222,13 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
                                             server)
     cluster_service = ClusterService(node, router, replicas, clock, load)
     pb_grpc.add_ClusterServicer_to_server(cluster_service, server)
-    raiser = FeatureRaiser(node, clock, cluster_service.member_infos)   # leader only: the feature level
+    joiners = Joiners()                        # learners' builds: the raiser counts them (issue 31)
+    raiser = FeatureRaiser(node, clock, cluster_service.member_infos, joiners=joiners)   # leader only
     dags_pb2_grpc.add_DagsServicer_to_server(DagsService(node, clock, metrics, router), server)
     pb_grpc.add_WorkersServicer_to_server(hub, server)
     acl_pb2_grpc.add_AclServicer_to_server(AclService(node, clock, metrics, router), server)
     acl_pb2_grpc.add_AuditServicer_to_server(AuditService(node, clock, metrics, router), server)
-    membership_pb2_grpc.add_MembershipServicer_to_server(MembershipService(node, clock, metrics, router), server)
+    membership_pb2_grpc.add_MembershipServicer_to_server(MembershipService(node, clock, metrics, router, joiners), server)
     backup_pb2_grpc.add_BackupServicer_to_server(BackupService(node, router, clock, header_sealer(cfg.secret)), server)
     if cfg.test_mode:
         testing.add_admin_service(server, clock, node, faults)
