@@ -572,12 +572,23 @@ class RaftNode(Generic[CfgT]):
         return self.sync._isLeader(), self.sync.raftCurrentTerm, self.leader_raft_address()
 
     def status(self) -> RaftStatus:
-        """Role, term, leader, commit, applied and match indexes taken together. getStatus() reads
-        pysyncobj's fields one by one on this thread while the tick thread changes them, so role
-        and term could come from two moments (a node resumed by SIGCONT showed as leader of the
-        term another node led). Read until (leader?, term, leader) are equal before, inside and
-        after: the term only grows and a role never returns within a term, so equal ends mean
-        one moment."""
+        """Role, term, leader, commit, applied and match indexes. Role, term and leader come from
+        one moment: the tuple the tick thread publishes between ticks (RepairingSyncObj
+        `role_term_leader`). Read from pysyncobj's fields on this thread they could come from
+        two moments, whatever the retries: a node resumed by SIGCONT showed as leader of a term
+        it never led (stock sets the term, then the role, and the tick thread can be switched
+        out in between for longer than three reads take). The indexes are read as they are."""
+        st = self._status()
+        if isinstance(self.sync, RepairingSyncObj):
+            role, st.term, st.leader = self.sync.role_term_leader()
+            st.role = ROLE_NAMES.get(role, str(role))
+            if role != LEADER:
+                st.match_index = {}
+        return st
+
+    def _status(self) -> RaftStatus:
+        """getStatus() as read on this thread (stock pysyncobj, the negative control, has nothing
+        better: read until (leader?, term, leader) are equal before, inside and after)."""
         sync = self.sync
         for attempt in range(STATUS_READ_TRIES):
             before = self._role_term_leader()

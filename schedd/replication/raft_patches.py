@@ -190,9 +190,13 @@ class RepairingSyncObj(SyncObj):
         self._tick_needs: list[Callable[[], float | None]] = []   # patch 10 (the transport's, the journal's)
         self.reads = ReadIndex()                      # patch 12
         self.halted = ""                              # patch 13: why this node stopped applying
+        # (role, term, leader id) as the tick thread left them at the end of its last tick: one
+        # moment, for readers on other threads (`role_term_leader`; issue 31 item 15)
+        self._published: tuple[int, int, str] = (_RAFT_STATE.FOLLOWER, 0, "")
         self.on_halt: Callable[[str], None] = lambda why: None
         self.repair_stats = RepairStats()
         super().__init__(*args, **kwargs)
+        self._publish()                                   # the term restored from the journal
         timed_poll = self._timed("poll+messages", self._poller.poll)
         self._poller.poll = lambda timeout: timed_poll(self._poll_wait(timeout))   # patch 10
         journal = self._SyncObj__raftLog
@@ -673,12 +677,28 @@ class RepairingSyncObj(SyncObj):
             SyncObj._onTick(self, 0.0 if backlog else timeToWait)
         finally:
             self._uncap_match()
+            self._publish()
         self.reads.serve(int(self.raftLastApplied))
         self._tick_work = self._now() - started
         self._sections["apply"] = self._apply_work
         # fdatasync happens inside sending (before_send) or a tick callback: not a part of its own
         self._sections["rest (tick callbacks)"] = self._tick_work - sum(
             v for k, v in self._sections.items() if k != "fdatasync")
+
+    def _publish(self) -> None:
+        """Tick thread, between two ticks (no message half handled): the role, term and leader
+        of one moment, as one tuple (one store; a reader's one load sees all three of it)."""
+        leader = self._SyncObj__raftLeader
+        self._published = (int(self._SyncObj__raftState), int(self._SyncObj__raftCurrentTerm),
+                           leader.id if leader is not None else "")
+
+    def role_term_leader(self) -> tuple[int, int, str]:
+        """Any thread: (role, term, leader id) as of the end of the last tick. Read field by
+        field instead, a reader can pair a role with a term from another moment: stock sets the
+        new term, then the follower state (and the leader before both), so a leader resumed by
+        SIGCONT that handles the new leader's AppendEntries showed as leader of a term it never
+        led while the tick thread was switched out in between (issue 31 item 15)."""
+        return self._published
 
     def _backlog(self) -> bool:
         """Committed entries left to apply (a halted node has none it may apply)."""
