@@ -28,6 +28,7 @@ from schedd.api.service import CommittingService, Router, routed
 from schedd.core import commands as C
 from schedd.core import features
 from schedd.core import members as member_table
+from schedd.leader.features import Joiners
 from schedd.ports.clock import Clock
 from schedd.ports.metrics import Metrics
 from schedd.ports.rpc import CallContext
@@ -51,11 +52,33 @@ def _valid_member(nid: str, raft: str, grpc_addr: str) -> str:
     return parsed if isinstance(parsed, str) else ""
 
 
+def joiner_behind(request: mpb.JoinClusterRequest, table: features.FeatureTable, level: int) -> str:
+    """Why a joiner's build may not join a cluster at feature level `level` ("" if it may): below
+    the level, it would stop applying at once (or, a build before the halt, apply newer entries
+    as invalid, diverge, and once elected dispatch what it believed pending: issue 31); unable to
+    read the snapshot format the cluster writes, it could not even catch up. A joiner that sends
+    no level (a build from before this check) is refused above level 1."""
+    who = request.id or "?"
+    if request.max_feature_level < level:
+        runs = f"runs schedd {request.version}" if request.version else "runs an older schedd"
+        said = (f"feature level {request.max_feature_level}" if request.max_feature_level
+                else "no feature level (a build from before feature levels were reported at join)")
+        return (f"refusing {who}: it {runs}, {said}; the cluster is at {level}: upgrade "
+                f"{who} to a build that supports feature level {level}, then start it again")
+    fmt = table.format_for(level)
+    if fmt not in request.snapshot_formats:
+        return (f"refusing {who}: it reads snapshot formats {list(request.snapshot_formats) or 'none reported'}, "
+                f"the cluster writes format {fmt}: upgrade {who}")
+    return ""
+
+
 class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
     SERVICE = "Membership"
 
-    def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, router: Router) -> None:
+    def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, router: Router,
+                 joiners: Joiners | None = None) -> None:
         self.node, self.clock, self.metrics, self.router = node, clock, metrics, router
+        self.joiners = joiners if joiners is not None else Joiners()   # the feature raiser's too
         self._tasks: set[asyncio.Task] = set()
 
     # ------------------------------------------------------------ RPCs
@@ -96,6 +119,9 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
                                 f"croniter {theirs[1] or '?'}) differ from the cluster's (tzdata {mine[0]}, "
                                 f"croniter {mine[1]}); replicas would compute different instants. Install "
                                 "the same versions on the joining node")
+        behind = joiner_behind(request, self.node.state.features, self.node.state.feature_level)
+        if behind:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, behind)
         info = auth.current()
         who = info.name if info is not None else ""
         if who.startswith("node:") and who != f"node:{request.id}":
@@ -117,8 +143,12 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
                 await context.abort(grpc.StatusCode.ALREADY_EXISTS,
                                     f"member {clash.id} ({clash.raft_address}, gRPC {clash.grpc_address}) "
                                     f"already has that id or an address of {request.id}")
+            self.joiners.note(request.id, request.max_feature_level, self.clock.now_ms())
             return self._response(["may join: follow the cluster as a non-voter, then ask again"], time.monotonic())
-        return await self._add(context, request.id, request.raft_address, request.grpc_address, wait_s=0.0)
+        try:
+            return await self._add(context, request.id, request.raft_address, request.grpc_address, wait_s=0.0)
+        finally:
+            self.joiners.forget(request.id)          # a voter now (its NodeInfo counts), or refused
 
     @routed(write=True)
     async def RemoveNode(self, request: mpb.RemoveNodeRequest, context: CallContext) -> mpb.MembershipChangeResponse:

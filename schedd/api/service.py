@@ -79,6 +79,7 @@ RESULT_STATUS: dict[Code, grpc.StatusCode] = {      # apply's refusals (schedd.c
     Code.EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Code.ABORTED: grpc.StatusCode.UNAVAILABLE,
     Code.FEATURE_LEVEL: grpc.StatusCode.FAILED_PRECONDITION,
+    Code.BUILD_BEHIND: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 
@@ -805,6 +806,9 @@ def _build_warnings(nodes: list[pb.NodeStatus], leader: pb.NodeStatus | None) ->
                             f"{leader.id} with tzdata {leader.tzdata} and croniter {leader.croniter}: replicas may "
                             f"compute different firing instants; install the same versions on every node")
     for n in nodes:
+        if n.role != "unreachable" and n.halted:
+            warnings.append(f"{n.id} halted (it applies, votes and serves nothing): {n.halted}")
+            continue
         if n.role != "unreachable" and n.max_feature_level and n.feature_level > n.max_feature_level:
             warnings.append(f"{n.id} runs schedd {n.version}, which supports feature levels up to "
                             f"{n.max_feature_level}, but the cluster is at {n.feature_level}: upgrade it")
@@ -845,7 +849,7 @@ class ClusterService(pb_grpc.ClusterServicer):
         info = pb.NodeStatus(
             version=b.version, protocol=b.protocol, entry_codec=b.entry_codec, max_feature_level=b.feature_level,
             feature_level=level, snapshot_formats=b.readable_snapshot_formats, snapshot_format=b.snapshot_format,
-            tzdata=b.tzdb, croniter=b.croniter,
+            tzdata=b.tzdb, croniter=b.croniter, halted=self.node.halted,
             id=me.node_id, raft_address=me.raft_address, grpc_address=me.grpc_address, role=st.role,
             term=st.term, commit_index=st.commit_index, applied_index=st.applied_index,
             lag=max(0, st.leader_commit_index - st.applied_index), has_quorum=st.has_quorum,
@@ -897,7 +901,10 @@ class ClusterService(pb_grpc.ClusterServicer):
         """Every member's NodeInfo, in membership order, this node's own included; a member that
         does not answer is "unreachable" with the error (the leader's feature raiser reads this)."""
         me = self.node.cfg
-        members = self.node.membership.members()
+        voters = self.node.membership.members()
+        # the member table's non-voters too (an add between its record and its Raft change): the
+        # feature raiser must count every node that will apply the log (issue 31)
+        members = voters + [m for m in self.node.membership.recorded() if m.id not in {v.id for v in voters}]
         peers = [p for p in members if p.id != me.node_id]
         infos = {me.node_id: await asyncio.to_thread(self.local_info, True) if with_digest else self.local_info()}
         for p, info in zip(peers, await asyncio.gather(*(self._peer_info(p, with_digest) for p in peers))):

@@ -129,6 +129,30 @@ def behind_message(kind: str, needed: int, cluster: int) -> str:
             f"raise the level (see `schedctl cluster status`)")
 
 
+def build_behind_message(version: str, build_level: int, cluster_level: int) -> str:
+    """Why a node whose build is below the cluster's level stops (schedd.replication halts it):
+    the one text of its log line, its API's refusals, NodeInfo and the refusal to start."""
+    return (f"this node runs schedd {version or '?'}, feature level {build_level}; the cluster is at "
+            f"{cluster_level}: upgrade this node")
+
+
+def beyond_build(table: FeatureTable, cluster_level: int, epoch: int, cmd: C.Command) -> int | None:
+    """The cluster level above this build's table that applying `cmd` would need (None: this
+    build can apply it). Either the cluster is there already (a snapshot of a newer cluster was
+    restored) or `cmd` is a `feature_level` entry that `raise_level` would accept (the epoch's
+    leader, never lowering) raising it there. An entry stamped above the cluster's level is not
+    this: every build refuses that one alike (`behind_message`), so a hand-made `fl` can never
+    halt a replica."""
+    top = table.max_level
+    if cluster_level > top:
+        return cluster_level
+    if cmd.kind == C.FEATURE_LEVEL and cmd.term == epoch:
+        level = cmd.args.get("level")
+        if type(level) is int and level > top:
+            return level
+    return None
+
+
 def refusal(table: FeatureTable, cluster_level: int, kind: str) -> str | None:
     """Why a proposer must not propose `kind` now (None: it may). A kind this build does not know
     is refused too: it can only come from a newer build's code path."""

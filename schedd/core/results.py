@@ -36,6 +36,7 @@ class Code(StrEnum):
     STALE_TERM = "stale_term"        # an entry from a leader epoch that is not the current one
     INTERNAL = "internal"            # an unexpected exception inside apply (a bug)
     FEATURE_LEVEL = "feature_level"  # a kind above the cluster's feature level (schedd.core.features)
+    BUILD_BEHIND = "build_behind"    # the cluster's level is above this build's: NOT applied (see state.apply)
     # SLA verdicts that refuse a miss (schedd.core.sla)
     RECORDED = "recorded"
     EXEMPT = "exempt"

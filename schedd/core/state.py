@@ -165,13 +165,27 @@ class SchedulerState(Tables):
     # ------------------------------------------------------------ apply
 
     def apply(self, entry: str, index: int) -> ApplyResult:
-        """Apply one committed entry at Raft log index `index`. Never raises."""
+        """Apply one committed entry at Raft log index `index`. Never raises.
+
+        One result leaves everything untouched, the log hash and the index included:
+        BUILD_BEHIND, when the cluster is (or this entry raises it) above this build's feature
+        levels. Applying on would diverge from the replicas that understand (an older build
+        refused newer kinds as INVALID and, once leader, dispatched what it believed pending:
+        issue 31), so the shell stops applying there and keeps the entry for an upgraded build
+        (schedd.replication.raft_patches patch 13)."""
+        try:
+            cmd: C.Command | None = C.decode(entry, known=None)
+            malformed = ""
+        except (ValueError, KeyError, TypeError) as e:
+            cmd, malformed = None, str(e)
+        if cmd is not None and (level := features.beyond_build(self.features, self.feature_level,
+                                                               self.epoch, cmd)) is not None:
+            return reject(Code.BUILD_BEHIND, f"the cluster is at feature level {level}, this build "
+                          f"supports up to {self.features.max_level}", cluster_level=level)
         self.log_hash = hashlib.blake2b(self.log_hash + entry.encode(), digest_size=16).digest()
         self.last_index = index
-        try:
-            cmd = C.decode(entry, known=None)
-        except (ValueError, KeyError, TypeError) as e:
-            return reject(Code.INVALID, f"malformed entry: {e}")
+        if cmd is None:
+            return reject(Code.INVALID, f"malformed entry: {malformed}")
         refused = self._feature_gate(cmd)
         if refused is not None:
             return refused

@@ -121,6 +121,8 @@ class FakeNode:
         self.proposed: list[str] = []
         self.raft_status: Any = None
         self.repair_stats: Any = None       # RaftNode.repair_stats: none without patched Raft
+        self.learner_count = 0              # RaftNode.learners(): read-only Raft nodes connected
+        self.halted = ""                    # RaftNode.halted: why it stopped applying
 
     @property
     def state(self) -> Any:
@@ -138,6 +140,9 @@ class FakeNode:
 
     def status(self) -> Any:
         return self.raft_status
+
+    def learners(self) -> int:
+        return self.learner_count
 
     def is_leader(self) -> bool:
         return True

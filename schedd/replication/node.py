@@ -33,12 +33,13 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replic
 from schedd.core import features
 from schedd.core.features import FEATURES
 from schedd.core import commands as C
-from schedd.core.results import ApplyResult
+from schedd.core.results import ApplyResult, Code
 from schedd.core.state import SchedulerState
 from schedd.replication import journal as durable
 from schedd.replication import membership as members_file
 from schedd.replication.membership import ChangeGate, Membership, StaticMember
-from schedd.replication.raft_patches import RepairingSyncObj
+from schedd.replication import level_file
+from schedd.replication.raft_patches import BuildBehind, RepairingSyncObj
 from schedd.replication.transport import TransportLimits
 from schedd.ports.faults import NO_FAULTS, Faults
 
@@ -133,9 +134,13 @@ class ReplicatedState(SyncObjConsumer):
 
     def __init__(self, state: SchedulerState, lock: threading.RLock,
                  on_applied: Callable[[str, ApplyResult, int], None], faults: Faults = NO_FAULTS,
-                 node_id: str = "") -> None:
+                 node_id: str = "", *, build: str = "",
+                 on_level: Callable[[int], None] = lambda level: None) -> None:
         self._sm = state
         self._lock = lock
+        self._build = build                 # this build's version, for the halt message
+        self._on_level = on_level           # the replicated level changed (or a halt asked for one)
+        self._level = 0                     # the level last handed to on_level
         self._on_applied = on_applied
         self._faults = faults
         self._node_id = node_id
@@ -152,8 +157,11 @@ class ReplicatedState(SyncObjConsumer):
         with self._lock:
             locked = time.perf_counter()
             result = self._sm.apply(entry, index)
+            if result.code is Code.BUILD_BEHIND:       # nothing changed: stop here (patch 13)
+                raise self._behind(int(result.payload["cluster_level"]))
             if self.digests.wanted(index):
                 self.digests.record(index, self._sm.state_digest())
+            self._note_level(self._sm.feature_level)
         self.apply_times.note(index, entry, locked - asked, time.perf_counter() - locked)
         self.freezer.note(len(self._sm.jobs) + len(self._sm.execs))
         self._faults.applied(self._node_id, entry, result, index, self._sm.log_hash)
@@ -163,6 +171,19 @@ class ReplicatedState(SyncObjConsumer):
             log.exception("on_applied hook failed")
         return result
 
+    def _behind(self, level: int) -> BuildBehind:
+        """What halts the node: the level recorded first, so a restart on this build refuses."""
+        self._note_level(level)
+        return BuildBehind(features.build_behind_message(self._build, self._sm.features.max_level, level))
+
+    def _note_level(self, level: int) -> None:
+        if level != self._level:
+            self._level = level
+            try:
+                self._on_level(level)
+            except Exception:  # a full disk must not wedge apply; the halt still catches a rollback
+                log.exception("recording the feature level %d failed", level)
+
     def _serialize(self) -> object:
         with self._lock:
             return self._sm.snapshot()
@@ -171,8 +192,13 @@ class ReplicatedState(SyncObjConsumer):
         started = time.monotonic()
         with self._lock:
             self._sm.restore(data)
+            level, top = self._sm.feature_level, self._sm.features.max_level
         log.info("restored snapshot: %d jobs, %d executions in %.2fs", len(self._sm.jobs),
                  len(self._sm.execs), time.monotonic() - started)
+        if level > top and isinstance(self._syncObj, RepairingSyncObj):
+            self._syncObj.halt(str(self._behind(level)))   # a newer cluster's snapshot: apply nothing on it
+        else:
+            self._note_level(level)
 
 
 class GrowthFreezer:
@@ -406,7 +432,7 @@ class RaftNode(Generic[CfgT]):
 
     def __init__(self, cfg: CfgT, *, on_role_change: Callable[[int, int], None] | None = None,
                  on_applied: Callable[[str, ApplyResult, int], None] | None = None,
-                 faults: Faults = NO_FAULTS, learn_from: Sequence[str] = ()) -> None:
+                 faults: Faults = NO_FAULTS, learn_from: Sequence[str] = (), build: str = "") -> None:
         """`learn_from`: Raft addresses of a cluster to follow as a non-voter (pysyncobj's
         read-only node: no Raft address of its own, not counted in any quorum), receiving its
         snapshot and log into this data dir; a joining node does this before it asks to be
@@ -417,7 +443,8 @@ class RaftNode(Generic[CfgT]):
         self.lock = threading.RLock()
         self._on_role_change = on_role_change or (lambda old, new: None)
         self._consumer = ReplicatedState(self.state, self.lock, on_applied or (lambda e, r, i: None),
-                                         faults, cfg.node_id)
+                                         faults, cfg.node_id, build=build,
+                                         on_level=lambda level: level_file.write(cfg.data_dir, level))
         self.digests = self._consumer.digests
         self._hooks = durable.prepare_durable_journal(str(cfg.data_dir), fsync=cfg.fsync)
         durable.speed_up_snapshots()
@@ -515,6 +542,12 @@ class RaftNode(Generic[CfgT]):
         negative control): what the metrics read of the tick thread's health."""
         return getattr(self.sync, "repair_stats", None)
 
+    @property
+    def halted(self) -> str:
+        """Why this node stopped applying ("" while it applies): its build is below the cluster's
+        feature level (raft_patches patch 13). It then serves nothing but its status."""
+        return str(getattr(self.sync, "halted", ""))
+
     def is_leader(self) -> bool:
         """pysyncobj's view only: it may be stale for up to leader_fallback_ms. Never gate a side
         effect on it alone; gate on a committed entry of this term (the leader epoch)."""
@@ -539,12 +572,23 @@ class RaftNode(Generic[CfgT]):
         return self.sync._isLeader(), self.sync.raftCurrentTerm, self.leader_raft_address()
 
     def status(self) -> RaftStatus:
-        """Role, term, leader, commit, applied and match indexes taken together. getStatus() reads
-        pysyncobj's fields one by one on this thread while the tick thread changes them, so role
-        and term could come from two moments (a node resumed by SIGCONT showed as leader of the
-        term another node led). Read until (leader?, term, leader) are equal before, inside and
-        after: the term only grows and a role never returns within a term, so equal ends mean
-        one moment."""
+        """Role, term, leader, commit, applied and match indexes. Role, term and leader come from
+        one moment: the tuple the tick thread publishes between ticks (RepairingSyncObj
+        `role_term_leader`). Read from pysyncobj's fields on this thread they could come from
+        two moments, whatever the retries: a node resumed by SIGCONT showed as leader of a term
+        it never led (stock sets the term, then the role, and the tick thread can be switched
+        out in between for longer than three reads take). The indexes are read as they are."""
+        st = self._status()
+        if isinstance(self.sync, RepairingSyncObj):
+            role, st.term, st.leader = self.sync.role_term_leader()
+            st.role = ROLE_NAMES.get(role, str(role))
+            if role != LEADER:
+                st.match_index = {}
+        return st
+
+    def _status(self) -> RaftStatus:
+        """getStatus() as read on this thread (stock pysyncobj, the negative control, has nothing
+        better: read until (leader?, term, leader) are equal before, inside and after)."""
         sync = self.sync
         for attempt in range(STATUS_READ_TRIES):
             before = self._role_term_leader()

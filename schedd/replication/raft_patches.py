@@ -109,6 +109,15 @@ ignores).
    what is unconfirmed. A stock follower does not echo: a leader whose majority needs stock
    followers (a rolling upgrade's first steps) cannot confirm reads, and they are refused
    retryably until enough nodes run this build.
+13. Halting a build that is behind (issue 31). When the consumer's apply raises `BuildBehind`
+   (the cluster's feature level is, or this entry raises it, above what this build supports;
+   schedd.core.state.apply changed nothing), the node halts its state machine: that entry and
+   every later one stay in the log, unapplied (an upgraded build applies them at its restart),
+   and from then on it neither votes, grants a pre-vote, starts an election, answers TimeoutNow
+   nor leads (a leader steps down). It still appends and acknowledges entries, like a disk. An
+   older build applied such entries as INVALID, diverged, and once elected dispatched what it
+   believed pending: 18,481 (job, instant) pairs ran twice. `halted` says why ("" while not);
+   `halt()` is also called by the shell when a restored snapshot is above this build.
 """
 
 from __future__ import annotations
@@ -145,6 +154,12 @@ TICK_SLICE_S = 0.02
 # down on time.
 QUIET_WINDOW_PARTS = 5
 PRE_VOTE, PRE_VOTE_RESPONSE = "schedd_pre_vote", "schedd_pre_vote_response"
+VOTING = frozenset({"request_vote", "timeout_now"})     # what a halted node ignores (patch 13)
+
+
+class BuildBehind(Exception):
+    """Raised by a consumer's apply for an entry this build must not apply (patch 13): the entry
+    is left unapplied and the node halts."""
 
 
 def _no_wake() -> None:
@@ -174,8 +189,14 @@ class RepairingSyncObj(SyncObj):
         self._pipeline_idle = False                   # patch 9: may a proposal wake the tick?
         self._tick_needs: list[Callable[[], float | None]] = []   # patch 10 (the transport's, the journal's)
         self.reads = ReadIndex()                      # patch 12
+        self.halted = ""                              # patch 13: why this node stopped applying
+        # (role, term, leader id) as the tick thread left them at the end of its last tick: one
+        # moment, for readers on other threads (`role_term_leader`; issue 31 item 15)
+        self._published: tuple[int, int, str] = (_RAFT_STATE.FOLLOWER, 0, "")
+        self.on_halt: Callable[[str], None] = lambda why: None
         self.repair_stats = RepairStats()
         super().__init__(*args, **kwargs)
+        self._publish()                                   # the term restored from the journal
         timed_poll = self._timed("poll+messages", self._poller.poll)
         self._poller.poll = lambda timeout: timed_poll(self._poll_wait(timeout))   # patch 10
         journal = self._SyncObj__raftLog
@@ -223,6 +244,8 @@ class RepairingSyncObj(SyncObj):
 
     def _SyncObj__onMessageReceived(self, node: Any, message: dict[str, Any]) -> None:
         kind = message.get("type") if isinstance(message, dict) else None
+        if self.halted and kind in VOTING:
+            return          # patch 13: a halted node takes no part in elections
         if kind == "append_entries" and "prevLogIdx" in message:
             self._on_append_entries(node, message)
             return
@@ -565,7 +588,7 @@ class RepairingSyncObj(SyncObj):
         read after a stall, a backlog) stays zero."""
         if period <= 0:
             return period
-        if self._SyncObj__raftCommitIndex > self.raftLastApplied:
+        if self._backlog():
             return 0.0                  # entries left to apply (patches 6 and 8): go on at once
         soon = float(self._SyncObj__conf.raftMinTimeout) / 4
         for need in self._tick_needs:
@@ -642,9 +665,11 @@ class RepairingSyncObj(SyncObj):
             # (stock judges first: a follower's election and a leader's fallback would count
             # heartbeats and answers sitting unread in our own sockets as silence).
             self._poller.poll(0)
+        if self.halted:
+            self._stay_out_of_elections()
         self._maybe_pre_vote()
         self._start_reads()
-        backlog = self._SyncObj__raftCommitIndex > self.raftLastApplied
+        backlog = self._backlog()
         started = self._now()
         self._sections = {}
         self._cap_match_at_durable()
@@ -652,12 +677,55 @@ class RepairingSyncObj(SyncObj):
             SyncObj._onTick(self, 0.0 if backlog else timeToWait)
         finally:
             self._uncap_match()
+            self._publish()
         self.reads.serve(int(self.raftLastApplied))
         self._tick_work = self._now() - started
         self._sections["apply"] = self._apply_work
         # fdatasync happens inside sending (before_send) or a tick callback: not a part of its own
         self._sections["rest (tick callbacks)"] = self._tick_work - sum(
             v for k, v in self._sections.items() if k != "fdatasync")
+
+    def _publish(self) -> None:
+        """Tick thread, between two ticks (no message half handled): the role, term and leader
+        of one moment, as one tuple (one store; a reader's one load sees all three of it)."""
+        leader = self._SyncObj__raftLeader
+        self._published = (int(self._SyncObj__raftState), int(self._SyncObj__raftCurrentTerm),
+                           leader.id if leader is not None else "")
+
+    def role_term_leader(self) -> tuple[int, int, str]:
+        """Any thread: (role, term, leader id) as of the end of the last tick. Read field by
+        field instead, a reader can pair a role with a term from another moment: stock sets the
+        new term, then the follower state (and the leader before both), so a leader resumed by
+        SIGCONT that handles the new leader's AppendEntries showed as leader of a term it never
+        led while the tick thread was switched out in between (issue 31 item 15)."""
+        return self._published
+
+    def _backlog(self) -> bool:
+        """Committed entries left to apply (a halted node has none it may apply)."""
+        return self._SyncObj__raftCommitIndex > self.raftLastApplied and not self.halted
+
+    # ------------------------------------------------------------ halting (patch 13)
+
+    def halt(self, why: str) -> None:
+        """Tick thread: stop applying, voting and leading for good (this process); `why` is
+        logged at ERROR once and handed to `on_halt`."""
+        if self.halted:
+            return
+        self.halted = why
+        log.error("halted: %s (stopped applying at index %d; the log is kept for an upgraded build)",
+                  why, int(self.raftLastApplied))
+        self._stay_out_of_elections()
+        self.on_halt(why)
+
+    def _stay_out_of_elections(self) -> None:
+        """A halted node never stands: its election timer is pushed back on every tick (stock
+        elects when it runs out, TimeoutNow included), and a leader or candidate steps down."""
+        self._SyncObj__transferInProgress = False
+        self._prevote_won = False
+        self._restart_election_timer()
+        if self._SyncObj__raftState != _RAFT_STATE.FOLLOWER:
+            self._SyncObj__raftLeader = None
+            self._SyncObj__setState(_RAFT_STATE.FOLLOWER)
 
     def _cap_match_at_durable(self) -> None:
         """Patch 7: in parallel mode, stock's commit computation (the next thing a leader's tick
@@ -754,7 +822,7 @@ class RepairingSyncObj(SyncObj):
         self._uncap_match()             # patch 7: the commit computation is done
         applied, commit = int(self.raftLastApplied), int(self._SyncObj__raftCommitIndex)
         self._apply_work = 0.0
-        if commit <= applied:
+        if commit <= applied or self.halted:
             return False
         deadline = self._now() + self._apply_budget()
         waiting = self._SyncObj__commandsWaitingCommit
@@ -763,8 +831,12 @@ class RepairingSyncObj(SyncObj):
             if lock is not None and not self._take_apply_lock(lock, deadline):
                 break
             try:
+                try:
+                    res = self._SyncObj__doApplyCommand(entry[0])
+                except BuildBehind as e:
+                    self.halt(str(e))         # patch 13: this entry and the rest stay unapplied
+                    break
                 subscribers = waiting.pop(entry[1], [])
-                res = self._SyncObj__doApplyCommand(entry[0])
                 for term, callback in subscribers:
                     if term == entry[2]:
                         callback(res, FAIL_REASON.SUCCESS)
@@ -821,7 +893,7 @@ class RepairingSyncObj(SyncObj):
     def _maybe_pre_vote(self) -> None:
         """Runs before stock's election check: an expired timer starts a pre-vote round and is
         pushed back; only a won round lets stock's election (term + 1) go ahead."""
-        if not self._SyncObj__transport.ready or self._SyncObj__selfNode is None:
+        if not self._SyncObj__transport.ready or self._SyncObj__selfNode is None or self.halted:
             return
         if self._SyncObj__raftState == _RAFT_STATE.LEADER or not self._SyncObj__otherNodes:
             return
@@ -854,7 +926,7 @@ class RepairingSyncObj(SyncObj):
     def _grants_pre_vote(self, message: dict[str, Any]) -> bool:
         """Would we vote for it in its next term? Not while a leader is alive for us (we are it,
         or heard it within the minimum election timeout), and only for an up-to-date log (§5.4.1)."""
-        if self._SyncObj__selfNode is None or self._SyncObj__raftState == _RAFT_STATE.LEADER:
+        if self._SyncObj__selfNode is None or self._SyncObj__raftState == _RAFT_STATE.LEADER or self.halted:
             return False
         if message.get("term", 0) <= self._SyncObj__raftCurrentTerm:
             return False

@@ -25,13 +25,16 @@ from schedd.api.backup_service import BackupService
 from schedd.api.auth import AuditQueue, AuthInterceptor, NodeSigner, RateLimiter
 from schedd.api.auth import current as auth_current
 from schedd.api.dags_service import DagsService
+from schedd.api.halted import HaltedGate
 from schedd.api.limits import InflightLimit, max_receive_bytes
 from schedd.api.membership_service import MembershipService
 from schedd.api.service import ClusterService, Router, SchedulerService
-from schedd.leader.features import FeatureRaiser
+from schedd.leader.features import FeatureRaiser, Joiners
 from schedd.leader.dispatcher import Dispatcher
 from schedd.leader.workers import WorkerHub
 from schedd.replication.convergence import ConvergenceTracker
+from schedd.core.features import FEATURES, build_behind_message
+from schedd.replication import level_file
 from schedd.replication.node import RaftNode
 from schedd.ports.clock import SystemClock
 from schedd.runtime.config import NodeConfig
@@ -42,6 +45,7 @@ from schedd.runtime.restore import header_sealer
 from schedd.security.startup import plaintext_refusal
 from schedd.security.tls import CertReloader, ServerTlsFiles, TlsError, channel_credentials
 from schedd.settings import TlsSettings
+from schedd.versions import build_info
 from schedd_client.channels import Security, open_aio_channel
 from schedd.testing import hooks as testing
 from schedd_proto import (acl_pb2, acl_pb2_grpc, backup_pb2, backup_pb2_grpc, dags_pb2, dags_pb2_grpc,
@@ -176,16 +180,22 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         if dispatcher_box:
             dispatcher_box[0].on_role_change(old, new)
 
+    table = faults.feature_table(FEATURES)         # this build's (a test's node: an older build's)
+    version = build_info(table).version
+    behind = level_file.refusal(cfg.data_dir, table.max_level)
+    if behind is not None:                         # a rollback: never join in below the cluster
+        raise StartupError(f"{build_behind_message(version, table.max_level, behind)} (the data dir "
+                           f"{cfg.data_dir} holds feature level {behind}); refusing to start")
     if joining.needs_join(cfg):
         try:
             channels = peer_channels(cfg.tls)
-            voters, member = await joining.join(cfg, channels, prepare=True)
+            voters, member = await joining.join(cfg, channels, prepare=True, table=table)
             if not member:
-                await joining.learn(cfg, voters)
-            joining.save(cfg, (await joining.join(cfg, channels))[0])
+                await joining.learn(cfg, voters, faults=faults)
+            joining.save(cfg, (await joining.join(cfg, channels, table=table))[0])
         except joining.JoinRefused as e:
             raise StartupError(str(e)) from None
-    node = RaftNode(cfg, on_applied=on_applied, on_role_change=on_role_change, faults=faults)
+    node = RaftNode(cfg, on_applied=on_applied, on_role_change=on_role_change, faults=faults, build=version)
     node_box.append(node)
     hub = WorkerHub(node, clock, lease_ms=cfg.scheduler.lease_ms,
                     max_streams=cfg.limits.max_worker_streams, max_slots=cfg.limits.max_worker_slots,
@@ -205,19 +215,20 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     hub.acl_enabled = cfg.acl.enabled
     hub.identify = lambda: (info.principal if (info := auth_current()) is not None else None)
     server = grpc.aio.server(
-        interceptors=[authn, InflightLimit(cfg.limits.max_inflight_per_connection)],
+        interceptors=[authn, HaltedGate(lambda: node.halted), InflightLimit(cfg.limits.max_inflight_per_connection)],
         options=[("grpc.so_reuseport", 0),
                  ("grpc.max_receive_message_length", max_receive_bytes(cfg.limits))])
     pb_grpc.add_SchedulerServicer_to_server(SchedulerService(node, clock, metrics, router, dispatcher),
                                             server)
     cluster_service = ClusterService(node, router, replicas, clock, load)
     pb_grpc.add_ClusterServicer_to_server(cluster_service, server)
-    raiser = FeatureRaiser(node, clock, cluster_service.member_infos)   # leader only: the feature level
+    joiners = Joiners()                        # learners' builds: the raiser counts them (issue 31)
+    raiser = FeatureRaiser(node, clock, cluster_service.member_infos, joiners=joiners)   # leader only
     dags_pb2_grpc.add_DagsServicer_to_server(DagsService(node, clock, metrics, router), server)
     pb_grpc.add_WorkersServicer_to_server(hub, server)
     acl_pb2_grpc.add_AclServicer_to_server(AclService(node, clock, metrics, router), server)
     acl_pb2_grpc.add_AuditServicer_to_server(AuditService(node, clock, metrics, router), server)
-    membership_pb2_grpc.add_MembershipServicer_to_server(MembershipService(node, clock, metrics, router), server)
+    membership_pb2_grpc.add_MembershipServicer_to_server(MembershipService(node, clock, metrics, router, joiners), server)
     backup_pb2_grpc.add_BackupServicer_to_server(BackupService(node, router, clock, header_sealer(cfg.secret)), server)
     if cfg.test_mode:
         testing.add_admin_service(server, clock, node, faults)

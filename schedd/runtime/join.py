@@ -5,7 +5,8 @@ Before its Raft node exists, the joiner calls Membership.JoinCluster on the list
 (NodeSigner: its node credential; under mTLS it also presents its node certificate). In three
 steps, so that it votes only once it holds the cluster's state:
 1. prepare: the leader checks the joiner's schedule dependencies (tzdata, croniter) against its
-   own, its id and addresses, and answers the current voters;
+   own, its build's feature level and snapshot formats against the cluster's (a build below the
+   cluster's level is refused: issue 31), its id and addresses, and answers the current voters;
 2. learn: the joiner follows those voters as a non-voter (pysyncobj's read-only node, counted in
    no quorum) into its data dir, snapshot and log, until it has applied what the leader had
    committed (twice over, the second round being the tail);
@@ -32,6 +33,8 @@ from pathlib import Path
 import grpc
 
 from schedd.api.auth import NodeSigner
+from schedd.core.features import FEATURES, FeatureTable
+from schedd.ports.faults import NO_FAULTS, Faults
 from schedd.replication import membership as members_file
 from schedd.replication.membership import MemberInfo
 from schedd.settings import NodeConfig
@@ -64,13 +67,19 @@ def needs_join(cfg: NodeConfig) -> bool:
 
 
 async def join(cfg: NodeConfig, channel_of: Callable[[str], grpc.aio.Channel], *,
-               deadline_s: float = JOIN_DEADLINE_S, prepare: bool = False) -> tuple[list[MemberInfo], bool]:
+               deadline_s: float = JOIN_DEADLINE_S, prepare: bool = False,
+               table: FeatureTable = FEATURES) -> tuple[list[MemberInfo], bool]:
     """Ask the cluster to add this node (`prepare`: whether it may, without adding it); the
     voters after the add (before it, with `prepare`), and whether it was a voter already.
+    `table`: this build's feature levels (a test's node may run an older build's), sent with
+    the snapshot formats it reads: the leader refuses a build below the cluster's level.
     Raises JoinRefused."""
-    tz, cron = build_info().schedule_deps()
+    build = build_info(table)
+    tz, cron = build.schedule_deps()
     request = mpb.JoinClusterRequest(id=cfg.node_id, raft_address=cfg.raft_address,
-                                     grpc_address=cfg.grpc_address, tzdata=tz, croniter=cron, prepare=prepare)
+                                     grpc_address=cfg.grpc_address, tzdata=tz, croniter=cron, prepare=prepare,
+                                     max_feature_level=build.feature_level, version=build.version,
+                                     snapshot_formats=build.readable_snapshot_formats)
     signer = NodeSigner(cfg.secret)
     deadline = time.monotonic() + deadline_s
     last = ""
@@ -98,13 +107,15 @@ async def join(cfg: NodeConfig, channel_of: Callable[[str], grpc.aio.Channel], *
                       f"(last answer: {last or 'none'})")
 
 
-async def learn(cfg: NodeConfig, voters: list[MemberInfo], *, deadline_s: float = LEARN_DEADLINE_S) -> float:
+async def learn(cfg: NodeConfig, voters: list[MemberInfo], *, deadline_s: float = LEARN_DEADLINE_S,
+                faults: Faults = NO_FAULTS) -> float:
     """Follow `voters` as a non-voter until this data dir holds what the leader had committed
     (two rounds: the bulk, then the tail it committed meanwhile); the seconds it took. Past the
     deadline it stops anyway: the add then catches up the rest, as a voter."""
     from schedd.replication.node import RaftNode        # the composition root's own dependency
     started = time.monotonic()
-    node = RaftNode(cfg, learn_from=[m.raft_address for m in voters if m.raft_address != cfg.raft_address])
+    node = RaftNode(cfg, learn_from=[m.raft_address for m in voters if m.raft_address != cfg.raft_address],
+                    faults=faults, build=build_info().version)
     try:
         target, rounds = 0, 0
         while time.monotonic() - started < deadline_s and rounds < 2:

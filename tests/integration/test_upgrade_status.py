@@ -6,6 +6,9 @@ feature level 1, `cluster status` shows it, and a level-2 operation (`schedctl a
 refused with the rolling-upgrade message. Restarted with this build's table ("upgraded"), the
 leader raises the level, the operation works, and every replica holds the same state.
 
+The cluster at this build's top level (4: snapshot format 6) refuses a node of the build before
+(levels 1..3) at join and at restart, and one that starts anyway (no recorded level) halts (issue 31).
+
 A node down shows as unreachable with the error, never zeros; with no leader the status says so.
 """
 
@@ -132,3 +135,69 @@ def test_status_shows_a_down_node_as_unreachable_and_no_leader_as_none(cluster_f
     out = wait_until(leaderless, timeout=90, what="the status to say there is no leader")
     assert "commit" not in out.splitlines()[0] and "no leader" in out.splitlines()[0]
     assert json.loads(schedctl(c, "cluster", "status", "-o", "json", at=at).stdout).get("leader_id", "") == ""
+
+
+def exited(node) -> int | None:
+    """The node's exit code once its process has ended (None while it runs)."""
+    return node.proc.poll() if node.proc is not None else None
+
+
+def test_a_build_below_the_clusters_level_is_refused_at_join_and_at_restart(cluster_factory):
+    """Issue 31: the cluster is at this build's top level. A node of the build before (levels
+    1..TOP-1) asking to join is refused by the leader, and one of the cluster's own nodes
+    restarted on that build (a rollback) refuses to start: neither applies anything, and the
+    cluster runs every instant of its jobs exactly once meanwhile."""
+    c = cluster_factory(size=3, test_mode=True, env={"SCHEDD_TEST_MODE": "1"})
+    c.start()
+    c.wait_leader(timeout=60)
+    assert c.wait_feature_level(TOP, timeout=60) == TOP
+    c.start_worker("w1", slots=4)
+    client = c.client(timeout=30)
+    client.put_job(job_spec("tick", schedule="@every 1s", command="true"))
+    wait_until(lambda: len(list(client.list_executions("tick", state="SUCCEEDED"))) >= 2,
+               timeout=60, what="the job to run")
+    older = f"feature level {TOP - 1}; the cluster is at {TOP}"
+
+    c.env[FEATURE_LEVEL_ENV] = str(TOP - 1)                 # the build before this one
+    try:
+        joiner = c.new_node("n4")
+        c.start_node("n4")
+        code = wait_until(lambda: exited(joiner), timeout=120, what="the older joiner to be refused")
+        log = joiner.log.read_text()
+        assert code != 0 and older in log and "refusing n4" in log, log[-2000:]
+        assert "as a non-voter" not in log              # refused before it learned anything
+
+        c.stop_node("n3")                                # a rollback of n3
+        c.start_node("n3")
+        code = wait_until(lambda: exited(c.nodes["n3"]), timeout=60, what="the rolled-back n3 to refuse")
+        tail = c.nodes["n3"].log.read_text().splitlines()[-3:]
+        assert code != 0 and any("this node runs schedd" in ln and older in ln and "upgrade this node" in ln
+                                 for ln in tail), tail
+
+        # Without the recorded level (a data dir from before it existed) the rollback starts,
+        # and halts at the raise in its own log: it serves only its status, and says why.
+        (c.root / "n3" / "feature_level").unlink()
+        c.start_node("n3")
+        info = wait_until(lambda: (i := c.node_info("n3")) is not None and i.halted and i,
+                          timeout=60, what="the rolled-back n3 to halt")
+        assert older in info.halted and "upgrade this node" in info.halted and info.role != "leader"
+        refused = schedctl(c, "job", "list", at=c.nodes["n3"].grpc, check=False)
+        assert refused.returncode != 0 and older in refused.stderr, refused
+        assert "halted:" in c.nodes["n3"].log.read_text()
+        c.stop_node("n3")
+    finally:
+        del c.env[FEATURE_LEVEL_ENV]
+    c.start_node("n3")                                   # upgraded again: it rejoins
+    wait_until(lambda: (s := c.status()) is not None and all(
+        n.role != "unreachable" and not n.halted for n in s.nodes if n.id in ("n1", "n2", "n3")),
+        timeout=90, what="n3 back on this build")
+    assert "n4" not in voters_of(client)
+    before = len(list(client.list_executions("tick", state="SUCCEEDED")))
+    wait_until(lambda: len(list(client.list_executions("tick", state="SUCCEEDED"))) >= before + 2,
+               timeout=60, what="the job to keep running")
+    times = [e.scheduled_ms for e in client.list_executions("tick", limit=1000)]
+    assert len(times) == len(set(times)), "an instant ran twice"
+
+
+def voters_of(client) -> list[str]:
+    return sorted(m.id for m in client.cluster_status().members if m.voter)

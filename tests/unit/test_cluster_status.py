@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from schedd.api.acl_service import AuditService
-from schedd.api.service import summarize, supported_level
+from schedd.api.service import ClusterService, summarize, supported_level
 from schedd.core import commands as C
 from schedd.core import features as F
 from schedd.leader.features import FeatureRaiser, target_level
@@ -60,6 +60,12 @@ def test_a_node_whose_build_is_behind_the_cluster_level_is_a_warning() -> None:
     _, warnings = summarize(nodes, now_ms=0)
     assert warnings == ["n2 runs schedd 0.2.0, which supports feature levels up to 1, but the cluster "
                         "is at 2: upgrade it"]
+
+
+def test_a_halted_node_is_a_warning_with_its_reason() -> None:
+    why = "this node runs schedd 0.1.0, feature level 2; the cluster is at 3: upgrade this node"
+    _, warnings = summarize([node("n1", "leader"), node("n2", halted=why)], 0)
+    assert any(w.startswith("n2 halted") and why in w for w in warnings), warnings
 
 
 def test_the_supported_level_waits_for_every_node() -> None:
@@ -156,6 +162,36 @@ def test_the_raiser_proposes_once_every_member_supports_the_level() -> None:
     assert asyncio.run(raiser.step()) == 2 and h.state.feature_level == 2
     assert [C.decode(e).kind for e in fake.proposed] == [C.FEATURE_LEVEL]
     assert asyncio.run(raiser.step()) is None and len(fake.proposed) == 1    # nothing left to raise
+
+
+def test_the_raiser_counts_the_non_voters_too() -> None:
+    """Issue 31: a joiner learning as a read-only node applies the log as well. Its build (from
+    its JoinCluster prepare) caps the level; a learner nobody accounted for holds it."""
+    raiser, h, fake = _raiser([node("n1"), node("n2")])
+    fake.learner_count = 1                                  # prepared with a previous leader
+    assert asyncio.run(raiser.step()) is None and fake.proposed == []
+    raiser.joiners.note("n4", 1, raiser.clock.now_ms())                   # an older build, learning
+    assert asyncio.run(raiser.step()) is None and fake.proposed == []
+    raiser.joiners.forget("n4")
+    raiser.joiners.note("n4", 2, raiser.clock.now_ms())                   # upgraded, asked again
+    assert asyncio.run(raiser.step()) == 2
+
+
+def test_member_infos_ask_the_recorded_non_voters() -> None:
+    from schedd.replication.membership import MemberInfo
+    asked: list[str] = []
+    service = object.__new__(ClusterService)
+    voters = [MemberInfo("n1", "r1", "g1"), MemberInfo("n2", "r2", "g2")]
+    service.node = SimpleNamespace(cfg=SimpleNamespace(node_id="n1"), membership=SimpleNamespace(
+        members=lambda: voters, recorded=lambda: [*voters, MemberInfo("n4", "r4", "g4")]))
+    service.local_info = lambda with_digest=False: node("n1")
+
+    async def peer_info(peer, with_digest=False):
+        asked.append(peer.id)
+        return node(peer.id)
+    service._peer_info = peer_info
+    assert [n.id for n in asyncio.run(service.member_infos())] == ["n1", "n2", "n4"]
+    assert asked == ["n2", "n4"]
 
 
 # ---------------------------------------------------------------- proposers refuse

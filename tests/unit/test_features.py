@@ -110,15 +110,37 @@ def test_old_and_new_nodes_apply_the_same_log_identically_until_the_upgrade() ->
     assert [r.target for r in new.audit.records if r.action == C.AUDIT_NOTE] == ["n3 upgraded"]
 
 
-def test_an_old_node_applies_the_raise_like_a_new_one() -> None:
-    """If a node of an old build still applies the raise (it must not happen: the leader waits
-    for every voter), it records the level as every replica does; only its status says behind."""
+def test_an_old_node_never_applies_a_raise_above_its_build() -> None:
+    """Issue 31: a node whose build is below the level the leader raises to (a rollback, or a
+    joiner let in before the join check) must not apply the raise nor anything after it (it
+    applied newer entries as INVALID, diverged, and once elected re-dispatched what it believed
+    pending). apply answers BUILD_BEHIND and changes nothing, the log hash and index included,
+    so the shell halts there with a state equal to the others' at the index before."""
     old, new = SchedulerState(F.table_upto(1)), SchedulerState()
     log = _log()
-    for index, e in enumerate(log[:RAISE + 1], start=1):
+    for index, e in enumerate(log[:RAISE], start=1):
         assert old.apply(e, index).as_dict() == new.apply(e, index).as_dict()
-    assert old.feature_level == new.feature_level == 2 and old.state_digest() == new.state_digest()
-    assert old.features.max_level < old.feature_level
+    before = (old.state_digest(), old.log_hash, old.last_index)
+    assert new.apply(log[RAISE], RAISE + 1).ok and new.feature_level == 2
+    r = old.apply(log[RAISE], RAISE + 1)
+    assert r.code is Code.BUILD_BEHIND and r["cluster_level"] == 2 and "supports up to 1" in r.msg
+    assert (old.state_digest(), old.log_hash, old.last_index) == before and old.feature_level == 1
+    # a stale leader's raise is refused alike by every build: no reason to halt
+    assert old.apply(entry(C.FEATURE_LEVEL, "stale", term=0, level=2), RAISE + 1).code is Code.STALE_TERM
+
+
+def test_a_build_below_a_restored_snapshots_level_applies_nothing() -> None:
+    """A snapshot of a cluster above this build (installed by the leader, or a rollback's own
+    dump): every entry after it is refused as BUILD_BEHIND, unchanged, a level-1 kind too."""
+    new = SchedulerState()
+    for index, e in enumerate(_log()[:RAISE + 1], start=1):
+        new.apply(e, index)
+    old = SchedulerState(F.table_upto(1))
+    old.restore(pickle.loads(pickle.dumps(new.snapshot())))
+    digest = old.state_digest()
+    r = old.apply(entry(C.PUT, "c/put3", now=T0 + 9, spec=text(name="j3")), RAISE + 2)
+    assert r.code is Code.BUILD_BEHIND and r["cluster_level"] == 2
+    assert old.state_digest() == digest and old.last_index == RAISE + 1
 
 
 def test_the_level_is_raised_by_the_current_leader_and_never_lowered() -> None:
