@@ -37,6 +37,7 @@ from schedd.api.secrets import seal_spec_secrets
 from schedd.api.templates import SpecTemplates
 from schedd.security.secrets import EnvSealer, stored_secrets
 from schedd.core import batches as B
+from schedd.core.audit import short_history
 from schedd.core import commands as C
 from schedd.core import ledger
 from schedd.core.features import FeatureUnavailable, refusal
@@ -928,6 +929,9 @@ class ClusterService(pb_grpc.ClusterServicer):
         voters, change, last_change, membership_warnings = cluster_membership(nodes, leader, self.node)
         with self.node.lock:
             jobs, execs = len(self.node.state.jobs), len(self.node.state.execs)
+            short = short_history(self.node.state.audit, self._now_ms())
+        if short is not None:
+            warnings.append(short)
         if leader is not None:
             for n in nodes:
                 if n.role != "unreachable":

@@ -78,6 +78,25 @@ def test_audited_entries_carry_the_caller_and_outcome_and_denied_ones_are_rate_l
     assert log.apply(C.AUDIT_APPEND, events=[{"principal": 1}])["kept"] == 0       # junk: nothing
 
 
+def test_refused_writes_are_audited_under_the_denied_limit_from_feature_level_5() -> None:
+    """Issue 31 item 5: a refused write's record counts under the denied-record limit once the
+    cluster is at feature level 5 (decided by the replicated level: every replica alike)."""
+    from tests.support.state import at_top_level
+    caller = {"principal": "token:aaaa", "source": "s", "action": "Scheduler.PauseJob", "target": "ghost",
+              "request_id": ""}
+    kept = {}
+    for level in ("below", "top"):
+        log = Log()
+        log.apply(C.EPOCH)
+        if level == "top":
+            log.index += 1
+            at_top_level(log.state, log.index)
+        for _ in range(30):
+            assert log.apply(C.PAUSE, name="ghost", audit=caller)["code"] == "not_found"
+        kept[level] = sum(r.principal == "token:aaaa" for r in log.state.audit.records)
+    assert kept == {"below": 30, "top": U.DeniedLimit().burst}
+
+
 def test_snapshot_round_trip_and_digest_cover_acl_and_audit() -> None:
     log = Log()
     minted = A.mint_token(os.urandom(A.TOKEN_RANDOM_BYTES))
