@@ -301,7 +301,7 @@ def short_history(trail: AuditTrail, now_ms: int) -> str | None:
     return (f"audit trail: {trail.young_pruned} records were pruned by count (max_records "
             f"{trail.retention.max_records}) while younger than max_age ({age // 1000} s); it holds "
             f"only the last {max(0, now_ms - since) // 1000} s: raise max_records (schedctl audit "
-            f"configure), or find who writes so much (schedctl audit list)")
+            f"config --max-records), or find who writes so much (schedctl audit list)")
 
 
 def canonical_rows(trail: AuditTrail) -> list[list[object]]:
