@@ -880,7 +880,19 @@ class _Command:
 
     def cluster_status(self) -> None:
         status = self.client.cluster_status(stale_ok=self.args.stale, with_digest=self.args.digest)
-        self.emit(to_dict(status), lambda: _cluster_table(status, digest=self.args.digest))
+        self.emit(status_dict(status), lambda: _cluster_table(status, digest=self.args.digest))
+
+
+LEADER_FIELDS = ("leader_id", "leader_grpc_address", "commit_index", "feature_level")
+
+
+def status_dict(status: pb.ClusterStatus) -> dict[str, Any]:
+    """``cluster status -o json|yaml``: what only a leader knows is ``null`` while there is none,
+    never a zero that reads as a value (commit index 0, feature level 0)."""
+    out = to_dict(status)
+    if not status.leader_id:
+        out.update(dict.fromkeys(LEADER_FIELDS))
+    return out
 
 
 # ---------------------------------------------------------------- files
