@@ -48,6 +48,7 @@ class Limits:
 
     max_worker_streams: int = 512     # worker streams per node, handshakes included
     max_worker_slots: int = 256       # slots a worker may advertise
+    max_worker_streams_per_token: int = 64   # worker streams one worker token holds, handshakes included
     max_jobs_per_call: int = 5_000
     max_bytes_per_call: int = 8 * 1024 * 1024
     max_jobs_per_team: int = 1_000_000

@@ -14,7 +14,8 @@
     job trigger NAME [--force]    --force: run even if the overlap policy would skip or queue it
     job backfill NAME --from T --to T [--dry-run]   past instants, on the low-priority lane
     run list [JOB] [--state S] [--limit N] [--oldest-first]
-    run list JOB --all-instants [--since T] [--until T]   every instant and what became of it
+    run list JOB --all-instants [--since T] [--until T] [--limit N]   every instant and what became of
+                                  it (the first N, default 50: a note on stderr says when more follow)
     quota set KEY N | quota delete KEY | quota list       KEY: team:<t> pool:<p> lane:backfill
     run get ID                    an execution with its attempts and output tails
     dag apply -f FILE             create or replace every DAG in a YAML/JSON file (see schedd_client.dags)
@@ -75,6 +76,7 @@ from .specs import INT32_MIN, job_specs_from_bytes, parse_duration, spec_from_di
 __all__ = ["main", "build_parser"]
 
 PROG = "schedctl"
+MAX_INSTANTS = 10_000                     # what one ListInstants call returns at most (the server's cap)
 
 
 class UsageError(Exception):
@@ -781,9 +783,15 @@ class _Command:
         if not args.job:
             raise UsageError("run list --all-instants needs JOB")
         now = self.clock()
+        wanted = args.limit or MAX_INSTANTS
         rows = self.client.list_instants(
             args.job, start_ms=args.since(now) if args.since else 0, end_ms=args.until(now) if args.until else 0,
-            limit=args.limit or 10_000, stale_ok=args.stale)
+            limit=min(wanted + 1, MAX_INSTANTS), stale_ok=args.stale)
+        if len(rows) > wanted:      # one more than shown was asked for: say that the list goes on
+            rows = rows[:wanted]
+            print(f"{PROG}: showing the first {wanted} instants of the window (oldest first); more follow: "
+                  f"--since {format_time(rows[-1].instant_ms + 1)} for the next ones, or --limit N "
+                  f"(0: up to {MAX_INSTANTS:,})", file=sys.stderr)
         self.emit(
             [to_dict(r) for r in rows],
             lambda: _table(
@@ -872,7 +880,19 @@ class _Command:
 
     def cluster_status(self) -> None:
         status = self.client.cluster_status(stale_ok=self.args.stale, with_digest=self.args.digest)
-        self.emit(to_dict(status), lambda: _cluster_table(status, digest=self.args.digest))
+        self.emit(status_dict(status), lambda: _cluster_table(status, digest=self.args.digest))
+
+
+LEADER_FIELDS = ("leader_id", "leader_grpc_address", "commit_index", "feature_level")
+
+
+def status_dict(status: pb.ClusterStatus) -> dict[str, Any]:
+    """``cluster status -o json|yaml``: what only a leader knows is ``null`` while there is none,
+    never a zero that reads as a value (commit index 0, feature level 0)."""
+    out = to_dict(status)
+    if not status.leader_id:
+        out.update(dict.fromkeys(LEADER_FIELDS))
+    return out
 
 
 # ---------------------------------------------------------------- files

@@ -134,6 +134,8 @@ class AclService(_Writes, apb_grpc.AclServicer):
 
     @routed(write=True)
     async def DeletePolicy(self, request: apb.AclName, context) -> apb.AclDeleted:
+        await self._known_or_abort(context, lambda st: request.name in st.acl.policies or request.name in A.RESERVED_NAMES,
+                                   f"no policy {request.name!r}")
         await self._commit(context, C.ACL_POLICY_DELETE, request.request_id, name=request.name)
         return apb.AclDeleted(name=request.name)
 
@@ -156,6 +158,7 @@ class AclService(_Writes, apb_grpc.AclServicer):
 
     @routed(write=True)
     async def DeleteRole(self, request: apb.AclName, context) -> apb.AclDeleted:
+        await self._known_or_abort(context, lambda st: request.name in st.acl.roles, f"no role {request.name!r}")
         await self._commit(context, C.ACL_ROLE_DELETE, request.request_id, name=request.name)
         return apb.AclDeleted(name=request.name)
 
@@ -174,6 +177,7 @@ class AclService(_Writes, apb_grpc.AclServicer):
 
     @routed(write=True)
     async def DeleteToken(self, request: apb.AclName, context) -> apb.AclDeleted:
+        await self._known_or_abort(context, lambda st: request.name in st.acl.tokens, f"no token {request.name}")
         await self._commit(context, C.ACL_TOKEN_DELETE, request.request_id, accessor=request.name,
                            name=f"token:{request.name}")
         return apb.AclDeleted(name=request.name)

@@ -14,7 +14,9 @@ For every call, first in the interceptor chain:
    is UNAUTHENTICATED and queued as a login failure in the audit trail.
 3. The method's need (`schedd.api.capabilities.need_of`) is checked with the resource its
    resolver finds (the named job's, execution's or DAG's team): a denial is PERMISSION_DENIED
-   naming the missing capability, queued as a denied record, and nothing is proposed. Lists are
+   naming the missing capability, queued as a denied record, and nothing is proposed. A caller
+   who may not read the object's team is answered as if it did not exist (NOT_FOUND, the
+   servicer's own text: `Owner`), so denials are no existence oracle. Lists are
    filtered by the servicers with `read_filter()`. Health and reflection stay open; any other
    method missing from the table is refused.
 4. Mutating calls are rate-limited per principal (RESOURCE_EXHAUSTED with a retry hint).
@@ -162,6 +164,19 @@ class NodeSigner:
 # ---------------------------------------------------------------- resources of a request
 
 
+@dataclass(slots=True, frozen=True)
+class Owner:
+    """A team a request touches (None: the object it names does not exist), and how to answer a
+    caller who may not read that team (issue 31, item 7). `hidden` is "" for a team the caller
+    named itself (a spec's team: naming it back reveals nothing); otherwise it is what the call
+    answers for an object that does not exist, so a caller who cannot read the team cannot tell
+    "exists in another team" from "does not exist" (an existence oracle)."""
+
+    team: str | None
+    hidden: str = ""
+    code: grpc.StatusCode = grpc.StatusCode.NOT_FOUND
+
+
 def _job_team(st: Any, name: str) -> str | None:
     job = st.jobs.get(name)
     return None if job is None else job.team
@@ -172,45 +187,62 @@ def _dag_team(st: Any, name: str) -> str | None:
     return None if dag is None else dag.team
 
 
-def _exec_team(st: Any, execution_id: str) -> str | None:
+def _job(st: Any, name: str) -> list[Owner]:
+    return [Owner(_job_team(st, name), f"job {name!r} not found")]
+
+
+def _dag(st: Any, name: str) -> list[Owner]:
+    return [Owner(_dag_team(st, name), f"DAG {name!r} not found")]
+
+
+def _execution(st: Any, execution_id: str) -> list[Owner]:
     try:
         name, _ = parse_execution_id(execution_id)
     except ValidationError:
-        return None
-    return _job_team(st, name)
+        team = None
+    else:
+        team = _job_team(st, name)
+    return [Owner(team, f"execution {execution_id!r} not found")]
 
 
-def _spec_teams(st: Any, specs: Iterable[Any]) -> list[str | None]:
+def _taken(kind: str, name: str, old: str) -> Owner:
+    """The team of an object a write would replace: the name is taken, which cannot be hidden
+    (names are global), but the team is not named to a caller who may not read it."""
+    return Owner(old, f"permission denied: the name {name!r} belongs to a {kind} of a team you cannot read",
+                 grpc.StatusCode.PERMISSION_DENIED)
+
+
+def _spec_teams(st: Any, specs: Iterable[Any]) -> list[Owner]:
     """A spec's own team and, for a job that exists, the team it moves away from."""
-    out: list[str | None] = []
+    out: list[Owner] = []
     for spec in specs:
-        out.append(spec.team or DEFAULT_TEAM)
+        out.append(Owner(spec.team or DEFAULT_TEAM))
         old = _job_team(st, spec.name)
         if old is not None:
-            out.append(old)
+            out.append(_taken("job", spec.name, old))
     return out
 
 
-def _dag_spec_teams(st: Any, spec: Any) -> list[str | None]:
+def _dag_spec_teams(st: Any, spec: Any) -> list[Owner]:
     old = _dag_team(st, spec.name)
-    return [spec.team or DEFAULT_TEAM, *([old] if old is not None else [])]
+    return [Owner(spec.team or DEFAULT_TEAM), *([_taken("DAG", spec.name, old)] if old is not None else [])]
 
 
-Resolver = Callable[[Any, Any], list[str | None]]
+Resolver = Callable[[Any, Any], list[Owner]]
 _S, _D = "/schedd.v1.Scheduler/", "/schedd.v1.Dags/"
 RESOLVERS: dict[str, Resolver] = {
     _S + "PutJob": lambda st, r: _spec_teams(st, [r.job]),
     _S + "PutJobs": lambda st, r: _spec_teams(st, r.jobs),
-    **{_S + m: (lambda st, r: [_job_team(st, r.name)]) for m in (
+    **{_S + m: (lambda st, r: _job(st, r.name)) for m in (
         "GetJob", "PauseJob", "ResumeJob", "DeleteJob", "TriggerJob", "BackfillJob")},
-    _S + "ListInstants": lambda st, r: [_job_team(st, r.job)],
-    _S + "GetExecution": lambda st, r: [_exec_team(st, r.id)],
-    _S + "CancelExecution": lambda st, r: [_exec_team(st, r.id)],
-    _S + "ListExecutions": lambda st, r: [_job_team(st, r.job)] if r.job else [],
-    _S + "ListJobs": lambda st, r: [r.team] if r.team else [],
+    _S + "ListInstants": lambda st, r: _job(st, r.job),
+    _S + "GetExecution": lambda st, r: _execution(st, r.id),
+    _S + "CancelExecution": lambda st, r: _execution(st, r.id),
+    _S + "ListExecutions": lambda st, r: _job(st, r.job) if r.job else [],
+    _S + "ListJobs": lambda st, r: [Owner(r.team)] if r.team else [],
     _S + "ListQuotas": lambda st, r: [],
     _D + "PutDag": lambda st, r: _dag_spec_teams(st, r.dag),
-    **{_D + m: (lambda st, r: [_dag_team(st, r.name)]) for m in (
+    **{_D + m: (lambda st, r: _dag(st, r.name)) for m in (
         "GetDag", "DeleteDag", "RunDag", "ListDagRuns", "GetDagRun")},
     _D + "ListDags": lambda st, r: [],
 }
@@ -480,23 +512,35 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             return
         resolve = RESOLVERS.get(info.method)
         with self.node.lock:
-            teams = resolve(self.node.state, request) if resolve is not None and request is not None else []
-        if not teams and need.filtered:
+            owners = resolve(self.node.state, request) if resolve is not None and request is not None else []
+        if not owners and need.filtered:
             return                              # a list: the servicer filters its rows
         # Each distinct team once, in order (a batch names its team once per job): the same
         # decisions, and the first refused team is still the one named.
-        for team in dict.fromkeys(teams) if teams else [None]:
-            if team is None:
-                # Unknown object: reveal nothing about other teams; the servicer says NOT_FOUND
-                # to a caller who could hold the capability somewhere.
-                visible = A.visible_teams(principal, need.capability)
-                if not visible.everything and not visible.patterns:
-                    self._deny(info, request, "", f"permission denied: missing capability "
-                                                  f"{need.capability!r} on any team")
-                continue
-            decision = A.allowed(principal, need.capability, A.team_resource(team))
-            if not decision:
-                self._deny(info, request, A.team_resource(team), decision.message)
+        first: dict[str | None, Owner] = {}
+        for owner in owners or [Owner(None)]:
+            first.setdefault(owner.team, owner)
+        for owner in first.values():
+            self._decide(info, principal, need, owner, request)
+
+    def _decide(self, info: CallInfo, principal: A.Principal, need: Need, owner: Owner, request) -> None:
+        """Allow, or refuse revealing nothing the caller may not read: a team the caller cannot
+        read is answered as if the object did not exist (`Owner.hidden`), and a caller who holds
+        the capability on no team at all is told just that, whether the object exists or not."""
+        resource = A.team_resource(owner.team) if owner.team is not None else ""
+        decision = A.allowed(principal, need.capability, resource) if resource else None
+        if decision:
+            return
+        if decision is not None and (not owner.hidden or A.allowed(principal, "read", resource)):
+            self._deny(info, request, resource, decision.message)
+        visible = A.visible_teams(principal, need.capability)
+        if not visible.everything and not visible.patterns:
+            self._deny(info, request, "", f"permission denied: missing capability "
+                                          f"{need.capability!r} on any team")
+        if decision is not None:                # exists, in a team the caller cannot read
+            self._queue(info, request, decision.message)
+            raise Denied(owner.code, owner.hidden)
+        # Unknown object: the servicer says NOT_FOUND (on the leader, which may know it already).
 
     def _deny(self, info: CallInfo, request, resource: str, message: str) -> None:
         self._queue(info, request, message)

@@ -78,6 +78,9 @@ class DagsService(CommittingService, dpb_grpc.DagsServicer):
                 return dag_to_pb(st, dag)
         await context.abort(grpc.StatusCode.NOT_FOUND, f"DAG {name!r} not found")
 
+    async def _dag_known(self, context: CallContext, name: str) -> None:
+        await self._known_or_abort(context, lambda st: name in st.dags, f"DAG {name!r} not found")
+
     @routed(write=True)
     async def PutDag(self, request: dpb.PutDagRequest, context: CallContext) -> dpb.PutDagResponse:
         try:
@@ -106,11 +109,13 @@ class DagsService(CommittingService, dpb_grpc.DagsServicer):
 
     @routed(write=True)
     async def DeleteDag(self, request: dpb.DagRef, context: CallContext) -> dpb.DeleteDagResponse:
+        await self._dag_known(context, request.name)
         await self._commit(context, C.DAG_DELETE, request.request_id, name=request.name)
         return dpb.DeleteDagResponse(name=request.name)
 
     @routed(write=True)
     async def RunDag(self, request: dpb.RunDagRequest, context: CallContext) -> dpb.DagRun:
+        await self._dag_known(context, request.name)
         result = await self._commit(context, C.DAG_RUN, request.request_id, name=request.name)
         with self.node.lock:
             st = self.node.state

@@ -37,6 +37,7 @@ from schedd.api.secrets import seal_spec_secrets
 from schedd.api.templates import SpecTemplates
 from schedd.security.secrets import EnvSealer, stored_secrets
 from schedd.core import batches as B
+from schedd.core.audit import short_history
 from schedd.core import commands as C
 from schedd.core import ledger
 from schedd.core.features import FeatureUnavailable, refusal
@@ -354,6 +355,15 @@ class CommittingService:
             await self._refuse(context, result)
         return result
 
+    async def _known_or_abort(self, context: CallContext, known: Callable[[Any], bool], missing: str) -> None:
+        """NOT_FOUND before anything is proposed when the object a write names does not exist
+        (on the leader, whose state decides): such a write used to commit, be refused by apply
+        and leave an audit record each, so one token could roll the audit trail over."""
+        with self.node.lock:
+            present = known(self.node.state)
+        if not present:
+            await context.abort(grpc.StatusCode.NOT_FOUND, missing)
+
     @staticmethod
     async def _refuse(context: CallContext, result: ApplyResult) -> NoReturn:
         """Answer apply's refusal: its status, its message, and the refused job's position."""
@@ -571,24 +581,31 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             return pb.ListJobsResponse(jobs=page, next_page_token=page[-1].spec.name if cut else nxt,
                                        total=total)
 
+    async def _job_known(self, context: CallContext, name: str) -> None:
+        await self._known_or_abort(context, lambda st: name in st.jobs, f"job {name!r} not found")
+
     @routed(write=True)
     async def PauseJob(self, request: pb.JobRef, context: CallContext) -> pb.Job:
+        await self._job_known(context, request.name)
         await self._commit(context, C.PAUSE, request.request_id, name=request.name)
         return await self._job_or_abort(context, request.name)
 
     @routed(write=True)
     async def ResumeJob(self, request: pb.JobRef, context: CallContext) -> pb.Job:
+        await self._job_known(context, request.name)
         await self._commit(context, C.RESUME, request.request_id, name=request.name,
                            catch_up=request.catch_up)
         return await self._job_or_abort(context, request.name)
 
     @routed(write=True)
     async def DeleteJob(self, request: pb.JobRef, context: CallContext) -> pb.DeleteJobResponse:
+        await self._job_known(context, request.name)
         await self._commit(context, C.DELETE, request.request_id, name=request.name)
         return pb.DeleteJobResponse(name=request.name)
 
     @routed(write=True)
     async def TriggerJob(self, request: pb.TriggerJobRequest, context: CallContext) -> pb.Execution:
+        await self._job_known(context, request.name)
         result = await self._commit(context, C.TRIGGER, request.request_id, name=request.name,
                                     force=request.force)
         with self.node.lock:
@@ -645,6 +662,7 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             name, t = parse_execution_id(request.id)
         except ValidationError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        await self._known_or_abort(context, lambda st: (name, t) in st.execs, f"execution {request.id!r} not found")
         await self._commit(context, C.CANCEL, request.request_id, job=name, scheduled_ms=t)
         # the leader pushes the cancel to the worker from the entry's effect (Dispatcher.on_applied)
         with self.node.lock:
@@ -918,6 +936,9 @@ class ClusterService(pb_grpc.ClusterServicer):
         voters, change, last_change, membership_warnings = cluster_membership(nodes, leader, self.node)
         with self.node.lock:
             jobs, execs = len(self.node.state.jobs), len(self.node.state.execs)
+            short = short_history(self.node.state.audit, self._now_ms())
+        if short is not None:
+            warnings.append(short)
         if leader is not None:
             for n in nodes:
                 if n.role != "unreachable":

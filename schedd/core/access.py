@@ -31,6 +31,9 @@ PROBLEM_CODES: dict[str, Code] = {
 }
 MAX_EVENTS_PER_ENTRY = 200          # what one audit_append may carry (the API batches per tick)
 AUDIT_FIELDS = ("principal", "source", "action", "target", "request_id")
+# From this feature level, records of writes apply refused count under the denied-record limit
+# (schedd.core.features: a replica below it would keep them, and the trails would differ).
+ERRORS_LIMITED_LEVEL = 5
 
 
 def _answer(problem: A.Problem | None, **payload: Any) -> ApplyResult:
@@ -170,4 +173,4 @@ def record(st: Tables, cmd: C.Command, index: int, result: ApplyResult, target: 
     ev = _event(row, outcome=outcome, time_ms=cmd.now, index=index,
                 detail="" if outcome == "allowed" else f"{result.code.value}: {result.msg}")
     if ev is not None:
-        st.audit.append(ev)
+        st.audit.append(ev, limit_errors=st.feature_level >= ERRORS_LIMITED_LEVEL)

@@ -12,7 +12,15 @@ what remains still verifies from the anchor. An exported file starts with its an
 Noise cannot flush the trail: DENIED records are rate-limited per principal by a token bucket
 whose time is the records' own time (the leader's timestamp on the entry), so every replica
 keeps and drops the same records. A dropped record is not lost without trace: the next kept
-denied record of that principal says how many were suppressed before it.
+denied record of that principal says how many were suppressed before it. From feature level 5
+an ERROR record (a write apply refused) is counted under the same limit: writes that pass
+authorization yet fail (an object deleted meanwhile) are noise a token can send, too.
+
+When `max_records` prunes a record younger than `max_age_ms`, the trail keeps less history
+than the operator asked for: `young_pruned` counts such records and `young_pruned_ms` keeps
+the time of the newest of them, so `short_history` can say, at any later time, whether the
+trail still misses part of the window it should cover (a metric and a warning in `schedctl
+cluster status`).
 
 Contracts: pure and deterministic (no clock, I/O or randomness; time comes in the event); every
 field is a bounded string or a non-negative int (over-long text is cut, deterministically, by
@@ -199,6 +207,8 @@ class AuditTrail:
     anchor: Anchor = field(default_factory=Anchor)
     records: deque[AuditRecord] = field(default_factory=deque)
     buckets: dict[str, Bucket] = field(default_factory=dict)
+    young_pruned: int = 0           # records pruned by count while younger than max_age_ms
+    young_pruned_ms: int = 0        # the time of the newest of them
 
     def __len__(self) -> int:
         return len(self.records)
@@ -218,11 +228,12 @@ class AuditTrail:
     def next_seq(self) -> int:
         return self.records[-1].seq + 1 if self.records else self.anchor.next_seq
 
-    def append(self, ev: AuditEvent) -> AuditRecord | None:
-        """Record `ev` and apply retention at its time; None when a DENIED event is rate-limited
-        (it is counted, and the principal's next kept denied record carries the count)."""
+    def append(self, ev: AuditEvent, *, limit_errors: bool = False) -> AuditRecord | None:
+        """Record `ev` and apply retention at its time; None when a DENIED event (an ERROR one
+        too, with `limit_errors`: feature level 5) is rate-limited (it is counted, and the
+        principal's next kept limited record carries the count)."""
         suppressed = 0
-        if ev.outcome == "denied":
+        if ev.outcome == "denied" or (limit_errors and ev.outcome == "error"):
             bucket = self._bucket(ev.principal, ev.time_ms)
             if bucket.tokens == 0:
                 bucket.suppressed += 1
@@ -262,6 +273,8 @@ class AuditTrail:
             gone = self.records.popleft()
             self.anchor = Anchor(gone.seq + 1, gone.hash)
             dropped += 1
+            if too_old is not None and gone.time_ms >= too_old:
+                self.young_pruned, self.young_pruned_ms = self.young_pruned + 1, gone.time_ms
         for key in sorted(self.buckets):
             b = self.buckets[key]
             if b.suppressed == 0 and b.tokens + max(0, now_ms - b.last_ms) // self.denied_limit.refill_ms \
@@ -276,6 +289,19 @@ class AuditTrail:
 
     def verify(self) -> int | None:
         return verify(self.records, self.anchor)
+
+
+def short_history(trail: AuditTrail, now_ms: int) -> str | None:
+    """Why the trail covers less than its `max_age_ms` at `now_ms` (None: it does not): a
+    record that count pruning dropped would still be within the age window."""
+    age = trail.retention.max_age_ms
+    if not age or not trail.young_pruned or now_ms - trail.young_pruned_ms >= age:
+        return None
+    since = trail.records[0].time_ms if trail.records else now_ms
+    return (f"audit trail: {trail.young_pruned} records were pruned by count (max_records "
+            f"{trail.retention.max_records}) while younger than max_age ({age // 1000} s); it holds "
+            f"only the last {max(0, now_ms - since) // 1000} s: raise max_records (schedctl audit "
+            f"config --max-records), or find who writes so much (schedctl audit list)")
 
 
 def canonical_rows(trail: AuditTrail) -> list[list[object]]:
@@ -294,7 +320,8 @@ def trail_to_dict(trail: AuditTrail) -> dict[str, object]:
             "denied_limit": [trail.denied_limit.burst, trail.denied_limit.refill_ms],
             "anchor": [trail.anchor.next_seq, trail.anchor.hash],
             "records": [[getattr(r, n) for n in (*HASHED_FIELDS, "hash")] for r in trail.records],
-            "buckets": [[k, b.tokens, b.last_ms, b.suppressed] for k, b in sorted(trail.buckets.items())]}
+            "buckets": [[k, b.tokens, b.last_ms, b.suppressed] for k, b in sorted(trail.buckets.items())],
+            "young_pruned": [trail.young_pruned, trail.young_pruned_ms]}
 
 
 def trail_from_dict(d: Mapping[str, Any]) -> AuditTrail:
@@ -306,12 +333,14 @@ def trail_from_dict(d: Mapping[str, Any]) -> AuditTrail:
         seq, anchor_hash = d["anchor"]
         records = deque(from_json(json.dumps(dict(zip(names, row, strict=True)))) for row in d["records"])
         buckets = {str(k): Bucket(int(t), int(last), int(sup)) for k, t, last, sup in d["buckets"]}
+        young, young_ms = d.get("young_pruned", (0, 0))       # absent in older images
     except (KeyError, TypeError, ValueError) as e:
         raise AuditInputError(f"bad audit snapshot: {e}") from None
     if not _is_hash(anchor_hash):
         raise AuditInputError("bad audit snapshot: anchor hash")
     trail = AuditTrail(Retention(age, cap), DeniedLimit(burst, refill),
-                       Anchor(_check_int(seq, "next_seq"), anchor_hash), records, buckets)
+                       Anchor(_check_int(seq, "next_seq"), anchor_hash), records, buckets,
+                       _check_int(young, "young_pruned"), _check_int(young_ms, "young_pruned_ms"))
     bad = trail.verify()
     if bad is not None:
         raise AuditInputError(f"bad audit snapshot: the chain breaks at record {bad}")

@@ -106,7 +106,9 @@ FEATURES = FeatureTable((
           note="snapshot format 6: the image as plain values (schedd.core.plain), so a snapshot's "
                "pickle names one loader and a string, never a schedd class (below it images are "
                "written in format 5)"),
-    # Level(5, kinds=(C.MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
+    Level(5, note="audit records of writes apply refused count under the per-principal denied-record "
+                  "limit (schedd.core.audit; below it every such record is kept)"),
+    # Level(6, kinds=(C.MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
 ))
 
 

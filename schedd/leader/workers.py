@@ -13,6 +13,15 @@ runs), and a hello may adopt only its own worker's attempts. A node holds at mos
 streams (handshakes included; a stream without a hello is dropped after `hello_timeout_s`) and a
 worker may claim at most `max_slots` slots; past either, RESOURCE_EXHAUSTED names the config key.
 
+Per worker token (issue 31, item 4; with ACL the leader sees every stream of the cluster): its
+`max_slots` bounds the slots of all the streams using it together, and it holds at most
+`max_streams_per_token` registered streams, so one stolen token cannot fill the node's streams
+and lock every other worker out. Handshakes of a token are admitted up to one more than that
+(RECONNECT_ROOM), and a hello from the same process (same name, incarnation and token) replaces
+its older stream even while that one still looks live: a worker reconnecting after a network
+blip is never locked out by its own stale stream. After a failover the new leader holds no
+streams, so every worker starts from its own share again.
+
 The dispatcher (dispatcher.py) decides what to claim and expire; this module only keeps the
 registry and moves messages. Claims and results become log entries there, never here.
 """
@@ -45,6 +54,7 @@ HELLO_TIMEOUT_S = 10.0
 MAX_BATCH = 512                   # messages per LeaderBatch
 MAX_BATCH_BYTES = 4 << 20         # and bytes, plus one message (the worker receives up to 16 MiB)
 _LIMITS = Limits()                # the defaults of [limits]
+RECONNECT_ROOM = 1                # handshakes a token may open beyond its stream cap (a reconnect)
 MAX_AHEAD = 100_000               # not-yet-due assignments one worker is given beyond its slots,
                                   # at most, whatever its hello offers (WorkerHello.ahead)
 
@@ -76,6 +86,11 @@ class WorkerConn:
     counts_reads: bool = False    # its heartbeats say how many of those it had handled (WorkerHello.counts_reads)
     read: int = 0                 # ... as of the last heartbeat read
     listed_ms: int = 0            # when a list of the tokens it holds (hello, heartbeat) was last read
+
+    @property
+    def token(self) -> str | None:
+        """The worker token this stream was opened with (None: ACL disabled)."""
+        return _token_key(self.principal)
 
     def may_serve(self, team: str) -> bool:
         """Its token's `serve` on its pool and `team`, decided once per team: the principal of
@@ -122,14 +137,17 @@ class WorkerHub(pb_grpc.WorkersServicer):
 
     def __init__(self, node: RaftNode, clock: Clock, *, lease_ms: int = DEFAULT_LEASE_MS,
                  max_streams: int = _LIMITS.max_worker_streams, max_slots: int = _LIMITS.max_worker_slots,
-                 hello_timeout_s: float = HELLO_TIMEOUT_S, faults: Faults = NO_FAULTS) -> None:
+                 hello_timeout_s: float = HELLO_TIMEOUT_S, faults: Faults = NO_FAULTS,
+                 max_streams_per_token: int = _LIMITS.max_worker_streams_per_token) -> None:
         self.node = node
         self.view = StateView(node.state)        # all it reads of the state
         self.clock = clock
         self.faults = faults
         self.lease_ms = lease_ms
         self.max_streams, self.max_slots, self.hello_timeout_s = max_streams, max_slots, hello_timeout_s
+        self.max_streams_per_token = max_streams_per_token
         self.streams = 0                          # open Connect calls, handshakes included
+        self.token_streams: dict[str, int] = {}   # worker token -> its open Connect calls
         self.conns: dict[str, WorkerConn] = {}
         self.token_seen: dict[int, int] = {}      # fencing token -> last time a worker vouched for it
         self.on_result: Callable[[WorkerConn, pb.AttemptResult], None] = lambda conn, r: None
@@ -245,12 +263,31 @@ class WorkerHub(pb_grpc.WorkersServicer):
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                 f"this node already holds {self.streams} worker streams, its limit "
                                 f"(limits.max_worker_streams = {self.max_streams}); retry later or raise it")
+        token = _token_key(self.identify()) if self.acl_enabled else None
+        held = self.token_streams.get(token, 0) if token is not None else 0
+        if held >= self.max_streams_per_token + RECONNECT_ROOM:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                f"worker token {token} already holds {held} streams on this node, its limit "
+                                f"(limits.max_worker_streams_per_token = {self.max_streams_per_token}, plus "
+                                f"{RECONNECT_ROOM} to reconnect); retry later, or give each group of workers "
+                                "its own token")
         self.streams += 1
+        if token is not None:
+            self.token_streams[token] = held + 1
         try:
             async for msg in self._serve(request_iterator, context):
                 yield msg
         finally:
             self.streams -= 1
+            if token is not None:
+                self._forget_stream(token)
+
+    def _forget_stream(self, token: str) -> None:
+        left = self.token_streams.get(token, 0) - 1
+        if left > 0:
+            self.token_streams[token] = left
+        else:
+            self.token_streams.pop(token, None)
 
     async def _hello(self, request_iterator, context: CallContext) -> pb.WorkerHello:
         """The first message, checked: a hello in time, a name, 1..max_slots slots."""
@@ -293,17 +330,21 @@ class WorkerHub(pb_grpc.WorkersServicer):
         hello = await self._hello(request_iterator, context)
         now = self.clock.now_ms()
         old = self.conns.get(hello.name)
-        if old is not None and not old.closed and self.live(old, now):
+        principal = self.identify() if self.acl_enabled else None
+        if old is not None and not old.closed and self.live(old, now) and not _same_process(old, hello, principal):
             await context.abort(grpc.StatusCode.ALREADY_EXISTS,
                                 f"worker name {hello.name!r} is in use by a live stream from {old.peer}; "
                                 "give every worker its own --name (a reconnect is accepted once the "
                                 "old stream has gone silent)")
+        over = self._token_overflow(principal, hello, old)
+        if over:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, over)
         if old is not None:
             self._close(old)                      # a reconnect replaces the stale stream
         conn = WorkerConn(name=hello.name, slots=hello.slots, pool=hello.pool, labels=dict(hello.labels),
                           peer=context.peer(), connected_ms=now, last_heartbeat_ms=now,
                           incarnation=hello.incarnation[:64],
-                          principal=self.identify() if self.acl_enabled else None,
+                          principal=principal,
                           batches=hello.batches, ahead=max(0, min(hello.ahead, MAX_AHEAD)),
                           counts_reads=hello.counts_reads, listed_ms=now)
         self.conns[hello.name] = conn
@@ -334,6 +375,25 @@ class WorkerHub(pb_grpc.WorkersServicer):
                 del self.conns[conn.name]
             log.info("worker %s disconnected", conn.name)
             self.on_change()
+
+    def _token_overflow(self, principal: A.Principal | None, hello: pb.WorkerHello,
+                        replaced: WorkerConn | None) -> str:
+        """Why this hello would take its token past its share ("" if it would not): the streams
+        and slots of the token's other registered streams, the one it replaces left out."""
+        token = _token_key(principal)
+        if token is None or principal is None:
+            return ""
+        others = [c for c in self.conns.values() if c is not replaced and not c.closed and c.token == token]
+        if len(others) >= self.max_streams_per_token:
+            return (f"worker {hello.name!r}: its token {token} already holds {len(others)} worker streams, its "
+                    f"limit (limits.max_worker_streams_per_token = {self.max_streams_per_token})")
+        used = sum(c.slots for c in others)
+        if used + hello.slots > principal.max_slots:
+            return (f"worker {hello.name!r} claims {hello.slots} slots, but its token {token} allows "
+                    f"{principal.max_slots} across all its workers and {used} are held by "
+                    f"{', '.join(sorted(c.name for c in others))}: start it with fewer slots, or give it "
+                    f"a token of its own")
+        return ""
 
     def _adopt(self, conn: WorkerConn, tokens, now: int) -> None:
         """A (re)connecting worker still runs these attempts: keep them alive if they are current
@@ -402,6 +462,20 @@ class WorkerHub(pb_grpc.WorkersServicer):
         if not self.node.is_leader() and self.router is not None:
             return await self.router.forward("Workers", "ListWorkers", request, context)
         return pb.ListWorkersResponse(workers=[c.info() for _, c in sorted(self.conns.items())])
+
+
+def _token_key(principal: A.Principal | None) -> str | None:
+    """What the per-token limits count by: the token's accessor (None: ACL disabled)."""
+    if principal is None:
+        return None
+    return principal.accessor or principal.name
+
+
+def _same_process(old: WorkerConn, hello: pb.WorkerHello, principal: A.Principal | None) -> bool:
+    """Whether `hello` comes from the process whose stream `old` is (its random incarnation) with
+    the same token: that process has given up on the old stream, so the new one replaces it."""
+    return bool(hello.incarnation) and hello.incarnation[:64] == old.incarnation \
+        and _token_key(principal) == old.token
 
 
 def _take(q: asyncio.Queue, msgs: list) -> list:

@@ -32,6 +32,7 @@
     [limits]                            # caps on what callers may hold (RESOURCE_EXHAUSTED past them)
     max_worker_streams = 512            # worker streams this node holds (handshakes included)
     max_worker_slots = 256              # slots one worker may claim to have
+    max_worker_streams_per_token = 64   # streams one worker token holds (handshakes included; +1 to reconnect)
     max_jobs_per_call = 5000            # jobs in one PutJobs call (its commit applies in one step)
     max_bytes_per_call = 8388608        # bytes of one PutJobs request (8 MiB)
     max_jobs_per_team = 1000000         # jobs a team may hold (0 = no cap)
@@ -202,6 +203,7 @@ def _scheduler(t: dict) -> SchedulerTuning:
 def _limits(t: dict) -> Limits:
     return _int_table(Limits, t, "[limits]", {
         "max_worker_streams": (1, 100_000), "max_worker_slots": (1, 100_000),
+        "max_worker_streams_per_token": (1, 100_000),
         "max_jobs_per_call": (1, 1_000_000), "max_bytes_per_call": (1024, 1024 ** 3),
         "max_jobs_per_team": (0, 100_000_000), "max_inflight_per_connection": (1, 100_000)})
 

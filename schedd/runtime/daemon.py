@@ -199,6 +199,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     node_box.append(node)
     hub = WorkerHub(node, clock, lease_ms=cfg.scheduler.lease_ms,
                     max_streams=cfg.limits.max_worker_streams, max_slots=cfg.limits.max_worker_slots,
+                    max_streams_per_token=cfg.limits.max_worker_streams_per_token,
                     faults=faults)
     dispatcher = Dispatcher(node, clock, metrics, hub, faults)
     dispatcher_box.append(dispatcher)

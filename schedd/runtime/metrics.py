@@ -60,6 +60,7 @@ class _NodeCollector:
         st = self._node.status()
         with self._node.lock:
             jobs, execs, epoch = len(self._node.state.jobs), len(self._node.state.execs), self._node.state.epoch
+            young = self._node.state.audit.young_pruned
         for name, doc, value in (
             ("schedd_raft_term", "Current Raft term", st.term),
             ("schedd_raft_is_leader", "1 if this node believes it leads", int(st.role == "leader")),
@@ -69,6 +70,8 @@ class _NodeCollector:
             ("schedd_leader_epoch", "Highest leader term recorded in the state", epoch),
             ("schedd_jobs", "Registered jobs", jobs),
             ("schedd_executions", "Executions kept in history", execs),
+            ("schedd_audit_pruned_young_records", "Audit records pruned by count (max_records) while "
+             "younger than the trail's max_age: the trail keeps less history than configured", young),
         ):
             g = GaugeMetricFamily(name, doc)
             g.add_metric([], value)

@@ -78,6 +78,18 @@ def backup_key_secret(cfg: config_mod.NodeConfig, secret_file: str | None) -> st
         raise RestoreError(f"cannot read --secret-file {secret_file}: {getattr(e, 'strerror', None) or e}") from None
 
 
+@dataclass(slots=True, frozen=True)
+class Note:
+    """A warning of a restore. `forced`: a refusal that --force turned into this warning; the
+    label says so only then (an operator who never passed --force must not read that they did)."""
+
+    text: str
+    forced: bool = False
+
+    def line(self) -> str:
+        return f"schedd restore: warning{' (--force)' if self.forced else ''}: {self.text}"
+
+
 def check_versions(meta: snapshot_file.SnapshotMeta, *, force: bool) -> list[str]:
     """Refusals for what this build cannot or should not restore; returns the warnings `force`
     turned from refusals into notes."""
@@ -121,7 +133,7 @@ def check_secret(state: SchedulerState, secret: str, *, force: bool) -> list[str
 
 
 def restore(path: str, cfg: config_mod.NodeConfig, *, force: bool = False,
-            secret_file: str | None = None) -> tuple[Restored, list[str]]:
+            secret_file: str | None = None) -> tuple[Restored, list[Note]]:
     from schedd.core.snapshot import SnapshotImage
     from schedd.replication import backup
     from schedd.replication.journal import SeedError, seed_data_dir
@@ -134,7 +146,7 @@ def restore(path: str, cfg: config_mod.NodeConfig, *, force: bool = False,
         raise RestoreError(f"cannot read {path}: {e.strerror}") from None
     except snapshot_file.SnapshotFileError as e:
         raise RestoreError(f"{path}: {e}") from None
-    notes = check_versions(meta, force=force)
+    notes = [Note(why, forced=True) for why in check_versions(meta, force=force)]
     try:
         state = backup.state_from_body(body)
     except ValueError as e:              # BodyError, or restore refusing the image (a bad audit chain)
@@ -146,12 +158,12 @@ def restore(path: str, cfg: config_mod.NodeConfig, *, force: bool = False,
     if digest != meta.digest:
         raise RestoreError(f"{path}: digest mismatch after restore (state {digest[:16]}..., header "
                            f"{meta.digest[:16]}...): the file is not what was saved")
-    notes += check_secret(state, cfg.secret, force=force)
+    notes += [Note(why, forced=True) for why in check_secret(state, cfg.secret, force=force)]
     if state.members:
         # The old cluster's member table names its nodes and addresses: the new cluster's
         # membership is its config (the Raft configuration seeded below), never the old one.
-        notes.append(f"the old cluster's member table ({', '.join(sorted(state.members))}) is dropped: "
-                     f"the new cluster's members are the config's")
+        notes.append(Note(f"the old cluster's member table ({', '.join(sorted(state.members))}) is dropped: "
+                          f"the new cluster's members are the config's"))
         state.drop_member_table()
     try:
         seed_data_dir(str(cfg.data_dir), SnapshotImage(state), index=meta.index, term=meta.term,
@@ -173,7 +185,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
         print(f"schedd restore: {e}", file=sys.stderr)
         return 1
     for note in notes:
-        print(f"schedd restore: warning (--force): {note}", file=sys.stderr)
+        print(note.line(), file=sys.stderr)
     m = done.meta
     print(f"restored node {cfg.node_id} into {cfg.data_dir}: index {m.index}, term {m.term}, "
           f"{done.jobs} jobs, {done.executions} executions, digest {m.digest[:16]}..., taken "

@@ -202,8 +202,25 @@ def test_team_a_cannot_read_list_trigger_update_cancel_or_delete_team_b(acl_clus
             "delete dag": lambda: a.delete_dag("b-dag"),
             "quota": lambda: a.set_quota("team:b", 1),
         }
+        # What a caller may not read is answered as if it did not exist (issue 31 item 7), word
+        # for word as for a missing object; a write that would take another team's name cannot
+        # hide that the name is taken, but does not name the team.
+        taken = {"update", "move to own team", "update dag", "quota"}
         codes = {what: _code(fn) for what, fn in checks.items()}
-        assert codes == {what: denied for what in checks}, codes
+        assert codes == {what: denied if what in taken else grpc.StatusCode.NOT_FOUND for what in checks}, codes
+        missing_ex = ex.id.replace("b-job@", "no-such-job@")
+        for theirs, missing in ((lambda: a.get_job("b-job"), lambda: a.get_job("no-such-job")),
+                                (lambda: a.pause_job("b-job"), lambda: a.pause_job("no-such-job")),
+                                (lambda: a.get_execution(ex.id), lambda: a.get_execution(missing_ex)),
+                                (lambda: a.run_dag("b-dag"), lambda: a.run_dag("no-such-dag"))):
+            with pytest.raises(SchedError) as mine_e:
+                theirs()
+            with pytest.raises(SchedError) as none_e:
+                missing()
+            assert mine_e.value.code == none_e.value.code == grpc.StatusCode.NOT_FOUND
+            assert "team:b" not in str(mine_e.value)
+            assert str(mine_e.value).replace("b-job", "X").replace("b-dag", "X") == \
+                str(none_e.value).replace("no-such-job", "X").replace("no-such-dag", "X")
         # Lists show only team a's objects.
         assert [j.spec.name for j in a.list_jobs()] == ["a-job"]
         assert _code(lambda: list(a.list_jobs(team="b"))) == denied       # asking for b's list by name

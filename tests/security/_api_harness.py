@@ -18,6 +18,7 @@ from pathlib import Path
 import grpc
 
 from schedd.api.auth import AuthInterceptor, NodeSigner
+from schedd.api.dags_service import DagsService
 from schedd.api.limits import InflightLimit
 from schedd.api.service import Router, SchedulerService
 from schedd.core import commands as C
@@ -25,6 +26,7 @@ from schedd.core.state import SchedulerState
 from schedd.runtime.config import Limits, NodeConfig
 from schedd.ports.fakes import FakeNode, ManualClock, Proposals
 from schedd.runtime.metrics import Metrics
+from schedd_proto import dags_pb2_grpc as dpb_grpc
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
 NOW_MS = 1_790_000_000_000
@@ -55,7 +57,7 @@ class InMemoryNode(FakeNode):
 
 
 class ApiServer:
-    """SchedulerService (and the in-flight limit) on 127.0.0.1:<free port>, in a thread of its own."""
+    """SchedulerService, DagsService (and the in-flight limit) on 127.0.0.1:<free port>, in a thread of its own."""
 
     def __init__(self, node: InMemoryNode, clock: ManualClock | None = None) -> None:
         self.node = node
@@ -83,6 +85,8 @@ class ApiServer:
         router = Router(self.node)  # type: ignore[arg-type]
         pb_grpc.add_SchedulerServicer_to_server(
             SchedulerService(self.node, self.clock, Metrics(), router), self.server)  # type: ignore[arg-type]
+        dpb_grpc.add_DagsServicer_to_server(
+            DagsService(self.node, self.clock, Metrics(), router), self.server)  # type: ignore[arg-type]
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         await self.server.start()
 

@@ -99,6 +99,13 @@ def test_run_list_all_instants_with_many_attempts_pages(server, capsys):
                               "--all-instants", "--until", "now"], now=lambda: later) == 0
         rows = json.loads(capsys.readouterr().out)
         assert len(rows) == 16 and all(len(r["execution"]["attempts"]) == 60 for r in rows)
+        assert "more follow" not in capsys.readouterr().err            # all 16 shown: no note
+        # Issue 31 item 13b: a list cut at --limit (default 50) says so, and how to go on.
+        assert schedctl_main(["--cluster", server.address, "-o", "json", "run", "list", "flaky",
+                              "--all-instants", "--until", "now", "--limit", "5"], now=lambda: later) == 0
+        out = capsys.readouterr()
+        assert len(json.loads(out.out)) == 5
+        assert "showing the first 5 instants" in out.err and "--since 2026-" in out.err
         window = dict(start_ms=NOW_MS - 1000, end_ms=NOW_MS + 60_000)
         assert len(client.list_instants("flaky", **window)) == 16
         assert [r.instant_ms for r in client.list_instants("flaky", limit=5, **window)] == \

@@ -6,7 +6,10 @@ each entry at once and a clock the test moves.
 - a second stream under a live worker's name is refused, the live one keeps running;
 - a worker may claim at most `limits.max_worker_slots` slots, and work is shared fairly;
 - a node holds at most `limits.max_worker_streams` streams (a silent one included, until its
-  hello times out).
+  hello times out);
+- per worker token (issue 31 item 4): `max_slots` holds across all its streams, it holds at most
+  `limits.max_worker_streams_per_token` streams, and a worker reconnecting from the same process
+  replaces its own stale stream.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import grpc
 import pytest
 
+from schedd.core import acl as A
 from schedd.core import commands as C
 from schedd.leader.assigner import Assigner
 from schedd.leader.workers import WorkerHub
@@ -35,8 +39,8 @@ class Stream:
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self.call = pb_grpc.WorkersStub(channel).Connect()
 
-    async def hello(self, name: str, slots: int = 1, tokens=()) -> pb.LeaderMessage:
-        await self.call.write(pb.WorkerMessage(hello=pb.WorkerHello(name=name, slots=slots,
+    async def hello(self, name: str, slots: int = 1, tokens=(), incarnation: str = "") -> pb.LeaderMessage:
+        await self.call.write(pb.WorkerMessage(hello=pb.WorkerHello(name=name, slots=slots, incarnation=incarnation,
                                                                     running_tokens=list(tokens))))
         return await self.read()
 
@@ -201,3 +205,55 @@ def test_worker_caps_come_from_the_node_config():
     assert (got.max_worker_streams, got.max_worker_slots) == (10, 3)
     with pytest.raises(cfgmod.ConfigError, match=r"\[limits\]\.max_worker_slots"):
         cfgmod.from_dict({**base, "limits": {"max_worker_slots": 0}})
+
+
+def _worker_token(hub: WorkerHub, accessor: str, max_slots: int) -> None:
+    """Calls on `hub` come with this worker token's principal (as the interceptor hands it)."""
+    p = A.Principal(f"token:{accessor}", "worker", tuple(A._grants(A.MANAGEMENT)), accessor=accessor,
+                    max_slots=max_slots)
+    hub.acl_enabled, hub.identify = True, lambda: p
+
+
+async def test_a_worker_tokens_max_slots_holds_across_its_streams(rig):
+    r = await rig()
+    _worker_token(r.hub, "tok1", max_slots=4)
+    a, b = r.stream(), r.stream()
+    assert welcome(await a.hello("a", slots=2)) and welcome(await b.hello("b", slots=2))
+    err = await refused(r.stream(), "c", slots=1)               # a fifth slot on the same token
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "allows 4 across all its workers" in err.details() and "a, b" in err.details()
+    assert sorted(r.hub.conns) == ["a", "b"]
+    _worker_token(r.hub, "tok2", max_slots=4)                    # another token has its own share
+    assert welcome(await r.stream().hello("c", slots=4))
+
+
+async def test_streams_per_worker_token_are_capped_and_others_still_connect(rig):
+    r = await rig(max_streams_per_token=2, hello_timeout_s=5.0)
+    _worker_token(r.hub, "stolen", max_slots=100)
+    assert welcome(await r.stream().hello("s1")) and welcome(await r.stream().hello("s2"))
+    err = await refused(r.stream(), "s3")                        # registered streams at the cap
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "limits.max_worker_streams_per_token = 2" in err.details()
+    silent = r.stream()                                          # a handshake: the reconnect room
+    await silent.call.wait_for_connection()
+    await r.until(lambda: r.hub.token_streams.get("stolen") == 3, "the handshake to count")
+    err = await refused(r.stream(), "s4")                        # refused before its hello
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "plus 1 to reconnect" in err.details()
+    _worker_token(r.hub, "honest", max_slots=4)
+    assert welcome(await r.stream().hello("h1"))                 # not locked out
+    assert r.hub.streams == 4 and r.hub.token_streams["honest"] == 1
+
+
+async def test_a_reconnect_of_the_same_process_replaces_its_own_live_stream(rig):
+    r = await rig(max_streams_per_token=1)
+    _worker_token(r.hub, "tok1", max_slots=2)
+    first = r.stream()
+    assert welcome(await first.hello("w1", slots=2, incarnation="inc-1"))
+    conn = r.hub.conns["w1"]
+    # a network blip: the worker gave up on its stream, the leader has not noticed (still live)
+    err = await refused(r.stream(), "w1")                        # another process: still refused
+    assert err.code() == grpc.StatusCode.ALREADY_EXISTS
+    again = r.stream()
+    assert welcome(await again.hello("w1", slots=2, incarnation="inc-1"))
+    assert r.hub.conns["w1"] is not conn and conn.closed
+    await r.until(lambda: r.hub.token_streams.get("tok1") == 1, "the replaced stream to end")

@@ -78,6 +78,25 @@ def test_audited_entries_carry_the_caller_and_outcome_and_denied_ones_are_rate_l
     assert log.apply(C.AUDIT_APPEND, events=[{"principal": 1}])["kept"] == 0       # junk: nothing
 
 
+def test_refused_writes_are_audited_under_the_denied_limit_from_feature_level_5() -> None:
+    """Issue 31 item 5: a refused write's record counts under the denied-record limit once the
+    cluster is at feature level 5 (decided by the replicated level: every replica alike)."""
+    from tests.support.state import at_top_level
+    caller = {"principal": "token:aaaa", "source": "s", "action": "Scheduler.PauseJob", "target": "ghost",
+              "request_id": ""}
+    kept = {}
+    for level in ("below", "top"):
+        log = Log()
+        log.apply(C.EPOCH)
+        if level == "top":
+            log.index += 1
+            at_top_level(log.state, log.index)
+        for _ in range(30):
+            assert log.apply(C.PAUSE, name="ghost", audit=caller)["code"] == "not_found"
+        kept[level] = sum(r.principal == "token:aaaa" for r in log.state.audit.records)
+    assert kept == {"below": 30, "top": U.DeniedLimit().burst}
+
+
 def test_snapshot_round_trip_and_digest_cover_acl_and_audit() -> None:
     log = Log()
     minted = A.mint_token(os.urandom(A.TOKEN_RANDOM_BYTES))
@@ -203,3 +222,74 @@ def test_a_batch_in_one_team_is_authorized_once_per_team(monkeypatch) -> None:
     with pytest.raises(auth.Denied) as e:
         ic.check(method, md, None, batch, "p")
     assert e.value.code == grpc.StatusCode.PERMISSION_DENIED and "'write' on team:b" in e.value.message
+
+
+def _with_rules(log: Log, name: str, rules: dict[str, list[str]]) -> str:
+    minted = A.mint_token(os.urandom(A.TOKEN_RANDOM_BYTES))
+    log.apply(C.ACL_POLICY_PUT, policy={"name": name, "rules": rules})
+    log.apply(C.ACL_TOKEN_CREATE, token=_token(minted, policies=[name]))
+    return minted.bearer
+
+
+def test_an_object_of_a_team_the_caller_cannot_read_is_answered_as_missing() -> None:
+    """Issue 31 item 7: no existence oracle. Every RPC naming a job, execution or DAG of team b
+    answers a team-a caller exactly what it answers for one that does not exist (NOT_FOUND, the
+    servicer's text), and the denied record still names the real reason for the audit trail."""
+    from schedd.core import dags as D
+    from schedd_proto import dags_pb2 as dpb
+    from tests.support.state import dag, task, text
+    log = Log()
+    log.apply(C.PUT, spec=text(name="b-job", team="b"), name="b-job")
+    log.apply(C.DAG_PUT, spec=D.canonical_dag(dag("b-dag", [task("t")], team="b"))[1], name="b-dag")
+    assert "b-job" in log.state.jobs and "b-dag" in log.state.dags
+    ex = "b-job@2026-09-21T00:00:00Z"
+    S, D = "/schedd.v1.Scheduler/", "/schedd.v1.Dags/"
+    calls = {   # method -> (request naming b's object, request naming a missing one, NOT_FOUND text)
+        S + "GetJob": (pb.GetJobRequest(name="b-job"), pb.GetJobRequest(name="nope"), "job 'b-job' not found"),
+        S + "PauseJob": (pb.JobRef(name="b-job"), pb.JobRef(name="nope"), "job 'b-job' not found"),
+        S + "ResumeJob": (pb.JobRef(name="b-job"), pb.JobRef(name="nope"), "job 'b-job' not found"),
+        S + "DeleteJob": (pb.JobRef(name="b-job"), pb.JobRef(name="nope"), "job 'b-job' not found"),
+        S + "TriggerJob": (pb.TriggerJobRequest(name="b-job"), pb.TriggerJobRequest(name="nope"),
+                           "job 'b-job' not found"),
+        S + "BackfillJob": (pb.BackfillRequest(name="b-job"), pb.BackfillRequest(name="nope"),
+                            "job 'b-job' not found"),
+        S + "ListInstants": (pb.ListInstantsRequest(job="b-job"), pb.ListInstantsRequest(job="nope"),
+                             "job 'b-job' not found"),
+        S + "ListExecutions": (pb.ListExecutionsRequest(job="b-job"), pb.ListExecutionsRequest(job="nope"),
+                               "job 'b-job' not found"),
+        S + "GetExecution": (pb.GetExecutionRequest(id=ex), pb.GetExecutionRequest(id="nope@" + ex[6:]),
+                             f"execution {ex!r} not found"),
+        S + "CancelExecution": (pb.CancelExecutionRequest(id=ex), pb.CancelExecutionRequest(id="nope@" + ex[6:]),
+                                f"execution {ex!r} not found"),
+        **{D + m: (dpb.GetDagRequest(name="b-dag"), dpb.GetDagRequest(name="nope"), "DAG 'b-dag' not found")
+           for m in ("GetDag", "ListDagRuns", "GetDagRun")},
+        D + "DeleteDag": (dpb.DagRef(name="b-dag"), dpb.DagRef(name="nope"), "DAG 'b-dag' not found"),
+        D + "RunDag": (dpb.RunDagRequest(name="b-dag"), dpb.RunDagRequest(name="nope"), "DAG 'b-dag' not found"),
+    }
+    queue = auth.AuditQueue(lambda entry: None, types.SimpleNamespace(now_ms=lambda: NOW))  # type: ignore[arg-type]
+    ic = _interceptor(log, queue=queue)
+    md = {"authorization": "Bearer " + _with_rules(log, "a-all", {"team:a": sorted(A.KIND_CAPABILITIES["team"])})}
+    for method, (theirs, missing, answer) in calls.items():
+        with pytest.raises(auth.Denied) as e:
+            ic.check(method, md, None, theirs, "p")
+        assert (e.value.code, e.value.message) == (grpc.StatusCode.NOT_FOUND, answer), method
+        assert "team:b" not in e.value.message
+        ic.check(method, md, None, missing, "p")       # passes: the servicer answers NOT_FOUND alike
+    assert all("team:b" in row["detail"] for row in queue.pending)            # the trail knows why
+    # A caller who may read team b is told what it lacks, naming the team it can see.
+    reader = {"authorization": "Bearer " + _with_rules(log, "b-read", {"team:b": ["read"]})}
+    with pytest.raises(auth.Denied) as e:
+        ic.check(S + "PauseJob", reader, None, pb.JobRef(name="b-job"), "p")
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED and "'write' on team:b" in e.value.message
+    # A caller with the capability on no team is told so, whether the object exists or not.
+    none = {"authorization": "Bearer " + _with_rules(log, "nothing", {"team:z": ["read"]})}
+    answers = set()
+    for request in (pb.JobRef(name="b-job"), pb.JobRef(name="nope")):
+        with pytest.raises(auth.Denied) as e:
+            ic.check(S + "PauseJob", none, None, request, "p")
+        answers.add((e.value.code, e.value.message))
+    assert answers == {(grpc.StatusCode.PERMISSION_DENIED, "permission denied: missing capability 'write' on any team")}
+    # A name taken by another team's job cannot be hidden, but its team is not named.
+    with pytest.raises(auth.Denied) as e:
+        ic.check(S + "PutJob", md, None, pb.PutJobRequest(job=pb.JobSpec(name="b-job", team="a")), "p")
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED and "team:b" not in e.value.message

@@ -214,3 +214,45 @@ def test_an_appended_record_hashes_as_verification_recomputes_it():
         assert rec is not None and rec.hash == audit.chain_hash(prev, rec)
         assert audit.encode(rec) == audit.encode(replace(rec, hash="")) and rec.suppressed == 0
         prev = rec.hash
+
+
+def test_error_records_count_under_the_denied_limit_when_asked() -> None:
+    """Issue 31 item 5: writes apply refuses are noise a token can send; from feature level 5
+    they share the principal's denied-record bucket (`limit_errors`), below it all are kept."""
+    limit = DeniedLimit(burst=3, refill_ms=1000)
+    old, new = AuditTrail(denied_limit=limit), AuditTrail(denied_limit=limit)
+    for i in range(10):
+        ev = _event(i, "error", "token:00000000000000aa", T0)
+        assert old.append(ev) is not None
+        new.append(ev, limit_errors=True)
+    assert len(old.records) == 10 and len(new.records) == 3
+    kept = new.append(_event(20, "error", "token:00000000000000aa", T0 + 1000), limit_errors=True)
+    assert kept is not None and kept.suppressed == 7 and new.verify() is None
+
+
+def test_records_pruned_younger_than_the_age_bound_are_counted_and_kept_in_snapshots() -> None:
+    """Issue 31 item 5: count pruning that drops records younger than `max_age_ms` means the
+    trail holds less history than configured: counted (with when), for the metric and warning."""
+    trail = AuditTrail(retention=Retention(max_age_ms=60_000, max_records=5))
+    for i in range(5):
+        trail.append(_event(i, t=T0 - 120_000 + i))       # old enough to go by age anyway
+    trail.append(_event(5, t=T0))                          # prunes the expired ones: not counted
+    assert trail.young_pruned == 0
+    for i in range(6, 10):
+        trail.append(_event(i, t=T0 + i))
+    assert trail.young_pruned == 0 and len(trail.records) == 5
+    trail.append(_event(10, t=T0 + 10))                    # drops a 10 ms old record by count
+    assert (trail.young_pruned, trail.young_pruned_ms) == (1, T0)   # the time of the newest record gone
+    back = audit.trail_from_dict(audit.trail_to_dict(trail))
+    assert (back.young_pruned, back.young_pruned_ms) == (1, T0)
+    legacy = audit.trail_to_dict(trail)
+    del legacy["young_pruned"]                             # an image from before the counter
+    assert audit.trail_from_dict(legacy).young_pruned == 0
+    no_age = AuditTrail(retention=Retention(max_age_ms=0, max_records=1))
+    for i in range(3):
+        no_age.append(_event(i))
+    assert no_age.young_pruned == 0                        # no age bound: nothing is "too young"
+    warning = audit.short_history(trail, T0 + 1000)
+    assert warning is not None and "1 records were pruned by count (max_records 5)" in warning
+    assert audit.short_history(trail, T0 + 60_000) is None     # the window has moved past it
+    assert audit.short_history(AuditTrail(), T0) is None

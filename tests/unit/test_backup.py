@@ -242,3 +242,11 @@ def test_schedctl_writes_the_stream_atomically_and_private(tmp_path) -> None:
         write_stream(_stream(meta, BODY, signed=False), str(out))  # an older server's stream
     assert F.read_path(str(out), KEY.verify) == (meta, BODY)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.snap"]     # no file, no temp file left
+
+
+def test_a_restore_warning_says_force_only_when_force_turned_a_refusal_into_it() -> None:
+    """Issue 31 item 13d: the dropped member table is a warning of every restore; it was printed
+    "warning (--force)" although no --force was given."""
+    dropped = R.Note("the old cluster's member table (n1) is dropped")
+    assert dropped.line() == "schedd restore: warning: the old cluster's member table (n1) is dropped"
+    assert R.Note("tzdata differs", forced=True).line() == "schedd restore: warning (--force): tzdata differs"

@@ -103,6 +103,12 @@ def test_with_no_leader_the_header_says_so_and_no_commit_index() -> None:
     header = out.splitlines()[0]
     assert header.startswith("Leader: none (no leader elected") and "commit" not in header
     assert "feature level" not in header          # no leader: no authoritative level to show
+    # -o json: what only a leader knows is null, not zero (issue 31 item 13c)
+    data = schedctl.status_dict(_status(leader_id="", leader_grpc_address="", commit_index=0, feature_level=0))
+    assert {k: data[k] for k in schedctl.LEADER_FIELDS} == dict.fromkeys(schedctl.LEADER_FIELDS)
+    assert data["term"] == 4 and data["jobs"] == 3                # what any node knows stays
+    led = schedctl.status_dict(_status())
+    assert (led["leader_id"], led["commit_index"], led["feature_level"]) == ("n1", 50, 1)
 
 
 def test_versions_levels_and_warnings_are_shown() -> None:
