@@ -530,7 +530,8 @@ async def test_python_handler_registered_through_the_sdk_worker(leaders, monkeyp
 
     leader = await leaders()
     monkeypatch.setenv("SCHEDD_CLUSTER", leader.address)
-    worker = Worker(slots=2, pool="py", labels={"lang": "python"}, drain_grace_s=5)
+    worker = Worker(slots=2, pool="py", labels={"lang": "python"}, drain_grace_s=5,
+                    allow_root=True)     # Python handlers only; the suite may run as root
     assert worker.cluster == [leader.address]
     assert worker.name.endswith(f"-{__import__('os').getpid()}")
 
