@@ -199,7 +199,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     isolation = _isolation(cfg, euid)
     _quiet_grpc_fork()
     from schedd_worker.hooks import configure_worker
-    from schedd_worker.runtime import WorkerRuntime
+    from schedd_worker.runtime import CredentialRefused, WorkerRuntime
     from schedd_client.context import resolve
 
     try:
@@ -237,13 +237,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
                  http.policy.describe())
         await runtime.run(stop)
 
-    asyncio.run(main())   # not uvloop: see the module doc
+    code = 0
+    try:
+        asyncio.run(main())   # not uvloop: see the module doc
+    except CredentialRefused:  # logged at ERROR by the runtime, with what to do
+        code = 2
     # Like serve: skip interpreter teardown, where gRPC's threads can race module cleanup (and a
     # Python handler thread that ignored its cancel event would keep the process alive).
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)
 
 
 def add_arguments(w: argparse.ArgumentParser) -> None:

@@ -21,6 +21,10 @@ Inside an asyncio program use ``await worker.run_async(stop_event)`` instead of 
 TLS: ``ca=`` (the deployment's CA), ``cert=``/``key=`` (the worker's certificate, for mTLS),
 ``token=`` (sent as ``authorization: Bearer``), or a ready ``security=`` (schedd_client.channels).
 
+A credential the cluster refuses (a client token or certificate where a worker token is needed,
+a revoked one) makes ``run``/``run_async`` raise ``CredentialRefused`` with what to do, logged at
+ERROR; only what can heal (a node down, no leader yet) is retried.
+
 Root: like ``schedd-worker``, a Worker refuses to be made by root (``PermissionError``): every
 shell job it ran would run as root. ``allow_root=True`` is the SDK's ``--allow-root``.
 
@@ -45,10 +49,10 @@ from schedd_client.net.policy import make_policy
 from schedd_worker.cli import root_refusal
 from schedd_worker.executors import HandlerContext, HttpOptions, PythonHandlers
 from schedd_worker.hooks import configure_worker
-from schedd_worker.runtime import WorkerRuntime
+from schedd_worker.runtime import CredentialRefused, WorkerRuntime
 from schedd_worker.timers import DEFAULT_AHEAD
 
-__all__ = ["Worker", "HandlerContext"]
+__all__ = ["Worker", "HandlerContext", "CredentialRefused"]
 
 log = logging.getLogger("schedd_worker.sdk")
 
@@ -95,7 +99,9 @@ class Worker:
                              security=self.security, ahead=self.ahead)
 
     async def run_async(self, stop: asyncio.Event | None = None) -> None:
-        """Run until ``stop`` is set (forever without one), then drain and return."""
+        """Run until ``stop`` is set (forever without one), then drain and return. Raises
+        ``CredentialRefused`` at once when the cluster refuses the
+        credential (not a worker token, revoked, not allowed this pool): waiting cannot fix it."""
         self.runtime = self._runtime()
         await self.runtime.run(stop if stop is not None else asyncio.Event())
 
