@@ -87,6 +87,7 @@ did not change (0.50-0.58 s at 1,000/s, 1.2-1.4 s at 200/s, both trees).
 from __future__ import annotations
 
 import argparse
+import inspect
 import math
 import os
 import shutil
@@ -123,6 +124,8 @@ def worker_main(args: argparse.Namespace) -> None:
 
     out = open(args.out, "w", buffering=1 << 20)
     extra = {"ahead": args.ahead} if args.ahead is not None else {}   # older SDKs have no `ahead`
+    if os.geteuid() == 0 and "allow_root" in inspect.signature(Worker).parameters:
+        extra["allow_root"] = True      # loopback benchmark as whoever runs it (older SDKs: no refusal)
     w = Worker(args.cluster, name=args.name, slots=args.slots, ca=args.ca, cert=args.cert, key=args.key,
                token=os.environ.get("SCHEDD_TOKEN"), drain_grace_s=2.0, **extra)
 

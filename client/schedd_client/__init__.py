@@ -24,6 +24,7 @@ Errors (``code`` is the gRPC status code, ``message`` is for humans)::
     ├── Conflict               FAILED_PRECONDITION / ABORTED: expected_version did not match
     └── Unavailable            UNAVAILABLE / DEADLINE_EXCEEDED on every node until the timeout;
                                .tried lists the addresses; a write's outcome is then unknown
+        └── TlsRequired        a plaintext client on a node that speaks only TLS (at once)
 
 An embedded worker with Python handlers is ``schedd_worker.Worker`` (the schedd-worker
 distribution).
@@ -38,6 +39,7 @@ from .errors import (
     Conflict,
     NotFound,
     SchedError,
+    TlsRequired,
     Unavailable,
     ValidationError,
 )
@@ -71,4 +73,5 @@ __all__ = [
     "AlreadyExists",
     "Conflict",
     "Unavailable",
+    "TlsRequired",
 ]

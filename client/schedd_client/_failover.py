@@ -14,6 +14,12 @@ cut-off leader stalled 5 s per attempt; a 3 s ``schedctl`` call failed without t
 others). The share doubles every round, so a slow but healthy call still gets its time. A node
 that did not answer is reported as unreachable, not as a TLS failure (``unreachable``,
 ``tls_failure``): a handshake that never completes is what a stopped node looks like too.
+
+A plaintext client on a node that speaks only TLS is not retried (issue 31: it waited the whole
+timeout, then said "unavailable"). gRPC reports it as UNAVAILABLE "Socket closed", which a node
+closing a connection as it stops can say too, so the router's ``tls_probe`` (given to plaintext
+clients: ``channels.speaks_tls``, the one piece of I/O here, on that error path only) asks the
+node for a TLS handshake; if it answers, the call fails at once with ``TlsRequired``.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 import grpc
 
 from ._plans import Call
-from .errors import SchedError, Unavailable, error_from_rpc
+from .errors import SchedError, TlsRequired, Unavailable, error_from_rpc
 
 #: An attempt of the first round gets an equal share of the timeout, within these bounds: at least
 #: MIN (a forwarded write needs a Raft commit, a read a heartbeat round trip; an election takes
@@ -44,6 +50,7 @@ class Router:
         addresses: Sequence[str],
         timeout: float,
         clock: Callable[[], float] = time.monotonic,
+        tls_probe: Callable[[str], bool] | None = None,
     ) -> None:
         if not addresses:
             raise ValueError("no cluster addresses")
@@ -52,6 +59,7 @@ class Router:
         self.addresses = list(addresses)
         self.timeout = timeout
         self.clock = clock
+        self.tls_probe = tls_probe  # plaintext clients: does this node speak TLS? (module doc)
         self.preferred = 0  # index of the node that answered last
 
     def attempts(self, call: Call) -> Attempts:
@@ -97,6 +105,12 @@ class Attempts:
         error = error_from_rpc(err)
         if not isinstance(error, Unavailable):
             return error
+        probe = self._router.tls_probe
+        if probe is not None and tls_failure(error.message) and probe(address):
+            return TlsRequired(f"node {address} requires TLS and this client connects in plaintext; "
+                               "use --context or SCHEDD_CONTEXT (a context file with the cluster's CA, "
+                               "your client certificate and token), or --ca/--cert/--key",
+                               error.code, tried=[address])
         if unreachable(error.code, error.message):
             self._errors[address] = f"node {address} is unreachable ({error.code.name}: {error.message})"
         else:

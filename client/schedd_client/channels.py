@@ -23,6 +23,8 @@ validates the certificate with ``cryptography``, a daemon dependency) and pass t
 from __future__ import annotations
 
 import os
+import socket
+import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,7 +34,8 @@ import grpc
 import grpc.aio
 
 __all__ = ["Security", "SecurityError", "CHANNEL_OPTIONS", "open_channel", "open_aio_channel",
-           "security_from_env", "with_files", "CA_ENV", "CERT_ENV", "KEY_ENV", "TOKEN_ENV", "env_token"]
+           "security_from_env", "with_files", "CA_ENV", "CERT_ENV", "KEY_ENV", "TOKEN_ENV", "env_token",
+           "speaks_tls"]
 
 CA_ENV, CERT_ENV, KEY_ENV, TOKEN_ENV = "SCHEDD_CA", "SCHEDD_CERT", "SCHEDD_KEY", "SCHEDD_TOKEN"
 
@@ -167,3 +170,32 @@ def with_files(base: Security, *, ca: PathArg = None, cert: PathArg = None, key:
     return replace(base, ca=Path(ca) if ca else base.ca, cert=Path(cert) if cert else base.cert,
                    key=Path(key) if key else base.key, token=token or base.token,
                    tls=base.tls if tls is None else tls)
+
+
+#: What an SSL error says when the other end answered, but not in TLS (a plaintext HTTP/2 server).
+_NOT_TLS = ("wrong_version_number", "unexpected_record", "record_layer", "packet_length_too_long",
+            "http_request", "unknown_protocol")
+
+
+def speaks_tls(address: str, timeout: float = 1.0) -> bool:
+    """Does the server at ``address`` ("host:port", "[v6]:port") answer a TLS handshake?
+
+    gRPC reports a plaintext client talking to a TLS node as UNAVAILABLE ("Socket closed"), like
+    a node that went away; this tells the two apart, so the client can stop at once with what to
+    do instead of retrying until its timeout. Nothing is verified: a handshake (or a TLS alert,
+    e.g. a client certificate required) is the answer; no answer or a plaintext one is not."""
+    host, _, port = address.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(["h2"])
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as raw:
+            with ctx.wrap_socket(raw, server_hostname=None):
+                return True
+    except ssl.SSLError as e:
+        text = f"{e.reason or ''} {e}".lower()
+        return not any(marker in text for marker in _NOT_TLS)
+    except (OSError, ValueError):
+        return False

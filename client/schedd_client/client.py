@@ -28,7 +28,7 @@ from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from . import _plans
 from ._failover import Router
 from ._plans import Call, Pager, Plan
-from .channels import Security, env_token, open_aio_channel, open_channel, with_files
+from .channels import Security, env_token, open_aio_channel, open_channel, speaks_tls, with_files
 from .context import context_from_env, load_context
 
 __all__ = ["Client", "AsyncClient", "DEFAULT_CLUSTER", "parse_cluster"]
@@ -64,6 +64,12 @@ def parse_cluster(cluster: str | Sequence[str] | None) -> list[str]:
     return addresses
 
 
+def _tls_probe(security: Security, channel_factory: object) -> Callable[[str], bool] | None:
+    """Whether to ask a node that closed a plaintext connection if it speaks TLS (_failover):
+    for this client's own plaintext channels only (a given factory decides its own security)."""
+    return speaks_tls if channel_factory is None and not security.secure else None
+
+
 class _Transport(Generic[ChannelT]):
     """What both clients hold: the addresses, the failover state and one channel per node."""
 
@@ -73,11 +79,12 @@ class _Transport(Generic[ChannelT]):
         timeout: float,
         channel_factory: Callable[[str], ChannelT],
         token: str = "",
+        tls_probe: Callable[[str], bool] | None = None,
     ) -> None:
         self.addresses = parse_cluster(cluster)
         self.timeout = timeout
         self._auth = auth_metadata(token)
-        self._router = Router(self.addresses, timeout)
+        self._router = Router(self.addresses, timeout, tls_probe=tls_probe)
         self._channel_factory: Callable[[str], ChannelT] = channel_factory
         self._channels: dict[str, ChannelT] = {}
         self._stubs: dict[str, dict[str, Any]] = {}
@@ -231,7 +238,7 @@ class Client(_Transport[grpc.Channel]):
         secured = self.security
         super().__init__(cluster, timeout,
                          channel_factory or (lambda address: open_channel(address, secured, token_in_calls=True)),
-                         secured.token or "")
+                         secured.token or "", _tls_probe(secured, channel_factory))
 
     @classmethod
     def from_context(cls, path: str | os.PathLike[str] | None = None, *, timeout: float = 15.0) -> Client:
@@ -326,7 +333,7 @@ class AsyncClient(_Transport[grpc.aio.Channel]):
         super().__init__(cluster, timeout,
                          channel_factory or (lambda address: open_aio_channel(address, secured,
                                                                               token_in_calls=True)),
-                         secured.token or "")
+                         secured.token or "", _tls_probe(secured, channel_factory))
 
     @classmethod
     def from_context(cls, path: str | os.PathLike[str] | None = None, *,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -136,19 +136,37 @@ def resolve(cluster: str | list[str] | None = None, *, ca: str | os.PathLike[str
             cert: str | os.PathLike[str] | None = None, key: str | os.PathLike[str] | None = None,
             token: str | None = None, context: str | os.PathLike[str] | None = None,
             env: dict[str, str] | None = None) -> tuple[list[str], Security]:
-    """The addresses and the ``Security`` of a command line: each value from its flag, else its
-    environment variable (``SCHEDD_CLUSTER``, ``SCHEDD_CA``/``CERT``/``KEY``), else the context
-    file (``--context`` or ``$SCHEDD_CONTEXT``), else the default (127.0.0.1:7070, plaintext).
-    One rule for schedctl and schedd-worker, so both reach a cluster the same way."""
+    """The addresses and the ``Security`` of a command line. Each value comes from, first to
+    last: its flag; a context file named with ``--context`` (``context``); its environment
+    variable (``SCHEDD_CLUSTER``, ``SCHEDD_CA``/``CERT``/``KEY``, ``SCHEDD_TOKEN``); the context
+    file of ``$SCHEDD_CONTEXT``; the default (127.0.0.1:7070, plaintext). An explicit choice wins
+    over the environment: a ``--context prod.toml`` given on the command line is not overridden
+    by a ``SCHEDD_CERT`` left in the shell (the environment fills only what the file leaves
+    unset). One rule for schedctl and schedd-worker, so both reach a cluster the same way."""
     from .channels import security_from_env, with_files
     from .client import CLUSTER_ENV, DEFAULT_CLUSTER, parse_cluster
     env = dict(os.environ) if env is None else env
-    ctx = load_context(context) if context else context_from_env(env)
+    explicit = load_context(context) if context else None
+    ctx = explicit or context_from_env(env)
+    env_cluster = env.get(CLUSTER_ENV, "").strip()
     if cluster:
         addresses = parse_cluster(cluster)
-    elif env.get(CLUSTER_ENV, "").strip() or ctx is None:
-        addresses = parse_cluster(env.get(CLUSTER_ENV, "").strip() or DEFAULT_CLUSTER)
+    elif explicit is not None:
+        addresses = explicit.cluster
+    elif env_cluster or ctx is None:
+        addresses = parse_cluster(env_cluster or DEFAULT_CLUSTER)
     else:
         addresses = ctx.cluster
-    security = security_from_env(env, ctx.security if ctx is not None else Security())
+    if explicit is not None:
+        security = _filled(explicit.security, security_from_env(env))
+    else:
+        security = security_from_env(env, ctx.security if ctx is not None else Security())
     return addresses, with_files(security, ca=ca, cert=cert, key=key, token=token)
+
+
+def _filled(chosen: Security, fallback: Security) -> Security:
+    """``chosen`` with what it leaves unset taken from ``fallback`` (a certificate and its key
+    as a pair: never one file of each)."""
+    cert, key = (chosen.cert, chosen.key) if chosen.cert is not None else (fallback.cert, fallback.key)
+    return replace(chosen, ca=chosen.ca or fallback.ca, cert=cert, key=key,
+                   token=chosen.token or fallback.token, tls=chosen.tls or fallback.tls)

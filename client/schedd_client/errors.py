@@ -18,6 +18,7 @@ __all__ = [
     "AlreadyExists",
     "Conflict",
     "Unavailable",
+    "TlsRequired",
     "ResourceExhausted",
     "error_from_rpc",
     "POSITION_METADATA",
@@ -99,6 +100,11 @@ class Unavailable(SchedError):
     ) -> None:
         super().__init__(message, code, position=position)
         self.tried = list(tried)
+
+
+class TlsRequired(Unavailable):
+    """A plaintext client reached a node that speaks only TLS. Raised at once, not after the
+    client's whole timeout: no retry can change it, only the client's settings can."""
 
 
 _REPR = reprlib.Repr()

@@ -70,7 +70,7 @@ from ._cli import _count, _file_options, _global_options, _seconds, _table
 from ._failover import tls_failure
 from .convert import format_duration, format_time, parse_time, printable, relative_time, to_dict
 from .documents import Limits, read_input
-from .errors import AlreadyExists, Conflict, SchedError, Unavailable, ValidationError, brief, clip
+from .errors import AlreadyExists, Conflict, SchedError, TlsRequired, Unavailable, ValidationError, brief, clip
 from .specs import INT32_MIN, job_specs_from_bytes, parse_duration, spec_from_dict, spec_to_dict
 
 __all__ = ["main", "build_parser"]
@@ -141,6 +141,9 @@ def _run(argv: Sequence[str] | None, now: Callable[[], float] | None) -> int:
     except UsageError as err:
         _error(f"{err} (see {PROG} {args.group} --help)")
         return 2
+    except TlsRequired as err:     # says what to do already, at once
+        _error(err.message)
+        return 1
     except Unavailable as err:
         _error(err.message)
         print(f"{PROG}: {_unavailable_hint(err.message, security)}", file=sys.stderr)

@@ -10,7 +10,9 @@ For every call, first in the interceptor chain:
    <accessor>.<secret>` against this node's replicated table (the leader re-authenticates a
    forwarded bearer against its own, so a token revoked there cannot write through a lagging
    follower), else the mTLS peer principal (an `admin` certificate holds the management policy;
-   others hold nothing without a token), else the anonymous policy. A bad or missing credential
+   `node` and `worker` ones hold nothing without a token; a `user` certificate is only a way in
+   under `[tls] client_ca`, so without a token its caller is anonymous: the anonymous policy if
+   there is one, else UNAUTHENTICATED), else the anonymous policy. A bad or missing credential
    is UNAUTHENTICATED and queued as a login failure in the audit trail.
 3. The method's need (`schedd.api.capabilities.need_of`) is checked with the resource its
    resolver finds (the named job's, execution's or DAG's team): a denial is PERMISSION_DENIED
@@ -53,6 +55,7 @@ log = logging.getLogger("schedd.auth")
 
 AUTHORIZATION = "authorization"
 PRINCIPAL = "x-schedd-principal"
+USER_CERT = "user/"            # a team member's certificate: a way in under mTLS, no rights
 FORWARDED = "x-schedd-forwarded"
 SOURCE = "x-schedd-source"
 SIGNED_AT = "x-schedd-signed-at"
@@ -463,6 +466,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         """The principal of the credential; raises Denied(UNAUTHENTICATED) (open calls: None)."""
         result: A.Principal | A.Refusal
         now = self.clock.now_ms()
+        cert_name = ""
         with self.node.lock:
             table = self.node.state.acl
             if bearer:
@@ -471,28 +475,43 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                     A.Refusal("malformed", "authorization is not 'Bearer <token>'")
                 result = parsed if isinstance(parsed, A.Refusal) else A.authenticate(table, *parsed, now)
             else:
-                cert = self._cert_principal(context, signed_name)
+                cert_name = self._cert_name(context, signed_name)
+                cert = self._cert_principal(cert_name)
                 result = cert if cert is not None else A.authenticate(table, None, None, now)
         if isinstance(result, A.Principal):
             return result
         if open_call and result.code == "unauthenticated":
             return None
         unknown = result.code == "unknown_token"
+        message, reason = result.message, result.reason
+        if cert_name.startswith(USER_CERT):
+            message = (f"authentication required: a user certificate ({cert_name}) holds no rights "
+                       "of its own; pass your team's token (SCHEDD_TOKEN, --token or token_file)")
+            reason = f"{cert_name} without a token: {reason}"
         if not (unknown and quiet):
             self._queue(CallInfo("unauthenticated", source, method, None, request_id=rid), request,
-                        f"login failure: {result.reason}", accessor=result.accessor)
-        raise Denied(grpc.StatusCode.UNAUTHENTICATED, result.message, unknown_token=unknown)
+                        f"login failure: {reason}", accessor=result.accessor)
+        raise Denied(grpc.StatusCode.UNAUTHENTICATED, message, unknown_token=unknown)
 
     @staticmethod
-    def _cert_principal(context, signed_name: str) -> A.Principal | None:
-        """An mTLS peer principal (or one a node forwarded): an admin certificate is management."""
-        name = signed_name[len("cert:"):] if signed_name.startswith("cert:") else None
-        if name is None and context is not None:
-            try:
-                name = peer_principal(context)
-            except Exception:  # noqa: BLE001 - no auth context: plaintext
-                name = None
-        if not name:
+    def _cert_name(context, signed_name: str) -> str:
+        """The principal (``kind/name``) of the mTLS peer, or of the certificate a node forwarded
+        the call for; "" without one."""
+        if signed_name.startswith("cert:"):
+            return signed_name[len("cert:"):]
+        if context is None:
+            return ""
+        try:
+            return peer_principal(context) or ""
+        except Exception:  # noqa: BLE001 - no auth context: plaintext
+            return ""
+
+    @staticmethod
+    def _cert_principal(name: str) -> A.Principal | None:
+        """What a certificate grants by its kind alone: an admin certificate is management, node
+        and worker ones name a caller that holds nothing; a user certificate (or none) is None,
+        so the caller is anonymous: its token, never its certificate, gives it rights."""
+        if not name or name.startswith(USER_CERT):
             return None
         grants = A._grants(A.MANAGEMENT) if name.startswith("admin/") else []
         return A.Principal(f"cert:{name}", "client", tuple(grants))

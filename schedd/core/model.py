@@ -251,6 +251,31 @@ ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 MAX_INHERIT_ENV = 64
 
 
+def _env(body: dict[str, Any]) -> dict[str, str]:
+    """A shell handler's env. execve takes "KEY=VALUE" strings ending at a NUL: a key holding
+    "=" would be read as another variable (KEY "A=B" sets A to "B=..."), a NUL anywhere cuts the
+    entry short, and an empty key sets nothing; each is refused here rather than run as
+    something else on the worker."""
+    env = _str_map(body, "env")
+    for k, v in env.items():
+        if not k or "=" in k or "\0" in k:
+            raise ValidationError(f"bad env name {k!r}: a variable name cannot be empty or hold "
+                                  "'=' or a NUL character")
+        if "\0" in v:
+            raise ValidationError(f"env {k!r}: a value cannot hold a NUL character")
+    return env
+
+
+def _pool(d: dict[str, Any]) -> str:
+    """A job's pool. It is matched against the pool a worker names and shown in listings, logs
+    and the audit trail, where a newline or another control character would forge a line."""
+    pool = _str(d, "pool", 64)
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in pool):
+        raise ValidationError(f"bad pool {pool!r}: a pool name cannot hold a newline or another "
+                              "control character")
+    return pool
+
+
 def _inherit_env(body: dict[str, Any]) -> list[str]:
     """The worker variables a shell job opts in to (sorted, unique). The SCHEDD_* contract is
     the worker's to set, never inherited."""
@@ -291,7 +316,7 @@ def _handler(d: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {"command": command} if command else {"argv": list(argv)}
         if body.get("workdir"):
             out["workdir"] = _str(body, "workdir", 1024)
-        env = _str_map(body, "env")
+        env = _env(body)
         if env:
             out["env"] = env
         inherit = _inherit_env(body)
@@ -413,7 +438,7 @@ def canonical_spec(d: dict[str, Any]) -> tuple[dict[str, Any], str]:
         out["delivery"] = delivery
     if d.get("priority"):
         out["priority"] = _number(d, "priority", -1000, 1000, integer=True)
-    pool = _str(d, "pool", 64)
+    pool = _pool(d)
     if pool:
         out["pool"] = pool
     if d.get("paused"):

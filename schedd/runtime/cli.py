@@ -111,6 +111,23 @@ def _node_hosts(nodes: list[str], hosts: list[str]) -> list:
     return [NodeSpec(n, tuple(dict.fromkeys(own[n] + every)) or LOCAL_HOSTS) for n in nodes]
 
 
+def _issue_target(args: argparse.Namespace) -> tuple[str, str]:
+    """(kind, name) of `certs issue`: `KIND NAME` or one of --node/--worker/--admin/--user."""
+    from schedd.security.certs import KINDS, CertError
+    flags = [(k, v) for k, v in (("node", args.node), ("worker", args.worker), ("admin", args.admin),
+                                 ("user", args.user)) if v]
+    given = flags + ([(args.kind, args.name or "")] if args.kind else [])
+    if len(given) != 1:
+        raise CertError(f"name one certificate: KIND NAME (KIND one of {', '.join(KINDS)}) or one of "
+                        "--node, --worker, --admin, --user")
+    kind, name = given[0]
+    if kind not in KINDS:
+        raise CertError(f"certificate kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if not name:
+        raise CertError(f"name the {kind}: schedd certs issue --dir DIR {kind} NAME")
+    return kind, name
+
+
 def cmd_certs(args: argparse.Namespace) -> int:
     """`schedd certs init|issue`: a deployment's CA and certificates (schedd.security.certs)."""
     from schedd.security import certs
@@ -119,12 +136,12 @@ def cmd_certs(args: argparse.Namespace) -> int:
         if args.certs_cmd == "init":
             dep = certs.create_deployment(directory, nodes=_node_hosts(_names(args.nodes), args.hosts),
                                           workers=_names(args.workers), admins=_names(args.admins),
-                                          overwrite=args.force)
+                                          users=_names(args.users), overwrite=args.force)
             written = [dep.ca, *dep.leaves.values()]
         else:
-            kind, name = next((k, v) for k, v in (("node", args.node), ("worker", args.worker),
-                                                  ("admin", args.admin)) if v)
-            hosts = _node_hosts([name], args.hosts)[0].hosts if kind == "node" else ()
+            kind, name = _issue_target(args)
+            hosts = (_node_hosts([name], args.hosts)[0].hosts if kind == "node"
+                     else [h for item in args.hosts for h in _names(item)])   # refused by issue()
             written = [certs.issue(certs.load_ca(directory), directory, kind, name, hosts=hosts,
                                    days=args.days, overwrite=args.force)]
     except (certs.CertError, FileExistsError, OSError, ValueError) as e:
@@ -214,22 +231,30 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", metavar="FILE", help="write it to FILE (mode 0600; refuses an existing file)")
     g.set_defaults(func=cmd_gen_secret)
 
-    c = sub.add_parser("certs", help="a deployment's CA and node, worker and admin certificates")
+    c = sub.add_parser("certs", help="a deployment's CA and node, worker, admin and user certificates")
     csub = c.add_subparsers(dest="certs_cmd", required=True)
     ci = csub.add_parser("init", help="make a CA and certificates in DIR (keys 0600)")
     ci.add_argument("--dir", required=True, help="where to write ca.pem, node-<id>.pem, ...")
     ci.add_argument("--nodes", default="", metavar="ID,...", help="node ids, e.g. n1,n2,n3")
     ci.add_argument("--workers", default="", metavar="NAME,...", help="worker names")
-    ci.add_argument("--admins", default="", metavar="NAME,...", help="operator names (schedctl)")
+    ci.add_argument("--admins", default="", metavar="NAME,...",
+                    help="operator names (schedctl); an admin certificate holds the management policy")
+    ci.add_argument("--users", default="", metavar="NAME,...",
+                    help="team members (schedctl): no rights of their own, their team's token decides")
     ci.add_argument("--force", action="store_true", help="overwrite existing files")
     ci.set_defaults(func=cmd_certs)
     cs = csub.add_parser("issue", help="issue one more certificate with DIR's CA (rotation: "
                                        "--force, copy, SIGHUP the node)")
     cs.add_argument("--dir", required=True, help="the directory of `schedd certs init`")
-    who = cs.add_mutually_exclusive_group(required=True)
+    cs.add_argument("kind", nargs="?", metavar="KIND",
+                    help="node, worker, admin (the management policy) or user (no rights of its "
+                         "own: a team member's way in under mTLS; its token decides)")
+    cs.add_argument("name", nargs="?", metavar="NAME")
+    who = cs.add_mutually_exclusive_group()
     who.add_argument("--node", metavar="ID")
     who.add_argument("--worker", metavar="NAME")
     who.add_argument("--admin", metavar="NAME")
+    who.add_argument("--user", metavar="NAME")
     cs.add_argument("--days", type=int, default=825, help="validity in days (default 825)")
     cs.add_argument("--force", action="store_true", help="overwrite an existing certificate")
     cs.set_defaults(func=cmd_certs)

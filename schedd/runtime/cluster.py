@@ -20,6 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import grpc
 
@@ -43,6 +44,20 @@ def _read_secret(path: Path) -> str:
 
 def _write_secret(path: Path, secret: str) -> None:
     certs.write_atomic(path, (secret + "\n").encode(), certs.KEY_MODE, overwrite=True)
+
+
+def _private_dir(path: Path) -> None:
+    """Make `path` (and its parents) and leave it 0700 whatever the umask: a cluster's root holds
+    the CA key, the cluster secret and the tokens, and its logs name what the nodes did."""
+    path.mkdir(mode=certs.DIR_MODE, parents=True, exist_ok=True)
+    path.chmod(certs.DIR_MODE)
+
+
+def _open_log(path: Path) -> BinaryIO:
+    """A process's log, opened for appending and kept 0600 (one found with a looser mode too)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, certs.KEY_MODE)
+    os.fchmod(fd, certs.KEY_MODE)
+    return os.fdopen(fd, "ab")
 
 
 PORT_BAND_ENV = "SCHEDD_PORT_BAND"     # "LO-HI": where local clusters pick their ports
@@ -173,11 +188,11 @@ class LocalCluster:
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)
-        (self.root / "logs").mkdir(parents=True, exist_ok=True)
+        _private_dir(self.root)
+        _private_dir(self.root / "logs")
         secret_file = self.root / "cluster.secret"
         if not secret_file.exists():
-            secret_file.write_text(base64.b64encode(secrets.token_bytes(32)).decode())
-            secret_file.chmod(0o600)
+            _write_secret(secret_file, base64.b64encode(secrets.token_bytes(32)).decode())
         n = self.size
         base = self.base_port or restartable_ports(3 * n)
         ports = list(range(base, base + 3 * n))
@@ -286,7 +301,7 @@ class LocalCluster:
             if peer.id != node.id:
                 lines += ["\n[[peers]]", f'id = "{peer.id}"', f'raft_address = "{peer.raft}"',
                           f'grpc_address = "{peer.grpc}"']
-        node.config.write_text("\n".join(lines) + "\n")
+        certs.write_atomic(node.config, ("\n".join(lines) + "\n").encode(), certs.KEY_MODE, overwrite=True)
 
     @property
     def grpc_addresses(self) -> list[str]:
@@ -307,7 +322,7 @@ class LocalCluster:
         if node.alive():
             return node
         env = {**os.environ, **self.env, DIE_WITH_PARENT: "1"}
-        with node.log.open("ab") as logf:
+        with _open_log(node.log) as logf:
             node.proc = subprocess.Popen(
                 [*self.wrap.get(nid, ()), sys.executable, "-m", "schedd", "--log-level", self.log_level, "serve",
                  "--config", str(node.config)],
@@ -370,7 +385,7 @@ class LocalCluster:
             args.append("--allow-root")
         env = {**os.environ, "GRPC_ENABLE_FORK_SUPPORT": "false", **self.env, **(extra_env or {}),
                DIE_WITH_PARENT: "1"}
-        with w.log.open("ab") as logf:
+        with _open_log(w.log) as logf:
             w.proc = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                       env=env, start_new_session=True)
         return w

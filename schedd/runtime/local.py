@@ -7,12 +7,19 @@ worker, and a schedctl context file (0600) holding the addresses, the admin's ce
 the token, so `export SCHEDD_CONTEXT=...` is all a second terminal needs. With --data-dir the
 credentials are kept beside the data and reused on the next start.
 
-Ctrl-C or SIGTERM stops every node (SIGTERM, then SIGKILL after a grace) and removes the
-temporary data folder (a --data-dir given by the user is kept).
+Ctrl-C, SIGTERM or SIGHUP stops every node (SIGTERM, then SIGKILL after a grace) and removes the
+temporary data folder (a --data-dir given by the user is kept). That folder holds the CA key, the
+cluster secret and both tokens, so its removal must survive every way out: a closed stdout
+(`schedd local | head -3`, or a filter killed by the same Ctrl-C) ends the run quietly instead of
+raising BrokenPipeError out of the cleanup, a signal during start-up stops it there, and each
+cleanup step runs even when the one before it fails. The root, its logs and the node configs are
+private (0700/0600, LocalCluster).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import signal
 import sys
@@ -21,6 +28,8 @@ import tomllib
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from schedd.runtime.cluster import ADMIN_TOKEN_FILE, LocalCluster, ports_free
@@ -33,6 +42,63 @@ DEMO_SCHEDULE = "@every 5s"
 PROGRESS_POLL_S = 1.0               # how often the progress is looked at: the first success shows at once,
 PROGRESS_EVERY_S = 10.0             # ...after it, a changed line is printed at most this often
 CONTEXT_FILE = "schedctl-context.toml"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(Exception):
+    """A stop signal arrived while the cluster was still starting: leave start-up at once."""
+
+
+@dataclass(slots=True)
+class Exit:
+    """How `schedd local` learns it should stop: a signal, or a reader that went away.
+
+    `starting`: a signal raises Interrupted (start-up waits up to a minute on the leader, and a
+    Ctrl-C should not have to wait for it); afterwards it only sets `stop`, which the progress
+    loop watches."""
+    stop: threading.Event = field(default_factory=threading.Event)
+    starting: bool = True
+    reader_gone: bool = False
+
+    def on_signal(self, signum: int, _frame: object) -> None:
+        self.stop.set()
+        if self.starting:
+            self.starting = False
+            raise Interrupted(signal.Signals(signum).name)
+
+    def say(self, *args: object, err: bool = False) -> None:
+        """print(), flushed, unless the reader is gone. A closed pipe (EPIPE) means whoever read
+        our output stopped reading: stop the cluster, and send what is left to /dev/null so
+        neither the cleanup nor the interpreter's last flush raises BrokenPipeError."""
+        if self.reader_gone:
+            return
+        try:
+            print(*args, file=sys.stderr if err else sys.stdout, flush=True)
+        except (BrokenPipeError, ValueError):     # ValueError: the stream was closed
+            self.reader_gone = True
+            self.stop.set()
+            _silence_stdout()
+
+
+def _silence_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(devnull, stream.fileno())
+    os.close(devnull)
+
+
+@contextlib.contextmanager
+def _signals(handler: Callable[[int, object], None]) -> Iterator[None]:
+    """`handler` on the stop signals; during the cleanup after it, the signals are ignored, so a
+    second Ctrl-C cannot cut the removal of the data folder short."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def _credentials(cluster: LocalCluster) -> str:
@@ -74,25 +140,37 @@ def run_local(*, data_dir: str | None, nodes: int = 3, base_port: int = 0, demo:
               fsync: str = "always") -> int:
     temp = data_dir is None
     root = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="schedd-local-"))
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    out = Exit()
+    try:
+        with _signals(out.on_signal):
+            return _run(out, root, nodes=nodes, base_port=base_port, demo=demo, fsync=fsync, temp=temp)
+    except Interrupted:             # a signal between start-up and the cleanup taking over
+        return 0
+    finally:
+        if temp:                    # last, and whatever happened before: it holds the CA key
+            shutil.rmtree(root, ignore_errors=True)
+        out.say("schedd local: stopped")
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+
+
+def _run(out: Exit, root: Path, *, nodes: int, base_port: int, demo: bool, fsync: str, temp: bool) -> int:
     previous = _previous_base_port(root)
     if previous is not None and previous != base_port:
         # The nodes' committed membership (pysyncobj's dump, membership.json) names the addresses
         # they were first started on, and it wins over the config: keep them.
-        print(f"schedd local: {root} holds a cluster on ports from {previous}; reusing them", flush=True)
+        out.say(f"schedd local: {root} holds a cluster on ports from {previous}; reusing them")
         base_port = previous
     elif base_port and not ports_free(list(range(base_port, base_port + 3 * nodes))):
-        print(f"schedd local: ports {base_port}-{base_port + 3 * nodes - 1} are not all free; "
-              "using free ports instead", flush=True)
+        out.say(f"schedd local: ports {base_port}-{base_port + 3 * nodes - 1} are not all free; "
+                "using free ports instead")
         base_port = 0
     cluster = LocalCluster(root, size=nodes, base_port=base_port, fsync=fsync, acl=True, tls=True)
     client: Client | None = None
     try:
         cluster.start()
-        print(f"schedd local: starting {nodes} node(s) on 127.0.0.1 (TLS, access control on), "
-              f"data in {root}", flush=True)
+        out.say(f"schedd local: starting {nodes} node(s) on 127.0.0.1 (TLS, access control on), "
+                f"data in {root}")
         leader = cluster.wait_leader(timeout=60)
         worker_token = _credentials(cluster)
         context = cluster.write_context(root / CONTEXT_FILE)
@@ -100,49 +178,56 @@ def run_local(*, data_dir: str | None, nodes: int = 3, base_port: int = 0, demo:
         cluster.start_worker(LOCAL_WORKER, slots=LOCAL_WORKER_SLOTS, token=worker_token)
         if demo:
             _create_demo(client)
-        _banner(cluster, leader, demo, context)
-        last, printed_at = "", 0.0
-        while not stop.wait(PROGRESS_POLL_S):
-            dead = [n.id for n in (*cluster.nodes.values(), *cluster.workers.values()) if not n.alive()]
-            line = f"[schedd local] {_progress(client)}"
-            if dead:
-                line += f"; node(s) down: {', '.join(dead)} (see {root / 'logs'})"
-            due = time.monotonic() - printed_at >= PROGRESS_EVERY_S or "SUCCEEDED" not in last or dead
-            if line != last and due:
-                print(line, flush=True)
-                last, printed_at = line, time.monotonic()
+        out.starting = False
+        _banner(out, cluster, leader, demo, context, temp)
+        _watch(out, cluster, client)
+        return 0
+    except Interrupted:
         return 0
     except (RuntimeError, TimeoutError) as e:
-        print(f"schedd local: {e}", file=sys.stderr)
+        out.say(f"schedd local: {e}", err=True)
         return 1
     finally:
-        print("schedd local: stopping...", flush=True)
-        if client is not None:
-            client.close()
-        cluster.stop()
-        if temp:
-            shutil.rmtree(root, ignore_errors=True)
-        print("schedd local: stopped", flush=True)
+        out.starting = False
+        out.say("schedd local: stopping...")
+        try:
+            if client is not None:
+                client.close()
+        finally:
+            cluster.stop()
 
 
-def _banner(cluster: LocalCluster, leader: str, demo: bool, context: Path) -> None:
-    print(f"\nschedd local is up: {len(cluster.nodes)} nodes, leader {leader}\n")
-    for n in cluster.nodes.values():
-        print(f"  {n.id}  gRPC {n.grpc}   Raft {n.raft}   metrics http://{n.metrics}/metrics   pid {n.pid}")
-    for w in cluster.workers.values():
-        print(f"  worker {w.id}, {LOCAL_WORKER_SLOTS} slots, pid {w.pid}")
+def _watch(out: Exit, cluster: LocalCluster, client: Client) -> None:
+    """Print the demo's progress until told to stop (a signal, or the reader gone)."""
+    last, printed_at = "", 0.0
+    while not out.stop.wait(PROGRESS_POLL_S):
+        dead = [n.id for n in (*cluster.nodes.values(), *cluster.workers.values()) if not n.alive()]
+        line = f"[schedd local] {_progress(client)}"
+        if dead:
+            line += f"; node(s) down: {', '.join(dead)} (see {cluster.root / 'logs'})"
+        due = time.monotonic() - printed_at >= PROGRESS_EVERY_S or "SUCCEEDED" not in last or dead
+        if line != last and due:
+            out.say(line)
+            last, printed_at = line, time.monotonic()
+
+
+def _banner(out: Exit, cluster: LocalCluster, leader: str, demo: bool, context: Path, temp: bool) -> None:
+    lines = [f"\nschedd local is up: {len(cluster.nodes)} nodes, leader {leader}\n"]
+    lines += [f"  {n.id}  gRPC {n.grpc}   Raft {n.raft}   metrics http://{n.metrics}/metrics   pid {n.pid}"
+              for n in cluster.nodes.values()]
+    lines += [f"  worker {w.id}, {LOCAL_WORKER_SLOTS} slots, pid {w.pid}" for w in cluster.workers.values()]
     if demo:
-        print(f"\nDemo job '{DEMO_JOB}' fires {DEMO_SCHEDULE} and runs `echo hello from schedd` on the worker;"
-              f" see `schedctl run list {DEMO_JOB}` and `schedctl run get <ID>` for its output.")
-    print("\nTalk to it from another terminal (the context file holds the addresses, the CA, the admin's"
-          " client certificate and the management token; keep it private):\n")
-    print(f"  export SCHEDD_CONTEXT={context}")
-    print("  schedctl cluster status")
-    print("  schedctl job list")
-    print("  schedctl worker list")
+        lines.append(f"\nDemo job '{DEMO_JOB}' fires {DEMO_SCHEDULE} and runs `echo hello from schedd` on the "
+                     f"worker; see `schedctl run list {DEMO_JOB}` and `schedctl run get <ID>` for its output.")
+    lines += ["\nTalk to it from another terminal (the context file holds the addresses, the CA, the admin's"
+              " client certificate and the management token; keep it private):\n",
+              f"  export SCHEDD_CONTEXT={context}", "  schedctl cluster status", "  schedctl job list",
+              "  schedctl worker list"]
     if demo:
-        print(f"  schedctl run list {DEMO_JOB}")
-    print("  schedctl job create nightly --schedule '0 2 * * *' --tz Europe/Berlin --command 'backup.sh'")
-    print(f"\nCredentials: {cluster.tls_dir} (CA, node, worker and admin certificates),"
-          f" {cluster.root / ADMIN_TOKEN_FILE} (management token)")
-    print(f"Logs: {cluster.root / 'logs'}\nCtrl-C stops everything.\n", flush=True)
+        lines.append(f"  schedctl run list {DEMO_JOB}")
+    lines += ["  schedctl job create nightly --schedule '0 2 * * *' --tz Europe/Berlin --command 'backup.sh'",
+              f"\nCredentials: {cluster.tls_dir} (CA, node, worker and admin certificates),"
+              f" {cluster.root / ADMIN_TOKEN_FILE} (management token)",
+              f"Logs: {cluster.root / 'logs'}"]
+    lines.append("Ctrl-C stops everything" + (" and removes this folder.\n" if temp else ".\n"))
+    out.say("\n".join(lines))

@@ -1,4 +1,4 @@
-"""A local certificate authority for a schedd deployment: the CA, node, worker and admin certs.
+"""A local certificate authority for a schedd deployment: the CA, node, worker, admin and user certs.
 
 Why our own CA and not the system trust store: schedd's TLS is between parties of one cluster
 (nodes, workers, operators), and the question a node asks of a peer is "which principal of THIS
@@ -7,14 +7,19 @@ holds answers exactly that, and `schedd local` can make one without any tooling 
 the PATH: everything is `cryptography`).
 
 Naming convention (one place: `principal_uri` / `principal_of_uri`): every leaf certificate
-carries exactly one URI SAN ``spiffe://schedd/<kind>/<name>``, kind one of node | worker | admin,
-name 1-64 of ``A-Z a-z 0-9 . _ -``. The principal of a peer is the path ``<kind>/<name>`` (e.g.
+carries exactly one URI SAN ``spiffe://schedd/<kind>/<name>``, kind one of node | worker | admin |
+user, name 1-64 of ``A-Z a-z 0-9 . _ -``. The principal of a peer is the path ``<kind>/<name>`` (e.g.
 ``worker/w1``). The CN repeats it for humans reading ``openssl x509 -text``; nothing trusts the
 CN. The SPIFFE form keeps the door open to a real SPIFFE issuer later.
 
+What a kind grants (schedd.api.auth): admin, the management policy; node and worker, nothing
+without a token; user, nothing at all: it is how a team member's schedctl gets past `[tls]
+client_ca`, and the team's token decides what the call may do. Without it, operators handed
+teams the admin certificate, which is the management identity whenever no token is sent.
+
 Keys are ECDSA P-256: BoringSSL (gRPC) accepts it everywhere, Ed25519 leaf certs it does not.
-Node certs are for server AND client auth (a node serves clients and dials other nodes); worker
-and admin certs for client auth only. The CA is pathlen 0: it signs leaves, never sub-CAs.
+Node certs are for server AND client auth (a node serves clients and dials other nodes); worker,
+admin and user certs for client auth only. The CA is pathlen 0: it signs leaves, never sub-CAs.
 
 Files: keys 0600, certs 0644, each written atomically (temporary file, fsync, link into place,
 fsync the directory), so a crash never leaves half a key under its final name. Nothing is
@@ -39,7 +44,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 TRUST_DOMAIN = "schedd"
-KINDS = ("node", "worker", "admin")
+KINDS = ("node", "worker", "admin", "user")
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 KEY_MODE, CERT_MODE, DIR_MODE = 0o600, 0o644, 0o700
 CA_DAYS, LEAF_DAYS = 3650, 825
@@ -321,9 +326,10 @@ def issue_admin(ca: CA, directory: Path, name: str, **kw) -> Issued:
 
 def create_deployment(directory: Path, *, nodes: Sequence[NodeSpec | str] = (),
                       workers: Sequence[str] = (), admins: Sequence[str] = (),
+                      users: Sequence[str] = (),
                       overwrite: bool = False, now: dt.datetime | None = None) -> Deployment:
     """Lay out a directory an operator can copy from: ca.pem, ca-key.pem, node-<id>.pem and
-    node-<id>-key.pem per node, worker-<name>*.pem, admin-<name>*.pem.
+    node-<id>-key.pem per node, worker-<name>*.pem, admin-<name>*.pem, user-<name>*.pem.
 
     A node given as a plain id is certified for LOCAL_HOSTS. Every name is validated and every
     target checked before the first file is written: a refused call leaves the directory as it
@@ -331,7 +337,7 @@ def create_deployment(directory: Path, *, nodes: Sequence[NodeSpec | str] = (),
     directory = Path(directory)
     specs = [n if isinstance(n, NodeSpec) else NodeSpec(n) for n in nodes]
     wanted = ([("node", s.node_id) for s in specs] + [("worker", w) for w in workers]
-              + [("admin", a) for a in admins])
+              + [("admin", a) for a in admins] + [("user", u) for u in users])
     seen: set[tuple[str, str]] = set()
     for kind, name in wanted:
         if (kind, name) in seen:

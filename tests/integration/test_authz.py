@@ -258,11 +258,14 @@ def test_workers_need_a_worker_token_for_their_pool(acl_cluster) -> None:
         c.start_worker("too-many-slots", pool="cpu", slots=4, token=c.tokens["worker"])
         c.start_worker("client-token", pool="cpu", slots=1, token=c.tokens["a"])
         ex = a.trigger_job("cpu-a")
-        # Every refused worker keeps trying and never connects, each for its own reason.
+        # Every refused worker never connects and stops at once (issue 31, item 11: it retried
+        # forever, at INFO), exit status 2, the reason logged at ERROR.
         for name, why in (("no-token", "UNAUTHENTICATED"), ("other-pool", "pool:gpu"),
                           ("too-many-slots", "at most 2"), ("client-token", "PERMISSION_DENIED")):
-            wait_until(lambda: why in (c.root / "logs" / f"worker-{name}.log").read_text(), timeout=60,
-                       what=f"worker {name} refused ({why})")
+            proc = c.workers[name].proc
+            assert proc is not None and proc.wait(timeout=60) == 2, name
+            log = (c.root / "logs" / f"worker-{name}.log").read_text()
+            assert why in log and " ERROR " in log and "refused this worker's credential" in log, log
         assert admin.list_workers().workers == [] and a.get_execution(ex.id).state == "SCHEDULED"
         # The positive control: the right token, pool and slots gets the run.
         c.start_worker("good", pool="cpu", slots=2, token=c.tokens["worker"])
@@ -282,6 +285,7 @@ def test_workers_need_a_worker_token_for_their_pool(acl_cluster) -> None:
                    what="the revoked worker's stream closed")
         wait_until(lambda: "invalid token" in (c.root / "logs" / "worker-good.log").read_text(), timeout=60,
                    what="the revoked worker refused")
+        assert c.workers["good"].proc.wait(timeout=60) == 2      # and it stops, saying so
     for name in ("no-token", "other-pool", "too-many-slots", "client-token", "good"):
         c.workers[name].proc.kill()
         c.workers[name].proc.wait(timeout=30)

@@ -30,7 +30,7 @@ def test_schedd_local_is_secure_by_default(tmp_path: Path) -> None:
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "schedd", "local", "--data-dir", str(data),
                                  "--base-port", "0"], stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+                                start_new_session=True, umask=0o022)     # a usual login umask
     try:
         wait_until(lambda: "demo executions: " in log.read_text() and "SUCCEEDED" in log.read_text(),
                    timeout=120, what="schedd local up with the demo succeeding")
@@ -43,6 +43,15 @@ def test_schedd_local_is_secure_by_default(tmp_path: Path) -> None:
         # Every credential it wrote is private.
         for path in [Path(context), data / "admin.token", data / "worker.token",
                      *sorted((data / "tls").glob("*-key.pem"))]:
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        # ... and so is the rest (issue 31, item 8: the folder was 0755, its logs and node
+        # configs 0644): the folder and its logs 0700, every log and node config 0600.
+        for path in (data, data / "logs", data / "tls"):
+            assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
+        logs = sorted((data / "logs").iterdir())
+        configs = sorted(data.glob("n*.toml"))
+        assert len(configs) == 3 and len(logs) >= 4, (configs, logs)
+        for path in [*logs, *configs, data / "cluster.secret"]:
             assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
 
         # The printed line is all schedctl needs ...

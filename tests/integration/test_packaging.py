@@ -126,9 +126,13 @@ def _compose_here(tmp: Path, files: Path) -> dict[str, Path]:
     for d in ("etc/pki", "etc/tls", "etc/secret", "etc/creds", "var"):
         (tmp / d).mkdir(parents=True, mode=0o700)
     out = {}
+    # each service's own tls volume: init.sh writes it to TLS/<service>, the service mounts it
+    # at /etc/schedd/tls (compose.yaml)
+    service = {f"{n}.toml": n for n in NODES} | {"worker-context.toml": "w1", "admin-context.toml": "admin"}
     for name in [f"{n}.toml" for n in NODES] + ["worker-context.toml", "admin-context.toml"]:
         text = (files / name).read_text()
         text = re.sub(r"\b(n[1-3]):(7070|7001|9101)\b", lambda m: f"127.0.0.1:{port[m[1], m[2]]}", text)
+        text = text.replace("/etc/schedd/tls/", f"{tmp}/etc/tls/{service[name]}/")
         text = text.replace("/etc/schedd/", f"{tmp}/etc/").replace("/var/lib/schedd/", f"{tmp}/var/")
         out[name] = tmp / name
         out[name].write_text(text)
@@ -146,7 +150,7 @@ def _compose_smoke(bin_: Path, tmp: Path, cwd: Path, env: dict[str, str]) -> Non
             "SCHEDD_CREDS_DIR": "etc/creds"}
     env.update({k: str(tmp / v) for k, v in dirs.items()})
     _run(["sh", str(ROOT / "deploy" / "compose" / "init.sh")], cwd=cwd, env=env)
-    assert not (tmp / "etc" / "tls" / "ca-key.pem").exists()        # the CA key stays in pki
+    assert not list((tmp / "etc" / "tls").rglob("ca-key.pem"))       # the CA key stays in pki
     procs: list[subprocess.Popen] = []
     try:
         for n in NODES:

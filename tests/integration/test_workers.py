@@ -141,7 +141,8 @@ def test_pool_wait_cancel_python_handler_and_at_most_once(cluster_factory, tmp_p
     assert ex.state == "SCHEDULED" and "labels zone=eu-1" in ex.reason
 
     # a Python handler in an embedded SDK worker serves that pool
-    py = Worker(c.cluster_arg, security=c.security("worker", "py-worker", c.worker_token()), name="py-worker", slots=2, pool="gpu", labels={"zone": "eu-1"})
+    py = Worker(c.cluster_arg, security=c.security("worker", "py-worker", c.worker_token()), name="py-worker", slots=2, pool="gpu", labels={"zone": "eu-1"},
+                allow_root=True)     # Python handlers only; the suite may run as root
 
     @py.handler("hello")
     def hello(ctx):
@@ -212,7 +213,7 @@ def test_a_herd_due_at_one_instant_starts_together_at_that_instant(cluster_facto
     herd = 12
     c, client = start(cluster_factory, workers=())
     py = Worker(c.cluster_arg, security=c.security("worker", "herd", c.worker_token()), name="herd",
-                slots=herd)
+                slots=herd, allow_root=True)     # Python handlers only; the suite may run as root
     barrier = threading.Barrier(herd, timeout=30)
     starts: dict[str, tuple[int, int]] = {}
 

@@ -169,3 +169,17 @@ def test_readme_deploy_creates_every_user_and_directory_the_units_need(name):
     dist = {"schedd": "schedd", "schedd-worker": "schedd-worker"}[binary.name]
     installs = [c for c in commands if f"{venv}/bin/pip install" in c]
     assert any(c.split()[-1] == dist and "--no-index" in c for c in installs), (name, installs)
+
+
+def test_sdk_worker_refuses_root_without_allow_root(monkeypatch):
+    """Issue 31, item 10: the SDK's Worker ran shell jobs as root unasked; it refuses as
+    `schedd-worker` does, and `allow_root=True` is its --allow-root."""
+    from schedd_worker import Worker
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with pytest.raises(PermissionError, match="refusing to run as root") as refused:
+        Worker("127.0.0.1:1", name="w")
+    assert "allow_root=True" in str(refused.value) and "--config" not in str(refused.value)
+    assert Worker("127.0.0.1:1", name="w", allow_root=True).name == "w"
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert Worker("127.0.0.1:1", name="w").name == "w"          # an unprivileged user needs nothing

@@ -159,15 +159,20 @@ def test_compose_runs_three_nodes_and_a_worker(compose) -> None:
 def test_compose_keeps_the_ca_key_and_the_secret_where_they_belong(compose) -> None:
     services = compose["services"]
     holders = {v: sorted(n for n, s in services.items() if v in _mounts(s).values())
-               for v in ("pki", "secret", "creds")}
+               for v in ("pki", "secret", "creds", "tls-admin", "tls-w1", *(f"tls-{n}" for n in NODES))}
     assert holders["pki"] == ["init"]                                  # the CA key never reaches a node
     assert holders["secret"] == ["init", *NODES]
     assert holders["creds"] == ["setup", "w1"]
+    assert holders["tls-admin"] == ["init", "schedctl", "setup"]       # never the worker or a node
+    assert holders["tls-w1"] == ["init", "w1"]
+    for n in NODES:
+        assert holders[f"tls-{n}"] == ["init", n]
     for name, s in services.items():
         if name not in ("init", "setup"):
             assert all(v.endswith(":ro") for v in s["volumes"] if not v.startswith("data-")
                        and not v.startswith("worker-home")), name
-    assert set(compose["volumes"]) >= {"pki", "tls", "secret", "creds", *(f"data-{n}" for n in NODES)}
+    assert set(compose["volumes"]) >= {"pki", "secret", "creds", *(f"data-{n}" for n in NODES)}
+    assert "tls" not in compose["volumes"]           # the one volume every service shared is gone
 
 
 def test_compose_node_configs_load_and_agree(compose) -> None:
@@ -186,7 +191,7 @@ def test_compose_node_configs_load_and_agree(compose) -> None:
         assert cfg.grpc_address == f"{n}:7070" and cfg.raft_address == f"{n}:7001"
         assert cfg.tls.cert is not None and cfg.tls.client_ca is not None        # TLS, mTLS
         for f in (cfg.tls.cert, cfg.tls.key, cfg.tls.client_ca):
-            assert _under(str(f), mounts) == "tls", f
+            assert _under(str(f), mounts) == f"tls-{n}", f
         assert cfg.tls.cert.name == f"node-{n}.pem" and cfg.tls.key.name == f"node-{n}-key.pem"
         assert _under(str(cfg.data_dir), mounts) == f"data-{n}"
         members.append({m.id: (m.raft_address, m.grpc_address) for m in cfg.members})
@@ -202,15 +207,67 @@ def test_compose_contexts_name_the_nodes_and_the_init_files(compose) -> None:
     grpc = [f"{n}:7070" for n in NODES]
     init = (ROOT / "deploy" / "compose" / "init.sh").read_text()
     assert "WORKERS=${SCHEDD_WORKERS:-w1}" in init and "ADMINS=${SCHEDD_ADMINS:-admin}" in init
-    for name, service, cert in (("worker-context.toml", "w1", "worker-w1"),
-                                ("admin-context.toml", "setup", "admin-admin")):
+    for name, service, cert, volume in (("worker-context.toml", "w1", "worker-w1", "tls-w1"),
+                                        ("admin-context.toml", "setup", "admin-admin", "tls-admin"),
+                                        ("admin-context.toml", "schedctl", "admin-admin", "tls-admin")):
         ctx = tomllib.loads((ROOT / "deploy" / "compose" / name).read_text())
         assert set(ctx) <= CONTEXT_KEYS and ctx["cluster"] == grpc
         mounts = _mounts(compose["services"][service])
         assert Path(ctx["cert"]).name == f"{cert}.pem" and Path(ctx["key"]).name == f"{cert}-key.pem"
         for key in ("ca", "cert", "key"):
-            assert _under(ctx[key], mounts) == "tls"
+            assert _under(ctx[key], mounts) == volume
         if "token_file" in ctx:
             assert _under(ctx["token_file"], mounts) == "creds"
     entry = compose["services"]["init"]["entrypoint"]
     assert shlex.join(entry) == "sh /deploy/init.sh"
+
+
+def _volume_files(compose: dict, tmp: Path) -> dict[str, set[str]]:
+    """Run deploy/compose/init.sh as the init service would, its /etc/schedd/ redirected into
+    `tmp` (no container runtime here), and return what it left in each named volume: a volume's
+    files are those under the directory init mounts it at."""
+    import os
+    import subprocess
+    import sys
+
+    etc = tmp / "etc"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+           "SCHEDD_PKI_DIR": str(etc / "pki"), "SCHEDD_TLS_DIR": str(etc / "tls"),
+           "SCHEDD_SECRET_DIR": str(etc / "secret")}
+    init_mounts = _mounts(compose["services"]["init"])
+    for path, source in init_mounts.items():
+        if not source.startswith("./"):
+            (etc / PurePosixPath(path).relative_to("/etc/schedd")).mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["sh", str(ROOT / "deploy" / "compose" / "init.sh")], env=env, cwd=tmp,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out: dict[str, set[str]] = {}
+    for path, source in init_mounts.items():
+        if not source.startswith("./"):
+            where = etc / PurePosixPath(path).relative_to("/etc/schedd")
+            out[source] = {str(f.relative_to(where)) for f in where.rglob("*") if f.is_file()}
+    return out
+
+
+def test_each_compose_service_gets_only_the_keys_it_needs(compose, tmp_path) -> None:
+    """Issue 31, item 3: init.sh copied every certificate and key but the CA key into one volume
+    that the worker mounted too, and the worker's jobs run as the uid owning those files: a job
+    could use schedctl with the admin certificate. Here init.sh runs for real (in a sandbox) and
+    each service's view is what its mounts hold: a node its own pair, the worker the CA and its
+    own pair, the admin pair only setup and schedctl, the CA key init alone."""
+    files = _volume_files(compose, tmp_path)
+    own = {n: {"ca.pem", f"node-{n}.pem", f"node-{n}-key.pem"} for n in NODES}
+    own |= {"w1": {"ca.pem", "worker-w1.pem", "worker-w1-key.pem"},
+            "setup": {"ca.pem", "admin-admin.pem", "admin-admin-key.pem"},
+            "schedctl": {"ca.pem", "admin-admin.pem", "admin-admin-key.pem"}}
+    for name, service in compose["services"].items():
+        if name == "init":
+            continue
+        seen = {f for source in _mounts(service).values() if source.startswith("tls")
+                for f in files[source]}
+        assert seen == own[name], f"{name} sees {sorted(seen)}"
+        keys = {f for source in _mounts(service).values() if source in files
+                for f in files[source] if f.endswith("-key.pem") or f.endswith(".secret")}
+        assert "ca-key.pem" not in keys, name
+        assert keys <= own[name] | ({"cluster.secret"} if name in NODES else set()), (name, keys)
+    assert "ca-key.pem" in files["pki"]

@@ -153,3 +153,27 @@ def test_quota_key_is_not_the_tls_key_option():
     assert (args.key, args.quota_key) == ("me.key", "lane:backfill")
     args = build_parser().parse_args(["quota", "delete", "team:a"])
     assert (args.key, args.quota_key) == (None, "team:a")
+
+
+def test_an_explicit_context_wins_over_the_environment(tmp_path):
+    """Issue 31, item 12: SCHEDD_CERT and friends overrode a certificate named in an explicit
+    --context file. Order: flags > --context file > environment > $SCHEDD_CONTEXT > default; the
+    environment still fills what the explicit file leaves unset (a cert and its key as a pair)."""
+    f = tmp_path / "prod.toml"
+    f.write_text('cluster = "ctx:1"\nca = "/ctx/ca.pem"\ncert = "/ctx/c.pem"\nkey = "/ctx/k.pem"\n')
+    env = {"SCHEDD_CLUSTER": "env:1", "SCHEDD_CA": "/env/ca.pem", "SCHEDD_CERT": "/env/c.pem",
+           "SCHEDD_KEY": "/env/k.pem", "SCHEDD_TOKEN": "env.token"}
+    cluster, sec = resolve(context=str(f), env=env)
+    assert cluster == ["ctx:1"]
+    assert (sec.ca, sec.cert, sec.key) == (Path("/ctx/ca.pem"), Path("/ctx/c.pem"), Path("/ctx/k.pem"))
+    assert sec.token == "env.token"                              # the file names none: filled
+    cluster, sec = resolve("flag:1", context=str(f), cert="/flag/c.pem", key="/flag/k.pem", env=env)
+    assert cluster == ["flag:1"] and (sec.cert, sec.key) == (Path("/flag/c.pem"), Path("/flag/k.pem"))
+    bare = tmp_path / "bare.toml"
+    bare.write_text('cluster = "ctx:2"\ntoken = "file.token"\n')
+    cluster, sec = resolve(context=str(bare), env=env)
+    assert cluster == ["ctx:2"] and sec.token == "file.token"
+    assert (sec.ca, sec.cert, sec.key) == (Path("/env/ca.pem"), Path("/env/c.pem"), Path("/env/k.pem"))
+    # $SCHEDD_CONTEXT is the default context: the environment's variables still override it
+    cluster, sec = resolve(env={**env, "SCHEDD_CONTEXT": str(f)})
+    assert cluster == ["env:1"] and sec.cert == Path("/env/c.pem")

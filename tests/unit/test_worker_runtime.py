@@ -77,6 +77,10 @@ class FakeLeader(pb_grpc.ClusterServicer, pb_grpc.WorkersServicer):
         self.connects = 0                  # Connect calls, refused ones included
         self.redirect: str | None = None   # refuse Connect with FAILED_PRECONDITION leader=<this>
         self.status_leader: tuple[str, str, int] | None = None   # (id, address, term) override
+        # refuse Status / Connect with (code, details), as a node's access control would
+        self.refuse_status: tuple[grpc.StatusCode, str] | None = None
+        self.refuse_connect: tuple[grpc.StatusCode, str] | None = None
+        self.statuses = 0                  # Status calls, refused ones included
         self.ack_outcome: str | None = "committed"               # None: the test acks by hand
         self.server: grpc.aio.Server | None = None
         self.address = ""
@@ -96,6 +100,9 @@ class FakeLeader(pb_grpc.ClusterServicer, pb_grpc.WorkersServicer):
 
     # --- Cluster
     async def Status(self, request, context):
+        self.statuses += 1
+        if self.refuse_status:
+            await context.abort(*self.refuse_status)
         lid, addr, term = self.status_leader or (self.leader_id, self.address, self.term)
         return pb.ClusterStatus(leader_id=lid, leader_grpc_address=addr, term=term,
                                 answered_by=self.leader_id)
@@ -103,6 +110,8 @@ class FakeLeader(pb_grpc.ClusterServicer, pb_grpc.WorkersServicer):
     # --- Workers
     async def Connect(self, request_iterator, context):
         self.connects += 1
+        if self.refuse_connect:
+            await context.abort(*self.refuse_connect)
         if self.redirect:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f"not the leader; leader={self.redirect}")
@@ -530,7 +539,8 @@ async def test_python_handler_registered_through_the_sdk_worker(leaders, monkeyp
 
     leader = await leaders()
     monkeypatch.setenv("SCHEDD_CLUSTER", leader.address)
-    worker = Worker(slots=2, pool="py", labels={"lang": "python"}, drain_grace_s=5)
+    worker = Worker(slots=2, pool="py", labels={"lang": "python"}, drain_grace_s=5,
+                    allow_root=True)     # Python handlers only; the suite may run as root
     assert worker.cluster == [leader.address]
     assert worker.name.endswith(f"-{__import__('os').getpid()}")
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .sdk import HandlerContext, Worker
+    from .sdk import CredentialRefused, HandlerContext, Worker
 
-__all__ = ["Worker", "HandlerContext"]
+__all__ = ["Worker", "HandlerContext", "CredentialRefused"]
 
 
 def __getattr__(name: str) -> Any:

@@ -98,16 +98,18 @@ def _cluster(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def root_refusal(euid: int, allow_root: bool, mapped: bool = False) -> str:
+def root_refusal(euid: int, allow_root: bool, mapped: bool = False, *, flag: str = "--allow-root",
+                 can_map: bool = True) -> str:
     """Why a worker must not start as this user ("" when it may). Without team mappings jobs run
     as the worker's user: as root, any job owns the host. With them ([isolation.teams] in the
     config) root is how the worker switches users; it then keeps only CAP_SETUID, CAP_SETGID and
-    CAP_KILL, and no job runs as root."""
+    CAP_KILL, and no job runs as root. `flag`/`can_map`: how the caller says yes (the CLI's flag,
+    the SDK's parameter; the SDK has no team mappings)."""
     if euid == 0 and not allow_root and not mapped:
+        mapping = "map teams to users in its --config ([isolation.teams.<team>]), " if can_map else ""
         return ("refusing to run as root: every job would run as root. Run the worker as an "
-                "unprivileged user (deploy/schedd-worker.service uses User=schedd-jobs), map "
-                "teams to users in its --config ([isolation.teams.<team>]), or pass "
-                "--allow-root if you really mean it")
+                "unprivileged user (deploy/schedd-worker.service uses User=schedd-jobs), "
+                f"{mapping}or pass {flag} if you really mean it")
     return ""
 
 
@@ -197,7 +199,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     isolation = _isolation(cfg, euid)
     _quiet_grpc_fork()
     from schedd_worker.hooks import configure_worker
-    from schedd_worker.runtime import WorkerRuntime
+    from schedd_worker.runtime import CredentialRefused, WorkerRuntime
     from schedd_client.context import resolve
 
     try:
@@ -235,13 +237,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
                  http.policy.describe())
         await runtime.run(stop)
 
-    asyncio.run(main())   # not uvloop: see the module doc
+    code = 0
+    try:
+        asyncio.run(main())   # not uvloop: see the module doc
+    except CredentialRefused:  # logged at ERROR by the runtime, with what to do
+        code = 2
     # Like serve: skip interpreter teardown, where gRPC's threads can race module cleanup (and a
     # Python handler thread that ignored its cancel event would keep the process alive).
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)
 
 
 def add_arguments(w: argparse.ArgumentParser) -> None:

@@ -15,6 +15,16 @@ Finding the leader
     a leader in a newer term than the one that welcomed us, the stream is a leftover of a deposed
     (e.g. paused or partitioned) leader and is dropped for a reconnect.
 
+A refused credential is not retried
+    UNAUTHENTICATED or PERMISSION_DENIED from every node that answered the search for the leader
+    (a node that is down is not asked to agree; one that took the credential is), or from the
+    leader's Connect before its Welcome (a client token or certificate where a worker token is
+    needed, a revoked or expired token, a pool or slot count the token does not allow) cannot
+    heal by waiting: `run` logs it at ERROR with what to do and raises CredentialRefused
+    (`schedd-worker` exits 2, the SDK raises). Retrying hid it: the worker logged a retry at
+    INFO and tried forever. What can heal (UNAVAILABLE, no leader yet, a node that is not the
+    leader, a stream that ends) is retried with backoff as before.
+
 On every (re)connect
     The first message is WorkerHello(name, slots, pool, labels, running_tokens, version,
     max_term_seen, incarnation). The incarnation is random per process: a claim records the
@@ -98,7 +108,7 @@ from schedd_worker.hooks import NO_HOOKS, WorkerHooks
 
 log = logging.getLogger("schedd.worker")
 
-__all__ = ["WorkerRuntime", "REJECTED", "DEFAULT_LEASE_MS", "version"]
+__all__ = ["WorkerRuntime", "REJECTED", "DEFAULT_LEASE_MS", "version", "CredentialRefused"]
 
 REJECTED = "REJECTED"
 DEFAULT_LEASE_MS = 10_000
@@ -155,6 +165,29 @@ def _handler(text: str) -> Any:
     only: no handler kind changes its spec). Every attempt of a job carries the same text, and a
     herd's held attempts each kept their own copy (half a KiB each, issue 14)."""
     return json.loads(text)
+
+
+REFUSALS = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+
+
+class CredentialRefused(RuntimeError):
+    """The cluster refused this worker's credential; waiting will not change that.
+
+    The message names who refused what, and what the operator should do about it."""
+
+    def __init__(self, refusals: list[tuple[str, grpc.aio.AioRpcError]]) -> None:
+        self.refusals = refusals
+        said = "; ".join(f"{addr}: {_describe(e)}" for addr, e in refusals)
+        super().__init__(f"the cluster refused this worker's credential ({said}). A worker needs "
+                         "a worker token (schedctl acl token create --worker --policy POLICY "
+                         "--max-slots N) whose policy may serve its pool, passed in SCHEDD_TOKEN, "
+                         "--token or the context file's token_file, not a client token or "
+                         "certificate; check that it is not revoked or expired and that --slots "
+                         "is within its max_slots")
+
+
+def _refusal(err: BaseException) -> bool:
+    return isinstance(err, grpc.aio.AioRpcError) and err.code() in REFUSALS
 
 
 def _redirect_target(err: grpc.aio.AioRpcError) -> str | None:
@@ -296,7 +329,7 @@ class WorkerRuntime:
         stop_wait = asyncio.create_task(stop.wait())
         try:
             await asyncio.wait({stop_wait, loop_task}, return_when=asyncio.FIRST_COMPLETED)
-            if loop_task.done():                 # never by design; surface a bug
+            if loop_task.done():                 # a refused credential; else a bug, surfaced
                 loop_task.result()
                 raise RuntimeError("worker connection loop ended unexpectedly")
             await self._drain()
@@ -381,11 +414,13 @@ class WorkerRuntime:
                 if addr is None:
                     addr = await self._find_leader()
                 await self._session(addr)
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, CredentialRefused):
                 raise
             except _StreamEnded as e:
                 err = e
             except grpc.aio.AioRpcError as e:
+                if _refusal(e) and self.connections == welcomed_before:
+                    self._refused([(addr or "?", e)])
                 target = _redirect_target(e)
                 if target is not None and target != addr:
                     log.info("%s is not the leader; redirected to %s", addr, target)
@@ -422,6 +457,12 @@ class WorkerRuntime:
             except TimeoutError:
                 pass
 
+    def _refused(self, refusals: list[tuple[str, grpc.aio.AioRpcError]]) -> None:
+        """Stop: the credential was refused (logged here, once, for the CLI and the SDK alike)."""
+        err = CredentialRefused(refusals)
+        log.error("worker %s: %s", self.name, err)
+        raise err
+
     async def _status(self, addr: str, timeout: float = STATUS_TIMEOUT_S) -> pb.ClusterStatus:
         async with open_aio_channel(self.hooks.dial(addr), self.security, _CHANNEL_OPTIONS) as ch:
             return await pb_grpc.ClusterStub(ch).Status(pb.ClusterStatusRequest(), timeout=timeout)
@@ -430,6 +471,8 @@ class WorkerRuntime:
         """One round over the cluster: the leader's gRPC address (raises _StreamEnded if none)."""
         n = len(self.cluster)
         why: list[str] = []
+        refused: list[tuple[str, grpc.aio.AioRpcError]] = []
+        answered = False                          # a node took the credential, knows no leader
         for _ in range(n):
             addr = self.cluster[self._next_addr % n]
             self._next_addr += 1
@@ -437,11 +480,16 @@ class WorkerRuntime:
                 st = await self._status(addr)
             except grpc.aio.AioRpcError as e:
                 why.append(f"{addr}: {_describe(e)}")
+                if _refusal(e):
+                    refused.append((addr, e))
                 continue
             leader = st.leader_grpc_address
             if leader:
                 return self._dialable(leader, addr)
             why.append(f"{addr}: knows no leader yet")
+            answered = True
+        if refused and not answered:      # every node that answered said no (others are down)
+            self._refused(refused)
         raise _StreamEnded("no leader found (" + "; ".join(why) + ")")
 
     @staticmethod

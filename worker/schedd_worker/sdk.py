@@ -21,6 +21,13 @@ Inside an asyncio program use ``await worker.run_async(stop_event)`` instead of 
 TLS: ``ca=`` (the deployment's CA), ``cert=``/``key=`` (the worker's certificate, for mTLS),
 ``token=`` (sent as ``authorization: Bearer``), or a ready ``security=`` (schedd_client.channels).
 
+A credential the cluster refuses (a client token or certificate where a worker token is needed,
+a revoked one) makes ``run``/``run_async`` raise ``CredentialRefused`` with what to do, logged at
+ERROR; only what can heal (a node down, no leader yet) is retried.
+
+Root: like ``schedd-worker``, a Worker refuses to be made by root (``PermissionError``): every
+shell job it ran would run as root. ``allow_root=True`` is the SDK's ``--allow-root``.
+
 HTTP jobs and http sensors this worker runs obey its outbound network policy: by default
 loopback, link-local and cloud metadata addresses are refused; ``http_allow=["127.0.0.1"]`` lets
 them reach a local service, ``http_deny=[...]`` refuses more (``["*"]``: only ``http_allow``).
@@ -39,12 +46,13 @@ from collections.abc import Callable, Mapping, Sequence
 from schedd_client.channels import Security
 from schedd_client.client import make_security, parse_cluster
 from schedd_client.net.policy import make_policy
+from schedd_worker.cli import root_refusal
 from schedd_worker.executors import HandlerContext, HttpOptions, PythonHandlers
 from schedd_worker.hooks import configure_worker
-from schedd_worker.runtime import WorkerRuntime
+from schedd_worker.runtime import CredentialRefused, WorkerRuntime
 from schedd_worker.timers import DEFAULT_AHEAD
 
-__all__ = ["Worker", "HandlerContext"]
+__all__ = ["Worker", "HandlerContext", "CredentialRefused"]
 
 log = logging.getLogger("schedd_worker.sdk")
 
@@ -56,12 +64,15 @@ class Worker:
                  http_allow: Sequence[str] = (), http_deny: Sequence[str] = (),
                  ca: str | None = None, cert: str | None = None, key: str | None = None,
                  token: str | None = None, security: Security | None = None,
-                 ahead: int = DEFAULT_AHEAD) -> None:
+                 ahead: int = DEFAULT_AHEAD, allow_root: bool = False) -> None:
         if int(slots) < 1:
             raise ValueError("slots must be at least 1")
         self.cluster = parse_cluster(cluster)
         self.security = make_security(security, ca=ca, cert=cert, key=key, token=token)
         self.security.credentials_for_channel()          # a bad file fails here, named
+        why = root_refusal(os.geteuid(), allow_root, flag="allow_root=True", can_map=False)
+        if why:                          # before anything runs, as schedd-worker does
+            raise PermissionError(why)
         self.name = name or f"{socket.gethostname()}-{os.getpid()}"
         self.slots = int(slots)
         self.ahead = int(ahead)          # assignments not yet due held beyond the slots (a herd)
@@ -88,7 +99,9 @@ class Worker:
                              security=self.security, ahead=self.ahead)
 
     async def run_async(self, stop: asyncio.Event | None = None) -> None:
-        """Run until ``stop`` is set (forever without one), then drain and return."""
+        """Run until ``stop`` is set (forever without one), then drain and return. Raises
+        ``CredentialRefused`` at once when the cluster refuses the
+        credential (not a worker token, revoked, not allowed this pool): waiting cannot fix it."""
         self.runtime = self._runtime()
         await self.runtime.run(stop if stop is not None else asyncio.Event())
 
