@@ -163,7 +163,7 @@ def test_schedctl_shows_stale_leaders_and_warnings():
 
 def status_node() -> FakeNode:
     """A leader at index 100 whose one peer (n2) has matched all of it."""
-    state = SimpleNamespace(jobs={}, execs={}, epoch=2)
+    state = SimpleNamespace(jobs={}, execs={}, epoch=2, audit=SimpleNamespace(young_pruned=0))
     node = FakeNode(lambda entry: {"ok": False}, lambda: state,
                     cfg=SimpleNamespace(raft_address="127.0.0.1:3"))
     node.membership = SimpleNamespace(id_of_raft=lambda a: {"127.0.0.1:2": "n2"}.get(a, ""))
