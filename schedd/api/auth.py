@@ -414,6 +414,14 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             if not denied.unknown_token or time.monotonic() >= deadline or settled or self._leads():
                 break
             await asyncio.sleep(0.05)
+        halted = self._halted()
+        if denied.unknown_token and halted:
+            # A halted node stopped applying at some index (its build is below the cluster's
+            # level): a token made after that is unknown here but may be good. Say why this node
+            # cannot judge it, rather than call a good token unknown (nothing is audited: a
+            # halted node commits nothing).
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"{halted} (this node stopped applying, so it cannot check a token made since)")
         if denied.unknown_token:            # judged for good now: audited this time
             try:
                 return self.check(method, md, signed, request, peer, context)
@@ -421,6 +429,13 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 denied = d
         await context.abort(denied.code, denied.message, trailing_metadata=denied.trailing)
         raise denied                        # unreachable: abort raises
+
+    def _halted(self) -> str:
+        """Why this node halted ("" if it did not): schedd.api.halted, raft_patches patch 13."""
+        try:
+            return str(getattr(self.node, "halted", "") or "")
+        except Exception:  # noqa: BLE001 - a node without the attribute has not halted
+            return ""
 
     def _leads(self) -> bool:
         try:

@@ -4,6 +4,7 @@ decision, the rate limit, and the SDK's audit file verification agreeing with th
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pickle
 import types
@@ -293,3 +294,43 @@ def test_an_object_of_a_team_the_caller_cannot_read_is_answered_as_missing() -> 
     with pytest.raises(auth.Denied) as e:
         ic.check(S + "PutJob", md, None, pb.PutJobRequest(job=pb.JobSpec(name="b-job", team="a")), "p")
     assert e.value.code == grpc.StatusCode.PERMISSION_DENIED and "team:b" not in e.value.message
+
+
+def test_a_halted_node_says_why_it_cannot_judge_an_unknown_token() -> None:
+    """A node that halted (its build is below the cluster's level) stopped applying, so a token
+    made since is unknown there but may be good: it answers FAILED_PRECONDITION with the halt's
+    reason, not "invalid token"; a node that did not halt still says the token is invalid."""
+    log = Log()
+    _with_team_token(log, "a")
+    stranger = A.mint_token(os.urandom(A.TOKEN_RANDOM_BYTES)).bearer
+    md = {"authorization": f"Bearer {stranger}"}
+    method, request = "/schedd.v1.Scheduler/GetJob", pb.GetJobRequest(name="j")
+
+    class Aborted(Exception):
+        pass
+
+    class Context:
+        code = message = None
+
+        def peer(self) -> str:
+            return "ipv4:127.0.0.1:9"
+
+        async def abort(self, code, message, trailing_metadata=()):
+            self.code, self.message = code, message
+            raise Aborted
+
+    def admit(halted: str) -> Context:
+        ic = _interceptor(log)
+        ic.node.halted = halted                               # type: ignore[attr-defined]
+        ic._behind = lambda: False                            # type: ignore[method-assign]
+        ctx = Context()
+        with pytest.raises((Aborted, auth.Denied)):
+            asyncio.run(ic._admit(method, md, None, request, ctx))
+        return ctx
+
+    why = "this node runs schedd 0.1.0, feature level 4; the cluster is at 5: upgrade this node"
+    halted = admit(why)
+    assert halted.code == grpc.StatusCode.FAILED_PRECONDITION and halted.message.startswith(why)
+    assert "cannot check a token made since" in halted.message
+    running = admit("")
+    assert running.code == grpc.StatusCode.UNAUTHENTICATED and running.message == "invalid token"
