@@ -619,16 +619,18 @@ class WorkerBatch(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[WorkerMessage, _Mapping]]] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("leader_id", "term", "lease_ms", "batches")
+    __slots__ = ("leader_id", "term", "lease_ms", "batches", "members")
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     BATCHES_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
     leader_id: str
     term: int
     lease_ms: int
     batches: bool
-    def __init__(self, leader_id: _Optional[str] = ..., term: _Optional[int] = ..., lease_ms: _Optional[int] = ..., batches: _Optional[bool] = ...) -> None: ...
+    members: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, leader_id: _Optional[str] = ..., term: _Optional[int] = ..., lease_ms: _Optional[int] = ..., batches: _Optional[bool] = ..., members: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Assignment(_message.Message):
     __slots__ = ("execution_id", "job", "scheduled_ms", "attempt", "fencing_token", "term", "due_ms", "handler_json", "timeout_seconds", "labels", "team", "secret_env", "limits")
