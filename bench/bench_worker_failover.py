@@ -186,10 +186,11 @@ def main() -> int:
     if not modes or set(modes) - {"kill", "stop"}:
         ap.error("--modes takes kill and/or stop")
     tmp = Path(tempfile.mkdtemp(prefix="bench-worker-failover-"))
-    runs = [Run(f"base {code_version_of(Path(a.base))}", tmp / "base", code_path(Path(a.base)))] if a.base else []
-    runs.append(Run(f"this {code_version()}", tmp / "this", code_path(REPO)))
+    runs = [Run("base", tmp / "base", code_path(Path(a.base)))] if a.base else []
+    runs.append(Run("this", tmp / "this", code_path(REPO)))
     rounds = max(1, min(a.rounds, a.trials))
-    print(f"worker failover: {a.trials} leader changes per code and mode, {rounds} round(s)"
+    codes = f"this: {code_version()}" + (f"; base: {code_version_of(Path(a.base))}" if a.base else "")
+    print(f"worker failover ({codes}): {a.trials} leader changes per code and mode, {rounds} round(s)"
           f"{'; logs in ' + str(tmp) if a.keep else ''}",
           flush=True)
     try:
