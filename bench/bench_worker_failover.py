@@ -186,7 +186,8 @@ def main() -> int:
     if not modes or set(modes) - {"kill", "stop"}:
         ap.error("--modes takes kill and/or stop")
     tmp = Path(tempfile.mkdtemp(prefix="bench-worker-failover-"))
-    runs = [Run("base", tmp / "base", code_path(Path(a.base)))] if a.base else []
+    os.chdir(tmp)          # `python -m schedd` puts its working directory first on the path
+    runs = [Run("base", tmp / "base", code_path(Path(a.base).resolve()))] if a.base else []
     runs.append(Run("this", tmp / "this", code_path(REPO)))
     rounds = max(1, min(a.rounds, a.trials))
     codes = f"this: {code_version()}" + (f"; base: {code_version_of(Path(a.base))}" if a.base else "")
