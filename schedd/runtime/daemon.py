@@ -214,7 +214,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
                  ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MIN_MS)])
     pb_grpc.add_SchedulerServicer_to_server(SchedulerService(node, clock, metrics, router, dispatcher),
                                             server)
-    cluster_service = ClusterService(node, router, replicas, clock, load)
+    cluster_service = ClusterService(node, router, replicas, clock, load, accepts_pings_ms=KEEPALIVE_MIN_MS)
     pb_grpc.add_ClusterServicer_to_server(cluster_service, server)
     raiser = FeatureRaiser(node, clock, cluster_service.member_infos)   # leader only: the feature level
     dags_pb2_grpc.add_DagsServicer_to_server(DagsService(node, clock, metrics, router), server)

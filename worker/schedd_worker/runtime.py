@@ -21,7 +21,8 @@ Noticing the leader is gone
     A SIGKILLed leader's stream errors at once. A leader that stepped down ends it with a status
     that says so (and "leader=" when it knows the next one). A frozen or cut-off leader keeps the
     TCP connection open: the stream's channel pings every KEEPALIVE_MS and drops the stream
-    when a ping is not answered within as long again. While connected, the worker also asks
+    when a ping is not answered within as long again (only to a node whose NodeInfo says it
+    accepts such pings: an older build's gRPC would end the stream for "too_many_pings"). While connected, the worker also asks
     every other node at once every WATCH_S: a leader in a newer term than the one that welcomed
     us makes the stream a leftover of a deposed leader, dropped for a reconnect.
 
@@ -98,7 +99,7 @@ import grpc.aio
 
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
-from schedd_client.channels import KEEPALIVE_OPTIONS, Security, env_token, open_aio_channel, with_files
+from schedd_client.channels import KEEPALIVE_MS, KEEPALIVE_OPTIONS, Security, env_token, open_aio_channel, with_files
 from schedd_worker import executors
 from schedd_worker.executors import (NO_ISOLATION, Assignment, Call, HttpOptions, Isolation, Outcome,
                                      PythonHandlers)
@@ -235,6 +236,7 @@ class _Answer:
     leader: str = ""
     term: int = 0
     why: str = ""
+    pings: bool = False                  # the node accepts our keepalive pings (NodeStatus.accepts_pings_ms)
 
 
 def _leader_term(st: pb.ClusterStatus) -> int:
@@ -264,7 +266,8 @@ class _Probes:
                         raise
                     self.old.add(addr)
                 else:                             # the node we asked is the one that answers
-                    return (_Answer(addr, info.term) if info.role == "leader" else
+                    pings = 0 < info.accepts_pings_ms <= KEEPALIVE_MS
+                    return (_Answer(addr, info.term, pings=pings) if info.role == "leader" else
                             _Answer(term=info.term, why=f"{addr}: {info.role or '?'} in term {info.term}"))
             st = await stub.Status(pb.ClusterStatusRequest(), timeout=STATUS_TIMEOUT_S)
         except grpc.aio.AioRpcError as e:
@@ -343,6 +346,7 @@ class WorkerRuntime:
         self._closing = asyncio.Event()
         self._hurry = asyncio.Event()
         self._members: list[str] = []              # the gRPC addresses the last Welcome listed
+        self._pings: dict[str, bool] = {}          # address -> it accepts keepalive pings (its NodeInfo said)
         self._redirect: str | None = None
         self._backoff = BACKOFF_START_S
         self._lease_ms = DEFAULT_LEASE_MS
@@ -529,6 +533,7 @@ class WorkerRuntime:
         while True:
             a = await probes.ask(addr)
             if a.leader and a.term >= self.max_term_seen:
+                self._pings[a.leader] = a.pings
                 return a.leader
             why[addr] = a.why or f"{addr}: names a leader of term {a.term}, already saw {self.max_term_seen}"
             left = deadline - loop.time()
@@ -555,7 +560,10 @@ class WorkerRuntime:
 
     async def _session(self, addr: str) -> None:
         """One stream: hello, Welcome, then serve it until it ends (raises when it fails)."""
-        channel = open_aio_channel(self.hooks.dial(addr), self.security, _STREAM_OPTIONS)
+        # pings only to a node that said it accepts them: an older build's gRPC ends a stream
+        # pinged every second ("too_many_pings"); the watch still finds a newer leader
+        options = _STREAM_OPTIONS if self._pings.get(addr) else _CHANNEL_OPTIONS
+        channel = open_aio_channel(self.hooks.dial(addr), self.security, options)
         call = None
         conn: _Conn | None = None
         try:
