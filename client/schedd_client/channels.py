@@ -33,9 +33,9 @@ from typing import Any
 import grpc
 import grpc.aio
 
-__all__ = ["Security", "SecurityError", "CHANNEL_OPTIONS", "open_channel", "open_aio_channel",
-           "security_from_env", "with_files", "CA_ENV", "CERT_ENV", "KEY_ENV", "TOKEN_ENV", "env_token",
-           "speaks_tls"]
+__all__ = ["Security", "SecurityError", "CHANNEL_OPTIONS", "KEEPALIVE_MS", "KEEPALIVE_MIN_MS",
+           "KEEPALIVE_OPTIONS", "open_channel", "open_aio_channel", "security_from_env", "with_files",
+           "CA_ENV", "CERT_ENV", "KEY_ENV", "TOKEN_ENV", "env_token", "speaks_tls"]
 
 CA_ENV, CERT_ENV, KEY_ENV, TOKEN_ENV = "SCHEDD_CA", "SCHEDD_CERT", "SCHEDD_KEY", "SCHEDD_TOKEN"
 
@@ -44,6 +44,20 @@ CHANNEL_OPTIONS: list[tuple[str, Any]] = [
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 2000),
+]
+
+#: A long-lived stream (the worker's to its leader) pings its connection this often and gives up
+#: on it when a ping is not answered as long again: a leader that was SIGSTOPped or cut off keeps
+#: its TCP connection open and would otherwise hold the stream until the worker's own checks.
+KEEPALIVE_MS = 1000
+#: What a node accepts (half the worker's period, for timer slack): gRPC's default server counts
+#: pings more often than every 5 minutes on a connection that sends no data as abuse.
+KEEPALIVE_MIN_MS = KEEPALIVE_MS // 2
+KEEPALIVE_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.keepalive_time_ms", KEEPALIVE_MS),
+    ("grpc.keepalive_timeout_ms", KEEPALIVE_MS),
+    ("grpc.http2.ping_timeout_ms", KEEPALIVE_MS),        # gRPC >= 1.6x times pings out by this one
+    ("grpc.http2.max_pings_without_data", 0),            # an idle stream pings too (default 2)
 ]
 
 

@@ -72,8 +72,10 @@ SETTLE_S = 0.3                   # ...and at least this long (the leader's commi
 # What one node asks another for while answering a call it already authorized (Cluster.Status).
 # JoinCluster is a node asking for itself: its signature (the cluster secret) is its credential.
 NODE_CALLS = frozenset(("/schedd.v1.Cluster/NodeInfo", "/schedd.v1.Membership/JoinCluster"))
-# A worker finds the leader through Cluster.Status: its token may call that without `operator`.
-WORKER_READS = frozenset(("/schedd.v1.Cluster/Status",))
+# A worker finds the leader through Cluster.Status, or by asking every node its NodeInfo at once
+# (its own role and term; Status's node list shows a worker as much): its token may call these
+# without `operator`.
+WORKER_READS = frozenset(("/schedd.v1.Cluster/Status", "/schedd.v1.Cluster/NodeInfo"))
 
 
 @dataclass(slots=True, frozen=True)

@@ -845,8 +845,9 @@ class ClusterService(pb_grpc.ClusterServicer):
     NodeInfo, so it works during an election and shows unreachable nodes."""
 
     def __init__(self, node: RaftNode, router: Router, replicas, clock: Clock,
-                 load: DispatchLoad | None = None) -> None:
+                 load: DispatchLoad | None = None, accepts_pings_ms: int = 0) -> None:
         self.node, self.router = node, router
+        self.accepts_pings_ms = accepts_pings_ms   # what the server accepts (NodeStatus.accepts_pings_ms)
         self.replicas = replicas          # a ReplicaWatch (schedd/runtime/replica_watch.py)
         self.clock = clock
         self.load = load                  # the dispatcher's backlog (schedd.leader.assigner)
@@ -872,7 +873,7 @@ class ClusterService(pb_grpc.ClusterServicer):
             term=st.term, commit_index=st.commit_index, applied_index=st.applied_index,
             lag=max(0, st.leader_commit_index - st.applied_index), has_quorum=st.has_quorum,
             state_hash=state_hash, uptime_seconds=st.uptime_s, leader_epoch=epoch,
-            state_digest=digest, digest_index=digest_index)
+            state_digest=digest, digest_index=digest_index, accepts_pings_ms=self.accepts_pings_ms)
         for key, value in node_membership(self.node).items():
             if isinstance(value, list):
                 getattr(info, key).extend(value)

@@ -1,8 +1,11 @@
 """The leader's side of the worker streams: who is connected, what each runs, and the messages
 going out. Only a node that leads in its current term (its epoch entry applied) accepts a stream;
 any other node refuses with FAILED_PRECONDITION and "leader=<grpc address>" so the worker goes
-there. When this node stops leading, every stream is closed and workers reconnect to the new
-leader, keeping their attempts running (the new leader grants them a lease period of grace, and
+there (a node elected but whose epoch entry has not applied yet holds the stream until it has:
+`_leading`). The Welcome lists the members' gRPC addresses, which the worker asks all at once for
+the next leader. When this node stops leading, every stream is ended with a status that says so
+(FAILED_PRECONDITION with "leader=<grpc address>" when this node knows the new leader, else
+UNAVAILABLE) and workers reconnect to the new leader, keeping their attempts running (the new leader grants them a lease period of grace, and
 expires at once a claim its worker reconnected without: see Assigner.take_over).
 
 Who may say what (issue 10): a worker name is held by one live stream at a time (a second
@@ -55,6 +58,7 @@ MAX_BATCH = 512                   # messages per LeaderBatch
 MAX_BATCH_BYTES = 4 << 20         # and bytes, plus one message (the worker receives up to 16 MiB)
 _LIMITS = Limits()                # the defaults of [limits]
 RECONNECT_ROOM = 1                # handshakes a token may open beyond its stream cap (a reconnect)
+EPOCH_WAIT_S = 2.0                # a leader whose epoch is not applied yet holds a Connect this long
 MAX_AHEAD = 100_000               # not-yet-due assignments one worker is given beyond its slots,
                                   # at most, whatever its hello offers (WorkerHello.ahead)
 
@@ -86,6 +90,7 @@ class WorkerConn:
     counts_reads: bool = False    # its heartbeats say how many of those it had handled (WorkerHello.counts_reads)
     read: int = 0                 # ... as of the last heartbeat read
     listed_ms: int = 0            # when a list of the tokens it holds (hello, heartbeat) was last read
+    why: str = ""                 # why this node ended the stream (stepped down, stopping): its status
 
     @property
     def token(self) -> str | None:
@@ -230,9 +235,10 @@ class WorkerHub(pb_grpc.WorkersServicer):
         return conn.counts_reads and conn.read < conn.sent_at.get(token, 0)
 
     def close_all(self, reason: str) -> None:
-        """Leadership lost: end every stream (workers reconnect to the new leader)."""
+        """Leadership lost: end every stream with `reason` as its status (workers reconnect to
+        the new leader; `leader=` in it sends them straight there when this node knows it)."""
         for conn in list(self.conns.values()):
-            self._close(conn)
+            self._close(conn, reason)
         if self.conns:
             log.info("closed %d worker streams: %s", len(self.conns), reason)
         self.conns.clear()
@@ -247,14 +253,38 @@ class WorkerHub(pb_grpc.WorkersServicer):
                 self._close(conn)
                 del self.conns[conn.name]
 
-    def _close(self, conn: WorkerConn) -> None:
-        conn.closed = True
+    def _close(self, conn: WorkerConn, why: str = "") -> None:
+        conn.closed, conn.why = True, conn.why or why
         conn.out.put_nowait(None)
+
+    def _ending(self, why: str) -> tuple[grpc.StatusCode, str]:
+        """The status a stream ended by this node gets: not OK, so the worker tells a leader that
+        went from a stream that ended, and is sent to the leader this node knows of, if any."""
+        leader = self.node.leader_grpc_address()
+        if leader and leader != self.node.cfg.grpc_address:
+            return grpc.StatusCode.FAILED_PRECONDITION, f"{why}; leader={leader}"
+        return grpc.StatusCode.UNAVAILABLE, f"{why}; retry shortly"
+
+    async def _leading(self) -> bool:
+        """Whether this node leads in its term. Just elected, its epoch entry is one commit
+        away: a worker that found it that early is held until it applies (EPOCH_WAIT_S), rather
+        than refused and sent into a backoff."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + EPOCH_WAIT_S
+        while not self.node.leads_epoch():
+            if not self.node.is_leader() or loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
+
+    def _members(self) -> list[str]:
+        """The members' gRPC addresses (Welcome.members)."""
+        return [m.grpc_address for m in self.node.membership.members() if m.grpc_address]
 
     # ------------------------------------------------------------ gRPC
 
     async def Connect(self, request_iterator, context):
-        if not self.node.leads_epoch():
+        if not await self._leading():
             leader = self.node.leader_grpc_address()
             if leader and leader != self.node.cfg.grpc_address:
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"not the leader; leader={leader}")
@@ -354,7 +384,8 @@ class WorkerHub(pb_grpc.WorkersServicer):
         reader = asyncio.ensure_future(self._read(conn, request_iterator))
         try:
             yield pb.LeaderMessage(welcome=pb.Welcome(leader_id=self.node.cfg.node_id, term=self.node.term,
-                                                      lease_ms=self.lease_ms, batches=True))
+                                                      lease_ms=self.lease_ms, batches=True,
+                                                      members=self._members()))
             self.on_change()
             while True:
                 msgs = _take(conn.out, [await conn.out.get()])
@@ -368,6 +399,8 @@ class WorkerHub(pb_grpc.WorkersServicer):
                         yield msg
                 if end:
                     break
+            if conn.why:
+                await context.abort(*self._ending(conn.why))
         finally:
             reader.cancel()
             conn.closed = True

@@ -102,6 +102,17 @@ class Proposals:
         return node.apply(entry)
 
 
+class FakeMembership:
+    """Stands in for `RaftNode.membership`: `voters` are what `members()` returns (objects with
+    `id`, `raft_address` and `grpc_address`, as a test sets them)."""
+
+    def __init__(self) -> None:
+        self.voters: list[Any] = []
+
+    def members(self) -> list[Any]:
+        return list(self.voters)
+
+
 class FakeNode:
     """Stands in for `RaftNode` where shell code (leader, API, SLA driver) needs one: the leader
     of `term`, leading its epoch, whose log applies each proposal at once through `apply` (a
@@ -123,6 +134,7 @@ class FakeNode:
         self.repair_stats: Any = None       # RaftNode.repair_stats: none without patched Raft
         self.learner_count = 0              # RaftNode.learners(): read-only Raft nodes connected
         self.halted = ""                    # RaftNode.halted: why it stopped applying
+        self.membership = FakeMembership()
 
     @property
     def state(self) -> Any:

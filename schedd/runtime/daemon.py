@@ -46,7 +46,7 @@ from schedd.security.startup import plaintext_refusal
 from schedd.security.tls import CertReloader, ServerTlsFiles, TlsError, channel_credentials
 from schedd.settings import TlsSettings
 from schedd.versions import build_info
-from schedd_client.channels import Security, open_aio_channel
+from schedd_client.channels import KEEPALIVE_MIN_MS, Security, open_aio_channel
 from schedd.testing import hooks as testing
 from schedd_proto import (acl_pb2, acl_pb2_grpc, backup_pb2, backup_pb2_grpc, dags_pb2, dags_pb2_grpc,
                           membership_pb2, membership_pb2_grpc)
@@ -218,10 +218,14 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     server = grpc.aio.server(
         interceptors=[authn, HaltedGate(lambda: node.halted), InflightLimit(cfg.limits.max_inflight_per_connection)],
         options=[("grpc.so_reuseport", 0),
-                 ("grpc.max_receive_message_length", max_receive_bytes(cfg.limits))])
+                 ("grpc.max_receive_message_length", max_receive_bytes(cfg.limits)),
+                 # workers ping their stream every second to notice a leader that stopped
+                 # answering (schedd_worker.runtime KEEPALIVE_MS); gRPC's default would count
+                 # pings more often than every 5 minutes as abuse on a stream carrying no data
+                 ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MIN_MS)])
     pb_grpc.add_SchedulerServicer_to_server(SchedulerService(node, clock, metrics, router, dispatcher),
                                             server)
-    cluster_service = ClusterService(node, router, replicas, clock, load)
+    cluster_service = ClusterService(node, router, replicas, clock, load, accepts_pings_ms=KEEPALIVE_MIN_MS)
     pb_grpc.add_ClusterServicer_to_server(cluster_service, server)
     joiners = Joiners()                        # learners' builds: the raiser counts them (issue 31)
     raiser = FeatureRaiser(node, clock, cluster_service.member_infos, joiners=joiners)   # leader only

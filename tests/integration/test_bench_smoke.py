@@ -85,3 +85,15 @@ def test_the_registration_bound_bench_runs_both_servers():
             if line.strip().startswith(("gRPC floor #1", "schedd #1")) and "calls/s" not in line}
     assert set(rows) == {"gRPC floor", "schedd"}, out.stdout
     assert all(r[-1] == "0" for r in rows.values()), out.stdout      # the errors column
+
+
+def test_the_worker_failover_bench_runs_a_leader_change_of_each_kind():
+    """bench/bench_worker_failover.py (election -> the worker's stream on the new leader): one
+    SIGKILL and one SIGSTOP of the leader on this code, and its table has a row for each; no
+    figure is asserted."""
+    out = subprocess.run([sys.executable, "bench/bench_worker_failover.py", "--trials", "1", "--rounds", "1"],
+                         cwd=REPO, capture_output=True, text=True, timeout=240,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    rows = [line.split() for line in out.stdout.splitlines() if line.split()[:2] in (["kill", "this"], ["stop", "this"])]
+    assert sorted(r[0] for r in rows) == ["kill", "stop"], out.stdout

@@ -7,6 +7,7 @@ and heartbeats is handled like the same messages sent one by one."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 import pytest
 
@@ -117,5 +118,39 @@ async def test_a_batch_stays_within_its_byte_bound(hub):
     tokens = [[m.assignment.fencing_token for m in g.batch.messages] if g.WhichOneof("kind") == "batch"
               else [g.assignment.fencing_token] for g in got]
     assert tokens == [[1, 2], [3]]          # in order, and a third half-bound message waits
+    inbox.q.put_nowait(None)
+    await gen.aclose()
+
+
+class Aborted(Exception):
+    def __init__(self, code, details) -> None:
+        super().__init__(f"{code} {details}")
+        self.code, self.details = code, details
+
+
+class AbortContext(Context):
+    async def abort(self, code, details):
+        raise Aborted(code, details)
+
+
+async def test_a_step_down_ends_the_stream_with_a_status_naming_the_next_leader(hub):
+    """Issue 31 (14): a stream that ends OK looked like any other end; a worker must tell that its
+    leader went, and is sent to the next one when this node knows it (else retry, UNAVAILABLE)."""
+    for known, code in (("127.0.0.1:7072", "FAILED_PRECONDITION"), ("", "UNAVAILABLE")):
+        hub.node.leader_grpc_address = lambda known=known: known
+        gen = hub.Connect(Inbox(pb.WorkerMessage(hello=pb.WorkerHello(name="w1", slots=1))), AbortContext())
+        await asyncio.wait_for(anext(gen), DEADLINE)
+        hub.close_all("this node is no longer the leader")
+        with pytest.raises(Aborted) as err:
+            await asyncio.wait_for(anext(gen), DEADLINE)
+        assert err.value.code.name == code and "no longer the leader" in err.value.details
+        assert (f"leader={known}" in err.value.details) == bool(known)
+
+
+async def test_the_welcome_lists_the_members_grpc_addresses(hub):
+    hub.node.membership.voters = [SimpleNamespace(id=f"n{i}", raft_address=f"r{i}", grpc_address=f"g{i}:1")
+                                  for i in (1, 2, 3)]
+    gen, inbox, welcome = await connect(hub, pb.WorkerHello(name="w1", slots=1))
+    assert list(welcome.members) == ["g1:1", "g2:1", "g3:1"]
     inbox.q.put_nowait(None)
     await gen.aclose()

@@ -486,11 +486,12 @@ async def test_redirect_to_the_leader_named_by_failed_precondition(leaders, work
 async def test_reconnects_when_the_cluster_has_a_newer_leader(leaders, workers):
     old = await leaders(leader_id="old", term=3, lease_ms=300)
     new = await leaders(leader_id="new", term=4)
-    new.status_leader = ("new", new.address, 4)
+    new.status_leader = ("old", old.address, 3)   # a follower of old, until it is elected
     old.status_leader = ("old", old.address, 3)   # a deposed leader that still thinks it leads
-    w = workers([old.address, new.address])
+    w = workers([old.address, new.address])       # (asked at once: first old is the only leader)
     s_old = await old.connected()
-    s_new = await new.connected()                 # the periodic Status check found term 4
+    new.status_leader = ("new", new.address, 4)
+    s_new = await new.connected()                 # the periodic watch found term 4
     assert s_new.hello.max_term_seen == 3
     await until(lambda: s_old.ended, what="the stale stream to be dropped")
     await until(lambda: w.rt.max_term_seen == 4 and w.rt.leader_address == new.address,

@@ -6,14 +6,25 @@
 Protocol (schedd.v1.Workers/Connect; the leader side in schedd/leader/workers.py follows it):
 
 Finding the leader
-    Cycle through the cluster addresses asking `Cluster.Status` (any node answers) and open
-    `Workers.Connect` on its `leader_grpc_address`. A node that is not the leader refuses with
-    FAILED_PRECONDITION and "leader=<host:port>": go there directly. UNAVAILABLE, connection
-    errors and a stream that ends (the leader stepped down) all lead to a reconnect after an
-    exponential backoff with jitter (0.1 s doubling to 2 s; reset by every Welcome). While
-    connected, the worker asks `Cluster.Status` of another node every third of a lease: if the cluster has
-    a leader in a newer term than the one that welcomed us, the stream is a leftover of a deposed
-    (e.g. paused or partitioned) leader and is dropped for a reconnect.
+    Ask every known node at once for its own role (`Cluster.NodeInfo`, PROBE_TIMEOUT_S each; a
+    node that refuses it, an older build, is asked `Cluster.Status`) and open `Workers.Connect`
+    on the first that says it leads in a term not older than one already seen. Each node is asked
+    again every PROBE_GAP_S until one does (every BACKOFF_MAX_S once no leader was seen for a
+    lease), so a dead or frozen node costs no time and a new leader is found within a gap of its
+    election (issue 31: it took up to ~7 s, one node asked every 3.3 s). The known nodes are the
+    configured addresses and the members the last Welcome listed. A node that is not the leader
+    refuses with FAILED_PRECONDITION and "leader=<host:port>": go there directly. UNAVAILABLE,
+    connection errors and a stream that ends all lead to a reconnect after an exponential backoff
+    with jitter (0.1 s doubling to 2 s; reset by every Welcome).
+
+Noticing the leader is gone
+    A SIGKILLed leader's stream errors at once. A leader that stepped down ends it with a status
+    that says so (and "leader=" when it knows the next one). A frozen or cut-off leader keeps the
+    TCP connection open: the stream's channel pings every KEEPALIVE_MS and drops the stream
+    when a ping is not answered within as long again (only to a node whose NodeInfo says it
+    accepts such pings: an older build's gRPC would end the stream for "too_many_pings"). While connected, the worker also asks
+    every other node at once every WATCH_S: a leader in a newer term than the one that welcomed
+    us makes the stream a leftover of a deposed leader, dropped for a reconnect.
 
 A refused credential is not retried
     UNAUTHENTICATED or PERMISSION_DENIED from every node that answered the search for the leader
@@ -98,7 +109,7 @@ import grpc.aio
 
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
-from schedd_client.channels import Security, env_token, open_aio_channel, with_files
+from schedd_client.channels import KEEPALIVE_MS, KEEPALIVE_OPTIONS, Security, env_token, open_aio_channel, with_files
 from schedd_worker import executors
 from schedd_worker.executors import (NO_ISOLATION, Assignment, Call, HttpOptions, Isolation, Outcome,
                                      PythonHandlers)
@@ -115,6 +126,10 @@ DEFAULT_LEASE_MS = 10_000
 BACKOFF_START_S = 0.1
 BACKOFF_MAX_S = 2.0
 STATUS_TIMEOUT_S = 5.0          # one Cluster.Status call
+PROBE_TIMEOUT_S = 0.5           # one node asked who leads (a frozen node must not hold the search)
+PROBE_GAP_S = 0.1               # between two asks of one node while looking for the leader
+FIND_PATIENCE_S = 3.0           # one search, then the connection loop's backoff
+WATCH_S = 1.0                   # while connected: ask the other nodes whether a newer leader exists
 WELCOME_TIMEOUT_S = 10.0        # from the hello to the Welcome
 FINAL_ACK_TIMEOUT_S = 5.0       # drain: wait this long for the last results to be acknowledged
 CLOSE_TIMEOUT_S = 1.0           # drain: after the half-close, wait this long for the stream to end
@@ -132,6 +147,8 @@ _CHANNEL_OPTIONS = [
     ("grpc.enable_retries", 0),
     ("grpc.max_receive_message_length", 16 * 1024 * 1024),
 ]
+_STREAM_OPTIONS = _CHANNEL_OPTIONS + KEEPALIVE_OPTIONS    # the stream: a frozen leader is noticed
+_NOT_NODE_INFO = (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNIMPLEMENTED)
 
 
 def version() -> str:
@@ -246,6 +263,68 @@ class _StreamEnded(Exception):
     pass
 
 
+@dataclass(slots=True, frozen=True)
+class _Answer:
+    """What one node said about the leader: its address and term, or why it named none."""
+    leader: str = ""
+    term: int = 0
+    why: str = ""
+    pings: bool = False                  # the node accepts our keepalive pings (NodeStatus.accepts_pings_ms)
+    refused: grpc.aio.AioRpcError | None = None   # the node refused our credential (CredentialRefused)
+    took_credential: bool = False        # the node answered past authentication
+
+
+@dataclass(slots=True)
+class _Seen:
+    """What one search heard: the credential refusals, and whether any node took it."""
+    refused: list[tuple[str, grpc.aio.AioRpcError]] = field(default_factory=list)
+    answered: bool = False
+
+
+def _leader_term(st: pb.ClusterStatus) -> int:
+    return next((n.term for n in st.nodes if n.id == st.leader_id), st.term)
+
+
+@dataclass(slots=True, eq=False)
+class _Probes:
+    """Channels to the nodes asked who leads, one per address, kept for one search (or one
+    session's watch) and then closed: a TLS handshake per ask would cost more than the ask, and
+    a channel made afresh per search picks up rotated certificate files."""
+    open: Callable[[str], grpc.aio.Channel]
+    channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
+    old: set[str] = field(default_factory=set)       # refused NodeInfo (an older build): Status
+
+    async def ask(self, addr: str) -> _Answer:
+        ch = self.channels.get(addr)
+        if ch is None:
+            ch = self.channels[addr] = self.open(addr)
+        stub = pb_grpc.ClusterStub(ch)
+        try:
+            if addr not in self.old:
+                try:
+                    info = await stub.NodeInfo(pb.NodeInfoRequest(), timeout=PROBE_TIMEOUT_S)
+                except grpc.aio.AioRpcError as e:
+                    if e.code() not in _NOT_NODE_INFO:
+                        raise
+                    self.old.add(addr)
+                else:                             # the node we asked is the one that answers
+                    pings = 0 < info.accepts_pings_ms <= KEEPALIVE_MS
+                    return (_Answer(addr, info.term, pings=pings, took_credential=True) if info.role == "leader" else
+                            _Answer(term=info.term, why=f"{addr}: {info.role or '?'} in term {info.term}",
+                                    took_credential=True))
+            st = await stub.Status(pb.ClusterStatusRequest(), timeout=STATUS_TIMEOUT_S)
+        except grpc.aio.AioRpcError as e:
+            return _Answer(why=f"{addr}: {_describe(e)}", refused=e if _refusal(e) else None)
+        if not st.leader_grpc_address:
+            return _Answer(why=f"{addr}: knows no leader yet", took_credential=True)
+        return _Answer(WorkerRuntime._dialable(st.leader_grpc_address, addr), _leader_term(st),
+                       took_credential=True)
+
+    async def close(self) -> None:
+        channels, self.channels = list(self.channels.values()), {}
+        await asyncio.gather(*(c.close() for c in channels), return_exceptions=True)
+
+
 class WorkerRuntime:
     def __init__(self, cluster: Sequence[str], *, name: str, slots: int = 4, pool: str = "",
                  labels: Mapping[str, str] | None = None,
@@ -310,11 +389,13 @@ class WorkerRuntime:
         self._conn: _Conn | None = None
         self._closing = asyncio.Event()
         self._hurry = asyncio.Event()
-        self._next_addr = 0
+        self._members: list[str] = []              # the gRPC addresses the last Welcome listed
+        self._pings: dict[str, bool] = {}          # address -> it accepts keepalive pings (its NodeInfo said)
         self._redirect: str | None = None
         self._backoff = BACKOFF_START_S
         self._lease_ms = DEFAULT_LEASE_MS
         self._lost_since: float | None = None      # loop time the last stream ended, while not connected
+        self._started: float | None = None         # loop time run() began
 
     # ------------------------------------------------------------ public
 
@@ -323,6 +404,7 @@ class WorkerRuntime:
         self._hurry.set()
 
     async def run(self, stop: asyncio.Event) -> None:
+        self._started = asyncio.get_running_loop().time()
         self._gc.install()
         loop_task = asyncio.create_task(self._connection_loop(), name=f"worker-{self.name}-conn")
         fence = asyncio.create_task(self._self_fence(), name=f"worker-{self.name}-fence")
@@ -463,34 +545,64 @@ class WorkerRuntime:
         log.error("worker %s: %s", self.name, err)
         raise err
 
-    async def _status(self, addr: str, timeout: float = STATUS_TIMEOUT_S) -> pb.ClusterStatus:
-        async with open_aio_channel(self.hooks.dial(addr), self.security, _CHANNEL_OPTIONS) as ch:
-            return await pb_grpc.ClusterStub(ch).Status(pb.ClusterStatusRequest(), timeout=timeout)
+    def _known(self) -> list[str]:
+        """Every node to ask: the configured addresses, then the members the last Welcome listed."""
+        return list(dict.fromkeys([*self.cluster, *self._members]))
+
+    def _probes(self) -> _Probes:
+        return _Probes(lambda a: open_aio_channel(self.hooks.dial(a), self.security, _CHANNEL_OPTIONS))
+
+    def _probe_gap(self) -> float:
+        """PROBE_GAP_S while the leader has been gone less than a lease (an election takes about
+        a second), then BACKOFF_MAX_S: a cluster without a quorum is not asked 10 times a second
+        by every worker for as long as it lasts."""
+        since = self._lost_since if self._lost_since is not None else self._started
+        now = asyncio.get_running_loop().time()
+        return PROBE_GAP_S if since is None or now - since < self._lease_ms / 1000 else BACKOFF_MAX_S
 
     async def _find_leader(self) -> str:
-        """One round over the cluster: the leader's gRPC address (raises _StreamEnded if none)."""
-        n = len(self.cluster)
-        why: list[str] = []
-        refused: list[tuple[str, grpc.aio.AioRpcError]] = []
-        answered = False                          # a node took the credential, knows no leader
-        for _ in range(n):
-            addr = self.cluster[self._next_addr % n]
-            self._next_addr += 1
-            try:
-                st = await self._status(addr)
-            except grpc.aio.AioRpcError as e:
-                why.append(f"{addr}: {_describe(e)}")
-                if _refusal(e):
-                    refused.append((addr, e))
-                continue
-            leader = st.leader_grpc_address
-            if leader:
-                return self._dialable(leader, addr)
-            why.append(f"{addr}: knows no leader yet")
-            answered = True
-        if refused and not answered:      # every node that answered said no (others are down)
-            self._refused(refused)
-        raise _StreamEnded("no leader found (" + "; ".join(why) + ")")
+        """Ask every known node at once, each again after a gap, until one says it leads in a
+        term not older than one seen: its gRPC address (raises _StreamEnded after FIND_PATIENCE_S)."""
+        deadline = asyncio.get_running_loop().time() + FIND_PATIENCE_S
+        probes = self._probes()
+        why: dict[str, str] = {}
+        seen = _Seen()
+        tasks = [asyncio.create_task(self._probe_until(probes, addr, deadline, why, seen))
+                 for addr in self._known()]
+        try:
+            for first in asyncio.as_completed(tasks):
+                leader = await first
+                if leader:
+                    return leader
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await probes.close()
+        if seen.refused and not seen.answered:   # every node that answered said no (others are down)
+            self._refused(seen.refused)
+        raise _StreamEnded("no leader found (" + "; ".join(why.values()) + ")")
+
+    async def _probe_until(self, probes: _Probes, addr: str, deadline: float, why: dict[str, str],
+                           seen: _Seen) -> str:
+        """Ask `addr` until it names a leader or `deadline` passes ("": none). A node that
+        refuses the credential is not asked again in this search (`seen` keeps the refusal)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            a = await probes.ask(addr)
+            if a.refused is not None:
+                why[addr] = a.why
+                seen.refused.append((addr, a.refused))
+                return ""
+            seen.answered = seen.answered or a.took_credential
+            if a.leader and a.term >= self.max_term_seen:
+                self._pings[a.leader] = a.pings
+                return a.leader
+            why[addr] = a.why or f"{addr}: names a leader of term {a.term}, already saw {self.max_term_seen}"
+            left = deadline - loop.time()
+            if left <= 0:
+                return ""
+            await asyncio.sleep(min(self._probe_gap(), left))
 
     @staticmethod
     def _dialable(leader: str, asked: str) -> str:
@@ -511,7 +623,10 @@ class WorkerRuntime:
 
     async def _session(self, addr: str) -> None:
         """One stream: hello, Welcome, then serve it until it ends (raises when it fails)."""
-        channel = open_aio_channel(self.hooks.dial(addr), self.security, _CHANNEL_OPTIONS)
+        # pings only to a node that said it accepts them: an older build's gRPC ends a stream
+        # pinged every second ("too_many_pings"); the watch still finds a newer leader
+        options = _STREAM_OPTIONS if self._pings.get(addr) else _CHANNEL_OPTIONS
+        channel = open_aio_channel(self.hooks.dial(addr), self.security, options)
         call = None
         conn: _Conn | None = None
         try:
@@ -530,6 +645,8 @@ class WorkerRuntime:
                 raise _StreamEnded(f"{addr} ({w.leader_id}) welcomed us in term {w.term}, "
                                    f"already saw term {self.max_term_seen}")
             self.max_term_seen = max(self.max_term_seen, w.term)
+            if w.members:
+                self._members = [self._dialable(m, addr) for m in w.members]
             conn = _Conn(address=addr, call=call, leader_id=w.leader_id, term=w.term,
                          lease_ms=w.lease_ms if w.lease_ms > 0 else DEFAULT_LEASE_MS,
                          batches=w.batches)
@@ -633,34 +750,27 @@ class WorkerRuntime:
                     self._send_result(token)
 
     async def _watch_leader(self, conn: _Conn) -> None:
-        """Every third of a lease, ask another node who leads: a newer leader means our stream is
-        stale. A leader frozen (SIGSTOP, a stalled host) keeps its TCP stream open; the new one
-        grants running attempts one lease from its takeover, so the worker must find it well
-        within that lease to report them before they are expired and run again."""
-        k = 0
-        while True:
-            await asyncio.sleep(max(1.0, conn.lease_ms / 3000))
-            others = [a for a in self.cluster if a != conn.address] or self.cluster
-            addr = others[k % len(others)]
-            k += 1
-            try:
-                st = await self._status(addr, timeout=min(STATUS_TIMEOUT_S, conn.lease_ms / 1000))
-            except grpc.aio.AioRpcError:
-                continue
-            if not st.leader_grpc_address:
-                continue
-            term = st.term
-            for node in st.nodes:
-                if node.id == st.leader_id:
-                    term = node.term
-            if term > conn.term:
-                log.info("node %s reports leader %s at %s in term %d (we are connected to %s, "
-                         "term %d): reconnecting", addr, st.leader_id, st.leader_grpc_address,
-                         term, conn.address, conn.term)
-                self._redirect = self._dialable(st.leader_grpc_address, addr)
-                conn.ending = f"a newer leader ({st.leader_id}, term {term}) exists"
-                conn.end.set()
-                return
+        """Every WATCH_S, ask every other node at once who leads: a newer leader means our stream
+        is stale. A leader cut off from its peers keeps its stream alive (its pings are answered)
+        until it steps down; the new one grants running attempts one lease from its takeover, so
+        the worker must find it well within that lease to report them before they are expired."""
+        probes = self._probes()
+        try:
+            while True:
+                await asyncio.sleep(WATCH_S)
+                others = [a for a in self._known() if a != conn.address] or self.cluster
+                answers = await asyncio.gather(*(probes.ask(a) for a in others))
+                newer = [a for a in answers if a.leader and a.term > conn.term]
+                if newer:
+                    best = max(newer, key=lambda a: a.term)
+                    log.info("%s leads in term %d (we are connected to %s, term %d): reconnecting",
+                             best.leader, best.term, conn.address, conn.term)
+                    self._redirect = best.leader
+                    conn.ending = f"a newer leader ({best.leader}, term {best.term}) exists"
+                    conn.end.set()
+                    return
+        finally:
+            await probes.close()
 
     async def _close_stream(self) -> None:
         """End of the drain: half-close so the leader drops us at once, not after a lease."""
