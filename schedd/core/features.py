@@ -106,7 +106,10 @@ FEATURES = FeatureTable((
           note="snapshot format 6: the image as plain values (schedd.core.plain), so a snapshot's "
                "pickle names one loader and a string, never a schedd class (below it images are "
                "written in format 5)"),
-    # Level(5, kinds=(C.MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
+    Level(5, note="container handler: an entry that carries a job or DAG-task spec with a "
+                  "`container:` handler is stamped fl=5 by its proposer (schedd.core.model.spec_level), "
+                  "since an older build's apply refuses that spec as invalid"),
+    # Level(6, kinds=(C.MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
 ))
 
 
