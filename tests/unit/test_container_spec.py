@@ -171,3 +171,12 @@ def test_the_harness_level_4_refuses_and_level_5_accepts() -> None:
         h = Harness(level=level)
         r = h.apply(C.PUT, rid="c/x", spec=dump_spec(validate_spec(container())), name="c1", fl=5)
         assert r["ok"] is ok, (level, r)
+
+
+def test_the_api_refuses_a_container_spec_below_level_5_before_proposing() -> None:
+    """CommittingService._propose checks the entry's `fl` as it checks its kind: the refusal
+    (FAILED_PRECONDITION) says what level is needed and tells to finish the rolling upgrade."""
+    from schedd.api.service import _spec_refusal
+    why = _spec_refusal(C.PUT, {"fl": 5}, 4)
+    assert why is not None and "needs feature level 5, cluster is at 4" in why and "rolling upgrade" in why
+    assert _spec_refusal(C.PUT, {"fl": 5}, 5) is None and _spec_refusal(C.PUT, {}, 1) is None
