@@ -88,3 +88,16 @@ def pytest_runtest_makereport(item, call):
             for log in sorted(Path(tmp).glob("cluster*/logs/*.log")):
                 tail = log.read_text(errors="replace").splitlines()[-60:]
                 rep.sections.append((f"node log {log.parent.parent.name}/{log.name}", "\n".join(tail)))
+
+
+@pytest.fixture(scope="session")
+def container_image():
+    """The busybox image of the container tests (tests/support/containers.py), built offline once
+    per session and removed at its end. Skipped, saying why, where podman cannot run here."""
+    from tests.support.containers import built_image, why_not
+
+    why = why_not()
+    if why:
+        pytest.skip(f"CONTAINER TESTS SKIPPED: {why}")
+    with built_image() as name:
+        yield name

@@ -19,7 +19,7 @@ The DAG document (YAML or JSON; ``schedctl dag apply -f etl.yaml``)::
         sensor: {file: /data/in/ready, poll_interval: 30s, timeout: 2h}   # or http_url: / command:
       - name: extract
         upstream: [wait-for-input]
-        command: ./extract.sh       # any job handler: command, argv (+ workdir, env, inherit_env), http, python
+        command: ./extract.sh       # any job handler: command, argv (+ workdir, env, inherit_env), http, python, container
         retry: {max_attempts: 3, initial_backoff: 10s}
         timeout: 10m                # per attempt
       - name: load
@@ -57,10 +57,11 @@ __all__ = ["dag_from_dict", "dag_to_dict", "put_dag", "get_dag", "list_dags", "d
 
 _DAG_KEYS = ("name", "team", "schedule", "timezone", "tz", "description", "max_runs", "sla", "tasks")
 _TASK_KEYS = ("name", "upstream", "trigger_rule", "sensor", "retry", "timeout", "pool",
-              "worker_labels", "description", "command", "argv", "workdir", "env", "inherit_env", "http", "python")
+              "worker_labels", "description", "command", "argv", "workdir", "env", "inherit_env", "http", "python",
+              "container")
 _SENSOR_KEYS = ("file", "http_url", "command", "poll_interval", "timeout")
 _JOB_KEYS = ("retry", "timeout", "pool", "worker_labels", "description", "command", "argv", "workdir",
-             "env", "inherit_env", "http", "python")
+             "env", "inherit_env", "http", "python", "container")
 
 
 def _check(doc: Mapping[str, Any], allowed: tuple[str, ...], label: str) -> None:

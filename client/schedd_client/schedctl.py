@@ -3,6 +3,7 @@
     schedctl [--cluster ADDRS] [-o table|json|yaml] [--timeout S] [--stale] COMMAND ...
 
     job create NAME --schedule S (--command CMD | --http-url URL | --argv ARG...) [flags]
+    job create NAME --schedule S --image IMG [--command CMD | --container-arg A...] [container flags]
     job create -f FILE            create every job in a YAML/JSON file ("-" = stdin; one atomic batch)
     job apply -f FILE             create or update every job in the file (one atomic batch)
     job update NAME [flags]       change the given fields of a job
@@ -355,6 +356,7 @@ def _spec_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
     spec.add_argument("--limit", action="append", metavar="NAME=N",
                       help="per-attempt resource limit (repeatable): memory_mb, cpu_seconds, "
                            "open_files, processes")
+    _container_flags(parser)
     spec.add_argument("--team", metavar="T")
     spec.add_argument("--description", metavar="D")
     spec.add_argument("--label", action="append", metavar="K=V", help="label (repeatable)")
@@ -399,6 +401,54 @@ def _spec_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
     spec.add_argument("--sla-webhook", metavar="URL", help="POST each SLA miss to URL (JSON, best effort)")
 
 
+def _container_flags(parser: argparse.ArgumentParser) -> None:
+    """A container handler (README "Container jobs"): with --image, --command/--argv, --env and
+    --workdir are the container's."""
+    box = parser.add_argument_group("container handler (with --image)")
+    box.add_argument("--image", metavar="IMG", help="run in a container of IMG (--command runs with /bin/sh -c in it)")
+    box.add_argument("--container-arg", action="append", metavar="A",
+                     help="exec these args in the container, no shell (repeatable, in order)")
+    box.add_argument("--user", metavar="USER[:GROUP]", help="the user inside the container")
+    box.add_argument("--network", metavar="NET", help="none (default), host or a named network, where the worker allows it")
+    box.add_argument("--cpus", type=float, metavar="N", help="CPU limit (0.5 = half a CPU)")
+    box.add_argument("--memory", metavar="SIZE", help="memory limit: MiB (64) or a size (64Mi, 1Gi)")
+    box.add_argument("--pids", type=_count(1), metavar="N", help="at most N processes")
+    box.add_argument("--read-write", action="store_true", default=None, help="a writable root filesystem (default read-only)")
+    box.add_argument("--mount", action="append", metavar="SRC:DST[:rw]",
+                     help="bind-mount host path SRC (allowlisted by the worker) at DST, read-only unless :rw")
+    box.add_argument("--pull", choices=("never", "if-missing"), help="pull the image if missing, where the worker allows it")
+
+
+def _container_doc(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    """Move the handler flags into doc["container"] when a container flag is given (--image on
+    create; on update any container flag changes the job's container block)."""
+    box: dict[str, Any] = {}
+    for dest, key in (("image", "image"), ("user", "user"), ("network", "network"), ("cpus", "cpu"),
+                      ("memory", "memory"), ("pids", "pids"), ("pull", "pull")):
+        if getattr(args, dest, None) is not None:
+            box[key] = getattr(args, dest)
+    if getattr(args, "read_write", None):
+        box["read_only"] = False
+    if getattr(args, "container_arg", None):
+        box["args"] = list(args.container_arg)
+    if getattr(args, "mount", None):
+        box["mounts"] = [_mount_flag(m) for m in args.mount]
+    if not box:
+        return
+    for key, inner in (("command", "command"), ("argv", "args"), ("env", "env"), ("workdir", "workdir")):
+        if key in doc:
+            box[inner] = doc.pop(key)
+    doc["container"] = box
+
+
+def _mount_flag(text: str) -> dict[str, Any]:
+    source, _, rest = text.partition(":")
+    target, _, mode = rest.partition(":")
+    if not source or not target or mode not in ("", "rw", "ro"):
+        raise UsageError(f"--mount wants SRC:DST or SRC:DST:rw, got {brief(text)}")
+    return {"source": source, "target": target, "read_only": mode != "rw"}
+
+
 # argparse dest -> job document key, for the flags that map one to one
 _FLAG_KEYS = {
     "schedule": "schedule", "tz": "timezone", "command": "command", "argv": "argv",
@@ -436,6 +486,7 @@ def _flag_doc(args: argparse.Namespace) -> dict[str, Any]:
     sla = {"within": args.sla_within, "by": args.sla_by, "timezone": args.sla_tz, "webhook": args.sla_webhook}
     if any(v is not None for v in sla.values()):
         doc["sla"] = {k: v for k, v in sla.items() if v is not None}
+    _container_doc(args, doc)
     return doc
 
 
@@ -476,8 +527,11 @@ def _merge(doc: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     """``doc`` with ``changes`` applied: a new handler replaces the old one; labels, env, retry
     and http settings are merged key by key."""
     merged = dict(doc)
+    if "image" in changes.get("container", {}):
+        for key in ("command", "argv", "http", "python", "workdir", "env", "inherit_env"):
+            merged.pop(key, None)
     if "command" in changes or "argv" in changes or "url" in changes.get("http", {}):
-        for key in ("command", "argv", "http", "python"):
+        for key in ("command", "argv", "http", "python", "container"):
             merged.pop(key, None)
         if "http" in changes:
             merged.pop("workdir", None)
@@ -556,8 +610,8 @@ class _Command:
             raise UsageError("job create needs NAME (or -f FILE)")
         if args.schedule is None:
             raise UsageError('job create needs --schedule ("" for an on-demand job)')
-        if not {"command", "argv", "http"} & flags.keys():
-            raise UsageError("job create needs a handler: --command, --argv or --http-url")
+        if not {"command", "argv", "http", "container"} & flags.keys():
+            raise UsageError("job create needs a handler: --command, --argv, --http-url or --image")
         job = self._create(spec_from_dict({"name": args.name, **flags}))
         self.emit(to_dict(job), lambda: _created_line(job))
 
@@ -1009,7 +1063,32 @@ def _describe_handler(spec: pb.JobSpec) -> str:
     if kind == "python":
         python = spec.handler.python
         return f"python {python.name}" + (f" {python.args_json}" if python.args_json else "")
+    if kind == "container":
+        return _describe_container(spec)
     return "(none)"
+
+
+def _describe_container(spec: pb.JobSpec) -> str:
+    """One line of what the worker will run: image, command, then the isolation asked for."""
+    c = spec.handler.container
+    text = f"container {c.image}"
+    if c.command:
+        text += f" sh -c {json.dumps(c.command)}"
+    elif c.args:
+        text += f" exec {json.dumps(list(c.args))}"
+    parts = [f"network {c.network or 'none'}",
+             "read-only root" if not c.HasField("read_only") or c.read_only else "writable root"]
+    parts += [f"{label} {value}" for label, value in (("cpus", f"{c.cpu:g}" if c.cpu else ""),
+                                                     ("memory", c.memory), ("pids", c.pids or ""),
+                                                     ("user", c.user), ("workdir", c.workdir),
+                                                     ("pull", c.pull)) if value]
+    parts += [f"mount {m.source}:{m.target}" + ("" if not m.HasField("read_only") or m.read_only else ":rw")
+              for m in c.mounts]
+    if c.env:
+        parts.append("with " + " ".join(f"{k}={v}" for k, v in sorted(c.env.items())))
+    if spec.env_secret:
+        parts.append("secret " + " ".join(f"{k}={v}" for k, v in sorted(spec.env_secret.items())))
+    return text + "; " + ", ".join(parts)
 
 
 def _describe_retry(policy: pb.RetryPolicy) -> str:

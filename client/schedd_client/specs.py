@@ -64,6 +64,22 @@ default. Unknown keys are refused with a ``ValidationError`` naming the key::
 
     python: {name: reports.weekly, args: {week: current}}   # args: any JSON value
 
+    container:                                 # run in a container (podman/docker on the worker)
+      image: localhost/etl:1.4                 # required
+      command: "etl --since yesterday"         # run with /bin/sh -c in the image, or
+      args: [etl, --since, yesterday]          # exec directly (neither: the image's own command)
+      env: {STAGE: prod}                       # env_secret works too: only inside the container
+      workdir: /work
+      user: "1000:1000"
+      network: none                            # default; host or a named network if the worker allows
+      cpu: 0.5                                 # CPUs
+      memory: 256Mi                            # MiB (256) or a size (256Mi, 1Gi)
+      pids: 64                                 # at most 64 processes
+      read_only: true                          # read-only root filesystem (default true)
+      mounts: [{source: /srv/in, target: /in}, {source: /srv/out, target: /out, read_only: false}]
+                                               # host paths the worker allowlists
+      pull: never                              # never (default) | if-missing, if the worker allows
+
 Map values (labels, env, headers) and argv items may be numbers or booleans; they are sent as text.
 A file may hold one document, a list of them, or several YAML documents (see ``schedctl``).
 """
@@ -82,7 +98,7 @@ from schedd_proto import scheduler_pb2 as pb
 from .documents import DocumentError, Limits, build_all, load_documents
 from .errors import ValidationError, brief, clip
 
-__all__ = ["job_spec", "spec_from_dict", "spec_to_dict", "parse_duration", "job_specs_from_bytes",
+__all__ = ["job_spec", "container_handler", "container_to_dict", "spec_from_dict", "spec_to_dict", "parse_duration", "job_specs_from_bytes",
            "INT32_MIN", "INT32_MAX"]
 
 # the integer fields of a JobSpec (priority, max_attempts, limits, counts) are int32
@@ -91,7 +107,7 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 _DOC_KEYS: tuple[str, ...] = (
     "name", "team", "schedule", "timezone", "tz", "description", "labels", "paused", "priority",
     "pool", "worker_labels", "overlap", "catchup", "delivery", "timeout", "history_limit", "retry",
-    "command", "argv", "workdir", "env", "inherit_env", "http", "python",
+    "command", "argv", "workdir", "env", "inherit_env", "http", "python", "container",
 )  # fmt: skip
 _DOC_KEYS += ("dst_gap", "dst_fold", "sla", "env_secret", "limits")
 _DOC_KEYS += ("max_active", "queue_limit", "concurrency_key", "concurrency_limit", "catchup_window",
@@ -104,6 +120,9 @@ _RETRY_KEYS = ("max_attempts", "initial_backoff", "max_backoff", "multiplier")
 _SLA_KEYS = ("within", "by", "timezone", "webhook")
 _HTTP_KEYS = ("url", "method", "headers", "body", "insecure_skip_verify")
 _PYTHON_KEYS = ("name", "args")
+_CONTAINER_KEYS = ("image", "command", "args", "env", "workdir", "user", "network", "cpu", "memory", "pids",
+                   "read_only", "mounts", "pull")
+_MOUNT_KEYS = ("source", "target", "read_only")
 _LIMIT_KEYS = ("memory_mb", "cpu_seconds", "open_files", "processes")
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h|d)")
@@ -178,10 +197,14 @@ def job_spec(
     history_max_age: float | str = 0,
     env_secret: Mapping[str, str] | None = None,
     limits: pb.ResourceLimits | Mapping[str, float] | None = None,
+    container: pb.ContainerHandler | Mapping[str, Any] | None = None,
 ) -> pb.JobSpec:
     """A ``JobSpec`` with exactly one handler: ``command=`` or ``argv=`` (with optional ``workdir``,
     ``env`` and ``inherit_env``, the worker variables the job may see besides PATH, HOME, LANG), ``http_url=`` (with ``http_method``, ``http_headers``, ``http_body``), or
-    ``python=`` (a handler name registered with the worker API; ``python_args`` is any JSON value).
+    ``python=`` (a handler name registered with the worker API; ``python_args`` is any JSON value),
+    or ``container=`` (a ``ContainerHandler`` or a mapping of its fields: image, command or args,
+    env, workdir, user, network, cpu, memory as MiB or "64Mi"/"1Gi", pids, read_only, mounts as
+    mappings of source, target, read_only, pull; needs a cluster at feature level 6).
 
     ``timeout`` is seconds or a duration text ("5m"). Empty ``schedule`` means on demand.
     ``dst_gap`` (shift | skip) and ``dst_fold`` (first | last | both) are the schedule's DST
@@ -195,12 +218,13 @@ def job_spec(
     left at their zero value take the server's defaults. Raises ``ValidationError`` for a missing
     or ambiguous handler or a bad duration; the rest is validated by the server.
     """
-    given = {"command": command, "argv": argv, "http": http_url, "python": python}
+    given = {"command": command, "argv": argv, "http": http_url, "python": python, "container": container}
     chosen = [kind for kind, value in given.items() if value is not None]
     if len(chosen) != 1:
         problem = "no handler" if not chosen else f"more than one handler ({', '.join(chosen)})"
         raise ValidationError(
-            f"job {brief(name)}: {problem}: give exactly one of command, argv, http (http_url) or python"
+            f"job {brief(name)}: {problem}: give exactly one of command, argv, http (http_url), python "
+            "or container"
         )
     if (workdir or env or inherit_env) and command is None and argv is None:
         raise ValidationError(f"job {brief(name)}: workdir, env and inherit_env apply to command/argv "
@@ -213,6 +237,8 @@ def job_spec(
                 inherit_env=list(inherit_env or ()),
             )
         )
+    elif container is not None:
+        handler = pb.Handler(container=container_handler(container, f"job {brief(name)}: container"))
     elif http_url is not None:
         handler = pb.Handler(
             http=pb.HttpHandler(
@@ -270,6 +296,69 @@ def job_spec(
         raise ValidationError(f"job {brief(name)}: {clip(str(err), 160)}") from None
 
 
+def container_handler(value: pb.ContainerHandler | Mapping[str, Any], label: str = "container") -> pb.ContainerHandler:
+    """A ``ContainerHandler`` from itself or a mapping of its fields (a job document's
+    ``container:`` block): numbers in env are sent as text, ``memory`` as text ("64" is MiB),
+    ``mounts`` as mappings. The server checks the values (schedd.core.model.container_spec)."""
+    if isinstance(value, pb.ContainerHandler):
+        return value
+    r = _Reader(_mapping(value, label), label, _CONTAINER_KEYS)
+    memory = r.doc.get("memory")
+    if isinstance(memory, bool) or not isinstance(memory, (str, int, float, type(None))):
+        raise r._wrong("memory", "MiB (a number) or a size like 64Mi")
+    fields: dict[str, Any] = {
+        "image": r.text("image", required=True), "command": r.text("command"),
+        "args": r.text_list("args") if r.doc.get("args") is not None else [],
+        "env": r.text_map("env"), "workdir": r.text("workdir"), "user": r.text("user"),
+        "network": r.text("network"), "cpu": r.number("cpu"),
+        "memory": "" if memory is None else _plain_text(memory), "pids": r.integer("pids"),
+        "pull": r.text("pull"), "mounts": [_mount(m, f"{label}: mounts") for m in _list(r.doc.get("mounts"), label)],
+    }
+    if r.doc.get("read_only") is not None:
+        fields["read_only"] = r.flag("read_only")
+    return pb.ContainerHandler(**fields)
+
+
+def _list(value: Any, label: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValidationError(f"{label}: 'mounts' must be a list, got {_type_name(value)}")
+    return value
+
+
+def _mount(value: Any, label: str) -> pb.ContainerMount:
+    r = _Reader(_mapping(value, label), label, _MOUNT_KEYS)
+    mount = pb.ContainerMount(source=r.text("source", required=True), target=r.text("target", required=True))
+    if r.doc.get("read_only") is not None:
+        mount.read_only = r.flag("read_only")
+    return mount
+
+
+def _plain_text(value: str | float) -> str:
+    return str(int(value)) if isinstance(value, float) and value == int(value) else str(value)
+
+
+def container_to_dict(c: pb.ContainerHandler) -> dict[str, Any]:
+    """The ``container:`` block of a job document for ``c`` (zero values left out)."""
+    doc: dict[str, Any] = {"image": c.image}
+    for key in ("command", "workdir", "user", "network", "memory", "pids", "pull"):
+        if getattr(c, key):
+            doc[key] = getattr(c, key)
+    if c.args:
+        doc["args"] = list(c.args)
+    if c.env:
+        doc["env"] = dict(c.env)
+    if c.cpu:
+        doc["cpu"] = _plain_number(c.cpu)
+    if c.HasField("read_only"):
+        doc["read_only"] = c.read_only
+    if c.mounts:
+        doc["mounts"] = [{"source": m.source, "target": m.target,
+                          **({"read_only": m.read_only} if m.HasField("read_only") else {})} for m in c.mounts]
+    return doc
+
+
 def _sla_spec(name: str, sla: pb.SlaSpec | Mapping[str, Any] | None) -> pb.SlaSpec | None:
     if sla is None or isinstance(sla, pb.SlaSpec):
         return sla
@@ -312,6 +401,8 @@ def spec_from_dict(doc: Mapping[str, Any]) -> pb.JobSpec:
     if "python" in doc:
         p = r.section("python", _PYTHON_KEYS)
         handler.update(python=p.text("name", required=True), python_args=p.doc.get("args"))
+    if "container" in doc:
+        handler.update(container=container_handler(doc["container"], f"{label}: container"))
 
     retry = None
     if doc.get("retry") is not None:
@@ -430,6 +521,8 @@ def spec_to_dict(spec: pb.JobSpec) -> dict[str, Any]:
         doc["python"] = {"name": spec.handler.python.name}
         if spec.handler.python.args_json:
             doc["python"]["args"] = json.loads(spec.handler.python.args_json)
+    elif kind == "container":
+        doc["container"] = container_to_dict(spec.handler.container)
     if spec.HasField("retry"):
         retry = {
             "max_attempts": spec.retry.max_attempts,

@@ -56,15 +56,64 @@ class PythonHandler(_message.Message):
     args_json: str
     def __init__(self, name: _Optional[str] = ..., args_json: _Optional[str] = ...) -> None: ...
 
+class ContainerHandler(_message.Message):
+    __slots__ = ("image", "command", "args", "env", "workdir", "user", "network", "cpu", "memory", "pids", "read_only", "mounts", "pull")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    CPU_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    PIDS_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    MOUNTS_FIELD_NUMBER: _ClassVar[int]
+    PULL_FIELD_NUMBER: _ClassVar[int]
+    image: str
+    command: str
+    args: _containers.RepeatedScalarFieldContainer[str]
+    env: _containers.ScalarMap[str, str]
+    workdir: str
+    user: str
+    network: str
+    cpu: float
+    memory: str
+    pids: int
+    read_only: bool
+    mounts: _containers.RepeatedCompositeFieldContainer[ContainerMount]
+    pull: str
+    def __init__(self, image: _Optional[str] = ..., command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., workdir: _Optional[str] = ..., user: _Optional[str] = ..., network: _Optional[str] = ..., cpu: _Optional[float] = ..., memory: _Optional[str] = ..., pids: _Optional[int] = ..., read_only: _Optional[bool] = ..., mounts: _Optional[_Iterable[_Union[ContainerMount, _Mapping]]] = ..., pull: _Optional[str] = ...) -> None: ...
+
+class ContainerMount(_message.Message):
+    __slots__ = ("source", "target", "read_only")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    target: str
+    read_only: bool
+    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., read_only: _Optional[bool] = ...) -> None: ...
+
 class Handler(_message.Message):
-    __slots__ = ("shell", "http", "python")
+    __slots__ = ("shell", "http", "python", "container")
     SHELL_FIELD_NUMBER: _ClassVar[int]
     HTTP_FIELD_NUMBER: _ClassVar[int]
     PYTHON_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_FIELD_NUMBER: _ClassVar[int]
     shell: ShellHandler
     http: HttpHandler
     python: PythonHandler
-    def __init__(self, shell: _Optional[_Union[ShellHandler, _Mapping]] = ..., http: _Optional[_Union[HttpHandler, _Mapping]] = ..., python: _Optional[_Union[PythonHandler, _Mapping]] = ...) -> None: ...
+    container: ContainerHandler
+    def __init__(self, shell: _Optional[_Union[ShellHandler, _Mapping]] = ..., http: _Optional[_Union[HttpHandler, _Mapping]] = ..., python: _Optional[_Union[PythonHandler, _Mapping]] = ..., container: _Optional[_Union[ContainerHandler, _Mapping]] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
     __slots__ = ("max_attempts", "initial_backoff_seconds", "max_backoff_seconds", "multiplier")
@@ -538,7 +587,7 @@ class CancelExecutionRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class WorkerHello(_message.Message):
-    __slots__ = ("name", "slots", "pool", "labels", "running_tokens", "version", "max_term_seen", "incarnation", "batches", "ahead", "counts_reads")
+    __slots__ = ("name", "slots", "pool", "labels", "running_tokens", "version", "max_term_seen", "incarnation", "batches", "ahead", "counts_reads", "handlers")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -557,6 +606,7 @@ class WorkerHello(_message.Message):
     BATCHES_FIELD_NUMBER: _ClassVar[int]
     AHEAD_FIELD_NUMBER: _ClassVar[int]
     COUNTS_READS_FIELD_NUMBER: _ClassVar[int]
+    HANDLERS_FIELD_NUMBER: _ClassVar[int]
     name: str
     slots: int
     pool: str
@@ -568,7 +618,8 @@ class WorkerHello(_message.Message):
     batches: bool
     ahead: int
     counts_reads: bool
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., running_tokens: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., max_term_seen: _Optional[int] = ..., incarnation: _Optional[str] = ..., batches: _Optional[bool] = ..., ahead: _Optional[int] = ..., counts_reads: _Optional[bool] = ...) -> None: ...
+    handlers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., running_tokens: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., max_term_seen: _Optional[int] = ..., incarnation: _Optional[str] = ..., batches: _Optional[bool] = ..., ahead: _Optional[int] = ..., counts_reads: _Optional[bool] = ..., handlers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("running_tokens", "draining", "messages_read")

@@ -13,7 +13,7 @@ import grpc
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from schedd.api import auth, convert
-from schedd.api.service import CommittingService, Router, routed
+from schedd.api.service import CommittingService, Router, routed, spec_levels
 from schedd.core import commands as C
 from schedd.core import dags as D
 from schedd.core import sla as S
@@ -91,7 +91,8 @@ class DagsService(CommittingService, dpb_grpc.DagsServicer):
             C.encode(C.DAG_PUT, rid="x", now=0, term=0, spec=text, name=spec["name"])
         except C.EntryTooLarge as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"DAG too large: {e}")
-        result = await self._commit(context, C.DAG_PUT, request.request_id, spec=text, name=spec["name"])
+        result = await self._commit(context, C.DAG_PUT, request.request_id, spec=text, name=spec["name"],
+                                    **spec_levels(spec["tasks"]))
         return dpb.PutDagResponse(dag=await self._dag_or_abort(context, spec["name"]),
                                   created=bool(result.get("created")))
 

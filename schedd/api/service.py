@@ -40,13 +40,13 @@ from schedd.core import batches as B
 from schedd.core.audit import short_history
 from schedd.core import commands as C
 from schedd.core import ledger
-from schedd.core.features import FeatureUnavailable, refusal
+from schedd.core.features import FeatureUnavailable, behind_message, refusal
 from schedd.core import schedule as sched
 from schedd.core.policy import BACKFILL, QUOTA_KINDS, quota_limit
 from schedd.core.results import ApplyResult, Code
 from schedd.core.state import MAX_BACKFILL_PER_ENTRY, UNAUDITED, schedule_of
 from schedd.core.model import (
-    EXECUTION_STATES, ValidationError, canonical_spec, parse_execution_id,
+    EXECUTION_STATES, ValidationError, canonical_spec, parse_execution_id, spec_level,
 )
 from schedd.leader.assigner import DispatchLoad, overload_warning
 from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode, ReadUnconfirmed
@@ -128,6 +128,20 @@ def _stored_secrets_of(node: RaftNode) -> Callable[[str], dict[str, dict]]:
             job = node.state.jobs.get(name)
             return stored_secrets(job.spec_dict()) if job is not None else {}
     return stored
+
+
+def spec_levels(specs: Iterable[dict]) -> dict[str, int]:
+    """The `fl` to stamp on an entry that carries these canonical specs: {} when their entry
+    kind's own level is enough, {"fl": 5} when one has a container handler (an older build would
+    refuse it as invalid: schedd.core.features Level 5)."""
+    level = max((spec_level(d) for d in specs), default=1)
+    return {"fl": level} if level > 1 else {}
+
+
+def _spec_refusal(kind: str, args: Mapping[str, Any], cluster_level: int) -> str | None:
+    """Why an entry must not be proposed yet because of what it carries (its `fl`)."""
+    needed = args.get("fl", 1)
+    return behind_message(kind, needed, cluster_level) if needed > cluster_level else None
 
 
 def _canonical_batch(specs: Sequence[pb.JobSpec], stored_of: Callable[[str], dict[str, dict]],
@@ -317,7 +331,7 @@ class CommittingService:
         NotApplied or OutcomeUnknown (see schedd.replication.node for what each says), or
         FeatureUnavailable (a kind above the cluster's feature level: nothing is proposed)."""
         state = self.node.state
-        why = refusal(state.features, state.feature_level, kind)
+        why = refusal(state.features, state.feature_level, kind) or _spec_refusal(kind, args, state.feature_level)
         if why is not None:
             raise FeatureUnavailable(why)
         info = auth.current()
@@ -438,7 +452,8 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, over)
         result = await self._commit(context, C.PUT, request.request_id, spec=text,
                                     name=spec["name"], create_only=request.create_only,
-                                    expected_version=request.expected_version, team_cap=cap)
+                                    expected_version=request.expected_version, team_cap=cap,
+                                    **spec_levels([spec]))
         return pb.PutJobResponse(job=await self._job_or_abort(context, spec["name"]),
                                  created=bool(result.get("created")), version=int(result.get("version", 0)))
 
@@ -478,7 +493,7 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         except ValueError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         result = await self._put_batch(context, rid, [text for _, text in checked], create_only=request.create_only,
-                                       team_cap=limits.max_jobs_per_team)
+                                       team_cap=limits.max_jobs_per_team, **spec_levels(d for d, _ in checked))
         return pb.PutJobsResponse(created=result.get("created", 0), updated=result.get("updated", 0))
 
     async def _put_batch(self, context: CallContext, rid: str, texts: list[str],
@@ -501,8 +516,11 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
                 result = await self._propose(context, C.PUT_MANY, rid, batch=batch, specs=texts, **common)
             else:
                 firsts = list(itertools.accumulate((len(c) for c in chunks), initial=1))
+                level = common.pop("fl", None)      # a stage carries the specs; the commit none
+                stage_level = {"fl": level} if level else {}
                 *staged, outcome = await asyncio.gather(*(
-                    self._propose(context, C.BATCH_STAGE, "", batch=batch, seq=i, first=firsts[i], specs=chunk)
+                    self._propose(context, C.BATCH_STAGE, "", batch=batch, seq=i, first=firsts[i], specs=chunk,
+                                  **stage_level)
                     for i, chunk in enumerate(chunks)), self._propose(
                     context, C.BATCH_COMMIT, rid, batch=batch, chunks=len(chunks), jobs=len(texts), **common),
                     return_exceptions=True)

@@ -118,7 +118,9 @@ def encode(kind: str, *, rid: str, now: int, term: int, by: str = "", **args: An
         raise ValueError(f"unknown entry kind {kind!r}")
     body = {"v": VERSION, "k": kind, "rid": rid, "now": int(now), "term": int(term), "by": by}
     body.update(args)
-    level = _level_needed(kind)
+    # A proposer may ask for more than the kind's level (`fl` in args: what the entry carries
+    # needs it, e.g. a container spec in a `put`); never less.
+    level = max(_level_needed(kind), int(args.get("fl", 1)))
     if level > 1:                # level-1 entries encode as they did before feature levels
         body["fl"] = level
     text = json.dumps(body, separators=(",", ":"), sort_keys=True)

@@ -294,16 +294,154 @@ def _inherit_env(body: dict[str, Any]) -> list[str]:
     return sorted(set(names))
 
 
+HANDLER_KINDS = ("shell", "http", "python", "container")
+CONTAINER_FEATURE_LEVEL = 6          # schedd.core.features Level 6: entries carrying one say fl=6
+IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$")
+USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,31})?$")
+NETWORK_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+PATH_RE = re.compile(r"^/[^\x00,:]{0,1023}$")
+SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?)?B?\s*$", re.IGNORECASE)
+PULL_POLICIES = ("never", "if-missing")
+MAX_MOUNTS = 16
+MAX_CONTAINER_MEMORY_MIB = 1 << 20       # 1 TiB
+MIN_CONTAINER_MEMORY_MIB = 6             # podman's and docker's floor
+_MIB_PER = {"": 1.0, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2}
+
+
+def memory_mib(value: Any) -> int:
+    """A container's memory limit in MiB: a number is MiB; a size ("64Mi", "1Gi", "512M") has a
+    binary unit (M and Mi alike: what podman's own --memory reads). Whole MiB only, so a worker
+    and a reader see the same number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValidationError("container memory must be MiB (a number) or a size like 64Mi or 1Gi")
+    m = SIZE_RE.match(str(value))
+    if not m:
+        raise ValidationError(f"container memory {value!r}: use MiB (64) or a size (64Mi, 1Gi)")
+    mib = float(m.group(1)) * _MIB_PER[(m.group(2) or "")[:1].upper()]
+    if mib != int(mib):
+        raise ValidationError(f"container memory {value!r} is not a whole number of MiB")
+    if not MIN_CONTAINER_MEMORY_MIB <= mib <= MAX_CONTAINER_MEMORY_MIB:
+        raise ValidationError(f"container memory must be between {MIN_CONTAINER_MEMORY_MIB}Mi and "
+                              f"{MAX_CONTAINER_MEMORY_MIB}Mi, got {int(mib)}Mi")
+    return int(mib)
+
+
+def _path(body: dict[str, Any], key: str, what: str) -> str:
+    value = _str(body, key, 1024)
+    if not PATH_RE.match(value) or "/../" in value + "/" or value.endswith("/.."):
+        raise ValidationError(f"{what} must be an absolute path without ',', ':' or '..', got {value!r}")
+    return value
+
+
+def _flag(body: dict[str, Any], key: str, default: bool) -> bool:
+    value = body.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ValidationError(f"container {key} must be true or false")
+    return value
+
+
+def _mounts(body: dict[str, Any]) -> list[dict[str, Any]]:
+    mounts = body.get("mounts") or []
+    if not isinstance(mounts, list) or not all(isinstance(m, dict) for m in mounts):
+        raise ValidationError("container mounts must be a list of {source, target, read_only}")
+    if len(mounts) > MAX_MOUNTS:
+        raise ValidationError(f"container has {len(mounts)} mounts, at most {MAX_MOUNTS}")
+    out = []
+    for m in mounts:
+        unknown = sorted(set(m) - {"source", "target", "read_only"})
+        if unknown:
+            raise ValidationError(f"unknown container mount field {unknown[0]!r}")
+        target = _path(m, "target", "a mount's target")
+        if target == "/":
+            raise ValidationError("a mount's target cannot be /")
+        out.append({"source": _path(m, "source", "a mount's source"), "target": target,
+                    "read_only": _flag(m, "read_only", True)})
+    return out
+
+
+def _container_command(body: dict[str, Any], out: dict[str, Any]) -> None:
+    command = _str(body, "command", MAX_COMMAND_BYTES)
+    args = body.get("args") or []
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ValidationError("container args must be a list of strings")
+    if command and args:
+        raise ValidationError("a container handler takes a command (run with /bin/sh -c) or args, not both")
+    if sum(len(a.encode()) for a in args) > MAX_COMMAND_BYTES:
+        raise ValidationError(f"container args are too long (at most {MAX_COMMAND_BYTES} bytes)")
+    if command:
+        out["command"] = command
+    elif args:
+        out["args"] = list(args)
+
+
+def container_spec(body: dict[str, Any]) -> dict[str, Any]:
+    """The canonical container handler. Every value that reaches the engine's command line is
+    checked here (an image or path that starts with '-' or holds ',' would be read as an
+    option), and the defaults are written out (network none, read-only root, pull never), so a
+    reader sees what the worker will do. What a worker permits (networks, mounts, pulls) is its
+    own config's, checked when it runs the attempt."""
+    image = _str(body, "image", 512)
+    if not image:
+        raise ValidationError("a container handler needs an image")
+    if not IMAGE_RE.match(image):
+        raise ValidationError(f"bad container image {image!r}")
+    out: dict[str, Any] = {"image": image}
+    _container_command(body, out)
+    env = _str_map(body, "env", ENV_NAME_RE)
+    if env:
+        out["env"] = env
+    if body.get("workdir"):
+        out["workdir"] = _path(body, "workdir", "container workdir")
+    user = _str(body, "user", 64)
+    if user and not USER_RE.match(user):
+        raise ValidationError(f"bad container user {user!r}: use name or uid, optionally :group")
+    if user:
+        out["user"] = user
+    network = _str(body, "network", 64) or "none"
+    if not NETWORK_RE.match(network):
+        raise ValidationError(f"bad container network {network!r}: none, host or a network's name")
+    out["network"] = network
+    if body.get("cpu"):
+        out["cpu"] = _number(body, "cpu", 0.01, 1024, integer=False)
+    if body.get("memory"):
+        out["memory"] = f"{memory_mib(body['memory'])}Mi"
+    if body.get("pids"):
+        out["pids"] = _number(body, "pids", 1, 1_000_000, integer=True)
+    out["read_only"] = _flag(body, "read_only", True)
+    mounts = _mounts(body)
+    if mounts:
+        out["mounts"] = mounts
+    pull = _str(body, "pull", 16) or "never"
+    if pull not in PULL_POLICIES:
+        raise ValidationError(f"container pull must be one of {', '.join(PULL_POLICIES)}, got {pull!r}")
+    out["pull"] = pull
+    return out
+
+
+def spec_level(spec: dict[str, Any]) -> int:
+    """The feature level a canonical job or DAG-task spec needs beyond its entry kind's: a
+    container handler is level 6 (an older build refuses it as invalid, so a replica of that
+    build would diverge)."""
+    handler = spec.get("handler")
+    return CONTAINER_FEATURE_LEVEL if isinstance(handler, dict) and "container" in handler else 1
+
+
 def _handler(d: dict[str, Any]) -> dict[str, Any]:
     h = d.get("handler") or {}
     if not isinstance(h, dict):
         raise ValidationError("handler must be an object")
-    kinds = [k for k in ("shell", "http", "python") if h.get(k)]
+    kinds = [k for k in HANDLER_KINDS if h.get(k)]
     if len(kinds) != 1:
-        raise ValidationError("a job needs exactly one handler: shell (command or argv), http (url) "
-                              "or python (name)")
+        raise ValidationError("a job needs exactly one handler: shell (command or argv), http (url), "
+                              "python (name) or container (image)")
     kind = kinds[0]
     body = h[kind]
+    if not isinstance(body, dict):
+        raise ValidationError(f"handler {kind} must be an object")
+    if kind == "container":
+        return {"container": container_spec(body)}
     if kind == "shell":
         command = _str(body, "command", MAX_COMMAND_BYTES)
         argv = body.get("argv") or []
@@ -620,11 +758,11 @@ def mask_secret(version: int) -> str:
 
 
 def check_secret_names(names: Any, *, handler_kind: str) -> None:
-    """The names of a job's secret env: what a shell or Python handler may be given."""
+    """The names of a job's secret env: what a shell, Python or container handler may be given."""
     if not names:
         return
-    if handler_kind not in ("shell", "python"):
-        raise ValidationError("env_secret applies to shell (command/argv) and python handlers only")
+    if handler_kind not in ("shell", "python", "container"):
+        raise ValidationError("env_secret applies to shell (command/argv), python and container handlers only")
     if len(names) > MAX_MAP_ENTRIES:
         raise ValidationError(f"env_secret has {len(names)} entries, at most {MAX_MAP_ENTRIES}")
     for n in names:

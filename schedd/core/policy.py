@@ -36,6 +36,11 @@ BACKFILL = "backfill"
 QUOTA_KINDS = ("team", "pool", "lane")
 
 
+def _handler_kind(spec: dict[str, Any]) -> str:
+    handler = spec.get("handler")
+    return next(iter(handler), "") if isinstance(handler, dict) else ""
+
+
 @dataclass(slots=True, frozen=True)
 class JobPolicy:
     overlap: str = "allow"
@@ -54,6 +59,7 @@ class JobPolicy:
     pool: str = ""
     max_age_ms: int = 0
     worker_labels: tuple[tuple[str, str], ...] = ()   # a worker must carry all of them (sorted)
+    handler: str = "shell"            # its handler's kind: a worker must advertise it (container)
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> JobPolicy:
@@ -72,7 +78,8 @@ class JobPolicy:
                    team=spec.get("team") or "default",
                    pool=spec.get("pool") or "",
                    max_age_ms=_ms(spec.get("history_max_age_seconds")),
-                   worker_labels=tuple(sorted((spec.get("worker_labels") or {}).items())))
+                   worker_labels=tuple(sorted((spec.get("worker_labels") or {}).items())),
+                   handler=_handler_kind(spec))
 
     @property
     def active_limit(self) -> int:

@@ -210,7 +210,10 @@ class SchedulerState(Tables):
             if sub is None or sub.kind not in C.GROUPABLE:
                 parts.append(reject(Code.INVALID, f"entry kind {getattr(sub, 'kind', '?')!r} cannot be grouped"))
                 continue
-            parts.append(self._apply_command(sub, index))
+            # Each grouped entry is gated like an entry of its own: one may need a higher level
+            # than the group's (a `put` of a container spec says fl=6; the group says 3).
+            refused = self._feature_gate(sub)
+            parts.append(refused if refused is not None else self._apply_command(sub, index))
         return ok(parts=tuple(parts), effects=tuple(e for part in parts for e in part.effects))
 
     def _apply_command(self, cmd: C.Command, index: int) -> ApplyResult:

@@ -278,7 +278,8 @@ class Assigner:
             free = max(0, c.free_slots())
             if free > 0 or ahead > 0:
                 serves = None if c.principal is None else partial(_may_serve, c.principal, c.pool)
-                out.append(Capacity(c.name, free, c.pool, c.labels, len(c.running) + c.reserved, serves, ahead))
+                out.append(Capacity(c.name, free, c.pool, c.labels, len(c.running) + c.reserved, serves, ahead,
+                                    c.kinds))
         return out
 
     def _ahead_ms(self, workers: list[Capacity]) -> int:
@@ -332,7 +333,7 @@ class Assigner:
             limit = SURVEY_LIMIT if survey else 0 if full else SCAN_LIMIT
             pace = Pace(self.lookahead_ms, full=full, catchup_rate=self.catchup_rate,
                         catchup_next_ms=self._catchup_next_ms, workers=bool(self.hub.conns), scan_limit=limit,
-                        ahead_ms=ahead_ms)
+                        ahead_ms=ahead_ms, kinds=frozenset().union(*(c.kinds for c in self.hub.conns.values())))
             d = decide(self.view, now, workers, in_flight, pace, items)
             claims = [(c, self._specs.get(c.row)) for c in d.claims]
             spent_ms = (time.perf_counter() - started) * 1000

@@ -62,11 +62,21 @@ class Pace:
     scan_limit: int = 0               # look at most at this many runs (0 = no limit)
     ahead_ms: int = 0                 # runs due by now + this may be claimed into workers' ahead
                                       # queues (Capacity.ahead); 0: only within the lookahead
+    kinds: frozenset[str] | None = None   # handler kinds some connected worker runs (None: any)
 
     @property
     def horizon_ms(self) -> int:
         """How far ahead a run may be claimed at all."""
         return max(self.lookahead_ms, self.ahead_ms)
+
+
+# What a worker that sends no handler list (WorkerHello.handlers, older than containers) runs.
+OLD_WORKER_KINDS = frozenset({"shell", "http", "python", "sensor"})
+
+
+def worker_kinds(advertised: Sequence[str]) -> frozenset[str]:
+    """The handler kinds a worker runs, from its hello: an empty list is an older worker's."""
+    return frozenset(advertised) if advertised else OLD_WORKER_KINDS
 
 
 @dataclass(slots=True, frozen=True)
@@ -81,12 +91,15 @@ class Capacity:
     serves: Callable[[str], bool] | None = None    # team -> its token may serve it (None: any)
     ahead: int = 0                                 # more, once the free slots are taken: the
                                                    # worker holds them until due and a slot is free
+    kinds: frozenset[str] = OLD_WORKER_KINDS       # handler kinds it runs (WorkerHello.handlers)
 
     def takes(self, policy: JobPolicy) -> bool:
         """Whether this worker may run an attempt of a job with `policy` (pool, labels, team)."""
         if policy.pool and self.pool != policy.pool:
             return False
         if any(self.labels.get(k) != v for k, v in policy.worker_labels):
+            return False
+        if policy.handler and policy.handler not in self.kinds:
             return False
         return self.serves is None or self.serves(policy.team)
 
@@ -145,7 +158,17 @@ def in_due_order(view: StateView, now: int, lookahead_ms: int, claiming: Mapping
         yield due, ex, job
 
 
-def _no_worker_reason(policy: JobPolicy) -> str:
+def _unrunnable(policy: JobPolicy, kinds: frozenset[str] | None) -> str | None:
+    """Why no connected worker could ever run it (its handler kind), or None."""
+    if policy.handler and kinds is not None and policy.handler not in kinds:
+        return f"waiting: no worker can run {policy.handler} jobs"
+    return None
+
+
+def _no_worker_reason(policy: JobPolicy, kinds: frozenset[str] | None = None) -> str:
+    unrunnable = _unrunnable(policy, kinds)
+    if unrunnable:
+        return unrunnable
     where = [f"in pool {policy.pool!r}"] if policy.pool else []
     where += [f"with labels {','.join(f'{k}={v}' for k, v in policy.worker_labels)}"] \
         if policy.worker_labels else []
@@ -245,7 +268,7 @@ def decide(view: StateView, now: int, workers: Sequence[Capacity] | int, in_flig
             continue
         if not slots.usable(slot):
             d.waiting[(name, t)] = ("waiting: no worker is connected" if not pace.workers
-                                    else "waiting for a free worker slot")
+                                    else _unrunnable(policy, pace.kinds) or "waiting for a free worker slot")
             continue
         catchup = ex.trigger == "catchup" and not ex.attempts
         if catchup and now < d.catchup_next_ms:
@@ -253,7 +276,7 @@ def decide(view: StateView, now: int, workers: Sequence[Capacity] | int, in_flig
             continue
         worker = slots.place(policy, slot)
         if worker is None:          # no free worker may run it: it waits, the runs behind it don't
-            d.waiting[(name, t)] = _no_worker_reason(policy)
+            d.waiting[(name, t)] = _no_worker_reason(policy, pace.kinds)
             continue
         if catchup:
             d.catchup_next_ms = now + 1000 / pace.catchup_rate

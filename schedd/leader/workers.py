@@ -42,6 +42,7 @@ import grpc
 from schedd.core import acl as A
 from schedd.core.model import ValidationError, parse_execution_id
 from schedd.core.view import StateView
+from schedd.leader.assignment import OLD_WORKER_KINDS, worker_kinds
 from schedd.replication.node import RaftNode
 from schedd.settings import Limits
 from schedd.ports.clock import Clock
@@ -91,6 +92,7 @@ class WorkerConn:
     read: int = 0                 # ... as of the last heartbeat read
     listed_ms: int = 0            # when a list of the tokens it holds (hello, heartbeat) was last read
     why: str = ""                 # why this node ended the stream (stepped down, stopping): its status
+    kinds: frozenset[str] = OLD_WORKER_KINDS   # handler kinds it runs (WorkerHello.handlers)
 
     @property
     def token(self) -> str | None:
@@ -376,7 +378,8 @@ class WorkerHub(pb_grpc.WorkersServicer):
                           incarnation=hello.incarnation[:64],
                           principal=principal,
                           batches=hello.batches, ahead=max(0, min(hello.ahead, MAX_AHEAD)),
-                          counts_reads=hello.counts_reads, listed_ms=now)
+                          counts_reads=hello.counts_reads, listed_ms=now,
+                          kinds=worker_kinds(hello.handlers))
         self.conns[hello.name] = conn
         self._adopt(conn, hello.running_tokens, now)
         log.info("worker %s connected from %s: %d slots (+%d ahead), pool %r, running %d", conn.name,

@@ -29,7 +29,8 @@ def test_every_kind_is_registered_at_exactly_one_level() -> None:
     assert F.FEATURES.level_of(C.AUDIT_NOTE) == 2 and F.FEATURES.level_of(C.MEMBERS) == 2
     assert F.FEATURES.level_of(C.START_MANY) == F.FEATURES.level_of(C.FINISH_MANY) == 3
     assert F.FEATURES.levels[3].kinds == ()     # level 4: snapshot format 6 only
-    assert F.FEATURES.max_level == 5 and F.FEATURES.levels[4].kinds == ()     # level 5: audit errors limited
+    assert F.FEATURES.max_level == 6 and F.FEATURES.levels[4].kinds == ()     # level 5: audit errors limited
+    assert F.FEATURES.levels[5].kinds == ()                                     # level 6: container specs (fl)
     assert F.FEATURES.snapshot_formats()[:4] == (1, 2, 3, 4)
     assert sorted(F.FEATURES.snapshot_formats()) == sorted(f[1] for f in READABLE_FORMATS), \
         "register a new snapshot format in schedd/core/features.py at a new level"

@@ -213,9 +213,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if isolation.policy.mapped:
         log.info("jobs run as: %s; other teams are refused", ", ".join(
             f"{t} -> {u.user} (uid {u.uid})" for t, u in sorted(isolation.policy.teams.items())))
+    containers = _containers(args, cfg, name, log)
     runtime = WorkerRuntime(cluster, name=name, slots=args.slots, ahead=args.ahead, pool=args.pool,
                             labels=args.labels, drain_grace_s=args.drain_grace, http=http,
-                            hooks=configure_worker(name), isolation=isolation, security=security)
+                            hooks=configure_worker(name), isolation=isolation, security=security,
+                            containers=containers)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -248,6 +250,30 @@ def cmd_worker(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _containers(args: argparse.Namespace, cfg: WorkerConfig | None, name: str, log: logging.Logger):
+    """The container config this worker runs with after the start-up probe, or None (off, or
+    no working engine/runtime: it then does not advertise "container" and gets no such job).
+    Containers left by an earlier run of this worker (same name) are removed first."""
+    import dataclasses
+    from schedd_worker.handlers.container import ContainerConfig, cgroup_v1_root, probe, sweep
+    base = cfg.container if cfg is not None else ContainerConfig()
+    choice = args.container_runtime or (cfg.container_runtime if cfg is not None else "auto")
+    if choice == "off":
+        log.info("container jobs: off")
+        return None
+    base = dataclasses.replace(base, engine=args.container_engine or base.engine, worker=name,
+                               runtime="" if choice == "auto" else choice, cgroup_root=cgroup_v1_root())
+    found = probe(base)
+    if found.config is None:
+        log.warning("container jobs: off: %s", found.why)
+        return None
+    sweep(found.config)
+    log.info("container jobs: %s, runtime %s, networks none%s, %d mount rule(s), pull %s", found.config.engine,
+             found.config.runtime or "default", "".join(f", {n}" for n in found.config.networks),
+             len(found.config.mounts), found.config.pull)
+    return found.config
 
 
 def add_arguments(w: argparse.ArgumentParser) -> None:
@@ -290,6 +316,11 @@ def add_arguments(w: argparse.ArgumentParser) -> None:
     w.add_argument("--token", default=None, metavar="TOKEN",
                    help="worker token <accessor>.<secret> (default: $SCHEDD_TOKEN; prefer the variable: "
                         "a command line is visible to other users)")
+    w.add_argument("--container-runtime", default=None, metavar="RUNTIME",
+                   help="container jobs: auto (default: the engine's runtime, else runc, probed at "
+                        "start), off (this worker runs none), or a runtime's name (runc, crun) to force")
+    w.add_argument("--container-engine", choices=("podman", "docker"), default=None,
+                   help="the container CLI (default podman; docker takes the same arguments)")
     w.add_argument("--allow-root", action="store_true", default=None,
                    help="run even as root without team mappings (jobs then run as root too); "
                         "refused otherwise")

@@ -20,6 +20,14 @@ key or a wrong type is an error naming it, and nothing starts.
     umask = "0077"                  # of launched jobs (default: 0077 for mapped teams)
     cgroup = "auto"                 # auto | off | /sys/fs/cgroup/<delegated directory>
 
+    [container]                     # container jobs (schedd_worker.handlers.container)
+    engine = "podman"               # podman (default) | docker
+    runtime = "auto"                # auto (the engine's default, then runc) | off | runc | crun ...
+    networks = ["host"]             # allowed besides "none" (default: none only)
+    mounts = [{ path = "/srv/data" }, { path = "/srv/out", rw = true }]   # bind-mount sources allowed
+    pull = "never"                  # never (default) | if-missing: the most a job may ask
+    ulimits = ["nofile=1024:1024", "nproc=1024:1024"]   # runc needs limits below the hard ones
+
     [isolation.teams.payments]      # see schedd_worker.isolation
     user = "payments-jobs"
     group = "payments"
@@ -36,13 +44,16 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
+from schedd_worker.handlers.container import DEFAULT_ULIMITS, ContainerConfig, MountRule
 from schedd_worker.isolation import IsolationError, IsolationPolicy, TeamUser, resolve_user
 
 __all__ = ["WorkerConfig", "ConfigError", "load_config", "parse_config"]
 
 _TOP = {"cluster": (str, list), "name": (str,), "slots": (int,), "ahead": (int,), "pool": (str,), "labels": (dict,),
         "drain_grace": (int, float), "allow_root": (bool,), "http": (dict,),
-        "isolation": (dict,)}
+        "isolation": (dict,), "container": (dict,)}
+_CONTAINER = {"engine": (str,), "runtime": (str,), "networks": (list,), "mounts": (list,), "pull": (str,),
+              "ulimits": (list,)}
 _HTTP = {"allow": (list,), "deny": (list,), "keep_bytes": (int,)}
 _ISOLATION = {"allow_root_jobs": (bool,), "umask": (str,), "cgroup": (str,), "teams": (dict,)}
 _TEAM = {"user": (str, int), "group": (str, int), "groups": (list,), "workdir_root": (str,),
@@ -59,6 +70,8 @@ class WorkerConfig:
     values: dict[str, Any] = field(default_factory=dict)     # top-level and http_* keys
     isolation: IsolationPolicy = field(default_factory=IsolationPolicy)
     cgroup: str = "auto"
+    container: ContainerConfig = field(default_factory=ContainerConfig)
+    container_runtime: str = "auto"           # auto | off | a runtime's name
 
 
 def _check(table: dict, allowed: dict, where: str) -> None:
@@ -152,7 +165,33 @@ def parse_config(text: str, where: str = "config") -> WorkerConfig:
                              allow_root_jobs=allow_root_jobs,
                              umask=_umask(iso["umask"], f"{where}.isolation.umask")
                              if "umask" in iso else None)
-    return WorkerConfig(values=values, isolation=policy, cgroup=iso.get("cgroup", "auto") or "auto")
+    box = d.get("container", {})
+    _check(box, _CONTAINER, f"{where}.container")
+    return WorkerConfig(values=values, isolation=policy, cgroup=iso.get("cgroup", "auto") or "auto",
+                        container=_container(box, f"{where}.container"),
+                        container_runtime=box.get("runtime", "auto") or "auto")
+
+
+def _container(box: dict, where: str) -> ContainerConfig:
+    engine = box.get("engine", "podman")
+    if engine not in ("podman", "docker"):
+        raise ConfigError(f"{where}.engine: podman or docker, got {engine!r}")
+    pull = box.get("pull", "never")
+    if pull not in ("never", "if-missing"):
+        raise ConfigError(f"{where}.pull: never or if-missing, got {pull!r}")
+    mounts = []
+    for i, m in enumerate(box.get("mounts", [])):
+        mw = f"{where}.mounts[{i}]"
+        if not isinstance(m, dict):
+            raise ConfigError(f"{mw}: expected a table {{ path = \"/srv/data\", rw = false }}")
+        _check(m, {"path": (str,), "rw": (bool,)}, mw)
+        if not m.get("path", "").startswith("/"):
+            raise ConfigError(f"{mw}.path: an absolute path")
+        mounts.append(MountRule(m["path"], m.get("rw", False)))
+    return ContainerConfig(engine=engine, networks=tuple(_strings(box.get("networks", []), f"{where}.networks")),
+                           mounts=tuple(mounts), pull=pull,
+                           ulimits=tuple(_strings(box["ulimits"], f"{where}.ulimits")) if "ulimits" in box
+                           else DEFAULT_ULIMITS)
 
 
 def load_config(path: str) -> WorkerConfig:

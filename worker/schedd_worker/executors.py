@@ -29,6 +29,7 @@ from schedd_worker.handlers.base import (CANCELLED, ERROR_MAX_BYTES, FAILED, HTT
                                          OUTPUT_TAIL_BYTES, SUCCEEDED, TIMED_OUT, Assignment,
                                          Handler, HttpOptions, Result, Stop, bound_error,
                                          contract_env, format_rfc3339)
+from schedd_worker.handlers.container import ContainerConfig, ContainerHandler
 from schedd_worker.handlers.http import HttpHandler
 from schedd_worker.handlers.python import Call, HandlerContext, PythonHandler, PythonHandlers
 from schedd_worker.handlers.python import finish as finish_python, prepare as prepare_python
@@ -133,11 +134,17 @@ def outcome(r: Result, started_ms: int, ended_ms: int) -> Outcome:
 
 
 def handlers_for(python_handlers: PythonHandlers | None, http: HttpOptions,
-                 isolation: Isolation = NO_ISOLATION) -> dict[str, Handler]:
-    """Every handler kind by its key in the job's handler object, configured for this worker."""
+                 isolation: Isolation = NO_ISOLATION,
+                 containers: ContainerConfig | None = None) -> dict[str, Handler]:
+    """Every handler kind by its key in the job's handler object, configured for this worker
+    (its keys are the kinds it advertises: WorkerHello.handlers). `containers`: the config
+    the start-up probe found working (schedd_worker.handlers.container), None: no containers."""
     shell, web = ShellHandler(isolation.policy, isolation.cgroups), HttpHandler(http)
-    return {"shell": shell, "http": web, "python": PythonHandler(python_handlers),
-            "sensor": SensorHandler(shell, web)}
+    kinds: dict[str, Handler] = {"shell": shell, "http": web, "python": PythonHandler(python_handlers),
+                                 "sensor": SensorHandler(shell, web)}
+    if containers is not None:
+        kinds["container"] = ContainerHandler(containers)
+    return kinds
 
 
 async def _dispatch(a: Assignment, cancel: asyncio.Event | None,
@@ -145,7 +152,7 @@ async def _dispatch(a: Assignment, cancel: asyncio.Event | None,
                     isolation: Isolation, kinds: Mapping[str, Handler] | None) -> Result:
     h = a.handler if isinstance(a.handler, Mapping) else {}
     kinds = kinds if kinds is not None else handlers_for(handlers, http, isolation)
-    kind = next((k for k in ("shell", "http", "python", "sensor") if h.get(k)), "")
+    kind = next((k for k in ("shell", "http", "python", "container", "sensor") if h.get(k)), "")
     why = isolation.policy.refusal(a.team, kind)
     if why:                                       # an unmapped team, or Python for a mapped one
         return Result(FAILED, error=why)
@@ -154,11 +161,14 @@ async def _dispatch(a: Assignment, cancel: asyncio.Event | None,
     stop = Stop(cancel, loop.time() + timeout if timeout > 0 else None, grace)
     if h.get("sensor") and len(h) == 1:           # a DAG sensor (it checks its own spec)
         return await kinds["sensor"].run(a, h["sensor"], stop)
-    kinds_given = [k for k in ("shell", "http", "python") if h.get(k)]
+    kinds_given = [k for k in ("shell", "http", "python", "container") if h.get(k)]
     if len(kinds_given) != 1:
         return Result(FAILED, error=f"unsupported handler: expected exactly one of shell, http, "
-                                     f"python; got {sorted(h) if h else 'nothing'}")
+                                     f"python, container; got {sorted(h) if h else 'nothing'}")
     kind = kinds_given[0]
+    if kind not in kinds:
+        return Result(FAILED, error=f"this worker cannot run {kind} jobs (no working container runtime "
+                                     "or containers disabled)")
     spec = h[kind]
     if not isinstance(spec, Mapping):
         return Result(FAILED, error=f"{kind} handler must be an object")

@@ -114,6 +114,7 @@ from schedd_worker import executors
 from schedd_worker.executors import (NO_ISOLATION, Assignment, Call, HttpOptions, Isolation, Outcome,
                                      PythonHandlers)
 from schedd_worker.handlers.base import Cancel
+from schedd_worker.handlers.container import ContainerConfig
 from schedd_worker.timers import DEFAULT_AHEAD, QuietCollector, Timer
 from schedd_worker.hooks import NO_HOOKS, WorkerHooks
 
@@ -333,7 +334,7 @@ class WorkerRuntime:
                  http: HttpOptions = HttpOptions(), hooks: WorkerHooks = NO_HOOKS,
                  isolation: Isolation = NO_ISOLATION, security: Security | None = None,
                  token: str | None = None, ahead: int = DEFAULT_AHEAD,
-                 result_hold_s: float = RESULT_HOLD_S) -> None:
+                 result_hold_s: float = RESULT_HOLD_S, containers: ContainerConfig | None = None) -> None:
         if isinstance(cluster, str):
             cluster = [cluster]
         self.cluster = [a.strip() for a in cluster if a and a.strip()]
@@ -381,7 +382,7 @@ class WorkerRuntime:
         self._flush: asyncio.TimerHandle | None = None
         self._timer = Timer(now_ms, self._on_due,   # every waiting attempt, one loop timer
                             now_s=time.time if now_ms is _wall_ms else None)
-        self._kinds = executors.handlers_for(python_handlers, http, isolation)   # built once
+        self._kinds = executors.handlers_for(python_handlers, http, isolation, containers)   # built once
         self._gc = QuietCollector()                # full collections between due instants
         self._unacked: dict[int, _Unacked] = {}
         self._all_acked = asyncio.Event()
@@ -619,7 +620,7 @@ class WorkerRuntime:
             name=self.name, slots=self.slots, pool=self.pool, labels=self.labels,
             running_tokens=sorted(self._attempts), version=self.version,
             max_term_seen=self.max_term_seen, incarnation=self.incarnation, batches=True,
-            ahead=self.ahead, counts_reads=True))
+            ahead=self.ahead, counts_reads=True, handlers=sorted(self._kinds)))
 
     async def _session(self, addr: str) -> None:
         """One stream: hello, Welcome, then serve it until it ends (raises when it fails)."""

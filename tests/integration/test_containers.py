@@ -1,0 +1,157 @@
+"""Container jobs end to end (schedd_worker.handlers.container), on a real 3-node cluster and real
+worker processes running rootful podman: output and exit codes, timeout, cancel, an OOM kill and
+a pids limit reported as such, network none, secret env only inside the container (never on a
+command line), routing (never to a worker with containers off), and a worker SIGKILLed mid-run:
+its container removed within the lease by the watchdog, the retry on a new fencing token.
+
+The image is built offline (tests/support/containers.py); without podman the tests are skipped
+with a loud reason (CI installs it: .ci/run)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import signal
+
+import pytest
+
+from schedd.ports.fakes import wait_until
+from schedd_client import job_spec
+from tests.support.cluster import finished, workers_of
+from tests.support.containers import containers
+
+pytestmark = pytest.mark.integration
+
+LEASE_MS = 3000
+
+
+def start(cluster_factory, *workers: tuple[str, tuple[str, ...]]):
+    c = cluster_factory(size=3, scheduler={"lease_ms": LEASE_MS})
+    c.start()
+    c.wait_leader(timeout=60)
+    for name, args in workers:
+        c.start_worker(name, slots=4, drain_grace_s=5, extra_args=args)
+    client = c.client(timeout=30)
+    wait_until(lambda: sorted(workers_of(c)) == sorted(n for n, _ in workers), timeout=60,
+               what="workers to connect")
+    wait_until(lambda: feature_level(c) >= 6, timeout=60, what="the cluster at feature level 6")
+    return c, client
+
+
+def feature_level(c) -> int:
+    from schedd_proto import scheduler_pb2 as pb
+    from schedd_proto import scheduler_pb2_grpc as pb_grpc
+    with c.channel(c.leader() or "n1") as ch:
+        return int(pb_grpc.ClusterStub(ch).Status(pb.ClusterStatusRequest(), timeout=5).feature_level)
+
+
+def box(image: str, **kw) -> dict:
+    return {"image": image, **kw}
+
+
+def run(client, name: str, timeout: float = 90):
+    eid = client.trigger_job(name).id
+    return wait_until(lambda: finished(client, eid), timeout=timeout, what=f"{name} to finish")
+
+
+def cmdlines() -> list[bytes]:
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    out.append(f.read())
+            except OSError:
+                pass
+    return out
+
+
+def test_container_jobs_end_to_end(cluster_factory, container_image):
+    image = container_image
+    c, client = start(cluster_factory, ("plain", ("--container-runtime", "off")))
+
+    # routing: with only a worker that has containers off, a container job waits and says why
+    client.put_job(job_spec("hello", container=box(image, command='echo "hi from $SCHEDD_EXECUTION_ID"; id -u')))
+    eid = client.trigger_job("hello").id
+    ex = wait_until(lambda: (e := client.get_execution(eid)).reason and e, timeout=30, what="a waiting reason")
+    assert ex.state == "SCHEDULED" and ex.reason == "waiting: no worker can run container jobs", ex
+    assert not ex.attempts
+
+    c.start_worker("boxes", slots=4, drain_grace_s=5)
+    ex = wait_until(lambda: finished(client, eid), timeout=90, what="hello to run on the container worker")
+    assert ex.state == "SUCCEEDED" and ex.attempts[0].worker == "boxes", ex
+    assert f"hi from {eid}" in ex.attempts[0].output_tail and ex.attempts[0].exit_code == 0
+
+    client.put_job(job_spec("fails", container=box(image, args=["sh", "-c", "echo bad >&2; exit 7"])))
+    ex = run(client, "fails")
+    assert ex.state == "FAILED" and ex.attempts[0].exit_code == 7 and "bad" in ex.attempts[0].output_tail
+    assert ex.attempts[0].error == "exit status 7"
+
+    client.put_job(job_spec("slow", timeout=2, container=box(image, command="echo started; sleep 600")))
+    ex = run(client, "slow")
+    assert ex.state == "TIMED_OUT" and "timed out after 2s" in ex.attempts[0].error, ex
+    assert "started" in ex.attempts[0].output_tail
+    assert not containers(f"label=schedd.execution={ex.id}"), "the timed-out container was not removed"
+
+    client.put_job(job_spec("long", container=box(image, command="sleep 600")))
+    eid = client.trigger_job("long").id
+    wait_until(lambda: containers(f"label=schedd.execution={eid}", "status=running"), timeout=60,
+               what="long's container to run")
+    assert client.cancel_execution(eid).cancel_requested
+    ex = wait_until(lambda: finished(client, eid), timeout=60, what="the cancel")
+    assert ex.state == "CANCELLED" and ex.attempts[0].state == "CANCELLED"
+    assert not containers(f"label=schedd.execution={eid}")
+
+    client.put_job(job_spec("hog", container=box(image, memory="64Mi",
+                                                   command='x=$(yes | head -c 300000000); echo survived')))
+    ex = run(client, "hog")
+    assert ex.state == "FAILED" and ex.attempts[0].error == "killed: out of memory (limit 64 MiB)", ex
+    assert "survived" not in ex.attempts[0].output_tail
+
+    client.put_job(job_spec("forks", container=box(image, pids=5,
+                                                     command="for i in $(seq 20); do sleep 5 & done; wait")))
+    ex = run(client, "forks")
+    assert ex.state == "FAILED" and "can't fork" in ex.attempts[0].output_tail, ex
+
+    port = c.nodes[c.leader()].grpc.rpartition(":")[2]
+    client.put_job(job_spec("offline", container=box(
+        image, command=f"if nc -w 2 127.0.0.1 {port} </dev/null; then echo reached; else echo unreachable; fi")))
+    ex = run(client, "offline")
+    assert ex.state == "SUCCEEDED" and "unreachable" in ex.attempts[0].output_tail, ex
+
+    secret = f"pw-{secrets.token_hex(12)}"
+    client.put_job(job_spec("secret", env_secret={"DB_PASSWORD": secret}, container=box(
+        image, command='printf %s "$DB_PASSWORD" | sha256sum; echo waiting; sleep 3')))
+    eid = client.trigger_job("secret").id
+    wait_until(lambda: containers(f"label=schedd.execution={eid}", "status=running"), timeout=60,
+               what="secret's container to run")
+    assert not any(secret.encode() in line for line in cmdlines()), "the secret is on a command line"
+    ex = wait_until(lambda: finished(client, eid), timeout=60, what="secret to finish")
+    assert ex.state == "SUCCEEDED" and hashlib.sha256(secret.encode()).hexdigest() in ex.attempts[0].output_tail
+
+    # nothing ran on the worker with containers off, and nothing is left behind
+    runs = [e for job in ("hello", "fails", "slow", "long", "hog", "forks", "offline", "secret")
+            for e in client.list_executions(job)]
+    assert all(a.worker == "boxes" for e in runs for a in e.attempts)
+    assert not containers("label=schedd.worker=boxes")
+
+
+def test_worker_killed_mid_run_its_container_goes_and_the_retry_has_a_new_token(cluster_factory,
+                                                                                container_image):
+    c, client = start(cluster_factory, ("w1", ()))
+    client.put_job(job_spec("victim", retry={"max_attempts": 3, "initial_backoff_seconds": 1}, container=box(
+        container_image, command='echo "token $SCHEDD_FENCING_TOKEN"; [ "$SCHEDD_ATTEMPT" = 1 ] && sleep 600; echo done')))
+    eid = client.trigger_job("victim").id
+    running = wait_until(lambda: containers(f"label=schedd.execution={eid}", "status=running"), timeout=60,
+                         what="the container to run")
+    c.workers["w1"].proc.send_signal(signal.SIGKILL)
+    c.workers["w1"].proc.wait(timeout=30)
+    wait_until(lambda: not containers(f"name={running[0]}"), timeout=LEASE_MS / 1000, interval=0.1,
+               what="the dead worker's container to be removed within the lease")
+    c.start_worker("w2", slots=2, drain_grace_s=5)
+    ex = wait_until(lambda: finished(client, eid), timeout=90, what="the retry to finish on w2")
+    assert ex.state == "SUCCEEDED", ex
+    first, last = ex.attempts[0], ex.attempts[-1]
+    assert first.state == "LOST" and first.worker == "w1" and last.worker == "w2"
+    assert last.fencing_token > first.fencing_token and f"token {last.fencing_token}" in last.output_tail

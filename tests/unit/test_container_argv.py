@@ -1,0 +1,87 @@
+"""The container handler's pure parts (schedd_worker.handlers.container): the engine command
+line of an attempt, the env file, and what the worker's config refuses."""
+
+from __future__ import annotations
+
+import pytest
+
+from schedd.core.model import validate_spec
+from schedd_worker.config import ConfigError, parse_config
+from schedd_worker.handlers.base import Assignment
+from schedd_worker.handlers.container import (ContainerConfig, MountRule, env_file, refusal, run_argv)
+
+IMAGE = "localhost/schedd-test-busybox:latest"
+
+
+def spec(**kw) -> dict:
+    return validate_spec({"name": "c1", "handler": {"container": {"image": IMAGE, **kw}}})["handler"]["container"]
+
+
+def attempt(**kw) -> Assignment:
+    return Assignment("c1@2027-01-15T08:00:00Z", "c1", 1_800_000_000_000, 2, 77, {}, **kw)
+
+
+CFG = ContainerConfig(worker="w1", networks=("host",), mounts=(MountRule("/srv/in"), MountRule("/srv/out", rw=True)))
+
+
+def test_the_argv_of_a_full_spec() -> None:
+    s = spec(command="echo hi", memory="1Gi", cpu=0.5, pids=10, user="1000", workdir="/w",
+             mounts=[{"source": "/srv/in/a", "target": "/in"}, {"source": "/srv/out", "target": "/out", "read_only": False}])
+    argv = run_argv(attempt(), s, CFG, "schedd-77-abc", 9, "/schedd-attempt-77")
+    assert argv[:4] == ["podman", "run", "--name", "schedd-77-abc"]
+    text = " ".join(argv)
+    for part in ("--env-file /dev/fd/9", "--label schedd.execution=c1@2027-01-15T08:00:00Z",
+                 "--label schedd.fencing=77", "--label schedd.worker=w1", "--network none", "--pull never",
+                 "--cgroup-parent /schedd-attempt-77", "--ulimit nofile=1024:1024", "--ulimit nproc=1024:1024",
+                 "--read-only", "--memory 1024m --memory-swap 1024m", "--cpus 0.5", "--pids-limit 10",
+                 "--user 1000", "--workdir /w",
+                 "--mount type=bind,source=/srv/in/a,target=/in,readonly=true",
+                 "--mount type=bind,source=/srv/out,target=/out,readonly=false"):
+        assert part in text, part
+    assert argv[-5:] == ["--entrypoint", "/bin/sh", IMAGE, "-c", "echo hi"]
+
+
+def test_args_run_without_a_shell_and_defaults_are_minimal() -> None:
+    argv = run_argv(attempt(), spec(args=["echo", "a b"], read_only=False), ContainerConfig(engine="docker"), "n", 5)
+    assert argv[0] == "docker" and argv[-3:] == [IMAGE, "echo", "a b"]
+    assert "--read-only" not in argv and "--memory" not in argv and "--cgroup-parent" not in argv
+    assert run_argv(attempt(), spec(), ContainerConfig(runtime="runc"), "n", 5)[:3] == ["podman", "--runtime", "runc"]
+
+
+def test_no_env_value_is_on_the_command_line_they_go_in_the_env_file() -> None:
+    a = attempt(secret_env={"TOKEN": "hunter2"})
+    s = spec(env={"STAGE": "prod"})
+    assert not any("hunter2" in x or "prod" in x for x in run_argv(a, s, CFG, "n", 5))
+    text = env_file(a, s)
+    assert isinstance(text, bytes)
+    lines = text.decode().splitlines()
+    assert "TOKEN=hunter2" in lines and "STAGE=prod" in lines and "SCHEDD_FENCING_TOKEN=77" in lines
+    assert "SCHEDD_EXECUTION_ID=c1@2027-01-15T08:00:00Z" in lines and "SCHEDD_ATTEMPT=2" in lines
+    assert "line break" in str(env_file(attempt(secret_env={"K": "a\nb"}), s))
+
+
+@pytest.mark.parametrize(("given", "why"), [
+    ({}, ""),
+    ({"network": "host"}, ""),
+    ({"network": "backend"}, "network 'backend' is not allowed on this worker (allowed: none, host)"),
+    ({"pull": "if-missing"}, "pull 'if-missing' is not allowed"),
+    ({"mounts": [{"source": "/srv/in/x", "target": "/in"}]}, ""),
+    ({"mounts": [{"source": "/srv/inside", "target": "/in"}]}, "not under a path this worker allows"),
+    ({"mounts": [{"source": "/etc", "target": "/in"}]}, "not under a path this worker allows"),
+    ({"mounts": [{"source": "/srv/in", "target": "/in", "read_only": False}]}, "read-only only"),
+    ({"mounts": [{"source": "/srv/out/x", "target": "/o", "read_only": False}]}, ""),
+])
+def test_the_workers_config_decides_networks_mounts_and_pulls(given: dict, why: str) -> None:
+    got = refusal(spec(**given), CFG)
+    assert (why in got and bool(got)) if why else got == ""
+
+
+def test_the_container_section_of_the_worker_config() -> None:
+    cfg = parse_config('[container]\nengine = "docker"\nruntime = "off"\nnetworks = ["host"]\n'
+                       'mounts = [{ path = "/srv/in" }, { path = "/srv/out", rw = true }]\npull = "if-missing"\n')
+    assert cfg.container_runtime == "off" and cfg.container.engine == "docker" and cfg.container.pull == "if-missing"
+    assert cfg.container.mounts == (MountRule("/srv/in"), MountRule("/srv/out", True))
+    for bad, msg in (('engine = "lxc"', "podman or docker"), ('pull = "always"', "never or if-missing"),
+                     ('mounts = [{ path = "rel" }]', "absolute path"), ('nets = []', "unknown key")):
+        with pytest.raises(ConfigError, match=msg):
+            parse_config(f"[container]\n{bad}\n")
