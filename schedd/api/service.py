@@ -891,7 +891,8 @@ class ClusterService(pb_grpc.ClusterServicer):
             term=st.term, commit_index=st.commit_index, applied_index=st.applied_index,
             lag=max(0, st.leader_commit_index - st.applied_index), has_quorum=st.has_quorum,
             state_hash=state_hash, uptime_seconds=st.uptime_s, leader_epoch=epoch,
-            state_digest=digest, digest_index=digest_index, accepts_pings_ms=self.accepts_pings_ms)
+            state_digest=digest, digest_index=digest_index, accepts_pings_ms=self.accepts_pings_ms,
+            leader_grpc_address=self.node.membership.grpc_of_raft(st.leader) if st.leader else "")
         for key, value in node_membership(self.node).items():
             if isinstance(value, list):
                 getattr(info, key).extend(value)

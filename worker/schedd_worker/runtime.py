@@ -310,9 +310,13 @@ class _Probes:
                     self.old.add(addr)
                 else:                             # the node we asked is the one that answers
                     pings = 0 < info.accepts_pings_ms <= KEEPALIVE_MS
-                    return (_Answer(addr, info.term, pings=pings, took_credential=True) if info.role == "leader" else
-                            _Answer(term=info.term, why=f"{addr}: {info.role or '?'} in term {info.term}",
-                                    took_credential=True))
+                    if info.role == "leader":
+                        return _Answer(addr, info.term, pings=pings, took_credential=True)
+                    if info.leader_grpc_address:   # a follower names its leader (maybe one we never knew)
+                        return _Answer(WorkerRuntime._dialable(info.leader_grpc_address, addr), info.term,
+                                       took_credential=True)
+                    return _Answer(term=info.term, why=f"{addr}: {info.role or '?'} in term {info.term}",
+                                   took_credential=True)
             st = await stub.Status(pb.ClusterStatusRequest(), timeout=STATUS_TIMEOUT_S)
         except grpc.aio.AioRpcError as e:
             return _Answer(why=f"{addr}: {_describe(e)}", refused=e if _refusal(e) else None)
