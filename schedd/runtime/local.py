@@ -7,6 +7,12 @@ worker, and a schedctl context file (0600) holding the addresses, the admin's ce
 the token, so `export SCHEDD_CONTEXT=...` is all a second terminal needs. With --data-dir the
 credentials are kept beside the data and reused on the next start.
 
+Started as root, its worker runs each team's jobs as a uid of the team's own from
+`schedd_worker.uids.DEFAULT_UID_RANGE` (never as root: no --allow-root), with the team's working
+folders in a temporary directory of their own (the data dir is 0700: a team's uid could not reach
+a folder inside it), removed on exit; started as anyone else, every job runs as that user, and it
+says so.
+
 Ctrl-C, SIGTERM or SIGHUP stops every node (SIGTERM, then SIGKILL after a grace) and removes the
 temporary data folder (a --data-dir given by the user is kept). That folder holds the CA key, the
 cluster secret and both tokens, so its removal must survive every way out: a closed stdout
@@ -34,6 +40,7 @@ from pathlib import Path
 
 from schedd.runtime.cluster import ADMIN_TOKEN_FILE, LocalCluster, ports_free
 from schedd_client import Client, SchedError, job_spec
+from schedd_worker.uids import DEFAULT_UID_RANGE
 
 DEMO_JOB = "demo"
 LOCAL_WORKER = "local-worker"
@@ -167,6 +174,7 @@ def _run(out: Exit, root: Path, *, nodes: int, base_port: int, demo: bool, fsync
         base_port = 0
     cluster = LocalCluster(root, size=nodes, base_port=base_port, fsync=fsync, acl=True, tls=True)
     client: Client | None = None
+    stack = contextlib.ExitStack()        # the jobs' folder, removed after the worker stopped
     try:
         cluster.start()
         out.say(f"schedd local: starting {nodes} node(s) on 127.0.0.1 (TLS, access control on), "
@@ -175,11 +183,12 @@ def _run(out: Exit, root: Path, *, nodes: int, base_port: int, demo: bool, fsync
         worker_token = _credentials(cluster)
         context = cluster.write_context(root / CONTEXT_FILE)
         client = cluster.client(timeout=30)
-        cluster.start_worker(LOCAL_WORKER, slots=LOCAL_WORKER_SLOTS, token=worker_token)
+        jobs = _start_worker(cluster, worker_token, stack)
         if demo:
             _create_demo(client)
         out.starting = False
         _banner(out, cluster, leader, demo, context, temp)
+        out.say(_who_runs_jobs(jobs))
         _watch(out, cluster, client)
         return 0
     except Interrupted:
@@ -194,7 +203,32 @@ def _run(out: Exit, root: Path, *, nodes: int, base_port: int, demo: bool, fsync
             if client is not None:
                 client.close()
         finally:
-            cluster.stop()
+            with stack:
+                cluster.stop()
+
+
+def _start_worker(cluster: LocalCluster, token: str, stack: contextlib.ExitStack) -> Path | None:
+    """The local worker; as root, with a uid per team and their folders in a fresh directory
+    (returned; removed by `stack`), else as this user (None)."""
+    if os.geteuid() != 0:
+        cluster.start_worker(LOCAL_WORKER, slots=LOCAL_WORKER_SLOTS, token=token)
+        return None
+    jobs = Path(tempfile.mkdtemp(prefix="schedd-local-jobs-"))
+    stack.callback(shutil.rmtree, jobs, ignore_errors=True)
+    jobs.chmod(0o711)                     # the teams' uids traverse it to their own folder
+    cluster.start_worker(LOCAL_WORKER, slots=LOCAL_WORKER_SLOTS, token=token,
+                         uid_range=DEFAULT_UID_RANGE, state_dir=jobs)
+    return jobs
+
+
+def _who_runs_jobs(jobs: Path | None) -> str:
+    if jobs is None:
+        return (f"Jobs run as your user (uid {os.geteuid()}), all of them: any job can read the "
+                "others' environment and files. Start it as root for a uid per team, or use "
+                "container jobs.\n")
+    first, last = DEFAULT_UID_RANGE
+    return (f"Jobs run as uids {first}-{last}, one per team (never root); each team's working "
+            f"folder is in {jobs / 'work'}.\n")
 
 
 def _watch(out: Exit, cluster: LocalCluster, client: Client) -> None:

@@ -179,3 +179,31 @@ def test_a_team_runs_as_its_uid_in_its_own_private_folder(traversable):
     assert "refused" in out.output_tail and "no-list" in out.output_tail
     out = run("a", "pwd", workdir="../b")
     assert out.state == FAILED and "outside the team's workdir_root" in out.error
+
+
+@needs_root
+@pytest.mark.parametrize("undumpable", [False, True])
+def test_a_non_dumpable_worker_hides_its_environment_from_its_own_uid(undumpable):
+    """The laptop case: a job runs as the worker's own uid. Non-dumpable, the worker's
+    /proc/<pid>/environ (its token) is root's; the control (dumpable) shows the job could read it."""
+    import subprocess
+    import sys
+    uid = 61998
+    # Started as root (the interpreter lives under /root), then the worker's uid; a uid change
+    # clears the dumpable flag, so the control sets it back first.
+    code = ("import ctypes, os, time\n"
+            "from schedd_worker import caps\n"
+            f"os.setgroups([]); os.setgid({uid}); os.setuid({uid})\n"
+            "ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)\n"
+            f"{'caps.make_undumpable()' if undumpable else ''}\n"
+            "print('ready', flush=True); time.sleep(60)\n")
+    worker = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "SCHEDD_TOKEN": "w.hidden"})
+    try:
+        assert worker.stdout.readline().strip() == "ready"
+        job = subprocess.run(["cat", f"/proc/{worker.pid}/environ"], user=uid, group=uid,
+                             extra_groups=[], capture_output=True, timeout=30)
+        assert (b"SCHEDD_TOKEN=w.hidden" in job.stdout) is (not undumpable), job
+    finally:
+        worker.kill()
+        worker.wait(timeout=30)
