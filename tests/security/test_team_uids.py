@@ -114,6 +114,15 @@ def test_a_non_root_worker_warns_and_refuses_when_isolation_is_required(tmp_path
     assert "uid 1000" in cli.separation(1000, IsolationPolicy(), can_switch=False)
 
 
+def test_a_non_root_worker_says_once_that_jobs_share_its_uid(tmp_path, caplog):
+    """It starts (and here stops at its missing CA file, before connecting) after one WARNING."""
+    missing = str(tmp_path / "missing-ca.pem")
+    with caplog.at_level("WARNING", logger="schedd.worker"):
+        assert cli.main(["--cluster", "127.0.0.1:1", "--ca", missing], euid=1000) == 2
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "uid 1000" in warned[0] and "container jobs" in warned[0], warned
+
+
 def test_a_root_worker_without_range_or_mapping_still_refuses(capsys):
     assert cli.main(["--cluster", "127.0.0.1:1"], euid=0) == 2
     assert "--uid-range" in capsys.readouterr().err

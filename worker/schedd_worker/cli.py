@@ -268,7 +268,6 @@ def cmd_worker(args: argparse.Namespace, *, euid: int | None = None) -> int:
     log = logging.getLogger("schedd.worker")
     # Before gRPC or anything else starts a thread: capabilities are per thread.
     isolation = _isolation(policy, cfg.cgroup if cfg is not None else "off", euid)
-    _undumpable(log)
     if shared:
         log.warning("jobs are not isolated from each other: %s", shared)
     _quiet_grpc_fork()
@@ -311,6 +310,7 @@ def cmd_worker(args: argparse.Namespace, *, euid: int | None = None) -> int:
                  http.policy.describe())
         await runtime.run(stop)
 
+    _undumpable(log)          # before the first job can run
     code = 0
     try:
         asyncio.run(main())   # not uvloop: see the module doc
