@@ -20,7 +20,7 @@ import pytest
 
 from schedd.ports.fakes import wait_until
 from schedd_client import Client, job_spec
-from tests.support.cluster import finished
+from tests.support.cluster import finished, stop_local
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0, reason="schedd local isolates jobs only as root")]
@@ -119,12 +119,7 @@ def test_schedd_local_as_root_runs_each_team_as_its_own_uid(tmp_path: Path) -> N
     finally:
         if client is not None:
             client.close()
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_local(proc, timeout=90)
         for pid in held:                 # the worker stopped their groups; this is a backstop
             try:
                 os.killpg(pid, signal.SIGKILL)

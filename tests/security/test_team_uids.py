@@ -8,9 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import stat
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from schedd_worker.executors import FAILED, SUCCEEDED, Assignment, Isolation, ex
 from schedd_worker.handlers.shell import job_environment
 from schedd_worker.isolation import IsolationPolicy, TeamUser
 from schedd_worker.uids import STATE_FILE, TeamUids, UidError, parse_range
+from tests.support.users import reachable_scratch
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown, setuid)")
 
@@ -153,13 +152,8 @@ def test_the_worker_secrets_never_reach_a_job_environment():
 
 @pytest.fixture
 def traversable():
-    """A state dir outside pytest's 0700 tmp tree, which a team's uid could not traverse."""
-    d = Path(tempfile.mkdtemp(prefix="schedd-uids-"))
-    d.chmod(0o755)
-    try:
+    with reachable_scratch("schedd-uids-") as d:
         yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 @needs_root
