@@ -28,6 +28,7 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import tomllib
@@ -45,6 +46,7 @@ from schedd_worker.uids import DEFAULT_UID_RANGE
 DEMO_JOB = "demo"
 LOCAL_WORKER = "local-worker"
 LOCAL_WORKER_SLOTS = 4
+LOCAL_DRAIN_S = 5.0                 # at exit, running jobs get this long before they are cancelled
 DEMO_SCHEDULE = "@every 5s"
 PROGRESS_POLL_S = 1.0               # how often the progress is looked at: the first success shows at once,
 PROGRESS_EVERY_S = 10.0             # ...after it, a changed line is printed at most this often
@@ -204,20 +206,35 @@ def _run(out: Exit, root: Path, *, nodes: int, base_port: int, demo: bool, fsync
                 client.close()
         finally:
             with stack:
+                _stop_worker(cluster)
                 cluster.stop()
+
+
+def _stop_worker(cluster: LocalCluster) -> None:
+    """Drain the worker (SIGTERM): it cancels what still runs after its grace and kills those
+    process groups. The SIGKILL of `cluster.stop()` alone would leave running jobs behind, in a
+    jobs' folder about to be removed."""
+    w = cluster.workers.get(LOCAL_WORKER)
+    proc = w.running() if w is not None else None
+    if proc is None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):     # then cluster.stop() kills it
+        proc.wait(timeout=LOCAL_DRAIN_S + 15)
 
 
 def _start_worker(cluster: LocalCluster, token: str, stack: contextlib.ExitStack) -> Path | None:
     """The local worker; as root, with a uid per team and their folders in a fresh directory
     (returned; removed by `stack`), else as this user (None)."""
     if os.geteuid() != 0:
-        cluster.start_worker(LOCAL_WORKER, slots=LOCAL_WORKER_SLOTS, token=token)
+        cluster.start_worker(LOCAL_WORKER, slots=LOCAL_WORKER_SLOTS, token=token,
+                             drain_grace_s=LOCAL_DRAIN_S)
         return None
     jobs = Path(tempfile.mkdtemp(prefix="schedd-local-jobs-"))
     stack.callback(shutil.rmtree, jobs, ignore_errors=True)
     jobs.chmod(0o711)                     # the teams' uids traverse it to their own folder
     cluster.start_worker(LOCAL_WORKER, slots=LOCAL_WORKER_SLOTS, token=token,
-                         uid_range=DEFAULT_UID_RANGE, state_dir=jobs)
+                         drain_grace_s=LOCAL_DRAIN_S, uid_range=DEFAULT_UID_RANGE, state_dir=jobs)
     return jobs
 
 

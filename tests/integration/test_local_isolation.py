@@ -71,7 +71,8 @@ def test_schedd_local_as_root_runs_each_team_as_its_own_uid(tmp_path: Path) -> N
         proc = subprocess.Popen([sys.executable, "-m", "schedd", "local", "--data-dir", str(data),
                                  "--base-port", "0", "--no-demo"], stdout=out,
                                 stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    held: list[int] = []
+    tag = secrets.token_hex(4)
+    marks = {team: f"marker-{team}-{tag}" for team in ("alpha", "beta")}
     client = None
     try:
         wait_until(lambda: "Jobs run as uids" in log.read_text(), timeout=120,
@@ -84,8 +85,6 @@ def test_schedd_local_as_root_runs_each_team_as_its_own_uid(tmp_path: Path) -> N
         assert b"SCHEDD_TOKEN=" in Path(f"/proc/{worker_pid}/environ").read_bytes()   # what is kept
         client = Client.from_context(context, timeout=30)
 
-        tag = secrets.token_hex(4)
-        marks = {team: f"marker-{team}-{tag}" for team in ("alpha", "beta")}
         values = {team: f"pw-{team}-{secrets.token_hex(8)}" for team in marks}
         for team in marks:
             client.put_job(holder(team, values[team], marks[team]))
@@ -95,7 +94,6 @@ def test_schedd_local_as_root_runs_each_team_as_its_own_uid(tmp_path: Path) -> N
                    and all((folders[t] / "held").exists() for t in marks), timeout=90,
                    what="both teams' jobs running")
         pids = {team: min(pids_with(m)) for team, m in marks.items()}
-        held += pids.values()
         uids = {team: uid_of(pid) for team, pid in pids.items()}
         assert 0 not in uids.values() and uids["alpha"] != uids["beta"], uids
         for team, folder in folders.items():
@@ -120,11 +118,13 @@ def test_schedd_local_as_root_runs_each_team_as_its_own_uid(tmp_path: Path) -> N
         if client is not None:
             client.close()
         stop_local(proc, timeout=90)
-        for pid in held:                 # the worker stopped their groups; this is a backstop
+        left = [p for m in marks.values() for p in pids_with(m)]   # the worker drains: none
+        for pid in left:
             try:
                 os.killpg(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
     text = log.read_text()
     assert "schedd local: stopped" in text
+    assert not left, "schedd local left its jobs running"
     assert not Path(work).parent.exists()                   # the jobs' folder went with it
