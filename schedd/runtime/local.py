@@ -13,7 +13,8 @@ folders in a temporary directory of their own (the data dir is 0700: a team's ui
 a folder inside it), removed on exit; started as anyone else, every job runs as that user, and it
 says so.
 
-Ctrl-C, SIGTERM or SIGHUP stops every node (SIGTERM, then SIGKILL after a grace) and removes the
+Ctrl-C, SIGTERM or SIGHUP drains the worker (running jobs get LOCAL_DRAIN_S, then are cancelled
+and their process groups killed), then stops every node (SIGTERM, then SIGKILL after a grace) and removes the
 temporary data folder (a --data-dir given by the user is kept). That folder holds the CA key, the
 cluster secret and both tokens, so its removal must survive every way out: a closed stdout
 (`schedd local | head -3`, or a filter killed by the same Ctrl-C) ends the run quietly instead of
