@@ -44,8 +44,10 @@ def test_a_team_keeps_its_uid_and_two_teams_never_share_one(tmp_path):
     assert {t: again.uid_of(t) for t in reversed(list(uids))} == uids   # persisted, whatever order
     doc = json.loads((tmp_path / "state" / STATE_FILE).read_text())
     assert doc["teams"] == uids
-    st = (tmp_path / "state" / STATE_FILE).stat()
-    assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.geteuid()
+    for name in (STATE_FILE, "team-uids.lock"):        # the worker's own files: its alone
+        st = (tmp_path / "state" / name).stat()
+        assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.geteuid(), name
+    assert sorted(p.name for p in (tmp_path / "state").iterdir()) == [STATE_FILE, "team-uids.lock", "work"]
     assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o711
     assert stat.S_IMODE((tmp_path / "state" / "work").stat().st_mode) == 0o711
 
