@@ -347,11 +347,14 @@ class LocalCluster:
 
     def start_worker(self, name: str, *, slots: int = 4, pool: str = "", drain_grace_s: float = 10.0,
                      extra_env: dict | None = None, extra_args: tuple[str, ...] = (),
-                     context: bool = False, token: str | None = None) -> NodeProc:
+                     context: bool = False, token: str | None = None,
+                     uid_range: tuple[int, int] | None = None, state_dir: Path | None = None) -> NodeProc:
         """A `schedd worker` process connected to this cluster: by flags, or with `context` by
         a context file of its own (write_context) named in SCHEDD_CONTEXT, and no flags
         (`extra_args`: more flags, e.g. ("--config", path); `token`: its worker token, passed
-        in the environment; None: the harness's worker token when ACL is on, "": none)."""
+        in the environment; None: the harness's worker token when ACL is on, "": none).
+        `uid_range`, `state_dir`: run each team's jobs as its own uid (`--uid-range`; a worker
+        started as root then gets no --allow-root)."""
         w = self.workers.get(name)
         if w is not None and w.alive():
             return w
@@ -379,7 +382,10 @@ class LocalCluster:
             extra_env = {**(extra_env or {}), "SCHEDD_TOKEN": token}
         if self.worker_http_allow:
             args += ["--http-allow", ",".join(self.worker_http_allow)]
-        if os.geteuid() == 0:
+        if uid_range is not None:
+            args += ["--uid-range", f"{uid_range[0]}-{uid_range[1]}"]
+            args += ["--state-dir", str(state_dir)] if state_dir is not None else []
+        elif os.geteuid() == 0:
             # A local cluster runs everything as whoever started it (the suite runs as root in
             # some containers); a deployed worker must not (see `schedd worker --allow-root`).
             args.append("--allow-root")

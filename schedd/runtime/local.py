@@ -7,7 +7,14 @@ worker, and a schedctl context file (0600) holding the addresses, the admin's ce
 the token, so `export SCHEDD_CONTEXT=...` is all a second terminal needs. With --data-dir the
 credentials are kept beside the data and reused on the next start.
 
-Ctrl-C, SIGTERM or SIGHUP stops every node (SIGTERM, then SIGKILL after a grace) and removes the
+Started as root, its worker runs each team's jobs as a uid of the team's own from
+`schedd_worker.uids.DEFAULT_UID_RANGE` (never as root: no --allow-root), with the team's working
+folders in a temporary directory of their own (the data dir is 0700: a team's uid could not reach
+a folder inside it), removed on exit; started as anyone else, every job runs as that user, and it
+says so.
+
+Ctrl-C, SIGTERM or SIGHUP drains the worker (running jobs get LOCAL_DRAIN_S, then are cancelled
+and their process groups killed), then stops every node (SIGTERM, then SIGKILL after a grace) and removes the
 temporary data folder (a --data-dir given by the user is kept). That folder holds the CA key, the
 cluster secret and both tokens, so its removal must survive every way out: a closed stdout
 (`schedd local | head -3`, or a filter killed by the same Ctrl-C) ends the run quietly instead of
@@ -22,6 +29,7 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import tomllib
@@ -34,10 +42,12 @@ from pathlib import Path
 
 from schedd.runtime.cluster import ADMIN_TOKEN_FILE, LocalCluster, ports_free
 from schedd_client import Client, SchedError, job_spec
+from schedd_worker.uids import DEFAULT_UID_RANGE
 
 DEMO_JOB = "demo"
 LOCAL_WORKER = "local-worker"
 LOCAL_WORKER_SLOTS = 4
+LOCAL_DRAIN_S = 5.0                 # at exit, running jobs get this long before they are cancelled
 DEMO_SCHEDULE = "@every 5s"
 PROGRESS_POLL_S = 1.0               # how often the progress is looked at: the first success shows at once,
 PROGRESS_EVERY_S = 10.0             # ...after it, a changed line is printed at most this often
@@ -167,6 +177,7 @@ def _run(out: Exit, root: Path, *, nodes: int, base_port: int, demo: bool, fsync
         base_port = 0
     cluster = LocalCluster(root, size=nodes, base_port=base_port, fsync=fsync, acl=True, tls=True)
     client: Client | None = None
+    stack = contextlib.ExitStack()        # the jobs' folder, removed after the worker stopped
     try:
         cluster.start()
         out.say(f"schedd local: starting {nodes} node(s) on 127.0.0.1 (TLS, access control on), "
@@ -175,11 +186,12 @@ def _run(out: Exit, root: Path, *, nodes: int, base_port: int, demo: bool, fsync
         worker_token = _credentials(cluster)
         context = cluster.write_context(root / CONTEXT_FILE)
         client = cluster.client(timeout=30)
-        cluster.start_worker(LOCAL_WORKER, slots=LOCAL_WORKER_SLOTS, token=worker_token)
+        jobs = _start_worker(cluster, worker_token, stack)
         if demo:
             _create_demo(client)
         out.starting = False
         _banner(out, cluster, leader, demo, context, temp)
+        out.say(_who_runs_jobs(jobs))
         _watch(out, cluster, client)
         return 0
     except Interrupted:
@@ -194,7 +206,47 @@ def _run(out: Exit, root: Path, *, nodes: int, base_port: int, demo: bool, fsync
             if client is not None:
                 client.close()
         finally:
-            cluster.stop()
+            with stack:
+                _stop_worker(cluster)
+                cluster.stop()
+
+
+def _stop_worker(cluster: LocalCluster) -> None:
+    """Drain the worker (SIGTERM): it cancels what still runs after its grace and kills those
+    process groups. The SIGKILL of `cluster.stop()` alone would leave running jobs behind, in a
+    jobs' folder about to be removed."""
+    w = cluster.workers.get(LOCAL_WORKER)
+    proc = w.running() if w is not None else None
+    if proc is None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):     # then cluster.stop() kills it
+        proc.wait(timeout=LOCAL_DRAIN_S + 15)
+
+
+def _start_worker(cluster: LocalCluster, token: str, stack: contextlib.ExitStack) -> Path | None:
+    """The local worker; as root, with a uid per team and their folders in a fresh directory
+    (returned; removed by `stack`), else as this user (None)."""
+    if os.geteuid() != 0:
+        cluster.start_worker(LOCAL_WORKER, slots=LOCAL_WORKER_SLOTS, token=token,
+                             drain_grace_s=LOCAL_DRAIN_S)
+        return None
+    jobs = Path(tempfile.mkdtemp(prefix="schedd-local-jobs-"))
+    stack.callback(shutil.rmtree, jobs, ignore_errors=True)
+    jobs.chmod(0o711)                     # the teams' uids traverse it to their own folder
+    cluster.start_worker(LOCAL_WORKER, slots=LOCAL_WORKER_SLOTS, token=token,
+                         drain_grace_s=LOCAL_DRAIN_S, uid_range=DEFAULT_UID_RANGE, state_dir=jobs)
+    return jobs
+
+
+def _who_runs_jobs(jobs: Path | None) -> str:
+    if jobs is None:
+        return (f"Jobs run as your user (uid {os.geteuid()}), all of them: any job can read the "
+                "others' environment and files. Start it as root for a uid per team, or use "
+                "container jobs.\n")
+    first, last = DEFAULT_UID_RANGE
+    return (f"Jobs run as uids {first}-{last}, one per team (never root); each team's working "
+            f"folder is in {jobs / 'work'}.\n")
 
 
 def _watch(out: Exit, cluster: LocalCluster, client: Client) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import stat
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from schedd.ports.fakes import wait_until
+from tests.support.cluster import stop_local
 
 pytestmark = pytest.mark.integration
 
@@ -67,10 +67,5 @@ def test_schedd_local_is_secure_by_default(tmp_path: Path) -> None:
                                                  "SCHEDD_CA": ca})
         assert anonymous.returncode != 0
     finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_local(proc, timeout=60)
     assert "schedd local: stopped" in log.read_text()

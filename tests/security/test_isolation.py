@@ -14,12 +14,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.support.users import system_user
+from tests.support.users import reachable_scratch, system_user
 from schedd_worker import cli
 from schedd_worker.cgroups import Cgroups, CgroupError
 from schedd_worker.config import ConfigError, parse_config
@@ -37,13 +36,8 @@ def job_user():
 
 @pytest.fixture
 def scratch():
-    """A directory outside pytest's 0700 tmp tree, which another user could not traverse."""
-    d = Path(tempfile.mkdtemp(prefix="schedd-iso-"))
-    d.chmod(0o755)
-    try:
+    with reachable_scratch("schedd-iso-") as d:
         yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def config_for(user: str, **team) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 import subprocess
 import threading
 import traceback
@@ -101,3 +102,14 @@ def health(c, nid: str, service: str) -> int:
     with c.channel(nid) as ch:
         return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service),
                                                     timeout=5).status
+
+
+def stop_local(proc: subprocess.Popen, timeout: float = 60) -> None:
+    """Stop a `schedd local` started in a session of its own as Ctrl-C would (SIGINT to its
+    group), SIGKILL the group if it is still there after `timeout`; reaped either way."""
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)

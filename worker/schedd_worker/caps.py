@@ -17,12 +17,13 @@ import ctypes.util
 import os
 from collections.abc import Iterable
 
-__all__ = ["KEEP", "CAP_KILL", "CAP_SETGID", "CAP_SETUID", "drop_capabilities", "effective_caps",
-           "has_caps", "CapsError"]
+__all__ = ["KEEP", "CAP_CHOWN", "CAP_KILL", "CAP_SETGID", "CAP_SETUID", "drop_capabilities",
+           "effective_caps", "has_caps", "CapsError", "make_undumpable"]
 
-CAP_KILL, CAP_SETGID, CAP_SETUID = 5, 6, 7
+CAP_CHOWN, CAP_KILL, CAP_SETGID, CAP_SETUID = 0, 5, 6, 7
 KEEP = (CAP_KILL, CAP_SETGID, CAP_SETUID)
 
+_PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_CAP_AMBIENT = 47
@@ -103,3 +104,14 @@ def drop_capabilities(keep: Iterable[int] = KEEP) -> None:
     header = _Header(_CAP_V3, 0)
     _check(libc.capset(ctypes.byref(header), data), "capset")
     _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "setting no_new_privs")
+
+
+def make_undumpable() -> None:
+    """prctl(PR_SET_DUMPABLE, 0): /proc/<worker>/environ, mem, maps... become root's and no
+    process of the worker's uid may ptrace it, so a job running as the worker's own user (a
+    non-root worker) cannot read the worker's token or memory either. No core dumps of it (they
+    would hold the secrets it receives). Per process; a job gets dumpable again at its exec."""
+    libc = _libc()
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                           ctypes.c_ulong]
+    _check(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "making the worker non-dumpable")

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from schedd_worker.config import ConfigError, WorkerConfig, load_config
+from schedd_worker.isolation import IsolationPolicy
 from schedd_worker.timers import DEFAULT_AHEAD
 
-__all__ = ["main", "build_parser", "add_arguments", "cmd_worker", "root_refusal"]
+__all__ = ["main", "build_parser", "add_arguments", "cmd_worker", "root_refusal", "separation"]
 
 
 def setup_logging(level: str, name: str = "") -> None:
@@ -83,6 +86,14 @@ def _rules(text: str) -> list[str]:
     return items
 
 
+def _uid_range(text: str) -> tuple[int, int]:
+    from schedd_worker.uids import UidError, parse_range
+    try:
+        return parse_range(text)
+    except UidError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _quiet_grpc_fork() -> None:
     """Before gRPC is imported: a worker forks a child per shell attempt (which execs at once),
     and gRPC's fork handlers would only log "skipping fork() handlers" for each one."""
@@ -106,7 +117,9 @@ def root_refusal(euid: int, allow_root: bool, mapped: bool = False, *, flag: str
     CAP_KILL, and no job runs as root. `flag`/`can_map`: how the caller says yes (the CLI's flag,
     the SDK's parameter; the SDK has no team mappings)."""
     if euid == 0 and not allow_root and not mapped:
-        mapping = "map teams to users in its --config ([isolation.teams.<team>]), " if can_map else ""
+        mapping = ("give it a uid range (--uid-range 61000-61999: each team's jobs run as a uid of "
+                   "their own), map teams to users in its --config ([isolation.teams.<team>]), "
+                   if can_map else "")
         return ("refusing to run as root: every job would run as root. Run the worker as an "
                 "unprivileged user (deploy/schedd-worker.service uses User=schedd-jobs), "
                 f"{mapping}or pass {flag} if you really mean it")
@@ -134,31 +147,81 @@ def _settings(args: argparse.Namespace, cfg: WorkerConfig | None) -> argparse.Na
     return out
 
 
-def _isolation(cfg: WorkerConfig | None, euid: int):
+def _policy(cfg: WorkerConfig | None, args: argparse.Namespace, euid: int) -> IsolationPolicy:
+    """The config's team mappings plus the uid range (flag > file), and who the worker is."""
+    from schedd_worker.uids import DEFAULT_STATE_DIR, TeamUids
+    policy = cfg.isolation if cfg is not None else IsolationPolicy()
+    span = args.uid_range or (cfg.uid_range if cfg is not None else None)
+    uids = None
+    if span is not None:
+        state = args.state_dir or (cfg.state_dir if cfg is not None else "") or DEFAULT_STATE_DIR
+        uids = TeamUids(span[0], span[1], Path(state),
+                        taken=frozenset(u.uid for u in policy.teams.values()))
+    return dataclasses.replace(policy, uids=uids, worker_uid=euid)
+
+
+def separation(euid: int, policy: IsolationPolicy, can_switch: bool) -> str:
+    """Why this worker's jobs cannot be told apart by uid ("" when each team runs as its own).
+    A root worker with a mapping or a range switches users; anything else runs every job as the
+    worker's uid (a laptop's user, or root with --allow-root)."""
+    others = bool(policy.uids) or any(u.uid != euid for u in policy.teams.values())
+    if policy.mapped and others and (euid == 0 or can_switch):
+        return ""
+    who = "root" if euid == 0 else f"this worker's user (uid {euid})"
+    return (f"every job runs as {who}: any job can read the others' environment "
+            "(/proc/<pid>/environ, secrets included) and files, and signal them. Run the worker "
+            "as root with [isolation] uid_range or --uid-range (a uid per team), or use container "
+            "jobs (README \"Isolation on workers\")")
+
+
+def _isolation(policy: IsolationPolicy, cgroup: str, euid: int):
     """The Isolation of this worker (team users, attempt cgroups), its own capabilities cut
     down to what switching users takes when it runs as root. Raises SystemExit with why not."""
     from schedd_worker.cgroups import CgroupError, Cgroups
     from schedd_worker.executors import Isolation
+    from schedd_worker.uids import UidError
     from schedd_worker import caps
-    if cfg is None:
-        return Isolation()
-    policy = cfg.isolation
     others = [u for u in policy.teams.values() if (u.uid, u.gid) != (euid, os.getegid())]
     try:
-        cgroups = Cgroups.from_setting(cfg.cgroup)
-    except CgroupError as e:
-        raise SystemExit(f"schedd worker: error: [isolation] cgroup: {e}") from None
+        cgroups = Cgroups.from_setting(cgroup)
+        if policy.uids is not None:
+            policy.uids.prepare()
+    except (CgroupError, UidError, OSError) as e:
+        raise SystemExit(f"schedd worker: error: [isolation]: {e}") from None
+    keep = caps.KEEP + ((caps.CAP_CHOWN,) if policy.uids is not None else ())  # team folders
     if policy.mapped and euid == 0:
         try:
-            caps.drop_capabilities()
+            caps.drop_capabilities(keep)
         except OSError as e:
             raise SystemExit(f"schedd worker: error: cannot drop capabilities: {e}") from None
-    elif others and not caps.has_caps((caps.CAP_SETUID, caps.CAP_SETGID)):
-        raise SystemExit(f"schedd worker: error: team {others[0].team!r} maps to user "
-                         f"{others[0].user!r}, and this worker (uid {euid}) cannot switch users: "
-                         "run it as root (it keeps only CAP_SETUID, CAP_SETGID, CAP_KILL) or give "
-                         "it those capabilities (systemd AmbientCapabilities=)")
+    elif (others or policy.uids) and not caps.has_caps(keep):
+        who = (f"team {others[0].team!r} maps to user {others[0].user!r}" if others
+               else "[isolation] uid_range gives each team its own uid")
+        raise SystemExit(f"schedd worker: error: {who}, and this worker (uid {euid}) cannot switch "
+                         "users: run it as root (it keeps only CAP_SETUID, CAP_SETGID, CAP_KILL"
+                         "[, CAP_CHOWN]) or give it those capabilities (systemd AmbientCapabilities=)")
     return Isolation(policy=policy, cgroups=cgroups)
+
+
+def _undumpable(log: logging.Logger) -> None:
+    """No job (even one of the worker's own uid) reads the worker's token from /proc/<pid>."""
+    from schedd_worker import caps
+    try:
+        caps.make_undumpable()
+    except OSError as e:
+        log.warning("cannot make the worker non-dumpable (%s): a job of the worker's own uid "
+                    "could read its environment and memory", e)
+
+
+def _say_who_runs_jobs(policy: IsolationPolicy, log: logging.Logger) -> None:
+    parts = [f"{t} -> {u.user} (uid {u.uid})" for t, u in sorted(policy.teams.items())]
+    if policy.uids is not None:
+        parts.append(f"every other team -> its own uid from {policy.uids.first}-{policy.uids.last}"
+                     f" (folders in {policy.uids.state_dir / 'work'})")
+    elif parts:
+        parts.append("other teams are refused")
+    if parts:
+        log.info("jobs run as: %s", "; ".join(parts))
 
 
 def _http_options(args: argparse.Namespace):
@@ -171,7 +234,8 @@ def _http_options(args: argparse.Namespace):
         raise SystemExit(f"schedd worker: error: {e}") from None
 
 
-def cmd_worker(args: argparse.Namespace) -> int:
+def cmd_worker(args: argparse.Namespace, *, euid: int | None = None) -> int:
+    """`euid`: who the worker is (default os.geteuid(); tests pass another to play a user)."""
     import signal
     import socket
 
@@ -187,16 +251,25 @@ def cmd_worker(args: argparse.Namespace) -> int:
     except argparse.ArgumentTypeError as e:
         print(f"schedd worker: error: {args.config}: {e}", file=sys.stderr)
         return 2
-    euid = os.geteuid()
-    why = root_refusal(euid, args.allow_root, mapped=cfg is not None and cfg.isolation.mapped)
+    euid = os.geteuid() if euid is None else euid
+    policy = _policy(cfg, args, euid)
+    why = root_refusal(euid, args.allow_root, mapped=policy.mapped)
     if why:
         print(f"schedd worker: {why}", file=sys.stderr)
+        return 2
+    from schedd_worker import caps
+    shared = separation(euid, policy, caps.has_caps((caps.CAP_SETUID, caps.CAP_SETGID)))
+    if shared and (args.isolation == "require" or (cfg is not None and cfg.require)):
+        print(f"schedd worker: refusing to start: isolation is required and {shared}",
+              file=sys.stderr)
         return 2
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     setup_logging(args.log_level, name)
     log = logging.getLogger("schedd.worker")
     # Before gRPC or anything else starts a thread: capabilities are per thread.
-    isolation = _isolation(cfg, euid)
+    isolation = _isolation(policy, cfg.cgroup if cfg is not None else "off", euid)
+    if shared:
+        log.warning("jobs are not isolated from each other: %s", shared)
     _quiet_grpc_fork()
     from schedd_worker.hooks import configure_worker
     from schedd_worker.runtime import CredentialRefused, WorkerRuntime
@@ -210,9 +283,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print(f"schedd worker: error: {e}", file=sys.stderr)
         return 2
     http = _http_options(args)
-    if isolation.policy.mapped:
-        log.info("jobs run as: %s; other teams are refused", ", ".join(
-            f"{t} -> {u.user} (uid {u.uid})" for t, u in sorted(isolation.policy.teams.items())))
+    _say_who_runs_jobs(isolation.policy, log)
     containers = _containers(args, cfg, name, log)
     runtime = WorkerRuntime(cluster, name=name, slots=args.slots, ahead=args.ahead, pool=args.pool,
                             labels=args.labels, drain_grace_s=args.drain_grace, http=http,
@@ -239,6 +310,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
                  http.policy.describe())
         await runtime.run(stop)
 
+    _undumpable(log)          # before the first job can run
     code = 0
     try:
         asyncio.run(main())   # not uvloop: see the module doc
@@ -321,6 +393,15 @@ def add_arguments(w: argparse.ArgumentParser) -> None:
                         "start), off (this worker runs none), or a runtime's name (runc, crun) to force")
     w.add_argument("--container-engine", choices=("podman", "docker"), default=None,
                    help="the container CLI (default podman; docker takes the same arguments)")
+    w.add_argument("--uid-range", type=_uid_range, default=None, metavar="FIRST-LAST",
+                   help="run each team's jobs as its own uid from this range, e.g. 61000-61999 "
+                        "(no passwd entry needed; needs root), for teams --config does not map")
+    w.add_argument("--state-dir", default=None, metavar="DIR",
+                   help="where the team -> uid table and the teams' working folders are kept "
+                        "(default /var/lib/schedd-worker)")
+    w.add_argument("--isolation", choices=("auto", "require"), default="auto",
+                   help="require: refuse to start unless each team's jobs run as a uid of their "
+                        "own (auto: warn once when they cannot)")
     w.add_argument("--allow-root", action="store_true", default=None,
                    help="run even as root without team mappings (jobs then run as root too); "
                         "refused otherwise")
@@ -335,8 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    return cmd_worker(build_parser().parse_args(argv))
+def main(argv: list[str] | None = None, *, euid: int | None = None) -> int:
+    return cmd_worker(build_parser().parse_args(argv), euid=euid)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,9 @@ key or a wrong type is an error naming it, and nothing starts.
     allow_root_jobs = false         # a team mapped to uid/gid 0 is refused unless true
     umask = "0077"                  # of launched jobs (default: 0077 for mapped teams)
     cgroup = "auto"                 # auto | off | /sys/fs/cgroup/<delegated directory>
+    uid_range = "61000-61999"       # a uid per team not mapped below (schedd_worker.uids)
+    state_dir = "/var/lib/schedd-worker"   # the team -> uid table, the teams' working folders
+    require = false                 # true: refuse to start unless jobs run as their team's uid
 
     [container]                     # container jobs (schedd_worker.handlers.container)
     engine = "podman"               # podman (default) | docker
@@ -46,6 +49,7 @@ from typing import Any
 
 from schedd_worker.handlers.container import DEFAULT_ULIMITS, ContainerConfig, MountRule
 from schedd_worker.isolation import IsolationError, IsolationPolicy, TeamUser, resolve_user
+from schedd_worker.uids import UidError, parse_range
 
 __all__ = ["WorkerConfig", "ConfigError", "load_config", "parse_config"]
 
@@ -55,7 +59,8 @@ _TOP = {"cluster": (str, list), "name": (str,), "slots": (int,), "ahead": (int,)
 _CONTAINER = {"engine": (str,), "runtime": (str,), "networks": (list,), "mounts": (list,), "pull": (str,),
               "ulimits": (list,)}
 _HTTP = {"allow": (list,), "deny": (list,), "keep_bytes": (int,)}
-_ISOLATION = {"allow_root_jobs": (bool,), "umask": (str,), "cgroup": (str,), "teams": (dict,)}
+_ISOLATION = {"allow_root_jobs": (bool,), "umask": (str,), "cgroup": (str,), "teams": (dict,),
+              "uid_range": (str,), "state_dir": (str,), "require": (bool,)}
 _TEAM = {"user": (str, int), "group": (str, int), "groups": (list,), "workdir_root": (str,),
          "allow_python": (bool,)}
 
@@ -72,6 +77,9 @@ class WorkerConfig:
     cgroup: str = "auto"
     container: ContainerConfig = field(default_factory=ContainerConfig)
     container_runtime: str = "auto"           # auto | off | a runtime's name
+    uid_range: tuple[int, int] | None = None  # [isolation] uid_range
+    state_dir: str = ""                       # [isolation] state_dir ("": the default)
+    require: bool = False                     # [isolation] require
 
 
 def _check(table: dict, allowed: dict, where: str) -> None:
@@ -169,7 +177,28 @@ def parse_config(text: str, where: str = "config") -> WorkerConfig:
     _check(box, _CONTAINER, f"{where}.container")
     return WorkerConfig(values=values, isolation=policy, cgroup=iso.get("cgroup", "auto") or "auto",
                         container=_container(box, f"{where}.container"),
-                        container_runtime=box.get("runtime", "auto") or "auto")
+                        container_runtime=box.get("runtime", "auto") or "auto",
+                        uid_range=_uid_range(iso, f"{where}.isolation.uid_range"),
+                        state_dir=_state_dir(iso, f"{where}.isolation.state_dir"),
+                        require=iso.get("require", False))
+
+
+def _uid_range(iso: dict, where: str) -> tuple[int, int] | None:
+    """The range (a mapped team's uid inside it is never handed out: TeamUids.taken)."""
+    if "uid_range" not in iso:
+        return None
+    try:
+        first, last = parse_range(iso["uid_range"])
+    except UidError as e:
+        raise ConfigError(f"{where}: {e}") from None
+    return first, last
+
+
+def _state_dir(iso: dict, where: str) -> str:
+    path = iso.get("state_dir", "")
+    if path and not path.startswith("/"):
+        raise ConfigError(f"{where}: an absolute path, got {path!r}")
+    return path
 
 
 def _container(box: dict, where: str) -> ContainerConfig:

@@ -9,13 +9,17 @@ A worker's config (`schedd_worker.config`) may map teams to Unix users::
     workdir_root = "/srv/jobs/payments" # the job's working directory is this or under it
     allow_python = false                # Python handlers run inside the worker: refused unless true
 
-Once any team is mapped (`IsolationPolicy.mapped`), a job of an unmapped team is refused with a
-FAILED result naming the team, whatever its handler kind; a mapping to uid 0 is refused when the
+A uid range (`[isolation] uid_range`, `--uid-range`; schedd_worker.uids) gives every team the
+config does not map a uid of its own, with a private working folder, and no account to create.
+Otherwise, once any team is mapped (`IsolationPolicy.mapped`), a job of an unmapped team is
+refused with a FAILED result naming the team, whatever its handler kind; a mapping to uid 0 is refused when the
 config is read, unless `allow_root_jobs = true`. Shell handlers (and sensor commands) start through
 a small launcher (`LAUNCHER`, run by the worker's own interpreter): it sets the job's rlimits,
 waits until the worker has put it in the attempt's cgroup, switches to the mapped user (groups,
 gid, then uid), sets the umask, enters the working directory as that user and only then execs the
-job. Nothing of Python runs between fork and exec in the worker itself (see worker/cli.py on why
+job. Python handlers run inside the worker process and cannot switch users: on a root worker
+they run only for a team mapped to root itself (so never by default), elsewhere only for a team
+mapped to the worker's own user or allowed with `allow_python`. Nothing of Python runs between fork and exec in the worker itself (see worker/cli.py on why
 that matters with gRPC's threads).
 """
 
@@ -29,6 +33,8 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from schedd_worker.uids import TeamUids, UidError
 
 __all__ = ["TeamUser", "IsolationPolicy", "LaunchPlan", "DIRECT", "IsolationError", "LAUNCHER",
            "RLIMITS", "resolve_user", "launcher_argv"]
@@ -109,27 +115,60 @@ DIRECT = LaunchPlan()            # the worker's own user, no limits: exec the jo
 
 @dataclass(slots=True, frozen=True)
 class IsolationPolicy:
-    """The worker's allow-list of team -> Unix user, and what it refuses."""
+    """The worker's allow-list of team -> Unix user, and what it refuses. `uids`: a uid per team
+    from a range (schedd_worker.uids) for the teams `teams` does not name; `worker_uid`: the
+    worker's euid (None: unknown, treated as not root), which decides where Python may run."""
     teams: Mapping[str, TeamUser] = field(default_factory=dict)
     allow_root_jobs: bool = False
     umask: int | None = None         # of every launched job; a mapped team's default is 0077
+    uids: TeamUids | None = None
+    worker_uid: int | None = None
 
     @property
     def mapped(self) -> bool:
-        return bool(self.teams)
+        """Every job runs as its team's user (a mapping, or a uid from the range)."""
+        return bool(self.teams) or self.uids is not None
 
     def refusal(self, team: str, kind: str) -> str:
         """Why a job of `team` with a `kind` handler may not run here ("" when it may)."""
         if not self.mapped:
             return ""
         user = self.teams.get(team)
-        if user is None:
+        if user is None and self.uids is None:
             return (f"team {team!r} has no user mapping on this worker ([isolation.teams] of its "
                     "config): refused")
-        if kind == "python" and not user.allow_python:
-            return (f"team {team!r}: Python handlers run inside the worker process, as the "
-                    f"worker's user, not as {user.user!r}: refused (allow_python = true allows it)")
+        if kind == "python":
+            return self._python_refusal(team, user)
         return ""
+
+    def _python_refusal(self, team: str, user: TeamUser | None) -> str:
+        """Python handlers run inside the worker process, as its user: only where that is the
+        team's own user, or (not as root) where the operator allowed it with allow_python."""
+        if user is not None and user.uid == self.worker_uid:
+            return ""
+        if self.worker_uid == 0:
+            return (f"team {team!r}: Python handlers run inside the worker process, which runs "
+                    "as root here, and cannot be switched to the team's uid: refused (run them "
+                    "in an SDK worker of the team's own user, or as a shell or container job)")
+        if user is not None and user.allow_python:
+            return ""
+        who = user.user if user is not None else "its uid"
+        return (f"team {team!r}: Python handlers run inside the worker process, as the "
+                f"worker's user, not as {who!r}: refused (allow_python = true allows it)")
+
+    def user_of(self, team: str) -> TeamUser | str | None:
+        """Who `team`'s jobs run as: its mapping, else its uid from the range (allocated on
+        first use, with its working folder), else None; a string says why it cannot run."""
+        user = self.teams.get(team)
+        if user is not None or self.uids is None:
+            return user
+        try:
+            uid = self.uids.uid_of(team)
+            home = self.uids.workdir(team, uid)
+        except (UidError, OSError) as e:
+            return f"team {team!r}: no uid for its jobs: {e}"
+        return TeamUser(team=team, user=f"schedd-{team}", uid=uid, gid=uid, groups=(), home=home,
+                        workdir_root=home)
 
     def plan(self, team: str, workdir: str | None, limits: Mapping[str, float]) -> LaunchPlan | str:
         """The LaunchPlan of a shell attempt of `team`, or why it may not run."""
@@ -140,7 +179,9 @@ class IsolationPolicy:
               for k, v in limits.items() if k in RLIMITS and v}
         if rl.get("RLIMIT_CPU") is not None and float(limits.get("cpu_seconds", 0)) > rl["RLIMIT_CPU"]:
             rl["RLIMIT_CPU"] += 1                       # round a fraction of a second up
-        user = self.teams.get(team)
+        user = self.user_of(team)
+        if isinstance(user, str):
+            return user
         if user is None:
             return LaunchPlan(cwd=workdir, rlimits=rl, umask=self.umask)
         cwd = _workdir_under(user, workdir)

@@ -75,12 +75,14 @@ def job_environment(a: Assignment, spec: Mapping, worker_env: Mapping[str, str])
     """What a shell job's process sees: PATH, HOME and LANG of the worker, the worker variables
     the job names in `inherit_env`, its own `env` and `env_secret`, then the SCHEDD_* contract
     (which wins). Nothing else of the worker's environment: its unit's secrets are not every
-    job's."""
+    job's, and no SCHEDD_* variable of the worker's (its token, its context) is inherited even if
+    a job names one (the cluster refuses such names; a worker does not rely on that)."""
     env = {k: worker_env[k] for k in BASE_ENV if k in worker_env}
     env.setdefault("PATH", DEFAULT_PATH)
     names = spec.get("inherit_env") or ()
-    if isinstance(names, (list, tuple)):
-        env.update({n: worker_env[n] for n in names if isinstance(n, str) and n in worker_env})
+    if isinstance(names, (list, tuple)):         # never the worker's own SCHEDD_TOKEN, context...
+        env.update({n: worker_env[n] for n in names if isinstance(n, str) and n in worker_env
+                    and not n.startswith("SCHEDD_")})
     job_env = spec.get("env") or {}
     if isinstance(job_env, Mapping):
         env.update({str(k): str(v) for k, v in job_env.items()})
