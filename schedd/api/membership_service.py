@@ -3,7 +3,9 @@
 Every call is forwarded to the leader, which holds the ChangeGate (schedd.replication.membership)
 from the request until the change is committed and, for an add, until the new node has caught up
 (its matchIndex reached the add's commit index) or CATCH_UP_S passed: a second request meanwhile
-is FAILED_PRECONDITION, naming the change in flight.
+is FAILED_PRECONDITION, naming the change in flight, except a remove of the node an add is
+still waiting for: that add is committed, so the remove is the next single-server change and
+may go at once (ChangeGate); an add of a wrong address is undone in seconds, not CATCH_UP_S.
 
 An add commits, in order: the member table with the new member (so every node can name it and
 reach its gRPC port before it votes), then pysyncobj's add (it votes from that moment: pysyncobj
@@ -165,8 +167,11 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "cannot remove the last member")
         if target.raft_address == self.node.cfg.raft_address:
             return await self._hand_off(request, context)
+        pending = self.node.changes.current
         change = await self._begin(context, "remove", target)
         steps: list[str] = []
+        if pending is not None and pending.outcome:
+            steps.append(f"took back the add of {target.id}: committed, never caught up")
         try:
             self._step(change, steps, "removing it from the Raft configuration")
             await self._change_config(context, change, "remove")
@@ -226,6 +231,7 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
             await self._commit(context, C.MEMBERS, uuid.uuid4().hex, members=member_table.rows_of(table))
             self._step(change, steps, "adding it to the Raft configuration (it votes from this commit)")
             await self._change_config(context, change, "add")
+            self.node.changes.committed(change)
             add_index = self.node.status().commit_index
             self._step(change, steps, f"committed; waiting for it to catch up to index {add_index}")
         except BaseException:
@@ -249,6 +255,8 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
         deadline = time.monotonic() + CATCH_UP_S
         try:
             while time.monotonic() < deadline:
+                if change.outcome:              # taken back by a remove of the node (ChangeGate)
+                    return False
                 st = self.node.status()
                 if st.role != "leader":
                     self.node.changes.end(change, "leadership changed while it caught up")

@@ -173,10 +173,21 @@ class Change:
     raft_address: str
     step: str
     started: float          # time.monotonic()
+    committed: bool = False  # its Raft configuration entry is committed (an add then catches up)
+    outcome: str = ""       # how it ended ("": it holds the gate, or is about to)
 
     def describe(self) -> str:
         return (f"{self.op} {self.node_id} ({self.raft_address}): {self.step}, "
                 f"{time.monotonic() - self.started:.1f} s")
+
+    def taken_back_by(self, op: str, node_id: str, raft_address: str) -> bool:
+        """Whether `op` on (node_id, raft_address) may replace this change in the gate: a remove
+        of the node this add made a voter, once the add is committed. Raft's single-server
+        rule asks only that the previous configuration entry be committed; the catch-up wait
+        after it is ours, and for a node that never starts (a typo) it would otherwise hold a
+        voter no one runs, and the gate, for CATCH_UP_S."""
+        return (op == "remove" and self.op == "add" and self.committed
+                and (node_id, raft_address) == (self.node_id, self.raft_address))
 
 
 class ChangeGate:
@@ -184,7 +195,9 @@ class ChangeGate:
     pysyncobj does not enforce it (research F3: two back-to-back adds both commit), and Raft's
     single-server changes are only safe one after another. A change holds the gate from the
     request until its node is in the committed configuration and, for an add, caught up (or
-    `catch_up_s` passed), so the next one waits for a cluster whose quorum is sound."""
+    `catch_up_s` passed), so the next one waits for a cluster whose quorum is sound. The one
+    exception: the remove of a node whose add is committed but not caught up takes the gate
+    over at once (Change.taken_back_by), so an add of a wrong address can be undone."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -193,9 +206,12 @@ class ChangeGate:
 
     def begin(self, op: str, node_id: str, raft_address: str) -> Change:
         with self._lock:
-            if self.current is not None:
-                raise ChangeRefused(f"another membership change is in flight ({self.current.describe()}); "
+            held = self.current
+            if held is not None and not held.taken_back_by(op, node_id, raft_address):
+                raise ChangeRefused(f"another membership change is in flight ({held.describe()}); "
                                     "retry once it completes (see `schedctl cluster status`)")
+            if held is not None:
+                self._end(held, f"committed; taken back by remove {node_id} before it caught up")
             self.current = Change(op, node_id, raft_address, "starting", time.monotonic())
             return self.current
 
@@ -203,11 +219,21 @@ class ChangeGate:
         change.step = step
         log.info("membership: %s %s: %s", change.op, change.node_id, step)
 
+    def committed(self, change: Change) -> None:
+        """Its configuration entry is committed: from now on a remove may take back an add."""
+        change.committed = True
+
     def end(self, change: Change, outcome: str) -> None:
+        """Release the gate if `change` still holds it (a change taken back has ended already:
+        its own later end changes nothing)."""
         with self._lock:
             if self.current is change:
-                self.current = None
-                self.last = f"{change.op} {change.node_id}: {outcome} after {time.monotonic() - change.started:.1f} s"
+                self._end(change, outcome)
+
+    def _end(self, change: Change, outcome: str) -> None:
+        change.outcome = outcome
+        self.current = None
+        self.last = f"{change.op} {change.node_id}: {outcome} after {time.monotonic() - change.started:.1f} s"
         log.info("membership: %s", self.last)
 
     def in_flight(self) -> str:

@@ -6,6 +6,7 @@ twice, judged from the execution history."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -153,3 +154,66 @@ def test_replace_node_swaps_a_killed_node_for_a_new_one(cluster_factory):
         c.start_node(nid)
         wait_until(lambda: settled(c, want), timeout=60, what=f"{nid} to come back as a member")
     assert "from membership.json in the data dir" in c.nodes["n4"].log.read_text()
+
+
+class Writer:
+    """Puts a job every ~0.1 s from a thread of its own, noting how long each put took and
+    any that failed: the cluster must stay writable while a membership change holds the gate."""
+
+    def __init__(self, c) -> None:
+        self.client = c.client(timeout=10)
+        self.times: list[float] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.wait(0.1):
+            started = time.monotonic()
+            try:
+                self.client.put_job(job_spec(f"w{i % 20}", schedule="@every 1h", command="true"))
+            except Exception as e:  # noqa: BLE001 - every failure is a finding
+                self.errors.append(f"{type(e).__name__}: {e}")
+            self.times.append(time.monotonic() - started)
+            i += 1
+
+    def __enter__(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self.client.close()
+
+
+def test_remove_node_takes_back_an_add_of_a_node_that_never_starts_at_once(cluster_factory):
+    """Issue 31 item 13a: an add of an address where nothing listens (a typo) is committed (3 of
+    the 4 voters answer), then waits for a node that never comes; its remove used to be refused
+    until that wait gave up (60 s). It is the next single-server change and goes at once."""
+    c = cluster_factory(size=3)
+    c.start()
+    c.wait_leader(timeout=60)
+    c.wait_feature_level()              # the member table is a level-2 kind
+    ghost = c.new_node("n4")            # its ports are free; it is never started
+    del c.nodes["n4"]
+    with Writer(c) as writer:
+        wait_until(lambda: len(writer.times) >= 5, timeout=30, what="the first writes")
+        schedctl(c, "cluster", "add-node", "n4", "--raft", ghost.raft, "--grpc", ghost.grpc)
+        assert "Membership change in flight: add n4" in schedctl(c, "cluster", "status").stdout
+        before = len(writer.times)
+        wait_until(lambda: len(writer.times) >= before + 5, timeout=30, what="writes with 4 voters")
+        started = time.monotonic()
+        out = schedctl(c, "cluster", "remove-node", "n4")
+        took = time.monotonic() - started
+        assert "took back the add of n4" in out.stdout, out.stdout
+        assert took < 5.0, f"remove-node took {took:.1f} s"
+        before = len(writer.times)
+        wait_until(lambda: len(writer.times) >= before + 5, timeout=30, what="writes after the remove")
+    assert not writer.errors, writer.errors
+    assert max(writer.times) < 5.0, f"a write took {max(writer.times):.1f} s"
+    st = wait_until(lambda: settled(c, ["n1", "n2", "n3"]), timeout=30, what="3 voters everywhere")
+    assert sorted(m.id for m in st.members) == ["n1", "n2", "n3"]
+    text = schedctl(c, "cluster", "status").stdout
+    assert "Voters (3): n1, n2, n3" in text and "Membership change in flight" not in text, text

@@ -136,6 +136,25 @@ def test_the_gate_admits_one_change_and_names_it_to_the_next():
     gate.end(gate.begin("remove", "n2", B), "committed")
 
 
+def test_a_remove_takes_back_a_committed_add_of_the_same_node_and_nothing_else():
+    gate = ChangeGate()
+    add = gate.begin("add", "n4", D)
+    with pytest.raises(ChangeRefused):            # not committed yet: Raft allows no second change
+        gate.begin("remove", "n4", D)
+    gate.committed(add)
+    with pytest.raises(ChangeRefused):            # another node: the add still holds the gate
+        gate.begin("remove", "n2", B)
+    with pytest.raises(ChangeRefused):            # an add is never taken over
+        gate.begin("add", "n5", "127.0.0.1:7005")
+    with pytest.raises(ChangeRefused):            # the same id at another address is not that add
+        gate.begin("remove", "n4", B)
+    remove = gate.begin("remove", "n4", D)
+    assert gate.current is remove and add.outcome.startswith("committed; taken back by remove n4")
+    assert gate.last.startswith("add n4: committed; taken back")
+    gate.end(add, "committed; not caught up within 60 s")     # the add's watch ends late: no effect
+    assert gate.current is remove and "taken back" in gate.last
+
+
 class Aborted(Exception):
     pass
 
@@ -186,13 +205,15 @@ class MemberNode(FakeNode):
         self.membership = Membership("n1", STATIC, lambda: list(self.raft), lambda: dict(st.members))
         self.changes = ChangeGate()
         self.release = asyncio.Event()
+        self.catches_up = True          # False: an added node that never starts
         self.raft_status = RaftStatus(role="leader", term=1, commit_index=10, applied_index=10,
                                       leader_commit_index=10, has_quorum=True, uptime_s=1)
 
     async def change_config(self, op: str, raft_address: str, *, timeout: float = 10.0) -> None:
         await self.release.wait()
         (self.raft.append if op == "add" else self.raft.remove)(raft_address)
-        self.raft_status.match_index[raft_address] = 10
+        if self.catches_up:
+            self.raft_status.match_index[raft_address] = 10
 
 
 def service(node: MemberNode) -> MembershipService:
@@ -224,6 +245,29 @@ def test_a_second_change_while_one_is_in_flight_is_refused_with_failed_precondit
         await svc.RemoveNode(mpb.RemoveNodeRequest(id="n2"), Context())
         assert [m.id for m in node.membership.members()] == ["n1", "n3", "n4"]
         assert sorted(node.state.members) == ["n1", "n3", "n4"]       # the table follows the remove
+    asyncio.run(run())
+
+
+def test_remove_node_takes_back_an_add_whose_node_never_started_at_once():
+    async def run() -> None:
+        node = MemberNode()
+        node.catches_up = False
+        node.release.set()
+        svc = service(node)
+        added = await svc.AddNode(mpb.AddNodeRequest(id="n4", raft_address=D, grpc_address="g4:1"), Context())
+        assert [m.id for m in added.members] == ["n1", "n2", "n3", "n4"]
+        assert node.changes.current is not None and "catch up" in node.changes.current.step
+        refused = Context()
+        with pytest.raises(Aborted, match="another membership change is in flight .add n4"):
+            await svc.RemoveNode(mpb.RemoveNodeRequest(id="n2"), refused)
+        assert refused.status == grpc.StatusCode.FAILED_PRECONDITION
+        out = await svc.RemoveNode(mpb.RemoveNodeRequest(id="n4"), Context())
+        assert out.steps[0] == "took back the add of n4: committed, never caught up"
+        assert node.raft == [A, B, C3] and sorted(node.state.members) == ["n1", "n2", "n3"]
+        assert node.changes.current is None and node.changes.last.startswith("remove n4: committed")
+        await asyncio.gather(*svc._tasks)                # the add's watch saw it end, and left
+        assert node.changes.last.startswith("remove n4: committed")
+        await svc.RemoveNode(mpb.RemoveNodeRequest(id="n2"), Context())    # the gate is open
     asyncio.run(run())
 
 
