@@ -2,7 +2,8 @@
 worker processes running rootful podman: output and exit codes, timeout, cancel, an OOM kill and
 a pids limit reported as such, network none, secret env only inside the container (never on a
 command line), routing (never to a worker with containers off), and a worker SIGKILLed mid-run:
-its container removed within the lease by the watchdog, the retry on a new fencing token.
+its container removed within the lease by the watchdog, the retry on a new fencing token; a
+mapped team's container runs as the team's uid:gid with no capability (never as root).
 
 The image is built offline (tests/support/containers.py); without podman the tests are skipped
 with a loud reason (CI installs it: .ci/run)."""
@@ -20,6 +21,7 @@ from schedd.ports.fakes import wait_until
 from schedd_client import job_spec
 from tests.support.cluster import finished, workers_of
 from tests.support.containers import containers
+from tests.support.users import system_user
 
 pytestmark = pytest.mark.integration
 
@@ -155,3 +157,30 @@ def test_worker_killed_mid_run_its_container_goes_and_the_retry_has_a_new_token(
     first, last = ex.attempts[0], ex.attempts[-1]
     assert first.state == "LOST" and first.worker == "w1" and last.worker == "w2"
     assert last.fencing_token > first.fencing_token and f"token {last.fencing_token}" in last.output_tail
+
+
+def test_a_mapped_teams_container_runs_as_its_user_with_no_capability(cluster_factory, container_image,
+                                                                      tmp_path):
+    """A root worker that maps teams keeps root's capabilities only when told to run containers
+    ([container] runtime named); each container then runs as its team's uid:gid, CapEff 0."""
+    with system_user("sdc") as user:
+        config = tmp_path / "worker.toml"
+        config.write_text(f'[isolation]\n[isolation.teams.payments]\nuser = "{user.pw_name}"\n'
+                          '[container]\nruntime = "runc"\n')
+        c, client = start(cluster_factory, ("mapped", ("--config", str(config))))
+        client.put_job(job_spec("who", team="payments", container=box(
+            container_image, command="echo uid=$(id -u) gid=$(id -g); grep -E '^(CapEff|CapPrm|NoNewPrivs)' "
+                                     "/proc/self/status")))
+        ex = run(client, "who")
+        assert ex.state == "SUCCEEDED", ex
+        out = ex.attempts[0].output_tail
+        assert f"uid={user.pw_uid} gid={user.pw_gid}" in out, out
+        assert "CapEff:\t0000000000000000" in out and "CapPrm:\t0000000000000000" in out, out
+        assert "NoNewPrivs:\t1" in out, out
+
+        client.put_job(job_spec("as-root", team="payments", container=box(container_image, user="0",
+                                                                           command="id -u")))
+        ex = run(client, "as-root")
+        assert ex.state == "FAILED" and "never run as uid or gid 0" in ex.attempts[0].error, ex
+        assert not ex.attempts[0].output_tail
+        assert not containers("label=schedd.worker=mapped")

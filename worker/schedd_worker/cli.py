@@ -134,9 +134,11 @@ def _settings(args: argparse.Namespace, cfg: WorkerConfig | None) -> argparse.Na
     return out
 
 
-def _isolation(cfg: WorkerConfig | None, euid: int):
+def _isolation(cfg: WorkerConfig | None, euid: int, keep_caps: bool = False):
     """The Isolation of this worker (team users, attempt cgroups), its own capabilities cut
-    down to what switching users takes when it runs as root. Raises SystemExit with why not."""
+    down to what switching users takes when it runs as root, unless `keep_caps` (it runs
+    rootful containers: the engine it starts needs root's capabilities, `_containers`). Raises
+    SystemExit with why not."""
     from schedd_worker.cgroups import CgroupError, Cgroups
     from schedd_worker.executors import Isolation
     from schedd_worker import caps
@@ -148,7 +150,12 @@ def _isolation(cfg: WorkerConfig | None, euid: int):
         cgroups = Cgroups.from_setting(cfg.cgroup)
     except CgroupError as e:
         raise SystemExit(f"schedd worker: error: [isolation] cgroup: {e}") from None
-    if policy.mapped and euid == 0:
+    if policy.mapped and euid == 0 and keep_caps:
+        logging.getLogger("schedd.worker").warning(
+            "this worker keeps root's capabilities: it runs rootful containers ([container] runtime "
+            "is set), whose engine needs them; shell jobs still run as their team's user, containers "
+            "as its uid:gid with no capability")
+    elif policy.mapped and euid == 0:
         try:
             caps.drop_capabilities()
         except OSError as e:
@@ -195,8 +202,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     setup_logging(args.log_level, name)
     log = logging.getLogger("schedd.worker")
-    # Before gRPC or anything else starts a thread: capabilities are per thread.
-    isolation = _isolation(cfg, euid)
+    # Before gRPC or anything else starts a thread: capabilities are per thread. The container
+    # probe (subprocesses only, no thread) goes first: it decides whether the worker keeps them.
+    containers = _containers(args, cfg, name, log, root=euid == 0)
+    isolation = _isolation(cfg, euid, keep_caps=containers is not None)
     _quiet_grpc_fork()
     from schedd_worker.hooks import configure_worker
     from schedd_worker.runtime import CredentialRefused, WorkerRuntime
@@ -213,7 +222,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if isolation.policy.mapped:
         log.info("jobs run as: %s; other teams are refused", ", ".join(
             f"{t} -> {u.user} (uid {u.uid})" for t, u in sorted(isolation.policy.teams.items())))
-    containers = _containers(args, cfg, name, log)
     runtime = WorkerRuntime(cluster, name=name, slots=args.slots, ahead=args.ahead, pool=args.pool,
                             labels=args.labels, drain_grace_s=args.drain_grace, http=http,
                             hooks=configure_worker(name), isolation=isolation, security=security,
@@ -252,10 +260,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
     os._exit(code)
 
 
-def _containers(args: argparse.Namespace, cfg: WorkerConfig | None, name: str, log: logging.Logger):
+def _containers(args: argparse.Namespace, cfg: WorkerConfig | None, name: str, log: logging.Logger,
+                root: bool = False):
     """The container config this worker runs with after the start-up probe, or None (off, or
     no working engine/runtime: it then does not advertise "container" and gets no such job).
-    Containers left by an earlier run of this worker (same name) are removed first."""
+    Containers left by an earlier run of this worker (same name) are removed first.
+
+    A root worker that maps teams drops root's capabilities (`_isolation`), and a rootful
+    engine cannot run without them: there `auto` means off, and a runtime named explicitly
+    (``[container] runtime = "runc"``, ``--container-runtime runc``) means keep them and run
+    containers, each as its team's uid:gid with no capability (handlers.container)."""
     import dataclasses
     from schedd_worker.handlers.container import ContainerConfig, cgroup_v1_root, probe, sweep
     base = cfg.container if cfg is not None else ContainerConfig()
@@ -263,8 +277,16 @@ def _containers(args: argparse.Namespace, cfg: WorkerConfig | None, name: str, l
     if choice == "off":
         log.info("container jobs: off")
         return None
+    policy = cfg.isolation if cfg is not None else None
+    if root and policy is not None and policy.mapped and choice == "auto":
+        log.info("container jobs: off: this worker maps teams and drops root's capabilities, which a "
+                 "rootful engine needs; name a runtime ([container] runtime = \"runc\") to keep them "
+                 "and run containers")
+        return None
+    users = tuple(sorted((t, u.uid, u.gid) for t, u in policy.teams.items())) if policy is not None else ()
     base = dataclasses.replace(base, engine=args.container_engine or base.engine, worker=name,
-                               runtime="" if choice == "auto" else choice, cgroup_root=cgroup_v1_root())
+                               runtime="" if choice == "auto" else choice, cgroup_root=cgroup_v1_root(),
+                               users=users, allow_root_jobs=bool(policy and policy.allow_root_jobs))
     found = probe(base)
     if found.config is None:
         log.warning("container jobs: off: %s", found.why)
