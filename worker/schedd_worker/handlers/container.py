@@ -64,7 +64,10 @@ __all__ = ["ContainerConfig", "MountRule", "ContainerHandler", "Probe", "probe",
 log = logging.getLogger("schedd.worker.container")
 
 # runc on a host whose hard limits are below podman's defaults (1048576 open files) fails with
-# "error setting rlimit type 7: operation not permitted" unless the limits are given.
+# "error setting rlimit type 7: operation not permitted" unless the limits are given. nproc is
+# RLIMIT_NPROC: per uid over the whole host (no user namespace), and uid 0 is exempt from it,
+# so it bounds nothing for a root container and everything a mapped team's uid runs for its
+# containers (README "Container jobs"); a container's own bound is its `pids` (cgroup).
 DEFAULT_ULIMITS = ("nofile=1024:1024", "nproc=1024:1024")
 ENGINE_TIMEOUT_S = 60.0          # a stop/rm/inspect that takes longer is logged and left
 LABEL_WORKER = "schedd.worker"
