@@ -205,8 +205,9 @@ def understated(cmd: C.Command, cluster_level: int) -> str | None:
     - cluster below 6: builds older than the container handler apply too, and they STORE such a
       spec: their apply never validated a handler (`load_committed_spec` checks only what apply
       computes with), which replaying hand-made put, put_many, batch stage/commit and dag_put
-      entries on the last level-5 build (3085262) showed: every one ok, the same state digest as
-      this build. So below 6 this build stores it too; refusing it there would diverge from them.
+      entries on the last level-5 build (3085262) and a level-4 one (041870a) showed: every one
+      ok, the same state digest as this build. So below 6 this build stores it too; refusing it
+      there would diverge from them. (A chunk so staged below 6 commits at 6 as on every build.)
       (A stamped entry is refused below 6 by the gate on every build alike: fl=6 > the cluster.)
     The refusal, like the gate's, changes nothing but the log hash: no clock, no dedup record
     (the same request id, properly stamped, still applies), no audit record, so each replica's
