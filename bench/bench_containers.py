@@ -1,30 +1,47 @@
-"""Container jobs: handler start of a container job (its scheduled time -> the first command
-running inside the container), at 1 and at 10 concurrent starts, beside a shell job (the same
-command as a process on the worker's host) in the same run.
+"""Container jobs (issue 32): what starting one costs, and that running many leaves nothing behind.
 
-    python bench/bench_containers.py [--rounds 10]
+1. Handler start of a container job (its scheduled time -> the first command running inside the
+   container), p50/p99 at 1, 10 and 50 concurrent starts, beside a shell job (the same command
+   as a process on the worker's host) in the same run.
+2. Back to back, 500 container runs one after the other (each with a memory limit, so each
+   gets its cgroup v1 parent), then what is left: containers labelled with the worker's name,
+   overlay/container mounts, processes naming one of the run's containers (conmon, the
+   watchdog's sh, podman), the worker's child processes, and schedd-attempt-* cgroup
+   directories; and the worker's RSS before, during and after (it must not grow beyond noise).
+   The exit status is 1 if anything is left.
+
+    python bench/bench_containers.py                    # 1/10/50 concurrent x 10 rounds; 500 runs
+    python bench/bench_containers.py --quick            # 1/10 x 3 rounds; 100 runs
+    python bench/bench_containers.py --rounds 1 --concurrency 1,2 --runs 3   # the smoke test
 
 Runs 3 nodes and one `schedd worker` with containers (rootful podman) on 127.0.0.1, all on this
 machine's cores. The job's first command reads /proc/uptime (CLOCK_BOOTTIME: containers share the
 host's kernel clock, 10 ms resolution), turned into wall time with this process's offset; the
-scheduled time is the trigger's instant. The image is the tests' offline busybox image.
+scheduled time is the trigger's instant. A level of concurrency C runs ceil(10 x rounds / C)
+rounds (at most `rounds`): about the same number of starts at each level. The image is the
+tests' offline busybox image. Mounts and cgroup directories are compared with what was there
+before the runs (another user of podman on the machine may hold some).
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
+import math
 import os
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from schedd.runtime.cluster import LocalCluster
 from schedd_client import job_spec
-from tests.support.containers import built_image, why_not
+from tests.support.containers import built_image, containers, why_not
 
 FIRST = "cat /proc/uptime; sleep 1"
+WORKER = "w1"
 
 
 def pct(values: list[float], p: float) -> float:
@@ -32,13 +49,13 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
-def wait(pred, timeout: float, what: str):
+def wait(pred, timeout: float, what: str, interval: float = 0.1):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         v = pred()
         if v:
             return v
-        time.sleep(0.1)
+        time.sleep(interval)
     raise TimeoutError(what)
 
 
@@ -51,16 +68,126 @@ def starts(client, names: list[str], offset: float) -> list[float]:
     eids = [client.trigger_job(n).id for n in names]
     out = []
     for eid in eids:
-        ex = wait(lambda: (e := client.get_execution(eid)).state == "SUCCEEDED" and e, 120, f"{eid} to succeed")
+        ex = wait(lambda: (e := client.get_execution(eid)).state == "SUCCEEDED" and e, 300, f"{eid} to succeed")
         up = float(ex.attempts[0].output_tail.split()[0])
         out.append((up + offset) * 1000 - ex.scheduled_ms)
     return out
 
 
+# ------------------------------------------------------------------------------ what is left
+
+@dataclass(slots=True)
+class Host:
+    """What the machine holds that a container run could leave behind (a snapshot)."""
+    mounts: set[str] = field(default_factory=set)
+    cgroups: set[str] = field(default_factory=set)
+
+    @classmethod
+    def now(cls) -> Host:
+        return cls(mounts=container_mounts(), cgroups=set(glob.glob("/sys/fs/cgroup/*/schedd-attempt-*")))
+
+
+def container_mounts() -> set[str]:
+    """Mount points of overlay or container-storage mounts (/proc/self/mountinfo)."""
+    out = set()
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            if " - overlay " in line or "/containers/" in line:
+                out.add(line.split()[4])
+    return out
+
+
+def processes() -> list[tuple[int, int, str]]:
+    """(pid, parent pid, command line) of every process."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        out.append((int(pid), ppid, cmd))
+    return out
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def leftovers(tokens: list[int], worker_pid: int, before: Host) -> dict[str, list[str]]:
+    """Everything the runs with these fencing tokens left (empty lists: nothing)."""
+    names = tuple(f"schedd-{t}-" for t in tokens)
+    procs = processes()
+    after = Host.now()
+    return {
+        "containers": containers(f"label=schedd.worker={WORKER}"),
+        "mounts": sorted(after.mounts - before.mounts),
+        "processes": [f"{pid} {cmd[:120]}" for pid, _, cmd in procs if any(n in cmd for n in names)],
+        "worker children": [f"{pid} {cmd[:120]}" for pid, ppid, cmd in procs if ppid == worker_pid],
+        "cgroups": sorted(after.cgroups - before.cgroups),
+    }
+
+
+# ------------------------------------------------------------------------------ the runs
+
+def latency(client, conc_levels: list[int], rounds: int, offset: float) -> None:
+    print(f"ms from scheduled time to the first command running ({rounds} rounds at 1, fewer above 10)")
+    print(f"{'kind':10} {'concurrent':>10} {'n':>4} {'p50':>8} {'p99':>8} {'max':>8}")
+    for conc in conc_levels:
+        n_rounds = min(rounds, max(1, math.ceil(rounds * 10 / conc)))
+        for kind in ("shell", "container"):
+            names = [f"{'sh' if kind == 'shell' else 'box'}{i}" for i in range(conc)]
+            got = [v for _ in range(n_rounds) for v in starts(client, names, offset)]
+            print(f"{kind:10} {conc:>10} {len(got):>4} {pct(got, 50):8.0f} {pct(got, 99):8.0f} {max(got):8.0f}",
+                  flush=True)
+
+
+def back_to_back(client, runs: int, worker_pid: int) -> bool:
+    """`runs` container runs one after the other; True when nothing is left afterwards."""
+    before = Host.now()
+    rss = [rss_kib(worker_pid)]
+    tokens, walls, failed = [], [], 0
+    every = max(1, runs // 5)
+    t0 = time.monotonic()
+    for i in range(1, runs + 1):
+        t = time.monotonic()
+        eid = client.trigger_job("seq").id
+        ex = wait(lambda: (e := client.get_execution(eid)).state in ("SUCCEEDED", "FAILED", "TIMED_OUT") and e,
+                  120, f"{eid} to finish", interval=0.02)
+        walls.append((time.monotonic() - t) * 1000)
+        tokens += [a.fencing_token for a in ex.attempts]
+        failed += ex.state != "SUCCEEDED"
+        if i % every == 0:
+            rss.append(rss_kib(worker_pid))
+    elapsed = time.monotonic() - t0
+    print(f"\n{runs} container runs back to back (memory 64Mi each) in {elapsed:.0f} s, {failed} failed; "
+          f"trigger -> finished p50 {pct(walls, 50):.0f} ms, p99 {pct(walls, 99):.0f} ms")
+    print("worker RSS (MiB) before, then every", every, "runs:", " ".join(f"{r / 1024:.1f}" for r in rss))
+    try:                                      # a removal under way: give it a moment
+        wait(lambda: not any(leftovers(tokens, worker_pid, before).values()), 30, "a clean host", 0.5)
+    except TimeoutError:
+        pass
+    left = leftovers(tokens, worker_pid, before)
+    for what, items in left.items():
+        print(f"left: {what}: {len(items)}" + "".join(f"\n    {x}" for x in items[:10]))
+    clean = not any(left.values()) and failed == 0
+    print("nothing left behind" if clean else "SOMETHING WAS LEFT BEHIND (or a run failed)")
+    return clean
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--concurrency", default="1,10,50", help="comma-separated levels of concurrent starts")
+    ap.add_argument("--runs", type=int, default=500, help="container runs back to back")
+    ap.add_argument("--quick", action="store_true", help="1 and 10 concurrent, 3 rounds, 100 runs")
     args = ap.parse_args()
+    if args.quick:
+        args.rounds, args.concurrency, args.runs = 3, "1,10", 100
+    levels = [int(x) for x in args.concurrency.split(",") if x]
     why = why_not()
     if why:
         sys.exit(f"bench_containers: {why}")
@@ -70,26 +197,23 @@ def main() -> None:
         try:
             c.start()
             c.wait_leader(timeout=60)
-            c.start_worker("w1", slots=12)
+            c.start_worker(WORKER, slots=max(levels) + 4)
             client = c.client(timeout=30)
-            for i in range(10):
-                wait(lambda: _put(client, f"box{i}", job_spec(f"box{i}", container={"image": image, "command": FIRST})),
-                     60, "the cluster at feature level 5")
+            seq = job_spec("seq", container={"image": image, "command": "cat /proc/uptime", "memory": "64Mi"})
+            wait(lambda: _put(client, seq), 60, "the cluster at feature level 6")
+            for i in range(max(levels)):
+                client.put_job(job_spec(f"box{i}", container={"image": image, "command": FIRST}))
                 client.put_job(job_spec(f"sh{i}", command=FIRST))
-            wait(lambda: _ran(client, "box0", offset), 90, "a first container run")
-            print(f"container image {image}; {args.rounds} rounds; ms from scheduled time to the first "
-                  "command running")
-            print(f"{'kind':10} {'concurrent':>10} {'n':>4} {'p50':>8} {'p99':>8} {'max':>8}")
-            for conc in (1, 10):
-                for kind in ("shell", "container"):
-                    names = [f"{'sh' if kind == 'shell' else 'box'}{i}" for i in range(conc)]
-                    got = [v for _ in range(args.rounds) for v in starts(client, names, offset)]
-                    print(f"{kind:10} {conc:>10} {len(got):>4} {pct(got, 50):8.0f} {pct(got, 99):8.0f} {max(got):8.0f}")
+            starts(client, ["box0", "sh0"], offset)                    # warm up: the image, the paths
+            print(f"container image {image}; worker slots {max(levels) + 4}")
+            latency(client, levels, args.rounds, offset)
+            clean = back_to_back(client, args.runs, c.workers[WORKER].proc.pid) if args.runs else True
         finally:
             c.stop()
+    sys.exit(0 if clean else 1)
 
 
-def _put(client, name: str, spec) -> bool:
+def _put(client, spec) -> bool:
     try:
         client.put_job(spec)
         return True
@@ -97,11 +221,6 @@ def _put(client, name: str, spec) -> bool:
         if "feature level" not in str(e):
             raise
         return False
-
-
-def _ran(client, name: str, offset: float) -> bool:
-    starts(client, [name], offset)
-    return True
 
 
 if __name__ == "__main__":

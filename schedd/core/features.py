@@ -31,7 +31,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import json
+
 from schedd.core import commands as C
+from schedd.core.model import CONTAINER_FEATURE_LEVEL, spec_level
 from schedd.core.results import ApplyResult, Code, ok, reject
 from schedd.core.tables import Tables
 
@@ -156,6 +159,66 @@ def beyond_build(table: FeatureTable, cluster_level: int, epoch: int, cmd: C.Com
         if type(level) is int and level > top:
             return level
     return None
+
+
+# The entries whose args carry job or DAG-task specs, and where (a text, or a list of texts).
+SPEC_ARGS = {C.PUT: "spec", C.PUT_MANY: "specs", C.BATCH_STAGE: "specs", C.DAG_PUT: "spec"}
+_CONTAINER_KEY = '"container":'      # how canonical JSON names the handler (a cheap pre-filter)
+
+
+def content_level(cmd: C.Command) -> int:
+    """The feature level the specs an entry carries need (`model.spec_level`; a DAG: its tasks'),
+    1 for every other entry. Only a text holding the container key is parsed: every unstamped
+    put is looked at, and most say nothing of containers."""
+    texts = cmd.args.get(SPEC_ARGS.get(cmd.kind, ""))
+    texts = [texts] if isinstance(texts, str) else texts
+    if not isinstance(texts, list):
+        return 1
+    level = 1
+    for text in texts:
+        if isinstance(text, str) and _CONTAINER_KEY in text:
+            level = max(level, _parsed_level(text, cmd.kind == C.DAG_PUT))
+    return level
+
+
+def _parsed_level(text: str, dag: bool) -> int:
+    try:
+        d = json.loads(text)
+    except ValueError:
+        return 1                          # the kind's own handler refuses it as before
+    if not isinstance(d, dict):
+        return 1
+    specs = d.get("tasks") if dag else [d]
+    if not isinstance(specs, list):
+        return 1
+    return max((spec_level(s) for s in specs if isinstance(s, dict)), default=1)
+
+
+def understated(cmd: C.Command, cluster_level: int) -> str | None:
+    """Why apply refuses an entry whose specs need more than its `fl` says (None: it does not).
+
+    Proposers stamp an entry carrying a container spec fl=6 (`model.spec_level`); one without
+    the stamp was made by hand. It is refused only once the cluster is at the level the content
+    needs, and then by every replica alike, because of who applies at each cluster level:
+    - cluster at 6 or above: only builds of level >= 6 apply (an older build halts before
+      applying anything, `beyond_build`), and every one of them refuses it here;
+    - cluster below 6: builds older than the container handler apply too, and they STORE such a
+      spec: their apply never validated a handler (`load_committed_spec` checks only what apply
+      computes with), which replaying hand-made put, put_many, batch stage/commit and dag_put
+      entries on the last level-5 build (3085262) and a level-4 one (041870a) showed: every one
+      ok, the same state digest as this build. So below 6 this build stores it too; refusing it
+      there would diverge from them. (A chunk so staged below 6 commits at 6 as on every build.)
+      (A stamped entry is refused below 6 by the gate on every build alike: fl=6 > the cluster.)
+    The refusal, like the gate's, changes nothing but the log hash: no clock, no dedup record
+    (the same request id, properly stamped, still applies), no audit record, so each replica's
+    state digest is what it was."""
+    if cmd.level >= CONTAINER_FEATURE_LEVEL or cluster_level < CONTAINER_FEATURE_LEVEL:
+        return None
+    needed = content_level(cmd)
+    if needed <= cmd.level or needed > cluster_level:
+        return None
+    return (f"malformed entry: a {cmd.kind!r} entry carrying a container spec must say fl={needed} "
+            f"(its proposer stamps it: schedd.core.model.spec_level); this one says fl={cmd.level}")
 
 
 def refusal(table: FeatureTable, cluster_level: int, kind: str) -> str | None:

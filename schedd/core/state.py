@@ -244,7 +244,8 @@ class SchedulerState(Tables):
         """Refuse an entry above the cluster's feature level. The level the entry says it needs
         decides first, so a node that does not know the kind refuses it with the same result
         as one that does (schedd.core.features); a hand-made entry that understates its level
-        is refused too. Refused like a malformed entry: nothing but the log hash changes (no
+        is refused too, and so is one whose specs need more than it says (`features.understated`).
+        Refused like a malformed entry: nothing but the log hash changes (no
         clock, no dedup record, no audit record), so the state stays equal on every replica
         whichever of these refusals each gave."""
         local = self.features.level_of(cmd.kind)
@@ -255,7 +256,10 @@ class SchedulerState(Tables):
             # Only a node behind the cluster's level gets here with a real kind: the leader raises
             # the level only once every voter supports it (a status warning names such a node).
             return reject(Code.INVALID, f"malformed entry: unknown entry kind {cmd.kind!r}")
-        return None
+        # A spec the entry carries may need more than its kind (a container: fl=6); refused the
+        # same way, and why that is the same on every replica: features.understated.
+        why = features.understated(cmd, self.feature_level)
+        return None if why is None else reject(Code.INVALID, why)
 
     def _expire_dedup(self, now: int) -> None:
         horizon = now - DEDUP_TTL_MS

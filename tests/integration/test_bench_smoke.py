@@ -97,3 +97,21 @@ def test_the_worker_failover_bench_runs_a_leader_change_of_each_kind():
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     rows = [line.split() for line in out.stdout.splitlines() if line.split()[:2] in (["kill", "this"], ["stop", "this"])]
     assert sorted(r[0] for r in rows) == ["kill", "stop"], out.stdout
+
+
+def test_the_container_bench_runs_and_leaves_nothing_behind():
+    """bench/bench_containers.py at its smallest: a start row per kind and level, three runs back
+    to back, and its check of what is left (containers, mounts, processes, cgroups) finds
+    nothing (exit status 0); no figure is asserted."""
+    from tests.support.containers import why_not
+    why = why_not()
+    if why:
+        pytest.skip(why)
+    out = subprocess.run([sys.executable, "bench/bench_containers.py", "--rounds", "1", "--concurrency", "1,2",
+                          "--runs", "3"], cwd=REPO, capture_output=True, text=True, timeout=240,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    rows = [line.split()[:2] for line in out.stdout.splitlines()
+            if line.split()[:1] in (["shell"], ["container"]) and line.split()[1].isdigit()]
+    assert sorted(rows) == [["container", "1"], ["container", "2"], ["shell", "1"], ["shell", "2"]], out.stdout
+    assert "3 container runs back to back" in out.stdout and "nothing left behind" in out.stdout

@@ -2,7 +2,10 @@
 worker processes running rootful podman: output and exit codes, timeout, cancel, an OOM kill and
 a pids limit reported as such, network none, secret env only inside the container (never on a
 command line), routing (never to a worker with containers off), and a worker SIGKILLed mid-run:
-its container removed within the lease by the watchdog, the retry on a new fencing token.
+its container removed within the lease by the watchdog, the retry on a new fencing token; a
+worker SIGKILLed together with its watchdogs (the container survives): restarted under its name,
+it removes the leftover container before it connects, and the attempt is retried; a
+mapped team's container runs as the team's uid:gid with no capability (never as root).
 
 The image is built offline (tests/support/containers.py); without podman the tests are skipped
 with a loud reason (CI installs it: .ci/run)."""
@@ -19,7 +22,8 @@ import pytest
 from schedd.ports.fakes import wait_until
 from schedd_client import job_spec
 from tests.support.cluster import finished, workers_of
-from tests.support.containers import containers
+from tests.support.containers import containers, remove_containers
+from tests.support.users import system_user
 
 pytestmark = pytest.mark.integration
 
@@ -46,6 +50,22 @@ def feature_level(c) -> int:
         return int(pb_grpc.ClusterStub(ch).Status(pb.ClusterStatusRequest(), timeout=5).feature_level)
 
 
+def watchdogs(name: str) -> list[int]:
+    """Pids of the watchdog processes of container `name` (its sh, then its cat)."""
+    shells = [pid for pid, line in processes() if line.startswith(b"/bin/sh\0-c\0cat >/dev/null")
+              and line.rstrip(b"\0").endswith(b"\0" + name.encode())]
+    cats = [pid for pid, line in processes() if line == b"cat\0" and _parent(pid) in shells]
+    return shells + cats
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def box(image: str, **kw) -> dict:
     return {"image": image, **kw}
 
@@ -55,16 +75,21 @@ def run(client, name: str, timeout: float = 90):
     return wait_until(lambda: finished(client, eid), timeout=timeout, what=f"{name} to finish")
 
 
-def cmdlines() -> list[bytes]:
+def processes() -> list[tuple[int, bytes]]:
+    """(pid, raw cmdline) of every process."""
     out = []
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    out.append(f.read())
+                    out.append((int(pid), f.read()))
             except OSError:
                 pass
     return out
+
+
+def cmdlines() -> list[bytes]:
+    return [line for _, line in processes()]
 
 
 def test_container_jobs_end_to_end(cluster_factory, container_image):
@@ -155,3 +180,70 @@ def test_worker_killed_mid_run_its_container_goes_and_the_retry_has_a_new_token(
     first, last = ex.attempts[0], ex.attempts[-1]
     assert first.state == "LOST" and first.worker == "w1" and last.worker == "w2"
     assert last.fencing_token > first.fencing_token and f"token {last.fencing_token}" in last.output_tail
+
+
+def test_a_mapped_teams_container_runs_as_its_user_with_no_capability(cluster_factory, container_image,
+                                                                      tmp_path):
+    """A root worker that maps teams keeps root's capabilities only when told to run containers
+    ([container] runtime named); each container then runs as its team's uid:gid, CapEff 0."""
+    with system_user("sdc") as user:
+        config = tmp_path / "worker.toml"
+        config.write_text(f'[isolation]\n[isolation.teams.payments]\nuser = "{user.pw_name}"\n'
+                          '[container]\nruntime = "runc"\n')
+        c, client = start(cluster_factory, ("mapped", ("--config", str(config))))
+        client.put_job(job_spec("who", team="payments", container=box(
+            container_image, command="echo uid=$(id -u) gid=$(id -g); grep -E '^(CapEff|CapPrm|NoNewPrivs)' "
+                                     "/proc/self/status")))
+        ex = run(client, "who")
+        assert ex.state == "SUCCEEDED", ex
+        out = ex.attempts[0].output_tail
+        assert f"uid={user.pw_uid} gid={user.pw_gid}" in out, out
+        assert "CapEff:\t0000000000000000" in out and "CapPrm:\t0000000000000000" in out, out
+        assert "NoNewPrivs:\t1" in out, out
+
+        client.put_job(job_spec("as-root", team="payments", container=box(container_image, user="0",
+                                                                           command="id -u")))
+        ex = run(client, "as-root")
+        assert ex.state == "FAILED" and "never run as uid or gid 0" in ex.attempts[0].error, ex
+        assert not ex.attempts[0].output_tail
+        assert not containers("label=schedd.worker=mapped")
+
+
+def test_a_worker_restarted_after_its_watchdogs_died_too_removes_its_leftover_container(
+        cluster_factory, container_image):
+    """The watchdog dies with the worker (the OOM killer took both, say): nothing removes the
+    container then, until the worker starts again under its name and sweeps what it labelled."""
+    c, client = start(cluster_factory, ("w1", ()))
+    client.put_job(job_spec("orphan", retry={"max_attempts": 3, "initial_backoff_seconds": 1}, container=box(
+        container_image, command='echo "token $SCHEDD_FENCING_TOKEN"; [ "$SCHEDD_ATTEMPT" = 1 ] && sleep 600; echo done')))
+    eid = client.trigger_job("orphan").id
+    name = wait_until(lambda: containers(f"label=schedd.execution={eid}", "status=running"), timeout=60,
+                      what="the container to run")[0]
+    guards = wait_until(lambda: (g := watchdogs(name)) and len(g) == 2 and g, timeout=30, what="its watchdog")
+    try:
+        for pid in guards:                  # the watchdog first: the worker's death would wake it
+            os.kill(pid, signal.SIGKILL)
+        c.workers["w1"].proc.send_signal(signal.SIGKILL)
+        c.workers["w1"].proc.wait(timeout=30)
+        wait_until(lambda: not watchdogs(name), timeout=30, what="the watchdog to be gone")
+        # nothing is left to remove it: it outlives the lease
+        wait_until(lambda: client.get_execution(eid).attempts[0].state == "LOST", timeout=60,
+                   what="the attempt to be expired LOST")
+        assert containers(f"name={name}", "status=running"), "the container should have survived"
+
+        c.start_worker("w1", slots=2, drain_grace_s=5)
+        wait_until(lambda: "w1" in workers_of(c), timeout=60, what="w1 to reconnect")
+        assert not containers(f"name={name}"), "the restarted worker connected before sweeping"
+        log = c.workers["w1"].log.read_text()
+        assert f"removed 1 container(s) left by an earlier run of worker w1: {name}" in log
+
+        ex = wait_until(lambda: finished(client, eid), timeout=90, what="the retry to finish")
+        assert ex.state == "SUCCEEDED", ex
+        first, last = ex.attempts[0], ex.attempts[-1]
+        assert first.state == "LOST" and last.worker == "w1" and last.fencing_token > first.fencing_token
+        assert f"token {last.fencing_token}" in last.output_tail and "done" in last.output_tail
+        assert not containers("label=schedd.worker=w1")
+    finally:
+        for pid in watchdogs(name):
+            os.kill(pid, signal.SIGKILL)
+        remove_containers(f"name={name}")

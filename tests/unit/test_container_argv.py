@@ -85,3 +85,54 @@ def test_the_container_section_of_the_worker_config() -> None:
                      ('mounts = [{ path = "rel" }]', "absolute path"), ('nets = []', "unknown key")):
         with pytest.raises(ConfigError, match=msg):
             parse_config(f"[container]\n{bad}\n")
+
+
+MAPPED = ContainerConfig(worker="w1", users=(("payments", 1234, 1235),))
+
+
+def test_a_mapped_teams_container_runs_as_its_user_with_no_capability() -> None:
+    argv = " ".join(run_argv(attempt(team="payments"), spec(command="id -u"), MAPPED, "n", 5))
+    assert "--user 1234:1235" in argv
+    assert "--security-opt no-new-privileges --cap-drop ALL" in argv
+    # the spec's own user wins (refusal() has checked it is not root)
+    assert "--user 2000:2001" in " ".join(run_argv(attempt(team="payments"), spec(user="2000:2001"), MAPPED, "n", 5))
+    # an unmapped team (a worker without [isolation.teams]): the image's user, still no capability
+    plain = " ".join(run_argv(attempt(team="ops"), spec(), CFG, "n", 5))
+    assert "--user" not in plain and "--cap-drop ALL" in plain
+
+
+@pytest.mark.parametrize(("team", "user", "cfg", "why"), [
+    ("payments", "1000", MAPPED, ""),
+    ("payments", "1000:1000", MAPPED, ""),
+    ("payments", "0", MAPPED, "never run as uid or gid 0"),
+    ("payments", "0:0", MAPPED, "never run as uid or gid 0"),
+    ("payments", "1000:0", MAPPED, "never run as uid or gid 0"),
+    ("payments", "root", MAPPED, "name a numeric uid[:gid]"),
+    ("payments", "app:app", MAPPED, "name a numeric uid[:gid]"),
+    ("ops", "root", CFG, ""),                              # no mapping: the image decides
+    ("payments", "0", ContainerConfig(users=(("payments", 0, 0),), allow_root_jobs=True), ""),
+], ids=["uid", "uid-gid", "root-uid", "root-both", "root-gid", "root-name", "a-name", "unmapped", "allowed"])
+def test_a_mapped_team_never_names_root_for_its_container(team: str, user: str, cfg: ContainerConfig,
+                                                          why: str) -> None:
+    got = refusal(spec(user=user), cfg, team)
+    assert (why in got and bool(got)) if why else got == ""
+
+
+def test_a_root_worker_that_maps_teams_runs_containers_only_when_a_runtime_is_named(monkeypatch) -> None:
+    """It drops root's capabilities, which a rootful engine needs: `auto` means off there (and
+    the capabilities go), a named runtime keeps them and hands the team users to the handler."""
+    import argparse
+    import logging
+
+    from schedd_worker import cli
+    from schedd_worker.handlers import container
+    monkeypatch.setattr(container, "probe", lambda cfg: container.Probe(cfg))
+    monkeypatch.setattr(container, "sweep", lambda cfg: [])
+    args = argparse.Namespace(container_runtime=None, container_engine=None)
+    log = logging.getLogger("test")
+    teams = '[isolation.teams.payments]\nuser = "nobody"\n'
+    assert cli._containers(args, parse_config(teams), "w1", log, root=True) is None
+    on = cli._containers(args, parse_config(teams + '[container]\nruntime = "runc"\n'), "w1", log, root=True)
+    assert on is not None and on.runtime == "runc" and on.users[0][:2] == ("payments", 65534)
+    # not root (no capabilities to drop): auto probes as before
+    assert cli._containers(args, parse_config(teams), "w1", log, root=False) is not None

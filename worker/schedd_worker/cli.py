@@ -174,9 +174,11 @@ def separation(euid: int, policy: IsolationPolicy, can_switch: bool) -> str:
             "jobs (README \"Isolation on workers\")")
 
 
-def _isolation(policy: IsolationPolicy, cgroup: str, euid: int):
+def _isolation(policy: IsolationPolicy, cgroup: str, euid: int, keep_caps: bool = False):
     """The Isolation of this worker (team users, attempt cgroups), its own capabilities cut
-    down to what switching users takes when it runs as root. Raises SystemExit with why not."""
+    down to what switching users takes when it runs as root, unless `keep_caps` (it runs
+    rootful containers: the engine it starts needs root's capabilities, `_containers`). Raises
+    SystemExit with why not."""
     from schedd_worker.cgroups import CgroupError, Cgroups
     from schedd_worker.executors import Isolation
     from schedd_worker.uids import UidError
@@ -189,7 +191,12 @@ def _isolation(policy: IsolationPolicy, cgroup: str, euid: int):
     except (CgroupError, UidError, OSError) as e:
         raise SystemExit(f"schedd worker: error: [isolation]: {e}") from None
     keep = caps.KEEP + ((caps.CAP_CHOWN,) if policy.uids is not None else ())  # team folders
-    if policy.mapped and euid == 0:
+    if policy.mapped and euid == 0 and keep_caps:
+        logging.getLogger("schedd.worker").warning(
+            "this worker keeps root's capabilities: it runs rootful containers ([container] runtime "
+            "is set), whose engine needs them; shell jobs still run as their team's user, containers "
+            "as its uid:gid with no capability")
+    elif policy.mapped and euid == 0:
         try:
             caps.drop_capabilities(keep)
         except OSError as e:
@@ -266,8 +273,11 @@ def cmd_worker(args: argparse.Namespace, *, euid: int | None = None) -> int:
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     setup_logging(args.log_level, name)
     log = logging.getLogger("schedd.worker")
-    # Before gRPC or anything else starts a thread: capabilities are per thread.
-    isolation = _isolation(policy, cfg.cgroup if cfg is not None else "off", euid)
+    # Before gRPC or anything else starts a thread: capabilities are per thread. The container
+    # probe (subprocesses only, no thread) goes first: it decides whether the worker keeps them.
+    containers = _containers(args, cfg, name, log, root=euid == 0, policy=policy)
+    isolation = _isolation(policy, cfg.cgroup if cfg is not None else "off", euid,
+                           keep_caps=containers is not None)
     if shared:
         log.warning("jobs are not isolated from each other: %s", shared)
     _quiet_grpc_fork()
@@ -284,7 +294,6 @@ def cmd_worker(args: argparse.Namespace, *, euid: int | None = None) -> int:
         return 2
     http = _http_options(args)
     _say_who_runs_jobs(isolation.policy, log)
-    containers = _containers(args, cfg, name, log)
     runtime = WorkerRuntime(cluster, name=name, slots=args.slots, ahead=args.ahead, pool=args.pool,
                             labels=args.labels, drain_grace_s=args.drain_grace, http=http,
                             hooks=configure_worker(name), isolation=isolation, security=security,
@@ -324,10 +333,16 @@ def cmd_worker(args: argparse.Namespace, *, euid: int | None = None) -> int:
     os._exit(code)
 
 
-def _containers(args: argparse.Namespace, cfg: WorkerConfig | None, name: str, log: logging.Logger):
+def _containers(args: argparse.Namespace, cfg: WorkerConfig | None, name: str, log: logging.Logger,
+                root: bool = False, policy: IsolationPolicy | None = None):
     """The container config this worker runs with after the start-up probe, or None (off, or
     no working engine/runtime: it then does not advertise "container" and gets no such job).
-    Containers left by an earlier run of this worker (same name) are removed first."""
+    Containers left by an earlier run of this worker (same name) are removed first.
+
+    A root worker that maps teams drops root's capabilities (`_isolation`), and a rootful
+    engine cannot run without them: there `auto` means off, and a runtime named explicitly
+    (``[container] runtime = "runc"``, ``--container-runtime runc``) means keep them and run
+    containers, each as its team's uid:gid with no capability (handlers.container)."""
     import dataclasses
     from schedd_worker.handlers.container import ContainerConfig, cgroup_v1_root, probe, sweep
     base = cfg.container if cfg is not None else ContainerConfig()
@@ -335,8 +350,17 @@ def _containers(args: argparse.Namespace, cfg: WorkerConfig | None, name: str, l
     if choice == "off":
         log.info("container jobs: off")
         return None
+    if policy is None:
+        policy = cfg.isolation if cfg is not None else None
+    if root and policy is not None and policy.mapped and choice == "auto":
+        log.info("container jobs: off: this worker maps teams and drops root's capabilities, which a "
+                 "rootful engine needs; name a runtime ([container] runtime = \"runc\") to keep them "
+                 "and run containers")
+        return None
+    users = tuple(sorted((t, u.uid, u.gid) for t, u in policy.teams.items())) if policy is not None else ()
     base = dataclasses.replace(base, engine=args.container_engine or base.engine, worker=name,
-                               runtime="" if choice == "auto" else choice, cgroup_root=cgroup_v1_root())
+                               runtime="" if choice == "auto" else choice, cgroup_root=cgroup_v1_root(),
+                               users=users, allow_root_jobs=bool(policy and policy.allow_root_jobs))
     found = probe(base)
     if found.config is None:
         log.warning("container jobs: off: %s", found.why)

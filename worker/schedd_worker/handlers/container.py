@@ -12,6 +12,10 @@ An attempt:
   ``none`` must be listed in ``networks``, every mount's source must lie under an allowlisted
   path (read-write only where that entry says so), ``pull: if-missing`` must be permitted;
   otherwise it FAILS with the reason before anything starts;
+- runs as the job's team's mapped uid:gid (``[isolation.teams]``) unless the spec names a
+  ``user`` (never root for a mapped team: `refusal`), with no capability (``--cap-drop ALL``)
+  and ``no-new-privileges``: containers are rootful, so uid 0 inside is uid 0 on the host and
+  the team mapping that shell jobs get would otherwise not hold;
 - runs ``<engine> run`` attached, in its own session, with the container named
   ``schedd-<token>-<random>`` and labelled schedd.execution, schedd.fencing and schedd.worker;
   output (stdout and stderr, merged) is kept as a shell job's (`Tail`), the exit code reported;
@@ -55,12 +59,15 @@ from typing import Any
 from .base import (FAILED, SUCCEEDED, Assignment, Result, Stop, Tail, contract_env, race, stopped)
 
 __all__ = ["ContainerConfig", "MountRule", "ContainerHandler", "Probe", "probe", "sweep", "run_argv",
-           "refusal", "DEFAULT_ULIMITS"]
+           "refusal", "DEFAULT_ULIMITS", "team_user", "container_user"]
 
 log = logging.getLogger("schedd.worker.container")
 
 # runc on a host whose hard limits are below podman's defaults (1048576 open files) fails with
-# "error setting rlimit type 7: operation not permitted" unless the limits are given.
+# "error setting rlimit type 7: operation not permitted" unless the limits are given. nproc is
+# RLIMIT_NPROC: per uid over the whole host (no user namespace), and uid 0 is exempt from it,
+# so it bounds nothing for a root container and everything a mapped team's uid runs for its
+# containers (README "Container jobs"); a container's own bound is its `pids` (cgroup).
 DEFAULT_ULIMITS = ("nofile=1024:1024", "nproc=1024:1024")
 ENGINE_TIMEOUT_S = 60.0          # a stop/rm/inspect that takes longer is logged and left
 LABEL_WORKER = "schedd.worker"
@@ -85,6 +92,14 @@ class ContainerConfig:
     ulimits: tuple[str, ...] = DEFAULT_ULIMITS
     worker: str = ""                            # the worker's name (labels, the restart sweep)
     cgroup_root: Path | None = field(default=None)   # cgroup v1 hierarchy root for OOM tracking
+    # [isolation.teams] as (team, uid, gid): a mapped team's container runs as its user
+    users: tuple[tuple[str, int, int], ...] = ()
+    allow_root_jobs: bool = False               # [isolation] allow_root_jobs: a mapped team may be root
+
+
+def team_user(cfg: ContainerConfig, team: str) -> tuple[int, int] | None:
+    """The (uid, gid) a mapped team's containers run as by default; None for an unmapped one."""
+    return next(((uid, gid) for t, uid, gid in cfg.users if t == team), None)
 
 
 # ------------------------------------------------------------------------------ policy, argv
@@ -93,9 +108,12 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def refusal(spec: Mapping[str, Any], cfg: ContainerConfig) -> str:
+def refusal(spec: Mapping[str, Any], cfg: ContainerConfig, team: str = "") -> str:
     """Why this worker refuses the attempt ("" when it runs it): its config decides networks,
-    mounts and pulls, whatever the (cluster-wide valid) spec asks."""
+    mounts, pulls and (for a mapped team) the user, whatever the (cluster-wide valid) spec asks."""
+    why = _user_refusal(spec, cfg, team)
+    if why:
+        return why
     network = spec.get("network") or "none"
     if network != "none" and network not in cfg.networks:
         allowed = ", ".join(("none", *cfg.networks))
@@ -112,6 +130,32 @@ def refusal(spec: Mapping[str, Any], cfg: ContainerConfig) -> str:
     return ""
 
 
+def _user_refusal(spec: Mapping[str, Any], cfg: ContainerConfig, team: str) -> str:
+    """A mapped team's job may name its container's `user`, but never root: containers are
+    rootful (uid 0 inside is uid 0 on the host), the hole the team mapping closes for shell jobs.
+    A name is resolved in the image's /etc/passwd, which the worker cannot see and the image's
+    author controls (any name may be uid 0), so a mapped team names numbers."""
+    user = str(spec.get("user") or "")
+    if not user or team_user(cfg, team) is None or cfg.allow_root_jobs:
+        return ""
+    parts = user.split(":")
+    if not all(p.isdigit() for p in parts):
+        return (f"container user {user!r}: team {team!r} is mapped on this worker, so its containers "
+                "name a numeric uid[:gid] (a name is resolved inside the image and may be root)")
+    if any(int(p) == 0 for p in parts):
+        return (f"container user {user!r}: team {team!r} is mapped on this worker and its containers "
+                "never run as uid or gid 0 (containers are rootful: root inside is root on the host)")
+    return ""
+
+
+def container_user(a: Assignment, spec: Mapping[str, Any], cfg: ContainerConfig) -> str:
+    """The --user of an attempt: the spec's, else the mapped team's uid:gid, else the image's."""
+    if spec.get("user"):
+        return str(spec["user"])
+    mapped = team_user(cfg, a.team)
+    return f"{mapped[0]}:{mapped[1]}" if mapped is not None else ""
+
+
 def _engine_args(cfg: ContainerConfig) -> list[str]:
     return [cfg.engine, *(["--runtime", cfg.runtime] if cfg.runtime and cfg.engine == "podman" else [])]
 
@@ -126,7 +170,9 @@ def run_argv(a: Assignment, spec: Mapping[str, Any], cfg: ContainerConfig, name:
                                 "--label", f"{LABEL_WORKER}={cfg.worker}",
                                 "--network", spec.get("network") or "none",
                                 "--pull", "missing" if spec.get("pull") == "if-missing" else "never",
-                                "--security-opt", "no-new-privileges", "--log-driver", "none"]
+                                # no capability at all, none to gain: a spec cannot add one
+                                "--security-opt", "no-new-privileges", "--cap-drop", "ALL",
+                                "--log-driver", "none"]
     if cgroup_parent:
         argv += ["--cgroup-parent", cgroup_parent]
     for limit in cfg.ulimits:
@@ -140,8 +186,9 @@ def run_argv(a: Assignment, spec: Mapping[str, Any], cfg: ContainerConfig, name:
         argv += ["--cpus", f"{float(spec['cpu']):g}"]
     if spec.get("pids"):
         argv += ["--pids-limit", str(int(spec["pids"]))]
-    if spec.get("user"):
-        argv += ["--user", str(spec["user"])]
+    user = container_user(a, spec, cfg)
+    if user:
+        argv += ["--user", user]
     if spec.get("workdir"):
         argv += ["--workdir", str(spec["workdir"])]
     for m in spec.get("mounts") or ():
@@ -184,7 +231,7 @@ class ContainerHandler:
         self.cfg = cfg
 
     async def run(self, a: Assignment, spec: Mapping[str, Any], stop: Stop) -> Result:
-        why = refusal(spec, self.cfg)
+        why = refusal(spec, self.cfg, a.team)
         if why:
             return Result(FAILED, error=f"refused by this worker: {why}")
         content = env_file(a, spec)
