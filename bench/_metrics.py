@@ -17,6 +17,7 @@ import subprocess
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -308,6 +309,16 @@ def percentile(values: list[float], q: float) -> float | None:
         return None
     s = sorted(values)
     return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+
+
+def timed_ms(fn: Callable[[], object], n: int) -> list[float]:
+    """Milliseconds each of `n` calls of `fn` took, one after another."""
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t) * 1000)
+    return out
 
 
 def table(headers: list[str], rows: list[list[object]], indent: str = "  ") -> str:

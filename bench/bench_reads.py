@@ -22,11 +22,11 @@ import statistics
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench._metrics import percentile, timed_ms
 from schedd.runtime.cluster import LocalCluster
 from schedd_client import Client, job_spec
 
@@ -34,17 +34,7 @@ JOB = "bench-reads"
 
 
 def _pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
-
-
-def _timed(fn: Callable[[], object], n: int) -> list[float]:
-    out = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t) * 1000)
-    return out
+    return percentile(xs, q) or 0.0
 
 
 def _concurrent(make: Callable[[], Client], stale: bool, n: int, threads: int) -> list[float]:
@@ -55,7 +45,7 @@ def _concurrent(make: Callable[[], Client], stale: bool, n: int, threads: int) -
     def run() -> None:
         with make() as cl:
             cl.get_job(JOB, stale_ok=stale)
-            xs = _timed(lambda: cl.get_job(JOB, stale_ok=stale), n)
+            xs = timed_ms(lambda: cl.get_job(JOB, stale_ok=stale), n)
         with lock:
             out.extend(xs)
 
@@ -77,8 +67,8 @@ def _round(c: LocalCluster, n: int, threads: int, samples: dict[str, list[float]
             cl.get_job(JOB, stale_ok=True)                    # connect before timing
         for stale in (True, False):
             mode = "stale_ok" if stale else "plain"
-            samples[f"{mode} leader"] += _timed(lambda: leader.get_job(JOB, stale_ok=stale), n)
-            samples[f"{mode} follower"] += _timed(lambda: fol.get_job(JOB, stale_ok=stale), n)
+            samples[f"{mode} leader"] += timed_ms(lambda: leader.get_job(JOB, stale_ok=stale), n)
+            samples[f"{mode} follower"] += timed_ms(lambda: fol.get_job(JOB, stale_ok=stale), n)
     if threads > 1:
         for stale in (True, False):
             mode = "stale_ok" if stale else "plain"

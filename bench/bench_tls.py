@@ -22,26 +22,16 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench._metrics import percentile, timed_ms
 from schedd.runtime.cluster import LocalCluster
 from schedd_client import job_spec
 
 
 def _pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
-
-
-def _timed(fn, n: int) -> list[float]:
-    out = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t) * 1000)
-    return out
+    return percentile(xs, q) or 0.0
 
 
 def _round(c: LocalCluster, n: int, samples: dict[str, list[float]]) -> None:
@@ -55,9 +45,9 @@ def _round(c: LocalCluster, n: int, samples: dict[str, list[float]]) -> None:
             Client(c.nodes[follower].grpc, security=c.security()) as fol:
         leader.get_job("bench-tls")
         fol.get_job("bench-tls")                           # connect before timing
-        samples["commit leader"] += _timed(lambda: leader.put_job(spec), n)
-        samples["commit follower"] += _timed(lambda: fol.put_job(spec), n)
-        samples["GetJob leader"] += _timed(lambda: leader.get_job("bench-tls"), n)
+        samples["commit leader"] += timed_ms(lambda: leader.put_job(spec), n)
+        samples["commit follower"] += timed_ms(lambda: fol.put_job(spec), n)
+        samples["GetJob leader"] += timed_ms(lambda: leader.get_job("bench-tls"), n)
 
 
 def main() -> int:
