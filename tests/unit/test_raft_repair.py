@@ -669,3 +669,30 @@ def test_a_stock_follower_answers_a_quiet_heartbeat() -> None:
     sent, answers = _heartbeat_round(net, leader)
     assert {m.dst for m in sent if m.body.get("quiet")} == {B, C}
     assert {m.src for m in answers} == {B, C}
+
+
+# --------------------------------------------------------------------------- tick holds
+
+
+def test_tick_holds_count_the_ticks_work_not_its_wait_and_name_the_tick_threads_gc() -> None:
+    """schedd_raft_tick_seconds: a tick's hold is its wall time less the poll's wait for a
+    message; the thread's CPU and each part (apply, a collection the tick thread ran) come apart."""
+    import gc
+
+    from schedd.replication.raft_patches import TickHolds
+
+    net = cluster(RepairingSyncObj)
+    make_leader(net.nodes[A], 2)
+    rounds(net, A, 2)
+    c = net.nodes[C]
+    c._onTick()
+    c.repair_stats.tick_holds = holds = TickHolds()
+    c.addOnTickCallback(lambda: (gc.collect(), time.sleep(0.03)))
+    started = time.perf_counter()
+    c._onTick(0.2)                                   # waits for a message that never comes
+    took = time.perf_counter() - started
+    assert holds.counts["held"][-1] == 0 and sum(holds.counts["held"]) == 1
+    assert 0.03 <= holds.maxes["held"] < took - 0.01, (holds.maxes, took)   # the wait left out
+    assert holds.maxes["cpu"] < holds.maxes["held"] - 0.02   # the sleep held it, with no CPU
+    assert holds.maxes["gc"] > 0                     # the collection, named
+    assert "messages" in holds.counts and "wait" not in holds.counts
