@@ -1043,8 +1043,9 @@ HOLD_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.
 
 class TickHolds:
     """How long each tick held the tick thread (its wall time less the poll's wait), the thread's
-    CPU over the tick, and each part's time: per part, counts per bucket of HOLD_BUCKETS (not
-    cumulative), the sum and the largest. Written by the tick thread, read by the metrics."""
+    CPU over the tick, and each part's time in the ticks that had it: per part, counts per
+    bucket of HOLD_BUCKETS (not cumulative), the sum and the largest. Written by the tick
+    thread, read by the metrics."""
 
     bounds = HOLD_BUCKETS
 
@@ -1061,7 +1062,7 @@ class TickHolds:
         for part, seconds in sections.items():
             if part == "poll+messages":
                 part, seconds = "messages", seconds - waited
-            if part != "wait":
+            if part != "wait" and seconds > 0:
                 self._add(part, seconds)
 
     def _add(self, part: str, seconds: float) -> None:
