@@ -91,18 +91,43 @@ def putter(s, rate: float, stop: threading.Event, lat: list[float], errors: list
         time.sleep(max(0.0, t_next - time.monotonic()))
 
 
-def one_row(fires: int, puts: float, window: float, pyspy: Path | None) -> None:
+def hog() -> None:
+    """Another session's busy process (the shared machine the slow holds were seen on)."""
+    while True:
+        sum(i * i for i in range(10_000))
+
+
+def io_hog(path: str) -> None:
+    """Another session's disk writer: 1 MiB written and fsynced, over and over."""
+    block = os.urandom(1 << 20)
+    with open(path, "wb") as f:
+        while True:
+            f.seek(0)
+            f.write(block)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def one_row(fires: int, puts: float, window: float, pyspy: Path | None, hogs: int, gil: list[str],
+            io_hogs: int = 0, blocking: bool = False) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-hold-") as root, running(Path(root)) as s:
         s.put([job_spec(f"f{i}", schedule="@every 1s", python="rec") for i in range(fires)])
         lead = s.c.leader()
         followers = {n: p for n, p in s.c.nodes.items() if n != lead}
         tids = {n: tick_tid(p.pid) for n, p in followers.items()}
         time.sleep(5)                                  # the fires under way
+        hogging = [subprocess.Popen(["timeout", str(int(window) + 60), sys.executable, "-c",   # never outlive us
+                                     "from bench.bench_follower_hold import hog; hog()"],
+                                    cwd=Path(__file__).resolve().parent.parent) for _ in range(hogs)]
+        hogging += [subprocess.Popen(["timeout", str(int(window) + 60), sys.executable, "-c",
+                                      f"from bench.bench_follower_hold import io_hog; io_hog({str(Path(root) / f'io{i}')!r})"],
+                                     cwd=Path(__file__).resolve().parent.parent) for i in range(io_hogs)]
         offsets = {n: p.log.stat().st_size for n, p in followers.items()}
         before = {n: scrape(p.metrics) for n, p in followers.items()}
         sched0 = {n: schedstat(p.pid, tids[n]) for n, p in followers.items()}
         proc0 = {n: schedstat(p.pid, None) for n, p in followers.items()}
         cpu0 = s.cpu()
+        rec0 = s.records.stat().st_size if s.records.exists() else 0
         load0 = loadavg()
         stop, lat, errors = threading.Event(), [], []
         th = threading.Thread(target=putter, args=(s, puts, stop, lat, errors), daemon=True)
@@ -110,9 +135,10 @@ def one_row(fires: int, puts: float, window: float, pyspy: Path | None) -> None:
         spied = next(iter(followers))
         if pyspy is not None:
             pyspy.mkdir(parents=True, exist_ok=True)
-            spy = subprocess.Popen(["py-spy", "record", "-p", str(followers[spied].pid), "--threads",
+            spy = subprocess.Popen(["py-spy", "record", "-p", str(followers[spied].pid), "--threads", *gil,
+                                    *([] if blocking else ["--nonblocking"]),   # else it stops the process per sample
                                     "--idle", "-r", "200", "-d", str(int(window)), "--format", "raw",
-                                    "-o", str(pyspy / f"follower-{fires}fires.txt")],
+                                    "-o", str(pyspy / f"follower-{fires}fires-{hogs}hogs.txt")],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         t0 = time.monotonic()
         th.start()
@@ -120,16 +146,22 @@ def one_row(fires: int, puts: float, window: float, pyspy: Path | None) -> None:
         stop.set()
         th.join(30)
         took = time.monotonic() - t0
+        for h in hogging:
+            h.terminate()           # timeout passes it on to the hog
+            h.wait()
         if spy is not None:
             spy.wait(60)
         after = {n: scrape(p.metrics) for n, p in followers.items()}
         sched1 = {n: schedstat(p.pid, tids[n]) for n, p in followers.items()}
         proc1 = {n: schedstat(p.pid, None) for n, p in followers.items()}
         cpu1 = s.cpu()
+        fired = len(read_from(s.records, rec0)) if s.records.exists() else 0
         load1 = loadavg()
         cpu = {k: cpu1[k] - cpu0.get(k, 0.0) for k in cpu1}
-        print(f"\n{fires} fires/s (@every 1s) + {puts:g} PutJob/s for {took:.1f} s; leader {lead}; "
-              f"load average {load0} before, {load1} after; {os.cpu_count()} cores")
+        print(f"\n{fires} fires/s (@every 1s) + {puts:g} PutJob/s for {took:.1f} s ({fired / took:.0f} "
+              f"fires/s recorded), {hogs} CPU hogs, {io_hogs} disk writers"
+              f"{'' if pyspy is None else ', py-spy ' + ('blocking' if blocking else 'nonblocking')}; leader {lead}; load average {load0} before, "
+              f"{load1} after; {os.cpu_count()} cores")
         print("  CPU-s/s by process: " + ", ".join(f"{k} {v / took:.2f}" for k, v in sorted(cpu.items()))
               + f" (sum {sum(cpu.values()) / took:.2f})")
         print(f"  PutJob: {len(lat)} ok, {len(errors)} failed; latency p50 {fmt_ms(percentile(lat, 0.5))}, "
@@ -149,6 +181,13 @@ def one_row(fires: int, puts: float, window: float, pyspy: Path | None) -> None:
             pc, pd = (a - b for a, b in zip(proc1[n], proc0[n]))
             print(f"  follower {n} (pid {p.pid}, tick thread {tids[n]}): tick thread CPU {tc / took:.3f} s/s, "
                   f"run delay {td / took:.3f} s/s; whole process CPU {pc / took:.2f} s/s, run delay {pd / took:.2f} s/s")
+            h = Hist.of(after[n], "schedd_raft_tick_seconds", part="held") - \
+                Hist.of(before[n], "schedd_raft_tick_seconds", part="held")
+            c = Hist.of(after[n], "schedd_raft_tick_seconds", part="cpu") - \
+                Hist.of(before[n], "schedd_raft_tick_seconds", part="cpu")
+            if h.sum is not None and c.sum is not None:
+                print(f"    ticks held it {h.sum:.2f} s: its CPU {c.sum:.2f} s, runnable without a core at most "
+                      f"{td:.2f} s, so blocked (the GIL, the disk, a lock) at least {h.sum - c.sum - td:.2f} s")
             print(table(["part", "ticks", "p50", "p99", "<=100ms", "sum", "max (since start)"], rows, indent="    "))
             long = [HELD.search(line) for line in read_from(p.log, offsets[n])]
             long = [m for m in long if m]
@@ -156,7 +195,7 @@ def one_row(fires: int, puts: float, window: float, pyspy: Path | None) -> None:
             for m in sorted(long, key=lambda m: -int(m.group(1)))[:5]:
                 print(f"      held {m.group(1)} ms, cpu {m.group(2)} ms: {m.group(4)}")
         if spy is not None:
-            out = pyspy / f"follower-{fires}fires.txt"
+            out = pyspy / f"follower-{fires}fires-{hogs}hogs.txt"
             print(f"  py-spy raw profile of follower {spied}: {out}")
             print(spy_summary(out, tids[spied]))
 
@@ -199,11 +238,21 @@ def main() -> None:
     ap.add_argument("--puts", type=float, default=20.0, help="single small PutJob calls per second")
     ap.add_argument("--window", type=float, default=20.0)
     ap.add_argument("--pyspy", type=Path, default=None, help="folder for py-spy raw profiles")
+    ap.add_argument("--gil", action="store_true",
+                    help="py-spy keeps only the samples of a thread holding the GIL (--gil)")
+    ap.add_argument("--spy-blocking", action="store_true",
+                    help="py-spy's default mode (it stops the follower for each sample) instead of --nonblocking")
+    ap.add_argument("--io-hogs", type=int, default=0,
+                    help="processes writing and fsyncing 1 MiB in a loop on the cluster's disk")
+    ap.add_argument("--hogs", type=int, nargs="+", default=[0],
+                    help="busy processes beside the cluster during the window (each value: a row)")
     args = ap.parse_args()
     if args.pyspy is not None and shutil.which("py-spy") is None:
         ap.error("py-spy is not installed")
-    for fires in args.fires:
-        one_row(fires, args.puts, args.window, args.pyspy)
+    for hogs in args.hogs:
+        for fires in args.fires:
+            one_row(fires, args.puts, args.window, args.pyspy, hogs, ["--gil"] if args.gil else [],
+                    args.io_hogs, args.spy_blocking)
 
 
 if __name__ == "__main__":
