@@ -696,3 +696,28 @@ def test_tick_holds_count_the_ticks_work_not_its_wait_and_name_the_tick_threads_
     assert holds.maxes["cpu"] < holds.maxes["held"] - 0.02   # the sleep held it, with no CPU
     assert holds.maxes["gc"] > 0                     # the collection, named
     assert "messages" in holds.counts and "wait" not in holds.counts
+
+
+def test_tick_holds_are_exported_as_a_histogram_by_part() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from schedd.replication.raft_patches import TickHolds
+    from schedd.runtime.metrics import _tick_holds
+
+    holds = TickHolds()
+    holds.record(0.3, 0.004, 0.0, {"apply": 0.25, "poll+messages": 0.05, "wait": 0.0})
+    holds.record(0.001, 0.001, 0.2, {"poll+messages": 0.201})
+
+    class Holds:
+        def collect(self):  # type: ignore[no-untyped-def]
+            return _tick_holds(holds)
+
+    registry = CollectorRegistry()
+    registry.register(Holds())
+    text = generate_latest(registry).decode()
+    assert 'schedd_raft_tick_seconds_bucket{le="0.2",part="held"} 1.0' in text
+    assert 'schedd_raft_tick_seconds_bucket{le="+Inf",part="held"} 2.0' in text
+    assert 'schedd_raft_tick_seconds_count{part="apply"} 1.0' in text       # only the tick that had it
+    assert 'schedd_raft_tick_max_seconds{part="held"} 0.3' in text
+    assert 'schedd_raft_tick_seconds_bucket{le="0.002",part="messages"} 1.0' in text   # 0.201 - 0.2 waited
+    assert 'part="wait"' not in text
