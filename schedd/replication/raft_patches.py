@@ -721,16 +721,24 @@ class RepairingSyncObj(SyncObj):
 
     def _log_long_hold(self) -> None:
         """A tick that held the thread (its work, not its wait for a message) for
-        LONG_HOLD_S or more is logged with its parts, and the CPU the thread got meanwhile: a hold
-        far above its CPU is a thread waiting for the GIL or a core, not working."""
+        LONG_HOLD_S or more is logged with its parts, and the CPU the thread got meanwhile (at most
+        one line a second): a hold far above its CPU is a thread waiting for a core, the GIL or
+        the disk, not working."""
         held = self._tick_work - self._waited
         if held < LONG_HOLD_S:
             return
+        holds = self.repair_stats.tick_holds
+        holds.long += 1
+        now = self._now()
+        if now - holds.logged_at < 1.0:
+            return                      # at most one line a second (counted in `long`)
+        holds.logged_at = now
         parts = ", ".join(f"{k} {v * 1000:.0f}" for k, v in
                           sorted(self._sections.items(), key=lambda kv: -kv[1]) if v >= 0.001)
-        log.info("raft tick held %.0f ms (cpu %.0f ms, as %s): %s", held * 1000,
-                 self.repair_stats.tick_holds.last_cpu * 1000,
-                 "leader" if self._SyncObj__raftState == _RAFT_STATE.LEADER else "follower", parts)
+        log.info("raft tick held %.0f ms (cpu %.0f ms, as %s): %s; %d such ticks since start",
+                 held * 1000, holds.last_cpu * 1000,
+                 "leader" if self._SyncObj__raftState == _RAFT_STATE.LEADER else "follower", parts,
+                 holds.long)
 
     def _publish(self) -> None:
         """Tick thread, between two ticks (no message half handled): the role, term and leader
@@ -1054,6 +1062,8 @@ class TickHolds:
         self.sums: dict[str, float] = {}
         self.maxes: dict[str, float] = {}
         self.last_cpu = 0.0
+        self.long = 0                   # ticks held LONG_HOLD_S or more
+        self.logged_at = -math.inf      # when the last of them was logged
 
     def record(self, held: float, cpu: float, waited: float, sections: dict[str, float]) -> None:
         self.last_cpu = cpu

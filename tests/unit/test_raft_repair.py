@@ -721,3 +721,17 @@ def test_tick_holds_are_exported_as_a_histogram_by_part() -> None:
     assert 'schedd_raft_tick_max_seconds{part="held"} 0.3' in text
     assert 'schedd_raft_tick_seconds_bucket{le="0.002",part="messages"} 1.0' in text   # 0.201 - 0.2 waited
     assert 'part="wait"' not in text
+
+
+def test_a_tick_held_100_ms_is_logged_with_its_cpu_at_most_once_a_second(caplog) -> None:  # type: ignore[no-untyped-def]
+    net = cluster(RepairingSyncObj)
+    make_leader(net.nodes[A], 2)
+    rounds(net, A, 2)
+    c = net.nodes[C]
+    c.addOnTickCallback(lambda: time.sleep(0.11))
+    with caplog.at_level("INFO", logger="schedd.raft"):
+        c._onTick()
+        c._onTick()
+    lines = [r.getMessage() for r in caplog.records if "raft tick held" in r.getMessage()]
+    assert len(lines) == 1 and "as follower" in lines[0] and "rest (tick callbacks)" in lines[0], lines
+    assert c.repair_stats.tick_holds.long == 2
