@@ -127,6 +127,7 @@ import logging
 import math
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -211,7 +212,7 @@ class RepairingSyncObj(SyncObj):
         inner = getattr(self._poller, "_PollPoller__poll", None)
         if inner is not None:                             # the poll's wait, apart from its work
             self._poller._PollPoller__poll = _TimedWait(inner, self)
-        gc.callbacks.append(self._on_gc)
+        self._weak_self = weakref.ref(self)
         timed_poll = self._timed("poll+messages", self._poller.poll)
         self._poller.poll = lambda timeout: timed_poll(self._poll_wait(timeout))   # patch 10
         journal = self._SyncObj__raftLog
@@ -593,8 +594,6 @@ class RepairingSyncObj(SyncObj):
 
     def destroy(self) -> None:
         SyncObj.destroy(self)
-        if self._on_gc in gc.callbacks:
-            gc.callbacks.remove(self._on_gc)
         self.reads.fail("this node is shutting down")
         self._wake()                    # the tick thread notices at its next tick, not a sleep later
 
@@ -690,6 +689,7 @@ class RepairingSyncObj(SyncObj):
         started = self._now()
         cpu_started = time.thread_time()
         self._tick_ident = threading.get_ident()
+        _TICKING[self._tick_ident] = self._weak_self
         self._sections = {}
         self._waited = 0.0
         self._cap_match_at_durable()
@@ -708,11 +708,9 @@ class RepairingSyncObj(SyncObj):
                                self._waited, self._sections)
         self._log_long_hold()
 
-    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+    def _on_gc(self, phase: str) -> None:
         """A collection run by the tick thread (it allocates, so it collects): its pause is a
         part of the tick ("gc", nested in whichever part allocated)."""
-        if threading.get_ident() != self._tick_ident:
-            return
         if phase == "start":
             self._gc_started = time.perf_counter()
         elif self._gc_started:
@@ -1022,6 +1020,21 @@ class RepairStats:
         self.apply_lock_yields = 0      # of which: the node lock stayed busy (patch 8)
         self.acked_lost = 0             # followers found without entries they acknowledged (patch 1)
         self.tick_holds = TickHolds()   # how long each tick held the tick thread, by part
+
+
+# The node whose tick runs on each thread (the last one: a driven test ticks several on one), for
+# the one gc callback: a collection's pause is a part of that node's tick.
+_TICKING: dict[int, weakref.ref[RepairingSyncObj]] = {}
+
+
+def _gc_pause(phase: str, info: dict[str, Any]) -> None:
+    ref = _TICKING.get(threading.get_ident())
+    node = ref() if ref is not None else None
+    if node is not None:
+        node._on_gc(phase)
+
+
+gc.callbacks.append(_gc_pause)
 
 
 class _TimedWait:
