@@ -196,6 +196,7 @@ class RepairingSyncObj(SyncObj):
         self._waited = 0.0                            # of which: blocked in the poll, waiting
         self._tick_ident = 0                          # the tick thread (its gc pauses: "gc")
         self._gc_started = 0.0
+        self._weak_self = weakref.ref(self)           # the gc callback's way to this node
         self._match_real: dict[Any, int] | None = None    # patch 7: matchIndex while capped
         self._match_capped: dict[Any, int] | None = None
         self._pipeline_idle = False                   # patch 9: may a proposal wake the tick?
@@ -212,7 +213,6 @@ class RepairingSyncObj(SyncObj):
         inner = getattr(self._poller, "_PollPoller__poll", None)
         if inner is not None:                             # the poll's wait, apart from its work
             self._poller._PollPoller__poll = _TimedWait(inner, self)
-        self._weak_self = weakref.ref(self)
         timed_poll = self._timed("poll+messages", self._poller.poll)
         self._poller.poll = lambda timeout: timed_poll(self._poll_wait(timeout))   # patch 10
         journal = self._SyncObj__raftLog
