@@ -122,8 +122,12 @@ ignores).
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
+import threading
+import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -153,6 +157,11 @@ TICK_SLICE_S = 0.02
 # leader fallback timeout (2.5 s: every 0.5 s), so a leader that lost its quorum still steps
 # down on time.
 QUIET_WINDOW_PARTS = 5
+# A tick that holds its thread this long (work, not the poll's wait) is logged with its parts.
+LONG_HOLD_S = 0.1
+# Parts timed inside other parts: fdatasync (in sending, a reply, a tick callback), the poll's
+# wait (in poll+messages), gc (wherever the tick thread allocated).
+NESTED = frozenset({"fdatasync", "wait", "gc"})
 PRE_VOTE, PRE_VOTE_RESPONSE = "schedd_pre_vote", "schedd_pre_vote_response"
 VOTING = frozenset({"request_vote", "timeout_now"})     # what a halted node ignores (patch 13)
 
@@ -184,6 +193,10 @@ class RepairingSyncObj(SyncObj):
         self._tick_work = 0.0                         # seconds the last tick took (poll included)
         self._apply_work = 0.0                        # of which applying entries
         self._sections: dict[str, float] = {}         # of which: seconds per part (stall log)
+        self._waited = 0.0                            # of which: blocked in the poll, waiting
+        self._tick_ident = 0                          # the tick thread (its gc pauses: "gc")
+        self._gc_started = 0.0
+        self._weak_self = weakref.ref(self)           # the gc callback's way to this node
         self._match_real: dict[Any, int] | None = None    # patch 7: matchIndex while capped
         self._match_capped: dict[Any, int] | None = None
         self._pipeline_idle = False                   # patch 9: may a proposal wake the tick?
@@ -197,6 +210,9 @@ class RepairingSyncObj(SyncObj):
         self.repair_stats = RepairStats()
         super().__init__(*args, **kwargs)
         self._publish()                                   # the term restored from the journal
+        inner = getattr(self._poller, "_PollPoller__poll", None)
+        if inner is not None:                             # the poll's wait, apart from its work
+            self._poller._PollPoller__poll = _TimedWait(inner, self)
         timed_poll = self._timed("poll+messages", self._poller.poll)
         self._poller.poll = lambda timeout: timed_poll(self._poll_wait(timeout))   # patch 10
         journal = self._SyncObj__raftLog
@@ -671,7 +687,11 @@ class RepairingSyncObj(SyncObj):
         self._start_reads()
         backlog = self._backlog()
         started = self._now()
+        cpu_started = time.thread_time()
+        self._tick_ident = threading.get_ident()
+        _TICKING[self._tick_ident] = self._weak_self
         self._sections = {}
+        self._waited = 0.0
         self._cap_match_at_durable()
         try:
             SyncObj._onTick(self, 0.0 if backlog else timeToWait)
@@ -683,7 +703,40 @@ class RepairingSyncObj(SyncObj):
         self._sections["apply"] = self._apply_work
         # fdatasync happens inside sending (before_send) or a tick callback: not a part of its own
         self._sections["rest (tick callbacks)"] = self._tick_work - sum(
-            v for k, v in self._sections.items() if k != "fdatasync")
+            v for k, v in self._sections.items() if k not in NESTED)
+        self.repair_stats.tick_holds.record(self._tick_work - self._waited, time.thread_time() - cpu_started,
+                               self._waited, self._sections)
+        self._log_long_hold()
+
+    def _on_gc(self, phase: str) -> None:
+        """A collection run by the tick thread (it allocates, so it collects): its pause is a
+        part of the tick ("gc", nested in whichever part allocated)."""
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        elif self._gc_started:
+            self._sections["gc"] = self._sections.get("gc", 0.0) + time.perf_counter() - self._gc_started
+            self._gc_started = 0.0
+
+    def _log_long_hold(self) -> None:
+        """A tick that held the thread (its work, not its wait for a message) for
+        LONG_HOLD_S or more is logged with its parts, and the CPU the thread got meanwhile (at most
+        one line a second): a hold far above its CPU is a thread waiting for a core, the GIL or
+        the disk, not working."""
+        held = self._tick_work - self._waited
+        if held < LONG_HOLD_S:
+            return
+        holds = self.repair_stats.tick_holds
+        holds.long += 1
+        now = self._now()
+        if now - holds.logged_at < 1.0:
+            return                      # at most one line a second (counted in `long`)
+        holds.logged_at = now
+        parts = ", ".join(f"{k} {v * 1000:.0f}" for k, v in
+                          sorted(self._sections.items(), key=lambda kv: -kv[1]) if v >= 0.001)
+        log.info("raft tick held %.0f ms (cpu %.0f ms, as %s): %s; %d such ticks since start",
+                 held * 1000, holds.last_cpu * 1000,
+                 "leader" if self._SyncObj__raftState == _RAFT_STATE.LEADER else "follower", parts,
+                 holds.long)
 
     def _publish(self) -> None:
         """Tick thread, between two ticks (no message half handled): the role, term and leader
@@ -952,7 +1005,8 @@ class RepairStats:
     """Counters of the repair machinery (what a scripted test asserts, what a debugger reads)."""
 
     __slots__ = ("truncations", "truncated_entries", "rejections", "stale_rejections", "pre_votes",
-                 "max_tick_gap", "long_tick_gaps", "apply_yields", "apply_lock_yields", "acked_lost")
+                 "max_tick_gap", "long_tick_gaps", "apply_yields", "apply_lock_yields", "acked_lost",
+                 "tick_holds")
 
     def __init__(self) -> None:
         self.truncations = 0
@@ -965,3 +1019,85 @@ class RepairStats:
         self.apply_yields = 0           # ticks that left committed entries for the next one
         self.apply_lock_yields = 0      # of which: the node lock stayed busy (patch 8)
         self.acked_lost = 0             # followers found without entries they acknowledged (patch 1)
+        self.tick_holds = TickHolds()   # how long each tick held the tick thread, by part
+
+
+# The node whose tick runs on each thread (the last one: a driven test ticks several on one), for
+# the one gc callback: a collection's pause is a part of that node's tick.
+_TICKING: dict[int, weakref.ref[RepairingSyncObj]] = {}
+
+
+def _gc_pause(phase: str, info: dict[str, Any]) -> None:
+    ref = _TICKING.get(threading.get_ident())
+    node = ref() if ref is not None else None
+    if node is not None:
+        node._on_gc(phase)
+
+
+gc.callbacks.append(_gc_pause)
+
+
+class _TimedWait:
+    """The poller's select.poll object, its blocking poll timed into the tick's "wait" (the
+    rest of "poll+messages" is handling what arrived)."""
+
+    def __init__(self, inner: Any, node: RepairingSyncObj) -> None:
+        self._inner = inner
+        self._node = node
+
+    def poll(self, timeout: Any = None) -> Any:
+        started = time.perf_counter()
+        try:
+            return self._inner.poll(timeout)
+        finally:
+            waited = time.perf_counter() - started
+            self._node._waited += waited
+            sections = self._node._sections
+            sections["wait"] = sections.get("wait", 0.0) + waited
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+HOLD_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, math.inf)
+
+
+class TickHolds:
+    """How long each tick held the tick thread (its wall time less the poll's wait), the thread's
+    CPU over the tick, and each part's time in the ticks that had it: per part, counts per
+    bucket of HOLD_BUCKETS (not cumulative), the sum and the largest. Written by the tick
+    thread, read by the metrics."""
+
+    bounds = HOLD_BUCKETS
+
+    def __init__(self) -> None:
+        self.counts: dict[str, list[int]] = {}
+        self.sums: dict[str, float] = {}
+        self.maxes: dict[str, float] = {}
+        self.last_cpu = 0.0
+        self.long = 0                   # ticks held LONG_HOLD_S or more
+        self.logged_at = -math.inf      # when the last of them was logged
+
+    def record(self, held: float, cpu: float, waited: float, sections: dict[str, float]) -> None:
+        self.last_cpu = cpu
+        self._add("held", held)
+        self._add("cpu", cpu)
+        for part, seconds in sections.items():
+            if part == "poll+messages":
+                part, seconds = "messages", seconds - waited
+            if part != "wait" and seconds > 0:
+                self._add(part, seconds)
+
+    def _add(self, part: str, seconds: float) -> None:
+        counts = self.counts.get(part)
+        if counts is None:
+            counts = self.counts[part] = [0] * len(HOLD_BUCKETS)
+            self.sums[part] = 0.0
+            self.maxes[part] = 0.0
+        for i, bound in enumerate(HOLD_BUCKETS):
+            if seconds <= bound:
+                counts[i] += 1
+                break
+        self.sums[part] += seconds
+        if seconds > self.maxes[part]:
+            self.maxes[part] = seconds

@@ -4,7 +4,7 @@ tests). Raft and state gauges are read at scrape time, so nothing updates them o
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 
 LATENESS_BUCKETS = (0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3,
                     0.5, 1, 1.5, 2, 3, 5, 10, 30, 60)
@@ -77,6 +77,7 @@ class _NodeCollector:
             g.add_metric([], value)
             yield g
         yield from _tick_gauges(self._node.repair_stats)
+        yield from _tick_holds(getattr(self._node.repair_stats, "tick_holds", None))
         if self._load is not None:
             for name, doc, value in (
                 ("schedd_dispatch_backlog", "Runs past due waiting for a claim (the leader's; 0 on a follower)",
@@ -113,6 +114,28 @@ def _tick_gauges(stats):
         g = GaugeMetricFamily(name, doc)
         g.add_metric([], value)
         yield g
+
+
+def _tick_holds(holds):
+    """raft_patches.TickHolds as two histograms labelled by part: what each tick held the tick
+    thread (held, cpu, messages, apply, fdatasync, sending, gc, ...), and the largest of each."""
+    if holds is None:
+        return
+    hist = HistogramMetricFamily(
+        "schedd_raft_tick_seconds", "How long each Raft tick held the tick thread (part=held: its "
+        "wall time less the poll's wait for a message), the CPU the thread got over the tick "
+        "(part=cpu), and each part's time in the ticks that had it", labels=["part"])
+    top = GaugeMetricFamily("schedd_raft_tick_max_seconds", "The longest of each part of "
+                            "schedd_raft_tick_seconds since start", labels=["part"])
+    for part, counts in sorted(holds.counts.items()):
+        cumulative, buckets = 0, []
+        for bound, n in zip(holds.bounds, counts):
+            cumulative += n
+            buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+        hist.add_metric([part], buckets, holds.sums[part])
+        top.add_metric([part], holds.maxes[part])
+    yield hist
+    yield top
 
 
 def _replica_gauges(rows):

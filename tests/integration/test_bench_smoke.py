@@ -115,3 +115,12 @@ def test_the_container_bench_runs_and_leaves_nothing_behind():
             if line.split()[:1] in (["shell"], ["container"]) and line.split()[1].isdigit()]
     assert sorted(rows) == [["container", "1"], ["container", "2"], ["shell", "1"], ["shell", "2"]], out.stdout
     assert "3 container runs back to back" in out.stdout and "nothing left behind" in out.stdout
+
+
+def test_the_follower_hold_bench_reads_both_followers_tick_holds():
+    """bench/bench_follower_hold.py at its smallest: one row, both followers' parts and schedstat."""
+    out = subprocess.run([sys.executable, "bench/bench_follower_hold.py", "--fires", "5", "--puts", "5",
+                          "--window", "2"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count("tick thread CPU") == 2, out.stdout
+    assert out.stdout.count("\n    held ") == 2 and "PutJob:" in out.stdout, out.stdout

@@ -669,3 +669,69 @@ def test_a_stock_follower_answers_a_quiet_heartbeat() -> None:
     sent, answers = _heartbeat_round(net, leader)
     assert {m.dst for m in sent if m.body.get("quiet")} == {B, C}
     assert {m.src for m in answers} == {B, C}
+
+
+# --------------------------------------------------------------------------- tick holds
+
+
+def test_tick_holds_count_the_ticks_work_not_its_wait_and_name_the_tick_threads_gc() -> None:
+    """schedd_raft_tick_seconds: a tick's hold is its wall time less the poll's wait for a
+    message; the thread's CPU and each part (apply, a collection the tick thread ran) come apart."""
+    import gc
+
+    from schedd.replication.raft_patches import TickHolds
+
+    net = cluster(RepairingSyncObj)
+    make_leader(net.nodes[A], 2)
+    rounds(net, A, 2)
+    c = net.nodes[C]
+    c._onTick()
+    c.repair_stats.tick_holds = holds = TickHolds()
+    c.addOnTickCallback(lambda: (gc.collect(), time.sleep(0.03)))
+    started = time.perf_counter()
+    c._onTick(0.2)                                   # waits for a message that never comes
+    took = time.perf_counter() - started
+    assert holds.counts["held"][-1] == 0 and sum(holds.counts["held"]) == 1
+    assert 0.03 <= holds.maxes["held"] < took - 0.01, (holds.maxes, took)   # the wait left out
+    assert holds.maxes["cpu"] < holds.maxes["held"] - 0.02   # the sleep held it, with no CPU
+    assert holds.maxes["gc"] > 0                     # the collection, named
+    assert "messages" in holds.counts and "wait" not in holds.counts
+
+
+def test_tick_holds_are_exported_as_a_histogram_by_part() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from schedd.replication.raft_patches import TickHolds
+    from schedd.runtime.metrics import _tick_holds
+
+    holds = TickHolds()
+    holds.record(0.3, 0.004, 0.0, {"apply": 0.25, "poll+messages": 0.05, "wait": 0.0})
+    holds.record(0.001, 0.001, 0.2, {"poll+messages": 0.201})
+
+    class Holds:
+        def collect(self):  # type: ignore[no-untyped-def]
+            return _tick_holds(holds)
+
+    registry = CollectorRegistry()
+    registry.register(Holds())
+    text = generate_latest(registry).decode()
+    assert 'schedd_raft_tick_seconds_bucket{le="0.2",part="held"} 1.0' in text
+    assert 'schedd_raft_tick_seconds_bucket{le="+Inf",part="held"} 2.0' in text
+    assert 'schedd_raft_tick_seconds_count{part="apply"} 1.0' in text       # only the tick that had it
+    assert 'schedd_raft_tick_max_seconds{part="held"} 0.3' in text
+    assert 'schedd_raft_tick_seconds_bucket{le="0.002",part="messages"} 1.0' in text   # 0.201 - 0.2 waited
+    assert 'part="wait"' not in text
+
+
+def test_a_tick_held_100_ms_is_logged_with_its_cpu_at_most_once_a_second(caplog) -> None:  # type: ignore[no-untyped-def]
+    net = cluster(RepairingSyncObj)
+    make_leader(net.nodes[A], 2)
+    rounds(net, A, 2)
+    c = net.nodes[C]
+    c.addOnTickCallback(lambda: time.sleep(0.11))
+    with caplog.at_level("INFO", logger="schedd.raft"):
+        c._onTick()
+        c._onTick()
+    lines = [r.getMessage() for r in caplog.records if "raft tick held" in r.getMessage()]
+    assert len(lines) == 1 and "as follower" in lines[0] and "rest (tick callbacks)" in lines[0], lines
+    assert c.repair_stats.tick_holds.long == 2
