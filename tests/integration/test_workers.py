@@ -183,9 +183,12 @@ def test_pool_wait_cancel_python_handler_and_at_most_once(cluster_factory, tmp_p
 
 def test_sigterm_drains_a_worker_and_loses_nothing(cluster_factory, tmp_path):
     c, client = start(cluster_factory, workers=("w1",))
-    client.put_job(job_spec("short", command="sleep 2; echo drained-ok"))
+    started = tmp_path / "started"
+    client.put_job(job_spec("short", command=f"touch {started}; sleep 2; echo drained-ok"))
     eid = client.trigger_job("short").id
-    wait_until(lambda: client.get_execution(eid).state == "RUNNING", timeout=30, what="short to run")
+    # RUNNING is the leader's record of the claim, committed before the worker receives the
+    # assignment: wait until the worker has started the job itself, then drain it.
+    wait_until(started.exists, timeout=30, what="short to run on the worker")
     c.signal_worker("w1", signal.SIGTERM)                  # drain: the running attempt finishes
     ex = wait_until(lambda: finished(client, eid), timeout=30, what="the drained attempt to finish")
     assert ex.state == "SUCCEEDED" and "drained-ok" in ex.attempts[0].output_tail
