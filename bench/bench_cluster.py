@@ -1,6 +1,5 @@
 #!/usr/bin/env python
-"""Cluster benchmark: a real 3-node schedd cluster on 127.0.0.1, measured against DESIGN.md's
-"What we are measured against" table.
+"""Cluster benchmark: a real 3-node schedd cluster on 127.0.0.1, measured against the targets in docs/architecture.md ("Facts": targets).
 
     python bench/bench_cluster.py [--quick] [--only SECTION ...] [--big] [--seed N] [--keep]
 
@@ -25,7 +24,7 @@ Sections (each on a fresh cluster from ``LocalCluster``, in one temp dir):
               lateness of the instants due in the gap, how many of them the new leader launched,
               no instant missing or twice over the whole run; the killed node rejoins (lag 0).
 
-At the end: a summary mapping each figure to DESIGN.md's target column, and what the node logs
+At the end: a summary mapping each figure to its target (docs/architecture.md "Facts": targets), and what the node logs
 (ERROR, Traceback, WARNING, elections) say. Every process is started through LocalCluster and
 stopped in ``finally``; the temp dir is removed unless --keep. Runtime: about 4-5 min by default,
 about 2-2.5 min with --quick on a loaded 2-core machine (measured at 7a40c06: 3 min 53 s and 2 min 7 s);
@@ -835,7 +834,7 @@ class Bench:
                 for ln in f["leaders"]:
                     say(f"      {ln}")
                 self.suspicious.append(f"{name}: {extra} election(s) after the initial one")
-        say("\n== summary: DESIGN.md 'What we are measured against' (3 replicas, this machine) ==")
+        say("\n== summary: the targets of docs/architecture.md (3 replicas, this machine) ==")
         say(table(["workload", "schedd measured", "schedd target", "peers (APS mem / APS SQLite / Celery)",
                    "verdict"], self.summary))
         say("  lateness figures are histogram bucket bounds; '*' duplicates are checked across SIGKILL failovers,"

@@ -9,7 +9,7 @@ may go at once (ChangeGate); an add of a wrong address is undone in seconds, not
 
 An add commits, in order: the member table with the new member (so every node can name it and
 reach its gRPC port before it votes), then pysyncobj's add (it votes from that moment: pysyncobj
-has no learner stage, research §1f). A joiner first asks with `prepare` (checked, nothing
+has no learner stage, architecture.md "Facts" §1f). A joiner first asks with `prepare` (checked, nothing
 committed) and follows the cluster as a read-only node until it has caught up, so that window
 is short (schedd.runtime.join; README "Membership"). A remove
 commits pysyncobj's remove, then the table without the member. The leader cannot remove itself

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 VERSION = 1
-MAX_ENTRY_BYTES = 60 * 1024          # pysyncobj chunks entries above 64 KiB, badly (research F5)
+MAX_ENTRY_BYTES = 60 * 1024          # pysyncobj chunks entries above 64 KiB, badly (architecture.md "Facts" F5)
 BATCH_ENTRY_BYTES = 48 * 1024        # a batch's entries: the specs of one chunk plus the envelope
 BATCH_ENVELOPE_BYTES = 1024          # what a chunk's entry holds besides its specs (ids, principal)
 

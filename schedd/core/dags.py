@@ -4,7 +4,7 @@ Pure and deterministic like the rest of `schedd.core`: no clock, no I/O, no rand
 iteration over sets of strings. The proposer validates a DAG fully (`canonical_dag`) and commits
 its canonical JSON; apply re-checks what it computes with and never raises.
 
-How a DAG lives in the state (DESIGN.md "DAG and DAG run"):
+How a DAG lives in the state (docs/architecture.md "Facts": entities):
 - `state.dags[name]` is a `DagDef`; each task is an ordinary job row named `<dag>:<task>` (a
   colon never appears in a user's job name), with no schedule of its own. A scheduled DAG also
   has a row `<dag>:` holding the graph's schedule, so it fires through the ordinary wheel and

@@ -229,7 +229,7 @@ def upsert(st: Tables, spec: dict[str, Any], text: str, s: sched.Schedule, cmd: 
 
 
 # A claimed attempt due at least this much after a pause or delete cannot have started, even on a
-# worker whose clock runs ahead of the leader's: the leader cancels it (DESIGN: a pause, delete or
+# worker whose clock runs ahead of the leader's: the leader cancels it (the rule: a pause, delete or
 # failover inside the lookahead window cancels the pushed assignment).
 NOT_STARTED_MARGIN_MS = 1_000
 

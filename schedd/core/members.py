@@ -1,6 +1,6 @@
 """The replicated member table: which node id answers at which Raft and gRPC address.
 
-pysyncobj's own configuration knows members only by their Raft address (research §1f), so a node
+pysyncobj's own configuration knows members only by their Raft address (architecture.md "Facts" §1f), so a node
 added at run time would be unknown by id and gRPC address to every other node (forwarding to the
 leader, cluster status). The leader commits the whole table in one MEMBERS entry before it adds a
 node to the Raft configuration and after it removes one (schedd.api.membership_service); the

@@ -42,7 +42,7 @@ class ValidationError(ValueError):
     """Bad user input; the message is meant for a person."""
 
 
-# Execution states (DESIGN.md "Entities"). Only SCHEDULED is produced before workers exist.
+# Execution states (docs/architecture.md "Facts": entities). Only SCHEDULED is produced before workers exist.
 SCHEDULED = "SCHEDULED"
 RUNNING = "RUNNING"
 RETRY_WAIT = "RETRY_WAIT"

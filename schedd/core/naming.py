@@ -1,4 +1,4 @@
-"""How DAG rows and runs are named in the job and run tables (DESIGN.md "DAG and DAG run").
+"""How DAG rows and runs are named in the job and run tables (docs/architecture.md "Facts": entities).
 
 A DAG's tasks are ordinary job rows named `<dag>:<task>` (a colon never appears in a user's job
 name); a scheduled DAG also has a row `<dag>:` holding its schedule. Kept apart from

@@ -1,6 +1,6 @@
 """The replicated state machine: `apply(entry, index) -> ApplyResult`.
 
-Contract (DESIGN.md "The replicated state machine"):
+Contract (docs/architecture.md "Facts": state machine contract):
 - deterministic: the result and the new state depend only on the old state, the entry text and
   its log index. No clock (time comes in the entry), no I/O, no randomness, no iteration over sets
   of strings.
@@ -229,7 +229,7 @@ class SchedulerState(Tables):
             result = self._HANDLERS[cmd.kind](self, cmd, index)
             if self.dag_pending:
                 dags.settle(self, cmd, index)     # DAG runs move on (schedd.core.dags)
-        except Exception as e:  # noqa: BLE001 - apply must be total (research F1)
+        except Exception as e:  # noqa: BLE001 - apply must be total (architecture.md "Facts" F1)
             result = reject(Code.INTERNAL, f"{type(e).__name__}: {e}")
         if cmd.rid and result.code is not Code.STALE_TERM:
             # A refusal for a stale term says who proposed, not what became of the request: a

@@ -1,7 +1,7 @@
 """The leader's execution loop: claim due executions for workers, push committed claims, commit
 results, expire attempts whose workers went silent, and push cancels.
 
-Every decision becomes a log entry before it has an effect (DESIGN.md "Firing", point 4):
+Every decision becomes a log entry before it has an effect (docs/architecture.md "Facts": firing, point 4):
 - a claim (`start`) is committed before the assignment is pushed, and its log index is the
   attempt's fencing token; the worker starts it at its due time on its own clock;
 - a result is committed (`finish`); apply refuses a token that is no longer current, so a zombie
@@ -665,7 +665,7 @@ class Assigner:
 
     async def _cancel_paused(self, name: str, t: int, token: int, term: int) -> None:
         """Its job was paused while the attempt waited, claimed ahead, for its due time: cancel
-        it through the log as `schedctl run cancel` would (DESIGN: a pause inside the window
+        it through the log as `schedctl run cancel` would (the rule: a pause inside the window
         cancels the pushed assignment), so the instant ends CANCELLED and never starts."""
         entry = C.encode(C.CANCEL, rid=f"pause-cancel-{token}", now=self.clock.now_ms(), term=term,
                          by=self.node.cfg.node_id, job=name, scheduled_ms=t)

@@ -301,8 +301,8 @@ class Dispatcher:
         fallback and its lookahead), but not before the old leader was last seen alive: the stamp
         of its newest intent, minus a margin for timer lag; the old leader had launched what fell
         due before that. Until workers record their claims in the log, an instant the old leader
-        launched between that stamp and its death is counted again: at least once, as DESIGN.md
-        allows, never zero times."""
+        launched between that stamp and its death is counted again: at least once, as the firing
+        rule allows (docs/architecture.md "Facts": firing, point 4), never zero times."""
         now = self.clock.now_ms()
         term = self.node.term
         raft = self.node.cfg.raft

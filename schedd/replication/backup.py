@@ -32,7 +32,7 @@ from schedd.core.snapshot import Image
 from schedd.core.state import SchedulerState
 
 BODY_ENCODING = "plain1-json+zlib1"
-ZLIB_LEVEL = 1                 # 9 costs ~9x the time for ~20% less (research §1c)
+ZLIB_LEVEL = 1                 # 9 costs ~9x the time for ~20% less (architecture.md "Facts" §1c)
 CHUNK = 1 << 20
 MAX_BODY_TEXT = 1 << 34        # 16 GiB of JSON: far beyond any state that fits a node's memory
 

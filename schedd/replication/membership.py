@@ -2,7 +2,7 @@
 
 The source of truth is two replicated things joined:
 - who votes: pysyncobj's Raft configuration (this node plus `otherNodes`, by Raft address). It
-  changes when a membership entry is appended (research §1f), it is kept in pysyncobj's dump and
+  changes when a membership entry is appended (architecture.md "Facts" §1f), it is kept in pysyncobj's dump and
   re-applied from the journal, and after a restart it overrides the config file's peers (#133);
 - what each voter is called and where its gRPC port is: the member table the leader commits in a
   MEMBERS entry (schedd.core.members) before an add and after a remove.
@@ -192,7 +192,7 @@ class Change:
 
 class ChangeGate:
     """One membership change at a time on this node (the leader: changes are forwarded there).
-    pysyncobj does not enforce it (research F3: two back-to-back adds both commit), and Raft's
+    pysyncobj does not enforce it (architecture.md "Facts" F3: two back-to-back adds both commit), and Raft's
     single-server changes are only safe one after another. A change holds the gate from the
     request until its node is in the committed configuration and, for an add, caught up (or
     `catch_up_s` passed), so the next one waits for a cluster whose quorum is sound. The one

@@ -1,13 +1,13 @@
 """The only place that builds a pysyncobj SyncObj (with journal.py, the only code importing it).
 
-Thread map (DESIGN.md "Raft with pysyncobj"):
+Thread map (docs/architecture.md, section 2):
 - pysyncobj's tick thread: elections, replication, apply (`ReplicatedState.apply_entry`), snapshot
   (de)serialization and our callbacks. It is started by, and dies with, the thread that builds the
   SyncObj, so `RaftNode` must be constructed on the main thread.
 - the asyncio thread (gRPC, dispatcher): proposes with `propose()`, which hands the result back with
   `call_soon_threadsafe`, and reads the state under `RaftNode.lock` (apply holds it too).
 
-What a proposal's outcome means (research §1a FAIL_REASON): SUCCESS returns apply's result;
+What a proposal's outcome means (architecture.md "Facts" §1a FAIL_REASON): SUCCESS returns apply's result;
 QUEUE_FULL, MISSING_LEADER, NOT_LEADER and DISCARDED mean "not applied" (safe to retry);
 LEADER_CHANGED, UNKNOWN_OUTCOME and our own deadline mean "unknown": the entry may still commit, so a
 caller retries with the same request id and the state machine's dedup makes that safe.
@@ -395,7 +395,7 @@ class GroupCommit:
         entry = pending[0][0] if len(pending) == 1 else \
             C.encode(C.GROUP, rid="", now=0, term=self._term(), entries=[e for e, _ in pending])
         self._rounds += 1
-        # pysyncobj may never answer a proposal (research §1a): a round stops holding the next
+        # pysyncobj may never answer a proposal (architecture.md "Facts" §1a): a round stops holding the next
         # ones back after ROUND_HOLD_S whatever becomes of it (its proposers keep their deadlines).
         held = [True]
         asyncio.get_running_loop().call_later(self._hold_s, self._release, held)
@@ -468,7 +468,7 @@ class RaftNode(Generic[CfgT]):
             logCompactionSplit=False,
             useFork=True,
             commandsWaitLeader=True,
-            dynamicMembershipChange=True,      # changes serialized by ChangeGate (research F3)
+            dynamicMembershipChange=True,      # changes serialized by ChangeGate (architecture.md "Facts" F3)
             onStateChanged=self._state_changed,
         )
         others, source = (list(learn_from), "the cluster it learns from") if learn_from else self._initial_peers(cfg)

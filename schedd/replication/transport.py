@@ -2,7 +2,7 @@
 
 pysyncobj's peer protocol is a native int32 length, then `zlib(pickle(message))`, Fernet-encrypted
 when a password (our cluster secret) is set. The receiver unpickles whatever decrypts, so the
-secret is the only thing between the Raft port and code execution in the node (research §1d).
+secret is the only thing between the Raft port and code execution in the node (architecture.md "Facts" §1d).
 Stock pysyncobj also buffers whatever a peer sends before looking at it (issue #174: a 2 GiB length
 prefix made a follower buffer without bound, stall its tick thread and cause an election) and
 keeps a connection that never speaks forever. Every patch of pysyncobj's connection, server and

@@ -485,7 +485,7 @@ async def claimed_ahead(setup):
     ("not paused", False),
 ])
 async def test_a_pause_cancels_an_attempt_claimed_ahead_before_it_is_due(setup, case, cancelled):
-    """DESIGN: a pause inside the lookahead window cancels the pushed assignment. Claimed ahead
+    """The rule: a pause inside the lookahead window cancels the pushed assignment. Claimed ahead
     for a herd (up to the burst lookahead before due), an attempt would otherwise run up to 15 s
     after its job was paused."""
     h, node, hub, assigner, tasks = setup

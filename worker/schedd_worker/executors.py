@@ -1,4 +1,4 @@
-"""Run ONE attempt of an execution and report how it ended (DESIGN.md "Handler contract").
+"""Run ONE attempt of an execution and report how it ended (docs/architecture.md "Facts": handler contract).
 
 `execute(assignment)` runs a shell, HTTP or Python handler to its end and returns an `Outcome`.
 It never raises for anything the handler does (a missing binary, a refused connection, an
