@@ -4,8 +4,9 @@ a pids limit reported as such, network none, secret env only inside the containe
 command line), routing (never to a worker with containers off), and a worker SIGKILLed mid-run:
 its container removed within the lease by the watchdog, the retry on a new fencing token; a
 worker SIGKILLed together with its watchdogs (the container survives): restarted under its name,
-it removes the leftover container before it connects, and the attempt is retried; a
-mapped team's container runs as the team's uid:gid with no capability (never as root).
+it removes the leftover container before it connects, and the attempt is retried; a root
+worker that gives each team its own uid runs their containers through its broker, each as its
+team's uid with no capability (never as root, never as another team's uid).
 
 The image is built offline (tests/support/containers.py); without podman the tests are skipped
 with a loud reason (CI installs it: .ci/run)."""
@@ -23,7 +24,6 @@ from schedd.ports.fakes import wait_until
 from schedd_client import job_spec
 from tests.support.cluster import finished, workers_of
 from tests.support.containers import containers, remove_containers
-from tests.support.users import system_user
 
 pytestmark = pytest.mark.integration
 
@@ -165,48 +165,107 @@ def test_container_jobs_end_to_end(cluster_factory, container_image):
 def test_worker_killed_mid_run_its_container_goes_and_the_retry_has_a_new_token(cluster_factory,
                                                                                 container_image):
     c, client = start(cluster_factory, ("w1", ()))
-    client.put_job(job_spec("victim", retry={"max_attempts": 3, "initial_backoff_seconds": 1}, container=box(
-        container_image, command='echo "token $SCHEDD_FENCING_TOKEN"; [ "$SCHEDD_ATTEMPT" = 1 ] && sleep 600; echo done')))
+    eid = kill_worker_mid_run(c, client, "w1", container_image)
+    c.start_worker("w2", slots=2, drain_grace_s=5)
+    ex = retried(client, eid)
+    assert ex.attempts[0].worker == "w1" and ex.attempts[-1].worker == "w2"
+
+
+def kill_worker_mid_run(c, client, worker: str, image: str, team: str = "") -> str:
+    """SIGKILL `worker` while a container attempt runs on it; its container must be gone within
+    the lease. Returns the execution id (its retry prints its fencing token)."""
+    client.put_job(job_spec("victim", team=team, retry={"max_attempts": 3, "initial_backoff_seconds": 1},
+                            container=box(image, command='echo "token $SCHEDD_FENCING_TOKEN"; '
+                                                         '[ "$SCHEDD_ATTEMPT" = 1 ] && sleep 600; echo done')))
     eid = client.trigger_job("victim").id
     running = wait_until(lambda: containers(f"label=schedd.execution={eid}", "status=running"), timeout=60,
                          what="the container to run")
-    c.workers["w1"].proc.send_signal(signal.SIGKILL)
-    c.workers["w1"].proc.wait(timeout=30)
+    c.workers[worker].proc.send_signal(signal.SIGKILL)
+    c.workers[worker].proc.wait(timeout=30)
     wait_until(lambda: not containers(f"name={running[0]}"), timeout=LEASE_MS / 1000, interval=0.1,
                what="the dead worker's container to be removed within the lease")
-    c.start_worker("w2", slots=2, drain_grace_s=5)
-    ex = wait_until(lambda: finished(client, eid), timeout=90, what="the retry to finish on w2")
+    return eid
+
+
+def retried(client, eid: str):
+    """The execution after its retry: the lost attempt, then a success on a new fencing token."""
+    ex = wait_until(lambda: finished(client, eid), timeout=90, what="the retry to finish")
     assert ex.state == "SUCCEEDED", ex
     first, last = ex.attempts[0], ex.attempts[-1]
-    assert first.state == "LOST" and first.worker == "w1" and last.worker == "w2"
-    assert last.fencing_token > first.fencing_token and f"token {last.fencing_token}" in last.output_tail
+    assert first.state == "LOST" and last.fencing_token > first.fencing_token
+    assert f"token {last.fencing_token}" in last.output_tail
+    return ex
 
 
-def test_a_mapped_teams_container_runs_as_its_user_with_no_capability(cluster_factory, container_image,
-                                                                      tmp_path):
-    """A root worker that maps teams keeps root's capabilities only when told to run containers
-    ([container] runtime named); each container then runs as its team's uid:gid, CapEff 0."""
-    with system_user("sdc") as user:
-        config = tmp_path / "worker.toml"
-        config.write_text(f'[isolation]\n[isolation.teams.payments]\nuser = "{user.pw_name}"\n'
-                          '[container]\nruntime = "runc"\n')
-        c, client = start(cluster_factory, ("mapped", ("--config", str(config))))
-        client.put_job(job_spec("who", team="payments", container=box(
-            container_image, command="echo uid=$(id -u) gid=$(id -g); grep -E '^(CapEff|CapPrm|NoNewPrivs)' "
-                                     "/proc/self/status")))
-        ex = run(client, "who")
+def caps_of(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/status") as f:
+        return dict(line.split(":\t", 1) for line in f.read().splitlines() if line.startswith(("Cap", "NoNew")))
+
+
+def brokers() -> list[int]:
+    return [pid for pid, line in processes() if b"schedd_worker.handlers.container_broker" in line]
+
+
+def test_a_root_worker_that_separates_teams_runs_containers_through_its_broker(cluster_factory, container_image,
+                                                                              tmp_path):
+    """As `schedd local` runs it (root, a uid per team from a range, nothing configured): the
+    worker drops root's capabilities, its broker keeps them, and each team's container runs as
+    that team's own uid with none; no container runs as root or as another team's uid; cancel
+    goes through the broker; a worker SIGKILLed mid-run takes its container (and its broker)
+    with it within the lease, and the retry runs on a new fencing token."""
+    state = tmp_path / "jobs"
+    state.mkdir()
+    state.chmod(0o711)
+    before = set(brokers())
+    c = cluster_factory(size=3, scheduler={"lease_ms": LEASE_MS})
+    c.start()
+    c.wait_leader(timeout=60)
+    c.start_worker("sep", slots=4, drain_grace_s=5, uid_range=(62000, 62099), state_dir=state)
+    client = c.client(timeout=30)
+    wait_until(lambda: workers_of(c) == ["sep"], timeout=60, what="the worker to connect")
+    wait_until(lambda: feature_level(c) >= 6, timeout=60, what="the cluster at feature level 6")
+    worker = c.workers["sep"].proc.pid
+    # CAP_SETUID, CAP_SETGID, CAP_KILL, and CAP_CHOWN for the teams' folders: nothing an engine needs
+    assert caps_of(worker)["CapEff"] == "00000000000000e1", caps_of(worker)
+    assert caps_of(worker)["NoNewPrivs"] == "1"
+    broker = [pid for pid in brokers() if pid not in before]
+    assert len(broker) == 1 and _parent(broker[0]) == worker
+    assert int(caps_of(broker[0])["CapEff"], 16) > 0xFFFF, "the broker lost root's capabilities"
+
+    probe = "echo uid=$(id -u) gid=$(id -g); grep -E '^(CapEff|CapPrm|NoNewPrivs)' /proc/self/status"
+    uids = {}
+    for team in ("payments", "analytics"):
+        client.put_job(job_spec(f"who-{team}", team=team, container=box(container_image, command=probe)))
+        ex = run(client, f"who-{team}")
         assert ex.state == "SUCCEEDED", ex
         out = ex.attempts[0].output_tail
-        assert f"uid={user.pw_uid} gid={user.pw_gid}" in out, out
+        uid = int(out.split("uid=")[1].split()[0])
+        assert 62000 <= uid <= 62099 and f"uid={uid} gid={uid}" in out, out
         assert "CapEff:\t0000000000000000" in out and "CapPrm:\t0000000000000000" in out, out
         assert "NoNewPrivs:\t1" in out, out
+        uids[team] = uid
+    assert uids["payments"] != uids["analytics"]
 
-        client.put_job(job_spec("as-root", team="payments", container=box(container_image, user="0",
-                                                                           command="id -u")))
-        ex = run(client, "as-root")
-        assert ex.state == "FAILED" and "never run as uid or gid 0" in ex.attempts[0].error, ex
+    for user, why in (("0", "never run as uid or gid 0"), (str(uids["analytics"]), "and no other")):
+        client.put_job(job_spec("as-other", team="payments", container=box(container_image, user=user, command="id -u")))
+        ex = run(client, "as-other")
+        assert ex.state == "FAILED" and why in ex.attempts[0].error, ex
         assert not ex.attempts[0].output_tail
-        assert not containers("label=schedd.worker=mapped")
+
+    client.put_job(job_spec("long", team="payments", container=box(container_image, command="sleep 600")))
+    eid = client.trigger_job("long").id
+    wait_until(lambda: containers(f"label=schedd.execution={eid}", "status=running"), timeout=60,
+               what="long's container to run")
+    assert client.cancel_execution(eid).cancel_requested
+    ex = wait_until(lambda: finished(client, eid), timeout=60, what="the cancel")
+    assert ex.state == "CANCELLED" and ex.attempts[0].state == "CANCELLED", ex
+    assert not containers(f"label=schedd.execution={eid}")
+
+    eid = kill_worker_mid_run(c, client, "sep", container_image, team="payments")
+    wait_until(lambda: broker[0] not in brokers(), timeout=30, what="the broker to exit with its worker")
+    c.start_worker("sep", slots=2, drain_grace_s=5, uid_range=(62000, 62099), state_dir=state)
+    retried(client, eid)
+    assert not containers("label=schedd.worker=sep", "status=running")
 
 
 def test_a_worker_restarted_after_its_watchdogs_died_too_removes_its_leftover_container(

@@ -3,7 +3,9 @@ jobs as a uid of the team's own, never root. Two teams' long-running jobs (each 
 env value in its environment and a file in its working folder) and a probe job of the first
 team: the probe is not root, cannot read the other team's /proc/<pid>/environ or files, cannot
 kill its process, and cannot read the worker's /proc/<pid>/environ (its token), while it can
-read its own team's job's environment (the control: the probe's method works)."""
+read its own team's job's environment (the control: the probe's method works). A container job
+of the first team runs, with nothing configured, as that team's uid with no capability (the
+worker's broker runs it: schedd_worker.handlers.container_broker)."""
 
 from __future__ import annotations
 
@@ -64,7 +66,9 @@ def probe(pid_own: int, pid_other: int, folder_other: str, pid_worker: int) -> s
         "echo probe-done"])
 
 
-def test_schedd_local_as_root_runs_each_team_as_its_own_uid(tmp_path: Path) -> None:
+def test_schedd_local_as_root_runs_each_team_as_its_own_uid(tmp_path: Path, request) -> None:
+    from tests.support.containers import why_not
+    image = request.getfixturevalue("container_image") if not why_not() else None
     data, log = tmp_path / "local", tmp_path / "local.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDD_")}
     with open(log, "w") as out:
@@ -114,6 +118,16 @@ def test_schedd_local_as_root_runs_each_team_as_its_own_uid(tmp_path: Path) -> N
         assert "own-env-ok" in output, output                 # the control: the method works
         assert "LEAK" not in output, output
         assert pids_with(marks["beta"]) and uid_of(pids["beta"]) == uids["beta"]   # still alive
+
+        # container jobs, with nothing configured either: run by the worker's broker, as the team's uid
+        if image is not None:
+            client.put_job(job_spec("boxed", schedule="", team="alpha", timeout=60, container={
+                "image": image, "command": "echo uid=$(id -u); grep CapEff /proc/self/status"}))
+            eid = client.trigger_job("boxed").id
+            ex = wait_until(lambda: finished(client, eid), timeout=90, what="the container job to finish")
+            assert ex.state == "SUCCEEDED", ex
+            assert f"uid={uids['alpha']}\n" in ex.attempts[-1].output_tail
+            assert "CapEff:\t0000000000000000" in ex.attempts[-1].output_tail
     finally:
         if client is not None:
             client.close()

@@ -141,6 +141,21 @@ def test_python_runs_in_the_worker_so_a_root_worker_refuses_it(tmp_path):
     assert IsolationPolicy(teams={"a": own}, worker_uid=1000).refusal("a", "python") == ""
 
 
+def test_a_worker_advertises_python_only_where_some_team_could_run_it(tmp_path):
+    """The leader routes by the kinds a worker advertises: a root worker that separates teams
+    (where Python is refused for all) and a worker without a registry leave Python jobs to SDK
+    workers that can run them, instead of failing them."""
+    from schedd_worker.executors import HttpOptions, Isolation, PythonHandlers, handlers_for
+    registry, http = PythonHandlers(), HttpOptions()
+    ranged = IsolationPolicy(uids=TeamUids(61000, 61999, tmp_path), worker_uid=0)
+    assert "python" not in handlers_for(registry, http, Isolation(ranged))
+    assert "python" not in handlers_for(None, http)
+    assert "python" in handlers_for(registry, http)
+    rooted = TeamUser("ops", "root", 0, 0, (), "/")
+    assert "python" in handlers_for(registry, http, Isolation(IsolationPolicy(teams={"ops": rooted}, worker_uid=0)))
+    assert "python" in handlers_for(registry, http, Isolation(IsolationPolicy(teams={"a": rooted}, worker_uid=1000)))
+
+
 def test_the_worker_secrets_never_reach_a_job_environment():
     a = Assignment(execution_id="j@2026-11-29T02:00:00Z", job="j", scheduled_ms=1795917600000,
                    attempt=1, fencing_token=7, handler={})

@@ -87,52 +87,58 @@ def test_the_container_section_of_the_worker_config() -> None:
             parse_config(f"[container]\n{bad}\n")
 
 
-MAPPED = ContainerConfig(worker="w1", users=(("payments", 1234, 1235),))
+OWN = (1234, 1235)          # the team's uid:gid on a worker that separates teams
 
 
-def test_a_mapped_teams_container_runs_as_its_user_with_no_capability() -> None:
-    argv = " ".join(run_argv(attempt(team="payments"), spec(command="id -u"), MAPPED, "n", 5))
+def test_a_separated_teams_container_runs_as_its_uid_with_no_capability() -> None:
+    argv = " ".join(run_argv(attempt(team="payments"), spec(command="id -u"), CFG, "n", 5, own=OWN))
     assert "--user 1234:1235" in argv
     assert "--security-opt no-new-privileges --cap-drop ALL" in argv
-    # the spec's own user wins (refusal() has checked it is not root)
-    assert "--user 2000:2001" in " ".join(run_argv(attempt(team="payments"), spec(user="2000:2001"), MAPPED, "n", 5))
-    # an unmapped team (a worker without [isolation.teams]): the image's user, still no capability
+    # the spec may repeat it (refusal() allows nothing else)
+    assert "--user 1234 " in " ".join(run_argv(attempt(team="payments"), spec(user="1234"), CFG, "n", 5, own=OWN))
+    # a worker that does not separate teams: the image's user, still no capability
     plain = " ".join(run_argv(attempt(team="ops"), spec(), CFG, "n", 5))
     assert "--user" not in plain and "--cap-drop ALL" in plain
 
 
-@pytest.mark.parametrize(("team", "user", "cfg", "why"), [
-    ("payments", "1000", MAPPED, ""),
-    ("payments", "1000:1000", MAPPED, ""),
-    ("payments", "0", MAPPED, "never run as uid or gid 0"),
-    ("payments", "0:0", MAPPED, "never run as uid or gid 0"),
-    ("payments", "1000:0", MAPPED, "never run as uid or gid 0"),
-    ("payments", "root", MAPPED, "name a numeric uid[:gid]"),
-    ("payments", "app:app", MAPPED, "name a numeric uid[:gid]"),
-    ("ops", "root", CFG, ""),                              # no mapping: the image decides
-    ("payments", "0", ContainerConfig(users=(("payments", 0, 0),), allow_root_jobs=True), ""),
-], ids=["uid", "uid-gid", "root-uid", "root-both", "root-gid", "root-name", "a-name", "unmapped", "allowed"])
-def test_a_mapped_team_never_names_root_for_its_container(team: str, user: str, cfg: ContainerConfig,
-                                                          why: str) -> None:
-    got = refusal(spec(user=user), cfg, team)
+@pytest.mark.parametrize(("user", "own", "cfg", "why"), [
+    ("1234", OWN, CFG, ""),
+    ("1234:1235", OWN, CFG, ""),
+    ("1000", OWN, CFG, "as its own uid:gid 1234:1235, and no other"),
+    ("1234:1000", OWN, CFG, "as its own uid:gid 1234:1235, and no other"),
+    ("0", OWN, CFG, "never run as uid or gid 0"),
+    ("0:0", OWN, CFG, "never run as uid or gid 0"),
+    ("1234:0", OWN, CFG, "never run as uid or gid 0"),
+    ("root", OWN, CFG, "names that number"),
+    ("app:app", OWN, CFG, "names that number"),
+    ("root", None, CFG, ""),                               # no separation: the image decides
+    ("0", (0, 0), ContainerConfig(allow_root_jobs=True), ""),
+], ids=["uid", "uid-gid", "other-uid", "other-gid", "root-uid", "root-both", "root-gid", "root-name",
+        "a-name", "unseparated", "allowed"])
+def test_a_team_with_its_own_uid_names_no_other_user_for_its_container(user: str, own, cfg: ContainerConfig,
+                                                                       why: str) -> None:
+    got = refusal(spec(user=user), cfg, own)
     assert (why in got and bool(got)) if why else got == ""
 
 
-def test_a_root_worker_that_maps_teams_runs_containers_only_when_a_runtime_is_named(monkeypatch) -> None:
-    """It drops root's capabilities, which a rootful engine needs: `auto` means off there (and
-    the capabilities go), a named runtime keeps them and hands the team users to the handler."""
+def test_a_root_worker_that_separates_teams_runs_its_containers_in_a_broker(monkeypatch) -> None:
+    """It drops root's capabilities, which a rootful engine needs: its containers go to a broker
+    process started before (auto or a named runtime alike); a worker that keeps its capabilities
+    (not root, or root without separation) runs them itself."""
     import argparse
     import logging
 
     from schedd_worker import cli
-    from schedd_worker.handlers import container
+    from schedd_worker.handlers import container, container_broker
     monkeypatch.setattr(container, "probe", lambda cfg: container.Probe(cfg))
     monkeypatch.setattr(container, "sweep", lambda cfg: [])
+    started: list[ContainerConfig] = []
+    monkeypatch.setattr(container_broker.ContainerBroker, "start", classmethod(lambda cls, cfg: started.append(cfg) or "broker"))
     args = argparse.Namespace(container_runtime=None, container_engine=None)
     log = logging.getLogger("test")
     teams = '[isolation.teams.payments]\nuser = "nobody"\n'
-    assert cli._containers(args, parse_config(teams), "w1", log, root=True) is None
-    on = cli._containers(args, parse_config(teams + '[container]\nruntime = "runc"\n'), "w1", log, root=True)
-    assert on is not None and on.runtime == "runc" and on.users[0][:2] == ("payments", 65534)
-    # not root (no capabilities to drop): auto probes as before
-    assert cli._containers(args, parse_config(teams), "w1", log, root=False) is not None
+    assert cli._containers(args, parse_config(teams), "w1", log, root=True) == "broker"
+    assert cli._containers(args, parse_config(teams + '[container]\nruntime = "runc"\n'), "w1", log, root=True) == "broker"
+    assert [c.runtime for c in started] == ["", "runc"]
+    assert isinstance(cli._containers(args, parse_config(teams), "w1", log, root=False), ContainerConfig)
+    assert isinstance(cli._containers(args, parse_config(""), "w1", log, root=True), ContainerConfig)

@@ -174,11 +174,10 @@ def separation(euid: int, policy: IsolationPolicy, can_switch: bool) -> str:
             "jobs (README \"Isolation on workers\")")
 
 
-def _isolation(policy: IsolationPolicy, cgroup: str, euid: int, keep_caps: bool = False):
+def _isolation(policy: IsolationPolicy, cgroup: str, euid: int):
     """The Isolation of this worker (team users, attempt cgroups), its own capabilities cut
-    down to what switching users takes when it runs as root, unless `keep_caps` (it runs
-    rootful containers: the engine it starts needs root's capabilities, `_containers`). Raises
-    SystemExit with why not."""
+    down to what switching users takes when it runs as root (its containers then run in the
+    broker it started before: `_containers`). Raises SystemExit with why not."""
     from schedd_worker.cgroups import CgroupError, Cgroups
     from schedd_worker.executors import Isolation
     from schedd_worker.uids import UidError
@@ -191,12 +190,7 @@ def _isolation(policy: IsolationPolicy, cgroup: str, euid: int, keep_caps: bool 
     except (CgroupError, UidError, OSError) as e:
         raise SystemExit(f"schedd worker: error: [isolation]: {e}") from None
     keep = caps.KEEP + ((caps.CAP_CHOWN,) if policy.uids is not None else ())  # team folders
-    if policy.mapped and euid == 0 and keep_caps:
-        logging.getLogger("schedd.worker").warning(
-            "this worker keeps root's capabilities: it runs rootful containers ([container] runtime "
-            "is set), whose engine needs them; shell jobs still run as their team's user, containers "
-            "as its uid:gid with no capability")
-    elif policy.mapped and euid == 0:
+    if policy.mapped and euid == 0:
         try:
             caps.drop_capabilities(keep)
         except OSError as e:
@@ -276,8 +270,7 @@ def cmd_worker(args: argparse.Namespace, *, euid: int | None = None) -> int:
     # Before gRPC or anything else starts a thread: capabilities are per thread. The container
     # probe (subprocesses only, no thread) goes first: it decides whether the worker keeps them.
     containers = _containers(args, cfg, name, log, root=euid == 0, policy=policy)
-    isolation = _isolation(policy, cfg.cgroup if cfg is not None else "off", euid,
-                           keep_caps=containers is not None)
+    isolation = _isolation(policy, cfg.cgroup if cfg is not None else "off", euid)
     if shared:
         log.warning("jobs are not isolated from each other: %s", shared)
     _quiet_grpc_fork()
@@ -335,16 +328,15 @@ def cmd_worker(args: argparse.Namespace, *, euid: int | None = None) -> int:
 
 def _containers(args: argparse.Namespace, cfg: WorkerConfig | None, name: str, log: logging.Logger,
                 root: bool = False, policy: IsolationPolicy | None = None):
-    """The container config this worker runs with after the start-up probe, or None (off, or
-    no working engine/runtime: it then does not advertise "container" and gets no such job).
-    Containers left by an earlier run of this worker (same name) are removed first.
-
-    A root worker that maps teams drops root's capabilities (`_isolation`), and a rootful
-    engine cannot run without them: there `auto` means off, and a runtime named explicitly
-    (``[container] runtime = "runc"``, ``--container-runtime runc``) means keep them and run
-    containers, each as its team's uid:gid with no capability (handlers.container)."""
+    """What runs this worker's containers after the start-up probe: their config (run in this
+    process), the broker holding it (a root worker that separates teams: it drops root's
+    capabilities in `_isolation`, which a rootful engine needs, so a process of its own keeps
+    them: schedd_worker.handlers.container_broker), or None (off, or no working engine or
+    runtime: it then does not advertise "container" and gets no such job). Containers left by
+    an earlier run of this worker (same name) are removed first. Before any thread starts."""
     import dataclasses
     from schedd_worker.handlers.container import ContainerConfig, cgroup_v1_root, probe, sweep
+    from schedd_worker.handlers.container_broker import BrokerError, ContainerBroker
     base = cfg.container if cfg is not None else ContainerConfig()
     choice = args.container_runtime or (cfg.container_runtime if cfg is not None else "auto")
     if choice == "off":
@@ -352,24 +344,27 @@ def _containers(args: argparse.Namespace, cfg: WorkerConfig | None, name: str, l
         return None
     if policy is None:
         policy = cfg.isolation if cfg is not None else None
-    if root and policy is not None and policy.mapped and choice == "auto":
-        log.info("container jobs: off: this worker maps teams and drops root's capabilities, which a "
-                 "rootful engine needs; name a runtime ([container] runtime = \"runc\") to keep them "
-                 "and run containers")
-        return None
-    users = tuple(sorted((t, u.uid, u.gid) for t, u in policy.teams.items())) if policy is not None else ()
     base = dataclasses.replace(base, engine=args.container_engine or base.engine, worker=name,
                                runtime="" if choice == "auto" else choice, cgroup_root=cgroup_v1_root(),
-                               users=users, allow_root_jobs=bool(policy and policy.allow_root_jobs))
+                               allow_root_jobs=bool(policy and policy.allow_root_jobs))
     found = probe(base)
     if found.config is None:
         log.warning("container jobs: off: %s", found.why)
         return None
     sweep(found.config)
-    log.info("container jobs: %s, runtime %s, networks none%s, %d mount rule(s), pull %s", found.config.engine,
+    brokered = root and policy is not None and policy.mapped
+    log.info("container jobs: %s, runtime %s, networks none%s, %d mount rule(s), pull %s%s", found.config.engine,
              found.config.runtime or "default", "".join(f", {n}" for n in found.config.networks),
-             len(found.config.mounts), found.config.pull)
-    return found.config
+             len(found.config.mounts), found.config.pull,
+             "; run by a broker process that keeps root's capabilities, which this worker drops, "
+             "each container as its team's uid with none" if brokered else "")
+    if not brokered:
+        return found.config
+    try:
+        return ContainerBroker.start(found.config)
+    except BrokerError as e:
+        log.warning("container jobs: off: %s", e)
+        return None
 
 
 def add_arguments(w: argparse.ArgumentParser) -> None:

@@ -30,6 +30,7 @@ from schedd_worker.handlers.base import (CANCELLED, ERROR_MAX_BYTES, FAILED, HTT
                                          Handler, HttpOptions, Result, Stop, bound_error,
                                          contract_env, format_rfc3339)
 from schedd_worker.handlers.container import ContainerConfig, ContainerHandler
+from schedd_worker.handlers.container_broker import BrokeredContainerHandler, ContainerBroker
 from schedd_worker.handlers.http import HttpHandler
 from schedd_worker.handlers.python import Call, HandlerContext, PythonHandler, PythonHandlers
 from schedd_worker.handlers.python import finish as finish_python, prepare as prepare_python
@@ -135,16 +136,30 @@ def outcome(r: Result, started_ms: int, ended_ms: int) -> Outcome:
 
 def handlers_for(python_handlers: PythonHandlers | None, http: HttpOptions,
                  isolation: Isolation = NO_ISOLATION,
-                 containers: ContainerConfig | None = None) -> dict[str, Handler]:
+                 containers: ContainerConfig | ContainerBroker | None = None) -> dict[str, Handler]:
     """Every handler kind by its key in the job's handler object, configured for this worker
     (its keys are the kinds it advertises: WorkerHello.handlers). `containers`: the config
-    the start-up probe found working (schedd_worker.handlers.container), None: no containers."""
+    the start-up probe found working (schedd_worker.handlers.container), run in this process,
+    or the broker that runs them for a worker without root's capabilities
+    (schedd_worker.handlers.container_broker); None: no containers. Either way a team's
+    containers run as the uid its shell jobs get here (`IsolationPolicy.ids_of`)."""
     shell, web = ShellHandler(isolation.policy, isolation.cgroups), HttpHandler(http)
-    kinds: dict[str, Handler] = {"shell": shell, "http": web, "python": PythonHandler(python_handlers),
-                                 "sensor": SensorHandler(shell, web)}
-    if containers is not None:
-        kinds["container"] = ContainerHandler(containers)
+    kinds: dict[str, Handler] = {"shell": shell, "http": web, "sensor": SensorHandler(shell, web)}
+    if python_handlers is not None and isolation.policy.python_possible:
+        kinds["python"] = PythonHandler(python_handlers)     # advertised: the leader routes by it
+    if isinstance(containers, ContainerBroker):
+        kinds["container"] = BrokeredContainerHandler(containers, isolation.policy.ids_of)
+    elif containers is not None:
+        kinds["container"] = ContainerHandler(containers, isolation.policy.ids_of)
     return kinds
+
+
+def _cannot_run(kind: str, spec: Mapping) -> str:
+    """Why this worker has no handler of `kind` (the leader routes by what a worker has, so this
+    is an attempt sent before the worker said, or a worker run without a registry)."""
+    if kind == "python":
+        return f"no python handler named {spec.get('name', '')} on this worker"
+    return f"this worker cannot run {kind} jobs (no working container runtime or containers disabled)"
 
 
 async def _dispatch(a: Assignment, cancel: asyncio.Event | None,
@@ -166,10 +181,9 @@ async def _dispatch(a: Assignment, cancel: asyncio.Event | None,
         return Result(FAILED, error=f"unsupported handler: expected exactly one of shell, http, "
                                      f"python, container; got {sorted(h) if h else 'nothing'}")
     kind = kinds_given[0]
-    if kind not in kinds:
-        return Result(FAILED, error=f"this worker cannot run {kind} jobs (no working container runtime "
-                                     "or containers disabled)")
     spec = h[kind]
     if not isinstance(spec, Mapping):
         return Result(FAILED, error=f"{kind} handler must be an object")
+    if kind not in kinds:
+        return Result(FAILED, error=_cannot_run(kind, spec))
     return await kinds[kind].run(a, spec, stop)

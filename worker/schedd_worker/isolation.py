@@ -129,6 +129,15 @@ class IsolationPolicy:
         """Every job runs as its team's user (a mapping, or a uid from the range)."""
         return bool(self.teams) or self.uids is not None
 
+    @property
+    def python_possible(self) -> bool:
+        """Whether a Python handler of some team could run here: not on a root worker that
+        separates teams, unless a team is mapped to root itself (`_python_refusal`). A worker
+        advertises the kind only then, so the leader sends such jobs elsewhere."""
+        if not self.mapped or self.worker_uid != 0:
+            return True
+        return any(u.uid == 0 for u in self.teams.values())
+
     def refusal(self, team: str, kind: str) -> str:
         """Why a job of `team` with a `kind` handler may not run here ("" when it may)."""
         if not self.mapped:
@@ -169,6 +178,16 @@ class IsolationPolicy:
             return f"team {team!r}: no uid for its jobs: {e}"
         return TeamUser(team=team, user=f"schedd-{team}", uid=uid, gid=uid, groups=(), home=home,
                         workdir_root=home)
+
+    def ids_of(self, team: str) -> tuple[int, int] | str | None:
+        """The (uid, gid) `team`'s containers run as: its shell jobs' (`user_of`) when this worker
+        separates teams, None when it does not (the image decides), or why it cannot run."""
+        if not self.mapped:
+            return None
+        user = self.user_of(team)
+        if user is None:
+            return f"team {team!r} has no user mapping on this worker ([isolation.teams] of its config): refused"
+        return user if isinstance(user, str) else (user.uid, user.gid)
 
     def plan(self, team: str, workdir: str | None, limits: Mapping[str, float]) -> LaunchPlan | str:
         """The LaunchPlan of a shell attempt of `team`, or why it may not run."""

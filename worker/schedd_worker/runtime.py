@@ -115,6 +115,7 @@ from schedd_worker.executors import (NO_ISOLATION, Assignment, Call, HttpOptions
                                      PythonHandlers)
 from schedd_worker.handlers.base import Cancel
 from schedd_worker.handlers.container import ContainerConfig
+from schedd_worker.handlers.container_broker import ContainerBroker
 from schedd_worker.timers import DEFAULT_AHEAD, QuietCollector, Timer
 from schedd_worker.hooks import NO_HOOKS, WorkerHooks
 
@@ -338,7 +339,7 @@ class WorkerRuntime:
                  http: HttpOptions = HttpOptions(), hooks: WorkerHooks = NO_HOOKS,
                  isolation: Isolation = NO_ISOLATION, security: Security | None = None,
                  token: str | None = None, ahead: int = DEFAULT_AHEAD,
-                 result_hold_s: float = RESULT_HOLD_S, containers: ContainerConfig | None = None) -> None:
+                 result_hold_s: float = RESULT_HOLD_S, containers: ContainerConfig | ContainerBroker | None = None) -> None:
         if isinstance(cluster, str):
             cluster = [cluster]
         self.cluster = [a.strip() for a in cluster if a and a.strip()]

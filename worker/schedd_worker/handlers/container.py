@@ -12,10 +12,12 @@ An attempt:
   ``none`` must be listed in ``networks``, every mount's source must lie under an allowlisted
   path (read-write only where that entry says so), ``pull: if-missing`` must be permitted;
   otherwise it FAILS with the reason before anything starts;
-- runs as the job's team's mapped uid:gid (``[isolation.teams]``) unless the spec names a
-  ``user`` (never root for a mapped team: `refusal`), with no capability (``--cap-drop ALL``)
-  and ``no-new-privileges``: containers are rootful, so uid 0 inside is uid 0 on the host and
-  the team mapping that shell jobs get would otherwise not hold;
+- runs as the uid:gid its team's shell jobs run as on this worker (``[isolation.teams]``, or
+  the team's uid from ``[isolation] uid_range``), with no capability (``--cap-drop ALL``) and
+  ``no-new-privileges``: containers are rootful, so uid 0 inside is uid 0 on the host and the
+  separation that shell jobs get would otherwise not hold. Such a team's spec may name only its
+  own uid as ``user`` (`refusal`); on a worker that does not separate teams the image's user, or
+  the spec's, is used;
 - runs ``<engine> run`` attached, in its own session, with the container named
   ``schedd-<token>-<random>`` and labelled schedd.execution, schedd.fencing and schedd.worker;
   output (stdout and stderr, merged) is kept as a shell job's (`Tail`), the exit code reported;
@@ -51,7 +53,7 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,7 +61,7 @@ from typing import Any
 from .base import (FAILED, SUCCEEDED, Assignment, Result, Stop, Tail, contract_env, race, stopped)
 
 __all__ = ["ContainerConfig", "MountRule", "ContainerHandler", "Probe", "probe", "sweep", "run_argv",
-           "refusal", "DEFAULT_ULIMITS", "team_user", "container_user"]
+           "refusal", "DEFAULT_ULIMITS", "TeamIds", "no_team_ids", "container_user"]
 
 log = logging.getLogger("schedd.worker.container")
 
@@ -92,14 +94,18 @@ class ContainerConfig:
     ulimits: tuple[str, ...] = DEFAULT_ULIMITS
     worker: str = ""                            # the worker's name (labels, the restart sweep)
     cgroup_root: Path | None = field(default=None)   # cgroup v1 hierarchy root for OOM tracking
-    # [isolation.teams] as (team, uid, gid): a mapped team's container runs as its user
-    users: tuple[tuple[str, int, int], ...] = ()
     allow_root_jobs: bool = False               # [isolation] allow_root_jobs: a mapped team may be root
 
 
-def team_user(cfg: ContainerConfig, team: str) -> tuple[int, int] | None:
-    """The (uid, gid) a mapped team's containers run as by default; None for an unmapped one."""
-    return next(((uid, gid) for t, uid, gid in cfg.users if t == team), None)
+Ids = tuple[int, int]
+# Who a team's containers run as on this worker: its (uid, gid) when the worker separates teams
+# (the same uid its shell jobs get), None when it does not, or why the team cannot run here.
+TeamIds = Callable[[str], "Ids | str | None"]
+
+
+def no_team_ids(team: str) -> None:
+    """A worker that does not separate teams: the image (or the spec) decides the user."""
+    return None
 
 
 # ------------------------------------------------------------------------------ policy, argv
@@ -108,10 +114,11 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def refusal(spec: Mapping[str, Any], cfg: ContainerConfig, team: str = "") -> str:
+def refusal(spec: Mapping[str, Any], cfg: ContainerConfig, own: Ids | None = None) -> str:
     """Why this worker refuses the attempt ("" when it runs it): its config decides networks,
-    mounts, pulls and (for a mapped team) the user, whatever the (cluster-wide valid) spec asks."""
-    why = _user_refusal(spec, cfg, team)
+    mounts, pulls and, for a team with its own uid here (`own`), the user, whatever the
+    (cluster-wide valid) spec asks."""
+    why = _user_refusal(spec, cfg, own)
     if why:
         return why
     network = spec.get("network") or "none"
@@ -130,30 +137,37 @@ def refusal(spec: Mapping[str, Any], cfg: ContainerConfig, team: str = "") -> st
     return ""
 
 
-def _user_refusal(spec: Mapping[str, Any], cfg: ContainerConfig, team: str) -> str:
-    """A mapped team's job may name its container's `user`, but never root: containers are
-    rootful (uid 0 inside is uid 0 on the host), the hole the team mapping closes for shell jobs.
-    A name is resolved in the image's /etc/passwd, which the worker cannot see and the image's
-    author controls (any name may be uid 0), so a mapped team names numbers."""
+def _user_refusal(spec: Mapping[str, Any], cfg: ContainerConfig, own: Ids | None) -> str:
+    """A team that has its own uid on this worker runs its containers as that uid, which its
+    spec's `user` may repeat but not change: containers are rootful (uid 0 inside is uid 0 on
+    the host), and any other uid is another identity on the host, perhaps another team's (its
+    files in an allowlisted mount, its process limit). A name is resolved in the image's
+    /etc/passwd, which the worker cannot see and the image's author controls (any name may be
+    uid 0), so such a team names numbers."""
     user = str(spec.get("user") or "")
-    if not user or team_user(cfg, team) is None or cfg.allow_root_jobs:
+    if not user or own is None or cfg.allow_root_jobs:
         return ""
     parts = user.split(":")
-    if not all(p.isdigit() for p in parts):
-        return (f"container user {user!r}: team {team!r} is mapped on this worker, so its containers "
-                "name a numeric uid[:gid] (a name is resolved inside the image and may be root)")
+    if not all(p.isdigit() for p in parts) or len(parts) > 2:
+        return (f"container user {user!r}: this worker runs the team's containers as its own uid "
+                f"{own[0]}, so `user` names that number (a name is resolved inside the image and "
+                "may be root)")
     if any(int(p) == 0 for p in parts):
-        return (f"container user {user!r}: team {team!r} is mapped on this worker and its containers "
-                "never run as uid or gid 0 (containers are rootful: root inside is root on the host)")
+        return (f"container user {user!r}: this worker separates teams, and their containers never "
+                "run as uid or gid 0 (containers are rootful: root inside is root on the host)")
+    if int(parts[0]) != own[0] or (len(parts) == 2 and int(parts[1]) != own[1]):
+        return (f"container user {user!r}: this worker runs the team's containers as its own "
+                f"uid:gid {own[0]}:{own[1]}, and no other (another uid is another identity on "
+                "this host)")
     return ""
 
 
-def container_user(a: Assignment, spec: Mapping[str, Any], cfg: ContainerConfig) -> str:
-    """The --user of an attempt: the spec's, else the mapped team's uid:gid, else the image's."""
+def container_user(spec: Mapping[str, Any], own: Ids | None) -> str:
+    """The --user of an attempt: the spec's (checked by `refusal`), else the team's own
+    uid:gid on this worker, else the image's ("")."""
     if spec.get("user"):
         return str(spec["user"])
-    mapped = team_user(cfg, a.team)
-    return f"{mapped[0]}:{mapped[1]}" if mapped is not None else ""
+    return f"{own[0]}:{own[1]}" if own is not None else ""
 
 
 def _engine_args(cfg: ContainerConfig) -> list[str]:
@@ -161,7 +175,7 @@ def _engine_args(cfg: ContainerConfig) -> list[str]:
 
 
 def run_argv(a: Assignment, spec: Mapping[str, Any], cfg: ContainerConfig, name: str,
-             env_fd: int, cgroup_parent: str = "") -> list[str]:
+             env_fd: int, cgroup_parent: str = "", own: Ids | None = None) -> list[str]:
     """The ``<engine> run`` command line of an attempt. No value of the job's environment is on
     it (they come from `env_fd`); everything else was checked by the cluster's validation."""
     argv = _engine_args(cfg) + ["run", "--name", name, "--env-file", f"/dev/fd/{env_fd}",
@@ -186,7 +200,7 @@ def run_argv(a: Assignment, spec: Mapping[str, Any], cfg: ContainerConfig, name:
         argv += ["--cpus", f"{float(spec['cpu']):g}"]
     if spec.get("pids"):
         argv += ["--pids-limit", str(int(spec["pids"]))]
-    user = container_user(a, spec, cfg)
+    user = container_user(spec, own)
     if user:
         argv += ["--user", user]
     if spec.get("workdir"):
@@ -225,13 +239,18 @@ def env_file(a: Assignment, spec: Mapping[str, Any]) -> bytes | str:
 
 class ContainerHandler:
     """``{"image": ..., "command"|"args": ..., ...}`` (schedd.core.model.container_spec) run with
-    the worker's engine under its `ContainerConfig`."""
+    the worker's engine under its `ContainerConfig`; `team_ids` says who each team's containers
+    run as (the worker's isolation: schedd_worker.executors.team_ids)."""
 
-    def __init__(self, cfg: ContainerConfig) -> None:
+    def __init__(self, cfg: ContainerConfig, team_ids: TeamIds = no_team_ids) -> None:
         self.cfg = cfg
+        self.team_ids = team_ids
 
     async def run(self, a: Assignment, spec: Mapping[str, Any], stop: Stop) -> Result:
-        why = refusal(spec, self.cfg, a.team)
+        own = self.team_ids(a.team)
+        if isinstance(own, str):
+            return Result(FAILED, error=own)
+        why = refusal(spec, self.cfg, own)
         if why:
             return Result(FAILED, error=f"refused by this worker: {why}")
         content = env_file(a, spec)
@@ -240,17 +259,17 @@ class ContainerHandler:
         name = f"schedd-{a.fencing_token}-{secrets.token_hex(3)}"
         cgroup = _make_cgroup(self.cfg, a.fencing_token, spec)
         try:
-            return await _attempt(a, spec, self.cfg, name, content, stop, cgroup)
+            return await _attempt(a, spec, self.cfg, name, content, stop, cgroup, own)
         finally:
             if cgroup is not None:
                 await asyncio.to_thread(_remove_cgroup, self.cfg, cgroup)
 
 
 async def _attempt(a: Assignment, spec: Mapping[str, Any], cfg: ContainerConfig, name: str,
-                   content: bytes, stop: Stop, cgroup: str | None) -> Result:
+                   content: bytes, stop: Stop, cgroup: str | None, own: Ids | None) -> Result:
     watch_w, watchdog = await _start_watchdog(cfg, name)
     try:
-        return await _run(a, spec, cfg, name, content, stop, cgroup)
+        return await _run(a, spec, cfg, name, content, stop, cgroup, own)
     finally:
         # Normal end (or our task cancelled): the container is gone or going; the watchdog goes
         # first, so that closing its pipe does not run a second rm.
@@ -300,9 +319,9 @@ def _write_env(fd: int, content: bytes) -> None:
 
 
 async def _run(a: Assignment, spec: Mapping[str, Any], cfg: ContainerConfig, name: str,
-               content: bytes, stop: Stop, cgroup: str | None) -> Result:
+               content: bytes, stop: Stop, cgroup: str | None, own: Ids | None) -> Result:
     env_r, env_w = os.pipe()
-    argv = run_argv(a, spec, cfg, name, env_r, cgroup or "")
+    argv = run_argv(a, spec, cfg, name, env_r, cgroup or "", own)
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
