@@ -33,7 +33,7 @@ Latest same-run figures (2026-12-01, this 2-core machine shared with other sessi
       10,473-19,615 started by T+60 s, one to four elections: recording 100,000 intents at 2 x 200
       per commit round (~3-4k/s on this loaded machine) does not finish within the 15 s burst
       lookahead, and the leader still loses its lease under the herd (cause not pinned yet).
-    Profiles: bench/profiles/{before,after}-herd10k.svg (the leader).
+    Profiles: bench/profiles/README.md, "The flame graphs" (before-herd10k, after-herd10k: the leader).
 
 Herd pushed ahead (branch herd2, 2026-12-01, same machine, load average 8-14; main db6a937
 against herd2, back to back, `herd --size 10000 --lead 20 --settle 20`, 2 x 256 slots):
