@@ -108,14 +108,15 @@ def test_worker_refuses_root_without_allow_root(monkeypatch, capsys):
         assert r.returncode == 2 and "refusing to run as root" in r.stderr, r
 
 
-README = DEPLOY.parent / "README.md"
+DEPLOYMENT = DEPLOY.parent / "docs" / "deployment.md"
 
 
 def deploy_commands() -> list[str]:
-    """The shell commands of the README's "Deploy a 3-node cluster" section (its indented code
-    lines, continuations joined), up to "Run it in containers"."""
-    text = README.read_text()
-    section = text[text.index("## Deploy a 3-node cluster\n"):text.index("### Run it in containers\n")]
+    """The shell commands of "Deploy a 3-node cluster" in docs/deployment.md (its indented code
+    lines, continuations joined), up to the next section ("TLS")."""
+    text = DEPLOYMENT.read_text()
+    start = text.index("# Deploy a 3-node cluster\n")
+    section = text[start:text.index("\n## ", start)]
     commands, current = [], ""
     for line in section.splitlines():
         if not line.startswith("    "):
@@ -146,8 +147,8 @@ def _absolute_paths(unit: dict) -> set[Path]:
 
 
 @pytest.mark.parametrize("name", UNITS)
-def test_readme_deploy_creates_every_user_and_directory_the_units_need(name):
-    """Issue 13: the worker unit ran as a user the README never created. Every User=/Group= of
+def test_deploy_guide_creates_every_user_and_directory_the_units_need(name):
+    """Issue 13: the worker unit ran as a user the deploy guide never created. Every User=/Group= of
     each unit is created by a `useradd` of the deploy section, every directory holding a file the
     unit's process reads (its config or context file, and the TLS files, secret and token those
     name) is made by an `install -d` owned by the unit's group, and the venv ExecStart runs
@@ -156,11 +157,11 @@ def test_readme_deploy_creates_every_user_and_directory_the_units_need(name):
     commands = deploy_commands()
     users = {c.split()[-1]: c for c in commands if " useradd " in f" {c} "}
     [user], [group] = values(unit, "Service", "User"), values(unit, "Service", "Group")
-    assert user in users, f"{name}: User={user} is never created (useradd) in the README"
+    assert user in users, f"{name}: User={user} is never created (useradd) in docs/deployment.md"
     assert user == group and "--user-group" in users[user], users[user]
     made = {Path(p): c for c in commands if "install -d" in c for p in c.split() if p.startswith("/")}
     for path in sorted(_absolute_paths(unit)):
-        assert path.parent in made, f"{name}: nothing in the README makes {path.parent} (for {path})"
+        assert path.parent in made, f"{name}: nothing in docs/deployment.md makes {path.parent} (for {path})"
         assert f"-g {group}" in made[path.parent], made[path.parent]
     [exec_start] = values(unit, "Service", "ExecStart")
     binary = Path(exec_start.split()[0])

@@ -1,5 +1,6 @@
-"""The README's security table names, for every "cannot", the test that proves it: each named
-test must exist, so the table cannot promise what no test checks any more."""
+"""The security threat table (docs/security.md, "holder of | can | cannot | proved by") names,
+for every "cannot", the test that proves it: each named test must exist, so the table cannot
+promise what no test checks any more."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ _CELL = re.compile(r"`([\w/]+\.py)?::(test_\w+)`|`([\w/]+\.py)::(test_\w+)`")
 def _named_tests() -> list[tuple[str, str]]:
     """(file under tests/, test name) for every `file::test` or `::test` (same file as the one
     before it) in the table's last column."""
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "security.md").read_text()
     table = text[text.index("| holder of | can | cannot | proved by |"):]
     table = table[:table.index("\n\n")]
     out: list[tuple[str, str]] = []
