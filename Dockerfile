@@ -1,6 +1,6 @@
 # schedd in a container: one image for a node (`serve`, the default), a worker (`worker`), the
 # init steps (`certs`, `gen-secret`) and schedctl. compose.yaml runs a 3-node TLS cluster and a
-# worker with it; README.md, "Run it in containers", says how.
+# worker with it; docs/deployment.md, "Run it in containers", says how.
 #
 #   docker build -t schedd .
 #   docker run -v schedd-data:/var/lib/schedd -v ./n1.toml:/etc/schedd/node.toml:ro ... schedd
@@ -21,7 +21,8 @@ COPY client/ client/
 COPY worker/ worker/
 COPY schedd/ schedd/
 # One pip run builds schedd-client and schedd-worker from here, so schedd's dependency on them
-# never reaches an index; the venv is then installed with no index at all (the README's path).
+# never reaches an index; the venv is then installed with no index at all (the path
+# docs/deployment.md documents).
 RUN tools/build-wheels.sh --deps --out /wheels \
     && python -m venv /opt/schedd/venv \
     && /opt/schedd/venv/bin/pip install --no-index --find-links /wheels schedd \

@@ -6,8 +6,8 @@
 #   tools/build-wheels.sh [--deps] [--out DIR] [PIP-WHEEL-OPTIONS...]
 #
 # --deps also puts every third-party wheel they need in DIR: a wheelhouse that installs with no
-# index at all, which is the install path the README documents (no name of ours is ever looked up
-# on PyPI, so nobody can shadow schedd-client there: dependency confusion):
+# index at all, which is the install path docs/deployment.md documents (no name of ours is ever
+# looked up on PyPI, so nobody can shadow schedd-client there: dependency confusion):
 #
 #   pip install --no-index --find-links DIR schedd        # a node (pulls schedd-client, -worker)
 #   pip install --no-index --find-links DIR schedd-worker # a worker host

@@ -6,7 +6,7 @@ snapshot file (``schedd_client.snapshot_file``) atomically: the header as the le
 temporary file beside ``path`` (mode 0600), checked against the header's length and sha256 as it arrives, fsynced,
 then renamed over ``path``. A stream that breaks leaves no file, and the call moves on to the
 next node as any call does (UNAVAILABLE). Restore with ``schedd restore`` on each node of a new
-cluster (see the README, "Backup and restore").
+cluster (see docs/operations.md, "Backup and restore").
 """
 
 from __future__ import annotations

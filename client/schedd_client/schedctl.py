@@ -402,8 +402,8 @@ def _spec_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
 
 
 def _container_flags(parser: argparse.ArgumentParser) -> None:
-    """A container handler (README "Container jobs"): with --image, --command/--argv, --env and
-    --workdir are the container's."""
+    """A container handler (docs/workers.md "Container jobs"): with --image, --command/--argv,
+    --env and --workdir are the container's."""
     box = parser.add_argument_group("container handler (with --image)")
     box.add_argument("--image", metavar="IMG", help="run in a container of IMG (--command runs with /bin/sh -c in it)")
     box.add_argument("--container-arg", action="append", metavar="A",

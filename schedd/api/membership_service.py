@@ -11,7 +11,7 @@ An add commits, in order: the member table with the new member (so every node ca
 reach its gRPC port before it votes), then pysyncobj's add (it votes from that moment: pysyncobj
 has no learner stage, architecture.md "Facts" §1f). A joiner first asks with `prepare` (checked, nothing
 committed) and follows the cluster as a read-only node until it has caught up, so that window
-is short (schedd.runtime.join; README "Membership"). A remove
+is short (schedd.runtime.join; docs/operations.md "Membership"). A remove
 commits pysyncobj's remove, then the table without the member. The leader cannot remove itself
 in pysyncobj: it hands leadership to a caught-up voter first and forwards the call there.
 """

@@ -32,7 +32,7 @@ def acl_cluster(tmp_path_factory):
     from schedd.runtime.cluster import LocalCluster
     # Plaintext (loopback): the identities under test are bearer tokens alone. Under mTLS every
     # caller would have a certificate principal (no call is unauthenticated), and TLS without
-    # client certificates has nodes check their peers against the system roots (README, TLS),
+    # client certificates has nodes check their peers against the system roots (docs/deployment.md, "TLS"),
     # which this cluster's private CA is not in, so a follower could not forward.
     c = LocalCluster(tmp_path_factory.mktemp("cluster-acl"), size=3, acl=True, tls=False,
                      scheduler={"lease_ms": 3000}, acl_settings={"rate_per_second": 1000, "rate_burst": 2000})

@@ -19,7 +19,7 @@ def test_schedctl_tour(cluster_factory, tmp_path):
     leader = c.wait_leader(timeout=60)
     follower = next(n.grpc for n in c.nodes.values() if n.id != leader)
 
-    # the README's first example
+    # the first example of the README and of docs/tour.md
     schedctl(c, "job", "create", "nightly", "--schedule", "0 2 * * *", "--tz", "Europe/Berlin",
              "--command", "backup.sh", at=follower)
     job = json.loads(schedctl(c, "job", "get", "nightly", "--next", "3", "-o", "json", at=follower).stdout)

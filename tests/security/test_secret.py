@@ -1,6 +1,6 @@
 """The cluster secret (issue 10, item 8): weak secrets are refused with a message that says how to
 make a good one, `schedd gen-secret` makes one that is accepted (and can write it to a 0600 file),
-and the rotation the README documents (a rolling restart) works."""
+and the rotation docs/security.md documents (a rolling restart) works."""
 
 from __future__ import annotations
 
@@ -79,7 +79,8 @@ def test_gen_secret_makes_an_accepted_secret(tmp_path):
 
 @pytest.mark.integration
 def test_secret_rotation_by_rolling_restart(cluster_factory):
-    """The README's procedure: give each node the new secret and restart it, one at a time."""
+    """The procedure of docs/security.md ("Rotating the secret"): give each node the new secret
+    and restart it, one at a time."""
     from schedd_client import job_spec
 
     c: LocalCluster = cluster_factory(size=3)

@@ -97,9 +97,9 @@ def test_a_user_certificate_holds_nothing_and_its_token_decides() -> None:
 
 
 def test_team_onboarding_with_a_user_certificate_and_a_team_token(cluster_factory, tmp_path):
-    """The README's onboarding on a real mTLS cluster: the admin makes a team policy and token,
-    `schedd certs issue user alice`; alice's context (her certificate, the team token) works on
-    her team only, and her certificate alone does nothing."""
+    """The onboarding of docs/security.md ("Access control") on a real mTLS cluster: the admin
+    makes a team policy and token, `schedd certs issue user alice`; alice's context (her
+    certificate, the team token) works on her team only, and her certificate alone does nothing."""
     c = cluster_factory(size=1)
     c.start()
     c.wait_leader(timeout=90)

@@ -130,7 +130,7 @@ async def test_a_stalled_loop_grants_running_attempts_a_lease(setup):
 
 async def test_a_short_outage_releases_every_late_instant_at_once(setup):
     """After a 7 s outage, 400 late instants of per-second jobs all start in one pass: they were
-    delayed, not missed (README "Catch-up"); instants older than the missed grace still go
+    delayed, not missed (docs/tour.md "Catch-up"); instants older than the missed grace still go
     through the catch-up rate (issue 9 item 4)."""
     h, node, hub, assigner, tasks = setup
     names = [f"j{i:02d}" for i in range(50)]

@@ -1,4 +1,4 @@
-"""The Dockerfile and compose.yaml say what the README promises (issue 13, Packaging), checked
+"""The Dockerfile and compose.yaml say what docs/deployment.md ("Run it in containers") promises, checked
 without a container runtime: a python:3.11-slim multi-stage build, a non-root user, a gRPC
 HEALTHCHECK through a command that exists, nothing secret in the image; a compose project of
 three nodes and a worker whose node configs load with schedd's own validation and agree with

@@ -12,7 +12,7 @@ been moved in before it execs the job, so every process of the job is inside. Af
 the group is emptied (cgroup.kill where the kernel has it) and removed.
 
 Without a usable cgroup the limits are still applied as rlimits (per process, and RLIMIT_NPROC
-per Unix user), which is weaker: README "Isolation" says what each gives.
+per Unix user), which is weaker: docs/workers.md "Isolation on workers" says what each gives.
 """
 
 from __future__ import annotations

@@ -171,7 +171,7 @@ def separation(euid: int, policy: IsolationPolicy, can_switch: bool) -> str:
     return (f"every job runs as {who}: any job can read the others' environment "
             "(/proc/<pid>/environ, secrets included) and files, and signal them. Run the worker "
             "as root with [isolation] uid_range or --uid-range (a uid per team), or use container "
-            "jobs (README \"Isolation on workers\")")
+            "jobs (docs/workers.md \"Isolation on workers\")")
 
 
 def _isolation(policy: IsolationPolicy, cgroup: str, euid: int):

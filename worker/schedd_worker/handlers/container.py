@@ -69,7 +69,7 @@ log = logging.getLogger("schedd.worker.container")
 # "error setting rlimit type 7: operation not permitted" unless the limits are given. nproc is
 # RLIMIT_NPROC: per uid over the whole host (no user namespace), and uid 0 is exempt from it,
 # so it bounds nothing for a root container and everything a mapped team's uid runs for its
-# containers (README "Container jobs"); a container's own bound is its `pids` (cgroup).
+# containers (docs/workers.md "Container jobs"); a container's own bound is its `pids` (cgroup).
 DEFAULT_ULIMITS = ("nofile=1024:1024", "nproc=1024:1024")
 ENGINE_TIMEOUT_S = 60.0          # a stop/rm/inspect that takes longer is logged and left
 LABEL_WORKER = "schedd.worker"
