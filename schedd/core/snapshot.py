@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from schedd.core.acl import AclTable, table_to_dict
 from schedd.core.audit import AuditTrail, trail_to_dict
-from schedd.core.features import FEATURES
+from schedd.core.commands import FEATURES
 from schedd.core.model import Execution, Job
 from schedd.core.rows import Batch, DagDef, DagRun
 

@@ -106,10 +106,10 @@ class SchedulerState(Tables):
 
     _HANDLERS: ClassVar[dict[str, Handler]] = HANDLERS     # entry kind -> the module deciding it
 
-    def __init__(self, table: features.FeatureTable = features.FEATURES) -> None:
+    def __init__(self, table: C.FeatureTable = C.FEATURES) -> None:
         super().__init__()
         # The feature levels and entry kinds this build understands (injected: a test runs an
-        # older build's table, schedd.core.features.table_upto).
+        # older build's table, schedd.core.commands.table_upto).
         self.features = table
         self.dedup: dict[str, tuple[int, dict[str, Any]]] = {}
         self.log_hash = b"\0" * 16    # blake2b chained over every applied entry's text

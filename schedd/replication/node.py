@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
 from schedd.core import features
-from schedd.core.features import FEATURES
+from schedd.core.commands import FEATURES
 from schedd.core import commands as C
 from schedd.core.results import ApplyResult, Code
 from schedd.core.state import SchedulerState

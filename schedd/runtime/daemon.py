@@ -33,7 +33,8 @@ from schedd.leader.features import FeatureRaiser, Joiners
 from schedd.leader.dispatcher import Dispatcher
 from schedd.leader.workers import WorkerHub
 from schedd.replication.convergence import ConvergenceTracker
-from schedd.core.features import FEATURES, build_behind_message
+from schedd.core.features import build_behind_message
+from schedd.core.commands import FEATURES
 from schedd.replication import level_file
 from schedd.replication.node import RaftNode
 from schedd.ports.clock import SystemClock

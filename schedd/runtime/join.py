@@ -33,7 +33,7 @@ from pathlib import Path
 import grpc
 
 from schedd.api.auth import NodeSigner
-from schedd.core.features import FEATURES, FeatureTable
+from schedd.core.commands import FEATURES, FeatureTable
 from schedd.ports.faults import NO_FAULTS, Faults
 from schedd.replication import membership as members_file
 from schedd.replication.membership import MemberInfo

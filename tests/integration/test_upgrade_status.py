@@ -18,7 +18,7 @@ import json
 
 import pytest
 
-from schedd.core.features import FEATURES
+from schedd.core.commands import FEATURES
 from schedd.ports.fakes import wait_until
 from schedd_client import job_spec
 from schedd_proto import scheduler_pb2 as pb

@@ -5,7 +5,7 @@ a kind above the cluster's level."""
 
 from __future__ import annotations
 
-from schedd.core.features import FEATURES
+from schedd.core.commands import FEATURES
 
 import asyncio
 from types import SimpleNamespace
@@ -16,7 +16,6 @@ import pytest
 from schedd.api.acl_service import AuditService
 from schedd.api.service import ClusterService, summarize, supported_level
 from schedd.core import commands as C
-from schedd.core import features as F
 from schedd.leader.features import FeatureRaiser, target_level
 from schedd.ports.fakes import FakeNode, ManualClock, RecordingMetrics
 from schedd.runtime import cli as schedd_cli
@@ -136,7 +135,7 @@ def test_schedd_version_prints_the_build(capsys) -> None:
     assert out == build_info().one_line() and f"protocol {PROTOCOL_VERSION}" in out
     assert f"feature level {FEATURES.max_level}" in out and "tzdata" in out and "croniter" in out
     assert PROTOCOL_VERSION is CLIENT_PROTOCOL                   # one place, read by both
-    assert build_info(F.table_upto(1)).feature_level == 1         # an older build's table says so
+    assert build_info(C.table_upto(1)).feature_level == 1         # an older build's table says so
 
 
 # ---------------------------------------------------------------- the leader raises the level
