@@ -33,11 +33,11 @@ from schedd.core.digest import state_digest
 from schedd.core.firing import GAPS_KEEP, MAX_BACKFILL_PER_ENTRY, MISSED_GRACE_MS, OPEN_END
 from schedd.core.model import Execution, Job, dst_policy
 from schedd.core.results import ApplyResult, Code, EpochApplied, ok, reject
-from schedd.core.snapshot import (
+from schedd.core.image import (
     AUDIT_FIELDS, EXEC_FIELDS, EXTRA_FIELDS, FEATURE_LEVEL_KEY, JOB_FIELDS, READABLE_FORMATS, SNAPSHOT_DIGEST,
-    SNAPSHOT_FORMAT,
-    AuditRecord, Image, SnapshotImage, _from_image, _from_plain,
+    SNAPSHOT_FORMAT, Image,
 )
+from schedd.core.snapshot import AuditRecord, SnapshotImage, _from_image, _from_plain
 from schedd.core.tables import ACTIVE_STATES, MIN_MS, READY_STATES, ExecKey, Tables, next_fire_for, schedule_of
 
 __all__ = [      # re-exported for the modules that import them from here

@@ -12,7 +12,7 @@ import pytest
 from schedd.core import commands as C
 from schedd.core import features as F
 from schedd.core.results import Code
-from schedd.core.snapshot import FEATURE_LEVEL_KEY, READABLE_FORMATS
+from schedd.core.image import FEATURE_LEVEL_KEY, READABLE_FORMATS
 from schedd.core.state import SchedulerState
 from tests.support.state import T0, text
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 
 from schedd.core import commands as C
 from schedd.core import plain
-from schedd.core.snapshot import PLAIN_FORMAT
+from schedd.core.image import PLAIN_FORMAT
 from schedd.core.state import SchedulerState
 from tests.support.state import TOP_LEVEL, Harness, at_top_level, text
 from tests.unit.test_backup import rich_state
