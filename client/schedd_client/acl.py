@@ -10,7 +10,7 @@ secret the same way.
 An audit export is JSON lines: the anchor first (where the kept trail starts), then one record
 per line; ``verify_jsonl`` re-computes the hash chain (``sha256(previous hash || record)``) and
 names the first record that breaks it. The encoding is the daemon's
-(``schedd.core.audit.encode``); tests/unit/test_audit_client.py keeps the two equal.
+(``schedd.core.audit.encode``); tests/unit/test_access.py keeps the two equal.
 """
 
 from __future__ import annotations

@@ -61,7 +61,6 @@ SOURCE = "x-schedd-source"
 SIGNED_AT = "x-schedd-signed-at"
 SIGNATURE = "x-schedd-node-sig"
 RETRY_AFTER = "x-schedd-retry-after-ms"
-NODE_HEADERS = frozenset((PRINCIPAL, FORWARDED, SOURCE, SIGNED_AT, SIGNATURE))
 SIGNATURE_WINDOW_MS = 60_000
 OPEN_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
 MUTATING_CAPABILITIES = frozenset(("write", "trigger", "cancel", "backfill", "quota", "acl"))

@@ -483,10 +483,6 @@ def encode_table(table: AclTable) -> bytes:
                       ensure_ascii=False).encode()
 
 
-def table_digest(table: AclTable) -> str:
-    return hashlib.sha256(encode_table(table)).hexdigest()
-
-
 # ---------------------------------------------------------------- tokens and authentication
 
 

@@ -87,9 +87,6 @@ def old_feature_table() -> FeatureTable | None:
         raise TestModeError(f"{FEATURE_LEVEL_ENV}: {e}") from None
 
 
-NODE_FAILPOINTS = ("crash_after_fire", "crash_after_claim", "crash_after_push", "stall_after_fire")
-
-
 def configure_node(cfg) -> Faults:
     """The node's fault hooks, read from the environment once by the daemon at start: NO_FAULTS
     unless a test asks for something. Refuses test-only settings outside test mode."""

@@ -19,6 +19,7 @@ from schedd.core import commands as C
 from schedd.core.state import SchedulerState
 from schedd_client import acl as client_acl
 from schedd_proto import scheduler_pb2 as pb
+from tests.support.audit import export_jsonl
 
 NOW = 1_790_000_000_000
 
@@ -195,7 +196,7 @@ def test_the_sdk_verifies_exports_exactly_as_the_daemon_chains_them() -> None:
     for i in range(5):
         trail.append(U.event(time_ms=NOW + i, principal=f"token:{i}", source="s", action="a", target="ü t",
                              outcome="allowed", log_index=i + 1))
-    text = U.export_jsonl(trail.records, trail.anchor)          # pruned: starts at its anchor
+    text = export_jsonl(trail.records, trail.anchor)          # pruned: starts at its anchor
     assert client_acl.verify_jsonl(text) == (None, 3)
     lines = text.splitlines()
     lines[2] = lines[2].replace('"token:3"', '"token:9"')

@@ -15,6 +15,7 @@ from schedd.core.audit import (
     Anchor, AuditEvent, AuditInputError, AuditRecord, AuditTrail, DeniedLimit, Outcome, Retention, event,
     verify,
 )
+from tests.support.audit import export_jsonl, parse_jsonl
 
 T0 = 1_700_000_000_000
 
@@ -73,14 +74,14 @@ def test_dropped_inserted_or_swapped_records_are_found() -> None:
 def test_an_exported_file_altered_on_disk_fails_verify(tmp_path: Path) -> None:
     trail = _trail(20, retention=Retention(max_age_ms=0, max_records=15))
     path = tmp_path / "audit.jsonl"
-    path.write_text(audit.export_jsonl(trail.records, trail.anchor))
-    anchor, records = audit.parse_jsonl(path.read_text())
+    path.write_text(export_jsonl(trail.records, trail.anchor))
+    anchor, records = parse_jsonl(path.read_text())
     assert anchor == trail.anchor and records == list(trail.records) and verify(records, anchor) is None
     lines = path.read_text().splitlines()
     lines[7] = lines[7].replace('"outcome":"denied"', '"outcome":"allowed"').replace(
         '"outcome":"error"', '"outcome":"allowed"').replace('"target":"job:', '"target":"job:x')
     path.write_text("\n".join(lines) + "\n")
-    anchor, records = audit.parse_jsonl(path.read_text())
+    anchor, records = parse_jsonl(path.read_text())
     assert verify(records, anchor) == 6                  # line 0 is the anchor: line 7 is record 6
     with pytest.raises(AuditInputError):
         audit.from_json('{"seq": 1}')
