@@ -1,4 +1,4 @@
-"""Access control: who may do what, as a pure table and a pure evaluator (issue 12).
+"""Access control: who may do what, as a pure table and a pure evaluator.
 
 The model is default-deny. A *policy* is a named list of rules, each a resource pattern and the
 capabilities it grants on what the pattern matches; a *role* groups policies; a *token* carries

@@ -1,4 +1,4 @@
-"""The audit trail: a replicated, hash-chained, bounded record of who did what (issue 12).
+"""The audit trail: a replicated, hash-chained, bounded record of who did what.
 
 Every mutating call, allowed or denied, and every login failure becomes one `AuditRecord`,
 appended by apply (so every replica holds the same trail). Each record carries

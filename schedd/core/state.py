@@ -170,9 +170,9 @@ class SchedulerState(Tables):
         One result leaves everything untouched, the log hash and the index included:
         BUILD_BEHIND, when the cluster is (or this entry raises it) above this build's feature
         levels. Applying on would diverge from the replicas that understand (an older build
-        refused newer kinds as INVALID and, once leader, dispatched what it believed pending:
-        issue 31), so the shell stops applying there and keeps the entry for an upgraded build
-        (schedd.replication.raft_patches patch 13)."""
+        refused newer kinds as INVALID and, once leader, dispatched what it believed pending),
+        so the shell stops applying there and keeps the entry for an upgraded build
+        (schedd.replication.raft_patches: halting)."""
         try:
             cmd: C.Command | None = C.decode(entry, known=None)
             malformed = ""

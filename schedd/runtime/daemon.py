@@ -228,7 +228,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
                                             server)
     cluster_service = ClusterService(node, router, replicas, clock, load, accepts_pings_ms=KEEPALIVE_MIN_MS)
     pb_grpc.add_ClusterServicer_to_server(cluster_service, server)
-    joiners = Joiners()                        # learners' builds: the raiser counts them (issue 31)
+    joiners = Joiners()                        # learners' builds: the raiser counts them (they apply the log)
     raiser = FeatureRaiser(node, clock, cluster_service.member_infos, joiners=joiners)   # leader only
     dags_pb2_grpc.add_DagsServicer_to_server(DagsService(node, clock, metrics, router), server)
     pb_grpc.add_WorkersServicer_to_server(hub, server)

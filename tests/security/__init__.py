@@ -1,1 +1,1 @@
-"""Issue 10: what a hostile or careless client can do, one test per item (see README "Security")."""
+"""What a hostile or careless client can do, one test per item (see README "Security")."""

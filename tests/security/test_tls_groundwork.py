@@ -1,4 +1,4 @@
-"""Issue 12 groundwork: the deployment CA and certificates, gRPC TLS with mTLS and reload on
+"""The deployment CA and certificates, gRPC TLS with mTLS and reload on
 SIGHUP, the peer principal, and the rule for when plaintext is allowed.
 
 The gRPC tests run a real grpc.aio server on 127.0.0.1 (port 0: the kernel picks a free one)

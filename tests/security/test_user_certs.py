@@ -1,4 +1,4 @@
-"""Issue 31, item 6: a certificate kind for a team member. Under `[tls] client_ca` every caller
+"""A certificate kind for a team member. Under `[tls] client_ca` every caller
 needs a client certificate, and `schedd certs issue` made only node, worker and admin ones, so
 teams were handed the admin certificate: the management identity whenever no token is sent. A
 `user` certificate gets a caller past mTLS and grants nothing: with no token the caller is

@@ -1,4 +1,4 @@
-"""Access control wired into the state machine and the API edge (issue 12): the ACL and audit
+"""Access control wired into the state machine and the API edge: the ACL and audit
 entry kinds, snapshot and digest, the node signature of forwarded calls, the interceptor's
 decision, the rate limit, and the SDK's audit file verification agreeing with the daemon's."""
 
@@ -81,7 +81,7 @@ def test_audited_entries_carry_the_caller_and_outcome_and_denied_ones_are_rate_l
 
 
 def test_refused_writes_are_audited_under_the_denied_limit_from_feature_level_5() -> None:
-    """Issue 31 item 5: a refused write's record counts under the denied-record limit once the
+    """A refused write's record counts under the denied-record limit once the
     cluster is at feature level 5 (decided by the replicated level: every replica alike)."""
     from tests.support.state import at_top_level
     caller = {"principal": "token:aaaa", "source": "s", "action": "Scheduler.PauseJob", "target": "ghost",
@@ -234,7 +234,7 @@ def _with_rules(log: Log, name: str, rules: dict[str, list[str]]) -> str:
 
 
 def test_an_object_of_a_team_the_caller_cannot_read_is_answered_as_missing() -> None:
-    """Issue 31 item 7: no existence oracle. Every RPC naming a job, execution or DAG of team b
+    """No existence oracle. Every RPC naming a job, execution or DAG of team b
     answers a team-a caller exactly what it answers for one that does not exist (NOT_FOUND, the
     servicer's text), and the denied record still names the real reason for the audit trail."""
     from schedd.core import dags as D

@@ -218,7 +218,7 @@ def test_an_appended_record_hashes_as_verification_recomputes_it():
 
 
 def test_error_records_count_under_the_denied_limit_when_asked() -> None:
-    """Issue 31 item 5: writes apply refuses are noise a token can send; from feature level 5
+    """Writes apply refuses are noise a token can send; from feature level 5
     they share the principal's denied-record bucket (`limit_errors`), below it all are kept."""
     limit = DeniedLimit(burst=3, refill_ms=1000)
     old, new = AuditTrail(denied_limit=limit), AuditTrail(denied_limit=limit)
@@ -232,7 +232,7 @@ def test_error_records_count_under_the_denied_limit_when_asked() -> None:
 
 
 def test_records_pruned_younger_than_the_age_bound_are_counted_and_kept_in_snapshots() -> None:
-    """Issue 31 item 5: count pruning that drops records younger than `max_age_ms` means the
+    """Count pruning that drops records younger than `max_age_ms` means the
     trail holds less history than configured: counted (with when), for the metric and warning."""
     trail = AuditTrail(retention=Retention(max_age_ms=60_000, max_records=5))
     for i in range(5):

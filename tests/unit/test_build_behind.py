@@ -1,4 +1,4 @@
-"""Issue 31: a node whose build is below the cluster's feature level halts (raft_patches patch 13).
+"""A node whose build is below the cluster's feature level halts (halting, in raft_patches).
 
 Three patched nodes on the in-memory network, each applying through a real ReplicatedState; C
 runs an older build's table. The leader raises the level above C's build: C keeps appending and

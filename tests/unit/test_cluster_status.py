@@ -102,7 +102,7 @@ def test_with_no_leader_the_header_says_so_and_no_commit_index() -> None:
     header = out.splitlines()[0]
     assert header.startswith("Leader: none (no leader elected") and "commit" not in header
     assert "feature level" not in header          # no leader: no authoritative level to show
-    # -o json: what only a leader knows is null, not zero (issue 31 item 13c)
+    # -o json: what only a leader knows is null, not zero
     data = schedctl.status_dict(_status(leader_id="", leader_grpc_address="", commit_index=0, feature_level=0))
     assert {k: data[k] for k in schedctl.LEADER_FIELDS} == dict.fromkeys(schedctl.LEADER_FIELDS)
     assert data["term"] == 4 and data["jobs"] == 3                # what any node knows stays
@@ -170,7 +170,7 @@ def test_the_raiser_proposes_once_every_member_supports_the_level() -> None:
 
 
 def test_the_raiser_counts_the_non_voters_too() -> None:
-    """Issue 31: a joiner learning as a read-only node applies the log as well. Its build (from
+    """A joiner learning as a read-only node applies the log as well. Its build (from
     its JoinCluster prepare) caps the level; a learner nobody accounted for holds it."""
     raiser, h, fake = _raiser([node("n1"), node("n2")])
     fake.learner_count = 1                                  # prepared with a previous leader

@@ -113,7 +113,7 @@ def test_old_and_new_nodes_apply_the_same_log_identically_until_the_upgrade() ->
 
 
 def test_an_old_node_never_applies_a_raise_above_its_build() -> None:
-    """Issue 31: a node whose build is below the level the leader raises to (a rollback, or a
+    """A node whose build is below the level the leader raises to (a rollback, or a
     joiner let in before the join check) must not apply the raise nor anything after it (it
     applied newer entries as INVALID, diverged, and once elected re-dispatched what it believed
     pending). apply answers BUILD_BEHIND and changes nothing, the log hash and index included,

@@ -1,4 +1,4 @@
-"""The plain-value image (schedd.core.plain, issue 31): every table round-trips exactly (rows equal
+"""The plain-value image (schedd.core.plain): every table round-trips exactly (rows equal
 as dataclasses, so a tuple read back as a list is caught, and the digest equal), property-based
 over random histories; a text that is not an image is refused in one line; and snapshot format
 6, what pysyncobj pickles at feature level 4, names one loader and one string and nothing else."""
