@@ -1,11 +1,10 @@
 """What pysyncobj 0.3.17's Raft core gets wrong, restored in one place: `RepairingSyncObj`.
 
-Each repair below has a name, which the code uses where it refers to one, and each override
-cites the rule it restores. They replace name-mangled private methods of
-`pysyncobj.SyncObj` (`_SyncObj__onMessageReceived`, `_SyncObj__sendAppendEntries`, ...), so this
-module is tied to one pysyncobj release: `PYSYNCOBJ_VERSION` is checked at import and pinned in
-pyproject.toml. Every node of a cluster must run it (pre-vote is a new message kind a stock node
-ignores).
+Each repair below has a name, which the code uses where it refers to one, and each override cites
+the rule it restores. They replace name-mangled private methods of `pysyncobj.SyncObj`
+(`_SyncObj__onMessageReceived`, `_SyncObj__sendAppendEntries`, ...), so this module is tied to one
+pysyncobj release: `PYSYNCOBJ_VERSION` is checked at import and pinned in pyproject.toml. Every
+node of a cluster must run it (pre-vote is a new message kind a stock node ignores).
 
 - Log repair (Raft §5.3, "the leader decrements nextIndex and retries until the logs match"). Stock
   followers answer a rejected AppendEntries with `next_node_idx` and no hint of which request they
