@@ -270,7 +270,8 @@ class AclMixin(BlockingTransport):
 
 
 class ClusterMixin(BlockingTransport):
-    """The cluster: its status, its workers and its membership (``schedd_client.membership``)."""
+    """The cluster: its status, its workers, its membership (``schedd_client.membership``) and its
+    snapshots (``schedd_client.backup``)."""
 
     def list_workers(self) -> pb.ListWorkersResponse:
         """The workers connected to the leader: slots, pool, labels and what each runs."""
@@ -548,7 +549,8 @@ class AsyncAclMixin(AsyncTransport):
 
 
 class AsyncClusterMixin(AsyncTransport):
-    """The cluster: its status, its workers and its membership (``schedd_client.membership``). Awaited."""
+    """The cluster: its status, its workers, its membership (``schedd_client.membership``) and its
+    snapshots (``schedd_client.backup``). Awaited."""
 
     async def list_workers(self) -> pb.ListWorkersResponse:
         """The workers connected to the leader: slots, pool, labels and what each runs."""
