@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from schedd.core import commands as C
-from schedd.core.features import FEATURES
+from schedd.core.commands import FEATURES
 from schedd.core.model import dump_spec, validate_spec
 from schedd.core.state import SchedulerState
 from schedd.leader.planner import plan_fires

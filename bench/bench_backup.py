@@ -1,5 +1,5 @@
 """Backup and restore at scale: how long `cluster snapshot save` and `schedd restore` take and how
-big the file is, for a state of N jobs (issue 13).
+big the file is, for a state of N jobs.
 
     python bench/bench_backup.py --jobs 100000 [--jobs 1000000] [--executions-per-job 1]
     python bench/bench_backup.py --cluster 100000      # a real 3-node cluster, end to end
@@ -15,7 +15,7 @@ entries as the API proposes them, plus one fire of every job when asked), then:
   decode the image, recompute the digest, check versions and the secret, seed the data dir (the
   pysyncobj dump + journal). Starting the node then loads that dump like any restart
   (bench_snapshot.py measures it).
-- --encodings (issue 31): the body in-process, plain values (this build) against the pickled
+- --encodings: the body in-process, plain values (this build) against the pickled
   columnar image of the builds before (format 5, what `pickle5+zlib1` bodies held; read back with
   an unrestricted pickle.loads, which is no slower than the restricted unpickler it had), and the
   pysyncobj snapshot (protocol 2 + gzip level 1, as the node writes its dump) at format 6 against 5.
@@ -102,7 +102,7 @@ def timed(fn):
 
 
 def old_body(st) -> bytes:
-    """The body of the builds before issue 31: the pickled columnar image, zlib level 1."""
+    """The body of the builds before the plain-value body: the pickled columnar image, zlib level 1."""
     return zlib.compress(pickle.dumps(SnapshotImage(st), protocol=pickle.HIGHEST_PROTOCOL), 1)
 
 

@@ -1,4 +1,4 @@
-"""Container jobs (issue 32): what starting one costs, and that running many leaves nothing behind.
+"""Container jobs: what starting one costs, and that running many leaves nothing behind.
 
 1. Handler start of a container job (its scheduled time -> the first command running inside the
    container), p50/p99 at 1, 10 and 50 concurrent starts, beside a shell job (the same command

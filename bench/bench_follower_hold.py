@@ -1,4 +1,4 @@
-"""How long a follower's Raft tick thread is held per tick under load (issue 31 item 16), and
+"""How long a follower's Raft tick thread is held per tick under load, and
 what holds it: a real 3-node cluster (TLS, fsync always) and the recording worker, `--fires`
 @every-1s jobs firing, and one small PutJob every `1 / --puts` s from one client.
 

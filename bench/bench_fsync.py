@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Commit latency and throughput of the durable journal's fsync policies on a local 3-node cluster.
 
-    /work/venv/bin/python bench/bench_fsync.py [--seq-writes 150] [--seq-seconds 3] [--thr-seconds 2]
+    python bench/bench_fsync.py [--seq-writes 150] [--seq-seconds 3] [--thr-seconds 2]
 
 For each mode (stock pysyncobj FileJournal as the baseline, then DurableJournal with fsync=never,
 batch and always), the script starts 3 pysyncobj nodes as subprocesses on free 127.0.0.1 ports

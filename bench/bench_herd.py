@@ -19,7 +19,7 @@ To compare with another tree's code, run this file with PYTHONPATH set to that t
 `.`, `client` and `worker` folders): the nodes and workers import what the bench imports.
 
 Latest same-run figures (2026-12-01, this 2-core machine shared with other sessions, load average
-7-19; issue 14's leader work against the code before it, back to back, 2 rounds each):
+7-19; the herd's leader work against the code before it, back to back, 2 rounds each):
 
     herd 10,000 (2 x 256 slots)      before (main d85c6f2)             after (lperf)
       last handler start after due   20.3 s (471 not started by T+20)  15.1 s, 13.6 s

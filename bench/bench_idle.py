@@ -6,7 +6,7 @@ default Raft heartbeat (the baseline) and at a longer one, in the same run.
     python bench/bench_idle.py [--seconds 20] [--heartbeats 20/10,50/10,50/25,100/50]
 
 Why it matters: at 100 fires/s the yardstick divides all of the cluster's CPU by the fires, so
-the idle cost counts 10x more per fire than at 1,000 fires/s (issue 14, "CPU per 1,000
+the idle cost counts 10x more per fire than at 1,000 fires/s (the yardstick's "CPU per 1,000
 fires"). Every process is started by bench._schedd.running and stopped on exit.
 
 Measured 2026-12-02 (2-core AMD EPYC VM, the yardstick's APScheduler memory-1m run alongside;
@@ -14,10 +14,10 @@ Measured 2026-12-02 (2-core AMD EPYC VM, the yardstick's APScheduler memory-1m r
 (n1 0.093, n2 0.066, n3 0.065), worker 0.003; heartbeat 50 ms 0.163 (0.051, 0.049, 0.063).
 An earlier script over the nodes alone in the same window: 0.270 and 0.204.
 2026-12-03 (same VM, `--heartbeats 100/50`, interleaved with e25fbaf): 0.068 and 0.075 before
-Raft patch 10 (the tick sleeps until its next deadline) and the quiet follower loops, 0.048 and
-0.047 after. Later that day (an Intel Xeon 2-core VM, `--seconds 15`, interleaved with
-1df6f84): 0.045, 0.041 and 0.039 before Raft patch 11 (quiet heartbeats), 0.036, 0.035 and
-0.036 after.
+the deadline sleep (Raft: the tick sleeps until its next deadline) and the quiet follower loops,
+0.048 and 0.047 after. Later that day (an Intel Xeon 2-core VM, `--seconds 15`, interleaved with
+1df6f84): 0.045, 0.041 and 0.039 before quiet heartbeats (Raft), 0.036, 0.035 and 0.036
+after.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Handler-start lateness through a worker, as issue 14 defines it: the handler's first statement
+"""Handler-start lateness through a worker, as the yardstick defines it: the handler's first statement
 minus the scheduled time the system hands to the handler (ctx.scheduled_ms), both on this
 machine's clock. 3 nodes (TLS + ACL, as in production) and worker processes with an in-process
 Python handler that records time.time_ns() first thing.

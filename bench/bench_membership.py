@@ -1,4 +1,4 @@
-"""How long membership changes take under load (issue 13): from the command to the new node voting.
+"""How long membership changes take under load: from the command to the new node voting.
 
 A 3-node cluster holds --jobs hourly jobs (state a new node must receive: with compaction at
 --compaction entries, it arrives as a snapshot) and --ticking per-second jobs run by one worker

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""What a linearizable read costs (issue 40): GetJob on a healthy 3-node cluster (TLS + mTLS +
+"""What a linearizable read costs: GetJob on a healthy 3-node cluster (TLS + mTLS +
 ACL, as in production), plain (ReadIndex: the leader confirms with a heartbeat round to a
 majority before it answers) against ``stale_ok`` (answered at once from the node's own state),
 in one run.

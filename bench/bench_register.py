@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""What bounds single-call registration (issue 14: one PutJob per job, 64 in flight, target
+"""What bounds single-call registration (one PutJob per job, 64 in flight, target
 2,000 jobs/s): the CPU each process spends per call, schedd against gRPC's own floor, in the
 same run.
 

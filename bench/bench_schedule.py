@@ -4,7 +4,7 @@ Prints microseconds per call. apply() calls next_after for every fire and every 
 registration, and parse (cached) for both, so these are the numbers that bound how many jobs
 one replica can register and fire per second.
 
-Run: /work/venv/bin/python bench/bench_schedule.py [--quick]
+Run: python bench/bench_schedule.py [--quick]
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""How long a worker takes to reach a new leader (issue 31, item 14): from the new leader's
+"""How long a worker takes to reach a new leader: from the new leader's
 election to the worker's stream registered on it, per leader change, for this code and for a
 baseline checkout in the same run.
 

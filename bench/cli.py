@@ -1,4 +1,4 @@
-"""``python -m bench``: the users' yardstick (issue 14). Every workload against schedd (3 nodes and
+"""``python -m bench``: the users' yardstick. Every workload against schedd (3 nodes and
 one worker, TLS and ACL on) and APScheduler 3.11 (memory store, SQLite store) in the same run,
 interleaved per workload (schedd, then the peers, then schedd again...), one table at the end:
 medians of the runs, ratios to each peer, the issue's target per row and whether schedd meets it.

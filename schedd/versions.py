@@ -16,8 +16,8 @@ import importlib.metadata
 from dataclasses import dataclass
 
 from schedd.core import commands, schedule
-from schedd.core.features import FEATURES, FeatureTable
-from schedd.core.snapshot import READABLE_FORMATS, SNAPSHOT_FORMAT
+from schedd.core.commands import FEATURES, FeatureTable
+from schedd.core.image import READABLE_FORMATS, SNAPSHOT_FORMAT
 # The gRPC API's compatibility level: defined once, in the package the clients install too.
 from schedd_proto import PROTOCOL_VERSION
 

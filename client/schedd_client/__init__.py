@@ -44,14 +44,7 @@ from .errors import (
     ValidationError,
 )
 from .specs import job_spec, parse_duration, spec_from_dict, spec_to_dict
-from . import acl as _acl
-from . import membership as _membership
-from . import dags as _dags
 from .dags import dag_from_dict, dag_to_dict
-
-_dags.attach(Client, AsyncClient)     # put_dag, run_dag, get_dag, list_dags, list_dag_runs, get_dag_run, delete_dag
-_acl.attach(Client, AsyncClient)      # acl_* and audit_* methods
-_membership.attach(Client, AsyncClient)   # add_node, remove_node
 
 __all__ = [
     "Client",

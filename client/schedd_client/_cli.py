@@ -10,7 +10,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from .client import CLUSTER_ENV, parse_cluster
+from .context import CLUSTER_ENV, parse_cluster
 from .documents import parse_size
 from .errors import ValidationError, brief, clip
 from .specs import INT32_MAX, parse_duration

@@ -9,14 +9,14 @@ because the same request (and so the same request_id) is re-sent, see ``_plans``
 
 Each attempt of a round gets a bounded share of the timeout (``attempt_share``): a node that is
 cut off or stopped does not answer at all, and an attempt that waited for it the whole timeout
-left nothing for the nodes that would have answered (issue 40: a write whose first node was a
+left nothing for the nodes that would have answered (a write whose first node was a
 cut-off leader stalled 5 s per attempt; a 3 s ``schedctl`` call failed without trying the
 others). The share doubles every round, so a slow but healthy call still gets its time. A node
 that did not answer is reported as unreachable, not as a TLS failure (``unreachable``,
 ``tls_failure``): a handshake that never completes is what a stopped node looks like too.
 
-A plaintext client on a node that speaks only TLS is not retried (issue 31: it waited the whole
-timeout, then said "unavailable"). gRPC reports it as UNAVAILABLE "Socket closed", which a node
+A plaintext client on a node that speaks only TLS is not retried (it used to wait the whole
+timeout, then say "unavailable"). gRPC reports it as UNAVAILABLE "Socket closed", which a node
 closing a connection as it stops can say too, so the router's ``tls_probe`` (given to plaintext
 clients: ``channels.speaks_tls``, the one piece of I/O here, on that error path only) asks the
 node for a TLS handshake; if it answers, the call fails at once with ``TlsRequired``.

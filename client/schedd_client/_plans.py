@@ -1,9 +1,11 @@
 """What each API method sends and what it returns, with no I/O.
 
-Each public method of ``Client`` and ``AsyncClient`` is one builder below, bound by ``client.py``:
-a builder returns a ``Plan`` (one or more unary calls and how to combine their answers) or a
-``Pager`` (a paged list walked lazily). The clients only carry the calls out, so the signatures,
-docstrings, request building and response handling live here once for both.
+Each public method of ``Client`` and ``AsyncClient`` (declared in ``_methods``, where its
+documentation is) carries out one builder: here for jobs, executions and the cluster, in
+``dags``, ``acl`` and ``membership`` for theirs. A builder takes the method's arguments and
+returns a ``Plan`` (one or more unary calls and how to combine their answers) or a ``Pager`` (a
+paged list walked lazily). The clients only carry the calls out, so the request building and
+response handling live here once for both.
 
 Obligation: a mutating builder draws its ``request_id`` here, once, so every retry of the built
 call re-sends the same id and the server deduplicates a retry after an unknown outcome.
@@ -133,11 +135,6 @@ def _scheduler(method: str, request: Message, *, mutating: bool = False, stale_o
 def put_job(
     spec: pb.JobSpec, *, create_only: bool = False, expected_version: int = 0
 ) -> Plan[pb.PutJobResponse]:
-    """Create or update a job (build ``spec`` with ``job_spec`` or ``spec_from_dict``).
-
-    ``create_only=True`` raises ``AlreadyExists`` instead of updating; ``expected_version=N``
-    updates only if the job is at version N, else raises ``Conflict``.
-    """
     request = pb.PutJobRequest(
         job=spec,
         create_only=create_only,
@@ -148,21 +145,11 @@ def put_job(
 
 
 def put_jobs(specs: Iterable[pb.JobSpec], *, create_only: bool = False) -> Plan[pb.PutJobsResponse]:
-    """Create or update many jobs in one batch; returns the created and updated counts.
-
-    All or nothing: every job commits, or none does (also when the answer is lost: retried with
-    the same request id, it commits once). A refused job is named in the error, whose
-    ``position`` is its 1-based place in ``specs``. ``create_only=True`` refuses the whole batch
-    with ``AlreadyExists`` if any of its jobs exists. The node caps a call
-    (``limits.max_jobs_per_call``, ``limits.max_bytes_per_call``: ``ResourceExhausted``); send
-    more than that in several calls, each one all-or-nothing.
-    """
     request = pb.PutJobsRequest(jobs=list(specs), request_id=new_request_id(), create_only=create_only)
     return _single(_scheduler("PutJobs", request, mutating=True), pb.PutJobsResponse)
 
 
 def get_job(name: str, *, upcoming: int = 5, stale_ok: bool = False) -> Plan[pb.Job]:
-    """One job, with its next ``upcoming`` fire times (max 100) in ``upcoming_ms``."""
     request = pb.GetJobRequest(name=name, upcoming=upcoming)
     return _single(_scheduler("GetJob", request, stale_ok=stale_ok), pb.Job)
 
@@ -170,46 +157,31 @@ def get_job(name: str, *, upcoming: int = 5, stale_ok: bool = False) -> Plan[pb.
 def list_jobs(
     *, team: str = "", state: str = "", page_size: int = 500, full: bool = False, stale_ok: bool = False
 ) -> Pager[pb.Job]:
-    """Every job, optionally of one ``team`` and in one ``state`` ("active" or "paused"),
-    fetched lazily, at most ``page_size`` per page (pages are also bounded in bytes).
-
-    Jobs come as summaries (``job.summary`` is set): the spec holds name, team, schedule,
-    timezone, pool, priority, paused and a short description; ``get_job`` has the rest, or pass
-    ``full=True`` for whole specs.
-    """
     request = pb.ListJobsRequest(team=team, state=state, page_size=page_size, full=full)
     return Pager(_scheduler("ListJobs", request, stale_ok=stale_ok), lambda r: list(r.jobs))
 
 
 def pause_job(name: str) -> Plan[pb.Job]:
-    """Stop firing a job; returns it as paused."""
     request = pb.JobRef(name=name, request_id=new_request_id())
     return _single(_scheduler("PauseJob", request, mutating=True), pb.Job)
 
 
 def resume_job(name: str, *, catch_up: bool = False) -> Plan[pb.Job]:
-    """Fire a paused job again; returns it. The instants missed while paused are recorded
-    "paused" and not run, unless ``catch_up``: then the job's catch-up policy decides."""
     request = pb.JobRef(name=name, request_id=new_request_id(), catch_up=catch_up)
     return _single(_scheduler("ResumeJob", request, mutating=True), pb.Job)
 
 
 def delete_job(name: str) -> Plan[None]:
-    """Delete a job; raises ``NotFound`` if there is none."""
     call = _scheduler("DeleteJob", pb.JobRef(name=name, request_id=new_request_id()), mutating=True)
     return Plan([call], lambda responses: None)
 
 
 def trigger_job(name: str, *, force: bool = False) -> Plan[pb.Execution]:
-    """Fire a job now, outside its schedule; returns the new execution. It obeys the job's
-    overlap policy (skipped or queued behind an active run) unless ``force``."""
     request = pb.TriggerJobRequest(name=name, request_id=new_request_id(), force=force)
     return _single(_scheduler("TriggerJob", request, mutating=True), pb.Execution)
 
 
 def backfill_job(name: str, start_ms: int, end_ms: int, *, dry_run: bool = False) -> Plan[pb.BackfillResponse]:
-    """Record executions for the instants of a job's schedule in [start_ms, end_ms] (past
-    only) on the low-priority backfill lane; instants already recorded are left alone."""
     request = pb.BackfillRequest(name=name, from_ms=start_ms, to_ms=end_ms, dry_run=dry_run,
                                  request_id=new_request_id())
     return _single(_scheduler("BackfillJob", request, mutating=True), pb.BackfillResponse)
@@ -217,22 +189,17 @@ def backfill_job(name: str, start_ms: int, end_ms: int, *, dry_run: bool = False
 
 def list_instants(job: str, *, start_ms: int = 0, end_ms: int = 0, limit: int = 1000,
                   stale_ok: bool = False) -> Pager[pb.InstantRecord]:
-    """Every nominal instant of a job in a window (default: the last 24 h), oldest first, with
-    its disposition: ran, pending, skipped-overlap, skipped-deadline, paused, coalesced, ...
-    At most ``limit`` (max 10,000); the pages (bounded in bytes) are followed to the end."""
     request = pb.ListInstantsRequest(job=job, from_ms=start_ms, to_ms=end_ms, limit=limit)
     call = _scheduler("ListInstants", request, stale_ok=stale_ok)
     return Pager(call, lambda r: list(r.instants), limit, size_field="limit")
 
 
 def set_quota(key: str, limit: int) -> Plan[pb.Quota]:
-    """Cap running attempts of ``team:<name>``, ``pool:<name>`` or ``lane:backfill``; 0 removes."""
     request = pb.SetQuotaRequest(key=key, limit=limit, request_id=new_request_id())
     return _single(_scheduler("SetQuota", request, mutating=True), pb.Quota)
 
 
 def list_quotas() -> Plan[list[pb.Quota]]:
-    """Every quota with its limit and the attempts holding it now."""
     return Plan([_scheduler("ListQuotas", pb.ListQuotasRequest())], lambda responses: list(responses[0].quotas))
 
 
@@ -248,8 +215,6 @@ def list_executions(
     page_size: int = 500,
     stale_ok: bool = False,
 ) -> Pager[pb.Execution]:
-    """Executions of one job (or of all jobs), newest first unless ``oldest_first``, optionally in
-    one ``state``; stops after ``limit`` items. Fetched lazily ``page_size`` at a time."""
     request = pb.ListExecutionsRequest(
         job=job, state=state, page_size=page_size, oldest_first=oldest_first
     )
@@ -258,7 +223,6 @@ def list_executions(
 
 
 def get_execution(id: str, *, stale_ok: bool = False) -> Plan[pb.Execution]:
-    """One execution with all its attempts."""
     return _single(_scheduler("GetExecution", pb.GetExecutionRequest(id=id), stale_ok=stale_ok), pb.Execution)
 
 
@@ -266,26 +230,19 @@ def get_execution(id: str, *, stale_ok: bool = False) -> Plan[pb.Execution]:
 
 
 def cancel_execution(id: str) -> Plan[pb.Execution]:
-    """Cancel an execution: one not started yet ends CANCELLED at once; a running attempt is
-    killed by its worker (process group) and then recorded CANCELLED."""
     request = pb.CancelExecutionRequest(id=id, request_id=new_request_id())
     return _single(_scheduler("CancelExecution", request, mutating=True), pb.Execution)
 
 
 def list_workers() -> Plan[pb.ListWorkersResponse]:
-    """The workers connected to the leader: slots, pool, labels and what each runs."""
     return _single(Call("workers", "ListWorkers", pb.ListWorkersRequest()), pb.ListWorkersResponse)
 
 
 def cluster_status(*, stale_ok: bool = False, with_digest: bool = False) -> Plan[pb.ClusterStatus]:
-    """Leader, term, commit index and every node's status, as seen by the node that answers.
-    ``with_digest``: each node also hashes its whole state (``state_digest`` at ``digest_index``;
-    equal digests at equal indexes mean equal replicas), which costs O(state) on every node."""
     request = pb.ClusterStatusRequest(with_digest=with_digest)
     return _single(Call("cluster", "Status", request, stale_ok=stale_ok), pb.ClusterStatus)
 
 
 def node_info(address: str, *, with_digest: bool = False) -> Plan[pb.NodeStatus]:
-    """The status of the node at ``address`` itself: no failover to another node."""
     request = pb.NodeInfoRequest(with_digest=with_digest)
     return _single(Call("cluster", "NodeInfo", request, address=address), pb.NodeStatus)

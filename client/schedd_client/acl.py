@@ -1,5 +1,6 @@
-"""Access control and the audit trail in the SDK: the ``acl_*`` and ``audit_*`` methods of
-``Client`` / ``AsyncClient`` and the audit file helpers (``schedctl acl`` / ``schedctl audit``).
+"""Access control and the audit trail in the SDK: the plan builders of the ``acl_*`` and
+``audit_*`` methods of ``Client`` / ``AsyncClient`` (declared in ``_methods``) and the audit file
+helpers (``schedctl acl`` / ``schedctl audit``).
 
 Every call authenticates with the client's ``token=`` (``SCHEDD_TOKEN``). ``acl_bootstrap`` needs
 none: it works once per cluster and returns the first management token, whose ``secret`` is
@@ -9,7 +10,7 @@ secret the same way.
 An audit export is JSON lines: the anchor first (where the kept trail starts), then one record
 per line; ``verify_jsonl`` re-computes the hash chain (``sha256(previous hash || record)``) and
 names the first record that breaks it. The encoding is the daemon's
-(``schedd.core.audit.encode``); tests/unit/test_audit_client.py keeps the two equal.
+(``schedd.core.audit.encode``); tests/unit/test_access.py keeps the two equal.
 """
 
 from __future__ import annotations
@@ -38,19 +39,15 @@ def _audit(method: str, request: Any, *, mutating: bool = False, address: str | 
 
 
 def acl_bootstrap() -> Plan[apb.TokenSecret]:
-    """The first management token (once per cluster; ``AlreadyExists`` afterwards)."""
     return _single(_acl("Bootstrap", apb.BootstrapRequest(request_id=new_request_id()), mutating=True),
                    apb.TokenSecret)
 
 
 def acl_whoami() -> Plan[apb.WhoAmIResponse]:
-    """The principal this client's token authenticates as, with its grants."""
     return _single(_acl("WhoAmI", apb.WhoAmIRequest()), apb.WhoAmIResponse)
 
 
 def acl_put_policy(name: str, rules: Mapping[str, Sequence[str]], description: str = "") -> Plan[apb.AclPolicy]:
-    """Create or replace a policy: ``rules`` maps a resource pattern (``cluster``,
-    ``team:<glob>``, ``pool:<glob>``, ``*``) to the capabilities it grants."""
     policy = apb.AclPolicy(name=name, description=description,
                            rules=[apb.AclRule(pattern=p, capabilities=list(c)) for p, c in sorted(rules.items())])
     return _single(_acl("PutPolicy", apb.PutPolicyRequest(policy=policy, request_id=new_request_id()),
@@ -71,7 +68,6 @@ def acl_delete_policy(name: str) -> Plan[apb.AclDeleted]:
 
 
 def acl_put_role(name: str, policies: Sequence[str], description: str = "") -> Plan[apb.AclRole]:
-    """Create or replace a role: a named group of policies (every one must exist)."""
     role = apb.AclRole(name=name, description=description, policies=list(policies))
     return _single(_acl("PutRole", apb.PutRoleRequest(role=role, request_id=new_request_id()), mutating=True),
                    apb.AclRole)
@@ -92,8 +88,6 @@ def acl_delete_role(name: str) -> Plan[apb.AclDeleted]:
 
 def acl_create_token(*, roles: Sequence[str] = (), policies: Sequence[str] = (), kind: str = "client",
                      ttl_ms: int = 0, max_slots: int = 0, description: str = "") -> Plan[apb.TokenSecret]:
-    """A new token bound to ``roles`` and ``policies``; ``kind="worker"`` with ``max_slots`` for a
-    worker. The result's ``secret`` (``<accessor>.<secret>``) is shown this once."""
     request = apb.CreateTokenRequest(kind=kind, roles=list(roles), policies=list(policies), ttl_ms=ttl_ms,
                                      max_slots=max_slots, description=description, request_id=new_request_id())
     return _single(_acl("CreateToken", request, mutating=True), apb.TokenSecret)
@@ -108,60 +102,36 @@ def acl_list_tokens() -> Plan[apb.ListTokensResponse]:
 
 
 def acl_delete_token(accessor: str) -> Plan[apb.AclDeleted]:
-    """Revoke a token: every node refuses it once the deletion is applied there."""
     return _single(_acl("DeleteToken", apb.AclName(name=accessor, request_id=new_request_id()), mutating=True),
                    apb.AclDeleted)
 
 
 def acl_set_anonymous(policy: str) -> Plan[apb.SetAnonymousResponse]:
-    """What calls without a credential get ("" refuses them: the default)."""
     return _single(_acl("SetAnonymous", apb.SetAnonymousRequest(policy=policy, request_id=new_request_id()),
                         mutating=True), apb.SetAnonymousResponse)
 
 
 def audit_list(*, since_ms: int = 0, principal: str = "", target: str = "", action: str = "", outcome: str = "",
                limit: int = 0, address: str | None = None) -> Plan[apb.ListAuditResponse]:
-    """Audit records matching every filter given, oldest first, from one node's replica
-    (``address``: that node; default: any)."""
     request = apb.ListAuditRequest(since_ms=since_ms, principal=principal, target=target, action=action,
                                    outcome=outcome, limit=limit)
     return _single(_audit("List", request, address=address), apb.ListAuditResponse)
 
 
 def audit_verify(*, address: str | None = None) -> Plan[apb.VerifyAuditResponse]:
-    """Whether one node's replicated trail verifies (its hash chain, from its anchor)."""
     return _single(_audit("Verify", apb.VerifyAuditRequest(), address=address), apb.VerifyAuditResponse)
 
 
 def audit_configure(*, max_age_ms: int, max_records: int, denied_burst: int = 20,
                     denied_refill_ms: int = 3000) -> Plan[apb.AuditConfig]:
-    """Retention (by age and count; 0 = no bound) and the per-principal limit on denied records."""
     request = apb.ConfigureAuditRequest(max_age_ms=max_age_ms, max_records=max_records, denied_burst=denied_burst,
                                         denied_refill_ms=denied_refill_ms, request_id=new_request_id())
     return _single(_audit("Configure", request, mutating=True), apb.AuditConfig)
 
 
 def audit_note(note: str) -> Plan[apb.AuditNoteResponse]:
-    """Record an operator's note in the audit trail ("draining n2 for the upgrade"). Needs
-    cluster feature level 2: refused with FAILED_PRECONDITION until every node runs a build that
-    supports it and the leader has raised the level (``schedctl cluster status`` shows it)."""
     request = apb.AuditNoteRequest(note=note, request_id=new_request_id())
     return _single(_audit("Note", request, mutating=True), apb.AuditNoteResponse)
-
-
-_BUILDERS = ("acl_bootstrap", "acl_whoami", "acl_put_policy", "acl_get_policy", "acl_list_policies",
-             "acl_delete_policy", "acl_put_role", "acl_get_role", "acl_list_roles", "acl_delete_role",
-             "acl_create_token", "acl_get_token", "acl_list_tokens", "acl_delete_token", "acl_set_anonymous",
-             "audit_list", "audit_verify", "audit_configure", "audit_note")
-
-
-def attach(client_cls: Any, async_cls: Any) -> None:
-    """Give ``Client`` and ``AsyncClient`` the ACL and audit methods (called once, from the package)."""
-    from .client import _awaitable, _blocking
-    for name in _BUILDERS:
-        build = globals()[name]
-        setattr(client_cls, name, _blocking(build))
-        setattr(async_cls, name, _awaitable(build))
 
 
 # ---------------------------------------------------------------- audit files

@@ -17,7 +17,7 @@ import os
 import tempfile
 import time
 from collections.abc import AsyncIterable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
@@ -25,11 +25,9 @@ from schedd_proto import backup_pb2 as bpb
 
 from ._failover import Router
 from ._plans import Call
+from ._transport import AsyncTransport, BlockingTransport
 from .errors import SchedError
 from .snapshot_file import SnapshotFileError, SnapshotMeta, unverified_header
-
-if TYPE_CHECKING:
-    from .client import AsyncClient, Client
 
 SAVE_TIMEOUT_S = 600.0        # a million jobs take tens of seconds to image and stream
 
@@ -127,7 +125,7 @@ async def write_stream_async(chunks: AsyncIterable[bpb.SnapshotChunk], path: str
         raise
 
 
-def save_snapshot(client: Client, path: str | os.PathLike[str], *,
+def save_snapshot(client: BlockingTransport, path: str | os.PathLike[str], *,
                   timeout: float = SAVE_TIMEOUT_S) -> SnapshotMeta:
     """Save a consistent snapshot of the cluster to ``path`` (written 0600, atomically); any
     node will do (a follower relays the leader's stream). Needs the ``acl`` capability."""
@@ -149,7 +147,7 @@ def save_snapshot(client: Client, path: str | os.PathLike[str], *,
     raise attempts.exhausted()
 
 
-async def save_snapshot_async(client: AsyncClient, path: str | os.PathLike[str], *,
+async def save_snapshot_async(client: AsyncTransport, path: str | os.PathLike[str], *,
                               timeout: float = SAVE_TIMEOUT_S) -> SnapshotMeta:
     """``save_snapshot`` for the AsyncClient."""
     call = Call("backup", "SaveSnapshot", bpb.SaveSnapshotRequest())

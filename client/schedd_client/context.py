@@ -21,16 +21,32 @@ import os
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
 
-from .channels import Security
+from .channels import Security, security_from_env, with_files
 
-__all__ = ["Context", "ContextError", "CONTEXT_ENV", "load_context", "context_from_env", "resolve"]
+__all__ = ["Context", "ContextError", "CONTEXT_ENV", "CLUSTER_ENV", "DEFAULT_CLUSTER", "load_context",
+           "context_from_env", "parse_cluster", "resolve"]
 
 CONTEXT_ENV = "SCHEDD_CONTEXT"
+DEFAULT_CLUSTER = "127.0.0.1:7070"
+CLUSTER_ENV = "SCHEDD_CLUSTER"
 KEYS = frozenset({"cluster", "ca", "cert", "key", "token", "token_file", "tls"})
+
+
+def parse_cluster(cluster: str | Sequence[str] | None) -> list[str]:
+    """The node addresses from ``"host:port,host:port"`` or a list; ``None`` reads the
+    ``SCHEDD_CLUSTER`` environment variable, else ``127.0.0.1:7070``."""
+    if cluster is None:
+        cluster = os.environ.get(CLUSTER_ENV, "").strip() or DEFAULT_CLUSTER
+    parts = cluster.split(",") if isinstance(cluster, str) else list(cluster)
+    addresses = list(dict.fromkeys(part.strip() for part in parts if part.strip()))
+    if not addresses:
+        raise ValueError("no cluster addresses given")
+    return addresses
 
 
 class ContextError(ValueError):
@@ -143,8 +159,6 @@ def resolve(cluster: str | list[str] | None = None, *, ca: str | os.PathLike[str
     over the environment: a ``--context prod.toml`` given on the command line is not overridden
     by a ``SCHEDD_CERT`` left in the shell (the environment fills only what the file leaves
     unset). One rule for schedctl and schedd-worker, so both reach a cluster the same way."""
-    from .channels import security_from_env, with_files
-    from .client import CLUSTER_ENV, DEFAULT_CLUSTER, parse_cluster
     env = dict(os.environ) if env is None else env
     explicit = load_context(context) if context else None
     ctx = explicit or context_from_env(env)

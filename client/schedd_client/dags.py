@@ -1,4 +1,5 @@
-"""DAGs in the SDK: the DAG document and the ``Client``/``AsyncClient`` methods.
+"""DAGs in the SDK: the DAG document and the plan builders of the ``Client``/``AsyncClient``
+DAG methods (declared in ``_methods``).
 
 The ``schedctl dag`` commands are in ``schedd_client.dag_commands``.
 
@@ -178,7 +179,7 @@ def dag_to_dict(spec: dpb.DagSpec) -> dict[str, Any]:
     return doc
 
 
-# ---------------------------------------------------------------- the SDK methods (plan builders)
+# ---------------------------------------------------------------- the plan builders of the SDK methods
 
 
 def _dags(method: str, request: Message, *, mutating: bool = False, stale_ok: bool = False) -> Call:
@@ -186,9 +187,6 @@ def _dags(method: str, request: Message, *, mutating: bool = False, stale_ok: bo
 
 
 def put_dag(spec: dpb.DagSpec | Mapping[str, Any]) -> Plan[dpb.PutDagResponse]:
-    """Create or replace a DAG (a ``DagSpec`` or a DAG document). The server refuses a cycle
-    (naming it), an unknown upstream or a duplicate task with ``ValidationError``; nothing is
-    committed then."""
     if not isinstance(spec, dpb.DagSpec):
         spec = dag_from_dict(spec)
     request = dpb.PutDagRequest(dag=spec, request_id=new_request_id())
@@ -196,50 +194,31 @@ def put_dag(spec: dpb.DagSpec | Mapping[str, Any]) -> Plan[dpb.PutDagResponse]:
 
 
 def get_dag(name: str, *, stale_ok: bool = False) -> Plan[dpb.Dag]:
-    """A DAG: its spec, version, next scheduled run and last run."""
     return _single(_dags("GetDag", dpb.GetDagRequest(name=name), stale_ok=stale_ok), dpb.Dag)
 
 
 def list_dags(*, stale_ok: bool = False) -> Plan[dpb.ListDagsResponse]:
-    """Every DAG, by name."""
     return _single(_dags("ListDags", dpb.ListDagsRequest(), stale_ok=stale_ok), dpb.ListDagsResponse)
 
 
 def delete_dag(name: str) -> Plan[None]:
-    """Delete a DAG with its runs and its tasks' history; raises ``NotFound`` if there is none."""
     call = _dags("DeleteDag", dpb.DagRef(name=name, request_id=new_request_id()), mutating=True)
     return Plan([call], lambda responses: None)
 
 
 def run_dag(name: str) -> Plan[dpb.DagRun]:
-    """Start a run of a DAG now (logical time = now); returns the new run."""
     request = dpb.RunDagRequest(name=name, request_id=new_request_id())
     return _single(_dags("RunDag", request, mutating=True), dpb.DagRun)
 
 
 def list_dag_runs(name: str, *, limit: int = 20, stale_ok: bool = False) -> Plan[dpb.ListDagRunsResponse]:
-    """The newest ``limit`` runs of a DAG, newest first, each with its tasks' states."""
     request = dpb.ListDagRunsRequest(name=name, limit=limit)
     return _single(_dags("ListDagRuns", request, stale_ok=stale_ok), dpb.ListDagRunsResponse)
 
 
 def get_dag_run(name: str, run_id: str = "", *, stale_ok: bool = False) -> Plan[dpb.DagRun]:
-    """One run of a DAG (by its id, or the time part of it; "" = the newest), with every task's
-    state, attempts, times and reason."""
     request = dpb.GetDagRunRequest(name=name, run_id=run_id)
     return _single(_dags("GetDagRun", request, stale_ok=stale_ok), dpb.DagRun)
-
-
-_BUILDERS = ("put_dag", "get_dag", "list_dags", "delete_dag", "run_dag", "list_dag_runs", "get_dag_run")
-
-
-def attach(client_cls: type, async_cls: type) -> None:
-    """Give ``Client`` and ``AsyncClient`` the DAG methods (called once, from the package)."""
-    from .client import _awaitable, _blocking
-    for name in _BUILDERS:
-        build = globals()[name]
-        setattr(client_cls, name, _blocking(build))
-        setattr(async_cls, name, _awaitable(build))
 
 
 def dag_specs_from_bytes(data: bytes, where: str, limits: Limits = Limits()) -> list[dpb.DagSpec]:

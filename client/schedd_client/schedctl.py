@@ -65,8 +65,8 @@ from schedd_proto import scheduler_pb2 as pb
 
 from . import acl_commands, backup, dag_commands, membership_commands
 from .channels import Security, SecurityError
-from .client import CLUSTER_ENV, Client
-from .context import ContextError, resolve
+from .client import Client
+from .context import CLUSTER_ENV, ContextError, resolve
 from ._cli import _count, _file_options, _global_options, _seconds, _table
 from ._failover import tls_failure
 from .convert import format_duration, format_time, parse_time, printable, relative_time, to_dict

@@ -1,4 +1,4 @@
-"""Who is calling, and may they: the one authenticating, authorizing gRPC interceptor (issue 12).
+"""Who is calling, and may they: the one authenticating, authorizing gRPC interceptor.
 
 For every call, first in the interceptor chain:
 1. Headers a client could forge are never trusted: `x-schedd-principal`, `x-schedd-forwarded`
@@ -61,7 +61,6 @@ SOURCE = "x-schedd-source"
 SIGNED_AT = "x-schedd-signed-at"
 SIGNATURE = "x-schedd-node-sig"
 RETRY_AFTER = "x-schedd-retry-after-ms"
-NODE_HEADERS = frozenset((PRINCIPAL, FORWARDED, SOURCE, SIGNED_AT, SIGNATURE))
 SIGNATURE_WINDOW_MS = 60_000
 OPEN_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
 MUTATING_CAPABILITIES = frozenset(("write", "trigger", "cancel", "backfill", "quota", "acl"))
@@ -172,7 +171,7 @@ class NodeSigner:
 @dataclass(slots=True, frozen=True)
 class Owner:
     """A team a request touches (None: the object it names does not exist), and how to answer a
-    caller who may not read that team (issue 31, item 7). `hidden` is "" for a team the caller
+    caller who may not read that team (no existence oracle). `hidden` is "" for a team the caller
     named itself (a spec's team: naming it back reveals nothing); otherwise it is what the call
     answers for an object that does not exist, so a caller who cannot read the team cannot tell
     "exists in another team" from "does not exist" (an existence oracle)."""
@@ -433,7 +432,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         raise denied                        # unreachable: abort raises
 
     def _halted(self) -> str:
-        """Why this node halted ("" if it did not): schedd.api.halted, raft_patches patch 13."""
+        """Why this node halted ("" if it did not): schedd.api.halted, raft_patches: halting."""
         try:
             return str(getattr(self.node, "halted", "") or "")
         except Exception:  # noqa: BLE001 - a node without the attribute has not halted

@@ -1,7 +1,7 @@
-"""A halted node answers nothing but its status (issue 31).
+"""A halted node answers nothing but its status.
 
-A node whose build is below the cluster's feature level stops applying entries (schedd.replication
-raft_patches patch 13), so its state is behind and frozen: a read there would answer from it and
+A node whose build is below the cluster's feature level stops applying entries (halting, in
+schedd.replication.raft_patches), so its state is behind and frozen: a read there would answer from it and
 a write forwarded from it would be accepted from a node that cannot see the result. Every call
 but the status calls (Cluster.NodeInfo, Cluster.Status: `cluster status` must show why) and the
 gRPC plumbing (health, reflection) is refused with FAILED_PRECONDITION and the halt's message,

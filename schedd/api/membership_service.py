@@ -54,10 +54,10 @@ def _valid_member(nid: str, raft: str, grpc_addr: str) -> str:
     return parsed if isinstance(parsed, str) else ""
 
 
-def joiner_behind(request: mpb.JoinClusterRequest, table: features.FeatureTable, level: int) -> str:
+def joiner_behind(request: mpb.JoinClusterRequest, table: C.FeatureTable, level: int) -> str:
     """Why a joiner's build may not join a cluster at feature level `level` ("" if it may): below
     the level, it would stop applying at once (or, a build before the halt, apply newer entries
-    as invalid, diverge, and once elected dispatch what it believed pending: issue 31); unable to
+    as invalid, diverge, and once elected dispatch what it believed pending); unable to
     read the snapshot format the cluster writes, it could not even catch up. A joiner that sends
     no level (a build from before this check) is refused above level 1."""
     who = request.id or "?"

@@ -5,7 +5,7 @@ A node that is not the leader forwards writes (and reads, unless the caller sent
 non-leader is refused with UNAVAILABLE rather than bounced around during an election.
 Bad input is refused before anything is proposed, so it commits nothing.
 
-Reads (issue 40). A plain read is linearizable: the leader answers it only after
+Reads. A plain read is linearizable: the leader answers it only after
 `RaftNode.read_index` confirmed that it still led after the read arrived (a majority answered a
 heartbeat round sent after it: ReadIndex) and applied what was committed then; if that cannot
 be confirmed in time (a leader cut off from its peers believes it leads for up to
@@ -941,7 +941,7 @@ class ClusterService(pb_grpc.ClusterServicer):
         me = self.node.cfg
         voters = self.node.membership.members()
         # the member table's non-voters too (an add between its record and its Raft change): the
-        # feature raiser must count every node that will apply the log (issue 31)
+        # feature raiser must count every node that will apply the log
         members = voters + [m for m in self.node.membership.recorded() if m.id not in {v.id for v in voters}]
         peers = [p for p in members if p.id != me.node_id]
         infos = {me.node_id: await asyncio.to_thread(self.local_info, True) if with_digest else self.local_info()}

@@ -2,7 +2,7 @@
 
 A PutJobs call of 5,000 jobs is usually a handful of specs that differ only by name. Validating
 each in full (proto -> dict, canonical_spec, JSON) cost about 40-60 µs per job on the leader, the
-largest part of registering a batch (issue 14). `SpecTemplates` validates the first spec of each
+largest part of registering a batch. `SpecTemplates` validates the first spec of each
 shape with a placeholder name and makes the others from its canonical text, checking only their
 names; the result is exactly what `canonical_spec` gives for each (tests/unit/test_spec_templates.py
 compares them).

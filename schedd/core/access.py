@@ -1,5 +1,5 @@
 """Apply for access control and the audit trail: the ACL entry kinds, `audit_append`,
-`audit_config`, and the audit record every other audited entry leaves (issue 12).
+`audit_config`, and the audit record every other audited entry leaves.
 
 The table (`schedd.core.acl.AclTable`) and the trail (`schedd.core.audit.AuditTrail`) are pure;
 this module decodes their entries and maps a table `Problem` to a typed refusal:

@@ -1,4 +1,4 @@
-"""Access control: who may do what, as a pure table and a pure evaluator (issue 12).
+"""Access control: who may do what, as a pure table and a pure evaluator.
 
 The model is default-deny. A *policy* is a named list of rules, each a resource pattern and the
 capabilities it grants on what the pattern matches; a *role* groups policies; a *token* carries
@@ -481,10 +481,6 @@ def encode_table(table: AclTable) -> bytes:
     """Canonical bytes: equal tables encode equal, whatever order their dicts were filled in."""
     return json.dumps(canonical_rows(table), sort_keys=True, separators=(",", ":"),
                       ensure_ascii=False).encode()
-
-
-def table_digest(table: AclTable) -> str:
-    return hashlib.sha256(encode_table(table)).hexdigest()
 
 
 # ---------------------------------------------------------------- tokens and authentication

@@ -98,7 +98,7 @@ def start_many(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     order. Claim k's fencing token is index * TOKENS_PER_INDEX + k: unique, and above every
     token a `start` entry gave before (a start entry's token is its index), so tokens still
     grow across the cluster as long as a leader that proposes start_many never goes back to
-    `start` (issue 13's feature level gates the kind)."""
+    `start` (its feature level gates the kind)."""
     if cmd.term != st.epoch:
         return reject(Code.STALE_TERM, f"claims from term {cmd.term}, but the leader epoch is {st.epoch}")
     items = cmd.args.get("claims")

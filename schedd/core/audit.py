@@ -1,4 +1,4 @@
-"""The audit trail: a replicated, hash-chained, bounded record of who did what (issue 12).
+"""The audit trail: a replicated, hash-chained, bounded record of who did what.
 
 Every mutating call, allowed or denied, and every login failure becomes one `AuditRecord`,
 appended by apply (so every replica holds the same trail). Each record carries
@@ -347,7 +347,7 @@ def trail_from_dict(d: Mapping[str, Any]) -> AuditTrail:
     return trail
 
 
-# ---------------------------------------------------------------- reading: filter and export
+# ---------------------------------------------------------------- reading: filter, and records from their JSON
 
 
 def select(records: Iterable[AuditRecord], *, since_ms: int | None = None, principal: str | None = None,
@@ -366,11 +366,6 @@ def select(records: Iterable[AuditRecord], *, since_ms: int | None = None, princ
     return out
 
 
-def to_json(record: AuditRecord) -> str:
-    return json.dumps({n: getattr(record, n) for n in (*HASHED_FIELDS, "hash")},
-                      separators=(",", ":"), ensure_ascii=False)
-
-
 def from_json(line: str) -> AuditRecord:
     """A record from one exported line; types are checked, the hash is left for `verify`."""
     try:
@@ -386,24 +381,6 @@ def from_json(line: str) -> AuditRecord:
     if d["outcome"] not in OUTCOMES:
         raise AuditInputError(f"bad outcome {d['outcome']!r}")
     return AuditRecord(**d)
-
-
-def export_jsonl(records: Iterable[AuditRecord], anchor: Anchor = Anchor()) -> str:
-    """JSON lines: first the anchor, then one record per line (what `audit verify FILE` reads)."""
-    head = json.dumps({"anchor": {"next_seq": anchor.next_seq, "hash": anchor.hash}}, separators=(",", ":"))
-    return "".join(line + "\n" for line in (head, *map(to_json, records)))
-
-
-def parse_jsonl(text: str) -> tuple[Anchor, list[AuditRecord]]:
-    """Inverse of `export_jsonl`; a file without an anchor line starts at the genesis anchor."""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    anchor = Anchor()
-    if lines and lines[0].startswith('{"anchor"'):
-        a = json.loads(lines.pop(0)).get("anchor")
-        if not isinstance(a, dict) or not _is_hash(a.get("hash")):
-            raise AuditInputError("bad anchor line")
-        anchor = Anchor(_check_int(a.get("next_seq"), "next_seq"), str(a["hash"]))
-    return anchor, [from_json(ln) for ln in lines]
 
 
 # ---------------------------------------------------------------- field checks

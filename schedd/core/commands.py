@@ -4,6 +4,8 @@ An entry is a compact JSON text (a `str`: pysyncobj pickles arguments, and pickl
 but stores `str` as UTF-8). Every entry carries what apply may not look up itself: the proposer's
 wall-clock time `now` (ms), its Raft term, a request id for deduplication and the principal.
 Decoding never raises to the caller of apply: a bad entry becomes a deterministic rejection.
+Every kind is registered in `FEATURES` at the feature level that introduced it, and `encode`
+stamps an entry above level 1 with its level (schedd.core.features says what that is for).
 """
 
 from __future__ import annotations
@@ -62,8 +64,9 @@ AUDIT_CONFIG = "audit_config"             # retention and the denied-record rate
 ACL_KINDS = (ACL_POLICY_PUT, ACL_POLICY_DELETE, ACL_ROLE_PUT, ACL_ROLE_DELETE, ACL_TOKEN_CREATE,
              ACL_TOKEN_DELETE, ACL_ANONYMOUS_SET, ACL_BOOTSTRAP, AUDIT_APPEND, AUDIT_CONFIG)
 KINDS += ACL_KINDS
-# Feature levels (schedd.core.features): every kind is registered there at the level that
-# introduced it; a kind above level 1 is stamped with that level (`fl`) by encode.
+# Feature levels: every kind is registered in FEATURES below at the level that introduced it; a
+# kind above level 1 is stamped with that level (`fl`) by encode (schedd.core.features: what
+# proposers and apply do with the levels).
 FEATURE_LEVEL = "feature_level"   # the leader raises the cluster's feature level (never lowers it)
 AUDIT_NOTE = "audit_note"         # level 2: an operator's note in the audit trail (schedctl audit note)
 KINDS += (FEATURE_LEVEL, AUDIT_NOTE)
@@ -79,6 +82,103 @@ KINDS += (START_MANY, FINISH_MANY)
 GROUP = "group"
 GROUPABLE = frozenset({PUT})   # kinds whose apply does not use the log index as a unique id
 KINDS += (GROUP,)
+
+
+# ---------------------------------------------------------------- feature levels
+# The table of feature levels lives beside the kinds it registers: `encode` stamps each entry
+# with its kind's level from it, and schedd.core.features (the rules built on the levels), the
+# snapshot writer and the node's advertised build info read it from here.
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    """What feature level `number` introduces."""
+
+    number: int
+    kinds: tuple[str, ...] = ()
+    snapshot_formats: tuple[int, ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureTable:
+    """The feature levels one build understands, in order (1, 2, ...)."""
+
+    levels: tuple[Level, ...]
+    # kind -> level, built once: proposers look a kind up on every proposal
+    _level_of: dict[str, int] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        numbers = tuple(lv.number for lv in self.levels)
+        if numbers != tuple(range(1, len(numbers) + 1)):
+            raise ValueError(f"feature levels must be 1..N in order, got {numbers}")
+        kinds = [k for lv in self.levels for k in lv.kinds]
+        if len(kinds) != len(set(kinds)):
+            raise ValueError("an entry kind is registered at two feature levels")
+        object.__setattr__(self, "_level_of", {k: lv.number for lv in self.levels for k in lv.kinds})
+
+    @property
+    def max_level(self) -> int:
+        """The highest level this build supports (what the node advertises)."""
+        return len(self.levels)
+
+    def level_of(self, kind: str) -> int | None:
+        """The level that introduced `kind`, or None when this build does not know it."""
+        return self._level_of.get(kind)
+
+    def snapshot_formats(self) -> tuple[int, ...]:
+        return tuple(f for lv in self.levels for f in lv.snapshot_formats)
+
+    def format_for(self, level: int) -> int:
+        """The newest snapshot format a cluster at `level` may write: every voter reads it (a
+        follower that lags gets the leader's snapshot, and an older build cannot read a newer
+        format)."""
+        return max(f for lv in self.levels[:max(1, level)] for f in lv.snapshot_formats)
+
+
+# Level 1: every kind and snapshot format that existed when feature levels were introduced,
+# including `feature_level` itself (it is proposed only once every voter reports a table, which
+# a build older than this mechanism never does, so no such build ever sees one). Listed one by
+# one: a kind added later and registered nowhere fails tests/unit/test_features.py instead of
+# silently becoming level 1.
+LEVEL_1 = Level(1, kinds=(
+    EPOCH, PUT, PUT_MANY, DELETE, PAUSE, RESUME, TRIGGER, FIRE, NOOP, START, FINISH,
+    EXPIRE, CANCEL, SKIP, BACKFILL, QUOTA, DAG_PUT, DAG_DELETE, DAG_RUN, SLA,
+    BATCH_STAGE, BATCH_COMMIT, BATCH_ABORT, *ACL_KINDS, FEATURE_LEVEL,
+), snapshot_formats=(1, 2, 3, 4), note="every kind and format before feature levels")
+FEATURES = FeatureTable((
+    LEVEL_1,
+    Level(2, kinds=(AUDIT_NOTE, MEMBERS),
+          note="operator notes in the audit trail (schedctl audit note); the member table of run-time "
+               "membership changes (schedctl cluster add-node/remove-node, schedd serve --join)"),
+    Level(3, kinds=(START_MANY, FINISH_MANY, GROUP), snapshot_formats=(5,),
+          note="batched claims and results (one entry per dispatcher step; below it the leader "
+               "proposes one start/finish per execution), group commit of single registrations "
+               "(below it each goes alone), snapshot format 5 (job specs as shared templates; "
+               "below it images are written in format 4)"),
+    Level(4, snapshot_formats=(6,),
+          note="snapshot format 6: the image as plain values (schedd.core.plain), so a snapshot's "
+               "pickle names one loader and a string, never a schedd class (below it images are "
+               "written in format 5)"),
+    Level(5, note="audit records of writes apply refused count under the per-principal denied-record "
+                  "limit (schedd.core.audit; below it every such record is kept)"),
+    Level(6, note="container handler: an entry that carries a job or DAG-task spec with a "
+                  "`container:` handler is stamped fl=6 by its proposer (schedd.core.model.spec_level), "
+                  "since an older build's apply refuses that spec as invalid"),
+    # Level(7, kinds=(MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
+))
+
+
+def table_upto(level: int, table: FeatureTable = FEATURES) -> FeatureTable:
+    """The table of an older build, that knows only levels 1..`level` (tests, rolling upgrades)."""
+    if not 1 <= level <= table.max_level:
+        raise ValueError(f"feature level must be 1..{table.max_level}")
+    return FeatureTable(table.levels[:level])
+
+
+def level_needed(kind: str) -> int:
+    """The level an entry of `kind` needs, from the newest table (what `encode` stamps)."""
+    return FEATURES.level_of(kind) or 1
 
 
 class EntryTooLarge(ValueError):
@@ -120,7 +220,7 @@ def encode(kind: str, *, rid: str, now: int, term: int, by: str = "", **args: An
     body.update(args)
     # A proposer may ask for more than the kind's level (`fl` in args: what the entry carries
     # needs it, e.g. a container spec in a `put`); never less.
-    level = max(_level_needed(kind), int(args.get("fl", 1)))
+    level = max(level_needed(kind), int(args.get("fl", 1)))
     if level > 1:                # level-1 entries encode as they did before feature levels
         body["fl"] = level
     text = json.dumps(body, separators=(",", ":"), sort_keys=True)
@@ -165,13 +265,6 @@ def chunk_by_size(items: list[T], size: Callable[[T], int], budget: int, max_ite
     if chunk:
         chunks.append(chunk)
     return chunks
-
-
-def _level_needed(kind: str) -> int:
-    # schedd.core.features imports this module for the kind names, so it is imported here, at
-    # the first call, not at the top (a dict lookup once loaded).
-    from schedd.core.features import level_needed
-    return level_needed(kind)
 
 
 def decode(text: str, *, known: Container[str] | None = KINDS) -> Command:

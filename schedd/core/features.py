@@ -2,7 +2,8 @@
 (one node at a time) never makes a node that has not been upgraded yet apply an entry it does
 not understand.
 
-The table (`FEATURES`) says, per feature level N, what level N introduces. Every entry kind and
+The table (`commands.FEATURES`, defined beside the entry kinds it registers, since `encode`
+stamps every entry from it) says, per feature level N, what level N introduces. Every entry kind and
 snapshot format that existed when levels were introduced is level 1. A build supports the
 levels of its table (`FeatureTable.max_level`); every node advertises that in NodeInfo
 (schedd.versions.build_info, schedd.api.service.ClusterService.local_info).
@@ -15,119 +16,29 @@ is never lowered. Then:
   before proposing a kind above the cluster's level and answer FAILED_PRECONDITION, telling the
   operator to finish the rolling upgrade;
 - apply refuses, deterministically, an entry whose kind is above the cluster's level. The level
-  an entry needs is written in the entry itself (`fl`, stamped by commands.encode from this
+  an entry needs is written in the entry itself (`fl`, stamped by commands.encode from the
   table), so an old node that does not know the kind at all refuses it with the same result as
   a new node: both compare the entry's `fl` with the replicated level, never their own tables.
 
-Adding an entry kind: define it in schedd/core/commands.py and add it here to a NEW level
-(`Level(N, kinds=(C.MY_KIND,))`), one line; never to an existing one (CONTRIBUTING.md).
+Adding an entry kind: define it in schedd/core/commands.py and register it there, in `FEATURES`,
+at a NEW level (`Level(N, kinds=(MY_KIND,))`), one line; never at an existing one
+(CONTRIBUTING.md).
 
 The table is injectable (`SchedulerState(table)`; `RaftNode` takes it from the Faults object
-the composition root hands it), so a test can run a node of an older build (`table_upto`).
+the composition root hands it), so a test can run a node of an older build
+(`commands.table_upto`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
 from typing import Any
 
-import json
-
 from schedd.core import commands as C
+from schedd.core.commands import FeatureTable
 from schedd.core.model import CONTAINER_FEATURE_LEVEL, spec_level
 from schedd.core.results import ApplyResult, Code, ok, reject
 from schedd.core.tables import Tables
-
-
-@dataclass(frozen=True, slots=True)
-class Level:
-    """What feature level `number` introduces."""
-
-    number: int
-    kinds: tuple[str, ...] = ()
-    snapshot_formats: tuple[int, ...] = ()
-    note: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class FeatureTable:
-    """The feature levels one build understands, in order (1, 2, ...)."""
-
-    levels: tuple[Level, ...]
-    # kind -> level, built once: proposers look a kind up on every proposal
-    _level_of: dict[str, int] = field(init=False, repr=False, compare=False, hash=False)
-
-    def __post_init__(self) -> None:
-        numbers = tuple(lv.number for lv in self.levels)
-        if numbers != tuple(range(1, len(numbers) + 1)):
-            raise ValueError(f"feature levels must be 1..N in order, got {numbers}")
-        kinds = [k for lv in self.levels for k in lv.kinds]
-        if len(kinds) != len(set(kinds)):
-            raise ValueError("an entry kind is registered at two feature levels")
-        object.__setattr__(self, "_level_of", {k: lv.number for lv in self.levels for k in lv.kinds})
-
-    @property
-    def max_level(self) -> int:
-        """The highest level this build supports (what the node advertises)."""
-        return len(self.levels)
-
-    def level_of(self, kind: str) -> int | None:
-        """The level that introduced `kind`, or None when this build does not know it."""
-        return self._level_of.get(kind)
-
-    def snapshot_formats(self) -> tuple[int, ...]:
-        return tuple(f for lv in self.levels for f in lv.snapshot_formats)
-
-    def format_for(self, level: int) -> int:
-        """The newest snapshot format a cluster at `level` may write: every voter reads it (a
-        follower that lags gets the leader's snapshot, and an older build cannot read a newer
-        format)."""
-        return max(f for lv in self.levels[:max(1, level)] for f in lv.snapshot_formats)
-
-
-# Level 1: every kind and snapshot format that existed when feature levels were introduced,
-# including `feature_level` itself (it is proposed only once every voter reports a table, which
-# a build older than this mechanism never does, so no such build ever sees one). Listed one by
-# one: a kind added later and registered nowhere fails tests/unit/test_features.py instead of
-# silently becoming level 1.
-LEVEL_1 = Level(1, kinds=(
-    C.EPOCH, C.PUT, C.PUT_MANY, C.DELETE, C.PAUSE, C.RESUME, C.TRIGGER, C.FIRE, C.NOOP, C.START, C.FINISH,
-    C.EXPIRE, C.CANCEL, C.SKIP, C.BACKFILL, C.QUOTA, C.DAG_PUT, C.DAG_DELETE, C.DAG_RUN, C.SLA,
-    C.BATCH_STAGE, C.BATCH_COMMIT, C.BATCH_ABORT, *C.ACL_KINDS, C.FEATURE_LEVEL,
-), snapshot_formats=(1, 2, 3, 4), note="every kind and format before feature levels")
-FEATURES = FeatureTable((
-    LEVEL_1,
-    Level(2, kinds=(C.AUDIT_NOTE, C.MEMBERS),
-          note="operator notes in the audit trail (schedctl audit note); the member table of run-time "
-               "membership changes (schedctl cluster add-node/remove-node, schedd serve --join)"),
-    Level(3, kinds=(C.START_MANY, C.FINISH_MANY, C.GROUP), snapshot_formats=(5,),
-          note="batched claims and results (one entry per dispatcher step; below it the leader "
-               "proposes one start/finish per execution), group commit of single registrations "
-               "(below it each goes alone), snapshot format 5 (job specs as shared templates; "
-               "below it images are written in format 4)"),
-    Level(4, snapshot_formats=(6,),
-          note="snapshot format 6: the image as plain values (schedd.core.plain), so a snapshot's "
-               "pickle names one loader and a string, never a schedd class (below it images are "
-               "written in format 5)"),
-    Level(5, note="audit records of writes apply refused count under the per-principal denied-record "
-                  "limit (schedd.core.audit; below it every such record is kept)"),
-    Level(6, note="container handler: an entry that carries a job or DAG-task spec with a "
-                  "`container:` handler is stamped fl=6 by its proposer (schedd.core.model.spec_level), "
-                  "since an older build's apply refuses that spec as invalid"),
-    # Level(7, kinds=(C.MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
-))
-
-
-def table_upto(level: int, table: FeatureTable = FEATURES) -> FeatureTable:
-    """The table of an older build, that knows only levels 1..`level` (tests, rolling upgrades)."""
-    if not 1 <= level <= table.max_level:
-        raise ValueError(f"feature level must be 1..{table.max_level}")
-    return FeatureTable(table.levels[:level])
-
-
-def level_needed(kind: str) -> int:
-    """The level an entry of `kind` needs, from the newest table (what commands.encode stamps)."""
-    return FEATURES.level_of(kind) or 1
 
 
 def behind_message(kind: str, needed: int, cluster: int) -> str:

@@ -31,7 +31,7 @@ from schedd.core.acl import table_to_dict
 from schedd.core.audit import trail_to_dict
 from schedd.core.model import Attempt, Execution, ExecutionEvent, Job
 from schedd.core.rows import Batch, DagDef, DagRun
-from schedd.core.snapshot import (
+from schedd.core.image import (
     EXEC_FIELDS, FEATURE_LEVEL_KEY, JOB_FIELDS, SNAPSHOT_DIGEST, SNAPSHOT_FORMAT, Image, Imaged,
 )
 

@@ -173,7 +173,6 @@ _MAX_GAP_SKIPS = 10_000  # a skip-gap cron whose every match falls in a gap runs
 _FIELD_CHARS = re.compile(r"[0-9a-z*?,/#()\-]+")
 _HASH_FIELD = re.compile(r"[hr](?:\(\d+-\d+\))?(?:/\d+)?", re.ASCII)
 _HASH_TOKEN = re.compile(r"(?:^|[\s,])[hH](?:$|[\s(/,])")  # an H field anywhere in a spec
-_EQUAL_RANGE = re.compile(r"^(\w+)-\1(?:/\d+)?$", re.ASCII)
 _EVERY = re.compile(r"@every(?:\s+(.*))?", re.IGNORECASE | re.DOTALL)
 _AT = re.compile(r"at(?:\s+(.*))?", re.IGNORECASE | re.DOTALL)
 _DURATION = re.compile(r"(?:\d+(?:ms|s|m|h|d))+", re.ASCII)

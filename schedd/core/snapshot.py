@@ -8,7 +8,9 @@ Formats 1-5 (what a cluster below level 4 writes, so older voters read it): a ca
 (the name pickles by, kept there whatever module defines it) with the format tag, a GC pause,
 job and execution rows as plain tuples in field order, the epoch, the dedup table (plain dict
 results), audit rows, the chained log hash, the last applied index, the clock, and the smaller
-tables pickled as they are. Readers accept every format in READABLE_FORMATS.
+tables pickled as they are. Readers accept every format in READABLE_FORMATS. What an image
+holds (formats, row fields, extra keys) is defined in schedd.core.image, shared with the
+plain-value encoding.
 
 Every image also carries the state digest at its index (`SNAPSHOT_DIGEST` in the extra tables,
 `(last_index, digest)`), computed where the image is pickled: in pysyncobj's forked child, so the
@@ -21,39 +23,20 @@ too (`FEATURE_LEVEL_KEY`); an image without it loads at level 1.
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from itertools import starmap
 from operator import attrgetter
-from typing import Any, Protocol
+from typing import Any
 
-from schedd.core.acl import AclTable, table_to_dict
-from schedd.core.audit import AuditTrail, trail_to_dict
-from schedd.core.features import FEATURES
+from schedd.core import plain
+from schedd.core.acl import table_to_dict
+from schedd.core.audit import trail_to_dict
+from schedd.core.commands import FEATURES
+from schedd.core.image import (
+    EXEC_FIELDS, EXTRA_FIELDS, FEATURE_LEVEL_KEY, FULL_SPEC_FORMATS, JOB_FIELDS, PLAIN_FORMAT, READABLE_FORMATS,
+    SNAPSHOT_DIGEST, SNAPSHOT_FORMAT, Image, Imaged,
+)
 from schedd.core.model import Execution, Job
-from schedd.core.rows import Batch, DagDef, DagRun
-
-SNAPSHOT_FORMAT = ("schedd-state", 6)
-# Images this version still reads: version 1 had no DAGs, quotas or per-execution policy fields,
-# version 2 no job incarnations (rows of older versions are shorter; the fields added since have
-# defaults at the end).
-# version 3 no ACL table or hash-chained audit trail (its audit rows are dropped on load).
-# versions 1-4 hold each job's full spec text where version 5 holds its template (model.spec_template).
-# version 6 is the plain-value text of schedd.core.plain (no schedd class is named by the pickle).
-READABLE_FORMATS = (("schedd-state", 1), ("schedd-state", 2), ("schedd-state", 3), ("schedd-state", 4),
-                    ("schedd-state", 5), SNAPSHOT_FORMAT)
-PLAIN_FORMAT = SNAPSHOT_FORMAT
-FULL_SPEC_FORMATS = frozenset(READABLE_FORMATS[:4])
-JOB_FIELDS = tuple(f.name for f in fields(Job))
-EXEC_FIELDS = tuple(f.name for f in fields(Execution))
-AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index")
-# Smaller tables, pickled as they are (dicts of slotted dataclasses or plain values).
-EXTRA_FIELDS = ("dags", "dag_runs", "quotas", "batches", "members")
-SNAPSHOT_DIGEST = "digest"   # extra key: (last_index, state digest) when the image was pickled
-FEATURE_LEVEL_KEY = "feature_level"   # extra key: the cluster's feature level (absent: 1)
-
-Image = tuple[Any, ...]      # what _from_image returns: (format, jobs, execs, epoch, dedup, audit,
-                             # log hash, last index, clock, extra tables)
-
 
 @dataclass(slots=True)
 class AuditRecord:
@@ -63,29 +46,6 @@ class AuditRecord:
     target: str
     result: str
     log_index: int
-
-
-class Imaged(Protocol):
-    """What an image is made of (SchedulerState)."""
-
-    jobs: dict[str, Job]
-    execs: dict[tuple[str, int], Execution]
-    epoch: int
-    dedup: dict[str, tuple[int, dict[str, Any]]]
-    log_hash: bytes
-    last_index: int
-    clock_ms: int
-    feature_level: int
-
-    dags: dict[str, DagDef]
-    dag_runs: dict[tuple[str, int], DagRun]
-    quotas: dict[str, int]
-    batches: dict[str, Batch]
-    members: dict[str, tuple[str, str]]
-    acl: AclTable
-    audit: AuditTrail
-
-    def state_digest(self) -> str: ...
 
 
 class SnapshotImage:
@@ -103,7 +63,6 @@ class SnapshotImage:
         s = self.state
         fmt = ("schedd-state", FEATURES.format_for(s.feature_level))
         if fmt == PLAIN_FORMAT:
-            from schedd.core import plain     # plain builds on this module's field lists
             return (_from_plain, (plain.dumps(s),))
         extra: dict[str, Any] = {key: getattr(s, key) for key in EXTRA_FIELDS}
         extra["acl"], extra["audit"] = table_to_dict(s.acl), trail_to_dict(s.audit)
@@ -155,7 +114,6 @@ def _from_image(fmt: Any, _gc_paused: Any, job_rows: list[tuple[Any, ...]], exec
 def _from_plain(text: str) -> Image:
     """Format 6: the one callable a snapshot's pickle names, given one string of plain values
     (schedd.core.plain), so unpickling a snapshot builds no schedd object from pickle opcodes."""
-    from schedd.core import plain
     return plain.loads(text)
 
 

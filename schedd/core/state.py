@@ -33,11 +33,11 @@ from schedd.core.digest import state_digest
 from schedd.core.firing import GAPS_KEEP, MAX_BACKFILL_PER_ENTRY, MISSED_GRACE_MS, OPEN_END
 from schedd.core.model import Execution, Job, dst_policy
 from schedd.core.results import ApplyResult, Code, EpochApplied, ok, reject
-from schedd.core.snapshot import (
+from schedd.core.image import (
     AUDIT_FIELDS, EXEC_FIELDS, EXTRA_FIELDS, FEATURE_LEVEL_KEY, JOB_FIELDS, READABLE_FORMATS, SNAPSHOT_DIGEST,
-    SNAPSHOT_FORMAT,
-    AuditRecord, Image, SnapshotImage, _from_image, _from_plain,
+    SNAPSHOT_FORMAT, Image,
 )
+from schedd.core.snapshot import AuditRecord, SnapshotImage, _from_image, _from_plain
 from schedd.core.tables import ACTIVE_STATES, MIN_MS, READY_STATES, ExecKey, Tables, next_fire_for, schedule_of
 
 __all__ = [      # re-exported for the modules that import them from here
@@ -106,10 +106,10 @@ class SchedulerState(Tables):
 
     _HANDLERS: ClassVar[dict[str, Handler]] = HANDLERS     # entry kind -> the module deciding it
 
-    def __init__(self, table: features.FeatureTable = features.FEATURES) -> None:
+    def __init__(self, table: C.FeatureTable = C.FEATURES) -> None:
         super().__init__()
         # The feature levels and entry kinds this build understands (injected: a test runs an
-        # older build's table, schedd.core.features.table_upto).
+        # older build's table, schedd.core.commands.table_upto).
         self.features = table
         self.dedup: dict[str, tuple[int, dict[str, Any]]] = {}
         self.log_hash = b"\0" * 16    # blake2b chained over every applied entry's text
@@ -170,9 +170,9 @@ class SchedulerState(Tables):
         One result leaves everything untouched, the log hash and the index included:
         BUILD_BEHIND, when the cluster is (or this entry raises it) above this build's feature
         levels. Applying on would diverge from the replicas that understand (an older build
-        refused newer kinds as INVALID and, once leader, dispatched what it believed pending:
-        issue 31), so the shell stops applying there and keeps the entry for an upgraded build
-        (schedd.replication.raft_patches patch 13)."""
+        refused newer kinds as INVALID and, once leader, dispatched what it believed pending),
+        so the shell stops applying there and keeps the entry for an upgraded build
+        (schedd.replication.raft_patches: halting)."""
         try:
             cmd: C.Command | None = C.decode(entry, known=None)
             malformed = ""

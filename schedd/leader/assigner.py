@@ -125,7 +125,7 @@ def inherited_claim_fate(*, reconnected: bool, same_process: bool, reported: boo
       it again without backoff; at_most_once jobs keep their rule (apply ends them LOST).
 
     Without this, each new leader of a repeated failover granted a fresh lease of grace and the
-    lost-attempt backoff followed: instants ran 97-101 s late (issue 9 item 5)."""
+    lost-attempt backoff followed: instants ran 97-101 s late under repeated leader cuts."""
     if holds:
         return HELD
     if not (reconnected and same_process and reported):
@@ -492,7 +492,7 @@ class Assigner:
         # A result is news: the attempt stays alive until its finish is committed (then the
         # token is forgotten). Dropping it here let the reaper expire an attempt claimed more
         # than a lease ago (a herd claimed ahead) while its result was on the way to the log:
-        # the expiry committed first and the run ran twice (issue 14).
+        # the expiry committed first and the run ran twice.
         self.hub.token_seen[r.fencing_token] = self.clock.now_ms()
         self.cancel_sent.pop(r.fencing_token, None)
         try:

@@ -13,9 +13,9 @@ Placement is part of the decision: each worker's free slots are a `Capacity` (it
 and which teams its token serves), and a claim is placed on an eligible worker (the one running
 the fewest first, as WorkerHub.eligible orders them). A run that no free worker may take waits
 and the runs behind it are still looked at: counting claims against the total of free slots let
-old runs of an unserved pool block later runs that a free worker could serve (issue 14).
+old runs of an unserved pool block later runs that a free worker could serve.
 
-Ahead places (the herd, issue 14): a worker that holds assignments not yet due beyond its slots
+Ahead places (for a herd: many runs due at one instant): a worker that holds assignments not yet due beyond its slots
 (WorkerHello.ahead) offers them as `Capacity.ahead`; a run may take one, up to
 `Pace.ahead_ms` before its due time (the burst lookahead, when the herd's intents are recorded),
 so a herd's claims are committed and pushed before its instant and at the instant only the

@@ -6,12 +6,13 @@ the router's channels) and, when every voter answers and reports a build support
 above the cluster's, proposes a `feature_level` entry for the highest level they all support
 (never above this node's own table). It never lowers the level: apply refuses that anyway.
 
-Non-voters count too (issue 31): the member table's members that are not voting yet (an add
-between its record and its Raft change, or one that failed there; `member_infos` asks them) and
-the joiners following the cluster as read-only Raft nodes (`Joiners`: what each reported at its
-JoinCluster prepare, for JOINER_TTL_S). A learner this leader was not told about (it prepared
-with a previous leader) holds the level until it has joined or left. A joiner below the level
-would otherwise learn an entry it cannot apply and halt halfway through its join.
+Non-voters count too (they apply the log, so a build below the level would halt): the member
+table's members that are not voting yet (an add between its record and its Raft change, or one that
+failed there; `member_infos` asks them) and the joiners following the cluster as read-only Raft
+nodes (`Joiners`: what each reported at its JoinCluster prepare, for JOINER_TTL_S). A learner this
+leader was not told about (it prepared with a previous leader) holds the level until it has joined
+or left. A joiner below the level would otherwise learn an entry it cannot apply and halt halfway
+through its join.
 
 Why every voter and not a quorum: a node that has not been upgraded yet would refuse a newer
 entry kind as `invalid` (or not know it at all) and its state would diverge from its peers'. A

@@ -33,7 +33,7 @@ def herd_horizon(view: StateView, now_ms: int, burst_lookahead_ms: int,
     """The end of the herd window when the instants not recorded yet that fall due within it
     would take longer than the burst lookahead to record at HERD_RECORD_RATE: a herd of 100,000
     at one instant on a VM recording 4,000 a second had some 60,000 recorded within a 15 s
-    window and the rest started up to 21 s late (issue 14). The count is of jobs (one entry per
+    window and the rest started up to 21 s late. The count is of jobs (one entry per
     job in the due index): a steady load counts each job due within the window once, so it
     takes more than 30,000 jobs due within a minute to trigger it (None: no herd)."""
     end = now_ms + herd_window_ms(burst_lookahead_ms)
@@ -50,7 +50,7 @@ def plan_horizon(state: Viewable, now_ms: int, lookahead_ms: int, *, burst_looka
     least until `burst_until_ms` (the end of the burst window the caller saw last, while it is
     ahead). That floor is what records a herd's tail early: once fewer than the threshold of its
     instants are left unrecorded, the count alone fell back to the lookahead, and the last
-    instants of a 10,000 herd were recorded, claimed and pushed after their due time (issue 14)."""
+    instants of a 10,000 herd were recorded, claimed and pushed after their due time."""
     view = as_view(state)
     until = now_ms + lookahead_ms
     if burst_threshold and burst_lookahead_ms > lookahead_ms:

@@ -8,15 +8,15 @@ the next leader. When this node stops leading, every stream is ended with a stat
 UNAVAILABLE) and workers reconnect to the new leader, keeping their attempts running (the new leader grants them a lease period of grace, and
 expires at once a claim its worker reconnected without: see Assigner.take_over).
 
-Who may say what (issue 10): a worker name is held by one live stream at a time (a second
-stream under a name whose stream still heartbeats is refused ALREADY_EXISTS; one silent for two
-heartbeat periods is replaced, as after a network cut), a result counts only from the stream of
+Who may say what, whatever a worker sends: a worker name is held by one live stream at a time (a
+second stream under a name whose stream still heartbeats is refused ALREADY_EXISTS; one silent for
+two heartbeat periods is replaced, as after a network cut), a result counts only from the stream of
 the worker its attempt was assigned to (the fencing token alone is readable by anyone who reads
 runs), and a hello may adopt only its own worker's attempts. A node holds at most `max_streams`
 streams (handshakes included; a stream without a hello is dropped after `hello_timeout_s`) and a
 worker may claim at most `max_slots` slots; past either, RESOURCE_EXHAUSTED names the config key.
 
-Per worker token (issue 31, item 4; with ACL the leader sees every stream of the cluster): its
+Per worker token (with ACL the leader sees every stream of the cluster): its
 `max_slots` bounds the slots of all the streams using it together, and it holds at most
 `max_streams_per_token` registered streams, so one stolen token cannot fill the node's streams
 and lock every other worker out. Handshakes of a token are admitted up to one more than that
@@ -103,7 +103,7 @@ class WorkerConn:
         """Its token's `serve` on its pool and `team`, decided once per team: the principal of
         a stream never changes (a revoked or expired token closes the stream at its next
         heartbeat), and the check ran per candidate and worker on every step (7% of the
-        leader's time in a 10,000 herd, issue 14)."""
+        leader's time in a herd of 10,000)."""
         if self.principal is None:
             return True
         ok = self.serves.get(team)
@@ -224,7 +224,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
         read within the lease), and no list of its tokens read since then left it out while the
         worker knew of it. Past capacity a worker's heartbeats queue behind its results (or this
         loop reads them late): expiring an alive worker's attempts for that ran them twice, and
-        the retries added load to an overloaded cluster (issue 14). A silent stream, or a
+        the retries added load to an overloaded cluster. A silent stream, or a
         heartbeat that omits an attempt the worker had been sent, still loses it after a lease."""
         conn = self.conns.get(worker)
         if conn is None or conn.closed or token not in conn.running:

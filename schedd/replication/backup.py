@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from schedd.core import plain
-from schedd.core.snapshot import Image
+from schedd.core.image import Image
 from schedd.core.state import SchedulerState
 
 BODY_ENCODING = "plain1-json+zlib1"

@@ -1,6 +1,6 @@
 """Is every replica converging? A pure tracker of replication progress, fed samples.
 
-A replica whose log repair is stuck (issue 9: a healed leader kept a divergent suffix and never
+A replica whose log repair is stuck (stock pysyncobj: a healed leader kept a divergent suffix and never
 caught up, with nothing but a lag figure to show it) must be an alarm. The tracker is fed
 `(now_ms, peer, match_index, last_index)` samples and says, per peer, how far behind it is and
 whether it is *stuck*: behind, and its match index has not moved forward for `stuck_after_ms`.

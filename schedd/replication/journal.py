@@ -91,7 +91,7 @@ fsync policies
       moves over entries durable on the leader and on every follower counted: a majority. Client
       acknowledgements (step 4) and the commit index sent to followers (step 5) come after that.
     * Parallel mode (the leader of a multi-node cluster under RepairingSyncObj, raft_patches
-      patch 7; Raft thesis §10.2.1): the leader's sends and ticks do not fdatasync; its tick
+      the parallel disk write; Raft thesis §10.2.1): the leader's sends and ticks do not fdatasync; its tick
       asks the background thread to, and the commit computation counts the leader only up to
       ``durable_index`` (every follower's matchIndex is capped at it), so the commit index
       still moves only over entries durable on the leader and on a follower that acked them.
@@ -681,7 +681,7 @@ class DurableJournal(Journal):
         if id(syncobj) in self._tick_owners:
             return
         syncobj.addOnTickCallback(self.on_tick)
-        add_need = getattr(syncobj, "add_tick_need", None)     # raft_patches' patch 10
+        add_need = getattr(syncobj, "add_tick_need", None)     # raft_patches: deadline sleep
         if add_need is not None:
             add_need(self._tick_need)
         self._tick_owners.add(id(syncobj))
@@ -1126,7 +1126,7 @@ class DurableTCPTransport(GuardedTCPTransport):
         return super().send(node, message)
 
     def _tick_need(self) -> float | None:
-        """The next keepalive, besides the transport's own needs (raft_patches' patch 10)."""
+        """The next keepalive, besides the transport's own needs (raft_patches: deadline sleep)."""
         left = max(0.0, self.KEEPALIVE_S - (time.monotonic() - self._last_keepalive))
         need = super()._tick_need()
         return left if need is None else min(need, left)

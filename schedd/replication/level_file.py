@@ -6,7 +6,7 @@ the journal. The node writes the level here whenever its replicated level change
 snapshot included, and the level a halting entry asked for (schedd.replication.node); at start
 the composition root compares it with the build's (`refusal`). A data dir without the file (one
 written before it existed) starts, and a level it holds is still caught when applied: the node
-halts (schedd.replication.raft_patches patch 13).
+halts (schedd.replication.raft_patches: halting).
 """
 
 from __future__ import annotations

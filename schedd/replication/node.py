@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
 from schedd.core import features
-from schedd.core.features import FEATURES
+from schedd.core.commands import FEATURES
 from schedd.core import commands as C
 from schedd.core.results import ApplyResult, Code
 from schedd.core.state import SchedulerState
@@ -157,7 +157,7 @@ class ReplicatedState(SyncObjConsumer):
         with self._lock:
             locked = time.perf_counter()
             result = self._sm.apply(entry, index)
-            if result.code is Code.BUILD_BEHIND:       # nothing changed: stop here (patch 13)
+            if result.code is Code.BUILD_BEHIND:       # nothing changed: stop here (halting)
                 raise self._behind(int(result.payload["cluster_level"]))
             if self.digests.wanted(index):
                 self.digests.record(index, self._sm.state_digest())
@@ -207,7 +207,7 @@ class GrowthFreezer:
     (runtime.daemon.tune_gc: 50,000 / 20 / 20) a generation-1 collection scans everything that
     survived the last twenty young ones, up to a million objects, while holding the GIL: a
     fire entry applied during one held the leader's tick thread 483 and 928 ms at load 13, and
-    the followers stood (issue 14). Replaying that herd's log (2,069 entries, 100,000 jobs and
+    the followers stood. Replaying that herd's log (2,069 entries, 100,000 jobs and
     executions): slowest apply 205 ms of CPU without freezing, 33 ms with (29 freezes). Rows
     live as long as the state (state.restore freezes what it loads for the same reason), are
     freed by reference counting when dropped, and a freeze is O(1); what it costs is that a
@@ -232,9 +232,9 @@ class GrowthFreezer:
 
 class ApplyTimes:
     """How long one entry held the Raft tick thread in apply, by entry kind: the slowest seen
-    (what an apply cap per entry is sized from, issue 14) and a warning for each entry over
+    (what an apply cap per entry is sized from) and a warning for each entry over
     SLOW_S, with the part spent waiting for the node lock (the asyncio thread's reads hold it;
-    under RepairingSyncObj the tick takes the lock before calling apply, raft_patches patch 8,
+    under RepairingSyncObj the tick takes the lock before calling apply, the bounded lock wait of raft_patches,
     so that wait shows in the stall log's "apply: node lock wait" instead). Only the tick
     thread writes it; the kind is decoded only for a slow entry."""
 
@@ -483,7 +483,7 @@ class RaftNode(Generic[CfgT]):
         self._hooks.attach(self.sync)
         self._tick_jobs: collections.deque[Callable[[], bool]] = collections.deque()
         self.sync.addOnTickCallback(self._run_tick_jobs)
-        if isinstance(self.sync, RepairingSyncObj):     # patch 10: a queued job ticks at tick_ms
+        if isinstance(self.sync, RepairingSyncObj):     # the deadline sleep: a queued job ticks at tick_ms
             self.sync.add_tick_need(lambda: 0.0 if self._tick_jobs else None)
         self.membership = Membership(cfg.node_id, cfg.members, self._raft_config, self._member_table,
                                      cfg.data_dir, saved=members_file.read_file(cfg.data_dir) or ())
@@ -545,7 +545,7 @@ class RaftNode(Generic[CfgT]):
     @property
     def halted(self) -> str:
         """Why this node stopped applying ("" while it applies): its build is below the cluster's
-        feature level (raft_patches patch 13). It then serves nothing but its status."""
+        feature level (raft_patches: halting). It then serves nothing but its status."""
         return str(getattr(self.sync, "halted", ""))
 
     def is_leader(self) -> bool:
@@ -644,11 +644,12 @@ class RaftNode(Generic[CfgT]):
         """Return once a read that arrived now may be served from this node's state (it is
         linearizable: no write acknowledged before the call is missing from it): this node led
         at a point after the call began, confirmed by a majority's answers to a heartbeat sent
-        after it (raft_patches patch 12, ReadIndex), and has applied what was committed then.
+        after it (ReadIndex in raft_patches), and has applied what was committed then.
         Returns that index. Raises ReadUnconfirmed when that cannot be confirmed within
         `timeout` (cut off from its peers, not the leader, stepped down). Reads asked in one
         turn of the event loop share one request. Stock pysyncobj (the fault suite's negative
-        control) has no read path: there, pysyncobj's own view, as before issue 40."""
+        control) has no read path: there, pysyncobj's own view (what every read used before
+        ReadIndex)."""
         sync = self.sync
         if not isinstance(sync, RepairingSyncObj):
             if self.is_leader():
@@ -721,7 +722,7 @@ class RaftNode(Generic[CfgT]):
 
         self._tick_jobs.append(attempt)
         if isinstance(self.sync, RepairingSyncObj):
-            self.sync.wake()                        # its tick may sleep until a deadline (patch 10)
+            self.sync.wake()                        # its tick may sleep until a deadline (the deadline sleep)
 
     def _run_tick_jobs(self) -> None:
         """Tick thread: run each queued job; keep the ones that say they are not done."""

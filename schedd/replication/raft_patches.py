@@ -1,123 +1,121 @@
 """What pysyncobj 0.3.17's Raft core gets wrong, restored in one place: `RepairingSyncObj`.
 
-Each override below cites the rule it restores. They replace name-mangled private methods of
-`pysyncobj.SyncObj` (`_SyncObj__onMessageReceived`, `_SyncObj__sendAppendEntries`, ...), so this
-module is tied to one pysyncobj release: `PYSYNCOBJ_VERSION` is checked at import and pinned in
-pyproject.toml. Every node of a cluster must run it (pre-vote is a new message kind a stock node
-ignores).
+Each repair below has a name, which the code uses where it refers to one, and each override cites
+the rule it restores. They replace name-mangled private methods of `pysyncobj.SyncObj`
+(`_SyncObj__onMessageReceived`, `_SyncObj__sendAppendEntries`, ...), so this module is tied to one
+pysyncobj release: `PYSYNCOBJ_VERSION` is checked at import and pinned in pyproject.toml. Every
+node of a cluster must run it (pre-vote is a new message kind a stock node ignores).
 
-1. Log repair (Raft §5.3, "the leader decrements nextIndex and retries until the logs match").
-   Stock followers answer a rejected AppendEntries with `next_node_idx` and no hint of which
-   request they answer; the leader keeps whatever arrived last. With a pipelined burst (the leader
-   sends every batch from nextIndex to its last entry in one round), the batch whose prevLogIdx
-   carries the wrong term is answered "go back to prevLogIdx" and every later batch "go to my
-   last index + 1" (its prevLogIdx lies past the follower's log), so nextIndex never walks back
-   past a divergent suffix longer than one batch: the replica never converges, restarts included
-   (issue 9). Here a follower's answer names the prevLogIdx it answers and, on a conflict, the
-   first index of the conflicting term (the thesis' fast backup, §5.3 end); the leader ignores
-   answers to requests it no longer has outstanding and, after a rejection, probes one request at
-   a time until a success puts it back to pipelining (etcd raft's probe/replicate states). A
-   follower whose answer shows it lacks an entry it had acknowledged (a disk that lost it, or a
-   node wiped and started again under its name) has its matchIndex reset and is repaired from
-   its log's end: the floor at matchIndex + 1 kept probing there forever (the full fault
-   profile's S12: a rebuilt follower never caught up, and with a second follower behind, the
-   cluster stopped committing).
-2. Conflict-only truncation (Raft §5.3 receiver rule 3: "if an existing entry conflicts with a new
-   one (same index, different term), delete the existing entry and all that follow it"). Stock
-   followers drop everything after prevLogIdx, so a delayed or repeated AppendEntries removes
-   entries already acknowledged, even applied ones. Here an entry is dropped only from the first
-   index whose term differs, and a success acknowledges only prevLogIdx + len(entries): the
-   entries the leader vouched for (receiver rule 5: commitIndex = min(leaderCommit, index of the
-   last new entry), not of the log's last entry).
-3. Pre-vote (Raft thesis §9.6). A node whose election timer runs out first asks its peers whether
-   they would vote for it in the next term, without raising its own; a peer says yes only if it
-   has not heard from a leader for an election timeout and the candidate's log is up to date. So a
-   healed node, or one whose tick stalled, no longer deposes a healthy leader by raising the term.
-   A round is void once a leader is heard (late grants answer a question asked before), and a
-   node back from a stall of its own tick refuses for a minimum election timeout: it was not
-   listening, so the silence it measured says nothing about the leader (issue 14: followers that
-   apply the same batch on a starved machine stall together, and granted each other elections).
-4. No election straight after a snapshot install: installing blocks the tick thread (about 0.6 s
-   per 100k jobs), after which the election deadline has already passed though the leader was
-   just heard; the deadline is restarted when the install ends.
-5. Inbox before timers after a stall: stock's tick judges the election deadline (follower) and
-   the leader fallback before it polls its sockets, so after a stall of the tick thread (CPU
-   starvation, the GIL, a long apply) the heartbeats and answers that arrived meanwhile count as
-   silence. A tick that begins over half the minimum election timeout after the previous one
-   (logged, counted in `RepairStats.long_tick_gaps`) reads its sockets first.
-6. Bounded apply per tick: stock applies every committed entry in the tick that learns of them;
-   here a tick stops applying after an eighth of the minimum election timeout and the next tick
-   goes on at once, so a backlog no longer holds heartbeats (sent after apply) or their reading.
-7. The leader's disk write in parallel with replication (Raft thesis §10.2.1: "the leader may
-   write to its disk in parallel with replicating to the followers ... it counts itself in the
-   majority only once its entries are durable"). On a durable journal (journal.DurableJournal,
-   policy ``always``) the leader of a multi-node cluster no longer fdatasyncs in its tick
-   (before sending, or before polling): the journal's background thread does, and the commit
-   computation sees every follower's matchIndex capped at the leader's durable index, so an
-   entry commits only once it is on the leader's disk and on a follower's (which still
-   fdatasyncs before it acknowledges). Stricter than the thesis (which also lets two followers
-   commit without the leader), never looser. Stock counts its own copy at once, whatever the
-   disk; our journal used to sync it inline, up to 50 ms per tick under load (issue 14). The
-   background thread wakes the tick when the durable index moves (a commit may be waiting).
-8. Apply never waits long for the node lock: given `apply_lock` (the lock the shell's readers
-   hold: RaftNode.lock), the tick takes it before each entry for at most a heartbeat period and,
-   if the other thread still holds it, leaves the entry for the next tick and goes on to send
-   and read. On a loaded leader the asyncio thread's passes held it 50-100 ms while a
-   start_many or finish_many waited, and the heartbeats (sent after apply) with it (issue 14).
-9. Proposals go out at once. In batch mode (appendEntriesUseBatch, one AppendEntries for many
-   entries) stock leaves a proposal in its queue until the tick's poll times out (tick_ms) and
-   then sends the new entry only with the next heartbeat (heartbeat_ms): a commit took 20-25 ms
-   on an idle loopback cluster, and 64 PutJob calls in flight got 800 jobs/s. Here a follower
-   with nothing unanswered gets what it lacks in the tick that appends it (a proposal wakes the
-   tick thread when such a follower exists), and a follower's answer, which ticks, sends it
-   what was appended meanwhile: one batch in flight per follower (sending on every proposal
-   cost the loaded rows 15% more CPU), and no entry waits for a heartbeat. The shell also
-   groups concurrent proposals (GroupCommit).
-10. The tick sleeps until its next deadline. Stock's tick thread polls with a fixed timeout
-   (tick_ms), so an idle node ran its whole tick 20 times a second besides every message:
-   about a third of an idle cluster's CPU, and a third of the CPU per fire at 100 fires/s
-   (issue 14). Here the poll waits until the next thing that has a time: a leader's next
-   heartbeat, a follower's election deadline, the transport's keepalive, at most a quarter of
-   the minimum election timeout (so patch 5 never reads a sleep as a stall); a message, a
-   proposal (patch 9), a durable write (patch 7), a queued tick job or destroy() wake it
-   sooner; committed entries left unapplied (patches 6 and 8) end it at once. Whatever polls
-   for progress rather than waiting for an event (binding, connecting, a handshake's deadline,
-   unsynced writes, queued commands, a deadline already past) keeps the tick period, as
-   stock; each such part says so through `add_tick_need`.
-11. Quiet heartbeats. Stock followers answer every heartbeat, and the leader's tick wakes for
-   each answer: in an idle cluster two thirds of the leader's wakeups, and each answer cost a
-   follower a pickle, a compression, an encryption and a send. Raft needs none of these
-   answers while the follower is caught up: its answer repeats an index the leader holds
-   already. Here the leader marks a heartbeat `quiet` when the follower in REPLICATE has
-   acknowledged the leader's last entry and answered within the quiet window (a fifth of the
-   leader fallback timeout); a patched follower then applies it (leader contact, election
-   timer, commit index) without answering, unless its answer would differ (a rejection, or any
-   other index). Past the window the heartbeat asks again, so the leader fallback still sees
-   every live follower several times per timeout. A stock follower ignores the flag and
-   answers, and a stock leader never sets it: mixed versions behave as before.
-12. Linearizable reads (ReadIndex, Raft thesis §6.4; `read_index.py` holds the bookkeeping).
-   pysyncobj has no read path: a leader cut off from its peers believes it leads until the
-   leader fallback ends it, and served reads from its old state meanwhile (issue 40). Here
-   `request_read` asks the tick thread for a point at which a read is safe: a leader that has
-   committed an entry of its current term (Raft §8) records its commit index, numbers the round
-   and sends every follower a heartbeat carrying the number (`read_seq`, on every
-   AppendEntries); a patched follower echoes the number it was sent in every answer (an
-   AppendEntries of an older term it drops unanswered), and a heartbeat is never quiet (patch
-   11) while a round awaits that follower. Once echoes from followers that with the leader
-   make a majority reach the round's number, and the leader has applied up to the recorded
-   index, the read is served. Reads asked in one tick share one round. Stepping down refuses
-   what is unconfirmed. A stock follower does not echo: a leader whose majority needs stock
-   followers (a rolling upgrade's first steps) cannot confirm reads, and they are refused
-   retryably until enough nodes run this build.
-13. Halting a build that is behind (issue 31). When the consumer's apply raises `BuildBehind`
-   (the cluster's feature level is, or this entry raises it, above what this build supports;
-   schedd.core.state.apply changed nothing), the node halts its state machine: that entry and
-   every later one stay in the log, unapplied (an upgraded build applies them at its restart),
-   and from then on it neither votes, grants a pre-vote, starts an election, answers TimeoutNow
-   nor leads (a leader steps down). It still appends and acknowledges entries, like a disk. An
-   older build applied such entries as INVALID, diverged, and once elected dispatched what it
-   believed pending: 18,481 (job, instant) pairs ran twice. `halted` says why ("" while not);
-   `halt()` is also called by the shell when a restored snapshot is above this build.
+- Log repair (Raft §5.3, "the leader decrements nextIndex and retries until the logs match"). Stock
+  followers answer a rejected AppendEntries with `next_node_idx` and no hint of which request they
+  answer; the leader keeps whatever arrived last. With a pipelined burst (the leader sends every
+  batch from nextIndex to its last entry in one round), the batch whose prevLogIdx carries the
+  wrong term is answered "go back to prevLogIdx" and every later batch "go to my last index + 1"
+  (its prevLogIdx lies past the follower's log), so nextIndex never walks back past a divergent
+  suffix longer than one batch: the replica never converges, restarts included (a leader cut off
+  under write load stayed stuck after the heal). Here a follower's answer names the prevLogIdx it
+  answers and, on a conflict, the first index of the conflicting term (the thesis' fast backup,
+  §5.3 end); the leader ignores answers to requests it no longer has outstanding and, after a
+  rejection, probes one request at a time until a success puts it back to pipelining (etcd raft's
+  probe/replicate states). A follower whose answer shows it lacks an entry it had acknowledged (a
+  disk that lost it, or a node wiped and started again under its name) has its matchIndex reset and
+  is repaired from its log's end: the floor at matchIndex + 1 kept probing there forever (the full
+  fault profile's S12: a rebuilt follower never caught up, and with a second follower behind, the
+  cluster stopped committing).
+- Conflict-only truncation (Raft §5.3 receiver rule 3: "if an existing entry conflicts with a new
+  one (same index, different term), delete the existing entry and all that follow it"). Stock
+  followers drop everything after prevLogIdx, so a delayed or repeated AppendEntries removes
+  entries already acknowledged, even applied ones. Here an entry is dropped only from the first
+  index whose term differs, and a success acknowledges only prevLogIdx + len(entries): the entries
+  the leader vouched for (receiver rule 5: commitIndex = min(leaderCommit, index of the last new
+  entry), not of the log's last entry).
+- Pre-vote (Raft thesis §9.6). A node whose election timer runs out first asks its peers whether
+  they would vote for it in the next term, without raising its own; a peer says yes only if it has
+  not heard from a leader for an election timeout and the candidate's log is up to date. So a
+  healed node, or one whose tick stalled, no longer deposes a healthy leader by raising the term. A
+  round is void once a leader is heard (late grants answer a question asked before), and a node
+  back from a stall of its own tick refuses for a minimum election timeout: it was not listening,
+  so the silence it measured says nothing about the leader (followers that apply the same batch on
+  a starved machine stall together, and granted each other elections).
+- The post-install deadline: no election straight after a snapshot install: installing blocks the
+  tick thread (about 0.6 s per 100k jobs), after which the election deadline has already passed
+  though the leader was just heard; the deadline is restarted when the install ends.
+- Inbox first: after a stall, the inbox before the timers. Stock's tick judges the election
+  deadline (follower) and the leader fallback before it polls its sockets, so after a stall of the
+  tick thread (CPU starvation, the GIL, a long apply) the heartbeats and answers that arrived
+  meanwhile count as silence. A tick that begins over half the minimum election timeout after the
+  previous one (logged, counted in `RepairStats.long_tick_gaps`) reads its sockets first.
+- Bounded apply, per tick: stock applies every committed entry in the tick that learns of them;
+  here a tick stops applying after an eighth of the minimum election timeout and the next tick goes
+  on at once, so a backlog no longer holds heartbeats (sent after apply) or their reading.
+- The parallel disk write: the leader writes to its disk in parallel with replication (Raft thesis
+  §10.2.1: "the leader may write to its disk in parallel with replicating to the followers ... it
+  counts itself in the majority only once its entries are durable"). On a durable journal
+  (journal.DurableJournal, policy ``always``) the leader of a multi-node cluster no longer
+  fdatasyncs in its tick (before sending, or before polling): the journal's background thread does,
+  and the commit computation sees every follower's matchIndex capped at the leader's durable index,
+  so an entry commits only once it is on the leader's disk and on a follower's (which still
+  fdatasyncs before it acknowledges). Stricter than the thesis (which also lets two followers
+  commit without the leader), never looser. Stock counts its own copy at once, whatever the disk;
+  our journal used to sync it inline, up to 50 ms per tick under load. The background thread wakes
+  the tick when the durable index moves (a commit may be waiting).
+- The bounded lock wait: apply never waits long for the node lock. given `apply_lock` (the lock the
+  shell's readers hold: RaftNode.lock), the tick takes it before each entry for at most a heartbeat
+  period and, if the other thread still holds it, leaves the entry for the next tick and goes on to
+  send and read. On a loaded leader the asyncio thread's passes held it 50-100 ms while a
+  start_many or finish_many waited, and the heartbeats (sent after apply) with it.
+- Prompt sends: proposals go out at once. In batch mode (appendEntriesUseBatch, one AppendEntries
+  for many entries) stock leaves a proposal in its queue until the tick's poll times out (tick_ms)
+  and then sends the new entry only with the next heartbeat (heartbeat_ms): a commit took 20-25 ms
+  on an idle loopback cluster, and 64 PutJob calls in flight got 800 jobs/s. Here a follower with
+  nothing unanswered gets what it lacks in the tick that appends it (a proposal wakes the tick
+  thread when such a follower exists), and a follower's answer, which ticks, sends it what was
+  appended meanwhile: one batch in flight per follower (sending on every proposal cost the loaded
+  rows 15% more CPU), and no entry waits for a heartbeat. The shell also groups concurrent
+  proposals (GroupCommit).
+- The deadline sleep: the tick sleeps until its next deadline. Stock's tick thread polls with a
+  fixed timeout (tick_ms), so an idle node ran its whole tick 20 times a second besides every
+  message: about a third of an idle cluster's CPU, and a third of the CPU per fire at 100 fires/s.
+  Here the poll waits until the next thing that has a time: a leader's next heartbeat, a follower's
+  election deadline, the transport's keepalive, at most a quarter of the minimum election timeout
+  (so inbox first never reads a sleep as a stall); a message, a proposal (prompt sends), a durable
+  write (the parallel disk write), a queued tick job or destroy() wake it sooner; committed entries
+  left unapplied (bounded apply and the bounded lock wait) end it at once. Whatever polls for
+  progress rather than waiting for an event (binding, connecting, a handshake's deadline, unsynced
+  writes, queued commands, a deadline already past) keeps the tick period, as stock; each such part
+  says so through `add_tick_need`.
+- Quiet heartbeats. Stock followers answer every heartbeat, and the leader's tick wakes for each
+  answer: in an idle cluster two thirds of the leader's wakeups, and each answer cost a follower a
+  pickle, a compression, an encryption and a send. Raft needs none of these answers while the
+  follower is caught up: its answer repeats an index the leader holds already. Here the leader
+  marks a heartbeat `quiet` when the follower in REPLICATE has acknowledged the leader's last entry
+  and answered within the quiet window (a fifth of the leader fallback timeout); a patched follower
+  then applies it (leader contact, election timer, commit index) without answering, unless its
+  answer would differ (a rejection, or any other index). Past the window the heartbeat asks again,
+  so the leader fallback still sees every live follower several times per timeout. A stock follower
+  ignores the flag and answers, and a stock leader never sets it: mixed versions behave as before.
+- ReadIndex: linearizable reads (Raft thesis §6.4; `read_index.py` holds the bookkeeping).
+  pysyncobj has no read path: a leader cut off from its peers believes it leads until the leader
+  fallback ends it, and served reads from its old state meanwhile. Here `request_read` asks the
+  tick thread for a point at which a read is safe: a leader that has committed an entry of its
+  current term (Raft §8) records its commit index, numbers the round and sends every follower a
+  heartbeat carrying the number (`read_seq`, on every AppendEntries); a patched follower echoes the
+  number it was sent in every answer (an AppendEntries of an older term it drops unanswered), and a
+  heartbeat is never quiet (quiet heartbeats) while a round awaits that follower. Once echoes from
+  followers that with the leader make a majority reach the round's number, and the leader has
+  applied up to the recorded index, the read is served. Reads asked in one tick share one round.
+  Stepping down refuses what is unconfirmed. A stock follower does not echo: a leader whose
+  majority needs stock followers (a rolling upgrade's first steps) cannot confirm reads, and they
+  are refused retryably until enough nodes run this build.
+- Halting: a build that is behind stops applying. When the consumer's apply raises `BuildBehind`
+  (the cluster's feature level is, or this entry raises it, above what this build supports;
+  schedd.core.state.apply changed nothing), the node halts its state machine: that entry and every
+  later one stay in the log, unapplied (an upgraded build applies them at its restart), and from
+  then on it neither votes, grants a pre-vote, starts an election, answers TimeoutNow nor leads (a
+  leader steps down). It still appends and acknowledges entries, like a disk. An older build
+  applied such entries as INVALID, diverged, and once elected dispatched what it believed pending:
+  18,481 (job, instant) pairs ran twice. `halted` says why ("" while not); `halt()` is also called
+  by the shell when a restored snapshot is above this build.
 """
 
 from __future__ import annotations
@@ -150,10 +148,10 @@ if _INSTALLED_VERSION != PYSYNCOBJ_VERSION:
 
 PROBE, REPLICATE = "probe", "replicate"
 # The longest one part of a tick may hold it before the tick goes on (one round of sending,
-# patch 8's wait for the node lock). It was the heartbeat period, so a longer heartbeat (fewer
+# the bounded lock wait for the node lock). It was the heartbeat period, so a longer heartbeat (fewer
 # idle ticks) made a loaded leader's ticks longer too; the default heartbeat is this long.
 TICK_SLICE_S = 0.02
-# Patch 11: a caught-up follower answers a heartbeat at least once per this fraction of the
+# Quiet heartbeats: a caught-up follower answers a heartbeat at least once per this fraction of the
 # leader fallback timeout (2.5 s: every 0.5 s), so a leader that lost its quorum still steps
 # down on time.
 QUIET_WINDOW_PARTS = 5
@@ -163,11 +161,11 @@ LONG_HOLD_S = 0.1
 # wait (in poll+messages), gc (wherever the tick thread allocated).
 NESTED = frozenset({"fdatasync", "wait", "gc"})
 PRE_VOTE, PRE_VOTE_RESPONSE = "schedd_pre_vote", "schedd_pre_vote_response"
-VOTING = frozenset({"request_vote", "timeout_now"})     # what a halted node ignores (patch 13)
+VOTING = frozenset({"request_vote", "timeout_now"})     # what a halted node ignores (halting)
 
 
 class BuildBehind(Exception):
-    """Raised by a consumer's apply for an entry this build must not apply (patch 13): the entry
+    """Raised by a consumer's apply for an entry this build must not apply (halting): the entry
     is left unapplied and the node halts."""
 
 
@@ -181,7 +179,7 @@ class RepairingSyncObj(SyncObj):
     def __init__(self, *args: Any, apply_lock: Any = None, **kwargs: Any) -> None:
         # Set before SyncObj.__init__: attributes that exist then are left out of snapshots, and
         # the tick thread it starts reads them.
-        self._apply_lock = apply_lock                 # patch 8 (None: apply takes no lock)
+        self._apply_lock = apply_lock                 # the bounded lock wait (None: apply takes no lock)
         self._repl_mode: dict[Any, str] = {}          # leader: per follower, PROBE or REPLICATE
         self._leader_contact = -math.inf              # monotonic time a leader was last heard
         self._prevote_round = 0
@@ -197,14 +195,14 @@ class RepairingSyncObj(SyncObj):
         self._tick_ident = 0                          # the tick thread (its gc pauses: "gc")
         self._gc_started = 0.0
         self._weak_self = weakref.ref(self)           # the gc callback's way to this node
-        self._match_real: dict[Any, int] | None = None    # patch 7: matchIndex while capped
+        self._match_real: dict[Any, int] | None = None    # the parallel disk write: matchIndex while capped
         self._match_capped: dict[Any, int] | None = None
-        self._pipeline_idle = False                   # patch 9: may a proposal wake the tick?
-        self._tick_needs: list[Callable[[], float | None]] = []   # patch 10 (the transport's, the journal's)
-        self.reads = ReadIndex()                      # patch 12
-        self.halted = ""                              # patch 13: why this node stopped applying
+        self._pipeline_idle = False                   # prompt sends: may a proposal wake the tick?
+        self._tick_needs: list[Callable[[], float | None]] = []   # the deadline sleep (the transport's, the journal's)
+        self.reads = ReadIndex()                      # ReadIndex: linearizable reads
+        self.halted = ""                              # halting: why this node stopped applying
         # (role, term, leader id) as the tick thread left them at the end of its last tick: one
-        # moment, for readers on other threads (`role_term_leader`; issue 31 item 15)
+        # moment, for readers on other threads (`role_term_leader`)
         self._published: tuple[int, int, str] = (_RAFT_STATE.FOLLOWER, 0, "")
         self.on_halt: Callable[[str], None] = lambda why: None
         self.repair_stats = RepairStats()
@@ -214,13 +212,14 @@ class RepairingSyncObj(SyncObj):
         if inner is not None:                             # the poll's wait, apart from its work
             self._poller._PollPoller__poll = _TimedWait(inner, self)
         timed_poll = self._timed("poll+messages", self._poller.poll)
-        self._poller.poll = lambda timeout: timed_poll(self._poll_wait(timeout))   # patch 10
+        self._poller.poll = lambda timeout: timed_poll(self._poll_wait(timeout))   # the deadline sleep
         journal = self._SyncObj__raftLog
         if callable(getattr(journal, "sync", None)):      # DurableJournal: its fdatasync
             journal.sync = self._timed("fdatasync", journal.sync)
-        # Ends the tick thread's poll (patches 7 and 9); a driven node (tests) has no thread.
+        # Ends the tick thread's poll (the parallel disk write and prompt sends); a driven node
+        # (tests) has no thread.
         self._wake = PipeNotifier(self._poller).notify if self._SyncObj__conf.autoTick else _no_wake
-        if hasattr(journal, "wake"):                      # patch 7: its background thread
+        if hasattr(journal, "wake"):                      # the parallel disk write: its background thread
             journal.wake = self._wake
 
     def _timed(self, part: str, call: Any) -> Any:
@@ -261,7 +260,7 @@ class RepairingSyncObj(SyncObj):
     def _SyncObj__onMessageReceived(self, node: Any, message: dict[str, Any]) -> None:
         kind = message.get("type") if isinstance(message, dict) else None
         if self.halted and kind in VOTING:
-            return          # patch 13: a halted node takes no part in elections
+            return          # halting: a halted node takes no part in elections
         if kind == "append_entries" and "prevLogIdx" in message:
             self._on_append_entries(node, message)
             return
@@ -276,7 +275,7 @@ class RepairingSyncObj(SyncObj):
             return
         SyncObj._SyncObj__onMessageReceived(self, node, message)
         if kind == "append_entries" and message.get("term", -1) >= self._SyncObj__raftCurrentTerm:
-            # A snapshot chunk (or install) from the current leader: patch 4, and pre-vote's
+            # A snapshot chunk (or install) from the current leader: the post-install deadline, and pre-vote's
             # record of leader contact.
             self._heard_from_leader()
             self._restart_election_timer()
@@ -292,12 +291,12 @@ class RepairingSyncObj(SyncObj):
     # ------------------------------------------------------------ follower: AppendEntries
 
     def _on_append_entries(self, node: Any, message: dict[str, Any]) -> None:
-        """Raft §5.3 receiver rules 1-5 (patches 1 and 2)."""
+        """Raft §5.3 receiver rules 1-5 (log repair and conflict-only truncation)."""
         term = message["term"]
         if term < self._SyncObj__raftCurrentTerm:
             return          # rule 1; the stale leader steps down on leaderFallbackTimeout
         self._accept_leader(node, term)
-        echo = message.get("read_seq")      # patch 12: every answer of this term echoes it
+        echo = message.get("read_seq")      # ReadIndex: every answer of this term echoes it
         self._SyncObj__leaderCommitIndex = leader_commit = message["commit_index"]
         entries = self._assemble_entries(node, message)
         if entries is None:
@@ -324,7 +323,7 @@ class RepairingSyncObj(SyncObj):
         match = entries[-1][1] if entries else prev_idx
         self._advance_commit(leader_commit, match)
         if message.get("quiet") and not entries and match == message["prevLogIdx"]:
-            return          # patch 11: the leader already holds this answer, and asked for none
+            return          # quiet heartbeats: the leader already holds this answer, and asked for none
         self._reply(node, prev_idx=message["prevLogIdx"], success=True, next_idx=match + 1, echo=echo)
 
     def _accept_leader(self, node: Any, term: int) -> None:
@@ -422,7 +421,7 @@ class RepairingSyncObj(SyncObj):
     def _reply(self, node: Any, *, prev_idx: int | None, success: bool, next_idx: int,
                echo: int | None = None) -> None:
         """`next_node_idx` as stock leaders read it, plus the prevLogIdx it answers and the read
-        round number the leader sent (patch 12; a stock leader ignores both)."""
+        round number the leader sent (ReadIndex; a stock leader ignores both)."""
         answer = {"type": "next_node_idx", "next_node_idx": next_idx, "reset": not success,
                   "success": success, "prev_idx": prev_idx}
         if echo is not None:
@@ -432,11 +431,11 @@ class RepairingSyncObj(SyncObj):
     # ------------------------------------------------------------ leader: responses and sending
 
     def _on_append_response(self, node: Any, message: dict[str, Any]) -> None:
-        """Patch 1, leader side: act only on answers to the request outstanding."""
+        """Log repair, leader side: act only on answers to the request outstanding."""
         self._SyncObj__lastResponseTime[node] = self._now()
         echo = message.get("read_seq")
         if isinstance(echo, int) and echo > 0:
-            self.reads.ack(node, echo)      # patch 12: it accepts us as this term's leader
+            self.reads.ack(node, echo)      # ReadIndex: it accepts us as this term's leader
             self._confirm_reads()
         nxt, match = self._SyncObj__raftNextIndex, self._SyncObj__raftMatchIndex
         if message["success"]:
@@ -490,7 +489,7 @@ class RepairingSyncObj(SyncObj):
 
     def _SyncObj__sendAppendEntries(self) -> None:
         """Stock's sending loop, except that a follower in PROBE gets one request per round and
-        its nextIndex moves only on its answers (patch 1)."""
+        its nextIndex moves only on its answers (log repair)."""
         now = self._now()
         self._SyncObj__newAppendEntriesTime = now + self._SyncObj__conf.appendEntriesPeriod
         for node in self._SyncObj__otherNodes | self._SyncObj__readonlyNodes:
@@ -526,7 +525,7 @@ class RepairingSyncObj(SyncObj):
         message = {"type": "append_entries", "term": self._SyncObj__raftCurrentTerm,
                    "commit_index": self._SyncObj__raftCommitIndex}
         if self.reads.seq:
-            message["read_seq"] = self.reads.seq    # patch 12: the newest read round's number
+            message["read_seq"] = self.reads.seq    # ReadIndex: the newest read round's number
         return message
 
     def _send_entries(self, node: Any, probing: bool) -> bool:
@@ -542,7 +541,7 @@ class RepairingSyncObj(SyncObj):
                 nxt[node] = entries[-1][1] + 1
         base = {**self._base_message(), "prevLogIdx": prev_idx, "prevLogTerm": prev_term}
         if not entries and not probing and self._answer_known(node, prev_idx) \
-                and not self.reads.awaits(node):    # patch 12: a read round asks
+                and not self.reads.awaits(node):    # ReadIndex: a read round asks
             base["quiet"] = True
         if len(entries) == 1 and len(entries[0][0]) >= batch:
             data = raft_pickle.dumps(entries[0])
@@ -556,7 +555,7 @@ class RepairingSyncObj(SyncObj):
         return node in self._SyncObj__connectedNodes
 
     def _answer_known(self, node: Any, prev_idx: int) -> bool:
-        """Patch 11: may this heartbeat go unanswered? The follower acknowledged prev_idx (the
+        """Quiet heartbeats: may this heartbeat go unanswered? The follower acknowledged prev_idx (the
         leader's last entry) already and answered within the quiet window, so its answer would
         say only that it is alive, which its last answer still says to the leader fallback (a
         window is a fifth of its timeout); past the window, the heartbeat asks again."""
@@ -580,10 +579,10 @@ class RepairingSyncObj(SyncObj):
             return False
         return True
 
-    # ------------------------------------------------------------ the tick's sleep (patch 10)
+    # ------------------------------------------------------------ the deadline sleep
 
     def add_tick_need(self, need: Callable[[], float | None]) -> None:
-        """Patch 10: `need()` (called on the tick thread before each poll) says when its owner
+        """Deadline sleep: `need()` (called on the tick thread before each poll) says when its owner
         needs the next tick: None (not for itself), 0 (at the tick period: it polls for
         progress), or in that many seconds."""
         self._tick_needs.append(need)
@@ -598,14 +597,14 @@ class RepairingSyncObj(SyncObj):
         self._wake()                    # the tick thread notices at its next tick, not a sleep later
 
     def _poll_wait(self, period: float) -> float:
-        """Patch 10: how long the tick's poll may wait for a message: until the next deadline,
+        """Deadline sleep: how long the tick's poll may wait for a message: until the next deadline,
         at most a quarter of the minimum election timeout; `period` (tick_ms, the caller's
-        timeout) when something polls for progress. A zero timeout (a driven tick, patch 5's
-        read after a stall, a backlog) stays zero."""
+        timeout) when something polls for progress. A zero timeout (a driven tick, the read after a
+        stall of inbox first, a backlog) stays zero."""
         if period <= 0:
             return period
         if self._backlog():
-            return 0.0                  # entries left to apply (patches 6 and 8): go on at once
+            return 0.0                  # entries left to apply (bounded apply, the bounded lock wait): go on
         soon = float(self._SyncObj__conf.raftMinTimeout) / 4
         for need in self._tick_needs:
             left = need()
@@ -621,7 +620,7 @@ class RepairingSyncObj(SyncObj):
             return soon                 # a learner, or alone: nothing of Raft's own is timed
         return min(soon, left if left > 0 else period)   # past and not acted on: poll as stock
 
-    # ------------------------------------------------------------ linearizable reads (patch 12)
+    # ------------------------------------------------------------ linearizable reads (ReadIndex)
 
     def request_read(self, callback: ReadCallback) -> None:
         """Any thread: `callback(index, "")` (tick thread) once a read that arrived now may be
@@ -658,7 +657,7 @@ class RepairingSyncObj(SyncObj):
         """How old this node's state may be, for a stale read's answer: (seconds since this
         node last had proof it was current, committed entries it knows of and has not applied).
         A follower: since it last heard its leader. A leader: since a majority last answered it
-        (patch 11 lets a caught-up follower answer only once per quiet window). None: never.
+        (quiet heartbeats let a caught-up follower answer only once per quiet window). None: never.
         Read from another thread: each field is one load, the pair is approximate."""
         now = self._now()
         behind = max(0, int(self._SyncObj__raftCommitIndex) - int(self.raftLastApplied))
@@ -673,11 +672,11 @@ class RepairingSyncObj(SyncObj):
             behind = max(behind, int(self._SyncObj__leaderCommitIndex or 0) - int(self.raftLastApplied))
         return (now - heard if heard > -math.inf else None), behind
 
-    # ------------------------------------------------------------ pre-vote (patch 3)
+    # ------------------------------------------------------------ pre-vote
 
     def _onTick(self, timeToWait: float = 0.0) -> None:
         if self._note_tick_gap() and self._SyncObj__transport.ready:
-            # Patch 5: back from a stall, read what arrived meanwhile before any timer is judged
+            # Inbox first: back from a stall, read what arrived meanwhile before any timer is judged
             # (stock judges first: a follower's election and a leader's fallback would count
             # heartbeats and answers sitting unread in our own sockets as silence).
             self._poller.poll(0)
@@ -750,14 +749,14 @@ class RepairingSyncObj(SyncObj):
         field instead, a reader can pair a role with a term from another moment: stock sets the
         new term, then the follower state (and the leader before both), so a leader resumed by
         SIGCONT that handles the new leader's AppendEntries showed as leader of a term it never
-        led while the tick thread was switched out in between (issue 31 item 15)."""
+        led while the tick thread was switched out in between."""
         return self._published
 
     def _backlog(self) -> bool:
         """Committed entries left to apply (a halted node has none it may apply)."""
         return self._SyncObj__raftCommitIndex > self.raftLastApplied and not self.halted
 
-    # ------------------------------------------------------------ halting (patch 13)
+    # ------------------------------------------------------------ halting
 
     def halt(self, why: str) -> None:
         """Tick thread: stop applying, voting and leading for good (this process); `why` is
@@ -781,7 +780,7 @@ class RepairingSyncObj(SyncObj):
             self._SyncObj__setState(_RAFT_STATE.FOLLOWER)
 
     def _cap_match_at_durable(self) -> None:
-        """Patch 7: in parallel mode, stock's commit computation (the next thing a leader's tick
+        """Parallel disk write: in parallel mode, stock's commit computation (the next thing a leader's tick
         does; it counts the leader itself unconditionally) sees each follower's matchIndex
         capped at the leader's durable index; `_uncap_match` puts the real one back before
         anything else reads it (apply, sending, answers)."""
@@ -798,7 +797,7 @@ class RepairingSyncObj(SyncObj):
         self._match_capped = self._SyncObj__raftMatchIndex = {n: min(i, durable) for n, i in real.items()}
 
     def _SyncObj__setState(self, newState: int) -> None:
-        """Patch 7: parallel mode ends before the role does: a node that stops leading (a
+        """Parallel disk write: parallel mode ends before the role does: a node that stops leading (a
         higher term heard in this very tick, the leader fallback) must fdatasync before its
         next message again (its next ack as a follower covers what it holds)."""
         if newState != _RAFT_STATE.LEADER:
@@ -806,7 +805,7 @@ class RepairingSyncObj(SyncObj):
             if set_parallel is not None:
                 set_parallel(False)
             led = self._SyncObj__raftState == _RAFT_STATE.LEADER
-            self.reads.fail(STEPPED_DOWN if led else NOT_LEADER)     # patch 12
+            self.reads.fail(STEPPED_DOWN if led else NOT_LEADER)     # ReadIndex: unconfirmed reads refused
         SyncObj._SyncObj__setState(self, newState)
 
     def _uncap_match(self) -> None:
@@ -816,7 +815,7 @@ class RepairingSyncObj(SyncObj):
         self._match_capped = None
 
     def _applyCommand(self, command: Any, callback: Any, commandType: Any = None) -> None:
-        """Patch 9: a proposal wakes the tick thread if a follower can take it now (stock's batch
+        """Prompt sends: a proposal wakes the tick thread if a follower can take it now (stock's batch
         mode leaves it in the queue until the poll times out). The flag, not _idle_followers:
         this runs on the proposer's thread, the tick thread owns the indexes."""
         SyncObj._applyCommand(self, command, callback, commandType)
@@ -824,7 +823,7 @@ class RepairingSyncObj(SyncObj):
             self._wake()
 
     def _checkCommandsToApply(self) -> None:
-        """Patch 9: what the leader holds and a follower has not been sent goes to that
+        """Prompt sends: what the leader holds and a follower has not been sent goes to that
         follower in this tick, unless an AppendEntries to it is still unanswered (stock's batch
         mode waits for the next heartbeat, up to appendEntriesPeriod); a leader alone ticks
         again at once, its commit needs no answer."""
@@ -845,9 +844,9 @@ class RepairingSyncObj(SyncObj):
         self._pipeline_idle = bool(self._idle_followers())
 
     def _idle_followers(self) -> list[Any]:
-        """Patch 9: the connected followers in REPLICATE with nothing unanswered (matchIndex
+        """Prompt sends: the connected followers in REPLICATE with nothing unanswered (matchIndex
         reached what was sent: nextIndex - 1). Judged on the real matchIndex, not the one
-        patch 7 caps at the leader's durable index for the commit computation. One batch in
+        the parallel disk write caps at the leader's durable index for the commit computation. One batch in
         flight per follower: sending on every proposal cost the loaded rows 15% more CPU."""
         match = self._real_match()
         nxt, connected = self._SyncObj__raftNextIndex, self._SyncObj__connectedNodes
@@ -856,23 +855,23 @@ class RepairingSyncObj(SyncObj):
                 and match.get(n, 0) >= nxt.get(n, 0) - 1]
 
     def _real_match(self) -> dict[Any, int]:
-        """The followers' matchIndex, not the one patch 7 caps at the leader's durable index."""
+        """The followers' matchIndex, not the one the parallel disk write caps at the leader's durable index."""
         return self._match_real if self._match_real is not None else self._SyncObj__raftMatchIndex
 
     def _SyncObj__tryLogCompaction(self) -> None:
         self._timed("compaction", lambda: SyncObj._SyncObj__tryLogCompaction(self))()
 
     def _apply_budget(self) -> float:
-        """Seconds of applying per tick (patch 6): an eighth of the minimum election timeout, so
+        """Seconds of applying per tick (bounded apply): an eighth of the minimum election timeout, so
         heartbeats (leader) and reading them (follower) never wait long behind a backlog."""
         return float(self._SyncObj__conf.raftMinTimeout) / 8
 
     def _SyncObj__applyLogEntries(self) -> bool:
-        """Stock's apply loop, bounded by `_apply_budget` (patch 6): stock applies every committed
+        """Stock's apply loop, bounded by `_apply_budget` (bounded apply): stock applies every committed
         entry in one tick, so a follower catching up, or any node applying a herd's batches on a
         starved machine, sent and read no message for seconds. The rest waits for the next tick
         (which then polls without waiting)."""
-        self._uncap_match()             # patch 7: the commit computation is done
+        self._uncap_match()             # the parallel disk write: the commit computation is done
         applied, commit = int(self.raftLastApplied), int(self._SyncObj__raftCommitIndex)
         self._apply_work = 0.0
         if commit <= applied or self.halted:
@@ -887,7 +886,7 @@ class RepairingSyncObj(SyncObj):
                 try:
                     res = self._SyncObj__doApplyCommand(entry[0])
                 except BuildBehind as e:
-                    self.halt(str(e))         # patch 13: this entry and the rest stay unapplied
+                    self.halt(str(e))         # halting: this entry and the rest stay unapplied
                     break
                 subscribers = waiting.pop(entry[1], [])
                 for term, callback in subscribers:
@@ -907,11 +906,11 @@ class RepairingSyncObj(SyncObj):
                 self.repair_stats.apply_yields += 1
                 break
         self._apply_work = self._now() - deadline + self._apply_budget()
-        self.reads.serve(applied)       # patch 12: confirmed reads waiting for this apply
+        self.reads.serve(applied)       # ReadIndex: confirmed reads waiting for this apply
         return not self._SyncObj__conf.appendEntriesUseBatch
 
     def _take_apply_lock(self, lock: Any, deadline: float) -> bool:
-        """Patch 8: the node lock for one entry, waiting at most a heartbeat period or
+        """Bounded lock wait: the node lock for one entry, waiting at most a heartbeat period or
         TICK_SLICE_S (and not past the apply budget); False (counted) leaves the entry for the
         next tick."""
         wait = max(0.001, min(self._tick_slice(), deadline - self._now()))
@@ -1017,8 +1016,8 @@ class RepairStats:
         self.max_tick_gap = 0.0         # seconds, the longest time between two tick starts
         self.long_tick_gaps = 0         # gaps over half the minimum election timeout
         self.apply_yields = 0           # ticks that left committed entries for the next one
-        self.apply_lock_yields = 0      # of which: the node lock stayed busy (patch 8)
-        self.acked_lost = 0             # followers found without entries they acknowledged (patch 1)
+        self.apply_lock_yields = 0      # of which: the node lock stayed busy (the bounded lock wait)
+        self.acked_lost = 0             # followers found without entries they acknowledged (log repair)
         self.tick_holds = TickHolds()   # how long each tick held the tick thread, by part
 
 

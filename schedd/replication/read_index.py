@@ -4,7 +4,7 @@ linearizable, without writing anything to the log.
 A leader that is cut off from its peers keeps believing it leads until the leader fallback
 timeout ends it (2.5 s by default), while the others elect a new leader within about one
 election timeout and commit newer writes; a read served from its state meanwhile goes back in
-time (issue 40). So a read is served only at a point the leader has proved it still led after
+time. So a read is served only at a point the leader has proved it still led after
 the read arrived:
 
 1. the read is asked (`ask`, any thread); the tick thread drains what was asked into a *round*
@@ -27,7 +27,7 @@ together share one round (one heartbeat to each follower, however many reads). S
 fails every round and every read asked (`fail`): the caller retries elsewhere.
 
 This class holds only the bookkeeping; it is pure (no clock, no I/O) and driven by the tick
-thread of `raft_patches.RepairingSyncObj` (patch 12), which owns every field but `_asked`.
+thread of `raft_patches.RepairingSyncObj` (ReadIndex), which owns every field but `_asked`.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class ReadIndex:
         return bool(self._asked)
 
     def unconfirmed(self) -> bool:
-        """A round still waits for its majority (heartbeats must ask: patch 11 stays loud)."""
+        """A round still waits for its majority (heartbeats must ask: no quiet heartbeats then)."""
         return any(not r.confirmed for r in self._rounds)
 
     def awaits(self, follower: Hashable) -> bool:

@@ -3,7 +3,7 @@
 pysyncobj's peer protocol is a native int32 length, then `zlib(pickle(message))`, Fernet-encrypted
 when a password (our cluster secret) is set. The receiver unpickles whatever decrypts, so the
 secret is the only thing between the Raft port and code execution in the node (architecture.md "Facts" §1d).
-Stock pysyncobj also buffers whatever a peer sends before looking at it (issue #174: a 2 GiB length
+Stock pysyncobj also buffers whatever a peer sends before looking at it (a known pysyncobj bug: a 2 GiB length
 prefix made a follower buffer without bound, stall its tick thread and cause an election) and
 keeps a connection that never speaks forever. Every patch of pysyncobj's connection, server and
 transport classes lives here, each saying what it restores:
@@ -225,7 +225,7 @@ class GuardedTCPTransport(TCPTransport):
                 "refusing a Raft transport with peers but no cluster secret: the peer protocol "
                 "unpickles what it receives (set secret_file; `schedd gen-secret` makes one)")
         super().__init__(syncObj, selfNode, otherNodes)
-        add_need = getattr(syncObj, "add_tick_need", None)     # raft_patches' patch 10
+        add_need = getattr(syncObj, "add_tick_need", None)     # raft_patches: deadline sleep
         if add_need is not None:
             add_need(self._tick_need)
 

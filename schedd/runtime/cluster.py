@@ -24,7 +24,7 @@ from typing import BinaryIO
 
 import grpc
 
-from schedd.core.features import FEATURES
+from schedd.core.commands import FEATURES
 from schedd.settings import Limits
 from schedd.security import certs
 from schedd_client.channels import Security, open_channel

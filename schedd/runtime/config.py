@@ -67,7 +67,6 @@ import re
 import secrets
 import tomllib
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 
 from schedd.settings import AclSettings, Limits, NodeConfig, Peer, RaftTuning, SchedulerTuning, TlsSettings
@@ -373,9 +372,3 @@ def load(path: str | Path, **overrides) -> NodeConfig:
         return from_dict(d, base_dir=path.parent)
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
-
-
-def with_overrides(cfg: NodeConfig, **kw) -> NodeConfig:
-    cfg = replace(cfg, **{k: v for k, v in kw.items() if v is not None})
-    validate(cfg)
-    return cfg

@@ -33,7 +33,8 @@ from schedd.leader.features import FeatureRaiser, Joiners
 from schedd.leader.dispatcher import Dispatcher
 from schedd.leader.workers import WorkerHub
 from schedd.replication.convergence import ConvergenceTracker
-from schedd.core.features import FEATURES, build_behind_message
+from schedd.core.features import build_behind_message
+from schedd.core.commands import FEATURES
 from schedd.replication import level_file
 from schedd.replication.node import RaftNode
 from schedd.ports.clock import SystemClock
@@ -227,7 +228,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
                                             server)
     cluster_service = ClusterService(node, router, replicas, clock, load, accepts_pings_ms=KEEPALIVE_MIN_MS)
     pb_grpc.add_ClusterServicer_to_server(cluster_service, server)
-    joiners = Joiners()                        # learners' builds: the raiser counts them (issue 31)
+    joiners = Joiners()                        # learners' builds: the raiser counts them (they apply the log)
     raiser = FeatureRaiser(node, clock, cluster_service.member_infos, joiners=joiners)   # leader only
     dags_pb2_grpc.add_DagsServicer_to_server(DagsService(node, clock, metrics, router), server)
     pb_grpc.add_WorkersServicer_to_server(hub, server)

@@ -6,7 +6,7 @@ Before its Raft node exists, the joiner calls Membership.JoinCluster on the list
 steps, so that it votes only once it holds the cluster's state:
 1. prepare: the leader checks the joiner's schedule dependencies (tzdata, croniter) against its
    own, its build's feature level and snapshot formats against the cluster's (a build below the
-   cluster's level is refused: issue 31), its id and addresses, and answers the current voters;
+   cluster's level is refused: it would halt at once), its id and addresses, and answers the current voters;
 2. learn: the joiner follows those voters as a non-voter (pysyncobj's read-only node, counted in
    no quorum) into its data dir, snapshot and log, until it has applied what the leader had
    committed (twice over, the second round being the tail);
@@ -33,7 +33,7 @@ from pathlib import Path
 import grpc
 
 from schedd.api.auth import NodeSigner
-from schedd.core.features import FEATURES, FeatureTable
+from schedd.core.commands import FEATURES, FeatureTable
 from schedd.ports.faults import NO_FAULTS, Faults
 from schedd.replication import membership as members_file
 from schedd.replication.membership import MemberInfo

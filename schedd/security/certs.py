@@ -111,15 +111,6 @@ def principal_of_uri(uri: str) -> str | None:
     return f"{kind}/{name}"
 
 
-def principal_of_cert(cert: x509.Certificate) -> str | None:
-    """The principal a leaf certificate names: its single schedd URI SAN, else None."""
-    try:
-        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except x509.ExtensionNotFound:
-        return None
-    return principal_of_uris(san.get_values_for_type(x509.UniformResourceIdentifier))
-
-
 def principal_of_uris(uris: Iterable[str]) -> str | None:
     """The one principal named among `uris` (other URIs ignored), else None. Two different
     schedd URIs in one certificate name nobody: an issuer error, not a choice to guess."""
@@ -310,18 +301,6 @@ def issue(ca: CA, directory: Path, kind: str, name: str, *, hosts: Iterable[str]
     paths = leaf_paths(directory, kind, name)
     cert, key = build_leaf(ca, kind, name, hosts=hosts, days=days, now=now)
     return _write_pair(cert, key, paths.cert, paths.key, overwrite)
-
-
-def issue_node(ca: CA, directory: Path, node: NodeSpec, **kw) -> Issued:
-    return issue(ca, directory, "node", node.node_id, hosts=node.hosts, **kw)
-
-
-def issue_worker(ca: CA, directory: Path, name: str, **kw) -> Issued:
-    return issue(ca, directory, "worker", name, **kw)
-
-
-def issue_admin(ca: CA, directory: Path, name: str, **kw) -> Issued:
-    return issue(ca, directory, "admin", name, **kw)
 
 
 def create_deployment(directory: Path, *, nodes: Sequence[NodeSpec | str] = (),

@@ -13,7 +13,7 @@ its config says `test_mode = true`, else the node refuses to start):
                          through per-link TCP proxies (partitions, delay)
     SCHEDD_WORKER_DIAL   a worker's: see schedd_worker.hooks
     SCHEDD_TEST_FEATURE_LEVEL  N: run the feature table of an older build, that knows only feature
-                         levels 1..N (schedd.core.features.table_upto): a rolling upgrade in
+                         levels 1..N (schedd.core.commands.table_upto): a rolling upgrade in
                          one source tree (restart the node without it to "upgrade" it)
     SCHEDD_FAILPOINT_DIR failpoints (scenario S03): the harness arms one by creating the file
                          DIR/<process>.<failpoint> (content: a number of seconds, for a stall); the
@@ -41,7 +41,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from schedd.core.features import FeatureTable, table_upto
+from schedd.core.commands import FeatureTable, table_upto
 from schedd.ports.faults import NO_FAULTS, Faults
 # The history format (Recorder) and the test-mode rule are the worker's too: one definition, in
 # the lower distribution (schedd-worker), which the daemon installs anyway.
@@ -85,9 +85,6 @@ def old_feature_table() -> FeatureTable | None:
         return table_upto(int(raw))
     except ValueError as e:
         raise TestModeError(f"{FEATURE_LEVEL_ENV}: {e}") from None
-
-
-NODE_FAILPOINTS = ("crash_after_fire", "crash_after_claim", "crash_after_push", "stall_after_fire")
 
 
 def configure_node(cfg) -> Faults:

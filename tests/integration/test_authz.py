@@ -1,4 +1,4 @@
-"""Access control end to end (issue 12) on a real 3-node cluster with ACL on (plaintext loopback):
+"""Access control end to end on a real 3-node cluster with ACL on (plaintext loopback):
 every RPC refuses an unauthenticated caller, a forged principal header changes nothing, one team's
 token cannot touch another team's jobs, runs or DAGs, workers need a worker token for their pool,
 the replicated audit trail records allowed and denied calls with the real principal on every node,
@@ -202,7 +202,7 @@ def test_team_a_cannot_read_list_trigger_update_cancel_or_delete_team_b(acl_clus
             "delete dag": lambda: a.delete_dag("b-dag"),
             "quota": lambda: a.set_quota("team:b", 1),
         }
-        # What a caller may not read is answered as if it did not exist (issue 31 item 7), word
+        # What a caller may not read is answered as if it did not exist, word
         # for word as for a missing object; a write that would take another team's name cannot
         # hide that the name is taken, but does not name the team.
         taken = {"update", "move to own team", "update dag", "quota"}
@@ -258,8 +258,8 @@ def test_workers_need_a_worker_token_for_their_pool(acl_cluster) -> None:
         c.start_worker("too-many-slots", pool="cpu", slots=4, token=c.tokens["worker"])
         c.start_worker("client-token", pool="cpu", slots=1, token=c.tokens["a"])
         ex = a.trigger_job("cpu-a")
-        # Every refused worker never connects and stops at once (issue 31, item 11: it retried
-        # forever, at INFO), exit status 2, the reason logged at ERROR.
+        # Every refused worker never connects and stops at once (it retried
+        # forever, at INFO, before), exit status 2, the reason logged at ERROR.
         for name, why in (("no-token", "UNAUTHENTICATED"), ("other-pool", "pool:gpu"),
                           ("too-many-slots", "at most 2"), ("client-token", "PERMISSION_DENIED")):
             proc = c.workers[name].proc

@@ -1,4 +1,4 @@
-"""Backup and restore end to end (issue 13): `schedctl cluster snapshot save` under load (jobs
+"""Backup and restore end to end: `schedctl cluster snapshot save` under load (jobs
 firing, a worker running them), asked of a follower; `schedd restore` for each node of a fresh
 3-node cluster; the restored state compared, job by job and execution by execution and by its
 digest, with the source's state at the snapshot's index (replayed independently from a source

@@ -1,4 +1,4 @@
-"""The client stands alone (issue 11): schedd_client and schedctl work against a real 3-node
+"""The client stands alone: schedd_client and schedctl work against a real 3-node
 cluster in a process whose import system refuses the daemon and every daemon-only dependency,
 and the worker package imports without the daemon. The distributions' declared dependencies
 say the same (`pip install ./client` pulls nothing of the daemon)."""

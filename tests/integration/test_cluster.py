@@ -162,7 +162,7 @@ def test_snapshots_compact_the_log_and_bring_a_lagging_node_back(cluster_factory
     down across compactions is rebuilt from the leader's snapshot; a restart restores from the
     local snapshot plus the journal tail. All replicas end with the same jobs. The cluster is at
     this build's feature level first, so the snapshots are format 6: one loader call with one
-    string of plain values (issue 31)."""
+    string of plain values."""
     c = cluster_factory(size=3, raft={"compaction_entries": 40})
     c.start()
     leader = c.wait_leader(timeout=60)

@@ -1,4 +1,4 @@
-"""A claim committed just before its leader dies runs at once on the next leader (issue 9 item 5):
+"""A claim committed just before its leader dies runs at once on the next leader:
 the leader SIGKILLs itself right after a claim commits, before pushing it (failpoint
 crash_after_claim); the worker reconnects to the new leader without that attempt, which is
 expired as never started and run again without waiting for the lease or a retry backoff."""

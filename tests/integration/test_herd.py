@@ -1,9 +1,9 @@
 """A herd of one-offs due at the same instant on a real 3-node cluster: every one runs exactly
 once, the leader stays the leader (no election caused by the load), and old runs of a pool no
-worker serves do not hold back the herd behind them (head-of-line blocking by pool, issue 14);
+worker serves do not hold back the herd behind them (head-of-line blocking by pool);
 they wait, and `cluster status` says the leader's dispatch is behind by that many. The herd
 is pushed ahead of its instant: before it is due the worker holds more of it than its slots
-(`--ahead`, issue 14).
+(`--ahead`).
 No timing is asserted: the deadlines are generous, the figures are bench/bench_herd.py's."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ talks JSON lines on stdin/stdout (``@@{...}``) and runs these probes:
 * ``fdatasync``/``fsync`` counters (``os.fdatasync``/``os.fsync`` are wrapped, no strace needed);
 * ``send_dirty``: Raft messages handed to TCPTransport.send while the journal had unsynced data
   (persist-before-send says this must be 0 with ``fsync=always``), except the leader's in
-  parallel mode (``send_parallel``: raft_patches patch 7, Raft thesis §10.2.1: it sends before
+  parallel mode (``send_parallel``: the parallel disk write of raft_patches, Raft thesis §10.2.1: it sends before
   its background fdatasync and counts itself in a commit only for durable entries);
 * ``apply_not_durable``: entries applied (so acknowledged to clients) while not yet fdatasynced on
   this node (must be 0 with ``fsync=always``, on the leader and on the followers);
@@ -375,7 +375,7 @@ def _check_probes(stats, leader):
         assert s["send_dirty"] == 0, (addr, s)  # persist before send
         assert s["apply_not_durable"] == 0, (addr, s)  # nothing applied/acked before fsync
         assert s["sends"] > 0
-    # group commit: far fewer log fsyncs than entries on the leader, done off its tick (patch 7)
+    # group commit: far fewer log fsyncs than entries on the leader, done off its tick (the parallel disk write)
     ls = stats[leader.addr]
     assert ls["fdatasync"] < ls["journal"]["appends"] / 3, ls
     assert ls["journal"]["background_fdatasync"] > 0, ls

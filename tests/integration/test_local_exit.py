@@ -1,4 +1,4 @@
-"""Issue 31, item 9: `schedd local`'s temporary folder holds the CA key, the cluster secret and
+"""`schedd local`'s temporary folder holds the CA key, the cluster secret and
 both tokens, and it is removed on every way out. Before, `schedd local | head -3` died of
 BrokenPipeError in its cleanup and left the folder behind, and so did a Ctrl-C with the output
 piped through a filter (the terminal's SIGINT kills the filter too). Each case runs the real

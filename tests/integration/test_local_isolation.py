@@ -1,4 +1,4 @@
-"""Isolation with nothing configured (issue 32): `schedd local` started as root runs each team's
+"""Isolation with nothing configured: `schedd local` started as root runs each team's
 jobs as a uid of the team's own, never root. Two teams' long-running jobs (each holding a secret
 env value in its environment and a file in its working folder) and a probe job of the first
 team: the probe is not root, cannot read the other team's /proc/<pid>/environ or files, cannot

@@ -44,8 +44,8 @@ def test_schedd_local_is_secure_by_default(tmp_path: Path) -> None:
         for path in [Path(context), data / "admin.token", data / "worker.token",
                      *sorted((data / "tls").glob("*-key.pem"))]:
             assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
-        # ... and so is the rest (issue 31, item 8: the folder was 0755, its logs and node
-        # configs 0644): the folder and its logs 0700, every log and node config 0600.
+        # ... and so is the rest (the folder was 0755, its logs and node
+        # configs 0644, before): the folder and its logs 0700, every log and node config 0600.
         for path in (data, data / "logs", data / "tls"):
             assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
         logs = sorted((data / "logs").iterdir())

@@ -1,4 +1,4 @@
-"""Membership at run time (issue 13): nodes join with `schedd serve --join`, leave with
+"""Membership at run time: nodes join with `schedd serve --join`, leave with
 `schedctl cluster remove-node`, and a dead node is replaced with `replace-node`; under a load of
 per-second jobs, going 3 -> 5 -> 3 nodes (the leader removed too) loses no instant and runs none
 twice, judged from the execution history."""
@@ -189,7 +189,7 @@ class Writer:
 
 
 def test_remove_node_takes_back_an_add_of_a_node_that_never_starts_at_once(cluster_factory):
-    """Issue 31 item 13a: an add of an address where nothing listens (a typo) is committed (3 of
+    """An add of an address where nothing listens (a typo) is committed (3 of
     the 4 voters answer), then waits for a node that never comes; its remove used to be refused
     until that wait gave up (60 s). It is the next single-server change and goes at once."""
     c = cluster_factory(size=3)

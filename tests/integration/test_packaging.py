@@ -1,4 +1,4 @@
-"""The wheels are what gets deployed (issue 13, Packaging): tools/build-wheels.sh builds the three
+"""The wheels are what gets deployed (README, "Packaging"): tools/build-wheels.sh builds the three
 distributions, they install into a fresh venv, and the installed entry points work from a
 directory where the source tree is not importable: `schedd --help`, `schedctl --help`, `schedd
 worker --help`, `schedd-worker --help`, and compose.yaml's whole start sequence run from the

@@ -1,4 +1,4 @@
-"""A replica that stops converging is loud, end to end (issue 9): a follower frozen by SIGSTOP
+"""A replica that stops converging is loud, end to end: a follower frozen by SIGSTOP
 while the leader keeps appending is named in `schedctl cluster status`, in the leader's
 `schedd_replica_stuck{peer}` and in a WARNING of its log; all of it clears once the follower
 resumes and catches up. The writes health service follows quorum; liveness stays SERVING."""

@@ -1,4 +1,4 @@
-"""Issue 31 item 15, end to end: NodeInfo of a leader resumed by SIGCONT never reports it as
+"""End to end: NodeInfo of a leader resumed by SIGCONT never reports it as
 leader of a term it never led.
 
 A leader frozen past an election reads, once resumed, the new leader's AppendEntries: pysyncobj

@@ -1,4 +1,4 @@
-"""A short outage is not throttled as catch-up (issue 9 item 4): the whole cluster is frozen for
+"""A short outage is not throttled as catch-up: the whole cluster is frozen for
 7 s while 20 per-second jobs are due; when it resumes, every instant it delayed is a plain
 `schedule` run and all of them start at once, although the catch-up rate is set to 1/s (at that
 rate the ~100 late instants would take 100 s)."""

@@ -1,4 +1,4 @@
-"""Upgrades and a status an operator can trust, end to end (issue 13).
+"""Upgrades and a status an operator can trust, end to end.
 
 A rolling upgrade in one source tree: n3 runs an older build's feature table (levels 1..1, it
 does not know `audit_note`: SCHEDD_TEST_FEATURE_LEVEL=1). While it does, the cluster stays at
@@ -7,7 +7,7 @@ refused with the rolling-upgrade message. Restarted with this build's table ("up
 leader raises the level, the operation works, and every replica holds the same state.
 
 The cluster at this build's top level (4: snapshot format 6) refuses a node of the build before
-(levels 1..3) at join and at restart, and one that starts anyway (no recorded level) halts (issue 31).
+(levels 1..3) at join and at restart, and one that starts anyway (no recorded level) halts.
 
 A node down shows as unreachable with the error, never zeros; with no leader the status says so.
 """
@@ -18,7 +18,7 @@ import json
 
 import pytest
 
-from schedd.core.features import FEATURES
+from schedd.core.commands import FEATURES
 from schedd.ports.fakes import wait_until
 from schedd_client import job_spec
 from schedd_proto import scheduler_pb2 as pb
@@ -144,7 +144,7 @@ def exited(node) -> int | None:
 
 
 def test_a_build_below_the_clusters_level_is_refused_at_join_and_at_restart(cluster_factory):
-    """Issue 31: the cluster is at this build's top level. A node of the build before (levels
+    """The cluster is at this build's top level. A node of the build before (levels
     1..TOP-1) asking to join is refused by the leader, and one of the cluster's own nodes
     restarted on that build (a rollback) refuses to start: neither applies anything, and the
     cluster runs every instant of its jobs exactly once meanwhile."""

@@ -1,4 +1,4 @@
-"""A worker finds the next leader when its leader goes (issue 31, item 14): it asks every node it
+"""A worker finds the next leader when its leader goes: it asks every node it
 knows of at once, the configured ones and the members the leader's Welcome listed, and a stream to
 a frozen leader is dropped by its keepalive. How fast is measured in
 bench/bench_worker_failover.py, not asserted here: these bounds are generous, for a loaded machine."""

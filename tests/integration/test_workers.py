@@ -202,7 +202,7 @@ def test_sigterm_drains_a_worker_and_loses_nothing(cluster_factory, tmp_path):
 
 
 def test_a_herd_due_at_one_instant_starts_together_at_that_instant(cluster_factory):
-    """Issue 14: one-offs due at one instant are claimed and pushed ahead (in LeaderBatches to
+    """One-offs due at one instant are claimed and pushed ahead (in LeaderBatches to
     this worker), held by the worker's one timer and started together at the instant: every
     handler sees the scheduled time, starts at or after it, and all run at once (a barrier of
     HERD parties passes only if none waits for another to end)."""

@@ -6,7 +6,7 @@
 run's meta.json (jobs, lease, the fault window). Nothing here reads files, clocks or the network,
 so it is unit-tested on synthetic good and bad histories (tests/jepsen_like/test_checker.py).
 
-Checks (issue 5):
+Checks:
   C1 every scheduled instant in the window ended fired, queued behind its predecessor (caught up),
      or SKIPPED with a reason; none silently missing; every one of them ended (liveness)
   C2 at most one intent per (job, scheduled time), at most one execution per client request id,

@@ -1,4 +1,4 @@
-"""Linearizable single-job reads under leader cuts and pauses (issue 40): a workload, a nemesis and
+"""Linearizable single-job reads under leader cuts and pauses: a workload, a nemesis and
 a checker, on a real 3-node cluster secured as in production (TLS, mTLS, ACL).
 
 Workload: one job. Writers (each with the whole cluster as its address list) read the job's

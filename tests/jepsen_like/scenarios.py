@@ -109,7 +109,7 @@ def nemesis_partition_storm(h, rng, seconds):
 
 
 def _tick_jobs() -> list:
-    """Issue 9's burst: 20 `@every 1s` jobs beside the workload, so a cut leader appends plenty
+    """The cut-leader burst: 20 `@every 1s` jobs beside the workload, so a cut leader appends plenty
     alone before it steps down."""
     from .harness import WORKLOAD, Job
     return WORKLOAD + [Job(f"tick{i:02d}", 1) for i in range(1, 21)]

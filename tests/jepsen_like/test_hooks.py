@@ -109,7 +109,7 @@ def _pushed(node, token: int) -> dict:
 
 
 def test_push_records_what_the_state_machine_applied_not_pysyncobjs_lagging_counter():
-    """S02 seed 92261289 (issue 9 item 7): n3 applied claim 180, and 8 ms later pushed it with
+    """S02 seed 92261289: n3 applied claim 180, and 8 ms later pushed it with
     pysyncobj's raftLastApplied still at 179 (its tick thread had been descheduled between
     answering the proposal and incrementing the counter); the checker reported C6. The hook now
     records the index the state machine applied, which apply sets before it answers."""

@@ -1,4 +1,4 @@
-"""Issue 40: plain reads are linearizable under peers-only cuts and pauses of the leader, and the
+"""Plain reads are linearizable under peers-only cuts and pauses of the leader, and the
 same check with `stale_ok` finds stale reads (the negative control: the checker can fail).
 
 Needs network namespaces (root, iproute2, iptables): skipped with the reason otherwise. The

@@ -76,7 +76,7 @@ def test_unsafe_switch_is_caught(switch):
 @pytest.mark.timeout(420)
 @pytest.mark.skipif(NETNS_REASON is not None, reason=f"no network namespaces: {NETNS_REASON}")
 def test_stock_raft_leaves_a_replica_stuck_and_the_checker_says_so():
-    """Issue 9: with stock pysyncobj's append path, a leader cut off for 10 s never catches up
+    """With stock pysyncobj's append path, a leader cut off for 10 s never catches up
     after the heal; the convergence check after the heal (C7) names it. Before the fix of
     schedd/replication/raft_patches.py lands, the stock path is simply the code."""
     res, _ = run_control("stock_raft")

@@ -18,7 +18,7 @@ from tests.jepsen_like.scenarios import FULL, SCENARIOS, SMOKE
 
 pytestmark = pytest.mark.integration
 NETNS_REASON = unavailable()
-# Issue 9: stock pysyncobj leaves a leader cut off for 10 s stuck after the heal (the namespace
+# Stock pysyncobj leaves a leader cut off for 10 s stuck after the heal (the namespace
 # scenarios catch it: C7). Expected to fail until the lead's fix (raft_patches) is in the tree.
 RAFT_FIX = importlib.util.find_spec("schedd.replication.raft_patches") is not None
 
@@ -30,7 +30,7 @@ def _params(names: list[str]) -> list:
         if SCENARIOS[name].netns:
             marks.append(pytest.mark.skipif(NETNS_REASON is not None, reason=f"no network namespaces: {NETNS_REASON}"))
             if not RAFT_FIX:
-                marks.append(pytest.mark.xfail(reason="issue 9: stock pysyncobj log repair (raft_patches not built)",
+                marks.append(pytest.mark.xfail(reason="stock pysyncobj's log repair (raft_patches not built)",
                                                strict=False))
         out.append(pytest.param(name, marks=marks))
     return out

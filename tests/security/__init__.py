@@ -1,1 +1,1 @@
-"""Issue 10: what a hostile or careless client can do, one test per item (see docs/security.md)."""
+"""What a hostile or careless client can do, one test per item (see docs/security.md)."""

@@ -1,4 +1,4 @@
-"""Issue 31 item 5: one team token could roll the audit trail over with writes that name objects
+"""One team token could roll the audit trail over with writes that name objects
 that do not exist (PauseJob of an unknown job): each was committed, refused by apply and audited,
 outside the denied-record limit. Such a write is now answered NOT_FOUND before anything is
 proposed, for every write RPC that names an existing object."""

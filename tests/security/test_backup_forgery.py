@@ -1,4 +1,4 @@
-"""Issue 31: `schedd restore` ran code from a crafted snapshot file. The pickled body's restricted
+"""`schedd restore` ran code from a crafted snapshot file. The pickled body's restricted
 unpickler admitted `builtins.getattr` and public names under schedd.core, which reach `eval`
 through `SchedulerState.__init__.__globals__`; the checksums were plain sha256 a forger recomputes.
 

@@ -1,4 +1,4 @@
-"""Issue 10 item 3: a batch of jobs (PutJobs, `schedctl job apply -f`, `job create -f`) commits
+"""A batch of jobs (PutJobs, `schedctl job apply -f`, `job create -f`) commits
 all of its jobs or none, sizes its Raft entries by bytes, names a refused job by its name and its
 position in the file, and never commits after it has answered "failed"."""
 
@@ -177,7 +177,7 @@ class _StagesAnswerAfterTheCommit(Proposals):
 
 def test_a_staged_batch_commits_in_one_round(api):
     """The commit entry goes with the stages (behind them in the log), not a commit round after
-    them (issue 14): the call needs one round trip of the log, not two; and a stage apply
+    them: the call needs one round trip of the log, not two; and a stage apply
     refuses still names its job, with nothing committed."""
     server = api(proposals=_StagesAnswerAfterTheCommit())
     specs = _specs(200, command_bytes=1024)

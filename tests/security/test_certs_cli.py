@@ -8,7 +8,7 @@ import stat
 from cryptography import x509
 
 from schedd.runtime.cli import main
-from schedd.security.certs import principal_of_cert
+from tests.support.certs import principal_of_cert
 
 
 def _cert(path):

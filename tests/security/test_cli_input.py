@@ -1,4 +1,4 @@
-"""Issue 10, item 13: schedctl under bad input ends in one clear error line (exit 1, or 2 for a
+"""schedctl under bad input ends in one clear error line (exit 1, or 2 for a
 bad command line), never a traceback, never a huge value in the message, and sends nothing."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 10, items 14 and 15: what schedctl writes cannot attack the terminal that reads it, JSON
+"""What schedctl writes cannot attack the terminal that reads it, JSON
 and YAML stay exact, and a closed pipe or an ASCII-only terminal ends the command quietly."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 10, item 16: the systemd units in deploy/ put every key in the section systemd reads it
+"""The systemd units in deploy/ put every key in the section systemd reads it
 from and sandbox both daemons; the worker refuses to run as root without --allow-root."""
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def _absolute_paths(unit: dict) -> set[Path]:
 
 @pytest.mark.parametrize("name", UNITS)
 def test_deploy_guide_creates_every_user_and_directory_the_units_need(name):
-    """Issue 13: the worker unit ran as a user the deploy guide never created. Every User=/Group= of
+    """The worker unit ran as a user the deploy guide never created. Every User=/Group= of
     each unit is created by a `useradd` of the deploy section, every directory holding a file the
     unit's process reads (its config or context file, and the TLS files, secret and token those
     name) is made by an `install -d` owned by the unit's group, and the venv ExecStart runs
@@ -173,7 +173,7 @@ def test_deploy_guide_creates_every_user_and_directory_the_units_need(name):
 
 
 def test_sdk_worker_refuses_root_without_allow_root(monkeypatch):
-    """Issue 31, item 10: the SDK's Worker ran shell jobs as root unasked; it refuses as
+    """The SDK's Worker ran shell jobs as root unasked; it refuses as
     `schedd-worker` does, and `allow_root=True` is its --allow-root."""
     from schedd_worker import Worker
 

@@ -1,4 +1,4 @@
-"""File modes (issue 10, item 9): the data dir holds the Raft log and snapshots, with job env
+"""File modes: the data dir holds the Raft log and snapshots, with job env
 values in clear, and they are pickles the node loads (root-equivalent). Whoever starts the node,
 with whatever umask, the data dir ends up 0700 and every file in it 0600: those it creates (the
 journal, its meta, the snapshot dump written by pysyncobj's fork child) and those it finds."""

@@ -1,4 +1,4 @@
-"""Issue 10 item 1: a job's identity includes its incarnation.
+"""A job's identity includes its incarnation.
 
 Delete a job and create another with the same name: nothing derived from the deleted one (its
 parsed spec, policy or SLA, a claim still in flight, an SLA miss under the same execution key)

@@ -1,4 +1,4 @@
-"""Issue 10, item 12: a job does not see the worker's environment (a worker's secrets stayed
+"""A job does not see the worker's environment (a worker's secrets stayed
 readable by every job), only PATH, HOME, LANG, the SCHEDD_* contract and its own env, plus the
 worker variables it names in ``inherit_env``. One real node and one real `schedd worker`
 started with secrets in its environment; the jobs print their environment with /usr/bin/env."""

@@ -1,4 +1,4 @@
-"""Issue 10 item 10 (API): configurable caps with clear RESOURCE_EXHAUSTED errors that name the
+"""API limits: configurable caps with clear RESOURCE_EXHAUSTED errors that name the
 cap: jobs per call, bytes per call, jobs per team, requests in flight per connection."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 10 item 4: listings never exceed gRPC's 4 MiB message size. Pages are bounded by bytes
+"""Listings never exceed gRPC's 4 MiB message size. Pages are bounded by bytes
 as well as by count, `job list` carries summaries (GetJob has the full spec), and the SDK and
 schedctl follow page tokens to the end."""
 
@@ -100,7 +100,7 @@ def test_run_list_all_instants_with_many_attempts_pages(server, capsys):
         rows = json.loads(capsys.readouterr().out)
         assert len(rows) == 16 and all(len(r["execution"]["attempts"]) == 60 for r in rows)
         assert "more follow" not in capsys.readouterr().err            # all 16 shown: no note
-        # Issue 31 item 13b: a list cut at --limit (default 50) says so, and how to go on.
+        # A list cut at --limit (default 50) says so, and how to go on.
         assert schedctl_main(["--cluster", server.address, "-o", "json", "run", "list", "flaky",
                               "--all-instants", "--until", "now", "--limit", "5"], now=lambda: later) == 0
         out = capsys.readouterr()

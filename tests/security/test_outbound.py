@@ -1,4 +1,4 @@
-"""Issue 10, item 11 (SSRF): requests the cluster sends to user-given URLs obey an outbound
+"""SSRF: requests the cluster sends to user-given URLs obey an outbound
 network policy (schedd_client.net.policy): SLA webhooks from the leader, HTTP jobs and http sensors from
 a worker. Only 127.0.0.1 is used; the "internal" targets are loopback servers of this test (what
 the default policy refuses) and the metadata address, which is never dialled."""

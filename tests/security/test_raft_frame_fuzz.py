@@ -1,4 +1,4 @@
-"""Fuzz the Raft frame reader (issue 10): random bytes, random frames and frames encrypted with a
+"""Fuzz the Raft frame reader: random bytes, random frames and frames encrypted with a
 wrong key, sent by a stranger to a node's Raft port. No exception escapes the reader (the tick
 raises nothing), nothing reaches Raft (no message, no utility command, no commit), a stranger's
 bytes are never buffered beyond one handshake frame, and every connection is let go.

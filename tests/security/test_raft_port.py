@@ -1,4 +1,4 @@
-"""The Raft port under a hostile peer (issue 10, items 6 and 7), against real `schedd serve`
+"""The Raft port under a hostile peer, against real `schedd serve`
 processes on 127.0.0.1.
 
 pysyncobj's peer protocol is `int32 length + zlib(pickle)`, optionally Fernet-encrypted with the

@@ -1,4 +1,4 @@
-"""Issue 10 item 2: client request ids live in a namespace of their own.
+"""Client request ids live in a namespace of their own.
 
 The leader proposes its own entries under ids a client can guess from `Cluster.Status`
 (`epoch-<node>-<term>`, `finish-<token>` with tokens being log indexes, ...). A client write

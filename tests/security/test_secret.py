@@ -1,4 +1,4 @@
-"""The cluster secret (issue 10, item 8): weak secrets are refused with a message that says how to
+"""The cluster secret: weak secrets are refused with a message that says how to
 make a good one, `schedd gen-secret` makes one that is accepted (and can write it to a 0600 file),
 and the rotation docs/security.md documents (a rolling restart) works."""
 

@@ -1,4 +1,4 @@
-"""Issue 10, fuzzing the spec loader (the code behind ``schedctl job create|apply -f`` and
+"""Fuzzing the spec loader (the code behind ``schedctl job create|apply -f`` and
 ``dag apply -f``): for random bytes, YAML-ish token soup and random documents of the right
 shape with values of every type, the loader returns specs or raises its own ``DocumentError``,
 nothing else; and schedctl sends nothing to the cluster for a file it refuses.

@@ -1,4 +1,4 @@
-"""Issue 10 items 5 and 10 (worker part): worker streams on a real gRPC server (in process, on
+"""Worker streams (who may say what, and their limits): worker streams on a real gRPC server (in process, on
 127.0.0.1) in front of the leader's WorkerHub and Assigner, with a fake Raft node that applies
 each entry at once and a clock the test moves.
 
@@ -7,7 +7,7 @@ each entry at once and a clock the test moves.
 - a worker may claim at most `limits.max_worker_slots` slots, and work is shared fairly;
 - a node holds at most `limits.max_worker_streams` streams (a silent one included, until its
   hello times out);
-- per worker token (issue 31 item 4): `max_slots` holds across all its streams, it holds at most
+- per worker token: `max_slots` holds across all its streams, it holds at most
   `limits.max_worker_streams_per_token` streams, and a worker reconnecting from the same process
   replaces its own stale stream.
 """

@@ -79,7 +79,7 @@ def test_tls_cluster_end_to_end(cluster_factory, tmp_path):
     assert p.returncode == 1 and "hello-over-tls" not in p.stdout
     assert "CERTIFICATE_VERIFY_FAILED" in p.stderr and "the TLS handshake failed" in p.stderr
     p = schedctl("--cluster", faddr, "--timeout", "3", "job", "get", "hello")
-    assert p.returncode == 1 and f"node {faddr} requires TLS" in p.stderr    # at once: issue 31
+    assert p.returncode == 1 and f"node {faddr} requires TLS" in p.stderr    # at once, not after the timeout
     # the node accepts the other CA's client certificate only with our CA as well: still refused
     with pytest.raises(Unavailable):
         with Client(faddr, ca=ca, cert=other.cert, key=other.key, timeout=3) as cl:

@@ -1,4 +1,4 @@
-"""Issue 12 groundwork: the deployment CA and certificates, gRPC TLS with mTLS and reload on
+"""The deployment CA and certificates, gRPC TLS with mTLS and reload on
 SIGHUP, the peer principal, and the rule for when plaintext is allowed.
 
 The gRPC tests run a real grpc.aio server on 127.0.0.1 (port 0: the kernel picks a free one)
@@ -28,6 +28,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from schedd.security import certs, tls
 from schedd.security.startup import is_loopback_bind, plaintext_refusal
+from tests.support.certs import principal_of_cert
 
 WHOAMI = "/schedd.test.Whoami/Get"
 
@@ -96,7 +97,7 @@ def test_leaves_chain_to_the_ca_with_the_right_names_and_usages(tmp_path):
         leaf.verify_directly_issued_by(ca)
         verified = xv.PolicyBuilder().store(store).build_client_verifier().verify(leaf, [])
         assert x509.UniformResourceIdentifier(f"spiffe://schedd/{p}") in verified.subjects
-        assert certs.principal_of_cert(leaf) == p
+        assert principal_of_cert(leaf) == p
         assert leaf.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value == p
     usages = lambda c: set(c.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)  # noqa: E731
     srv, cli = x509.oid.ExtendedKeyUsageOID.SERVER_AUTH, x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH

@@ -1,4 +1,4 @@
-"""Issue 31, item 12: a plaintext client on a node that speaks only TLS waited its whole timeout
+"""A plaintext client on a node that speaks only TLS waited its whole timeout
 (15 s for schedctl) and then said "unavailable". gRPC reports the mismatch as UNAVAILABLE "Socket
 closed", which a stopping node can say too, so the client asks the node for a TLS handshake
 (`channels.speaks_tls`) and, when it answers, fails at once with `TlsRequired`, saying to use

@@ -1,4 +1,4 @@
-"""Issue 31, item 6: a certificate kind for a team member. Under `[tls] client_ca` every caller
+"""A certificate kind for a team member. Under `[tls] client_ca` every caller
 needs a client certificate, and `schedd certs issue` made only node, worker and admin ones, so
 teams were handed the admin certificate: the management identity whenever no token is sent. A
 `user` certificate gets a caller past mTLS and grants nothing: with no token the caller is
@@ -21,6 +21,7 @@ from schedd.runtime.cli import main
 from schedd.security import certs
 from schedd_proto import scheduler_pb2 as pb
 from tests.support.cluster import schedctl
+from tests.support.certs import principal_of_cert
 from tests.unit.test_access import Log, _interceptor, _with_team_token
 
 PUT = "/schedd.v1.Scheduler/PutJob"
@@ -40,7 +41,7 @@ def test_certs_issue_user_makes_a_client_only_certificate(tmp_path, capsys):
     assert main(["certs", "issue", "--dir", str(d), "--user", "carol"]) == 0
     for name in ("alice", "bob", "carol"):
         cert = x509.load_pem_x509_certificate((d / f"user-{name}.pem").read_bytes())
-        assert certs.principal_of_cert(cert) == f"user/{name}"
+        assert principal_of_cert(cert) == f"user/{name}"
         eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
         assert list(eku) == [ExtendedKeyUsageOID.CLIENT_AUTH]
     capsys.readouterr()

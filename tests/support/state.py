@@ -7,7 +7,7 @@ from __future__ import annotations
 from schedd.core import commands as C
 from schedd.core import dags as D
 from schedd.core.model import dump_spec, validate_spec
-from schedd.core.features import FEATURES
+from schedd.core.commands import FEATURES
 from schedd.core.state import SchedulerState
 from schedd.leader.planner import plan_fires
 

@@ -1,4 +1,4 @@
-"""Access control wired into the state machine and the API edge (issue 12): the ACL and audit
+"""Access control wired into the state machine and the API edge: the ACL and audit
 entry kinds, snapshot and digest, the node signature of forwarded calls, the interceptor's
 decision, the rate limit, and the SDK's audit file verification agreeing with the daemon's."""
 
@@ -19,6 +19,7 @@ from schedd.core import commands as C
 from schedd.core.state import SchedulerState
 from schedd_client import acl as client_acl
 from schedd_proto import scheduler_pb2 as pb
+from tests.support.audit import export_jsonl
 
 NOW = 1_790_000_000_000
 
@@ -80,7 +81,7 @@ def test_audited_entries_carry_the_caller_and_outcome_and_denied_ones_are_rate_l
 
 
 def test_refused_writes_are_audited_under_the_denied_limit_from_feature_level_5() -> None:
-    """Issue 31 item 5: a refused write's record counts under the denied-record limit once the
+    """A refused write's record counts under the denied-record limit once the
     cluster is at feature level 5 (decided by the replicated level: every replica alike)."""
     from tests.support.state import at_top_level
     caller = {"principal": "token:aaaa", "source": "s", "action": "Scheduler.PauseJob", "target": "ghost",
@@ -195,7 +196,7 @@ def test_the_sdk_verifies_exports_exactly_as_the_daemon_chains_them() -> None:
     for i in range(5):
         trail.append(U.event(time_ms=NOW + i, principal=f"token:{i}", source="s", action="a", target="ü t",
                              outcome="allowed", log_index=i + 1))
-    text = U.export_jsonl(trail.records, trail.anchor)          # pruned: starts at its anchor
+    text = export_jsonl(trail.records, trail.anchor)          # pruned: starts at its anchor
     assert client_acl.verify_jsonl(text) == (None, 3)
     lines = text.splitlines()
     lines[2] = lines[2].replace('"token:3"', '"token:9"')
@@ -233,7 +234,7 @@ def _with_rules(log: Log, name: str, rules: dict[str, list[str]]) -> str:
 
 
 def test_an_object_of_a_team_the_caller_cannot_read_is_answered_as_missing() -> None:
-    """Issue 31 item 7: no existence oracle. Every RPC naming a job, execution or DAG of team b
+    """No existence oracle. Every RPC naming a job, execution or DAG of team b
     answers a team-a caller exactly what it answers for one that does not exist (NOT_FOUND, the
     servicer's text), and the denied record still names the real reason for the audit trail."""
     from schedd.core import dags as D

@@ -1,5 +1,5 @@
 """ApplyTimes (schedd/replication/node.py): which entry kinds hold the Raft tick thread, and for
-how long (what the per-entry apply cap of issue 14 is sized from)."""
+how long (what a per-entry apply cap is sized from)."""
 
 from __future__ import annotations
 

@@ -131,7 +131,7 @@ async def test_a_stalled_loop_grants_running_attempts_a_lease(setup):
 async def test_a_short_outage_releases_every_late_instant_at_once(setup):
     """After a 7 s outage, 400 late instants of per-second jobs all start in one pass: they were
     delayed, not missed (docs/tour.md "Catch-up"); instants older than the missed grace still go
-    through the catch-up rate (issue 9 item 4)."""
+    through the catch-up rate."""
     h, node, hub, assigner, tasks = setup
     names = [f"j{i:02d}" for i in range(50)]
     for name in names:
@@ -208,7 +208,7 @@ def claim_for(h: Harness, name: str, worker: str) -> int:
 
 
 async def test_a_claim_its_worker_reconnected_without_runs_again_at_once(setup):
-    """Issue 9 item 5: no fresh lease of grace, no backoff, when the worker says it never got it."""
+    """No fresh lease of grace, no backoff, when the worker says it never got it."""
     h, node, hub, assigner, tasks = setup
     h.put(schedule="@every 60s")
     h.plan_and_fire()
@@ -310,7 +310,7 @@ def test_the_dispatcher_owns_its_sla_driver_and_shares_its_view():
 async def test_only_silence_or_a_heartbeat_leaving_it_out_loses_an_attempt(setup, counts_reads, heartbeat_read, lost):
     """Past capacity an alive worker's heartbeats queue behind its results, or the leader's loop
     reads them late: its attempts were expired as lost and run again (the duplicated starts of
-    an overloaded sustained run, issue 14). An open stream that delivers vouches for what it
+    an overloaded sustained run). An open stream that delivers vouches for what it
     holds; its attempts are lost after a lease of silence, or after a lease in which its
     heartbeats left out an attempt the worker had been sent."""
     h, node, hub, assigner, tasks = setup
@@ -381,7 +381,7 @@ def drain(q: asyncio.Queue) -> list:
 
 
 async def test_a_result_on_its_way_to_the_log_keeps_its_attempt_alive():
-    """A claim made long before its due time (a herd pushed ahead, issue 14) is older than a
+    """A claim made long before its due time (a herd pushed ahead) is older than a
     lease when its result arrives; while that result's finish is being committed the reaper
     must not expire the attempt as lost (it did: the arrival dropped the token's last news, the
     expiry committed first, the run was retried and ran twice, its result refused as stale)."""

@@ -15,6 +15,7 @@ from schedd.core.audit import (
     Anchor, AuditEvent, AuditInputError, AuditRecord, AuditTrail, DeniedLimit, Outcome, Retention, event,
     verify,
 )
+from tests.support.audit import export_jsonl, parse_jsonl
 
 T0 = 1_700_000_000_000
 
@@ -73,14 +74,14 @@ def test_dropped_inserted_or_swapped_records_are_found() -> None:
 def test_an_exported_file_altered_on_disk_fails_verify(tmp_path: Path) -> None:
     trail = _trail(20, retention=Retention(max_age_ms=0, max_records=15))
     path = tmp_path / "audit.jsonl"
-    path.write_text(audit.export_jsonl(trail.records, trail.anchor))
-    anchor, records = audit.parse_jsonl(path.read_text())
+    path.write_text(export_jsonl(trail.records, trail.anchor))
+    anchor, records = parse_jsonl(path.read_text())
     assert anchor == trail.anchor and records == list(trail.records) and verify(records, anchor) is None
     lines = path.read_text().splitlines()
     lines[7] = lines[7].replace('"outcome":"denied"', '"outcome":"allowed"').replace(
         '"outcome":"error"', '"outcome":"allowed"').replace('"target":"job:', '"target":"job:x')
     path.write_text("\n".join(lines) + "\n")
-    anchor, records = audit.parse_jsonl(path.read_text())
+    anchor, records = parse_jsonl(path.read_text())
     assert verify(records, anchor) == 6                  # line 0 is the anchor: line 7 is record 6
     with pytest.raises(AuditInputError):
         audit.from_json('{"seq": 1}')
@@ -217,7 +218,7 @@ def test_an_appended_record_hashes_as_verification_recomputes_it():
 
 
 def test_error_records_count_under_the_denied_limit_when_asked() -> None:
-    """Issue 31 item 5: writes apply refuses are noise a token can send; from feature level 5
+    """Writes apply refuses are noise a token can send; from feature level 5
     they share the principal's denied-record bucket (`limit_errors`), below it all are kept."""
     limit = DeniedLimit(burst=3, refill_ms=1000)
     old, new = AuditTrail(denied_limit=limit), AuditTrail(denied_limit=limit)
@@ -231,7 +232,7 @@ def test_error_records_count_under_the_denied_limit_when_asked() -> None:
 
 
 def test_records_pruned_younger_than_the_age_bound_are_counted_and_kept_in_snapshots() -> None:
-    """Issue 31 item 5: count pruning that drops records younger than `max_age_ms` means the
+    """Count pruning that drops records younger than `max_age_ms` means the
     trail holds less history than configured: counted (with when), for the metric and warning."""
     trail = AuditTrail(retention=Retention(max_age_ms=60_000, max_records=5))
     for i in range(5):

@@ -1,7 +1,7 @@
-"""Backup and restore (issue 13), below the processes: the snapshot file format and every way it
-is refused (issue 31: a MAC under the cluster's backup key), the image body (round trip, a pickle
+"""Backup and restore, below the processes: the snapshot file format and every way it
+is refused (a MAC under the cluster's backup key), the image body (round trip, a pickle
 refused), the forked image being one applied index, the seeded data dir, and the restore checks
-(versions, cluster secret). The exploit of issue 31 end to end: tests/security/test_backup_forgery.py."""
+(versions, cluster secret). The forged-snapshot exploit end to end: tests/security/test_backup_forgery.py."""
 
 from __future__ import annotations
 
@@ -245,7 +245,7 @@ def test_schedctl_writes_the_stream_atomically_and_private(tmp_path) -> None:
 
 
 def test_a_restore_warning_says_force_only_when_force_turned_a_refusal_into_it() -> None:
-    """Issue 31 item 13d: the dropped member table is a warning of every restore; it was printed
+    """The dropped member table is a warning of every restore; it was printed
     "warning (--force)" although no --force was given."""
     dropped = R.Note("the old cluster's member table (n1) is dropped")
     assert dropped.line() == "schedd restore: warning: the old cluster's member table (n1) is dropped"

@@ -1,4 +1,4 @@
-"""Issue 31: a node whose build is below the cluster's feature level halts (raft_patches patch 13).
+"""A node whose build is below the cluster's feature level halts (halting, in raft_patches).
 
 Three patched nodes on the in-memory network, each applying through a real ReplicatedState; C
 runs an older build's table. The leader raises the level above C's build: C keeps appending and
@@ -12,7 +12,6 @@ import functools
 import threading
 
 from schedd.core import commands as C
-from schedd.core import features as F
 from schedd.core.state import SchedulerState
 from schedd.replication.memory_network import MemoryNetwork, make_leader, raft_log, send_heartbeats
 from schedd.replication.node import ReplicatedState
@@ -21,7 +20,7 @@ from tests.support.state import T0, text
 
 A, B, OLD = "10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1"
 PEERS = [A, B, OLD]
-TOP = F.FEATURES.max_level
+TOP = C.FEATURES.max_level
 
 
 def entry(kind: str, rid: str, *, term: int = 2, **args) -> str:
@@ -31,7 +30,7 @@ def entry(kind: str, rid: str, *, term: int = 2, **args) -> str:
 def cluster() -> tuple[MemoryNetwork, dict[str, ReplicatedState], list[int]]:
     net, consumers, recorded = MemoryNetwork(), {}, []
     for addr in PEERS:
-        table = F.table_upto(TOP - 1) if addr == OLD else F.FEATURES
+        table = C.table_upto(TOP - 1) if addr == OLD else C.FEATURES
         on_level = recorded.append if addr == OLD else (lambda level: None)
         consumers[addr] = ReplicatedState(SchedulerState(table), threading.RLock(), lambda e, r, i: None,
                                           build="0.1.0-old" if addr == OLD else "", on_level=on_level)
@@ -111,17 +110,17 @@ def test_the_leader_refuses_a_joiner_below_the_clusters_level_or_its_snapshot_fo
     from schedd.api.halted import served_while_halted
     from schedd.api.membership_service import joiner_behind
     from schedd_proto import membership_pb2 as mpb
-    formats = list(F.FEATURES.snapshot_formats())
+    formats = list(C.FEATURES.snapshot_formats())
     ok = mpb.JoinClusterRequest(id="n4", max_feature_level=TOP, snapshot_formats=formats, version="1.0")
-    assert joiner_behind(ok, F.FEATURES, TOP) == ""
+    assert joiner_behind(ok, C.FEATURES, TOP) == ""
     old = mpb.JoinClusterRequest(id="n4", max_feature_level=TOP - 1, snapshot_formats=formats, version="0.9")
-    why = joiner_behind(old, F.FEATURES, TOP)
+    why = joiner_behind(old, C.FEATURES, TOP)
     assert f"runs schedd 0.9, feature level {TOP - 1}; the cluster is at {TOP}" in why and "upgrade n4" in why
-    assert joiner_behind(old, F.FEATURES, TOP - 1) == ""
+    assert joiner_behind(old, C.FEATURES, TOP - 1) == ""
     unaware = mpb.JoinClusterRequest(id="n4")          # a build from before the check
-    assert "no feature level" in joiner_behind(unaware, F.FEATURES, 2)
+    assert "no feature level" in joiner_behind(unaware, C.FEATURES, 2)
     blind = mpb.JoinClusterRequest(id="n4", max_feature_level=TOP, snapshot_formats=formats[:-1])
-    assert f"writes format {F.FEATURES.format_for(TOP)}" in joiner_behind(blind, F.FEATURES, TOP)
+    assert f"writes format {C.FEATURES.format_for(TOP)}" in joiner_behind(blind, C.FEATURES, TOP)
     # and a halted node still answers its status, nothing else
     assert served_while_halted("/schedd.v1.Cluster/NodeInfo") and served_while_halted("/grpc.health.v1.Health/Check")
     assert not served_while_halted("/schedd.v1.Scheduler/ListJobs")

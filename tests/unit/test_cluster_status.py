@@ -5,7 +5,7 @@ a kind above the cluster's level."""
 
 from __future__ import annotations
 
-from schedd.core.features import FEATURES
+from schedd.core.commands import FEATURES
 
 import asyncio
 from types import SimpleNamespace
@@ -16,7 +16,6 @@ import pytest
 from schedd.api.acl_service import AuditService
 from schedd.api.service import ClusterService, summarize, supported_level
 from schedd.core import commands as C
-from schedd.core import features as F
 from schedd.leader.features import FeatureRaiser, target_level
 from schedd.ports.fakes import FakeNode, ManualClock, RecordingMetrics
 from schedd.runtime import cli as schedd_cli
@@ -103,7 +102,7 @@ def test_with_no_leader_the_header_says_so_and_no_commit_index() -> None:
     header = out.splitlines()[0]
     assert header.startswith("Leader: none (no leader elected") and "commit" not in header
     assert "feature level" not in header          # no leader: no authoritative level to show
-    # -o json: what only a leader knows is null, not zero (issue 31 item 13c)
+    # -o json: what only a leader knows is null, not zero
     data = schedctl.status_dict(_status(leader_id="", leader_grpc_address="", commit_index=0, feature_level=0))
     assert {k: data[k] for k in schedctl.LEADER_FIELDS} == dict.fromkeys(schedctl.LEADER_FIELDS)
     assert data["term"] == 4 and data["jobs"] == 3                # what any node knows stays
@@ -136,7 +135,7 @@ def test_schedd_version_prints_the_build(capsys) -> None:
     assert out == build_info().one_line() and f"protocol {PROTOCOL_VERSION}" in out
     assert f"feature level {FEATURES.max_level}" in out and "tzdata" in out and "croniter" in out
     assert PROTOCOL_VERSION is CLIENT_PROTOCOL                   # one place, read by both
-    assert build_info(F.table_upto(1)).feature_level == 1         # an older build's table says so
+    assert build_info(C.table_upto(1)).feature_level == 1         # an older build's table says so
 
 
 # ---------------------------------------------------------------- the leader raises the level
@@ -171,7 +170,7 @@ def test_the_raiser_proposes_once_every_member_supports_the_level() -> None:
 
 
 def test_the_raiser_counts_the_non_voters_too() -> None:
-    """Issue 31: a joiner learning as a read-only node applies the log as well. Its build (from
+    """A joiner learning as a read-only node applies the log as well. Its build (from
     its JoinCluster prepare) caps the level; a learner nobody accounted for holds it."""
     raiser, h, fake = _raiser([node("n1"), node("n2")])
     fake.learner_count = 1                                  # prepared with a previous leader

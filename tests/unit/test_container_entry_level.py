@@ -19,7 +19,7 @@ from tests.support.state import T0, text
 
 BOX = {"image": "localhost/x:1", "command": "echo hi"}
 # A build of a later level (7) than this one: the refusal must not depend on the build's table.
-LATER = F.FeatureTable((*F.FEATURES.levels, F.Level(7, note="a later build")))
+LATER = C.FeatureTable((*C.FEATURES.levels, C.Level(7, note="a later build")))
 # Digest after LOG_AT_5 on the last build before the container handler (3085262, feature level
 # 5), obtained by applying LOG_AT_5 there (git archive 3085262 schedd): that build stores the
 # unstamped container specs (its apply never validated a handler), so this build must too.
@@ -56,7 +56,7 @@ PATHS = [
 IDS = [p.kind for p in PATHS]
 
 
-def at(level: int, table: F.FeatureTable = F.FEATURES, now: int = T0) -> SchedulerState:
+def at(level: int, table: C.FeatureTable = C.FEATURES, now: int = T0) -> SchedulerState:
     s = SchedulerState(table)
     assert s.apply(C.encode(C.EPOCH, rid="", now=now, term=1), 1).ok
     assert s.apply(C.encode(C.FEATURE_LEVEL, rid="f", now=now, term=1, level=level), 2).ok
@@ -64,9 +64,9 @@ def at(level: int, table: F.FeatureTable = F.FEATURES, now: int = T0) -> Schedul
 
 
 @pytest.mark.parametrize("path", PATHS, ids=IDS)
-@pytest.mark.parametrize("table", [F.FEATURES, LATER], ids=["this-build", "later-build"])
+@pytest.mark.parametrize("table", [C.FEATURES, LATER], ids=["this-build", "later-build"])
 def test_an_unstamped_container_entry_at_level_6_is_refused_and_changes_nothing_but_the_log_hash(
-        path: Path, table: F.FeatureTable) -> None:
+        path: Path, table: C.FeatureTable) -> None:
     for level in (6, table.max_level):
         s = at(level, table)
         digest, log_hash, clock, dedup, audit = (s.state_digest(), s.log_hash_hex(), s.clock_ms, dict(s.dedup),
@@ -94,7 +94,7 @@ def test_every_build_of_level_6_or_later_gives_the_same_result(path: Path) -> No
 @pytest.mark.parametrize("path", PATHS, ids=IDS)
 def test_below_level_6_an_unstamped_entry_applies_as_on_older_builds(path: Path) -> None:
     """An older build stores it (module doc); refusing it here would split the replicas."""
-    old, new = at(5, F.table_upto(5)), at(5)
+    old, new = at(5, C.table_upto(5)), at(5)
     ro, rn = old.apply(path.entry(), 3), new.apply(path.entry(), 3)
     assert ro.ok and rn.ok and ro.as_dict() == rn.as_dict()
     assert old.state_digest() == new.state_digest()

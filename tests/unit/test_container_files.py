@@ -250,7 +250,7 @@ def _volume_files(compose: dict, tmp: Path) -> dict[str, set[str]]:
 
 
 def test_each_compose_service_gets_only_the_keys_it_needs(compose, tmp_path) -> None:
-    """Issue 31, item 3: init.sh copied every certificate and key but the CA key into one volume
+    """init.sh copied every certificate and key but the CA key into one volume
     that the worker mounted too, and the worker's jobs run as the uid owning those files: a job
     could use schedctl with the admin certificate. Here init.sh runs for real (in a sandbox) and
     each service's view is what its mounts hold: a node its own pair, the worker the CA and its

@@ -10,7 +10,6 @@ import pytest
 
 from schedd.api.service import spec_levels
 from schedd.core import commands as C
-from schedd.core import features as F
 from schedd.core.model import ValidationError, dump_spec, spec_level, validate_spec
 from schedd.core.results import Code
 from schedd.core.state import SchedulerState
@@ -129,7 +128,7 @@ def test_encode_keeps_a_higher_fl_and_decode_pops_it() -> None:
     assert json.loads(C.encode(C.GROUP, rid="", now=0, term=1, entries=["x"], fl=2))["fl"] == 3
 
 
-def _at(level: int, table: F.FeatureTable = F.FEATURES) -> SchedulerState:
+def _at(level: int, table: C.FeatureTable = C.FEATURES) -> SchedulerState:
     s = SchedulerState(table)
     assert s.apply(C.encode(C.EPOCH, rid="e", now=T0, term=1, by="t"), 1).ok
     if level > 1:
@@ -138,7 +137,7 @@ def _at(level: int, table: F.FeatureTable = F.FEATURES) -> SchedulerState:
 
 
 def test_a_container_put_below_level_6_is_refused_alike_by_old_and_new_replicas() -> None:
-    old, new = _at(5, F.table_upto(5)), _at(5)
+    old, new = _at(5, C.table_upto(5)), _at(5)
     r_old, r_new = old.apply(container_put(), 3), new.apply(container_put(), 3)
     assert r_old.as_dict() == r_new.as_dict()
     assert r_new.code is Code.FEATURE_LEVEL and "needs feature level 6, cluster is at 5" in r_new.msg
@@ -155,7 +154,7 @@ def test_a_grouped_container_put_is_gated_on_its_own() -> None:
     shell put applies and the container put is refused, on old and new replicas alike."""
     shell = C.encode(C.PUT, rid="c/shell", now=T0, term=1, by="t", spec=text(name="s1"), name="s1")
     group = C.encode(C.GROUP, rid="", now=T0, term=1, entries=[shell, container_put()])
-    old, new = _at(5, F.table_upto(5)), _at(5)
+    old, new = _at(5, C.table_upto(5)), _at(5)
     results = [s.apply(group, 3) for s in (old, new)]
     parts = [r["parts"] for r in results]
     assert parts[0][0].ok and parts[0][1].code is Code.FEATURE_LEVEL

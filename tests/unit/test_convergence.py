@@ -1,4 +1,4 @@
-"""A replica that is not converging is loud (issue 9): the pure tracker, the consistent Raft
+"""A replica that is not converging is loud: the pure tracker, the consistent Raft
 status read, the watch's health verdict and log line, the metrics, and the cluster status."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pytest
 from schedd.core import commands as C
 from schedd.core import features as F
 from schedd.core.results import Code
-from schedd.core.snapshot import FEATURE_LEVEL_KEY, READABLE_FORMATS
+from schedd.core.image import FEATURE_LEVEL_KEY, READABLE_FORMATS
 from schedd.core.state import SchedulerState
 from tests.support.state import T0, text
 
@@ -22,26 +22,26 @@ def entry(kind: str, rid: str, *, now: int = T0, term: int = 1, **args) -> str:
 
 
 def test_every_kind_is_registered_at_exactly_one_level() -> None:
-    registered = [k for lv in F.FEATURES.levels for k in lv.kinds]
+    registered = [k for lv in C.FEATURES.levels for k in lv.kinds]
     assert sorted(registered) == sorted(C.KINDS), \
         "register every entry kind in schedd/core/features.py FEATURES, a new kind at a new level"
-    assert F.FEATURES.level_of(C.PUT) == 1 and F.FEATURES.level_of(C.FEATURE_LEVEL) == 1
-    assert F.FEATURES.level_of(C.AUDIT_NOTE) == 2 and F.FEATURES.level_of(C.MEMBERS) == 2
-    assert F.FEATURES.level_of(C.START_MANY) == F.FEATURES.level_of(C.FINISH_MANY) == 3
-    assert F.FEATURES.levels[3].kinds == ()     # level 4: snapshot format 6 only
-    assert F.FEATURES.max_level == 6 and F.FEATURES.levels[4].kinds == ()     # level 5: audit errors limited
-    assert F.FEATURES.levels[5].kinds == ()                                     # level 6: container specs (fl)
-    assert F.FEATURES.snapshot_formats()[:4] == (1, 2, 3, 4)
-    assert sorted(F.FEATURES.snapshot_formats()) == sorted(f[1] for f in READABLE_FORMATS), \
+    assert C.FEATURES.level_of(C.PUT) == 1 and C.FEATURES.level_of(C.FEATURE_LEVEL) == 1
+    assert C.FEATURES.level_of(C.AUDIT_NOTE) == 2 and C.FEATURES.level_of(C.MEMBERS) == 2
+    assert C.FEATURES.level_of(C.START_MANY) == C.FEATURES.level_of(C.FINISH_MANY) == 3
+    assert C.FEATURES.levels[3].kinds == ()     # level 4: snapshot format 6 only
+    assert C.FEATURES.max_level == 6 and C.FEATURES.levels[4].kinds == ()     # level 5: audit errors limited
+    assert C.FEATURES.levels[5].kinds == ()                                     # level 6: container specs (fl)
+    assert C.FEATURES.snapshot_formats()[:4] == (1, 2, 3, 4)
+    assert sorted(C.FEATURES.snapshot_formats()) == sorted(f[1] for f in READABLE_FORMATS), \
         "register a new snapshot format in schedd/core/features.py at a new level"
 
 
 def test_a_table_refuses_gaps_and_a_kind_at_two_levels() -> None:
     with pytest.raises(ValueError, match="1..N"):
-        F.FeatureTable((F.Level(1), F.Level(3)))
+        C.FeatureTable((C.Level(1), C.Level(3)))
     with pytest.raises(ValueError, match="two feature levels"):
-        F.FeatureTable((F.Level(1, kinds=("x",)), F.Level(2, kinds=("x",))))
-    old = F.table_upto(1)
+        C.FeatureTable((C.Level(1, kinds=("x",)), C.Level(2, kinds=("x",))))
+    old = C.table_upto(1)
     assert old.max_level == 1 and old.level_of(C.AUDIT_NOTE) is None
 
 
@@ -52,15 +52,15 @@ def test_encode_stamps_only_kinds_above_level_1() -> None:
 
 
 def test_proposers_refuse_a_kind_above_the_cluster_level() -> None:
-    assert F.refusal(F.FEATURES, 1, C.PUT) is None
-    assert F.refusal(F.FEATURES, 2, C.AUDIT_NOTE) is None
-    msg = F.refusal(F.FEATURES, 1, C.AUDIT_NOTE)
+    assert F.refusal(C.FEATURES, 1, C.PUT) is None
+    assert F.refusal(C.FEATURES, 2, C.AUDIT_NOTE) is None
+    msg = F.refusal(C.FEATURES, 1, C.AUDIT_NOTE)
     assert msg is not None and "needs feature level 2, cluster is at 1" in msg and "rolling upgrade" in msg
-    assert "unknown to this build" in (F.refusal(F.table_upto(1), 2, C.AUDIT_NOTE) or "")
+    assert "unknown to this build" in (F.refusal(C.table_upto(1), 2, C.AUDIT_NOTE) or "")
     s = SchedulerState()                       # what a leader loop asks before a newer kind
     assert F.enabled(s, C.PUT) and not F.enabled(s, C.AUDIT_NOTE)
     s.feature_level = 2
-    assert F.enabled(s, C.AUDIT_NOTE) and not F.enabled(SchedulerState(F.table_upto(1)), C.AUDIT_NOTE)
+    assert F.enabled(s, C.AUDIT_NOTE) and not F.enabled(SchedulerState(C.table_upto(1)), C.AUDIT_NOTE)
 
 
 def _log() -> list[str]:
@@ -82,7 +82,7 @@ RAISE = 5          # position of the feature_level entry in _log()
 
 
 def test_old_and_new_nodes_apply_the_same_log_identically_until_the_upgrade() -> None:
-    old, new = SchedulerState(F.table_upto(1)), SchedulerState()
+    old, new = SchedulerState(C.table_upto(1)), SchedulerState()
     log = _log()
     for index, e in enumerate(log[:RAISE], start=1):
         a, b = old.apply(e, index), new.apply(e, index)
@@ -91,7 +91,7 @@ def test_old_and_new_nodes_apply_the_same_log_identically_until_the_upgrade() ->
     assert old.feature_level == new.feature_level == 1
     assert not any(r.action == C.AUDIT_NOTE for r in new.audit.records)    # refused: no record
     # Same refusal on both, with the level the entry needs and the cluster's.
-    probe_old, probe_new = SchedulerState(F.table_upto(1)), SchedulerState()
+    probe_old, probe_new = SchedulerState(C.table_upto(1)), SchedulerState()
     for s in (probe_old, probe_new):
         s.apply(log[0], 1)
     r_old, r_new = probe_old.apply(log[2], 2), probe_new.apply(log[2], 2)
@@ -113,12 +113,12 @@ def test_old_and_new_nodes_apply_the_same_log_identically_until_the_upgrade() ->
 
 
 def test_an_old_node_never_applies_a_raise_above_its_build() -> None:
-    """Issue 31: a node whose build is below the level the leader raises to (a rollback, or a
+    """A node whose build is below the level the leader raises to (a rollback, or a
     joiner let in before the join check) must not apply the raise nor anything after it (it
     applied newer entries as INVALID, diverged, and once elected re-dispatched what it believed
     pending). apply answers BUILD_BEHIND and changes nothing, the log hash and index included,
     so the shell halts there with a state equal to the others' at the index before."""
-    old, new = SchedulerState(F.table_upto(1)), SchedulerState()
+    old, new = SchedulerState(C.table_upto(1)), SchedulerState()
     log = _log()
     for index, e in enumerate(log[:RAISE], start=1):
         assert old.apply(e, index).as_dict() == new.apply(e, index).as_dict()
@@ -137,7 +137,7 @@ def test_a_build_below_a_restored_snapshots_level_applies_nothing() -> None:
     new = SchedulerState()
     for index, e in enumerate(_log()[:RAISE + 1], start=1):
         new.apply(e, index)
-    old = SchedulerState(F.table_upto(1))
+    old = SchedulerState(C.table_upto(1))
     old.restore(pickle.loads(pickle.dumps(new.snapshot())))
     digest = old.state_digest()
     r = old.apply(entry(C.PUT, "c/put3", now=T0 + 9, spec=text(name="j3")), RAISE + 2)
@@ -179,7 +179,7 @@ def test_a_bad_level_field_is_a_malformed_entry() -> None:
 
 
 def test_an_entry_that_understates_its_level_is_refused_and_changes_nothing() -> None:
-    old, new = SchedulerState(F.table_upto(1)), SchedulerState()
+    old, new = SchedulerState(C.table_upto(1)), SchedulerState()
     crafted = json.loads(entry(C.AUDIT_NOTE, "c/n", note="x"))
     del crafted["fl"]
     for s in (old, new):
@@ -203,7 +203,7 @@ def test_an_older_builds_table_is_for_test_mode_only(monkeypatch) -> None:
         configure_node(SimpleNamespace(test_mode=False, node_id="n1"))
     monkeypatch.setenv("SCHEDD_TEST_MODE", "1")
     faults = configure_node(SimpleNamespace(test_mode=True, node_id="n1"))
-    assert faults.feature_table(F.FEATURES).max_level == 1
+    assert faults.feature_table(C.FEATURES).max_level == 1
     monkeypatch.setenv(FEATURE_LEVEL_ENV, "9")
     with pytest.raises(TestModeError, match="feature level must be"):
         configure_node(SimpleNamespace(test_mode=True, node_id="n1"))
@@ -218,8 +218,8 @@ def test_the_snapshot_format_written_is_one_every_voter_reads():
     from schedd.core.snapshot import SnapshotImage
     from schedd.core.state import SchedulerState
     from tests.support.state import TOP_LEVEL, Harness
-    assert F.FEATURES.format_for(1) == F.FEATURES.format_for(2) == 4 and F.FEATURES.format_for(3) == 5
-    assert F.FEATURES.format_for(TOP_LEVEL) == 6
+    assert C.FEATURES.format_for(1) == C.FEATURES.format_for(2) == 4 and C.FEATURES.format_for(3) == 5
+    assert C.FEATURES.format_for(TOP_LEVEL) == 6
     for level, fmt in ((1, 4), (3, 5), (TOP_LEVEL, 6)):
         h = Harness(level=level)
         h.put(name="a")

@@ -4,7 +4,8 @@ Every module is parsed (not imported), so an import hidden inside a function cou
 one at the top. A rule names, for each unit (a distribution's package, or a subpackage of the
 daemon), the other units it may import; anything else is a violation. Third-party and stdlib
 imports are not checked here, except the client's: installing schedd-client must not pull in the
-daemon's dependencies, so its code may not import them either.
+daemon's dependencies, so its code may not import them either. Within each distribution's
+package, no module may import itself back through others (`test_no_import_cycles`).
 """
 
 from __future__ import annotations
@@ -170,3 +171,103 @@ def test_relative_imports_resolve(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("from . import x\nfrom ..leader import y\n")
     assert [i.target for i in imports_of(f, "schedd.core.m")] == ["schedd.core", "schedd.leader"]
+
+
+# ---------------------------------------------------------------- no import cycles between modules
+#
+# Within a package too, a module that imports another must not be imported by it, directly or
+# through others: a cycle means two modules share a piece that belongs in a third (what both
+# import). Every import counts, at the top, inside a function or under TYPE_CHECKING alike, so a
+# cycle is not hidden by moving its import into a function.
+
+
+def module_edges(found: list[Import], modules: frozenset[str]) -> dict[str, set[str]]:
+    """module -> the modules of ours it imports: `from pkg import name` is an edge to `pkg.name`
+    when that is a module, else to `pkg` (a package is its __init__)."""
+    edges: dict[str, set[str]] = {m: set() for m in modules}
+    for imp in found:
+        target = imp.target
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if target and target != imp.module:
+            edges[imp.module].add(target)
+    return edges
+
+
+def imports_by_name(path: Path, module: str, modules: frozenset[str]) -> list[Import]:
+    """`imports_of`, with `from pkg import name` pointing at the module `pkg.name` if there is one."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    by_line = {(i.line, i.target) for i in imports_of(path, module)}
+    found: list[Import] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = next(t for line, t in by_line if line == node.lineno)
+            for alias in node.names:
+                sub = f"{base}.{alias.name}" if base else alias.name
+                found.append(Import(module, sub if sub in modules else base, node.lineno))
+        elif isinstance(node, ast.Import):
+            found += [Import(module, a.name, node.lineno) for a in node.names]
+    return found
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles: each strongly connected component of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+@pytest.mark.parametrize("package", ["schedd", "schedd_client", "schedd_worker"])
+def test_no_import_cycles(package):
+    package_dir = SOURCES[package]
+    paths = {module_name(package_dir, p): p for p in sorted(package_dir.rglob("*.py"))
+             if not p.name.endswith(("_pb2.py", "_pb2_grpc.py"))}
+    modules = frozenset(paths)
+    found = [imp for m, p in paths.items() for imp in imports_by_name(p, m, modules)]
+    edges = module_edges(found, modules)
+    described = [" <-> ".join(c) + ": " + "; ".join(f"{m} imports {', '.join(sorted(edges[m] & set(c)))}"
+                                                    for m in c) for c in cycles(edges)]
+    assert described == [], "\n".join(described)
+
+
+def test_a_cycle_is_reported(tmp_path):
+    """The check itself can fail: the cycles this tree had, each through an import in a function."""
+    assert cycles({"core.commands": {"core.features"}, "core.features": {"core.commands", "core.tables"},
+                   "core.tables": {"core.commands"}, "core.model": set()}) == [
+        ["core.commands", "core.features", "core.tables"]]
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "client.py").write_text("from .context import load\n")
+    (pkg / "context.py").write_text("def load():\n    from . import client\n")
+    modules = frozenset({"pkg", "pkg.client", "pkg.context"})
+    found = [i for m in ("client", "context") for i in imports_by_name(pkg / f"{m}.py", f"pkg.{m}", modules)]
+    assert cycles(module_edges(found, modules)) == [["pkg.client", "pkg.context"]]

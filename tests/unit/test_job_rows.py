@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from schedd.core import commands as C
 from schedd.core.model import Job, spec_of_template, spec_template
-from schedd.core.snapshot import JOB_FIELDS
+from schedd.core.image import JOB_FIELDS
 from schedd.core.state import SchedulerState, _from_image
 from tests.support.state import Harness, text
 

@@ -1,4 +1,4 @@
-"""The durable journal's parallel mode (Raft thesis §10.2.1, raft_patches patch 7): the
+"""The durable journal's parallel mode (Raft thesis §10.2.1, the parallel disk write of raft_patches): the
 leader's fdatasync and the once-a-second meta write run on the journal's background thread,
 never on the Raft tick thread, and a background sync never vouches for a file it did not see."""
 
@@ -164,7 +164,7 @@ def test_a_background_sync_wakes_the_tick(tmp_path) -> None:
     ("never", False, None),     # nothing to sync
 ])
 def test_unsynced_writes_keep_the_tick_period(tmp_path, policy, parallel, needs) -> None:
-    """raft_patches' patch 10: the tick sleeps until its next deadline only when the journal
+    """The deadline sleep of raft_patches: the tick sleeps until its next deadline only when the journal
     has no write its tick callback must sync."""
     j = open_j(tmp_path, fsync=policy)
     assert j._tick_need() is None                  # nothing written yet

@@ -250,7 +250,7 @@ def test_a_stale_term_refusal_is_not_remembered_under_its_request_id(h):
     ({}, True, "CANCELLED", "LOST"),
 ])
 def test_a_claim_that_never_started_is_requeued_without_backoff(h, spec, cancel, state, attempt_state):
-    """Issue 9 item 5: an inherited claim whose worker reconnected without it is expired with
+    """An inherited claim whose worker reconnected without it is expired with
     never_started; it runs again at once and counts neither as a failure nor as a lost attempt."""
     from schedd.core.state import LOST_RETRY_LIMIT
     key = fired(h, **spec)

@@ -1,4 +1,4 @@
-"""Membership (issue 13): the replicated member table (schedd.core.members), the Membership view
+"""Membership: the replicated member table (schedd.core.members), the Membership view
 that joins it with pysyncobj's Raft configuration, and the one-change-at-a-time gate, alone and
 behind the Membership service."""
 

@@ -1,4 +1,4 @@
-"""The plain-value image (schedd.core.plain, issue 31): every table round-trips exactly (rows equal
+"""The plain-value image (schedd.core.plain): every table round-trips exactly (rows equal
 as dataclasses, so a tuple read back as a list is caught, and the digest equal), property-based
 over random histories; a text that is not an image is refused in one line; and snapshot format
 6, what pysyncobj pickles at feature level 4, names one loader and one string and nothing else."""
@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 
 from schedd.core import commands as C
 from schedd.core import plain
-from schedd.core.snapshot import PLAIN_FORMAT
+from schedd.core.image import PLAIN_FORMAT
 from schedd.core.state import SchedulerState
 from tests.support.state import TOP_LEVEL, Harness, at_top_level, text
 from tests.unit.test_backup import rich_state

@@ -1,5 +1,5 @@
 """How far ahead the leader records intents (schedd.leader.planner.plan_horizon), as a table:
-a herd is recorded a burst lookahead ahead, its tail included (issue 14)."""
+a herd is recorded a burst lookahead ahead, its tail included."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ HERD_CASES = [
 @pytest.mark.parametrize("n, rate, horizon", HERD_CASES)
 def test_a_herd_too_big_for_the_burst_lookahead_is_recorded_from_further_ahead(n, rate, horizon):
     """A herd of 100,000 at one instant on a VM recording 4,000 intents a second: some 60,000 were
-    recorded within the 15 s burst lookahead, the rest started up to 21 s late (issue 14). The
+    recorded within the 15 s burst lookahead, the rest started up to 21 s late. The
     herd rule counts the jobs due within four burst lookaheads (scaled down here by its rate)."""
     h = Harness()
     for i in range(n):

@@ -214,7 +214,7 @@ def test_a_failover_delay_is_not_a_miss(h):
                                                (10_001, "catchup"), (60_000, "catchup")])
 def test_only_instants_older_than_the_missed_grace_are_catch_up(h, late_ms, expected):
     """Late by less than MISSED_GRACE_MS (an outage, a failover) is not a miss: the instant is
-    recorded as scheduled, so the catch-up rate does not throttle it (issue 9 item 4)."""
+    recorded as scheduled, so the catch-up rate does not throttle it."""
     h.put(schedule="@every 1s")
     h.now = T0 + late_ms
     h.fire(("j1", T0))

@@ -2,7 +2,8 @@
 message by message on an in-memory network: no sockets, no tick thread, no timing.
 
 Each scenario runs against the patched SyncObj and, where the stock one fails it, against stock
-pysyncobj 0.3.17 too: that is the negative control proving the scenario reproduces issue 9.
+pysyncobj 0.3.17 too: that is the negative control proving the scenario reproduces the stuck
+log repair (a leader cut off under write load never caught up after the heal).
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ def cluster(cls: type) -> MemoryNetwork:
 
 
 def diverged(cls: type, *, common: int = 20, stale: int = 40, fresh: int = 60) -> MemoryNetwork:
-    """Issue 9's shape: B led term 1 alone and appended `stale` entries nobody else has; A and C
-    moved on in term 2 with `fresh` entries at the same indexes. A now leads term 3."""
+    """The stuck repair's shape: B led term 1 alone and appended `stale` entries nobody else has;
+    A and C moved on in term 2 with `fresh` entries at the same indexes. A now leads term 3."""
     net = cluster(cls)
     for addr in PEERS:
         append_raw(net.nodes[addr], [1] * common)
@@ -267,7 +268,7 @@ def test_won_pre_vote_leads_to_an_election_when_the_leader_is_gone() -> None:
 
 
 def test_grants_arriving_after_the_leader_was_heard_start_no_election() -> None:
-    """Issue 14: a follower whose tick stalled past its timeout sends a pre-vote before it reads
+    """A follower whose tick stalled past its timeout sends a pre-vote before it reads
     the heartbeats queued meanwhile; a peer stalled alike grants it. The grant answers a question
     asked before the leader was heard: it must not start an election (it did: term 3)."""
     net = cluster(RepairingSyncObj)
@@ -381,7 +382,7 @@ def test_a_backlog_is_applied_over_several_ticks_not_in_one() -> None:
     assert b.raftLastApplied == b._SyncObj__raftCommitIndex
 
 
-# --------------------------------------------------------------------------- patch 7: parallel disk write
+# --------------------------------------------------------------------------- the parallel disk write
 
 class DiskLikeJournal(MemoryJournal):
     """A memory journal with DurableJournal's parallel-mode surface: entries reach `durable_index`
@@ -451,7 +452,7 @@ def test_a_leader_that_steps_down_syncs_before_its_next_message_again() -> None:
     assert not leader._isLeader() and not disk.parallel
 
 
-# --------------------------------------------------------------------------- patch 8: apply and the node lock
+# ------------------------------------------------------------ the bounded lock wait: apply and the node lock
 
 def test_apply_does_not_wait_past_a_heartbeat_period_for_a_busy_node_lock() -> None:
     """The shell's readers hold the node lock (on a loaded leader, passes of 50-100 ms while a
@@ -493,7 +494,7 @@ def test_apply_does_not_wait_past_a_heartbeat_period_for_a_busy_node_lock() -> N
 
 
 def settled_leader(cls: type) -> tuple[MemoryNetwork, SyncObj]:
-    """A leads B and C, every follower caught up and every answer read (patch 9's tests)."""
+    """A leads B and C, every follower caught up and every answer read (the tests of prompt sends)."""
     net = cluster(cls)
     leader = net.nodes[A]
     make_leader(leader, 2)
@@ -504,7 +505,7 @@ def settled_leader(cls: type) -> tuple[MemoryNetwork, SyncObj]:
 
 
 def test_what_was_appended_while_an_answer_was_outstanding_goes_with_the_answer() -> None:
-    """Patch 9's flow control: one AppendEntries in flight per follower. A proposal made while
+    """Prompt sends, flow control: one AppendEntries in flight per follower. A proposal made while
     both followers owe an answer is appended but not sent; each answer, which ticks, sends that
     follower what it lacks, without waiting for a heartbeat (the first version sent only what the
     answering tick itself appended: a commit then waited up to heartbeat_ms)."""
@@ -532,7 +533,7 @@ def test_what_was_appended_while_an_answer_was_outstanding_goes_with_the_answer(
 
 @pytest.mark.parametrize("cls, sent", [(RepairingSyncObj, True), (SyncObj, False)])
 def test_a_proposal_goes_to_the_followers_in_the_tick_that_takes_it(cls: type, sent: bool) -> None:
-    """Patch 9: stock's batch mode sends a new entry only with the next heartbeat (a commit took
+    """Prompt sends: stock's batch mode sends a new entry only with the next heartbeat (a commit took
     20-25 ms on an idle loopback cluster); here the tick that appends it sends it."""
     net, leader = settled_leader(cls)
     assert leader._SyncObj__newAppendEntriesTime > raft_clock()     # no heartbeat is due
@@ -544,7 +545,7 @@ def test_a_proposal_goes_to_the_followers_in_the_tick_that_takes_it(cls: type, s
     assert carried == ({B, C} if sent else set())
 
 
-# ---------------------------------------------------------------- patch 10: the tick's sleep
+# ---------------------------------------------------------------- the deadline sleep
 
 PERIOD = 0.01       # the caller's tick period in these cases (driven_conf: heartbeat 0.05 s, min timeout 0.4 s)
 
@@ -608,7 +609,7 @@ def test_destroy_wakes_a_sleeping_tick() -> None:
     assert woken == [True]
 
 
-# ------------------------------------------------------------ patch 11: quiet heartbeats
+# ------------------------------------------------------------ quiet heartbeats
 
 def _heartbeat_round(net: MemoryNetwork, leader: SyncObj) -> tuple[list, list]:
     """One heartbeat: what the leader sent, and what the followers answered."""
@@ -625,7 +626,7 @@ def _heartbeat_round(net: MemoryNetwork, leader: SyncObj) -> tuple[list, list]:
     ("a follower that lost its log answers a quiet heartbeat anyway", {B}),
 ])
 def test_a_caught_up_follower_answers_a_heartbeat_only_when_asked(case: str, answered: set) -> None:
-    """Patch 11: the answer to a heartbeat that a caught-up follower acknowledged already tells
+    """Quiet heartbeats: the answer to a heartbeat that a caught-up follower acknowledged already tells
     the leader only that it is alive; the leader asks for one at least once per quiet window (a
     fifth of the leader fallback timeout). A quiet heartbeat still counts as leader contact:
     election timer, commit index."""

@@ -1,5 +1,5 @@
-"""Linearizable reads (issue 40): ReadIndex's bookkeeping (schedd/replication/read_index.py) and
-the leader/follower exchange that confirms a round (raft_patches patch 12), driven message by
+"""Linearizable reads: ReadIndex's bookkeeping (schedd/replication/read_index.py) and
+the leader/follower exchange that confirms a round (ReadIndex in raft_patches), driven message by
 message on the in-memory network: no sockets, no tick thread, no timing.
 
 The scenario of the issue: a leader cut off from its peers still believes it leads, while the
@@ -99,7 +99,7 @@ def test_stepping_down_refuses_what_is_unconfirmed_and_keeps_what_is() -> None:
     assert confirmed.got == [5] and r.stats.refused == 2
 
 
-# ---------------------------------------------------------------- patch 12 on the wire
+# ---------------------------------------------------------------- ReadIndex on the wire
 
 def cluster(classes: dict[str, type] | None = None) -> MemoryNetwork:
     net = MemoryNetwork()
@@ -124,7 +124,7 @@ def settled(net: MemoryNetwork, leader: str = A, term: int = 2) -> SyncObj:
 
 
 def test_a_read_is_confirmed_by_a_heartbeat_round_that_asks() -> None:
-    """Patch 11 would leave a caught-up follower's heartbeat unanswered; a read round asks."""
+    """Quiet heartbeats would leave a caught-up follower's heartbeat unanswered; a read round asks."""
     net = cluster()
     leader = settled(net)
     out = Answers()
@@ -154,7 +154,7 @@ def test_reads_asked_together_share_one_round() -> None:
 
 
 def test_a_cut_off_leader_never_answers_a_read_from_its_old_state() -> None:
-    """Issue 40: A is cut off from B and C, which elect B (term 3) and commit a write; A still
+    """A is cut off from B and C, which elect B (term 3) and commit a write; A still
     believes it leads. A read on A is never served: its heartbeats reach nobody, and once healed
     B and C drop its term-2 heartbeats unanswered; A steps down and refuses the read."""
     net = cluster()

@@ -218,7 +218,7 @@ def silent_address() -> Iterator[str]:
 
 def test_a_silent_first_node_gets_a_share_of_the_deadline_and_is_named_unreachable(
         silent_address: str) -> None:
-    """Issue 40: a 3 s call whose first node never answers moves on to the next within its share
+    """A 3 s call whose first node never answers moves on to the next within its share
     (a half here, at least MIN_ATTEMPT_SECONDS), and a node that never answered is reported as
     unreachable, not as a TLS failure."""
     import time as _time

@@ -1,6 +1,6 @@
 """The SDK's clients put the token in each call's metadata themselves: gRPC's call credentials
 (access_token_call_credentials) start a thread for every call, which cost a third of a client's
-CPU per call at 64 calls in flight (issue 14). The connection stays secured as before: a token
+CPU per call at 64 calls in flight. The connection stays secured as before: a token
 without TLS still gets gRPC's local (loopback-only) credentials, never a plaintext channel."""
 
 from __future__ import annotations

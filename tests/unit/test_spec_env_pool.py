@@ -1,4 +1,4 @@
-"""Issue 31, item 8: a shell job's env names and a job's pool are refused when the worker would
+"""A shell job's env names and a job's pool are refused when the worker would
 read them as something else: an env name with "=" (execve reads "A=B=v" as A set to "B=v"), a
 NUL (it ends the string), an empty name; a pool name with a newline or another control
 character (it would forge a line in listings, logs and the audit trail). Table-driven on the

@@ -1,4 +1,4 @@
-"""Issue 31 item 15: NodeInfo's role and term come from one moment.
+"""NodeInfo's role and term come from one moment.
 
 A leader of term 2 resumed by SIGCONT reads the new leader's AppendEntries of term 3: stock sets
 the term, then the follower state. A reader on the gRPC thread while the tick thread is switched

@@ -156,7 +156,7 @@ def test_quota_key_is_not_the_tls_key_option():
 
 
 def test_an_explicit_context_wins_over_the_environment(tmp_path):
-    """Issue 31, item 12: SCHEDD_CERT and friends overrode a certificate named in an explicit
+    """SCHEDD_CERT and friends overrode a certificate named in an explicit
     --context file. Order: flags > --context file > environment > $SCHEDD_CONTEXT > default; the
     environment still fills what the explicit file leaves unset (a cert and its key as a pair)."""
     f = tmp_path / "prod.toml"

@@ -1,4 +1,4 @@
-"""The worker's ahead queue is reachable from its CLI and config file (issue 14): `--ahead N`,
+"""The worker's ahead queue is reachable from its CLI and config file: `--ahead N`,
 `ahead = N` in the TOML file, the flag over the file over the default; bad values refused."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The leader's side of the worker stream (schedd.leader.workers.WorkerHub.Connect) driven
-directly: a worker's messages in, the leader's messages out, no network. What issue 14 changed:
+directly: a worker's messages in, the leader's messages out, no network. For herds:
 what the assigner pushes in one step goes to a worker that takes batches as one LeaderBatch,
 and one message each to an older worker (no `batches` in its hello); a WorkerBatch of results
 and heartbeats is handled like the same messages sent one by one."""
@@ -134,7 +134,7 @@ class AbortContext(Context):
 
 
 async def test_a_step_down_ends_the_stream_with_a_status_naming_the_next_leader(hub):
-    """Issue 31 (14): a stream that ends OK looked like any other end; a worker must tell that its
+    """A stream that ends OK looked like any other end; a worker must tell that its
     leader went, and is sent to the next one when this node knows it (else retry, UNAVAILABLE)."""
     for known, code in (("127.0.0.1:7072", "FAILED_PRECONDITION"), ("", "UNAVAILABLE")):
         hub.node.leader_grpc_address = lambda known=known: known

@@ -1,4 +1,4 @@
-"""Issue 31, item 11: a worker given a client credential instead of a worker token logged
+"""A worker given a client credential instead of a worker token logged
 "PERMISSION_DENIED ... retrying with backoff" at INFO and retried forever (the SDK, with
 Python's default logging, said nothing at all). A credential the cluster refuses is now an error
 the operator sees at once: the runtime logs it at ERROR with what to do and raises

@@ -360,7 +360,7 @@ async def test_slots_are_respected(leaders, workers, tmp_path):
 
 
 async def test_attempts_due_beyond_the_slots_wait_here_and_start_as_a_slot_frees(leaders, workers, tmp_path):
-    """The ahead queue (issue 14): the hello offers `ahead`; the worker holds up to slots + ahead
+    """The ahead queue: the hello offers `ahead`; the worker holds up to slots + ahead
     attempts, runs at most `slots` at once, and starts what fell due meanwhile as soon as a slot
     frees, without asking the leader (before: a herd beyond the slots waited for a round trip
     through the leader per slot)."""
@@ -636,7 +636,7 @@ async def test_an_attempt_waiting_for_a_slot_past_half_a_lease_is_handed_back(le
     assert (await leader.result(88)).state == "SUCCEEDED"
 
 
-# ---------------------------------------------------------------------------------- herds (issue 14)
+# ---------------------------------------------------------------------------------- herds
 
 HERD = 40
 

@@ -102,7 +102,7 @@ def _quiet_grpc_fork() -> None:
 
 def _cluster(text: str) -> list[str]:
     _quiet_grpc_fork()
-    from schedd_client.client import parse_cluster
+    from schedd_client.context import parse_cluster
     try:
         return parse_cluster(text)
     except ValueError as e:

@@ -11,7 +11,7 @@ Finding the leader
     on the first that says it leads in a term not older than one already seen. Each node is asked
     again every PROBE_GAP_S until one does (every BACKOFF_MAX_S once no leader was seen for a
     lease), so a dead or frozen node costs no time and a new leader is found within a gap of its
-    election (issue 31: it took up to ~7 s, one node asked every 3.3 s). The known nodes are the
+    election (asking one node at a time took up to ~7 s, one node every 3.3 s). The known nodes are the
     configured addresses and the members the last Welcome listed. A node that is not the leader
     refuses with FAILED_PRECONDITION and "leader=<host:port>": go there directly. UNAVAILABLE,
     connection errors and a stream that ends all lead to a reconnect after an exponential backoff
@@ -174,7 +174,7 @@ def _limits(a: pb.Assignment) -> dict[str, float]:
 
 def _plain(m: Mapping[str, str]) -> dict[str, str]:
     """A protobuf map as a dict: dict(map) walks the Mapping ABC's key view in Python even when
-    the map is empty (4% of the worker's time at sustained load, issue 14), len() does not."""
+    the map is empty (4% of the worker's time at sustained load), len() does not."""
     return {k: m[k] for k in m} if len(m) else {}
 
 
@@ -182,7 +182,7 @@ def _plain(m: Mapping[str, str]) -> dict[str, str]:
 def _handler(text: str) -> Any:
     """A job's handler object, parsed once per distinct text and shared by its attempts (read
     only: no handler kind changes its spec). Every attempt of a job carries the same text, and a
-    herd's held attempts each kept their own copy (half a KiB each, issue 14)."""
+    herd's held attempts each kept their own copy (half a KiB each)."""
     return json.loads(text)
 
 
@@ -700,7 +700,7 @@ class WorkerRuntime:
         """Handles what the leader sends, a large batch in slices of READ_SLICE with the loop's
         other work between them: accepting an assignment costs tens of µs, and a batch of
         the next instant's thousand would hold a due timer (the handlers of this instant)
-        for tens of ms (issue 14: the 1,000 fires/s p99)."""
+        for tens of ms (the p99 at 1,000 fires/s)."""
         while True:
             msg = await conn.call.read()
             if msg is grpc.aio.EOF:
@@ -716,7 +716,7 @@ class WorkerRuntime:
     async def _writer(self, conn: _Conn) -> None:
         """Writes what is queued; what queued up meanwhile goes as one WorkerBatch when the
         leader takes batches (one gRPC message per result was 22% of the worker's time at
-        1,000 fires/s, issue 14)."""
+        1,000 fires/s)."""
         try:
             while True:
                 msgs = [await conn.out.get()]
@@ -1000,7 +1000,7 @@ class WorkerRuntime:
         first (an async one runs to its first await, a plain one's thread starts), then the
         bookkeeping that watches them, so no handler waits for the bookkeeping of the others;
         those that ended at once free their slots for the attempts waiting, still in this
-        callback (one loop turn between them was a tenth of a 1,000 herd's start, issue 14)."""
+        callback (one loop turn between them was a tenth of a 1,000 herd's start)."""
         due = [att for att in map(self._attempts.get, tokens)
                if att is not None and att.phase == "waiting"]
         room = max(0, self.slots - self._busy)
@@ -1067,7 +1067,7 @@ class WorkerRuntime:
     def _watch(self, att: _Attempt, started: tuple[Call, asyncio.Future, int] | None) -> None:
         """A started Python call is watched by a callback on its future, without a task: a task,
         an executor and a race per attempt were half of the worker's time per attempt in a
-        herd (issue 14). It gets a task of its own (`_escalate`) only when it has to be stopped
+        herd. It gets a task of its own (`_escalate`) only when it has to be stopped
         (cancelled, past its timeout) or returned an awaitable. Anything else runs in its task."""
         if started is None:
             self._own_task(att)

@@ -44,7 +44,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 
 from schedd_client.channels import Security
-from schedd_client.client import make_security, parse_cluster
+from schedd_client.client import make_security
+from schedd_client.context import parse_cluster
 from schedd_client.net.policy import make_policy
 from schedd_worker.cli import root_refusal
 from schedd_worker.executors import HandlerContext, HttpOptions, PythonHandlers

@@ -1,4 +1,4 @@
-"""One timer for every attempt waiting for its due time (issue 14).
+"""One timer for every attempt waiting for its due time.
 
 The leader pushes assignments about a lookahead (1.5 s) before they are due; the worker holds
 them here, in one heap ordered by due time, and arms a single `loop.call_at` for the earliest.
@@ -138,7 +138,7 @@ class Timer:
 
 
 class QuietCollector:
-    """The garbage collector's full passes between due instants, not in them (issue 14).
+    """The garbage collector's full passes between due instants, not in them.
 
     A worker holding a herd ahead holds about ten tracked objects per attempt: a full
     collection with 30,000 held pauses its loop for about 0.1 s, with 90,000 about 0.26 s, and

@@ -179,7 +179,7 @@ class Tail:
 class LightEvent(asyncio.Event):
     """An asyncio.Event whose waiters are a list: asyncio's own keeps a deque, 760 bytes even
     when empty, and a worker holds one or two per attempt, up to tens of thousands of attempts
-    held ahead of a herd (issue 14). Event only appends, removes and iterates its waiters."""
+    held ahead of a herd. Event only appends, removes and iterates its waiters."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -189,7 +189,7 @@ class LightEvent(asyncio.Event):
 class Cancel(LightEvent):
     """An asyncio.Event that also settles plain futures when set (`waiter()`), so waiting on it
     beside another future costs no task of its own (`race` made one per attempt: a tenth of the
-    worker's loop in a 10,000 herd, issue 14)."""
+    worker's loop in a herd of 10,000)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -262,7 +262,7 @@ class WarmThreads:
     in the queue and, if no thread took it within `grow_after_s`, threads start for every call
     still waiting. So short calls share a few warm threads (a thread start per call cost the
     worker's loop more than the call: Thread.start waits until the new thread runs, and a herd
-    of 10,000 started 10,000 threads, issue 14), and a stuck call still never delays the
+    of 10,000 started 10,000 threads), and a stuck call still never delays the
     others by more than `grow_after_s`. Threads idle for `idle_s` exit. Threads start with
     `_thread.start_new_thread` (no wait for them to run) and are never joined at exit."""
 

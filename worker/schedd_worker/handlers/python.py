@@ -118,7 +118,7 @@ class PythonHandler:
 @dataclass(slots=True)
 class Call:
     """A Python handler call resolved ahead of its due time (function, arguments, context), so
-    that at the due time the worker does only `start()` (issue 14: nothing between "due" and the
+    that at the due time the worker does only `start()` (nothing between "due" and the
     handler's first statement but the call)."""
     fn: Callable
     ctx: HandlerContext
