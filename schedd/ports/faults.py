@@ -14,7 +14,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+
+@dataclass(slots=True, frozen=True)
+class ClaimAnswer:
+    """What the `claim` hook answers: apply's result of the claim (its share of a `start_many`
+    entry's), and whether the assignment was pushed already (an unsafe switch did, before the
+    commit), so the leader must not push it again."""
+
+    result: Mapping[str, Any]
+    pushed: bool = False
 
 
 class Faults:
@@ -63,10 +74,9 @@ class Faults:
         return now
 
     async def claim(self, proposal: Awaitable[Mapping[str, Any]], assigner: Any, conn: Any, name: str,
-                    t: int, attempt: int, due: int, spec: dict[str, Any]) -> Mapping[str, Any]:
-        """Commit a claim (`proposal` proposes its `start` entry) and return apply's result. A
-        result with `_pushed` true says the assignment was pushed already (negative control)."""
-        return await proposal
+                    t: int, attempt: int, due: int, spec: dict[str, Any]) -> ClaimAnswer:
+        """Commit a claim (`proposal` proposes its `start` entry) and answer apply's result."""
+        return ClaimAnswer(await proposal)
 
     def claimed(self, token: int, name: str, t: int, worker: str) -> None:
         """A claim committed; its assignment is not pushed yet."""

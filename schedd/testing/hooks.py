@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from schedd.core.features import FeatureTable, table_upto
-from schedd.ports.faults import NO_FAULTS, Faults
+from schedd.ports.faults import NO_FAULTS, ClaimAnswer, Faults
 # The history format (Recorder) and the test-mode rule are the worker's too: one definition, in
 # the lower distribution (schedd-worker), which the daemon installs anyway.
 from schedd_worker.hooks import Recorder, TestModeError
@@ -300,14 +300,14 @@ class TestFaults(Faults):
         return 0 if "no_lease_grace" in self.unsafe else now
 
     async def claim(self, proposal, assigner, conn, name: str, t: int, attempt: int, due: int,
-                    spec: dict) -> dict:
+                    spec: dict) -> ClaimAnswer:
         """The claim with the unsafe switches applied:
         push_before_commit: push the assignment (with the token the claim is expected to get)
         before proposing it; trust_leader: if the claim has not committed within 0.3 s but this
-        node believes it leads, push anyway. The returned result says `_pushed` when the normal
-        push must be skipped."""
+        node believes it leads, push anyway. The answer says `pushed` when the normal push must
+        be skipped."""
         if not self.unsafe & {"push_before_commit", "trust_leader"}:
-            return await proposal
+            return ClaimAnswer(await proposal)
         import asyncio
         predicted = applied_through(assigner.node) + 1
         pushed = False
@@ -320,8 +320,7 @@ class TestFaults(Faults):
             if not done and assigner.node.is_leader():
                 assigner.hub.send(conn, self._assignment(assigner, name, t, attempt, predicted, due, spec))
                 pushed = True
-        result = await fut
-        return {**result, "_pushed": pushed}
+        return ClaimAnswer(await fut, pushed)
 
     def due(self, clock, due: int) -> int:
         """local_clock_fire: start at `due` as read on this node's (possibly skewed) clock."""

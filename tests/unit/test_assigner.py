@@ -118,7 +118,7 @@ async def test_a_stalled_loop_grants_running_attempts_a_lease(setup):
     conn = add_worker(hub, h, slots=1)
     await step(assigner, tasks, h.now)
     token = h.state.execs[("j1", T0)].attempts[-1].fencing_token
-    hub.token_seen[token] = h.now
+    hub.book.vouch(token, h.now)
     h.now += 30_000                          # nothing ran for 30 s (SIGSTOP, a clock jump)
     conn.last_heartbeat_ms = h.now           # the worker is alive; its heartbeats are queued
     await step(assigner, tasks, h.now)
@@ -316,7 +316,7 @@ async def test_only_silence_or_a_heartbeat_leaving_it_out_loses_an_attempt(setup
     h, node, hub, assigner, tasks = setup
     conn, ex, token = await claimed_at_once(h, hub, assigner, tasks)
     conn.counts_reads = counts_reads
-    assert conn.sent_at[token] == 1                     # the first message on its stream
+    assert hub.book.sent_at(conn, token) == 1           # the first message on its stream
     start = h.now
     if heartbeat_read is not None:
         hub.on_heartbeat(conn, pb.Heartbeat(running_tokens=[], messages_read=heartbeat_read), start + 500)
@@ -403,7 +403,7 @@ async def test_a_result_on_its_way_to_the_log_keeps_its_attempt_alive():
     assigner.step(h.now)
     for _ in range(5):
         await asyncio.sleep(0)
-    assert not assigner.expiring
+    assert not any(rec.expiring for rec in assigner.book)
     assert not any(C.decode(e).kind == C.EXPIRE for e in node.proposed)
     held.release.set()
     while tasks:
@@ -455,7 +455,7 @@ async def test_the_reaper_reads_a_spec_only_once_a_timeout_could_have_passed(set
         conn.last_heartbeat_ms = t
         hub.on_heartbeat(conn, pb.Heartbeat(running_tokens=[token]), t)
         assigner.step(t)
-    assert looked == [] and not assigner.expiring
+    assert looked == [] and not any(rec.expiring for rec in assigner.book)
     t += 3_000                                        # due + 1 s + 5 s grace + 10 s lease passed
     conn.last_heartbeat_ms = t
     hub.on_heartbeat(conn, pb.Heartbeat(running_tokens=[token]), t)
