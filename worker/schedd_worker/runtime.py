@@ -367,7 +367,7 @@ class WorkerRuntime:
         self.security = with_files(security or Security(),
                                    token=token or env_token())
         self.security.credentials_for_channel()    # a bad file fails at start, named
-        self._rec = hooks.record                   # test-mode history only (None otherwise)
+        self._events = hooks.events                # the fault suite's history (does nothing otherwise)
 
         # introspection
         self.running: dict[int, str] = {}          # token -> execution id (accepted, unfinished)
@@ -915,8 +915,7 @@ class WorkerRuntime:
             log.debug("ignoring leader message %r", kind)
 
     def _on_ack(self, ack: pb.ResultAck) -> None:
-        if self._rec is not None:
-            self._rec("w_ack", worker=self.name, token=ack.fencing_token, outcome=ack.outcome)
+        self._events.acked(self.name, ack.fencing_token, ack.outcome)
         u = self._unacked.get(ack.fencing_token)
         if u is None:
             return
@@ -939,18 +938,14 @@ class WorkerRuntime:
 
     def _reject(self, a: pb.Assignment, why: str) -> None:
         log.info("rejecting %s (token %d, term %d): %s", a.execution_id, a.fencing_token, a.term, why)
-        if self._rec is not None:
-            self._rec("w_reject", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
-                      token=a.fencing_token, term=a.term, why=why)
+        self._events.rejected(self.name, a, why)
         now = self.now_ms()
         self._report(pb.AttemptResult(execution_id=a.execution_id, fencing_token=a.fencing_token,
                                       state=REJECTED, error=why, started_ms=now, ended_ms=now))
 
     def _on_assignment(self, a: pb.Assignment) -> None:
         token = a.fencing_token
-        if self._rec is not None:
-            self._rec("w_recv", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms, token=token,
-                      attempt=a.attempt, term=a.term, due_ms=a.due_ms)
+        self._events.received(self.name, a)
         if a.term < self.max_term_seen:
             self._reject(a, f"assignment from term {a.term}, already saw term {self.max_term_seen}")
             return
@@ -1057,9 +1052,7 @@ class WorkerRuntime:
         a = att.msg
         att.phase = "running"
         self._busy += 1
-        if self._rec is not None:
-            self._rec("h_start", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
-                      token=a.fencing_token, attempt=a.attempt)
+        self._events.started(self.name, a)
         if att.call is None or att.cancel.is_set():
             return None
         return att.call, att.call.start(), self.now_ms()
@@ -1156,9 +1149,7 @@ class WorkerRuntime:
         """The attempt ended: report its outcome (the caller frees its slot: `_forget`)."""
         a = att.msg
         token = a.fencing_token
-        if self._rec is not None:
-            self._rec("h_end", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
-                      token=token, attempt=a.attempt, state=out.state)
+        self._events.ended(self.name, a, out.state)
         # one line per attempt at INFO only when it did not succeed: a herd of 100,000
         # would otherwise spend seconds of the worker's loop formatting log lines
         log.log(logging.DEBUG if out.state == executors.SUCCEEDED else logging.INFO,
