@@ -109,7 +109,9 @@ import grpc.aio
 
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
-from schedd_client.channels import KEEPALIVE_MS, KEEPALIVE_OPTIONS, Security, env_token, open_aio_channel, with_files
+from schedd_client._failover import tls_failure
+from schedd_client.channels import (KEEPALIVE_MS, KEEPALIVE_OPTIONS, Security, env_token, open_aio_channel,
+                                    speaks_tls, with_files)
 from schedd_worker import executors
 from schedd_worker.executors import (NO_ISOLATION, Assignment, Call, HttpOptions, Isolation, Outcome,
                                      PythonHandlers)
@@ -194,9 +196,14 @@ class CredentialRefused(RuntimeError):
 
     The message names who refused what, and what the operator should do about it."""
 
-    def __init__(self, refusals: list[tuple[str, grpc.aio.AioRpcError]]) -> None:
+    def __init__(self, refusals: list[tuple[str, grpc.aio.AioRpcError]], *, tls: bool = False) -> None:
         self.refusals = refusals
         said = "; ".join(f"{addr}: {_describe(e)}" for addr, e in refusals)
+        if tls:                          # a plaintext worker at a node that speaks only TLS
+            super().__init__(f"the cluster requires TLS and this worker connects in plaintext ({said}): "
+                             "give it the cluster's CA, a worker certificate and its key (--ca, --cert, "
+                             "--key) or a context file (--context, SCHEDD_CONTEXT), and its worker token")
+            return
         super().__init__(f"the cluster refused this worker's credential ({said}). A worker needs "
                          "a worker token (schedctl acl token create --worker --policy POLICY "
                          "--max-slots N) whose policy may serve its pool, passed in SCHEDD_TOKEN, "
@@ -253,6 +260,7 @@ class _Answer:
     pings: bool = False                  # the node accepts our keepalive pings (NodeStatus.accepts_pings_ms)
     refused: grpc.aio.AioRpcError | None = None   # the node refused our credential (CredentialRefused)
     took_credential: bool = False        # the node answered past authentication
+    tls: bool = False                    # ... the refusal: it speaks only TLS, we plaintext
 
 
 @dataclass(slots=True)
@@ -260,6 +268,7 @@ class _Seen:
     """What one search heard: the credential refusals, and whether any node took it."""
     refused: list[tuple[str, grpc.aio.AioRpcError]] = field(default_factory=list)
     answered: bool = False
+    tls: bool = False                    # every refusal is a node that requires TLS of a plaintext worker
 
 
 def _leader_term(st: pb.ClusterStatus) -> int:
@@ -272,6 +281,9 @@ class _Probes:
     session's watch) and then closed: a TLS handshake per ask would cost more than the ask, and
     a channel made afresh per search picks up rotated certificate files."""
     open: Callable[[str], grpc.aio.Channel]
+    # plaintext workers only: does the node at this address answer a TLS handshake? (a
+    # plaintext call to a TLS node fails like a node that went away: this tells them apart)
+    speaks_tls: Callable[[str], bool] | None = None
     channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
     old: set[str] = field(default_factory=set)       # refused NodeInfo (an older build): Status
 
@@ -299,6 +311,9 @@ class _Probes:
                                    took_credential=True)
             st = await stub.Status(pb.ClusterStatusRequest(), timeout=STATUS_TIMEOUT_S)
         except grpc.aio.AioRpcError as e:
+            if (self.speaks_tls is not None and e.code() == grpc.StatusCode.UNAVAILABLE
+                    and tls_failure(e.details() or "") and await asyncio.to_thread(self.speaks_tls, addr)):
+                return _Answer(why=f"{addr}: requires TLS", refused=e, tls=True)
             return _Answer(why=f"{addr}: {_describe(e)}", refused=e if _refusal(e) else None)
         if not st.leader_grpc_address:
             return _Answer(why=f"{addr}: knows no leader yet", took_credential=True)
@@ -523,9 +538,9 @@ class WorkerRuntime:
             except TimeoutError:
                 pass
 
-    def _refused(self, refusals: list[tuple[str, grpc.aio.AioRpcError]]) -> None:
+    def _refused(self, refusals: list[tuple[str, grpc.aio.AioRpcError]], *, tls: bool = False) -> None:
         """Stop: the credential was refused (logged here, once, for the CLI and the SDK alike)."""
-        err = CredentialRefused(refusals)
+        err = CredentialRefused(refusals, tls=tls)
         log.error("worker %s: %s", self.name, err)
         raise err
 
@@ -534,7 +549,9 @@ class WorkerRuntime:
         return list(dict.fromkeys([*self.cluster, *self._members]))
 
     def _probes(self) -> _Probes:
-        return _Probes(lambda a: open_aio_channel(self.hooks.dial(a), self.security, _CHANNEL_OPTIONS))
+        tls_check = None if self.security.tls else (lambda a: speaks_tls(self.hooks.dial(a)))
+        return _Probes(lambda a: open_aio_channel(self.hooks.dial(a), self.security, _CHANNEL_OPTIONS),
+                       speaks_tls=tls_check)
 
     def _probe_gap(self) -> float:
         """PROBE_GAP_S while the leader has been gone less than a lease (an election takes about
@@ -564,7 +581,7 @@ class WorkerRuntime:
             await asyncio.gather(*tasks, return_exceptions=True)
             await probes.close()
         if seen.refused and not seen.answered:   # every node that answered said no (others are down)
-            self._refused(seen.refused)
+            self._refused(seen.refused, tls=seen.tls)
         raise _StreamEnded("no leader found (" + "; ".join(why.values()) + ")")
 
     async def _probe_until(self, probes: _Probes, addr: str, deadline: float, why: dict[str, str],
@@ -576,6 +593,7 @@ class WorkerRuntime:
             a = await probes.ask(addr)
             if a.refused is not None:
                 why[addr] = a.why
+                seen.tls = a.tls and (seen.tls or not seen.refused)
                 seen.refused.append((addr, a.refused))
                 return ""
             seen.answered = seen.answered or a.took_credential
