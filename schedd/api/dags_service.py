@@ -16,6 +16,7 @@ from schedd.api import auth, convert
 from schedd.api.service import CommittingService, Router, routed, spec_levels
 from schedd.core import commands as C
 from schedd.core import dags as D
+from schedd.core import results as R
 from schedd.core import sla as S
 from schedd.core.model import ValidationError
 from schedd.replication.node import RaftNode
@@ -115,7 +116,7 @@ class DagsService(CommittingService, dpb_grpc.DagsServicer):
         result = await self._commit(context, C.DAG_PUT, request.request_id, spec=text, name=spec["name"],
                                     **spec_levels(spec["tasks"]))
         return dpb.PutDagResponse(dag=await self._dag_or_abort(context, spec["name"]),
-                                  created=bool(result.get("created")))
+                                  created=result.of(R.Stored).created)
 
     @routed(write=False)
     async def GetDag(self, request: dpb.GetDagRequest, context: CallContext) -> dpb.Dag:
@@ -141,7 +142,8 @@ class DagsService(CommittingService, dpb_grpc.DagsServicer):
         result = await self._commit(context, C.DAG_RUN, request.request_id, name=request.name)
         with self.node.lock:
             st = self.node.state
-            run = st.dag_runs.get((result["name"], result["logical_ms"]))
+            started = result.of(R.DagRunStarted)
+            run = st.dag_runs.get((started.name, started.logical_ms))
             if run is not None:
                 return run_to_pb(st, run)
         await context.abort(grpc.StatusCode.NOT_FOUND, "the run was started but is already pruned")

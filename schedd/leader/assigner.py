@@ -19,7 +19,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -31,7 +31,8 @@ from schedd.core.attempts import MAX_CLAIMS_PER_ENTRY, MAX_RESULTS_PER_ENTRY
 from schedd.core.jobs import NOT_STARTED_MARGIN_MS
 from schedd.core.model import Execution, Job, ValidationError, execution_id, parse_execution_id
 from schedd.core.policy import TemplateCache
-from schedd.core.results import Code
+from schedd.core import results as R
+from schedd.core.results import UNKNOWN, ApplyResult, Code
 from schedd.core.view import StateView
 from schedd.leader.assignment import Candidate, Capacity, Claim, InFlight, Pace, candidates, decide, in_due_order
 from schedd.leader.planner import herd_window_ms
@@ -371,8 +372,8 @@ class Assigner:
                          by=self.node.cfg.node_id, items=items)
         try:
             result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
-            if result.get("ok") and self.metrics is not None:
-                self.metrics.skipped.inc(sum(1 for *_, code in result["items"] if code == "skipped"))
+            if result.ok and self.metrics is not None:
+                self.metrics.skipped.inc(sum(1 for *_, code in result.of(R.Items).items if code == "skipped"))
         except ProposalError as e:
             log.info("skip of %d executions not confirmed: %s", len(items), e)
         finally:
@@ -395,9 +396,9 @@ class Assigner:
         if self._claim_hooked:          # the fault suite's claim hook sees each claim on its own
             proposal = asyncio.ensure_future(self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S))
 
-            async def share(k: int) -> Mapping[str, Any]:
+            async def share(k: int) -> ApplyResult:
                 result = await asyncio.shield(proposal)
-                return result if not result.get("ok") else result["claims"][k]
+                return result if not result.ok else result.of(R.ClaimedMany).claims[k]
 
             await asyncio.gather(*(self._claim(conn, c.job, c.scheduled_ms, c.attempt, c.due, spec, term, share(k))
                                    for k, (conn, c, spec) in enumerate(chunk)))
@@ -405,30 +406,30 @@ class Assigner:
             # One await for the entry, then every claim settled in one loop: a task and a
             # shielded future per claim were a third of the leader's cost of claiming a herd.
             error: ProposalError | None = None
-            shares: list[Mapping[str, Any]]
+            shares: Sequence[ApplyResult]
             try:
                 result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
             except ProposalError as e:
-                error, shares = e, [{}] * len(chunk)
+                error, shares = e, [UNKNOWN] * len(chunk)
             except BaseException:       # cancelled (leadership lost): the places are free again
                 for conn, c, _ in chunk:
                     self._release(conn, c.job, c.scheduled_ms)
                 raise
             else:
-                shares = result["claims"] if result.get("ok") else [result] * len(chunk)
+                shares = result.of(R.ClaimedMany).claims if result.ok else [result] * len(chunk)
             for (conn, c, spec), own in zip(chunk, shares):
                 self._settle_claim(conn, c.job, c.scheduled_ms, c.attempt, c.due, spec, term, own, error)
         self.hub.on_change()            # claims settled: room for the next (ahead places in flight)
 
-    async def _propose_one(self, kind: str, rid: str, term: int, **args: Any) -> Mapping[str, Any]:
+    async def _propose_one(self, kind: str, rid: str, term: int, **args: Any) -> ApplyResult:
         entry = C.encode(kind, rid=rid, now=self.clock.now_ms(), term=term, by=self.node.cfg.node_id, **args)
         return await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
 
     async def _claim(self, conn: WorkerConn, name: str, t: int, attempt: int, due: int, spec: dict,
-                     term: int, proposal: Awaitable[Mapping[str, Any]]) -> None:
+                     term: int, proposal: Awaitable[ApplyResult]) -> None:
         """`proposal` settles with this claim's result (one share of a start_many entry's)."""
         error: ProposalError | None = None
-        answer = ClaimAnswer({})
+        answer = ClaimAnswer(UNKNOWN)
         try:
             answer = await self.faults.claim(proposal, self, conn, name, t, attempt, due, spec)
         except ProposalError as e:
@@ -443,7 +444,7 @@ class Assigner:
         self.claiming.pop((name, t), None)
 
     def _settle_claim(self, conn: WorkerConn, name: str, t: int, attempt: int, due: int, spec: dict,
-                      term: int, result: Mapping[str, Any], error: ProposalError | None, *,
+                      term: int, result: ApplyResult, error: ProposalError | None, *,
                       pushed: bool = False) -> None:
         """A claim's proposal settled (`error` when it was not confirmed): free its reservation
         and, when it committed, push its assignment to the worker (unless `pushed` already: an
@@ -452,9 +453,9 @@ class Assigner:
         if error is not None:
             log.info("claim of %s attempt %d not confirmed: %s", execution_id(name, t), attempt, error)
             return
-        if not result.get("ok"):
+        if not result.ok:
             return
-        token = result["token"]
+        token = result.of(R.Claimed).token
         self.faults.claimed(token, name, t, conn.name)
         eid = execution_id(name, t)
         if conn.closed:
@@ -549,16 +550,16 @@ class Assigner:
                 self.book.result_settled(r.fencing_token)
         if result is None:
             return
-        outcomes = ([result.as_dict()] if single else
-                    result["results"] if result.get("ok") else [result.as_dict()] * len(chunk))
+        outcomes: Sequence[ApplyResult] = ([result] * len(chunk) if single or not result.ok
+                                           else result.of(R.FinishedMany).results)
         for (conn, r, _), one in zip(chunk, outcomes):
-            if one.get("ok"):
+            if one.ok:
                 outcome = "committed"
-            elif one.get("code") == Code.STALE:
+            elif one.code is Code.STALE:
                 outcome = "stale"
-                log.warning("refused a stale result for %s from %s: %s", r.execution_id, conn.name, one.get("msg"))
+                log.warning("refused a stale result for %s from %s: %s", r.execution_id, conn.name, one.msg)
             else:
-                outcome = one.get("code", "rejected")
+                outcome = one.code.value
             self.hub.send(conn, pb.LeaderMessage(ack=pb.ResultAck(fencing_token=r.fencing_token, outcome=outcome)))
 
     # ------------------------------------------------------------ leases, timeouts, cancels
@@ -640,11 +641,12 @@ class Assigner:
                          outcome=outcome, reason=reason, **extra)
         try:
             result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
-            if result.get("ok"):
+            if result.ok:
+                done = result.of(R.Finished)
                 log.warning("expired %s attempt token %d: %s -> %s", execution_id(name, t), token, reason,
-                            result.get("state"))
+                            done.state)
                 if self.metrics is not None:        # LOST: an at_most_once attempt never re-run
-                    label = "never_started" if result.get("never_started") else result.get("state", outcome)
+                    label = "never_started" if done.never_started else done.state
                     self.metrics.attempts_expired.labels(label).inc()
                 self.book.expired(token)
         except ProposalError as e:
@@ -660,7 +662,7 @@ class Assigner:
                          by=self.node.cfg.node_id, job=name, scheduled_ms=t)
         try:
             result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
-            if result.get("ok"):
+            if result.ok:
                 log.info("job %s paused: cancelled %s, claimed ahead and not due yet", name,
                          execution_id(name, t))
         except ProposalError as e:

@@ -13,7 +13,7 @@ given (a node's lock, state, term) and never reaches into private attributes. Ty
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ class ClaimAnswer:
     entry's), and whether the assignment was pushed already (an unsafe switch did, before the
     commit), so the leader must not push it again."""
 
-    result: Mapping[str, Any]
+    result: Any                      # schedd.core.results.ApplyResult
     pushed: bool = False
 
 
@@ -51,8 +51,7 @@ class Faults:
         """The entry apply sees for log index `index` (tick thread, every apply)."""
         return entry
 
-    def applied(self, node_id: str, entry: str, result: Mapping[str, Any], index: int,
-                log_hash: bytes) -> None:
+    def applied(self, node_id: str, entry: str, result: Any, index: int, log_hash: bytes) -> None:
         """After `entry` applied at `index` (tick thread, every apply)."""
 
     def role_changed(self, node_id: str, old: int, new: int, term: int) -> None:
@@ -73,7 +72,7 @@ class Faults:
         """A new leader's takeover time, from which running attempts get a lease of grace."""
         return now
 
-    async def claim(self, proposal: Awaitable[Mapping[str, Any]], assigner: Any, conn: Any, name: str,
+    async def claim(self, proposal: Awaitable[Any], assigner: Any, conn: Any, name: str,
                     t: int, attempt: int, due: int, spec: dict[str, Any]) -> ClaimAnswer:
         """Commit a claim (`proposal` proposes its `start` entry) and answer apply's result."""
         return ClaimAnswer(await proposal)

@@ -38,10 +38,10 @@ import json
 import os
 import signal
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from schedd.core.features import FeatureTable, table_upto
+from schedd.core.results import ApplyResult, Parts
 from schedd.ports.faults import NO_FAULTS, ClaimAnswer, Faults
 # The history format (Recorder) and the test-mode rule are the worker's too: one definition, in
 # the lower distribution (schedd-worker), which the daemon installs anyway.
@@ -177,13 +177,14 @@ def applied_through(node) -> int:
         return node.state.last_index
 
 
-def _recorded(result: Mapping[str, Any]) -> dict[str, Any]:
-    """What the history keeps of an apply result; a group's (group commit) keeps its parts'."""
-    res = {k: result[k] for k in ("ok", "code", "token", "state", "items", "scheduled_ms", "name", "logical_ms",
-                                   "deduplicated", "epoch", "retry_at", "claims", "results") if k in result}
-    parts = result.get("parts")
-    if isinstance(parts, tuple):
-        res["parts"] = [_recorded(p) for p in parts]
+def _recorded(result: ApplyResult) -> dict[str, Any]:
+    """What the history keeps of an apply result (its stored form's keys the checker reads); a
+    group's (group commit) keeps its parts'."""
+    plain = result.as_dict()
+    res: dict[str, Any] = {k: plain[k] for k in ("ok", "code", "token", "state", "items", "scheduled_ms", "name", "logical_ms",
+                                  "deduplicated", "epoch", "retry_at", "claims", "results") if k in plain}
+    if isinstance(result.payload, Parts):
+        res["parts"] = [_recorded(p) for p in result.payload.parts]
     return res
 
 
@@ -219,7 +220,7 @@ class TestFaults(Faults):
     def entry_to_apply(self, entry: str, index: int) -> str:
         return unsafe_no_dedup(entry, index) if "no_dedup" in self.unsafe else entry
 
-    def applied(self, node_id: str, entry: str, result: Mapping[str, Any], index: int, log_hash: bytes) -> None:
+    def applied(self, node_id: str, entry: str, result: ApplyResult, index: int, log_hash: bytes) -> None:
         if self.rec is None:
             return
         try:

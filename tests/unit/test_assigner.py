@@ -204,7 +204,7 @@ def reconnect(hub: WorkerHub, h: Harness, name: str, tokens=(), slots=2, incarna
 def claim_for(h: Harness, name: str, worker: str) -> int:
     """A claim the leader of term 1 committed for `worker`'s first process."""
     return h.apply(C.START, job=name, scheduled_ms=T0, attempt=1, worker=worker,
-                   worker_incarnation=f"{worker}-1")["token"]
+                   worker_incarnation=f"{worker}-1").payload.token
 
 
 async def test_a_claim_its_worker_reconnected_without_runs_again_at_once(setup):
@@ -512,7 +512,7 @@ async def test_deleting_a_job_cancels_its_attempts_claimed_ahead_and_not_due(set
     due, token = ex.due, ex.attempts[-1].fencing_token
     h.now = due - before_due_ms
     r = h.apply(C.DELETE, name="j1")
-    assert r["ok"] and ("j1", due) not in h.state.execs
+    assert r.ok and ("j1", due) not in h.state.execs
     assert r.effects == ((CancelAttempt(token, ex.id),) if cancelled else ())
 
 

@@ -50,7 +50,7 @@ class Harness(DagHarness):
 
 
 def with_sla(h: Harness, name="etl", **sla) -> D.DagRun:
-    assert h.put(dag(name=name, sla=sla))["ok"]
+    assert h.put(dag(name=name, sla=sla)).ok
     return h.run(name)
 
 
@@ -77,8 +77,8 @@ def test_canonical_dag_keeps_the_sla_and_apply_rechecks_it():
     h = Harness()
     bad = text.replace('"by":"06:00"', '"by":"6am"')
     r = h.apply(C.DAG_PUT, spec=bad)
-    assert r["code"] == "invalid" and "sla" in r["msg"] and "etl" not in h.state.dags
-    assert h.apply(C.DAG_PUT, spec=text)["ok"]
+    assert r.code == "invalid" and "sla" in r.msg and "etl" not in h.state.dags
+    assert h.apply(C.DAG_PUT, spec=text).ok
     # the task rows carry no SLA: the run has it, not each task
     assert not any("sla" in h.state.jobs[D.task_job("etl", t)].spec_dict() for t in ("extract", "load"))
 
@@ -106,7 +106,7 @@ def test_deadline_counts_from_the_logical_time():
 
 def test_dags_without_sla_are_not_indexed():
     h = Harness()
-    assert h.put(dag())["ok"]
+    assert h.put(dag()).ok
     run = h.run()
     assert not h.state.sla_watch and S.run_deadline(h.state, run) is None
 
@@ -126,15 +126,15 @@ def test_still_running_at_the_deadline_is_one_miss_recorded_once():
     assert miss.rid == f"sla-dag/{run.run_id}" and miss.sla == "within 1m"
     assert miss.webhook == "http://127.0.0.1:1/hook"
     r = h.sla(miss)
-    assert r["ok"] and r["run_id"] == run.run_id and r["state"] == "RUNNING"
-    assert not {"name", "scheduled_ms", "items", "epoch"} & set(r)      # the dispatcher's hook ignores it
+    assert r.ok and r.payload.run_id == run.run_id and r.payload.state == "RUNNING"
+    assert not {"name", "scheduled_ms", "items", "epoch"} & set(r.as_dict())      # the dispatcher's hook ignores it
     [ev] = run.events
     assert ev.kind == "sla_missed" and ev.time_ms == h.now
     assert "within 1m" in ev.message and "still RUNNING at the deadline" in ev.message
     assert not h.state.sla_watch and L.due_misses(h.state, h.now + 60_000) == []
-    assert h.sla(miss).get("deduplicated") and len(run.events) == 1     # same rid
+    assert h.sla(miss).deduplicated and len(run.events) == 1     # same rid
     other = h.sla(miss, rid="sla-other")                                 # another rid: still once
-    assert other["code"] == "recorded" and len(run.events) == 1
+    assert other.code == "recorded" and len(run.events) == 1
     h.finish(run, "transform")
     h.finish(run, "load")                                                # the late success adds nothing
     assert run.state == "SUCCEEDED" and len(run.events) == 1
@@ -160,22 +160,22 @@ def test_failed_and_late_success_are_misses_and_in_time_is_not():
     assert misses["failed"].state == "FAILED" and "ended FAILED" in misses["failed"].message
     assert misses["late"].state == "SUCCEEDED" and "30s after the deadline" in misses["late"].message
     for m in misses.values():
-        assert h.sla(m)["ok"]
+        assert h.sla(m).ok
     assert [e.kind for e in failed.events] == [e.kind for e in late.events] == ["sla_missed"]
     assert not ok.events and L.due_misses(h.state, h.now) == []
     # a verdict proposed for the run that succeeded in time is refused by apply
     r = h.apply(C.SLA, rid="x", dag="ok", logical_ms=ok.logical_ms, deadline_ms=T0 + 60_000)
-    assert r["code"] == "met" and not ok.events
+    assert r.code == "met" and not ok.events
 
 
 def test_not_yet_due_unknown_run_and_bad_args_are_refused():
     h = Harness()
     run = with_sla(h, within_seconds=60)
     r = h.apply(C.SLA, rid="early", dag="etl", logical_ms=run.logical_ms, deadline_ms=T0 + 60_000)
-    assert r["code"] == "pending" and h.state.sla_watch                  # kept in the index
-    assert h.apply(C.SLA, dag="etl", logical_ms=run.logical_ms + 1, deadline_ms=0)["code"] == "not_found"
-    assert h.apply(C.SLA, dag="etl", logical_ms=True, deadline_ms=0)["code"] == "not_found"
-    assert h.apply(C.SLA, dag="etl", logical_ms=run.logical_ms, deadline_ms="x")["code"] == "invalid"
+    assert r.code == "pending" and h.state.sla_watch                  # kept in the index
+    assert h.apply(C.SLA, dag="etl", logical_ms=run.logical_ms + 1, deadline_ms=0).code == "not_found"
+    assert h.apply(C.SLA, dag="etl", logical_ms=True, deadline_ms=0).code == "not_found"
+    assert h.apply(C.SLA, dag="etl", logical_ms=run.logical_ms, deadline_ms="x").code == "invalid"
     assert not run.events
 
 
@@ -185,16 +185,16 @@ def test_stale_term_is_refused():
     h.now = T0 + 5000
     [miss] = L.due_misses(h.state, h.now)
     r = h.sla(miss, term=0)
-    assert r["code"] == "stale_term" and not run.events
+    assert r.code == "stale_term" and not run.events
     assert L.due_misses(h.state, h.now)                                  # still due for the real leader
     r = h.sla(miss)                                                      # same rid: not deduplicated
-    assert r["ok"] and not r.get("deduplicated") and len(run.events) == 1
+    assert r.ok and not r.deduplicated and len(run.events) == 1
 
 
 def test_deleted_or_pruned_runs_leave_the_index():
     h = Harness()
     with_sla(h, within_seconds=1)
-    assert h.apply(C.DAG_DELETE, name="etl")["ok"]
+    assert h.apply(C.DAG_DELETE, name="etl").ok
     h.now = T0 + 5000
     assert L.due_misses(h.state, h.now) == []
     S.collect(h.state, h.now)
@@ -210,7 +210,7 @@ def _script(h: Harness) -> tuple[D.DagRun, D.DagRun]:
     pending = with_sla(h, "pending", by="06:00", timezone="Europe/Berlin")
     h.now = T0 + 20_000
     [miss] = L.due_misses(h.state, h.now)
-    assert h.sla(miss)["ok"]
+    assert h.sla(miss).ok
     return missed, pending
 
 
@@ -288,8 +288,8 @@ def test_a_job_and_a_dag_of_the_same_name_do_not_collide():
     h = Harness()
     r = h.apply(C.PUT, spec=dump_spec(validate_spec({"name": "etl", "schedule": "", "sla": {"within_seconds": 1},
                                                      "handler": {"shell": {"command": "true"}}})))
-    assert r["ok"], r
-    t = h.apply(C.TRIGGER, name="etl")["scheduled_ms"]
+    assert r.ok, r
+    t = h.apply(C.TRIGGER, name="etl").payload.scheduled_ms
     run = with_sla(h, within_seconds=1)
     assert t == run.logical_ms
     h.now = T0 + 5000
@@ -298,10 +298,10 @@ def test_a_job_and_a_dag_of_the_same_name_do_not_collide():
         ("", f"sla-{run.run_id}#{h.state.execs[('etl', t)].log_index}"), ("etl", f"sla-dag/{run.run_id}")]
     for m in misses:
         if m.dag:
-            assert h.sla(m)["ok"]
+            assert h.sla(m).ok
         else:
             assert h.apply(C.SLA, rid=m.rid, job=m.job, scheduled_ms=m.scheduled_ms,
-                           deadline_ms=m.deadline_ms)["ok"]
+                           deadline_ms=m.deadline_ms).ok
     assert len(run.events) == 1 and len(h.state.execs[("etl", t)].events) == 1
 
 
