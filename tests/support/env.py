@@ -112,10 +112,10 @@ class TestEnv:
     def hub(self) -> Any:
         """The leader's WorkerHub over the node (lease LEASE_MS)."""
         from schedd.leader.workers import WorkerHub
-        return WorkerHub(self.node, self.clock, lease_ms=LEASE_MS)
+        return WorkerHub(self.node, self.clock, lease_ms=LEASE_MS)  # type: ignore[arg-type]
 
     @functools.cached_property
     def assigner(self) -> Any:
         """The leader's Assigner over the node and `hub`, spawning into `tasks`."""
         from schedd.leader.assigner import Assigner
-        return Assigner(self.node, self.clock, self.hub, LOOKAHEAD_MS, self.spawn)
+        return Assigner(self.node, self.clock, self.hub, LOOKAHEAD_MS, self.spawn)  # type: ignore[arg-type]
