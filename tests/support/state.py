@@ -93,12 +93,14 @@ class DagHarness:
         self.index = 1
         self.now = T0
         self.term = 1
+        self.entries: list[str] = []
         self.apply(C.EPOCH)
 
-    def apply(self, kind: str, **args) -> dict:
+    def apply(self, kind: str, rid: str = "", term: int | None = None, **args) -> dict:
+        entry = C.encode(kind, rid=rid, now=self.now, term=self.term if term is None else term, by="t", **args)
         self.index += 1
-        return self.state.apply(C.encode(kind, rid="", now=self.now, term=self.term, by="t", **args),
-                                self.index)
+        self.entries.append(entry)
+        return self.state.apply(entry, self.index)
 
     def put(self, d) -> dict:
         return self.apply(C.DAG_PUT, spec=D.canonical_dag(d)[1])

@@ -11,7 +11,8 @@ from schedd.core import commands as C
 from schedd.leader.assigner import Assigner
 from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.ports.fakes import FakeNode, Proposals
-from tests.support.leader import add_worker, assigner_rig, clock_of, node_over, step
+from tests.support.env import TestEnv
+from tests.support.leader import add_worker, assigner_rig, step
 from tests.support.state import T0, TOP_LEVEL, Harness, text
 
 
@@ -293,9 +294,9 @@ def test_the_dispatcher_owns_its_sla_driver_and_shares_its_view():
     from schedd.leader.dispatcher import Dispatcher
     from schedd_client.net.policy import NetPolicy
 
-    h = Harness()
-    node = node_over(h, webhooks=NetPolicy())
-    d = Dispatcher(node, clock_of(h), metrics=None)
+    env = TestEnv(webhooks=NetPolicy())
+    node = env.node
+    d = Dispatcher(node, env.clock, metrics=None)
     assert isinstance(d.sla, leader_sla.SlaDriver) and d.sla.view is d.view
     assert d.sla.webhooks is node.cfg.webhooks
     assert not hasattr(leader_sla, "drive")

@@ -20,8 +20,8 @@ from schedd.core.schedule import parse_time
 from schedd.core.state import SchedulerState
 from schedd.leader import sla as L
 from schedd_client.net.policy import make_policy
-from schedd.ports.fakes import RecordingMetrics
-from tests.support.leader import Hook, clock_of, node_over
+from tests.support.env import TestEnv
+from tests.support.leader import Hook
 from tests.support.state import DagHarness, dag
 
 LOOPBACK_OK = make_policy(allow=["127.0.0.1"])   # the webhook receiver is on loopback
@@ -30,19 +30,11 @@ T0 = parse_time("2026-06-01T03:00:00Z")        # 05:00 in Berlin
 
 
 class Harness(DagHarness):
-    """The DAG harness, recording entries (for replicas) and proposing `sla` entries."""
+    """The DAG harness at T0, proposing `sla` entries."""
 
     def __init__(self) -> None:
-        self.entries: list[str] = []
         super().__init__()
         self.now = T0
-
-    def apply(self, kind: str, rid: str = "", term: int | None = None, **args) -> dict:
-        entry = C.encode(kind, rid=rid, now=self.now, term=self.term if term is None else term, by="t",
-                         **args)
-        self.entries.append(entry)
-        self.index += 1
-        return self.state.apply(entry, self.index)
 
     def sla(self, miss: L.Miss, term: int | None = None, rid: str = "") -> dict:
         return self.apply(C.SLA, rid=rid or miss.rid, term=term, dag=miss.dag, logical_ms=miss.scheduled_ms,
@@ -258,18 +250,15 @@ def test_driver_records_counts_under_the_dag_and_posts_once():
         h = Harness()
         run = with_sla(h, within_seconds=2, webhook=url)
         h.now = T0 + 2500
-        metrics = RecordingMetrics()
+        env = TestEnv(h)
+        metrics = env.metrics
 
         async def main():
-            tasks = []
-            driver = L.SlaDriver(node_over(h), clock_of(h), metrics,
-                                 lambda coro: tasks.append(asyncio.ensure_future(coro)),
-                                 webhooks=LOOPBACK_OK)
+            driver = L.SlaDriver(env.node, env.clock, metrics, env.spawn, webhooks=LOOPBACK_OK)
             for step in range(3):
                 h.now += L.RETRY_AFTER_MS if step else 0
                 driver.step(h.now)
-                while tasks:
-                    await tasks.pop()
+                await env.settle()
         asyncio.run(main())
         assert [e.kind for e in run.events] == ["sla_missed"]
         assert metrics.sla_missed.counts == {("etl",): 1}

@@ -323,7 +323,7 @@ def test_snapshot_restore_roundtrip_including_dags():
     assert "etl:" in {name for _, name in b.wheel.due(2 ** 62)}
     # the restored replica keeps agreeing with the original on what follows
     twin = Harness.__new__(Harness)
-    twin.state, twin.index, twin.now, twin.term = b, a.index, a.now, a.term
+    twin.state, twin.index, twin.now, twin.term, twin.entries = b, a.index, a.now, a.term, []
     run_a = a.state.dag_runs[("other", max(D.runs_of(a.state, "other")))]
     run_b = b.dag_runs[("other", run_a.logical_ms)]
     a.finish(run_a, "y")

@@ -23,8 +23,9 @@ from schedd.leader import sla as L
 from schedd_client.net.policy import make_policy
 from schedd.leader.planner import plan_fires
 from schedd.replication.node import OutcomeUnknown
-from schedd.ports.fakes import LoseFirstAnswer, RecordingMetrics
-from tests.support.leader import Hook, clock_of, node_over
+from schedd.ports.fakes import LoseFirstAnswer
+from tests.support.env import TestEnv
+from tests.support.leader import Hook
 from tests.support.state import Harness as StateHarness
 
 LOOPBACK_OK = make_policy(allow=["127.0.0.1"])   # the webhook receiver is on loopback
@@ -336,19 +337,16 @@ def test_driver_records_counts_and_posts_once(h, fail_first):
         url = f"http://127.0.0.1:{server.server_port}/hook"
         t, _ = late_run(h, within=2, webhook=url)
         h.now = t + 2500
-        metrics = RecordingMetrics()
         lost = LoseFirstAnswer(lambda: OutcomeUnknown("lost the answer")) if fail_first else None
+        env = TestEnv(h, proposals=lost)
+        metrics = env.metrics
 
         async def main():
-            tasks = []
-            driver = L.SlaDriver(node_over(h, proposals=lost), clock_of(h), metrics,
-                                 lambda coro: tasks.append(asyncio.ensure_future(coro)),
-                                 webhooks=LOOPBACK_OK)
+            driver = L.SlaDriver(env.node, env.clock, metrics, env.spawn, webhooks=LOOPBACK_OK)
             for step in range(4):
                 h.now += L.RETRY_AFTER_MS if step else 0
                 driver.step(h.now)
-                while tasks:
-                    await tasks.pop()
+                await env.settle()
         asyncio.run(main())
         ex = h.state.execs[("j1", t)]
         assert [e.kind for e in ex.events] == ["sla_missed"]
@@ -389,17 +387,14 @@ def test_a_deposed_leaders_late_refusal_does_not_answer_the_new_leaders_proposal
     h.now = t + 2000
     [miss] = L.due_misses(h.state, h.now)
     assert h.sla(miss, term=0).code == "stale_term"           # the deposed leader's, committed late
-    metrics = RecordingMetrics()
+    env = TestEnv(h)
+    metrics = env.metrics
 
     async def main():
-        tasks = []
-        driver = L.SlaDriver(node_over(h), clock_of(h), metrics,
-                             lambda coro: tasks.append(asyncio.ensure_future(coro)),
-                             webhooks=LOOPBACK_OK)
+        driver = L.SlaDriver(env.node, env.clock, metrics, env.spawn, webhooks=LOOPBACK_OK)
         for _ in range(2):
             driver.step(h.now)
-            while tasks:
-                await tasks.pop()
+            await env.settle()
     asyncio.run(main())
     assert len(h.state.execs[("j1", t)].events) == 1 and metrics.sla_missed.counts == {("j1",): 1}
     assert json.loads(h.entries[-1])["rid"] == miss.rid     # same rid, not deduplicated

@@ -11,10 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from schedd.ports.fakes import ManualClock
 from schedd_proto import scheduler_pb2 as pb
-from tests.support.leader import node_over
-from tests.support.state import Harness
+from tests.support.env import TestEnv
 from schedd.leader.workers import WorkerHub
 
 DEADLINE = 15.0
@@ -60,8 +58,7 @@ def assignment(token: int) -> pb.LeaderMessage:
 
 @pytest.fixture
 def hub():
-    h = Harness()
-    return WorkerHub(node_over(h), ManualClock(source=lambda: h.now), lease_ms=10_000)
+    return TestEnv().hub
 
 
 @pytest.mark.parametrize("batches", [True, False], ids=["new-worker", "old-worker"])
