@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from schedd.core import commands as C
+from schedd.core import results as R
 from schedd.core.commands import FEATURES
 from schedd.core.model import dump_spec, validate_spec
 from schedd.core.state import SchedulerState
@@ -54,7 +55,7 @@ def run(n: int, distinct: bool) -> dict[str, float]:
     specs = [dump_spec(validate_spec({"name": f"h{i}", "schedule": f"at {DUE}", "handler": {"python": {"name": "rec"}},
                                       **({"labels": {"k": f"v{i}"}} if distinct else {})})) for i in range(n)]
     for i in range(0, n, 200):
-        assert feed.apply(C.PUT_MANY, now=T0, specs=specs[i:i + 200])["ok"]
+        assert feed.apply(C.PUT_MANY, now=T0, specs=specs[i:i + 200]).ok
     due = T0 + 60_000
     keys = plan_fires(feed.state, due - 1000, 2000, limit=n)
     took_fire, _ = timed(feed, [(C.FIRE, {"items": [list(k) for k in keys[i:i + 500]]}) for i in range(0, n, 500)],
@@ -63,7 +64,7 @@ def run(n: int, distinct: bool) -> dict[str, float]:
     took_claim, results = timed(feed, [(C.START_MANY, {"claims": [
         {"job": j, "scheduled_ms": t, "attempt": 1, "worker": "w1", "worker_incarnation": "x", "created": created[(j, t)]}
         for j, t in keys[i:i + 256]]}) for i in range(0, n, 256)], due)
-    tokens = [c["token"] for r in results for c in r["claims"]]
+    tokens = [c.of(R.Claimed).token for r in results for c in r.of(R.ClaimedMany).claims]
     took_result, _ = timed(feed, [(C.FINISH_MANY, {"results": [
         {"job": j, "scheduled_ms": t, "token": tok, "state": "SUCCEEDED", "worker": "w1", "started_ms": due + 1,
          "ended_ms": due + 2} for (j, t), tok in zip(keys[i:i + 256], tokens[i:i + 256])]}) for i in range(0, n, 256)],

@@ -67,7 +67,7 @@ def register(n: int) -> tuple[SchedulerState, float, float]:
         batch.append(text)
         if len(batch) == 100:
             r = st.apply(C.encode(C.PUT_MANY, rid=f"r{index}", now=T0, term=1, specs=batch), index)
-            assert r["ok"], r
+            assert r.ok, r
             batch, index = [], index + 1
     if batch:
         st.apply(C.encode(C.PUT_MANY, rid=f"r{index}", now=T0, term=1, specs=batch), index)

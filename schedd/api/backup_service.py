@@ -90,7 +90,7 @@ class BackupService(bpb_grpc.BackupServicer):
             result = await self.node.propose(entry, timeout=BARRIER_TIMEOUT_S)
         except (NotApplied, OutcomeUnknown) as e:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"leadership not confirmed ({e}); retry")
-        if not result.get("ok") or self.node.term != term:
+        if not result.ok or self.node.term != term:
             await context.abort(grpc.StatusCode.UNAVAILABLE,
                                 "leadership changed while taking the snapshot; retry")
         return term

@@ -43,6 +43,7 @@ from schedd.core import ledger
 from schedd.core.features import FeatureUnavailable, behind_message, refusal
 from schedd.core import schedule as sched
 from schedd.core.policy import BACKFILL, QUOTA_KINDS, quota_limit
+from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code
 from schedd.core.state import MAX_BACKFILL_PER_ENTRY, UNAUDITED, schedule_of
 from schedd.core.model import (
@@ -349,7 +350,7 @@ class CommittingService:
             self.metrics.proposals.labels(kind, "unknown").inc()
             raise
         self.metrics.commit_latency.labels(kind).observe(time.perf_counter() - started)
-        self.metrics.proposals.labels(kind, result.get("code", "ok")).inc()
+        self.metrics.proposals.labels(kind, result.code.value).inc()
         return result
 
     async def _commit(self, context: CallContext, kind: str, rid: str, **args: Any) -> ApplyResult:
@@ -365,7 +366,7 @@ class CommittingService:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"not committed ({e}); safe to retry")
         except OutcomeUnknown as e:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"{e}; retry with the same request_id")
-        if not result.get("ok"):
+        if not result.ok:
             await self._refuse(context, result)
         return result
 
@@ -381,7 +382,7 @@ class CommittingService:
     @staticmethod
     async def _refuse(context: CallContext, result: ApplyResult) -> NoReturn:
         """Answer apply's refusal: its status, its message, and the refused job's position."""
-        position = result.get("position")
+        position = result.payload.position if isinstance(result.payload, R.Refused) else None
         await context.abort(RESULT_STATUS.get(result.code, grpc.StatusCode.INTERNAL), result.msg or "rejected",
                             trailing_metadata=((POSITION, str(position)),) if position else ())
 
@@ -454,8 +455,9 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
                                     name=spec["name"], create_only=request.create_only,
                                     expected_version=request.expected_version, team_cap=cap,
                                     **spec_levels([spec]))
+        stored = result.of(R.Stored)
         return pb.PutJobResponse(job=await self._job_or_abort(context, spec["name"]),
-                                 created=bool(result.get("created")), version=int(result.get("version", 0)))
+                                 created=stored.created, version=stored.version)
 
     @routed(write=True)
     async def PutJobs(self, request: pb.PutJobsRequest, context: CallContext) -> pb.PutJobsResponse:
@@ -494,10 +496,10 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         result = await self._put_batch(context, rid, [text for _, text in checked], create_only=request.create_only,
                                        team_cap=limits.max_jobs_per_team, **spec_levels(d for d, _ in checked))
-        return pb.PutJobsResponse(created=result.get("created", 0), updated=result.get("updated", 0))
+        return pb.PutJobsResponse(created=result.created, updated=result.updated)
 
     async def _put_batch(self, context: CallContext, rid: str, texts: list[str],
-                         **common: Any) -> Mapping[str, Any]:
+                         **common: Any) -> R.PutMany:
         """Propose a checked batch and answer only what the log decided. Once this answers
         "failed", the batch can never commit: its commit entry was refused, or the abort
         proposed after it was applied first (an abort that finds the commit applied turns the
@@ -529,47 +531,51 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
                 if isinstance(result, BaseException):
                     raise result
         except (NotApplied, OutcomeUnknown, C.EntryTooLarge) as e:
-            return await self._abort_batch(context, batch, e, committing)
-        if not result.get("ok"):
+            counts = await self._abort_batch(context, batch, e, committing)
+            assert counts is not None             # with an error it answers or aborts the call
+            return counts
+        if not result.ok:
             await self._abort_batch(context, batch, None, committing)
             await self._refuse(context, result)
-        if result.get("deduplicated") and len(chunks) > 1:
+        if result.deduplicated and len(chunks) > 1:
             # an earlier call with this request id committed: this call's staged copy goes
             await self._abort_quietly(context, batch, "duplicate request")
-        return result
+        return result.of(R.PutMany)
 
     @staticmethod
     def _batch_outcome(staged: list[Any], outcome: Any) -> Any:
         """What a staged batch's call answers: the commit's result when it applied, or its
         error; when apply refused it, the first failed stage says why, if one did."""
-        if isinstance(outcome, BaseException) or outcome.get("ok"):
+        if isinstance(outcome, BaseException) or outcome.ok:
             return outcome
-        failed = next((r for r in staged if isinstance(r, BaseException) or not r.get("ok")), None)
+        failed = next((r for r in staged if isinstance(r, BaseException) or not r.ok), None)
         return outcome if failed is None else failed
 
     async def _abort_batch(self, context: CallContext, batch: str, error: Exception | None,
-                           committing: bool) -> Mapping[str, Any]:
+                           committing: bool) -> R.PutMany | None:
         """Abort `batch` after a failure. Returns the commit's counts if the log had already
-        committed it; else answers the failure (aborts the call)."""
+        committed it; else answers the failure `error` (aborts the call), or returns None when
+        there is none (apply refused the batch: the caller answers that)."""
         reason = str(error) if error is not None else "refused"
-        outcome: Mapping[str, Any]
+        outcome = R.BatchAborted(True)
         try:
-            outcome = await self._propose(context, C.BATCH_ABORT, "", batch=batch, reason=reason)
+            answer = await self._propose(context, C.BATCH_ABORT, "", batch=batch, reason=reason)
+            if answer.ok:
+                outcome = answer.of(R.BatchAborted)
         except (NotApplied, OutcomeUnknown) as e:
             log.warning("batch %s: abort not confirmed (%s); the leader discards it after %ds", batch, e,
                         B.BATCH_TTL_MS // 1000)
             if committing:
                 await context.abort(grpc.StatusCode.UNAVAILABLE,
                                     f"{error}; outcome unknown, retry with the same request_id")
-            outcome = {"aborted": True}
-        if outcome.get("committed"):
-            return outcome
+        if outcome.committed:
+            return R.PutMany(outcome.created or 0, outcome.updated or 0)
         if isinstance(error, C.EntryTooLarge):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request too large: {error}")
         if error is not None:
             await context.abort(grpc.StatusCode.UNAVAILABLE,
                                 f"not committed ({error}); nothing of the batch was committed, safe to retry")
-        return outcome
+        return None
 
     async def _abort_quietly(self, context: CallContext, batch: str, reason: str) -> None:
         try:
@@ -627,7 +633,8 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         result = await self._commit(context, C.TRIGGER, request.request_id, name=request.name,
                                     force=request.force)
         with self.node.lock:
-            ex = self.node.state.execs.get((result["name"], result["scheduled_ms"]))
+            fired = result.of(R.Triggered)
+            ex = self.node.state.execs.get((fired.name, fired.scheduled_ms))
             if ex is not None:
                 return convert.execution_to_pb(ex)
         await context.abort(grpc.StatusCode.NOT_FOUND, "the execution was recorded but is already pruned")
@@ -725,8 +732,8 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         results = await asyncio.gather(*(
             self._commit(context, C.BACKFILL, f"{rid}-{i}", name=request.name, times=times[i:i + step])
             for i in range(0, len(times), step)))
-        out.created = sum(r.get("created", 0) for r in results)
-        out.duplicates = sum(r.get("duplicates", 0) for r in results)
+        out.created = sum(r.of(R.Backfilled).created for r in results)
+        out.duplicates = sum(r.of(R.Backfilled).duplicates for r in results)
         return out
 
     @routed(write=False)

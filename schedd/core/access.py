@@ -22,6 +22,7 @@ from collections.abc import Callable
 from schedd.core import acl as A
 from schedd.core import audit as U
 from schedd.core import commands as C
+from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code, ok, reject
 from schedd.core.tables import Tables
 
@@ -36,9 +37,9 @@ AUDIT_FIELDS = ("principal", "source", "action", "target", "request_id")
 ERRORS_LIMITED_LEVEL = 5
 
 
-def _answer(problem: A.Problem | None, **payload: Any) -> ApplyResult:
+def _answer(problem: A.Problem | None, payload: R.Payload) -> ApplyResult:
     if problem is None:
-        return ok(**payload)
+        return ok(payload)
     return reject(PROBLEM_CODES.get(problem.code, Code.INVALID), problem.message, problem=problem.code)
 
 
@@ -62,43 +63,43 @@ def _guarded(fn: Callable[[Tables, C.Command], ApplyResult]) -> Callable[[Tables
 def _policy_put(st: Tables, cmd: C.Command) -> ApplyResult:
     policy = A.parse_policy(_mapping(cmd, "policy"))
     created = policy.name not in st.acl.policies
-    return _answer(st.acl.put_policy(policy), name=policy.name, created=created)
+    return _answer(st.acl.put_policy(policy), R.AclStored(policy.name, created))
 
 
 def _policy_delete(st: Tables, cmd: C.Command) -> ApplyResult:
-    return _answer(st.acl.delete_policy(str(cmd.args["name"])), name=str(cmd.args["name"]))
+    return _answer(st.acl.delete_policy(str(cmd.args["name"])), R.Named(str(cmd.args["name"])))
 
 
 def _role_put(st: Tables, cmd: C.Command) -> ApplyResult:
     role = A.parse_role(_mapping(cmd, "role"))
     created = role.name not in st.acl.roles
-    return _answer(st.acl.put_role(role), name=role.name, created=created)
+    return _answer(st.acl.put_role(role), R.AclStored(role.name, created))
 
 
 def _role_delete(st: Tables, cmd: C.Command) -> ApplyResult:
-    return _answer(st.acl.delete_role(str(cmd.args["name"])), name=str(cmd.args["name"]))
+    return _answer(st.acl.delete_role(str(cmd.args["name"])), R.Named(str(cmd.args["name"])))
 
 
 def _token_create(st: Tables, cmd: C.Command) -> ApplyResult:
     token = A.parse_token(_mapping(cmd, "token"), created_ms=cmd.now)
-    return _answer(st.acl.create_token(token), accessor=token.accessor)
+    return _answer(st.acl.create_token(token), R.Accessor(token.accessor))
 
 
 def _token_delete(st: Tables, cmd: C.Command) -> ApplyResult:
     accessor = str(cmd.args["accessor"])
-    return _answer(st.acl.delete_token(accessor), accessor=accessor)
+    return _answer(st.acl.delete_token(accessor), R.Accessor(accessor))
 
 
 def _anonymous_set(st: Tables, cmd: C.Command) -> ApplyResult:
     policy = cmd.args.get("policy")
     if policy is not None and not isinstance(policy, str):
         raise A.AclInputError("policy must be a name or null")
-    return _answer(st.acl.set_anonymous(policy or None), policy=policy or "")
+    return _answer(st.acl.set_anonymous(policy or None), R.Anonymous(policy or ""))
 
 
 def _bootstrap(st: Tables, cmd: C.Command) -> ApplyResult:
     token = A.parse_token(_mapping(cmd, "token"), created_ms=cmd.now)
-    return _answer(st.acl.bootstrap(token), accessor=token.accessor)
+    return _answer(st.acl.bootstrap(token), R.Accessor(token.accessor))
 
 
 def _audit_append(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
@@ -110,7 +111,7 @@ def _audit_append(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
         ev = _event(row, outcome=None, time_ms=cmd.now, index=index)
         if ev is not None and st.audit.append(ev) is not None:
             kept += 1
-    return ok(kept=kept, dropped=len(rows) - kept)
+    return ok(R.AuditAppended(kept, len(rows) - kept))
 
 
 MAX_NOTE = U.MAX_TEXT
@@ -121,14 +122,14 @@ def _audit_note(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     note = cmd.args.get("note")
     if not isinstance(note, str) or not note.strip() or len(note) > MAX_NOTE:
         return reject(Code.INVALID, f"audit_note: note must be 1 to {MAX_NOTE} characters")
-    return ok(note=note)
+    return ok(R.AuditNote(note))
 
 
 def _audit_config(st: Tables, cmd: C.Command) -> ApplyResult:
     a = cmd.args
     retention = U.Retention(a["max_age_ms"], a["max_records"])
     limit = U.DeniedLimit(a["burst"], a["refill_ms"])
-    return ok(pruned=st.audit.configure(retention, limit, cmd.now))
+    return ok(R.AuditPruned(st.audit.configure(retention, limit, cmd.now)))
 
 
 HANDLERS: dict[str, Callable[[Tables, C.Command, int], ApplyResult]] = {

@@ -19,6 +19,7 @@ from schedd.core.model import (
     SUCCEEDED, TERMINAL_STATES, TIMED_OUT, Attempt, Execution,
 )
 from schedd.core.policy import blocked
+from schedd.core import results as R
 from schedd.core.results import ApplyResult, CancelAttempt, Code, ok, reject
 from schedd.core.retry import RetryPolicy
 from schedd.core.tables import Tables, exec_or_reject
@@ -105,8 +106,8 @@ def start_many(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     if not isinstance(items, list) or not 0 < len(items) <= MAX_CLAIMS_PER_ENTRY \
             or not all(isinstance(x, dict) for x in items):
         return reject(Code.INVALID, f"claims must be a list of 1 to {MAX_CLAIMS_PER_ENTRY} objects")
-    results = [claim(st, args, cmd.now, index * TOKENS_PER_INDEX + k).as_dict() for k, args in enumerate(items)]
-    return ok(claims=results)
+    return ok(R.ClaimedMany(tuple(claim(st, args, cmd.now, index * TOKENS_PER_INDEX + k)
+                                  for k, args in enumerate(items))))
 
 
 def claim(st: Tables, args: dict[str, Any], now: int, token: int) -> ApplyResult:
@@ -140,7 +141,7 @@ def claim(st: Tables, args: dict[str, Any], now: int, token: int) -> ApplyResult
                                fencing_token=token, started_ms=now,
                                worker_incarnation=str(args.get("worker_incarnation") or "")[:64]))
     st.set_state(ex, RUNNING, now)
-    return ok(token=token, attempt=number)
+    return ok(R.Claimed(token, number))
 
 
 def finish(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
@@ -168,7 +169,7 @@ def finish(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
         st.set_state(ex, SCHEDULED, cmd.now)
     else:
         after_failure(st, ex, str(outcome), attempt.error, cmd.now)
-    return ok(state=ex.state, retry_at=ex.retry_at)
+    return ok(R.Finished(ex.state, ex.retry_at))
 
 
 MAX_RESULTS_PER_ENTRY = 256
@@ -188,8 +189,8 @@ def finish_many(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     for args in items:
         one = C.Command(kind=C.FINISH, rid="", now=cmd.now, term=cmd.term, by=str(args.get("worker", "")),
                         args=args)
-        out.append((_recorded(st, args) or finish(st, one, index)).as_dict())
-    return ok(results=out)
+        out.append(_recorded(st, args) or finish(st, one, index))
+    return ok(R.FinishedMany(tuple(out)))
 
 
 def _recorded(st: Tables, args: dict[str, Any]) -> ApplyResult | None:
@@ -199,7 +200,7 @@ def _recorded(st: Tables, args: dict[str, Any]) -> ApplyResult | None:
         return None
     for a in ex.attempts:
         if a.fencing_token == token and a.state == args.get("state") and a.ended_ms == args.get("ended_ms"):
-            return ok(state=ex.state, retry_at=ex.retry_at, deduplicated=True)
+            return ok(R.Finished(ex.state, ex.retry_at)).again()
     return None
 
 
@@ -219,7 +220,7 @@ def sensor_not_ready(st: Tables, ex: Execution, token: object, report: Report, c
     if ex.cancel_requested:
         ex.reason = "cancelled"
         st.set_state(ex, CANCELLED, cmd.now)
-        return ok(state=ex.state, retry_at=None)
+        return ok(R.Finished(ex.state, None))
     poll_ms = int(float(sensor.get("poll_interval_seconds") or DEFAULT_POLL_S) * 1000)
     timeout_ms = int(float(sensor.get("timeout_seconds") or DEFAULT_SENSOR_TIMEOUT_S) * 1000)
     first = ex.attempts[0].started_ms
@@ -234,7 +235,7 @@ def sensor_not_ready(st: Tables, ex: Execution, token: object, report: Report, c
         ex.retry_at = min(cmd.now + poll_ms, deadline)
         ex.reason = f"sensor not ready (poll {polls}): {why}"[:MAX_ERROR_CHARS]
         st.set_state(ex, RETRY_WAIT, cmd.now)
-    return ok(state=ex.state, retry_at=ex.retry_at)
+    return ok(R.Finished(ex.state, ex.retry_at))
 
 
 def expire(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
@@ -265,10 +266,10 @@ def expire(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
         attempt.state = REJECTED
         ex.reason = f"attempt {attempt.number} never started: {reason}"[:MAX_ERROR_CHARS]
         st.set_state(ex, SCHEDULED, cmd.now)
-        return ok(state=ex.state, retry_at=None, never_started=True)
+        return ok(R.Finished(ex.state, None, never_started=True))
     else:
         after_failure(st, ex, outcome, reason, cmd.now)
-    return ok(state=ex.state, retry_at=ex.retry_at)
+    return ok(R.Finished(ex.state, ex.retry_at))
 
 
 def after_failure(st: Tables, ex: Execution, outcome: str, error: str, now: int) -> None:
@@ -311,7 +312,7 @@ def cancel(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
         ex.cancel_requested = True
         ex.updated_ms = cmd.now
         token = ex.attempts[-1].fencing_token
-        return ok(state=RUNNING, token=token, cancel_requested=True, effects=(CancelAttempt(token, ex.id),))
+        return ok(R.Cancelled(RUNNING, token, cancel_requested=True), effects=(CancelAttempt(token, ex.id),))
     ex.reason = "cancelled before it ran"
     st.set_state(ex, CANCELLED, cmd.now)
-    return ok(state=CANCELLED)
+    return ok(R.Cancelled(CANCELLED))

@@ -27,6 +27,7 @@ from typing import Any
 
 from schedd.core import commands as C
 from schedd.core.jobs import Checked, check_specs, put_specs, team_overflow
+from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code, ok, reject
 from schedd.core.rows import STAGED, Batch
 from schedd.core.tables import Tables
@@ -82,7 +83,7 @@ def stage(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
         return checked
     rec.chunks[seq] = specs
     st.batch_checked[(b, seq)] = checked
-    return ok(batch=b, seq=seq)
+    return ok(R.BatchStaged(b, seq))
 
 
 def commit(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
@@ -107,14 +108,15 @@ def commit(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
         # A node restored from a snapshot between stage and commit parses the chunk again.
         part = st.batch_checked.get((b, seq)) or check_specs(rec.chunks[seq], len(checked) + 1)
         if isinstance(part, ApplyResult):
-            _finish(st, b, rec, ABORTED, cmd.now, {"reason": part.get("msg", "refused")})
+            _finish(st, b, rec, ABORTED, cmd.now, {"reason": part.msg or "refused"})
             return part
         checked += part
     result = put_specs(st, checked, cmd, index)
-    if result.get("ok"):
-        _finish(st, b, rec, COMMITTED, cmd.now, {"created": result["created"], "updated": result["updated"]})
+    if result.ok:
+        counts = result.of(R.PutMany)
+        _finish(st, b, rec, COMMITTED, cmd.now, {"created": counts.created, "updated": counts.updated})
     else:
-        _finish(st, b, rec, ABORTED, cmd.now, {"reason": result.get("msg", "refused")})
+        _finish(st, b, rec, ABORTED, cmd.now, {"reason": result.msg or "refused"})
     return result
 
 
@@ -127,10 +129,10 @@ def abort(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     if rec is None:
         rec = st.batches[b] = Batch(since=cmd.now)
     if rec.state == COMMITTED:
-        return ok(aborted=False, committed=True, **rec.result)
+        return ok(R.BatchAborted(False, True, rec.result.get("created"), rec.result.get("updated")))
     if rec.state == STAGED:
         _finish(st, b, rec, ABORTED, cmd.now, {"reason": str(cmd.args.get("reason") or "aborted")[:200]})
-    return ok(aborted=True)
+    return ok(R.BatchAborted(True))
 
 
 def record_single(st: Tables, cmd: C.Command) -> ApplyResult | None:
@@ -147,9 +149,10 @@ def record_single(st: Tables, cmd: C.Command) -> ApplyResult | None:
 
 def single_done(st: Tables, cmd: C.Command, result: ApplyResult) -> None:
     b = cmd.args.get("batch")
-    if isinstance(b, str) and result.get("ok"):
+    if isinstance(b, str) and result.ok:
         rec = st.batches[b] = Batch(since=cmd.now)
-        _finish(st, b, rec, COMMITTED, cmd.now, {"created": result["created"], "updated": result["updated"]})
+        counts = result.of(R.PutMany)
+        _finish(st, b, rec, COMMITTED, cmd.now, {"created": counts.created, "updated": counts.updated})
 
 
 def forget_finished(st: Tables, now: int) -> None:

@@ -46,6 +46,7 @@ from schedd.core.model import (
     TIMED_OUT, UPSTREAM_FAILED, Execution, ValidationError, canonical_spec, check_committed_dst_and_sla, dump_spec,
 )
 from schedd.core.naming import dag_of_job, refuse_job_op, run_id, schedule_row, task_job
+from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code, ok, reject
 from schedd.core.rows import DEFAULT_MAX_RUNS, DagDef, DagRun
 from schedd.core.tables import Tables
@@ -401,7 +402,7 @@ def put(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     else:
         _drop_row(st, schedule_row(name))
     _prune_runs(st, dag)
-    return ok(created=current is None, name=name, version=dag.version)
+    return ok(R.Stored(current is None, name, dag.version))
 
 
 def delete(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
@@ -416,7 +417,7 @@ def delete(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
         del st.dag_runs[(dag.name, t)]
     st.dag_run_times.pop(dag.name, None)
     del st.dags[dag.name]
-    return ok(name=dag.name)
+    return ok(R.Named(dag.name))
 
 
 def run_now(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
@@ -428,7 +429,7 @@ def run_now(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     while (name, t) in st.dag_runs:
         t += 1
     run = start_run(st, dag, t, "manual", cmd, index)
-    return ok(name=name, logical_ms=t, run_id=run.run_id)
+    return ok(R.DagRunStarted(dag.name, t, run.run_id))
 
 
 HANDLERS = {DAG_PUT: put, DAG_DELETE: delete, DAG_RUN: run_now}

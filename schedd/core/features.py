@@ -37,6 +37,7 @@ from typing import Any
 from schedd.core import commands as C
 from schedd.core.commands import FeatureTable
 from schedd.core.model import CONTAINER_FEATURE_LEVEL, spec_level
+from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code, ok, reject
 from schedd.core.tables import Tables
 
@@ -167,4 +168,4 @@ def raise_level(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
         return reject(Code.CONFLICT, f"the feature level is never lowered (cluster is at {st.feature_level})")
     raised = level > st.feature_level
     st.feature_level = level
-    return ok(feature_level=level, raised=raised)
+    return ok(R.FeatureLevel(level, raised))

@@ -18,6 +18,7 @@ from schedd.core import schedule as sched
 from schedd.core import sla as sla_index
 from schedd.core.model import MAX_ERROR_CHARS, SCHEDULED, SKIPPED, TERMINAL_STATES, Execution, Job, execution_id
 from schedd.core.policy import BACKFILL, jitter_offset_ms
+from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code, Launch, ok, reject
 from schedd.core.tables import MIN_MS, Tables, job_or_reject, schedule_of
 
@@ -116,7 +117,7 @@ def trigger(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
         t += 1
     ex = record(st, job, t, "forced" if cmd.args.get("force") else "manual", cmd, index)
     items = [[job.name, t, "created" if ex.state == SCHEDULED else "skipped"]]
-    return ok(name=job.name, scheduled_ms=t, state=ex.state, items=items, effects=_launches(items))
+    return ok(R.Triggered(job.name, t, ex.state, items), effects=_launches(items))
 
 
 def fire(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
@@ -126,7 +127,7 @@ def fire(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     for name, t in cmd.args.get("items") or []:
         for when, code in fire_one(st, name, t, cmd, index):
             items.append([name, when, code])
-    return ok(items=items, effects=_launches(items))
+    return ok(R.Items(items), effects=_launches(items))
 
 
 def fire_one(st: Tables, name: str, t: int, cmd: C.Command, index: int) -> list[tuple[int, str]]:
@@ -228,7 +229,7 @@ def skip(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
         ex.reason = str(reason)[:MAX_ERROR_CHARS]
         st.set_state(ex, SKIPPED, cmd.now)
         items.append([name, t, "skipped"])
-    return ok(items=items)
+    return ok(R.Items(items))
 
 
 def backfill(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
@@ -252,7 +253,7 @@ def backfill(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
             continue
         record(st, job, x, BACKFILL, cmd, index, lane=BACKFILL)
         created += 1
-    return ok(name=job.name, created=created, duplicates=duplicates)
+    return ok(R.Backfilled(job.name, created, duplicates))
 
 
 def add_gap(job: Job, start: int, end: int, disposition: str, detail: str) -> None:

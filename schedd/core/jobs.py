@@ -21,6 +21,7 @@ from schedd.core.model import (
     spec_template,
 )
 from schedd.core.policy import QUOTA_KINDS
+from schedd.core import results as R
 from schedd.core.results import ApplyResult, CancelAttempt, Code, ok, reject
 from schedd.core.tables import Tables, job_or_reject, next_fire_for, schedule_of
 
@@ -83,7 +84,7 @@ def put(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
         return reject(Code.EXHAUSTED, over)
     created = upsert(st, spec, text, s, cmd, index)
     job = st.jobs[spec["name"]]
-    return ok(created=created, name=job.name, version=job.version)
+    return ok(R.Stored(created, job.name, job.version))
 
 
 def check_specs(texts: list[Any], first: int = 1) -> list[Checked] | ApplyResult:
@@ -189,7 +190,7 @@ def put_specs(st: Tables, checked: list[Checked], cmd: C.Command, index: int) ->
     if over:
         return reject(Code.EXHAUSTED, over)
     created = sum(upsert(st, spec, text, s, cmd, index) for spec, text, s in checked)
-    return ok(created=created, updated=len(checked) - created)
+    return ok(R.PutMany(created, len(checked) - created))
 
 
 def upsert(st: Tables, spec: dict[str, Any], text: str, s: sched.Schedule, cmd: C.Command, index: int,
@@ -243,7 +244,7 @@ def delete(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
                  if (ex := st.execs[(job.name, t)]).state == RUNNING and ex.attempts
                  and ex.due > cmd.now + NOT_STARTED_MARGIN_MS)
     st.drop_job(job)
-    return ok(name=job.name, effects=held)   # the leader tells their workers (state unchanged by it)
+    return ok(R.Named(job.name), effects=held)   # the leader tells their workers (state unchanged by it)
 
 
 def set_paused(st: Tables, cmd: C.Command, paused: bool) -> ApplyResult:
@@ -263,7 +264,7 @@ def set_paused(st: Tables, cmd: C.Command, paused: bool) -> ApplyResult:
         job.version += 1
         job.updated_ms = cmd.now
         st.schedule_wheel(job)
-    return ok(name=job.name, version=job.version)
+    return ok(R.Revised(job.name, job.version))
 
 
 def resume_from(job: Job, cmd: C.Command) -> int | None:
@@ -316,4 +317,4 @@ def quota(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
         st.quotas[key] = limit
     else:
         st.quotas.pop(key, None)
-    return ok(key=key, limit=limit)
+    return ok(R.Quota(key, limit))

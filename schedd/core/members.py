@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from schedd.core import commands as C
+from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code, ok, reject
 from schedd.core.tables import Tables
 
@@ -62,7 +63,7 @@ def put_members(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     if isinstance(parsed, str):
         return reject(Code.INVALID, parsed)
     st.members = parsed
-    return ok(members=len(parsed))
+    return ok(R.Members(len(parsed)))
 
 
 HANDLERS = {C.MEMBERS: put_members}

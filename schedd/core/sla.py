@@ -50,6 +50,7 @@ from schedd.core.model import (
     CANCELLED, SKIPPED, SPEC_NAME_MARK, SUCCEEDED, TERMINAL_STATES, Execution, ExecutionEvent, Job,
 )
 from schedd.core import commands as C
+from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code, SlaMissed, ok, reject
 from schedd.core.rows import DagDef, DagRun
 from schedd.core.tables import Tables
@@ -340,8 +341,8 @@ def apply(state: Tables, cmd: C.Command, index: int) -> ApplyResult:
     ex.events = (*ex.events, ev)
     unwatch(state, ex.job, ex.scheduled_ms, deadline)
     # no "name"/"scheduled_ms"/"items" keys: the dispatcher's apply hook reads those as new executions
-    return ok(execution=ex.id, deadline_ms=deadline, state=ex.state, message=ev.message,
-              event_time_ms=ev.time_ms, effects=(SlaMissed(ex.id, ev.message),))
+    return ok(R.SlaMissRecorded(ex.id, deadline, ex.state, ev.message, ev.time_ms),
+              effects=(SlaMissed(ex.id, ev.message),))
 
 
 def _apply_run(state: Tables, cmd: C.Command) -> ApplyResult:
@@ -363,6 +364,6 @@ def _apply_run(state: Tables, cmd: C.Command) -> ApplyResult:
     ev = event(run, deadline, cmd.now, text if isinstance(text, str) else "", why)
     run.events = (*run.events, ev)
     unwatch(state, dag_key(run.dag), run.logical_ms, deadline)
-    return ok(run_id=run.run_id, deadline_ms=deadline, state=run.state, message=ev.message,
-              event_time_ms=ev.time_ms, effects=(SlaMissed(run.run_id, ev.message),))
+    return ok(R.DagSlaMissRecorded(run.run_id, deadline, run.state, ev.message, ev.time_ms),
+              effects=(SlaMissed(run.run_id, ev.message),))
 

@@ -32,6 +32,7 @@ from schedd.core.attempts import LOST_RETRY_LIMIT
 from schedd.core.digest import state_digest
 from schedd.core.firing import GAPS_KEEP, MAX_BACKFILL_PER_ENTRY, MISSED_GRACE_MS, OPEN_END
 from schedd.core.model import Execution, Job, dst_policy
+from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code, EpochApplied, ok, reject
 from schedd.core.image import (
     AUDIT_FIELDS, EXEC_FIELDS, EXTRA_FIELDS, FEATURE_LEVEL_KEY, JOB_FIELDS, READABLE_FORMATS, SNAPSHOT_DIGEST,
@@ -59,11 +60,11 @@ Handler = Callable[[Tables, C.Command, int], ApplyResult]
 def _epoch(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     if cmd.term > st.epoch:
         st.epoch = cmd.term
-    return ok(epoch=st.epoch, effects=(EpochApplied(st.epoch),))
+    return ok(R.Epoch(st.epoch), effects=(EpochApplied(st.epoch),))
 
 
 def _noop(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
-    return ok(epoch=st.epoch, effects=(EpochApplied(st.epoch),))
+    return ok(R.Epoch(st.epoch), effects=(EpochApplied(st.epoch),))
 
 
 HANDLERS: dict[str, Handler] = {
@@ -214,7 +215,7 @@ class SchedulerState(Tables):
             # than the group's (a `put` of a container spec says fl=6; the group says 3).
             refused = self._feature_gate(sub)
             parts.append(refused if refused is not None else self._apply_command(sub, index))
-        return ok(parts=tuple(parts), effects=tuple(e for part in parts for e in part.effects))
+        return ok(R.Parts(tuple(parts)), effects=tuple(e for part in parts for e in part.effects))
 
     def _apply_command(self, cmd: C.Command, index: int) -> ApplyResult:
         if cmd.now > self.clock_ms:
@@ -224,7 +225,7 @@ class SchedulerState(Tables):
             self._expire_dedup(cmd.now)
             seen = self.dedup.get(cmd.rid)
             if seen is not None:
-                return ApplyResult.from_dict(seen[1]).with_payload(deduplicated=True)
+                return ApplyResult.from_dict(seen[1], cmd.kind).again()
         try:
             result = self._HANDLERS[cmd.kind](self, cmd, index)
             if self.dag_pending:

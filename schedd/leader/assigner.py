@@ -19,7 +19,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -31,7 +31,8 @@ from schedd.core.attempts import MAX_CLAIMS_PER_ENTRY, MAX_RESULTS_PER_ENTRY
 from schedd.core.jobs import NOT_STARTED_MARGIN_MS
 from schedd.core.model import Execution, Job, ValidationError, execution_id, parse_execution_id
 from schedd.core.policy import TemplateCache
-from schedd.core.results import Code
+from schedd.core import results as R
+from schedd.core.results import UNKNOWN, ApplyResult, Code
 from schedd.core.view import StateView
 from schedd.leader.assignment import Candidate, Capacity, Claim, InFlight, Pace, candidates, decide, in_due_order
 from schedd.leader.planner import herd_window_ms
@@ -39,7 +40,7 @@ from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.replication.node import ProposalError, RaftNode
 from schedd.ports.clock import Clock
 from schedd.security.secrets import EnvSealer, SecretError, open_secrets
-from schedd.ports.faults import NO_FAULTS, Faults
+from schedd.ports.faults import NO_FAULTS, ClaimAnswer, Faults
 from schedd_proto import scheduler_pb2 as pb
 
 log = logging.getLogger("schedd.assigner")
@@ -205,12 +206,9 @@ class Assigner:
         self._survey_waiting: dict[tuple[str, int], str] = {}
         self._last_step_ms = 0
         self.term = 0                    # the epoch this leader's current decisions are made in
-        self.expiring: set[int] = set()
-        self.pause_cancelling: set[int] = set()      # tokens whose CANCEL (job paused) is in flight
-        self.cancel_sent: dict[int, int] = {}
+        self.book = hub.book             # every fencing token's life on this leader (attempt_book)
         self.waiting: dict[tuple[str, int], str] = {}
         self.took_over_ms = 0
-        self.inherited: dict[int, str] = {}   # token -> worker: claims running at the takeover
         # job -> its parsed spec, one per spec template (a herd of 100,000 from one template is
         # one parse, not 100,000: the cache of 10,000 per job was missed by every claim of it);
         # its "name" is the template's first job's: read a claim's own name from the claim
@@ -219,7 +217,6 @@ class Assigner:
         self.sealer = EnvSealer(secret) if secret else None    # opens env_secret for assignments
         self.load = DispatchLoad()
         self._results: list[tuple[WorkerConn, pb.AttemptResult, dict]] = []   # to commit in one entry
-        self._settling: set[int] = set()  # tokens whose result is on its way to the log
         hub.on_result = self.on_result
 
     def take_over(self, now: int) -> None:
@@ -227,8 +224,6 @@ class Assigner:
         claims running now are `inherited` until their workers say what became of them."""
         self.took_over_ms = self.faults.lease_grace_from(now)
         self.claiming.clear()
-        self.expiring.clear()
-        self.cancel_sent.clear()
         self.waiting.clear()
         self._next_full_pass_ms = 0
         self._reap_cursor = None
@@ -236,7 +231,7 @@ class Assigner:
         self._survey, self._cursor, self._survey_classes, self._survey_waiting = None, None, set(), {}
         with self.node.lock:
             running = [ex.attempts[-1] for ex in self.view.running()]
-        self.inherited = {a.fencing_token: a.worker for a in running}
+        self.book.inherit({a.fencing_token: a.worker for a in running})
 
     def step(self, now: int) -> None:
         """One pass, called by the dispatcher only while this node leads the current epoch.
@@ -262,7 +257,7 @@ class Assigner:
         # Leases are seconds long: no need to look every step; but while claims inherited from
         # an earlier leader are unsettled, every step (one never started runs again at once),
         # and a round that stopped at REAP_SLICE goes on at the next step.
-        if now >= self._next_reap_ms or self.inherited or self._reap_cursor is not None:
+        if now >= self._next_reap_ms or self.book.inheriting() or self._reap_cursor is not None:
             self._reap(now)
             if self._reap_cursor is None:              # a round ended: the next in REAP_MS
                 self._next_reap_ms = now + REAP_MS
@@ -377,8 +372,8 @@ class Assigner:
                          by=self.node.cfg.node_id, items=items)
         try:
             result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
-            if result.get("ok") and self.metrics is not None:
-                self.metrics.skipped.inc(sum(1 for *_, code in result["items"] if code == "skipped"))
+            if result.ok and self.metrics is not None:
+                self.metrics.skipped.inc(sum(1 for *_, code in result.of(R.Items).items if code == "skipped"))
         except ProposalError as e:
             log.info("skip of %d executions not confirmed: %s", len(items), e)
         finally:
@@ -401,9 +396,9 @@ class Assigner:
         if self._claim_hooked:          # the fault suite's claim hook sees each claim on its own
             proposal = asyncio.ensure_future(self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S))
 
-            async def share(k: int) -> Mapping[str, Any]:
+            async def share(k: int) -> ApplyResult:
                 result = await asyncio.shield(proposal)
-                return result if not result.get("ok") else result["claims"][k]
+                return result if not result.ok else result.of(R.ClaimedMany).claims[k]
 
             await asyncio.gather(*(self._claim(conn, c.job, c.scheduled_ms, c.attempt, c.due, spec, term, share(k))
                                    for k, (conn, c, spec) in enumerate(chunk)))
@@ -411,62 +406,64 @@ class Assigner:
             # One await for the entry, then every claim settled in one loop: a task and a
             # shielded future per claim were a third of the leader's cost of claiming a herd.
             error: ProposalError | None = None
-            shares: list[Mapping[str, Any]]
+            shares: Sequence[ApplyResult]
             try:
                 result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
             except ProposalError as e:
-                error, shares = e, [{}] * len(chunk)
+                error, shares = e, [UNKNOWN] * len(chunk)
             except BaseException:       # cancelled (leadership lost): the places are free again
                 for conn, c, _ in chunk:
                     self._release(conn, c.job, c.scheduled_ms)
                 raise
             else:
-                shares = result["claims"] if result.get("ok") else [result] * len(chunk)
+                shares = result.of(R.ClaimedMany).claims if result.ok else [result] * len(chunk)
             for (conn, c, spec), own in zip(chunk, shares):
                 self._settle_claim(conn, c.job, c.scheduled_ms, c.attempt, c.due, spec, term, own, error)
         self.hub.on_change()            # claims settled: room for the next (ahead places in flight)
 
-    async def _propose_one(self, kind: str, rid: str, term: int, **args: Any) -> Mapping[str, Any]:
+    async def _propose_one(self, kind: str, rid: str, term: int, **args: Any) -> ApplyResult:
         entry = C.encode(kind, rid=rid, now=self.clock.now_ms(), term=term, by=self.node.cfg.node_id, **args)
         return await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
 
     async def _claim(self, conn: WorkerConn, name: str, t: int, attempt: int, due: int, spec: dict,
-                     term: int, proposal: Awaitable[Mapping[str, Any]]) -> None:
+                     term: int, proposal: Awaitable[ApplyResult]) -> None:
         """`proposal` settles with this claim's result (one share of a start_many entry's)."""
         error: ProposalError | None = None
-        result: Mapping[str, Any] = {}
+        answer = ClaimAnswer(UNKNOWN)
         try:
-            result = await self.faults.claim(proposal, self, conn, name, t, attempt, due, spec)
+            answer = await self.faults.claim(proposal, self, conn, name, t, attempt, due, spec)
         except ProposalError as e:
             error = e
         except BaseException:
             self._release(conn, name, t)
             raise
-        self._settle_claim(conn, name, t, attempt, due, spec, term, result, error)
+        self._settle_claim(conn, name, t, attempt, due, spec, term, answer.result, error, pushed=answer.pushed)
 
     def _release(self, conn: WorkerConn, name: str, t: int) -> None:
         conn.reserved -= 1
         self.claiming.pop((name, t), None)
 
     def _settle_claim(self, conn: WorkerConn, name: str, t: int, attempt: int, due: int, spec: dict,
-                      term: int, result: Mapping[str, Any], error: ProposalError | None) -> None:
+                      term: int, result: ApplyResult, error: ProposalError | None, *,
+                      pushed: bool = False) -> None:
         """A claim's proposal settled (`error` when it was not confirmed): free its reservation
-        and, when it committed, push its assignment to the worker."""
+        and, when it committed, push its assignment to the worker (unless `pushed` already: an
+        unsafe switch of the fault suite did, before the commit)."""
         self._release(conn, name, t)
         if error is not None:
             log.info("claim of %s attempt %d not confirmed: %s", execution_id(name, t), attempt, error)
             return
-        if not result.get("ok"):
+        if not result.ok:
             return
-        token = result["token"]
+        token = result.of(R.Claimed).token
         self.faults.claimed(token, name, t, conn.name)
         eid = execution_id(name, t)
-        self.hub.token_seen[token] = self.clock.now_ms()
         if conn.closed:
+            self.book.vouch(token, self.clock.now_ms())
             return                      # the lease expires it and it is retried
-        conn.running[token] = eid
-        if result.get("_pushed"):
-            return                      # unsafe switch: already pushed before the commit
+        self.book.hold(conn, token, eid, self.clock.now_ms())
+        if pushed:
+            return
         try:
             secret_env = open_secrets(spec, self.sealer, name)
         except SecretError as e:        # never run it without them: fail the attempt instead
@@ -487,26 +484,22 @@ class Assigner:
 
     def on_result(self, conn: WorkerConn, r: pb.AttemptResult) -> None:
         self.faults.result_arrived(r.fencing_token)
-        conn.release(r.fencing_token)
-        self.inherited.pop(r.fencing_token, None)       # it reported: the usual rules apply
-        # A result is news: the attempt stays alive until its finish is committed (then the
-        # token is forgotten). Dropping it here let the reaper expire an attempt claimed more
-        # than a lease ago (a herd claimed ahead) while its result was on the way to the log:
-        # the expiry committed first and the run ran twice.
-        self.hub.token_seen[r.fencing_token] = self.clock.now_ms()
-        self.cancel_sent.pop(r.fencing_token, None)
+        # It reported (the usual rules apply to an inherited claim now), and a result is news:
+        # the attempt stays alive until its finish is committed. Dropping it here let the
+        # reaper expire an attempt claimed more than a lease ago (a herd claimed ahead) while
+        # its result was on the way to the log: the expiry committed first and the run ran twice.
+        self.book.result_arrived(r.fencing_token, self.clock.now_ms())
         try:
             name, t = parse_execution_id(r.execution_id)
         except ValidationError:
             self.hub.send(conn, pb.LeaderMessage(ack=pb.ResultAck(fencing_token=r.fencing_token, outcome="stale")))
-            self.hub.token_seen.pop(r.fencing_token, None)
+            self.book.no_news(r.fencing_token)
             return
-        if r.fencing_token in self._settling:
+        if not self.book.begin_settling(r.fencing_token):
             # a copy the worker resent because the first went unacknowledged for a lease (the
             # log is slow: an overload): the first is still being committed and acknowledged,
             # and a second `finish` would only add to the load
             return
-        self._settling.add(r.fencing_token)
         token = self.faults.finish_token(self.node, name, t, r.fencing_token)
         self._results.append((conn, r, {
             "job": name, "scheduled_ms": t, "token": token, "worker": conn.name, "state": r.state,
@@ -554,20 +547,19 @@ class Assigner:
                     log.info("%d results not confirmed (%s); retrying", len(chunk), e)
         finally:
             for _, r, _ in chunk:        # settled (or given up: the worker resends it)
-                self.hub.token_seen.pop(r.fencing_token, None)
-                self._settling.discard(r.fencing_token)
+                self.book.result_settled(r.fencing_token)
         if result is None:
             return
-        outcomes = ([result.as_dict()] if single else
-                    result["results"] if result.get("ok") else [result.as_dict()] * len(chunk))
+        outcomes: Sequence[ApplyResult] = ([result] * len(chunk) if single or not result.ok
+                                           else result.of(R.FinishedMany).results)
         for (conn, r, _), one in zip(chunk, outcomes):
-            if one.get("ok"):
+            if one.ok:
                 outcome = "committed"
-            elif one.get("code") == Code.STALE:
+            elif one.code is Code.STALE:
                 outcome = "stale"
-                log.warning("refused a stale result for %s from %s: %s", r.execution_id, conn.name, one.get("msg"))
+                log.warning("refused a stale result for %s from %s: %s", r.execution_id, conn.name, one.msg)
             else:
-                outcome = one.get("code", "rejected")
+                outcome = one.code.value
             self.hub.send(conn, pb.LeaderMessage(ack=pb.ResultAck(fencing_token=r.fencing_token, outcome=outcome)))
 
     # ------------------------------------------------------------ leases, timeouts, cancels
@@ -584,7 +576,7 @@ class Assigner:
         unstarted: list[tuple[str, int, int, str]] = []
         cancels: list[tuple[int, str]] = []
         paused: list[tuple[str, int, int]] = []
-        view = self.view
+        view, book = self.view, self.book
         with self.node.lock:
             looked = view.running_after(self._reap_cursor, REAP_SLICE)
             self._reap_cursor = (looked[-1].scheduled_ms, looked[-1].job) if len(looked) >= REAP_SLICE else None
@@ -592,9 +584,10 @@ class Assigner:
                 name, t = ex.job, ex.scheduled_ms
                 a = ex.attempts[-1]
                 token = a.fencing_token
-                if token in self.expiring:
+                rec = book.get(token)
+                if rec is not None and rec.expiring:
                     continue
-                if token in self.inherited:
+                if rec is not None and rec.inherited:
                     conn = self.hub.conns.get(a.worker)
                     claimed_for = getattr(a, "worker_incarnation", "")
                     fate = inherited_claim_fate(reconnected=conn is not None and not conn.closed,
@@ -607,8 +600,9 @@ class Assigner:
                                                           "leader without it: never started"))
                         continue
                     if fate == HELD:
-                        del self.inherited[token]
-                seen = max(self.hub.token_seen.get(token, 0), a.started_ms, self.took_over_ms)
+                        book.settle_inherited(token)
+                vouched = rec.vouched_ms if rec is not None else 0
+                seen = max(vouched, a.started_ms, self.took_over_ms)
                 # the spec (its timeout) only once a timeout could have passed: a herd held
                 # ahead is tens of thousands of running attempts, and parsing each spec on every
                 # reap (the spec cache holds 10,000) took a fifth of the leader's time
@@ -621,21 +615,22 @@ class Assigner:
                 elif timeout_ms and now > since + timeout_ms:
                     expire.append((name, t, token, "TIMED_OUT",
                                    f"exceeded its timeout of {timeout_ms / 1000:g}s and the worker did not report"))
-                elif ex.cancel_requested and now - self.cancel_sent.get(token, 0) > CANCEL_RESEND_MS:
+                elif ex.cancel_requested and now - (rec.cancel_sent_ms if rec is not None else 0) > CANCEL_RESEND_MS:
                     cancels.append((token, ex.id))
-                elif paused_before_due(view.job(name), ex, now) and token not in self.pause_cancelling:
+                elif (paused_before_due(view.job(name), ex, now)
+                      and not (rec is not None and rec.pause_cancelling)):
                     paused.append((name, t, token))
         for name, t, token, outcome, reason in expire:
-            self.expiring.add(token)
+            book.start_expiry(token)
             self.spawn(self._expire(name, t, token, outcome, reason, self.term))
         for name, t, token, reason in unstarted:
-            self.expiring.add(token)
-            del self.inherited[token]
+            book.start_expiry(token)
+            book.settle_inherited(token)
             self.spawn(self._expire(name, t, token, "LOST", reason, self.term, never_started=True))
         for token, eid in cancels:
             self.push_cancel(token, eid)
         for name, t, token in paused:
-            self.pause_cancelling.add(token)
+            book.start_pause_cancel(token)
             self.spawn(self._cancel_paused(name, t, token, self.term))
 
     async def _expire(self, name: str, t: int, token: int, outcome: str, reason: str, term: int,
@@ -646,22 +641,18 @@ class Assigner:
                          outcome=outcome, reason=reason, **extra)
         try:
             result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
-            if result.get("ok"):
+            if result.ok:
+                done = result.of(R.Finished)
                 log.warning("expired %s attempt token %d: %s -> %s", execution_id(name, t), token, reason,
-                            result.get("state"))
+                            done.state)
                 if self.metrics is not None:        # LOST: an at_most_once attempt never re-run
-                    label = "never_started" if result.get("never_started") else result.get("state", outcome)
+                    label = "never_started" if done.never_started else done.state
                     self.metrics.attempts_expired.labels(label).inc()
-                conn = self.hub.holder(token)
-                if conn is not None:
-                    conn.release(token)
-                self.inherited.pop(token, None)
-                self.hub.token_seen.pop(token, None)
-                self.cancel_sent.pop(token, None)
+                self.book.expired(token)
         except ProposalError as e:
             log.info("expiry of token %d not confirmed: %s", token, e)
         finally:
-            self.expiring.discard(token)
+            self.book.end_expiry(token)
 
     async def _cancel_paused(self, name: str, t: int, token: int, term: int) -> None:
         """Its job was paused while the attempt waited, claimed ahead, for its due time: cancel
@@ -671,18 +662,18 @@ class Assigner:
                          by=self.node.cfg.node_id, job=name, scheduled_ms=t)
         try:
             result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
-            if result.get("ok"):
+            if result.ok:
                 log.info("job %s paused: cancelled %s, claimed ahead and not due yet", name,
                          execution_id(name, t))
         except ProposalError as e:
             log.info("cancel of paused %s not confirmed: %s", execution_id(name, t), e)
         finally:
-            self.pause_cancelling.discard(token)
+            self.book.end_pause_cancel(token)
 
     def push_cancel(self, token: int, eid: str) -> None:
         conn = self.hub.holder(token)
         if conn is not None:
-            self.cancel_sent[token] = self.clock.now_ms()
+            self.book.cancel_pushed(token, self.clock.now_ms())
             self.hub.send(conn, pb.LeaderMessage(cancel=pb.CancelAttempt(execution_id=eid, fencing_token=token)))
 
     def waiting_reason(self, name: str, t: int) -> str:

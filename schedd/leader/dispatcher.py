@@ -218,7 +218,7 @@ class Dispatcher:
         started = loop.time()
         try:
             result = await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
-            outcome = "ok" if result.get("ok") else result.get("code", "rejected")
+            outcome = "ok" if result.ok else result.code.value
             self.metrics.commit_latency.labels(kind).observe(loop.time() - started)
         except ProposalError as e:
             outcome = type(e).__name__

@@ -33,6 +33,7 @@ from schedd.core import schedule as sched
 from schedd.core.model import execution_id
 from schedd.core.naming import run_id
 from schedd.core.rows import DagRun
+from schedd.core.results import DagSlaMissRecorded, SlaMissRecorded
 from schedd.core.view import StateView, Viewable, as_view
 from schedd_client.net.outbound import checked_connection, request_path
 from schedd_client.net.policy import NetPolicy
@@ -109,13 +110,15 @@ def due_misses(state: Viewable, now: int, limit: int = MAX_PER_STEP,
     return out
 
 
-def webhook_payload(miss: Miss, result: dict) -> dict:
-    """The JSON POSTed for a miss; a DAG run's adds ``dag`` and ``run_id`` (job = the DAG,
+def webhook_payload(miss: Miss, recorded: SlaMissRecorded | DagSlaMissRecorded | None) -> dict:
+    """The JSON POSTed for a miss, with the state and message apply recorded (`recorded`; None:
+    the miss as the leader found it); a DAG run's adds ``dag`` and ``run_id`` (job = the DAG,
     execution_id = the run id, scheduled_time = its logical time)."""
     out = {"job": miss.job, "execution_id": miss.execution_id,
            "scheduled_time": sched.format_ms(miss.scheduled_ms),
            "deadline": sched.format_ms(miss.deadline_ms),
-           "state": result.get("state", miss.state), "message": result.get("message", miss.message)}
+           "state": recorded.state if recorded is not None else miss.state,
+           "message": recorded.message if recorded is not None else miss.message}
     if miss.dag:
         out.update(dag=miss.dag, run_id=miss.execution_id)
     return out
@@ -181,7 +184,7 @@ class SlaDriver:
         finally:
             self.inflight.discard(rid)
         self.unconfirmed.pop(rid, None)
-        if not result.get("ok"):
+        if not result.ok:
             self.retry_at[rid] = self.clock.now_ms() + RETRY_AFTER_MS
             if len(self.retry_at) > POSTED_MEMORY:
                 self.retry_at.clear()
@@ -192,10 +195,11 @@ class SlaDriver:
         self.posted[rid] = None
         while len(self.posted) > POSTED_MEMORY:
             self.posted.popitem(last=False)
-        log.warning("SLA missed: %s", result.get("message", miss.message))
+        recorded = result.payload if isinstance(result.payload, (SlaMissRecorded, DagSlaMissRecorded)) else None
+        log.warning("SLA missed: %s", recorded.message if recorded is not None else miss.message)
         self.metrics.sla_missed.labels(miss.job).inc()
         if miss.webhook:
-            payload = webhook_payload(miss, result)
+            payload = webhook_payload(miss, recorded)
             try:
                 status = await asyncio.to_thread(post_json, miss.webhook, payload, WEBHOOK_TIMEOUT_S,
                                                  rid, policy=self.webhooks)

@@ -42,6 +42,7 @@ import grpc
 from schedd.core import acl as A
 from schedd.core.model import ValidationError, parse_execution_id
 from schedd.core.view import StateView
+from schedd.leader.attempt_book import AttemptBook
 from schedd.leader.assignment import OLD_WORKER_KINDS, worker_kinds
 from schedd.replication.node import RaftNode
 from schedd.settings import Limits
@@ -74,7 +75,8 @@ class WorkerConn:
     connected_ms: int
     last_heartbeat_ms: int
     draining: bool = False
-    running: dict[int, str] = field(default_factory=dict)     # token -> execution id
+    running: dict[int, str] = field(default_factory=dict)     # token -> execution id (kept by
+                                                              # the hub's AttemptBook: hold/release)
     reserved: int = 0                                         # claims proposed, not yet settled
     out: asyncio.Queue = field(default_factory=asyncio.Queue)
     closed: bool = False
@@ -87,7 +89,6 @@ class WorkerConn:
     ahead: int = 0                # assignments it holds beyond its slots until due (its hello's,
                                   # capped at MAX_AHEAD; 0 for older workers)
     sent: int = 0                 # messages queued on this stream after the Welcome
-    sent_at: dict[int, int] = field(default_factory=dict)    # token -> `sent` once its assignment was queued
     counts_reads: bool = False    # its heartbeats say how many of those it had handled (WorkerHello.counts_reads)
     read: int = 0                 # ... as of the last heartbeat read
     listed_ms: int = 0            # when a list of the tokens it holds (hello, heartbeat) was last read
@@ -110,11 +111,6 @@ class WorkerConn:
         if ok is None:
             ok = self.serves[team] = bool(A.may_serve(self.principal, self.pool, team))
         return ok
-
-    def release(self, token: int) -> None:
-        """It reported the attempt, or the attempt expired: no longer this stream's to vouch for."""
-        self.running.pop(token, None)
-        self.sent_at.pop(token, None)
 
     def free_slots(self) -> int:
         return 0 if self.draining or self.closed else self.slots - len(self.running) - self.reserved
@@ -156,7 +152,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
         self.streams = 0                          # open Connect calls, handshakes included
         self.token_streams: dict[str, int] = {}   # worker token -> its open Connect calls
         self.conns: dict[str, WorkerConn] = {}
-        self.token_seen: dict[int, int] = {}      # fencing token -> last time a worker vouched for it
+        self.book = AttemptBook()                 # every fencing token's life on this leader
         self.on_result: Callable[[WorkerConn, pb.AttemptResult], None] = lambda conn, r: None
         self.on_change: Callable[[], None] = lambda: None
         self.router: Forwarder | None = None      # set by the daemon, for ListWorkers forwarding
@@ -205,10 +201,9 @@ class WorkerHub(pb_grpc.WorkersServicer):
                                           for a in ex.attempts)
 
     def holder(self, token: int) -> WorkerConn | None:
-        for conn in self.conns.values():
-            if token in conn.running:
-                return conn
-        return None
+        """The registered stream holding `token` (a replaced or dropped stream holds nothing)."""
+        conn = self.book.holder(token)
+        return conn if conn is not None and self.conns.get(conn.name) is conn else None
 
     def send(self, conn: WorkerConn, msg: pb.LeaderMessage) -> None:
         self.faults.pushed(self.node, conn.name, msg)
@@ -216,7 +211,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
             conn.out.put_nowait(msg)
             conn.sent += 1
             if msg.HasField("assignment"):
-                conn.sent_at[msg.assignment.fencing_token] = conn.sent
+                self.book.sent(conn, msg.assignment.fencing_token)
 
     def vouches(self, worker: str, token: int, seen: int, now: int) -> bool:
         """Whether `worker`'s stream still vouches for the attempt holding `token`, although no
@@ -234,7 +229,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
         if conn.listed_ms <= seen:
             return True                           # no list read since: its heartbeat is on the way
         # a list read since left it out: an older worker does not say whether it had the assignment
-        return conn.counts_reads and conn.read < conn.sent_at.get(token, 0)
+        return conn.counts_reads and conn.read < self.book.sent_at(conn, token)
 
     def close_all(self, reason: str) -> None:
         """Leadership lost: end every stream with `reason` as its status (workers reconnect to
@@ -244,7 +239,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
         if self.conns:
             log.info("closed %d worker streams: %s", len(self.conns), reason)
         self.conns.clear()
-        self.token_seen.clear()
+        self.book.streams_closed()
 
     def drop_silent(self, now: int) -> None:
         """End the streams of workers silent for a whole lease; they reconnect if they are alive."""
@@ -443,8 +438,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
                     current[ex.attempts[-1].fencing_token] = ex.id
         for token in tokens:
             if token in current:
-                conn.running[token] = current[token]
-                self.token_seen[token] = now
+                self.book.hold(conn, token, current[token], now)
 
     async def _read(self, conn: WorkerConn, request_iterator) -> None:
         try:
@@ -484,7 +478,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
         conn.listed_ms, conn.read = now, hb.messages_read
         for token in hb.running_tokens:
             if token in conn.running:
-                self.token_seen[token] = now
+                self.book.vouch(token, now)
         conn.reported = True
 
     def _token_valid(self, p: A.Principal, now: int) -> bool:

@@ -98,7 +98,7 @@ class Proposals:
     a test subclasses it to hold an entry, lose its answer or refuse it (the code under test runs
     its production path: only the fake misbehaves)."""
 
-    async def propose(self, node: FakeNode, entry: str) -> dict[str, Any]:
+    async def propose(self, node: FakeNode, entry: str) -> Any:
         return node.apply(entry)
 
 
@@ -121,7 +121,7 @@ class FakeNode:
     lists the entries proposed, in order; `status()` returns `raft_status` (set it to the
     RaftStatus a test wants the node to report)."""
 
-    def __init__(self, apply: Callable[[str], dict[str, Any]], state: Callable[[], Any], *,
+    def __init__(self, apply: Callable[[str], Any], state: Callable[[], Any], *,
                  cfg: Any = None, term: int = 1, proposals: Proposals | None = None) -> None:
         self._apply = apply
         self._state = state
@@ -140,12 +140,12 @@ class FakeNode:
     def state(self) -> Any:
         return self._state()
 
-    def apply(self, entry: str) -> dict[str, Any]:
+    def apply(self, entry: str) -> Any:
         """Apply `entry` now, under the node lock as pysyncobj's apply thread would."""
         with self.lock:
             return self._apply(entry)
 
-    async def propose(self, entry: str, *, timeout: float = 10.0, groupable: bool = False) -> dict[str, Any]:
+    async def propose(self, entry: str, *, timeout: float = 10.0, groupable: bool = False) -> Any:
         """Each entry alone (a group applies its entries as if alone: the same results)."""
         self.proposed.append(entry)
         return await self.proposals.propose(self, entry)
@@ -182,7 +182,7 @@ class LoseFirstAnswer(Proposals):
     def __init__(self, lost: Callable[[], BaseException]) -> None:
         self._lost: Callable[[], BaseException] | None = lost
 
-    async def propose(self, node: FakeNode, entry: str) -> dict[str, Any]:
+    async def propose(self, node: FakeNode, entry: str) -> Any:
         result = node.apply(entry)
         if self._lost is not None:
             lost, self._lost = self._lost, None

@@ -13,8 +13,19 @@ given (a node's lock, state, term) and never reaches into private attributes. Ty
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+
+@dataclass(slots=True, frozen=True)
+class ClaimAnswer:
+    """What the `claim` hook answers: apply's result of the claim (its share of a `start_many`
+    entry's), and whether the assignment was pushed already (an unsafe switch did, before the
+    commit), so the leader must not push it again."""
+
+    result: Any                      # schedd.core.results.ApplyResult
+    pushed: bool = False
 
 
 class Faults:
@@ -40,8 +51,7 @@ class Faults:
         """The entry apply sees for log index `index` (tick thread, every apply)."""
         return entry
 
-    def applied(self, node_id: str, entry: str, result: Mapping[str, Any], index: int,
-                log_hash: bytes) -> None:
+    def applied(self, node_id: str, entry: str, result: Any, index: int, log_hash: bytes) -> None:
         """After `entry` applied at `index` (tick thread, every apply)."""
 
     def role_changed(self, node_id: str, old: int, new: int, term: int) -> None:
@@ -62,11 +72,10 @@ class Faults:
         """A new leader's takeover time, from which running attempts get a lease of grace."""
         return now
 
-    async def claim(self, proposal: Awaitable[Mapping[str, Any]], assigner: Any, conn: Any, name: str,
-                    t: int, attempt: int, due: int, spec: dict[str, Any]) -> Mapping[str, Any]:
-        """Commit a claim (`proposal` proposes its `start` entry) and return apply's result. A
-        result with `_pushed` true says the assignment was pushed already (negative control)."""
-        return await proposal
+    async def claim(self, proposal: Awaitable[Any], assigner: Any, conn: Any, name: str,
+                    t: int, attempt: int, due: int, spec: dict[str, Any]) -> ClaimAnswer:
+        """Commit a claim (`proposal` proposes its `start` entry) and answer apply's result."""
+        return ClaimAnswer(await proposal)
 
     def claimed(self, token: int, name: str, t: int, worker: str) -> None:
         """A claim committed; its assignment is not pushed yet."""

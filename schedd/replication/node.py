@@ -33,7 +33,7 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replic
 from schedd.core import features
 from schedd.core.commands import FEATURES
 from schedd.core import commands as C
-from schedd.core.results import ApplyResult, Code
+from schedd.core.results import ApplyResult, Code, Parts, Refused
 from schedd.core.state import SchedulerState
 from schedd.replication import journal as durable
 from schedd.replication import membership as members_file
@@ -158,7 +158,7 @@ class ReplicatedState(SyncObjConsumer):
             locked = time.perf_counter()
             result = self._sm.apply(entry, index)
             if result.code is Code.BUILD_BEHIND:       # nothing changed: stop here (halting)
-                raise self._behind(int(result.payload["cluster_level"]))
+                raise self._behind(int(result.of(Refused).cluster_level or 0))
             if self.digests.wanted(index):
                 self.digests.record(index, self._sm.state_digest())
             self._note_level(self._sm.feature_level)
@@ -416,8 +416,9 @@ class GroupCommit:
         if len(futs) == 1:
             settle(futs[0], result, error)
         else:
-            parts = result.payload.get("parts") if error == FAIL_REASON.SUCCESS and result.ok else None
-            if isinstance(parts, tuple) and len(parts) == len(futs):
+            parts = (result.payload.parts if error == FAIL_REASON.SUCCESS and result.ok
+                     and isinstance(result.payload, Parts) else None)
+            if parts is not None and len(parts) == len(futs):
                 for fut, part in zip(futs, parts):
                     settle(fut, part, error)
             else:

@@ -38,11 +38,11 @@ import json
 import os
 import signal
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from schedd.core.commands import FeatureTable, table_upto
-from schedd.ports.faults import NO_FAULTS, Faults
+from schedd.core.results import ApplyResult, Parts
+from schedd.ports.faults import NO_FAULTS, ClaimAnswer, Faults
 # The history format (Recorder) and the test-mode rule are the worker's too: one definition, in
 # the lower distribution (schedd-worker), which the daemon installs anyway.
 from schedd_worker.hooks import Recorder, TestModeError
@@ -174,13 +174,14 @@ def applied_through(node) -> int:
         return node.state.last_index
 
 
-def _recorded(result: Mapping[str, Any]) -> dict[str, Any]:
-    """What the history keeps of an apply result; a group's (group commit) keeps its parts'."""
-    res = {k: result[k] for k in ("ok", "code", "token", "state", "items", "scheduled_ms", "name", "logical_ms",
-                                   "deduplicated", "epoch", "retry_at", "claims", "results") if k in result}
-    parts = result.get("parts")
-    if isinstance(parts, tuple):
-        res["parts"] = [_recorded(p) for p in parts]
+def _recorded(result: ApplyResult) -> dict[str, Any]:
+    """What the history keeps of an apply result (its stored form's keys the checker reads); a
+    group's (group commit) keeps its parts'."""
+    plain = result.as_dict()
+    res: dict[str, Any] = {k: plain[k] for k in ("ok", "code", "token", "state", "items", "scheduled_ms", "name", "logical_ms",
+                                  "deduplicated", "epoch", "retry_at", "claims", "results") if k in plain}
+    if isinstance(result.payload, Parts):
+        res["parts"] = [_recorded(p) for p in result.payload.parts]
     return res
 
 
@@ -216,7 +217,7 @@ class TestFaults(Faults):
     def entry_to_apply(self, entry: str, index: int) -> str:
         return unsafe_no_dedup(entry, index) if "no_dedup" in self.unsafe else entry
 
-    def applied(self, node_id: str, entry: str, result: Mapping[str, Any], index: int, log_hash: bytes) -> None:
+    def applied(self, node_id: str, entry: str, result: ApplyResult, index: int, log_hash: bytes) -> None:
         if self.rec is None:
             return
         try:
@@ -297,14 +298,14 @@ class TestFaults(Faults):
         return 0 if "no_lease_grace" in self.unsafe else now
 
     async def claim(self, proposal, assigner, conn, name: str, t: int, attempt: int, due: int,
-                    spec: dict) -> dict:
+                    spec: dict) -> ClaimAnswer:
         """The claim with the unsafe switches applied:
         push_before_commit: push the assignment (with the token the claim is expected to get)
         before proposing it; trust_leader: if the claim has not committed within 0.3 s but this
-        node believes it leads, push anyway. The returned result says `_pushed` when the normal
-        push must be skipped."""
+        node believes it leads, push anyway. The answer says `pushed` when the normal push must
+        be skipped."""
         if not self.unsafe & {"push_before_commit", "trust_leader"}:
-            return await proposal
+            return ClaimAnswer(await proposal)
         import asyncio
         predicted = applied_through(assigner.node) + 1
         pushed = False
@@ -317,8 +318,7 @@ class TestFaults(Faults):
             if not done and assigner.node.is_leader():
                 assigner.hub.send(conn, self._assignment(assigner, name, t, attempt, predicted, due, spec))
                 pushed = True
-        result = await fut
-        return {**result, "_pushed": pushed}
+        return ClaimAnswer(await fut, pushed)
 
     def due(self, clock, due: int) -> int:
         """local_clock_fire: start at `due` as read on this node's (possibly skewed) clock."""

@@ -236,7 +236,7 @@ def test_batch_never_commits_after_failed(api):
         with grpc.insecure_channel(server.address) as ch, pytest.raises(grpc.RpcError) as err:
             pb_grpc.SchedulerStub(ch).PutJobs(batch, timeout=30)
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE and "not committed" in err.value.details()
-        assert [r["ok"] for r in hold.late] == [False] and hold.late[0]["code"] == "aborted"
+        assert [r.ok for r in hold.late] == [False] and hold.late[0].code == "aborted"
         with server.node.lock:
             assert server.node.state.jobs == {}
 
@@ -255,7 +255,7 @@ def test_staged_batch_is_invisible_and_discarded_after_a_timeout():
     node = InMemoryNode()
     texts = [canonical_spec(convert.spec_to_dict(s))[1] for s in _specs(3)]
     stage = C.encode(C.BATCH_STAGE, rid="", now=NOW_MS, term=1, batch="b1", seq=0, specs=texts)
-    assert node.apply(stage)["ok"]
+    assert node.apply(stage).ok
     st = node.state
     assert st.jobs == {} and st.wheel.get("b-00000") is None and B.staged(st) == ["b1"]
 
@@ -266,14 +266,14 @@ def test_staged_batch_is_invisible_and_discarded_after_a_timeout():
     assert B.expired(st, NOW_MS + B.BATCH_TTL_MS - 1) == []
     assert B.expired(st, NOW_MS + B.BATCH_TTL_MS + 1) == ["b1"]
     later = NOW_MS + B.BATCH_TTL_MS + 1
-    assert node.apply(C.encode(C.BATCH_ABORT, rid="", now=later, term=1, batch="b1", reason="timeout"))["aborted"]
+    assert node.apply(C.encode(C.BATCH_ABORT, rid="", now=later, term=1, batch="b1", reason="timeout")).payload.aborted
     commit = node.apply(C.encode(C.BATCH_COMMIT, rid="r1", now=later, term=1, batch="b1", chunks=1, jobs=3))
-    assert commit["code"] == "aborted" and st.jobs == {} and not B.staged(st)
+    assert commit.code == "aborted" and st.jobs == {} and not B.staged(st)
     # a commit of a batch that is past its timeout is refused even before the leader aborts it
-    assert node.apply(stage.replace('"b1"', '"b2"'))["ok"]
+    assert node.apply(stage.replace('"b1"', '"b2"')).ok
     late = node.apply(C.encode(C.BATCH_COMMIT, rid="r2", now=later + B.BATCH_TTL_MS, term=1, batch="b2",
                                chunks=1, jobs=3))
-    assert late["code"] == "aborted" and st.jobs == {}
+    assert late.code == "aborted" and st.jobs == {}
 
 
 def test_leader_discards_an_abandoned_batch():

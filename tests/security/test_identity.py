@@ -39,8 +39,8 @@ def assignments(conn) -> list:
 
 
 def recreate(h: Harness, **kw) -> None:
-    assert h.apply(C.DELETE, name="j1")["ok"]
-    assert h.put(name="j1", **kw)["ok"]
+    assert h.apply(C.DELETE, name="j1").ok
+    assert h.put(name="j1", **kw).ok
 
 
 async def test_recreated_job_runs_its_own_command(setup):
@@ -67,7 +67,7 @@ async def test_recreated_job_runs_its_own_command(setup):
     assert ex.state == "RUNNING" and ex.attempts[-1].fencing_token == new.fencing_token
     # the deleted incarnation's late result does not finish the new one
     late = h.apply(C.FINISH, job="j1", scheduled_ms=T0, token=old.fencing_token, state="SUCCEEDED")
-    assert late["code"] == "stale" and h.state.execs[("j1", T0)].state == "RUNNING"
+    assert late.code == "stale" and h.state.execs[("j1", T0)].state == "RUNNING"
 
 
 async def test_claim_in_flight_for_a_deleted_job_does_not_apply_to_its_successor(setup):
@@ -99,7 +99,7 @@ def test_recreated_job_sla_miss_goes_to_its_own_webhook():
     [miss] = due_misses(h.state, h.now)        # the old SLA is parsed (and cached) ...
     assert miss.webhook == "http://old.example/"
     assert h.apply(C.SLA, rid=miss.rid, job="j1", scheduled_ms=T0, deadline_ms=miss.deadline_ms,
-                   sla=miss.sla, **miss.entry_args())["ok"]
+                   sla=miss.sla, **miss.entry_args()).ok
     h.now = T0 - 500                           # (the leader's clock, as seen in the next entries)
     recreate(h, schedule="@every 60s", sla={"within_seconds": 1, "webhook": "http://new.example/"})
     h.plan_and_fire(lookahead=1_500)
@@ -109,7 +109,7 @@ def test_recreated_job_sla_miss_goes_to_its_own_webhook():
     assert miss2.rid != miss.rid               # the old miss's request id does not answer for it
     r = h.apply(C.SLA, rid=miss2.rid, job="j1", scheduled_ms=T0, deadline_ms=miss2.deadline_ms,
                 sla=miss2.sla, **miss2.entry_args())
-    assert r["ok"] and not r.get("deduplicated")
+    assert r.ok and not r.deduplicated
     # a miss proposed for the deleted incarnation (still in flight) does not land on the new one
     h.now = T0 - 400
     recreate(h, schedule="@every 60s", sla={"within_seconds": 1})
@@ -117,7 +117,7 @@ def test_recreated_job_sla_miss_goes_to_its_own_webhook():
     h.now = T0 + 2_000
     stale = h.apply(C.SLA, rid=miss2.rid + "x", job="j1", scheduled_ms=T0,
                     deadline_ms=miss2.deadline_ms, sla=miss2.sla, **miss2.entry_args())
-    assert not stale["ok"] and not h.state.execs[("j1", T0)].events
+    assert not stale.ok and not h.state.execs[("j1", T0)].events
 
 
 def test_replicas_agree_after_restore_when_a_dag_task_is_recreated():
@@ -139,17 +139,17 @@ def test_replicas_agree_after_restore_when_a_dag_task_is_recreated():
     apply(a, kind=C.EPOCH)
     apply(a, kind=C.DAG_PUT, spec=dag("p1"))
     [r] = apply(a, kind=C.DAG_RUN, name="d")           # the task's policy is read (and cached)
-    assert r["ok"]
+    assert r.ok
     apply(a, kind=C.DAG_DELETE, name="d")
     apply(a, kind=C.DAG_PUT, spec=dag("p2"))
     b = SchedulerState()
     b.restore(pickle.loads(pickle.dumps(a.snapshot(), protocol=2)))
     assert b.jobs["d:a"].incarnation == a.jobs["d:a"].incarnation > 0
     ra, rb = apply(a, b, kind=C.DAG_RUN, name="d")
-    assert ra == rb and ra["ok"]
-    t = ra["logical_ms"]
+    assert ra == rb and ra.ok
+    t = ra.payload.logical_ms
     ra, rb = apply(a, b, kind=C.START, job="d:a", scheduled_ms=t, attempt=1, worker="w1")
-    assert ra == rb and ra["ok"]
+    assert ra == rb and ra.ok
     assert a.execs[("d:a", t)].holds == b.execs[("d:a", t)].holds == ("team:default", "pool:p2")
     assert a.held == b.held
 

@@ -60,13 +60,13 @@ def _fail_many_times(node: InMemoryNode, job: str, runs: int, attempts: int) -> 
     the entries the leader and the workers would commit."""
     def put(kind, **args):
         result = node.apply(C.encode(kind, rid="", now=NOW_MS, term=1, by="test", **args))
-        assert result["ok"], result
+        assert result.ok, result
         return result
 
     for _ in range(runs):
-        t = put(C.TRIGGER, name=job)["scheduled_ms"]
+        t = put(C.TRIGGER, name=job).payload.scheduled_ms
         for n in range(1, attempts + 1):
-            token = put(C.START, job=job, scheduled_ms=t, attempt=n, worker="w1")["token"]
+            token = put(C.START, job=job, scheduled_ms=t, attempt=n, worker="w1").payload.token
             put(C.FINISH, job=job, scheduled_ms=t, token=token, state="FAILED", exit_code=1,
                 error="e" * 2048, output_tail="o" * 4096)
 

@@ -111,3 +111,13 @@ def test_a_plaintext_client_on_a_tls_node_fails_at_once(cluster_factory):
     took = time.monotonic() - started
     assert p.returncode == 1 and "requires TLS" in p.stderr and "SCHEDD_CONTEXT" in p.stderr, p.stderr
     assert took < SLOW, f"schedctl took {took:.1f}s"       # a fresh interpreter's start-up included
+
+    # a worker: it used to retry forever ("cannot connect to the leader ... retrying with
+    # backoff"); now it stops at once and says what it needs (the CLI exits 2, the SDK raises)
+    started = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "schedd_worker", "--cluster", addresses, "--name", "plain",
+                        "--allow-root", "--container-runtime", "off"],
+                       capture_output=True, text=True, timeout=60, env=env | {"SCHEDD_TOKEN": "x" * 32})
+    took = time.monotonic() - started
+    assert p.returncode == 2 and "requires TLS" in p.stderr and "--context" in p.stderr, p.stderr[-2000:]
+    assert took < SLOW, f"the worker took {took:.1f}s"

@@ -8,6 +8,7 @@ from schedd.core import commands as C
 from schedd.core import dags as D
 from schedd.core.model import dump_spec, validate_spec
 from schedd.core.commands import FEATURES
+from schedd.core import results as R
 from schedd.core.state import SchedulerState
 from schedd.leader.planner import plan_fires
 
@@ -49,7 +50,7 @@ class Harness:
         self.entries: list[str] = []
         self.apply(C.EPOCH)
         if level > 1:
-            assert self.apply(C.FEATURE_LEVEL, level=level)["ok"]
+            assert self.apply(C.FEATURE_LEVEL, level=level).ok
 
     def apply(self, kind: str, rid: str = "", term: int | None = None, **args) -> dict:
         entry = C.encode(kind, rid=rid, now=self.now, term=self.term if term is None else term,
@@ -69,7 +70,7 @@ class Harness:
 
     def plan_and_fire(self, lookahead=0) -> list[list]:
         items = plan_fires(self.state, self.now, lookahead, limit=500)
-        return self.fire(*items)["items"] if items else []
+        return self.fire(*items).of(R.Items).items if items else []
 
 
 # ------------------------------------------------------------------ DAGs
@@ -92,20 +93,22 @@ class DagHarness:
         self.index = 1
         self.now = T0
         self.term = 1
+        self.entries: list[str] = []
         self.apply(C.EPOCH)
 
-    def apply(self, kind: str, **args) -> dict:
+    def apply(self, kind: str, rid: str = "", term: int | None = None, **args) -> dict:
+        entry = C.encode(kind, rid=rid, now=self.now, term=self.term if term is None else term, by="t", **args)
         self.index += 1
-        return self.state.apply(C.encode(kind, rid="", now=self.now, term=self.term, by="t", **args),
-                                self.index)
+        self.entries.append(entry)
+        return self.state.apply(entry, self.index)
 
     def put(self, d) -> dict:
         return self.apply(C.DAG_PUT, spec=D.canonical_dag(d)[1])
 
     def run(self, name="etl") -> D.DagRun:
         r = self.apply(C.DAG_RUN, name=name)
-        assert r["ok"], r
-        return self.state.dag_runs[(name, r["logical_ms"])]
+        assert r.ok, r
+        return self.state.dag_runs[(name, r.payload.logical_ms)]
 
     def ex(self, run, t):
         return self.state.execs.get((D.task_job(run.dag, t), run.logical_ms))
@@ -114,8 +117,8 @@ class DagHarness:
         ex = self.ex(run, t)
         r = self.apply(C.START, job=ex.job, scheduled_ms=ex.scheduled_ms, attempt=len(ex.attempts) + 1,
                        worker=worker)
-        assert r["ok"], r
-        return r["token"]
+        assert r.ok, r
+        return r.payload.token
 
     def finish(self, run, t, state="SUCCEEDED", **kw) -> dict:
         token = self.start(run, t)

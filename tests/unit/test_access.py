@@ -43,22 +43,22 @@ def _token(minted: A.MintedToken, **kw) -> dict:
 def test_bootstrap_once_then_tokens_policies_roles_and_refusals() -> None:
     log = Log()
     first, second = (A.mint_token(os.urandom(A.TOKEN_RANDOM_BYTES)) for _ in range(2))
-    assert log.apply(C.ACL_BOOTSTRAP, token=_token(first, policies=["management"]))["ok"]
+    assert log.apply(C.ACL_BOOTSTRAP, token=_token(first, policies=["management"])).ok
     again = log.apply(C.ACL_BOOTSTRAP, token=_token(second, policies=["management"]))
-    assert again["code"] == "exists" and "already" in again["msg"]
+    assert again.code == "exists" and "already" in again.msg
     assert set(log.state.acl.tokens) == {first.accessor}
     assert first.secret not in repr(log.state.acl.tokens[first.accessor])     # a hash only
-    assert log.apply(C.ACL_ROLE_PUT, role={"name": "r", "policies": ["nope"]})["code"] == "not_found"
-    assert log.apply(C.ACL_POLICY_PUT, policy={"name": "p", "rules": {"team:a": ["read"]}})["ok"]
-    assert log.apply(C.ACL_POLICY_PUT, policy={"name": "bad", "rules": {"team:a": ["fly"]}})["code"] == "invalid"
-    assert log.apply(C.ACL_ROLE_PUT, role={"name": "r", "policies": ["p"]})["ok"]
-    assert log.apply(C.ACL_TOKEN_CREATE, token=_token(second, roles=["r"]))["ok"]
+    assert log.apply(C.ACL_ROLE_PUT, role={"name": "r", "policies": ["nope"]}).code == "not_found"
+    assert log.apply(C.ACL_POLICY_PUT, policy={"name": "p", "rules": {"team:a": ["read"]}}).ok
+    assert log.apply(C.ACL_POLICY_PUT, policy={"name": "bad", "rules": {"team:a": ["fly"]}}).code == "invalid"
+    assert log.apply(C.ACL_ROLE_PUT, role={"name": "r", "policies": ["p"]}).ok
+    assert log.apply(C.ACL_TOKEN_CREATE, token=_token(second, roles=["r"])).ok
     assert log.state.acl.tokens[second.accessor].created_ms == NOW         # the entry's time
     p = A.authenticate(log.state.acl, second.accessor, second.secret, NOW)
     assert isinstance(p, A.Principal) and A.allowed(p, "read", "team:a") and not A.allowed(p, "write", "team:a")
-    assert log.apply(C.ACL_TOKEN_DELETE, accessor=second.accessor)["ok"]
+    assert log.apply(C.ACL_TOKEN_DELETE, accessor=second.accessor).ok
     assert isinstance(A.authenticate(log.state.acl, second.accessor, second.secret, NOW), A.Refusal)
-    assert log.apply(C.ACL_POLICY_DELETE, name="management")["code"] == "invalid"
+    assert log.apply(C.ACL_POLICY_DELETE, name="management").code == "invalid"
 
 
 def test_audited_entries_carry_the_caller_and_outcome_and_denied_ones_are_rate_limited() -> None:
@@ -75,9 +75,9 @@ def test_audited_entries_carry_the_caller_and_outcome_and_denied_ones_are_rate_l
     denied = {"principal": "unauthenticated", "source": "x", "action": "Scheduler.PutJob", "target": "j",
               "request_id": "", "outcome": "denied", "detail": "login failure"}
     out = log.apply(C.AUDIT_APPEND, events=[denied] * 30)
-    assert out["kept"] == U.DeniedLimit().burst and out["dropped"] == 10
+    assert out.payload.kept == U.DeniedLimit().burst and out.payload.dropped == 10
     assert log.state.audit.verify() is None
-    assert log.apply(C.AUDIT_APPEND, events=[{"principal": 1}])["kept"] == 0       # junk: nothing
+    assert log.apply(C.AUDIT_APPEND, events=[{"principal": 1}]).payload.kept == 0       # junk: nothing
 
 
 def test_refused_writes_are_audited_under_the_denied_limit_from_feature_level_5() -> None:
@@ -94,7 +94,7 @@ def test_refused_writes_are_audited_under_the_denied_limit_from_feature_level_5(
             log.index += 1
             at_top_level(log.state, log.index)
         for _ in range(30):
-            assert log.apply(C.PAUSE, name="ghost", audit=caller)["code"] == "not_found"
+            assert log.apply(C.PAUSE, name="ghost", audit=caller).code == "not_found"
         kept[level] = sum(r.principal == "token:aaaa" for r in log.state.audit.records)
     assert kept == {"below": 30, "top": U.DeniedLimit().burst}
 

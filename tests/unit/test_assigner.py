@@ -11,7 +11,8 @@ from schedd.core import commands as C
 from schedd.leader.assigner import Assigner
 from schedd.leader.workers import WorkerConn, WorkerHub
 from schedd.ports.fakes import FakeNode, Proposals
-from tests.support.leader import add_worker, assigner_rig, clock_of, node_over, step
+from tests.support.env import TestEnv
+from tests.support.leader import add_worker, assigner_rig, step
 from tests.support.state import T0, TOP_LEVEL, Harness, text
 
 
@@ -118,7 +119,7 @@ async def test_a_stalled_loop_grants_running_attempts_a_lease(setup):
     conn = add_worker(hub, h, slots=1)
     await step(assigner, tasks, h.now)
     token = h.state.execs[("j1", T0)].attempts[-1].fencing_token
-    hub.token_seen[token] = h.now
+    hub.book.vouch(token, h.now)
     h.now += 30_000                          # nothing ran for 30 s (SIGSTOP, a clock jump)
     conn.last_heartbeat_ms = h.now           # the worker is alive; its heartbeats are queued
     await step(assigner, tasks, h.now)
@@ -204,7 +205,7 @@ def reconnect(hub: WorkerHub, h: Harness, name: str, tokens=(), slots=2, incarna
 def claim_for(h: Harness, name: str, worker: str) -> int:
     """A claim the leader of term 1 committed for `worker`'s first process."""
     return h.apply(C.START, job=name, scheduled_ms=T0, attempt=1, worker=worker,
-                   worker_incarnation=f"{worker}-1")["token"]
+                   worker_incarnation=f"{worker}-1").payload.token
 
 
 async def test_a_claim_its_worker_reconnected_without_runs_again_at_once(setup):
@@ -293,9 +294,9 @@ def test_the_dispatcher_owns_its_sla_driver_and_shares_its_view():
     from schedd.leader.dispatcher import Dispatcher
     from schedd_client.net.policy import NetPolicy
 
-    h = Harness()
-    node = node_over(h, webhooks=NetPolicy())
-    d = Dispatcher(node, clock_of(h), metrics=None)
+    env = TestEnv(webhooks=NetPolicy())
+    node = env.node
+    d = Dispatcher(node, env.clock, metrics=None)
     assert isinstance(d.sla, leader_sla.SlaDriver) and d.sla.view is d.view
     assert d.sla.webhooks is node.cfg.webhooks
     assert not hasattr(leader_sla, "drive")
@@ -316,7 +317,7 @@ async def test_only_silence_or_a_heartbeat_leaving_it_out_loses_an_attempt(setup
     h, node, hub, assigner, tasks = setup
     conn, ex, token = await claimed_at_once(h, hub, assigner, tasks)
     conn.counts_reads = counts_reads
-    assert conn.sent_at[token] == 1                     # the first message on its stream
+    assert hub.book.sent_at(conn, token) == 1           # the first message on its stream
     start = h.now
     if heartbeat_read is not None:
         hub.on_heartbeat(conn, pb.Heartbeat(running_tokens=[], messages_read=heartbeat_read), start + 500)
@@ -403,7 +404,7 @@ async def test_a_result_on_its_way_to_the_log_keeps_its_attempt_alive():
     assigner.step(h.now)
     for _ in range(5):
         await asyncio.sleep(0)
-    assert not assigner.expiring
+    assert not any(rec.expiring for rec in assigner.book)
     assert not any(C.decode(e).kind == C.EXPIRE for e in node.proposed)
     held.release.set()
     while tasks:
@@ -455,7 +456,7 @@ async def test_the_reaper_reads_a_spec_only_once_a_timeout_could_have_passed(set
         conn.last_heartbeat_ms = t
         hub.on_heartbeat(conn, pb.Heartbeat(running_tokens=[token]), t)
         assigner.step(t)
-    assert looked == [] and not assigner.expiring
+    assert looked == [] and not any(rec.expiring for rec in assigner.book)
     t += 3_000                                        # due + 1 s + 5 s grace + 10 s lease passed
     conn.last_heartbeat_ms = t
     hub.on_heartbeat(conn, pb.Heartbeat(running_tokens=[token]), t)
@@ -512,7 +513,7 @@ async def test_deleting_a_job_cancels_its_attempts_claimed_ahead_and_not_due(set
     due, token = ex.due, ex.attempts[-1].fencing_token
     h.now = due - before_due_ms
     r = h.apply(C.DELETE, name="j1")
-    assert r["ok"] and ("j1", due) not in h.state.execs
+    assert r.ok and ("j1", due) not in h.state.execs
     assert r.effects == ((CancelAttempt(token, ex.id),) if cancelled else ())
 
 

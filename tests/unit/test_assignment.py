@@ -29,7 +29,7 @@ def _overlap_skip(h: Harness) -> None:
     """j1 (overlap skip) runs its T0 instant; its T0+10s instant is due now."""
     h.put(schedule="@every 10s", overlap="skip")
     h.plan_and_fire()
-    token = h.apply(C.START, job="j1", scheduled_ms=T0, attempt=1, worker="w1")["token"]
+    token = h.apply(C.START, job="j1", scheduled_ms=T0, attempt=1, worker="w1").payload.token
     assert token
     h.now = T0 + 10_000
     h.plan_and_fire()
@@ -55,7 +55,7 @@ def _quota(h: Harness) -> None:
     for name, team in (("a", "ops"), ("b", "ops"), ("c", "dev")):
         h.put(name=name, team=team, schedule="@every 60s")
     h.plan_and_fire()
-    assert h.apply(C.START, job="a", scheduled_ms=T0, attempt=1, worker="w1")["ok"]
+    assert h.apply(C.START, job="a", scheduled_ms=T0, attempt=1, worker="w1").ok
 
 
 STATES: dict[str, Callable[[Harness], None]] = {

@@ -27,7 +27,7 @@ def _shaped(texts: list) -> object:
     r = jobs.check_specs(texts)
     if isinstance(r, list):
         return r
-    return ("refused", r["position"], r["msg"].partition(": ")[2])
+    return ("refused", r.payload.position, r.msg.partition(": ")[2])
 
 
 def _canon(name: str, **extra) -> str:

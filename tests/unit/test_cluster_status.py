@@ -17,13 +17,14 @@ from schedd.api.acl_service import AuditService
 from schedd.api.service import ClusterService, summarize, supported_level
 from schedd.core import commands as C
 from schedd.leader.features import FeatureRaiser, target_level
-from schedd.ports.fakes import FakeNode, ManualClock, RecordingMetrics
+from schedd.ports.fakes import FakeNode
 from schedd.runtime import cli as schedd_cli
 from schedd.versions import PROTOCOL_VERSION, build_info
 from schedd_client import schedctl
 from schedd_proto import PROTOCOL_VERSION as CLIENT_PROTOCOL
 from schedd_proto import acl_pb2 as apb
 from schedd_proto import scheduler_pb2 as pb
+from tests.support.env import TestEnv
 from tests.support.state import Harness
 
 
@@ -150,13 +151,12 @@ def test_the_target_is_the_level_every_member_supports() -> None:
 
 
 def _raiser(reports: list[pb.NodeStatus]) -> tuple[FeatureRaiser, Harness, FakeNode]:
-    h = Harness()
-    fake = FakeNode(h.raw, lambda: h.state, cfg=SimpleNamespace(node_id="n1"), term=h.term)
+    env = TestEnv()
 
     async def infos() -> list[pb.NodeStatus]:
         return reports
 
-    return FeatureRaiser(fake, ManualClock(h.now), infos), h, fake  # type: ignore[arg-type]
+    return FeatureRaiser(env.node, env.clock, infos), env.h, env.node  # type: ignore[arg-type]
 
 
 def test_the_raiser_proposes_once_every_member_supports_the_level() -> None:
@@ -233,9 +233,9 @@ class Context:
 
 
 def test_a_level_2_operation_is_refused_until_the_level_is_raised() -> None:
-    h = Harness()
-    fake = FakeNode(h.raw, lambda: h.state, cfg=SimpleNamespace(node_id="n1"), term=h.term)
-    service = AuditService(fake, ManualClock(h.now), RecordingMetrics(), router=None)  # type: ignore[arg-type]
+    env = TestEnv()
+    h, fake = env.h, env.node
+    service = AuditService(fake, env.clock, env.metrics, router=None)  # type: ignore[arg-type]
     request = apb.AuditNoteRequest(note="upgrading n3")
     with pytest.raises(Aborted) as refused:
         asyncio.run(service.Note(request, Context()))

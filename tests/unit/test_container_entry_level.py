@@ -122,7 +122,7 @@ def test_a_grouped_unstamped_container_put_is_refused_on_its_own() -> None:
     """Only puts are grouped (C.GROUPABLE): each part is gated as an entry of its own."""
     shell = C.encode(C.PUT, rid="c/shell", now=T0, term=1, by="t", spec=text(name="s1"), name="s1")
     s = at(6)
-    parts = s.apply(C.encode(C.GROUP, rid="", now=T0, term=1, entries=[shell, PATHS[0].entry()]), 3)["parts"]
+    parts = s.apply(C.encode(C.GROUP, rid="", now=T0, term=1, entries=[shell, PATHS[0].entry()]), 3).payload.parts
     assert parts[0].ok and parts[1].code is Code.INVALID and "must say fl=6" in parts[1].msg
     assert "s1" in s.jobs and "c1" not in s.jobs
 

@@ -17,7 +17,7 @@ def _jobs(h: Harness) -> None:
     """A container job and a shell job, both due now (a cluster at level 6)."""
     box = validate_spec({"name": "box", "schedule": "@every 60s",
                          "handler": {"container": {"image": "localhost/x", "command": "true"}}})
-    assert h.apply(C.PUT, rid="c/box", spec=dump_spec(box), name="box", fl=6)["ok"]
+    assert h.apply(C.PUT, rid="c/box", spec=dump_spec(box), name="box", fl=6).ok
     h.put(name="sh", schedule="@every 60s")
     h.plan_and_fire()
 

@@ -156,20 +156,20 @@ def test_a_grouped_container_put_is_gated_on_its_own() -> None:
     group = C.encode(C.GROUP, rid="", now=T0, term=1, entries=[shell, container_put()])
     old, new = _at(5, C.table_upto(5)), _at(5)
     results = [s.apply(group, 3) for s in (old, new)]
-    parts = [r["parts"] for r in results]
+    parts = [r.payload.parts for r in results]
     assert parts[0][0].ok and parts[0][1].code is Code.FEATURE_LEVEL
     assert [p.as_dict() for p in parts[0]] == [p.as_dict() for p in parts[1]]
     assert old.state_digest() == new.state_digest()
     assert "s1" in new.jobs and "c1" not in new.jobs
     at6 = _at(6)
-    assert all(p.ok for p in at6.apply(group, 3)["parts"]) and "c1" in at6.jobs
+    assert all(p.ok for p in at6.apply(group, 3).payload.parts) and "c1" in at6.jobs
 
 
 def test_the_harness_level_5_refuses_and_level_6_accepts() -> None:
     for level, ok in ((5, False), (6, True)):
         h = Harness(level=level)
         r = h.apply(C.PUT, rid="c/x", spec=dump_spec(validate_spec(container())), name="c1", fl=6)
-        assert r["ok"] is ok, (level, r)
+        assert r.ok is ok, (level, r)
 
 
 def test_the_api_refuses_a_container_spec_below_level_6_before_proposing() -> None:

@@ -20,8 +20,8 @@ from schedd.core.schedule import parse_time
 from schedd.core.state import SchedulerState
 from schedd.leader import sla as L
 from schedd_client.net.policy import make_policy
-from schedd.ports.fakes import RecordingMetrics
-from tests.support.leader import Hook, clock_of, node_over
+from tests.support.env import TestEnv
+from tests.support.leader import Hook
 from tests.support.state import DagHarness, dag
 
 LOOPBACK_OK = make_policy(allow=["127.0.0.1"])   # the webhook receiver is on loopback
@@ -30,19 +30,11 @@ T0 = parse_time("2026-06-01T03:00:00Z")        # 05:00 in Berlin
 
 
 class Harness(DagHarness):
-    """The DAG harness, recording entries (for replicas) and proposing `sla` entries."""
+    """The DAG harness at T0, proposing `sla` entries."""
 
     def __init__(self) -> None:
-        self.entries: list[str] = []
         super().__init__()
         self.now = T0
-
-    def apply(self, kind: str, rid: str = "", term: int | None = None, **args) -> dict:
-        entry = C.encode(kind, rid=rid, now=self.now, term=self.term if term is None else term, by="t",
-                         **args)
-        self.entries.append(entry)
-        self.index += 1
-        return self.state.apply(entry, self.index)
 
     def sla(self, miss: L.Miss, term: int | None = None, rid: str = "") -> dict:
         return self.apply(C.SLA, rid=rid or miss.rid, term=term, dag=miss.dag, logical_ms=miss.scheduled_ms,
@@ -50,7 +42,7 @@ class Harness(DagHarness):
 
 
 def with_sla(h: Harness, name="etl", **sla) -> D.DagRun:
-    assert h.put(dag(name=name, sla=sla))["ok"]
+    assert h.put(dag(name=name, sla=sla)).ok
     return h.run(name)
 
 
@@ -77,8 +69,8 @@ def test_canonical_dag_keeps_the_sla_and_apply_rechecks_it():
     h = Harness()
     bad = text.replace('"by":"06:00"', '"by":"6am"')
     r = h.apply(C.DAG_PUT, spec=bad)
-    assert r["code"] == "invalid" and "sla" in r["msg"] and "etl" not in h.state.dags
-    assert h.apply(C.DAG_PUT, spec=text)["ok"]
+    assert r.code == "invalid" and "sla" in r.msg and "etl" not in h.state.dags
+    assert h.apply(C.DAG_PUT, spec=text).ok
     # the task rows carry no SLA: the run has it, not each task
     assert not any("sla" in h.state.jobs[D.task_job("etl", t)].spec_dict() for t in ("extract", "load"))
 
@@ -106,7 +98,7 @@ def test_deadline_counts_from_the_logical_time():
 
 def test_dags_without_sla_are_not_indexed():
     h = Harness()
-    assert h.put(dag())["ok"]
+    assert h.put(dag()).ok
     run = h.run()
     assert not h.state.sla_watch and S.run_deadline(h.state, run) is None
 
@@ -126,15 +118,15 @@ def test_still_running_at_the_deadline_is_one_miss_recorded_once():
     assert miss.rid == f"sla-dag/{run.run_id}" and miss.sla == "within 1m"
     assert miss.webhook == "http://127.0.0.1:1/hook"
     r = h.sla(miss)
-    assert r["ok"] and r["run_id"] == run.run_id and r["state"] == "RUNNING"
-    assert not {"name", "scheduled_ms", "items", "epoch"} & set(r)      # the dispatcher's hook ignores it
+    assert r.ok and r.payload.run_id == run.run_id and r.payload.state == "RUNNING"
+    assert not {"name", "scheduled_ms", "items", "epoch"} & set(r.as_dict())      # the dispatcher's hook ignores it
     [ev] = run.events
     assert ev.kind == "sla_missed" and ev.time_ms == h.now
     assert "within 1m" in ev.message and "still RUNNING at the deadline" in ev.message
     assert not h.state.sla_watch and L.due_misses(h.state, h.now + 60_000) == []
-    assert h.sla(miss).get("deduplicated") and len(run.events) == 1     # same rid
+    assert h.sla(miss).deduplicated and len(run.events) == 1     # same rid
     other = h.sla(miss, rid="sla-other")                                 # another rid: still once
-    assert other["code"] == "recorded" and len(run.events) == 1
+    assert other.code == "recorded" and len(run.events) == 1
     h.finish(run, "transform")
     h.finish(run, "load")                                                # the late success adds nothing
     assert run.state == "SUCCEEDED" and len(run.events) == 1
@@ -160,22 +152,22 @@ def test_failed_and_late_success_are_misses_and_in_time_is_not():
     assert misses["failed"].state == "FAILED" and "ended FAILED" in misses["failed"].message
     assert misses["late"].state == "SUCCEEDED" and "30s after the deadline" in misses["late"].message
     for m in misses.values():
-        assert h.sla(m)["ok"]
+        assert h.sla(m).ok
     assert [e.kind for e in failed.events] == [e.kind for e in late.events] == ["sla_missed"]
     assert not ok.events and L.due_misses(h.state, h.now) == []
     # a verdict proposed for the run that succeeded in time is refused by apply
     r = h.apply(C.SLA, rid="x", dag="ok", logical_ms=ok.logical_ms, deadline_ms=T0 + 60_000)
-    assert r["code"] == "met" and not ok.events
+    assert r.code == "met" and not ok.events
 
 
 def test_not_yet_due_unknown_run_and_bad_args_are_refused():
     h = Harness()
     run = with_sla(h, within_seconds=60)
     r = h.apply(C.SLA, rid="early", dag="etl", logical_ms=run.logical_ms, deadline_ms=T0 + 60_000)
-    assert r["code"] == "pending" and h.state.sla_watch                  # kept in the index
-    assert h.apply(C.SLA, dag="etl", logical_ms=run.logical_ms + 1, deadline_ms=0)["code"] == "not_found"
-    assert h.apply(C.SLA, dag="etl", logical_ms=True, deadline_ms=0)["code"] == "not_found"
-    assert h.apply(C.SLA, dag="etl", logical_ms=run.logical_ms, deadline_ms="x")["code"] == "invalid"
+    assert r.code == "pending" and h.state.sla_watch                  # kept in the index
+    assert h.apply(C.SLA, dag="etl", logical_ms=run.logical_ms + 1, deadline_ms=0).code == "not_found"
+    assert h.apply(C.SLA, dag="etl", logical_ms=True, deadline_ms=0).code == "not_found"
+    assert h.apply(C.SLA, dag="etl", logical_ms=run.logical_ms, deadline_ms="x").code == "invalid"
     assert not run.events
 
 
@@ -185,16 +177,16 @@ def test_stale_term_is_refused():
     h.now = T0 + 5000
     [miss] = L.due_misses(h.state, h.now)
     r = h.sla(miss, term=0)
-    assert r["code"] == "stale_term" and not run.events
+    assert r.code == "stale_term" and not run.events
     assert L.due_misses(h.state, h.now)                                  # still due for the real leader
     r = h.sla(miss)                                                      # same rid: not deduplicated
-    assert r["ok"] and not r.get("deduplicated") and len(run.events) == 1
+    assert r.ok and not r.deduplicated and len(run.events) == 1
 
 
 def test_deleted_or_pruned_runs_leave_the_index():
     h = Harness()
     with_sla(h, within_seconds=1)
-    assert h.apply(C.DAG_DELETE, name="etl")["ok"]
+    assert h.apply(C.DAG_DELETE, name="etl").ok
     h.now = T0 + 5000
     assert L.due_misses(h.state, h.now) == []
     S.collect(h.state, h.now)
@@ -210,7 +202,7 @@ def _script(h: Harness) -> tuple[D.DagRun, D.DagRun]:
     pending = with_sla(h, "pending", by="06:00", timezone="Europe/Berlin")
     h.now = T0 + 20_000
     [miss] = L.due_misses(h.state, h.now)
-    assert h.sla(miss)["ok"]
+    assert h.sla(miss).ok
     return missed, pending
 
 
@@ -258,18 +250,15 @@ def test_driver_records_counts_under_the_dag_and_posts_once():
         h = Harness()
         run = with_sla(h, within_seconds=2, webhook=url)
         h.now = T0 + 2500
-        metrics = RecordingMetrics()
+        env = TestEnv(h)
+        metrics = env.metrics
 
         async def main():
-            tasks = []
-            driver = L.SlaDriver(node_over(h), clock_of(h), metrics,
-                                 lambda coro: tasks.append(asyncio.ensure_future(coro)),
-                                 webhooks=LOOPBACK_OK)
+            driver = L.SlaDriver(env.node, env.clock, metrics, env.spawn, webhooks=LOOPBACK_OK)
             for step in range(3):
                 h.now += L.RETRY_AFTER_MS if step else 0
                 driver.step(h.now)
-                while tasks:
-                    await tasks.pop()
+                await env.settle()
         asyncio.run(main())
         assert [e.kind for e in run.events] == ["sla_missed"]
         assert metrics.sla_missed.counts == {("etl",): 1}
@@ -288,8 +277,8 @@ def test_a_job_and_a_dag_of_the_same_name_do_not_collide():
     h = Harness()
     r = h.apply(C.PUT, spec=dump_spec(validate_spec({"name": "etl", "schedule": "", "sla": {"within_seconds": 1},
                                                      "handler": {"shell": {"command": "true"}}})))
-    assert r["ok"], r
-    t = h.apply(C.TRIGGER, name="etl")["scheduled_ms"]
+    assert r.ok, r
+    t = h.apply(C.TRIGGER, name="etl").payload.scheduled_ms
     run = with_sla(h, within_seconds=1)
     assert t == run.logical_ms
     h.now = T0 + 5000
@@ -298,10 +287,10 @@ def test_a_job_and_a_dag_of_the_same_name_do_not_collide():
         ("", f"sla-{run.run_id}#{h.state.execs[('etl', t)].log_index}"), ("etl", f"sla-dag/{run.run_id}")]
     for m in misses:
         if m.dag:
-            assert h.sla(m)["ok"]
+            assert h.sla(m).ok
         else:
             assert h.apply(C.SLA, rid=m.rid, job=m.job, scheduled_ms=m.scheduled_ms,
-                           deadline_ms=m.deadline_ms)["ok"]
+                           deadline_ms=m.deadline_ms).ok
     assert len(run.events) == 1 and len(h.state.execs[("etl", t)].events) == 1
 
 

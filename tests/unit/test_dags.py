@@ -64,15 +64,15 @@ def test_canonical_form_is_stable_and_apply_rechecks():
     bad = D.dump_spec({"name": "x", "team": "default", "schedule": "", "timezone": "UTC",
                        "tasks": [{"name": "a", "handler": SHELL, "upstream": ["a"]}]})
     r = h.apply(C.DAG_PUT, spec=bad)
-    assert not r["ok"] and r["code"] == "invalid" and not h.state.dags and not h.state.jobs
+    assert not r.ok and r.code == "invalid" and not h.state.dags and not h.state.jobs
 
 
 def test_job_calls_on_dag_rows_are_refused():
     h = Harness()
-    assert h.put(dag())["ok"]
+    assert h.put(dag()).ok
     for kind in (C.TRIGGER, C.DELETE, C.PAUSE):
         r = h.apply(kind, name="etl:load")
-        assert not r["ok"] and "part of DAG 'etl'" in r["msg"]
+        assert not r.ok and "part of DAG 'etl'" in r.msg
     with pytest.raises(ValidationError, match="part of DAG 'etl'"):
         D.canonical_spec({"name": "etl:load", "handler": SHELL})
     assert parse_execution_id("etl:load@2027-01-15T08:00:00Z") == ("etl:load", T0)
@@ -84,7 +84,7 @@ def test_job_calls_on_dag_rows_are_refused():
 def test_run_progresses_in_order_with_no_polling():
     h = Harness()
     r = h.put(dag())
-    assert r == {"ok": True, "code": "ok", "created": True, "name": "etl", "version": 1}
+    assert r.as_dict() == {"ok": True, "code": "ok", "created": True, "name": "etl", "version": 1}
     assert sorted(h.state.jobs) == ["etl:extract", "etl:load", "etl:transform"]
     run = h.run()
     assert run.run_id == "etl@2027-01-15T08:00:00Z" and run.state == "RUNNING"
@@ -168,13 +168,13 @@ def test_cancelled_task_fails_its_downstream():
     h.put(dag(tasks=[task("a"), task("b", "a")]))
     run = h.run()
     ex = h.ex(run, "a")
-    assert h.apply(C.CANCEL, job=ex.job, scheduled_ms=ex.scheduled_ms)["ok"]
+    assert h.apply(C.CANCEL, job=ex.job, scheduled_ms=ex.scheduled_ms).ok
     assert h.states(run) == {"a": "CANCELLED", "b": "UPSTREAM_FAILED"} and run.state == "FAILED"
 
 
 def test_scheduled_dag_fires_through_the_wheel():
     h = Harness()
-    assert h.put(dag(schedule="*/10 * * * * *"))["ok"]
+    assert h.put(dag(schedule="*/10 * * * * *")).ok
     row = h.state.jobs["etl:"]
     assert row.next_fire == T0
     h.apply(C.FIRE, items=[["etl:", T0]])
@@ -190,7 +190,7 @@ def test_scheduled_dag_fires_through_the_wheel():
     h.apply(C.FIRE, items=[["etl:", T0 + 10_000]])
     assert len(h.state.dag_runs) == 2
     # unscheduling removes the row
-    assert h.put(dag())["ok"] and "etl:" not in h.state.jobs and h.state.dags["etl"].version == 2
+    assert h.put(dag()).ok and "etl:" not in h.state.jobs and h.state.dags["etl"].version == 2
 
 
 def test_redefinition_while_running_and_delete():
@@ -198,18 +198,18 @@ def test_redefinition_while_running_and_delete():
     h.put(dag())
     run = h.run()
     r = h.put(dag(tasks=[task("extract"), task("transform", "extract")]))
-    assert not r["ok"] and r["code"] == "conflict" and "load" in r["msg"]
+    assert not r.ok and r.code == "conflict" and "load" in r.msg
     # adding a task and changing a handler is fine; the running run keeps its own graph
     r = h.put(dag(tasks=[task("extract", handler={"shell": {"command": "echo v2"}}),
                          task("transform", "extract"), task("load", "transform"), task("extra", "load")]))
-    assert r["ok"] and r["version"] == 2
+    assert r.ok and r.payload.version == 2
     assert "v2" in h.state.jobs["etl:extract"].spec and run.order == ("extract", "transform", "load")
     for t in run.order:
         h.finish(run, t)
     assert run.state == "SUCCEEDED"
-    assert h.apply(C.DAG_DELETE, name="etl")["ok"]
+    assert h.apply(C.DAG_DELETE, name="etl").ok
     assert not h.state.jobs and not h.state.execs and not h.state.dag_runs and not h.state.dags
-    assert h.apply(C.DAG_DELETE, name="etl")["code"] == "not_found"
+    assert h.apply(C.DAG_DELETE, name="etl").code == "not_found"
 
 
 def test_retention_keeps_the_last_runs():
@@ -244,7 +244,7 @@ def test_sensor_not_ready_waits_without_consuming_attempts_then_succeeds():
     for i in range(3):
         r = h.finish(run, "wait", state=D.NOT_READY, error="/data/ready does not exist")
         ex = h.ex(run, "wait")
-        assert r["ok"] and ex.state == "RETRY_WAIT" and ex.retry_at == h.now + 5000, r
+        assert r.ok and ex.state == "RETRY_WAIT" and ex.retry_at == h.now + 5000, r
         assert ex.attempts[-1].state == "NOT_READY" and "poll" in ex.reason
         h.now += 5000
     h.finish(run, "wait")
@@ -260,7 +260,7 @@ def test_malformed_sensor_poll_is_refused_before_it_changes_the_attempt():
     run = h.run()
     r = h.finish(run, "wait", state=D.NOT_READY, started_ms="soon")
     ex = h.ex(run, "wait")
-    assert r["ok"] is False and r["code"] == "invalid", r
+    assert r.ok is False and r.code == "invalid", r
     assert ex.state == "RUNNING" and ex.attempts[-1].state == "RUNNING"
 
 
@@ -287,13 +287,13 @@ def test_not_ready_from_a_plain_task_or_a_stale_token_is_refused():
     h.put(dag(tasks=[task("a")]))
     run = h.run()
     r = h.finish(run, "a", state=D.NOT_READY)
-    assert not r["ok"] and "not a sensor" in r["msg"]
+    assert not r.ok and "not a sensor" in r.msg
     h.put(sensor_dag("sense"))
     run = h.run("sense")
     ex = h.ex(run, "wait")
     h.start(run, "wait")
     r = h.apply(C.FINISH, job=ex.job, scheduled_ms=ex.scheduled_ms, token=1, state=D.NOT_READY)
-    assert r["code"] == "stale"
+    assert r.code == "stale"
 
 
 # ------------------------------------------------------------------ replicas and snapshots
@@ -323,7 +323,7 @@ def test_snapshot_restore_roundtrip_including_dags():
     assert "etl:" in {name for _, name in b.wheel.due(2 ** 62)}
     # the restored replica keeps agreeing with the original on what follows
     twin = Harness.__new__(Harness)
-    twin.state, twin.index, twin.now, twin.term = b, a.index, a.now, a.term
+    twin.state, twin.index, twin.now, twin.term, twin.entries = b, a.index, a.now, a.term, []
     run_a = a.state.dag_runs[("other", max(D.runs_of(a.state, "other")))]
     run_b = b.dag_runs[("other", run_a.logical_ms)]
     a.finish(run_a, "y")

@@ -36,7 +36,7 @@ def test_the_load_counts_runs_past_due_and_the_oldest_age():
     h.now = T0 + 3_000
     load.measure(StateView(h.state), h.now)
     assert (load.backlog, load.lag_ms) == (5, 3_000)
-    assert h.apply(C.START, job="j0000", scheduled_ms=T0, attempt=1, worker="w")["ok"]
+    assert h.apply(C.START, job="j0000", scheduled_ms=T0, attempt=1, worker="w").ok
     load.measure(StateView(h.state), h.now)
     assert load.backlog == 4                                      # a claimed run no longer waits
     load.clear()
@@ -71,7 +71,7 @@ def _steps(h: Harness, workers: list[Capacity], scan_limit: int, rounds: int) ->
         cursor = d.last if d.looked >= scan_limit and len(d.claims) < free else None
         for c in d.claims:
             assert h.apply(C.START, job=c.job, scheduled_ms=c.scheduled_ms, attempt=c.attempt,
-                           worker=c.worker)["ok"]
+                           worker=c.worker).ok
             got.append((c.job, c.scheduled_ms, c.worker))
     return got
 

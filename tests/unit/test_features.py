@@ -125,7 +125,7 @@ def test_an_old_node_never_applies_a_raise_above_its_build() -> None:
     before = (old.state_digest(), old.log_hash, old.last_index)
     assert new.apply(log[RAISE], RAISE + 1).ok and new.feature_level == 2
     r = old.apply(log[RAISE], RAISE + 1)
-    assert r.code is Code.BUILD_BEHIND and r["cluster_level"] == 2 and "supports up to 1" in r.msg
+    assert r.code is Code.BUILD_BEHIND and r.payload.cluster_level == 2 and "supports up to 1" in r.msg
     assert (old.state_digest(), old.log_hash, old.last_index) == before and old.feature_level == 1
     # a stale leader's raise is refused alike by every build: no reason to halt
     assert old.apply(entry(C.FEATURE_LEVEL, "stale", term=0, level=2), RAISE + 1).code is Code.STALE_TERM
@@ -141,7 +141,7 @@ def test_a_build_below_a_restored_snapshots_level_applies_nothing() -> None:
     old.restore(pickle.loads(pickle.dumps(new.snapshot())))
     digest = old.state_digest()
     r = old.apply(entry(C.PUT, "c/put3", now=T0 + 9, spec=text(name="j3")), RAISE + 2)
-    assert r.code is Code.BUILD_BEHIND and r["cluster_level"] == 2
+    assert r.code is Code.BUILD_BEHIND and r.payload.cluster_level == 2
     assert old.state_digest() == digest and old.last_index == RAISE + 1
 
 
@@ -151,7 +151,7 @@ def test_the_level_is_raised_by_the_current_leader_and_never_lowered() -> None:
     assert s.apply(entry(C.FEATURE_LEVEL, "f1", term=1, level=2), 2).code is Code.STALE_TERM
     assert s.apply(entry(C.FEATURE_LEVEL, "f2", term=2, level=2), 3).ok and s.feature_level == 2
     again = s.apply(entry(C.FEATURE_LEVEL, "f3", term=2, level=2), 4)
-    assert again.ok and again["raised"] is False
+    assert again.ok and again.payload.raised is False
     lower = s.apply(entry(C.FEATURE_LEVEL, "f4", term=2, level=1), 5)
     assert lower.code is Code.CONFLICT and s.feature_level == 2
     assert s.apply(entry(C.FEATURE_LEVEL, "f5", term=2, level="2"), 6).code is Code.INVALID

@@ -30,14 +30,14 @@ def test_each_entry_of_a_group_gets_its_own_result_and_a_bad_one_commits_nothing
     h = Harness(level=TOP_LEVEL)
     bad = C.encode(C.PUT, rid="c/r2", now=T0, term=1, by="bob", spec='{"name": "Bad Name"}', name="x")
     r = h.raw(group(put_entry("a", "c/r1"), bad, put_entry("b", "c/r3")))
-    a, refused, b = r["parts"]
-    assert a["ok"] and a["name"] == "a" and a["created"] and b["ok"] and b["name"] == "b"
-    assert not refused["ok"] and refused["code"] == "invalid" and "bad job name" in refused["msg"]
+    a, refused, b = r.payload.parts
+    assert a.ok and a.payload.name == "a" and a.payload.created and b.ok and b.payload.name == "b"
+    assert not refused.ok and refused.code == "invalid" and "bad job name" in refused.msg
     assert sorted(h.state.jobs) == ["a", "b"]
     # each has its own dedup record and audit record, like an entry of its own
     assert {"c/r1", "c/r2", "c/r3"} <= set(h.state.dedup)
     again = h.raw(group(put_entry("a", "c/r1"), put_entry("c", "c/r4")))
-    assert again["parts"][0]["deduplicated"] and again["parts"][1]["created"]
+    assert again.payload.parts[0].deduplicated and again.payload.parts[1].payload.created
     actions = [(e.principal, e.outcome) for e in h.state.audit.records if e.action == C.PUT]
     assert ("alice", "allowed") in actions and ("bob", "error") in actions
 
@@ -64,7 +64,7 @@ def test_a_group_replays_to_the_same_state_as_its_entries_one_by_one():
 def test_a_group_refuses_kinds_that_cannot_share_a_log_index(inner, fragment):
     h = Harness(level=TOP_LEVEL)
     r = h.raw(group(put_entry("a", "c/r1"), inner))
-    assert r["parts"][0]["ok"] and not r["parts"][1]["ok"] and fragment in r["parts"][1]["msg"]
+    assert r.payload.parts[0].ok and not r.payload.parts[1].ok and fragment in r.payload.parts[1].msg
     assert list(h.state.jobs) == ["a"]
 
 
@@ -97,7 +97,7 @@ def test_proposals_in_one_loop_turn_share_one_entry_and_each_gets_its_own_result
     results = asyncio.run(_propose_all(raft, [put_entry("a", "c/1"), bad, put_entry("b", "c/2")]))
     assert len(raft.submitted) == 1 and C.decode(raft.submitted[0]).kind == C.GROUP
     assert [r.code for r in results] == [Code.OK, Code.INVALID, Code.OK]
-    assert results[0]["name"] == "a" and results[2]["name"] == "b"
+    assert results[0].payload.name == "a" and results[2].payload.name == "b"
     assert sorted(raft.state.jobs) == ["a", "b"]
 
 

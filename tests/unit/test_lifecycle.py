@@ -16,7 +16,7 @@ from tests.support.state import T0, Harness
 def fired(h: Harness, **spec) -> tuple[str, int]:
     h.put(schedule="", **spec)
     r = h.apply(C.TRIGGER, name="j1")
-    return "j1", r["scheduled_ms"]
+    return "j1", r.payload.scheduled_ms
 
 
 def claim(h: Harness, key, attempt: int, worker: str = "w1") -> dict:
@@ -35,11 +35,11 @@ def h() -> Harness:
 def test_claim_then_success(h):
     key = fired(h)
     r = claim(h, key, 1)
-    assert r["ok"] and r["token"] == h.index                 # the token is the claim's log index
+    assert r.ok and r.payload.token == h.index                 # the token is the claim's log index
     ex = h.state.execs[key]
     assert ex.state == "RUNNING" and ex.attempts[0].worker == "w1"
     h.now += 500
-    assert finish(h, key, r["token"], "SUCCEEDED", exit_code=0, output_tail="ok\n")["state"] == "SUCCEEDED"
+    assert finish(h, key, r.payload.token, "SUCCEEDED", exit_code=0, output_tail="ok\n").payload.state == "SUCCEEDED"
     a = ex.attempts[0]
     assert (a.state, a.ended_ms, a.output_tail) == ("SUCCEEDED", T0 + 500, "ok\n")
     assert list(h.state.by_state["SUCCEEDED"]) == [(key[1], "j1")] and not h.state.by_state["RUNNING"]
@@ -49,16 +49,16 @@ def test_fails_twice_then_succeeds_with_backoff_between(h):
     key = fired(h, retry={"max_attempts": 3, "initial_backoff_seconds": 10, "multiplier": 2})
     waits = []
     for attempt in (1, 2):
-        tok = claim(h, key, attempt)["token"]
+        tok = claim(h, key, attempt).payload.token
         h.now += 1000
         r = finish(h, key, tok, "FAILED", exit_code=1, error="exit status 1")
-        assert r["state"] == "RETRY_WAIT"
-        waits.append(r["retry_at"] - h.now)
-        assert list(h.state.ready) == [(r["retry_at"], "j1", key[1])]
-        h.now = r["retry_at"]
+        assert r.payload.state == "RETRY_WAIT"
+        waits.append(r.payload.retry_at - h.now)
+        assert list(h.state.ready) == [(r.payload.retry_at, "j1", key[1])]
+        h.now = r.payload.retry_at
     assert 8_000 <= waits[0] <= 12_000 and 16_000 <= waits[1] <= 24_000     # 10 s, 20 s, +-20 %
-    tok = claim(h, key, 3)["token"]
-    assert finish(h, key, tok, "SUCCEEDED")["state"] == "SUCCEEDED"
+    tok = claim(h, key, 3).payload.token
+    assert finish(h, key, tok, "SUCCEEDED").payload.state == "SUCCEEDED"
     ex = h.state.execs[key]
     assert [a.state for a in ex.attempts] == ["FAILED", "FAILED", "SUCCEEDED"] and not h.state.ready
 
@@ -66,82 +66,82 @@ def test_fails_twice_then_succeeds_with_backoff_between(h):
 def test_always_failing_ends_failed_after_max_attempts(h):
     key = fired(h, retry={"max_attempts": 2, "initial_backoff_seconds": 1})
     for attempt in (1, 2):
-        tok = claim(h, key, attempt)["token"]
+        tok = claim(h, key, attempt).payload.token
         r = finish(h, key, tok, "TIMED_OUT" if attempt == 2 else "FAILED", error="boom")
-    assert r["state"] == "TIMED_OUT"
+    assert r.payload.state == "TIMED_OUT"
     ex = h.state.execs[key]
     assert "gave up after 2 failed attempt(s)" in ex.reason
-    assert claim(h, key, 3)["code"] == "conflict"
+    assert claim(h, key, 3).code == "conflict"
 
 
 def test_zombie_result_is_fenced_and_recorded(h):
     key = fired(h, retry={"max_attempts": 3, "initial_backoff_seconds": 1})
-    old = claim(h, key, 1, worker="w-stopped")["token"]
+    old = claim(h, key, 1, worker="w-stopped").payload.token
     r = h.apply(C.EXPIRE, job=key[0], scheduled_ms=key[1], token=old, reason="no heartbeat for 10s")
-    assert r["state"] == "RETRY_WAIT"
-    h.now = r["retry_at"]
-    new = claim(h, key, 2, worker="w2")["token"]
+    assert r.payload.state == "RETRY_WAIT"
+    h.now = r.payload.retry_at
+    new = claim(h, key, 2, worker="w2").payload.token
     assert new > old
     late = finish(h, key, old, "SUCCEEDED")
-    assert late["code"] == "stale"
+    assert late.code == "stale"
     ex = h.state.execs[key]
     assert ex.state == "RUNNING" and "refused" in ex.attempts[0].rejected
     assert ex.attempts[0].state == "LOST" and ex.attempts[0].error == "no heartbeat for 10s"
-    assert finish(h, key, new, "SUCCEEDED")["state"] == "SUCCEEDED"
-    assert finish(h, key, new, "FAILED")["code"] == "stale"           # a duplicate report too
+    assert finish(h, key, new, "SUCCEEDED").payload.state == "SUCCEEDED"
+    assert finish(h, key, new, "FAILED").code == "stale"           # a duplicate report too
 
 
 def test_at_most_once_lost_attempt_is_never_rerun(h):
     key = fired(h, delivery="at_most_once", retry={"max_attempts": 5})
-    tok = claim(h, key, 1)["token"]
+    tok = claim(h, key, 1).payload.token
     r = h.apply(C.EXPIRE, job=key[0], scheduled_ms=key[1], token=tok, reason="worker lost")
-    assert r["state"] == "LOST"
+    assert r.payload.state == "LOST"
     assert "at_most_once" in h.state.execs[key].reason
-    assert claim(h, key, 2)["code"] == "conflict"
+    assert claim(h, key, 2).code == "conflict"
 
 
 def test_at_most_once_still_retries_a_failure_the_handler_reported(h):
     key = fired(h, delivery="at_most_once", retry={"max_attempts": 2, "initial_backoff_seconds": 1})
-    tok = claim(h, key, 1)["token"]
-    assert finish(h, key, tok, "FAILED", error="exit status 3")["state"] == "RETRY_WAIT"
+    tok = claim(h, key, 1).payload.token
+    assert finish(h, key, tok, "FAILED", error="exit status 3").payload.state == "RETRY_WAIT"
 
 
 def test_cancel_before_and_while_running(h):
     key = fired(h)
-    assert h.apply(C.CANCEL, job=key[0], scheduled_ms=key[1])["state"] == "CANCELLED"
-    assert h.apply(C.CANCEL, job=key[0], scheduled_ms=key[1])["code"] == "conflict"
+    assert h.apply(C.CANCEL, job=key[0], scheduled_ms=key[1]).payload.state == "CANCELLED"
+    assert h.apply(C.CANCEL, job=key[0], scheduled_ms=key[1]).code == "conflict"
     h.now += 1
-    key2 = ("j1", h.apply(C.TRIGGER, name="j1")["scheduled_ms"])
-    tok = claim(h, key2, 1)["token"]
+    key2 = ("j1", h.apply(C.TRIGGER, name="j1").payload.scheduled_ms)
+    tok = claim(h, key2, 1).payload.token
     r = h.apply(C.CANCEL, job=key2[0], scheduled_ms=key2[1])
-    assert r == {"ok": True, "code": "ok", "state": "RUNNING", "token": tok, "cancel_requested": True}
-    assert finish(h, key2, tok, "CANCELLED")["state"] == "CANCELLED"
+    assert r.as_dict() == {"ok": True, "code": "ok", "state": "RUNNING", "token": tok, "cancel_requested": True}
+    assert finish(h, key2, tok, "CANCELLED").payload.state == "CANCELLED"
     # a cancelled execution whose worker vanished ends CANCELLED, not retried
     h.now += 1
-    key3 = ("j1", h.apply(C.TRIGGER, name="j1")["scheduled_ms"])
-    tok = claim(h, key3, 1)["token"]
+    key3 = ("j1", h.apply(C.TRIGGER, name="j1").payload.scheduled_ms)
+    tok = claim(h, key3, 1).payload.token
     h.apply(C.CANCEL, job=key3[0], scheduled_ms=key3[1])
-    assert h.apply(C.EXPIRE, job=key3[0], scheduled_ms=key3[1], token=tok)["state"] == "CANCELLED"
-    assert h.apply(C.CANCEL, job="j1", scheduled_ms=1)["code"] == "not_found"
+    assert h.apply(C.EXPIRE, job=key3[0], scheduled_ms=key3[1], token=tok).payload.state == "CANCELLED"
+    assert h.apply(C.CANCEL, job="j1", scheduled_ms=1).code == "not_found"
 
 
 def test_claims_are_checked(h):
     key = fired(h)
-    assert claim(h, key, 2)["code"] == "conflict"              # attempts are numbered 1, 2, ...
+    assert claim(h, key, 2).code == "conflict"              # attempts are numbered 1, 2, ...
     h.term = 7
-    assert claim(h, key, 1)["code"] == "stale_term"            # not this leader's epoch
+    assert claim(h, key, 1).code == "stale_term"            # not this leader's epoch
     h.term = 1
-    tok = claim(h, key, 1)["token"]
-    assert claim(h, key, 2)["code"] == "conflict"              # already running
-    assert finish(h, key, tok, "EXPLODED")["code"] == "invalid"
+    tok = claim(h, key, 1).payload.token
+    assert claim(h, key, 2).code == "conflict"              # already running
+    assert finish(h, key, tok, "EXPLODED").code == "invalid"
 
 
 def test_a_declined_assignment_goes_back_in_line_without_counting(h):
     key = fired(h, retry={"max_attempts": 1})
-    tok = claim(h, key, 1)["token"]
-    assert finish(h, key, tok, "REJECTED", error="no free slot")["state"] == "SCHEDULED"
-    tok2 = claim(h, key, 2)["token"]
-    assert finish(h, key, tok2, "FAILED")["state"] == "FAILED"     # max 1 failure, REJECTED not counted
+    tok = claim(h, key, 1).payload.token
+    assert finish(h, key, tok, "REJECTED", error="no free slot").payload.state == "SCHEDULED"
+    tok2 = claim(h, key, 2).payload.token
+    assert finish(h, key, tok2, "FAILED").payload.state == "FAILED"     # max 1 failure, REJECTED not counted
 
 
 def test_pruning_drops_only_finished_executions(h):
@@ -149,15 +149,15 @@ def test_pruning_drops_only_finished_executions(h):
     keys = []
     for _ in range(4):
         h.now += 1
-        keys.append(("j1", h.apply(C.TRIGGER, name="j1")["scheduled_ms"]))
+        keys.append(("j1", h.apply(C.TRIGGER, name="j1").payload.scheduled_ms))
         if len(keys) == 1:
             claim(h, keys[0], 1)
     assert set(h.state.execs) == set(keys)                   # nothing finished: nothing dropped
     for i, key in enumerate(keys[1:3], start=2):
-        tok = claim(h, key, 1)["token"]
+        tok = claim(h, key, 1).payload.token
         finish(h, key, tok, "SUCCEEDED")
     h.now += 1
-    keys.append(("j1", h.apply(C.TRIGGER, name="j1")["scheduled_ms"]))
+    keys.append(("j1", h.apply(C.TRIGGER, name="j1").payload.scheduled_ms))
     # the limit is 3: both finished ones go, the RUNNING oldest and the pending ones stay
     assert set(h.state.execs) == {keys[0], keys[3], keys[4]}
 
@@ -167,16 +167,16 @@ def test_a_backlog_nobody_starts_is_skipped_with_a_reason_not_grown_forever(h):
     keys = []
     for _ in range(5):
         h.now += 1
-        keys.append(("j1", h.apply(C.TRIGGER, name="j1")["scheduled_ms"]))
+        keys.append(("j1", h.apply(C.TRIGGER, name="j1").payload.scheduled_ms))
     assert set(h.state.execs) == set(keys[2:])                # bounded by the limit
     assert h.state.pending["j1"] == 3
 
 
 def test_history_max_age_prunes_old_finished_executions(h):
     first = fired(h, history_max_age_seconds=60)
-    finish(h, first, claim(h, first, 1)["token"], "SUCCEEDED")
+    finish(h, first, claim(h, first, 1).payload.token, "SUCCEEDED")
     h.now += 30_000
-    second = ("j1", h.apply(C.TRIGGER, name="j1")["scheduled_ms"])
+    second = ("j1", h.apply(C.TRIGGER, name="j1").payload.scheduled_ms)
     assert first in h.state.execs                             # 30 s old: kept
     h.now += 31_000
     h.apply(C.TRIGGER, name="j1")
@@ -185,7 +185,7 @@ def test_history_max_age_prunes_old_finished_executions(h):
 
 def test_lifecycle_survives_snapshot_restore(h):
     key = fired(h, retry={"max_attempts": 3, "initial_backoff_seconds": 1})
-    tok = claim(h, key, 1)["token"]
+    tok = claim(h, key, 1).payload.token
     finish(h, key, tok, "FAILED")
     c = SchedulerState()
     c.restore(pickle.loads(pickle.dumps(h.state.snapshot(), protocol=2)))
@@ -215,32 +215,32 @@ def test_a_lost_attempt_is_rerun_even_without_a_retry_policy_but_not_forever(h):
     from schedd.core.state import LOST_RETRY_LIMIT
     key = fired(h)                                            # default policy: 1 attempt, no retry
     for attempt in range(1, LOST_RETRY_LIMIT + 2):
-        tok = claim(h, key, attempt)["token"]
+        tok = claim(h, key, attempt).payload.token
         r = h.apply(C.EXPIRE, job=key[0], scheduled_ms=key[1], token=tok, reason="worker lost")
-        h.now = r.get("retry_at") or h.now
-    assert r["state"] == "FAILED" and "lost attempts" in h.state.execs[key].reason
+        h.now = r.payload.retry_at or h.now
+    assert r.payload.state == "FAILED" and "lost attempts" in h.state.execs[key].reason
     assert len(h.state.execs[key].attempts) == LOST_RETRY_LIMIT + 1
 
 
 def test_a_lost_attempt_does_not_use_up_the_failure_budget(h):
     key = fired(h, retry={"max_attempts": 1})
-    tok = claim(h, key, 1)["token"]
+    tok = claim(h, key, 1).payload.token
     r = h.apply(C.EXPIRE, job=key[0], scheduled_ms=key[1], token=tok, reason="worker lost")
-    assert r["state"] == "RETRY_WAIT"
-    h.now = r["retry_at"]
-    tok = claim(h, key, 2)["token"]
-    assert finish(h, key, tok, "FAILED")["state"] == "FAILED"  # the one real failure ends it
+    assert r.payload.state == "RETRY_WAIT"
+    h.now = r.payload.retry_at
+    tok = claim(h, key, 2).payload.token
+    assert finish(h, key, tok, "FAILED").payload.state == "FAILED"  # the one real failure ends it
 
 
 def test_a_stale_term_refusal_is_not_remembered_under_its_request_id(h):
     """A deposed leader's expiry committed after the new epoch is refused; the new leader's own
     expiry of the same attempt (same request id) must still apply, not get that refusal back."""
     key = fired(h, retry={"max_attempts": 1})
-    tok = claim(h, key, 1)["token"]
+    tok = claim(h, key, 1).payload.token
     old = h.apply(C.EXPIRE, rid=f"expire-{tok}", term=0, job=key[0], scheduled_ms=key[1], token=tok)
-    assert old["code"] == "stale_term"
+    assert old.code == "stale_term"
     new = h.apply(C.EXPIRE, rid=f"expire-{tok}", job=key[0], scheduled_ms=key[1], token=tok)
-    assert new["ok"] and "deduplicated" not in new
+    assert new.ok and not new.deduplicated
 
 
 @pytest.mark.parametrize("spec, cancel, state, attempt_state", [
@@ -255,15 +255,15 @@ def test_a_claim_that_never_started_is_requeued_without_backoff(h, spec, cancel,
     from schedd.core.state import LOST_RETRY_LIMIT
     key = fired(h, **spec)
     for attempt in range(1, LOST_RETRY_LIMIT + 3):          # more than the lost-attempt budget
-        tok = claim(h, key, attempt)["token"]
+        tok = claim(h, key, attempt).payload.token
         if cancel:
             h.apply(C.CANCEL, job=key[0], scheduled_ms=key[1])
         r = h.apply(C.EXPIRE, job=key[0], scheduled_ms=key[1], token=tok, never_started=True,
                     reason="worker w1 reconnected to the new leader without it: never started")
-        if r["state"] != "SCHEDULED":
+        if r.payload.state != "SCHEDULED":
             break
     ex = h.state.execs[key]
-    assert (r["state"], ex.attempts[-1].state, r["retry_at"]) == (state, attempt_state, None)
+    assert (r.payload.state, ex.attempts[-1].state, r.payload.retry_at) == (state, attempt_state, None)
     if state == "SCHEDULED":
         assert ex.reason.startswith(f"attempt {LOST_RETRY_LIMIT + 2} never started: worker w1")
-        assert claim(h, key, LOST_RETRY_LIMIT + 3)["ok"]     # claimable now: no retry wait
+        assert claim(h, key, LOST_RETRY_LIMIT + 3).ok     # claimable now: no retry wait

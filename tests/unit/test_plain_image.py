@@ -41,8 +41,8 @@ def assert_same(a: SchedulerState, b: SchedulerState) -> None:
 def with_everything(h: Harness) -> Harness:
     """`h`'s state plus a request id remembered, a quota, a staged batch and a member row."""
     h.apply(C.QUOTA, rid="c/q1", key="team:ops", limit=3)
-    assert h.apply(C.BATCH_STAGE, rid="", batch="b1", seq=0, specs=[text(name="staged")])["ok"]
-    assert h.apply(C.MEMBERS, rid="", members=[["n1", "127.0.0.1:7001", "127.0.0.1:8001"]])["ok"]
+    assert h.apply(C.BATCH_STAGE, rid="", batch="b1", seq=0, specs=[text(name="staged")]).ok
+    assert h.apply(C.MEMBERS, rid="", members=[["n1", "127.0.0.1:7001", "127.0.0.1:8001"]]).ok
     return h
 
 

@@ -27,7 +27,7 @@ def h() -> Harness:
 def trigger(h: Harness, name="j1", **kw) -> tuple[str, int]:
     h.now += 1
     r = h.apply(C.TRIGGER, name=name, **kw)
-    return name, r["scheduled_ms"]
+    return name, r.payload.scheduled_ms
 
 
 def claim(h: Harness, key, attempt=1) -> dict:
@@ -71,9 +71,9 @@ def test_overlap_skip_start_is_blocked_while_a_run_is_active_and_skip_records_wh
     claim(h, first)
     second = trigger(h)
     r = claim(h, second)
-    assert r["code"] == "blocked" and "overlap skip" in r["msg"] and first[0] in r["msg"]
-    r = h.apply(C.SKIP, items=[[*second, f"overlap skip: {r['msg']}"]])
-    assert r["items"] == [[*second, "skipped"]]
+    assert r.code == "blocked" and "overlap skip" in r.msg and first[0] in r.msg
+    r = h.apply(C.SKIP, items=[[*second, f"overlap skip: {r.msg}"]])
+    assert r.payload.items == [[*second, "skipped"]]
     ex = h.state.execs[second]
     assert ex.state == "SKIPPED" and ex.reason.startswith("overlap")
     assert dispositions(h)["skipped-overlap"] == 1
@@ -82,41 +82,41 @@ def test_overlap_skip_start_is_blocked_while_a_run_is_active_and_skip_records_wh
 def test_skip_entry_of_an_old_term_or_a_started_execution_is_refused(h):
     h.put(schedule="")
     key = trigger(h)
-    assert h.apply(C.SKIP, items=[[*key, "x"]], term=0)["code"] == "stale_term"
+    assert h.apply(C.SKIP, items=[[*key, "x"]], term=0).code == "stale_term"
     claim(h, key)
-    assert h.apply(C.SKIP, items=[[*key, "x"]])["items"] == [[*key, "conflict"]]
+    assert h.apply(C.SKIP, items=[[*key, "x"]]).payload.items == [[*key, "conflict"]]
 
 
 def test_overlap_queue_waits_then_runs_and_is_bounded(h):
     h.put(schedule="", overlap="queue", queue_limit=2)
     first = trigger(h)
-    tok = claim(h, first)["token"]
+    tok = claim(h, first).payload.token
     queued = [trigger(h), trigger(h)]
-    assert claim(h, queued[0])["code"] == "blocked"                    # waits behind the first
+    assert claim(h, queued[0]).code == "blocked"                    # waits behind the first
     over = trigger(h)
     ex = h.state.execs[over]
     assert ex.state == "SKIPPED" and "queue full" in ex.reason         # the bound
     finish(h, first, tok)
-    assert claim(h, queued[0])["ok"]                                   # its turn now
+    assert claim(h, queued[0]).ok                                   # its turn now
 
 
 def test_overlap_allow_with_max_active_and_force(h):
     h.put(schedule="", max_active=2)
     a, b, c = trigger(h), trigger(h), trigger(h)
-    assert claim(h, a)["ok"] and claim(h, b)["ok"]
-    assert "max_active 2" in claim(h, c)["msg"]
+    assert claim(h, a).ok and claim(h, b).ok
+    assert "max_active 2" in claim(h, c).msg
     forced = trigger(h, force=True)
-    assert h.state.execs[forced].trigger == "forced" and claim(h, forced)["ok"]
+    assert h.state.execs[forced].trigger == "forced" and claim(h, forced).ok
 
 
 def test_a_retry_waiting_counts_as_active_but_not_against_itself(h):
     h.put(schedule="", overlap="skip", retry={"max_attempts": 2, "initial_backoff_seconds": 1})
     first = trigger(h)
-    finish(h, first, claim(h, first)["token"], "FAILED")
+    finish(h, first, claim(h, first).payload.token, "FAILED")
     assert h.state.execs[first].state == "RETRY_WAIT"
     second = trigger(h)
-    assert claim(h, second)["code"] == "blocked"
-    assert claim(h, first, attempt=2)["ok"]
+    assert claim(h, second).code == "blocked"
+    assert claim(h, first, attempt=2).ok
 
 
 # ---------------------------------------------------------------- concurrency keys and quotas
@@ -125,27 +125,27 @@ def test_a_concurrency_key_makes_jobs_mutually_exclusive(h):
     h.put(name="a", schedule="", concurrency_key="warehouse")
     h.put(name="b", schedule="", concurrency_key="warehouse")
     ka, kb = trigger(h, "a"), trigger(h, "b")
-    tok = claim(h, ka)["token"]
+    tok = claim(h, ka).payload.token
     r = claim(h, kb)
-    assert r["code"] == "blocked" and "concurrency key 'warehouse'" in r["msg"]
+    assert r.code == "blocked" and "concurrency key 'warehouse'" in r.msg
     finish(h, ka, tok)
-    assert claim(h, kb)["ok"]
+    assert claim(h, kb).ok
     assert h.state.held == {"team:default": 1, "key:warehouse": 1}
 
 
 def test_team_quota_caps_running_attempts_and_is_released(h):
-    assert h.apply(C.QUOTA, key="team:ops", limit=1)["ok"]
-    assert h.apply(C.QUOTA, key="galaxy:x", limit=1)["code"] == "invalid"
-    assert h.apply(C.QUOTA, key="team:ops", limit=-1)["code"] == "invalid"
+    assert h.apply(C.QUOTA, key="team:ops", limit=1).ok
+    assert h.apply(C.QUOTA, key="galaxy:x", limit=1).code == "invalid"
+    assert h.apply(C.QUOTA, key="team:ops", limit=-1).code == "invalid"
     h.put(name="a", schedule="", team="ops")
     h.put(name="b", schedule="", team="ops")
     h.put(name="c", schedule="", team="dev")
     ka, kb, kc = trigger(h, "a"), trigger(h, "b"), trigger(h, "c")
-    tok = claim(h, ka)["token"]
-    assert "team quota 'ops' full" in claim(h, kb)["msg"]
-    assert claim(h, kc)["ok"]                                         # another team is not affected
+    tok = claim(h, ka).payload.token
+    assert "team quota 'ops' full" in claim(h, kb).msg
+    assert claim(h, kc).ok                                         # another team is not affected
     h.apply(C.EXPIRE, job=ka[0], scheduled_ms=ka[1], token=tok, reason="lost")
-    assert claim(h, kb)["ok"]                                         # a lost attempt frees its slot
+    assert claim(h, kb).ok                                         # a lost attempt frees its slot
     h.apply(C.QUOTA, key="team:ops", limit=0)
     assert "team:ops" not in h.state.quotas
 
@@ -258,11 +258,11 @@ def test_backfill_creates_missing_instants_on_its_lane(h):
     h.plan_and_fire()                                                  # T0 ran on schedule
     times = [T0 - 2 * MIN, T0 - MIN, T0]
     r = h.apply(C.BACKFILL, name="j1", times=times)
-    assert (r["created"], r["duplicates"]) == (2, 1)
+    assert (r.payload.created, r.payload.duplicates) == (2, 1)
     ex = h.state.execs[("j1", T0 - MIN)]
     assert ex.trigger == "backfill" and ex.lane == "backfill"
-    assert h.apply(C.BACKFILL, name="j1", times=[T0 + 1])["code"] == "invalid"
-    assert h.apply(C.BACKFILL, name="j1", times="x")["code"] == "invalid"
+    assert h.apply(C.BACKFILL, name="j1", times=[T0 + 1]).code == "invalid"
+    assert h.apply(C.BACKFILL, name="j1", times="x").code == "invalid"
 
 
 def test_backfill_lane_has_its_own_default_quota(h):
@@ -270,10 +270,10 @@ def test_backfill_lane_has_its_own_default_quota(h):
     times = [T0 - k * MIN for k in range(1, 5)]
     h.apply(C.BACKFILL, name="j1", times=times)
     results = [claim(h, ("j1", t)) for t in times]
-    assert sum(r["ok"] for r in results) == DEFAULT_BACKFILL_QUOTA
-    assert "lane quota 'backfill' full" in results[-1]["msg"]
+    assert sum(r.ok for r in results) == DEFAULT_BACKFILL_QUOTA
+    assert "lane quota 'backfill' full" in results[-1].msg
     h.apply(C.QUOTA, key="lane:backfill", limit=10)
-    assert claim(h, ("j1", times[-1]))["ok"]
+    assert claim(h, ("j1", times[-1])).ok
 
 
 # ---------------------------------------------------------------- jitter
@@ -322,7 +322,7 @@ def test_every_nominal_instant_has_a_disposition(ops, policy):
             h.apply(C.TRIGGER, name="j1")
         elif op == "run_all":
             for (name, t), ex in list(h.state.execs.items()):
-                if ex.state == "SCHEDULED" and claim(h, (name, t)).get("ok"):
+                if ex.state == "SCHEDULED" and claim(h, (name, t)).ok:
                     finish(h, (name, t), h.state.execs[(name, t)].attempts[-1].fencing_token)
         for _ in range(100):
             if not h.plan_and_fire():
@@ -351,8 +351,8 @@ def test_a_policy_that_holds_the_jobs_own_name_is_never_shared(h):
     pa, pb = (h.state.policy(h.state.jobs[n]) for n in "ab")
     assert (pa.concurrency_key, pb.concurrency_key) == ("a", "b")
     first = trigger(h, "a")
-    assert claim(h, first)["ok"]
+    assert claim(h, first).ok
     other = trigger(h, "b")
-    assert claim(h, other)["ok"], "b's key is 'b', not a's"
+    assert claim(h, other).ok, "b's key is 'b', not a's"
     again = trigger(h, "a")
-    assert claim(h, again)["code"] == "blocked"
+    assert claim(h, again).code == "blocked"

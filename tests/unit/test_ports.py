@@ -16,7 +16,7 @@ import pytest
 import schedd
 from schedd.ports.clock import SystemClock
 from schedd.ports.fakes import FakeNode, ManualClock, RecordingMetrics, WaitTimeout, wait_until, wait_until_async
-from schedd.ports.faults import NO_FAULTS, Faults
+from schedd.ports.faults import NO_FAULTS, ClaimAnswer, Faults
 from schedd.ports.metrics import NullMetrics
 from schedd.runtime.metrics import Metrics as PrometheusMetrics
 from schedd.testing.hooks import TestFaults
@@ -41,7 +41,7 @@ def test_faults_that_are_off_change_nothing(faults):
 
     async def proposal():
         return {"ok": True, "token": 3}
-    assert asyncio.run(faults.claim(proposal(), None, None, "j1", 1, 1, 0, {})) == {"ok": True, "token": 3}
+    assert asyncio.run(faults.claim(proposal(), None, None, "j1", 1, 1, 0, {})) == ClaimAnswer({"ok": True, "token": 3})
     for hook in (lambda: faults.applied("n1", ENTRY, {"ok": True}, 7, b"\0" * 16),
                  lambda: faults.role_changed("n1", 0, 2, 3), lambda: faults.claimed(3, "j1", 1, "w1"),
                  lambda: faults.result_arrived(3), lambda: faults.pushed(None, "w1", None),

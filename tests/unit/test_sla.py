@@ -23,8 +23,9 @@ from schedd.leader import sla as L
 from schedd_client.net.policy import make_policy
 from schedd.leader.planner import plan_fires
 from schedd.replication.node import OutcomeUnknown
-from schedd.ports.fakes import LoseFirstAnswer, RecordingMetrics
-from tests.support.leader import Hook, clock_of, node_over
+from schedd.ports.fakes import LoseFirstAnswer
+from tests.support.env import TestEnv
+from tests.support.leader import Hook
 from tests.support.state import Harness as StateHarness
 
 LOOPBACK_OK = make_policy(allow=["127.0.0.1"])   # the webhook receiver is on loopback
@@ -49,11 +50,11 @@ class Harness(StateHarness):
         return self.apply(C.PUT, spec=dump_spec(validate_spec(spec(**kw))))
 
     def trigger(self, name="j1") -> int:
-        return self.apply(C.TRIGGER, name=name)["scheduled_ms"]
+        return self.apply(C.TRIGGER, name=name).payload.scheduled_ms
 
     def start(self, name: str, t: int, attempt=1) -> int:
         return self.apply(C.START, rid=f"start-{name}@{t}#{attempt}", job=name, scheduled_ms=t,
-                          attempt=attempt, worker="w1")["token"]
+                          attempt=attempt, worker="w1").payload.token
 
     def finish(self, name: str, t: int, token: int, state=SUCCEEDED) -> dict:
         return self.apply(C.FINISH, rid=f"finish-{token}", job=name, scheduled_ms=t, token=token,
@@ -198,7 +199,7 @@ def test_hourly_jobs_follow_real_time_through_the_state_unless_they_name_a_polic
 def test_committed_spec_with_a_bad_policy_is_refused_by_apply(h):
     bad = dump_spec({**validate_spec(spec(schedule="0 2 * * *")), "dst_fold": "twice"})
     r = h.apply(C.PUT, spec=bad)
-    assert not r["ok"] and r["code"] == "invalid" and "j1" not in h.state.jobs
+    assert not r.ok and r.code == "invalid" and "j1" not in h.state.jobs
 
 
 # ---------------------------------------------------------------- the sla entry and the detector
@@ -219,17 +220,17 @@ def test_running_past_within_is_one_miss_recorded_once(h):
     assert (miss.job, miss.scheduled_ms, miss.deadline_ms, miss.state) == ("j1", t, t + 2000, RUNNING)
     assert miss.webhook == "http://127.0.0.1:1/hook" and miss.sla == "within 2s"
     r = h.sla(miss)
-    assert r["ok"] and r["state"] == RUNNING and r["execution"] == execution_id("j1", t)
+    assert r.ok and r.payload.state == RUNNING and r.payload.execution == execution_id("j1", t)
     ex = h.state.execs[("j1", t)]
     [ev] = ex.events
     assert ev.kind == "sla_missed" and ev.time_ms == h.now
     assert "within 2s" in ev.message and "still RUNNING at the deadline" in ev.message
     assert L.due_misses(h.state, h.now + 10_000) == []          # out of the index
     again = h.sla(miss)                                          # same rid: deduplicated
-    assert again.get("deduplicated") and len(ex.events) == 1
+    assert again.deduplicated and len(ex.events) == 1
     h.now += 1
     other = h.apply(C.SLA, rid="sla-other", job="j1", scheduled_ms=t, deadline_ms=t + 2000)
-    assert other["code"] == "recorded" and len(ex.events) == 1  # another rid: still once
+    assert other.code == "recorded" and len(ex.events) == 1  # another rid: still once
     h.finish("j1", t, token)                                     # the late success changes nothing
     assert ex.state == SUCCEEDED and len(ex.events) == 1
 
@@ -239,12 +240,12 @@ def test_stale_term_is_refused(h):
     h.now = t + 5000
     [miss] = L.due_misses(h.state, h.now)
     r = h.sla(miss, term=0)
-    assert r["code"] == "stale_term" and not h.state.execs[("j1", t)].events
+    assert r.code == "stale_term" and not h.state.execs[("j1", t)].events
     assert L.due_misses(h.state, h.now)                          # still due for the real leader
     # the refusal is not remembered under that rid: the leader of the epoch records the miss
     r = h.sla(miss)
-    assert r["ok"] and not r.get("deduplicated") and len(h.state.execs[("j1", t)].events) == 1
-    assert h.sla(miss).get("deduplicated") and len(h.state.execs[("j1", t)].events) == 1
+    assert r.ok and not r.deduplicated and len(h.state.execs[("j1", t)].events) == 1
+    assert h.sla(miss).deduplicated and len(h.state.execs[("j1", t)].events) == 1
 
 
 def test_success_in_time_is_no_miss_and_leaves_the_index(h):
@@ -257,7 +258,7 @@ def test_success_in_time_is_no_miss_and_leaves_the_index(h):
     assert all(name != "j1" or k != t for _, name, k in h.state.sla_watch)
     # a verdict proposed before the success committed is refused by apply
     r = h.apply(C.SLA, rid="sla-x", job="j1", scheduled_ms=t, deadline_ms=t + 10_000)
-    assert r["code"] == "met" and not h.state.execs[("j1", t)].events
+    assert r.code == "met" and not h.state.execs[("j1", t)].events
 
 
 def test_late_success_and_failure_are_misses(h):
@@ -275,7 +276,7 @@ def test_late_success_and_failure_are_misses(h):
     assert misses[t1].state == SUCCEEDED and "after the deadline" in misses[t1].message
     assert misses[t2].state == FAILED and "ended FAILED" in misses[t2].message
     for m in misses.values():
-        assert h.sla(m)["ok"]
+        assert h.sla(m).ok
     assert L.due_misses(h.state, h.now) == []
 
 
@@ -285,15 +286,15 @@ def test_failure_before_the_deadline_is_a_miss_once_it_passes(h):
     assert L.due_misses(h.state, t + 59_999) == []
     h.now = t + 60_000
     [miss] = L.due_misses(h.state, h.now)
-    assert h.sla(miss)["ok"]
+    assert h.sla(miss).ok
     r = h.apply(C.SLA, rid="sla-early", job="j1", scheduled_ms=t + 1, deadline_ms=0)
-    assert r["code"] == "not_found"
+    assert r.code == "not_found"
 
 
 def test_not_yet_due_and_cancelled(h):
     t, token = late_run(h, within=60)
     r = h.apply(C.SLA, rid="sla-early", job="j1", scheduled_ms=t, deadline_ms=t + 60_000)
-    assert r["code"] == "pending" and L.due_misses(h.state, t + 60_000)   # kept in the index
+    assert r.code == "pending" and L.due_misses(h.state, t + 60_000)   # kept in the index
     h.apply(C.CANCEL, name="j1", job="j1", scheduled_ms=t)
     h.apply(C.FINISH, rid="fin", job="j1", scheduled_ms=t, token=token, state="CANCELLED")
     assert h.state.execs[("j1", t)].state == "CANCELLED"
@@ -336,19 +337,16 @@ def test_driver_records_counts_and_posts_once(h, fail_first):
         url = f"http://127.0.0.1:{server.server_port}/hook"
         t, _ = late_run(h, within=2, webhook=url)
         h.now = t + 2500
-        metrics = RecordingMetrics()
         lost = LoseFirstAnswer(lambda: OutcomeUnknown("lost the answer")) if fail_first else None
+        env = TestEnv(h, proposals=lost)
+        metrics = env.metrics
 
         async def main():
-            tasks = []
-            driver = L.SlaDriver(node_over(h, proposals=lost), clock_of(h), metrics,
-                                 lambda coro: tasks.append(asyncio.ensure_future(coro)),
-                                 webhooks=LOOPBACK_OK)
+            driver = L.SlaDriver(env.node, env.clock, metrics, env.spawn, webhooks=LOOPBACK_OK)
             for step in range(4):
                 h.now += L.RETRY_AFTER_MS if step else 0
                 driver.step(h.now)
-                while tasks:
-                    await tasks.pop()
+                await env.settle()
         asyncio.run(main())
         ex = h.state.execs[("j1", t)]
         assert [e.kind for e in ex.events] == ["sla_missed"]
@@ -388,18 +386,15 @@ def test_a_deposed_leaders_late_refusal_does_not_answer_the_new_leaders_proposal
     t, _ = late_run(h, within=1)
     h.now = t + 2000
     [miss] = L.due_misses(h.state, h.now)
-    assert h.sla(miss, term=0)["code"] == "stale_term"           # the deposed leader's, committed late
-    metrics = RecordingMetrics()
+    assert h.sla(miss, term=0).code == "stale_term"           # the deposed leader's, committed late
+    env = TestEnv(h)
+    metrics = env.metrics
 
     async def main():
-        tasks = []
-        driver = L.SlaDriver(node_over(h), clock_of(h), metrics,
-                             lambda coro: tasks.append(asyncio.ensure_future(coro)),
-                             webhooks=LOOPBACK_OK)
+        driver = L.SlaDriver(env.node, env.clock, metrics, env.spawn, webhooks=LOOPBACK_OK)
         for _ in range(2):
             driver.step(h.now)
-            while tasks:
-                await tasks.pop()
+            await env.settle()
     asyncio.run(main())
     assert len(h.state.execs[("j1", t)].events) == 1 and metrics.sla_missed.counts == {("j1",): 1}
     assert json.loads(h.entries[-1])["rid"] == miss.rid     # same rid, not deduplicated

@@ -31,26 +31,26 @@ def test_each_claim_is_decided_alone_with_its_own_token():
     items[1]["attempt"] = 2                                   # b expects attempt 1: refused
     r = h.apply(C.START_MANY, claims=items)
     index = h.index
-    assert r["ok"]
-    got = [(c["ok"], c.get("token"), c["code"]) for c in r["claims"]]
+    assert r.ok
+    got = [(c.ok, getattr(c.payload, "token", None), c.code) for c in r.payload.claims]
     assert got == [(True, index * TOKENS_PER_INDEX, "ok"), (False, None, "conflict"),
                    (False, None, "not_found"), (True, index * TOKENS_PER_INDEX + 3, "ok")]
     a, b, c = (h.state.execs[(n, T0)] for n in "abc")
     assert a.state == c.state == "RUNNING" and b.state == "SCHEDULED"
     assert a.attempts[0].fencing_token == index * TOKENS_PER_INDEX and a.attempts[0].worker == "w1"
     # the token of a claim that follows is larger than every earlier one (start gave its index)
-    later = h.apply(C.START_MANY, claims=_claims("b"))["claims"][0]["token"]
+    later = h.apply(C.START_MANY, claims=_claims("b")).payload.claims[0].payload.token
     assert later > c.attempts[0].fencing_token
     # and the result of a finish under that token is accepted, the attempt's fencing as before
-    assert h.apply(C.FINISH, job="a", scheduled_ms=T0, token=a.attempts[0].fencing_token, state="SUCCEEDED")["ok"]
+    assert h.apply(C.FINISH, job="a", scheduled_ms=T0, token=a.attempts[0].fencing_token, state="SUCCEEDED").ok
 
 
 def test_a_claim_under_an_old_term_or_a_malformed_list_changes_nothing():
     h = Harness(level=TOP_LEVEL)
     _due(h, "a")
-    assert h.apply(C.START_MANY, claims=_claims("a"), term=h.term - 1)["code"] == "stale_term"
+    assert h.apply(C.START_MANY, claims=_claims("a"), term=h.term - 1).code == "stale_term"
     for bad in ([], "a", [1], _claims(*["a"] * (MAX_CLAIMS_PER_ENTRY + 1))):
-        assert h.apply(C.START_MANY, claims=bad)["code"] == "invalid"
+        assert h.apply(C.START_MANY, claims=bad).code == "invalid"
     assert h.state.execs[("a", T0)].state == "SCHEDULED"
     assert not h.state.execs[("a", T0)].attempts
 
@@ -86,19 +86,19 @@ def _result(name: str, token: int, state: str = "SUCCEEDED", ended: int = T0 + 5
 def test_results_are_decided_alone_and_a_result_already_recorded_is_deduplicated():
     h = Harness(level=TOP_LEVEL)
     _due(h, "a", "b", "c")
-    claims = h.apply(C.START_MANY, claims=_claims("a", "b", "c"))["claims"]
-    ta, tb, tc = (c["token"] for c in claims)
+    claims = h.apply(C.START_MANY, claims=_claims("a", "b", "c")).payload.claims
+    ta, tb, tc = (c.payload.token for c in claims)
     r = h.apply(C.FINISH_MANY, results=[_result("a", ta), _result("b", tb + 99), _result("c", tc, "FAILED")])
-    assert [(x["ok"], x["code"]) for x in r["results"]] == [(True, "ok"), (False, "stale"), (True, "ok")]
+    assert [(x.ok, x.code) for x in r.payload.results] == [(True, "ok"), (False, "stale"), (True, "ok")]
     a, b, c = (h.state.execs[(n, T0)] for n in "abc")
     assert a.state == "SUCCEEDED" and a.attempts[0].output_tail == "ok" and b.state == "RUNNING"
     assert c.attempts[0].state == "FAILED"
     again = h.apply(C.FINISH_MANY, results=[_result("a", ta), _result("a", ta, ended=T0 + 6)])
-    assert [(x["ok"], x.get("deduplicated", False), x["code"]) for x in again["results"]] == \
+    assert [(x.ok, x.deduplicated, x.code) for x in again.payload.results] == \
         [(True, True, "ok"), (False, False, "stale")]          # the same result once; another is stale
     assert h.state.execs[("a", T0)].state == "SUCCEEDED"
     for bad in ([], "x", [1], [_result("a", ta)] * 257):
-        assert h.apply(C.FINISH_MANY, results=bad)["code"] == "invalid"
+        assert h.apply(C.FINISH_MANY, results=bad).code == "invalid"
 
 
 @pytest.mark.parametrize("n, text", [(1, 0), (300, 10), (40, 6000)])

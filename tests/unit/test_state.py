@@ -23,7 +23,7 @@ def h() -> Harness:
 
 def test_put_creates_job_with_next_fire(h):
     r = h.put()
-    assert r == {"ok": True, "code": "ok", "created": True, "name": "j1", "version": 1}
+    assert r.as_dict() == {"ok": True, "code": "ok", "created": True, "name": "j1", "version": 1}
     job = h.state.jobs["j1"]
     assert job.next_fire == T0                        # T0 is on a 10 s boundary: it fires at once
     assert h.state.wheel.get("j1") == job.next_fire
@@ -35,7 +35,7 @@ def test_put_update_bumps_version_and_keeps_next_fire_when_timing_unchanged(h):
     nf = h.state.jobs["j1"].next_fire
     h.now += 3_000
     r = h.put(description="changed")
-    assert r["created"] is False and r["version"] == 2
+    assert r.payload.created is False and r.payload.version == 2
     assert h.state.jobs["j1"].next_fire == nf
 
 
@@ -76,26 +76,26 @@ def test_validate_spec_refuses_bad_input_with_a_clear_message(bad, fragment):
 def test_apply_rejects_a_malformed_committed_spec_and_commits_nothing(h, committed, fragment):
     before = (dict(h.state.jobs), len(h.state.wheel))
     r = h.apply(C.PUT, spec=committed)
-    assert r["ok"] is False and r["code"] == "invalid" and fragment in r["msg"], r
+    assert r.ok is False and r.code == "invalid" and fragment in r.msg, r
     assert (dict(h.state.jobs), len(h.state.wheel)) == before
 
 
 def test_create_only_and_expected_version(h):
     h.put()
-    assert h.apply(C.PUT, spec=text(), create_only=True)["code"] == "exists"
-    assert h.apply(C.PUT, spec=text(), expected_version=7)["code"] == "conflict"
-    assert h.apply(C.PUT, spec=text(), expected_version=1)["ok"]
+    assert h.apply(C.PUT, spec=text(), create_only=True).code == "exists"
+    assert h.apply(C.PUT, spec=text(), expected_version=7).code == "conflict"
+    assert h.apply(C.PUT, spec=text(), expected_version=1).ok
     assert h.state.jobs["j1"].version == 2
 
 
 def test_put_many_is_all_or_nothing(h):
     bad = '{"name": "Bad", "team": "t", "schedule": "", "timezone": "UTC"}'
     r = h.apply(C.PUT_MANY, specs=[text(name="a"), text(name="b"), bad])
-    assert r["code"] == "invalid" and "job #3" in r["msg"]
+    assert r.code == "invalid" and "job #3" in r.msg
     assert h.state.jobs == {}
     r = h.apply(C.PUT_MANY, specs=[text(name="a"), text(name="b")])
-    assert r == {"ok": True, "code": "ok", "created": 2, "updated": 0}
-    assert h.apply(C.PUT_MANY, specs=[text(name="a"), text(name="a")])["code"] == "invalid"
+    assert r.as_dict() == {"ok": True, "code": "ok", "created": 2, "updated": 0}
+    assert h.apply(C.PUT_MANY, specs=[text(name="a"), text(name="a")]).code == "invalid"
 
 
 def test_team_index_follows_updates(h):
@@ -111,32 +111,32 @@ def test_delete_removes_job_executions_and_due_entry(h):
     h.put()
     h.plan_and_fire()
     assert h.state.execs
-    assert h.apply(C.DELETE, name="j1")["ok"]
+    assert h.apply(C.DELETE, name="j1").ok
     assert h.state.jobs == {} and h.state.execs == {} and len(h.state.wheel) == 0
     assert h.state.by_time == [] and "j1" not in h.state.by_job
-    assert h.apply(C.DELETE, name="j1")["code"] == "not_found"
+    assert h.apply(C.DELETE, name="j1").code == "not_found"
 
 
 def test_pause_removes_from_wheel_and_resume_skips_missed_instants(h):
     h.put()
-    assert h.apply(C.PAUSE, name="j1")["ok"]
+    assert h.apply(C.PAUSE, name="j1").ok
     assert "j1" not in h.state.wheel and h.state.jobs["j1"].paused
     assert '"paused":true' in h.state.jobs["j1"].spec
     h.now = T0 + 95_000
     assert plan_fires(h.state, h.now, 0, limit=100) == []
-    assert h.apply(C.RESUME, name="j1")["ok"]
+    assert h.apply(C.RESUME, name="j1").ok
     assert h.state.jobs["j1"].next_fire == T0 + 100_000
-    assert h.apply(C.PAUSE, name="nope")["code"] == "not_found"
+    assert h.apply(C.PAUSE, name="nope").code == "not_found"
 
 
 def test_trigger_records_manual_execution_and_avoids_key_collision(h):
     h.put(schedule="")
     r1 = h.apply(C.TRIGGER, name="j1")
     r2 = h.apply(C.TRIGGER, name="j1")
-    assert (r1["scheduled_ms"], r2["scheduled_ms"]) == (T0, T0 + 1)
+    assert (r1.payload.scheduled_ms, r2.payload.scheduled_ms) == (T0, T0 + 1)
     ex = h.state.execs[("j1", T0)]
     assert ex.trigger == "manual" and ex.state == SCHEDULED and ex.log_index == h.index - 1
-    assert h.apply(C.TRIGGER, name="nope")["code"] == "not_found"
+    assert h.apply(C.TRIGGER, name="nope").code == "not_found"
 
 
 # ---------------------------------------------------------------- firing
@@ -144,20 +144,20 @@ def test_trigger_records_manual_execution_and_avoids_key_collision(h):
 def test_fire_creates_once_and_advances(h):
     h.put()
     r = h.fire(("j1", T0))
-    assert r["items"] == [["j1", T0, "created"]]
+    assert r.payload.items == [["j1", T0, "created"]]
     assert h.state.jobs["j1"].next_fire == T0 + 10_000
     assert h.state.wheel.get("j1") == T0 + 10_000
     # the same instant again (a retry, or a second leader): a no-op
-    assert h.fire(("j1", T0))["items"] == [["j1", T0, "duplicate"]]
+    assert h.fire(("j1", T0)).payload.items == [["j1", T0, "duplicate"]]
     assert len(h.state.execs) == 1
 
 
 def test_fire_refuses_instants_out_of_schedule(h):
     h.put()
-    assert h.fire(("j1", T0 + 20_000))["items"] == [["j1", T0 + 20_000, "not_due"]]
-    assert h.fire(("ghost", T0))["items"] == [["ghost", T0, "unknown_job"]]
+    assert h.fire(("j1", T0 + 20_000)).payload.items == [["j1", T0 + 20_000, "not_due"]]
+    assert h.fire(("ghost", T0)).payload.items == [["ghost", T0, "unknown_job"]]
     h.apply(C.PAUSE, name="j1")
-    assert h.fire(("j1", T0))["items"] == [["j1", T0, "paused"]]
+    assert h.fire(("j1", T0)).payload.items == [["j1", T0, "paused"]]
     assert h.state.execs == {}
 
 
@@ -167,7 +167,7 @@ def test_fire_chain_in_one_batch_and_catchup_label(h):
     items = plan_fires(h.state, h.now, 0, limit=100)
     assert items == [("j1", T0), ("j1", T0 + 10_000), ("j1", T0 + 20_000), ("j1", T0 + 30_000)]
     r = h.fire(*items)
-    assert [c for _, _, c in r["items"]] == ["created"] * 4
+    assert [c for _, _, c in r.payload.items] == ["created"] * 4
     triggers = [h.state.execs[("j1", t)].trigger for _, t in items]
     assert triggers == ["catchup", "catchup", "catchup", "schedule"]
 
@@ -175,10 +175,10 @@ def test_fire_chain_in_one_batch_and_catchup_label(h):
 def test_fire_from_stale_or_unrecorded_term_is_rejected(h):
     h.put()
     h.term = 2
-    assert h.fire(("j1", T0))["code"] == "stale_term"       # term 2 not recorded yet
+    assert h.fire(("j1", T0)).code == "stale_term"       # term 2 not recorded yet
     h.apply(C.EPOCH)
-    assert h.fire(("j1", T0), term=1)["code"] == "stale_term"  # the deposed leader
-    assert h.fire(("j1", T0))["items"][0][2] == "created"
+    assert h.fire(("j1", T0), term=1).code == "stale_term"  # the deposed leader
+    assert h.fire(("j1", T0)).payload.items[0][2] == "created"
     assert h.state.epoch == 2
     h.apply(C.EPOCH, term=1)                                   # a late epoch never lowers it
     assert h.state.epoch == 2
@@ -187,7 +187,7 @@ def test_fire_from_stale_or_unrecorded_term_is_rejected(h):
 def test_manual_trigger_on_a_scheduled_instant_does_not_stall_the_schedule(h):
     h.put()
     h.apply(C.TRIGGER, name="j1")                     # takes the key (j1, T0)
-    assert h.fire(("j1", T0))["items"] == [["j1", T0, "duplicate"]]
+    assert h.fire(("j1", T0)).payload.items == [["j1", T0, "duplicate"]]
     assert h.state.jobs["j1"].next_fire == T0 + 10_000
 
 
@@ -222,7 +222,7 @@ def test_repeated_request_id_is_a_noop(h):
     r1 = h.apply(C.PUT, rid="req-1", spec=text())
     h.now += 1000
     r2 = h.apply(C.PUT, rid="req-1", spec=text(description="second"))
-    assert r2 == {**r1, "deduplicated": True}
+    assert r2.as_dict() == {**r1.as_dict(), "deduplicated": True}
     assert h.state.jobs["j1"].version == 1
     h.now += DEDUP_TTL_MS + 1
     h.apply(C.NOOP, rid="other")
@@ -235,7 +235,7 @@ def test_repeated_request_id_is_a_noop(h):
                                    '{"v": 1, "k": "fire", "rid": "", "now": 1, "term": 1, "items": 5}'])
 def test_malformed_entries_are_rejected_never_raised(h, entry):
     r = h.raw(entry)
-    assert r["ok"] is False and r["code"] in ("invalid", "internal", "stale_term")
+    assert r.ok is False and r.code in ("invalid", "internal", "stale_term")
 
 
 @pytest.mark.parametrize("field, value", [("started_ms", "soon"), ("ended_ms", "later"), ("exit_code", "x"),
@@ -245,21 +245,21 @@ def test_malformed_finish_is_refused_before_it_changes_the_attempt(h, field, val
     writes the attempt (it used to set the outcome, then fail on int(started_ms) as `internal`)."""
     h.put()
     h.plan_and_fire()
-    token = h.apply(C.START, job="j1", scheduled_ms=T0, attempt=1, worker="w1")["token"]
+    token = h.apply(C.START, job="j1", scheduled_ms=T0, attempt=1, worker="w1").payload.token
     before = h.state.state_digest()
     r = h.apply(C.FINISH, job="j1", scheduled_ms=T0, token=token, state="SUCCEEDED", **{field: value})
-    assert r["ok"] is False and r["code"] == "invalid", r
+    assert r.ok is False and r.code == "invalid", r
     ex = h.state.execs[("j1", T0)]
     assert ex.state == "RUNNING" and ex.attempts[-1].state == "RUNNING" and ex.attempts[-1].ended_ms == 0
     assert h.state.state_digest() == before
-    assert h.apply(C.FINISH, job="j1", scheduled_ms=T0, token=token, state="SUCCEEDED")["ok"]   # still current
+    assert h.apply(C.FINISH, job="j1", scheduled_ms=T0, token=token, state="SUCCEEDED").ok   # still current
 
 
 def test_unexpected_exception_becomes_internal_result(h, monkeypatch):
     def boom(self, cmd, index):
         raise RuntimeError("kaboom")
     monkeypatch.setitem(SchedulerState._HANDLERS, C.NOOP, boom)
-    assert h.apply(C.NOOP) == {"ok": False, "code": "internal", "msg": "RuntimeError: kaboom"}
+    assert h.apply(C.NOOP).as_dict() == {"ok": False, "code": "internal", "msg": "RuntimeError: kaboom"}
 
 
 def test_audit_records_mutations(h):

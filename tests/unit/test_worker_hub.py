@@ -11,10 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from schedd.ports.fakes import ManualClock
 from schedd_proto import scheduler_pb2 as pb
-from tests.support.leader import node_over
-from tests.support.state import Harness
+from tests.support.env import TestEnv
 from schedd.leader.workers import WorkerHub
 
 DEADLINE = 15.0
@@ -60,8 +58,7 @@ def assignment(token: int) -> pb.LeaderMessage:
 
 @pytest.fixture
 def hub():
-    h = Harness()
-    return WorkerHub(node_over(h), ManualClock(source=lambda: h.now), lease_ms=10_000)
+    return TestEnv().hub
 
 
 @pytest.mark.parametrize("batches", [True, False], ids=["new-worker", "old-worker"])
@@ -86,7 +83,8 @@ async def test_pushes_of_one_step_go_as_one_batch_only_to_a_worker_that_takes_ba
 async def test_a_worker_batch_is_handled_like_its_messages_one_by_one(hub):
     gen, inbox, _ = await connect(hub, pb.WorkerHello(name="w1", slots=8, batches=True))
     conn = hub.conns["w1"]
-    conn.running.update({7: "j@7", 8: "j@8"})
+    hub.book.hold(conn, 7, "j@7", 0)
+    hub.book.hold(conn, 8, "j@8", 0)
     results: list[int] = []
     hub.on_result = lambda c, r: results.append(r.fencing_token)
     inbox.q.put_nowait(pb.WorkerMessage(batch=pb.WorkerBatch(messages=[
@@ -99,7 +97,7 @@ async def test_a_worker_batch_is_handled_like_its_messages_one_by_one(hub):
             break
         await asyncio.sleep(0.01)
     assert results == [7, 8]
-    assert conn.draining and conn.reported and 8 in hub.token_seen
+    assert conn.draining and conn.reported and hub.book.vouched_ms(8) > 0
     inbox.q.put_nowait(None)
     await gen.aclose()
 

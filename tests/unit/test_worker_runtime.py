@@ -280,7 +280,7 @@ async def test_shell_assignment_runs_result_resent_until_acked(leaders, workers)
     assert 11 not in w.rt.running
     await leader.result(11, n=2)                  # not acknowledged: resent after a lease
     leader.ack(11)
-    await until(lambda: not w.rt._unacked, what="the ack to be processed")
+    await until(lambda: not w.rt._ledger.owed, what="the ack to be processed")
     sent = len(leader.results(11))
     seen = len(leader.heartbeats())
     await until(lambda: len(leader.heartbeats()) >= seen + 8, what="heartbeats over 2+ leases")
@@ -305,7 +305,7 @@ async def test_ack_outcomes_unknown_resends_stale_drops(leaders, workers, caplog
     await leader.result(21, n=2)
     with caplog.at_level(logging.WARNING, logger="schedd.worker"):
         leader.ack(21, "stale")
-        await until(lambda: not w.rt._unacked, what="stale ack drops the result")
+        await until(lambda: not w.rt._ledger.owed, what="stale ack drops the result")
     assert any("refused by fencing" in rec.getMessage() for rec in caplog.records)
 
 
@@ -376,7 +376,7 @@ async def test_attempts_due_beyond_the_slots_wait_here_and_start_as_a_slot_frees
     leader.assign(73, shell("true"))              # slots + ahead held: refused
     r = await leader.result(73)
     assert (r.state, r.error) == ("REJECTED", "no free slot")
-    assert w.rt._busy == 1 and w.rt._attempts[72].phase == "waiting"
+    assert w.rt._busy == 1 and w.rt._ledger.held[72].phase == "waiting"
     gate.touch()
     r71, r72 = await leader.result(71), await leader.result(72)
     assert (r71.state, r72.state) == ("SUCCEEDED", "SUCCEEDED")
@@ -397,8 +397,8 @@ async def test_results_wait_while_due_attempts_wait_for_a_slot(leaders, workers,
     leader.assign(83, shell("true"))
     await until(lambda: {81, 82, 83} <= set(w.rt.running), what="the three accepted")
     first.touch()
-    await until(lambda: 81 in w.rt._held, what="the first result held while 82 and 83 wait")
-    assert 81 in w.rt._unacked and 83 in w.rt.running
+    await until(lambda: 81 in w.rt._ledger.held_back, what="the first result held while 82 and 83 wait")
+    assert 81 in w.rt._ledger.owed and 83 in w.rt.running
     # a heartbeat meanwhile still vouches for 81 (its result is not on the stream yet: a leader
     # reading a heartbeat that leaves out an attempt the worker knew of loses it), and says
     # that the worker has handled the three assignments
@@ -408,7 +408,7 @@ async def test_results_wait_while_due_attempts_wait_for_a_slot(leaders, workers,
     gate.touch()                                   # 82 ends, 83 starts: the queue is dry
     rs = [await leader.result(t) for t in (81, 82, 83)]
     assert [r.state for r in rs] == ["SUCCEEDED"] * 3
-    assert not w.rt._held
+    assert not w.rt._ledger.held_back
 
 
 async def test_a_held_result_goes_after_the_hold_at_the_latest(leaders, workers, tmp_path):
@@ -465,7 +465,7 @@ async def test_stream_drop_mid_run_reconnects_and_resends(leaders, workers, tmp_
     first = s3.messages[0]
     assert first.WhichOneof("kind") == "result" and first.result.fencing_token == 71
     leader.ack(71)
-    await until(lambda: not w.rt._unacked, what="ack")
+    await until(lambda: not w.rt._ledger.owed, what="ack")
 
 
 async def test_redirect_to_the_leader_named_by_failed_precondition(leaders, workers, dead_address):
@@ -518,7 +518,7 @@ async def test_drain_hands_back_not_yet_due_lets_running_finish(leaders, workers
     r91 = await leader.result(91)
     assert (r91.state, r91.output_tail.strip()) == ("SUCCEEDED", "drained-ok")
     await asyncio.wait_for(w.task, DEADLINE)      # returns once everything is acknowledged
-    assert not w.rt._unacked
+    assert not w.rt._ledger.owed
     await until(lambda: s.ended, what="half-close")
 
 
@@ -599,7 +599,7 @@ async def test_cut_off_from_every_leader_for_a_lease_the_worker_stops_its_attemp
     await until(lambda: 81 in w.rt.running, what="accepted")
     await leader.stop()                           # no leader anywhere now
     await until(lambda: not w.rt.running, timeout=DEADLINE, what="the attempt to be stopped")
-    assert w.rt._unacked and next(iter(w.rt._unacked.values())) is not None
+    assert w.rt._ledger.owed and next(iter(w.rt._ledger.owed.values())) is not None
 
 
 async def test_cut_off_for_a_lease_an_attempt_not_started_yet_is_handed_back_not_cancelled(leaders, workers):
@@ -612,7 +612,7 @@ async def test_cut_off_for_a_lease_an_attempt_not_started_yet_is_handed_back_not
     await until(lambda: 85 in w.rt.running, what="accepted")
     await leader.stop()
     await until(lambda: not w.rt.running, timeout=DEADLINE, what="the attempt to be handed back")
-    r = w.rt._unacked[85].result
+    r = w.rt._ledger.owed[85].result
     assert (r.state, r.error) == ("REJECTED", "no leader for a lease: handed back before it started")
 
 

@@ -27,7 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["TestModeError", "Recorder", "Failpoints", "WorkerHooks", "NO_HOOKS", "configure_worker", "test_mode"]
+__all__ = ["TestModeError", "Recorder", "Failpoints", "WorkerEvents", "RecordedEvents", "NO_EVENTS", "WorkerHooks",
+           "NO_HOOKS", "configure_worker", "test_mode"]
 
 
 class TestModeError(RuntimeError):
@@ -78,11 +79,68 @@ class Failpoints:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+class WorkerEvents:
+    """What a worker tells the fault suite's history about its attempts, at the points the
+    checker reads (received, rejected, handler started and ended, result acknowledged). This
+    default tells nothing: every method does nothing, so the runtime calls them without a test
+    branch on its hot path; `RecordedEvents` writes them."""
+
+    __slots__ = ()
+
+    def received(self, worker: str, a: Any) -> None:
+        """An assignment (pb.Assignment) arrived."""
+
+    def rejected(self, worker: str, a: Any, why: str) -> None:
+        """The worker refused an assignment, saying why."""
+
+    def started(self, worker: str, a: Any) -> None:
+        """Its handler started."""
+
+    def ended(self, worker: str, a: Any, state: str) -> None:
+        """Its handler returned (before the result is reported)."""
+
+    def acked(self, worker: str, token: int, outcome: str) -> None:
+        """The leader acknowledged its result."""
+
+
+NO_EVENTS = WorkerEvents()
+
+
+class RecordedEvents(WorkerEvents):
+    """The events as history lines (the fault suite's format: w_recv, w_reject, h_start, h_end,
+    w_ack)."""
+
+    __slots__ = ("rec",)
+
+    def __init__(self, rec: Recorder) -> None:
+        self.rec = rec
+
+    def received(self, worker: str, a: Any) -> None:
+        self.rec("w_recv", worker=worker, job=a.job, scheduled_ms=a.scheduled_ms, token=a.fencing_token,
+                 attempt=a.attempt, term=a.term, due_ms=a.due_ms)
+
+    def rejected(self, worker: str, a: Any, why: str) -> None:
+        self.rec("w_reject", worker=worker, job=a.job, scheduled_ms=a.scheduled_ms,
+                 token=a.fencing_token, term=a.term, why=why)
+
+    def started(self, worker: str, a: Any) -> None:
+        self.rec("h_start", worker=worker, job=a.job, scheduled_ms=a.scheduled_ms,
+                 token=a.fencing_token, attempt=a.attempt)
+
+    def ended(self, worker: str, a: Any, state: str) -> None:
+        self.rec("h_end", worker=worker, job=a.job, scheduled_ms=a.scheduled_ms,
+                 token=a.fencing_token, attempt=a.attempt, state=state)
+
+    def acked(self, worker: str, token: int, outcome: str) -> None:
+        self.rec("w_ack", worker=worker, token=token, outcome=outcome)
+
+
 @dataclass(slots=True, frozen=True)
 class WorkerHooks:
     """What the fault suite may change in a worker; every field's default does nothing."""
 
     record: Recorder | None = None                      # the history; None: record nothing
+    events: WorkerEvents = NO_EVENTS                    # the attempts' events in it
     dial_map: Mapping[str, str] = field(default_factory=dict)
     failpoints: Failpoints | None = None
 
@@ -123,4 +181,5 @@ def configure_worker(name: str) -> WorkerHooks:
         os.makedirs(fp_dir, exist_ok=True)
         fps = Failpoints(fp_dir, proc, rec)
     dial = {str(k): str(v) for k, v in json.loads(raw_dial).items()} if raw_dial else {}
-    return WorkerHooks(record=rec, dial_map=dial, failpoints=fps)
+    return WorkerHooks(record=rec, events=RecordedEvents(rec) if rec is not None else NO_EVENTS,
+                       dial_map=dial, failpoints=fps)

@@ -109,15 +109,17 @@ import grpc.aio
 
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
-from schedd_client.channels import KEEPALIVE_MS, KEEPALIVE_OPTIONS, Security, env_token, open_aio_channel, with_files
+from schedd_client._failover import tls_failure
+from schedd_client.channels import (KEEPALIVE_MS, KEEPALIVE_OPTIONS, Security, env_token, open_aio_channel,
+                                    speaks_tls, with_files)
 from schedd_worker import executors
 from schedd_worker.executors import (NO_ISOLATION, Assignment, Call, HttpOptions, Isolation, Outcome,
                                      PythonHandlers)
-from schedd_worker.handlers.base import Cancel
 from schedd_worker.handlers.container import ContainerConfig
 from schedd_worker.handlers.container_broker import ContainerBroker
 from schedd_worker.timers import DEFAULT_AHEAD, QuietCollector, Timer
 from schedd_worker.hooks import NO_HOOKS, WorkerHooks
+from schedd_worker.ledger import Held, Ledger
 
 log = logging.getLogger("schedd.worker")
 
@@ -194,9 +196,14 @@ class CredentialRefused(RuntimeError):
 
     The message names who refused what, and what the operator should do about it."""
 
-    def __init__(self, refusals: list[tuple[str, grpc.aio.AioRpcError]]) -> None:
+    def __init__(self, refusals: list[tuple[str, grpc.aio.AioRpcError]], *, tls: bool = False) -> None:
         self.refusals = refusals
         said = "; ".join(f"{addr}: {_describe(e)}" for addr, e in refusals)
+        if tls:                          # a plaintext worker at a node that speaks only TLS
+            super().__init__(f"the cluster requires TLS and this worker connects in plaintext ({said}): "
+                             "give it the cluster's CA, a worker certificate and its key (--ca, --cert, "
+                             "--key) or a context file (--context, SCHEDD_CONTEXT), and its worker token")
+            return
         super().__init__(f"the cluster refused this worker's credential ({said}). A worker needs "
                          "a worker token (schedctl acl token create --worker --policy POLICY "
                          "--max-slots N) whose policy may serve its pool, passed in SCHEDD_TOKEN, "
@@ -222,27 +229,6 @@ def _describe(err: BaseException) -> str:
     if isinstance(err, _StreamEnded):
         return str(err)
     return f"{type(err).__name__}: {err}"
-
-
-@dataclass(slots=True, eq=False)
-class _Attempt:
-    msg: pb.Assignment
-    ex: Assignment | None                # built when accepted; None: invalid handler_json
-    call: Call | None = None             # a Python handler resolved when accepted
-    cancel: Cancel = field(default_factory=Cancel)
-    phase: str = "waiting"               # waiting (for its due time, or due and for a slot) |
-                                         # running (takes a slot) | ended
-    task: asyncio.Future | None = None   # ends with the attempt, from its start on: its own task,
-                                         # or its handler's future (watched by callback, _watch)
-    started: tuple[Call, asyncio.Future, int] | None = None   # a prepared call, once started
-    timer: asyncio.TimerHandle | None = None                  # its timeout, while watched by callback
-    queued_ms: int = 0                   # when it began to wait for a slot (due, every slot busy)
-
-
-@dataclass(slots=True, eq=False)
-class _Unacked:
-    result: pb.AttemptResult
-    sent_at: float | None = None         # loop time of the last send, None = not sent yet
 
 
 @dataclass(slots=True, eq=False)
@@ -274,6 +260,7 @@ class _Answer:
     pings: bool = False                  # the node accepts our keepalive pings (NodeStatus.accepts_pings_ms)
     refused: grpc.aio.AioRpcError | None = None   # the node refused our credential (CredentialRefused)
     took_credential: bool = False        # the node answered past authentication
+    tls: bool = False                    # ... the refusal: it speaks only TLS, we plaintext
 
 
 @dataclass(slots=True)
@@ -281,6 +268,7 @@ class _Seen:
     """What one search heard: the credential refusals, and whether any node took it."""
     refused: list[tuple[str, grpc.aio.AioRpcError]] = field(default_factory=list)
     answered: bool = False
+    tls: bool = False                    # every refusal is a node that requires TLS of a plaintext worker
 
 
 def _leader_term(st: pb.ClusterStatus) -> int:
@@ -293,6 +281,9 @@ class _Probes:
     session's watch) and then closed: a TLS handshake per ask would cost more than the ask, and
     a channel made afresh per search picks up rotated certificate files."""
     open: Callable[[str], grpc.aio.Channel]
+    # plaintext workers only: does the node at this address answer a TLS handshake? (a
+    # plaintext call to a TLS node fails like a node that went away: this tells them apart)
+    speaks_tls: Callable[[str], bool] | None = None
     channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
     old: set[str] = field(default_factory=set)       # refused NodeInfo (an older build): Status
 
@@ -320,6 +311,9 @@ class _Probes:
                                    took_credential=True)
             st = await stub.Status(pb.ClusterStatusRequest(), timeout=STATUS_TIMEOUT_S)
         except grpc.aio.AioRpcError as e:
+            if (self.speaks_tls is not None and e.code() == grpc.StatusCode.UNAVAILABLE
+                    and tls_failure(e.details() or "") and await asyncio.to_thread(self.speaks_tls, addr)):
+                return _Answer(why=f"{addr}: requires TLS", refused=e, tls=True)
             return _Answer(why=f"{addr}: {_describe(e)}", refused=e if _refusal(e) else None)
         if not st.leader_grpc_address:
             return _Answer(why=f"{addr}: knows no leader yet", took_credential=True)
@@ -367,10 +361,8 @@ class WorkerRuntime:
         self.security = with_files(security or Security(),
                                    token=token or env_token())
         self.security.credentials_for_channel()    # a bad file fails at start, named
-        self._rec = hooks.record                   # test-mode history only (None otherwise)
+        self._events = hooks.events                # the fault suite's history (does nothing otherwise)
 
-        # introspection
-        self.running: dict[int, str] = {}          # token -> execution id (accepted, unfinished)
         self.max_term_seen = 0
         self.incarnation = uuid.uuid4().hex     # names this process: the leader records it in claims
         self.connected = False
@@ -378,20 +370,16 @@ class WorkerRuntime:
         self.leader_address: str | None = None
         self.connections = 0                       # Welcomes received so far
 
-        self._attempts: dict[int, _Attempt] = {}
+        self._ledger = Ledger()                    # what it holds and what it owes the leader
         self._busy = 0                             # attempts running (at most `slots`)
-        self._ready: deque[_Attempt] = deque()     # due, waiting for a slot, in due order
+        self._ready: deque[Held] = deque()     # due, waiting for a slot, in due order
         self._starting = False                     # _start_ready is running (not re-entered)
         self.result_hold_s = result_hold_s
-        self._held: list[int] = []                 # results not sent yet while _ready waits
         self._flush: asyncio.TimerHandle | None = None
         self._timer = Timer(now_ms, self._on_due,   # every waiting attempt, one loop timer
                             now_s=time.time if now_ms is _wall_ms else None)
         self._kinds = executors.handlers_for(python_handlers, http, isolation, containers)   # built once
         self._gc = QuietCollector()                # full collections between due instants
-        self._unacked: dict[int, _Unacked] = {}
-        self._all_acked = asyncio.Event()
-        self._all_acked.set()
         self._conn: _Conn | None = None
         self._closing = asyncio.Event()
         self._hurry = asyncio.Event()
@@ -404,6 +392,11 @@ class WorkerRuntime:
         self._started: float | None = None         # loop time run() began
 
     # ------------------------------------------------------------ public
+
+    @property
+    def running(self) -> dict[int, str]:
+        """token -> execution id of every attempt accepted and not ended (introspection)."""
+        return self._ledger.running()
 
     def hurry(self) -> None:
         """During a drain: stop waiting for running attempts, cancel them now (a second SIGTERM)."""
@@ -430,9 +423,9 @@ class WorkerRuntime:
             if not loop_task.done():
                 loop_task.cancel()
             await asyncio.gather(loop_task, return_exceptions=True)
-            for a in list(self._attempts.values()):
+            for a in list(self._ledger.attempts()):
                 self._escalate(a)                # a task of its own, which stops the handler
-            leftovers = [a.task for a in self._attempts.values() if a.task and not a.task.done()]
+            leftovers = [a.task for a in self._ledger.held.values() if a.task and not a.task.done()]
             for t in leftovers:                  # only when run() itself is cancelled
                 t.cancel()
             if leftovers:
@@ -445,21 +438,21 @@ class WorkerRuntime:
 
     async def _drain(self) -> None:
         self.draining = True
-        log.info("worker %s draining: %d attempts held, grace %gs", self.name, len(self._attempts),
+        log.info("worker %s draining: %d attempts held, grace %gs", self.name, len(self._ledger.held),
                  self.drain_grace_s)
         self._send_heartbeat()
-        for att in list(self._attempts.values()):
+        for att in list(self._ledger.attempts()):
             if att.phase == "waiting":        # handed back: the leader requeues it
                 self._hand_back(att, "worker draining")
         self._ready.clear()
         self._send_held()
-        if any(a.task is not None for a in self._attempts.values()):
+        if any(a.task is not None for a in self._ledger.held.values()):
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.drain_grace_s
             hurry = asyncio.create_task(self._hurry.wait())
             try:
                 while True:                       # (an attempt's task may change: _escalate)
-                    pending = {a.task for a in self._attempts.values()
+                    pending = {a.task for a in self._ledger.held.values()
                                if a.task is not None and not a.task.done()}
                     left = deadline - loop.time()
                     if not pending or hurry.done() or left <= 0:
@@ -468,7 +461,7 @@ class WorkerRuntime:
                                        return_when=asyncio.FIRST_COMPLETED)
             finally:
                 hurry.cancel()
-            left_over = [a for a in self._attempts.values()
+            left_over = [a for a in self._ledger.held.values()
                          if a.task is not None and not a.task.done()]
             if left_over:
                 log.warning("drain grace over: cancelling %d running attempts (%s)",
@@ -477,13 +470,13 @@ class WorkerRuntime:
                     self._stop(a)
                 await asyncio.wait({a.task for a in left_over if a.task is not None},  # set: see above
                                    timeout=self.kill_grace_s + KILL_MARGIN_S)
-        if self._unacked:
+        if self._ledger.owed:
             try:
-                await asyncio.wait_for(self._all_acked.wait(), FINAL_ACK_TIMEOUT_S)
+                await asyncio.wait_for(self._ledger.settled.wait(), FINAL_ACK_TIMEOUT_S)
             except TimeoutError:
                 log.warning("drain: %d results not acknowledged by the leader (tokens %s); the "
-                            "leader will expire those attempts", len(self._unacked),
-                            sorted(self._unacked))
+                            "leader will expire those attempts", len(self._ledger.owed),
+                            sorted(self._ledger.owed))
 
     # ------------------------------------------------------------ connection
 
@@ -545,9 +538,9 @@ class WorkerRuntime:
             except TimeoutError:
                 pass
 
-    def _refused(self, refusals: list[tuple[str, grpc.aio.AioRpcError]]) -> None:
+    def _refused(self, refusals: list[tuple[str, grpc.aio.AioRpcError]], *, tls: bool = False) -> None:
         """Stop: the credential was refused (logged here, once, for the CLI and the SDK alike)."""
-        err = CredentialRefused(refusals)
+        err = CredentialRefused(refusals, tls=tls)
         log.error("worker %s: %s", self.name, err)
         raise err
 
@@ -556,7 +549,9 @@ class WorkerRuntime:
         return list(dict.fromkeys([*self.cluster, *self._members]))
 
     def _probes(self) -> _Probes:
-        return _Probes(lambda a: open_aio_channel(self.hooks.dial(a), self.security, _CHANNEL_OPTIONS))
+        tls_check = None if self.security.tls else (lambda a: speaks_tls(self.hooks.dial(a)))
+        return _Probes(lambda a: open_aio_channel(self.hooks.dial(a), self.security, _CHANNEL_OPTIONS),
+                       speaks_tls=tls_check)
 
     def _probe_gap(self) -> float:
         """PROBE_GAP_S while the leader has been gone less than a lease (an election takes about
@@ -586,7 +581,7 @@ class WorkerRuntime:
             await asyncio.gather(*tasks, return_exceptions=True)
             await probes.close()
         if seen.refused and not seen.answered:   # every node that answered said no (others are down)
-            self._refused(seen.refused)
+            self._refused(seen.refused, tls=seen.tls)
         raise _StreamEnded("no leader found (" + "; ".join(why.values()) + ")")
 
     async def _probe_until(self, probes: _Probes, addr: str, deadline: float, why: dict[str, str],
@@ -598,6 +593,7 @@ class WorkerRuntime:
             a = await probes.ask(addr)
             if a.refused is not None:
                 why[addr] = a.why
+                seen.tls = a.tls and (seen.tls or not seen.refused)
                 seen.refused.append((addr, a.refused))
                 return ""
             seen.answered = seen.answered or a.took_credential
@@ -623,7 +619,7 @@ class WorkerRuntime:
     def _hello(self) -> pb.WorkerMessage:
         return pb.WorkerMessage(hello=pb.WorkerHello(
             name=self.name, slots=self.slots, pool=self.pool, labels=self.labels,
-            running_tokens=sorted(self._attempts), version=self.version,
+            running_tokens=sorted(self._ledger.held), version=self.version,
             max_term_seen=self.max_term_seen, incarnation=self.incarnation, batches=True,
             ahead=self.ahead, counts_reads=True, handlers=sorted(self._kinds)))
 
@@ -664,8 +660,8 @@ class WorkerRuntime:
             self.connections += 1
             log.info("worker %s connected to leader %s at %s (term %d, lease %d ms; %d running, "
                      "%d results to resend)", self.name, w.leader_id or "?", addr, w.term,
-                     conn.lease_ms, len(self._attempts), len(self._unacked))
-            for token in list(self._unacked):
+                     conn.lease_ms, len(self._ledger.held), len(self._ledger.owed))
+            for token in list(self._ledger.owed):
                 self._send_result(token)
             if self.draining:
                 self._send_heartbeat()
@@ -751,7 +747,7 @@ class WorkerRuntime:
             self._quiet_gc()
             # results the leader has not settled within a lease ("unknown" acks, lost ones)
             old = loop.time() - conn.lease_ms / 1000
-            for token, u in list(self._unacked.items()):
+            for token, u in list(self._ledger.owed.items()):
                 if u.sent_at is None or u.sent_at <= old:
                     self._send_result(token)
 
@@ -807,11 +803,11 @@ class WorkerRuntime:
         if conn is None:
             return
         self._send(pb.WorkerMessage(heartbeat=pb.Heartbeat(
-            running_tokens=sorted([*self._attempts, *self._held]), draining=self.draining,
+            running_tokens=self._ledger.listed(), draining=self.draining,
             messages_read=conn.read)))
 
     def _send_result(self, token: int) -> None:
-        u = self._unacked.get(token)
+        u = self._ledger.owed.get(token)
         if u is not None and self._send(pb.WorkerMessage(result=u.result)):
             u.sent_at = asyncio.get_running_loop().time()
 
@@ -820,16 +816,14 @@ class WorkerRuntime:
         is held until they have all started or for result_hold_s at most, so that the herd's
         starts do not share the worker's and the leader's CPU with its results (a lease is
         seconds longer than the hold: the attempt is not given up meanwhile)."""
-        self._unacked[result.fencing_token] = _Unacked(result)
-        self._all_acked.clear()
+        self._ledger.owe(result, hold_back=bool(self._ready))
         if self._ready:
-            self._held.append(result.fencing_token)
             if self._flush is None:
                 self._flush = asyncio.get_running_loop().call_later(self.result_hold_s, self._send_held)
             return
         self._send_result(result.fencing_token)
 
-    def _overdue(self, att: _Attempt, now: int) -> bool:
+    def _overdue(self, att: Held, now: int) -> bool:
         """An attempt with a timeout that waited for a slot more than half a lease (since it was
         due, or arrived due): the leader expires an attempt that does not report within its
         timeout plus a lease past due, and must not while it has not even started here (it
@@ -851,7 +845,7 @@ class WorkerRuntime:
             self._hand_back(att, self._overdue_reason())
         self._ready = deque(a for a in self._ready if a.phase == "waiting")
 
-    def _hand_back(self, att: _Attempt, why: str) -> None:
+    def _hand_back(self, att: Held, why: str) -> None:
         """An attempt that never started goes back to the leader as REJECTED: it runs again
         (elsewhere), neither a failure nor an attempt counted."""
         self._forget(att)
@@ -861,8 +855,7 @@ class WorkerRuntime:
         if self._flush is not None:
             self._flush.cancel()
             self._flush = None
-        held, self._held = self._held, []
-        for token in held:
+        for token in self._ledger.take_held_back():
             self._send_result(token)
 
     async def _self_fence(self) -> None:
@@ -874,13 +867,13 @@ class WorkerRuntime:
         while True:
             await asyncio.sleep(0.25)
             lost = self._lost_since
-            if self.connected or lost is None or not self._attempts:
+            if self.connected or lost is None or not self._ledger.held:
                 continue
             if (loop.time() - lost) * 1000 > self._lease_ms:
                 log.warning("worker %s: no leader for %.1fs (lease %d ms): cancelling %d attempts, "
                             "which the leader runs again elsewhere", self.name, loop.time() - lost,
-                            self._lease_ms, len(self._attempts))
-                for att in list(self._attempts.values()):
+                            self._lease_ms, len(self._ledger.held))
+                for att in list(self._ledger.attempts()):
                     if att.phase == "waiting":        # never started: back in line, not CANCELLED
                         self._hand_back(att, "no leader for a lease: handed back before it started")
                     else:
@@ -894,11 +887,11 @@ class WorkerRuntime:
         elif kind == "assignment":
             self._on_assignment(msg.assignment)
         elif kind == "cancel":
-            att = self._attempts.get(msg.cancel.fencing_token)
+            att = self._ledger.held.get(msg.cancel.fencing_token)
             if att is None:
                 log.info("cancel for %s (token %d): not running here", msg.cancel.execution_id,
                          msg.cancel.fencing_token)
-                if msg.cancel.fencing_token in self._unacked:
+                if msg.cancel.fencing_token in self._ledger.owed:
                     self._send_result(msg.cancel.fencing_token)
                 return
             log.info("cancelling %s (token %d)", att.msg.execution_id, att.msg.fencing_token)
@@ -915,16 +908,13 @@ class WorkerRuntime:
             log.debug("ignoring leader message %r", kind)
 
     def _on_ack(self, ack: pb.ResultAck) -> None:
-        if self._rec is not None:
-            self._rec("w_ack", worker=self.name, token=ack.fencing_token, outcome=ack.outcome)
-        u = self._unacked.get(ack.fencing_token)
+        self._events.acked(self.name, ack.fencing_token, ack.outcome)
+        u = self._ledger.owed.get(ack.fencing_token)
         if u is None:
             return
         outcome = ack.outcome or "committed"
         if outcome in ("committed", "stale", "refused"):
-            del self._unacked[ack.fencing_token]
-            if not self._unacked:
-                self._all_acked.set()
+            self._ledger.settle(ack.fencing_token)
             if outcome == "stale":
                 log.warning("result of %s (token %d, %s) refused by fencing: the attempt was "
                             "superseded", u.result.execution_id, ack.fencing_token, u.result.state)
@@ -939,26 +929,22 @@ class WorkerRuntime:
 
     def _reject(self, a: pb.Assignment, why: str) -> None:
         log.info("rejecting %s (token %d, term %d): %s", a.execution_id, a.fencing_token, a.term, why)
-        if self._rec is not None:
-            self._rec("w_reject", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
-                      token=a.fencing_token, term=a.term, why=why)
+        self._events.rejected(self.name, a, why)
         now = self.now_ms()
         self._report(pb.AttemptResult(execution_id=a.execution_id, fencing_token=a.fencing_token,
                                       state=REJECTED, error=why, started_ms=now, ended_ms=now))
 
     def _on_assignment(self, a: pb.Assignment) -> None:
         token = a.fencing_token
-        if self._rec is not None:
-            self._rec("w_recv", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms, token=token,
-                      attempt=a.attempt, term=a.term, due_ms=a.due_ms)
+        self._events.received(self.name, a)
         if a.term < self.max_term_seen:
             self._reject(a, f"assignment from term {a.term}, already saw term {self.max_term_seen}")
             return
         self.max_term_seen = max(self.max_term_seen, a.term)
-        if token in self._attempts:
+        if token in self._ledger.held:
             log.info("duplicate assignment of %s (token %d): already running", a.execution_id, token)
             return
-        if token in self._unacked:
+        if token in self._ledger.owed:
             log.info("duplicate assignment of %s (token %d): already finished; resending its result",
                      a.execution_id, token)
             self._send_result(token)
@@ -966,12 +952,11 @@ class WorkerRuntime:
         if self.draining:
             self._reject(a, "worker draining")
             return
-        if len(self._attempts) >= self.slots + self.ahead:
+        if len(self._ledger.held) >= self.slots + self.ahead:
             self._reject(a, "no free slot")
             return
         att = self._prepare(a)
-        self._attempts[token] = att
-        self.running[token] = a.execution_id
+        self._ledger.accept(att)
         now = self.now_ms()
         log.debug("accepted %s attempt %d (token %d), due in %d ms", a.execution_id, a.attempt,
                   token, max(0, a.due_ms - now) if a.due_ms else 0)
@@ -982,18 +967,18 @@ class WorkerRuntime:
 
     # ------------------------------------------------------------ attempts
 
-    def _prepare(self, a: pb.Assignment) -> _Attempt:
+    def _prepare(self, a: pb.Assignment) -> Held:
         """Everything an attempt needs, built when it is accepted (about a lookahead before it
         is due), so that at its due time the worker only starts it."""
         try:
             handler = _handler(a.handler_json) if a.handler_json else {}
         except ValueError:
-            return _Attempt(msg=a, ex=None)
+            return Held(msg=a, ex=None)
         ex = Assignment(execution_id=a.execution_id, job=a.job, scheduled_ms=a.scheduled_ms,
                         attempt=a.attempt, fencing_token=a.fencing_token, handler=handler,
                         timeout_s=a.timeout_seconds, labels=_plain(a.labels), team=a.team,
                         secret_env=_plain(a.secret_env), limits=_limits(a))
-        return _Attempt(msg=a, ex=ex, call=executors.prepare(ex, self.python_handlers, self.isolation))
+        return Held(msg=a, ex=ex, call=executors.prepare(ex, self.python_handlers, self.isolation))
 
     def _on_due(self, tokens: list[int]) -> None:
         """The timer: every attempt due by now starts in this one callback, every handler call
@@ -1001,7 +986,7 @@ class WorkerRuntime:
         bookkeeping that watches them, so no handler waits for the bookkeeping of the others;
         those that ended at once free their slots for the attempts waiting, still in this
         callback (one loop turn between them was a tenth of a 1,000 herd's start)."""
-        due = [att for att in map(self._attempts.get, tokens)
+        due = [att for att in map(self._ledger.held.get, tokens)
                if att is not None and att.phase == "waiting"]
         room = max(0, self.slots - self._busy)
         if len(due) > room:                       # more due than free slots: the rest start
@@ -1033,38 +1018,36 @@ class WorkerRuntime:
             now = self.now_ms()
             while self._ready and self._busy < self.slots:
                 att = self._ready.popleft()
-                if att.phase == "waiting" and self._attempts.get(att.msg.fencing_token) is att:
+                if att.phase == "waiting" and self._ledger.held.get(att.msg.fencing_token) is att:
                     if self._overdue(att, now):
                         self._hand_back(att, self._overdue_reason())
                     else:
                         self._start(att)
         finally:
             self._starting = False
-        if not self._ready and self._held:
+        if not self._ready and self._ledger.held_back:
             self._send_held()
 
-    def _watch_all(self, due: list[_Attempt],
+    def _watch_all(self, due: list[Held],
                    started: list[tuple[Call, asyncio.Future, int] | None]) -> None:
         for att, s in zip(due, started):
             self._watch(att, s)
 
-    def _start(self, att: _Attempt) -> None:
+    def _start(self, att: Held) -> None:
         """Start the attempt now (due, or cancelled while waiting)."""
         self._watch(att, self._call(att))
 
-    def _call(self, att: _Attempt) -> tuple[Call, asyncio.Future, int] | None:
+    def _call(self, att: Held) -> tuple[Call, asyncio.Future, int] | None:
         """A prepared Python call is started here, synchronously; anything else in its task."""
         a = att.msg
         att.phase = "running"
         self._busy += 1
-        if self._rec is not None:
-            self._rec("h_start", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
-                      token=a.fencing_token, attempt=a.attempt)
+        self._events.started(self.name, a)
         if att.call is None or att.cancel.is_set():
             return None
         return att.call, att.call.start(), self.now_ms()
 
-    def _watch(self, att: _Attempt, started: tuple[Call, asyncio.Future, int] | None) -> None:
+    def _watch(self, att: Held, started: tuple[Call, asyncio.Future, int] | None) -> None:
         """A started Python call is watched by a callback on its future, without a task: a task,
         an executor and a race per attempt were half of the worker's time per attempt in a
         herd. It gets a task of its own (`_escalate`) only when it has to be stopped
@@ -1082,7 +1065,7 @@ class WorkerRuntime:
             att.timer = asyncio.get_running_loop().call_later(att.msg.timeout_seconds,
                                                               self._escalate, att)
 
-    def _settled(self, att: _Attempt, fut: asyncio.Future) -> None:
+    def _settled(self, att: Held, fut: asyncio.Future) -> None:
         """A call watched by callback ended on its own: report it."""
         if att.task is not fut or att.phase != "running" or att.started is None:
             return                                # escalated meanwhile: its task reports
@@ -1097,7 +1080,7 @@ class WorkerRuntime:
         finally:
             self._forget(att)
 
-    def _escalate(self, att: _Attempt) -> None:
+    def _escalate(self, att: Held) -> None:
         """Give a call watched by callback a task of its own, which races it against its cancel
         event and its deadline (both counted as if it had had the task from its start)."""
         if att.phase != "running" or att.started is None or att.task is not att.started[1]:
@@ -1107,27 +1090,26 @@ class WorkerRuntime:
             att.timer = None
         self._own_task(att)
 
-    def _own_task(self, att: _Attempt) -> None:
+    def _own_task(self, att: Held) -> None:
         """Run the attempt (or wait for its started call) in a task of its own."""
         a = att.msg
         att.task = asyncio.create_task(self._run_attempt(att, att.started),
                                        name=f"attempt-{a.execution_id}-{a.fencing_token}")
 
-    def _stop(self, att: _Attempt) -> None:
+    def _stop(self, att: Held) -> None:
         """Cancel the attempt (a cancel from the leader, the self-fence, the drain's end)."""
         att.cancel.set()
         self._escalate(att)
 
-    def _forget(self, att: _Attempt) -> None:
-        self._attempts.pop(att.msg.fencing_token, None)
-        self.running.pop(att.msg.fencing_token, None)
+    def _forget(self, att: Held) -> None:
+        self._ledger.end(att.msg.fencing_token)
         if att.phase == "running":
             self._busy -= 1
             if self._ready:
                 self._start_ready()
         att.phase = "ended"
 
-    async def _run_attempt(self, att: _Attempt, started: tuple[Call, asyncio.Future, int] | None) -> None:
+    async def _run_attempt(self, att: Held, started: tuple[Call, asyncio.Future, int] | None) -> None:
         a = att.msg
         try:
             if att.ex is None:
@@ -1152,13 +1134,11 @@ class WorkerRuntime:
         finally:
             self._forget(att)
 
-    def _finish(self, att: _Attempt, out: Outcome) -> None:
+    def _finish(self, att: Held, out: Outcome) -> None:
         """The attempt ended: report its outcome (the caller frees its slot: `_forget`)."""
         a = att.msg
         token = a.fencing_token
-        if self._rec is not None:
-            self._rec("h_end", worker=self.name, job=a.job, scheduled_ms=a.scheduled_ms,
-                      token=token, attempt=a.attempt, state=out.state)
+        self._events.ended(self.name, a, out.state)
         # one line per attempt at INFO only when it did not succeed: a herd of 100,000
         # would otherwise spend seconds of the worker's loop formatting log lines
         log.log(logging.DEBUG if out.state == executors.SUCCEEDED else logging.INFO,
