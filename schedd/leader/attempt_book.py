@@ -24,10 +24,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from schedd.leader.workers import WorkerConn
+
+class WorkerConn(Protocol):
+    """What the book needs of a worker stream (schedd.leader.workers.WorkerConn): the tokens it
+    holds, and how many messages were queued on it (a Protocol: the stream's module uses the book)."""
+
+    name: str
+    running: dict[int, str]
+    sent: int
 
 __all__ = ["Attempt", "AttemptBook"]
 

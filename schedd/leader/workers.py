@@ -202,8 +202,9 @@ class WorkerHub(pb_grpc.WorkersServicer):
 
     def holder(self, token: int) -> WorkerConn | None:
         """The registered stream holding `token` (a replaced or dropped stream holds nothing)."""
-        conn = self.book.holder(token)
-        return conn if conn is not None and self.conns.get(conn.name) is conn else None
+        held = self.book.holder(token)
+        conn = self.conns.get(held.name) if held is not None else None
+        return conn if conn is not None and conn is held else None
 
     def send(self, conn: WorkerConn, msg: pb.LeaderMessage) -> None:
         self.faults.pushed(self.node, conn.name, msg)
