@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -184,6 +185,9 @@ def main() -> None:
     ap.add_argument("--concurrency", default="1,10,50", help="comma-separated levels of concurrent starts")
     ap.add_argument("--runs", type=int, default=500, help="container runs back to back")
     ap.add_argument("--quick", action="store_true", help="1 and 10 concurrent, 3 rounds, 100 runs")
+    ap.add_argument("--separated", action="store_true",
+                    help="a root worker with a uid per team (as schedd local runs it): its containers go "
+                         "through the container broker, each as its team's uid")
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.concurrency, args.runs = 3, "1,10", 100
@@ -197,7 +201,12 @@ def main() -> None:
         try:
             c.start()
             c.wait_leader(timeout=60)
-            c.start_worker(WORKER, slots=max(levels) + 4)
+            if args.separated:
+                jobs = os.path.join(tmp, "jobs")
+                os.mkdir(jobs, 0o711)
+                c.start_worker(WORKER, slots=max(levels) + 4, uid_range=(63000, 63099), state_dir=Path(jobs))
+            else:
+                c.start_worker(WORKER, slots=max(levels) + 4)
             client = c.client(timeout=30)
             seq = job_spec("seq", container={"image": image, "command": "cat /proc/uptime", "memory": "64Mi"})
             wait(lambda: _put(client, seq), 60, "the cluster at feature level 6")
@@ -205,7 +214,8 @@ def main() -> None:
                 client.put_job(job_spec(f"box{i}", container={"image": image, "command": FIRST}))
                 client.put_job(job_spec(f"sh{i}", command=FIRST))
             starts(client, ["box0", "sh0"], offset)                    # warm up: the image, the paths
-            print(f"container image {image}; worker slots {max(levels) + 4}")
+            print(f"container image {image}; worker slots {max(levels) + 4}; "
+                  f"{'separated teams: through the container broker' if args.separated else 'containers run by the worker'}")
             latency(client, levels, args.rounds, offset)
             clean = back_to_back(client, args.runs, c.workers[WORKER].proc.pid) if args.runs else True
         finally:
