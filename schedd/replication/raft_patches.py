@@ -37,6 +37,16 @@ node of a cluster must run it (pre-vote is a new message kind a stock node ignor
   back from a stall of its own tick refuses for a minimum election timeout: it was not listening,
   so the silence it measured says nothing about the leader (followers that apply the same batch on
   a starved machine stall together, and granted each other elections).
+- Newer term heard (Raft §5.1: "if a server receives a request with a stale term number, it
+  rejects the request", and the reply carries its currentTerm, from which a stale leader learns it
+  is one). Stock drops a lower-term AppendEntries without a word and its answers carry no term, so
+  a node whose term ran ahead of the leader's never came back: it won a pre-vote while the leader
+  was briefly unheard, its request_vote messages were lost (the partition moved), and from then on
+  it ignored the leader's term, while pre-vote kept it from raising the term again (a 2-hour soak's
+  replica stood still at one index while the cluster went on for minutes). Here it answers
+  `schedd_newer_term` with its term, and a leader that reads one steps down to a follower of
+  that term, so the next election (any node's, after its timeout) is of a term that includes it.
+  Pre-vote makes such terms rare: a node raises its term only when a majority said it would vote.
 - The post-install deadline: no election straight after a snapshot install: installing blocks the
   tick thread (about 0.6 s per 100k jobs), after which the election deadline has already passed
   though the leader was just heard; the deadline is restarted when the install ends.
@@ -161,6 +171,7 @@ LONG_HOLD_S = 0.1
 # wait (in poll+messages), gc (wherever the tick thread allocated).
 NESTED = frozenset({"fdatasync", "wait", "gc"})
 PRE_VOTE, PRE_VOTE_RESPONSE = "schedd_pre_vote", "schedd_pre_vote_response"
+NEWER_TERM = "schedd_newer_term"    # the answer to a stale leader (newer term heard)
 VOTING = frozenset({"request_vote", "timeout_now"})     # what a halted node ignores (halting)
 
 
@@ -261,6 +272,13 @@ class RepairingSyncObj(SyncObj):
         kind = message.get("type") if isinstance(message, dict) else None
         if self.halted and kind in VOTING:
             return          # halting: a halted node takes no part in elections
+        if kind == "append_entries" and message.get("term", -1) < self._SyncObj__raftCurrentTerm:
+            # rule 1, with the reply Raft sends and stock does not (newer term heard)
+            self._send(node, {"type": NEWER_TERM, "term": self._SyncObj__raftCurrentTerm})
+            return
+        if kind == NEWER_TERM:
+            self._on_newer_term(node, message)
+            return
         if kind == "append_entries" and "prevLogIdx" in message:
             self._on_append_entries(node, message)
             return
@@ -292,9 +310,7 @@ class RepairingSyncObj(SyncObj):
 
     def _on_append_entries(self, node: Any, message: dict[str, Any]) -> None:
         """Raft §5.3 receiver rules 1-5 (log repair and conflict-only truncation)."""
-        term = message["term"]
-        if term < self._SyncObj__raftCurrentTerm:
-            return          # rule 1; the stale leader steps down on leaderFallbackTimeout
+        term = message["term"]      # never below ours (rule 1: answered in the dispatch)
         self._accept_leader(node, term)
         echo = message.get("read_seq")      # ReadIndex: every answer of this term echoes it
         self._SyncObj__leaderCommitIndex = leader_commit = message["commit_index"]
@@ -325,6 +341,24 @@ class RepairingSyncObj(SyncObj):
         if message.get("quiet") and not entries and match == message["prevLogIdx"]:
             return          # quiet heartbeats: the leader already holds this answer, and asked for none
         self._reply(node, prev_idx=message["prevLogIdx"], success=True, next_idx=match + 1, echo=echo)
+
+    def _on_newer_term(self, node: Any, message: dict[str, Any]) -> None:
+        """A node of a newer term refused our AppendEntries (newer term heard): whatever we were,
+        we are a follower of that term now, with no leader known (Raft §5.1)."""
+        term = message.get("term")
+        if not isinstance(term, int) or term <= self._SyncObj__raftCurrentTerm:
+            return
+        if self._SyncObj__raftState == _RAFT_STATE.LEADER:
+            log.warning("raft: %s is at term %d, above this leader's %d: stepping down so that "
+                        "an election of a newer term can include it", node, term,
+                        self._SyncObj__raftCurrentTerm)
+            self.repair_stats.newer_term_step_downs += 1
+        self._SyncObj__setCurrentTerm(term, None)
+        self._SyncObj__setState(_RAFT_STATE.FOLLOWER)
+        if self._SyncObj__raftLeader is not None:
+            self._SyncObj__onLeaderChanged()
+        self._SyncObj__raftLeader = None
+        self._restart_election_timer()
 
     def _accept_leader(self, node: Any, term: int) -> None:
         """What stock does for any AppendEntries of the current term (leader, term, timer)."""
@@ -1005,7 +1039,7 @@ class RepairStats:
 
     __slots__ = ("truncations", "truncated_entries", "rejections", "stale_rejections", "pre_votes",
                  "max_tick_gap", "long_tick_gaps", "apply_yields", "apply_lock_yields", "acked_lost",
-                 "tick_holds")
+                 "tick_holds", "newer_term_step_downs")
 
     def __init__(self) -> None:
         self.truncations = 0
@@ -1019,6 +1053,7 @@ class RepairStats:
         self.apply_lock_yields = 0      # of which: the node lock stayed busy (the bounded lock wait)
         self.acked_lost = 0             # followers found without entries they acknowledged (log repair)
         self.tick_holds = TickHolds()   # how long each tick held the tick thread, by part
+        self.newer_term_step_downs = 0  # leaderships ended by a node of a newer term (newer term heard)
 
 
 # The node whose tick runs on each thread (the last one: a driven test ticks several on one), for

@@ -151,6 +151,8 @@ class Harness:
     worker_proxies: bool = False                   # S08: workers dial the nodes through proxies
     small_disks: dict = field(default_factory=dict)  # S12: node id -> tmpfs size ("48m") for its data dir
     netns: bool = False                            # S13+: every node, and the workers, in its own netns
+    churn_cap: int = 0                             # live churn jobs at most (0: no bound; the soak bounds it)
+    history_limit: int = 0                         # per job (0: the default; the soak keeps less)
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -339,7 +341,8 @@ class Harness:
     def spec(self, j: Job, paused: bool = False) -> pb.JobSpec:
         return job_spec(j.name, schedule=f"@every {j.period_s}s" if j.period_s else "",
                         http_url=self.sink.url(j.hold_s), timeout=10, delivery=j.delivery, overlap=j.overlap,
-                        retry=pb.RetryPolicy(max_attempts=3, initial_backoff_seconds=1), paused=paused)
+                        retry=pb.RetryPolicy(max_attempts=3, initial_backoff_seconds=1), paused=paused,
+                        history_limit=self.history_limit)
 
     def put_job(self, j: Job, rid: str | None = None):
         rid = rid or uuid.uuid4().hex
@@ -389,7 +392,7 @@ class Harness:
                     rid = uuid.uuid4().hex
                     if self.trigger("ondemand", rid) is not None and rng.random() < 0.5:
                         self.trigger("ondemand", rid)            # a retry with the same request id
-                elif r < 0.55 or not churn:
+                elif (r < 0.55 or not churn) and not (self.churn_cap and len(churn) >= self.churn_cap):
                     self._churn += 1
                     j = Job(f"churn{self._churn}", 1, churn=True)
                     self.meta.setdefault("churn", []).append(vars(j))
@@ -405,7 +408,7 @@ class Harness:
                         self.paused_jobs.add(name)        # before the call: its outcome may be unknown
                         if self.simple("pause", name) is not None:
                             paused.add(name)
-                elif r < 0.85 and len(churn) > 1:
+                elif (r < 0.85 or (self.churn_cap and len(churn) >= self.churn_cap)) and len(churn) > 1:
                     name = churn.pop(0)
                     self.simple("delete", name)
                     paused.discard(name)

@@ -337,6 +337,62 @@ def test_snapshot_install_restarts_the_election_timer() -> None:
     assert b._SyncObj__raftElectionDeadline > raft_clock()
 
 
+def _term_ahead(cls: type) -> MemoryNetwork:
+    """The soak's stuck replica: A leads term 2. For a moment B and C stop hearing it (a partition
+    storm), C wins a pre-vote and starts an election for term 3, and every request_vote it sends
+    is lost (the partition moved). A is heard again by B and goes on leading term 2; C is a
+    candidate of term 3, the term nobody else knows."""
+    net = cluster(cls)
+    make_leader(net.nodes[A], 2)
+    rounds(net, A, 2)
+    c = net.nodes[C]
+    for addr in (B, C):
+        net.nodes[addr]._leader_contact = -1e9
+    expire_election_timer(c)
+    c._onTick()                                      # pre-vote
+    net.deliver(net.take(lambda m: m.dst == B))      # B grants (A's traffic to B is held)
+    net.deliver(net.take(lambda m: m.dst == C))
+    c._onTick()                                      # the election: term 3
+    assert c.raftCurrentTerm == 3
+    net.take(lambda m: m.src == C)                   # its request_vote messages are lost
+    net.queue.clear()
+    append_raw(net.nodes[A], [2] * 10)               # A goes on leading: C falls behind
+    return net
+
+
+def _run(net: MemoryNetwork, seconds_of_timeouts: int) -> None:
+    """Heartbeats of whoever leads, every election timer running out in turn."""
+    for _ in range(seconds_of_timeouts):
+        for addr in PEERS:
+            node = net.nodes[addr]
+            if node._isLeader():
+                send_heartbeats(node)
+                node._onTick()
+            net.deliver_all()
+        for addr in PEERS:
+            node = net.nodes[addr]
+            if not node._isLeader() and node._SyncObj__raftLeader is None:
+                expire_election_timer(node)
+                node._leader_contact = -1e9
+            node._onTick()
+            net.deliver_all()
+
+
+def test_a_node_whose_term_ran_ahead_rejoins_the_cluster() -> None:
+    """A node of a higher term answers a lower-term AppendEntries with its term (Raft §5.1: the
+    reply carries currentTerm, and a leader that sees a newer term steps down). Without it the
+    node ignored the leader for ever: pre-vote kept it from raising the term again, its
+    request_vote for term 3 had been lost, and the leader never learnt of term 3 (the 2-hour
+    soak's replica that stopped at index 26,616 while the cluster went on to 28,052)."""
+    net = _term_ahead(RepairingSyncObj)
+    _run(net, 12)
+    leaders = [a for a in PEERS if net.nodes[a]._isLeader()]
+    assert len(leaders) == 1
+    assert all(converged(net, leaders[0], a) for a in PEERS)
+    assert len({net.nodes[a].raftCurrentTerm for a in PEERS}) == 1
+    assert net.nodes[A].repair_stats.newer_term_step_downs == 1
+
+
 def _msg(src: str, dst: str, body: dict):
     from schedd.replication.memory_network import Message
     return Message(src, dst, body)
