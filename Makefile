@@ -4,7 +4,7 @@
 PYTEST ?= pytest
 ARGS ?=
 
-.PHONY: lint type unit integration fault test ci
+.PHONY: lint type unit deep integration fault test ci
 
 lint:           ## ruff over the whole tree
 	ruff check .
@@ -15,6 +15,9 @@ type:           ## mypy over the three distributions, then --strict on the pure 
 
 unit:           ## unit and property tests (~1 min)
 	$(PYTEST) tests/unit $(ARGS)
+
+deep:           ## the unit tier with every example of the heavy property tests (tests/support/properties.py)
+	SCHEDD_DEEP_PROPERTIES=1 $(PYTEST) tests/unit $(ARGS)
 
 integration:    ## real processes on 127.0.0.1, and the security tests (~5 min)
 	$(PYTEST) tests/integration tests/security $(ARGS)

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from schedd.core import schedule as S
 from schedd.core.schedule import ScheduleError, format_ms, next_n, parse, parse_time
 from tests.unit import cron_reference as ref
+from tests.support.properties import examples
 
 EPOCH = datetime(1970, 1, 1)
 
@@ -157,7 +158,7 @@ def field_text(idx: int) -> st.SearchStrategy[str]:
     return st.one_of(st.just("*"), listed, listed, listed, st.sampled_from(extra.get(idx, ["*"])))
 
 
-FIELD_PROPS = settings(max_examples=1500, deadline=None,
+FIELD_PROPS = settings(max_examples=examples(1500), deadline=None,
                        suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -208,7 +209,7 @@ def expressions(draw: st.DrawFn) -> str:
     return " ".join(fields)
 
 
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(2000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expressions(), st.integers(946_684_800, 4_102_444_800))   # 2000 .. 2100
 def test_next_fires_match_the_brute_force_reference(expr, after_s):
     try:
