@@ -121,6 +121,22 @@ fsync policies
     commit-index hint at most once a second) is still written durably**: that is rare, and losing
     it allows double votes.
 
+Where each decision lives
+=========================
+:class:`DurableJournal` is the composition: pysyncobj's journal interface, its lock, and the
+order of the steps. Each decision it composes has a module of its own:
+
+* ``journal_records``: the on-disk format (header, records) and judging a file read back
+  (torn tail or mid-file corruption);
+* ``journal_file``: the log file's descriptor: open and recover, append, truncate, rewrite;
+* ``journal_index``: the entries in RAM, with the oldest commands read back from the file;
+* ``journal_policy``: when the log is fdatasynced (the policies below, parallel mode);
+* ``journal_sync``: what is known to be on disk (the durable index) and the background thread;
+* ``journal_meta``: term, vote and the commit-index hint;
+* ``journal_compaction``: the dump fsynced before entries are dropped, pysyncobj's startup load;
+* ``journal_failure``: the journal's errors and fail-stop on an I/O error;
+* ``disk_sync``: the fsync/fdatasync system calls.
+
 Safety notes
 ============
 * File format. A 16-byte header (``SCHDJRNL``, u32 format version, u32 flags), then records
@@ -163,22 +179,16 @@ Safety notes
 
 from __future__ import annotations
 
-import errno
-import gzip as _gzip
-import json
-import logging
-import os
 import functools
+import gzip as _gzip
+import os
 import stat
-import struct
 import threading
 import time
 import types
-import zlib
-from array import array
-from dataclasses import dataclass, field
-from typing import Any, NoReturn, TypeVar, cast
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
 
 import pysyncobj.node
 import pysyncobj.pickle
@@ -186,6 +196,23 @@ import pysyncobj.serializer
 import pysyncobj.syncobj
 from pysyncobj.journal import Journal
 
+from schedd.replication.disk_sync import fdatasync, fsync_dir
+from schedd.replication.journal_compaction import DumpFile, StartupDumpLoad
+from schedd.replication.journal_failure import (
+    FATAL_EXIT_CODE,
+    FailStop,
+    JournalCorruptError,
+    JournalError,
+    JournalIOError,
+    default_on_fatal,
+)
+from schedd.replication.journal_failure import logger
+from schedd.replication.journal_file import LogFile
+from schedd.replication.journal_index import RESIDENT_BYTES, EntryIndex
+from schedd.replication.journal_meta import MetaFile
+from schedd.replication.journal_policy import FSYNC_POLICIES, FsyncPolicy, check_policy
+from schedd.replication.journal_records import Entry
+from schedd.replication.journal_sync import BackgroundSyncer, DurableMark
 from schedd.replication.transport import GuardedTCPTransport
 
 __all__ = [
@@ -208,88 +235,7 @@ __all__ = [
     "seed_data_dir",
 ]
 
-logger = logging.getLogger(__name__)
-
-FSYNC_POLICIES = ("always", "batch", "never")
-RESIDENT_BYTES = 8 << 20  # commands kept in RAM; older ones are read back from the file
-FATAL_EXIT_CODE = 74  # EX_IOERR
-
-MAGIC = b"SCHDJRNL"
-FORMAT_VERSION = 1
-_HEADER = struct.Struct("<8sII")  # magic, format version, flags
-HEADER_SIZE = _HEADER.size  # 16
-_REC = struct.Struct("<II")  # payload length, crc32(payload)
-_REC_SIZE = _REC.size  # 8
-_IDX_TERM = struct.Struct("<QQ")
-_MIN_PAYLOAD = _IDX_TERM.size  # 16
-_STOCK_MAGIC = b"PYSYNCOBJ"
-META_FORMAT = "schedd-raft-meta"
-META_VERSION = 1
-
-
-class JournalError(Exception):
-    """Base class of journal errors."""
-
-
-class JournalCorruptError(JournalError):
-    """The journal or meta file is corrupted in a way that cannot be a torn tail write."""
-
-
-class JournalIOError(JournalError):
-    """A write or fsync failed. The node must stop; see ``on_fatal``."""
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _fdatasync(fd: int) -> None:
-    # Looked up at call time so tests can count calls by monkeypatching os.fdatasync.
-    f = getattr(os, "fdatasync", None) or os.fsync
-    f(fd)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        if n <= 0:  # pragma: no cover - os.write raises instead
-            raise OSError(errno.EIO, "short write")
-        view = view[n:]
-
-
-def _encode_record(command: bytes, idx: int, term: int) -> bytes:
-    payload = _IDX_TERM.pack(idx, term) + command
-    return _REC.pack(len(payload), zlib.crc32(payload)) + payload
-
-
-def _to_bytes(command: bytes | bytearray | memoryview | str) -> bytes:
-    if isinstance(command, bytes):
-        return command
-    if isinstance(command, (bytearray, memoryview)):
-        return bytes(command)
-    return command.encode("utf-8")  # what pysyncobj.pickle.to_bytes does
-
-
-def _default_on_fatal(exc: BaseException) -> None:
-    """Flush logs and end the process at once with FATAL_EXIT_CODE (no cleanup, no atexit)."""
-    for h in list(logging.getLogger().handlers) + list(logger.handlers):
-        try:
-            h.flush()
-        except Exception:  # noqa: BLE001 - best effort: the process ends on the next line
-            pass
-    os._exit(FATAL_EXIT_CODE)
-
-
 _F = TypeVar("_F", bound=Callable[..., Any])
-Entry = tuple[bytes, int, int]          # (command, log index, term), as pysyncobj keeps them
 
 
 def _locked(method: _F) -> _F:
@@ -300,11 +246,20 @@ def _locked(method: _F) -> _F:
     return cast(_F, wrapper)
 
 
+def _to_bytes(command: bytes | bytearray | memoryview | str) -> bytes:
+    if isinstance(command, bytes):
+        return command
+    if isinstance(command, (bytearray, memoryview)):
+        return bytes(command)
+    return command.encode("utf-8")  # what pysyncobj.pickle.to_bytes does
+
+
 # --------------------------------------------------------------------------- journal
 
 
 class DurableJournal(Journal):
-    """Drop-in replacement for ``pysyncobj.journal.FileJournal``.
+    """Drop-in replacement for ``pysyncobj.journal.FileJournal``: pysyncobj's journal interface,
+    composed of the parts that each make one decision.
 
     ``DurableJournal(path, *, dump_path, fsync="always", batch_interval=0.05, on_fatal=None)``
 
@@ -316,104 +271,75 @@ class DurableJournal(Journal):
     * ``on_fatal(exc)``: called on any write/fsync error, after logging. The default ends the
       process with exit code 74. If it returns, :class:`JournalIOError` is raised and every later
       call raises too.
+    * ``resident_bytes``: how much of the commands stays in RAM (journal_index.py).
 
-    The entries are indexed in RAM as a list of ``(command: bytes, idx, term)``, as in
-    FileJournal, but only the newest ``resident_bytes`` of commands stay in it: older commands
-    (what a lagging follower or a restart needs, never the steady path) are read back from the
-    file when asked for. So the log's memory is bounded whatever it holds between compactions (a
-    million jobs registered in batches is 150 MB of entries, kept until the next snapshot).
-    Evicted entries are always a prefix of the list.
-    ``on_durable``, if set, is called as ``on_durable(journal)`` after every successful log sync.
+    The parts: the log file (journal_file), its entries in RAM (journal_index), what of it is on
+    disk and the background thread (journal_sync), when to sync (journal_policy), term/vote/commit
+    hint (journal_meta), the dump and pysyncobj's startup load (journal_compaction), and what an
+    I/O error does (journal_failure). This class holds the lock and the order of the steps.
+    ``on_durable``, if set, is called as ``on_durable(journal)`` after every successful log sync;
+    ``wake``, if set, when a background sync moved ``durable_index`` (it wakes the tick's poll).
     """
 
     def __init__(self, path: str, *, dump_path: str | None, fsync: str = "always",
                  batch_interval: float = 0.05,
                  on_fatal: Callable[[BaseException], None] | None = None,
                  resident_bytes: int = RESIDENT_BYTES):
-        if fsync not in FSYNC_POLICIES:
-            raise ValueError("fsync must be one of %r, got %r" % (FSYNC_POLICIES, fsync))
-        if batch_interval < 0:
-            raise ValueError("batch_interval must be >= 0")
-        self._path = os.path.abspath(path)
-        self._dir = os.path.dirname(self._path)
-        self._meta_path = self._path + ".meta"
-        self._rewrite_tmp = self._path + ".rewrite.tmp"
-        self._dump_path = os.path.abspath(dump_path) if dump_path else None
-        self._policy = fsync
-        self._batch_interval = float(batch_interval)
-        self._on_fatal = on_fatal or _default_on_fatal
+        self._policy = FsyncPolicy.parse(fsync, batch_interval)
+        path = os.path.abspath(path)
         self.on_durable: Callable[[DurableJournal], None] | None = None
-
+        self.wake: Callable[[], None] | None = None
         # pysyncobj uses the journal from its tick thread, but transport.send can also be reached
         # from a caller's thread (SyncObj.transferLeadership), and that calls sync(). The lock
-        # keeps "fdatasync, then mark clean" atomic with respect to add().
+        # keeps "fdatasync, then mark clean" atomic with respect to add(). The meta file's own
+        # lock is taken after this one when both are held.
         self._lock = threading.RLock()
-        self._entries: list[Entry] = []
-        self._offsets = array("q")
-        self._resident_limit = max(0, int(resident_bytes))
-        self._resident = 0            # bytes of commands held in _entries
-        self._evicted = 0             # _entries[:_evicted] hold None for their command
-        self._fd = -1
-        self._size = 0
-        self._dirty = False
-        self._last_sync = time.monotonic()
-        self._durable_size = 0
-        self._durable_index = 0
-        self._failed: BaseException | None = None
         self._closed = False
-        # Parallel mode (the leader of a multi-node cluster, set by RepairingSyncObj each tick):
-        # sends do not wait for this node's fdatasync, which a background thread does; the
-        # leader counts itself in a commit only up to `durable_index` (Raft thesis §10.2.1).
-        self._parallel = False
-        self._gen = 0                 # bumped by every truncation/rewrite: an fdatasync begun
-        #                               before one says nothing about the file after it
-        self._syncer: _BackgroundSyncer | None = None
-        self.wake: Callable[[], None] | None = None   # called when a background sync moved
-        #                                               durable_index (wakes the tick's poll)
-        # Meta writes (term/vote now, the commit-index hint from the background thread) are
-        # serialized by this lock, taken after _lock when both are held: the last rename always
-        # carries the newest term and vote.
-        self._meta_lock = threading.Lock()
+        self._syncer: BackgroundSyncer | None = None
         self._tick_owners: set[int] = set()
-        self._startup = True  # until the first tick callback (see _settle / clear)
-        self._pending_clear: list[Entry] | None = None
-        self._warned_no_dump = False
         self.stats = {"fdatasync": 0, "fsync": 0, "appends": 0, "rewrites": 0,
                       "torn_bytes_dropped": 0, "kept_after_dump": 0, "background_fdatasync": 0}
-
-        self._meta = self._load_meta()
-        self._meta_dirty = False
-        self._open_log()
+        durable = self._policy.durable
+        self._failure = FailStop(path, on_fatal or default_on_fatal)
+        self._file = LogFile(path, durable=durable, failure=self._failure, stats=self.stats)
+        self._dump = DumpFile(dump_path, journal_path=path, durable=durable, failure=self._failure,
+                              stats=self.stats)
+        self._dump_load = StartupDumpLoad(journal_path=path, stats=self.stats)
+        self._meta = MetaFile(path + ".meta", failure=self._failure, stats=self.stats)
+        scan = self._file.open()
+        self._index = EntryIndex(resident_bytes, self._lock, self._file.read_command)
+        self._index.replace(scan.entries, scan.offsets)
+        self._mark = DurableMark(self._file.size if durable else 0, scan.last_idx if durable else 0)
 
     # ------------------------------------------------------------------ properties
 
     @property
     def path(self) -> str:
-        return self._path
+        return self._file.path
 
     @property
     def policy(self) -> str:
-        return self._policy
+        return self._policy.name
 
     @property
     def dirty(self) -> bool:
         """True if entries or truncations were written but not yet fdatasynced."""
-        return self._dirty
+        return self._mark.dirty
 
     @property
     def durable_size(self) -> int:
         """Bytes of the current journal file covered by an fsync/fdatasync of this process."""
-        return self._durable_size
+        return self._mark.durable_size
 
     @property
     def durable_index(self) -> int:
         """Highest Raft index known to be on disk (0 if none)."""
-        return self._durable_index
+        return self._mark.durable_index
 
     @property
     def parallel(self) -> bool:
         """True while sends and the tick do not wait for this node's fdatasync (see below)."""
-        return self._parallel
+        return self._policy.parallel
 
     def set_parallel(self, on: bool) -> bool:
         """Leader mode (Raft thesis §10.2.1): a leader may send entries to its followers before
@@ -422,178 +348,16 @@ class DurableJournal(Journal):
         tick asks a background thread to; followers keep syncing before every send (their ack
         must cover what they acknowledge). Only under ``always`` (the other policies do not
         track `durable_index` as a promise). Returns whether parallel mode is on."""
-        self._parallel = bool(on) and self._policy == "always" and not self._closed
-        return self._parallel
-
-    # ------------------------------------------------------------------ open / recovery
-
-    def _load_meta(self) -> dict[str, Any]:
-        try:
-            os.unlink(self._meta_path + ".tmp")
-        except FileNotFoundError:
-            pass
-        try:
-            with open(self._meta_path, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            return {}
-        if raw[:1] == b"\x80":
-            raise JournalCorruptError(
-                "%s is a pickle (stock pysyncobj FileJournal meta); refusing to load it. Move the "
-                "data directory away and let this node resync from the cluster." % self._meta_path)
-        try:
-            meta = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as e:
-            raise JournalCorruptError("%s: unreadable meta file (%s); it is written atomically, so "
-                                      "this is corruption. Refusing to start." % (self._meta_path, e)) from e
-        if not isinstance(meta, dict) or meta.get("format") != META_FORMAT:
-            raise JournalCorruptError("%s: not a schedd raft meta file" % self._meta_path)
-        if meta.get("version") != META_VERSION:
-            raise JournalCorruptError("%s: unsupported meta version %r" % (self._meta_path, meta.get("version")))
-        return {k: meta[k] for k in ("currentTerm", "votedForNodeId", "raftCommitIndex") if k in meta}
-
-    def _open_log(self) -> None:
-        for stale in (self._rewrite_tmp,):
-            try:
-                os.unlink(stale)
-            except FileNotFoundError:
-                pass
-        if not os.path.exists(self._path) or os.path.getsize(self._path) == 0:
-            if os.path.exists(self._path):
-                logger.warning("journal %s is empty (0 bytes); starting a new journal", self._path)
-            self._rewrite([], replace_fd=False)
-        with open(self._path, "rb") as f:
-            buf = f.read()
-        size = len(buf)
-        if size < HEADER_SIZE:
-            raise JournalCorruptError("%s: truncated header (%d bytes); refusing to start" % (self._path, size))
-        magic, version, _flags = _HEADER.unpack_from(buf, 0)
-        if magic != MAGIC:
-            if buf.startswith(_STOCK_MAGIC):
-                raise JournalCorruptError(
-                    "%s is a stock pysyncobj FileJournal, not a schedd durable journal. There is no "
-                    "migration: move the data directory away and let this node resync from the "
-                    "cluster." % self._path)
-            raise JournalCorruptError("%s: bad magic %r; not a schedd journal" % (self._path, magic))
-        if version != FORMAT_VERSION:
-            raise JournalCorruptError("%s: unsupported journal format version %d" % (self._path, version))
-
-        entries, offsets = self._entries, self._offsets
-        mv = memoryview(buf)
-        pos = HEADER_SIZE
-        bad_reason = None
-        last_idx = 0
-        payload = None
-        while pos < size:
-            if size - pos < _REC_SIZE:
-                bad_reason = "truncated record header"
-                break
-            plen, crc = _REC.unpack_from(buf, pos)
-            if plen < _MIN_PAYLOAD:
-                bad_reason = "invalid record length %d" % plen
-                break
-            end = pos + _REC_SIZE + plen
-            if end > size:
-                bad_reason = "truncated record (needs %d bytes, %d left)" % (end - pos, size - pos)
-                break
-            payload = mv[pos + _REC_SIZE:end]
-            if zlib.crc32(payload) != crc:
-                bad_reason = "checksum mismatch"
-                break
-            idx, term = _IDX_TERM.unpack_from(buf, pos + _REC_SIZE)
-            if entries and idx != last_idx + 1:
-                logger.warning("journal %s: non-consecutive index %d after %d at offset %d",
-                               self._path, idx, last_idx, pos)
-            entries.append((bytes(payload[_MIN_PAYLOAD:]), idx, term))
-            offsets.append(pos)
-            last_idx = idx
-            pos = end
-        del payload
-        mv.release()
-
-        self._fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
-        try:
-            if bad_reason is not None:
-                found = self._find_valid_record(buf, pos + 1, size, last_idx)
-                if found is not None:
-                    raise JournalCorruptError(
-                        "%s: record at offset %d (after index %d) is invalid (%s), but a valid "
-                        "record (index %d) follows at offset %d: the journal is corrupted in the "
-                        "middle, not torn at the tail. Refusing to start rather than serve "
-                        "divergent state. Move the data directory away and let this node resync "
-                        "from the cluster (or restore a backup)."
-                        % (self._path, pos, last_idx, bad_reason, found[1], found[0]))
-                dropped = size - pos
-                logger.warning("journal %s: dropping torn tail of %d bytes at offset %d (%s) after "
-                               "index %d; this is expected after a crash", self._path, dropped, pos,
-                               bad_reason, last_idx)
-                os.ftruncate(self._fd, pos)
-                self.stats["torn_bytes_dropped"] = dropped
-            self._size = pos
-            self._resident = sum(len(e[0]) for e in entries)
-            self._keep_bounded()
-            if self._policy != "never":
-                # Whatever we loaded may exist only in the page cache (the previous incarnation
-                # crashed before syncing); make it durable before this node acks anything in it.
-                _fdatasync(self._fd)
-                self.stats["fdatasync"] += 1
-                _fsync_dir(self._dir)
-                self.stats["fsync"] += 1
-                self._durable_size = self._size
-                self._durable_index = last_idx
-        except BaseException:
-            os.close(self._fd)
-            self._fd = -1
-            raise
-
-    @staticmethod
-    def _find_valid_record(buf: bytes, start: int, end: int, last_idx: int) -> tuple[int, int] | None:
-        """Return (offset, idx) of the first CRC-valid record with idx > last_idx in buf[start:end]."""
-        if start >= end or buf.count(b"\0", start, end) == end - start:
-            return None
-        mv = memoryview(buf)
-        unpack_i = struct.Struct("<I").unpack_from
-        unpack_q = struct.Struct("<Q").unpack_from
-        if last_idx > 0:  # records are consecutive: the next valid one cannot be far ahead
-            hi = last_idx + (end - start) // (_REC_SIZE + _MIN_PAYLOAD) + 1
-        else:  # the very first record is bad: a compacted journal starts at any index
-            hi = 1 << 64
-        p = start
-        limit = end - (_REC_SIZE + _MIN_PAYLOAD)
-        try:
-            while p <= limit:
-                plen = unpack_i(buf, p)[0]
-                if plen >= _MIN_PAYLOAD and p + _REC_SIZE + plen <= end:
-                    idx = unpack_q(buf, p + _REC_SIZE)[0]
-                    if last_idx < idx <= hi and \
-                            zlib.crc32(mv[p + _REC_SIZE:p + _REC_SIZE + plen]) == unpack_i(buf, p + 4)[0]:
-                        return p, idx
-                p += 1
-        finally:
-            mv.release()
-        return None
-
-    # ------------------------------------------------------------------ failure handling
+        return self._policy.set_parallel(on, self._closed)
 
     def _check(self) -> None:
-        if self._failed is not None:
-            raise JournalIOError("journal %s failed earlier: %s" % (self._path, self._failed))
+        self._failure.check()
         if self._closed:
-            raise JournalError("journal %s is closed" % self._path)
+            raise JournalError("journal %s is closed" % self.path)
 
-    def _fatal(self, what: str, exc: BaseException) -> NoReturn:
-        err = JournalIOError("journal %s: %s failed: %s" % (self._path, what, exc))
-        self._failed = err
-        msg = ("FATAL: durable journal %s: %s failed: %r. The journal may no longer hold entries "
-               "this node has acknowledged; stopping the node (exit code %d)."
-               % (self._path, what, exc, FATAL_EXIT_CODE))
-        logger.critical(msg)
-        try:
-            os.write(2, (msg + "\n").encode("utf-8", "replace"))
-        except OSError:
-            pass
-        self._on_fatal(err)
-        raise err from exc
+    def _unsynced(self) -> bool:
+        """Written or truncated and not synced yet, or a held-back clear still to write."""
+        return self._mark.dirty or self._dump_load.pending
 
     # ------------------------------------------------------------------ durability
 
@@ -602,17 +366,10 @@ class DurableJournal(Journal):
         """fdatasync the log if dirty. A no-op under ``never`` unless ``force``. Returns True if synced."""
         self._check()
         self._settle()
-        if not self._dirty or (self._policy == "never" and not force):
+        if not self._mark.dirty or self._policy.skips(force):
             return False
-        try:
-            _fdatasync(self._fd)
-        except OSError as e:
-            self._fatal("fdatasync", e)
-        self.stats["fdatasync"] += 1
-        self._dirty = False
-        self._last_sync = time.monotonic()
-        self._durable_size = self._size
-        self._durable_index = self._entries[-1][1] if self._entries else 0
+        self._file.datasync()
+        self._mark.synced(self._file.size, self._index.last_index)
         if self.on_durable is not None:
             self.on_durable(self)
         return True
@@ -623,28 +380,23 @@ class DurableJournal(Journal):
         dup'ed so a concurrent rewrite may close the original; a truncation or rewrite while it
         ran voids the result (the file it synced is not the one we have). True if it recorded."""
         with self._lock:
-            if self._closed or self._failed is not None or not self._dirty \
-                    or self._pending_clear is not None:
+            if self._closed or self._failure.failed is not None or not self._mark.dirty \
+                    or self._dump_load.pending:
                 return False
-            fd, gen, size = os.dup(self._fd), self._gen, self._size
-            last = self._entries[-1][1] if self._entries else 0
+            fd, gen, size = os.dup(self._file.fd), self._mark.gen, self._file.size
+            last = self._index.last_index
         try:
-            _fdatasync(fd)
+            fdatasync(fd)
         except OSError as e:
             with self._lock:
-                self._fatal("fdatasync", e)
+                self._failure.fatal("fdatasync", e)
         finally:
             os.close(fd)
         with self._lock:
-            if gen != self._gen or self._closed:
+            if self._closed or not self._mark.background_synced(gen, size, last, self._file.size):
                 return False
             self.stats["fdatasync"] += 1
             self.stats["background_fdatasync"] += 1
-            self._last_sync = time.monotonic()
-            if size > self._durable_size:
-                self._durable_size, self._durable_index = size, last
-            if self._size == size:
-                self._dirty = False
             if self.on_durable is not None:
                 self.on_durable(self)
         if self.wake is not None:
@@ -654,9 +406,7 @@ class DurableJournal(Journal):
     def before_send(self) -> None:
         """Called by DurableTCPTransport.send before any message leaves the node (not in
         parallel mode: a leader's sends go out while its background thread syncs)."""
-        if self._parallel:
-            return
-        if self._policy == "always" and (self._dirty or self._pending_clear is not None):
+        if self._policy.sync_first(self._unsynced()):
             self.sync()
 
     @_locked
@@ -666,14 +416,13 @@ class DurableJournal(Journal):
             return
         self._check()  # a failed journal (on_fatal returned) aborts every tick: the node halts
         self._settle()
-        self._startup = False
-        if not self._dirty:
+        self._dump_load.startup = False
+        if not self._mark.dirty:
             return
-        if self._policy == "always" and self._parallel:
+        action = self._policy.on_tick(time.monotonic() - self._mark.last_sync)
+        if action == "background":
             self._background().request_log()
-        elif self._policy == "always":
-            self.sync()
-        elif self._policy == "batch" and time.monotonic() - self._last_sync >= self._batch_interval:
+        elif action == "sync":
             self.sync()
 
     def register_tick(self, syncobj: Any) -> None:
@@ -687,98 +436,21 @@ class DurableJournal(Journal):
         self._tick_owners.add(id(syncobj))
 
     def _tick_need(self) -> float | None:
-        """0 (tick at the tick period) while on_tick has a write to sync or a truncation to
-        settle; in parallel mode the background thread syncs and wakes the tick itself."""
-        if self._pending_clear is not None:
-            return 0.0
-        if self._dirty and not self._parallel and self._policy != "never":
-            return 0.0
-        return None
+        return self._policy.tick_need(self._mark.dirty, self._dump_load.pending)
 
-    def _background(self) -> _BackgroundSyncer:
+    def _background(self) -> BackgroundSyncer:
         if self._syncer is None:
-            self._syncer = _BackgroundSyncer(self)
+            self._syncer = BackgroundSyncer(self.sync_in_background, self.store_meta_if_dirty, self.path)
         return self._syncer
 
-    def _make_dump_durable(self) -> None:
-        if self._policy == "never":
-            return
-        if self._dump_path is None:
-            if not self._warned_no_dump:
-                logger.warning("journal %s: dropping entries without a dump file (conf.fullDumpFile "
-                               "unset): they survive only in pysyncobj's in-memory snapshot", self._path)
-                self._warned_no_dump = True
-            return
-        try:
-            fd = os.open(self._dump_path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            logger.warning("journal %s: dump file %s does not exist while dropping entries",
-                           self._path, self._dump_path)
-            return
-        except OSError as e:
-            self._fatal("open dump %s" % self._dump_path, e)
-        try:
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            _fsync_dir(os.path.dirname(self._dump_path))
-        except OSError as e:
-            self._fatal("fsync dump %s" % self._dump_path, e)
-        self.stats["fsync"] += 2
-
-    def _rewrite(self, entries: list[Entry], replace_fd: bool = True) -> None:
-        """Atomically replace the journal file with header + entries (tmp, fsync, rename, fsync dir)."""
-        durable = self._policy != "never"
-        try:
-            fd = os.open(self._rewrite_tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-            try:
-                offsets = array("q")
-                chunk = [_HEADER.pack(MAGIC, FORMAT_VERSION, 0)]
-                pos = HEADER_SIZE
-                pending = HEADER_SIZE
-                for command, idx, term in entries:
-                    rec = _encode_record(command, idx, term)
-                    offsets.append(pos)
-                    pos += len(rec)
-                    chunk.append(rec)
-                    pending += len(rec)
-                    if pending >= (1 << 20):
-                        _write_all(fd, b"".join(chunk))
-                        chunk, pending = [], 0
-                if chunk:
-                    _write_all(fd, b"".join(chunk))
-                if durable:
-                    os.fsync(fd)
-                    self.stats["fsync"] += 1
-            finally:
-                os.close(fd)
-            os.rename(self._rewrite_tmp, self._path)
-            if durable:
-                _fsync_dir(self._dir)
-                self.stats["fsync"] += 1
-            if replace_fd:
-                newfd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
-                os.close(self._fd)
-                self._fd = newfd
-        except OSError as e:
-            if not replace_fd:
-                raise  # constructor: refuse to start
-            self._fatal("rewrite", e)
-        self.stats["rewrites"] += 1
-        if replace_fd:
-            self._gen += 1
-            self._entries = list(entries)
-            self._offsets = offsets
-            self._resident, self._evicted = sum(len(e[0]) for e in self._entries), 0
-            self._keep_bounded()
-            self._size = pos
-            self._dirty = False
-            self._last_sync = time.monotonic()
-            self._durable_size = pos if durable else 0
-            self._durable_index = (entries[-1][1] if entries else 0) if durable else 0
-            if durable and self.on_durable is not None:
-                self.on_durable(self)
+    def _rewrite(self, entries: list[Entry]) -> None:
+        """Replace the journal file with ``entries`` (atomically) and hold them."""
+        offsets = self._file.rewrite(entries)
+        self._index.replace(entries, offsets)
+        durable = self._policy.durable
+        self._mark.rewritten(self._file.size, self._index.last_index, durable)
+        if durable and self.on_durable is not None:
+            self.on_durable(self)
 
     # ------------------------------------------------------------------ Journal API
 
@@ -786,151 +458,70 @@ class DurableJournal(Journal):
     def add(self, command: bytes | str, idx: int, term: int) -> None:
         self._check()
         cmd = _to_bytes(command)
-        if self._pending_clear is not None:
-            self._entries.append((cmd, idx, term))
-            if len(self._entries) == 2:
-                self._finish_pending_clear(keep_tail=True)
+        if self._dump_load.pending:
+            self._index.stage((cmd, idx, term))
+            if len(self._index) == 2:
+                self._finish_dump_load(keep_tail=True)
             return
-        self._startup = False
-        if self._entries and idx != self._entries[-1][1] + 1:
+        self._dump_load.startup = False
+        if len(self._index) and idx != self._index.last_index + 1:
             logger.error("journal %s: non-consecutive add of index %d after %d",
-                         self._path, idx, self._entries[-1][1])
-        rec = _encode_record(cmd, idx, term)
-        try:
-            _write_all(self._fd, rec)
-        except OSError as e:
-            self._fatal("append", e)
-        self._entries.append((cmd, idx, term))
-        self._offsets.append(self._size)
-        self._size += len(rec)
-        self._dirty = True
-        self.stats["appends"] += 1
-        self._resident += len(cmd)
-        if self._resident > self._resident_limit:
-            self._keep_bounded()
+                         self.path, idx, self._index.last_index)
+        offset = self._file.append(cmd, idx, term)
+        self._index.append((cmd, idx, term), offset)
+        self._mark.wrote()
 
     @_locked
     def clear(self) -> None:
         self._check()
         self._settle()
-        if self._startup and self._tick_owners and self._entries:
+        if self._dump_load.holds_back(bool(self._tick_owners), bool(len(self._index))):
             # Startup __loadDumpFile: wait for the two dump entries, maybe keep our tail.
-            self._pending_clear = self[:]
-            self._entries = []
-            self._offsets = array("q")
-            self._resident, self._evicted = 0, 0
+            self._dump_load.stash = self._index.take_all()
             return
-        self._startup = False
-        self._make_dump_durable()
+        self._dump_load.startup = False
+        self._dump.make_durable()
         self._rewrite([])
 
-    def _finish_pending_clear(self, keep_tail: bool) -> None:
-        stash, self._pending_clear = self._pending_clear, None
-        new = self._entries
-        tail = []
-        if keep_tail and len(new) == 2 and stash:
-            last = new[1]
-            j = last[1] - stash[0][1]
-            if 0 <= j < len(stash) and stash[j] == last:
-                tail = stash[j + 1:]
-        if tail:
-            logger.warning("journal %s: pysyncobj's startup dump load would have discarded %d journal "
-                           "entries after the dump point (index %d); keeping them (the crash hit "
-                           "between the snapshot rename and the log compaction)",
-                           self._path, len(tail), new[1][1])
-            self.stats["kept_after_dump"] = len(tail)
-        self._startup = False
-        self._make_dump_durable()
-        self._rewrite(new + tail)
+    def _finish_dump_load(self, keep_tail: bool) -> None:
+        keep = self._dump_load.finish(self._index[:], keep_tail)
+        self._dump.make_durable()
+        self._rewrite(keep)
 
     def _settle(self) -> None:
-        if self._pending_clear is not None:
-            self._finish_pending_clear(keep_tail=False)
+        if self._dump_load.pending:
+            self._finish_dump_load(keep_tail=False)
 
     @_locked
     def deleteEntriesFrom(self, entryFrom: int) -> None:
         self._check()
         self._settle()
-        self._startup = False
-        n = len(self._entries)
-        i = entryFrom + n if entryFrom < 0 else entryFrom
-        i = max(0, i)
+        self._dump_load.startup = False
+        n = len(self._index)
+        i = max(0, entryFrom + n if entryFrom < 0 else entryFrom)
         if i >= n:
             return
-        off = self._offsets[i]
-        try:
-            os.ftruncate(self._fd, off)
-        except OSError as e:
-            self._fatal("truncate", e)
-        self._resident -= sum(len(e[0]) for e in self._entries[max(i, self._evicted):])
-        self._evicted = min(self._evicted, i)
-        del self._entries[i:]
-        del self._offsets[i:]
-        self._size = off
-        self._dirty = True
-        self._gen += 1
-        if self._durable_size > off:
-            self._durable_size = off
-        last = self._entries[-1][1] if self._entries else 0
-        if self._durable_index > last:
-            self._durable_index = last
+        self._file.truncate(self._index.offset(i))
+        self._index.truncate(i)
+        self._mark.truncated(self._file.size, self._index.last_index)
 
     @_locked
     def deleteEntriesTo(self, entryTo: int) -> None:
         self._check()
         self._settle()
-        self._startup = False
-        n = len(self._entries)
-        i = entryTo + n if entryTo < 0 else entryTo
-        i = min(max(0, i), n)
+        self._dump_load.startup = False
+        n = len(self._index)
+        i = min(max(0, entryTo + n if entryTo < 0 else entryTo), n)
         if i == 0:
             return
-        self._make_dump_durable()
+        self._dump.make_durable()
         self._rewrite(self[i:])
 
     def __getitem__(self, item: Any) -> Any:
-        got = self._entries[item]
-        if isinstance(item, slice):
-            if not got or (got[0][0] is not None and got[-1][0] is not None):
-                return got                 # evicted ones are a prefix: both ends resident, all are
-            with self._lock:
-                return [self._full(i) for i in range(*item.indices(len(self._entries)))]
-        if got[0] is not None:
-            return got
-        with self._lock:
-            return self._full(item + len(self._entries) if item < 0 else item)
-
-    def _full(self, i: int) -> Entry:
-        """Entry i with its command, read back from the file if it was evicted."""
-        cmd, idx, term = self._entries[i]
-        if cmd is None:
-            off = self._offsets[i]
-            try:
-                head = os.pread(self._fd, _REC_SIZE, off)
-                plen, crc = _REC.unpack(head)
-                payload = os.pread(self._fd, plen, off + _REC_SIZE)
-            except (OSError, struct.error) as e:
-                self._fatal("read back index %d" % idx, e)
-            if len(payload) != plen or zlib.crc32(payload) != crc or \
-                    _IDX_TERM.unpack_from(payload) != (idx, term):
-                self._fatal("read back index %d" % idx, JournalCorruptError("record changed on disk"))
-            cmd = payload[_MIN_PAYLOAD:]
-        return (cmd, idx, term)
-
-    def _keep_bounded(self) -> None:
-        """Drop the oldest commands from RAM until at most resident_bytes are held (the newest
-        entry always stays: pysyncobj reads the last one on every tick)."""
-        entries, last = self._entries, len(self._entries) - 1
-        if self._pending_clear is not None or len(self._offsets) != len(entries):
-            return                     # offsets not in line with the file (startup dump load)
-        while self._resident > self._resident_limit and self._evicted < last:
-            cmd, idx, term = entries[self._evicted]
-            entries[self._evicted] = (None, idx, term)   # type: ignore[assignment]
-            self._resident -= len(cmd)
-            self._evicted += 1
+        return self._index[item]
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._index)
 
     def _destroy(self) -> None:
         if self._syncer is not None:
@@ -942,18 +533,14 @@ class DurableJournal(Journal):
         if self._closed:
             return
         try:
-            if self._failed is None:
+            if self._failure.failed is None:
                 self._settle()
-                if self._policy != "never":
+                if self._policy.durable:
                     self.sync()
-                with self._meta_lock:
-                    if self._meta_dirty:
-                        self._store_meta()
+                self._meta.store_if_dirty()
         finally:
             self._closed = True
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
+            self._file.close()
 
     def flush(self) -> None:
         """Force an fdatasync of unsynced entries, whatever the policy."""
@@ -963,21 +550,17 @@ class DurableJournal(Journal):
     def setRaftCommitIndex(self, raftCommitIndex: int) -> None:
         # Guard (c): the commit index must never move over entries not on our disk (in parallel
         # mode the leader's commit is capped at durable_index by its caller instead).
-        if self._policy == "always" and not self._parallel and \
-                (self._dirty or self._pending_clear is not None):
+        if self._policy.sync_first(self._unsynced()):
             self.sync()
-        with self._meta_lock:
-            if self._meta.get("raftCommitIndex") == int(raftCommitIndex):
-                return      # a follower sets it on every heartbeat: rewrite the file for a change only
-            self._meta["raftCommitIndex"] = int(raftCommitIndex)
-            self._meta_dirty = True
+        self._meta.set_commit_index(raftCommitIndex)
 
     def getRaftCommitIndex(self) -> int:
-        ci = int(self._meta.get("raftCommitIndex", 1))
-        if self._entries and ci > self._entries[-1][1]:
+        ci = self._meta.commit_index
+        last = self._index.last_index
+        if len(self._index) and ci > last:
             logger.warning("journal %s: stored commit index %d is past the journal end %d; clamping",
-                           self._path, ci, self._entries[-1][1])
-            ci = self._entries[-1][1]
+                           self.path, ci, last)
+            ci = last
         return ci
 
     @_locked
@@ -985,106 +568,28 @@ class DurableJournal(Journal):
         self._check()
         if votedForNodeId is not None and not isinstance(votedForNodeId, (str, int)):
             raise TypeError("votedForNodeId must be str, int or None, got %r" % (votedForNodeId,))
-        with self._meta_lock:
-            self._meta["currentTerm"] = int(term)
-            self._meta["votedForNodeId"] = votedForNodeId
-            # Raft: term and vote are durable before any message reflecting them is sent.
-            self._store_meta()
+        # Raft: term and vote are durable before any message reflecting them is sent.
+        self._meta.set_term_and_vote(term, votedForNodeId)
 
     def getCurrentTerm(self) -> int:
-        return int(self._meta.get("currentTerm", 0))
+        return self._meta.current_term
 
     def getVotedForNodeId(self) -> Any:
-        return self._meta.get("votedForNodeId", None)
+        return self._meta.voted_for
 
     def onOneSecondTimer(self) -> None:
         """The commit-index hint, at most once a second: two fsyncs the tick thread need not
         wait for (a hint; term and vote are stored by setCurrentTerm before they are acted
         on), so the background thread writes it."""
-        if self._meta_dirty and self._failed is None and not self._closed:
+        if self._meta.dirty and self._failure.failed is None and not self._closed:
             self._background().request_meta()
 
     def store_meta_if_dirty(self) -> None:
         """The background thread's meta step (see onOneSecondTimer)."""
-        with self._meta_lock:
-            if self._meta_dirty and self._failed is None and not self._closed:
-                self._store_meta()
+        with self._meta.lock:
+            if self._meta.dirty and self._failure.failed is None and not self._closed:
+                self._meta.store()
 
-    def _store_meta(self) -> None:
-        """Write the meta file durably; the caller holds _meta_lock."""
-        # Always durable, whatever the log policy: the file also carries term/vote, and replacing
-        # it by a rename that is not fsynced could bring back an empty or old file after a power
-        # loss. It is written at most once a second (commit-index hint) plus once per term/vote
-        # change.
-        meta = dict(self._meta)
-        meta["format"] = META_FORMAT
-        meta["version"] = META_VERSION
-        data = json.dumps(meta, sort_keys=True).encode("utf-8")
-        tmp = self._meta_path + ".tmp"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-            try:
-                _write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.rename(tmp, self._meta_path)
-            _fsync_dir(self._dir)
-        except OSError as e:
-            self._fatal("store meta", e)
-        self.stats["fsync"] += 2
-        self._meta_dirty = False
-
-
-class _BackgroundSyncer:
-    """The journal's background thread: the leader's fdatasync (parallel mode) and the
-    once-a-second meta write, off the Raft tick thread so heartbeats never wait for the disk.
-    Requests coalesce: one fdatasync covers every append made before it starts. A daemon thread,
-    started on the first request and stopped by the journal's _destroy; an I/O error in it is
-    fatal as anywhere else (the journal's _fatal)."""
-
-    def __init__(self, journal: DurableJournal) -> None:
-        self._journal = journal
-        self._wake = threading.Condition(threading.Lock())
-        self._log = self._meta = self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="journal-sync", daemon=True)
-        self._thread.start()
-
-    def request_log(self) -> None:
-        with self._wake:
-            self._log = True
-            self._wake.notify()
-
-    def request_meta(self) -> None:
-        with self._wake:
-            self._meta = True
-            self._wake.notify()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        with self._wake:
-            self._stopping = True
-            self._wake.notify()
-        if self._thread is not threading.current_thread():
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        while True:
-            with self._wake:
-                while not (self._log or self._meta or self._stopping):
-                    self._wake.wait()
-                if self._stopping:
-                    return
-                log_wanted, meta_wanted = self._log, self._meta
-                self._log = self._meta = False
-            try:
-                if log_wanted:
-                    self._journal.sync_in_background()
-                if meta_wanted:
-                    self._journal.store_meta_if_dirty()
-            except JournalError:
-                return                 # _fatal has logged it and called on_fatal
-            except Exception:          # never die silently: the commit would stall
-                logger.exception("journal %s: background sync failed", self._journal.path)
 
 
 # --------------------------------------------------------------------------- transport
@@ -1151,8 +656,7 @@ def durable_journal_factory(fsync: str = "always", batch_interval: float = 0.05,
                             on_created: Callable[[DurableJournal], None] | None = None
                             ) -> Callable[..., DurableJournal]:
     """Return ``createJournal(journalFile)`` building a :class:`DurableJournal`."""
-    if fsync not in FSYNC_POLICIES:
-        raise ValueError("fsync must be one of %r, got %r" % (FSYNC_POLICIES, fsync))
+    check_policy(fsync)
 
     def createJournal(journalFile: str | None = None) -> DurableJournal:
         if journalFile is None:
@@ -1303,7 +807,7 @@ def _durable_atomic_replace(src: str, dst: str) -> None:
     finally:
         os.close(fd)
     _ORIGINAL_ATOMIC_REPLACE(src, dst)
-    _fsync_dir(os.path.dirname(os.path.abspath(dst)))
+    fsync_dir(os.path.dirname(os.path.abspath(dst)))
 
 
 def make_snapshots_durable(enable: bool = True) -> None:

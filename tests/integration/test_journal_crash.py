@@ -72,7 +72,7 @@ def node_main(cfg):  # pragma: no cover - runs in the subprocesses
     side_fd = os.open(os.path.join(data_dir, "durable.side"), os.O_RDWR | os.O_CREAT, 0o600)
 
     def record_durable(j):
-        ino = os.fstat(j._fd).st_ino
+        ino = os.fstat(j._file.fd).st_ino
         os.pwrite(side_fd, b"%020d %020d\n" % (ino, j.durable_size), 0)
 
     durable_create = pysyncobj.syncobj.createJournal
@@ -469,7 +469,8 @@ def test_synced_data_is_on_disk_and_unsynced_tail_loss_is_clean(tmp_path):
     an append that was not synced and whose pages are lost (file cut back, or zero-filled) comes
     back as "not there", with no error and no partial entry."""
     sys.path.insert(0, REPO)
-    from schedd.replication.journal import DurableJournal, HEADER_SIZE
+    from schedd.replication.journal import DurableJournal
+    from schedd.replication.journal_records import HEADER_SIZE
 
     path = str(tmp_path / "raft.journal")
     j = DurableJournal(path, dump_path=None, fsync="always", on_fatal=lambda e: None)

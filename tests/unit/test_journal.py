@@ -20,11 +20,12 @@ import pysyncobj.syncobj
 from schedd.ports.fakes import wait_until
 from schedd.replication import journal as jmod
 from schedd.replication.journal import (
-    HEADER_SIZE,
     DurableJournal,
     JournalCorruptError,
     JournalIOError,
 )
+from schedd.replication.journal_index import RESIDENT_BYTES
+from schedd.replication.journal_records import HEADER_SIZE, encode_record
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -118,7 +119,7 @@ def test_round_trip_and_format(tmp_path):
     j2._destroy()
 
 
-@pytest.mark.parametrize("resident", [jmod.RESIDENT_BYTES, 0], ids=["in_ram", "read_back"])
+@pytest.mark.parametrize("resident", [RESIDENT_BYTES, 0], ids=["in_ram", "read_back"])
 def test_getitem_slices_and_negative_indexes_like_a_list(resident, tmp_path):
     j = open_j(tmp_path, resident_bytes=resident)
     model = fill(j, 12)
@@ -150,16 +151,16 @@ def test_only_the_newest_commands_stay_in_ram_and_older_ones_read_back_equal(tmp
     model = [entry(i, size=1000) for i in range(1, 101)]
     for e in model:
         j.add(*e)
-    assert j._resident <= 10_000 and 80 < j._evicted < len(model)
+    assert j._index.resident <= 10_000 and 80 < j._index.evicted < len(model)
     assert [j[k] for k in range(-100, 100)] == model + model
     assert j[5:50] == model[5:50] and j[:] == model and j[95:] == model[95:]
     j.deleteEntriesFrom(60)            # truncating into the resident tail
-    assert j[:] == model[:60] and j._resident <= 10_000
+    assert j[:] == model[:60] and j._index.resident <= 10_000
     j.deleteEntriesTo(20)              # compaction: the kept tail is read back and rewritten
-    assert j[:] == model[20:60] and j._resident <= 10_000
+    assert j[:] == model[20:60] and j._index.resident <= 10_000
     j._destroy()
     j2 = open_j(tmp_path, resident_bytes=10_000)   # a restart stays bounded too
-    assert j2._resident <= 10_000 and j2[:] == model[20:60]
+    assert j2._index.resident <= 10_000 and j2[:] == model[20:60]
     j2._destroy()
 
 
@@ -177,7 +178,7 @@ def _write_journal(tmp_path, data):
 def _make(tmp_path, n=5):
     j = open_j(tmp_path)
     model = fill(j, n)
-    offsets = list(j._offsets)
+    offsets = list(j._index.offsets)
     j._destroy()
     return model, offsets
 
@@ -251,7 +252,7 @@ def test_corrupt_first_record_of_a_compacted_journal_is_refused(tmp_path):
     j = open_j(tmp_path)
     fill(j, 1000)
     j.deleteEntriesTo(990)  # journal now starts at index 991
-    offsets = list(j._offsets)
+    offsets = list(j._index.offsets)
     j._destroy()
     raw = bytearray(_journal_bytes(tmp_path))
     raw[offsets[0] + 8 + 20] ^= 0x01
@@ -279,14 +280,14 @@ def test_bad_header_and_stock_journal_are_refused(tmp_path):
 # ----------------------------------------------------------------------------- truncation / compaction / clear
 
 
-@pytest.mark.parametrize("resident", [jmod.RESIDENT_BYTES, 0], ids=["in_ram", "read_back"])
+@pytest.mark.parametrize("resident", [RESIDENT_BYTES, 0], ids=["in_ram", "read_back"])
 def test_delete_entries_from_survives_reload(resident, tmp_path):
     j = open_j(tmp_path, resident_bytes=resident)
     model = fill(j, 10)
     j.sync()
     j.deleteEntriesFrom(6)
     assert j.dirty  # truncation is synced with the next batch, not on its own
-    assert os.path.getsize(tmp_path / "raft.journal") == j._offsets[-1] + len(jmod._encode_record(*model[5]))
+    assert os.path.getsize(tmp_path / "raft.journal") == j._index.offsets[-1] + len(encode_record(*model[5]))
     model = model[:6]
     # conflicting entries replace the truncated ones
     new = [entry(7, 3), entry(8, 3)]
@@ -298,7 +299,7 @@ def test_delete_entries_from_survives_reload(resident, tmp_path):
     assert list(open_j(tmp_path, resident_bytes=resident)) == model + new
 
 
-@pytest.mark.parametrize("resident", [jmod.RESIDENT_BYTES, 0], ids=["in_ram", "read_back"])
+@pytest.mark.parametrize("resident", [RESIDENT_BYTES, 0], ids=["in_ram", "read_back"])
 def test_delete_entries_to_fsyncs_dump_then_rewrites_durably(resident, tmp_path, events):
     dump = tmp_path / "raft.dump"
     dump.write_bytes(b"snapshot")
@@ -325,7 +326,7 @@ def test_delete_entries_to_fsyncs_dump_then_rewrites_durably(resident, tmp_path,
     j._destroy()
     j2 = open_j(tmp_path, resident_bytes=resident)
     assert list(j2) == model
-    assert [o for o in j2._offsets][0] == HEADER_SIZE
+    assert [o for o in j2._index.offsets][0] == HEADER_SIZE
     j2._destroy()
 
 
@@ -346,7 +347,7 @@ def test_clear_survives_reload_and_fsyncs_dump_first(tmp_path, events):
     assert list(open_j(tmp_path)) == [entry(40, 4), entry(41, 4)]
 
 
-@pytest.mark.parametrize("resident", [jmod.RESIDENT_BYTES, 0], ids=["in_ram", "read_back"])
+@pytest.mark.parametrize("resident", [RESIDENT_BYTES, 0], ids=["in_ram", "read_back"])
 def test_startup_dump_load_keeps_entries_after_the_dump_point(resident, tmp_path, caplog):
     """pysyncobj's startup __loadDumpFile clears the journal when its first two entries differ from
     the dump's (crash between the dump rename and deleteEntriesTo). The entries after the dump
@@ -427,7 +428,7 @@ def test_meta_is_json_not_pickle(tmp_path):
     j.setCurrentTerm(5, "10.0.0.1:7000")
     j.setRaftCommitIndex(1)
     j.onOneSecondTimer()
-    wait_until(lambda: not j._meta_dirty, timeout=30, what="the background meta write")
+    wait_until(lambda: not j._meta.dirty, timeout=30, what="the background meta write")
     raw = (tmp_path / "raft.journal.meta").read_bytes()
     assert not raw.startswith(b"\x80")
     meta = json.loads(raw)
@@ -457,9 +458,9 @@ def test_commit_index_is_a_lazy_hint_and_is_clamped(tmp_path):
     # A follower sets the commit index on every heartbeat; the same value again is no change
     # to store (an idle cluster rewrote and fsynced every node's meta file once a second).
     j.setRaftCommitIndex(9)
-    assert not j._meta_dirty
+    assert not j._meta.dirty
     j.setRaftCommitIndex(10)
-    assert j._meta_dirty
+    assert j._meta.dirty
     j._destroy()
     assert open_j(tmp_path).getRaftCommitIndex() == 10
     # lose the tail (e.g. unsynced data after a power loss): the hint must not point past the log
@@ -581,7 +582,7 @@ def test_sync_makes_data_visible_through_another_fd_and_on_durable_fires(tmp_pat
     assert seen == [size] and durable == [(size, 7)]
     with open(tmp_path / "raft.journal", "rb") as f:  # a separate fd
         data = f.read()
-    assert data.endswith(jmod._encode_record(*model[-1]))
+    assert data.endswith(encode_record(*model[-1]))
     j._destroy()
 
 
@@ -595,7 +596,7 @@ def test_enospc_on_append_is_fatal(tmp_path, monkeypatch):
     real_write = os.write
 
     def write(fd, data):
-        if fd == j._fd:
+        if fd == j._file.fd:
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(fd, data)
 
