@@ -1,6 +1,7 @@
-"""schedctl's argument types, the options every command takes and the table renderer: shared by
-the command modules (schedctl.py, dag_commands.py), which import this and never each other
-(dag_commands is imported by schedctl only)."""
+"""schedctl's argument types, the options every command takes, its two local errors and the
+text layout of human output (tables, aligned fields): shared by the command modules (schedctl.py,
+job_commands.py, run_commands.py, dag_commands.py, ...), which import this and never each other
+(each is imported by schedctl only)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,19 @@ from tabulate import tabulate
 
 from .context import CLUSTER_ENV, parse_cluster
 from .documents import parse_size
+from .convert import parse_time
 from .errors import ValidationError, brief, clip
 from .specs import INT32_MAX, parse_duration
+
+PROG = "schedctl"
+
+
+class UsageError(Exception):
+    """The command line does not make sense (exit status 2)."""
+
+
+class CommandError(Exception):
+    """The command failed for a reason found locally, e.g. an unreadable file (exit status 1)."""
 
 
 def _count(low: int, high: int = INT32_MAX) -> Callable[[str], int]:
@@ -48,6 +60,31 @@ def _deadline(text: str) -> float:
     if not seconds:
         raise argparse.ArgumentTypeError("must be more than 0")
     return seconds
+
+
+def _time_arg(text: str) -> Callable[[float], int]:
+    """A time given as RFC 3339, ``now``, or a duration ago (``90d``, ``6h30m``, also written
+    ``-90d`` or ``90d ago``); resolved later against the command's clock, so tests can inject it."""
+    text = text.strip()
+    if text == "now":
+        return lambda now: int(now * 1000)
+    relative = text.removesuffix("ago").strip().removeprefix("-")
+    if relative and relative[0].isdigit() and relative[-1] in "smhd":
+        try:
+            seconds = parse_duration(relative)
+        except ValidationError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        if seconds > _MAX_AGO_SECONDS:      # before 1900: no schedule of ours has instants there
+            raise argparse.ArgumentTypeError(f"too far back: at most {_MAX_AGO_SECONDS // 86400}d ago")
+        return lambda now: int((now - seconds) * 1000)
+    try:
+        ms = parse_time(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"bad time {brief(text)}: {e}") from None
+    return lambda now: ms
+
+
+_MAX_AGO_SECONDS = 200 * 365 * 86400
 
 
 def _file_size(text: str) -> int:
@@ -120,3 +157,24 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, empty: str)
     if not rows:
         return empty
     return tabulate(rows, headers=headers, tablefmt="plain", disable_numparse=True)
+
+
+def _fields(*pairs: tuple[str, Any]) -> str:
+    """``Label:  value`` lines, aligned; empty values left out, multi-line values indented."""
+    width = max(len(label) for label, _ in pairs) + 2
+    shown = [(label, str(value)) for label, value in pairs if value not in ("", None)]
+    lines = []
+    for label, value in shown:
+        first, *rest = value.split("\n")
+        lines.append(f"{label + ':':<{width}}{first}")
+        lines += [" " * width + line for line in rest]
+    return "\n".join(lines)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.rstrip("\n").split("\n"))
+
+
+def _shorten(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"

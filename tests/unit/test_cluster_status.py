@@ -20,7 +20,7 @@ from schedd.leader.features import FeatureRaiser, target_level
 from schedd.ports.fakes import FakeNode
 from schedd.runtime import cli as schedd_cli
 from schedd.versions import PROTOCOL_VERSION, build_info
-from schedd_client import schedctl
+from schedd_client import cluster_commands, schedctl
 from schedd_proto import PROTOCOL_VERSION as CLIENT_PROTOCOL
 from schedd_proto import acl_pb2 as apb
 from schedd_proto import scheduler_pb2 as pb
@@ -86,7 +86,7 @@ def _status(**kw) -> pb.ClusterStatus:
 
 
 def test_an_unreachable_node_shows_why_not_zeros() -> None:
-    lines = schedctl._cluster_table(_status()).splitlines()
+    lines = cluster_commands._cluster_table(_status()).splitlines()
     assert lines[0] == ("Leader: n1 (127.0.0.1:1)   term 4   commit 50   jobs 3   executions 7   "
                         "feature level 1   (answered by n2)")
     assert lines[1].split() == ["ID", "ROLE", "VERSION", "LEVEL", "TERM", "COMMIT", "APPLIED", "LAG", "GRPC",
@@ -98,24 +98,24 @@ def test_an_unreachable_node_shows_why_not_zeros() -> None:
 
 
 def test_with_no_leader_the_header_says_so_and_no_commit_index() -> None:
-    out = schedctl._cluster_table(_status(leader_id="", leader_grpc_address="", commit_index=0, feature_level=0,
+    out = cluster_commands._cluster_table(_status(leader_id="", leader_grpc_address="", commit_index=0, feature_level=0,
                                           nodes=[node("n1", "candidate"), unreachable("n2"), unreachable("n3")]))
     header = out.splitlines()[0]
     assert header.startswith("Leader: none (no leader elected") and "commit" not in header
     assert "feature level" not in header          # no leader: no authoritative level to show
     # -o json: what only a leader knows is null, not zero
-    data = schedctl.status_dict(_status(leader_id="", leader_grpc_address="", commit_index=0, feature_level=0))
-    assert {k: data[k] for k in schedctl.LEADER_FIELDS} == dict.fromkeys(schedctl.LEADER_FIELDS)
+    data = cluster_commands.status_dict(_status(leader_id="", leader_grpc_address="", commit_index=0, feature_level=0))
+    assert {k: data[k] for k in cluster_commands.LEADER_FIELDS} == dict.fromkeys(cluster_commands.LEADER_FIELDS)
     assert data["term"] == 4 and data["jobs"] == 3                # what any node knows stays
-    led = schedctl.status_dict(_status())
+    led = cluster_commands.status_dict(_status())
     assert (led["leader_id"], led["commit_index"], led["feature_level"]) == ("n1", 50, 1)
 
 
 def test_versions_levels_and_warnings_are_shown() -> None:
-    out = schedctl._cluster_table(_status(supported_feature_level=2, warnings=["n2 schedules with tzdata x"]))
+    out = cluster_commands._cluster_table(_status(supported_feature_level=2, warnings=["n2 schedules with tzdata x"]))
     assert "Every node supports feature level 2: the leader raises" in out
     assert out.splitlines()[-1] == "WARNING: n2 schedules with tzdata x"
-    settled = schedctl._cluster_table(_status(feature_level=2, supported_feature_level=2))
+    settled = cluster_commands._cluster_table(_status(feature_level=2, supported_feature_level=2))
     assert "Every node supports" not in settled and "feature level 2" in settled
 
 

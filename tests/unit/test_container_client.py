@@ -8,6 +8,9 @@ import pytest
 from schedd.api.convert import spec_to_dict as pb_dict
 from schedd.core.model import validate_spec
 from schedd_client import schedctl as S
+from schedd_client._cli import UsageError
+from schedd_client.job_commands import _describe_handler
+from schedd_client.job_flags import _flag_doc, _merge
 from schedd_client.dags import dag_from_dict
 from schedd_client.errors import ValidationError
 from schedd_client.specs import job_spec, spec_from_dict, spec_to_dict
@@ -48,23 +51,23 @@ def test_schedctl_flags_build_the_container_block() -> None:
         "job", "create", "c1", "--schedule", "", "--image", IMAGE, "--command", "echo hi", "--memory", "1Gi",
         "--cpus", "0.5", "--pids", "10", "--mount", "/data:/in", "--mount", "/o:/out:rw", "--env", "A=1",
         "--read-write", "--network", "host", "--pull", "if-missing"])
-    doc = S._flag_doc(args)
+    doc = _flag_doc(args)
     assert doc["container"] == {
         "image": IMAGE, "command": "echo hi", "env": {"A": "1"}, "network": "host", "cpu": 0.5, "memory": "1Gi",
         "pids": 10, "pull": "if-missing", "read_only": False,
         "mounts": [{"source": "/data", "target": "/in", "read_only": True},
                    {"source": "/o", "target": "/out", "read_only": False}]}
-    line = S._describe_handler(spec_from_dict({"name": "c1", **doc}))
+    line = _describe_handler(spec_from_dict({"name": "c1", **doc}))
     assert line.startswith(f'container {IMAGE} sh -c "echo hi"; network host, writable root, cpus 0.5')
     assert "mount /o:/out:rw" in line
     args = S.build_parser().parse_args(["job", "create", "c2", "--schedule", "", "--image", IMAGE,
                                         "--container-arg", "echo", "--container-arg", "x y"])
-    assert S._flag_doc(args)["container"] == {"image": IMAGE, "args": ["echo", "x y"]}
+    assert _flag_doc(args)["container"] == {"image": IMAGE, "args": ["echo", "x y"]}
 
 
 def test_schedctl_update_merges_into_the_container_block() -> None:
     args = S.build_parser().parse_args(["job", "update", "c1", "--memory", "128"])
-    merged = S._merge({"name": "c1", "container": {"image": IMAGE, "memory": "64Mi"}}, S._flag_doc(args))
+    merged = _merge({"name": "c1", "container": {"image": IMAGE, "memory": "64Mi"}}, _flag_doc(args))
     assert merged["container"] == {"image": IMAGE, "memory": "128"}
-    with pytest.raises(S.UsageError, match="SRC:DST"):
-        S._flag_doc(S.build_parser().parse_args(["job", "create", "c", "--image", IMAGE, "--mount", "/a"]))
+    with pytest.raises(UsageError, match="SRC:DST"):
+        _flag_doc(S.build_parser().parse_args(["job", "create", "c", "--image", IMAGE, "--mount", "/a"]))

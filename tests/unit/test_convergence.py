@@ -17,7 +17,7 @@ from schedd.replication.node import LEADER, FOLLOWER, RaftNode, RaftStatus
 from schedd.runtime.metrics import Metrics
 from schedd.runtime.replica_watch import ReplicaWatch
 from schedd_proto import scheduler_pb2 as pb
-from client.schedd_client.schedctl import _cluster_table
+from client.schedd_client.cluster_commands import _cluster_table
 
 N = 10_000          # stuck after this many ms without progress
 

@@ -1,0 +1,92 @@
+"""``schedctl worker list`` and ``schedctl cluster status``: what the cluster itself reports.
+
+Separate from the job and run commands because the status view decides something of its own:
+how a node that did not answer, or a cluster without a leader, is shown (never as zeros) in the
+table and in ``-o json|yaml`` (``status_dict``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schedd_proto import scheduler_pb2 as pb
+
+from . import membership_commands
+from ._cli import _shorten, _table
+from .convert import to_dict
+from .invocation import Invocation
+
+
+def worker_list(cmd: Invocation) -> None:
+    workers = list(cmd.client.list_workers().workers)
+    cmd.emit(
+        [to_dict(w) for w in workers],
+        lambda: _table(
+            ("NAME", "SLOTS", "RUNNING", "POOL", "LABELS", "STATE", "CONNECTED", "LAST HEARTBEAT"),
+            [
+                (w.name, w.slots, len(w.running), w.pool or "-",
+                 ",".join(f"{k}={v}" for k, v in sorted(w.labels.items())) or "-",
+                 "draining" if w.draining else "ready", cmd.when(w.connected_ms),
+                 cmd.when(w.last_heartbeat_ms))  # fmt: skip
+                for w in workers
+            ],
+            empty="No workers connected.",
+        ) + ("".join(f"\n  {w.name}: {', '.join(w.running)}" for w in workers if w.running)),
+    )
+
+
+def cluster_status(cmd: Invocation) -> None:
+    status = cmd.client.cluster_status(stale_ok=cmd.args.stale, with_digest=cmd.args.digest)
+    cmd.emit(status_dict(status), lambda: _cluster_table(status, digest=cmd.args.digest))
+
+
+LEADER_FIELDS = ("leader_id", "leader_grpc_address", "commit_index", "feature_level")
+
+
+def status_dict(status: pb.ClusterStatus) -> dict[str, Any]:
+    """``cluster status -o json|yaml``: what only a leader knows is ``null`` while there is none,
+    never a zero that reads as a value (commit index 0, feature level 0)."""
+    out = to_dict(status)
+    if not status.leader_id:
+        out.update(dict.fromkeys(LEADER_FIELDS))
+    return out
+
+
+UNREACHABLE = "unreachable"
+
+
+def _cluster_table(status: pb.ClusterStatus, *, digest: bool = False) -> str:
+    """The cluster as the answering node saw it. A node that did not answer shows "unreachable"
+    and why, never zeros; with no leader the header says so instead of a commit index."""
+    if status.leader_id:
+        leader = status.leader_id + (f" ({status.leader_grpc_address})" if status.leader_grpc_address else "")
+        header = f"Leader: {leader}   term {status.term}   commit {status.commit_index}"
+    else:
+        header = f"Leader: none (no leader elected: writes wait for one)   term {status.term}"
+    header += f"   jobs {status.jobs}   executions {status.executions}"
+    if status.feature_level:
+        header += f"   feature level {status.feature_level}"
+    if status.answered_by:
+        header += f"   (answered by {status.answered_by})"
+    with_errors = any(node.error for node in status.nodes)
+    headers = ("ID", "ROLE", "VERSION", "LEVEL", "TERM", "COMMIT", "APPLIED", "LAG", "GRPC", "RAFT") + (
+        ("DIGEST",) if digest else ()) + (("ERROR",) if with_errors else ())
+    rows = [_node_row(node, digest=digest, with_errors=with_errors) for node in status.nodes]
+    out = header + "\n" + _table(headers, rows, empty="(no nodes reported)")
+    if status.feature_level and status.supported_feature_level > status.feature_level:
+        out += (f"\nEvery node supports feature level {status.supported_feature_level}: "
+                f"the leader raises the cluster's level to it within seconds.")
+    out += membership_commands.membership_lines(status)
+    return out + "".join(f"\nWARNING: {w}" for w in status.warnings)
+
+
+def _node_row(node: pb.NodeStatus, *, digest: bool, with_errors: bool) -> tuple[Any, ...]:
+    """One node's row: LEVEL is the highest feature level its build supports."""
+    error = (_shorten(node.error, 60),) if with_errors else ()
+    if node.role == UNREACHABLE:
+        return (node.id, node.role, *("-",) * 6, node.grpc_address, node.raft_address) + (
+            ("-",) if digest else ()) + error
+    return (node.id, node.role, node.version or "-", node.max_feature_level or "-", node.term,
+            node.commit_index, node.applied_index, node.lag, node.grpc_address, node.raft_address) + (
+        (f"{node.state_digest[:12]}@{node.digest_index}" if node.state_digest else "-",) if digest else ()
+    ) + error

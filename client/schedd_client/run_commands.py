@@ -1,0 +1,144 @@
+"""``schedctl run ...``: listing executions (or every instant of a job), one execution in
+detail, cancelling one.
+
+Separate from the job commands: an execution's table and detail view (attempts, events, output
+tails) are their own rendering, and ``--all-instants`` owns the paging note on stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from schedd_proto import scheduler_pb2 as pb
+
+from ._cli import PROG, UsageError, _fields, _indent, _shorten, _table
+from .convert import format_time, to_dict
+from .invocation import Invocation
+
+
+MAX_INSTANTS = 10_000                     # what one ListInstants call returns at most (the server's cap)
+
+
+def run_list(cmd: Invocation) -> None:
+    args = cmd.args
+    if args.all_instants:
+        _instants(cmd)
+        return
+    if args.since is not None or args.until is not None:
+        raise UsageError("--since and --until go with --all-instants")
+    runs = list(
+        cmd.client.list_executions(
+            args.job,
+            state=args.state,
+            limit=args.limit or None,
+            oldest_first=args.oldest_first,
+            stale_ok=args.stale,
+        )
+    )
+    sla = any(_sla_missed(run) for run in runs)      # an SLA column only when one missed
+    cmd.emit(
+        [to_dict(run) for run in runs],
+        lambda: _table(
+            ("ID", "JOB", "SCHEDULED", "STATE", "TRIGGER", "RECORDED", "TERM") + (("SLA",) if sla else ()),
+            [
+                (run.id, run.job, cmd.when(run.scheduled_ms), run.state, run.trigger,
+                 cmd.when(run.created_ms), run.term)  # fmt: skip
+                + (("! missed" if _sla_missed(run) else "-",) if sla else ())
+                for run in runs
+            ],
+            empty="No executions found.",
+        ),
+    )
+
+
+def _instants(cmd: Invocation) -> None:
+    args = cmd.args
+    if not args.job:
+        raise UsageError("run list --all-instants needs JOB")
+    now = cmd.clock()
+    wanted = args.limit or MAX_INSTANTS
+    rows = cmd.client.list_instants(
+        args.job, start_ms=args.since(now) if args.since else 0, end_ms=args.until(now) if args.until else 0,
+        limit=min(wanted + 1, MAX_INSTANTS), stale_ok=args.stale)
+    if len(rows) > wanted:      # one more than shown was asked for: say that the list goes on
+        rows = rows[:wanted]
+        print(f"{PROG}: showing the first {wanted} instants of the window (oldest first); more follow: "
+              f"--since {format_time(rows[-1].instant_ms + 1)} for the next ones, or --limit N "
+              f"(0: up to {MAX_INSTANTS:,})", file=sys.stderr)
+    cmd.emit(
+        [to_dict(r) for r in rows],
+        lambda: _table(
+            ("INSTANT", "DISPOSITION", "STATE", "DETAIL"),
+            [(format_time(r.instant_ms), r.disposition,
+              r.execution.state if r.HasField("execution") else "-", _shorten(r.detail, 70))
+             for r in rows],
+            empty="No instants in the window."),
+    )
+
+
+def run_get(cmd: Invocation) -> None:
+    run = cmd.client.get_execution(cmd.args.id, stale_ok=cmd.args.stale)
+    cmd.emit(to_dict(run), lambda: _run_details(cmd, run))
+
+
+def _run_details(cmd: Invocation, run: pb.Execution) -> str:
+    recorded = cmd.when(run.created_ms)
+    if run.term or run.log_index:
+        recorded += f", term {run.term}, log index {run.log_index}"
+    parts = [
+        _fields(
+            ("ID", run.id),
+            ("Job", run.job),
+            ("State", run.state),
+            ("Reason", run.reason),
+            ("Trigger", run.trigger),
+            ("Scheduled", cmd.when(run.scheduled_ms)),
+            ("Recorded", recorded),
+            ("Updated", cmd.when(run.updated_ms)),
+            ("Retry at", cmd.when(run.retry_at_ms) if run.retry_at_ms else ""),
+            ("Cancel", "requested" if run.cancel_requested else ""),
+        ),
+        "",
+        "Attempts:",
+        _table(
+            ("#", "STATE", "WORKER", "TOKEN", "STARTED", "ENDED", "EXIT/HTTP", "ERROR"),
+            [
+                (a.number, a.state or "-", a.worker or "-", a.fencing_token or "-",
+                 format_time(a.started_ms) or "-", format_time(a.ended_ms) or "-",
+                 _outcome(a), _shorten(a.error, 60) or "-")  # fmt: skip
+                for a in run.attempts
+            ],
+            empty="  (none yet)",
+        ),
+    ]
+    if run.events:
+        parts += ["", "Events:", _table(
+            ("TIME", "KIND", "MESSAGE"),
+            [(format_time(e.time_ms) or "-", ("! " if e.kind == "sla_missed" else "") + e.kind, e.message)
+             for e in run.events],
+            empty="")]
+    for attempt in run.attempts:
+        if attempt.output_tail:
+            parts += ["", f"Output of attempt {attempt.number} (tail):", _indent(attempt.output_tail)]
+        if len(attempt.error) > 60:
+            parts += ["", f"Error of attempt {attempt.number}:", _indent(attempt.error)]
+        if attempt.rejected:
+            parts += ["", f"Late result of attempt {attempt.number} (fenced):", _indent(attempt.rejected)]
+    return "\n".join(parts)
+
+
+def run_cancel(cmd: Invocation) -> None:
+    run = cmd.client.cancel_execution(cmd.args.id)
+    cmd.emit(to_dict(run), lambda: (
+        f"cancel requested for {run.id}: its worker kills the running attempt"
+        if run.cancel_requested and run.state == "RUNNING" else f"{run.id}: {run.state}"))
+
+
+def _sla_missed(run: pb.Execution) -> bool:
+    return any(e.kind == "sla_missed" for e in run.events)
+
+
+def _outcome(attempt: pb.Attempt) -> str:
+    if attempt.http_status:
+        return f"HTTP {attempt.http_status}"
+    return str(attempt.exit_code) if attempt.ended_ms else "-"
