@@ -62,7 +62,7 @@ async def test_what_can_heal_is_retried(leaders, workers):
     assert not w.task.done()
     with socket_closed() as down:
         w2 = workers([down], name="w2")
-        await until(lambda: w2.rt._backoff > 0.3, what="a retry against a node that is down")
+        await until(lambda: w2.rt._link.backoff > 0.3, what="a retry against a node that is down")
         assert not w2.task.done()
 
 

@@ -376,12 +376,12 @@ async def test_attempts_due_beyond_the_slots_wait_here_and_start_as_a_slot_frees
     leader.assign(73, shell("true"))              # slots + ahead held: refused
     r = await leader.result(73)
     assert (r.state, r.error) == ("REJECTED", "no free slot")
-    assert w.rt._busy == 1 and w.rt._ledger.held[72].phase == "waiting"
+    assert w.rt._slots.busy == 1 and w.rt._ledger.held[72].phase == "waiting"
     gate.touch()
     r71, r72 = await leader.result(71), await leader.result(72)
     assert (r71.state, r72.state) == ("SUCCEEDED", "SUCCEEDED")
     assert r72.started_ms >= r71.ended_ms
-    assert w.rt._busy == 0 and w.rt.running == {}
+    assert w.rt._slots.busy == 0 and w.rt.running == {}
 
 
 async def test_results_wait_while_due_attempts_wait_for_a_slot(leaders, workers, tmp_path):
@@ -402,7 +402,7 @@ async def test_results_wait_while_due_attempts_wait_for_a_slot(leaders, workers,
     # a heartbeat meanwhile still vouches for 81 (its result is not on the stream yet: a leader
     # reading a heartbeat that leaves out an attempt the worker knew of loses it), and says
     # that the worker has handled the three assignments
-    w.rt._send_heartbeat()
+    w.rt._reports.heartbeat()
     await until(lambda: any(list(hb.running_tokens) == [81, 82, 83] and hb.messages_read == 3
                             for hb in s.heartbeats()), what="a heartbeat listing the held result")
     gate.touch()                                   # 82 ends, 83 starts: the queue is dry
@@ -630,7 +630,7 @@ async def test_an_attempt_waiting_for_a_slot_past_half_a_lease_is_handed_back(le
     leader.assign(87, shell("true"), timeout_s=30)
     r = await leader.result(87)
     assert r.state == "REJECTED" and "handed back before it started" in r.error, r.error
-    assert w.rt._busy == 1 and 88 in w.rt.running
+    assert w.rt._slots.busy == 1 and 88 in w.rt.running
     gate.touch()
     assert (await leader.result(86)).state == "SUCCEEDED"
     assert (await leader.result(88)).state == "SUCCEEDED"
@@ -747,7 +747,7 @@ async def test_a_prepared_python_call_reports_how_it_ended(leaders, workers, nam
         assert time.monotonic() - t0 < 10
         assert seen.get("job@301") in ("cancelled", "stopped")    # the handler was told to stop
     await until(lambda: not w.rt.running, what="the slot freed")
-    assert w.rt._busy == 0
+    assert w.rt._slots.busy == 0
 
 
 async def test_a_running_prepared_python_call_is_cancelled_by_the_leader_and_by_the_drain(leaders, workers):

@@ -5,11 +5,11 @@ Why one place: the leader decides whether an attempt is alive from what this wor
 worker tells must come from one record of what it holds. An attempt is first *held* (accepted:
 waiting for its due time or a slot, or running), then its result is *owed* (reported, resent
 after a lease without an acknowledgement, until the leader settles it); a result may be *held
-back* for a moment while a herd starts (`WorkerRuntime._report`). A heartbeat lists what is held
+back* for a moment while a herd starts (`Reports.report`). A heartbeat lists what is held
 and what is held back, never what was only reported: the leader has that result. The shape is
 the leader's (schedd.leader.attempt_book): one ledger that every decision about an attempt reads.
 
-No I/O here: the runtime sends and times; the ledger only keeps.
+No I/O here: `reports` sends, `starts` times; the ledger only keeps.
 """
 
 from __future__ import annotations

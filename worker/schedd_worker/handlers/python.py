@@ -180,7 +180,7 @@ def settled(fut: asyncio.Future) -> Result | None:
     """How a finished call ended, or None when it returned an awaitable (a plain function that
     returned a coroutine): that one must still be awaited (`finish` does). The worker settles a
     call that ends on its own with this alone, in the future's done-callback, without a task of
-    its own (schedd_worker.runtime)."""
+    its own (schedd_worker.attempt)."""
     if fut.cancelled():
         return Result(FAILED, error="CancelledError: the handler was cancelled")
     exc = fut.exception()

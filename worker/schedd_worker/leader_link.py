@@ -1,0 +1,263 @@
+"""The worker's link to the leader: find it, open a stream, keep it while it is the leader's.
+
+Why separate: whether the worker is connected, to whom, in which term and with which lease is
+decided here and only here, from the network's side (the search, the Welcome, a redirect, the
+backoff, a newer leader seen by the watch, a stream that ended). The runtime decides what the
+messages mean; it hands the link a `LinkUser` and reads the link's state (`connected`,
+`max_term_seen`, `lease_ms`, `lost_since`). See the runtime's module doc for the protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Sequence
+from typing import Protocol
+
+import grpc
+import grpc.aio
+
+from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
+from schedd_client.channels import KEEPALIVE_OPTIONS, Security, open_aio_channel, speaks_tls
+from schedd_worker.hooks import WorkerHooks
+from schedd_worker.leader_search import PROBE_GAP_S, LeaderSearch, Probes
+from schedd_worker.session import Session
+from schedd_worker.stream_errors import CredentialRefused, StreamEnded, describe, is_refusal, redirect_target, refuse
+
+__all__ = ["LeaderLink", "LinkUser", "DEFAULT_LEASE_MS", "BACKOFF_START_S", "BACKOFF_MAX_S", "WELCOME_TIMEOUT_S",
+           "MIN_HEARTBEAT_S"]
+
+log = logging.getLogger("schedd.worker")
+
+DEFAULT_LEASE_MS = 10_000
+BACKOFF_START_S = 0.1
+BACKOFF_MAX_S = 2.0
+WELCOME_TIMEOUT_S = 10.0        # from the hello to the Welcome
+MIN_HEARTBEAT_S = 0.05
+
+_CHANNEL_OPTIONS = [
+    # our own backoff paces reconnects (schedd_client.channels keeps gRPC's short)
+    ("grpc.enable_retries", 0),
+    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+]
+_STREAM_OPTIONS = _CHANNEL_OPTIONS + KEEPALIVE_OPTIONS    # the stream: a frozen leader is noticed
+
+
+class LinkUser(Protocol):
+    """What the link asks of the worker: its hello, and what to do on the stream's events."""
+
+    def hello(self) -> pb.WorkerMessage: ...
+
+    def welcomed(self, session: Session) -> None: ...
+
+    def handle(self, msg: pb.LeaderMessage) -> None: ...
+
+    def tick(self, session: Session) -> None: ...
+
+
+class LeaderLink:
+    def __init__(self, cluster: Sequence[str], *, name: str, security: Security, hooks: WorkerHooks,
+                 user: LinkUser) -> None:
+        self.name = name
+        self.security = security
+        self.hooks = hooks
+        self.user = user
+        self.search = LeaderSearch(name, cluster, self._probes, lambda: self.max_term_seen, self._probe_gap)
+        self.max_term_seen = 0
+        self.connected = False
+        self.leader_address: str | None = None
+        self.connections = 0                       # Welcomes received so far
+        self.lease_ms = DEFAULT_LEASE_MS
+        self.lost_since: float | None = None       # loop time the last stream ended, while not connected
+        self.started: float | None = None          # loop time the connection loop began
+        self.backoff = BACKOFF_START_S
+        self.session: Session | None = None
+        self.closing = asyncio.Event()
+        self._redirect: str | None = None
+
+    # ------------------------------------------------------------ what the runtime uses
+
+    def send(self, msg: pb.WorkerMessage) -> bool:
+        """Queue `msg` on the current stream; False when there is none (or it is ending)."""
+        s = self.session
+        return s is not None and s.send(msg)
+
+    def saw_term(self, term: int) -> None:
+        self.max_term_seen = max(self.max_term_seen, term)
+
+    def rewelcomed(self, term: int) -> None:
+        """A second Welcome on the stream: the leader's term moved on."""
+        self.saw_term(term)
+        if self.session is not None:
+            self.session.term = max(self.session.term, term)
+
+    async def close(self) -> None:
+        """Stop reconnecting, half-close the stream (see `Session.close`)."""
+        self.closing.set()
+        if self.session is not None:
+            await self.session.close()
+
+    # ------------------------------------------------------------ the connection loop
+
+    async def run(self) -> None:
+        """Connect, serve the stream, reconnect after a backoff, until `closing` (raises
+        CredentialRefused)."""
+        self.started = asyncio.get_running_loop().time()
+        failures = 0
+        redirects = 0                             # redirects followed in a row without a Welcome
+        last_warn = 0.0
+        loop = asyncio.get_running_loop()
+        while not self.closing.is_set():
+            welcomed_before = self.connections
+            err: BaseException | None = None
+            addr = None
+            try:
+                addr = self._redirect
+                self._redirect = None
+                if addr is None:
+                    addr = await self.search.find()
+                await self._session(addr)
+            except (asyncio.CancelledError, CredentialRefused):
+                raise
+            except StreamEnded as e:
+                err = e
+            except grpc.aio.AioRpcError as e:
+                if is_refusal(e) and self.connections == welcomed_before:
+                    refuse(self.name, [(addr or "?", e)])
+                target = redirect_target(e)
+                if target is not None and target != addr:
+                    log.info("%s is not the leader; redirected to %s", addr, target)
+                    self._redirect = target
+                    redirects += 1
+                    if redirects <= 3:            # follow it at once (bounded: no ping-pong)
+                        continue
+                err = e
+            except Exception as e:  # keep the worker alive, retry
+                log.exception("worker connection failed")
+                err = e
+            if self.closing.is_set():
+                return
+            if self.connections != welcomed_before:
+                self.backoff = BACKOFF_START_S    # we had a working stream: start over
+                failures = 0
+                redirects = 0
+                if err is not None:
+                    log.info("stream to the leader ended: %s; reconnecting", describe(err))
+            else:
+                failures += 1
+                now = loop.time()
+                msg = "?" if err is None else describe(err)
+                if failures == 1 or now - last_warn >= 30:
+                    (log.warning if failures > 1 else log.info)(
+                        "cannot connect to the leader: %s; retrying with backoff", msg)
+                    last_warn = now
+                else:
+                    log.debug("cannot connect to the leader: %s", msg)
+            await self._back_off()
+
+    async def _back_off(self) -> None:
+        delay = self.backoff * (0.5 + random.random() * 0.5)
+        self.backoff = min(self.backoff * 2, BACKOFF_MAX_S)
+        try:
+            await asyncio.wait_for(self.closing.wait(), delay)
+        except TimeoutError:
+            pass
+
+    def _probes(self) -> Probes:
+        tls_check = None if self.security.tls else (lambda a: speaks_tls(self.hooks.dial(a)))
+        return Probes(lambda a: open_aio_channel(self.hooks.dial(a), self.security, _CHANNEL_OPTIONS),
+                      speaks_tls=tls_check)
+
+    def _probe_gap(self) -> float:
+        """PROBE_GAP_S while the leader has been gone less than a lease (an election takes about
+        a second), then BACKOFF_MAX_S: a cluster without a quorum is not asked 10 times a second
+        by every worker for as long as it lasts."""
+        since = self.lost_since if self.lost_since is not None else self.started
+        now = asyncio.get_running_loop().time()
+        return PROBE_GAP_S if since is None or now - since < self.lease_ms / 1000 else BACKOFF_MAX_S
+
+    # ------------------------------------------------------------ one stream
+
+    async def _welcome(self, call: grpc.aio.StreamStreamCall, addr: str) -> Session:
+        """Hello, then the Welcome: the session it opens (raises StreamEnded if none comes)."""
+        await call.write(self.user.hello())
+        try:
+            first = await asyncio.wait_for(call.read(), WELCOME_TIMEOUT_S)
+        except TimeoutError:
+            raise StreamEnded(f"no Welcome from {addr} within {WELCOME_TIMEOUT_S:g}s") from None
+        if first is grpc.aio.EOF:
+            raise StreamEnded(f"{addr} ended the stream before its Welcome")
+        if first.WhichOneof("kind") != "welcome":
+            raise StreamEnded(f"{addr} sent {first.WhichOneof('kind')} before its Welcome")
+        w = first.welcome
+        if w.term < self.max_term_seen:
+            raise StreamEnded(f"{addr} ({w.leader_id}) welcomed us in term {w.term}, "
+                              f"already saw term {self.max_term_seen}")
+        self.saw_term(w.term)
+        self.search.welcomed_by(addr, w.members)
+        return Session(address=addr, call=call, leader_id=w.leader_id, term=w.term,
+                       lease_ms=w.lease_ms if w.lease_ms > 0 else DEFAULT_LEASE_MS, batches=w.batches)
+
+    async def _session(self, addr: str) -> None:
+        """One stream: hello, Welcome, then serve it until it ends (raises when it fails)."""
+        # pings only to a node that said it accepts them: an older build's gRPC ends a stream
+        # pinged every second ("too_many_pings"); the watch still finds a newer leader
+        options = _STREAM_OPTIONS if self.search.pings.get(addr) else _CHANNEL_OPTIONS
+        channel = open_aio_channel(self.hooks.dial(addr), self.security, options)
+        call = None
+        conn: Session | None = None
+        try:
+            call = pb_grpc.WorkersStub(channel).Connect()
+            conn = await self._welcome(call, addr)
+            self.session = conn
+            self.connected = True
+            self.lost_since = None
+            self.lease_ms = conn.lease_ms
+            self.leader_address = addr
+            self.connections += 1
+            self.user.welcomed(conn)
+            reader = asyncio.create_task(conn.reader(self.user.handle))
+            ender = asyncio.create_task(conn.end.wait())
+            conn.tasks = [asyncio.create_task(conn.writer()),
+                          asyncio.create_task(self._heartbeats(conn)),
+                          asyncio.create_task(self._watch(conn)), reader, ender]
+            await asyncio.wait({reader, ender}, return_when=asyncio.FIRST_COMPLETED)
+            if reader.done():
+                reader.result()                   # raises the stream's error
+                if not conn.ending:
+                    raise StreamEnded("the leader ended the stream")
+            elif conn.ending != "worker stopped":
+                raise StreamEnded(conn.ending)
+        finally:
+            if self.session is conn and conn is not None:
+                self.session = None
+                self.connected = False
+                self.lost_since = asyncio.get_running_loop().time()
+            if conn is not None:
+                for t in conn.tasks:
+                    t.cancel()
+                await asyncio.gather(*conn.tasks, return_exceptions=True)
+            if call is not None and not call.done():
+                call.cancel()
+            await channel.close()
+            if conn is not None:
+                conn.gone.set()
+
+    async def _heartbeats(self, conn: Session) -> None:
+        interval = max(MIN_HEARTBEAT_S, conn.lease_ms / 3000)
+        while True:
+            await asyncio.sleep(interval)
+            self.user.tick(conn)
+
+    async def _watch(self, conn: Session) -> None:
+        """A newer leader makes this stream stale. A leader cut off from its peers keeps its
+        stream alive (its pings are answered) until it steps down; the new one grants running
+        attempts one lease from its takeover, so the worker must find it well within that lease
+        to report them before they are expired."""
+        best = await self.search.watch(conn.address, lambda: conn.term)
+        log.info("%s leads in term %d (we are connected to %s, term %d): reconnecting",
+                 best.leader, best.term, conn.address, conn.term)
+        self._redirect = best.leader
+        conn.drop(f"a newer leader ({best.leader}, term {best.term}) exists")
