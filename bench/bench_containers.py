@@ -41,6 +41,7 @@ from schedd.runtime.cluster import LocalCluster
 from schedd_client import job_spec
 from tests.support.containers import built_image, containers, why_not
 
+FINAL = ("SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED")
 FIRST = "cat /proc/uptime; sleep 1"
 WORKER = "w1"
 
@@ -69,7 +70,9 @@ def starts(client, names: list[str], offset: float) -> list[float]:
     eids = [client.trigger_job(n).id for n in names]
     out = []
     for eid in eids:
-        ex = wait(lambda: (e := client.get_execution(eid)).state == "SUCCEEDED" and e, 300, f"{eid} to succeed")
+        ex = wait(lambda: (e := client.get_execution(eid)).state in FINAL and e, 300, f"{eid} to finish")
+        if ex.state != "SUCCEEDED":
+            raise RuntimeError(f"{eid} {ex.state}: {[(a.error, a.output_tail) for a in ex.attempts]}")
         up = float(ex.attempts[0].output_tail.split()[0])
         out.append((up + offset) * 1000 - ex.scheduled_ms)
     return out
@@ -118,8 +121,13 @@ def rss_kib(pid: int) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
 
-def leftovers(tokens: list[int], worker_pid: int, before: Host) -> dict[str, list[str]]:
-    """Everything the runs with these fencing tokens left (empty lists: nothing)."""
+def children(pid: int) -> set[int]:
+    return {p for p, ppid, _ in processes() if ppid == pid}
+
+
+def leftovers(tokens: list[int], worker_pid: int, before: Host, kept: set[int]) -> dict[str, list[str]]:
+    """Everything the runs with these fencing tokens left (empty lists: nothing). `kept`: the
+    worker's children from before the runs (its container broker, when it separates teams)."""
     names = tuple(f"schedd-{t}-" for t in tokens)
     procs = processes()
     after = Host.now()
@@ -127,7 +135,7 @@ def leftovers(tokens: list[int], worker_pid: int, before: Host) -> dict[str, lis
         "containers": containers(f"label=schedd.worker={WORKER}"),
         "mounts": sorted(after.mounts - before.mounts),
         "processes": [f"{pid} {cmd[:120]}" for pid, _, cmd in procs if any(n in cmd for n in names)],
-        "worker children": [f"{pid} {cmd[:120]}" for pid, ppid, cmd in procs if ppid == worker_pid],
+        "worker children": [f"{pid} {cmd[:120]}" for pid, ppid, cmd in procs if ppid == worker_pid and pid not in kept],
         "cgroups": sorted(after.cgroups - before.cgroups),
     }
 
@@ -148,15 +156,16 @@ def latency(client, conc_levels: list[int], rounds: int, offset: float) -> None:
 
 def back_to_back(client, runs: int, worker_pid: int) -> bool:
     """`runs` container runs one after the other; True when nothing is left afterwards."""
-    before = Host.now()
+    before, kept = Host.now(), children(worker_pid)
     rss = [rss_kib(worker_pid)]
+    kept_rss = {pid: rss_kib(pid) for pid in kept}
     tokens, walls, failed = [], [], 0
     every = max(1, runs // 5)
     t0 = time.monotonic()
     for i in range(1, runs + 1):
         t = time.monotonic()
         eid = client.trigger_job("seq").id
-        ex = wait(lambda: (e := client.get_execution(eid)).state in ("SUCCEEDED", "FAILED", "TIMED_OUT") and e,
+        ex = wait(lambda: (e := client.get_execution(eid)).state in FINAL and e,
                   120, f"{eid} to finish", interval=0.02)
         walls.append((time.monotonic() - t) * 1000)
         tokens += [a.fencing_token for a in ex.attempts]
@@ -167,11 +176,14 @@ def back_to_back(client, runs: int, worker_pid: int) -> bool:
     print(f"\n{runs} container runs back to back (memory 64Mi each) in {elapsed:.0f} s, {failed} failed; "
           f"trigger -> finished p50 {pct(walls, 50):.0f} ms, p99 {pct(walls, 99):.0f} ms")
     print("worker RSS (MiB) before, then every", every, "runs:", " ".join(f"{r / 1024:.1f}" for r in rss))
+    for pid in sorted(kept & children(worker_pid)):
+        print(f"its child {pid} (the container broker) RSS (MiB) before {kept_rss[pid] / 1024:.1f}, "
+              f"after {rss_kib(pid) / 1024:.1f}")
     try:                                      # a removal under way: give it a moment
-        wait(lambda: not any(leftovers(tokens, worker_pid, before).values()), 30, "a clean host", 0.5)
+        wait(lambda: not any(leftovers(tokens, worker_pid, before, kept).values()), 30, "a clean host", 0.5)
     except TimeoutError:
         pass
-    left = leftovers(tokens, worker_pid, before)
+    left = leftovers(tokens, worker_pid, before, kept)
     for what, items in left.items():
         print(f"left: {what}: {len(items)}" + "".join(f"\n    {x}" for x in items[:10]))
     clean = not any(left.values()) and failed == 0
@@ -202,17 +214,20 @@ def main() -> None:
             c.start()
             c.wait_leader(timeout=60)
             if args.separated:
+                os.chmod(tmp, 0o711)          # the teams' uids traverse it to their folders
                 jobs = os.path.join(tmp, "jobs")
-                os.mkdir(jobs, 0o711)
                 c.start_worker(WORKER, slots=max(levels) + 4, uid_range=(63000, 63099), state_dir=Path(jobs))
             else:
                 c.start_worker(WORKER, slots=max(levels) + 4)
             client = c.client(timeout=30)
-            seq = job_spec("seq", container={"image": image, "command": "cat /proc/uptime", "memory": "64Mi"})
+            # a worker that separates teams refuses a job without one (it would have no uid to run as)
+            team = "bench" if args.separated else ""
+            seq = job_spec("seq", team=team,
+                           container={"image": image, "command": "cat /proc/uptime", "memory": "64Mi"})
             wait(lambda: _put(client, seq), 60, "the cluster at feature level 6")
             for i in range(max(levels)):
-                client.put_job(job_spec(f"box{i}", container={"image": image, "command": FIRST}))
-                client.put_job(job_spec(f"sh{i}", command=FIRST))
+                client.put_job(job_spec(f"box{i}", team=team, container={"image": image, "command": FIRST}))
+                client.put_job(job_spec(f"sh{i}", team=team, command=FIRST))
             starts(client, ["box0", "sh0"], offset)                    # warm up: the image, the paths
             print(f"container image {image}; worker slots {max(levels) + 4}; "
                   f"{'separated teams: through the container broker' if args.separated else 'containers run by the worker'}")

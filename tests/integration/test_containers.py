@@ -24,6 +24,7 @@ from schedd.ports.fakes import wait_until
 from schedd_client import job_spec
 from tests.support.cluster import finished, workers_of
 from tests.support.containers import containers, remove_containers
+from tests.support.users import reachable_scratch
 
 pytestmark = pytest.mark.integration
 
@@ -206,16 +207,21 @@ def brokers() -> list[int]:
     return [pid for pid, line in processes() if b"schedd_worker.handlers.container_broker" in line]
 
 
+@pytest.fixture
+def reachable():
+    """A folder outside pytest's 0700 tmp tree, which the teams' uids could not traverse."""
+    with reachable_scratch("schedd-containers-") as d:
+        yield d
+
+
 def test_a_root_worker_that_separates_teams_runs_containers_through_its_broker(cluster_factory, container_image,
-                                                                              tmp_path):
+                                                                              reachable):
     """As `schedd local` runs it (root, a uid per team from a range, nothing configured): the
     worker drops root's capabilities, its broker keeps them, and each team's container runs as
     that team's own uid with none; no container runs as root or as another team's uid; cancel
     goes through the broker; a worker SIGKILLed mid-run takes its container (and its broker)
     with it within the lease, and the retry runs on a new fencing token."""
-    state = tmp_path / "jobs"
-    state.mkdir()
-    state.chmod(0o711)
+    state = reachable / "jobs"
     before = set(brokers())
     c = cluster_factory(size=3, scheduler={"lease_ms": LEASE_MS})
     c.start()

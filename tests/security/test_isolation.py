@@ -170,6 +170,22 @@ def test_rlimits_apply_inside_the_job():
     assert out.state == SUCCEEDED and "fine" in out.output_tail
 
 
+def test_limits_without_prlimit_fail_clearly_and_a_bare_plan_needs_no_launcher():
+    from schedd_worker.isolation import IsolationError, LaunchPlan, launch
+    with pytest.raises(IsolationError, match="prlimit"):
+        launch(LaunchPlan(rlimits={"RLIMIT_NOFILE": 64}), ["true"], wait=False, prlimit=None)
+    bare = launch(LaunchPlan(umask=0o027), ["true"], wait=False, prlimit=None)
+    assert bare.argv == ["true"] and bare.popen == {"umask": 0o027} and not bare.waits
+    waiting = launch(LaunchPlan(), ["true"], wait=True, prlimit=None)
+    assert waiting.argv[:2] == ["/bin/sh", "-c"] and waiting.argv[-1] == "true" and waiting.waits
+
+
+def test_an_unmapped_workers_umask_applies_to_every_shell_job():
+    iso = policy("[isolation]\numask = \"0027\"\n")
+    out = run("umask", isolation=iso, team="any")
+    assert out.state == SUCCEEDED and "0027" in out.output_tail, out
+
+
 @needs_root
 def test_processes_limit_counts_the_users_processes(job_user):
     iso = policy(config_for(job_user.pw_name))

@@ -24,42 +24,60 @@ from tests.support.users import reachable_scratch
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown, setuid)")
 
 
+@pytest.fixture
+def traversable():
+    with reachable_scratch("schedd-uids-") as d:
+        yield d
+
+
 def no_accounts(uid: int) -> bool:
     return False
 
 
-def table(tmp_path: Path, first: int = 61000, last: int = 61009, **kw) -> TeamUids:
-    u = TeamUids(first, last, tmp_path / "state", exists=kw.pop("exists", no_accounts), **kw)
+def table(base: Path, first: int = 61000, last: int = 61009, **kw) -> TeamUids:
+    u = TeamUids(first, last, base / "state", exists=kw.pop("exists", no_accounts), **kw)
     u.prepare()
     return u
 
 
-def test_a_team_keeps_its_uid_and_two_teams_never_share_one(tmp_path):
-    u = table(tmp_path)
+def test_a_state_dir_the_teams_cannot_reach_stops_the_worker(traversable):
+    """A job's uid traverses every folder above its own: a 0700 one (pytest's tmp tree, /root)
+    would fail every job of every team with exit 126, so the worker refuses it at start."""
+    hidden = traversable / "hidden"
+    hidden.mkdir(0o700)
+    u = TeamUids(61000, 61009, hidden / "state", exists=no_accounts)
+    with pytest.raises(UidError, match=r"hidden is mode 0700.*chmod o\+x"):
+        u.prepare()
+    hidden.chmod(0o711)
+    table(hidden)
+
+
+def test_a_team_keeps_its_uid_and_two_teams_never_share_one(traversable):
+    u = table(traversable)
     uids = {team: u.uid_of(team) for team in ("a", "b", "c", "payments", "x.y-z_1")}
     assert len(set(uids.values())) == len(uids)                       # distinct
     assert all(61000 <= uid <= 61009 for uid in uids.values())        # bounded
     assert {t: u.uid_of(t) for t in uids} == uids                     # stable in this process
-    again = table(tmp_path)                                           # a restarted worker
+    again = table(traversable)                                           # a restarted worker
     assert {t: again.uid_of(t) for t in reversed(list(uids))} == uids   # persisted, whatever order
-    doc = json.loads((tmp_path / "state" / STATE_FILE).read_text())
+    doc = json.loads((traversable / "state" / STATE_FILE).read_text())
     assert doc["teams"] == uids
     for name in (STATE_FILE, "team-uids.lock"):        # the worker's own files: its alone
-        st = (tmp_path / "state" / name).stat()
+        st = (traversable / "state" / name).stat()
         assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.geteuid(), name
-    assert sorted(p.name for p in (tmp_path / "state").iterdir()) == [STATE_FILE, "team-uids.lock", "work"]
-    assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o711
-    assert stat.S_IMODE((tmp_path / "state" / "work").stat().st_mode) == 0o711
+    assert sorted(p.name for p in (traversable / "state").iterdir()) == [STATE_FILE, "team-uids.lock", "work"]
+    assert stat.S_IMODE((traversable / "state").stat().st_mode) == 0o711
+    assert stat.S_IMODE((traversable / "state" / "work").stat().st_mode) == 0o711
 
 
-def test_two_workers_sharing_a_state_dir_agree(tmp_path):
-    one, two = table(tmp_path), table(tmp_path)
+def test_two_workers_sharing_a_state_dir_agree(traversable):
+    one, two = table(traversable), table(traversable)
     a, b = one.uid_of("a"), two.uid_of("b")
     assert a != b and two.uid_of("a") == a and one.uid_of("b") == b
 
 
-def test_the_range_is_bounded_and_accounts_and_mapped_uids_are_skipped(tmp_path):
-    u = table(tmp_path, 61000, 61003, taken=frozenset({61001}), exists=lambda uid: uid == 61002)
+def test_the_range_is_bounded_and_accounts_and_mapped_uids_are_skipped(traversable):
+    u = table(traversable, 61000, 61003, taken=frozenset({61001}), exists=lambda uid: uid == 61002)
     got = {u.uid_of("a"), u.uid_of("b")}
     assert got == {61000, 61003}
     with pytest.raises(UidError, match="no free uid left in 61000-61003"):
@@ -70,10 +88,10 @@ def test_the_range_is_bounded_and_accounts_and_mapped_uids_are_skipped(tmp_path)
         u.uid_of("")
 
 
-def test_a_narrowed_range_drops_entries_outside_it(tmp_path):
-    wide = table(tmp_path, 61000, 61999)
+def test_a_narrowed_range_drops_entries_outside_it(traversable):
+    wide = table(traversable, 61000, 61999)
     uid = wide.uid_of("a")
-    narrow = table(tmp_path, uid + 1, uid + 3)
+    narrow = table(traversable, uid + 1, uid + 3)
     assert uid + 1 <= narrow.uid_of("a") <= uid + 3
 
 
@@ -165,12 +183,6 @@ def test_the_worker_secrets_never_reach_a_job_environment():
                                               "AWS_REGION"]}, worker_env)
     assert env["AWS_REGION"] == "eu"
     assert not {"SCHEDD_TOKEN", "SCHEDD_CONTEXT", "SCHEDD_KEY"} & set(env)
-
-
-@pytest.fixture
-def traversable():
-    with reachable_scratch("schedd-uids-") as d:
-        yield d
 
 
 @needs_root

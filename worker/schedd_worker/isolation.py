@@ -13,11 +13,11 @@ A uid range (`[isolation] uid_range`, `--uid-range`; schedd_worker.uids) gives e
 config does not map a uid of its own, with a private working folder, and no account to create.
 Otherwise, once any team is mapped (`IsolationPolicy.mapped`), a job of an unmapped team is
 refused with a FAILED result naming the team, whatever its handler kind; a mapping to uid 0 is refused when the
-config is read, unless `allow_root_jobs = true`. Shell handlers (and sensor commands) start through
-a small launcher (`LAUNCHER`, run by the worker's own interpreter): it sets the job's rlimits,
-waits until the worker has put it in the attempt's cgroup, switches to the mapped user (groups,
-gid, then uid), sets the umask, enters the working directory as that user and only then execs the
-job. Python handlers run inside the worker process and cannot switch users: on a root worker
+config is read, unless `allow_root_jobs = true`. Shell handlers (and sensor commands) start
+switched to the mapped user (groups, gid, then uid) and umask by the subprocess call itself, then
+run a small shell launcher (`LAUNCHER`): it waits until the worker has put it in the attempt's
+cgroup, enters the working directory as that user, and execs the job (through `prlimit`, which
+sets the job's rlimits, when it has any). Python handlers run inside the worker process and cannot switch users: on a root worker
 they run only for a team mapped to root itself (so never by default), elsewhere only for a team
 mapped to the worker's own user or allowed with `allow_python`. Nothing of Python runs between fork and exec in the worker itself (see worker/cli.py on why
 that matters with gRPC's threads).
@@ -26,10 +26,9 @@ that matters with gRPC's threads).
 from __future__ import annotations
 
 import grp
-import json
 import os
 import pwd
-import sys
+import resource
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +36,7 @@ from typing import Any
 from schedd_worker.uids import TeamUids, UidError
 
 __all__ = ["TeamUser", "IsolationPolicy", "LaunchPlan", "DIRECT", "IsolationError", "LAUNCHER",
-           "RLIMITS", "resolve_user", "launcher_argv"]
+           "RLIMITS", "Launch", "resolve_user", "launch"]
 
 #: ResourceLimits field -> the rlimit it sets (memory_mb is in MiB, the rest as they are)
 RLIMITS = {"memory_mb": "RLIMIT_AS", "cpu_seconds": "RLIMIT_CPU", "open_files": "RLIMIT_NOFILE",
@@ -222,37 +221,61 @@ def _workdir_under(user: TeamUser, workdir: str | None) -> str:
     return path
 
 
-# The launcher: argv[1] is the plan as JSON, argv[2] the fd to wait on (-1: none), argv[3:] the
-# job. Errors go to stderr (the job's output) and exit 126, as a shell does for "cannot execute".
+# The launcher: a POSIX shell already running as the team's user (the uid, gid and groups were
+# switched by the worker's subprocess call, in C between fork and exec). $1 is "wait" when the
+# worker will move it into the attempt's cgroup first (its stdin is then a pipe it reads one byte
+# from), $2 the working directory, the rest the job's argv. Errors exit 126, as a shell does for
+# "cannot execute". Why a shell and not Python: a Python interpreter takes ~25 ms of CPU to start,
+# and a burst of attempts on a separating worker waited on it; /bin/sh starts in under 1 ms.
 LAUNCHER = r"""
-import json, os, resource, sys
-p = json.loads(sys.argv[1]); fd = int(sys.argv[2]); argv = sys.argv[3:]
-try:
-    if fd >= 0:
-        os.read(fd, 1); os.close(fd)
-    same = (p.get("uid"), p.get("gid")) == (os.getuid(), os.getgid())   # a team mapped to the worker's own user
-    if p.get("uid") is not None and not same:
-        os.setgroups(p["groups"]); os.setgid(p["gid"]); os.setuid(p["uid"])
-        if os.getuid() != p["uid"] or os.geteuid() != p["uid"]:
-            raise OSError("the user switch did not take")
-    if p.get("umask") is not None:
-        os.umask(p["umask"])
-    if p.get("cwd"):
-        os.chdir(p["cwd"])
-    for name, value in p["rlimits"].items():
-        which = getattr(resource, name)
-        hard = resource.getrlimit(which)[1]
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(which, (value, value))
-    os.execvp(argv[0], argv)
-except (OSError, ValueError) as e:
-    sys.stderr.write("schedd-worker: cannot start %s: %s\n" % (argv[0], e)); sys.exit(126)
+if [ "$1" = wait ]; then read -r _ || :; fi
+exec </dev/null
+if [ -n "$2" ]; then
+  cd -- "$2" 2>/dev/null || { echo "schedd-worker: cannot enter $2 as uid $(id -u)" >&2; exit 126; }
+fi
+shift 2
+exec "$@"
 """
 
+#: RLIMIT_* name -> the option of util-linux's `prlimit` that sets it
+PRLIMIT_OPTIONS = {"RLIMIT_AS": "--as", "RLIMIT_CPU": "--cpu", "RLIMIT_NOFILE": "--nofile",
+                   "RLIMIT_NPROC": "--nproc"}
 
-def launcher_argv(plan: LaunchPlan, wait_fd: int, args: list[str]) -> list[str]:
-    """The argv that runs `args` under `plan` through the launcher (the worker's interpreter,
-    isolated from the environment's PYTHON* variables and site packages)."""
-    doc = {"uid": plan.uid, "gid": plan.gid, "groups": list(plan.groups), "umask": plan.umask,
-           "cwd": plan.cwd, "rlimits": dict(plan.rlimits)}
-    return [sys.executable, "-I", "-S", "-c", LAUNCHER, json.dumps(doc), str(wait_fd), *args]
+
+@dataclass(slots=True, frozen=True)
+class Launch:
+    """How to start one shell attempt: `argv`, and the keyword arguments of the subprocess call
+    that switch user, groups and umask (`popen`); `waits`: its stdin must be the cgroup pipe."""
+    argv: list[str]
+    popen: dict[str, Any]
+    waits: bool
+
+
+def launch(plan: LaunchPlan, args: list[str], *, wait: bool, prlimit: str | None) -> Launch:
+    """The launch of `args` under `plan`: `args` itself when nothing needs the launcher (the
+    worker's user, no limits, no cgroup to wait for), else through it. Limits go through
+    `prlimit` (its path; None when the host has none: then a plan with limits cannot start, and
+    says so). Raises IsolationError."""
+    popen: dict[str, Any] = {"umask": plan.umask} if plan.umask is not None else {}
+    if not (plan.needs_launcher or wait):
+        return Launch(argv=args, popen=popen, waits=False)
+    if plan.uid is not None and (plan.uid, plan.gid) != (os.getuid(), os.getgid()):
+        popen |= {"user": plan.uid, "group": plan.gid, "extra_groups": list(plan.groups)}
+    if plan.rlimits:
+        if prlimit is None:
+            raise IsolationError("this job has resource limits, which need `prlimit` "
+                                 "(util-linux) on the worker's PATH: install it")
+        args = [prlimit, *_prlimit_options(plan.rlimits), "--", *args]
+    return Launch(argv=["/bin/sh", "-c", LAUNCHER, "schedd-launch", "wait" if wait else "",
+                        plan.cwd or "", *args], popen=popen, waits=wait)
+
+
+def _prlimit_options(rlimits: Mapping[str, int]) -> list[str]:
+    """soft = hard = the value, lowered to the worker's own hard limit (which the job inherits
+    and, as an unprivileged user, could not raise)."""
+    out = []
+    for name, value in rlimits.items():
+        hard = resource.getrlimit(getattr(resource, name))[1]
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        out.append(f"{PRLIMIT_OPTIONS[name]}={value}:{value}")
+    return out

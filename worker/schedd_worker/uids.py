@@ -82,6 +82,19 @@ def _private_dir(path: Path, mode: int) -> None:
     os.chmod(path, mode)
 
 
+def _reachable(path: Path) -> None:
+    """Refuse a folder a team's uid cannot traverse down to. Such a uid has no passwd entry and
+    no supplementary group, and owns none of the ancestors, so only their "others" execute bit
+    lets it through; without this check every job of the team would fail at its `chdir` with a
+    bare "Permission denied" (exit 126), long after the worker said it was ready."""
+    for folder in reversed(path.resolve().parents):
+        if not folder.stat().st_mode & stat.S_IXOTH:
+            mode = stat.S_IMODE(folder.stat().st_mode)
+            raise UidError(f"the teams' uids cannot reach {path}: {folder} is mode {mode:04o}, "
+                           "without search permission for others; run `chmod o+x "
+                           f"{folder}` or choose a state dir they can reach")
+
+
 @dataclass(slots=True)
 class TeamUids:
     """The team -> uid table of one state dir (see the module doc). `taken`: uids the
@@ -98,9 +111,11 @@ class TeamUids:
         return self.last - self.first + 1
 
     def prepare(self) -> None:
-        """Create the state dir and `work/` (0711): at start, so a bad path stops the worker."""
+        """Create the state dir and `work/` (0711): at start, so a bad path stops the worker,
+        as does a state dir the teams' uids could not reach (see `_reachable`)."""
         _private_dir(self.state_dir, 0o711)
         _private_dir(self.state_dir / "work", 0o711)
+        _reachable(self.state_dir / "work")
 
     def uid_of(self, team: str) -> int:
         """The team's uid, allocated and persisted on first use. Raises UidError."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Mapping
@@ -30,7 +31,7 @@ from typing import Any
 from pathlib import Path
 
 from schedd_worker.cgroups import Cgroups
-from schedd_worker.isolation import DIRECT, IsolationPolicy, LaunchPlan, launcher_argv
+from schedd_worker.isolation import DIRECT, IsolationError, IsolationPolicy, LaunchPlan, launch
 
 from .base import (FAILED, SUCCEEDED, Assignment, Result, Stop, Tail, contract_env, race,
                    stopped)
@@ -52,6 +53,7 @@ class ShellHandler:
                  cgroups: Cgroups | None = None) -> None:
         self.isolation = isolation or IsolationPolicy()
         self.cgroups = cgroups
+        self.prlimit = shutil.which("prlimit")      # sets a job's rlimits (util-linux)
 
     async def run(self, a: Assignment, spec: Mapping[str, Any], stop: Stop) -> Result:
         plan = self.isolation.plan(a.team, spec.get("workdir") or None, a.limits)
@@ -61,7 +63,8 @@ class ShellHandler:
         if self.cgroups is not None and a.limits:
             cgroup = self.cgroups.create(a.fencing_token, a.limits)
         try:
-            return await _run(a, spec, stop.cancel, stop.deadline, stop.grace, plan, cgroup)
+            return await _run(a, spec, stop.cancel, stop.deadline, stop.grace, plan, cgroup,
+                              self.prlimit)
         finally:
             if cgroup is not None:
                 await asyncio.to_thread(Cgroups.remove, cgroup)
@@ -211,7 +214,7 @@ def _exit_result(rc: int) -> tuple[str, str]:
 
 async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
                deadline: float | None, grace: float, plan: LaunchPlan = DIRECT,
-               cgroup: Path | None = None) -> Result:
+               cgroup: Path | None = None, prlimit: str | None = None) -> Result:
     command = spec.get("command")
     argv = spec.get("argv")
     if command and argv:
@@ -250,16 +253,18 @@ async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
         proto = _ShellProtocol(tail)
         return proto
 
-    wait_r, wait_w = os.pipe() if cgroup is not None else (-1, -1)
-    if plan.needs_launcher or cgroup is not None:
-        args = launcher_argv(plan, wait_r, args)
-        workdir = None
+    try:
+        way = launch(plan, args, wait=cgroup is not None, prlimit=prlimit)
+    except IsolationError as e:
+        return Result(FAILED, error=str(e))
+    if way.argv is not args:
+        args, workdir = way.argv, None       # the launcher enters plan.cwd as the team's user
+    wait_r, wait_w = os.pipe() if way.waits else (-1, -1)
     # Shielded: if our task is cancelled while the pipes are still being connected, asyncio
     # would SIGKILL only the main pid and leave the rest of the group running.
     start = asyncio.ensure_future(loop.subprocess_exec(
-        factory, *args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, cwd=workdir, env=env, start_new_session=True,
-        pass_fds=(wait_r,) if wait_r >= 0 else ()))
+        factory, *args, stdin=wait_r if wait_r >= 0 else subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, cwd=workdir, env=env, start_new_session=True, **way.popen))
     try:
         transport, _ = await asyncio.shield(start)
     except asyncio.CancelledError:
