@@ -171,13 +171,35 @@ def test_rlimits_apply_inside_the_job():
 
 
 def test_limits_without_prlimit_fail_clearly_and_a_bare_plan_needs_no_launcher():
-    from schedd_worker.isolation import IsolationError, LaunchPlan, launch
+    from schedd_worker.isolation import HostTools, IsolationError, LaunchPlan, launch
+    none = HostTools()
     with pytest.raises(IsolationError, match="prlimit"):
-        launch(LaunchPlan(rlimits={"RLIMIT_NOFILE": 64}), ["true"], wait=False, prlimit=None)
-    bare = launch(LaunchPlan(umask=0o027), ["true"], wait=False, prlimit=None)
+        launch(LaunchPlan(rlimits={"RLIMIT_NOFILE": 64}), ["true"], wait=False, tools=none)
+    bare = launch(LaunchPlan(umask=0o027), ["true"], wait=False, tools=none)
     assert bare.argv == ["true"] and bare.popen == {"umask": 0o027} and not bare.waits
-    waiting = launch(LaunchPlan(), ["true"], wait=True, prlimit=None)
+    waiting = launch(LaunchPlan(), ["true"], wait=True, tools=none)
     assert waiting.argv[:2] == ["/bin/sh", "-c"] and waiting.argv[-1] == "true" and waiting.waits
+    # switching users: through setpriv where there is one, else by the subprocess call itself
+    team = LaunchPlan(uid=61000, gid=61000, cwd="/srv/t")
+    via = launch(team, ["true"], wait=False, tools=HostTools(setpriv="/usr/bin/setpriv"))
+    assert via.argv[:5] == ["/usr/bin/setpriv", "--reuid=61000", "--regid=61000", "--clear-groups", "--"]
+    assert "user" not in via.popen
+    bare_host = launch(team, ["true"], wait=False, tools=none)
+    assert bare_host.popen == {"user": 61000, "group": 61000, "extra_groups": []}
+
+
+@needs_root
+@pytest.mark.parametrize("tools", ["found", "none"])
+def test_both_ways_of_switching_users_give_the_same_identity(job_user, tools, monkeypatch):
+    from schedd_worker.isolation import HostTools
+    if tools == "none":
+        monkeypatch.setattr(HostTools, "found", classmethod(lambda cls: cls(prlimit=None)))
+    iso = policy(config_for(job_user.pw_name))
+    out = run("id -u; id -g; id -G; grep -E '^(CapEff|CapPrm)' /proc/self/status; pwd", isolation=iso)
+    assert out.state == SUCCEEDED, out
+    lines = out.output_tail.split()
+    assert lines[0] == str(job_user.pw_uid) and lines[1] == str(job_user.pw_gid), out.output_tail
+    assert "0000000000000000" in out.output_tail and "CapEff:\t0000000000000000" in out.output_tail
 
 
 def test_an_unmapped_workers_umask_applies_to_every_shell_job():

@@ -14,8 +14,8 @@ config does not map a uid of its own, with a private working folder, and no acco
 Otherwise, once any team is mapped (`IsolationPolicy.mapped`), a job of an unmapped team is
 refused with a FAILED result naming the team, whatever its handler kind; a mapping to uid 0 is refused when the
 config is read, unless `allow_root_jobs = true`. Shell handlers (and sensor commands) start
-switched to the mapped user (groups, gid, then uid) and umask by the subprocess call itself, then
-run a small shell launcher (`LAUNCHER`): it waits until the worker has put it in the attempt's
+with the worker's umask for jobs, switched to the mapped user (groups, gid, then uid) by
+util-linux's `setpriv` (`HostTools`), then run a small shell launcher (`LAUNCHER`): it waits until the worker has put it in the attempt's
 cgroup, enters the working directory as that user, and execs the job (through `prlimit`, which
 sets the job's rlimits, when it has any). Python handlers run inside the worker process and cannot switch users: on a root worker
 they run only for a team mapped to root itself (so never by default), elsewhere only for a team
@@ -29,6 +29,7 @@ import grp
 import os
 import pwd
 import resource
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +37,7 @@ from typing import Any
 from schedd_worker.uids import TeamUids, UidError
 
 __all__ = ["TeamUser", "IsolationPolicy", "LaunchPlan", "DIRECT", "IsolationError", "LAUNCHER",
-           "RLIMITS", "Launch", "resolve_user", "launch"]
+           "RLIMITS", "HostTools", "NO_TOOLS", "Launch", "resolve_user", "launch"]
 
 #: ResourceLimits field -> the rlimit it sets (memory_mb is in MiB, the rest as they are)
 RLIMITS = {"memory_mb": "RLIMIT_AS", "cpu_seconds": "RLIMIT_CPU", "open_files": "RLIMIT_NOFILE",
@@ -222,7 +223,8 @@ def _workdir_under(user: TeamUser, workdir: str | None) -> str:
 
 
 # The launcher: a POSIX shell already running as the team's user (the uid, gid and groups were
-# switched by the worker's subprocess call, in C between fork and exec). $1 is "wait" when the
+# switched by util-linux's setpriv, or else by the worker's subprocess call in C between fork
+# and exec). $1 is "wait" when the
 # worker will move it into the attempt's cgroup first (its stdin is then a pipe it reads one byte
 # from), $2 the working directory, the rest the job's argv. Errors exit 126, as a shell does for
 # "cannot execute". Why a shell and not Python: a Python interpreter takes ~25 ms of CPU to start,
@@ -243,31 +245,54 @@ PRLIMIT_OPTIONS = {"RLIMIT_AS": "--as", "RLIMIT_CPU": "--cpu", "RLIMIT_NOFILE": 
 
 
 @dataclass(slots=True, frozen=True)
+class HostTools:
+    """util-linux's programs a launch uses, as found on the worker's PATH (None: missing).
+    `setpriv` switches user and groups: the worker then forks with vfork, which Python's
+    subprocess cannot use when it switches the user itself, and a full fork of the worker
+    (tens of MB of page tables) cost 2-3 ms of its event loop per start. `prlimit` sets rlimits."""
+    setpriv: str | None = None
+    prlimit: str | None = None
+
+    @classmethod
+    def found(cls) -> HostTools:
+        return cls(setpriv=shutil.which("setpriv"), prlimit=shutil.which("prlimit"))
+
+
+NO_TOOLS = HostTools()
+
+
+@dataclass(slots=True, frozen=True)
 class Launch:
     """How to start one shell attempt: `argv`, and the keyword arguments of the subprocess call
-    that switch user, groups and umask (`popen`); `waits`: its stdin must be the cgroup pipe."""
+    (`popen`: the umask; the user and groups where there is no setpriv); `waits`: its stdin must
+    be the cgroup pipe."""
     argv: list[str]
     popen: dict[str, Any]
     waits: bool
 
 
-def launch(plan: LaunchPlan, args: list[str], *, wait: bool, prlimit: str | None) -> Launch:
+def launch(plan: LaunchPlan, args: list[str], *, wait: bool, tools: HostTools) -> Launch:
     """The launch of `args` under `plan`: `args` itself when nothing needs the launcher (the
-    worker's user, no limits, no cgroup to wait for), else through it. Limits go through
-    `prlimit` (its path; None when the host has none: then a plan with limits cannot start, and
-    says so). Raises IsolationError."""
+    worker's user, no limits, no cgroup to wait for), else through it, switched to the team's
+    user first. A plan with limits on a host without `prlimit` cannot start, and says so.
+    Raises IsolationError."""
     popen: dict[str, Any] = {"umask": plan.umask} if plan.umask is not None else {}
     if not (plan.needs_launcher or wait):
         return Launch(argv=args, popen=popen, waits=False)
-    if plan.uid is not None and (plan.uid, plan.gid) != (os.getuid(), os.getgid()):
-        popen |= {"user": plan.uid, "group": plan.gid, "extra_groups": list(plan.groups)}
     if plan.rlimits:
-        if prlimit is None:
+        if tools.prlimit is None:
             raise IsolationError("this job has resource limits, which need `prlimit` "
                                  "(util-linux) on the worker's PATH: install it")
-        args = [prlimit, *_prlimit_options(plan.rlimits), "--", *args]
-    return Launch(argv=["/bin/sh", "-c", LAUNCHER, "schedd-launch", "wait" if wait else "",
-                        plan.cwd or "", *args], popen=popen, waits=wait)
+        args = [tools.prlimit, *_prlimit_options(plan.rlimits), "--", *args]
+    argv = ["/bin/sh", "-c", LAUNCHER, "schedd-launch", "wait" if wait else "", plan.cwd or "", *args]
+    if plan.uid is not None and (plan.uid, plan.gid) != (os.getuid(), os.getgid()):
+        if tools.setpriv is not None:
+            groups = ",".join(map(str, plan.groups))
+            argv = [tools.setpriv, f"--reuid={plan.uid}", f"--regid={plan.gid}",
+                    f"--groups={groups}" if groups else "--clear-groups", "--", *argv]
+        else:
+            popen |= {"user": plan.uid, "group": plan.gid, "extra_groups": list(plan.groups)}
+    return Launch(argv=argv, popen=popen, waits=wait)
 
 
 def _prlimit_options(rlimits: Mapping[str, int]) -> list[str]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import signal
 import subprocess
 from collections.abc import Mapping
@@ -31,7 +30,8 @@ from typing import Any
 from pathlib import Path
 
 from schedd_worker.cgroups import Cgroups
-from schedd_worker.isolation import DIRECT, IsolationError, IsolationPolicy, LaunchPlan, launch
+from schedd_worker.isolation import (DIRECT, NO_TOOLS, HostTools, IsolationError, IsolationPolicy, LaunchPlan,
+                                     launch)
 
 from .base import (FAILED, SUCCEEDED, Assignment, Result, Stop, Tail, contract_env, race,
                    stopped)
@@ -53,7 +53,7 @@ class ShellHandler:
                  cgroups: Cgroups | None = None) -> None:
         self.isolation = isolation or IsolationPolicy()
         self.cgroups = cgroups
-        self.prlimit = shutil.which("prlimit")      # sets a job's rlimits (util-linux)
+        self.tools = HostTools.found()
 
     async def run(self, a: Assignment, spec: Mapping[str, Any], stop: Stop) -> Result:
         plan = self.isolation.plan(a.team, spec.get("workdir") or None, a.limits)
@@ -64,7 +64,7 @@ class ShellHandler:
             cgroup = self.cgroups.create(a.fencing_token, a.limits)
         try:
             return await _run(a, spec, stop.cancel, stop.deadline, stop.grace, plan, cgroup,
-                              self.prlimit)
+                              self.tools)
         finally:
             if cgroup is not None:
                 await asyncio.to_thread(Cgroups.remove, cgroup)
@@ -214,7 +214,7 @@ def _exit_result(rc: int) -> tuple[str, str]:
 
 async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
                deadline: float | None, grace: float, plan: LaunchPlan = DIRECT,
-               cgroup: Path | None = None, prlimit: str | None = None) -> Result:
+               cgroup: Path | None = None, tools: HostTools = NO_TOOLS) -> Result:
     command = spec.get("command")
     argv = spec.get("argv")
     if command and argv:
@@ -254,7 +254,7 @@ async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
         return proto
 
     try:
-        way = launch(plan, args, wait=cgroup is not None, prlimit=prlimit)
+        way = launch(plan, args, wait=cgroup is not None, tools=tools)
     except IsolationError as e:
         return Result(FAILED, error=str(e))
     if way.argv is not args:
