@@ -43,6 +43,10 @@ class StateView:
     def job(self, name: str) -> Job | None:
         return self._t.jobs.get(name)
 
+    def any_paused(self) -> bool:
+        """Whether some job is paused (a reap then looks up each running attempt's job)."""
+        return bool(self._t.paused_names)
+
     def execution(self, name: str, t: int) -> Execution | None:
         return self._t.execs.get((name, t))
 

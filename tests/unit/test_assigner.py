@@ -562,3 +562,12 @@ async def test_the_reaper_walks_a_herd_held_ahead_in_slices_and_still_expires_a_
     ex = h.state.execs[(names[-1], due)]
     assert ex.attempts[-1].state == "LOST" and "no news for 10s" in ex.attempts[-1].error
     assert sum(1 for e in h.state.execs.values() if e.state == "RUNNING") == n - 1
+
+
+@pytest.mark.parametrize("lease_ms,expected", [(1_000, 250), (2_500, 250), (5_000, 500),
+                                               (10_000, 1_000), (60_000, 1_000)])
+def test_reap_rounds_are_a_tenth_of_a_lease_apart_within_bounds(lease_ms, expected):
+    """Looking more often expires nothing sooner (an attempt is lost only after a whole lease);
+    it only walks every running attempt again."""
+    from schedd.leader.assigner import reap_ms
+    assert reap_ms(lease_ms) == expected
