@@ -233,6 +233,7 @@ async def workers():
         kw.setdefault("name", "w1")
         kw.setdefault("drain_grace_s", 5.0)
         kw.setdefault("kill_grace_s", 0.5)
+        kw.setdefault("final_ack_s", 0.5)     # teardown often has no leader left to acknowledge
         rt = WorkerRuntime(cluster if isinstance(cluster, list) else [cluster], **kw)
         stop = asyncio.Event()
         h = Handle(rt, stop, asyncio.create_task(rt.run(stop)))

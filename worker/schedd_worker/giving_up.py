@@ -37,7 +37,7 @@ def _running(ledger: Ledger) -> dict[asyncio.Future[Any], Held]:
 class Drain:
     """Heartbeat(draining) at once; what waits for its due time or a slot is handed back;
     what runs gets `grace_s` to finish (less after `hurry`), then is cancelled; then the last
-    results get FINAL_ACK_TIMEOUT_S to be acknowledged."""
+    results get `final_ack_s` to be acknowledged."""
     name: str
     ledger: Ledger
     starts: Starts
@@ -45,6 +45,7 @@ class Drain:
     grace_s: float
     kill_grace_s: float
     hurry: asyncio.Event
+    final_ack_s: float = FINAL_ACK_TIMEOUT_S
 
     async def run(self) -> None:
         log.info("worker %s draining: %d attempts held, grace %gs", self.name, len(self.ledger.held),
@@ -90,7 +91,7 @@ class Drain:
         if not self.ledger.owed:
             return
         try:
-            await asyncio.wait_for(self.ledger.settled.wait(), FINAL_ACK_TIMEOUT_S)
+            await asyncio.wait_for(self.ledger.settled.wait(), self.final_ack_s)
         except TimeoutError:
             log.warning("drain: %d results not acknowledged by the leader (tokens %s); the "
                         "leader will expire those attempts", len(self.ledger.owed), sorted(self.ledger.owed))

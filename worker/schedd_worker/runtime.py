@@ -86,7 +86,7 @@ Drain (`stop` set)
     waiting for their due time are handed back as REJECTED "worker draining" (the leader requeues
     them without counting an attempt); running ones get `drain_grace_s` to finish, then are
     cancelled (their CANCELLED outcome is reported). Once every result is acknowledged, or after
-    FINAL_ACK_TIMEOUT_S, the worker half-closes the stream and `run` returns.
+    `final_ack_s` (FINAL_ACK_TIMEOUT_S), the worker half-closes the stream and `run` returns.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ from schedd_worker import executors
 from schedd_worker.admission import Verdict, admit
 from schedd_worker.attempt import RunSettings
 from schedd_worker.executors import NO_ISOLATION, HttpOptions, Isolation, PythonHandlers
-from schedd_worker.giving_up import Drain, self_fence
+from schedd_worker.giving_up import FINAL_ACK_TIMEOUT_S, Drain, self_fence
 from schedd_worker.handlers.container import ContainerConfig
 from schedd_worker.handlers.container_broker import ContainerBroker
 from schedd_worker.hooks import NO_HOOKS, WorkerHooks
@@ -142,7 +142,8 @@ class WorkerRuntime:
                  http: HttpOptions = HttpOptions(), hooks: WorkerHooks = NO_HOOKS,
                  isolation: Isolation = NO_ISOLATION, security: Security | None = None,
                  token: str | None = None, ahead: int = DEFAULT_AHEAD,
-                 result_hold_s: float = RESULT_HOLD_S, containers: ContainerConfig | ContainerBroker | None = None) -> None:
+                 result_hold_s: float = RESULT_HOLD_S, containers: ContainerConfig | ContainerBroker | None = None,
+                 final_ack_s: float = FINAL_ACK_TIMEOUT_S) -> None:
         if isinstance(cluster, str):
             cluster = [cluster]
         self.cluster = [a.strip() for a in cluster if a and a.strip()]
@@ -160,6 +161,7 @@ class WorkerRuntime:
         self.python_handlers = python_handlers
         self.drain_grace_s = max(0.0, float(drain_grace_s))
         self.kill_grace_s = max(0.0, float(kill_grace_s))
+        self.final_ack_s = max(0.0, float(final_ack_s))   # a drain's wait for its last acks
         self.now_ms = now_ms
         self.http = http                           # outbound policy of HTTP jobs and http sensors
         self.isolation = isolation                 # team -> Unix user, attempt cgroups
@@ -228,7 +230,7 @@ class WorkerRuntime:
                 raise RuntimeError("worker connection loop ended unexpectedly")
             self.draining = True
             await Drain(self.name, self._ledger, starts, self._reports, self.drain_grace_s,
-                        self.kill_grace_s, self._hurry).run()
+                        self.kill_grace_s, self._hurry, self.final_ack_s).run()
         finally:
             starts.timer.close()
             stop_wait.cancel()
