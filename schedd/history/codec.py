@@ -5,7 +5,7 @@ updated_ms, term, log_index) plus a body holding the rest (reason, attempts, eve
 
 The body is a compact binary form, not JSON: unsigned LEB128 varints, signed numbers zigzagged,
 every time stored as a small delta from the execution's own scheduled time, strings length
-prefixed (a lowercase hex string, such as a worker incarnation, as its bytes), state names as
+prefixed (a worker incarnation, lowercase hex, as its bytes), state names as
 one-byte codes. A body of 256 bytes or more is zlib'd when that is smaller (output tails). The
 figures that chose this over JSON and zlib'd JSON are in bench/bench_history.py's output (and
 docs/architecture.md, "History store").
@@ -73,10 +73,21 @@ def _trigger_name(code: Symbol) -> str:
 
 
 def _uint(out: bytearray, n: int) -> None:
+    if n < 0x80:                    # most numbers here are deltas or codes: one byte
+        out.append(n)
+        return
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
     out.append(n)
+
+
+def _zig(n: int) -> int:
+    return (n << 1) if n >= 0 else ((-n << 1) - 1)
+
+
+def _unzig(n: int) -> int:
+    return (n >> 1) if not n & 1 else -((n + 1) >> 1)
 
 
 def _int(out: bytearray, n: int) -> None:
@@ -84,8 +95,19 @@ def _int(out: bytearray, n: int) -> None:
 
 
 def _text(out: bytearray, s: str) -> None:
-    """Length-prefixed UTF-8; the low bit of the prefix says "hex string stored as bytes"."""
-    if s and len(s) % 2 == 0 and s.isascii() and s == s.lower():
+    """Length-prefixed UTF-8 (the prefix's low bit is clear: see _token)."""
+    if not s:
+        out.append(0)
+        return
+    data = s.encode()
+    _uint(out, len(data) << 1)
+    out += data
+
+
+def _token(out: bytearray, s: str) -> None:
+    """A string that is usually lowercase hex (a worker incarnation): its bytes, half the size,
+    with the prefix's low bit set; any other string as _text."""
+    if len(s) % 2 == 0 and s.isascii() and s == s.lower():
         try:
             raw = bytes.fromhex(s)
         except ValueError:
@@ -94,9 +116,7 @@ def _text(out: bytearray, s: str) -> None:
             _uint(out, (len(raw) << 1) | 1)
             out += raw
             return
-    data = s.encode()
-    _uint(out, len(data) << 1)
-    out += data
+    _text(out, s)
 
 
 def _symbol(out: bytearray, s: str, codes: dict[str, int]) -> None:
@@ -118,6 +138,10 @@ class _Reader:
 
     def uint(self) -> int:
         buf, pos = self.buf, self.pos
+        b = buf[pos]
+        if b < 0x80:
+            self.pos = pos + 1
+            return b
         n = shift = 0
         while True:
             b = buf[pos]
@@ -134,6 +158,8 @@ class _Reader:
 
     def text(self) -> str:
         head = self.uint()
+        if not head:
+            return ""
         n = head >> 1
         data = self.buf[self.pos:self.pos + n]
         self.pos += n
@@ -175,10 +201,6 @@ def _body(ex: Execution) -> bytes:
     return bytes(out)
 
 
-def _zig(n: int) -> int:
-    return (n << 1) if n >= 0 else ((-n << 1) - 1)
-
-
 def _attempt(out: bytearray, a: Attempt, t0: int) -> None:
     _int(out, a.number)
     _text(out, a.worker)
@@ -191,7 +213,7 @@ def _attempt(out: bytearray, a: Attempt, t0: int) -> None:
     _text(out, a.error)
     _text(out, a.output_tail)
     _text(out, a.rejected)
-    _text(out, getattr(a, "worker_incarnation", ""))
+    _token(out, getattr(a, "worker_incarnation", ""))
 
 
 def _read_attempt(r: _Reader, t0: int) -> Attempt:
@@ -202,10 +224,6 @@ def _read_attempt(r: _Reader, t0: int) -> Attempt:
                    ended_ms=0 if not ended else started + _unzig(ended - 1), state=r.symbol(STATES),
                    exit_code=r.int(), http_status=r.int(), error=r.text(), output_tail=r.text(),
                    rejected=r.text(), worker_incarnation=r.text())
-
-
-def _unzig(n: int) -> int:
-    return (n >> 1) if not n & 1 else -((n + 1) >> 1)
 
 
 def _stored(raw: bytes) -> bytes:

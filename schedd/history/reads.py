@@ -56,14 +56,14 @@ def page(conn: sqlite3.Connection, *, job: str, state: str, after: Cursor | None
         total = _total(conn, code, visible)
     more = len(keys) > limit
     keys = keys[:limit]
-    found = [_decoded(conn.execute(_GET, (name, t)).fetchone()) for t, name in keys]
+    found = [_decoded(conn.execute(_GET, (name, t)).fetchone()) for t, name in keys]   # by the key index
     return [ex for ex in found if ex is not None], (keys[-1] if more and keys else None), total
 
 
 def _job_keys(conn: sqlite3.Connection, job: str, code: Symbol, after: Cursor | None, n: int,
               oldest_first: bool) -> list[Cursor]:
-    """One job's keys on its primary key (`+state`: a state filter never switches the plan to
-    the state index, whose rows of other jobs would all be walked)."""
+    """One job's keys on the key index (`+state`: a state filter never switches the plan to the
+    state index, whose rows of other jobs would all be walked)."""
     where = "job = ?"
     params: list[object] = [job]
     if code != ALL_STATES:

@@ -28,11 +28,10 @@ from schedd.history.tallies import Tallies
 DAY_MS = 86_400_000
 DEFAULT_MAX_AGE_MS = 30 * DAY_MS
 
-_AGE_SCAN = ("SELECT updated_ms, job, scheduled_ms FROM executions INDEXED BY executions_by_updated "
-             "WHERE updated_ms < ? AND (updated_ms, job, scheduled_ms) > (?, ?, ?) "
-             "ORDER BY updated_ms, job, scheduled_ms LIMIT ?")
-_OLDEST = "SELECT scheduled_ms FROM executions WHERE job = ? ORDER BY scheduled_ms LIMIT ?"
-_START = (-(2 ** 63), "", -(2 ** 63))
+_AGE_SCAN = ("SELECT updated_ms, id, job FROM executions INDEXED BY executions_by_updated "
+             "WHERE updated_ms < ? AND (updated_ms, id) > (?, ?) ORDER BY updated_ms, id LIMIT ?")
+_OLDEST = "SELECT id FROM executions WHERE job = ? ORDER BY scheduled_ms LIMIT ?"
+_START = (-(2 ** 63), 0)
 
 
 @dataclass(slots=True, frozen=True)
@@ -64,7 +63,7 @@ class Pruner:
     default: Retention
     overrides: dict[str, Retention] = field(default_factory=dict)
     suspects: set[str] = field(default_factory=set)
-    cursor: tuple[int, str, int] = _START
+    cursor: tuple[int, int] = _START     # (updated_ms, rowid) the age sweep resumes after
     _shortest: int | None = None          # the shortest age in force; None: to compute again
 
     def of(self, job: str) -> Retention:
@@ -100,8 +99,7 @@ class Pruner:
             excess = tallies.rows(conn, job) - self.of(job).keep
             take = min(excess, budget - deleted)
             if take > 0:
-                times = [t for (t,) in conn.execute(_OLDEST, (job, take))]
-                deleted += rows.delete(conn, [(job, t) for t in times], changes)
+                deleted += rows.delete(conn, [i for (i,) in conn.execute(_OLDEST, (job, take))], changes)
             if take >= excess:
                 self.suspects.discard(job)
         return deleted
@@ -113,13 +111,13 @@ class Pruner:
             return 0, 0, bool(shortest)
         keys = conn.execute(_AGE_SCAN, (now_ms - shortest, *self.cursor, budget)).fetchall()
         victims = []
-        for updated, job, t in keys:
+        for updated, rowid, job in keys:
             age = self.of(job).max_age_ms
             if age and updated < now_ms - age:
-                victims.append((job, t))
+                victims.append(rowid)
         deleted = rows.delete(conn, victims, changes)
         full = len(keys) >= budget
-        self.cursor = tuple(keys[-1]) if full else _START
+        self.cursor = (keys[-1][0], keys[-1][1]) if full else _START
         return deleted, len(keys), full
 
     def _shortest_age(self) -> int:

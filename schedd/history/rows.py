@@ -20,11 +20,19 @@ from schedd.history.tallies import Tallies
 _INSERT = ("INSERT INTO executions (job, scheduled_ms, state, trigger, created_ms, updated_ms, term, "
            "log_index, applied, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
            "ON CONFLICT (job, scheduled_ms) DO NOTHING")
-_STORED = ("SELECT job, scheduled_ms, state, trigger, created_ms, updated_ms, term, log_index, applied, body "
-           "FROM executions WHERE job = ? AND scheduled_ms = ?")
+_COLS = "job, scheduled_ms, state, trigger, created_ms, updated_ms, term, log_index, applied, body, id"
+_BY_KEY = f"SELECT {_COLS} FROM executions WHERE job = ? AND scheduled_ms = ?"
+_BY_ID = f"SELECT {_COLS} FROM executions WHERE id = ?"
 _REPLACE = ("UPDATE executions SET state = ?, trigger = ?, created_ms = ?, updated_ms = ?, term = ?, "
-            "log_index = ?, applied = ?, body = ? WHERE job = ? AND scheduled_ms = ?")
-_DELETE = "DELETE FROM executions WHERE job = ? AND scheduled_ms = ?"
+            "log_index = ?, applied = ?, body = ? WHERE id = ?")
+_DELETE = "DELETE FROM executions WHERE id = ?"
+
+
+def _count_out(old: tuple[object, ...], tallies: Tallies) -> None:
+    """Take a stored row (selected as _COLS) out of its counters."""
+    body = old[9]
+    assert isinstance(body, bytes) and isinstance(old[0], str)
+    tallies.count(old[0], old[2], row_hash(tuple(old[:8]), raw_body(body)), -1)  # type: ignore[arg-type]
 
 
 def put(conn: sqlite3.Connection, rows: Iterable[tuple[Row, int]], tallies: Tallies) -> int:
@@ -37,24 +45,23 @@ def put(conn: sqlite3.Connection, rows: Iterable[tuple[Row, int]], tallies: Tall
             tallies.count(c[0], c[2], row.hash, +1)
             changed += 1
             continue
-        old = conn.execute(_STORED, row.key).fetchone()
+        old = conn.execute(_BY_KEY, row.key).fetchone()
         if old[8] >= applied:
             continue
-        tallies.count(old[0], old[2], row_hash(tuple(old[:8]), raw_body(old[9])), -1)
-        conn.execute(_REPLACE, (*c[2:], applied, row.body, *row.key))
+        _count_out(old, tallies)
+        conn.execute(_REPLACE, (*c[2:], applied, row.body, old[10]))
         tallies.count(c[0], c[2], row.hash, +1)
         changed += 1
     return changed
 
 
-def delete(conn: sqlite3.Connection, keys: Iterable[tuple[str, int]], tallies: Tallies) -> int:
-    """Delete the rows of `keys` that exist; returns how many."""
-    gone: list[tuple[str, int]] = []
-    for key in keys:
-        old = conn.execute(_STORED, key).fetchone()
-        if old is None:
-            continue
-        tallies.count(old[0], old[2], row_hash(tuple(old[:8]), raw_body(old[9])), -1)
-        gone.append(key)
+def delete(conn: sqlite3.Connection, ids: Iterable[int], tallies: Tallies) -> int:
+    """Delete the rows of `ids` (rowids) that exist; returns how many."""
+    gone: list[tuple[int]] = []
+    for rowid in ids:
+        old = conn.execute(_BY_ID, (rowid,)).fetchone()
+        if old is not None:
+            _count_out(old, tallies)
+            gone.append((rowid,))
     conn.executemany(_DELETE, gone)
     return len(gone)

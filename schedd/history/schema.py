@@ -1,22 +1,27 @@
 """The SQLite layout of a history store and how its connections are opened.
 
-Tables (one file per node):
+Tables (one file per node, 16 KiB pages):
 
-- `executions`, keyed by (job, scheduled_ms), WITHOUT ROWID: the key *is* the table's B-tree, so
-  the (job, scheduled_ms) index costs nothing beyond the rows, and a secondary index holds the
-  key as its row pointer. Columns are those reads filter and sort on, codes for state and
-  trigger (schedd.history.codec), `applied` (the Raft index of the entry that handed the row
-  over: a row is replaced only by a newer one), and `body` (the rest, encoded).
-- `executions_by_state` (state, scheduled_ms [, job]): a state filter, and the whole-store
+- `executions`: one row per finished execution, in a rowid table, with a UNIQUE index on
+  (job, scheduled_ms). The columns are those reads filter and sort on: state and trigger as
+  codes (schedd.history.codec), created_ms, updated_ms, term, log_index. `applied` is the Raft
+  index of the entry that handed the row over (a row is replaced only by a newer one), and
+  `body` holds the rest, encoded. Rows are appended in rowid order, which is about the order
+  they finish. A clustered WITHOUT ROWID table keyed by (job, scheduled_ms) was measured
+  against this layout (bench/bench_history.py). It saves the key index but inserts at random
+  places. Because its rows must fit a quarter of an index page, a body of ~1 KB (a 4 KiB
+  output tail, zlib'd) spills into an overflow page of its own: 4,750 B per row against 1,210.
+  The 16 KiB page keeps a 4 KiB tail's row within its page.
+- `executions_by_state` (state, scheduled_ms, job): a state filter, and the whole-store
   listing in (scheduled_ms, job) order, merged across the few states present.
-- `executions_by_updated` (updated_ms [, job, scheduled_ms]): retention by age. Age is measured
-  from when an execution finished (`updated_ms`, as prune_history measures it in memory), not
-  from when it was recorded: a backfilled run of last year finished today. Rows arrive in
-  roughly updated_ms order, so this index grows at its right edge.
-- `tallies` (job, state) -> rows, digest: counts for `total` and retention in O(1), and the
-  digests. job '' is the whole store, state -1 all states. A digest is a sum of row hashes
-  modulo 2^62: kept in SQL by one UPSERT that cannot overflow SQLite's signed 64-bit integers
-  (both terms are below 2^62), which a sum modulo 2^64 would.
+- `executions_by_updated` (updated_ms [, rowid]): retention by age. Age counts from when an
+  execution finished (`updated_ms`, as prune_history measures it in memory), not from when it
+  was recorded, because a run backfilled for last year may finish today. Rows arrive in roughly
+  updated_ms order, so this index, like the table, grows at its right edge.
+- `tallies` (job, state) -> rows, digest: counts for `total` and for retention in O(1), and the
+  digests. job '' is the whole store, and state -1 is all states. A digest is a sum of row
+  hashes modulo 2^62. It is kept in SQL by one UPSERT that cannot overflow SQLite's signed 64-bit
+  integers (both terms are below 2^62), which a sum modulo 2^64 would.
 - `teams` job -> team: the read filter of access control, as the job's team is *now*.
 - `meta`: `format` (codec.FORMAT) and `applied_index`, written in the same transaction as
   the rows they describe.
@@ -33,11 +38,11 @@ WHOLE_STORE = ""                      # tallies.job of the store's rows
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS executions (
-    job TEXT NOT NULL, scheduled_ms INTEGER NOT NULL, state INTEGER NOT NULL, trigger INTEGER NOT NULL,
-    created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, term INTEGER NOT NULL,
-    log_index INTEGER NOT NULL, applied INTEGER NOT NULL, body BLOB NOT NULL,
-    PRIMARY KEY (job, scheduled_ms)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS executions_by_state ON executions (state, scheduled_ms);
+    id INTEGER PRIMARY KEY, job TEXT NOT NULL, scheduled_ms INTEGER NOT NULL, state INTEGER NOT NULL,
+    trigger INTEGER NOT NULL, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, term INTEGER NOT NULL,
+    log_index INTEGER NOT NULL, applied INTEGER NOT NULL, body BLOB NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS executions_by_key ON executions (job, scheduled_ms);
+CREATE INDEX IF NOT EXISTS executions_by_state ON executions (state, scheduled_ms, job);
 CREATE INDEX IF NOT EXISTS executions_by_updated ON executions (updated_ms);
 CREATE TABLE IF NOT EXISTS tallies (
     job TEXT NOT NULL, state INTEGER NOT NULL, rows INTEGER NOT NULL, digest INTEGER NOT NULL,
@@ -50,6 +55,7 @@ COLUMNS = "job, scheduled_ms, state, trigger, created_ms, updated_ms, term, log_
 ROW = f"{COLUMNS}, body"              # what a read selects to decode an execution
 
 DEFAULT_CACHE_KIB = 8 * 1024          # SQLite's page cache per connection: bounds the RSS
+PAGE_SIZE = 16 * 1024                 # set before the file's first table; fixed for its life
 
 
 def connect(path: str | Path, *, cache_kib: int = DEFAULT_CACHE_KIB, readonly: bool = False) -> sqlite3.Connection:
@@ -65,6 +71,7 @@ def connect(path: str | Path, *, cache_kib: int = DEFAULT_CACHE_KIB, readonly: b
     if readonly:
         conn.execute("PRAGMA query_only = 1")
     else:
+        conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")      # a no-op on an existing file
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
     return conn
