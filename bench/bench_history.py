@@ -112,6 +112,15 @@ def timed_us(fn: Callable[[], object], n: int) -> tuple[float, float]:
     return pct(out, 0.5), pct(out, 0.99)
 
 
+def written() -> int:
+    """Bytes this process has written (write syscalls: the WAL, then checkpoints into the file)."""
+    with open("/proc/self/io") as f:
+        for line in f:
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    return 0
+
+
 def disk_bytes(path: Path) -> int:
     return sum(os.path.getsize(f"{path}{s}") for s in ("", "-wal") if os.path.exists(f"{path}{s}"))
 
@@ -178,23 +187,26 @@ def dbstat(path: Path) -> dict[str, int]:
 
 
 def fill(store: HistoryStore, batches: Iterator[tuple[int, list[Execution]]], total: int,
-         milestones: int = 5) -> tuple[float, float, list[tuple[int, float]]]:
-    """Hand every batch over and commit it; (rows/s, share of time encoding, RSS at milestones)."""
-    added, spent, encoding, rss = 0, 0.0, 0.0, []
+         milestones: int = 5) -> tuple[float, float, float, float, list[tuple[int, float]]]:
+    """Hand every batch over and commit it; (rows per wall second, per CPU second, share of the
+    time spent encoding, bytes written per row, RSS at milestones)."""
+    added, spent, cpu, encoding, rss = 0, 0.0, 0.0, 0.0, []
+    wrote = written()
     step = max(1, total // milestones)
     for index, exs in batches:
         t = time.perf_counter()
         for ex in exs[:50]:                                   # the encoding's share, sampled
             encode(ex)
         encoding += (time.perf_counter() - t) * len(exs) / min(50, len(exs))
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         store.add(exs, index)
         store.flush()
         spent += time.perf_counter() - t
+        cpu += time.process_time() - c
         before, added = added, added + len(exs)
         if added // step != before // step:
             rss.append((added, rss_mib()))
-    return added / spent, encoding / spent, rss
+    return added / spent, added / cpu, encoding / spent, (written() - wrote) / added, rss
 
 
 def sqlite_big(work: Path, rows: int, jobs: int, queries: int) -> None:
@@ -203,9 +215,10 @@ def sqlite_big(work: Path, rows: int, jobs: int, queries: int) -> None:
     rss0 = rss_mib()
     store = HistoryStore(path, writer_thread=False, retention=Retention(keep=10 ** 6, max_age_ms=0))
     t = time.perf_counter()
-    rate, enc_share, rss = fill(store, workload(rows, jobs), rows)
-    print(f"insert: {rate:,.0f} rows/s (add + commit, {time.perf_counter() - t:.0f} s wall); encoding is "
-          f"{enc_share:.0%} of it")
+    rate, cpu_rate, enc_share, wrote, rss = fill(store, workload(rows, jobs), rows)
+    print(f"insert: {rate:,.0f} rows/s wall, {cpu_rate:,.0f} rows per CPU second (add + commit, "
+          f"{time.perf_counter() - t:.0f} s wall); encoding is {enc_share:.0%} of the wall time; "
+          f"{wrote:,.0f} B written per row (WAL + checkpoints)")
     print("RSS (MiB) as rows grow: " + ", ".join(f"{n:,}: {m:.0f}" for n, m in rss) + f" (before open: {rss0:.0f})")
     store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     size = disk_bytes(path)
@@ -361,13 +374,15 @@ def lmdb_big(work: Path, rows: int, jobs: int, queries: int) -> None:
         return
     print(f"\n== LMDB, the same workload: {rows:,} rows (metasync off: like WAL+NORMAL, may lose the last commit) ==")
     db = LmdbHistory(work / "lmdb")
-    spent, added = 0.0, 0
+    spent, cpu, added, wrote = 0.0, 0.0, 0, written()
     for index, exs in workload(rows, jobs):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         db.add(exs, index)
         spent += time.perf_counter() - t
+        cpu += time.process_time() - c
         added += len(exs)
-    print(f"insert: {added / spent:,.0f} rows/s; disk {db.disk() / 2**20:.1f} MiB, {db.disk() / rows:.1f} B per "
+    print(f"insert: {added / spent:,.0f} rows/s wall, {added / cpu:,.0f} per CPU second, "
+          f"{(written() - wrote) / added:,.0f} B written per row; disk {db.disk() / 2**20:.1f} MiB, {db.disk() / rows:.1f} B per "
           f"execution; RSS {rss_mib():.0f} MiB (the map is the file: pages read count in the RSS)")
     rng = random.Random(9)
     minutes = rows // jobs

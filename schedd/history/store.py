@@ -242,9 +242,9 @@ class HistoryStore:
                     return
             try:
                 self._commit_next(everything=False)
-            except sqlite3.Error:
-                log.exception("history store: a batch failed to commit; retrying")
-                time.sleep(self._delay)
+            except Exception:
+                log.exception("history store: a batch failed to commit (it stays queued); retrying")
+                time.sleep(max(self._delay, 0.1))
 
     # ------------------------------------------------------------ reads
 

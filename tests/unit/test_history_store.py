@@ -208,6 +208,25 @@ def test_a_crash_mid_batch_leaves_the_last_committed_batch_and_replay_completes_
     assert s.digest() == ref.digest()
 
 
+def test_a_batch_that_fails_to_commit_stays_queued(open_store, monkeypatch):
+    from schedd.history import rows
+
+    s = open_store()
+    s.add([ex(t=T0)], 1)
+    s.add([ex(t=T0 + 1)], 2)
+    put = rows.put
+
+    def full_disk(*a):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(rows, "put", full_disk)
+    with pytest.raises(sqlite3.OperationalError):
+        s.flush()
+    assert s.applied_index == 0 and s.count() == 0 and s.pending_rows == 2
+    monkeypatch.setattr(rows, "put", put)
+    assert s.flush() == 2 and s.count() == 2
+
+
 def test_the_writer_thread_commits_by_age_and_close_flushes(open_store):
     s = open_store(writer_thread=True, batch_delay_s=0.01)
     s.add([ex()], 3)
