@@ -62,12 +62,16 @@ def page(conn: sqlite3.Connection, *, job: str, state: str, after: Cursor | None
 
 def _job_keys(conn: sqlite3.Connection, job: str, code: Symbol, after: Cursor | None, n: int,
               oldest_first: bool) -> list[Cursor]:
-    """One job's keys on the key index (`+state`: a state filter never switches the plan to the
-    state index, whose rows of other jobs would all be walked)."""
+    """One job's keys: on the key index, or for a state other than SUCCEEDED on the partial index
+    of such rows (never on the state index, whose rows of other jobs would all be walked)."""
     where = "job = ?"
     params: list[object] = [job]
-    if code != ALL_STATES:
-        where += " AND +state = ?"
+    index = "executions_by_key"
+    if isinstance(code, int) and code > 0:
+        where += f" AND state = {code} AND state != 0"     # the partial index's own term: it may serve
+        index = "executions_unusual"
+    elif code != ALL_STATES:
+        where += " AND state = ?"
         params.append(code)
     if after is not None:
         # (t, job) beyond (after_t, after_job) in the page's direction, with job fixed
@@ -79,7 +83,7 @@ def _job_keys(conn: sqlite3.Connection, job: str, code: Symbol, after: Cursor | 
             where += " AND scheduled_ms < ?"
             params.append(t + 1 if job < name else t)
     order = "ASC" if oldest_first else "DESC"
-    sql = f"SELECT scheduled_ms FROM executions WHERE {where} ORDER BY scheduled_ms {order} LIMIT ?"
+    sql = f"SELECT scheduled_ms FROM executions INDEXED BY {index} WHERE {where} ORDER BY scheduled_ms {order} LIMIT ?"
     return [(t, job) for (t,) in conn.execute(sql, (*params, n))]
 
 

@@ -14,6 +14,9 @@ Tables (one file per node, 4 KiB pages):
   per row against about 1,450 here.
 - `executions_by_state` (state, scheduled_ms, job): a state filter, and the whole-store
   listing in (scheduled_ms, job) order, merged across the few states present.
+- `executions_unusual` (job, state, scheduled_ms) of the rows not SUCCEEDED (code 0): one job's
+  rows in a rarer state without walking the job's rows, for the few bytes per row of the rows
+  that failed (a job's SUCCEEDED rows are found on the key index, being most of it).
 - `executions_by_updated` (updated_ms [, rowid]): retention by age. Age counts from when an
   execution finished (`updated_ms`, as prune_history measures it in memory), not from when it
   was recorded, because a run backfilled for last year may finish today. Rows arrive in roughly
@@ -43,6 +46,7 @@ CREATE TABLE IF NOT EXISTS executions (
     log_index INTEGER NOT NULL, applied INTEGER NOT NULL, body BLOB NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS executions_by_key ON executions (job, scheduled_ms);
 CREATE INDEX IF NOT EXISTS executions_by_state ON executions (state, scheduled_ms, job);
+CREATE INDEX IF NOT EXISTS executions_unusual ON executions (job, state, scheduled_ms) WHERE state != 0;
 CREATE INDEX IF NOT EXISTS executions_by_updated ON executions (updated_ms);
 CREATE TABLE IF NOT EXISTS tallies (
     job TEXT NOT NULL, state INTEGER NOT NULL, rows INTEGER NOT NULL, digest INTEGER NOT NULL,

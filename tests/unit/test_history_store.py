@@ -237,6 +237,36 @@ def test_the_writer_thread_commits_by_age_and_close_flushes(open_store):
     assert open_store().applied_index == 4
 
 
+def test_readers_on_other_threads_see_whole_batches_while_the_writer_commits(open_store):
+    import threading
+
+    s = open_store(writer_thread=True, batch_rows=50, batch_delay_s=0.001)
+    seen: list[tuple[int, int]] = []
+    errors: list[Exception] = []
+    done = threading.Event()
+
+    def read() -> None:
+        try:
+            while not done.is_set():
+                page, _, total = s.list(limit=1000)
+                seen.append((len(page), total))
+        except (sqlite3.Error, ValueError) as e:       # reported below, on the test's thread
+            errors.append(e)
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for r in readers:
+        r.start()
+    for i in range(40):
+        s.add([ex(f"j{k}", T0 + 1000 * i) for k in range(10)], i + 1)
+    assert s.wait_applied(40, timeout=30)
+    done.set()
+    for r in readers:
+        r.join()
+    assert errors == []
+    assert all(n == total and n % 10 == 0 for n, total in seen)     # a page and its total agree
+    assert s.count() == 400
+
+
 def test_a_store_of_another_format_is_refused(open_store, tmp_path):
     open_store().close()
     conn = sqlite3.connect(tmp_path / "h.db")
