@@ -42,6 +42,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     # A node's settings as typed values (parsed by runtime/config.py); what the layers read.
     "schedd.settings": frozenset({"schedd_client.net"}),
     "schedd.core": frozenset(),
+    # A node's finished executions on disk (SQLite), derived from the log; not wired in yet.
+    "schedd.history": frozenset({"schedd.core"}),
     # What this build is and understands (versions, formats, the zone data schedules depend on).
     "schedd.versions": frozenset({"schedd.core", "schedd_proto"}),   # PROTOCOL_VERSION
     "schedd.replication": frozenset({"schedd.core", "schedd.ports", "schedd.versions"}),
