@@ -3,8 +3,9 @@ change of how specs are represented in code leaves their committed form byte for
 
 `job_inputs` and `dag_inputs` draw specs as users send them (the proto as a dict), across every
 handler kind (shell command and argv, http, python, container, DAG sensors) and every optional
-field, valid and not; `committed_inputs` draws committed texts apply may meet without any
-proposer having checked them (hand-made entries: unknown keys, non-canonical values).
+field, valid and not; `drawn_inputs` adds valid ones drawn by the hypothesis strategies of
+tests/support/spec_strategies.py; `committed_inputs` draws committed texts apply may meet without
+any proposer having checked them (hand-made entries: unknown keys, non-canonical values).
 `record` runs them through the code of this checkout:
 
 - jobs: the canonical text `canonical_spec` commits, or the refusal's message;
@@ -396,29 +397,61 @@ def _committed_case(feed: _Feed, case: dict[str, Any]) -> dict[str, Any]:
     return got
 
 
-def record(jobs: list[dict[str, Any]], dags: list[dict[str, Any]],
-           committed: list[dict[str, Any]]) -> dict[str, Any]:
-    """What this checkout makes of the corpus (the module docstring says what is recorded)."""
+def record(inputs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """What this checkout makes of the corpus (the module docstring says what is recorded):
+    `inputs` holds the sections jobs, dags, committed, drawn_jobs and drawn_dags."""
     feed = _Feed()
-    out: dict[str, Any] = {"jobs": [_job_case(feed, d) for d in jobs]}
+    out: dict[str, Any] = {"jobs": [_job_case(feed, d) for d in inputs["jobs"]]}
     for case in out["jobs"][::7]:                  # pausing rewrites the stored text
         if case.get("put") == "ok":
             name = case["input"]["name"]
             case["pause"], case["paused"] = feed.apply(C.PAUSE, name=name), feed.row_text(name)
-    out["dags"] = [_dag_case(feed, d) for d in dags]
-    out["committed"] = [_committed_case(feed, c) for c in committed]
+    out["dags"] = [_dag_case(feed, d) for d in inputs["dags"]]
+    out["committed"] = [_committed_case(feed, c) for c in inputs["committed"]]
+    out["drawn_jobs"] = [_job_case(feed, d) for d in inputs["drawn_jobs"]]
+    out["drawn_dags"] = [_dag_case(feed, d) for d in inputs["drawn_dags"]]
     out["digest"] = feed.state.state_digest()
     return out
 
 
-def inputs() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    return job_inputs(), dag_inputs(), committed_inputs()
+def inputs_of(corpus: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """The inputs a recorded corpus holds (what `record` takes)."""
+    return {"committed": [{"why": c["why"], "text": c["text"]} for c in corpus["committed"]],
+            **{k: [c["input"] for c in corpus[k]] for k in ("jobs", "dags", "drawn_jobs", "drawn_dags")}}
+
+
+def drawn_inputs(jobs: int = 200, dags: int = 40) -> dict[str, list[dict[str, Any]]]:
+    """Valid specs drawn by the hypothesis strategies (derandomized), named apart."""
+    from tests.support.spec_strategies import canonical_dags, job_inputs as drawn_jobs
+    got = {"drawn_jobs": _drawn(drawn_jobs(), jobs), "drawn_dags": _drawn(canonical_dags(), dags)}
+    for i, d in enumerate(got["drawn_jobs"]):
+        d["name"] = f"drawn-{i:04d}"
+    for i, d in enumerate(got["drawn_dags"]):
+        d["name"] = f"drawn-dag-{i:03d}"
+    return got
+
+
+def _drawn(strategy: Any, n: int) -> list[dict[str, Any]]:
+    from hypothesis import HealthCheck, Phase, given, settings
+    out: list[dict[str, Any]] = []
+
+    @settings(max_examples=n, derandomize=True, database=None, phases=[Phase.generate], deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def collect(example: dict[str, Any]) -> None:
+        if example not in out:
+            out.append(example)
+
+    collect()
+    return out
+
+
+def inputs() -> dict[str, list[dict[str, Any]]]:
+    return {"jobs": job_inputs(), "dags": dag_inputs(), "committed": committed_inputs(), **drawn_inputs()}
 
 
 def write(path: Path = CORPUS) -> None:
-    jobs, dags, committed = inputs()
-    got = record(jobs, dags, committed)
-    path.write_text(dumps(got))
+    path.write_text(dumps(record(inputs())))
 
 
 def dumps(got: dict[str, Any]) -> str:
