@@ -205,11 +205,11 @@ def upsert(st: Tables, spec: JobSpec, text: str, s: sched.Schedule, cmd: C.Comma
     dst = intern(spec.dst_policy)
     job = st.jobs.get(spec.name)
     if job is None:
-        st.add_job(Job(name=spec.name, team=team, schedule=schedule, tz=tz,
-                       spec_t=spec_template(text, spec.name), version=1,
-                       paused=paused, next_fire=next_fire_for(s, cmd.now, None), created_ms=cmd.now,
-                       updated_ms=cmd.now, created_by=cmd.by, history_limit=limit, dst=dst,
-                       incarnation=index))
+        job = Job(name=spec.name, team=team, schedule=schedule, tz=tz, spec_t=spec_template(text, spec.name),
+                  version=1, paused=paused, next_fire=next_fire_for(s, cmd.now, None), created_ms=cmd.now,
+                  updated_ms=cmd.now, created_by=cmd.by, history_limit=limit, dst=dst, incarnation=index)
+        st.seed_policy(job, spec)
+        st.add_job(job)
         return True
     if keep_if_same and job.spec_text == text:
         return False
@@ -218,6 +218,7 @@ def upsert(st: Tables, spec: JobSpec, text: str, s: sched.Schedule, cmd: C.Comma
     resumed = job.paused and not paused
     st.set_team(job, team)
     job.schedule, job.tz, job.spec_text, job.paused = schedule, tz, text, paused
+    st.seed_policy(job, spec)
     job.history_limit = limit
     job.version += 1
     job.updated_ms = cmd.now
@@ -258,6 +259,7 @@ def set_paused(st: Tables, cmd: C.Command, paused: bool) -> ApplyResult:
         else:
             job.next_fire = resume_from(job, cmd)
         job.paused, job.spec_text = paused, spec.text()
+        st.seed_policy(job, spec)
         job.version += 1
         job.updated_ms = cmd.now
         st.schedule_wheel(job)

@@ -106,7 +106,7 @@ class RowSpecs:
         return spec
 
 
-ROW_SPECS = RowSpecs(limit=8192)
+ROW_SPECS = RowSpecs(limit=1024)
 
 
 @dataclass(slots=True)

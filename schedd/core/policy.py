@@ -76,7 +76,7 @@ class JobPolicy:
                    team=spec.team or "default",
                    pool=p.pool,
                    max_age_ms=_ms(p.history_max_age_seconds),
-                   worker_labels=tuple(sorted(spec.worker_labels.items())),
+                   worker_labels=tuple(sorted(spec.worker_labels.items())) if spec.worker_labels else (),
                    handler=spec.handler_kind)
 
     @property
@@ -196,6 +196,17 @@ class TemplateCache(Generic[T]):
         make_room(self._shared, self.limit)
         hit = self._shared[template] = self.build(job.spec)
         return hit
+
+    def seed(self, job: Job, spec: JobSpec) -> None:
+        """Build a job's entry from `spec`, the typed spec apply has just read for it (a put),
+        unless its template has one: the job's first fire then reads no spec (reading one is
+        most of a first intent's cost where every job's spec is its own). Jobs whose template
+        is name-dependent are left to `get`."""
+        template = job.spec_t
+        if template in self._shared or template.count(SPEC_NAME_MARK) != 1:
+            return
+        make_room(self._shared, self.limit)
+        self._shared[template] = self.build(spec)
 
     def forget(self, name: str) -> None:
         self._own.forget(name)

@@ -30,7 +30,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
+from operator import attrgetter
 from typing import Any, ClassVar, cast
 
 from schedd.core import schedule as sched
@@ -44,26 +45,19 @@ CONTAINER_FEATURE_LEVEL = 6          # schedd.core.features Level 6: entries car
 
 
 
-class _EmptyMap(Mapping[str, Any]):
-    """The empty map every record shares as its default (hashable, so a dataclass takes it as
-    a default; immutable, so sharing it is safe)."""
+class _EmptyMap(dict[str, Any]):
+    """The empty map every record shares as its default: a dict (reads at C speed), hashable
+    (so a dataclass takes it as a default) and immutable (so sharing it is safe)."""
 
     __slots__ = ()
 
-    def __getitem__(self, key: str) -> Any:
-        raise KeyError(key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(())
-
-    def __len__(self) -> int:
+    def __hash__(self) -> int:               # type: ignore[override]
         return 0
 
-    def __hash__(self) -> int:
-        return 0
+    def _immutable(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("the shared empty map cannot change")
 
-    def __repr__(self) -> str:
-        return "{}"
+    __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = __ior__ = _immutable
 
 
 EMPTY: Mapping[str, Any] = _EmptyMap()
@@ -147,16 +141,30 @@ class _Key:
     always: bool = False
 
 
-Keys = Mapping[str, _Key]
+class Keys:
+    """The canonical keys of one record (each its field's name), laid out for speed: reading a
+    spec is on apply's path for every job whose spec is not cached."""
+
+    __slots__ = ("readers", "writers", "always", "values")
+
+    def __init__(self, keys: dict[str, _Key]) -> None:
+        self.readers = {k: key.read for k, key in keys.items()}
+        self.writers = tuple((k, key.write, key.always) for k, key in keys.items())
+        self.always = tuple(k for k, key in keys.items() if key.always)
+        self.values = attrgetter(*keys)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.readers)
 
 
 def _split(keys: Keys, d: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(field values, the rest): each key of `d` whose value is canonical goes to its field."""
+    readers = keys.readers
     typed: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     for k, v in d.items():
-        key = keys.get(k)
-        got = _NOT if key is None else key.read(v)
+        read = readers.get(k)
+        got = _NOT if read is None else read(v)
         if got is _NOT:
             extra[k] = v
         else:
@@ -170,18 +178,54 @@ def _exact(cls: Callable[..., Any], keys: Keys, v: Any) -> Any:
     if type(v) is not dict:
         return _NOT
     typed, extra = _split(keys, v)
-    if extra or any(key.always and k not in typed for k, key in keys.items()):
+    if extra:
         return _NOT
+    for k in keys.always:
+        if k not in typed:
+            return _NOT
     return cls(**typed)
 
 
 def _written(obj: Any, keys: Keys) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for k, key in keys.items():
-        v = getattr(obj, k)
-        if key.always or v:
-            out[k] = key.write(v)
+    for (k, write, always), v in zip(keys.writers, keys.values(obj)):
+        if always or v:
+            out[k] = write(v)
     return out
+
+
+class _Builder:
+    """Builds a frozen record through its slots' descriptors rather than its __init__, which
+    sets each field through object.__setattr__ and costs twice as much: a spec is built on
+    apply's path for every job whose spec is not cached, and renamed on every read of a row
+    made from a shared template. The record stays frozen to everyone else."""
+
+    __slots__ = ("cls", "setters", "values", "index", "defaults")
+
+    def __init__(self, cls: type) -> None:
+        names = [f.name for f in fields(cls)]
+        self.cls = cls
+        self.setters = tuple(getattr(cls, n).__set__ for n in names)
+        self.values = attrgetter(*names)
+        self.index = {n: i for i, n in enumerate(names)}
+        self.defaults = tuple(f.default for f in fields(cls))      # MISSING where required
+
+    def positions(self, keys: Keys) -> dict[str, tuple[Reader, int]]:
+        """Each canonical key's reader and the position of its field (for `build`)."""
+        return {k: (read, self.index[k]) for k, read in keys.readers.items()}
+
+    def replaced(self, obj: Any, changes: Mapping[str, Any]) -> Any:
+        values = list(self.values(obj))
+        for k, v in changes.items():
+            values[self.index[k]] = v
+        return self.build(values)
+
+    def build(self, values: list[Any]) -> Any:
+        """The record of every field's value, in field order."""
+        obj: Any = object.__new__(self.cls)
+        for set_field, v in zip(self.setters, values):
+            set_field(obj, v)
+        return obj
 
 
 def dump(d: Mapping[str, Any]) -> str:
@@ -302,13 +346,13 @@ class RawHandler:
 
 Handler = ShellHandler | HttpHandler | PythonHandler | ContainerHandler | SensorHandler | RawHandler
 
-_SHELL: Keys = {"command": _Key(_text), "argv": _Key(_words, _list), "workdir": _Key(_text),
-                "env": _Key(_text_map, _dict), "inherit_env": _Key(_words, _list)}
-_HTTP: Keys = {"url": _Key(_any_text, always=True), "method": _Key(_any_text, always=True),
-               "headers": _Key(_text_map, _dict), "body": _Key(_text), "insecure_skip_verify": _Key(_true)}
-_PYTHON: Keys = {"name": _Key(_any_text, always=True), "args_json": _Key(_text)}
-_MOUNT: Keys = {"source": _Key(_any_text, always=True), "target": _Key(_any_text, always=True),
-                "read_only": _Key(_flag, always=True)}
+_SHELL = Keys({"command": _Key(_text), "argv": _Key(_words, _list), "workdir": _Key(_text),
+                "env": _Key(_text_map, _dict), "inherit_env": _Key(_words, _list)})
+_HTTP = Keys({"url": _Key(_any_text, always=True), "method": _Key(_any_text, always=True),
+               "headers": _Key(_text_map, _dict), "body": _Key(_text), "insecure_skip_verify": _Key(_true)})
+_PYTHON = Keys({"name": _Key(_any_text, always=True), "args_json": _Key(_text)})
+_MOUNT = Keys({"source": _Key(_any_text, always=True), "target": _Key(_any_text, always=True),
+                "read_only": _Key(_flag, always=True)})
 
 
 def _mounts(v: Any) -> Any:
@@ -322,14 +366,14 @@ def _mount_list(v: Any) -> Any:
     return [m.to_dict() for m in v]
 
 
-_CONTAINER: Keys = {
+_CONTAINER = Keys({
     "image": _Key(_any_text, always=True), "command": _Key(_text), "args": _Key(_words, _list),
     "env": _Key(_text_map, _dict), "workdir": _Key(_text), "user": _Key(_text),
     "network": _Key(_any_text, always=True), "cpu": _Key(_number), "memory": _Key(_text), "pids": _Key(_whole),
-    "read_only": _Key(_flag, always=True), "mounts": _Key(_mounts, _mount_list), "pull": _Key(_any_text, always=True)}
-_SENSOR: Keys = {"file": _Key(_text), "http_url": _Key(_text), "command": _Key(_text),
+    "read_only": _Key(_flag, always=True), "mounts": _Key(_mounts, _mount_list), "pull": _Key(_any_text, always=True)})
+_SENSOR = Keys({"file": _Key(_text), "http_url": _Key(_text), "command": _Key(_text),
                  "poll_interval_seconds": _Key(_any_number, always=True),
-                 "timeout_seconds": _Key(_any_number, always=True)}
+                 "timeout_seconds": _Key(_any_number, always=True)})
 _HANDLERS: dict[str, tuple[Callable[..., Any], Keys]] = {
     "shell": (ShellHandler, _SHELL), "http": (HttpHandler, _HTTP), "python": (PythonHandler, _PYTHON),
     "container": (ContainerHandler, _CONTAINER), "sensor": (SensorHandler, _SENSOR)}
@@ -447,17 +491,17 @@ class Policies:
 
 NO_POLICIES = Policies()
 
-_RETRY: Keys = {"max_attempts": _Key(_whole), "initial_backoff_seconds": _Key(_number),
-                "max_backoff_seconds": _Key(_number), "multiplier": _Key(_number)}
-_SLA: Keys = {"within_seconds": _Key(_number), "by": _Key(_text), "timezone": _Key(_text), "webhook": _Key(_text)}
-_LIMITS: Keys = {"memory_mb": _Key(_whole), "cpu_seconds": _Key(_number), "open_files": _Key(_whole),
-                 "processes": _Key(_whole)}
-_POLICIES: Keys = {
+_RETRY = Keys({"max_attempts": _Key(_whole), "initial_backoff_seconds": _Key(_number),
+                "max_backoff_seconds": _Key(_number), "multiplier": _Key(_number)})
+_SLA = Keys({"within_seconds": _Key(_number), "by": _Key(_text), "timezone": _Key(_text), "webhook": _Key(_text)})
+_LIMITS = Keys({"memory_mb": _Key(_whole), "cpu_seconds": _Key(_number), "open_files": _Key(_whole),
+                 "processes": _Key(_whole)})
+_POLICIES = Keys({
     "overlap": _Key(_text), "max_active": _Key(_whole), "queue_limit": _Key(_whole),
     "concurrency_key": _Key(_text), "concurrency_limit": _Key(_whole), "catchup": _Key(_text),
     "catchup_window_seconds": _Key(_number), "catchup_max": _Key(_whole), "catchup_order": _Key(_text),
     "starting_deadline_seconds": _Key(_number), "jitter_seconds": _Key(_number),
-    "history_max_age_seconds": _Key(_number), "delivery": _Key(_text), "priority": _Key(_whole), "pool": _Key(_text)}
+    "history_max_age_seconds": _Key(_number), "delivery": _Key(_text), "priority": _Key(_whole), "pool": _Key(_text)})
 
 
 def _retry(v: Any) -> Any:
@@ -522,13 +566,35 @@ class JobSpec:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> JobSpec:
         """The spec of a canonical dict, lossless for any JSON object with a string name, team,
-        schedule and timezone (ValidationError otherwise)."""
-        typed, extra = _split(_JOB_AND_POLICIES, d)
-        policies = {k: typed.pop(k) for k in _POLICIES if k in typed}
-        for k in _REQUIRED:
-            if k not in typed:
+        schedule and timezone (ValidationError otherwise). One pass over the keys: the policies'
+        go to their record."""
+        values = list(_JOB_BUILDER.defaults)
+        policy: list[Any] | None = None
+        extra: dict[str, Any] = {}
+        for k, v in d.items():
+            at = _JOB_AT.get(k)
+            if at is not None:
+                got = at[0](v)
+                if got is not _NOT:
+                    values[at[1]] = got
+                    continue
+            elif (at := _POLICY_AT.get(k)) is not None:
+                got = at[0](v)
+                if got is not _NOT:
+                    if policy is None:
+                        policy = list(_POLICY_BUILDER.defaults)
+                    policy[at[1]] = got
+                    continue
+            extra[k] = v
+        for k in _JOB.always:                      # name, team, schedule, timezone: strings
+            if values[_JOB_BUILDER.index[k]] is MISSING:
                 raise ValidationError(f"spec.{k} must be a string")
-        return cls(**typed, policies=Policies(**policies) if policies else NO_POLICIES, extra=extra or EMPTY)
+        if policy is not None:
+            values[_JOB_BUILDER.index["policies"]] = _POLICY_BUILDER.build(policy)
+        if extra:
+            values[_JOB_BUILDER.index["extra"]] = extra
+        spec: JobSpec = _JOB_BUILDER.build(values)
+        return spec
 
     @classmethod
     def from_text(cls, text: str) -> JobSpec:
@@ -558,11 +624,7 @@ class JobSpec:
         return self._replaced(paused=paused, extra=extra or EMPTY)
 
     def _replaced(self, **changes: Any) -> JobSpec:
-        """A copy with `changes`, without __init__ (a frozen dataclass sets each field through
-        object.__setattr__ there too): renaming is on the read path of every job row."""
-        copy = object.__new__(JobSpec)
-        for f in _JOB_SLOTS:
-            object.__setattr__(copy, f, changes[f] if f in changes else getattr(self, f))
+        copy: JobSpec = _JOB_BUILDER.replaced(self, changes)
         return copy
 
     @property
@@ -580,17 +642,18 @@ class JobSpec:
         return f"{self.dst_gap}/{self.dst_fold}" if self.dst_gap or self.dst_fold else ""
 
 
-_JOB: Keys = {
+_JOB = Keys({
     "name": _Key(_any_text, always=True), "team": _Key(_any_text, always=True),
     "schedule": _Key(_any_text, always=True), "timezone": _Key(_any_text, always=True),
     "handler": _Key(_handler, _record), "description": _Key(_text), "labels": _Key(_text_map, _dict),
     "worker_labels": _Key(_text_map, _dict), "retry": _Key(_retry, _record), "timeout_seconds": _Key(_number),
     "dst_gap": _Key(_text), "dst_fold": _Key(_text), "sla": _Key(_sla, _record), "paused": _Key(_true),
     "history_limit": _Key(_whole), "env_secret": _Key(_secrets, _secret_map), "limits": _Key(_limits, _record),
-    "dag": _Key(_text), "task": _Key(_text)}
-_JOB_AND_POLICIES: Keys = {**_JOB, **_POLICIES}
-_REQUIRED = ("name", "team", "schedule", "timezone")
-_JOB_SLOTS = tuple(f.name for f in fields(JobSpec))
+    "dag": _Key(_text), "task": _Key(_text)})
+_JOB_BUILDER = _Builder(JobSpec)
+_POLICY_BUILDER = _Builder(Policies)
+_JOB_AT = _JOB_BUILDER.positions(_JOB)
+_POLICY_AT = _POLICY_BUILDER.positions(_POLICIES)
 
 
 def load_job(text: object) -> JobSpec:
@@ -708,10 +771,10 @@ class DagTask:
         return {k: v for k, v in self.extra.items() if k in _ROW_KEYS and v} or EMPTY
 
 
-_TASK: Keys = {
+_TASK = Keys({
     "name": _Key(_any_text, always=True), "handler": _Key(_handler, _record), "timeout_seconds": _Key(_number),
     "retry": _Key(_retry, _record), "pool": _Key(_text), "worker_labels": _Key(_text_map, _dict),
-    "description": _Key(_text), "upstream": _Key(_words, _list), "trigger_rule": _Key(_text)}
+    "description": _Key(_text), "upstream": _Key(_words, _list), "trigger_rule": _Key(_text)})
 _ROW_KEYS = frozenset({"retry", "timeout_seconds", "pool", "worker_labels", "description"})
 
 
@@ -743,7 +806,7 @@ class DagSpec:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> DagSpec:
         typed, extra = _split(_DAG, d)
-        for k in _REQUIRED:
+        for k in _JOB.always:                      # name, team, schedule, timezone: strings
             if k not in typed:
                 raise ValidationError(f"spec.{k} must be a string")
         return cls(**typed, extra=extra or EMPTY)
@@ -766,11 +829,11 @@ class DagSpec:
         return self.max_runs or self.extra.get("max_runs")
 
 
-_DAG: Keys = {
+_DAG = Keys({
     "name": _Key(_any_text, always=True), "team": _Key(_any_text, always=True),
     "schedule": _Key(_any_text, always=True), "timezone": _Key(_any_text, always=True),
     "tasks": _Key(_tasks, _task_list, always=True), "description": _Key(_text), "sla": _Key(_sla, _record),
-    "max_runs": _Key(_whole)}
+    "max_runs": _Key(_whole)})
 
 
 def load_dag(text: str) -> DagSpec:
