@@ -172,11 +172,12 @@ def _split(keys: Keys, d: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, 
     return typed, extra
 
 
-def _exact(cls: Callable[..., Any], keys: Keys, v: Any) -> Any:
+def _exact(cls: type[_Record] | type[_Handler], v: Any) -> Any:
     """The record of `v` when `v` is a canonical object of it (nothing more, every `always` key
     there), else _NOT: a sub-record in any other form is kept whole by its owner."""
     if type(v) is not dict:
         return _NOT
+    keys = cls.keys
     typed, extra = _split(keys, v)
     if extra:
         return _NOT
@@ -228,6 +229,28 @@ class _Builder:
         return obj
 
 
+class _Record:
+    """A record whose canonical object is its fields, each written as its key says (`keys`,
+    set with the tables below)."""
+
+    __slots__ = ()
+    keys: ClassVar[Keys]
+
+    def to_dict(self) -> dict[str, Any]:
+        return _written(self, self.keys)
+
+
+class _Handler:
+    """A handler of a known kind: its canonical object is ``{kind: its fields}``."""
+
+    __slots__ = ()
+    kind: ClassVar[str]
+    keys: ClassVar[Keys]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {self.kind: _written(self, self.keys)}
+
+
 def dump(d: Mapping[str, Any]) -> str:
     """The canonical JSON text of a canonical dict: sorted keys, no spaces, ASCII."""
     return json.dumps(d, sort_keys=True, separators=(",", ":"))
@@ -237,7 +260,7 @@ def dump(d: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class ShellHandler:
+class ShellHandler(_Handler):
     """`/bin/sh -c command`, or `argv` run directly (exactly one of them)."""
 
     kind: ClassVar[str] = "shell"
@@ -247,12 +270,9 @@ class ShellHandler:
     env: Mapping[str, str] = EMPTY
     inherit_env: tuple[str, ...] = ()          # sorted, unique
 
-    def to_dict(self) -> dict[str, Any]:
-        return {self.kind: _written(self, _SHELL)}
-
 
 @dataclass(frozen=True, slots=True)
-class HttpHandler:
+class HttpHandler(_Handler):
     kind: ClassVar[str] = "http"
     url: str
     method: str = "POST"
@@ -260,34 +280,25 @@ class HttpHandler:
     body: str = ""
     insecure_skip_verify: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
-        return {self.kind: _written(self, _HTTP)}
-
 
 @dataclass(frozen=True, slots=True)
-class PythonHandler:
+class PythonHandler(_Handler):
     """A function registered with the SDK worker (`name`), given `args_json`."""
 
     kind: ClassVar[str] = "python"
     name: str
     args_json: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {self.kind: _written(self, _PYTHON)}
-
 
 @dataclass(frozen=True, slots=True)
-class Mount:
+class Mount(_Record):
     source: str
     target: str
     read_only: bool = True
 
-    def to_dict(self) -> dict[str, Any]:
-        return _written(self, _MOUNT)
-
 
 @dataclass(frozen=True, slots=True)
-class ContainerHandler:
+class ContainerHandler(_Handler):
     """A container run by the worker's engine. The defaults that matter to isolation (network,
     read-only root, pull) are written out in the canonical form, so a reader sees what the
     worker will do."""
@@ -307,12 +318,9 @@ class ContainerHandler:
     mounts: tuple[Mount, ...] = ()
     pull: str = "never"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {self.kind: _written(self, _CONTAINER)}
-
 
 @dataclass(frozen=True, slots=True)
-class SensorHandler:
+class SensorHandler(_Handler):
     """A DAG task that checks a condition once per attempt: one of `file`, `http_url`,
     `command`, polled every `poll_interval_seconds` until `timeout_seconds` from the first poll."""
 
@@ -322,9 +330,6 @@ class SensorHandler:
     file: str = ""
     http_url: str = ""
     command: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {self.kind: _written(self, _SENSOR)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,19 +351,19 @@ class RawHandler:
 
 Handler = ShellHandler | HttpHandler | PythonHandler | ContainerHandler | SensorHandler | RawHandler
 
-_SHELL = Keys({"command": _Key(_text), "argv": _Key(_words, _list), "workdir": _Key(_text),
+ShellHandler.keys = Keys({"command": _Key(_text), "argv": _Key(_words, _list), "workdir": _Key(_text),
                 "env": _Key(_text_map, _dict), "inherit_env": _Key(_words, _list)})
-_HTTP = Keys({"url": _Key(_any_text, always=True), "method": _Key(_any_text, always=True),
+HttpHandler.keys = Keys({"url": _Key(_any_text, always=True), "method": _Key(_any_text, always=True),
                "headers": _Key(_text_map, _dict), "body": _Key(_text), "insecure_skip_verify": _Key(_true)})
-_PYTHON = Keys({"name": _Key(_any_text, always=True), "args_json": _Key(_text)})
-_MOUNT = Keys({"source": _Key(_any_text, always=True), "target": _Key(_any_text, always=True),
+PythonHandler.keys = Keys({"name": _Key(_any_text, always=True), "args_json": _Key(_text)})
+Mount.keys = Keys({"source": _Key(_any_text, always=True), "target": _Key(_any_text, always=True),
                 "read_only": _Key(_flag, always=True)})
 
 
 def _mounts(v: Any) -> Any:
     if type(v) is not list or not v:
         return _NOT
-    got = tuple(_exact(Mount, _MOUNT, m) for m in v)
+    got = tuple(_exact(Mount, m) for m in v)
     return _NOT if any(m is _NOT for m in got) else got
 
 
@@ -366,17 +371,16 @@ def _mount_list(v: Any) -> Any:
     return [m.to_dict() for m in v]
 
 
-_CONTAINER = Keys({
+ContainerHandler.keys = Keys({
     "image": _Key(_any_text, always=True), "command": _Key(_text), "args": _Key(_words, _list),
     "env": _Key(_text_map, _dict), "workdir": _Key(_text), "user": _Key(_text),
     "network": _Key(_any_text, always=True), "cpu": _Key(_number), "memory": _Key(_text), "pids": _Key(_whole),
     "read_only": _Key(_flag, always=True), "mounts": _Key(_mounts, _mount_list), "pull": _Key(_any_text, always=True)})
-_SENSOR = Keys({"file": _Key(_text), "http_url": _Key(_text), "command": _Key(_text),
+SensorHandler.keys = Keys({"file": _Key(_text), "http_url": _Key(_text), "command": _Key(_text),
                  "poll_interval_seconds": _Key(_any_number, always=True),
                  "timeout_seconds": _Key(_any_number, always=True)})
-_HANDLERS: dict[str, tuple[Callable[..., Any], Keys]] = {
-    "shell": (ShellHandler, _SHELL), "http": (HttpHandler, _HTTP), "python": (PythonHandler, _PYTHON),
-    "container": (ContainerHandler, _CONTAINER), "sensor": (SensorHandler, _SENSOR)}
+_HANDLERS: dict[str, type[_Handler]] = {
+    cls.kind: cls for cls in (ShellHandler, HttpHandler, PythonHandler, ContainerHandler, SensorHandler)}
 
 
 def handler_of(value: Any) -> Handler:
@@ -386,7 +390,7 @@ def handler_of(value: Any) -> Handler:
         [(kind, body)] = value.items()
         known = _HANDLERS.get(kind)
         if known is not None:
-            got = _exact(known[0], known[1], body)
+            got = _exact(known, body)
             if got is not _NOT:
                 return cast(Handler, got)
     return RawHandler(value)
@@ -416,7 +420,7 @@ def handler_level(handler: Handler | None) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class RetrySpec:
+class RetrySpec(_Record):
     """As the user gave it; 0 = the default (schedd.core.retry.RetryPolicy fills them)."""
 
     max_attempts: int = 0
@@ -424,12 +428,9 @@ class RetrySpec:
     max_backoff_seconds: float = 0
     multiplier: float = 0
 
-    def to_dict(self) -> dict[str, Any]:
-        return _written(self, _RETRY)
-
 
 @dataclass(frozen=True, slots=True)
-class SlaSpec:
+class SlaSpec(_Record):
     """A deadline per run: `within_seconds` of its scheduled time, and/or by the wall time `by`
     ("HH:MM" in `timezone`, "" = the owner's zone); `webhook` is POSTed once per miss."""
 
@@ -437,9 +438,6 @@ class SlaSpec:
     by: str = ""
     timezone: str = ""
     webhook: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return _written(self, _SLA)
 
 
 @dataclass(frozen=True, slots=True)
@@ -454,16 +452,13 @@ class SealedSecret:
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceLimits:
+class ResourceLimits(_Record):
     """Per-attempt limits the worker applies; 0 = none."""
 
     memory_mb: int = 0
     cpu_seconds: float = 0
     open_files: int = 0
     processes: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return _written(self, _LIMITS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -491,10 +486,10 @@ class Policies:
 
 NO_POLICIES = Policies()
 
-_RETRY = Keys({"max_attempts": _Key(_whole), "initial_backoff_seconds": _Key(_number),
+RetrySpec.keys = Keys({"max_attempts": _Key(_whole), "initial_backoff_seconds": _Key(_number),
                 "max_backoff_seconds": _Key(_number), "multiplier": _Key(_number)})
-_SLA = Keys({"within_seconds": _Key(_number), "by": _Key(_text), "timezone": _Key(_text), "webhook": _Key(_text)})
-_LIMITS = Keys({"memory_mb": _Key(_whole), "cpu_seconds": _Key(_number), "open_files": _Key(_whole),
+SlaSpec.keys = Keys({"within_seconds": _Key(_number), "by": _Key(_text), "timezone": _Key(_text), "webhook": _Key(_text)})
+ResourceLimits.keys = Keys({"memory_mb": _Key(_whole), "cpu_seconds": _Key(_number), "open_files": _Key(_whole),
                  "processes": _Key(_whole)})
 _POLICIES = Keys({
     "overlap": _Key(_text), "max_active": _Key(_whole), "queue_limit": _Key(_whole),
@@ -505,15 +500,15 @@ _POLICIES = Keys({
 
 
 def _retry(v: Any) -> Any:
-    return _exact(RetrySpec, _RETRY, v)
+    return _exact(RetrySpec, v)
 
 
 def _sla(v: Any) -> Any:
-    return _exact(SlaSpec, _SLA, v)
+    return _exact(SlaSpec, v)
 
 
 def _limits(v: Any) -> Any:
-    return _exact(ResourceLimits, _LIMITS, v)
+    return _exact(ResourceLimits, v)
 
 
 def _sealed(v: Any) -> Any:
