@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields
 from operator import attrgetter
 from typing import Any, ClassVar, cast
@@ -42,7 +42,7 @@ MAX_HISTORY_LIMIT = 100_000
 MAX_SLA_SECONDS = 366 * 86400
 SLA_BY_RE = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 CONTAINER_FEATURE_LEVEL = 6          # schedd.core.features Level 6: entries carrying one say fl=6
-
+REQUIRED = ("name", "team", "schedule", "timezone")     # strings in every committed job and DAG spec
 
 
 class _EmptyMap(dict[str, Any]):
@@ -152,9 +152,6 @@ class Keys:
         self.writers = tuple((k, key.write, key.always) for k, key in keys.items())
         self.always = tuple(k for k, key in keys.items() if key.always)
         self.values = attrgetter(*keys)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.readers)
 
 
 def _split(keys: Keys, d: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -581,7 +578,7 @@ class JobSpec:
                     policy[at[1]] = got
                     continue
             extra[k] = v
-        for k in _JOB.always:                      # name, team, schedule, timezone: strings
+        for k in REQUIRED:
             if values[_JOB_BUILDER.index[k]] is MISSING:
                 raise ValidationError(f"spec.{k} must be a string")
         if policy is not None:
@@ -801,7 +798,7 @@ class DagSpec:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> DagSpec:
         typed, extra = _split(_DAG, d)
-        for k in _JOB.always:                      # name, team, schedule, timezone: strings
+        for k in REQUIRED:
             if k not in typed:
                 raise ValidationError(f"spec.{k} must be a string")
         return cls(**typed, extra=extra or EMPTY)
