@@ -45,7 +45,8 @@ from schedd.core.model import (
     TIMED_OUT, UPSTREAM_FAILED, Execution, ValidationError, canonical_spec,
 )
 from schedd.core.specs import (
-    NO_POLICIES, DagSpec, DagTask, JobSpec, Policies, RawHandler, SensorHandler, check_committed_sla, load_dag,
+    NO_POLICIES, DagSpec, DagTask, JobHead, JobSpec, Policies, RawHandler, SensorHandler, check_committed_sla,
+    load_dag,
 )
 from schedd.core.naming import dag_of_job, refuse_job_op, run_id, schedule_row, task_job
 from schedd.core import results as R
@@ -309,7 +310,7 @@ def _upsert_row(st: Tables, spec: JobSpec, cmd: C.Command, index: int) -> None:
     """Create or update a DAG's job row (its name has a colon, which PUT refuses) through the
     one job upsert path; a row whose spec is unchanged is left as it is. A new row's incarnation
     is `index` (a task removed and added again is another job)."""
-    upsert(st, spec, spec.text(), parse_schedule(spec), cmd, index, keep_if_same=True)
+    upsert(st, JobHead.of(spec), spec.text(), parse_schedule(spec), cmd, index, keep_if_same=True)
 
 
 def _drop_row(st: Tables, name: str) -> None:

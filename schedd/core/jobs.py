@@ -19,16 +19,16 @@ from schedd.core.firing import OPEN_END, add_gap, prune_history
 from schedd.core.model import (
     NAME_RE, DEFAULT_HISTORY_LIMIT, RUNNING, SCHEDULED, SKIPPED, Job, ValidationError, spec_template,
 )
-from schedd.core.specs import JobSpec, load_job
+from schedd.core.specs import JobHead, JobSpec, load_job
 from schedd.core.policy import QUOTA_KINDS
 from schedd.core import results as R
 from schedd.core.results import ApplyResult, CancelAttempt, Code, ok, reject
 from schedd.core.tables import Tables, job_or_reject, next_fire_for, schedule_of
 
-Checked = tuple[JobSpec, str, sched.Schedule]     # (spec, its committed text, its schedule)
+Checked = tuple[JobHead, str, sched.Schedule]     # (spec's head, its committed text, its schedule)
 
 
-def parse_schedule(spec: JobSpec) -> sched.Schedule:
+def parse_schedule(spec: JobHead | JobSpec) -> sched.Schedule:
     """The schedule of a job spec, with its DST policy (ScheduleError if it does not parse)."""
     return sched.parse(spec.schedule, spec.timezone, hash_key=spec.name, gap=spec.dst_gap, fold=spec.dst_fold)
 
@@ -145,7 +145,7 @@ class _Shape:
 
     before: str
     after: str
-    spec: JobSpec
+    spec: JobHead
     schedule: sched.Schedule | None      # None: an H schedule, placed by the name (parsed per job)
 
     @staticmethod
@@ -165,7 +165,7 @@ class _Shape:
         name = text[len(b) + 1:end - 1]
         if not NAME_RE.fullmatch(name):      # no quote, backslash or control character in it
             return None
-        spec = self.spec.renamed(name)       # every other value shared: specs are immutable
+        spec = self.spec.renamed(name)       # every other value shared: apply only reads them
         try:
             s = self.schedule or parse_schedule(spec)
         except sched.ScheduleError:
@@ -192,7 +192,7 @@ def put_specs(st: Tables, checked: list[Checked], cmd: C.Command, index: int) ->
     return ok(R.PutMany(created, len(checked) - created))
 
 
-def upsert(st: Tables, spec: JobSpec, text: str, s: sched.Schedule, cmd: C.Command, index: int,
+def upsert(st: Tables, spec: JobHead, text: str, s: sched.Schedule, cmd: C.Command, index: int,
            *, keep_if_same: bool = False) -> bool:
     """Create or update a job row from a checked spec; True if it was created. A new job's
     incarnation is `index`, the entry that created it. With `keep_if_same` (a DAG's rows, written
@@ -259,7 +259,7 @@ def set_paused(st: Tables, cmd: C.Command, paused: bool) -> ApplyResult:
         else:
             job.next_fire = resume_from(job, cmd)
         job.paused, job.spec_text = paused, spec.text()
-        st.seed_policy(job, spec)
+        st.seed_policy(job, JobHead.of(spec))
         job.version += 1
         job.updated_ms = cmd.now
         st.schedule_wheel(job)

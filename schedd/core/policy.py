@@ -16,7 +16,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from collections.abc import Callable
 
 from schedd.core.model import SPEC_NAME_MARK, Execution, Job
-from schedd.core.specs import JobSpec
+from schedd.core.specs import JobHead, JobSpec
 
 T = TypeVar("T")
 
@@ -197,16 +197,16 @@ class TemplateCache(Generic[T]):
         hit = self._shared[template] = self.build(job.spec)
         return hit
 
-    def seed(self, job: Job, spec: JobSpec) -> None:
-        """Build a job's entry from `spec`, the typed spec apply has just read for it (a put),
-        unless its template has one: the job's first fire then reads no spec (reading one is
-        most of a first intent's cost where every job's spec is its own). Jobs whose template
-        is name-dependent are left to `get`."""
+    def seed(self, job: Job, head: JobHead) -> None:
+        """Build a job's entry from the spec apply has just read for it (a put: `head`), unless
+        its template has one: the job's first fire then reads no spec (reading one is most of a
+        first intent's cost where every job's spec is its own). Jobs whose template is
+        name-dependent are left to `get`."""
         template = job.spec_t
         if template in self._shared or template.count(SPEC_NAME_MARK) != 1:
             return
         make_room(self._shared, self.limit)
-        self._shared[template] = self.build(spec)
+        self._shared[template] = self.build(head.spec())
 
     def forget(self, name: str) -> None:
         self._own.forget(name)

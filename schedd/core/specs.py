@@ -387,10 +387,32 @@ def handler_of(value: Any) -> Handler:
         [(kind, body)] = value.items()
         known = _HANDLERS.get(kind)
         if known is not None:
-            got = _exact(known, body)
+            got = _shared_handler(known, kind, body)
             if got is not _NOT:
                 return cast(Handler, got)
     return RawHandler(value)
+
+
+_SHARED_HANDLERS: dict[tuple[Any, ...], Any] = {}
+_SHARED_HANDLERS_KEPT = 1024
+
+
+def _shared_handler(cls: type[_Handler], kind: str, body: Any) -> Any:
+    """_exact(cls, body), one record for every equal body of strings alone: most jobs share
+    their handler with many others (`true`, one Python function), and building it was a third
+    of reading a spec. Only strings, because True == 1 == 1.0 in a key while the canonical text
+    tells them apart. A memo of a pure function on immutable values: it never changes a result."""
+    if type(body) is not dict or not all(type(v) is str for v in body.values()):
+        return _exact(cls, body)
+    key = (kind, *body.items())
+    hit = _SHARED_HANDLERS.get(key)
+    if hit is None:
+        hit = _exact(cls, body)
+        if hit is not _NOT:
+            if len(_SHARED_HANDLERS) >= _SHARED_HANDLERS_KEPT:
+                _SHARED_HANDLERS.clear()
+            _SHARED_HANDLERS[key] = hit
+    return hit
 
 
 def _handler(v: Any) -> Any:
@@ -648,7 +670,47 @@ _JOB_AT = _JOB_BUILDER.positions(_JOB)
 _POLICY_AT = _POLICY_BUILDER.positions(_POLICIES)
 
 
-def load_job(text: object) -> JobSpec:
+@dataclass(frozen=True, slots=True)
+class JobHead:
+    """What apply writes into a job row when it stores a spec: the fields it computes with there,
+    read as apply has always read them (any truthy "paused" pauses; no history_limit is the
+    default). The full spec is built only when asked for (`spec()`): registering a job whose
+    template is known builds none, which keeps registering a million jobs as cheap as it was."""
+
+    name: str
+    team: str
+    schedule: str
+    timezone: str
+    dst_gap: str
+    dst_fold: str
+    paused: bool
+    history_limit: int                   # 0 = DEFAULT_HISTORY_LIMIT
+    source: Any                          # the committed object (a dict), or the JobSpec itself
+
+    @staticmethod
+    def of(spec: JobSpec) -> JobHead:
+        return JobHead(spec.name, spec.team, spec.schedule, spec.timezone, spec.dst_gap, spec.dst_fold,
+                       spec.paused, spec.history_limit, spec)
+
+    def spec(self) -> JobSpec:
+        return self.source if isinstance(self.source, JobSpec) else JobSpec.from_dict(self.source)
+
+    def renamed(self, name: str) -> JobHead:
+        """The head of the same spec under another name (a batch made from one template)."""
+        source = self.source.renamed(name) if isinstance(self.source, JobSpec) else {**self.source, "name": name}
+        head: JobHead = _HEAD_BUILDER.replaced(self, {"name": name, "source": source})
+        return head
+
+    @property
+    def dst_policy(self) -> str:
+        """Job.dst: "gap/fold" as the spec names them, each "" when not named; "" for neither."""
+        return f"{self.dst_gap}/{self.dst_fold}" if self.dst_gap or self.dst_fold else ""
+
+
+_HEAD_BUILDER = _Builder(JobHead)
+
+
+def load_job(text: object) -> JobHead:
     """A job spec from a committed entry, checking only what apply relies on.
 
     Full validation (`model.canonical_spec`) runs on the proposer before anything is committed;
@@ -676,7 +738,8 @@ def load_job(text: object) -> JobSpec:
         raise ValidationError("bad history_limit")
     _check_dst(d)
     _check_sla(d)
-    return JobSpec.from_dict(d)
+    return JobHead(name, d["team"], d["schedule"], d["timezone"], d.get("dst_gap") or "", d.get("dst_fold") or "",
+                   bool(d.get("paused")), d.get("history_limit") or 0, d)
 
 
 def _check_dst(d: Mapping[str, Any]) -> None:

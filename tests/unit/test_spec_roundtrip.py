@@ -44,7 +44,7 @@ SLOW = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 def test_a_job_spec_survives_store_and_read(request: dict[str, Any]) -> None:
     msg = ParseDict(request, pb.JobSpec())
     spec, text = job_spec_from_pb(msg)                          # the API's conversion
-    loaded = load_job(text)                                     # what apply reads from the entry
+    loaded = load_job(text).spec()                              # what apply reads from the entry
     assert loaded == spec and loaded.text() == text
     assert job_spec_to_pb(loaded) == msg                        # what `job get` answers
 
@@ -57,7 +57,7 @@ def test_any_valid_job_spec_is_a_fixpoint_of_store_and_read(request: dict[str, A
     if "memory" in body:
         body["memory"] = str(body["memory"])                    # the message's field is text
     spec, text = job_spec_from_pb(ParseDict(request, pb.JobSpec()))
-    answered = job_spec_to_pb(load_job(text))
+    answered = job_spec_to_pb(load_job(text).spec())
     assert job_spec_from_pb(answered) == (spec, text)           # applied again: the same spec
     assert spec_to_dict(job_spec_to_pb(spec)) == spec_to_dict(answered)
 
@@ -83,7 +83,7 @@ def test_secret_env_is_sealed_in_the_spec_and_masked_in_the_answer() -> None:
                      env_secret={"DB_PASSWORD": "hunter2"})
     spec, text = job_spec_from_pb(msg, lambda name: {}, sealer)
     assert "hunter2" not in text and spec.env_secret["DB_PASSWORD"].version == 1
-    assert open_secrets(load_job(text).env_secret, sealer, "pay") == {"DB_PASSWORD": "hunter2"}
+    assert open_secrets(load_job(text).spec().env_secret, sealer, "pay") == {"DB_PASSWORD": "hunter2"}
     answered = job_spec_to_pb(spec)
     assert dict(answered.env_secret) == {"DB_PASSWORD": "***(v1)"}
     assert job_spec_from_pb(answered, lambda name: spec.env_secret, sealer) == (spec, text)   # the mask keeps it
@@ -174,3 +174,16 @@ def test_a_handler_not_in_canonical_form_is_kept_as_committed() -> None:
     for raw in ({}, None, {"shell": {"command": "x", "shell_opts": "-e"}}, {"wasm": {}}, {"shell": {}, "http": {}}):
         spec = JobSpec.from_dict({**REQUIRED, "handler": raw})
         assert spec.handler == RawHandler(raw) and spec.to_dict()["handler"] == raw
+
+
+def test_values_equal_in_python_but_not_in_json_text_stay_apart() -> None:
+    """True == 1 == 1.0 for Python, not for the committed text: whatever a spec reads it writes
+    back with the same JSON type, however often an equal value was read before."""
+    bodies = [{"http": {"url": "http://a.test", "method": "GET", "insecure_skip_verify": flag}} for flag in (True, 1, 1.0)]
+    bodies += [{"container": {"image": "i", "network": "none", "read_only": True, "pull": "never", "cpu": cpu}}
+               for cpu in (1, 1.0, True)]
+    for _ in range(2):                                          # the second time, anything memoized is used
+        for handler in bodies:
+            d = {**REQUIRED, "handler": handler, "timeout_seconds": 30, "priority": 2}
+            assert dump(JobSpec.from_dict(d).to_dict()) == dump(d)
+            assert dump(JobSpec.from_dict({**d, "timeout_seconds": 30.0}).to_dict()) == dump({**d, "timeout_seconds": 30.0})
