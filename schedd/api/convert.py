@@ -15,13 +15,13 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from google.protobuf.json_format import MessageToDict
+from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 
 from schedd.core import schedule as sched
 from schedd.core.model import Attempt, Execution, Job, canonical_spec, mask_secret
 from schedd.core.specs import (
-    ContainerHandler, Handler, HttpHandler, JobSpec, PythonHandler, ResourceLimits, RetrySpec, SealedSecret,
-    ShellHandler, SlaSpec,
+    ContainerHandler, Handler, HttpHandler, JobSpec, PythonHandler, RawHandler, ResourceLimits, RetrySpec,
+    SealedSecret, ShellHandler, SlaSpec,
 )
 from schedd.core.state import SchedulerState, schedule_of
 from schedd.api.secrets import seal_spec_secrets
@@ -132,8 +132,9 @@ def job_spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         starting_deadline_seconds=p.starting_deadline_seconds, jitter_seconds=p.jitter_seconds,
         dst_gap=spec.dst_gap, dst_fold=spec.dst_fold, history_max_age_seconds=p.history_max_age_seconds,
         env_secret={k: mask_secret(s.version) for k, s in spec.env_secret.items()})
-    if spec.handler is not None:
-        out.handler.CopyFrom(handler_to_pb(spec.handler))
+    handler = handler_to_pb(spec.handler) if spec.handler is not None else None
+    if handler is not None:
+        out.handler.CopyFrom(handler)
     if spec.retry is not None:
         out.retry.CopyFrom(retry_to_pb(spec.retry))
     if spec.sla is not None:
@@ -143,9 +144,10 @@ def job_spec_to_pb(spec: JobSpec) -> pb.JobSpec:
     return out
 
 
-def handler_to_pb(handler: Handler) -> pb.Handler:
-    """A job handler as the API says it. A sensor (a DAG task's row) or a handler not in
-    canonical form has no field of its own: an empty handler stands for it."""
+def handler_to_pb(handler: Handler) -> pb.Handler | None:
+    """A job handler as the API says it (None: say none). A sensor (a DAG task's row) has no
+    field of its own: an empty handler stands for it. A handler not in canonical form (an entry
+    made by hand) is said as far as the message can say it, as reads always did."""
     if isinstance(handler, ShellHandler):
         return pb.Handler(shell=pb.ShellHandler(command=handler.command, argv=handler.argv,
                                                 workdir=handler.workdir, env=dict(handler.env),
@@ -158,7 +160,18 @@ def handler_to_pb(handler: Handler) -> pb.Handler:
         return pb.Handler(python=pb.PythonHandler(name=handler.name, args_json=handler.args_json))
     if isinstance(handler, ContainerHandler):
         return pb.Handler(container=_container_to_pb(handler))
+    if isinstance(handler, RawHandler):
+        return _raw_handler_to_pb(handler.value)
     return pb.Handler()
+
+
+def _raw_handler_to_pb(value: Any) -> pb.Handler | None:
+    if value is None:
+        return None
+    try:
+        return ParseDict(value, pb.Handler(), ignore_unknown_fields=True)
+    except (ParseError, TypeError, ValueError, AttributeError):
+        return pb.Handler()
 
 
 def _container_to_pb(c: ContainerHandler) -> pb.ContainerHandler:

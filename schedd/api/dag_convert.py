@@ -47,8 +47,8 @@ def _task_to_pb(task: DagTask) -> dpb.DagTask:
                       worker_labels=dict(task.worker_labels), description=task.description)
     if isinstance(task.handler, SensorHandler):
         out.sensor.CopyFrom(sensor_to_pb(task.handler))
-    elif task.handler is not None:
-        out.handler.CopyFrom(convert.handler_to_pb(task.handler))
+    elif task.handler is not None and (handler := convert.handler_to_pb(task.handler)) is not None:
+        out.handler.CopyFrom(handler)
     if task.retry is not None:
         out.retry.CopyFrom(convert.retry_to_pb(task.retry))
     return out

@@ -10,12 +10,13 @@ writes or reads the canonical dict; everything else reads attributes.
 
 Why the records are lossless. A committed text must stay byte for byte what it was: old logs and
 snapshots replay into the same state, and the digest hashes the text. Every value in canonical
-form lands in its field; anything else (an entry made by hand, which apply stores unvalidated, or
-a form an older version wrote) is kept in `extra` (a handler: as a `RawHandler`) and written back
-as it came, so `from_dict(d).to_dict() == d` for every JSON object `d`, and apply's rewrites of a
-stored spec (a pause, a DAG's task rows) keep what they do not understand. A value so kept reads
-as absent from its field: only hand-made entries hold one, and for those the typed fields say
-"not set" rather than guess.
+form lands in its field; anything else (a key a later version may add, an entry made by hand,
+which apply stores unvalidated) is kept in the `extra` of the object it stood in (a handler that
+is not one object of one known kind: as a `RawHandler`) and written back as it came, so
+`from_dict(d).to_dict() == d` for every JSON object `d`, and apply's rewrites of a stored spec (a
+pause, a DAG's task rows) keep what they do not understand. Unknown keys are passed over, as the
+readers of the dict form always did; a known key whose value is not in canonical form reads as
+absent (only hand-made entries hold one: the typed field says "not set" rather than guess).
 
 Empty is absent: an optional field holds "", 0, None, () or an empty map when its key is absent,
 and the canonical form never holds an optional key with an empty value. The field names are the
@@ -170,17 +171,19 @@ def _split(keys: Keys, d: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, 
 
 
 def _exact(cls: type[_Record] | type[_Handler], v: Any) -> Any:
-    """The record of `v` when `v` is a canonical object of it (nothing more, every `always` key
-    there), else _NOT: a sub-record in any other form is kept whole by its owner."""
+    """The record of an object `v`: its canonical values in their fields, the rest of it in the
+    record's `extra` (unknown keys included: readers always passed over a key they did not know
+    inside a spec's objects, and a later version may add one). _NOT when `v` is not an object
+    or misses a key the canonical form always writes: then its owner keeps it whole."""
     if type(v) is not dict:
         return _NOT
     keys = cls.keys
     typed, extra = _split(keys, v)
-    if extra:
-        return _NOT
     for k in keys.always:
         if k not in typed:
             return _NOT
+    if extra:
+        typed["extra"] = extra
     return cls(**typed)
 
 
@@ -227,25 +230,28 @@ class _Builder:
 
 
 class _Record:
-    """A record whose canonical object is its fields, each written as its key says (`keys`,
-    set with the tables below)."""
+    """A record whose object is its fields, each written as its key says (`keys`, set with the
+    tables below), and its `extra` as it came."""
 
     __slots__ = ()
     keys: ClassVar[Keys]
+    extra: Mapping[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
-        return _written(self, self.keys)
+        out = _written(self, self.keys)
+        if self.extra:
+            out.update(self.extra)
+        return out
 
 
-class _Handler:
-    """A handler of a known kind: its canonical object is ``{kind: its fields}``."""
+class _Handler(_Record):
+    """A handler of a known kind: its object is ``{kind: its fields}``."""
 
     __slots__ = ()
     kind: ClassVar[str]
-    keys: ClassVar[Keys]
 
     def to_dict(self) -> dict[str, Any]:
-        return {self.kind: _written(self, self.keys)}
+        return {self.kind: _Record.to_dict(self)}
 
 
 def dump(d: Mapping[str, Any]) -> str:
@@ -266,6 +272,7 @@ class ShellHandler(_Handler):
     workdir: str = ""
     env: Mapping[str, str] = EMPTY
     inherit_env: tuple[str, ...] = ()          # sorted, unique
+    extra: Mapping[str, Any] = EMPTY
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +283,7 @@ class HttpHandler(_Handler):
     headers: Mapping[str, str] = EMPTY
     body: str = ""
     insecure_skip_verify: bool = False
+    extra: Mapping[str, Any] = EMPTY
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +293,7 @@ class PythonHandler(_Handler):
     kind: ClassVar[str] = "python"
     name: str
     args_json: str = ""
+    extra: Mapping[str, Any] = EMPTY
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +301,7 @@ class Mount(_Record):
     source: str
     target: str
     read_only: bool = True
+    extra: Mapping[str, Any] = EMPTY
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,6 +324,7 @@ class ContainerHandler(_Handler):
     read_only: bool = True
     mounts: tuple[Mount, ...] = ()
     pull: str = "never"
+    extra: Mapping[str, Any] = EMPTY
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,6 +338,7 @@ class SensorHandler(_Handler):
     file: str = ""
     http_url: str = ""
     command: str = ""
+    extra: Mapping[str, Any] = EMPTY
 
 
 @dataclass(frozen=True, slots=True)
@@ -446,6 +458,7 @@ class RetrySpec(_Record):
     initial_backoff_seconds: float = 0
     max_backoff_seconds: float = 0
     multiplier: float = 0
+    extra: Mapping[str, Any] = EMPTY
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,6 +470,7 @@ class SlaSpec(_Record):
     by: str = ""
     timezone: str = ""
     webhook: str = ""
+    extra: Mapping[str, Any] = EMPTY
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,9 +479,10 @@ class SealedSecret:
 
     version: int
     ciphertext: str
+    extra: Mapping[str, Any] = EMPTY
 
     def to_dict(self) -> dict[str, Any]:
-        return {"v": self.version, "ct": self.ciphertext}
+        return {"v": self.version, "ct": self.ciphertext, **self.extra}
 
 
 @dataclass(frozen=True, slots=True)
@@ -478,6 +493,7 @@ class ResourceLimits(_Record):
     cpu_seconds: float = 0
     open_files: int = 0
     processes: int = 0
+    extra: Mapping[str, Any] = EMPTY
 
 
 @dataclass(frozen=True, slots=True)
@@ -531,9 +547,9 @@ def _limits(v: Any) -> Any:
 
 
 def _sealed(v: Any) -> Any:
-    if type(v) is not dict or len(v) != 2 or type(v.get("v")) is not int or type(v.get("ct")) is not str:
+    if type(v) is not dict or type(v.get("v")) is not int or type(v.get("ct")) is not str:
         return _NOT
-    return SealedSecret(v["v"], v["ct"])
+    return SealedSecret(v["v"], v["ct"], {k: x for k, x in v.items() if k not in ("v", "ct")} or EMPTY)
 
 
 def _secrets(v: Any) -> Any:

@@ -171,7 +171,10 @@ def test_a_dag_spec_reads_and_writes_any_json_object_losslessly(data: st.DataObj
 
 
 def test_a_handler_not_in_canonical_form_is_kept_as_committed() -> None:
-    for raw in ({}, None, {"shell": {"command": "x", "shell_opts": "-e"}}, {"wasm": {}}, {"shell": {}, "http": {}}):
+    """No object, none of one known kind, two kinds, or a key the canonical form always writes
+    missing: kept whole, and a worker gets it as the entry had it."""
+    for raw in ({}, None, "shell", {"wasm": {}}, {"shell": {}, "http": {}}, {"shell": "x"},
+                {"container": {"image": "localhost/a:1"}}):
         spec = JobSpec.from_dict({**REQUIRED, "handler": raw})
         assert spec.handler == RawHandler(raw) and spec.to_dict()["handler"] == raw
 
@@ -187,3 +190,18 @@ def test_values_equal_in_python_but_not_in_json_text_stay_apart() -> None:
             d = {**REQUIRED, "handler": handler, "timeout_seconds": 30, "priority": 2}
             assert dump(JobSpec.from_dict(d).to_dict()) == dump(d)
             assert dump(JobSpec.from_dict({**d, "timeout_seconds": 30.0}).to_dict()) == dump({**d, "timeout_seconds": 30.0})
+
+
+def test_a_key_a_later_version_may_add_inside_an_object_is_passed_over() -> None:
+    """Readers always passed over a key they did not know inside a spec's objects (retry, sla,
+    limits, a handler, a sensor): a later version may add one without a new feature level. The
+    typed spec reads the values it knows, and writes the unknown key back as it came."""
+    d = {**REQUIRED, "handler": {"sensor": {"file": "/x", "poll_interval_seconds": 5, "timeout_seconds": 60, "jitter": 1}},
+         "retry": {"max_attempts": 3, "jitter": 0.1}, "sla": {"within_seconds": 60, "escalate": "ops"},
+         "limits": {"memory_mb": 256, "swap_mb": 0}}
+    spec = JobSpec.from_dict(d)
+    assert isinstance(spec.handler, SensorHandler) and spec.handler.poll_interval_seconds == 5
+    assert spec.retry is not None and spec.retry.max_attempts == 3
+    assert spec.sla is not None and spec.sla.within_seconds == 60
+    assert spec.limits is not None and spec.limits.memory_mb == 256
+    assert dump(spec.to_dict()) == dump(d)
