@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from schedd.core import commands as C
 from schedd.core import results as R
 from schedd.core.commands import FEATURES
-from schedd.core.model import dump_spec, validate_spec
+from schedd.core.model import validate_spec
 from schedd.core.state import SchedulerState
 from schedd.leader.planner import plan_fires
 
@@ -52,8 +52,8 @@ def timed(feed: Feed, entries: list[tuple[str, dict]], now: int) -> tuple[float,
 
 def run(n: int, distinct: bool) -> dict[str, float]:
     feed = Feed()
-    specs = [dump_spec(validate_spec({"name": f"h{i}", "schedule": f"at {DUE}", "handler": {"python": {"name": "rec"}},
-                                      **({"labels": {"k": f"v{i}"}} if distinct else {})})) for i in range(n)]
+    specs = [validate_spec({"name": f"h{i}", "schedule": f"at {DUE}", "handler": {"python": {"name": "rec"}},
+                            **({"labels": {"k": f"v{i}"}} if distinct else {})}).text() for i in range(n)]
     for i in range(0, n, 200):
         assert feed.apply(C.PUT_MANY, now=T0, specs=specs[i:i + 200]).ok
     due = T0 + 60_000

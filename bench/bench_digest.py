@@ -42,7 +42,7 @@ def timed(fn) -> float:
 def spec_hash(st) -> str:
     h = hashlib.sha256()
     for name in sorted(st.jobs):
-        h.update(st.jobs[name].spec.encode())
+        h.update(st.jobs[name].spec_text.encode())
     return h.hexdigest()
 
 

@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from pysyncobj import pickle as ps_pickle
 
 from schedd.core import commands as C
-from schedd.core.model import dump_spec, validate_spec
+from schedd.core.model import validate_spec
 from schedd.core.state import SchedulerState
 from schedd.runtime.daemon import tune_gc
 
@@ -54,7 +54,7 @@ def register(n: int) -> tuple[SchedulerState, float, float]:
     """Apply put_many entries as the API proposes them (canonical spec texts, 100 per entry).
     The proposer's validation is timed apart: it runs on the leader only, in the gRPC thread."""
     started = time.perf_counter()
-    texts = [dump_spec(validate_spec(s)) for s in specs(n)]
+    texts = [validate_spec(s).text() for s in specs(n)]
     validate_s = time.perf_counter() - started
     print(f"  (proposer-side validation of {n:,} specs: {validate_s:.1f} s = {n / validate_s:,.0f}/s)")
     st = SchedulerState()

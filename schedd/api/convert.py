@@ -1,21 +1,34 @@
-"""Proto <-> core conversion, in one place."""
+"""Proto <-> core conversion of jobs and executions, in one place (DAGs: `dag_convert`).
+
+A job spec comes in as a proto message and is validated into the typed spec the core keeps
+(`job_spec_from_pb`: proto -> dict with the proto's field names -> `model.canonical_spec`, secret
+values sealed on the way); it goes out as a message built from the typed spec's fields
+(`job_spec_to_pb`), secret values masked.
+"""
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 
 from schedd.core import schedule as sched
-from schedd.core.model import Attempt, Execution, Job
+from schedd.core.model import Attempt, Execution, Job, canonical_spec, mask_secret
+from schedd.core.specs import (
+    ContainerHandler, Handler, HttpHandler, JobSpec, PythonHandler, RawHandler, ResourceLimits, RetrySpec,
+    SealedSecret, ShellHandler, SlaSpec,
+)
 from schedd.core.state import SchedulerState, schedule_of
-from schedd.api.secrets import masked
+from schedd.api.secrets import seal_spec_secrets
+from schedd.security.secrets import EnvSealer
 from schedd_proto import scheduler_pb2 as pb
+
+StoredSecrets = Callable[[str], Mapping[str, SealedSecret]]   # job name -> its sealed env_secret now
 
 
 def spec_to_dict(spec: pb.JobSpec) -> dict:
@@ -92,34 +105,112 @@ def _plain_message(desc: Any) -> bool:
     return True
 
 
-def spec_from_canonical(d: dict) -> pb.JobSpec:
-    """The canonical spec's keys are the proto's field names, so the message is built with keyword
-    arguments (10x faster than json_format.ParseDict, which matters for pages of 1,000 jobs);
-    ParseDict remains the fallback for a spec written by a different version."""
+def job_spec_from_pb(msg: pb.JobSpec, stored_of: StoredSecrets | None = None,
+                     sealer: EnvSealer | None = None) -> tuple[JobSpec, str]:
+    """A request's spec validated into the typed spec and its committed text, its secret env
+    sealed first (schedd.api.secrets: nothing proposed, logged or stored ever holds a plaintext
+    secret; `stored_of` gives the values a write may keep by their mask). Raises ValidationError."""
+    d = spec_to_dict(msg)
+    if d.get("env_secret"):
+        seal_spec_secrets(d, stored_of(msg.name) if stored_of is not None else {}, sealer)
+    return canonical_spec(d)
+
+
+def job_spec_to_pb(spec: JobSpec) -> pb.JobSpec:
+    """The spec as reads show it, built from its fields. Secret env values are never shown: each
+    reads as its mask, "***(vN)". What a hand-made entry holds beside the canonical fields
+    (JobSpec.extra) stays in the state and is not shown."""
+    p = spec.policies
+    out = pb.JobSpec(
+        name=spec.name, team=spec.team, schedule=spec.schedule, timezone=spec.timezone,
+        description=spec.description, labels=dict(spec.labels), timeout_seconds=spec.timeout_seconds,
+        overlap=p.overlap, catchup=p.catchup, priority=p.priority, pool=p.pool, paused=spec.paused,
+        history_limit=spec.history_limit, delivery=p.delivery, worker_labels=dict(spec.worker_labels),
+        max_active=p.max_active, queue_limit=p.queue_limit, concurrency_key=p.concurrency_key,
+        concurrency_limit=p.concurrency_limit, catchup_window_seconds=p.catchup_window_seconds,
+        catchup_max=p.catchup_max, catchup_order=p.catchup_order,
+        starting_deadline_seconds=p.starting_deadline_seconds, jitter_seconds=p.jitter_seconds,
+        dst_gap=spec.dst_gap, dst_fold=spec.dst_fold, history_max_age_seconds=p.history_max_age_seconds,
+        env_secret={k: mask_secret(s.version) for k, s in spec.env_secret.items()})
+    handler = handler_to_pb(spec.handler) if spec.handler is not None else None
+    if handler is not None:
+        out.handler.CopyFrom(handler)
+    if spec.retry is not None:
+        out.retry.CopyFrom(retry_to_pb(spec.retry))
+    if spec.sla is not None:
+        out.sla.CopyFrom(sla_to_pb(spec.sla))
+    if spec.limits is not None:
+        out.limits.CopyFrom(limits_to_pb(spec.limits))
+    return out
+
+
+def handler_to_pb(handler: Handler) -> pb.Handler | None:
+    """A job handler as the API says it (None: say none). A sensor (a DAG task's row) has no
+    field of its own: an empty handler stands for it. A handler not in canonical form (an entry
+    made by hand) is said as far as the message can say it, as reads always did."""
+    if isinstance(handler, ShellHandler):
+        return pb.Handler(shell=pb.ShellHandler(command=handler.command, argv=handler.argv,
+                                                workdir=handler.workdir, env=dict(handler.env),
+                                                inherit_env=handler.inherit_env))
+    if isinstance(handler, HttpHandler):
+        return pb.Handler(http=pb.HttpHandler(method=handler.method, url=handler.url, headers=dict(handler.headers),
+                                              body=handler.body,
+                                              insecure_skip_verify=handler.insecure_skip_verify))
+    if isinstance(handler, PythonHandler):
+        return pb.Handler(python=pb.PythonHandler(name=handler.name, args_json=handler.args_json))
+    if isinstance(handler, ContainerHandler):
+        return pb.Handler(container=_container_to_pb(handler))
+    if isinstance(handler, RawHandler):
+        return _raw_handler_to_pb(handler.value)
+    return pb.Handler()
+
+
+def _raw_handler_to_pb(value: Any) -> pb.Handler | None:
+    if value is None:
+        return None
     try:
-        return pb.JobSpec(**d)
-    except (ValueError, TypeError):
-        return ParseDict(d, pb.JobSpec(), ignore_unknown_fields=True)
+        return ParseDict(value, pb.Handler(), ignore_unknown_fields=True)
+    except (ParseError, TypeError, ValueError, AttributeError):
+        return pb.Handler()
 
 
-SUMMARY_KEYS = ("name", "team", "schedule", "timezone", "pool", "priority", "paused")
+def _container_to_pb(c: ContainerHandler) -> pb.ContainerHandler:
+    return pb.ContainerHandler(
+        image=c.image, command=c.command, args=c.args, env=dict(c.env), workdir=c.workdir, user=c.user,
+        network=c.network, cpu=c.cpu, memory=c.memory, pids=c.pids, read_only=c.read_only, pull=c.pull,
+        mounts=[pb.ContainerMount(source=m.source, target=m.target, read_only=m.read_only) for m in c.mounts])
+
+
+def retry_to_pb(r: RetrySpec) -> pb.RetryPolicy:
+    return pb.RetryPolicy(max_attempts=r.max_attempts, initial_backoff_seconds=r.initial_backoff_seconds,
+                          max_backoff_seconds=r.max_backoff_seconds, multiplier=r.multiplier)
+
+
+def sla_to_pb(sla: SlaSpec) -> pb.SlaSpec:
+    return pb.SlaSpec(within_seconds=sla.within_seconds, by=sla.by, timezone=sla.timezone, webhook=sla.webhook)
+
+
+def limits_to_pb(limits: ResourceLimits) -> pb.ResourceLimits:
+    return pb.ResourceLimits(memory_mb=limits.memory_mb, cpu_seconds=limits.cpu_seconds,
+                             open_files=limits.open_files, processes=limits.processes)
+
+
 SUMMARY_DESCRIPTION_CHARS = 120
 
 
-def _summary_spec(d: dict) -> pb.JobSpec:
+def _summary_spec(spec: JobSpec) -> pb.JobSpec:
     """What a listing shows of a spec: bounded in size whatever the spec holds (no handler, env,
     labels or SLA; the description cut short)."""
-    spec = pb.JobSpec(**{k: d[k] for k in SUMMARY_KEYS if k in d})
-    if d.get("description"):
-        spec.description = d["description"][:SUMMARY_DESCRIPTION_CHARS]
-    return spec
+    return pb.JobSpec(name=spec.name, team=spec.team, schedule=spec.schedule, timezone=spec.timezone,
+                      pool=spec.policies.pool, priority=spec.policies.priority, paused=spec.paused,
+                      description=spec.description[:SUMMARY_DESCRIPTION_CHARS])
 
 
 def job_to_pb(job: Job, state: SchedulerState, *, upcoming: int = 0, summary: bool = False) -> pb.Job:
     """The job as the API shows it; `summary` (listings) sets Job.summary and a bounded spec.
     Secret env values are never shown: each reads as its mask, "***(vN)"."""
-    d = masked(job.spec_dict())
-    out = pb.Job(spec=_summary_spec(d) if summary else spec_from_canonical(d), version=job.version,
+    spec = job.spec
+    out = pb.Job(spec=_summary_spec(spec) if summary else job_spec_to_pb(spec), version=job.version,
                  paused=job.paused, next_fire_ms=job.next_fire or 0, created_ms=job.created_ms,
                  updated_ms=job.updated_ms, created_by=job.created_by,
                  last_scheduled_ms=job.last_fire or 0, executions_total=job.fired_total, summary=summary)

@@ -7,17 +7,14 @@ before anything is proposed, so bad input commits nothing; reads come from the l
 
 from __future__ import annotations
 
-import json
-
 import grpc
-from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 
-from schedd.api import auth, convert
+from schedd.api import auth
+from schedd.api.dag_convert import dag_spec_from_pb, dag_to_pb, run_to_pb
 from schedd.api.service import CommittingService, Router, routed, spec_levels
 from schedd.core import commands as C
 from schedd.core import dags as D
 from schedd.core import results as R
-from schedd.core import sla as S
 from schedd.core.model import ValidationError
 from schedd.replication.node import RaftNode
 from schedd.ports.clock import Clock
@@ -28,61 +25,6 @@ from schedd_proto import dags_pb2_grpc as dpb_grpc
 
 DEFAULT_RUNS = 20
 MAX_RUNS_PAGE = 1000
-
-
-def dag_spec_to_dict(spec: dpb.DagSpec) -> dict:
-    return MessageToDict(spec, preserving_proto_field_name=True)
-
-
-def dag_spec_to_pb(spec: dict) -> dpb.DagSpec:
-    """The canonical DAG spec (schedd.core.dags.canonical_dag) as the API's message, the inverse
-    of `dag_spec_to_dict` + canonical_dag. The keys are the message's field names but for one
-    thing: a sensor task's canonical handler is ``{"sensor": {...}}``, which the message says as
-    the task's `sensor` field beside no handler. Strict, so that a field the message cannot say
-    is an error a test sees (tests/unit/test_spec_roundtrip.py), not a silently lost sensor;
-    only a spec stored by a newer version, with fields this one does not know, is shown
-    without them."""
-    tasks = []
-    for task in spec.get("tasks") or ():
-        handler = task.get("handler") or {}
-        if "sensor" in handler:
-            task = {k: v for k, v in task.items() if k != "handler"} | {"sensor": handler["sensor"]}
-        tasks.append(task)
-    d = {**spec, "tasks": tasks}
-    try:
-        return ParseDict(d, dpb.DagSpec())
-    except ParseError:
-        return ParseDict(d, dpb.DagSpec(), ignore_unknown_fields=True)
-
-
-def dag_to_pb(st, dag: D.DagDef) -> dpb.Dag:
-    out = dpb.Dag(spec=dag_spec_to_pb(dag.spec_dict()),
-                  version=dag.version, created_ms=dag.created_ms, updated_ms=dag.updated_ms,
-                  created_by=dag.created_by, runs_total=dag.runs_total)
-    row = st.jobs.get(D.schedule_row(dag.name))
-    if row is not None and row.next_fire is not None and not row.paused:
-        out.next_fire_ms = row.next_fire
-    times = D.runs_of(st, dag.name)
-    if times:
-        last = st.dag_runs[(dag.name, times[-1])]
-        out.last_run_id, out.last_run_state = last.run_id, last.state
-    return out
-
-
-def run_to_pb(st, run: D.DagRun) -> dpb.DagRun:
-    out = dpb.DagRun(run_id=run.run_id, dag=run.dag, logical_ms=run.logical_ms, state=run.state,
-                     trigger=run.trigger, created_ms=run.created_ms, ended_ms=run.ended_ms,
-                     dag_version=run.version, sla_deadline_ms=S.run_deadline(st, run) or 0,
-                     events=convert.events_to_pb(run.events))
-    for task in run.order:
-        v = D.task_view(st, run, task)
-        row = st.jobs.get(D.task_job(run.dag, task))
-        out.tasks.append(dpb.DagTaskRun(
-            task=task, state=v["state"], execution_id=v["execution_id"], upstream=v["upstream"],
-            trigger_rule=v["trigger_rule"], attempts=v["attempts"], started_ms=v["started_ms"],
-            ended_ms=v["ended_ms"], reason=v["reason"], pending_upstream=max(0, v["pending_upstream"]),
-            sensor=row is not None and "sensor" in (json.loads(row.spec).get("handler") or {})))
-    return out
 
 
 class DagsService(CommittingService, dpb_grpc.DagsServicer):
@@ -106,16 +48,16 @@ class DagsService(CommittingService, dpb_grpc.DagsServicer):
     @routed(write=True)
     async def PutDag(self, request: dpb.PutDagRequest, context: CallContext) -> dpb.PutDagResponse:
         try:
-            spec, text = D.canonical_dag(dag_spec_to_dict(request.dag))
+            spec, text = dag_spec_from_pb(request.dag)
         except ValidationError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         try:
-            C.encode(C.DAG_PUT, rid="x", now=0, term=0, spec=text, name=spec["name"])
+            C.encode(C.DAG_PUT, rid="x", now=0, term=0, spec=text, name=spec.name)
         except C.EntryTooLarge as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"DAG too large: {e}")
-        result = await self._commit(context, C.DAG_PUT, request.request_id, spec=text, name=spec["name"],
-                                    **spec_levels(spec["tasks"]))
-        return dpb.PutDagResponse(dag=await self._dag_or_abort(context, spec["name"]),
+        result = await self._commit(context, C.DAG_PUT, request.request_id, spec=text, name=spec.name,
+                                    **spec_levels(spec.tasks))
+        return dpb.PutDagResponse(dag=await self._dag_or_abort(context, spec.name),
                                   created=result.of(R.Stored).created)
 
     @routed(write=False)

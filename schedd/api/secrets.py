@@ -11,15 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from schedd.core.model import SECRET_MASK_RE, ValidationError, mask_secret
-from schedd.security.secrets import EnvSealer, SecretError, stored_secrets
+from schedd.core.model import SECRET_MASK_RE, ValidationError
+from schedd.core.specs import SealedSecret
+from schedd.security.secrets import EnvSealer, SecretError
 
-__all__ = ["seal_spec_secrets", "masked", "stored_secrets"]
+__all__ = ["seal_spec_secrets"]
 
 
-def seal_spec_secrets(d: dict[str, Any], stored: Mapping[str, dict], sealer: EnvSealer | None) -> None:
-    """Replace the plaintext values of d["env_secret"] (a JobSpec as a dict) by sealed ones, in
-    place. `stored` is the job's current sealed env_secret. Raises ValidationError."""
+def seal_spec_secrets(d: dict[str, Any], stored: Mapping[str, SealedSecret], sealer: EnvSealer | None) -> None:
+    """Replace the plaintext values of d["env_secret"] (a request's JobSpec as a dict, before
+    validation) by sealed ones, in the form validation takes ({"v": version, "ct": ciphertext}),
+    in place. `stored` is the job's current sealed env_secret. Raises ValidationError."""
     plain = d.get("env_secret") or {}
     if not plain:
         d.pop("env_secret", None)
@@ -34,7 +36,7 @@ def seal_spec_secrets(d: dict[str, Any], stored: Mapping[str, dict], sealer: Env
             if old is None:
                 raise ValidationError(f"env_secret {name!r}: {value} keeps a stored value, and "
                                       f"job {job!r} has none under that name; send the value")
-            out[name] = dict(old)
+            out[name] = old.to_dict()
             continue
         if not isinstance(value, str):
             raise ValidationError(f"env_secret {name!r} must be text")
@@ -42,25 +44,15 @@ def seal_spec_secrets(d: dict[str, Any], stored: Mapping[str, dict], sealer: Env
             raise ValidationError(str(SecretError("env_secret needs a cluster secret (set "
                                                   "secret_file in the node config)")))
         if old is not None and _opens_to(sealer, job, name, old, value):
-            out[name] = dict(old)
+            out[name] = old.to_dict()
         else:
-            version = (old or {}).get("v", 0) + 1
-            out[name] = {"v": version, "ct": sealer.seal(job, name, value)}
+            version = (old.version if old is not None else 0) + 1
+            out[name] = SealedSecret(version, sealer.seal(job, name, value)).to_dict()
     d["env_secret"] = out
 
 
-def _opens_to(sealer: EnvSealer, job: str, name: str, old: Mapping, value: str) -> bool:
+def _opens_to(sealer: EnvSealer, job: str, name: str, old: SealedSecret, value: str) -> bool:
     try:
-        return sealer.open(job, name, str(old.get("ct", ""))) == value
+        return sealer.open(job, name, old.ciphertext) == value
     except SecretError:
         return False
-
-
-def masked(spec: dict[str, Any]) -> dict[str, Any]:
-    """`spec` as reads show it: each env_secret value replaced by its mask (a copy if changed)."""
-    sealed = spec.get("env_secret")
-    if not sealed:
-        return spec
-    out = dict(spec)
-    out["env_secret"] = {k: mask_secret(int(v.get("v", 0))) for k, v in sealed.items()}
-    return out

@@ -33,9 +33,8 @@ from google.protobuf.message import Message
 from schedd.api import auth, convert
 from schedd.api.limits import call_overflow
 from schedd.api.membership_view import cluster_membership, node_membership
-from schedd.api.secrets import seal_spec_secrets
 from schedd.api.templates import SpecTemplates
-from schedd.security.secrets import EnvSealer, stored_secrets
+from schedd.security.secrets import EnvSealer
 from schedd.core import batches as B
 from schedd.core.audit import short_history
 from schedd.core import commands as C
@@ -46,9 +45,8 @@ from schedd.core.policy import BACKFILL, QUOTA_KINDS, quota_limit
 from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code
 from schedd.core.state import MAX_BACKFILL_PER_ENTRY, UNAUDITED, schedule_of
-from schedd.core.model import (
-    EXECUTION_STATES, ValidationError, canonical_spec, parse_execution_id, spec_level,
-)
+from schedd.core.model import EXECUTION_STATES, ValidationError, parse_execution_id
+from schedd.core.specs import DagTask, JobSpec, SealedSecret, handler_level
 from schedd.leader.assigner import DispatchLoad, overload_warning
 from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode, ReadUnconfirmed
 from schedd.versions import build_info
@@ -106,36 +104,26 @@ class BatchRefused(Exception):
 _SINGLE_SHAPES = SpecTemplates(limit=1024)     # PutJob's, on the event loop's thread only
 
 
-def _sealed_canonical(spec: pb.JobSpec, stored_of: Callable[[str], dict[str, dict]],
-                      sealer: EnvSealer | None) -> tuple[dict, str]:
-    """canonical_spec of a request's spec, its secret env sealed first (schedd.api.secrets):
-    nothing proposed, logged or stored ever holds a plaintext secret. Raises ValidationError."""
-    d = convert.spec_to_dict(spec)
-    if d.get("env_secret"):
-        seal_spec_secrets(d, stored_of(str(d.get("name") or "")), sealer)
-    return canonical_spec(d)
-
-
 @functools.lru_cache(maxsize=4)
 def _sealer(secret: str) -> EnvSealer | None:
     """The sealer of env_secret values under this cluster secret (None: no secret configured)."""
     return EnvSealer(secret) if secret else None
 
 
-def _stored_secrets_of(node: RaftNode) -> Callable[[str], dict[str, dict]]:
+def _stored_secrets_of(node: RaftNode) -> convert.StoredSecrets:
     """name -> the sealed env_secret the job has now (a write may keep them by their mask)."""
-    def stored(name: str) -> dict[str, dict]:
+    def stored(name: str) -> Mapping[str, SealedSecret]:
         with node.lock:
             job = node.state.jobs.get(name)
-            return stored_secrets(job.spec_dict()) if job is not None else {}
+            return job.spec.env_secret if job is not None else {}
     return stored
 
 
-def spec_levels(specs: Iterable[dict]) -> dict[str, int]:
-    """The `fl` to stamp on an entry that carries these canonical specs: {} when their entry
-    kind's own level is enough, {"fl": 5} when one has a container handler (an older build would
-    refuse it as invalid: schedd.core.features Level 5)."""
-    level = max((spec_level(d) for d in specs), default=1)
+def spec_levels(specs: Iterable[JobSpec | DagTask]) -> dict[str, int]:
+    """The `fl` to stamp on an entry that carries these specs (jobs, or a DAG's tasks): {} when
+    their entry kind's own level is enough, {"fl": 6} when one has a container handler (an older
+    build would refuse it as invalid: schedd.core.features Level 6)."""
+    level = max((handler_level(s.handler) for s in specs), default=1)
     return {"fl": level} if level > 1 else {}
 
 
@@ -145,8 +133,8 @@ def _spec_refusal(kind: str, args: Mapping[str, Any], cluster_level: int) -> str
     return behind_message(kind, needed, cluster_level) if needed > cluster_level else None
 
 
-def _canonical_batch(specs: Sequence[pb.JobSpec], stored_of: Callable[[str], dict[str, dict]],
-                     sealer: EnvSealer | None) -> list[tuple[dict, str]]:
+def _canonical_batch(specs: Sequence[pb.JobSpec], stored_of: convert.StoredSecrets,
+                     sealer: EnvSealer | None) -> list[tuple[JobSpec, str]]:
     out = []
     budget = C.BATCH_ENTRY_BYTES - C.BATCH_ENVELOPE_BYTES
     seen: dict[str, int] = {}
@@ -158,16 +146,16 @@ def _canonical_batch(specs: Sequence[pb.JobSpec], stored_of: Callable[[str], dic
     for i, spec in enumerate(specs, 1):
         try:
             done = templates.canonical(spec)
-            d, text = done if done is not None else _sealed_canonical(spec, stored_of, sealer)
+            checked, text = done if done is not None else convert.job_spec_from_pb(spec, stored_of, sealer)
         except ValidationError as e:
             raise BatchRefused(i, f"{label(i)}: {e}") from None
         size = C.encoded_size(text)
         if size > budget:
             raise BatchRefused(i, f"{label(i)}: its spec takes {size} bytes in the log, more than {budget}")
-        if d["name"] in seen:
-            raise BatchRefused(i, f"{label(i)} appears more than once in the batch (first at #{seen[d['name']]})")
-        seen[d["name"]] = i
-        out.append((d, text))
+        if checked.name in seen:
+            raise BatchRefused(i, f"{label(i)} appears more than once in the batch (first at #{seen[checked.name]})")
+        seen[checked.name] = i
+        out.append((checked, text))
     return out
 
 
@@ -405,30 +393,30 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
 
     # ------------------------------------------------------------ helpers
 
-    async def _valid_spec(self, context: CallContext, spec: pb.JobSpec) -> tuple[dict, str]:
+    async def _valid_spec(self, context: CallContext, spec: pb.JobSpec) -> tuple[JobSpec, str]:
         """Validate before proposing: bad input is refused and nothing is committed."""
         try:
             done = _SINGLE_SHAPES.canonical(spec)
-            d, text = done if done is not None else _sealed_canonical(spec, _stored_secrets_of(self.node),
-                                                                      _sealer(self.node.cfg.secret))
+            checked, text = done if done is not None else convert.job_spec_from_pb(
+                spec, _stored_secrets_of(self.node), _sealer(self.node.cfg.secret))
         except ValidationError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        await self._refuse_past_at(context, d)
-        return d, text
+        await self._refuse_past_at(context, checked)
+        return checked, text
 
-    async def _refuse_past_at(self, context: CallContext, d: dict, *, position: int = 0) -> None:
+    async def _refuse_past_at(self, context: CallContext, spec: JobSpec, *, position: int = 0) -> None:
         """A new one-off whose time is long past is almost surely a mistake: refuse it (in a
         batch, as BatchRefused at its position)."""
-        if not d["schedule"].startswith("at "):
+        if not spec.schedule.startswith("at "):
             return
-        at = sched.next_after(sched.parse(d["schedule"], d["timezone"], hash_key=d["name"]), -(2 ** 62))
+        at = sched.next_after(sched.parse(spec.schedule, spec.timezone, hash_key=spec.name), -(2 ** 62))
         with self.node.lock:
-            exists = d["name"] in self.node.state.jobs
+            exists = spec.name in self.node.state.jobs
         if not exists and at is not None and at < self.clock.now_ms() - PAST_AT_GRACE_MS:
             if position:
-                raise BatchRefused(position, f"job {d['name']!r} (#{position}): schedule {d['schedule']!r} "
+                raise BatchRefused(position, f"job {spec.name!r} (#{position}): schedule {spec.schedule!r} "
                                              "is in the past")
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"schedule {d['schedule']!r} is in the past")
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"schedule {spec.schedule!r} is in the past")
 
     def _job_pb(self, name: str, upcoming: int = 0) -> pb.Job | None:
         with self.node.lock:
@@ -448,15 +436,15 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         spec, text = await self._valid_spec(context, request.job)
         cap = self.node.cfg.limits.max_jobs_per_team
         with self.node.lock:
-            over = B.team_overflow(self.node.state, [(spec["name"], spec["team"])], cap)
+            over = B.team_overflow(self.node.state, [(spec.name, spec.team)], cap)
         if over:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, over)
         result = await self._commit(context, C.PUT, request.request_id, spec=text,
-                                    name=spec["name"], create_only=request.create_only,
+                                    name=spec.name, create_only=request.create_only,
                                     expected_version=request.expected_version, team_cap=cap,
                                     **spec_levels([spec]))
         stored = result.of(R.Stored)
-        return pb.PutJobResponse(job=await self._job_or_abort(context, spec["name"]),
+        return pb.PutJobResponse(job=await self._job_or_abort(context, spec.name),
                                  created=stored.created, version=stored.version)
 
     @routed(write=True)
@@ -473,19 +461,19 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             checked = await asyncio.to_thread(_canonical_batch, request.jobs,
                                               _stored_secrets_of(self.node),
                                               _sealer(self.node.cfg.secret))
-            for i, (d, _) in enumerate(checked, 1):
-                await self._refuse_past_at(context, d, position=i)
+            for i, (spec, _) in enumerate(checked, 1):
+                await self._refuse_past_at(context, spec, position=i)
         except BatchRefused as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e),
                                 trailing_metadata=((POSITION, str(e.position)),))
         with self.node.lock:
             st = self.node.state
-            over = B.team_overflow(st, [(d["name"], d["team"]) for d, _ in checked], limits.max_jobs_per_team)
-            exists = next((i for i, (d, _) in enumerate(checked, 1) if d["name"] in st.jobs), 0) \
+            over = B.team_overflow(st, [(spec.name, spec.team) for spec, _ in checked], limits.max_jobs_per_team)
+            exists = next((i for i, (spec, _) in enumerate(checked, 1) if spec.name in st.jobs), 0) \
                 if request.create_only else 0
         if exists:
             await context.abort(grpc.StatusCode.ALREADY_EXISTS,
-                                f"job {checked[exists - 1][0]['name']!r} (#{exists} of {len(checked)}) "
+                                f"job {checked[exists - 1][0].name!r} (#{exists} of {len(checked)}) "
                                 "already exists", trailing_metadata=((POSITION, str(exists)),))
         if over:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, over)
@@ -495,7 +483,7 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         except ValueError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         result = await self._put_batch(context, rid, [text for _, text in checked], create_only=request.create_only,
-                                       team_cap=limits.max_jobs_per_team, **spec_levels(d for d, _ in checked))
+                                       team_cap=limits.max_jobs_per_team, **spec_levels(spec for spec, _ in checked))
         return pb.PutJobsResponse(created=result.created, updated=result.updated)
 
     async def _put_batch(self, context: CallContext, rid: str, texts: list[str],

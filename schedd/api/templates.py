@@ -19,13 +19,13 @@ full path).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from schedd.api import convert
 from schedd.core import schedule as sched
 from schedd.core.jobs import cut_at_name
-from schedd.core.model import MAX_SPEC_BYTES, NAME_RE, canonical_spec, job_name
+from schedd.core.model import MAX_SPEC_BYTES, NAME_RE, job_name
 from schedd.core.model import ValidationError
+from schedd.core.specs import JobSpec
 from schedd_proto import scheduler_pb2 as pb
 
 PLACEHOLDER = "schedd.template.name"        # a valid job name, unlikely inside any other field
@@ -33,7 +33,7 @@ PLACEHOLDER = "schedd.template.name"        # a valid job name, unlikely inside 
 
 @dataclass(slots=True, frozen=True)
 class _Template:
-    spec: dict[str, Any]         # canonical dict, without "name"
+    spec: JobSpec                # the spec under the placeholder name
     before: str                  # canonical text up to the name's opening quote (excluded)
     after: str                   # from the name's closing quote (excluded) to the end
 
@@ -48,8 +48,8 @@ class SpecTemplates:
     limit: int = 0                       # 0: unbounded (one call's batch, itself bounded)
     _seen: dict[bytes, _Template | None] = field(default_factory=dict)   # spec bytes without the name
 
-    def canonical(self, spec: pb.JobSpec) -> tuple[dict[str, Any], str] | None:
-        """(spec dict, canonical text) as canonical_spec gives them, or None: this spec takes the
+    def canonical(self, spec: pb.JobSpec) -> tuple[JobSpec, str] | None:
+        """(spec, canonical text) as canonical_spec gives them, or None: this spec takes the
         full path (which then also says what is wrong with it). Raises ValidationError for a bad
         name."""
         if spec.env_secret:
@@ -72,7 +72,7 @@ class SpecTemplates:
         text = f'{template.before}"{name}"{template.after}'
         if len(text) > MAX_SPEC_BYTES:
             return None                        # the full path words the refusal
-        return {**template.spec, "name": name}, text      # nested values shared: read them only
+        return template.spec.renamed(name), text        # every other value shared: specs are immutable
 
 
 def _without_name(raw: bytes) -> bytes:
@@ -97,13 +97,12 @@ def _template(bare: pb.JobSpec) -> _Template | None:
     for other names (an H schedule, an invalid spec, the placeholder found twice)."""
     bare.name = PLACEHOLDER                   # (bare is a copy of the caller's spec)
     try:
-        d, text = canonical_spec(convert.spec_to_dict(bare))
+        spec, text = convert.job_spec_from_pb(bare)
     except ValidationError:
         return None
-    if sched.uses_hash(bare.schedule) or sched.uses_hash(d["schedule"]):
+    if sched.uses_hash(bare.schedule) or sched.uses_hash(spec.schedule):
         return None
     cut = cut_at_name(text, PLACEHOLDER)
     if cut is None:
         return None
-    d.pop("name")
-    return _Template(d, *cut)
+    return _Template(spec, *cut)

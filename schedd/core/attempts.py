@@ -22,6 +22,7 @@ from schedd.core.policy import blocked
 from schedd.core import results as R
 from schedd.core.results import ApplyResult, CancelAttempt, Code, ok, reject
 from schedd.core.retry import RetryPolicy
+from schedd.core.specs import SensorHandler
 from schedd.core.tables import Tables, exec_or_reject
 
 LOST_RETRY_LIMIT = 5           # re-runs of attempts lost with their worker (at_least_once)
@@ -212,17 +213,16 @@ def sensor_not_ready(st: Tables, ex: Execution, token: object, report: Report, c
     if attempt is None:
         return refuse_stale(ex, token, NOT_READY, cmd)
     job = st.jobs.get(ex.job)
-    handler = (job.spec_dict().get("handler") or {}) if job is not None else {}
-    sensor = handler.get("sensor") if isinstance(handler, dict) else None
-    if not isinstance(sensor, dict):
+    sensor = job.spec.handler if job is not None else None
+    if not isinstance(sensor, SensorHandler):
         return reject(Code.INVALID, f"{ex.id} is not a sensor: NOT_READY is a sensor's outcome")
     write_report(attempt, NOT_READY, report)
     if ex.cancel_requested:
         ex.reason = "cancelled"
         st.set_state(ex, CANCELLED, cmd.now)
         return ok(R.Finished(ex.state, None))
-    poll_ms = int(float(sensor.get("poll_interval_seconds") or DEFAULT_POLL_S) * 1000)
-    timeout_ms = int(float(sensor.get("timeout_seconds") or DEFAULT_SENSOR_TIMEOUT_S) * 1000)
+    poll_ms = int(float(sensor.poll_interval_seconds or DEFAULT_POLL_S) * 1000)
+    timeout_ms = int(float(sensor.timeout_seconds or DEFAULT_SENSOR_TIMEOUT_S) * 1000)
     first = ex.attempts[0].started_ms
     polls = sum(1 for a in ex.attempts if a.state == NOT_READY)
     deadline = first + timeout_ms
@@ -255,7 +255,7 @@ def expire(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     attempt.state, attempt.ended_ms, attempt.error = outcome, cmd.now, reason
     job = st.jobs.get(ex.job)
     never_started = outcome == LOST and cmd.args.get("never_started") is True
-    if (outcome == LOST and job is not None and job.spec_dict().get("delivery") == "at_most_once"
+    if (outcome == LOST and job is not None and job.spec.policies.delivery == "at_most_once"
             and not ex.cancel_requested):
         ex.reason = f"at_most_once: attempt {attempt.number} lost ({reason}); not run again"
         st.set_state(ex, LOST, cmd.now)
@@ -278,7 +278,7 @@ def after_failure(st: Tables, ex: Execution, outcome: str, error: str, now: int)
         st.set_state(ex, CANCELLED, now)
         return
     job = st.jobs.get(ex.job)
-    policy = RetryPolicy.from_spec(job.spec_dict()) if job is not None else RetryPolicy()
+    policy = RetryPolicy.from_spec(job.spec) if job is not None else RetryPolicy()
     if outcome == LOST:
         # At least once: an attempt lost with its worker did not fail, it may never have run;
         # it is run again whatever the retry policy, up to LOST_RETRY_LIMIT times (so a job

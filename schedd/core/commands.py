@@ -163,7 +163,7 @@ FEATURES = FeatureTable((
     Level(5, note="audit records of writes apply refused count under the per-principal denied-record "
                   "limit (schedd.core.audit; below it every such record is kept)"),
     Level(6, note="container handler: an entry that carries a job or DAG-task spec with a "
-                  "`container:` handler is stamped fl=6 by its proposer (schedd.core.model.spec_level), "
+                  "`container:` handler is stamped fl=6 by its proposer (schedd.core.specs.handler_level), "
                   "since an older build's apply refuses that spec as invalid"),
     # Level(7, kinds=(MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
 ))

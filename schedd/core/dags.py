@@ -31,7 +31,6 @@ if all ended without a failure).
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -43,7 +42,11 @@ from schedd.core.firing import record
 from schedd.core.jobs import parse_schedule, upsert
 from schedd.core.model import (
     CANCELLED, FAILED, LOST, MAX_HISTORY_LIMIT, NAME_RE, SCHEDULED, SKIPPED, SUCCEEDED, TERMINAL_STATES,
-    TIMED_OUT, UPSTREAM_FAILED, Execution, ValidationError, canonical_spec, check_committed_dst_and_sla, dump_spec,
+    TIMED_OUT, UPSTREAM_FAILED, Execution, ValidationError, canonical_spec,
+)
+from schedd.core.specs import (
+    NO_POLICIES, DagSpec, DagTask, JobHead, JobSpec, Policies, RawHandler, SensorHandler, check_committed_sla,
+    load_dag,
 )
 from schedd.core.naming import dag_of_job, refuse_job_op, run_id, schedule_row, task_job
 from schedd.core import results as R
@@ -124,7 +127,7 @@ def topo_order(order: list[str], upstream: dict[str, list[str]]) -> list[str]:
     return out
 
 
-def _sensor(body: object, task: str) -> dict[str, Any]:
+def _sensor(body: object, task: str) -> SensorHandler:
     if not isinstance(body, dict):
         raise ValidationError(f"task {task!r}: sensor must be an object")
     kinds = [k for k in SENSOR_KINDS if body.get(k)]
@@ -138,21 +141,23 @@ def _sensor(body: object, task: str) -> dict[str, Any]:
         raise ValidationError(f"task {task!r}: sensor http_url must start with http:// or https://")
     if kind == "file" and not value.startswith("/"):
         raise ValidationError(f"task {task!r}: sensor file must be an absolute path, got {value!r}")
-    out: dict[str, Any] = {kind: value}
+    times: dict[str, float] = {}
     for key, default, lo, hi in (("poll_interval_seconds", DEFAULT_POLL_S, 0.1, 86400),
                                  ("timeout_seconds", DEFAULT_SENSOR_TIMEOUT_S, 0.1, 30 * 86400)):
         v = body.get(key) or default
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
             raise ValidationError(f"task {task!r}: sensor {key} must be a number from {lo:g} to {hi:g}")
-        out[key] = int(v) if v == int(v) else float(v)
-    polls = out["timeout_seconds"] / out["poll_interval_seconds"]
+        times[key] = int(v) if v == int(v) else float(v)
+    polls = times["timeout_seconds"] / times["poll_interval_seconds"]
     if polls > MAX_POLLS:
         raise ValidationError(f"task {task!r}: sensor timeout / poll_interval is {polls:.0f} polls, "
                               f"at most {MAX_POLLS} (each poll is kept in the history)")
-    return out
+    return SensorHandler(poll_interval_seconds=times["poll_interval_seconds"], timeout_seconds=times["timeout_seconds"],
+                         file=value if kind == "file" else "", http_url=value if kind == "http_url" else "",
+                         command=value if kind == "command" else "")
 
 
-def _task(dag: str, team: str, d: object, i: int) -> dict[str, Any]:
+def _task(dag: str, team: str, d: object, i: int) -> DagTask:
     if not isinstance(d, dict):
         raise ValidationError(f"task #{i + 1} must be an object")
     name = d.get("name")
@@ -163,10 +168,10 @@ def _task(dag: str, team: str, d: object, i: int) -> dict[str, Any]:
     if not isinstance(h, dict):
         raise ValidationError(f"task {name!r}: handler must be an object")
     sensor = d.get("sensor") or h.get("sensor")
-    handler = {k: v for k, v in h.items() if k != "sensor"}
-    if sensor and handler:
+    job_handler = {k: v for k, v in h.items() if k != "sensor"}
+    if sensor and job_handler:
         raise ValidationError(f"task {name!r}: give a handler or a sensor, not both")
-    as_job = {"name": name, "team": team, "handler": handler if not sensor else {"shell": {"command": "true"}}}
+    as_job = {"name": name, "team": team, "handler": job_handler if not sensor else {"shell": {"command": "true"}}}
     for key in ("retry", "timeout_seconds", "pool", "worker_labels", "description"):
         if d.get(key):
             as_job[key] = d[key]
@@ -174,17 +179,8 @@ def _task(dag: str, team: str, d: object, i: int) -> dict[str, Any]:
         spec, _ = canonical_spec(as_job)
     except ValidationError as e:
         raise ValidationError(f"task {name!r}: {e}") from None
-    out: dict[str, Any] = {"name": name}
-    if sensor:
-        out["handler"] = {"sensor": _sensor(sensor, name)}
-        out["timeout_seconds"] = spec.get("timeout_seconds") or DEFAULT_SENSOR_CHECK_S
-    else:
-        out["handler"] = spec["handler"]
-        if spec.get("timeout_seconds"):
-            out["timeout_seconds"] = spec["timeout_seconds"]
-    for key in ("retry", "pool", "worker_labels", "description"):
-        if spec.get(key):
-            out[key] = spec[key]
+    handler = _sensor(sensor, name) if sensor else spec.handler
+    timeout = (spec.timeout_seconds or DEFAULT_SENSOR_CHECK_S) if sensor else spec.timeout_seconds
     upstream = d.get("upstream") or []
     if isinstance(upstream, str):
         upstream = [upstream]
@@ -192,18 +188,16 @@ def _task(dag: str, team: str, d: object, i: int) -> dict[str, Any]:
         raise ValidationError(f"task {name!r}: upstream must be a list of task names")
     if len(set(upstream)) != len(upstream):
         raise ValidationError(f"task {name!r}: upstream names a task twice")
-    if upstream:
-        out["upstream"] = list(upstream)
     rule = d.get("trigger_rule") or "all_success"
     if rule not in TRIGGER_RULES:
         raise ValidationError(f"task {name!r}: trigger_rule must be one of {', '.join(TRIGGER_RULES)}, "
                               f"got {rule!r}")
-    if rule != "all_success":
-        out["trigger_rule"] = rule
-    return out
+    return DagTask(name=name, handler=handler, timeout_seconds=timeout, retry=spec.retry,
+                   pool=spec.policies.pool, worker_labels=spec.worker_labels, description=spec.description,
+                   upstream=tuple(upstream), trigger_rule=rule if rule != "all_success" else "")
 
 
-def canonical_dag(d: object) -> tuple[dict[str, Any], str]:
+def canonical_dag(d: object) -> tuple[DagSpec, str]:
     """Validate a DAG document (the proto DagSpec as a dict with proto field names) and return
     its canonical form and JSON text, or raise ValidationError with a message for a person."""
     if not isinstance(d, dict):
@@ -224,7 +218,7 @@ def canonical_dag(d: object) -> tuple[dict[str, Any], str]:
         job, _ = canonical_spec(probe)
     except ValidationError as e:
         raise ValidationError(f"DAG {name!r}: {e}") from None
-    if job["schedule"].startswith("at "):
+    if job.schedule.startswith("at "):
         raise ValidationError(f"DAG {name!r}: a DAG schedule is cron or @every (use `dag run` for once)")
     tasks = d.get("tasks") or []
     if not isinstance(tasks, list) or not tasks:
@@ -234,13 +228,13 @@ def canonical_dag(d: object) -> tuple[dict[str, Any], str]:
     out_tasks = []
     seen: set[str] = set()
     for i, t in enumerate(tasks):
-        task = _task(name, job["team"], t, i)
-        if task["name"] in seen:
-            raise ValidationError(f"DAG {name!r}: duplicate task name {task['name']!r}")
-        seen.add(task["name"])
+        task = _task(name, job.team, t, i)
+        if task.name in seen:
+            raise ValidationError(f"DAG {name!r}: duplicate task name {task.name!r}")
+        seen.add(task.name)
         out_tasks.append(task)
-    order = [t["name"] for t in out_tasks]
-    upstream = {t["name"]: t.get("upstream", []) for t in out_tasks}
+    order = [t.name for t in out_tasks]
+    upstream = {t.name: list(t.upstream) for t in out_tasks}
     for t in order:
         for u in upstream[t]:
             if u not in seen:
@@ -249,19 +243,13 @@ def canonical_dag(d: object) -> tuple[dict[str, Any], str]:
     cycle = find_cycle(order, upstream)
     if cycle is not None:
         raise ValidationError(f"DAG {name!r} has a cycle: {' -> '.join(cycle)}")
-    out: dict[str, Any] = {"name": name, "team": job["team"],
-                 "schedule": "" if job["schedule"] == "none" else job["schedule"],
-                 "timezone": job["timezone"], "tasks": out_tasks}
-    if job.get("description"):
-        out["description"] = job["description"]
-    if job.get("sla"):
-        out["sla"] = job["sla"]
     max_runs = d.get("max_runs") or 0
     if isinstance(max_runs, bool) or not isinstance(max_runs, int) or not 0 <= max_runs <= MAX_RUNS:
         raise ValidationError(f"DAG {name!r}: max_runs must be a whole number from 1 to {MAX_RUNS}")
-    if max_runs:
-        out["max_runs"] = max_runs
-    text = dump_spec(out)
+    out = DagSpec(name=name, team=job.team, schedule="" if job.schedule == "none" else job.schedule,
+                  timezone=job.timezone, tasks=tuple(out_tasks), description=job.description, sla=job.sla,
+                  max_runs=max_runs)
+    text = out.text()
     if len(text) > MAX_DAG_BYTES:
         raise ValidationError(f"DAG {name!r} is too large ({len(text)} bytes, at most {MAX_DAG_BYTES})")
     return out, text
@@ -287,26 +275,11 @@ def runs_of(st: Tables, dag: str) -> list[int]:
 Edges = dict[str, tuple[str, ...]]      # task -> its upstream (or downstream) tasks
 
 
-def _graph(spec: dict[str, Any]) -> tuple[tuple[str, ...], Edges, Edges, dict[str, str]]:
-    """(topological order, upstream, downstream, rules) of a committed spec; ValueError if the
-    spec is not a valid graph (apply never trusts its proposer)."""
-    tasks = spec.get("tasks")
-    if not isinstance(tasks, list) or not tasks:
-        raise ValueError("no tasks")
-    names = []
-    for t in tasks:
-        if not isinstance(t, dict) or not isinstance(t.get("name"), str) or not NAME_RE.match(t["name"]):
-            raise ValueError("bad task")
-        names.append(t["name"])
-    if len(set(names)) != len(names):
-        raise ValueError("duplicate task names")
-    known = set(names)
-    upstream = {}
-    for t in tasks:
-        ups = t.get("upstream") or []
-        if not isinstance(ups, list) or any(u not in known for u in ups):
-            raise ValueError(f"task {t['name']!r}: bad upstream")
-        upstream[t["name"]] = list(ups)
+def _graph(spec: DagSpec) -> tuple[tuple[str, ...], Edges, Edges, dict[str, str]]:
+    """(topological order, upstream, downstream, rules) of a committed spec whose shape
+    `load_dag` checked; ValueError if it has a cycle (apply never trusts its proposer)."""
+    names = [t.name for t in spec.tasks]
+    upstream = {t.name: list(t.upstream) for t in spec.tasks}
     if find_cycle(names, upstream) is not None:
         raise ValueError("cycle")
     order = tuple(topo_order(names, upstream))
@@ -314,30 +287,30 @@ def _graph(spec: dict[str, Any]) -> tuple[tuple[str, ...], Edges, Edges, dict[st
     for t in order:
         for u in upstream[t]:
             down[u].append(t)
-    rules = {t["name"]: t.get("trigger_rule") or "all_success" for t in tasks}
+    rules = {t.name: t.trigger_rule or "all_success" for t in spec.tasks}
     return (order, {t: tuple(upstream[t]) for t in order}, {t: tuple(down[t]) for t in order}, rules)
 
 
-def _row_spec(dag: str, team: str, task: dict[str, Any] | None, max_runs: int, schedule: str = "",
-              tz: str = "UTC") -> dict[str, Any]:
-    """The job-row spec of a task (or, with task None, of the DAG's schedule row)."""
-    if task is None:
-        return {"name": schedule_row(dag), "team": team, "schedule": schedule, "timezone": tz,
-                "handler": {}, "dag": dag, "history_limit": SCHEDULE_ROW_HISTORY}
-    spec = {"name": task_job(dag, task["name"]), "team": team, "schedule": "", "timezone": "UTC",
-            "handler": task["handler"], "dag": dag, "task": task["name"],
-            "history_limit": MAX_HISTORY_LIMIT}     # bounded by the DAG's run retention
-    for key in ("retry", "timeout_seconds", "pool", "worker_labels", "description"):
-        if task.get(key):
-            spec[key] = task[key]
-    return spec
+def _schedule_row_spec(dag: DagDef) -> JobSpec:
+    """The job-row spec of a DAG's schedule: it fires through the ordinary wheel."""
+    return JobSpec(name=schedule_row(dag.name), team=dag.team, schedule=dag.schedule, timezone=dag.tz,
+                   handler=RawHandler({}), dag=dag.name, history_limit=SCHEDULE_ROW_HISTORY)
 
 
-def _upsert_row(st: Tables, spec: dict[str, Any], cmd: C.Command, index: int) -> None:
+def _task_row_spec(dag: str, team: str, task: DagTask) -> JobSpec:
+    """The job-row spec of a task: its handler and job fields, no schedule of its own."""
+    return JobSpec(name=task_job(dag, task.name), team=team, schedule="", timezone="UTC", handler=task.handler,
+                   description=task.description, worker_labels=task.worker_labels, retry=task.retry,
+                   timeout_seconds=task.timeout_seconds, policies=Policies(pool=task.pool) if task.pool else NO_POLICIES,
+                   dag=dag, task=task.name, history_limit=MAX_HISTORY_LIMIT,   # bounded by the DAG's run retention
+                   extra=task.row_extra())
+
+
+def _upsert_row(st: Tables, spec: JobSpec, cmd: C.Command, index: int) -> None:
     """Create or update a DAG's job row (its name has a colon, which PUT refuses) through the
     one job upsert path; a row whose spec is unchanged is left as it is. A new row's incarnation
     is `index` (a task removed and added again is another job)."""
-    upsert(st, spec, dump_spec(spec), parse_schedule(spec), cmd, index, keep_if_same=True)
+    upsert(st, JobHead.of(spec), spec.text(), parse_schedule(spec), cmd, index, keep_if_same=True)
 
 
 def _drop_row(st: Tables, name: str) -> None:
@@ -351,19 +324,14 @@ def put(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     if not isinstance(text, str):
         return reject(Code.INVALID, "invalid DAG: bad DAG name")
     try:
-        spec = json.loads(text)
-        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not NAME_RE.match(spec["name"]):
-            raise ValueError("bad DAG name")
-        for key in ("team", "schedule", "timezone"):
-            if not isinstance(spec.get(key), str):
-                raise ValueError(f"spec.{key} must be a string")
+        spec = load_dag(text)
         order, upstream, downstream, rules = _graph(spec)
-        check_committed_dst_and_sla({"sla": spec["sla"]} if "sla" in spec else {})
-        sched.parse(spec["schedule"], spec["timezone"], hash_key=schedule_row(spec["name"]))
+        check_committed_sla(spec)
+        sched.parse(spec.schedule, spec.timezone, hash_key=schedule_row(spec.name))
     except (ValueError, TypeError, sched.ScheduleError) as e:
         return reject(Code.INVALID, f"invalid DAG: {e}")
-    name = spec["name"]
-    max_runs = spec.get("max_runs") or DEFAULT_MAX_RUNS
+    name = spec.name
+    max_runs = spec.committed_max_runs() or DEFAULT_MAX_RUNS
     if not isinstance(max_runs, int) or not 1 <= max_runs <= MAX_RUNS:
         return reject(Code.INVALID, "invalid DAG: bad max_runs")
     current = st.dags.get(name)
@@ -379,7 +347,7 @@ def put(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
                                            f"task(s) {', '.join(busy)} that this version removes; wait "
                                            "for it to end, or delete the DAG")
     if current is None:
-        dag = DagDef(name=name, team=spec["team"], schedule=spec["schedule"], tz=spec["timezone"],
+        dag = DagDef(name=name, team=spec.team, schedule=spec.schedule, tz=spec.timezone,
                      spec=text, version=1, created_ms=cmd.now, updated_ms=cmd.now, created_by=cmd.by,
                      order=order, upstream=upstream, downstream=downstream, rules=rules,
                      max_runs=max_runs, incarnation=index)
@@ -390,15 +358,15 @@ def put(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
             for gone in dag.order:
                 if gone not in rules:
                     _drop_row(st, task_job(name, gone))
-            dag.team, dag.schedule, dag.tz, dag.spec = spec["team"], spec["schedule"], spec["timezone"], text
+            dag.team, dag.schedule, dag.tz, dag.spec = spec.team, spec.schedule, spec.timezone, text
             dag.order, dag.upstream, dag.downstream, dag.rules = order, upstream, downstream, rules
             dag.max_runs = max_runs
             dag.version += 1
             dag.updated_ms = cmd.now
-    for task in spec["tasks"]:
-        _upsert_row(st, _row_spec(name, dag.team, task, max_runs), cmd, index)
+    for task in spec.tasks:
+        _upsert_row(st, _task_row_spec(name, dag.team, task), cmd, index)
     if dag.schedule and sched.parse(dag.schedule, dag.tz).kind != "none":
-        _upsert_row(st, _row_spec(name, dag.team, None, max_runs, dag.schedule, dag.tz), cmd, index)
+        _upsert_row(st, _schedule_row_spec(dag), cmd, index)
     else:
         _drop_row(st, schedule_row(name))
     _prune_runs(st, dag)

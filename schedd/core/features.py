@@ -31,12 +31,11 @@ the composition root hands it), so a test can run a node of an older build
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from schedd.core import commands as C
 from schedd.core.commands import FeatureTable
-from schedd.core.model import CONTAINER_FEATURE_LEVEL, spec_level
+from schedd.core.specs import CONTAINER_FEATURE_LEVEL, committed_level
 from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code, ok, reject
 from schedd.core.tables import Tables
@@ -79,7 +78,7 @@ _CONTAINER_KEY = '"container":'      # how canonical JSON names the handler (a c
 
 
 def content_level(cmd: C.Command) -> int:
-    """The feature level the specs an entry carries need (`model.spec_level`; a DAG: its tasks'),
+    """The feature level the specs an entry carries need (`specs.committed_level`; a DAG: its tasks'),
     1 for every other entry. Only a text holding the container key is parsed: every unstamped
     put is looked at, and most say nothing of containers."""
     texts = cmd.args.get(SPEC_ARGS.get(cmd.kind, ""))
@@ -89,33 +88,20 @@ def content_level(cmd: C.Command) -> int:
     level = 1
     for text in texts:
         if isinstance(text, str) and _CONTAINER_KEY in text:
-            level = max(level, _parsed_level(text, cmd.kind == C.DAG_PUT))
+            level = max(level, committed_level(text, cmd.kind == C.DAG_PUT))
     return level
-
-
-def _parsed_level(text: str, dag: bool) -> int:
-    try:
-        d = json.loads(text)
-    except ValueError:
-        return 1                          # the kind's own handler refuses it as before
-    if not isinstance(d, dict):
-        return 1
-    specs = d.get("tasks") if dag else [d]
-    if not isinstance(specs, list):
-        return 1
-    return max((spec_level(s) for s in specs if isinstance(s, dict)), default=1)
 
 
 def understated(cmd: C.Command, cluster_level: int) -> str | None:
     """Why apply refuses an entry whose specs need more than its `fl` says (None: it does not).
 
-    Proposers stamp an entry carrying a container spec fl=6 (`model.spec_level`); one without
+    Proposers stamp an entry carrying a container spec fl=6 (`specs.handler_level`); one without
     the stamp was made by hand. It is refused only once the cluster is at the level the content
     needs, and then by every replica alike, because of who applies at each cluster level:
     - cluster at 6 or above: only builds of level >= 6 apply (an older build halts before
       applying anything, `beyond_build`), and every one of them refuses it here;
     - cluster below 6: builds older than the container handler apply too, and they STORE such a
-      spec: their apply never validated a handler (`load_committed_spec` checks only what apply
+      spec: their apply never validated a handler (`specs.load_job` checks only what apply
       computes with), which replaying hand-made put, put_many, batch stage/commit and dag_put
       entries on the last level-5 build (3085262) and a level-4 one (041870a) showed: every one
       ok, the same state digest as this build. So below 6 this build stores it too; refusing it
@@ -130,7 +116,7 @@ def understated(cmd: C.Command, cluster_level: int) -> str | None:
     if needed <= cmd.level or needed > cluster_level:
         return None
     return (f"malformed entry: a {cmd.kind!r} entry carrying a container spec must say fl={needed} "
-            f"(its proposer stamps it: schedd.core.model.spec_level); this one says fl={cmd.level}")
+            f"(its proposer stamps it: schedd.core.specs.handler_level); this one says fl={cmd.level}")
 
 
 def refusal(table: FeatureTable, cluster_level: int, kind: str) -> str | None:

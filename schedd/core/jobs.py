@@ -17,25 +17,24 @@ from schedd.core import commands as C
 from schedd.core import schedule as sched
 from schedd.core.firing import OPEN_END, add_gap, prune_history
 from schedd.core.model import (
-    NAME_RE, DEFAULT_HISTORY_LIMIT, RUNNING, SCHEDULED, SKIPPED, Job, ValidationError, dst_policy, dump_spec, load_committed_spec,
-    spec_template,
+    NAME_RE, DEFAULT_HISTORY_LIMIT, RUNNING, SCHEDULED, SKIPPED, Job, ValidationError, spec_template,
 )
+from schedd.core.specs import JobHead, JobSpec, load_job
 from schedd.core.policy import QUOTA_KINDS
 from schedd.core import results as R
 from schedd.core.results import ApplyResult, CancelAttempt, Code, ok, reject
 from schedd.core.tables import Tables, job_or_reject, next_fire_for, schedule_of
 
-Checked = tuple[dict[str, Any], str, sched.Schedule]     # (spec, its committed text, its schedule)
+Checked = tuple[JobHead, str, sched.Schedule]     # (spec's head, its committed text, its schedule)
 
 
-def parse_schedule(spec: dict[str, Any]) -> sched.Schedule:
+def parse_schedule(spec: JobHead | JobSpec) -> sched.Schedule:
     """The schedule of a job spec, with its DST policy (ScheduleError if it does not parse)."""
-    return sched.parse(spec["schedule"], spec["timezone"], hash_key=spec["name"],
-                       gap=spec.get("dst_gap", ""), fold=spec.get("dst_fold", ""))
+    return sched.parse(spec.schedule, spec.timezone, hash_key=spec.name, gap=spec.dst_gap, fold=spec.dst_fold)
 
 
 def committed_spec(text: object) -> Checked:
-    spec = load_committed_spec(text)
+    spec = load_job(text)
     try:
         s = parse_schedule(spec)
     except sched.ScheduleError as e:
@@ -72,18 +71,18 @@ def put(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
         spec, text, s = committed_spec(cmd.args.get("spec"))
     except ValidationError as e:
         return reject(Code.INVALID, str(e))
-    current = st.jobs.get(spec["name"])
+    current = st.jobs.get(spec.name)
     if current is not None and cmd.args.get("create_only"):
-        return reject(Code.EXISTS, f"job {spec['name']!r} already exists")
+        return reject(Code.EXISTS, f"job {spec.name!r} already exists")
     expected = cmd.args.get("expected_version") or 0
     if expected and (current is None or current.version != expected):
         have = "absent" if current is None else f"at version {current.version}"
-        return reject(Code.CONFLICT, f"job {spec['name']!r} is {have}, not at version {expected}")
-    over = team_overflow(st, [(spec["name"], spec["team"])], team_cap(cmd))
+        return reject(Code.CONFLICT, f"job {spec.name!r} is {have}, not at version {expected}")
+    over = team_overflow(st, [(spec.name, spec.team)], team_cap(cmd))
     if over:
         return reject(Code.EXHAUSTED, over)
     created = upsert(st, spec, text, s, cmd, index)
-    job = st.jobs[spec["name"]]
+    job = st.jobs[spec.name]
     return ok(R.Stored(created, job.name, job.version))
 
 
@@ -146,16 +145,16 @@ class _Shape:
 
     before: str
     after: str
-    spec: dict[str, Any]
+    spec: JobHead
     schedule: sched.Schedule | None      # None: an H schedule, placed by the name (parsed per job)
 
     @staticmethod
     def of(checked: Checked) -> _Shape | None:
         spec, text, s = checked
-        cut = cut_at_name(text, spec["name"])
+        cut = cut_at_name(text, spec.name)
         if cut is None:
             return None
-        return _Shape(*cut, spec, None if sched.uses_hash(spec["schedule"]) else s)
+        return _Shape(*cut, spec, None if sched.uses_hash(spec.schedule) else s)
 
     def renamed(self, text: str) -> Checked | None:
         b, a = self.before, self.after
@@ -166,7 +165,7 @@ class _Shape:
         name = text[len(b) + 1:end - 1]
         if not NAME_RE.fullmatch(name):      # no quote, backslash or control character in it
             return None
-        spec = {**self.spec, "name": name}   # nested values shared: apply only reads them
+        spec = self.spec.renamed(name)       # every other value shared: apply only reads them
         try:
             s = self.schedule or parse_schedule(spec)
         except sched.ScheduleError:
@@ -179,46 +178,47 @@ def put_specs(st: Tables, checked: list[Checked], cmd: C.Command, index: int) ->
     table (duplicates, create_only, the team cap) before the first is written."""
     names: dict[str, int] = {}
     for i, (spec, _, _) in enumerate(checked, 1):
-        name = spec["name"]
+        name = spec.name
         if name in names:
             return reject(Code.INVALID, f"job {name!r} (#{i}) appears more than once in the batch "
                                         f"(first at #{names[name]})", position=i)
         names[name] = i
         if cmd.args.get("create_only") and name in st.jobs:
             return reject(Code.EXISTS, f"job {name!r} (#{i}) already exists", position=i)
-    over = team_overflow(st, [(spec["name"], spec["team"]) for spec, _, _ in checked], team_cap(cmd))
+    over = team_overflow(st, [(spec.name, spec.team) for spec, _, _ in checked], team_cap(cmd))
     if over:
         return reject(Code.EXHAUSTED, over)
     created = sum(upsert(st, spec, text, s, cmd, index) for spec, text, s in checked)
     return ok(R.PutMany(created, len(checked) - created))
 
 
-def upsert(st: Tables, spec: dict[str, Any], text: str, s: sched.Schedule, cmd: C.Command, index: int,
+def upsert(st: Tables, spec: JobHead, text: str, s: sched.Schedule, cmd: C.Command, index: int,
            *, keep_if_same: bool = False) -> bool:
     """Create or update a job row from a checked spec; True if it was created. A new job's
     incarnation is `index`, the entry that created it. With `keep_if_same` (a DAG's rows, written
     again by every `dag apply`), a row whose spec text is unchanged is left as it is. Repeated
     strings (team, schedule, zone) are interned: a million jobs share a handful of them."""
     intern = sys.intern
-    paused = bool(spec.get("paused"))
-    team, schedule, tz = intern(spec["team"]), intern(spec["schedule"]), intern(spec["timezone"])
-    limit = spec.get("history_limit") or DEFAULT_HISTORY_LIMIT
-    dst = intern(dst_policy(spec))
-    job = st.jobs.get(spec["name"])
+    paused = spec.paused
+    team, schedule, tz = intern(spec.team), intern(spec.schedule), intern(spec.timezone)
+    limit = spec.history_limit or DEFAULT_HISTORY_LIMIT
+    dst = intern(spec.dst_policy)
+    job = st.jobs.get(spec.name)
     if job is None:
-        st.add_job(Job(name=spec["name"], team=team, schedule=schedule, tz=tz,
-                       spec_t=spec_template(text, spec["name"]), version=1,
-                       paused=paused, next_fire=next_fire_for(s, cmd.now, None), created_ms=cmd.now,
-                       updated_ms=cmd.now, created_by=cmd.by, history_limit=limit, dst=dst,
-                       incarnation=index))
+        job = Job(name=spec.name, team=team, schedule=schedule, tz=tz, spec_t=spec_template(text, spec.name),
+                  version=1, paused=paused, next_fire=next_fire_for(s, cmd.now, None), created_ms=cmd.now,
+                  updated_ms=cmd.now, created_by=cmd.by, history_limit=limit, dst=dst, incarnation=index)
+        st.seed_policy(job, spec)
+        st.add_job(job)
         return True
-    if keep_if_same and job.spec == text:
+    if keep_if_same and job.spec_text == text:
         return False
     timing_changed = (job.schedule, job.tz, job.dst) != (schedule, tz, dst)
     job.dst = dst
     resumed = job.paused and not paused
     st.set_team(job, team)
-    job.schedule, job.tz, job.spec, job.paused = schedule, tz, text, paused
+    job.schedule, job.tz, job.spec_text, job.paused = schedule, tz, text, paused
+    st.seed_policy(job, spec)
     job.history_limit = limit
     job.version += 1
     job.updated_ms = cmd.now
@@ -252,15 +252,14 @@ def set_paused(st: Tables, cmd: C.Command, paused: bool) -> ApplyResult:
     if isinstance(job, ApplyResult):
         return job
     if job.paused != paused:
-        spec = job.spec_dict()
+        spec = job.spec.with_paused(paused)
         if paused:
-            spec["paused"] = True
             skip_pending(st, job, f"paused by {cmd.by or 'a user'}", cmd.now)
             add_gap(job, cmd.now, OPEN_END, "paused", f"paused by {cmd.by or 'a user'}")
         else:
-            spec.pop("paused", None)
             job.next_fire = resume_from(job, cmd)
-        job.paused, job.spec = paused, dump_spec(spec)
+        job.paused, job.spec_text = paused, spec.text()
+        st.seed_policy(job, JobHead.of(spec))
         job.version += 1
         job.updated_ms = cmd.now
         st.schedule_wheel(job)

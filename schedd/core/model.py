@@ -1,9 +1,10 @@
 """Entities of the replicated state and the validation of what users send.
 
-One place decides what a valid job spec is: the API calls `validate_spec` before it proposes
-anything (so bad input is refused with a clear message and nothing is committed), and apply calls
-it again on the committed entry (so a replica never trusts its proposer). Both give the same answer
-because validation is a pure function of the spec.
+One place decides what a valid job spec is: the API calls `canonical_spec` before it proposes
+anything (so bad input is refused with a clear message and nothing is committed); what it gives is
+the typed spec (schedd.core.specs.JobSpec) and its committed text. Apply checks the committed text
+again for what it computes with (`specs.load_job`), so a replica never trusts its proposer.
+Validation is a pure function of the spec, so every proposer gives the same answer.
 
 Everything here is pure: no clock, no I/O, no randomness.
 """
@@ -14,17 +15,21 @@ import json
 import re
 import sys
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, ClassVar
 
 from schedd.core import schedule as sched
+from schedd.core.specs import (
+    CONTAINER_FEATURE_LEVEL as CONTAINER_FEATURE_LEVEL, DEFAULT_HISTORY_LIMIT as DEFAULT_HISTORY_LIMIT,
+    MAX_HISTORY_LIMIT as MAX_HISTORY_LIMIT, MAX_SLA_SECONDS as MAX_SLA_SECONDS, NAME_RE as NAME_RE,
+    SLA_BY_RE as SLA_BY_RE, ContainerHandler, Handler, HttpHandler, JobSpec, Mount, Policies, PythonHandler,
+    ResourceLimits, RetrySpec, SealedSecret, ShellHandler, SlaSpec, ValidationError as ValidationError,
+)
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 TEAM_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 LABEL_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
 
 DEFAULT_TEAM = "default"
-DEFAULT_HISTORY_LIMIT = 1000
-MAX_HISTORY_LIMIT = 100_000
 MAX_SPEC_BYTES = 16 * 1024
 MAX_COMMAND_BYTES = 8 * 1024
 MAX_MAP_ENTRIES = 64
@@ -36,10 +41,6 @@ CATCHUP_ORDERS = ("newest", "oldest")
 DELIVERY_POLICIES = ("at_least_once", "at_most_once")
 MAX_ERROR_CHARS = 2048
 MAX_OUTPUT_TAIL_CHARS = 4096
-
-
-class ValidationError(ValueError):
-    """Bad user input; the message is meant for a person."""
 
 
 # Execution states (docs/architecture.md "Facts": entities). Only SCHEDULED is produced before workers exist.
@@ -76,11 +77,45 @@ def spec_of_template(template: str, name: str) -> str:
     return template.replace(SPEC_NAME_MARK, f'"{name}"')
 
 
+class RowSpecs:
+    """The typed spec of job rows, built once per spec template and shared by the rows made from
+    it (renamed for each), or per (template, name) where the name stands elsewhere in the text
+    too. A row keeps its committed text (its template is what snapshots and the digest hold);
+    holding a JobSpec in each of a million rows would cost more than the row. Bounded: past
+    `limit` entries the older half goes (a spec seen again is parsed again). Results never depend
+    on what is cached: it is a memo of a pure function, shared by every thread that reads rows."""
+
+    __slots__ = ("limit", "_entries")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._entries: dict[str | tuple[str, str], JobSpec] = {}
+
+    def get(self, template: str, name: str) -> JobSpec:
+        hit = self._entries.get(template)
+        if hit is not None:
+            return hit.renamed(name)
+        own = self._entries.get((template, name))
+        if own is not None:
+            return own
+        spec = JobSpec.from_text(spec_of_template(template, name))
+        if len(self._entries) >= self.limit:
+            for key in list(islice(self._entries, self.limit // 2)):
+                self._entries.pop(key, None)
+        self._entries[template if template.count(SPEC_NAME_MARK) == 1 else (template, name)] = spec
+        return spec
+
+
+ROW_SPECS = RowSpecs(limit=1024)
+
+
 @dataclass(slots=True)
 class Job:
-    """One job row. `spec` is the canonical JSON of the validated spec (the source of truth for
-    handler, retry and the rest), kept as a shared template without the name (`spec_t`, see
-    spec_template); the hot fields the scheduler needs are kept unpacked beside it."""
+    """One job row. Its committed spec text is the source of truth (handler, retry and the
+    rest), kept as a template shared by jobs that differ only by name (`spec_t`, see
+    spec_template); `spec` reads it as the typed JobSpec (RowSpecs), `spec_text` as the text. The
+    hot fields the scheduler needs are kept unpacked beside it. The dataclass fields are the
+    snapshot's row layout (schedd.core.image.JOB_FIELDS): changing them changes the format."""
 
     name: str
     team: str
@@ -100,24 +135,25 @@ class Job:
     dst: str = ""                    # DST policy "gap/fold" of the schedule; "" = the defaults
     incarnation: int = 0             # log index of the entry that created it (0: before this field)
 
-    # What the state digest hashes (schedd.core.digest): the spec itself, not its template, so
+    # What the state digest hashes (schedd.core.digest): the spec's text, not its template, so
     # the digest of a job row is the same whichever way a version stores the text.
     DIGEST_FIELDS: ClassVar[tuple[str, ...]] = (
-        "name", "team", "schedule", "tz", "spec", "version", "paused", "next_fire", "created_ms",
+        "name", "team", "schedule", "tz", "spec_text", "version", "paused", "next_fire", "created_ms",
         "updated_ms", "created_by", "history_limit", "last_fire", "fired_total", "gaps", "dst",
         "incarnation")
 
     @property
-    def spec(self) -> str:
+    def spec(self) -> JobSpec:
+        return ROW_SPECS.get(self.spec_t, self.name)
+
+    @property
+    def spec_text(self) -> str:
+        """The committed form of the spec."""
         return spec_of_template(self.spec_t, self.name)
 
-    @spec.setter
-    def spec(self, text: str) -> None:
+    @spec_text.setter
+    def spec_text(self, text: str) -> None:
         self.spec_t = spec_template(text, self.name)
-
-    def spec_dict(self) -> dict[str, Any]:
-        spec: dict[str, Any] = json.loads(self.spec)
-        return spec
 
     @property
     def revision(self) -> tuple[int, int]:
@@ -295,7 +331,6 @@ def _inherit_env(body: dict[str, Any]) -> list[str]:
 
 
 HANDLER_KINDS = ("shell", "http", "python", "container")
-CONTAINER_FEATURE_LEVEL = 6          # schedd.core.features Level 6: entries carrying one say fl=6
 IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$")
 USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,31})?$")
 NETWORK_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
@@ -342,7 +377,7 @@ def _flag(body: dict[str, Any], key: str, default: bool) -> bool:
     return value
 
 
-def _mounts(body: dict[str, Any]) -> list[dict[str, Any]]:
+def _mounts(body: dict[str, Any]) -> tuple[Mount, ...]:
     mounts = body.get("mounts") or []
     if not isinstance(mounts, list) or not all(isinstance(m, dict) for m in mounts):
         raise ValidationError("container mounts must be a list of {source, target, read_only}")
@@ -356,12 +391,13 @@ def _mounts(body: dict[str, Any]) -> list[dict[str, Any]]:
         target = _path(m, "target", "a mount's target")
         if target == "/":
             raise ValidationError("a mount's target cannot be /")
-        out.append({"source": _path(m, "source", "a mount's source"), "target": target,
-                    "read_only": _flag(m, "read_only", True)})
-    return out
+        out.append(Mount(source=_path(m, "source", "a mount's source"), target=target,
+                         read_only=_flag(m, "read_only", True)))
+    return tuple(out)
 
 
-def _container_command(body: dict[str, Any], out: dict[str, Any]) -> None:
+def _container_command(body: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """(command, args): at most one of them set."""
     command = _str(body, "command", MAX_COMMAND_BYTES)
     args = body.get("args") or []
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
@@ -370,13 +406,10 @@ def _container_command(body: dict[str, Any], out: dict[str, Any]) -> None:
         raise ValidationError("a container handler takes a command (run with /bin/sh -c) or args, not both")
     if sum(len(a.encode()) for a in args) > MAX_COMMAND_BYTES:
         raise ValidationError(f"container args are too long (at most {MAX_COMMAND_BYTES} bytes)")
-    if command:
-        out["command"] = command
-    elif args:
-        out["args"] = list(args)
+    return command, () if command else tuple(args)
 
 
-def container_spec(body: dict[str, Any]) -> dict[str, Any]:
+def container_spec(body: dict[str, Any]) -> ContainerHandler:
     """The canonical container handler. Every value that reaches the engine's command line is
     checked here (an image or path that starts with '-' or holds ',' would be read as an
     option), and the defaults are written out (network none, read-only root, pull never), so a
@@ -387,48 +420,29 @@ def container_spec(body: dict[str, Any]) -> dict[str, Any]:
         raise ValidationError("a container handler needs an image")
     if not IMAGE_RE.match(image):
         raise ValidationError(f"bad container image {image!r}")
-    out: dict[str, Any] = {"image": image}
-    _container_command(body, out)
+    command, args = _container_command(body)
     env = _str_map(body, "env", ENV_NAME_RE)
-    if env:
-        out["env"] = env
-    if body.get("workdir"):
-        out["workdir"] = _path(body, "workdir", "container workdir")
+    workdir = _path(body, "workdir", "container workdir") if body.get("workdir") else ""
     user = _str(body, "user", 64)
     if user and not USER_RE.match(user):
         raise ValidationError(f"bad container user {user!r}: use name or uid, optionally :group")
-    if user:
-        out["user"] = user
     network = _str(body, "network", 64) or "none"
     if not NETWORK_RE.match(network):
         raise ValidationError(f"bad container network {network!r}: none, host or a network's name")
-    out["network"] = network
-    if body.get("cpu"):
-        out["cpu"] = _number(body, "cpu", 0.01, 1024, integer=False)
-    if body.get("memory"):
-        out["memory"] = f"{memory_mib(body['memory'])}Mi"
-    if body.get("pids"):
-        out["pids"] = _number(body, "pids", 1, 1_000_000, integer=True)
-    out["read_only"] = _flag(body, "read_only", True)
+    cpu = _number(body, "cpu", 0.01, 1024, integer=False) if body.get("cpu") else 0
+    memory = f"{memory_mib(body['memory'])}Mi" if body.get("memory") else ""
+    pids = _number(body, "pids", 1, 1_000_000, integer=True) if body.get("pids") else 0
+    read_only = _flag(body, "read_only", True)
     mounts = _mounts(body)
-    if mounts:
-        out["mounts"] = mounts
     pull = _str(body, "pull", 16) or "never"
     if pull not in PULL_POLICIES:
         raise ValidationError(f"container pull must be one of {', '.join(PULL_POLICIES)}, got {pull!r}")
-    out["pull"] = pull
-    return out
+    return ContainerHandler(image=image, command=command, args=args, env=env, workdir=workdir, user=user,
+                            network=network, cpu=cpu, memory=memory, pids=int(pids), read_only=read_only,
+                            mounts=mounts, pull=pull)
 
 
-def spec_level(spec: dict[str, Any]) -> int:
-    """The feature level a canonical job or DAG-task spec needs beyond its entry kind's: a
-    container handler is level 6 (an older build refuses it as invalid, so a replica of that
-    build would diverge)."""
-    handler = spec.get("handler")
-    return CONTAINER_FEATURE_LEVEL if isinstance(handler, dict) and "container" in handler else 1
-
-
-def _handler(d: dict[str, Any]) -> dict[str, Any]:
+def _handler(d: dict[str, Any]) -> Handler:
     h = d.get("handler") or {}
     if not isinstance(h, dict):
         raise ValidationError("handler must be an object")
@@ -441,61 +455,60 @@ def _handler(d: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ValidationError(f"handler {kind} must be an object")
     if kind == "container":
-        return {"container": container_spec(body)}
+        return container_spec(body)
     if kind == "shell":
-        command = _str(body, "command", MAX_COMMAND_BYTES)
-        argv = body.get("argv") or []
-        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-            raise ValidationError("argv must be a list of strings")
-        if bool(command) == bool(argv):
-            raise ValidationError("a shell handler needs a command or an argv, not both")
-        if sum(len(a.encode()) for a in argv) > MAX_COMMAND_BYTES:
-            raise ValidationError(f"argv is too long (at most {MAX_COMMAND_BYTES} bytes)")
-        out: dict[str, Any] = {"command": command} if command else {"argv": list(argv)}
-        if body.get("workdir"):
-            out["workdir"] = _str(body, "workdir", 1024)
-        env = _env(body)
-        if env:
-            out["env"] = env
-        inherit = _inherit_env(body)
-        if inherit:
-            out["inherit_env"] = inherit
-        return {"shell": out}
+        return _shell(body)
     if kind == "http":
-        url = _str(body, "url", 2048)
-        if not re.match(r"^https?://[^\s/]+", url):
-            raise ValidationError(f"http url must start with http:// or https://, got {url!r}")
-        method = (_str(body, "method", 16) or "POST").upper()
-        if method not in ("GET", "POST", "PUT", "PATCH", "DELETE"):
-            raise ValidationError(f"unsupported http method {method!r}")
-        out_http: dict[str, Any] = {"url": url, "method": method}
-        headers = _str_map(body, "headers")
-        if headers:
-            out_http["headers"] = headers
-        if body.get("body"):
-            out_http["body"] = _str(body, "body", MAX_COMMAND_BYTES)
-        if body.get("insecure_skip_verify"):
-            out_http["insecure_skip_verify"] = True
-        return {"http": out_http}
+        return _http(body)
+    return _python(body)
+
+
+def _shell(body: dict[str, Any]) -> ShellHandler:
+    command = _str(body, "command", MAX_COMMAND_BYTES)
+    argv = body.get("argv") or []
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        raise ValidationError("argv must be a list of strings")
+    if bool(command) == bool(argv):
+        raise ValidationError("a shell handler needs a command or an argv, not both")
+    if sum(len(a.encode()) for a in argv) > MAX_COMMAND_BYTES:
+        raise ValidationError(f"argv is too long (at most {MAX_COMMAND_BYTES} bytes)")
+    workdir = _str(body, "workdir", 1024) if body.get("workdir") else ""
+    return ShellHandler(command=command, argv=() if command else tuple(argv), workdir=workdir, env=_env(body),
+                        inherit_env=tuple(_inherit_env(body)))
+
+
+def _http(body: dict[str, Any]) -> HttpHandler:
+    url = _str(body, "url", 2048)
+    if not re.match(r"^https?://[^\s/]+", url):
+        raise ValidationError(f"http url must start with http:// or https://, got {url!r}")
+    method = (_str(body, "method", 16) or "POST").upper()
+    if method not in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+        raise ValidationError(f"unsupported http method {method!r}")
+    headers = _str_map(body, "headers")
+    text = _str(body, "body", MAX_COMMAND_BYTES) if body.get("body") else ""
+    return HttpHandler(url=url, method=method, headers=headers, body=text,
+                       insecure_skip_verify=bool(body.get("insecure_skip_verify")))
+
+
+def _python(body: dict[str, Any]) -> PythonHandler:
     name = _str(body, "name", 256)
     if not name:
         raise ValidationError("a python handler needs a name")
-    out_py: dict[str, Any] = {"name": name}
+    args = ""
     if body.get("args_json"):
         args = _str(body, "args_json", MAX_COMMAND_BYTES)
         try:
             json.loads(args)
         except ValueError:
             raise ValidationError("python args_json is not valid JSON") from None
-        out_py["args_json"] = args
-    return {"python": out_py}
+    return PythonHandler(name=name, args_json=args)
 
 
-def _retry(d: dict[str, Any]) -> dict[str, Any]:
+def _retry(d: dict[str, Any]) -> RetrySpec | None:
     r = d.get("retry") or {}
     if not isinstance(r, dict):
         raise ValidationError("retry must be an object")
-    out = {}
+    out: dict[str, Any] = {}
     if r.get("max_attempts"):
         out["max_attempts"] = _number(r, "max_attempts", 0, 100, integer=True)
     if r.get("initial_backoff_seconds"):
@@ -504,12 +517,12 @@ def _retry(d: dict[str, Any]) -> dict[str, Any]:
         out["max_backoff_seconds"] = _number(r, "max_backoff_seconds", 0, 7 * 86400, integer=False)
     if r.get("multiplier"):
         out["multiplier"] = _number(r, "multiplier", 1, 100, integer=False)
-    return out
+    return RetrySpec(**out) if out else None
 
 
-def validate_spec(d: dict[str, Any]) -> dict[str, Any]:
-    """Return the canonical form of a job spec (defaults filled, empty fields dropped) or raise
-    ValidationError. `d` is the proto JobSpec as a dict with proto field names."""
+def validate_spec(d: dict[str, Any]) -> JobSpec:
+    """The canonical form of a job spec (defaults filled, empty fields dropped) as a typed spec,
+    or ValidationError. `d` is the proto JobSpec as a dict with proto field names."""
     return canonical_spec(d)[0]
 
 
@@ -527,8 +540,16 @@ def job_name(d: dict[str, Any]) -> str:
     return name
 
 
-def canonical_spec(d: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """validate_spec, plus the canonical JSON text (sorted keys) that a proposer commits."""
+def _choice(d: dict[str, Any], key: str, allowed: tuple[str, ...]) -> str:
+    value = _str(d, key, 16)
+    if value and value not in allowed:
+        raise ValidationError(f"{key} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def canonical_spec(d: dict[str, Any]) -> tuple[JobSpec, str]:
+    """validate_spec, plus the canonical JSON text (sorted keys) that a proposer commits. The
+    checks run in a fixed order, so a spec with several faults is always refused for the same one."""
     if not isinstance(d, dict):
         raise ValidationError("job spec must be an object")
     name = job_name(d)
@@ -541,64 +562,43 @@ def canonical_spec(d: dict[str, Any]) -> tuple[dict[str, Any], str]:
                              gap=_str(d, "dst_gap", 16), fold=_str(d, "dst_fold", 16))
     except sched.ScheduleError as e:
         raise ValidationError(str(e)) from None
-    out: dict[str, Any] = {"name": name, "team": team, "schedule": parsed.spec, "timezone": tz,
-                 "handler": _handler(d)}
+    handler = _handler(d)
     description = _str(d, "description", 1024)
-    if description:
-        out["description"] = description
     labels = _str_map(d, "labels", LABEL_KEY_RE)
-    if labels:
-        out["labels"] = labels
     worker_labels = _str_map(d, "worker_labels", LABEL_KEY_RE)
-    if worker_labels:
-        out["worker_labels"] = worker_labels
     retry = _retry(d)
-    if retry:
-        out["retry"] = retry
-    if d.get("timeout_seconds"):
-        out["timeout_seconds"] = _number(d, "timeout_seconds", 0, MAX_TIMEOUT_S, integer=False)
-    overlap = _str(d, "overlap", 16)
-    if overlap and overlap not in OVERLAP_POLICIES:
-        raise ValidationError(f"overlap must be one of {', '.join(OVERLAP_POLICIES)}, got {overlap!r}")
-    if overlap:
-        out["overlap"] = overlap
-    catchup = _str(d, "catchup", 16)
-    if catchup and catchup not in CATCHUP_POLICIES:
-        raise ValidationError(f"catchup must be one of {', '.join(CATCHUP_POLICIES)}, got {catchup!r}")
-    if catchup:
-        out["catchup"] = catchup
-    _policies(d, out)
-    _dst_and_sla(d, out, sched.parse(parsed.spec, tz, hash_key=name))
-    delivery = _str(d, "delivery", 16)
-    if delivery and delivery not in DELIVERY_POLICIES:
-        raise ValidationError(f"delivery must be one of {', '.join(DELIVERY_POLICIES)}, got {delivery!r}")
-    if delivery and delivery != "at_least_once":
-        out["delivery"] = delivery
-    if d.get("priority"):
-        out["priority"] = _number(d, "priority", -1000, 1000, integer=True)
-    pool = _pool(d)
-    if pool:
-        out["pool"] = pool
-    if d.get("paused"):
-        out["paused"] = True
-    if d.get("history_limit"):
-        out["history_limit"] = _number(d, "history_limit", 1, MAX_HISTORY_LIMIT, integer=True)
-    _secrets_and_limits(d, out)
-    text = dump_spec(out)
+    timeout = _number(d, "timeout_seconds", 0, MAX_TIMEOUT_S, integer=False) if d.get("timeout_seconds") else 0
+    policy: dict[str, Any] = {"overlap": _choice(d, "overlap", OVERLAP_POLICIES),
+                              "catchup": _choice(d, "catchup", CATCHUP_POLICIES)}
+    _policies(d, policy)
+    gap, fold, sla = _dst_and_sla(d, sched.parse(parsed.spec, tz, hash_key=name))
+    delivery = _choice(d, "delivery", DELIVERY_POLICIES)
+    policy["delivery"] = delivery if delivery != "at_least_once" else ""
+    policy["priority"] = _number(d, "priority", -1000, 1000, integer=True) if d.get("priority") else 0
+    policy["pool"] = _pool(d)
+    history_limit = _number(d, "history_limit", 1, MAX_HISTORY_LIMIT, integer=True) if d.get("history_limit") else 0
+    env_secret = _env_secret(d, handler)
+    spec = JobSpec(name=name, team=team, schedule=parsed.spec, timezone=tz, handler=handler,
+                   description=description, labels=labels, worker_labels=worker_labels, retry=retry,
+                   timeout_seconds=timeout, policies=Policies(**policy), dst_gap=gap, dst_fold=fold, sla=sla,
+                   paused=bool(d.get("paused")), history_limit=int(history_limit), env_secret=env_secret,
+                   limits=_limits(d))
+    text = spec.text()
     if len(text) > MAX_SPEC_BYTES:
         raise ValidationError(f"job spec is too large ({len(text)} bytes, at most {MAX_SPEC_BYTES})")
-    return out, text
+    return spec, text
 
 
 def _policies(d: dict[str, Any], out: dict[str, Any]) -> None:
-    """Overlap bounds, concurrency key, catch-up window/cap/deadline, jitter and retention age."""
+    """Overlap bounds, concurrency key, catch-up window/cap/deadline, jitter and retention age
+    (into `out`, which holds the overlap)."""
     for key, hi in (("max_active", 10_000), ("queue_limit", 10_000), ("concurrency_limit", 10_000),
                     ("catchup_max", 100_000)):
         if d.get(key):
             out[key] = _number(d, key, 1, hi, integer=True)
-    if "max_active" in out and out.get("overlap", "allow") != "allow":
+    if "max_active" in out and (out["overlap"] or "allow") != "allow":
         raise ValidationError("max_active applies to overlap allow only (skip and queue allow one run)")
-    if "queue_limit" in out and out.get("overlap") != "queue":
+    if "queue_limit" in out and out["overlap"] != "queue":
         raise ValidationError("queue_limit applies to overlap queue only")
     key = _str(d, "concurrency_key", 128)
     if key:
@@ -607,138 +607,67 @@ def _policies(d: dict[str, Any], out: dict[str, Any]) -> None:
         out["concurrency_key"] = key
     elif "concurrency_limit" in out:
         raise ValidationError("concurrency_limit needs a concurrency_key")
-    order = _str(d, "catchup_order", 16)
-    if order and order not in CATCHUP_ORDERS:
-        raise ValidationError(f"catchup_order must be one of {', '.join(CATCHUP_ORDERS)}, got {order!r}")
+    order = _choice(d, "catchup_order", CATCHUP_ORDERS)
     if order and order != "newest":
         out["catchup_order"] = order
     for key, hi in (("catchup_window_seconds", 366 * 86400), ("starting_deadline_seconds", 366 * 86400),
                     ("jitter_seconds", 86400), ("history_max_age_seconds", 3660 * 86400)):
         if d.get(key):
-            v = _number(d, key, 0.001, hi, integer=False)
-            out[key] = int(v) if v == int(v) else v
+            out[key] = _seconds(d, key, 0.001, hi)
 
 
-def dump_spec(spec: dict[str, Any]) -> str:
-    return json.dumps(spec, sort_keys=True, separators=(",", ":"))
-
-
-def load_committed_spec(text: object) -> dict[str, Any]:
-    """Read a canonical spec from a committed entry, checking only what apply relies on.
-
-    Full validation (`validate_spec`) runs on the proposer before anything is committed; the
-    entry then carries the canonical text, which apply stores as it is. Apply re-checks the fields
-    it computes with, so a malformed entry is a deterministic rejection rather than an exception,
-    and a later change of validation rules never changes how old entries replay.
-    """
-    if not isinstance(text, str):
-        raise ValidationError("spec must be canonical JSON text")
-    try:
-        d = json.loads(text)
-    except ValueError:
-        raise ValidationError("spec is not valid JSON") from None
-    if not isinstance(d, dict):
-        raise ValidationError("spec must be an object")
-    name = d.get("name")
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise ValidationError(f"bad job name {name!r}")
-    for key in ("team", "schedule", "timezone"):
-        if not isinstance(d.get(key), str):
-            raise ValidationError(f"spec.{key} must be a string")
-    limit = d.get("history_limit", DEFAULT_HISTORY_LIMIT)
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_HISTORY_LIMIT:
-        raise ValidationError("bad history_limit")
-    check_committed_dst_and_sla(d)
-    return d
+def _seconds(d: dict[str, Any], key: str, lo: float, hi: float) -> float:
+    """A duration as the canonical form writes it: whole seconds as an integer."""
+    v = _number(d, key, lo, hi, integer=False)
+    return int(v) if v == int(v) else v
 
 
 # ------------------------------------------------------------------ DST policies and SLAs
 
-MAX_SLA_SECONDS = 366 * 86400
-SLA_BY_RE = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 
-
-def _dst_and_sla(d: dict[str, Any], out: dict[str, Any], default: sched.Schedule) -> None:
-    """dst_gap / dst_fold (kept only where they differ from the default of the schedule, which
-    depends on its hour field, so a spec that names the default commits the same text) and
-    the sla object."""
+def _dst_and_sla(d: dict[str, Any], default: sched.Schedule) -> tuple[str, str, SlaSpec | None]:
+    """(dst_gap, dst_fold, sla): the DST policies kept only where they differ from the default of
+    the schedule, which depends on its hour field, so a spec that names the default commits the
+    same text."""
     gap, fold = _str(d, "dst_gap", 16), _str(d, "dst_fold", 16)
     if gap and gap not in sched.GAP_POLICIES:
         raise ValidationError(f"dst_gap must be one of {', '.join(sched.GAP_POLICIES)}, got {gap!r}")
     if fold and fold not in sched.FOLD_POLICIES:
         raise ValidationError(f"dst_fold must be one of {', '.join(sched.FOLD_POLICIES)}, got {fold!r}")
-    if gap and gap != default.gap:
-        out["dst_gap"] = gap
-    if fold and fold != default.fold:
-        out["dst_fold"] = fold
-    sla = d.get("sla")
+    return (gap if gap != default.gap else "", fold if fold != default.fold else "", _sla(d.get("sla")))
+
+
+def _sla(sla: Any) -> SlaSpec | None:
     if sla in (None, {}):
-        return
+        return None
     if not isinstance(sla, dict):
         raise ValidationError("sla must be an object")
     unknown = sorted(set(sla) - {"within_seconds", "by", "timezone", "webhook"})
     if unknown:
         raise ValidationError(f"unknown sla field {unknown[0]!r}")
-    got: dict[str, Any] = {}
+    within: float = 0
     if sla.get("within_seconds"):
         try:
-            v = _number(sla, "within_seconds", 0.001, MAX_SLA_SECONDS, integer=False)
+            within = _seconds(sla, "within_seconds", 0.001, MAX_SLA_SECONDS)
         except ValidationError as e:
             raise ValidationError(f"sla.{e}") from None
-        got["within_seconds"] = int(v) if v == int(v) else v
     by = _str(sla, "by", 16).strip()
-    if by:
-        if not SLA_BY_RE.match(by):
-            raise ValidationError(f"sla.by must be a wall time HH:MM (00:00-23:59), got {by!r}")
-        got["by"] = by
+    if by and not SLA_BY_RE.match(by):
+        raise ValidationError(f"sla.by must be a wall time HH:MM (00:00-23:59), got {by!r}")
     tz = _str(sla, "timezone", 64)
     if tz:
         try:
-            got["timezone"] = sched.validate_tz(tz)
+            tz = sched.validate_tz(tz)
         except sched.ScheduleError as e:
             raise ValidationError(f"sla.timezone: {e}") from None
     webhook = _str(sla, "webhook", 2048)
-    if webhook:
-        if not re.match(r"^https?://[^\s/]+", webhook):
-            raise ValidationError(f"sla.webhook must start with http:// or https://, got {webhook!r}")
-        got["webhook"] = webhook
-    if "within_seconds" not in got and "by" not in got:
-        raise ValidationError("sla needs within_seconds or by (or both)")
-    if "timezone" in got and "by" not in got:
-        raise ValidationError("sla.timezone applies to sla.by only")
-    out["sla"] = got
-
-
-def check_committed_dst_and_sla(d: dict[str, Any]) -> None:
-    """What apply computes with: the DST policy names and the SLA's deadline fields."""
-    if d.get("dst_gap", "shift") not in sched.GAP_POLICIES:
-        raise ValidationError("bad dst_gap")
-    if d.get("dst_fold", "first") not in sched.FOLD_POLICIES:
-        raise ValidationError("bad dst_fold")
-    sla = d.get("sla")
-    if sla is None:
-        return
-    if not isinstance(sla, dict):
-        raise ValidationError("bad sla")
-    within = sla.get("within_seconds", 0)
-    if isinstance(within, bool) or not isinstance(within, (int, float)) or not 0 <= within <= MAX_SLA_SECONDS:
-        raise ValidationError("bad sla.within_seconds")
-    by = sla.get("by", "")
-    if not isinstance(by, str) or (by and not SLA_BY_RE.match(by)):
-        raise ValidationError("bad sla.by")
+    if webhook and not re.match(r"^https?://[^\s/]+", webhook):
+        raise ValidationError(f"sla.webhook must start with http:// or https://, got {webhook!r}")
     if not within and not by:
-        raise ValidationError("sla needs within_seconds or by")
-    for key in ("timezone", "webhook"):
-        if not isinstance(sla.get(key, ""), str):
-            raise ValidationError(f"bad sla.{key}")
-
-
-def dst_policy(spec: dict[str, Any]) -> str:
-    """The Job.dst text of a canonical spec: "gap/fold" as the spec names them, each "" when not
-    named (then the schedule's default applies, see schedule.default_dst_policy); "" for
-    neither."""
-    gap, fold = spec.get("dst_gap") or "", spec.get("dst_fold") or ""
-    return f"{gap}/{fold}" if gap or fold else ""
+        raise ValidationError("sla needs within_seconds or by (or both)")
+    if tz and not by:
+        raise ValidationError("sla.timezone applies to sla.by only")
+    return SlaSpec(within_seconds=within, by=by, timezone=tz, webhook=webhook)
 
 
 # ------------------------------------------------------------------ secret env and resource limits
@@ -773,16 +702,15 @@ def check_secret_names(names: Any, *, handler_kind: str) -> None:
             raise ValidationError(f"env_secret name {n!r}: SCHEDD_* variables are set by the worker")
 
 
-def _secrets_and_limits(d: dict[str, Any], out: dict[str, Any]) -> None:
+def _env_secret(d: dict[str, Any], handler: Handler) -> dict[str, SealedSecret]:
     """env_secret, in the sealed form the API edge made of it ({name: {"v": version, "ct":
-    ciphertext}}: core never sees a plaintext secret), and the per-attempt resource limits."""
+    ciphertext}}: core never sees a plaintext secret)."""
     sealed = d.get("env_secret") or {}
     if not isinstance(sealed, dict):
         raise ValidationError("env_secret must be a map")
-    kind = next(iter(out["handler"]))
-    check_secret_names(sorted(sealed), handler_kind=kind)
-    env = out["handler"][kind].get("env") or {}
-    got: dict[str, Any] = {}
+    check_secret_names(sorted(sealed), handler_kind=handler.kind)
+    env = handler.env if isinstance(handler, (ShellHandler, ContainerHandler)) else {}
+    got: dict[str, SealedSecret] = {}
     for name in sorted(sealed):
         v = sealed[name]
         if not (isinstance(v, dict) and set(v) == {"v", "ct"} and isinstance(v["ct"], str)
@@ -792,9 +720,12 @@ def _secrets_and_limits(d: dict[str, Any], out: dict[str, Any]) -> None:
                                   "as text and stored encrypted)")
         if name in env:
             raise ValidationError(f"{name!r} is in both env and env_secret")
-        got[name] = {"v": v["v"], "ct": v["ct"]}
-    if got:
-        out["env_secret"] = got
+        got[name] = SealedSecret(version=v["v"], ciphertext=v["ct"])
+    return got
+
+
+def _limits(d: dict[str, Any]) -> ResourceLimits | None:
+    """The per-attempt resource limits (None: none)."""
     limits = d.get("limits") or {}
     if not isinstance(limits, dict):
         raise ValidationError("limits must be an object")
@@ -817,5 +748,4 @@ def _secrets_and_limits(d: dict[str, Any], out: dict[str, Any]) -> None:
         if not lo <= value <= hi:
             raise ValidationError(f"limits.{key} must be between {lo:g} and {hi:g}, got {value:g}")
         lim[key] = int(value) if value == int(value) else value
-    if lim:
-        out["limits"] = lim
+    return ResourceLimits(**lim) if lim else None

@@ -16,6 +16,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from collections.abc import Callable
 
 from schedd.core.model import SPEC_NAME_MARK, Execution, Job
+from schedd.core.specs import JobHead, JobSpec
 
 T = TypeVar("T")
 
@@ -34,11 +35,6 @@ DEFAULT_QUEUE_LIMIT = 10
 DEFAULT_BACKFILL_QUOTA = 2         # running backfill attempts cluster-wide unless set with a quota
 BACKFILL = "backfill"
 QUOTA_KINDS = ("team", "pool", "lane")
-
-
-def _handler_kind(spec: dict[str, Any]) -> str:
-    handler = spec.get("handler")
-    return next(iter(handler), "") if isinstance(handler, dict) else ""
 
 
 @dataclass(slots=True, frozen=True)
@@ -62,24 +58,26 @@ class JobPolicy:
     handler: str = "shell"            # its handler's kind: a worker must advertise it (container)
 
     @classmethod
-    def from_spec(cls, spec: dict[str, Any]) -> JobPolicy:
-        return cls(overlap=spec.get("overlap") or "allow",
-                   max_active=int(spec.get("max_active") or 0),
-                   queue_limit=int(spec.get("queue_limit") or DEFAULT_QUEUE_LIMIT),
-                   concurrency_key=spec.get("concurrency_key") or "",
-                   concurrency_limit=int(spec.get("concurrency_limit") or 1),
-                   catchup=spec.get("catchup") or "all",
-                   catchup_window_ms=_ms(spec.get("catchup_window_seconds")),
-                   catchup_max=int(spec.get("catchup_max") or 0),
-                   catchup_order=spec.get("catchup_order") or "newest",
-                   deadline_ms=_ms(spec.get("starting_deadline_seconds")),
-                   jitter_ms=_ms(spec.get("jitter_seconds")),
-                   priority=int(spec.get("priority") or 0),
-                   team=spec.get("team") or "default",
-                   pool=spec.get("pool") or "",
-                   max_age_ms=_ms(spec.get("history_max_age_seconds")),
-                   worker_labels=tuple(sorted((spec.get("worker_labels") or {}).items())),
-                   handler=_handler_kind(spec))
+    def from_spec(cls, spec: JobSpec) -> JobPolicy:
+        """The spec's policies with their defaults filled in."""
+        p = spec.policies
+        return cls(overlap=p.overlap or "allow",
+                   max_active=p.max_active,
+                   queue_limit=p.queue_limit or DEFAULT_QUEUE_LIMIT,
+                   concurrency_key=p.concurrency_key,
+                   concurrency_limit=p.concurrency_limit or 1,
+                   catchup=p.catchup or "all",
+                   catchup_window_ms=_ms(p.catchup_window_seconds),
+                   catchup_max=p.catchup_max,
+                   catchup_order=p.catchup_order or "newest",
+                   deadline_ms=_ms(p.starting_deadline_seconds),
+                   jitter_ms=_ms(p.jitter_seconds),
+                   priority=p.priority,
+                   team=spec.team or "default",
+                   pool=p.pool,
+                   max_age_ms=_ms(p.history_max_age_seconds),
+                   worker_labels=tuple(sorted(spec.worker_labels.items())) if spec.worker_labels else (),
+                   handler=spec.handler_kind)
 
     @property
     def active_limit(self) -> int:
@@ -98,7 +96,7 @@ class JobPolicy:
         return tuple(keys)
 
 
-def _ms(seconds: Any) -> int:
+def _ms(seconds: float) -> int:
     return int(round(float(seconds or 0) * 1000))
 
 
@@ -151,9 +149,10 @@ def make_room(entries: dict[str, Any], limit: int) -> None:
 
 
 class VersionCache(Generic[T]):
-    """Something derived from a job's spec (its policy, its parsed spec), built once per job
-    revision (incarnation and version: never the deleted job's under the same name). Bounded: past `limit` entries the older half is dropped, which costs one JSON parse per job
-    seen again, where an entry kept for each of a million jobs would cost more than the job."""
+    """Something derived from a job's spec (its policy), built once per job revision
+    (incarnation and version: never the deleted job's under the same name). Bounded: past `limit`
+    entries the older half is dropped, which costs one build per job seen again, where an entry
+    kept for each of a million jobs would cost more than the job."""
 
     __slots__ = ("build", "limit", "_entries")
 
@@ -182,10 +181,10 @@ class TemplateCache(Generic[T]):
 
     __slots__ = ("build", "limit", "_shared", "_own")
 
-    def __init__(self, build: Callable[[dict[str, Any]], T], limit: int) -> None:
+    def __init__(self, build: Callable[[JobSpec], T], limit: int) -> None:
         self.build, self.limit = build, limit
         self._shared: dict[str, T] = {}
-        self._own: VersionCache[T] = VersionCache(lambda job: build(job.spec_dict()), limit)
+        self._own: VersionCache[T] = VersionCache(lambda job: build(job.spec), limit)
 
     def get(self, job: Job) -> T:
         template = job.spec_t
@@ -195,8 +194,19 @@ class TemplateCache(Generic[T]):
         if template.count(SPEC_NAME_MARK) != 1:
             return self._own.get(job)
         make_room(self._shared, self.limit)
-        hit = self._shared[template] = self.build(job.spec_dict())
+        hit = self._shared[template] = self.build(job.spec)
         return hit
+
+    def seed(self, job: Job, head: JobHead) -> None:
+        """Build a job's entry from the spec apply has just read for it (a put: `head`), unless
+        its template has one: the job's first fire then reads no spec (reading one is most of a
+        first intent's cost where every job's spec is its own). Jobs whose template is
+        name-dependent are left to `get`."""
+        template = job.spec_t
+        if template in self._shared or template.count(SPEC_NAME_MARK) != 1:
+            return
+        make_room(self._shared, self.limit)
+        self._shared[template] = self.build(head.spec())
 
     def forget(self, name: str) -> None:
         self._own.forget(name)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+
+from schedd.core.specs import JobSpec
 
 JITTER = 0.2                 # +-20 % around the exponential delay
 
@@ -19,13 +20,15 @@ class RetryPolicy:
     multiplier: float = 2.0
 
     @classmethod
-    def from_spec(cls, spec: dict[str, Any]) -> RetryPolicy:
-        r = spec.get("retry") or {}
-        d = cls()
-        return cls(max_attempts=max(1, int(r.get("max_attempts") or d.max_attempts)),
-                   initial_backoff_s=float(r.get("initial_backoff_seconds") or d.initial_backoff_s),
-                   max_backoff_s=float(r.get("max_backoff_seconds") or d.max_backoff_s),
-                   multiplier=float(r.get("multiplier") or d.multiplier))
+    def from_spec(cls, spec: JobSpec) -> RetryPolicy:
+        """The spec's retry with the defaults filled in (0 in the spec: the default)."""
+        r, d = spec.retry, cls()
+        if r is None:
+            return d
+        return cls(max_attempts=max(1, int(r.max_attempts or d.max_attempts)),
+                   initial_backoff_s=float(r.initial_backoff_seconds or d.initial_backoff_s),
+                   max_backoff_s=float(r.max_backoff_seconds or d.max_backoff_s),
+                   multiplier=float(r.multiplier or d.multiplier))
 
     def delay_ms(self, execution_id: str, failures: int) -> int:
         """The wait after the `failures`-th failed attempt (1-based): initial * multiplier^(n-1),

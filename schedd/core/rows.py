@@ -8,12 +8,12 @@ them, schedd.core.dags and schedd.core.batches, which re-export them.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from schedd.core.model import ExecutionEvent
 from schedd.core.naming import run_id
+from schedd.core.specs import DagSpec
 
 DEFAULT_MAX_RUNS = 50
 STAGED = "staged"                 # a batch's state until it is committed or aborted
@@ -21,8 +21,10 @@ STAGED = "staged"                 # a batch's state until it is committed or abo
 
 @dataclass(slots=True)
 class DagDef:
-    """A DAG definition. `spec` is the canonical JSON (the source of truth); the graph is kept
-    unpacked beside it. The dicts are replaced, never mutated, so runs may share them."""
+    """A DAG definition. `spec` is the committed text (the source of truth; the field keeps its
+    name because the fields are the snapshot's row layout) and `dag_spec` reads it as a typed
+    DagSpec; the graph is kept unpacked beside it. The dicts are replaced, never mutated, so runs
+    may share them."""
 
     name: str
     team: str
@@ -41,14 +43,24 @@ class DagDef:
     runs_total: int = 0
     incarnation: int = 0          # log index of the entry that created it (like Job.incarnation)
 
-    def spec_dict(self) -> dict[str, Any]:
-        spec: dict[str, Any] = json.loads(self.spec)
-        return spec
+    @property
+    def dag_spec(self) -> DagSpec:
+        """The typed spec, parsed once per text (a memo of a pure function: DAGs are few)."""
+        hit = _DAG_SPECS.get(self.spec)
+        if hit is None:
+            if len(_DAG_SPECS) >= _DAG_SPECS_KEPT:
+                _DAG_SPECS.clear()
+            hit = _DAG_SPECS[self.spec] = DagSpec.from_text(self.spec)
+        return hit
 
     @property
     def revision(self) -> tuple[int, int]:
         """The key of caches derived from the spec (see Job.revision)."""
         return (self.incarnation, self.version)
+
+
+_DAG_SPECS: dict[str, DagSpec] = {}
+_DAG_SPECS_KEPT = 64
 
 
 @dataclass(slots=True)

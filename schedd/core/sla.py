@@ -53,6 +53,7 @@ from schedd.core import commands as C
 from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code, SlaMissed, ok, reject
 from schedd.core.rows import DagDef, DagRun
+from schedd.core.specs import DagSpec, JobSpec
 from schedd.core.tables import Tables
 
 MISSED = "sla_missed"                # the ExecutionEvent kind
@@ -82,23 +83,16 @@ class Sla:
         return " and ".join(parts)
 
 
-def sla_of_spec(spec: dict[str, Any], job_tz: str = "UTC") -> Sla | None:
-    """The SLA of a canonical spec, or None. Never raises: a malformed one reads as none."""
-    raw = spec.get("sla")
-    if not isinstance(raw, dict):
+def sla_of_spec(spec: JobSpec | DagSpec, owner_tz: str = "UTC") -> Sla | None:
+    """The SLA of a spec, or None. Never raises: one that is not in canonical form reads as none
+    (schedd.core.specs), and so does one with neither deadline. `by` counts in the SLA's zone,
+    else the spec's, else `owner_tz`."""
+    sla = spec.sla
+    within = max(sla.within_seconds, 0) if sla is not None else 0
+    if sla is None or (not within and not sla.by):
         return None
-    within = raw.get("within_seconds") or 0
-    by = raw.get("by") or ""
-    if isinstance(within, bool) or not isinstance(within, (int, float)) or within < 0:
-        within = 0
-    if not isinstance(by, str):
-        by = ""
-    if not within and not by:
-        return None
-    tz = raw.get("timezone") or spec.get("timezone") or job_tz or "UTC"
-    webhook = raw.get("webhook") or ""
-    return Sla(within_ms=int(round(within * 1000)), by=by, tz=tz if isinstance(tz, str) else "UTC",
-               webhook=webhook if isinstance(webhook, str) else "")
+    return Sla(within_ms=int(round(within * 1000)), by=sla.by,
+               tz=sla.timezone or spec.timezone or owner_tz or "UTC", webhook=sla.webhook)
 
 
 def deadline_ms(sla: Sla, scheduled_ms: int) -> int | None:
@@ -208,7 +202,8 @@ def _cached_sla(state: Tables, key: str, owner: Job | DagDef) -> Sla | None:
         if len(cache) > 2 * (len(state.jobs) + len(state.dags)) + 1000:
             cache.clear()
         try:
-            hit = cache[key] = (owner.revision, sla_of_spec(owner.spec_dict(), owner.tz))
+            spec = owner.spec if isinstance(owner, Job) else owner.dag_spec
+            hit = cache[key] = (owner.revision, sla_of_spec(spec, owner.tz))
         except ValueError:
             hit = cache[key] = (owner.revision, None)
     return hit[1]

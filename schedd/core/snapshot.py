@@ -81,7 +81,7 @@ def _job_rows(jobs: Any, fmt: tuple[str, int]) -> list[tuple[Any, ...]]:
     a cluster whose voters do not all read format 5 yet)."""
     rows = list(map(attrgetter(*JOB_FIELDS), jobs))
     if fmt in FULL_SPEC_FORMATS:
-        rows = [(*r[:_SPEC_T], job.spec, *r[_SPEC_T + 1:]) for r, job in zip(rows, jobs)]
+        rows = [(*r[:_SPEC_T], job.spec_text, *r[_SPEC_T + 1:]) for r, job in zip(rows, jobs)]
     return rows
 
 
@@ -105,7 +105,7 @@ def _from_image(fmt: Any, _gc_paused: Any, job_rows: list[tuple[Any, ...]], exec
     jobs = {job.name: job for job in starmap(Job, job_rows)}
     if tuple(fmt) in FULL_SPEC_FORMATS:
         for job in jobs.values():
-            job.spec = job.spec_t            # the full text, read into the template slot
+            job.spec_text = job.spec_t       # the full text, read into the template slot
     execs = {(ex.job, ex.scheduled_ms): ex for ex in starmap(Execution, exec_rows)}
     audit = list(starmap(AuditRecord, audit_rows))
     return (SNAPSHOT_FORMAT, jobs, execs, epoch, dedup, audit, log_hash, last_index, clock_ms, extra or {})

@@ -31,7 +31,7 @@ from schedd.core import sla as sla_index
 from schedd.core.attempts import LOST_RETRY_LIMIT
 from schedd.core.digest import state_digest
 from schedd.core.firing import GAPS_KEEP, MAX_BACKFILL_PER_ENTRY, MISSED_GRACE_MS, OPEN_END
-from schedd.core.model import Execution, Job, dst_policy
+from schedd.core.model import Execution, Job
 from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code, EpochApplied, ok, reject
 from schedd.core.image import (
@@ -324,4 +324,4 @@ def _named_dst_policies(jobs_by_name: dict[str, Job]) -> None:
     replica restored from such an image would disagree with one that replayed the log."""
     for job in jobs_by_name.values():
         if job.dst:
-            job.dst = dst_policy(job.spec_dict())
+            job.dst = job.spec.dst_policy

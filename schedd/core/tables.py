@@ -27,6 +27,7 @@ from schedd.core.naming import dag_of_job, refuse_job_op
 from schedd.core.policy import JobPolicy, policy_cache
 from schedd.core.results import ApplyResult, Code, reject
 from schedd.core.rows import Batch, DagDef, DagRun
+from schedd.core.specs import JobHead
 from schedd.core.wheel import TimingWheel
 
 ExecKey = tuple[str, int]
@@ -222,6 +223,10 @@ class Tables:
 
     def policy(self, job: Job) -> JobPolicy:
         return self._policies.get(job)
+
+    def seed_policy(self, job: Job, head: JobHead) -> None:
+        """The policy of a job just written from `head` (schedd.core.policy.TemplateCache.seed)."""
+        self._policies.seed(job, head)
 
     # ------------------------------------------------------------ jobs
 

@@ -16,7 +16,6 @@ The proposals carry request ids derived from the token, so a retried proposal ap
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -33,6 +32,7 @@ from schedd.core.model import Execution, Job, ValidationError, execution_id, par
 from schedd.core.policy import TemplateCache
 from schedd.core import results as R
 from schedd.core.results import UNKNOWN, ApplyResult, Code
+from schedd.core.specs import JobSpec, ResourceLimits, handler_json
 from schedd.core.view import StateView
 from schedd.leader.assignment import Candidate, Capacity, Claim, InFlight, Pace, candidates, decide, in_due_order
 from schedd.leader.planner import herd_window_ms
@@ -148,13 +148,21 @@ def inherited_claim_fate(*, reconnected: bool, same_process: bool, reported: boo
 CLAIM_BYTES = 128             # what a claim costs in a start_many entry besides its names
 
 
-def claim_chunks(batch: list[tuple[WorkerConn, Claim, dict]]) -> list[list[tuple[WorkerConn, Claim, dict]]]:
+def claim_chunks(batch: list[tuple[WorkerConn, Claim, JobSpec]]) -> list[list[tuple[WorkerConn, Claim, JobSpec]]]:
     """The claims of one step in chunks that each fit one start_many entry: at most
     MAX_CLAIMS_PER_ENTRY claims and C.BATCH_ENTRY_BYTES (names counted as they are encoded)."""
-    def size(item: tuple[WorkerConn, Claim, dict]) -> int:
+    def size(item: tuple[WorkerConn, Claim, JobSpec]) -> int:
         conn, c, _ = item
         return CLAIM_BYTES + C.encoded_size(c.job) + C.encoded_size(conn.name) + C.encoded_size(conn.incarnation)
     return C.chunk_by_size(batch, size, C.BATCH_ENTRY_BYTES, MAX_CLAIMS_PER_ENTRY)
+
+
+def _limits(limits: ResourceLimits | None) -> pb.ResourceLimits:
+    """A spec's per-attempt limits as the Assignment carries them (0 = none)."""
+    if limits is None:
+        return pb.ResourceLimits()
+    return pb.ResourceLimits(memory_mb=limits.memory_mb, cpu_seconds=limits.cpu_seconds,
+                             open_files=limits.open_files, processes=limits.processes)
 
 
 RESULT_BYTES = 256            # what a result costs in a finish_many entry besides its texts
@@ -220,10 +228,10 @@ class Assigner:
         self.book = hub.book             # every fencing token's life on this leader (attempt_book)
         self.waiting: dict[tuple[str, int], str] = {}
         self.took_over_ms = 0
-        # job -> its parsed spec, one per spec template (a herd of 100,000 from one template is
-        # one parse, not 100,000: the cache of 10,000 per job was missed by every claim of it);
-        # its "name" is the template's first job's: read a claim's own name from the claim
-        self._specs: TemplateCache[dict] = TemplateCache(lambda spec: spec, SPEC_CACHE)
+        # job -> its spec, one per spec template (a herd of 100,000 from one template shares
+        # one, not 100,000 copies renamed); its name is the template's first job's: read a
+        # claim's own name from the claim
+        self._specs: TemplateCache[JobSpec] = TemplateCache(lambda spec: spec, SPEC_CACHE)
         secret = getattr(node.cfg, "secret", "")
         self.sealer = EnvSealer(secret) if secret else None    # opens env_secret for assignments
         self.load = DispatchLoad()
@@ -390,7 +398,7 @@ class Assigner:
         finally:
             self.skipping.difference_update((n, t) for n, t, _ in items)
 
-    async def _claim_many(self, chunk: list[tuple[WorkerConn, Claim, dict]], term: int) -> None:
+    async def _claim_many(self, chunk: list[tuple[WorkerConn, Claim, JobSpec]], term: int) -> None:
         """Propose the claims of one step in one `start_many` entry (one commit, one apply, one
         journal record for all of them), then settle each claim from its own share of the result."""
         items = [{"job": c.job, "scheduled_ms": c.scheduled_ms, "attempt": c.attempt, "worker": conn.name,
@@ -436,7 +444,7 @@ class Assigner:
         entry = C.encode(kind, rid=rid, now=self.clock.now_ms(), term=term, by=self.node.cfg.node_id, **args)
         return await self.node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
 
-    async def _claim(self, conn: WorkerConn, name: str, t: int, attempt: int, due: int, spec: dict,
+    async def _claim(self, conn: WorkerConn, name: str, t: int, attempt: int, due: int, spec: JobSpec,
                      term: int, proposal: Awaitable[ApplyResult]) -> None:
         """`proposal` settles with this claim's result (one share of a start_many entry's)."""
         error: ProposalError | None = None
@@ -454,7 +462,7 @@ class Assigner:
         conn.reserved -= 1
         self.claiming.pop((name, t), None)
 
-    def _settle_claim(self, conn: WorkerConn, name: str, t: int, attempt: int, due: int, spec: dict,
+    def _settle_claim(self, conn: WorkerConn, name: str, t: int, attempt: int, due: int, spec: JobSpec,
                       term: int, result: ApplyResult, error: ProposalError | None, *,
                       pushed: bool = False) -> None:
         """A claim's proposal settled (`error` when it was not confirmed): free its reservation
@@ -476,7 +484,7 @@ class Assigner:
         if pushed:
             return
         try:
-            secret_env = open_secrets(spec, self.sealer, name)
+            secret_env = open_secrets(spec.env_secret, self.sealer, name)
         except SecretError as e:        # never run it without them: fail the attempt instead
             log.error("%s: %s", eid, e)
             self.on_result(conn, pb.AttemptResult(execution_id=eid, fencing_token=token,
@@ -485,10 +493,8 @@ class Assigner:
         self.hub.send(conn, pb.LeaderMessage(assignment=pb.Assignment(
             execution_id=eid, job=name, scheduled_ms=t, attempt=attempt, fencing_token=token,
             term=term, due_ms=self.faults.due(self.clock, due),
-            handler_json=json.dumps(spec.get("handler") or {}),
-            timeout_seconds=float(spec.get("timeout_seconds") or 0), labels=spec.get("labels") or {},
-            team=str(spec.get("team") or ""), secret_env=secret_env,
-            limits=pb.ResourceLimits(**(spec.get("limits") or {})))))
+            handler_json=handler_json(spec.handler), timeout_seconds=float(spec.timeout_seconds),
+            labels=dict(spec.labels), team=spec.team, secret_env=secret_env, limits=_limits(spec.limits))))
         self.faults.assignment_pushed(self.node, token, name, t, conn.name)
 
     # ------------------------------------------------------------ results
@@ -620,7 +626,7 @@ class Assigner:
                 # reap (the spec cache holds 10,000) took a fifth of the leader's time
                 since = max(a.started_ms, ex.due) + WORKER_KILL_GRACE_MS + lease
                 job = view.job(name) if now > since else None
-                timeout_ms = int((self._specs.get(job).get("timeout_seconds") or 0) * 1000) if job else 0
+                timeout_ms = int(self._specs.get(job).timeout_seconds * 1000) if job else 0
                 if now - seen > lease and not self.hub.vouches(a.worker, token, seen, now):
                     expire.append((name, t, token, "LOST",
                                    f"worker {a.worker} lost: no news for {lease / 1000:g}s"))

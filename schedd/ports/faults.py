@@ -73,8 +73,9 @@ class Faults:
         return now
 
     async def claim(self, proposal: Awaitable[Any], assigner: Any, conn: Any, name: str,
-                    t: int, attempt: int, due: int, spec: dict[str, Any]) -> ClaimAnswer:
-        """Commit a claim (`proposal` proposes its `start` entry) and answer apply's result."""
+                    t: int, attempt: int, due: int, spec: Any) -> ClaimAnswer:
+        """Commit a claim (`proposal` proposes its `start` entry) and answer apply's result
+        (`spec`: the job's schedd.core.specs.JobSpec)."""
         return ClaimAnswer(await proposal)
 
     def claimed(self, token: int, name: str, t: int, worker: str) -> None:

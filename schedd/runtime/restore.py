@@ -116,12 +116,12 @@ def check_versions(meta: snapshot_file.SnapshotMeta, *, force: bool) -> list[str
 def check_secret(state: SchedulerState, secret: str, *, force: bool) -> list[str]:
     """The stored env_secret values of one job must open with `secret`: they are sealed under the
     cluster secret, so a new cluster with another one could not hand them to workers."""
-    from schedd.security.secrets import EnvSealer, SecretError, open_secrets, stored_secrets
-    job = next((j for j in state.jobs.values() if stored_secrets(j.spec_dict())), None)
+    from schedd.security.secrets import EnvSealer, SecretError, open_secrets
+    job = next((j for j in state.jobs.values() if j.spec.env_secret), None)
     if job is None:
         return []
     try:
-        open_secrets(job.spec_dict(), EnvSealer(secret) if secret else None)
+        open_secrets(job.spec.env_secret, EnvSealer(secret) if secret else None, job.name)
         return []
     except SecretError:
         why = (f"the env_secret values (e.g. of job {job.name!r}) do not open with the new cluster's "

@@ -16,14 +16,14 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Protocol
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-__all__ = ["EnvSealer", "SecretError", "derive_key", "stored_secrets", "open_secrets"]
+__all__ = ["EnvSealer", "SecretError", "Sealed", "derive_key", "open_secrets"]
 
 _SALT = b"schedd env_secret salt v1"
 _INFO = b"schedd env_secret aes-256-gcm v1"
@@ -73,21 +73,19 @@ class EnvSealer:
         return plain.decode()
 
 
-def stored_secrets(spec: Mapping[str, Any] | None) -> dict[str, dict]:
-    """The sealed env_secret of a stored canonical spec ({} when none)."""
-    got = (spec or {}).get("env_secret") or {}
-    return dict(got) if isinstance(got, Mapping) else {}
+class Sealed(Protocol):
+    """A sealed value as a job's spec keeps it (schedd.core.specs.SealedSecret)."""
+
+    @property
+    def ciphertext(self) -> str: ...
 
 
-def open_secrets(spec: Mapping[str, Any], sealer: EnvSealer | None, job: str | None = None) -> dict[str, str]:
-    """The plaintext env_secret of a stored spec, for the Assignment of the worker that runs it
-    (`job`: the job's name, when `spec` is a template shared by jobs of other names; each
-    secret is sealed to its job's name). Raises SecretError when one does not open (the
-    attempt must not run without it)."""
-    sealed = stored_secrets(spec)
+def open_secrets(sealed: Mapping[str, Sealed], sealer: EnvSealer | None, job: str) -> dict[str, str]:
+    """The plaintext of a job's sealed env_secret, for the Assignment of the worker that runs it
+    (each value is sealed to `job`, the job's name). Raises SecretError when one does not open
+    (the attempt must not run without it)."""
     if not sealed:
         return {}
     if sealer is None:
         raise SecretError("this node has no cluster secret to open env_secret with")
-    job = str(spec.get("name") or "") if job is None else job
-    return {k: sealer.open(job, k, str(v.get("ct", ""))) for k, v in sealed.items()}
+    return {k: sealer.open(job, k, v.ciphertext) for k, v in sealed.items()}

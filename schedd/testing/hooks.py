@@ -42,6 +42,7 @@ from typing import Any
 
 from schedd.core.commands import FeatureTable, table_upto
 from schedd.core.results import ApplyResult, Parts
+from schedd.core.specs import JobSpec, handler_json
 from schedd.ports.faults import NO_FAULTS, ClaimAnswer, Faults
 # The history format (Recorder) and the test-mode rule are the worker's too: one definition, in
 # the lower distribution (schedd-worker), which the daemon installs anyway.
@@ -298,7 +299,7 @@ class TestFaults(Faults):
         return 0 if "no_lease_grace" in self.unsafe else now
 
     async def claim(self, proposal, assigner, conn, name: str, t: int, attempt: int, due: int,
-                    spec: dict) -> ClaimAnswer:
+                    spec: JobSpec) -> ClaimAnswer:
         """The claim with the unsafe switches applied:
         push_before_commit: push the assignment (with the token the claim is expected to get)
         before proposing it; trust_leader: if the claim has not committed within 0.3 s but this
@@ -357,19 +358,17 @@ class TestFaults(Faults):
                 conns = hub.eligible("", now)
                 if not conns or job is None:
                     return
-                hub.send(conns[0], self._assignment(assigner, n, t, 1, applied_through(node) + 1, t,
-                                                    job.spec_dict()))
+                hub.send(conns[0], self._assignment(assigner, n, t, 1, applied_through(node) + 1, t, job.spec))
 
         spawn(later())
 
-    def _assignment(self, assigner, name: str, t: int, attempt: int, token: int, due: int, spec: dict):
+    def _assignment(self, assigner, name: str, t: int, attempt: int, token: int, due: int, spec: JobSpec):
         from schedd.core.model import execution_id
         from schedd_proto import scheduler_pb2 as pb
         return pb.LeaderMessage(assignment=pb.Assignment(
             execution_id=execution_id(name, t), job=name, scheduled_ms=t, attempt=attempt, fencing_token=token,
-            term=assigner.node.term, due_ms=self.due(assigner.clock, due),
-            handler_json=json.dumps(spec.get("handler") or {}),
-            timeout_seconds=float(spec.get("timeout_seconds") or 0), labels=spec.get("labels") or {}))
+            term=assigner.node.term, due_ms=self.due(assigner.clock, due), handler_json=handler_json(spec.handler),
+            timeout_seconds=float(spec.timeout_seconds), labels=dict(spec.labels)))
 
 
 # ------------------------------------------------------------------ dialing peers through proxies

@@ -12,6 +12,7 @@ import asyncio
 import pytest
 
 from schedd.core.model import ValidationError, validate_spec
+from schedd.core.specs import JobSpec
 from schedd.security.secrets import EnvSealer, SecretError, open_secrets
 from schedd_client import Client, job_spec
 from schedd.leader.assigner import Assigner
@@ -25,8 +26,13 @@ SECRET = "kq2LlX0n9yC7vB3mT5wZpR8sD1fH4jG6aE0uI2oY7tQ"
 VALUE = "hunter2-but-longer-and-unique-7f3a"
 
 
-def spec_of(server, name: str) -> dict:
-    return server.node.state.jobs[name].spec_dict()
+def spec_of(server, name: str) -> JobSpec:
+    return server.node.state.jobs[name].spec
+
+
+def opened(server, name: str) -> dict[str, str]:
+    """The job's secret env as the leader opens it for an assignment."""
+    return open_secrets(spec_of(server, name).env_secret, EnvSealer(SECRET), name)
 
 
 def test_sealed_before_proposing_and_masked_on_every_read(api):
@@ -34,9 +40,9 @@ def test_sealed_before_proposing_and_masked_on_every_read(api):
     client = Client(server.address, timeout=10)
     client.put_job(job_spec("pay", command="env", env_secret={"DB_PASSWORD": VALUE}))
     assert all(VALUE not in e for e in server.node.entries)       # the log never sees it
-    stored = spec_of(server, "pay")["env_secret"]["DB_PASSWORD"]
-    assert stored["v"] == 1 and stored["ct"].startswith("a1:")
-    assert open_secrets(spec_of(server, "pay"), EnvSealer(SECRET)) == {"DB_PASSWORD": VALUE}
+    stored = spec_of(server, "pay").env_secret["DB_PASSWORD"]
+    assert stored.version == 1 and stored.ciphertext.startswith("a1:")
+    assert opened(server, "pay") == {"DB_PASSWORD": VALUE}
     job = client.get_job("pay")
     assert dict(job.spec.env_secret) == {"DB_PASSWORD": "***(v1)"}
     assert VALUE not in str(job) and VALUE not in str(list(client.list_jobs(full=True)))
@@ -49,9 +55,9 @@ def test_versions_mask_round_trip_and_refusals(api):
     server = api(secret=SECRET)
     client = Client(server.address, timeout=10)
     client.put_job(job_spec("pay", command="env", env_secret={"A": VALUE, "B": "b1"}))
-    text = server.node.state.jobs["pay"].spec
+    text = server.node.state.jobs["pay"].spec_text
     client.put_job(job_spec("pay", command="env", env_secret={"A": VALUE, "B": "b1"}))
-    assert server.node.state.jobs["pay"].spec == text             # the same values: the same spec
+    assert server.node.state.jobs["pay"].spec_text == text             # the same values: the same spec
     assert dict(client.get_job("pay").spec.env_secret) == {"A": "***(v1)", "B": "***(v1)"}
     read = client.get_job("pay").spec
     read.description = "changed"
@@ -59,10 +65,10 @@ def test_versions_mask_round_trip_and_refusals(api):
     job = client.get_job("pay")
     assert job.spec.description == "changed" and dict(job.spec.env_secret) == {
         "A": "***(v1)", "B": "***(v1)"}
-    assert open_secrets(spec_of(server, "pay"), EnvSealer(SECRET)) == {"A": VALUE, "B": "b1"}
+    assert opened(server, "pay") == {"A": VALUE, "B": "b1"}
     client.put_job(job_spec("pay", command="env", env_secret={"A": "***(v1)", "B": "b2"}))
     assert dict(client.get_job("pay").spec.env_secret) == {"A": "***(v1)", "B": "***(v2)"}
-    assert open_secrets(spec_of(server, "pay"), EnvSealer(SECRET))["B"] == "b2"
+    assert opened(server, "pay")["B"] == "b2"
     n = len(server.node.entries)
     for spec, why in (
             (job_spec("pay", command="env", env_secret={"C": "***(v1)"}), "has none under that name"),
@@ -102,8 +108,8 @@ def test_core_accepts_only_sealed_values():
         validate_spec({**base, "env_secret": {"A": "plain"}})
     ok = validate_spec({**base, "env_secret": {"A": {"v": 1, "ct": "a1:xx"}},
                         "limits": {"memory_mb": "512", "open_files": 64}})
-    assert ok["env_secret"] == {"A": {"v": 1, "ct": "a1:xx"}}
-    assert ok["limits"] == {"memory_mb": 512, "open_files": 64}
+    assert ok.to_dict()["env_secret"] == {"A": {"v": 1, "ct": "a1:xx"}}
+    assert ok.to_dict()["limits"] == {"memory_mb": 512, "open_files": 64}
     for limits, why in (({"open_files": 3}, "between"), ({"nice": 1}, "unknown limits"),
                         ({"memory_mb": "lots"}, "number"), ({"processes": 1.5}, "whole")):
         with pytest.raises(ValidationError, match=why):
@@ -122,7 +128,7 @@ def test_schedctl_secret_env_limits_and_job_files(api, capsys, monkeypatch, tmp_
     assert code == 0 and VALUE not in out
     assert "A: '***(v1)'" in out and "FROM_ENV: '***(v1)'" in out, out
     assert "open_files: 64" in out and "cpu_seconds: 1.5" in out
-    assert open_secrets(spec_of(server, "pay"), EnvSealer(SECRET)) == {
+    assert opened(server, "pay") == {
         "A": VALUE, "FROM_ENV": VALUE + "-env"}
     code, out, err = run_in_process(capsys, server.address, "job", "get", "pay")
     assert code == 0 and "***(v1)" in out and VALUE not in out

@@ -81,7 +81,7 @@ from typing import Any
 from schedd.core import commands as C
 from schedd.core import dags as D
 from schedd.core import schedule as sched
-from schedd.core.model import ValidationError, dump_spec, parse_execution_id, validate_spec
+from schedd.core.model import ValidationError, parse_execution_id, validate_spec
 from schedd.core.results import ApplyResult
 from schedd.core.tables import schedule_of
 from schedd.leader.planner import plan_fires
@@ -363,7 +363,7 @@ class Scenario:
             raise GoldenError("put takes key=value spec fields only")
         spec.setdefault("handler", SHELL)
         try:
-            text = dump_spec(validate_spec(spec))
+            text = validate_spec(spec).text()
         except ValidationError as e:
             return [f"invalid spec (not proposed): {e}"]
         return self.apply(C.PUT, meta, {"spec": text})

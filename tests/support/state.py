@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from schedd.core import commands as C
 from schedd.core import dags as D
-from schedd.core.model import dump_spec, validate_spec
+from schedd.core.model import validate_spec
 from schedd.core.commands import FEATURES
 from schedd.core import results as R
 from schedd.core.state import SchedulerState
@@ -23,7 +23,7 @@ def spec(name="j1", schedule="@every 10s", **kw):
 
 def text(**kw) -> str:
     """The canonical spec text a proposer puts in the entry."""
-    return dump_spec(validate_spec(spec(**kw)))
+    return validate_spec(spec(**kw)).text()
 
 
 def at_top_level(state: SchedulerState, index: int = 0) -> SchedulerState:

@@ -40,8 +40,8 @@ def rich_state():
     sealer = EnvSealer(SECRET)
     spec = {"name": "sec", "schedule": "@every 10s", "handler": {"shell": {"command": "true"}},
             "env_secret": {"TOKEN": {"v": 1, "ct": sealer.seal("sec", "TOKEN", "hush")}}}
-    from schedd.core.model import dump_spec, validate_spec
-    assert h.apply(C.PUT, spec=dump_spec(validate_spec(spec)), audit={"principal": "alice"}).ok
+    from schedd.core.model import validate_spec
+    assert h.apply(C.PUT, spec=validate_spec(spec).text(), audit={"principal": "alice"}).ok
     assert h.apply(C.QUOTA, key="team:ops", limit=3).ok
     minted = A.mint_token(os.urandom(A.TOKEN_RANDOM_BYTES))
     assert h.apply(C.ACL_BOOTSTRAP, token={"accessor": minted.accessor, "secret_hash": minted.secret_hash,

@@ -65,8 +65,8 @@ def test_a_batch_checks_as_each_text_parsed_alone(name):
 
 def test_texts_of_one_shape_are_not_parsed_again(monkeypatch):
     parsed: list[object] = []
-    real = jobs.load_committed_spec
-    monkeypatch.setattr(jobs, "load_committed_spec", lambda t: parsed.append(t) or real(t))
+    real = jobs.load_job
+    monkeypatch.setattr(jobs, "load_job", lambda t: parsed.append(t) or real(t))
     texts = BATCHES["plain"] + BATCHES["two shapes"]
     assert len(jobs.check_specs(texts)) == len(texts)
     assert len(parsed) == 3                # one per shape: plain, team a, team b

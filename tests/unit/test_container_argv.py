@@ -14,7 +14,7 @@ IMAGE = "localhost/schedd-test-busybox:latest"
 
 
 def spec(**kw) -> dict:
-    return validate_spec({"name": "c1", "handler": {"container": {"image": IMAGE, **kw}}})["handler"]["container"]
+    return validate_spec({"name": "c1", "handler": {"container": {"image": IMAGE, **kw}}}).to_dict()["handler"]["container"]
 
 
 def attempt(**kw) -> Assignment:

@@ -19,7 +19,7 @@ CFG = ContainerConfig(worker="w1", runtime="runc", networks=("host",), mounts=(M
 
 
 def spec(**kw) -> dict:
-    return validate_spec({"name": "c1", "handler": {"container": {"image": "localhost/b:1", **kw}}})["handler"]["container"]
+    return validate_spec({"name": "c1", "handler": {"container": {"image": "localhost/b:1", **kw}}}).to_dict()["handler"]["container"]
 
 
 def request(spec_: dict, own=(62001, 62001), **kw) -> bytes:

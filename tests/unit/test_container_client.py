@@ -24,7 +24,7 @@ def test_sdk_mapping_and_document_agree_and_round_trip() -> None:
     spec = job_spec("c1", container=box)
     assert spec == spec_from_dict({"name": "c1", "container": box})
     assert spec_from_dict(spec_to_dict(spec)) == spec
-    c = validate_spec(pb_dict(spec))["handler"]["container"]
+    c = validate_spec(pb_dict(spec)).to_dict()["handler"]["container"]
     assert c["memory"] == "64Mi" and c["read_only"] is False and c["env"] == {"N": "1"}
     assert c["mounts"] == [{"source": "/data", "target": "/in", "read_only": True}]
 

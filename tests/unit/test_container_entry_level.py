@@ -12,7 +12,7 @@ import pytest
 from schedd.core import commands as C
 from schedd.core import features as F
 from schedd.core.dags import canonical_dag
-from schedd.core.model import dump_spec, validate_spec
+from schedd.core.model import validate_spec
 from schedd.core.results import Code
 from schedd.core.state import SchedulerState
 from tests.support.state import T0, text
@@ -28,7 +28,7 @@ T_OLD = 1_700_000_000_000
 
 
 def box_spec(name: str) -> str:
-    return dump_spec(validate_spec({"name": name, "schedule": "", "handler": {"container": BOX}}))
+    return validate_spec({"name": name, "schedule": "", "handler": {"container": BOX}}).text()
 
 
 def dag_text() -> str:
@@ -74,7 +74,7 @@ def test_an_unstamped_container_entry_at_level_6_is_refused_and_changes_nothing_
         r = s.apply(path.entry(now=T0 + 5), 3)
         assert r.code is Code.INVALID, r
         assert r.msg == (f"malformed entry: a {path.kind!r} entry carrying a container spec must say fl=6 "
-                         "(its proposer stamps it: schedd.core.model.spec_level); this one says fl=1")
+                         "(its proposer stamps it: schedd.core.specs.handler_level); this one says fl=1")
         assert s.state_digest() == digest and s.clock_ms == clock and s.dedup == dedup and not s.batches
         assert len(s.audit) == audit
         assert s.log_hash_hex() != log_hash and s.last_index == 3

@@ -5,7 +5,7 @@ one, assumed to run shell, http and python (and sensors) only; the waiting reaso
 from __future__ import annotations
 
 from schedd.core import commands as C
-from schedd.core.model import dump_spec, validate_spec
+from schedd.core.model import validate_spec
 from schedd.core.view import StateView
 from schedd.leader.assignment import OLD_WORKER_KINDS, Capacity, InFlight, Pace, decide, worker_kinds
 from tests.support.state import Harness
@@ -17,7 +17,7 @@ def _jobs(h: Harness) -> None:
     """A container job and a shell job, both due now (a cluster at level 6)."""
     box = validate_spec({"name": "box", "schedule": "@every 60s",
                          "handler": {"container": {"image": "localhost/x", "command": "true"}}})
-    assert h.apply(C.PUT, rid="c/box", spec=dump_spec(box), name="box", fl=6).ok
+    assert h.apply(C.PUT, rid="c/box", spec=box.text(), name="box", fl=6).ok
     h.put(name="sh", schedule="@every 60s")
     h.plan_and_fire()
 

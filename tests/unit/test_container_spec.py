@@ -10,7 +10,8 @@ import pytest
 
 from schedd.api.service import spec_levels
 from schedd.core import commands as C
-from schedd.core.model import ValidationError, dump_spec, spec_level, validate_spec
+from schedd.core.model import ValidationError, validate_spec
+from schedd.core.specs import JobSpec
 from schedd.core.results import Code
 from schedd.core.state import SchedulerState
 from tests.support.state import T0, Harness, text
@@ -23,7 +24,7 @@ def container(**kw) -> dict:
 
 
 def canonical(**kw) -> dict:
-    return validate_spec(container(**kw))["handler"]["container"]
+    return validate_spec(container(**kw)).to_dict()["handler"]["container"]
 
 
 # ------------------------------------------------------------------ validation, table-driven
@@ -56,7 +57,7 @@ VALID = [
 def test_valid_container_specs_are_canonical(given: dict, expected: dict) -> None:
     got = canonical(**given)
     assert {k: got[k] for k in expected} == expected
-    assert validate_spec({"name": "c1", "handler": {"container": got}})["handler"]["container"] == got
+    assert validate_spec({"name": "c1", "handler": {"container": got}}).to_dict()["handler"]["container"] == got
 
 
 INVALID = [
@@ -102,20 +103,20 @@ def test_exactly_one_handler_kind() -> None:
 
 def test_env_secret_is_allowed_for_a_container() -> None:
     sealed = {"TOKEN": {"v": 1, "ct": "abc"}}
-    assert validate_spec({**container(), "env_secret": sealed})["env_secret"] == sealed
+    assert validate_spec({**container(), "env_secret": sealed}).to_dict()["env_secret"] == sealed
 
 
 def test_spec_level() -> None:
-    assert spec_level(validate_spec(container())) == 6
-    assert spec_level(json.loads(text())) == 1
-    assert spec_levels([json.loads(text())]) == {}
-    assert spec_levels([json.loads(text()), validate_spec(container())]) == {"fl": 6}
+    assert validate_spec(container()).level == 6
+    assert JobSpec.from_text(text()).level == 1
+    assert spec_levels([JobSpec.from_text(text())]) == {}
+    assert spec_levels([JobSpec.from_text(text()), validate_spec(container())]) == {"fl": 6}
 
 
 # ------------------------------------------------------------------ the feature gate
 
 def container_put(rid: str = "c/put", now: int = T0) -> str:
-    return C.encode(C.PUT, rid=rid, now=now, term=1, by="test", spec=dump_spec(validate_spec(container())),
+    return C.encode(C.PUT, rid=rid, now=now, term=1, by="test", spec=validate_spec(container()).text(),
                     name="c1", fl=6)
 
 
@@ -168,7 +169,7 @@ def test_a_grouped_container_put_is_gated_on_its_own() -> None:
 def test_the_harness_level_5_refuses_and_level_6_accepts() -> None:
     for level, ok in ((5, False), (6, True)):
         h = Harness(level=level)
-        r = h.apply(C.PUT, rid="c/x", spec=dump_spec(validate_spec(container())), name="c1", fl=6)
+        r = h.apply(C.PUT, rid="c/x", spec=validate_spec(container()).text(), name="c1", fl=6)
         assert r.ok is ok, (level, r)
 
 

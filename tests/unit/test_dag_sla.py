@@ -64,15 +64,15 @@ def test_a_dag_sla_is_validated_like_a_jobs(bad, fragment):
 
 def test_canonical_dag_keeps_the_sla_and_apply_rechecks_it():
     spec, text = D.canonical_dag(dag(sla={"within_seconds": 7200.0, "by": "06:00", "webhook": "http://h/"}))
-    assert spec["sla"] == {"within_seconds": 7200, "by": "06:00", "webhook": "http://h/"}
-    assert "sla" not in D.canonical_dag(dag())[0]
+    assert spec.to_dict()["sla"] == {"within_seconds": 7200, "by": "06:00", "webhook": "http://h/"}
+    assert D.canonical_dag(dag())[0].sla is None and "sla" not in D.canonical_dag(dag())[1]
     h = Harness()
     bad = text.replace('"by":"06:00"', '"by":"6am"')
     r = h.apply(C.DAG_PUT, spec=bad)
     assert r.code == "invalid" and "sla" in r.msg and "etl" not in h.state.dags
     assert h.apply(C.DAG_PUT, spec=text).ok
     # the task rows carry no SLA: the run has it, not each task
-    assert not any("sla" in h.state.jobs[D.task_job("etl", t)].spec_dict() for t in ("extract", "load"))
+    assert not any(h.state.jobs[D.task_job("etl", t)].spec.sla for t in ("extract", "load"))
 
 
 def test_deadline_counts_from_the_logical_time():
@@ -273,10 +273,10 @@ def test_driver_records_counts_under_the_dag_and_posts_once():
 
 
 def test_a_job_and_a_dag_of_the_same_name_do_not_collide():
-    from schedd.core.model import dump_spec, validate_spec
+    from schedd.core.model import validate_spec
     h = Harness()
-    r = h.apply(C.PUT, spec=dump_spec(validate_spec({"name": "etl", "schedule": "", "sla": {"within_seconds": 1},
-                                                     "handler": {"shell": {"command": "true"}}})))
+    r = h.apply(C.PUT, spec=validate_spec({"name": "etl", "schedule": "", "sla": {"within_seconds": 1},
+                                                     "handler": {"shell": {"command": "true"}}}).text())
     assert r.ok, r
     t = h.apply(C.TRIGGER, name="etl").payload.scheduled_ms
     run = with_sla(h, within_seconds=1)
@@ -309,7 +309,7 @@ def test_dag_document_sla_roundtrip_and_errors():
     assert spec.sla.within_seconds == 7200 and spec.sla.by == "06:00"
     assert dag_to_dict(spec) == {**doc, "sla": {"within": 7200, "by": "06:00", "webhook": "http://127.0.0.1:9/sla"}}
     canon, _ = D.canonical_dag(MessageToDict(spec, preserving_proto_field_name=True))
-    assert canon["sla"] == {"within_seconds": 7200, "by": "06:00", "webhook": "http://127.0.0.1:9/sla"}
+    assert canon.to_dict()["sla"] == {"within_seconds": 7200, "by": "06:00", "webhook": "http://127.0.0.1:9/sla"}
     with pytest.raises(ClientValidationError, match="quoted"):
         dag_from_dict({**doc, "sla": {"by": 360}})
     with pytest.raises(ClientValidationError, match="unknown key 'deadline'"):
@@ -319,7 +319,7 @@ def test_dag_document_sla_roundtrip_and_errors():
 def test_show_and_runs_mark_the_miss():
     from types import SimpleNamespace
 
-    from schedd.api.dags_service import run_to_pb
+    from schedd.api.dag_convert import run_to_pb
     from schedd_proto import dags_pb2 as dpb
     from schedd_client.dag_commands import dag_runs, render_run
     h = Harness()

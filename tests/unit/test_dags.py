@@ -10,6 +10,7 @@ import pytest
 from schedd.core import commands as C
 from schedd.core import dags as D
 from schedd.core.model import ValidationError, parse_execution_id
+from schedd.core.specs import dump
 from schedd.core.state import SchedulerState
 from schedd.leader.planner import plan_fires
 from tests.support.state import DagHarness as Harness
@@ -57,12 +58,12 @@ def test_bad_dags_are_refused(bad, message):
 
 def test_canonical_form_is_stable_and_apply_rechecks():
     spec, text = D.canonical_dag(dag(tasks=[task("b", "a", trigger_rule="all_done"), task("a")]))
-    assert spec["tasks"][0] == {"name": "b", "handler": SHELL, "upstream": ["a"], "trigger_rule": "all_done"}
-    assert D.canonical_dag(spec)[1] == text
+    assert spec.to_dict()["tasks"][0] == {"name": "b", "handler": SHELL, "upstream": ["a"], "trigger_rule": "all_done"}
+    assert D.canonical_dag(spec.to_dict())[1] == text
     h = Harness()
     # A proposer that skipped validation: apply refuses a cyclic graph, and nothing changes.
-    bad = D.dump_spec({"name": "x", "team": "default", "schedule": "", "timezone": "UTC",
-                       "tasks": [{"name": "a", "handler": SHELL, "upstream": ["a"]}]})
+    bad = dump({"name": "x", "team": "default", "schedule": "", "timezone": "UTC",
+                "tasks": [{"name": "a", "handler": SHELL, "upstream": ["a"]}]})
     r = h.apply(C.DAG_PUT, spec=bad)
     assert not r.ok and r.code == "invalid" and not h.state.dags and not h.state.jobs
 
@@ -203,7 +204,7 @@ def test_redefinition_while_running_and_delete():
     r = h.put(dag(tasks=[task("extract", handler={"shell": {"command": "echo v2"}}),
                          task("transform", "extract"), task("load", "transform"), task("extra", "load")]))
     assert r.ok and r.payload.version == 2
-    assert "v2" in h.state.jobs["etl:extract"].spec and run.order == ("extract", "transform", "load")
+    assert "v2" in h.state.jobs["etl:extract"].spec_text and run.order == ("extract", "transform", "load")
     for t in run.order:
         h.finish(run, t)
     assert run.state == "SUCCEEDED"
@@ -239,7 +240,7 @@ def sensor_dag(name="etl", **sensor):
 def test_sensor_not_ready_waits_without_consuming_attempts_then_succeeds():
     h = Harness()
     h.put(sensor_dag(poll_interval_seconds=5, timeout_seconds=60))
-    assert '"sensor"' in h.state.jobs["etl:wait"].spec
+    assert '"sensor"' in h.state.jobs["etl:wait"].spec_text
     run = h.run()
     for i in range(3):
         r = h.finish(run, "wait", state=D.NOT_READY, error="/data/ready does not exist")
@@ -359,14 +360,14 @@ def test_dag_document_roundtrip_and_errors():
     # the server's validation accepts what the document gives, in canonical form
     from google.protobuf.json_format import MessageToDict
     canon, _ = D.canonical_dag(MessageToDict(spec, preserving_proto_field_name=True))
-    assert canon["tasks"][0]["handler"] == {"sensor": {"file": "/data/ready", "poll_interval_seconds": 30,
+    assert canon.to_dict()["tasks"][0]["handler"] == {"sensor": {"file": "/data/ready", "poll_interval_seconds": 30,
                                                        "timeout_seconds": 7200}}
     with pytest.raises(ClientValidationError, match="unknown key 'upstreams'"):
         dag_from_dict({"name": "x", "tasks": [{"name": "a", "command": "true", "upstreams": ["b"]}]})
 
 
 def test_show_renders_layers_with_states():
-    from schedd.api.dags_service import run_to_pb
+    from schedd.api.dag_convert import run_to_pb
     from schedd_client.dag_commands import render_run
     h = Harness()
     h.put(dag(tasks=[task("extract"), task("transform", "extract"), task("load", "transform"),

@@ -232,4 +232,4 @@ def test_the_snapshot_format_written_is_one_every_voter_reads():
         copy = SchedulerState()
         copy.restore(pickle.loads(pickle.dumps(image)))
         assert copy.state_digest() == h.state.state_digest()
-        assert copy.jobs["a"].spec == h.state.jobs["a"].spec
+        assert copy.jobs["a"].spec_text == h.state.jobs["a"].spec_text

@@ -28,25 +28,25 @@ def test_jobs_made_from_one_template_share_one_string():
     specs = [text(name=f"j{i}", labels={"owner": f"j{i}"}, schedule="@every 1m") for i in range(3)]
     h.apply(C.PUT_MANY, rid="c/b", specs=specs)
     rows = [h.state.jobs[f"j{i}"] for i in range(3)]
-    assert [r.spec for r in rows] == specs
+    assert [r.spec_text for r in rows] == specs
     assert rows[0].spec_t is rows[1].spec_t is rows[2].spec_t
 
 
 def test_the_digest_hashes_every_field_with_the_spec_in_place_of_its_template():
     names = [f.name for f in fields(Job)]
-    assert list(Job.DIGEST_FIELDS) == [("spec" if n == "spec_t" else n) for n in names]
+    assert list(Job.DIGEST_FIELDS) == [("spec_text" if n == "spec_t" else n) for n in names]
 
 
 def test_a_format_4_image_with_full_spec_texts_restores_to_templates():
     h = Harness()
     h.put(name="j1", labels={"name": "j1"})
     job = h.state.jobs["j1"]
-    row = tuple(job.spec if f == "spec_t" else getattr(job, f) for f in JOB_FIELDS)   # as format 4 wrote it
+    row = tuple(job.spec_text if f == "spec_t" else getattr(job, f) for f in JOB_FIELDS)   # as format 4 wrote it
     image = _from_image(("schedd-state", 4), None, [row], [], h.state.epoch, {}, [], h.state.log_hash,
                         h.state.last_index, h.state.clock_ms)
     c = SchedulerState()
     c.restore(image)
-    assert c.jobs["j1"].spec == job.spec and c.jobs["j1"].spec_t == job.spec_t
+    assert c.jobs["j1"].spec_text == job.spec_text and c.jobs["j1"].spec_t == job.spec_t
     again = SchedulerState()
     again.restore(pickle.loads(pickle.dumps(c.snapshot(), protocol=2)))
-    assert again.state_digest() == c.state_digest() and again.jobs["j1"].spec == job.spec
+    assert again.state_digest() == c.state_digest() and again.jobs["j1"].spec_text == job.spec_text

@@ -8,9 +8,10 @@ import pickle
 import pytest
 
 from schedd.core import commands as C
+from schedd.core.model import validate_spec
 from schedd.core.retry import RetryPolicy
 from schedd.core.state import SchedulerState
-from tests.support.state import T0, Harness
+from tests.support.state import T0, Harness, spec
 
 
 def fired(h: Harness, **spec) -> tuple[str, int]:
@@ -194,15 +195,15 @@ def test_lifecycle_survives_snapshot_restore(h):
 
 
 def test_retry_policy_is_deterministic_capped_and_jittered():
-    p = RetryPolicy.from_spec({"retry": {"max_attempts": 9, "initial_backoff_seconds": 1,
-                                         "max_backoff_seconds": 30, "multiplier": 3}})
+    p = RetryPolicy.from_spec(validate_spec(spec(retry={"max_attempts": 9, "initial_backoff_seconds": 1,
+                                                        "max_backoff_seconds": 30, "multiplier": 3})))
     delays = [p.delay_ms("job@x", n) for n in range(1, 8)]
     assert delays == [p.delay_ms("job@x", n) for n in range(1, 8)]
     for n, d in enumerate(delays, start=1):
         base = min(30, 3 ** (n - 1)) * 1000
         assert 0.8 * base <= d <= 1.2 * base
     assert len({p.delay_ms(f"job@{i}", 1) for i in range(50)}) > 40     # spread across executions
-    assert RetryPolicy.from_spec({}).max_attempts == 1
+    assert RetryPolicy.from_spec(validate_spec(spec())).max_attempts == 1
 
 
 def test_audit_names_the_cancelled_execution(h):

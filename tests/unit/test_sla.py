@@ -14,9 +14,10 @@ import pytest
 from schedd.core import commands as C
 from schedd.core import sla as S
 from schedd.core.model import (
-    FAILED, RUNNING, SUCCEEDED, ValidationError, canonical_spec, dump_spec, execution_id,
+    FAILED, RUNNING, SUCCEEDED, ValidationError, canonical_spec, execution_id,
     validate_spec,
 )
+from schedd.core.specs import JobSpec, dump
 from schedd.core.schedule import format_ms, parse_time
 from schedd.core.state import SchedulerState, schedule_of
 from schedd.leader import sla as L
@@ -47,7 +48,7 @@ class Harness(StateHarness):
         super().__init__(now=T0)
 
     def put(self, **kw) -> dict:
-        return self.apply(C.PUT, spec=dump_spec(validate_spec(spec(**kw))))
+        return self.apply(C.PUT, spec=validate_spec(spec(**kw)).text())
 
     def trigger(self, name="j1") -> int:
         return self.apply(C.TRIGGER, name=name).payload.scheduled_ms
@@ -72,8 +73,13 @@ def h() -> Harness:
 
 # ---------------------------------------------------------------- deadlines
 
+def of(**d) -> JobSpec:
+    """A committed job spec with these fields (and a name, team, schedule and zone)."""
+    return JobSpec.from_dict({"name": "j", "team": "default", "schedule": "", "timezone": "UTC", **d})
+
+
 def sla(**kw) -> S.Sla:
-    return S.sla_of_spec({"sla": kw, "timezone": kw.pop("job_tz", "UTC")})
+    return S.sla_of_spec(of(timezone=kw.pop("job_tz", "UTC"), sla=kw))
 
 
 @pytest.mark.parametrize("kw,scheduled,deadline", [
@@ -108,10 +114,10 @@ def test_deadline(kw, scheduled, deadline):
 
 
 def test_sla_of_spec_reads_only_well_formed_values():
-    assert S.sla_of_spec({}) is None
-    assert S.sla_of_spec({"sla": "x"}) is None
-    assert S.sla_of_spec({"sla": {"within_seconds": True}}) is None
-    got = S.sla_of_spec({"timezone": "Europe/Berlin", "sla": {"by": "06:00", "webhook": "http://h/"}})
+    assert S.sla_of_spec(of()) is None
+    assert S.sla_of_spec(of(sla="x")) is None
+    assert S.sla_of_spec(of(sla={"within_seconds": True})) is None
+    got = S.sla_of_spec(of(timezone="Europe/Berlin", sla={"by": "06:00", "webhook": "http://h/"}))
     assert got == S.Sla(within_ms=0, by="06:00", tz="Europe/Berlin", webhook="http://h/")
     assert got.describe() == "by 06:00 Europe/Berlin"
     assert S.Sla(within_ms=7_200_000).describe() == "within 2h"
@@ -197,7 +203,7 @@ def test_hourly_jobs_follow_real_time_through_the_state_unless_they_name_a_polic
 
 
 def test_committed_spec_with_a_bad_policy_is_refused_by_apply(h):
-    bad = dump_spec({**validate_spec(spec(schedule="0 2 * * *")), "dst_fold": "twice"})
+    bad = dump({**validate_spec(spec(schedule="0 2 * * *")).to_dict(), "dst_fold": "twice"})
     r = h.apply(C.PUT, spec=bad)
     assert not r.ok and r.code == "invalid" and "j1" not in h.state.jobs
 

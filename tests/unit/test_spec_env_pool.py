@@ -33,7 +33,7 @@ def test_bad_env_is_refused_with_its_reason(env, why):
 
 @pytest.mark.parametrize("env", [{"A": "v"}, {"lower_case": "x=y"}, {"A.B-c": "=", "EMPTY": ""}])
 def test_good_env_is_kept(env):
-    assert validate_spec(with_env(env))["handler"]["shell"]["env"] == {k: v for k, v in env.items()}
+    assert validate_spec(with_env(env)).to_dict()["handler"]["shell"]["env"] == {k: v for k, v in env.items()}
 
 
 @pytest.mark.parametrize("pool", ["gpu\n", "a\nb", "a\rb", "tab\there", "bell\x07", "del\x7f", "\x00"])
@@ -44,4 +44,4 @@ def test_pool_with_a_control_character_is_refused(pool):
 
 @pytest.mark.parametrize("pool", ["gpu", "eu-west-1.large", "Pool_A", "with space", "ü"])
 def test_ordinary_pools_are_kept(pool):
-    assert validate_spec(spec(pool=pool))["pool"] == pool
+    assert validate_spec(spec(pool=pool)).to_dict()["pool"] == pool

@@ -121,7 +121,7 @@ def test_pause_removes_from_wheel_and_resume_skips_missed_instants(h):
     h.put()
     assert h.apply(C.PAUSE, name="j1").ok
     assert "j1" not in h.state.wheel and h.state.jobs["j1"].paused
-    assert '"paused":true' in h.state.jobs["j1"].spec
+    assert '"paused":true' in h.state.jobs["j1"].spec_text
     h.now = T0 + 95_000
     assert plan_fires(h.state, h.now, 0, limit=100) == []
     assert h.apply(C.RESUME, name="j1").ok
@@ -312,7 +312,7 @@ def test_list_jobs_filters_and_pages(h):
 # ---------------------------------------------------------------- determinism and snapshots
 
 def _fingerprint(s: SchedulerState):
-    return (s.log_hash, s.epoch, sorted((n, j.version, j.next_fire, j.paused, j.spec) for n, j in s.jobs.items()),
+    return (s.log_hash, s.epoch, sorted((n, j.version, j.next_fire, j.paused, j.spec_text) for n, j in s.jobs.items()),
             sorted((k, e.state, e.trigger, e.log_index, e.retry_at, e.cancel_requested,
                     [(a.state, a.fencing_token, a.rejected) for a in e.attempts]) for k, e in s.execs.items()),
             list(s.ready), dict(s.active), dict(s.pending), dict(s.held), {k: list(v) for k, v in s.by_state.items() if v},
@@ -428,13 +428,15 @@ def test_planner_looks_further_ahead_when_a_burst_is_coming(h):
 
 
 def test_canonical_spec_converts_to_the_proto_and_back():
-    from schedd.api.convert import spec_from_canonical, spec_to_dict
+    from schedd.api.convert import job_spec_to_pb, spec_to_dict
+    from schedd.core.specs import JobSpec
     d = validate_spec(spec(description="d", labels={"k": "v"}, retry={"max_attempts": 3, "multiplier": 2},
                            timeout_seconds=5, paused=True, history_limit=10, priority=-3, pool="gpu",
                            handler={"http": {"url": "https://x.example/run", "headers": {"A": "b"}}}))
-    assert validate_spec(spec_to_dict(spec_from_canonical(d))) == d
-    # a key this version does not know (written by a newer one) is tolerated
-    assert spec_from_canonical({**d, "future_field": 1}).name == "j1"
+    assert validate_spec(spec_to_dict(job_spec_to_pb(d))) == d
+    # a key this version does not know (written by a newer one) is tolerated, and kept
+    newer = JobSpec.from_dict({**d.to_dict(), "future_field": 1})
+    assert job_spec_to_pb(newer).name == "j1" and newer.to_dict()["future_field"] == 1
 
 
 def test_a_version_1_snapshot_image_still_restores(h):
@@ -443,7 +445,7 @@ def test_a_version_1_snapshot_image_still_restores(h):
     h.put()
     h.plan_and_fire()
     job, ex = h.state.jobs["j1"], h.state.execs[("j1", T0)]
-    v1_job = (job.name, job.team, job.schedule, job.tz, job.spec, job.version, job.paused, job.next_fire,
+    v1_job = (job.name, job.team, job.schedule, job.tz, job.spec_text, job.version, job.paused, job.next_fire,
               job.created_ms, job.updated_ms, job.created_by, job.history_limit, job.last_fire, job.fired_total)
     v1_exec = (ex.job, ex.scheduled_ms, ex.state, ex.trigger, ex.created_ms, ex.term, ex.log_index,
                ex.updated_ms, ex.reason, [], None, False)
