@@ -88,8 +88,8 @@ def _reachable(path: Path) -> None:
     lets it through; without this check every job of the team would fail at its `chdir` with a
     bare "Permission denied" (exit 126), long after the worker said it was ready."""
     for folder in reversed(path.resolve().parents):
-        if not folder.stat().st_mode & stat.S_IXOTH:
-            mode = stat.S_IMODE(folder.stat().st_mode)
+        mode = stat.S_IMODE(folder.stat().st_mode)
+        if not mode & stat.S_IXOTH:
             raise UidError(f"the teams' uids cannot reach {path}: {folder} is mode {mode:04o}, "
                            "without search permission for others; run `chmod o+x "
                            f"{folder}` or choose a state dir they can reach")
