@@ -82,6 +82,16 @@ class AclSettings:
 
 
 @dataclass(slots=True, frozen=True)
+class HistorySettings:
+    """[history]: the node's store of finished executions (schedd.history). A job keeps its newest
+    `history_limit` runs (its spec; 1,000 by default) and none finished more than
+    `history_max_age_seconds` ago (its spec), else `max_age_days`; pruned a little at a time."""
+
+    max_age_days: float = 30.0
+    prune_rows_per_step: int = 2000
+
+
+@dataclass(slots=True, frozen=True)
 class NodeConfig:
     node_id: str
     data_dir: Path
@@ -98,6 +108,7 @@ class NodeConfig:
     limits: Limits = Limits()
     tls: TlsSettings = TlsSettings()
     acl: AclSettings = AclSettings()
+    history: HistorySettings = HistorySettings()
     join: tuple[str, ...] = ()        # gRPC addresses of a cluster to join (empty data dir only)
     test_mode: bool = False          # enables test-only admin calls (clock offset); never in production
 

@@ -1,6 +1,7 @@
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -44,3 +45,36 @@ class SnapshotChunk(_message.Message):
     header: SnapshotHeader
     data: bytes
     def __init__(self, header: _Optional[_Union[SnapshotHeader, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class CopyHistoryRequest(_message.Message):
+    __slots__ = ("after", "upto")
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    UPTO_FIELD_NUMBER: _ClassVar[int]
+    after: int
+    upto: int
+    def __init__(self, after: _Optional[int] = ..., upto: _Optional[int] = ...) -> None: ...
+
+class HistoryRow(_message.Message):
+    __slots__ = ("cols", "body", "applied")
+    COLS_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
+    cols: str
+    body: bytes
+    applied: int
+    def __init__(self, cols: _Optional[str] = ..., body: _Optional[bytes] = ..., applied: _Optional[int] = ...) -> None: ...
+
+class HistoryChunk(_message.Message):
+    __slots__ = ("rows", "teams")
+    class TeamsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    TEAMS_FIELD_NUMBER: _ClassVar[int]
+    rows: _containers.RepeatedCompositeFieldContainer[HistoryRow]
+    teams: _containers.ScalarMap[str, str]
+    def __init__(self, rows: _Optional[_Iterable[_Union[HistoryRow, _Mapping]]] = ..., teams: _Optional[_Mapping[str, str]] = ...) -> None: ...

@@ -39,6 +39,11 @@ class BackupStub:
                 request_serializer=schedd__proto_dot_backup__pb2.SaveSnapshotRequest.SerializeToString,
                 response_deserializer=schedd__proto_dot_backup__pb2.SnapshotChunk.FromString,
                 _registered_method=True)
+        self.CopyHistory = channel.unary_stream(
+                '/schedd.v1.Backup/CopyHistory',
+                request_serializer=schedd__proto_dot_backup__pb2.CopyHistoryRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_backup__pb2.HistoryChunk.FromString,
+                _registered_method=True)
 
 
 class BackupServicer:
@@ -50,6 +55,13 @@ class BackupServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CopyHistory(self, request, context):
+        """Node to node (signed with the cluster secret) or management: the copy of a history gap.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BackupServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -57,6 +69,11 @@ def add_BackupServicer_to_server(servicer, server):
                     servicer.SaveSnapshot,
                     request_deserializer=schedd__proto_dot_backup__pb2.SaveSnapshotRequest.FromString,
                     response_serializer=schedd__proto_dot_backup__pb2.SnapshotChunk.SerializeToString,
+            ),
+            'CopyHistory': grpc.unary_stream_rpc_method_handler(
+                    servicer.CopyHistory,
+                    request_deserializer=schedd__proto_dot_backup__pb2.CopyHistoryRequest.FromString,
+                    response_serializer=schedd__proto_dot_backup__pb2.HistoryChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -86,6 +103,33 @@ class Backup:
             '/schedd.v1.Backup/SaveSnapshot',
             schedd__proto_dot_backup__pb2.SaveSnapshotRequest.SerializeToString,
             schedd__proto_dot_backup__pb2.SnapshotChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CopyHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/schedd.v1.Backup/CopyHistory',
+            schedd__proto_dot_backup__pb2.CopyHistoryRequest.SerializeToString,
+            schedd__proto_dot_backup__pb2.HistoryChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,4 +1,5 @@
-"""Backup.SaveSnapshot: a consistent image of the state, streamed from the leader.
+"""Backup.SaveSnapshot: a consistent image of the state, streamed from the leader; and
+Backup.CopyHistory: a range of this node's history store, for a peer's gap.
 
 Consistent and current: the leader first commits a no-op (a read barrier: it proves this node
 still leads, and the image then holds at least every entry committed before the call), then
@@ -16,6 +17,7 @@ however it ends.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import time
@@ -27,6 +29,8 @@ import grpc
 from schedd.api import auth
 from schedd.api.service import Router
 from schedd.core import commands as C
+from schedd.history import HistoryStore
+from schedd.history.codec import Row
 from schedd.ports.clock import Clock
 from schedd.replication import backup
 from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode
@@ -43,6 +47,12 @@ CHUNK = 1 << 20
 
 
 Seal = Callable[[bpb.SnapshotHeader], bytes]     # a header -> the signed file header
+
+
+def chunk_message(rows: list[tuple[Row, int]], teams: dict[str, str]) -> bpb.HistoryChunk:
+    """A chunk of `HistoryStore.export` as the wire carries it (schedd.runtime.history reads it)."""
+    return bpb.HistoryChunk(rows=[bpb.HistoryRow(cols=json.dumps(list(row.cols)), body=row.body, applied=applied)
+                                  for row, applied in rows], teams=teams)
 
 
 class BackupService(bpb_grpc.BackupServicer):
@@ -81,6 +91,27 @@ class BackupService(bpb_grpc.BackupServicer):
                     yield bpb.SnapshotChunk(data=data)
         finally:
             pending.discard()
+
+    async def CopyHistory(self, request: bpb.CopyHistoryRequest,
+                          context: CallContext) -> AsyncIterator[bpb.HistoryChunk]:
+        """The rows this node's history store holds from entries in (after, upto], for a peer
+        whose store missed them (schedd.runtime.history.fill_gaps). Waits (a while) until this
+        store holds entry `upto`; refuses when its own gap overlaps the range."""
+        store = self.node.history
+        if not isinstance(store, HistoryStore):
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "this node keeps no history store")
+        if request.upto <= request.after or request.after < 0:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "need 0 <= after < upto")
+        if not await asyncio.to_thread(store.wait_applied, request.upto, 30.0):
+            await context.abort(grpc.StatusCode.UNAVAILABLE,
+                                f"this node's history reaches entry {store.applied_index}, not {request.upto} yet")
+        gap = store.gap
+        if gap is not None and gap[0] < request.upto and request.after < gap[1]:
+            await context.abort(grpc.StatusCode.UNAVAILABLE,
+                                f"this node's history misses entries {gap[0] + 1}..{gap[1]} itself")
+        chunks = store.export(request.after, request.upto)
+        while (item := await asyncio.to_thread(next, chunks, None)) is not None:
+            yield chunk_message(*item)
 
     async def _barrier(self, context: CallContext) -> int:
         """Commit a no-op of this node's term; returns the term it proved leadership in."""

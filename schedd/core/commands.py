@@ -165,7 +165,11 @@ FEATURES = FeatureTable((
     Level(6, note="container handler: an entry that carries a job or DAG-task spec with a "
                   "`container:` handler is stamped fl=6 by its proposer (schedd.core.specs.handler_level), "
                   "since an older build's apply refuses that spec as invalid"),
-    # Level(7, kinds=(MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
+    Level(7, note="history on disk: a job's finished executions but its newest leave the replicated tables "
+                  "for every node's history store (schedd.core.history; below it a job keeps its newest "
+                  "history_limit in memory), a backfill entry says at which store index its instants were "
+                  "checked absent"),
+    # Level(8, kinds=(MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
 ))
 
 

@@ -100,6 +100,9 @@ def state_digest(state: Any) -> str:
         for key, row in _sorted_items(table):
             h.update(_text([key, row]).encode())
             h.update(b"\n")
+    # Absent while empty: digests of states from before the history level still match.
+    if getattr(state, "archived", None):
+        h.update(_text(["archived", _sorted_items(state.archived)]).encode())
     # The ACL table and the audit trail give their own canonical rows (the trail's head hash
     # covers every kept record).
     for name, rows in (("acl", acl_rows(state.acl)), ("audit", audit_rows(state.audit))):

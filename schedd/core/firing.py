@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from schedd.core import commands as C
+from schedd.core import history
 from schedd.core import schedule as sched
 from schedd.core import sla as sla_index
 from schedd.core.model import MAX_ERROR_CHARS, SCHEDULED, SKIPPED, TERMINAL_STATES, Execution, Job, execution_id
@@ -63,20 +64,25 @@ def record(st: Tables, job: Job, t: int, trigger: str, cmd: C.Command, index: in
                      f"{st.active_desc(job.name)}")
     st.add_exec(ex)
     job.fired_total += 1
-    prune_history(st, job, cmd.now)
+    prune_history(st, job, cmd.now, index)
     sla_index.on_record(st, job, ex, cmd.now)
     return ex
 
 
-def prune_history(st: Tables, job: Job, now: int) -> None:
-    """Keep the newest `history_limit` executions of a job and none finished longer than its
-    `history_max_age_seconds` ago, deterministically. Only finished executions are pruned:
-    work that has not run yet is never dropped to make room."""
+def prune_history(st: Tables, job: Job, now: int, index: int) -> None:
+    """Bound what a job keeps in memory, deterministically. From the history level on, finished
+    executions leave for the history stores (schedd.core.history.retire); below it, the job keeps
+    its newest `history_limit` executions and none finished longer than its
+    `history_max_age_seconds` ago. Only finished executions leave: work that has not run yet is
+    never dropped to make room (past `history_limit` waiting runs, the oldest are skipped)."""
     times = st.by_job.get(job.name)
     if times is None:
         return
     if st.pending.get(job.name, 0) > job.history_limit:
         skip_backlog(st, job, times, now)
+    if history.archives(st, job):
+        history.retire(st, job, index)
+        return
     excess = len(times) - job.history_limit
     max_age = st.policy(job).max_age_ms
     if excess <= 0 and not max_age:
@@ -112,9 +118,7 @@ def trigger(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     job = job_or_reject(st, cmd)
     if isinstance(job, ApplyResult):
         return job
-    t = cmd.now
-    while (job.name, t) in st.execs:
-        t += 1
+    t = history.trigger_time(st, job.name, cmd.now)
     ex = record(st, job, t, "forced" if cmd.args.get("force") else "manual", cmd, index)
     items = [[job.name, t, "created" if ex.state == SCHEDULED else "skipped"]]
     return ok(R.Triggered(job.name, t, ex.state, items), effects=_launches(items))
@@ -143,7 +147,7 @@ def fire_one(st: Tables, name: str, t: int, cmd: C.Command, index: int) -> list[
         job.next_fire = sched.next_after(schedule_of(job), t)
         job.last_fire = t
         st.schedule_wheel(job)
-    if (name, t) in st.execs:
+    if (name, t) in st.execs or history.may_be_archived(st, name, t):
         return [(t, "duplicate")]
     if not due:
         return [(t, "not_due")]
@@ -234,26 +238,39 @@ def skip(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
 
 def backfill(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     """Executions for past instants of a job's schedule, on the backfill lane: served after
-    today's runs, under their own quota. Instants already recorded are left as they are."""
+    today's runs, under their own quota. Instants already recorded are left as they are: those in
+    memory here, those the proposer found in its history store (`stored`, counted as duplicates),
+    and, for an instant whose record may have left memory, the rule of schedd.core.history
+    (`checked`: the store index at which the proposer found the instants absent)."""
     job = job_or_reject(st, cmd)
     if isinstance(job, ApplyResult):
         return job
-    times = cmd.args.get("times")
+    times, checked, stored = cmd.args.get("times"), cmd.args.get("checked"), cmd.args.get("stored", 0)
     if not isinstance(times, list) or len(times) > MAX_BACKFILL_PER_ENTRY \
             or not all(isinstance(x, int) and not isinstance(x, bool) for x in times):
         return reject(Code.INVALID, f"times must be a list of at most {MAX_BACKFILL_PER_ENTRY} integers")
+    if not _count(stored) or (checked is not None and not _count(checked)):
+        return reject(Code.INVALID, "checked and stored must be integers >= 0")
     s = schedule_of(job)
-    created = duplicates = 0
     for x in times:
         if sched.next_after(s, x - 1) != x:
             return reject(Code.INVALID, f"{sched.format_ms(x)} is not an instant of {job.name}'s schedule")
+    floor, left_at = st.archived.get(job.name, (MIN_MS, 0))
+    if checked is not None and checked < left_at and any(x <= floor for x in times):
+        return reject(Code.CONFLICT, f"history of {job.name} moved since the check at index {checked} "
+                      f"(an execution left memory at {left_at}): check again")
+    created, duplicates = 0, stored
     for x in times:
-        if (job.name, x) in st.execs:
+        if (job.name, x) in st.execs or (x <= floor and checked is None):
             duplicates += 1
             continue
         record(st, job, x, BACKFILL, cmd, index, lane=BACKFILL)
         created += 1
     return ok(R.Backfilled(job.name, created, duplicates))
+
+
+def _count(v: Any) -> bool:
+    return type(v) is int and v >= 0
 
 
 def add_gap(job: Job, start: int, end: int, disposition: str, detail: str) -> None:

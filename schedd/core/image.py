@@ -31,7 +31,7 @@ JOB_FIELDS = tuple(f.name for f in fields(Job))
 EXEC_FIELDS = tuple(f.name for f in fields(Execution))
 AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index")
 # Smaller tables, pickled as they are (dicts of slotted dataclasses or plain values).
-EXTRA_FIELDS = ("dags", "dag_runs", "quotas", "batches", "members")
+EXTRA_FIELDS = ("dags", "dag_runs", "quotas", "batches", "members", "archived")
 SNAPSHOT_DIGEST = "digest"   # extra key: (last_index, state digest) when the image was pickled
 FEATURE_LEVEL_KEY = "feature_level"   # extra key: the cluster's feature level (absent: 1)
 
@@ -56,6 +56,7 @@ class Imaged(Protocol):
     quotas: dict[str, int]
     batches: dict[str, Batch]
     members: dict[str, tuple[str, str]]
+    archived: dict[str, tuple[int, int]]
     acl: AclTable
     audit: AuditTrail
 

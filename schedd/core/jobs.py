@@ -223,9 +223,9 @@ def upsert(st: Tables, spec: JobHead, text: str, s: sched.Schedule, cmd: C.Comma
     job.version += 1
     job.updated_ms = cmd.now
     if timing_changed or resumed:
-        job.next_fire = next_fire_for(s, cmd.now, job.last_fire)
+        job.next_fire = next_fire_for(s, cmd.now, st.recorded_floor(job))
     st.schedule_wheel(job)
-    prune_history(st, job, cmd.now)
+    prune_history(st, job, cmd.now, index)
     return False
 
 
@@ -257,7 +257,7 @@ def set_paused(st: Tables, cmd: C.Command, paused: bool) -> ApplyResult:
             skip_pending(st, job, f"paused by {cmd.by or 'a user'}", cmd.now)
             add_gap(job, cmd.now, OPEN_END, "paused", f"paused by {cmd.by or 'a user'}")
         else:
-            job.next_fire = resume_from(job, cmd)
+            job.next_fire = resume_from(job, cmd, st.recorded_floor(job))
         job.paused, job.spec_text = paused, spec.text()
         st.seed_policy(job, JobHead.of(spec))
         job.version += 1
@@ -266,9 +266,10 @@ def set_paused(st: Tables, cmd: C.Command, paused: bool) -> ApplyResult:
     return ok(R.Revised(job.name, job.version))
 
 
-def resume_from(job: Job, cmd: C.Command) -> int | None:
+def resume_from(job: Job, cmd: C.Command, recorded: int | None) -> int | None:
     """Close the pause's gap in the ledger. With `catch_up`, the instants missed while paused
-    are handed to the job's catch-up policy (the fire path) instead of being recorded paused."""
+    are handed to the job's catch-up policy (the fire path) instead of being recorded paused.
+    `recorded`: the newest instant that may have a record (Tables.recorded_floor)."""
     s = schedule_of(job)
     gaps = list(job.gaps)
     since = None
@@ -280,9 +281,9 @@ def resume_from(job: Job, cmd: C.Command) -> int | None:
             gaps[-1] = (since, cmd.now, *gaps[-1][2:])
         job.gaps = tuple(gaps)
     if cmd.args.get("catch_up") and since is not None:
-        floor = since - 1 if job.last_fire is None else max(job.last_fire, since - 1)
+        floor = since - 1 if recorded is None else max(recorded, since - 1)
         return sched.next_after(s, floor)
-    return next_fire_for(s, cmd.now, job.last_fire)
+    return next_fire_for(s, cmd.now, recorded)
 
 
 def skip_pending(st: Tables, job: Job, reason: str, now: int) -> None:

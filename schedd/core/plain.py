@@ -69,6 +69,7 @@ def to_plain(s: Imaged) -> dict[str, Any]:
         "batches": [[bid, b.since, b.state, b.ended, sorted(b.chunks.items()), b.result]
                     for bid, b in s.batches.items()],
         "members": s.members,
+        **({"archived": s.archived} if s.archived else {}),     # the history level's floors
         "acl": table_to_dict(s.acl), "audit": trail_to_dict(s.audit),
         FEATURE_LEVEL_KEY: s.feature_level,
         SNAPSHOT_DIGEST: [s.last_index, s.state_digest()],
@@ -136,6 +137,8 @@ def from_plain(doc: Any) -> Image:
         "quotas": {str(k): _int(v) for k, v in _dict(doc, "quotas").items()},
         "batches": dict(map(_batch, _list(doc, "batches"))),
         "members": {str(k): (str(raft), str(grpc)) for k, (raft, grpc) in _dict(doc, "members").items()},
+        # absent before the history level (schedd.core.history): no execution had left memory
+        "archived": {str(k): (_int(floor), _int(i)) for k, (floor, i) in doc.get("archived", {}).items()},
         "acl": _dict(doc, "acl"), "audit": _dict(doc, "audit"),
         FEATURE_LEVEL_KEY: _int(doc[FEATURE_LEVEL_KEY]),
         SNAPSHOT_DIGEST: (_int(doc[SNAPSHOT_DIGEST][0]), str(doc[SNAPSHOT_DIGEST][1])),

@@ -174,6 +174,7 @@ class SchedulerState(Tables):
         refused newer kinds as INVALID and, once leader, dispatched what it believed pending),
         so the shell stops applying there and keeps the entry for an upgraded build
         (schedd.replication.raft_patches: halting)."""
+        self.outbox.clear()
         try:
             cmd: C.Command | None = C.decode(entry, known=None)
             malformed = ""

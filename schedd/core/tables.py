@@ -68,6 +68,26 @@ def next_fire_for(s: sched.Schedule, now: int, last_fire: int | None) -> int | N
     return sched.next_after(s, floor)
 
 
+class Outbox:
+    """What one apply hands to the node's history store (schedd.history): the executions that left
+    memory and the jobs whose history ends (deleted). Filled by apply, drained by the shell after
+    each entry (schedd.replication.node), cleared at the start of the next apply. Not replicated:
+    every replica fills its own with the same content."""
+
+    __slots__ = ("executions", "forgotten")
+
+    def __init__(self) -> None:
+        self.executions: list[Execution] = []
+        self.forgotten: list[str] = []
+
+    def clear(self) -> None:
+        if self.executions or self.forgotten:
+            self.executions, self.forgotten = [], []
+
+    def __bool__(self) -> bool:
+        return bool(self.executions or self.forgotten)
+
+
 class Tables:
     """The replicated tables and their derived indexes (see the module docstring)."""
 
@@ -102,6 +122,11 @@ class Tables:
         self.audit = AuditTrail()             # the hash-chained audit trail (schedd.core.audit)
         self.feature_level = 1                # the cluster's feature level (schedd.core.features)
         self.members: dict[str, tuple[str, str]] = {}   # node id -> (raft, gRPC address) (schedd.core.members)
+        # job -> (floor, index): the newest scheduled time of the job's executions that left
+        # memory for the nodes' history stores, and the log index of the last one that left
+        # (schedd.core.history). Every execution of the job after `floor` is in `execs`.
+        self.archived: dict[str, tuple[int, int]] = {}
+        self.outbox = Outbox()        # what this apply handed to the history stores (not replicated)
 
     # ------------------------------------------------------------ bulk rebuild
 
@@ -243,6 +268,17 @@ class Tables:
         for t in list(self.by_job.get(job.name, ())):
             self.drop_exec(self.execs[(job.name, t)])
         self._policies.forget(job.name)
+        if self.archived.pop(job.name, None) is not None:
+            self.outbox.forgotten.append(job.name)
+
+    def recorded_floor(self, job: Job) -> int | None:
+        """The newest instant of `job` that may have a record: the last scheduled instant, or a
+        later one whose record left memory (schedd.core.history). A (re)computed next_fire is
+        after it, so the fire path never meets an instant whose record is only on disk."""
+        floor = self.archived.get(job.name, (MIN_MS, 0))[0]
+        if job.last_fire is None:
+            return floor if floor != MIN_MS else None
+        return max(job.last_fire, floor)
 
     def set_team(self, job: Job, team: str) -> None:
         if job.team != team:

@@ -273,3 +273,12 @@ def decode(cols: tuple[str, int, Symbol, Symbol, int, int, int, int], stored: by
                      reason=reason, attempts=attempts, retry_at=None if not retry else t0 + _unzig(retry - 1),
                      cancel_requested=cancel, due_ms=0 if not due else t0 + _unzig(due - 1), lane=lane,
                      holds=holds, events=events)
+
+
+def stored_row(cols: tuple[object, ...], body: bytes) -> Row:
+    """A row as another store holds it (its columns and stored body), hash recomputed: what a
+    copy between stores carries, never trusted for the digest."""
+    c = tuple(cols)
+    if len(c) != 8 or not isinstance(c[0], str) or not all(isinstance(v, (int, str)) for v in c[1:]):
+        raise ValueError("not a history row")
+    return Row(c, body, row_hash(c, raw_body(body)))  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ huge DELETE. Two passes share the budget:
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from schedd.core.model import DEFAULT_HISTORY_LIMIT
@@ -62,12 +63,19 @@ class Pruner:
 
     default: Retention
     overrides: dict[str, Retention] = field(default_factory=dict)
+    # The owner's view of each job's retention (the daemon's: from the job's spec in the
+    # replicated state, so it is right from the first step after a restart); overrides win.
+    lookup: Callable[[str], Retention] | None = None
+    shortest_hint: int = 0                # the shortest max age among the lookup's jobs (0: none)
     suspects: set[str] = field(default_factory=set)
     cursor: tuple[int, int] = _START     # (updated_ms, rowid) the age sweep resumes after
     _shortest: int | None = None          # the shortest age in force; None: to compute again
 
     def of(self, job: str) -> Retention:
-        return self.overrides.get(job, self.default)
+        r = self.overrides.get(job)
+        if r is not None:
+            return r
+        return self.lookup(job) if self.lookup is not None else self.default
 
     def set(self, job: str, retention: Retention | None) -> None:
         if retention is None:
@@ -123,5 +131,6 @@ class Pruner:
     def _shortest_age(self) -> int:
         if self._shortest is None:
             ages = [r.max_age_ms for r in (self.default, *self.overrides.values()) if r.max_age_ms]
+            ages += [self.shortest_hint] if self.shortest_hint else []
             self._shortest = min(ages, default=0)
         return self._shortest

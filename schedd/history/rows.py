@@ -21,6 +21,7 @@ _INSERT = ("INSERT INTO executions (job, scheduled_ms, state, trigger, created_m
            "log_index, applied, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
            "ON CONFLICT (job, scheduled_ms) DO NOTHING")
 _COLS = "job, scheduled_ms, state, trigger, created_ms, updated_ms, term, log_index, applied, body, id"
+COLS = "job, scheduled_ms, state, trigger, created_ms, updated_ms, term, log_index, body"   # a Row
 _BY_KEY = f"SELECT {_COLS} FROM executions WHERE job = ? AND scheduled_ms = ?"
 _BY_ID = f"SELECT {_COLS} FROM executions WHERE id = ?"
 _REPLACE = ("UPDATE executions SET state = ?, trigger = ?, created_ms = ?, updated_ms = ?, term = ?, "
@@ -64,4 +65,18 @@ def delete(conn: sqlite3.Connection, ids: Iterable[int], tallies: Tallies) -> in
             _count_out(old, tallies)
             gone.append((rowid,))
     conn.executemany(_DELETE, gone)
+    return len(gone)
+
+
+_OF_JOB = f"SELECT {_COLS} FROM executions WHERE job = ? AND applied < ?"
+
+
+def forget(conn: sqlite3.Connection, job: str, before: int, tallies: Tallies) -> int:
+    """Delete a deleted job's rows handed over before entry `before` (rows of a job created again
+    under the name by a later entry stay); returns how many. Its team row goes too."""
+    gone = conn.execute(_OF_JOB, (job, before)).fetchall()
+    for old in gone:
+        _count_out(old, tallies)
+    conn.executemany(_DELETE, [(old[10],) for old in gone])
+    conn.execute("DELETE FROM teams WHERE job = ?", (job,))
     return len(gone)

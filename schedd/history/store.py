@@ -33,14 +33,14 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Container, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from schedd.core.model import Execution
 from schedd.history import reads, rows, tallies
-from schedd.history.codec import FORMAT, Row, encode, state_code
+from schedd.history.codec import FORMAT, Row, encode, state_code, stored_row
 from schedd.history.retention import DEFAULT_RETENTION, PruneStep, Pruner, Retention
 from schedd.history.schema import ALL_STATES, DEFAULT_CACHE_KIB, applied_index, connect, create
 from schedd.history.tallies import Tallies
@@ -52,7 +52,15 @@ BATCH_DELAY_S = 0.1
 MAX_PENDING_ROWS = 100_000       # past this, `add` waits for the writer (only when it has a thread)
 READER_CACHE_KIB = 2 * 1024
 
+Chunk = tuple[list[tuple[Row, int]], dict[str, str]]    # rows with their entry indexes, their jobs' teams
+
 _TEAMS = "INSERT INTO teams (job, team) VALUES (?, ?) ON CONFLICT (job) DO UPDATE SET team = excluded.team"
+
+
+def _gap(conn: sqlite3.Connection) -> tuple[int, int] | None:
+    lo = conn.execute("SELECT value FROM meta WHERE key = 'gap_after'").fetchone()
+    hi = conn.execute("SELECT value FROM meta WHERE key = 'gap_upto'").fetchone()
+    return (int(lo[0]), int(hi[0])) if lo and hi else None
 
 
 @dataclass(slots=True)
@@ -62,6 +70,7 @@ class _Handover:
     index: int
     rows: list[Row]
     teams: dict[str, str]
+    forgotten: tuple[str, ...] = ()
     queued_at: float = field(default_factory=time.monotonic)
 
 
@@ -70,17 +79,19 @@ class HistoryStore:
 
     def __init__(self, path: str | Path, *, retention: Retention = DEFAULT_RETENTION, batch_rows: int = BATCH_ROWS,
                  batch_delay_s: float = BATCH_DELAY_S, writer_thread: bool = True,
-                 cache_kib: int = DEFAULT_CACHE_KIB, max_pending_rows: int = MAX_PENDING_ROWS) -> None:
+                 cache_kib: int = DEFAULT_CACHE_KIB, max_pending_rows: int = MAX_PENDING_ROWS,
+                 retention_of: Callable[[str], Retention] | None = None) -> None:
         self.path = Path(path)
         self._batch_rows, self._delay, self._max_pending = batch_rows, batch_delay_s, max_pending_rows
         self._conn = connect(self.path, cache_kib=cache_kib)
         create(self._conn, FORMAT)
         self._committed = self._queued = applied_index(self._conn)
+        self._gap = _gap(self._conn)
         self._pending: deque[_Handover] = deque()
         self._pending_rows = 0
         self._cond = threading.Condition()
-        self._write = threading.Lock()           # the write connection and the pruner
-        self._pruner = Pruner(retention)
+        self._write = threading.RLock()          # the write connection and the pruner (re-entered by flush)
+        self._pruner = Pruner(retention, lookup=retention_of)
         self._pruner.load(self._conn)
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -103,11 +114,12 @@ class HistoryStore:
         return self._pending_rows
 
     def add(self, executions: Iterable[Execution], applied_index: int,
-            teams: Mapping[str, str] | None = None) -> bool:
+            teams: Mapping[str, str] | None = None, forgotten: Iterable[str] = ()) -> bool:
         """Queue what applying entry `applied_index` finished (and, in `teams`, the team of
-        jobs named: the access filter of reads). An entry without finished executions may be
-        handed over too (no rows): it only moves applied_index. Returns False, and does
-        nothing, for an entry at or below one already handed over (a replay)."""
+        jobs named: the access filter of reads; in `forgotten`, jobs deleted: their rows from
+        earlier entries go). An entry without finished executions may be handed over too (no
+        rows): it only moves applied_index. Returns False, and does nothing, for an entry at or
+        below one already handed over (a replay)."""
         if applied_index <= self._queued:
             return False
         encoded = [encode(ex) for ex in executions]
@@ -120,7 +132,7 @@ class HistoryStore:
                 self._cond.wait()
             if not self._pending or self._pending_rows + len(encoded) >= self._batch_rows:
                 self._cond.notify_all()
-            self._pending.append(_Handover(applied_index, encoded, dict(teams or {})))
+            self._pending.append(_Handover(applied_index, encoded, dict(teams or {}), tuple(forgotten)))
             self._pending_rows += len(encoded)
             self._queued = applied_index
         return True
@@ -132,9 +144,102 @@ class HistoryStore:
             due = self._due()
         return self._commit_next(everything=False) if due else self._committed
 
-    def flush(self) -> int:
-        """Commit everything queued now; returns applied_index."""
-        return self._commit_next(everything=True)
+    def flush(self, durable: bool = False) -> int:
+        """Commit everything queued now; returns applied_index. `durable`: fsync the WAL too
+        (synchronous=FULL for this commit), as before a Raft snapshot that no longer carries
+        what this store holds is written."""
+        if not durable:
+            return self._commit_next(everything=True)
+        with self._write:
+            self._conn.execute("PRAGMA synchronous = FULL")
+            try:
+                self._sync_commit()
+            finally:
+                self._conn.execute("PRAGMA synchronous = NORMAL")
+        return self._committed
+
+    def _sync_commit(self) -> None:
+        """Under the write lock: commit what is queued, or (nothing queued) an empty
+        transaction, which with synchronous=FULL still syncs the WAL written so far."""
+        if self._commit_next(everything=True) == self._committed and not self._pending:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.execute("UPDATE meta SET value = value WHERE key = 'applied_index'")
+            self._conn.execute("COMMIT")
+
+    # ------------------------------------------------------------ gaps and copies
+
+    @property
+    def gap(self) -> tuple[int, int] | None:
+        """(after, upto): entries whose hand-overs this store never saw (a snapshot was installed
+        over them, or the store is new beside an older state), so rows they archived may be
+        missing until `fill` brings them from a peer. None: complete."""
+        return self._gap
+
+    def note_gap(self, upto: int) -> None:
+        """The state jumped to entry `upto` without this store seeing the entries since its
+        applied_index (a snapshot installed): record the gap (widening one already there) and
+        move applied_index to `upto`."""
+        with self._write:
+            self._commit_next(everything=True)
+            with self._cond:
+                after = self._committed
+                if upto <= after:
+                    return
+            old = _gap(self._conn)
+            lo = min(after, old[0]) if old else after
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('gap_after', ?), ('gap_upto', ?)", (lo, upto))
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'applied_index'", (upto,))
+            conn.execute("COMMIT")
+            self._gap = (lo, upto)
+            with self._cond:
+                self._committed = self._queued = upto
+                self._cond.notify_all()
+        log.warning("history store: entries %d..%d were not handed over here (a snapshot was installed); "
+                    "their history is copied from a peer", lo + 1, upto)
+
+    def export(self, after: int, upto: int, chunk_rows: int = 2000) -> Iterator[Chunk]:
+        """The rows handed over by entries in (after, upto], in chunks with their jobs' teams,
+        for a peer's `fill`: read in one snapshot of the store, on a connection of its own (the
+        caller may pull chunks from different threads). Call once applied_index >= upto."""
+        conn = connect(self.path, cache_kib=READER_CACHE_KIB, readonly=True)
+        try:
+            conn.execute("BEGIN")
+            cur = conn.execute(f"SELECT {rows.COLS}, applied FROM executions WHERE applied > ? AND applied <= ?",
+                               (after, upto))
+            while batch := cur.fetchmany(chunk_rows):
+                jobs = {str(r[0]) for r in batch}
+                teams = {job: team for job in sorted(jobs) if (team := reads.team_of(conn, job)) is not None}
+                yield [(stored_row(r[:8], r[8]), int(r[9])) for r in batch], teams
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+    def fill(self, chunk: Iterable[tuple[Row, int]], teams: Mapping[str, str]) -> int:
+        """Import one chunk of a peer's `export` (a row already here is kept unless the peer's
+        came from a later entry); returns rows written."""
+        with self._write:
+            changes, conn = Tallies(), self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                n = rows.put(conn, chunk, changes)
+                changes.write(conn)
+                conn.executemany(_TEAMS, teams.items())
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            self._pruner.suspects.update(teams)
+        return n
+
+    def close_gap(self, upto: int) -> None:
+        """A peer's export of (after, upto] is all in: the gap is closed if it ended there."""
+        with self._write:
+            gap = _gap(self._conn)
+            if gap is not None and upto >= gap[1]:
+                self._conn.execute("DELETE FROM meta WHERE key IN ('gap_after', 'gap_upto')")
+                self._gap = None
 
     def wait_applied(self, index: int, timeout: float) -> bool:
         """Wait until entry `index` is committed (or the timeout passes)."""
@@ -145,6 +250,13 @@ class HistoryStore:
         """A job's own retention (None: the default again), as its spec says."""
         with self._write:
             self._pruner.set(job, retention)
+
+    def set_shortest_age(self, max_age_ms: int) -> None:
+        """The shortest max age among the jobs `retention_of` answers for (0: none shorter than
+        the default): where the age sweep starts looking."""
+        with self._write:
+            if self._pruner.shortest_hint != max_age_ms:
+                self._pruner.shortest_hint, self._pruner._shortest = max_age_ms, None
 
     def prune_step(self, now_ms: int, budget_rows: int) -> PruneStep:
         """Delete at most about `budget_rows` rows that retention no longer keeps, in one short
@@ -212,16 +324,22 @@ class HistoryStore:
                 self._committed, self._error = batch[-1].index, None
                 self._cond.notify_all()
             self._pruner.suspects.update(r.cols[0] for h in batch for r in h.rows)
+            for h in batch:
+                for job in h.forgotten:
+                    self._pruner.set(job, None)
             return self._committed
 
     def _commit(self, batch: list[_Handover]) -> None:
         conn, changes = self._conn, Tallies()
         teams: dict[str, str] = {}
-        for h in batch:
-            teams.update(h.teams)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            rows.put(conn, ((r, h.index) for h in batch for r in h.rows), changes)
+            for h in batch:          # in entry order: a job deleted, then created again
+                for job in h.forgotten:
+                    rows.forget(conn, job, h.index, changes)
+                    teams.pop(job, None)
+                teams.update(h.teams)
+                rows.put(conn, ((r, h.index) for r in h.rows), changes)
             changes.write(conn)
             conn.executemany(_TEAMS, teams.items())
             conn.execute("UPDATE meta SET value = ? WHERE key = 'applied_index'", (batch[-1].index,))

@@ -42,6 +42,7 @@ from schedd.replication import level_file
 from schedd.replication.raft_patches import BuildBehind, RepairingSyncObj
 from schedd.replication.transport import TransportLimits
 from schedd.ports.faults import NO_FAULTS, Faults
+from schedd.ports.history import HistorySink
 
 log = logging.getLogger("schedd.raft")
 
@@ -135,8 +136,10 @@ class ReplicatedState(SyncObjConsumer):
     def __init__(self, state: SchedulerState, lock: threading.RLock,
                  on_applied: Callable[[str, ApplyResult, int], None], faults: Faults = NO_FAULTS,
                  node_id: str = "", *, build: str = "",
-                 on_level: Callable[[int], None] = lambda level: None) -> None:
+                 on_level: Callable[[int], None] = lambda level: None,
+                 history: HistorySink | None = None) -> None:
         self._sm = state
+        self._history = history              # where executions leaving the tables go (None: dropped)
         self._lock = lock
         self._build = build                 # this build's version, for the halt message
         self._on_level = on_level           # the replicated level changed (or a halt asked for one)
@@ -162,6 +165,8 @@ class ReplicatedState(SyncObjConsumer):
             if self.digests.wanted(index):
                 self.digests.record(index, self._sm.state_digest())
             self._note_level(self._sm.feature_level)
+            if self._sm.outbox and self._history is not None:
+                self._hand_over(index)
         self.apply_times.note(index, entry, locked - asked, time.perf_counter() - locked)
         self.freezer.note(len(self._sm.jobs) + len(self._sm.execs))
         self._faults.applied(self._node_id, entry, result, index, self._sm.log_hash)
@@ -170,6 +175,17 @@ class ReplicatedState(SyncObjConsumer):
         except Exception:  # a shell hook must never wedge apply
             log.exception("on_applied hook failed")
         return result
+
+    def _hand_over(self, index: int) -> None:
+        """Give the history store what this entry moved out of the tables. Under the apply lock,
+        before the next apply clears the outbox; the store encodes at once and writes later."""
+        out, jobs = self._sm.outbox, self._sm.jobs
+        teams = {ex.job: job.team for ex in out.executions if (job := jobs.get(ex.job)) is not None}
+        try:
+            assert self._history is not None
+            self._history.add(out.executions, index, teams, out.forgotten)
+        except Exception:  # a broken disk must not wedge apply; the gap is found on the next start
+            log.exception("handing entry %d's finished executions to the history store failed", index)
 
     def _behind(self, level: int) -> BuildBehind:
         """What halts the node: the level recorded first, so a restart on this build refuses."""
@@ -185,7 +201,13 @@ class ReplicatedState(SyncObjConsumer):
                 log.exception("recording the feature level %d failed", level)
 
     def _serialize(self) -> object:
+        """The image pysyncobj writes. A snapshot no longer carries the executions that left the
+        tables, so the history store holds every hand-over up to this index on disk (synced)
+        before the log before it can be compacted away."""
         with self._lock:
+            if self._history is not None:
+                self._history.add((), self._sm.last_index)     # applied_index reaches the snapshot's
+                self._history.flush(durable=True)
             return self._sm.snapshot()
 
     def _deserialize(self, data: Any) -> None:
@@ -193,6 +215,11 @@ class ReplicatedState(SyncObjConsumer):
         with self._lock:
             self._sm.restore(data)
             level, top = self._sm.feature_level, self._sm.features.max_level
+            if self._history is not None and self._history.applied_index < self._sm.last_index:
+                if self._sm.archived:      # entries this store never saw may have archived runs
+                    self._history.note_gap(self._sm.last_index)
+                else:
+                    self._history.add((), self._sm.last_index)
         log.info("restored snapshot: %d jobs, %d executions in %.2fs", len(self._sm.jobs),
                  len(self._sm.execs), time.monotonic() - started)
         if level > top and isinstance(self._syncObj, RepairingSyncObj):
@@ -433,19 +460,22 @@ class RaftNode(Generic[CfgT]):
 
     def __init__(self, cfg: CfgT, *, on_role_change: Callable[[int, int], None] | None = None,
                  on_applied: Callable[[str, ApplyResult, int], None] | None = None,
-                 faults: Faults = NO_FAULTS, learn_from: Sequence[str] = (), build: str = "") -> None:
+                 faults: Faults = NO_FAULTS, learn_from: Sequence[str] = (), build: str = "",
+                 history: HistorySink | None = None) -> None:
         """`learn_from`: Raft addresses of a cluster to follow as a non-voter (pysyncobj's
         read-only node: no Raft address of its own, not counted in any quorum), receiving its
         snapshot and log into this data dir; a joining node does this before it asks to be
         added (schedd.runtime.join), then starts as a voter on the same data dir."""
         self.cfg = cfg
         self.learner = bool(learn_from)
+        self.history = history        # the node's history store (schedd.history), for reads; None in some tests
         self.state = SchedulerState(faults.feature_table(FEATURES))   # a test may run an older build's
         self.lock = threading.RLock()
         self._on_role_change = on_role_change or (lambda old, new: None)
         self._consumer = ReplicatedState(self.state, self.lock, on_applied or (lambda e, r, i: None),
                                          faults, cfg.node_id, build=build,
-                                         on_level=lambda level: level_file.write(cfg.data_dir, level))
+                                         on_level=lambda level: level_file.write(cfg.data_dir, level),
+                                         history=history)
         self.digests = self._consumer.digests
         self._hooks = durable.prepare_durable_journal(str(cfg.data_dir), fsync=cfg.fsync)
         durable.speed_up_snapshots()

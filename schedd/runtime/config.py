@@ -69,7 +69,7 @@ import tomllib
 from collections import Counter
 from pathlib import Path
 
-from schedd.settings import AclSettings, Limits, NodeConfig, Peer, RaftTuning, SchedulerTuning, TlsSettings
+from schedd.settings import AclSettings, HistorySettings, Limits, NodeConfig, Peer, RaftTuning, SchedulerTuning, TlsSettings
 from schedd_client.net.policy import DEFAULT_DENY_RULES, NetPolicy, PolicyError, parse_rules
 
 __all__ = ["ConfigError", "Limits", "NodeConfig", "Peer", "RaftTuning", "SchedulerTuning", "TlsSettings",
@@ -218,6 +218,17 @@ def _acl(t: dict) -> AclSettings:
                        rate_burst=_int(t, "rate_burst", d.rate_burst, 1, 10_000_000, "[acl]"))
 
 
+def _history(t: dict) -> HistorySettings:
+    _check_keys(t, set(HistorySettings.__slots__), "[history]")
+    d = HistorySettings()
+    days = t.get("max_age_days", d.max_age_days)
+    if isinstance(days, bool) or not isinstance(days, int | float) or not 0 < days <= 36_500:
+        raise ConfigError(f"[history].max_age_days must be a number of days in (0, 36500], got {days!r}")
+    return HistorySettings(max_age_days=float(days),
+                           prune_rows_per_step=_int(t, "prune_rows_per_step", d.prune_rows_per_step, 10,
+                                                    1_000_000, "[history]"))
+
+
 def _webhooks(t: dict) -> NetPolicy:
     _check_keys(t, {"allow", "deny"}, "[webhooks]")
     lists = {}
@@ -266,7 +277,7 @@ def _tls(t: dict, base_dir: Path | None) -> TlsSettings:
 
 TOP_KEYS = {"node_id", "data_dir", "raft_address", "grpc_address", "metrics_address", "raft_bind",
             "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "webhooks", "limits",
-            "tls", "acl", "test_mode", "join"}
+            "tls", "acl", "test_mode", "join", "history"}
 
 
 def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
@@ -314,6 +325,7 @@ def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
         limits=_limits(d.get("limits") or {}),
         tls=_tls(_table(d, "tls"), base_dir),
         acl=_acl(d.get("acl") or {}),
+        history=_history(d.get("history") or {}),
         test_mode=bool(d.get("test_mode", False)),
         join=_join(d.get("join")),
     )

@@ -39,6 +39,7 @@ from schedd.replication import level_file
 from schedd.replication.node import RaftNode
 from schedd.ports.clock import SystemClock
 from schedd.runtime.config import NodeConfig
+from schedd.runtime import history as node_history
 from schedd.runtime.metrics import Metrics
 from schedd.runtime import join as joining
 from schedd.runtime.replica_watch import ReplicaWatch
@@ -196,7 +197,26 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
             joining.save(cfg, (await joining.join(cfg, channels, table=table))[0])
         except joining.JoinRefused as e:
             raise StartupError(str(e)) from None
-    node = RaftNode(cfg, on_applied=on_applied, on_role_change=on_role_change, faults=faults, build=version)
+    default_retention = node_history.default_retention(cfg.history)
+
+    def retention_of(name: str):
+        node = node_box[0] if node_box else None
+        if node is None:
+            return default_retention
+        with node.lock:
+            job = node.state.jobs.get(name)
+            age = node.state.policy(job).max_age_ms if job is not None else 0
+        return node_history.job_retention(job, age, default_retention)
+
+    def shortest_age() -> int:
+        node = node_box[0]
+        with node.lock:
+            jobs = list(node.state.jobs.values())
+            return min((a for job in jobs if (a := node.state.policy(job).max_age_ms)), default=0)
+
+    history = node_history.open_store(cfg.data_dir, cfg.history, retention_of)
+    node = RaftNode(cfg, on_applied=on_applied, on_role_change=on_role_change, faults=faults, build=version,
+                    history=history)
     node_box.append(node)
     hub = WorkerHub(node, clock, lease_ms=cfg.scheduler.lease_ms,
                     max_streams=cfg.limits.max_worker_streams, max_slots=cfg.limits.max_worker_slots,
@@ -253,6 +273,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
             else server.add_insecure_port(cfg.grpc_address))
     if port == 0:
         node.close()
+        history.close()
         raise StartupError(f"cannot bind the gRPC address {cfg.grpc_address}")
     await server.start()
     for name in ("", LIVENESS_SERVICE, *names[:2]):
@@ -276,6 +297,11 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     audit_task = asyncio.create_task(audit_queue.run())
     features_task = asyncio.create_task(raiser.run())
     members_task = asyncio.create_task(_keep_membership(node))
+    prune_task = asyncio.create_task(node_history.keep_pruned(history, clock.now_ms, cfg.history, shortest_age))
+    gap_task = asyncio.create_task(node_history.fill_gaps(
+        history, lambda: [p.grpc_address for p in node.membership.members()
+                          if p.id != cfg.node_id and p.grpc_address],
+        router._channel, router.node_metadata))
     log.info("node %s serving gRPC on %s (%s), Raft on %s, metrics on %s, fsync=%s", cfg.node_id,
              cfg.grpc_address, _describe_tls(reloader), cfg.raft_address,
              cfg.metrics_address or "off", cfg.fsync)
@@ -289,6 +315,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         audit_task.cancel()
         features_task.cancel()
         members_task.cancel()
+        prune_task.cancel()
+        gap_task.cancel()
         for name in ("", LIVENESS_SERVICE, WRITES_SERVICE, *names[:2]):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         hub.close_all("node stopping")
@@ -297,4 +325,5 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         await dispatcher.close()
         await router.close()
         node.close()
+        history.close()
         log.info("node %s stopped", cfg.node_id)

@@ -42,7 +42,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     # A node's settings as typed values (parsed by runtime/config.py); what the layers read.
     "schedd.settings": frozenset({"schedd_client.net"}),
     "schedd.core": frozenset(),
-    # A node's finished executions on disk (SQLite), derived from the log; not wired in yet.
+    # A node's finished executions on disk (SQLite), derived from the log; the API reads it,
+    # the composition root opens it and hands it to the Raft shell through a port.
     "schedd.history": frozenset({"schedd.core"}),
     # What this build is and understands (versions, formats, the zone data schedules depend on).
     "schedd.versions": frozenset({"schedd.core", "schedd_proto"}),   # PROTOCOL_VERSION
@@ -51,12 +52,12 @@ ALLOWED: dict[str, frozenset[str]] = {
     "schedd.leader": frozenset({"schedd.core", "schedd.versions", "schedd.ports", "schedd.settings", "schedd.security",
                                 "schedd.replication", "schedd_client.net", "schedd_proto"}),
     "schedd.api": frozenset({"schedd.core", "schedd.versions", "schedd.ports", "schedd.settings", "schedd.replication",
-                             "schedd.leader", "schedd.security", "schedd_proto"}),
+                             "schedd.leader", "schedd.security", "schedd.history", "schedd_proto"}),
     "schedd.testing": frozenset({"schedd.core", "schedd.versions", "schedd.ports", "schedd.settings", "schedd_proto",
                                  "schedd_worker"}),     # the worker's history Recorder, shared
     # The composition root wires everything; `schedd local` runs a worker and uses the SDK.
     "schedd.runtime": frozenset({"schedd.core", "schedd.versions", "schedd.ports", "schedd.settings", "schedd.security",
-                                 "schedd.replication",
+                                 "schedd.replication", "schedd.history",
                                  "schedd.leader", "schedd.api", "schedd.testing", "schedd_proto",
                                  "schedd_client", "schedd_client.net", "schedd_worker"}),
     "schedd": frozenset({"schedd.runtime"}),          # schedd/__main__.py
