@@ -70,7 +70,7 @@ def _cluster_table(status: pb.ClusterStatus, *, digest: bool = False) -> str:
         header += f"   (answered by {status.answered_by})"
     with_errors = any(node.error for node in status.nodes)
     headers = ("ID", "ROLE", "VERSION", "LEVEL", "TERM", "COMMIT", "APPLIED", "LAG", "GRPC", "RAFT") + (
-        ("DIGEST",) if digest else ()) + (("ERROR",) if with_errors else ())
+        ("DIGEST", "HISTORY") if digest else ()) + (("ERROR",) if with_errors else ())
     rows = [_node_row(node, digest=digest, with_errors=with_errors) for node in status.nodes]
     out = header + "\n" + _table(headers, rows, empty="(no nodes reported)")
     if status.feature_level and status.supported_feature_level > status.feature_level:
@@ -85,8 +85,16 @@ def _node_row(node: pb.NodeStatus, *, digest: bool, with_errors: bool) -> tuple[
     error = (_shorten(node.error, 60),) if with_errors else ()
     if node.role == UNREACHABLE:
         return (node.id, node.role, *("-",) * 6, node.grpc_address, node.raft_address) + (
-            ("-",) if digest else ()) + error
+            ("-", "-") if digest else ()) + error
     return (node.id, node.role, node.version or "-", node.max_feature_level or "-", node.term,
             node.commit_index, node.applied_index, node.lag, node.grpc_address, node.raft_address) + (
-        (f"{node.state_digest[:12]}@{node.digest_index}" if node.state_digest else "-",) if digest else ()
-    ) + error
+        (f"{node.state_digest[:12]}@{node.digest_index}" if node.state_digest else "-", _history(node))
+        if digest else ()) + error
+
+
+def _history(node: pb.NodeStatus) -> str:
+    """The history store's digest, its index and rows (and a gap being copied), or "-"."""
+    if not node.history_digest:
+        return "-"
+    gap = f" (copying {node.history_gap})" if node.history_gap else ""
+    return f"{node.history_digest[:12]}@{node.history_index} {node.history_rows:,} runs{gap}"

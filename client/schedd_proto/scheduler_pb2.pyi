@@ -461,14 +461,16 @@ class ListExecutionsRequest(_message.Message):
     def __init__(self, job: _Optional[str] = ..., state: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., oldest_first: _Optional[bool] = ...) -> None: ...
 
 class ListExecutionsResponse(_message.Message):
-    __slots__ = ("executions", "next_page_token", "total")
+    __slots__ = ("executions", "next_page_token", "total", "note")
     EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     executions: _containers.RepeatedCompositeFieldContainer[Execution]
     next_page_token: str
     total: int
-    def __init__(self, executions: _Optional[_Iterable[_Union[Execution, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
+    note: str
+    def __init__(self, executions: _Optional[_Iterable[_Union[Execution, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
 
 class GetExecutionRequest(_message.Message):
     __slots__ = ("id",)
@@ -805,7 +807,7 @@ class ListWorkersResponse(_message.Message):
     def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("id", "raft_address", "grpc_address", "role", "term", "commit_index", "applied_index", "lag", "has_quorum", "state_hash", "uptime_seconds", "error", "leader_epoch", "state_digest", "digest_index", "at_digest", "replicas", "writable", "not_writable_reason", "version", "protocol", "entry_codec", "max_feature_level", "feature_level", "snapshot_formats", "snapshot_format", "tzdata", "croniter", "halted", "members", "membership_source", "membership_change", "config_disagreement", "learners", "dispatch_backlog", "dispatch_lag_ms", "accepts_pings_ms", "leader_grpc_address")
+    __slots__ = ("id", "raft_address", "grpc_address", "role", "term", "commit_index", "applied_index", "lag", "has_quorum", "state_hash", "uptime_seconds", "error", "leader_epoch", "state_digest", "digest_index", "at_digest", "replicas", "writable", "not_writable_reason", "version", "protocol", "entry_codec", "max_feature_level", "feature_level", "snapshot_formats", "snapshot_format", "tzdata", "croniter", "halted", "members", "membership_source", "membership_change", "config_disagreement", "learners", "dispatch_backlog", "dispatch_lag_ms", "accepts_pings_ms", "leader_grpc_address", "history_digest", "history_index", "history_rows", "history_gap")
     ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -844,6 +846,10 @@ class NodeStatus(_message.Message):
     DISPATCH_LAG_MS_FIELD_NUMBER: _ClassVar[int]
     ACCEPTS_PINGS_MS_FIELD_NUMBER: _ClassVar[int]
     LEADER_GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_INDEX_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_ROWS_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_GAP_FIELD_NUMBER: _ClassVar[int]
     id: str
     raft_address: str
     grpc_address: str
@@ -882,7 +888,11 @@ class NodeStatus(_message.Message):
     dispatch_lag_ms: int
     accepts_pings_ms: int
     leader_grpc_address: str
-    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., uptime_seconds: _Optional[int] = ..., error: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., at_digest: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., writable: _Optional[bool] = ..., not_writable_reason: _Optional[str] = ..., version: _Optional[str] = ..., protocol: _Optional[int] = ..., entry_codec: _Optional[int] = ..., max_feature_level: _Optional[int] = ..., feature_level: _Optional[int] = ..., snapshot_formats: _Optional[_Iterable[int]] = ..., snapshot_format: _Optional[int] = ..., tzdata: _Optional[str] = ..., croniter: _Optional[str] = ..., halted: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., membership_source: _Optional[str] = ..., membership_change: _Optional[str] = ..., config_disagreement: _Optional[str] = ..., learners: _Optional[int] = ..., dispatch_backlog: _Optional[int] = ..., dispatch_lag_ms: _Optional[int] = ..., accepts_pings_ms: _Optional[int] = ..., leader_grpc_address: _Optional[str] = ...) -> None: ...
+    history_digest: str
+    history_index: int
+    history_rows: int
+    history_gap: str
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., uptime_seconds: _Optional[int] = ..., error: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., at_digest: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., writable: _Optional[bool] = ..., not_writable_reason: _Optional[str] = ..., version: _Optional[str] = ..., protocol: _Optional[int] = ..., entry_codec: _Optional[int] = ..., max_feature_level: _Optional[int] = ..., feature_level: _Optional[int] = ..., snapshot_formats: _Optional[_Iterable[int]] = ..., snapshot_format: _Optional[int] = ..., tzdata: _Optional[str] = ..., croniter: _Optional[str] = ..., halted: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., membership_source: _Optional[str] = ..., membership_change: _Optional[str] = ..., config_disagreement: _Optional[str] = ..., learners: _Optional[int] = ..., dispatch_backlog: _Optional[int] = ..., dispatch_lag_ms: _Optional[int] = ..., accepts_pings_ms: _Optional[int] = ..., leader_grpc_address: _Optional[str] = ..., history_digest: _Optional[str] = ..., history_index: _Optional[int] = ..., history_rows: _Optional[int] = ..., history_gap: _Optional[str] = ...) -> None: ...
 
 class MemberInfo(_message.Message):
     __slots__ = ("id", "raft_address", "grpc_address", "voter")

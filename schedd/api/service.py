@@ -30,10 +30,11 @@ import grpc
 from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.message import Message
 
-from schedd.api import auth, convert
+from schedd.api import auth, convert, history_reads
 from schedd.api.limits import call_overflow
 from schedd.api.membership_view import cluster_membership, node_membership
 from schedd.api.templates import SpecTemplates
+from schedd.history import HistoryStore
 from schedd.security.secrets import EnvSealer
 from schedd.core import batches as B
 from schedd.core.audit import short_history
@@ -44,6 +45,7 @@ from schedd.core import schedule as sched
 from schedd.core.policy import BACKFILL, QUOTA_KINDS, quota_limit
 from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code
+from schedd.core.tables import MIN_MS
 from schedd.core.state import MAX_BACKFILL_PER_ENTRY, UNAUDITED, schedule_of
 from schedd.core.model import EXECUTION_STATES, ValidationError, parse_execution_id
 from schedd.core.specs import DagTask, JobSpec, SealedSecret, handler_level
@@ -119,7 +121,7 @@ def _stored_secrets_of(node: RaftNode) -> convert.StoredSecrets:
     return stored
 
 
-def spec_levels(specs: Iterable[JobSpec | DagTask]) -> dict[str, int]:
+def spec_levels(specs: Iterable[JobSpec | DagTask]) -> dict[str, Any]:
     """The `fl` to stamp on an entry that carries these specs (jobs, or a DAG's tasks): {} when
     their entry kind's own level is enough, {"fl": 6} when one has a container handler (an older
     build would refuse it as invalid: schedd.core.features Level 6)."""
@@ -341,7 +343,10 @@ class CommittingService:
         self.metrics.proposals.labels(kind, result.code.value).inc()
         return result
 
-    async def _commit(self, context: CallContext, kind: str, rid: str, **args: Any) -> ApplyResult:
+    async def _commit(self, context: CallContext, kind: str, rid: str, *, refuse: bool = True,
+                      **args: Any) -> ApplyResult:
+        """Propose and wait for the result; a refusal is answered (the call aborts) unless
+        `refuse` is False, when the caller looks at it."""
         try:
             result = await self._propose(context, kind, rid or uuid.uuid4().hex, **args)
         except C.EntryTooLarge as e:
@@ -354,7 +359,7 @@ class CommittingService:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"not committed ({e}); safe to retry")
         except OutcomeUnknown as e:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"{e}; retry with the same request_id")
-        if not result.ok:
+        if refuse and not result.ok:
             await self._refuse(context, result)
         return result
 
@@ -641,21 +646,18 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             after = convert.parse_exec_token(request.page_token)
         except ValueError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        response = None                  # None: no such job (answered once the lock is released)
         with self.node.lock:
-            st = self.node.state
-            if not request.job or request.job in st.jobs:
-                page, nxt, total = st.list_executions(job=request.job, state=request.state, after=after,
-                                                      limit=size, oldest_first=request.oldest_first,
-                                                      visible=auth.read_filter())
-                out, cut = _bounded(page, self._exec_pb)
-                if cut:
-                    nxt = (out[-1].scheduled_ms, out[-1].job)
-                response = pb.ListExecutionsResponse(executions=out, next_page_token=convert.exec_token(nxt),
-                                                     total=total)
-        if response is None:
+            known = not request.job or request.job in self.node.state.jobs
+        if not known:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.job!r} not found")
-        return response
+        listing = await asyncio.to_thread(
+            history_reads.list_executions, self.node.state, self.node.lock, self._history(), job=request.job,
+            state_filter=request.state, after=after, limit=size, oldest_first=request.oldest_first,
+            visible=auth.read_filter())
+        out, cut = _bounded(listing.executions, self._exec_pb)
+        nxt = (out[-1].scheduled_ms, out[-1].job) if cut else listing.next_after
+        return pb.ListExecutionsResponse(executions=out, next_page_token=convert.exec_token(nxt),
+                                         total=listing.total, note=listing.note)
 
     @routed(write=False)
     async def GetExecution(self, request: pb.GetExecutionRequest, context: CallContext) -> pb.Execution:
@@ -663,11 +665,16 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             key = parse_execution_id(request.id)
         except ValidationError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        with self.node.lock:
-            ex = self.node.state.execs.get(key)
-            if ex is not None:
-                return self._exec_pb(ex)
-        await context.abort(grpc.StatusCode.NOT_FOUND, f"execution {request.id!r} not found")
+        ex = await asyncio.to_thread(history_reads.get_execution, self.node.state, self.node.lock,
+                                     self._history(), key)
+        if ex is not None:
+            return self._exec_pb(ex)
+        note = history_reads.gap_note(h) if (h := self._history()) is not None else ""
+        await context.abort(grpc.StatusCode.NOT_FOUND, f"execution {request.id!r} not found" + (f" ({note})" if note else ""))
+
+    def _history(self) -> HistoryStore | None:
+        h = self.node.history
+        return h if isinstance(h, HistoryStore) else None
 
     @routed(write=True)
     async def CancelExecution(self, request: pb.CancelExecutionRequest, context: CallContext) -> pb.Execution:
@@ -718,11 +725,37 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         rid = request.request_id or uuid.uuid4().hex
         step = MAX_BACKFILL_PER_ENTRY
         results = await asyncio.gather(*(
-            self._commit(context, C.BACKFILL, f"{rid}-{i}", name=request.name, times=times[i:i + step])
+            self._backfill_part(context, f"{rid}-{i}", request.name, times[i:i + step])
             for i in range(0, len(times), step)))
         out.created = sum(r.of(R.Backfilled).created for r in results)
         out.duplicates = sum(r.of(R.Backfilled).duplicates for r in results)
         return out
+
+    async def _backfill_part(self, context: CallContext, rid: str, name: str, times: list[int]) -> ApplyResult:
+        """One backfill entry. Instants at or before the job's history floor may have records only
+        in the history store, which apply cannot read: this leader looks them up in its own store
+        (caught up to the state it read the floor in) and says so in the entry (schedd.core.history).
+        A run that left memory meanwhile makes apply refuse the check: look again (a few times)."""
+        for attempt in range(5):
+            with self.node.lock:
+                floor, _ = self.node.state.archived.get(name, (MIN_MS, 0))
+                index = self.node.state.last_index
+            older = [x for x in times if x <= floor]
+            store = self._history()
+            args: dict[str, Any] = {}
+            part = times
+            if older and store is not None:
+                history_reads.caught_up(store, index)
+                present = set(await asyncio.to_thread(store.present, name, older))
+                args = {"checked": store.applied_index, "stored": len(present)}
+                part = [x for x in times if x not in present]
+            key = rid if attempt == 0 else f"{rid}.{attempt}"
+            result = await self._commit(context, C.BACKFILL, key, refuse=False, name=name, times=part, **args)
+            if result.code is not Code.CONFLICT:
+                break
+        if not result.ok:
+            await self._refuse(context, result)
+        return result
 
     @routed(write=False)
     async def ListInstants(self, request: pb.ListInstantsRequest, context: CallContext) -> pb.ListInstantsResponse:
@@ -895,6 +928,13 @@ class ClusterService(pb_grpc.ClusterServicer):
                 setattr(info, key, value)
         if self.load is not None and st.role == "leader":
             info.dispatch_backlog, info.dispatch_lag_ms = self.load.backlog, self.load.lag_ms
+        history = self.node.history
+        if with_digest and isinstance(history, HistoryStore):
+            history_reads.caught_up(history, digest_index)
+            info.history_digest, info.history_index = f"{history.digest():016x}", history.applied_index
+            info.history_rows = history.count()
+            gap = history.gap
+            info.history_gap = f"{gap[0] + 1}..{gap[1]}" if gap else ""
         w = self.replicas
         if w is not None:
             info.writable, info.not_writable_reason = w.writable, w.why_not_writable

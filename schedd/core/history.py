@@ -72,6 +72,16 @@ def retire(st: Tables, job: Job, index: int) -> None:
     st.archived[name] = (max(floor, victims[-1].scheduled_ms), index)
 
 
+def retire_settled(st: Tables, index: int) -> None:
+    """After an entry finished executions: their jobs' finished runs that memory no longer keeps
+    leave now, not at the job's next record (a paused or daily job would hold them for long)."""
+    names, st.settled = st.settled, []
+    for name in dict.fromkeys(names):
+        job = st.jobs.get(name)
+        if job is not None and archives(st, job):
+            retire(st, job, index)
+
+
 def may_be_archived(st: Tables, name: str, t: int) -> bool:
     """Whether an execution of `name` at `t` may exist in the history stores only."""
     a = st.archived.get(name)

@@ -23,7 +23,7 @@ import hashlib
 from collections.abc import Callable, Container
 from typing import Any, ClassVar
 
-from schedd.core import access, attempts, batches, dags, features, firing, jobs, members, queries
+from schedd.core import access, attempts, batches, dags, features, firing, history, jobs, members, queries
 from schedd.core import acl as acl_table
 from schedd.core import audit as audit_trail
 from schedd.core import commands as C
@@ -175,6 +175,7 @@ class SchedulerState(Tables):
         so the shell stops applying there and keeps the entry for an upgraded build
         (schedd.replication.raft_patches: halting)."""
         self.outbox.clear()
+        self.settled.clear()
         try:
             cmd: C.Command | None = C.decode(entry, known=None)
             malformed = ""
@@ -231,6 +232,8 @@ class SchedulerState(Tables):
             result = self._HANDLERS[cmd.kind](self, cmd, index)
             if self.dag_pending:
                 dags.settle(self, cmd, index)     # DAG runs move on (schedd.core.dags)
+            if self.settled:
+                history.retire_settled(self, index)   # finished runs leave memory (schedd.core.history)
         except Exception as e:  # noqa: BLE001 - apply must be total (architecture.md "Facts" F1)
             result = reject(Code.INTERNAL, f"{type(e).__name__}: {e}")
         if cmd.rid and result.code is not Code.STALE_TERM:

@@ -22,7 +22,7 @@ from schedd.core.acl import AclTable
 from schedd.core.audit import AuditTrail
 from schedd.core import commands as C
 from schedd.core import schedule as sched
-from schedd.core.model import RETRY_WAIT, RUNNING, SCHEDULED, Execution, Job
+from schedd.core.model import RETRY_WAIT, RUNNING, SCHEDULED, TERMINAL_STATES, Execution, Job
 from schedd.core.naming import dag_of_job, refuse_job_op
 from schedd.core.policy import JobPolicy, policy_cache
 from schedd.core.results import ApplyResult, Code, reject
@@ -106,6 +106,7 @@ class Tables:
     batch_checked: dict[tuple[str, int], Any]
     dag_run_times: dict[str, list[int]]
     dag_pending: list[ExecKey]
+    settled: list[str]
     sla_watch: SortedList[tuple[int, str, int]]         # (deadline_ms, job or dag/<dag>, t)
     sla_jobs: dict[str, Any]
 
@@ -165,6 +166,7 @@ class Tables:
                 run.events = ()
         self.dag_run_times = {dag: sorted(ts) for dag, ts in run_times.items()}
         self.dag_pending = []                 # DAG rows touched by this apply (schedd.core.dags.settle)
+        self.settled = []                     # jobs whose executions finished in this apply (schedd.core.history)
 
     # ------------------------------------------------------------ executions
 
@@ -200,6 +202,8 @@ class Tables:
         """Move an execution to `state`, keeping every state-derived index in line. Set
         `retry_at` (RETRY_WAIT) or `holds` (RUNNING) before the call."""
         self._index_state(ex, -1)
+        if state in TERMINAL_STATES:
+            self.settled.append(ex.job)
         ex.state, ex.updated_ms = state, now
         if state != RETRY_WAIT:
             ex.retry_at = None

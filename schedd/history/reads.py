@@ -20,6 +20,7 @@ Cursor = tuple[int, str]
 Page = tuple[list[Execution], Cursor | None, int]
 
 _GET = f"SELECT {ROW} FROM executions WHERE job = ? AND scheduled_ms = ?"
+EXISTS = "SELECT 1 FROM executions WHERE job = ? AND scheduled_ms = ?"
 _LAST = f"SELECT {ROW} FROM executions WHERE job = ? ORDER BY scheduled_ms DESC LIMIT 1"
 
 

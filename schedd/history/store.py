@@ -395,6 +395,11 @@ class HistoryStore:
         with self._read() as conn:
             return reads.get(conn, job, scheduled_ms)
 
+    def present(self, job: str, times: Iterable[int]) -> tuple[int, ...]:
+        """Which of `times` the job has a row at."""
+        with self._read() as conn:
+            return tuple(t for t in times if conn.execute(reads.EXISTS, (job, t)).fetchone() is not None)
+
     def last(self, job: str) -> Execution | None:
         """The job's newest execution in the store (by scheduled time)."""
         with self._read() as conn:

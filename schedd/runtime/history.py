@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import os
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -52,12 +53,13 @@ def open_store(data_dir: str | os.PathLike[str], settings: HistorySettings,
                retention_of: Callable[[str], Retention] | None = None) -> HistoryStore:
     """The store in the node's data dir. One of another format, or unreadable, is moved aside
     (it is derived: the log and the peers rebuild it) and a new one is made."""
+    Path(data_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
     path = Path(data_dir) / FILE
     try:
         return HistoryStore(path, retention=default_retention(settings), retention_of=retention_of)
-    except (ValueError, OSError) as e:         # sqlite3.DatabaseError is an OSError? no: handled below
-        return _replace(path, settings, retention_of, e)
-    except Exception as e:  # noqa: BLE001 - sqlite3.DatabaseError: a corrupt file
+    except (ValueError, sqlite3.DatabaseError) as e:      # another format; not a database; corrupt
+        if not path.exists():
+            raise
         return _replace(path, settings, retention_of, e)
 
 

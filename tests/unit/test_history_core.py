@@ -56,9 +56,9 @@ def test_finished_runs_leave_memory_once_each_and_memory_stays_bounded():
     h = Archive()
     h.put()
     fired = [h.tick() for _ in range(50)]
-    # The newest finished run stays (job get's last run); the one just recorded and finished
-    # is the newest, so at most two finished runs are in memory between fires.
-    assert len(h.in_memory()) <= KEEP_FINISHED + 1
+    # The newest finished run stays (job get's last run); the others leave as soon as a newer
+    # one finishes.
+    assert h.in_memory() == [fired[-1]] and KEEP_FINISHED == 1
     assert set(h.stored) | set((("j1", t) for t in h.in_memory())) == {("j1", t) for t in fired}
     assert set(h.stored).isdisjoint(("j1", t) for t in h.in_memory())
     assert all(n == 1 for n in h.stored.values())
