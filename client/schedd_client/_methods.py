@@ -301,10 +301,11 @@ class ClusterMixin(BlockingTransport):
         """Remove a voter (the leader hands its leadership over first); stop the node afterwards."""
         return self._run(_membership.remove_node(id))
 
-    def save_snapshot(self, path: str | os.PathLike[str], *, timeout: float | None = None) -> SnapshotMeta:
+    def save_snapshot(self, path: str | os.PathLike[str], *, timeout: float | None = None,
+                      history: bool = False) -> SnapshotMeta:
         """Save a consistent snapshot of the cluster to ``path``; returns its SnapshotMeta
         (``schedd_client.backup.save_snapshot``)."""
-        return _backup.save_snapshot(self, path, timeout=timeout or _backup.SAVE_TIMEOUT_S)
+        return _backup.save_snapshot(self, path, timeout=timeout or _backup.SAVE_TIMEOUT_S, history=history)
 
 
 class AsyncJobsMixin(AsyncTransport):
@@ -580,7 +581,9 @@ class AsyncClusterMixin(AsyncTransport):
         """Remove a voter (the leader hands its leadership over first); stop the node afterwards."""
         return await self._run(_membership.remove_node(id))
 
-    async def save_snapshot(self, path: str | os.PathLike[str], *, timeout: float | None = None) -> SnapshotMeta:
+    async def save_snapshot(self, path: str | os.PathLike[str], *, timeout: float | None = None,
+                            history: bool = False) -> SnapshotMeta:
         """Save a consistent snapshot of the cluster to ``path``; returns its SnapshotMeta
         (``schedd_client.backup.save_snapshot_async``)."""
-        return await _backup.save_snapshot_async(self, path, timeout=timeout or _backup.SAVE_TIMEOUT_S)
+        return await _backup.save_snapshot_async(self, path, timeout=timeout or _backup.SAVE_TIMEOUT_S,
+                                                 history=history)

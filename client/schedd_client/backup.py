@@ -125,11 +125,26 @@ async def write_stream_async(chunks: AsyncIterable[bpb.SnapshotChunk], path: str
         raise
 
 
+HISTORY_SUFFIX = ".history"   # the history file saved beside a snapshot file (schedd restore finds it)
+
+
+def history_path(path: str | os.PathLike[str]) -> str:
+    return os.fspath(path) + HISTORY_SUFFIX
+
+
+def _call(history: bool) -> Call:
+    return (Call("backup", "SaveHistory", bpb.SaveHistoryRequest()) if history
+            else Call("backup", "SaveSnapshot", bpb.SaveSnapshotRequest()))
+
+
 def save_snapshot(client: BlockingTransport, path: str | os.PathLike[str], *,
-                  timeout: float = SAVE_TIMEOUT_S) -> SnapshotMeta:
+                  timeout: float = SAVE_TIMEOUT_S, history: bool = False) -> SnapshotMeta:
     """Save a consistent snapshot of the cluster to ``path`` (written 0600, atomically); any
-    node will do (a follower relays the leader's stream). Needs the ``acl`` capability."""
-    call = Call("backup", "SaveSnapshot", bpb.SaveSnapshotRequest())
+    node will do (a follower relays the leader's stream). Needs the ``acl`` capability.
+    ``history=True`` saves the leader's history store instead (finished runs that left the
+    replicated state), in the same signed file form: save it after the snapshot, beside it
+    (``history_path``), and ``schedd restore`` seeds each node's history with it."""
+    call = _call(history)
     attempts = Router(client.addresses, timeout).attempts(call)
     for address, pause, _share in attempts:
         if pause:
@@ -148,9 +163,9 @@ def save_snapshot(client: BlockingTransport, path: str | os.PathLike[str], *,
 
 
 async def save_snapshot_async(client: AsyncTransport, path: str | os.PathLike[str], *,
-                              timeout: float = SAVE_TIMEOUT_S) -> SnapshotMeta:
+                              timeout: float = SAVE_TIMEOUT_S, history: bool = False) -> SnapshotMeta:
     """``save_snapshot`` for the AsyncClient."""
-    call = Call("backup", "SaveSnapshot", bpb.SaveSnapshotRequest())
+    call = _call(history)
     attempts = Router(client.addresses, timeout).attempts(call)
     for address, pause, _share in attempts:
         if pause:
@@ -177,8 +192,12 @@ def add_commands(cluster: Any, command: Any) -> None:
                               description="save a consistent snapshot of the state (backup); restore "
                                           "it into a new cluster with `schedd restore`")
     sub = snap.add_subparsers(dest="snapshot_command", required=True, metavar="COMMAND")
-    save = command(sub, "save", snapshot_save, "stream a snapshot from the leader into FILE (0600)")
+    save = command(sub, "save", snapshot_save, "stream a snapshot from the leader into FILE (0600), and its "
+                   "history store (finished runs) into FILE.history")
     save.add_argument("file", metavar="FILE")
+    save.add_argument("--without-history", action="store_true",
+                      help="save the replicated state only (no FILE.history): a restored cluster then "
+                           "starts with the runs in the snapshot and an empty history")
 
 
 def snapshot_save(cmd: Any) -> None:
@@ -188,10 +207,22 @@ def snapshot_save(cmd: Any) -> None:
     except (SnapshotFileError, OSError) as e:
         raise SchedError(f"snapshot not saved: {e}") from None
     size = os.path.getsize(cmd.args.file)
-    doc = {"file": cmd.args.file, "index": meta.index, "term": meta.term, "size": size,
-           "digest": meta.digest, "created_ms": meta.created_ms, "schedd_version": meta.schedd_version,
-           "tzdata": meta.tzdata, "croniter": meta.croniter, "seconds": round(time.monotonic() - started, 3)}
-    cmd.emit(doc, lambda: (f"saved {cmd.args.file}: index {meta.index}, term {meta.term}, {size:,} bytes, "
-                           f"digest {meta.digest}, taken {cmd.when(meta.created_ms)} "
-                           f"({doc['seconds']:.1f}s; schedd {meta.schedd_version}, tzdata {meta.tzdata}, "
-                           f"croniter {meta.croniter})"))
+    doc: dict[str, Any] = {
+        "file": cmd.args.file, "index": meta.index, "term": meta.term, "size": size, "digest": meta.digest,
+        "created_ms": meta.created_ms, "schedd_version": meta.schedd_version, "tzdata": meta.tzdata,
+        "croniter": meta.croniter, "seconds": round(time.monotonic() - started, 3)}
+    line = (f"saved {cmd.args.file}: index {meta.index}, term {meta.term}, {size:,} bytes, "
+            f"digest {meta.digest}, taken {cmd.when(meta.created_ms)} "
+            f"({doc['seconds']:.1f}s; schedd {meta.schedd_version}, tzdata {meta.tzdata}, "
+            f"croniter {meta.croniter})")
+    if not cmd.args.without_history:
+        target = history_path(cmd.args.file)
+        try:
+            h = save_snapshot(cmd.client, target, timeout=max(cmd.args.rpc_timeout, SAVE_TIMEOUT_S), history=True)
+        except (SnapshotFileError, OSError) as e:
+            raise SchedError(f"snapshot saved in {cmd.args.file}, but its history not: {e} "
+                             f"(--without-history saves the snapshot alone)") from None
+        hsize = os.path.getsize(target)
+        doc["history"] = {"file": target, "index": h.index, "size": hsize, "digest": h.digest}
+        line += f"\nsaved {target}: history as of index {h.index}, {hsize:,} bytes, digest {h.digest}"
+    cmd.emit(doc, lambda: line)

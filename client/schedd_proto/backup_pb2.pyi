@@ -78,3 +78,7 @@ class HistoryChunk(_message.Message):
     rows: _containers.RepeatedCompositeFieldContainer[HistoryRow]
     teams: _containers.ScalarMap[str, str]
     def __init__(self, rows: _Optional[_Iterable[_Union[HistoryRow, _Mapping]]] = ..., teams: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class SaveHistoryRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

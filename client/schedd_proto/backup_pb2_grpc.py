@@ -39,6 +39,11 @@ class BackupStub:
                 request_serializer=schedd__proto_dot_backup__pb2.SaveSnapshotRequest.SerializeToString,
                 response_deserializer=schedd__proto_dot_backup__pb2.SnapshotChunk.FromString,
                 _registered_method=True)
+        self.SaveHistory = channel.unary_stream(
+                '/schedd.v1.Backup/SaveHistory',
+                request_serializer=schedd__proto_dot_backup__pb2.SaveHistoryRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_backup__pb2.SnapshotChunk.FromString,
+                _registered_method=True)
         self.CopyHistory = channel.unary_stream(
                 '/schedd.v1.Backup/CopyHistory',
                 request_serializer=schedd__proto_dot_backup__pb2.CopyHistoryRequest.SerializeToString,
@@ -50,6 +55,12 @@ class BackupServicer:
     """Missing associated documentation comment in .proto file."""
 
     def SaveSnapshot(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SaveHistory(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -68,6 +79,11 @@ def add_BackupServicer_to_server(servicer, server):
             'SaveSnapshot': grpc.unary_stream_rpc_method_handler(
                     servicer.SaveSnapshot,
                     request_deserializer=schedd__proto_dot_backup__pb2.SaveSnapshotRequest.FromString,
+                    response_serializer=schedd__proto_dot_backup__pb2.SnapshotChunk.SerializeToString,
+            ),
+            'SaveHistory': grpc.unary_stream_rpc_method_handler(
+                    servicer.SaveHistory,
+                    request_deserializer=schedd__proto_dot_backup__pb2.SaveHistoryRequest.FromString,
                     response_serializer=schedd__proto_dot_backup__pb2.SnapshotChunk.SerializeToString,
             ),
             'CopyHistory': grpc.unary_stream_rpc_method_handler(
@@ -102,6 +118,33 @@ class Backup:
             target,
             '/schedd.v1.Backup/SaveSnapshot',
             schedd__proto_dot_backup__pb2.SaveSnapshotRequest.SerializeToString,
+            schedd__proto_dot_backup__pb2.SnapshotChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SaveHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/schedd.v1.Backup/SaveHistory',
+            schedd__proto_dot_backup__pb2.SaveHistoryRequest.SerializeToString,
             schedd__proto_dot_backup__pb2.SnapshotChunk.FromString,
             options,
             channel_credentials,

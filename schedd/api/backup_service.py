@@ -17,6 +17,8 @@ however it ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -42,6 +44,8 @@ from schedd_proto import backup_pb2_grpc as bpb_grpc
 log = logging.getLogger("schedd.backup")
 
 METHOD = "/schedd.v1.Backup/SaveSnapshot"
+HISTORY_METHOD = "/schedd.v1.Backup/SaveHistory"
+HISTORY_ENCODING = "schedd-history-sqlite-1"     # a SaveHistory body: a history store file
 BARRIER_TIMEOUT_S = 10.0
 CHUNK = 1 << 20
 
@@ -92,6 +96,42 @@ class BackupService(bpb_grpc.BackupServicer):
         finally:
             pending.discard()
 
+    async def SaveHistory(self, request: bpb.SaveHistoryRequest,
+                          context: CallContext) -> AsyncIterator[bpb.SnapshotChunk]:
+        """The leader's history store as a signed file (schedd restore seeds each new node's store
+        with it). After a read barrier, the store is caught up to the state and copied with
+        SQLite's online backup; the copy's index is at or after that of a snapshot saved before."""
+        if not self.node.is_leader():
+            async for chunk in self._forward(request, context, HISTORY_METHOD, "SaveHistory"):
+                yield chunk
+            return
+        store = self.node.history
+        if not isinstance(store, HistoryStore):
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "this node keeps no history store")
+        if self.seal is None:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "backups are signed with a key derived "
+                                "from the cluster secret, and this node has none: set secret_file in its config")
+        seal = self.seal
+        term = await self._barrier(context)
+        if store.gap is not None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the leader's history is still being copied from "
+                                "a peer; retry shortly")
+        path = os.path.join(str(self.node.cfg.data_dir), f"history-backup-{uuid.uuid4().hex}.tmp")
+        try:
+            with self.node.lock:
+                index = self.node.state.last_index
+            info = await asyncio.to_thread(_history_copy, store, index, path)
+            header = _header(info, term, self.clock.now_ms())
+            header.body_encoding = HISTORY_ENCODING
+            header.file_header = seal(header)
+            yield bpb.SnapshotChunk(header=header)
+            with open(path, "rb") as f:
+                while data := await asyncio.to_thread(f.read, CHUNK):
+                    yield bpb.SnapshotChunk(data=data)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
     async def CopyHistory(self, request: bpb.CopyHistoryRequest,
                           context: CallContext) -> AsyncIterator[bpb.HistoryChunk]:
         """The rows this node's history store holds from entries in (after, upto], for a peer
@@ -126,8 +166,9 @@ class BackupService(bpb_grpc.BackupServicer):
                                 "leadership changed while taking the snapshot; retry")
         return term
 
-    async def _forward(self, request: bpb.SaveSnapshotRequest,
-                       context: CallContext) -> AsyncIterator[bpb.SnapshotChunk]:
+    async def _forward(self, request: bpb.SaveSnapshotRequest | bpb.SaveHistoryRequest,
+                       context: CallContext, method: str = METHOD,
+                       name: str = "SaveSnapshot") -> AsyncIterator[bpb.SnapshotChunk]:
         info = auth.current()
         if info is not None and info.forwarded_by:
             await context.abort(grpc.StatusCode.UNAVAILABLE,
@@ -136,15 +177,30 @@ class BackupService(bpb_grpc.BackupServicer):
         if not addr or addr == self.node.cfg.grpc_address:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "no leader is elected yet; retry shortly")
         call = self.router._channel(addr).unary_stream(      # one channel per peer, the Router's
-            METHOD, request_serializer=bpb.SaveSnapshotRequest.SerializeToString,
+            method, request_serializer=type(request).SerializeToString,
             response_deserializer=bpb.SnapshotChunk.FromString)
         remaining = context.time_remaining()
-        stream = call(request, timeout=remaining, metadata=self.router.node_metadata(METHOD))
+        stream = call(request, timeout=remaining, metadata=self.router.node_metadata(method))
         try:
             async for chunk in stream:
                 yield chunk
         except grpc.aio.AioRpcError as e:
             await context.abort(e.code(), e.details() or f"leader {addr}: {e.code().name}")
+
+
+def _history_copy(store: HistoryStore, index: int, path: str) -> backup.BodyInfo:
+    """Copy the store, caught up to entry `index`, to `path`; its index, digest, length, sha256."""
+    store.flush()
+    store.wait_applied(index, 30.0)
+    copied = store.copy_to(path)
+    os.chmod(path, 0o600)
+    sha, length = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while data := f.read(CHUNK):
+            sha.update(data)
+            length += len(data)
+    return backup.BodyInfo(index=copied, digest=f"{HistoryStore.file_digest(path):016x}", length=length,
+                           sha256=sha.hexdigest())
 
 
 def _header(info: backup.BodyInfo, term: int, now_ms: int) -> bpb.SnapshotHeader:

@@ -69,7 +69,8 @@ RPC_CAPABILITIES: dict[str, Need] = {
                          "Configure": Need("acl", "cluster"), "Note": Need("acl", "cluster")}),
     # The image holds every team's jobs, the token hashes and the audit trail: whoever may
     # grant any capability (acl) may read it, an operator alone may not.
-    **_service("Backup", {"SaveSnapshot": Need("acl", "cluster"), "CopyHistory": Need("acl", "cluster")}),
+    **_service("Backup", {"SaveSnapshot": Need("acl", "cluster"), "CopyHistory": Need("acl", "cluster"),
+                          "SaveHistory": Need("acl", "cluster")}),
 }
 
 

@@ -415,6 +415,38 @@ class HistoryStore:
         with self._read() as conn:
             return tallies.digest(conn, job)
 
+    @staticmethod
+    def file_digest(path: str | Path) -> int:
+        """The digest of a store file (a copy) without opening it as a store."""
+        conn = connect(path, cache_kib=READER_CACHE_KIB, readonly=True)
+        try:
+            return tallies.digest(conn)
+        finally:
+            conn.close()
+
+    def truncate_after(self, index: int) -> int:
+        """Keep only rows handed over by entries up to `index` and say the store holds entry
+        `index`: a copy taken after a snapshot at `index`, seeding a new cluster whose log goes
+        on from there (its later entries are not the old cluster's). Returns rows dropped."""
+        with self._write:
+            self._commit_next(everything=True)
+            conn, changes = self._conn, Tallies()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [i for (i,) in conn.execute("SELECT id FROM executions WHERE applied > ?", (index,))]
+                n = rows.delete(conn, ids, changes)
+                changes.write(conn)
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'applied_index'", (index,))
+                conn.execute("DELETE FROM meta WHERE key IN ('gap_after', 'gap_upto')")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            with self._cond:
+                self._committed = self._queued = index
+                self._gap = None
+            return n
+
     def copy_to(self, path: str | Path) -> int:
         """An online copy of the store as of one committed batch (sqlite3's backup API, read in
         one snapshot while batches go on committing); returns the copy's applied_index."""

@@ -51,6 +51,7 @@ class Restored:
     jobs: int
     executions: int
     seconds: float
+    history_rows: int = 0
 
 
 def header_sealer(secret: str) -> Callable[[bpb.SnapshotHeader], bytes] | None:
@@ -132,8 +133,59 @@ def check_secret(state: SchedulerState, secret: str, *, force: bool) -> list[str
     return [why]
 
 
+HISTORY_ENCODING = "schedd-history-sqlite-1"      # schedd.api.backup_service: a SaveHistory body
+
+
+def read_history(path: str, verify: Callable[[bytes, bytes], bool], index: int) -> tuple[bytes, str]:
+    """The history file saved with the snapshot (schedctl cluster snapshot save): its MAC and
+    checksum as for the snapshot, its kind, and an index at or after the snapshot's."""
+    try:
+        meta, body = snapshot_file.read_path(path, verify)
+    except OSError as e:
+        raise RestoreError(f"cannot read {path}: {e.strerror}") from None
+    except snapshot_file.SnapshotFileError as e:
+        raise RestoreError(f"{path}: {e}") from None
+    if meta.body_encoding != HISTORY_ENCODING:
+        raise RestoreError(f"{path}: not a history file (it holds {meta.body_encoding!r})")
+    if meta.index < index:
+        raise RestoreError(f"{path}: the history is as of index {meta.index}, before the snapshot's {index}: "
+                           "it belongs to an older snapshot (save both again, or restore --without-history)")
+    return body, meta.digest
+
+
+def seed_history(data_dir: str, body: bytes, digest: str, index: int) -> int:
+    """Write the history file's store into the new node's data dir, cut at the snapshot's index
+    (the new cluster's later entries are its own); returns the rows kept. No body: an empty
+    store that holds entry `index` (restored without history: nothing to copy from a peer)."""
+    import os
+
+    from schedd.history import HistoryStore
+    from schedd.runtime.history import FILE
+    final = os.path.join(data_dir, FILE)
+    tmp = final + ".restoring"
+    with open(tmp, "wb") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(body)
+    if body and f"{HistoryStore.file_digest(tmp):016x}" != digest:
+        os.unlink(tmp)
+        raise RestoreError("the history file's digest does not match its rows: it is not what was saved")
+    store = HistoryStore(tmp, writer_thread=False)
+    try:
+        store.truncate_after(index)
+        rows = store.count()
+    finally:
+        store.close()
+    for suffix in ("-wal", "-shm"):
+        if os.path.exists(tmp + suffix):
+            os.unlink(tmp + suffix)
+    os.replace(tmp, final)
+    return rows
+
+
 def restore(path: str, cfg: config_mod.NodeConfig, *, force: bool = False,
-            secret_file: str | None = None) -> tuple[Restored, list[Note]]:
+            secret_file: str | None = None, history: str | None = None) -> tuple[Restored, list[Note]]:
+    """`history`: the history file saved with the snapshot (None: none; the restored cluster
+    starts with an empty history)."""
     from schedd.core.snapshot import SnapshotImage
     from schedd.replication import backup
     from schedd.replication.journal import SeedError, seed_data_dir
@@ -147,6 +199,7 @@ def restore(path: str, cfg: config_mod.NodeConfig, *, force: bool = False,
     except snapshot_file.SnapshotFileError as e:
         raise RestoreError(f"{path}: {e}") from None
     notes = [Note(why, forced=True) for why in check_versions(meta, force=force)]
+    history_body, history_digest = read_history(history, key.verify, meta.index) if history else (b"", "")
     try:
         state = backup.state_from_body(body)
     except ValueError as e:              # BodyError, or restore refusing the image (a bad audit chain)
@@ -170,7 +223,18 @@ def restore(path: str, cfg: config_mod.NodeConfig, *, force: bool = False,
                       cluster=[m.raft_address for m in cfg.members])
     except (SeedError, OSError) as e:
         raise RestoreError(str(e)) from None
-    return Restored(meta, len(state.jobs), len(state.execs), time.monotonic() - started), notes
+    rows = seed_history(str(cfg.data_dir), history_body, history_digest, meta.index)
+    if not history and state.archived:
+        notes.append(Note("no history file: the finished runs that had left the replicated state are not "
+                          "restored (each job's newest is)"))
+    return Restored(meta, len(state.jobs), len(state.execs), time.monotonic() - started, rows), notes
+
+
+def _beside(snapshot: str) -> str | None:
+    """FILE.history when `schedctl cluster snapshot save FILE` wrote one beside the snapshot."""
+    import os
+    path = snapshot + ".history"
+    return path if os.path.exists(path) else None
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
@@ -180,7 +244,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
         print(f"schedd restore: config error: {e}", file=sys.stderr)
         return 2
     try:
-        done, notes = restore(args.from_file, cfg, force=args.force, secret_file=args.secret_file)
+        history = None if args.without_history else args.history or _beside(args.from_file)
+        done, notes = restore(args.from_file, cfg, force=args.force, secret_file=args.secret_file, history=history)
     except RestoreError as e:
         print(f"schedd restore: {e}", file=sys.stderr)
         return 1
@@ -188,7 +253,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
         print(note.line(), file=sys.stderr)
     m = done.meta
     print(f"restored node {cfg.node_id} into {cfg.data_dir}: index {m.index}, term {m.term}, "
-          f"{done.jobs} jobs, {done.executions} executions, digest {m.digest[:16]}..., taken "
+          f"{done.jobs} jobs, {done.executions} executions, {done.history_rows:,} in history, digest {m.digest[:16]}..., taken "
           f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(m.created_ms / 1000))} by schedd "
           f"{m.schedd_version} ({done.seconds:.1f}s). Members: "
           f"{', '.join(p.id for p in cfg.members)}. Start every restored node with `schedd serve`.")
@@ -206,6 +271,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--secret-file", metavar="FILE",
                    help="the cluster secret of the cluster that took the backup, when it is not the new "
                         "config's: the file's MAC is checked under a key derived from it")
+    r.add_argument("--history", metavar="FILE",
+                   help="the history file saved with the snapshot (default: FILE.history beside it, if there)")
+    r.add_argument("--without-history", action="store_true",
+                   help="restore the replicated state only: the restored cluster starts with an empty history")
     r.add_argument("--force", action="store_true",
                    help="restore despite a tzdata/croniter difference or a cluster secret that does "
                         "not open the stored env_secret values")

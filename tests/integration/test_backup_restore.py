@@ -109,6 +109,12 @@ def test_save_under_load_restore_into_a_fresh_cluster(cluster_factory, tmp_path:
     assert snapshot_file.read_path(str(tmp_path / "async.snap"), key.verify)[0] == later and later.index > meta.index
     wait_until(lambda: len(list(client.list_executions(state="SUCCEEDED", limit=200))) >= 20,
                timeout=60, what="the load to go on after the save")
+    # The finished runs that left the replicated state went to the history file beside it.
+    history = Path(str(out) + ".history")
+    assert history.exists() and history.stat().st_mode & 0o777 == 0o600 and "history as of index" in saved.stdout
+    hmeta, _ = snapshot_file.read_path(str(history), key.verify)
+    assert hmeta.index >= meta.index and hmeta.body_encoding == "schedd-history-sqlite-1"
+    src_runs = {e.id: e for e in client.list_executions("tick0", limit=10_000)}
     client.close()
     src.stop()
 
@@ -130,7 +136,7 @@ def test_save_under_load_restore_into_a_fresh_cluster(cluster_factory, tmp_path:
     for nid, proc in restores.items():
         stdout, stderr = proc.communicate(timeout=120)
         assert proc.returncode == 0, stderr
-        assert f"restored node {nid}" in stdout and f"index {meta.index}" in stdout
+        assert f"restored node {nid}" in stdout and f"index {meta.index}" in stdout and " in history" in stdout
         seeded = seeded_state(dst.root / nid)
         assert seeded.state_digest() == meta.digest
         assert seeded.jobs == source.jobs and seeded.execs == source.execs
@@ -151,6 +157,10 @@ def test_save_under_load_restore_into_a_fresh_cluster(cluster_factory, tmp_path:
         got = restored[execution_id(ex.job, ex.scheduled_ms)]
         if ex.state in ("SUCCEEDED", "FAILED"):
             assert (got.state, len(got.attempts)) == (ex.state, len(ex.attempts))
+    floor = source.archived["tick0"][0]          # runs of tick0 up to here were only in the history
+    on_disk = {i for i, e in src_runs.items() if e.scheduled_ms <= floor}
+    assert on_disk and on_disk <= set(restored), "the history did not come back with the restore"
+    assert all(restored[i].state == src_runs[i].state for i in on_disk)
     assert {(q.key, q.limit) for q in c2.list_quotas()} >= {("team:default", 5)}
     assert "readers" in {p.name for p in c2.acl_list_policies().policies}
     assert c2.audit_verify().ok
