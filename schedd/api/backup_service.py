@@ -87,12 +87,8 @@ class BackupService(bpb_grpc.BackupServicer):
                 await context.abort(grpc.StatusCode.INTERNAL, f"snapshot failed: {e}")
             log.info("snapshot at index %d (term %d): %d bytes in %.2fs", info.index, term,
                      info.length, time.monotonic() - started)
-            header = _header(info, term, self.clock.now_ms())
-            header.file_header = seal(header)
-            yield bpb.SnapshotChunk(header=header)
-            with open(path, "rb") as f:
-                while data := await asyncio.to_thread(f.read, CHUNK):
-                    yield bpb.SnapshotChunk(data=data)
+            async for chunk in _signed_file(_header(info, term, self.clock.now_ms()), seal, path):
+                yield chunk
         finally:
             pending.discard()
 
@@ -123,11 +119,8 @@ class BackupService(bpb_grpc.BackupServicer):
             info = await asyncio.to_thread(_history_copy, store, index, path)
             header = _header(info, term, self.clock.now_ms())
             header.body_encoding = HISTORY_ENCODING
-            header.file_header = seal(header)
-            yield bpb.SnapshotChunk(header=header)
-            with open(path, "rb") as f:
-                while data := await asyncio.to_thread(f.read, CHUNK):
-                    yield bpb.SnapshotChunk(data=data)
+            async for chunk in _signed_file(header, seal, path):
+                yield chunk
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
@@ -186,6 +179,15 @@ class BackupService(bpb_grpc.BackupServicer):
                 yield chunk
         except grpc.aio.AioRpcError as e:
             await context.abort(e.code(), e.details() or f"leader {addr}: {e.code().name}")
+
+
+async def _signed_file(header: bpb.SnapshotHeader, seal: Seal, path: str) -> AsyncIterator[bpb.SnapshotChunk]:
+    """The stream of a backup file: the header, signed, then the body read off the event loop."""
+    header.file_header = seal(header)
+    yield bpb.SnapshotChunk(header=header)
+    with open(path, "rb") as f:
+        while data := await asyncio.to_thread(f.read, CHUNK):
+            yield bpb.SnapshotChunk(data=data)
 
 
 def _history_copy(store: HistoryStore, index: int, path: str) -> backup.BodyInfo:
