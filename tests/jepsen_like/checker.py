@@ -441,6 +441,12 @@ def check(records: list[dict], meta: dict) -> dict:
         vals = {(v["applied"], v["hash"]) for v in nodes.values() if v}
         if not f.get("converged") or len(vals) != 1 or not all(nodes.values()):
             A.add("C7", f"replicas did not converge after healing: {nodes}", f["ts"])
+        stores = {(v["history"], v["history_rows"]) for v in nodes.values() if v and "history" in v}
+        if len(stores) > 1:
+            view = ", ".join(f"{n} history {v['history'][:8]} ({v['history_rows']} runs @{v['history_index']}"
+                             f"{', copying ' + v['history_gap'] if v['history_gap'] else ''})"
+                             for n, v in sorted(nodes.items()) if v)
+            A.add("C7", f"the history stores differ after healing: {view}", f["ts"])
     else:
         A.add("C7", "no final convergence record (the run did not finish)", None)
     convergence = []

@@ -291,7 +291,10 @@ class Harness:
             info = self.c.node_info(nid, timeout=2, with_digest=True) if self.c.nodes[nid].alive() else None
             out[nid] = None if info is None else {"applied": info.digest_index, "hash": info.state_digest,
                                                   "log_hash": info.state_hash, "term": info.term,
-                                                  "role": info.role}
+                                                  "role": info.role, "history": info.history_digest,
+                                                  "history_rows": info.history_rows,
+                                                  "history_index": info.history_index,
+                                                  "history_gap": info.history_gap}
         return out
 
     # ------------------------------------------------------------ client operations
@@ -795,7 +798,11 @@ class Harness:
             nonlocal infos
             infos = self.node_infos()
             vals = {(i["applied"], i["hash"]) for i in infos.values() if i}
-            return len(vals) == 1 and all(infos.values())
+            # the history stores too (schedd.history): equal rows once every node holds the same
+            # hand-overs and none is still copying a gap from a peer
+            stores = {(i["history"], i["history_rows"]) for i in infos.values() if i}
+            gaps = any(i["history_gap"] for i in infos.values() if i)
+            return len(vals) == 1 and all(infos.values()) and len(stores) == 1 and not gaps
         ok = True
         try:
             # a replica already stuck after a heal (C7 has it) is not waited for the full minute

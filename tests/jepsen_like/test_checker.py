@@ -262,6 +262,17 @@ def test_no_convergence_is_c7():
     assert checks(run(h, meta)) == {"C7"}
 
 
+def test_history_stores_that_differ_after_healing_are_c7():
+    h, meta = good()
+    final = next(r for r in h.recs if r["type"] == "final")
+    for n, v in final["nodes"].items():
+        v.update(history="a" * 16, history_rows=40, history_index=h.idx, history_gap="")
+    assert checks(run(h, meta)) == set()
+    final["nodes"]["n3"].update(history="b" * 16, history_rows=39)
+    res = run(h, meta)
+    assert checks(res) == {"C7"} and "history stores differ" in res["anomalies"][0]["what"]
+
+
 def test_fired_early_is_c9():
     h, meta = good()
     e = [r for r in h.recs if r["type"] == "effect"][2]
