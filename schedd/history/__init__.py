@@ -1,6 +1,7 @@
 """A node's history of finished executions, on disk (SQLite), derived from the Raft log.
 
-Not wired in yet: nothing in the daemon opens a store. See docs/architecture.md, "History
+The daemon opens one per node (schedd.runtime.history) and the Raft shell hands it what apply
+moves out of the replicated tables (schedd.core.history). See docs/architecture.md, "History
 store", for what it holds and its contract with the log; schedd.history.store for the API.
 """
 
