@@ -24,7 +24,6 @@ from collections.abc import AsyncIterator, Callable
 
 import grpc
 
-from schedd.api import auth
 from schedd.api.service import Router
 from schedd.core import commands as C
 from schedd.ports.clock import Clock
@@ -95,25 +94,9 @@ class BackupService(bpb_grpc.BackupServicer):
                                 "leadership changed while taking the snapshot; retry")
         return term
 
-    async def _forward(self, request: bpb.SaveSnapshotRequest,
-                       context: CallContext) -> AsyncIterator[bpb.SnapshotChunk]:
-        info = auth.current()
-        if info is not None and info.forwarded_by:
-            await context.abort(grpc.StatusCode.UNAVAILABLE,
-                                "this node is no longer the leader (an election is under way); retry")
-        addr = self.node.leader_grpc_address()
-        if not addr or addr == self.node.cfg.grpc_address:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "no leader is elected yet; retry shortly")
-        call = self.router._channel(addr).unary_stream(      # one channel per peer, the Router's
-            METHOD, request_serializer=bpb.SaveSnapshotRequest.SerializeToString,
-            response_deserializer=bpb.SnapshotChunk.FromString)
-        remaining = context.time_remaining()
-        stream = call(request, timeout=remaining, metadata=self.router.node_metadata(METHOD))
-        try:
-            async for chunk in stream:
-                yield chunk
-        except grpc.aio.AioRpcError as e:
-            await context.abort(e.code(), e.details() or f"leader {addr}: {e.code().name}")
+    def _forward(self, request: bpb.SaveSnapshotRequest,
+                 context: CallContext) -> AsyncIterator[bpb.SnapshotChunk]:
+        return self.router.forward_stream(METHOD, request, bpb.SnapshotChunk, context)
 
 
 def _header(info: backup.BodyInfo, term: int, now_ms: int) -> bpb.SnapshotHeader:

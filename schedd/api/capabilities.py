@@ -70,6 +70,8 @@ RPC_CAPABILITIES: dict[str, Need] = {
     # The image holds every team's jobs, the token hashes and the audit trail: whoever may
     # grant any capability (acl) may read it, an operator alone may not.
     **_service("Backup", {"SaveSnapshot": Need("acl", "cluster")}),
+    # A run's log is read like the run: whoever may read the job's team.
+    **_service("Logs", {"ReadRunLogs": READ}),
 }
 
 
