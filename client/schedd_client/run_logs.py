@@ -144,17 +144,20 @@ def run_logs(cmd: Any) -> None:
         from ._cli import UsageError
         raise UsageError(str(e)) from None
     as_lines = getattr(args, "output", "table") in ("json", "yaml")
-    out = sys.stdout.buffer
+    raw = getattr(sys.stdout, "buffer", None)       # None: a text stream (schedctl run in-process)
     try:
         for c in cmd.client.logs(args.id, attempt=req.attempt, follow=req.follow, stream=req.stream,
                                  tail=int(req.tail_lines)):
             if as_lines:
                 print(json.dumps(_chunk_doc(c)), flush=True)
             elif c.kind == "output":
-                out.write(c.data)
-                out.flush()
+                if raw is not None:
+                    raw.write(c.data)
+                    raw.flush()
+                else:
+                    sys.stdout.write(c.data.decode("utf-8", errors="replace"))
+                    sys.stdout.flush()
             elif c.kind == "dropped":
-                out.flush()
                 print(f"… {c.dropped_bytes:,} bytes dropped here (the worker's bound per attempt)",
                       file=sys.stderr, flush=True)
             elif c.kind == "notice":
