@@ -217,9 +217,10 @@ class AttemptLog(LogSink):
             if not f.done():
                 f.set_result(None)
 
-    async def changed(self, timeout: float) -> None:
-        """Return once more is written or the attempt ends, or after `timeout` seconds."""
-        if self.finished:
+    async def changed(self, timeout: float, since: int) -> None:
+        """Return once more than `since` (an earlier `end`) is written or the attempt ends, or
+        after `timeout` seconds."""
+        if self.finished or self.end != since:
             return
         f: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.waiters.append(f)
@@ -429,8 +430,11 @@ class LogStore:
     bounds that keep the folder's size and age in check."""
 
     def __init__(self, root: Path, limits: LogLimits = LogLimits(),
-                 clock: Callable[[], int] = _wall_ms) -> None:
+                 clock: Callable[[], int] = _wall_ms, *, auto_sweep: bool = True) -> None:
+        """`auto_sweep`: sweep in the background as attempts end (past the cap, or every
+        SWEEP_EVERY_S); off, only `sweep()` removes anything (tests)."""
         self.root, self.limits, self.clock = Path(root), limits, clock
+        self.auto_sweep = auto_sweep
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)               # a folder made earlier with a looser mode
         self.live: dict[str, AttemptLog] = {}    # by folder name: the attempts running
@@ -451,6 +455,8 @@ class LogStore:
         if self.live.get(a.name) is a:
             del self.live[a.name]
         now = time.monotonic()
+        if not self.auto_sweep:
+            return
         if self.total > self.limits.total_bytes or now - self._last_sweep >= SWEEP_EVERY_S:
             self._last_sweep = now
             self.sweep_soon()
@@ -526,9 +532,10 @@ class LogStore:
         if req.offset < 0:
             page = await asyncio.to_thread(read_tail, d, max(0, req.tail_lines), limit, req.stream)
         else:
+            mark = live.end if live is not None else 0     # taken before the read: nothing is missed
             page = await asyncio.to_thread(read_page, d, req.offset, limit, req.stream)
             if live is not None and page.at_end and not page.chunks and req.wait_ms > 0:
-                await live.changed(req.wait_ms / 1000)
+                await live.changed(req.wait_ms / 1000, mark)
                 page = await asyncio.to_thread(read_page, d, req.offset, limit, req.stream)
         live = self.live.get(name)
         out = lpb.LogPage(request_id=req.request_id, chunks=page.chunks, next_offset=page.next_offset,
