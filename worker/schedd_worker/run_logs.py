@@ -120,13 +120,17 @@ class _Segment:
 class AttemptLog(LogSink):
     """The log of one running attempt. Written on the worker's loop, by the handler reading the
     job's pipes (a write goes to the page cache: microseconds), never by the job."""
-    __slots__ = ("store", "token", "name", "meta", "dir", "limits", "segments", "fd", "end", "data_total",
-                 "dropped", "finished", "waiters", "broken", "clock")
+    __slots__ = ("store", "key", "job", "attempt", "team", "meta", "dir", "limits", "segments", "fd", "end",
+                 "data_total", "dropped", "finished", "waiters", "broken", "clock")
 
-    def __init__(self, store: LogStore, token: int, name: str, meta: dict[str, object]) -> None:
-        self.store, self.token, self.meta, self.limits = store, token, meta, store.limits
-        self.name = name
-        self.dir = store.root / name
+    def __init__(self, store: LogStore, token: int, execution_id: str, job: str, attempt: int, team: str) -> None:
+        # Nothing is computed or written until the first byte: most attempts of a herd print
+        # nothing, and opening one costs the worker's loop a few hundred ns.
+        self.store, self.limits, self.clock = store, store.limits, store.clock
+        self.key = (token, execution_id)
+        self.job, self.attempt, self.team = job, attempt, team
+        self.meta: dict[str, object] = {}
+        self.dir: Path | None = None
         self.segments: list[_Segment] = []
         self.fd = -1
         self.end = 0                     # offset past the last byte written
@@ -135,7 +139,6 @@ class AttemptLog(LogSink):
         self.finished = False
         self.waiters: list[asyncio.Future[None]] = []
         self.broken = False              # a write failed (disk full...): it stops writing, once said
-        self.clock = store.clock
 
     # ---------------------------------------------------------------- writing
 
@@ -158,7 +161,7 @@ class AttemptLog(LogSink):
                 view = view[n:]
         except OSError as e:
             self.broken = True
-            log.warning("log of attempt %d: %s; the rest of its output is not kept", self.token, e)
+            log.warning("log of attempt %d: %s; the rest of its output is not kept", self.key[0], e)
         self._wake()
 
     def _room(self) -> None:
@@ -166,7 +169,11 @@ class AttemptLog(LogSink):
         is full, removing the oldest after the head once the attempt is past its bound."""
         if self.segments and self.segments[-1].size + HEADER.size < self.limits.segment_bytes:
             return
-        if not self.segments:
+        if self.dir is None:
+            token, execution_id = self.key
+            self.dir = self.store.root / attempt_dir(token, execution_id)
+            self.meta = {"execution_id": execution_id, "job": self.job, "attempt": self.attempt,
+                         "team": self.team, "token": token, "first_output_ms": self.clock()}
             self.dir.mkdir(mode=0o700, exist_ok=True)
             self._write_meta()
             self.store.total += 512          # the folder and its meta, roughly
@@ -190,17 +197,18 @@ class AttemptLog(LogSink):
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-        self.meta.update(state=state, exit_code=exit_code if exit_code is not None else 0,
-                         ended_ms=self.clock(), bytes=self.data_total, dropped=self.dropped)
-        if self.segments:
+        if self.dir is not None:
+            self.meta.update(state=state, exit_code=exit_code if exit_code is not None else 0,
+                             ended_ms=self.clock(), bytes=self.data_total, dropped=self.dropped)
             try:
                 self._write_meta()
             except OSError as e:
-                log.warning("log of attempt %d: cannot record its end: %s", self.token, e)
+                log.warning("log of attempt %d: cannot record its end: %s", self.key[0], e)
         self.store.closed(self)
         self._wake()
 
     def _write_meta(self) -> None:
+        assert self.dir is not None
         tmp = self.dir / (META + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
@@ -437,36 +445,37 @@ class LogStore:
         self.auto_sweep = auto_sweep
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)               # a folder made earlier with a looser mode
-        self.live: dict[str, AttemptLog] = {}    # by folder name: the attempts running
+        self.live: dict[tuple[int, str], AttemptLog] = {}    # (token, execution id): the attempts running
         self.total = _du(self.root)
         self._last_sweep = 0.0
         self._sweeping = False
+        self._again = False
         self._lock = threading.Lock()
 
     def open(self, token: int, execution_id: str, job: str, attempt: int, team: str) -> AttemptLog:
         """The log of an attempt about to start (its folder appears with its first byte)."""
-        name = attempt_dir(token, execution_id)
-        a = AttemptLog(self, token, name, {"execution_id": execution_id, "job": job, "attempt": attempt,
-                                           "team": team, "token": token, "started_ms": self.clock()})
-        self.live[name] = a
+        a = AttemptLog(self, token, execution_id, job, attempt, team)
+        self.live[a.key] = a
         return a
 
     def closed(self, a: AttemptLog) -> None:
-        if self.live.get(a.name) is a:
-            del self.live[a.name]
-        now = time.monotonic()
+        if self.live.get(a.key) is a:
+            del self.live[a.key]
         if not self.auto_sweep:
             return
+        now = time.monotonic()
         if self.total > self.limits.total_bytes or now - self._last_sweep >= SWEEP_EVERY_S:
             self._last_sweep = now
             self.sweep_soon()
 
     def sweep_soon(self) -> None:
-        """Sweep in a thread of its own (it lists and removes folders), one at a time."""
+        """Sweep in a thread of its own (it lists and removes folders), one at a time; asked again
+        while one runs, another follows it (what ended meanwhile may be past the cap)."""
         if self._sweeping:
+            self._again = True
             return
-        self._sweeping = True
-        live = frozenset(self.live)
+        self._sweeping, self._again = True, False
+        live = frozenset(attempt_dir(*key) for key in tuple(self.live))   # tuple(): one C call
 
         def run() -> None:
             try:
@@ -475,6 +484,8 @@ class LogStore:
                 log.warning("run log sweep of %s failed: %s", self.root, e)
             finally:
                 self._sweeping = False
+            if self._again:
+                self.sweep_soon()
         threading.Thread(target=run, name="schedd-log-sweep", daemon=True).start()
 
     def sweep(self, live: frozenset[str] = frozenset()) -> list[str]:
@@ -490,6 +501,8 @@ class LogStore:
             meta = read_meta(d)
             ended = meta.get("ended_ms")
             when = int(ended) if isinstance(ended, int) else int(_mtime(d) * 1000)
+            if not isinstance(ended, int) and now - when <= self.limits.max_age_s * 1000:
+                continue                          # not ended: running (or left by a crash, until it ages)
             entries.append((when, name, str(meta.get("job", "")), _du(d)))
         entries.sort(reverse=True)                # newest first
         gone: list[str] = []
@@ -521,9 +534,9 @@ class LogStore:
 
     async def answer(self, req: lpb.LogRequest) -> lpb.LogPage:
         """The page a LogRequest asks for (a long poll when it says wait_ms)."""
-        name = attempt_dir(req.fencing_token, req.execution_id)
-        d = self.root / name
-        live = self.live.get(name)
+        key = (req.fencing_token, req.execution_id)
+        d = self.root / attempt_dir(*key)
+        live = self.live.get(key)
         limit = max(1, min(req.max_bytes or PAGE_BYTES, PAGE_BYTES))
         if live is None and not d.is_dir():
             return lpb.LogPage(request_id=req.request_id, missing="it keeps no log of this attempt "
@@ -537,7 +550,7 @@ class LogStore:
             if live is not None and page.at_end and not page.chunks and req.wait_ms > 0:
                 await live.changed(req.wait_ms / 1000, mark)
                 page = await asyncio.to_thread(read_page, d, req.offset, limit, req.stream)
-        live = self.live.get(name)
+        live = self.live.get(key)
         out = lpb.LogPage(request_id=req.request_id, chunks=page.chunks, next_offset=page.next_offset,
                           at_end=page.at_end, finished=live is None)
         if live is not None:
