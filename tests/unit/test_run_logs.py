@@ -199,3 +199,19 @@ def test_limits_and_config_keys() -> None:
                      ("[logs]\ntotal_bytes = 40000\nattempt_bytes = 65536", "at least attempt_bytes")):
         with pytest.raises(ConfigError, match=why):
             parse_config(bad)
+
+
+async def test_a_shell_jobs_streams_are_read_by_the_worker_into_its_log(tmp_path) -> None:
+    from schedd_worker.executors import Assignment, execute
+    s = store(tmp_path)
+    a = Assignment(execution_id="sh@1", job="sh", scheduled_ms=0, attempt=1, fencing_token=8,
+                   handler={"shell": {"command": "echo one; echo two >&2; echo three; exit 4"}})
+    log = s.open(8, "sh@1", "sh", 1, "")
+    out = await execute(a, run_log=log)
+    log.close(out.state, out.exit_code)
+    d = s.root / attempt_dir(8, "sh@1")
+    assert (out.state, out.exit_code) == ("FAILED", 4)
+    assert text(read_page(d, 0).chunks, "stdout") == "one\nthree\n"
+    assert text(read_page(d, 0).chunks, "stderr") == "two\n"
+    assert sorted(text(read_page(d, 0).chunks).splitlines()) == ["one", "three", "two"]
+    assert out.output_tail.count("\n") == 3                # the tail holds both streams, as before

@@ -167,7 +167,7 @@ class AttemptRunner:
                     out = await executors.execute(att.ex, cancel=att.cancel, python_handlers=run.python_handlers,
                                                   kill_grace_s=run.kill_grace_s, now_ms=run.now_ms,
                                                   http=run.http, isolation=run.isolation,
-                                                  started=started, kinds=run.kinds, log=sink)
+                                                  started=started, kinds=run.kinds, run_log=sink)
                 except asyncio.CancelledError:
                     raise
                 except Exception as e:  # execute should never raise; be safe

@@ -249,8 +249,8 @@ class WorkerRuntime:
             starts.timer.close()
             stop_wait.cancel()
             fence.cancel()
-            for t in list(self._log_reads):
-                t.cancel()
+            for reading in list(self._log_reads):
+                reading.cancel()
             await self._link.close()
             if not loop_task.done():
                 loop_task.cancel()
