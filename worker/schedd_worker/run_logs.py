@@ -58,6 +58,7 @@ SEGMENTS = 8                            # an attempt's bound is cut in this many
 HEAD_SEGMENTS = 2                       # ... of which the first ones are always kept
 MIN_SEGMENT = 4096
 PAGE_BYTES = 256 * 1024                 # output bytes per LogPage at most
+CHUNK_BYTES = 64 * 1024                 # adjacent records of one stream joined up to this
 SWEEP_EVERY_S = 600.0                   # age and per-job retention, besides the size cap
 META = "meta.json"
 
@@ -242,9 +243,35 @@ class AttemptLog(LogSink):
 
 @dataclass(slots=True)
 class Page:
+    """Chunks read from a log. Adjacent records of one stream are joined into one chunk (up to
+    CHUNK_BYTES): a log of short lines is otherwise one message per line on its way to the
+    reader, and the order of the two streams is kept all the same."""
     chunks: list[lpb.RunLogChunk] = field(default_factory=list)
     next_offset: int = 0
     at_end: bool = False
+    _parts: list[bytes] = field(default_factory=list)
+    _stream: int = 0
+    _ms: int = 0
+    _size: int = 0
+
+    def output(self, stream: int, ms: int, data: bytes) -> None:
+        if self._parts and (stream != self._stream or self._size + len(data) > CHUNK_BYTES):
+            self.flush()
+        if not self._parts:
+            self._stream, self._ms = stream, ms
+        self._parts.append(data)
+        self._size += len(data)
+
+    def dropped(self, n: int) -> None:
+        self.flush()
+        self.chunks.append(lpb.RunLogChunk(kind="dropped", dropped_bytes=n))
+
+    def flush(self) -> Page:
+        if self._parts:
+            self.chunks.append(lpb.RunLogChunk(kind="output", stream=STREAMS.get(self._stream, "stdout"),
+                                               data=b"".join(self._parts), time_ms=self._ms))
+            self._parts, self._size = [], 0
+        return self
 
 
 def _segments(d: Path) -> list[tuple[int, int, Path]]:
@@ -290,19 +317,14 @@ def _wanted(stream: int, which: str) -> bool:
     return not which or STREAMS.get(stream) == which
 
 
-def _dropped(n: int) -> lpb.RunLogChunk:
-    return lpb.RunLogChunk(kind="dropped", dropped_bytes=n)
-
-
-def _output(stream: int, ms: int, data: bytes) -> lpb.RunLogChunk:
-    return lpb.RunLogChunk(kind="output", stream=STREAMS.get(stream, "stdout"), data=data, time_ms=ms)
-
-
 def read_page(d: Path, offset: int, max_bytes: int = PAGE_BYTES, which: str = "") -> Page:
     """The records of the attempt log in `d` from `offset` on (a previous page's next_offset, 0
     for the start), up to about `max_bytes` of output of the stream `which` ("" both). A gap
     where the bound removed segments becomes one `dropped` chunk with the bytes it held."""
-    page = Page(next_offset=offset)
+    return _read(Page(next_offset=offset), d, max_bytes, which).flush()
+
+
+def _read(page: Page, d: Path, max_bytes: int, which: str) -> Page:
     segs = _segments(d)
     if not segs:
         page.at_end = True
@@ -317,14 +339,14 @@ def read_page(d: Path, offset: int, max_bytes: int = PAGE_BYTES, which: str = ""
         if page.next_offset < start:        # the reader's place was removed: say how much went
             held = prev[0] + _data_in(prev[1]) if prev is not None else 0
             if data_before > held:
-                page.chunks.append(_dropped(data_before - held))
+                page.dropped(data_before - held)
             page.next_offset = start
         skip = page.next_offset - start
         for pos, stream, ms, data in _records(path, skip):
             if taken >= max_bytes:
                 return page
             if _wanted(stream, which):
-                page.chunks.append(_output(stream, ms, data))
+                page.output(stream, ms, data)
                 taken += len(data)
             page.next_offset = start + pos + HEADER.size + len(data)
         if page.next_offset < start + size:     # a record still being written: stop before it
