@@ -15,6 +15,7 @@ chunks have been yielded a broken stream raises (the caller has part of the log)
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import sys
 import time
@@ -28,6 +29,7 @@ from schedd_proto import logs_pb2 as lpb
 from ._failover import Router
 from ._plans import Call
 from ._transport import AsyncTransport, BlockingTransport
+from .convert import printable
 
 __all__ = ["read_logs", "read_logs_async", "request", "add_commands", "run_logs"]
 
@@ -144,7 +146,11 @@ def run_logs(cmd: Any) -> None:
         from ._cli import UsageError
         raise UsageError(str(e)) from None
     as_lines = getattr(args, "output", "table") in ("json", "yaml")
-    raw = getattr(sys.stdout, "buffer", None)       # None: a text stream (schedctl run in-process)
+    # Piped or redirected, the bytes go out exactly as the job wrote them; on a terminal (or a
+    # text stream) they are decoded and shown as every human output is (`printable`): a job's
+    # output cannot send the terminal escape sequences.
+    raw = None if sys.stdout.isatty() else getattr(sys.stdout, "buffer", None)
+    decoders = {name: codecs.getincrementaldecoder("utf-8")("replace") for name in ("stdout", "stderr")}
     try:
         for c in cmd.client.logs(args.id, attempt=req.attempt, follow=req.follow, stream=req.stream,
                                  tail=int(req.tail_lines)):
@@ -155,15 +161,15 @@ def run_logs(cmd: Any) -> None:
                     raw.write(c.data)
                     raw.flush()
                 else:
-                    sys.stdout.write(c.data.decode("utf-8", errors="replace"))
+                    sys.stdout.write(printable(decoders.get(c.stream, decoders["stdout"]).decode(c.data)))
                     sys.stdout.flush()
             elif c.kind == "dropped":
                 print(f"… {c.dropped_bytes:,} bytes dropped here (the worker's bound per attempt)",
                       file=sys.stderr, flush=True)
             elif c.kind == "notice":
-                print(f"schedctl: {c.message}", file=sys.stderr, flush=True)
+                print(printable(f"schedctl: {c.message}"), file=sys.stderr, flush=True)
             elif c.kind == "end":
-                print(f"schedctl: attempt {c.attempt} on {c.worker or '-'}: {c.message or c.state}",
+                print(printable(f"schedctl: attempt {c.attempt} on {c.worker or '-'}: {c.message or c.state}"),
                       file=sys.stderr, flush=True)
     except BrokenPipeError:
         return

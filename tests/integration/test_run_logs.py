@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 
 N = 2000           # lines per stream: about 36 KiB, far past the 4 KiB tail in the Raft log
 CHATTY = f'i=0; while [ $i -lt {N} ]; do echo "out $i"; echo "err $i" >&2; i=$((i+1)); done'
-TICKS = "for i in 1 2 3 4 5 6; do echo tick $i; sleep 0.5; done; echo bye >&2; exit 3"
+TICKS = r"for i in 1 2 3 4 5 6; do echo tick $i; sleep 0.5; done; printf 'bye\033[2J\n' >&2; exit 3"
 
 
 def test_run_logs_end_to_end(cluster_factory):
@@ -84,15 +84,19 @@ def test_run_logs_end_to_end(cluster_factory):
         first = proc.stdout.readline()
         assert first == "tick 1\n", (first, proc.stderr.read() if proc.poll() is not None else "")
         assert client.get_execution(tid).state == "RUNNING"      # live, not after the fact
-        out, errtext = proc.communicate(timeout=60)
+        out = proc.stdout.read()            # to its end: the command ends when the attempt does
+        errtext = proc.stderr.read()        # (communicate() would skip what readline() buffered)
+        proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, errtext
-    assert (first + out).splitlines() == [f"tick {i}" for i in range(1, 7)] + ["bye"]
+    assert (first + out).splitlines() == [f"tick {i}" for i in range(1, 7)] + ["bye\x1b[2J"]   # piped: exact
     assert "FAILED (exit code 3)" in errtext and "attempt 1 on w1" in errtext
     assert finished(client, tid) is not None
+    shown = schedctl(c, "run", "logs", tid, "--stderr").stdout      # not piped: escaped, as tables are
+    assert shown == "bye\\x1b[2J\n"
 
     # a token that may not read the run's team is refused; nothing is read for it
     client.acl_put_policy("other-team", {"team:other": ["read"]})
