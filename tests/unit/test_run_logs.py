@@ -215,3 +215,31 @@ async def test_a_shell_jobs_streams_are_read_by_the_worker_into_its_log(tmp_path
     assert text(read_page(d, 0).chunks, "stderr") == "two\n"
     assert sorted(text(read_page(d, 0).chunks).splitlines()) == ["one", "three", "two"]
     assert out.output_tail.count("\n") == 3                # the tail holds both streams, as before
+
+
+class _Conn:
+    def __init__(self) -> None:
+        self.closed = False
+        self.sent: list = []
+
+
+async def test_the_leader_takes_a_page_only_from_the_stream_it_asked() -> None:
+    from schedd.leader.log_requests import LogRequests
+    reqs, asked, other = LogRequests(), _Conn(), _Conn()
+
+    def send(conn: _Conn, msg) -> None:
+        conn.sent.append(msg)
+
+    pending = asyncio.ensure_future(reqs.ask(send, asked, lpb.LogRequest(fencing_token=5), 10))
+    await asyncio.sleep(0)
+    rid = asked.sent[0].log_request.request_id
+    reqs.answered(other, lpb.LogPage(request_id=rid, next_offset=99))     # another worker's: ignored
+    await asyncio.sleep(0)
+    assert not pending.done()
+    reqs.answered(asked, lpb.LogPage(request_id=rid, next_offset=7))
+    assert (await pending).next_offset == 7
+    pending = asyncio.ensure_future(reqs.ask(send, asked, lpb.LogRequest(fencing_token=5), 10))
+    await asyncio.sleep(0)
+    reqs.stream_closed(asked)                                                # its stream ended
+    assert await pending is None
+    assert await reqs.ask(send, asked, lpb.LogRequest(fencing_token=5), 0.05) is None   # no answer in time
