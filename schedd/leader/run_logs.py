@@ -151,6 +151,10 @@ class RunLogs:
             page = await self.hub.logs.ask(self.hub.send, conn, lpb.LogRequest(
                 fencing_token=att.token, execution_id=req.id, offset=offset, max_bytes=PAGE_BYTES,
                 stream=req.stream, tail_lines=req.tail_lines, wait_ms=wait), wait / 1000 + ANSWER_SLACK_S)
+            again = self.hub.conns.get(att.worker)
+            if page is None and again is not None and again is not conn and again.serves_logs:
+                conn = again                      # the worker reconnected: go on where it was
+                continue
             if page is None or page.missing:
                 why = (f"worker {att.worker} {page.missing}" if page is not None else
                        f"worker {att.worker} {'disconnected' if conn.closed else 'did not answer'}")
