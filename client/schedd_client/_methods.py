@@ -17,6 +17,7 @@ from typing import Any
 
 from schedd_proto import acl_pb2 as apb
 from schedd_proto import dags_pb2 as dpb
+from schedd_proto import logs_pb2 as lpb
 from schedd_proto import membership_pb2 as mpb
 from schedd_proto import scheduler_pb2 as pb
 
@@ -25,6 +26,7 @@ from . import acl as _acl
 from . import backup as _backup
 from . import dags as _dags
 from . import membership as _membership
+from . import run_logs as _run_logs
 from ._transport import AsyncTransport, BlockingTransport
 from .snapshot_file import SnapshotMeta
 
@@ -138,6 +140,16 @@ class RunsMixin(BlockingTransport):
         """Cancel an execution: one not started yet ends CANCELLED at once; a running attempt is
         killed by its worker (process group) and then recorded CANCELLED."""
         return self._run(_plans.cancel_execution(id))
+
+    def logs(
+        self, run_id: str, *, attempt: int = 0, follow: bool = False, stream: str = "", tail: int = 0,
+    ) -> Iterator[lpb.RunLogChunk]:
+        """A run's full output as chunks (``schedd_client.run_logs``): ``output`` (``stream``,
+        ``data``), ``dropped``, ``notice`` and a last ``end`` with the attempt's state. ``attempt``
+        (default the latest), ``stream`` ``"stdout"`` or ``"stderr"`` (default both, in order),
+        ``tail`` the last N lines; ``follow=True`` yields while the attempt runs and ends with it."""
+        return _run_logs.read_logs(self, _run_logs.request(
+            run_id, attempt=attempt, follow=follow, stream=stream, tail=tail))
 
 
 class DagsMixin(BlockingTransport):
@@ -416,6 +428,16 @@ class AsyncRunsMixin(AsyncTransport):
         """Cancel an execution: one not started yet ends CANCELLED at once; a running attempt is
         killed by its worker (process group) and then recorded CANCELLED."""
         return await self._run(_plans.cancel_execution(id))
+
+    def logs(
+        self, run_id: str, *, attempt: int = 0, follow: bool = False, stream: str = "", tail: int = 0,
+    ) -> AsyncIterator[lpb.RunLogChunk]:
+        """A run's full output as chunks (``schedd_client.run_logs``): ``output`` (``stream``,
+        ``data``), ``dropped``, ``notice`` and a last ``end`` with the attempt's state. ``attempt``
+        (default the latest), ``stream`` ``"stdout"`` or ``"stderr"`` (default both, in order),
+        ``tail`` the last N lines; ``follow=True`` yields while the attempt runs and ends with it."""
+        return _run_logs.read_logs_async(self, _run_logs.request(
+            run_id, attempt=attempt, follow=follow, stream=stream, tail=tail))
 
 
 class AsyncDagsMixin(AsyncTransport):

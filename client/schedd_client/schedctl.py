@@ -59,7 +59,7 @@ from typing import Any
 from schedd_proto import PROTOCOL_VERSION
 
 from . import (acl_commands, backup, cluster_commands, dag_commands, job_commands, membership_commands,
-               quota_commands, run_commands)
+               quota_commands, run_commands, run_logs)
 from ._cli import PROG, CommandError, UsageError, _count, _file_options, _global_options, _time_arg
 from ._failover import tls_failure
 from .channels import Security, SecurityError
@@ -266,6 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_cancel = command(runs, "cancel", run_commands.run_cancel,
                          "cancel an execution (a running attempt's process group is killed)")
     run_cancel.add_argument("id", metavar="ID")
+    run_logs.add_commands(runs, command)           # run logs RUN [-f] [--stdout|--stderr] [--tail N]
 
     workers = group("worker", "the workers connected to the leader")
     command(workers, "list", cluster_commands.worker_list, "connected workers: slots, pool, labels, running attempts")

@@ -1,3 +1,4 @@
+from schedd_proto import logs_pb2 as _logs_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -589,7 +590,7 @@ class CancelExecutionRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class WorkerHello(_message.Message):
-    __slots__ = ("name", "slots", "pool", "labels", "running_tokens", "version", "max_term_seen", "incarnation", "batches", "ahead", "counts_reads", "handlers")
+    __slots__ = ("name", "slots", "pool", "labels", "running_tokens", "version", "max_term_seen", "incarnation", "batches", "ahead", "counts_reads", "handlers", "serves_logs")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -609,6 +610,7 @@ class WorkerHello(_message.Message):
     AHEAD_FIELD_NUMBER: _ClassVar[int]
     COUNTS_READS_FIELD_NUMBER: _ClassVar[int]
     HANDLERS_FIELD_NUMBER: _ClassVar[int]
+    SERVES_LOGS_FIELD_NUMBER: _ClassVar[int]
     name: str
     slots: int
     pool: str
@@ -621,7 +623,8 @@ class WorkerHello(_message.Message):
     ahead: int
     counts_reads: bool
     handlers: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., running_tokens: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., max_term_seen: _Optional[int] = ..., incarnation: _Optional[str] = ..., batches: _Optional[bool] = ..., ahead: _Optional[int] = ..., counts_reads: _Optional[bool] = ..., handlers: _Optional[_Iterable[str]] = ...) -> None: ...
+    serves_logs: bool
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., running_tokens: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., max_term_seen: _Optional[int] = ..., incarnation: _Optional[str] = ..., batches: _Optional[bool] = ..., ahead: _Optional[int] = ..., counts_reads: _Optional[bool] = ..., handlers: _Optional[_Iterable[str]] = ..., serves_logs: _Optional[bool] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("running_tokens", "draining", "messages_read")
@@ -656,16 +659,18 @@ class AttemptResult(_message.Message):
     def __init__(self, execution_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., http_status: _Optional[int] = ..., error: _Optional[str] = ..., output_tail: _Optional[str] = ..., started_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ...) -> None: ...
 
 class WorkerMessage(_message.Message):
-    __slots__ = ("hello", "heartbeat", "result", "batch")
+    __slots__ = ("hello", "heartbeat", "result", "batch", "log_page")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    LOG_PAGE_FIELD_NUMBER: _ClassVar[int]
     hello: WorkerHello
     heartbeat: Heartbeat
     result: AttemptResult
     batch: WorkerBatch
-    def __init__(self, hello: _Optional[_Union[WorkerHello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., result: _Optional[_Union[AttemptResult, _Mapping]] = ..., batch: _Optional[_Union[WorkerBatch, _Mapping]] = ...) -> None: ...
+    log_page: _logs_pb2.LogPage
+    def __init__(self, hello: _Optional[_Union[WorkerHello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., result: _Optional[_Union[AttemptResult, _Mapping]] = ..., batch: _Optional[_Union[WorkerBatch, _Mapping]] = ..., log_page: _Optional[_Union[_logs_pb2.LogPage, _Mapping]] = ...) -> None: ...
 
 class WorkerBatch(_message.Message):
     __slots__ = ("messages",)
@@ -748,18 +753,20 @@ class ResultAck(_message.Message):
     def __init__(self, fencing_token: _Optional[int] = ..., outcome: _Optional[str] = ...) -> None: ...
 
 class LeaderMessage(_message.Message):
-    __slots__ = ("welcome", "assignment", "cancel", "ack", "batch")
+    __slots__ = ("welcome", "assignment", "cancel", "ack", "batch", "log_request")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    LOG_REQUEST_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     assignment: Assignment
     cancel: CancelAttempt
     ack: ResultAck
     batch: LeaderBatch
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assignment: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[CancelAttempt, _Mapping]] = ..., ack: _Optional[_Union[ResultAck, _Mapping]] = ..., batch: _Optional[_Union[LeaderBatch, _Mapping]] = ...) -> None: ...
+    log_request: _logs_pb2.LogRequest
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assignment: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[CancelAttempt, _Mapping]] = ..., ack: _Optional[_Union[ResultAck, _Mapping]] = ..., batch: _Optional[_Union[LeaderBatch, _Mapping]] = ..., log_request: _Optional[_Union[_logs_pb2.LogRequest, _Mapping]] = ...) -> None: ...
 
 class LeaderBatch(_message.Message):
     __slots__ = ("messages",)

@@ -251,6 +251,7 @@ RESOLVERS: dict[str, Resolver] = {
     **{_D + m: (lambda st, r: _dag(st, r.name)) for m in (
         "GetDag", "DeleteDag", "RunDag", "ListDagRuns", "GetDagRun")},
     _D + "ListDags": lambda st, r: [],
+    "/schedd.v1.Logs/ReadRunLogs": lambda st, r: _execution(st, r.id),
 }
 
 

@@ -28,7 +28,6 @@ from collections.abc import AsyncIterator, Callable
 
 import grpc
 
-from schedd.api import auth
 from schedd.api.service import Router
 from schedd.core import commands as C
 from schedd.history import HistoryStore
@@ -98,7 +97,7 @@ class BackupService(bpb_grpc.BackupServicer):
         with it). After a read barrier, the store is caught up to the state and copied with
         SQLite's online backup; the copy's index is at or after that of a snapshot saved before."""
         if not self.node.is_leader():
-            async for chunk in self._forward(request, context, HISTORY_METHOD, "SaveHistory"):
+            async for chunk in self._forward(request, context, HISTORY_METHOD):
                 yield chunk
             return
         store = self.node.history
@@ -159,26 +158,9 @@ class BackupService(bpb_grpc.BackupServicer):
                                 "leadership changed while taking the snapshot; retry")
         return term
 
-    async def _forward(self, request: bpb.SaveSnapshotRequest | bpb.SaveHistoryRequest,
-                       context: CallContext, method: str = METHOD,
-                       name: str = "SaveSnapshot") -> AsyncIterator[bpb.SnapshotChunk]:
-        info = auth.current()
-        if info is not None and info.forwarded_by:
-            await context.abort(grpc.StatusCode.UNAVAILABLE,
-                                "this node is no longer the leader (an election is under way); retry")
-        addr = self.node.leader_grpc_address()
-        if not addr or addr == self.node.cfg.grpc_address:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "no leader is elected yet; retry shortly")
-        call = self.router._channel(addr).unary_stream(      # one channel per peer, the Router's
-            method, request_serializer=type(request).SerializeToString,
-            response_deserializer=bpb.SnapshotChunk.FromString)
-        remaining = context.time_remaining()
-        stream = call(request, timeout=remaining, metadata=self.router.node_metadata(method))
-        try:
-            async for chunk in stream:
-                yield chunk
-        except grpc.aio.AioRpcError as e:
-            await context.abort(e.code(), e.details() or f"leader {addr}: {e.code().name}")
+    def _forward(self, request: bpb.SaveSnapshotRequest | bpb.SaveHistoryRequest, context: CallContext,
+                 method: str = METHOD) -> AsyncIterator[bpb.SnapshotChunk]:
+        return self.router.forward_stream(method, request, bpb.SnapshotChunk, context)
 
 
 async def _signed_file(header: bpb.SnapshotHeader, seal: Seal, path: str) -> AsyncIterator[bpb.SnapshotChunk]:

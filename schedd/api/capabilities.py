@@ -71,6 +71,8 @@ RPC_CAPABILITIES: dict[str, Need] = {
     # grant any capability (acl) may read it, an operator alone may not.
     **_service("Backup", {"SaveSnapshot": Need("acl", "cluster"), "CopyHistory": Need("acl", "cluster"),
                           "SaveHistory": Need("acl", "cluster")}),
+    # A run's log is read like the run: whoever may read the job's team.
+    **_service("Logs", {"ReadRunLogs": READ}),
 }
 
 

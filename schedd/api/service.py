@@ -23,7 +23,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
 
 import grpc
@@ -232,6 +232,26 @@ class Router:
             await context.abort(e.code(), e.details() or f"leader {addr}: {e.code().name}",
                                 trailing_metadata=tuple((k, v) for k, v in e.trailing_metadata() or ()
                                                         if k.startswith("x-schedd-")))
+
+    async def forward_stream(self, method: str, request: Message, response: type[Message],
+                             context: CallContext) -> AsyncIterator[Any]:
+        """A server-streaming call relayed from the leader, chunk by chunk (once, as `forward`:
+        a call already forwarded to a node that no longer leads is refused UNAVAILABLE)."""
+        info = auth.current()
+        if info is not None and info.forwarded_by:
+            await context.abort(grpc.StatusCode.UNAVAILABLE,
+                                "this node is no longer the leader (an election is under way); retry")
+        addr = self.node.leader_grpc_address()
+        if not addr or addr == self.node.cfg.grpc_address:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "no leader is elected yet; retry shortly")
+        call = self._channel(addr).unary_stream(
+            method, request_serializer=type(request).SerializeToString, response_deserializer=response.FromString)
+        stream = call(request, timeout=context.time_remaining(), metadata=self.node_metadata(method))
+        try:
+            async for chunk in stream:
+                yield chunk
+        except grpc.aio.AioRpcError as e:
+            await context.abort(e.code(), e.details() or f"leader {addr}: {e.code().name}")
 
     async def close(self) -> None:
         for ch in self._channels.values():

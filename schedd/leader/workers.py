@@ -44,6 +44,7 @@ from schedd.core.model import ValidationError, parse_execution_id
 from schedd.core.view import StateView
 from schedd.leader.attempt_book import AttemptBook
 from schedd.leader.assignment import OLD_WORKER_KINDS, worker_kinds
+from schedd.leader.log_requests import LogRequests
 from schedd.replication.node import RaftNode
 from schedd.settings import Limits
 from schedd.ports.clock import Clock
@@ -94,6 +95,7 @@ class WorkerConn:
     listed_ms: int = 0            # when a list of the tokens it holds (hello, heartbeat) was last read
     why: str = ""                 # why this node ended the stream (stepped down, stopping): its status
     kinds: frozenset[str] = OLD_WORKER_KINDS   # handler kinds it runs (WorkerHello.handlers)
+    serves_logs: bool = False     # answers log requests (WorkerHello.serves_logs): schedd.leader.run_logs
 
     @property
     def token(self) -> str | None:
@@ -153,6 +155,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
         self.token_streams: dict[str, int] = {}   # worker token -> its open Connect calls
         self.conns: dict[str, WorkerConn] = {}
         self.book = AttemptBook()                 # every fencing token's life on this leader
+        self.logs = LogRequests()                 # run log pages asked of workers (leader.log_requests)
         self.on_result: Callable[[WorkerConn, pb.AttemptResult], None] = lambda conn, r: None
         self.on_change: Callable[[], None] = lambda: None
         self.router: Forwarder | None = None      # set by the daemon, for ListWorkers forwarding
@@ -254,6 +257,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
     def _close(self, conn: WorkerConn, why: str = "") -> None:
         conn.closed, conn.why = True, conn.why or why
         conn.out.put_nowait(None)
+        self.logs.stream_closed(conn)
 
     def _ending(self, why: str) -> tuple[grpc.StatusCode, str]:
         """The status a stream ended by this node gets: not OK, so the worker tells a leader that
@@ -375,7 +379,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
                           principal=principal,
                           batches=hello.batches, ahead=max(0, min(hello.ahead, MAX_AHEAD)),
                           counts_reads=hello.counts_reads, listed_ms=now,
-                          kinds=worker_kinds(hello.handlers))
+                          kinds=worker_kinds(hello.handlers), serves_logs=hello.serves_logs)
         self.conns[hello.name] = conn
         self._adopt(conn, hello.running_tokens, now)
         log.info("worker %s connected from %s: %d slots (+%d ahead), pool %r, running %d", conn.name,
@@ -403,6 +407,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
         finally:
             reader.cancel()
             conn.closed = True
+            self.logs.stream_closed(conn)
             if self.conns.get(conn.name) is conn:
                 del self.conns[conn.name]
             log.info("worker %s disconnected", conn.name)
@@ -469,6 +474,8 @@ class WorkerHub(pb_grpc.WorkersServicer):
                             msg.result.execution_id, msg.result.fencing_token, conn.name, conn.peer)
                 self.send(conn, pb.LeaderMessage(ack=pb.ResultAck(
                     fencing_token=msg.result.fencing_token, outcome="refused")))
+        elif kind == "log_page":
+            self.logs.answered(conn, msg.log_page)
 
     def on_heartbeat(self, conn: WorkerConn, hb: pb.Heartbeat, now: int) -> None:
         if conn.principal is not None and not self._token_valid(conn.principal, now):

@@ -24,3 +24,6 @@ class HistorySink(Protocol):
 
     def note_gap(self, upto: int) -> None:
         """The state jumped to entry `upto` (a snapshot installed) past what was handed over."""
+
+    def get(self, job: str, scheduled_ms: int) -> Any:
+        """A finished execution that left the tables (None: not there)."""

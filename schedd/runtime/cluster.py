@@ -377,6 +377,8 @@ class LocalCluster:
             sec = self.security("worker", name)
             args += ["--ca", str(sec.ca)] + (["--cert", str(sec.cert), "--key", str(sec.key)]
                                              if sec.cert is not None else [])
+        if "--log-dir" not in extra_args and "--config" not in extra_args and state_dir is None:
+            args += ["--log-dir", str(self.root / "worker-logs" / name)]   # its own, in the harness's root
         args += list(extra_args)
         if token:                  # through the environment: never on a command line (ps shows it)
             extra_env = {**(extra_env or {}), "SCHEDD_TOKEN": token}

@@ -22,6 +22,8 @@ from prometheus_client import start_http_server
 
 from schedd.api.acl_service import AclService, AuditService
 from schedd.api.backup_service import BackupService
+from schedd.api.logs_service import LogsService
+from schedd.leader.run_logs import RunLogs
 from schedd.api.auth import AuditQueue, AuthInterceptor, NodeSigner, RateLimiter
 from schedd.api.auth import current as auth_current
 from schedd.api.dags_service import DagsService
@@ -52,6 +54,7 @@ from schedd_client.channels import KEEPALIVE_MIN_MS, Security, open_aio_channel
 from schedd.testing import hooks as testing
 from schedd_proto import (acl_pb2, acl_pb2_grpc, backup_pb2, backup_pb2_grpc, dags_pb2, dags_pb2_grpc,
                           membership_pb2, membership_pb2_grpc)
+from schedd_proto import logs_pb2, logs_pb2_grpc
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
@@ -256,6 +259,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     acl_pb2_grpc.add_AuditServicer_to_server(AuditService(node, clock, metrics, router), server)
     membership_pb2_grpc.add_MembershipServicer_to_server(MembershipService(node, clock, metrics, router, joiners), server)
     backup_pb2_grpc.add_BackupServicer_to_server(BackupService(node, router, clock, header_sealer(cfg.secret)), server)
+    logs_pb2_grpc.add_LogsServicer_to_server(LogsService(node, router, RunLogs(node, hub)), server)
     if cfg.test_mode:
         testing.add_admin_service(server, clock, node, faults)
     health_servicer = health.aio.HealthServicer()
@@ -267,7 +271,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
              acl_pb2.DESCRIPTOR.services_by_name["Acl"].full_name,
              acl_pb2.DESCRIPTOR.services_by_name["Audit"].full_name,
              membership_pb2.DESCRIPTOR.services_by_name["Membership"].full_name,
-             backup_pb2.DESCRIPTOR.services_by_name["Backup"].full_name)
+             backup_pb2.DESCRIPTOR.services_by_name["Backup"].full_name,
+             logs_pb2.DESCRIPTOR.services_by_name["Logs"].full_name)
     reflection.enable_server_reflection(names, server)
     port = (server.add_secure_port(cfg.grpc_address, reloader.credentials()) if reloader is not None
             else server.add_insecure_port(cfg.grpc_address))

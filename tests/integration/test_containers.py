@@ -17,6 +17,7 @@ import hashlib
 import os
 import secrets
 import signal
+import stat
 
 import pytest
 
@@ -113,6 +114,10 @@ def test_container_jobs_end_to_end(cluster_factory, container_image):
     ex = run(client, "fails")
     assert ex.state == "FAILED" and ex.attempts[0].exit_code == 7 and "bad" in ex.attempts[0].output_tail
     assert ex.attempts[0].error == "exit status 7"
+    # its stderr apart, from the worker's run log (the engine's pipes are read by the worker)
+    logged = list(client.logs(ex.id, stream="stderr"))
+    assert b"".join(ch.data for ch in logged if ch.kind == "output") == b"bad\n"
+    assert logged[-1].kind == "end" and logged[-1].state == "FAILED"
 
     client.put_job(job_spec("slow", timeout=2, container=box(image, command="echo started; sleep 600")))
     ex = run(client, "slow")
@@ -250,7 +255,11 @@ def test_a_root_worker_that_separates_teams_runs_containers_through_its_broker(c
         assert "CapEff:\t0000000000000000" in out and "CapPrm:\t0000000000000000" in out, out
         assert "NoNewPrivs:\t1" in out, out
         uids[team] = uid
+        # through the broker, into the worker's run log, which no team's uid can open
+        logged = b"".join(ch.data for ch in client.logs(ex.id) if ch.kind == "output").decode()
+        assert f"uid={uid} gid={uid}" in logged, logged
     assert uids["payments"] != uids["analytics"]
+    assert stat.S_IMODE(os.stat(state / "logs").st_mode) == 0o700 and os.stat(state / "logs").st_uid == 0
 
     for user, why in (("0", "never run as uid or gid 0"), (str(uids["analytics"]), "and no other")):
         client.put_job(job_spec("as-other", team="payments", container=box(container_image, user=user, command="id -u")))

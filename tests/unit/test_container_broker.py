@@ -1,18 +1,22 @@
 """The container broker's checks (schedd_worker.handlers.container_broker): it takes the
 worker's word for nothing that reaches the engine's command line or decides who a container
-runs as, and its config survives the trip to it unchanged."""
+runs as, and its config survives the trip to it unchanged; a container's output reaches the
+worker's run log through it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
 from schedd.core.model import validate_spec
-from schedd_worker.handlers.base import Assignment
+from schedd_worker.handlers import container_broker as broker
+from schedd_worker.handlers.base import Assignment, Stop
 from schedd_worker.handlers.container import ContainerConfig, MountRule
 from schedd_worker.handlers.container_broker import _request, config_from_json, config_to_json, shape_refusal
+from schedd_worker.run_logs import STDERR, STDOUT, LogSink
 
 CFG = ContainerConfig(worker="w1", runtime="runc", networks=("host",), mounts=(MountRule("/srv/in"),),
                       cgroup_root=Path("/sys/fs/cgroup"))
@@ -79,3 +83,42 @@ def test_a_malformed_request_is_refused_not_raised() -> None:
     for raw in (b"not json", b"{}", json.dumps({"assignment": {"nope": 1}, "spec": {}, "grace": 1}).encode()):
         got = _request(raw, CFG)
         assert isinstance(got, str) and got.startswith("bad request")
+
+
+class _Lines:
+    """A writer that keeps what is written (the broker's end of an attempt's stream)."""
+
+    def __init__(self) -> None:
+        self.data = b""
+
+    def write(self, b: bytes) -> None:
+        self.data += b
+
+    def is_closing(self) -> bool:
+        return False
+
+    async def drain(self) -> None:
+        return None
+
+
+class _Sink(LogSink):
+    def __init__(self) -> None:
+        self.got: list[tuple[int, bytes]] = []
+
+    def write(self, stream: int, data: bytes) -> None:
+        self.got.append((stream, data))
+
+
+async def test_a_containers_output_is_relayed_to_the_workers_run_log() -> None:
+    broker_end = _Lines()
+    relay = broker._Relay(broker_end)                 # what the broker's handler writes to
+    relay.write(STDOUT, b"hello\n")
+    relay.write(STDERR, b"\x00\xffbinary\n")
+    broker_end.write(json.dumps({"state": "SUCCEEDED", "exit_code": 0, "output_tail": "hello\n"}).encode() + b"\n")
+    reader = asyncio.StreamReader()
+    reader.feed_data(broker_end.data)
+    reader.feed_eof()
+    sink = _Sink()
+    result = await broker._answer(reader, _Lines(), Stop(None, None, 0.0, sink))  # type: ignore[arg-type]
+    assert result.state == "SUCCEEDED" and result.output_tail == "hello\n"
+    assert sink.got == [(STDOUT, b"hello\n"), (STDERR, b"\x00\xffbinary\n")]

@@ -24,6 +24,7 @@ from schedd_worker.executors import Assignment, Call, HttpOptions, Isolation, Ou
 from schedd_worker.handlers.base import Handler
 from schedd_worker.hooks import WorkerHooks
 from schedd_worker.ledger import Held
+from schedd_worker.run_logs import NO_LOG, AttemptLog, LogSink, LogStore
 
 __all__ = ["RunSettings", "AttemptRunner", "Started", "prepare"]
 
@@ -64,6 +65,7 @@ class RunSettings:
     isolation: Isolation
     kinds: Mapping[str, Handler]                 # executors.handlers_for(...), built once
     hooks: WorkerHooks
+    logs: LogStore | None = None                 # run logs (None: output only in the tail)
 
 
 def prepare(a: pb.Assignment, run: RunSettings) -> Held:
@@ -150,6 +152,11 @@ class AttemptRunner:
 
     async def _run_attempt(self, att: Held, started: Started | None) -> None:
         run = self.run
+        sink: LogSink = NO_LOG
+        if run.logs is not None and att.ex is not None and started is None:
+            a = att.msg
+            sink = run.logs.open(a.fencing_token, a.execution_id, a.job, a.attempt, a.team)
+        out: Outcome | None = None
         try:
             if att.ex is None:
                 now = run.now_ms()
@@ -160,7 +167,7 @@ class AttemptRunner:
                     out = await executors.execute(att.ex, cancel=att.cancel, python_handlers=run.python_handlers,
                                                   kill_grace_s=run.kill_grace_s, now_ms=run.now_ms,
                                                   http=run.http, isolation=run.isolation,
-                                                  started=started, kinds=run.kinds)
+                                                  started=started, kinds=run.kinds, run_log=sink)
                 except asyncio.CancelledError:
                     raise
                 except Exception as e:  # execute should never raise; be safe
@@ -170,6 +177,9 @@ class AttemptRunner:
                                   error=f"internal error in the worker: {type(e).__name__}: {e}")
             self._finish(att, out)
         finally:
+            if isinstance(sink, AttemptLog):      # its end, for readers following it
+                sink.close(out.state if out is not None else executors.CANCELLED,
+                           out.exit_code if out is not None else None)
             self._ended(att)
 
     def _finish(self, att: Held, out: Outcome) -> None:

@@ -204,6 +204,41 @@ def _isolation(policy: IsolationPolicy, cgroup: str, euid: int):
     return Isolation(policy=policy, cgroups=cgroups)
 
 
+def _log_store(args: argparse.Namespace, cfg: WorkerConfig | None, euid: int, log: logging.Logger):
+    """The run log folder (flag > [logs] dir > <state dir>/logs > the default for the worker's
+    user) and its bounds (flags > [logs]); None when logs are off. A folder named explicitly
+    that cannot be made stops the worker; the default one only warns (the runs then keep
+    their tail alone)."""
+    import dataclasses as dc
+    from schedd_worker.run_logs import LogLimits, LogStore
+    from schedd_worker.uids import DEFAULT_STATE_DIR
+    if args.no_logs or (cfg is not None and not cfg.logs_enabled):
+        return None
+    limits = cfg.logs if cfg is not None else LogLimits()
+    try:
+        limits = dc.replace(limits, **{k: v for k, v in (
+            ("attempt_bytes", args.log_attempt_bytes), ("total_bytes", args.log_total_bytes),
+            ("max_age_s", args.log_max_age)) if v is not None})
+    except ValueError as e:
+        raise SystemExit(f"schedd worker: error: {e}") from None
+    named = args.log_dir or (cfg.logs_dir if cfg is not None else "")
+    state = args.state_dir or (cfg.state_dir if cfg is not None else "")
+    if named:
+        root = Path(named)
+    elif state or euid == 0:
+        root = Path(state or DEFAULT_STATE_DIR) / "logs"
+    else:
+        base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+        root = Path(base) / "schedd-worker" / "logs"
+    try:
+        return LogStore(root, limits)
+    except OSError as e:
+        if named:
+            raise SystemExit(f"schedd worker: error: run logs: cannot use {root}: {e}") from None
+        log.warning("run logs are off: cannot use %s (%s); set [logs] dir or --log-dir", root, e)
+        return None
+
+
 def _undumpable(log: logging.Logger) -> None:
     """No job (even one of the worker's own uid) reads the worker's token from /proc/<pid>."""
     from schedd_worker import caps
@@ -267,6 +302,7 @@ def cmd_worker(args: argparse.Namespace, *, euid: int | None = None) -> int:
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     setup_logging(args.log_level, name)
     log = logging.getLogger("schedd.worker")
+    logs = _log_store(args, cfg, euid, log)
     # Before gRPC or anything else starts a thread: capabilities are per thread. The container
     # probe (subprocesses only, no thread) goes first: it decides whether the worker keeps them.
     containers = _containers(args, cfg, name, log, root=euid == 0, policy=policy)
@@ -290,7 +326,7 @@ def cmd_worker(args: argparse.Namespace, *, euid: int | None = None) -> int:
     runtime = WorkerRuntime(cluster, name=name, slots=args.slots, ahead=args.ahead, pool=args.pool,
                             labels=args.labels, drain_grace_s=args.drain_grace, http=http,
                             hooks=configure_worker(name), isolation=isolation, security=security,
-                            containers=containers)
+                            containers=containers, logs=logs)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -418,6 +454,17 @@ def add_arguments(w: argparse.ArgumentParser) -> None:
     w.add_argument("--state-dir", default=None, metavar="DIR",
                    help="where the team -> uid table and the teams' working folders are kept "
                         "(default /var/lib/schedd-worker)")
+    w.add_argument("--log-dir", default=None, metavar="DIR",
+                   help="where run logs are kept, one folder per attempt (default: <state dir>/logs "
+                        "as root, else ~/.local/state/schedd-worker/logs)")
+    w.add_argument("--no-logs", action="store_true",
+                   help="keep no run logs (runs then show only the output tail of the Raft log)")
+    w.add_argument("--log-attempt-bytes", type=_positive_int, default=None, metavar="N",
+                   help="run log bound per attempt: its head and tail are kept (default 16 MiB)")
+    w.add_argument("--log-total-bytes", type=_positive_int, default=None, metavar="N",
+                   help="run logs of this worker in all: the oldest go first (default 1 GiB)")
+    w.add_argument("--log-max-age", type=_seconds, default=None, metavar="S",
+                   help="remove a run log this long after its attempt ended (default 7 days)")
     w.add_argument("--isolation", choices=("auto", "require"), default="auto",
                    help="require: refuse to start unless each team's jobs run as a uid of their "
                         "own (auto: warn once when they cannot)")

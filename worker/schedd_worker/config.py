@@ -31,6 +31,14 @@ key or a wrong type is an error naming it, and nothing starts.
     pull = "never"                  # never (default) | if-missing: the most a job may ask
     ulimits = ["nofile=1024:1024", "nproc=1024:1024"]   # runc needs limits below the hard ones
 
+    [logs]                          # run logs (schedd_worker.run_logs)
+    enabled = true
+    dir = "/var/lib/schedd-worker/logs"   # default: <state_dir>/logs, as root; else ~/.local/state/...
+    attempt_bytes = 16777216        # per attempt: the head and the tail kept, the middle dropped
+    total_bytes = 1073741824        # per worker: the oldest finished attempts removed first
+    max_age = 604800                # seconds after an attempt ended
+    keep_per_job = 100              # the newest attempts of each job
+
     [isolation.teams.payments]      # see schedd_worker.isolation
     user = "payments-jobs"
     group = "payments"
@@ -49,13 +57,16 @@ from typing import Any
 
 from schedd_worker.handlers.container import DEFAULT_ULIMITS, ContainerConfig, MountRule
 from schedd_worker.isolation import IsolationError, IsolationPolicy, TeamUser, resolve_user
+from schedd_worker.run_logs import LogLimits
 from schedd_worker.uids import UidError, parse_range
 
 __all__ = ["WorkerConfig", "ConfigError", "load_config", "parse_config"]
 
 _TOP = {"cluster": (str, list), "name": (str,), "slots": (int,), "ahead": (int,), "pool": (str,), "labels": (dict,),
         "drain_grace": (int, float), "allow_root": (bool,), "http": (dict,),
-        "isolation": (dict,), "container": (dict,)}
+        "isolation": (dict,), "container": (dict,), "logs": (dict,)}
+_LOGS = {"enabled": (bool,), "dir": (str,), "attempt_bytes": (int,), "total_bytes": (int,),
+         "max_age": (int, float), "keep_per_job": (int,)}
 _CONTAINER = {"engine": (str,), "runtime": (str,), "networks": (list,), "mounts": (list,), "pull": (str,),
               "ulimits": (list,)}
 _HTTP = {"allow": (list,), "deny": (list,), "keep_bytes": (int,)}
@@ -80,6 +91,9 @@ class WorkerConfig:
     uid_range: tuple[int, int] | None = None  # [isolation] uid_range
     state_dir: str = ""                       # [isolation] state_dir ("": the default)
     require: bool = False                     # [isolation] require
+    logs: LogLimits = field(default_factory=LogLimits)   # [logs] bounds
+    logs_enabled: bool = True                 # [logs] enabled
+    logs_dir: str = ""                        # [logs] dir ("": the default)
 
 
 def _check(table: dict, allowed: dict, where: str) -> None:
@@ -175,12 +189,34 @@ def parse_config(text: str, where: str = "config") -> WorkerConfig:
                              if "umask" in iso else None)
     box = d.get("container", {})
     _check(box, _CONTAINER, f"{where}.container")
-    return WorkerConfig(values=values, isolation=policy, cgroup=iso.get("cgroup", "auto") or "auto",
+    logs = d.get("logs", {})
+    _check(logs, _LOGS, f"{where}.logs")
+    return WorkerConfig(logs=_log_limits(logs, f"{where}.logs"), logs_enabled=logs.get("enabled", True),
+                        logs_dir=_absolute(logs, "dir", f"{where}.logs.dir"),
+                        values=values, isolation=policy, cgroup=iso.get("cgroup", "auto") or "auto",
                         container=_container(box, f"{where}.container"),
                         container_runtime=box.get("runtime", "auto") or "auto",
                         uid_range=_uid_range(iso, f"{where}.isolation.uid_range"),
                         state_dir=_state_dir(iso, f"{where}.isolation.state_dir"),
                         require=iso.get("require", False))
+
+
+def _log_limits(logs: dict, where: str) -> LogLimits:
+    defaults = LogLimits()
+    try:
+        return LogLimits(attempt_bytes=logs.get("attempt_bytes", defaults.attempt_bytes),
+                         total_bytes=logs.get("total_bytes", defaults.total_bytes),
+                         max_age_s=float(logs.get("max_age", defaults.max_age_s)),
+                         keep_per_job=logs.get("keep_per_job", defaults.keep_per_job))
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def _absolute(table: dict, key: str, where: str) -> str:
+    path = table.get(key, "")
+    if path and not path.startswith("/"):
+        raise ConfigError(f"{where}: an absolute path, got {path!r}")
+    return path
 
 
 def _uid_range(iso: dict, where: str) -> tuple[int, int] | None:

@@ -39,6 +39,7 @@ from schedd_worker.handlers.sensor import SensorHandler
 from schedd_worker.handlers.shell import ShellHandler, job_environment
 from schedd_worker.isolation import IsolationPolicy
 from schedd_worker.cgroups import Cgroups
+from schedd_worker.run_logs import NO_LOG, LogSink
 
 log = logging.getLogger("schedd.worker.executors")
 
@@ -100,12 +101,13 @@ async def execute(a: Assignment, *, cancel: asyncio.Event | None = None,
                   http: HttpOptions = HttpOptions(),
                   isolation: Isolation = NO_ISOLATION,
                   started: tuple[Call, asyncio.Future, int] | None = None,
-                  kinds: Mapping[str, Handler] | None = None) -> Outcome:
+                  kinds: Mapping[str, Handler] | None = None, run_log: LogSink = NO_LOG) -> Outcome:
     """Run one attempt to its end and return its Outcome. Never raises, except that cancelling
     the awaiting task propagates CancelledError (after stopping the attempt). `http` says what
     HTTP handlers and http sensors may reach (default: HttpOptions(), see schedd_client.net.policy).
     `started`: a prepared Python call already started (call, its future, the wall ms it started
-    at), to wait for; `kinds`: the worker's handlers_for(...), built once."""
+    at), to wait for; `kinds`: the worker's handlers_for(...), built once; `run_log`: where the
+    attempt's whole output goes (schedd_worker.run_logs)."""
     grace = max(0.0, float(kill_grace_s))
     started_ms = started[2] if started is not None else now_ms()
     try:
@@ -118,7 +120,7 @@ async def execute(a: Assignment, *, cancel: asyncio.Event | None = None,
         elif cancel is not None and cancel.is_set():
             r = Result(CANCELLED, error="cancelled before it started")
         else:
-            r = await _dispatch(a, cancel, python_handlers, grace, http, isolation, kinds)
+            r = await _dispatch(a, cancel, python_handlers, grace, http, isolation, kinds, run_log)
     except asyncio.CancelledError:
         raise
     except Exception as e:  # the contract: every failure is an Outcome
@@ -164,7 +166,8 @@ def _cannot_run(kind: str, spec: Mapping) -> str:
 
 async def _dispatch(a: Assignment, cancel: asyncio.Event | None,
                     handlers: PythonHandlers | None, grace: float, http: HttpOptions,
-                    isolation: Isolation, kinds: Mapping[str, Handler] | None) -> Result:
+                    isolation: Isolation, kinds: Mapping[str, Handler] | None,
+                    run_log: LogSink = NO_LOG) -> Result:
     h = a.handler if isinstance(a.handler, Mapping) else {}
     kinds = kinds if kinds is not None else handlers_for(handlers, http, isolation)
     kind = next((k for k in ("shell", "http", "python", "container", "sensor") if h.get(k)), "")
@@ -173,7 +176,7 @@ async def _dispatch(a: Assignment, cancel: asyncio.Event | None,
         return Result(FAILED, error=why)
     loop = asyncio.get_running_loop()
     timeout = float(a.timeout_s or 0)
-    stop = Stop(cancel, loop.time() + timeout if timeout > 0 else None, grace)
+    stop = Stop(cancel, loop.time() + timeout if timeout > 0 else None, grace, run_log)
     if h.get("sensor") and len(h) == 1:           # a DAG sensor (it checks its own spec)
         return await kinds["sensor"].run(a, h["sensor"], stop)
     kinds_given = [k for k in ("shell", "http", "python", "container") if h.get(k)]

@@ -77,6 +77,13 @@ Results
     heartbeat tick. Results unacknowledged for a lease period are resent on the same stream, and
     all of them after a reconnect; the leader deduplicates by token.
 
+Run logs
+    With a log folder (`logs`: schedd_worker.run_logs) the hello says `serves_logs`; the leader
+    then asks for an attempt's log on this stream (LeaderMessage.log_request) and each request is
+    answered by one WorkerMessage.log_page, in a task of its own (a follower's long poll waits
+    there for more output or the attempt's end). Nothing else depends on it: a request for an
+    attempt it keeps no log of is answered with why (LogPage.missing).
+
 Connection loss
     Never stops running attempts: they report after the reconnect (the leader grants running
     attempts one lease period of grace to come back).
@@ -96,6 +103,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 
+from schedd_proto import logs_pb2 as lpb
 from schedd_proto import scheduler_pb2 as pb
 from schedd_client.channels import Security, env_token, with_files
 from schedd_worker import executors
@@ -109,6 +117,7 @@ from schedd_worker.hooks import NO_HOOKS, WorkerHooks
 from schedd_worker.leader_link import DEFAULT_LEASE_MS, LeaderLink
 from schedd_worker.ledger import Ledger
 from schedd_worker.reports import REJECTED, RESULT_HOLD_S, Reports
+from schedd_worker.run_logs import LogStore
 from schedd_worker.session import Session
 from schedd_worker.slots import Slots
 from schedd_worker.starts import Starts, wall_ms
@@ -143,7 +152,7 @@ class WorkerRuntime:
                  isolation: Isolation = NO_ISOLATION, security: Security | None = None,
                  token: str | None = None, ahead: int = DEFAULT_AHEAD,
                  result_hold_s: float = RESULT_HOLD_S, containers: ContainerConfig | ContainerBroker | None = None,
-                 final_ack_s: float = FINAL_ACK_TIMEOUT_S) -> None:
+                 final_ack_s: float = FINAL_ACK_TIMEOUT_S, logs: LogStore | None = None) -> None:
         if isinstance(cluster, str):
             cluster = [cluster]
         self.cluster = [a.strip() for a in cluster if a and a.strip()]
@@ -185,7 +194,10 @@ class WorkerRuntime:
                                 draining=lambda: self.draining, waiting=self._slots.waiting,
                                 hold_s=result_hold_s)
         kinds = executors.handlers_for(python_handlers, http, isolation, containers)   # built once
-        self._run = RunSettings(name, python_handlers, self.kill_grace_s, now_ms, http, isolation, kinds, hooks)
+        self.logs = logs                           # run logs (None: only the tail in the result)
+        self._log_reads: set[asyncio.Task[None]] = set()
+        self._run = RunSettings(name, python_handlers, self.kill_grace_s, now_ms, http, isolation, kinds, hooks,
+                                logs)
         self._starts = Starts(self._run, ledger=self._ledger, slots=self._slots, reports=self._reports)
 
     # ------------------------------------------------------------ public
@@ -219,6 +231,8 @@ class WorkerRuntime:
     async def run(self, stop: asyncio.Event) -> None:
         starts = self._starts
         starts.gc.install()
+        if self.logs is not None:
+            self.logs.sweep_soon()               # what aged out while the worker was down
         loop_task = asyncio.create_task(self._link.run(), name=f"worker-{self.name}-conn")
         fence = asyncio.create_task(self_fence(self.name, self._link, self._ledger, starts),
                                     name=f"worker-{self.name}-fence")
@@ -235,6 +249,8 @@ class WorkerRuntime:
             starts.timer.close()
             stop_wait.cancel()
             fence.cancel()
+            for reading in list(self._log_reads):
+                reading.cancel()
             await self._link.close()
             if not loop_task.done():
                 loop_task.cancel()
@@ -257,7 +273,8 @@ class WorkerRuntime:
             name=self.name, slots=self.slots, pool=self.pool, labels=self.labels,
             running_tokens=sorted(self._ledger.held), version=self.version,
             max_term_seen=self._link.max_term_seen, incarnation=self.incarnation, batches=True,
-            ahead=self.ahead, counts_reads=True, handlers=sorted(self._run.kinds)))
+            ahead=self.ahead, counts_reads=True, handlers=sorted(self._run.kinds),
+            serves_logs=self.logs is not None))
 
     def welcomed(self, session: Session) -> None:
         log.info("worker %s connected to leader %s at %s (term %d, lease %d ms; %d running, "
@@ -286,8 +303,27 @@ class WorkerRuntime:
             self._reports.acked(msg.ack)
         elif kind == "welcome":                   # a second Welcome: the leader's term moved on
             self._link.rewelcomed(msg.welcome.term)
+        elif kind == "log_request":
+            self._read_log(msg.log_request)
         else:
             log.debug("ignoring leader message %r", kind)
+
+    def _read_log(self, req: lpb.LogRequest) -> None:
+        """Answer the leader's request for a run log, in a task (a long poll may wait)."""
+        if self.logs is None:
+            self._link.send(pb.WorkerMessage(log_page=lpb.LogPage(
+                request_id=req.request_id, missing="it keeps no run logs")))
+            return
+        task = asyncio.create_task(self._answer_log(self.logs, req), name=f"log-{req.fencing_token}")
+        self._log_reads.add(task)
+        task.add_done_callback(self._log_reads.discard)
+
+    async def _answer_log(self, logs: LogStore, req: lpb.LogRequest) -> None:
+        try:
+            page = await logs.answer(req)
+        except OSError as e:
+            page = lpb.LogPage(request_id=req.request_id, missing=f"it cannot read the log: {e}")
+        self._link.send(pb.WorkerMessage(log_page=page))
 
     def _on_assignment(self, a: pb.Assignment) -> None:
         token = a.fencing_token

@@ -23,12 +23,14 @@ from datetime import datetime, timedelta, UTC
 from typing import Any, Protocol
 
 from schedd_client.net.policy import NetPolicy
+from schedd_worker.run_logs import NO_LOG, LogSink
 
 __all__ = [
     "Assignment", "HttpOptions", "Result", "Stop", "Handler",
     "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED",
     "OUTPUT_TAIL_BYTES", "ERROR_MAX_BYTES", "HTTP_READ_LIMIT",
-    "format_rfc3339", "contract_env", "tail_text", "bound_error", "fmt_seconds", "Tail",
+    "format_rfc3339", "contract_env", "tail_text", "marked_tail", "bound_error", "fmt_seconds", "Tail",
+    "Capture",
     "race", "stopped", "in_daemon_thread", "start_eagerly", "WarmThreads", "Cancel", "LightEvent",
 ]
 
@@ -90,6 +92,7 @@ class Stop:
     cancel: asyncio.Event | None     # set: stop now, CANCELLED
     deadline: float | None           # loop time of the attempt's timeout (None: no timeout)
     grace: float                     # after SIGTERM / a thread's cancel event, before giving up
+    log: LogSink = NO_LOG            # where its whole output goes (the attempt's run log)
 
 
 class Handler(Protocol):
@@ -140,6 +143,18 @@ def tail_text(data: bytes | bytearray, limit: int = OUTPUT_TAIL_BYTES) -> str:
     return bytes(data).decode("utf-8", errors="replace")
 
 
+def marked_tail(data: bytes | bytearray, total: int, limit: int = OUTPUT_TAIL_BYTES) -> str:
+    """The last bytes of `data` as text, at most `limit` bytes in all, headed by a line that
+    says how many bytes came before ("… 16,384 bytes before this") when any did: the tail in
+    the Raft log says itself that it is a tail, and the full log is on the worker."""
+    if total <= len(data):
+        return tail_text(data, limit)
+    room = limit - len(f"… {total:,} bytes before this\n".encode())
+    kept = tail_text(data, room)
+    before = total - len(kept.encode())
+    return f"… {before:,} bytes before this\n{kept}"
+
+
 def bound_error(s: str, limit: int = ERROR_MAX_BYTES) -> str:
     b = s.encode("utf-8", errors="replace")
     if len(b) <= limit:
@@ -172,6 +187,28 @@ class Tail:
 
     def text(self) -> str:
         return tail_text(self.buf, self.limit)
+
+    def marked(self) -> str:
+        """The tail, headed by how many bytes came before it (`marked_tail`)."""
+        return marked_tail(self.buf, self.total, self.limit)
+
+
+class Capture:
+    """A handler's output as it reads it from the job's pipes: every byte goes to the attempt's
+    log (`Stop.log`, written by the worker, never by the job) and the last ones to the tail that
+    the result carries."""
+    __slots__ = ("tail", "log")
+
+    def __init__(self, log: LogSink = NO_LOG) -> None:
+        self.tail = Tail()
+        self.log = log
+
+    def feed(self, stream: int, data: bytes) -> None:
+        self.tail.feed(data)
+        self.log.write(stream, data)
+
+    def text(self) -> str:
+        return self.tail.marked()
 
 
 # ---------------------------------------------------------------------------------- waiting

@@ -20,7 +20,8 @@ An attempt:
   the spec's, is used;
 - runs ``<engine> run`` attached, in its own session, with the container named
   ``schedd-<token>-<random>`` and labelled schedd.execution, schedd.fencing and schedd.worker;
-  output (stdout and stderr, merged) is kept as a shell job's (`Tail`), the exit code reported;
+  output (stdout and stderr, each on its own pipe) goes to the run log and the tail as a shell
+  job's (`Capture`), the exit code reported;
 - gets its environment (the job's env, its env_secret, the SCHEDD_* contract) through
   ``--env-file /dev/fd/N``, a pipe the worker writes and closes: nothing on disk, nothing on
   any command line (/proc/*/cmdline) and nothing in the engine's own environment;
@@ -58,7 +59,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .base import (FAILED, SUCCEEDED, Assignment, Result, Stop, Tail, contract_env, race, stopped)
+from schedd_worker.run_logs import STDERR, STDOUT
+
+from .base import (FAILED, SUCCEEDED, Assignment, Capture, Result, Stop, contract_env, race, stopped)
 
 __all__ = ["ContainerConfig", "MountRule", "ContainerHandler", "Probe", "probe", "sweep", "run_argv",
            "refusal", "DEFAULT_ULIMITS", "TeamIds", "no_team_ids", "container_user"]
@@ -324,7 +327,7 @@ async def _run(a: Assignment, spec: Mapping[str, Any], cfg: ContainerConfig, nam
     argv = run_argv(a, spec, cfg, name, env_r, cgroup or "", own)
     try:
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            *argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(env_r,), start_new_session=True)
     except OSError as e:
         os.close(env_w)
@@ -332,9 +335,10 @@ async def _run(a: Assignment, spec: Mapping[str, Any], cfg: ContainerConfig, nam
     finally:
         os.close(env_r)
     threading.Thread(target=_write_env, args=(env_w, content), daemon=True).start()
-    tail = Tail()
-    assert proc.stdout is not None
-    reader = asyncio.ensure_future(_pump(proc.stdout, tail))
+    out = Capture(stop.log)
+    assert proc.stdout is not None and proc.stderr is not None
+    reader = asyncio.ensure_future(asyncio.gather(_pump(proc.stdout, out, STDOUT),
+                                                  _pump(proc.stderr, out, STDERR)))
     exited = asyncio.ensure_future(proc.wait())
     try:
         how = await race(exited, stop.cancel, stop.deadline)
@@ -343,13 +347,13 @@ async def _run(a: Assignment, spec: Mapping[str, Any], cfg: ContainerConfig, nam
             await asyncio.wait({exited}, timeout=ENGINE_TIMEOUT_S)
             await asyncio.wait({reader}, timeout=1.0)
             state, error = stopped(how, a)
-            return Result(state, exit_code=proc.returncode, error=error, output_tail=tail.text())
+            return Result(state, exit_code=proc.returncode, error=error, output_tail=out.text())
         await asyncio.wait({reader}, timeout=1.0)
         rc = proc.returncode
         assert rc is not None
         oom = await _oom_killed(cfg, name, cgroup, rc)
         state, error = _exit_result(rc, spec, oom, cfg.engine)
-        return Result(state, exit_code=rc, error=error, output_tail=tail.text())
+        return Result(state, exit_code=rc, error=error, output_tail=out.text())
     except asyncio.CancelledError:
         _kill(proc.pid)
         await asyncio.shield(_engine(cfg, "rm", "-f", *(["-t", "0"] if cfg.engine == "podman" else []), name))
@@ -360,12 +364,12 @@ async def _run(a: Assignment, spec: Mapping[str, Any], cfg: ContainerConfig, nam
         await _engine(cfg, "rm", "-f", *(["-t", "0"] if cfg.engine == "podman" else []), name)
 
 
-async def _pump(stream: asyncio.StreamReader, tail: Tail) -> None:
+async def _pump(stream: asyncio.StreamReader, out: Capture, which: int) -> None:
     while True:
         chunk = await stream.read(65536)
         if not chunk:
             return
-        tail.feed(chunk)
+        out.feed(which, chunk)
 
 
 async def _engine(cfg: ContainerConfig, *args: str) -> tuple[int, str]:

@@ -20,8 +20,9 @@ How they talk: a ``SOCK_SEQPACKET`` socket pair made at start (no path on disk: 
 connect to it). For each attempt the worker makes a stream socket pair and passes one end over
 it (``SCM_RIGHTS``); on that stream it writes the request (one JSON line: the assignment, the
 spec, the team's uid:gid, the time left before the attempt's timeout, the stop grace) and may
-later write ``cancel``; the broker answers with the Result (one JSON line) when the container
-is gone. If the worker's end closes first (the worker died, or gave up the attempt), the broker
+later write ``cancel``; the broker relays the container's output as it reads it (JSON lines
+``{"out": 1|2, "data": base64}``: the worker writes them to the attempt's run log) and answers
+with the Result (one JSON line) when the container is gone. If the worker's end closes first (the worker died, or gave up the attempt), the broker
 kills and removes the container at once, as the worker itself does when its task is cancelled.
 
 Lifetime: it ignores SIGINT and SIGTERM (a terminal's Ctrl-C or systemd's stop reach the whole
@@ -34,6 +35,7 @@ still guards each container in case the broker itself is killed.
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import json
 import logging
@@ -47,6 +49,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from schedd_worker.run_logs import LogSink
 
 from .base import FAILED, Assignment, Result, Stop
 from .container import ContainerConfig, ContainerHandler, Ids, MountRule, TeamIds, no_team_ids
@@ -178,23 +182,20 @@ class ContainerBroker:
 
 
 async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stop: Stop) -> Result:
-    line = asyncio.ensure_future(reader.readline())
+    """The broker's lines until its Result: output goes to the attempt's log, a cancel is passed on."""
+    cancelled = asyncio.ensure_future(stop.cancel.wait()) if stop.cancel is not None else None
     try:
-        if stop.cancel is not None:
-            cancelled = asyncio.ensure_future(stop.cancel.wait())
-            try:
-                await asyncio.wait({line, cancelled}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                cancelled.cancel()
-            if not line.done():
-                writer.write(b"cancel\n")
-                await writer.drain()
-        raw = await line
+        while True:
+            raw = await _next_line(reader, writer, cancelled)
+            if not raw:
+                return Result(FAILED, error="the worker's container broker ended without a result: see the worker's log")
+            d = json.loads(raw)
+            if "out" not in d:
+                break
+            stop.log.write(int(d["out"]), base64.b64decode(d["data"]))
     finally:
-        line.cancel()
-    if not raw:
-        return Result(FAILED, error="the worker's container broker ended without a result: see the worker's log")
-    d = json.loads(raw)
+        if cancelled is not None:
+            cancelled.cancel()
     return Result(state=str(d["state"]), exit_code=d.get("exit_code"), http_status=None,
                   error=str(d.get("error", "")), output_tail=str(d.get("output_tail", "")))
 
@@ -214,7 +215,34 @@ class BrokeredContainerHandler:
         return await self.broker.run(a, spec, stop, own)
 
 
+async def _next_line(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     cancelled: asyncio.Future[Any] | None) -> bytes:
+    """The next line, telling the broker `cancel` once if the attempt is cancelled meanwhile."""
+    line = asyncio.ensure_future(reader.readline())
+    try:
+        if cancelled is not None and not cancelled.done():
+            await asyncio.wait({line, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+            if cancelled.done():
+                writer.write(b"cancel\n")
+                await writer.drain()
+        return await line
+    finally:
+        line.cancel()
+
+
 # ------------------------------------------------------------------------------ broker side
+
+class _Relay(LogSink):
+    """The container's output, passed to the worker as it is read (the worker writes the log)."""
+    __slots__ = ("writer",)
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+
+    def write(self, stream: int, data: bytes) -> None:
+        if not self.writer.is_closing():
+            self.writer.write(json.dumps({"out": stream, "data": base64.b64encode(data).decode()}).encode() + b"\n")
+
 
 def _request(raw: bytes, cfg: ContainerConfig) -> tuple[Assignment, dict[str, Any], Ids | None, float | None, float] | str:
     """The parts of one request, or why it is refused."""
@@ -249,7 +277,7 @@ async def _serve_attempt(sock: socket.socket, cfg: ContainerConfig) -> None:
         if isinstance(req, str):
             result = Result(FAILED, error=f"refused by this worker's container broker: {req}")
         else:
-            result = await _run_until_told(reader, cfg, *req)
+            result = await _run_until_told(reader, writer, cfg, *req)
         if result is None:
             return                      # the worker is gone: nobody to answer
         writer.write(json.dumps(dataclasses.asdict(result)).encode() + b"\n")
@@ -260,14 +288,15 @@ async def _serve_attempt(sock: socket.socket, cfg: ContainerConfig) -> None:
         writer.close()
 
 
-async def _run_until_told(reader: asyncio.StreamReader, cfg: ContainerConfig, a: Assignment,
+async def _run_until_told(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                          cfg: ContainerConfig, a: Assignment,
                           spec: dict[str, Any], own: Ids | None, left: float | None,
                           grace: float) -> Result | None:
     """Run the attempt; `cancel` from the worker stops it like a cancel (grace, then kill), the
     worker's end closing kills and removes it at once (None: no one to answer)."""
     loop = asyncio.get_running_loop()
     cancel = asyncio.Event()
-    stop = Stop(cancel, None if left is None else loop.time() + left, grace)
+    stop = Stop(cancel, None if left is None else loop.time() + left, grace, _Relay(writer))
     handler = ContainerHandler(cfg, lambda team: own)
     run = asyncio.ensure_future(handler.run(a, spec, stop))
 

@@ -4,8 +4,9 @@ Shell
     `/bin/sh -c command`, or argv without a shell, in its own session (so its own process
     group), with a minimal environment (`job_environment`: PATH, HOME, LANG, the variables the
     job names in `inherit_env`, its `env`, the contract), stdin from /dev/null, stdout and
-    stderr merged; only the last OUTPUT_TAIL_BYTES are
-    kept (memory stays bounded whatever the job prints). On timeout or cancel the whole group
+    stderr on pipes of their own that the worker reads: every byte goes to the attempt's run log
+    (`Stop.log`, schedd_worker.run_logs) in the order read, and only the last OUTPUT_TAIL_BYTES of
+    both are kept in memory for the result (memory stays bounded whatever the job prints). On timeout or cancel the whole group
     gets SIGTERM, then SIGKILL after `kill_grace_s`, and the outcome is reported only once no
     member is left. When the main process exits on its own, processes it left behind in its
     group (background children) get the same TERM/KILL treatment before the outcome is
@@ -33,7 +34,9 @@ from schedd_worker.cgroups import Cgroups
 from schedd_worker.isolation import (DIRECT, NO_TOOLS, HostTools, IsolationError, IsolationPolicy, LaunchPlan,
                                      launch)
 
-from .base import (FAILED, SUCCEEDED, Assignment, Result, Stop, Tail, contract_env, race,
+from schedd_worker.run_logs import NO_LOG, STDERR, STDOUT, LogSink
+
+from .base import (FAILED, SUCCEEDED, Assignment, Capture, Result, Stop, contract_env, race,
                    stopped)
 
 __all__ = ["ShellHandler", "job_environment"]
@@ -64,7 +67,7 @@ class ShellHandler:
             cgroup = self.cgroups.create(a.fencing_token, a.limits)
         try:
             return await _run(a, spec, stop.cancel, stop.deadline, stop.grace, plan, cgroup,
-                              self.tools)
+                              self.tools, stop.log)
         finally:
             if cgroup is not None:
                 await asyncio.to_thread(Cgroups.remove, cgroup)
@@ -131,22 +134,24 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 class _ShellProtocol(asyncio.SubprocessProtocol):
-    """Feeds the merged output straight into a bounded tail (no StreamReader buffer) and tells
-    apart "the main process exited" from "the pipe closed": with Python 3.11's
-    asyncio.subprocess, Process.wait() waits for both, and hangs while a background child
-    still holds stdout."""
+    """Feeds stdout and stderr straight into the capture (a bounded tail and the run log; no
+    StreamReader buffer) and tells apart "the main process exited" from "the pipes closed":
+    with Python 3.11's asyncio.subprocess, Process.wait() waits for both, and hangs while a
+    background child still holds stdout."""
 
-    def __init__(self, tail: Tail) -> None:
+    def __init__(self, out: Capture) -> None:
         loop = asyncio.get_running_loop()
-        self.tail = tail
+        self.out = out
+        self.open_pipes = 2
         self.exited: asyncio.Future = loop.create_future()
         self.eof: asyncio.Future = loop.create_future()
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
-        self.tail.feed(data)
+        self.out.feed(STDERR if fd == 2 else STDOUT, data)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        if not self.eof.done():
+        self.open_pipes -= 1
+        if self.open_pipes <= 0 and not self.eof.done():
             self.eof.set_result(None)
 
     def process_exited(self) -> None:
@@ -214,7 +219,8 @@ def _exit_result(rc: int) -> tuple[str, str]:
 
 async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
                deadline: float | None, grace: float, plan: LaunchPlan = DIRECT,
-               cgroup: Path | None = None, tools: HostTools = NO_TOOLS) -> Result:
+               cgroup: Path | None = None, tools: HostTools = NO_TOOLS,
+               sink: LogSink = NO_LOG) -> Result:
     command = spec.get("command")
     argv = spec.get("argv")
     if command and argv:
@@ -245,12 +251,12 @@ async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
     env.update({k: v for k, v in plan.env.items() if k not in own})   # the team user's HOME...
 
     loop = asyncio.get_running_loop()
-    tail = Tail()
+    out = Capture(sink)
     proto: _ShellProtocol | None = None
 
     def factory() -> _ShellProtocol:
         nonlocal proto
-        proto = _ShellProtocol(tail)
+        proto = _ShellProtocol(out)
         return proto
 
     try:
@@ -264,7 +270,7 @@ async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
     # would SIGKILL only the main pid and leave the rest of the group running.
     start = asyncio.ensure_future(loop.subprocess_exec(
         factory, *args, stdin=wait_r if wait_r >= 0 else subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, cwd=workdir, env=env, start_new_session=True, **way.popen))
+        stderr=subprocess.PIPE, cwd=workdir, env=env, start_new_session=True, **way.popen))
     try:
         transport, _ = await asyncio.shield(start)
     except asyncio.CancelledError:
@@ -302,7 +308,7 @@ async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
             await asyncio.wait({proto.eof}, timeout=1.0)
             state, error = stopped(how, a)
             return Result(state, exit_code=transport.get_returncode(), error=error,
-                           output_tail=tail.text())
+                           output_tail=out.text())
         rc = transport.get_returncode()
         assert rc is not None                # proto.exited fired: the process has exited
         # The main process is gone. Let the output drain; then anything it left behind in its
@@ -314,7 +320,7 @@ async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
             await _kill_group(transport, pgid, grace)
             await asyncio.wait({proto.eof}, timeout=1.0)
         state, error = _exit_result(rc)
-        return Result(state, exit_code=rc, error=error, output_tail=tail.text())
+        return Result(state, exit_code=rc, error=error, output_tail=out.text())
     except asyncio.CancelledError:
         _signal_group(pgid, signal.SIGKILL)
         raise
