@@ -24,7 +24,8 @@ import pytest
 from schedd_client import AsyncClient, Client, _plans, acl, dags, membership
 
 BUILDER_MODULES = (_plans, dags, acl, membership)
-NOT_BUILT = {"save_snapshot"}     # a stream written to a file (schedd_client.backup), no plan builder
+NOT_BUILT = {"save_snapshot",    # a stream written to a file (schedd_client.backup), no plan builder
+             "logs"}            # a stream of chunks (schedd_client.run_logs), no plan builder
 
 
 def public_methods(cls: type) -> dict[str, typing.Any]:
