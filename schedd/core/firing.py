@@ -14,9 +14,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from schedd.core import commands as C
+from schedd.core import params as run_params
 from schedd.core import schedule as sched
 from schedd.core import sla as sla_index
-from schedd.core.model import MAX_ERROR_CHARS, SCHEDULED, SKIPPED, TERMINAL_STATES, Execution, Job, execution_id
+from schedd.core.model import (
+    MAX_ERROR_CHARS, SCHEDULED, SKIPPED, TERMINAL_STATES, Execution, Job, ValidationError, execution_id,
+)
 from schedd.core.policy import BACKFILL, jitter_offset_ms
 from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code, Launch, ok, reject
@@ -112,10 +115,15 @@ def trigger(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     job = job_or_reject(st, cmd)
     if isinstance(job, ApplyResult):
         return job
+    try:
+        given = run_params.from_entry(cmd)      # checked before anything changes
+    except ValidationError as e:
+        return reject(Code.INVALID, str(e))
     t = cmd.now
     while (job.name, t) in st.execs:
         t += 1
     ex = record(st, job, t, "forced" if cmd.args.get("force") else "manual", cmd, index)
+    ex.events += run_params.event(cmd.now, given)
     items = [[job.name, t, "created" if ex.state == SCHEDULED else "skipped"]]
     return ok(R.Triggered(job.name, t, ex.state, items), effects=_launches(items))
 
