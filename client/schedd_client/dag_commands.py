@@ -11,6 +11,7 @@ from ._cli import _count, _file_options, _global_options, _table
 from .convert import format_duration, format_time, to_dict
 from .dags import dag_specs_from_bytes, dag_to_dict
 from .documents import Limits, read_input
+from .run_flow_commands import add_dag_commands, add_flow_flags, params_of, report_dag_run
 
 
 _STATE_MARK = {"SUCCEEDED": "✓", "FAILED": "✗", "TIMED_OUT": "✗", "LOST": "✗", "CANCELLED": "✗",
@@ -26,7 +27,10 @@ def add_commands(groups, command) -> None:
     dags = sub.add_subparsers(dest="command", required=True, metavar="COMMAND")
     apply = command(dags, "apply", dag_apply, "create or replace every DAG in a YAML/JSON file")
     _file_options(apply, required=True)
-    command(dags, "run", dag_run, "start a run of a DAG now").add_argument("name", metavar="NAME")
+    dag_run_cmd = command(dags, "run", dag_run, "start a run of a DAG now", timeout=False)
+    dag_run_cmd.add_argument("name", metavar="NAME")
+    add_flow_flags(dag_run_cmd)
+    add_dag_commands(dags, command)          # dag clear
     show = command(dags, "show", dag_show, "the graph with each task's state in a run (default: newest)")
     show.add_argument("name", metavar="NAME")
     show.add_argument("--run", dest="run_id", default="", metavar="ID", help="run id, or its time part")
@@ -62,8 +66,8 @@ def dag_apply(cmd) -> None:
 
 
 def dag_run(cmd) -> None:
-    run = cmd.client.run_dag(cmd.args.name)
-    cmd.emit(to_dict(run), lambda: f"started {run.run_id}\n" + render_run(run, cmd.clock))
+    run = cmd.client.run_dag(cmd.args.name, params=params_of(cmd.args))
+    report_dag_run(cmd, run, render_run)
 
 
 def dag_show(cmd) -> None:

@@ -197,12 +197,6 @@ def job_resume(cmd: Invocation) -> None:
     )
 
 
-def job_trigger(cmd: Invocation) -> None:
-    run = cmd.client.trigger_job(cmd.args.name, force=cmd.args.force)
-    note = f": {run.reason}" if run.reason else ""
-    cmd.emit(to_dict(run), lambda: f"triggered job {run.job}: execution {run.id} ({run.state}{note})")
-
-
 def job_backfill(cmd: Invocation) -> None:
     args = cmd.args
     start, end = args.start(cmd.clock()), args.end(cmd.clock())

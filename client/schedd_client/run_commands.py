@@ -77,7 +77,8 @@ def _instants(cmd: Invocation) -> None:
 
 
 def run_get(cmd: Invocation) -> None:
-    run = cmd.client.get_execution(cmd.args.id, stale_ok=cmd.args.stale)
+    ident = f"{cmd.args.id}@latest" if cmd.args.latest else cmd.args.id
+    run = cmd.client.get_execution(ident, stale_ok=cmd.args.stale)
     cmd.emit(to_dict(run), lambda: _run_details(cmd, run))
 
 

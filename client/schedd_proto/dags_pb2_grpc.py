@@ -69,6 +69,11 @@ class DagsStub:
                 request_serializer=schedd__proto_dot_dags__pb2.GetDagRunRequest.SerializeToString,
                 response_deserializer=schedd__proto_dot_dags__pb2.DagRun.FromString,
                 _registered_method=True)
+        self.ClearDagTask = channel.unary_unary(
+                '/schedd.v1.Dags/ClearDagTask',
+                request_serializer=schedd__proto_dot_dags__pb2.ClearDagTaskRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_dags__pb2.DagRun.FromString,
+                _registered_method=True)
 
 
 class DagsServicer:
@@ -119,6 +124,13 @@ class DagsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ClearDagTask(self, request, context):
+        """Run a finished task of a run again, with (downstream) every task that depends on it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DagsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -155,6 +167,11 @@ def add_DagsServicer_to_server(servicer, server):
             'GetDagRun': grpc.unary_unary_rpc_method_handler(
                     servicer.GetDagRun,
                     request_deserializer=schedd__proto_dot_dags__pb2.GetDagRunRequest.FromString,
+                    response_serializer=schedd__proto_dot_dags__pb2.DagRun.SerializeToString,
+            ),
+            'ClearDagTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClearDagTask,
+                    request_deserializer=schedd__proto_dot_dags__pb2.ClearDagTaskRequest.FromString,
                     response_serializer=schedd__proto_dot_dags__pb2.DagRun.SerializeToString,
             ),
     }
@@ -346,6 +363,33 @@ class Dags:
             target,
             '/schedd.v1.Dags/GetDagRun',
             schedd__proto_dot_dags__pb2.GetDagRunRequest.SerializeToString,
+            schedd__proto_dot_dags__pb2.DagRun.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClearDagTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.Dags/ClearDagTask',
+            schedd__proto_dot_dags__pb2.ClearDagTaskRequest.SerializeToString,
             schedd__proto_dot_dags__pb2.DagRun.FromString,
             options,
             channel_credentials,

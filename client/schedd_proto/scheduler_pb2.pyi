@@ -401,7 +401,14 @@ class Attempt(_message.Message):
     def __init__(self, number: _Optional[int] = ..., worker: _Optional[str] = ..., fencing_token: _Optional[int] = ..., started_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., http_status: _Optional[int] = ..., error: _Optional[str] = ..., output_tail: _Optional[str] = ..., state: _Optional[str] = ..., rejected: _Optional[str] = ...) -> None: ...
 
 class Execution(_message.Message):
-    __slots__ = ("id", "job", "scheduled_ms", "state", "trigger", "created_ms", "term", "reason", "attempts", "updated_ms", "log_index", "retry_at_ms", "cancel_requested", "due_ms", "events", "lane")
+    __slots__ = ("id", "job", "scheduled_ms", "state", "trigger", "created_ms", "term", "reason", "attempts", "updated_ms", "log_index", "retry_at_ms", "cancel_requested", "due_ms", "events", "lane", "params")
+    class ParamsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ID_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_MS_FIELD_NUMBER: _ClassVar[int]
@@ -418,6 +425,7 @@ class Execution(_message.Message):
     DUE_MS_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     LANE_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
     id: str
     job: str
     scheduled_ms: int
@@ -434,7 +442,8 @@ class Execution(_message.Message):
     due_ms: int
     events: _containers.RepeatedCompositeFieldContainer[ExecutionEvent]
     lane: str
-    def __init__(self, id: _Optional[str] = ..., job: _Optional[str] = ..., scheduled_ms: _Optional[int] = ..., state: _Optional[str] = ..., trigger: _Optional[str] = ..., created_ms: _Optional[int] = ..., term: _Optional[int] = ..., reason: _Optional[str] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., updated_ms: _Optional[int] = ..., log_index: _Optional[int] = ..., retry_at_ms: _Optional[int] = ..., cancel_requested: _Optional[bool] = ..., due_ms: _Optional[int] = ..., events: _Optional[_Iterable[_Union[ExecutionEvent, _Mapping]]] = ..., lane: _Optional[str] = ...) -> None: ...
+    params: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[str] = ..., job: _Optional[str] = ..., scheduled_ms: _Optional[int] = ..., state: _Optional[str] = ..., trigger: _Optional[str] = ..., created_ms: _Optional[int] = ..., term: _Optional[int] = ..., reason: _Optional[str] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., updated_ms: _Optional[int] = ..., log_index: _Optional[int] = ..., retry_at_ms: _Optional[int] = ..., cancel_requested: _Optional[bool] = ..., due_ms: _Optional[int] = ..., events: _Optional[_Iterable[_Union[ExecutionEvent, _Mapping]]] = ..., lane: _Optional[str] = ..., params: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ExecutionEvent(_message.Message):
     __slots__ = ("time_ms", "kind", "message")
@@ -477,14 +486,23 @@ class GetExecutionRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class TriggerJobRequest(_message.Message):
-    __slots__ = ("name", "request_id", "force")
+    __slots__ = ("name", "request_id", "force", "params")
+    class ParamsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     FORCE_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
     name: str
     request_id: str
     force: bool
-    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
+    params: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., force: _Optional[bool] = ..., params: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class BackfillRequest(_message.Message):
     __slots__ = ("name", "from_ms", "to_ms", "request_id", "dry_run")
@@ -686,7 +704,7 @@ class Welcome(_message.Message):
     def __init__(self, leader_id: _Optional[str] = ..., term: _Optional[int] = ..., lease_ms: _Optional[int] = ..., batches: _Optional[bool] = ..., members: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("execution_id", "job", "scheduled_ms", "attempt", "fencing_token", "term", "due_ms", "handler_json", "timeout_seconds", "labels", "team", "secret_env", "limits")
+    __slots__ = ("execution_id", "job", "scheduled_ms", "attempt", "fencing_token", "term", "due_ms", "handler_json", "timeout_seconds", "labels", "team", "secret_env", "limits", "params")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -695,6 +713,13 @@ class Assignment(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     class SecretEnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class ParamsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -714,6 +739,7 @@ class Assignment(_message.Message):
     TEAM_FIELD_NUMBER: _ClassVar[int]
     SECRET_ENV_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
     execution_id: str
     job: str
     scheduled_ms: int
@@ -727,7 +753,8 @@ class Assignment(_message.Message):
     team: str
     secret_env: _containers.ScalarMap[str, str]
     limits: ResourceLimits
-    def __init__(self, execution_id: _Optional[str] = ..., job: _Optional[str] = ..., scheduled_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., term: _Optional[int] = ..., due_ms: _Optional[int] = ..., handler_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., team: _Optional[str] = ..., secret_env: _Optional[_Mapping[str, str]] = ..., limits: _Optional[_Union[ResourceLimits, _Mapping]] = ...) -> None: ...
+    params: _containers.ScalarMap[str, str]
+    def __init__(self, execution_id: _Optional[str] = ..., job: _Optional[str] = ..., scheduled_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., term: _Optional[int] = ..., due_ms: _Optional[int] = ..., handler_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., team: _Optional[str] = ..., secret_env: _Optional[_Mapping[str, str]] = ..., limits: _Optional[_Union[ResourceLimits, _Mapping]] = ..., params: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class CancelAttempt(_message.Message):
     __slots__ = ("execution_id", "fencing_token")
@@ -959,3 +986,11 @@ class NodeInfoRequest(_message.Message):
     with_digest: bool
     digest_at: int
     def __init__(self, with_digest: _Optional[bool] = ..., digest_at: _Optional[int] = ...) -> None: ...
+
+class RetryExecutionRequest(_message.Message):
+    __slots__ = ("id", "request_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    request_id: str
+    def __init__(self, id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...

@@ -109,6 +109,11 @@ class SchedulerStub:
                 request_serializer=schedd__proto_dot_scheduler__pb2.ListQuotasRequest.SerializeToString,
                 response_deserializer=schedd__proto_dot_scheduler__pb2.ListQuotasResponse.FromString,
                 _registered_method=True)
+        self.RetryExecution = channel.unary_unary(
+                '/schedd.v1.Scheduler/RetryExecution',
+                request_serializer=schedd__proto_dot_scheduler__pb2.RetryExecutionRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.Execution.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -205,6 +210,13 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RetryExecution(self, request, context):
+        """A new attempt of a finished run: same execution id, a new fencing token (feature level 7).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -282,6 +294,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.ListQuotas,
                     request_deserializer=schedd__proto_dot_scheduler__pb2.ListQuotasRequest.FromString,
                     response_serializer=schedd__proto_dot_scheduler__pb2.ListQuotasResponse.SerializeToString,
+            ),
+            'RetryExecution': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryExecution,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.RetryExecutionRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.Execution.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -689,6 +706,33 @@ class Scheduler:
             '/schedd.v1.Scheduler/ListQuotas',
             schedd__proto_dot_scheduler__pb2.ListQuotasRequest.SerializeToString,
             schedd__proto_dot_scheduler__pb2.ListQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryExecution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.Scheduler/RetryExecution',
+            schedd__proto_dot_scheduler__pb2.RetryExecutionRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.Execution.FromString,
             options,
             channel_credentials,
             insecure,

@@ -50,10 +50,12 @@ RPC_CAPABILITIES: dict[str, Need] = {
         "CancelExecution": Need("cancel", "team"), "BackfillJob": Need("backfill", "team"),
         "ListInstants": READ, "SetQuota": Need("quota", "cluster"),
         "ListQuotas": LIST,                    # team rows by read; pool/lane rows need quota
+        "RetryExecution": Need("trigger", "team"),   # a new attempt is a run asked for, as a trigger
     }),
     **_service("Dags", {
         "PutDag": WRITE, "GetDag": READ, "ListDags": LIST, "DeleteDag": WRITE,
         "RunDag": Need("trigger", "team"), "ListDagRuns": READ, "GetDagRun": READ,
+        "ClearDagTask": Need("trigger", "team"),
     }),
     **_service("Workers", {"Connect": Need(SERVE, "worker"), "ListWorkers": OPERATOR}),
     **_service("Cluster", {"Status": OPERATOR, "NodeInfo": OPERATOR}),

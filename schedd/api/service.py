@@ -39,6 +39,7 @@ from schedd.core import batches as B
 from schedd.core.audit import short_history
 from schedd.core import commands as C
 from schedd.core import ledger
+from schedd.core import params as run_params
 from schedd.core.features import FeatureUnavailable, behind_message, refusal
 from schedd.core import schedule as sched
 from schedd.core.policy import BACKFILL, QUOTA_KINDS, quota_limit
@@ -131,6 +132,16 @@ def _spec_refusal(kind: str, args: Mapping[str, Any], cluster_level: int) -> str
     """Why an entry must not be proposed yet because of what it carries (its `fl`)."""
     needed = args.get("fl", 1)
     return behind_message(kind, needed, cluster_level) if needed > cluster_level else None
+
+
+async def checked_params(context: CallContext, given: Mapping[str, str]) -> dict[str, str]:
+    """A request's run parameters, checked before anything is proposed (INVALID_ARGUMENT with
+    what is wrong; apply checks them again)."""
+    try:
+        return run_params.check(dict(given))
+    except ValidationError as e:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+    return {}
 
 
 def _canonical_batch(specs: Sequence[pb.JobSpec], stored_of: convert.StoredSecrets,
@@ -618,8 +629,9 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     @routed(write=True)
     async def TriggerJob(self, request: pb.TriggerJobRequest, context: CallContext) -> pb.Execution:
         await self._job_known(context, request.name)
+        given = await checked_params(context, request.params)
         result = await self._commit(context, C.TRIGGER, request.request_id, name=request.name,
-                                    force=request.force)
+                                    force=request.force, **run_params.entry_args(given))
         with self.node.lock:
             fired = result.of(R.Triggered)
             ex = self.node.state.execs.get((fired.name, fired.scheduled_ms))
@@ -681,6 +693,20 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         with self.node.lock:
             return self._exec_pb(self.node.state.execs[(name, t)])
 
+    @routed(write=True)
+    async def RetryExecution(self, request: pb.RetryExecutionRequest, context: CallContext) -> pb.Execution:
+        """A new attempt of a finished run (schedd.core.attempts.retry decides; its refusals,
+        a run held in history only among them, come back as they are)."""
+        try:
+            name, t = parse_execution_id(request.id)
+        except ValidationError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        await self._commit(context, C.RUN_RETRY, request.request_id, job=name, scheduled_ms=t)
+        with self.node.lock:
+            ex = self.node.state.execs.get((name, t))
+            if ex is not None:
+                return self._exec_pb(ex)
+        await context.abort(grpc.StatusCode.NOT_FOUND, f"execution {request.id!r} was retried but is already pruned")
 
     # ------------------------------------------------------------ backfill, ledger, quotas
 
