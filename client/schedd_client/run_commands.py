@@ -98,6 +98,7 @@ def _run_details(cmd: Invocation, run: pb.Execution) -> str:
             ("Updated", cmd.when(run.updated_ms)),
             ("Retry at", cmd.when(run.retry_at_ms) if run.retry_at_ms else ""),
             ("Cancel", "requested" if run.cancel_requested else ""),
+            ("Params", ", ".join(f"{k}={v}" for k, v in sorted(run.params.items()))),
         ),
         "",
         "Attempts:",

@@ -120,9 +120,9 @@ def run_retry(cmd: Invocation) -> None:
 
 
 def dag_clear(cmd: Invocation) -> None:
-    dag, sep, when = cmd.args.run.partition("@")
+    dag, sep, when = cmd.args.run_ref.partition("@")
     if not sep or not dag:
-        raise UsageError(f"expected a DAG run id <dag>@<time> (or <dag>@latest), got {cmd.args.run!r}")
+        raise UsageError(f"expected a DAG run id <dag>@<time> (or <dag>@latest), got {cmd.args.run_ref!r}")
     run = cmd.client.clear_dag_task(dag, "" if when == "latest" else when, cmd.args.task,
                                     downstream=cmd.args.downstream)
     cleared = [t.task for t in run.tasks if t.state in ("PENDING", "SCHEDULED")]
@@ -143,7 +143,7 @@ def add_dag_commands(dags: Any, command: Any) -> None:
     """`dag clear` beside the other dag commands."""
     clear = command(dags, "clear", dag_clear,
                     "run a finished task of a DAG run again (and, with --downstream, what depends on it)")
-    clear.add_argument("run", metavar="RUN", help="the run id, <dag>@<time> or <dag>@latest")
+    clear.add_argument("run_ref", metavar="RUN", help="the run id, <dag>@<time> or <dag>@latest")
     clear.add_argument("--task", required=True, metavar="TASK")
     clear.add_argument("--downstream", action="store_true",
                        help="also every task that depends on TASK, transitively (like Airflow's clear)")
