@@ -22,6 +22,7 @@ from schedd_proto import scheduler_pb2 as pb
 
 from . import _plans
 from . import waiting as _waiting
+from . import watching as _watching
 from . import acl as _acl
 from . import backup as _backup
 from . import dags as _dags
@@ -75,6 +76,12 @@ class JobsMixin(BlockingTransport):
         return self._iterate(_plans.list_jobs(
             team=team, state=state, page_size=page_size, full=full, stale_ok=stale_ok
         ))
+
+    def watch_jobs(self, *, team: str = "", state: str = "", limit: int = 100) -> Iterator[pb.WatchEvent]:
+        """The jobs (of ``team``, in ``state``; at most ``limit``, by name) and then each change, as
+        WatchEvents (added, changed, removed; one "synced" after the listing), for as long as
+        you iterate; served from the answering node's applied state."""
+        return _watching.stream(self, _watching.jobs_call(team, state, limit))
 
     def pause_job(self, name: str) -> pb.Job:
         """Stop firing a job; returns it as paused."""
@@ -159,6 +166,11 @@ class RunsMixin(BlockingTransport):
             id = self.get_execution(id).id
         return self._run(_plans.retry_execution(id))
 
+    def watch_executions(self, job: str = "", *, state: str = "", limit: int = 50) -> Iterator[pb.WatchEvent]:
+        """The newest ``limit`` runs (of ``job``, in ``state``) and then each change, as WatchEvents
+        (a run that leaves the newest ``limit`` is "removed"), for as long as you iterate."""
+        return _watching.stream(self, _watching.executions_call(job, state, limit))
+
     def cancel_execution(self, id: str) -> pb.Execution:
         """Cancel an execution: one not started yet ends CANCELLED at once; a running attempt is
         killed by its worker (process group) and then recorded CANCELLED."""
@@ -196,6 +208,11 @@ class DagsMixin(BlockingTransport):
             return run
         return _waiting.wait_until(lambda: self._run(_dags.get_dag_run(name, run.run_id)), _waiting.dag_run_ended,
                                    timeout, f"DAG run {run.run_id}")
+
+    def watch_dag_run(self, name: str, run_id: str = "") -> Iterator[dpb.DagRun]:
+        """The run (by its id or time part; "" = the newest now) and again each time it changes,
+        for as long as you iterate."""
+        return _watching.stream(self, _watching.dag_run_call(name, run_id))
 
     def clear_dag_task(self, name: str, run_id: str, task: str, *, downstream: bool = False) -> dpb.DagRun:
         """Run a finished task of a run again (and, with ``downstream``, every task that depends
@@ -314,6 +331,11 @@ class ClusterMixin(BlockingTransport):
         """The workers connected to the leader: slots, pool, labels and what each runs."""
         return self._run(_plans.list_workers())
 
+    def watch_workers(self) -> Iterator[pb.WatchEvent]:
+        """The leader's workers and then each change (connected, draining, running; heartbeats are
+        not changes), as WatchEvents, for as long as you iterate."""
+        return _watching.stream(self, _watching.workers_call())
+
     def cluster_status(self, *, stale_ok: bool = False, with_digest: bool = False) -> pb.ClusterStatus:
         """Leader, term, commit index and every node's status, as seen by the node that answers.
         ``with_digest``: each node also hashes its whole state (``state_digest`` at ``digest_index``;
@@ -386,6 +408,12 @@ class AsyncJobsMixin(AsyncTransport):
         return self._iterate(_plans.list_jobs(
             team=team, state=state, page_size=page_size, full=full, stale_ok=stale_ok
         ))
+
+    def watch_jobs(self, *, team: str = "", state: str = "", limit: int = 100) -> AsyncIterator[pb.WatchEvent]:
+        """The jobs (of ``team``, in ``state``; at most ``limit``, by name) and then each change, as
+        WatchEvents (added, changed, removed; one "synced" after the listing), for as long as
+        you iterate; served from the answering node's applied state."""
+        return _watching.stream_async(self, _watching.jobs_call(team, state, limit))
 
     async def pause_job(self, name: str) -> pb.Job:
         """Stop firing a job; returns it as paused."""
@@ -472,6 +500,11 @@ class AsyncRunsMixin(AsyncTransport):
             id = (await self.get_execution(id)).id
         return await self._run(_plans.retry_execution(id))
 
+    def watch_executions(self, job: str = "", *, state: str = "", limit: int = 50) -> AsyncIterator[pb.WatchEvent]:
+        """The newest ``limit`` runs (of ``job``, in ``state``) and then each change, as WatchEvents
+        (a run that leaves the newest ``limit`` is "removed"), for as long as you iterate."""
+        return _watching.stream_async(self, _watching.executions_call(job, state, limit))
+
     async def cancel_execution(self, id: str) -> pb.Execution:
         """Cancel an execution: one not started yet ends CANCELLED at once; a running attempt is
         killed by its worker (process group) and then recorded CANCELLED."""
@@ -509,6 +542,11 @@ class AsyncDagsMixin(AsyncTransport):
             return run
         return await _waiting.async_wait_until(lambda: self._run(_dags.get_dag_run(name, run.run_id)),
                                                _waiting.dag_run_ended, timeout, f"DAG run {run.run_id}")
+
+    def watch_dag_run(self, name: str, run_id: str = "") -> AsyncIterator[dpb.DagRun]:
+        """The run (by its id or time part; "" = the newest now) and again each time it changes,
+        for as long as you iterate."""
+        return _watching.stream_async(self, _watching.dag_run_call(name, run_id))
 
     async def clear_dag_task(self, name: str, run_id: str, task: str, *, downstream: bool = False) -> dpb.DagRun:
         """Run a finished task of a run again (and, with ``downstream``, every task that depends
@@ -628,6 +666,11 @@ class AsyncClusterMixin(AsyncTransport):
     async def list_workers(self) -> pb.ListWorkersResponse:
         """The workers connected to the leader: slots, pool, labels and what each runs."""
         return await self._run(_plans.list_workers())
+
+    def watch_workers(self) -> AsyncIterator[pb.WatchEvent]:
+        """The leader's workers and then each change (connected, draining, running; heartbeats are
+        not changes), as WatchEvents, for as long as you iterate."""
+        return _watching.stream_async(self, _watching.workers_call())
 
     async def cluster_status(self, *, stale_ok: bool = False, with_digest: bool = False) -> pb.ClusterStatus:
         """Leader, term, commit index and every node's status, as seen by the node that answers.

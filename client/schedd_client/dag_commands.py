@@ -12,6 +12,7 @@ from .convert import format_duration, format_time, to_dict
 from .dags import dag_specs_from_bytes, dag_to_dict
 from .documents import Limits, read_input
 from .run_flow_commands import add_dag_commands, add_flow_flags, params_of, report_dag_run
+from .watch_commands import WATCH_HELP, watch_run
 
 
 _STATE_MARK = {"SUCCEEDED": "✓", "FAILED": "✗", "TIMED_OUT": "✗", "LOST": "✗", "CANCELLED": "✗",
@@ -34,6 +35,7 @@ def add_commands(groups, command) -> None:
     show = command(dags, "show", dag_show, "the graph with each task's state in a run (default: newest)")
     show.add_argument("name", metavar="NAME")
     show.add_argument("--run", dest="run_id", default="", metavar="ID", help="run id, or its time part")
+    show.add_argument("--watch", action="store_true", help=WATCH_HELP)
     runs = command(dags, "runs", dag_runs, "runs of a DAG, newest first, with states and durations")
     runs.add_argument("name", metavar="NAME")
     runs.add_argument("--limit", type=_count(1), default=20, metavar="N")
@@ -71,6 +73,9 @@ def dag_run(cmd) -> None:
 
 
 def dag_show(cmd) -> None:
+    if cmd.args.watch:
+        watch_run(cmd, cmd.client.watch_dag_run(cmd.args.name, cmd.args.run_id), lambda r: render_run(r, cmd.clock))
+        return
     run = cmd.client.get_dag_run(cmd.args.name, cmd.args.run_id)
     cmd.emit(to_dict(run), lambda: render_run(run, cmd.clock))
 

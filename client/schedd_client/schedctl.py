@@ -70,6 +70,7 @@ from .errors import SchedError, TlsRequired, Unavailable, clip
 from .invocation import Invocation
 from .run_flow_commands import RunOutcome
 from .waiting import EXIT_HELP
+from .watch_commands import WATCH_HELP
 from .job_flags import add_spec_flags
 
 __all__ = ["main", "build_parser"]
@@ -231,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing = command(jobs, "list", job_commands.job_list, "list jobs")
     listing.add_argument("--team", default="")
     listing.add_argument("--state", default="", choices=("active", "paused"))
+    listing.add_argument("--watch", action="store_true", help=WATCH_HELP)
 
     for name, run, help in (
         ("pause", job_commands.job_pause, "stop firing a job"),
@@ -269,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
                                "skipped-deadline, coalesced, paused, ...), oldest first")
     run_list.add_argument("--since", type=_time_arg, metavar="T", help="with --all-instants (default 24h ago)")
     run_list.add_argument("--until", type=_time_arg, metavar="T", help="with --all-instants (default now)")
+    run_list.add_argument("--watch", action="store_true", help=WATCH_HELP + " (the newest --limit runs)")
     run_get = command(runs, "get", run_commands.run_get, "show an execution with its attempts")
     run_get.add_argument("id", metavar="ID", help="an execution id, or JOB@latest (the job's newest run)")
     run_get.add_argument("--latest", action="store_true", help="ID is a job: show its newest run")
@@ -278,7 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     run_cancel.add_argument("id", metavar="ID")
 
     workers = group("worker", "the workers connected to the leader")
-    command(workers, "list", cluster_commands.worker_list, "connected workers: slots, pool, labels, running attempts")
+    worker_listing = command(workers, "list", cluster_commands.worker_list,
+                             "connected workers: slots, pool, labels, running attempts")
+    worker_listing.add_argument("--watch", action="store_true", help=WATCH_HELP)
 
     quotas = group("quota", "caps on running attempts per team, pool or the backfill lane")
     quota_set = command(quotas, "set", quota_commands.quota_set, "set a quota: at most N attempts running at once")

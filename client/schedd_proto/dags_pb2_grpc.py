@@ -74,6 +74,11 @@ class DagsStub:
                 request_serializer=schedd__proto_dot_dags__pb2.ClearDagTaskRequest.SerializeToString,
                 response_deserializer=schedd__proto_dot_dags__pb2.DagRun.FromString,
                 _registered_method=True)
+        self.WatchDagRun = channel.unary_stream(
+                '/schedd.v1.Dags/WatchDagRun',
+                request_serializer=schedd__proto_dot_dags__pb2.GetDagRunRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_dags__pb2.DagRun.FromString,
+                _registered_method=True)
 
 
 class DagsServicer:
@@ -131,6 +136,13 @@ class DagsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchDagRun(self, request, context):
+        """The run now, then again each time it changes, as long as the caller listens (schedctl dag show --watch).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DagsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -172,6 +184,11 @@ def add_DagsServicer_to_server(servicer, server):
             'ClearDagTask': grpc.unary_unary_rpc_method_handler(
                     servicer.ClearDagTask,
                     request_deserializer=schedd__proto_dot_dags__pb2.ClearDagTaskRequest.FromString,
+                    response_serializer=schedd__proto_dot_dags__pb2.DagRun.SerializeToString,
+            ),
+            'WatchDagRun': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchDagRun,
+                    request_deserializer=schedd__proto_dot_dags__pb2.GetDagRunRequest.FromString,
                     response_serializer=schedd__proto_dot_dags__pb2.DagRun.SerializeToString,
             ),
     }
@@ -390,6 +407,33 @@ class Dags:
             target,
             '/schedd.v1.Dags/ClearDagTask',
             schedd__proto_dot_dags__pb2.ClearDagTaskRequest.SerializeToString,
+            schedd__proto_dot_dags__pb2.DagRun.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchDagRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/schedd.v1.Dags/WatchDagRun',
+            schedd__proto_dot_dags__pb2.GetDagRunRequest.SerializeToString,
             schedd__proto_dot_dags__pb2.DagRun.FromString,
             options,
             channel_credentials,

@@ -994,3 +994,17 @@ class RetryExecutionRequest(_message.Message):
     id: str
     request_id: str
     def __init__(self, id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class WatchEvent(_message.Message):
+    __slots__ = ("type", "key", "job", "execution", "worker")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    key: str
+    job: Job
+    execution: Execution
+    worker: WorkerInfo
+    def __init__(self, type: _Optional[str] = ..., key: _Optional[str] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., worker: _Optional[_Union[WorkerInfo, _Mapping]] = ...) -> None: ...

@@ -23,7 +23,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
 
 import grpc
@@ -34,6 +34,7 @@ from schedd.api import auth, convert
 from schedd.api.limits import call_overflow
 from schedd.api.membership_view import cluster_membership, node_membership
 from schedd.api.templates import SpecTemplates
+from schedd.api.watch import MAX_ROWS, WORKER_TICK_S, Rows, WatchSlots, follow
 from schedd.security.secrets import EnvSealer
 from schedd.core import batches as B
 from schedd.core.audit import short_history
@@ -132,6 +133,13 @@ def _spec_refusal(kind: str, args: Mapping[str, Any], cluster_level: int) -> str
     """Why an entry must not be proposed yet because of what it carries (its `fl`)."""
     needed = args.get("fl", 1)
     return behind_message(kind, needed, cluster_level) if needed > cluster_level else None
+
+
+async def watch_rows(context: CallContext, page_size: int) -> int:
+    """How many rows a watch follows: `page_size`, default 100, at most MAX_ROWS."""
+    if not 0 <= page_size <= MAX_ROWS:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"page_size must be between 1 and {MAX_ROWS}")
+    return page_size or 100
 
 
 async def checked_params(context: CallContext, given: Mapping[str, str]) -> dict[str, str]:
@@ -390,9 +398,10 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     SERVICE = "Scheduler"
 
     def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, router: Router,
-                 dispatcher=None) -> None:
+                 dispatcher=None, watchers: WatchSlots | None = None) -> None:
         self.node, self.clock, self.metrics, self.router = node, clock, metrics, router
         self.dispatcher = dispatcher
+        self.watchers = watchers if watchers is not None else WatchSlots()   # shared per node (daemon)
 
     def _exec_pb(self, ex) -> pb.Execution:
         """The replicated record, plus the leader's own note on why a SCHEDULED one still waits."""
@@ -707,6 +716,59 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             if ex is not None:
                 return self._exec_pb(ex)
         await context.abort(grpc.StatusCode.NOT_FOUND, f"execution {request.id!r} was retried but is already pruned")
+
+    # ------------------------------------------------------------ watches (schedd.api.watch)
+
+    async def WatchJobs(self, request: pb.ListJobsRequest, context: CallContext) -> AsyncIterator[pb.WatchEvent]:
+        if request.state not in ("", "active", "paused"):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "state must be active or paused")
+        limit, visible = await watch_rows(context, request.page_size), auth.read_filter()
+
+        async def read() -> Rows:
+            with self.node.lock:
+                st = self.node.state
+                jobs, _, _ = st.list_jobs(team=request.team, state=request.state, limit=limit, visible=visible)
+                return {j.name: convert.job_to_pb(j, st, summary=not request.full) for j in jobs}
+
+        async for kind, key, row in follow(context, self.watchers, read, self._applied_index):
+            yield pb.WatchEvent(type=kind, key=key, **({"job": row} if row is not None else {}))
+
+    async def WatchExecutions(self, request: pb.ListExecutionsRequest,
+                              context: CallContext) -> AsyncIterator[pb.WatchEvent]:
+        if request.state and request.state not in EXECUTION_STATES:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"state must be one of {', '.join(EXECUTION_STATES)}")
+        await self._known_or_abort(context, lambda st: not request.job or request.job in st.jobs,
+                                   f"job {request.job!r} not found")
+        limit, visible = await watch_rows(context, request.page_size), auth.read_filter()
+
+        async def read() -> Rows:
+            with self.node.lock:
+                page, _, _ = self.node.state.list_executions(job=request.job, state=request.state, limit=limit,
+                                                             visible=visible)
+                return {ex.id: convert.execution_to_pb(ex) for ex in page}
+
+        async for kind, key, row in follow(context, self.watchers, read, self._applied_index):
+            yield pb.WatchEvent(type=kind, key=key, **({"execution": row} if row is not None else {}))
+
+    async def WatchWorkers(self, request: pb.ListWorkersRequest, context: CallContext) -> AsyncIterator[pb.WatchEvent]:
+        hub = getattr(self.dispatcher, "hub", None)
+        if hub is None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "this node has no worker registry")
+        reads = itertools.count()
+
+        async def read() -> Rows:
+            rows: Rows = {}
+            for w in (await hub.ListWorkers(pb.ListWorkersRequest(), context)).workers:
+                w.last_heartbeat_ms = 0          # a heartbeat is not a change worth a line
+                rows[w.name] = w
+            return rows
+
+        async for kind, key, row in follow(context, self.watchers, read, lambda: next(reads), WORKER_TICK_S):
+            yield pb.WatchEvent(type=kind, key=key, **({"worker": row} if row is not None else {}))
+
+    def _applied_index(self) -> int:
+        return self.node.state.last_index
 
     # ------------------------------------------------------------ backfill, ledger, quotas
 

@@ -102,10 +102,13 @@ def test_dag_run_params_and_clear_downstream(cluster, tmp_path):
     assert [t.state for t in run.tasks] == ["SUCCEEDED", "FAILED", "UPSTREAM_FAILED"]
     assert "extract monday" in client.get_execution(run.tasks[0].execution_id).attempts[0].output_tail
     flag.write_text("")
+    watch = client.watch_dag_run("etl", run.run_id)       # the run now, then each change
+    assert next(watch).state == "FAILED"
     out = schedctl(c, "dag", "clear", run.run_id, "--task", "transform", "--downstream").stdout
     assert "transform, load to run again" in out
-    done = wait_until(lambda: (r := client.get_dag_run("etl", run.run_id)).state != "RUNNING" and r,
-                      timeout=60, what="the cleared run to end")
+    assert next(watch).state == "RUNNING"
+    done = next(r for r in watch if r.state != "RUNNING")
+    watch.close()
     assert done.state == "SUCCEEDED" and [t.state for t in done.tasks] == ["SUCCEEDED"] * 3
     assert "load monday" in client.get_execution(done.tasks[2].execution_id).attempts[-1].output_tail
     assert any(e.kind == "cleared" for e in done.events)
@@ -131,3 +134,40 @@ def test_sdk_trigger_with_params_and_wait_sync_and_async(cluster):
             assert (await ac.get_execution("echo@latest")).id == later.id
 
     asyncio.run(awaited())
+
+
+def test_job_list_watch_in_a_pipe_prints_a_line_when_a_job_is_added(cluster):
+    """A real schedctl process, its stdout a pipe, watching through a follower: the listing, then
+    a line for the job added afterwards; the node frees the watch when the process goes away."""
+    c, client = cluster
+    client.put_job(job_spec("first", command="true"))
+    leader = c.leader()
+    follower = next(n.grpc for nid, n in c.nodes.items() if nid != leader)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDD_")}
+    env["SCHEDD_CONTEXT"] = str(c.write_context())
+    proc = subprocess.Popen([sys.executable, "-m", "schedd_client.schedctl", "--cluster", follower,
+                             "job", "list", "--watch"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, bufsize=1)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("ADDED first ")
+        client.put_job(job_spec("second", command="true"))
+        line = proc.stdout.readline()
+        assert line.startswith("ADDED second "), line
+        client.pause_job("second")
+        assert proc.stdout.readline().startswith("CHANGED second paused")
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    # the SDK's watch of runs (blocking), ended by leaving the loop
+    events = client.watch_executions("first")
+    assert next(events).type == "synced"
+    run = client.trigger_job("first")
+    seen = next(e for e in events if e.type in ("added", "changed"))
+    assert seen.key == run.id
+    events.close()
+    workers = client.watch_workers()
+    first = next(workers)
+    assert (first.type, first.key, first.worker.slots) == ("added", "w1", 4)
+    assert next(workers).type == "synced"
+    workers.close()

@@ -26,7 +26,9 @@ from schedd_client import AsyncClient, Client, _plans, acl, dags, membership
 BUILDER_MODULES = (_plans, dags, acl, membership)
 NOT_BUILT = {"save_snapshot",     # a stream written to a file (schedd_client.backup), no plan builder
              # wait for the run to end: their builder's call, then reads of the run (schedd_client.waiting)
-             "trigger_job", "run_dag", "wait_for"}
+             "trigger_job", "run_dag", "wait_for",
+             # server streams (schedd_client.watching), read for as long as the caller iterates
+             "watch_jobs", "watch_executions", "watch_workers", "watch_dag_run"}
 
 
 def public_methods(cls: type) -> dict[str, typing.Any]:
