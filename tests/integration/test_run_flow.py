@@ -48,7 +48,7 @@ def test_trigger_wait_params_latest_and_retry(cluster, tmp_path):
     latest = json.loads(schedctl(c, "run", "get", "greet@latest", "-o", "json").stdout)
     assert latest["params"] == {"who": "ann", "place": "Oslo"} and latest["state"] == "FAILED"
     shown = schedctl(c, "run", "get", "greet", "--latest").stdout
-    assert latest["id"] in shown and "params" in shown
+    assert latest["id"] in shown and "Params" in shown and "place=Oslo, who=ann" in shown
     # retry: same id, a new attempt with a new fencing token, who asked recorded; succeeds now
     flag.write_text("")
     p = schedctl(c, "run", "retry", latest["id"], "--wait", "--timeout", "60s", check=False)
