@@ -31,7 +31,6 @@ from typing import Any
 
 from schedd.core import commands as C
 from schedd.core import dags as D
-from schedd.core.commands import FEATURES
 from schedd.core.model import ValidationError, canonical_spec, spec_of_template
 from schedd.core.state import SchedulerState
 
@@ -344,13 +343,18 @@ def committed_inputs() -> list[dict[str, Any]]:
 # ------------------------------------------------------------------ recording
 
 
+# The cluster level the corpus was recorded at: the state's digest names the level, and the level
+# a later build adds says nothing about specs.
+RECORDED_LEVEL = 6
+
+
 class _Feed:
     """Entries applied as the log would: consecutive indexes, one term, times from T0."""
 
     def __init__(self) -> None:
         self.state, self.index, self.now = SchedulerState(), 0, T0
         self.apply(C.EPOCH)
-        self.apply(C.FEATURE_LEVEL, level=FEATURES.max_level)
+        self.apply(C.FEATURE_LEVEL, level=RECORDED_LEVEL)
 
     def apply(self, kind: str, **args: Any) -> str:
         self.index += 1
@@ -387,7 +391,7 @@ def _dag_case(feed: _Feed, d: dict[str, Any]) -> dict[str, Any]:
 def _committed_case(feed: _Feed, case: dict[str, Any]) -> dict[str, Any]:
     text = case["text"]
     name = json.loads(text)["name"] if text.startswith("{") else ""
-    got: dict[str, Any] = {**case, "put": feed.apply(C.PUT, spec=text, fl=FEATURES.max_level)}
+    got: dict[str, Any] = {**case, "put": feed.apply(C.PUT, spec=text, fl=RECORDED_LEVEL)}
     if isinstance(name, str) and feed.row_text(name) is not None:
         got["stored"] = feed.row_text(name)
         got["pause"] = feed.apply(C.PAUSE, name=name)

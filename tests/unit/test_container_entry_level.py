@@ -19,7 +19,7 @@ from tests.support.state import T0, text
 
 BOX = {"image": "localhost/x:1", "command": "echo hi"}
 # A build of a later level (7) than this one: the refusal must not depend on the build's table.
-LATER = C.FeatureTable((*C.FEATURES.levels, C.Level(7, note="a later build")))
+LATER = C.FeatureTable((*C.FEATURES.levels, C.Level(C.FEATURES.max_level + 1, note="a later build")))
 # Digest after LOG_AT_5 on the last build before the container handler (3085262, feature level
 # 5), obtained by applying LOG_AT_5 there (git archive 3085262 schedd): that build stores the
 # unstamped container specs (its apply never validated a handler), so this build must too.
