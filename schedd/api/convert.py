@@ -132,7 +132,7 @@ def job_spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         catchup_max=p.catchup_max, catchup_order=p.catchup_order,
         starting_deadline_seconds=p.starting_deadline_seconds, jitter_seconds=p.jitter_seconds,
         dst_gap=spec.dst_gap, dst_fold=spec.dst_fold, history_max_age_seconds=p.history_max_age_seconds,
-        env_secret={k: mask_secret(s.version) for k, s in spec.env_secret.items()})
+        env_secret={k: mask_secret(s.version) for k, s in spec.env_secret.items()}, params=dict(spec.params))
     handler = handler_to_pb(spec.handler) if spec.handler is not None else None
     if handler is not None:
         out.handler.CopyFrom(handler)

@@ -41,6 +41,7 @@ from schedd.core.audit import short_history
 from schedd.core import commands as C
 from schedd.core import ledger
 from schedd.core import params as run_params
+from schedd.core.param_rules import PARAMS_FEATURE_LEVEL
 from schedd.core.features import FeatureUnavailable, behind_message, refusal
 from schedd.core import schedule as sched
 from schedd.core.policy import BACKFILL, QUOTA_KINDS, quota_limit
@@ -125,7 +126,8 @@ def spec_levels(specs: Iterable[JobSpec | DagTask]) -> dict[str, int]:
     """The `fl` to stamp on an entry that carries these specs (jobs, or a DAG's tasks): {} when
     their entry kind's own level is enough, {"fl": 6} when one has a container handler (an older
     build would refuse it as invalid: schedd.core.features Level 6)."""
-    level = max((handler_level(s.handler) for s in specs), default=1)
+    level = max((max(handler_level(s.handler), PARAMS_FEATURE_LEVEL if getattr(s, "params", None) else 1)
+                 for s in specs), default=1)
     return {"fl": level} if level > 1 else {}
 
 

@@ -53,7 +53,8 @@ def _launches(items: list[list[Any]]) -> tuple[Launch, ...]:
 
 
 def record(st: Tables, job: Job, t: int, trigger: str, cmd: C.Command, index: int, *,
-            lane: str = "") -> Execution:
+            lane: str = "", params: dict[str, str] | None = None) -> Execution:
+    """`params`: the ones given for this run (a trigger's), over the job's defaults."""
     policy = st.policy(job)
     due = t + jitter_offset_ms(job.name, policy.jitter_ms) if trigger in ("schedule", "catchup") else t
     ex = Execution(job=job.name, scheduled_ms=t, state=SCHEDULED, trigger=trigger,
@@ -64,6 +65,8 @@ def record(st: Tables, job: Job, t: int, trigger: str, cmd: C.Command, index: in
         ex.state = SKIPPED
         ex.reason = (f"overlap queue full: {st.pending[job.name]} run(s) already waiting behind "
                      f"{st.active_desc(job.name)}")
+    if policy.params or params:
+        ex.events += run_params.event(cmd.now, run_params.defaults(policy.params, params or {}, st.feature_level))
     st.add_exec(ex)
     job.fired_total += 1
     prune_history(st, job, cmd.now)
@@ -122,8 +125,7 @@ def trigger(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     t = cmd.now
     while (job.name, t) in st.execs:
         t += 1
-    ex = record(st, job, t, "forced" if cmd.args.get("force") else "manual", cmd, index)
-    ex.events += run_params.event(cmd.now, given)
+    ex = record(st, job, t, "forced" if cmd.args.get("force") else "manual", cmd, index, params=given)
     items = [[job.name, t, "created" if ex.state == SCHEDULED else "skipped"]]
     return ok(R.Triggered(job.name, t, ex.state, items), effects=_launches(items))
 

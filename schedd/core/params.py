@@ -16,57 +16,17 @@ build that predates them ignores the key (`from_entry`).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from schedd.core import commands as C
-from schedd.core.model import ExecutionEvent, ValidationError
+from schedd.core.model import ExecutionEvent
+from schedd.core.param_rules import PARAMS_FEATURE_LEVEL, check
 
-PARAMS_FEATURE_LEVEL = 7          # schedd.core.commands FEATURES: Level 7
+__all__ = ["PARAMS_EVENT", "PARAMS_FEATURE_LEVEL", "check", "defaults", "entry_args", "event", "from_entry",
+           "of_events"]
+
 PARAMS_EVENT = "params"           # the execution (or DAG run) event that holds them
-MAX_PARAMS = 64
-MAX_NAME_CHARS = 64
-MAX_VALUE_BYTES = 4096
-MAX_TOTAL_BYTES = 16 * 1024       # names and values together: an entry stays far below its cap
-NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def check(params: object) -> dict[str, str]:
-    """The params as a sorted map of strings, or ValidationError saying what is wrong. Names are
-    identifiers (they become environment variables `SCHEDD_PARAM_<NAME>` on a worker, upper-cased,
-    so two names equal but for case are refused)."""
-    if params is None:
-        return {}
-    if not isinstance(params, Mapping):
-        raise ValidationError("params must be a map of names to strings")
-    if len(params) > MAX_PARAMS:
-        raise ValidationError(f"too many params: {len(params)}, at most {MAX_PARAMS}")
-    out: dict[str, str] = {}
-    seen: dict[str, str] = {}
-    total = 0
-    for name in sorted(params, key=str):
-        value = params[name]
-        if not isinstance(name, str) or not NAME_RE.match(name) or len(name) > MAX_NAME_CHARS:
-            raise ValidationError(f"bad param name {name!r}: a letter or _ then letters, digits or _, "
-                                  f"at most {MAX_NAME_CHARS} characters")
-        if not isinstance(value, str):
-            raise ValidationError(f"param {name!r} must be a string")
-        size = len(value.encode("utf-8", "surrogatepass"))
-        if size > MAX_VALUE_BYTES:
-            raise ValidationError(f"param {name!r} is too long ({size} bytes, at most {MAX_VALUE_BYTES})")
-        if "\0" in value:
-            raise ValidationError(f"param {name!r} contains a NUL character")
-        upper = name.upper()
-        if upper in seen:
-            raise ValidationError(f"params {seen[upper]!r} and {name!r} differ only in case "
-                                  f"(both would be SCHEDD_PARAM_{upper})")
-        seen[upper] = name
-        total += len(name) + size
-        out[name] = value
-    if total > MAX_TOTAL_BYTES:
-        raise ValidationError(f"params are too large ({total} bytes, at most {MAX_TOTAL_BYTES})")
-    return out
 
 
 def from_entry(cmd: C.Command) -> dict[str, str]:
@@ -75,6 +35,14 @@ def from_entry(cmd: C.Command) -> dict[str, str]:
     if cmd.level < PARAMS_FEATURE_LEVEL:
         return {}
     return check(cmd.args.get("params"))
+
+
+def defaults(job_params: tuple[tuple[str, str], ...], given: Mapping[str, str], cluster_level: int) -> dict[str, str]:
+    """A run's params: its job's defaults (its spec's `params`, read only once the cluster is at
+    the params level, where every replica applying knows them), each overridden by a given one."""
+    if not job_params or cluster_level < PARAMS_FEATURE_LEVEL:
+        return dict(given)
+    return {**dict(job_params), **given}
 
 
 def event(now: int, params: Mapping[str, str]) -> tuple[ExecutionEvent, ...]:

@@ -171,3 +171,16 @@ def test_job_list_watch_in_a_pipe_prints_a_line_when_a_job_is_added(cluster):
     assert (first.type, first.key, first.worker.slots) == ("added", "w1", 4)
     assert next(workers).type == "synced"
     workers.close()
+
+
+def test_scheduled_runs_carry_the_jobs_default_params(cluster):
+    c, client = cluster
+    schedctl(c, "job", "create", "region", "--schedule", "@every 2s", "--default-param", "region=eu",
+             "--command", 'echo "in $SCHEDD_PARAM_REGION"')
+    assert client.get_job("region").spec.params == {"region": "eu"}
+    ran = wait_until(lambda: next((r for r in client.list_executions("region", state="SUCCEEDED")
+                                   if r.trigger == "schedule"), None), timeout=60, what="a scheduled run")
+    assert ran.params == {"region": "eu"} and "in eu" in ran.attempts[-1].output_tail
+    p = schedctl(c, "job", "trigger", "region", "--param", "region=us", "--wait", "--timeout", "60s", check=False)
+    assert p.returncode == 0 and "in us" in p.stdout, (p.stdout, p.stderr)
+    client.pause_job("region")

@@ -184,3 +184,32 @@ def test_clear_refuses_while_a_chosen_task_is_under_way():
     h.start(run, "transform")
     r = h.apply(C.DAG_CLEAR, name="etl", logical_ms=run.logical_ms, task="extract", downstream=True)
     assert r.code == "conflict" and "transform" in r.msg and "still under way" in r.msg
+
+
+# ------------------------------------------------------------------ a job's default params
+
+
+def test_a_jobs_default_params_ride_on_every_run_and_a_trigger_overrides_them():
+    h = Harness(level=TOP_LEVEL)
+    assert h.put(name="sync", schedule="@every 10s", params={"region": "eu", "mode": "full"}).ok
+    fired = h.plan_and_fire()
+    (name, t, code), = fired
+    assert code == "created"
+    assert P.of_events(h.state.execs[(name, t)].events) == {"region": "eu", "mode": "full"}
+    r = h.apply(C.TRIGGER, name="sync", **P.entry_args({"region": "us"}))
+    assert P.of_events(h.state.execs[("sync", r.payload.scheduled_ms)].events) == {"region": "us", "mode": "full"}
+
+
+def test_default_params_are_read_only_at_the_params_level():
+    """Below level 7 an older build applies the fire too, and knows nothing of defaults: a run
+    records none there, on every replica alike."""
+    h = Harness(level=6)
+    assert h.put(name="sync", schedule="@every 10s", params={"region": "eu"}).ok    # a hand-made put
+    (name, t, _), = h.plan_and_fire()
+    assert h.state.execs[(name, t)].events == ()
+
+
+def test_bad_default_params_are_refused_at_validation():
+    from schedd.core.model import canonical_spec
+    with pytest.raises(ValidationError, match="bad param name 'a b'"):
+        canonical_spec({"name": "j", "schedule": "", "handler": {"shell": {"command": "true"}}, "params": {"a b": "x"}})
