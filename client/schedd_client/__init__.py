@@ -25,6 +25,7 @@ Errors (``code`` is the gRPC status code, ``message`` is for humans)::
     └── Unavailable            UNAVAILABLE / DEADLINE_EXCEEDED on every node until the timeout;
                                .tried lists the addresses; a write's outcome is then unknown
         └── TlsRequired        a plaintext client on a node that speaks only TLS (at once)
+    └── WaitTimeout            DEADLINE_EXCEEDED: wait_for / wait=True gave up; the run goes on
 
 An embedded worker with Python handlers is ``schedd_worker.Worker`` (the schedd-worker
 distribution).
@@ -45,6 +46,7 @@ from .errors import (
 )
 from .specs import job_spec, parse_duration, spec_from_dict, spec_to_dict
 from .dags import dag_from_dict, dag_to_dict
+from .waiting import WaitTimeout
 
 __all__ = [
     "Client",
@@ -67,4 +69,5 @@ __all__ = [
     "Conflict",
     "Unavailable",
     "TlsRequired",
+    "WaitTimeout",
 ]

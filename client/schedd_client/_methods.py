@@ -22,6 +22,8 @@ from schedd_proto import membership_pb2 as mpb
 from schedd_proto import scheduler_pb2 as pb
 
 from . import _plans
+from . import waiting as _waiting
+from . import watching as _watching
 from . import acl as _acl
 from . import backup as _backup
 from . import dags as _dags
@@ -77,6 +79,12 @@ class JobsMixin(BlockingTransport):
             team=team, state=state, page_size=page_size, full=full, stale_ok=stale_ok
         ))
 
+    def watch_jobs(self, *, team: str = "", state: str = "", limit: int = 100) -> Iterator[pb.WatchEvent]:
+        """The jobs (of ``team``, in ``state``; at most ``limit``, by name) and then each change, as
+        WatchEvents (added, changed, removed; one "synced" after the listing), for as long as
+        you iterate; served from the answering node's applied state."""
+        return _watching.stream(self, _watching.jobs_call(team, state, limit))
+
     def pause_job(self, name: str) -> pb.Job:
         """Stop firing a job; returns it as paused."""
         return self._run(_plans.pause_job(name))
@@ -90,10 +98,22 @@ class JobsMixin(BlockingTransport):
         """Delete a job; raises ``NotFound`` if there is none."""
         return self._run(_plans.delete_job(name))
 
-    def trigger_job(self, name: str, *, force: bool = False) -> pb.Execution:
+    def trigger_job(
+        self, name: str, *, force: bool = False, params: Mapping[str, str] | None = None, wait: bool = False,
+        timeout: float | None = None,
+    ) -> pb.Execution:
         """Fire a job now, outside its schedule; returns the new execution. It obeys the job's
-        overlap policy (skipped or queued behind an active run) unless ``force``."""
-        return self._run(_plans.trigger_job(name, force=force))
+        overlap policy (skipped or queued behind an active run) unless ``force``. ``params``
+        are the run's parameters (a shell job sees ``SCHEDD_PARAM_<NAME>``). With ``wait``,
+        returns the run once it has ended (``wait_for``: ``WaitTimeout`` after ``timeout`` s)."""
+        run = self._run(_plans.trigger_job(name, force=force, params=params))
+        return self.wait_for(run.id, timeout) if wait else run
+
+    def wait_for(self, run_id: str, timeout: float | None = None) -> pb.Execution:
+        """The run once it has ended (SUCCEEDED, FAILED, TIMED_OUT, CANCELLED, SKIPPED, LOST),
+        read again until then; raises ``WaitTimeout`` (the run goes on) after ``timeout`` seconds."""
+        return _waiting.wait_until(lambda: self._run(_plans.get_execution(run_id)), _waiting.run_ended,
+                                   timeout, f"run {run_id}")
 
     def backfill_job(self, name: str, start_ms: int, end_ms: int, *, dry_run: bool = False) -> pb.BackfillResponse:
         """Record executions for the instants of a job's schedule in [start_ms, end_ms] (past
@@ -133,8 +153,25 @@ class RunsMixin(BlockingTransport):
         ))
 
     def get_execution(self, id: str, *, stale_ok: bool = False) -> pb.Execution:
-        """One execution with all its attempts."""
+        """One execution with all its attempts; ``JOB@latest`` is the job's newest run."""
+        job = _plans.latest_of(id)
+        if job is not None:
+            return self._run(_plans._latest_execution(job, stale_ok=stale_ok))
         return self._run(_plans.get_execution(id, stale_ok=stale_ok))
+
+    def retry_execution(self, id: str) -> pb.Execution:
+        """A new attempt of a finished run (same id, a new fencing token); ``JOB@latest`` names
+        the job's newest run. Refused (``NotFound``) for a run no longer held in the cluster's
+        live tables, and (``Conflict``) for one still under way."""
+        job = _plans.latest_of(id)
+        if job is not None:
+            id = self.get_execution(id).id
+        return self._run(_plans.retry_execution(id))
+
+    def watch_executions(self, job: str = "", *, state: str = "", limit: int = 50) -> Iterator[pb.WatchEvent]:
+        """The newest ``limit`` runs (of ``job``, in ``state``) and then each change, as WatchEvents
+        (a run that leaves the newest ``limit`` is "removed"), for as long as you iterate."""
+        return _watching.stream(self, _watching.executions_call(job, state, limit))
 
     def cancel_execution(self, id: str) -> pb.Execution:
         """Cancel an execution: one not started yet ends CANCELLED at once; a running attempt is
@@ -173,9 +210,26 @@ class DagsMixin(BlockingTransport):
         """Delete a DAG with its runs and its tasks' history; raises ``NotFound`` if there is none."""
         return self._run(_dags.delete_dag(name))
 
-    def run_dag(self, name: str) -> dpb.DagRun:
-        """Start a run of a DAG now (logical time = now); returns the new run."""
-        return self._run(_dags.run_dag(name))
+    def run_dag(
+        self, name: str, *, params: Mapping[str, str] | None = None, wait: bool = False, timeout: float | None = None,
+    ) -> dpb.DagRun:
+        """Start a run of a DAG now (logical time = now); returns the new run. ``params`` reach
+        every task. With ``wait``, returns the run once it has ended (``WaitTimeout`` after ``timeout`` s)."""
+        run = self._run(_dags.run_dag(name, params=params))
+        if not wait:
+            return run
+        return _waiting.wait_until(lambda: self._run(_dags.get_dag_run(name, run.run_id)), _waiting.dag_run_ended,
+                                   timeout, f"DAG run {run.run_id}")
+
+    def watch_dag_run(self, name: str, run_id: str = "") -> Iterator[dpb.DagRun]:
+        """The run (by its id or time part; "" = the newest now) and again each time it changes,
+        for as long as you iterate."""
+        return _watching.stream(self, _watching.dag_run_call(name, run_id))
+
+    def clear_dag_task(self, name: str, run_id: str, task: str, *, downstream: bool = False) -> dpb.DagRun:
+        """Run a finished task of a run again (and, with ``downstream``, every task that depends
+        on it), like Airflow's clear; returns the run. ``run_id`` "" is the newest run."""
+        return self._run(_dags.clear_dag_task(name, run_id, task, downstream=downstream))
 
     def list_dag_runs(self, name: str, *, limit: int = 20, stale_ok: bool = False) -> dpb.ListDagRunsResponse:
         """The newest ``limit`` runs of a DAG, newest first, each with its tasks' states."""
@@ -289,6 +343,11 @@ class ClusterMixin(BlockingTransport):
         """The workers connected to the leader: slots, pool, labels and what each runs."""
         return self._run(_plans.list_workers())
 
+    def watch_workers(self) -> Iterator[pb.WatchEvent]:
+        """The leader's workers and then each change (connected, draining, running; heartbeats are
+        not changes), as WatchEvents, for as long as you iterate."""
+        return _watching.stream(self, _watching.workers_call())
+
     def cluster_status(self, *, stale_ok: bool = False, with_digest: bool = False) -> pb.ClusterStatus:
         """Leader, term, commit index and every node's status, as seen by the node that answers.
         ``with_digest``: each node also hashes its whole state (``state_digest`` at ``digest_index``;
@@ -363,6 +422,12 @@ class AsyncJobsMixin(AsyncTransport):
             team=team, state=state, page_size=page_size, full=full, stale_ok=stale_ok
         ))
 
+    def watch_jobs(self, *, team: str = "", state: str = "", limit: int = 100) -> AsyncIterator[pb.WatchEvent]:
+        """The jobs (of ``team``, in ``state``; at most ``limit``, by name) and then each change, as
+        WatchEvents (added, changed, removed; one "synced" after the listing), for as long as
+        you iterate; served from the answering node's applied state."""
+        return _watching.stream_async(self, _watching.jobs_call(team, state, limit))
+
     async def pause_job(self, name: str) -> pb.Job:
         """Stop firing a job; returns it as paused."""
         return await self._run(_plans.pause_job(name))
@@ -376,10 +441,22 @@ class AsyncJobsMixin(AsyncTransport):
         """Delete a job; raises ``NotFound`` if there is none."""
         return await self._run(_plans.delete_job(name))
 
-    async def trigger_job(self, name: str, *, force: bool = False) -> pb.Execution:
+    async def trigger_job(
+        self, name: str, *, force: bool = False, params: Mapping[str, str] | None = None, wait: bool = False,
+        timeout: float | None = None,
+    ) -> pb.Execution:
         """Fire a job now, outside its schedule; returns the new execution. It obeys the job's
-        overlap policy (skipped or queued behind an active run) unless ``force``."""
-        return await self._run(_plans.trigger_job(name, force=force))
+        overlap policy (skipped or queued behind an active run) unless ``force``. ``params``
+        are the run's parameters (a shell job sees ``SCHEDD_PARAM_<NAME>``). With ``wait``,
+        returns the run once it has ended (``wait_for``: ``WaitTimeout`` after ``timeout`` s)."""
+        run = await self._run(_plans.trigger_job(name, force=force, params=params))
+        return await self.wait_for(run.id, timeout) if wait else run
+
+    async def wait_for(self, run_id: str, timeout: float | None = None) -> pb.Execution:
+        """The run once it has ended (SUCCEEDED, FAILED, TIMED_OUT, CANCELLED, SKIPPED, LOST),
+        read again until then; raises ``WaitTimeout`` (the run goes on) after ``timeout`` seconds."""
+        return await _waiting.async_wait_until(lambda: self._run(_plans.get_execution(run_id)),
+                                               _waiting.run_ended, timeout, f"run {run_id}")
 
     async def backfill_job(
         self, name: str, start_ms: int, end_ms: int, *, dry_run: bool = False,
@@ -421,8 +498,25 @@ class AsyncRunsMixin(AsyncTransport):
         ))
 
     async def get_execution(self, id: str, *, stale_ok: bool = False) -> pb.Execution:
-        """One execution with all its attempts."""
+        """One execution with all its attempts; ``JOB@latest`` is the job's newest run."""
+        job = _plans.latest_of(id)
+        if job is not None:
+            return await self._run(_plans._latest_execution(job, stale_ok=stale_ok))
         return await self._run(_plans.get_execution(id, stale_ok=stale_ok))
+
+    async def retry_execution(self, id: str) -> pb.Execution:
+        """A new attempt of a finished run (same id, a new fencing token); ``JOB@latest`` names
+        the job's newest run. Refused (``NotFound``) for a run no longer held in the cluster's
+        live tables, and (``Conflict``) for one still under way."""
+        job = _plans.latest_of(id)
+        if job is not None:
+            id = (await self.get_execution(id)).id
+        return await self._run(_plans.retry_execution(id))
+
+    def watch_executions(self, job: str = "", *, state: str = "", limit: int = 50) -> AsyncIterator[pb.WatchEvent]:
+        """The newest ``limit`` runs (of ``job``, in ``state``) and then each change, as WatchEvents
+        (a run that leaves the newest ``limit`` is "removed"), for as long as you iterate."""
+        return _watching.stream_async(self, _watching.executions_call(job, state, limit))
 
     async def cancel_execution(self, id: str) -> pb.Execution:
         """Cancel an execution: one not started yet ends CANCELLED at once; a running attempt is
@@ -461,9 +555,26 @@ class AsyncDagsMixin(AsyncTransport):
         """Delete a DAG with its runs and its tasks' history; raises ``NotFound`` if there is none."""
         return await self._run(_dags.delete_dag(name))
 
-    async def run_dag(self, name: str) -> dpb.DagRun:
-        """Start a run of a DAG now (logical time = now); returns the new run."""
-        return await self._run(_dags.run_dag(name))
+    async def run_dag(
+        self, name: str, *, params: Mapping[str, str] | None = None, wait: bool = False, timeout: float | None = None,
+    ) -> dpb.DagRun:
+        """Start a run of a DAG now (logical time = now); returns the new run. ``params`` reach
+        every task. With ``wait``, returns the run once it has ended (``WaitTimeout`` after ``timeout`` s)."""
+        run = await self._run(_dags.run_dag(name, params=params))
+        if not wait:
+            return run
+        return await _waiting.async_wait_until(lambda: self._run(_dags.get_dag_run(name, run.run_id)),
+                                               _waiting.dag_run_ended, timeout, f"DAG run {run.run_id}")
+
+    def watch_dag_run(self, name: str, run_id: str = "") -> AsyncIterator[dpb.DagRun]:
+        """The run (by its id or time part; "" = the newest now) and again each time it changes,
+        for as long as you iterate."""
+        return _watching.stream_async(self, _watching.dag_run_call(name, run_id))
+
+    async def clear_dag_task(self, name: str, run_id: str, task: str, *, downstream: bool = False) -> dpb.DagRun:
+        """Run a finished task of a run again (and, with ``downstream``, every task that depends
+        on it), like Airflow's clear; returns the run. ``run_id`` "" is the newest run."""
+        return await self._run(_dags.clear_dag_task(name, run_id, task, downstream=downstream))
 
     async def list_dag_runs(self, name: str, *, limit: int = 20, stale_ok: bool = False) -> dpb.ListDagRunsResponse:
         """The newest ``limit`` runs of a DAG, newest first, each with its tasks' states."""
@@ -578,6 +689,11 @@ class AsyncClusterMixin(AsyncTransport):
     async def list_workers(self) -> pb.ListWorkersResponse:
         """The workers connected to the leader: slots, pool, labels and what each runs."""
         return await self._run(_plans.list_workers())
+
+    def watch_workers(self) -> AsyncIterator[pb.WatchEvent]:
+        """The leader's workers and then each change (connected, draining, running; heartbeats are
+        not changes), as WatchEvents, for as long as you iterate."""
+        return _watching.stream_async(self, _watching.workers_call())
 
     async def cluster_status(self, *, stale_ok: bool = False, with_digest: bool = False) -> pb.ClusterStatus:
         """Leader, term, commit index and every node's status, as seen by the node that answers.

@@ -16,13 +16,15 @@ from __future__ import annotations
 import getpass
 import socket
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 from google.protobuf.message import Message
 
 from schedd_proto import scheduler_pb2 as pb
+
+from .errors import NotFound
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Message)
@@ -176,8 +178,8 @@ def delete_job(name: str) -> Plan[None]:
     return Plan([call], lambda responses: None)
 
 
-def trigger_job(name: str, *, force: bool = False) -> Plan[pb.Execution]:
-    request = pb.TriggerJobRequest(name=name, request_id=new_request_id(), force=force)
+def trigger_job(name: str, *, force: bool = False, params: Mapping[str, str] | None = None) -> Plan[pb.Execution]:
+    request = pb.TriggerJobRequest(name=name, request_id=new_request_id(), force=force, params=dict(params or {}))
     return _single(_scheduler("TriggerJob", request, mutating=True), pb.Execution)
 
 
@@ -227,6 +229,33 @@ def get_execution(id: str, *, stale_ok: bool = False) -> Plan[pb.Execution]:
 
 
 # ---------------------------------------------------------------- cluster
+
+
+def retry_execution(id: str) -> Plan[pb.Execution]:
+    request = pb.RetryExecutionRequest(id=id, request_id=new_request_id())
+    return _single(_scheduler("RetryExecution", request, mutating=True), pb.Execution)
+
+
+LATEST = "@latest"
+
+
+def latest_of(id: str) -> str | None:
+    """The job of a ``JOB@latest`` id (its newest run), else None."""
+    return id[: -len(LATEST)] if id.endswith(LATEST) and len(id) > len(LATEST) else None
+
+
+def _latest_execution(job: str, *, stale_ok: bool = False) -> Plan[pb.Execution]:
+    """The newest run of ``job``: one page of one, newest first."""
+    request = pb.ListExecutionsRequest(job=job, page_size=1)
+
+    def result(responses: list[Message]) -> pb.Execution:
+        page = responses[0]
+        assert isinstance(page, pb.ListExecutionsResponse)
+        if not page.executions:
+            raise NotFound(f"job {job!r} has no runs")
+        return page.executions[0]
+
+    return Plan([_scheduler("ListExecutions", request, stale_ok=stale_ok)], result)
 
 
 def cancel_execution(id: str) -> Plan[pb.Execution]:

@@ -15,13 +15,22 @@ from . import membership_commands
 from ._cli import _shorten, _table
 from .convert import to_dict
 from .invocation import Invocation
+from .watch_commands import watch_listing
 
 
 def worker_list(cmd: Invocation) -> None:
+    if cmd.args.watch:
+        watch_listing(cmd, cmd.client.watch_workers(), "worker", lambda workers: workers_table(cmd, workers),
+                      lambda w: f"{w.name} slots={w.slots} running={len(w.running)} "
+                                f"{'draining' if w.draining else 'ready'}")
+        return
     workers = list(cmd.client.list_workers().workers)
-    cmd.emit(
-        [to_dict(w) for w in workers],
-        lambda: _table(
+    cmd.emit([to_dict(w) for w in workers], lambda: workers_table(cmd, workers))
+
+
+def workers_table(cmd: Invocation, workers: list[pb.WorkerInfo]) -> str:
+    """`worker list`'s table (also what `worker list --watch` redraws)."""
+    return _table(
             ("NAME", "SLOTS", "RUNNING", "POOL", "LABELS", "STATE", "CONNECTED", "LAST HEARTBEAT"),
             [
                 (w.name, w.slots, len(w.running), w.pool or "-",
@@ -31,8 +40,7 @@ def worker_list(cmd: Invocation) -> None:
                 for w in workers
             ],
             empty="No workers connected.",
-        ) + ("".join(f"\n  {w.name}: {', '.join(w.running)}" for w in workers if w.running)),
-    )
+        ) + ("".join(f"\n  {w.name}: {', '.join(w.running)}" for w in workers if w.running))
 
 
 def cluster_status(cmd: Invocation) -> None:

@@ -11,6 +11,8 @@ from ._cli import _count, _file_options, _global_options, _table
 from .convert import format_duration, format_time, to_dict
 from .dags import dag_specs_from_bytes, dag_to_dict
 from .documents import Limits, read_input
+from .run_flow_commands import add_dag_commands, add_flow_flags, params_of, report_dag_run
+from .watch_commands import WATCH_HELP, watch_run
 
 
 _STATE_MARK = {"SUCCEEDED": "✓", "FAILED": "✗", "TIMED_OUT": "✗", "LOST": "✗", "CANCELLED": "✗",
@@ -26,10 +28,14 @@ def add_commands(groups, command) -> None:
     dags = sub.add_subparsers(dest="command", required=True, metavar="COMMAND")
     apply = command(dags, "apply", dag_apply, "create or replace every DAG in a YAML/JSON file")
     _file_options(apply, required=True)
-    command(dags, "run", dag_run, "start a run of a DAG now").add_argument("name", metavar="NAME")
+    dag_run_cmd = command(dags, "run", dag_run, "start a run of a DAG now", timeout=False)
+    dag_run_cmd.add_argument("name", metavar="NAME")
+    add_flow_flags(dag_run_cmd)
+    add_dag_commands(dags, command)          # dag clear
     show = command(dags, "show", dag_show, "the graph with each task's state in a run (default: newest)")
     show.add_argument("name", metavar="NAME")
     show.add_argument("--run", dest="run_id", default="", metavar="ID", help="run id, or its time part")
+    show.add_argument("--watch", action="store_true", help=WATCH_HELP)
     runs = command(dags, "runs", dag_runs, "runs of a DAG, newest first, with states and durations")
     runs.add_argument("name", metavar="NAME")
     runs.add_argument("--limit", type=_count(1), default=20, metavar="N")
@@ -62,11 +68,14 @@ def dag_apply(cmd) -> None:
 
 
 def dag_run(cmd) -> None:
-    run = cmd.client.run_dag(cmd.args.name)
-    cmd.emit(to_dict(run), lambda: f"started {run.run_id}\n" + render_run(run, cmd.clock))
+    run = cmd.client.run_dag(cmd.args.name, params=params_of(cmd.args))
+    report_dag_run(cmd, run, render_run)
 
 
 def dag_show(cmd) -> None:
+    if cmd.args.watch:
+        watch_run(cmd, cmd.client.watch_dag_run(cmd.args.name, cmd.args.run_id), lambda r: render_run(r, cmd.clock))
+        return
     run = cmd.client.get_dag_run(cmd.args.name, cmd.args.run_id)
     cmd.emit(to_dict(run), lambda: render_run(run, cmd.clock))
 

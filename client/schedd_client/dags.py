@@ -206,8 +206,8 @@ def delete_dag(name: str) -> Plan[None]:
     return Plan([call], lambda responses: None)
 
 
-def run_dag(name: str) -> Plan[dpb.DagRun]:
-    request = dpb.RunDagRequest(name=name, request_id=new_request_id())
+def run_dag(name: str, *, params: Mapping[str, str] | None = None) -> Plan[dpb.DagRun]:
+    request = dpb.RunDagRequest(name=name, request_id=new_request_id(), params=dict(params or {}))
     return _single(_dags("RunDag", request, mutating=True), dpb.DagRun)
 
 
@@ -219,6 +219,12 @@ def list_dag_runs(name: str, *, limit: int = 20, stale_ok: bool = False) -> Plan
 def get_dag_run(name: str, run_id: str = "", *, stale_ok: bool = False) -> Plan[dpb.DagRun]:
     request = dpb.GetDagRunRequest(name=name, run_id=run_id)
     return _single(_dags("GetDagRun", request, stale_ok=stale_ok), dpb.DagRun)
+
+
+def clear_dag_task(name: str, run_id: str, task: str, *, downstream: bool = False) -> Plan[dpb.DagRun]:
+    request = dpb.ClearDagTaskRequest(name=name, run_id=run_id, task=task, downstream=downstream,
+                                      request_id=new_request_id())
+    return _single(_dags("ClearDagTask", request, mutating=True), dpb.DagRun)
 
 
 def dag_specs_from_bytes(data: bytes, where: str, limits: Limits = Limits()) -> list[dpb.DagSpec]:

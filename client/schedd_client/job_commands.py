@@ -18,6 +18,7 @@ from .documents import Limits, read_input
 from .errors import AlreadyExists, Conflict, SchedError, brief, clip
 from .invocation import Invocation
 from .job_flags import _flag_doc, _merge
+from .watch_commands import watch_listing
 from .specs import job_specs_from_bytes, spec_from_dict, spec_to_dict
 
 
@@ -161,10 +162,19 @@ def job_next(cmd: Invocation) -> None:
 
 def job_list(cmd: Invocation) -> None:
     args = cmd.args
+    if args.watch:
+        watch_listing(cmd, cmd.client.watch_jobs(team=args.team, state=args.state), "job",
+                      lambda jobs: jobs_table(cmd, jobs),
+                      lambda job: f"{job.spec.name} {_job_state(job)} next={cmd.when(job.next_fire_ms)} "
+                                  f"last={job.last_state or '-'}")
+        return
     jobs = list(cmd.client.list_jobs(team=args.team, state=args.state, stale_ok=args.stale))
-    cmd.emit(
-        [to_dict(job) for job in jobs],
-        lambda: _table(
+    cmd.emit([to_dict(job) for job in jobs], lambda: jobs_table(cmd, jobs))
+
+
+def jobs_table(cmd: Invocation, jobs: list[pb.Job]) -> str:
+    """`job list`'s table (also what `job list --watch` redraws)."""
+    return _table(
             ("NAME", "TEAM", "SCHEDULE", "TZ", "STATE", "NEXT RUN", "LAST RUN", "LAST STATE"),
             [
                 (
@@ -180,8 +190,7 @@ def job_list(cmd: Invocation) -> None:
                 for job in jobs
             ],
             empty="No jobs found.",
-        ),
-    )
+        )
 
 
 def job_pause(cmd: Invocation) -> None:
@@ -195,12 +204,6 @@ def job_resume(cmd: Invocation) -> None:
         to_dict(job),
         lambda: f"resumed job {job.spec.name} (version {job.version}, next run {cmd.when(job.next_fire_ms)})",
     )
-
-
-def job_trigger(cmd: Invocation) -> None:
-    run = cmd.client.trigger_job(cmd.args.name, force=cmd.args.force)
-    note = f": {run.reason}" if run.reason else ""
-    cmd.emit(to_dict(run), lambda: f"triggered job {run.job}: execution {run.id} ({run.state}{note})")
 
 
 def job_backfill(cmd: Invocation) -> None:

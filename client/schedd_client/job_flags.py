@@ -45,6 +45,9 @@ def add_spec_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
     spec.add_argument("--team", metavar="T")
     spec.add_argument("--description", metavar="D")
     spec.add_argument("--label", action="append", metavar="K=V", help="label (repeatable)")
+    spec.add_argument("--default-param", action="append", metavar="K=V",
+                      help="a default run parameter of every run, SCHEDD_PARAM_<K> (repeatable; "
+                           "`job trigger --param` overrides it)")
     spec.add_argument("--worker-label", action="append", metavar="K=V",
                       help="run only on workers with this label (repeatable)")
     if creating:
@@ -157,7 +160,8 @@ def _flag_doc(args: argparse.Namespace) -> dict[str, Any]:
     http = {"url": args.http_url, "method": args.http_method}
     if any(http.values()):
         doc["http"] = {k: v for k, v in http.items() if v}
-    for dest, key in (("env", "env"), ("label", "labels"), ("worker_label", "worker_labels")):
+    for dest, key in (("env", "env"), ("label", "labels"), ("worker_label", "worker_labels"),
+                      ("default_param", "params")):
         if getattr(args, dest):
             doc[key] = _pairs(getattr(args, dest), f"--{dest.replace('_', '-')}")
     if args.inherit_env:

@@ -14,6 +14,7 @@ from schedd_proto import scheduler_pb2 as pb
 from ._cli import PROG, UsageError, _fields, _indent, _shorten, _table
 from .convert import format_time, to_dict
 from .invocation import Invocation
+from .watch_commands import watch_listing
 
 
 MAX_INSTANTS = 10_000                     # what one ListInstants call returns at most (the server's cap)
@@ -26,6 +27,12 @@ def run_list(cmd: Invocation) -> None:
         return
     if args.since is not None or args.until is not None:
         raise UsageError("--since and --until go with --all-instants")
+    if args.watch:
+        watch_listing(cmd, cmd.client.watch_executions(args.job, state=args.state, limit=args.limit or 100),
+                      "execution",
+                      lambda runs: runs_table(cmd, sorted(runs, key=lambda r: (r.scheduled_ms, r.job), reverse=True)),
+                      lambda run: f"{run.id} {run.state}")
+        return
     runs = list(
         cmd.client.list_executions(
             args.job,
@@ -35,10 +42,13 @@ def run_list(cmd: Invocation) -> None:
             stale_ok=args.stale,
         )
     )
+    cmd.emit([to_dict(run) for run in runs], lambda: runs_table(cmd, runs))
+
+
+def runs_table(cmd: Invocation, runs: list[pb.Execution]) -> str:
+    """`run list`'s table (also what `run list --watch` redraws)."""
     sla = any(_sla_missed(run) for run in runs)      # an SLA column only when one missed
-    cmd.emit(
-        [to_dict(run) for run in runs],
-        lambda: _table(
+    return _table(
             ("ID", "JOB", "SCHEDULED", "STATE", "TRIGGER", "RECORDED", "TERM") + (("SLA",) if sla else ()),
             [
                 (run.id, run.job, cmd.when(run.scheduled_ms), run.state, run.trigger,
@@ -47,8 +57,7 @@ def run_list(cmd: Invocation) -> None:
                 for run in runs
             ],
             empty="No executions found.",
-        ),
-    )
+        )
 
 
 def _instants(cmd: Invocation) -> None:
@@ -77,7 +86,8 @@ def _instants(cmd: Invocation) -> None:
 
 
 def run_get(cmd: Invocation) -> None:
-    run = cmd.client.get_execution(cmd.args.id, stale_ok=cmd.args.stale)
+    ident = f"{cmd.args.id}@latest" if cmd.args.latest else cmd.args.id
+    run = cmd.client.get_execution(ident, stale_ok=cmd.args.stale)
     cmd.emit(to_dict(run), lambda: _run_details(cmd, run))
 
 
@@ -97,6 +107,7 @@ def _run_details(cmd: Invocation, run: pb.Execution) -> str:
             ("Updated", cmd.when(run.updated_ms)),
             ("Retry at", cmd.when(run.retry_at_ms) if run.retry_at_ms else ""),
             ("Cancel", "requested" if run.cancel_requested else ""),
+            ("Params", ", ".join(f"{k}={v}" for k, v in sorted(run.params.items()))),
         ),
         "",
         "Attempts:",

@@ -59,7 +59,7 @@ from typing import Any
 from schedd_proto import PROTOCOL_VERSION
 
 from . import (acl_commands, backup, cluster_commands, dag_commands, job_commands, membership_commands,
-               quota_commands, run_commands, run_logs)
+               quota_commands, run_commands, run_flow_commands, run_logs)
 from ._cli import PROG, CommandError, UsageError, _count, _file_options, _global_options, _time_arg
 from ._failover import tls_failure
 from .channels import Security, SecurityError
@@ -68,6 +68,9 @@ from .context import CLUSTER_ENV, ContextError, resolve
 from .convert import printable
 from .errors import SchedError, TlsRequired, Unavailable, clip
 from .invocation import Invocation
+from .run_flow_commands import RunOutcome
+from .waiting import EXIT_HELP
+from .watch_commands import WATCH_HELP
 from .job_flags import add_spec_flags
 
 __all__ = ["main", "build_parser"]
@@ -117,9 +120,13 @@ def _run(argv: Sequence[str] | None, now: Callable[[], float] | None) -> int:
     try:
         cluster, security = resolve(args.cluster, ca=args.ca, cert=args.cert, key=args.key,
                                     token=args.token, context=args.context)
+        if getattr(args, "wait_timeout", None) and not args.wait:    # --timeout without --wait: the RPCs'
+            args.rpc_timeout = args.wait_timeout
         with Client(cluster, timeout=args.rpc_timeout, security=security) as client:
             Invocation(args, client, now or time.time).run()
         return 0
+    except RunOutcome as outcome:       # a waited-for run that did not succeed: its exit status
+        return outcome.code
     except (ContextError, SecurityError) as err:
         _error(str(err))
         return 2
@@ -173,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Control a schedd cluster: jobs, runs and the cluster itself.",
-        epilog="Exit status: 0 success, 1 failure, 2 usage error.",
+        epilog=EXIT_HELP,
     )
     parser.add_argument("--version", action="version", version=version_line(),
                         help="print the client's version and protocol version, and exit")
@@ -225,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing = command(jobs, "list", job_commands.job_list, "list jobs")
     listing.add_argument("--team", default="")
     listing.add_argument("--state", default="", choices=("active", "paused"))
+    listing.add_argument("--watch", action="store_true", help=WATCH_HELP)
 
     for name, run, help in (
         ("pause", job_commands.job_pause, "stop firing a job"),
@@ -236,10 +244,12 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--catch-up", action="store_true",
                         help="run the instants missed while paused as the job's catch-up policy says "
                              "(default: they are recorded 'paused' and not run)")
-    trigger = command(jobs, "trigger", job_commands.job_trigger, "fire a job now, outside its schedule")
+    trigger = command(jobs, "trigger", run_flow_commands.job_trigger, "fire a job now, outside its schedule",
+                      timeout=False)
     trigger.add_argument("name", metavar="NAME")
     trigger.add_argument("--force", action="store_true",
                          help="run even if the job's overlap policy would skip or queue it")
+    run_flow_commands.add_flow_flags(trigger)
     backfill = command(jobs, "backfill", job_commands.job_backfill,
                        "run a job for the past instants of its schedule in a time range (low-priority lane)")
     backfill.add_argument("name", metavar="NAME")
@@ -261,15 +271,20 @@ def build_parser() -> argparse.ArgumentParser:
                                "skipped-deadline, coalesced, paused, ...), oldest first")
     run_list.add_argument("--since", type=_time_arg, metavar="T", help="with --all-instants (default 24h ago)")
     run_list.add_argument("--until", type=_time_arg, metavar="T", help="with --all-instants (default now)")
+    run_list.add_argument("--watch", action="store_true", help=WATCH_HELP + " (the newest --limit runs)")
     run_get = command(runs, "get", run_commands.run_get, "show an execution with its attempts")
-    run_get.add_argument("id", metavar="ID")
+    run_get.add_argument("id", metavar="ID", help="an execution id, or JOB@latest (the job's newest run)")
+    run_get.add_argument("--latest", action="store_true", help="ID is a job: show its newest run")
+    run_flow_commands.add_run_commands(runs, command)         # run retry
     run_cancel = command(runs, "cancel", run_commands.run_cancel,
                          "cancel an execution (a running attempt's process group is killed)")
     run_cancel.add_argument("id", metavar="ID")
     run_logs.add_commands(runs, command)           # run logs RUN [-f] [--stdout|--stderr] [--tail N]
 
     workers = group("worker", "the workers connected to the leader")
-    command(workers, "list", cluster_commands.worker_list, "connected workers: slots, pool, labels, running attempts")
+    worker_listing = command(workers, "list", cluster_commands.worker_list,
+                             "connected workers: slots, pool, labels, running attempts")
+    worker_listing.add_argument("--watch", action="store_true", help=WATCH_HELP)
 
     quotas = group("quota", "caps on running attempts per team, pool or the backfill lane")
     quota_set = command(quotas, "set", quota_commands.quota_set, "set a quota: at most N attempts running at once")

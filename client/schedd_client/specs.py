@@ -58,6 +58,8 @@ default. Unknown keys are refused with a ``ValidationError`` naming the key::
     limits: {memory_mb: 512, cpu_seconds: 60, open_files: 256, processes: 64}
                                                # per attempt, applied by the worker (rlimits, and
                                                # memory.max / pids.max of a cgroup where it has one)
+    params: {region: eu}                       # default run parameters (SCHEDD_PARAM_REGION, ...);
+                                               # `job trigger --param region=us` overrides one
 
     http: {url: "https://ci.example.com/hook", method: POST, headers: {X-Token: abc},
            body: "{}", insecure_skip_verify: false}
@@ -109,7 +111,7 @@ _DOC_KEYS: tuple[str, ...] = (
     "pool", "worker_labels", "overlap", "catchup", "delivery", "timeout", "history_limit", "retry",
     "command", "argv", "workdir", "env", "inherit_env", "http", "python", "container",
 )  # fmt: skip
-_DOC_KEYS += ("dst_gap", "dst_fold", "sla", "env_secret", "limits")
+_DOC_KEYS += ("dst_gap", "dst_fold", "sla", "env_secret", "limits", "params")
 _DOC_KEYS += ("max_active", "queue_limit", "concurrency_key", "concurrency_limit", "catchup_window",
               "catchup_max", "catchup_order", "starting_deadline", "jitter", "history_max_age")
 # job document key -> JobSpec field, for the policies given as durations
@@ -198,13 +200,15 @@ def job_spec(
     env_secret: Mapping[str, str] | None = None,
     limits: pb.ResourceLimits | Mapping[str, float] | None = None,
     container: pb.ContainerHandler | Mapping[str, Any] | None = None,
+    params: Mapping[str, str] | None = None,
 ) -> pb.JobSpec:
     """A ``JobSpec`` with exactly one handler: ``command=`` or ``argv=`` (with optional ``workdir``,
     ``env`` and ``inherit_env``, the worker variables the job may see besides PATH, HOME, LANG), ``http_url=`` (with ``http_method``, ``http_headers``, ``http_body``), or
     ``python=`` (a handler name registered with the worker API; ``python_args`` is any JSON value),
     or ``container=`` (a ``ContainerHandler`` or a mapping of its fields: image, command or args,
     env, workdir, user, network, cpu, memory as MiB or "64Mi"/"1Gi", pids, read_only, mounts as
-    mappings of source, target, read_only, pull; needs a cluster at feature level 6).
+    mappings of source, target, read_only, pull; needs a cluster at feature level 6). ``params``
+    are the default run parameters of every run (a trigger's own win, name by name; level 7).
 
     ``timeout`` is seconds or a duration text ("5m"). Empty ``schedule`` means on demand.
     ``dst_gap`` (shift | skip) and ``dst_fold`` (first | last | both) are the schedule's DST
@@ -289,6 +293,7 @@ def job_spec(
             jitter_seconds=parse_duration(jitter),
             history_max_age_seconds=parse_duration(history_max_age),
             env_secret=dict(env_secret or {}),
+            params=dict(params or {}),
             limits=limits if limits is None or isinstance(limits, pb.ResourceLimits)
             else pb.ResourceLimits(**dict(_mapping(limits, f"job {brief(name)}: limits"))),
         )
@@ -438,6 +443,7 @@ def spec_from_dict(doc: Mapping[str, Any]) -> pb.JobSpec:
         dst_fold=r.text("dst_fold"),
         sla=_sla_from_doc(r) if doc.get("sla") is not None else None,
         env_secret=r.text_map("env_secret"),
+        params=r.text_map("params"),
         limits=_limits_from_doc(r) if doc.get("limits") is not None else None,
         concurrency_key=r.text("concurrency_key"),
         catchup_order=r.text("catchup_order"),
@@ -496,6 +502,8 @@ def spec_to_dict(spec: pb.JobSpec) -> dict[str, Any]:
         doc["labels"] = dict(spec.labels)
     if spec.worker_labels:
         doc["worker_labels"] = dict(spec.worker_labels)
+    if spec.params:
+        doc["params"] = dict(spec.params)
     kind = spec.handler.WhichOneof("kind")
     if kind == "shell":
         shell = spec.handler.shell

@@ -141,12 +141,21 @@ class DeleteDagResponse(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class RunDagRequest(_message.Message):
-    __slots__ = ("name", "request_id")
+    __slots__ = ("name", "request_id", "params")
+    class ParamsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
     name: str
     request_id: str
-    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    params: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., params: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class DagTaskRun(_message.Message):
     __slots__ = ("task", "state", "execution_id", "upstream", "trigger_rule", "attempts", "started_ms", "ended_ms", "reason", "pending_upstream", "sensor")
@@ -175,7 +184,14 @@ class DagTaskRun(_message.Message):
     def __init__(self, task: _Optional[str] = ..., state: _Optional[str] = ..., execution_id: _Optional[str] = ..., upstream: _Optional[_Iterable[str]] = ..., trigger_rule: _Optional[str] = ..., attempts: _Optional[int] = ..., started_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., reason: _Optional[str] = ..., pending_upstream: _Optional[int] = ..., sensor: _Optional[bool] = ...) -> None: ...
 
 class DagRun(_message.Message):
-    __slots__ = ("run_id", "dag", "logical_ms", "state", "trigger", "created_ms", "ended_ms", "tasks", "dag_version", "events", "sla_deadline_ms")
+    __slots__ = ("run_id", "dag", "logical_ms", "state", "trigger", "created_ms", "ended_ms", "tasks", "dag_version", "events", "sla_deadline_ms", "params")
+    class ParamsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     DAG_FIELD_NUMBER: _ClassVar[int]
     LOGICAL_MS_FIELD_NUMBER: _ClassVar[int]
@@ -187,6 +203,7 @@ class DagRun(_message.Message):
     DAG_VERSION_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     SLA_DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     dag: str
     logical_ms: int
@@ -198,7 +215,8 @@ class DagRun(_message.Message):
     dag_version: int
     events: _containers.RepeatedCompositeFieldContainer[_scheduler_pb2.ExecutionEvent]
     sla_deadline_ms: int
-    def __init__(self, run_id: _Optional[str] = ..., dag: _Optional[str] = ..., logical_ms: _Optional[int] = ..., state: _Optional[str] = ..., trigger: _Optional[str] = ..., created_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[DagTaskRun, _Mapping]]] = ..., dag_version: _Optional[int] = ..., events: _Optional[_Iterable[_Union[_scheduler_pb2.ExecutionEvent, _Mapping]]] = ..., sla_deadline_ms: _Optional[int] = ...) -> None: ...
+    params: _containers.ScalarMap[str, str]
+    def __init__(self, run_id: _Optional[str] = ..., dag: _Optional[str] = ..., logical_ms: _Optional[int] = ..., state: _Optional[str] = ..., trigger: _Optional[str] = ..., created_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[DagTaskRun, _Mapping]]] = ..., dag_version: _Optional[int] = ..., events: _Optional[_Iterable[_Union[_scheduler_pb2.ExecutionEvent, _Mapping]]] = ..., sla_deadline_ms: _Optional[int] = ..., params: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ListDagRunsRequest(_message.Message):
     __slots__ = ("name", "limit")
@@ -221,3 +239,17 @@ class GetDagRunRequest(_message.Message):
     name: str
     run_id: str
     def __init__(self, name: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
+
+class ClearDagTaskRequest(_message.Message):
+    __slots__ = ("name", "run_id", "task", "downstream", "request_id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    DOWNSTREAM_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    run_id: str
+    task: str
+    downstream: bool
+    request_id: str
+    def __init__(self, name: _Optional[str] = ..., run_id: _Optional[str] = ..., task: _Optional[str] = ..., downstream: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...

@@ -69,6 +69,16 @@ class DagsStub:
                 request_serializer=schedd__proto_dot_dags__pb2.GetDagRunRequest.SerializeToString,
                 response_deserializer=schedd__proto_dot_dags__pb2.DagRun.FromString,
                 _registered_method=True)
+        self.ClearDagTask = channel.unary_unary(
+                '/schedd.v1.Dags/ClearDagTask',
+                request_serializer=schedd__proto_dot_dags__pb2.ClearDagTaskRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_dags__pb2.DagRun.FromString,
+                _registered_method=True)
+        self.WatchDagRun = channel.unary_stream(
+                '/schedd.v1.Dags/WatchDagRun',
+                request_serializer=schedd__proto_dot_dags__pb2.GetDagRunRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_dags__pb2.DagRun.FromString,
+                _registered_method=True)
 
 
 class DagsServicer:
@@ -119,6 +129,20 @@ class DagsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ClearDagTask(self, request, context):
+        """Run a finished task of a run again, with (downstream) every task that depends on it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchDagRun(self, request, context):
+        """The run now, then again each time it changes, as long as the caller listens (schedctl dag show --watch).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DagsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -154,6 +178,16 @@ def add_DagsServicer_to_server(servicer, server):
             ),
             'GetDagRun': grpc.unary_unary_rpc_method_handler(
                     servicer.GetDagRun,
+                    request_deserializer=schedd__proto_dot_dags__pb2.GetDagRunRequest.FromString,
+                    response_serializer=schedd__proto_dot_dags__pb2.DagRun.SerializeToString,
+            ),
+            'ClearDagTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClearDagTask,
+                    request_deserializer=schedd__proto_dot_dags__pb2.ClearDagTaskRequest.FromString,
+                    response_serializer=schedd__proto_dot_dags__pb2.DagRun.SerializeToString,
+            ),
+            'WatchDagRun': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchDagRun,
                     request_deserializer=schedd__proto_dot_dags__pb2.GetDagRunRequest.FromString,
                     response_serializer=schedd__proto_dot_dags__pb2.DagRun.SerializeToString,
             ),
@@ -345,6 +379,60 @@ class Dags:
             request,
             target,
             '/schedd.v1.Dags/GetDagRun',
+            schedd__proto_dot_dags__pb2.GetDagRunRequest.SerializeToString,
+            schedd__proto_dot_dags__pb2.DagRun.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClearDagTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.Dags/ClearDagTask',
+            schedd__proto_dot_dags__pb2.ClearDagTaskRequest.SerializeToString,
+            schedd__proto_dot_dags__pb2.DagRun.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchDagRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/schedd.v1.Dags/WatchDagRun',
             schedd__proto_dot_dags__pb2.GetDagRunRequest.SerializeToString,
             schedd__proto_dot_dags__pb2.DagRun.FromString,
             options,

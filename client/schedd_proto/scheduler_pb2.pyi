@@ -129,7 +129,7 @@ class RetryPolicy(_message.Message):
     def __init__(self, max_attempts: _Optional[int] = ..., initial_backoff_seconds: _Optional[float] = ..., max_backoff_seconds: _Optional[float] = ..., multiplier: _Optional[float] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "team", "schedule", "timezone", "handler", "description", "labels", "retry", "timeout_seconds", "overlap", "catchup", "priority", "pool", "paused", "history_limit", "delivery", "worker_labels", "max_active", "queue_limit", "concurrency_key", "concurrency_limit", "catchup_window_seconds", "catchup_max", "catchup_order", "starting_deadline_seconds", "jitter_seconds", "dst_gap", "dst_fold", "sla", "history_max_age_seconds", "env_secret", "limits")
+    __slots__ = ("name", "team", "schedule", "timezone", "handler", "description", "labels", "retry", "timeout_seconds", "overlap", "catchup", "priority", "pool", "paused", "history_limit", "delivery", "worker_labels", "max_active", "queue_limit", "concurrency_key", "concurrency_limit", "catchup_window_seconds", "catchup_max", "catchup_order", "starting_deadline_seconds", "jitter_seconds", "dst_gap", "dst_fold", "sla", "history_max_age_seconds", "env_secret", "limits", "params")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -145,6 +145,13 @@ class JobSpec(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     class EnvSecretEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class ParamsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -183,6 +190,7 @@ class JobSpec(_message.Message):
     HISTORY_MAX_AGE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     ENV_SECRET_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
     name: str
     team: str
     schedule: str
@@ -215,7 +223,8 @@ class JobSpec(_message.Message):
     history_max_age_seconds: float
     env_secret: _containers.ScalarMap[str, str]
     limits: ResourceLimits
-    def __init__(self, name: _Optional[str] = ..., team: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., handler: _Optional[_Union[Handler, _Mapping]] = ..., description: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout_seconds: _Optional[float] = ..., overlap: _Optional[str] = ..., catchup: _Optional[str] = ..., priority: _Optional[int] = ..., pool: _Optional[str] = ..., paused: _Optional[bool] = ..., history_limit: _Optional[int] = ..., delivery: _Optional[str] = ..., worker_labels: _Optional[_Mapping[str, str]] = ..., max_active: _Optional[int] = ..., queue_limit: _Optional[int] = ..., concurrency_key: _Optional[str] = ..., concurrency_limit: _Optional[int] = ..., catchup_window_seconds: _Optional[float] = ..., catchup_max: _Optional[int] = ..., catchup_order: _Optional[str] = ..., starting_deadline_seconds: _Optional[float] = ..., jitter_seconds: _Optional[float] = ..., dst_gap: _Optional[str] = ..., dst_fold: _Optional[str] = ..., sla: _Optional[_Union[SlaSpec, _Mapping]] = ..., history_max_age_seconds: _Optional[float] = ..., env_secret: _Optional[_Mapping[str, str]] = ..., limits: _Optional[_Union[ResourceLimits, _Mapping]] = ...) -> None: ...
+    params: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., team: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., handler: _Optional[_Union[Handler, _Mapping]] = ..., description: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout_seconds: _Optional[float] = ..., overlap: _Optional[str] = ..., catchup: _Optional[str] = ..., priority: _Optional[int] = ..., pool: _Optional[str] = ..., paused: _Optional[bool] = ..., history_limit: _Optional[int] = ..., delivery: _Optional[str] = ..., worker_labels: _Optional[_Mapping[str, str]] = ..., max_active: _Optional[int] = ..., queue_limit: _Optional[int] = ..., concurrency_key: _Optional[str] = ..., concurrency_limit: _Optional[int] = ..., catchup_window_seconds: _Optional[float] = ..., catchup_max: _Optional[int] = ..., catchup_order: _Optional[str] = ..., starting_deadline_seconds: _Optional[float] = ..., jitter_seconds: _Optional[float] = ..., dst_gap: _Optional[str] = ..., dst_fold: _Optional[str] = ..., sla: _Optional[_Union[SlaSpec, _Mapping]] = ..., history_max_age_seconds: _Optional[float] = ..., env_secret: _Optional[_Mapping[str, str]] = ..., limits: _Optional[_Union[ResourceLimits, _Mapping]] = ..., params: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ResourceLimits(_message.Message):
     __slots__ = ("memory_mb", "cpu_seconds", "open_files", "processes")
@@ -402,7 +411,14 @@ class Attempt(_message.Message):
     def __init__(self, number: _Optional[int] = ..., worker: _Optional[str] = ..., fencing_token: _Optional[int] = ..., started_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., http_status: _Optional[int] = ..., error: _Optional[str] = ..., output_tail: _Optional[str] = ..., state: _Optional[str] = ..., rejected: _Optional[str] = ...) -> None: ...
 
 class Execution(_message.Message):
-    __slots__ = ("id", "job", "scheduled_ms", "state", "trigger", "created_ms", "term", "reason", "attempts", "updated_ms", "log_index", "retry_at_ms", "cancel_requested", "due_ms", "events", "lane")
+    __slots__ = ("id", "job", "scheduled_ms", "state", "trigger", "created_ms", "term", "reason", "attempts", "updated_ms", "log_index", "retry_at_ms", "cancel_requested", "due_ms", "events", "lane", "params")
+    class ParamsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ID_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_MS_FIELD_NUMBER: _ClassVar[int]
@@ -419,6 +435,7 @@ class Execution(_message.Message):
     DUE_MS_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     LANE_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
     id: str
     job: str
     scheduled_ms: int
@@ -435,7 +452,8 @@ class Execution(_message.Message):
     due_ms: int
     events: _containers.RepeatedCompositeFieldContainer[ExecutionEvent]
     lane: str
-    def __init__(self, id: _Optional[str] = ..., job: _Optional[str] = ..., scheduled_ms: _Optional[int] = ..., state: _Optional[str] = ..., trigger: _Optional[str] = ..., created_ms: _Optional[int] = ..., term: _Optional[int] = ..., reason: _Optional[str] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., updated_ms: _Optional[int] = ..., log_index: _Optional[int] = ..., retry_at_ms: _Optional[int] = ..., cancel_requested: _Optional[bool] = ..., due_ms: _Optional[int] = ..., events: _Optional[_Iterable[_Union[ExecutionEvent, _Mapping]]] = ..., lane: _Optional[str] = ...) -> None: ...
+    params: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[str] = ..., job: _Optional[str] = ..., scheduled_ms: _Optional[int] = ..., state: _Optional[str] = ..., trigger: _Optional[str] = ..., created_ms: _Optional[int] = ..., term: _Optional[int] = ..., reason: _Optional[str] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., updated_ms: _Optional[int] = ..., log_index: _Optional[int] = ..., retry_at_ms: _Optional[int] = ..., cancel_requested: _Optional[bool] = ..., due_ms: _Optional[int] = ..., events: _Optional[_Iterable[_Union[ExecutionEvent, _Mapping]]] = ..., lane: _Optional[str] = ..., params: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ExecutionEvent(_message.Message):
     __slots__ = ("time_ms", "kind", "message")
@@ -480,14 +498,23 @@ class GetExecutionRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class TriggerJobRequest(_message.Message):
-    __slots__ = ("name", "request_id", "force")
+    __slots__ = ("name", "request_id", "force", "params")
+    class ParamsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     FORCE_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
     name: str
     request_id: str
     force: bool
-    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
+    params: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., force: _Optional[bool] = ..., params: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class BackfillRequest(_message.Message):
     __slots__ = ("name", "from_ms", "to_ms", "request_id", "dry_run")
@@ -693,7 +720,7 @@ class Welcome(_message.Message):
     def __init__(self, leader_id: _Optional[str] = ..., term: _Optional[int] = ..., lease_ms: _Optional[int] = ..., batches: _Optional[bool] = ..., members: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("execution_id", "job", "scheduled_ms", "attempt", "fencing_token", "term", "due_ms", "handler_json", "timeout_seconds", "labels", "team", "secret_env", "limits")
+    __slots__ = ("execution_id", "job", "scheduled_ms", "attempt", "fencing_token", "term", "due_ms", "handler_json", "timeout_seconds", "labels", "team", "secret_env", "limits", "params")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -702,6 +729,13 @@ class Assignment(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     class SecretEnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class ParamsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -721,6 +755,7 @@ class Assignment(_message.Message):
     TEAM_FIELD_NUMBER: _ClassVar[int]
     SECRET_ENV_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
     execution_id: str
     job: str
     scheduled_ms: int
@@ -734,7 +769,8 @@ class Assignment(_message.Message):
     team: str
     secret_env: _containers.ScalarMap[str, str]
     limits: ResourceLimits
-    def __init__(self, execution_id: _Optional[str] = ..., job: _Optional[str] = ..., scheduled_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., term: _Optional[int] = ..., due_ms: _Optional[int] = ..., handler_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., team: _Optional[str] = ..., secret_env: _Optional[_Mapping[str, str]] = ..., limits: _Optional[_Union[ResourceLimits, _Mapping]] = ...) -> None: ...
+    params: _containers.ScalarMap[str, str]
+    def __init__(self, execution_id: _Optional[str] = ..., job: _Optional[str] = ..., scheduled_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., term: _Optional[int] = ..., due_ms: _Optional[int] = ..., handler_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., team: _Optional[str] = ..., secret_env: _Optional[_Mapping[str, str]] = ..., limits: _Optional[_Union[ResourceLimits, _Mapping]] = ..., params: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class CancelAttempt(_message.Message):
     __slots__ = ("execution_id", "fencing_token")
@@ -976,3 +1012,25 @@ class NodeInfoRequest(_message.Message):
     with_digest: bool
     digest_at: int
     def __init__(self, with_digest: _Optional[bool] = ..., digest_at: _Optional[int] = ...) -> None: ...
+
+class RetryExecutionRequest(_message.Message):
+    __slots__ = ("id", "request_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    request_id: str
+    def __init__(self, id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class WatchEvent(_message.Message):
+    __slots__ = ("type", "key", "job", "execution", "worker")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    key: str
+    job: Job
+    execution: Execution
+    worker: WorkerInfo
+    def __init__(self, type: _Optional[str] = ..., key: _Optional[str] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., worker: _Optional[_Union[WorkerInfo, _Mapping]] = ...) -> None: ...

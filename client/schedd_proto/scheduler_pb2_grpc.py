@@ -109,6 +109,26 @@ class SchedulerStub:
                 request_serializer=schedd__proto_dot_scheduler__pb2.ListQuotasRequest.SerializeToString,
                 response_deserializer=schedd__proto_dot_scheduler__pb2.ListQuotasResponse.FromString,
                 _registered_method=True)
+        self.RetryExecution = channel.unary_unary(
+                '/schedd.v1.Scheduler/RetryExecution',
+                request_serializer=schedd__proto_dot_scheduler__pb2.RetryExecutionRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.Execution.FromString,
+                _registered_method=True)
+        self.WatchJobs = channel.unary_stream(
+                '/schedd.v1.Scheduler/WatchJobs',
+                request_serializer=schedd__proto_dot_scheduler__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.WatchEvent.FromString,
+                _registered_method=True)
+        self.WatchExecutions = channel.unary_stream(
+                '/schedd.v1.Scheduler/WatchExecutions',
+                request_serializer=schedd__proto_dot_scheduler__pb2.ListExecutionsRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.WatchEvent.FromString,
+                _registered_method=True)
+        self.WatchWorkers = channel.unary_stream(
+                '/schedd.v1.Scheduler/WatchWorkers',
+                request_serializer=schedd__proto_dot_scheduler__pb2.ListWorkersRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.WatchEvent.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -205,6 +225,36 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RetryExecution(self, request, context):
+        """A new attempt of a finished run: same execution id, a new fencing token (feature level 7).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchJobs(self, request, context):
+        """A listing, then its changes, as long as the caller listens (WatchEvent); from the answering
+        node's applied state, so a follower serves it too. At most limits per node (RESOURCE_EXHAUSTED).
+        team, state; page_size rows
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchExecutions(self, request, context):
+        """job, state; the newest page_size
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchWorkers(self, request, context):
+        """the leader's workers
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -282,6 +332,26 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.ListQuotas,
                     request_deserializer=schedd__proto_dot_scheduler__pb2.ListQuotasRequest.FromString,
                     response_serializer=schedd__proto_dot_scheduler__pb2.ListQuotasResponse.SerializeToString,
+            ),
+            'RetryExecution': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryExecution,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.RetryExecutionRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.Execution.SerializeToString,
+            ),
+            'WatchJobs': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchJobs,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.ListJobsRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.WatchEvent.SerializeToString,
+            ),
+            'WatchExecutions': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchExecutions,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.ListExecutionsRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.WatchEvent.SerializeToString,
+            ),
+            'WatchWorkers': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchWorkers,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.ListWorkersRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.WatchEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -689,6 +759,114 @@ class Scheduler:
             '/schedd.v1.Scheduler/ListQuotas',
             schedd__proto_dot_scheduler__pb2.ListQuotasRequest.SerializeToString,
             schedd__proto_dot_scheduler__pb2.ListQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryExecution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.Scheduler/RetryExecution',
+            schedd__proto_dot_scheduler__pb2.RetryExecutionRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.Execution.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/schedd.v1.Scheduler/WatchJobs',
+            schedd__proto_dot_scheduler__pb2.ListJobsRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.WatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchExecutions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/schedd.v1.Scheduler/WatchExecutions',
+            schedd__proto_dot_scheduler__pb2.ListExecutionsRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.WatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/schedd.v1.Scheduler/WatchWorkers',
+            schedd__proto_dot_scheduler__pb2.ListWorkersRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.WatchEvent.FromString,
             options,
             channel_credentials,
             insecure,

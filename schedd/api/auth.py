@@ -244,12 +244,15 @@ RESOLVERS: dict[str, Resolver] = {
     _S + "ListInstants": lambda st, r: _job(st, r.job),
     _S + "GetExecution": lambda st, r: _execution(st, r.id),
     _S + "CancelExecution": lambda st, r: _execution(st, r.id),
+    _S + "RetryExecution": lambda st, r: _execution(st, r.id),
     _S + "ListExecutions": lambda st, r: _job(st, r.job) if r.job else [],
     _S + "ListJobs": lambda st, r: [Owner(r.team)] if r.team else [],
+    _S + "WatchExecutions": lambda st, r: _job(st, r.job) if r.job else [],
+    _S + "WatchJobs": lambda st, r: [Owner(r.team)] if r.team else [],
     _S + "ListQuotas": lambda st, r: [],
     _D + "PutDag": lambda st, r: _dag_spec_teams(st, r.dag),
     **{_D + m: (lambda st, r: _dag(st, r.name)) for m in (
-        "GetDag", "DeleteDag", "RunDag", "ListDagRuns", "GetDagRun")},
+        "GetDag", "DeleteDag", "RunDag", "ListDagRuns", "GetDagRun", "ClearDagTask", "WatchDagRun")},
     _D + "ListDags": lambda st, r: [],
     "/schedd.v1.Logs/ReadRunLogs": lambda st, r: _execution(st, r.id),
 }

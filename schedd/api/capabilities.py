@@ -50,10 +50,13 @@ RPC_CAPABILITIES: dict[str, Need] = {
         "CancelExecution": Need("cancel", "team"), "BackfillJob": Need("backfill", "team"),
         "ListInstants": READ, "SetQuota": Need("quota", "cluster"),
         "ListQuotas": LIST,                    # team rows by read; pool/lane rows need quota
+        "RetryExecution": Need("trigger", "team"),   # a new attempt is a run asked for, as a trigger
+        "WatchJobs": LIST, "WatchExecutions": LIST, "WatchWorkers": OPERATOR,   # as the listings they watch
     }),
     **_service("Dags", {
         "PutDag": WRITE, "GetDag": READ, "ListDags": LIST, "DeleteDag": WRITE,
         "RunDag": Need("trigger", "team"), "ListDagRuns": READ, "GetDagRun": READ,
+        "ClearDagTask": Need("trigger", "team"), "WatchDagRun": READ,
     }),
     **_service("Workers", {"Connect": Need(SERVE, "worker"), "ListWorkers": OPERATOR}),
     **_service("Cluster", {"Status": OPERATOR, "NodeInfo": OPERATOR}),

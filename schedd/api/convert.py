@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 
+from schedd.core import params as run_params
 from schedd.core import schedule as sched
 from schedd.core.model import Attempt, Execution, Job, canonical_spec, mask_secret
 from schedd.core.specs import (
@@ -131,7 +132,7 @@ def job_spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         catchup_max=p.catchup_max, catchup_order=p.catchup_order,
         starting_deadline_seconds=p.starting_deadline_seconds, jitter_seconds=p.jitter_seconds,
         dst_gap=spec.dst_gap, dst_fold=spec.dst_fold, history_max_age_seconds=p.history_max_age_seconds,
-        env_secret={k: mask_secret(s.version) for k, s in spec.env_secret.items()})
+        env_secret={k: mask_secret(s.version) for k, s in spec.env_secret.items()}, params=dict(spec.params))
     handler = handler_to_pb(spec.handler) if spec.handler is not None else None
     if handler is not None:
         out.handler.CopyFrom(handler)
@@ -255,7 +256,7 @@ def execution_to_pb(ex: Execution) -> pb.Execution:
                         attempts=[attempt_to_pb(a) for a in ex.attempts], updated_ms=ex.updated_ms,
                         log_index=ex.log_index, retry_at_ms=ex.retry_at or 0,
                         cancel_requested=ex.cancel_requested, due_ms=ex.due,
-                        lane=ex.lane, events=events_to_pb(ex.events))
+                        lane=ex.lane, events=events_to_pb(ex.events), params=run_params.of_events(ex.events))
 
 
 def events_to_pb(events) -> list[pb.ExecutionEvent]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from google.protobuf.json_format import MessageToDict
 
 from schedd.api import convert
+from schedd.core import params as run_params
 from schedd.core import dags as D
 from schedd.core import sla as S
 from schedd.core.specs import DagSpec, DagTask, SensorHandler
@@ -77,7 +78,7 @@ def run_to_pb(st: Tables, run: D.DagRun) -> dpb.DagRun:
     out = dpb.DagRun(run_id=run.run_id, dag=run.dag, logical_ms=run.logical_ms, state=run.state,
                      trigger=run.trigger, created_ms=run.created_ms, ended_ms=run.ended_ms,
                      dag_version=run.version, sla_deadline_ms=S.run_deadline(st, run) or 0,
-                     events=convert.events_to_pb(run.events))
+                     events=convert.events_to_pb(run.events), params=run_params.of_events(run.events))
     for task in run.order:
         v = D.task_view(st, run, task)
         row = st.jobs.get(D.task_job(run.dag, task))

@@ -7,13 +7,17 @@ before anything is proposed, so bad input commits nothing; reads come from the l
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import grpc
 
 from schedd.api import auth
 from schedd.api.dag_convert import dag_spec_from_pb, dag_to_pb, run_to_pb
-from schedd.api.service import CommittingService, Router, routed, spec_levels
+from schedd.api.service import CommittingService, Router, checked_params, routed, spec_levels
+from schedd.api.watch import Rows, WatchSlots, follow
 from schedd.core import commands as C
 from schedd.core import dags as D
+from schedd.core import params as run_params
 from schedd.core import results as R
 from schedd.core.model import ValidationError
 from schedd.replication.node import RaftNode
@@ -30,9 +34,11 @@ MAX_RUNS_PAGE = 1000
 class DagsService(CommittingService, dpb_grpc.DagsServicer):
     SERVICE = "Dags"
 
-    def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, router: Router) -> None:
+    def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, router: Router,
+                 watchers: WatchSlots | None = None) -> None:
         self.node, self.clock, self.metrics = node, clock, metrics
         self.router = router
+        self.watchers = watchers if watchers is not None else WatchSlots()   # shared per node (daemon)
 
     async def _dag_or_abort(self, context: CallContext, name: str) -> dpb.Dag:
         with self.node.lock:
@@ -81,7 +87,9 @@ class DagsService(CommittingService, dpb_grpc.DagsServicer):
     @routed(write=True)
     async def RunDag(self, request: dpb.RunDagRequest, context: CallContext) -> dpb.DagRun:
         await self._dag_known(context, request.name)
-        result = await self._commit(context, C.DAG_RUN, request.request_id, name=request.name)
+        given = await checked_params(context, request.params)
+        result = await self._commit(context, C.DAG_RUN, request.request_id, name=request.name,
+                                    **run_params.entry_args(given))
         with self.node.lock:
             st = self.node.state
             started = result.of(R.DagRunStarted)
@@ -118,3 +126,49 @@ class DagsService(CommittingService, dpb_grpc.DagsServicer):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"DAG {request.name!r} not found")
         what = f"run {request.run_id!r}" if request.run_id else "any run"
         await context.abort(grpc.StatusCode.NOT_FOUND, f"DAG {request.name!r} has no {what}")
+
+    @routed(write=True)
+    async def ClearDagTask(self, request: dpb.ClearDagTaskRequest, context: CallContext) -> dpb.DagRun:
+        """A finished task of a run runs again, with (downstream) what depends on it
+        (schedd.core.dags.clear decides; the run is named as GetDagRun names it)."""
+        with self.node.lock:
+            st = self.node.state
+            known = request.name in st.dags
+            run = D.find_run(st, request.name, request.run_id) if known else None
+            t = run.logical_ms if run is not None else None
+        if not known:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"DAG {request.name!r} not found")
+        if t is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"DAG {request.name!r} has no run {request.run_id!r}")
+        await self._commit(context, C.DAG_CLEAR, request.request_id, name=request.name, logical_ms=t,
+                           task=request.task, downstream=request.downstream)
+        with self.node.lock:
+            st = self.node.state
+            cleared = st.dag_runs.get((request.name, t))
+            if cleared is not None:
+                return run_to_pb(st, cleared)
+        await context.abort(grpc.StatusCode.NOT_FOUND, "the run was cleared but is already pruned")
+
+    async def WatchDagRun(self, request: dpb.GetDagRunRequest, context: CallContext) -> AsyncIterator[dpb.DagRun]:
+        """The run (named as GetDagRun names it, "" = the newest now), then again at each change,
+        from this node's applied state (schedd.api.watch); ends if the run is pruned."""
+        with self.node.lock:
+            st = self.node.state
+            known = request.name in st.dags
+            run = D.find_run(st, request.name, request.run_id) if known else None
+            t = run.logical_ms if run is not None else None
+        if t is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"DAG {request.name!r} not found" if not known
+                                else f"DAG {request.name!r} has no run {request.run_id or 'yet'}")
+
+        async def read() -> Rows:
+            with self.node.lock:
+                state = self.node.state
+                now = state.dag_runs.get((request.name, t))
+                return {now.run_id: run_to_pb(state, now)} if now is not None else {}
+
+        async for kind, _, row in follow(context, self.watchers, read, lambda: self.node.state.last_index):
+            if row is None and kind == "removed":
+                return
+            if isinstance(row, dpb.DagRun):
+                yield row

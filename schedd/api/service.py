@@ -35,11 +35,14 @@ from schedd.api.limits import call_overflow
 from schedd.api.membership_view import cluster_membership, node_membership
 from schedd.api.templates import SpecTemplates
 from schedd.history import HistoryStore
+from schedd.api.watch import MAX_ROWS, WORKER_TICK_S, Rows, WatchSlots, follow
 from schedd.security.secrets import EnvSealer
 from schedd.core import batches as B
 from schedd.core.audit import short_history
 from schedd.core import commands as C
 from schedd.core import ledger
+from schedd.core import params as run_params
+from schedd.core.param_rules import PARAMS_FEATURE_LEVEL
 from schedd.core.features import FeatureUnavailable, behind_message, refusal
 from schedd.core import schedule as sched
 from schedd.core.policy import BACKFILL, QUOTA_KINDS, quota_limit
@@ -125,7 +128,8 @@ def spec_levels(specs: Iterable[JobSpec | DagTask]) -> dict[str, Any]:
     """The `fl` to stamp on an entry that carries these specs (jobs, or a DAG's tasks): {} when
     their entry kind's own level is enough, {"fl": 6} when one has a container handler (an older
     build would refuse it as invalid: schedd.core.features Level 6)."""
-    level = max((handler_level(s.handler) for s in specs), default=1)
+    level = max((max(handler_level(s.handler), PARAMS_FEATURE_LEVEL if getattr(s, "params", None) else 1)
+                 for s in specs), default=1)
     return {"fl": level} if level > 1 else {}
 
 
@@ -133,6 +137,23 @@ def _spec_refusal(kind: str, args: Mapping[str, Any], cluster_level: int) -> str
     """Why an entry must not be proposed yet because of what it carries (its `fl`)."""
     needed = args.get("fl", 1)
     return behind_message(kind, needed, cluster_level) if needed > cluster_level else None
+
+
+async def watch_rows(context: CallContext, page_size: int) -> int:
+    """How many rows a watch follows: `page_size`, default 100, at most MAX_ROWS."""
+    if not 0 <= page_size <= MAX_ROWS:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"page_size must be between 1 and {MAX_ROWS}")
+    return page_size or 100
+
+
+async def checked_params(context: CallContext, given: Mapping[str, str]) -> dict[str, str]:
+    """A request's run parameters, checked before anything is proposed (INVALID_ARGUMENT with
+    what is wrong; apply checks them again)."""
+    try:
+        return run_params.check(dict(given))
+    except ValidationError as e:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+    return {}
 
 
 def _canonical_batch(specs: Sequence[pb.JobSpec], stored_of: convert.StoredSecrets,
@@ -404,9 +425,10 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     SERVICE = "Scheduler"
 
     def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, router: Router,
-                 dispatcher=None) -> None:
+                 dispatcher=None, watchers: WatchSlots | None = None) -> None:
         self.node, self.clock, self.metrics, self.router = node, clock, metrics, router
         self.dispatcher = dispatcher
+        self.watchers = watchers if watchers is not None else WatchSlots()   # shared per node (daemon)
 
     def _exec_pb(self, ex) -> pb.Execution:
         """The replicated record, plus the leader's own note on why a SCHEDULED one still waits."""
@@ -643,8 +665,9 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     @routed(write=True)
     async def TriggerJob(self, request: pb.TriggerJobRequest, context: CallContext) -> pb.Execution:
         await self._job_known(context, request.name)
+        given = await checked_params(context, request.params)
         result = await self._commit(context, C.TRIGGER, request.request_id, name=request.name,
-                                    force=request.force)
+                                    force=request.force, **run_params.entry_args(given))
         with self.node.lock:
             fired = result.of(R.Triggered)
             ex = self.node.state.execs.get((fired.name, fired.scheduled_ms))
@@ -708,6 +731,73 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         with self.node.lock:
             return self._exec_pb(self.node.state.execs[(name, t)])
 
+    @routed(write=True)
+    async def RetryExecution(self, request: pb.RetryExecutionRequest, context: CallContext) -> pb.Execution:
+        """A new attempt of a finished run (schedd.core.attempts.retry decides; its refusals,
+        a run held in history only among them, come back as they are)."""
+        try:
+            name, t = parse_execution_id(request.id)
+        except ValidationError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        await self._commit(context, C.RUN_RETRY, request.request_id, job=name, scheduled_ms=t)
+        with self.node.lock:
+            ex = self.node.state.execs.get((name, t))
+            if ex is not None:
+                return self._exec_pb(ex)
+        await context.abort(grpc.StatusCode.NOT_FOUND, f"execution {request.id!r} was retried but is already pruned")
+
+    # ------------------------------------------------------------ watches (schedd.api.watch)
+
+    async def WatchJobs(self, request: pb.ListJobsRequest, context: CallContext) -> AsyncIterator[pb.WatchEvent]:
+        if request.state not in ("", "active", "paused"):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "state must be active or paused")
+        limit, visible = await watch_rows(context, request.page_size), auth.read_filter()
+
+        async def read() -> Rows:
+            with self.node.lock:
+                st = self.node.state
+                jobs, _, _ = st.list_jobs(team=request.team, state=request.state, limit=limit, visible=visible)
+                return {j.name: convert.job_to_pb(j, st, summary=not request.full) for j in jobs}
+
+        async for kind, key, row in follow(context, self.watchers, read, self._applied_index):
+            yield pb.WatchEvent(type=kind, key=key, **({"job": row} if row is not None else {}))
+
+    async def WatchExecutions(self, request: pb.ListExecutionsRequest,
+                              context: CallContext) -> AsyncIterator[pb.WatchEvent]:
+        if request.state and request.state not in EXECUTION_STATES:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"state must be one of {', '.join(EXECUTION_STATES)}")
+        await self._known_or_abort(context, lambda st: not request.job or request.job in st.jobs,
+                                   f"job {request.job!r} not found")
+        limit, visible = await watch_rows(context, request.page_size), auth.read_filter()
+
+        async def read() -> Rows:
+            with self.node.lock:
+                page, _, _ = self.node.state.list_executions(job=request.job, state=request.state, limit=limit,
+                                                             visible=visible)
+                return {ex.id: convert.execution_to_pb(ex) for ex in page}
+
+        async for kind, key, row in follow(context, self.watchers, read, self._applied_index):
+            yield pb.WatchEvent(type=kind, key=key, **({"execution": row} if row is not None else {}))
+
+    async def WatchWorkers(self, request: pb.ListWorkersRequest, context: CallContext) -> AsyncIterator[pb.WatchEvent]:
+        hub = getattr(self.dispatcher, "hub", None)
+        if hub is None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "this node has no worker registry")
+        reads = itertools.count()
+
+        async def read() -> Rows:
+            rows: Rows = {}
+            for w in (await hub.ListWorkers(pb.ListWorkersRequest(), context)).workers:
+                w.last_heartbeat_ms = 0          # a heartbeat is not a change worth a line
+                rows[w.name] = w
+            return rows
+
+        async for kind, key, row in follow(context, self.watchers, read, lambda: next(reads), WORKER_TICK_S):
+            yield pb.WatchEvent(type=kind, key=key, **({"worker": row} if row is not None else {}))
+
+    def _applied_index(self) -> int:
+        return self.node.state.last_index
 
     # ------------------------------------------------------------ backfill, ledger, quotas
 

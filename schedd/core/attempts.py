@@ -16,8 +16,9 @@ from schedd.core import commands as C
 from schedd.core import schedule as sched
 from schedd.core.model import (
     CANCELLED, FAILED, LOST, MAX_ERROR_CHARS, MAX_OUTPUT_TAIL_CHARS, REJECTED, RETRY_WAIT, RUNNING, SCHEDULED,
-    SUCCEEDED, TERMINAL_STATES, TIMED_OUT, Attempt, Execution,
+    SUCCEEDED, TERMINAL_STATES, TIMED_OUT, Attempt, Execution, ExecutionEvent, execution_id,
 )
+from schedd.core.naming import dag_of_job
 from schedd.core.policy import blocked
 from schedd.core import results as R
 from schedd.core.results import ApplyResult, CancelAttempt, Code, ok, reject
@@ -316,3 +317,55 @@ def cancel(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     ex.reason = "cancelled before it ran"
     st.set_state(ex, CANCELLED, cmd.now)
     return ok(R.Cancelled(CANCELLED))
+
+
+# ------------------------------------------------------------------ run retry
+
+
+RETRY_EVENT = "retry"          # the execution event that says who asked for a new attempt
+
+
+def retained(st: Tables, name: str, t: int, eid: str) -> Execution | ApplyResult:
+    """The execution (name, t) as the replicated tables hold it, or why it cannot be acted on.
+    Only what the tables hold can change: a run that is no longer there (its history kept
+    elsewhere, or pruned) is refused, never recreated."""
+    ex = st.execs.get((name, t))
+    if ex is not None:
+        return ex
+    if name not in st.jobs:
+        return reject(Code.NOT_FOUND, f"run {eid}: job {name!r} not found")
+    return reject(Code.NOT_FOUND, f"run {eid} is in history only; retry the latest run or trigger the job")
+
+
+def reopen(st: Tables, ex: Execution, now: int, why: str) -> None:
+    """A finished execution waits for its next attempt again: same id, its attempts kept, the
+    next claim gives it a new fencing token. `why` is recorded as an event (who asked)."""
+    ex.cancel_requested = False
+    ex.retry_at = None
+    ex.reason = why[:MAX_ERROR_CHARS]
+    ex.events += (ExecutionEvent(now, RETRY_EVENT, ex.reason),)
+    st.set_state(ex, SCHEDULED, now)
+
+
+def retry(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
+    """`run_retry {job, scheduled_ms}`: a user asks for a new attempt of a finished run. A DAG
+    task is refused (its run decides when tasks run: `dag clear`), and so is a run still under
+    way. The run gets one attempt: its job's retry policy counts the failures it already had."""
+    name, t = cmd.args.get("job"), cmd.args.get("scheduled_ms")
+    if not isinstance(name, str) or type(t) is not int:
+        return reject(Code.INVALID, "run_retry needs job (a string) and scheduled_ms (an integer)")
+    eid = execution_id(name, t)
+    if dag_of_job(name) is not None:
+        return reject(Code.INVALID, f"run {eid} is a task of DAG {dag_of_job(name)!r}: use "
+                                    f"`schedctl dag clear RUN --task TASK` to run it again")
+    ex = retained(st, name, t, eid)
+    if isinstance(ex, ApplyResult):
+        return ex
+    if name not in st.jobs:
+        return reject(Code.NOT_FOUND, f"run {eid}: job {name!r} not found")
+    if ex.state not in TERMINAL_STATES:
+        return reject(Code.CONFLICT, f"run {eid} is {ex.state}: only a finished run can be retried "
+                                     "(cancel it first)")
+    who = cmd.by or "anonymous"
+    reopen(st, ex, cmd.now, f"attempt {len(ex.attempts) + 1} requested by {who} (was {ex.state})")
+    return ok(R.Retried(name, t, len(ex.attempts) + 1))

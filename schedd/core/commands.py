@@ -82,6 +82,11 @@ KINDS += (START_MANY, FINISH_MANY)
 GROUP = "group"
 GROUPABLE = frozenset({PUT})   # kinds whose apply does not use the log index as a unique id
 KINDS += (GROUP,)
+# Run flow (level 7): a new attempt of a finished run (schedd.core.attempts.retry), and a DAG
+# run's task cleared to run again with what depends on it (schedd.core.dags.clear).
+RUN_RETRY = "run_retry"
+DAG_CLEAR = "dag_clear"
+KINDS += (RUN_RETRY, DAG_CLEAR)
 
 
 # ---------------------------------------------------------------- feature levels
@@ -165,10 +170,14 @@ FEATURES = FeatureTable((
     Level(6, note="container handler: an entry that carries a job or DAG-task spec with a "
                   "`container:` handler is stamped fl=6 by its proposer (schedd.core.specs.handler_level), "
                   "since an older build's apply refuses that spec as invalid"),
-    Level(7, note="history on disk: a job's finished executions but its newest leave the replicated tables "
-                  "for every node's history store (schedd.core.history; below it a job keeps its newest "
-                  "history_limit in memory), a backfill entry says at which store index its instants were "
-                  "checked absent"),
+    Level(7, kinds=(RUN_RETRY, DAG_CLEAR),
+          note="run flow: `run_retry` (a new attempt of a finished run) and `dag_clear` (a DAG run's "
+               "task and what depends on it run again); a `trigger` or `dag_run` entry carrying run "
+               "parameters is stamped fl=7 by its proposer (schedd.core.params), since an older "
+               "build's apply ignores them. History on disk: a job's finished executions but its "
+               "newest leave the replicated tables for every node's history store (schedd.core.history; "
+               "below it a job keeps its newest history_limit in memory), a backfill entry says at which "
+               "store index its instants were checked absent"),
     # Level(8, kinds=(MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
 ))
 

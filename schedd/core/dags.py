@@ -35,6 +35,7 @@ import re
 from typing import Any
 
 from schedd.core import commands as C
+from schedd.core import params as run_params
 from schedd.core import schedule as sched
 from schedd.core import sla as S
 from schedd.core.attempts import DEFAULT_POLL_S, DEFAULT_SENSOR_TIMEOUT_S, NOT_READY
@@ -42,7 +43,7 @@ from schedd.core.firing import record
 from schedd.core.jobs import parse_schedule, upsert
 from schedd.core.model import (
     CANCELLED, FAILED, LOST, MAX_HISTORY_LIMIT, NAME_RE, SCHEDULED, SKIPPED, SUCCEEDED, TERMINAL_STATES,
-    TIMED_OUT, UPSTREAM_FAILED, Execution, ValidationError, canonical_spec,
+    TIMED_OUT, UPSTREAM_FAILED, Execution, ExecutionEvent, ValidationError, canonical_spec,
 )
 from schedd.core.specs import (
     NO_POLICIES, DagSpec, DagTask, JobHead, JobSpec, Policies, RawHandler, SensorHandler, check_committed_sla,
@@ -393,25 +394,103 @@ def run_now(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     dag = st.dags.get(name) if isinstance(name, str) else None
     if dag is None:
         return reject(Code.NOT_FOUND, f"DAG {name!r} not found")
+    try:
+        given = run_params.from_entry(cmd)      # checked before anything changes
+    except ValidationError as e:
+        return reject(Code.INVALID, str(e))
     t = cmd.now
     while (name, t) in st.dag_runs:
         t += 1
-    run = start_run(st, dag, t, "manual", cmd, index)
+    run = start_run(st, dag, t, "manual", cmd, index, run_params.event(cmd.now, given))
     return ok(R.DagRunStarted(dag.name, t, run.run_id))
 
 
-HANDLERS = {DAG_PUT: put, DAG_DELETE: delete, DAG_RUN: run_now}
+def clear(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
+    """`dag_clear {name, logical_ms, task, downstream}`: a finished task of a run (and, with
+    `downstream`, every task that depends on it, transitively) runs again, like Airflow's clear.
+    Each cleared task goes back to PENDING and is decided again by its trigger rule once its
+    upstream tasks have ended: the cleared task itself at once (its upstream ended already),
+    the ones below it as it ends. A cleared task is recorded afresh (its retry policy applies
+    again); the run is RUNNING until every task has ended, and keeps an event saying who
+    cleared what. Refused, changing nothing, while a chosen task is still under way."""
+    name, t, task = cmd.args.get("name"), cmd.args.get("logical_ms"), cmd.args.get("task")
+    if not isinstance(name, str) or type(t) is not int or not isinstance(task, str):
+        return reject(Code.INVALID, "dag_clear needs name, task (strings) and logical_ms (an integer)")
+    run = st.dag_runs.get((name, t))
+    if run is None:
+        return reject(Code.NOT_FOUND, f"DAG run {run_id(name, t)} not found")
+    if task not in run.states:
+        return reject(Code.NOT_FOUND, f"DAG {name!r} has no task {task!r} (tasks: {', '.join(run.order)})")
+    chosen = cleared_tasks(run, task, cmd.args.get("downstream") is True)
+    if run.states[task] not in TERMINAL_STATES:
+        return reject(Code.CONFLICT, f"task {task!r} of run {run.run_id} has not ended "
+                                     f"({run.states[task]}): only a finished task can be cleared")
+    busy = [x for x in chosen if run.states[x] not in TERMINAL_STATES and run.states[x] != PENDING]
+    if busy:
+        return reject(Code.CONFLICT, f"task(s) {', '.join(busy)} of run {run.run_id} are still under way: "
+                                     "wait for them to end or cancel them, then clear")
+    for x in chosen:
+        run.states[x] = PENDING
+        old = st.execs.get((task_job(name, x), t))
+        if old is not None:          # its run of before goes: the task is recorded afresh
+            st.drop_exec(old)
+    for x in run.order:              # what each waiting task still waits for, counted again
+        if run.states[x] == PENDING:
+            run.pending[x] = sum(1 for u in run.upstream[x] if run.states[u] not in TERMINAL_STATES)
+    run.state, run.ended_ms = RUN_RUNNING, 0
+    run.events += (ExecutionEvent(cmd.now, "cleared", f"{', '.join(chosen)} cleared by {cmd.by or 'anonymous'}"),)
+    for x in chosen:
+        if run.states[x] == PENDING and run.pending[x] == 0:
+            state, reason = verdict(run, x)
+            _record_task(st, run, x, state, reason, cmd, index)
+    return ok(R.Cleared(run.run_id, chosen))
+
+
+def cleared_tasks(run: DagRun, task: str, downstream: bool) -> tuple[str, ...]:
+    """`task`, and with `downstream` every task reachable from it, in the DAG's order."""
+    chosen = {task}
+    if downstream:
+        todo = [task]
+        while todo:
+            for d in run.downstream[todo.pop()]:
+                if d not in chosen:
+                    chosen.add(d)
+                    todo.append(d)
+    return tuple(x for x in run.order if x in chosen)
+
+
+def verdict(run: DagRun, task: str) -> tuple[str, str]:
+    """What `task`'s trigger rule says once every upstream task of it has ended: (SCHEDULED, "")
+    to run it, or the end state it is recorded in and why."""
+    rule = run.rules[task]
+    if rule == "all_done":
+        return SCHEDULED, ""
+    if rule == "one_failed":
+        if _failed(run, task):
+            return SCHEDULED, ""
+        return SKIPPED, "trigger rule one_failed: no upstream failed"
+    for u in run.upstream[task]:
+        if run.states[u] in FAIL_STATES:
+            return UPSTREAM_FAILED, f"upstream {u} ended {run.states[u]}"
+        if run.states[u] != SUCCEEDED:
+            return SKIPPED, f"upstream {u} ended {run.states[u]}"
+    return SCHEDULED, ""
+
+
+HANDLERS = {DAG_PUT: put, DAG_DELETE: delete, DAG_RUN: run_now, C.DAG_CLEAR: clear}
 
 
 # ------------------------------------------------------------------ apply: runs
 
 
-def start_run(st: Tables, dag: DagDef, t: int, trigger: str, cmd: C.Command, index: int) -> DagRun:
+def start_run(st: Tables, dag: DagDef, t: int, trigger: str, cmd: C.Command, index: int,
+              events: tuple[ExecutionEvent, ...] = ()) -> DagRun:
+    """`events`: the run's first events (its params: each task's execution gets them too)."""
     run = DagRun(dag=dag.name, logical_ms=t, state=RUN_RUNNING, trigger=trigger, created_ms=cmd.now,
                  version=dag.version, order=dag.order, upstream=dag.upstream,
                  downstream=dag.downstream, rules=dag.rules,
                  pending={task: len(dag.upstream[task]) for task in dag.order},
-                 states={task: PENDING for task in dag.order})
+                 states={task: PENDING for task in dag.order}, events=events)
     st.dag_runs[(dag.name, t)] = run
     st.add_run_time(dag.name, t)
     dag.runs_total += 1
@@ -434,6 +513,7 @@ def _record_task(st: Tables, run: DagRun, task: str, state: str, reason: str, cm
     if old is not None:                  # a leftover of a pruned run at the same instant
         st.drop_exec(old)
     ex = record(st, job, run.logical_ms, "dag", cmd, index)
+    ex.events += tuple(e for e in run.events if e.kind == run_params.PARAMS_EVENT)
     run.states[task] = SCHEDULED
     if state != SCHEDULED:
         ex.reason = reason

@@ -15,9 +15,12 @@ from typing import Any
 
 from schedd.core import commands as C
 from schedd.core import history
+from schedd.core import params as run_params
 from schedd.core import schedule as sched
 from schedd.core import sla as sla_index
-from schedd.core.model import MAX_ERROR_CHARS, SCHEDULED, SKIPPED, TERMINAL_STATES, Execution, Job, execution_id
+from schedd.core.model import (
+    MAX_ERROR_CHARS, SCHEDULED, SKIPPED, TERMINAL_STATES, Execution, Job, ValidationError, execution_id,
+)
 from schedd.core.policy import BACKFILL, jitter_offset_ms
 from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code, Launch, ok, reject
@@ -51,7 +54,8 @@ def _launches(items: list[list[Any]]) -> tuple[Launch, ...]:
 
 
 def record(st: Tables, job: Job, t: int, trigger: str, cmd: C.Command, index: int, *,
-            lane: str = "") -> Execution:
+            lane: str = "", params: dict[str, str] | None = None) -> Execution:
+    """`params`: the ones given for this run (a trigger's), over the job's defaults."""
     policy = st.policy(job)
     due = t + jitter_offset_ms(job.name, policy.jitter_ms) if trigger in ("schedule", "catchup") else t
     ex = Execution(job=job.name, scheduled_ms=t, state=SCHEDULED, trigger=trigger,
@@ -62,6 +66,8 @@ def record(st: Tables, job: Job, t: int, trigger: str, cmd: C.Command, index: in
         ex.state = SKIPPED
         ex.reason = (f"overlap queue full: {st.pending[job.name]} run(s) already waiting behind "
                      f"{st.active_desc(job.name)}")
+    if policy.params or params:
+        ex.events += run_params.event(cmd.now, run_params.defaults(policy.params, params or {}, st.feature_level))
     st.add_exec(ex)
     job.fired_total += 1
     prune_history(st, job, cmd.now, index)
@@ -118,8 +124,12 @@ def trigger(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     job = job_or_reject(st, cmd)
     if isinstance(job, ApplyResult):
         return job
+    try:
+        given = run_params.from_entry(cmd)      # checked before anything changes
+    except ValidationError as e:
+        return reject(Code.INVALID, str(e))
     t = history.trigger_time(st, job.name, cmd.now)
-    ex = record(st, job, t, "forced" if cmd.args.get("force") else "manual", cmd, index)
+    ex = record(st, job, t, "forced" if cmd.args.get("force") else "manual", cmd, index, params=given)
     items = [[job.name, t, "created" if ex.state == SCHEDULED else "skipped"]]
     return ok(R.Triggered(job.name, t, ex.state, items), effects=_launches(items))
 

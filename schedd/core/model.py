@@ -19,6 +19,7 @@ from itertools import islice
 from typing import Any, ClassVar
 
 from schedd.core import schedule as sched
+from schedd.core.param_rules import check as check_params
 from schedd.core.specs import (
     CONTAINER_FEATURE_LEVEL as CONTAINER_FEATURE_LEVEL, DEFAULT_HISTORY_LIMIT as DEFAULT_HISTORY_LIMIT,
     MAX_HISTORY_LIMIT as MAX_HISTORY_LIMIT, MAX_SLA_SECONDS as MAX_SLA_SECONDS, NAME_RE as NAME_RE,
@@ -582,7 +583,7 @@ def canonical_spec(d: dict[str, Any]) -> tuple[JobSpec, str]:
                    description=description, labels=labels, worker_labels=worker_labels, retry=retry,
                    timeout_seconds=timeout, policies=Policies(**policy), dst_gap=gap, dst_fold=fold, sla=sla,
                    paused=bool(d.get("paused")), history_limit=int(history_limit), env_secret=env_secret,
-                   limits=_limits(d))
+                   limits=_limits(d), params=check_params(d.get("params")))
     text = spec.text()
     if len(text) > MAX_SPEC_BYTES:
         raise ValidationError(f"job spec is too large ({len(text)} bytes, at most {MAX_SPEC_BYTES})")

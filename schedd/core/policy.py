@@ -56,6 +56,7 @@ class JobPolicy:
     max_age_ms: int = 0
     worker_labels: tuple[tuple[str, str], ...] = ()   # a worker must carry all of them (sorted)
     handler: str = "shell"            # its handler's kind: a worker must advertise it (container)
+    params: tuple[tuple[str, str], ...] = ()   # its runs' default parameters (sorted)
 
     @classmethod
     def from_spec(cls, spec: JobSpec) -> JobPolicy:
@@ -77,7 +78,8 @@ class JobPolicy:
                    pool=p.pool,
                    max_age_ms=_ms(p.history_max_age_seconds),
                    worker_labels=tuple(sorted(spec.worker_labels.items())) if spec.worker_labels else (),
-                   handler=spec.handler_kind)
+                   handler=spec.handler_kind,
+                   params=tuple(sorted(spec.params.items())) if spec.params else ())
 
     @property
     def active_limit(self) -> int:

@@ -414,6 +414,23 @@ class FinishedMany(Payload):
     results: tuple[ApplyResult, ...] = _results(C.FINISH)
 
 
+@dataclass(slots=True, frozen=True)
+class Retried(Payload):
+    """A `run_retry`: the run waits for its next attempt (`attempt`, the number it will get)."""
+
+    name: str
+    scheduled_ms: int
+    attempt: int
+
+
+@dataclass(slots=True, frozen=True)
+class Cleared(Payload):
+    """A `dag_clear`: the run's tasks set to run again, in the DAG's order."""
+
+    run_id: str
+    tasks: tuple[str, ...]
+
+
 # The payload classes an entry kind may answer with (the dedup table keeps the plain form:
 # `ApplyResult.from_dict` reads it back as the first that fits).
 PAYLOADS: dict[str, tuple[type[Payload], ...]] = {
@@ -429,6 +446,7 @@ PAYLOADS: dict[str, tuple[type[Payload], ...]] = {
     C.ACL_ROLE_DELETE: (Named,), C.ACL_TOKEN_CREATE: (Accessor,), C.ACL_TOKEN_DELETE: (Accessor,),
     C.ACL_ANONYMOUS_SET: (Anonymous,), C.ACL_BOOTSTRAP: (Accessor,), C.AUDIT_APPEND: (AuditAppended,),
     C.AUDIT_NOTE: (AuditNote,), C.AUDIT_CONFIG: (AuditPruned,),
+    C.RUN_RETRY: (Retried,), C.DAG_CLEAR: (Cleared,),
 }
 
 

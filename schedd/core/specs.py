@@ -589,6 +589,7 @@ class JobSpec:
     history_limit: int = 0               # 0 = DEFAULT_HISTORY_LIMIT
     env_secret: Mapping[str, SealedSecret] = EMPTY
     limits: ResourceLimits | None = None
+    params: Mapping[str, str] = EMPTY    # default run parameters (schedd.core.params; feature level 7)
     dag: str = ""                        # the DAG whose row this is
     task: str = ""                       # and its task ("" for the DAG's schedule row)
     extra: Mapping[str, Any] = EMPTY     # keys and values not in canonical form (module docstring)
@@ -679,7 +680,7 @@ _JOB = Keys({
     "worker_labels": _Key(_text_map, _dict), "retry": _Key(_retry, _record), "timeout_seconds": _Key(_number),
     "dst_gap": _Key(_text), "dst_fold": _Key(_text), "sla": _Key(_sla, _record), "paused": _Key(_true),
     "history_limit": _Key(_whole), "env_secret": _Key(_secrets, _secret_map), "limits": _Key(_limits, _record),
-    "dag": _Key(_text), "task": _Key(_text)})
+    "params": _Key(_text_map, _dict), "dag": _Key(_text), "task": _Key(_text)})
 _JOB_BUILDER = _Builder(JobSpec)
 _POLICY_BUILDER = _Builder(Policies)
 _JOB_AT = _JOB_BUILDER.positions(_JOB)

@@ -74,6 +74,7 @@ HANDLERS: dict[str, Handler] = {
     C.TRIGGER: firing.trigger, C.FIRE: firing.fire, C.SKIP: firing.skip, C.BACKFILL: firing.backfill,
     C.START: attempts.start, C.START_MANY: attempts.start_many, C.FINISH: attempts.finish,
     C.FINISH_MANY: attempts.finish_many, C.EXPIRE: attempts.expire, C.CANCEL: attempts.cancel,
+    C.RUN_RETRY: attempts.retry,
     C.SLA: sla_index.apply, C.FEATURE_LEVEL: features.raise_level,
     **dags.HANDLERS, **batches.HANDLERS, **access.HANDLERS, **members.HANDLERS,
 }
@@ -87,7 +88,7 @@ def _target(cmd: C.Command) -> str:
         return f"{len(cmd.args.get('specs') or [])} jobs"
     if cmd.kind in (C.BATCH_STAGE, C.BATCH_COMMIT, C.BATCH_ABORT):
         return f"batch {cmd.args.get('batch')}"
-    if cmd.kind == C.CANCEL:
+    if cmd.kind in (C.CANCEL, C.RUN_RETRY):
         return f"{cmd.args.get('job')}@{cmd.args.get('scheduled_ms')}"
     if cmd.kind == C.AUDIT_NOTE:
         return str(cmd.args.get("note", ""))

@@ -26,6 +26,7 @@ from typing import Any
 from schedd.core import acl as A
 from schedd.core import commands as C
 from schedd.core import features
+from schedd.core import params as run_params
 from schedd.core.attempts import MAX_CLAIMS_PER_ENTRY, MAX_RESULTS_PER_ENTRY
 from schedd.core.jobs import NOT_STARTED_MARGIN_MS
 from schedd.core.model import Execution, Job, ValidationError, execution_id, parse_execution_id
@@ -458,6 +459,13 @@ class Assigner:
             raise
         self._settle_claim(conn, name, t, attempt, due, spec, term, answer.result, error, pushed=answer.pushed)
 
+    def _params(self, name: str, t: int) -> dict[str, str]:
+        """The run parameters recorded on execution (name, t), for its assignment."""
+        with self.node.lock:
+            ex = self.view.execution(name, t)
+            events = ex.events if ex is not None else ()
+        return run_params.of_events(events) if events else {}
+
     def _release(self, conn: WorkerConn, name: str, t: int) -> None:
         conn.reserved -= 1
         self.claiming.pop((name, t), None)
@@ -494,7 +502,8 @@ class Assigner:
             execution_id=eid, job=name, scheduled_ms=t, attempt=attempt, fencing_token=token,
             term=term, due_ms=self.faults.due(self.clock, due),
             handler_json=handler_json(spec.handler), timeout_seconds=float(spec.timeout_seconds),
-            labels=dict(spec.labels), team=spec.team, secret_env=secret_env, limits=_limits(spec.limits))))
+            labels=dict(spec.labels), team=spec.team, secret_env=secret_env, limits=_limits(spec.limits),
+            params=self._params(name, t))))
         self.faults.assignment_pushed(self.node, token, name, t, conn.name)
 
     # ------------------------------------------------------------ results

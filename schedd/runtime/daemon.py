@@ -31,6 +31,7 @@ from schedd.api.halted import HaltedGate
 from schedd.api.limits import InflightLimit, max_receive_bytes
 from schedd.api.membership_service import MembershipService
 from schedd.api.service import ClusterService, Router, SchedulerService
+from schedd.api.watch import WatchSlots
 from schedd.leader.features import FeatureRaiser, Joiners
 from schedd.leader.dispatcher import Dispatcher
 from schedd.leader.workers import WorkerHub
@@ -247,13 +248,14 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
                  # answering (schedd_worker.runtime KEEPALIVE_MS); gRPC's default would count
                  # pings more often than every 5 minutes as abuse on a stream carrying no data
                  ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MIN_MS)])
-    pb_grpc.add_SchedulerServicer_to_server(SchedulerService(node, clock, metrics, router, dispatcher),
+    watchers = WatchSlots()                 # the node's bound on concurrent watches, for every service
+    pb_grpc.add_SchedulerServicer_to_server(SchedulerService(node, clock, metrics, router, dispatcher, watchers),
                                             server)
     cluster_service = ClusterService(node, router, replicas, clock, load, accepts_pings_ms=KEEPALIVE_MIN_MS)
     pb_grpc.add_ClusterServicer_to_server(cluster_service, server)
     joiners = Joiners()                        # learners' builds: the raiser counts them (they apply the log)
     raiser = FeatureRaiser(node, clock, cluster_service.member_infos, joiners=joiners)   # leader only
-    dags_pb2_grpc.add_DagsServicer_to_server(DagsService(node, clock, metrics, router), server)
+    dags_pb2_grpc.add_DagsServicer_to_server(DagsService(node, clock, metrics, router, watchers), server)
     pb_grpc.add_WorkersServicer_to_server(hub, server)
     acl_pb2_grpc.add_AclServicer_to_server(AclService(node, clock, metrics, router), server)
     acl_pb2_grpc.add_AuditServicer_to_server(AuditService(node, clock, metrics, router), server)

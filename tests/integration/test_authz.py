@@ -6,6 +6,7 @@ and `audit verify` catches an altered record."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 
@@ -201,6 +202,10 @@ def test_team_a_cannot_read_list_trigger_update_cancel_or_delete_team_b(acl_clus
             "update dag": lambda: a.put_dag({"name": "b-dag", "team": "b", "tasks": [{"name": "t", "command": "x"}]}),
             "delete dag": lambda: a.delete_dag("b-dag"),
             "quota": lambda: a.set_quota("team:b", 1),
+            "retry": lambda: a.retry_execution(ex.id),
+            "watch runs of job": lambda: next(a.watch_executions("b-job")),
+            "watch dag run": lambda: next(a.watch_dag_run("b-dag", run.run_id)),
+            "clear dag task": lambda: a.clear_dag_task("b-dag", run.run_id, "t1"),
         }
         # What a caller may not read is answered as if it did not exist, word
         # for word as for a missing object; a write that would take another team's name cannot
@@ -224,6 +229,11 @@ def test_team_a_cannot_read_list_trigger_update_cancel_or_delete_team_b(acl_clus
         # Lists show only team a's objects.
         assert [j.spec.name for j in a.list_jobs()] == ["a-job"]
         assert _code(lambda: list(a.list_jobs(team="b"))) == denied       # asking for b's list by name
+        watch = a.watch_jobs()                   # a watch lists what the list does, and no more
+        assert [e.key for e in itertools.takewhile(lambda e: e.type != "synced", watch)] == ["a-job"]
+        watch.close()
+        assert _code(lambda: next(a.watch_jobs(team="b"))) == denied
+        assert _code(lambda: next(a.watch_workers())) == denied            # an operator's, as ListWorkers
         mine = a.trigger_job("a-job")
         assert [e.id for e in a.list_executions()] == [mine.id]
         assert "b-dag" not in [d.spec.name for d in a.list_dags().dags]

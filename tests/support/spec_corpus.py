@@ -31,7 +31,6 @@ from typing import Any
 
 from schedd.core import commands as C
 from schedd.core import dags as D
-from schedd.core.commands import FEATURES
 from schedd.core.model import ValidationError, canonical_spec, spec_of_template
 from schedd.core.state import SchedulerState
 
@@ -344,9 +343,9 @@ def committed_inputs() -> list[dict[str, Any]]:
 # ------------------------------------------------------------------ recording
 
 
-# The feature level the corpus was recorded at: the state digest names the level, and the corpus
-# is about spec texts, not about what later levels change in the tables.
-CORPUS_LEVEL = 6
+# The cluster level the corpus was recorded at: the state's digest names the level, and the level
+# a later build adds says nothing about specs.
+RECORDED_LEVEL = 6
 
 
 class _Feed:
@@ -355,7 +354,7 @@ class _Feed:
     def __init__(self) -> None:
         self.state, self.index, self.now = SchedulerState(), 0, T0
         self.apply(C.EPOCH)
-        self.apply(C.FEATURE_LEVEL, level=CORPUS_LEVEL)
+        self.apply(C.FEATURE_LEVEL, level=RECORDED_LEVEL)
 
     def apply(self, kind: str, **args: Any) -> str:
         self.index += 1
@@ -392,7 +391,7 @@ def _dag_case(feed: _Feed, d: dict[str, Any]) -> dict[str, Any]:
 def _committed_case(feed: _Feed, case: dict[str, Any]) -> dict[str, Any]:
     text = case["text"]
     name = json.loads(text)["name"] if text.startswith("{") else ""
-    got: dict[str, Any] = {**case, "put": feed.apply(C.PUT, spec=text, fl=CORPUS_LEVEL)}
+    got: dict[str, Any] = {**case, "put": feed.apply(C.PUT, spec=text, fl=RECORDED_LEVEL)}
     if isinstance(name, str) and feed.row_text(name) is not None:
         got["stored"] = feed.row_text(name)
         got["pause"] = feed.apply(C.PAUSE, name=name)

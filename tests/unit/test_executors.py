@@ -7,6 +7,7 @@ with deadlines. Only 127.0.0.1 is used (a local http.server in a thread).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import http.server
 import json
 import os
@@ -718,3 +719,40 @@ async def test_start_eagerly_keeps_the_callers_context_and_raises_into_the_futur
     assert await fut == "handler"
     failed = start_eagerly(raises())
     assert failed.done() and isinstance(failed.exception(), KeyError)
+
+
+# ------------------------------------------------------------------------ run parameters
+
+
+def _with_params(a: Assignment, params: dict) -> Assignment:
+    return dataclasses.replace(a, params=params)
+
+
+async def test_run_params_reach_shell_http_and_python_handlers(server):
+    params = {"day": "monday", "Mode": "full run"}
+    out = await execute(_with_params(assignment(shell('echo "$SCHEDD_PARAM_DAY/$SCHEDD_PARAM_MODE"')), params))
+    assert out.state == SUCCEEDED and out.output_tail.strip() == "monday/full run", out
+    # HTTP: in the facts body, and added to a job's own JSON object body; any other body as it is
+    await execute(_with_params(assignment({"http": {"url": server.url}}), params))
+    assert json.loads(server.requests[-1]["body"])["params"] == params
+    await execute(_with_params(assignment({"http": {"url": server.url, "body": '{"kind": "x"}'}}), params))
+    assert json.loads(server.requests[-1]["body"]) == {"kind": "x", "params": params}
+    await execute(_with_params(assignment({"http": {"url": server.url, "body": "raw"}}), params))
+    assert server.requests[-1]["body"] == b"raw"
+    handlers = PythonHandlers()
+    seen: dict = {}
+
+    @handlers.register("p")
+    def p(ctx: HandlerContext):
+        seen["params"] = dict(ctx.params)
+
+    assert (await execute(_with_params(assignment(py("p")), params), python_handlers=handlers)).state == SUCCEEDED
+    assert seen["params"] == params
+    assert (await execute(assignment(py("p")), python_handlers=handlers)).state == SUCCEEDED
+    assert seen["params"] == {}
+
+
+def test_container_env_file_carries_the_params():
+    from schedd_worker.handlers.container import env_file
+    text = env_file(_with_params(assignment({"container": {"image": "x"}}), {"day": "monday"}), {"image": "x"})
+    assert isinstance(text, bytes) and b"SCHEDD_PARAM_DAY=monday\n" in text

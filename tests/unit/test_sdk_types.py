@@ -24,7 +24,11 @@ import pytest
 from schedd_client import AsyncClient, Client, _plans, acl, dags, membership
 
 BUILDER_MODULES = (_plans, dags, acl, membership)
-NOT_BUILT = {"save_snapshot",    # a stream written to a file (schedd_client.backup), no plan builder
+NOT_BUILT = {"save_snapshot",     # a stream written to a file (schedd_client.backup), no plan builder
+             # wait for the run to end: their builder's call, then reads of the run (schedd_client.waiting)
+             "trigger_job", "run_dag", "wait_for",
+             # server streams (schedd_client.watching), read for as long as the caller iterates
+             "watch_jobs", "watch_executions", "watch_workers", "watch_dag_run",
              "logs"}            # a stream of chunks (schedd_client.run_logs), no plan builder
 
 

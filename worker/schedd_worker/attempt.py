@@ -78,7 +78,7 @@ def prepare(a: pb.Assignment, run: RunSettings) -> Held:
     ex = Assignment(execution_id=a.execution_id, job=a.job, scheduled_ms=a.scheduled_ms,
                     attempt=a.attempt, fencing_token=a.fencing_token, handler=handler,
                     timeout_s=a.timeout_seconds, labels=_plain(a.labels), team=a.team,
-                    secret_env=_plain(a.secret_env), limits=_limits(a))
+                    secret_env=_plain(a.secret_env), limits=_limits(a), params=_plain(a.params))
     return Held(msg=a, ex=ex, call=executors.prepare(ex, run.python_handlers, run.isolation))
 
 

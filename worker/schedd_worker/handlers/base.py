@@ -59,6 +59,7 @@ class Assignment:
     team: str = ""           # the job's team: who it runs as (schedd_worker.isolation)
     secret_env: Mapping[str, str] = field(default_factory=dict, repr=False)   # never logged
     limits: Mapping[str, float] = field(default_factory=dict)   # ResourceLimits fields set
+    params: Mapping[str, str] = field(default_factory=dict)     # the run's parameters (job trigger --param)
 
 
 @dataclass(slots=True, frozen=True)
@@ -119,8 +120,9 @@ def format_rfc3339(ms: int) -> str:
 
 
 def contract_env(a: Assignment) -> dict[str, str]:
-    """The SCHEDD_* variables every handler sees."""
-    return {
+    """The SCHEDD_* variables every handler sees, and the run's parameters as
+    SCHEDD_PARAM_<NAME> (the name upper-cased; the cluster refuses two names equal but for case)."""
+    env = {
         "SCHEDD_JOB_ID": a.job,
         "SCHEDD_JOB_NAME": a.job,
         "SCHEDD_EXECUTION_ID": a.execution_id,
@@ -128,6 +130,14 @@ def contract_env(a: Assignment) -> dict[str, str]:
         "SCHEDD_ATTEMPT": str(a.attempt),
         "SCHEDD_FENCING_TOKEN": str(a.fencing_token),
     }
+    if a.params:
+        env.update(param_env(a.params))
+    return env
+
+
+def param_env(params: Mapping[str, str]) -> dict[str, str]:
+    """The environment variables of a run's parameters."""
+    return {f"SCHEDD_PARAM_{k.upper()}": v for k, v in params.items()}
 
 
 # ---------------------------------------------------------------------------------- bounding

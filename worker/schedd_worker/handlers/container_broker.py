@@ -167,7 +167,8 @@ class ContainerBroker:
         left = None if stop.deadline is None else max(0.001, stop.deadline - loop.time())
         request = {"assignment": dataclasses.asdict(a) | {"labels": dict(a.labels),
                                                            "secret_env": dict(a.secret_env),
-                                                           "limits": dict(a.limits)},
+                                                           "limits": dict(a.limits),
+                                                           "params": dict(a.params)},
                    "spec": dict(spec), "own": list(own) if own is not None else None,
                    "timeout_s": left, "grace": stop.grace}
         reader, writer = await asyncio.open_unix_connection(sock=mine, limit=LINE_LIMIT)

@@ -55,13 +55,30 @@ def _contract_headers(a: Assignment) -> dict[str, str]:
 
 
 def _contract_body(a: Assignment) -> dict:
-    return {
+    body: dict[str, Any] = {
         "job": a.job,
         "execution_id": a.execution_id,
         "scheduled_time": format_rfc3339(a.scheduled_ms),
         "attempt": a.attempt,
         "fencing_token": a.fencing_token,
     }
+    if a.params:
+        body["params"] = dict(a.params)
+    return body
+
+
+def _with_params(a: Assignment, body_text: str) -> str:
+    """A job's own body with the run's parameters: a JSON object gets a "params" key (unless it
+    has one); any other body is sent as it is (its parameters are in the run, not the body)."""
+    if not a.params:
+        return body_text
+    try:
+        doc = json.loads(body_text)
+    except ValueError:
+        return body_text
+    if not isinstance(doc, dict) or "params" in doc:
+        return body_text
+    return json.dumps({**doc, "params": dict(a.params)}, separators=(",", ":"))
 
 
 class _HttpCall:
@@ -161,7 +178,7 @@ async def _run(a: Assignment, spec: Mapping, cancel: asyncio.Event | None,
     body_text = spec.get("body")
     body: bytes | None
     if body_text:
-        body = str(body_text).encode("utf-8")
+        body = _with_params(a, str(body_text)).encode("utf-8")
     elif method == "GET":
         body = None                                 # facts travel in the headers only
     else:

@@ -40,6 +40,7 @@ class HandlerContext:
     args: Any                # parsed args_json, or None
     cancel: Any              # asyncio.Event (coroutine functions) | threading.Event (plain ones)
     secret_env: Mapping[str, str] = field(default_factory=dict, repr=False)  # the job's env_secret
+    params: Mapping[str, str] = field(default_factory=dict)                  # the run's parameters
 
 
 class PythonHandlers:
@@ -152,7 +153,7 @@ def prepare(a: Assignment, spec: Mapping, handlers: PythonHandlers | None) -> Ca
     ctx = HandlerContext(execution_id=a.execution_id, job=a.job, scheduled_ms=a.scheduled_ms,
                          scheduled_time=format_rfc3339(a.scheduled_ms), attempt=a.attempt,
                          fencing_token=a.fencing_token, args=args, cancel=stop,
-                         secret_env=dict(a.secret_env))
+                         secret_env=dict(a.secret_env), params=dict(a.params))
     return Call(fn, ctx, is_async)
 
 
