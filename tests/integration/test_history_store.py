@@ -11,6 +11,7 @@ import time
 import pytest
 
 from schedd.core.history import HISTORY_LEVEL
+from schedd.core.model import TERMINAL_STATES
 from schedd.ports.fakes import wait_until
 from schedd_client import job_spec
 from tests.integration.test_membership import join, settled
@@ -46,7 +47,7 @@ def _quiesce(client, names):
 
     def settled_runs():
         runs = list(client.list_executions(limit=100_000))
-        return runs if all(r.state in ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELLED") for r in runs) else None
+        return runs if all(r.state in TERMINAL_STATES for r in runs) else None
     return wait_until(settled_runs, timeout=60, what="every run to finish")
 
 
@@ -113,7 +114,7 @@ def test_retention_by_count_prunes_the_store(cluster_factory):
     wait_until(lambda: client.get_job("short").executions_total >= 12, timeout=60, what="a dozen runs")
     client.pause_job("short")
     every = wait_until(lambda: (rs := list(client.list_executions("short"))) and all(
-        r.state in ("SUCCEEDED", "SKIPPED") for r in rs) and rs, timeout=60, what="the runs to finish")
+        r.state in TERMINAL_STATES for r in rs) and rs, timeout=60, what="the runs to finish")
     # Pruning is incremental (a step every few seconds when idle): the store comes down to the
     # newest 5, memory keeps the newest one, so the listing ends at the newest 6.
     runs = wait_until(lambda: (rs := list(client.list_executions("short"))) and len(rs) <= 6 and rs,
