@@ -469,9 +469,19 @@ class LocalCluster:
                         continue
                 self.admin_token = out.secret
                 _write_secret(self.root / ADMIN_TOKEN_FILE, out.secret)
+                self._token_known(deadline)
                 return out.secret
             time.sleep(0.2)
         raise TimeoutError(f"ACL bootstrap did not succeed within {timeout:g}s (last: {last})")
+
+    def _token_known(self, deadline: float) -> None:
+        """Until every running node accepts the new management token (a follower learns it when
+        it applies the bootstrap; on a loaded machine that can take longer than it waits), so the
+        harness's first call through any node is not refused as an invalid token."""
+        while time.monotonic() < deadline:
+            if all(self.status(n) is not None for n, node in self.nodes.items() if node.alive()):
+                return
+            time.sleep(0.1)
 
     def worker_token(self, max_slots: int | None = None) -> str:
         """The harness's worker token (created once, kept 0600 in root/worker.token and reused by
