@@ -771,11 +771,11 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
                                    f"job {request.job!r} not found")
         limit, visible = await watch_rows(context, request.page_size), auth.read_filter()
 
-        async def read() -> Rows:
-            with self.node.lock:
-                page, _, _ = self.node.state.list_executions(job=request.job, state=request.state, limit=limit,
-                                                             visible=visible)
-                return {ex.id: convert.execution_to_pb(ex) for ex in page}
+        async def read() -> Rows:          # the tables and the history store, as run list reads them
+            listing = await asyncio.to_thread(
+                history_reads.list_executions, self.node.state, self.node.lock, self._history(), job=request.job,
+                state_filter=request.state, after=None, limit=limit, oldest_first=False, visible=visible)
+            return {ex.id: convert.execution_to_pb(ex) for ex in listing.executions}
 
         async for kind, key, row in follow(context, self.watchers, read, self._applied_index):
             yield pb.WatchEvent(type=kind, key=key, **({"execution": row} if row is not None else {}))
