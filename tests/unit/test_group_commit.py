@@ -166,7 +166,9 @@ def test_entries_wait_while_rounds_are_in_flight_and_go_together_when_one_ends()
 def test_a_round_pysyncobj_never_answers_stops_holding_the_next_ones():
     async def scenario():
         raft = HeldRaft()
-        commit = GroupCommit(raft.submit, lambda: 1, hold_s=0.05)
+        # held long enough that a loaded machine cannot release a round before the late entry is
+        # checked to wait (0.05 s did, at load 7), short enough for a unit test
+        commit = GroupCommit(raft.submit, lambda: 1, hold_s=1.0)
         loop = asyncio.get_running_loop()
         for i in range(GroupCommit.MAX_ROUNDS):
             commit.add(loop, put_entry(f"lost{i}", f"c/l{i}"))
