@@ -24,8 +24,10 @@ from . import _plans
 from . import acl as _acl
 from . import backup as _backup
 from . import dags as _dags
+from . import job_sync as _job_sync
 from . import membership as _membership
 from ._transport import AsyncTransport, BlockingTransport
+from .errors import SchedError
 from .snapshot_file import SnapshotMeta
 
 __all__ = [
@@ -60,6 +62,35 @@ class JobsMixin(BlockingTransport):
     def get_job(self, name: str, *, upcoming: int = 5, stale_ok: bool = False) -> pb.Job:
         """One job, with its next ``upcoming`` fire times (max 100) in ``upcoming_ms``."""
         return self._run(_plans.get_job(name, upcoming=upcoming, stale_ok=stale_ok))
+
+    def diff_jobs(self, specs: Iterable[pb.JobSpec], *, stale_ok: bool = False) -> list[pb.JobChange]:
+        """What ``put_jobs(specs)`` would change, job by job, committing nothing: one
+        ``JobChange`` per spec (``action`` "create", "update" or "unchanged"; ``current`` and
+        ``proposed`` as the server stores them, secret values masked). The same checks and caps
+        as ``put_jobs``: a bad spec raises ``ValidationError`` with its ``position``.
+        ``job_sync.field_changes(c.current, c.proposed)`` lists the fields that differ.
+        """
+        return self._run(_plans.diff_jobs(specs, stale_ok=stale_ok))
+
+    def apply_jobs(self, specs: Iterable[pb.JobSpec], *, dry_run: bool = False,
+                   batch_jobs: int = _job_sync.DEFAULT_BATCH_JOBS,
+                   progress: _job_sync.Progress | None = None) -> _job_sync.ApplyReport:
+        """Create or update ``specs`` so the cluster holds them, leaving unchanged jobs untouched
+        (no new version); returns a ``job_sync.ApplyReport`` (created, updated, unchanged names
+        and each job's field changes). Any number of jobs: they go in calls of at most
+        ``batch_jobs`` (halved when a node's ``[limits]`` refuse a call as too large). Every batch
+        is checked (``diff_jobs``) before any is written, so a bad spec anywhere commits nothing;
+        each write batch is all or nothing. ``dry_run=True`` only checks. ``progress(stage,
+        done, total)`` is called after each call (stage "check" or "write").
+        """
+        steps = _job_sync.Driver(_job_sync.apply_steps(list(specs), dry_run=dry_run, batch_jobs=batch_jobs,
+                                                       progress=progress))
+        while (plan := steps.next()) is not None:
+            try:
+                steps.answer(self._run(plan))
+            except SchedError as err:
+                steps.fail(err)
+        return steps.report
 
     def list_jobs(
         self, *, team: str = "", state: str = "", page_size: int = 500, full: bool = False, stale_ok: bool = False,
@@ -335,6 +366,35 @@ class AsyncJobsMixin(AsyncTransport):
     async def get_job(self, name: str, *, upcoming: int = 5, stale_ok: bool = False) -> pb.Job:
         """One job, with its next ``upcoming`` fire times (max 100) in ``upcoming_ms``."""
         return await self._run(_plans.get_job(name, upcoming=upcoming, stale_ok=stale_ok))
+
+    async def diff_jobs(self, specs: Iterable[pb.JobSpec], *, stale_ok: bool = False) -> list[pb.JobChange]:
+        """What ``put_jobs(specs)`` would change, job by job, committing nothing: one
+        ``JobChange`` per spec (``action`` "create", "update" or "unchanged"; ``current`` and
+        ``proposed`` as the server stores them, secret values masked). The same checks and caps
+        as ``put_jobs``: a bad spec raises ``ValidationError`` with its ``position``.
+        ``job_sync.field_changes(c.current, c.proposed)`` lists the fields that differ.
+        """
+        return await self._run(_plans.diff_jobs(specs, stale_ok=stale_ok))
+
+    async def apply_jobs(self, specs: Iterable[pb.JobSpec], *, dry_run: bool = False,
+                         batch_jobs: int = _job_sync.DEFAULT_BATCH_JOBS,
+                         progress: _job_sync.Progress | None = None) -> _job_sync.ApplyReport:
+        """Create or update ``specs`` so the cluster holds them, leaving unchanged jobs untouched
+        (no new version); returns a ``job_sync.ApplyReport`` (created, updated, unchanged names
+        and each job's field changes). Any number of jobs: they go in calls of at most
+        ``batch_jobs`` (halved when a node's ``[limits]`` refuse a call as too large). Every batch
+        is checked (``diff_jobs``) before any is written, so a bad spec anywhere commits nothing;
+        each write batch is all or nothing. ``dry_run=True`` only checks. ``progress(stage,
+        done, total)`` is called after each call (stage "check" or "write").
+        """
+        steps = _job_sync.Driver(_job_sync.apply_steps(list(specs), dry_run=dry_run, batch_jobs=batch_jobs,
+                                                       progress=progress))
+        while (plan := steps.next()) is not None:
+            try:
+                steps.answer(await self._run(plan))
+            except SchedError as err:
+                steps.fail(err)
+        return steps.report
 
     def list_jobs(
         self, *, team: str = "", state: str = "", page_size: int = 500, full: bool = False, stale_ok: bool = False,

@@ -149,6 +149,11 @@ def put_jobs(specs: Iterable[pb.JobSpec], *, create_only: bool = False) -> Plan[
     return _single(_scheduler("PutJobs", request, mutating=True), pb.PutJobsResponse)
 
 
+def diff_jobs(specs: Iterable[pb.JobSpec], *, stale_ok: bool = False) -> Plan[list[pb.JobChange]]:
+    call = _scheduler("DiffJobs", pb.DiffJobsRequest(jobs=list(specs)), stale_ok=stale_ok)
+    return Plan([call], lambda responses: list(responses[0].changes))
+
+
 def get_job(name: str, *, upcoming: int = 5, stale_ok: bool = False) -> Plan[pb.Job]:
     request = pb.GetJobRequest(name=name, upcoming=upcoming)
     return _single(_scheduler("GetJob", request, stale_ok=stale_ok), pb.Job)

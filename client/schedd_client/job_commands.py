@@ -56,16 +56,6 @@ def _create_from_file(cmd: Invocation, path: str) -> None:
               lambda: "\n".join(f"created job {spec.name} (version 1)" for _, spec in located))
 
 
-def job_apply(cmd: Invocation) -> None:
-    located = _read_specs(cmd.args.file, cmd.file_limits())
-    result = _put_batch(cmd, located, create_only=False)
-    cmd.emit(
-        to_dict(result),
-        lambda: f"applied {len(located)} job{'s' if len(located) != 1 else ''}:"
-        f" {result.created} created, {result.updated} updated",
-    )
-
-
 def _put_batch(cmd: Invocation, located: list[tuple[str, pb.JobSpec]], *, create_only: bool) -> pb.PutJobsResponse:
     """PutJobs of the whole file, all or nothing; a refused job's position in the call is
     turned into its place in the file."""
@@ -214,11 +204,6 @@ def job_backfill(cmd: Invocation) -> None:
                  f"backfill of {args.name}: {r.created} executions recorded on the backfill lane, "
                  f"{r.duplicates} instants already recorded ({span})"),
     )
-
-
-def job_delete(cmd: Invocation) -> None:
-    cmd.client.delete_job(cmd.args.name)
-    cmd.emit({"name": cmd.args.name, "deleted": True}, lambda: f"deleted job {cmd.args.name}")
 
 
 def _read_specs(path: str, limits: Limits) -> list[tuple[str, pb.JobSpec]]:

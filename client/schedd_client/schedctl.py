@@ -5,12 +5,15 @@
     job create NAME --schedule S (--command CMD | --http-url URL | --argv ARG...) [flags]
     job create NAME --schedule S --image IMG [--command CMD | --container-arg A...] [container flags]
     job create -f FILE            create every job in a YAML/JSON file ("-" = stdin; one atomic batch)
-    job apply -f FILE             create or update every job in the file (one atomic batch)
+    job apply -f FILE [--dry-run] create or update every job in the file; unchanged jobs keep their
+                                  version; batches of --batch-size (each atomic), all checked first
+    job diff -f FILE [--exit-code]  what apply would change, field by field
     job update NAME [flags]       change the given fields of a job
     job get NAME [--next N]       spec, state, version, next fire times, last run
     job next NAME [--count N]     coming fires in the job's zone and in UTC, DST effects marked
     job list [--team T] [--state active|paused]
     job pause|delete NAME
+    job delete -f FILE | -l KEY=V [--yes]   the jobs of a file, or matching labels (team=T: a team)
     job resume NAME [--catch-up]  missed-while-paused instants follow the catch-up policy
     job trigger NAME [--force]    --force: run even if the overlap policy would skip or queue it
     job backfill NAME --from T --to T [--dry-run]   past instants, on the low-priority lane
@@ -58,9 +61,9 @@ from typing import Any
 
 from schedd_proto import PROTOCOL_VERSION
 
-from . import (acl_commands, backup, cluster_commands, dag_commands, job_commands, membership_commands,
-               quota_commands, run_commands)
-from ._cli import PROG, CommandError, UsageError, _count, _file_options, _global_options, _time_arg
+from . import (acl_commands, backup, cluster_commands, dag_commands, job_commands, job_file_commands,
+               membership_commands, quota_commands, run_commands)
+from ._cli import PROG, CommandError, ExitStatus, UsageError, _count, _file_options, _global_options, _time_arg
 from ._failover import tls_failure
 from .channels import Security, SecurityError
 from .client import Client
@@ -126,6 +129,8 @@ def _run(argv: Sequence[str] | None, now: Callable[[], float] | None) -> int:
     except UsageError as err:
         _error(f"{err} (see {PROG} {args.group} --help)")
         return 2
+    except ExitStatus as status:
+        return status.code
     except TlsRequired as err:     # says what to do already, at once
         _error(err.message)
         return 1
@@ -202,8 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     _file_options(create, required=False)
     add_spec_flags(create, creating=True)
 
-    apply = command(jobs, "apply", job_commands.job_apply, "create or update every job in a file")
-    _file_options(apply, required=True)
+    apply = command(jobs, "apply", job_file_commands.job_apply,
+                    "create or update every job in a file; unchanged jobs are left as they are")
+    diff = command(jobs, "diff", job_file_commands.job_diff,
+                   "what `job apply -f FILE` would change, field by field (commits nothing)")
+    job_file_commands.add_file_options(apply, diff)
 
     update = command(
         jobs, "update", job_commands.job_update, "change the given fields of a job", timeout=False
@@ -226,11 +234,10 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--team", default="")
     listing.add_argument("--state", default="", choices=("active", "paused"))
 
-    for name, run, help in (
-        ("pause", job_commands.job_pause, "stop firing a job"),
-        ("delete", job_commands.job_delete, "delete a job (no confirmation)"),
-    ):
-        command(jobs, name, run, help).add_argument("name", metavar="NAME")
+    command(jobs, "pause", job_commands.job_pause, "stop firing a job").add_argument("name", metavar="NAME")
+    job_file_commands.add_delete_options(command(
+        jobs, "delete", job_file_commands.job_delete,
+        "delete a job (NAME, no confirmation), or the jobs of a file (-f) or a selector (-l), asked first"))
     resume = command(jobs, "resume", job_commands.job_resume, "fire a paused job again")
     resume.add_argument("name", metavar="NAME")
     resume.add_argument("--catch-up", action="store_true",

@@ -109,6 +109,11 @@ class SchedulerStub:
                 request_serializer=schedd__proto_dot_scheduler__pb2.ListQuotasRequest.SerializeToString,
                 response_deserializer=schedd__proto_dot_scheduler__pb2.ListQuotasResponse.FromString,
                 _registered_method=True)
+        self.DiffJobs = channel.unary_unary(
+                '/schedd.v1.Scheduler/DiffJobs',
+                request_serializer=schedd__proto_dot_scheduler__pb2.DiffJobsRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.DiffJobsResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -205,6 +210,14 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DiffJobs(self, request, context):
+        """What a PutJobs of these specs would change, job by job, committing nothing: the spec as the
+        job holds it now and as the write would store it (both in canonical form, secrets masked).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -282,6 +295,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.ListQuotas,
                     request_deserializer=schedd__proto_dot_scheduler__pb2.ListQuotasRequest.FromString,
                     response_serializer=schedd__proto_dot_scheduler__pb2.ListQuotasResponse.SerializeToString,
+            ),
+            'DiffJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DiffJobs,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.DiffJobsRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.DiffJobsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -689,6 +707,33 @@ class Scheduler:
             '/schedd.v1.Scheduler/ListQuotas',
             schedd__proto_dot_scheduler__pb2.ListQuotasRequest.SerializeToString,
             schedd__proto_dot_scheduler__pb2.ListQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DiffJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.Scheduler/DiffJobs',
+            schedd__proto_dot_scheduler__pb2.DiffJobsRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.DiffJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

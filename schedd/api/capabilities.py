@@ -50,6 +50,7 @@ RPC_CAPABILITIES: dict[str, Need] = {
         "CancelExecution": Need("cancel", "team"), "BackfillJob": Need("backfill", "team"),
         "ListInstants": READ, "SetQuota": Need("quota", "cluster"),
         "ListQuotas": LIST,                    # team rows by read; pool/lane rows need quota
+        "DiffJobs": READ,                      # shows what a write would store; commits nothing
     }),
     **_service("Dags", {
         "PutDag": WRITE, "GetDag": READ, "ListDags": LIST, "DeleteDag": WRITE,

@@ -486,6 +486,35 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
                                        team_cap=limits.max_jobs_per_team, **spec_levels(spec for spec, _ in checked))
         return pb.PutJobsResponse(created=result.created, updated=result.updated)
 
+    @routed(write=False)
+    async def DiffJobs(self, request: pb.DiffJobsRequest, context: CallContext) -> pb.DiffJobsResponse:
+        """What PutJobs of these specs would change, committing nothing: the same checks and caps,
+        then each job's committed text compared with the text the write would commit (a secret
+        sent again unchanged, or as its mask, keeps its ciphertext, so it compares equal)."""
+        over = call_overflow(self.node.cfg.limits, len(request.jobs), request.ByteSize())
+        if over:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, over)
+        try:
+            checked = await asyncio.to_thread(_canonical_batch, request.jobs, _stored_secrets_of(self.node),
+                                              _sealer(self.node.cfg.secret))
+        except BatchRefused as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e),
+                                trailing_metadata=((POSITION, str(e.position)),))
+        with self.node.lock:
+            rows = [(self.node.state.jobs.get(spec.name), spec, text) for spec, text in checked]
+            stored = [(row.version, row.spec, row.spec_text) if row is not None else None for row, _, _ in rows]
+        changes = []
+        for (_, spec, text), now in zip(rows, stored):
+            change = pb.JobChange(name=spec.name, proposed=convert.job_spec_to_pb(spec))
+            if now is None:
+                change.action = "create"
+            else:
+                change.version = now[0]
+                change.current.CopyFrom(convert.job_spec_to_pb(now[1]))
+                change.action = "unchanged" if now[2] == text else "update"
+            changes.append(change)
+        return pb.DiffJobsResponse(changes=changes)
+
     async def _put_batch(self, context: CallContext, rid: str, texts: list[str],
                          **common: Any) -> R.PutMany:
         """Propose a checked batch and answer only what the log decided. Once this answers

@@ -163,10 +163,17 @@ def test_missing_file(run: Run) -> None:
 def test_job_apply_creates_then_updates(run: Run, fake: FakeCluster, tmp_path) -> None:
     path = tmp_path / "jobs.json"
     path.write_text(json.dumps([{"name": "a", "command": "x"}, {"name": "b", "command": "y"}]))
-    assert run("job", "apply", "-f", str(path)) == (0, "applied 2 jobs: 2 created, 0 updated\n", "")
+    assert run("job", "apply", "-f", str(path)) == (
+        0, "job a created\njob b created\napplied 2 jobs: 2 created, 0 updated, 0 unchanged\n", "")
+    path.write_text(json.dumps([{"name": "a", "command": "x"}, {"name": "b", "command": "z"}]))
     code, out, _ = run("job", "apply", "-f", str(path), "-o", "json")
-    assert code == 0 and json.loads(out) == {"created": 0, "updated": 2}
+    report = json.loads(out)
+    assert code == 0 and (report["created"], report["updated"], report["unchanged"]) == (0, 1, 1)
+    assert report["jobs"][0] == {"name": "b", "action": "update", "version": 1, "changes": [
+        {"field": "command", "before": "y", "after": "z"}]}
     assert len(fake.state.requests_of("PutJobs")) == 2      # one per apply
+    assert [s.name for s in fake.state.requests_of("PutJobs")[-1].jobs] == ["b"]   # a is left as it is
+    assert spec(fake, "a") is not None and fake.state.jobs["a"].version == 1
 
 
 def test_job_update_merges_the_given_fields(run: Run, fake: FakeCluster) -> None:
