@@ -39,13 +39,22 @@ __all__ = [
 class JobsMixin(BlockingTransport):
     """Jobs: create, change, fire and list them; quotas."""
 
-    def put_job(self, spec: pb.JobSpec, *, create_only: bool = False, expected_version: int = 0) -> pb.PutJobResponse:
-        """Create or update a job (build ``spec`` with ``job_spec`` or ``spec_from_dict``).
+    def put_job(self, spec: pb.JobSpec, *, create_only: bool = False, expected_version: int = 0) -> pb.Job:
+        """Create or update a job (build ``spec`` with ``job_spec`` or ``spec_from_dict``);
+        returns the job as read after the write.
 
         ``create_only=True`` raises ``AlreadyExists`` instead of updating; ``expected_version=N``
-        updates only if the job is at version N, else raises ``Conflict``.
+        updates only if the job is at version N, else raises ``Conflict``. ``put_job_result``
+        is the same call answering whether it created the job and the version it made.
         """
         return self._run(_plans.put_job(spec, create_only=create_only, expected_version=expected_version))
+
+    def put_job_result(self, spec: pb.JobSpec, *, create_only: bool = False,
+                       expected_version: int = 0) -> pb.PutJobResponse:
+        """``put_job``, answering the write itself: ``created``, ``version`` (the version THIS
+        write made) and ``job`` (read after the write: a later writer's version may show).
+        """
+        return self._run(_plans.put_job_result(spec, create_only=create_only, expected_version=expected_version))
 
     def put_jobs(self, specs: Iterable[pb.JobSpec], *, create_only: bool = False) -> pb.PutJobsResponse:
         """Create or update many jobs in one batch; returns the created and updated counts.
@@ -341,15 +350,23 @@ class ClusterMixin(BlockingTransport):
 class AsyncJobsMixin(AsyncTransport):
     """Jobs: create, change, fire and list them; quotas. Awaited."""
 
-    async def put_job(
-        self, spec: pb.JobSpec, *, create_only: bool = False, expected_version: int = 0,
-    ) -> pb.PutJobResponse:
-        """Create or update a job (build ``spec`` with ``job_spec`` or ``spec_from_dict``).
+    async def put_job(self, spec: pb.JobSpec, *, create_only: bool = False, expected_version: int = 0) -> pb.Job:
+        """Create or update a job (build ``spec`` with ``job_spec`` or ``spec_from_dict``);
+        returns the job as read after the write.
 
         ``create_only=True`` raises ``AlreadyExists`` instead of updating; ``expected_version=N``
-        updates only if the job is at version N, else raises ``Conflict``.
+        updates only if the job is at version N, else raises ``Conflict``. ``put_job_result``
+        is the same call answering whether it created the job and the version it made.
         """
         return await self._run(_plans.put_job(spec, create_only=create_only, expected_version=expected_version))
+
+    async def put_job_result(self, spec: pb.JobSpec, *, create_only: bool = False,
+                             expected_version: int = 0) -> pb.PutJobResponse:
+        """``put_job``, answering the write itself: ``created``, ``version`` (the version THIS
+        write made) and ``job`` (read after the write: a later writer's version may show).
+        """
+        return await self._run(_plans.put_job_result(spec, create_only=create_only,
+                                                     expected_version=expected_version))
 
     async def put_jobs(self, specs: Iterable[pb.JobSpec], *, create_only: bool = False) -> pb.PutJobsResponse:
         """Create or update many jobs in one batch; returns the created and updated counts.

@@ -132,7 +132,7 @@ def _scheduler(method: str, request: Message, *, mutating: bool = False, stale_o
 # ---------------------------------------------------------------- jobs
 
 
-def put_job(
+def put_job_result(
     spec: pb.JobSpec, *, create_only: bool = False, expected_version: int = 0
 ) -> Plan[pb.PutJobResponse]:
     request = pb.PutJobRequest(
@@ -142,6 +142,11 @@ def put_job(
         request_id=new_request_id(),
     )
     return _single(_scheduler("PutJob", request, mutating=True), pb.PutJobResponse)
+
+
+def put_job(spec: pb.JobSpec, *, create_only: bool = False, expected_version: int = 0) -> Plan[pb.Job]:
+    plan = put_job_result(spec, create_only=create_only, expected_version=expected_version)
+    return Plan(plan.calls, lambda responses: plan.combine(responses).job)
 
 
 def put_jobs(specs: Iterable[pb.JobSpec], *, create_only: bool = False) -> Plan[pb.PutJobsResponse]:

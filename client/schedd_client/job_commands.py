@@ -40,7 +40,7 @@ def job_create(cmd: Invocation) -> None:
 
 def _create(cmd: Invocation, spec: pb.JobSpec) -> pb.Job:
     try:
-        return cmd.client.put_job(spec, create_only=True).job
+        return cmd.client.put_job(spec, create_only=True)
     except AlreadyExists:
         raise CommandError(
             f"job {brief(spec.name)} already exists; change it with `{PROG} job update {clip(spec.name, 80)}"
@@ -74,7 +74,7 @@ def job_update(cmd: Invocation) -> None:
     job = cmd.client.get_job(cmd.args.name, upcoming=1)
     spec = spec_from_dict(_merge(spec_to_dict(job.spec), changes))
     try:
-        updated = cmd.client.put_job(spec, expected_version=job.version).job
+        updated = cmd.client.put_job(spec, expected_version=job.version)
     except Conflict:
         raise CommandError(
             f"job {job.spec.name!r} changed while being updated (it is past version"

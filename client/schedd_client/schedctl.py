@@ -71,6 +71,7 @@ from .context import CLUSTER_ENV, ContextError, resolve
 from .convert import printable
 from .errors import SchedError, TlsRequired, Unavailable, clip
 from .invocation import Invocation
+from .states import RunState
 from .job_flags import add_spec_flags
 
 __all__ = ["main", "build_parser"]
@@ -232,7 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     listing = command(jobs, "list", job_commands.job_list, "list jobs")
     listing.add_argument("--team", default="")
-    listing.add_argument("--state", default="", choices=("active", "paused"))
+    listing.add_argument("--state", default="", type=str.lower, choices=("active", "paused"),
+                         help="active or paused (any case)")
 
     command(jobs, "pause", job_commands.job_pause, "stop firing a job").add_argument("name", metavar="NAME")
     job_file_commands.add_delete_options(command(
@@ -259,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     runs = group("run", "inspect executions")
     run_list = command(runs, "list", run_commands.run_list, "list executions, newest first")
     run_list.add_argument("job", nargs="?", default="", metavar="JOB")
-    run_list.add_argument("--state", default="", help="e.g. RUNNING, FAILED, SUCCEEDED")
+    run_list.add_argument("--state", default="", type=_run_state, metavar="STATE",
+                          help="e.g. running, failed, succeeded (any case)")
     run_list.add_argument("--limit", type=_count(0), default=50, metavar="N",
                           help="show at most N (default 50, 0 = all)")  # fmt: skip
     run_list.add_argument("--oldest-first", action="store_true")
@@ -295,6 +298,16 @@ def build_parser() -> argparse.ArgumentParser:
     dag_commands.add_commands(groups, command)     # dag apply|run|show|runs|list|get|delete
     acl_commands.add_commands(groups, command, _time_arg)   # acl ... and audit ...
     return parser
+
+
+def _run_state(text: str) -> str:
+    """``--state failed`` in any case; an unknown state is a usage error (exit 2) naming them."""
+    if not text:
+        return ""                  # the default: any state
+    try:
+        return RunState.parse(text).value
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def version_line() -> str:

@@ -24,7 +24,8 @@ import pytest
 from schedd_client import AsyncClient, Client, _plans, acl, dags, membership
 
 BUILDER_MODULES = (_plans, dags, acl, membership)
-NOT_BUILT = {"save_snapshot"}     # a stream written to a file (schedd_client.backup), no plan builder
+NOT_BUILT = {"save_snapshot",     # a stream written to a file (schedd_client.backup), no plan builder
+             "apply_jobs"}        # calls decided one after another (schedd_client.job_sync.apply_steps)
 
 
 def public_methods(cls: type) -> dict[str, typing.Any]:
@@ -122,7 +123,7 @@ def test_mypy_sees_the_installed_sdk(tmp_path: Path) -> None:
     put_job, put_dag, list_executions, whoami, save_snapshot, get_job = revealed
     for shown in revealed:
         assert shown.startswith('"def ') and shown != '"Any"', shown
-    assert "spec: schedd_proto.scheduler_pb2.JobSpec" in put_job and "-> schedd_proto.scheduler_pb2.PutJobResponse" in put_job
+    assert "spec: schedd_proto.scheduler_pb2.JobSpec" in put_job and put_job.endswith('-> schedd_proto.scheduler_pb2.Job"')
     assert "-> schedd_proto.dags_pb2.PutDagResponse" in put_dag
     assert "-> typing.Iterator[schedd_proto.scheduler_pb2.Execution]" in list_executions
     assert "-> schedd_proto.acl_pb2.WhoAmIResponse" in whoami
