@@ -30,8 +30,6 @@ def job_create(cmd: Invocation) -> None:
         return
     if not args.name:
         raise UsageError("job create needs NAME (or -f FILE)")
-    if args.schedule is None:
-        raise UsageError('job create needs --schedule ("" for an on-demand job)')
     if not {"command", "argv", "http", "container"} & flags.keys():
         raise UsageError("job create needs a handler: --command, --argv, --http-url or --image")
     job = _create(cmd, spec_from_dict({"name": args.name, **flags}))
@@ -83,9 +81,15 @@ def job_update(cmd: Invocation) -> None:
     cmd.emit(to_dict(updated), lambda: f"updated job {updated.spec.name} (version {updated.version})")
 
 
+#: What an empty `delivery` means (the server's default, which it stores as no value).
+DEFAULT_DELIVERY = "at_least_once"
+
+
 def job_get(cmd: Invocation) -> None:
     job = cmd.client.get_job(cmd.args.name, upcoming=cmd.args.next, stale_ok=cmd.args.stale)
-    cmd.emit(to_dict(job), lambda: _job_details(cmd, job))
+    data = to_dict(job)
+    data["spec"]["delivery"] = job.spec.delivery or DEFAULT_DELIVERY    # never empty (applies back as is)
+    cmd.emit(data, lambda: _job_details(cmd, job))
 
 
 def _job_details(cmd: Invocation, job: pb.Job) -> str:
@@ -108,10 +112,12 @@ def _job_details(cmd: Invocation, job: pb.Job) -> str:
         ("State", _job_state(job)),
         ("Version", job.version),
         ("Labels", ", ".join(f"{k}={v}" for k, v in sorted(spec.labels.items()))),
+        ("Worker labels", ", ".join(f"{k}={v}" for k, v in sorted(spec.worker_labels.items()))),
         ("Retry", _describe_retry(spec.retry)),
         ("Timeout", format_duration(spec.timeout_seconds) if spec.timeout_seconds else "none"),
+        ("Limits", _describe_limits(spec)),
         ("Overlap", spec.overlap),
-        ("Delivery", spec.delivery),
+        ("Delivery", spec.delivery or DEFAULT_DELIVERY),
         ("Catch-up", spec.catchup),
         ("Priority", spec.priority or ""),
         ("Pool", spec.pool),
@@ -213,7 +219,8 @@ def _read_specs(path: str, limits: Limits) -> list[tuple[str, pb.JobSpec]]:
 
 
 def _created_line(job: pb.Job) -> str:
-    return f"created job {job.spec.name} (version {job.version})"
+    kind = "" if job.spec.schedule else f", on demand: run it with `{PROG} job trigger {clip(job.spec.name, 80)}`"
+    return f"created job {job.spec.name} (version {job.version}{kind})"
 
 
 def _describe_dst(job: pb.Job) -> str:
@@ -306,6 +313,18 @@ def _describe_container(spec: pb.JobSpec) -> str:
     if spec.env_secret:
         parts.append("secret " + " ".join(f"{k}={v}" for k, v in sorted(spec.env_secret.items())))
     return text + "; " + ", ".join(parts)
+
+
+def _describe_limits(spec: pb.JobSpec) -> str:
+    """Per-attempt limits, ``memory 512 MiB, cpu 60s, open files 256, processes 64`` ("" for none)."""
+    if not spec.HasField("limits"):
+        return ""
+    lim = spec.limits
+    parts = [f"{label} {value}" for label, value in (
+        ("memory", f"{lim.memory_mb} MiB" if lim.memory_mb else ""),
+        ("cpu", format_duration(lim.cpu_seconds) if lim.cpu_seconds else ""),
+        ("open files", lim.open_files or ""), ("processes", lim.processes or "")) if value]
+    return ", ".join(parts)
 
 
 def _describe_retry(policy: pb.RetryPolicy) -> str:

@@ -32,6 +32,7 @@
     acl bootstrap | whoami        the first management token (once) | who your token is
     acl policy|role|token create|list|get|delete ...   (see schedd_client.acl_commands)
     audit list [--since 1h] [--principal P] [--target T] [--action A] | audit verify [FILE] | audit export
+    completion bash|zsh|fish      a shell completion script: source <(schedctl completion bash)
 
 Global options may come before or after the command, with one exception: after ``job create`` and
 ``job update``, ``--timeout`` is the job's timeout, so put the RPC timeout before the command there.
@@ -41,7 +42,8 @@ see ``schedd_client.specs``.
 
 Files (``-f``) are read by the bounded loader of ``schedd_client.documents`` (``--max-file-size``
 or ``$SCHEDCTL_MAX_FILE_BYTES``, default 64 MiB). Human output escapes terminal control
-characters (``convert.printable``); ``-o json|yaml`` is exact.
+characters (``convert.printable``); ``-o json|yaml`` is exact. On a terminal, tables colour run
+states and errors say ``error:`` in red; never in a pipe or a file, nor with ``NO_COLOR`` set.
 
 Exit status: 0 on success, 1 when the command failed, 2 for a usage error, 141 when stdout's
 reader went away (``| head``).
@@ -61,14 +63,15 @@ from typing import Any
 
 from schedd_proto import PROTOCOL_VERSION
 
-from . import (acl_commands, backup, cluster_commands, dag_commands, job_commands, job_file_commands,
-               membership_commands, quota_commands, run_commands)
+from . import (acl_commands, backup, cluster_commands, completion, dag_commands, job_commands,
+               job_file_commands, membership_commands, quota_commands, run_commands)
 from ._cli import PROG, CommandError, ExitStatus, UsageError, _count, _file_options, _global_options, _time_arg
 from ._failover import tls_failure
 from .channels import Security, SecurityError
 from .client import Client
 from .context import CLUSTER_ENV, ContextError, resolve
 from .convert import printable
+from .output import colour_wanted
 from .errors import SchedError, TlsRequired, Unavailable, clip
 from .invocation import Invocation
 from .states import RunState
@@ -117,6 +120,9 @@ def _run(argv: Sequence[str] | None, now: Callable[[], float] | None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exit:  # argparse: --help (0) or a usage error (2)
         return exit.code if isinstance(exit.code, int) else 2
+    if args.group == "completion":            # needs no cluster: the parser is all it reads
+        print(completion.script(args.shell, completion.tree_of(build_parser())), end="")
+        return 0
     security = Security()
     try:
         cluster, security = resolve(args.cluster, ca=args.ca, cert=args.cert, key=args.key,
@@ -171,7 +177,10 @@ def _unavailable_hint(message: str, security: Security) -> str:
 def _error(message: str) -> None:
     """One error line on stderr, escaped like tables and cut short: a server's message may echo
     a value of any size back."""
-    print(printable(clip(f"{PROG}: error: {message}", 2000)), file=sys.stderr)
+    text = printable(clip(f"{PROG}: error: {message}", 2000))
+    if colour_wanted(sys.stderr):
+        text = text.replace("error:", "\x1b[31merror:\x1b[0m", 1)
+    print(text, file=sys.stderr)
 
 
 
@@ -184,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=version_line(),
                         help="print the client's version and protocol version, and exit")
     _global_options(parser, top=True)
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{job,run,dag,quota,worker,cluster,acl,audit}")
+    groups = parser.add_subparsers(dest="group", required=True,
+                                   metavar="{job,run,dag,quota,worker,cluster,acl,audit,completion}")
 
     def command(
         subparsers: Any, name: str, run: Callable[[Invocation], None], help: str, *, timeout: bool = True
@@ -297,6 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
     backup.add_commands(cluster, command)          # cluster snapshot save FILE
     dag_commands.add_commands(groups, command)     # dag apply|run|show|runs|list|get|delete
     acl_commands.add_commands(groups, command, _time_arg)   # acl ... and audit ...
+    shells = groups.add_parser("completion", help="print a shell completion script (bash, zsh or fish)",
+                               description="print a shell completion script: source <(schedctl completion bash)")
+    shells.add_argument("shell", choices=completion.SHELLS)
     return parser
 
 

@@ -800,7 +800,9 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     async def ListQuotas(self, request: pb.ListQuotasRequest, context: CallContext) -> pb.ListQuotasResponse:
         with self.node.lock:
             st = self.node.state
-            keys = sorted({*st.quotas, f"lane:{BACKFILL}", *(k for k in st.held if not k.startswith("key:"))})
+            # the quotas set, and the backfill lane's (it has a default): a team or pool that runs
+            # attempts without a quota has no row (it was shown with no limit, as if it had one)
+            keys = sorted({*st.quotas, f"lane:{BACKFILL}"})
             teams, cluster = auth.read_filter(), auth.may("quota", "cluster")
             if teams is not None:       # team rows by read on the team; pool/lane rows by quota
                 keys = [k for k in keys if (k.partition(":")[2] in teams if k.startswith("team:") else cluster)]
