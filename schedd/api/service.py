@@ -497,12 +497,18 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         try:
             checked = await asyncio.to_thread(_canonical_batch, request.jobs, _stored_secrets_of(self.node),
                                               _sealer(self.node.cfg.secret))
+            for i, (spec, _) in enumerate(checked, 1):       # what PutJobs would refuse, refused here too
+                await self._refuse_past_at(context, spec, position=i)
         except BatchRefused as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e),
                                 trailing_metadata=((POSITION, str(e.position)),))
+        cap = self.node.cfg.limits.max_jobs_per_team
         with self.node.lock:
+            over = B.team_overflow(self.node.state, [(spec.name, spec.team) for spec, _ in checked], cap)
             rows = [(self.node.state.jobs.get(spec.name), spec, text) for spec, text in checked]
             stored = [(row.version, row.spec, row.spec_text) if row is not None else None for row, _, _ in rows]
+        if over:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, over)
         changes = []
         for (_, spec, text), now in zip(rows, stored):
             change = pb.JobChange(name=spec.name, proposed=convert.job_spec_to_pb(spec))

@@ -610,3 +610,17 @@ def test_run_state_is_the_servers_states_as_a_str_enum() -> None:
     assert RunState.parse(" timed_out ") is RunState.TIMED_OUT and RunState("SKIPPED") is RunState.SKIPPED
     with pytest.raises(ValueError, match="one of: scheduled, running"):
         RunState.parse("done")
+
+
+async def test_async_client_diffs_and_applies_in_batches(fake: FakeCluster) -> None:
+    fake.add_job("same", command="x")
+    seen: list[tuple[str, int, int]] = []
+    async with AsyncClient(fake.cluster, timeout=5) as client:
+        specs = [job_spec("same", command="x"), *(job_spec(f"n{i}", command="y") for i in range(5))]
+        changes = await client.diff_jobs(specs[:2])
+        assert [(c.name, c.action) for c in changes] == [("same", "unchanged"), ("n0", "create")]
+        report = await client.apply_jobs(specs, batch_jobs=2, progress=lambda *p: seen.append(p))
+    assert (report.created, report.unchanged) == ([f"n{i}" for i in range(5)], ["same"])
+    assert seen == [("check", 2, 6), ("check", 4, 6), ("check", 6, 6), ("write", 2, 5), ("write", 4, 5),
+                    ("write", 5, 5)]
+    assert [len(r.jobs) for r in fake.state.requests_of("PutJobs")] == [2, 2, 1]     # "same" is not written
