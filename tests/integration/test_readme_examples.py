@@ -56,18 +56,23 @@ def test_readme_sdk_and_worker_examples_run_against_schedd_local(tmp_path: Path)
             worker = worker.replace('Worker.from_context(pool="mine")',
                                     'Worker.from_context(pool="mine", allow_root=True)')
             assert "allow_root=True" in worker
-        runner = subprocess.Popen([sys.executable, "-c", worker], env={**env, "SCHEDD_WORKER_CONTEXT": worker_context},
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        output = tmp_path / "worker-example.log"      # a file, not a pipe nobody reads while it runs
+        with open(output, "w") as out:
+            runner = subprocess.Popen([sys.executable, "-c", worker], stdout=out, stderr=subprocess.STDOUT,
+                                      env={**env, "SCHEDD_WORKER_CONTEXT": worker_context})
         with Client.from_context(context) as client:
             def greeted():
+                if runner.poll() is not None:              # the example ended: say why at once
+                    raise AssertionError(f"the worker example exited {runner.returncode}: {output.read_text()}")
+                if "greet" not in {j.spec.name for j in client.list_jobs()}:
+                    return None
                 runs = list(client.list_executions("greet", limit=1))
                 return runs and RunState(runs[0].state).finished and runs[0]
             run = wait_until(greeted, timeout=90, what="the README's worker to run greet")
             assert run.state == RunState.SUCCEEDED, run
             assert "hello world" in client.get_execution(run.id).attempts[-1].output_tail
         runner.send_signal(signal.SIGINT)                  # Ctrl-C: drains and returns
-        _, err = runner.communicate(timeout=60)
-        assert runner.returncode == 0, err
+        assert runner.wait(timeout=60) == 0, output.read_text()
     finally:
         if runner is not None and runner.poll() is None:
             runner.kill()
