@@ -118,7 +118,7 @@ class RunSeries:
         self.labels = labels
         self._pending: deque[tuple[str, R.ApplyResult]] = deque()
         self.dropped = 0
-        self._lock = threading.Lock()            # two scrapes at once take turns
+        self._lock = threading.Lock()            # two scrapes at once take turns (families)
         self.runs: dict[tuple[str, str, str], int] = {}
         self.last_success: dict[tuple[str, str], float] = {}
         self.durations: dict[tuple[str, str], _Histogram] = {}
@@ -136,15 +136,14 @@ class RunSeries:
     # ------------------------------------------------------------ at the scrape
 
     def update(self) -> None:
-        """Fold what apply kept since the last scrape into the series."""
-        with self._lock:
-            taken = []
-            while self._pending:
-                taken.append(self._pending.popleft())
-            ends = [end for entry, result in taken for end in _ends(entry, result)]
-            for e in self._read(ends):
-                self._count(e)
-            self._forget_deleted()
+        """Fold what apply kept since the last scrape into the series (the caller holds _lock)."""
+        taken = []
+        while self._pending:
+            taken.append(self._pending.popleft())
+        ends = [end for entry, result in taken for end in _ends(entry, result)]
+        for e in self._read(ends):
+            self._count(e)
+        self._forget_deleted()
 
     def _read(self, ends: list[tuple[str, int, Any, str]]) -> list[_Ended]:
         out: list[_Ended] = []
@@ -217,7 +216,13 @@ class RunSeries:
         return out
 
     def families(self) -> Iterator[Any]:
-        self.update()
+        """The families of one scrape, built whole under _lock: two scrapes at once (the HTTP
+        server is threaded) take turns instead of one reading a table the other changes."""
+        with self._lock:
+            self.update()
+            return iter(list(self._families()))
+
+    def _families(self) -> Iterator[Any]:
         runs = CounterMetricFamily("schedd_job_runs", "Runs ended, by job and final state (on every node: "
                                    "each applies the same results)", labels=["job_name", "team", "outcome"])
         for (job, team, outcome), n in sorted(self.runs.items()):
