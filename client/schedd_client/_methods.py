@@ -74,8 +74,9 @@ class JobsMixin(BlockingTransport):
 
     def diff_jobs(self, specs: Iterable[pb.JobSpec], *, stale_ok: bool = False) -> list[pb.JobChange]:
         """What ``put_jobs(specs)`` would change, job by job, committing nothing: one
-        ``JobChange`` per spec (``action`` "create", "update" or "unchanged"; ``current`` and
-        ``proposed`` as the server stores them, secret values masked). The same checks and caps
+        ``JobChange`` per spec (``action`` "create", "update" or "unchanged"; ``current`` (of an
+        update) and ``proposed`` (of a create or an update) as the server stores them, secret
+        values masked). The same checks and caps
         as ``put_jobs``: a bad spec raises ``ValidationError`` with its ``position``.
         ``job_sync.field_changes(c.current, c.proposed)`` lists the fields that differ.
         """
@@ -386,8 +387,9 @@ class AsyncJobsMixin(AsyncTransport):
 
     async def diff_jobs(self, specs: Iterable[pb.JobSpec], *, stale_ok: bool = False) -> list[pb.JobChange]:
         """What ``put_jobs(specs)`` would change, job by job, committing nothing: one
-        ``JobChange`` per spec (``action`` "create", "update" or "unchanged"; ``current`` and
-        ``proposed`` as the server stores them, secret values masked). The same checks and caps
+        ``JobChange`` per spec (``action`` "create", "update" or "unchanged"; ``current`` (of an
+        update) and ``proposed`` (of a create or an update) as the server stores them, secret
+        values masked). The same checks and caps
         as ``put_jobs``: a bad spec raises ``ValidationError`` with its ``position``.
         ``job_sync.field_changes(c.current, c.proposed)`` lists the fields that differ.
         """

@@ -511,13 +511,15 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, over)
         changes = []
         for (_, spec, text), now in zip(rows, stored):
+            if now is not None and now[2] == text:      # the common case of a re-apply: names only
+                changes.append(pb.JobChange(name=spec.name, action="unchanged", version=now[0]))
+                continue
             change = pb.JobChange(name=spec.name, proposed=convert.job_spec_to_pb(spec))
             if now is None:
                 change.action = "create"
             else:
-                change.version = now[0]
+                change.action, change.version = "update", now[0]
                 change.current.CopyFrom(convert.job_spec_to_pb(now[1]))
-                change.action = "unchanged" if now[2] == text else "update"
             changes.append(change)
         return pb.DiffJobsResponse(changes=changes)
 

@@ -157,13 +157,13 @@ class FakeApiNode(pb_grpc.SchedulerServicer, pb_grpc.ClusterServicer):
         for spec in request.jobs:
             self._check(spec)
             old = self.state.jobs.get(spec.name)
-            change = reply.changes.add(name=spec.name, proposed=spec)
-            if old is None:
-                change.action = "create"
-            else:
+            if old is not None and old.spec == spec:
+                reply.changes.add(name=spec.name, action="unchanged", version=old.version)
+                continue
+            change = reply.changes.add(name=spec.name, proposed=spec, action="create" if old is None else "update")
+            if old is not None:
                 change.current.CopyFrom(old.spec)
                 change.version = old.version
-                change.action = "unchanged" if old.spec == spec else "update"
         return reply
 
     def _get_job(self, request: pb.GetJobRequest) -> pb.Job:
