@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import grpc
+
 from schedd_proto import scheduler_pb2 as pb
 
 from ._cli import PROG, CommandError, ExitStatus, UsageError, _count, _file_options
@@ -79,6 +81,9 @@ def _run_apply(cmd: Invocation, *, dry_run: bool) -> tuple[ApplyReport, list[tup
     except SchedError as err:
         if err.position is not None and 0 < err.position <= len(located):
             raise CommandError(f"{located[err.position - 1][0]}: {err.message}") from None
+        if err.code == grpc.StatusCode.UNIMPLEMENTED:      # only a diff gets here: apply writes instead
+            raise CommandError(f"this cluster cannot show what would change ({err.message}); upgrade its "
+                               "nodes for job diff and --dry-run") from None
         raise
     return report, located
 
@@ -100,7 +105,7 @@ def job_diff(cmd: Invocation) -> None:
 
 def _applied_text(report: ApplyReport) -> str:
     lines = []
-    if len(report.created) + len(report.updated) + len(report.unchanged) <= LIST_LIMIT:
+    if report.legacy is None and len(report.created) + len(report.updated) + len(report.unchanged) <= LIST_LIMIT:
         lines += [f"job {name} created" for name in report.created]
         lines += [f"job {name} updated (was version {report.versions.get(name, '?')})" for name in report.updated]
         lines += [f"job {name} unchanged" for name in report.unchanged]

@@ -17,6 +17,8 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
+
 from schedd_proto import scheduler_pb2 as pb
 
 from . import _plans
@@ -57,6 +59,7 @@ class ApplyReport:
     changes: dict[str, list[FieldChange]] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)    # the version before the write
     dry_run: bool = False
+    legacy: tuple[int, int] | None = None   # a cluster without DiffJobs: (created, updated), every job written
 
     def add(self, change: pb.JobChange) -> None:
         {"create": self.created, "update": self.updated}.get(change.action, self.unchanged).append(change.name)
@@ -67,6 +70,8 @@ class ApplyReport:
             self.versions[change.name] = change.version
 
     def counts(self) -> dict[str, int]:
+        if self.legacy is not None:
+            return {"created": self.legacy[0], "updated": self.legacy[1], "unchanged": 0}
         return {"created": len(self.created), "updated": len(self.updated), "unchanged": len(self.unchanged)}
 
     def to_dict(self) -> dict[str, Any]:
@@ -82,6 +87,10 @@ class ApplyReport:
     def summary(self) -> str:
         """One line: ``applied 3 jobs: 1 created, 1 updated, 1 unchanged``."""
         total = len(self.created) + len(self.updated) + len(self.unchanged)
+        if self.legacy is not None:
+            total = sum(self.legacy)
+            return (f"applied {total} job{'s' if total != 1 else ''}: {self.legacy[0]} created, "
+                    f"{self.legacy[1]} updated (this cluster cannot tell unchanged jobs apart: upgrade it)")
         verb = "would apply" if self.dry_run else "applied"
         return (f"{verb} {total} job{'s' if total != 1 else ''}: {len(self.created)} "
                 f"{'to create' if self.dry_run else 'created'}, {len(self.updated)} "
@@ -145,8 +154,13 @@ def apply_steps(specs: Sequence[pb.JobSpec], *, dry_run: bool = False, batch_job
     report = ApplyReport(dry_run=dry_run)
     where = {spec.name: i for i, spec in enumerate(specs, 1)}
     changed: list[pb.JobSpec] = []
-    checked = yield from _each_batch(list(batches(specs, batch_jobs)), len(specs), "check", progress, where,
-                                     _plans.diff_jobs)
+    try:
+        checked = yield from _each_batch(list(batches(specs, batch_jobs)), len(specs), "check", progress, where,
+                                         _plans.diff_jobs)
+    except SchedError as err:
+        if err.code != grpc.StatusCode.UNIMPLEMENTED or dry_run:
+            raise
+        return (yield from _write_all(specs, batch_jobs, progress, where))    # a cluster older than DiffJobs
     for batch, answer in checked:
         for spec, change in zip(batch, answer):
             report.add(change)
@@ -189,6 +203,15 @@ class Driver:
 
     def fail(self, error: SchedError) -> None:
         self._error = error
+
+
+def _write_all(specs: Sequence[pb.JobSpec], batch_jobs: int, progress: Progress | None,
+               where: dict[str, int]) -> Steps:
+    """What apply did before clusters could diff: every job written, in batches; the report has
+    the server's counts (an unchanged job is counted as updated, with a new version)."""
+    written = yield from _each_batch(list(batches(specs, batch_jobs)), len(specs), "write", progress, where,
+                                     _plans.put_jobs)
+    return ApplyReport(legacy=(sum(a.created for _, a in written), sum(a.updated for _, a in written)))
 
 
 def _each_batch(pending: list[list[pb.JobSpec]], total: int, stage: str, progress: Progress | None,

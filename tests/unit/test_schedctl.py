@@ -443,3 +443,16 @@ def test_state_filters_take_any_case_and_bad_ones_are_usage_errors(run: Run, fak
     assert run("job", "list", "--state", "Paused")[0] == 0
     assert fake.state.requests_of("ListJobs")[-1].state == "paused"
     assert run("job", "list", "--state", "sleeping")[0] == 2
+
+
+def test_job_apply_against_a_cluster_without_diffs_writes_everything(run: Run, fake: FakeCluster, tmp_path) -> None:
+    path = tmp_path / "jobs.yaml"
+    path.write_text(yaml.safe_dump_all([{"name": "a", "command": "x"}, {"name": "b", "command": "y"}]))
+    fake.add_job("a", command="x")
+    fake.nodes[0].fail("DiffJobs", grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+    code, out, err = run("job", "apply", "-f", str(path))
+    assert (code, err) == (0, "")
+    assert out == "applied 2 jobs: 1 created, 1 updated (this cluster cannot tell unchanged jobs apart: upgrade it)\n"
+    fake.nodes[0].fail("DiffJobs", grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+    code, _, err = run("job", "diff", "-f", str(path))                  # a diff it cannot make: said so
+    assert code == 1 and "cannot show what would change" in err and "upgrade" in err
