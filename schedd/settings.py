@@ -92,6 +92,17 @@ class HistorySettings:
 
 
 @dataclass(slots=True, frozen=True)
+class MetricsSettings:
+    """[metrics]: how many jobs get series of their own. Per-job series (runs by outcome, last
+    success, durations, queue wait, SLA misses) are labelled for at most `job_series_limit`
+    jobs; past it only the jobs of `job_series_teams` get their own, the rest count under
+    job_name="_other" of their team, so a cluster of a million jobs cannot make a million series."""
+
+    job_series_limit: int = 500
+    job_series_teams: tuple[str, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
 class NodeConfig:
     node_id: str
     data_dir: Path
@@ -109,6 +120,7 @@ class NodeConfig:
     tls: TlsSettings = TlsSettings()
     acl: AclSettings = AclSettings()
     history: HistorySettings = HistorySettings()
+    metrics: MetricsSettings = MetricsSettings()
     join: tuple[str, ...] = ()        # gRPC addresses of a cluster to join (empty data dir only)
     test_mode: bool = False          # enables test-only admin calls (clock offset); never in production
 

@@ -1,14 +1,16 @@
 """Python SDK for schedd, the Raft-replicated job scheduler.
 
-    from schedd_client import Client, job_spec
+    from schedd_client import Client, RunState, job_spec
 
     with Client("10.0.0.1:7070,10.0.0.2:7070,10.0.0.3:7070") as client:
         client.put_job(job_spec("nightly-backup", schedule="0 2 * * *", tz="Europe/Paris",
                                 command="/usr/local/bin/backup.sh"))
         job = client.get_job("nightly-backup", upcoming=3)
         for run in client.list_executions("nightly-backup", limit=10):
-            print(run.id, run.state)
+            print(run.id, RunState(run.state))     # RunState: a str-valued enum of the states
 
+``Client()`` with no arguments reaches the cluster schedctl reaches (``$SCHEDD_CLUSTER``, else the
+context file of ``$SCHEDD_CONTEXT``, with its certificates and token).
 ``AsyncClient`` has the same methods, awaited. Methods return the protobuf messages of
 ``schedd_proto`` (proto package ``schedd.v1``, typed by the generated ``.pyi``); ``to_dict`` turns one into plain data.
 Any node will do: a node forwards writes, and reads unless ``stale_ok=True``, to the Raft leader.
@@ -47,10 +49,12 @@ from .errors import (
 from .specs import job_spec, parse_duration, spec_from_dict, spec_to_dict
 from .dags import dag_from_dict, dag_to_dict
 from .waiting import WaitTimeout
+from .states import RunState
 
 __all__ = [
     "Client",
     "AsyncClient",
+    "RunState",
     "parse_cluster",
     "job_spec",
     "spec_from_dict",

@@ -28,6 +28,15 @@ class CommandError(Exception):
     """The command failed for a reason found locally, e.g. an unreadable file (exit status 1)."""
 
 
+class ExitStatus(Exception):
+    """The command did what it was asked and says something by its status alone (``job diff
+    --exit-code``: 3 when something would change); nothing more is printed."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
 def _count(low: int, high: int = INT32_MAX) -> Callable[[str], int]:
     """An argparse type: an integer from ``low`` to ``high`` (default: the int32 maximum, the
     type of every integer field of the API, so no flag can overflow a message)."""

@@ -27,9 +27,11 @@ from . import watching as _watching
 from . import acl as _acl
 from . import backup as _backup
 from . import dags as _dags
+from . import job_sync as _job_sync
 from . import membership as _membership
 from . import run_logs as _run_logs
 from ._transport import AsyncTransport, BlockingTransport
+from .errors import SchedError
 from .snapshot_file import SnapshotMeta
 
 __all__ = [
@@ -41,13 +43,22 @@ __all__ = [
 class JobsMixin(BlockingTransport):
     """Jobs: create, change, fire and list them; quotas."""
 
-    def put_job(self, spec: pb.JobSpec, *, create_only: bool = False, expected_version: int = 0) -> pb.PutJobResponse:
-        """Create or update a job (build ``spec`` with ``job_spec`` or ``spec_from_dict``).
+    def put_job(self, spec: pb.JobSpec, *, create_only: bool = False, expected_version: int = 0) -> pb.Job:
+        """Create or update a job (build ``spec`` with ``job_spec`` or ``spec_from_dict``);
+        returns the job as read after the write.
 
         ``create_only=True`` raises ``AlreadyExists`` instead of updating; ``expected_version=N``
-        updates only if the job is at version N, else raises ``Conflict``.
+        updates only if the job is at version N, else raises ``Conflict``. ``put_job_result``
+        is the same call answering whether it created the job and the version it made.
         """
         return self._run(_plans.put_job(spec, create_only=create_only, expected_version=expected_version))
+
+    def put_job_result(self, spec: pb.JobSpec, *, create_only: bool = False,
+                       expected_version: int = 0) -> pb.PutJobResponse:
+        """``put_job``, answering the write itself: ``created``, ``version`` (the version THIS
+        write made) and ``job`` (read after the write: a later writer's version may show).
+        """
+        return self._run(_plans.put_job_result(spec, create_only=create_only, expected_version=expected_version))
 
     def put_jobs(self, specs: Iterable[pb.JobSpec], *, create_only: bool = False) -> pb.PutJobsResponse:
         """Create or update many jobs in one batch; returns the created and updated counts.
@@ -64,6 +75,36 @@ class JobsMixin(BlockingTransport):
     def get_job(self, name: str, *, upcoming: int = 5, stale_ok: bool = False) -> pb.Job:
         """One job, with its next ``upcoming`` fire times (max 100) in ``upcoming_ms``."""
         return self._run(_plans.get_job(name, upcoming=upcoming, stale_ok=stale_ok))
+
+    def diff_jobs(self, specs: Iterable[pb.JobSpec], *, stale_ok: bool = False) -> list[pb.JobChange]:
+        """What ``put_jobs(specs)`` would change, job by job, committing nothing: one
+        ``JobChange`` per spec (``action`` "create", "update" or "unchanged"; ``current`` (of an
+        update) and ``proposed`` (of a create or an update) as the server stores them, secret
+        values masked). The same checks and caps
+        as ``put_jobs``: a bad spec raises ``ValidationError`` with its ``position``.
+        ``job_sync.field_changes(c.current, c.proposed)`` lists the fields that differ.
+        """
+        return self._run(_plans.diff_jobs(specs, stale_ok=stale_ok))
+
+    def apply_jobs(self, specs: Iterable[pb.JobSpec], *, dry_run: bool = False,
+                   batch_jobs: int = _job_sync.DEFAULT_BATCH_JOBS,
+                   progress: _job_sync.Progress | None = None) -> _job_sync.ApplyReport:
+        """Create or update ``specs`` so the cluster holds them, leaving unchanged jobs untouched
+        (no new version); returns a ``job_sync.ApplyReport`` (created, updated, unchanged names
+        and each job's field changes). Any number of jobs: they go in calls of at most
+        ``batch_jobs`` (halved when a node's ``[limits]`` refuse a call as too large). Every batch
+        is checked (``diff_jobs``) before any is written, so a bad spec anywhere commits nothing;
+        each write batch is all or nothing. ``dry_run=True`` only checks. ``progress(stage,
+        done, total)`` is called after each call (stage "check" or "write").
+        """
+        steps = _job_sync.Driver(_job_sync.apply_steps(list(specs), dry_run=dry_run, batch_jobs=batch_jobs,
+                                                       progress=progress))
+        while (plan := steps.next()) is not None:
+            try:
+                steps.answer(self._run(plan))
+            except SchedError as err:
+                steps.fail(err)
+        return steps.report
 
     def list_jobs(
         self, *, team: str = "", state: str = "", page_size: int = 500, full: bool = False, stale_ok: bool = False,
@@ -382,15 +423,23 @@ class ClusterMixin(BlockingTransport):
 class AsyncJobsMixin(AsyncTransport):
     """Jobs: create, change, fire and list them; quotas. Awaited."""
 
-    async def put_job(
-        self, spec: pb.JobSpec, *, create_only: bool = False, expected_version: int = 0,
-    ) -> pb.PutJobResponse:
-        """Create or update a job (build ``spec`` with ``job_spec`` or ``spec_from_dict``).
+    async def put_job(self, spec: pb.JobSpec, *, create_only: bool = False, expected_version: int = 0) -> pb.Job:
+        """Create or update a job (build ``spec`` with ``job_spec`` or ``spec_from_dict``);
+        returns the job as read after the write.
 
         ``create_only=True`` raises ``AlreadyExists`` instead of updating; ``expected_version=N``
-        updates only if the job is at version N, else raises ``Conflict``.
+        updates only if the job is at version N, else raises ``Conflict``. ``put_job_result``
+        is the same call answering whether it created the job and the version it made.
         """
         return await self._run(_plans.put_job(spec, create_only=create_only, expected_version=expected_version))
+
+    async def put_job_result(self, spec: pb.JobSpec, *, create_only: bool = False,
+                             expected_version: int = 0) -> pb.PutJobResponse:
+        """``put_job``, answering the write itself: ``created``, ``version`` (the version THIS
+        write made) and ``job`` (read after the write: a later writer's version may show).
+        """
+        return await self._run(_plans.put_job_result(spec, create_only=create_only,
+                                                     expected_version=expected_version))
 
     async def put_jobs(self, specs: Iterable[pb.JobSpec], *, create_only: bool = False) -> pb.PutJobsResponse:
         """Create or update many jobs in one batch; returns the created and updated counts.
@@ -407,6 +456,36 @@ class AsyncJobsMixin(AsyncTransport):
     async def get_job(self, name: str, *, upcoming: int = 5, stale_ok: bool = False) -> pb.Job:
         """One job, with its next ``upcoming`` fire times (max 100) in ``upcoming_ms``."""
         return await self._run(_plans.get_job(name, upcoming=upcoming, stale_ok=stale_ok))
+
+    async def diff_jobs(self, specs: Iterable[pb.JobSpec], *, stale_ok: bool = False) -> list[pb.JobChange]:
+        """What ``put_jobs(specs)`` would change, job by job, committing nothing: one
+        ``JobChange`` per spec (``action`` "create", "update" or "unchanged"; ``current`` (of an
+        update) and ``proposed`` (of a create or an update) as the server stores them, secret
+        values masked). The same checks and caps
+        as ``put_jobs``: a bad spec raises ``ValidationError`` with its ``position``.
+        ``job_sync.field_changes(c.current, c.proposed)`` lists the fields that differ.
+        """
+        return await self._run(_plans.diff_jobs(specs, stale_ok=stale_ok))
+
+    async def apply_jobs(self, specs: Iterable[pb.JobSpec], *, dry_run: bool = False,
+                         batch_jobs: int = _job_sync.DEFAULT_BATCH_JOBS,
+                         progress: _job_sync.Progress | None = None) -> _job_sync.ApplyReport:
+        """Create or update ``specs`` so the cluster holds them, leaving unchanged jobs untouched
+        (no new version); returns a ``job_sync.ApplyReport`` (created, updated, unchanged names
+        and each job's field changes). Any number of jobs: they go in calls of at most
+        ``batch_jobs`` (halved when a node's ``[limits]`` refuse a call as too large). Every batch
+        is checked (``diff_jobs``) before any is written, so a bad spec anywhere commits nothing;
+        each write batch is all or nothing. ``dry_run=True`` only checks. ``progress(stage,
+        done, total)`` is called after each call (stage "check" or "write").
+        """
+        steps = _job_sync.Driver(_job_sync.apply_steps(list(specs), dry_run=dry_run, batch_jobs=batch_jobs,
+                                                       progress=progress))
+        while (plan := steps.next()) is not None:
+            try:
+                steps.answer(await self._run(plan))
+            except SchedError as err:
+                steps.fail(err)
+        return steps.report
 
     def list_jobs(
         self, *, team: str = "", state: str = "", page_size: int = 500, full: bool = False, stale_ok: bool = False,

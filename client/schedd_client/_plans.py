@@ -134,7 +134,7 @@ def _scheduler(method: str, request: Message, *, mutating: bool = False, stale_o
 # ---------------------------------------------------------------- jobs
 
 
-def put_job(
+def put_job_result(
     spec: pb.JobSpec, *, create_only: bool = False, expected_version: int = 0
 ) -> Plan[pb.PutJobResponse]:
     request = pb.PutJobRequest(
@@ -146,9 +146,19 @@ def put_job(
     return _single(_scheduler("PutJob", request, mutating=True), pb.PutJobResponse)
 
 
+def put_job(spec: pb.JobSpec, *, create_only: bool = False, expected_version: int = 0) -> Plan[pb.Job]:
+    plan = put_job_result(spec, create_only=create_only, expected_version=expected_version)
+    return Plan(plan.calls, lambda responses: plan.combine(responses).job)
+
+
 def put_jobs(specs: Iterable[pb.JobSpec], *, create_only: bool = False) -> Plan[pb.PutJobsResponse]:
     request = pb.PutJobsRequest(jobs=list(specs), request_id=new_request_id(), create_only=create_only)
     return _single(_scheduler("PutJobs", request, mutating=True), pb.PutJobsResponse)
+
+
+def diff_jobs(specs: Iterable[pb.JobSpec], *, stale_ok: bool = False) -> Plan[list[pb.JobChange]]:
+    call = _scheduler("DiffJobs", pb.DiffJobsRequest(jobs=list(specs)), stale_ok=stale_ok)
+    return Plan([call], lambda responses: list(responses[0].changes))
 
 
 def get_job(name: str, *, upcoming: int = 5, stale_ok: bool = False) -> Plan[pb.Job]:

@@ -29,7 +29,7 @@ from ._methods import (
 )
 from ._transport import auth_metadata
 from .channels import Security, env_token, open_aio_channel, open_channel, speaks_tls, with_files
-from .context import CLUSTER_ENV, DEFAULT_CLUSTER, context_from_env, load_context, parse_cluster
+from .context import CLUSTER_ENV, DEFAULT_CLUSTER, context_from_env, load_context, parse_cluster, resolve
 
 __all__ = ["Client", "AsyncClient", "DEFAULT_CLUSTER", "CLUSTER_ENV", "auth_metadata", "make_security",
            "parse_cluster"]
@@ -54,6 +54,22 @@ def make_security(security: Security | None = None, *, tls: bool | None = None,
     return with_files(security or Security(), ca=ca, cert=cert, key=key, token=token, tls=tls)
 
 
+def _resolved(cluster: str | Sequence[str] | None, security: Security | None, channel_factory: object, *,
+              tls: bool | None, ca: str | os.PathLike[str] | None, cert: str | os.PathLike[str] | None,
+              key: str | os.PathLike[str] | None, token: str | None
+              ) -> tuple[str | Sequence[str] | None, Security]:
+    """The addresses and security of a client's constructor arguments. Without ``security=`` or
+    ``channel_factory=`` they are found as schedctl finds them (``context.resolve``): an argument
+    first, then ``$SCHEDD_CLUSTER``, ``$SCHEDD_CA``/``CERT``/``KEY``, ``$SCHEDD_TOKEN``, then the
+    context file of ``$SCHEDD_CONTEXT``; so ``Client()`` in a shell where schedctl works reaches
+    the same cluster with the same certificates and token."""
+    if security is not None or channel_factory is not None:
+        return cluster, make_security(security, tls=tls, ca=ca, cert=cert, key=key, token=_token(token))
+    given = cluster if cluster is None or isinstance(cluster, str) else ",".join(cluster)
+    addresses, found = resolve(given, ca=ca, cert=cert, key=key, token=_token(token) if token is not None else None)
+    return addresses, make_security(found, tls=tls)
+
+
 def _context_args(path: str | os.PathLike[str] | None) -> tuple[list[str], Security]:
     ctx = load_context(path) if path is not None else context_from_env()
     if ctx is None:
@@ -64,8 +80,11 @@ def _context_args(path: str | os.PathLike[str] | None) -> tuple[list[str], Secur
 class Client(JobsMixin, RunsMixin, DagsMixin, AclMixin, ClusterMixin):
     """A blocking client of a schedd cluster; safe to share between threads.
 
-    ``cluster`` is ``"host:port,host:port"`` or a list (default: ``$SCHEDD_CLUSTER``, else
-    ``127.0.0.1:7070``); any node will do. ``timeout`` bounds each method call, failover
+    ``cluster`` is ``"host:port,host:port"`` or a list (default: ``$SCHEDD_CLUSTER``, else the
+    cluster of ``$SCHEDD_CONTEXT``'s file, else ``127.0.0.1:7070``); any node will do. With no
+    security argument, the certificates and token come from the environment as schedctl takes
+    them (``$SCHEDD_CA``/``CERT``/``KEY``/``TOKEN``, else the context file): ``Client()`` reaches
+    the cluster ``schedctl`` reaches. ``timeout`` bounds each method call, failover
     included. TLS: ``ca=`` (the deployment's CA file; ``tls=True`` alone trusts the system
     roots), and ``cert=``/``key=`` for a client certificate (mTLS); ``token=`` (the bearer token
     ``<accessor>.<secret>``, default ``$SCHEDD_TOKEN``) is sent as ``authorization: Bearer
@@ -89,7 +108,8 @@ class Client(JobsMixin, RunsMixin, DagsMixin, AclMixin, ClusterMixin):
         security: Security | None = None,
         channel_factory: Callable[[str], grpc.Channel] | None = None,
     ) -> None:
-        self.security = make_security(security, tls=tls, ca=ca, cert=cert, key=key, token=_token(token))
+        cluster, self.security = _resolved(cluster, security, channel_factory, tls=tls, ca=ca, cert=cert,
+                                           key=key, token=token)
         self.security.credentials_for_channel()          # a bad file fails here, named
         secured = self.security
         super().__init__(cluster, timeout,
@@ -134,7 +154,8 @@ class AsyncClient(AsyncJobsMixin, AsyncRunsMixin, AsyncDagsMixin, AsyncAclMixin,
         security: Security | None = None,
         channel_factory: Callable[[str], grpc.aio.Channel] | None = None,
     ) -> None:
-        self.security = make_security(security, tls=tls, ca=ca, cert=cert, key=key, token=_token(token))
+        cluster, self.security = _resolved(cluster, security, channel_factory, tls=tls, ca=ca, cert=cert,
+                                           key=key, token=token)
         self.security.credentials_for_channel()
         secured = self.security
         super().__init__(cluster, timeout,

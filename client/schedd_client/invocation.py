@@ -9,6 +9,7 @@ output format, how far back a time was, how large an input file may be).
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from .client import Client
 from .convert import format_time, relative_time
 from .documents import Limits
-from .output import Output
+from .output import Output, colour_wanted
 
 
 @dataclass(slots=True)
@@ -27,7 +28,7 @@ class Invocation:
     output: Output = field(init=False)
 
     def __post_init__(self) -> None:
-        self.output = Output(self.args.output)
+        self.output = Output(self.args.output, colour=colour_wanted(sys.stdout))
 
     def run(self) -> None:
         """Call the command function the parser chose (``set_defaults(run=...)``)."""

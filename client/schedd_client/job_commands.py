@@ -31,8 +31,6 @@ def job_create(cmd: Invocation) -> None:
         return
     if not args.name:
         raise UsageError("job create needs NAME (or -f FILE)")
-    if args.schedule is None:
-        raise UsageError('job create needs --schedule ("" for an on-demand job)')
     if not {"command", "argv", "http", "container"} & flags.keys():
         raise UsageError("job create needs a handler: --command, --argv, --http-url or --image")
     job = _create(cmd, spec_from_dict({"name": args.name, **flags}))
@@ -41,7 +39,7 @@ def job_create(cmd: Invocation) -> None:
 
 def _create(cmd: Invocation, spec: pb.JobSpec) -> pb.Job:
     try:
-        return cmd.client.put_job(spec, create_only=True).job
+        return cmd.client.put_job(spec, create_only=True)
     except AlreadyExists:
         raise CommandError(
             f"job {brief(spec.name)} already exists; change it with `{PROG} job update {clip(spec.name, 80)}"
@@ -55,16 +53,6 @@ def _create_from_file(cmd: Invocation, path: str) -> None:
     _put_batch(cmd, located, create_only=True)
     cmd.emit({"created": len(located), "updated": 0},
               lambda: "\n".join(f"created job {spec.name} (version 1)" for _, spec in located))
-
-
-def job_apply(cmd: Invocation) -> None:
-    located = _read_specs(cmd.args.file, cmd.file_limits())
-    result = _put_batch(cmd, located, create_only=False)
-    cmd.emit(
-        to_dict(result),
-        lambda: f"applied {len(located)} job{'s' if len(located) != 1 else ''}:"
-        f" {result.created} created, {result.updated} updated",
-    )
 
 
 def _put_batch(cmd: Invocation, located: list[tuple[str, pb.JobSpec]], *, create_only: bool) -> pb.PutJobsResponse:
@@ -85,7 +73,7 @@ def job_update(cmd: Invocation) -> None:
     job = cmd.client.get_job(cmd.args.name, upcoming=1)
     spec = spec_from_dict(_merge(spec_to_dict(job.spec), changes))
     try:
-        updated = cmd.client.put_job(spec, expected_version=job.version).job
+        updated = cmd.client.put_job(spec, expected_version=job.version)
     except Conflict:
         raise CommandError(
             f"job {job.spec.name!r} changed while being updated (it is past version"
@@ -94,9 +82,15 @@ def job_update(cmd: Invocation) -> None:
     cmd.emit(to_dict(updated), lambda: f"updated job {updated.spec.name} (version {updated.version})")
 
 
+#: What an empty `delivery` means (the server's default, which it stores as no value).
+DEFAULT_DELIVERY = "at_least_once"
+
+
 def job_get(cmd: Invocation) -> None:
     job = cmd.client.get_job(cmd.args.name, upcoming=cmd.args.next, stale_ok=cmd.args.stale)
-    cmd.emit(to_dict(job), lambda: _job_details(cmd, job))
+    data = to_dict(job)
+    data["spec"]["delivery"] = job.spec.delivery or DEFAULT_DELIVERY    # never empty (applies back as is)
+    cmd.emit(data, lambda: _job_details(cmd, job))
 
 
 def _job_details(cmd: Invocation, job: pb.Job) -> str:
@@ -119,10 +113,12 @@ def _job_details(cmd: Invocation, job: pb.Job) -> str:
         ("State", _job_state(job)),
         ("Version", job.version),
         ("Labels", ", ".join(f"{k}={v}" for k, v in sorted(spec.labels.items()))),
+        ("Worker labels", ", ".join(f"{k}={v}" for k, v in sorted(spec.worker_labels.items()))),
         ("Retry", _describe_retry(spec.retry)),
         ("Timeout", format_duration(spec.timeout_seconds) if spec.timeout_seconds else "none"),
+        ("Limits", _describe_limits(spec)),
         ("Overlap", spec.overlap),
-        ("Delivery", spec.delivery),
+        ("Delivery", spec.delivery or DEFAULT_DELIVERY),
         ("Catch-up", spec.catchup),
         ("Priority", spec.priority or ""),
         ("Pool", spec.pool),
@@ -219,11 +215,6 @@ def job_backfill(cmd: Invocation) -> None:
     )
 
 
-def job_delete(cmd: Invocation) -> None:
-    cmd.client.delete_job(cmd.args.name)
-    cmd.emit({"name": cmd.args.name, "deleted": True}, lambda: f"deleted job {cmd.args.name}")
-
-
 def _read_specs(path: str, limits: Limits) -> list[tuple[str, pb.JobSpec]]:
     """Every job in a YAML/JSON file, in document order, with where it was read ("jobs.yaml:
     document 3, item 2"), all checked before anything is sent (``DocumentError`` else)."""
@@ -231,7 +222,8 @@ def _read_specs(path: str, limits: Limits) -> list[tuple[str, pb.JobSpec]]:
 
 
 def _created_line(job: pb.Job) -> str:
-    return f"created job {job.spec.name} (version {job.version})"
+    kind = "" if job.spec.schedule else f", on demand: run it with `{PROG} job trigger {clip(job.spec.name, 80)}`"
+    return f"created job {job.spec.name} (version {job.version}{kind})"
 
 
 def _describe_dst(job: pb.Job) -> str:
@@ -324,6 +316,18 @@ def _describe_container(spec: pb.JobSpec) -> str:
     if spec.env_secret:
         parts.append("secret " + " ".join(f"{k}={v}" for k, v in sorted(spec.env_secret.items())))
     return text + "; " + ", ".join(parts)
+
+
+def _describe_limits(spec: pb.JobSpec) -> str:
+    """Per-attempt limits, ``memory 512 MiB, cpu 60s, open files 256, processes 64`` ("" for none)."""
+    if not spec.HasField("limits"):
+        return ""
+    lim = spec.limits
+    parts = [f"{label} {value}" for label, value in (
+        ("memory", f"{lim.memory_mb} MiB" if lim.memory_mb else ""),
+        ("cpu", format_duration(lim.cpu_seconds) if lim.cpu_seconds else ""),
+        ("open files", lim.open_files or ""), ("processes", lim.processes or "")) if value]
+    return ", ".join(parts)
 
 
 def _describe_retry(policy: pb.RetryPolicy) -> str:

@@ -21,7 +21,8 @@ def add_spec_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
     """Flags that set job fields; each maps onto a key of the job document (see ``_flag_doc``)."""
     spec = parser.add_argument_group("job fields")
     spec.add_argument("--schedule", metavar="S",
-                      help='cron, "@every 30s", "at <RFC 3339>", or "" for on demand')  # fmt: skip
+                      help='cron, "@every 30s", "at <RFC 3339>"; none (or "") makes an on-demand job, '
+                           'run by `job trigger`')  # fmt: skip
     spec.add_argument("--tz", metavar="ZONE", help="IANA time zone of the schedule (default UTC)")
     handler = spec.add_mutually_exclusive_group()
     handler.add_argument("--command", metavar="CMD", help="run CMD with /bin/sh -c")

@@ -8,21 +8,47 @@ data is and how its table reads.
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
 from .convert import printable
 
 
+# States in tables, coloured on a terminal: green done, red failed, cyan running, yellow waiting
+# or skipped, magenta cancelled. Whole words only, after `printable` escaped the text.
+_COLOURS = {"SUCCEEDED": "32", "FAILED": "31", "TIMED_OUT": "31", "LOST": "31", "UPSTREAM_FAILED": "31",
+            "RUNNING": "36", "SCHEDULED": "36", "RETRY_WAIT": "33", "SKIPPED": "33", "CANCELLED": "35",
+            "active": "32", "paused": "33", "unreachable": "31", "leader": "1"}
+_STATE_WORD = re.compile(r"(?<![\w@.-])(" + "|".join(sorted(_COLOURS, key=len, reverse=True)) + r")(?![\w@.-])")
+
+
+def colour_wanted(stream: TextIO, environ: Mapping[str, str] | None = None) -> bool:
+    """Colour only on a terminal, never in a pipe or a file, and never with ``NO_COLOR`` set to
+    anything but "" (https://no-color.org) or ``TERM=dumb``."""
+    env = os.environ if environ is None else environ
+    if env.get("NO_COLOR", "") != "" or env.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def paint(text: str) -> str:
+    """``text`` with each state word in its colour (ANSI SGR)."""
+    return _STATE_WORD.sub(lambda m: f"\x1b[{_COLOURS[m[1]]}m{m[1]}\x1b[0m", text)
+
+
 @dataclass(frozen=True, slots=True)
 class Output:
-    """``-o table|json|yaml``, as given on the command line."""
+    """``-o table|json|yaml``, as given on the command line, and whether tables are coloured."""
 
     format: str
+    colour: bool = False
 
     def emit(self, data: Any, table: Callable[[], str]) -> None:
         """Print ``data`` as one JSON/YAML document, or ``table()`` for -o table. This is the one
@@ -31,7 +57,8 @@ class Output:
         if self.format in ("json", "yaml"):
             self.print_data(data)
         else:
-            print(printable(table()))
+            text = printable(table())
+            print(paint(text) if self.colour else text)
 
     def print_data(self, data: Any) -> None:
         """``data`` as JSON or YAML (``-o``), exact: where stdout cannot encode a character (an

@@ -5,12 +5,15 @@
     job create NAME --schedule S (--command CMD | --http-url URL | --argv ARG...) [flags]
     job create NAME --schedule S --image IMG [--command CMD | --container-arg A...] [container flags]
     job create -f FILE            create every job in a YAML/JSON file ("-" = stdin; one atomic batch)
-    job apply -f FILE             create or update every job in the file (one atomic batch)
+    job apply -f FILE [--dry-run] create or update every job in the file; unchanged jobs keep their
+                                  version; batches of --batch-size (each atomic), all checked first
+    job diff -f FILE [--exit-code]  what apply would change, field by field
     job update NAME [flags]       change the given fields of a job
     job get NAME [--next N]       spec, state, version, next fire times, last run
     job next NAME [--count N]     coming fires in the job's zone and in UTC, DST effects marked
     job list [--team T] [--state active|paused]
     job pause|delete NAME
+    job delete -f FILE | -l KEY=V [--yes]   the jobs of a file, or matching labels (team=T: a team)
     job resume NAME [--catch-up]  missed-while-paused instants follow the catch-up policy
     job trigger NAME [--force]    --force: run even if the overlap policy would skip or queue it
     job backfill NAME --from T --to T [--dry-run]   past instants, on the low-priority lane
@@ -29,6 +32,7 @@
     acl bootstrap | whoami        the first management token (once) | who your token is
     acl policy|role|token create|list|get|delete ...   (see schedd_client.acl_commands)
     audit list [--since 1h] [--principal P] [--target T] [--action A] | audit verify [FILE] | audit export
+    completion bash|zsh|fish      a shell completion script: source <(schedctl completion bash)
 
 Global options may come before or after the command, with one exception: after ``job create`` and
 ``job update``, ``--timeout`` is the job's timeout, so put the RPC timeout before the command there.
@@ -38,7 +42,8 @@ see ``schedd_client.specs``.
 
 Files (``-f``) are read by the bounded loader of ``schedd_client.documents`` (``--max-file-size``
 or ``$SCHEDCTL_MAX_FILE_BYTES``, default 64 MiB). Human output escapes terminal control
-characters (``convert.printable``); ``-o json|yaml`` is exact.
+characters (``convert.printable``); ``-o json|yaml`` is exact. On a terminal, tables colour run
+states and errors say ``error:`` in red; never in a pipe or a file, nor with ``NO_COLOR`` set.
 
 Exit status: 0 on success, 1 when the command failed, 2 for a usage error, 141 when stdout's
 reader went away (``| head``).
@@ -58,19 +63,21 @@ from typing import Any
 
 from schedd_proto import PROTOCOL_VERSION
 
-from . import (acl_commands, backup, cluster_commands, dag_commands, job_commands, membership_commands,
-               quota_commands, run_commands, run_flow_commands, run_logs)
-from ._cli import PROG, CommandError, UsageError, _count, _file_options, _global_options, _time_arg
+from . import (acl_commands, backup, cluster_commands, completion, dag_commands, job_commands,
+               job_file_commands, membership_commands, quota_commands, run_commands, run_flow_commands, run_logs)
+from ._cli import PROG, CommandError, ExitStatus, UsageError, _count, _file_options, _global_options, _time_arg
 from ._failover import tls_failure
 from .channels import Security, SecurityError
 from .client import Client
 from .context import CLUSTER_ENV, ContextError, resolve
 from .convert import printable
+from .output import colour_wanted
 from .errors import SchedError, TlsRequired, Unavailable, clip
 from .invocation import Invocation
 from .run_flow_commands import RunOutcome
 from .waiting import EXIT_HELP
 from .watch_commands import WATCH_HELP
+from .states import RunState
 from .job_flags import add_spec_flags
 
 __all__ = ["main", "build_parser"]
@@ -116,6 +123,9 @@ def _run(argv: Sequence[str] | None, now: Callable[[], float] | None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exit:  # argparse: --help (0) or a usage error (2)
         return exit.code if isinstance(exit.code, int) else 2
+    if args.group == "completion":            # needs no cluster: the parser is all it reads
+        print(completion.script(args.shell, completion.tree_of(build_parser())), end="")
+        return 0
     security = Security()
     try:
         cluster, security = resolve(args.cluster, ca=args.ca, cert=args.cert, key=args.key,
@@ -133,6 +143,8 @@ def _run(argv: Sequence[str] | None, now: Callable[[], float] | None) -> int:
     except UsageError as err:
         _error(f"{err} (see {PROG} {args.group} --help)")
         return 2
+    except ExitStatus as status:
+        return status.code
     except TlsRequired as err:     # says what to do already, at once
         _error(err.message)
         return 1
@@ -172,7 +184,10 @@ def _unavailable_hint(message: str, security: Security) -> str:
 def _error(message: str) -> None:
     """One error line on stderr, escaped like tables and cut short: a server's message may echo
     a value of any size back."""
-    print(printable(clip(f"{PROG}: error: {message}", 2000)), file=sys.stderr)
+    text = printable(clip(f"{PROG}: error: {message}", 2000))
+    if colour_wanted(sys.stderr):
+        text = text.replace("error:", "\x1b[31merror:\x1b[0m", 1)
+    print(text, file=sys.stderr)
 
 
 
@@ -185,7 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=version_line(),
                         help="print the client's version and protocol version, and exit")
     _global_options(parser, top=True)
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{job,run,dag,quota,worker,cluster,acl,audit}")
+    groups = parser.add_subparsers(dest="group", required=True,
+                                   metavar="{job,run,dag,quota,worker,cluster,acl,audit,completion}")
 
     def command(
         subparsers: Any, name: str, run: Callable[[Invocation], None], help: str, *, timeout: bool = True
@@ -209,8 +225,11 @@ def build_parser() -> argparse.ArgumentParser:
     _file_options(create, required=False)
     add_spec_flags(create, creating=True)
 
-    apply = command(jobs, "apply", job_commands.job_apply, "create or update every job in a file")
-    _file_options(apply, required=True)
+    apply = command(jobs, "apply", job_file_commands.job_apply,
+                    "create or update every job in a file; unchanged jobs are left as they are")
+    diff = command(jobs, "diff", job_file_commands.job_diff,
+                   "what `job apply -f FILE` would change, field by field (commits nothing)")
+    job_file_commands.add_file_options(apply, diff)
 
     update = command(
         jobs, "update", job_commands.job_update, "change the given fields of a job", timeout=False
@@ -231,14 +250,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     listing = command(jobs, "list", job_commands.job_list, "list jobs")
     listing.add_argument("--team", default="")
-    listing.add_argument("--state", default="", choices=("active", "paused"))
+    listing.add_argument("--state", default="", type=str.lower, choices=("active", "paused"),
+                         help="active or paused (any case)")
     listing.add_argument("--watch", action="store_true", help=WATCH_HELP)
 
-    for name, run, help in (
-        ("pause", job_commands.job_pause, "stop firing a job"),
-        ("delete", job_commands.job_delete, "delete a job (no confirmation)"),
-    ):
-        command(jobs, name, run, help).add_argument("name", metavar="NAME")
+    command(jobs, "pause", job_commands.job_pause, "stop firing a job").add_argument("name", metavar="NAME")
+    job_file_commands.add_delete_options(command(
+        jobs, "delete", job_file_commands.job_delete,
+        "delete a job (NAME, no confirmation), or the jobs of a file (-f) or a selector (-l), asked first"))
     resume = command(jobs, "resume", job_commands.job_resume, "fire a paused job again")
     resume.add_argument("name", metavar="NAME")
     resume.add_argument("--catch-up", action="store_true",
@@ -262,7 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
     runs = group("run", "inspect executions")
     run_list = command(runs, "list", run_commands.run_list, "list executions, newest first")
     run_list.add_argument("job", nargs="?", default="", metavar="JOB")
-    run_list.add_argument("--state", default="", help="e.g. RUNNING, FAILED, SUCCEEDED")
+    run_list.add_argument("--state", default="", type=_run_state, metavar="STATE",
+                          help="e.g. running, failed, succeeded (any case)")
     run_list.add_argument("--limit", type=_count(0), default=50, metavar="N",
                           help="show at most N (default 50, 0 = all)")  # fmt: skip
     run_list.add_argument("--oldest-first", action="store_true")
@@ -303,7 +323,20 @@ def build_parser() -> argparse.ArgumentParser:
     backup.add_commands(cluster, command)          # cluster snapshot save FILE
     dag_commands.add_commands(groups, command)     # dag apply|run|show|runs|list|get|delete
     acl_commands.add_commands(groups, command, _time_arg)   # acl ... and audit ...
+    shells = groups.add_parser("completion", help="print a shell completion script (bash, zsh or fish)",
+                               description="print a shell completion script: source <(schedctl completion bash)")
+    shells.add_argument("shell", choices=completion.SHELLS)
     return parser
+
+
+def _run_state(text: str) -> str:
+    """``--state failed`` in any case; an unknown state is a usage error (exit 2) naming them."""
+    if not text:
+        return ""                  # the default: any state
+    try:
+        return RunState.parse(text).value
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def version_line() -> str:

@@ -84,6 +84,8 @@ default. Unknown keys are refused with a ``ValidationError`` naming the key::
 
 Map values (labels, env, headers) and argv items may be numbers or booleans; they are sent as text.
 A file may hold one document, a list of them, or several YAML documents (see ``schedctl``).
+A document may also be a job as ``schedctl job get NAME -o yaml`` (or ``-o json``) prints it: its
+``spec`` is sent and the rest (version, next fire, ...) is left out, so a read applies back as is.
 """
 
 from __future__ import annotations
@@ -95,12 +97,14 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from google.protobuf.json_format import ParseDict, ParseError
+
 from schedd_proto import scheduler_pb2 as pb
 
 from .documents import DocumentError, Limits, build_all, load_documents
 from .errors import ValidationError, brief, clip
 
-__all__ = ["job_spec", "container_handler", "container_to_dict", "spec_from_dict", "spec_to_dict", "parse_duration", "job_specs_from_bytes",
+__all__ = ["job_spec", "container_handler", "container_to_dict", "spec_from_dict", "spec_from_document", "spec_from_read", "spec_to_dict", "parse_duration", "job_specs_from_bytes",
            "INT32_MIN", "INT32_MAX"]
 
 # the integer fields of a JobSpec (priority, max_attempts, limits, counts) are int32
@@ -459,6 +463,36 @@ def spec_from_dict(doc: Mapping[str, Any]) -> pb.JobSpec:
     )
 
 
+_JOB_READ_KEYS = frozenset(f.name for f in pb.Job.DESCRIPTOR.fields) | {
+    f.name[:-3] for f in pb.Job.DESCRIPTOR.fields if f.name.endswith("_ms")}    # to_dict's readable times
+
+
+def spec_from_document(doc: Any) -> pb.JobSpec:
+    """A ``JobSpec`` from either form a file may hold: a job document (``spec_from_dict``) or a
+    job as ``schedctl job get -o yaml|json`` prints it (a mapping with a ``spec``, whose other keys
+    are the job's state and are not sent), so what a read shows can be applied back as it is."""
+    if isinstance(doc, Mapping) and "spec" in doc and "name" not in doc:
+        return spec_from_read(doc)
+    return spec_from_dict(doc)
+
+
+def spec_from_read(doc: Mapping[str, Any]) -> pb.JobSpec:
+    """The spec of a job as a read printed it (``to_dict`` of a ``Job``). Its secret values are
+    masks (``***(v1)``), which a write keeps as stored. A summary (``job list``) is refused: it
+    holds only some of the spec, and applying it would clear the rest."""
+    spec = doc["spec"]
+    label = f"job {brief(spec['name'])}" if isinstance(spec, Mapping) and isinstance(spec.get("name"), str) \
+        else "job document"
+    _check_keys(doc, sorted(_JOB_READ_KEYS), label)
+    if doc.get("summary"):
+        raise ValidationError(f"{label}: a summary from `job list` holds part of the spec; apply what "
+                              "`schedctl job get NAME -o yaml` prints")
+    try:
+        return ParseDict(_mapping(spec, f"{label}: 'spec'"), pb.JobSpec())
+    except ParseError as err:
+        raise ValidationError(f"{label}: 'spec': {clip(' '.join(str(err).split()))}") from None
+
+
 def job_specs_from_bytes(data: bytes, where: str, limits: Limits = Limits()) -> list[tuple[str, pb.JobSpec]]:
     """Every job in a job file's bytes (one document, a list of them, or several YAML documents)
     with where it was read ("jobs.yaml: document 3, item 2"), all checked before the caller sends
@@ -467,7 +501,7 @@ def job_specs_from_bytes(data: bytes, where: str, limits: Limits = Limits()) -> 
     located = load_documents(data, where, limits)
     if not located:
         raise DocumentError(f"{where}: no job documents")
-    specs = build_all(located, spec_from_dict)
+    specs = build_all(located, spec_from_document)
     seen: set[str] = set()
     for (label, _), spec in zip(located, specs):
         if spec.name in seen:

@@ -1034,3 +1034,29 @@ class WatchEvent(_message.Message):
     execution: Execution
     worker: WorkerInfo
     def __init__(self, type: _Optional[str] = ..., key: _Optional[str] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., worker: _Optional[_Union[WorkerInfo, _Mapping]] = ...) -> None: ...
+
+class DiffJobsRequest(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobSpec]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobSpec, _Mapping]]] = ...) -> None: ...
+
+class JobChange(_message.Message):
+    __slots__ = ("name", "action", "version", "current", "proposed")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_FIELD_NUMBER: _ClassVar[int]
+    PROPOSED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    action: str
+    version: int
+    current: JobSpec
+    proposed: JobSpec
+    def __init__(self, name: _Optional[str] = ..., action: _Optional[str] = ..., version: _Optional[int] = ..., current: _Optional[_Union[JobSpec, _Mapping]] = ..., proposed: _Optional[_Union[JobSpec, _Mapping]] = ...) -> None: ...
+
+class DiffJobsResponse(_message.Message):
+    __slots__ = ("changes",)
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    changes: _containers.RepeatedCompositeFieldContainer[JobChange]
+    def __init__(self, changes: _Optional[_Iterable[_Union[JobChange, _Mapping]]] = ...) -> None: ...

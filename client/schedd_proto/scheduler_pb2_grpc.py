@@ -129,6 +129,11 @@ class SchedulerStub:
                 request_serializer=schedd__proto_dot_scheduler__pb2.ListWorkersRequest.SerializeToString,
                 response_deserializer=schedd__proto_dot_scheduler__pb2.WatchEvent.FromString,
                 _registered_method=True)
+        self.DiffJobs = channel.unary_unary(
+                '/schedd.v1.Scheduler/DiffJobs',
+                request_serializer=schedd__proto_dot_scheduler__pb2.DiffJobsRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.DiffJobsResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -255,6 +260,14 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DiffJobs(self, request, context):
+        """What a PutJobs of these specs would change, job by job, committing nothing: the spec as the
+        job holds it now and as the write would store it (both in canonical form, secrets masked).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -352,6 +365,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.WatchWorkers,
                     request_deserializer=schedd__proto_dot_scheduler__pb2.ListWorkersRequest.FromString,
                     response_serializer=schedd__proto_dot_scheduler__pb2.WatchEvent.SerializeToString,
+            ),
+            'DiffJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DiffJobs,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.DiffJobsRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.DiffJobsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -867,6 +885,33 @@ class Scheduler:
             '/schedd.v1.Scheduler/WatchWorkers',
             schedd__proto_dot_scheduler__pb2.ListWorkersRequest.SerializeToString,
             schedd__proto_dot_scheduler__pb2.WatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DiffJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.Scheduler/DiffJobs',
+            schedd__proto_dot_scheduler__pb2.DiffJobsRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.DiffJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -239,6 +239,7 @@ _S, _D = "/schedd.v1.Scheduler/", "/schedd.v1.Dags/"
 RESOLVERS: dict[str, Resolver] = {
     _S + "PutJob": lambda st, r: _spec_teams(st, [r.job]),
     _S + "PutJobs": lambda st, r: _spec_teams(st, r.jobs),
+    _S + "DiffJobs": lambda st, r: _spec_teams(st, r.jobs),
     **{_S + m: (lambda st, r: _job(st, r.name)) for m in (
         "GetJob", "PauseJob", "ResumeJob", "DeleteJob", "TriggerJob", "BackfillJob")},
     _S + "ListInstants": lambda st, r: _job(st, r.job),

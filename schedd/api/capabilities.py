@@ -52,6 +52,7 @@ RPC_CAPABILITIES: dict[str, Need] = {
         "ListQuotas": LIST,                    # team rows by read; pool/lane rows need quota
         "RetryExecution": Need("trigger", "team"),   # a new attempt is a run asked for, as a trigger
         "WatchJobs": LIST, "WatchExecutions": LIST, "WatchWorkers": OPERATOR,   # as the listings they watch
+        "DiffJobs": READ,                      # shows what a write would store; commits nothing
     }),
     **_service("Dags", {
         "PutDag": WRITE, "GetDag": READ, "ListDags": LIST, "DeleteDag": WRITE,

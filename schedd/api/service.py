@@ -533,6 +533,43 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
                                        team_cap=limits.max_jobs_per_team, **spec_levels(spec for spec, _ in checked))
         return pb.PutJobsResponse(created=result.created, updated=result.updated)
 
+    @routed(write=False)
+    async def DiffJobs(self, request: pb.DiffJobsRequest, context: CallContext) -> pb.DiffJobsResponse:
+        """What PutJobs of these specs would change, committing nothing: the same checks and caps,
+        then each job's committed text compared with the text the write would commit (a secret
+        sent again unchanged, or as its mask, keeps its ciphertext, so it compares equal)."""
+        over = call_overflow(self.node.cfg.limits, len(request.jobs), request.ByteSize())
+        if over:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, over)
+        try:
+            checked = await asyncio.to_thread(_canonical_batch, request.jobs, _stored_secrets_of(self.node),
+                                              _sealer(self.node.cfg.secret))
+            for i, (spec, _) in enumerate(checked, 1):       # what PutJobs would refuse, refused here too
+                await self._refuse_past_at(context, spec, position=i)
+        except BatchRefused as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e),
+                                trailing_metadata=((POSITION, str(e.position)),))
+        cap = self.node.cfg.limits.max_jobs_per_team
+        with self.node.lock:
+            over = B.team_overflow(self.node.state, [(spec.name, spec.team) for spec, _ in checked], cap)
+            rows = [(self.node.state.jobs.get(spec.name), spec, text) for spec, text in checked]
+            stored = [(row.version, row.spec, row.spec_text) if row is not None else None for row, _, _ in rows]
+        if over:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, over)
+        changes = []
+        for (_, spec, text), now in zip(rows, stored):
+            if now is not None and now[2] == text:      # the common case of a re-apply: names only
+                changes.append(pb.JobChange(name=spec.name, action="unchanged", version=now[0]))
+                continue
+            change = pb.JobChange(name=spec.name, proposed=convert.job_spec_to_pb(spec))
+            if now is None:
+                change.action = "create"
+            else:
+                change.action, change.version = "update", now[0]
+                change.current.CopyFrom(convert.job_spec_to_pb(now[1]))
+            changes.append(change)
+        return pb.DiffJobsResponse(changes=changes)
+
     async def _put_batch(self, context: CallContext, rid: str, texts: list[str],
                          **common: Any) -> R.PutMany:
         """Propose a checked batch and answer only what the log decided. Once this answers
@@ -914,7 +951,9 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     async def ListQuotas(self, request: pb.ListQuotasRequest, context: CallContext) -> pb.ListQuotasResponse:
         with self.node.lock:
             st = self.node.state
-            keys = sorted({*st.quotas, f"lane:{BACKFILL}", *(k for k in st.held if not k.startswith("key:"))})
+            # the quotas set, and the backfill lane's (it has a default): a team or pool that runs
+            # attempts without a quota has no row (it was shown with no limit, as if it had one)
+            keys = sorted({*st.quotas, f"lane:{BACKFILL}"})
             teams, cluster = auth.read_filter(), auth.may("quota", "cluster")
             if teams is not None:       # team rows by read on the team; pool/lane rows by quota
                 keys = [k for k in keys if (k.partition(":")[2] in teams if k.startswith("team:") else cluster)]

@@ -296,7 +296,11 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("SCHEDD_DIE_WITH_PARENT") == "1":
         from schedd.runtime.cluster import die_with_parent
         die_with_parent()
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):      # `schedd` alone: what it can do, not an error
+        parser.print_help()
+        return 0
+    args = parser.parse_args(argv)
     return args.func(args)
 
 

@@ -155,6 +155,7 @@ class LocalCluster:
     raft: dict = field(default_factory=dict)
     scheduler: dict = field(default_factory=dict)
     limits: dict = field(default_factory=dict)
+    metrics: dict = field(default_factory=dict)      # the nodes' [metrics] table
     env: dict = field(default_factory=dict)
     log_level: str = "info"
     # Outbound policy exceptions (schedd_client.net.policy): a test whose webhooks or HTTP jobs go to its
@@ -290,7 +291,8 @@ class LocalCluster:
         webhooks = {"allow": list(self.webhook_allow)} if self.webhook_allow else {}
         acl = {"enabled": self.acl, **self.acl_settings}
         for section, values in (("raft", self.raft), ("scheduler", self.scheduler),
-                                ("webhooks", webhooks), ("limits", self.limits), ("acl", acl)):
+                                ("webhooks", webhooks), ("limits", self.limits), ("acl", acl),
+                                ("metrics", self.metrics)):
             if values:
                 lines.append(f"\n[{section}]")
                 lines += [f"{k} = {_toml(v)}" for k, v in values.items()]

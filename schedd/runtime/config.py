@@ -50,6 +50,10 @@
     rate_per_second = 200               # mutating calls per principal (0 = no limit)...
     rate_burst = 400                    # ...with bursts up to this
 
+    [metrics]                           # Prometheus series per job (docs/observability.md)
+    job_series_limit = 500              # jobs labelled with their own series; past it, only...
+    job_series_teams = ["payments"]     # ...the jobs of these teams (the others: job="_other")
+
     [[peers]]
     id = "n2"
     raft_address = "127.0.0.1:7002"
@@ -69,7 +73,8 @@ import tomllib
 from collections import Counter
 from pathlib import Path
 
-from schedd.settings import AclSettings, HistorySettings, Limits, NodeConfig, Peer, RaftTuning, SchedulerTuning, TlsSettings
+from schedd.settings import (AclSettings, HistorySettings, Limits, MetricsSettings, NodeConfig, Peer, RaftTuning,
+                             SchedulerTuning, TlsSettings)
 from schedd_client.net.policy import DEFAULT_DENY_RULES, NetPolicy, PolicyError, parse_rules
 
 __all__ = ["ConfigError", "Limits", "NodeConfig", "Peer", "RaftTuning", "SchedulerTuning", "TlsSettings",
@@ -229,6 +234,16 @@ def _history(t: dict) -> HistorySettings:
                                                     1_000_000, "[history]"))
 
 
+def _metrics(t: dict) -> MetricsSettings:
+    _check_keys(t, set(MetricsSettings.__slots__), "[metrics]")
+    teams = t.get("job_series_teams", [])
+    if not isinstance(teams, list) or not all(isinstance(x, str) and x for x in teams):
+        raise ConfigError("[metrics].job_series_teams must be a list of team names")
+    return MetricsSettings(job_series_limit=_int(t, "job_series_limit", MetricsSettings().job_series_limit,
+                                                 0, 100_000, "[metrics]"),
+                           job_series_teams=tuple(sorted(set(teams))))
+
+
 def _webhooks(t: dict) -> NetPolicy:
     _check_keys(t, {"allow", "deny"}, "[webhooks]")
     lists = {}
@@ -277,7 +292,7 @@ def _tls(t: dict, base_dir: Path | None) -> TlsSettings:
 
 TOP_KEYS = {"node_id", "data_dir", "raft_address", "grpc_address", "metrics_address", "raft_bind",
             "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "webhooks", "limits",
-            "tls", "acl", "test_mode", "join", "history"}
+            "tls", "acl", "test_mode", "join", "history", "metrics"}
 
 
 def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
@@ -326,6 +341,7 @@ def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
         tls=_tls(_table(d, "tls"), base_dir),
         acl=_acl(d.get("acl") or {}),
         history=_history(d.get("history") or {}),
+        metrics=_metrics(d.get("metrics") or {}),
         test_mode=bool(d.get("test_mode", False)),
         join=_join(d.get("join")),
     )

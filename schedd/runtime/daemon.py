@@ -39,7 +39,7 @@ from schedd.replication.convergence import ConvergenceTracker
 from schedd.core.features import build_behind_message
 from schedd.core.commands import FEATURES
 from schedd.replication import level_file
-from schedd.replication.node import RaftNode
+from schedd.replication.node import LEADER, RaftNode
 from schedd.ports.clock import SystemClock
 from schedd.runtime.config import NodeConfig
 from schedd.runtime import history as node_history
@@ -172,16 +172,19 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     except testing.TestModeError as e:
         raise StartupError(str(e)) from None
     clock = SystemClock()
-    metrics = Metrics()
+    metrics = Metrics(cfg.metrics)
     loop = asyncio.get_running_loop()
     dispatcher_box: list[Dispatcher] = []
     node_box: list[RaftNode] = []              # the RaftNode, once built (its term for the record)
 
     def on_applied(entry, result, index):
+        metrics.on_applied(entry, result)
         if dispatcher_box:
             dispatcher_box[0].on_applied(entry, result, index)
 
     def on_role_change(old, new):
+        if new == LEADER:
+            metrics.leader_changes.inc()
         faults.role_changed(cfg.node_id, old, new, node_box[0].term if node_box else -1)
         if dispatcher_box:
             dispatcher_box[0].on_role_change(old, new)
@@ -230,7 +233,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     dispatcher_box.append(dispatcher)
     replicas = ReplicaWatch(node, ConvergenceTracker(cfg.raft.replica_stuck_ms), wall_ms=clock.now_ms)
     load = dispatcher.assigner.load if dispatcher.assigner is not None else None
-    metrics.watch(node, replicas, load)
+    metrics.watch(node, replicas, load, hub)
 
     signer = NodeSigner(cfg.secret)
     router = Router(node, signer, clock, peer_channels(cfg.tls))

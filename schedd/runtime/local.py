@@ -52,6 +52,7 @@ DEMO_SCHEDULE = "@every 5s"
 PROGRESS_POLL_S = 1.0               # how often the progress is looked at: the first success shows at once,
 PROGRESS_EVERY_S = 10.0             # ...after it, a changed line is printed at most this often
 CONTEXT_FILE = "schedctl-context.toml"
+WORKER_CONTEXT_FILE = "worker-context.toml"    # for a worker of your own (schedd_worker.Worker.from_context)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -185,6 +186,7 @@ def _run(out: Exit, root: Path, *, nodes: int, base_port: int, demo: bool, fsync
         leader = cluster.wait_leader(timeout=60)
         worker_token = _credentials(cluster)
         context = cluster.write_context(root / CONTEXT_FILE)
+        cluster.write_context(root / WORKER_CONTEXT_FILE, kind="worker", name="sdk-worker", token=worker_token)
         client = cluster.client(timeout=30)
         jobs = _start_worker(cluster, worker_token, stack)
         if demo:
@@ -278,6 +280,8 @@ def _banner(out: Exit, cluster: LocalCluster, leader: str, demo: bool, context: 
     if demo:
         lines.append(f"  schedctl run list {DEMO_JOB}")
     lines += ["  schedctl job create nightly --schedule '0 2 * * *' --tz Europe/Berlin --command 'backup.sh'",
+              "\nA worker of your own (schedd_worker.Worker.from_context() reads it; README.md):\n",
+              f"  export SCHEDD_WORKER_CONTEXT={context.parent / WORKER_CONTEXT_FILE}",
               f"\nCredentials: {cluster.tls_dir} (CA, node, worker and admin certificates),"
               f" {cluster.root / ADMIN_TOKEN_FILE} (management token)",
               f"Logs: {cluster.root / 'logs'}"]

@@ -1,19 +1,34 @@
 """Prometheus metrics of one node, in a registry of its own (several nodes may share a process in
-tests). Raft and state gauges are read at scrape time, so nothing updates them on the hot path."""
+tests). Raft and state gauges are read at scrape time, so nothing updates them on the hot path;
+the per-job and per-worker series are `job_metrics`' (bounded, computed at the scrape).
+
+No `_created` series: prometheus-client would add one per counter and histogram child (the time
+it was made), doubling the series for no question anyone asks of them; they are turned off for
+the process before any metric is made."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from schedd.core.results import ApplyResult
+from schedd.runtime.job_metrics import JobLabels, RunSeries, SlaMisses, WorkerSeries, audit_pruned, team_of
+from schedd.settings import MetricsSettings
+
+disable_created_metrics()
 
 LATENESS_BUCKETS = (0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3,
                     0.5, 1, 1.5, 2, 3, 5, 10, 30, 60)
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, settings: MetricsSettings | None = None) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        self.job_labels = JobLabels(settings or MetricsSettings())
+        self._runs: RunSeries | None = None
         self.fire_lateness = Histogram(
             "schedd_fire_lateness_seconds",
             "Dispatch time minus scheduled time of each fired instant, on the leader's clock",
@@ -40,14 +55,36 @@ class Metrics:
                                         ["outcome"], registry=r)
         self.requests = Counter("schedd_grpc_requests_total", "gRPC calls by method and code",
                                 ["method", "code"], registry=r)
-        self.sla_missed = Counter("schedd_sla_missed_total",
-                                  "SLA misses recorded by this node as leader, by job", ["job"], registry=r)
+        self._sla_counter = Counter("schedd_sla_missed_total", "SLA misses recorded by this node as "
+                                    "leader, by job (bounded: [metrics] job_series_limit)", ["job_name", "team"],
+                                    registry=r)
+        self.sla_missed = SlaMisses(self._sla_counter, self.job_labels, lambda job: "")
+        self.leader_changes = Counter("schedd_leader_changes_total", "Times this node became the leader "
+                                      "(summed over the nodes: the cluster's leader changes)", registry=r)
 
-    def watch(self, node, replicas=None, load=None) -> None:
+    def watch(self, node, replicas=None, load=None, hub=None) -> None:
         """Expose the node's Raft and state gauges, read at scrape time. `replicas` (a
         ReplicaWatch) adds the per-peer replication gauges from its published rows; `load` (the
-        dispatcher's DispatchLoad) the dispatch backlog gauges."""
+        dispatcher's DispatchLoad) the dispatch backlog gauges; the per-job series follow what
+        `on_applied` hands over; `hub` (the WorkerHub) adds the worker and pool gauges."""
+        self._runs = RunSeries(node, self.job_labels)
+        self.sla_missed = SlaMisses(self._sla_counter, self.job_labels, team_of(node))
         self.registry.register(_NodeCollector(node, replicas, load))
+        self.registry.register(_Families(self._runs.families))
+        if hub is not None:
+            self.registry.register(_Families(WorkerSeries(node, hub).families))
+
+    def on_applied(self, entry: str, result: ApplyResult) -> None:
+        """The apply hook's part (the Raft tick thread): hand the result over, nothing more."""
+        if self._runs is not None:
+            self._runs.on_applied(entry, result)
+
+
+class _Families:
+    """A collector of the metric families a function yields at each scrape."""
+
+    def __init__(self, families: Any) -> None:
+        self.collect = families
 
 
 class _NodeCollector:
@@ -61,11 +98,17 @@ class _NodeCollector:
         with self._node.lock:
             jobs, execs, epoch = len(self._node.state.jobs), len(self._node.state.execs), self._node.state.epoch
             young = self._node.state.audit.young_pruned
+        pruned = CounterMetricFamily("schedd_audit_records_pruned", "Audit records pruned from the trail "
+                                     "(by age or by count) since it began")
+        pruned.add_metric([], audit_pruned(self._node))
+        yield pruned
         for name, doc, value in (
             ("schedd_raft_term", "Current Raft term", st.term),
             ("schedd_raft_is_leader", "1 if this node believes it leads", int(st.role == "leader")),
             ("schedd_raft_commit_index", "Raft commit index", st.commit_index),
             ("schedd_raft_applied_index", "Last applied log index", st.applied_index),
+            ("schedd_raft_apply_lag_entries", "Committed entries this node has not applied yet",
+             max(0, st.commit_index - st.applied_index)),
             ("schedd_raft_has_quorum", "1 if connected to a quorum", int(st.has_quorum)),
             ("schedd_leader_epoch", "Highest leader term recorded in the state", epoch),
             ("schedd_jobs", "Registered jobs", jobs),

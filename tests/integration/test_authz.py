@@ -206,11 +206,14 @@ def test_team_a_cannot_read_list_trigger_update_cancel_or_delete_team_b(acl_clus
             "watch runs of job": lambda: next(a.watch_executions("b-job")),
             "watch dag run": lambda: next(a.watch_dag_run("b-dag", run.run_id)),
             "clear dag task": lambda: a.clear_dag_task("b-dag", run.run_id, "t1"),
+            "diff": lambda: a.diff_jobs([job_spec("b-job", schedule="@every 2h", team="b", command="true")]),
+            "diff into own team": lambda: a.diff_jobs([job_spec("b-job", schedule="@every 2h", team="a",
+                                                                command="true")]),
         }
         # What a caller may not read is answered as if it did not exist, word
         # for word as for a missing object; a write that would take another team's name cannot
         # hide that the name is taken, but does not name the team.
-        taken = {"update", "move to own team", "update dag", "quota"}
+        taken = {"update", "move to own team", "update dag", "quota", "diff", "diff into own team"}
         codes = {what: _code(fn) for what, fn in checks.items()}
         assert codes == {what: denied if what in taken else grpc.StatusCode.NOT_FOUND for what in checks}, codes
         missing_ex = ex.id.replace("b-job@", "no-such-job@")

@@ -233,7 +233,7 @@ def test_dag_sla_miss_is_recorded_once_shown_counted_and_posted(cluster_factory,
         assert body["dag"] == body["job"] == "slow" and body["run_id"] == body["execution_id"] == slow
         assert body["message"] == ev.message and body["deadline"].endswith("Z")
 
-        wait_until(lambda: metric_total(c, "schedd_sla_missed_total", 'job="slow"') == 1, timeout=30,
+        wait_until(lambda: metric_total(c, "schedd_sla_missed_total", 'job_name="slow"') == 1, timeout=30,
                    what="the miss to be counted")
 
         listing = schedctl(c, "dag", "runs", "slow").stdout.splitlines()

@@ -152,9 +152,9 @@ def test_sla_miss_is_recorded_once_shown_counted_and_posted(cluster_factory, rec
     assert body["job"] == "slow" and body["execution_id"] == slow and body["message"] == ev.message
     assert body["scheduled_time"].endswith("Z") and body["deadline"].endswith("Z")
     assert parse_time(body["deadline"]) - parse_time(body["scheduled_time"]) == 1000
-    assert wait_until(lambda: metric_total(c, "schedd_sla_missed_total", 'job="slow"') == 1, timeout=30,
+    assert wait_until(lambda: metric_total(c, "schedd_sla_missed_total", 'job_name="slow"') == 1, timeout=30,
                       what="the miss to be counted")
-    assert metric_total(c, "schedd_sla_missed_total", 'job="quick"') == 0
+    assert metric_total(c, "schedd_sla_missed_total", 'job_name="quick"') == 0
 
     listing = schedctl(c, "run", "list").stdout
     [slow_row] = [line for line in listing.splitlines() if line.startswith(slow)]

@@ -108,7 +108,7 @@ class Run:
                 c.start()
                 c.wait_leader(timeout=60)
                 with c.client(timeout=10) as cl:
-                    job = cl.put_job(job_spec(JOB, command="echo initial")).job
+                    job = cl.put_job(job_spec(JOB, command="echo initial"))
                 self.initial = (job.version, job.spec.handler.shell.command)
                 self._workload(c, net)
             finally:
@@ -163,7 +163,7 @@ class Run:
                 value = f"echo w{i}-{k}"
                 started = time.monotonic()
                 try:
-                    reply = cl.put_job(job_spec(JOB, command=value), expected_version=current)
+                    reply = cl.put_job_result(job_spec(JOB, command=value), expected_version=current)
                 except Conflict:
                     continue                     # another writer got there first: not written
                 except SchedError:

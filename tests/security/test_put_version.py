@@ -35,9 +35,9 @@ def test_put_reply_names_the_version_this_write_made() -> None:
     server = ApiServer(node)
     try:
         with Client(server.address, timeout=10) as client:
-            first = client.put_job(job_spec("j", command="echo first"))
+            first = client.put_job_result(job_spec("j", command="echo first"))
             assert (first.version, first.job.version) == (1, 1)
-            mine = client.put_job(job_spec("j", command="echo mine"), expected_version=1)
+            mine = client.put_job_result(job_spec("j", command="echo mine"), expected_version=1)
             assert mine.version == 2                              # what this write made
             assert mine.job.version == 3 and mine.job.spec.handler.shell.command == "echo other"
     finally:

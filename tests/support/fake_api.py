@@ -151,6 +151,21 @@ class FakeApiNode(pb_grpc.SchedulerServicer, pb_grpc.ClusterServicer):
             reply.updated += not created
         return reply
 
+    def _diff_jobs(self, request: pb.DiffJobsRequest) -> pb.DiffJobsResponse:
+        """As the server answers, with the spec as sent standing for its canonical form."""
+        reply = pb.DiffJobsResponse()
+        for spec in request.jobs:
+            self._check(spec)
+            old = self.state.jobs.get(spec.name)
+            if old is not None and old.spec == spec:
+                reply.changes.add(name=spec.name, action="unchanged", version=old.version)
+                continue
+            change = reply.changes.add(name=spec.name, proposed=spec, action="create" if old is None else "update")
+            if old is not None:
+                change.current.CopyFrom(old.spec)
+                change.version = old.version
+        return reply
+
     def _get_job(self, request: pb.GetJobRequest) -> pb.Job:
         job = pb.Job()
         job.CopyFrom(self._job(request.name))
@@ -233,6 +248,9 @@ class FakeApiNode(pb_grpc.SchedulerServicer, pb_grpc.ClusterServicer):
 
     def GetJob(self, request, context):
         return self._serve("GetJob", request, context, self._get_job)
+
+    def DiffJobs(self, request, context):
+        return self._serve("DiffJobs", request, context, self._diff_jobs)
 
     def ListJobs(self, request, context):
         return self._serve("ListJobs", request, context, self._list_jobs)

@@ -43,6 +43,12 @@ def test_single_node_defaults(tmp_path):
     assert [p.id for p in cfg.members] == ["n1"] and cfg.secret == ""
 
 
+def test_metrics_table(tmp_path):
+    assert config.load(write(tmp_path, BASE)).metrics.job_series_limit == 500
+    cfg = config.load(write(tmp_path, BASE + '[metrics]\njob_series_limit = 20\njob_series_teams = ["b", "a"]\n'))
+    assert (cfg.metrics.job_series_limit, cfg.metrics.job_series_teams) == (20, ("a", "b"))
+
+
 def test_three_nodes_and_flag_overrides(tmp_path):
     cfg = config.load(write(tmp_path, BASE + PEERS), fsync="batch", grpc_address="127.0.0.1:9000")
     assert [p.id for p in cfg.members] == ["n1", "n2", "n3"]
@@ -74,6 +80,9 @@ def test_secret_file(tmp_path):
     (BASE.replace('node_id = "n1"', 'node_id = "n 1"'), "node_id"),
     (BASE + "this is not toml", "invalid TOML"),
     (BASE + 'secret_file = "missing"\n', "cannot read secret_file"),
+    (BASE + "[metrics]\njob_series_limit = -1\n", "[metrics].job_series_limit"),
+    (BASE + "[metrics]\njob_series_teams = \"payments\"\n", "job_series_teams must be a list"),
+    (BASE + "[metrics]\nseries = 3\n", "unknown key in [metrics]: series"),
     (BASE + "test_mode = true\n", None),
 ])
 def test_bad_configs_are_refused_with_the_key_named(tmp_path, monkeypatch, text, fragment):

@@ -62,7 +62,7 @@ def test_job_create_existing_job_points_to_apply_and_update(run: Run, fake: Fake
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["job", "create", "a", "--command", "x"], "needs --schedule"),
+        (["job", "create", "a"], "needs a handler"),            # no --schedule is fine: on demand
         (["job", "create", "a", "--schedule", "@daily"], "needs a handler"),
         (["job", "create", "--schedule", "@daily", "--command", "x"], "needs NAME"),
         (["job", "create", "a", "-f", "jobs.yaml"], "takes no NAME"),
@@ -163,10 +163,17 @@ def test_missing_file(run: Run) -> None:
 def test_job_apply_creates_then_updates(run: Run, fake: FakeCluster, tmp_path) -> None:
     path = tmp_path / "jobs.json"
     path.write_text(json.dumps([{"name": "a", "command": "x"}, {"name": "b", "command": "y"}]))
-    assert run("job", "apply", "-f", str(path)) == (0, "applied 2 jobs: 2 created, 0 updated\n", "")
+    assert run("job", "apply", "-f", str(path)) == (
+        0, "job a created\njob b created\napplied 2 jobs: 2 created, 0 updated, 0 unchanged\n", "")
+    path.write_text(json.dumps([{"name": "a", "command": "x"}, {"name": "b", "command": "z"}]))
     code, out, _ = run("job", "apply", "-f", str(path), "-o", "json")
-    assert code == 0 and json.loads(out) == {"created": 0, "updated": 2}
+    report = json.loads(out)
+    assert code == 0 and (report["created"], report["updated"], report["unchanged"]) == (0, 1, 1)
+    assert report["jobs"][0] == {"name": "b", "action": "update", "version": 1, "changes": [
+        {"field": "command", "before": "y", "after": "z"}]}
     assert len(fake.state.requests_of("PutJobs")) == 2      # one per apply
+    assert [s.name for s in fake.state.requests_of("PutJobs")[-1].jobs] == ["b"]   # a is left as it is
+    assert spec(fake, "a") is not None and fake.state.jobs["a"].version == 1
 
 
 def test_job_update_merges_the_given_fields(run: Run, fake: FakeCluster) -> None:
@@ -399,3 +406,53 @@ def test_help_exits_0(capsys) -> None:
     assert "usage: schedctl" in capsys.readouterr().out
     assert main(["job", "create", "--help"]) == 0
     assert "--schedule S" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- what a newcomer tripped on
+
+
+def test_job_create_without_a_schedule_is_on_demand(run: Run, fake: FakeCluster) -> None:
+    code, out, err = run("job", "create", "adhoc", "--command", "make report")
+    assert (code, err) == (0, "")
+    assert out == "created job adhoc (version 1, on demand: run it with `schedctl job trigger adhoc`)\n"
+    assert spec(fake, "adhoc").schedule == ""
+
+
+def test_job_get_shows_worker_labels_delivery_and_limits(run: Run, fake: FakeCluster) -> None:
+    fake.add_job("a", worker_labels={"zone": "eu-1", "gpu": "yes"},
+                 limits={"memory_mb": 512, "cpu_seconds": 90, "open_files": 256})
+    code, out, _ = run("job", "get", "a")
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line and not line.startswith(" "))
+    assert code == 0
+    assert fields["Worker labels"].strip() == "gpu=yes, zone=eu-1"
+    assert fields["Delivery"].strip() == "at_least_once"
+    assert fields["Limits"].strip() == "memory 512 MiB, cpu 1m30s, open files 256"
+    code, out, _ = run("job", "get", "a", "-o", "yaml")
+    assert yaml.safe_load(out)["spec"]["delivery"] == "at_least_once"       # never empty
+
+
+def test_state_filters_take_any_case_and_bad_ones_are_usage_errors(run: Run, fake: FakeCluster) -> None:
+    fake.add_job("a")
+    add_execution(fake.state, "a", NOW_MS - MINUTE_MS, "FAILED")
+    add_execution(fake.state, "a", NOW_MS - 2 * MINUTE_MS, "SUCCEEDED")
+    code, out, _ = run("run", "list", "a", "--state", "failed", "-o", "json")
+    assert code == 0 and [r["state"] for r in json.loads(out)] == ["FAILED"]
+    assert fake.state.requests_of("ListExecutions")[-1].state == "FAILED"
+    code, _, err = run("run", "list", "--state", "broken")
+    assert code == 2 and "unknown run state 'broken'" in err and "failed" in err
+    assert run("job", "list", "--state", "Paused")[0] == 0
+    assert fake.state.requests_of("ListJobs")[-1].state == "paused"
+    assert run("job", "list", "--state", "sleeping")[0] == 2
+
+
+def test_job_apply_against_a_cluster_without_diffs_writes_everything(run: Run, fake: FakeCluster, tmp_path) -> None:
+    path = tmp_path / "jobs.yaml"
+    path.write_text(yaml.safe_dump_all([{"name": "a", "command": "x"}, {"name": "b", "command": "y"}]))
+    fake.add_job("a", command="x")
+    fake.nodes[0].fail("DiffJobs", grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+    code, out, err = run("job", "apply", "-f", str(path))
+    assert (code, err) == (0, "")
+    assert out == "applied 2 jobs: 1 created, 1 updated (this cluster cannot tell unchanged jobs apart: upgrade it)\n"
+    fake.nodes[0].fail("DiffJobs", grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+    code, _, err = run("job", "diff", "-f", str(path))                  # a diff it cannot make: said so
+    assert code == 1 and "cannot show what would change" in err and "upgrade" in err

@@ -67,7 +67,7 @@ def client(fake: FakeCluster) -> Iterator[Client]:
 
 
 def test_put_get_update_job(client: Client, fake: FakeCluster) -> None:
-    created = client.put_job(job_spec("backup", schedule="0 2 * * *", tz="Europe/Paris", command="backup.sh"))
+    created = client.put_job_result(job_spec("backup", schedule="0 2 * * *", tz="Europe/Paris", command="backup.sh"))
     assert isinstance(created, pb.PutJobResponse)
     assert created.created and created.job.version == 1
 
@@ -78,7 +78,7 @@ def test_put_get_update_job(client: Client, fake: FakeCluster) -> None:
     assert fake.state.requests_of("GetJob")[-1].upcoming == 3
 
     updated = client.put_job(job_spec("backup", schedule="0 3 * * *", command="backup.sh"), expected_version=1)
-    assert not updated.created and updated.job.version == 2
+    assert isinstance(updated, pb.Job) and updated.version == 2 and updated.spec.schedule == "0 3 * * *"
 
 
 def test_put_job_refusals_map_to_exceptions(client: Client) -> None:
@@ -288,7 +288,7 @@ def test_failover_sticks_to_the_node_that_answered(fake3: FakeCluster) -> None:
 def test_write_retried_after_unavailable_keeps_its_request_id(fake3: FakeCluster) -> None:
     fake3.nodes[0].fail("PutJob", grpc.StatusCode.UNAVAILABLE, "no leader")
     with Client(fake3.cluster, timeout=5) as client:
-        reply = client.put_job(job_spec("a", command="x"), create_only=True)
+        reply = client.put_job_result(job_spec("a", command="x"), create_only=True)
         other = client.pause_job("a")
     assert reply.created and reply.job.version == 1 and other.version == 2
     put_ids = [rid for method, rid in fake3.state.request_ids if method == "PutJob"]
@@ -301,7 +301,7 @@ def test_retry_after_unknown_outcome_is_deduplicated(fake: FakeCluster) -> None:
     fake.nodes[0].fail("PutJob", grpc.StatusCode.UNAVAILABLE,
                        "outcome unknown: retry with the same request_id", after_apply=True)  # fmt: skip
     with Client(fake.cluster, timeout=5) as client:
-        reply = client.put_job(job_spec("a", command="x"), create_only=True)  # not AlreadyExists
+        reply = client.put_job_result(job_spec("a", command="x"), create_only=True)  # not AlreadyExists
     assert reply.created and reply.job.version == 1
     assert fake.state.jobs["a"].version == 1
     assert len(fake.state.calls_to("PutJob")) == 2
@@ -395,8 +395,9 @@ def test_error_from_rpc(code, error) -> None:
 
 async def test_async_client_round_trip(fake: FakeCluster) -> None:
     async with AsyncClient(fake.cluster, timeout=5) as client:
-        reply = await client.put_job(job_spec("a", command="x", team="ops"))
+        reply = await client.put_job_result(job_spec("a", command="x", team="ops"))
         assert reply.created
+        assert (await client.put_job(job_spec("a", command="y", team="ops"))).version == 2
         assert (await client.put_jobs([job_spec(f"b{i}", command="x") for i in range(4)])).created == 4
         assert (await client.get_job("a")).spec.team == "ops"
         assert [j.spec.name async for j in client.list_jobs(page_size=2)] == ["a", "b0", "b1", "b2", "b3"]
@@ -597,3 +598,29 @@ def test_relative_time() -> None:
     assert relative_time(NOW_MS + 200, NOW_MS) == "now"
     assert relative_time(0, NOW_MS) == ""
     assert format_time(0) is None
+
+
+def test_run_state_is_the_servers_states_as_a_str_enum() -> None:
+    from schedd.core.model import EXECUTION_STATES, TERMINAL_STATES
+    from schedd_client import RunState
+
+    assert [s.value for s in RunState] == list(EXECUTION_STATES)     # the client cannot import the core
+    assert {s for s in RunState if s.finished} == TERMINAL_STATES
+    assert RunState.FAILED == "FAILED" and isinstance(RunState.FAILED, str) and f"{RunState.LOST}" == "LOST"
+    assert RunState.parse(" timed_out ") is RunState.TIMED_OUT and RunState("SKIPPED") is RunState.SKIPPED
+    with pytest.raises(ValueError, match="one of: scheduled, running"):
+        RunState.parse("done")
+
+
+async def test_async_client_diffs_and_applies_in_batches(fake: FakeCluster) -> None:
+    fake.add_job("same", command="x")
+    seen: list[tuple[str, int, int]] = []
+    async with AsyncClient(fake.cluster, timeout=5) as client:
+        specs = [job_spec("same", command="x"), *(job_spec(f"n{i}", command="y") for i in range(5))]
+        changes = await client.diff_jobs(specs[:2])
+        assert [(c.name, c.action) for c in changes] == [("same", "unchanged"), ("n0", "create")]
+        report = await client.apply_jobs(specs, batch_jobs=2, progress=lambda *p: seen.append(p))
+    assert (report.created, report.unchanged) == ([f"n{i}" for i in range(5)], ["same"])
+    assert seen == [("check", 2, 6), ("check", 4, 6), ("check", 6, 6), ("write", 2, 5), ("write", 4, 5),
+                    ("write", 5, 5)]
+    assert [len(r.jobs) for r in fake.state.requests_of("PutJobs")] == [2, 2, 1]     # "same" is not written

@@ -29,7 +29,8 @@ NOT_BUILT = {"save_snapshot",     # a stream written to a file (schedd_client.ba
              "trigger_job", "run_dag", "wait_for",
              # server streams (schedd_client.watching), read for as long as the caller iterates
              "watch_jobs", "watch_executions", "watch_workers", "watch_dag_run",
-             "logs"}            # a stream of chunks (schedd_client.run_logs), no plan builder
+             "logs",
+             "apply_jobs"}        # calls decided one after another (schedd_client.job_sync.apply_steps)            # a stream of chunks (schedd_client.run_logs), no plan builder
 
 
 def public_methods(cls: type) -> dict[str, typing.Any]:
@@ -127,7 +128,7 @@ def test_mypy_sees_the_installed_sdk(tmp_path: Path) -> None:
     put_job, put_dag, list_executions, whoami, save_snapshot, get_job = revealed
     for shown in revealed:
         assert shown.startswith('"def ') and shown != '"Any"', shown
-    assert "spec: schedd_proto.scheduler_pb2.JobSpec" in put_job and "-> schedd_proto.scheduler_pb2.PutJobResponse" in put_job
+    assert "spec: schedd_proto.scheduler_pb2.JobSpec" in put_job and put_job.endswith('-> schedd_proto.scheduler_pb2.Job"')
     assert "-> schedd_proto.dags_pb2.PutDagResponse" in put_dag
     assert "-> typing.Iterator[schedd_proto.scheduler_pb2.Execution]" in list_executions
     assert "-> schedd_proto.acl_pb2.WhoAmIResponse" in whoami

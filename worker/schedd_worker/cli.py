@@ -11,17 +11,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import importlib.metadata
 import logging
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from schedd_proto import PROTOCOL_VERSION
 from schedd_worker.config import ConfigError, WorkerConfig, load_config
 from schedd_worker.isolation import IsolationPolicy
 from schedd_worker.timers import DEFAULT_AHEAD
 
-__all__ = ["main", "build_parser", "add_arguments", "cmd_worker", "root_refusal", "separation"]
+__all__ = ["main", "build_parser", "version_line", "add_arguments", "cmd_worker", "root_refusal", "separation"]
 
 
 def setup_logging(level: str, name: str = "") -> None:
@@ -476,10 +478,24 @@ def add_arguments(w: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="schedd-worker",
                                 description="run attempts pushed by the schedd leader (shell, HTTP)")
+    p.add_argument("--version", action="version", version=version_line(),
+                   help="print the worker's version and the protocol it speaks, and exit")
     p.add_argument("--log-level", default=os.environ.get("SCHEDD_LOG_LEVEL", "info"),
                    choices=["debug", "info", "warning", "error"])
     add_arguments(p)
     return p
+
+
+def version_line() -> str:
+    """What ``schedd-worker --version`` prints: this worker's version, the client it runs on and
+    the API protocol, as ``schedctl --version`` says its own."""
+    versions = []
+    for dist in ("schedd-worker", "schedd-client"):
+        try:
+            versions.append(importlib.metadata.version(dist))
+        except importlib.metadata.PackageNotFoundError:
+            versions.append("unknown")
+    return f"schedd-worker {versions[0]} (schedd-client {versions[1]}, protocol {PROTOCOL_VERSION})"
 
 
 def main(argv: list[str] | None = None, *, euid: int | None = None) -> int:

@@ -59,8 +59,11 @@ class LinkUser(Protocol):
 
 class LeaderLink:
     def __init__(self, cluster: Sequence[str], *, name: str, security: Security, hooks: WorkerHooks,
-                 user: LinkUser) -> None:
+                 user: LinkUser, warn_at_once: bool = False) -> None:
         self.name = name
+        # The first failed connection at WARNING (the SDK's Worker: nobody may be reading its
+        # INFO lines), or at INFO (schedd-worker: a cluster still electing is no news).
+        self.warn_at_once = warn_at_once
         self.security = security
         self.hooks = hooks
         self.user = user
@@ -150,7 +153,7 @@ class LeaderLink:
                 now = loop.time()
                 msg = "?" if err is None else describe(err)
                 if failures == 1 or now - last_warn >= 30:
-                    (log.warning if failures > 1 else log.info)(
+                    (log.warning if failures > 1 or self.warn_at_once else log.info)(
                         "cannot connect to the leader: %s; retrying with backoff", msg)
                     last_warn = now
                 else:

@@ -152,7 +152,8 @@ class WorkerRuntime:
                  isolation: Isolation = NO_ISOLATION, security: Security | None = None,
                  token: str | None = None, ahead: int = DEFAULT_AHEAD,
                  result_hold_s: float = RESULT_HOLD_S, containers: ContainerConfig | ContainerBroker | None = None,
-                 final_ack_s: float = FINAL_ACK_TIMEOUT_S, logs: LogStore | None = None) -> None:
+                 final_ack_s: float = FINAL_ACK_TIMEOUT_S, logs: LogStore | None = None,
+                 warn_at_once: bool = False) -> None:
         if isinstance(cluster, str):
             cluster = [cluster]
         self.cluster = [a.strip() for a in cluster if a and a.strip()]
@@ -188,7 +189,8 @@ class WorkerRuntime:
         self._hurry = asyncio.Event()
 
         self._ledger = Ledger()                    # what it holds and what it owes the leader
-        self._link = LeaderLink(self.cluster, name=name, security=self.security, hooks=hooks, user=self)
+        self._link = LeaderLink(self.cluster, name=name, security=self.security, hooks=hooks, user=self,
+                                warn_at_once=warn_at_once)
         self._slots = Slots(self.slots, lambda: self._link.lease_ms)
         self._reports = Reports(name, self._ledger, self._link, self._events, now_ms,
                                 draining=lambda: self.draining, waiting=self._slots.waiting,

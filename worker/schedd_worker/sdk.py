@@ -21,6 +21,10 @@ Inside an asyncio program use ``await worker.run_async(stop_event)`` instead of 
 TLS: ``ca=`` (the deployment's CA), ``cert=``/``key=`` (the worker's certificate, for mTLS),
 ``token=`` (sent as ``authorization: Bearer``), or a ready ``security=`` (schedd_client.channels).
 
+``Worker.from_context()`` takes the cluster, CA, certificate and token from a context file
+(``$SCHEDD_WORKER_CONTEXT``, else ``$SCHEDD_CONTEXT``), as ``Client.from_context()`` does. A worker that cannot reach the leader
+says so at WARNING from its first failed try (Python's default logging shows it on stderr).
+
 A credential the cluster refuses (a client token or certificate where a worker token is needed,
 a revoked one) makes ``run``/``run_async`` raise ``CredentialRefused`` with what to do, logged at
 ERROR; only what can heal (a node down, no leader yet) is retried.
@@ -42,10 +46,11 @@ import signal
 import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from schedd_client.channels import Security
 from schedd_client.client import make_security
-from schedd_client.context import parse_cluster
+from schedd_client.context import context_from_env, load_context, parse_cluster
 from schedd_client.net.policy import make_policy
 from schedd_worker.cli import root_refusal
 from schedd_worker.executors import HandlerContext, HttpOptions, PythonHandlers
@@ -56,6 +61,8 @@ from schedd_worker.timers import DEFAULT_AHEAD
 __all__ = ["Worker", "HandlerContext", "CredentialRefused"]
 
 log = logging.getLogger("schedd_worker.sdk")
+
+WORKER_CONTEXT_ENV = "SCHEDD_WORKER_CONTEXT"
 
 
 class Worker:
@@ -85,6 +92,19 @@ class Worker:
         self.handlers = PythonHandlers()
         self.runtime: WorkerRuntime | None = None
 
+    @classmethod
+    def from_context(cls, path: str | os.PathLike[str] | None = None, **options: Any) -> Worker:
+        """A worker for the cluster of a context file, with its CA, certificate and token, as
+        ``Client.from_context()``. The file is ``path``, else ``$SCHEDD_WORKER_CONTEXT``, else
+        ``$SCHEDD_CONTEXT``: a worker needs a worker token, so a shell that runs schedctl as an
+        admin names the worker's own file in the first (``schedd local`` prints that line).
+        ``options`` are the constructor's other keywords (``slots=``, ``pool=``, ``name=``)."""
+        path = path or os.environ.get(WORKER_CONTEXT_ENV, "").strip() or None
+        ctx = load_context(path) if path is not None else context_from_env()
+        if ctx is None:
+            raise ValueError(f"no context file: pass a path or set {WORKER_CONTEXT_ENV} or SCHEDD_CONTEXT")
+        return cls(ctx.cluster, security=ctx.security, **options)
+
     def handler(self, name: str) -> Callable[[Callable], Callable]:
         """Decorator: register ``fn(ctx)`` (plain or ``async def``) as the Python handler ``name``."""
         def register(fn: Callable) -> Callable:
@@ -97,7 +117,7 @@ class Worker:
                              labels=self.labels, python_handlers=self.handlers,
                              drain_grace_s=self.drain_grace_s, kill_grace_s=self.kill_grace_s,
                              http=self.http, hooks=configure_worker(self.name),
-                             security=self.security, ahead=self.ahead)
+                             security=self.security, ahead=self.ahead, warn_at_once=True)
 
     async def run_async(self, stop: asyncio.Event | None = None) -> None:
         """Run until ``stop`` is set (forever without one), then drain and return. Raises
