@@ -134,6 +134,7 @@ class FakeNode:
         self.repair_stats: Any = None       # RaftNode.repair_stats: none without patched Raft
         self.learner_count = 0              # RaftNode.learners(): read-only Raft nodes connected
         self.halted = ""                    # RaftNode.halted: why it stopped applying
+        self.history = None                 # RaftNode.history: no history store (reads are the tables')
         self.membership = FakeMembership()
 
     @property
