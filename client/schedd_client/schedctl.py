@@ -29,6 +29,7 @@
     acl bootstrap | whoami        the first management token (once) | who your token is
     acl policy|role|token create|list|get|delete ...   (see schedd_client.acl_commands)
     audit list [--since 1h] [--principal P] [--target T] [--action A] | audit verify [FILE] | audit export
+    dashboard [--no-open]         a login link to the web dashboard (opened on a desktop)
 
 Global options may come before or after the command, with one exception: after ``job create`` and
 ``job update``, ``--timeout`` is the job's timeout, so put the RPC timeout before the command there.
@@ -58,7 +59,8 @@ from typing import Any
 
 from schedd_proto import PROTOCOL_VERSION
 
-from . import (acl_commands, backup, cluster_commands, dag_commands, job_commands, membership_commands,
+from . import (acl_commands, backup, cluster_commands, dag_commands, dashboard_commands, job_commands,
+               membership_commands,
                quota_commands, run_commands, run_flow_commands, run_logs)
 from ._cli import PROG, CommandError, UsageError, _count, _file_options, _global_options, _time_arg
 from ._failover import tls_failure
@@ -185,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=version_line(),
                         help="print the client's version and protocol version, and exit")
     _global_options(parser, top=True)
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{job,run,dag,quota,worker,cluster,acl,audit}")
+    groups = parser.add_subparsers(dest="group", required=True, metavar="{job,run,dag,quota,worker,cluster,acl,audit,dashboard}")
 
     def command(
         subparsers: Any, name: str, run: Callable[[Invocation], None], help: str, *, timeout: bool = True
@@ -303,6 +305,11 @@ def build_parser() -> argparse.ArgumentParser:
     backup.add_commands(cluster, command)          # cluster snapshot save FILE
     dag_commands.add_commands(groups, command)     # dag apply|run|show|runs|list|get|delete
     acl_commands.add_commands(groups, command, _time_arg)   # acl ... and audit ...
+    dash = command(groups, "dashboard", dashboard_commands.dashboard,
+                   "print (and on a desktop open) a login link to the web dashboard", timeout=False)
+    dash.add_argument("--url", default="", metavar="URL",
+                      help="the dashboard's address, https://NODE:PORT/ (default: the context's dashboard)")
+    dash.add_argument("--no-open", action="store_true", help="only print the link")
     return parser
 
 
