@@ -71,8 +71,10 @@ def build(api: Api, *, secure: bool, port: int, sessions: Sessions | None = None
 async def _headers(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         response = await handler(request)
-    except web.HTTPException as e:
-        response = e
+    except web.HTTPException as e:          # redirects and refusals: raised, with the same headers
+        if request.path != "/metrics":
+            e.headers.update(HEADERS)
+        raise
     if request.path != "/metrics":
         response.headers.update(HEADERS)
     return response
