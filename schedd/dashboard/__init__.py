@@ -1,7 +1,8 @@
 """The web dashboard a node serves on its HTTP port, beside /metrics.
 
 It holds no path of its own into the state: every page and JSON endpoint is answered by calling
-this node's own gRPC API with the browser's token (`backend.Api`), so authentication,
+this node's own gRPC API with the browser's token (`backend.Api`, over the node's private unix
+socket, so audit records name the dashboard as the source), so authentication,
 authorization, read filtering, forwarding to the leader and auditing are the API's, unchanged,
 and a session ends as soon as its token stops authenticating (expired or deleted). The browser
 holds only an opaque session cookie; the token stays in this node's memory (`sessions`).

@@ -242,7 +242,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     hub.router = router
     audit_queue = AuditQueue(lambda entry: node.propose(entry, timeout=10.0), clock)
     limiter = RateLimiter(cfg.acl.rate_per_second, cfg.acl.rate_burst) if cfg.acl.enabled else None
-    authn = AuthInterceptor(node, clock, signer, enabled=cfg.acl.enabled, queue=audit_queue, limiter=limiter)
+    authn = AuthInterceptor(node, clock, signer, enabled=cfg.acl.enabled, queue=audit_queue, limiter=limiter,
+                            local_source=node_http.DASHBOARD_SOURCE)
     hub.acl_enabled = cfg.acl.enabled
     hub.identify = lambda: (info.principal if (info := auth_current()) is not None else None)
     server = grpc.aio.server(
@@ -287,6 +288,13 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         node.close()
         history.close()
         raise StartupError(f"cannot bind the gRPC address {cfg.grpc_address}")
+    # The dashboard's way to the API: a unix socket in the private data dir (the token is the
+    # credential there; audit records name the dashboard), else the gRPC address itself.
+    dashboard_socket = node_http.local_socket(cfg.data_dir) if cfg.metrics_address else None
+    if dashboard_socket is not None:
+        dashboard_socket.unlink(missing_ok=True)            # a previous run's
+        if server.add_insecure_port(f"unix:{dashboard_socket}") == 0:
+            dashboard_socket = None
     await server.start()
     for name in ("", LIVENESS_SERVICE, *names[:2]):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -298,8 +306,12 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     web: node_http.HttpServer | None = None
     if cfg.metrics_address:          # /metrics and the dashboard (which calls this node's gRPC port)
         try:
-            web = await node_http.start(cfg.metrics_address, cfg.tls, metrics.registry, cfg.grpc_address,
-                                        peer_channels(cfg.tls))
+            api_channels: Callable[[str], grpc.aio.Channel] = node_http.unix_channel
+            if dashboard_socket is not None:
+                api_address = f"unix:{dashboard_socket}"
+            else:
+                api_address, api_channels = node_http.self_address(cfg.grpc_address), peer_channels(cfg.tls)
+            web = await node_http.start(cfg.metrics_address, cfg.tls, metrics.registry, api_address, api_channels)
         except OSError as e:
             await server.stop(grace=None)
             node.close()

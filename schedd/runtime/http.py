@@ -14,6 +14,7 @@ import logging
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import grpc
 from aiohttp import web
@@ -40,10 +41,29 @@ def refusal(address: str, tls: TlsSettings) -> str | None:
             "or bind 127.0.0.1 / [::1]")
 
 
+SOCKET_NAME = "dashboard.sock"
+MAX_SOCKET_PATH = 100                 # sun_path holds 108 bytes
+DASHBOARD_SOURCE = "dashboard"        # the audit records' source of the dashboard's calls
+
+
+def local_socket(data_dir: Path) -> Path | None:
+    """The unix socket the dashboard dials this node's gRPC API on, in the private data dir
+    (0700: only the node's user can connect). None when the path is too long for a socket:
+    the dashboard then dials the gRPC address (which, with TLS and no client_ca, must be a
+    certificate the system roots trust)."""
+    path = Path(data_dir) / SOCKET_NAME
+    return path if len(str(path)) <= MAX_SOCKET_PATH else None
+
+
 def self_address(grpc_address: str) -> str:
     """Where this node dials its own gRPC port: a wildcard bind is dialled on loopback."""
     host, _, port = grpc_address.rpartition(":")
     return f"127.0.0.1:{port}" if host in ("0.0.0.0", "[::]", "") else grpc_address
+
+
+def unix_channel(address: str) -> grpc.aio.Channel:
+    """A plaintext channel over the node's private unix socket: the token is the credential."""
+    return grpc.aio.insecure_channel(address)
 
 
 @dataclass(slots=True)
@@ -83,16 +103,18 @@ def server_context(tls: TlsSettings) -> ssl.SSLContext | None:
     return ctx
 
 
-async def start(address: str, tls: TlsSettings, registry: CollectorRegistry, grpc_address: str,
+async def start(address: str, tls: TlsSettings, registry: CollectorRegistry, api_address: str,
                 channel_factory: Callable[[str], grpc.aio.Channel]) -> HttpServer:
-    """Bind `address` and serve /metrics and the dashboard; raises HttpRefused or OSError."""
+    """Bind `address` and serve /metrics and the dashboard, whose calls go to `api_address` (the
+    node's unix socket, or its gRPC address) through `channel_factory`; raises HttpRefused or
+    OSError."""
     why = refusal(address, tls)
     if why:
         raise HttpRefused(why)
     host, _, port_text = address.rpartition(":")
     host = host.strip("[]")
     context = server_context(tls)
-    api = Api(self_address(grpc_address), channel_factory)
+    api = Api(api_address, channel_factory)
     app = dashboard.build(api, secure=context is not None, port=int(port_text))
 
     async def metrics(request: web.Request) -> web.Response:

@@ -4,7 +4,8 @@ three-node cluster (TLS with client certificates and ACL on, as deployed).
 The browser logs in through the link `schedctl dashboard` prints, sees the jobs the test created
 and one added while it watches (no reload), the cluster page's three nodes; it is sent to the
 login page without a session, a POST without the CSRF token is refused, a team's token sees only
-its team's jobs, and deleting that token ends its session. Screenshots are kept in the test's
+its team's jobs (a call the API refuses it is audited with the dashboard as its source), and
+deleting that token ends its session. Screenshots are kept in the test's
 tmp dir (screens/) for a person to look at.
 """
 
@@ -127,6 +128,19 @@ def test_dashboard_login_jobs_cluster_csrf_and_teams(cluster, tmp_path):
         assert not driver.find_elements(By.ID, "nav-cluster")
         assert driver.find_element(By.ID, "principal").text == "token:" + c.team_token.partition(".")[0]
         shot(driver, screens, "team")
+
+        # What the API refuses the dashboard is refused, and audited with the dashboard as the channel.
+        driver.get(c.http_url("n1", "/api/cluster"))
+        assert "operator" in driver.find_element(By.TAG_NAME, "body").text
+        principal = "token:" + c.team_token.partition(".")[0]
+        with c.client(timeout=30) as cl:
+            def denied():
+                rows = cl.audit_list(principal=principal, action="Cluster.Status", outcome="denied").records
+                return rows or None
+            [record, *_] = wait_until(denied, timeout=30, what="the denied call in the audit trail")
+        assert record.source == "dashboard"
+        driver.get(c.http_url("n1", "/jobs"))
+        wait_until(lambda: len(job_names(driver)) == 3, timeout=30, what="the jobs page again")
 
         # Deleting the token ends the session: the polling page goes back to the login page.
         with c.client(timeout=30) as cl:
