@@ -149,11 +149,3 @@ def test_dashboard_login_jobs_cluster_csrf_and_teams(cluster, tmp_path):
     finally:
         driver.quit()
 
-
-def test_plain_http_off_loopback_refuses_to_start(tmp_path):
-    from schedd.runtime.http import refusal
-    from schedd.settings import TlsSettings
-    assert refusal("127.0.0.1:9101", TlsSettings(insecure=True)) is None
-    assert refusal("0.0.0.0:9101", TlsSettings(cert=tmp_path / "c.pem", key=tmp_path / "k.pem")) is None
-    why = refusal("0.0.0.0:9101", TlsSettings(insecure=True))
-    assert why is not None and "metrics_address = '0.0.0.0:9101'" in why and "[tls] cert and key" in why
