@@ -296,6 +296,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         if server.add_insecure_port(f"unix:{dashboard_socket}") == 0:
             dashboard_socket = None
     await server.start()
+    if dashboard_socket is not None:
+        dashboard_socket.chmod(0o600)          # like every file of the data dir (connecting needs write)
     for name in ("", LIVENESS_SERVICE, *names[:2]):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     await health_servicer.set(WRITES_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
