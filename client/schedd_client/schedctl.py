@@ -234,6 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     listing = command(jobs, "list", job_commands.job_list, "list jobs")
     listing.add_argument("--team", default="")
     listing.add_argument("--state", default="", choices=("active", "paused"))
+    listing.add_argument("--name-contains", default="", metavar="TEXT",
+                         help="only jobs whose name contains TEXT (any case)")
     listing.add_argument("--watch", action="store_true", help=WATCH_HELP)
 
     for name, run, help in (

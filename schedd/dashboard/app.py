@@ -242,6 +242,7 @@ async def jobs_page(request: web.Request) -> web.Response:
     sizes = "".join(f'<option value="{n}"{" selected" if n == 50 else ""}>{n}</option>' for n in PAGE_SIZES)
     main = f"""<h1>Jobs <span class="count" id="total"></span></h1>
 <form class="filters" id="filters">
+<label>Name <input name="text" id="f-text" placeholder="part of a job's name"></label>
 <label>Team <input name="team" id="f-team" placeholder="every team you may read"></label>
 <label>State <select name="state" id="f-state"><option value="">all</option><option value="active">active</option>
 <option value="paused">paused</option></select></label>
@@ -276,8 +277,8 @@ async def jobs_json(request: web.Request) -> web.Response:
         size = 0
     if size not in PAGE_SIZES:
         return web.json_response({"error": f"size must be one of {', '.join(map(str, PAGE_SIZES))}"}, status=400)
-    team, state, after = q.get("team", "").strip(), q.get("state", ""), q.get("after", "")
-    return await _json(request, lambda token: request.app[API].jobs(token, team=team, state=state,
+    team, state, after, text = q.get("team", "").strip(), q.get("state", ""), q.get("after", ""), q.get("text", "")
+    return await _json(request, lambda token: request.app[API].jobs(token, team=team, state=state, text=text.strip(),
                                                                      after=after, size=size))
 
 

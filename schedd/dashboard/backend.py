@@ -70,10 +70,11 @@ class Api:
                 "operator": not r.acl_enabled or any("operator" in g.capabilities and g.pattern in ("cluster", "*")
                                                      for g in r.grants)}
 
-    async def jobs(self, token: str, *, team: str = "", state: str = "", after: str = "",
+    async def jobs(self, token: str, *, team: str = "", state: str = "", text: str = "", after: str = "",
                    size: int = 50) -> dict[str, Any]:
-        """One page of jobs the token may read (ListJobs: ordered by name, after `after`)."""
-        req = pb.ListJobsRequest(team=team, state=state, page_token=after, page_size=size)
+        """One page of jobs the token may read (ListJobs: ordered by name, after `after`; `text`:
+        names containing it)."""
+        req = pb.ListJobsRequest(team=team, state=state, page_token=after, page_size=size, name_contains=text)
         r = await self._call(pb_grpc.SchedulerStub(self._ch()).ListJobs, req, token)
         return {"jobs": [job_row(j) for j in r.jobs], "next": r.next_page_token, "total": r.total}
 

@@ -11,6 +11,7 @@ tmp dir (screens/) for a person to look at.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -101,6 +102,16 @@ def test_dashboard_login_jobs_cluster_csrf_and_teams(cluster, tmp_path):
         team.send_keys("b")
         wait_until(lambda: job_names(driver) == ["b-backup"], timeout=30, what="team b's jobs")
         team.clear()
+        driver.find_element(By.ID, "f-text").send_keys("REPORT")      # any case, server-side
+        wait_until(lambda: job_names(driver) == ["a-report"], timeout=30, what="the jobs named *report*")
+        driver.find_element(By.ID, "f-text").clear()
+        wait_until(lambda: len(job_names(driver)) == 4, timeout=30, what="every job again")
+
+        # The same filter from schedctl and the SDK.
+        listed = json.loads(schedctl(c, "job", "list", "--name-contains", "a-", "-o", "json").stdout)
+        assert [j["spec"]["name"] for j in listed] == ["a-added", "a-cleanup", "a-report"]
+        with c.client(timeout=30) as cl:
+            assert [j.spec.name for j in cl.list_jobs(name_contains="CLEAN", team="a")] == ["a-cleanup"]
 
         # A POST without the CSRF token is refused, and the session lives on.
         status = driver.execute_script("return fetch('/logout', {method: 'POST'}).then(r => r.status)")

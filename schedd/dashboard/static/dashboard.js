@@ -67,12 +67,13 @@
     var next = "";
     var form = document.getElementById("filters");
     var params = new URLSearchParams(window.location.search);
-    ["team", "state", "size"].forEach(function (k) {
+    ["text", "team", "state", "size"].forEach(function (k) {
       if (params.get(k)) { form.elements[k].value = params.get(k); }
     });
 
     function query() {
       var q = new URLSearchParams();
+      q.set("text", form.elements.text.value.trim());
       q.set("team", form.elements.team.value.trim());
       q.set("state", form.elements.state.value);
       q.set("size", form.elements.size.value);
@@ -108,7 +109,9 @@
     }
     form.addEventListener("change", restart);
     form.addEventListener("submit", function (e) { e.preventDefault(); restart(); });
-    form.elements.team.addEventListener("input", function () { clearTimeout(form.timer); form.timer = setTimeout(restart, 300); });
+    ["text", "team"].forEach(function (k) {
+      form.elements[k].addEventListener("input", function () { clearTimeout(form.timer); form.timer = setTimeout(restart, 300); });
+    });
     document.getElementById("next").addEventListener("click", function () { if (next) { stack.push(next); load(); } });
     document.getElementById("prev").addEventListener("click", function () { if (stack.length > 1) { stack.pop(); load(); } });
     document.getElementById("first").addEventListener("click", function () { stack = [""]; load(); });
