@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import random
 import shutil
 import statistics

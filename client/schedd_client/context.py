@@ -7,6 +7,7 @@
     key = "admin-alice-key.pem"      # ...and its key
     token_file = "alice.token"       # or: token = "<accessor>.<secret>"
     tls = true                       # optional: TLS with the system roots when no ca is given
+    dashboard = "https://10.0.0.1:9101/"   # optional: a node's web dashboard (`schedctl dashboard`)
 
 Why a file: schedctl, the SDK (``Client.from_context()``) and schedd-worker must all agree on the
 same addresses and credentials; ``schedd local`` writes one so that a single ``export`` line is
@@ -34,7 +35,7 @@ __all__ = ["Context", "ContextError", "CONTEXT_ENV", "CLUSTER_ENV", "DEFAULT_CLU
 CONTEXT_ENV = "SCHEDD_CONTEXT"
 DEFAULT_CLUSTER = "127.0.0.1:7070"
 CLUSTER_ENV = "SCHEDD_CLUSTER"
-KEYS = frozenset({"cluster", "ca", "cert", "key", "token", "token_file", "tls"})
+KEYS = frozenset({"cluster", "ca", "cert", "key", "token", "token_file", "tls", "dashboard"})
 
 
 def parse_cluster(cluster: str | Sequence[str] | None) -> list[str]:
@@ -60,6 +61,7 @@ class Context:
     path: Path
     cluster: list[str]
     security: Security
+    dashboard: str = ""              # a node's dashboard URL, "" when the file names none
 
 
 def _parse(path: Path, text: str) -> Any:
@@ -139,7 +141,10 @@ def load_context(path: str | os.PathLike[str]) -> Context:
     if (cert is None) != (key is None):
         raise ContextError(f"{path}: cert and key go together")
     security = Security(tls=tls, ca=_path(path, d, "ca"), cert=cert, key=key, token=_token(path, d))
-    return Context(path=path, cluster=_cluster(path, d["cluster"]), security=security)
+    dashboard = d.get("dashboard", "")
+    if not isinstance(dashboard, str) or (dashboard and not dashboard.startswith(("https://", "http://"))):
+        raise ContextError(f"{path}: dashboard must be a URL: https://host:port/")
+    return Context(path=path, cluster=_cluster(path, d["cluster"]), security=security, dashboard=dashboard)
 
 
 def context_from_env(env: dict[str, str] | None = None) -> Context | None:

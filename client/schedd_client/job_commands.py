@@ -164,7 +164,8 @@ def job_list(cmd: Invocation) -> None:
                       lambda job: f"{job.spec.name} {_job_state(job)} next={cmd.when(job.next_fire_ms)} "
                                   f"last={job.last_state or '-'}")
         return
-    jobs = list(cmd.client.list_jobs(team=args.team, state=args.state, stale_ok=args.stale))
+    jobs = list(cmd.client.list_jobs(team=args.team, state=args.state, stale_ok=args.stale,
+                                      name_contains=args.name_contains))
     cmd.emit([to_dict(job) for job in jobs], lambda: jobs_table(cmd, jobs))
 
 

@@ -33,6 +33,7 @@
     acl policy|role|token create|list|get|delete ...   (see schedd_client.acl_commands)
     audit list [--since 1h] [--principal P] [--target T] [--action A] | audit verify [FILE] | audit export
     completion bash|zsh|fish      a shell completion script: source <(schedctl completion bash)
+    dashboard [--no-open]         a login link to the web dashboard (opened on a desktop)
 
 Global options may come before or after the command, with one exception: after ``job create`` and
 ``job update``, ``--timeout`` is the job's timeout, so put the RPC timeout before the command there.
@@ -63,7 +64,7 @@ from typing import Any
 
 from schedd_proto import PROTOCOL_VERSION
 
-from . import (acl_commands, backup, cluster_commands, completion, dag_commands, job_commands,
+from . import (acl_commands, backup, cluster_commands, completion, dag_commands, dashboard_commands, job_commands,
                job_file_commands, membership_commands, quota_commands, run_commands, run_flow_commands, run_logs)
 from ._cli import PROG, CommandError, ExitStatus, UsageError, _count, _file_options, _global_options, _time_arg
 from ._failover import tls_failure
@@ -201,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the client's version and protocol version, and exit")
     _global_options(parser, top=True)
     groups = parser.add_subparsers(dest="group", required=True,
-                                   metavar="{job,run,dag,quota,worker,cluster,acl,audit,completion}")
+                                   metavar="{job,run,dag,quota,worker,cluster,acl,audit,dashboard,completion}")
 
     def command(
         subparsers: Any, name: str, run: Callable[[Invocation], None], help: str, *, timeout: bool = True
@@ -252,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--team", default="")
     listing.add_argument("--state", default="", type=str.lower, choices=("active", "paused"),
                          help="active or paused (any case)")
+    listing.add_argument("--name-contains", default="", metavar="TEXT",
+                         help="only jobs whose name contains TEXT (any case)")
     listing.add_argument("--watch", action="store_true", help=WATCH_HELP)
 
     command(jobs, "pause", job_commands.job_pause, "stop firing a job").add_argument("name", metavar="NAME")
@@ -323,6 +326,11 @@ def build_parser() -> argparse.ArgumentParser:
     backup.add_commands(cluster, command)          # cluster snapshot save FILE
     dag_commands.add_commands(groups, command)     # dag apply|run|show|runs|list|get|delete
     acl_commands.add_commands(groups, command, _time_arg)   # acl ... and audit ...
+    dash = command(groups, "dashboard", dashboard_commands.dashboard,
+                   "print (and on a desktop open) a login link to the web dashboard", timeout=False)
+    dash.add_argument("--url", default="", metavar="URL",
+                      help="the dashboard's address, https://NODE:PORT/ (default: the context's dashboard)")
+    dash.add_argument("--no-open", action="store_true", help="only print the link")
     shells = groups.add_parser("completion", help="print a shell completion script (bash, zsh or fish)",
                                description="print a shell completion script: source <(schedctl completion bash)")
     shells.add_argument("shell", choices=completion.SHELLS)

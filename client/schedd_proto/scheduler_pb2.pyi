@@ -345,18 +345,20 @@ class GetJobRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., upcoming: _Optional[int] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("team", "state", "page_size", "page_token", "full")
+    __slots__ = ("team", "state", "page_size", "page_token", "full", "name_contains")
     TEAM_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     FULL_FIELD_NUMBER: _ClassVar[int]
+    NAME_CONTAINS_FIELD_NUMBER: _ClassVar[int]
     team: str
     state: str
     page_size: int
     page_token: str
     full: bool
-    def __init__(self, team: _Optional[str] = ..., state: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., full: _Optional[bool] = ...) -> None: ...
+    name_contains: str
+    def __init__(self, team: _Optional[str] = ..., state: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., full: _Optional[bool] = ..., name_contains: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token", "total")

@@ -358,6 +358,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     enabled: bool = True
     queue: AuditQueue | None = None
     limiter: RateLimiter | None = None
+    # What a call over the node's own unix socket is recorded as: only the web dashboard dials it
+    # (schedd.runtime.http), so its audit records name the dashboard as the channel.
+    local_source: str = ""
 
     async def intercept_service(self, continuation, handler_call_details):
         method = handler_call_details.method
@@ -413,6 +416,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         has committed, then is judged again."""
         deadline = time.monotonic() + CATCH_UP_S
         peer = context.peer() or ""
+        if peer.startswith("unix:") and self.local_source:
+            peer = self.local_source
         while True:
             try:
                 return self.check(method, md, signed, request, peer, context, quiet=True)

@@ -42,6 +42,7 @@ from schedd.core.audit import short_history
 from schedd.core import commands as C
 from schedd.core import ledger
 from schedd.core import params as run_params
+from schedd.core import queries
 from schedd.core.param_rules import PARAMS_FEATURE_LEVEL
 from schedd.core.features import FeatureUnavailable, behind_message, refusal
 from schedd.core import schedule as sched
@@ -671,8 +672,9 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "state must be active or paused")
         with self.node.lock:
             st = self.node.state
-            jobs, nxt, total = st.list_jobs(team=request.team, state=request.state,
-                                            after=request.page_token, limit=size, visible=auth.read_filter())
+            jobs, nxt, total = queries.list_jobs(st, team=request.team, state=request.state, after=request.page_token,
+                                                 limit=size, visible=auth.read_filter(),
+                                                 contains=request.name_contains)
             page, cut = _bounded(jobs, lambda j: convert.job_to_pb(j, st, summary=not request.full))
             return pb.ListJobsResponse(jobs=page, next_page_token=page[-1].spec.name if cut else nxt,
                                        total=total)
@@ -793,7 +795,8 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         async def read() -> Rows:
             with self.node.lock:
                 st = self.node.state
-                jobs, _, _ = st.list_jobs(team=request.team, state=request.state, limit=limit, visible=visible)
+                jobs, _, _ = queries.list_jobs(st, team=request.team, state=request.state, limit=limit,
+                                               visible=visible, contains=request.name_contains)
                 return {j.name: convert.job_to_pb(j, st, summary=not request.full) for j in jobs}
 
         async for kind, key, row in follow(context, self.watchers, read, self._applied_index):

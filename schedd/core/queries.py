@@ -23,12 +23,15 @@ def last_execution(st: Tables, name: str) -> Execution | None:
 
 
 def list_jobs(st: Tables, *, team: str = "", state: str = "", after: str = "",
-              limit: int = 100, visible: Container[str] | None = None) -> tuple[list[Job], str, int]:
+              limit: int = 100, visible: Container[str] | None = None,
+              contains: str = "") -> tuple[list[Job], str, int]:
     """A page of jobs ordered by name, starting after `after`; returns (jobs, next_after, total).
     Costs O(page) except when both team and state filter (then O(jobs in the team)). `visible`
-    (the teams an ACL lets the caller read) keeps only those teams' jobs, at O(jobs) cost."""
-    if visible is not None:
-        return _visible_jobs(st, team=team, state=state, after=after, limit=limit, visible=visible)
+    (the teams an ACL lets the caller read) keeps only those teams' jobs, and `contains` only the
+    jobs whose name contains it (any case), each at O(jobs) cost."""
+    if visible is not None or contains:
+        return _filtered_jobs(st, team=team, state=state, after=after, limit=limit, visible=visible,
+                              contains=contains)
     empty: SortedList[str] = SortedList()
     if state == "paused":
         names = st.paused_names
@@ -54,14 +57,18 @@ def list_jobs(st: Tables, *, team: str = "", state: str = "", after: str = "",
     return page, (page[-1].name if page and more else ""), total
 
 
-def _visible_jobs(st: Tables, *, team: str, state: str, after: str, limit: int,
-                  visible: Container[str]) -> tuple[list[Job], str, int]:
+def _filtered_jobs(st: Tables, *, team: str, state: str, after: str, limit: int,
+                   visible: Container[str] | None, contains: str) -> tuple[list[Job], str, int]:
     names = st.by_team.get(team, SortedList()) if team else st.names
+    text = contains.casefold()
+
+    def wanted(job: Job) -> bool:
+        return ((visible is None or job.team in visible) and (not state or job.paused == (state == "paused"))
+                and (not text or text in job.name.casefold()))
     jobs = [st.jobs[n] for n in names.irange(minimum=after, inclusive=(False, True))] if after else \
         [st.jobs[n] for n in names]
-    keep = [j for j in jobs if j.team in visible and (not state or j.paused == (state == "paused"))]
-    total = sum(1 for n in names if st.jobs[n].team in visible
-                and (not state or st.jobs[n].paused == (state == "paused")))
+    keep = [j for j in jobs if wanted(j)]
+    total = sum(1 for n in names if wanted(st.jobs[n]))
     page = keep[:limit]
     return page, (page[-1].name if len(keep) > limit else ""), total
 

@@ -254,8 +254,23 @@ class LocalCluster:
                                                          ("key", sec.key)) if v is not None]
         if token is not None:
             lines.append(f"token = {_toml(token)}")
+        first = next(iter(self.nodes), None)
+        if first is not None and self.nodes[first].metrics:
+            lines.append(f"dashboard = {_toml(self.http_url(first))}")
         certs.write_atomic(path, ("\n".join(lines) + "\n").encode(), certs.KEY_MODE, overwrite=True)
         return path
+
+    def http_url(self, nid: str, path: str = "/") -> str:
+        """Node `nid`'s HTTP port (the dashboard, /metrics): HTTPS with TLS, as the node serves it."""
+        return f"{'https' if self.tls else 'http'}://{self.nodes[nid].metrics}{path}"
+
+    def http_get(self, nid: str, path: str, timeout: float = 5.0) -> str:
+        """GET `path` from node `nid`'s HTTP port, trusting this cluster's CA; the body as text."""
+        import ssl
+        import urllib.request
+        context = ssl.create_default_context(cafile=str(certs.ca_paths(self.tls_dir).cert)) if self.tls else None
+        with urllib.request.urlopen(self.http_url(nid, path), timeout=timeout, context=context) as r:
+            return r.read().decode()
 
     def channel(self, nid: str) -> grpc.Channel:
         """A blocking channel to node `nid`, secured like an admin's."""

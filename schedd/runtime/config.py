@@ -4,7 +4,7 @@
     data_dir = "/var/lib/schedd"
     raft_address = "127.0.0.1:7001"     # what peers dial; also the bind address unless raft_bind is set
     grpc_address = "127.0.0.1:7070"
-    metrics_address = "127.0.0.1:9101"  # "" disables the Prometheus endpoint
+    metrics_address = "127.0.0.1:9101"  # /metrics and the dashboard (HTTPS with [tls]); "" disables both
     secret_file = "/etc/schedd/cluster.secret"   # or: secret = "..." (multi-node clusters need one)
     fsync = "always"                    # always | batch | never
 

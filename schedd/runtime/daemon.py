@@ -18,7 +18,6 @@ from collections.abc import Callable
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from prometheus_client import start_http_server
 
 from schedd.api.acl_service import AclService, AuditService
 from schedd.api.backup_service import BackupService
@@ -43,6 +42,7 @@ from schedd.replication.node import LEADER, RaftNode
 from schedd.ports.clock import SystemClock
 from schedd.runtime.config import NodeConfig
 from schedd.runtime import history as node_history
+from schedd.runtime import http as node_http
 from schedd.runtime.metrics import Metrics
 from schedd.runtime import join as joining
 from schedd.runtime.replica_watch import ReplicaWatch
@@ -116,7 +116,7 @@ def _describe_tls(reloader: CertReloader | None) -> str:
 
 
 def _reload(cfg: NodeConfig, reloader: CertReloader | None, router: Router,
-            tasks: set[asyncio.Task]) -> None:
+            tasks: set[asyncio.Task], web: node_http.HttpServer | None = None) -> None:
     """SIGHUP: re-read the TLS files now (new handshakes get them; open connections keep theirs;
     a bad file keeps the old certificate, logged), then rebuild the forwarding channels so the
     node presents its new certificate to its peers too."""
@@ -126,6 +126,8 @@ def _reload(cfg: NodeConfig, reloader: CertReloader | None, router: Router,
     error = reloader.reload_now()
     if error is not None:
         return                                  # logged by the reloader; still serving the old files
+    if web is not None:
+        web.reload()
     try:
         factory = peer_channels(cfg.tls)
     except TlsError as e:
@@ -167,6 +169,9 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     os.register_at_fork(after_in_child=gc.disable)
     tune_gc()
     reloader = server_tls(cfg.tls, {"grpc_address": cfg.grpc_address})   # before anything binds
+    http_refusal = node_http.refusal(cfg.metrics_address, cfg.tls) if cfg.metrics_address else None
+    if http_refusal:
+        raise StartupError(http_refusal)
     try:
         faults = testing.configure_node(cfg)   # NO_FAULTS unless a test asks (history, switches, dialing)
     except testing.TestModeError as e:
@@ -240,7 +245,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     hub.router = router
     audit_queue = AuditQueue(lambda entry: node.propose(entry, timeout=10.0), clock)
     limiter = RateLimiter(cfg.acl.rate_per_second, cfg.acl.rate_burst) if cfg.acl.enabled else None
-    authn = AuthInterceptor(node, clock, signer, enabled=cfg.acl.enabled, queue=audit_queue, limiter=limiter)
+    authn = AuthInterceptor(node, clock, signer, enabled=cfg.acl.enabled, queue=audit_queue, limiter=limiter,
+                            local_source=node_http.DASHBOARD_SOURCE)
     hub.acl_enabled = cfg.acl.enabled
     hub.identify = lambda: (info.principal if (info := auth_current()) is not None else None)
     server = grpc.aio.server(
@@ -285,7 +291,16 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         node.close()
         history.close()
         raise StartupError(f"cannot bind the gRPC address {cfg.grpc_address}")
+    # The dashboard's way to the API: a unix socket in the private data dir (the token is the
+    # credential there; audit records name the dashboard), else the gRPC address itself.
+    dashboard_socket = node_http.local_socket(cfg.data_dir) if cfg.metrics_address else None
+    if dashboard_socket is not None:
+        dashboard_socket.unlink(missing_ok=True)            # a previous run's
+        if server.add_insecure_port(f"unix:{dashboard_socket}") == 0:
+            dashboard_socket = None
     await server.start()
+    if dashboard_socket is not None:
+        dashboard_socket.chmod(0o600)          # like every file of the data dir (connecting needs write)
     for name in ("", LIVENESS_SERVICE, *names[:2]):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     await health_servicer.set(WRITES_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -293,15 +308,26 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     async def writes_health(writable: bool) -> None:
         await health_servicer.set(WRITES_SERVICE, health_pb2.HealthCheckResponse.SERVING if writable
                                   else health_pb2.HealthCheckResponse.NOT_SERVING)
-    if cfg.metrics_address:
-        host, port = cfg.metrics_address.rsplit(":", 1)
-        start_http_server(int(port), addr=host.strip("[]"), registry=metrics.registry)
+    web: node_http.HttpServer | None = None
+    if cfg.metrics_address:          # /metrics and the dashboard (which calls this node's gRPC port)
+        try:
+            api_channels: Callable[[str], grpc.aio.Channel] = node_http.unix_channel
+            if dashboard_socket is not None:
+                api_address = f"unix:{dashboard_socket}"
+            else:
+                api_address, api_channels = node_http.self_address(cfg.grpc_address), peer_channels(cfg.tls)
+            web = await node_http.start(cfg.metrics_address, cfg.tls, metrics.registry, api_address, api_channels)
+        except OSError as e:
+            await server.stop(grace=None)
+            node.close()
+            history.close()
+            raise StartupError(f"cannot bind metrics_address {cfg.metrics_address}: {e}") from None
 
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     reloads: set[asyncio.Task] = set()
-    loop.add_signal_handler(signal.SIGHUP, lambda: _reload(cfg, reloader, router, reloads))
+    loop.add_signal_handler(signal.SIGHUP, lambda: _reload(cfg, reloader, router, reloads, web))
     task = asyncio.create_task(dispatcher.run())
     watch_task = asyncio.create_task(replicas.run(writes_health))
     audit_task = asyncio.create_task(audit_queue.run())
@@ -312,9 +338,9 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         history, lambda: [p.grpc_address for p in node.membership.members()
                           if p.id != cfg.node_id and p.grpc_address],
         router._channel, router.node_metadata))
-    log.info("node %s serving gRPC on %s (%s), Raft on %s, metrics on %s, fsync=%s", cfg.node_id,
+    log.info("node %s serving gRPC on %s (%s), Raft on %s, metrics and dashboard on %s, fsync=%s", cfg.node_id,
              cfg.grpc_address, _describe_tls(reloader), cfg.raft_address,
-             cfg.metrics_address or "off", cfg.fsync)
+             web.url if web is not None else "off", cfg.fsync)
     if ready is not None:
         ready.set()
     try:
@@ -330,6 +356,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         for name in ("", LIVENESS_SERVICE, WRITES_SERVICE, *names[:2]):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         hub.close_all("node stopping")
+        if web is not None:
+            await web.close()
         await server.stop(grace=2.0)
         task.cancel()
         await dispatcher.close()

@@ -267,8 +267,9 @@ def _watch(out: Exit, cluster: LocalCluster, client: Client) -> None:
 
 def _banner(out: Exit, cluster: LocalCluster, leader: str, demo: bool, context: Path, temp: bool) -> None:
     lines = [f"\nschedd local is up: {len(cluster.nodes)} nodes, leader {leader}\n"]
-    lines += [f"  {n.id}  gRPC {n.grpc}   Raft {n.raft}   metrics http://{n.metrics}/metrics   pid {n.pid}"
+    lines += [f"  {n.id}  gRPC {n.grpc}   Raft {n.raft}   metrics {cluster.http_url(n.id, '/metrics')}   pid {n.pid}"
               for n in cluster.nodes.values()]
+    lines.append(f"dashboard {cluster.http_url(next(iter(cluster.nodes)))}")   # read as it is: keep it so
     lines += [f"  worker {w.id}, {LOCAL_WORKER_SLOTS} slots, pid {w.pid}" for w in cluster.workers.values()]
     if demo:
         lines.append(f"\nDemo job '{DEMO_JOB}' fires {DEMO_SCHEDULE} and runs `echo hello from schedd` on the "
@@ -276,6 +277,7 @@ def _banner(out: Exit, cluster: LocalCluster, leader: str, demo: bool, context: 
     lines += ["\nTalk to it from another terminal (the context file holds the addresses, the CA, the admin's"
               " client certificate and the management token; keep it private):\n",
               f"  export SCHEDD_CONTEXT={context}", "  schedctl cluster status", "  schedctl job list",
+              "  schedctl dashboard                 # a login link to the web dashboard",
               "  schedctl worker list"]
     if demo:
         lines.append(f"  schedctl run list {DEMO_JOB}")

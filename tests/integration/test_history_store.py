@@ -5,8 +5,6 @@ the stores' digests agree on every node."""
 
 from __future__ import annotations
 
-import signal
-import time
 
 import pytest
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import os
 import re
+import ssl
 import stat
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -66,6 +68,16 @@ def test_schedd_local_is_secure_by_default(tmp_path: Path) -> None:
         anonymous = schedctl("job", "list", env={**env, "SCHEDD_CLUSTER": ",".join(addresses),
                                                  "SCHEDD_CA": ca})
         assert anonymous.returncode != 0
+
+        # The dashboard's address, on a line of its own, speaks HTTPS only; schedctl links to it.
+        [dashboard] = re.findall(r"^dashboard (https://127\.0\.0\.1:\d+/)$", text, re.MULTILINE)
+        page = urllib.request.urlopen(dashboard + "login", timeout=10,
+                                      context=ssl.create_default_context(cafile=ca)).read().decode()
+        assert 'id="token"' in page
+        with pytest.raises(OSError):
+            urllib.request.urlopen(dashboard.replace("https:", "http:") + "login", timeout=10)
+        link = schedctl("dashboard", "--no-open", env={**env, "SCHEDD_CONTEXT": context})
+        assert link.returncode == 0 and link.stdout.startswith(dashboard + "login#token="), link
     finally:
         stop_local(proc, timeout=60)
     assert "schedd local: stopped" in log.read_text()

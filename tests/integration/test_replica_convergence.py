@@ -6,7 +6,6 @@ resumes and catches up. The writes health service follows quorum; liveness stays
 from __future__ import annotations
 
 import signal
-import urllib.request
 
 import pytest
 
@@ -19,8 +18,8 @@ pytestmark = pytest.mark.integration
 
 
 
-def gauge(node, name: str, peer: str) -> float | None:
-    text = urllib.request.urlopen(f"http://{node.metrics}/metrics", timeout=5).read().decode()
+def gauge(c, nid: str, name: str, peer: str) -> float | None:
+    text = c.http_get(nid, "/metrics")
     for line in text.splitlines():
         if line.startswith(f'{name}{{peer="{peer}"}}'):
             return float(line.rsplit(" ", 1)[1])
@@ -46,14 +45,14 @@ def test_a_frozen_follower_is_named_then_cleared_and_writes_health_follows_quoru
             return out if f"WARNING: replica {frozen} ({peer}) is not converging" in out else None
         out = wait_until(warned, timeout=60, what="a warning naming the frozen follower")
         assert "entries behind leader" in out and "log repair stuck at index" in out
-        assert gauge(lead, "schedd_replica_stuck", peer) == 1.0
-        assert gauge(lead, "schedd_replica_lag_entries", peer) > 0
+        assert gauge(c, leader, "schedd_replica_stuck", peer) == 1.0
+        assert gauge(c, leader, "schedd_replica_lag_entries", peer) > 0
         assert health(c, leader, "schedd.writes") == SERVING         # the majority still commits
         log = lead.log.read_text(errors="replace")
         assert f"replica {frozen} ({peer}) is not converging" in log and "WARNING" in log
     finally:
         c.signal_node(frozen, signal.SIGCONT)
-    wait_until(lambda: gauge(lead, "schedd_replica_stuck", peer) == 0.0, timeout=60,
+    wait_until(lambda: gauge(c, leader, "schedd_replica_stuck", peer) == 0.0, timeout=60,
                what="the follower to catch up")
     # (the status may still warn that the tick runs wait for a worker: this test has none)
     wait_until(lambda: f"replica {frozen}" not in schedctl(c, "cluster", "status", at=lead.grpc).stdout,

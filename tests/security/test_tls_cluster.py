@@ -139,6 +139,8 @@ def test_tls_cluster_end_to_end(cluster_factory, tmp_path):
     c.signal_node(follower, signal.SIGHUP)
     wait_until(lambda: served_serial(faddr, admin.ca, admin.cert, admin.key) == new_serial,
                timeout=30, what="the new certificate on new connections")
+    wait_until(lambda: http_serial(c.nodes[follower].metrics) == new_serial, timeout=30,
+               what="the new certificate on the HTTP port (dashboard, /metrics) too")
     assert c.nodes[follower].alive()
     with Client(faddr, security=admin) as cl:
         cl.put_job(job_spec("after-reload", command="true"))        # forwarded again
@@ -148,12 +150,26 @@ def test_tls_cluster_end_to_end(cluster_factory, tmp_path):
     assert "TLS reloaded" in c.nodes[follower].log.read_text()
 
 
-def _serve(tmp_path: Path, grpc_address: str, tls: str) -> subprocess.CompletedProcess:
+def http_serial(address: str) -> int:
+    """The serial of the certificate the node's HTTP port presents (not verified: only read)."""
+    host, _, port = address.rpartition(":")
+    pem = ssl.get_server_certificate((host, int(port)), timeout=10)
+    return x509.load_pem_x509_certificate(pem.encode()).serial_number
+
+
+def _serve(tmp_path: Path, grpc_address: str, tls: str, more: str = "") -> subprocess.CompletedProcess:
     cfg = tmp_path / "n1.toml"
     cfg.write_text(f'node_id = "n1"\ndata_dir = "{tmp_path / "data"}"\nraft_address = "127.0.0.1:1"\n'
-                   f'grpc_address = "{grpc_address}"\n{tls}')
+                   f'grpc_address = "{grpc_address}"\n{more}{tls}')
     return subprocess.run([sys.executable, "-m", "schedd", "serve", "--config", str(cfg)],
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def test_plain_http_on_a_non_loopback_metrics_address_refuses_to_start(tmp_path):
+    p = _serve(tmp_path, "127.0.0.1:7070", "[tls]\ninsecure = true\n", more='metrics_address = "0.0.0.0:9101"\n')
+    assert p.returncode == 1
+    assert "refusing to serve the dashboard and /metrics over plain HTTP on metrics_address = '0.0.0.0:9101'" \
+        in p.stderr and "[tls] cert and key" in p.stderr
 
 
 @pytest.mark.parametrize("tls, says", [

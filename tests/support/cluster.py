@@ -68,11 +68,10 @@ def _schedctl_environment(context: str):
 
 def metric_total(cluster, name: str, label: str = "") -> float:
     """The sum over every node of a Prometheus sample `name{...}` whose labels contain `label`."""
-    import urllib.request
     total = 0.0
-    for node in cluster.nodes.values():
+    for nid in cluster.nodes:
         try:
-            text = urllib.request.urlopen(f"http://{node.metrics}/metrics", timeout=5).read().decode()
+            text = cluster.http_get(nid, "/metrics")
         except OSError:
             continue
         for line in text.splitlines():

@@ -14,7 +14,7 @@ from schedd.core import results as R
 from schedd.core.history import HISTORY_LEVEL, KEEP_FINISHED
 from schedd.core.model import TERMINAL_STATES
 from schedd.core.state import SchedulerState
-from tests.support.state import T0, TOP_LEVEL, Harness
+from tests.support.state import TOP_LEVEL, Harness
 
 assert TOP_LEVEL >= HISTORY_LEVEL
 
@@ -59,7 +59,7 @@ def test_finished_runs_leave_memory_once_each_and_memory_stays_bounded():
     # The newest finished run stays (job get's last run); the others leave as soon as a newer
     # one finishes.
     assert h.in_memory() == [fired[-1]] and KEEP_FINISHED == 1
-    assert set(h.stored) | set((("j1", t) for t in h.in_memory())) == {("j1", t) for t in fired}
+    assert set(h.stored) | set(("j1", t) for t in h.in_memory()) == {("j1", t) for t in fired}
     assert set(h.stored).isdisjoint(("j1", t) for t in h.in_memory())
     assert all(n == 1 for n in h.stored.values())
     floor, index = h.state.archived["j1"]
@@ -129,7 +129,6 @@ def test_backfill_refuses_a_malformed_check(args):
     h = Archive()
     h.put()
     t = h.tick()
-    before = h.state.state_digest()
     r = h.apply(C.BACKFILL, name="j1", times=[t - 10_000], **args)
     assert r.code is R.Code.INVALID
     assert ("j1", t - 10_000) not in h.state.execs

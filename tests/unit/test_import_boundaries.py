@@ -55,17 +55,19 @@ ALLOWED: dict[str, frozenset[str]] = {
                              "schedd.leader", "schedd.security", "schedd.history", "schedd_proto"}),
     "schedd.testing": frozenset({"schedd.core", "schedd.versions", "schedd.ports", "schedd.settings", "schedd_proto",
                                  "schedd_worker"}),     # the worker's history Recorder, shared
+    # The web dashboard: it reaches the state only through the node's own gRPC API (schedd_proto).
+    "schedd.dashboard": frozenset({"schedd_proto"}),
     # The composition root wires everything; `schedd local` runs a worker and uses the SDK.
     "schedd.runtime": frozenset({"schedd.core", "schedd.versions", "schedd.ports", "schedd.settings", "schedd.security",
                                  "schedd.replication", "schedd.history",
-                                 "schedd.leader", "schedd.api", "schedd.testing", "schedd_proto",
+                                 "schedd.leader", "schedd.api", "schedd.testing", "schedd.dashboard", "schedd_proto",
                                  "schedd_client", "schedd_client.net", "schedd_worker"}),
     "schedd": frozenset({"schedd.runtime"}),          # schedd/__main__.py
 }
 
 #: Third-party modules the client distribution does not install.
 DAEMON_ONLY_DEPS = frozenset({"pysyncobj", "croniter", "sortedcontainers", "prometheus_client",
-                              "uvloop", "cryptography"})
+                              "uvloop", "cryptography", "aiohttp"})
 
 
 @dataclass(frozen=True, slots=True)

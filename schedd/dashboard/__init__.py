@@ -1,0 +1,16 @@
+"""The web dashboard a node serves on its HTTP port, beside /metrics.
+
+It holds no path of its own into the state: every page and JSON endpoint is answered by calling
+this node's own gRPC API with the browser's token (`backend.Api`, over the node's private unix
+socket, so audit records name the dashboard as the source), so authentication,
+authorization, read filtering, forwarding to the leader and auditing are the API's, unchanged,
+and a session ends as soon as its token stops authenticating (expired or deleted). The browser
+holds only an opaque session cookie; the token stays in this node's memory (`sessions`).
+
+- `sessions`: the session table (cookie id -> token, CSRF token), bounded, idle expiry.
+- `backend`: the gRPC calls the pages make, and their answers as plain JSON values.
+- `app`: the aiohttp routes: login, logout, the pages, the JSON endpoints, CSRF and headers.
+- `static/`: the page script and style (our own; no third-party browser assets yet).
+
+`schedd.runtime.http` serves it with /metrics, over TLS with the node's certificate.
+"""

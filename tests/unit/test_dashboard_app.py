@@ -1,0 +1,147 @@
+"""The dashboard's HTTP rules, against an in-process server and a fake API: sessions, CSRF on
+every POST, where a login may send the browser, and a session that ends with its token."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from schedd.dashboard import app as dashboard
+from schedd.dashboard.backend import ApiError, Unauthenticated
+from schedd.dashboard.sessions import Sessions
+from schedd_client.dashboard import DashboardError, login_link
+
+PORT = 9101
+
+
+class FakeApi:
+    """Answers like the API for the tokens in `valid`; a token removed from it stops working."""
+
+    def __init__(self) -> None:
+        self.valid = {"good.token": "token:good", "team.token": "token:team"}
+        self.calls: list[tuple[str, str]] = []
+
+    async def whoami(self, token: str) -> dict:
+        self.calls.append(("whoami", token))
+        if token not in self.valid:
+            raise Unauthenticated("UNAUTHENTICATED", "unknown token")
+        return {"principal": self.valid[token], "kind": "client", "grants": [], "operator": token == "good.token"}
+
+    async def jobs(self, token: str, **kw) -> dict:
+        self.calls.append(("jobs", token))
+        if token not in self.valid:
+            raise Unauthenticated("UNAUTHENTICATED", "token expired")
+        return {"jobs": [{"name": "j1", "team": kw["team"] or "a"}], "next": "", "total": 1}
+
+    async def cluster(self, token: str) -> dict:
+        raise ApiError("PERMISSION_DENIED", "missing capability 'operator'")
+
+
+@pytest.fixture
+async def client():
+    api = FakeApi()
+    app = dashboard.build(api, secure=False, port=PORT)  # type: ignore[arg-type]
+    async with TestClient(TestServer(app)) as c:
+        c.api = api
+        yield c
+
+
+async def login(c: TestClient, token: str = "good.token", nxt: str = "/jobs"):
+    page = await c.get("/login")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', await page.text()).group(1)
+    return await c.post("/login", data={"token": token, "csrf": csrf, "next": nxt}, allow_redirects=False)
+
+
+def session_csrf(text: str) -> str:
+    return re.search(r'<meta name="csrf" content="([^"]+)"', text).group(1)
+
+
+async def test_pages_without_a_session_go_to_login_and_json_answers_401(client):
+    r = await client.get("/jobs", allow_redirects=False)
+    assert r.status == 303 and unquote(r.headers["Location"]) == "/login?next=/jobs"
+    r = await client.get("/api/jobs")
+    assert r.status == 401 and (await r.json())["login"] == "/login"
+    assert "script-src 'self'" in r.headers["Content-Security-Policy"]
+
+
+async def test_login_sets_a_strict_httponly_cookie_and_lands_on_next(client):
+    r = await login(client, nxt="/cluster")
+    assert r.status == 303 and r.headers["Location"] == "/cluster"
+    cookie = r.headers.getall("Set-Cookie")
+    session = next(h for h in cookie if h.startswith(f"schedd_session_{PORT}="))
+    assert "HttpOnly" in session and "SameSite=Strict" in session and "good.token" not in session
+    r = await client.get("/api/jobs?team=b&size=25")
+    assert r.status == 200 and (await r.json())["jobs"] == [{"name": "j1", "team": "b"}]
+
+
+@pytest.mark.parametrize("nxt", ["//evil.example/x", "https://evil.example/", "/\\evil", "jobs"])
+async def test_login_never_redirects_off_the_site(client, nxt):
+    r = await login(client, nxt=nxt)
+    assert r.headers["Location"] == "/jobs"
+
+
+async def test_login_refuses_a_post_without_its_csrf_cookie_value(client):
+    await client.get("/login")
+    r = await client.post("/login", data={"token": "good.token", "csrf": "forged"}, allow_redirects=False)
+    assert r.status == 403
+    assert ("whoami", "good.token") not in client.api.calls
+
+
+async def test_a_bad_token_is_sent_back_with_the_reason(client):
+    r = await login(client, token="bad.token")
+    assert r.status == 303 and r.headers["Location"].startswith("/login?error=")
+    assert (await client.get("/api/jobs")).status == 401
+
+
+async def test_every_post_needs_the_session_csrf_token(client):
+    await login(client)
+    page = await client.get("/jobs")
+    csrf = session_csrf(await page.text())
+    assert (await client.post("/logout", allow_redirects=False)).status == 403
+    assert (await client.post("/logout", headers={"X-CSRF-Token": "x" + csrf}, allow_redirects=False)).status == 403
+    assert (await client.get("/api/jobs")).status == 200           # still logged in
+    r = await client.post("/logout", data={"csrf": csrf}, allow_redirects=False)
+    assert r.status == 303 and r.headers["Location"] == "/login"
+    assert (await client.get("/api/jobs")).status == 401
+
+
+async def test_the_session_ends_when_its_token_stops_authenticating(client):
+    await login(client, token="team.token")
+    assert (await client.get("/api/jobs")).status == 200
+    del client.api.valid["team.token"]                               # deleted, or expired
+    assert (await client.get("/api/jobs")).status == 401
+    client.api.valid["team.token"] = "token:team"                    # the session is gone for good
+    assert (await client.get("/api/jobs")).status == 401
+
+
+async def test_the_cluster_link_and_page_follow_the_token_rights(client):
+    await login(client, token="team.token")
+    page = await (await client.get("/jobs")).text()
+    assert 'id="nav-cluster"' not in page and "token:team" in page
+    r = await client.get("/api/cluster")
+    assert r.status == 403 and "operator" in (await r.json())["error"]
+
+
+async def test_a_page_size_outside_the_choices_is_refused(client):
+    await login(client)
+    assert (await client.get("/api/jobs?size=100000")).status == 400
+
+
+def test_sessions_expire_when_idle_and_are_bounded():
+    now = [0.0]
+    s = Sessions(idle_s=10, limit=2, now=lambda: now[0])
+    a, b, c = (s.open(t, t) for t in ("a", "b", "c"))
+    assert s.get(a.id) is None and s.get(b.id) is b and len(s) == 2
+    now[0] = 11.0
+    assert s.get(c.id) is None and s.get(b.id) is None
+
+
+def test_the_login_link_carries_the_token_in_the_fragment_only():
+    link = login_link("https://127.0.0.1:9101/", "acc.s/cr+t")
+    assert link == "https://127.0.0.1:9101/login#token=acc.s%2Fcr%2Bt"
+    for url, token in (("", "t"), ("ftp://x/", "t"), ("https://x:1/", None)):
+        with pytest.raises(DashboardError):
+            login_link(url, token)
