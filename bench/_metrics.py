@@ -96,9 +96,13 @@ def code_version() -> str:
     return f"{head or 'unknown'}{' + uncommitted changes in schedd/, client/ or worker/' if dirty else ''}"
 
 
-def scrape(address: str, timeout: float = 5.0) -> Samples:
-    """Every sample of http://ADDRESS/metrics, keyed by (sample name, sorted labels)."""
-    with urllib.request.urlopen(f"http://{address}/metrics", timeout=timeout) as r:
+def scrape(address: str, timeout: float = 5.0, *, ca: str | None = None) -> Samples:
+    """Every sample of ADDRESS/metrics, keyed by (sample name, sorted labels): over HTTPS trusting
+    `ca` (a cluster with TLS serves its HTTP port so: LocalCluster.metrics_ca), else plain HTTP."""
+    import ssl
+    context = ssl.create_default_context(cafile=ca) if ca else None
+    url = f"{'https' if ca else 'http'}://{address}/metrics"
+    with urllib.request.urlopen(url, timeout=timeout, context=context) as r:
         text = r.read().decode()
     out: Samples = {}
     for family in text_string_to_metric_families(text):

@@ -256,7 +256,7 @@ class Bench:
             leader = c.wait_leader()
             follower = next(x for x in c.nodes if x != leader)
             term0 = leader_term(c, leader)
-            before = scrape(c.nodes[leader].metrics)
+            before = scrape(c.nodes[leader].metrics, ca=c.metrics_ca)
             lat: dict[str, list[float]] = {}
             with Client(c.nodes[leader].grpc, security=c.security()) as cl, \
                     Client(c.nodes[follower].grpc, security=c.security()) as cf:
@@ -283,7 +283,7 @@ class Bench:
                         fn()
                         lat[label].append(time.perf_counter() - t)
                 version = cl.get_job("probe").version
-            after = scrape(c.nodes[leader].metrics)
+            after = scrape(c.nodes[leader].metrics, ca=c.metrics_ca)
             term1 = leader_term(c, leader)
         say(table(["path", "n", "p50", "p90", "p99", "max", "mean"], [lat_row(k, v) for k, v in lat.items()]))
         if version is not None:
@@ -352,7 +352,7 @@ class Bench:
             caught_b = wait_caught_up(c, timeout=120)
             time.sleep(0.5)
             rss2 = {n: rss_bytes(pid) for n, pid in pids.items()}
-            gauges = {n: scrape(p.metrics) for n, p in c.nodes.items()}
+            gauges = {n: scrape(p.metrics, ca=c.metrics_ca) for n, p in c.nodes.items()}
             term1 = leader_term(c, leader)
             roles = {n: (c.node_info(n).role if c.node_info(n) else "?") for n in c.nodes}
 
@@ -428,12 +428,12 @@ class Bench:
                 s1 = s0 + window
                 sleep_until(s0)
                 lead0 = c.leader()
-                before = scrape(c.nodes[lead0].metrics)
+                before = scrape(c.nodes[lead0].metrics, ca=c.metrics_ca)
                 cpu0 = {n: cpu_seconds(p.pid) for n, p in c.nodes.items()}
                 term0 = leader_term(c, lead0)
                 t0 = time.time()
                 sleep_until(s1)
-                after = scrape(c.nodes[lead0].metrics)
+                after = scrape(c.nodes[lead0].metrics, ca=c.metrics_ca)
                 cpu1 = {n: cpu_seconds(p.pid) for n, p in c.nodes.items()}
                 t1 = time.time()
                 lead1 = c.leader()
@@ -541,7 +541,7 @@ class Bench:
             lead0 = c.leader() or leader
             term0 = leader_term(c, lead0)
             sleep_until(T - LOOKAHEAD_S - 0.4)
-            before = scrape(c.nodes[lead0].metrics)
+            before = scrape(c.nodes[lead0].metrics, ca=c.metrics_ca)
             base = total(before, FIRED)
             # poll the fired counter for a second bound on "last start" (histogram buckets are coarse)
             sleep_until(T - 0.3)
@@ -550,7 +550,7 @@ class Bench:
             while time.time() < stop_at:
                 a = time.time()
                 try:
-                    v = total(scrape(c.nodes[lead0].metrics, timeout=2), FIRED) - base
+                    v = total(scrape(c.nodes[lead0].metrics, timeout=2, ca=c.metrics_ca), FIRED) - base
                 except OSError:
                     v = None
                 polls.append((a, time.time(), v))
@@ -558,7 +558,7 @@ class Bench:
                     break
                 time.sleep(0.05)
             sleep_until(T + settle_s)
-            after = scrape(c.nodes[lead0].metrics)
+            after = scrape(c.nodes[lead0].metrics, ca=c.metrics_ca)
             term1 = leader_term(c, lead0)
             lead1 = c.leader()
             t = time.perf_counter()
@@ -655,7 +655,7 @@ class Bench:
                     old = watch.info(leader)
                     old_term = old.term if old else 0
                     survivors = [n for n in c.nodes if n != leader]
-                    before = {n: scrape(c.nodes[n].metrics) for n in survivors}
+                    before = {n: scrape(c.nodes[n].metrics, ca=c.metrics_ca) for n in survivors}
                     offset = self.rng.random()
                     sleep_until(math.floor(time.time()) + 1 + offset)
                     kill_wall = time.time()
@@ -685,7 +685,7 @@ class Bench:
                     end = time.monotonic() + 5
                     while time.monotonic() < end:
                         try:
-                            v = total(scrape(c.nodes[new].metrics, timeout=1), FIRED)
+                            v = total(scrape(c.nodes[new].metrics, timeout=1, ca=c.metrics_ca), FIRED)
                         except OSError:
                             v = None
                         if v is not None and v > base_new:
@@ -707,7 +707,7 @@ class Bench:
                     sleep_until(max(time.time() + 2.0, rec_wall + 3.0))
                     sleep_until(math.floor(time.time()) + 1.5)
                     end_wall = time.time()
-                    after_new = scrape(c.nodes[new].metrics)
+                    after_new = scrape(c.nodes[new].metrics, ca=c.metrics_ca)
                     launched = total(after_new, FIRED) - total(before[new], FIRED)
                     late = Hist.of(after_new, LATENESS) - Hist.of(before[new], LATENESS)
                     # restart the killed node and wait for it to catch up

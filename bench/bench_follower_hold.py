@@ -123,7 +123,7 @@ def one_row(fires: int, puts: float, window: float, pyspy: Path | None, hogs: in
                                       f"from bench.bench_follower_hold import io_hog; io_hog({str(Path(root) / f'io{i}')!r})"],
                                      cwd=Path(__file__).resolve().parent.parent) for i in range(io_hogs)]
         offsets = {n: p.log.stat().st_size for n, p in followers.items()}
-        before = {n: scrape(p.metrics) for n, p in followers.items()}
+        before = {n: scrape(p.metrics, ca=s.c.metrics_ca) for n, p in followers.items()}
         sched0 = {n: schedstat(p.pid, tids[n]) for n, p in followers.items()}
         proc0 = {n: schedstat(p.pid, None) for n, p in followers.items()}
         cpu0 = s.cpu()
@@ -151,7 +151,7 @@ def one_row(fires: int, puts: float, window: float, pyspy: Path | None, hogs: in
             h.wait()
         if spy is not None:
             spy.wait(60)
-        after = {n: scrape(p.metrics) for n, p in followers.items()}
+        after = {n: scrape(p.metrics, ca=s.c.metrics_ca) for n, p in followers.items()}
         sched1 = {n: schedstat(p.pid, tids[n]) for n, p in followers.items()}
         proc1 = {n: schedstat(p.pid, None) for n, p in followers.items()}
         cpu1 = s.cpu()

@@ -232,7 +232,7 @@ class Watch:
         parts = []
         for nid, node in self.c.nodes.items():
             try:
-                s = scrape(node.metrics)
+                s = scrape(node.metrics, ca=self.c.metrics_ca)
             except OSError:
                 parts.append(f"{nid} ?")
                 continue

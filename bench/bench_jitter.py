@@ -80,11 +80,11 @@ def main() -> None:
             print(f"registered {len(specs)} jobs in {time.perf_counter() - t0:.1f} s; "
                   f"cluster clock {lead_s - (time.perf_counter() - t0):.1f} s before midnight")
             leader = c.nodes[c.leader()]
-            before = scrape(leader.metrics)
+            before = scrape(leader.metrics, ca=c.metrics_ca)
             end = midnight + int(args.window * 1000) + 5_000
             while time.time_ns() // 1_000_000 + offset < end:
                 time.sleep(0.5)
-            after = scrape(leader.metrics)
+            after = scrape(leader.metrics, ca=c.metrics_ca)
             dues: dict[str, list[int]] = {"jit": [], "base": []}
             for ex in client.list_executions(page_size=1000):
                 if ex.scheduled_ms == midnight:

@@ -138,7 +138,7 @@ def wait_applied(c: Any, count: int, timeout: float = 600.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if all(total(scrape(p.metrics), "schedd_jobs") == count for p in c.nodes.values()):
+            if all(total(scrape(p.metrics, ca=c.metrics_ca), "schedd_jobs") == count for p in c.nodes.values()):
                 return True
         except OSError:
             pass
@@ -187,7 +187,7 @@ def cluster(args: argparse.Namespace) -> None:
                 el = asyncio.run(one_each())
             have += args.single
             print(f"single PutJob x{args.single:,} (64 in flight): {args.single / el:,.0f} jobs/s; commit index "
-                  f"{total(scrape(c.nodes[leader].metrics), 'schedd_raft_commit_index'):,.0f}")
+                  f"{total(scrape(c.nodes[leader].metrics, ca=c.metrics_ca), 'schedd_raft_commit_index'):,.0f}")
 
         specs = []
         for i in range(args.jobs):
@@ -203,7 +203,7 @@ def cluster(args: argparse.Namespace) -> None:
         print(f"put_jobs of {args.jobs:,} daily jobs: {args.jobs / el:,.0f} jobs/s (leader acks)")
         caught = wait_applied(c, have)
         time.sleep(2.0)
-        print(f"  commit index {total(scrape(c.nodes[leader].metrics), 'schedd_raft_commit_index'):,.0f}")
+        print(f"  commit index {total(scrape(c.nodes[leader].metrics, ca=c.metrics_ca), 'schedd_raft_commit_index'):,.0f}")
         for n, pid in pids.items():
             rss = rss_bytes(pid) or 0
             role = "leader" if n == leader else "follower"

@@ -126,9 +126,9 @@ def schedd_run(n: int, inflight: int) -> dict:
         assert lead is not None
         pids = s.pids(with_worker=False)
         followers = {f"follower {k}": p for k, p in pids.items() if k != lead}
-        m0 = scrape(s.c.nodes[lead].metrics)
+        m0 = scrape(s.c.nodes[lead].metrics, ca=s.c.metrics_ca)
         out = measure(pids[lead], followers, s.addrs(), s.c.security(), n, inflight, "a")
-        m1 = scrape(s.c.nodes[lead].metrics)
+        m1 = scrape(s.c.nodes[lead].metrics, ca=s.c.metrics_ca)
     commit = (Hist.of(m1, "schedd_commit_latency_seconds", kind="put")
               - Hist.of(m0, "schedd_commit_latency_seconds", kind="put"))
     out["commit_ms"] = commit.sum / commit.count * 1e3 if commit.count and commit.sum is not None else None

@@ -18,7 +18,6 @@ import statistics
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -45,7 +44,7 @@ def wait(pred, timeout: float, what: str):
 
 def fire_lateness_mean(c: LocalCluster) -> tuple[float, float]:
     lead = c.leader()
-    text = urllib.request.urlopen(f"http://{c.nodes[lead].metrics}/metrics", timeout=5).read().decode()
+    text = c.http_get(lead, "/metrics")
     total = count = 0.0
     for fam in text_string_to_metric_families(text):
         if fam.name == "schedd_fire_lateness_seconds":

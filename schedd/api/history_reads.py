@@ -84,3 +84,15 @@ def gap_note(store: HistoryStore) -> str:
         return ""
     return (f"this node is still copying the history of log entries {gap[0] + 1}..{gap[1]} from a peer: "
             "older runs may be missing here (ask another node, or again shortly)")
+
+
+def window(state: SchedulerState, lock: threading.RLock, store: HistoryStore | None, job: str, since_ms: int,
+           until_ms: int, limit: int) -> dict[int, Execution]:
+    """The job's executions in the store scheduled in [since_ms, until_ms] (at most `limit`,
+    oldest first), by scheduled time: what the ledger of instants adds to the tables'."""
+    if store is None:
+        return {}
+    with lock:
+        index = state.last_index
+    caught_up(store, index)
+    return {ex.scheduled_ms: ex for ex in store.between(job, since_ms, until_ms, limit)}

@@ -922,11 +922,13 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             except ValueError:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad page_token {request.page_token!r}")
         response = None                  # None: no such job (answered once the lock is released)
+        on_disk = await asyncio.to_thread(history_reads.window, self.node.state, self.node.lock, self._history(),
+                                          request.job, since, until, limit)
         with self.node.lock:
             st = self.node.state
             job = st.jobs.get(request.job)
             if job is not None:
-                rows = ledger.instants(st, job, since, until, limit)
+                rows = ledger.instants(st, job, since, until, limit, on_disk)
                 out, cut = _bounded(rows, lambda r: pb.InstantRecord(
                     instant_ms=r.instant_ms, disposition=r.disposition, detail=r.detail,
                     execution=self._exec_pb(r.execution) if r.execution is not None else None))

@@ -12,6 +12,7 @@ of an older schedule) are listed too. Pure: reads the state, never changes it.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from schedd.core import schedule as sched
@@ -49,9 +50,15 @@ def disposition_of(ex: Execution) -> str:
     return _STATE_DISPOSITION.get(ex.state, ex.state.lower())
 
 
-def instants(state: Tables, job: Job, since_ms: int, until_ms: int, limit: int = 1000) -> list[Instant]:
+def instants(state: Tables, job: Job, since_ms: int, until_ms: int, limit: int = 1000,
+             on_disk: Mapping[int, Execution] | None = None) -> list[Instant]:
     """Instants of `job` in [since_ms, until_ms], oldest first, at most `limit`. `until_ms` is
-    clamped to the job's next fire (instants after it have not happened yet)."""
+    clamped to the job's next fire (instants after it have not happened yet). `on_disk`: the
+    job's executions in the window that left the tables for the node's history store
+    (schedd.core.history), by scheduled time; an instant at or before the job's floor with
+    none there was pruned by the history's retention."""
+    on_disk = on_disk or {}
+    floor = state.archived.get(job.name)
     limit = max(1, min(limit, MAX_INSTANTS))
     times = state.by_job.get(job.name, ())
     oldest_kept = times[0] if times else None
@@ -64,15 +71,15 @@ def instants(state: Tables, job: Job, since_ms: int, until_ms: int, limit: int =
         x = sched.next_after(s, x)
     recorded = times[bisect.bisect_left(times, since_ms):bisect.bisect_right(times, until_ms)]
     out: list[Instant] = []
-    for t in sorted(set(nominal).union(recorded))[:limit]:
-        ex = state.execs.get((job.name, t))
+    for t in sorted(set(nominal).union(recorded, on_disk))[:limit]:
+        ex = state.execs.get((job.name, t)) or on_disk.get(t)
         if ex is not None:
             out.append(Instant(t, disposition_of(ex), ex.reason, ex))
             continue
         gap = _gap_of(job, t)
         if gap is not None:
             out.append(Instant(t, gap[2], gap[3]))
-        elif oldest_kept is None or t < oldest_kept:
+        elif (t <= floor[0]) if floor is not None else (oldest_kept is None or t < oldest_kept):
             out.append(Instant(t, "pruned", "older than the history kept for this job"))
         else:
             out.append(Instant(t, "missing", "no execution and no recorded reason"))

@@ -20,22 +20,24 @@ Cursor = tuple[int, str]
 Page = tuple[list[Execution], Cursor | None, int]
 
 _GET = f"SELECT {ROW} FROM executions WHERE job = ? AND scheduled_ms = ?"
+BETWEEN = (f"SELECT {ROW} FROM executions WHERE job = ? AND scheduled_ms BETWEEN ? AND ? "
+           "ORDER BY scheduled_ms LIMIT ?")
 EXISTS = "SELECT 1 FROM executions WHERE job = ? AND scheduled_ms = ?"
 _LAST = f"SELECT {ROW} FROM executions WHERE job = ? ORDER BY scheduled_ms DESC LIMIT 1"
 
 
-def _decoded(row: tuple[object, ...] | None) -> Execution | None:
+def decoded(row: tuple[object, ...] | None) -> Execution | None:
     if row is None:
         return None
     return decode(row[:8], row[8])  # type: ignore[arg-type]
 
 
 def get(conn: sqlite3.Connection, job: str, scheduled_ms: int) -> Execution | None:
-    return _decoded(conn.execute(_GET, (job, scheduled_ms)).fetchone())
+    return decoded(conn.execute(_GET, (job, scheduled_ms)).fetchone())
 
 
 def last(conn: sqlite3.Connection, job: str) -> Execution | None:
-    return _decoded(conn.execute(_LAST, (job,)).fetchone())
+    return decoded(conn.execute(_LAST, (job,)).fetchone())
 
 
 def team_of(conn: sqlite3.Connection, job: str) -> str | None:
@@ -57,7 +59,7 @@ def page(conn: sqlite3.Connection, *, job: str, state: str, after: Cursor | None
         total = _total(conn, code, visible)
     more = len(keys) > limit
     keys = keys[:limit]
-    found = [_decoded(conn.execute(_GET, (name, t)).fetchone()) for t, name in keys]   # by the key index
+    found = [decoded(conn.execute(_GET, (name, t)).fetchone()) for t, name in keys]   # by the key index
     return [ex for ex in found if ex is not None], (keys[-1] if more and keys else None), total
 
 

@@ -395,6 +395,15 @@ class HistoryStore:
         with self._read() as conn:
             return reads.get(conn, job, scheduled_ms)
 
+    def between(self, job: str, lo: int, hi: int, limit: int) -> Iterator[Execution]:
+        """The job's executions scheduled in [lo, hi], oldest first, at most `limit`."""
+        with self._read() as conn:
+            rows = conn.execute(reads.BETWEEN, (job, lo, hi, limit)).fetchall()
+        for row in rows:
+            ex = reads.decoded(row)
+            if ex is not None:
+                yield ex
+
     def present(self, job: str, times: Iterable[int]) -> tuple[int, ...]:
         """Which of `times` the job has a row at."""
         with self._read() as conn:

@@ -264,6 +264,11 @@ class LocalCluster:
         """Node `nid`'s HTTP port (the dashboard, /metrics): HTTPS with TLS, as the node serves it."""
         return f"{'https' if self.tls else 'http'}://{self.nodes[nid].metrics}{path}"
 
+    @property
+    def metrics_ca(self) -> str | None:
+        """The CA a client of the nodes' HTTP ports trusts (None: plain HTTP, a cluster without TLS)."""
+        return str(certs.ca_paths(self.tls_dir).cert) if self.tls else None
+
     def http_get(self, nid: str, path: str, timeout: float = 5.0) -> str:
         """GET `path` from node `nid`'s HTTP port, trusting this cluster's CA; the body as text."""
         import ssl

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
 def scrape(c, node: str) -> str:
-    return urllib.request.urlopen(f"http://{c.nodes[node].metrics}/metrics", timeout=5).read().decode()
+    return c.http_get(node, "/metrics")
 
 
 def samples(text: str, name: str) -> dict[str, float]:
