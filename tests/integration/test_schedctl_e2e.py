@@ -73,3 +73,26 @@ def test_schedctl_tour(cluster_factory, tmp_path):
     wait_until(same_state, timeout=30, what="equal state digests on the three nodes")
     table = schedctl(c, "cluster", "status", "--digest", at=follower).stdout
     assert "DIGEST" in table.splitlines()[1]
+
+
+def test_a_run_whose_pool_no_worker_serves_says_so(cluster_factory):
+    c = cluster_factory(size=1)
+    c.start()
+    c.wait_leader(timeout=60)
+    c.start_worker("w-cpu", slots=2, pool="cpu")
+    schedctl(c, "job", "create", "trains", "--schedule", "@every 1s", "--pool", "gpu", "--command", "true")
+
+    def waiting():
+        runs = json.loads(schedctl(c, "run", "list", "trains", "-o", "json").stdout)
+        got = [yaml.safe_load(schedctl(c, "run", "get", r["id"], "-o", "yaml").stdout) for r in runs[:1]]
+        return got and "no connected worker serves pool 'gpu'" in (got[0].get("reason") or "") and got
+    wait_until(waiting, timeout=30, what="the run's reason to name the unserved pool")
+
+    def warned():
+        status = json.loads(schedctl(c, "cluster", "status", "-o", "json").stdout)
+        warnings = status.get("warnings", [])
+        lines = [w for w in warnings if "wait for pool 'gpu', which no connected worker serves" in w]
+        return lines and status["nodes"][0].get("dispatch_lag_ms", "0") in (0, "0") and warnings
+    warnings = wait_until(warned, timeout=30, what="the unserved pool warning")
+    assert not any("dispatch is behind" in w for w in warnings)
+    assert "no connected worker serves" in schedctl(c, "cluster", "status").stdout
