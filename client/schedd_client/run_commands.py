@@ -14,6 +14,7 @@ from schedd_proto import scheduler_pb2 as pb
 from ._cli import PROG, UsageError, _fields, _indent, _shorten, _table
 from .convert import format_time, to_dict
 from .invocation import Invocation
+from .run_columns import duration_text, exit_text, last_exit_text, shown_state, worker_text
 from .watch_commands import watch_listing
 
 
@@ -46,13 +47,17 @@ def run_list(cmd: Invocation) -> None:
 
 
 def runs_table(cmd: Invocation, runs: list[pb.Execution]) -> str:
-    """`run list`'s table (also what `run list --watch` redraws)."""
+    """`run list`'s table (also what `run list --watch` redraws); RECORDED and TERM with -o wide."""
     sla = any(_sla_missed(run) for run in runs)      # an SLA column only when one missed
+    wide = cmd.output.wide
+    now_ms = int(cmd.clock() * 1000)
     return _table(
-            ("ID", "JOB", "SCHEDULED", "STATE", "TRIGGER", "RECORDED", "TERM") + (("SLA",) if sla else ()),
+            ("ID", "JOB", "SCHEDULED", "STATE", "TRIGGER", "DURATION", "WORKER", "EXIT")
+            + (("RECORDED", "TERM") if wide else ()) + (("SLA",) if sla else ()),
             [
-                (run.id, run.job, cmd.when(run.scheduled_ms), run.state, run.trigger,
-                 cmd.when(run.created_ms), run.term)  # fmt: skip
+                (run.id, run.job, cmd.when(run.scheduled_ms), shown_state(run, now_ms), run.trigger,
+                 duration_text(run, now_ms), worker_text(run), last_exit_text(run))
+                + ((cmd.when(run.created_ms), run.term) if wide else ())
                 + (("! missed" if _sla_missed(run) else "-",) if sla else ())
                 for run in runs
             ],
@@ -99,7 +104,7 @@ def _run_details(cmd: Invocation, run: pb.Execution) -> str:
         _fields(
             ("ID", run.id),
             ("Job", run.job),
-            ("State", run.state),
+            ("State", shown_state(run, int(cmd.clock() * 1000))),
             ("Reason", run.reason),
             ("Trigger", run.trigger),
             ("Scheduled", cmd.when(run.scheduled_ms)),
@@ -116,7 +121,7 @@ def _run_details(cmd: Invocation, run: pb.Execution) -> str:
             [
                 (a.number, a.state or "-", a.worker or "-", a.fencing_token or "-",
                  format_time(a.started_ms) or "-", format_time(a.ended_ms) or "-",
-                 _outcome(a), _shorten(a.error, 60) or "-")  # fmt: skip
+                 exit_text(a), _shorten(a.error, 60) or "-")  # fmt: skip
                 for a in run.attempts
             ],
             empty="  (none yet)",
@@ -148,8 +153,3 @@ def run_cancel(cmd: Invocation) -> None:
 def _sla_missed(run: pb.Execution) -> bool:
     return any(e.kind == "sla_missed" for e in run.events)
 
-
-def _outcome(attempt: pb.Attempt) -> str:
-    if attempt.http_status:
-        return f"HTTP {attempt.http_status}"
-    return str(attempt.exit_code) if attempt.ended_ms else "-"
