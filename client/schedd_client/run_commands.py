@@ -19,6 +19,7 @@ from .watch_commands import watch_listing
 
 
 MAX_INSTANTS = 10_000                     # what one ListInstants call returns at most (the server's cap)
+DEFAULT_WINDOW_MS = 86_400_000            # --all-instants without --since: the day before --until
 
 
 def run_list(cmd: Invocation) -> None:
@@ -71,9 +72,12 @@ def _instants(cmd: Invocation) -> None:
         raise UsageError("run list --all-instants needs JOB")
     now = cmd.clock()
     wanted = args.limit or MAX_INSTANTS
+    start_ms, end_ms = instants_window(args.since(now) if args.since else None,
+                                       args.until(now) if args.until else None, int(now * 1000))
+    if args.since is None or args.until is None:     # a window the user did not give: say which
+        print(window_note(start_ms, end_ms, args.since is None, args.until is None), file=sys.stderr)
     rows = cmd.client.list_instants(
-        args.job, start_ms=args.since(now) if args.since else 0, end_ms=args.until(now) if args.until else 0,
-        limit=min(wanted + 1, MAX_INSTANTS), stale_ok=args.stale)
+        args.job, start_ms=start_ms, end_ms=end_ms, limit=min(wanted + 1, MAX_INSTANTS), stale_ok=args.stale)
     if len(rows) > wanted:      # one more than shown was asked for: say that the list goes on
         rows = rows[:wanted]
         print(f"{PROG}: showing the first {wanted} instants of the window (oldest first); more follow: "
@@ -88,6 +92,21 @@ def _instants(cmd: Invocation) -> None:
              for r in rows],
             empty="No instants in the window."),
     )
+
+
+def instants_window(since_ms: int | None, until_ms: int | None, now_ms: int) -> tuple[int, int]:
+    """The window `--all-instants` reads: until now, and from DEFAULT_WINDOW_MS before its end,
+    unless given (sent explicitly, so that the note names the window the server used)."""
+    end = until_ms if until_ms is not None else now_ms
+    return (since_ms if since_ms is not None else end - DEFAULT_WINDOW_MS), end
+
+
+def window_note(start_ms: int, end_ms: int, since_defaulted: bool, until_defaulted: bool) -> str:
+    """The one stderr line naming an `--all-instants` window that was (partly) defaulted."""
+    said = [*(["--since: 24h before the end"] if since_defaulted else []),
+            *(["--until: now"] if until_defaulted else [])]
+    return (f"{PROG}: instants from {format_time(start_ms)} to {format_time(end_ms)} "
+            f"(default {', '.join(said)}; give --since/--until for another window)")
 
 
 def run_get(cmd: Invocation) -> None:

@@ -96,3 +96,15 @@ def test_a_run_whose_pool_no_worker_serves_says_so(cluster_factory):
     warnings = wait_until(warned, timeout=30, what="the unserved pool warning")
     assert not any("dispatch is behind" in w for w in warnings)
     assert "no connected worker serves" in schedctl(c, "cluster", "status").stdout
+
+
+def test_all_instants_names_the_window_it_used(cluster_factory):
+    c = cluster_factory(size=1)
+    c.start()
+    c.wait_leader(timeout=60)
+    schedctl(c, "job", "create", "ticks", "--schedule", "@every 1s", "--command", "true")
+    out = schedctl(c, "run", "list", "ticks", "--all-instants")
+    notes = [line for line in out.stderr.splitlines() if "instants from" in line]
+    assert len(notes) == 1 and "default --since: 24h before the end, --until: now" in notes[0]
+    given = schedctl(c, "run", "list", "ticks", "--all-instants", "--since", "1h", "--until", "now")
+    assert "instants from" not in given.stderr
