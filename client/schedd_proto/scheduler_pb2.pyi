@@ -251,7 +251,7 @@ class SlaSpec(_message.Message):
     def __init__(self, within_seconds: _Optional[float] = ..., by: _Optional[str] = ..., timezone: _Optional[str] = ..., webhook: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("spec", "version", "paused", "next_fire_ms", "upcoming_ms", "created_ms", "updated_ms", "created_by", "last_scheduled_ms", "last_execution_id", "last_state", "executions_total", "summary", "upcoming_fires", "effective_dst_gap", "effective_dst_fold")
+    __slots__ = ("spec", "version", "paused", "next_fire_ms", "upcoming_ms", "created_ms", "updated_ms", "created_by", "last_scheduled_ms", "last_execution_id", "last_state", "executions_total", "summary", "upcoming_fires", "effective_dst_gap", "effective_dst_fold", "last_run_ms")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
@@ -268,6 +268,7 @@ class Job(_message.Message):
     UPCOMING_FIRES_FIELD_NUMBER: _ClassVar[int]
     EFFECTIVE_DST_GAP_FIELD_NUMBER: _ClassVar[int]
     EFFECTIVE_DST_FOLD_FIELD_NUMBER: _ClassVar[int]
+    LAST_RUN_MS_FIELD_NUMBER: _ClassVar[int]
     spec: JobSpec
     version: int
     paused: bool
@@ -284,7 +285,8 @@ class Job(_message.Message):
     upcoming_fires: _containers.RepeatedCompositeFieldContainer[UpcomingFire]
     effective_dst_gap: str
     effective_dst_fold: str
-    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., paused: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ..., upcoming_ms: _Optional[_Iterable[int]] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., last_scheduled_ms: _Optional[int] = ..., last_execution_id: _Optional[str] = ..., last_state: _Optional[str] = ..., executions_total: _Optional[int] = ..., summary: _Optional[bool] = ..., upcoming_fires: _Optional[_Iterable[_Union[UpcomingFire, _Mapping]]] = ..., effective_dst_gap: _Optional[str] = ..., effective_dst_fold: _Optional[str] = ...) -> None: ...
+    last_run_ms: int
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., paused: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ..., upcoming_ms: _Optional[_Iterable[int]] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., last_scheduled_ms: _Optional[int] = ..., last_execution_id: _Optional[str] = ..., last_state: _Optional[str] = ..., executions_total: _Optional[int] = ..., summary: _Optional[bool] = ..., upcoming_fires: _Optional[_Iterable[_Union[UpcomingFire, _Mapping]]] = ..., effective_dst_gap: _Optional[str] = ..., effective_dst_fold: _Optional[str] = ..., last_run_ms: _Optional[int] = ...) -> None: ...
 
 class UpcomingFire(_message.Message):
     __slots__ = ("local", "zone_abbreviation", "dst_note")

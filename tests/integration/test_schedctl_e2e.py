@@ -108,3 +108,20 @@ def test_all_instants_names_the_window_it_used(cluster_factory):
     assert len(notes) == 1 and "default --since: 24h before the end, --until: now" in notes[0]
     given = schedctl(c, "run", "list", "ticks", "--all-instants", "--since", "1h", "--until", "now")
     assert "instants from" not in given.stderr
+
+
+def test_job_list_shows_manual_runs_and_hides_dag_rows(cluster_factory, tmp_path):
+    c = cluster_factory(size=1)
+    c.start()
+    c.wait_leader(timeout=60)
+    schedctl(c, "job", "create", "daily", "--schedule", "0 3 * * *", "--command", "true")
+    f = tmp_path / "etl.yaml"
+    f.write_text(yaml.safe_dump({"name": "etl", "tasks": [{"name": "load", "command": "true"}]}))
+    schedctl(c, "dag", "apply", "-f", str(f))
+    ran = json.loads(schedctl(c, "job", "trigger", "daily", "-o", "json").stdout)
+    rows = json.loads(schedctl(c, "job", "list", "-o", "json").stdout)
+    assert [r["spec"]["name"] for r in rows] == ["daily"]
+    assert rows[0]["last_execution_id"] == ran["id"] and rows[0]["last_run_ms"] == ran["scheduled_ms"]
+    table = schedctl(c, "job", "list").stdout                   # a manual run is the LAST RUN
+    assert "etl:" not in table and ran["scheduled"] in table.splitlines()[1]
+    assert "etl:load" in schedctl(c, "job", "list", "--all").stdout

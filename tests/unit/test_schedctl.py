@@ -259,8 +259,20 @@ def test_job_list(run: Run, fake: FakeCluster) -> None:
 
     code, out, _ = run("job", "list", "--state", "paused", "-o", "json")
     assert [job["spec"]["name"] for job in json.loads(out)] == ["b"]
+    fake.state.jobs["a"].last_run_ms = NOW_MS - 1 * MINUTE_MS     # a manual run after the last firing
+    assert "2026-11-29T01:59:00Z (1m ago)" in run("job", "list")[1]
     code, out, _ = run("job", "list", "--team", "ops", "-o", "yaml")
     assert [job["spec"]["name"] for job in yaml.safe_load(out)] == ["a"]
+
+
+def test_job_list_hides_the_rows_dags_own_unless_all(run: Run, fake: FakeCluster) -> None:
+    for name in ("a", "etl:", "etl:load"):
+        fake.add_job(name)
+    code, out, _ = run("job", "list")
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["a"]
+    assert [j["spec"]["name"] for j in json.loads(run("job", "list", "-o", "json")[1])] == ["a"]
+    code, out, _ = run("job", "list", "--all")
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["a", "etl:", "etl:load"]
 
 
 def test_job_pause_resume_trigger_delete(run: Run, fake: FakeCluster) -> None:
