@@ -125,3 +125,25 @@ def test_job_list_shows_manual_runs_and_hides_dag_rows(cluster_factory, tmp_path
     table = schedctl(c, "job", "list").stdout                   # a manual run is the LAST RUN
     assert "etl:" not in table and ran["scheduled"] in table.splitlines()[1]
     assert "etl:load" in schedctl(c, "job", "list", "--all").stdout
+
+
+def test_run_get_shows_the_fencing_token_as_the_readme_says(cluster_factory):
+    """README: the TOKEN column of `run get` is the token the handler sees, a retry gets a new,
+    larger one, and the `log index` of the Recorded line is the run's own, not a token."""
+    c = cluster_factory(size=1)
+    c.start()
+    c.wait_leader(timeout=60)
+    c.start_worker("w1", slots=1)
+    schedctl(c, "job", "create", "tok", "--command", 'echo "token=$SCHEDD_FENCING_TOKEN"')
+    ran = json.loads(schedctl(c, "job", "trigger", "tok", "--wait", "-o", "json", check=False).stdout)
+    first = json.loads(schedctl(c, "run", "get", ran["id"], "-o", "json").stdout)
+    token = int(first["attempts"][0]["fencing_token"])
+    assert f"token={token}" in first["attempts"][0]["output_tail"]
+    table = schedctl(c, "run", "get", ran["id"]).stdout
+    header = next(line for line in table.splitlines() if line.split()[:2] == ["#", "STATE"])
+    row = table.splitlines()[table.splitlines().index(header) + 1].split()
+    assert row[header.split().index("TOKEN")] == str(token)
+    assert int(first["log_index"]) < token                  # Recorded's log index: the run's, before its claim
+    schedctl(c, "run", "retry", ran["id"], "--wait", check=False)
+    again = json.loads(schedctl(c, "run", "get", ran["id"], "-o", "json").stdout)
+    assert int(again["attempts"][-1]["fencing_token"]) > token and again["id"] == ran["id"]
