@@ -21,6 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import islice
 from typing import Any
 
 from schedd.core import acl as A
@@ -86,27 +87,39 @@ class DispatchLoad:
     backlog: int = 0
     lag_ms: int = 0
     unserved: dict[str, int] = field(default_factory=dict)
+    _skip: set[tuple[int, str, int]] = field(default_factory=set)    # ready keys of unserved runs
+    _source: object = None
+    _next_count_ms: int = 0
 
     def measure(self, view: StateView, now: int,
                 unserved: Mapping[tuple[str, int], tuple[int, str]] | None = None) -> None:
-        """O(log n + the unserved runs): the caller holds the node lock. `unserved`: the runs the
-        last pass found waiting for a pool no connected worker serves -> (due, pool)."""
+        """O(log n) mostly: the caller holds the node lock. `unserved`: the runs the last pass
+        found waiting for a pool no connected worker serves -> (due, pool); they are counted
+        (O(their number)) when the mapping is a new one, else at most every FULL_PASS_MS (a step
+        may run hundreds of times a second), and the walk for the oldest other run is bounded."""
+        unserved = unserved or {}
+        if unserved is not self._source or now >= self._next_count_ms or not unserved:
+            self._count(view, now, unserved)
+        self.backlog = max(0, view.ready_due_count(now) - len(self._skip))
+        oldest = None
+        if self.backlog:
+            walk = islice(view.ready_until(now), len(self._skip) + SCAN_LIMIT)
+            oldest = next((key[0] for key in walk if key not in self._skip), None)
+        self.lag_ms = max(0, now - oldest) if oldest is not None else 0
+
+    def _count(self, view: StateView, now: int, unserved: Mapping[tuple[str, int], tuple[int, str]]) -> None:
         skip: set[tuple[int, str, int]] = set()
         pools: dict[str, int] = {}
-        for (name, t), (due, pool) in (unserved or {}).items():
+        for (name, t), (due, pool) in unserved.items():
             if due <= now and view.is_ready((due, name, t)):
                 skip.add((due, name, t))
                 pools[pool] = pools.get(pool, 0) + 1
-        self.unserved = pools
-        self.backlog = max(0, view.ready_due_count(now) - len(skip))
-        oldest = None
-        if self.backlog:
-            oldest = next((key[0] for key in view.ready_until(now) if key not in skip), None)
-        self.lag_ms = max(0, now - oldest) if oldest is not None else 0
+        self._skip, self.unserved = skip, pools
+        self._source, self._next_count_ms = unserved, now + FULL_PASS_MS
 
     def clear(self) -> None:
         self.backlog = self.lag_ms = 0
-        self.unserved = {}
+        self.unserved, self._skip, self._source = {}, set(), None
 
 
 def reap_ms(lease_ms: int) -> int:
