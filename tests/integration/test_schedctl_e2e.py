@@ -147,3 +147,20 @@ def test_run_get_shows_the_fencing_token_as_the_readme_says(cluster_factory):
     schedctl(c, "run", "retry", ran["id"], "--wait", check=False)
     again = json.loads(schedctl(c, "run", "get", ran["id"], "-o", "json").stdout)
     assert int(again["attempts"][-1]["fencing_token"]) > token and again["id"] == ran["id"]
+
+
+def test_a_cancelled_run_says_killed_by_sigterm(cluster_factory):
+    c = cluster_factory(size=1)
+    c.start()
+    c.wait_leader(timeout=60)
+    c.start_worker("w1", slots=1)
+    schedctl(c, "job", "create", "nap", "--command", "sleep 60")
+    ran = json.loads(schedctl(c, "job", "trigger", "nap", "-o", "json").stdout)
+    wait_until(lambda: json.loads(schedctl(c, "run", "get", ran["id"], "-o", "json").stdout)["state"] == "RUNNING",
+               timeout=30, what="the run to start")
+    schedctl(c, "run", "cancel", ran["id"])
+    wait_until(lambda: json.loads(schedctl(c, "run", "get", ran["id"], "-o", "json").stdout)["state"] == "CANCELLED",
+               timeout=30, what="the run to be cancelled")
+    row = schedctl(c, "run", "list", "nap").stdout.splitlines()[1]
+    assert "CANCELLED" in row and " w1 " in row and row.rstrip().endswith("killed by SIGTERM"), row
+    assert "killed by SIGTERM" in schedctl(c, "run", "get", ran["id"]).stdout
