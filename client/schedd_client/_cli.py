@@ -148,8 +148,8 @@ def _global_options(parser: argparse.ArgumentParser, *, top: bool, timeout: bool
              "a command line is visible to other users",
     )  # fmt: skip
     group.add_argument(
-        "-o", "--output", choices=("table", "json", "yaml"), default=default("table"),
-        help="output format (default: table)",
+        "-o", "--output", choices=("table", "wide", "json", "yaml"), default=default("table"),
+        help="output format (default: table; wide: a table with more columns, e.g. run list's RECORDED and TERM)",
     )  # fmt: skip
     if timeout:
         group.add_argument(

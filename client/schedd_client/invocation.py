@@ -28,7 +28,8 @@ class Invocation:
     output: Output = field(init=False)
 
     def __post_init__(self) -> None:
-        self.output = Output(self.args.output, colour=colour_wanted(sys.stdout))
+        wide = self.args.output == "wide"
+        self.output = Output("table" if wide else self.args.output, colour=colour_wanted(sys.stdout), wide=wide)
 
     def run(self) -> None:
         """Call the command function the parser chose (``set_defaults(run=...)``)."""

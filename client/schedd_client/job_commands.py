@@ -159,14 +159,28 @@ def job_next(cmd: Invocation) -> None:
 def job_list(cmd: Invocation) -> None:
     args = cmd.args
     if args.watch:
-        watch_listing(cmd, cmd.client.watch_jobs(team=args.team, state=args.state), "job",
+        events = cmd.client.watch_jobs(team=args.team, state=args.state)
+        watch_listing(cmd, (e for e in events if args.all or not is_dag_row(e.key)), "job",
                       lambda jobs: jobs_table(cmd, jobs),
                       lambda job: f"{job.spec.name} {_job_state(job)} next={cmd.when(job.next_fire_ms)} "
                                   f"last={job.last_state or '-'}")
         return
-    jobs = list(cmd.client.list_jobs(team=args.team, state=args.state, stale_ok=args.stale,
-                                      name_contains=args.name_contains))
+    jobs = [job for job in cmd.client.list_jobs(team=args.team, state=args.state, stale_ok=args.stale,
+                                                name_contains=args.name_contains)
+            if args.all or not is_dag_row(job.spec.name)]
     cmd.emit([to_dict(job) for job in jobs], lambda: jobs_table(cmd, jobs))
+
+
+def is_dag_row(name: str) -> bool:
+    """A job row a DAG owns ("etl:load", and "etl:" for its schedule): `job list` hides them
+    unless --all; `schedctl dag show DAG` shows its tasks."""
+    return ":" in name
+
+
+def last_run_ms(job: pb.Job) -> int:
+    """When the job's last run was scheduled, by whatever trigger (a server that does not say:
+    its schedule's last firing)."""
+    return job.last_run_ms or job.last_scheduled_ms
 
 
 def jobs_table(cmd: Invocation, jobs: list[pb.Job]) -> str:
@@ -181,7 +195,7 @@ def jobs_table(cmd: Invocation, jobs: list[pb.Job]) -> str:
                     job.spec.timezone or "UTC",
                     _job_state(job),
                     cmd.when(job.next_fire_ms),
-                    cmd.when(job.last_scheduled_ms),
+                    cmd.when(last_run_ms(job)),
                     job.last_state or "-",
                 )
                 for job in jobs

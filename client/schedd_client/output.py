@@ -45,10 +45,12 @@ def paint(text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Output:
-    """``-o table|json|yaml``, as given on the command line, and whether tables are coloured."""
+    """``-o table|json|yaml``, as given on the command line, and whether tables are coloured.
+    ``-o wide`` is a table (``format`` "table") with more columns where a command has them."""
 
     format: str
     colour: bool = False
+    wide: bool = False
 
     def emit(self, data: Any, table: Callable[[], str]) -> None:
         """Print ``data`` as one JSON/YAML document, or ``table()`` for -o table. This is the one

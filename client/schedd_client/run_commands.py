@@ -14,10 +14,12 @@ from schedd_proto import scheduler_pb2 as pb
 from ._cli import PROG, UsageError, _fields, _indent, _shorten, _table
 from .convert import format_time, to_dict
 from .invocation import Invocation
+from .run_columns import duration_text, exit_text, last_exit_text, shown_state, worker_text
 from .watch_commands import watch_listing
 
 
 MAX_INSTANTS = 10_000                     # what one ListInstants call returns at most (the server's cap)
+DEFAULT_WINDOW_MS = 86_400_000            # --all-instants without --since: the day before --until
 
 
 def run_list(cmd: Invocation) -> None:
@@ -46,13 +48,17 @@ def run_list(cmd: Invocation) -> None:
 
 
 def runs_table(cmd: Invocation, runs: list[pb.Execution]) -> str:
-    """`run list`'s table (also what `run list --watch` redraws)."""
+    """`run list`'s table (also what `run list --watch` redraws); RECORDED and TERM with -o wide."""
     sla = any(_sla_missed(run) for run in runs)      # an SLA column only when one missed
+    wide = cmd.output.wide
+    now_ms = int(cmd.clock() * 1000)
     return _table(
-            ("ID", "JOB", "SCHEDULED", "STATE", "TRIGGER", "RECORDED", "TERM") + (("SLA",) if sla else ()),
+            ("ID", "JOB", "SCHEDULED", "STATE", "TRIGGER", "DURATION", "WORKER", "EXIT")
+            + (("RECORDED", "TERM") if wide else ()) + (("SLA",) if sla else ()),
             [
-                (run.id, run.job, cmd.when(run.scheduled_ms), run.state, run.trigger,
-                 cmd.when(run.created_ms), run.term)  # fmt: skip
+                (run.id, run.job, cmd.when(run.scheduled_ms), shown_state(run, now_ms), run.trigger,
+                 duration_text(run, now_ms), worker_text(run), last_exit_text(run))
+                + ((cmd.when(run.created_ms), run.term) if wide else ())
                 + (("! missed" if _sla_missed(run) else "-",) if sla else ())
                 for run in runs
             ],
@@ -66,9 +72,12 @@ def _instants(cmd: Invocation) -> None:
         raise UsageError("run list --all-instants needs JOB")
     now = cmd.clock()
     wanted = args.limit or MAX_INSTANTS
+    start_ms, end_ms = instants_window(args.since(now) if args.since else None,
+                                       args.until(now) if args.until else None, int(now * 1000))
+    if args.since is None or args.until is None:     # a window the user did not give: say which
+        print(window_note(start_ms, end_ms, args.since is None, args.until is None), file=sys.stderr)
     rows = cmd.client.list_instants(
-        args.job, start_ms=args.since(now) if args.since else 0, end_ms=args.until(now) if args.until else 0,
-        limit=min(wanted + 1, MAX_INSTANTS), stale_ok=args.stale)
+        args.job, start_ms=start_ms, end_ms=end_ms, limit=min(wanted + 1, MAX_INSTANTS), stale_ok=args.stale)
     if len(rows) > wanted:      # one more than shown was asked for: say that the list goes on
         rows = rows[:wanted]
         print(f"{PROG}: showing the first {wanted} instants of the window (oldest first); more follow: "
@@ -85,6 +94,21 @@ def _instants(cmd: Invocation) -> None:
     )
 
 
+def instants_window(since_ms: int | None, until_ms: int | None, now_ms: int) -> tuple[int, int]:
+    """The window `--all-instants` reads: until now, and from DEFAULT_WINDOW_MS before its end,
+    unless given (sent explicitly, so that the note names the window the server used)."""
+    end = until_ms if until_ms is not None else now_ms
+    return (since_ms if since_ms is not None else end - DEFAULT_WINDOW_MS), end
+
+
+def window_note(start_ms: int, end_ms: int, since_defaulted: bool, until_defaulted: bool) -> str:
+    """The one stderr line naming an `--all-instants` window that was (partly) defaulted."""
+    said = [*(["--since: 24h before the end"] if since_defaulted else []),
+            *(["--until: now"] if until_defaulted else [])]
+    return (f"{PROG}: instants from {format_time(start_ms)} to {format_time(end_ms)} "
+            f"(default {', '.join(said)}; give --since/--until for another window)")
+
+
 def run_get(cmd: Invocation) -> None:
     ident = f"{cmd.args.id}@latest" if cmd.args.latest else cmd.args.id
     run = cmd.client.get_execution(ident, stale_ok=cmd.args.stale)
@@ -99,7 +123,7 @@ def _run_details(cmd: Invocation, run: pb.Execution) -> str:
         _fields(
             ("ID", run.id),
             ("Job", run.job),
-            ("State", run.state),
+            ("State", shown_state(run, int(cmd.clock() * 1000))),
             ("Reason", run.reason),
             ("Trigger", run.trigger),
             ("Scheduled", cmd.when(run.scheduled_ms)),
@@ -116,7 +140,7 @@ def _run_details(cmd: Invocation, run: pb.Execution) -> str:
             [
                 (a.number, a.state or "-", a.worker or "-", a.fencing_token or "-",
                  format_time(a.started_ms) or "-", format_time(a.ended_ms) or "-",
-                 _outcome(a), _shorten(a.error, 60) or "-")  # fmt: skip
+                 exit_text(a), _shorten(a.error, 60) or "-")  # fmt: skip
                 for a in run.attempts
             ],
             empty="  (none yet)",
@@ -148,8 +172,3 @@ def run_cancel(cmd: Invocation) -> None:
 def _sla_missed(run: pb.Execution) -> bool:
     return any(e.kind == "sla_missed" for e in run.events)
 
-
-def _outcome(attempt: pb.Attempt) -> str:
-    if attempt.http_status:
-        return f"HTTP {attempt.http_status}"
-    return str(attempt.exit_code) if attempt.ended_ms else "-"

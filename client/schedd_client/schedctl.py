@@ -256,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--name-contains", default="", metavar="TEXT",
                          help="only jobs whose name contains TEXT (any case)")
     listing.add_argument("--watch", action="store_true", help=WATCH_HELP)
+    listing.add_argument("--all", action="store_true",
+                         help="also the rows DAGs own (DAG:TASK; `dag show DAG` shows them under their DAG)")
 
     command(jobs, "pause", job_commands.job_pause, "stop firing a job").add_argument("name", metavar="NAME")
     job_file_commands.add_delete_options(command(

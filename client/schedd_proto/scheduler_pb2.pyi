@@ -251,7 +251,7 @@ class SlaSpec(_message.Message):
     def __init__(self, within_seconds: _Optional[float] = ..., by: _Optional[str] = ..., timezone: _Optional[str] = ..., webhook: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("spec", "version", "paused", "next_fire_ms", "upcoming_ms", "created_ms", "updated_ms", "created_by", "last_scheduled_ms", "last_execution_id", "last_state", "executions_total", "summary", "upcoming_fires", "effective_dst_gap", "effective_dst_fold")
+    __slots__ = ("spec", "version", "paused", "next_fire_ms", "upcoming_ms", "created_ms", "updated_ms", "created_by", "last_scheduled_ms", "last_execution_id", "last_state", "executions_total", "summary", "upcoming_fires", "effective_dst_gap", "effective_dst_fold", "last_run_ms")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
@@ -268,6 +268,7 @@ class Job(_message.Message):
     UPCOMING_FIRES_FIELD_NUMBER: _ClassVar[int]
     EFFECTIVE_DST_GAP_FIELD_NUMBER: _ClassVar[int]
     EFFECTIVE_DST_FOLD_FIELD_NUMBER: _ClassVar[int]
+    LAST_RUN_MS_FIELD_NUMBER: _ClassVar[int]
     spec: JobSpec
     version: int
     paused: bool
@@ -284,7 +285,8 @@ class Job(_message.Message):
     upcoming_fires: _containers.RepeatedCompositeFieldContainer[UpcomingFire]
     effective_dst_gap: str
     effective_dst_fold: str
-    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., paused: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ..., upcoming_ms: _Optional[_Iterable[int]] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., last_scheduled_ms: _Optional[int] = ..., last_execution_id: _Optional[str] = ..., last_state: _Optional[str] = ..., executions_total: _Optional[int] = ..., summary: _Optional[bool] = ..., upcoming_fires: _Optional[_Iterable[_Union[UpcomingFire, _Mapping]]] = ..., effective_dst_gap: _Optional[str] = ..., effective_dst_fold: _Optional[str] = ...) -> None: ...
+    last_run_ms: int
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., paused: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ..., upcoming_ms: _Optional[_Iterable[int]] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., last_scheduled_ms: _Optional[int] = ..., last_execution_id: _Optional[str] = ..., last_state: _Optional[str] = ..., executions_total: _Optional[int] = ..., summary: _Optional[bool] = ..., upcoming_fires: _Optional[_Iterable[_Union[UpcomingFire, _Mapping]]] = ..., effective_dst_gap: _Optional[str] = ..., effective_dst_fold: _Optional[str] = ..., last_run_ms: _Optional[int] = ...) -> None: ...
 
 class UpcomingFire(_message.Message):
     __slots__ = ("local", "zone_abbreviation", "dst_note")
@@ -852,7 +854,7 @@ class ListWorkersResponse(_message.Message):
     def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("id", "raft_address", "grpc_address", "role", "term", "commit_index", "applied_index", "lag", "has_quorum", "state_hash", "uptime_seconds", "error", "leader_epoch", "state_digest", "digest_index", "at_digest", "replicas", "writable", "not_writable_reason", "version", "protocol", "entry_codec", "max_feature_level", "feature_level", "snapshot_formats", "snapshot_format", "tzdata", "croniter", "halted", "members", "membership_source", "membership_change", "config_disagreement", "learners", "dispatch_backlog", "dispatch_lag_ms", "accepts_pings_ms", "leader_grpc_address", "history_digest", "history_index", "history_rows", "history_gap")
+    __slots__ = ("id", "raft_address", "grpc_address", "role", "term", "commit_index", "applied_index", "lag", "has_quorum", "state_hash", "uptime_seconds", "error", "leader_epoch", "state_digest", "digest_index", "at_digest", "replicas", "writable", "not_writable_reason", "version", "protocol", "entry_codec", "max_feature_level", "feature_level", "snapshot_formats", "snapshot_format", "tzdata", "croniter", "halted", "members", "membership_source", "membership_change", "config_disagreement", "learners", "dispatch_backlog", "dispatch_lag_ms", "accepts_pings_ms", "leader_grpc_address", "history_digest", "history_index", "history_rows", "history_gap", "unserved_pools")
     ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -895,6 +897,7 @@ class NodeStatus(_message.Message):
     HISTORY_INDEX_FIELD_NUMBER: _ClassVar[int]
     HISTORY_ROWS_FIELD_NUMBER: _ClassVar[int]
     HISTORY_GAP_FIELD_NUMBER: _ClassVar[int]
+    UNSERVED_POOLS_FIELD_NUMBER: _ClassVar[int]
     id: str
     raft_address: str
     grpc_address: str
@@ -937,7 +940,8 @@ class NodeStatus(_message.Message):
     history_index: int
     history_rows: int
     history_gap: str
-    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., uptime_seconds: _Optional[int] = ..., error: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., at_digest: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., writable: _Optional[bool] = ..., not_writable_reason: _Optional[str] = ..., version: _Optional[str] = ..., protocol: _Optional[int] = ..., entry_codec: _Optional[int] = ..., max_feature_level: _Optional[int] = ..., feature_level: _Optional[int] = ..., snapshot_formats: _Optional[_Iterable[int]] = ..., snapshot_format: _Optional[int] = ..., tzdata: _Optional[str] = ..., croniter: _Optional[str] = ..., halted: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., membership_source: _Optional[str] = ..., membership_change: _Optional[str] = ..., config_disagreement: _Optional[str] = ..., learners: _Optional[int] = ..., dispatch_backlog: _Optional[int] = ..., dispatch_lag_ms: _Optional[int] = ..., accepts_pings_ms: _Optional[int] = ..., leader_grpc_address: _Optional[str] = ..., history_digest: _Optional[str] = ..., history_index: _Optional[int] = ..., history_rows: _Optional[int] = ..., history_gap: _Optional[str] = ...) -> None: ...
+    unserved_pools: _containers.RepeatedCompositeFieldContainer[UnservedPool]
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., uptime_seconds: _Optional[int] = ..., error: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., at_digest: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., writable: _Optional[bool] = ..., not_writable_reason: _Optional[str] = ..., version: _Optional[str] = ..., protocol: _Optional[int] = ..., entry_codec: _Optional[int] = ..., max_feature_level: _Optional[int] = ..., feature_level: _Optional[int] = ..., snapshot_formats: _Optional[_Iterable[int]] = ..., snapshot_format: _Optional[int] = ..., tzdata: _Optional[str] = ..., croniter: _Optional[str] = ..., halted: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., membership_source: _Optional[str] = ..., membership_change: _Optional[str] = ..., config_disagreement: _Optional[str] = ..., learners: _Optional[int] = ..., dispatch_backlog: _Optional[int] = ..., dispatch_lag_ms: _Optional[int] = ..., accepts_pings_ms: _Optional[int] = ..., leader_grpc_address: _Optional[str] = ..., history_digest: _Optional[str] = ..., history_index: _Optional[int] = ..., history_rows: _Optional[int] = ..., history_gap: _Optional[str] = ..., unserved_pools: _Optional[_Iterable[_Union[UnservedPool, _Mapping]]] = ...) -> None: ...
 
 class MemberInfo(_message.Message):
     __slots__ = ("id", "raft_address", "grpc_address", "voter")
@@ -1062,3 +1066,11 @@ class DiffJobsResponse(_message.Message):
     CHANGES_FIELD_NUMBER: _ClassVar[int]
     changes: _containers.RepeatedCompositeFieldContainer[JobChange]
     def __init__(self, changes: _Optional[_Iterable[_Union[JobChange, _Mapping]]] = ...) -> None: ...
+
+class UnservedPool(_message.Message):
+    __slots__ = ("pool", "runs")
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    pool: str
+    runs: int
+    def __init__(self, pool: _Optional[str] = ..., runs: _Optional[int] = ...) -> None: ...

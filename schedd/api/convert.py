@@ -219,6 +219,7 @@ def job_to_pb(job: Job, state: SchedulerState, *, upcoming: int = 0, summary: bo
     if last is not None:
         out.last_execution_id = last.id
         out.last_state = last.state
+        out.last_run_ms = last.scheduled_ms
     if not summary:
         s = schedule_of(job)
         if s.kind == "cron":

@@ -53,7 +53,7 @@ from schedd.core.tables import MIN_MS
 from schedd.core.state import MAX_BACKFILL_PER_ENTRY, UNAUDITED, schedule_of
 from schedd.core.model import EXECUTION_STATES, ValidationError, parse_execution_id
 from schedd.core.specs import DagTask, JobSpec, SealedSecret, handler_level
-from schedd.leader.assigner import DispatchLoad, overload_warning
+from schedd.leader.assigner import DispatchLoad, overload_warning, unserved_warnings
 from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode, ReadUnconfirmed
 from schedd.versions import build_info
 from schedd.ports.clock import Clock
@@ -1008,6 +1008,8 @@ def summarize(nodes: list[pb.NodeStatus], now_ms: int) -> tuple[pb.NodeStatus | 
                                 f"log repair stuck at index {r.match_index + 1}")
     if leader is not None and (behind := overload_warning(leader.dispatch_backlog, leader.dispatch_lag_ms)):
         warnings.append(f"{leader.id}: {behind}")
+    if leader is not None:
+        warnings += unserved_warnings({u.pool: u.runs for u in leader.unserved_pools})
     return leader, warnings + _build_warnings(nodes, leader)
 
 
@@ -1082,6 +1084,7 @@ class ClusterService(pb_grpc.ClusterServicer):
                 setattr(info, key, value)
         if self.load is not None and st.role == "leader":
             info.dispatch_backlog, info.dispatch_lag_ms = self.load.backlog, self.load.lag_ms
+            info.unserved_pools.extend(pb.UnservedPool(pool=p, runs=n) for p, n in sorted(self.load.unserved.items()))
         history = self.node.history
         if with_digest and isinstance(history, HistoryStore):
             history_reads.caught_up(history, digest_index)

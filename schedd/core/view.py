@@ -69,6 +69,10 @@ class StateView:
         order. An iterator: do not apply meanwhile."""
         return self._t.ready.irange(after, (until, MAX_KEY, 2 ** 63), inclusive=(after is None, True))
 
+    def is_ready(self, key: tuple[int, str, int]) -> bool:
+        """Whether the execution of the ready key (due, job, scheduled_ms) still waits for a claim."""
+        return key in self._t.ready
+
     def ready_count(self) -> int:
         """Executions waiting for a claim, however far ahead they are due."""
         return len(self._t.ready)

@@ -18,9 +18,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
+from itertools import islice
 from typing import Any
 
 from schedd.core import acl as A
@@ -73,23 +74,52 @@ HELD, WAIT, NOT_HELD = "held", "wait", "not_held"
 @dataclass(slots=True)
 class DispatchLoad:
     """How far behind dispatch is, as the leader measured at its last step: the runs past due
-    that wait for a claim (for a free slot, a quota, a worker of their pool, or because the
-    leader is behind) and how long ago the oldest of them was due. Past capacity schedd degrades
-    by running late, never by dropping runs: this is where the lateness shows (the
-    schedd_dispatch_* gauges, NodeStatus.dispatch_*, and a `cluster status` warning). Zero on a
-    follower. Written on the event loop, read by the metrics scrape and Status."""
+    that wait for a claim (for a free slot, a quota, or because the leader is behind) and how
+    long ago the oldest of them was due. Past capacity schedd degrades by running late, never by
+    dropping runs: this is where the lateness shows (the schedd_dispatch_* gauges,
+    NodeStatus.dispatch_*, and a `cluster status` warning). Zero on a follower. Written on the
+    event loop, read by the metrics scrape and Status.
+
+    Runs of a pool that no connected worker serves are counted apart (`unserved`: pool -> runs
+    past due): no capacity would take them, and counted in, one misconfigured job made the lag
+    grow without bound and the warning blame the leader's capacity."""
 
     backlog: int = 0
     lag_ms: int = 0
+    unserved: dict[str, int] = field(default_factory=dict)
+    _skip: set[tuple[int, str, int]] = field(default_factory=set)    # ready keys of unserved runs
+    _source: object = None
+    _next_count_ms: int = 0
 
-    def measure(self, view: StateView, now: int) -> None:
-        """O(log n): the caller holds the node lock."""
-        self.backlog = view.ready_due_count(now)
-        oldest = view.oldest_ready()
-        self.lag_ms = max(0, now - oldest) if self.backlog and oldest is not None else 0
+    def measure(self, view: StateView, now: int,
+                unserved: Mapping[tuple[str, int], tuple[int, str]] | None = None) -> None:
+        """O(log n) mostly: the caller holds the node lock. `unserved`: the runs the last pass
+        found waiting for a pool no connected worker serves -> (due, pool); they are counted
+        (O(their number)) when the mapping is a new one, else at most every FULL_PASS_MS (a step
+        may run hundreds of times a second), and the walk for the oldest other run is bounded."""
+        unserved = unserved or {}
+        if unserved is not self._source or now >= self._next_count_ms or not unserved:
+            self._count(view, now, unserved)
+        self.backlog = max(0, view.ready_due_count(now) - len(self._skip))
+        oldest = None
+        if self.backlog:
+            walk = islice(view.ready_until(now), len(self._skip) + SCAN_LIMIT)
+            oldest = next((key[0] for key in walk if key not in self._skip), None)
+        self.lag_ms = max(0, now - oldest) if oldest is not None else 0
+
+    def _count(self, view: StateView, now: int, unserved: Mapping[tuple[str, int], tuple[int, str]]) -> None:
+        skip: set[tuple[int, str, int]] = set()
+        pools: dict[str, int] = {}
+        for (name, t), (due, pool) in unserved.items():
+            if due <= now and view.is_ready((due, name, t)):
+                skip.add((due, name, t))
+                pools[pool] = pools.get(pool, 0) + 1
+        self._skip, self.unserved = skip, pools
+        self._source, self._next_count_ms = unserved, now + FULL_PASS_MS
 
     def clear(self) -> None:
         self.backlog = self.lag_ms = 0
+        self.unserved, self._skip, self._source = {}, set(), None
 
 
 def reap_ms(lease_ms: int) -> int:
@@ -117,7 +147,13 @@ def overload_warning(backlog: int, lag_ms: int) -> str:
         return ""
     return (f"dispatch is behind: {backlog} run(s) past due wait for a claim, the oldest due "
             f"{lag_ms / 1000:.1f} s ago (no free worker slot or quota for them, or the leader is "
-            "past its capacity: every run still starts, late; `schedctl runs get` says why one waits)")
+            "past its capacity: every run still starts, late; `schedctl run get ID` says why one waits)")
+
+
+def unserved_warnings(pools: Mapping[str, int]) -> list[str]:
+    """The `cluster status` warnings for runs waiting for a pool that no connected worker serves."""
+    return [f"{n} run(s) wait for pool {pool!r}, which no connected worker serves (start a worker "
+            f"with --pool {pool}, or change the jobs' pool)" for pool, n in sorted(pools.items()) if n > 0]
 
 
 def inherited_claim_fate(*, reconnected: bool, same_process: bool, reported: bool, holds: bool) -> str:
@@ -228,6 +264,8 @@ class Assigner:
         self.term = 0                    # the epoch this leader's current decisions are made in
         self.book = hub.book             # every fencing token's life on this leader (attempt_book)
         self.waiting: dict[tuple[str, int], str] = {}
+        self.unserved: dict[tuple[str, int], tuple[int, str]] = {}   # -> (due, pool): see DispatchLoad
+        self._survey_unserved: dict[tuple[str, int], tuple[int, str]] = {}
         self.took_over_ms = 0
         # job -> its spec, one per spec template (a herd of 100,000 from one template shares
         # one, not 100,000 copies renamed); its name is the template's first job's: read a
@@ -245,6 +283,8 @@ class Assigner:
         self.took_over_ms = self.faults.lease_grace_from(now)
         self.claiming.clear()
         self.waiting.clear()
+        self.unserved.clear()
+        self._survey_unserved = {}
         self._next_full_pass_ms = 0
         self._reap_cursor = None
         self._last_step_ms = 0           # a stall is measured while leading, not since it last led
@@ -273,7 +313,7 @@ class Assigner:
         self.hub.drop_silent(now)
         self._assign(now)
         with self.node.lock:
-            self.load.measure(self.view, now)
+            self.load.measure(self.view, now, self.unserved)
         # Leases are seconds long: no need to look every step; but while claims inherited from
         # an earlier leader are unsettled, every step (one never started runs again at once),
         # and a round that stopped at REAP_SLICE goes on at the next step.
@@ -348,7 +388,8 @@ class Assigner:
             limit = SURVEY_LIMIT if survey else 0 if full else SCAN_LIMIT
             pace = Pace(self.lookahead_ms, full=full, catchup_rate=self.catchup_rate,
                         catchup_next_ms=self._catchup_next_ms, workers=bool(self.hub.conns), scan_limit=limit,
-                        ahead_ms=ahead_ms, kinds=frozenset().union(*(c.kinds for c in self.hub.conns.values())))
+                        ahead_ms=ahead_ms, kinds=frozenset().union(*(c.kinds for c in self.hub.conns.values())),
+                        pools=frozenset(c.pool for c in self.hub.conns.values()))
             d = decide(self.view, now, workers, in_flight, pace, items)
             claims = [(c, self._specs.get(c.row)) for c in d.claims]
             spent_ms = (time.perf_counter() - started) * 1000
@@ -361,18 +402,23 @@ class Assigner:
             self._survey_classes |= d.classes
             self._survey_waiting.update(d.waiting)
             self.waiting.update(d.waiting)
+            self._survey_unserved.update(d.unserved)
+            self.unserved.update(d.unserved)
             if not more:                             # a round ended: what it saw is the truth
                 self._classes, self._survey_classes = self._survey_classes, set()
                 self.waiting, self._survey_waiting = self._survey_waiting, {}
+                self.unserved, self._survey_unserved = self._survey_unserved, {}
             if more:
                 self._next_full_pass_ms = now        # the round goes on at the next step
         elif full:
             self._classes = d.classes
             self.waiting = d.waiting                 # rebuilt each full pass: nothing stale lingers
+            self.unserved = d.unserved
         else:
             if len(d.classes) > 1:
                 self._classes = d.classes            # runs of another class appeared: sort from now on
             self.waiting.update(d.waiting)
+            self.unserved.update(d.unserved)
         stopped_at_limit = lazy and d.looked >= SCAN_LIMIT and len(d.claims) < free
         self._cursor = d.last if stopped_at_limit else None
         if d.skips:

@@ -63,6 +63,7 @@ class Pace:
     ahead_ms: int = 0                 # runs due by now + this may be claimed into workers' ahead
                                       # queues (Capacity.ahead); 0: only within the lookahead
     kinds: frozenset[str] | None = None   # handler kinds some connected worker runs (None: any)
+    pools: frozenset[str] | None = None   # pools some connected worker serves (None: any)
 
     @property
     def horizon_ms(self) -> int:
@@ -126,6 +127,7 @@ class Decision:
     claims: list[Claim] = field(default_factory=list)
     skips: list[tuple[str, int, str]] = field(default_factory=list)   # (job, scheduled_ms, reason)
     waiting: dict[ExecKey, str] = field(default_factory=dict)
+    unserved: dict[ExecKey, tuple[int, str]] = field(default_factory=dict)   # -> (due, pool) no worker serves
     catchup_next_ms: float = 0.0
     classes: set[ServeClass] = field(default_factory=set)   # serving classes of the runs looked at
     looked: int = 0                   # runs looked at
@@ -163,6 +165,18 @@ def _unrunnable(policy: JobPolicy, kinds: frozenset[str] | None) -> str | None:
     if policy.handler and kinds is not None and policy.handler not in kinds:
         return f"waiting: no worker can run {policy.handler} jobs"
     return None
+
+
+def unserved_pool(policy: JobPolicy, pools: frozenset[str] | None) -> str:
+    """The pool of a run that no connected worker serves ("" if some does, or it needs none):
+    such a run waits for an operator, not for capacity, and is counted apart from the backlog."""
+    if policy.pool and pools is not None and policy.pool not in pools:
+        return policy.pool
+    return ""
+
+
+def unserved_reason(pool: str) -> str:
+    return f"waiting: no connected worker serves pool {pool!r}"
 
 
 def _no_worker_reason(policy: JobPolicy, kinds: frozenset[str] | None = None) -> str:
@@ -258,6 +272,10 @@ def decide(view: StateView, now: int, workers: Sequence[Capacity] | int, in_flig
             if (name, t) not in in_flight.skipping:
                 d.skips.append((name, t, f"deadline: not started within its starting deadline of "
                                          f"{policy.deadline_ms / 1000:g}s"))
+            continue
+        if pace.workers and (pool := unserved_pool(policy, pace.pools)):
+            d.unserved[(name, t)] = (due, pool)
+            d.waiting[(name, t)] = unserved_reason(pool)
             continue
         why = view.blocked(ex, policy, extra_active.get(name, 0), extra_held)
         if why:

@@ -98,8 +98,12 @@ def restartable_ports(n: int) -> int:
 
 
 def ports_free(ports: list[int]) -> bool:
+    """Whether a node could bind each port now. Test-bound with SO_REUSEADDR, as the nodes'
+    servers bind (gRPC, pysyncobj, aiohttp): a port in TIME_WAIT after a quick stop is free to
+    them, and counting it taken sent a restarted `schedd local` to other ports for a minute."""
     for port in ports:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
@@ -517,9 +521,9 @@ class LocalCluster:
             max_slots = int(self.limits.get("max_worker_slots", Limits().max_worker_slots))
         with self.client(timeout=30) as client:
             client.acl_put_policy(WORKER_POLICY, {"pool:*": ["serve"], "team:*": ["serve"]},
-                                  description="the harness's workers serve every pool and team")
+                                  description="this cluster's own workers serve every pool and team")
             self.harness_worker_token = client.acl_create_token(
-                kind="worker", policies=[WORKER_POLICY], description="the harness's workers",
+                kind="worker", policies=[WORKER_POLICY], description="this cluster's own workers",
                 max_slots=max_slots).secret
         _write_secret(self.root / WORKER_TOKEN_FILE, self.harness_worker_token)
         return self.harness_worker_token

@@ -4,7 +4,8 @@ Secure by default, as a real deployment: a local CA and node, worker and admin c
 the data dir (keys 0600; schedd.security.certs), TLS with client certificates on every gRPC port,
 access control on, the management token from `acl bootstrap`, a worker token for the local
 worker, and a schedctl context file (0600) holding the addresses, the admin's certificate and
-the token, so `export SCHEDD_CONTEXT=...` is all a second terminal needs. With --data-dir the
+the token, so `export SCHEDD_CONTEXT=...` (and activating the virtualenv schedctl is installed
+in, which the banner prints when there is one) is all a second terminal needs. With --data-dir the
 credentials are kept beside the data and reused on the next start.
 
 Started as root, its worker runs each team's jobs as a uid of the team's own from
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -265,6 +267,17 @@ def _watch(out: Exit, cluster: LocalCluster, client: Client) -> None:
             last, printed_at = line, time.monotonic()
 
 
+def activate_lines(prefix: str | None = None, base_prefix: str | None = None) -> list[str]:
+    """The line that puts schedctl on the PATH of a new terminal: this Python's virtualenv's
+    activate script, when it runs in one (a new shell has not activated it); none otherwise."""
+    prefix = sys.prefix if prefix is None else prefix
+    base_prefix = sys.base_prefix if base_prefix is None else base_prefix
+    activate = Path(prefix) / "bin" / "activate"
+    if prefix == base_prefix or not activate.exists():
+        return []
+    return [f"  . {shlex.quote(str(activate))}          # schedctl is installed in this virtualenv"]
+
+
 def _banner(out: Exit, cluster: LocalCluster, leader: str, demo: bool, context: Path, temp: bool) -> None:
     lines = [f"\nschedd local is up: {len(cluster.nodes)} nodes, leader {leader}\n"]
     lines += [f"  {n.id}  gRPC {n.grpc}   Raft {n.raft}   metrics {cluster.http_url(n.id, '/metrics')}   pid {n.pid}"
@@ -276,6 +289,7 @@ def _banner(out: Exit, cluster: LocalCluster, leader: str, demo: bool, context: 
                      f"worker; see `schedctl run list {DEMO_JOB}` and `schedctl run get <ID>` for its output.")
     lines += ["\nTalk to it from another terminal (the context file holds the addresses, the CA, the admin's"
               " client certificate and the management token; keep it private):\n",
+              *activate_lines(),
               f"  export SCHEDD_CONTEXT={context}", "  schedctl cluster status", "  schedctl job list",
               "  schedctl dashboard                 # a login link to the web dashboard",
               "  schedctl worker list"]

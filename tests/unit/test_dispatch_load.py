@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from schedd.api.service import summarize
 from schedd.core import commands as C
 from schedd.core.view import StateView
-from schedd.leader.assigner import BEHIND_MS, DispatchLoad, overload_warning
+from schedd.leader.assigner import BEHIND_MS, DispatchLoad, overload_warning, unserved_warnings
 from schedd.leader.assignment import Capacity, InFlight, Pace, decide, in_due_order
 from schedd_proto import scheduler_pb2 as pb
 from tests.support.state import T0, Harness
@@ -51,9 +51,44 @@ def test_cluster_status_warns_when_the_leader_is_behind():
     _, warnings = summarize([leader, follower], 0)
     assert warnings == ["n1: dispatch is behind: 1200 run(s) past due wait for a claim, the oldest due 4.5 s "
                         "ago (no free worker slot or quota for them, or the leader is past its capacity: every "
-                        "run still starts, late; `schedctl runs get` says why one waits)"]
+                        "run still starts, late; `schedctl run get ID` says why one waits)"]
     leader.dispatch_lag_ms = 100
     assert summarize([leader, follower], 0)[1] == []
+
+
+def test_runs_of_a_pool_no_worker_serves_wait_apart_from_the_backlog():
+    h = Harness()
+    _herd(h, 6, pool_every=3)                   # j0000 and j0003 in gpu, the rest in cpu
+    h.now = T0 + 5_000
+    view = StateView(h.state)
+    pace = Pace(LOOKAHEAD, pools=frozenset({"cpu"}))
+    d = decide(view, h.now, [Capacity("c", 0, pool="cpu")], InFlight(), pace)
+    assert d.waiting[("j0000", T0)] == "waiting: no connected worker serves pool 'gpu'"
+    assert d.waiting[("j0001", T0)] == "waiting for a free worker slot"
+    assert sorted(d.unserved) == [("j0000", T0), ("j0003", T0)]
+    load = DispatchLoad()
+    load.measure(view, h.now, d.unserved)
+    assert (load.backlog, load.lag_ms, load.unserved) == (4, 5_000, {"gpu": 2})
+    # only unserved runs wait: no backlog, no lag, however long they wait
+    for name in ("j0001", "j0002", "j0004", "j0005"):
+        assert h.apply(C.START, job=name, scheduled_ms=T0, attempt=1, worker="c").ok
+    h.now = T0 + 600_000
+    load.measure(StateView(h.state), h.now, d.unserved)
+    assert (load.backlog, load.lag_ms, load.unserved) == (0, 0, {"gpu": 2})
+    # a gpu worker connects: they are claimed like any run
+    d = decide(StateView(h.state), h.now, [Capacity("g", 2, pool="gpu")], InFlight(),
+               Pace(LOOKAHEAD, pools=frozenset({"cpu", "gpu"})))
+    assert len(d.claims) == 2 and not d.unserved
+
+
+def test_cluster_status_names_the_unserved_pool_not_the_leaders_capacity():
+    assert unserved_warnings({"gpu": 3, "none": 0}) == [
+        "3 run(s) wait for pool 'gpu', which no connected worker serves (start a worker with --pool gpu, "
+        "or change the jobs' pool)"]
+    leader = pb.NodeStatus(id="n1", role="leader", term=2, unserved_pools=[pb.UnservedPool(pool="gpu", runs=3)])
+    _, warnings = summarize([leader], 0)
+    assert warnings == unserved_warnings({"gpu": 3})
+    assert not any("dispatch is behind" in w for w in warnings)
 
 
 def _steps(h: Harness, workers: list[Capacity], scan_limit: int, rounds: int) -> list[tuple[str, int, str]]:

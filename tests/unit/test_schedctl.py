@@ -259,8 +259,20 @@ def test_job_list(run: Run, fake: FakeCluster) -> None:
 
     code, out, _ = run("job", "list", "--state", "paused", "-o", "json")
     assert [job["spec"]["name"] for job in json.loads(out)] == ["b"]
+    fake.state.jobs["a"].last_run_ms = NOW_MS - 1 * MINUTE_MS     # a manual run after the last firing
+    assert "2026-11-29T01:59:00Z (1m ago)" in run("job", "list")[1]
     code, out, _ = run("job", "list", "--team", "ops", "-o", "yaml")
     assert [job["spec"]["name"] for job in yaml.safe_load(out)] == ["a"]
+
+
+def test_job_list_hides_the_rows_dags_own_unless_all(run: Run, fake: FakeCluster) -> None:
+    for name in ("a", "etl:", "etl:load"):
+        fake.add_job(name)
+    code, out, _ = run("job", "list")
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["a"]
+    assert [j["spec"]["name"] for j in json.loads(run("job", "list", "-o", "json")[1])] == ["a"]
+    code, out, _ = run("job", "list", "--all")
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["a", "etl:", "etl:load"]
 
 
 def test_job_pause_resume_trigger_delete(run: Run, fake: FakeCluster) -> None:
@@ -293,11 +305,16 @@ def test_run_list(run: Run, fake: FakeCluster) -> None:
     _seed_runs(fake)
     code, out, _ = run("run", "list", "etl", "--limit", "2")
     header, *rows = out.splitlines()
-    assert header.split() == ["ID", "JOB", "SCHEDULED", "STATE", "TRIGGER", "RECORDED", "TERM"]
+    assert header.split() == ["ID", "JOB", "SCHEDULED", "STATE", "TRIGGER", "DURATION", "WORKER", "EXIT"]
     assert [row.split()[0] for row in rows] == ["etl@2026-11-29T02:00:00Z", "etl@2026-11-29T01:59:00Z"]
     assert rows[0].split()[1:] == ["etl", "2026-11-29T02:00:00Z", "(now)", "RUNNING", "schedule",
-                                   "2026-11-29T01:59:58.500Z", "(1s", "ago)", "3"]  # fmt: skip
+                                   "-", "-", "-"]  # fmt: skip
     assert fake.state.requests_of("ListExecutions")[-1].page_size == 2
+    code, out, _ = run("run", "list", "etl", "--limit", "1", "-o", "wide")
+    header, row = out.splitlines()
+    assert header.split() == ["ID", "JOB", "SCHEDULED", "STATE", "TRIGGER", "DURATION", "WORKER", "EXIT",
+                              "RECORDED", "TERM"]
+    assert row.split()[-4:] == ["2026-11-29T01:59:58.500Z", "(1s", "ago)", "3"]
 
     code, out, _ = run("run", "list", "--oldest-first", "-o", "json")
     assert [r["job"] for r in json.loads(out)] == ["other", "etl", "etl", "etl", "etl"]
@@ -456,3 +473,13 @@ def test_job_apply_against_a_cluster_without_diffs_writes_everything(run: Run, f
     fake.nodes[0].fail("DiffJobs", grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
     code, _, err = run("job", "diff", "-f", str(path))                  # a diff it cannot make: said so
     assert code == 1 and "cannot show what would change" in err and "upgrade" in err
+
+
+def test_a_killed_attempt_says_its_signal_in_run_get_and_run_list(run: Run, fake: FakeCluster) -> None:
+    killed = pb.Attempt(number=1, worker="w1", fencing_token=7, started_ms=NOW_MS - 4000, ended_ms=NOW_MS,
+                        exit_code=-15, state="CANCELLED", error="cancelled")
+    add_execution(fake.state, "etl", NOW_MS - 5000, "CANCELLED", attempts=[killed])
+    code, out, _ = run("run", "get", "etl@2026-11-29T01:59:55Z")
+    assert code == 0 and "killed by SIGTERM" in out and "-15" not in out
+    code, out, _ = run("run", "list", "etl")
+    assert out.splitlines()[1].split()[-6:] == ["CANCELLED", "schedule", "4s", "w1", "killed", "by", "SIGTERM"][-6:]
