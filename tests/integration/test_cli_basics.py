@@ -38,7 +38,7 @@ def test_completion_scripts():
     assert completions(bash, "schedctl jo") == ["job"]
     assert {"create", "apply", "diff", "delete", "get"} <= set(completions(bash, "schedctl job "))
     assert completions(bash, "schedctl job create --sche") == ["--schedule"]
-    assert completions(bash, "schedctl -o ") == ["table", "json", "yaml"]
+    assert completions(bash, "schedctl -o ") == ["table", "wide", "json", "yaml"]
     assert completions(bash, "schedctl -o yaml job di") == ["diff"]          # an option's value is skipped
     assert completions(bash, "schedctl completion ") == ["bash", "zsh", "fish"]
     zsh = subprocess.run([*SCHEDCTL, "completion", "zsh"], capture_output=True, text=True, timeout=30, check=True).stdout
