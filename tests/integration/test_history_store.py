@@ -72,8 +72,11 @@ def test_history_lives_on_disk_and_replicas_agree(cluster_factory):
     runs = _quiesce(client, names)
 
     # Memory holds the newest finished run of each job; the rest is on disk, and listed.
-    status = c.status()
-    assert status is not None and status.executions == JOBS, status.executions
+    # (asked of the leader, which has applied every finish the listing above saw; a follower
+    # may not have yet)
+    leader = c.wait_leader()
+    wait_until(lambda: (st := c.status(leader)) is not None and st.executions == JOBS, timeout=30,
+               what="memory to hold each job's newest run only")
     per_job = {n: [r for r in runs if r.job == n] for n in names}
     for n, rs in per_job.items():
         assert len(rs) >= 12
