@@ -220,16 +220,9 @@ class HistoryStore:
         """Import one chunk of a peer's `export` (a row already here is kept unless the peer's
         came from a later entry); returns rows written."""
         with self._write:
-            changes, conn = Tallies(), self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._changing() as (conn, changes):
                 n = rows.put(conn, chunk, changes)
-                changes.write(conn)
                 conn.executemany(_TEAMS, teams.items())
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             self._pruner.suspects.update(teams)
         return n
 
@@ -330,19 +323,27 @@ class HistoryStore:
             return self._committed
 
     def _commit(self, batch: list[_Handover]) -> None:
-        conn, changes = self._conn, Tallies()
         teams: dict[str, str] = {}
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._changing() as (conn, changes):
             for h in batch:          # in entry order: a job deleted, then created again
                 for job in h.forgotten:
                     rows.forget(conn, job, h.index, changes)
                     teams.pop(job, None)
                 teams.update(h.teams)
                 rows.put(conn, ((r, h.index) for r in h.rows), changes)
-            changes.write(conn)
             conn.executemany(_TEAMS, teams.items())
             conn.execute("UPDATE meta SET value = ? WHERE key = 'applied_index'", (batch[-1].index,))
+
+    @contextmanager
+    def _changing(self) -> Iterator[tuple[sqlite3.Connection, Tallies]]:
+        """One write transaction on the write connection (hold the write lock): the rows'
+        changes go through the yielded Tallies, written before the commit; any error rolls
+        the whole transaction back."""
+        conn, changes = self._conn, Tallies()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn, changes
+            changes.write(conn)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -439,18 +440,11 @@ class HistoryStore:
         on from there (its later entries are not the old cluster's). Returns rows dropped."""
         with self._write:
             self._commit_next(everything=True)
-            conn, changes = self._conn, Tallies()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._changing() as (conn, changes):
                 ids = [i for (i,) in conn.execute("SELECT id FROM executions WHERE applied > ?", (index,))]
                 n = rows.delete(conn, ids, changes)
-                changes.write(conn)
                 conn.execute("UPDATE meta SET value = ? WHERE key = 'applied_index'", (index,))
                 conn.execute("DELETE FROM meta WHERE key IN ('gap_after', 'gap_upto')")
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             with self._cond:
                 self._committed = self._queued = index
                 self._gap = None
