@@ -18,11 +18,13 @@ import os
 import secrets
 import signal
 import stat
+import subprocess
 
 import pytest
 
 from schedd.ports.fakes import wait_until
 from schedd_client import job_spec
+from schedd_worker.handlers.container import DEFAULT_ULIMITS
 from tests.support.cluster import finished, workers_of
 from tests.support.containers import containers, remove_containers
 from tests.support.users import reachable_scratch
@@ -288,6 +290,7 @@ def test_a_worker_restarted_after_its_watchdogs_died_too_removes_its_leftover_co
     """The watchdog dies with the worker (the OOM killer took both, say): nothing removes the
     container then, until the worker starts again under its name and sweeps what it labelled."""
     c, client = start(cluster_factory, ("w1", ()))
+    decoy = f"schedd-decoy-{secrets.token_hex(4)}"
     client.put_job(job_spec("orphan", retry={"max_attempts": 3, "initial_backoff_seconds": 1}, container=box(
         container_image, command='echo "token $SCHEDD_FENCING_TOKEN"; [ "$SCHEDD_ATTEMPT" = 1 ] && sleep 600; echo done')))
     eid = client.trigger_job("orphan").id
@@ -304,10 +307,16 @@ def test_a_worker_restarted_after_its_watchdogs_died_too_removes_its_leftover_co
         wait_until(lambda: client.get_execution(eid).attempts[0].state == "LOST", timeout=60,
                    what="the attempt to be expired LOST")
         assert containers(f"name={name}", "status=running"), "the container should have survived"
+        # a same-named worker of another cluster on this host: its running container is not ours
+        subprocess.run(["podman", "run", "-d", "--name", decoy, "--label", "schedd.worker=w1",
+                        "--label", "schedd.cluster=0123456789abcdef", "--network", "none",
+                        *[x for u in DEFAULT_ULIMITS for x in ("--ulimit", u)],
+                        container_image, "sleep", "600"], check=True, capture_output=True, timeout=120)
 
         c.start_worker("w1", slots=2, drain_grace_s=5)
         wait_until(lambda: "w1" in workers_of(c), timeout=60, what="w1 to reconnect")
         assert not containers(f"name={name}"), "the restarted worker connected before sweeping"
+        assert containers(f"name={decoy}", "status=running"), "it removed another cluster's container"
         log = c.workers["w1"].log.read_text()
         assert f"removed 1 container(s) left by an earlier run of worker w1: {name}" in log
 
@@ -316,8 +325,9 @@ def test_a_worker_restarted_after_its_watchdogs_died_too_removes_its_leftover_co
         first, last = ex.attempts[0], ex.attempts[-1]
         assert first.state == "LOST" and last.worker == "w1" and last.fencing_token > first.fencing_token
         assert f"token {last.fencing_token}" in last.output_tail and "done" in last.output_tail
-        assert not containers("label=schedd.worker=w1")
+        assert not containers(f"label=schedd.execution={eid}", "label=schedd.worker=w1")
     finally:
         for pid in watchdogs(name):
             os.kill(pid, signal.SIGKILL)
         remove_containers(f"name={name}")
+        remove_containers(f"name={decoy}")

@@ -8,7 +8,7 @@ import pytest
 from schedd.core.model import validate_spec
 from schedd_worker.config import ConfigError, parse_config
 from schedd_worker.handlers.base import Assignment
-from schedd_worker.handlers.container import (ContainerConfig, MountRule, env_file, refusal, run_argv)
+from schedd_worker.handlers.container import (ContainerConfig, MountRule, cluster_key, env_file, refusal, run_argv)
 
 IMAGE = "localhost/schedd-test-busybox:latest"
 
@@ -21,7 +21,7 @@ def attempt(**kw) -> Assignment:
     return Assignment("c1@2027-01-15T08:00:00Z", "c1", 1_800_000_000_000, 2, 77, {}, **kw)
 
 
-CFG = ContainerConfig(worker="w1", networks=("host",), mounts=(MountRule("/srv/in"), MountRule("/srv/out", rw=True)))
+CFG = ContainerConfig(worker="w1", cluster="c0ffee", networks=("host",), mounts=(MountRule("/srv/in"), MountRule("/srv/out", rw=True)))
 
 
 def test_the_argv_of_a_full_spec() -> None:
@@ -31,7 +31,7 @@ def test_the_argv_of_a_full_spec() -> None:
     assert argv[:4] == ["podman", "run", "--name", "schedd-77-abc"]
     text = " ".join(argv)
     for part in ("--env-file /dev/fd/9", "--label schedd.execution=c1@2027-01-15T08:00:00Z",
-                 "--label schedd.fencing=77", "--label schedd.worker=w1", "--network none", "--pull never",
+                 "--label schedd.fencing=77", "--label schedd.worker=w1", "--label schedd.cluster=c0ffee", "--network none", "--pull never",
                  "--cgroup-parent /schedd-attempt-77", "--ulimit nofile=1024:1024", "--ulimit nproc=1024:1024",
                  "--read-only", "--memory 1024m --memory-swap 1024m", "--cpus 0.5", "--pids-limit 10",
                  "--user 1000", "--workdir /w",
@@ -39,6 +39,14 @@ def test_the_argv_of_a_full_spec() -> None:
                  "--mount type=bind,source=/srv/out,target=/out,readonly=false"):
         assert part in text, part
     assert argv[-5:] == ["--entrypoint", "/bin/sh", IMAGE, "-c", "echo hi"]
+
+
+def test_the_cluster_label_tells_same_named_workers_of_two_clusters_apart() -> None:
+    """A restarted worker sweeps containers by name and cluster: the key follows the CA (not the
+    members, which change), or the addresses in any order when there is no TLS."""
+    ca1, ca2 = b"-----BEGIN CERTIFICATE-----\nAAAA\n", b"-----BEGIN CERTIFICATE-----\nBBBB\n"
+    assert cluster_key(["a:1"], ca1) == cluster_key(["b:1", "c:1"], ca1) != cluster_key(["a:1"], ca2)
+    assert cluster_key(["a:1", "b:1"], None) == cluster_key(["b:1", "a:1"], None) != cluster_key(["a:1"], None)
 
 
 def test_args_run_without_a_shell_and_defaults_are_minimal() -> None:

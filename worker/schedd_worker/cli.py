@@ -302,25 +302,30 @@ def cmd_worker(args: argparse.Namespace, *, euid: int | None = None) -> int:
               file=sys.stderr)
         return 2
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
+    from schedd_client.context import resolve
+    try:
+        cluster, security = resolve(args.cluster, ca=args.ca, cert=args.cert, key=args.key,
+                                    token=args.token, context=args.context)
+    except ValueError as e:        # ContextError, a bad address
+        print(f"schedd worker: error: {e}", file=sys.stderr)
+        return 2
     setup_logging(args.log_level, name)
     log = logging.getLogger("schedd.worker")
     logs = _log_store(args, cfg, euid, log)
     # Before gRPC or anything else starts a thread: capabilities are per thread. The container
     # probe (subprocesses only, no thread) goes first: it decides whether the worker keeps them.
-    containers = _containers(args, cfg, name, log, root=euid == 0, policy=policy)
+    containers = _containers(args, cfg, name, log, root=euid == 0, policy=policy,
+                             cluster=_cluster_key(cluster, security))
     isolation = _isolation(policy, cfg.cgroup if cfg is not None else "off", euid)
     if shared:
         log.warning("jobs are not isolated from each other: %s", shared)
     _quiet_grpc_fork()
     from schedd_worker.hooks import configure_worker
     from schedd_worker.runtime import CredentialRefused, WorkerRuntime
-    from schedd_client.context import resolve
 
-    try:
-        cluster, security = resolve(args.cluster, ca=args.ca, cert=args.cert, key=args.key,
-                                    token=args.token, context=args.context)
+    try:           # gRPC's credentials: only now, after the probe (capabilities are per thread)
         security.credentials_for_channel()
-    except ValueError as e:        # ContextError, SecurityError, a bad address
+    except ValueError as e:        # SecurityError
         print(f"schedd worker: error: {e}", file=sys.stderr)
         return 2
     http = _http_options(args)
@@ -364,14 +369,24 @@ def cmd_worker(args: argparse.Namespace, *, euid: int | None = None) -> int:
     os._exit(code)
 
 
+def _cluster_key(cluster: list[str], security) -> str:
+    """The schedd.cluster label of this worker's containers (handlers.container.cluster_key)."""
+    from schedd_worker.handlers.container import cluster_key
+    try:
+        ca = security.ca.read_bytes() if security.ca is not None else None
+    except OSError:
+        ca = None
+    return cluster_key(cluster, ca)
+
+
 def _containers(args: argparse.Namespace, cfg: WorkerConfig | None, name: str, log: logging.Logger,
-                root: bool = False, policy: IsolationPolicy | None = None):
+                root: bool = False, policy: IsolationPolicy | None = None, cluster: str = ""):
     """What runs this worker's containers after the start-up probe: their config (run in this
     process), the broker holding it (a root worker that separates teams: it drops root's
     capabilities in `_isolation`, which a rootful engine needs, so a process of its own keeps
     them: schedd_worker.handlers.container_broker), or None (off, or no working engine or
     runtime: it then does not advertise "container" and gets no such job). Containers left by
-    an earlier run of this worker (same name) are removed first. Before any thread starts."""
+    an earlier run of this worker (same name, same cluster) are removed first. Before any thread starts."""
     import dataclasses
     from schedd_worker.handlers.container import ContainerConfig, cgroup_v1_root, probe, sweep
     from schedd_worker.handlers.container_broker import BrokerError, ContainerBroker
@@ -382,7 +397,7 @@ def _containers(args: argparse.Namespace, cfg: WorkerConfig | None, name: str, l
         return None
     if policy is None:
         policy = cfg.isolation if cfg is not None else None
-    base = dataclasses.replace(base, engine=args.container_engine or base.engine, worker=name,
+    base = dataclasses.replace(base, engine=args.container_engine or base.engine, worker=name, cluster=cluster,
                                runtime="" if choice == "auto" else choice, cgroup_root=cgroup_v1_root(),
                                allow_root_jobs=bool(policy and policy.allow_root_jobs))
     found = probe(base)

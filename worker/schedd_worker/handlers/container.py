@@ -19,7 +19,8 @@ An attempt:
   own uid as ``user`` (`refusal`); on a worker that does not separate teams the image's user, or
   the spec's, is used;
 - runs ``<engine> run`` attached, in its own session, with the container named
-  ``schedd-<token>-<random>`` and labelled schedd.execution, schedd.fencing and schedd.worker;
+  ``schedd-<token>-<random>`` and labelled schedd.execution, schedd.fencing, schedd.worker and
+  schedd.cluster (a digest of the cluster's CA, or of its addresses without TLS);
   output (stdout and stderr, each on its own pipe) goes to the run log and the tail as a shell
   job's (`Capture`), the exit code reported;
 - gets its environment (the job's env, its env_secret, the SCHEDD_* contract) through
@@ -38,14 +39,16 @@ An attempt:
   the read end of a pipe only the worker holds the write end of (close-on-exec: no job or
   engine process inherits it). When the worker dies, even by SIGKILL, the pipe closes, cat
   returns and the container is removed; when the attempt ends normally the worker kills the
-  watchdog first. A worker that restarts removes every container labelled with its name
-  (`sweep`): it holds none yet.
+  watchdog first. A worker that restarts removes every container labelled with its name and
+  its cluster (`sweep`): it holds none yet. Both labels, because workers of two clusters on
+  one host may share a name, and one's restart must not remove the other's running containers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import logging
 import os
 import secrets
@@ -76,6 +79,7 @@ log = logging.getLogger("schedd.worker.container")
 DEFAULT_ULIMITS = ("nofile=1024:1024", "nproc=1024:1024")
 ENGINE_TIMEOUT_S = 60.0          # a stop/rm/inspect that takes longer is logged and left
 LABEL_WORKER = "schedd.worker"
+LABEL_CLUSTER = "schedd.cluster"
 CGROUP_V1 = Path("/sys/fs/cgroup")
 
 
@@ -96,6 +100,7 @@ class ContainerConfig:
     pull: str = "never"                         # never | if-missing: the most a job may ask
     ulimits: tuple[str, ...] = DEFAULT_ULIMITS
     worker: str = ""                            # the worker's name (labels, the restart sweep)
+    cluster: str = ""                           # `cluster_key` of the cluster it serves (likewise)
     cgroup_root: Path | None = field(default=None)   # cgroup v1 hierarchy root for OOM tracking
     allow_root_jobs: bool = False               # [isolation] allow_root_jobs: a mapped team may be root
 
@@ -185,6 +190,7 @@ def run_argv(a: Assignment, spec: Mapping[str, Any], cfg: ContainerConfig, name:
                                 "--label", f"schedd.execution={a.execution_id}",
                                 "--label", f"schedd.fencing={a.fencing_token}",
                                 "--label", f"{LABEL_WORKER}={cfg.worker}",
+                                "--label", f"{LABEL_CLUSTER}={cfg.cluster}",
                                 "--network", spec.get("network") or "none",
                                 "--pull", "missing" if spec.get("pull") == "if-missing" else "never",
                                 # no capability at all, none to gain: a spec cannot add one
@@ -546,11 +552,20 @@ def _try_rootfs(cfg: ContainerConfig, busybox: str) -> str:
     return "" if code == 0 else out.strip()[-300:] or f"exit status {code}"
 
 
+def cluster_key(addresses: list[str], ca_pem: bytes | None) -> str:
+    """What tells this worker's containers from those of a same-named worker of another cluster
+    on the host: a digest of the cluster's CA certificate (stable when members change), or of
+    its sorted addresses when it has no TLS."""
+    seed = ca_pem if ca_pem else ",".join(sorted(addresses)).encode()
+    return hashlib.sha256(seed).hexdigest()[:16]
+
+
 def sweep(cfg: ContainerConfig) -> list[str]:
-    """Remove every container labelled with this worker's name: at start it holds none, so any
-    such container is left from an earlier run of it (the watchdog missed it). Returns them."""
+    """Remove every container labelled with this worker's name and cluster: at start it holds
+    none, so any such container is left from an earlier run of it (the watchdog missed it).
+    Returns them."""
     code, out = _call([*_engine_args(cfg), "ps", "-a", "--filter", f"label={LABEL_WORKER}={cfg.worker}",
-                       "--format", "{{.Names}}"])
+                       "--filter", f"label={LABEL_CLUSTER}={cfg.cluster}", "--format", "{{.Names}}"])
     names = [n for n in out.split() if n] if code == 0 else []
     if names:
         _call([*_engine_args(cfg), "rm", "-f", *names])

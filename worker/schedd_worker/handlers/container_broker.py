@@ -92,7 +92,7 @@ def config_from_json(text: str) -> ContainerConfig:
         engine=str(d["engine"]), runtime=str(d["runtime"]), networks=tuple(map(str, d["networks"])),
         mounts=tuple(MountRule(str(m["path"]), bool(m["rw"])) for m in d["mounts"]),
         pull=str(d["pull"]), ulimits=tuple(map(str, d["ulimits"])), worker=str(d["worker"]),
-        cgroup_root=Path(d["cgroup_root"]) if d["cgroup_root"] else None,
+        cluster=str(d.get("cluster", "")), cgroup_root=Path(d["cgroup_root"]) if d["cgroup_root"] else None,
         allow_root_jobs=bool(d["allow_root_jobs"]))
 
 
