@@ -9,8 +9,10 @@ holds only an opaque session cookie; the token stays in this node's memory (`ses
 
 - `sessions`: the session table (cookie id -> token, CSRF token), bounded, idle expiry.
 - `backend`: the gRPC calls the pages make, and their answers as plain JSON values.
-- `app`: the aiohttp routes: login, logout, the pages, the JSON endpoints, CSRF and headers.
-- `static/`: the page script and style (our own; no third-party browser assets yet).
+- `app`: the aiohttp application: login, logout, static files, CSRF and headers, the pages.
+- `shell`: what the pages share (session lookup, the page shell, JSON answers).
+- `jobs`, `cluster`: one module per page (its routes, HTML and JSON endpoints).
+- `static/`: our scripts (common.js, one per page) and style.
 
 `schedd.runtime.http` serves it with /metrics, over TLS with the node's certificate.
 """
