@@ -65,7 +65,7 @@ class Api:
         r = await self._call(acl_pb2_grpc.AclStub(self._ch()).WhoAmI, acl_pb2.WhoAmIRequest(), token)
         if r.acl_enabled and r.principal in ("", "anonymous"):
             raise Unauthenticated("UNAUTHENTICATED", "the token did not authenticate")
-        return {"principal": r.principal or "(access control off)", "kind": r.kind,
+        return {"principal": r.principal or "(access control off)", "kind": r.kind, "acl_off": not r.acl_enabled,
                 "grants": [{"pattern": g.pattern, "capabilities": list(g.capabilities)} for g in r.grants],
                 "operator": not r.acl_enabled or any("operator" in g.capabilities and g.pattern in ("cluster", "*")
                                                      for g in r.grants)}

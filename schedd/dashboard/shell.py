@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from schedd.core.acl import matches
 from schedd.dashboard.backend import Api, ApiError, Unauthenticated
 from schedd.dashboard.sessions import COOKIE, PRE_COOKIE, Session, Sessions
 
@@ -59,6 +60,15 @@ async def who(request: web.Request) -> tuple[Session, dict[str, Any]]:
         request.app[SESSION].close(session.id)
         raise to_login(request) from None
     return session, principal
+
+
+def may(principal: dict[str, Any], capability: str, resource: str) -> bool:
+    """Whether `principal` (`Api.whoami`'s answer) holds `capability` on `resource` (`team:<t>`,
+    `cluster`): which buttons a page shows. Only that: the API decides again on every call, so a
+    forged request gets the API's refusal."""
+    if principal.get("acl_off"):
+        return True
+    return any(capability in g["capabilities"] and matches(g["pattern"], resource) for g in principal["grants"])
 
 
 def status_of(e: ApiError) -> int:
