@@ -2,7 +2,7 @@
 (function () {
   "use strict";
   var S = window.schedd, el = S.el, when = S.when, status = S.status, fetchJson = S.fetchJson, fill = S.fill,
-      stateCell = S.stateCell, POLL_MS = S.POLL_MS;
+      stateCell = S.stateCell;
 
   // ------------------------------------------------------------ Cluster
 
@@ -21,8 +21,7 @@
         status("updated " + new Date().toLocaleTimeString());
       }).catch(function (e) { status(e.message, true); });
     }
-    load();
-    setInterval(load, POLL_MS);
+    S.follow(load);
   }
 
   clusterPage();

@@ -69,6 +69,13 @@
     });
   }
 
-  window.schedd = {POLL_MS: POLL_MS, el: el, when: when, status: status, fetchJson: fetchJson, post: post,
+  // Keep a page current: `load` (which returns a promise) now, then again whenever the cluster
+  // may have changed. Every page calls this instead of timing its own refreshes.
+  function follow(load) {
+    load();
+    setInterval(load, POLL_MS);
+  }
+
+  window.schedd = {POLL_MS: POLL_MS, follow: follow, el: el, when: when, status: status, fetchJson: fetchJson, post: post,
                    fill: fill, stateCell: stateCell};
 })();

@@ -2,7 +2,7 @@
 (function () {
   "use strict";
   var S = window.schedd, el = S.el, when = S.when, status = S.status, fetchJson = S.fetchJson, fill = S.fill,
-      stateCell = S.stateCell, POLL_MS = S.POLL_MS;
+      stateCell = S.stateCell;
 
   // ------------------------------------------------------------ Jobs
 
@@ -59,8 +59,7 @@
     document.getElementById("next").addEventListener("click", function () { if (next) { stack.push(next); load(); } });
     document.getElementById("prev").addEventListener("click", function () { if (stack.length > 1) { stack.pop(); load(); } });
     document.getElementById("first").addEventListener("click", function () { stack = [""]; load(); });
-    load();
-    setInterval(load, POLL_MS);
+    S.follow(load);
   }
 
   jobsPage();
