@@ -55,8 +55,10 @@ ALLOWED: dict[str, frozenset[str]] = {
                              "schedd.leader", "schedd.security", "schedd.history", "schedd_proto"}),
     "schedd.testing": frozenset({"schedd.core", "schedd.versions", "schedd.ports", "schedd.settings", "schedd_proto",
                                  "schedd_worker"}),     # the worker's history Recorder, shared
-    # The web dashboard: it reaches the state only through the node's own gRPC API (schedd_proto).
-    "schedd.dashboard": frozenset({"schedd_proto"}),
+    # The web dashboard: it reaches the state only through the node's own gRPC API (schedd_proto);
+    # from the core it takes pure functions (the ACL's pattern match, to show only the buttons a
+    # principal's grants allow): it holds no handle to a node's state to call them on.
+    "schedd.dashboard": frozenset({"schedd_proto", "schedd.core"}),
     # The composition root wires everything; `schedd local` runs a worker and uses the SDK.
     "schedd.runtime": frozenset({"schedd.core", "schedd.versions", "schedd.ports", "schedd.settings", "schedd.security",
                                  "schedd.replication", "schedd.history",
