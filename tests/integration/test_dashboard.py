@@ -68,7 +68,7 @@ def shot(driver, screens: Path, name: str) -> Path:
     return path
 
 
-LINK_SECONDS = 10          # the nodes' [acl] login_link_seconds: long enough to open a link, short to expire one
+LINK_SECONDS = 20          # the nodes' [acl] login_link_seconds: ample to open a link on a loaded machine, short to expire one
 REFUSED = "this login link was already used or has expired: run schedctl dashboard again"
 
 
@@ -173,6 +173,24 @@ def test_dashboard_login_jobs_cluster_csrf_and_teams(cluster, tmp_path):
         wait_until(lambda: error_text(driver) == REFUSED, timeout=30, what="the expired link refused")
         assert not session_cookies(driver)
         shot(driver, screens, "link-expired")
+
+        # A link that carried the token itself (the old form) logs nobody in, and leaves the address bar.
+        driver.get(c.http_url("n1", "/login#token=") + c.admin_token)
+        wait_until(lambda: "no longer accepted" in error_text(driver), timeout=30, what="the old link refused")
+        assert "#" not in driver.current_url and not session_cookies(driver)
+
+        # A worker token gets no link, and is told why; every link minted is in the audit trail.
+        refused = schedctl(c, "dashboard", "--no-open", "--token", c.worker_token(), check=False)
+        assert refused.returncode != 0 and "worker token cannot log in" in refused.stderr, refused
+        with c.client(timeout=30) as cl:
+            admin = cl.acl_whoami().principal
+
+            def links_minted():        # the admin's three so far: on n1, on n2, and the expired one
+                rows = [r for r in cl.audit_list(action="Acl.LoginLink").records
+                        if r.principal == admin and r.outcome == "allowed"]
+                return rows if len(rows) >= 3 else None
+            records = wait_until(links_minted, timeout=30, what="the minted links in the audit trail")
+        assert {r.target for r in records} >= {"dashboard:n1", "dashboard:n2"}
 
         # The SDK's login_link (blocking and awaited) makes the same links.
         with c.client(timeout=30) as cl:
