@@ -20,6 +20,7 @@ from schedd.core import acl as A
 from schedd.core import commands as C
 from schedd.core.state import SchedulerState
 from schedd.dashboard.login_codes import LoginCodes
+from schedd.runtime.http import advertised_url
 from schedd_proto import acl_pb2 as apb
 
 NOW = 1_790_000_000_000
@@ -208,3 +209,16 @@ async def test_with_access_control_off_a_link_needs_no_token() -> None:
     finally:
         auth.CALL.reset(reset)
     assert codes.redeem(r.link.partition("#code=")[2]) == ""
+
+
+@pytest.mark.parametrize("bind, grpc_address, expected", [
+    ("127.0.0.1:9101", "10.0.0.5:7070", "https://127.0.0.1:9101/"),       # a loopback dashboard stays so
+    ("10.0.0.5:9101", "0.0.0.0:7070", "https://10.0.0.5:9101/"),
+    ("0.0.0.0:9101", "n1.example:7070", "https://n1.example:9101/"),      # reached where clients dial the node
+    ("[::]:9101", "[fd00::1]:7070", "https://[fd00::1]:9101/"),
+    ("0.0.0.0:9101", "0.0.0.0:7070", "https://127.0.0.1:9101/"),          # nothing better known
+])
+def test_a_link_names_the_host_clients_reach_the_node_at(bind: str, grpc_address: str, expected: str) -> None:
+    host = bind.rpartition(":")[0].strip("[]")
+    served = f"https://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:9101/"
+    assert advertised_url(served, bind, grpc_address) == expected
