@@ -20,7 +20,6 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from schedd.api.acl_service import AclService, AuditService
-from schedd.dashboard.login_codes import LoginCodes
 from schedd.api.backup_service import BackupService
 from schedd.api.logs_service import LogsService
 from schedd.leader.run_logs import RunLogs
@@ -32,6 +31,7 @@ from schedd.api.limits import InflightLimit, max_receive_bytes
 from schedd.api.membership_service import MembershipService
 from schedd.api.service import ClusterService, Router, SchedulerService
 from schedd.api.watch import WatchSlots
+from schedd.dashboard.login_codes import LoginCodes
 from schedd.leader.features import FeatureRaiser, Joiners
 from schedd.leader.dispatcher import Dispatcher
 from schedd.leader.workers import WorkerHub
