@@ -74,11 +74,13 @@ class TlsSettings:
 @dataclass(slots=True, frozen=True)
 class AclSettings:
     """Access control (docs/security-acl.md): default-deny when enabled; mutating calls are
-    rate-limited per principal (0 turns the limit off)."""
+    rate-limited per principal (0 turns the limit off); a one-time dashboard login link lives
+    `login_link_seconds` (a test shortens it to see one expire)."""
 
     enabled: bool = True
     rate_per_second: int = 200
     rate_burst: int = 400
+    login_link_seconds: int = 60      # a one-time dashboard link's lifetime (shorter only, never longer)
 
 
 @dataclass(slots=True, frozen=True)

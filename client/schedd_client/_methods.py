@@ -295,6 +295,14 @@ class AclMixin(BlockingTransport):
         """The principal this client's token authenticates as, with its grants."""
         return self._run(_acl.acl_whoami())
 
+    def login_link(self, *, url_only: bool = False) -> str:
+        """A one-time link that logs a browser in to the web dashboard as this client's token:
+        ``https://<node>/login#code=<code>``, on the dashboard of the node that answered (it
+        minted the code and alone can redeem it), usable once within a minute. ``url_only``:
+        only that dashboard's address, no code minted. A token is needed: a client with only a
+        certificate, or a worker token, gets ``PermissionDenied``."""
+        return self._run(_acl.login_link(url_only=url_only))
+
     def acl_put_policy(self, name: str, rules: Mapping[str, Sequence[str]], description: str = "") -> apb.AclPolicy:
         """Create or replace a policy: ``rules`` maps a resource pattern (``cluster``,
         ``team:<glob>``, ``pool:<glob>``, ``*``) to the capabilities it grants."""
@@ -679,6 +687,14 @@ class AsyncAclMixin(AsyncTransport):
     async def acl_whoami(self) -> apb.WhoAmIResponse:
         """The principal this client's token authenticates as, with its grants."""
         return await self._run(_acl.acl_whoami())
+
+    async def login_link(self, *, url_only: bool = False) -> str:
+        """A one-time link that logs a browser in to the web dashboard as this client's token:
+        ``https://<node>/login#code=<code>``, on the dashboard of the node that answered (it
+        minted the code and alone can redeem it), usable once within a minute. ``url_only``:
+        only that dashboard's address, no code minted. A token is needed: a client with only a
+        certificate, or a worker token, gets ``PermissionDenied``."""
+        return await self._run(_acl.login_link(url_only=url_only))
 
     async def acl_put_policy(
         self, name: str, rules: Mapping[str, Sequence[str]], description: str = "",

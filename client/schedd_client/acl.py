@@ -47,6 +47,15 @@ def acl_whoami() -> Plan[apb.WhoAmIResponse]:
     return _single(_acl("WhoAmI", apb.WhoAmIRequest()), apb.WhoAmIResponse)
 
 
+def login_link(*, url_only: bool = False) -> Plan[str]:
+    def link(responses: list[Any]) -> str:
+        r = responses[0]
+        assert isinstance(r, apb.LoginLinkResponse)
+        return str(r.dashboard_url if url_only else r.link)
+
+    return Plan([_acl("LoginLink", apb.LoginLinkRequest(url_only=url_only))], link)
+
+
 def acl_put_policy(name: str, rules: Mapping[str, Sequence[str]], description: str = "") -> Plan[apb.AclPolicy]:
     policy = apb.AclPolicy(name=name, description=description,
                            rules=[apb.AclRule(pattern=p, capabilities=list(c)) for p, c in sorted(rules.items())])

@@ -7,7 +7,7 @@
     key = "admin-alice-key.pem"      # ...and its key
     token_file = "alice.token"       # or: token = "<accessor>.<secret>"
     tls = true                       # optional: TLS with the system roots when no ca is given
-    dashboard = "https://10.0.0.1:9101/"   # optional: a node's web dashboard (`schedctl dashboard`)
+    dashboard = "https://10.0.0.1:9101/"   # optional, informational: a node's web dashboard (`schedctl dashboard` asks the node it reaches)
 
 Why a file: schedctl, the SDK (``Client.from_context()``) and schedd-worker must all agree on the
 same addresses and credentials; ``schedd local`` writes one so that a single ``export`` line is

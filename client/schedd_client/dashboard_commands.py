@@ -1,25 +1,29 @@
-"""`schedctl dashboard`: print (and on a desktop open) a login link to the web dashboard for the
-current context, like a notebook server's token link (`--no-open`: only print it)."""
+"""`schedctl dashboard`: print (and on a desktop open) a one-time login link to the web dashboard,
+like a notebook server's token link, but worth one login within a minute (`--no-open`: only print
+it; `--url`: only the dashboard's address; `--token`: log in as that token instead).
+
+The node the client reaches mints the code and answers its own dashboard's address, so the link
+always opens the one dashboard that can redeem it; `--cluster ADDRESS` picks the node.
+"""
 
 from __future__ import annotations
 
 import webbrowser
 
-from .context import context_from_env, load_context, resolve
-from .dashboard import DashboardError, has_desktop, login_link
 from ._cli import UsageError
+from .dashboard import has_desktop
 from .invocation import Invocation
 
 
 def dashboard(inv: Invocation) -> None:
     args = inv.args
-    ctx = load_context(args.context) if args.context else context_from_env()
-    url = args.url or (ctx.dashboard if ctx is not None else "")
-    _, security = resolve(args.cluster, token=args.token, context=args.context)
-    try:
-        link = login_link(url, security.token)
-    except DashboardError as e:
-        raise UsageError(str(e)) from None
+    if isinstance(args.url, str):
+        raise UsageError(f"--url takes no address now ({args.url!r}): the link opens the dashboard of the node "
+                         "that minted its code; pick the node with --cluster ADDRESS")
+    if args.url:
+        print(inv.client.login_link(url_only=True), flush=True)
+        return
+    link = inv.client.login_link()
     print(link, flush=True)
     if not args.no_open and has_desktop():
         webbrowser.open(link)

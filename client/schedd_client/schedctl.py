@@ -33,7 +33,7 @@
     acl policy|role|token create|list|get|delete ...   (see schedd_client.acl_commands)
     audit list [--since 1h] [--principal P] [--target T] [--action A] | audit verify [FILE] | audit export
     completion bash|zsh|fish      a shell completion script: source <(schedctl completion bash)
-    dashboard [--no-open]         a login link to the web dashboard (opened on a desktop)
+    dashboard [--no-open|--url]   a one-time login link to the web dashboard (opened on a desktop)
 
 Global options may come before or after the command, with one exception: after ``job create`` and
 ``job update``, ``--timeout`` is the job's timeout, so put the RPC timeout before the command there.
@@ -329,9 +329,10 @@ def build_parser() -> argparse.ArgumentParser:
     dag_commands.add_commands(groups, command)     # dag apply|run|show|runs|list|get|delete
     acl_commands.add_commands(groups, command, _time_arg)   # acl ... and audit ...
     dash = command(groups, "dashboard", dashboard_commands.dashboard,
-                   "print (and on a desktop open) a login link to the web dashboard", timeout=False)
-    dash.add_argument("--url", default="", metavar="URL",
-                      help="the dashboard's address, https://NODE:PORT/ (default: the context's dashboard)")
+                   "print (and on a desktop open) a one-time login link to the web dashboard "
+                   "(as --token, if given; the node reached mints it)")
+    dash.add_argument("--url", nargs="?", const=True, default=False,
+                      help="print only the dashboard's address (no login link is made)")
     dash.add_argument("--no-open", action="store_true", help="only print the link")
     shells = groups.add_parser("completion", help="print a shell completion script (bash, zsh or fish)",
                                description="print a shell completion script: source <(schedctl completion bash)")

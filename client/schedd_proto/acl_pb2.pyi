@@ -285,3 +285,19 @@ class AuditNoteResponse(_message.Message):
     RECORD_FIELD_NUMBER: _ClassVar[int]
     record: AuditRecord
     def __init__(self, record: _Optional[_Union[AuditRecord, _Mapping]] = ...) -> None: ...
+
+class LoginLinkRequest(_message.Message):
+    __slots__ = ("url_only",)
+    URL_ONLY_FIELD_NUMBER: _ClassVar[int]
+    url_only: bool
+    def __init__(self, url_only: _Optional[bool] = ...) -> None: ...
+
+class LoginLinkResponse(_message.Message):
+    __slots__ = ("link", "dashboard_url", "expires_in_ms")
+    LINK_FIELD_NUMBER: _ClassVar[int]
+    DASHBOARD_URL_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_IN_MS_FIELD_NUMBER: _ClassVar[int]
+    link: str
+    dashboard_url: str
+    expires_in_ms: int
+    def __init__(self, link: _Optional[str] = ..., dashboard_url: _Optional[str] = ..., expires_in_ms: _Optional[int] = ...) -> None: ...

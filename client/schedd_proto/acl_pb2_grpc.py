@@ -109,6 +109,11 @@ class AclStub:
                 request_serializer=schedd__proto_dot_acl__pb2.SetAnonymousRequest.SerializeToString,
                 response_deserializer=schedd__proto_dot_acl__pb2.SetAnonymousResponse.FromString,
                 _registered_method=True)
+        self.LoginLink = channel.unary_unary(
+                '/schedd.v1.Acl/LoginLink',
+                request_serializer=schedd__proto_dot_acl__pb2.LoginLinkRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_acl__pb2.LoginLinkResponse.FromString,
+                _registered_method=True)
 
 
 class AclServicer:
@@ -206,6 +211,13 @@ class AclServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LoginLink(self, request, context):
+        """this node's own; a token caller
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AclServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -283,6 +295,11 @@ def add_AclServicer_to_server(servicer, server):
                     servicer.SetAnonymous,
                     request_deserializer=schedd__proto_dot_acl__pb2.SetAnonymousRequest.FromString,
                     response_serializer=schedd__proto_dot_acl__pb2.SetAnonymousResponse.SerializeToString,
+            ),
+            'LoginLink': grpc.unary_unary_rpc_method_handler(
+                    servicer.LoginLink,
+                    request_deserializer=schedd__proto_dot_acl__pb2.LoginLinkRequest.FromString,
+                    response_serializer=schedd__proto_dot_acl__pb2.LoginLinkResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -690,6 +707,33 @@ class Acl:
             '/schedd.v1.Acl/SetAnonymous',
             schedd__proto_dot_acl__pb2.SetAnonymousRequest.SerializeToString,
             schedd__proto_dot_acl__pb2.SetAnonymousResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LoginLink(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.Acl/LoginLink',
+            schedd__proto_dot_acl__pb2.LoginLinkRequest.SerializeToString,
+            schedd__proto_dot_acl__pb2.LoginLinkResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import grpc
 
@@ -63,8 +64,32 @@ class _Writes(CommittingService):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
 
 
+class Minted(Protocol):
+    @property
+    def code(self) -> str: ...
+
+    @property
+    def expires_in_s(self) -> float: ...
+
+
+class LoginLinks(Protocol):
+    """This node's one-time dashboard login codes (schedd.dashboard.login_codes.LoginCodes):
+    `url` is its dashboard ("" while it serves none), `mint` None when too many are live."""
+
+    url: str
+    ttl_s: float
+
+    def mint(self, token: str) -> Minted | None: ...
+
+
 class AclService(_Writes, apb_grpc.AclServicer):
     SERVICE = "Acl"
+
+    def __init__(self, node: RaftNode, clock: Clock, metrics: Metrics, router: Router, *,
+                 login_links: LoginLinks | None = None,
+                 audit: Callable[[dict[str, str]], None] | None = None) -> None:
+        super().__init__(node, clock, metrics, router)
+        self.login_links, self.audit = login_links, audit
 
     def _read(self, fn):
         with self.node.lock:
@@ -112,6 +137,55 @@ class AclService(_Writes, apb_grpc.AclServicer):
             return apb.WhoAmIResponse(principal=info.name if info else "", acl_enabled=False)
         return apb.WhoAmIResponse(principal=p.name, kind=p.kind, acl_enabled=True, grants=[
             apb.AclRule(pattern=g.pattern, capabilities=sorted(g.capabilities)) for g in p.grants])
+
+    async def LoginLink(self, request: apb.LoginLinkRequest, context) -> apb.LoginLinkResponse:
+        """A one-time link to THIS node's dashboard for the token the call was authenticated with
+        (never forwarded: the code lives in this node's memory, and the link must open the
+        dashboard that can redeem it). The dashboard logs in with a client token only: a caller
+        with a certificate alone, the anonymous policy or a worker token is refused, saying why
+        (denied records, like the interceptor's). A minted link is audited: it is a login."""
+        links = self.login_links
+        if links is None or not links.url:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"node {self.node.cfg.node_id} serves no dashboard (its metrics_address is off)")
+        assert links is not None
+        base = links.url if links.url.endswith("/") else links.url + "/"
+        info = auth.current()
+        scheme, _, value = (info.bearer if info is not None else "").partition(" ")
+        token = value.strip() if scheme.lower() == "bearer" else ""
+        p = info.principal if info is not None else None
+        if self.node.cfg.acl.enabled and p is None:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "authentication required: pass a token")
+        if request.url_only:                   # the address alone logs nobody in
+            return apb.LoginLinkResponse(dashboard_url=base)
+        if self.node.cfg.acl.enabled:
+            why = ""
+            assert p is not None
+            if not token:
+                why = (f"the dashboard logs in with a token, and this call carried none (it is {p.name}): "
+                       "pass --token, or set token / token_file in the context (SCHEDD_TOKEN)")
+            elif p.kind == "worker":
+                why = "a worker token cannot log in to the dashboard: use a client token"
+            if why:
+                self._record(info, "denied", f"permission denied: {why}")
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"permission denied: {why}")
+        minted = links.mint(token)
+        if minted is None:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                f"too many unused login links on node {self.node.cfg.node_id}: "
+                                f"try again within {links.ttl_s:g} s")
+        assert minted is not None
+        self._record(info, "allowed", f"one-time dashboard login link, valid {minted.expires_in_s:g} s")
+        return apb.LoginLinkResponse(link=f"{base}login#code={minted.code}", dashboard_url=base,
+                                     expires_in_ms=int(minted.expires_in_s * 1000))
+
+    def _record(self, info: auth.CallInfo | None, outcome: str, detail: str) -> None:
+        """An audit record of a login link (committed in the next batch of the audit queue)."""
+        if self.audit is None or info is None:
+            return
+        self.audit({"principal": info.name, "source": info.source, "action": auth.action_of(info.method),
+                    "target": f"dashboard:{self.node.cfg.node_id}", "request_id": info.request_id,
+                    "outcome": outcome, "detail": detail})
 
     @routed(write=True)
     async def PutPolicy(self, request: apb.PutPolicyRequest, context) -> apb.AclPolicy:

@@ -68,6 +68,9 @@ RPC_CAPABILITIES: dict[str, Need] = {
         **{m: Need("acl", "cluster") for m in (
             "PutPolicy", "GetPolicy", "ListPolicies", "DeletePolicy", "PutRole", "GetRole", "ListRoles",
             "DeleteRole", "CreateToken", "GetToken", "ListTokens", "DeleteToken", "SetAnonymous")},
+        # Any client token may have its own one-time dashboard link (logging in needs no
+        # capability, as WhoAmI); the servicer refuses a caller without a token, or a worker's.
+        "LoginLink": Need("", "open"),
     }),
     **_service("Audit", {"List": Need("acl", "cluster"), "Verify": Need("acl", "cluster"),
                          "Configure": Need("acl", "cluster"), "Note": Need("acl", "cluster")}),

@@ -8,6 +8,8 @@ and a session ends as soon as its token stops authenticating (expired or deleted
 holds only an opaque session cookie; the token stays in this node's memory (`sessions`).
 
 - `sessions`: the session table (cookie id -> token, CSRF token), bounded, idle expiry.
+- `login_codes`: one-time login codes (code -> token, one use, a minute, bounded), minted by the
+  API for `schedctl dashboard`'s link and redeemed by the login page.
 - `backend`: the gRPC calls the pages make, and their answers as plain JSON values.
 - `app`: the aiohttp application: login, logout, static files, CSRF and headers, the pages.
 - `shell`: what the pages share (session lookup, the page shell, JSON answers).

@@ -9,8 +9,12 @@ Rules every route keeps:
 - The cookie is an opaque id (sessions.py), HttpOnly, SameSite=Strict, Secure over HTTPS, and
   named for the port: browsers share cookies between ports of one host, and a cluster on one
   machine serves a dashboard per node.
-- The token never appears in a URL the server sees: `schedctl dashboard`'s link carries it in
-  the fragment (`/login#token=...`), which the login page's script posts as the form would.
+- The token never appears in a URL: `schedctl dashboard`'s link carries a one-time code
+  (`login_codes`: minted by the API for the caller's token, 256 random bits, one use, a minute)
+  in the fragment (`/login#code=...`), which no request line, log or Referer holds; the login
+  page's script posts it with the form's CSRF value, and the server redeems it once, checks
+  that its token still authenticates and opens the session as a token login does. A used or
+  expired code is refused with the same message, and no session.
 - Pages are a shell plus their script; the data comes from the JSON endpoints, so a page
   follows the cluster without a reload. A strict CSP allows only this origin's scripts.
 
@@ -30,9 +34,10 @@ from aiohttp import web
 
 from schedd.dashboard import cluster, jobs
 from schedd.dashboard.backend import Api, ApiError, Unauthenticated
+from schedd.dashboard.login_codes import LoginCodes
 from schedd.dashboard.sessions import Sessions, same
-from schedd.dashboard.shell import (API, PORT, SECURE, SESSION, cookie_name, page, pre_cookie_name, session_of,
-                                    text)
+from schedd.dashboard.shell import (API, CODES, PORT, SECURE, SESSION, cookie_name, page, pre_cookie_name,
+                                    session_of, text)
 
 STATIC = Path(__file__).parent / "static"
 TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml", ".map": "application/json"}
@@ -45,16 +50,20 @@ HEADERS = {
     "Cache-Control": "no-store",
 }
 MAX_TOKEN_CHARS = 512
+CODE_REFUSED = "this login link was already used or has expired: run schedctl dashboard again"
 PAGES = (jobs, cluster)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def build(api: Api, *, secure: bool, port: int, sessions: Sessions | None = None) -> web.Application:
-    """The dashboard's application; `secure`: served over HTTPS (the cookie is then Secure)."""
+def build(api: Api, *, secure: bool, port: int, sessions: Sessions | None = None,
+          codes: LoginCodes | None = None) -> web.Application:
+    """The dashboard's application; `secure`: served over HTTPS (the cookie is then Secure);
+    `codes`: the one-time login codes this node's API mints (shared with its Acl servicer)."""
     app = web.Application(middlewares=[_headers, _csrf], client_max_size=64 * 1024)
     app[API], app[SECURE], app[PORT] = api, secure, port
     app[SESSION] = sessions if sessions is not None else Sessions()
+    app[CODES] = codes if codes is not None else LoginCodes()
     app.router.add_get("/", home)
     app.router.add_get("/login", login_page)
     app.router.add_post("/login", login)
@@ -127,8 +136,8 @@ async def login_page(request: web.Request) -> web.Response:
 <input type="password" id="token" name="token" autocomplete="off" required autofocus>
 <button type="submit">Log in</button>
 {f'<p class="error" id="error">{html.escape(error)}</p>' if error else ''}
-<p class="hint">Paste a token (<code>schedctl acl token create</code>), or open the link that
-<code>schedctl dashboard</code> prints.</p>
+<p class="hint">Paste a token (<code>schedctl acl token create</code>), or open the one-time link
+that <code>schedctl dashboard</code> prints.</p>
 </form></main>"""
     response = page("Log in", body, scripts=("login.js",))
     response.set_cookie(pre_cookie_name(request), csrf, httponly=True, secure=request.app[SECURE],
@@ -137,13 +146,22 @@ async def login_page(request: web.Request) -> web.Response:
 
 
 async def login(request: web.Request) -> web.Response:
+    """A token typed in the form, or a one-time code from a link (redeemed here, once: whatever
+    happens next, the code is spent)."""
     form = await request.post()
-    token = text(form.get("token")).strip()
     nxt = _safe_next(text(form.get("next")) or "/jobs")
-    if token.lower().startswith("bearer "):
-        token = token[len("bearer "):].strip()
-    if not token or len(token) > MAX_TOKEN_CHARS:
-        raise web.HTTPSeeOther("/login?error=" + quote("enter a token"))
+    code = text(form.get("code")).strip()
+    if code:
+        redeemed = request.app[CODES].redeem(code)
+        if redeemed is None:
+            raise web.HTTPSeeOther("/login?error=" + quote(CODE_REFUSED))
+        token = redeemed
+    else:
+        token = text(form.get("token")).strip()
+        if token.lower().startswith("bearer "):
+            token = token[len("bearer "):].strip()
+        if not token or len(token) > MAX_TOKEN_CHARS:
+            raise web.HTTPSeeOther("/login?error=" + quote("enter a token"))
     try:
         who = await request.app[API].whoami(token)
     except Unauthenticated as e:

@@ -16,12 +16,14 @@ from aiohttp import web
 
 from schedd.core.acl import matches
 from schedd.dashboard.backend import Api, ApiError, Unauthenticated
+from schedd.dashboard.login_codes import LoginCodes
 from schedd.dashboard.sessions import COOKIE, PRE_COOKIE, Session, Sessions
 
 SESSION: web.AppKey[Sessions] = web.AppKey("sessions", Sessions)
 API: web.AppKey[Api] = web.AppKey("api", Api)
 SECURE: web.AppKey[bool] = web.AppKey("secure", bool)
 PORT: web.AppKey[int] = web.AppKey("port", int)
+CODES: web.AppKey[LoginCodes] = web.AppKey("login_codes", LoginCodes)
 
 #: The navigation: (key, path, label, operators only). A page module's `active` key is one of these.
 NAV = (("jobs", "/jobs", "Jobs", False), ("cluster", "/cluster", "Cluster", True))

@@ -49,6 +49,7 @@
     enabled = true                      # default-deny; only `schedctl acl bootstrap` works until bootstrap
     rate_per_second = 200               # mutating calls per principal (0 = no limit)...
     rate_burst = 400                    # ...with bursts up to this
+    login_link_seconds = 60             # how long a `schedctl dashboard` link may be used (once; 1 to 60)
 
     [metrics]                           # Prometheus series per job (docs/observability.md)
     job_series_limit = 500              # jobs labelled with their own series; past it, only...
@@ -220,7 +221,8 @@ def _acl(t: dict) -> AclSettings:
     d = AclSettings()
     return AclSettings(enabled=enabled,
                        rate_per_second=_int(t, "rate_per_second", d.rate_per_second, 0, 1_000_000, "[acl]"),
-                       rate_burst=_int(t, "rate_burst", d.rate_burst, 1, 10_000_000, "[acl]"))
+                       rate_burst=_int(t, "rate_burst", d.rate_burst, 1, 10_000_000, "[acl]"),
+                       login_link_seconds=_int(t, "login_link_seconds", d.login_link_seconds, 1, 60, "[acl]"))
 
 
 def _history(t: dict) -> HistorySettings:

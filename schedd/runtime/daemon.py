@@ -31,6 +31,7 @@ from schedd.api.limits import InflightLimit, max_receive_bytes
 from schedd.api.membership_service import MembershipService
 from schedd.api.service import ClusterService, Router, SchedulerService
 from schedd.api.watch import WatchSlots
+from schedd.dashboard.login_codes import LoginCodes
 from schedd.leader.features import FeatureRaiser, Joiners
 from schedd.leader.dispatcher import Dispatcher
 from schedd.leader.workers import WorkerHub
@@ -266,7 +267,11 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     raiser = FeatureRaiser(node, clock, cluster_service.member_infos, joiners=joiners)   # leader only
     dags_pb2_grpc.add_DagsServicer_to_server(DagsService(node, clock, metrics, router, watchers), server)
     pb_grpc.add_WorkersServicer_to_server(hub, server)
-    acl_pb2_grpc.add_AclServicer_to_server(AclService(node, clock, metrics, router), server)
+    # One-time dashboard login codes: minted by Acl.LoginLink, redeemed by the dashboard's login
+    # page (both on this loop); their `url` is set once the HTTP port serves.
+    login_codes = LoginCodes(ttl_s=cfg.acl.login_link_seconds)
+    acl_pb2_grpc.add_AclServicer_to_server(AclService(node, clock, metrics, router, login_links=login_codes,
+                                                      audit=audit_queue.add), server)
     acl_pb2_grpc.add_AuditServicer_to_server(AuditService(node, clock, metrics, router), server)
     membership_pb2_grpc.add_MembershipServicer_to_server(MembershipService(node, clock, metrics, router, joiners), server)
     backup_pb2_grpc.add_BackupServicer_to_server(BackupService(node, router, clock, header_sealer(cfg.secret)), server)
@@ -316,7 +321,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
                 api_address = f"unix:{dashboard_socket}"
             else:
                 api_address, api_channels = node_http.self_address(cfg.grpc_address), peer_channels(cfg.tls)
-            web = await node_http.start(cfg.metrics_address, cfg.tls, metrics.registry, api_address, api_channels)
+            web = await node_http.start(cfg.metrics_address, cfg.tls, metrics.registry, api_address, api_channels,
+                                        codes=login_codes, grpc_address=cfg.grpc_address)
         except OSError as e:
             await server.stop(grace=None)
             node.close()

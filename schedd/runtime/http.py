@@ -22,6 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from schedd.dashboard import app as dashboard
 from schedd.dashboard.backend import Api
+from schedd.dashboard.login_codes import LoginCodes
 from schedd.security.startup import is_loopback_bind
 from schedd.settings import TlsSettings
 
@@ -103,11 +104,25 @@ def server_context(tls: TlsSettings) -> ssl.SSLContext | None:
     return ctx
 
 
+def advertised_url(url: str, address: str, grpc_address: str) -> str:
+    """The dashboard's address for a link given to someone elsewhere: a wildcard bind
+    (0.0.0.0:9101) is reached at the host the node's gRPC address names (what clients and peers
+    dial), when that one is not a wildcard too; else `url` as served."""
+    host = address.rpartition(":")[0].strip("[]")
+    grpc_host = grpc_address.rpartition(":")[0]
+    if host not in ("", "0.0.0.0", "::") or grpc_host.strip("[]") in ("", "0.0.0.0", "::"):
+        return url
+    scheme = url.partition("://")[0]
+    return f"{scheme}://{grpc_host}:{address.rpartition(':')[2]}/"
+
+
 async def start(address: str, tls: TlsSettings, registry: CollectorRegistry, api_address: str,
-                channel_factory: Callable[[str], grpc.aio.Channel]) -> HttpServer:
+                channel_factory: Callable[[str], grpc.aio.Channel], *, codes: LoginCodes | None = None,
+                grpc_address: str = "") -> HttpServer:
     """Bind `address` and serve /metrics and the dashboard, whose calls go to `api_address` (the
     node's unix socket, or its gRPC address) through `channel_factory`; raises HttpRefused or
-    OSError."""
+    OSError. `codes`: the one-time login codes the node's API mints (their `url` is set here,
+    once the port serves: `advertised_url`)."""
     why = refusal(address, tls)
     if why:
         raise HttpRefused(why)
@@ -115,7 +130,7 @@ async def start(address: str, tls: TlsSettings, registry: CollectorRegistry, api
     host = host.strip("[]")
     context = server_context(tls)
     api = Api(api_address, channel_factory)
-    app = dashboard.build(api, secure=context is not None, port=int(port_text))
+    app = dashboard.build(api, secure=context is not None, port=int(port_text), codes=codes)
 
     async def metrics(request: web.Request) -> web.Response:
         body = await asyncio.to_thread(generate_latest, registry)   # collect holds the node lock briefly
@@ -132,5 +147,8 @@ async def start(address: str, tls: TlsSettings, registry: CollectorRegistry, api
         raise
     scheme = "https" if context is not None else "http"
     shown = "127.0.0.1" if host in ("", "0.0.0.0", "::") else (f"[{host}]" if ":" in host else host)
-    return HttpServer(runner, api, tls, context, f"{scheme}://{shown}:{port_text}/")
+    url = f"{scheme}://{shown}:{port_text}/"
+    if codes is not None:
+        codes.url = advertised_url(url, address, grpc_address)
+    return HttpServer(runner, api, tls, context, url)
 

@@ -1,7 +1,9 @@
 """The web dashboard as a user meets it: Debian's chromium, driven by Selenium, against a real
 three-node cluster (TLS with client certificates and ACL on, as deployed).
 
-The browser logs in through the link `schedctl dashboard` prints, sees the jobs the test created
+The browser logs in through the one-time link `schedctl dashboard` prints (once: the same link
+again shows why it is refused, an expired one too, and a code is good only on the node that
+minted it), sees the jobs the test created
 and one added while it watches (no reload), the cluster page's three nodes; it is sent to the
 login page without a session, a POST without the CSRF token is refused, a team's token sees only
 its team's jobs (a call the API refuses it is audited with the dashboard as its source), and
@@ -11,14 +13,16 @@ tmp dir (screens/) for a person to look at.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
 from schedd.ports.fakes import wait_until
-from schedd_client import job_spec
+from schedd_client import AsyncClient, job_spec
 from tests.support.cluster import schedctl
 
 pytestmark = pytest.mark.integration
@@ -44,6 +48,15 @@ def browser():
     return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
 
 
+def error_text(driver) -> str:
+    found = driver.find_elements(By.ID, "error")
+    return found[0].text if found else ""
+
+
+def session_cookies(driver) -> list[dict]:
+    return [k for k in driver.get_cookies() if k["name"].startswith("schedd_session_")]
+
+
 def job_names(driver) -> list[str]:
     return [e.text.split("\n")[0] for e in driver.find_elements(By.CSS_SELECTOR, "#jobs tbody .job-name")]
 
@@ -55,9 +68,13 @@ def shot(driver, screens: Path, name: str) -> Path:
     return path
 
 
+LINK_SECONDS = 20          # the nodes' [acl] login_link_seconds: ample to open a link on a loaded machine, short to expire one
+REFUSED = "this login link was already used or has expired: run schedctl dashboard again"
+
+
 @pytest.fixture
 def cluster(cluster_factory):
-    c = cluster_factory(size=3)
+    c = cluster_factory(size=3, acl_settings={"login_link_seconds": LINK_SECONDS})
     c.start()
     c.bootstrap()
     c.wait_leader(timeout=60)
@@ -79,12 +96,13 @@ def test_dashboard_login_jobs_cluster_csrf_and_teams(cluster, tmp_path):
         assert driver.find_element(By.ID, "token").get_attribute("type") == "password"
         shot(driver, screens, "login")
 
-        # The link `schedctl dashboard` prints for the admin's context logs in (token in the fragment).
-        link = schedctl(c, "dashboard", "--no-open").stdout.strip()
-        assert link.startswith(c.http_url("n1", "/login#token="))
+        # The one-time link `schedctl dashboard` prints for the admin's context logs in, on the
+        # dashboard of the node that minted it (the token itself is in no URL).
+        link = schedctl(c, "dashboard", "--no-open", at=c.nodes["n1"].grpc).stdout.strip()
+        assert link.startswith(c.http_url("n1", "/login#code=")) and c.admin_token not in link
         driver.get(link)
         wait_until(lambda: driver.current_url.endswith("/jobs"), timeout=30, what="the jobs page")
-        assert "#token" not in driver.current_url
+        assert "#code" not in driver.current_url
         wait_until(lambda: job_names(driver) == ["a-cleanup", "a-report", "b-backup"], timeout=30,
                    what="the three jobs")
         cookie = next(k for k in driver.get_cookies() if k["name"].startswith("schedd_session_"))
@@ -131,8 +149,66 @@ def test_dashboard_login_jobs_cluster_csrf_and_teams(cluster, tmp_path):
         driver.get(c.http_url("n1", "/jobs"))
         wait_until(lambda: "/login" in driver.current_url, timeout=30, what="no session after logout")
 
+        # The same link again: refused, saying why, and no session.
+        driver.get(link)
+        wait_until(lambda: error_text(driver) == REFUSED, timeout=30, what="the used link refused")
+        assert not session_cookies(driver)
+        shot(driver, screens, "link-used")
+        driver.get(c.http_url("n1", "/jobs"))
+        wait_until(lambda: "/login" in driver.current_url, timeout=30, what="still no session")
+
+        # A code is good only on the node that minted it: n2's code on n1's dashboard is refused.
+        other = schedctl(c, "dashboard", "--no-open", at=c.nodes["n2"].grpc).stdout.strip()
+        assert other.startswith(c.http_url("n2", "/login#code="))
+        driver.get(c.http_url("n1", "/login#code=") + other.partition("#code=")[2])
+        wait_until(lambda: error_text(driver) == REFUSED, timeout=30, what="another node's code refused")
+        assert schedctl(c, "dashboard", "--url", at=c.nodes["n2"].grpc).stdout.strip() == c.http_url("n2")
+
+        # An expired link: refused the same way.
+        minted = time.monotonic()
+        expired = schedctl(c, "dashboard", "--no-open", at=c.nodes["n1"].grpc).stdout.strip()
+        wait_until(lambda: time.monotonic() > minted + LINK_SECONDS + 1, timeout=LINK_SECONDS + 30,
+                   what="the link's lifetime to pass")
+        driver.get(expired)
+        wait_until(lambda: error_text(driver) == REFUSED, timeout=30, what="the expired link refused")
+        assert not session_cookies(driver)
+        shot(driver, screens, "link-expired")
+
+        # A link that carried the token itself (the old form) logs nobody in, and leaves the address bar.
+        driver.get(c.http_url("n1", "/login#token=") + c.admin_token)
+        wait_until(lambda: "no longer accepted" in error_text(driver), timeout=30, what="the old link refused")
+        assert "#" not in driver.current_url and not session_cookies(driver)
+
+        # A worker token gets no link, and is told why; every link minted is in the audit trail.
+        refused = schedctl(c, "dashboard", "--no-open", "--token", c.worker_token(), check=False)
+        assert refused.returncode != 0 and "worker token cannot log in" in refused.stderr, refused
+        with c.client(timeout=30) as cl:
+            admin = cl.acl_whoami().principal
+
+            def links_minted():        # the admin's three so far: on n1, on n2, and the expired one
+                rows = [r for r in cl.audit_list(action="Acl.LoginLink").records
+                        if r.principal == admin and r.outcome == "allowed"]
+                return rows if len(rows) >= 3 else None
+            records = wait_until(links_minted, timeout=30, what="the minted links in the audit trail")
+        assert {r.target for r in records} >= {"dashboard:n1", "dashboard:n2"}
+
+        # The SDK's login_link (blocking and awaited) makes the same links.
+        with c.client(timeout=30) as cl:
+            sdk_link = cl.login_link()
+
+        async def awaited() -> tuple[str, str]:
+            async with AsyncClient(c.nodes["n3"].grpc, timeout=30, security=c.security()) as acl:
+                return await acl.login_link(), await acl.login_link(url_only=True)
+        async_link, async_url = asyncio.run(awaited())
+        assert async_url == c.http_url("n3") and async_link.startswith(c.http_url("n3", "/login#code="))
+        assert any(sdk_link.startswith(c.http_url(n, "/login#code=")) for n in c.nodes)
+        driver.get(async_link)
+        wait_until(lambda: driver.current_url.endswith("/jobs"), timeout=30, what="n3's jobs page, by the SDK's link")
+        driver.get(c.http_url("n1", "/jobs"))
+        wait_until(lambda: "/login" in driver.current_url, timeout=30, what="no session on n1")
+
         # Team a's token sees team a's jobs only, and no cluster page.
-        link = schedctl(c, "dashboard", "--no-open", "--token", c.team_token).stdout.strip()
+        link = schedctl(c, "dashboard", "--no-open", "--token", c.team_token, at=c.nodes["n1"].grpc).stdout.strip()
         driver.get(link)
         wait_until(lambda: job_names(driver) == ["a-added", "a-cleanup", "a-report"], timeout=30,
                    what="team a's jobs only")

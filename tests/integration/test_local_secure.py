@@ -69,15 +69,18 @@ def test_schedd_local_is_secure_by_default(tmp_path: Path) -> None:
                                                  "SCHEDD_CA": ca})
         assert anonymous.returncode != 0
 
-        # The dashboard's address, on a line of its own, speaks HTTPS only; schedctl links to it.
+        # The dashboard's address, on a line of its own, speaks HTTPS only.
         [dashboard] = re.findall(r"^dashboard (https://127\.0\.0\.1:\d+/)$", text, re.MULTILINE)
         page = urllib.request.urlopen(dashboard + "login", timeout=10,
                                       context=ssl.create_default_context(cafile=ca)).read().decode()
         assert 'id="token"' in page
         with pytest.raises(OSError):
             urllib.request.urlopen(dashboard.replace("https:", "http:") + "login", timeout=10)
+        # A one-time link, on the dashboard of the node that minted its code (a node of this cluster).
         link = schedctl("dashboard", "--no-open", env={**env, "SCHEDD_CONTEXT": context})
-        assert link.returncode == 0 and link.stdout.startswith(dashboard + "login#token="), link
+        assert link.returncode == 0 and re.fullmatch(r"https://127\.0\.0\.1:\d+/login#code=[\w-]{43}\n",
+                                                     link.stdout), link
+        assert (data / "admin.token").read_text().strip() not in link.stdout
     finally:
         stop_local(proc, timeout=60)
     assert "schedd local: stopped" in log.read_text()

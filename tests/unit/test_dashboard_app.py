@@ -1,5 +1,6 @@
 """The dashboard's HTTP rules, against an in-process server and a fake API: sessions, CSRF on
-every POST, where a login may send the browser, and a session that ends with its token."""
+every POST, where a login may send the browser, a session that ends with its token, and the
+one-time code of a `schedctl dashboard` link (one login, then refused; its token checked)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from schedd.dashboard import app as dashboard
 from schedd.dashboard.backend import ApiError, Unauthenticated
+from schedd.dashboard.login_codes import LoginCodes
 from schedd.dashboard.sessions import Sessions
-from schedd_client.dashboard import DashboardError, login_link
 
 PORT = 9101
 
@@ -43,9 +44,10 @@ class FakeApi:
 @pytest.fixture
 async def client():
     api = FakeApi()
-    app = dashboard.build(api, secure=False, port=PORT)  # type: ignore[arg-type]
+    codes = LoginCodes()
+    app = dashboard.build(api, secure=False, port=PORT, codes=codes)  # type: ignore[arg-type]
     async with TestClient(TestServer(app)) as c:
-        c.api = api
+        c.api, c.codes = api, codes
         yield c
 
 
@@ -139,9 +141,39 @@ def test_sessions_expire_when_idle_and_are_bounded():
     assert s.get(c.id) is None and s.get(b.id) is None
 
 
-def test_the_login_link_carries_the_token_in_the_fragment_only():
-    link = login_link("https://127.0.0.1:9101/", "acc.s/cr+t")
-    assert link == "https://127.0.0.1:9101/login#token=acc.s%2Fcr%2Bt"
-    for url, token in (("", "t"), ("ftp://x/", "t"), ("https://x:1/", None)):
-        with pytest.raises(DashboardError):
-            login_link(url, token)
+async def login_with_code(c: TestClient, code: str, *, csrf: str | None = None):
+    page = await c.get("/login")
+    form_csrf = re.search(r'name="csrf" value="([^"]+)"', await page.text()).group(1)
+    return await c.post("/login", data={"code": code, "csrf": form_csrf if csrf is None else csrf, "next": "/jobs"},
+                        allow_redirects=False)
+
+
+async def test_a_login_code_opens_one_session_and_then_is_refused(client):
+    minted = client.codes.mint("team.token")
+    r = await login_with_code(client, minted.code)
+    assert r.status == 303 and r.headers["Location"] == "/jobs"
+    assert ("whoami", "team.token") in client.api.calls                # checked it still authenticates
+    assert (await client.get("/api/jobs")).status == 200
+    await client.post("/logout", data={"csrf": session_csrf(await (await client.get("/jobs")).text())})
+    r = await login_with_code(client, minted.code)                     # the same link again
+    assert r.status == 303 and unquote(r.headers["Location"]) == "/login?error=" + dashboard.CODE_REFUSED
+    assert not any(h.startswith(f"schedd_session_{PORT}=") and "Max-Age=0" not in h
+                   for h in r.headers.getall("Set-Cookie", []))
+    assert (await client.get("/api/jobs")).status == 401
+    page = await client.get(r.headers["Location"])
+    assert "already used or has expired: run schedctl dashboard again" in await page.text()
+
+
+async def test_a_login_code_needs_the_form_csrf_and_a_token_that_still_works(client):
+    minted = client.codes.mint("team.token")
+    assert (await login_with_code(client, minted.code, csrf="forged")).status == 403
+    assert len(client.codes) == 1                                      # refused before redeeming
+    del client.api.valid["team.token"]
+    r = await login_with_code(client, minted.code)
+    assert r.status == 303 and "not%20logged%20in" in r.headers["Location"]
+    assert len(client.codes) == 0 and (await client.get("/api/jobs")).status == 401
+
+
+async def test_an_unknown_code_is_refused_like_a_used_one(client):
+    r = await login_with_code(client, "x" * 43)
+    assert unquote(r.headers["Location"]) == "/login?error=" + dashboard.CODE_REFUSED

@@ -1,13 +1,31 @@
-// The one-time link `schedctl dashboard` prints carries the token in the fragment
-// (/login#token=...), which browsers never send to the server: post it as the form would,
-// after dropping it from the address bar and the history.
+// The one-time link `schedctl dashboard` prints carries a login code in the fragment
+// (/login#code=...), which browsers never send to the server: drop it from the address bar and
+// the history, then post it with the form's CSRF value; the server redeems it once.
+// An old link that carried the token itself (#token=...) is no longer accepted: it is dropped
+// from the address bar too, and the page says how to get a one-time link.
 (function () {
   "use strict";
   var hash = window.location.hash.replace(/^#/, "");
   if (!hash) { return; }
-  var token = new URLSearchParams(hash).get("token");
+  var params = new URLSearchParams(hash);
   window.history.replaceState(null, "", window.location.pathname + window.location.search);
-  if (!token) { return; }
-  document.getElementById("token").value = token;
-  document.getElementById("login").submit();
+  var form = document.getElementById("login");
+  var code = params.get("code");
+  if (code) {
+    var field = document.createElement("input");
+    field.type = "hidden";
+    field.name = "code";
+    field.value = code;
+    form.appendChild(field);
+    form.submit();
+    return;
+  }
+  if (params.get("token")) {
+    var note = document.createElement("p");
+    note.className = "error";
+    note.id = "error";
+    note.textContent = "links that carry a token are no longer accepted: run schedctl dashboard " +
+      "for a one-time link, or paste the token here";
+    form.appendChild(note);
+  }
 })();
