@@ -1,4 +1,5 @@
-// The Jobs page: polls /api/jobs (server-side paging and search) and redraws the table.
+// The Jobs page: /api/jobs (server-side paging and search), reloaded whenever the live stream
+// says a job changed (schedd.follow).
 (function () {
   "use strict";
   var S = window.schedd, el = S.el, when = S.when, status = S.status, fetchJson = S.fetchJson, fill = S.fill,
