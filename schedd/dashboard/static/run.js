@@ -22,7 +22,7 @@
   function runPage() {
     var id = meta("run"), job = meta("job");
     var log = document.getElementById("log"), logState = document.getElementById("log-state");
-    var source = null, logAttempt = 0, logFailed = 0;
+    var source = null, logAttempt = 0, logFailed = 0, shown = null;
 
     function field(dl, label, value) {
       if (value === undefined || value === null || value === "") { return; }
@@ -34,7 +34,15 @@
 
     function link(href, text) { var a = el("a", text); a.href = href; return a; }
 
+    function showAttempts(r) {
+      fill(document.querySelector("#attempts tbody"), r.attempts.map(function (a) {
+        return [a.number, stateCell(a.state), a.worker || "-", a.fencing_token || "-", time(a.started_ms),
+                time(a.ended_ms), duration(a), el("span", a.outcome || (a.ended_ms ? "-" : "running"), "outcome")];
+      }));
+    }
+
     function showRun(r) {
+      shown = r;
       var dl = document.getElementById("fields");
       dl.replaceChildren();
       field(dl, "Job", link("/jobs/" + encodeURIComponent(r.job), r.job));
@@ -51,10 +59,7 @@
       if (r.retry_at_ms) { field(dl, "Retry at", time(r.retry_at_ms)); }
       if (r.lane) { field(dl, "Lane", r.lane); }
       r.events.forEach(function (e) { field(dl, e.kind, time(e.time_ms) + ": " + e.message); });
-      fill(document.querySelector("#attempts tbody"), r.attempts.map(function (a) {
-        return [a.number, stateCell(a.state), a.worker || "-", a.fencing_token || "-", time(a.started_ms),
-                time(a.ended_ms), duration(a), el("span", a.outcome || (a.ended_ms ? "-" : "running"), "outcome")];
-      }));
+      showAttempts(r);
       var tails = document.getElementById("tails");
       tails.replaceChildren.apply(tails, r.attempts.filter(function (a) { return a.output_tail || a.error; })
         .map(function (a) {
@@ -136,6 +141,9 @@
     document.getElementById("cancel").addEventListener("click", function () { act("cancel"); });
     document.getElementById("retry").addEventListener("click", function () { act("retry"); });
     window.addEventListener("pagehide", function () { if (source) { source.close(); } });
+    setInterval(function () {            // a running attempt's duration counts up between loads
+      if (shown && shown.attempts.some(function (a) { return a.started_ms && !a.ended_ms; })) { showAttempts(shown); }
+    }, 1000);
     S.follow(load, {watch: "runs", job: job});
   }
 
