@@ -20,7 +20,7 @@ import pytest
 
 from schedd.ports.fakes import wait_until
 from schedd_client import job_spec
-from tests.integration.test_dashboard import CHROMIUM, browser, shot  # noqa: F401  (skips without chromium)
+from tests.integration.test_dashboard import browser, cluster, shot  # noqa: F401  (cluster: a fixture)
 from tests.support.cluster import schedctl
 
 pytestmark = pytest.mark.integration
@@ -32,16 +32,14 @@ SLEEPER = "echo started; sleep 120"
 
 
 @pytest.fixture
-def cluster(cluster_factory):
-    c = cluster_factory(size=3)
-    c.start()
-    c.bootstrap()
-    c.wait_leader(timeout=60)
-    with c.client(timeout=30) as cl:
+def live_cluster(cluster):
+    """test_dashboard's cluster (its jobs wait for a pool no worker serves), with jobs that run
+    on the worker w1."""
+    with cluster.client(timeout=30) as cl:
         for name, command in (("talker", TALKER), ("sleeper", SLEEPER), ("quick", "true")):
             cl.put_job(job_spec(name, team="a", command=command))
-    c.start_worker("w1", slots=2)
-    return c
+    cluster.start_worker("w1", slots=2)
+    return cluster
 
 
 def redrawn(read):
@@ -86,8 +84,8 @@ def metric(c, name: str) -> float:
     return float(match.group(1))
 
 
-def test_run_page_live_log_cancel_and_pages_live_without_polling(cluster, tmp_path):
-    c, screens = cluster, tmp_path / "screens"
+def test_run_page_live_log_cancel_and_pages_live_without_polling(live_cluster, tmp_path):
+    c, screens = live_cluster, tmp_path / "screens"
     driver = browser()
     try:
         driver.get(schedctl(c, "dashboard", "--no-open").stdout.strip())
