@@ -37,7 +37,8 @@ HEARTBEAT_S = 15.0        # a comment line, and the token checked again
 TICK_S = 0.25             # how soon a browser gone away is noticed
 PER_SESSION = 4
 TOTAL = 32
-WATCH_ROWS = 200          # rows a page's watch follows (the largest page a page shows)
+WATCH_ROWS = {"jobs": 200, "runs": 50}   # rows a page's watch follows: the largest page of jobs; a
+                                         # job's newest runs (a run page's own run is among them while it runs)
 FIRST_S = 2.0             # how long a refusal may take to be answered as its HTTP status
 
 
@@ -116,7 +117,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     coalesced = Coalesced()
 
     def source(token: str) -> AsyncIterator[str]:
-        return request.app[API].watch(token, what, job=job, team=team, size=WATCH_ROWS)
+        return request.app[API].watch(token, what, job=job, team=team, size=WATCH_ROWS[what])
 
     async def on_event(kind: str, send: Callable[[bytes], Awaitable[None]]) -> bool:
         if kind == "synced":

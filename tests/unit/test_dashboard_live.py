@@ -191,6 +191,21 @@ async def test_the_api_refusing_the_watch_is_its_status_and_an_ended_watch_says_
     assert await event(r) == ("end", '{"error":"the node is shutting down"}')
 
 
+async def test_shutting_down_ends_open_streams_at_once():
+    api = LiveApi()
+    app = dashboard.build(api, secure=False, port=PORT)  # type: ignore[arg-type]
+    c = TestClient(TestServer(app))
+    await c.start_server()
+    await login(c)
+    r = await c.get("/api/events")
+    assert await event(r) == ("ready", "1")
+    started = asyncio.get_running_loop().time()
+    await c.server.close()           # the browser still connected: aiohttp would wait 60 s for the handler
+    assert asyncio.get_running_loop().time() - started < 5
+    assert api.upstreams[0].closed
+    await c.close()
+
+
 async def test_the_log_stream_relays_chunks_until_the_attempt_ends(client):
     await login(client)
     opening = asyncio.ensure_future(client.get("/api/run/log?id=j1%402026-01-01T00%3A00%3A00Z&attempt=0"))

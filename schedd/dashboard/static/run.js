@@ -7,6 +7,7 @@
       stateCell = S.stateCell;
   var FINISHED = ["SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED", "SKIPPED", "UPSTREAM_FAILED", "LOST"];
   var REOPEN_MS = 5000;
+  var MAX_LOG_CHARS = 2000000;     // the pane keeps the newest 2 MB; `schedctl run logs` has it all
 
   function meta(name) { var m = document.querySelector('meta[name="' + name + '"]'); return m ? m.content : ""; }
 
@@ -22,7 +23,17 @@
   function runPage() {
     var id = meta("run"), job = meta("job");
     var log = document.getElementById("log"), logState = document.getElementById("log-state");
-    var source = null, logAttempt = 0, logFailed = 0, shown = null;
+    var source = null, logAttempt = 0, logFailed = 0, shown = null, logChars = 0;
+
+    function append(text, cls) {
+      log.appendChild(el("span", text, cls));
+      logChars += text.length;
+      while (logChars > MAX_LOG_CHARS && log.firstChild) {
+        logChars -= log.firstChild.textContent.length;
+        log.removeChild(log.firstChild);
+        log.dataset.cut = "1";
+      }
+    }
 
     function field(dl, label, value) {
       if (value === undefined || value === null || value === "") { return; }
@@ -78,21 +89,24 @@
       if (source) { source.close(); }
       logAttempt = attempt;
       log.replaceChildren();
+      logChars = 0;
+      delete log.dataset.cut;
       logState.textContent = "(attempt " + attempt + ", following)";
       var q = new URLSearchParams({id: id, attempt: String(attempt)});
       source = new EventSource("/api/run/log?" + q.toString());
       source.addEventListener("log", function (e) {
         var c = JSON.parse(e.data), atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 8;
         if (c.kind === "output") {
-          log.appendChild(el("span", c.text, c.stream === "stderr" ? "stderr" : null));
+          append(c.text, c.stream === "stderr" ? "stderr" : null);
         } else if (c.kind === "dropped") {
-          log.appendChild(el("span", "\n[" + c.dropped_bytes + " bytes dropped here]\n", "notice"));
+          append("\n[" + c.dropped_bytes + " bytes dropped here]\n", "notice");
         } else if (c.kind === "notice") {
-          log.appendChild(el("span", "[" + c.message + "]\n", "notice"));
+          append("[" + c.message + "]\n", "notice");
         } else if (c.kind === "end") {
           source.close();
           source = null;
-          logState.textContent = "(attempt " + c.attempt + " on " + (c.worker || "?") + ": " + c.state + ")";
+          logState.textContent = "(attempt " + c.attempt + " on " + (c.worker || "?") + ": " + c.state +
+            (log.dataset.cut ? "; the first part is cut here: schedctl run logs " + id + " has it all" : "") + ")";
           load();
         }
         if (atEnd) { log.scrollTop = log.scrollHeight; }
