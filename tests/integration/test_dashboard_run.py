@@ -20,6 +20,7 @@ import pytest
 
 from schedd.ports.fakes import wait_until
 from schedd_client import job_spec
+from schedd_client.errors import SchedError
 from tests.integration.test_dashboard import browser, cluster, shot  # noqa: F401  (cluster: a fixture)
 from tests.support.cluster import schedctl
 
@@ -150,6 +151,23 @@ def test_run_page_live_log_cancel_and_pages_live_without_polling(live_cluster, t
                                      ".filter(e => e.name.includes('/api/jobs')).pop().transferSize")
         print(f"one live update of the jobs page (3 jobs): a 24-byte event, then GET /api/jobs: {size} bytes")
         shot(driver, screens, "jobs-live")
+
+        # Team a's token may retry (trigger) but not cancel: only Retry shows; a cancel forced
+        # from the page gets the API's refusal, word for word as the SDK gets it.
+        driver.get(schedctl(c, "dashboard", "--no-open", "--token", c.team_token).stdout.strip())
+        wait_until(lambda: driver.current_url.endswith("/jobs"), timeout=30, what="team a logged in")
+        driver.get(c.http_url("n1", "/runs/" + quote(run.id, safe="")))
+        wait_until(lambda: field(driver, "State") == "FAILED", timeout=30, what="the talker's run, as team a")
+        assert driver.find_element(By.ID, "retry").is_displayed()
+        assert not driver.find_element(By.ID, "cancel").is_displayed()
+        driver.execute_script("document.getElementById('cancel').click()")
+        wait_until(lambda: text(driver, "#action-error"), timeout=15, what="the API's refusal on the page")
+        with c.client(timeout=30, security=c.security(token=c.team_token)) as cl:
+            with pytest.raises(SchedError) as refusal:
+                cl.cancel_execution(run.id)
+        assert refusal.value.code.name == "PERMISSION_DENIED"
+        assert text(driver, "#action-error") == refusal.value.message
+        shot(driver, screens, "run-refused")
 
         # Pages opened and left (twenty: tests/unit/test_dashboard_live.py): the node's watches and
         # the dashboard's streams go back to 0.
