@@ -28,17 +28,19 @@ pytestmark = pytest.mark.integration
 from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
-TALKER = "for i in $(seq 1 20); do echo line $i; sleep 0.3; done; exit 3"
+# A line every 0.3 s until the test has seen the log grow and creates STOP (at most a minute).
+TALKER = 'i=0; while [ ! -e "$STOP" ] && [ $i -lt 200 ]; do i=$((i+1)); echo line $i; sleep 0.3; done; exit 3'
 SLEEPER = "echo started; sleep 120"
 
 
 @pytest.fixture
-def live_cluster(cluster):
+def live_cluster(cluster, tmp_path):
     """test_dashboard's cluster (its jobs wait for a pool no worker serves), with jobs that run
-    on the worker w1."""
+    on the worker w1; `cluster.stop_talking` ends the talker's loop."""
+    cluster.stop_talking = tmp_path / "stop-talking"
     with cluster.client(timeout=30) as cl:
         for name, command in (("talker", TALKER), ("sleeper", SLEEPER), ("quick", "true")):
-            cl.put_job(job_spec(name, team="a", command=command))
+            cl.put_job(job_spec(name, team="a", command=command, env={"STOP": str(cluster.stop_talking)}))
     cluster.start_worker("w1", slots=2)
     return cluster
 
@@ -92,7 +94,7 @@ def test_run_page_live_log_cancel_and_pages_live_without_polling(live_cluster, t
         driver.get(schedctl(c, "dashboard", "--no-open").stdout.strip())
         wait_until(lambda: driver.current_url.endswith("/jobs"), timeout=30, what="logged in")
 
-        # A run's log grows on its page while the job prints a line every 0.3 s.
+        # A run's log grows on its page while the job prints a line every 0.3 s (until told to stop).
         with c.client(timeout=30) as cl:
             run = cl.trigger_job("talker")
         driver.get(c.http_url("n1", "/runs/" + quote(run.id, safe="")))
@@ -109,9 +111,12 @@ def test_run_page_live_log_cancel_and_pages_live_without_polling(live_cluster, t
         shot(driver, screens, "run-live")
 
         # After it ends: the whole log, and how it ended in words.
+        c.stop_talking.touch()
         wait_until(lambda: field(driver, "State") == "FAILED", timeout=30, what="the run to end FAILED")
         wait_until(lambda: attempt_cells(driver)[7] == "exit status 3", timeout=10, what="the exit in words")
-        wait_until(lambda: log_lines(driver) == 20, timeout=10, what="the whole log")
+        printed = schedctl(c, "run", "logs", run.id).stdout.splitlines()
+        assert printed[-1] == f"line {len(printed)}" and len(printed) >= first + 3
+        wait_until(lambda: log_lines(driver) == len(printed), timeout=10, what="the whole log")
         assert field(driver, "Job") == "talker"
         assert driver.find_element(By.CSS_SELECTOR, "#fields a").get_attribute("href").endswith("/jobs/talker")
         assert driver.find_element(By.ID, "retry").is_displayed()
@@ -147,6 +152,8 @@ def test_run_page_live_log_cancel_and_pages_live_without_polling(live_cluster, t
         triggered = time.monotonic()
         wait_until(lambda: row().endswith(" 1"), timeout=10, what="the new run on the jobs page")
         assert time.monotonic() - triggered < 2.0, "the page heard of the run late"
+        links = [a.get_attribute("href") for a in driver.find_elements(By.CSS_SELECTOR, "#jobs tbody a")]
+        assert any(h.endswith("/runs/" + quote(sleeper.id, safe="")) for h in links), links
         size = driver.execute_script("return performance.getEntriesByType('resource')"
                                      ".filter(e => e.name.includes('/api/jobs')).pop().transferSize")
         print(f"one live update of the jobs page (3 jobs): a 24-byte event, then GET /api/jobs: {size} bytes")
@@ -171,7 +178,7 @@ def test_run_page_live_log_cancel_and_pages_live_without_polling(live_cluster, t
 
         # Pages opened and left (twenty: tests/unit/test_dashboard_live.py): the node's watches and
         # the dashboard's streams go back to 0.
-        for path in ("/runs/" + quote(run.id, safe=""), "/jobs", "/cluster", "/jobs"):
+        for path in ("/runs/" + quote(run.id, safe=""), "/cluster"):
             driver.get(c.http_url("n1", path))
         wait_until(lambda: metric(c, "schedd_watches") >= 1, timeout=15, what="the last page's watch")
         driver.get("about:blank")
