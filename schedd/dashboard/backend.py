@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +63,7 @@ class Api:
         except grpc.aio.AioRpcError as e:
             raise _refusal(e) from None
 
-    async def _stream(self, stub_method: Any, request: Any, token: str) -> AsyncIterator[Any]:
+    async def _stream(self, stub_method: Any, request: Any, token: str) -> AsyncGenerator[Any, None]:
         """A server stream's messages, for as long as the caller reads. Closing the generator
         (or cancelling its reader) cancels the gRPC call, so the node frees what it holds for
         it (a watch slot, a log reader) as soon as the browser goes away."""
@@ -129,7 +129,7 @@ class Api:
         r = await self._call(pb_grpc.SchedulerStub(self._ch()).RetryExecution, req, token)
         return {"id": r.id, "state": r.state}
 
-    def watch(self, token: str, what: str, *, job: str = "", team: str = "", size: int = 100) -> AsyncIterator[str]:
+    def watch(self, token: str, what: str, *, job: str = "", team: str = "", size: int = 100) -> AsyncGenerator[str, None]:
         """The types of a watch's events (added, changed, removed, synced): WatchJobs (`jobs`,
         of `team`) or WatchExecutions (`runs`, of `job`), as `schedctl job list --watch` and
         `run list --watch` follow them; the node sends only rows the token may read."""
@@ -140,7 +140,7 @@ class Api:
             events = self._stream(stub.WatchJobs, pb.ListJobsRequest(team=team, page_size=size), token)
         return _types(events)
 
-    def logs(self, token: str, run_id: str, attempt: int = 0) -> AsyncIterator[dict[str, Any]]:
+    def logs(self, token: str, run_id: str, attempt: int = 0) -> AsyncGenerator[dict[str, Any], None]:
         """A run's output, followed until the attempt ends (ReadRunLogs with follow, as `schedctl
         run logs --follow` reads it), chunk by chunk as plain values."""
         req = lpb.ReadRunLogsRequest(id=run_id, attempt=attempt, follow=True)
@@ -156,16 +156,22 @@ def _refusal(e: grpc.aio.AioRpcError) -> ApiError:
     return kind(e.code().name, e.details() or e.code().name)
 
 
-async def _types(events: AsyncIterator[pb.WatchEvent]) -> AsyncIterator[str]:
-    async for event in events:
-        yield event.type
+async def _types(events: AsyncGenerator[pb.WatchEvent, None]) -> AsyncGenerator[str, None]:
+    try:
+        async for event in events:
+            yield event.type
+    finally:
+        await events.aclose()                   # closing this closes the call too
 
 
-async def _chunks(chunks: AsyncIterator[lpb.RunLogChunk]) -> AsyncIterator[dict[str, Any]]:
-    async for c in chunks:
-        yield {"kind": c.kind, "stream": c.stream, "text": c.data.decode("utf-8", "replace"), "time_ms": c.time_ms,
-               "dropped_bytes": c.dropped_bytes, "message": c.message, "state": c.state,
-               "exit_code": c.exit_code, "attempt": c.attempt, "worker": c.worker}
+async def _chunks(chunks: AsyncGenerator[lpb.RunLogChunk, None]) -> AsyncGenerator[dict[str, Any], None]:
+    try:
+        async for c in chunks:
+            yield {"kind": c.kind, "stream": c.stream, "text": c.data.decode("utf-8", "replace"), "time_ms": c.time_ms,
+                   "dropped_bytes": c.dropped_bytes, "message": c.message, "state": c.state,
+                   "exit_code": c.exit_code, "attempt": c.attempt, "worker": c.worker}
+    finally:
+        await chunks.aclose()
 
 
 def run_row(r: pb.Execution, team: str, timeout_s: float) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,7 +116,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     job, team = q.get("job", ""), q.get("team", "")
     coalesced = Coalesced()
 
-    def source(token: str) -> AsyncIterator[str]:
+    def source(token: str) -> AsyncGenerator[str, None]:
         return request.app[API].watch(token, what, job=job, team=team, size=WATCH_ROWS[what])
 
     async def on_event(kind: str, send: Callable[[bytes], Awaitable[None]]) -> bool:
@@ -145,7 +145,7 @@ class Coalesced:
             await send(frame("changed", 1))
 
 
-Source = Callable[[str], AsyncIterator[Any]]
+Source = Callable[[str], AsyncGenerator[Any, None]]
 OnItem = Callable[[Any, Callable[[bytes], Awaitable[None]]], Awaitable[bool]]
 OnTick = Callable[[Callable[[bytes], Awaitable[None]]], Awaitable[None]]
 
@@ -188,10 +188,10 @@ async def relay(request: web.Request, source: Source, on_item: OnItem, on_tick: 
         request.app[STREAMS].close(live)
         pump.cancel()
         await asyncio.gather(pump, return_exceptions=True)
-        await items.aclose()                        # type: ignore[attr-defined]  # cancels the gRPC call
+        await items.aclose()                        # cancels the gRPC call
 
 
-async def _pump(items: AsyncIterator[Any], queue: asyncio.Queue[Any]) -> None:
+async def _pump(items: AsyncGenerator[Any, None], queue: asyncio.Queue[Any]) -> None:
     """Read the gRPC stream into `queue`; its end, or the API's refusal, as the last item."""
     try:
         async for item in items:

@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from schedd.dashboard import app as dashboard
 from schedd.dashboard import live
-from schedd.dashboard.backend import ApiError, Unauthenticated, attempt_row, outcome_text
+from schedd.dashboard.backend import Api, ApiError, Unauthenticated, _types, attempt_row, outcome_text
 from schedd.dashboard.live import STREAMS
 from schedd_proto import scheduler_pb2 as pb
 from tests.unit.test_dashboard_app import FakeApi, login, session_csrf
@@ -262,3 +262,43 @@ async def test_the_run_page_buttons_follow_the_grants_and_actions_show_the_api_r
 def test_an_attempt_outcome_reads_in_words(attempt, words):
     assert outcome_text(attempt, 30.0) == words
     assert attempt_row(attempt, 30.0)["outcome"] == words
+
+
+class FakeCall:
+    """A gRPC server-stream call: one event, then nothing until cancelled."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+        self.metadata: object = None
+
+    def __aiter__(self) -> AsyncIterator[pb.WatchEvent]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[pb.WatchEvent]:
+        yield pb.WatchEvent(type="synced")
+        await asyncio.Event().wait()
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+async def test_closing_a_stream_or_cancelling_its_reader_cancels_the_grpc_call():
+    api = Api("unix:/nowhere", lambda address: None)  # type: ignore[arg-type,return-value]
+    calls: list[FakeCall] = []
+
+    def method(request, metadata):
+        calls.append(FakeCall())
+        calls[-1].metadata = metadata
+        return calls[-1]
+
+    closed = _types(api._stream(method, pb.ListJobsRequest(), "tok"))
+    assert await closed.__anext__() == "synced"
+    await closed.aclose()                                  # the browser went: the relay closes it
+    read = _types(api._stream(method, pb.ListJobsRequest(), "tok"))
+    assert await read.__anext__() == "synced"
+    reader = asyncio.ensure_future(read.__anext__())
+    await asyncio.sleep(0)
+    reader.cancel()                                        # the relay cancels its pump
+    await asyncio.gather(reader, return_exceptions=True)
+    assert [c.cancelled for c in calls] == [True, True]
+    assert calls[0].metadata == (("authorization", "Bearer tok"),)
