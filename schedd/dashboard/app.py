@@ -32,26 +32,18 @@ from urllib.parse import quote, urlsplit
 
 from aiohttp import web
 
-from schedd.dashboard import cluster, jobs
+from schedd.dashboard import cluster, jobs, live, run
 from schedd.dashboard.backend import Api, ApiError, Unauthenticated
 from schedd.dashboard.login_codes import LoginCodes
 from schedd.dashboard.sessions import Sessions, same
-from schedd.dashboard.shell import (API, CODES, PORT, SECURE, SESSION, cookie_name, page, pre_cookie_name,
+from schedd.dashboard.shell import (API, CODES, HEADERS, PORT, SECURE, SESSION, cookie_name, page, pre_cookie_name,
                                     session_of, text)
 
 STATIC = Path(__file__).parent / "static"
 TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml", ".map": "application/json"}
-HEADERS = {
-    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-                                "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
-    "Cache-Control": "no-store",
-}
 MAX_TOKEN_CHARS = 512
 CODE_REFUSED = "this login link was already used or has expired: run schedctl dashboard again"
-PAGES = (jobs, cluster)
+PAGES = (jobs, cluster, run)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -69,7 +61,8 @@ def build(api: Api, *, secure: bool, port: int, sessions: Sessions | None = None
     app.router.add_post("/login", login)
     app.router.add_post("/logout", logout)
     app.router.add_get("/static/{path:.+}", static)
-    for module in PAGES:
+    live.install(app)
+    for module in (*PAGES, live):
         module.add_routes(app.router)
     return app
 

@@ -8,18 +8,23 @@ dashboard can never show or do more than the same token could through the API.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import secrets
+import signal
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
 from schedd_proto import acl_pb2, acl_pb2_grpc
+from schedd_proto import logs_pb2 as lpb
+from schedd_proto import logs_pb2_grpc as lpb_grpc
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
 CALL_TIMEOUT_S = 10.0
 PAGE_SIZES = (25, 50, 100, 200)
+WATCHES = ("jobs", "runs")       # what a page's live stream follows: WatchJobs, WatchExecutions
 
 
 class ApiError(Exception):
@@ -54,11 +59,22 @@ class Api:
 
     async def _call(self, stub_method: Any, request: Any, token: str) -> Any:
         try:
-            return await stub_method(request, timeout=CALL_TIMEOUT_S,
-                                     metadata=(("authorization", f"Bearer {token}"),))
+            return await stub_method(request, timeout=CALL_TIMEOUT_S, metadata=_bearer(token))
         except grpc.aio.AioRpcError as e:
-            kind = Unauthenticated if e.code() == grpc.StatusCode.UNAUTHENTICATED else ApiError
-            raise kind(e.code().name, e.details() or e.code().name) from None
+            raise _refusal(e) from None
+
+    async def _stream(self, stub_method: Any, request: Any, token: str) -> AsyncGenerator[Any, None]:
+        """A server stream's messages, for as long as the caller reads. Closing the generator
+        (or cancelling its reader) cancels the gRPC call, so the node frees what it holds for
+        it (a watch slot, a log reader) as soon as the browser goes away."""
+        call = stub_method(request, metadata=_bearer(token))
+        try:
+            async for message in call:
+                yield message
+        except grpc.aio.AioRpcError as e:
+            raise _refusal(e) from None
+        finally:
+            call.cancel()
 
     async def whoami(self, token: str) -> dict[str, Any]:
         """Who the token is; Unauthenticated if it is no (longer a) valid token."""
@@ -84,6 +100,119 @@ class Api:
         return {"leader": r.leader_id, "term": r.term, "commit_index": r.commit_index, "jobs": r.jobs,
                 "answered_by": r.answered_by, "warnings": list(r.warnings), "feature_level": r.feature_level,
                 "nodes": [node_row(n) for n in r.nodes]}
+
+
+    async def run(self, token: str, run_id: str) -> dict[str, Any]:
+        """One run and its attempts (GetExecution), with what the page words from its job (the
+        team, for the buttons; the timeout, for "timed out after 30 s"): GetJob, when the job
+        still exists and the token may read it."""
+        r = await self._call(pb_grpc.SchedulerStub(self._ch()).GetExecution, pb.GetExecutionRequest(id=run_id), token)
+        team, timeout_s = "", 0.0
+        try:
+            job = await self._call(pb_grpc.SchedulerStub(self._ch()).GetJob, pb.GetJobRequest(name=r.job), token)
+            team, timeout_s = job.spec.team, job.spec.timeout_seconds
+        except Unauthenticated:
+            raise
+        except ApiError:
+            pass                                  # deleted since: the run is still worth showing
+        return run_row(r, team, timeout_s)
+
+    async def cancel(self, token: str, run_id: str) -> dict[str, Any]:
+        """CancelExecution, as `schedctl run cancel` calls it."""
+        req = pb.CancelExecutionRequest(id=run_id, request_id=secrets.token_hex(16))
+        r = await self._call(pb_grpc.SchedulerStub(self._ch()).CancelExecution, req, token)
+        return {"id": r.id, "state": r.state, "cancel_requested": r.cancel_requested}
+
+    async def retry(self, token: str, run_id: str) -> dict[str, Any]:
+        """RetryExecution, as `schedctl run retry` calls it."""
+        req = pb.RetryExecutionRequest(id=run_id, request_id=secrets.token_hex(16))
+        r = await self._call(pb_grpc.SchedulerStub(self._ch()).RetryExecution, req, token)
+        return {"id": r.id, "state": r.state}
+
+    def watch(self, token: str, what: str, *, job: str = "", team: str = "", size: int = 100) -> AsyncGenerator[str, None]:
+        """The types of a watch's events (added, changed, removed, synced): WatchJobs (`jobs`,
+        of `team`) or WatchExecutions (`runs`, of `job`), as `schedctl job list --watch` and
+        `run list --watch` follow them; the node sends only rows the token may read."""
+        stub = pb_grpc.SchedulerStub(self._ch())
+        if what == "runs":
+            events = self._stream(stub.WatchExecutions, pb.ListExecutionsRequest(job=job, page_size=size), token)
+        else:
+            events = self._stream(stub.WatchJobs, pb.ListJobsRequest(team=team, page_size=size), token)
+        return _types(events)
+
+    def logs(self, token: str, run_id: str, attempt: int = 0) -> AsyncGenerator[dict[str, Any], None]:
+        """A run's output, followed until the attempt ends (ReadRunLogs with follow, as `schedctl
+        run logs --follow` reads it), chunk by chunk as plain values."""
+        req = lpb.ReadRunLogsRequest(id=run_id, attempt=attempt, follow=True)
+        return _chunks(self._stream(lpb_grpc.LogsStub(self._ch()).ReadRunLogs, req, token))
+
+
+def _bearer(token: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {token}"),)
+
+
+def _refusal(e: grpc.aio.AioRpcError) -> ApiError:
+    kind = Unauthenticated if e.code() == grpc.StatusCode.UNAUTHENTICATED else ApiError
+    return kind(e.code().name, e.details() or e.code().name)
+
+
+async def _types(events: AsyncGenerator[pb.WatchEvent, None]) -> AsyncGenerator[str, None]:
+    try:
+        async for event in events:
+            yield event.type
+    finally:
+        await events.aclose()                   # closing this closes the call too
+
+
+async def _chunks(chunks: AsyncGenerator[lpb.RunLogChunk, None]) -> AsyncGenerator[dict[str, Any], None]:
+    try:
+        async for c in chunks:
+            yield {"kind": c.kind, "stream": c.stream, "text": c.data.decode("utf-8", "replace"), "time_ms": c.time_ms,
+                   "dropped_bytes": c.dropped_bytes, "message": c.message, "state": c.state,
+                   "exit_code": c.exit_code, "attempt": c.attempt, "worker": c.worker}
+    finally:
+        await chunks.aclose()
+
+
+def run_row(r: pb.Execution, team: str, timeout_s: float) -> dict[str, Any]:
+    dag, _, task = r.job.partition(":") if ":" in r.job else ("", "", "")
+    return {"id": r.id, "job": r.job, "team": team, "scheduled_ms": r.scheduled_ms, "due_ms": r.due_ms,
+            "state": r.state, "trigger": r.trigger, "reason": r.reason, "created_ms": r.created_ms,
+            "updated_ms": r.updated_ms, "retry_at_ms": r.retry_at_ms, "cancel_requested": r.cancel_requested,
+            "params": dict(sorted(r.params.items())), "lane": r.lane,
+            "dag": {"name": dag, "task": task, "run": f"{dag}@{r.id.partition('@')[2]}"} if dag else None,
+            "events": [{"time_ms": e.time_ms, "kind": e.kind, "message": e.message} for e in r.events],
+            "attempts": [attempt_row(a, timeout_s) for a in r.attempts]}
+
+
+def attempt_row(a: pb.Attempt, timeout_s: float) -> dict[str, Any]:
+    return {"number": a.number, "worker": a.worker, "fencing_token": a.fencing_token, "state": a.state,
+            "started_ms": a.started_ms, "ended_ms": a.ended_ms, "error": a.error, "output_tail": a.output_tail,
+            "rejected": a.rejected, "outcome": outcome_text(a, timeout_s)}
+
+
+def outcome_text(a: pb.Attempt, timeout_s: float) -> str:
+    """How an attempt ended, in words a person reads without the manual ("killed by SIGKILL"
+    rather than -9); "" while it runs."""
+    if a.state == "TIMED_OUT":
+        return f"timed out after {timeout_s:g} s" if timeout_s else "timed out"
+    if a.state == "LOST":
+        gone = f"worker {a.worker} lost: "
+        if a.worker and a.error.startswith(gone):
+            return f"lost: worker {a.worker} gone ({a.error[len(gone):]})"
+        return f"lost: {a.error or 'its worker went away'}"
+    if not a.ended_ms and a.state in ("", "RUNNING"):
+        return ""
+    if a.http_status:
+        return f"HTTP {a.http_status}"
+    if a.exit_code < 0:
+        try:
+            return f"killed by {signal.Signals(-a.exit_code).name}"
+        except ValueError:
+            return f"killed by signal {-a.exit_code}"
+    if a.state == "CANCELLED" and not a.exit_code:
+        return "cancelled"
+    return f"exit status {a.exit_code}"
 
 
 def job_row(j: pb.Job) -> dict[str, Any]:

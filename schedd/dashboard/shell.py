@@ -25,6 +25,16 @@ SECURE: web.AppKey[bool] = web.AppKey("secure", bool)
 PORT: web.AppKey[int] = web.AppKey("port", int)
 CODES: web.AppKey[LoginCodes] = web.AppKey("login_codes", LoginCodes)
 
+#: Every answer's (a stream sets them itself: they must precede its first byte).
+HEADERS = {
+    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+                                "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+
 #: The navigation: (key, path, label, operators only). A page module's `active` key is one of these.
 NAV = (("jobs", "/jobs", "Jobs", False), ("cluster", "/cluster", "Cluster", True))
 

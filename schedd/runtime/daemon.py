@@ -259,6 +259,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
                  # pings more often than every 5 minutes as abuse on a stream carrying no data
                  ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MIN_MS)])
     watchers = WatchSlots()                 # the node's bound on concurrent watches, for every service
+    metrics.count_streams("schedd_watches", "Watch streams this node serves now (--watch, dashboard pages)",
+                          lambda: watchers.active)
     pb_grpc.add_SchedulerServicer_to_server(SchedulerService(node, clock, metrics, router, dispatcher, watchers),
                                             server)
     cluster_service = ClusterService(node, router, replicas, clock, load, accepts_pings_ms=KEEPALIVE_MIN_MS)

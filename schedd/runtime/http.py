@@ -12,16 +12,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 
 from schedd.dashboard import app as dashboard
 from schedd.dashboard.backend import Api
+from schedd.dashboard.live import STREAMS, Streams
 from schedd.dashboard.login_codes import LoginCodes
 from schedd.security.startup import is_loopback_bind
 from schedd.settings import TlsSettings
@@ -95,6 +97,19 @@ class HttpServer:
             await self.api.close()
 
 
+class _LiveStreams:
+    """The dashboard's open live streams (page events, run logs), at scrape time."""
+
+    def __init__(self, streams: Streams) -> None:
+        self._streams = streams
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        g = GaugeMetricFamily("schedd_dashboard_live_streams", "Server-sent event streams the dashboard holds open "
+                              "(each holds a watch or a log stream of the API)")
+        g.add_metric([], self._streams.count())
+        yield g
+
+
 def server_context(tls: TlsSettings) -> ssl.SSLContext | None:
     if not tls.enabled or tls.cert is None or tls.key is None:
         return None
@@ -131,6 +146,7 @@ async def start(address: str, tls: TlsSettings, registry: CollectorRegistry, api
     context = server_context(tls)
     api = Api(api_address, channel_factory)
     app = dashboard.build(api, secure=context is not None, port=int(port_text), codes=codes)
+    registry.register(_LiveStreams(app[STREAMS]))
 
     async def metrics(request: web.Request) -> web.Response:
         body = await asyncio.to_thread(generate_latest, registry)   # collect holds the node lock briefly

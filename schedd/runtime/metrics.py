@@ -74,6 +74,16 @@ class Metrics:
         if hub is not None:
             self.registry.register(_Families(WorkerSeries(node, hub).families))
 
+    def count_streams(self, name: str, doc: str, count: Any) -> None:
+        """A gauge of open long-lived streams, read at scrape time (`count()`): the node's watches
+        (every `--watch` and dashboard page), the dashboard's live streams. A count that does not
+        fall back when their callers go is a leak."""
+        def families() -> Any:
+            g = GaugeMetricFamily(name, doc)
+            g.add_metric([], count())
+            yield g
+        self.registry.register(_Families(families))
+
     def on_applied(self, entry: str, result: ApplyResult) -> None:
         """The apply hook's part (the Raft tick thread): hand the result over, nothing more."""
         if self._runs is not None:

@@ -229,7 +229,7 @@ def test_dashboard_login_jobs_cluster_csrf_and_teams(cluster, tmp_path):
         driver.get(c.http_url("n1", "/jobs"))
         wait_until(lambda: len(job_names(driver)) == 3, timeout=30, what="the jobs page again")
 
-        # Deleting the token ends the session: the polling page goes back to the login page.
+        # Deleting the token ends the session: the live page goes back to the login page.
         with c.client(timeout=30) as cl:
             cl.acl_delete_token(c.team_token.partition(".")[0])
         wait_until(lambda: "/login" in driver.current_url, timeout=60, what="the session to end with its token")

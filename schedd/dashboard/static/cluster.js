@@ -1,4 +1,5 @@
-// The Cluster page: polls /api/cluster and redraws the nodes.
+// The Cluster page: /api/cluster's nodes, reloaded on the live stream and every 5 s (node status
+// has no watch).
 (function () {
   "use strict";
   var S = window.schedd, el = S.el, when = S.when, status = S.status, fetchJson = S.fetchJson, fill = S.fill,
@@ -21,7 +22,7 @@
         status("updated " + new Date().toLocaleTimeString());
       }).catch(function (e) { status(e.message, true); });
     }
-    S.follow(load);
+    S.follow(load, {poll: 5000});      // no watch reports the nodes' status
   }
 
   clusterPage();

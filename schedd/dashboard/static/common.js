@@ -3,7 +3,8 @@
 // deleted, so back to the login page; any other refusal is thrown with the API's message).
 (function () {
   "use strict";
-  var POLL_MS = 2000;
+  var FALLBACK_MS = 30000;      // a reload however quiet the stream (a change it cannot see, a lost event)
+  var RETRY_MS = 30000;         // a stream refused (too many open): try again after this
 
   function el(tag, text, cls) {
     var e = document.createElement(tag);
@@ -69,13 +70,45 @@
     });
   }
 
-  // Keep a page current: `load` (which returns a promise) now, then again whenever the cluster
-  // may have changed. Every page calls this instead of timing its own refreshes.
-  function follow(load) {
-    load();
-    setInterval(load, POLL_MS);
+  // Keep a page current: `load` (which returns a promise) now, then whenever the cluster may
+  // have changed. The node tells: one EventSource on /api/events (the API's watch, with this
+  // session's token) sends `changed` (at most one per half second) and `ready` when it (re)connects;
+  // `load` runs on each, and every 30 s as a fallback. `opts.watch` ("jobs", "runs") and
+  // `opts.job` choose what the stream follows; `opts.poll` (ms) adds a poll for what no watch
+  // reports (the cluster page's node status). Every page calls this instead of timing its own
+  // refreshes.
+  function follow(load, opts) {
+    opts = opts || {};
+    var source = null, busy = false, again = false;
+    function run() {                  // one load at a time; a change heard meanwhile loads once more
+      if (busy) { again = true; return; }
+      busy = true;
+      Promise.resolve(load()).catch(function () {}).then(function () {
+        busy = false;
+        if (again) { again = false; run(); }
+      });
+    }
+    function open() {
+      var q = new URLSearchParams();
+      q.set("watch", opts.watch || "jobs");
+      if (opts.job) { q.set("job", opts.job); }
+      source = new EventSource("/api/events?" + q.toString());
+      source.addEventListener("changed", run);
+      source.addEventListener("ready", run);
+      source.addEventListener("end", function () { source.close(); run(); setTimeout(open, RETRY_MS); });
+      source.onerror = function () {
+        if (source.readyState === EventSource.CLOSED) {      // refused (401, 429, ...): not retried by itself
+          run();
+          setTimeout(open, RETRY_MS);
+        }
+      };
+    }
+    run();
+    open();
+    setInterval(run, opts.poll || FALLBACK_MS);
+    window.addEventListener("pagehide", function () { if (source) { source.close(); } });
   }
 
-  window.schedd = {POLL_MS: POLL_MS, follow: follow, el: el, when: when, status: status, fetchJson: fetchJson, post: post,
+  window.schedd = {follow: follow, el: el, when: when, status: status, fetchJson: fetchJson, post: post,
                    fill: fill, stateCell: stateCell};
 })();

@@ -1,4 +1,5 @@
-// The Jobs page: polls /api/jobs (server-side paging and search) and redraws the table.
+// The Jobs page: /api/jobs (server-side paging and search), reloaded whenever the live stream
+// says a job changed (schedd.follow).
 (function () {
   "use strict";
   var S = window.schedd, el = S.el, when = S.when, status = S.status, fetchJson = S.fetchJson, fill = S.fill,
@@ -37,9 +38,15 @@
         fill(document.querySelector("#jobs tbody"), body.jobs.map(function (j) {
           var name = el("span", j.name, "job-name");
           if (j.paused) { name.appendChild(el("span", "paused", "tag")); }
+          var last = stateCell(j.last_state);
+          if (j.last_execution_id) {        // its run's page (run.js)
+            var a = el("a");
+            a.href = "/runs/" + encodeURIComponent(j.last_execution_id);
+            a.appendChild(last);
+            last = a;
+          }
           return [name, j.team, (j.schedule || "on demand") + (j.timezone ? " (" + j.timezone + ")" : ""),
-                  j.paused ? "-" : when(j.next_fire_ms), when(j.last_scheduled_ms), stateCell(j.last_state),
-                  j.executions_total];
+                  j.paused ? "-" : when(j.next_fire_ms), when(j.last_scheduled_ms), last, j.executions_total];
         }));
         status("updated " + new Date().toLocaleTimeString());
       }).catch(function (e) { status(e.message, true); });

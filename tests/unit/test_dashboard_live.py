@@ -1,0 +1,304 @@
+"""The dashboard's live streams (server-sent events) against an in-process server and a fake API
+whose watches and log streams the test feeds: what the browser receives, coalescing, the
+upstream call closed when the browser goes, the bounds, and a session that ends mid-stream;
+and the Run page's buttons and actions."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from schedd.dashboard import app as dashboard
+from schedd.dashboard import live
+from schedd.dashboard.backend import Api, ApiError, Unauthenticated, _types, attempt_row, outcome_text
+from schedd.dashboard.live import STREAMS
+from schedd_proto import scheduler_pb2 as pb
+from tests.unit.test_dashboard_app import FakeApi, login, session_csrf
+
+PORT = 9102
+
+
+class Upstream:
+    """One stream the fake API opened: the test puts items (or an ApiError) in `feed`."""
+
+    def __init__(self, token: str, what: str) -> None:
+        self.token, self.what = token, what
+        self.feed: asyncio.Queue[Any] = asyncio.Queue()
+        self.closed = False
+
+    async def items(self) -> AsyncIterator[Any]:
+        try:
+            while True:
+                item = await self.feed.get()
+                if isinstance(item, ApiError):
+                    raise item
+                if item is None:
+                    return
+                yield item
+        finally:
+            self.closed = True
+
+
+class LiveApi(FakeApi):
+    def __init__(self) -> None:
+        super().__init__()
+        self.upstreams: list[Upstream] = []
+        self.actions: list[tuple[str, str]] = []
+
+    async def whoami(self, token: str) -> dict:
+        who = await super().whoami(token)
+        if token == "good.token":
+            who["grants"] = [{"pattern": "team:a", "capabilities": ["read", "cancel", "trigger"]}]
+        return who
+
+    def _open(self, token: str, what: str, first: list[Any]) -> AsyncIterator[Any]:
+        up = Upstream(token, what)
+        self.upstreams.append(up)
+        if token not in self.valid:
+            up.feed.put_nowait(Unauthenticated("UNAUTHENTICATED", "token expired"))
+        for item in first:
+            up.feed.put_nowait(item)
+        return up.items()
+
+    def watch(self, token: str, what: str, *, job: str = "", team: str = "", size: int = 100) -> AsyncIterator[str]:
+        return self._open(token, what, ["added", "synced"])
+
+    def logs(self, token: str, run_id: str, attempt: int = 0) -> AsyncIterator[dict]:
+        if run_id == "missing@x":
+            return self._open(token, "log", [ApiError("NOT_FOUND", f"execution {run_id!r} not found")])
+        return self._open(token, "log", [])
+
+    async def run(self, token: str, run_id: str) -> dict:
+        if token not in self.valid:
+            raise Unauthenticated("UNAUTHENTICATED", "token expired")
+        return {"id": run_id, "job": "j1", "team": "a", "state": "RUNNING", "attempts": []}
+
+    async def cancel(self, token: str, run_id: str) -> dict:
+        self.actions.append(("cancel", run_id))
+        raise ApiError("FAILED_PRECONDITION", f"run {run_id} is SUCCEEDED: it has ended")
+
+    async def retry(self, token: str, run_id: str) -> dict:
+        self.actions.append(("retry", run_id))
+        return {"id": run_id, "state": "SCHEDULED"}
+
+
+@pytest.fixture
+async def client():
+    api = LiveApi()
+    app = dashboard.build(api, secure=False, port=PORT)  # type: ignore[arg-type]
+    async with TestClient(TestServer(app)) as c:
+        c.api = api
+        yield c
+
+
+async def event(response, timeout: float = 5.0) -> tuple[str, str]:
+    """The next server-sent event's (type, data); comments and `retry:` lines skipped."""
+    kind, data = "", ""
+    while True:
+        line = (await asyncio.wait_for(response.content.readline(), timeout)).decode().rstrip("\n")
+        if line.startswith("event: "):
+            kind = line[7:]
+        elif line.startswith("data: "):
+            data = line[6:]
+        elif line == "" and kind:
+            return kind, data
+
+
+async def until(predicate, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+async def test_changes_arrive_as_one_coalesced_event_after_ready(client):
+    await login(client)
+    r = await client.get("/api/events?watch=jobs")
+    assert r.status == 200 and r.headers["Content-Type"] == "text/event-stream"
+    assert "script-src 'self'" in r.headers["Content-Security-Policy"]
+    assert await event(r) == ("ready", "1")              # the first listing's rows are not changes
+    [up] = client.api.upstreams
+    assert up.token == "good.token" and up.what == "jobs"
+    up.feed.put_nowait("changed")
+    assert await event(r) == ("changed", "1")
+    started = asyncio.get_running_loop().time()
+    for _ in range(50):                                   # a burst: one event for it, not fifty
+        up.feed.put_nowait("changed")
+    assert await event(r) == ("changed", "1")
+    assert asyncio.get_running_loop().time() - started >= live.COALESCE_S * 0.9
+    with pytest.raises(asyncio.TimeoutError):
+        await event(r, timeout=live.COALESCE_S * 2)      # the burst's rest folded into that one
+    r.close()
+
+
+async def test_a_browser_going_away_closes_the_upstream_stream(client):
+    await login(client)
+    for _ in range(20):                                   # open and close twenty pages
+        r = await client.get("/api/events?watch=runs&job=j1")
+        assert await event(r) == ("ready", "1")
+        r.close()
+    await until(lambda: all(up.closed for up in client.api.upstreams))
+    await until(lambda: client.app[STREAMS].count() == 0)
+    assert len(client.api.upstreams) == 20
+
+
+async def test_no_session_or_a_dead_token_is_401_and_nothing_stays_open(client):
+    r = await client.get("/api/events")
+    assert r.status == 401 and (await r.json())["login"] == "/login"
+    await login(client, token="team.token")
+    del client.api.valid["team.token"]
+    r = await client.get("/api/events")
+    assert r.status == 401 and (await r.json())["login"] == "/login"
+    await until(lambda: client.api.upstreams[0].closed)
+    assert client.app[STREAMS].count() == 0
+    assert (await client.get("/api/jobs")).status == 401          # the session ended with it
+
+
+async def test_a_token_deleted_mid_stream_ends_it_with_login(client, monkeypatch):
+    monkeypatch.setattr(live, "HEARTBEAT_S", 0.2)
+    await login(client, token="team.token")
+    r = await client.get("/api/events")
+    assert await event(r) == ("ready", "1")
+    del client.api.valid["team.token"]
+    kind, data = await event(r)
+    assert kind == "end" and '"login":"/login"' in data
+    await until(lambda: client.api.upstreams[0].closed)
+
+
+async def test_streams_are_bounded_per_session(client):
+    await login(client)
+    open_ = [await client.get("/api/events") for _ in range(live.PER_SESSION)]
+    for r in open_:
+        assert await event(r) == ("ready", "1")
+    refused = await client.get("/api/events")
+    assert refused.status == 429 and "live streams" in (await refused.json())["error"]
+    open_[0].close()
+    await until(lambda: client.app[STREAMS].count() == live.PER_SESSION - 1)
+    again = await client.get("/api/events")
+    assert await event(again) == ("ready", "1")
+
+
+async def test_the_api_refusing_the_watch_is_its_status_and_an_ended_watch_says_so(client):
+    await login(client)
+    assert (await client.get("/api/events?watch=nodes")).status == 400
+    r = await client.get("/api/events")
+    assert await event(r) == ("ready", "1")
+    client.api.upstreams[0].feed.put_nowait(ApiError("UNAVAILABLE", "the node is shutting down"))
+    assert await event(r) == ("end", '{"error":"the node is shutting down"}')
+
+
+async def test_shutting_down_ends_open_streams_at_once():
+    api = LiveApi()
+    app = dashboard.build(api, secure=False, port=PORT)  # type: ignore[arg-type]
+    c = TestClient(TestServer(app))
+    await c.start_server()
+    await login(c)
+    r = await c.get("/api/events")
+    assert await event(r) == ("ready", "1")
+    started = asyncio.get_running_loop().time()
+    await c.server.close()           # the browser still connected: aiohttp would wait 60 s for the handler
+    assert asyncio.get_running_loop().time() - started < 5
+    assert api.upstreams[0].closed
+    await c.close()
+
+
+async def test_the_log_stream_relays_chunks_until_the_attempt_ends(client):
+    await login(client)
+    opening = asyncio.ensure_future(client.get("/api/run/log?id=j1%402026-01-01T00%3A00%3A00Z&attempt=0"))
+    await until(lambda: client.api.upstreams)
+    [up] = client.api.upstreams
+    up.feed.put_nowait({"kind": "output", "stream": "stdout", "text": "line 1\n"})
+    r = await opening
+    assert r.status == 200
+    assert await event(r) == ("log", '{"kind":"output","stream":"stdout","text":"line 1\\n"}')
+    up.feed.put_nowait({"kind": "end", "state": "SUCCEEDED", "exit_code": 0})
+    kind, data = await event(r)
+    assert kind == "log" and '"end"' in data
+    assert await r.content.read() == b""                  # the stream is complete
+    await until(lambda: up.closed and client.app[STREAMS].count() == 0)
+    missing = await client.get("/api/run/log?id=missing@x")
+    assert missing.status == 404 and "not found" in (await missing.json())["error"]
+
+
+async def test_a_quiet_log_stream_starts_and_a_late_refusal_arrives_as_end(client, monkeypatch):
+    monkeypatch.setattr(live, "FIRST_S", 0.2)
+    await login(client)
+    r = await client.get("/api/run/log?id=j1@x")              # nothing printed yet: the stream starts
+    assert r.status == 200
+    client.api.upstreams[0].feed.put_nowait(ApiError("UNAVAILABLE", "no leader"))
+    assert await event(r) == ("end", '{"error":"no leader"}')
+
+
+async def test_the_run_page_buttons_follow_the_grants_and_actions_show_the_api_refusal(client):
+    await login(client, token="team.token")                # no grants: no buttons
+    page = await (await client.get("/runs/j1%402026-01-01T00%3A00%3A00Z")).text()
+    assert '<meta name="may-cancel" content="">' in page and '<meta name="run" content="j1@2026-01-01T00:00:00Z">' in page
+    csrf = session_csrf(page)
+    r = await client.post("/api/run/cancel", json={"id": "j1@x"})
+    assert r.status == 403                                 # no CSRF token
+    r = await client.post("/api/run/cancel", json={"id": "j1@x"}, headers={"X-CSRF-Token": csrf})
+    assert r.status == 409 and (await r.json())["error"] == "run j1@x is SUCCEEDED: it has ended"
+    r = await client.post("/api/run/retry", json={"id": "j1@x"}, headers={"X-CSRF-Token": csrf})
+    assert r.status == 200 and client.api.actions == [("cancel", "j1@x"), ("retry", "j1@x")]
+    await login(client, token="good.token")                # cancel and trigger on team a: both buttons
+    page = await (await client.get("/runs/j1@x")).text()
+    assert '<meta name="may-cancel" content="1">' in page and '<meta name="may-retry" content="1">' in page
+
+
+@pytest.mark.parametrize(("attempt", "words"), [
+    (pb.Attempt(state="FAILED", ended_ms=2, exit_code=3), "exit status 3"),
+    (pb.Attempt(state="CANCELLED", ended_ms=2, exit_code=-9), "killed by SIGKILL"),
+    (pb.Attempt(state="FAILED", ended_ms=2, exit_code=-200), "killed by signal 200"),
+    (pb.Attempt(state="TIMED_OUT", ended_ms=2, exit_code=-15), "timed out after 30 s"),
+    (pb.Attempt(state="LOST", worker="w1", error="worker w1 lost: no news for 30s"),
+     "lost: worker w1 gone (no news for 30s)"),
+    (pb.Attempt(state="SUCCEEDED", ended_ms=2, http_status=204), "HTTP 204"),
+    (pb.Attempt(state="RUNNING", started_ms=1), ""),
+])
+def test_an_attempt_outcome_reads_in_words(attempt, words):
+    assert outcome_text(attempt, 30.0) == words
+    assert attempt_row(attempt, 30.0)["outcome"] == words
+
+
+class FakeCall:
+    """A gRPC server-stream call: one event, then nothing until cancelled."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+        self.metadata: object = None
+
+    def __aiter__(self) -> AsyncIterator[pb.WatchEvent]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[pb.WatchEvent]:
+        yield pb.WatchEvent(type="synced")
+        await asyncio.Event().wait()
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+async def test_closing_a_stream_or_cancelling_its_reader_cancels_the_grpc_call():
+    api = Api("unix:/nowhere", lambda address: None)  # type: ignore[arg-type,return-value]
+    calls: list[FakeCall] = []
+
+    def method(request, metadata):
+        calls.append(FakeCall())
+        calls[-1].metadata = metadata
+        return calls[-1]
+
+    closed = _types(api._stream(method, pb.ListJobsRequest(), "tok"))
+    assert await closed.__anext__() == "synced"
+    await closed.aclose()                                  # the browser went: the relay closes it
+    read = _types(api._stream(method, pb.ListJobsRequest(), "tok"))
+    assert await read.__anext__() == "synced"
+    reader = asyncio.ensure_future(read.__anext__())
+    await asyncio.sleep(0)
+    reader.cancel()                                        # the relay cancels its pump
+    await asyncio.gather(reader, return_exceptions=True)
+    assert [c.cancelled for c in calls] == [True, True]
+    assert calls[0].metadata == (("authorization", "Bearer tok"),)
