@@ -65,7 +65,10 @@
                        headers: {"Content-Type": "application/json", "Accept": "application/json", "X-CSRF-Token": csrf},
                        body: JSON.stringify(body || {})}).then(function (r) {
       if (r.status === 401) { window.location.assign("/login"); throw new Error("logged out"); }
-      return r.json().then(function (b) { if (!r.ok) { throw new Error(b.error || ("HTTP " + r.status)); } return b; });
+      return r.json().then(function (b) {
+        if (!r.ok) { var e = new Error(b.error || ("HTTP " + r.status)); e.status = r.status; e.code = b.code; throw e; }
+        return b;
+      }, function () { var e = new Error("HTTP " + r.status); e.status = r.status; throw e; });
     });
   }
 
