@@ -18,7 +18,6 @@ from zoneinfo import ZoneInfo
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 
 from schedd.core import params as run_params
-from schedd.core import queries
 from schedd.core import schedule as sched
 from schedd.core import schedule_words
 from schedd.core.model import Attempt, Execution, Job, canonical_spec, mask_secret
@@ -210,10 +209,10 @@ def _summary_spec(spec: JobSpec) -> pb.JobSpec:
 
 
 def job_to_pb(job: Job, state: SchedulerState, *, upcoming: int = 0, summary: bool = False,
-              recent: int = 0) -> pb.Job:
+              recent: Iterable[Execution] = ()) -> pb.Job:
     """The job as the API shows it; `summary` (listings) sets Job.summary and a bounded spec;
-    `recent`: the outcomes of its last runs (Job.recent). Secret env values are never shown:
-    each reads as its mask, "***(vN)"."""
+    `recent`: its last runs, as Job.recent. Secret env values are never shown: each reads as its
+    mask, "***(vN)"."""
     spec = job.spec
     gap, _, fold = job.dst.partition("/")
     out = pb.Job(spec=_summary_spec(spec) if summary else job_spec_to_pb(spec), version=job.version,
@@ -221,9 +220,8 @@ def job_to_pb(job: Job, state: SchedulerState, *, upcoming: int = 0, summary: bo
                  updated_ms=job.updated_ms, created_by=job.created_by,
                  last_scheduled_ms=job.last_fire or 0, executions_total=job.fired_total, summary=summary,
                  schedule_words=schedule_words.words(job.schedule, job.tz, job.name, gap, fold))
-    if recent:
-        out.recent.extend(pb.RunOutcome(execution_id=ex.id, scheduled_ms=ex.scheduled_ms, state=ex.state)
-                          for ex in queries.recent_runs(state, job.name, recent))
+    out.recent.extend(pb.RunOutcome(execution_id=ex.id, scheduled_ms=ex.scheduled_ms, state=ex.state)
+                      for ex in recent)
     last = state.last_execution(job.name)
     if last is not None:
         out.last_execution_id = last.id

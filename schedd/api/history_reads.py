@@ -17,6 +17,7 @@ import threading
 from collections.abc import Container
 from dataclasses import dataclass
 
+from schedd.core import queries
 from schedd.core.model import Execution
 from schedd.core.state import SchedulerState
 from schedd.history import HistoryStore
@@ -64,6 +65,26 @@ def _merge(page: list[Execution], nxt: Cursor | None, total: int, disk: list[Exe
     rows = rows[:limit]
     cursor = (rows[-1].scheduled_ms, rows[-1].job) if more and rows else None
     return Listing(rows, cursor, total + disk_total - dup, note)
+
+
+def recent_runs(state: SchedulerState, lock: threading.RLock, store: HistoryStore | None, names: list[str],
+                n: int) -> dict[str, list[Execution]]:
+    """Each job's last `n` executions, oldest first, from the tables and the store together (the
+    newest finished runs have mostly left memory): ListJobs' `recent`, for one page of jobs in
+    one call. Off the event loop: one indexed read of the store per job."""
+    with lock:
+        out = {name: queries.recent_runs(state, name, n) for name in names}
+        index = state.last_index
+    if store is None or n <= 0:
+        return out
+    caught_up(store, index)
+    for name in names:
+        disk, _, _ = store.list(job=name, limit=n, oldest_first=False)
+        kept = {ex.scheduled_ms for ex in out[name]}
+        rows = out[name] + [ex for ex in disk if ex.scheduled_ms not in kept]
+        rows.sort(key=lambda ex: ex.scheduled_ms)
+        out[name] = rows[-n:]
+    return out
 
 
 def get_execution(state: SchedulerState, lock: threading.RLock, store: HistoryStore | None,
