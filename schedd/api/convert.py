@@ -20,7 +20,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from schedd.core import params as run_params
 from schedd.core import schedule as sched
 from schedd.core import schedule_words
-from schedd.core.model import Attempt, Execution, Job, canonical_spec, mask_secret
+from schedd.core.model import Attempt, Execution, Job, canonical_spec, execution_id, mask_secret
 from schedd.core.specs import (
     ContainerHandler, Handler, HttpHandler, JobSpec, PythonHandler, RawHandler, ResourceLimits, RetrySpec,
     SealedSecret, ShellHandler, SlaSpec,
@@ -209,9 +209,9 @@ def _summary_spec(spec: JobSpec) -> pb.JobSpec:
 
 
 def job_to_pb(job: Job, state: SchedulerState, *, upcoming: int = 0, summary: bool = False,
-              recent: Iterable[Execution] = ()) -> pb.Job:
+              recent: Iterable[tuple[int, str]] = ()) -> pb.Job:
     """The job as the API shows it; `summary` (listings) sets Job.summary and a bounded spec;
-    `recent`: its last runs, as Job.recent. Secret env values are never shown: each reads as its
+    `recent`: its last runs as (scheduled_ms, state), for Job.recent. Secret env values are never shown: each reads as its
     mask, "***(vN)"."""
     spec = job.spec
     gap, _, fold = job.dst.partition("/")
@@ -220,8 +220,8 @@ def job_to_pb(job: Job, state: SchedulerState, *, upcoming: int = 0, summary: bo
                  updated_ms=job.updated_ms, created_by=job.created_by,
                  last_scheduled_ms=job.last_fire or 0, executions_total=job.fired_total, summary=summary,
                  schedule_words=schedule_words.words(job.schedule, job.tz, job.name, gap, fold))
-    out.recent.extend(pb.RunOutcome(execution_id=ex.id, scheduled_ms=ex.scheduled_ms, state=ex.state)
-                      for ex in recent)
+    out.recent.extend(pb.RunOutcome(execution_id=execution_id(job.name, t), scheduled_ms=t, state=state)
+                      for t, state in recent)
     last = state.last_execution(job.name)
     if last is not None:
         out.last_execution_id = last.id

@@ -68,22 +68,19 @@ def _merge(page: list[Execution], nxt: Cursor | None, total: int, disk: list[Exe
 
 
 def recent_runs(state: SchedulerState, lock: threading.RLock, store: HistoryStore | None, names: list[str],
-                n: int) -> dict[str, list[Execution]]:
-    """Each job's last `n` executions, oldest first, from the tables and the store together (the
-    newest finished runs have mostly left memory): ListJobs' `recent`, for one page of jobs in
-    one call. Off the event loop: one indexed read of the store per job."""
+                n: int) -> dict[str, list[tuple[int, str]]]:
+    """Each job's last `n` runs as (scheduled_ms, state), oldest first, from the tables and the
+    store together (the newest finished runs have mostly left memory): ListJobs' `recent`, for
+    one page of jobs in one call. Off the event loop: one index walk of the store per job."""
     with lock:
-        out = {name: queries.recent_runs(state, name, n) for name in names}
+        out = {name: [(ex.scheduled_ms, ex.state) for ex in queries.recent_runs(state, name, n)] for name in names}
         index = state.last_index
     if store is None or n <= 0:
         return out
     caught_up(store, index)
-    for name in names:
-        disk, _, _ = store.list(job=name, limit=n, oldest_first=False)
-        kept = {ex.scheduled_ms for ex in out[name]}
-        rows = out[name] + [ex for ex in disk if ex.scheduled_ms not in kept]
-        rows.sort(key=lambda ex: ex.scheduled_ms)
-        out[name] = rows[-n:]
+    for name, disk in store.outcomes(names, n).items():
+        kept = {t for t, _ in out[name]}
+        out[name] = sorted(out[name] + [row for row in disk if row[0] not in kept])[-n:]
     return out
 
 

@@ -51,7 +51,7 @@ from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code
 from schedd.core.tables import MIN_MS
 from schedd.core.state import MAX_BACKFILL_PER_ENTRY, UNAUDITED, schedule_of
-from schedd.core.model import EXECUTION_STATES, Execution, ValidationError, parse_execution_id
+from schedd.core.model import EXECUTION_STATES, ValidationError, parse_execution_id
 from schedd.core.specs import DagTask, JobSpec, SealedSecret, handler_level
 from schedd.leader.assigner import DispatchLoad, overload_warning, unserved_warnings
 from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode, ReadUnconfirmed
@@ -677,7 +677,7 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             jobs, nxt, total = queries.list_jobs(self.node.state, team=request.team, state=request.state,
                                                  after=request.page_token, limit=size, visible=auth.read_filter(),
                                                  contains=request.name_contains, pool=request.pool)
-        recent: dict[str, list[Execution]] = {}
+        recent: dict[str, list[tuple[int, str]]] = {}
         if request.recent:          # the store reads the disk: off the loop, then the page as listed
             recent = await asyncio.to_thread(history_reads.recent_runs, self.node.state, self.node.lock,
                                              self._history(), [j.name for j in jobs], request.recent)

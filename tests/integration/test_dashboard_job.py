@@ -29,7 +29,7 @@ By = pytest.importorskip("selenium.webdriver.common.by").By
 
 
 @pytest.fixture
-def cluster(cluster_factory):
+def job_cluster(cluster_factory):
     c = cluster_factory(size=3)
     c.start()
     c.bootstrap()
@@ -63,8 +63,8 @@ def ledger(driver) -> list[list[str]]:
     return rows(driver, "#instants")
 
 
-def test_job_list_columns_job_page_timeline_actions_and_a_read_only_token(cluster, tmp_path):
-    c, screens = cluster, tmp_path / "screens"
+def test_job_list_columns_job_page_timeline_actions_and_a_read_only_token(job_cluster, tmp_path):
+    c, screens = job_cluster, tmp_path / "screens"
     driver = browser()
     try:
         driver.get(schedctl(c, "dashboard", "--no-open").stdout.strip())
