@@ -131,6 +131,15 @@ def test_job_list_columns_job_page_timeline_actions_and_a_read_only_token(job_cl
         wait_until(lambda: any(r[0] == run_id and r[-1] == "region=us" for r in rows(driver, "#runs")),
                    timeout=30, what="the run in the runs table")
 
+        # Pause and resume, each shown only while it applies.
+        driver.find_element(By.ID, "pause").click()
+        wait_until(lambda: driver.find_element(By.ID, "paused-tag").is_displayed()
+                   and driver.find_element(By.ID, "resume").is_displayed(), timeout=30, what="paused")
+        with c.client(timeout=30) as cl:
+            assert cl.get_job("a-nightly").paused
+        driver.find_element(By.ID, "resume").click()
+        wait_until(lambda: driver.find_element(By.ID, "pause").is_displayed(), timeout=30, what="resumed")
+
         # Backfill: counted first (the API's dry run), then confirmed.
         day = (datetime.now(ZoneInfo("Europe/Berlin")) - timedelta(days=5)).strftime("%Y-%m-%d")
         driver.find_element(By.ID, "bf-from").send_keys(f"{day} 00:00")

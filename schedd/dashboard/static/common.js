@@ -17,7 +17,7 @@
     var d = new Date(ms), now = Date.now(), s = Math.round((ms - now) / 1000), a = Math.abs(s), rel;
     if (a < 60) { rel = a + " s"; } else if (a < 3600) { rel = Math.round(a / 60) + " min"; }
     else if (a < 86400) { rel = Math.round(a / 3600) + " h"; } else { rel = Math.round(a / 86400) + " d"; }
-    var cell = el("span", s >= 0 ? "in " + rel : rel + " ago");
+    var cell = el("span", s > 0 ? "in " + rel : rel + " ago");
     cell.title = d.toISOString();
     return cell;
   }
