@@ -122,16 +122,15 @@ def job_detail(job: pb.Job) -> dict[str, Any]:
 
 
 def instant_rows(records: list[pb.InstantRecord], tz: str) -> list[dict[str, Any]]:
-    """The ledger's rows as the page shows them (the script writes UTC and the run's link)."""
+    """The ledger's rows as the page shows them (the script writes UTC, the lane's label from the
+    legend and the run's link): lean, as a window holds up to 10,000 of them."""
     zone = _zone(tz)
     rows = []
     for r in records:
         ex = r.execution if r.HasField("execution") else None
         cat = timeline.category(r.disposition, ex.state if ex else "", ex.trigger if ex else "")
-        rows.append({"t": r.instant_ms, "local": local_text(r.instant_ms, zone),
-                     "disposition": r.disposition, "detail": r.detail, "category": cat,
-                     "label": timeline.LABELS[cat], "letter": timeline.LETTERS[cat],
-                     "id": ex.id if ex else "", "state": ex.state if ex else "", "trigger": ex.trigger if ex else ""})
+        rows.append({"t": r.instant_ms, "local": local_text(r.instant_ms, zone), "disposition": r.disposition,
+                     "detail": r.detail, "category": cat, "letter": timeline.LETTERS[cat], "id": ex.id if ex else ""})
     return rows
 
 

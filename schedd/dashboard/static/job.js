@@ -58,7 +58,7 @@
 
   // ------------------------------------------------------------ the timeline of instants
 
-  var win = {hours: 24, to: 0, from: 0, rows: [], page: 0};    // to = 0: "now", following the clock
+  var win = {hours: 24, to: 0, from: 0, rows: [], page: 0, labels: {}};    // to = 0: "now", following the clock
 
   function loadInstants() {
     var to = win.to || Date.now(), from = win.from || to - win.hours * 3600000;
@@ -66,7 +66,9 @@
       var doc = new DOMParser().parseFromString(body.svg, "image/svg+xml");
       document.getElementById("timeline").replaceChildren(document.importNode(doc.documentElement, true));
       var legend = document.getElementById("legend"), frag = document.createDocumentFragment();
+      win.labels = {};
       body.legend.forEach(function (l) {
+        win.labels[l.key] = l.label;
         var item = el("span", null, "legend-item");
         item.appendChild(el("span", l.letter, "run-mark lane-mark-" + l.key));
         item.appendChild(el("span", " " + l.label + " (" + l.count + ")"));
@@ -93,7 +95,7 @@
     var rows = win.rows.slice(win.page * INSTANTS_PER_PAGE, (win.page + 1) * INSTANTS_PER_PAGE);
     fill(document.querySelector("#instants tbody"), rows.map(function (r) {
       var mark = el("span", r.letter, "run-mark lane-mark-" + r.category);
-      mark.title = r.label;
+      mark.title = win.labels[r.category] || r.category;
       return [mark, r.local, utc(r.t), el("span", r.disposition, "disposition disposition-" + r.category),
               r.detail || "", runLink(r.id, r.id ? "/runs/" + encodeURIComponent(r.id) : "")];
     }));
