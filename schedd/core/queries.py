@@ -71,7 +71,7 @@ def _filtered_jobs(st: Tables, *, team: str, state: str, after: str, limit: int,
 
     def wanted(job: Job) -> bool:
         return ((visible is None or job.team in visible) and (not state or job.paused == (state == "paused"))
-                and (not text or text in job.name.casefold()) and (not pool or job.spec.policies.pool == pool))
+                and (not text or text in job.name.casefold()) and (not pool or st.policy(job).pool == pool))
     jobs = [st.jobs[n] for n in names.irange(minimum=after, inclusive=(False, True))] if after else \
         [st.jobs[n] for n in names]
     keep = [j for j in jobs if wanted(j)]
