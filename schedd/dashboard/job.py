@@ -113,6 +113,7 @@ def job_detail(job: pb.Job) -> dict[str, Any]:
               "dst": f.dst_note} for ms, f in zip(job.upcoming_ms, job.upcoming_fires)]
     return {"name": s.name, "team": s.team, "paused": job.paused, "schedule": s.schedule,
             "words": job.schedule_words, "timezone": s.timezone or "UTC", "next_fire_ms": job.next_fire_ms,
+            "created_ms": job.created_ms,
             "last_state": job.last_state, "last_execution_id": job.last_execution_id,
             "last_run_url": run_url(job.last_execution_id) if job.last_execution_id else "",
             "readable": [{"label": k, "value": v} for k, v in readable if v],

@@ -71,6 +71,8 @@ class _Bin:
 
 def _hhmm(ms: int, span_ms: int) -> str:
     d = datetime.fromtimestamp(ms / 1000, UTC)
+    if span_ms <= 600_000:
+        return d.strftime("%H:%M:%S")
     if span_ms <= 2 * 86_400_000:
         return d.strftime("%H:%M")
     return d.strftime("%m-%d %H:%M") if span_ms <= 60 * 86_400_000 else d.strftime("%Y-%m-%d")
@@ -82,7 +84,8 @@ def _stamp(ms: int) -> str:
 
 def svg(rows: list[dict[str, object]], since_ms: int, until_ms: int) -> str:
     """The timeline of `rows` (each: t, category, disposition, detail) over [since_ms, until_ms]
-    (UTC on the axis): one lane per category present, marks binned per pixel column."""
+    (UTC on the axis, seconds shown for a window of minutes): one lane per category present,
+    marks binned per pixel column."""
     span = max(until_ms - since_ms, 1)
     bins: dict[tuple[int, int], _Bin] = {}
     for r in rows:

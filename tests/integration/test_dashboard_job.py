@@ -44,6 +44,9 @@ def job_cluster(cluster_factory):
         cl.put_job(job_spec("a-fast", schedule="@every 2s", team="a", command="true", pool="nowhere",
                             starting_deadline=1))
         cl.put_job(job_spec("b-gpu", schedule="*/5 * * * *", team="b", command="true", pool="gpu"))
+        # 02:30 on the last Sunday of March does not exist in Berlin: the fire is shifted, and says so
+        cl.put_job(job_spec("b-spring", schedule="30 2 * 3 L0", tz="Europe/Berlin", team="b", command="true",
+                            pool="gpu"))
     return c
 
 
@@ -68,7 +71,8 @@ def test_job_list_columns_job_page_timeline_actions_and_a_read_only_token(job_cl
     driver = browser()
     try:
         driver.get(schedctl(c, "dashboard", "--no-open").stdout.strip())
-        wait_until(lambda: job_names(driver) == ["a-fast", "a-nightly", "b-gpu"], timeout=30, what="the jobs")
+        wait_until(lambda: job_names(driver) == ["a-fast", "a-nightly", "b-gpu", "b-spring"], timeout=30,
+                   what="the jobs")
 
         # The list: the schedule in words (above the expression), the next run and in how long.
         wait_until(lambda: "at 02:30 every day, Europe/Berlin" in "".join(cells(driver, "a-nightly")[2:3]), timeout=30,
@@ -83,16 +87,16 @@ def test_job_list_columns_job_page_timeline_actions_and_a_read_only_token(job_cl
 
         # The pool filter, server-side; the same from schedctl and the SDK.
         driver.find_element(By.ID, "f-pool").send_keys("gpu")
-        wait_until(lambda: job_names(driver) == ["b-gpu"], timeout=30, what="the jobs of pool gpu")
+        wait_until(lambda: job_names(driver) == ["b-gpu", "b-spring"], timeout=30, what="the jobs of pool gpu")
         listed = json.loads(schedctl(c, "job", "list", "--pool", "gpu", "-o", "json").stdout)
-        assert [j["spec"]["name"] for j in listed] == ["b-gpu"]
+        assert [j["spec"]["name"] for j in listed] == ["b-gpu", "b-spring"]
         with c.client(timeout=30) as cl:
             assert [j.spec.name for j in cl.list_jobs(pool="nowhere")] == ["a-fast", "a-nightly"]
             [fast] = [j for j in cl.list_jobs(pool="nowhere", recent=20) if j.spec.name == "a-fast"]
             assert fast.recent and fast.schedule_words == "every 2 seconds"
         assert "In words:" in schedctl(c, "job", "get", "a-nightly").stdout
         driver.find_element(By.ID, "f-pool").clear()
-        wait_until(lambda: len(job_names(driver)) == 3, timeout=30, what="every job again")
+        wait_until(lambda: len(job_names(driver)) == 4, timeout=30, what="every job again")
 
         # The job page of a-fast: skipped instants on the timeline and in the ledger, with why.
         driver.execute_script("document.querySelector(\"#jobs a[href='/jobs/a-fast']\").click()")
@@ -151,6 +155,16 @@ def test_job_list_columns_job_page_timeline_actions_and_a_read_only_token(job_cl
         driver.find_element(By.ID, "bf-confirm").click()
         wait_until(lambda: driver.find_element(By.ID, "bf-result").text.startswith("backfilled: 1 new run"),
                    timeout=30, what="the backfill")
+
+        # A fire that spring's clock change shifts says so, in Berlin time and UTC.
+        driver.get(c.http_url("n1", "/jobs/b-spring"))
+        wait_until(lambda: rows(driver, "#fires")[:1] and rows(driver, "#fires")[0][4] != "", timeout=30,
+                   what="the spring job's fires")
+        spring = rows(driver, "#fires")[0]
+        assert spring[1].endswith("03:00:00 CEST") and spring[2].endswith("01:00:00Z"), spring
+        assert spring[4] == "shifted: 02:30 does not exist (clocks jump 02:00 -> 03:00)"
+        assert driver.find_element(By.ID, "words").text == "at 02:30 on the last Sunday of March, Europe/Berlin"
+        shot(driver, screens, "job-dst")
 
         # A token that may only read team a: no actions; a forged POST is the API's 403.
         driver.find_element(By.ID, "logout").click()

@@ -24,6 +24,7 @@
 
   function loadJob() {
     return fetchJson(base).then(function (j) {
+      firstWindow(j);
       document.getElementById("words").textContent = j.words;
       document.getElementById("paused-tag").hidden = !j.paused;
       var pauseBtn = document.getElementById("pause"), resumeBtn = document.getElementById("resume");
@@ -62,6 +63,7 @@
 
   function loadInstants() {
     var to = win.to || Date.now(), from = win.from || to - win.hours * 3600000;
+    if (!win.from && win.floor && win.floor > from && win.floor < to) { from = win.floor; }   // not before the job
     return fetchJson(base + "/instants?from=" + from + "&to=" + to).then(function (body) {
       var doc = new DOMParser().parseFromString(body.svg, "image/svg+xml");
       document.getElementById("timeline").replaceChildren(document.importNode(doc.documentElement, true));
@@ -241,8 +243,23 @@
     return loadInstants();
   }
 
+  // The first window: the smallest that holds the job's whole life, up to a day (a job created
+  // an hour ago shows its instants spread out, not crowded at the right edge).
+  var chosen = false;
+  function firstWindow(j) {
+    if (chosen) { return; }
+    chosen = true;
+    win.floor = j.created_ms ? j.created_ms - 30000 : 0;
+    var select = document.getElementById("window"), age = (Date.now() - j.created_ms) / 3600000;
+    var fit = Array.from(select.options).map(function (o) { return Number(o.value); })
+      .filter(function (h) { return h >= age && h <= 24; })[0];
+    if (fit) { select.value = String(fit); win.hours = fit; }
+  }
+
   function refresh(force) {
-    return Promise.all([loadJob(), maybeInstants(force === true), loadRuns()]).then(function () {
+    var job = loadJob();
+    var instants = chosen ? maybeInstants(force === true) : job.then(function () { return maybeInstants(true); });
+    return Promise.all([job, instants, loadRuns()]).then(function () {
       status("updated " + new Date().toLocaleTimeString());
     }).catch(function (e) { status(e.message, true); });
   }
