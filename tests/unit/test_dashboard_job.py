@@ -131,3 +131,15 @@ def test_trigger_params_are_text_by_name():
     assert page.trigger_params({}) == {}
     with pytest.raises(ValueError):
         page.trigger_params({"params": {"n": 3}})
+
+
+def test_the_page_offers_only_the_actions_the_grants_allow():
+    job = pb.Job(spec=pb.JobSpec(name="nightly", team="a", params={"region": "eu", "mode": "<fast>"}))
+    everything = page._main("nightly", job, {"trigger": True, "write": True, "backfill": True})
+    assert 'id="trigger"' in everything and 'id="pause"' in everything and 'id="bf-count"' in everything
+    assert 'data-param="region" value="eu"' in everything and 'value="&lt;fast&gt;"' in everything   # escaped
+    assert 'id="no-actions"' not in everything
+    trigger_only = page._main("nightly", job, {"trigger": True, "write": False, "backfill": False})
+    assert 'id="trigger"' in trigger_only and 'id="pause"' not in trigger_only and 'id="bf-count"' not in trigger_only
+    read_only = page._main("nightly", job, {"trigger": False, "write": False, "backfill": False})
+    assert 'id="no-actions"' in read_only and "<button type=\"submit\" id=\"trigger\"" not in read_only
