@@ -12,6 +12,7 @@ by the API with 403. Screenshots are kept in the test's tmp dir (screens/).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -19,7 +20,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from schedd.ports.fakes import wait_until
-from schedd_client import job_spec
+from schedd_client import AsyncClient, job_spec
 from tests.integration.test_dashboard import browser, job_names, shot
 from tests.support.cluster import schedctl
 
@@ -95,6 +96,11 @@ def test_job_list_columns_job_page_timeline_actions_and_a_read_only_token(job_cl
             [fast] = [j for j in cl.list_jobs(pool="nowhere", recent=20) if j.spec.name == "a-fast"]
             assert fast.recent and fast.schedule_words == "every 2 seconds"
         assert "In words:" in schedctl(c, "job", "get", "a-nightly").stdout
+
+        async def listed_async() -> list[str]:
+            async with AsyncClient(c.cluster_arg, security=c.security(), timeout=30) as ac:
+                return [j.spec.name async for j in ac.list_jobs(pool="gpu", recent=5)]
+        assert asyncio.run(listed_async()) == ["b-gpu", "b-spring"]
         driver.find_element(By.ID, "f-pool").clear()
         wait_until(lambda: len(job_names(driver)) == 4, timeout=30, what="every job again")
 
