@@ -108,18 +108,20 @@ class JobsMixin(BlockingTransport):
 
     def list_jobs(
         self, *, team: str = "", state: str = "", page_size: int = 500, full: bool = False, stale_ok: bool = False,
-        name_contains: str = "",
+        name_contains: str = "", pool: str = "", recent: int = 0,
     ) -> Iterator[pb.Job]:
-        """Every job, optionally of one ``team``, in one ``state`` ("active" or "paused") and
-        whose name contains ``name_contains`` (any case), fetched lazily, at most ``page_size``
-        per page (pages are also bounded in bytes).
+        """Every job, optionally of one ``team``, in one ``state`` ("active" or "paused"), whose
+        name contains ``name_contains`` (any case) and of one worker ``pool``, fetched lazily, at
+        most ``page_size`` per page (pages are also bounded in bytes).
 
         Jobs come as summaries (``job.summary`` is set): the spec holds name, team, schedule,
         timezone, pool, priority, paused and a short description; ``get_job`` has the rest, or pass
-        ``full=True`` for whole specs.
+        ``full=True`` for whole specs. ``recent`` (0-20): each job's ``recent`` holds the outcomes of
+        its last that many runs, oldest first.
         """
         return self._iterate(_plans.list_jobs(
-            team=team, state=state, page_size=page_size, full=full, stale_ok=stale_ok, name_contains=name_contains
+            team=team, state=state, page_size=page_size, full=full, stale_ok=stale_ok, name_contains=name_contains,
+            pool=pool, recent=recent,
         ))
 
     def watch_jobs(self, *, team: str = "", state: str = "", limit: int = 100) -> Iterator[pb.WatchEvent]:
@@ -499,18 +501,20 @@ class AsyncJobsMixin(AsyncTransport):
 
     def list_jobs(
         self, *, team: str = "", state: str = "", page_size: int = 500, full: bool = False, stale_ok: bool = False,
-        name_contains: str = "",
+        name_contains: str = "", pool: str = "", recent: int = 0,
     ) -> AsyncIterator[pb.Job]:
-        """Every job, optionally of one ``team``, in one ``state`` ("active" or "paused") and
-        whose name contains ``name_contains`` (any case), fetched lazily, at most ``page_size``
-        per page (pages are also bounded in bytes).
+        """Every job, optionally of one ``team``, in one ``state`` ("active" or "paused"), whose
+        name contains ``name_contains`` (any case) and of one worker ``pool``, fetched lazily, at
+        most ``page_size`` per page (pages are also bounded in bytes).
 
         Jobs come as summaries (``job.summary`` is set): the spec holds name, team, schedule,
         timezone, pool, priority, paused and a short description; ``get_job`` has the rest, or pass
-        ``full=True`` for whole specs.
+        ``full=True`` for whole specs. ``recent`` (0-20): each job's ``recent`` holds the outcomes of
+        its last that many runs, oldest first.
         """
         return self._iterate(_plans.list_jobs(
-            team=team, state=state, page_size=page_size, full=full, stale_ok=stale_ok, name_contains=name_contains
+            team=team, state=state, page_size=page_size, full=full, stale_ok=stale_ok, name_contains=name_contains,
+            pool=pool, recent=recent,
         ))
 
     def watch_jobs(self, *, team: str = "", state: str = "", limit: int = 100) -> AsyncIterator[pb.WatchEvent]:

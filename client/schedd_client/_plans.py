@@ -168,9 +168,10 @@ def get_job(name: str, *, upcoming: int = 5, stale_ok: bool = False) -> Plan[pb.
 
 def list_jobs(
     *, team: str = "", state: str = "", page_size: int = 500, full: bool = False, stale_ok: bool = False,
-    name_contains: str = "",
+    name_contains: str = "", pool: str = "", recent: int = 0,
 ) -> Pager[pb.Job]:
-    request = pb.ListJobsRequest(team=team, state=state, page_size=page_size, full=full, name_contains=name_contains)
+    request = pb.ListJobsRequest(team=team, state=state, page_size=page_size, full=full, name_contains=name_contains,
+                                 pool=pool, recent=recent)
     return Pager(_scheduler("ListJobs", request, stale_ok=stale_ok), lambda r: list(r.jobs))
 
 

@@ -108,6 +108,7 @@ def _job_details(cmd: Invocation, job: pb.Job) -> str:
         ("Team", spec.team),
         ("Description", spec.description),
         ("Schedule", spec.schedule or "(on demand)"),
+        ("In words", job.schedule_words),
         ("Time zone", spec.timezone or "UTC"),
         ("Handler", _describe_handler(spec)),
         ("State", _job_state(job)),
@@ -166,7 +167,7 @@ def job_list(cmd: Invocation) -> None:
                                   f"last={job.last_state or '-'}")
         return
     jobs = [job for job in cmd.client.list_jobs(team=args.team, state=args.state, stale_ok=args.stale,
-                                                name_contains=args.name_contains)
+                                                name_contains=args.name_contains, pool=args.pool)
             if args.all or not is_dag_row(job.spec.name)]
     cmd.emit([to_dict(job) for job in jobs], lambda: jobs_table(cmd, jobs))
 

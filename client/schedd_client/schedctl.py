@@ -11,7 +11,7 @@
     job update NAME [flags]       change the given fields of a job
     job get NAME [--next N]       spec, state, version, next fire times, last run
     job next NAME [--count N]     coming fires in the job's zone and in UTC, DST effects marked
-    job list [--team T] [--state active|paused]
+    job list [--team T] [--state active|paused] [--pool P]
     job pause|delete NAME
     job delete -f FILE | -l KEY=V [--yes]   the jobs of a file, or matching labels (team=T: a team)
     job resume NAME [--catch-up]  missed-while-paused instants follow the catch-up policy
@@ -255,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="active or paused (any case)")
     listing.add_argument("--name-contains", default="", metavar="TEXT",
                          help="only jobs whose name contains TEXT (any case)")
+    listing.add_argument("--pool", default="", metavar="POOL", help="only jobs of this worker pool")
     listing.add_argument("--watch", action="store_true", help=WATCH_HELP)
     listing.add_argument("--all", action="store_true",
                          help="also the rows DAGs own (DAG:TASK; `dag show DAG` shows them under their DAG)")

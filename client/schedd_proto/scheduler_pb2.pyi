@@ -251,7 +251,7 @@ class SlaSpec(_message.Message):
     def __init__(self, within_seconds: _Optional[float] = ..., by: _Optional[str] = ..., timezone: _Optional[str] = ..., webhook: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("spec", "version", "paused", "next_fire_ms", "upcoming_ms", "created_ms", "updated_ms", "created_by", "last_scheduled_ms", "last_execution_id", "last_state", "executions_total", "summary", "upcoming_fires", "effective_dst_gap", "effective_dst_fold", "last_run_ms")
+    __slots__ = ("spec", "version", "paused", "next_fire_ms", "upcoming_ms", "created_ms", "updated_ms", "created_by", "last_scheduled_ms", "last_execution_id", "last_state", "executions_total", "summary", "upcoming_fires", "effective_dst_gap", "effective_dst_fold", "last_run_ms", "schedule_words", "recent")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
@@ -269,6 +269,8 @@ class Job(_message.Message):
     EFFECTIVE_DST_GAP_FIELD_NUMBER: _ClassVar[int]
     EFFECTIVE_DST_FOLD_FIELD_NUMBER: _ClassVar[int]
     LAST_RUN_MS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_WORDS_FIELD_NUMBER: _ClassVar[int]
+    RECENT_FIELD_NUMBER: _ClassVar[int]
     spec: JobSpec
     version: int
     paused: bool
@@ -286,7 +288,9 @@ class Job(_message.Message):
     effective_dst_gap: str
     effective_dst_fold: str
     last_run_ms: int
-    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., paused: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ..., upcoming_ms: _Optional[_Iterable[int]] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., last_scheduled_ms: _Optional[int] = ..., last_execution_id: _Optional[str] = ..., last_state: _Optional[str] = ..., executions_total: _Optional[int] = ..., summary: _Optional[bool] = ..., upcoming_fires: _Optional[_Iterable[_Union[UpcomingFire, _Mapping]]] = ..., effective_dst_gap: _Optional[str] = ..., effective_dst_fold: _Optional[str] = ..., last_run_ms: _Optional[int] = ...) -> None: ...
+    schedule_words: str
+    recent: _containers.RepeatedCompositeFieldContainer[RunOutcome]
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., paused: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ..., upcoming_ms: _Optional[_Iterable[int]] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., last_scheduled_ms: _Optional[int] = ..., last_execution_id: _Optional[str] = ..., last_state: _Optional[str] = ..., executions_total: _Optional[int] = ..., summary: _Optional[bool] = ..., upcoming_fires: _Optional[_Iterable[_Union[UpcomingFire, _Mapping]]] = ..., effective_dst_gap: _Optional[str] = ..., effective_dst_fold: _Optional[str] = ..., last_run_ms: _Optional[int] = ..., schedule_words: _Optional[str] = ..., recent: _Optional[_Iterable[_Union[RunOutcome, _Mapping]]] = ...) -> None: ...
 
 class UpcomingFire(_message.Message):
     __slots__ = ("local", "zone_abbreviation", "dst_note")
@@ -347,20 +351,24 @@ class GetJobRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., upcoming: _Optional[int] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("team", "state", "page_size", "page_token", "full", "name_contains")
+    __slots__ = ("team", "state", "page_size", "page_token", "full", "name_contains", "pool", "recent")
     TEAM_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     FULL_FIELD_NUMBER: _ClassVar[int]
     NAME_CONTAINS_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    RECENT_FIELD_NUMBER: _ClassVar[int]
     team: str
     state: str
     page_size: int
     page_token: str
     full: bool
     name_contains: str
-    def __init__(self, team: _Optional[str] = ..., state: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., full: _Optional[bool] = ..., name_contains: _Optional[str] = ...) -> None: ...
+    pool: str
+    recent: int
+    def __init__(self, team: _Optional[str] = ..., state: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., full: _Optional[bool] = ..., name_contains: _Optional[str] = ..., pool: _Optional[str] = ..., recent: _Optional[int] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token", "total")
@@ -1074,3 +1082,13 @@ class UnservedPool(_message.Message):
     pool: str
     runs: int
     def __init__(self, pool: _Optional[str] = ..., runs: _Optional[int] = ...) -> None: ...
+
+class RunOutcome(_message.Message):
+    __slots__ = ("execution_id", "scheduled_ms", "state")
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_MS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    execution_id: str
+    scheduled_ms: int
+    state: str
+    def __init__(self, execution_id: _Optional[str] = ..., scheduled_ms: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...

@@ -19,7 +19,8 @@ from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 
 from schedd.core import params as run_params
 from schedd.core import schedule as sched
-from schedd.core.model import Attempt, Execution, Job, canonical_spec, mask_secret
+from schedd.core import schedule_words
+from schedd.core.model import Attempt, Execution, Job, canonical_spec, execution_id, mask_secret
 from schedd.core.specs import (
     ContainerHandler, Handler, HttpHandler, JobSpec, PythonHandler, RawHandler, ResourceLimits, RetrySpec,
     SealedSecret, ShellHandler, SlaSpec,
@@ -207,14 +208,20 @@ def _summary_spec(spec: JobSpec) -> pb.JobSpec:
                       description=spec.description[:SUMMARY_DESCRIPTION_CHARS])
 
 
-def job_to_pb(job: Job, state: SchedulerState, *, upcoming: int = 0, summary: bool = False) -> pb.Job:
-    """The job as the API shows it; `summary` (listings) sets Job.summary and a bounded spec.
-    Secret env values are never shown: each reads as its mask, "***(vN)"."""
+def job_to_pb(job: Job, state: SchedulerState, *, upcoming: int = 0, summary: bool = False,
+              recent: Iterable[tuple[int, str]] = ()) -> pb.Job:
+    """The job as the API shows it; `summary` (listings) sets Job.summary and a bounded spec;
+    `recent`: its last runs as (scheduled_ms, state), for Job.recent. Secret env values are never shown: each reads as its
+    mask, "***(vN)"."""
     spec = job.spec
+    gap, _, fold = job.dst.partition("/")
     out = pb.Job(spec=_summary_spec(spec) if summary else job_spec_to_pb(spec), version=job.version,
                  paused=job.paused, next_fire_ms=job.next_fire or 0, created_ms=job.created_ms,
                  updated_ms=job.updated_ms, created_by=job.created_by,
-                 last_scheduled_ms=job.last_fire or 0, executions_total=job.fired_total, summary=summary)
+                 last_scheduled_ms=job.last_fire or 0, executions_total=job.fired_total, summary=summary,
+                 schedule_words=schedule_words.words(job.schedule, job.tz, job.name, gap, fold))
+    out.recent.extend(pb.RunOutcome(execution_id=execution_id(job.name, t), scheduled_ms=t, state=state)
+                      for t, state in recent)
     last = state.last_execution(job.name)
     if last is not None:
         out.last_execution_id = last.id

@@ -73,6 +73,7 @@ PAST_AT_GRACE_MS = 60_000
 POSITION = "x-schedd-batch-position"   # trailing metadata: 1-based position of the refused job
 PAGE_BYTES = 1024 * 1024               # a list page stops growing past this (gRPC's cap is 4 MiB)
 MAX_BACKFILL = 100_000            # instants per backfill request
+MAX_RECENT_RUNS = 20                   # ListJobs.recent: outcomes per job
 
 RESULT_STATUS: dict[Code, grpc.StatusCode] = {      # apply's refusals (schedd.core.results.Code)
     Code.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
@@ -670,12 +671,20 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "page_size must be between 1 and 1000")
         if request.state not in ("", "active", "paused"):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "state must be active or paused")
+        if not 0 <= request.recent <= MAX_RECENT_RUNS:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"recent must be between 0 and {MAX_RECENT_RUNS}")
+        with self.node.lock:
+            jobs, nxt, total = queries.list_jobs(self.node.state, team=request.team, state=request.state,
+                                                 after=request.page_token, limit=size, visible=auth.read_filter(),
+                                                 contains=request.name_contains, pool=request.pool)
+        recent: dict[str, list[tuple[int, str]]] = {}
+        if request.recent:          # the store reads the disk: off the loop, then the page as listed
+            recent = await asyncio.to_thread(history_reads.recent_runs, self.node.state, self.node.lock,
+                                             self._history(), [j.name for j in jobs], request.recent)
         with self.node.lock:
             st = self.node.state
-            jobs, nxt, total = queries.list_jobs(st, team=request.team, state=request.state, after=request.page_token,
-                                                 limit=size, visible=auth.read_filter(),
-                                                 contains=request.name_contains)
-            page, cut = _bounded(jobs, lambda j: convert.job_to_pb(j, st, summary=not request.full))
+            page, cut = _bounded(jobs, lambda j: convert.job_to_pb(j, st, summary=not request.full,
+                                                                   recent=recent.get(j.name, ())))
             return pb.ListJobsResponse(jobs=page, next_page_token=page[-1].spec.name if cut else nxt,
                                        total=total)
 

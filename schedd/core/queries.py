@@ -22,16 +22,23 @@ def last_execution(st: Tables, name: str) -> Execution | None:
     return st.execs[(name, times[-1])] if times else None
 
 
+def recent_runs(st: Tables, name: str, n: int) -> list[Execution]:
+    """The job's last `n` executions this replica holds, oldest first (O(n))."""
+    times = st.by_job.get(name)
+    return [st.execs[(name, t)] for t in times[-n:]] if times and n > 0 else []
+
+
 def list_jobs(st: Tables, *, team: str = "", state: str = "", after: str = "",
               limit: int = 100, visible: Container[str] | None = None,
-              contains: str = "") -> tuple[list[Job], str, int]:
+              contains: str = "", pool: str = "") -> tuple[list[Job], str, int]:
     """A page of jobs ordered by name, starting after `after`; returns (jobs, next_after, total).
     Costs O(page) except when both team and state filter (then O(jobs in the team)). `visible`
-    (the teams an ACL lets the caller read) keeps only those teams' jobs, and `contains` only the
-    jobs whose name contains it (any case), each at O(jobs) cost."""
-    if visible is not None or contains:
+    (the teams an ACL lets the caller read) keeps only those teams' jobs, `contains` only the
+    jobs whose name contains it (any case) and `pool` only the jobs of that worker pool, each at
+    O(jobs) cost."""
+    if visible is not None or contains or pool:
         return _filtered_jobs(st, team=team, state=state, after=after, limit=limit, visible=visible,
-                              contains=contains)
+                              contains=contains, pool=pool)
     empty: SortedList[str] = SortedList()
     if state == "paused":
         names = st.paused_names
@@ -58,13 +65,13 @@ def list_jobs(st: Tables, *, team: str = "", state: str = "", after: str = "",
 
 
 def _filtered_jobs(st: Tables, *, team: str, state: str, after: str, limit: int,
-                   visible: Container[str] | None, contains: str) -> tuple[list[Job], str, int]:
+                   visible: Container[str] | None, contains: str, pool: str = "") -> tuple[list[Job], str, int]:
     names = st.by_team.get(team, SortedList()) if team else st.names
     text = contains.casefold()
 
     def wanted(job: Job) -> bool:
         return ((visible is None or job.team in visible) and (not state or job.paused == (state == "paused"))
-                and (not text or text in job.name.casefold()))
+                and (not text or text in job.name.casefold()) and (not pool or st.policy(job).pool == pool))
     jobs = [st.jobs[n] for n in names.irange(minimum=after, inclusive=(False, True))] if after else \
         [st.jobs[n] for n in names]
     keep = [j for j in jobs if wanted(j)]

@@ -107,14 +107,18 @@ __all__ = [
     "FOLD_POLICIES",
     "GAP_POLICIES",
     "RULES",
+    "CronSets",
     "Schedule",
     "ScheduleError",
+    "at_ms",
+    "cron_sets",
     "dst_note",
     "format_ms",
     "next_after",
     "next_n",
     "parse",
     "parse_time",
+    "period_ms",
     "validate_tz",
 ]
 
@@ -392,7 +396,7 @@ class _DayRule:
 class _Cron:
     """Expanded cron sets as next-value tables, ready for `_next_wall`."""
 
-    __slots__ = ("nmo", "mo0", "nh", "h0", "nmi", "mi0", "ns", "s0", "days")
+    __slots__ = ("nmo", "mo0", "nh", "h0", "nmi", "mi0", "ns", "s0", "days", "rule")
 
     def __init__(self, sec: _FieldSet, minute: _FieldSet, hour: _FieldSet, month: _FieldSet,
                  rule: _DayRule) -> None:
@@ -401,6 +405,7 @@ class _Cron:
         self.nh, self.h0 = hour.table, hour.first
         self.nmo, self.mo0 = month.table, month.first
         self.days = rule.days
+        self.rule = rule
 
 
 def _next_time_of_day(c: _Cron, h: int, mi: int, s: int) -> tuple[int, int, int] | None:
@@ -690,6 +695,47 @@ class Schedule:
     def __reduce__(self) -> tuple[Callable[..., Schedule], tuple[str, str, str, str, str]]:
         """Pickle as the text only: small, and re-parsing re-uses the shared caches."""
         return _restore, (self.spec, self.tz, self._hash_key, self.gap, self.fold)
+
+
+@dataclass(frozen=True, slots=True)
+class CronSets:
+    """What a cron schedule matches, as expanded values (H placed, names and ranges resolved):
+    for readers that describe a schedule (`schedule_words`) rather than compute its fires."""
+
+    seconds: tuple[int, ...]
+    minutes: tuple[int, ...]
+    hours: tuple[int, ...]
+    months: tuple[int, ...]
+    days: tuple[int, ...]                   # days of the month (without L)
+    last_day: bool                          # L: the last day of the month
+    any_day: bool                           # day-of-month unrestricted (the day rule, module doc)
+    weekdays: tuple[int, ...]               # 0 = Sunday
+    nth_weekdays: tuple[tuple[int, int], ...]   # (weekday, week 1-5 or 0 = last)
+    any_weekday: bool                       # day-of-week unrestricted
+
+
+def cron_sets(s: Schedule) -> CronSets | None:
+    """The expanded fields of a cron schedule; None for the other kinds."""
+    c = s._cron
+    if s.kind != "cron" or c is None:
+        return None
+
+    def values(table: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(sorted({v for v in table if v >= 0}))
+
+    r = c.rule
+    return CronSets(values(c.ns), values(c.nmi), values(c.nh), values(c.nmo), r.dom, r.dom_last, r.dom_star,
+                    tuple(sorted(r.dow)), r.nth, r.dow_star)
+
+
+def period_ms(s: Schedule) -> int:
+    """The period of an ``@every`` schedule (0 for the other kinds)."""
+    return s._period_ms if s.kind == "every" else 0
+
+
+def at_ms(s: Schedule) -> int:
+    """The instant of an ``at`` schedule (0 for the other kinds)."""
+    return s._at_ms if s.kind == "at" else 0
 
 
 def _restore(spec: str, tz: str, hash_key: str, gap: str = "", fold: str = "") -> Schedule:

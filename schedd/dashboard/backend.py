@@ -25,6 +25,7 @@ from schedd_proto import scheduler_pb2_grpc as pb_grpc
 CALL_TIMEOUT_S = 10.0
 PAGE_SIZES = (25, 50, 100, 200)
 WATCHES = ("jobs", "runs")       # what a page's live stream follows: WatchJobs, WatchExecutions
+RECENT_RUNS = 20                # outcomes per job in the jobs list (ListJobs.recent)
 
 
 class ApiError(Exception):
@@ -87,10 +88,11 @@ class Api:
                                                      for g in r.grants)}
 
     async def jobs(self, token: str, *, team: str = "", state: str = "", text: str = "", after: str = "",
-                   size: int = 50) -> dict[str, Any]:
+                   size: int = 50, pool: str = "") -> dict[str, Any]:
         """One page of jobs the token may read (ListJobs: ordered by name, after `after`; `text`:
-        names containing it)."""
-        req = pb.ListJobsRequest(team=team, state=state, page_token=after, page_size=size, name_contains=text)
+        names containing it), each with its last RECENT_RUNS outcomes (in the same call)."""
+        req = pb.ListJobsRequest(team=team, state=state, page_token=after, page_size=size, name_contains=text,
+                                 pool=pool, recent=RECENT_RUNS)
         r = await self._call(pb_grpc.SchedulerStub(self._ch()).ListJobs, req, token)
         return {"jobs": [job_row(j) for j in r.jobs], "next": r.next_page_token, "total": r.total}
 
@@ -220,7 +222,8 @@ def job_row(j: pb.Job) -> dict[str, Any]:
     return {"name": s.name, "team": s.team, "schedule": s.schedule, "timezone": s.timezone,
             "paused": j.paused, "next_fire_ms": j.next_fire_ms, "last_state": j.last_state,
             "last_scheduled_ms": j.last_scheduled_ms, "last_execution_id": j.last_execution_id,
-            "executions_total": j.executions_total}
+            "executions_total": j.executions_total, "words": j.schedule_words, "pool": s.pool,
+            "recent": [{"id": r.execution_id, "state": r.state, "ms": r.scheduled_ms} for r in j.recent]}
 
 
 def node_row(n: pb.NodeStatus) -> dict[str, Any]:

@@ -8,6 +8,7 @@ it reaches the state only through `Api` (backend.py) with the session's token, n
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
@@ -86,6 +87,18 @@ def may(principal: dict[str, Any], capability: str, resource: str) -> bool:
 def status_of(e: ApiError) -> int:
     return {"PERMISSION_DENIED": 403, "INVALID_ARGUMENT": 400, "NOT_FOUND": 404, "ALREADY_EXISTS": 409,
             "FAILED_PRECONDITION": 409, "RESOURCE_EXHAUSTED": 429}.get(e.code, 503)
+
+
+def page_size(request: web.Request, sizes: tuple[int, ...], default: int) -> int:
+    """The `size` a JSON endpoint was asked for, one of `sizes`; else a 400 saying which."""
+    try:
+        size = int(request.query.get("size", str(default)))
+    except ValueError:
+        size = 0
+    if size not in sizes:
+        raise web.HTTPBadRequest(text=json.dumps({"error": f"size must be one of {', '.join(map(str, sizes))}"}),
+                                 content_type="application/json")
+    return size
 
 
 async def json_answer(request: web.Request, call: Callable[[str], Awaitable[Any]]) -> web.Response:

@@ -13,7 +13,7 @@ from collections.abc import Container
 
 from schedd.core.model import Execution
 from schedd.history import tallies
-from schedd.history.codec import Symbol, decode, state_code
+from schedd.history.codec import Symbol, decode, state_code, state_name
 from schedd.history.schema import ALL_STATES, ROW, WHOLE_STORE
 
 Cursor = tuple[int, str]
@@ -24,6 +24,8 @@ BETWEEN = (f"SELECT {ROW} FROM executions WHERE job = ? AND scheduled_ms BETWEEN
            "ORDER BY scheduled_ms LIMIT ?")
 EXISTS = "SELECT 1 FROM executions WHERE job = ? AND scheduled_ms = ?"
 _LAST = f"SELECT {ROW} FROM executions WHERE job = ? ORDER BY scheduled_ms DESC LIMIT 1"
+_OUTCOMES = ("SELECT scheduled_ms, state FROM executions INDEXED BY executions_by_key WHERE job = ? "
+             "ORDER BY scheduled_ms DESC LIMIT ?")
 
 
 def decoded(row: tuple[object, ...] | None) -> Execution | None:
@@ -38,6 +40,15 @@ def get(conn: sqlite3.Connection, job: str, scheduled_ms: int) -> Execution | No
 
 def last(conn: sqlite3.Connection, job: str) -> Execution | None:
     return decoded(conn.execute(_LAST, (job,)).fetchone())
+
+
+Outcomes = list[tuple[int, str]]       # (scheduled_ms, state) of a job's runs
+
+
+def outcomes(conn: sqlite3.Connection, job: str, n: int) -> Outcomes:
+    """The job's newest `n` (scheduled_ms, state), newest first, from the key index and the
+    state column alone: no body is decoded."""
+    return [(t, state_name(code)) for t, code in conn.execute(_OUTCOMES, (job, n))]
 
 
 def team_of(conn: sqlite3.Connection, job: str) -> str | None:

@@ -410,6 +410,12 @@ class HistoryStore:
         with self._read() as conn:
             return tuple(t for t in times if conn.execute(reads.EXISTS, (job, t)).fetchone() is not None)
 
+    def outcomes(self, jobs: Iterable[str], n: int) -> dict[str, reads.Outcomes]:
+        """Each job's newest `n` (scheduled_ms, state), newest first, in one read transaction:
+        a listing's strip of recent runs costs one index walk per job, no body decoded."""
+        with self._read() as conn:
+            return {job: reads.outcomes(conn, job, n) for job in jobs}
+
     def last(self, job: str) -> Execution | None:
         """The job's newest execution in the store (by scheduled time)."""
         with self._read() as conn:

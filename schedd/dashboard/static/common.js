@@ -18,7 +18,7 @@
     var d = new Date(ms), now = Date.now(), s = Math.round((ms - now) / 1000), a = Math.abs(s), rel;
     if (a < 60) { rel = a + " s"; } else if (a < 3600) { rel = Math.round(a / 60) + " min"; }
     else if (a < 86400) { rel = Math.round(a / 3600) + " h"; } else { rel = Math.round(a / 86400) + " d"; }
-    var cell = el("span", s >= 0 ? "in " + rel : rel + " ago");
+    var cell = el("span", s > 0 ? "in " + rel : rel + " ago");
     cell.title = d.toISOString();
     return cell;
   }
@@ -66,7 +66,10 @@
                        headers: {"Content-Type": "application/json", "Accept": "application/json", "X-CSRF-Token": csrf},
                        body: JSON.stringify(body || {})}).then(function (r) {
       if (r.status === 401) { window.location.assign("/login"); throw new Error("logged out"); }
-      return r.json().then(function (b) { if (!r.ok) { throw new Error(b.error || ("HTTP " + r.status)); } return b; });
+      return r.json().then(function (b) {
+        if (!r.ok) { var e = new Error(b.error || ("HTTP " + r.status)); e.status = r.status; e.code = b.code; throw e; }
+        return b;
+      }, function () { var e = new Error("HTTP " + r.status); e.status = r.status; throw e; });
     });
   }
 
