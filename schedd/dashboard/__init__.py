@@ -11,7 +11,8 @@ holds only an opaque session cookie; the token stays in this node's memory (`ses
 - `backend`: the gRPC calls the pages make, and their answers as plain JSON values.
 - `app`: the aiohttp application: login, logout, static files, CSRF and headers, the pages.
 - `shell`: what the pages share (session lookup, the page shell, JSON answers).
-- `jobs`, `cluster`: one module per page (its routes, HTML and JSON endpoints).
+- `jobs`, `dags`, `cluster`: one module per page (its routes, HTML and JSON endpoints);
+  `dag_graph`: a DAG's layout and SVG (pure).
 - `static/`: our scripts (common.js, one per page) and style.
 
 `schedd.runtime.http` serves it with /metrics, over TLS with the node's certificate.

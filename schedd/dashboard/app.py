@@ -28,7 +28,7 @@ from urllib.parse import quote, urlsplit
 
 from aiohttp import web
 
-from schedd.dashboard import cluster, jobs
+from schedd.dashboard import cluster, dags, jobs
 from schedd.dashboard.backend import Api, ApiError, Unauthenticated
 from schedd.dashboard.sessions import Sessions, same
 from schedd.dashboard.shell import (API, PORT, SECURE, SESSION, cookie_name, page, pre_cookie_name, session_of,
@@ -45,7 +45,7 @@ HEADERS = {
     "Cache-Control": "no-store",
 }
 MAX_TOKEN_CHARS = 512
-PAGES = (jobs, cluster)
+PAGES = (jobs, dags, cluster)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

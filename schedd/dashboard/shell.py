@@ -24,7 +24,7 @@ SECURE: web.AppKey[bool] = web.AppKey("secure", bool)
 PORT: web.AppKey[int] = web.AppKey("port", int)
 
 #: The navigation: (key, path, label, operators only). A page module's `active` key is one of these.
-NAV = (("jobs", "/jobs", "Jobs", False), ("cluster", "/cluster", "Cluster", True))
+NAV = (("jobs", "/jobs", "Jobs", False), ("dags", "/dags", "DAGs", False), ("cluster", "/cluster", "Cluster", True))
 
 
 def cookie_name(request: web.Request) -> str:

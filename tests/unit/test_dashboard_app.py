@@ -36,7 +36,7 @@ class FakeApi:
             raise Unauthenticated("UNAUTHENTICATED", "token expired")
         return {"jobs": [{"name": "j1", "team": kw["team"] or "a"}], "next": "", "total": 1}
 
-    async def cluster(self, token: str) -> dict:
+    async def cluster(self, token: str, with_digest: bool = False) -> dict:
         raise ApiError("PERMISSION_DENIED", "missing capability 'operator'")
 
 
