@@ -118,8 +118,8 @@
         o.value = task;
         return o;
       }));
-      if (keep && v.downstream[keep]) { pick.value = keep; }
-      else if (v.finished.length) {       // a failed task first: what one usually clears
+      if (pick.dataset.chosen && v.downstream[keep]) { pick.value = keep; }   // the person's choice stays
+      else if (v.finished.length) {       // else a failed task first: what one usually clears
         var failed = v.finished.filter(function (t) { return run.tasks[t].state !== "SUCCEEDED"; });
         pick.value = (failed[0] || v.finished[0]);
       }
@@ -147,7 +147,8 @@
     ["", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "UPSTREAM_FAILED", "SKIPPED"].forEach(function (k) {
       legend.appendChild(el("span", said(k)[0] + " " + said(k)[1], "state state-" + (k || "none").toLowerCase()));
     });
-    select.addEventListener("change", function () { load(); });
+    select.addEventListener("change", function () { document.getElementById("clear-task").dataset.chosen = ""; load(); });
+    document.getElementById("clear-task").addEventListener("change", function (e) { e.target.dataset.chosen = "1"; });
     document.getElementById("clear-form").addEventListener("submit", function (e) {
       e.preventDefault();
       var task = document.getElementById("clear-task").value;
