@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -350,7 +350,7 @@ def trail_from_dict(d: Mapping[str, Any]) -> AuditTrail:
 # ---------------------------------------------------------------- reading: filter, and records from their JSON
 
 
-def select(records: Iterable[AuditRecord], *, since_ms: int | None = None, principal: str | None = None,
+def select(records: Sequence[AuditRecord] | deque[AuditRecord], *, since_ms: int | None = None, principal: str | None = None,
            target: str | None = None, action: str | None = None, outcome: Outcome | None = None,
            limit: int | None = None, until_ms: int | None = None, before_seq: int | None = None,
            newest_first: bool = False) -> list[AuditRecord]:

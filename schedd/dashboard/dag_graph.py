@@ -83,10 +83,10 @@ def layout(tasks: Mapping[str, Sequence[str]]) -> dict[str, Placed]:
             row[n] = i
         return ordered
 
-    ups = {n: [u for u in tasks[n] if u in tasks] for n in tasks}
+    upstream = {n: [u for u in tasks[n] if u in tasks] for n in tasks}
     for _ in range(SWEEPS):
         for i in range(1, len(columns)):
-            columns[i] = reorder(columns[i], ups)
+            columns[i] = reorder(columns[i], upstream)
         for i in range(len(columns) - 2, -1, -1):
             columns[i] = reorder(columns[i], down)
     return {n: Placed(layer[n], row[n]) for n in tasks}

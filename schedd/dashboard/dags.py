@@ -157,7 +157,7 @@ async def clear_json(request: web.Request) -> web.Response:
         body = None
     if not isinstance(body, dict) or not isinstance(body.get("task"), str) or not body["task"]:
         return web.json_response({"error": "give the task to clear"}, status=400)
-    run_id = body.get("run_id") if isinstance(body.get("run_id"), str) else ""
-    name, downstream = request.match_info["name"], body.get("downstream") is True
-    return await json_answer(request, lambda token: clear_task(request.app[API], token, name, run_id,
-                                                               body["task"], downstream))
+    given = body.get("run_id")
+    run_id: str = given if isinstance(given, str) else ""
+    name, task, downstream = request.match_info["name"], str(body["task"]), body.get("downstream") is True
+    return await json_answer(request, lambda token: clear_task(request.app[API], token, name, run_id, task, downstream))

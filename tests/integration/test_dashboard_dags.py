@@ -149,6 +149,20 @@ def test_dag_graph_grid_clear_and_cluster_workers_audit(cluster, tmp_path):
         wait_until(audit_rows, timeout=30, what="the admin's records again")
         shot(driver, screens, "cluster")
 
+        # What the page shows, from schedctl and the SDK: the leader changes, the worker's handlers,
+        # the audit trail a page at a time, newest first.
+        [led] = json.loads(schedctl(c, "cluster", "leaders", "-o", "json").stdout)
+        assert led["until_ms"] == 0 and led["node"] == leader[1] and led["term"] == int(leader[0])
+        assert "HANDLERS" in schedctl(c, "worker", "list").stdout
+        newest = json.loads(schedctl(c, "audit", "list", "--principal", admin, "--newest", "--limit", "2",
+                                     "-o", "json").stdout)
+        seqs = [int(r["seq"]) for r in newest]
+        assert len(seqs) == 2 and seqs[0] > seqs[1]
+        with c.client(timeout=30) as cl:
+            assert [(x.node, x.until_ms) for x in cl.leader_changes()] == [(led["node"], 0)]
+            older = cl.audit_list(principal=admin, newest_first=True, limit=2, before_seq=seqs[1]).records
+            assert older and all(r.seq < seqs[1] and r.principal == admin for r in older)
+
         # A read-only token: the DAG and its run, no clear, no cluster page.
         driver.find_element(By.ID, "logout").click()
         wait_until(lambda: "/login" in driver.current_url, timeout=30, what="logged out")
