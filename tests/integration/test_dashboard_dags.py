@@ -130,8 +130,13 @@ def test_dag_graph_grid_clear_and_cluster_workers_audit(cluster, tmp_path):
 
         # The cluster page: the worker with its handlers, and the audit trail filtered by principal.
         driver.find_element(By.ID, "nav-cluster").click()
-        [worker] = wait_until(lambda: table_rows(driver, "workers"), timeout=30, what="the worker")
+        [worker] = wait_until(lambda: [r for r in table_rows(driver, "workers") if r[0] == "w1"], timeout=30,
+                              what="the worker")
         assert worker[0] == "w1" and "shell" in worker[3] and worker[4] == "2", worker
+        driver.find_element(By.ID, "with-digest").click()          # each node's state and history digests
+        digests = wait_until(lambda: [r[9:] for r in table_rows(driver, "nodes") if r[9] != "-"], timeout=30,
+                             what="the digests")
+        assert len(digests) == 3 and all(h.endswith("runs") for _, h in digests), digests
         [leader, *_] = wait_until(lambda: table_rows(driver, "leaders"), timeout=30, what="the leader changes")
         assert leader[3] == "leads now", leader
         wait_until(lambda: table_rows(driver, "audit"), timeout=30, what="audit rows")

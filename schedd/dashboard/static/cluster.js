@@ -7,6 +7,8 @@
 
   function link(href, text) { var a = el("a", text); a.href = href; return a; }
   function short(hash, index) { return hash ? hash.slice(0, 12) + "@" + index : "-"; }
+  // An empty table says so in words, not with a bare header.
+  function fillOr(tbody, rows, empty) { fill(tbody, rows.length ? rows : [[el("span", empty, "hint")]]); }
 
   // ------------------------------------------------------------ nodes and leaders
 
@@ -36,7 +38,7 @@
   function loadWorkers() {
     return fetchJson("/api/cluster/workers").then(function (w) {
       document.getElementById("workers-total").textContent = "(" + w.workers.length + ")";
-      fill(document.querySelector("#workers tbody"), w.workers.map(function (x) {
+      fillOr(document.querySelector("#workers tbody"), w.workers.map(function (x) {
         var running = el("span", x.running.length + " / " + x.slots);
         if (x.running.length) {
           running = el("span");
@@ -48,23 +50,24 @@
         }
         var labels = Object.keys(x.labels).map(function (k) { return k + "=" + x.labels[k]; }).join(", ");
         return [el("span", x.name, "worker-name"), x.pool || "-", labels || "-", x.handlers.join(", ") || "-", x.slots,
-                running, x.draining ? el("span", "draining", "tag") : "ready", when(x.last_heartbeat_ms)];
-      }));
-      fill(document.querySelector("#quotas tbody"), w.quotas.map(function (q) {
+                running, x.draining ? el("span", "draining", "tag") : "ready",
+                when(Math.min(x.last_heartbeat_ms, Date.now()))];   // the leader's clock may run a little ahead
+      }), "No workers connected.");
+      fillOr(document.querySelector("#quotas tbody"), w.quotas.map(function (q) {
         return [q.key, q.limit || "none", q.running, q.limit ? Math.round(q.use * 100) + " %" : "-"];
-      }));
+      }), "No quotas set.");
     });
   }
 
   function loadSla() {
     return fetchJson("/api/cluster/sla").then(function (s) {
       document.getElementById("sla-scope").textContent = "(among the newest " + s.runs_looked_at + " runs)";
-      fill(document.querySelector("#sla tbody"), s.misses.map(function (m) {
+      fillOr(document.querySelector("#sla tbody"), s.misses.map(function (m) {
         var name = m.kind === "dag" ? link("/dags/" + encodeURIComponent(m.name), m.name + " (DAG)")
                                     : link("/jobs/" + encodeURIComponent(m.name), m.name);
         var run = m.kind === "dag" ? el("span", m.id) : link("/runs/" + encodeURIComponent(m.id), m.id);
         return [when(m.time_ms), name, run, stateCell(m.state), el("span", m.message)];
-      }));
+      }), "No SLA missed.");
     });
   }
 
