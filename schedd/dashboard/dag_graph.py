@@ -12,6 +12,7 @@ colour), a symbol, and the state's name in words under the task's name.
 
 from __future__ import annotations
 
+import functools
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -106,15 +107,24 @@ def crossings(tasks: Mapping[str, Sequence[str]], placed: Mapping[str, Placed]) 
 def downstream(tasks: Mapping[str, Sequence[str]], task: str) -> list[str]:
     """`task` and every task that depends on it, transitively, in the tasks' given order: what
     "clear with downstream" runs again (as schedd.core.dags.clear decides it)."""
-    below = {task}
-    changed = True
-    while changed:
-        changed = False
-        for name, ups in tasks.items():
-            if name not in below and any(u in below for u in ups):
-                below.add(name)
-                changed = True
+    down: dict[str, list[str]] = {n: [] for n in tasks}
+    for name, ups in tasks.items():
+        for u in ups:
+            down.setdefault(u, []).append(name)
+    below, todo = {task}, [task]
+    while todo:
+        for d in down.get(todo.pop(), ()):
+            if d not in below:
+                below.add(d)
+                todo.append(d)
     return [n for n in tasks if n in below]
+
+
+@functools.lru_cache(maxsize=64)
+def _layout_of(edges: tuple[tuple[str, tuple[str, ...]], ...]) -> dict[str, Placed]:
+    """`layout`, kept for the graphs drawn lately: a page redraws its graph every few seconds as
+    states change, and a DAG's shape rarely does. (Callers only read the answer.)"""
+    return layout(dict(edges))
 
 
 def _xy(p: Placed) -> tuple[int, int]:
@@ -125,7 +135,7 @@ def svg(tasks: Mapping[str, Sequence[str]], states: Mapping[str, tuple[str, str]
     """The DAG as SVG: `states` maps a task to (state, execution id) in the run shown (missing:
     not run yet); a task that ran links to its run page. Classes carry the colours (the page's
     CSP allows no inline style)."""
-    placed = layout(tasks)
+    placed = _layout_of(tuple((n, tuple(ups)) for n, ups in tasks.items()))
     width = MARGIN * 2 + max((p.layer + 1 for p in placed.values()), default=0) * (NODE_W + GAP_X) - GAP_X
     height = MARGIN * 2 + max((p.row + 1 for p in placed.values()), default=0) * (NODE_H + GAP_Y) - GAP_Y
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="dag-graph" width="{max(width, 0)}" '

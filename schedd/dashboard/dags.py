@@ -17,7 +17,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from schedd.dashboard import dag_graph
-from schedd.dashboard.backend import Api
+from schedd.dashboard.backend import Api, ApiError
 from schedd.dashboard.shell import API, json_answer, may, shell, who
 from schedd_proto import dags_pb2 as dpb
 from schedd_proto import dags_pb2_grpc as dpb_grpc
@@ -30,6 +30,7 @@ def add_routes(router: web.UrlDispatcher) -> None:
     for path, page, answer in (("/dags", dags_page, dags_json), ("/dags/{name}", dag_page, dag_json)):
         router.add_get(path, page)
         router.add_get("/api" + path, answer)
+    router.add_get("/api/dags/{name}/clear", clear_preview_json)      # what a clear would run again
     router.add_post("/api/dags/{name}/clear", clear_json)
 
 
@@ -70,12 +71,16 @@ def dag_view(dag: dpb.Dag, runs: list[dpb.DagRun], shown: str, *, may_clear: boo
     states = {t.task: (t.state, t.execution_id) for t in run.tasks} if run is not None else {}
     title = f"{dag.spec.name}: " + (f"run {run.run_id} ({run.state.lower()})" if run is not None else "not run yet")
     grid_tasks = list(spec_edges(dag.spec))
+    known = set(grid_tasks)
     for r in runs:                   # tasks a run had that the DAG no longer has, after the DAG's own
-        grid_tasks += [t.task for t in r.tasks if t.task not in grid_tasks]
+        for t in r.tasks:
+            if t.task not in known:
+                known.add(t.task)
+                grid_tasks.append(t.task)
     return {"dag": dag_row(dag), "run_id": run.run_id if run is not None else "",
             "run_state": run.state if run is not None else "",
             "svg": dag_graph.svg(edges, states, title=title),
-            "downstream": {t: dag_graph.downstream(edges, t) for t in edges},
+            "run_tasks": list(edges) if run is not None else [],
             "finished": [t.task for t in run.tasks if t.state not in ("PENDING", "SCHEDULED", "RUNNING", "RETRY_WAIT")]
             if run is not None else [],
             "tasks": grid_tasks, "runs": run_columns(runs), "may_clear": may_clear}
@@ -97,6 +102,16 @@ async def view_dag(api: Api, token: str, name: str, shown: str) -> dict[str, Any
     runs = await api._call(_stub(api).ListDagRuns, dpb.ListDagRunsRequest(name=name, limit=RUNS_SHOWN), token)
     principal = await api.whoami(token)
     return dag_view(dag, list(runs.runs), shown, may_clear=may(principal, "trigger", f"team:{dag.spec.team}"))
+
+
+async def clear_preview(api: Api, token: str, name: str, run_id: str, task: str, downstream: bool) -> dict[str, Any]:
+    """What a clear would run again, for the confirmation: the task and (with `downstream`) what
+    depends on it in that run, as schedd.core.dags.clear chooses them (the API decides again)."""
+    run = await api._call(_stub(api).GetDagRun, dpb.GetDagRunRequest(name=name, run_id=run_id), token)
+    edges = run_edges(run)
+    if task not in edges:
+        raise ApiError("NOT_FOUND", f"run {run.run_id} has no task {task!r}")
+    return {"run_id": run.run_id, "tasks": dag_graph.downstream(edges, task) if downstream else [task]}
 
 
 async def clear_task(api: Api, token: str, name: str, run_id: str, task: str, downstream: bool) -> dict[str, Any]:
@@ -148,6 +163,15 @@ async def dag_page(request: web.Request) -> web.Response:
 async def dag_json(request: web.Request) -> web.Response:
     name, shown = request.match_info["name"], request.query.get("run", "")
     return await json_answer(request, lambda token: view_dag(request.app[API], token, name, shown))
+
+
+async def clear_preview_json(request: web.Request) -> web.Response:
+    q = request.query
+    if not q.get("task"):
+        return web.json_response({"error": "give the task to clear"}, status=400)
+    name, run_id, task, downstream = request.match_info["name"], q.get("run", ""), q["task"], q.get("downstream") == "1"
+    return await json_answer(request, lambda token: clear_preview(request.app[API], token, name, run_id, task,
+                                                                  downstream))
 
 
 async def clear_json(request: web.Request) -> web.Response:

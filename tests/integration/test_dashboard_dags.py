@@ -22,7 +22,8 @@ from tests.support.cluster import schedctl
 
 pytestmark = pytest.mark.integration
 
-from selenium.webdriver.common.by import By  # noqa: E402  (after test_dashboard's importorskip)
+from selenium.common.exceptions import NoAlertPresentException  # noqa: E402  (after test_dashboard's importorskip)
+from selenium.webdriver.common.by import By  # noqa: E402
 
 TASKS = ("extract", "transform", "check", "load", "report")
 
@@ -38,6 +39,13 @@ def node_states(driver) -> dict[str, str]:
 def grid_states(driver) -> dict[str, str]:
     return dict(driver.execute_script("return Array.from(document.querySelectorAll('#grid td.cell'))"
                                       ".map(function (td) { return [td.dataset.task, td.dataset.state]; })"))
+
+
+def alert_open(driver):
+    try:
+        return driver.switch_to.alert
+    except NoAlertPresentException:
+        return None
 
 
 def table_rows(driver, table: str) -> list[list[str]]:
@@ -107,7 +115,7 @@ def test_dag_graph_grid_clear_and_cluster_workers_audit(cluster, tmp_path):
         c.flag.write_text("ok")
         assert driver.find_element(By.ID, "clear-task").get_attribute("value") == "transform"
         driver.find_element(By.ID, "clear-button").click()
-        alert = driver.switch_to.alert
+        alert = wait_until(lambda: alert_open(driver), timeout=30, what="the confirmation")
         assert "transform, load, report" in alert.text and "extract" not in alert.text and "check" not in alert.text
         alert.accept()
         wait_until(lambda: "transform, load, report cleared by" in driver.find_element(By.ID, "clear-done").text,

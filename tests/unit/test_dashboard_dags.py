@@ -110,7 +110,7 @@ def test_dag_view_shows_the_chosen_run_and_the_grid_oldest_first():
     assert v["tasks"] == ["a", "b", "gone"]                        # a task the DAG no longer has, last
     assert v["runs"][1]["tasks"]["a"] == {"state": "FAILED", "execution_id": "d:a@run-2", "attempts": 0, "reason": ""}
     assert v["runs"][1]["sla_missed"] and not v["runs"][0]["sla_missed"]
-    assert v["finished"] == ["a"] and v["downstream"]["a"] == ["a", "b"]
+    assert v["finished"] == ["a"] and v["run_tasks"] == ["a", "b"]
     chosen = dags.dag_view(_dag(), [new, old], "run-1", may_clear=True)
     assert chosen["run_id"] == "run-1" and 'data-task="gone"' in chosen["svg"]
     assert dags.dag_view(_dag(), [new, old], "no-such-run", may_clear=True)["run_id"] == "run-2"

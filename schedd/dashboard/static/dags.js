@@ -113,12 +113,12 @@
       if (panel.hidden) { return; }
       var pick = document.getElementById("clear-task"), keep = pick.value;
       var run = v.runs.filter(function (r) { return r.run_id === v.run_id; })[0];
-      pick.replaceChildren.apply(pick, Object.keys(v.downstream).map(function (task) {
+      pick.replaceChildren.apply(pick, v.run_tasks.map(function (task) {
         var o = el("option", task + " (" + said(run && run.tasks[task] ? run.tasks[task].state : "")[1] + ")");
         o.value = task;
         return o;
       }));
-      if (pick.dataset.chosen && v.downstream[keep]) { pick.value = keep; }   // the person's choice stays
+      if (pick.dataset.chosen && v.run_tasks.indexOf(keep) >= 0) { pick.value = keep; }   // the person's choice stays
       else if (v.finished.length) {       // else a failed task first: what one usually clears
         var failed = v.finished.filter(function (t) { return run.tasks[t].state !== "SUCCEEDED"; });
         pick.value = (failed[0] || v.finished[0]);
@@ -155,14 +155,18 @@
       var down = document.getElementById("clear-downstream").checked;
       var err = document.getElementById("clear-error"), done = document.getElementById("clear-done");
       if (!view || !task) { return; }
-      var tasks = down ? view.downstream[task] : [task];
-      if (!window.confirm("Clear " + tasks.length + " task" + (tasks.length > 1 ? "s" : "") + " of run " + view.run_id +
-                          "? They run again: " + tasks.join(", "))) { return; }
+      var runId = view.run_id, q = new URLSearchParams({run: runId, task: task, downstream: down ? "1" : ""});
       err.textContent = "";
       done.textContent = "";
-      S.post(api + "/clear", {run_id: view.run_id, task: task, downstream: down}).then(function (r) {
-        done.textContent = r.cleared || ("cleared " + tasks.join(", "));
-        load();
+      // The server names the tasks the clear would run again; the person confirms them.
+      fetchJson(api + "/clear?" + q.toString()).then(function (p) {
+        var tasks = p.tasks;
+        if (!window.confirm("Clear " + tasks.length + " task" + (tasks.length > 1 ? "s" : "") + " of run " + runId +
+                            "? They run again: " + tasks.join(", "))) { return; }
+        return S.post(api + "/clear", {run_id: runId, task: task, downstream: down}).then(function (r) {
+          done.textContent = r.cleared || ("cleared " + tasks.join(", "));
+          load();
+        });
       }).catch(function (e2) { err.textContent = e2.message; });   // the API's refusal, as it is
     });
     S.follow(load);
