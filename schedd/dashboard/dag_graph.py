@@ -22,6 +22,7 @@ NODE_W, NODE_H = 168, 46          # a node's box
 GAP_X, GAP_Y = 64, 18             # between layers, between nodes of a layer
 MARGIN = 12
 SWEEPS = 4                        # barycentre passes (down then up); more rarely helps
+MAX_WAYPOINTS = 1000              # waypoints of long edges laid out (each is a row in its layer)
 
 #: A state's symbol and words (PENDING and "" say the task has not started in that run).
 STATES: dict[str, tuple[str, str]] = {
@@ -61,36 +62,70 @@ def layers_of(tasks: Mapping[str, Sequence[str]]) -> dict[str, int]:
     return layer
 
 
+Edge = tuple[str, str]          # (upstream task, task)
+
+
+@dataclass(slots=True, frozen=True)
+class Layout:
+    """Each task's place, and for an edge that spans more than one layer, the places it passes
+    through in the layers between (so it is drawn around the boxes there, never under one)."""
+
+    placed: dict[str, Placed]
+    bends: dict[Edge, list[Placed]]
+
+
 def layout(tasks: Mapping[str, Sequence[str]]) -> dict[str, Placed]:
-    """Where each task goes. Rows start from the tasks' given order (topological, as the API
-    lists them), then barycentre sweeps reorder each layer by its neighbours' mean row."""
+    """Where each task goes (`routed`'s places)."""
+    return routed(tasks).placed
+
+
+def routed(tasks: Mapping[str, Sequence[str]]) -> Layout:
+    """The layered layout: layers by longest path; an edge spanning k layers gets k-1 waypoints,
+    which take a row in their layers like a task; rows start from the tasks' given order
+    (topological, as the API lists them), then barycentre sweeps reorder each layer by its
+    neighbours' mean row, down then up."""
     layer = layers_of(tasks)
-    columns: list[list[str]] = [[] for _ in range(1 + max(layer.values(), default=-1))]
-    for name in tasks:
-        columns[layer[name]].append(name)
+    up: dict[str, list[str]] = {n: [] for n in tasks}
     down: dict[str, list[str]] = {n: [] for n in tasks}
-    for name, ups in tasks.items():
-        for u in ups:
-            if u in down:
-                down[u].append(name)
+    chains: dict[Edge, list[str]] = {}
+    edges = [(u, name) for name, ups in tasks.items() for u in ups if u in tasks]
+    budget = MAX_WAYPOINTS                 # shortest spans first; past the budget, edges go straight
+    for u, name in sorted(edges, key=lambda e: layer[e[1]] - layer[e[0]]):
+        span = layer[name] - layer[u] - 1
+        via: list[str] = []
+        if 0 < span <= budget:
+            budget -= span
+            via = [f"\0{u}\0{name}\0{k}" for k in range(layer[u] + 1, layer[name])]
+            for k, w in zip(range(layer[u] + 1, layer[name]), via):
+                layer[w] = k
+                up[w], down[w] = [], []
+        if via:
+            chains[(u, name)] = via
+        path = [u, *via, name]
+        for a, b in zip(path, path[1:]):
+            down[a].append(b)
+            up[b].append(a)
+    columns: list[list[str]] = [[] for _ in range(1 + max(layer.values(), default=-1))]
+    for n in [*tasks, *(w for via in chains.values() for w in via)]:   # tasks in their given order first
+        columns[layer[n]].append(n)
     row = {n: i for col in columns for i, n in enumerate(col)}
 
     def reorder(col: list[str], neighbours: Mapping[str, Sequence[str]]) -> list[str]:
         def key(n: str) -> tuple[float, int]:
-            near = [row[m] for m in neighbours[n] if m in row]
+            near = [row[m] for m in neighbours[n]]
             return (sum(near) / len(near) if near else float(row[n]), row[n])
         ordered = sorted(col, key=key)
         for i, n in enumerate(ordered):
             row[n] = i
         return ordered
 
-    upstream = {n: [u for u in tasks[n] if u in tasks] for n in tasks}
     for _ in range(SWEEPS):
         for i in range(1, len(columns)):
-            columns[i] = reorder(columns[i], upstream)
+            columns[i] = reorder(columns[i], up)
         for i in range(len(columns) - 2, -1, -1):
             columns[i] = reorder(columns[i], down)
-    return {n: Placed(layer[n], row[n]) for n in tasks}
+    return Layout({n: Placed(layer[n], row[n]) for n in tasks},
+                  {e: [Placed(layer[w], row[w]) for w in via] for e, via in chains.items()})
 
 
 def crossings(tasks: Mapping[str, Sequence[str]], placed: Mapping[str, Placed]) -> int:
@@ -121,10 +156,27 @@ def downstream(tasks: Mapping[str, Sequence[str]], task: str) -> list[str]:
 
 
 @functools.lru_cache(maxsize=64)
-def _layout_of(edges: tuple[tuple[str, tuple[str, ...]], ...]) -> dict[str, Placed]:
-    """`layout`, kept for the graphs drawn lately: a page redraws its graph every few seconds as
+def _layout_of(edges: tuple[tuple[str, tuple[str, ...]], ...]) -> Layout:
+    """`routed`, kept for the graphs drawn lately: a page redraws its graph every few seconds as
     states change, and a DAG's shape rarely does. (Callers only read the answer.)"""
-    return layout(dict(edges))
+    return routed(dict(edges))
+
+
+def _edge_path(start: Placed, via: list[Placed], end: Placed) -> str:
+    """An edge from the right side of `start`'s box to the left side of `end`'s, a curve between
+    layers and a straight run across each waypoint's place (where no box is)."""
+    x, y = _xy(start)
+    x, y = x + NODE_W, y + NODE_H // 2
+    d = [f"M{x},{y}"]
+    for p in [*via, end]:
+        nx, ny = _xy(p)
+        ny += NODE_H // 2
+        mid = (x + nx) // 2
+        d.append(f"C{mid},{y} {mid},{ny} {nx},{ny}")
+        x, y = nx + NODE_W, ny
+        if p is not end:
+            d.append(f"L{x},{y}")
+    return " ".join(d)
 
 
 def _xy(p: Placed) -> tuple[int, int]:
@@ -135,9 +187,11 @@ def svg(tasks: Mapping[str, Sequence[str]], states: Mapping[str, tuple[str, str]
     """The DAG as SVG: `states` maps a task to (state, execution id) in the run shown (missing:
     not run yet); a task that ran links to its run page. Classes carry the colours (the page's
     CSP allows no inline style)."""
-    placed = _layout_of(tuple((n, tuple(ups)) for n, ups in tasks.items()))
-    width = MARGIN * 2 + max((p.layer + 1 for p in placed.values()), default=0) * (NODE_W + GAP_X) - GAP_X
-    height = MARGIN * 2 + max((p.row + 1 for p in placed.values()), default=0) * (NODE_H + GAP_Y) - GAP_Y
+    drawn = _layout_of(tuple((n, tuple(ups)) for n, ups in tasks.items()))
+    placed = drawn.placed
+    every = [*placed.values(), *(p for via in drawn.bends.values() for p in via)]
+    width = MARGIN * 2 + max((p.layer + 1 for p in every), default=0) * (NODE_W + GAP_X) - GAP_X
+    height = MARGIN * 2 + max((p.row + 1 for p in every), default=0) * (NODE_H + GAP_Y) - GAP_Y
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="dag-graph" width="{max(width, 0)}" '
            f'height="{max(height, 0)}" viewBox="0 0 {max(width, 0)} {max(height, 0)}" role="img">',
            f"<title>{html.escape(title)}</title>",
@@ -147,11 +201,9 @@ def svg(tasks: Mapping[str, Sequence[str]], states: Mapping[str, tuple[str, str]
         for u in ups:
             if u not in placed:
                 continue
-            (x1, y1), (x2, y2) = _xy(placed[u]), _xy(placed[name])
-            x1, y1, y2 = x1 + NODE_W, y1 + NODE_H // 2, y2 + NODE_H // 2
-            mid = (x1 + x2) // 2
             out.append(f'<path class="edge" data-from="{html.escape(u)}" data-to="{html.escape(name)}" '
-                       f'd="M{x1},{y1} C{mid},{y1} {mid},{y2} {x2},{y2}" marker-end="url(#arrow)"/>')
+                       f'd="{_edge_path(placed[u], drawn.bends.get((u, name), []), placed[name])}" '
+                       'marker-end="url(#arrow)"/>')
     for name, p in placed.items():
         state, execution = states.get(name, ("", ""))
         symbol, words = STATES.get(state, ("•", state.lower().replace("_", " ")))
