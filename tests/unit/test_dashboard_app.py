@@ -145,3 +145,26 @@ def test_the_login_link_carries_the_token_in_the_fragment_only():
     for url, token in (("", "t"), ("ftp://x/", "t"), ("https://x:1/", None)):
         with pytest.raises(DashboardError):
             login_link(url, token)
+
+
+async def test_a_dag_clear_needs_the_csrf_token_and_a_task(client):
+    await login(client)
+    csrf = session_csrf(await (await client.get("/dags/etl")).text())
+    assert (await client.post("/api/dags/etl/clear", json={"task": "load"})).status == 403
+    r = await client.post("/api/dags/etl/clear", json={"run_id": "x"}, headers={"X-CSRF-Token": csrf})
+    assert r.status == 400 and (await r.json())["error"] == "give the task to clear"
+    assert (await client.get("/api/dags/etl/clear?run=x")).status == 400      # the confirmation's preview
+
+
+async def test_the_audit_section_is_for_a_principal_holding_acl(client):
+    await login(client)
+    page = await (await client.get("/cluster")).text()
+    assert 'id="nav-cluster"' in page and 'id="audit-section"' not in page    # an operator without acl
+    r = await client.get("/api/cluster/audit?outcome=maybe")
+    assert r.status == 400 and "outcome must be one of" in (await r.json())["error"]
+    real = client.api.whoami
+
+    async def with_acl(token: str) -> dict:
+        return {**await real(token), "grants": [{"pattern": "cluster", "capabilities": ["operator", "acl"]}]}
+    client.api.whoami = with_acl
+    assert 'id="audit-section"' in await (await client.get("/cluster")).text()
