@@ -157,7 +157,7 @@ async def cluster_page(request: web.Request) -> web.Response:
 <section class="cluster-section"><h2>Quotas</h2>
 <table id="quotas"><thead><tr><th>Quota</th><th>Limit</th><th>Running</th><th>Use</th></tr></thead><tbody></tbody></table></section>
 <section class="cluster-section"><h2>SLA misses <span class="count" id="sla-scope"></span></h2>
-<table id="sla"><thead><tr><th>When</th><th>Job or DAG</th><th>Run</th><th>State</th><th>Detail</th></tr></thead>
+<table id="sla"><thead><tr><th>When</th><th>Job or DAG</th><th>Run</th><th>State now</th><th>Detail</th></tr></thead>
 <tbody></tbody></table></section>
 {audit_section}
 <p class="status" id="status"></p>"""

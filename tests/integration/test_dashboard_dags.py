@@ -4,8 +4,9 @@ a real three-node cluster (TLS and ACL on) with a worker.
 A DAG's graph is drawn before its first run (every task "not run yet"), then with the states of
 a run in which a middle task failed; the grid shows that run; clearing the failed task (and its
 downstream) from the page, after the confirmation names the tasks, reruns them (seen through
-`schedctl dag show`). The cluster page lists the worker, and the audit trail filtered by a
-principal shows that principal's calls only. A read-only token sees the DAG without the clear
+`schedctl dag show`). The cluster page lists the worker, the run's SLA miss, each node's digests
+and the leader, and the audit trail filtered by a principal shows that principal's calls only
+(and the same from `schedctl` and the SDK). A read-only token sees the DAG without the clear
 button. Screenshots are kept in the test's tmp dir (screens/).
 """
 
@@ -63,7 +64,7 @@ def cluster(cluster_factory, tmp_path):
     c.wait_leader(timeout=60)
     c.start_worker("w1", slots=2)
     flag = tmp_path / "transform.ok"
-    doc = {"name": "etl", "team": "a", "tasks": [
+    doc = {"name": "etl", "team": "a", "sla": {"within": "2s"}, "tasks": [   # its failed run misses it
         {"name": "extract", "command": "true"},
         {"name": "transform", "upstream": ["extract"], "command": f"test -f {flag}"},   # fails until the flag
         {"name": "check", "upstream": ["extract"], "command": "true"},
@@ -141,6 +142,9 @@ def test_dag_graph_grid_clear_and_cluster_workers_audit(cluster, tmp_path):
         [worker] = wait_until(lambda: [r for r in table_rows(driver, "workers") if r[0] == "w1"], timeout=30,
                               what="the worker")
         assert worker[0] == "w1" and "shell" in worker[3] and worker[4] == "2", worker
+        [miss] = wait_until(lambda: [r for r in table_rows(driver, "sla") if r[1] == "etl (DAG)"], timeout=30,
+                            what="the DAG run's SLA miss")
+        assert miss[2] == run_id, miss
         driver.find_element(By.ID, "with-digest").click()          # each node's state and history digests
         digests = wait_until(lambda: [r[9:] for r in table_rows(driver, "nodes") if r[9] != "-"], timeout=30,
                              what="the digests")
