@@ -110,6 +110,9 @@ def test_dag_graph_grid_clear_and_cluster_workers_audit(cluster, tmp_path):
         cell = driver.find_element(By.CSS_SELECTOR, '#grid td[data-task="transform"] a')
         assert cell.get_attribute("href").endswith("/runs/" + "etl%3Atransform%40" + run_id.split("@")[1].replace(":", "%3A"))
         assert run_id in driver.find_element(By.ID, "graph-run").text
+        driver.find_element(By.CSS_SELECTOR, f'#grid a.run-pick[data-run="{run_id}"]').click()   # the run, picked
+        wait_until(lambda: driver.current_url.endswith("?run=" + run_id.replace(":", "%3A").replace("@", "%40")),
+                   timeout=30, what="the picked run in the address")
         shot(driver, screens, "dag-failed")
 
         # Clear transform and its downstream from the page: the confirmation names the tasks.

@@ -65,7 +65,8 @@
       fillOr(document.querySelector("#sla tbody"), s.misses.map(function (m) {
         var name = m.kind === "dag" ? link("/dags/" + encodeURIComponent(m.name), m.name + " (DAG)")
                                     : link("/jobs/" + encodeURIComponent(m.name), m.name);
-        var run = m.kind === "dag" ? el("span", m.id) : link("/runs/" + encodeURIComponent(m.id), m.id);
+        var run = m.kind === "dag" ? link("/dags/" + encodeURIComponent(m.name) + "?run=" + encodeURIComponent(m.id), m.id)
+                                   : link("/runs/" + encodeURIComponent(m.id), m.id);
         return [when(m.time_ms), name, run, stateCell(m.state), el("span", m.message)];
       }), "No SLA missed.");
     });

@@ -23,7 +23,10 @@
         fill(document.querySelector("#dags tbody"), body.dags.map(function (d) {
           return [link("/dags/" + encodeURIComponent(d.name), d.name, "dag-name"), d.team,
                   (d.schedule || "on demand") + (d.timezone ? " (" + d.timezone + ")" : ""), d.tasks,
-                  when(d.next_fire_ms), d.last_run_id || "-", d.last_run_state ? stateCell(d.last_run_state) : "not run yet",
+                  when(d.next_fire_ms),
+                  d.last_run_id ? link("/dags/" + encodeURIComponent(d.name) + "?run=" + encodeURIComponent(d.last_run_id),
+                                       d.last_run_id) : "-",
+                  d.last_run_state ? stateCell(d.last_run_state) : "not run yet",
                   d.runs_total];
         }));
         status("updated " + new Date().toLocaleTimeString());
@@ -38,6 +41,14 @@
     var api = document.querySelector('meta[name="dag-api"]').content;
     var select = document.getElementById("run-select");
     var shownSvg = "", view = null;
+    var shown = new URLSearchParams(window.location.search).get("run") || "";   // "": the newest run
+
+    function show(runId) {           // the run the graph and the clear are of, kept in the address
+      shown = runId;
+      window.history.replaceState(null, "", window.location.pathname + (runId ? "?run=" + encodeURIComponent(runId) : ""));
+      document.getElementById("clear-task").dataset.chosen = "";
+      load();
+    }
 
     function drawGraph(svgText) {
       if (svgText === shownSvg) { return; }
@@ -48,7 +59,6 @@
     }
 
     function drawRuns(v) {
-      var keep = select.value;
       var options = [el("option", "newest")];
       options[0].value = "";
       v.runs.slice().reverse().forEach(function (r) {
@@ -57,7 +67,8 @@
         options.push(o);
       });
       select.replaceChildren.apply(select, options);
-      select.value = keep;
+      select.value = shown;
+      if (select.value !== shown) { select.value = ""; }    // a run pruned since: the newest is shown
     }
 
     function drawGrid(v) {
@@ -75,7 +86,7 @@
                      "run-pick state-" + r.state.toLowerCase());
         a.title = r.run_id + ": " + s[1] + (r.sla_missed ? " (SLA missed)" : "");
         a.dataset.run = r.run_id;
-        a.addEventListener("click", function (e) { e.preventDefault(); select.value = r.run_id; load(); });
+        a.addEventListener("click", function (e) { e.preventDefault(); show(r.run_id); });
         th.appendChild(a);
         if (r.run_id === v.run_id) { th.className += " shown"; }
         head.appendChild(th);
@@ -126,7 +137,7 @@
     }
 
     function load() {
-      var q = select.value ? "?run=" + encodeURIComponent(select.value) : "";
+      var q = shown ? "?run=" + encodeURIComponent(shown) : "";
       return fetchJson(api + q).then(function (v) {
         view = v;
         var d = v.dag;
@@ -147,7 +158,7 @@
     ["", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "UPSTREAM_FAILED", "SKIPPED"].forEach(function (k) {
       legend.appendChild(el("span", said(k)[0] + " " + said(k)[1], "state state-" + (k || "none").toLowerCase()));
     });
-    select.addEventListener("change", function () { document.getElementById("clear-task").dataset.chosen = ""; load(); });
+    select.addEventListener("change", function () { show(select.value); });
     document.getElementById("clear-task").addEventListener("change", function (e) { e.target.dataset.chosen = "1"; });
     document.getElementById("clear-form").addEventListener("submit", function (e) {
       e.preventDefault();
