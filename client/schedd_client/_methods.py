@@ -359,13 +359,16 @@ class AclMixin(BlockingTransport):
 
     def audit_list(
         self, *, since_ms: int = 0, principal: str = "", target: str = "", action: str = "", outcome: str = "",
-        limit: int = 0, address: str | None = None,
+        limit: int = 0, address: str | None = None, until_ms: int = 0, newest_first: bool = False,
+        before_seq: int = 0,
     ) -> apb.ListAuditResponse:
         """Audit records matching every filter given, oldest first, from one node's replica
-        (``address``: that node; default: any)."""
+        (``address``: that node; default: any). ``until_ms``: before that time only;
+        ``newest_first``: newest first, so ``limit`` keeps the newest; ``before_seq``: records
+        with a lower seq only (the next page: the last page's lowest seq)."""
         return self._run(_acl.audit_list(
             since_ms=since_ms, principal=principal, target=target, action=action, outcome=outcome,
-            limit=limit, address=address
+            limit=limit, address=address, until_ms=until_ms, newest_first=newest_first, before_seq=before_seq
         ))
 
     def audit_verify(self, *, address: str | None = None) -> apb.VerifyAuditResponse:
@@ -406,6 +409,11 @@ class ClusterMixin(BlockingTransport):
         ``with_digest``: each node also hashes its whole state (``state_digest`` at ``digest_index``;
         equal digests at equal indexes mean equal replicas), which costs O(state) on every node."""
         return self._run(_plans.cluster_status(stale_ok=stale_ok, with_digest=with_digest))
+
+    def leader_changes(self, *, stale_ok: bool = False) -> list[_plans.LeaderChange]:
+        """The cluster's recent leader changes, newest first: each node's record of the terms it
+        led (node, term, since_ms, until_ms; 0 while it still leads), since that node started."""
+        return self._run(_plans.leader_changes(stale_ok=stale_ok))
 
     def node_info(self, address: str, *, with_digest: bool = False) -> pb.NodeStatus:
         """The status of the node at ``address`` itself: no failover to another node."""
@@ -756,13 +764,16 @@ class AsyncAclMixin(AsyncTransport):
 
     async def audit_list(
         self, *, since_ms: int = 0, principal: str = "", target: str = "", action: str = "", outcome: str = "",
-        limit: int = 0, address: str | None = None,
+        limit: int = 0, address: str | None = None, until_ms: int = 0, newest_first: bool = False,
+        before_seq: int = 0,
     ) -> apb.ListAuditResponse:
         """Audit records matching every filter given, oldest first, from one node's replica
-        (``address``: that node; default: any)."""
+        (``address``: that node; default: any). ``until_ms``: before that time only;
+        ``newest_first``: newest first, so ``limit`` keeps the newest; ``before_seq``: records
+        with a lower seq only (the next page: the last page's lowest seq)."""
         return await self._run(_acl.audit_list(
             since_ms=since_ms, principal=principal, target=target, action=action, outcome=outcome,
-            limit=limit, address=address
+            limit=limit, address=address, until_ms=until_ms, newest_first=newest_first, before_seq=before_seq
         ))
 
     async def audit_verify(self, *, address: str | None = None) -> apb.VerifyAuditResponse:
@@ -803,6 +814,11 @@ class AsyncClusterMixin(AsyncTransport):
         ``with_digest``: each node also hashes its whole state (``state_digest`` at ``digest_index``;
         equal digests at equal indexes mean equal replicas), which costs O(state) on every node."""
         return await self._run(_plans.cluster_status(stale_ok=stale_ok, with_digest=with_digest))
+
+    async def leader_changes(self, *, stale_ok: bool = False) -> list[_plans.LeaderChange]:
+        """The cluster's recent leader changes, newest first: each node's record of the terms it
+        led (node, term, since_ms, until_ms; 0 while it still leads), since that node started."""
+        return await self._run(_plans.leader_changes(stale_ok=stale_ok))
 
     async def node_info(self, address: str, *, with_digest: bool = False) -> pb.NodeStatus:
         """The status of the node at ``address`` itself: no failover to another node."""

@@ -284,6 +284,28 @@ def cluster_status(*, stale_ok: bool = False, with_digest: bool = False) -> Plan
     return _single(Call("cluster", "Status", request, stale_ok=stale_ok), pb.ClusterStatus)
 
 
+@dataclass(frozen=True, slots=True)
+class LeaderChange:
+    """A term one node led (``leader_changes``); ``until_ms`` 0: it still leads."""
+
+    node: str
+    term: int
+    since_ms: int
+    until_ms: int
+
+
+def leader_changes(*, stale_ok: bool = False) -> Plan[list[LeaderChange]]:
+    """Every node's record of the terms it led (NodeStatus.leader_terms), newest first: the
+    cluster's recent leader changes, as far as the nodes answering remember them."""
+    def result(responses: list[Message]) -> list[LeaderChange]:
+        status = responses[0]
+        assert isinstance(status, pb.ClusterStatus)
+        rows = [LeaderChange(n.id, t.term, t.since_ms, t.until_ms) for n in status.nodes for t in n.leader_terms]
+        return sorted(rows, key=lambda c: (c.since_ms, c.term), reverse=True)
+
+    return Plan([Call("cluster", "Status", pb.ClusterStatusRequest(), stale_ok=stale_ok)], result)
+
+
 def node_info(address: str, *, with_digest: bool = False) -> Plan[pb.NodeStatus]:
     request = pb.NodeInfoRequest(with_digest=with_digest)
     return _single(Call("cluster", "NodeInfo", request, address=address), pb.NodeStatus)

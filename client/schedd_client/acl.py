@@ -121,9 +121,11 @@ def acl_set_anonymous(policy: str) -> Plan[apb.SetAnonymousResponse]:
 
 
 def audit_list(*, since_ms: int = 0, principal: str = "", target: str = "", action: str = "", outcome: str = "",
-               limit: int = 0, address: str | None = None) -> Plan[apb.ListAuditResponse]:
+               limit: int = 0, address: str | None = None, until_ms: int = 0, newest_first: bool = False,
+               before_seq: int = 0) -> Plan[apb.ListAuditResponse]:
     request = apb.ListAuditRequest(since_ms=since_ms, principal=principal, target=target, action=action,
-                                   outcome=outcome, limit=limit)
+                                   outcome=outcome, limit=limit, until_ms=until_ms, newest_first=newest_first,
+                                   before_seq=before_seq)
     return _single(_audit("List", request, address=address), apb.ListAuditResponse)
 
 

@@ -8,7 +8,8 @@ audit trail. The SDK methods and the audit file helpers are in ``schedd_client.a
     acl role create NAME --policy P ... [--description D]
     acl token create [--role R ...] [--policy P ...] [--ttl 30d] [--worker --max-slots N]
     acl policy|role|token list | get NAME | delete NAME
-    audit list [--since 1h] [--principal P] [--target T] [--action A] [--outcome O] [--limit N]
+    audit list [--since 1h] [--until 10m] [--principal P] [--target T] [--action A] [--outcome O] [--limit N]
+               [--newest [--before-seq SEQ]]   newest first, a page at a time
     audit verify [FILE]                   the chain of each node's trail, or of an exported file
     audit export [--file PATH]            JSON lines (anchor first), for `audit verify FILE`
     audit config --max-age 30d --max-records N
@@ -93,6 +94,10 @@ def add_commands(groups: Any, command: Any, time_arg: Any) -> None:
     for flag in ("principal", "target", "action", "outcome"):
         listing.add_argument(f"--{flag}", default="")
     listing.add_argument("--limit", type=_count(0), default=0, metavar="N")
+    listing.add_argument("--until", type=time_arg, default=None, metavar="T", help="before this time (10m, or RFC 3339)")
+    listing.add_argument("--newest", action="store_true", help="newest first (with --limit: the newest N)")
+    listing.add_argument("--before-seq", type=_count(0), default=0, metavar="SEQ",
+                         help="records with a lower seq only (the next page of --newest)")
     verify = command(audit, "verify", audit_verify,
                      "check the hash chain of every node's trail, or of an exported FILE")
     verify.add_argument("file", nargs="?", default="", metavar="FILE")
@@ -207,8 +212,10 @@ ACL_DELETE = {k: _delete(k) for k in ACL_CREATE}
 def audit_list(cmd: Any) -> None:
     a = cmd.args
     since = a.since(cmd.clock()) if a.since is not None else 0
+    until = a.until(cmd.clock()) if a.until is not None else 0
     out = cmd.client.audit_list(since_ms=since, principal=a.principal, target=a.target, action=a.action,
-                                outcome=a.outcome, limit=a.limit)
+                                outcome=a.outcome, limit=a.limit, until_ms=until, newest_first=a.newest,
+                                before_seq=a.before_seq)
     cmd.emit([to_dict(r) for r in out.records], lambda: _table(
         ("SEQ", "TIME", "PRINCIPAL", "SOURCE", "ACTION", "TARGET", "OUTCOME", "INDEX", "DETAIL"),
         [(r.seq, format_time(r.time_ms), r.principal, r.source, r.action, r.target, r.outcome,

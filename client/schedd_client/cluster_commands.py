@@ -31,16 +31,26 @@ def worker_list(cmd: Invocation) -> None:
 def workers_table(cmd: Invocation, workers: list[pb.WorkerInfo]) -> str:
     """`worker list`'s table (also what `worker list --watch` redraws)."""
     return _table(
-            ("NAME", "SLOTS", "RUNNING", "POOL", "LABELS", "STATE", "CONNECTED", "LAST HEARTBEAT"),
+            ("NAME", "SLOTS", "RUNNING", "POOL", "LABELS", "HANDLERS", "STATE", "CONNECTED", "LAST HEARTBEAT"),
             [
                 (w.name, w.slots, len(w.running), w.pool or "-",
-                 ",".join(f"{k}={v}" for k, v in sorted(w.labels.items())) or "-",
+                 ",".join(f"{k}={v}" for k, v in sorted(w.labels.items())) or "-", ",".join(w.handlers) or "-",
                  "draining" if w.draining else "ready", cmd.when(w.connected_ms),
                  cmd.when(w.last_heartbeat_ms))  # fmt: skip
                 for w in workers
             ],
             empty="No workers connected.",
         ) + ("".join(f"\n  {w.name}: {', '.join(w.running)}" for w in workers if w.running))
+
+
+def leader_list(cmd: Invocation) -> None:
+    """``cluster leaders``: the terms each node led since it started, newest first."""
+    changes = cmd.client.leader_changes(stale_ok=cmd.args.stale)
+    cmd.emit([{"node": c.node, "term": c.term, "since_ms": c.since_ms, "until_ms": c.until_ms} for c in changes],
+             lambda: _table(("TERM", "LEADER", "SINCE", "UNTIL"),
+                            [(c.term, c.node, cmd.when(c.since_ms), cmd.when(c.until_ms) if c.until_ms else "(leads)")
+                             for c in changes],
+                            empty="No leader recorded (each node remembers the terms it led since it started)."))
 
 
 def cluster_status(cmd: Invocation) -> None:

@@ -27,6 +27,7 @@
     dag show NAME [--run ID]      the graph with each task's state in a run (default: the newest)
     dag runs NAME [--limit N] | dag list | dag get NAME | dag delete NAME
     cluster status                leader, term and every node's Raft progress, the membership
+    cluster leaders               the recent leader changes: which node led which term, from when to when
     cluster add-node|remove-node|replace-node ...   membership changes (schedd_client.membership_commands)
     cluster snapshot save FILE    a consistent snapshot from the leader (restore: `schedd restore`)
     acl bootstrap | whoami        the first management token (once) | who your token is
@@ -325,6 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--digest", action="store_true",
                         help="each node's state digest at its applied index (equal on converged replicas; "
                              "costs a pass over the state on every node)")
+    command(cluster, "leaders", cluster_commands.leader_list, "the recent leader changes (each node's own record)")
     membership_commands.add_commands(cluster, command)   # add-node, remove-node, replace-node
     backup.add_commands(cluster, command)          # cluster snapshot save FILE
     dag_commands.add_commands(groups, command)     # dag apply|run|show|runs|list|get|delete

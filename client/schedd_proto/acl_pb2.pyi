@@ -199,20 +199,26 @@ class AuditRecord(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., source: _Optional[str] = ..., action: _Optional[str] = ..., target: _Optional[str] = ..., outcome: _Optional[str] = ..., request_id: _Optional[str] = ..., log_index: _Optional[int] = ..., detail: _Optional[str] = ..., suppressed: _Optional[int] = ..., hash: _Optional[str] = ...) -> None: ...
 
 class ListAuditRequest(_message.Message):
-    __slots__ = ("since_ms", "principal", "target", "action", "outcome", "limit")
+    __slots__ = ("since_ms", "principal", "target", "action", "outcome", "limit", "until_ms", "newest_first", "before_seq")
     SINCE_MS_FIELD_NUMBER: _ClassVar[int]
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_FIRST_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
     since_ms: int
     principal: str
     target: str
     action: str
     outcome: str
     limit: int
-    def __init__(self, since_ms: _Optional[int] = ..., principal: _Optional[str] = ..., target: _Optional[str] = ..., action: _Optional[str] = ..., outcome: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    until_ms: int
+    newest_first: bool
+    before_seq: int
+    def __init__(self, since_ms: _Optional[int] = ..., principal: _Optional[str] = ..., target: _Optional[str] = ..., action: _Optional[str] = ..., outcome: _Optional[str] = ..., limit: _Optional[int] = ..., until_ms: _Optional[int] = ..., newest_first: _Optional[bool] = ..., before_seq: _Optional[int] = ...) -> None: ...
 
 class ListAuditResponse(_message.Message):
     __slots__ = ("records", "anchor_seq", "anchor_hash", "head", "answered_by")

@@ -823,7 +823,7 @@ class LeaderBatch(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[LeaderMessage, _Mapping]]] = ...) -> None: ...
 
 class WorkerInfo(_message.Message):
-    __slots__ = ("name", "slots", "pool", "labels", "running", "connected_ms", "last_heartbeat_ms", "draining", "peer")
+    __slots__ = ("name", "slots", "pool", "labels", "running", "connected_ms", "last_heartbeat_ms", "draining", "peer", "handlers")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -840,6 +840,7 @@ class WorkerInfo(_message.Message):
     LAST_HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
     DRAINING_FIELD_NUMBER: _ClassVar[int]
     PEER_FIELD_NUMBER: _ClassVar[int]
+    HANDLERS_FIELD_NUMBER: _ClassVar[int]
     name: str
     slots: int
     pool: str
@@ -849,7 +850,8 @@ class WorkerInfo(_message.Message):
     last_heartbeat_ms: int
     draining: bool
     peer: str
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., running: _Optional[_Iterable[str]] = ..., connected_ms: _Optional[int] = ..., last_heartbeat_ms: _Optional[int] = ..., draining: _Optional[bool] = ..., peer: _Optional[str] = ...) -> None: ...
+    handlers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., running: _Optional[_Iterable[str]] = ..., connected_ms: _Optional[int] = ..., last_heartbeat_ms: _Optional[int] = ..., draining: _Optional[bool] = ..., peer: _Optional[str] = ..., handlers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListWorkersRequest(_message.Message):
     __slots__ = ()
@@ -862,7 +864,7 @@ class ListWorkersResponse(_message.Message):
     def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("id", "raft_address", "grpc_address", "role", "term", "commit_index", "applied_index", "lag", "has_quorum", "state_hash", "uptime_seconds", "error", "leader_epoch", "state_digest", "digest_index", "at_digest", "replicas", "writable", "not_writable_reason", "version", "protocol", "entry_codec", "max_feature_level", "feature_level", "snapshot_formats", "snapshot_format", "tzdata", "croniter", "halted", "members", "membership_source", "membership_change", "config_disagreement", "learners", "dispatch_backlog", "dispatch_lag_ms", "accepts_pings_ms", "leader_grpc_address", "history_digest", "history_index", "history_rows", "history_gap", "unserved_pools")
+    __slots__ = ("id", "raft_address", "grpc_address", "role", "term", "commit_index", "applied_index", "lag", "has_quorum", "state_hash", "uptime_seconds", "error", "leader_epoch", "state_digest", "digest_index", "at_digest", "replicas", "writable", "not_writable_reason", "version", "protocol", "entry_codec", "max_feature_level", "feature_level", "snapshot_formats", "snapshot_format", "tzdata", "croniter", "halted", "members", "membership_source", "membership_change", "config_disagreement", "learners", "dispatch_backlog", "dispatch_lag_ms", "accepts_pings_ms", "leader_grpc_address", "history_digest", "history_index", "history_rows", "history_gap", "unserved_pools", "leader_terms")
     ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -906,6 +908,7 @@ class NodeStatus(_message.Message):
     HISTORY_ROWS_FIELD_NUMBER: _ClassVar[int]
     HISTORY_GAP_FIELD_NUMBER: _ClassVar[int]
     UNSERVED_POOLS_FIELD_NUMBER: _ClassVar[int]
+    LEADER_TERMS_FIELD_NUMBER: _ClassVar[int]
     id: str
     raft_address: str
     grpc_address: str
@@ -949,7 +952,8 @@ class NodeStatus(_message.Message):
     history_rows: int
     history_gap: str
     unserved_pools: _containers.RepeatedCompositeFieldContainer[UnservedPool]
-    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., uptime_seconds: _Optional[int] = ..., error: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., at_digest: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., writable: _Optional[bool] = ..., not_writable_reason: _Optional[str] = ..., version: _Optional[str] = ..., protocol: _Optional[int] = ..., entry_codec: _Optional[int] = ..., max_feature_level: _Optional[int] = ..., feature_level: _Optional[int] = ..., snapshot_formats: _Optional[_Iterable[int]] = ..., snapshot_format: _Optional[int] = ..., tzdata: _Optional[str] = ..., croniter: _Optional[str] = ..., halted: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., membership_source: _Optional[str] = ..., membership_change: _Optional[str] = ..., config_disagreement: _Optional[str] = ..., learners: _Optional[int] = ..., dispatch_backlog: _Optional[int] = ..., dispatch_lag_ms: _Optional[int] = ..., accepts_pings_ms: _Optional[int] = ..., leader_grpc_address: _Optional[str] = ..., history_digest: _Optional[str] = ..., history_index: _Optional[int] = ..., history_rows: _Optional[int] = ..., history_gap: _Optional[str] = ..., unserved_pools: _Optional[_Iterable[_Union[UnservedPool, _Mapping]]] = ...) -> None: ...
+    leader_terms: _containers.RepeatedCompositeFieldContainer[LeaderTerm]
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., uptime_seconds: _Optional[int] = ..., error: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., at_digest: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., writable: _Optional[bool] = ..., not_writable_reason: _Optional[str] = ..., version: _Optional[str] = ..., protocol: _Optional[int] = ..., entry_codec: _Optional[int] = ..., max_feature_level: _Optional[int] = ..., feature_level: _Optional[int] = ..., snapshot_formats: _Optional[_Iterable[int]] = ..., snapshot_format: _Optional[int] = ..., tzdata: _Optional[str] = ..., croniter: _Optional[str] = ..., halted: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., membership_source: _Optional[str] = ..., membership_change: _Optional[str] = ..., config_disagreement: _Optional[str] = ..., learners: _Optional[int] = ..., dispatch_backlog: _Optional[int] = ..., dispatch_lag_ms: _Optional[int] = ..., accepts_pings_ms: _Optional[int] = ..., leader_grpc_address: _Optional[str] = ..., history_digest: _Optional[str] = ..., history_index: _Optional[int] = ..., history_rows: _Optional[int] = ..., history_gap: _Optional[str] = ..., unserved_pools: _Optional[_Iterable[_Union[UnservedPool, _Mapping]]] = ..., leader_terms: _Optional[_Iterable[_Union[LeaderTerm, _Mapping]]] = ...) -> None: ...
 
 class MemberInfo(_message.Message):
     __slots__ = ("id", "raft_address", "grpc_address", "voter")
@@ -1092,3 +1096,13 @@ class RunOutcome(_message.Message):
     scheduled_ms: int
     state: str
     def __init__(self, execution_id: _Optional[str] = ..., scheduled_ms: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
+
+class LeaderTerm(_message.Message):
+    __slots__ = ("term", "since_ms", "until_ms")
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
+    term: int
+    since_ms: int
+    until_ms: int
+    def __init__(self, term: _Optional[int] = ..., since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ...) -> None: ...

@@ -273,7 +273,9 @@ class AuditService(_Writes, apb_grpc.AuditServicer):
             trail = self.node.state.audit
             rows = U.select(trail.records, since_ms=request.since_ms or None, principal=request.principal or None,
                             target=request.target or None, action=request.action or None,
-                            outcome=request.outcome or None, limit=request.limit or None)  # type: ignore[arg-type]
+                            outcome=request.outcome or None, limit=request.limit or None,  # type: ignore[arg-type]
+                            until_ms=request.until_ms or None, before_seq=request.before_seq or None,
+                            newest_first=request.newest_first)
             anchor, head = trail.anchor, trail.head
         return apb.ListAuditResponse(records=[record_to_pb(r) for r in rows], anchor_seq=anchor.next_seq,
                                      anchor_hash=anchor.hash, head=head, answered_by=self.node.cfg.node_id)

@@ -1056,8 +1056,10 @@ class ClusterService(pb_grpc.ClusterServicer):
     NodeInfo, so it works during an election and shows unreachable nodes."""
 
     def __init__(self, node: RaftNode, router: Router, replicas, clock: Clock,
-                 load: DispatchLoad | None = None, accepts_pings_ms: int = 0) -> None:
+                 load: DispatchLoad | None = None, accepts_pings_ms: int = 0,
+                 leader_terms: Callable[[], Iterable[tuple[int, int, int]]] | None = None) -> None:
         self.node, self.router = node, router
+        self.leader_terms = leader_terms  # the terms this node led (schedd.runtime.leader_terms)
         self.accepts_pings_ms = accepts_pings_ms   # what the server accepts (NodeStatus.accepts_pings_ms)
         self.replicas = replicas          # a ReplicaWatch (schedd/runtime/replica_watch.py)
         self.clock = clock
@@ -1091,6 +1093,8 @@ class ClusterService(pb_grpc.ClusterServicer):
                 getattr(info, key).extend(value)
             else:
                 setattr(info, key, value)
+        if self.leader_terms is not None:
+            info.leader_terms.extend(pb.LeaderTerm(term=t, since_ms=a, until_ms=b) for t, a, b in self.leader_terms())
         if self.load is not None and st.role == "leader":
             info.dispatch_backlog, info.dispatch_lag_ms = self.load.backlog, self.load.lag_ms
             info.unserved_pools.extend(pb.UnservedPool(pool=p, runs=n) for p, n in sorted(self.load.unserved.items()))

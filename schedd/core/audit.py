@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -350,15 +350,19 @@ def trail_from_dict(d: Mapping[str, Any]) -> AuditTrail:
 # ---------------------------------------------------------------- reading: filter, and records from their JSON
 
 
-def select(records: Iterable[AuditRecord], *, since_ms: int | None = None, principal: str | None = None,
+def select(records: Sequence[AuditRecord] | deque[AuditRecord], *, since_ms: int | None = None, principal: str | None = None,
            target: str | None = None, action: str | None = None, outcome: Outcome | None = None,
-           limit: int | None = None) -> list[AuditRecord]:
-    """Records matching every given filter (exact matches), oldest first, at most `limit`."""
+           limit: int | None = None, until_ms: int | None = None, before_seq: int | None = None,
+           newest_first: bool = False) -> list[AuditRecord]:
+    """Records matching every given filter (exact matches; `until_ms` and `before_seq`
+    exclusive), oldest first (or newest first), at most `limit`: a page of a long trail is
+    `newest_first` with `before_seq` the last page's lowest seq."""
     out: list[AuditRecord] = []
-    for r in records:
+    for r in (reversed(records) if newest_first else records):
         if (since_ms is not None and r.time_ms < since_ms) or (principal is not None and r.principal != principal) \
                 or (target is not None and r.target != target) or (action is not None and r.action != action) \
-                or (outcome is not None and r.outcome != outcome):
+                or (outcome is not None and r.outcome != outcome) \
+                or (until_ms is not None and r.time_ms >= until_ms) or (before_seq is not None and r.seq >= before_seq):
             continue
         out.append(r)
         if limit is not None and len(out) >= limit:

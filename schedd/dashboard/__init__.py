@@ -13,8 +13,9 @@ holds only an opaque session cookie; the token stays in this node's memory (`ses
 - `backend`: the gRPC calls the pages make, and their answers as plain JSON values.
 - `app`: the aiohttp application: login, logout, static files, CSRF and headers, the pages.
 - `shell`: what the pages share (session lookup, the page shell, JSON answers).
-- `jobs`, `job`, `cluster`, `run`: one module per page (its routes, HTML and JSON endpoints);
-  `timeline`: the job page's ledger of instants drawn as SVG (pure).
+- `jobs`, `job`, `dags`, `cluster`, `run`: one module per page (its routes, HTML and JSON
+  endpoints); `timeline`: the job page's ledger of instants drawn as SVG, `dag_graph`: a DAG's
+  layout and SVG (both pure).
 - `live`: the server-sent event streams that keep pages current (fed by the API's watches) and
   carry a run's log (the API's log stream), bounded per session and closed with the browser.
 - `static/`: our scripts (common.js, one per page) and style.

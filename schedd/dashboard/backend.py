@@ -96,12 +96,14 @@ class Api:
         r = await self._call(pb_grpc.SchedulerStub(self._ch()).ListJobs, req, token)
         return {"jobs": [job_row(j) for j in r.jobs], "next": r.next_page_token, "total": r.total}
 
-    async def cluster(self, token: str) -> dict[str, Any]:
-        """The cluster as this node sees it (Cluster.Status: needs `operator`)."""
-        r = await self._call(pb_grpc.ClusterStub(self._ch()).Status, pb.ClusterStatusRequest(), token)
+    async def cluster(self, token: str, with_digest: bool = False) -> dict[str, Any]:
+        """The cluster as this node sees it (Cluster.Status: needs `operator`); `with_digest`:
+        each node's state and history digests too (a pass over the state on every node)."""
+        r = await self._call(pb_grpc.ClusterStub(self._ch()).Status, pb.ClusterStatusRequest(with_digest=with_digest),
+                             token)
         return {"leader": r.leader_id, "term": r.term, "commit_index": r.commit_index, "jobs": r.jobs,
                 "answered_by": r.answered_by, "warnings": list(r.warnings), "feature_level": r.feature_level,
-                "nodes": [node_row(n) for n in r.nodes]}
+                "nodes": [node_row(n) for n in r.nodes], "leader_changes": leader_changes(r)}
 
 
     async def run(self, token: str, run_id: str) -> dict[str, Any]:
@@ -230,4 +232,14 @@ def node_row(n: pb.NodeStatus) -> dict[str, Any]:
     return {"id": n.id, "grpc_address": n.grpc_address, "role": n.role, "term": n.term,
             "commit_index": n.commit_index, "applied_index": n.applied_index, "lag": n.lag,
             "version": n.version, "feature_level": n.feature_level, "writable": n.writable,
-            "error": n.error, "uptime_seconds": n.uptime_seconds}
+            "error": n.error, "uptime_seconds": n.uptime_seconds,
+            "state_digest": n.state_digest, "digest_index": n.digest_index, "history_digest": n.history_digest,
+            "history_index": n.history_index, "history_rows": n.history_rows, "history_gap": n.history_gap}
+
+
+def leader_changes(status: pb.ClusterStatus) -> list[dict[str, Any]]:
+    """Every node's record of the terms it led (NodeStatus.leader_terms), newest first (as
+    `schedctl cluster leaders` shows them)."""
+    rows = [{"node": n.id, "term": t.term, "since_ms": t.since_ms, "until_ms": t.until_ms}
+            for n in status.nodes for t in n.leader_terms]
+    return sorted(rows, key=lambda c: (c["since_ms"], c["term"]), reverse=True)

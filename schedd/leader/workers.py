@@ -127,7 +127,8 @@ class WorkerConn:
     def info(self) -> pb.WorkerInfo:
         return pb.WorkerInfo(name=self.name, slots=self.slots, pool=self.pool, labels=self.labels,
                              running=sorted(self.running.values()), connected_ms=self.connected_ms,
-                             last_heartbeat_ms=self.last_heartbeat_ms, draining=self.draining, peer=self.peer)
+                             last_heartbeat_ms=self.last_heartbeat_ms, draining=self.draining, peer=self.peer,
+                             handlers=sorted(self.kinds))
 
 
 class Forwarder(Protocol):

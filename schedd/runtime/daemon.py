@@ -44,6 +44,7 @@ from schedd.ports.clock import SystemClock
 from schedd.runtime.config import NodeConfig
 from schedd.runtime import history as node_history
 from schedd.runtime import http as node_http
+from schedd.runtime.leader_terms import LeaderTerms
 from schedd.runtime.metrics import Metrics
 from schedd.runtime import join as joining
 from schedd.runtime.replica_watch import ReplicaWatch
@@ -182,6 +183,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     loop = asyncio.get_running_loop()
     dispatcher_box: list[Dispatcher] = []
     node_box: list[RaftNode] = []              # the RaftNode, once built (its term for the record)
+    led = LeaderTerms()                        # the terms this node led (NodeStatus.leader_terms)
 
     def on_applied(entry, result, index):
         metrics.on_applied(entry, result)
@@ -191,6 +193,9 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     def on_role_change(old, new):
         if new == LEADER:
             metrics.leader_changes.inc()
+            led.became_leader(node_box[0].term if node_box else 0, clock.now_ms())
+        elif old == LEADER:
+            led.stepped_down(clock.now_ms())
         faults.role_changed(cfg.node_id, old, new, node_box[0].term if node_box else -1)
         if dispatcher_box:
             dispatcher_box[0].on_role_change(old, new)
@@ -263,7 +268,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
                           lambda: watchers.active)
     pb_grpc.add_SchedulerServicer_to_server(SchedulerService(node, clock, metrics, router, dispatcher, watchers),
                                             server)
-    cluster_service = ClusterService(node, router, replicas, clock, load, accepts_pings_ms=KEEPALIVE_MIN_MS)
+    cluster_service = ClusterService(node, router, replicas, clock, load, accepts_pings_ms=KEEPALIVE_MIN_MS,
+                                     leader_terms=led.rows)
     pb_grpc.add_ClusterServicer_to_server(cluster_service, server)
     joiners = Joiners()                        # learners' builds: the raiser counts them (they apply the log)
     raiser = FeatureRaiser(node, clock, cluster_service.member_infos, joiners=joiners)   # leader only

@@ -236,6 +236,9 @@ class FakeApiNode(pb_grpc.SchedulerServicer, pb_grpc.ClusterServicer):
             applied_index=self.state.log_index - (0 if self.name == "n1" else 2),
             lag=0 if self.name == "n1" else 2,
             has_quorum=True,
+            # n2 led term 2 until n1 took over in term 3 (the times a node records: NodeStatus.leader_terms)
+            leader_terms={"n1": [pb.LeaderTerm(term=3, since_ms=1_000_000)],
+                          "n2": [pb.LeaderTerm(term=2, since_ms=500_000, until_ms=999_000)]}.get(self.name, []),
         )
 
     # -- the RPCs

@@ -37,7 +37,7 @@ class FakeApi:
             raise Unauthenticated("UNAUTHENTICATED", "token expired")
         return {"jobs": [{"name": "j1", "team": kw["team"] or "a"}], "next": "", "total": 1}
 
-    async def cluster(self, token: str) -> dict:
+    async def cluster(self, token: str, with_digest: bool = False) -> dict:
         raise ApiError("PERMISSION_DENIED", "missing capability 'operator'")
 
 
@@ -177,3 +177,26 @@ async def test_a_login_code_needs_the_form_csrf_and_a_token_that_still_works(cli
 async def test_an_unknown_code_is_refused_like_a_used_one(client):
     r = await login_with_code(client, "x" * 43)
     assert unquote(r.headers["Location"]) == "/login?error=" + dashboard.CODE_REFUSED
+
+
+async def test_a_dag_clear_needs_the_csrf_token_and_a_task(client):
+    await login(client)
+    csrf = session_csrf(await (await client.get("/dags/etl")).text())
+    assert (await client.post("/api/dags/etl/clear", json={"task": "load"})).status == 403
+    r = await client.post("/api/dags/etl/clear", json={"run_id": "x"}, headers={"X-CSRF-Token": csrf})
+    assert r.status == 400 and (await r.json())["error"] == "give the task to clear"
+    assert (await client.get("/api/dags/etl/clear?run=x")).status == 400      # the confirmation's preview
+
+
+async def test_the_audit_section_is_for_a_principal_holding_acl(client):
+    await login(client)
+    page = await (await client.get("/cluster")).text()
+    assert 'id="nav-cluster"' in page and 'id="audit-section"' not in page    # an operator without acl
+    r = await client.get("/api/cluster/audit?outcome=maybe")
+    assert r.status == 400 and "outcome must be one of" in (await r.json())["error"]
+    real = client.api.whoami
+
+    async def with_acl(token: str) -> dict:
+        return {**await real(token), "grants": [{"pattern": "cluster", "capabilities": ["operator", "acl"]}]}
+    client.api.whoami = with_acl
+    assert 'id="audit-section"' in await (await client.get("/cluster")).text()

@@ -395,6 +395,24 @@ def test_cluster_status_digest(monkeypatch, capsys) -> None:
         fake.stop()
 
 
+def test_cluster_leaders(monkeypatch, capsys) -> None:
+    """Every node's record of the terms it led, newest first: the cluster's leader changes."""
+    monkeypatch.delenv("SCHEDD_CLUSTER", raising=False)
+    fake = FakeCluster(3)
+    try:
+        assert main(["--cluster", fake.cluster, "cluster", "leaders"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0].split() == ["TERM", "LEADER", "SINCE", "UNTIL"]
+        assert lines[1].split()[:2] == ["3", "n1"] and lines[1].endswith("(leads)")
+        assert lines[2].split()[:2] == ["2", "n2"] and len(lines) == 3
+        assert main(["--cluster", fake.cluster, "-o", "json", "cluster", "leaders"]) == 0
+        assert json.loads(capsys.readouterr().out) == [
+            {"node": "n1", "term": 3, "since_ms": 1_000_000, "until_ms": 0},
+            {"node": "n2", "term": 2, "since_ms": 500_000, "until_ms": 999_000}]
+    finally:
+        fake.stop()
+
+
 def test_connection_failure_names_the_addresses(capsys, monkeypatch) -> None:
     monkeypatch.delenv("SCHEDD_CLUSTER", raising=False)
     address = dead_address()
