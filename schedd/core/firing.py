@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
+from schedd.core import calendars
 from schedd.core import commands as C
 from schedd.core import history
 from schedd.core import params as run_params
@@ -66,6 +67,8 @@ def record(st: Tables, job: Job, t: int, trigger: str, cmd: C.Command, index: in
         ex.state = SKIPPED
         ex.reason = (f"overlap queue full: {st.pending[job.name]} run(s) already waiting behind "
                      f"{st.active_desc(job.name)}")
+    if trigger in ("schedule", "catchup"):
+        calendars.shape(st, job, ex, cmd.now)     # a calendar's skip or move, a blackout's skip or defer
     if policy.params or params:
         ex.events += run_params.event(cmd.now, run_params.defaults(policy.params, params or {}, st.feature_level))
     st.add_exec(ex)
