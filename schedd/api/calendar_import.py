@@ -119,7 +119,8 @@ def ics_entries(text: str, span: list[int]) -> tuple[list[list[str]], list[list[
         excluded = {_as_date(x.dt) for prop in _list(ev.get("EXDATE")) for x in prop.dts}
         if "RRULE" in ev:
             anchor = start if isinstance(start, datetime) else datetime(start.year, start.month, start.day)
-            rule = rrulestr(ev["RRULE"].to_ical().decode(), dtstart=anchor)
+            raw = ev["RRULE"].to_ical()
+            rule = rrulestr(raw.decode() if isinstance(raw, bytes) else str(raw), dtstart=anchor)
             tz = anchor.tzinfo
             starts = rule.between(datetime(lo.year, 1, 1, tzinfo=tz) - timedelta(days=length),
                                   datetime(hi.year, 12, 31, 23, 59, 59, tzinfo=tz), inc=True)

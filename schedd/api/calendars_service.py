@@ -10,7 +10,7 @@ checked here because only the request (or the stored row) says which it is.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 import grpc
 
@@ -22,6 +22,7 @@ from schedd.core import calendars as K
 from schedd.core import commands as C
 from schedd.core import results as R
 from schedd.core.model import ValidationError
+from schedd.core.tables import Tables
 from schedd.ports.clock import Clock
 from schedd.ports.metrics import Metrics
 from schedd.ports.rpc import CallContext
@@ -33,7 +34,7 @@ CHANGE_NOTE = ("takes effect for instants not yet recorded; instants already in 
                "their disposition")
 
 
-def calendar_to_pb(st: K.Tables, cal: K.Calendar) -> cpb.Calendar:
+def calendar_to_pb(st: Tables, cal: K.Calendar) -> cpb.Calendar:
     entries = [cpb.CalendarEntry(date=d, name=n) for d, n in cal.dates]
     entries += [cpb.CalendarEntry(date=a, last=b, name=n) for a, b, n in cal.ranges]
     spec = cpb.CalendarSpec(name=cal.name, team=cal.team, description=cal.description, entries=entries,
@@ -69,7 +70,7 @@ class CalendarsService(CommittingService, cpb_grpc.CalendarsServicer):
     async def PutCalendar(self, request: cpb.PutCalendarRequest, context: CallContext) -> cpb.PutCalendarResponse:
         if not request.calendar.team:
             await self._cluster_wide(context, f"calendar {request.calendar.name!r}")
-        this_year = datetime.fromtimestamp(self.clock.now_ms() / 1000, timezone.utc).year
+        this_year = datetime.fromtimestamp(self.clock.now_ms() / 1000, UTC).year
         try:
             doc = expand(request.calendar, this_year)
             C.encode(C.CALENDAR_PUT, rid="x", now=0, term=0, calendar=doc)

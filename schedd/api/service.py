@@ -129,10 +129,11 @@ def _stored_secrets_of(node: RaftNode) -> convert.StoredSecrets:
 def spec_levels(specs: Iterable[JobSpec | DagTask]) -> dict[str, Any]:
     """The `fl` to stamp on an entry that carries these specs (jobs, or a DAG's tasks): {} when
     their entry kind's own level is enough, {"fl": 6} when one has a container handler (an older
-    build would refuse it as invalid: schedd.core.features Level 6)."""
+    build would refuse it as invalid: schedd.core.features Level 6), 7 with default run
+    parameters, 8 with calendars or a blackout policy (an older build would ignore them)."""
     level = max((max(handler_level(s.handler), PARAMS_FEATURE_LEVEL if getattr(s, "params", None) else 1,
-                     CALENDAR_FEATURE_LEVEL if getattr(s, "calendar", None) is not None
-                     or getattr(s, "on_blackout", "") else 1)
+                     CALENDAR_FEATURE_LEVEL if isinstance(s, JobSpec) and (s.calendar is not None or s.on_blackout)
+                     else 1)
                  for s in specs), default=1)
     return {"fl": level} if level > 1 else {}
 

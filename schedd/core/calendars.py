@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import date, datetime, UTC
 from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -334,7 +334,7 @@ def _zone(tz: str) -> ZoneInfo | None:
 
 def local_day(t_ms: int, tz: str) -> tuple[str, int]:
     """The ISO date and weekday (0 = Monday) of instant `t_ms` in zone `tz`."""
-    d = datetime.fromtimestamp(t_ms / 1000, _zone(tz) or timezone.utc).date()
+    d = datetime.fromtimestamp(t_ms / 1000, _zone(tz) or UTC).date()
     return d.isoformat(), d.weekday()
 
 

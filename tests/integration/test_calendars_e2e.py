@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
 from schedd.ports.fakes import wait_until
@@ -57,9 +57,9 @@ def test_calendars_and_blackouts_end_to_end(cluster_factory, tmp_path):
     client = c.client()
     wait_until(lambda: client.list_calendars() == [], timeout=60, what="the cluster to reach feature level 8")
     context = c.write_context()
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     tomorrow = (now + timedelta(days=1)).date()
-    target = datetime(tomorrow.year, tomorrow.month, tomorrow.day, 9, tzinfo=timezone.utc)
+    target = datetime(tomorrow.year, tomorrow.month, tomorrow.day, 9, tzinfo=UTC)
 
     # calendar create: explicit dates and weekdays (a team's), holidays (cluster-wide), an iCalendar file
     out = run_cli(context, "calendar", "create", "hol", "--date", f"{tomorrow}=Test Holiday", "--team", "default")
@@ -118,7 +118,7 @@ def test_calendars_and_blackouts_end_to_end(cluster_factory, tmp_path):
     assert client.list_blackouts() == []
 
     # tomorrow's 09:00 comes due (the node's clock two seconds before it) and is recorded SKIPPED
-    offset = int((target - datetime.now(timezone.utc)).total_seconds() * 1000) - 2_000
+    offset = int((target - datetime.now(UTC)).total_seconds() * 1000) - 2_000
     with c.channel("n1") as ch:
         tpb_grpc.TestingStub(ch).SetClockOffset(tpb.SetClockOffsetRequest(offset_ms=offset), timeout=5)
     since, until = (target - timedelta(minutes=1)).isoformat(), (target + timedelta(minutes=1)).isoformat()

@@ -333,3 +333,41 @@ def test_below_the_calendar_level_the_commands_are_refused():
 def test_an_older_build_table_does_not_know_the_kinds():
     old = C.table_upto(LEVEL - 1)
     assert old.level_of(C.CALENDAR_PUT) is None and C.FEATURES.level_of(C.CALENDAR_PUT) == LEVEL
+
+
+# ------------------------------------------------------------------ the client: documents and flags
+
+
+def test_calendar_documents_and_job_documents(tmp_path):
+    from schedd_client.calendars import calendar_from_dict, calendar_to_dict
+    from schedd_client.errors import ValidationError as ClientError
+    from schedd_client.specs import spec_from_dict, spec_to_dict
+
+    (tmp_path / "team.ics").write_text(ICS)
+    spec = calendar_from_dict({"name": "ops", "team": "ops", "weekdays": ["sat", "sun"], "years": "2026..2027",
+                               "dates": ["2026-12-24", {"date": "2026-12-31", "name": "New Year's Eve"}],
+                               "ranges": ["2026-08-03..2026-08-14"], "ics": "team.ics", "country": "DE"},
+                              base=tmp_path)
+    assert (spec.year_from, spec.year_to, spec.country, spec.ics_name) == (2026, 2027, "DE", "team.ics")
+    assert [(e.date, e.last, e.name) for e in spec.entries] == [
+        ("2026-12-24", "", ""), ("2026-12-31", "", "New Year's Eve"), ("2026-08-03", "2026-08-14", "")]
+    assert calendar_to_dict(spec)["ranges"] == ["2026-08-03..2026-08-14"]
+    with pytest.raises(ClientError, match="unknown key"):
+        calendar_from_dict({"name": "x", "holidays": "DE"})
+    job = spec_from_dict({"name": "j", "schedule": "0 9 * * *", "command": "true", "on_blackout": "defer",
+                          "calendar": {"skip": ["ops"], "on_skip": "next_allowed"}})
+    assert list(job.calendar.skip) == ["ops"] and job.on_blackout == "defer"
+    assert spec_to_dict(job)["calendar"] == {"skip": ["ops"], "on_skip": "next_allowed"}
+    assert spec_from_dict(spec_to_dict(job)) == job
+
+
+def test_job_flags_name_calendars_and_the_blackout_policy():
+    from schedd_client.job_flags import _flag_doc
+    from schedd_client.schedctl import build_parser
+
+    args = build_parser().parse_args(["job", "create", "j", "--schedule", "0 9 * * *", "--command", "true",
+                                      "--calendar-skip", "a", "--calendar-skip", "b", "--calendar-only", "c",
+                                      "--on-skip", "next_allowed", "--on-blackout", "defer"])
+    doc = _flag_doc(args)
+    assert doc["calendar"] == {"skip": ["a", "b"], "only": ["c"], "on_skip": "next_allowed"}
+    assert doc["on_blackout"] == "defer"
