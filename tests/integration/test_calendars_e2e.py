@@ -19,7 +19,12 @@ from pathlib import Path
 
 from schedd.ports.fakes import wait_until
 from tests.support.cluster import schedctl
+import grpc
+import pytest
+
 from schedd_client import AsyncClient
+from schedd_client.calendars import calendar_spec
+from schedd_client.errors import SchedError
 from schedd_proto import testing_pb2 as tpb
 from schedd_proto import testing_pb2_grpc as tpb_grpc
 
@@ -116,6 +121,25 @@ def test_calendars_and_blackouts_end_to_end(cluster_factory, tmp_path):
     schedctl(context, "blackout", "delete", "freeze")
     client.delete_blackout("sdk-window")
     assert client.list_blackouts() == []
+
+    # authorization, as for jobs: write on the calendar's team; a cluster-wide one needs operator
+    client.acl_put_policy("team-finance", {"team:finance": ["read", "write"]})
+    secret = client.acl_create_token(policies=["team-finance"]).secret
+    with c.client(security=c.security("user", "finance", token=secret), timeout=30) as fin:
+        wait_until(lambda: fin.put_calendar(calendar_spec("fin-days", team="finance", weekdays=["sun"])),
+                   timeout=30, what="the finance token to be known")
+        for denied in (lambda: fin.put_calendar(calendar_spec("everyone", weekdays=["sun"])),
+                       lambda: fin.put_calendar(calendar_spec("ops-days", team="ops", weekdays=["sun"])),
+                       lambda: fin.put_blackout("all", start_ms=1, end_ms=2),
+                       lambda: fin.delete_calendar("bank-holidays-de")):
+            with pytest.raises(SchedError) as err:
+                denied()
+            assert err.value.code == grpc.StatusCode.PERMISSION_DENIED, err.value
+        with pytest.raises(SchedError) as err:
+            fin.delete_calendar("hol")                       # team default's: as if it did not exist
+        assert err.value.code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED)
+        visible = {cal.spec.name for cal in fin.list_calendars()}
+        assert "fin-days" in visible and "bank-holidays-de" in visible and "hol" not in visible
 
     # tomorrow's 09:00 comes due (the node's clock two seconds before it) and is recorded SKIPPED
     offset = int((target - datetime.now(UTC)).total_seconds() * 1000) - 2_000
