@@ -97,10 +97,11 @@ class Blackout:
     created_ms: int
     created_by: str
 
-    def matches(self, team: str, labels: Any) -> bool:
+    def matches(self, team: str, labels: tuple[tuple[str, str], ...]) -> bool:
+        """`labels`: the job's, as (key, value) pairs."""
         if self.team and self.team != team:
             return False
-        return all(labels.get(k) == v for k, v in self.labels)
+        return all(pair in labels for pair in self.labels)
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,8 +333,10 @@ def _zone(tz: str) -> ZoneInfo | None:
     return None if tz in ("", "UTC") else ZoneInfo(tz)
 
 
+@lru_cache(maxsize=4096)
 def local_day(t_ms: int, tz: str) -> tuple[str, int]:
-    """The ISO date and weekday (0 = Monday) of instant `t_ms` in zone `tz`."""
+    """The ISO date and weekday (0 = Monday) of instant `t_ms` in zone `tz` (cached: a herd of
+    jobs shares its instants, and a pure function of its arguments may be)."""
     d = datetime.fromtimestamp(t_ms / 1000, _zone(tz) or UTC).date()
     return d.isoformat(), d.weekday()
 
@@ -358,7 +361,7 @@ def calendar_reason(st: Tables, skip: tuple[str, ...], only: tuple[str, ...], t_
     return ""
 
 
-def blackout_at(st: Tables, team: str, labels: Any, t_ms: int) -> Blackout | None:
+def blackout_at(st: Tables, team: str, labels: tuple[tuple[str, str], ...], t_ms: int) -> Blackout | None:
     """The blackout matching the job whose window holds `t_ms` (the one ending last, then by name)."""
     found: Blackout | None = None
     for b in st.blackouts.values():
@@ -382,7 +385,7 @@ def verdict(st: Tables, job: Job, t_ms: int) -> Verdict | None:
         where = sched.format_ms(target, job.tz) if target is not None else "none within reach"
         return Verdict("move", f"{why}{MOVED} {where}")
     if st.blackouts:
-        b = blackout_at(st, job.team, job.spec.labels, t_ms)
+        b = blackout_at(st, job.team, p.labels, t_ms)
         if b is not None:
             text = f"blackout {b.name}" + (f": {b.reason}" if b.reason else "")
             if p.on_blackout == "defer":

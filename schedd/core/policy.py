@@ -61,6 +61,7 @@ class JobPolicy:
     calendar_only: tuple[str, ...] = ()
     on_skip: str = "skip"                      # skip | next_allowed
     on_blackout: str = "skip"                  # skip | defer
+    labels: tuple[tuple[str, str], ...] = ()   # its labels (sorted): what a blackout selects by
 
     @classmethod
     def from_spec(cls, spec: JobSpec) -> JobPolicy:
@@ -87,7 +88,8 @@ class JobPolicy:
                    calendar_skip=spec.calendar.skip if spec.calendar is not None else (),
                    calendar_only=spec.calendar.only if spec.calendar is not None else (),
                    on_skip=(spec.calendar.on_skip if spec.calendar is not None else "") or "skip",
-                   on_blackout=spec.on_blackout or "skip")
+                   on_blackout=spec.on_blackout or "skip",
+                   labels=tuple(sorted(spec.labels.items())) if spec.labels else ())
 
     @property
     def active_limit(self) -> int:
