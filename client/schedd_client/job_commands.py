@@ -158,13 +158,15 @@ def job_next(cmd: Invocation) -> None:
         for ms, fire in _upcoming(job)
     ]
     policy = _describe_dst(job)
+    marked = any(r["calendar"] for r in rows)         # a CALENDAR column only when a calendar takes one
     header = f"{spec.name}: {spec.schedule or '(on demand)'} in {zone}" + (f" (DST: {policy})" if policy else "")
     cmd.emit(
         {"name": spec.name, "schedule": spec.schedule, "timezone": zone,
          "dst_gap": job.effective_dst_gap, "dst_fold": job.effective_dst_fold, "fires": rows},
         lambda: header + "\n" + _table(
-            ("#", f"LOCAL ({zone})", "UTC", "IN", "DST", "CALENDAR"),
-            [(i, r["local"], r["utc"], cmd.ago(r["time_ms"]) or "-", r["dst"] or "-", r["calendar"] or "-")
+            ("#", f"LOCAL ({zone})", "UTC", "IN", "DST") + (("CALENDAR",) if marked else ()),
+            [(i, r["local"], r["utc"], cmd.ago(r["time_ms"]) or "-", r["dst"] or "-")
+             + ((r["calendar"] or "-",) if marked else ())
              for i, r in enumerate(rows, 1)],
             empty="No coming fires (paused, on demand, or a one-off already past).",
         ),

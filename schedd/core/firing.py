@@ -200,8 +200,8 @@ def catch_up(st: Tables, job: Job, t: int, cmd: C.Command, index: int) -> list[t
     if p.catchup == "all" and not p.catchup_max:
         job.next_fire, job.last_fire = sched.next_after(s, lo), lo
         st.schedule_wheel(job)
-        record(st, job, lo, "catchup", cmd, index)
-        return out + [(lo, "created")]
+        ex = record(st, job, lo, "catchup", cmd, index)
+        return out + [(lo, "created" if ex.state == SCHEDULED else "skipped")]
     if p.catchup == "none":
         keep: list[int] = []
         add_gap(job, lo, horizon + 1, "skipped-catchup",
@@ -225,8 +225,8 @@ def catch_up(st: Tables, job: Job, t: int, cmd: C.Command, index: int) -> list[t
     st.schedule_wheel(job)
     for x in keep:
         if (job.name, x) not in st.execs:
-            record(st, job, x, "catchup", cmd, index)
-            out.append((x, "created"))
+            ex = record(st, job, x, "catchup", cmd, index)
+            out.append((x, "created" if ex.state == SCHEDULED else "skipped"))
     if not keep:
         out.append((t, "skipped"))
     return out
