@@ -33,10 +33,7 @@ CHANGE_NOTE = ("a change takes effect for instants not yet recorded; instants al
 
 def add_commands(groups: Any, command: Any) -> None:
     """The ``calendar`` and ``blackout`` groups; ``groups``/``command`` are schedctl's helpers."""
-    sub = groups.add_parser("calendar", help="named calendars: dates a job's instants skip or move on",
-                            description="named calendars: dates a job's instants skip or move on")
-    _global_options(sub, top=False)
-    cals = sub.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    cals = _group(groups, "calendar", "named calendars: dates a job's instants skip or move on")
     create = command(cals, "create", calendar_create, "create or replace a calendar")
     create.add_argument("name", metavar="NAME")
     create.add_argument("--date", action="append", metavar="D[=NAME]", help="a date YYYY-MM-DD (repeatable)")
@@ -56,10 +53,7 @@ def add_commands(groups: Any, command: Any) -> None:
     listing.add_argument("--team", default="", metavar="T")
     command(cals, "delete", calendar_delete, "delete a calendar no job uses").add_argument("name")
 
-    sub = groups.add_parser("blackout", help="windows in which matching jobs do not fire",
-                            description="windows in which matching jobs do not fire")
-    _global_options(sub, top=False)
-    outs = sub.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    outs = _group(groups, "blackout", "windows in which matching jobs do not fire")
     create = command(outs, "create", blackout_create, "create a blackout window")
     create.add_argument("name", metavar="NAME")
     create.add_argument("--start", required=True, type=_when, metavar="T", help="RFC 3339, now, or +2h")
@@ -70,6 +64,12 @@ def add_commands(groups: Any, command: Any) -> None:
     listing = command(outs, "list", blackout_list, "blackout windows")
     listing.add_argument("--team", default="", metavar="T")
     command(outs, "delete", blackout_delete, "delete a blackout window").add_argument("name")
+
+
+def _group(groups: Any, name: str, help: str) -> Any:
+    sub = groups.add_parser(name, help=help, description=help)
+    _global_options(sub, top=False)
+    return sub.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
 
 def _when(text: str) -> Any:

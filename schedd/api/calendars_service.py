@@ -10,7 +10,8 @@ checked here because only the request (or the stored row) says which it is.
 
 from __future__ import annotations
 
-from datetime import datetime, UTC
+from datetime import UTC, datetime
+from typing import Any
 
 import grpc
 
@@ -48,9 +49,12 @@ def blackout_to_pb(b: K.Blackout) -> cpb.Blackout:
                         reason=b.reason, created_ms=b.created_ms, created_by=b.created_by)
 
 
-def _visible(team: str, teams: A.TeamFilter | None) -> bool:
-    """Cluster-wide rows are read by anyone who may read a team; a team's by its readers."""
-    return teams is None or not team or team in teams
+def _listed(rows: dict[str, Any], team: str) -> list[Any]:
+    """The rows the caller may read, by name, of `team` if given: cluster-wide rows are read by
+    anyone who may read a team, a team's by its readers."""
+    teams = auth.read_filter()
+    return [rows[n] for n in sorted(rows) if (teams is None or not rows[n].team or rows[n].team in teams)
+            and (not team or rows[n].team == team)]
 
 
 class CalendarsService(CommittingService, cpb_grpc.CalendarsServicer):
@@ -100,12 +104,9 @@ class CalendarsService(CommittingService, cpb_grpc.CalendarsServicer):
 
     @routed(write=False)
     async def ListCalendars(self, request: cpb.ListCalendarsRequest, context: CallContext) -> cpb.ListCalendarsResponse:
-        teams = auth.read_filter()
         with self.node.lock:
             st = self.node.state
-            rows = [calendar_to_pb(st, st.calendars[n]) for n in sorted(st.calendars)
-                    if _visible(st.calendars[n].team, teams)
-                    and (not request.team or st.calendars[n].team == request.team)]
+            rows = [calendar_to_pb(st, row) for row in _listed(st.calendars, request.team)]
         return cpb.ListCalendarsResponse(calendars=rows)
 
     @routed(write=True)
@@ -142,12 +143,8 @@ class CalendarsService(CommittingService, cpb_grpc.CalendarsServicer):
 
     @routed(write=False)
     async def ListBlackouts(self, request: cpb.ListBlackoutsRequest, context: CallContext) -> cpb.ListBlackoutsResponse:
-        teams = auth.read_filter()
         with self.node.lock:
-            st = self.node.state
-            rows = [blackout_to_pb(st.blackouts[n]) for n in sorted(st.blackouts)
-                    if _visible(st.blackouts[n].team, teams)
-                    and (not request.team or st.blackouts[n].team == request.team)]
+            rows = [blackout_to_pb(row) for row in _listed(self.node.state.blackouts, request.team)]
         return cpb.ListBlackoutsResponse(blackouts=rows)
 
     @routed(write=True)

@@ -28,18 +28,7 @@ from schedd_client.errors import SchedError
 from schedd_proto import testing_pb2 as tpb
 from schedd_proto import testing_pb2_grpc as tpb_grpc
 
-ICS = """BEGIN:VCALENDAR
-VERSION:2.0
-PRODID:-//test//calendars//EN
-BEGIN:VEVENT
-UID:1@test
-DTSTART;VALUE=DATE:20270106
-DTEND;VALUE=DATE:20270107
-RRULE:FREQ=YEARLY
-SUMMARY:Team Day
-END:VEVENT
-END:VCALENDAR
-"""
+ICS = (Path(__file__).parents[1] / "unit" / "testdata" / "team_days.ics").read_text()
 
 
 def run_cli(context: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -7,6 +7,7 @@ overlap policy); the snapshot and digest round trip; a cluster below the calenda
 from __future__ import annotations
 
 from datetime import date
+from pathlib import Path
 
 import pytest
 
@@ -99,32 +100,7 @@ def test_holidays_differ_by_region_and_unknown_ones_are_refused():
         holidays_of("XX", "", [2027])
 
 
-ICS = """BEGIN:VCALENDAR
-VERSION:2.0
-PRODID:-//test//calendars//EN
-BEGIN:VEVENT
-UID:1@test
-DTSTART;VALUE=DATE:20260106
-DTEND;VALUE=DATE:20260107
-RRULE:FREQ=YEARLY
-SUMMARY:Team Day
-END:VEVENT
-BEGIN:VEVENT
-UID:2@test
-DTSTART;VALUE=DATE:20260803
-DTEND;VALUE=DATE:20260815
-SUMMARY:Summer closure
-END:VEVENT
-BEGIN:VEVENT
-UID:3@test
-DTSTART;TZID=Europe/Berlin:20260105T090000
-DTEND;TZID=Europe/Berlin:20260105T100000
-RRULE:FREQ=WEEKLY;BYDAY=MO;COUNT=4
-EXDATE;TZID=Europe/Berlin:20260112T090000
-SUMMARY:Release freeze
-END:VEVENT
-END:VCALENDAR
-"""
+ICS = (Path(__file__).parent / "testdata" / "team_days.ics").read_text()   # three events, two recurring
 
 
 def test_icalendar_import_expands_recurrences_within_the_years():
