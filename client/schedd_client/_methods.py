@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from schedd_proto import acl_pb2 as apb
+from schedd_proto import calendars_pb2 as kpb
 from schedd_proto import dags_pb2 as dpb
 from schedd_proto import logs_pb2 as lpb
 from schedd_proto import membership_pb2 as mpb
@@ -26,6 +27,7 @@ from . import waiting as _waiting
 from . import watching as _watching
 from . import acl as _acl
 from . import backup as _backup
+from . import calendars as _calendars
 from . import dags as _dags
 from . import job_sync as _job_sync
 from . import membership as _membership
@@ -182,6 +184,44 @@ class JobsMixin(BlockingTransport):
     def list_quotas(self) -> list[pb.Quota]:
         """Every quota with its limit and the attempts holding it now."""
         return self._run(_plans.list_quotas())
+
+
+class CalendarsMixin(BlockingTransport):
+    """Calendars and blackout windows (``schedd_client.calendars``)."""
+
+    def put_calendar(self, spec: kpb.CalendarSpec | Mapping[str, Any], *, create_only: bool = False
+                     ) -> kpb.PutCalendarResponse:
+        """Create or replace a calendar (a ``CalendarSpec``, see ``calendars.calendar_spec``, or a
+        calendar document). Holidays and iCalendar events are expanded by the server; a change
+        takes effect for instants not yet recorded (``note`` says so when jobs use it)."""
+        return self._run(_calendars.put_calendar(spec, create_only=create_only))
+
+    def get_calendar(self, name: str, *, stale_ok: bool = False) -> kpb.Calendar:
+        """A calendar with its entries and the jobs that use it; raises ``NotFound`` if there is none."""
+        return self._run(_calendars.get_calendar(name, stale_ok=stale_ok))
+
+    def list_calendars(self, *, team: str = "", stale_ok: bool = False) -> list[kpb.Calendar]:
+        """Every calendar the caller may read (a team's, and the cluster-wide ones), by name."""
+        return self._run(_calendars.list_calendars(team=team, stale_ok=stale_ok))
+
+    def delete_calendar(self, name: str) -> None:
+        """Delete a calendar; refused with ``Conflict`` naming the jobs while any job uses it."""
+        return self._run(_calendars.delete_calendar(name))
+
+    def put_blackout(self, name: str, *, start_ms: int, end_ms: int, team: str = "",
+                     labels: Mapping[str, str] | None = None, reason: str = "") -> kpb.Blackout:
+        """A blackout window [start_ms, end_ms): jobs of ``team`` ("" = every team, needs operator)
+        carrying every label of ``labels`` do not fire in it (their on_blackout: skip or defer)."""
+        return self._run(_calendars.put_blackout(name, start_ms=start_ms, end_ms=end_ms, team=team,
+                                                   labels=labels, reason=reason))
+
+    def list_blackouts(self, *, team: str = "", stale_ok: bool = False) -> list[kpb.Blackout]:
+        """Every blackout window the caller may read, by name."""
+        return self._run(_calendars.list_blackouts(team=team, stale_ok=stale_ok))
+
+    def delete_blackout(self, name: str) -> None:
+        """Delete a blackout window; instants it already deferred keep their new due time."""
+        return self._run(_calendars.delete_blackout(name))
 
 
 class RunsMixin(BlockingTransport):
@@ -585,6 +625,44 @@ class AsyncJobsMixin(AsyncTransport):
     async def list_quotas(self) -> list[pb.Quota]:
         """Every quota with its limit and the attempts holding it now."""
         return await self._run(_plans.list_quotas())
+
+
+class AsyncCalendarsMixin(AsyncTransport):
+    """Calendars and blackout windows (``schedd_client.calendars``). Awaited."""
+
+    async def put_calendar(self, spec: kpb.CalendarSpec | Mapping[str, Any], *, create_only: bool = False
+                     ) -> kpb.PutCalendarResponse:
+        """Create or replace a calendar (a ``CalendarSpec``, see ``calendars.calendar_spec``, or a
+        calendar document). Holidays and iCalendar events are expanded by the server; a change
+        takes effect for instants not yet recorded (``note`` says so when jobs use it)."""
+        return await self._run(_calendars.put_calendar(spec, create_only=create_only))
+
+    async def get_calendar(self, name: str, *, stale_ok: bool = False) -> kpb.Calendar:
+        """A calendar with its entries and the jobs that use it; raises ``NotFound`` if there is none."""
+        return await self._run(_calendars.get_calendar(name, stale_ok=stale_ok))
+
+    async def list_calendars(self, *, team: str = "", stale_ok: bool = False) -> list[kpb.Calendar]:
+        """Every calendar the caller may read (a team's, and the cluster-wide ones), by name."""
+        return await self._run(_calendars.list_calendars(team=team, stale_ok=stale_ok))
+
+    async def delete_calendar(self, name: str) -> None:
+        """Delete a calendar; refused with ``Conflict`` naming the jobs while any job uses it."""
+        return await self._run(_calendars.delete_calendar(name))
+
+    async def put_blackout(self, name: str, *, start_ms: int, end_ms: int, team: str = "",
+                     labels: Mapping[str, str] | None = None, reason: str = "") -> kpb.Blackout:
+        """A blackout window [start_ms, end_ms): jobs of ``team`` ("" = every team, needs operator)
+        carrying every label of ``labels`` do not fire in it (their on_blackout: skip or defer)."""
+        return await self._run(_calendars.put_blackout(name, start_ms=start_ms, end_ms=end_ms, team=team,
+                                                   labels=labels, reason=reason))
+
+    async def list_blackouts(self, *, team: str = "", stale_ok: bool = False) -> list[kpb.Blackout]:
+        """Every blackout window the caller may read, by name."""
+        return await self._run(_calendars.list_blackouts(team=team, stale_ok=stale_ok))
+
+    async def delete_blackout(self, name: str) -> None:
+        """Delete a blackout window; instants it already deferred keep their new due time."""
+        return await self._run(_calendars.delete_blackout(name))
 
 
 class AsyncRunsMixin(AsyncTransport):

@@ -18,7 +18,7 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
-from schedd_proto import acl_pb2_grpc, backup_pb2_grpc, dags_pb2_grpc, logs_pb2_grpc, membership_pb2_grpc
+from schedd_proto import acl_pb2_grpc, backup_pb2_grpc, calendars_pb2_grpc, dags_pb2_grpc, logs_pb2_grpc, membership_pb2_grpc
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
 from ._failover import Router
@@ -73,6 +73,7 @@ class Transport(Generic[ChannelT]):
                     "membership": membership_pb2_grpc.MembershipStub(channel),
                     "backup": backup_pb2_grpc.BackupStub(channel),   # backup.save_snapshot
                     "logs": logs_pb2_grpc.LogsStub(channel),         # run_logs.read_logs
+                    "calendars": calendars_pb2_grpc.CalendarsStub(channel),
                 }
         return getattr(stubs[call.service], call.method)
 

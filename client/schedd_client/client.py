@@ -18,10 +18,12 @@ import grpc.aio
 from ._methods import (
     AclMixin,
     AsyncAclMixin,
+    AsyncCalendarsMixin,
     AsyncClusterMixin,
     AsyncDagsMixin,
     AsyncJobsMixin,
     AsyncRunsMixin,
+    CalendarsMixin,
     ClusterMixin,
     DagsMixin,
     JobsMixin,
@@ -77,7 +79,7 @@ def _context_args(path: str | os.PathLike[str] | None) -> tuple[list[str], Secur
     return ctx.cluster, ctx.security
 
 
-class Client(JobsMixin, RunsMixin, DagsMixin, AclMixin, ClusterMixin):
+class Client(JobsMixin, RunsMixin, DagsMixin, AclMixin, ClusterMixin, CalendarsMixin):
     """A blocking client of a schedd cluster; safe to share between threads.
 
     ``cluster`` is ``"host:port,host:port"`` or a list (default: ``$SCHEDD_CLUSTER``, else the
@@ -135,7 +137,8 @@ class Client(JobsMixin, RunsMixin, DagsMixin, AclMixin, ClusterMixin):
         self.close()
 
 
-class AsyncClient(AsyncJobsMixin, AsyncRunsMixin, AsyncDagsMixin, AsyncAclMixin, AsyncClusterMixin):
+class AsyncClient(AsyncJobsMixin, AsyncRunsMixin, AsyncDagsMixin, AsyncAclMixin, AsyncClusterMixin,
+                  AsyncCalendarsMixin):
     """The asyncio twin of ``Client``: same constructor and methods, awaited (list methods return
     async iterators). ``channel_factory`` returns a ``grpc.aio.Channel``. Use ``async with`` or
     ``await close()``; channels are made on first use, inside the running event loop.

@@ -96,7 +96,7 @@ def job_get(cmd: Invocation) -> None:
 def _job_details(cmd: Invocation, job: pb.Job) -> str:
     spec = job.spec
     next_runs = [
-        "  ".join(filter(None, (_local_time(spec, fire), format_time(ms), cmd.ago(ms))))
+        "  ".join(filter(None, (_local_time(spec, fire), format_time(ms), cmd.ago(ms), fire.calendar_note)))
         for ms, fire in _upcoming(job)
     ]
     last_run = "-"
@@ -125,6 +125,7 @@ def _job_details(cmd: Invocation, job: pb.Job) -> str:
         ("Pool", spec.pool),
         ("History limit", spec.history_limit or ""),
         ("DST policy", _describe_dst(job)),
+        ("Calendar", _describe_calendar(spec)),
         ("SLA", _describe_sla(spec)),
         ("Created", created),
         ("Updated", cmd.when(job.updated_ms)),
@@ -135,22 +136,38 @@ def _job_details(cmd: Invocation, job: pb.Job) -> str:
     )
 
 
+def _describe_calendar(spec: pb.JobSpec) -> str:
+    parts = []
+    if spec.calendar.skip:
+        parts.append("skip " + ", ".join(spec.calendar.skip))
+    if spec.calendar.only:
+        parts.append("only " + ", ".join(spec.calendar.only))
+    if parts:
+        parts.append(f"on_skip {spec.calendar.on_skip or 'skip'}")
+    if spec.on_blackout:
+        parts.append(f"on_blackout {spec.on_blackout}")
+    return "; ".join(parts)
+
+
 def job_next(cmd: Invocation) -> None:
     job = cmd.client.get_job(cmd.args.name, upcoming=cmd.args.count, stale_ok=cmd.args.stale)
     spec = job.spec
     zone = spec.timezone or "UTC"
     rows: list[dict[str, Any]] = [
-        {"time_ms": ms, "local": fire.local, "utc": format_time(ms), "dst": fire.dst_note}
+        {"time_ms": ms, "local": fire.local, "utc": format_time(ms), "dst": fire.dst_note,
+         "calendar": fire.calendar_note}
         for ms, fire in _upcoming(job)
     ]
     policy = _describe_dst(job)
+    marked = any(r["calendar"] for r in rows)         # a CALENDAR column only when a calendar takes one
     header = f"{spec.name}: {spec.schedule or '(on demand)'} in {zone}" + (f" (DST: {policy})" if policy else "")
     cmd.emit(
         {"name": spec.name, "schedule": spec.schedule, "timezone": zone,
          "dst_gap": job.effective_dst_gap, "dst_fold": job.effective_dst_fold, "fires": rows},
         lambda: header + "\n" + _table(
-            ("#", f"LOCAL ({zone})", "UTC", "IN", "DST"),
+            ("#", f"LOCAL ({zone})", "UTC", "IN", "DST") + (("CALENDAR",) if marked else ()),
             [(i, r["local"], r["utc"], cmd.ago(r["time_ms"]) or "-", r["dst"] or "-")
+             + ((r["calendar"] or "-",) if marked else ())
              for i, r in enumerate(rows, 1)],
             empty="No coming fires (paused, on demand, or a one-off already past).",
         ),

@@ -88,6 +88,15 @@ def add_spec_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
     policy.add_argument("--history-max-age", type=_seconds, metavar="D",
                         help="prune finished executions older than D")
     spec.add_argument("--sla-webhook", metavar="URL", help="POST each SLA miss to URL (JSON, best effort)")
+    cal = parser.add_argument_group("calendars and blackouts (feature level 8)")
+    cal.add_argument("--calendar-skip", action="append", metavar="NAME",
+                     help="skip instants on the dates of calendar NAME, in the job's zone (repeatable)")
+    cal.add_argument("--calendar-only", action="append", metavar="NAME",
+                     help="fire only on the dates of calendar NAME (repeatable: any of them)")
+    cal.add_argument("--on-skip", choices=("skip", "next_allowed"),
+                     help="a calendar-excluded instant: skipped (default) or moved to the next allowed instant")
+    cal.add_argument("--on-blackout", choices=("skip", "defer"),
+                     help="an instant in a blackout window: skipped (default) or deferred to its end")
 
 
 def _container_flags(parser: argparse.ArgumentParser) -> None:
@@ -150,6 +159,7 @@ _FLAG_KEYS = {
     "concurrency_limit": "concurrency_limit", "catchup_window": "catchup_window",
     "catchup_max": "catchup_max", "catchup_order": "catchup_order",
     "starting_deadline": "starting_deadline", "jitter": "jitter", "history_max_age": "history_max_age",
+    "on_blackout": "on_blackout",
 }  # fmt: skip
 
 
@@ -176,6 +186,9 @@ def _flag_doc(args: argparse.Namespace) -> dict[str, Any]:
     sla = {"within": args.sla_within, "by": args.sla_by, "timezone": args.sla_tz, "webhook": args.sla_webhook}
     if any(v is not None for v in sla.values()):
         doc["sla"] = {k: v for k, v in sla.items() if v is not None}
+    calendar = {"skip": args.calendar_skip, "only": args.calendar_only, "on_skip": args.on_skip}
+    if any(v is not None for v in calendar.values()):
+        doc["calendar"] = {k: v for k, v in calendar.items() if v is not None}
     _container_doc(args, doc)
     return doc
 

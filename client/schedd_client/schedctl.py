@@ -21,6 +21,10 @@
     run list JOB --all-instants [--since T] [--until T] [--limit N]   every instant and what became of
                                   it (the first N, default 50: a note on stderr says when more follow)
     quota set KEY N | quota delete KEY | quota list       KEY: team:<t> pool:<p> lane:backfill
+    calendar create NAME [--date D] [--range A..B] [--weekdays sat,sun] [--country DE [--subdiv BY]]
+                  [--years 2026..2028] [--ics FILE] [--team T]   named calendars (calendar_commands)
+    calendar apply -f FILE | get NAME | list | delete NAME
+    blackout create NAME --start T --end T [--team T] [--label K=V] [--reason R] | list | delete NAME
     run get ID                    an execution with its attempts and output tails
     dag apply -f FILE             create or replace every DAG in a YAML/JSON file (see schedd_client.dags)
     dag run NAME                  start a run now
@@ -65,7 +69,7 @@ from typing import Any
 
 from schedd_proto import PROTOCOL_VERSION
 
-from . import (acl_commands, backup, cluster_commands, completion, dag_commands, dashboard_commands, job_commands,
+from . import (acl_commands, backup, calendar_commands, cluster_commands, completion, dag_commands, dashboard_commands, job_commands,
                job_file_commands, membership_commands, quota_commands, run_commands, run_flow_commands, run_logs)
 from ._cli import PROG, CommandError, ExitStatus, UsageError, _count, _file_options, _global_options, _time_arg
 from ._failover import tls_failure
@@ -203,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the client's version and protocol version, and exit")
     _global_options(parser, top=True)
     groups = parser.add_subparsers(dest="group", required=True,
-                                   metavar="{job,run,dag,quota,worker,cluster,acl,audit,dashboard,completion}")
+                                   metavar="{job,run,dag,calendar,blackout,quota,worker,cluster,acl,audit,dashboard,completion}")
 
     def command(
         subparsers: Any, name: str, run: Callable[[Invocation], None], help: str, *, timeout: bool = True
@@ -330,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     membership_commands.add_commands(cluster, command)   # add-node, remove-node, replace-node
     backup.add_commands(cluster, command)          # cluster snapshot save FILE
     dag_commands.add_commands(groups, command)     # dag apply|run|show|runs|list|get|delete
+    calendar_commands.add_commands(groups, command)   # calendar ... and blackout ...
     acl_commands.add_commands(groups, command, _time_arg)   # acl ... and audit ...
     dash = command(groups, "dashboard", dashboard_commands.dashboard,
                    "print (and on a desktop open) a one-time login link to the web dashboard "

@@ -116,6 +116,7 @@ _DOC_KEYS: tuple[str, ...] = (
     "command", "argv", "workdir", "env", "inherit_env", "http", "python", "container",
 )  # fmt: skip
 _DOC_KEYS += ("dst_gap", "dst_fold", "sla", "env_secret", "limits", "params")
+_DOC_KEYS += ("calendar", "on_blackout")
 _DOC_KEYS += ("max_active", "queue_limit", "concurrency_key", "concurrency_limit", "catchup_window",
               "catchup_max", "catchup_order", "starting_deadline", "jitter", "history_max_age")
 # job document key -> JobSpec field, for the policies given as durations
@@ -124,6 +125,7 @@ _DURATION_FIELDS = {"catchup_window": "catchup_window_seconds", "starting_deadli
 _COUNT_FIELDS = ("max_active", "queue_limit", "concurrency_limit", "catchup_max")
 _RETRY_KEYS = ("max_attempts", "initial_backoff", "max_backoff", "multiplier")
 _SLA_KEYS = ("within", "by", "timezone", "webhook")
+_CALENDAR_KEYS = ("skip", "only", "on_skip")
 _HTTP_KEYS = ("url", "method", "headers", "body", "insecure_skip_verify")
 _PYTHON_KEYS = ("name", "args")
 _CONTAINER_KEYS = ("image", "command", "args", "env", "workdir", "user", "network", "cpu", "memory", "pids",
@@ -205,6 +207,8 @@ def job_spec(
     limits: pb.ResourceLimits | Mapping[str, float] | None = None,
     container: pb.ContainerHandler | Mapping[str, Any] | None = None,
     params: Mapping[str, str] | None = None,
+    calendar: pb.JobCalendar | Mapping[str, Any] | None = None,
+    on_blackout: str = "",
 ) -> pb.JobSpec:
     """A ``JobSpec`` with exactly one handler: ``command=`` or ``argv=`` (with optional ``workdir``,
     ``env`` and ``inherit_env``, the worker variables the job may see besides PATH, HOME, LANG), ``http_url=`` (with ``http_method``, ``http_headers``, ``http_body``), or
@@ -213,6 +217,8 @@ def job_spec(
     env, workdir, user, network, cpu, memory as MiB or "64Mi"/"1Gi", pids, read_only, mounts as
     mappings of source, target, read_only, pull; needs a cluster at feature level 6). ``params``
     are the default run parameters of every run (a trigger's own win, name by name; level 7).
+    ``calendar`` a ``JobCalendar`` or a mapping of skip, only (lists of calendar names) and on_skip
+    (skip | next_allowed); ``on_blackout`` skip | defer (feature level 8; schedd_client.calendars).
 
     ``timeout`` is seconds or a duration text ("5m"). Empty ``schedule`` means on demand.
     ``dst_gap`` (shift | skip) and ``dst_fold`` (first | last | both) are the schedule's DST
@@ -298,11 +304,22 @@ def job_spec(
             history_max_age_seconds=parse_duration(history_max_age),
             env_secret=dict(env_secret or {}),
             params=dict(params or {}),
+            calendar=_job_calendar(name, calendar),
+            on_blackout=on_blackout,
             limits=limits if limits is None or isinstance(limits, pb.ResourceLimits)
             else pb.ResourceLimits(**dict(_mapping(limits, f"job {brief(name)}: limits"))),
         )
     except (TypeError, ValueError) as err:   # e.g. priority past int32: protobuf refuses it
         raise ValidationError(f"job {brief(name)}: {clip(str(err), 160)}") from None
+
+
+def _job_calendar(name: str, value: pb.JobCalendar | Mapping[str, Any] | None) -> pb.JobCalendar | None:
+    if value is None or isinstance(value, pb.JobCalendar):
+        return value
+    r = _Reader(_mapping(value, f"job {brief(name)}: calendar"), f"job {brief(name)}: calendar", _CALENDAR_KEYS)
+    return pb.JobCalendar(skip=r.text_list("skip") if value.get("skip") is not None else [],
+                          only=r.text_list("only") if value.get("only") is not None else [],
+                          on_skip=r.text("on_skip"))
 
 
 def container_handler(value: pb.ContainerHandler | Mapping[str, Any], label: str = "container") -> pb.ContainerHandler:
@@ -448,6 +465,8 @@ def spec_from_dict(doc: Mapping[str, Any]) -> pb.JobSpec:
         sla=_sla_from_doc(r) if doc.get("sla") is not None else None,
         env_secret=r.text_map("env_secret"),
         params=r.text_map("params"),
+        calendar=dict(r.section("calendar", _CALENDAR_KEYS).doc) if doc.get("calendar") is not None else None,
+        on_blackout=r.text("on_blackout"),
         limits=_limits_from_doc(r) if doc.get("limits") is not None else None,
         concurrency_key=r.text("concurrency_key"),
         catchup_order=r.text("catchup_order"),
@@ -538,6 +557,11 @@ def spec_to_dict(spec: pb.JobSpec) -> dict[str, Any]:
         doc["worker_labels"] = dict(spec.worker_labels)
     if spec.params:
         doc["params"] = dict(spec.params)
+    if spec.HasField("calendar"):
+        cal = {"skip": list(spec.calendar.skip), "only": list(spec.calendar.only), "on_skip": spec.calendar.on_skip}
+        doc["calendar"] = {k: v for k, v in cal.items() if v}
+    if spec.on_blackout:
+        doc["on_blackout"] = spec.on_blackout
     kind = spec.handler.WhichOneof("kind")
     if kind == "shell":
         shell = spec.handler.shell

@@ -234,8 +234,25 @@ def _dag_spec_teams(st: Any, spec: Any) -> list[Owner]:
     return [Owner(spec.team or DEFAULT_TEAM), *([_taken("DAG", spec.name, old)] if old is not None else [])]
 
 
+def _row_team(rows: Any, kind: str, name: str) -> list[Owner]:
+    """A calendar's or blackout's team; none for a cluster-wide one (the servicer checks operator)."""
+    row = rows.get(name)
+    if row is not None and not row.team:
+        return []
+    return [Owner(None if row is None else row.team, f"{kind} {name!r} not found")]
+
+
+def _owned(rows: Any, kind: str, name: str, team: str) -> list[Owner]:
+    """The team a write names and, for a row that exists, the team it belongs to now."""
+    out = [Owner(team)] if team else []
+    row = rows.get(name)
+    if row is not None and row.team:
+        out.append(_taken(kind, name, row.team))
+    return out
+
+
 Resolver = Callable[[Any, Any], list[Owner]]
-_S, _D = "/schedd.v1.Scheduler/", "/schedd.v1.Dags/"
+_S, _D, _K = "/schedd.v1.Scheduler/", "/schedd.v1.Dags/", "/schedd.v1.Calendars/"
 RESOLVERS: dict[str, Resolver] = {
     _S + "PutJob": lambda st, r: _spec_teams(st, [r.job]),
     _S + "PutJobs": lambda st, r: _spec_teams(st, r.jobs),
@@ -256,6 +273,13 @@ RESOLVERS: dict[str, Resolver] = {
         "GetDag", "DeleteDag", "RunDag", "ListDagRuns", "GetDagRun", "ClearDagTask", "WatchDagRun")},
     _D + "ListDags": lambda st, r: [],
     "/schedd.v1.Logs/ReadRunLogs": lambda st, r: _execution(st, r.id),
+    _K + "PutCalendar": lambda st, r: _owned(st.calendars, "calendar", r.calendar.name, r.calendar.team),
+    _K + "GetCalendar": lambda st, r: _row_team(st.calendars, "calendar", r.name),
+    _K + "DeleteCalendar": lambda st, r: _row_team(st.calendars, "calendar", r.name),
+    _K + "ListCalendars": lambda st, r: [Owner(r.team)] if r.team else [],
+    _K + "PutBlackout": lambda st, r: _owned(st.blackouts, "blackout", r.blackout.name, r.blackout.team),
+    _K + "DeleteBlackout": lambda st, r: _row_team(st.blackouts, "blackout", r.name),
+    _K + "ListBlackouts": lambda st, r: [Owner(r.team)] if r.team else [],
 }
 
 

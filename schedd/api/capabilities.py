@@ -78,6 +78,12 @@ RPC_CAPABILITIES: dict[str, Need] = {
     # grant any capability (acl) may read it, an operator alone may not.
     **_service("Backup", {"SaveSnapshot": Need("acl", "cluster"), "CopyHistory": Need("acl", "cluster"),
                           "SaveHistory": Need("acl", "cluster")}),
+    # A team's calendars and blackouts: write (read) on the team; cluster-wide ones (no team)
+    # are written with operator on the cluster, checked by the servicer (schedd.api.calendars_service).
+    **_service("Calendars", {
+        "PutCalendar": WRITE, "GetCalendar": READ, "ListCalendars": LIST, "DeleteCalendar": WRITE,
+        "PutBlackout": WRITE, "ListBlackouts": LIST, "DeleteBlackout": WRITE,
+    }),
     # A run's log is read like the run: whoever may read the job's team.
     **_service("Logs", {"ReadRunLogs": READ}),
 }

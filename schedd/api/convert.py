@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 
+from schedd.core import calendars
 from schedd.core import params as run_params
 from schedd.core import schedule as sched
 from schedd.core import schedule_words
@@ -134,6 +135,10 @@ def job_spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         starting_deadline_seconds=p.starting_deadline_seconds, jitter_seconds=p.jitter_seconds,
         dst_gap=spec.dst_gap, dst_fold=spec.dst_fold, history_max_age_seconds=p.history_max_age_seconds,
         env_secret={k: mask_secret(s.version) for k, s in spec.env_secret.items()}, params=dict(spec.params))
+    if spec.calendar is not None:
+        out.calendar.CopyFrom(pb.JobCalendar(skip=spec.calendar.skip, only=spec.calendar.only,
+                                             on_skip=spec.calendar.on_skip))
+    out.on_blackout = spec.on_blackout
     handler = handler_to_pb(spec.handler) if spec.handler is not None else None
     if handler is not None:
         out.handler.CopyFrom(handler)
@@ -235,6 +240,8 @@ def job_to_pb(job: Job, state: SchedulerState, *, upcoming: int = 0, summary: bo
         times = [job.next_fire] + sched.next_n(schedule_of(job), job.next_fire, upcoming - 1)
         out.upcoming_ms.extend(times[:upcoming])
         out.upcoming_fires.extend(upcoming_fires(schedule_of(job), out.upcoming_ms))
+        for fire, ms in zip(out.upcoming_fires, out.upcoming_ms):
+            fire.calendar_note = calendars.preview_note(state, job, ms)
     return out
 
 

@@ -39,6 +39,7 @@ from schedd.api.watch import MAX_ROWS, WORKER_TICK_S, Rows, WatchSlots, follow
 from schedd.security.secrets import EnvSealer
 from schedd.core import batches as B
 from schedd.core.audit import short_history
+from schedd.core import calendars
 from schedd.core import commands as C
 from schedd.core import ledger
 from schedd.core import params as run_params
@@ -52,7 +53,7 @@ from schedd.core.results import ApplyResult, Code
 from schedd.core.tables import MIN_MS
 from schedd.core.state import MAX_BACKFILL_PER_ENTRY, UNAUDITED, schedule_of
 from schedd.core.model import EXECUTION_STATES, ValidationError, parse_execution_id
-from schedd.core.specs import DagTask, JobSpec, SealedSecret, handler_level
+from schedd.core.specs import CALENDAR_FEATURE_LEVEL, DagTask, JobSpec, SealedSecret, handler_level
 from schedd.leader.assigner import DispatchLoad, overload_warning, unserved_warnings
 from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode, ReadUnconfirmed
 from schedd.versions import build_info
@@ -129,8 +130,11 @@ def _stored_secrets_of(node: RaftNode) -> convert.StoredSecrets:
 def spec_levels(specs: Iterable[JobSpec | DagTask]) -> dict[str, Any]:
     """The `fl` to stamp on an entry that carries these specs (jobs, or a DAG's tasks): {} when
     their entry kind's own level is enough, {"fl": 6} when one has a container handler (an older
-    build would refuse it as invalid: schedd.core.features Level 6)."""
-    level = max((max(handler_level(s.handler), PARAMS_FEATURE_LEVEL if getattr(s, "params", None) else 1)
+    build would refuse it as invalid: schedd.core.features Level 6), 7 with default run
+    parameters, 8 with calendars or a blackout policy (an older build would ignore them)."""
+    level = max((max(handler_level(s.handler), PARAMS_FEATURE_LEVEL if getattr(s, "params", None) else 1,
+                     CALENDAR_FEATURE_LEVEL if isinstance(s, JobSpec) and (s.calendar is not None or s.on_blackout)
+                     else 1)
                  for s in specs), default=1)
     return {"fl": level} if level > 1 else {}
 
@@ -486,8 +490,11 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         cap = self.node.cfg.limits.max_jobs_per_team
         with self.node.lock:
             over = B.team_overflow(self.node.state, [(spec.name, spec.team)], cap)
+            missing = calendars.unknown_refs(self.node.state, [(spec.name, spec)])
         if over:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, over)
+        if missing:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, missing + "; nothing was committed")
         result = await self._commit(context, C.PUT, request.request_id, spec=text,
                                     name=spec.name, create_only=request.create_only,
                                     expected_version=request.expected_version, team_cap=cap,
@@ -518,6 +525,11 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         with self.node.lock:
             st = self.node.state
             over = B.team_overflow(st, [(spec.name, spec.team) for spec, _ in checked], limits.max_jobs_per_team)
+            missing = calendars.unknown_refs(st, [(spec.name, spec) for spec, _ in checked])
+        if missing:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, missing + "; nothing was committed")
+        with self.node.lock:
+            st = self.node.state
             exists = next((i for i, (spec, _) in enumerate(checked, 1) if spec.name in st.jobs), 0) \
                 if request.create_only else 0
         if exists:

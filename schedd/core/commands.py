@@ -87,6 +87,13 @@ KINDS += (GROUP,)
 RUN_RETRY = "run_retry"
 DAG_CLEAR = "dag_clear"
 KINDS += (RUN_RETRY, DAG_CLEAR)
+# Calendars and blackouts (level 8, schedd.core.calendars): named calendars a job's instants are
+# skipped or moved by, and windows in which matching jobs do not fire.
+CALENDAR_PUT = "calendar_put"
+CALENDAR_DELETE = "calendar_delete"
+BLACKOUT_PUT = "blackout_put"
+BLACKOUT_DELETE = "blackout_delete"
+KINDS += (CALENDAR_PUT, CALENDAR_DELETE, BLACKOUT_PUT, BLACKOUT_DELETE)
 
 
 # ---------------------------------------------------------------- feature levels
@@ -178,7 +185,12 @@ FEATURES = FeatureTable((
                "newest leave the replicated tables for every node's history store (schedd.core.history; "
                "below it a job keeps its newest history_limit in memory), a backfill entry says at which "
                "store index its instants were checked absent"),
-    # Level(8, kinds=(MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
+    Level(8, kinds=(CALENDAR_PUT, CALENDAR_DELETE, BLACKOUT_PUT, BLACKOUT_DELETE),
+          note="calendars and blackouts (schedd.core.calendars): named calendars and blackout windows; "
+               "a `put` carrying a spec with `calendar:` or `on_blackout:` is stamped fl=8 by its "
+               "proposer (schedd.core.specs.JobSpec.level), since an older build's apply ignores them; "
+               "below it apply never consults calendars or blackouts"),
+    # Level(9, kinds=(MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
 ))
 
 

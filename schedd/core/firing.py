@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
+from schedd.core import calendars
 from schedd.core import commands as C
 from schedd.core import history
 from schedd.core import params as run_params
@@ -66,6 +67,8 @@ def record(st: Tables, job: Job, t: int, trigger: str, cmd: C.Command, index: in
         ex.state = SKIPPED
         ex.reason = (f"overlap queue full: {st.pending[job.name]} run(s) already waiting behind "
                      f"{st.active_desc(job.name)}")
+    if trigger in ("schedule", "catchup"):
+        calendars.shape(st, job, ex, cmd.now)     # a calendar's skip or move, a blackout's skip or defer
     if policy.params or params:
         ex.events += run_params.event(cmd.now, run_params.defaults(policy.params, params or {}, st.feature_level))
     st.add_exec(ex)
@@ -197,8 +200,8 @@ def catch_up(st: Tables, job: Job, t: int, cmd: C.Command, index: int) -> list[t
     if p.catchup == "all" and not p.catchup_max:
         job.next_fire, job.last_fire = sched.next_after(s, lo), lo
         st.schedule_wheel(job)
-        record(st, job, lo, "catchup", cmd, index)
-        return out + [(lo, "created")]
+        ex = record(st, job, lo, "catchup", cmd, index)
+        return out + [(lo, "created" if ex.state == SCHEDULED else "skipped")]
     if p.catchup == "none":
         keep: list[int] = []
         add_gap(job, lo, horizon + 1, "skipped-catchup",
@@ -222,8 +225,8 @@ def catch_up(st: Tables, job: Job, t: int, cmd: C.Command, index: int) -> list[t
     st.schedule_wheel(job)
     for x in keep:
         if (job.name, x) not in st.execs:
-            record(st, job, x, "catchup", cmd, index)
-            out.append((x, "created"))
+            ex = record(st, job, x, "catchup", cmd, index)
+            out.append((x, "created" if ex.state == SCHEDULED else "skipped"))
     if not keep:
         out.append((t, "skipped"))
     return out

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from schedd.core import calendars
 from schedd.core import commands as C
 from schedd.core import schedule as sched
 from schedd.core.firing import OPEN_END, add_gap, prune_history
@@ -81,6 +82,9 @@ def put(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     over = team_overflow(st, [(spec.name, spec.team)], team_cap(cmd))
     if over:
         return reject(Code.EXHAUSTED, over)
+    missing = calendars.unknown_refs(st, [(spec.name, spec.source)])
+    if missing:
+        return reject(Code.INVALID, missing)
     created = upsert(st, spec, text, s, cmd, index)
     job = st.jobs[spec.name]
     return ok(R.Stored(created, job.name, job.version))
@@ -188,6 +192,9 @@ def put_specs(st: Tables, checked: list[Checked], cmd: C.Command, index: int) ->
     over = team_overflow(st, [(spec.name, spec.team) for spec, _, _ in checked], team_cap(cmd))
     if over:
         return reject(Code.EXHAUSTED, over)
+    missing = calendars.unknown_refs(st, [(spec.name, spec.source) for spec, _, _ in checked])
+    if missing:
+        return reject(Code.INVALID, missing)
     created = sum(upsert(st, spec, text, s, cmd, index) for spec, text, s in checked)
     return ok(R.PutMany(created, len(checked) - created))
 

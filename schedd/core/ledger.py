@@ -1,7 +1,8 @@
 """The ledger of instants: what became of every nominal instant of a job's schedule.
 
 Every instant the schedule named in a window has one disposition: it ran (or runs, or waits to),
-it was skipped (overlap, starting deadline, paused, a backlog) with the reason on its execution,
+it was skipped (overlap, starting deadline, paused, a backlog, a calendar, a blackout) or moved to
+the next instant its calendars allow, with the reason on its execution,
 or it has no execution of its own and a gap of the job says why (paused, coalesced into a later
 run, over the catch-up cap, outside the catch-up window, policy none). An instant with neither
 is reported `missing`: the scheduler promises there are none, and the fault suite checks it.
@@ -23,9 +24,11 @@ from schedd.core.model import (
 )
 
 MAX_INSTANTS = 10_000
+MOVED = "; moved to the next allowed instant"     # schedd.core.calendars: on_skip next_allowed
 
 _SKIP_PREFIXES = (("overlap", "skipped-overlap"), ("deadline", "skipped-deadline"),
-                  ("paused", "paused"), ("backlog", "skipped-backlog"))
+                  ("paused", "paused"), ("backlog", "skipped-backlog"), ("calendar", "skipped-calendar"),
+                  ("blackout", "skipped-blackout"))
 _STATE_DISPOSITION = {
     SUCCEEDED: "ran", FAILED: "ran", TIMED_OUT: "ran", LOST: "ran", RUNNING: "running",
     SCHEDULED: "pending", RETRY_WAIT: "pending", CANCELLED: "cancelled",
@@ -37,12 +40,15 @@ _STATE_DISPOSITION = {
 class Instant:
     instant_ms: int
     disposition: str      # ran running pending cancelled upstream-failed paused coalesced pruned
-    detail: str           #   missing skipped-{overlap,deadline,backlog,window,catchup,cap}
+    detail: str           #   missing skipped-{overlap,deadline,backlog,window,catchup,cap,calendar,blackout}
+                          #   moved (calendar next_allowed)
     execution: Execution | None = None
 
 
 def disposition_of(ex: Execution) -> str:
     if ex.state == SKIPPED:
+        if ex.reason.startswith("calendar") and MOVED in ex.reason:
+            return "moved"
         for prefix, name in _SKIP_PREFIXES:
             if ex.reason.startswith(prefix):
                 return name

@@ -23,7 +23,7 @@ from schedd.core.param_rules import check as check_params
 from schedd.core.specs import (
     CONTAINER_FEATURE_LEVEL as CONTAINER_FEATURE_LEVEL, DEFAULT_HISTORY_LIMIT as DEFAULT_HISTORY_LIMIT,
     MAX_HISTORY_LIMIT as MAX_HISTORY_LIMIT, MAX_SLA_SECONDS as MAX_SLA_SECONDS, NAME_RE as NAME_RE,
-    SLA_BY_RE as SLA_BY_RE, ContainerHandler, Handler, HttpHandler, JobSpec, Mount, Policies, PythonHandler,
+    SLA_BY_RE as SLA_BY_RE, CalendarRef, ContainerHandler, Handler, HttpHandler, JobSpec, Mount, Policies, PythonHandler,
     ResourceLimits, RetrySpec, SealedSecret, ShellHandler, SlaSpec, ValidationError as ValidationError,
 )
 
@@ -40,6 +40,8 @@ OVERLAP_POLICIES = ("allow", "skip", "queue")
 CATCHUP_POLICIES = ("all", "latest", "none")
 CATCHUP_ORDERS = ("newest", "oldest")
 DELIVERY_POLICIES = ("at_least_once", "at_most_once")
+ON_SKIP = ("skip", "next_allowed")               # a job's calendar.on_skip (schedd.core.calendars)
+ON_BLACKOUT = ("skip", "defer")                  # a job's on_blackout
 MAX_ERROR_CHARS = 2048
 MAX_OUTPUT_TAIL_CHARS = 4096
 
@@ -583,11 +585,41 @@ def canonical_spec(d: dict[str, Any]) -> tuple[JobSpec, str]:
                    description=description, labels=labels, worker_labels=worker_labels, retry=retry,
                    timeout_seconds=timeout, policies=Policies(**policy), dst_gap=gap, dst_fold=fold, sla=sla,
                    paused=bool(d.get("paused")), history_limit=int(history_limit), env_secret=env_secret,
-                   limits=_limits(d), params=check_params(d.get("params")))
+                   limits=_limits(d), params=check_params(d.get("params")), calendar=_calendar_ref(d),
+                   on_blackout=_choice(d, "on_blackout", ON_BLACKOUT).replace("skip", ""))
     text = spec.text()
     if len(text) > MAX_SPEC_BYTES:
         raise ValidationError(f"job spec is too large ({len(text)} bytes, at most {MAX_SPEC_BYTES})")
     return spec, text
+
+
+def _calendar_ref(d: dict[str, Any]) -> CalendarRef | None:
+    """The job's `calendar` (schedd.core.calendars): names checked for shape here, for existence
+    by apply against the replicated calendars. Defaults dropped (on_skip skip), None when empty."""
+    ref = d.get("calendar")
+    if not ref:
+        return None
+    if not isinstance(ref, dict):
+        raise ValidationError("calendar: an object with skip, only and on_skip")
+    ref = {k: v for k, v in ref.items() if v not in ("", [], None)}
+    if not ref:
+        return None
+    for key in ("skip", "only"):
+        names = ref.get(key) or []
+        if not isinstance(names, list) or not all(isinstance(n, str) and NAME_RE.fullmatch(n) for n in names):
+            raise ValidationError(f"calendar.{key}: a list of calendar names")
+        if len(names) > 16:
+            raise ValidationError(f"calendar.{key}: at most 16 calendars")
+    unknown = set(ref) - {"skip", "only", "on_skip"}
+    if unknown:
+        raise ValidationError(f"calendar: unknown key(s) {', '.join(sorted(unknown))} (skip, only, on_skip)")
+    on_skip = ref.get("on_skip", "")
+    if on_skip not in ("", *ON_SKIP):
+        raise ValidationError(f"calendar.on_skip must be one of {', '.join(ON_SKIP)}, got {on_skip!r}")
+    skip, only = tuple(dict.fromkeys(ref.get("skip") or ())), tuple(dict.fromkeys(ref.get("only") or ()))
+    if not skip and not only:
+        raise ValidationError("calendar: give skip or only calendars")
+    return CalendarRef(skip=skip, only=only, on_skip="" if on_skip == "skip" else on_skip)
 
 
 def _policies(d: dict[str, Any], out: dict[str, Any]) -> None:

@@ -28,6 +28,7 @@ from operator import attrgetter
 from typing import Any
 
 from schedd.core.acl import table_to_dict
+from schedd.core.calendars import blackout_of_row, blackout_row, calendar_of_row, calendar_row
 from schedd.core.audit import trail_to_dict
 from schedd.core.model import Attempt, Execution, ExecutionEvent, Job
 from schedd.core.rows import Batch, DagDef, DagRun
@@ -70,6 +71,9 @@ def to_plain(s: Imaged) -> dict[str, Any]:
                     for bid, b in s.batches.items()],
         "members": s.members,
         **({"archived": s.archived} if s.archived else {}),     # the history level's floors
+        # the calendar level's tables (schedd.core.calendars), absent while empty
+        **({"calendars": [calendar_row(c) for c in s.calendars.values()]} if s.calendars else {}),
+        **({"blackouts": [blackout_row(b) for b in s.blackouts.values()]} if s.blackouts else {}),
         "acl": table_to_dict(s.acl), "audit": trail_to_dict(s.audit),
         FEATURE_LEVEL_KEY: s.feature_level,
         SNAPSHOT_DIGEST: [s.last_index, s.state_digest()],
@@ -139,6 +143,8 @@ def from_plain(doc: Any) -> Image:
         "members": {str(k): (str(raft), str(grpc)) for k, (raft, grpc) in _dict(doc, "members").items()},
         # absent before the history level (schedd.core.history): no execution had left memory
         "archived": {str(k): (_int(floor), _int(i)) for k, (floor, i) in doc.get("archived", {}).items()},
+        "calendars": {c.name: c for c in map(calendar_of_row, doc.get("calendars", []))},
+        "blackouts": {b.name: b for b in map(blackout_of_row, doc.get("blackouts", []))},
         "acl": _dict(doc, "acl"), "audit": _dict(doc, "audit"),
         FEATURE_LEVEL_KEY: _int(doc[FEATURE_LEVEL_KEY]),
         SNAPSHOT_DIGEST: (_int(doc[SNAPSHOT_DIGEST][0]), str(doc[SNAPSHOT_DIGEST][1])),

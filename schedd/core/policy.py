@@ -57,6 +57,11 @@ class JobPolicy:
     worker_labels: tuple[tuple[str, str], ...] = ()   # a worker must carry all of them (sorted)
     handler: str = "shell"            # its handler's kind: a worker must advertise it (container)
     params: tuple[tuple[str, str], ...] = ()   # its runs' default parameters (sorted)
+    calendar_skip: tuple[str, ...] = ()        # schedd.core.calendars
+    calendar_only: tuple[str, ...] = ()
+    on_skip: str = "skip"                      # skip | next_allowed
+    on_blackout: str = "skip"                  # skip | defer
+    labels: tuple[tuple[str, str], ...] = ()   # its labels (sorted): what a blackout selects by
 
     @classmethod
     def from_spec(cls, spec: JobSpec) -> JobPolicy:
@@ -79,7 +84,12 @@ class JobPolicy:
                    max_age_ms=_ms(p.history_max_age_seconds),
                    worker_labels=tuple(sorted(spec.worker_labels.items())) if spec.worker_labels else (),
                    handler=spec.handler_kind,
-                   params=tuple(sorted(spec.params.items())) if spec.params else ())
+                   params=tuple(sorted(spec.params.items())) if spec.params else (),
+                   calendar_skip=spec.calendar.skip if spec.calendar is not None else (),
+                   calendar_only=spec.calendar.only if spec.calendar is not None else (),
+                   on_skip=(spec.calendar.on_skip if spec.calendar is not None else "") or "skip",
+                   on_blackout=spec.on_blackout or "skip",
+                   labels=tuple(sorted(spec.labels.items())) if spec.labels else ())
 
     @property
     def active_limit(self) -> int:

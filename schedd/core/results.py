@@ -447,6 +447,7 @@ PAYLOADS: dict[str, tuple[type[Payload], ...]] = {
     C.ACL_ANONYMOUS_SET: (Anonymous,), C.ACL_BOOTSTRAP: (Accessor,), C.AUDIT_APPEND: (AuditAppended,),
     C.AUDIT_NOTE: (AuditNote,), C.AUDIT_CONFIG: (AuditPruned,),
     C.RUN_RETRY: (Retried,), C.DAG_CLEAR: (Cleared,),
+    C.CALENDAR_PUT: (Stored,), C.CALENDAR_DELETE: (Named,), C.BLACKOUT_PUT: (Stored,), C.BLACKOUT_DELETE: (Named,),
 }
 
 

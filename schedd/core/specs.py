@@ -521,9 +521,25 @@ class Policies:
 
 NO_POLICIES = Policies()
 
+
+@dataclass(frozen=True, slots=True)
+class CalendarRef(_Record):
+    """The calendars a job's instants are checked against (schedd.core.calendars): an instant on
+    a date of a `skip` calendar, or (with `only` calendars) on a date in none of them, is skipped,
+    or with `on_skip` "next_allowed" moved to the schedule's next allowed instant."""
+
+    skip: tuple[str, ...] = ()
+    only: tuple[str, ...] = ()
+    on_skip: str = ""                    # "" = skip
+    extra: Mapping[str, Any] = EMPTY
+
+
+CALENDAR_FEATURE_LEVEL = 8           # schedd.core.features Level 8: entries carrying one say fl=8
+
 RetrySpec.keys = Keys({"max_attempts": _Key(_whole), "initial_backoff_seconds": _Key(_number),
                 "max_backoff_seconds": _Key(_number), "multiplier": _Key(_number)})
 SlaSpec.keys = Keys({"within_seconds": _Key(_number), "by": _Key(_text), "timezone": _Key(_text), "webhook": _Key(_text)})
+CalendarRef.keys = Keys({"skip": _Key(_words, _list), "only": _Key(_words, _list), "on_skip": _Key(_text)})
 ResourceLimits.keys = Keys({"memory_mb": _Key(_whole), "cpu_seconds": _Key(_number), "open_files": _Key(_whole),
                  "processes": _Key(_whole)})
 _POLICIES = Keys({
@@ -544,6 +560,10 @@ def _sla(v: Any) -> Any:
 
 def _limits(v: Any) -> Any:
     return _exact(ResourceLimits, v)
+
+
+def _calendar(v: Any) -> Any:
+    return _exact(CalendarRef, v)
 
 
 def _sealed(v: Any) -> Any:
@@ -592,6 +612,8 @@ class JobSpec:
     params: Mapping[str, str] = EMPTY    # default run parameters (schedd.core.params; feature level 7)
     dag: str = ""                        # the DAG whose row this is
     task: str = ""                       # and its task ("" for the DAG's schedule row)
+    calendar: CalendarRef | None = None  # calendars its instants are checked against (feature level 8)
+    on_blackout: str = ""                # "" = skip; "defer" (schedd.core.calendars; feature level 8)
     extra: Mapping[str, Any] = EMPTY     # keys and values not in canonical form (module docstring)
 
     @classmethod
@@ -664,8 +686,12 @@ class JobSpec:
 
     @property
     def level(self) -> int:
-        """The feature level this spec needs beyond its entry kind's (`handler_level`)."""
-        return handler_level(self.handler)
+        """The feature level this spec needs beyond its entry kind's (`handler_level`; a
+        calendar or a blackout policy: CALENDAR_FEATURE_LEVEL)."""
+        level = handler_level(self.handler)
+        if self.calendar is not None or self.on_blackout:
+            level = max(level, CALENDAR_FEATURE_LEVEL)
+        return level
 
     @property
     def dst_policy(self) -> str:
@@ -680,7 +706,8 @@ _JOB = Keys({
     "worker_labels": _Key(_text_map, _dict), "retry": _Key(_retry, _record), "timeout_seconds": _Key(_number),
     "dst_gap": _Key(_text), "dst_fold": _Key(_text), "sla": _Key(_sla, _record), "paused": _Key(_true),
     "history_limit": _Key(_whole), "env_secret": _Key(_secrets, _secret_map), "limits": _Key(_limits, _record),
-    "params": _Key(_text_map, _dict), "dag": _Key(_text), "task": _Key(_text)})
+    "params": _Key(_text_map, _dict), "dag": _Key(_text), "task": _Key(_text),
+    "calendar": _Key(_calendar, _record), "on_blackout": _Key(_text)})
 _JOB_BUILDER = _Builder(JobSpec)
 _POLICY_BUILDER = _Builder(Policies)
 _JOB_AT = _JOB_BUILDER.positions(_JOB)

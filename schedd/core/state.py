@@ -23,7 +23,7 @@ import hashlib
 from collections.abc import Callable, Container
 from typing import Any, ClassVar
 
-from schedd.core import access, attempts, batches, dags, features, firing, history, jobs, members, queries
+from schedd.core import access, attempts, batches, calendars, dags, features, firing, history, jobs, members, queries
 from schedd.core import acl as acl_table
 from schedd.core import audit as audit_trail
 from schedd.core import commands as C
@@ -76,7 +76,7 @@ HANDLERS: dict[str, Handler] = {
     C.FINISH_MANY: attempts.finish_many, C.EXPIRE: attempts.expire, C.CANCEL: attempts.cancel,
     C.RUN_RETRY: attempts.retry,
     C.SLA: sla_index.apply, C.FEATURE_LEVEL: features.raise_level,
-    **dags.HANDLERS, **batches.HANDLERS, **access.HANDLERS, **members.HANDLERS,
+    **dags.HANDLERS, **batches.HANDLERS, **access.HANDLERS, **members.HANDLERS, **calendars.HANDLERS,
 }
 
 
@@ -90,6 +90,9 @@ def _target(cmd: C.Command) -> str:
         return f"batch {cmd.args.get('batch')}"
     if cmd.kind in (C.CANCEL, C.RUN_RETRY):
         return f"{cmd.args.get('job')}@{cmd.args.get('scheduled_ms')}"
+    if cmd.kind in (C.CALENDAR_PUT, C.BLACKOUT_PUT):
+        row = cmd.args.get("calendar") or cmd.args.get("blackout")
+        return str(row.get("name", "")) if isinstance(row, dict) else ""
     if cmd.kind == C.AUDIT_NOTE:
         return str(cmd.args.get("note", ""))
     if cmd.kind == C.FEATURE_LEVEL:

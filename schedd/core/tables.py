@@ -127,6 +127,8 @@ class Tables:
         # memory for the nodes' history stores, and the log index of the last one that left
         # (schedd.core.history). Every execution of the job after `floor` is in `execs`.
         self.archived: dict[str, tuple[int, int]] = {}
+        self.calendars: dict[str, Any] = {}   # name -> Calendar (schedd.core.calendars)
+        self.blackouts: dict[str, Any] = {}   # name -> Blackout (schedd.core.calendars)
         self.outbox = Outbox()        # what this apply handed to the history stores (not replicated)
 
     # ------------------------------------------------------------ bulk rebuild

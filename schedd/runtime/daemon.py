@@ -25,6 +25,7 @@ from schedd.api.logs_service import LogsService
 from schedd.leader.run_logs import RunLogs
 from schedd.api.auth import AuditQueue, AuthInterceptor, NodeSigner, RateLimiter
 from schedd.api.auth import current as auth_current
+from schedd.api.calendars_service import CalendarsService
 from schedd.api.dags_service import DagsService
 from schedd.api.halted import HaltedGate
 from schedd.api.limits import InflightLimit, max_receive_bytes
@@ -57,7 +58,7 @@ from schedd_client.channels import KEEPALIVE_MIN_MS, Security, open_aio_channel
 from schedd.testing import hooks as testing
 from schedd_proto import (acl_pb2, acl_pb2_grpc, backup_pb2, backup_pb2_grpc, dags_pb2, dags_pb2_grpc,
                           membership_pb2, membership_pb2_grpc)
-from schedd_proto import logs_pb2, logs_pb2_grpc
+from schedd_proto import calendars_pb2, calendars_pb2_grpc, logs_pb2, logs_pb2_grpc
 from schedd_proto import scheduler_pb2 as pb
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
@@ -284,6 +285,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     membership_pb2_grpc.add_MembershipServicer_to_server(MembershipService(node, clock, metrics, router, joiners), server)
     backup_pb2_grpc.add_BackupServicer_to_server(BackupService(node, router, clock, header_sealer(cfg.secret)), server)
     logs_pb2_grpc.add_LogsServicer_to_server(LogsService(node, router, RunLogs(node, hub)), server)
+    calendars_pb2_grpc.add_CalendarsServicer_to_server(CalendarsService(node, clock, metrics, router), server)
     if cfg.test_mode:
         testing.add_admin_service(server, clock, node, faults)
     health_servicer = health.aio.HealthServicer()
@@ -296,7 +298,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
              acl_pb2.DESCRIPTOR.services_by_name["Audit"].full_name,
              membership_pb2.DESCRIPTOR.services_by_name["Membership"].full_name,
              backup_pb2.DESCRIPTOR.services_by_name["Backup"].full_name,
-             logs_pb2.DESCRIPTOR.services_by_name["Logs"].full_name)
+             logs_pb2.DESCRIPTOR.services_by_name["Logs"].full_name,
+             calendars_pb2.DESCRIPTOR.services_by_name["Calendars"].full_name)
     reflection.enable_server_reflection(names, server)
     port = (server.add_secure_port(cfg.grpc_address, reloader.credentials()) if reloader is not None
             else server.add_insecure_port(cfg.grpc_address))

@@ -69,7 +69,8 @@ ALLOWED: dict[str, frozenset[str]] = {
 
 #: Third-party modules the client distribution does not install.
 DAEMON_ONLY_DEPS = frozenset({"pysyncobj", "croniter", "sortedcontainers", "prometheus_client",
-                              "uvloop", "cryptography", "aiohttp"})
+                              "uvloop", "cryptography", "aiohttp",
+                              "holidays", "icalendar", "dateutil"})     # calendars, expanded at the API edge
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from schedd_client import AsyncClient, Client, _plans, acl, dags, membership
+from schedd_client import AsyncClient, Client, _plans, acl, calendars, dags, membership
 
-BUILDER_MODULES = (_plans, dags, acl, membership)
+BUILDER_MODULES = (_plans, dags, acl, membership, calendars)
 NOT_BUILT = {"save_snapshot",     # a stream written to a file (schedd_client.backup), no plan builder
              # wait for the run to end: their builder's call, then reads of the run (schedd_client.waiting)
              "trigger_job", "run_dag", "wait_for",
