@@ -111,6 +111,7 @@ __all__ = [
     "ScheduleError",
     "dst_note",
     "format_ms",
+    "instant_key",
     "next_after",
     "next_n",
     "parse",
@@ -944,6 +945,22 @@ def dst_note(s: Schedule, t_ms: int) -> str:
 def _hhmm(wall: int, second: int = 0) -> str:
     h, m = wall % 86400 // 3600, wall % 3600 // 60
     return f"{h:02d}:{m:02d}" + (f":{second:02d}" if second else "")
+
+
+def instant_key(s: Schedule) -> tuple[Any, ...]:
+    """A hashable key equal for schedules that name the same instants: the compiled cron tables
+    (interned per resolved expression, so `H * * * *` jobs landing on one minute share a key,
+    and so do `@hourly` and `0 * * * *`), the zone and the DST policy; the period of `@every`;
+    the time of `at`. Different keys may still name the same instants (the key is a grouping
+    aid for counting instants once per distinct schedule, schedd.core.forecast, never a proof
+    of difference)."""
+    if s.kind == "cron":
+        return ("cron", s._cron, s.tz, s.gap, s.fold)
+    if s.kind == "every":
+        return ("every", s._period_ms)
+    if s.kind == "at":
+        return ("at", s._at_ms)
+    return ("none",)
 
 
 def next_n(s: Schedule, after_ms: int, n: int) -> list[int]:

@@ -1,0 +1,131 @@
+"""The herd forecast and explain at the API: what they read of the node, and their messages.
+
+The forecast (schedd.core.forecast) is computed from rows copied out of the job table under the
+node lock (one pass, a consistent view at one applied index), then off the lock and off the
+event loop. Worker slots are the leader's connected workers (`WorkerHub`), so only the leader
+knows them; a stale read on a follower says so in its note.
+
+`LoadCache` keeps a forecast by pool of the next 24 h for the warning PutJob and PutJobs return
+when a job lands on a second that already holds more runs than its pool's slots. A small table
+is forecast afresh at every write; a large one (more than SYNC_JOBS jobs) from a copy at most
+MAX_AGE_MS old, rebuilt in the background, so a write never waits for a million-job forecast:
+the warning is advice, never a refusal, and may lag the table by that much.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Container, Iterable
+from typing import Any
+
+from schedd.core import explain as E
+from schedd.core import forecast as F
+from schedd.core import schedule as sched
+from schedd.core.specs import JobSpec
+from schedd_proto import scheduler_pb2 as pb
+
+DAY_MS = 86_400_000
+MAX_AGE_MS = 30_000
+SYNC_JOBS = 20_000
+MAX_WARNINGS = 10
+
+
+def capacity(hub: Any, quotas: dict[str, int], now_ms: int) -> F.Capacity:
+    """Slots per pool of the live workers connected here (None without a hub: not the leader)."""
+    if hub is None:
+        return F.Capacity(None, quotas)
+    slots: dict[str, int] = {}
+    for conn in list(hub.conns.values()):
+        if conn.closed or conn.draining or not hub.live(conn, now_ms):
+            continue
+        slots[conn.pool] = slots.get(conn.pool, 0) + conn.slots
+    return F.Capacity(slots, quotas)
+
+
+def read_rows(node: Any, visible: Container[str] | None) -> tuple[list[F.JobRow], dict[str, int]]:
+    """The forecast's rows and the quotas, read under the node lock at one applied index."""
+    with node.lock:
+        st = node.state
+        rows = F.rows(st)
+        quotas = dict(st.quotas)
+    if visible is not None:
+        rows = [r for r in rows if r[1] in visible]
+    return rows, quotas
+
+
+def forecast_to_pb(fc: F.Forecast, note: str) -> pb.ForecastResponse:
+    return pb.ForecastResponse(from_ms=fc.from_ms, to_ms=fc.to_ms, by=fc.by, jobs=fc.jobs, instants=fc.instants,
+                               groups=[_group_pb(g) for g in fc.groups], note=note)
+
+
+def _group_pb(g: F.GroupForecast) -> pb.ForecastGroup:
+    return pb.ForecastGroup(key=g.key, jobs=g.jobs, instants=g.instants, slots=-1 if g.slots is None else g.slots,
+                            quota_key=g.quota_key, quota=g.quota or 0,
+                            peak_seconds=[_peak_pb(p) for p in g.peak_seconds],
+                            peak_minutes=[_peak_pb(p) for p in g.peak_minutes])
+
+
+def _peak_pb(p: F.Peak) -> pb.ForecastPeak:
+    return pb.ForecastPeak(at_ms=p.at_ms, width_ms=p.width_ms, due=p.due, over=p.over, contributors=[
+        pb.ForecastContributor(schedule=c.schedule, timezone=c.tz, jobs=c.jobs, examples=list(c.examples))
+        for c in p.contributors])
+
+
+def explanation_to_pb(x: E.Explanation) -> pb.Explanation:
+    return pb.Explanation(id=x.id, job=x.job, instant_ms=x.instant_ms, disposition=x.disposition,
+                          summary=x.summary, index=x.index, findings=[
+                              pb.ExplainFinding(kind=f.kind, text=f.text, at_ms=f.at_ms,
+                                                details={k: v for k, v in f.details if v})
+                              for f in x.findings])
+
+
+class LoadCache:
+    """The forecast by pool that put warnings read (module doc)."""
+
+    def __init__(self) -> None:
+        self._fc: F.Forecast | None = None
+        self._built_ms = 0
+        self._task: asyncio.Future[None] | None = None
+        self._lock = threading.Lock()
+
+    async def current(self, node: Any, now_ms: int) -> tuple[F.Forecast | None, bool]:
+        """(the forecast, whether it was read after the caller's write, so counts the job)."""
+        with node.lock:
+            small = len(node.state.jobs) <= SYNC_JOBS
+        if small:
+            await asyncio.to_thread(self._build, node, now_ms)
+            return self._fc, True
+        if self._fc is None or now_ms - self._built_ms > MAX_AGE_MS:
+            if self._task is None or self._task.done():
+                self._task = asyncio.ensure_future(asyncio.to_thread(self._build, node, now_ms))
+        return self._fc, False
+
+    def _build(self, node: Any, now_ms: int) -> None:
+        with self._lock:
+            rows, quotas = read_rows(node, None)
+            fc = F.compute(rows, now_ms, now_ms + DAY_MS, by="pool", top=1)
+            self._fc, self._built_ms = fc, now_ms
+
+
+def warnings(fc: F.Forecast | None, counted: bool, specs: Iterable[JobSpec], cap: F.Capacity,
+             now_ms: int) -> list[str]:
+    """The crowding warnings for jobs just written, one per crowded (pool, second)."""
+    if fc is None or cap.slots is None:
+        return []
+    out: dict[str, None] = {}
+    for spec in specs:
+        if spec.paused:
+            continue
+        try:
+            s = sched.parse(spec.schedule, spec.timezone, hash_key=spec.name, gap=spec.dst_gap, fold=spec.dst_fold)
+        except sched.ScheduleError:
+            continue
+        jitter = int(round(float(spec.policies.jitter_seconds or 0) * 1000))
+        line = F.crowding(fc, spec.policies.pool, spec.name, s, jitter, cap, now_ms, counted=counted)
+        if line:
+            out.setdefault(line, None)
+    lines = list(out)
+    if len(lines) > MAX_WARNINGS:
+        lines = lines[:MAX_WARNINGS] + [f"... and {len(lines) - MAX_WARNINGS} more crowded seconds"]
+    return lines

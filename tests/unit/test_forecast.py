@@ -1,0 +1,133 @@
+"""The herd forecast (schedd.core.forecast): its counts against a brute-force count that walks
+every job's instants one by one, the grouping by team and pool, the peaks against the slots and
+quotas, and the crowding warning a write returns."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from schedd.core import forecast as F
+from schedd.core import schedule as sched
+from schedd.core.policy import jitter_offset_ms
+from tests.support.properties import examples
+
+T0 = 1_793_491_200_000                  # 2026-11-01T00:00:00Z
+BERLIN_FALL = 1_792_890_000_000         # 2026-10-25T01:00:00Z: Berlin's clocks go back
+SCHEDULES = ["* * * * *", "*/5 * * * *", "0 * * * *", "@hourly", "H * * * *", "H/15 * * * *", "30 2 * * *",
+             "*/20 * * * * *", "0 0 * * *", "@every 90s", "@every 1500ms", "15,45 * * * *", "H H * * *",
+             "0 */2 * * *", "@every 7s"]
+ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"]
+JITTERS = [0, 0, 999, 1500, 7000, 60_000]
+
+
+def brute(rows: list[F.JobRow], from_ms: int, to_ms: int) -> Counter:
+    """Runs due per second, job by job and instant by instant: the definition."""
+    out: Counter = Counter()
+    lo, hi = from_ms // 1000, -(-to_ms // 1000)
+    for name, _team, _pool, spec, tz, dst, jitter in rows:
+        gap, _, fold = dst.partition("/")
+        s = sched.parse(spec, tz, hash_key=name, gap=gap, fold=fold)
+        off = jitter_offset_ms(name, jitter)
+        x = sched.next_after(s, lo * 1000 - off - 1)
+        while x is not None and (x + off) // 1000 < hi:
+            out[(x + off) // 1000] += 1
+            x = sched.next_after(s, x)
+    return out
+
+
+def row(i: int, spec: str, tz: str = "UTC", jitter: int = 0, team: str = "a", pool: str = "") -> F.JobRow:
+    return (f"job-{i}", team, pool, spec, tz, "", jitter)
+
+
+jobs_strategy = st.lists(st.tuples(st.sampled_from(SCHEDULES), st.sampled_from(ZONES), st.sampled_from(JITTERS),
+                                   st.sampled_from(["a", "b"]), st.sampled_from(["", "gpu"])),
+                         min_size=1, max_size=40)
+
+
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=jobs_strategy, start=st.integers(0, 48 * 3600), length=st.integers(1, 3600),
+       by=st.sampled_from(F.GROUPINGS))
+def test_counts_match_a_brute_force_count(jobs, start, length, by):
+    rows = [row(i, *j) for i, j in enumerate(jobs)]
+    lo = BERLIN_FALL - 24 * 3_600_000 + start * 1000        # across a DST fold, now and then
+    fc = F.compute(rows, lo, lo + length * 1000, by=by, top=3)
+    expected = brute(rows, lo, lo + length * 1000)
+    got: Counter = Counter()
+    for g in fc.groups:
+        for i, due in enumerate(g.series):
+            if due:
+                got[fc.from_ms // 1000 + i] += due
+    assert got == expected
+    assert fc.instants == sum(expected.values()) and fc.jobs == len(rows)
+    if by == "":
+        top = max(expected.values(), default=0)
+        assert (fc.groups[0].peak_seconds[0].due if fc.groups[0].peak_seconds else 0) == top
+
+
+def test_jobs_on_one_schedule_are_one_class_however_many():
+    rows = [row(i, "0 * * * *") for i in range(5000)] + [row(5000 + i, "@hourly") for i in range(10)]
+    fc = F.compute(rows, T0, T0 + 3 * 3_600_000)
+    g = fc.groups[0]
+    assert [p.due for p in g.peak_seconds] == [5010, 5010, 5010]
+    assert [p.at_ms for p in g.peak_seconds] == [T0, T0 + 3_600_000, T0 + 7_200_000]   # the earliest first
+    (c,) = g.peak_seconds[0].contributors                      # @hourly and 0 * * * * are the same instants
+    assert c.jobs == 5010 and len(c.examples) == F.EXAMPLES
+
+
+def test_jitter_spreads_the_herd_over_seconds():
+    rows = [row(i, "0 * * * *", jitter=60_000) for i in range(6000)]
+    fc = F.compute(rows, T0, T0 + 3_600_000, top=1)
+    g = fc.groups[0]
+    assert g.instants == 6000 and g.peak_seconds[0].due < 200
+    assert g.peak_minutes[0].due == 6000 and g.peak_minutes[0].at_ms == T0
+
+
+def test_by_team_and_by_pool_split_the_counts():
+    rows = [row(i, "* * * * *", team="a", pool="gpu") for i in range(3)] + \
+           [row(10 + i, "* * * * *", team="b") for i in range(2)]
+    by_team = F.compute(rows, T0, T0 + 60_000, by="team")
+    assert {(g.key, g.jobs, g.instants) for g in by_team.groups} == {("a", 3, 3), ("b", 2, 2)}
+    by_pool = F.compute(rows, T0, T0 + 60_000, by="pool")
+    assert {(g.key, g.instants) for g in by_pool.groups} == {("", 2), ("gpu", 3)}
+    assert F.compute(rows, T0, T0 + 60_000).groups[0].instants == 5
+
+
+def test_peaks_compare_with_the_slots_and_quota_that_serve_them():
+    rows = [row(i, "0 0 * * *", pool="gpu") for i in range(100)] + [row(200 + i, "0 0 * * *") for i in range(10)]
+    cap = F.Capacity(slots={"gpu": 64, "": 8}, quotas={"pool:gpu": 20})
+    fc = F.compute(rows, T0, T0 + 3_600_000, by="pool", capacity=cap)
+    gpu, anywhere = fc.group("gpu"), fc.group("")
+    assert gpu is not None and anywhere is not None
+    assert (gpu.slots, gpu.quota_key, gpu.quota) == (64, "pool:gpu", 20)
+    assert gpu.peak_seconds[0].due == 100 and gpu.peak_seconds[0].over
+    assert anywhere.slots == 72 and not anywhere.peak_seconds[0].over     # no pool: any worker's slots
+    unknown = F.compute(rows, T0, T0 + 3_600_000, by="pool")
+    assert unknown.groups[0].slots is None and not unknown.groups[0].peak_seconds[0].over
+
+
+def test_crowding_warns_when_a_job_lands_on_a_second_over_the_slots():
+    rows = [row(i, "0 0 * * *", pool="p") for i in range(1240)]
+    fc = F.compute(rows, T0 - 3_600_000, T0 + 23 * 3_600_000, by="pool", top=1)
+    cap = F.Capacity(slots={"p": 64})
+    s = sched.parse("0 0 * * *", "UTC")
+    line = F.crowding(fc, "p", "new", s, 0, cap, T0 - 3_600_000)
+    assert line == "1,241 jobs due at 2026-11-01T00:00:00Z in pool p, 64 slots: add `jitter` or a window"
+    assert F.crowding(fc, "p", "new", s, 0, cap, T0 - 3_600_000, counted=True).startswith("1,240 jobs")
+    assert F.crowding(fc, "p", "new", sched.parse("30 0 * * *", "UTC"), 0, cap, T0 - 3_600_000) == ""
+    assert F.crowding(fc, "q", "new", s, 0, F.Capacity(slots={"q": 1}), T0) == ""    # a pool nobody else uses
+    assert F.crowding(fc, "p", "new", s, 0, F.Capacity(), T0) == ""                  # slots unknown
+
+
+@pytest.mark.parametrize("start, end, by, top, message", [
+    (T0, T0, "", 5, "the window is empty"),
+    (T0, T0 + 8 * 86_400_000, "", 5, "longer than 7 days"),
+    (T0, T0 + 1000, "host", 5, "by must be team or pool"),
+    (T0, T0 + 1000, "", 0, "top must be between 1 and 100"),
+])
+def test_bad_windows_are_refused_with_a_reason(start, end, by, top, message):
+    with pytest.raises(F.ForecastError, match=message):
+        F.compute([], start, end, by=by, top=top)
