@@ -186,20 +186,40 @@ def _classes(job_rows: Iterable[JobRow], by: str) -> tuple[list[_Class], dict[st
             names.append(name)
     merged: dict[tuple[object, ...], _Class] = {}
     for (group, spec, tz, dst, jitter), names in first.items():
-        gap, _, fold = dst.partition("/")
-        hashed = sched.uses_hash(spec)
-        for name in names if hashed else names[:1]:
-            s = sched.parse(spec, tz, hash_key=name, gap=gap, fold=fold)
-            if s.kind == "none":
-                break
+        for members in _same_instants(spec, names):
+            s = _parse(spec, tz, dst, members[0])
+            if s is None or s.kind == "none":
+                continue
             key = (group, sched.instant_key(s))
             c = merged.get(key)
             if c is None:
                 c = merged[key] = _Class(group, s, spec)
-            for member in (name,) if hashed else names:
-                offset = jitter_offset_ms(member, jitter)
-                c.buckets.setdefault(offset, []).append(member)
+            if not jitter:
+                c.buckets.setdefault(0, []).extend(members)
+                continue
+            for member in members:
+                c.buckets.setdefault(jitter_offset_ms(member, jitter), []).append(member)
     return [_coarsen(c) for c in merged.values()], jobs_by_group
+
+
+def _same_instants(spec: str, names: list[str]) -> Iterable[list[str]]:
+    """The jobs of one schedule text split by where their `H` fields land (one part when the
+    text has none)."""
+    if not sched.uses_hash(spec):
+        return [names]
+    parts: dict[tuple[str, ...] | None, list[str]] = {}
+    for name in names:
+        parts.setdefault(sched.hashed_fields(spec, name), []).append(name)
+    parts.pop(None, None)                 # a text parse refuses: it names no instants
+    return parts.values()
+
+
+def _parse(spec: str, tz: str, dst: str, hash_key: str) -> sched.Schedule | None:
+    gap, _, fold = dst.partition("/")
+    try:
+        return sched.parse(spec, tz, hash_key=hash_key, gap=gap, fold=fold)
+    except sched.ScheduleError:
+        return None
 
 
 def _coarsen(c: _Class) -> _Class:

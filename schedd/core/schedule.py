@@ -111,6 +111,7 @@ __all__ = [
     "ScheduleError",
     "dst_note",
     "format_ms",
+    "hashed_fields",
     "instant_key",
     "next_after",
     "next_n",
@@ -945,6 +946,50 @@ def dst_note(s: Schedule, t_ms: int) -> str:
 def _hhmm(wall: int, second: int = 0) -> str:
     h, m = wall % 86400 // 3600, wall % 3600 // 60
     return f"{h:02d}:{m:02d}" + (f":{second:02d}" if second else "")
+
+
+def hashed_fields(spec: str, hash_key: str) -> tuple[str, ...] | None:
+    """The fields of a cron with `H` as `parse` resolves them for `hash_key` (croniter's order),
+    or None for any other text (or a bad one). Jobs whose fields resolve alike (and whose text,
+    zone and DST policy are the same) have the same instants: grouping by this costs a few
+    microseconds a job, where parsing each costs a compile (schedd.core.forecast groups a
+    million jobs so)."""
+    plan = _hash_plan(spec)
+    if plan is None:
+        return None
+    fields, bare, other = plan
+    key = hash_key.encode("utf-8")
+    out = list(fields)
+    try:
+        for i in bare:
+            out[i] = str(_HASHER.do(i, hash_id=key))
+        for i in other:
+            out[i] = _resolve_field(i, fields[i], key)
+    except (_CronError, CroniterError):
+        return None
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _hash_plan(spec: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]] | None:
+    """Per schedule text: its fields (croniter's order, the plain ones resolved), the indexes of
+    bare `H` fields and of the other hashed ones; None if it is no cron with H."""
+    words = spec.strip().lower().split()
+    if len(words) not in _USER_ORDER or not uses_hash(spec):
+        return None
+    raw = dict(zip(_USER_ORDER[len(words)], words))
+    fields, bare, other = [], [], []
+    for i in range(6):
+        text = raw.get(i, "0")
+        if _HASH_FIELD.fullmatch(text):
+            (bare if text == "h" else other).append(i)
+            fields.append(text)
+            continue
+        try:
+            fields.append(_plain_field(i, text))
+        except _CronError:
+            return None
+    return tuple(fields), tuple(bare), tuple(other)
 
 
 def instant_key(s: Schedule) -> tuple[Any, ...]:
