@@ -27,7 +27,7 @@ from schedd.core import sla as S
 from schedd.core.audit import AuditRecord
 from schedd.core.firing import OPEN_END
 from schedd.core.model import (
-    FAILED, LOST, REJECTED, RETRY_WAIT, RUNNING, SCHEDULED, TIMED_OUT, Attempt, Execution, Job, execution_id,
+    FAILED, LOST, REJECTED, RETRY_WAIT, RUNNING, SCHEDULED, SUCCEEDED, TIMED_OUT, Attempt, Execution, Job, execution_id,
 )
 from schedd.core.policy import JobPolicy, blocked, jitter_offset_ms
 from schedd.core.retry import RetryPolicy
@@ -164,10 +164,11 @@ def _no_job(st: Tables, name: str, t: int, ex: Execution | None, audit: Iterable
 
 def _not_yet(st: Tables, job: Job, t: int) -> Explanation:
     if job.paused:
-        since = _open_pause(job)
+        gap = job.gaps[-1] if job.gaps and job.gaps[-1][1] == OPEN_END else None
+        since = f" since {_when(gap[0])} ({gap[3]})" if gap is not None else ""
         return _done(st, job, t, "paused", [Finding(
-            "paused", f"job {job.name} is paused" + (f" since {_when(since)}" if since is not None else "")
-            + ": its instants are not recorded until it is resumed", since or 0)])
+            "paused", f"job {job.name} is paused{since}: its instants are not recorded until it is resumed",
+            gap[0] if gap is not None else 0)])
     policy = st.policy(job)
     due = t + jitter_offset_ms(job.name, policy.jitter_ms)
     findings = [Finding("next", f"the job's next instant to record is {_when(job.next_fire)}" if job.next_fire
@@ -238,10 +239,6 @@ def _policy_value(policy: JobPolicy, name: str) -> str:
     return str(value)
 
 
-def _open_pause(job: Job) -> int | None:
-    return job.gaps[-1][0] if job.gaps and job.gaps[-1][1] == OPEN_END else None
-
-
 # ------------------------------------------------------------------ executions
 
 
@@ -263,7 +260,7 @@ def _of_execution(st: Tables, job: Job, ex: Execution) -> Explanation:
     if ex.state in (SCHEDULED, RETRY_WAIT):
         disposition, waiting = _waiting(st, job, ex)
         findings += waiting
-    elif ex.reason:
+    elif ex.reason and ex.state not in (SUCCEEDED, RUNNING):      # a success keeps its last retry's reason
         held = _EXECUTION_ID.search(ex.reason) if disposition == "skipped-overlap" else None
         findings.append(Finding("reason", ex.reason, ex.updated_ms,
                                 (("held_by", held.group(0)),) if held else ()))

@@ -190,10 +190,10 @@ def _classes(job_rows: Iterable[JobRow], by: str) -> tuple[list[_Class], dict[st
             s = _parse(spec, tz, dst, members[0])
             if s is None or s.kind == "none":
                 continue
-            key = (group, sched.instant_key(s))
-            c = merged.get(key)
+            same = (group, sched.instant_key(s))
+            c = merged.get(same)
             if c is None:
-                c = merged[key] = _Class(group, s, spec)
+                c = merged[same] = _Class(group, s, spec)
             if not jitter:
                 c.buckets.setdefault(0, []).extend(members)
                 continue

@@ -978,7 +978,9 @@ def _hash_plan(spec: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, 
     if len(words) not in _USER_ORDER or not uses_hash(spec):
         return None
     raw = dict(zip(_USER_ORDER[len(words)], words))
-    fields, bare, other = [], [], []
+    fields: list[str] = []
+    bare: list[int] = []
+    other: list[int] = []
     for i in range(6):
         text = raw.get(i, "0")
         if _HASH_FIELD.fullmatch(text):

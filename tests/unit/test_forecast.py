@@ -131,3 +131,22 @@ def test_crowding_warns_when_a_job_lands_on_a_second_over_the_slots():
 def test_bad_windows_are_refused_with_a_reason(start, end, by, top, message):
     with pytest.raises(F.ForecastError, match=message):
         F.compute([], start, end, by=by, top=top)
+
+
+@pytest.mark.parametrize("spec", ["H * * * *", "H H * * *", "H/15 * * * *", "H(0-29) 3 * * *", "0 H(1-5)/2 * * MON"])
+def test_hashed_jobs_grouped_by_their_fields_have_the_same_instants(spec):
+    by_fields: dict[tuple[str, ...] | None, set] = {}
+    for i in range(300):
+        key = f"job-{i}"
+        by_fields.setdefault(sched.hashed_fields(spec, key), set()).add(
+            sched.instant_key(sched.parse(spec, "UTC", hash_key=key)))
+    assert None not in by_fields and all(len(keys) == 1 for keys in by_fields.values())
+    assert sched.hashed_fields("0 * * * *", "x") is None and sched.hashed_fields("@every 1h", "x") is None
+
+
+def test_forecast_times_count_from_now_on_and_back_with_ago():
+    from schedd_client._cli import _time_arg, time_arg
+    ahead, now = time_arg(ahead=True), 1_000_000.0
+    assert ahead("1h")(now) == ahead("+1h")(now) == (now + 3600) * 1000
+    assert ahead("1h ago")(now) == ahead("-1h")(now) == _time_arg("1h")(now) == (now - 3600) * 1000
+    assert ahead("now")(now) == now * 1000 and ahead("2026-11-01T00:00:00Z")(now) == T0
