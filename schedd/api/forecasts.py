@@ -6,10 +6,13 @@ event loop. Worker slots are the leader's connected workers (`WorkerHub`), so on
 knows them; a stale read on a follower says so in its note.
 
 `LoadCache` keeps a forecast by pool of the next 24 h for the warning PutJob and PutJobs return
-when a job lands on a second that already holds more runs than its pool's slots. A small table
-is forecast afresh at every write; a large one (more than SYNC_JOBS jobs) from a copy at most
-MAX_AGE_MS old, rebuilt in the background, so a write never waits for a million-job forecast:
-the warning is advice, never a refusal, and may lag the table by that much.
+when a job lands on a second that already holds more runs than its pool's slots. It is read
+from the table at most every MAX_AGE_MS (a table of more than SYNC_JOBS jobs in the background,
+so a write never waits for a million-job forecast) and each job written through this node is
+counted into it meanwhile (a write costs the job's own instants, not the table's). Jobs paused,
+changed or deleted since the last read still count until the next: the warning is advice,
+never a refusal, and may lag the table by that much. Nothing is computed while no connected
+worker serves the written jobs' pools.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from schedd.core.specs import JobSpec
 from schedd_proto import scheduler_pb2 as pb
 
 DAY_MS = 86_400_000
+WINDOW_MS = DAY_MS + 3_600_000    # a day ahead, and an hour more: the cache ages up to MAX_AGE_MS
 MAX_AGE_MS = 30_000
 SYNC_JOBS = 20_000
 MAX_WARNINGS = 10
@@ -81,7 +85,9 @@ def explanation_to_pb(x: E.Explanation) -> pb.Explanation:
 
 
 class LoadCache:
-    """The forecast by pool that put warnings read (module doc)."""
+    """The forecast by pool that put warnings read (module doc): read afresh from the table when
+    it is older than MAX_AGE_MS (at once for a small table, in the background for a large one),
+    and in between kept current by counting in each job written through this node."""
 
     def __init__(self) -> None:
         self._fc: F.Forecast | None = None
@@ -89,31 +95,43 @@ class LoadCache:
         self._task: asyncio.Future[None] | None = None
         self._lock = threading.Lock()
 
-    async def current(self, node: Any, now_ms: int) -> tuple[F.Forecast | None, bool]:
-        """(the forecast, whether it was read after the caller's write, so counts the job)."""
-        with node.lock:
-            small = len(node.state.jobs) <= SYNC_JOBS
-        if small:
-            await asyncio.to_thread(self._build, node, now_ms)
-            return self._fc, True
+    async def warnings(self, node: Any, specs: list[JobSpec], cap: F.Capacity, now_ms: int) -> list[str]:
+        """The crowding warnings for jobs just written (schedd.core.forecast.crowding), one per
+        crowded (pool, second); nothing when no worker slot serves their pools."""
+        if cap.slots is None or not any(cap.slots_for(spec.policies.pool) for spec in specs):
+            return []
+        fresh = False
         if self._fc is None or now_ms - self._built_ms > MAX_AGE_MS:
-            if self._task is None or self._task.done():
+            with node.lock:
+                small = len(node.state.jobs) <= SYNC_JOBS
+            if small:
+                await asyncio.to_thread(self._build, node, now_ms)
+                fresh = True
+            elif self._task is None or self._task.done():
                 self._task = asyncio.ensure_future(asyncio.to_thread(self._build, node, now_ms))
-        return self._fc, False
+        fc = self._fc
+        if fc is None:
+            return []
+        out: dict[str, None] = {}
+        for spec, s, jitter in _scheduled(specs):
+            line = F.crowding(fc, spec.policies.pool, spec.name, s, jitter, cap, now_ms, counted=fresh)
+            if line:
+                out.setdefault(line, None)
+            if not fresh:
+                F.count_in(fc, spec.policies.pool, spec.name, s, jitter, now_ms)
+        lines = list(out)
+        if len(lines) > MAX_WARNINGS:
+            lines = lines[:MAX_WARNINGS] + [f"... and {len(lines) - MAX_WARNINGS} more crowded seconds"]
+        return lines
 
     def _build(self, node: Any, now_ms: int) -> None:
         with self._lock:
-            rows, quotas = read_rows(node, None)
-            fc = F.compute(rows, now_ms, now_ms + DAY_MS, by="pool", top=1)
+            rows, _ = read_rows(node, None)
+            fc = F.compute(rows, now_ms, now_ms + WINDOW_MS, by="pool", top=1)
             self._fc, self._built_ms = fc, now_ms
 
 
-def warnings(fc: F.Forecast | None, counted: bool, specs: Iterable[JobSpec], cap: F.Capacity,
-             now_ms: int) -> list[str]:
-    """The crowding warnings for jobs just written, one per crowded (pool, second)."""
-    if fc is None or cap.slots is None:
-        return []
-    out: dict[str, None] = {}
+def _scheduled(specs: Iterable[JobSpec]) -> Iterable[tuple[JobSpec, sched.Schedule, int]]:
     for spec in specs:
         if spec.paused:
             continue
@@ -121,11 +139,4 @@ def warnings(fc: F.Forecast | None, counted: bool, specs: Iterable[JobSpec], cap
             s = sched.parse(spec.schedule, spec.timezone, hash_key=spec.name, gap=spec.dst_gap, fold=spec.dst_fold)
         except sched.ScheduleError:
             continue
-        jitter = int(round(float(spec.policies.jitter_seconds or 0) * 1000))
-        line = F.crowding(fc, spec.policies.pool, spec.name, s, jitter, cap, now_ms, counted=counted)
-        if line:
-            out.setdefault(line, None)
-    lines = list(out)
-    if len(lines) > MAX_WARNINGS:
-        lines = lines[:MAX_WARNINGS] + [f"... and {len(lines) - MAX_WARNINGS} more crowded seconds"]
-    return lines
+        yield spec, s, int(round(float(spec.policies.jitter_seconds or 0) * 1000))

@@ -975,11 +975,8 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     async def _crowding(self, specs: Iterable[JobSpec]) -> list[str]:
         """Warnings (never refusals) for jobs just written that land on a crowded second."""
         now = self.clock.now_ms()
-        fc, counted = await self.load.current(self.node, now)
-        with self.node.lock:
-            quotas = dict(self.node.state.quotas)
-        cap = forecasts.capacity(getattr(self.dispatcher, "hub", None), quotas, now)
-        return forecasts.warnings(fc, counted, list(specs), cap, now)
+        cap = forecasts.capacity(getattr(self.dispatcher, "hub", None), {}, now)
+        return await self.load.warnings(self.node, list(specs), cap, now)
 
     @routed(write=False)
     async def Forecast(self, request: pb.ForecastRequest, context: CallContext) -> pb.ForecastResponse:

@@ -122,6 +122,16 @@ def test_crowding_warns_when_a_job_lands_on_a_second_over_the_slots():
     assert F.crowding(fc, "p", "new", s, 0, F.Capacity(), T0) == ""                  # slots unknown
 
 
+def test_jobs_written_since_the_forecast_count_for_the_next_warning():
+    fc = F.compute([row(0, "0 0 * * *", pool="p")], T0 - 3_600_000, T0 + 23 * 3_600_000, by="pool", top=1)
+    cap, s = F.Capacity(slots={"p": 2, "q": 1}), sched.parse("0 0 * * *", "UTC")
+    assert F.crowding(fc, "p", "a", s, 0, cap, T0 - 3_600_000) == ""        # 2 due, 2 slots
+    F.count_in(fc, "p", "a", s, 0, T0 - 3_600_000)
+    assert F.crowding(fc, "p", "b", s, 0, cap, T0 - 3_600_000).startswith("3 jobs due at 2026-11-01T00:00:00Z")
+    F.count_in(fc, "q", "c", s, 0, T0 - 3_600_000)                            # a pool the forecast had not
+    assert F.crowding(fc, "q", "d", s, 0, cap, T0 - 3_600_000).startswith("2 jobs due at")
+
+
 @pytest.mark.parametrize("start, end, by, top, message", [
     (T0, T0, "", 5, "the window is empty"),
     (T0, T0 + 8 * 86_400_000, "", 5, "longer than 7 days"),
