@@ -1,8 +1,9 @@
 """The herd forecast and explain at the API: what they read of the node, and their messages.
 
 The forecast (schedd.core.forecast) is computed from rows copied out of the job table under the
-node lock (one pass, a consistent view at one applied index), then off the lock and off the
-event loop. Worker slots are the leader's connected workers (`WorkerHub`), so only the leader
+node lock, then off the lock and off the event loop. A table of up to READ_CHUNK jobs is read in
+one hold of the lock, at one applied index (a consistent view); a larger one in parts, so that
+apply never waits long, and the answer's note says between which indexes it was read. Worker slots are the leader's connected workers (`WorkerHub`), so only the leader
 knows them; a stale read on a follower says so in its note.
 
 `LoadCache` keeps a forecast by pool of the next 24 h for the warning PutJob and PutJobs return
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Container, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from schedd.core import explain as E
@@ -33,6 +35,7 @@ WINDOW_MS = DAY_MS + 3_600_000    # a day ahead, and an hour more: the cache age
 MAX_AGE_MS = 30_000
 SYNC_JOBS = 20_000
 MAX_WARNINGS = 10
+READ_CHUNK = 50_000               # jobs read per hold of the node lock
 
 
 def capacity(hub: Any, quotas: dict[str, int], now_ms: int) -> F.Capacity:
@@ -47,15 +50,37 @@ def capacity(hub: Any, quotas: dict[str, int], now_ms: int) -> F.Capacity:
     return F.Capacity(slots, quotas)
 
 
-def read_rows(node: Any, visible: Container[str] | None) -> tuple[list[F.JobRow], dict[str, int]]:
-    """The forecast's rows and the quotas, read under the node lock at one applied index."""
+@dataclass(slots=True)
+class Rows:
+    rows: list[F.JobRow]
+    quotas: dict[str, int]
+    first_index: int              # the applied index the read began at
+    last_index: int               # ... and ended at: equal for a read in one part
+
+    def note(self) -> str:
+        if self.first_index == self.last_index:
+            return ""
+        return (f"a table this large is read in parts of {READ_CHUNK:,} jobs, so that apply never waits long: "
+                f"read while the log moved from index {self.first_index} to {self.last_index}")
+
+
+def read_rows(node: Any, visible: Container[str] | None) -> Rows:
+    """The forecast's rows and the quotas, read under the node lock: at one applied index for a
+    table of up to READ_CHUNK jobs; a larger one in parts of that many, the lock released between
+    them (reading a million rows at once held apply for most of a second)."""
     with node.lock:
         st = node.state
-        rows = F.rows(st)
-        quotas = dict(st.quotas)
+        quotas, first = dict(st.quotas), st.last_index
+        names = list(st.jobs) if len(st.jobs) > READ_CHUNK else None
+        rows = F.rows(st) if names is None else []
+    last = first
+    for i in range(0, len(names or ()), READ_CHUNK):
+        with node.lock:
+            rows += F.rows(node.state, names[i:i + READ_CHUNK] if names else ())
+            last = node.state.last_index
     if visible is not None:
         rows = [r for r in rows if r[1] in visible]
-    return rows, quotas
+    return Rows(rows, quotas, first, last)
 
 
 def forecast_to_pb(fc: F.Forecast, note: str) -> pb.ForecastResponse:
@@ -126,8 +151,7 @@ class LoadCache:
 
     def _build(self, node: Any, now_ms: int) -> None:
         with self._lock:
-            rows, _ = read_rows(node, None)
-            fc = F.compute(rows, now_ms, now_ms + WINDOW_MS, by="pool", top=1)
+            fc = F.compute(read_rows(node, None).rows, now_ms, now_ms + WINDOW_MS, by="pool", top=1)
             self._fc, self._built_ms = fc, now_ms
 
 

@@ -988,16 +988,17 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             herd.check_window(start, end, request.by, top)
         except herd.ForecastError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        rows, quotas = forecasts.read_rows(self.node, auth.read_filter())
+        read = await asyncio.to_thread(forecasts.read_rows, self.node, auth.read_filter())
         hub = getattr(self.dispatcher, "hub", None) if self.node.is_leader() else None
-        note = ""
+        notes = [read.note()]
         if not auth.may("operator", "cluster"):
-            hub, note = None, "worker slots are shown to callers with the operator capability"
+            hub = None
+            notes.append("worker slots are shown to callers with the operator capability")
         elif hub is None:
-            note = "this node does not lead: it knows no workers, so slots are unknown (ask without --stale)"
-        cap = forecasts.capacity(hub, quotas, now)
-        fc = await asyncio.to_thread(herd.compute, rows, start, end, by=request.by, top=top, capacity=cap)
-        return forecasts.forecast_to_pb(fc, note)
+            notes.append("this node does not lead: it knows no workers, so slots are unknown (ask without --stale)")
+        cap = forecasts.capacity(hub, read.quotas, now)
+        fc = await asyncio.to_thread(herd.compute, read.rows, start, end, by=request.by, top=top, capacity=cap)
+        return forecasts.forecast_to_pb(fc, "; ".join(n for n in notes if n))
 
     @routed(write=False)
     async def Explain(self, request: pb.ExplainRequest, context: CallContext) -> pb.Explanation:

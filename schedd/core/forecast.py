@@ -126,13 +126,14 @@ class _Class:
         return sum(len(names) for names in self.buckets.values())
 
 
-def rows(st: Tables) -> list[JobRow]:
-    """The jobs the forecast counts, as plain tuples (call under the node lock; then compute
-    off it): unpaused jobs with a schedule of their own."""
+def rows(st: Tables, names: Iterable[str] | None = None) -> list[JobRow]:
+    """The jobs the forecast counts (all, or those of `names` still there), as plain tuples
+    (call under the node lock; then compute off it): unpaused jobs with a schedule of their own."""
     policy = st.policy
     out: list[JobRow] = []
-    for job in st.jobs.values():
-        if job.paused or job.next_fire is None:
+    jobs = st.jobs.values() if names is None else (st.jobs.get(name) for name in names)
+    for job in jobs:
+        if job is None or job.paused or job.next_fire is None:
             continue
         p = policy(job)
         out.append((job.name, job.team, p.pool, job.schedule, job.tz, job.dst, p.jitter_ms))

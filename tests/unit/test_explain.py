@@ -260,3 +260,14 @@ def test_the_same_state_gives_the_same_answer():
     for h in (a, b):
         _quota(h)
     assert E.explain(a.state, "j1", T0) == E.explain(b.state, "j1", T0)
+
+
+def test_schedctl_prints_an_explanation_readably():
+    from schedd.api.forecasts import explanation_to_pb
+    from schedd_client.forecast_commands import explanation_text
+    h = Harness(level=TOP_LEVEL)
+    minutely(h)
+    token = claim(h, ("j1", T0))
+    text = explanation_text(explanation_to_pb(E.explain(h.state, "j1", T0)))
+    assert text.startswith("Instant:     j1@2027-01-15T08:00:00Z\nDisposition: running\n")
+    assert f"claimed by worker w1 with fencing token {token}" in text and "WHEN" in text

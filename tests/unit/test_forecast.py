@@ -160,3 +160,32 @@ def test_forecast_times_count_from_now_on_and_back_with_ago():
     assert ahead("1h")(now) == ahead("+1h")(now) == (now + 3600) * 1000
     assert ahead("1h ago")(now) == ahead("-1h")(now) == _time_arg("1h")(now) == (now - 3600) * 1000
     assert ahead("now")(now) == now * 1000 and ahead("2026-11-01T00:00:00Z")(now) == T0
+
+
+def test_schedctl_prints_the_forecast_with_the_peaks_against_the_slots():
+    from schedd.api.forecasts import forecast_to_pb
+    from schedd_client.forecast_commands import forecast_text
+    rows = [row(i, "0 0 * * *", pool="p") for i in range(130)]
+    fc = F.compute(rows, T0, T0 + 3_600_000, by="pool", top=1, capacity=F.Capacity(slots={"p": 64}))
+    text = forecast_text(forecast_to_pb(fc, ""))
+    assert "pool p: 130 jobs, 130 runs due; worker slots 64" in text
+    seconds = text.split("busiest seconds:")[1].split("busiest minutes:")[0]
+    assert "2026-11-01T00:00:00Z  130    2.0x the slots  130 x 0 0 * * * (UTC: job-0, job-1, job-2, ...)" in seconds
+
+
+def test_a_large_table_is_read_in_parts_and_the_note_says_so(monkeypatch):
+    import threading
+    import types
+
+    from schedd.api import forecasts
+    from tests.support.state import Harness
+    h = Harness()
+    for i in range(5):
+        h.put(name=f"j{i}", schedule="@every 60s", team="a" if i % 2 else "b")
+    node = types.SimpleNamespace(lock=threading.RLock(), state=h.state)
+    whole = forecasts.read_rows(node, None)
+    assert sorted(whole.rows) == sorted(F.rows(h.state)) and len(whole.rows) == 5 and whole.note() == ""
+    monkeypatch.setattr(forecasts, "READ_CHUNK", 2)
+    parts = forecasts.read_rows(node, {"a"})
+    assert sorted(parts.rows) == sorted(r for r in whole.rows if r[1] == "a") and parts.note() == ""
+    assert "moved from index 3 to 9" in forecasts.Rows([], {}, 3, 9).note()
