@@ -10,9 +10,10 @@ knows them; a stale read on a follower says so in its note.
 when a job lands on a second that already holds more runs than its pool's slots. It is read
 from the table at most every MAX_AGE_MS (a table of more than SYNC_JOBS jobs in the background,
 so a write never waits for a million-job forecast) and each job written through this node is
-counted into it meanwhile (a write costs the job's own instants, not the table's). Jobs paused,
-changed or deleted since the last read still count until the next: the warning is advice,
-never a refusal, and may lag the table by that much. Nothing is computed while no connected
+counted into it meanwhile (a write costs the job's own instants, not the table's). A pause,
+resume or delete through this node drops it (`forget`); a job changed since the last read
+counts as it was until the next: the warning is advice, never a refusal, and may lag the table
+by that much. Nothing is computed while no connected
 worker serves the written jobs' pools.
 """
 
@@ -148,6 +149,11 @@ class LoadCache:
         if len(lines) > MAX_WARNINGS:
             lines = lines[:MAX_WARNINGS] + [f"... and {len(lines) - MAX_WARNINGS} more crowded seconds"]
         return lines
+
+    def forget(self) -> None:
+        """A job was paused, resumed or deleted: the next write reads the table again (a small
+        one at once), rather than counting that job as it was."""
+        self._fc = None
 
     def _build(self, node: Any, now_ms: int) -> None:
         with self._lock:

@@ -691,6 +691,7 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     async def PauseJob(self, request: pb.JobRef, context: CallContext) -> pb.Job:
         await self._job_known(context, request.name)
         await self._commit(context, C.PAUSE, request.request_id, name=request.name)
+        self.load.forget()
         return await self._job_or_abort(context, request.name)
 
     @routed(write=True)
@@ -698,12 +699,14 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         await self._job_known(context, request.name)
         await self._commit(context, C.RESUME, request.request_id, name=request.name,
                            catch_up=request.catch_up)
+        self.load.forget()
         return await self._job_or_abort(context, request.name)
 
     @routed(write=True)
     async def DeleteJob(self, request: pb.JobRef, context: CallContext) -> pb.DeleteJobResponse:
         await self._job_known(context, request.name)
         await self._commit(context, C.DELETE, request.request_id, name=request.name)
+        self.load.forget()
         return pb.DeleteJobResponse(name=request.name)
 
     @routed(write=True)
