@@ -36,7 +36,6 @@ DEFAULT_TOP = 5
 GROUPINGS = ("", "team", "pool")
 EXAMPLES = 3                     # job names shown per contributor
 CONTRIBUTORS = 5                 # contributors shown per peak
-MAX_JOB_INSTANTS = 10_000        # runs of one job a put warning looks at (every 10 s for a day)
 ANY_POOL = ""                    # a job without a pool runs on any worker
 
 #: One job as the forecast reads it: (name, team, pool, schedule, tz, dst, jitter_ms).
@@ -315,56 +314,46 @@ def _count_in(instants: list[int], lo: int, hi: int) -> int:
     return bisect.bisect_left(instants, hi) - bisect.bisect_left(instants, lo)
 
 
-def _due_indexes(fc: Forecast, name: str, s: sched.Schedule, jitter_ms: int, since_ms: int) -> list[int]:
-    """Where a job's runs due in the forecast's window (from `since_ms` on) fall in its series,
-    the first MAX_JOB_INSTANTS of them (a per-second job has 86,400 a day)."""
-    if s.kind == "none":
-        return []
-    offset = jitter_offset_ms(name, jitter_ms)
-    base, n = fc.from_ms // 1000, (fc.to_ms - fc.from_ms) // 1000
-    out: list[int] = []
-    for t in instants_between(s, max(since_ms, fc.from_ms) - offset, fc.to_ms - offset):
-        i = (t + offset) // 1000 - base
-        if 0 <= i < n:
-            out.append(i)
-            if len(out) >= MAX_JOB_INSTANTS:
-                break
+def crowding(fc: Forecast, written: Forecast, capacity: Capacity, since_ms: int, *,
+             counted: bool = False) -> list[str]:
+    """The warnings for jobs just written (`written`: their forecast by pool over `fc`'s window):
+    per pool, the busiest second from `since_ms` on that holds one of their runs, when it holds
+    more runs than the slots serving the pool (none where no slot does). `fc` is the table's
+    forecast by pool; `counted`: it was read after the write, so it counts them already."""
+    if (written.from_ms, written.to_ms) != (fc.from_ms, fc.to_ms):
+        raise ForecastError("the two forecasts cover different windows")
+    first = max(0, (since_ms - fc.from_ms) // 1000)
+    out: list[str] = []
+    for g in written.groups:
+        slots = capacity.slots_for(g.key)
+        if not slots:
+            continue
+        table = fc.group(g.key)
+        base = table.series if table is not None else [0] * len(g.series)
+        busiest, at = 0, 0
+        for i in range(first, len(g.series)):
+            if g.series[i]:
+                due = base[i] + (0 if counted else g.series[i])
+                if due > busiest:
+                    busiest, at = due, i
+        if busiest > slots:
+            where = f"pool {g.key}" if g.key else "no pool (any worker)"
+            out.append(f"{busiest:,} jobs due at {sched.format_ms(fc.from_ms + at * 1000)} in {where}, "
+                       f"{slots:,} slots: add `jitter` or a window")
     return out
 
 
-def crowding(fc: Forecast, pool: str, name: str, s: sched.Schedule, jitter_ms: int,
-             capacity: Capacity, since_ms: int, *, counted: bool = False) -> str:
-    """The warning for a job of `pool` ("" = none): the busiest second of its runs due in the
-    forecast's window (from `since_ms` on) when that second, with it, holds more runs than the
-    slots serving the pool ("" when none does). `fc` is a forecast by pool; `counted`: it already
-    counts this job (it was read after the job was written)."""
-    slots = capacity.slots_for(pool)
-    group = fc.group(pool)
-    if not slots:
-        return ""
-    series = group.series if group is not None else []
-    busiest, at = 0, 0
-    for i in _due_indexes(fc, name, s, jitter_ms, since_ms):
-        here = series[i] if i < len(series) else 0
-        if here > busiest:
-            busiest, at = here, fc.from_ms + i * 1000
-    due = busiest if counted else busiest + 1
-    if not busiest or due <= slots:
-        return ""
-    where = f"pool {pool}" if pool else "no pool (any worker)"
-    return (f"{due:,} jobs due at {sched.format_ms(at)} in {where}, {slots:,} slots: "
-            "add `jitter` or a window")
-
-
-def count_in(fc: Forecast, pool: str, name: str, s: sched.Schedule, jitter_ms: int, since_ms: int) -> None:
-    """Add a job just written to a forecast by pool that was read before it (until the forecast
-    is read again): the runs it will have due count for the next job's warning."""
-    group = fc.group(pool)
-    if group is None:
-        group = GroupForecast(pool, 0, 0, None, "", None, [], [], [0] * ((fc.to_ms - fc.from_ms) // 1000))
-        fc.groups.append(group)
-    indexes = _due_indexes(fc, name, s, jitter_ms, since_ms)
-    for i in indexes:
-        group.series[i] += 1
-    group.jobs += 1
-    group.instants += len(indexes)
+def count_in(fc: Forecast, written: Forecast) -> None:
+    """Add the runs of jobs just written (their forecast over the same window) to a forecast by
+    pool read before them: until it is read again, they count for the next write's warning."""
+    for g in written.groups:
+        table = fc.group(g.key)
+        if table is None:
+            fc.groups.append(GroupForecast(g.key, g.jobs, g.instants, None, "", None, [], [], list(g.series)))
+            continue
+        series = table.series
+        for i, due in enumerate(g.series):
+            if due:
+                series[i] += due
+        table.jobs += g.jobs
+        table.instants += g.instants

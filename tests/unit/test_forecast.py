@@ -109,27 +109,38 @@ def test_peaks_compare_with_the_slots_and_quota_that_serve_them():
     assert unknown.groups[0].slots is None and not unknown.groups[0].peak_seconds[0].over
 
 
-def test_crowding_warns_when_a_job_lands_on_a_second_over_the_slots():
-    rows = [row(i, "0 0 * * *", pool="p") for i in range(1240)]
-    fc = F.compute(rows, T0 - 3_600_000, T0 + 23 * 3_600_000, by="pool", top=1)
-    cap = F.Capacity(slots={"p": 64})
-    s = sched.parse("0 0 * * *", "UTC")
-    line = F.crowding(fc, "p", "new", s, 0, cap, T0 - 3_600_000)
-    assert line == "1,241 jobs due at 2026-11-01T00:00:00Z in pool p, 64 slots: add `jitter` or a window"
-    assert F.crowding(fc, "p", "new", s, 0, cap, T0 - 3_600_000, counted=True).startswith("1,240 jobs")
-    assert F.crowding(fc, "p", "new", sched.parse("30 0 * * *", "UTC"), 0, cap, T0 - 3_600_000) == ""
-    assert F.crowding(fc, "q", "new", s, 0, F.Capacity(slots={"q": 1}), T0) == ""    # a pool nobody else uses
-    assert F.crowding(fc, "p", "new", s, 0, F.Capacity(), T0) == ""                  # slots unknown
+def test_crowding_warns_when_jobs_land_on_a_second_over_the_slots():
+    lo, hi = T0 - 3_600_000, T0 + 23 * 3_600_000
+    fc = F.compute([row(i, "0 0 * * *", pool="p") for i in range(1240)], lo, hi, by="pool", top=1)
+    cap = F.Capacity(slots={"p": 64, "q": 1})
+
+    def written(*rows: F.JobRow) -> F.Forecast:
+        return F.compute(list(rows), lo, hi, by="pool", top=1)
+    new = written(row(9000, "0 0 * * *", pool="p"))
+    assert F.crowding(fc, new, cap, lo) == [
+        "1,241 jobs due at 2026-11-01T00:00:00Z in pool p, 64 slots: add `jitter` or a window"]
+    assert F.crowding(fc, new, cap, lo, counted=True)[0].startswith("1,240 jobs")
+    assert F.crowding(fc, new, cap, T0 + 1000) == []                             # from a later moment on
+    assert F.crowding(fc, written(row(9000, "30 0 * * *", pool="p")), cap, lo) == []
+    assert F.crowding(fc, written(row(9000, "0 0 * * *", pool="q")), cap, lo) == []   # 1 due, 1 slot
+    assert F.crowding(fc, new, F.Capacity(), lo) == []                                # slots unknown
+    with pytest.raises(F.ForecastError):
+        F.crowding(fc, F.compute([], lo, hi + 1000, by="pool"), cap, lo)
 
 
 def test_jobs_written_since_the_forecast_count_for_the_next_warning():
-    fc = F.compute([row(0, "0 0 * * *", pool="p")], T0 - 3_600_000, T0 + 23 * 3_600_000, by="pool", top=1)
-    cap, s = F.Capacity(slots={"p": 2, "q": 1}), sched.parse("0 0 * * *", "UTC")
-    assert F.crowding(fc, "p", "a", s, 0, cap, T0 - 3_600_000) == ""        # 2 due, 2 slots
-    F.count_in(fc, "p", "a", s, 0, T0 - 3_600_000)
-    assert F.crowding(fc, "p", "b", s, 0, cap, T0 - 3_600_000).startswith("3 jobs due at 2026-11-01T00:00:00Z")
-    F.count_in(fc, "q", "c", s, 0, T0 - 3_600_000)                            # a pool the forecast had not
-    assert F.crowding(fc, "q", "d", s, 0, cap, T0 - 3_600_000).startswith("2 jobs due at")
+    lo, hi = T0 - 3_600_000, T0 + 23 * 3_600_000
+    fc = F.compute([row(0, "0 0 * * *", pool="p")], lo, hi, by="pool", top=1)
+    cap = F.Capacity(slots={"p": 2, "q": 1})
+
+    def written(*rows: F.JobRow) -> F.Forecast:
+        return F.compute(list(rows), lo, hi, by="pool", top=1)
+    a = written(row(1, "0 0 * * *", pool="p"))
+    assert F.crowding(fc, a, cap, lo) == []                                   # 2 due, 2 slots
+    F.count_in(fc, a)
+    assert F.crowding(fc, written(row(2, "0 0 * * *", pool="p")), cap, lo)[0].startswith("3 jobs due at")
+    F.count_in(fc, written(row(3, "0 0 * * *", pool="q")))                    # a pool the forecast had not
+    assert F.crowding(fc, written(row(4, "0 0 * * *", pool="q")), cap, lo)[0].startswith("2 jobs due at")
 
 
 @pytest.mark.parametrize("start, end, by, top, message", [
