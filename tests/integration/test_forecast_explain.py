@@ -14,7 +14,7 @@ import pytest
 
 from schedd.core.schedule import format_ms
 from schedd.ports.fakes import wait_until
-from schedd_client import job_spec
+from schedd_client import Client, job_spec
 from schedd_client.errors import ValidationError
 
 pytestmark = pytest.mark.integration
@@ -66,6 +66,17 @@ def test_explain_and_forecast_through_schedctl_and_the_sdk(cluster_factory):
     assert [f.at_ms for f in odd.findings if f.kind in ("before", "after")] == [t, t + 2000]
     with pytest.raises(ValidationError, match="bad execution id"):
         client.explain_run("tick@yesterday")
+
+    # the same answer on every node, each from its own replicated state (and history store)
+    def alike() -> bool:
+        answers = []
+        for node in c.nodes.values():
+            with Client(node.grpc, security=c.security(), timeout=30) as one:
+                x = one.explain_run(ran.id, stale_ok=True)
+            x.index = 0                              # how far each node had applied differs
+            answers.append(x.SerializeToString(deterministic=True))
+        return len(set(answers)) == 1
+    wait_until(alike, timeout=30, what="the same explanation from every node")
 
     # the forecast, and the warning of a job landing on a crowded second
     for i in range(2):
