@@ -117,9 +117,10 @@ def explain(st: Tables, name: str, t: int, *, on_disk: Execution | None = None,
     if ex is not None:
         return _of_execution(st, job, ex)
     if t < job.created_ms:
+        at = f" (log index {job.incarnation})" if job.incarnation else ""
         return _done(st, job, t, "before-created", [Finding(
-            "created", f"job {name} was created at {_when(job.created_ms)} (incarnation at log index "
-                       f"{job.incarnation})", job.created_ms, (("log_index", str(job.incarnation)),))])
+            "created", f"job {name} was created at {_when(job.created_ms)}{at}", job.created_ms,
+            (("log_index", str(job.incarnation or "")),))])
     s = schedule_of(job)
     if s.kind == "none":
         return _done(st, job, t, "not-an-instant", [Finding(
@@ -127,8 +128,8 @@ def explain(st: Tables, name: str, t: int, *, on_disk: Execution | None = None,
                         "make its executions", details=(("schedule", job.schedule),))])
     if sched.next_after(s, t - 1) != t:
         return _done(st, job, t, "not-an-instant", _nearest(job, s, t))
-    if job.next_fire is None or t >= job.next_fire:
-        return _not_yet(st, job, t)
+    if (job.next_fire is not None and t >= job.next_fire) or (job.paused and job.next_fire is None):
+        return _not_yet(st, job, t)                # (a job with no instant left ran them all: the ledger)
     rows = ledger.instants(st, job, t, t, 1)
     disposition = rows[0].disposition if rows else "missing"
     detail = rows[0].detail if rows else ""

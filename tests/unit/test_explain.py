@@ -271,3 +271,15 @@ def test_schedctl_prints_an_explanation_readably():
     text = explanation_text(explanation_to_pb(E.explain(h.state, "j1", T0)))
     assert text.startswith("Instant:     j1@2027-01-15T08:00:00Z\nDisposition: running\n")
     assert f"claimed by worker w1 with fencing token {token}" in text and "WHEN" in text
+
+
+def test_a_one_off_that_fired_is_explained_from_the_ledger_not_as_not_yet_due():
+    h = Harness(level=TOP_LEVEL)
+    at = T0 + MIN
+    h.put(schedule="at 2027-01-15T08:01:00Z")
+    h.now = at
+    h.plan_and_fire()
+    assert h.state.jobs["j1"].next_fire is None
+    assert E.explain(h.state, "j1", at).disposition == "waiting-slot"
+    del h.state.execs[("j1", at)]                   # as if retention had deleted its record
+    assert E.explain(h.state, "j1", at).disposition in ("pruned", "missing")
