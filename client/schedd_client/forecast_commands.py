@@ -15,6 +15,7 @@ from typing import Any
 from schedd_proto import scheduler_pb2 as pb
 
 from ._cli import _count, _fields, _table, time_arg
+from ._plans import LATEST
 from .convert import format_time, to_dict
 from .invocation import Invocation
 
@@ -31,7 +32,7 @@ def add_commands(groups: Any, jobs: Any, runs: Any, command: Command) -> None:
     fc.add_argument("--by", default="", choices=("team", "pool"), help="one forecast per team or per pool")
     fc.add_argument("--top", type=_count(1, 100), default=5, metavar="N", help="peaks per group (default 5)")
     why = command(runs, "explain", run_explain, "why a run's instant ran (or did not): intent, claims, attempts, SLA")
-    why.add_argument("id", metavar="RUN", help="an execution id, JOB@<RFC 3339 UTC>")
+    why.add_argument("id", metavar="RUN", help="an execution id, JOB@<RFC 3339 UTC>, or JOB@latest")
     job_why = command(jobs, "explain", job_explain,
                       "why an instant of a job did not run (or did): paused, skipped, waiting, not due, ...")
     job_why.add_argument("name", metavar="NAME")
@@ -78,7 +79,10 @@ def _indent(text: str, pad: str) -> str:
 
 
 def run_explain(cmd: Invocation) -> None:
-    x = cmd.client.explain_run(cmd.args.id, stale_ok=cmd.args.stale)
+    run = cmd.args.id
+    if run.endswith(LATEST):                  # the job's newest run, as `run get` reads it
+        run = cmd.client.get_execution(run, stale_ok=cmd.args.stale).id
+    x = cmd.client.explain_run(run, stale_ok=cmd.args.stale)
     cmd.emit(to_dict(x), lambda: explanation_text(x))
 
 

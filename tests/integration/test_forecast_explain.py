@@ -16,6 +16,7 @@ from schedd.core.schedule import format_ms
 from schedd.ports.fakes import wait_until
 from schedd_client import Client, job_spec
 from schedd_client.errors import ValidationError
+from tests.support.cluster import schedctl as in_process
 
 pytestmark = pytest.mark.integration
 
@@ -77,6 +78,8 @@ def test_explain_and_forecast_through_schedctl_and_the_sdk(cluster_factory):
             answers.append(x.SerializeToString(deterministic=True))
         return len(set(answers)) == 1
     wait_until(alike, timeout=30, what="the same explanation from every node")
+    latest = json.loads(in_process(c, "run", "explain", "tick@latest", "-o", "json").stdout)
+    assert latest["id"] == client.get_execution("tick@latest").id
 
     # the forecast, and the warning of a job landing on a crowded second
     for i in range(2):
