@@ -74,18 +74,33 @@ def _deadline(text: str) -> float:
 def _time_arg(text: str) -> Callable[[float], int]:
     """A time given as RFC 3339, ``now``, or a duration ago (``90d``, ``6h30m``, also written
     ``-90d`` or ``90d ago``); resolved later against the command's clock, so tests can inject it."""
+    return _parse_time_arg(text, ahead=False)
+
+
+def time_arg(*, ahead: bool = False) -> Callable[[str], Callable[[float], int]]:
+    """`_time_arg`, or with ``ahead`` (forecasts, instants to come) the same times where a bare
+    duration counts from now on (``1h``, ``+1h``) and ``1h ago`` or ``-1h`` back."""
+    return (lambda text: _parse_time_arg(text, ahead=True)) if ahead else _time_arg
+
+
+def _parse_time_arg(text: str, *, ahead: bool) -> Callable[[float], int]:
     text = text.strip()
     if text == "now":
         return lambda now: int(now * 1000)
+    back = not ahead or text.endswith("ago") or text.startswith("-")
     relative = text.removesuffix("ago").strip().removeprefix("-")
+    if ahead:
+        relative = relative.removeprefix("+")
     if relative and relative[0].isdigit() and relative[-1] in "smhd":
         try:
             seconds = parse_duration(relative)
         except ValidationError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
         if seconds > _MAX_AGO_SECONDS:      # before 1900: no schedule of ours has instants there
-            raise argparse.ArgumentTypeError(f"too far back: at most {_MAX_AGO_SECONDS // 86400}d ago")
-        return lambda now: int((now - seconds) * 1000)
+            raise argparse.ArgumentTypeError(f"too far back: at most {_MAX_AGO_SECONDS // 86400}d ago" if back
+                                             else f"too far ahead: at most {_MAX_AGO_SECONDS // 86400}d")
+        sign = -1 if back else 1
+        return lambda now: int((now + sign * seconds) * 1000)
     try:
         ms = parse_time(text)
     except ValueError as e:

@@ -185,6 +185,16 @@ class JobsMixin(BlockingTransport):
         """Every quota with its limit and the attempts holding it now."""
         return self._run(_plans.list_quotas())
 
+    def forecast(self, *, start_ms: int = 0, end_ms: int = 0, by: str = "", top: int = 5,
+                 stale_ok: bool = False) -> pb.ForecastResponse:
+        """How many instants of the jobs' schedules fall due per second and per minute in
+        [start_ms, end_ms) (default: the next 24 h; at most 7 days), computed by the cluster
+        from its job table without firing anything: per group (``by`` "team" or "pool", "" for
+        the whole table) the ``top`` busiest seconds and minutes, the schedules and jobs that
+        make each, and the worker slots (``-1``: unknown) and quota that serve it (``over``: more
+        runs due in one second than slots). Jobs of teams the caller may not read are left out."""
+        return self._run(_plans.forecast(start_ms=start_ms, end_ms=end_ms, by=by, top=top, stale_ok=stale_ok))
+
 
 class CalendarsMixin(BlockingTransport):
     """Calendars and blackout windows (``schedd_client.calendars``)."""
@@ -243,6 +253,20 @@ class RunsMixin(BlockingTransport):
         if job is not None:
             return self._run(_plans._latest_execution(job, stale_ok=stale_ok))
         return self._run(_plans.get_execution(id, stale_ok=stale_ok))
+
+    def explain_run(self, id: str, *, stale_ok: bool = False) -> pb.Explanation:
+        """Why the instant of execution ``id`` (``JOB@<RFC 3339 UTC>``) ran or did not, from the
+        replicated state (the same answer on every node): an ``Explanation`` with its
+        ``disposition`` (ran, skipped-overlap, paused, waiting-quota, not-an-instant, ...), a
+        ``summary`` and ``findings`` in order (when and at which log index it was recorded, each
+        attempt's claim with its worker and fencing token, outcomes, retries, the SLA verdict)."""
+        return self._run(_plans.explain_run(id, stale_ok=stale_ok))
+
+    def explain_instant(self, job: str, at_ms: int, *, stale_ok: bool = False) -> pb.Explanation:
+        """``explain_run`` for instant ``at_ms`` of job ``job``, given by time: also an instant
+        the schedule does not name (the nearest ones are given), one not due yet, or one before
+        the job existed."""
+        return self._run(_plans.explain_instant(job, at_ms, stale_ok=stale_ok))
 
     def retry_execution(self, id: str) -> pb.Execution:
         """A new attempt of a finished run (same id, a new fencing token); ``JOB@latest`` names
@@ -626,6 +650,17 @@ class AsyncJobsMixin(AsyncTransport):
         """Every quota with its limit and the attempts holding it now."""
         return await self._run(_plans.list_quotas())
 
+    async def forecast(self, *, start_ms: int = 0, end_ms: int = 0, by: str = "", top: int = 5,
+                       stale_ok: bool = False) -> pb.ForecastResponse:
+        """How many instants of the jobs' schedules fall due per second and per minute in
+        [start_ms, end_ms) (default: the next 24 h; at most 7 days), computed by the cluster
+        from its job table without firing anything: per group (``by`` "team" or "pool", "" for
+        the whole table) the ``top`` busiest seconds and minutes, the schedules and jobs that
+        make each, and the worker slots (``-1``: unknown) and quota that serve it (``over``: more
+        runs due in one second than slots). Jobs of teams the caller may not read are left out."""
+        return await self._run(_plans.forecast(start_ms=start_ms, end_ms=end_ms, by=by, top=top,
+                                               stale_ok=stale_ok))
+
 
 class AsyncCalendarsMixin(AsyncTransport):
     """Calendars and blackout windows (``schedd_client.calendars``). Awaited."""
@@ -684,6 +719,20 @@ class AsyncRunsMixin(AsyncTransport):
         if job is not None:
             return await self._run(_plans._latest_execution(job, stale_ok=stale_ok))
         return await self._run(_plans.get_execution(id, stale_ok=stale_ok))
+
+    async def explain_run(self, id: str, *, stale_ok: bool = False) -> pb.Explanation:
+        """Why the instant of execution ``id`` (``JOB@<RFC 3339 UTC>``) ran or did not, from the
+        replicated state (the same answer on every node): an ``Explanation`` with its
+        ``disposition`` (ran, skipped-overlap, paused, waiting-quota, not-an-instant, ...), a
+        ``summary`` and ``findings`` in order (when and at which log index it was recorded, each
+        attempt's claim with its worker and fencing token, outcomes, retries, the SLA verdict)."""
+        return await self._run(_plans.explain_run(id, stale_ok=stale_ok))
+
+    async def explain_instant(self, job: str, at_ms: int, *, stale_ok: bool = False) -> pb.Explanation:
+        """``explain_run`` for instant ``at_ms`` of job ``job``, given by time: also an instant
+        the schedule does not name (the nearest ones are given), one not due yet, or one before
+        the job existed."""
+        return await self._run(_plans.explain_instant(job, at_ms, stale_ok=stale_ok))
 
     async def retry_execution(self, id: str) -> pb.Execution:
         """A new attempt of a finished run (same id, a new fencing token); ``JOB@latest`` names

@@ -217,6 +217,12 @@ def list_quotas() -> Plan[list[pb.Quota]]:
     return Plan([_scheduler("ListQuotas", pb.ListQuotasRequest())], lambda responses: list(responses[0].quotas))
 
 
+def forecast(*, start_ms: int = 0, end_ms: int = 0, by: str = "", top: int = 5,
+             stale_ok: bool = False) -> Plan[pb.ForecastResponse]:
+    request = pb.ForecastRequest(from_ms=start_ms, to_ms=end_ms, by=by, top=top)
+    return _single(_scheduler("Forecast", request, stale_ok=stale_ok), pb.ForecastResponse)
+
+
 # ---------------------------------------------------------------- executions
 
 
@@ -238,6 +244,15 @@ def list_executions(
 
 def get_execution(id: str, *, stale_ok: bool = False) -> Plan[pb.Execution]:
     return _single(_scheduler("GetExecution", pb.GetExecutionRequest(id=id), stale_ok=stale_ok), pb.Execution)
+
+
+def explain_run(id: str, *, stale_ok: bool = False) -> Plan[pb.Explanation]:
+    return _single(_scheduler("Explain", pb.ExplainRequest(id=id), stale_ok=stale_ok), pb.Explanation)
+
+
+def explain_instant(job: str, at_ms: int, *, stale_ok: bool = False) -> Plan[pb.Explanation]:
+    return _single(_scheduler("Explain", pb.ExplainRequest(job=job, at_ms=at_ms), stale_ok=stale_ok),
+                   pb.Explanation)
 
 
 # ---------------------------------------------------------------- cluster

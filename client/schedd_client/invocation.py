@@ -38,6 +38,12 @@ class Invocation:
     def emit(self, data: Any, table: Callable[[], str]) -> None:
         self.output.emit(data, table)
 
+    def warn(self, warnings: Any) -> None:
+        """The server's advice (never a refusal) on stderr, one ``warning:`` line each, so that
+        ``-o json`` on stdout stays parseable."""
+        for line in warnings:
+            print(f"warning: {line}", file=sys.stderr)
+
     def print_data(self, data: Any) -> None:
         self.output.print_data(data)
 

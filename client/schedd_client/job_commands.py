@@ -39,7 +39,9 @@ def job_create(cmd: Invocation) -> None:
 
 def _create(cmd: Invocation, spec: pb.JobSpec) -> pb.Job:
     try:
-        return cmd.client.put_job(spec, create_only=True)
+        written = cmd.client.put_job_result(spec, create_only=True)
+        cmd.warn(written.warnings)
+        return written.job
     except AlreadyExists:
         raise CommandError(
             f"job {brief(spec.name)} already exists; change it with `{PROG} job update {clip(spec.name, 80)}"
@@ -50,7 +52,7 @@ def _create(cmd: Invocation, spec: pb.JobSpec) -> pb.Job:
 def _create_from_file(cmd: Invocation, path: str) -> None:
     """One batch, create only: every job of the file is created, or none is."""
     located = _read_specs(path, cmd.file_limits())
-    _put_batch(cmd, located, create_only=True)
+    cmd.warn(_put_batch(cmd, located, create_only=True).warnings)
     cmd.emit({"created": len(located), "updated": 0},
               lambda: "\n".join(f"created job {spec.name} (version 1)" for _, spec in located))
 
@@ -73,7 +75,9 @@ def job_update(cmd: Invocation) -> None:
     job = cmd.client.get_job(cmd.args.name, upcoming=1)
     spec = spec_from_dict(_merge(spec_to_dict(job.spec), changes))
     try:
-        updated = cmd.client.put_job(spec, expected_version=job.version)
+        written = cmd.client.put_job_result(spec, expected_version=job.version)
+        cmd.warn(written.warnings)
+        updated = written.job
     except Conflict:
         raise CommandError(
             f"job {job.spec.name!r} changed while being updated (it is past version"

@@ -93,6 +93,7 @@ def job_apply(cmd: Invocation) -> None:
     if cmd.args.dry_run:
         cmd.emit(report.to_dict(), lambda: _diff_text(report))
         return
+    cmd.warn(report.warnings)
     cmd.emit(report.to_dict(), lambda: _applied_text(report))
 
 

@@ -60,6 +60,7 @@ class ApplyReport:
     versions: dict[str, int] = field(default_factory=dict)    # the version before the write
     dry_run: bool = False
     legacy: tuple[int, int] | None = None   # a cluster without DiffJobs: (created, updated), every job written
+    warnings: list[str] = field(default_factory=list)   # the server's advice on the writes (crowded seconds)
 
     def add(self, change: pb.JobChange) -> None:
         {"create": self.created, "update": self.updated}.get(change.action, self.unchanged).append(change.name)
@@ -76,7 +77,7 @@ class ApplyReport:
 
     def to_dict(self) -> dict[str, Any]:
         """For ``-o json|yaml``: the counts, the names per action and each change."""
-        return {**self.counts(), "dry_run": self.dry_run,
+        return {**self.counts(), "dry_run": self.dry_run, **({"warnings": self.warnings} if self.warnings else {}),
                 "jobs": [{"name": name, "action": action, **({"version": self.versions[name]}
                                                              if name in self.versions else {}),
                           "changes": [{"field": c.path, "before": c.before, "after": c.after}
@@ -167,8 +168,9 @@ def apply_steps(specs: Sequence[pb.JobSpec], *, dry_run: bool = False, batch_job
             if change.action != "unchanged":
                 changed.append(spec)
     if not dry_run and changed:
-        yield from _each_batch(list(batches(changed, batch_jobs)), len(changed), "write", progress, where,
-                               _plans.put_jobs)
+        written = yield from _each_batch(list(batches(changed, batch_jobs)), len(changed), "write", progress,
+                                         where, _plans.put_jobs)
+        report.warnings = list(dict.fromkeys(w for _, answer in written for w in answer.warnings))
     return report
 
 

@@ -26,6 +26,9 @@
     calendar apply -f FILE | get NAME | list | delete NAME
     blackout create NAME --start T --end T [--team T] [--label K=V] [--reason R] | list | delete NAME
     run get ID                    an execution with its attempts and output tails
+    run explain RUN               why RUN's instant ran: intent (log index, term), claims, tokens, attempts, SLA
+    job explain NAME --at T       why an instant did not run: paused, skipped, waiting for a slot, not due, ...
+    forecast [--from T] [--to T] [--by team|pool] [--top N]   runs due per second/minute, peaks vs slots
     dag apply -f FILE             create or replace every DAG in a YAML/JSON file (see schedd_client.dags)
     dag run NAME                  start a run now
     dag show NAME [--run ID]      the graph with each task's state in a run (default: the newest)
@@ -69,8 +72,9 @@ from typing import Any
 
 from schedd_proto import PROTOCOL_VERSION
 
-from . import (acl_commands, backup, calendar_commands, cluster_commands, completion, dag_commands, dashboard_commands, job_commands,
-               job_file_commands, membership_commands, quota_commands, run_commands, run_flow_commands, run_logs)
+from . import (acl_commands, backup, calendar_commands, cluster_commands, completion, dag_commands,
+               dashboard_commands, forecast_commands, job_commands, job_file_commands, membership_commands,
+               quota_commands, run_commands, run_flow_commands, run_logs)
 from ._cli import PROG, CommandError, ExitStatus, UsageError, _count, _file_options, _global_options, _time_arg
 from ._failover import tls_failure
 from .channels import Security, SecurityError
@@ -311,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "cancel an execution (a running attempt's process group is killed)")
     run_cancel.add_argument("id", metavar="ID")
     run_logs.add_commands(runs, command)           # run logs RUN [-f] [--stdout|--stderr] [--tail N]
+    forecast_commands.add_commands(groups, jobs, runs, command)   # forecast, run explain, job explain
 
     workers = group("worker", "the workers connected to the leader")
     worker_listing = command(workers, "list", cluster_commands.worker_list,

@@ -331,14 +331,16 @@ class PutJobRequest(_message.Message):
     def __init__(self, job: _Optional[_Union[JobSpec, _Mapping]] = ..., create_only: _Optional[bool] = ..., request_id: _Optional[str] = ..., expected_version: _Optional[int] = ...) -> None: ...
 
 class PutJobResponse(_message.Message):
-    __slots__ = ("job", "created", "version")
+    __slots__ = ("job", "created", "version", "warnings")
     JOB_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     job: Job
     created: bool
     version: int
-    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., created: _Optional[bool] = ..., version: _Optional[int] = ...) -> None: ...
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., created: _Optional[bool] = ..., version: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PutJobsRequest(_message.Message):
     __slots__ = ("jobs", "request_id", "create_only")
@@ -351,12 +353,14 @@ class PutJobsRequest(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[JobSpec, _Mapping]]] = ..., request_id: _Optional[str] = ..., create_only: _Optional[bool] = ...) -> None: ...
 
 class PutJobsResponse(_message.Message):
-    __slots__ = ("created", "updated")
+    __slots__ = ("created", "updated", "warnings")
     CREATED_FIELD_NUMBER: _ClassVar[int]
     UPDATED_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     created: int
     updated: int
-    def __init__(self, created: _Optional[int] = ..., updated: _Optional[int] = ...) -> None: ...
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, created: _Optional[int] = ..., updated: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("name", "upcoming")
@@ -1122,3 +1126,126 @@ class LeaderTerm(_message.Message):
     since_ms: int
     until_ms: int
     def __init__(self, term: _Optional[int] = ..., since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ...) -> None: ...
+
+class ForecastRequest(_message.Message):
+    __slots__ = ("from_ms", "to_ms", "by", "top")
+    FROM_MS_FIELD_NUMBER: _ClassVar[int]
+    TO_MS_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    TOP_FIELD_NUMBER: _ClassVar[int]
+    from_ms: int
+    to_ms: int
+    by: str
+    top: int
+    def __init__(self, from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., by: _Optional[str] = ..., top: _Optional[int] = ...) -> None: ...
+
+class ForecastContributor(_message.Message):
+    __slots__ = ("schedule", "timezone", "jobs", "examples")
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    schedule: str
+    timezone: str
+    jobs: int
+    examples: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., jobs: _Optional[int] = ..., examples: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ForecastPeak(_message.Message):
+    __slots__ = ("at_ms", "width_ms", "due", "over", "contributors")
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    WIDTH_MS_FIELD_NUMBER: _ClassVar[int]
+    DUE_FIELD_NUMBER: _ClassVar[int]
+    OVER_FIELD_NUMBER: _ClassVar[int]
+    CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
+    at_ms: int
+    width_ms: int
+    due: int
+    over: bool
+    contributors: _containers.RepeatedCompositeFieldContainer[ForecastContributor]
+    def __init__(self, at_ms: _Optional[int] = ..., width_ms: _Optional[int] = ..., due: _Optional[int] = ..., over: _Optional[bool] = ..., contributors: _Optional[_Iterable[_Union[ForecastContributor, _Mapping]]] = ...) -> None: ...
+
+class ForecastGroup(_message.Message):
+    __slots__ = ("key", "jobs", "instants", "slots", "quota_key", "quota", "peak_seconds", "peak_minutes")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    INSTANTS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_KEY_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_FIELD_NUMBER: _ClassVar[int]
+    PEAK_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PEAK_MINUTES_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    jobs: int
+    instants: int
+    slots: int
+    quota_key: str
+    quota: int
+    peak_seconds: _containers.RepeatedCompositeFieldContainer[ForecastPeak]
+    peak_minutes: _containers.RepeatedCompositeFieldContainer[ForecastPeak]
+    def __init__(self, key: _Optional[str] = ..., jobs: _Optional[int] = ..., instants: _Optional[int] = ..., slots: _Optional[int] = ..., quota_key: _Optional[str] = ..., quota: _Optional[int] = ..., peak_seconds: _Optional[_Iterable[_Union[ForecastPeak, _Mapping]]] = ..., peak_minutes: _Optional[_Iterable[_Union[ForecastPeak, _Mapping]]] = ...) -> None: ...
+
+class ForecastResponse(_message.Message):
+    __slots__ = ("from_ms", "to_ms", "by", "jobs", "instants", "groups", "note")
+    FROM_MS_FIELD_NUMBER: _ClassVar[int]
+    TO_MS_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    INSTANTS_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    from_ms: int
+    to_ms: int
+    by: str
+    jobs: int
+    instants: int
+    groups: _containers.RepeatedCompositeFieldContainer[ForecastGroup]
+    note: str
+    def __init__(self, from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., by: _Optional[str] = ..., jobs: _Optional[int] = ..., instants: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[ForecastGroup, _Mapping]]] = ..., note: _Optional[str] = ...) -> None: ...
+
+class ExplainRequest(_message.Message):
+    __slots__ = ("id", "job", "at_ms")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    job: str
+    at_ms: int
+    def __init__(self, id: _Optional[str] = ..., job: _Optional[str] = ..., at_ms: _Optional[int] = ...) -> None: ...
+
+class ExplainFinding(_message.Message):
+    __slots__ = ("kind", "text", "at_ms", "details")
+    class DetailsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    text: str
+    at_ms: int
+    details: _containers.ScalarMap[str, str]
+    def __init__(self, kind: _Optional[str] = ..., text: _Optional[str] = ..., at_ms: _Optional[int] = ..., details: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class Explanation(_message.Message):
+    __slots__ = ("id", "job", "instant_ms", "disposition", "summary", "findings", "index")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    INSTANT_MS_FIELD_NUMBER: _ClassVar[int]
+    DISPOSITION_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    FINDINGS_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    job: str
+    instant_ms: int
+    disposition: str
+    summary: str
+    findings: _containers.RepeatedCompositeFieldContainer[ExplainFinding]
+    index: int
+    def __init__(self, id: _Optional[str] = ..., job: _Optional[str] = ..., instant_ms: _Optional[int] = ..., disposition: _Optional[str] = ..., summary: _Optional[str] = ..., findings: _Optional[_Iterable[_Union[ExplainFinding, _Mapping]]] = ..., index: _Optional[int] = ...) -> None: ...

@@ -134,6 +134,16 @@ class SchedulerStub:
                 request_serializer=schedd__proto_dot_scheduler__pb2.DiffJobsRequest.SerializeToString,
                 response_deserializer=schedd__proto_dot_scheduler__pb2.DiffJobsResponse.FromString,
                 _registered_method=True)
+        self.Forecast = channel.unary_unary(
+                '/schedd.v1.Scheduler/Forecast',
+                request_serializer=schedd__proto_dot_scheduler__pb2.ForecastRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.ForecastResponse.FromString,
+                _registered_method=True)
+        self.Explain = channel.unary_unary(
+                '/schedd.v1.Scheduler/Explain',
+                request_serializer=schedd__proto_dot_scheduler__pb2.ExplainRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.Explanation.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -268,6 +278,21 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Forecast(self, request, context):
+        """How many instants fall due per second and per minute in a window, the peaks, which jobs make
+        them and the slots and quotas that serve them, from the job table; nothing is fired.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Explain(self, request, context):
+        """Why an instant of a job ran or did not, from the replicated state (the same on every node).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -370,6 +395,16 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.DiffJobs,
                     request_deserializer=schedd__proto_dot_scheduler__pb2.DiffJobsRequest.FromString,
                     response_serializer=schedd__proto_dot_scheduler__pb2.DiffJobsResponse.SerializeToString,
+            ),
+            'Forecast': grpc.unary_unary_rpc_method_handler(
+                    servicer.Forecast,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.ForecastRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.ForecastResponse.SerializeToString,
+            ),
+            'Explain': grpc.unary_unary_rpc_method_handler(
+                    servicer.Explain,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.ExplainRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.Explanation.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -912,6 +947,60 @@ class Scheduler:
             '/schedd.v1.Scheduler/DiffJobs',
             schedd__proto_dot_scheduler__pb2.DiffJobsRequest.SerializeToString,
             schedd__proto_dot_scheduler__pb2.DiffJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Forecast(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.Scheduler/Forecast',
+            schedd__proto_dot_scheduler__pb2.ForecastRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.ForecastResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Explain(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.Scheduler/Explain',
+            schedd__proto_dot_scheduler__pb2.ExplainRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.Explanation.FromString,
             options,
             channel_credentials,
             insecure,

@@ -268,6 +268,8 @@ RESOLVERS: dict[str, Resolver] = {
     _S + "WatchExecutions": lambda st, r: _job(st, r.job) if r.job else [],
     _S + "WatchJobs": lambda st, r: [Owner(r.team)] if r.team else [],
     _S + "ListQuotas": lambda st, r: [],
+    _S + "Forecast": lambda st, r: [],
+    _S + "Explain": lambda st, r: _execution(st, r.id) if r.id else _job(st, r.job),
     _D + "PutDag": lambda st, r: _dag_spec_teams(st, r.dag),
     **{_D + m: (lambda st, r: _dag(st, r.name)) for m in (
         "GetDag", "DeleteDag", "RunDag", "ListDagRuns", "GetDagRun", "ClearDagTask", "WatchDagRun")},

@@ -53,6 +53,9 @@ RPC_CAPABILITIES: dict[str, Need] = {
         "RetryExecution": Need("trigger", "team"),   # a new attempt is a run asked for, as a trigger
         "WatchJobs": LIST, "WatchExecutions": LIST, "WatchWorkers": OPERATOR,   # as the listings they watch
         "DiffJobs": READ,                      # shows what a write would store; commits nothing
+        "Forecast": LIST,                      # counts the jobs of the teams the caller may read;
+                                               # worker slots only for operators
+        "Explain": READ,                       # as GetExecution and ListInstants
     }),
     **_service("Dags", {
         "PutDag": WRITE, "GetDag": READ, "ListDags": LIST, "DeleteDag": WRITE,

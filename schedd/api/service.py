@@ -30,7 +30,7 @@ import grpc
 from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.message import Message
 
-from schedd.api import auth, convert, history_reads
+from schedd.api import auth, convert, forecasts, history_reads
 from schedd.api.limits import call_overflow
 from schedd.api.membership_view import cluster_membership, node_membership
 from schedd.api.templates import SpecTemplates
@@ -41,6 +41,8 @@ from schedd.core import batches as B
 from schedd.core.audit import short_history
 from schedd.core import calendars
 from schedd.core import commands as C
+from schedd.core import explain as explaining
+from schedd.core import forecast as herd
 from schedd.core import ledger
 from schedd.core import params as run_params
 from schedd.core import queries
@@ -435,6 +437,7 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         self.node, self.clock, self.metrics, self.router = node, clock, metrics, router
         self.dispatcher = dispatcher
         self.watchers = watchers if watchers is not None else WatchSlots()   # shared per node (daemon)
+        self.load = forecasts.LoadCache()       # the forecast put warnings read
 
     def _exec_pb(self, ex) -> pb.Execution:
         """The replicated record, plus the leader's own note on why a SCHEDULED one still waits."""
@@ -501,7 +504,8 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
                                     **spec_levels([spec]))
         stored = result.of(R.Stored)
         return pb.PutJobResponse(job=await self._job_or_abort(context, spec.name),
-                                 created=stored.created, version=stored.version)
+                                 created=stored.created, version=stored.version,
+                                 warnings=await self._crowding([spec]))
 
     @routed(write=True)
     async def PutJobs(self, request: pb.PutJobsRequest, context: CallContext) -> pb.PutJobsResponse:
@@ -545,7 +549,8 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         result = await self._put_batch(context, rid, [text for _, text in checked], create_only=request.create_only,
                                        team_cap=limits.max_jobs_per_team, **spec_levels(spec for spec, _ in checked))
-        return pb.PutJobsResponse(created=result.created, updated=result.updated)
+        return pb.PutJobsResponse(created=result.created, updated=result.updated,
+                                  warnings=await self._crowding(spec for spec, _ in checked))
 
     @routed(write=False)
     async def DiffJobs(self, request: pb.DiffJobsRequest, context: CallContext) -> pb.DiffJobsResponse:
@@ -707,6 +712,7 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     async def PauseJob(self, request: pb.JobRef, context: CallContext) -> pb.Job:
         await self._job_known(context, request.name)
         await self._commit(context, C.PAUSE, request.request_id, name=request.name)
+        self.load.forget()
         return await self._job_or_abort(context, request.name)
 
     @routed(write=True)
@@ -714,12 +720,14 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         await self._job_known(context, request.name)
         await self._commit(context, C.RESUME, request.request_id, name=request.name,
                            catch_up=request.catch_up)
+        self.load.forget()
         return await self._job_or_abort(context, request.name)
 
     @routed(write=True)
     async def DeleteJob(self, request: pb.JobRef, context: CallContext) -> pb.DeleteJobResponse:
         await self._job_known(context, request.name)
         await self._commit(context, C.DELETE, request.request_id, name=request.name)
+        self.load.forget()
         return pb.DeleteJobResponse(name=request.name)
 
     @routed(write=True)
@@ -985,6 +993,56 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
                 keys = [k for k in keys if (k.partition(":")[2] in teams if k.startswith("team:") else cluster)]
             return pb.ListQuotasResponse(quotas=[
                 pb.Quota(key=k, limit=quota_limit(st, k) or 0, running=st.held.get(k, 0)) for k in keys])
+
+    # ------------------------------------------------------------ forecast and explain
+
+    async def _crowding(self, specs: Iterable[JobSpec]) -> list[str]:
+        """Warnings (never refusals) for jobs just written that land on a crowded second."""
+        now = self.clock.now_ms()
+        cap = forecasts.capacity(getattr(self.dispatcher, "hub", None), {}, now)
+        return await self.load.warnings(self.node, list(specs), cap, now)
+
+    @routed(write=False)
+    async def Forecast(self, request: pb.ForecastRequest, context: CallContext) -> pb.ForecastResponse:
+        now = self.clock.now_ms()
+        start = request.from_ms or now
+        end = request.to_ms or start + forecasts.DAY_MS
+        top = request.top or herd.DEFAULT_TOP
+        try:
+            herd.check_window(start, end, request.by, top)
+        except herd.ForecastError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        read = await asyncio.to_thread(forecasts.read_rows, self.node, auth.read_filter())
+        hub = getattr(self.dispatcher, "hub", None) if self.node.is_leader() else None
+        notes = [read.note()]
+        if not auth.may("operator", "cluster"):
+            hub = None
+            notes.append("worker slots are shown to callers with the operator capability")
+        elif hub is None:
+            notes.append("this node does not lead: it knows no workers, so slots are unknown (ask without --stale)")
+        cap = forecasts.capacity(hub, read.quotas, now)
+        fc = await asyncio.to_thread(herd.compute, read.rows, start, end, by=request.by, top=top, capacity=cap)
+        return forecasts.forecast_to_pb(fc, "; ".join(n for n in notes if n))
+
+    @routed(write=False)
+    async def Explain(self, request: pb.ExplainRequest, context: CallContext) -> pb.Explanation:
+        try:
+            name, t = parse_execution_id(request.id) if request.id else (request.job, request.at_ms)
+        except ValidationError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        if not name or (not request.id and not request.at_ms):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "give an execution id, or a job and a time")
+        found = await asyncio.to_thread(history_reads.window, self.node.state, self.node.lock, self._history(),
+                                        name, t, t, 1)
+        readable = auth.may("acl", "cluster")       # a deleted job is named in the audit trail only
+        with self.node.lock:
+            st = self.node.state
+            known = name in st.jobs
+            x = explaining.explain(st, name, t, on_disk=found.get(t), audit=st.audit if readable else None)
+        if not known and not readable:               # as the interceptor answers for a hidden one
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"execution {request.id!r} not found" if request.id
+                                else f"job {name!r} not found")
+        return forecasts.explanation_to_pb(x)
 
 
 STALE_LEADER = "stale leader"

@@ -114,6 +114,8 @@ __all__ = [
     "cron_sets",
     "dst_note",
     "format_ms",
+    "hashed_fields",
+    "instant_key",
     "next_after",
     "next_n",
     "parse",
@@ -990,6 +992,68 @@ def dst_note(s: Schedule, t_ms: int) -> str:
 def _hhmm(wall: int, second: int = 0) -> str:
     h, m = wall % 86400 // 3600, wall % 3600 // 60
     return f"{h:02d}:{m:02d}" + (f":{second:02d}" if second else "")
+
+
+def hashed_fields(spec: str, hash_key: str) -> tuple[str, ...] | None:
+    """The fields of a cron with `H` as `parse` resolves them for `hash_key` (croniter's order),
+    or None for any other text (or a bad one). Jobs whose fields resolve alike (and whose text,
+    zone and DST policy are the same) have the same instants: grouping by this costs a few
+    microseconds a job, where parsing each costs a compile (schedd.core.forecast groups a
+    million jobs so)."""
+    plan = _hash_plan(spec)
+    if plan is None:
+        return None
+    fields, bare, other = plan
+    key = hash_key.encode("utf-8")
+    out = list(fields)
+    try:
+        for i in bare:
+            out[i] = str(_HASHER.do(i, hash_id=key))
+        for i in other:
+            out[i] = _resolve_field(i, fields[i], key)
+    except (_CronError, CroniterError):
+        return None
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _hash_plan(spec: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]] | None:
+    """Per schedule text: its fields (croniter's order, the plain ones resolved), the indexes of
+    bare `H` fields and of the other hashed ones; None if it is no cron with H."""
+    words = spec.strip().lower().split()
+    if len(words) not in _USER_ORDER or not uses_hash(spec):
+        return None
+    raw = dict(zip(_USER_ORDER[len(words)], words))
+    fields: list[str] = []
+    bare: list[int] = []
+    other: list[int] = []
+    for i in range(6):
+        text = raw.get(i, "0")
+        if _HASH_FIELD.fullmatch(text):
+            (bare if text == "h" else other).append(i)
+            fields.append(text)
+            continue
+        try:
+            fields.append(_plain_field(i, text))
+        except _CronError:
+            return None
+    return tuple(fields), tuple(bare), tuple(other)
+
+
+def instant_key(s: Schedule) -> tuple[Any, ...]:
+    """A hashable key equal for schedules that name the same instants: the compiled cron tables
+    (interned per resolved expression, so `H * * * *` jobs landing on one minute share a key,
+    and so do `@hourly` and `0 * * * *`), the zone and the DST policy; the period of `@every`;
+    the time of `at`. Different keys may still name the same instants (the key is a grouping
+    aid for counting instants once per distinct schedule, schedd.core.forecast, never a proof
+    of difference)."""
+    if s.kind == "cron":
+        return ("cron", s._cron, s.tz, s.gap, s.fold)
+    if s.kind == "every":
+        return ("every", s._period_ms)
+    if s.kind == "at":
+        return ("at", s._at_ms)
+    return ("none",)
 
 
 def next_n(s: Schedule, after_ms: int, n: int) -> list[int]:

@@ -1,0 +1,379 @@
+"""The herd forecast: how many instants fall due per second and per minute in a window, the
+peaks, which jobs make them, and how each peak compares with the worker slots and the quota
+that serve it. Computed from the replicated job table, without firing anything.
+
+Why it is fast: most jobs repeat on a schedule many others share (every minute, hourly, a
+nightly batch at 00:00). Jobs are grouped into *classes* of identical instants
+(`schedule.instant_key`: the compiled cron, zone and DST policy; hashed `H` crons landing on
+the same values share one), and each class's instants are enumerated once, however many jobs
+it holds. Jitter moves each job's due time by an offset fixed per job (`policy.jitter_offset_ms`),
+so a class keeps its jobs in buckets by offset and adds each bucket's count at every instant
+plus the offset: the cost is instants x distinct offsets per class, never instants x jobs.
+
+Due seconds are exact: a job is due at its instant plus its jitter offset, counted in the
+second (and minute) that holds that moment. The forecast counts the jobs as the table holds
+them now (paused jobs and on-demand ones left out); it does not know how long runs take, so
+"due in one second" is compared with the slots and the quota as the burst the cluster must
+start at once.
+
+Pure: rows come from the caller (`rows`, under the node lock), time from the request.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from schedd.core import schedule as sched
+from schedd.core.policy import jitter_offset_ms
+from schedd.core.tables import Tables
+
+MAX_WINDOW_MS = 7 * 86_400_000
+MAX_TOP = 100
+DEFAULT_TOP = 5
+GROUPINGS = ("", "team", "pool")
+EXAMPLES = 3                     # job names shown per contributor
+CONTRIBUTORS = 5                 # contributors shown per peak
+ANY_POOL = ""                    # a job without a pool runs on any worker
+
+#: One job as the forecast reads it: (name, team, pool, schedule, tz, dst, jitter_ms).
+JobRow = tuple[str, str, str, str, str, str, int]
+
+
+class ForecastError(ValueError):
+    """A window or grouping that cannot be forecast; the message says why."""
+
+
+@dataclass(slots=True, frozen=True)
+class Capacity:
+    """What serves the runs: worker slots per pool (None: this node does not know its workers,
+    it is not the leader) and the quotas ("pool:<p>", "team:<t>" -> max running)."""
+
+    slots: Mapping[str, int] | None = None
+    quotas: Mapping[str, int] = field(default_factory=dict)
+
+    def slots_for(self, pool: str | None) -> int | None:
+        """Slots that may run a job of `pool` (None or ANY_POOL: any worker's)."""
+        if self.slots is None:
+            return None
+        if not pool:
+            return sum(self.slots.values())
+        return self.slots.get(pool, 0)
+
+
+@dataclass(slots=True, frozen=True)
+class Contributor:
+    """Jobs of one schedule due in a peak."""
+
+    schedule: str
+    tz: str
+    jobs: int
+    examples: tuple[str, ...]
+
+
+@dataclass(slots=True, frozen=True)
+class Peak:
+    at_ms: int                   # start of the second (or minute)
+    width_ms: int                # 1000 or 60000
+    due: int                     # runs due in it
+    over: bool                   # more than the slots that serve it (False when unknown)
+    contributors: tuple[Contributor, ...]
+
+
+@dataclass(slots=True)
+class GroupForecast:
+    """One group's forecast (the whole table, a team or a pool: `Forecast.by`)."""
+
+    key: str
+    jobs: int
+    instants: int                # runs due in the window
+    slots: int | None            # worker slots serving it; None: unknown
+    quota_key: str               # "" when no quota applies
+    quota: int | None
+    peak_seconds: list[Peak]
+    peak_minutes: list[Peak]
+    series: list[int] = field(repr=False, default_factory=list)   # runs due per second of the window
+
+
+@dataclass(slots=True)
+class Forecast:
+    from_ms: int
+    to_ms: int
+    by: str
+    jobs: int
+    instants: int
+    groups: list[GroupForecast]
+
+    def group(self, key: str) -> GroupForecast | None:
+        return next((g for g in self.groups if g.key == key), None)
+
+
+@dataclass(slots=True)
+class _Class:
+    """Jobs of one group whose schedules name the same instants, by jitter offset."""
+
+    group: str
+    schedule: sched.Schedule
+    text: str                                    # the schedule as the first job wrote it
+    buckets: dict[int, list[str]] = field(default_factory=dict)  # offset key (ms) -> job names
+    instants: Sequence[int] = ()                 # its instants the window needs, oldest first
+
+    @property
+    def jobs(self) -> int:
+        return sum(len(names) for names in self.buckets.values())
+
+
+def rows(st: Tables, names: Iterable[str] | None = None) -> list[JobRow]:
+    """The jobs the forecast counts (all, or those of `names` still there), as plain tuples
+    (call under the node lock; then compute off it): unpaused jobs with a schedule of their own."""
+    policy = st.policy
+    out: list[JobRow] = []
+    jobs = st.jobs.values() if names is None else (st.jobs.get(name) for name in names)
+    for job in jobs:
+        if job is None or job.paused or job.next_fire is None:
+            continue
+        p = policy(job)
+        out.append((job.name, job.team, p.pool, job.schedule, job.tz, job.dst, p.jitter_ms))
+    return out
+
+
+def check_window(from_ms: int, to_ms: int, by: str, top: int) -> None:
+    if to_ms <= from_ms:
+        raise ForecastError("the window is empty: --to must be after --from")
+    if to_ms - from_ms > MAX_WINDOW_MS:
+        raise ForecastError(f"the window is longer than {MAX_WINDOW_MS // 86_400_000} days; forecast it in parts")
+    if by not in GROUPINGS:
+        raise ForecastError(f"by must be team or pool, not {by!r}")
+    if not 0 < top <= MAX_TOP:
+        raise ForecastError(f"top must be between 1 and {MAX_TOP}")
+
+
+def compute(job_rows: Iterable[JobRow], from_ms: int, to_ms: int, *, by: str = "", top: int = DEFAULT_TOP,
+            capacity: Capacity = Capacity()) -> Forecast:
+    """The forecast of [from_ms, to_ms) (whole seconds: from is rounded down, to up). Raises
+    ForecastError for a bad window."""
+    check_window(from_ms, to_ms, by, top)
+    base, end = from_ms // 1000, -(-to_ms // 1000)
+    classes, jobs_by_group = _classes(job_rows, by)
+    n = end - base
+    series: dict[str, list[int]] = {g: [0] * n for g in jobs_by_group}
+    for c in classes:
+        _fill(c, series[c.group], base, end)
+    by_group: dict[str, list[_Class]] = {}
+    for c in classes:
+        by_group.setdefault(c.group, []).append(c)
+    groups = [_group(key, jobs_by_group[key], series[key], by_group.get(key, []), by, base, top, capacity)
+              for key in sorted(jobs_by_group)]
+    return Forecast(base * 1000, end * 1000, by, sum(jobs_by_group.values()), sum(g.instants for g in groups),
+                    groups)
+
+
+def _classes(job_rows: Iterable[JobRow], by: str) -> tuple[list[_Class], dict[str, int]]:
+    """Group jobs by (group, schedule text, zone, DST policy, jitter) first, which costs a dict
+    lookup per job, then parse each distinct text once (per job only for hashed `H` texts) and
+    merge texts naming the same instants."""
+    first: dict[tuple[str, str, str, str, int], list[str]] = {}
+    jobs_by_group: dict[str, int] = {}
+    for name, team, pool, spec, tz, dst, jitter in job_rows:
+        group = team if by == "team" else pool if by == "pool" else ""
+        jobs_by_group[group] = jobs_by_group.get(group, 0) + 1
+        key = (group, spec, tz, dst, jitter)
+        names = first.get(key)
+        if names is None:
+            first[key] = [name]
+        else:
+            names.append(name)
+    merged: dict[tuple[object, ...], _Class] = {}
+    for (group, spec, tz, dst, jitter), names in first.items():
+        for members in _same_instants(spec, names):
+            s = _parse(spec, tz, dst, members[0])
+            if s is None or s.kind == "none":
+                continue
+            same = (group, sched.instant_key(s))
+            c = merged.get(same)
+            if c is None:
+                c = merged[same] = _Class(group, s, spec)
+            if not jitter:
+                c.buckets.setdefault(0, []).extend(members)
+                continue
+            for member in members:
+                c.buckets.setdefault(jitter_offset_ms(member, jitter), []).append(member)
+    return [_coarsen(c) for c in merged.values()], jobs_by_group
+
+
+def _same_instants(spec: str, names: list[str]) -> Iterable[list[str]]:
+    """The jobs of one schedule text split by where their `H` fields land (one part when the
+    text has none)."""
+    if not sched.uses_hash(spec):
+        return [names]
+    parts: dict[tuple[str, ...] | None, list[str]] = {}
+    for name in names:
+        parts.setdefault(sched.hashed_fields(spec, name), []).append(name)
+    parts.pop(None, None)                 # a text parse refuses: it names no instants
+    return parts.values()
+
+
+def _parse(spec: str, tz: str, dst: str, hash_key: str) -> sched.Schedule | None:
+    gap, _, fold = dst.partition("/")
+    try:
+        return sched.parse(spec, tz, hash_key=hash_key, gap=gap, fold=fold)
+    except sched.ScheduleError:
+        return None
+
+
+def _coarsen(c: _Class) -> _Class:
+    """Whole-second schedules (every cron, most `@every`) are due in the second of instant plus
+    the offset's whole seconds: offsets within one second share a bucket (60 buckets for a
+    minute of jitter, not one per job)."""
+    s = c.schedule
+    if s.kind == "cron" or (s.kind == "every" and s._period_ms % 1000 == 0) or (s.kind == "at" and s._at_ms % 1000 == 0):
+        coarse: dict[int, list[str]] = {}
+        for offset, names in c.buckets.items():
+            coarse.setdefault(offset - offset % 1000, []).extend(names)
+        c.buckets = coarse
+    return c
+
+
+def instants_between(s: sched.Schedule, lo_ms: int, hi_ms: int) -> Iterator[int]:
+    """Instants of `s` in [lo_ms, hi_ms), oldest first."""
+    if s.kind == "every":
+        period = s._period_ms
+        yield from range(-(-lo_ms // period) * period, hi_ms, period)
+        return
+    x = sched.next_after(s, lo_ms - 1)
+    while x is not None and x < hi_ms:
+        yield x
+        x = sched.next_after(s, x)
+
+
+def _fill(c: _Class, series: list[int], base: int, end: int) -> None:
+    """Add the class's runs due in [base, end) seconds: instants plus each bucket's offset."""
+    reach = max(c.buckets)
+    s = c.schedule
+    if s.kind == "every" and s._period_ms % 1000 == 0:
+        period = s._period_ms
+        c.instants = range(-(-(base * 1000 - reach) // period) * period, end * 1000, period)
+        _fill_periodic(c, series, base, period // 1000)
+        return
+    c.instants = list(instants_between(s, base * 1000 - reach, end * 1000))
+    n = end - base
+    for offset, names in c.buckets.items():
+        count = len(names)
+        for t in c.instants:
+            i = (t + offset) // 1000 - base
+            if 0 <= i < n:
+                series[i] += count
+
+
+def _fill_periodic(c: _Class, series: list[int], base: int, step: int) -> None:
+    """`@every` whole seconds from the epoch: a job is due in every second congruent to its
+    offset modulo the period, so the buckets fold into one count per residue and the window is
+    walked once (a thousand per-second jobs with a minute of jitter: 86,400 steps a day, not
+    60 times that)."""
+    per_residue = [0] * step
+    for offset, names in c.buckets.items():
+        per_residue[(offset // 1000) % step] += len(names)
+    for i in range(len(series)):
+        due = per_residue[(base + i) % step]
+        if due:
+            series[i] += due
+
+
+def _group(key: str, jobs: int, series: list[int], classes: list[_Class], by: str, base: int, top: int,
+           capacity: Capacity) -> GroupForecast:
+    pool = key if by == "pool" else None
+    slots = capacity.slots_for(pool)
+    quota_key = f"pool:{key}" if by == "pool" and key else f"team:{key}" if by == "team" else ""
+    quota = capacity.quotas.get(quota_key) if quota_key else None
+    minutes = _minutes(series, base)
+    first_minute = base // 60
+    peak_s = [_peak(classes, (base + i) * 1000, 1000, due, slots)
+              for i, due in _top(series, top)]
+    peak_m = [_peak(classes, (first_minute + i) * 60_000, 60_000, due, None)
+              for i, due in _top(minutes, top)]
+    return GroupForecast(key, jobs, sum(series), slots, quota_key, quota, peak_s, peak_m, series)
+
+
+def _minutes(series: list[int], base: int) -> list[int]:
+    """Runs due per minute (clock minutes; the first and last may be partly outside the window)."""
+    out = [0] * ((base + len(series) - 1) // 60 - base // 60 + 1) if series else []
+    first = base // 60
+    for i, due in enumerate(series):
+        if due:
+            out[(base + i) // 60 - first] += due
+    return out
+
+
+def _top(series: list[int], top: int) -> list[tuple[int, int]]:
+    """The `top` busiest places (index, count), busiest first, the earliest on a tie; none empty."""
+    best = heapq.nlargest(top, ((due, -i) for i, due in enumerate(series) if due))
+    return [(-neg, due) for due, neg in best]
+
+
+def _peak(classes: list[_Class], at_ms: int, width_ms: int, due: int, slots: int | None) -> Peak:
+    found: list[tuple[int, str, Contributor]] = []
+    for c in classes:
+        names: list[str] = []
+        count = 0
+        for offset, members in c.buckets.items():
+            k = _count_in(c.instants, at_ms - offset, at_ms + width_ms - offset)
+            if k:
+                count += k * len(members)
+                if len(names) < EXAMPLES:
+                    names.extend(members[:EXAMPLES - len(names)])
+        if count:
+            found.append((count, c.text, Contributor(c.text, c.schedule.tz, count, tuple(sorted(names)))))
+    found.sort(key=lambda f: (-f[0], f[1]))
+    over = slots is not None and width_ms == 1000 and due > slots
+    return Peak(at_ms, width_ms, due, over, tuple(f[2] for f in found[:CONTRIBUTORS]))
+
+
+def _count_in(instants: Sequence[int], lo: int, hi: int) -> int:
+    return bisect.bisect_left(instants, hi) - bisect.bisect_left(instants, lo)
+
+
+def crowding(fc: Forecast, written: Forecast, capacity: Capacity, since_ms: int, *,
+             counted: bool = False) -> list[str]:
+    """The warnings for jobs just written (`written`: their forecast by pool over `fc`'s window):
+    per pool, the busiest second from `since_ms` on that holds one of their runs, when it holds
+    more runs than the slots serving the pool (none where no slot does). `fc` is the table's
+    forecast by pool; `counted`: it was read after the write, so it counts them already."""
+    if (written.from_ms, written.to_ms) != (fc.from_ms, fc.to_ms):
+        raise ForecastError("the two forecasts cover different windows")
+    first = max(0, (since_ms - fc.from_ms) // 1000)
+    out: list[str] = []
+    for g in written.groups:
+        slots = capacity.slots_for(g.key)
+        if not slots:
+            continue
+        table = fc.group(g.key)
+        base = table.series if table is not None else [0] * len(g.series)
+        busiest, at = 0, 0
+        for i in range(first, len(g.series)):
+            if g.series[i]:
+                due = base[i] + (0 if counted else g.series[i])
+                if due > busiest:
+                    busiest, at = due, i
+        if busiest > slots:
+            where = f"pool {g.key}" if g.key else "no pool (any worker)"
+            out.append(f"{busiest:,} jobs due at {sched.format_ms(fc.from_ms + at * 1000)} in {where}, "
+                       f"{slots:,} slots: add `jitter` or a window")
+    return out
+
+
+def count_in(fc: Forecast, written: Forecast) -> None:
+    """Add the runs of jobs just written (their forecast over the same window) to a forecast by
+    pool read before them: until it is read again, they count for the next write's warning."""
+    for g in written.groups:
+        table = fc.group(g.key)
+        if table is None:
+            fc.groups.append(GroupForecast(g.key, g.jobs, g.instants, None, "", None, [], [], list(g.series)))
+            continue
+        series = table.series
+        for i, due in enumerate(g.series):
+            if due:
+                series[i] += due
+        table.jobs += g.jobs
+        table.instants += g.instants
