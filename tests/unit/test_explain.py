@@ -173,6 +173,16 @@ def _not_an_instant(h: Harness) -> int:
     return T0 + 90_500
 
 
+def _calendar(h: Harness) -> int:
+    # T0 is a Friday 08:00Z: the 09:00 instant of Saturday the 16th falls on the "weekend" calendar
+    assert h.apply(C.CALENDAR_PUT, calendar={"name": "weekend", "team": "default", "weekdays": [5, 6]}).ok
+    assert h.put(name="j1", schedule="0 9 * * *", calendar={"skip": ["weekend"]}).ok
+    for d in range(2):
+        h.now = T0 + 3_600_000 + d * 86_400_000
+        h.plan_and_fire()
+    return T0 + 3_600_000 + 86_400_000
+
+
 CASES: list[tuple[str, Callable[[Harness], int], str, str]] = [
     # name, the story, the disposition, a word the findings must hold
     ("overlap", _overlap, "skipped-overlap", "j1@2027-01-15T08:00:00Z"),
@@ -188,6 +198,7 @@ CASES: list[tuple[str, Callable[[Harness], int], str, str]] = [
     ("not yet due", _not_due, "not-yet-due", "next instant"),
     ("before the job existed", _before_created, "before-created", "created at"),
     ("not an instant", _not_an_instant, "not-an-instant", "j1@2027-01-15T08:01:00Z"),
+    ("skipped by a calendar", _calendar, "skipped-calendar", "calendar weekend: 2027-01-16"),
 ]
 
 
