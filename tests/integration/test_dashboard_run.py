@@ -139,9 +139,10 @@ def test_run_page_live_log_cancel_and_pages_live_without_polling(live_cluster, t
         # The jobs page hears of a new run through its stream: no reload for a quiet while (it
         # would poll every 2 s), then the runs count within 2 s of a trigger.
         driver.get(c.http_url("n1", "/jobs"))
-        row = redrawn(lambda: next((r.text for r in driver.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")
-                                    if r.text.startswith("quick")), ""))
-        wait_until(lambda: row().endswith(" 0"), timeout=30, what="quick's row, no run yet")
+        runs = redrawn(lambda: next((r.find_elements(By.TAG_NAME, "td")[-1].text      # its Runs column
+                                     for r in driver.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")
+                                     if r.text.startswith("quick")), ""))
+        wait_until(lambda: runs() == "0", timeout=30, what="quick's row, no run yet")
         loads = "return performance.getEntriesByType('resource').filter(e => e.name.includes('/api/jobs')).length"
         wait_until(lambda: driver.execute_script(loads) >= 2, timeout=10, what="the load on `ready`")
         quiet = driver.execute_script(loads)
@@ -150,7 +151,7 @@ def test_run_page_live_log_cancel_and_pages_live_without_polling(live_cluster, t
         with c.client(timeout=30) as cl:
             cl.trigger_job("quick")
         triggered = time.monotonic()
-        wait_until(lambda: row().endswith(" 1"), timeout=10, what="the new run on the jobs page")
+        wait_until(lambda: runs() == "1", timeout=10, what="the new run on the jobs page")
         assert time.monotonic() - triggered < 2.0, "the page heard of the run late"
         links = [a.get_attribute("href") for a in driver.find_elements(By.CSS_SELECTOR, "#jobs tbody a")]
         assert any(h.endswith("/runs/" + quote(sleeper.id, safe="")) for h in links), links
