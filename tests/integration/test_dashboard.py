@@ -96,6 +96,11 @@ def test_dashboard_login_jobs_cluster_csrf_and_teams(cluster, tmp_path):
         assert driver.find_element(By.ID, "token").get_attribute("type") == "password"
         shot(driver, screens, "login")
 
+        # A link left unused: opened once its lifetime has passed (below), it is refused. Minted
+        # now, so the steps between spend the lifetime instead of a wait.
+        minted = time.monotonic()
+        expired = schedctl(c, "dashboard", "--no-open", at=c.nodes["n1"].grpc).stdout.strip()
+
         # The one-time link `schedctl dashboard` prints for the admin's context logs in, on the
         # dashboard of the node that minted it (the token itself is in no URL).
         link = schedctl(c, "dashboard", "--no-open", at=c.nodes["n1"].grpc).stdout.strip()
@@ -164,9 +169,7 @@ def test_dashboard_login_jobs_cluster_csrf_and_teams(cluster, tmp_path):
         wait_until(lambda: error_text(driver) == REFUSED, timeout=30, what="another node's code refused")
         assert schedctl(c, "dashboard", "--url", at=c.nodes["n2"].grpc).stdout.strip() == c.http_url("n2")
 
-        # An expired link: refused the same way.
-        minted = time.monotonic()
-        expired = schedctl(c, "dashboard", "--no-open", at=c.nodes["n1"].grpc).stdout.strip()
+        # The expired link (minted at the start): refused the same way.
         wait_until(lambda: time.monotonic() > minted + LINK_SECONDS + 1, timeout=LINK_SECONDS + 30,
                    what="the link's lifetime to pass")
         driver.get(expired)
@@ -229,9 +232,11 @@ def test_dashboard_login_jobs_cluster_csrf_and_teams(cluster, tmp_path):
         driver.get(c.http_url("n1", "/jobs"))
         wait_until(lambda: len(job_names(driver)) == 3, timeout=30, what="the jobs page again")
 
-        # Deleting the token ends the session: the live page goes back to the login page.
+        # Deleting the token ends the session at the page's next request (a change of a job it
+        # follows, here; or the stream's own check every 15 s): back to the login page.
         with c.client(timeout=30) as cl:
             cl.acl_delete_token(c.team_token.partition(".")[0])
+            cl.put_job(job_spec("a-after", schedule="@every 1h", team="a", command="true", pool="nowhere"))
         wait_until(lambda: "/login" in driver.current_url, timeout=60, what="the session to end with its token")
     finally:
         driver.quit()
