@@ -186,7 +186,8 @@ def measure_pages(s: Schedd, args: argparse.Namespace) -> Samples:
     out = Samples()
     driver = browser()
     try:
-        link = Client(s.c.nodes[lead].grpc, security=s.c.security()).login_link()
+        with Client(s.c.nodes[lead].grpc, security=s.c.security()) as on_leader:
+            link = on_leader.login_link()
         driver.get(link)
         wait_js(driver, "location.pathname === '/jobs' && window.__dash && window.__dash.drawn")
         driver.get(base + "/jobs")                                     # warm: the static files cached
