@@ -64,8 +64,10 @@ def cluster(cluster_factory, tmp_path):
     c.wait_leader(timeout=60)
     c.start_worker("w1", slots=2)
     flag = tmp_path / "transform.ok"
-    doc = {"name": "etl", "team": "a", "sla": {"within": "2s"}, "tasks": [   # its failed run misses it
-        {"name": "extract", "command": "true"},
+    # The run misses its SLA whatever the machine's speed: extract alone outlasts it (a run whose
+    # fail, clear and rerun all fit in the SLA would rightly miss nothing).
+    doc = {"name": "etl", "team": "a", "sla": {"within": "1s"}, "tasks": [
+        {"name": "extract", "command": "sleep 1.5"},
         {"name": "transform", "upstream": ["extract"], "command": f"test -f {flag}"},   # fails until the flag
         {"name": "check", "upstream": ["extract"], "command": "true"},
         {"name": "load", "upstream": ["transform", "check"], "command": "true"},
