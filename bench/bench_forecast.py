@@ -25,7 +25,7 @@ from schedd.api.forecasts import READ_CHUNK
 from schedd.core import forecast as F
 from schedd.core import schedule as sched
 from schedd.core.model import Job, spec_template, validate_spec
-from schedd.core.policy import jitter_offset_ms, policy_cache
+from schedd.core.policy import policy_cache
 from schedd.core.tables import Tables
 
 DAY_MS = 86_400_000
@@ -77,20 +77,6 @@ def job_table(rows: list[F.JobRow]) -> Tables:
     return st
 
 
-def naive(rows: list[F.JobRow], from_ms: int, to_ms: int) -> Counter[int]:
-    """Runs due per second, walking every job's instants one by one."""
-    out: Counter[int] = Counter()
-    lo, hi = from_ms // 1000, -(-to_ms // 1000)
-    for name, _team, _pool, spec, tz, dst, jitter in rows:
-        gap, _, fold = dst.partition("/")
-        s = sched.parse(spec, tz, hash_key=name, gap=gap, fold=fold)
-        off = jitter_offset_ms(name, jitter)
-        x = sched.next_after(s, lo * 1000 - off - 1)
-        while x is not None and (x + off) // 1000 < hi:
-            out[(x + off) // 1000] += 1
-            x = sched.next_after(s, x)
-    return out
-
 
 def per_second(fc: F.Forecast) -> Counter[int]:
     out: Counter[int] = Counter()
@@ -128,7 +114,7 @@ def main() -> None:
     fc, wall, cpu = timed(F.compute, rows, FROM_MS, to_ms, by=args.by, top=5)
     step = max(1, len(rows) // args.sample)
     sample = rows[::step][:args.sample]
-    slow, nwall, ncpu = timed(naive, sample, FROM_MS, to_ms)
+    slow, nwall, ncpu = timed(F.walk, sample, FROM_MS, to_ms)
     fast = per_second(F.compute(sample, FROM_MS, to_ms, by=args.by))
     assert fast == slow, "the forecast and the naive count disagree on the sample"
     scale = len(rows) / len(sample)
