@@ -32,6 +32,7 @@ if CHROMIUM is None or CHROMEDRIVER is None:
     pytest.skip("DASHBOARD BROWSER TESTS SKIPPED: Debian's chromium and chromium-driver are not installed "
                 "(.ci/run installs them as root: apt-get install chromium chromium-driver)", allow_module_level=True)
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is in the test extras")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 
@@ -46,6 +47,26 @@ def browser():
         opts.add_argument(arg)
     opts.accept_insecure_certs = True
     return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
+
+
+def redrawn(read):
+    """`read` of the page, again if the page redrew what it was reading (a live page redraws
+    as it follows the cluster, so an element found one call earlier may be gone by the next)."""
+    def again(*args):
+        for _ in range(5):
+            try:
+                return read(*args)
+            except StaleElementReferenceException:
+                continue
+        return read(*args)
+    return again
+
+
+@redrawn
+def click(driver, by: str, value: str) -> None:
+    """Find the element and click it as a user would, finding it again if the page redrew it
+    between the two."""
+    driver.find_element(by, value).click()
 
 
 def error_text(driver) -> str:
@@ -141,7 +162,7 @@ def test_dashboard_login_jobs_cluster_csrf_and_teams(cluster, tmp_path):
         assert status == 403
 
         # The cluster page: three nodes, one leader.
-        driver.find_element(By.ID, "nav-cluster").click()
+        click(driver, By.ID, "nav-cluster")
         rows = lambda: driver.find_elements(By.CSS_SELECTOR, "#nodes tbody tr")  # noqa: E731
         wait_until(lambda: len(rows()) == 3, timeout=30, what="three nodes")
         roles = [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows()]
@@ -149,7 +170,7 @@ def test_dashboard_login_jobs_cluster_csrf_and_teams(cluster, tmp_path):
         shot(driver, screens, "cluster")
 
         # Log out (the form carries the CSRF token): back to the login page.
-        driver.find_element(By.ID, "logout").click()
+        click(driver, By.ID, "logout")
         wait_until(lambda: "/login" in driver.current_url, timeout=30, what="logged out")
         driver.get(c.http_url("n1", "/jobs"))
         wait_until(lambda: "/login" in driver.current_url, timeout=30, what="no session after logout")

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from schedd.ports.fakes import wait_until
-from tests.integration.test_dashboard import CHROMIUM, CHROMEDRIVER, browser, shot  # noqa: F401  (skips without them)
+from tests.integration.test_dashboard import CHROMIUM, CHROMEDRIVER, browser, click, shot  # noqa: F401  (skips without them)
 from tests.support.cluster import schedctl
 
 pytestmark = pytest.mark.integration
@@ -92,10 +92,10 @@ def test_dag_graph_grid_clear_and_cluster_workers_audit(cluster, tmp_path):
         admin = driver.find_element(By.ID, "principal").text
 
         # The DAGs list, then the DAG's page: the graph before any run.
-        driver.find_element(By.ID, "nav-dags").click()
+        click(driver, By.ID, "nav-dags")
         [row] = wait_until(lambda: table_rows(driver, "dags"), timeout=30, what="the DAG list")
         assert row[0] == "etl" and row[6] == "not run yet", row
-        driver.find_element(By.CSS_SELECTOR, "#dags a.dag-name").click()
+        click(driver, By.CSS_SELECTOR, "#dags a.dag-name")
         wait_until(lambda: len(node_states(driver)) == 5, timeout=30, what="the graph")
         assert node_states(driver) == dict.fromkeys(TASKS, "not run yet")
         assert len(driver.find_elements(By.CSS_SELECTOR, "#graph path.edge")) == 5
@@ -112,7 +112,7 @@ def test_dag_graph_grid_clear_and_cluster_workers_audit(cluster, tmp_path):
         cell = driver.find_element(By.CSS_SELECTOR, '#grid td[data-task="transform"] a')
         assert cell.get_attribute("href").endswith("/runs/" + "etl%3Atransform%40" + run_id.split("@")[1].replace(":", "%3A"))
         assert run_id in driver.find_element(By.ID, "graph-run").text
-        driver.find_element(By.CSS_SELECTOR, f'#grid a.run-pick[data-run="{run_id}"]').click()   # the run, picked
+        click(driver, By.CSS_SELECTOR, f'#grid a.run-pick[data-run="{run_id}"]')   # the run, picked
         wait_until(lambda: driver.current_url.endswith("?run=" + run_id.replace(":", "%3A").replace("@", "%40")),
                    timeout=30, what="the picked run in the address")
         shot(driver, screens, "dag-failed")
@@ -120,7 +120,7 @@ def test_dag_graph_grid_clear_and_cluster_workers_audit(cluster, tmp_path):
         # Clear transform and its downstream from the page: the confirmation names the tasks.
         c.flag.write_text("ok")
         assert driver.find_element(By.ID, "clear-task").get_attribute("value") == "transform"
-        driver.find_element(By.ID, "clear-button").click()
+        click(driver, By.ID, "clear-button")
         alert = wait_until(lambda: alert_open(driver), timeout=30, what="the confirmation")
         assert "transform, load, report" in alert.text and "extract" not in alert.text and "check" not in alert.text
         alert.accept()
@@ -143,14 +143,14 @@ def test_dag_graph_grid_clear_and_cluster_workers_audit(cluster, tmp_path):
         assert "has no task 'nope'" in refused
 
         # The cluster page: the worker with its handlers, and the audit trail filtered by principal.
-        driver.find_element(By.ID, "nav-cluster").click()
+        click(driver, By.ID, "nav-cluster")
         [worker] = wait_until(lambda: [r for r in table_rows(driver, "workers") if r[0] == "w1"], timeout=30,
                               what="the worker")
         assert worker[0] == "w1" and "shell" in worker[3] and worker[4] == "2", worker
         [miss] = wait_until(lambda: [r for r in table_rows(driver, "sla") if r[1] == "etl (DAG)"], timeout=30,
                             what="the DAG run's SLA miss")
         assert miss[2] == run_id, miss
-        driver.find_element(By.ID, "with-digest").click()          # each node's state and history digests
+        click(driver, By.ID, "with-digest")          # each node's state and history digests
         digests = wait_until(lambda: [r[9:] for r in table_rows(driver, "nodes") if r[9] != "-"], timeout=30,
                              what="the digests")
         assert len(digests) == 3 and all(h.endswith("runs") for _, h in digests), digests
@@ -186,7 +186,7 @@ def test_dag_graph_grid_clear_and_cluster_workers_audit(cluster, tmp_path):
             assert older and all(r.seq < seqs[1] and r.principal == admin for r in older)
 
         # A read-only token: the DAG and its run, no clear, no cluster page.
-        driver.find_element(By.ID, "logout").click()
+        click(driver, By.ID, "logout")
         wait_until(lambda: "/login" in driver.current_url, timeout=30, what="logged out")
         driver.get(c.http_url("n1", "/dags/etl"))      # to /login?next=...: so the link loads a new page
         wait_until(lambda: "/login?next=" in driver.current_url, timeout=30, what="the login page")

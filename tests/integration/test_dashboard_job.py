@@ -21,7 +21,7 @@ import pytest
 
 from schedd.ports.fakes import wait_until
 from schedd_client import AsyncClient, job_spec
-from tests.integration.test_dashboard import browser, job_names, shot
+from tests.integration.test_dashboard import browser, click, job_names, shot
 from tests.support.cluster import schedctl
 
 pytestmark = pytest.mark.integration
@@ -125,14 +125,14 @@ def test_job_list_columns_job_page_timeline_actions_and_a_read_only_token(job_cl
         wait_until(lambda: len(rows(driver, "#fires")) == 10, timeout=30, what="the next ten fires")
         first = rows(driver, "#fires")[0]
         assert first[1].endswith(("02:30:00 CET", "02:30:00 CEST")) and first[2].endswith("Z")
-        driver.find_element(By.ID, "yaml-toggle").click()
+        click(driver, By.ID, "yaml-toggle")
         assert "schedule: 30 2 * * *" in driver.find_element(By.ID, "raw").text
-        driver.find_element(By.ID, "yaml-toggle").click()
+        click(driver, By.ID, "yaml-toggle")
         region = driver.find_element(By.CSS_SELECTOR, "input[data-param='region']")
         assert region.get_attribute("value") == "eu"
         region.clear()
         region.send_keys("us")
-        driver.find_element(By.ID, "trigger").click()
+        click(driver, By.ID, "trigger")
         wait_until(lambda: driver.find_element(By.ID, "action-result").text.startswith("triggered: a-nightly@"),
                    timeout=30, what="the trigger's run")
         run_id = driver.find_element(By.CSS_SELECTOR, "#action-result a").text
@@ -142,23 +142,23 @@ def test_job_list_columns_job_page_timeline_actions_and_a_read_only_token(job_cl
                    timeout=30, what="the run in the runs table")
 
         # Pause and resume, each shown only while it applies.
-        driver.find_element(By.ID, "pause").click()
+        click(driver, By.ID, "pause")
         wait_until(lambda: driver.find_element(By.ID, "paused-tag").is_displayed()
                    and driver.find_element(By.ID, "resume").is_displayed(), timeout=30, what="paused")
         with c.client(timeout=30) as cl:
             assert cl.get_job("a-nightly").paused
-        driver.find_element(By.ID, "resume").click()
+        click(driver, By.ID, "resume")
         wait_until(lambda: driver.find_element(By.ID, "pause").is_displayed(), timeout=30, what="resumed")
 
         # Backfill: counted first (the API's dry run), then confirmed.
         day = (datetime.now(ZoneInfo("Europe/Berlin")) - timedelta(days=5)).strftime("%Y-%m-%d")
         driver.find_element(By.ID, "bf-from").send_keys(f"{day} 00:00")
         driver.find_element(By.ID, "bf-to").send_keys(f"{day} 23:59")
-        driver.find_element(By.ID, "bf-count").click()
+        click(driver, By.ID, "bf-count")
         wait_until(lambda: driver.find_element(By.ID, "bf-result").text.startswith("1 instant in the range"),
                    timeout=30, what="the dry run's count")
         shot(driver, screens, "job-page")
-        driver.find_element(By.ID, "bf-confirm").click()
+        click(driver, By.ID, "bf-confirm")
         wait_until(lambda: driver.find_element(By.ID, "bf-result").text.startswith("backfilled: 1 new run"),
                    timeout=30, what="the backfill")
 
@@ -173,7 +173,7 @@ def test_job_list_columns_job_page_timeline_actions_and_a_read_only_token(job_cl
         shot(driver, screens, "job-dst")
 
         # A token that may only read team a: no actions; a forged POST is the API's 403.
-        driver.find_element(By.ID, "logout").click()
+        click(driver, By.ID, "logout")
         wait_until(lambda: "/login" in driver.current_url, timeout=30, what="logged out")
         driver.get(c.http_url("n1", "/jobs"))          # off /login: the link differs from it by its fragment only
         wait_until(lambda: "/login?next=" in driver.current_url, timeout=30, what="no session")

@@ -21,11 +21,10 @@ import pytest
 from schedd.ports.fakes import wait_until
 from schedd_client import job_spec
 from schedd_client.errors import SchedError
-from tests.integration.test_dashboard import browser, cluster, shot  # noqa: F401  (cluster: a fixture)
+from tests.integration.test_dashboard import browser, click, cluster, redrawn, shot  # noqa: F401  (cluster: a fixture)
 from tests.support.cluster import schedctl
 
 pytestmark = pytest.mark.integration
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 # A line every 0.3 s until the test has seen the log grow and creates STOP (at most a minute).
@@ -43,18 +42,6 @@ def live_cluster(cluster, tmp_path):
             cl.put_job(job_spec(name, team="a", command=command, env={"STOP": str(cluster.stop_talking)}))
     cluster.start_worker("w1", slots=2)
     return cluster
-
-
-def redrawn(read):
-    """`read` of the page, again if the page redrew what it was reading (a live page does)."""
-    def again(*args):
-        for _ in range(5):
-            try:
-                return read(*args)
-            except StaleElementReferenceException:
-                continue
-        return read(*args)
-    return again
 
 
 @redrawn
@@ -128,7 +115,7 @@ def test_run_page_live_log_cancel_and_pages_live_without_polling(live_cluster, t
             sleeper = cl.trigger_job("sleeper")
         driver.get(c.http_url("n1", "/runs/" + quote(sleeper.id, safe="")))
         wait_until(lambda: "started" in text(driver, "#log"), timeout=20, what="the sleeper running")
-        driver.find_element(By.ID, "cancel").click()
+        click(driver, By.ID, "cancel")
         wait_until(lambda: field(driver, "State") == "CANCELLED", timeout=30, what="CANCELLED on the page")
         got = json.loads(schedctl(c, "run", "get", sleeper.id, "-o", "json").stdout)
         assert got["state"] == "CANCELLED"
