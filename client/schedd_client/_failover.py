@@ -15,6 +15,12 @@ others). The share doubles every round, so a slow but healthy call still gets it
 that did not answer is reported as unreachable, not as a TLS failure (``unreachable``,
 ``tls_failure``): a handshake that never completes is what a stopped node looks like too.
 
+A call the token's rate limit refused (RESOURCE_EXHAUSTED with the node's hint,
+``RETRY_AFTER_KEY``, in its trailers) did nothing, so it is sent again to the same node after the
+hinted wait, while the timeout allows; without the time to wait it fails at once with the node's
+message. A loop of writes (a delete of thousands of jobs, a script) so keeps to the cluster's
+``acl.rate_per_second`` instead of failing part-way.
+
 A plaintext client on a node that speaks only TLS is not retried (it used to wait the whole
 timeout, then say "unavailable"). gRPC reports it as UNAVAILABLE "Socket closed", which a node
 closing a connection as it stops can say too, so the router's ``tls_probe`` (given to plaintext
@@ -30,7 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 import grpc
 
 from ._plans import Call
-from .errors import SchedError, TlsRequired, Unavailable, error_from_rpc
+from .errors import ResourceExhausted, SchedError, TlsRequired, Unavailable, error_from_rpc
 
 #: An attempt of the first round gets an equal share of the timeout, within these bounds: at least
 #: MIN (a forwarded write needs a Raft commit, a read a heartbeat round trip; an election takes
@@ -40,6 +46,8 @@ MIN_ATTEMPT_SECONDS = 0.75
 MAX_ATTEMPT_SECONDS = 2.5
 FIRST_ROUND_PAUSE = 0.05
 MAX_ROUND_PAUSE = 1.0
+#: The trailer in which a node's rate limit says how long to wait (milliseconds).
+RETRY_AFTER_KEY = "x-schedd-retry-after-ms"
 
 
 class Router:
@@ -80,8 +88,16 @@ class Attempts:
         self._deadline = router.clock() + router.timeout
         self._errors: dict[str, str] = {}  # address -> its last error, in the order first tried
         self._last_code: grpc.StatusCode | None = None
+        self._again: tuple[str, float] | None = None  # (address, wait): a rate-limited call, paced
 
     def __iter__(self) -> Iterator[tuple[str, float, float]]:
+        for address, pause, timeout in self._walk():
+            yield address, pause, timeout
+            while self._again is not None:
+                (address, wait), self._again = self._again, None
+                yield address, wait, max(0.001, self._deadline - self._router.clock() - wait)
+
+    def _walk(self) -> Iterator[tuple[str, float, float]]:
         router = self._router
         if self._call.address is not None:
             yield self._call.address, 0.0, router.timeout
@@ -103,6 +119,12 @@ class Attempts:
     def failed(self, address: str, err: grpc.RpcError) -> SchedError | None:
         """The error to raise now, or None when another node (or round) is worth trying."""
         error = error_from_rpc(err)
+        if isinstance(error, ResourceExhausted):
+            wait = retry_after(err)
+            if wait is None or self._deadline - self._router.clock() - wait < MIN_ATTEMPT_SECONDS / 10:
+                return error
+            self._again = (address, wait)
+            return None
         if not isinstance(error, Unavailable):
             return error
         probe = self._router.tls_probe
@@ -132,6 +154,18 @@ class Attempts:
         if self._call.mutating:
             message += "; the write may or may not have been applied"
         return Unavailable(message, self._last_code, tried=list(self._errors))
+
+
+def retry_after(err: grpc.RpcError) -> float | None:
+    """The seconds a node's rate limit asks the caller to wait, or None (another cap refused)."""
+    trailers = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
+    for key, value in trailers or ():
+        if key == RETRY_AFTER_KEY:
+            try:
+                return max(int(value), 1) / 1000
+            except ValueError:
+                return None
+    return None
 
 
 def attempt_share(timeout: float, count: int) -> float:

@@ -9,11 +9,8 @@ server's answer (``Client.diff_jobs``); the batching and the report are ``job_sy
 from __future__ import annotations
 
 import argparse
-import functools
 import json
-import re
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +21,7 @@ from schedd_proto import scheduler_pb2 as pb
 from ._cli import PROG, CommandError, ExitStatus, UsageError, _count, _file_options
 from .convert import printable
 from .documents import Limits, read_input
-from .errors import NotFound, ResourceExhausted, SchedError
+from .errors import NotFound, SchedError
 from .invocation import Invocation
 from .job_sync import DEFAULT_BATCH_JOBS, ApplyReport, FieldChange
 from .specs import job_specs_from_bytes
@@ -163,7 +160,7 @@ def job_delete(cmd: Invocation) -> None:
     deleted, missing = [], []
     for i, name in enumerate(names, 1):
         try:
-            _paced(functools.partial(cmd.client.delete_job, name))
+            cmd.client.delete_job(name)  # paced by the SDK if the rate limit refuses it
             deleted.append(name)
         except NotFound:
             missing.append(name)
@@ -173,25 +170,6 @@ def job_delete(cmd: Invocation) -> None:
         ([f"deleted job {n}" for n in deleted] if len(names) <= LIST_LIMIT else [])
         + [f"deleted {len(deleted)} job{'s' if len(deleted) != 1 else ''}"
            + (f", {len(missing)} not found: {', '.join(missing[:10])}" if missing else "")]))
-
-
-_RETRY_IN = re.compile(r"rate limit: .* retry in (\d+) ms")
-RATE_RETRIES = 50
-
-
-def _paced(call: Callable[[], Any]) -> Any:
-    """`call`, waited out and tried again while the token's rate limit refuses it (a refused call
-    did nothing, so trying again is safe): a delete of thousands of jobs, one call each, keeps to
-    the cluster's `acl.rate_per_second` instead of failing part-way."""
-    for _ in range(RATE_RETRIES):
-        try:
-            return call()
-        except ResourceExhausted as e:
-            m = _RETRY_IN.search(str(e))
-            if m is None:
-                raise
-            time.sleep(min(5.0, max(int(m.group(1)), 1) / 1000))
-    return call()
 
 
 def _named_in_file(cmd: Invocation) -> list[str]:

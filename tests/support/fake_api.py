@@ -35,6 +35,7 @@ class Fault:
     code: grpc.StatusCode
     details: str = "injected"
     after_apply: bool = False  # apply, then fail: the caller cannot know the outcome
+    trailers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -71,8 +72,9 @@ class FakeApiNode(pb_grpc.SchedulerServicer, pb_grpc.ClusterServicer):
         self.metadata: dict[str, dict[str, str]] = {}  # method -> metadata of its last call
 
     def fail(self, method: str, code: grpc.StatusCode, details: str = "injected", *,
-             times: int = 1, after_apply: bool = False) -> None:  # fmt: skip
-        self.faults.setdefault(method, []).extend([Fault(code, details, after_apply)] * times)
+             times: int = 1, after_apply: bool = False,
+             trailers: tuple[tuple[str, str], ...] = ()) -> None:  # fmt: skip
+        self.faults.setdefault(method, []).extend([Fault(code, details, after_apply, trailers)] * times)
 
     def _serve(self, method: str, request, context, handler):
         with self.state.lock:
@@ -85,6 +87,7 @@ class FakeApiNode(pb_grpc.SchedulerServicer, pb_grpc.ClusterServicer):
             queue = self.faults.get(method)
             fault = queue.pop(0) if queue else None
             if fault and not fault.after_apply:
+                context.set_trailing_metadata(fault.trailers)
                 context.abort(fault.code, fault.details)
             if request_id and request_id in self.state.replies:
                 reply = self.state.replies[request_id]

@@ -501,24 +501,3 @@ def test_a_killed_attempt_says_its_signal_in_run_get_and_run_list(run: Run, fake
     assert code == 0 and "killed by SIGTERM" in out and "-15" not in out
     code, out, _ = run("run", "list", "etl")
     assert out.splitlines()[1].split()[-6:] == ["CANCELLED", "schedule", "4s", "w1", "killed", "by", "SIGTERM"][-6:]
-
-
-def test_a_bulk_delete_waits_out_the_tokens_rate_limit_and_no_other_refusal():
-    """`job delete -f` of thousands of jobs, one call each, keeps to acl.rate_per_second: a call the
-    rate limiter refused did nothing, so it is tried again after the hinted wait."""
-    from schedd_client.errors import ResourceExhausted
-    from schedd_client.job_file_commands import _paced
-    calls = []
-
-    def delete():
-        calls.append(1)
-        if len(calls) < 3:
-            raise ResourceExhausted("rate limit: token:x sends mutating calls faster than 200/s "
-                                    "(acl.rate_per_second); retry in 1 ms")
-        return "deleted"
-    assert _paced(delete) == "deleted" and len(calls) == 3
-
-    def capped():
-        raise ResourceExhausted("the call carries 500 jobs, over limits.max_jobs_per_call = 400")
-    with pytest.raises(ResourceExhausted):
-        _paced(capped)

@@ -624,3 +624,40 @@ async def test_async_client_diffs_and_applies_in_batches(fake: FakeCluster) -> N
     assert seen == [("check", 2, 6), ("check", 4, 6), ("check", 6, 6), ("write", 2, 5), ("write", 4, 5),
                     ("write", 5, 5)]
     assert [len(r.jobs) for r in fake.state.requests_of("PutJobs")] == [2, 2, 1]     # "same" is not written
+
+
+RATE_LIMITED = "rate limit: token:x sends mutating calls faster than 200/s (acl.rate_per_second); retry in 30 ms"
+
+
+def test_a_rate_limited_write_is_sent_again_after_the_nodes_hint(fake3: FakeCluster) -> None:
+    """A call the token's rate limit refused did nothing: both clients wait the hinted time and
+    send it again to the same node (a loop of writes keeps to acl.rate_per_second instead of
+    failing part-way); another cap's refusal, or a hint past the timeout, is final."""
+    import time as _time
+
+    from schedd_client.errors import ResourceExhausted
+    hint = (("x-schedd-retry-after-ms", "30"),)
+    fake3.nodes[0].fail("PutJob", grpc.StatusCode.RESOURCE_EXHAUSTED, RATE_LIMITED, times=2, trailers=hint)
+    started = _time.monotonic()
+    with Client(fake3.cluster, timeout=5) as client:
+        assert client.put_job_result(job_spec("a", command="x"), create_only=True).created
+    assert _time.monotonic() - started >= 0.06
+    assert fake3.state.calls_to("PutJob") == ["n1", "n1", "n1"]
+    put_ids = {rid for method, rid in fake3.state.request_ids if method == "PutJob"}
+    assert len(put_ids) == 1
+
+    fake3.nodes[0].fail("PauseJob", grpc.StatusCode.RESOURCE_EXHAUSTED, "over limits.max_jobs_per_call")
+    with Client(fake3.cluster, timeout=5) as client, pytest.raises(ResourceExhausted):
+        client.pause_job("a")
+    fake3.nodes[0].fail("PauseJob", grpc.StatusCode.RESOURCE_EXHAUSTED, RATE_LIMITED,
+                        trailers=(("x-schedd-retry-after-ms", "9000"),))
+    with Client(fake3.cluster, timeout=1) as client, pytest.raises(ResourceExhausted, match="retry in"):
+        client.pause_job("a")
+
+
+async def test_the_async_client_paces_a_rate_limited_write_too(fake3: FakeCluster) -> None:
+    fake3.nodes[0].fail("PutJob", grpc.StatusCode.RESOURCE_EXHAUSTED, RATE_LIMITED,
+                        trailers=(("x-schedd-retry-after-ms", "20"),))
+    async with AsyncClient(fake3.cluster, timeout=5) as client:
+        assert (await client.put_job_result(job_spec("a", command="x"), create_only=True)).created
+    assert fake3.state.calls_to("PutJob") == ["n1", "n1"]
