@@ -95,7 +95,7 @@ class ShardMap:
 
     `replication` is the replica count every shard is kept at (R); a move passes through R + 1
     (add, then remove), never through R - 1. `nodes` are the cluster's node ids, in the order
-    they joined. Every operation returns a new map with `version + 1`, or raises
+    they joined. Every change returns a new map with `version + 1`, or raises
     `ShardMapError` and changes nothing."""
 
     version: int
