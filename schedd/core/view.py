@@ -19,6 +19,7 @@ from typing import Any
 
 from schedd.core import batches
 from schedd.core import sla as S
+from schedd.core import windows as W
 from schedd.core.model import RUNNING, SCHEDULED, Execution, Job
 from schedd.core.policy import JobPolicy, blocked
 from schedd.core.rows import DagDef, DagRun
@@ -147,6 +148,18 @@ class StateView:
     def collect_sla(self, now: int, limit: int) -> None:
         """Drop settled entries from the SLA due index (see the module contract)."""
         S.collect(self._t, now, limit)
+
+    def unplaced_windows(self, limit: int) -> list[W.Want]:
+        """Window jobs whose next instant the leader has not placed yet (schedd.core.windows)."""
+        return W.unplaced(self._t, limit)
+
+    def window_taken(self, pool: str, lo: int, hi: int) -> dict[int, int]:
+        """Window runs placed or recorded per second of [lo, hi) in `pool`."""
+        return W.taken(self._t, pool, lo, hi)
+
+    def exact_rows(self) -> list[Any]:
+        """The forecast rows of the jobs with exact times (for a placement's load)."""
+        return W.exact_rows(self._t)
 
 
 Viewable = StateView | Tables
