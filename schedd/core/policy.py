@@ -61,7 +61,7 @@ class JobPolicy:
     calendar_only: tuple[str, ...] = ()
     on_skip: str = "skip"                      # skip | next_allowed
     on_blackout: str = "skip"                  # skip | defer
-    window: tuple[str, str] = ()               # (start, end) "HH:MM" (schedd.core.windows); () = none
+    window: tuple[str, ...] = ()               # (start, end) "HH:MM" (schedd.core.windows); () = none
     labels: tuple[tuple[str, str], ...] = ()   # its labels (sorted): what a blackout selects by
 
     @classmethod

@@ -109,7 +109,8 @@ class Tables:
     settled: list[str]
     sla_watch: SortedList[tuple[int, str, int]]         # (deadline_ms, job or dag/<dag>, t)
     sla_jobs: dict[str, Any]
-    windowed: set[str]                                   # jobs whose spec has a window (schedd.core.windows)
+    windowed: SortedList[str]                            # jobs whose spec has a window (schedd.core.windows)
+    window_moves: int
 
     def __init__(self) -> None:
         self.jobs: dict[str, Job] = {}
@@ -146,7 +147,8 @@ class Tables:
             teams.setdefault(job.team, []).append(name)
         self.by_team = {team: SortedList(names) for team, names in teams.items()}
         self.paused_names = SortedList(name for name, job in self.jobs.items() if job.paused)
-        self.windowed = {name for name, job in self.jobs.items() if WINDOW_MARK in job.spec_t}
+        self.windowed = SortedList(name for name, job in self.jobs.items() if WINDOW_MARK in job.spec_t)
+        self.window_moves = 0                 # bumped when a window job may need a placement (schedd.leader.placer)
         self.wheel = TimingWheel(start_ms=self.clock_ms)
         self.wheel.load((name, job.next_fire) for name, job in self.jobs.items()
                         if job.next_fire is not None and not job.paused)
@@ -319,7 +321,9 @@ class Tables:
     def schedule_wheel(self, job: Job) -> None:
         """Bring the due index, the paused index and the window index in line with the job."""
         if WINDOW_MARK in job.spec_t:
-            self.windowed.add(job.name)
+            if job.name not in self.windowed:
+                self.windowed.add(job.name)
+            self.window_moves += 1
         else:
             self.windowed.discard(job.name)
         if job.paused:

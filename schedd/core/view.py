@@ -149,17 +149,28 @@ class StateView:
         """Drop settled entries from the SLA due index (see the module contract)."""
         S.collect(self._t, now, limit)
 
-    def unplaced_windows(self, limit: int) -> list[W.Want]:
-        """Window jobs whose next instant the leader has not placed yet (schedd.core.windows)."""
-        return W.unplaced(self._t, limit)
+    @property
+    def window_moves(self) -> int:
+        """A count that grows whenever a window job is written or its next instant moves: no
+        growth since a look that found every window instant placed, nothing new to place."""
+        return self._t.window_moves
 
-    def window_taken(self, pool: str, lo: int, hi: int) -> dict[int, int]:
-        """Window runs placed or recorded per second of [lo, hi) in `pool`."""
-        return W.taken(self._t, pool, lo, hi)
+    def unplaced_windows(self, limit: int, after: str = "") -> tuple[list[W.Want], str]:
+        """Window jobs whose next instant the leader has not placed yet, a step of the table
+        after `after`, and where the next step goes on (schedd.core.windows.unplaced)."""
+        return W.unplaced(self._t, limit, after)
 
-    def exact_rows(self) -> list[Any]:
-        """The forecast rows of the jobs with exact times (for a placement's load)."""
-        return W.exact_rows(self._t)
+    def window_taken(self, keys: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], dict[int, int]]:
+        """Window runs placed or recorded per second of each (pool, lo, hi)."""
+        return W.taken(self._t, keys)
+
+    def job_names(self) -> list[str]:
+        """Every job's name (a copy), for reads made in parts."""
+        return list(self._t.jobs)
+
+    def exact_rows(self, names: list[str] | None = None) -> list[Any]:
+        """The forecast rows of the jobs with exact times, all or of `names` (a placement's load)."""
+        return W.exact_rows(self._t, names)
 
 
 Viewable = StateView | Tables

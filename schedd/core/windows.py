@@ -30,11 +30,13 @@ Pure: no clock (time comes in the entry), no I/O.
 
 from __future__ import annotations
 
-import bisect
 import hashlib
+from itertools import islice
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+
+from sortedcontainers import SortedList
 
 from schedd.core import commands as C
 from schedd.core import forecast
@@ -43,7 +45,7 @@ from schedd.core import schedule as sched
 from schedd.core.model import Job
 from schedd.core.results import ApplyResult, Code, ok, reject
 from schedd.core.specs import WINDOW_MARK
-from schedd.core.tables import READY_STATES, Tables
+from schedd.core.tables import MIN_MS, Tables
 
 WINDOW_LEVEL = 9                    # schedd.core.commands Level 9: `place`, and specs with `window`
 MAX_PLACE_ITEMS = 500               # placements in one `place` entry
@@ -59,16 +61,18 @@ def _wall(hhmm: str, tz: str) -> sched.Schedule:
     return sched.parse(f"0 {int(mm)} {int(hh)} * * *", tz, gap="shift", fold="both")
 
 
-def bounds(window: tuple[str, str], tz: str, t_ms: int) -> tuple[int, int]:
+@lru_cache(maxsize=8192)
+def bounds(window: tuple[str, ...], tz: str, t_ms: int) -> tuple[int, int]:
     """[open, close) of the window whose instant (its start, as the job's cron placed it, DST
     included) is `t_ms`: the close is the first time at or after it that the job's wall clock
     reads the window's end (an end before the start is the next day's; an end skipped by
-    spring-forward is the end of the gap; a repeated one counts at its first pass)."""
+    spring-forward is the end of the gap; a repeated one counts at its first pass). Cached: a
+    herd shares its windows, and a pure function of its arguments may be."""
     close = sched.next_after(_wall(window[1], tz), t_ms)
     return t_ms, close if close is not None else t_ms + 1000
 
 
-def of(st: Tables, job: Job) -> tuple[str, str]:
+def of(st: Tables, job: Job) -> tuple[str, ...]:
     """The job's window, () when it has none or the cluster is below the window level (an older
     build ignores the key: every replica must)."""
     if st.feature_level < WINDOW_LEVEL or WINDOW_MARK not in job.spec_t:
@@ -82,7 +86,7 @@ def hash_offset(name: str, n: int) -> int:
     return int.from_bytes(digest, "big") % max(n, 1)
 
 
-def describe(window: tuple[str, str], tz: str, t_ms: int) -> str:
+def describe(window: tuple[str, ...], tz: str, t_ms: int) -> str:
     """"2026-12-08 01:00–05:00 Europe/Berlin" (the window of instant `t_ms`)."""
     lo, hi = bounds(window, tz, t_ms)
     return f"{sched.format_ms(lo, tz)[:16].replace('T', ' ')}–{sched.format_ms(hi, tz)[11:16]} {tz}"
@@ -133,17 +137,17 @@ def _place_one(st: Tables, name: str, t: int, at: int) -> str:
     return "placed"
 
 
-def placed(st: Tables, job: Job, t: int, window: tuple[str, str]) -> int | None:
+def placed(st: Tables, job: Job, t: int, window: tuple[str, ...]) -> int | None:
     """The second recorded for instant `t` of the job, if it lies in its window as the job
     says it now (a window changed since is placed again)."""
     have = st.placements.get(job.name)
     if have is None or have[0] != t:
         return None
-    lo, hi = bounds(window, job.tz, t)
+    lo, hi = bounds(window, job.tz, t)       # a window changed since: placed again
     return have[1] if lo <= have[1] < hi else None
 
 
-def due(st: Tables, job: Job, t: int, window: tuple[str, str]) -> tuple[int, str]:
+def due(st: Tables, job: Job, t: int, window: tuple[str, ...]) -> tuple[int, str]:
     """When instant `t` of a window job runs, and the event that says why (firing.record)."""
     at = placed(st, job, t, window)
     where = describe(window, job.tz, t)
@@ -191,68 +195,97 @@ class Want:
     hi: int
 
 
-def unplaced(st: Tables, limit: int) -> list[Want]:
-    """Window jobs whose next instant has no placement (call under the node lock), by name."""
+def unplaced(st: Tables, limit: int, after: str = "", scan: int = 10_000) -> tuple[list[Want], str]:
+    """Window jobs whose next instant has no placement (call under the node lock), by name: at
+    most `limit` of them, looking at no more than `scan` window jobs named after `after`. Returns
+    them and the last name looked at ("" when the look reached the end), where the next look goes
+    on: a table of 100,000 window jobs is looked through in steps, never under one long lock."""
     if st.feature_level < WINDOW_LEVEL or not st.windowed:
-        return []
+        return [], ""
     out: list[Want] = []
-    for name in sorted(st.windowed):
-        job = st.jobs.get(name)
+    last = ""
+    for last in islice(st.windowed.irange(minimum=after or None, inclusive=(False, False)), scan):
+        job = st.jobs.get(last)
         if job is None or job.paused or job.next_fire is None:
             continue
+        have = st.placements.get(last)
+        if have is not None and have[0] == job.next_fire and placed(st, job, job.next_fire, of(st, job)) is not None:
+            continue
         window = of(st, job)
-        if not window or placed(st, job, job.next_fire, window) is not None:
+        if not window:
             continue
         lo, hi = bounds(window, job.tz, job.next_fire)
-        out.append(Want(name, job.next_fire, st.policy(job).pool, lo, hi))
+        out.append(Want(last, job.next_fire, st.policy(job).pool, lo, hi))
         if len(out) >= limit:
-            break
-    return out
+            return out, last
+    return out, (last if last != st.windowed[-1] else "")
 
 
-def taken(st: Tables, pool: str, lo: int, hi: int) -> dict[int, int]:
-    """Window runs due per second (epoch s) in [lo, hi) of `pool`: placements recorded, and
-    window runs already recorded and waiting (call under the node lock)."""
-    out: dict[int, int] = {}
-    seen: set[str] = set()
+def taken(st: Tables, keys: Iterable[tuple[str, int, int]]) -> dict[tuple[str, int, int], dict[int, int]]:
+    """Window runs due per second (epoch s) in each (pool, lo, hi) of `keys`: placements recorded,
+    and window runs already recorded and waiting (call under the node lock; one pass over the
+    placements)."""
+    wanted = sorted(set(keys))
+    out: dict[tuple[str, int, int], dict[int, int]] = {key: {} for key in wanted}
+    if not wanted:
+        return out
+    by_pool: dict[str, list[tuple[str, int, int]]] = {}
+    for key in wanted:
+        by_pool.setdefault(key[0], []).append(key)
+    first, last = min(k[1] for k in wanted), max(k[2] for k in wanted)
+
+    def count(name: str, at: int) -> None:
+        job = st.jobs.get(name)
+        keys_of = by_pool.get(st.policy(job).pool) if job is not None else None
+        for key in keys_of or ():
+            if key[1] <= at < key[2]:
+                counts = out[key]
+                counts[at // 1000] = counts.get(at // 1000, 0) + 1
+
+    seen: set[tuple[str, int]] = set()
     for name, (t, at) in st.placements.items():
-        job = st.jobs.get(name)
-        if job is not None and lo <= at < hi and st.policy(job).pool == pool:
-            out[at // 1000] = out.get(at // 1000, 0) + 1
-            seen.add(f"{name}@{t}")
-    for due_ms, name, t in st.ready.irange((lo,), (hi,)):
-        job = st.jobs.get(name)
-        if job is None or name not in st.windowed or f"{name}@{t}" in seen:
-            continue
-        ex = st.execs.get((name, t))
-        if ex is not None and ex.state in READY_STATES and st.policy(job).pool == pool:
-            out[due_ms // 1000] = out.get(due_ms // 1000, 0) + 1
+        if first <= at < last:
+            count(name, at)
+            seen.add((name, t))
+    for due_ms, name, t in st.ready.irange((first, "", MIN_MS), (last, "", MIN_MS), inclusive=(True, False)):
+        if (name, t) not in seen and name in st.windowed:
+            count(name, due_ms)
     return out
 
 
 def choose(load: list[int], names: Sequence[str]) -> list[int]:
     """For each job of `names`, in that order, the index of its second in `load` (runs due per
     second of one window): a least-loaded one, the first at or after the job's hash offset
-    (wrapping), each choice counted before the next. Deterministic; O(n log W + n W / 8) at worst
-    (a list of the seconds at each load, kept sorted)."""
+    (wrapping), each choice counted before the next. Deterministic; O(W + n log W): the seconds at
+    each load are kept in a sorted list."""
     if not load:
         return [0 for _ in names]
-    level: dict[int, list[int]] = {}
+    by_load: dict[int, list[int]] = {}
     for i, k in enumerate(load):
-        level.setdefault(k, []).append(i)            # ascending i: each list is sorted
+        by_load.setdefault(k, []).append(i)          # ascending i: each list is sorted
+    level = {k: SortedList(seconds) for k, seconds in by_load.items()}
     low = min(level)
     out: list[int] = []
     for name in names:
         seconds = level[low]
-        j = bisect.bisect_left(seconds, hash_offset(name, len(load)))
+        j = seconds.bisect_left(hash_offset(name, len(load)))
         i = seconds.pop(j if j < len(seconds) else 0)
         out.append(i)
-        above = level.setdefault(low + 1, [])
-        bisect.insort(above, i)
+        above = level.get(low + 1)
+        if above is None:
+            above = level[low + 1] = SortedList()
+        above.add(i)
         if not seconds:
             del level[low]
             low += 1
     return out
+
+
+def place_all(job_rows: Sequence[forecast.JobRow], wants: Sequence[Want],
+              window_taken: Mapping[tuple[str, int, int], Mapping[int, int]]) -> list[list[object]]:
+    """`plan` with the exact-time load counted from `job_rows`: the leader's whole choice, run off
+    its event loop (the forecast walks every job's schedule; the choice is about 60 us a job)."""
+    return plan(wants, exact_load(job_rows, wants), window_taken)
 
 
 def plan(wants: Iterable[Want], exact: Mapping[tuple[str, int, int], Sequence[int]],
@@ -279,11 +312,11 @@ def plan(wants: Iterable[Want], exact: Mapping[tuple[str, int, int], Sequence[in
     return items
 
 
-def exact_rows(st: Tables) -> list[forecast.JobRow]:
-    """The forecast's rows of the jobs with exact times (window jobs are counted where they are
-    placed, `taken`; call under the node lock)."""
+def exact_rows(st: Tables, names: Iterable[str] | None = None) -> list[forecast.JobRow]:
+    """The forecast's rows of the jobs with exact times, all or those of `names` (window jobs
+    are counted where they are placed, `taken`; call under the node lock)."""
     windowed = st.windowed
-    return [row for row in forecast.rows(st) if row[0] not in windowed]
+    return [row for row in forecast.rows(st, names) if row[0] not in windowed]
 
 
 def exact_load(job_rows: Sequence[forecast.JobRow], wants: Iterable[Want]) -> dict[tuple[str, int, int], list[int]]:

@@ -3,12 +3,15 @@ second its run starts, chosen where the herd forecast is least loaded and record
 (`place` entry) so every replica holds the same answer and it never moves.
 
 `Placer.step(now, term)` runs in the dispatcher's leader step (only while this node leads its
-epoch), at most once every PLACE_EVERY_MS: it reads the window jobs whose next instant has no
-placement (a job just created or changed, or one whose previous window just opened), counts
-the load of each of their windows (the forecast of exact-time jobs, off the loop in a thread,
-plus window runs already placed), chooses with `windows.plan` and proposes the placements in
-entries of at most `windows.MAX_PLACE_ITEMS`. A proposal that fails is simply planned again at
-the next round: apply refuses an instant no longer next and never moves one already placed.
+epoch). It looks through the window jobs in passes, 10,000 a step (`windows.unplaced`, under the
+node lock), a pass at most once every PLACE_EVERY_MS and only when a window job was written or
+its next instant moved since a pass found everything placed (`view.window_moves`; a pass every
+RESCAN_MS all the same). For the jobs whose next instant has no placement (a job just created or
+changed, or one whose previous window just opened) it counts the load of each of their windows
+(the window runs already placed, under the lock; the forecast of exact-time jobs and the choice,
+`windows.place_all`, in a thread off the event loop) and proposes the placements in entries of
+at most `windows.MAX_PLACE_ITEMS`. A proposal that fails is simply planned again at the next
+pass: apply refuses an instant no longer next and never moves one already placed.
 """
 
 from __future__ import annotations
@@ -25,8 +28,11 @@ from schedd.replication.node import ProposalError
 log = logging.getLogger("schedd.placer")
 
 PLACE_EVERY_MS = 1_000            # a round of placements at most this often
-MAX_PER_ROUND = 20_000            # window instants placed in one round, at most
+RESCAN_MS = 60_000                # a look even when nothing seems to have moved (the count restarts on a restore)
+MAX_PER_ROUND = 20_000            # window instants placed in one round, at most (a step looks at
+                                  # 10,000 window jobs: windows.unplaced)
 PROPOSE_TIMEOUT_S = 5.0
+READ_CHUNK = 10_000               # forecast rows read under one hold of the node lock (as the API does)
 
 
 class Placer:
@@ -36,26 +42,42 @@ class Placer:
         self.node, self.clock, self.spawn, self.view = node, clock, spawn, view
         self.busy = False
         self.next_ms = 0
+        self.cursor = ""                # where the look through the window jobs goes on ("": a new pass)
+        self.pass_moves = -1            # view.window_moves when this pass began
+        self.pass_clean = True          # this pass found nothing to place so far
+        self.settled_at = -1            # view.window_moves when a pass last found nothing to place
+        self.rescan_ms = 0
 
     def step(self, now: int, term: int) -> None:
         if self.busy or now < self.next_ms:
             return
-        self.next_ms = now + PLACE_EVERY_MS
-        with self.node.lock:
-            wants = self.view.unplaced_windows(MAX_PER_ROUND)
-        if not wants:
+        fresh = self.cursor == ""
+        if fresh and self.view.window_moves == self.settled_at and now < self.rescan_ms:
             return
-        self.busy = True
-        self.spawn(self._place(wants, term))
+        with self.node.lock:
+            if fresh:
+                self.pass_moves, self.pass_clean = self.view.window_moves, True
+            wants, self.cursor = self.view.unplaced_windows(MAX_PER_ROUND, self.cursor)
+        if self.cursor == "":                       # the pass is over
+            self.next_ms, self.rescan_ms = now + PLACE_EVERY_MS, now + RESCAN_MS
+            if self.pass_clean and not wants:
+                self.settled_at = self.pass_moves
+        if wants:
+            self.pass_clean = False
+            self.busy = True
+            self.spawn(self._place(wants, term))
 
     async def _place(self, wants: list[windows.Want], term: int) -> None:
         try:
             keys = sorted({(w.pool, w.lo, w.hi) for w in wants})
             with self.node.lock:
-                rows = self.view.exact_rows()
-                taken = {key: self.view.window_taken(*key) for key in keys}
-            exact = await asyncio.to_thread(windows.exact_load, rows, wants)
-            items = windows.plan(wants, exact, taken)
+                taken = self.view.window_taken(keys)
+                names = self.view.job_names()
+            rows: list = []
+            for i in range(0, len(names), READ_CHUNK):        # the lock released between parts
+                with self.node.lock:
+                    rows += self.view.exact_rows(names[i:i + READ_CHUNK])
+            items = await asyncio.to_thread(windows.place_all, rows, wants, taken)
             for i in range(0, len(items), windows.MAX_PLACE_ITEMS):
                 entry = C.encode(C.PLACE, rid="", now=self.clock.now_ms(), term=term, by=self.node.cfg.node_id,
                                  items=items[i:i + windows.MAX_PLACE_ITEMS])

@@ -130,10 +130,10 @@ def harness(now: int = T_DAY - 12 * H) -> Harness:
 
 def place_all(h: Harness) -> list[list]:
     """What the leader's placer does: plan from the state, then commit the `place` entry."""
-    wants = W.unplaced(h.state, 100_000)
-    exact = W.exact_load(W.exact_rows(h.state), wants)
-    taken = {(w.pool, w.lo, w.hi): W.taken(h.state, w.pool, w.lo, w.hi) for w in wants}
-    items = W.plan(wants, exact, taken)
+    wants, after = W.unplaced(h.state, 100_000)
+    assert after == ""                                           # one step looks through them all
+    taken = W.taken(h.state, [(w.pool, w.lo, w.hi) for w in wants])
+    items = W.place_all(W.exact_rows(h.state), wants, taken)
     for i in range(0, len(items), W.MAX_PLACE_ITEMS):
         r = h.apply(C.PLACE, items=items[i:i + W.MAX_PLACE_ITEMS])
         assert r.ok, r
@@ -158,7 +158,9 @@ def test_a_herd_of_window_jobs_in_one_pool_is_spread_and_recorded_at_its_seconds
     assert max(per_second.values()) <= math.ceil(1000 / 600) + 1
     assert ms("2027-01-16T01:05") not in per_second                # the exact herd's second is left alone
     assert all(ms("2027-01-16T01:00") <= at < ms("2027-01-16T01:10") for at in per_second)
-    assert W.unplaced(h.state, 10) == []
+    assert W.unplaced(h.state, 10) == ([], "")
+    first, after = W.unplaced(h.state, 10, scan=300)               # looked through in steps: none left
+    assert first == [] and after == "n0299"
     h.now = ms("2027-01-16T01:00")
     h.plan_and_fire(lookahead=1000)
     for name, t, at in items[:50]:
@@ -251,3 +253,93 @@ def test_below_the_window_level_place_is_refused_and_nothing_is_placed():
     h = Harness(now=T_DAY - 12 * H, level=8)
     r = h.apply(C.PLACE, items=[])
     assert r.code is Code.FEATURE_LEVEL
+
+
+# ------------------------------------------------------------------ preview, explain, the client's forms
+
+
+def test_preview_and_explain_show_the_window_and_the_placement():
+    from schedd.core import explain as E
+    from schedd.core.model import validate_spec as v
+
+    h = harness()
+    put_window(h, "w")
+    job_row = h.state.jobs["w"]
+    t = ms("2027-01-16T01:00")
+    assert W.preview(h.state, job_row, t) == (0, "window 2027-01-16 01:00–05:00 Europe/Berlin, not placed yet")
+    (_, _, at), = place_all(h)
+    placed, note = W.preview(h.state, job_row, t)
+    assert placed == at and note == f"window 2027-01-16 01:00–05:00 Europe/Berlin, placed {W.clock(at, 'Europe/Berlin')}"
+    found = E.explain(h.state, "w", t)
+    assert any(f.kind == "window" and f.at_ms == at for f in found.findings)
+    h.now = t
+    h.plan_and_fire()
+    ran = E.explain(h.state, "w", t)
+    assert any(f.kind == "placed" for f in ran.findings) and not any(f.kind == "jitter" for f in ran.findings)
+    assert v(job("plain", window={})).window is None             # an empty window is none
+
+
+def test_client_forms_of_a_window():
+    from schedd_client import job_spec
+    from schedd_client.errors import ValidationError as ClientError
+    from schedd_client.job_flags import _flag_doc
+    from schedd_client.schedctl import build_parser
+    from schedd_client.specs import spec_from_dict, spec_to_dict
+
+    s = job_spec("a", command="true", window={"start": "01:00", "end": "05:00", "tz": "Europe/Berlin"})
+    assert (s.window.start, s.window.end, s.timezone) == ("01:00", "05:00", "Europe/Berlin")
+    assert job_spec("a", command="true", window="23:00-02:00").window.end == "02:00"
+    with pytest.raises(ClientError, match="differs from the job's timezone"):
+        job_spec("a", command="true", tz="Asia/Tokyo", window={"start": "01:00", "end": "05:00", "tz": "Europe/Berlin"})
+    with pytest.raises(ClientError, match="HH:MM-HH:MM"):
+        job_spec("a", command="true", window="01:00")
+    doc = spec_from_dict({"name": "a", "command": "true", "schedule": "0 0 * * 1-5",
+                          "window": {"start": 60, "end": 300, "tz": "Europe/Berlin"}})   # YAML 1.1's 01:00
+    assert (doc.window.start, doc.window.end) == ("01:00", "05:00")
+    assert spec_to_dict(doc)["window"] == {"start": "01:00", "end": "05:00"}
+    assert spec_from_dict(spec_to_dict(doc)) == doc
+    args = build_parser().parse_args(["job", "create", "j", "--window", "01:00-05:00", "--tz", "Europe/Berlin",
+                                      "--command", "true"])
+    assert _flag_doc(args)["window"] == "01:00-05:00"
+
+
+def test_the_forecast_counts_a_window_job_at_its_placed_second_only():
+    from schedd.core import forecast
+
+    h = harness()
+    for i in range(20):
+        put_window(h, f"n{i:02d}", window={"start": "01:00", "end": "01:10"})
+    t = ms("2027-01-16T01:00")
+    before = forecast.compute(forecast.rows(h.state), t, t + 600_000)
+    assert before.instants == 0                                  # not placed: not known where
+    items = place_all(h)
+    after = forecast.compute(forecast.rows(h.state), t, t + 600_000)
+    assert after.instants == 20 and max(after.groups[0].series) == 1
+    assert sorted(i for i, k in enumerate(after.groups[0].series) if k) == sorted((at - t) // 1000 for _, _, at in items)
+
+
+def test_the_leaders_placer_places_each_instant_once_and_then_rests():
+    import asyncio
+
+    from schedd.core.view import StateView
+    from schedd.leader import placer as P
+    from tests.support.env import TestEnv
+
+    h = harness()
+    for i in range(30):
+        put_window(h, f"n{i:02d}", window={"start": "01:00", "end": "01:01"})
+    env = TestEnv(h)
+    placer = P.Placer(env.node, env.clock, env.spawn, StateView(h.state))
+
+    async def main() -> None:
+        placer.step(h.now, h.term)
+        await env.settle()
+        placer.step(h.now + P.PLACE_EVERY_MS, h.term)         # a pass that finds all placed: it rests
+        await env.settle()
+    asyncio.run(main())
+    assert [C.decode(e).kind for e in env.node.proposed] == [C.PLACE]
+    seconds = {at for _, at in h.state.placements.values()}
+    assert len(seconds) == 30 and all(ms("2027-01-16T01:00") <= at < ms("2027-01-16T01:01") for at in seconds)
+    assert placer.settled_at == h.state.window_moves
+    placer.step(h.now + 2 * P.PLACE_EVERY_MS, h.term)          # nothing moved: no look at all
+    assert placer.cursor == "" and len(env.node.proposed) == 1
