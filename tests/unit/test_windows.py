@@ -343,3 +343,10 @@ def test_the_leaders_placer_places_each_instant_once_and_then_rests():
     assert placer.settled_at == h.state.window_moves
     placer.step(h.now + 2 * P.PLACE_EVERY_MS, h.term)          # nothing moved: no look at all
     assert placer.cursor == "" and len(env.node.proposed) == 1
+
+
+def test_writing_a_window_herd_warns_of_no_crowding():
+    from schedd.api.forecasts import _rows_of
+
+    specs = [validate_spec(job(f"n{i}")) for i in range(3)] + [validate_spec(job("x", window={}, schedule="0 1 * * *"))]
+    assert [row[0] for row in _rows_of(specs)] == ["x"]          # window jobs are placed where the load is least
