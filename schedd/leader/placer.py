@@ -4,14 +4,16 @@ second its run starts, chosen where the herd forecast is least loaded and record
 
 `Placer.step(now, term)` runs in the dispatcher's leader step (only while this node leads its
 epoch). It looks through the window jobs in passes, 10,000 a step (`windows.unplaced`, under the
-node lock), a pass at most once every PLACE_EVERY_MS and only when a window job was written or
-its next instant moved since a pass found everything placed (`view.window_moves`; a pass every
-RESCAN_MS all the same). For the jobs whose next instant has no placement (a job just created or
-changed, or one whose previous window just opened) it counts the load of each of their windows
-(the window runs already placed, under the lock; the forecast of exact-time jobs and the choice,
-`windows.place_all`, in a thread off the event loop) and proposes the placements in entries of
-at most `windows.MAX_PLACE_ITEMS`. A proposal that fails is simply planned again at the next
-pass: apply refuses an instant no longer next and never moves one already placed.
+node lock), and gathers the jobs whose next instant has no placement (a job just created or
+changed, or one whose previous window just opened) to place them together at the pass's end
+(or every MAX_PER_ROUND). A pass starts at most once every PLACE_EVERY_MS, and only when a window
+job was written or its next instant moved since a pass found everything placed
+(`view.window_moves`; a pass every RESCAN_MS all the same). Placing counts the load of each
+window (the window runs already placed, under the lock; the forecast rows of exact-time jobs,
+read under the lock in parts of READ_CHUNK; the forecast and the choice, `windows.place_all`, in
+a thread off the event loop) and proposes the placements in entries of at most
+`windows.MAX_PLACE_ITEMS`. A proposal that fails is simply planned again at the next pass: apply
+refuses an instant no longer next and never moves one already placed.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ log = logging.getLogger("schedd.placer")
 
 PLACE_EVERY_MS = 1_000            # a round of placements at most this often
 RESCAN_MS = 60_000                # a look even when nothing seems to have moved (the count restarts on a restore)
-MAX_PER_ROUND = 20_000            # window instants placed in one round, at most (a step looks at
+MAX_PER_ROUND = 50_000            # window instants placed in one round, at most (a step looks at
                                   # 10,000 window jobs: windows.unplaced)
 PROPOSE_TIMEOUT_S = 5.0
 READ_CHUNK = 10_000               # forecast rows read under one hold of the node lock (as the API does)
@@ -47,6 +49,7 @@ class Placer:
         self.pass_clean = True          # this pass found nothing to place so far
         self.settled_at = -1            # view.window_moves when a pass last found nothing to place
         self.rescan_ms = 0
+        self.gathered: list[windows.Want] = []   # this pass's instants to place, placed together
 
     def step(self, now: int, term: int) -> None:
         if self.busy or now < self.next_ms:
@@ -58,14 +61,17 @@ class Placer:
             if fresh:
                 self.pass_moves, self.pass_clean = self.view.window_moves, True
             wants, self.cursor = self.view.unplaced_windows(MAX_PER_ROUND, self.cursor)
-        if self.cursor == "":                       # the pass is over
-            self.next_ms, self.rescan_ms = now + PLACE_EVERY_MS, now + RESCAN_MS
-            if self.pass_clean and not wants:
-                self.settled_at = self.pass_moves
         if wants:
             self.pass_clean = False
-            self.busy = True
-            self.spawn(self._place(wants, term))
+            self.gathered += wants
+        if self.cursor == "":                       # the pass is over
+            self.next_ms, self.rescan_ms = now + PLACE_EVERY_MS, now + RESCAN_MS
+            if self.pass_clean:
+                self.settled_at = self.pass_moves
+        if self.gathered and (self.cursor == "" or len(self.gathered) >= MAX_PER_ROUND):
+            gathered, self.gathered = self.gathered, []
+            self.busy = True                        # one load read and one choice for them all
+            self.spawn(self._place(gathered, term))
 
     async def _place(self, wants: list[windows.Want], term: int) -> None:
         try:
