@@ -350,3 +350,15 @@ def test_writing_a_window_herd_warns_of_no_crowding():
 
     specs = [validate_spec(job(f"n{i}")) for i in range(3)] + [validate_spec(job("x", window={}, schedule="0 1 * * *"))]
     assert [row[0] for row in _rows_of(specs)] == ["x"]          # window jobs are placed where the load is least
+
+
+@pytest.mark.parametrize("day, hours", [("2027-03-28", 3), ("2027-10-31", 5)])
+def test_a_dst_nights_window_is_placed_within_its_wall_clock_hours(day, hours):
+    h = harness(now=ms(f"{day}T00:00") - 12 * H)
+    for i in range(2000):
+        put_window(h, f"n{i:04d}")
+    items = place_all(h)
+    lo, hi = ms(f"{day}T01:00"), ms(f"{day}T05:00")
+    assert hi - lo == hours * H
+    assert all(t == lo and lo <= at < hi for _, t, at in items)
+    assert max(Counter(at for _, _, at in items).values()) == 1     # 2,000 runs in 10,800+ seconds
