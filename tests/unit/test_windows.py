@@ -362,3 +362,16 @@ def test_a_dst_nights_window_is_placed_within_its_wall_clock_hours(day, hours):
     assert hi - lo == hours * H
     assert all(t == lo and lo <= at < hi for _, t, at in items)
     assert max(Counter(at for _, _, at in items).values()) == 1     # 2,000 runs in 10,800+ seconds
+
+
+def test_a_window_changed_after_its_placement_is_placed_again_only_if_it_no_longer_holds_it():
+    name = next(f"j{i}" for i in range(1000) if 3600 <= W.hash_offset(f"j{i}", 4 * 3600) < 9000)
+    h = harness()
+    put_window(h, name)
+    (_, t, at), = place_all(h)
+    assert t + H <= at < t + 2.5 * H                                     # between 02:00 and 03:30
+    put_window(h, name, window={"start": "01:00", "end": "03:30"})     # still holds it: it stays
+    assert place_all(h) == [] and h.state.placements[name] == (t, at)
+    put_window(h, name, window={"start": "01:00", "end": "02:00"})     # no longer holds it: placed again
+    (_, t2, again), = place_all(h)
+    assert t2 == t and t <= again < t + H and h.state.placements[name] == (t, again)
