@@ -100,7 +100,8 @@ def job_get(cmd: Invocation) -> None:
 def _job_details(cmd: Invocation, job: pb.Job) -> str:
     spec = job.spec
     next_runs = [
-        "  ".join(filter(None, (_local_time(spec, fire), format_time(ms), cmd.ago(ms), fire.calendar_note)))
+        "  ".join(filter(None, (_local_time(spec, fire), format_time(ms), cmd.ago(ms), fire.window_note,
+                                fire.calendar_note)))
         for ms, fire in _upcoming(job)
     ]
     last_run = "-"
@@ -130,6 +131,7 @@ def _job_details(cmd: Invocation, job: pb.Job) -> str:
         ("History limit", spec.history_limit or ""),
         ("DST policy", _describe_dst(job)),
         ("Calendar", _describe_calendar(spec)),
+        ("Window", _describe_window(spec)),
         ("SLA", _describe_sla(spec)),
         ("Created", created),
         ("Updated", cmd.when(job.updated_ms)),
@@ -153,24 +155,34 @@ def _describe_calendar(spec: pb.JobSpec) -> str:
     return "; ".join(parts)
 
 
+def _describe_window(spec: pb.JobSpec) -> str:
+    if not spec.HasField("window"):
+        return ""
+    return (f"{spec.window.start}–{spec.window.end} {spec.timezone or 'UTC'}, each run placed at the "
+            "least-loaded second; the end is its deadline")
+
+
 def job_next(cmd: Invocation) -> None:
     job = cmd.client.get_job(cmd.args.name, upcoming=cmd.args.count, stale_ok=cmd.args.stale)
     spec = job.spec
     zone = spec.timezone or "UTC"
     rows: list[dict[str, Any]] = [
         {"time_ms": ms, "local": fire.local, "utc": format_time(ms), "dst": fire.dst_note,
-         "calendar": fire.calendar_note}
+         "calendar": fire.calendar_note, "window": fire.window_note, "placed_ms": fire.placed_ms}
         for ms, fire in _upcoming(job)
     ]
     policy = _describe_dst(job)
     marked = any(r["calendar"] for r in rows)         # a CALENDAR column only when a calendar takes one
+    windowed = any(r["window"] for r in rows)         # a WINDOW column for a window job
     header = f"{spec.name}: {spec.schedule or '(on demand)'} in {zone}" + (f" (DST: {policy})" if policy else "")
     cmd.emit(
         {"name": spec.name, "schedule": spec.schedule, "timezone": zone,
          "dst_gap": job.effective_dst_gap, "dst_fold": job.effective_dst_fold, "fires": rows},
         lambda: header + "\n" + _table(
-            ("#", f"LOCAL ({zone})", "UTC", "IN", "DST") + (("CALENDAR",) if marked else ()),
+            ("#", f"LOCAL ({zone})", "UTC", "IN", "DST") + (("WINDOW",) if windowed else ())
+            + (("CALENDAR",) if marked else ()),
             [(i, r["local"], r["utc"], cmd.ago(r["time_ms"]) or "-", r["dst"] or "-")
+             + ((r["window"] or "-",) if windowed else ())
              + ((r["calendar"] or "-",) if marked else ())
              for i, r in enumerate(rows, 1)],
             empty="No coming fires (paused, on demand, or a one-off already past).",

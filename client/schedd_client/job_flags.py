@@ -97,6 +97,10 @@ def add_spec_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
                      help="a calendar-excluded instant: skipped (default) or moved to the next allowed instant")
     cal.add_argument("--on-blackout", choices=("skip", "defer"),
                      help="an instant in a blackout window: skipped (default) or deferred to its end")
+    win = parser.add_argument_group("flexible window (feature level 9)")
+    win.add_argument("--window", metavar="HH:MM-HH:MM",
+                     help="run once a day at the least-loaded second of this window in --tz, placed by the "
+                          "leader (the end is the run's deadline); --schedule '0 0 * * 1-5' picks the days")
 
 
 def _container_flags(parser: argparse.ArgumentParser) -> None:
@@ -159,7 +163,7 @@ _FLAG_KEYS = {
     "concurrency_limit": "concurrency_limit", "catchup_window": "catchup_window",
     "catchup_max": "catchup_max", "catchup_order": "catchup_order",
     "starting_deadline": "starting_deadline", "jitter": "jitter", "history_max_age": "history_max_age",
-    "on_blackout": "on_blackout",
+    "on_blackout": "on_blackout", "window": "window",
 }  # fmt: skip
 
 

@@ -39,6 +39,11 @@ default. Unknown keys are refused with a ``ValidationError`` naming the key::
       by: "06:00"                   # by the first 06:00 at or after it, in
       timezone: Europe/Berlin       # (default: the job's zone)
       webhook: https://hooks.example.com/sla   # POSTed once per miss, best effort
+    window: {start: "01:00", end: "05:00", tz: Europe/Berlin}
+                                    # instead of an exact time: each run placed by the leader at the
+                                    # least-loaded second of the window (the end is its deadline);
+                                    # schedule then picks the days ("0 0 * * 1-5") or is absent
+                                    # (every day); "01:00-05:00" is short for start and end
     retry:
       max_attempts: 3
       initial_backoff: 10s          # durations like timeout
@@ -117,6 +122,7 @@ _DOC_KEYS: tuple[str, ...] = (
 )  # fmt: skip
 _DOC_KEYS += ("dst_gap", "dst_fold", "sla", "env_secret", "limits", "params")
 _DOC_KEYS += ("calendar", "on_blackout")
+_DOC_KEYS += ("window",)
 _DOC_KEYS += ("max_active", "queue_limit", "concurrency_key", "concurrency_limit", "catchup_window",
               "catchup_max", "catchup_order", "starting_deadline", "jitter", "history_max_age")
 # job document key -> JobSpec field, for the policies given as durations
@@ -126,6 +132,7 @@ _COUNT_FIELDS = ("max_active", "queue_limit", "concurrency_limit", "catchup_max"
 _RETRY_KEYS = ("max_attempts", "initial_backoff", "max_backoff", "multiplier")
 _SLA_KEYS = ("within", "by", "timezone", "webhook")
 _CALENDAR_KEYS = ("skip", "only", "on_skip")
+_WINDOW_KEYS = ("start", "end", "tz")
 _HTTP_KEYS = ("url", "method", "headers", "body", "insecure_skip_verify")
 _PYTHON_KEYS = ("name", "args")
 _CONTAINER_KEYS = ("image", "command", "args", "env", "workdir", "user", "network", "cpu", "memory", "pids",
@@ -209,6 +216,7 @@ def job_spec(
     params: Mapping[str, str] | None = None,
     calendar: pb.JobCalendar | Mapping[str, Any] | None = None,
     on_blackout: str = "",
+    window: pb.JobWindow | Mapping[str, Any] | str | None = None,
 ) -> pb.JobSpec:
     """A ``JobSpec`` with exactly one handler: ``command=`` or ``argv=`` (with optional ``workdir``,
     ``env`` and ``inherit_env``, the worker variables the job may see besides PATH, HOME, LANG), ``http_url=`` (with ``http_method``, ``http_headers``, ``http_body``), or
@@ -219,6 +227,9 @@ def job_spec(
     are the default run parameters of every run (a trigger's own win, name by name; level 7).
     ``calendar`` a ``JobCalendar`` or a mapping of skip, only (lists of calendar names) and on_skip
     (skip | next_allowed); ``on_blackout`` skip | defer (feature level 8; schedd_client.calendars).
+    ``window`` a flexible window instead of an exact time: "01:00-05:00", a ``JobWindow`` or a
+    mapping of start, end and optionally tz (the job's zone, when ``tz`` is not given otherwise);
+    ``schedule`` then picks the days ("0 0 * * 1-5") or is empty for every day (feature level 9).
 
     ``timeout`` is seconds or a duration text ("5m"). Empty ``schedule`` means on demand.
     ``dst_gap`` (shift | skip) and ``dst_fold`` (first | last | both) are the schedule's DST
@@ -270,12 +281,14 @@ def job_spec(
             raise ValidationError(f"job {brief(name)}: python args must be JSON data: {brief(str(err), 120)}") from None
         handler = pb.Handler(python=pb.PythonHandler(name=python or "", args_json=args_json))
 
+    job_window, tz = _job_window(name, window, tz)
     try:
         return pb.JobSpec(
             name=name,
             team=team,
             schedule=schedule,
             timezone=tz,
+            window=job_window,
             handler=handler,
             description=description,
             labels=dict(labels or {}),
@@ -311,6 +324,28 @@ def job_spec(
         )
     except (TypeError, ValueError) as err:   # e.g. priority past int32: protobuf refuses it
         raise ValidationError(f"job {brief(name)}: {clip(str(err), 160)}") from None
+
+
+def _job_window(name: str, value: pb.JobWindow | Mapping[str, Any] | str | None,
+                tz: str) -> tuple[pb.JobWindow | None, str]:
+    """The window and the job's zone: a window's own `tz` is the job's zone, unless the job
+    names another one (refused: one zone holds the window and the days)."""
+    if value is None or isinstance(value, pb.JobWindow):
+        return value, tz
+    label = f"job {brief(name)}: window"
+    if isinstance(value, str):
+        start, sep, end = value.partition("-")
+        if not sep:
+            raise ValidationError(f'{label}: "HH:MM-HH:MM" (e.g. "01:00-05:00"), got {brief(value)}')
+        return pb.JobWindow(start=start.strip(), end=end.strip()), tz
+    # YAML 1.1 reads an unquoted 01:00 as the sexagesimal number 60: read it back as the time
+    value = {k: f"{v // 60:02d}:{v % 60:02d}" if k in ("start", "end") and type(v) is int and 0 <= v < 1440 else v
+             for k, v in _mapping(value, label).items()}
+    r = _Reader(value, label, _WINDOW_KEYS)
+    zone = r.text("tz")
+    if zone and tz not in ("", "UTC", zone):
+        raise ValidationError(f"{label}: tz {zone!r} differs from the job's timezone {tz!r}: give one zone")
+    return pb.JobWindow(start=r.text("start", required=True), end=r.text("end", required=True)), zone or tz
 
 
 def _job_calendar(name: str, value: pb.JobCalendar | Mapping[str, Any] | None) -> pb.JobCalendar | None:
@@ -467,6 +502,8 @@ def spec_from_dict(doc: Mapping[str, Any]) -> pb.JobSpec:
         params=r.text_map("params"),
         calendar=dict(r.section("calendar", _CALENDAR_KEYS).doc) if doc.get("calendar") is not None else None,
         on_blackout=r.text("on_blackout"),
+        window=(doc["window"] if isinstance(doc.get("window"), str)
+                else dict(r.section("window", _WINDOW_KEYS).doc) if doc.get("window") is not None else None),
         limits=_limits_from_doc(r) if doc.get("limits") is not None else None,
         concurrency_key=r.text("concurrency_key"),
         catchup_order=r.text("catchup_order"),
@@ -562,6 +599,8 @@ def spec_to_dict(spec: pb.JobSpec) -> dict[str, Any]:
         doc["calendar"] = {k: v for k, v in cal.items() if v}
     if spec.on_blackout:
         doc["on_blackout"] = spec.on_blackout
+    if spec.HasField("window"):
+        doc["window"] = {"start": spec.window.start, "end": spec.window.end}
     kind = spec.handler.WhichOneof("kind")
     if kind == "shell":
         shell = spec.handler.shell

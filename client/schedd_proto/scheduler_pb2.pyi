@@ -129,7 +129,7 @@ class RetryPolicy(_message.Message):
     def __init__(self, max_attempts: _Optional[int] = ..., initial_backoff_seconds: _Optional[float] = ..., max_backoff_seconds: _Optional[float] = ..., multiplier: _Optional[float] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "team", "schedule", "timezone", "handler", "description", "labels", "retry", "timeout_seconds", "overlap", "catchup", "priority", "pool", "paused", "history_limit", "delivery", "worker_labels", "max_active", "queue_limit", "concurrency_key", "concurrency_limit", "catchup_window_seconds", "catchup_max", "catchup_order", "starting_deadline_seconds", "jitter_seconds", "dst_gap", "dst_fold", "sla", "history_max_age_seconds", "env_secret", "limits", "params", "calendar", "on_blackout")
+    __slots__ = ("name", "team", "schedule", "timezone", "handler", "description", "labels", "retry", "timeout_seconds", "overlap", "catchup", "priority", "pool", "paused", "history_limit", "delivery", "worker_labels", "max_active", "queue_limit", "concurrency_key", "concurrency_limit", "catchup_window_seconds", "catchup_max", "catchup_order", "starting_deadline_seconds", "jitter_seconds", "dst_gap", "dst_fold", "sla", "history_max_age_seconds", "env_secret", "limits", "params", "calendar", "on_blackout", "window")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -193,6 +193,7 @@ class JobSpec(_message.Message):
     PARAMS_FIELD_NUMBER: _ClassVar[int]
     CALENDAR_FIELD_NUMBER: _ClassVar[int]
     ON_BLACKOUT_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
     name: str
     team: str
     schedule: str
@@ -228,7 +229,16 @@ class JobSpec(_message.Message):
     params: _containers.ScalarMap[str, str]
     calendar: JobCalendar
     on_blackout: str
-    def __init__(self, name: _Optional[str] = ..., team: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., handler: _Optional[_Union[Handler, _Mapping]] = ..., description: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout_seconds: _Optional[float] = ..., overlap: _Optional[str] = ..., catchup: _Optional[str] = ..., priority: _Optional[int] = ..., pool: _Optional[str] = ..., paused: _Optional[bool] = ..., history_limit: _Optional[int] = ..., delivery: _Optional[str] = ..., worker_labels: _Optional[_Mapping[str, str]] = ..., max_active: _Optional[int] = ..., queue_limit: _Optional[int] = ..., concurrency_key: _Optional[str] = ..., concurrency_limit: _Optional[int] = ..., catchup_window_seconds: _Optional[float] = ..., catchup_max: _Optional[int] = ..., catchup_order: _Optional[str] = ..., starting_deadline_seconds: _Optional[float] = ..., jitter_seconds: _Optional[float] = ..., dst_gap: _Optional[str] = ..., dst_fold: _Optional[str] = ..., sla: _Optional[_Union[SlaSpec, _Mapping]] = ..., history_max_age_seconds: _Optional[float] = ..., env_secret: _Optional[_Mapping[str, str]] = ..., limits: _Optional[_Union[ResourceLimits, _Mapping]] = ..., params: _Optional[_Mapping[str, str]] = ..., calendar: _Optional[_Union[JobCalendar, _Mapping]] = ..., on_blackout: _Optional[str] = ...) -> None: ...
+    window: JobWindow
+    def __init__(self, name: _Optional[str] = ..., team: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., handler: _Optional[_Union[Handler, _Mapping]] = ..., description: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout_seconds: _Optional[float] = ..., overlap: _Optional[str] = ..., catchup: _Optional[str] = ..., priority: _Optional[int] = ..., pool: _Optional[str] = ..., paused: _Optional[bool] = ..., history_limit: _Optional[int] = ..., delivery: _Optional[str] = ..., worker_labels: _Optional[_Mapping[str, str]] = ..., max_active: _Optional[int] = ..., queue_limit: _Optional[int] = ..., concurrency_key: _Optional[str] = ..., concurrency_limit: _Optional[int] = ..., catchup_window_seconds: _Optional[float] = ..., catchup_max: _Optional[int] = ..., catchup_order: _Optional[str] = ..., starting_deadline_seconds: _Optional[float] = ..., jitter_seconds: _Optional[float] = ..., dst_gap: _Optional[str] = ..., dst_fold: _Optional[str] = ..., sla: _Optional[_Union[SlaSpec, _Mapping]] = ..., history_max_age_seconds: _Optional[float] = ..., env_secret: _Optional[_Mapping[str, str]] = ..., limits: _Optional[_Union[ResourceLimits, _Mapping]] = ..., params: _Optional[_Mapping[str, str]] = ..., calendar: _Optional[_Union[JobCalendar, _Mapping]] = ..., on_blackout: _Optional[str] = ..., window: _Optional[_Union[JobWindow, _Mapping]] = ...) -> None: ...
+
+class JobWindow(_message.Message):
+    __slots__ = ("start", "end")
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    start: str
+    end: str
+    def __init__(self, start: _Optional[str] = ..., end: _Optional[str] = ...) -> None: ...
 
 class JobCalendar(_message.Message):
     __slots__ = ("skip", "only", "on_skip")
@@ -307,16 +317,20 @@ class Job(_message.Message):
     def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., paused: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ..., upcoming_ms: _Optional[_Iterable[int]] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., last_scheduled_ms: _Optional[int] = ..., last_execution_id: _Optional[str] = ..., last_state: _Optional[str] = ..., executions_total: _Optional[int] = ..., summary: _Optional[bool] = ..., upcoming_fires: _Optional[_Iterable[_Union[UpcomingFire, _Mapping]]] = ..., effective_dst_gap: _Optional[str] = ..., effective_dst_fold: _Optional[str] = ..., last_run_ms: _Optional[int] = ..., schedule_words: _Optional[str] = ..., recent: _Optional[_Iterable[_Union[RunOutcome, _Mapping]]] = ...) -> None: ...
 
 class UpcomingFire(_message.Message):
-    __slots__ = ("local", "zone_abbreviation", "dst_note", "calendar_note")
+    __slots__ = ("local", "zone_abbreviation", "dst_note", "calendar_note", "window_note", "placed_ms")
     LOCAL_FIELD_NUMBER: _ClassVar[int]
     ZONE_ABBREVIATION_FIELD_NUMBER: _ClassVar[int]
     DST_NOTE_FIELD_NUMBER: _ClassVar[int]
     CALENDAR_NOTE_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_NOTE_FIELD_NUMBER: _ClassVar[int]
+    PLACED_MS_FIELD_NUMBER: _ClassVar[int]
     local: str
     zone_abbreviation: str
     dst_note: str
     calendar_note: str
-    def __init__(self, local: _Optional[str] = ..., zone_abbreviation: _Optional[str] = ..., dst_note: _Optional[str] = ..., calendar_note: _Optional[str] = ...) -> None: ...
+    window_note: str
+    placed_ms: int
+    def __init__(self, local: _Optional[str] = ..., zone_abbreviation: _Optional[str] = ..., dst_note: _Optional[str] = ..., calendar_note: _Optional[str] = ..., window_note: _Optional[str] = ..., placed_ms: _Optional[int] = ...) -> None: ...
 
 class PutJobRequest(_message.Message):
     __slots__ = ("job", "create_only", "request_id", "expected_version")

@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 
 from schedd.core import calendars
+from schedd.core import windows
 from schedd.core import params as run_params
 from schedd.core import schedule as sched
 from schedd.core import schedule_words
@@ -138,6 +139,8 @@ def job_spec_to_pb(spec: JobSpec) -> pb.JobSpec:
     if spec.calendar is not None:
         out.calendar.CopyFrom(pb.JobCalendar(skip=spec.calendar.skip, only=spec.calendar.only,
                                              on_skip=spec.calendar.on_skip))
+    if spec.window is not None:
+        out.window.CopyFrom(pb.JobWindow(start=spec.window.start, end=spec.window.end))
     out.on_blackout = spec.on_blackout
     handler = handler_to_pb(spec.handler) if spec.handler is not None else None
     if handler is not None:
@@ -242,6 +245,7 @@ def job_to_pb(job: Job, state: SchedulerState, *, upcoming: int = 0, summary: bo
         out.upcoming_fires.extend(upcoming_fires(schedule_of(job), out.upcoming_ms))
         for fire, ms in zip(out.upcoming_fires, out.upcoming_ms):
             fire.calendar_note = calendars.preview_note(state, job, ms)
+            fire.placed_ms, fire.window_note = windows.preview(state, job, ms)
     return out
 
 

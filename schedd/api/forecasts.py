@@ -162,8 +162,9 @@ class LoadCache:
 
 def _rows_of(specs: Iterable[JobSpec]) -> Iterable[F.JobRow]:
     """Forecast rows of specs just written (the unpaused ones; those without a schedule count
-    for nothing)."""
+    for nothing, and so do window jobs: the leader places them where the load is least,
+    schedd.core.windows)."""
     for spec in specs:
-        if not spec.paused:
+        if not spec.paused and spec.window is None:
             yield (spec.name, spec.team, spec.policies.pool, spec.schedule, spec.timezone, spec.dst_policy,
                    int(round(float(spec.policies.jitter_seconds or 0) * 1000)))

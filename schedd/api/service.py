@@ -55,7 +55,7 @@ from schedd.core.results import ApplyResult, Code
 from schedd.core.tables import MIN_MS
 from schedd.core.state import MAX_BACKFILL_PER_ENTRY, UNAUDITED, schedule_of
 from schedd.core.model import EXECUTION_STATES, ValidationError, parse_execution_id
-from schedd.core.specs import CALENDAR_FEATURE_LEVEL, DagTask, JobSpec, SealedSecret, handler_level
+from schedd.core.specs import CALENDAR_FEATURE_LEVEL, WINDOW_FEATURE_LEVEL, DagTask, JobSpec, SealedSecret, handler_level
 from schedd.leader.assigner import DispatchLoad, overload_warning, unserved_warnings
 from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode, ReadUnconfirmed
 from schedd.versions import build_info
@@ -133,10 +133,12 @@ def spec_levels(specs: Iterable[JobSpec | DagTask]) -> dict[str, Any]:
     """The `fl` to stamp on an entry that carries these specs (jobs, or a DAG's tasks): {} when
     their entry kind's own level is enough, {"fl": 6} when one has a container handler (an older
     build would refuse it as invalid: schedd.core.features Level 6), 7 with default run
-    parameters, 8 with calendars or a blackout policy (an older build would ignore them)."""
+    parameters, 8 with calendars or a blackout policy, 9 with a window (an older build would
+    ignore them)."""
     level = max((max(handler_level(s.handler), PARAMS_FEATURE_LEVEL if getattr(s, "params", None) else 1,
                      CALENDAR_FEATURE_LEVEL if isinstance(s, JobSpec) and (s.calendar is not None or s.on_blackout)
-                     else 1)
+                     else 1,
+                     WINDOW_FEATURE_LEVEL if isinstance(s, JobSpec) and s.window is not None else 1)
                  for s in specs), default=1)
     return {"fl": level} if level > 1 else {}
 

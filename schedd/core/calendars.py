@@ -34,6 +34,7 @@ from zoneinfo import ZoneInfo
 from schedd.core import commands as C
 from schedd.core import results as R
 from schedd.core import schedule as sched
+from schedd.core import windows
 from schedd.core.ledger import MOVED
 from schedd.core.model import MAX_ERROR_CHARS, SCHEDULED, SKIPPED, Execution, ExecutionEvent, Job, ValidationError
 from schedd.core.results import ApplyResult, Code, ok, reject
@@ -371,9 +372,10 @@ def blackout_at(st: Tables, team: str, labels: tuple[tuple[str, str], ...], t_ms
     return found
 
 
-def verdict(st: Tables, job: Job, t_ms: int) -> Verdict | None:
+def verdict(st: Tables, job: Job, t_ms: int, at_ms: int | None = None) -> Verdict | None:
     """What the calendars and blackouts make of the job's scheduled instant `t_ms` (None: it runs).
-    Calendars first (a holiday is no run at all), then blackouts."""
+    Calendars first (a holiday is no run at all), then blackouts, at `at_ms` when the run starts
+    elsewhere than its instant (a window's placed second: schedd.core.windows)."""
     if st.feature_level < CALENDAR_LEVEL or (not st.calendars and not st.blackouts):
         return None
     p = st.policy(job)
@@ -385,7 +387,7 @@ def verdict(st: Tables, job: Job, t_ms: int) -> Verdict | None:
         where = sched.format_ms(target, job.tz) if target is not None else "none within reach"
         return Verdict("move", f"{why}{MOVED} {where}")
     if st.blackouts:
-        b = blackout_at(st, job.team, p.labels, t_ms)
+        b = blackout_at(st, job.team, p.labels, t_ms if at_ms is None else at_ms)
         if b is not None:
             text = f"blackout {b.name}" + (f": {b.reason}" if b.reason else "")
             if p.on_blackout == "defer":
@@ -413,7 +415,7 @@ def shape(st: Tables, job: Job, ex: Execution, now: int) -> None:
     the window's end (its due time) with an event; a run that a moved instant landed on says so."""
     if ex.state != SCHEDULED:
         return
-    v = verdict(st, job, ex.scheduled_ms)
+    v = verdict(st, job, ex.scheduled_ms, ex.due if windows.of(st, job) else None)
     if v is None:
         if _moved_into(st, job, ex.scheduled_ms):
             ex.events += (ExecutionEvent(now, "calendar", "also runs for the instant(s) before it that its "
@@ -443,7 +445,8 @@ def _moved_into(st: Tables, job: Job, t_ms: int) -> bool:
 
 def preview_note(st: Tables, job: Job, t_ms: int) -> str:
     """What `job get --next` shows beside a coming instant: "" or the verdict, as it reads now."""
-    v = verdict(st, job, t_ms)
+    at = windows.placed(st, job, t_ms, windows.of(st, job)) if windows.of(st, job) else None
+    v = verdict(st, job, t_ms, at)
     if v is None:
         return ""
     return {"skip": "skipped: ", "move": "moved: ", "defer": "deferred: "}[v.action] + v.reason

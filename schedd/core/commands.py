@@ -94,6 +94,9 @@ CALENDAR_DELETE = "calendar_delete"
 BLACKOUT_PUT = "blackout_put"
 BLACKOUT_DELETE = "blackout_delete"
 KINDS += (CALENDAR_PUT, CALENDAR_DELETE, BLACKOUT_PUT, BLACKOUT_DELETE)
+# Flexible windows (level 9, schedd.core.windows): the leader's placement of window instants.
+PLACE = "place"
+KINDS += (PLACE,)
 
 
 # ---------------------------------------------------------------- feature levels
@@ -190,7 +193,12 @@ FEATURES = FeatureTable((
                "a `put` carrying a spec with `calendar:` or `on_blackout:` is stamped fl=8 by its "
                "proposer (schedd.core.specs.JobSpec.level), since an older build's apply ignores them; "
                "below it apply never consults calendars or blackouts"),
-    # Level(9, kinds=(MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
+    Level(9, kinds=(PLACE,),
+          note="flexible windows (schedd.core.windows): `place` records the leader's choice of the second "
+               "a window instant runs at; a `put` carrying a spec with `window:` is stamped fl=9 by its "
+               "proposer (schedd.core.specs.JobSpec.level), since an older build's apply ignores it; "
+               "below it apply never consults placements"),
+    # Level(10, kinds=(MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
 ))
 
 

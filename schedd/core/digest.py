@@ -3,7 +3,7 @@
 Unlike `SchedulerState.log_hash` (a chain over the applied entries: equal only for equal histories),
 this hashes what the state IS: jobs (spec, version, schedule position), executions (state,
 attempts, events), the leader epoch, the cluster's feature level (above 1), the dedup table, DAG definitions and
-runs, quotas, the member table, calendars and blackouts. So a replica restored from a snapshot, or one whose dicts were filled in another
+runs, quotas, the member table, calendars, blackouts and window placements. So a replica restored from a snapshot, or one whose dicts were filled in another
 order, has the same digest as its peers at the same applied index; any difference in content
 changes it. The fault suite compares it across replicas after every heal (tests/jepsen_like).
 
@@ -104,7 +104,7 @@ def state_digest(state: Any) -> str:
     if getattr(state, "archived", None):
         h.update(_text(["archived", _sorted_items(state.archived)]).encode())
     # Absent while empty too: the calendar level's tables (schedd.core.calendars).
-    for name in ("calendars", "blackouts"):
+    for name in ("calendars", "blackouts", "placements"):
         if getattr(state, name, None):
             h.update(_text([name, _sorted_items(getattr(state, name))]).encode())
     # The ACL table and the audit trail give their own canonical rows (the trail's head hash

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from schedd.core import ledger
+from schedd.core import windows
 from schedd.core import schedule as sched
 from schedd.core import sla as S
 from schedd.core.audit import AuditRecord
@@ -181,6 +182,11 @@ def _not_yet(st: Tables, job: Job, t: int) -> Explanation:
     if due != t:
         findings.append(Finding("jitter", f"with its jitter it is due at {_when(due)}", due,
                                 (("due_ms", str(due)),)))
+    placed, note = windows.preview(st, job, t)
+    if note:                             # a window job: its window, and the placed second once chosen
+        findings.append(Finding("window", note + ("" if placed else ": the leader places it before the window "
+                                                  "opens, at the least-loaded second by the forecast"),
+                                placed, (("placed_ms", str(placed)),) if placed else ()))
     findings.append(Finding("lookahead", "the leader records an instant shortly before it is due (its lookahead)"))
     return _done(st, job, t, "not-yet-due", findings)
 
@@ -250,7 +256,7 @@ def _policy_value(policy: JobPolicy, name: str) -> str:
 def _of_execution(st: Tables, job: Job, ex: Execution) -> Explanation:
     findings = [_recorded(ex), Finding("not-recorded", f"which node led term {ex.term} is not kept in the "
                                                        "replicated state (only the term is)")]
-    if ex.due != ex.scheduled_ms:
+    if ex.due != ex.scheduled_ms and not any(e.kind == "placed" for e in ex.events):
         findings.append(Finding("jitter", f"due at {_when(ex.due)} (the job's jitter)", ex.due))
     retry = RetryPolicy.from_spec(job.spec)
     failures = 0

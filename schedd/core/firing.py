@@ -19,8 +19,10 @@ from schedd.core import history
 from schedd.core import params as run_params
 from schedd.core import schedule as sched
 from schedd.core import sla as sla_index
+from schedd.core import windows
 from schedd.core.model import (
-    MAX_ERROR_CHARS, SCHEDULED, SKIPPED, TERMINAL_STATES, Execution, Job, ValidationError, execution_id,
+    MAX_ERROR_CHARS, SCHEDULED, SKIPPED, TERMINAL_STATES, Execution, ExecutionEvent, Job, ValidationError,
+    execution_id,
 )
 from schedd.core.policy import BACKFILL, jitter_offset_ms
 from schedd.core import results as R
@@ -59,9 +61,15 @@ def record(st: Tables, job: Job, t: int, trigger: str, cmd: C.Command, index: in
     """`params`: the ones given for this run (a trigger's), over the job's defaults."""
     policy = st.policy(job)
     due = t + jitter_offset_ms(job.name, policy.jitter_ms) if trigger in ("schedule", "catchup") else t
+    window = windows.of(st, job) if trigger in ("schedule", "catchup") else ()
+    placed = ""
+    if window:
+        due, placed = windows.due(st, job, t, window)    # the placed second (schedd.core.windows)
     ex = Execution(job=job.name, scheduled_ms=t, state=SCHEDULED, trigger=trigger,
                    created_ms=cmd.now, term=cmd.term, log_index=index, updated_ms=cmd.now,
                    due_ms=due if due != t else 0, lane=lane)
+    if placed:
+        ex.events += (ExecutionEvent(cmd.now, "placed", placed),)
     if (policy.overlap == "queue" and trigger in ("schedule", "catchup", "manual")
             and st.active_count(job.name) and st.pending.get(job.name, 0) >= policy.queue_limit):
         ex.state = SKIPPED

@@ -12,7 +12,8 @@ plus the offset: the cost is instants x distinct offsets per class, never instan
 
 Due seconds are exact: a job is due at its instant plus its jitter offset, counted in the
 second (and minute) that holds that moment. The forecast counts the jobs as the table holds
-them now (paused jobs and on-demand ones left out); it does not know how long runs take, so
+them now (paused jobs and on-demand ones left out; a window job at the second its next instant
+was placed, schedd.core.windows, and not at all before); it does not know how long runs take, so
 "due in one second" is compared with the slots and the quota as the burst the cluster must
 start at once.
 
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 
 from schedd.core import schedule as sched
 from schedd.core.policy import jitter_offset_ms
+from schedd.core.specs import WINDOW_FEATURE_LEVEL as WINDOW_LEVEL
 from schedd.core.tables import Tables
 
 MAX_WINDOW_MS = 7 * 86_400_000
@@ -132,12 +134,25 @@ def rows(st: Tables, names: Iterable[str] | None = None) -> list[JobRow]:
     policy = st.policy
     out: list[JobRow] = []
     jobs = st.jobs.values() if names is None else (st.jobs.get(name) for name in names)
+    windowed = getattr(st, "windowed", ())
     for job in jobs:
         if job is None or job.paused or job.next_fire is None:
             continue
         p = policy(job)
+        if job.name in windowed and p.window and st.feature_level >= WINDOW_LEVEL:
+            out.extend(_placed_row(st, job.name, job.team, p.pool, job.next_fire))
+            continue
         out.append((job.name, job.team, p.pool, job.schedule, job.tz, job.dst, p.jitter_ms))
     return out
+
+
+def _placed_row(st: Tables, name: str, team: str, pool: str, next_fire: int) -> list[JobRow]:
+    """A window job counts once, at the second its next instant was placed (schedd.core.windows);
+    not placed yet: not at all (where it will run is not known)."""
+    placed = st.placements.get(name)
+    if placed is None or placed[0] != next_fire:
+        return []
+    return [(name, team, pool, f"at {sched.format_ms(placed[1])}", "UTC", "", 0)]
 
 
 def check_window(from_ms: int, to_ms: int, by: str, top: int) -> None:

@@ -31,7 +31,8 @@ JOB_FIELDS = tuple(f.name for f in fields(Job))
 EXEC_FIELDS = tuple(f.name for f in fields(Execution))
 AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index")
 # Smaller tables, pickled as they are (dicts of slotted dataclasses or plain values).
-EXTRA_FIELDS = ("dags", "dag_runs", "quotas", "batches", "members", "archived", "calendars", "blackouts")
+EXTRA_FIELDS = ("dags", "dag_runs", "quotas", "batches", "members", "archived", "calendars", "blackouts",
+                "placements")
 SNAPSHOT_DIGEST = "digest"   # extra key: (last_index, state digest) when the image was pickled
 FEATURE_LEVEL_KEY = "feature_level"   # extra key: the cluster's feature level (absent: 1)
 
@@ -59,6 +60,7 @@ class Imaged(Protocol):
     archived: dict[str, tuple[int, int]]
     calendars: dict[str, Any]
     blackouts: dict[str, Any]
+    placements: dict[str, tuple[int, int]]
     acl: AclTable
     audit: AuditTrail
 

@@ -23,7 +23,7 @@ from schedd.core.param_rules import check as check_params
 from schedd.core.specs import (
     CONTAINER_FEATURE_LEVEL as CONTAINER_FEATURE_LEVEL, DEFAULT_HISTORY_LIMIT as DEFAULT_HISTORY_LIMIT,
     MAX_HISTORY_LIMIT as MAX_HISTORY_LIMIT, MAX_SLA_SECONDS as MAX_SLA_SECONDS, NAME_RE as NAME_RE,
-    SLA_BY_RE as SLA_BY_RE, CalendarRef, ContainerHandler, Handler, HttpHandler, JobSpec, Mount, Policies, PythonHandler,
+    SLA_BY_RE as SLA_BY_RE, CalendarRef, WindowSpec, ContainerHandler, Handler, HttpHandler, JobSpec, Mount, Policies, PythonHandler,
     ResourceLimits, RetrySpec, SealedSecret, ShellHandler, SlaSpec, ValidationError as ValidationError,
 )
 
@@ -559,9 +559,11 @@ def canonical_spec(d: dict[str, Any]) -> tuple[JobSpec, str]:
     team = _str(d, "team", 64) or DEFAULT_TEAM
     if not TEAM_RE.match(team):
         raise ValidationError(f"bad team {team!r}: use 1-64 of a-z 0-9 . _ -")
+    d = window_zone(d)
     try:
         tz = sched.validate_tz(_str(d, "timezone", 64) or "UTC")
-        parsed = sched.parse(_str(d, "schedule", 256), tz, hash_key=name,
+        window, schedule = window_schedule(d, _str(d, "schedule", 256))
+        parsed = sched.parse(schedule, tz, hash_key=name,
                              gap=_str(d, "dst_gap", 16), fold=_str(d, "dst_fold", 16))
     except sched.ScheduleError as e:
         raise ValidationError(str(e)) from None
@@ -579,6 +581,8 @@ def canonical_spec(d: dict[str, Any]) -> tuple[JobSpec, str]:
     policy["delivery"] = delivery if delivery != "at_least_once" else ""
     policy["priority"] = _number(d, "priority", -1000, 1000, integer=True) if d.get("priority") else 0
     policy["pool"] = _pool(d)
+    if window is not None and policy.get("jitter_seconds"):
+        raise ValidationError("window and jitter together: a window spreads the runs already (drop jitter)")
     history_limit = _number(d, "history_limit", 1, MAX_HISTORY_LIMIT, integer=True) if d.get("history_limit") else 0
     env_secret = _env_secret(d, handler)
     spec = JobSpec(name=name, team=team, schedule=parsed.spec, timezone=tz, handler=handler,
@@ -586,11 +590,64 @@ def canonical_spec(d: dict[str, Any]) -> tuple[JobSpec, str]:
                    timeout_seconds=timeout, policies=Policies(**policy), dst_gap=gap, dst_fold=fold, sla=sla,
                    paused=bool(d.get("paused")), history_limit=int(history_limit), env_secret=env_secret,
                    limits=_limits(d), params=check_params(d.get("params")), calendar=_calendar_ref(d),
-                   on_blackout=_choice(d, "on_blackout", ON_BLACKOUT).replace("skip", ""))
+                   on_blackout=_choice(d, "on_blackout", ON_BLACKOUT).replace("skip", ""), window=window)
     text = spec.text()
     if len(text) > MAX_SPEC_BYTES:
         raise ValidationError(f"job spec is too large ({len(text)} bytes, at most {MAX_SPEC_BYTES})")
     return spec, text
+
+
+def window_zone(d: dict[str, Any]) -> dict[str, Any]:
+    """A job document whose `window` names its zone (`window: {tz: ...}`, as a job file may say
+    it) with that zone as the job's: the window's times and the days its schedule picks are in
+    the one zone of the job. Two different zones are refused."""
+    w = d.get("window")
+    if not isinstance(w, dict) or "tz" not in w:
+        return d
+    tz = w.get("tz")
+    if not isinstance(tz, str):
+        raise ValidationError("window.tz must be a time zone name")
+    own = d.get("timezone") or ""
+    if own and tz and own != tz:
+        raise ValidationError(f"window.tz {tz!r} differs from the job's timezone {own!r}: give one zone")
+    return {**d, "timezone": own or tz, "window": {k: v for k, v in w.items() if k != "tz"}}
+
+
+def window_schedule(d: dict[str, Any], schedule: str) -> tuple[WindowSpec | None, str]:
+    """The job's `window` (schedd.core.windows) and the schedule it implies: the window opens on
+    the days the schedule's cron picks (its day-of-month, month and day-of-week fields; minute
+    and hour must be `0 0`, or the window's start as a stored spec reads), or every day without
+    a schedule. The committed schedule is that cron at the window's start: its instants are the
+    windows' starts, the ledger's keys. No window: (None, the schedule as given)."""
+    w = d.get("window")
+    if w is None or w == {}:
+        return None, schedule
+    if not isinstance(w, dict):
+        raise ValidationError('window: an object {start: "HH:MM", end: "HH:MM"}')
+    unknown = set(w) - {"start", "end"}
+    if unknown:
+        raise ValidationError(f"window: unknown key(s) {', '.join(sorted(unknown))} (start, end, tz)")
+    start, end = _hhmm(w.get("start"), "window.start"), _hhmm(w.get("end"), "window.end")
+    if start == end:
+        raise ValidationError(f"window.end equals window.start ({start}): the window would be empty")
+    hh, mm = (int(x) for x in start.split(":"))
+    fields = schedule.split()
+    if not fields:
+        days = ["*", "*", "*"]
+    elif len(fields) == 5 and (fields[:2] == ["0", "0"] or fields[:2] == [str(mm), str(hh)]):
+        days = fields[2:]
+    else:
+        raise ValidationError(f"with a window, the schedule picks the days only: a cron '0 0 DOM MON DOW' "
+                              f"(e.g. '0 0 * * 1-5' for weekdays) or none for every day, not {schedule!r}")
+    return WindowSpec(start=start, end=end), f"{mm} {hh} {' '.join(days)}"
+
+
+def _hhmm(v: Any, what: str) -> str:
+    """"HH:MM" (24-hour, "7:05" is read as "07:05"), or ValidationError."""
+    m = re.fullmatch(r"(\d{1,2}):(\d{2})", v) if isinstance(v, str) else None
+    if m is None or int(m.group(1)) > 23 or int(m.group(2)) > 59:
+        raise ValidationError(f'{what} must be a time "HH:MM" (00:00-23:59), got {v!r}')
+    return f"{int(m.group(1)):02d}:{m.group(2)}"
 
 
 def _calendar_ref(d: dict[str, Any]) -> CalendarRef | None:

@@ -74,6 +74,8 @@ def to_plain(s: Imaged) -> dict[str, Any]:
         # the calendar level's tables (schedd.core.calendars), absent while empty
         **({"calendars": [calendar_row(c) for c in s.calendars.values()]} if s.calendars else {}),
         **({"blackouts": [blackout_row(b) for b in s.blackouts.values()]} if s.blackouts else {}),
+        # the window level's placements (schedd.core.windows), absent while empty
+        **({"placements": [[k, t, at] for k, (t, at) in s.placements.items()]} if s.placements else {}),
         "acl": table_to_dict(s.acl), "audit": trail_to_dict(s.audit),
         FEATURE_LEVEL_KEY: s.feature_level,
         SNAPSHOT_DIGEST: [s.last_index, s.state_digest()],
@@ -145,6 +147,7 @@ def from_plain(doc: Any) -> Image:
         "archived": {str(k): (_int(floor), _int(i)) for k, (floor, i) in doc.get("archived", {}).items()},
         "calendars": {c.name: c for c in map(calendar_of_row, doc.get("calendars", []))},
         "blackouts": {b.name: b for b in map(blackout_of_row, doc.get("blackouts", []))},
+        "placements": {str(k): (_int(t), _int(at)) for k, t, at in doc.get("placements", [])},
         "acl": _dict(doc, "acl"), "audit": _dict(doc, "audit"),
         FEATURE_LEVEL_KEY: _int(doc[FEATURE_LEVEL_KEY]),
         SNAPSHOT_DIGEST: (_int(doc[SNAPSHOT_DIGEST][0]), str(doc[SNAPSHOT_DIGEST][1])),

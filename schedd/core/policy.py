@@ -61,6 +61,7 @@ class JobPolicy:
     calendar_only: tuple[str, ...] = ()
     on_skip: str = "skip"                      # skip | next_allowed
     on_blackout: str = "skip"                  # skip | defer
+    window: tuple[str, ...] = ()               # (start, end) "HH:MM" (schedd.core.windows); () = none
     labels: tuple[tuple[str, str], ...] = ()   # its labels (sorted): what a blackout selects by
 
     @classmethod
@@ -89,6 +90,7 @@ class JobPolicy:
                    calendar_only=spec.calendar.only if spec.calendar is not None else (),
                    on_skip=(spec.calendar.on_skip if spec.calendar is not None else "") or "skip",
                    on_blackout=spec.on_blackout or "skip",
+                   window=(spec.window.start, spec.window.end) if spec.window is not None else (),
                    labels=tuple(sorted(spec.labels.items())) if spec.labels else ())
 
     @property

@@ -212,7 +212,8 @@ class Triggered(Payload):
 
 @dataclass(slots=True, frozen=True)
 class Items(Payload):
-    """A fire (instants recorded) or a skip: [job, scheduled_ms, outcome] per item."""
+    """A fire (instants recorded) or a skip: [job, scheduled_ms, outcome] per item; a place:
+    [job, scheduled_ms, placed_ms, outcome] (schedd.core.windows)."""
 
     items: list[Any]
 
@@ -448,6 +449,7 @@ PAYLOADS: dict[str, tuple[type[Payload], ...]] = {
     C.AUDIT_NOTE: (AuditNote,), C.AUDIT_CONFIG: (AuditPruned,),
     C.RUN_RETRY: (Retried,), C.DAG_CLEAR: (Cleared,),
     C.CALENDAR_PUT: (Stored,), C.CALENDAR_DELETE: (Named,), C.BLACKOUT_PUT: (Stored,), C.BLACKOUT_DELETE: (Named,),
+    C.PLACE: (Items,),
 }
 
 

@@ -10,6 +10,8 @@ A job's spec may carry ``sla: {within_seconds, by, timezone, webhook}`` (validat
   comes first at or after the scheduled instant (so a run scheduled between the two passes gets
   the second one).
 - both: the earlier of the two deadlines (both must hold).
+- a job with a flexible ``window`` (schedd.core.windows) has the window's end as a deadline too,
+  with or without ``sla``: the first time its wall clock reads the end after the window opened.
 
 A miss: the execution has not SUCCEEDED by the deadline: still SCHEDULED / RUNNING / RETRY_WAIT at
 the deadline, ended FAILED / TIMED_OUT / LOST / UPSTREAM_FAILED (failures count once the deadline
@@ -53,7 +55,7 @@ from schedd.core import commands as C
 from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code, SlaMissed, ok, reject
 from schedd.core.rows import DagDef, DagRun
-from schedd.core.specs import DagSpec, JobSpec
+from schedd.core.specs import WINDOW_MARK, DagSpec, JobSpec
 from schedd.core.tables import Tables
 
 MISSED = "sla_missed"                # the ExecutionEvent kind
@@ -73,6 +75,8 @@ class Sla:
     by: str = ""                     # "HH:MM" or ""
     tz: str = "UTC"                  # zone of `by`
     webhook: str = ""
+    window_end: str = ""             # "HH:MM": a window job's deadline, its window's end (schedd.core.windows)
+    window_tz: str = "UTC"           # the job's zone
 
     def describe(self) -> str:
         parts = []
@@ -80,6 +84,8 @@ class Sla:
             parts.append(f"within {_duration(self.within_ms)}")
         if self.by:
             parts.append(f"by {self.by} {self.tz}")
+        if self.window_end:
+            parts.append(f"by the window's end {self.window_end} {self.window_tz}")
         return " and ".join(parts)
 
 
@@ -89,10 +95,16 @@ def sla_of_spec(spec: JobSpec | DagSpec, owner_tz: str = "UTC") -> Sla | None:
     else the spec's, else `owner_tz`."""
     sla = spec.sla
     within = max(sla.within_seconds, 0) if sla is not None else 0
-    if sla is None or (not within and not sla.by):
+    window = getattr(spec, "window", None)
+    end = window.end if window is not None and window.end else ""
+    if not end and (sla is None or (not within and not sla.by)):
         return None
+    zone = spec.timezone or owner_tz or "UTC"
+    window_tz = zone if end else "UTC"
+    if sla is None:
+        return Sla(window_end=end, window_tz=window_tz)
     return Sla(within_ms=int(round(within * 1000)), by=sla.by,
-               tz=sla.timezone or spec.timezone or owner_tz or "UTC", webhook=sla.webhook)
+               tz=sla.timezone or zone, webhook=sla.webhook, window_end=end, window_tz=window_tz)
 
 
 def deadline_ms(sla: Sla, scheduled_ms: int) -> int | None:
@@ -104,6 +116,11 @@ def deadline_ms(sla: Sla, scheduled_ms: int) -> int | None:
     if sla.by:
         try:
             out.append(_next_wall_time(sla.by, sla.tz, scheduled_ms))
+        except (sched.ScheduleError, ValueError):
+            pass
+    if sla.window_end:               # the window's end: strictly after its start (windows.bounds)
+        try:
+            out.append(_next_wall_time(sla.window_end, sla.window_tz, scheduled_ms + 1))
         except (sched.ScheduleError, ValueError):
             pass
     known = [t for t in out if t is not None]
@@ -194,7 +211,7 @@ def _cached_sla(state: Tables, key: str, owner: Job | DagDef) -> Sla | None:
     # a job's template holds every field but its name (and the name wherever it is a string):
     # looked at as is, without rebuilding the spec, unless the name stands where a key could
     text = owner.spec_t if isinstance(owner, Job) else owner.spec
-    if '"sla":' not in text and SPEC_NAME_MARK + ":" not in text:
+    if '"sla":' not in text and WINDOW_MARK not in text and SPEC_NAME_MARK + ":" not in text:
         return None
     cache = state.sla_jobs
     hit = cache.get(key)

@@ -536,10 +536,27 @@ class CalendarRef(_Record):
 
 CALENDAR_FEATURE_LEVEL = 8           # schedd.core.features Level 8: entries carrying one say fl=8
 
+
+@dataclass(frozen=True, slots=True)
+class WindowSpec(_Record):
+    """A flexible window (schedd.core.windows): each day's run may start at any second of
+    [start, end) local time in the job's zone, placed by the leader where the herd forecast is
+    least loaded; the end is the run's SLA deadline. "HH:MM" each; an end before the start wraps
+    past midnight."""
+
+    start: str = ""
+    end: str = ""
+    extra: Mapping[str, Any] = EMPTY
+
+
+WINDOW_FEATURE_LEVEL = 9             # schedd.core.features Level 9: entries carrying one say fl=9
+WINDOW_MARK = '"window":'            # in a committed spec's text: it has a window (or says so by hand)
+
 RetrySpec.keys = Keys({"max_attempts": _Key(_whole), "initial_backoff_seconds": _Key(_number),
                 "max_backoff_seconds": _Key(_number), "multiplier": _Key(_number)})
 SlaSpec.keys = Keys({"within_seconds": _Key(_number), "by": _Key(_text), "timezone": _Key(_text), "webhook": _Key(_text)})
 CalendarRef.keys = Keys({"skip": _Key(_words, _list), "only": _Key(_words, _list), "on_skip": _Key(_text)})
+WindowSpec.keys = Keys({"start": _Key(_any_text, always=True), "end": _Key(_any_text, always=True)})
 ResourceLimits.keys = Keys({"memory_mb": _Key(_whole), "cpu_seconds": _Key(_number), "open_files": _Key(_whole),
                  "processes": _Key(_whole)})
 _POLICIES = Keys({
@@ -564,6 +581,10 @@ def _limits(v: Any) -> Any:
 
 def _calendar(v: Any) -> Any:
     return _exact(CalendarRef, v)
+
+
+def _window(v: Any) -> Any:
+    return _exact(WindowSpec, v)
 
 
 def _sealed(v: Any) -> Any:
@@ -614,6 +635,7 @@ class JobSpec:
     task: str = ""                       # and its task ("" for the DAG's schedule row)
     calendar: CalendarRef | None = None  # calendars its instants are checked against (feature level 8)
     on_blackout: str = ""                # "" = skip; "defer" (schedd.core.calendars; feature level 8)
+    window: WindowSpec | None = None     # a flexible window (schedd.core.windows; feature level 9)
     extra: Mapping[str, Any] = EMPTY     # keys and values not in canonical form (module docstring)
 
     @classmethod
@@ -691,6 +713,8 @@ class JobSpec:
         level = handler_level(self.handler)
         if self.calendar is not None or self.on_blackout:
             level = max(level, CALENDAR_FEATURE_LEVEL)
+        if self.window is not None:
+            level = max(level, WINDOW_FEATURE_LEVEL)
         return level
 
     @property
@@ -707,7 +731,7 @@ _JOB = Keys({
     "dst_gap": _Key(_text), "dst_fold": _Key(_text), "sla": _Key(_sla, _record), "paused": _Key(_true),
     "history_limit": _Key(_whole), "env_secret": _Key(_secrets, _secret_map), "limits": _Key(_limits, _record),
     "params": _Key(_text_map, _dict), "dag": _Key(_text), "task": _Key(_text),
-    "calendar": _Key(_calendar, _record), "on_blackout": _Key(_text)})
+    "calendar": _Key(_calendar, _record), "on_blackout": _Key(_text), "window": _Key(_window, _record)})
 _JOB_BUILDER = _Builder(JobSpec)
 _POLICY_BUILDER = _Builder(Policies)
 _JOB_AT = _JOB_BUILDER.positions(_JOB)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Container
 from typing import Any, ClassVar
 
 from schedd.core import access, attempts, batches, calendars, dags, features, firing, history, jobs, members, queries
+from schedd.core import windows
 from schedd.core import acl as acl_table
 from schedd.core import audit as audit_trail
 from schedd.core import commands as C
@@ -77,6 +78,7 @@ HANDLERS: dict[str, Handler] = {
     C.RUN_RETRY: attempts.retry,
     C.SLA: sla_index.apply, C.FEATURE_LEVEL: features.raise_level,
     **dags.HANDLERS, **batches.HANDLERS, **access.HANDLERS, **members.HANDLERS, **calendars.HANDLERS,
+    **windows.HANDLERS,
 }
 
 

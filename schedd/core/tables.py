@@ -27,7 +27,7 @@ from schedd.core.naming import dag_of_job, refuse_job_op
 from schedd.core.policy import JobPolicy, policy_cache
 from schedd.core.results import ApplyResult, Code, reject
 from schedd.core.rows import Batch, DagDef, DagRun
-from schedd.core.specs import JobHead
+from schedd.core.specs import WINDOW_MARK, JobHead
 from schedd.core.wheel import TimingWheel
 
 ExecKey = tuple[str, int]
@@ -109,6 +109,8 @@ class Tables:
     settled: list[str]
     sla_watch: SortedList[tuple[int, str, int]]         # (deadline_ms, job or dag/<dag>, t)
     sla_jobs: dict[str, Any]
+    windowed: SortedList[str]                            # jobs whose spec has a window (schedd.core.windows)
+    window_moves: int
 
     def __init__(self) -> None:
         self.jobs: dict[str, Job] = {}
@@ -129,6 +131,9 @@ class Tables:
         self.archived: dict[str, tuple[int, int]] = {}
         self.calendars: dict[str, Any] = {}   # name -> Calendar (schedd.core.calendars)
         self.blackouts: dict[str, Any] = {}   # name -> Blackout (schedd.core.calendars)
+        # job -> (instant, placed ms): the leader's placement of a window job's next instant
+        # (schedd.core.windows), kept until its next instant is placed or the job is deleted
+        self.placements: dict[str, tuple[int, int]] = {}
         self.outbox = Outbox()        # what this apply handed to the history stores (not replicated)
 
     # ------------------------------------------------------------ bulk rebuild
@@ -142,6 +147,8 @@ class Tables:
             teams.setdefault(job.team, []).append(name)
         self.by_team = {team: SortedList(names) for team, names in teams.items()}
         self.paused_names = SortedList(name for name, job in self.jobs.items() if job.paused)
+        self.windowed = SortedList(name for name, job in self.jobs.items() if WINDOW_MARK in job.spec_t)
+        self.window_moves = 0                 # bumped when a window job may need a placement (schedd.leader.placer)
         self.wheel = TimingWheel(start_ms=self.clock_ms)
         self.wheel.load((name, job.next_fire) for name, job in self.jobs.items()
                         if job.next_fire is not None and not job.paused)
@@ -274,6 +281,7 @@ class Tables:
         for t in list(self.by_job.get(job.name, ())):
             self.drop_exec(self.execs[(job.name, t)])
         self._policies.forget(job.name)
+        self.placements.pop(job.name, None)
         if self.archived.pop(job.name, None) is not None:
             self.outbox.forgotten.append(job.name)
 
@@ -308,9 +316,16 @@ class Tables:
                 del self.by_team[job.team]
         self.wheel.discard(job.name)
         self.paused_names.discard(job.name)
+        self.windowed.discard(job.name)
 
     def schedule_wheel(self, job: Job) -> None:
-        """Bring the due index and the paused index in line with the job."""
+        """Bring the due index, the paused index and the window index in line with the job."""
+        if WINDOW_MARK in job.spec_t:
+            if job.name not in self.windowed:
+                self.windowed.add(job.name)
+            self.window_moves += 1
+        else:
+            self.windowed.discard(job.name)
         if job.paused:
             if job.name not in self.paused_names:
                 self.paused_names.add(job.name)

@@ -19,6 +19,7 @@ from typing import Any
 
 from schedd.core import batches
 from schedd.core import sla as S
+from schedd.core import windows as W
 from schedd.core.model import RUNNING, SCHEDULED, Execution, Job
 from schedd.core.policy import JobPolicy, blocked
 from schedd.core.rows import DagDef, DagRun
@@ -147,6 +148,29 @@ class StateView:
     def collect_sla(self, now: int, limit: int) -> None:
         """Drop settled entries from the SLA due index (see the module contract)."""
         S.collect(self._t, now, limit)
+
+    @property
+    def window_moves(self) -> int:
+        """A count that grows whenever a window job is written or its next instant moves: no
+        growth since a look that found every window instant placed, nothing new to place."""
+        return self._t.window_moves
+
+    def unplaced_windows(self, limit: int, after: str = "") -> tuple[list[W.Want], str]:
+        """Window jobs whose next instant the leader has not placed yet, a step of the table
+        after `after`, and where the next step goes on (schedd.core.windows.unplaced)."""
+        return W.unplaced(self._t, limit, after)
+
+    def window_taken(self, keys: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], dict[int, int]]:
+        """Window runs placed or recorded per second of each (pool, lo, hi)."""
+        return W.taken(self._t, keys)
+
+    def job_names(self) -> list[str]:
+        """Every job's name (a copy), for reads made in parts."""
+        return list(self._t.jobs)
+
+    def exact_rows(self, names: list[str] | None = None) -> list[Any]:
+        """The forecast rows of the jobs with exact times, all or of `names` (a placement's load)."""
+        return W.exact_rows(self._t, names)
 
 
 Viewable = StateView | Tables

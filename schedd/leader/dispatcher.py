@@ -27,6 +27,7 @@ from schedd.core.model import RUNNING, SCHEDULED
 from schedd.core.results import ApplyResult, CancelAttempt, EpochApplied, Launch
 from schedd.core.view import StateView
 from schedd.leader.assigner import Assigner
+from schedd.leader.placer import Placer
 from schedd.leader.planner import plan_fires, plan_horizon
 from schedd.leader.sla import SlaDriver
 from schedd.leader.workers import WorkerHub
@@ -89,6 +90,7 @@ class Dispatcher:
                                   view=self.view)
                          if hub is not None else None)
         self.sla = SlaDriver(node, clock, metrics, self._spawn, webhooks=node.cfg.webhooks, view=self.view)
+        self.placer = Placer(node, clock, self._spawn, self.view)
         if hub is not None:
             hub.on_change = self._wake.set
 
@@ -170,6 +172,7 @@ class Dispatcher:
         if self.assigner is not None:
             self.assigner.step(now)
         self.sla.step(now)                      # record SLA misses (schedd.leader.sla)
+        self.placer.step(now, term)             # place window instants (schedd.leader.placer)
         self._abort_expired_batches(now, term)
         if self._batches >= MAX_INFLIGHT_BATCHES:
             return

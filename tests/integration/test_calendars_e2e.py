@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import time
 from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
 from schedd.ports.fakes import wait_until
-from tests.support.cluster import schedctl
+from tests.support.cluster import schedctl, schedctl_process as run_cli
 import grpc
 import pytest
 
@@ -29,19 +26,6 @@ from schedd_proto import testing_pb2 as tpb
 from schedd_proto import testing_pb2_grpc as tpb_grpc
 
 ICS = (Path(__file__).parents[1] / "unit" / "testdata" / "team_days.ics").read_text()
-
-
-def run_cli(context: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """schedctl in its own process, as a user's shell runs it (SCHEDD_CONTEXT only). A process
-    costs seconds of CPU on a loaded machine: the other calls go through the in-process
-    `schedctl` helper (tests.support.cluster), the same main() with the same environment."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDD_")}
-    env["SCHEDD_CONTEXT"] = str(context)
-    p = subprocess.run([sys.executable, "-m", "schedd_client.schedctl", *args], env=env, capture_output=True,
-                       text=True, timeout=120)
-    if check and p.returncode != 0:
-        raise AssertionError(f"schedctl {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
-    return p
 
 
 def test_calendars_and_blackouts_end_to_end(cluster_factory, tmp_path):

@@ -8,6 +8,7 @@ import io
 import os
 import signal
 import subprocess
+import sys
 import threading
 import traceback
 
@@ -47,6 +48,19 @@ def schedctl(cluster, *args: str, at: str | None = None, check: bool = True) -> 
 
 
 _SCHEDCTL_LOCK = threading.Lock()     # os.environ and sys.stdout/stderr are the process's
+
+
+def schedctl_process(context, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """schedctl in a process of its own, as a user's shell runs it (`python -m
+    schedd_client.schedctl`, SCHEDD_CONTEXT set and no other SCHEDD_* variable): for the calls a
+    test means to make as a user does; the others go through `schedctl`, in this process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDD_")}
+    env["SCHEDD_CONTEXT"] = str(context)
+    p = subprocess.run([sys.executable, "-m", "schedd_client.schedctl", *args], env=env, capture_output=True,
+                       text=True, timeout=120)
+    if check and p.returncode != 0:
+        raise AssertionError(f"schedctl {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
+    return p
 
 
 @contextlib.contextmanager
