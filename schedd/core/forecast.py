@@ -16,7 +16,17 @@ them now (paused jobs and on-demand ones left out); it does not know how long ru
 "due in one second" is compared with the slots and the quota as the burst the cluster must
 start at once.
 
-Pure: rows come from the caller (`rows`, under the node lock), time from the request.
+Calendars and blackouts: an instant a calendar or a blackout skips is not counted, one moved to
+the next allowed instant (`on_skip: next_allowed`) adds no run of its own (it runs as that
+instant, which is counted at its time), one deferred (`on_blackout: defer`) is counted when the
+blackout ends; each kind is counted in `skipped`, `moved`, `deferred`, so an operator sees why a
+peak is lower. The decision is schedd.core.calendars.decide, the one firing records: it is made
+once per class instant, for the classes whose jobs have a calendar or a blackout selects in the
+window (jobs whose rules decide alike share a class); the other classes cost what they did.
+An instant deferred from more than LOOKBACK_MS before the window is not looked for.
+
+Pure: rows come from the caller (`rows`, under the node lock, with the calendar and blackout
+tables, `calendars.book_of`), time from the request.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from schedd.core import calendars as cal
 from schedd.core import schedule as sched
 from schedd.core.policy import jitter_offset_ms
 from schedd.core.tables import Tables
@@ -38,9 +49,12 @@ GROUPINGS = ("", "team", "pool")
 EXAMPLES = 3                     # job names shown per contributor
 CONTRIBUTORS = 5                 # contributors shown per peak
 ANY_POOL = ""                    # a job without a pool runs on any worker
+LOOKBACK_MS = MAX_WINDOW_MS      # how far before the window instants a blackout defers into it are looked for
+NO_RULES = cal.Rules()
+NO_BOOK = cal.Tablet()
 
-#: One job as the forecast reads it: (name, team, pool, schedule, tz, dst, jitter_ms).
-JobRow = tuple[str, str, str, str, str, str, int]
+#: One job as the forecast reads it: (name, team, pool, schedule, tz, dst, jitter_ms, rules).
+JobRow = tuple[str, str, str, str, str, str, int, cal.Rules]
 
 
 class ForecastError(ValueError):
@@ -96,6 +110,7 @@ class GroupForecast:
     peak_seconds: list[Peak]
     peak_minutes: list[Peak]
     series: list[int] = field(repr=False, default_factory=list)   # runs due per second of the window
+    left: Counter[str] = field(default_factory=Counter)          # skipped | moved | deferred: instants due in it
 
 
 @dataclass(slots=True)
@@ -106,6 +121,14 @@ class Forecast:
     jobs: int
     instants: int
     groups: list[GroupForecast]
+
+    @property
+    def left(self) -> Counter[str]:
+        """Instants due in the window that calendars and blackouts skip, move or defer."""
+        out: Counter[str] = Counter()
+        for g in self.groups:
+            out.update(g.left)
+        return out
 
     def group(self, key: str) -> GroupForecast | None:
         return next((g for g in self.groups if g.key == key), None)
@@ -119,7 +142,10 @@ class _Class:
     schedule: sched.Schedule
     text: str                                    # the schedule as the first job wrote it
     buckets: dict[int, list[str]] = field(default_factory=dict)  # offset key (ms) -> job names
-    instants: Sequence[int] = ()                 # its instants the window needs, oldest first
+    instants: Sequence[int] = ()                 # its instants the window needs, oldest first (those that run)
+    rules: cal.Rules | None = None               # None: no calendar nor blackout touches it in the window
+    deferred: list[tuple[int, int]] = field(default_factory=list)   # (instant, blackout end)
+    dropped: list[tuple[int, str]] = field(default_factory=list)    # (instant, skip | move)
 
     @property
     def jobs(self) -> int:
@@ -132,11 +158,16 @@ def rows(st: Tables, names: Iterable[str] | None = None) -> list[JobRow]:
     policy = st.policy
     out: list[JobRow] = []
     jobs = st.jobs.values() if names is None else (st.jobs.get(name) for name in names)
+    shared: dict[tuple[object, ...], cal.Rules] = {}
     for job in jobs:
         if job is None or job.paused or job.next_fire is None:
             continue
         p = policy(job)
-        out.append((job.name, job.team, p.pool, job.schedule, job.tz, job.dst, p.jitter_ms))
+        key = (job.team, p.calendar_skip, p.calendar_only, p.on_skip, p.on_blackout, p.labels)
+        rules = shared.get(key)
+        if rules is None:
+            rules = shared[key] = cal.Rules(*key)
+        out.append((job.name, job.team, p.pool, job.schedule, job.tz, job.dst, p.jitter_ms, rules))
     return out
 
 
@@ -152,50 +183,81 @@ def check_window(from_ms: int, to_ms: int, by: str, top: int) -> None:
 
 
 def compute(job_rows: Iterable[JobRow], from_ms: int, to_ms: int, *, by: str = "", top: int = DEFAULT_TOP,
-            capacity: Capacity = Capacity()) -> Forecast:
-    """The forecast of [from_ms, to_ms) (whole seconds: from is rounded down, to up). Raises
-    ForecastError for a bad window."""
+            capacity: Capacity = Capacity(), book: cal.Book = NO_BOOK) -> Forecast:
+    """The forecast of [from_ms, to_ms) (whole seconds: from is rounded down, to up), with the
+    calendars and blackouts of `book`. Raises ForecastError for a bad window."""
     check_window(from_ms, to_ms, by, top)
     base, end = from_ms // 1000, -(-to_ms // 1000)
-    classes, jobs_by_group = _classes(job_rows, by)
+    classes, jobs_by_group = _classes(job_rows, by, _Touch(book, base * 1000, end * 1000))
     n = end - base
     series: dict[str, list[int]] = {g: [0] * n for g in jobs_by_group}
+    left: dict[str, Counter[str]] = {g: Counter() for g in jobs_by_group}
     for c in classes:
-        _fill(c, series[c.group], base, end)
+        _fill(c, series[c.group], base, end, book, left[c.group])
     by_group: dict[str, list[_Class]] = {}
     for c in classes:
         by_group.setdefault(c.group, []).append(c)
     groups = [_group(key, jobs_by_group[key], series[key], by_group.get(key, []), by, base, top, capacity)
               for key in sorted(jobs_by_group)]
+    for g in groups:
+        g.left = left[g.key]
     return Forecast(base * 1000, end * 1000, by, sum(jobs_by_group.values()), sum(g.instants for g in groups),
                     groups)
 
 
-def _classes(job_rows: Iterable[JobRow], by: str) -> tuple[list[_Class], dict[str, int]]:
-    """Group jobs by (group, schedule text, zone, DST policy, jitter) first, which costs a dict
-    lookup per job, then parse each distinct text once (per job only for hashed `H` texts) and
-    merge texts naming the same instants."""
-    first: dict[tuple[str, str, str, str, int], list[str]] = {}
+@dataclass(slots=True)
+class _Touch:
+    """Which jobs' instants calendars and blackouts may decide in a window: those with a calendar,
+    and those a blackout selects that holds instants due in it (or defers some into it)."""
+
+    book: cal.Book
+    from_ms: int
+    to_ms: int
+    reach: int = 0                                  # the longest jitter of the table
+    _seen: dict[cal.Rules, tuple[object, ...] | None] = field(default_factory=dict)
+
+    def key(self, rules: cal.Rules) -> tuple[object, ...] | None:
+        """What of `rules` a class is keyed by: None when nothing decides the job's instants in
+        the window; else what makes jobs decide alike (the calendars, what becomes of a skipped
+        or held instant, and the names of the blackouts selecting them in the window)."""
+        if rules in self._seen:
+            return self._seen[rules]
+        lo = self.from_ms - self.reach
+        hit = tuple(sorted(b.name for b in self.book.blackouts.values()
+                           if b.end_ms > lo and b.start_ms < self.to_ms and b.matches(rules.team, rules.labels)))
+        out = None if not hit and not rules.skip and not rules.only else (
+            rules.skip, rules.only, rules.on_skip, rules.on_blackout if hit else "", hit)
+        self._seen[rules] = out
+        return out
+
+
+def _classes(job_rows: Iterable[JobRow], by: str, touch: _Touch) -> tuple[list[_Class], dict[str, int]]:
+    """Group jobs by (group, schedule text, zone, DST policy, jitter, rules) first, which costs
+    a dict lookup per job, then parse each distinct text once (per job only for hashed `H`
+    texts) and merge texts naming the same instants (and decided alike)."""
+    first: dict[tuple[str, str, str, str, int, cal.Rules], list[str]] = {}
     jobs_by_group: dict[str, int] = {}
-    for name, team, pool, spec, tz, dst, jitter in job_rows:
+    for name, team, pool, spec, tz, dst, jitter, rules in job_rows:
         group = team if by == "team" else pool if by == "pool" else ""
         jobs_by_group[group] = jobs_by_group.get(group, 0) + 1
-        key = (group, spec, tz, dst, jitter)
+        key = (group, spec, tz, dst, jitter, rules)
         names = first.get(key)
         if names is None:
             first[key] = [name]
         else:
             names.append(name)
+    touch.reach = max((k[4] for k in first), default=0)
     merged: dict[tuple[object, ...], _Class] = {}
-    for (group, spec, tz, dst, jitter), names in first.items():
+    for (group, spec, tz, dst, jitter, rules), names in first.items():
+        kept = touch.key(rules) if touch.book.calendars or touch.book.blackouts else None
         for members in _same_instants(spec, names):
             s = _parse(spec, tz, dst, members[0])
             if s is None or s.kind == "none":
                 continue
-            same = (group, sched.instant_key(s))
+            same = (group, sched.instant_key(s), kept, s.tz if kept is not None else "")   # calendars read local days
             c = merged.get(same)
             if c is None:
-                c = merged[same] = _Class(group, s, spec)
+                c = merged[same] = _Class(group, s, spec, rules=rules if kept is not None else None)
             if not jitter:
                 c.buckets.setdefault(0, []).extend(members)
                 continue
@@ -237,21 +299,51 @@ def _coarsen(c: _Class) -> _Class:
     return c
 
 
-def walk(job_rows: Iterable[JobRow], from_ms: int, to_ms: int) -> Counter[int]:
-    """Runs due per second in [from_ms, to_ms), every job's instants walked one by one: the
-    definition `compute`'s grouped count must equal (the tests' oracle, the bench's baseline),
-    far too slow for a large table."""
+def walk(job_rows: Iterable[JobRow], from_ms: int, to_ms: int, book: cal.Book = NO_BOOK,
+         left: Counter[str] | None = None) -> Counter[int]:
+    """Runs due per second in [from_ms, to_ms), every job's instants walked one by one, each
+    decided by the calendars and blackouts of `book` (`left`, when given, counts the instants
+    due in the window they skip, move or defer): the definition `compute`'s grouped count must
+    equal (the tests' oracle, the bench's baseline), far too slow for a large table."""
     out: Counter[int] = Counter()
     lo, hi = from_ms // 1000, -(-to_ms // 1000)
-    for name, _team, _pool, spec, tz, dst, jitter in job_rows:
+    decides = bool(book.calendars or book.blackouts)
+    for name, _team, _pool, spec, tz, dst, jitter, rules in job_rows:
         gap, _, fold = dst.partition("/")
         s = sched.parse(spec, tz, hash_key=name, gap=gap, fold=fold)
         off = jitter_offset_ms(name, jitter)
-        x = sched.next_after(s, lo * 1000 - off - 1)
+        start = lo * 1000 - off
+        if decides and rules.on_blackout == "defer":
+            start = _deferred_from(book, rules, lo * 1000, start)
+        x = sched.next_after(s, start - 1)
         while x is not None and (x + off) // 1000 < hi:
-            out[(x + off) // 1000] += 1
+            v = cal.decide(book, rules, s, x, locate=False) if decides else None
+            due = (x + off) // 1000
+            if v is None:
+                if due >= lo:
+                    out[due] += 1
+            else:
+                if left is not None and due >= lo:
+                    left[_LEFT[v.action]] += 1
+                fire = max(x + off, v.until_ms) // 1000
+                if v.action == "defer" and lo <= fire < hi:
+                    out[fire] += 1
             x = sched.next_after(s, x)
     return out
+
+
+_LEFT = {"skip": "skipped", "move": "moved", "defer": "deferred"}
+
+
+def _deferred_from(book: cal.Book, rules: cal.Rules, from_ms: int, start: int) -> int:
+    """Where to begin looking for a job's instants that a blackout selecting it defers into the
+    window: the start of the earliest such blackout ending in or after it (at most LOOKBACK_MS
+    before the window), or `start` when that is earlier."""
+    edge = start
+    for b in book.blackouts.values():
+        if b.end_ms > edge and b.start_ms < start and b.matches(rules.team, rules.labels):
+            start = max(b.start_ms, min(edge, from_ms - LOOKBACK_MS))
+    return start
 
 
 def instants_between(s: sched.Schedule, lo_ms: int, hi_ms: int) -> Iterator[int]:
@@ -266,10 +358,13 @@ def instants_between(s: sched.Schedule, lo_ms: int, hi_ms: int) -> Iterator[int]
         x = sched.next_after(s, x)
 
 
-def _fill(c: _Class, series: list[int], base: int, end: int) -> None:
+def _fill(c: _Class, series: list[int], base: int, end: int, book: cal.Book, left: Counter[str]) -> None:
     """Add the class's runs due in [base, end) seconds: instants plus each bucket's offset."""
     reach = max(c.buckets)
     s = c.schedule
+    if c.rules is not None:
+        _fill_decided(c, series, base, end, book, left)
+        return
     if s.kind == "every" and s._period_ms % 1000 == 0:
         period = s._period_ms
         c.instants = range(-(-(base * 1000 - reach) // period) * period, end * 1000, period)
@@ -283,6 +378,45 @@ def _fill(c: _Class, series: list[int], base: int, end: int) -> None:
             i = (t + offset) // 1000 - base
             if 0 <= i < n:
                 series[i] += count
+
+
+def _fill_decided(c: _Class, series: list[int], base: int, end: int, book: cal.Book, left: Counter[str]) -> None:
+    """`_fill` for a class whose instants calendars or blackouts decide: each instant decided
+    once (schedd.core.calendars.decide) for all the class's jobs; those that run are counted as
+    usual, deferred ones at the blackout's end (or their own due time when later), and each
+    bucket's skipped, moved and deferred instants due in the window are counted in `left`."""
+    rules = c.rules
+    assert rules is not None
+    s = c.schedule
+    start = base * 1000 - max(c.buckets)
+    if rules.on_blackout == "defer":
+        start = _deferred_from(book, rules, base * 1000, start)
+    runs: list[int] = []
+    for t in instants_between(s, start, end * 1000):
+        v = cal.decide(book, rules, s, t, locate=False)
+        if v is None:
+            runs.append(t)
+        elif v.action == "defer":
+            c.deferred.append((t, v.until_ms))
+        else:
+            c.dropped.append((t, v.action))
+    c.instants = runs
+    n = end - base
+    for offset, names in c.buckets.items():
+        count = len(names)
+        for t in runs:
+            i = (t + offset) // 1000 - base
+            if 0 <= i < n:
+                series[i] += count
+        for t, until in c.deferred:
+            if 0 <= (t + offset) // 1000 - base < n:
+                left["deferred"] += count
+            i = max(t + offset, until) // 1000 - base
+            if 0 <= i < n:
+                series[i] += count
+        for t, action in c.dropped:
+            if 0 <= (t + offset) // 1000 - base < n:
+                left[_LEFT[action]] += count
 
 
 def _fill_periodic(c: _Class, series: list[int], base: int, step: int) -> None:
@@ -337,6 +471,7 @@ def _peak(classes: list[_Class], at_ms: int, width_ms: int, due: int, slots: int
         count = 0
         for offset, members in c.buckets.items():
             k = _count_in(c.instants, at_ms - offset, at_ms + width_ms - offset)
+            k += sum(1 for t, until in c.deferred if at_ms <= max(t + offset, until) < at_ms + width_ms)
             if k:
                 count += k * len(members)
                 if len(names) < EXAMPLES:
@@ -395,3 +530,4 @@ def count_in(fc: Forecast, written: Forecast) -> None:
                 series[i] += due
         table.jobs += g.jobs
         table.instants += g.instants
+        table.left.update(g.left)
