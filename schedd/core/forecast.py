@@ -158,16 +158,17 @@ def rows(st: Tables, names: Iterable[str] | None = None) -> list[JobRow]:
     policy = st.policy
     out: list[JobRow] = []
     jobs = st.jobs.values() if names is None else (st.jobs.get(name) for name in names)
-    shared: dict[tuple[object, ...], cal.Rules] = {}
+    by_policy: dict[int, tuple[object, cal.Rules]] = {}     # id(policy) -> (policy, its rules): jobs share policies
+    shared: dict[cal.Rules, cal.Rules] = {}
     for job in jobs:
         if job is None or job.paused or job.next_fire is None:
             continue
         p = policy(job)
-        key = (job.team, p.calendar_skip, p.calendar_only, p.on_skip, p.on_blackout, p.labels)
-        rules = shared.get(key)
-        if rules is None:
-            rules = shared[key] = cal.Rules(*key)
-        out.append((job.name, job.team, p.pool, job.schedule, job.tz, job.dst, p.jitter_ms, rules))
+        hit = by_policy.get(id(p))
+        if hit is None or hit[0] is not p or hit[1].team != job.team:
+            rules = cal.Rules(job.team, p.calendar_skip, p.calendar_only, p.on_skip, p.on_blackout, p.labels)
+            hit = by_policy[id(p)] = (p, shared.setdefault(rules, rules))
+        out.append((job.name, job.team, p.pool, job.schedule, job.tz, job.dst, p.jitter_ms, hit[1]))
     return out
 
 
@@ -235,20 +236,23 @@ def _classes(job_rows: Iterable[JobRow], by: str, touch: _Touch) -> tuple[list[_
     """Group jobs by (group, schedule text, zone, DST policy, jitter, rules) first, which costs
     a dict lookup per job, then parse each distinct text once (per job only for hashed `H`
     texts) and merge texts naming the same instants (and decided alike)."""
-    first: dict[tuple[str, str, str, str, int, cal.Rules], list[str]] = {}
+    first: dict[tuple[str, str, str, str, int, int], list[str]] = {}
+    rules_of: dict[int, cal.Rules] = {}       # by id: rows share their rules objects (`rows`), an int hashes fast
     jobs_by_group: dict[str, int] = {}
     for name, team, pool, spec, tz, dst, jitter, rules in job_rows:
         group = team if by == "team" else pool if by == "pool" else ""
         jobs_by_group[group] = jobs_by_group.get(group, 0) + 1
-        key = (group, spec, tz, dst, jitter, rules)
+        key = (group, spec, tz, dst, jitter, id(rules))
         names = first.get(key)
         if names is None:
             first[key] = [name]
+            rules_of[id(rules)] = rules
         else:
             names.append(name)
     touch.reach = max((k[4] for k in first), default=0)
     merged: dict[tuple[object, ...], _Class] = {}
-    for (group, spec, tz, dst, jitter, rules), names in first.items():
+    for (group, spec, tz, dst, jitter, rid), names in first.items():
+        rules = rules_of[rid]
         kept = touch.key(rules) if touch.book.calendars or touch.book.blackouts else None
         for members in _same_instants(spec, names):
             s = _parse(spec, tz, dst, members[0])

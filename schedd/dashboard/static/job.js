@@ -37,8 +37,17 @@
       if (raw.shown) { document.getElementById("raw").textContent = raw[raw.shown]; }
       document.getElementById("fires-zone").textContent = j.timezone;
       fill(document.querySelector("#fires tbody"), j.fires.map(function (f, i) {
-        return [i + 1, f.local, f.utc, when(f.ms), f.dst ? el("span", f.dst, "dst-note") : "-"];
+        return [i + 1, f.local, f.utc, when(f.ms), f.dst ? el("span", f.dst, "dst-note") : "-",
+                f.calendar ? el("span", f.calendar, "calendar-note") : "runs"];
       }));
+      var cals = document.getElementById("job-calendars");
+      cals.replaceChildren();
+      j.calendars.forEach(function (c, i) {
+        cals.appendChild(document.createTextNode(i ? ", " : "Calendars: "));
+        var a = el("a", c.name + " (" + c.how + ")");
+        a.href = "/calendars#calendar-" + encodeURIComponent(c.name);
+        cals.appendChild(a);
+      });
       if (!j.fires.length) {
         fill(document.querySelector("#fires tbody"), [[j.paused ? "paused: no fires" : "no coming fires (on demand, or a one-off already past)"]]);
       }
@@ -98,8 +107,12 @@
     fill(document.querySelector("#instants tbody"), rows.map(function (r) {
       var mark = el("span", r.letter, "run-mark lane-mark-" + r.category);
       mark.title = win.labels[r.category] || r.category;
+      var why = el("button", "Explain", "explain-button");
+      why.type = "button";
+      why.dataset.t = r.t;
+      why.setAttribute("aria-label", "Explain the instant " + utc(r.t));
       return [mark, r.local, utc(r.t), el("span", r.disposition, "disposition disposition-" + r.category),
-              r.detail || "", runLink(r.id, r.id ? "/runs/" + encodeURIComponent(r.id) : "")];
+              r.detail || "", runLink(r.id, r.id ? "/runs/" + encodeURIComponent(r.id) : ""), why];
     }));
     document.getElementById("inst-page").textContent = "page " + (win.page + 1) + " of " + pages;
     document.getElementById("inst-prev").disabled = win.page === 0;
@@ -122,6 +135,59 @@
   document.getElementById("latest").addEventListener("click", function () { win.to = 0; win.from = 0; loadInstants(); });
   document.getElementById("more").addEventListener("click", function (e) {
     win.from = Number(e.target.dataset.from); win.to = Number(e.target.dataset.to); loadInstants();
+  });
+
+  // ------------------------------------------------------------ why an instant ran or did not
+
+  // The API's Explain of one instant (`job explain --at T`; for one that ran, what `run explain`
+  // says: the log index, the leader's term, each attempt's fencing token, the SLA verdict).
+  function explain(t, from) {
+    return fetchJson(base + "/explain?at=" + t).then(function (x) {
+      var panel = document.getElementById("explain");
+      document.getElementById("explain-title").textContent = x.instant + " (" + x.disposition + ")";
+      document.getElementById("explain-summary").textContent = x.summary;
+      var facts = document.getElementById("explain-facts"), frag = document.createDocumentFragment();
+      [["Instant", x.id], ["Outcome", x.disposition], ["Read at", "log index " + x.index]].forEach(function (f) {
+        frag.appendChild(el("dt", f[0])); frag.appendChild(el("dd", f[1]));
+      });
+      if (x.run_url) {
+        frag.appendChild(el("dt", "Run"));
+        var dd = el("dd"); dd.appendChild(runLink(x.id, x.run_url)); frag.appendChild(dd);
+      }
+      facts.replaceChildren(frag);
+      fill(document.querySelector("#explain-findings tbody"), x.findings.map(function (f) {
+        var values = Object.keys(f.details).map(function (k) { return k.replace(/_/g, " ") + ": " + f.details[k]; });
+        return [f.at || "-", f.kind, f.text, values.join("; ") || "-"];
+      }));
+      panel.hidden = false;
+      panel.dataset.t = t;
+      panel.returnTo = from || null;
+      panel.focus();
+    }).catch(function (e) { status("explain: " + e.message, true); });
+  }
+
+  function explainTarget(e) {
+    var target = e.target.closest ? e.target.closest("[data-t]") : null;
+    return target && (target.classList.contains("mark") || target.classList.contains("explain-button")) ? target : null;
+  }
+  ["timeline", "instants"].forEach(function (id) {
+    var box = document.getElementById(id);
+    box.addEventListener("click", function (e) {
+      var target = explainTarget(e);
+      if (target) { explain(Number(target.dataset.t), target); }
+    });
+    box.addEventListener("keydown", function (e) {
+      var target = explainTarget(e);
+      if (target && target.tagName.toLowerCase() === "rect" && (e.key === "Enter" || e.key === " ")) {
+        e.preventDefault();
+        explain(Number(target.dataset.t), target);
+      }
+    });
+  });
+  document.getElementById("explain-close").addEventListener("click", function () {
+    var panel = document.getElementById("explain");
+    panel.hidden = true;
+    if (panel.returnTo && document.body.contains(panel.returnTo)) { panel.returnTo.focus(); }
   });
 
   // ------------------------------------------------------------ runs
