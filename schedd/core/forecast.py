@@ -50,7 +50,6 @@ EXAMPLES = 3                     # job names shown per contributor
 CONTRIBUTORS = 5                 # contributors shown per peak
 ANY_POOL = ""                    # a job without a pool runs on any worker
 LOOKBACK_MS = MAX_WINDOW_MS      # how far before the window instants a blackout defers into it are looked for
-NO_RULES = cal.Rules()
 NO_BOOK = cal.Tablet()
 
 #: One job as the forecast reads it: (name, team, pool, schedule, tz, dst, jitter_ms, rules).
