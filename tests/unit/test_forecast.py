@@ -308,3 +308,48 @@ def test_schedctl_says_how_many_instants_calendars_and_blackouts_left_out():
     text = forecast_text(forecast_to_pb(fc, ""))
     assert text.count("calendars and blackouts: 150 skipped, 150 deferred to a blackout's end (counted then)") == 2
     assert "all jobs: 10 jobs, 450 runs due" in text
+
+
+def test_the_forecast_counts_what_firing_records_under_calendars_and_blackouts():
+    """Three days from a Friday through the real core (firing.record and calendars.shape): each
+    recorded run's due second is what the forecast read beforehand counts, and what it left out
+    is what firing skipped, moved or deferred."""
+    from schedd.core import commands as C
+    from schedd.core.policy import jitter_offset_ms
+    from tests.support.state import T0, Harness
+    h = Harness(level=cal.CALENDAR_LEVEL)
+    for doc in ({"name": "weekend", "team": "default", "weekdays": [5, 6]},
+                {"name": "business", "team": "default", "weekdays": [0, 1, 2, 3, 4]}):
+        assert h.apply(C.CALENDAR_PUT, calendar=doc).ok
+    for doc in ({"name": "batch", "start_ms": T0 + 2 * 3_600_000, "end_ms": T0 + 5 * 3_600_000 + 30_000,
+                 "labels": {"tier": "batch"}, "reason": "backup"},
+                {"name": "freeze", "start_ms": T0 + 30 * 3_600_000, "end_ms": T0 + 31 * 3_600_000, "team": "default"}):
+        assert h.apply(C.BLACKOUT_PUT, blackout=doc).ok
+    weekend = {"skip": ["weekend"]}
+    jobs = [dict(name="skips", schedule="0 * * * *", calendar=weekend),
+            dict(name="moves", schedule="30 * * * *", calendar={**weekend, "on_skip": "next_allowed"}),
+            dict(name="only", schedule="15 * * * *", timezone="Asia/Kolkata", calendar={"only": ["business"]}),
+            dict(name="defers", schedule="@every 10m", on_blackout="defer", labels={"tier": "batch"}),
+            dict(name="held", schedule="@every 20m"),
+            dict(name="spread", schedule="0 * * * *", jitter_seconds=120, calendar=weekend, on_blackout="defer")]
+    for j in jobs:
+        assert h.put(**j).ok
+    lo, hi = T0 + 3_600_000, T0 + 3 * DAY                 # from after the jobs' first instants
+    fc = F.compute(F.rows(h.state), lo, hi, book=cal.book_of(h.state))
+    recorded = {}
+    while h.now < hi + 3_600_000:
+        h.now += 600_000
+        h.plan_and_fire()
+        recorded.update({k: ex for k, ex in h.state.execs.items() if ex.trigger in ("schedule", "catchup")})
+    runs, left = Counter(), Counter()
+    for ex in recorded.values():
+        due = ex.scheduled_ms + jitter_offset_ms(ex.job, 120_000 if ex.job == "spread" else 0)   # before a deferral
+        if ex.state == "SKIPPED" or ex.reason.startswith("blackout"):
+            if lo // 1000 <= due // 1000 < hi // 1000:
+                left["moved" if "moved to" in ex.reason else "skipped" if ex.state == "SKIPPED" else "deferred"] += 1
+            if ex.state == "SKIPPED":
+                continue
+        if lo // 1000 <= ex.due // 1000 < hi // 1000:
+            runs[ex.due // 1000] += 1
+    assert per_second(fc) == runs
+    assert fc.left == left and all(left[k] > 0 for k in ("skipped", "moved", "deferred"))
