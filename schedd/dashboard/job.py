@@ -261,8 +261,8 @@ def _main(name: str, job: pb.Job, can: dict[str, bool]) -> str:
 <button type="button" id="more" hidden>Continue this window</button>
 </form>
 <div id="legend" class="legend"></div>
-<p class="hint">Select an instant on the timeline or in the table (click, or Tab to it and press Enter) to see
-why it ran or did not.</p>
+<p class="hint">Why did an instant run, or not? Click it on the timeline or its Explain button in the table; with
+the keyboard, Tab to the timeline, move with the arrow keys and press Enter.</p>
 <div id="timeline" class="timeline-box"></div>
 <section class="explain-panel" id="explain" hidden aria-live="polite" tabindex="-1">
 <h2>Why <span id="explain-title"></span> <button type="button" id="explain-close">Close</button></h2>

@@ -75,7 +75,10 @@
     if (!win.from && win.floor && win.floor > from && win.floor < to) { from = win.floor; }   // not before the job
     return fetchJson(base + "/instants?from=" + from + "&to=" + to).then(function (body) {
       var doc = new DOMParser().parseFromString(body.svg, "image/svg+xml");
+      var kept = focusedInstant("timeline");
       document.getElementById("timeline").replaceChildren(document.importNode(doc.documentElement, true));
+      var mark = roving(kept && document.querySelector('#timeline .mark[data-t="' + kept + '"]'));
+      if (kept && mark) { mark.focus(); }                    // a redraw does not take the keyboard's place
       var legend = document.getElementById("legend"), frag = document.createDocumentFragment();
       win.labels = {};
       body.legend.forEach(function (l) {
@@ -104,6 +107,7 @@
     var pages = Math.max(1, Math.ceil(win.rows.length / INSTANTS_PER_PAGE));
     win.page = Math.min(win.page, pages - 1);
     var rows = win.rows.slice(win.page * INSTANTS_PER_PAGE, (win.page + 1) * INSTANTS_PER_PAGE);
+    var kept = focusedInstant("instants");
     fill(document.querySelector("#instants tbody"), rows.map(function (r) {
       var mark = el("span", r.letter, "run-mark lane-mark-" + r.category);
       mark.title = win.labels[r.category] || r.category;
@@ -114,6 +118,8 @@
       return [mark, r.local, utc(r.t), el("span", r.disposition, "disposition disposition-" + r.category),
               r.detail || "", runLink(r.id, r.id ? "/runs/" + encodeURIComponent(r.id) : ""), why];
     }));
+    var again = kept && document.querySelector('#instants button[data-t="' + kept + '"]');
+    if (again) { again.focus(); }
     document.getElementById("inst-page").textContent = "page " + (win.page + 1) + " of " + pages;
     document.getElementById("inst-prev").disabled = win.page === 0;
     document.getElementById("inst-next").disabled = win.page >= pages - 1;
@@ -170,6 +176,30 @@
     var target = e.target.closest ? e.target.closest("[data-t]") : null;
     return target && (target.classList.contains("mark") || target.classList.contains("explain-button")) ? target : null;
   }
+  // The instant whose mark or button in `box` has the keyboard focus ("" if none): kept across a redraw.
+  function focusedInstant(box) {
+    var f = document.activeElement;
+    return f && f.dataset && f.dataset.t && document.getElementById(box).contains(f) ? f.dataset.t : "";
+  }
+
+  // The timeline is one tab stop: its newest mark (or the one last used); the arrow keys move
+  // between marks (in time order within a lane, then lane by lane), Home and End to the ends.
+  function roving(current) {
+    var marks = Array.from(document.querySelectorAll("#timeline .mark"));
+    if (!marks.length) { return; }
+    var at = current ? marks.indexOf(current) : -1;
+    if (at < 0) { at = marks.length - 1; }
+    marks.forEach(function (m, i) { m.setAttribute("tabindex", i === at ? "0" : "-1"); });
+    return marks[at];
+  }
+  document.getElementById("timeline").addEventListener("keydown", function (e) {
+    var marks = Array.from(document.querySelectorAll("#timeline .mark")), at = marks.indexOf(e.target);
+    var to = {ArrowRight: at + 1, ArrowDown: at + 1, ArrowLeft: at - 1, ArrowUp: at - 1, Home: 0,
+              End: marks.length - 1}[e.key];
+    if (at < 0 || to === undefined) { return; }
+    e.preventDefault();
+    roving(marks[Math.max(0, Math.min(marks.length - 1, to))]).focus();
+  });
   ["timeline", "instants"].forEach(function (id) {
     var box = document.getElementById(id);
     box.addEventListener("click", function (e) {
