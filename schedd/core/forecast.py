@@ -213,7 +213,6 @@ class _Touch:
     book: cal.Book
     from_ms: int
     to_ms: int
-    reach: int = 0                                  # the longest jitter of the table
     _seen: dict[cal.Rules, tuple[object, ...] | None] = field(default_factory=dict)
 
     def key(self, rules: cal.Rules) -> tuple[object, ...] | None:
@@ -222,7 +221,7 @@ class _Touch:
         or held instant, and the names of the blackouts selecting them in the window)."""
         if rules in self._seen:
             return self._seen[rules]
-        lo = self.from_ms - self.reach
+        lo = self.from_ms - LOOKBACK_MS               # a jitter longer than that would be absurd
         hit = tuple(sorted(b.name for b in self.book.blackouts.values()
                            if b.end_ms > lo and b.start_ms < self.to_ms and b.matches(rules.team, rules.labels)))
         out = None if not hit and not rules.skip and not rules.only else (
@@ -236,31 +235,39 @@ def _classes(job_rows: Iterable[JobRow], by: str, touch: _Touch) -> tuple[list[_
     a dict lookup per job, then parse each distinct text once (per job only for hashed `H`
     texts) and merge texts naming the same instants (and decided alike)."""
     first: dict[tuple[str, str, str, str, int, int], list[str]] = {}
-    rules_of: dict[int, cal.Rules] = {}       # by id: rows share their rules objects (`rows`), an int hashes fast
+    decides = bool(touch.book.calendars or touch.book.blackouts)
+    way_of: dict[int, int] = {}               # id(rules) -> how its jobs are decided (0: not at all): ints hash fast
+    ways: list[tuple[tuple[object, ...] | None, cal.Rules | None]] = [(None, None)]   # (touch key, rules for it)
+    alive: list[cal.Rules] = []               # the rules whose ids way_of holds (rows share them: `rows`)
     jobs_by_group: dict[str, int] = {}
     for name, team, pool, spec, tz, dst, jitter, rules in job_rows:
         group = team if by == "team" else pool if by == "pool" else ""
         jobs_by_group[group] = jobs_by_group.get(group, 0) + 1
-        key = (group, spec, tz, dst, jitter, id(rules))
+        way = 0
+        if decides:
+            way = way_of.get(id(rules), -1)
+            if way < 0:
+                way = way_of[id(rules)] = _way(touch.key(rules), rules, ways)
+                alive.append(rules)
+        key = (group, spec, tz, dst, jitter, way)
         names = first.get(key)
         if names is None:
             first[key] = [name]
-            rules_of[id(rules)] = rules
         else:
             names.append(name)
-    touch.reach = max((k[4] for k in first), default=0)
     merged: dict[tuple[object, ...], _Class] = {}
-    for (group, spec, tz, dst, jitter, rid), names in first.items():
-        rules = rules_of[rid]
-        kept = touch.key(rules) if touch.book.calendars or touch.book.blackouts else None
-        for members in _same_instants(spec, names):
-            s = _parse(spec, tz, dst, members[0])
+    parsed: dict[tuple[str, str, str, tuple[str, ...] | None], sched.Schedule | None] = {}
+    for (group, spec, tz, dst, jitter, way), names in first.items():
+        kept, decider = ways[way]
+        for fields, members in _same_instants(spec, names):
+            known = (spec, tz, dst, fields)  # texts whose `H` land alike name the same instants: parsed once
+            s = parsed[known] if known in parsed else parsed.setdefault(known, _parse(spec, tz, dst, members[0]))
             if s is None or s.kind == "none":
                 continue
             same = (group, sched.instant_key(s), kept, s.tz if kept is not None else "")   # calendars read local days
             c = merged.get(same)
             if c is None:
-                c = merged[same] = _Class(group, s, spec, rules=rules if kept is not None else None)
+                c = merged[same] = _Class(group, s, spec, rules=decider)
             if not jitter:
                 c.buckets.setdefault(0, []).extend(members)
                 continue
@@ -269,16 +276,29 @@ def _classes(job_rows: Iterable[JobRow], by: str, touch: _Touch) -> tuple[list[_
     return [_coarsen(c) for c in merged.values()], jobs_by_group
 
 
-def _same_instants(spec: str, names: list[str]) -> Iterable[list[str]]:
-    """The jobs of one schedule text split by where their `H` fields land (one part when the
-    text has none)."""
+def _way(kept: tuple[object, ...] | None, rules: cal.Rules, ways: list[tuple[tuple[object, ...] | None,
+                                                                           cal.Rules | None]]) -> int:
+    """The index in `ways` of touch key `kept` (0: None, not decided), added with `rules` (the
+    first rules of that key: they decide for every job of it) when new."""
+    if kept is None:
+        return 0
+    for i, (k, _) in enumerate(ways):
+        if k == kept:
+            return i
+    ways.append((kept, rules))
+    return len(ways) - 1
+
+
+def _same_instants(spec: str, names: list[str]) -> Iterable[tuple[tuple[str, ...] | None, list[str]]]:
+    """The jobs of one schedule text split by where their `H` fields land (one part, fields
+    None, when the text has none)."""
     if not sched.uses_hash(spec):
-        return [names]
+        return [(None, names)]
     parts: dict[tuple[str, ...] | None, list[str]] = {}
     for name in names:
         parts.setdefault(sched.hashed_fields(spec, name), []).append(name)
     parts.pop(None, None)                 # a text parse refuses: it names no instants
-    return parts.values()
+    return parts.items()
 
 
 def _parse(spec: str, tz: str, dst: str, hash_key: str) -> sched.Schedule | None:
