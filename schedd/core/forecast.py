@@ -192,8 +192,9 @@ def compute(job_rows: Iterable[JobRow], from_ms: int, to_ms: int, *, by: str = "
     n = end - base
     series: dict[str, list[int]] = {g: [0] * n for g in jobs_by_group}
     left: dict[str, Counter[str]] = {g: Counter() for g in jobs_by_group}
+    decisions = _Decisions(book)
     for c in classes:
-        _fill(c, series[c.group], base, end, book, left[c.group])
+        _fill(c, series[c.group], base, end, decisions, left[c.group])
     by_group: dict[str, list[_Class]] = {}
     for c in classes:
         by_group.setdefault(c.group, []).append(c)
@@ -381,12 +382,12 @@ def instants_between(s: sched.Schedule, lo_ms: int, hi_ms: int) -> Iterator[int]
         x = sched.next_after(s, x)
 
 
-def _fill(c: _Class, series: list[int], base: int, end: int, book: cal.Book, left: Counter[str]) -> None:
+def _fill(c: _Class, series: list[int], base: int, end: int, decisions: _Decisions, left: Counter[str]) -> None:
     """Add the class's runs due in [base, end) seconds: instants plus each bucket's offset."""
     reach = max(c.buckets)
     s = c.schedule
     if c.rules is not None:
-        _fill_decided(c, series, base, end, book, left)
+        _fill_decided(c, series, base, end, decisions, left)
         return
     if s.kind == "every" and s._period_ms % 1000 == 0:
         period = s._period_ms
@@ -403,7 +404,25 @@ def _fill(c: _Class, series: list[int], base: int, end: int, book: cal.Book, lef
                 series[i] += count
 
 
-def _fill_decided(c: _Class, series: list[int], base: int, end: int, book: cal.Book, left: Counter[str]) -> None:
+@dataclass(slots=True)
+class _Decisions:
+    """`calendars.decide` of instants, each asked once per way of deciding: without looking for
+    where a moved instant goes, the decision reads only the rules, the zone and the instant, so
+    classes of one way and zone (other schedules, other groups) share it."""
+
+    book: cal.Book
+    _known: dict[tuple[int, str, int], cal.Verdict | None] = field(default_factory=dict)
+
+    def of(self, rules: cal.Rules, s: sched.Schedule, t: int) -> cal.Verdict | None:
+        key = (id(rules), s.tz, t)                # a class's rules object stands for its way (`_way`)
+        if key in self._known:
+            return self._known[key]
+        v = self._known[key] = cal.decide(self.book, rules, s, t, locate=False)
+        return v
+
+
+def _fill_decided(c: _Class, series: list[int], base: int, end: int, decisions: _Decisions,
+                  left: Counter[str]) -> None:
     """`_fill` for a class whose instants calendars or blackouts decide: each instant decided
     once (schedd.core.calendars.decide) for all the class's jobs; those that run are counted as
     usual, deferred ones at the blackout's end (or their own due time when later), and each
@@ -413,10 +432,10 @@ def _fill_decided(c: _Class, series: list[int], base: int, end: int, book: cal.B
     s = c.schedule
     start = base * 1000 - max(c.buckets)
     if rules.on_blackout == "defer":
-        start = _deferred_from(book, rules, base * 1000, start)
+        start = _deferred_from(decisions.book, rules, base * 1000, start)
     runs: list[int] = []
     for t in instants_between(s, start, end * 1000):
-        v = cal.decide(book, rules, s, t, locate=False)
+        v = decisions.of(rules, s, t)
         if v is None:
             runs.append(t)
         elif v.action == "defer":
