@@ -33,7 +33,9 @@ HOUR = 3_600_000
 
 
 @pytest.fixture
-def cal_cluster(job_cluster):  # noqa: F811  (the Job page test's cluster, at the feature level calendars need)
+def cal_cluster(job_cluster):
+    """The Job page test's cluster (TLS, ACL, at the feature level calendars need), with a worker
+    for pool p, a calendar holding today and tomorrow, three jobs of team a and a coming blackout."""
     c = job_cluster
     c.start_worker("w1", slots=2, pool="p")
     today = datetime.now(UTC).date()

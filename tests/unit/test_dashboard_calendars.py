@@ -66,7 +66,7 @@ def test_the_job_page_words_its_calendars_and_an_explanation():
     assert jpage.explanation(pb.Explanation(id="j@x", disposition="skipped-calendar"))["run_url"] == ""
 
 
-async def test_the_pages_need_a_session_and_the_forecast_only_the_offered_choices(client):  # noqa: F811
+async def test_the_pages_need_a_session_and_the_forecast_only_the_offered_choices(client):
     for path in ("/api/calendars", "/api/forecast", "/api/jobs/j/explain?at=1"):
         assert (await client.get(path)).status == 401
     for path in ("/calendars", "/forecast"):
