@@ -513,7 +513,8 @@ def _peak(classes: list[_Class], at_ms: int, width_ms: int, due: int, slots: int
         count = 0
         for offset, members in c.buckets.items():
             k = _count_in(c.instants, at_ms - offset, at_ms + width_ms - offset)
-            k += sum(1 for t, until in c.deferred if at_ms <= max(t + offset, until) < at_ms + width_ms)
+            if c.deferred:
+                k += sum(1 for t, until in c.deferred if at_ms <= max(t + offset, until) < at_ms + width_ms)
             if k:
                 count += k * len(members)
                 if len(names) < EXAMPLES:
