@@ -7,7 +7,11 @@ and 5 pools. The forecast of one day is timed; the naive count (every job's inst
 one by one, as the forecast would without schedule classes) is timed on a sample of
 `--sample` jobs, checked equal to the forecast of that sample, and scaled to the whole table.
 
-Run: python bench/bench_forecast.py [--jobs N] [--sample N] [--by pool]
+`--calendars`: the day is Christmas; a third of the jobs skip a holiday calendar (a tenth of
+them move to the next allowed instant instead), a tenth run only on business days, and two
+blackouts select a tenth of the jobs each (one team's, skipped; one label's, deferred to its end).
+
+Run: python bench/bench_forecast.py [--jobs N] [--sample N] [--by pool] [--calendars]
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from schedd.api.forecasts import READ_CHUNK
+from schedd.core import calendars as K
 from schedd.core import forecast as F
 from schedd.core import schedule as sched
 from schedd.core.model import Job, spec_template, validate_spec
@@ -30,6 +35,30 @@ from schedd.core.tables import Tables
 
 DAY_MS = 86_400_000
 FROM_MS = sched.parse_time("2026-12-07T00:00:00Z")
+XMAS_MS = sched.parse_time("2026-12-25T00:00:00Z")
+#: (every how many jobs, rules without the team): the calendars mix
+CALENDAR_MIX = [(30, K.Rules(skip=("holidays",), on_skip="next_allowed")), (3, K.Rules(skip=("holidays",))),
+                (10, K.Rules(only=("business",))), (7, K.Rules(labels=(("tier", "batch"),), on_blackout="defer"))]
+
+
+def book() -> K.Tablet:
+    """The calendars and blackouts of `--calendars`: Christmas, business days, two blackouts."""
+    holidays = K.Calendar("holidays", "", "", (("2026-12-24", "Christmas Eve"), ("2026-12-25", "Christmas Day"),
+                                               ("2026-12-26", "Boxing Day")), (), (), (), 1, 0, "bench")
+    business = K.Calendar("business", "", "", (), (), (0, 1, 2, 3, 4), (), 1, 0, "bench")
+    h = 3_600_000
+    blackouts = [K.Blackout("release", XMAS_MS + 9 * h, XMAS_MS + 11 * h, "team-3", (), "release", 0, "bench"),
+                 K.Blackout("backup", XMAS_MS + 2 * h, XMAS_MS + 2 * h + 1_800_000, "", (("tier", "batch"),),
+                            "backup", 0, "bench")]
+    return K.Tablet({c.name: c for c in (holidays, business)}, {b.name: b for b in blackouts})
+
+
+def rules_for(i: int, team: str, calendars: bool) -> K.Rules:
+    if calendars:
+        for every, r in CALENDAR_MIX:
+            if i % every == 0:
+                return K.Rules(team, r.skip, r.only, r.on_skip, r.on_blackout, r.labels)
+    return K.Rules(team)
 #: (share of the table, schedule, zone, jitter ms)
 MIX = [
     (0.30, "* * * * *", "UTC", 0),
@@ -46,15 +75,18 @@ MIX = [
 ]
 
 
-def table(n: int) -> list[F.JobRow]:
+def table(n: int, calendars: bool = False) -> list[F.JobRow]:
     rows: list[F.JobRow] = []
     i = 0
+    shared: dict[K.Rules, K.Rules] = {}
     for share, spec, tz, jitter in MIX:
         for _ in range(int(n * share)):
-            rows.append((f"job-{i:07d}", f"team-{i % 50}", f"pool-{i % 5}", spec, tz, "", jitter))
+            team = f"team-{i % 50}"
+            r = rules_for(i, team, calendars)
+            rows.append((f"job-{i:07d}", team, f"pool-{i % 5}", spec, tz, "", jitter, shared.setdefault(r, r)))
             i += 1
     while len(rows) < n:
-        rows.append((f"job-{i:07d}", "team-0", "pool-0", "* * * * *", "UTC", "", 0))
+        rows.append((f"job-{i:07d}", "team-0", "pool-0", "* * * * *", "UTC", "", 0, K.Rules("team-0")))
         i += 1
     return rows
 
@@ -63,14 +95,20 @@ def job_table(rows: list[F.JobRow]) -> Tables:
     """The same jobs as rows of a state's job table (what the API reads under the node lock)."""
     st = Tables()
     st._policies = policy_cache()
-    texts: dict[tuple[str, str, str, int, str], str] = {}
-    for name, team, pool, spec, tz, _dst, jitter in rows:
-        key = (team, pool, spec, jitter, tz)
+    texts: dict[tuple[object, ...], str] = {}
+    for name, team, pool, spec, tz, _dst, jitter, rules in rows:
+        key = (team, pool, spec, jitter, tz, rules)
         text = texts.get(key)
         if text is None:
-            text = texts[key] = validate_spec({"name": "bench-placeholder", "team": team, "pool": pool, "schedule": spec,
-                                               "timezone": tz, "jitter_seconds": jitter / 1000,
-                                               "handler": {"shell": {"command": "true"}}}).text()
+            doc = {"name": "bench-placeholder", "team": team, "pool": pool, "schedule": spec, "timezone": tz,
+                   "jitter_seconds": jitter / 1000, "handler": {"shell": {"command": "true"}}}
+            if rules.skip or rules.only:
+                doc["calendar"] = {"skip": list(rules.skip), "only": list(rules.only), "on_skip": rules.on_skip}
+            if rules.on_blackout != "skip":
+                doc["on_blackout"] = rules.on_blackout
+            if rules.labels:
+                doc["labels"] = dict(rules.labels)
+            text = texts[key] = validate_spec(doc).text()
         st.jobs[name] = Job(name=name, team=team, schedule=spec, tz=tz,
                             spec_t=spec_template(text.replace('"bench-placeholder"', f'"{name}"'), name), version=1,
                             paused=False, next_fire=FROM_MS, created_ms=0, updated_ms=0, created_by="bench")
@@ -104,23 +142,29 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1_000_000)
     ap.add_argument("--sample", type=int, default=2_000)
     ap.add_argument("--by", default="", choices=F.GROUPINGS)
+    ap.add_argument("--calendars", action="store_true", help="Christmas, with calendars and blackouts (doc)")
     args = ap.parse_args()
-    rows = table(args.jobs)
-    to_ms = FROM_MS + DAY_MS
+    rows = table(args.jobs, args.calendars)
+    the_book = book() if args.calendars else F.NO_BOOK
+    start = XMAS_MS if args.calendars else FROM_MS
+    to_ms = start + DAY_MS
     st = job_table(rows)
     read, rwall, rcpu = timed(F.rows, st)
-    assert sorted(read) == sorted(rows), "the rows read from the job table differ from the table's"
+    assert sorted(r[:7] + (repr(r[7]),) for r in read) == sorted(r[:7] + (repr(r[7]),) for r in rows), \
+        "the rows read from the job table differ from the table's"
     del st
-    fc, wall, cpu = timed(F.compute, rows, FROM_MS, to_ms, by=args.by, top=5)
+    fc, wall, cpu = timed(F.compute, rows, start, to_ms, by=args.by, top=5, book=the_book)
     step = max(1, len(rows) // args.sample)
     sample = rows[::step][:args.sample]
-    slow, nwall, ncpu = timed(F.walk, sample, FROM_MS, to_ms)
-    fast = per_second(F.compute(sample, FROM_MS, to_ms, by=args.by))
-    assert fast == slow, "the forecast and the naive count disagree on the sample"
+    left: Counter[str] = Counter()
+    slow, nwall, ncpu = timed(F.walk, sample, start, to_ms, the_book, left)
+    small = F.compute(sample, start, to_ms, by=args.by, book=the_book)
+    assert per_second(small) == slow and small.left == left, "the forecast and the naive count disagree on the sample"
     scale = len(rows) / len(sample)
     top = fc.groups[0].peak_seconds[0] if fc.groups and fc.groups[0].peak_seconds else None
     print(f"forecast of one day, {len(rows):,} jobs ({fc.instants:,} runs due, by {args.by or 'none'}): "
-          f"{wall:.2f} s wall, {cpu:.2f} s CPU")
+          f"{wall:.2f} s wall, {cpu:.2f} s CPU"
+          + (f"; left out by calendars and blackouts: {dict(fc.left)}" if args.calendars else ""))
     parts = max(1, -(-len(rows) // READ_CHUNK))
     print(f"reading the rows from the job table: {rwall:.2f} s wall, {rcpu:.2f} s CPU in all; the API reads "
           f"{READ_CHUNK:,} jobs per hold of the node lock, about {rcpu / parts * 1000:.0f} ms CPU each")

@@ -6,7 +6,7 @@ every minute of the day.
 It does what the leader's placer does, step by step, without a cluster: the pass through the
 window jobs in steps (`windows.unplaced`, under the node lock), the window runs already placed
 (`windows.taken`, under the lock) and the forecast rows of exact-time jobs (read under the lock in
-parts), the forecast and the choice (`windows.place_all`, off the event loop), and apply of the
+parts), the forecast and the choice (`placing.place_all`, off the event loop), and apply of the
 `place` entries; then one more step with everything placed (what an idle leader never runs: it
 rests until a window job moves, view.window_moves).
 
@@ -25,6 +25,7 @@ from zoneinfo import ZoneInfo
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from schedd.core import commands as C
+from schedd.core import placing
 from schedd.core import windows as W
 from schedd.core.commands import FEATURES
 from schedd.core.model import validate_spec
@@ -81,10 +82,10 @@ def main() -> None:
     t = time.perf_counter()                       # placing them together (the placer's _place)
     taken = W.taken(st, [(w.pool, w.lo, w.hi) for w in gathered])
     names = list(st.jobs)
-    rows = [row for i in range(0, len(names), 10_000) for row in W.exact_rows(st, names[i:i + 10_000])]
+    rows = [row for i in range(0, len(names), 10_000) for row in placing.exact_rows(st, names[i:i + 10_000])]
     locked += time.perf_counter() - t
     t = time.perf_counter()
-    items = W.place_all(rows, gathered, taken)
+    items = placing.place_all(rows, gathered, taken)
     off_loop += time.perf_counter() - t
     t = time.perf_counter()
     for k in range(0, len(items), W.MAX_PLACE_ITEMS):

@@ -53,15 +53,30 @@ def forecast(cmd: Invocation) -> None:
 def forecast_text(r: pb.ForecastResponse) -> str:
     head = (f"{r.jobs:,} jobs, {r.instants:,} runs due from {format_time(r.from_ms)} to {format_time(r.to_ms)}"
             + (f", by {r.by}" if r.by else ""))
-    parts = [head]
+    parts = [head + _left(r)]
     for g in r.groups:
         label = {"team": f"team {g.key}", "pool": f"pool {g.key or '(none: any worker)'}"}.get(r.by, "all jobs")
         slots = "unknown" if g.slots < 0 else f"{g.slots:,}"
         quota = f", quota {g.quota_key} {g.quota:,}" if g.quota else ""
-        parts.append(f"\n{label}: {g.jobs:,} jobs, {g.instants:,} runs due; worker slots {slots}{quota}")
+        parts.append(f"\n{label}: {g.jobs:,} jobs, {g.instants:,} runs due; worker slots {slots}{quota}{_left(g)}")
         parts.append(_peaks("busiest seconds", g.peak_seconds, g.slots))
         parts.append(_peaks("busiest minutes", g.peak_minutes, -1))
     return "\n".join(parts)
+
+
+def left_text(skipped: int, moved: int, deferred: int) -> str:
+    """How many instants due in the window calendars and blackouts leave out or move ("" for none):
+    why a peak is lower than the schedules alone make it."""
+    words = [f"{skipped:,} skipped" if skipped else "",
+             f"{moved:,} moved to the next allowed instant (run with it)" if moved else "",
+             f"{deferred:,} deferred to a blackout's end (counted then)" if deferred else ""]
+    said = ", ".join(w for w in words if w)
+    return f"calendars and blackouts: {said}" if said else ""
+
+
+def _left(r: pb.ForecastResponse | pb.ForecastGroup) -> str:
+    said = left_text(r.skipped, r.moved, r.deferred)
+    return f"\n  {said}" if said else ""
 
 
 def _peaks(title: str, peaks: Iterable[pb.ForecastPeak], slots: int) -> str:

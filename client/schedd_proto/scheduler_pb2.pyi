@@ -1180,7 +1180,7 @@ class ForecastPeak(_message.Message):
     def __init__(self, at_ms: _Optional[int] = ..., width_ms: _Optional[int] = ..., due: _Optional[int] = ..., over: _Optional[bool] = ..., contributors: _Optional[_Iterable[_Union[ForecastContributor, _Mapping]]] = ...) -> None: ...
 
 class ForecastGroup(_message.Message):
-    __slots__ = ("key", "jobs", "instants", "slots", "quota_key", "quota", "peak_seconds", "peak_minutes")
+    __slots__ = ("key", "jobs", "instants", "slots", "quota_key", "quota", "peak_seconds", "peak_minutes", "skipped", "moved", "deferred")
     KEY_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     INSTANTS_FIELD_NUMBER: _ClassVar[int]
@@ -1189,6 +1189,9 @@ class ForecastGroup(_message.Message):
     QUOTA_FIELD_NUMBER: _ClassVar[int]
     PEAK_SECONDS_FIELD_NUMBER: _ClassVar[int]
     PEAK_MINUTES_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    MOVED_FIELD_NUMBER: _ClassVar[int]
+    DEFERRED_FIELD_NUMBER: _ClassVar[int]
     key: str
     jobs: int
     instants: int
@@ -1197,10 +1200,13 @@ class ForecastGroup(_message.Message):
     quota: int
     peak_seconds: _containers.RepeatedCompositeFieldContainer[ForecastPeak]
     peak_minutes: _containers.RepeatedCompositeFieldContainer[ForecastPeak]
-    def __init__(self, key: _Optional[str] = ..., jobs: _Optional[int] = ..., instants: _Optional[int] = ..., slots: _Optional[int] = ..., quota_key: _Optional[str] = ..., quota: _Optional[int] = ..., peak_seconds: _Optional[_Iterable[_Union[ForecastPeak, _Mapping]]] = ..., peak_minutes: _Optional[_Iterable[_Union[ForecastPeak, _Mapping]]] = ...) -> None: ...
+    skipped: int
+    moved: int
+    deferred: int
+    def __init__(self, key: _Optional[str] = ..., jobs: _Optional[int] = ..., instants: _Optional[int] = ..., slots: _Optional[int] = ..., quota_key: _Optional[str] = ..., quota: _Optional[int] = ..., peak_seconds: _Optional[_Iterable[_Union[ForecastPeak, _Mapping]]] = ..., peak_minutes: _Optional[_Iterable[_Union[ForecastPeak, _Mapping]]] = ..., skipped: _Optional[int] = ..., moved: _Optional[int] = ..., deferred: _Optional[int] = ...) -> None: ...
 
 class ForecastResponse(_message.Message):
-    __slots__ = ("from_ms", "to_ms", "by", "jobs", "instants", "groups", "note")
+    __slots__ = ("from_ms", "to_ms", "by", "jobs", "instants", "groups", "note", "skipped", "moved", "deferred")
     FROM_MS_FIELD_NUMBER: _ClassVar[int]
     TO_MS_FIELD_NUMBER: _ClassVar[int]
     BY_FIELD_NUMBER: _ClassVar[int]
@@ -1208,6 +1214,9 @@ class ForecastResponse(_message.Message):
     INSTANTS_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    MOVED_FIELD_NUMBER: _ClassVar[int]
+    DEFERRED_FIELD_NUMBER: _ClassVar[int]
     from_ms: int
     to_ms: int
     by: str
@@ -1215,7 +1224,10 @@ class ForecastResponse(_message.Message):
     instants: int
     groups: _containers.RepeatedCompositeFieldContainer[ForecastGroup]
     note: str
-    def __init__(self, from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., by: _Optional[str] = ..., jobs: _Optional[int] = ..., instants: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[ForecastGroup, _Mapping]]] = ..., note: _Optional[str] = ...) -> None: ...
+    skipped: int
+    moved: int
+    deferred: int
+    def __init__(self, from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., by: _Optional[str] = ..., jobs: _Optional[int] = ..., instants: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[ForecastGroup, _Mapping]]] = ..., note: _Optional[str] = ..., skipped: _Optional[int] = ..., moved: _Optional[int] = ..., deferred: _Optional[int] = ...) -> None: ...
 
 class ExplainRequest(_message.Message):
     __slots__ = ("id", "job", "at_ms")

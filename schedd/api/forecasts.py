@@ -25,8 +25,10 @@ from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from schedd.core import calendars as K
 from schedd.core import explain as E
 from schedd.core import forecast as F
+from schedd.core.policy import JobPolicy
 from schedd.core.specs import JobSpec
 from schedd_proto import scheduler_pb2 as pb
 
@@ -56,6 +58,7 @@ class Rows:
     quotas: dict[str, int]
     first_index: int              # the applied index the read began at
     last_index: int               # ... and ended at: equal for a read in one part
+    book: K.Tablet = F.NO_BOOK    # the calendars and blackouts, as the read began
 
     def note(self) -> str:
         if self.first_index == self.last_index:
@@ -70,7 +73,7 @@ def read_rows(node: Any, visible: Container[str] | None) -> Rows:
     them (reading a million rows at once held apply for most of a second)."""
     with node.lock:
         st = node.state
-        quotas, first = dict(st.quotas), st.last_index
+        quotas, first, book = dict(st.quotas), st.last_index, K.book_of(st)
         names = list(st.jobs) if len(st.jobs) > READ_CHUNK else None
         rows = F.rows(st) if names is None else []
     last = first
@@ -80,19 +83,22 @@ def read_rows(node: Any, visible: Container[str] | None) -> Rows:
             last = node.state.last_index
     if visible is not None:
         rows = [r for r in rows if r[1] in visible]
-    return Rows(rows, quotas, first, last)
+    return Rows(rows, quotas, first, last, book)
 
 
 def forecast_to_pb(fc: F.Forecast, note: str) -> pb.ForecastResponse:
+    left = fc.left
     return pb.ForecastResponse(from_ms=fc.from_ms, to_ms=fc.to_ms, by=fc.by, jobs=fc.jobs, instants=fc.instants,
-                               groups=[_group_pb(g) for g in fc.groups], note=note)
+                               groups=[_group_pb(g) for g in fc.groups], note=note, skipped=left["skipped"],
+                               moved=left["moved"], deferred=left["deferred"])
 
 
 def _group_pb(g: F.GroupForecast) -> pb.ForecastGroup:
     return pb.ForecastGroup(key=g.key, jobs=g.jobs, instants=g.instants, slots=-1 if g.slots is None else g.slots,
                             quota_key=g.quota_key, quota=g.quota or 0,
                             peak_seconds=[_peak_pb(p) for p in g.peak_seconds],
-                            peak_minutes=[_peak_pb(p) for p in g.peak_minutes])
+                            peak_minutes=[_peak_pb(p) for p in g.peak_minutes], skipped=g.left["skipped"],
+                            moved=g.left["moved"], deferred=g.left["deferred"])
 
 
 def _peak_pb(p: F.Peak) -> pb.ForecastPeak:
@@ -116,6 +122,7 @@ class LoadCache:
 
     def __init__(self) -> None:
         self._fc: F.Forecast | None = None
+        self._book: K.Tablet = F.NO_BOOK      # the calendars and blackouts `_fc` was computed with
         self._built_ms = 0
         self._task: asyncio.Future[None] | None = None
         self._lock = threading.Lock()
@@ -141,7 +148,7 @@ class LoadCache:
         written = list(_rows_of(specs))
         if not written:
             return []
-        theirs = await asyncio.to_thread(F.compute, written, fc.from_ms, fc.to_ms, by="pool", top=1)
+        theirs = await asyncio.to_thread(F.compute, written, fc.from_ms, fc.to_ms, by="pool", top=1, book=self._book)
         lines = F.crowding(fc, theirs, cap, now_ms, counted=fresh)
         if not fresh:
             F.count_in(fc, theirs)
@@ -156,15 +163,17 @@ class LoadCache:
 
     def _build(self, node: Any, now_ms: int) -> None:
         with self._lock:
-            fc = F.compute(read_rows(node, None).rows, now_ms, now_ms + WINDOW_MS, by="pool", top=1)
-            self._fc, self._built_ms = fc, now_ms
+            read = read_rows(node, None)
+            fc = F.compute(read.rows, now_ms, now_ms + WINDOW_MS, by="pool", top=1, book=read.book)
+            self._fc, self._book, self._built_ms = fc, read.book, now_ms
 
 
 def _rows_of(specs: Iterable[JobSpec]) -> Iterable[F.JobRow]:
     """Forecast rows of specs just written (the unpaused ones; those without a schedule count
     for nothing, and so do window jobs: the leader places them where the load is least,
-    schedd.core.windows)."""
+    schedd.core.windows), with the rules their calendars and blackouts are decided by."""
     for spec in specs:
         if not spec.paused and spec.window is None:
-            yield (spec.name, spec.team, spec.policies.pool, spec.schedule, spec.timezone, spec.dst_policy,
-                   int(round(float(spec.policies.jitter_seconds or 0) * 1000)))
+            p = JobPolicy.from_spec(spec)
+            yield (spec.name, spec.team, p.pool, spec.schedule, spec.timezone, spec.dst_policy, p.jitter_ms,
+                   K.Rules(spec.team, p.calendar_skip, p.calendar_only, p.on_skip, p.on_blackout, p.labels))

@@ -1023,7 +1023,8 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         elif hub is None:
             notes.append("this node does not lead: it knows no workers, so slots are unknown (ask without --stale)")
         cap = forecasts.capacity(hub, read.quotas, now)
-        fc = await asyncio.to_thread(herd.compute, read.rows, start, end, by=request.by, top=top, capacity=cap)
+        fc = await asyncio.to_thread(herd.compute, read.rows, start, end, by=request.by, top=top, capacity=cap,
+                                     book=read.book)
         return forecasts.forecast_to_pb(fc, "; ".join(n for n in notes if n))
 
     @routed(write=False)

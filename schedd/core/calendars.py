@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import date, datetime, UTC
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from schedd.core import commands as C
@@ -342,7 +343,51 @@ def local_day(t_ms: int, tz: str) -> tuple[str, int]:
     return d.isoformat(), d.weekday()
 
 
-def calendar_reason(st: Tables, skip: tuple[str, ...], only: tuple[str, ...], t_ms: int, tz: str) -> str:
+class Book(Protocol):
+    """What the decisions read: the calendar and blackout tables (a state's, or a copy of them
+    taken under the node lock for a computation off it, schedd.core.forecast)."""
+
+    @property
+    def calendars(self) -> Mapping[str, Calendar]: ...
+
+    @property
+    def blackouts(self) -> Mapping[str, Blackout]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Tablet:
+    """A copy of the two tables (a `Book`), small enough to take under the node lock."""
+
+    calendars: Mapping[str, Calendar] = field(default_factory=dict)
+    blackouts: Mapping[str, Blackout] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """What of a job the decisions read: its calendars, what becomes of an instant they exclude
+    or a blackout holds, and what a blackout selects by (its team and labels)."""
+
+    team: str = ""
+    skip: tuple[str, ...] = ()
+    only: tuple[str, ...] = ()
+    on_skip: str = "skip"
+    on_blackout: str = "skip"
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+def book_of(st: Tables) -> Tablet:
+    """The tables the decisions read, copied (empty below the calendar level: no decision then)."""
+    if st.feature_level < CALENDAR_LEVEL:
+        return Tablet()
+    return Tablet(dict(st.calendars), dict(st.blackouts))
+
+
+def rules_of(st: Tables, job: Job) -> Rules:
+    p = st.policy(job)
+    return Rules(job.team, p.calendar_skip, p.calendar_only, p.on_skip, p.on_blackout, p.labels)
+
+
+def calendar_reason(st: Book, skip: tuple[str, ...], only: tuple[str, ...], t_ms: int, tz: str) -> str:
     """Why the calendars exclude instant `t_ms` ("" = they allow it): the first `skip` calendar
     holding its date, or, with `only` calendars, that none holds it."""
     if not skip and not only:
@@ -362,7 +407,7 @@ def calendar_reason(st: Tables, skip: tuple[str, ...], only: tuple[str, ...], t_
     return ""
 
 
-def blackout_at(st: Tables, team: str, labels: tuple[tuple[str, str], ...], t_ms: int) -> Blackout | None:
+def blackout_at(st: Book, team: str, labels: tuple[tuple[str, str], ...], t_ms: int) -> Blackout | None:
     """The blackout matching the job whose window holds `t_ms` (the one ending last, then by name)."""
     found: Blackout | None = None
     for b in st.blackouts.values():
@@ -373,25 +418,37 @@ def blackout_at(st: Tables, team: str, labels: tuple[tuple[str, str], ...], t_ms
 
 
 def verdict(st: Tables, job: Job, t_ms: int, at_ms: int | None = None) -> Verdict | None:
-    """What the calendars and blackouts make of the job's scheduled instant `t_ms` (None: it runs).
-    Calendars first (a holiday is no run at all), then blackouts, at `at_ms` when the run starts
-    elsewhere than its instant (a window's placed second: schedd.core.windows)."""
+    """What the calendars and blackouts make of the job's scheduled instant `t_ms` (None: it runs);
+    blackouts at `at_ms` when the run starts elsewhere than its instant (a window's placed second:
+    schedd.core.windows)."""
     if st.feature_level < CALENDAR_LEVEL or (not st.calendars and not st.blackouts):
         return None
-    p = st.policy(job)
-    why = calendar_reason(st, p.calendar_skip, p.calendar_only, t_ms, job.tz)
+    return decide(st, rules_of(st, job), schedule_of(job), t_ms, at_ms=at_ms)
+
+
+def decide(book: Book, rules: Rules, s: sched.Schedule, t_ms: int, *, locate: bool = True,
+           at_ms: int | None = None) -> Verdict | None:
+    """What the calendars and blackouts of `book` make of instant `t_ms` of schedule `s` of a job
+    with `rules` (None: it runs). Calendars first (a holiday is no run at all), then blackouts.
+    The one decision: firing records it (`shape`), `job get --next` previews it, the forecast
+    counts by it (`locate` False: a moved instant's reason does not look for where it moves, a
+    walk of up to MAX_LOOKAHEAD instants that a count does not need). Blackouts are read at
+    `at_ms` when the run starts elsewhere than its instant (a window's placed second)."""
+    why = calendar_reason(book, rules.skip, rules.only, t_ms, s.tz)
     if why:
-        if p.on_skip != "next_allowed":
+        if rules.on_skip != "next_allowed":
             return Verdict("skip", why)
-        target = next_allowed(st, job, t_ms)
-        where = sched.format_ms(target, job.tz) if target is not None else "none within reach"
+        if not locate:
+            return Verdict("move", why + MOVED)
+        target = allowed_after(book, rules, s, t_ms)
+        where = sched.format_ms(target, s.tz) if target is not None else "none within reach"
         return Verdict("move", f"{why}{MOVED} {where}")
-    if st.blackouts:
-        b = blackout_at(st, job.team, p.labels, t_ms if at_ms is None else at_ms)
+    if book.blackouts:
+        b = blackout_at(book, rules.team, rules.labels, t_ms if at_ms is None else at_ms)
         if b is not None:
             text = f"blackout {b.name}" + (f": {b.reason}" if b.reason else "")
-            if p.on_blackout == "defer":
-                return Verdict("defer", f"{text}; deferred to its end {sched.format_ms(b.end_ms, job.tz)}", b.end_ms)
+            if rules.on_blackout == "defer":
+                return Verdict("defer", f"{text}; deferred to its end {sched.format_ms(b.end_ms, s.tz)}", b.end_ms)
             return Verdict("skip", text)
     return None
 
@@ -399,11 +456,14 @@ def verdict(st: Tables, job: Job, t_ms: int, at_ms: int | None = None) -> Verdic
 def next_allowed(st: Tables, job: Job, t_ms: int) -> int | None:
     """The next instant of the job's schedule after `t_ms` that its calendars allow (None: none
     within MAX_LOOKAHEAD instants)."""
-    p = st.policy(job)
-    s = schedule_of(job)
+    return allowed_after(st, rules_of(st, job), schedule_of(job), t_ms)
+
+
+def allowed_after(book: Book, rules: Rules, s: sched.Schedule, t_ms: int) -> int | None:
+    """`next_allowed` for a schedule and rules (what `decide` reads)."""
     x = sched.next_after(s, t_ms)
     for _ in range(MAX_LOOKAHEAD):
-        if x is None or not calendar_reason(st, p.calendar_skip, p.calendar_only, x, job.tz):
+        if x is None or not calendar_reason(book, rules.skip, rules.only, x, s.tz):
             return x
         x = sched.next_after(s, x)
     return None

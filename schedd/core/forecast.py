@@ -17,7 +17,17 @@ was placed, schedd.core.windows, and not at all before); it does not know how lo
 "due in one second" is compared with the slots and the quota as the burst the cluster must
 start at once.
 
-Pure: rows come from the caller (`rows`, under the node lock), time from the request.
+Calendars and blackouts: an instant a calendar or a blackout skips is not counted, one moved to
+the next allowed instant (`on_skip: next_allowed`) adds no run of its own (it runs as that
+instant, which is counted at its time), one deferred (`on_blackout: defer`) is counted when the
+blackout ends; each kind is counted in `skipped`, `moved`, `deferred`, so an operator sees why a
+peak is lower. The decision is schedd.core.calendars.decide, the one firing records: it is made
+once per class instant, for the classes whose jobs have a calendar or a blackout selects in the
+window (jobs whose rules decide alike share a class); the other classes cost what they did.
+An instant deferred from more than LOOKBACK_MS before the window is not looked for.
+
+Pure: rows come from the caller (`rows`, under the node lock, with the calendar and blackout
+tables, `calendars.book_of`), time from the request.
 """
 
 from __future__ import annotations
@@ -27,11 +37,16 @@ import heapq
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from schedd.core import calendars as cal
 from schedd.core import schedule as sched
 from schedd.core.policy import jitter_offset_ms
 from schedd.core.specs import WINDOW_FEATURE_LEVEL as WINDOW_LEVEL
 from schedd.core.tables import Tables
+
+if TYPE_CHECKING:
+    from schedd.core.model import Job
 
 MAX_WINDOW_MS = 7 * 86_400_000
 MAX_TOP = 100
@@ -40,9 +55,11 @@ GROUPINGS = ("", "team", "pool")
 EXAMPLES = 3                     # job names shown per contributor
 CONTRIBUTORS = 5                 # contributors shown per peak
 ANY_POOL = ""                    # a job without a pool runs on any worker
+LOOKBACK_MS = MAX_WINDOW_MS      # how far before the window instants a blackout defers into it are looked for
+NO_BOOK = cal.Tablet()
 
-#: One job as the forecast reads it: (name, team, pool, schedule, tz, dst, jitter_ms).
-JobRow = tuple[str, str, str, str, str, str, int]
+#: One job as the forecast reads it: (name, team, pool, schedule, tz, dst, jitter_ms, rules).
+JobRow = tuple[str, str, str, str, str, str, int, cal.Rules]
 
 
 class ForecastError(ValueError):
@@ -98,6 +115,7 @@ class GroupForecast:
     peak_seconds: list[Peak]
     peak_minutes: list[Peak]
     series: list[int] = field(repr=False, default_factory=list)   # runs due per second of the window
+    left: Counter[str] = field(default_factory=Counter)          # skipped | moved | deferred: instants due in it
 
 
 @dataclass(slots=True)
@@ -108,6 +126,14 @@ class Forecast:
     jobs: int
     instants: int
     groups: list[GroupForecast]
+
+    @property
+    def left(self) -> Counter[str]:
+        """Instants due in the window that calendars and blackouts skip, move or defer."""
+        out: Counter[str] = Counter()
+        for g in self.groups:
+            out.update(g.left)
+        return out
 
     def group(self, key: str) -> GroupForecast | None:
         return next((g for g in self.groups if g.key == key), None)
@@ -121,7 +147,10 @@ class _Class:
     schedule: sched.Schedule
     text: str                                    # the schedule as the first job wrote it
     buckets: dict[int, list[str]] = field(default_factory=dict)  # offset key (ms) -> job names
-    instants: Sequence[int] = ()                 # its instants the window needs, oldest first
+    instants: Sequence[int] = ()                 # its instants the window needs, oldest first (those that run)
+    rules: cal.Rules | None = None               # None: no calendar nor blackout touches it in the window
+    deferred: list[tuple[int, int]] = field(default_factory=list)   # (instant, blackout end)
+    dropped: list[tuple[int, str]] = field(default_factory=list)    # (instant, skip | move)
 
     @property
     def jobs(self) -> int:
@@ -135,24 +164,34 @@ def rows(st: Tables, names: Iterable[str] | None = None) -> list[JobRow]:
     out: list[JobRow] = []
     jobs = st.jobs.values() if names is None else (st.jobs.get(name) for name in names)
     windowed = getattr(st, "windowed", ())
+    by_policy: dict[int, tuple[object, cal.Rules]] = {}     # id(policy) -> (policy, its rules): jobs share policies
+    shared: dict[cal.Rules, cal.Rules] = {}
     for job in jobs:
         if job is None or job.paused or job.next_fire is None:
             continue
         p = policy(job)
+        hit = by_policy.get(id(p))
+        if hit is None or hit[0] is not p or hit[1].team != job.team:
+            rules = cal.Rules(job.team, p.calendar_skip, p.calendar_only, p.on_skip, p.on_blackout, p.labels)
+            hit = by_policy[id(p)] = (p, shared.setdefault(rules, rules))
         if job.name in windowed and p.window and st.feature_level >= WINDOW_LEVEL:
-            out.extend(_placed_row(st, job.name, job.team, p.pool, job.next_fire))
+            out.extend(_placed_row(st, job, p.pool, hit[1]))
             continue
-        out.append((job.name, job.team, p.pool, job.schedule, job.tz, job.dst, p.jitter_ms))
+        out.append((job.name, job.team, p.pool, job.schedule, job.tz, job.dst, p.jitter_ms, hit[1]))
     return out
 
 
-def _placed_row(st: Tables, name: str, team: str, pool: str, next_fire: int) -> list[JobRow]:
+def _placed_row(st: Tables, job: Job, pool: str, rules: cal.Rules) -> list[JobRow]:
     """A window job counts once, at the second its next instant was placed (schedd.core.windows);
-    not placed yet: not at all (where it will run is not known)."""
-    placed = st.placements.get(name)
-    if placed is None or placed[0] != next_fire:
+    not placed yet: not at all (where it will run is not known). Its calendars decide the
+    instant (the window's day), here; its blackouts the placed second, in `compute`."""
+    placed = st.placements.get(job.name)
+    if placed is None or placed[0] != job.next_fire:
         return []
-    return [(name, team, pool, f"at {sched.format_ms(placed[1])}", "UTC", "", 0)]
+    if (rules.skip or rules.only) and cal.calendar_reason(st, rules.skip, rules.only, placed[0], job.tz):
+        return []
+    at_placed = cal.Rules(rules.team, (), (), rules.on_skip, rules.on_blackout, rules.labels)
+    return [(job.name, job.team, pool, f"at {sched.format_ms(placed[1])}", "UTC", "", 0, at_placed)]
 
 
 def check_window(from_ms: int, to_ms: int, by: str, top: int) -> None:
@@ -167,50 +206,92 @@ def check_window(from_ms: int, to_ms: int, by: str, top: int) -> None:
 
 
 def compute(job_rows: Iterable[JobRow], from_ms: int, to_ms: int, *, by: str = "", top: int = DEFAULT_TOP,
-            capacity: Capacity = Capacity()) -> Forecast:
-    """The forecast of [from_ms, to_ms) (whole seconds: from is rounded down, to up). Raises
-    ForecastError for a bad window."""
+            capacity: Capacity = Capacity(), book: cal.Book = NO_BOOK) -> Forecast:
+    """The forecast of [from_ms, to_ms) (whole seconds: from is rounded down, to up), with the
+    calendars and blackouts of `book`. Raises ForecastError for a bad window."""
     check_window(from_ms, to_ms, by, top)
     base, end = from_ms // 1000, -(-to_ms // 1000)
-    classes, jobs_by_group = _classes(job_rows, by)
+    classes, jobs_by_group = _classes(job_rows, by, _Touch(book, base * 1000, end * 1000))
     n = end - base
     series: dict[str, list[int]] = {g: [0] * n for g in jobs_by_group}
+    left: dict[str, Counter[str]] = {g: Counter() for g in jobs_by_group}
+    decisions = _Decisions(book)
     for c in classes:
-        _fill(c, series[c.group], base, end)
+        _fill(c, series[c.group], base, end, decisions, left[c.group])
     by_group: dict[str, list[_Class]] = {}
     for c in classes:
         by_group.setdefault(c.group, []).append(c)
     groups = [_group(key, jobs_by_group[key], series[key], by_group.get(key, []), by, base, top, capacity)
               for key in sorted(jobs_by_group)]
+    for g in groups:
+        g.left = left[g.key]
     return Forecast(base * 1000, end * 1000, by, sum(jobs_by_group.values()), sum(g.instants for g in groups),
                     groups)
 
 
-def _classes(job_rows: Iterable[JobRow], by: str) -> tuple[list[_Class], dict[str, int]]:
-    """Group jobs by (group, schedule text, zone, DST policy, jitter) first, which costs a dict
-    lookup per job, then parse each distinct text once (per job only for hashed `H` texts) and
-    merge texts naming the same instants."""
-    first: dict[tuple[str, str, str, str, int], list[str]] = {}
+@dataclass(slots=True)
+class _Touch:
+    """Which jobs' instants calendars and blackouts may decide in a window: those with a calendar,
+    and those a blackout selects that holds instants due in it (or defers some into it)."""
+
+    book: cal.Book
+    from_ms: int
+    to_ms: int
+    _seen: dict[cal.Rules, tuple[object, ...] | None] = field(default_factory=dict)
+
+    def key(self, rules: cal.Rules) -> tuple[object, ...] | None:
+        """What of `rules` a class is keyed by: None when nothing decides the job's instants in
+        the window; else what makes jobs decide alike (the calendars, what becomes of a skipped
+        or held instant, and the names of the blackouts selecting them in the window)."""
+        if rules in self._seen:
+            return self._seen[rules]
+        lo = self.from_ms - LOOKBACK_MS               # a jitter longer than that would be absurd
+        hit = tuple(sorted(b.name for b in self.book.blackouts.values()
+                           if b.end_ms > lo and b.start_ms < self.to_ms and b.matches(rules.team, rules.labels)))
+        out = None if not hit and not rules.skip and not rules.only else (
+            rules.skip, rules.only, rules.on_skip, rules.on_blackout if hit else "", hit)
+        self._seen[rules] = out
+        return out
+
+
+def _classes(job_rows: Iterable[JobRow], by: str, touch: _Touch) -> tuple[list[_Class], dict[str, int]]:
+    """Group jobs by (group, schedule text, zone, DST policy, jitter, rules) first, which costs
+    a dict lookup per job, then parse each distinct text once (per job only for hashed `H`
+    texts) and merge texts naming the same instants (and decided alike)."""
+    first: dict[tuple[str, str, str, str, int, int], list[str]] = {}
+    decides = bool(touch.book.calendars or touch.book.blackouts)
+    way_of: dict[int, int] = {}               # id(rules) -> how its jobs are decided (0: not at all): ints hash fast
+    ways: list[tuple[tuple[object, ...] | None, cal.Rules | None]] = [(None, None)]   # (touch key, rules for it)
+    alive: list[cal.Rules] = []               # the rules whose ids way_of holds (rows share them: `rows`)
     jobs_by_group: dict[str, int] = {}
-    for name, team, pool, spec, tz, dst, jitter in job_rows:
+    for name, team, pool, spec, tz, dst, jitter, rules in job_rows:
         group = team if by == "team" else pool if by == "pool" else ""
         jobs_by_group[group] = jobs_by_group.get(group, 0) + 1
-        key = (group, spec, tz, dst, jitter)
+        way = 0
+        if decides:
+            way = way_of.get(id(rules), -1)
+            if way < 0:
+                way = way_of[id(rules)] = _way(touch.key(rules), rules, ways)
+                alive.append(rules)
+        key = (group, spec, tz, dst, jitter, way)
         names = first.get(key)
         if names is None:
             first[key] = [name]
         else:
             names.append(name)
     merged: dict[tuple[object, ...], _Class] = {}
-    for (group, spec, tz, dst, jitter), names in first.items():
-        for members in _same_instants(spec, names):
-            s = _parse(spec, tz, dst, members[0])
+    parsed: dict[tuple[str, str, str, tuple[str, ...] | None], sched.Schedule | None] = {}
+    for (group, spec, tz, dst, jitter, way), names in first.items():
+        kept, decider = ways[way]
+        for fields, members in _same_instants(spec, names):
+            known = (spec, tz, dst, fields)  # texts whose `H` land alike name the same instants: parsed once
+            s = parsed[known] if known in parsed else parsed.setdefault(known, _parse(spec, tz, dst, members[0]))
             if s is None or s.kind == "none":
                 continue
-            same = (group, sched.instant_key(s))
+            same = (group, sched.instant_key(s), kept, s.tz if kept is not None else "")   # calendars read local days
             c = merged.get(same)
             if c is None:
-                c = merged[same] = _Class(group, s, spec)
+                c = merged[same] = _Class(group, s, spec, rules=decider)
             if not jitter:
                 c.buckets.setdefault(0, []).extend(members)
                 continue
@@ -219,16 +300,29 @@ def _classes(job_rows: Iterable[JobRow], by: str) -> tuple[list[_Class], dict[st
     return [_coarsen(c) for c in merged.values()], jobs_by_group
 
 
-def _same_instants(spec: str, names: list[str]) -> Iterable[list[str]]:
-    """The jobs of one schedule text split by where their `H` fields land (one part when the
-    text has none)."""
+def _way(kept: tuple[object, ...] | None, rules: cal.Rules, ways: list[tuple[tuple[object, ...] | None,
+                                                                           cal.Rules | None]]) -> int:
+    """The index in `ways` of touch key `kept` (0: None, not decided), added with `rules` (the
+    first rules of that key: they decide for every job of it) when new."""
+    if kept is None:
+        return 0
+    for i, (k, _) in enumerate(ways):
+        if k == kept:
+            return i
+    ways.append((kept, rules))
+    return len(ways) - 1
+
+
+def _same_instants(spec: str, names: list[str]) -> Iterable[tuple[tuple[str, ...] | None, list[str]]]:
+    """The jobs of one schedule text split by where their `H` fields land (one part, fields
+    None, when the text has none)."""
     if not sched.uses_hash(spec):
-        return [names]
+        return [(None, names)]
     parts: dict[tuple[str, ...] | None, list[str]] = {}
     for name in names:
         parts.setdefault(sched.hashed_fields(spec, name), []).append(name)
     parts.pop(None, None)                 # a text parse refuses: it names no instants
-    return parts.values()
+    return parts.items()
 
 
 def _parse(spec: str, tz: str, dst: str, hash_key: str) -> sched.Schedule | None:
@@ -252,21 +346,51 @@ def _coarsen(c: _Class) -> _Class:
     return c
 
 
-def walk(job_rows: Iterable[JobRow], from_ms: int, to_ms: int) -> Counter[int]:
-    """Runs due per second in [from_ms, to_ms), every job's instants walked one by one: the
-    definition `compute`'s grouped count must equal (the tests' oracle, the bench's baseline),
-    far too slow for a large table."""
+def walk(job_rows: Iterable[JobRow], from_ms: int, to_ms: int, book: cal.Book = NO_BOOK,
+         left: Counter[str] | None = None) -> Counter[int]:
+    """Runs due per second in [from_ms, to_ms), every job's instants walked one by one, each
+    decided by the calendars and blackouts of `book` (`left`, when given, counts the instants
+    due in the window they skip, move or defer): the definition `compute`'s grouped count must
+    equal (the tests' oracle, the bench's baseline), far too slow for a large table."""
     out: Counter[int] = Counter()
     lo, hi = from_ms // 1000, -(-to_ms // 1000)
-    for name, _team, _pool, spec, tz, dst, jitter in job_rows:
+    decides = bool(book.calendars or book.blackouts)
+    for name, _team, _pool, spec, tz, dst, jitter, rules in job_rows:
         gap, _, fold = dst.partition("/")
         s = sched.parse(spec, tz, hash_key=name, gap=gap, fold=fold)
         off = jitter_offset_ms(name, jitter)
-        x = sched.next_after(s, lo * 1000 - off - 1)
+        start = lo * 1000 - off
+        if decides and rules.on_blackout == "defer":
+            start = _deferred_from(book, rules, lo * 1000, start)
+        x = sched.next_after(s, start - 1)
         while x is not None and (x + off) // 1000 < hi:
-            out[(x + off) // 1000] += 1
+            v = cal.decide(book, rules, s, x, locate=False) if decides else None
+            due = (x + off) // 1000
+            if v is None:
+                if due >= lo:
+                    out[due] += 1
+            else:
+                if left is not None and due >= lo:
+                    left[_LEFT[v.action]] += 1
+                fire = max(x + off, v.until_ms) // 1000
+                if v.action == "defer" and lo <= fire < hi:
+                    out[fire] += 1
             x = sched.next_after(s, x)
     return out
+
+
+_LEFT = {"skip": "skipped", "move": "moved", "defer": "deferred"}
+
+
+def _deferred_from(book: cal.Book, rules: cal.Rules, from_ms: int, start: int) -> int:
+    """Where to begin looking for a job's instants that a blackout selecting it defers into the
+    window: the start of the earliest such blackout ending in or after it (at most LOOKBACK_MS
+    before the window), or `start` when that is earlier."""
+    edge = start
+    for b in book.blackouts.values():
+        if b.end_ms > edge and b.start_ms < start and b.matches(rules.team, rules.labels):
+            start = max(b.start_ms, min(edge, from_ms - LOOKBACK_MS))
+    return start
 
 
 def instants_between(s: sched.Schedule, lo_ms: int, hi_ms: int) -> Iterator[int]:
@@ -281,10 +405,13 @@ def instants_between(s: sched.Schedule, lo_ms: int, hi_ms: int) -> Iterator[int]
         x = sched.next_after(s, x)
 
 
-def _fill(c: _Class, series: list[int], base: int, end: int) -> None:
+def _fill(c: _Class, series: list[int], base: int, end: int, decisions: _Decisions, left: Counter[str]) -> None:
     """Add the class's runs due in [base, end) seconds: instants plus each bucket's offset."""
     reach = max(c.buckets)
     s = c.schedule
+    if c.rules is not None:
+        _fill_decided(c, series, base, end, decisions, left)
+        return
     if s.kind == "every" and s._period_ms % 1000 == 0:
         period = s._period_ms
         c.instants = range(-(-(base * 1000 - reach) // period) * period, end * 1000, period)
@@ -298,6 +425,63 @@ def _fill(c: _Class, series: list[int], base: int, end: int) -> None:
             i = (t + offset) // 1000 - base
             if 0 <= i < n:
                 series[i] += count
+
+
+@dataclass(slots=True)
+class _Decisions:
+    """`calendars.decide` of instants, each asked once per way of deciding: without looking for
+    where a moved instant goes, the decision reads only the rules, the zone and the instant, so
+    classes of one way and zone (other schedules, other groups) share it."""
+
+    book: cal.Book
+    _known: dict[tuple[int, str, int], cal.Verdict | None] = field(default_factory=dict)
+
+    def of(self, rules: cal.Rules, s: sched.Schedule, t: int) -> cal.Verdict | None:
+        key = (id(rules), s.tz, t)                # a class's rules object stands for its way (`_way`)
+        if key in self._known:
+            return self._known[key]
+        v = self._known[key] = cal.decide(self.book, rules, s, t, locate=False)
+        return v
+
+
+def _fill_decided(c: _Class, series: list[int], base: int, end: int, decisions: _Decisions,
+                  left: Counter[str]) -> None:
+    """`_fill` for a class whose instants calendars or blackouts decide: each instant decided
+    once (schedd.core.calendars.decide) for all the class's jobs; those that run are counted as
+    usual, deferred ones at the blackout's end (or their own due time when later), and each
+    bucket's skipped, moved and deferred instants due in the window are counted in `left`."""
+    rules = c.rules
+    assert rules is not None
+    s = c.schedule
+    start = base * 1000 - max(c.buckets)
+    if rules.on_blackout == "defer":
+        start = _deferred_from(decisions.book, rules, base * 1000, start)
+    runs: list[int] = []
+    for t in instants_between(s, start, end * 1000):
+        v = decisions.of(rules, s, t)
+        if v is None:
+            runs.append(t)
+        elif v.action == "defer":
+            c.deferred.append((t, v.until_ms))
+        else:
+            c.dropped.append((t, v.action))
+    c.instants = runs
+    n = end - base
+    for offset, names in c.buckets.items():
+        count = len(names)
+        for t in runs:
+            i = (t + offset) // 1000 - base
+            if 0 <= i < n:
+                series[i] += count
+        for t, until in c.deferred:
+            if 0 <= (t + offset) // 1000 - base < n:
+                left["deferred"] += count
+            i = max(t + offset, until) // 1000 - base
+            if 0 <= i < n:
+                series[i] += count
+        for t, action in c.dropped:
+            if 0 <= (t + offset) // 1000 - base < n:
+                left[_LEFT[action]] += count
 
 
 def _fill_periodic(c: _Class, series: list[int], base: int, step: int) -> None:
@@ -352,6 +536,8 @@ def _peak(classes: list[_Class], at_ms: int, width_ms: int, due: int, slots: int
         count = 0
         for offset, members in c.buckets.items():
             k = _count_in(c.instants, at_ms - offset, at_ms + width_ms - offset)
+            if c.deferred:
+                k += sum(1 for t, until in c.deferred if at_ms <= max(t + offset, until) < at_ms + width_ms)
             if k:
                 count += k * len(members)
                 if len(names) < EXAMPLES:
@@ -410,3 +596,4 @@ def count_in(fc: Forecast, written: Forecast) -> None:
                 series[i] += due
         table.jobs += g.jobs
         table.instants += g.instants
+        table.left.update(g.left)

@@ -18,7 +18,9 @@ from itertools import islice
 from typing import Any
 
 from schedd.core import batches
+from schedd.core import calendars
 from schedd.core import sla as S
+from schedd.core import placing
 from schedd.core import windows as W
 from schedd.core.model import RUNNING, SCHEDULED, Execution, Job
 from schedd.core.policy import JobPolicy, blocked
@@ -170,7 +172,11 @@ class StateView:
 
     def exact_rows(self, names: list[str] | None = None) -> list[Any]:
         """The forecast rows of the jobs with exact times, all or of `names` (a placement's load)."""
-        return W.exact_rows(self._t, names)
+        return placing.exact_rows(self._t, names)
+
+    def book(self) -> Any:
+        """The calendars and blackouts as of now (a copy), that the placement's load counts by."""
+        return calendars.book_of(self._t)
 
 
 Viewable = StateView | Tables

@@ -39,7 +39,6 @@ from functools import lru_cache
 from sortedcontainers import SortedList
 
 from schedd.core import commands as C
-from schedd.core import forecast
 from schedd.core import results as R
 from schedd.core import schedule as sched
 from schedd.core.model import Job
@@ -281,13 +280,6 @@ def choose(load: list[int], names: Sequence[str]) -> list[int]:
     return out
 
 
-def place_all(job_rows: Sequence[forecast.JobRow], wants: Sequence[Want],
-              window_taken: Mapping[tuple[str, int, int], Mapping[int, int]]) -> list[list[object]]:
-    """`plan` with the exact-time load counted from `job_rows`: the leader's whole choice, run off
-    its event loop (the forecast walks every job's schedule; the choice is about 60 us a job)."""
-    return plan(wants, exact_load(job_rows, wants), window_taken)
-
-
 def plan(wants: Iterable[Want], exact: Mapping[tuple[str, int, int], Sequence[int]],
          window_taken: Mapping[tuple[str, int, int], Mapping[int, int]]) -> list[list[object]]:
     """The `place` items for `wants`: per (pool, lo, hi), the load of each second is the
@@ -310,25 +302,3 @@ def plan(wants: Iterable[Want], exact: Mapping[tuple[str, int, int], Sequence[in
         for w, i in zip(members, choose(load, [w.name for w in members])):
             items.append([w.name, w.t, lo + i * 1000])
     return items
-
-
-def exact_rows(st: Tables, names: Iterable[str] | None = None) -> list[forecast.JobRow]:
-    """The forecast's rows of the jobs with exact times, all or those of `names` (window jobs
-    are counted where they are placed, `taken`; call under the node lock)."""
-    windowed = st.windowed
-    return [row for row in forecast.rows(st, names) if row[0] not in windowed]
-
-
-def exact_load(job_rows: Sequence[forecast.JobRow], wants: Iterable[Want]) -> dict[tuple[str, int, int], list[int]]:
-    """Runs of exact-time jobs due per second of each wanted window, by pool: one forecast per
-    distinct window (off the node lock: it walks every job's schedule)."""
-    keys: dict[tuple[int, int], set[str]] = {}
-    for w in wants:
-        keys.setdefault((w.lo, w.hi), set()).add(w.pool)
-    out: dict[tuple[str, int, int], list[int]] = {}
-    for (lo, hi), pools in sorted(keys.items()):
-        fc = forecast.compute(job_rows, lo, hi, by="pool", top=1)
-        for pool in pools:
-            g = fc.group(pool)
-            out[(pool, lo, hi)] = g.series if g is not None else []
-    return out

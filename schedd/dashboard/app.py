@@ -32,7 +32,7 @@ from urllib.parse import quote, urlsplit
 
 from aiohttp import web
 
-from schedd.dashboard import cluster, dags, job, jobs, live, run
+from schedd.dashboard import calendars, cluster, dags, forecast, job, jobs, live, run
 from schedd.dashboard.backend import Api, ApiError, Unauthenticated
 from schedd.dashboard.login_codes import LoginCodes
 from schedd.dashboard.sessions import Sessions, same
@@ -43,7 +43,7 @@ STATIC = Path(__file__).parent / "static"
 TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml", ".map": "application/json"}
 MAX_TOKEN_CHARS = 512
 CODE_REFUSED = "this login link was already used or has expired: run schedctl dashboard again"
-PAGES = (jobs, job, dags, cluster, run)
+PAGES = (jobs, job, dags, calendars, forecast, cluster, run)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

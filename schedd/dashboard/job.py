@@ -1,9 +1,12 @@
 """The Job page, /jobs/<name>: one job's spec (readable, and raw as JSON or YAML), its next fires
-in its zone and in UTC with DST notes, the ledger of its instants as a timeline, its runs, and
-the actions the session's grants allow (trigger with parameters, pause/resume, backfill).
+in its zone and in UTC with DST notes and what its calendars and blackouts make of each, the
+ledger of its instants as a timeline, its runs, and the actions the session's grants allow
+(trigger with parameters, pause/resume, backfill). An instant of the timeline or the ledger,
+clicked (or activated with the keyboard), is explained in a panel: the API's Explain, the
+answer `schedctl job explain --at T` gives (and `run explain` for one that ran).
 
 Every value comes from the node's gRPC API with the session's token (GetJob, ListInstants,
-ListExecutions), and every action is the call schedctl makes (TriggerJob, PauseJob, ResumeJob,
+ListExecutions, Explain), and every action is the call schedctl makes (TriggerJob, PauseJob, ResumeJob,
 BackfillJob), so the API authorizes and audits it; its refusal is shown as it is. The buttons
 follow `shell.may`, which only hides what the API would refuse anyway.
 """
@@ -42,6 +45,7 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/api/jobs/{name}", job_json)
     router.add_get("/api/jobs/{name}/instants", instants_json)
     router.add_get("/api/jobs/{name}/runs", runs_json)
+    router.add_get("/api/jobs/{name}/explain", explain_json)
     router.add_post("/api/jobs/{name}/trigger", trigger)
     router.add_post("/api/jobs/{name}/pause", pause)
     router.add_post("/api/jobs/{name}/resume", resume)
@@ -107,10 +111,12 @@ def job_detail(job: pb.Job) -> dict[str, Any]:
         ("DST policy", f"gap {job.effective_dst_gap}, fold {job.effective_dst_fold}" if job.effective_dst_gap else ""),
         ("Labels", ", ".join(f"{k}={v}" for k, v in sorted(s.labels.items()))),
         ("Parameters", ", ".join(f"{k}={v}" for k, v in sorted(s.params.items()))),
+        ("Calendars", calendar_text(s)),
+        ("Blackouts", "deferred to the window's end" if s.on_blackout == "defer" else "skipped (on_blackout: skip)"),
         ("Version", str(job.version)),
     ]
     fires = [{"ms": ms, "utc": utc_text(ms), "local": local_text(ms, zone), "zone": f.zone_abbreviation,
-              "dst": f.dst_note} for ms, f in zip(job.upcoming_ms, job.upcoming_fires)]
+              "dst": f.dst_note, "calendar": f.calendar_note} for ms, f in zip(job.upcoming_ms, job.upcoming_fires)]
     return {"name": s.name, "team": s.team, "paused": job.paused, "schedule": s.schedule,
             "words": job.schedule_words, "timezone": s.timezone or "UTC", "next_fire_ms": job.next_fire_ms,
             "created_ms": job.created_ms,
@@ -118,8 +124,30 @@ def job_detail(job: pb.Job) -> dict[str, Any]:
             "last_run_url": run_url(job.last_execution_id) if job.last_execution_id else "",
             "readable": [{"label": k, "value": v} for k, v in readable if v],
             "params": dict(sorted(s.params.items())), "fires": fires,
+            "calendars": [{"name": n, "how": how} for how, names in (("skip", s.calendar.skip), ("only", s.calendar.only))
+                          for n in names],
             "spec_json": json.dumps(raw, indent=2, sort_keys=True),
             "spec_yaml": yaml.safe_dump(raw, sort_keys=True, default_flow_style=False, allow_unicode=True)}
+
+
+def calendar_text(s: pb.JobSpec) -> str:
+    """The job's calendars as `job get` words them: "skip bank-holidays-de; on skip: next allowed"."""
+    parts = [f"{how} {', '.join(names)}" for how, names in (("skip", s.calendar.skip), ("only", s.calendar.only))
+             if names]
+    if not parts:
+        return ""
+    on_skip = "run at the next allowed instant" if s.calendar.on_skip == "next_allowed" else "skip the instant"
+    return "; ".join(parts) + f"; a date they exclude: {on_skip}"
+
+
+def explanation(x: pb.Explanation) -> dict[str, Any]:
+    """Explain's answer as the panel shows it: the summary, the log index it was read at, and each
+    finding with its values (log index, term, worker, fencing token, SLA verdict, ...)."""
+    return {"id": x.id, "job": x.job, "instant_ms": x.instant_ms, "instant": utc_text(x.instant_ms),
+            "disposition": x.disposition, "summary": x.summary, "index": x.index,
+            "run_url": run_url(x.id) if x.disposition in ("ran", "running", "pending", "cancelled") else "",
+            "findings": [{"kind": f.kind, "text": f.text, "at": utc_text(f.at_ms) if f.at_ms else "",
+                          "details": dict(sorted(f.details.items()))} for f in x.findings]}
 
 
 def instant_rows(records: list[pb.InstantRecord], tz: str) -> list[dict[str, Any]]:
@@ -222,7 +250,8 @@ def _main(name: str, job: pb.Job, can: dict[str, bool]) -> str:
 <dl id="spec"></dl><pre id="raw" hidden></pre></div>
 <div><h2>Next fires</h2>
 <table id="fires"><thead><tr><th>#</th><th>Local (<span id="fires-zone"></span>)</th><th>UTC</th><th>In</th>
-<th>DST</th></tr></thead><tbody></tbody></table></div>
+<th>DST</th><th>Calendars, blackouts</th></tr></thead><tbody></tbody></table>
+<p class="hint" id="job-calendars"></p></div>
 </section>
 <h2>Instants <span class="count" id="instant-count"></span></h2>
 <form class="filters" id="window-form">
@@ -232,9 +261,16 @@ def _main(name: str, job: pb.Job, can: dict[str, bool]) -> str:
 <button type="button" id="more" hidden>Continue this window</button>
 </form>
 <div id="legend" class="legend"></div>
+<p class="hint">Why did an instant run, or not? Click it on the timeline or its Explain button in the table; with
+the keyboard, Tab to the timeline, move with the arrow keys and press Enter.</p>
 <div id="timeline" class="timeline-box"></div>
+<section class="explain-panel" id="explain" hidden aria-live="polite" tabindex="-1">
+<h2>Why <span id="explain-title"></span> <button type="button" id="explain-close">Close</button></h2>
+<p id="explain-summary"></p><dl id="explain-facts"></dl>
+<table id="explain-findings"><thead><tr><th>When</th><th>What</th><th>Detail</th><th>Values</th></tr></thead>
+<tbody></tbody></table></section>
 <table id="instants"><thead><tr><th></th><th>Instant (local)</th><th>UTC</th><th>Outcome</th><th>Why</th>
-<th>Run</th></tr></thead><tbody></tbody></table>
+<th>Run</th><th>Explain</th></tr></thead><tbody></tbody></table>
 <p class="pager"><button type="button" id="inst-prev">Previous</button> <span id="inst-page"></span>
 <button type="button" id="inst-next">Next</button></p>
 <h2>Runs <span class="count" id="runs-total"></span></h2>
@@ -295,6 +331,20 @@ async def instants_json(request: web.Request) -> web.Response:
         full = len(records) >= MAX_INSTANTS
         return {"from": since, "to": until, "rows": rows, "svg": timeline.svg(rows, since, until),
                 "legend": timeline.legend(rows), "next_from": records[-1].instant_ms + 1 if full else 0}
+    return await _answer(request, call)
+
+
+async def explain_json(request: web.Request) -> web.Response:
+    """Why the job's instant `at` (epoch ms) ran or did not: Explain, as `schedctl job explain`."""
+    name = request.match_info["name"]
+    try:
+        at = int(request.query.get("at", ""))
+    except ValueError:
+        return web.json_response({"error": "at is an instant in epoch milliseconds"}, status=400)
+
+    async def call(api: Api, token: str) -> dict[str, Any]:
+        x = await api._call(_stub(api).Explain, pb.ExplainRequest(job=name, at_ms=at), token)
+        return explanation(x)
     return await _answer(request, call)
 
 

@@ -37,7 +37,8 @@ HEADERS = {
 }
 
 #: The navigation: (key, path, label, operators only). A page module's `active` key is one of these.
-NAV = (("jobs", "/jobs", "Jobs", False), ("dags", "/dags", "DAGs", False), ("cluster", "/cluster", "Cluster", True))
+NAV = (("jobs", "/jobs", "Jobs", False), ("dags", "/dags", "DAGs", False), ("calendars", "/calendars", "Calendars", False),
+       ("forecast", "/forecast", "Forecast", False), ("cluster", "/cluster", "Cluster", True))
 
 
 def cookie_name(request: web.Request) -> str:

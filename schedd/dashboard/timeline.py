@@ -4,7 +4,9 @@ instant's kind is read from its lane's label (and its shape and tooltip), never 
 Pure shaping, no I/O: `category` sorts an instant (its ledger disposition, its run's state and
 trigger) into a lane; `svg` draws the lanes. Marks are binned per pixel column and lane, so a
 window of 10,000 instants draws at most `WIDTH` marks per lane (each with a tooltip that counts
-what it holds) and renders in milliseconds. The SVG uses classes and presentation attributes
+what it holds) and renders in milliseconds. Each mark is focusable and carries its (first)
+instant (`data-t`): the page explains it when it is clicked or activated with the keyboard (one
+mark is a tab stop, the arrow keys move between them: a roving tabindex, set by the page). The SVG uses classes and presentation attributes
 only: the dashboard's CSP allows no inline style.
 """
 
@@ -115,7 +117,8 @@ def svg(rows: list[dict[str, object]], since_ms: int, until_ms: int) -> str:
             if b_lane != lane:
                 continue
             when = _stamp(b.first_ms) if b.count == 1 else f"{b.count} instants, {_stamp(b.first_ms)} to {_stamp(b.last_ms)}"
-            out.append(f'<rect class="mark mark-{key}" x="{LABEL_W + x}" y="{y + 3}" width="3" height="{LANE_H - 6}">'
+            out.append(f'<rect class="mark mark-{key}" x="{LABEL_W + x}" y="{y + 3}" width="3" height="{LANE_H - 6}" '
+                       f'data-t="{b.first_ms}" tabindex="-1" role="button">'
                        f'<title>{html.escape(label)}: {html.escape(when)}, {html.escape(b.sample)}</title></rect>')
         out.append("</g>")
     for i in range(6):                                      # the axis: six ticks, UTC

@@ -10,7 +10,7 @@ changed, or one whose previous window just opened) to place them together at the
 job was written or its next instant moved since a pass found everything placed
 (`view.window_moves`; a pass every RESCAN_MS all the same). Placing counts the load of each
 window (the window runs already placed, under the lock; the forecast rows of exact-time jobs,
-read under the lock in parts of READ_CHUNK; the forecast and the choice, `windows.place_all`, in
+read under the lock in parts of READ_CHUNK; the forecast and the choice, `placing.place_all`, in
 a thread off the event loop) and proposes the placements in entries of at most
 `windows.MAX_PLACE_ITEMS`. A proposal that fails is simply planned again at the next pass: apply
 refuses an instant no longer next and never moves one already placed.
@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable
 
 from schedd.core import commands as C
-from schedd.core import windows
+from schedd.core import placing, windows
 from schedd.core.view import StateView
 from schedd.replication.node import ProposalError
 
@@ -78,12 +78,13 @@ class Placer:
             keys = sorted({(w.pool, w.lo, w.hi) for w in wants})
             with self.node.lock:
                 taken = self.view.window_taken(keys)
+                book = self.view.book()
                 names = self.view.job_names()
             rows: list = []
             for i in range(0, len(names), READ_CHUNK):        # the lock released between parts
                 with self.node.lock:
                     rows += self.view.exact_rows(names[i:i + READ_CHUNK])
-            items = await asyncio.to_thread(windows.place_all, rows, wants, taken)
+            items = await asyncio.to_thread(placing.place_all, rows, wants, taken, book)
             for i in range(0, len(items), windows.MAX_PLACE_ITEMS):
                 entry = C.encode(C.PLACE, rid="", now=self.clock.now_ms(), term=term, by=self.node.cfg.node_id,
                                  items=items[i:i + windows.MAX_PLACE_ITEMS])

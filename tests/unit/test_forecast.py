@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from schedd.core import calendars as cal
 from schedd.core import forecast as F
 from schedd.core import schedule as sched
 from tests.support.properties import examples
@@ -24,8 +25,9 @@ JITTERS = [0, 0, 999, 1500, 7000, 60_000]
 
 
 
-def row(i: int, spec: str, tz: str = "UTC", jitter: int = 0, team: str = "a", pool: str = "") -> F.JobRow:
-    return (f"job-{i}", team, pool, spec, tz, "", jitter)
+def row(i: int, spec: str, tz: str = "UTC", jitter: int = 0, team: str = "a", pool: str = "",
+        rules: cal.Rules | None = None) -> F.JobRow:
+    return (f"job-{i}", team, pool, spec, tz, "", jitter, rules or cal.Rules(team))
 
 
 jobs_strategy = st.lists(st.tuples(st.sampled_from(SCHEDULES), st.sampled_from(ZONES), st.sampled_from(JITTERS),
@@ -185,3 +187,169 @@ def test_a_large_table_is_read_in_parts_and_the_note_says_so(monkeypatch):
     parts = forecasts.read_rows(node, {"a"})
     assert sorted(parts.rows) == sorted(r for r in whole.rows if r[1] == "a") and parts.note() == ""
     assert "moved from index 3 to 9" in forecasts.Rows([], {}, 3, 9).note()
+
+
+# ------------------------------------------------------------------ calendars and blackouts
+
+DAY = 86_400_000
+XMAS = 1_798_156_800_000                # 2026-12-25T00:00:00Z, a Friday
+HOLIDAYS = cal.Calendar("hol", "", "", (("2026-12-25", "Christmas Day"), ("2026-12-26", "Boxing Day")), (),
+                        (), (), 1, 0, "")
+WEEKEND = cal.Calendar("weekend", "", "", (), (), (5, 6), (), 1, 0, "")
+BUSINESS = cal.Calendar("business", "", "", (), (("2026-12-21", "2026-12-24", "Last week"),), (0, 1, 2, 3, 4), (),
+                        1, 0, "")
+BLACKOUTS = [cal.Blackout("freeze", XMAS + 3_600_000 + 30_000, XMAS + 5_400_000 + 500, "a", (), "release", 0, ""),
+             cal.Blackout("prod", XMAS - 7_200_000, XMAS + 600_000, "", (("tier", "prod"),), "", 0, ""),
+             cal.Blackout("late", XMAS + 20 * 3_600_000, XMAS + 20 * 3_600_000 + 90_000, "b", (), "", 0, "")]
+RULES = [cal.Rules(), cal.Rules(skip=("hol",)), cal.Rules(skip=("hol", "weekend"), on_skip="next_allowed"),
+         cal.Rules(only=("business",)), cal.Rules(on_blackout="defer"),
+         cal.Rules(labels=(("tier", "prod"),), on_blackout="defer"), cal.Rules(labels=(("tier", "prod"),)),
+         cal.Rules(skip=("weekend",), on_blackout="defer"), cal.Rules(skip=("missing",))]
+BOOK = cal.Tablet({c.name: c for c in (HOLIDAYS, WEEKEND, BUSINESS)}, {b.name: b for b in BLACKOUTS})
+
+
+def decided(i: int, spec: str, tz: str, jitter: int, team: str, rules: cal.Rules) -> F.JobRow:
+    r = cal.Rules(team, rules.skip, rules.only, rules.on_skip, rules.on_blackout, rules.labels)
+    return row(i, spec, tz, jitter, team=team, pool="gpu" if i % 3 else "", rules=r)
+
+
+def per_second(fc: F.Forecast) -> Counter:
+    got: Counter = Counter()
+    for g in fc.groups:
+        for i, due in enumerate(g.series):
+            if due:
+                got[fc.from_ms // 1000 + i] += due
+    return got
+
+
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=st.lists(st.tuples(st.sampled_from(SCHEDULES), st.sampled_from(ZONES), st.sampled_from(JITTERS),
+                               st.sampled_from(["a", "b"]), st.sampled_from(RULES)), min_size=1, max_size=30),
+       start=st.integers(-36 * 3600, 48 * 3600), length=st.integers(1, 2 * 3600), by=st.sampled_from(F.GROUPINGS))
+def test_counts_with_calendars_and_blackouts_match_the_instant_by_instant_count(jobs, start, length, by):
+    rows = [decided(i, *j) for i, j in enumerate(jobs)]
+    lo = XMAS + start * 1000                               # around Christmas, the blackouts, a weekend
+    fc = F.compute(rows, lo, lo + length * 1000, by=by, top=3, book=BOOK)
+    left: Counter = Counter()
+    expected = F.walk(rows, lo, lo + length * 1000, BOOK, left)
+    assert per_second(fc) == expected
+    assert fc.instants == sum(expected.values()) and fc.left == left
+    if by == "":
+        top = max(expected.values(), default=0)
+        assert (fc.groups[0].peak_seconds[0].due if fc.groups[0].peak_seconds else 0) == top
+        for p in fc.groups[0].peak_seconds:
+            assert sum(c.jobs for c in p.contributors) <= p.due == expected[p.at_ms // 1000]
+
+
+@pytest.mark.parametrize("rules, runs, left", [
+    # both holidays' nine o'clock are left out; next_allowed adds no run (it runs as the next instant)
+    (cal.Rules("a"), 2, {}),
+    (cal.Rules("a", skip=("hol",)), 0, {"skipped": 2}),
+    (cal.Rules("a", skip=("hol",), on_skip="next_allowed"), 0, {"moved": 2}),
+    (cal.Rules("a", skip=("weekend",)), 1, {"skipped": 1}),           # Saturday 26th
+    (cal.Rules("a", only=("business",)), 1, {"skipped": 1}),          # Friday 25th is a business day
+])
+def test_a_calendar_leaves_its_instants_out_and_says_how_many(rules, runs, left):
+    rows = [row(0, "0 9 * * *", rules=rules)]
+    fc = F.compute(rows, XMAS + 3_600_000, XMAS + 2 * DAY, book=BOOK)       # the 25th and the 26th (a Saturday)
+    assert fc.instants == runs and fc.left == Counter(left)
+
+
+def test_a_deferred_herd_lands_at_the_blackouts_end_and_the_peak_says_so():
+    rows = [row(i, "* * * * *", rules=cal.Rules("a", on_blackout="defer")) for i in range(100)]
+    fc = F.compute(rows, XMAS + 3_600_000, XMAS + 7_200_000, top=1, book=BOOK)
+    end = BLACKOUTS[0].end_ms
+    g = fc.groups[0]
+    assert g.peak_seconds[0].at_ms == end - end % 1000 and g.peak_seconds[0].due == 30 * 100   # 01:01..01:30
+    assert g.peak_seconds[0].contributors[0].jobs == 3000
+    assert fc.left == Counter(deferred=3000) and fc.instants == 6000
+    skipped = F.compute([row(i, "* * * * *") for i in range(100)], XMAS + 3_600_000, XMAS + 7_200_000, book=BOOK)
+    assert skipped.instants == 3000 and skipped.left == Counter(skipped=3000)
+
+
+def test_rows_carry_the_rules_the_decisions_read():
+    from tests.support.state import Harness
+    h = Harness(level=cal.CALENDAR_LEVEL)
+    from schedd.core import commands as C
+    assert h.apply(C.CALENDAR_PUT, calendar={"name": "hol", "team": "default", "dates": [["2027-01-16", "x"]]}).ok
+    assert h.put(name="j", schedule="0 9 * * *", calendar={"skip": ["hol"], "on_skip": "next_allowed"},
+                 on_blackout="defer", labels={"tier": "prod"}).ok
+    (r,) = F.rows(h.state)
+    job = h.state.jobs["j"]
+    assert r[7] == cal.rules_of(h.state, job)
+    assert (r[7].skip, r[7].on_skip, r[7].on_blackout, r[7].labels) == (("hol",), "next_allowed", "defer",
+                                                                       (("tier", "prod"),))
+    assert cal.book_of(h.state).calendars.keys() == {"hol"}
+    assert not cal.book_of(Harness(level=cal.CALENDAR_LEVEL - 1).state).calendars
+
+
+def test_the_put_warning_counts_what_calendars_and_blackouts_leave():
+    from schedd.api.forecasts import _rows_of
+    from schedd.core.model import validate_spec
+    lo, hi = XMAS - 3_600_000, XMAS + 23 * 3_600_000
+    herd = [row(i, "0 0 * * *", pool="p") for i in range(100)]
+    cap = F.Capacity(slots={"p": 64})
+    fc = F.compute(herd, lo, hi, by="pool", top=1, book=BOOK)
+    spec = validate_spec({"name": "new", "team": "a", "pool": "p", "schedule": "0 0 * * *", "timezone": "UTC",
+                          "calendar": {"skip": ["hol"]}, "handler": {"shell": {"command": "true"}}})
+    (r,) = _rows_of([spec])
+    assert r[7] == cal.Rules("a", skip=("hol",))
+    theirs = F.compute([r], lo, hi, by="pool", top=1, book=BOOK)
+    assert theirs.instants == 0 and F.crowding(fc, theirs, cap, lo) == []    # Christmas: it does not run
+    plain = F.compute([row(1000, "0 0 * * *", pool="p")], lo, hi, by="pool", top=1, book=BOOK)
+    assert F.crowding(fc, plain, cap, lo)[0].startswith("101 jobs due at 2026-12-25T00:00:00Z")
+
+
+def test_schedctl_says_how_many_instants_calendars_and_blackouts_left_out():
+    from schedd.api.forecasts import forecast_to_pb
+    from schedd_client.forecast_commands import forecast_text
+    rows = [row(i, "* * * * *", rules=cal.Rules("a", on_blackout="defer" if i % 2 else "skip")) for i in range(10)]
+    fc = F.compute(rows, XMAS + 3_600_000, XMAS + 7_200_000, book=BOOK)
+    text = forecast_text(forecast_to_pb(fc, ""))
+    assert text.count("calendars and blackouts: 150 skipped, 150 deferred to a blackout's end (counted then)") == 2
+    assert "all jobs: 10 jobs, 450 runs due" in text
+
+
+def test_the_forecast_counts_what_firing_records_under_calendars_and_blackouts():
+    """Three days from a Friday through the real core (firing.record and calendars.shape): each
+    recorded run's due second is what the forecast read beforehand counts, and what it left out
+    is what firing skipped, moved or deferred."""
+    from schedd.core import commands as C
+    from schedd.core.policy import jitter_offset_ms
+    from tests.support.state import T0, Harness
+    h = Harness(level=cal.CALENDAR_LEVEL)
+    for doc in ({"name": "weekend", "team": "default", "weekdays": [5, 6]},
+                {"name": "business", "team": "default", "weekdays": [0, 1, 2, 3, 4]}):
+        assert h.apply(C.CALENDAR_PUT, calendar=doc).ok
+    for doc in ({"name": "batch", "start_ms": T0 + 2 * 3_600_000, "end_ms": T0 + 5 * 3_600_000 + 30_000,
+                 "labels": {"tier": "batch"}, "reason": "backup"},
+                {"name": "freeze", "start_ms": T0 + 30 * 3_600_000, "end_ms": T0 + 31 * 3_600_000, "team": "default"}):
+        assert h.apply(C.BLACKOUT_PUT, blackout=doc).ok
+    weekend = {"skip": ["weekend"]}
+    jobs = [dict(name="skips", schedule="0 * * * *", calendar=weekend),
+            dict(name="moves", schedule="30 * * * *", calendar={**weekend, "on_skip": "next_allowed"}),
+            dict(name="only", schedule="15 * * * *", timezone="Asia/Kolkata", calendar={"only": ["business"]}),
+            dict(name="defers", schedule="@every 10m", on_blackout="defer", labels={"tier": "batch"}),
+            dict(name="held", schedule="@every 20m"),
+            dict(name="spread", schedule="0 * * * *", jitter_seconds=120, calendar=weekend, on_blackout="defer")]
+    for j in jobs:
+        assert h.put(**j).ok
+    lo, hi = T0 + 3_600_000, T0 + 3 * DAY                 # from after the jobs' first instants
+    fc = F.compute(F.rows(h.state), lo, hi, book=cal.book_of(h.state))
+    recorded = {}
+    while h.now < hi + 3_600_000:
+        h.now += 600_000
+        h.plan_and_fire()
+        recorded.update({k: ex for k, ex in h.state.execs.items() if ex.trigger in ("schedule", "catchup")})
+    runs, left = Counter(), Counter()
+    for ex in recorded.values():
+        due = ex.scheduled_ms + jitter_offset_ms(ex.job, 120_000 if ex.job == "spread" else 0)   # before a deferral
+        if ex.state == "SKIPPED" or ex.reason.startswith("blackout"):
+            if lo // 1000 <= due // 1000 < hi // 1000:
+                left["moved" if "moved to" in ex.reason else "skipped" if ex.state == "SKIPPED" else "deferred"] += 1
+            if ex.state == "SKIPPED":
+                continue
+        if lo // 1000 <= ex.due // 1000 < hi // 1000:
+            runs[ex.due // 1000] += 1
+    assert per_second(fc) == runs
+    assert fc.left == left and all(left[k] > 0 for k in ("skipped", "moved", "deferred"))

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from schedd.core import commands as C
-from schedd.core import plain
+from schedd.core import calendars, placing, plain
 from schedd.core import windows as W
 from schedd.core.model import SCHEDULED, SKIPPED, ValidationError, validate_spec
 from schedd.core.results import Code
@@ -133,7 +133,7 @@ def place_all(h: Harness) -> list[list]:
     wants, after = W.unplaced(h.state, 100_000)
     assert after == ""                                           # one step looks through them all
     taken = W.taken(h.state, [(w.pool, w.lo, w.hi) for w in wants])
-    items = W.place_all(W.exact_rows(h.state), wants, taken)
+    items = placing.place_all(placing.exact_rows(h.state), wants, taken, calendars.book_of(h.state))
     for i in range(0, len(items), W.MAX_PLACE_ITEMS):
         r = h.apply(C.PLACE, items=items[i:i + W.MAX_PLACE_ITEMS])
         assert r.ok, r
@@ -316,6 +316,34 @@ def test_the_forecast_counts_a_window_job_at_its_placed_second_only():
     after = forecast.compute(forecast.rows(h.state), t, t + 600_000)
     assert after.instants == 20 and max(after.groups[0].series) == 1
     assert sorted(i for i, k in enumerate(after.groups[0].series) if k) == sorted((at - t) // 1000 for _, _, at in items)
+
+
+def test_calendars_and_blackouts_decide_the_load_a_placement_reads_and_the_forecast_of_windows():
+    """What a calendar skips is no load: a herd skipped on Saturdays leaves its second free to a
+    window; a window job whose day a calendar skips, or whose placed second a blackout holds, is
+    not counted by the forecast."""
+    from schedd.core import forecast
+
+    h = harness()
+    assert h.apply(C.CALENDAR_PUT, calendar={"name": "weekend", "team": "default", "weekdays": [5, 6]}).ok
+    for i in range(200):                                         # a herd at 01:05:00, not on weekends
+        assert h.put(name=f"x{i:03d}", schedule="0 5 1 * * *", timezone="Europe/Berlin", pool="batch",
+                     calendar={"skip": ["weekend"]}).ok
+    for i in range(600):                                         # 600 window jobs for 600 seconds
+        put_window(h, f"n{i:03d}", window={"start": "01:00", "end": "01:10"}, pool="batch")
+    put_window(h, "off", window={"start": "01:00", "end": "01:10"}, calendar={"skip": ["weekend"]})
+    put_window(h, "held", window={"start": "01:00", "end": "01:10"})
+    items = place_all(h)
+    per_second = Counter(at for name, _, at in items if name.startswith("n"))
+    t = ms("2027-01-16T01:00")                                   # Saturday: the herd does not run
+    assert per_second[ms("2027-01-16T01:05")] == 1 and max(per_second.values()) == 1
+    at = dict((name, at) for name, _, at in items)
+    assert h.apply(C.BLACKOUT_PUT, blackout={"name": "freeze", "start_ms": at["held"],
+                                             "end_ms": at["held"] + 1000, "selector": {"team": "default"}}).ok
+    fc = forecast.compute(forecast.rows(h.state), t, t + 600_000, book=calendars.book_of(h.state))
+    held = sum(1 for a in at.values() if a == at["held"])          # "held" and whoever shares its second
+    assert fc.instants == 600 + 1 - held                              # "off": its day skipped, no run
+    assert fc.left["skipped"] == 200 + held                           # the herd's Saturday, the blackout
 
 
 def test_the_leaders_placer_places_each_instant_once_and_then_rests():

@@ -37,8 +37,17 @@
       if (raw.shown) { document.getElementById("raw").textContent = raw[raw.shown]; }
       document.getElementById("fires-zone").textContent = j.timezone;
       fill(document.querySelector("#fires tbody"), j.fires.map(function (f, i) {
-        return [i + 1, f.local, f.utc, when(f.ms), f.dst ? el("span", f.dst, "dst-note") : "-"];
+        return [i + 1, f.local, f.utc, when(f.ms), f.dst ? el("span", f.dst, "dst-note") : "-",
+                f.calendar ? el("span", f.calendar, "calendar-note") : "runs"];
       }));
+      var cals = document.getElementById("job-calendars");
+      cals.replaceChildren();
+      j.calendars.forEach(function (c, i) {
+        cals.appendChild(document.createTextNode(i ? ", " : "Calendars: "));
+        var a = el("a", c.name + " (" + c.how + ")");
+        a.href = "/calendars#calendar-" + encodeURIComponent(c.name);
+        cals.appendChild(a);
+      });
       if (!j.fires.length) {
         fill(document.querySelector("#fires tbody"), [[j.paused ? "paused: no fires" : "no coming fires (on demand, or a one-off already past)"]]);
       }
@@ -66,7 +75,10 @@
     if (!win.from && win.floor && win.floor > from && win.floor < to) { from = win.floor; }   // not before the job
     return fetchJson(base + "/instants?from=" + from + "&to=" + to).then(function (body) {
       var doc = new DOMParser().parseFromString(body.svg, "image/svg+xml");
+      var kept = focusedInstant("timeline");
       document.getElementById("timeline").replaceChildren(document.importNode(doc.documentElement, true));
+      var mark = roving(kept && document.querySelector('#timeline .mark[data-t="' + kept + '"]'));
+      if (kept && mark) { mark.focus(); }                    // a redraw does not take the keyboard's place
       var legend = document.getElementById("legend"), frag = document.createDocumentFragment();
       win.labels = {};
       body.legend.forEach(function (l) {
@@ -95,12 +107,19 @@
     var pages = Math.max(1, Math.ceil(win.rows.length / INSTANTS_PER_PAGE));
     win.page = Math.min(win.page, pages - 1);
     var rows = win.rows.slice(win.page * INSTANTS_PER_PAGE, (win.page + 1) * INSTANTS_PER_PAGE);
+    var kept = focusedInstant("instants");
     fill(document.querySelector("#instants tbody"), rows.map(function (r) {
       var mark = el("span", r.letter, "run-mark lane-mark-" + r.category);
       mark.title = win.labels[r.category] || r.category;
+      var why = el("button", "Explain", "explain-button");
+      why.type = "button";
+      why.dataset.t = r.t;
+      why.setAttribute("aria-label", "Explain the instant " + utc(r.t));
       return [mark, r.local, utc(r.t), el("span", r.disposition, "disposition disposition-" + r.category),
-              r.detail || "", runLink(r.id, r.id ? "/runs/" + encodeURIComponent(r.id) : "")];
+              r.detail || "", runLink(r.id, r.id ? "/runs/" + encodeURIComponent(r.id) : ""), why];
     }));
+    var again = kept && document.querySelector('#instants button[data-t="' + kept + '"]');
+    if (again) { again.focus(); }
     document.getElementById("inst-page").textContent = "page " + (win.page + 1) + " of " + pages;
     document.getElementById("inst-prev").disabled = win.page === 0;
     document.getElementById("inst-next").disabled = win.page >= pages - 1;
@@ -122,6 +141,83 @@
   document.getElementById("latest").addEventListener("click", function () { win.to = 0; win.from = 0; loadInstants(); });
   document.getElementById("more").addEventListener("click", function (e) {
     win.from = Number(e.target.dataset.from); win.to = Number(e.target.dataset.to); loadInstants();
+  });
+
+  // ------------------------------------------------------------ why an instant ran or did not
+
+  // The API's Explain of one instant (`job explain --at T`; for one that ran, what `run explain`
+  // says: the log index, the leader's term, each attempt's fencing token, the SLA verdict).
+  function explain(t, from) {
+    return fetchJson(base + "/explain?at=" + t).then(function (x) {
+      var panel = document.getElementById("explain");
+      document.getElementById("explain-title").textContent = x.instant + " (" + x.disposition + ")";
+      document.getElementById("explain-summary").textContent = x.summary;
+      var facts = document.getElementById("explain-facts"), frag = document.createDocumentFragment();
+      [["Instant", x.id], ["Outcome", x.disposition], ["Read at", "log index " + x.index]].forEach(function (f) {
+        frag.appendChild(el("dt", f[0])); frag.appendChild(el("dd", f[1]));
+      });
+      if (x.run_url) {
+        frag.appendChild(el("dt", "Run"));
+        var dd = el("dd"); dd.appendChild(runLink(x.id, x.run_url)); frag.appendChild(dd);
+      }
+      facts.replaceChildren(frag);
+      fill(document.querySelector("#explain-findings tbody"), x.findings.map(function (f) {
+        var values = Object.keys(f.details).map(function (k) { return k.replace(/_/g, " ") + ": " + f.details[k]; });
+        return [f.at || "-", f.kind, f.text, values.join("; ") || "-"];
+      }));
+      panel.hidden = false;
+      panel.dataset.t = t;
+      panel.returnTo = from || null;
+      panel.focus();
+    }).catch(function (e) { status("explain: " + e.message, true); });
+  }
+
+  function explainTarget(e) {
+    var target = e.target.closest ? e.target.closest("[data-t]") : null;
+    return target && (target.classList.contains("mark") || target.classList.contains("explain-button")) ? target : null;
+  }
+  // The instant whose mark or button in `box` has the keyboard focus ("" if none): kept across a redraw.
+  function focusedInstant(box) {
+    var f = document.activeElement;
+    return f && f.dataset && f.dataset.t && document.getElementById(box).contains(f) ? f.dataset.t : "";
+  }
+
+  // The timeline is one tab stop: its newest mark (or the one last used); the arrow keys move
+  // between marks (in time order within a lane, then lane by lane), Home and End to the ends.
+  function roving(current) {
+    var marks = Array.from(document.querySelectorAll("#timeline .mark"));
+    if (!marks.length) { return; }
+    var at = current ? marks.indexOf(current) : -1;
+    if (at < 0) { at = marks.length - 1; }
+    marks.forEach(function (m, i) { m.setAttribute("tabindex", i === at ? "0" : "-1"); });
+    return marks[at];
+  }
+  document.getElementById("timeline").addEventListener("keydown", function (e) {
+    var marks = Array.from(document.querySelectorAll("#timeline .mark")), at = marks.indexOf(e.target);
+    var to = {ArrowRight: at + 1, ArrowDown: at + 1, ArrowLeft: at - 1, ArrowUp: at - 1, Home: 0,
+              End: marks.length - 1}[e.key];
+    if (at < 0 || to === undefined) { return; }
+    e.preventDefault();
+    roving(marks[Math.max(0, Math.min(marks.length - 1, to))]).focus();
+  });
+  ["timeline", "instants"].forEach(function (id) {
+    var box = document.getElementById(id);
+    box.addEventListener("click", function (e) {
+      var target = explainTarget(e);
+      if (target) { explain(Number(target.dataset.t), target); }
+    });
+    box.addEventListener("keydown", function (e) {
+      var target = explainTarget(e);
+      if (target && target.tagName.toLowerCase() === "rect" && (e.key === "Enter" || e.key === " ")) {
+        e.preventDefault();
+        explain(Number(target.dataset.t), target);
+      }
+    });
+  });
+  document.getElementById("explain-close").addEventListener("click", function () {
+    var panel = document.getElementById("explain");
+    panel.hidden = true;
+    if (panel.returnTo && document.body.contains(panel.returnTo)) { panel.returnTo.focus(); }
   });
 
   // ------------------------------------------------------------ runs
