@@ -52,7 +52,7 @@ from schedd.core import schedule as sched
 from schedd.core.policy import BACKFILL, QUOTA_KINDS, quota_limit
 from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code
-from schedd.core.tables import MIN_MS
+from schedd.core.tables import MIN_MS, Tables
 from schedd.core.state import MAX_BACKFILL_PER_ENTRY, UNAUDITED, schedule_of
 from schedd.core.model import EXECUTION_STATES, ValidationError, parse_execution_id
 from schedd.core.specs import CALENDAR_FEATURE_LEVEL, DagTask, JobSpec, SealedSecret, handler_level
@@ -817,16 +817,27 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     # ------------------------------------------------------------ watches (schedd.api.watch)
 
     async def WatchJobs(self, request: pb.ListJobsRequest, context: CallContext) -> AsyncIterator[pb.WatchEvent]:
+        """A listing's jobs, then their changes; `recent` (the dashboard's Jobs page): each job
+        also with its last `recent` runs *this node holds in memory*, the ones whose state may
+        still change (ListJobs' `recent` reads the history too: a finished run there no longer
+        changes, so a watch need not read the disk to follow the outcomes)."""
         if request.state not in ("", "active", "paused"):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "state must be active or paused")
+        if not 0 <= request.recent <= MAX_RECENT_RUNS:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"recent must be between 0 and {MAX_RECENT_RUNS}")
         limit, visible = await watch_rows(context, request.page_size), auth.read_filter()
+
+        def runs(st: Tables, name: str) -> list[tuple[int, str]]:
+            return [(ex.scheduled_ms, ex.state) for ex in queries.recent_runs(st, name, request.recent)]
 
         async def read() -> Rows:
             with self.node.lock:
                 st = self.node.state
                 jobs, _, _ = queries.list_jobs(st, team=request.team, state=request.state, limit=limit,
                                                visible=visible, contains=request.name_contains)
-                return {j.name: convert.job_to_pb(j, st, summary=not request.full) for j in jobs}
+                return {j.name: convert.job_to_pb(j, st, summary=not request.full,
+                                                  recent=runs(st, j.name) if request.recent else ())
+                        for j in jobs}
 
         async for kind, key, row in follow(context, self.watchers, read, self._applied_index):
             yield pb.WatchEvent(type=kind, key=key, **({"job": row} if row is not None else {}))
