@@ -44,8 +44,10 @@ import statistics
 import sys
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -347,7 +349,9 @@ async def dashboard(base: str, token: str, ctx: ssl.SSLContext | None, page: Pag
                     if r.status != 200:
                         page.errors.append(f"/api/jobs {r.status}")
                     else:
-                        raw = gzip.decompress(body) if r.headers.get("Content-Encoding") == "gzip" else body
+                        coding = r.headers.get("Content-Encoding", "")
+                        raw = (gzip.decompress(body) if coding == "gzip" else zlib.decompress(body) if coding == "deflate"
+                               else body)
                         listing.show(json.loads(raw))
                     if again:
                         continue
@@ -385,9 +389,9 @@ async def dashboard(base: str, token: str, ctx: ssl.SSLContext | None, page: Pag
                 spawn_reload()
 
         timer = asyncio.ensure_future(fallback())
-        if reloading:
-            await reload()
         try:
+            if reloading:
+                await reload()
             async with session.get(base + "/api/events?watch=jobs", headers={"Accept": "text/event-stream"}) as r:
                 if r.status != 200:
                     page.errors.append(f"/api/events {r.status}: {await r.text()}")
@@ -452,7 +456,14 @@ async def _phase(s: Schedd, n: int, duration: float, reloading: bool = True) -> 
              for p, e in zip(pages, readies)]
     try:
         if tasks:
-            await asyncio.wait_for(asyncio.gather(*(e.wait() for e in readies)), 120)
+            all_ready = asyncio.ensure_future(asyncio.gather(*(e.wait() for e in readies)))
+            waiting: list[asyncio.Future[Any]] = [all_ready, *tasks]
+            await asyncio.wait(waiting, timeout=120, return_when=asyncio.FIRST_COMPLETED)
+            for t in tasks:
+                if t.done() and t.exception() is not None:
+                    raise RuntimeError("an emulated dashboard failed") from t.exception()
+            if not all_ready.done():
+                raise TimeoutError("the dashboards' streams were not ready within 120 s")
             await asyncio.sleep(2)                    # the first reloads done: steady state
         pids = s.pids()
         before = {k: cpu_seconds(p) or 0.0 for k, p in pids.items()}

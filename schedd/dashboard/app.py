@@ -83,7 +83,8 @@ async def _headers(request: web.Request, handler: Handler) -> web.StreamResponse
         response.headers.update(HEADERS)
         if (isinstance(response, web.Response) and response.content_type == "application/json"
                 and isinstance(response.body, bytes) and len(response.body) >= GZIP_MIN):
-            response.enable_compression()      # gzip or deflate, as the browser accepts (none: none)
+            gz = "gzip" in request.headers.get("Accept-Encoding", "")
+            response.enable_compression(web.ContentCoding.gzip if gz else None)   # else as accepted, if any
     return response
 
 
