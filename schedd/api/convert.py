@@ -252,6 +252,16 @@ def job_to_pb(job: Job, state: SchedulerState, *, upcoming: int = 0, summary: bo
     return out
 
 
+def job_pb_inputs(job: Job, state: SchedulerState, recent: tuple[tuple[int, str], ...]) -> tuple[Any, ...]:
+    """Everything `job_to_pb` (without `upcoming`) reads, as one comparable value: equal inputs
+    give an equal message, so a watch that reads the same jobs again and again builds a job's
+    summary only when this changed (keep it in step with job_to_pb)."""
+    last = state.last_execution(job.name)
+    return (job.spec_t, job.team, job.schedule, job.tz, job.dst, job.version, job.paused, job.next_fire,
+            job.created_ms, job.updated_ms, job.created_by, job.last_fire, job.fired_total,
+            None if last is None else (last.scheduled_ms, last.state), recent)
+
+
 def upcoming_fires(s: sched.Schedule, times_ms: Iterable[int]) -> list[pb.UpcomingFire]:
     """Each fire of `s` as it reads in the schedule's zone, with how a DST transition shaped it:
     what `schedctl job get/next` shows, rendered here so the client needs no schedule code."""

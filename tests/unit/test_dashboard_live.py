@@ -51,11 +51,12 @@ class LiveApi(FakeApi):
         super().__init__()
         self.upstreams: list[Upstream] = []
         self.actions: list[tuple[str, str]] = []
+        self.granted: list[dict] = []            # grants given to good.token since
 
     async def whoami(self, token: str) -> dict:
         who = await super().whoami(token)
         if token == "good.token":
-            who["grants"] = [{"pattern": "team:a", "capabilities": ["read", "cancel", "trigger"]}]
+            who["grants"] = [{"pattern": "team:a", "capabilities": ["read", "cancel", "trigger"]}, *self.granted]
         return who
 
     def _open(self, token: str, what: str, first: list[Any]) -> AsyncIterator[Any]:
@@ -174,10 +175,17 @@ async def test_pages_of_one_token_share_one_upstream_and_the_last_to_go_closes_i
     assert json.loads(data)["rows"] == [row("j1", 8)]
     second.close()
     await until(lambda: jobs_up.closed)                  # the last page went: the call is cancelled
+    client.api.granted.append({"pattern": "team:b", "capabilities": ["read"]})
+    regranted = await client.get("/api/events?watch=runs&job=j1")   # grants changed: a watch of its own,
+    assert await event(regranted) == ("ready", "1")                  # filtered by the new ones
+    assert [u.what for u in client.api.upstreams] == ["jobs", "runs", "runs"]
+    regranted.close()
+    await until(lambda: client.api.upstreams[2].closed)
+    assert not client.api.upstreams[1].closed                         # the first runs page still follows its own
     await login(client, token="team.token")               # another token: a watch of its own
     other = await client.get("/api/events?watch=runs&job=j1")
     assert await event(other) == ("ready", "1")
-    assert [u.token for u in client.api.upstreams] == ["good.token", "good.token", "team.token"]
+    assert [u.token for u in client.api.upstreams] == ["good.token", "good.token", "good.token", "team.token"]
     runs.close()
     other.close()
     await until(lambda: all(u.closed for u in client.api.upstreams) and not client.app[HUB].upstreams())
