@@ -392,7 +392,8 @@ async def dashboard(base: str, token: str, ctx: ssl.SSLContext | None, page: Pag
         try:
             if reloading:
                 await reload()
-            async with session.get(base + "/api/events?watch=jobs", headers={"Accept": "text/event-stream"}) as r:
+            async with session.get(base + "/api/events?watch=jobs&" + JOBS_QUERY,      # the page's own listing
+                                   headers={"Accept": "text/event-stream"}) as r:
                 if r.status != 200:
                     page.errors.append(f"/api/events {r.status}: {await r.text()}")
                     ready.set()

@@ -817,7 +817,8 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     # ------------------------------------------------------------ watches (schedd.api.watch)
 
     async def WatchJobs(self, request: pb.ListJobsRequest, context: CallContext) -> AsyncIterator[pb.WatchEvent]:
-        """A listing's jobs, then their changes; `recent` (the dashboard's Jobs page): each job
+        """A listing's jobs (one page of ListJobs: its filters, `page_token` and `page_size`),
+        then their changes; `recent` (the dashboard's Jobs page): each job
         also with its last `recent` runs *this node holds in memory*, the ones whose state may
         still change (ListJobs' `recent` reads the history too: a finished run there no longer
         changes, so a watch need not read the disk to follow the outcomes)."""
@@ -841,7 +842,8 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             with self.node.lock:
                 st = self.node.state
                 jobs, _, _ = queries.list_jobs(st, team=request.team, state=request.state, limit=limit,
-                                               visible=visible, contains=request.name_contains)
+                                               visible=visible, contains=request.name_contains,
+                                               after=request.page_token, pool=request.pool)
                 rows = {j.name: summary(st, j) for j in jobs}
             built.keep(rows)
             return rows

@@ -133,19 +133,22 @@ class Api:
         r = await self._call(pb_grpc.SchedulerStub(self._ch()).RetryExecution, req, token)
         return {"id": r.id, "state": r.state}
 
-    def watch(self, token: str, what: str, *, job: str = "", team: str = "",
+    def watch(self, token: str, what: str, *, job: str = "", team: str = "", state: str = "", text: str = "",
+              pool: str = "", after: str = "",
               size: int = 100) -> AsyncGenerator[tuple[str, str, dict[str, Any] | None], None]:
         """A watch's events as (type, key, row): type added, changed, removed or synced; row the
-        page's own JSON of it (`job_row`, `watched_run_row`; None when removed). WatchJobs (`jobs`,
-        of `team`, each job with its last RECENT_RUNS runs this node holds in memory: the ones that
-        may still change) or WatchExecutions (`runs`, of `job`), as `schedctl job list --watch`
-        and `run list --watch` follow them; the node sends only rows the token may read."""
+        page's own JSON of it (`job_row`, `watched_run_row`; None when removed). WatchJobs (`jobs`:
+        the page of jobs `jobs` lists with the same arguments, each with its last RECENT_RUNS runs
+        this node holds in memory: the ones that may still change) or WatchExecutions (`runs`, of
+        `job`), as `schedctl job list --watch` and `run list --watch` follow them; the node sends
+        only rows the token may read."""
         stub = pb_grpc.SchedulerStub(self._ch())
         if what == "runs":
             events = self._stream(stub.WatchExecutions, pb.ListExecutionsRequest(job=job, page_size=size), token)
         else:
-            events = self._stream(stub.WatchJobs, pb.ListJobsRequest(team=team, page_size=size, recent=RECENT_RUNS),
-                                  token)
+            req = pb.ListJobsRequest(team=team, state=state, name_contains=text, pool=pool, page_token=after,
+                                     page_size=size, recent=RECENT_RUNS)
+            events = self._stream(stub.WatchJobs, req, token)
         return _rows(events)
 
     def logs(self, token: str, run_id: str, attempt: int = 0) -> AsyncGenerator[dict[str, Any], None]:

@@ -54,13 +54,13 @@ def frame(event: str, data: Any) -> bytes:
 class Key:
     """What one upstream watch is: whose (the token, and its grants when the page opened: a page
     opened after the grants changed gets a watch of its own, filtered by the new ones) and what
-    it follows."""
+    it follows (pages showing the same listing share it)."""
 
     token: str
     grants: str
     what: str
     job: str = ""
-    team: str = ""
+    listing: tuple[tuple[str, str], ...] = ()     # a `jobs` watch's page: filters, cursor, size
 
 
 @dataclass(slots=True, eq=False)

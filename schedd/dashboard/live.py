@@ -3,7 +3,10 @@
 - `/api/events` (every page, through common.js's `follow`): the API's watch (WatchJobs, or
   WatchExecutions of one job) opened with the session's token, so a principal hears only of
   rows it may read, and shared (hub.py) by every page that follows the same thing under the
-  same token and grants: one watch on the node however many tabs are open. The browser gets
+  same token and grants: one watch on the node however many tabs are open. A Jobs page says
+  which page of jobs it shows (`team`, `state`, `text`, `pool`, `after`, `size`: its own
+  /api/jobs query), and its watch follows that page exactly, so a row added to or removed from
+  the watch is one entering or leaving the page. The browser gets
   `ready` once the watch has its first listing (and after a reconnection: the page reloads, so
   nothing missed while it was away), then `changed` at most once per COALESCE_S however fast the
   rows change, carrying the changed rows as the page's own row JSON (`rows`, `added`) and the
@@ -34,7 +37,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from schedd.dashboard import hub
-from schedd.dashboard.backend import WATCHES, ApiError, Unauthenticated
+from schedd.dashboard.backend import PAGE_SIZES, WATCHES, ApiError, Unauthenticated
 from schedd.dashboard.hub import COALESCE_S, Hub, Key, Subscriber, frame
 from schedd.dashboard.sessions import Session
 from schedd.dashboard.shell import API, HEADERS, SESSION, session_of, status_of
@@ -45,8 +48,10 @@ HEARTBEAT_S = 15.0        # a comment line, and the token checked again
 TICK_S = 0.25             # how soon a browser gone away is noticed
 PER_SESSION = 4
 TOTAL = 32
-WATCH_ROWS = {"jobs": 200, "runs": 50}   # rows a page's watch follows: the largest page of jobs; a
-                                         # job's newest runs (a run page's own run is among them while it runs)
+WATCH_ROWS = {"jobs": 200, "runs": 50}   # rows a page's watch follows: the largest page of jobs (a page
+                                         # that says which page it shows: that page); a job's newest
+                                         # runs (a run page's own run is among them while it runs)
+LISTING = ("team", "state", "text", "pool", "after")   # the Jobs page's listing a `jobs` watch may follow
 FIRST_S = 2.0             # how long a refusal may take to be answered as its HTTP status
 
 
@@ -120,7 +125,15 @@ async def events(request: web.Request) -> web.StreamResponse:
     what = q.get("watch", "jobs")
     if what not in WATCHES:
         return refused(400, f"watch must be one of {', '.join(WATCHES)}")
-    job, team = q.get("job", ""), q.get("team", "")
+    job = q.get("job", "")
+    listing = {k: q.get(k, "").strip() for k in LISTING} if what == "jobs" else {}
+    if listing.get("state", "") not in ("", "active", "paused"):
+        return refused(400, "state must be active or paused")
+    size = WATCH_ROWS[what]
+    if what == "jobs" and q.get("size"):
+        if not q["size"].isdigit() or int(q["size"]) not in PAGE_SIZES:
+            return refused(400, f"size must be one of {', '.join(map(str, PAGE_SIZES))}")
+        size = int(q["size"])
     session = session_of(request)
     if session is None:
         return refused(401, "not logged in", login="/login")
@@ -131,10 +144,10 @@ async def events(request: web.Request) -> web.StreamResponse:
         return refused(401, e.message, login="/login")
     except ApiError as e:
         return refused(status_of(e), e.message, code=e.code)
-    key = Key(session.token, _grants(who), what, job, team)
+    key = Key(session.token, _grants(who), what, job, tuple(sorted({**listing, "size": str(size)}.items())))
 
     def source() -> AsyncGenerator[Any, None]:
-        return request.app[API].watch(key.token, what, job=job, team=team, size=WATCH_ROWS[what])
+        return request.app[API].watch(key.token, what, job=job, size=size, **listing)
 
     async def subscribe(token: str) -> Feed:
         return Subscription(request.app[HUB], request.app[HUB].subscribe(key, source))

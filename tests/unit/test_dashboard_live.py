@@ -52,6 +52,7 @@ class LiveApi(FakeApi):
         self.upstreams: list[Upstream] = []
         self.actions: list[tuple[str, str]] = []
         self.granted: list[dict] = []            # grants given to good.token since
+        self.listings: list[dict] = []           # what each watch was opened to follow
 
     async def whoami(self, token: str) -> dict:
         who = await super().whoami(token)
@@ -68,7 +69,8 @@ class LiveApi(FakeApi):
             up.feed.put_nowait(item)
         return up.items()
 
-    def watch(self, token: str, what: str, *, job: str = "", team: str = "", size: int = 100) -> AsyncIterator[Any]:
+    def watch(self, token: str, what: str, *, job: str = "", size: int = 100, **listing: str) -> AsyncIterator[Any]:
+        self.listings.append({**listing, "size": str(size)})
         return self._open(token, what, [("added", "j0", row("j0")), ("synced", "", None)])
 
     def logs(self, token: str, run_id: str, attempt: int = 0) -> AsyncIterator[dict]:
@@ -167,6 +169,13 @@ async def test_pages_of_one_token_share_one_upstream_and_the_last_to_go_closes_i
         assert kind == "changed" and json.loads(data)["rows"] == [row("j1", 7)]
     with pytest.raises(asyncio.TimeoutError):
         await event(runs, timeout=live.COALESCE_S * 2)   # another watch: nothing
+    narrowed = await client.get("/api/events?watch=jobs&team=a&text=rep&after=a-0&size=25")   # another listing
+    assert await event(narrowed) == ("ready", "1")
+    assert client.api.listings[-1] == {"team": "a", "state": "", "text": "rep", "pool": "", "after": "a-0", "size": "25"}
+    assert len(client.api.upstreams) == 3
+    narrowed.close()
+    assert (await client.get("/api/events?watch=jobs&size=7")).status == 400
+    assert (await client.get("/api/events?watch=jobs&state=gone")).status == 400
     first.close()
     await until(lambda: client.app[STREAMS].count() == 2)
     assert not jobs_up.closed                             # one page still follows it
@@ -178,14 +187,14 @@ async def test_pages_of_one_token_share_one_upstream_and_the_last_to_go_closes_i
     client.api.granted.append({"pattern": "team:b", "capabilities": ["read"]})
     regranted = await client.get("/api/events?watch=runs&job=j1")   # grants changed: a watch of its own,
     assert await event(regranted) == ("ready", "1")                  # filtered by the new ones
-    assert [u.what for u in client.api.upstreams] == ["jobs", "runs", "runs"]
+    assert [u.what for u in client.api.upstreams] == ["jobs", "runs", "jobs", "runs"]
     regranted.close()
-    await until(lambda: client.api.upstreams[2].closed)
+    await until(lambda: client.api.upstreams[3].closed)
     assert not client.api.upstreams[1].closed                         # the first runs page still follows its own
     await login(client, token="team.token")               # another token: a watch of its own
     other = await client.get("/api/events?watch=runs&job=j1")
     assert await event(other) == ("ready", "1")
-    assert [u.token for u in client.api.upstreams] == ["good.token", "good.token", "good.token", "team.token"]
+    assert [u.token for u in client.api.upstreams] == ["good.token"] * 4 + ["team.token"]
     runs.close()
     other.close()
     await until(lambda: all(u.closed for u in client.api.upstreams) and not client.app[HUB].upstreams())

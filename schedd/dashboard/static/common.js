@@ -82,7 +82,9 @@
   // ({rows, added, removed}: the page's own row JSON, the keys removed), or {reload} when the page
   // fell behind. `opts.patch(change)` applies a change to what the page shows and returns true,
   // or false when the page must load again (a row it shows was removed, a new one falls on it);
-  // a page without `patch` loads on every `changed`. `load` runs on `ready`, on a refused patch,
+  // a page without `patch` loads on every `changed`. `opts.listing()` (the Jobs page) names the
+  // listing the page shows, as its own query does, so the node's watch follows just that page;
+  // `follow` returns {reopen}, for when the page shows another listing (filters, paging). `load` runs on `ready`, on a refused patch,
   // and every 30 s as a fallback; a change heard while a load is under way is patched after it
   // (its rows may be newer than the load's). `opts.watch` ("jobs", "runs") and `opts.job` choose
   // what the stream follows; `opts.poll` (ms) adds a poll for what no watch reports (the cluster
@@ -120,24 +122,33 @@
       apply(change);
     }
     function open() {
-      var q = new URLSearchParams();
+      var q = new URLSearchParams(opts.listing ? opts.listing() : {});
       q.set("watch", opts.watch || "jobs");
       if (opts.job) { q.set("job", opts.job); }
       source = new EventSource("/api/events?" + q.toString());
       source.addEventListener("changed", changed);
       source.addEventListener("ready", function () { held = []; run(); });
-      source.addEventListener("end", function () { source.close(); run(); setTimeout(open, RETRY_MS); });
+      source.addEventListener("end", function () { source.close(); run(); retry(); });
       source.onerror = function () {
         if (source.readyState === EventSource.CLOSED) {      // refused (401, 429, ...): not retried by itself
           run();
-          setTimeout(open, RETRY_MS);
+          retry();
         }
       };
+    }
+    var retrying = null;
+    function retry() { clearTimeout(retrying); retrying = setTimeout(open, RETRY_MS); }
+    function reopen() {                 // another listing: a stream for it (its `ready` loads the page)
+      clearTimeout(retrying);
+      if (source) { source.close(); }
+      held = [];
+      open();
     }
     run();
     open();
     setInterval(run, opts.poll || FALLBACK_MS);
     window.addEventListener("pagehide", function () { if (source) { source.close(); } });
+    return {reopen: reopen};
   }
 
   window.schedd = {follow: follow, el: el, when: when, status: status, fetchJson: fetchJson, post: post,

@@ -99,8 +99,7 @@
     }
 
     function load() {
-      var q = query();
-      q.set("after", stack[stack.length - 1]);
+      var q = listing();
       return fetchJson("/api/jobs?" + q.toString()).then(function (body) {
         next = body.next;
         filters = {text: q.get("text").toLowerCase(), team: q.get("team"), state: q.get("state"), pool: q.get("pool"),
@@ -161,21 +160,33 @@
       return true;
     }
 
+    function listing() {                // what the live stream follows: this page, as load() asks for it
+      var q = query();
+      q.set("after", stack[stack.length - 1]);
+      return q;
+    }
+
+    var live = null;
+    function show() {                   // another listing: load it, and follow it
+      load();
+      if (live) { live.reopen(); }
+    }
+
     function restart() {
       stack = [""];
       var q = query();
       window.history.replaceState(null, "", "/jobs?" + q.toString());
-      load();
+      show();
     }
     form.addEventListener("change", restart);
     form.addEventListener("submit", function (e) { e.preventDefault(); restart(); });
     ["text", "team", "pool"].forEach(function (k) {
       form.elements[k].addEventListener("input", function () { clearTimeout(form.timer); form.timer = setTimeout(restart, 300); });
     });
-    document.getElementById("next").addEventListener("click", function () { if (next) { stack.push(next); load(); } });
-    document.getElementById("prev").addEventListener("click", function () { if (stack.length > 1) { stack.pop(); load(); } });
-    document.getElementById("first").addEventListener("click", function () { stack = [""]; load(); });
-    S.follow(load, {patch: patch});
+    document.getElementById("next").addEventListener("click", function () { if (next) { stack.push(next); show(); } });
+    document.getElementById("prev").addEventListener("click", function () { if (stack.length > 1) { stack.pop(); show(); } });
+    document.getElementById("first").addEventListener("click", function () { stack = [""]; show(); });
+    live = S.follow(load, {patch: patch, listing: listing});
   }
 
   jobsPage();
