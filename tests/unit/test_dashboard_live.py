@@ -15,7 +15,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from schedd.dashboard import app as dashboard
-from schedd.dashboard import hub, live
+from schedd.dashboard import live
 from schedd.dashboard.backend import Api, ApiError, Unauthenticated, _rows, attempt_row, outcome_text
 from schedd.dashboard.live import HUB, STREAMS
 from schedd_proto import scheduler_pb2 as pb
