@@ -122,18 +122,11 @@ async def events(request: web.Request) -> web.StreamResponse:
     """The page's "what you may read changed" stream: a subscription to the shared watch of this
     session's token, its grants now and what the page follows."""
     q = request.query
-    what = q.get("watch", "jobs")
-    if what not in WATCHES:
-        return refused(400, f"watch must be one of {', '.join(WATCHES)}")
-    job = q.get("job", "")
-    listing = {k: q.get(k, "").strip() for k in LISTING} if what == "jobs" else {}
-    if listing.get("state", "") not in ("", "active", "paused"):
-        return refused(400, "state must be active or paused")
-    size = WATCH_ROWS[what]
-    if what == "jobs" and q.get("size"):
-        if not q["size"].isdigit() or int(q["size"]) not in PAGE_SIZES:
-            return refused(400, f"size must be one of {', '.join(map(str, PAGE_SIZES))}")
-        size = int(q["size"])
+    what, job = q.get("watch", "jobs"), q.get("job", "")
+    followed = _followed(what, q)
+    if isinstance(followed, str):
+        return refused(400, followed)
+    listing, size = followed
     session = session_of(request)
     if session is None:
         return refused(401, "not logged in", login="/login")
@@ -162,6 +155,22 @@ async def events(request: web.Request) -> web.StreamResponse:
         return True
 
     return await relay(request, subscribe, on_item)
+
+
+def _followed(what: str, q: Any) -> tuple[dict[str, str], int] | str:
+    """What a page's watch follows: a Jobs page's listing (its filters, cursor and page size) and
+    how many rows; or why the request is refused."""
+    if what not in WATCHES:
+        return f"watch must be one of {', '.join(WATCHES)}"
+    if what != "jobs":
+        return {}, WATCH_ROWS[what]
+    listing = {k: q.get(k, "").strip() for k in LISTING}
+    if listing["state"] not in ("", "active", "paused"):
+        return "state must be active or paused"
+    size = q.get("size", "")
+    if size and (not size.isdigit() or int(size) not in PAGE_SIZES):
+        return f"size must be one of {', '.join(map(str, PAGE_SIZES))}"
+    return listing, int(size) if size else WATCH_ROWS[what]
 
 
 def _grants(who: dict[str, Any]) -> str:
