@@ -17,20 +17,25 @@
    first window starts from): choose the 1-week window, then *Earlier*, timed from the click to
    the window's table filled and drawn.
 2. Live cost: --rate jobs `@every 1s` run by the recording worker (--rate fires/s). Phases of
-   --duration each, alternating: no dashboard, then --dashboards emulated Jobs pages on the
-   leader's dashboard (aiohttp clients, each its own session, doing what jobs.js does: /jobs once,
-   /api/events held open, /api/jobs reloaded on `ready` and `changed`, one reload at a time, and
-   every 30 s). The leader's CPU (/proc/<pid>/stat) in each phase; the difference is the
-   dashboards' share.
+   --duration each, alternating: no dashboard, then --dashboards emulated Jobs pages holding
+   only the stream, then --dashboards full ones, on the leader's dashboard (aiohttp clients, each
+   its own session, doing what jobs.js and common.js do: /jobs once, /api/events held open, each
+   `changed` patched into the rows shown, /api/jobs loaded on `ready`, every 30 s and when a
+   change cannot be patched (a job added or removed, or one that sorts onto the page), one load
+   at a time; gzip accepted). The leader's CPU (/proc/<pid>/stat) in each phase; the difference
+   is the dashboards' share.
 3. Bytes per live update on the Jobs page, from phase 2: the event stream's bytes (HTTP body,
-   before TLS) per `changed`, and a reload's response (status line, headers and body).
+   before TLS) per `changed`, and the loads' responses (status line, headers and body as sent,
+   compressed) spread over the `changed` events.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import html
+import json
 import os
 import re
 import shutil
@@ -39,8 +44,10 @@ import statistics
 import sys
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -238,6 +245,7 @@ class Page:
 
     sse_bytes: int = 0
     changed: int = 0
+    patches: int = 0
     ready: int = 0
     reloads: int = 0
     reload_bytes: int = 0
@@ -266,22 +274,62 @@ async def _login(session, base: str, token: str) -> None:
         raise RuntimeError(f"login refused: {r.url}")
 
 
+@dataclass(slots=True)
+class Listing:
+    """What the emulated Jobs page shows (jobs.js's `shown`, `names`, `next`), and its patch rule:
+    a changed row it shows is patched in; it loads again for a removed job, an added one (no
+    filters here: every job is wanted), or a changed one that sorts onto its page but is not on it."""
+
+    names: list[str] = field(default_factory=list)
+    rows: dict[str, dict] = field(default_factory=dict)
+    next: str = ""
+    loaded: bool = False
+
+    def show(self, body: dict) -> None:
+        self.rows = {j["name"]: j for j in body["jobs"]}
+        self.names = [j["name"] for j in body["jobs"]]
+        self.next, self.loaded = body["next"], True
+
+    def on_page(self, name: str) -> bool:
+        return not self.next or not self.names or name <= self.names[-1]
+
+    def patch(self, change: dict) -> bool:
+        if not self.loaded or change.get("reload") or change.get("removed") or change.get("added"):
+            return False
+        rows = change.get("rows") or []
+        if any(j["name"] not in self.rows and self.on_page(j["name"]) for j in rows):
+            return False
+        for j in rows:
+            old = self.rows.get(j["name"])
+            if old is not None:                 # jobs.js's `merged`: the strip by run id, the newest 20
+                recent = {r["id"]: r for r in old["recent"] + j["recent"]}
+                j["recent"] = sorted(recent.values(), key=lambda r: r["ms"])[-20:]
+                self.rows[j["name"]] = j
+        return True
+
+
 async def dashboard(base: str, token: str, ctx: ssl.SSLContext | None, page: Page, ready: asyncio.Event,
                     counting: asyncio.Event, reloading: bool = True) -> None:
-    """What jobs.js and common.js's `follow` do, over HTTP: the page, its stream, its reloads
-    (`reloading` False: the stream only, to tell the watch's cost from the reloads')."""
+    """What jobs.js and common.js's `follow` do, over HTTP: the page, its stream, its loads (on
+    `ready`, every 30 s, and when a change cannot be patched in: `Listing.patch`), one at a time,
+    a change heard during a load patched after it (`reloading` False: the stream only, to tell
+    the watch's cost from the page's). Answers as the browser takes them: gzip accepted, the
+    bytes counted as sent."""
     import aiohttp
     host = urlsplit(base).hostname
     jar = aiohttp.CookieJar(unsafe=host == "127.0.0.1")
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx if ctx is not None else True, limit=6), cookie_jar=jar,
-                                     timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as session:
+                                     timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
+                                     auto_decompress=False) as session:
         await _login(session, base, token)
         async with session.get(base + "/jobs") as r:
             await r.read()
         busy, again = False, False
+        listing = Listing()
+        held: list[dict] = []
 
         async def reload() -> None:
-            nonlocal busy, again
+            nonlocal busy, again, held
             if busy:
                 again = True
                 return
@@ -290,7 +338,9 @@ async def dashboard(base: str, token: str, ctx: ssl.SSLContext | None, page: Pag
                 while True:
                     again = False
                     t = time.perf_counter()
-                    async with session.get(base + "/api/jobs?" + JOBS_QUERY, headers={"Accept": "application/json"}) as r:
+                    async with session.get(base + "/api/jobs?" + JOBS_QUERY,
+                                           headers={"Accept": "application/json",
+                                                    "Accept-Encoding": "gzip, deflate"}) as r:
                         body = await r.read()
                     if counting.is_set():
                         page.reloads += 1
@@ -298,7 +348,18 @@ async def dashboard(base: str, token: str, ctx: ssl.SSLContext | None, page: Pag
                         page.reload_ms.append((time.perf_counter() - t) * 1000)
                     if r.status != 200:
                         page.errors.append(f"/api/jobs {r.status}")
-                    if not again:
+                    else:
+                        coding = r.headers.get("Content-Encoding", "")
+                        raw = (gzip.decompress(body) if coding == "gzip" else zlib.decompress(body) if coding == "deflate"
+                               else body)
+                        listing.show(json.loads(raw))
+                    if again:
+                        continue
+                    changes, held = held, []
+                    patched = [listing.patch(c) for c in changes]
+                    if counting.is_set():
+                        page.patches += sum(patched)
+                    if all(patched):
                         return
             finally:
                 busy = False
@@ -311,36 +372,53 @@ async def dashboard(base: str, token: str, ctx: ssl.SSLContext | None, page: Pag
                 spawned.add(task)
                 task.add_done_callback(spawned.discard)
 
+        def apply(change: dict) -> bool:
+            """common.js's `apply`: held during a load; patched, or False (a load is due)."""
+            if busy:
+                held.append(change)
+                return True
+            if not listing.patch(change):
+                return False
+            if counting.is_set():
+                page.patches += 1
+            return True
+
         async def fallback() -> None:
             while True:
                 await asyncio.sleep(FALLBACK_S)
                 spawn_reload()
 
         timer = asyncio.ensure_future(fallback())
-        if reloading:
-            await reload()
         try:
-            async with session.get(base + "/api/events?watch=jobs", headers={"Accept": "text/event-stream"}) as r:
+            if reloading:
+                await reload()
+            async with session.get(base + "/api/events?watch=jobs&" + JOBS_QUERY,      # the page's own listing
+                                   headers={"Accept": "text/event-stream"}) as r:
                 if r.status != 200:
                     page.errors.append(f"/api/events {r.status}: {await r.text()}")
                     ready.set()
                     return
-                event = ""
+                event, data = "", ""
                 async for line in r.content:
                     if counting.is_set():
                         page.sse_bytes += len(line)
                     text = line.decode().rstrip("\n")
                     if text.startswith("event:"):
                         event = text[6:].strip()
+                    elif text.startswith("data:"):
+                        data = text[5:].strip()
                     elif text == "" and event:
                         if event == "ready":
                             page.ready += 1
                             ready.set()
-                        elif event == "changed" and counting.is_set():
-                            page.changed += 1
-                        if event in ("ready", "changed"):
+                            held.clear()
                             spawn_reload()
-                        event = ""
+                        elif event == "changed":
+                            if counting.is_set():
+                                page.changed += 1
+                            if reloading and not apply(json.loads(data)):
+                                spawn_reload()
+                        event, data = "", ""
         finally:
             for task in (timer, *spawned):
                 task.cancel()
@@ -379,7 +457,14 @@ async def _phase(s: Schedd, n: int, duration: float, reloading: bool = True) -> 
              for p, e in zip(pages, readies)]
     try:
         if tasks:
-            await asyncio.wait_for(asyncio.gather(*(e.wait() for e in readies)), 120)
+            all_ready = asyncio.ensure_future(asyncio.gather(*(e.wait() for e in readies)))
+            waiting: list[asyncio.Future[Any]] = [all_ready, *tasks]
+            await asyncio.wait(waiting, timeout=120, return_when=asyncio.FIRST_COMPLETED)
+            for t in tasks:
+                if t.done() and t.exception() is not None:
+                    raise RuntimeError("an emulated dashboard failed") from t.exception()
+            if not all_ready.done():
+                raise TimeoutError("the dashboards' streams were not ready within 120 s")
             await asyncio.sleep(2)                    # the first reloads done: steady state
         pids = s.pids()
         before = {k: cpu_seconds(p) or 0.0 for k, p in pids.items()}
@@ -437,22 +522,27 @@ def print_live(phases: list[Phase], args: argparse.Namespace) -> None:
     pages = [pg for p in phases if p.mode == "pages" for pg in p.pages]
     changed = sum(pg.changed for pg in pages)
     reloads = sum(pg.reloads for pg in pages)
+    patches = sum(pg.patches for pg in pages)
     sse = sum(pg.sse_bytes for pg in pages)
     rbytes = sum(pg.reload_bytes for pg in pages)
     ms = [x for pg in pages for x in pg.reload_ms]
     errors = [e for p in phases for pg in p.pages for e in pg.errors]
-    if not changed or not reloads:
+    if not changed:
         print(f"no live update counted (changed {changed}, reloads {reloads}); errors: {errors[:3]}")
         return
     page_s = sum(p.seconds * p.dashboards for p in phases if p.mode == "pages")
     share = (_core(phases, "pages") - _core(phases, "streams only")) / 100 * sum(p.seconds for p in phases
                                                                                   if p.mode == "pages")
-    print(f"per page: {changed / page_s:.2f} changed/s, {reloads / page_s:.2f} reloads/s; "
-          f"reload p50 {pct(ms, .5):.0f} ms, p95 {pct(ms, .95):.0f} ms (client side, this process); "
-          f"leader CPU per reload {share / reloads * 1000:.0f} ms (pages less streams only, over the reloads)")
-    print(f"bytes per live update (Jobs page, 50 of {args.rate} jobs): stream {sse / changed:.0f} B per `changed` "
-          f"(heartbeats included) + reload {rbytes / reloads:,.0f} B (status line, headers, body) = "
-          f"{sse / changed + rbytes / reloads:,.0f} B; before TLS")
+    print(f"per page: {changed / page_s:.2f} changed/s, {patches / page_s:.2f} patched/s, {reloads / page_s:.3f} loads/s "
+          f"(on `ready`, the 30 s fallback, and changes that could not be patched); load p50 {pct(ms, .5):.0f} ms, "
+          f"p95 {pct(ms, .95):.0f} ms (client side, this process)"
+          + (f"; leader CPU per load {share / reloads * 1000:.0f} ms (pages less streams only, over the loads)"
+             if reloads else ""))
+    reload_each = rbytes / reloads if reloads else 0.0
+    print(f"bytes per live update (Jobs page, 50 of {args.rate} jobs): stream {sse / changed:,.0f} B per `changed` "
+          f"(the changed rows; heartbeats included) + loads {rbytes / changed:,.0f} B per `changed` "
+          f"({reload_each:,.0f} B per load: status line, headers, body as sent) = "
+          f"{(sse + rbytes) / changed:,.0f} B; {(sse + rbytes) / page_s:,.0f} B/s per page; before TLS")
     if errors:
         print(f"errors: {len(errors)}, e.g. {errors[:3]}")
 

@@ -35,7 +35,7 @@ from schedd.api.limits import call_overflow
 from schedd.api.membership_view import cluster_membership, node_membership
 from schedd.api.templates import SpecTemplates
 from schedd.history import HistoryStore
-from schedd.api.watch import MAX_ROWS, WORKER_TICK_S, Rows, WatchSlots, follow
+from schedd.api.watch import MAX_ROWS, WORKER_TICK_S, Built, Rows, WatchSlots, follow
 from schedd.security.secrets import EnvSealer
 from schedd.core import batches as B
 from schedd.core.audit import short_history
@@ -52,9 +52,9 @@ from schedd.core import schedule as sched
 from schedd.core.policy import BACKFILL, QUOTA_KINDS, quota_limit
 from schedd.core import results as R
 from schedd.core.results import ApplyResult, Code
-from schedd.core.tables import MIN_MS
-from schedd.core.state import MAX_BACKFILL_PER_ENTRY, UNAUDITED, schedule_of
-from schedd.core.model import EXECUTION_STATES, ValidationError, parse_execution_id
+from schedd.core.tables import MIN_MS, Tables
+from schedd.core.state import MAX_BACKFILL_PER_ENTRY, UNAUDITED, SchedulerState, schedule_of
+from schedd.core.model import EXECUTION_STATES, Job, ValidationError, parse_execution_id
 from schedd.core.specs import CALENDAR_FEATURE_LEVEL, WINDOW_FEATURE_LEVEL, DagTask, JobSpec, SealedSecret, handler_level
 from schedd.leader.assigner import DispatchLoad, overload_warning, unserved_warnings
 from schedd.replication.node import NotApplied, OutcomeUnknown, RaftNode, ReadUnconfirmed
@@ -819,16 +819,36 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     # ------------------------------------------------------------ watches (schedd.api.watch)
 
     async def WatchJobs(self, request: pb.ListJobsRequest, context: CallContext) -> AsyncIterator[pb.WatchEvent]:
+        """A listing's jobs (one page of ListJobs: its filters, `page_token` and `page_size`),
+        then their changes; `recent` (the dashboard's Jobs page): each job
+        also with its last `recent` runs *this node holds in memory*, the ones whose state may
+        still change (ListJobs' `recent` reads the history too: a finished run there no longer
+        changes, so a watch need not read the disk to follow the outcomes)."""
         if request.state not in ("", "active", "paused"):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "state must be active or paused")
+        if not 0 <= request.recent <= MAX_RECENT_RUNS:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"recent must be between 0 and {MAX_RECENT_RUNS}")
         limit, visible = await watch_rows(context, request.page_size), auth.read_filter()
+
+        built = Built()
+
+        def runs(st: Tables, name: str) -> tuple[tuple[int, str], ...]:
+            return tuple((ex.scheduled_ms, ex.state) for ex in queries.recent_runs(st, name, request.recent))
+
+        def summary(st: SchedulerState, j: Job) -> Message:
+            recent = runs(st, j.name) if request.recent else ()
+            return built.row(j.name, convert.job_pb_inputs(j, st, recent),
+                             lambda: convert.job_to_pb(j, st, summary=not request.full, recent=recent))
 
         async def read() -> Rows:
             with self.node.lock:
                 st = self.node.state
                 jobs, _, _ = queries.list_jobs(st, team=request.team, state=request.state, limit=limit,
-                                               visible=visible, contains=request.name_contains)
-                return {j.name: convert.job_to_pb(j, st, summary=not request.full) for j in jobs}
+                                               visible=visible, contains=request.name_contains,
+                                               after=request.page_token, pool=request.pool)
+                rows = {j.name: summary(st, j) for j in jobs}
+            built.keep(rows)
+            return rows
 
         async for kind, key, row in follow(context, self.watchers, read, self._applied_index):
             yield pb.WatchEvent(type=kind, key=key, **({"job": row} if row is not None else {}))

@@ -53,6 +53,29 @@ class WatchSlots:
         self.active -= 1
 
 
+@dataclass(slots=True)
+class Built:
+    """One watch's rows as built at its last read, each with the inputs it was built from: a
+    read builds again only the rows whose inputs changed (at 100 fires/s nearly every job
+    changes every second, but a watch reads five times a second; most reads of a quiet
+    listing build nothing)."""
+
+    rows: dict[str, tuple[object, Message]] = field(default_factory=dict)
+
+    def row(self, key: str, inputs: object, build: Callable[[], Message]) -> Message:
+        hit = self.rows.get(key)
+        if hit is not None and hit[0] == inputs:
+            return hit[1]
+        row = build()
+        self.rows[key] = (inputs, row)
+        return row
+
+    def keep(self, keys: Rows) -> None:
+        """Forget the rows no longer listed."""
+        for key in [k for k in self.rows if k not in keys]:
+            del self.rows[key]
+
+
 def changes(before: dict[str, bytes], rows: Rows) -> tuple[list[Event], dict[str, bytes]]:
     """What changed from the rows sent before (`before`: key -> the bytes sent) to `rows`:
     "added" and "changed" rows in the listing's order, then "removed" keys; and the new `before`."""

@@ -17,6 +17,7 @@ Rules every route keeps:
   expired code is refused with the same message, and no session.
 - Pages are a shell plus their script; the data comes from the JSON endpoints, so a page
   follows the cluster without a reload. A strict CSP allows only this origin's scripts.
+- A JSON answer of GZIP_MIN bytes or more is compressed when the browser accepts it.
 
 Each page lives in a module of its own (`PAGES`: its routes, HTML and calls); what they share
 is in `shell`.
@@ -42,6 +43,7 @@ from schedd.dashboard.shell import (API, CODES, HEADERS, PORT, SECURE, SESSION, 
 STATIC = Path(__file__).parent / "static"
 TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml", ".map": "application/json"}
 MAX_TOKEN_CHARS = 512
+GZIP_MIN = 1024          # a JSON answer this large or larger is compressed (a Jobs page: 95 kB to about 6)
 CODE_REFUSED = "this login link was already used or has expired: run schedctl dashboard again"
 PAGES = (jobs, job, dags, calendars, forecast, cluster, run)
 
@@ -79,6 +81,10 @@ async def _headers(request: web.Request, handler: Handler) -> web.StreamResponse
         raise
     if request.path != "/metrics" and not response.prepared:
         response.headers.update(HEADERS)
+        if (isinstance(response, web.Response) and response.content_type == "application/json"
+                and isinstance(response.body, bytes) and len(response.body) >= GZIP_MIN):
+            gz = "gzip" in request.headers.get("Accept-Encoding", "")
+            response.enable_compression(web.ContentCoding.gzip if gz else None)   # else as accepted, if any
     return response
 
 

@@ -133,16 +133,23 @@ class Api:
         r = await self._call(pb_grpc.SchedulerStub(self._ch()).RetryExecution, req, token)
         return {"id": r.id, "state": r.state}
 
-    def watch(self, token: str, what: str, *, job: str = "", team: str = "", size: int = 100) -> AsyncGenerator[str, None]:
-        """The types of a watch's events (added, changed, removed, synced): WatchJobs (`jobs`,
-        of `team`) or WatchExecutions (`runs`, of `job`), as `schedctl job list --watch` and
-        `run list --watch` follow them; the node sends only rows the token may read."""
+    def watch(self, token: str, what: str, *, job: str = "", team: str = "", state: str = "", text: str = "",
+              pool: str = "", after: str = "",
+              size: int = 100) -> AsyncGenerator[tuple[str, str, dict[str, Any] | None], None]:
+        """A watch's events as (type, key, row): type added, changed, removed or synced; row the
+        page's own JSON of it (`job_row`, `watched_run_row`; None when removed). WatchJobs (`jobs`:
+        the page of jobs `jobs` lists with the same arguments, each with its last RECENT_RUNS runs
+        this node holds in memory: the ones that may still change) or WatchExecutions (`runs`, of
+        `job`), as `schedctl job list --watch` and `run list --watch` follow them; the node sends
+        only rows the token may read."""
         stub = pb_grpc.SchedulerStub(self._ch())
         if what == "runs":
             events = self._stream(stub.WatchExecutions, pb.ListExecutionsRequest(job=job, page_size=size), token)
         else:
-            events = self._stream(stub.WatchJobs, pb.ListJobsRequest(team=team, page_size=size), token)
-        return _types(events)
+            req = pb.ListJobsRequest(team=team, state=state, name_contains=text, pool=pool, page_token=after,
+                                     page_size=size, recent=RECENT_RUNS)
+            events = self._stream(stub.WatchJobs, req, token)
+        return _rows(events)
 
     def logs(self, token: str, run_id: str, attempt: int = 0) -> AsyncGenerator[dict[str, Any], None]:
         """A run's output, followed until the attempt ends (ReadRunLogs with follow, as `schedctl
@@ -160,10 +167,13 @@ def _refusal(e: grpc.aio.AioRpcError) -> ApiError:
     return kind(e.code().name, e.details() or e.code().name)
 
 
-async def _types(events: AsyncGenerator[pb.WatchEvent, None]) -> AsyncGenerator[str, None]:
+async def _rows(events: AsyncGenerator[pb.WatchEvent, None]) -> AsyncGenerator[tuple[str, str, dict[str, Any] | None],
+                                                                                None]:
     try:
         async for event in events:
-            yield event.type
+            row = (job_row(event.job) if event.HasField("job") else
+                   watched_run_row(event.execution) if event.HasField("execution") else None)
+            yield event.type, event.key, row
     finally:
         await events.aclose()                   # closing this closes the call too
 
@@ -187,6 +197,11 @@ def run_row(r: pb.Execution, team: str, timeout_s: float) -> dict[str, Any]:
             "dag": {"name": dag, "task": task, "run": f"{dag}@{r.id.partition('@')[2]}"} if dag else None,
             "events": [{"time_ms": e.time_ms, "kind": e.kind, "message": e.message} for e in r.events],
             "attempts": [attempt_row(a, timeout_s) for a in r.attempts]}
+
+
+def watched_run_row(r: pb.Execution) -> dict[str, Any]:
+    """What a page needs of a run its watch reports, to tell whether it shows it."""
+    return {"id": r.id, "job": r.job, "state": r.state, "scheduled_ms": r.scheduled_ms, "updated_ms": r.updated_ms}
 
 
 def attempt_row(a: pb.Attempt, timeout_s: float) -> dict[str, Any]:

@@ -2,19 +2,27 @@
 
 - `/api/events` (every page, through common.js's `follow`): the API's watch (WatchJobs, or
   WatchExecutions of one job) opened with the session's token, so a principal hears only of
-  rows it may read. The browser gets no rows, only `changed` (at most one per COALESCE_S, however
-  fast the rows change) and the page reloads its own JSON; `ready` once the watch has its first
-  listing (and after a reconnection: the page reloads, so nothing missed while it was away).
-- `relay` is what both this and the run page's log stream (run.py) use: a gRPC server stream
-  read by a task of its own, written to the browser, a comment every HEARTBEAT_S (proxies keep the
-  connection; a dead peer is noticed), the token checked again then (a deleted token or a logout
-  ends the stream with `end`, and the page's next call goes to /login), and the gRPC call
-  cancelled as soon as the browser goes away (seen within TICK_S) or the node shuts down.
+  rows it may read, and shared (hub.py) by every page that follows the same thing under the
+  same token and grants: one watch on the node however many tabs are open. A Jobs page says
+  which page of jobs it shows (`team`, `state`, `text`, `pool`, `after`, `size`: its own
+  /api/jobs query), and its watch follows that page exactly, so a row added to or removed from
+  the watch is one entering or leaving the page. The browser gets
+  `ready` once the watch has its first listing (and after a reconnection: the page reloads, so
+  nothing missed while it was away), then `changed` at most once per COALESCE_S however fast the
+  rows change, carrying the changed rows as the page's own row JSON (`rows`, `added`) and the
+  keys `removed`, so a page patches what it shows instead of reloading; `changed` with `reload`
+  when the page fell behind (its queue overflowed) and must reload.
+- `relay` is what both this and the run page's log stream (run.py) use: a feed (the hub's
+  subscription, or a gRPC server stream read by a task of its own) written to the browser, a
+  comment every HEARTBEAT_S (proxies keep the connection; a dead peer is noticed), the token
+  checked again then (a deleted token or a logout ends the stream with `end`, and the page's
+  next call goes to /login), and the feed closed as soon as the browser goes away (seen within
+  TICK_S) or the node shuts down: the last page of a shared watch cancels its gRPC call.
 
 Bounds: a session holds at most PER_SESSION streams (a browser holds about six connections per
 host over HTTP/1.1; the rest stay for the pages' calls), the dashboard at most TOTAL (half the
-node's watch cap, so `schedctl ... --watch` keeps room); past that a stream is refused 429 and
-the page falls back to a slow reload until it may open one again.
+node's watch cap, so `schedctl ... --watch` keeps room; shared watches hold fewer); past that a
+stream is refused 429 and the page falls back to a slow reload until it may open one again.
 """
 
 from __future__ import annotations
@@ -24,21 +32,26 @@ import json
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
-from schedd.dashboard.backend import WATCHES, ApiError, Unauthenticated
+from schedd.dashboard import hub
+from schedd.dashboard.backend import PAGE_SIZES, WATCHES, ApiError, Unauthenticated
+from schedd.dashboard.hub import COALESCE_S, Hub, Key, Subscriber, frame
 from schedd.dashboard.sessions import Session
 from schedd.dashboard.shell import API, HEADERS, SESSION, session_of, status_of
 
-COALESCE_S = 0.5          # at most one `changed` per this, per stream
+__all__ = ["COALESCE_S", "frame", "relay", "install", "add_routes"]
+
 HEARTBEAT_S = 15.0        # a comment line, and the token checked again
 TICK_S = 0.25             # how soon a browser gone away is noticed
 PER_SESSION = 4
 TOTAL = 32
-WATCH_ROWS = {"jobs": 200, "runs": 50}   # rows a page's watch follows: the largest page of jobs; a
-                                         # job's newest runs (a run page's own run is among them while it runs)
+WATCH_ROWS = {"jobs": 200, "runs": 50}   # rows a page's watch follows: the largest page of jobs (a page
+                                         # that says which page it shows: that page); a job's newest
+                                         # runs (a run page's own run is among them while it runs)
+LISTING = ("team", "state", "text", "pool", "after")   # the Jobs page's listing a `jobs` watch may follow
 FIRST_S = 2.0             # how long a refusal may take to be answered as its HTTP status
 
 
@@ -81,12 +94,15 @@ class Streams:
 
 
 STREAMS: web.AppKey[Streams] = web.AppKey("streams", Streams)
-_END = object()
+HUB: web.AppKey[Hub] = web.AppKey("hub", Hub)
+_END = hub.END
 
 
 def install(app: web.Application, streams: Streams | None = None) -> None:
-    """The stream table, and its end at shutdown (before aiohttp waits for open handlers)."""
+    """The stream table and the shared watches, and the streams' end at shutdown (before aiohttp
+    waits for open handlers; each closes its feed, the last page of a watch its gRPC call)."""
     app[STREAMS] = streams if streams is not None else Streams()
+    app[HUB] = Hub()
 
     async def stop(app: web.Application) -> None:
         app[STREAMS].stop_all()
@@ -98,73 +114,141 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/api/events", events)
 
 
-def frame(event: str, data: Any) -> bytes:
-    """One server-sent event; `data` as compact JSON (one line: the browser's event data)."""
-    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
-
-
 def refused(status: int, message: str, **extra: Any) -> web.Response:
     return web.json_response({"error": message, **extra}, status=status)
 
 
 async def events(request: web.Request) -> web.StreamResponse:
-    """The page's "something you may read changed" stream."""
+    """The page's "what you may read changed" stream: a subscription to the shared watch of this
+    session's token, its grants now and what the page follows."""
     q = request.query
-    what = q.get("watch", "jobs")
-    if what not in WATCHES:
-        return refused(400, f"watch must be one of {', '.join(WATCHES)}")
-    job, team = q.get("job", ""), q.get("team", "")
-    coalesced = Coalesced()
+    what, job = q.get("watch", "jobs"), q.get("job", "")
+    followed = _followed(what, q)
+    if isinstance(followed, str):
+        return refused(400, followed)
+    listing, size = followed
+    session = session_of(request)
+    if session is None:
+        return refused(401, "not logged in", login="/login")
+    try:
+        who = await request.app[API].whoami(session.token)
+    except Unauthenticated as e:
+        request.app[SESSION].close(session.id)
+        return refused(401, e.message, login="/login")
+    except ApiError as e:
+        return refused(status_of(e), e.message, code=e.code)
+    key = Key(session.token, _grants(who), what, job, tuple(sorted({**listing, "size": str(size)}.items())))
 
-    def source(token: str) -> AsyncGenerator[str, None]:
-        return request.app[API].watch(token, what, job=job, team=team, size=WATCH_ROWS[what])
+    def source() -> AsyncGenerator[Any, None]:
+        return request.app[API].watch(key.token, what, job=job, size=size, **listing)
 
-    async def on_event(kind: str, send: Callable[[bytes], Awaitable[None]]) -> bool:
-        if kind == "synced":
-            coalesced.synced = True
+    async def subscribe(token: str) -> Feed:
+        return Subscription(request.app[HUB], request.app[HUB].subscribe(key, source))
+
+    async def on_item(item: Any, send: Callable[[bytes], Awaitable[None]]) -> bool:
+        if item == hub.READY:
             await send(frame("ready", 1))
-        elif coalesced.synced:
-            coalesced.dirty = True
+        elif item == hub.RELOAD:
+            await send(frame("changed", {"reload": 1}))
+        else:
+            await send(item)                  # a `changed` frame, encoded once for every page
         return True
 
-    return await relay(request, source, on_event, coalesced.flush)
+    return await relay(request, subscribe, on_item)
+
+
+def _followed(what: str, q: Any) -> tuple[dict[str, str], int] | str:
+    """What a page's watch follows: a Jobs page's listing (its filters, cursor and page size) and
+    how many rows; or why the request is refused."""
+    if what not in WATCHES:
+        return f"watch must be one of {', '.join(WATCHES)}"
+    if what != "jobs":
+        return {}, WATCH_ROWS[what]
+    listing = {k: q.get(k, "").strip() for k in LISTING}
+    if listing["state"] not in ("", "active", "paused"):
+        return "state must be active or paused"
+    size = q.get("size", "")
+    if size and (not size.isdigit() or int(size) not in PAGE_SIZES):
+        return f"size must be one of {', '.join(map(str, PAGE_SIZES))}"
+    return listing, int(size) if size else WATCH_ROWS[what]
+
+
+def _grants(who: dict[str, Any]) -> str:
+    """The grants a watch was opened under, as one comparable value."""
+    return json.dumps([who.get("principal"), who.get("acl_off"), who.get("grants")], sort_keys=True)
+
+
+class Feed(Protocol):
+    """What a relay writes out: items on a queue (its end, or the API's refusal, as the last)."""
+
+    @property
+    def queue(self) -> asyncio.Queue[Any]: ...
+
+    async def close(self) -> None: ...
 
 
 @dataclass(slots=True)
-class Coalesced:
-    """Changes heard since the last `changed` sent: at most one per COALESCE_S."""
+class Subscription:
+    """A page's subscription to a shared watch: closing it may close the watch."""
 
-    synced: bool = False
-    dirty: bool = False
-    sent: float = 0.0
+    owner: Hub
+    sub: Subscriber
 
-    async def flush(self, send: Callable[[bytes], Awaitable[None]]) -> None:
-        now = time.monotonic()
-        if self.dirty and now - self.sent >= COALESCE_S:
-            self.dirty, self.sent = False, now
-            await send(frame("changed", 1))
+    @property
+    def queue(self) -> asyncio.Queue[Any]:
+        return self.sub.queue
+
+    async def close(self) -> None:
+        await self.owner.unsubscribe(self.sub)
+
+
+@dataclass(slots=True)
+class Pumped:
+    """A gRPC server stream of its own, read into a queue by a task."""
+
+    items: AsyncGenerator[Any, None]
+    queue: asyncio.Queue[Any] = field(default_factory=lambda: asyncio.Queue(maxsize=64))
+    task: asyncio.Future[None] | None = None
+
+    def __post_init__(self) -> None:
+        self.task = asyncio.ensure_future(_pump(self.items, self.queue))
+
+    async def close(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+        await self.items.aclose()                   # cancels the gRPC call
 
 
 Source = Callable[[str], AsyncGenerator[Any, None]]
+Opener = Callable[[str], Awaitable[Feed]]
 OnItem = Callable[[Any, Callable[[bytes], Awaitable[None]]], Awaitable[bool]]
 OnTick = Callable[[Callable[[bytes], Awaitable[None]]], Awaitable[None]]
 
 
-async def relay(request: web.Request, source: Source, on_item: OnItem, on_tick: OnTick | None = None) -> web.StreamResponse:
-    """Open `source(token)` (a gRPC server stream of the API), answer with its refusal as JSON
-    if it refuses at once (401: to /login; 404, 403, 429 ...), else stream: each item through
-    `on_item` (False: the stream is complete), `on_tick` after each item and tick, heartbeats,
-    until the browser goes, the source ends (`end` with why), the session ends, or shutdown."""
+def pumped(source: Source) -> Opener:
+    """A feed of `source(token)`'s items (a stream of its own, not shared: the run's log)."""
+    async def open_(token: str) -> Feed:
+        return Pumped(source(token))
+    return open_
+
+
+async def relay(request: web.Request, opener: Opener, on_item: OnItem, on_tick: OnTick | None = None) -> web.StreamResponse:
+    """Open the feed (`opener(token)`: a shared watch, or `pumped` gRPC server stream of the API),
+    answer with its refusal as JSON if it refuses at once (401: to /login; 404, 403, 429 ...),
+    else stream: each item through `on_item` (False: the stream is complete), `on_tick` after
+    each item and tick, heartbeats, until the browser goes, the source ends (`end` with why),
+    the session ends, or shutdown."""
     session = session_of(request)
     if session is None:
         return refused(401, "not logged in", login="/login")
     live = request.app[STREAMS].open(session.id)
     if isinstance(live, str):
         return refused(429, live)
-    items = source(session.token)
-    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=64)
-    pump = asyncio.create_task(_pump(items, queue))
+    feed: Feed | None = None
     try:
+        feed = await opener(session.token)
+        queue = feed.queue
         first = await _first(queue)
         if isinstance(first, Unauthenticated):
             request.app[SESSION].close(session.id)
@@ -186,9 +270,8 @@ async def relay(request: web.Request, source: Source, on_item: OnItem, on_tick: 
         return response
     finally:
         request.app[STREAMS].close(live)
-        pump.cancel()
-        await asyncio.gather(pump, return_exceptions=True)
-        await items.aclose()                        # cancels the gRPC call
+        if feed is not None:
+            await feed.close()
 
 
 async def _pump(items: AsyncGenerator[Any, None], queue: asyncio.Queue[Any]) -> None:

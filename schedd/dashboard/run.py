@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from schedd.dashboard.backend import ApiError, Unauthenticated
-from schedd.dashboard.live import frame, relay
+from schedd.dashboard.live import frame, pumped, relay
 from schedd.dashboard.shell import API, SESSION, json_answer, may, shell, status_of, text, to_login, who
 
 MAX_ID_CHARS = 512
@@ -89,7 +89,7 @@ async def run_log(request: web.Request) -> web.StreamResponse:
         await send(frame("log", chunk))
         return chunk["kind"] != "end"
 
-    return await relay(request, lambda token: request.app[API].logs(token, run_id, attempt), on_chunk)
+    return await relay(request, pumped(lambda token: request.app[API].logs(token, run_id, attempt)), on_chunk)
 
 
 async def _act(request: web.Request, act: Callable[[Any, str, str], Awaitable[Any]]) -> web.Response:

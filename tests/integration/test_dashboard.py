@@ -4,7 +4,8 @@ three-node cluster (TLS with client certificates and ACL on, as deployed).
 The browser logs in through the one-time link `schedctl dashboard` prints (once: the same link
 again shows why it is refused, an expired one too, and a code is good only on the node that
 minted it), sees the jobs the test created
-and one added while it watches (no reload), the cluster page's three nodes; it is sent to the
+and one added while it watches (no reload), a row patched in place as its job runs (the page
+does not load its list again), the cluster page's three nodes; it is sent to the
 login page without a session, a POST without the CSRF token is refused, a team's token sees only
 its team's jobs (a call the API refuses it is audited with the dashboard as its source), and
 deleting that token ends its session. Screenshots are kept in the test's
@@ -82,6 +83,46 @@ def job_names(driver) -> list[str]:
     return [e.text.split("\n")[0] for e in driver.find_elements(By.CSS_SELECTOR, "#jobs tbody .job-name")]
 
 
+def strip_marks(driver, job: str) -> list[list[str]] | None:
+    """The job's row's strip of last runs as [run id, letter] (None: no such row)."""
+    return driver.execute_script("""
+      var rows = document.querySelectorAll('#jobs tbody tr');
+      for (var i = 0; i < rows.length; i++) {
+        if (rows[i].querySelector('.job-name a').textContent !== arguments[0]) { continue; }
+        return Array.from(rows[i].querySelectorAll('.strip a')).map(function (a) {
+          return [decodeURIComponent(a.getAttribute('href').slice('/runs/'.length)), a.textContent];
+        });
+      }
+      return null;""", job)
+
+
+def page_stats(driver) -> dict:
+    """What common.js's `follow` counted on this page: its loads and the changes it patched in."""
+    return driver.execute_script("return {loads: window.schedd.stats.loads, patches: window.schedd.stats.patches};")
+
+
+def patched_live(c, driver, job: str) -> None:
+    """A run of `job` (triggered, then cancelled: it waits in a pool no worker serves) shows in
+    the job's row, its mark appended to the strip and then its new state, while the page loads
+    nothing: the row is patched from the stream. The page also loads every 30 s whatever the
+    stream says; an attempt that such a load fell into is tried again."""
+    for _ in range(3):
+        before = page_stats(driver)
+        with c.client(timeout=30) as cl:
+            run = cl.trigger_job(job)
+        wait_until(lambda: [run.id, "R"] in (strip_marks(driver, job) or []), timeout=30,
+                   what="the triggered run's mark in the row's strip")
+        with c.client(timeout=30) as cl:
+            cl.cancel_execution(run.id)
+        wait_until(lambda: [run.id, "C"] in (strip_marks(driver, job) or []), timeout=30,
+                   what="the cancelled run's mark in the row's strip")
+        after = page_stats(driver)
+        if after["loads"] == before["loads"]:
+            assert after["patches"] >= before["patches"] + 2
+            return
+    raise AssertionError(f"the page loaded its list again each time a row changed: {before} -> {after}")
+
+
 def shot(driver, screens: Path, name: str) -> Path:
     screens.mkdir(exist_ok=True)
     path = screens / f"dashboard-{name}.png"
@@ -139,6 +180,9 @@ def test_dashboard_login_jobs_cluster_csrf_and_teams(cluster, tmp_path):
             cl.put_job(job_spec("a-added", schedule="@every 1h", team="a", command="true", pool="nowhere"))
         wait_until(lambda: "a-added" in job_names(driver), timeout=30, what="the new job, live")
         assert driver.find_element(By.ID, "total").text == "(4)"
+
+        # A run of a job it shows changes the job's row in place, without a reload of the list.
+        patched_live(c, driver, "a-report")
         shot(driver, screens, "jobs")
 
         # The team filter narrows the list (server-side).

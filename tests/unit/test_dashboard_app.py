@@ -4,6 +4,8 @@ one-time code of a `schedctl dashboard` link (one login, then refused; its token
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
 from urllib.parse import unquote
 
@@ -200,3 +202,17 @@ async def test_the_audit_section_is_for_a_principal_holding_acl(client):
         return {**await real(token), "grants": [{"pattern": "cluster", "capabilities": ["operator", "acl"]}]}
     client.api.whoami = with_acl
     assert 'id="audit-section"' in await (await client.get("/cluster")).text()
+
+
+async def test_a_large_json_answer_is_gzipped_when_the_browser_accepts_it(client, monkeypatch):
+    from schedd.dashboard import app as dashboard_app
+    await login(client)
+    monkeypatch.setattr(dashboard_app, "GZIP_MIN", 10)
+    r = await client.get("/api/jobs", headers={"Accept-Encoding": "gzip, deflate, br"}, auto_decompress=False)
+    assert r.headers.get("Content-Encoding") == "gzip"
+    assert json.loads(gzip.decompress(await r.read()))["jobs"][0]["name"] == "j1"
+    r = await client.get("/api/jobs", headers={"Accept-Encoding": "identity"})
+    assert "Content-Encoding" not in r.headers and (await r.json())["total"] == 1
+    monkeypatch.setattr(dashboard_app, "GZIP_MIN", 10_000)      # a small answer: as it is
+    r = await client.get("/api/jobs", headers={"Accept-Encoding": "gzip"})
+    assert "Content-Encoding" not in r.headers

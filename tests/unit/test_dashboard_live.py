@@ -1,11 +1,13 @@
 """The dashboard's live streams (server-sent events) against an in-process server and a fake API
-whose watches and log streams the test feeds: what the browser receives, coalescing, the
-upstream call closed when the browser goes, the bounds, and a session that ends mid-stream;
-and the Run page's buttons and actions."""
+whose watches and log streams the test feeds: what the browser receives (the changed rows,
+coalesced), one upstream watch per token shared by its pages, the upstream call closed when the
+last browser goes, a slow page told to reload without holding up the others, the bounds, and a
+session that ends mid-stream; and the Run page's buttons and actions."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,8 +16,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from schedd.dashboard import app as dashboard
 from schedd.dashboard import live
-from schedd.dashboard.backend import Api, ApiError, Unauthenticated, _types, attempt_row, outcome_text
-from schedd.dashboard.live import STREAMS
+from schedd.dashboard.backend import Api, ApiError, Unauthenticated, _rows, attempt_row, outcome_text
+from schedd.dashboard.live import HUB, STREAMS
 from schedd_proto import scheduler_pb2 as pb
 from tests.unit.test_dashboard_app import FakeApi, login, session_csrf
 
@@ -28,9 +30,10 @@ class Upstream:
     def __init__(self, token: str, what: str) -> None:
         self.token, self.what = token, what
         self.feed: asyncio.Queue[Any] = asyncio.Queue()
-        self.closed = False
+        self.started = self.closed = False
 
     async def items(self) -> AsyncIterator[Any]:
+        self.started = True
         try:
             while True:
                 item = await self.feed.get()
@@ -48,11 +51,13 @@ class LiveApi(FakeApi):
         super().__init__()
         self.upstreams: list[Upstream] = []
         self.actions: list[tuple[str, str]] = []
+        self.granted: list[dict] = []            # grants given to good.token since
+        self.listings: list[dict] = []           # what each watch was opened to follow
 
     async def whoami(self, token: str) -> dict:
         who = await super().whoami(token)
         if token == "good.token":
-            who["grants"] = [{"pattern": "team:a", "capabilities": ["read", "cancel", "trigger"]}]
+            who["grants"] = [{"pattern": "team:a", "capabilities": ["read", "cancel", "trigger"]}, *self.granted]
         return who
 
     def _open(self, token: str, what: str, first: list[Any]) -> AsyncIterator[Any]:
@@ -64,8 +69,9 @@ class LiveApi(FakeApi):
             up.feed.put_nowait(item)
         return up.items()
 
-    def watch(self, token: str, what: str, *, job: str = "", team: str = "", size: int = 100) -> AsyncIterator[str]:
-        return self._open(token, what, ["added", "synced"])
+    def watch(self, token: str, what: str, *, job: str = "", size: int = 100, **listing: str) -> AsyncIterator[Any]:
+        self.listings.append({**listing, "size": str(size)})
+        return self._open(token, what, [("added", "j0", row("j0")), ("synced", "", None)])
 
     def logs(self, token: str, run_id: str, attempt: int = 0) -> AsyncIterator[dict]:
         if run_id == "missing@x":
@@ -84,6 +90,10 @@ class LiveApi(FakeApi):
     async def retry(self, token: str, run_id: str) -> dict:
         self.actions.append(("retry", run_id))
         return {"id": run_id, "state": "SCHEDULED"}
+
+
+def row(name: str, n: int = 0) -> dict:
+    return {"name": name, "team": "a", "executions_total": n}
 
 
 @pytest.fixture
@@ -115,7 +125,7 @@ async def until(predicate, timeout: float = 5.0) -> None:
         await asyncio.sleep(0.02)
 
 
-async def test_changes_arrive_as_one_coalesced_event_after_ready(client):
+async def test_changed_rows_arrive_in_one_coalesced_event_after_ready(client):
     await login(client)
     r = await client.get("/api/events?watch=jobs")
     assert r.status == 200 and r.headers["Content-Type"] == "text/event-stream"
@@ -123,16 +133,71 @@ async def test_changes_arrive_as_one_coalesced_event_after_ready(client):
     assert await event(r) == ("ready", "1")              # the first listing's rows are not changes
     [up] = client.api.upstreams
     assert up.token == "good.token" and up.what == "jobs"
-    up.feed.put_nowait("changed")
-    assert await event(r) == ("changed", "1")
+    up.feed.put_nowait(("changed", "j1", row("j1", 1)))
+    kind, data = await event(r)
+    assert kind == "changed" and json.loads(data) == {"rows": [row("j1", 1)], "added": [], "removed": []}
     started = asyncio.get_running_loop().time()
-    for _ in range(50):                                   # a burst: one event for it, not fifty
-        up.feed.put_nowait("changed")
-    assert await event(r) == ("changed", "1")
+    for n in range(50):                                   # a burst: one event for it, not fifty
+        up.feed.put_nowait(("changed", "j1", row("j1", n)))
+    up.feed.put_nowait(("added", "j2", row("j2")))
+    up.feed.put_nowait(("changed", "j2", row("j2", 5)))    # added, then changed: added as it is now
+    up.feed.put_nowait(("added", "j3", row("j3")))
+    up.feed.put_nowait(("removed", "j3", None))           # added, then removed: nothing
+    up.feed.put_nowait(("removed", "j0", None))
+    kind, data = await event(r)
+    assert kind == "changed" and json.loads(data) == {"rows": [row("j1", 49)], "added": [row("j2", 5)],
+                                                      "removed": ["j0"]}
     assert asyncio.get_running_loop().time() - started >= live.COALESCE_S * 0.9
     with pytest.raises(asyncio.TimeoutError):
         await event(r, timeout=live.COALESCE_S * 2)      # the burst's rest folded into that one
     r.close()
+
+
+async def test_pages_of_one_token_share_one_upstream_and_the_last_to_go_closes_it(client):
+    await login(client)
+    first = await client.get("/api/events?watch=jobs")
+    assert await event(first) == ("ready", "1")
+    second = await client.get("/api/events?watch=jobs")
+    assert await event(second) == ("ready", "1")         # at once: the watch has its listing
+    runs = await client.get("/api/events?watch=runs&job=j1")
+    assert await event(runs) == ("ready", "1")
+    assert [(u.token, u.what) for u in client.api.upstreams] == [("good.token", "jobs"), ("good.token", "runs")]
+    jobs_up = client.api.upstreams[0]
+    jobs_up.feed.put_nowait(("changed", "j1", row("j1", 7)))
+    for r in (first, second):                             # fanned out: the same frame to both
+        kind, data = await event(r)
+        assert kind == "changed" and json.loads(data)["rows"] == [row("j1", 7)]
+    with pytest.raises(asyncio.TimeoutError):
+        await event(runs, timeout=live.COALESCE_S * 2)   # another watch: nothing
+    narrowed = await client.get("/api/events?watch=jobs&team=a&text=rep&after=a-0&size=25")   # another listing
+    assert await event(narrowed) == ("ready", "1")
+    assert client.api.listings[-1] == {"team": "a", "state": "", "text": "rep", "pool": "", "after": "a-0", "size": "25"}
+    assert len(client.api.upstreams) == 3
+    narrowed.close()
+    assert (await client.get("/api/events?watch=jobs&size=7")).status == 400
+    assert (await client.get("/api/events?watch=jobs&state=gone")).status == 400
+    first.close()
+    await until(lambda: client.app[STREAMS].count() == 2)
+    assert not jobs_up.closed                             # one page still follows it
+    jobs_up.feed.put_nowait(("changed", "j1", row("j1", 8)))
+    kind, data = await event(second)
+    assert json.loads(data)["rows"] == [row("j1", 8)]
+    second.close()
+    await until(lambda: jobs_up.closed)                  # the last page went: the call is cancelled
+    client.api.granted.append({"pattern": "team:b", "capabilities": ["read"]})
+    regranted = await client.get("/api/events?watch=runs&job=j1")   # grants changed: a watch of its own,
+    assert await event(regranted) == ("ready", "1")                  # filtered by the new ones
+    assert [u.what for u in client.api.upstreams] == ["jobs", "runs", "jobs", "runs"]
+    regranted.close()
+    await until(lambda: client.api.upstreams[3].closed)
+    assert not client.api.upstreams[1].closed                         # the first runs page still follows its own
+    await login(client, token="team.token")               # another token: a watch of its own
+    other = await client.get("/api/events?watch=runs&job=j1")
+    assert await event(other) == ("ready", "1")
+    assert [u.token for u in client.api.upstreams] == ["good.token"] * 4 + ["team.token"]
+    runs.close()
+    other.close()
+    await until(lambda: all(u.closed for u in client.api.upstreams) and not client.app[HUB].upstreams())
 
 
 async def test_a_browser_going_away_closes_the_upstream_stream(client):
@@ -143,7 +208,7 @@ async def test_a_browser_going_away_closes_the_upstream_stream(client):
         r.close()
     await until(lambda: all(up.closed for up in client.api.upstreams))
     await until(lambda: client.app[STREAMS].count() == 0)
-    assert len(client.api.upstreams) == 20
+    assert 1 <= len(client.api.upstreams) <= 20 and not client.app[HUB].upstreams()
 
 
 async def test_no_session_or_a_dead_token_is_401_and_nothing_stays_open(client):
@@ -153,7 +218,7 @@ async def test_no_session_or_a_dead_token_is_401_and_nothing_stays_open(client):
     del client.api.valid["team.token"]
     r = await client.get("/api/events")
     assert r.status == 401 and (await r.json())["login"] == "/login"
-    await until(lambda: client.api.upstreams[0].closed)
+    assert client.api.upstreams == []                     # the token was checked first: no watch opened
     assert client.app[STREAMS].count() == 0
     assert (await client.get("/api/jobs")).status == 401          # the session ended with it
 
@@ -291,11 +356,11 @@ async def test_closing_a_stream_or_cancelling_its_reader_cancels_the_grpc_call()
         calls[-1].metadata = metadata
         return calls[-1]
 
-    closed = _types(api._stream(method, pb.ListJobsRequest(), "tok"))
-    assert await closed.__anext__() == "synced"
+    closed = _rows(api._stream(method, pb.ListJobsRequest(), "tok"))
+    assert await closed.__anext__() == ("synced", "", None)
     await closed.aclose()                                  # the browser went: the relay closes it
-    read = _types(api._stream(method, pb.ListJobsRequest(), "tok"))
-    assert await read.__anext__() == "synced"
+    read = _rows(api._stream(method, pb.ListJobsRequest(), "tok"))
+    assert await read.__anext__() == ("synced", "", None)
     reader = asyncio.ensure_future(read.__anext__())
     await asyncio.sleep(0)
     reader.cancel()                                        # the relay cancels its pump

@@ -66,3 +66,57 @@ def test_a_watch_lists_then_follows_the_applied_index_and_frees_its_slot():
         assert slots.active == 0
 
     asyncio.run(scenario())
+
+
+def test_built_rows_are_built_again_only_when_their_inputs_change():
+    from schedd.api.watch import Built
+    built, calls = Built(), []
+
+    def build(name: str, n: int):
+        return lambda: calls.append(name) or _job(f"{name}{n}")
+
+    a1 = built.row("a", ("a", 1), build("a", 1))
+    assert built.row("a", ("a", 1), build("a", 1)) is a1 and calls == ["a"]
+    assert built.row("a", ("a", 2), build("a", 2)).spec.name == "a2" and calls == ["a", "a"]
+    built.row("b", ("b", 1), build("b", 1))
+    built.keep({"b": _job("b")})
+    assert list(built.rows) == ["b"]
+
+
+def test_a_job_summary_changes_only_with_its_inputs():
+    """`job_pb_inputs` covers what `job_to_pb` reads: through a job's life (fired, triggered,
+    run, cancelled, paused, resumed, its spec changed), wherever the summary changed, its
+    inputs did."""
+    from schedd.api import convert
+    from schedd.core import commands as C
+    from schedd.core import queries
+    from tests.support.state import T0, Harness
+
+    h = Harness()
+    seen: list[tuple[object, bytes]] = []
+
+    def look() -> None:
+        job = h.state.jobs["j"]
+        recent = tuple((ex.scheduled_ms, ex.state) for ex in queries.recent_runs(h.state, "j", 20))
+        row = convert.job_to_pb(job, h.state, summary=True, recent=recent)
+        seen.append((convert.job_pb_inputs(job, h.state, recent), row.SerializeToString(deterministic=True)))
+
+    h.put(name="j", schedule="@every 10s")
+    look()
+    h.plan_and_fire()
+    look()
+    h.now = T0 + 4_000
+    manual = h.apply(C.TRIGGER, name="j").payload.scheduled_ms
+    look()
+    h.apply(C.CANCEL, job="j", scheduled_ms=manual)
+    look()
+    h.apply(C.PAUSE, name="j")
+    look()
+    h.apply(C.RESUME, name="j")
+    look()
+    h.put(name="j", schedule="@every 20s")
+    look()
+    look()
+    for (inputs_a, row_a), (inputs_b, row_b) in zip(seen, seen[1:]):
+        assert row_a == row_b or inputs_a != inputs_b
+    assert len({row for _, row in seen}) >= 5            # the steps did change the summary

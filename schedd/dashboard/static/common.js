@@ -42,17 +42,19 @@
     });
   }
 
+  function row(cells) {
+    var tr = el("tr");
+    cells.forEach(function (c) {
+      var td = el("td");
+      if (c instanceof Node) { td.appendChild(c); } else { td.textContent = c === undefined ? "" : String(c); }
+      tr.appendChild(td);
+    });
+    return tr;
+  }
+
   function fill(tbody, rows) {
     var frag = document.createDocumentFragment();
-    rows.forEach(function (cells) {
-      var tr = el("tr");
-      cells.forEach(function (c) {
-        var td = el("td");
-        if (c instanceof Node) { td.appendChild(c); } else { td.textContent = c === undefined ? "" : String(c); }
-        tr.appendChild(td);
-      });
-      frag.appendChild(tr);
-    });
+    rows.forEach(function (cells) { frag.appendChild(row(cells)); });
     tbody.replaceChildren(frag);
   }
 
@@ -75,43 +77,80 @@
 
   // Keep a page current: `load` (which returns a promise) now, then whenever the cluster may
   // have changed. The node tells: one EventSource on /api/events (the API's watch, with this
-  // session's token) sends `changed` (at most one per half second) and `ready` when it (re)connects;
-  // `load` runs on each, and every 30 s as a fallback. `opts.watch` ("jobs", "runs") and
-  // `opts.job` choose what the stream follows; `opts.poll` (ms) adds a poll for what no watch
-  // reports (the cluster page's node status). Every page calls this instead of timing its own
-  // refreshes.
+  // session's token, shared by the session's pages on the node) sends `ready` when it
+  // (re)connects and `changed` (at most one per half second) with the rows that changed
+  // ({rows, added, removed}: the page's own row JSON, the keys removed), or {reload} when the page
+  // fell behind. `opts.patch(change)` applies a change to what the page shows and returns true,
+  // or false when the page must load again (a row it shows was removed, a new one falls on it);
+  // a page without `patch` loads on every `changed`. `opts.listing()` (the Jobs page) names the
+  // listing the page shows, as its own query does, so the node's watch follows just that page;
+  // `follow` returns {reopen}, for when the page shows another listing (filters, paging). `load` runs on `ready`, on a refused patch,
+  // and every 30 s as a fallback; a change heard while a load is under way is patched after it
+  // (its rows may be newer than the load's). `opts.watch` ("jobs", "runs") and `opts.job` choose
+  // what the stream follows; `opts.poll` (ms) adds a poll for what no watch reports (the cluster
+  // page's node status). Every page calls this instead of timing its own refreshes; `stats`
+  // counts its loads and patches (what the tests and the bench read).
+  var stats = {loads: 0, patches: 0};
+
   function follow(load, opts) {
     opts = opts || {};
-    var source = null, busy = false, again = false;
+    var source = null, busy = false, again = false, held = [];
     function run() {                  // one load at a time; a change heard meanwhile loads once more
       if (busy) { again = true; return; }
       busy = true;
+      stats.loads += 1;
       Promise.resolve(load()).catch(function () {}).then(function () {
         busy = false;
-        if (again) { again = false; run(); }
+        var changes = held;
+        held = [];
+        if (again) { again = false; run(); return; }
+        changes.forEach(apply);
       });
     }
+    function apply(change) {
+      if (busy) { held.push(change); return; }
+      if (change.reload || !opts.patch || !opts.patch(change)) { run(); return; }
+      stats.patches += 1;
+    }
+    function changed(e) {
+      var change;
+      try { change = JSON.parse(e.data); } catch (err) { change = {reload: 1}; }
+      if (typeof change !== "object" || change === null) { change = {reload: 1}; }
+      change.rows = change.rows || [];
+      change.added = change.added || [];
+      change.removed = change.removed || [];
+      apply(change);
+    }
     function open() {
-      var q = new URLSearchParams();
+      var q = new URLSearchParams(opts.listing ? opts.listing() : {});
       q.set("watch", opts.watch || "jobs");
       if (opts.job) { q.set("job", opts.job); }
       source = new EventSource("/api/events?" + q.toString());
-      source.addEventListener("changed", run);
-      source.addEventListener("ready", run);
-      source.addEventListener("end", function () { source.close(); run(); setTimeout(open, RETRY_MS); });
+      source.addEventListener("changed", changed);
+      source.addEventListener("ready", function () { held = []; run(); });
+      source.addEventListener("end", function () { source.close(); run(); retry(); });
       source.onerror = function () {
         if (source.readyState === EventSource.CLOSED) {      // refused (401, 429, ...): not retried by itself
           run();
-          setTimeout(open, RETRY_MS);
+          retry();
         }
       };
+    }
+    var retrying = null;
+    function retry() { clearTimeout(retrying); retrying = setTimeout(open, RETRY_MS); }
+    function reopen() {                 // another listing: a stream for it (its `ready` loads the page)
+      clearTimeout(retrying);
+      if (source) { source.close(); }
+      held = [];
+      open();
     }
     run();
     open();
     setInterval(run, opts.poll || FALLBACK_MS);
     window.addEventListener("pagehide", function () { if (source) { source.close(); } });
+    return {reopen: reopen};
   }
 
   window.schedd = {follow: follow, el: el, when: when, status: status, fetchJson: fetchJson, post: post,
-                   fill: fill, stateCell: stateCell};
+                   fill: fill, row: row, stateCell: stateCell, stats: stats};
 })();

@@ -360,5 +360,16 @@
     }).catch(function (e) { status(e.message, true); });
   }
 
-  S.follow(refresh, {watch: "runs", job: name});      // this job's runs (and so its instants)
+  // A change of runs the page does not show (an old run outside the table's page and the
+  // timeline's window) loads nothing; any other loads the page.
+  function unseen(change) {
+    if (change.added.length || change.removed.length) { return false; }
+    var to = win.to || Date.now(), from = win.from || to - win.hours * 3600000;
+    var ids = Array.from(document.querySelectorAll("#runs tbody a")).map(function (a) { return a.textContent; });
+    return change.rows.every(function (r) {
+      return ids.indexOf(r.id) < 0 && (r.scheduled_ms < from || r.scheduled_ms > to);
+    });
+  }
+
+  S.follow(refresh, {watch: "runs", job: name, patch: unseen});      // this job's runs (and so its instants)
 })();

@@ -1,9 +1,12 @@
-// The Jobs page: /api/jobs (server-side paging and search), reloaded whenever the live stream
-// says a job changed (schedd.follow): each job links to its page, with its schedule in words,
-// next run, last run (linking to its run page) and last 20 outcomes.
+// The Jobs page: /api/jobs (server-side paging and search), kept current by the live stream
+// (schedd.follow): a row it shows is patched from the changed job the stream carries (its last
+// runs merged into the row's strip), and the page loads again only when it must: a job added or
+// removed (the count, the pages), a job that now falls on this page under its filters and order
+// or leaves it. Each job links to its page, with its schedule in words, next run, last run
+// (linking to its run page) and last 20 outcomes.
 (function () {
   "use strict";
-  var S = window.schedd, el = S.el, when = S.when, status = S.status, fetchJson = S.fetchJson, fill = S.fill,
+  var S = window.schedd, el = S.el, when = S.when, status = S.status, fetchJson = S.fetchJson,
       stateCell = S.stateCell;
 
   // ------------------------------------------------------------ Jobs
@@ -44,9 +47,41 @@
     return box;
   }
 
+  var RECENT = 20;
+
+  // The row's last runs with those the stream reports (the runs the node still holds, the ones
+  // that may change): each by id, the newest RECENT kept, oldest first.
+  function merged(recent, news) {
+    var byId = {};
+    (recent || []).concat(news || []).forEach(function (r) { byId[r.id] = r; });
+    var out = Object.keys(byId).map(function (k) { return byId[k]; });
+    out.sort(function (a, b) { return a.ms - b.ms; });
+    return out.slice(-RECENT);
+  }
+
+  function cells(j) {
+    var name = el("span", null, "job-name");
+    var link = el("a", j.name);
+    link.href = "/jobs/" + encodeURIComponent(j.name);
+    name.appendChild(link);
+    if (j.paused) { name.appendChild(el("span", "paused", "tag")); }
+    var last = stateCell(j.last_state);
+    if (j.last_execution_id) {        // its run's page (run.js)
+      var a = el("a");
+      a.href = "/runs/" + encodeURIComponent(j.last_execution_id);
+      a.appendChild(last);
+      last = a;
+    }
+    return [name, j.team, scheduleCell(j), j.paused ? el("span", "paused", "muted") : nextCell(j.next_fire_ms),
+            when(j.last_scheduled_ms), last, strip(j.recent), j.executions_total];
+  }
+
   function jobsPage() {
     var stack = [""];            // the `after` of each page visited so far
     var next = "";
+    var shown = {};              // name -> {job, tr}: the rows on the page
+    var names = [];              // their names, in order
+    var filters = null;          // what the shown rows were listed with
     var form = document.getElementById("filters");
     var params = new URLSearchParams(window.location.search);
     ["text", "team", "state", "pool", "size"].forEach(function (k) {
@@ -64,50 +99,94 @@
     }
 
     function load() {
-      var q = query();
-      q.set("after", stack[stack.length - 1]);
+      var q = listing();
       return fetchJson("/api/jobs?" + q.toString()).then(function (body) {
         next = body.next;
+        filters = {text: q.get("text").toLowerCase(), team: q.get("team"), state: q.get("state"), pool: q.get("pool"),
+                   after: q.get("after")};
         document.getElementById("total").textContent = "(" + body.total + ")";
         document.getElementById("page").textContent = "page " + stack.length;
         document.getElementById("next").disabled = !next;
         document.getElementById("prev").disabled = stack.length < 2;
         document.getElementById("first").disabled = stack.length < 2;
-        fill(document.querySelector("#jobs tbody"), body.jobs.map(function (j) {
-          var name = el("span", null, "job-name");
-          var link = el("a", j.name);
-          link.href = "/jobs/" + encodeURIComponent(j.name);
-          name.appendChild(link);
-          if (j.paused) { name.appendChild(el("span", "paused", "tag")); }
-          var last = stateCell(j.last_state);
-          if (j.last_execution_id) {        // its run's page (run.js)
-            var a = el("a");
-            a.href = "/runs/" + encodeURIComponent(j.last_execution_id);
-            a.appendChild(last);
-            last = a;
-          }
-          return [name, j.team, scheduleCell(j), j.paused ? el("span", "paused", "muted") : nextCell(j.next_fire_ms),
-                  when(j.last_scheduled_ms), last, strip(j.recent), j.executions_total];
-        }));
+        var tbody = document.querySelector("#jobs tbody"), frag = document.createDocumentFragment();
+        shown = {};
+        names = body.jobs.map(function (j) {
+          var tr = S.row(cells(j));
+          shown[j.name] = {job: j, tr: tr};
+          frag.appendChild(tr);
+          return j.name;
+        });
+        tbody.replaceChildren(frag);
         status("updated " + new Date().toLocaleTimeString());
       }).catch(function (e) { status(e.message, true); });
+    }
+
+    // Whether the listing this page shows would hold `j` (ListJobs' filters: team, paused or
+    // active, pool, name containing the text in any case).
+    function wanted(j) {
+      var f = filters;
+      return (!f.team || j.team === f.team) && (!f.pool || j.pool === f.pool) &&
+             (!f.state || (f.state === "paused") === !!j.paused) &&
+             (!f.text || j.name.toLowerCase().indexOf(f.text) >= 0);
+    }
+
+    // Whether a job of that name sorts onto this page (after the page's start; before its last
+    // row, unless it is the last page).
+    function onPage(name) {
+      return (!filters.after || name > filters.after) && (!next || !names.length || name <= names[names.length - 1]);
+    }
+
+    // A change from the stream: true when it is patched in, false when the page must load.
+    function patch(change) {
+      if (!filters) { return false; }
+      if (change.removed.length || change.added.some(wanted)) { return false; }
+      var i, j, row, tr;
+      for (i = 0; i < change.rows.length; i++) {
+        j = change.rows[i];
+        row = shown[j.name];
+        if (row ? !wanted(j) : wanted(j) && onPage(j.name)) { return false; }
+      }
+      for (i = 0; i < change.rows.length; i++) {
+        j = change.rows[i];
+        row = shown[j.name];
+        if (!row) { continue; }           // not on this page: nothing to show
+        j.recent = merged(row.job.recent, j.recent);
+        tr = S.row(cells(j));
+        row.tr.replaceWith(tr);
+        shown[j.name] = {job: j, tr: tr};
+      }
+      status("updated " + new Date().toLocaleTimeString());
+      return true;
+    }
+
+    function listing() {                // what the live stream follows: this page, as load() asks for it
+      var q = query();
+      q.set("after", stack[stack.length - 1]);
+      return q;
+    }
+
+    var live = null;
+    function show() {                   // another listing: load it, and follow it
+      load();
+      if (live) { live.reopen(); }
     }
 
     function restart() {
       stack = [""];
       var q = query();
       window.history.replaceState(null, "", "/jobs?" + q.toString());
-      load();
+      show();
     }
     form.addEventListener("change", restart);
     form.addEventListener("submit", function (e) { e.preventDefault(); restart(); });
     ["text", "team", "pool"].forEach(function (k) {
       form.elements[k].addEventListener("input", function () { clearTimeout(form.timer); form.timer = setTimeout(restart, 300); });
     });
-    document.getElementById("next").addEventListener("click", function () { if (next) { stack.push(next); load(); } });
-    document.getElementById("prev").addEventListener("click", function () { if (stack.length > 1) { stack.pop(); load(); } });
-    document.getElementById("first").addEventListener("click", function () { stack = [""]; load(); });
-    S.follow(load);
+    document.getElementById("next").addEventListener("click", function () { if (next) { stack.push(next); show(); } });
+    document.getElementById("prev").addEventListener("click", function () { if (stack.length > 1) { stack.pop(); show(); } });
+    document.getElementById("first").addEventListener("click", function () { stack = [""]; show(); });
+    live = S.follow(load, {patch: patch, listing: listing});
   }
 
   jobsPage();

@@ -1,5 +1,5 @@
-// The Run page: the run and its attempts from /api/run (reloaded when the run's job's runs
-// change: schedd.follow on the runs watch), the latest attempt's output followed live from
+// The Run page: the run and its attempts from /api/run (reloaded when this run changes:
+// schedd.follow on the runs watch of its job, whose other runs' changes it lets pass), the latest attempt's output followed live from
 // /api/run/log (server-sent events: the API's log stream), retry and cancel buttons.
 (function () {
   "use strict";
@@ -158,7 +158,10 @@
     setInterval(function () {            // a running attempt's duration counts up between loads
       if (shown && shown.attempts.some(function (a) { return a.started_ms && !a.ended_ms; })) { showAttempts(shown); }
     }, 1000);
-    S.follow(load, {watch: "runs", job: job});
+    function mine(change) {              // this run among the changed: load it again
+      return change.removed.indexOf(id) >= 0 || change.rows.concat(change.added).some(function (r) { return r.id === id; });
+    }
+    S.follow(load, {watch: "runs", job: job, patch: function (change) { return !mine(change); }});
   }
 
   runPage();
