@@ -4,6 +4,9 @@ loop (or closing the iterator) cancels the stream, which frees the server's watc
 
 Each watch is first the listing, as "added" events, then one "synced" event, then the changes
 (schedd_proto.scheduler_pb2.WatchEvent); ``watch_dag_run`` gives the whole run at each change.
+Jobs and executions are asked for in batches (the changes of one server read in one message: far
+cheaper for the node when hundreds of rows change a second) and handed out one event at a time,
+so a caller never sees a batch; a node that does not batch sends them one by one anyway.
 """
 
 from __future__ import annotations
@@ -25,11 +28,12 @@ from .errors import error_from_rpc
 
 
 def jobs_call(team: str, state: str, limit: int) -> Call:
-    return Call("scheduler", "WatchJobs", pb.ListJobsRequest(team=team, state=state, page_size=limit))
+    return Call("scheduler", "WatchJobs", pb.ListJobsRequest(team=team, state=state, page_size=limit, batch=True))
 
 
 def executions_call(job: str, state: str, limit: int) -> Call:
-    return Call("scheduler", "WatchExecutions", pb.ListExecutionsRequest(job=job, state=state, page_size=limit))
+    return Call("scheduler", "WatchExecutions",
+                pb.ListExecutionsRequest(job=job, state=state, page_size=limit, batch=True))
 
 
 def workers_call() -> Call:
@@ -38,6 +42,14 @@ def workers_call() -> Call:
 
 def dag_run_call(name: str, run_id: str) -> Call:
     return Call("dags", "WatchDagRun", dpb.GetDagRunRequest(name=name, run_id=run_id))
+
+
+def unbatched(msg: Message) -> Iterator[Message]:
+    """The events a message carries: those of a "batch", else the message itself."""
+    if isinstance(msg, pb.WatchEvent) and msg.type == "batch":
+        yield from msg.events
+    else:
+        yield msg
 
 
 def _ended(err: grpc.RpcError) -> bool:
@@ -62,8 +74,9 @@ def stream(client: Any, call: Call) -> Iterator[Message]:
             continue
         attempts.succeeded(address)
         try:
-            yield first
-            yield from responses
+            yield from unbatched(first)
+            for msg in responses:
+                yield from unbatched(msg)
         except grpc.RpcError as err:
             if not _ended(err):
                 raise error_from_rpc(err) from None
@@ -90,9 +103,11 @@ async def stream_async(client: Any, call: Call) -> AsyncIterator[Message]:
             return
         attempts.succeeded(address)
         try:
-            yield first
+            for event in unbatched(first):
+                yield event
             while (msg := await responses.read()) is not grpc.aio.EOF:
-                yield msg
+                for event in unbatched(msg):
+                    yield event
         except grpc.RpcError as err:
             if not _ended(err):
                 raise error_from_rpc(err) from None

@@ -385,7 +385,7 @@ class GetJobRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., upcoming: _Optional[int] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("team", "state", "page_size", "page_token", "full", "name_contains", "pool", "recent")
+    __slots__ = ("team", "state", "page_size", "page_token", "full", "name_contains", "pool", "recent", "batch")
     TEAM_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -394,6 +394,7 @@ class ListJobsRequest(_message.Message):
     NAME_CONTAINS_FIELD_NUMBER: _ClassVar[int]
     POOL_FIELD_NUMBER: _ClassVar[int]
     RECENT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     team: str
     state: str
     page_size: int
@@ -402,7 +403,8 @@ class ListJobsRequest(_message.Message):
     name_contains: str
     pool: str
     recent: int
-    def __init__(self, team: _Optional[str] = ..., state: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., full: _Optional[bool] = ..., name_contains: _Optional[str] = ..., pool: _Optional[str] = ..., recent: _Optional[int] = ...) -> None: ...
+    batch: bool
+    def __init__(self, team: _Optional[str] = ..., state: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., full: _Optional[bool] = ..., name_contains: _Optional[str] = ..., pool: _Optional[str] = ..., recent: _Optional[int] = ..., batch: _Optional[bool] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token", "total")
@@ -512,18 +514,20 @@ class ExecutionEvent(_message.Message):
     def __init__(self, time_ms: _Optional[int] = ..., kind: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ListExecutionsRequest(_message.Message):
-    __slots__ = ("job", "state", "page_size", "page_token", "oldest_first")
+    __slots__ = ("job", "state", "page_size", "page_token", "oldest_first", "batch")
     JOB_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     OLDEST_FIRST_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     job: str
     state: str
     page_size: int
     page_token: str
     oldest_first: bool
-    def __init__(self, job: _Optional[str] = ..., state: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., oldest_first: _Optional[bool] = ...) -> None: ...
+    batch: bool
+    def __init__(self, job: _Optional[str] = ..., state: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., oldest_first: _Optional[bool] = ..., batch: _Optional[bool] = ...) -> None: ...
 
 class ListExecutionsResponse(_message.Message):
     __slots__ = ("executions", "next_page_token", "total", "note")
@@ -1074,18 +1078,20 @@ class RetryExecutionRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class WatchEvent(_message.Message):
-    __slots__ = ("type", "key", "job", "execution", "worker")
+    __slots__ = ("type", "key", "job", "execution", "worker", "events")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_FIELD_NUMBER: _ClassVar[int]
     WORKER_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
     type: str
     key: str
     job: Job
     execution: Execution
     worker: WorkerInfo
-    def __init__(self, type: _Optional[str] = ..., key: _Optional[str] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., worker: _Optional[_Union[WorkerInfo, _Mapping]] = ...) -> None: ...
+    events: _containers.RepeatedCompositeFieldContainer[WatchEvent]
+    def __init__(self, type: _Optional[str] = ..., key: _Optional[str] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., worker: _Optional[_Union[WorkerInfo, _Mapping]] = ..., events: _Optional[_Iterable[_Union[WatchEvent, _Mapping]]] = ...) -> None: ...
 
 class DiffJobsRequest(_message.Message):
     __slots__ = ("jobs",)

@@ -18,12 +18,13 @@ which may be behind. Either way the answer's trailing metadata says which it was
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
 
 import grpc
@@ -35,7 +36,7 @@ from schedd.api.limits import call_overflow
 from schedd.api.membership_view import cluster_membership, node_membership
 from schedd.api.templates import SpecTemplates
 from schedd.history import HistoryStore
-from schedd.api.watch import MAX_ROWS, WORKER_TICK_S, Built, Rows, WatchSlots, follow
+from schedd.api.watch import MAX_ROWS, WORKER_TICK_S, Built, Rows, WatchSlots, follow, reads
 from schedd.security.secrets import EnvSealer
 from schedd.core import batches as B
 from schedd.core.audit import short_history
@@ -850,8 +851,8 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             built.keep(rows)
             return rows
 
-        async for kind, key, row in follow(context, self.watchers, read, self._applied_index):
-            yield pb.WatchEvent(type=kind, key=key, **({"job": row} if row is not None else {}))
+        async for event in self._watch_events(context, read, "job", request.batch):
+            yield event
 
     async def WatchExecutions(self, request: pb.ListExecutionsRequest,
                               context: CallContext) -> AsyncIterator[pb.WatchEvent]:
@@ -868,8 +869,23 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
                 state_filter=request.state, after=None, limit=limit, oldest_first=False, visible=visible)
             return {ex.id: convert.execution_to_pb(ex) for ex in listing.executions}
 
-        async for kind, key, row in follow(context, self.watchers, read, self._applied_index):
-            yield pb.WatchEvent(type=kind, key=key, **({"execution": row} if row is not None else {}))
+        async for event in self._watch_events(context, read, "execution", request.batch):
+            yield event
+
+    async def _watch_events(self, context: CallContext, read: Callable[[], Awaitable[Rows]], field: str,
+                            batch: bool) -> AsyncIterator[pb.WatchEvent]:
+        """A watch's events as messages: one each, or with `batch` the events of one read as the
+        `events` of one message (schedd.api.watch.reads)."""
+        def message(kind: str, key: str, row: Message | None) -> pb.WatchEvent:
+            return pb.WatchEvent(type=kind, key=key, **({field: row} if row is not None else {}))
+
+        if not batch:
+            async for kind, key, row in follow(context, self.watchers, read, self._applied_index):
+                yield message(kind, key, row)
+            return
+        async with contextlib.aclosing(reads(context, self.watchers, read, self._applied_index)) as batches:
+            async for events in batches:
+                yield pb.WatchEvent(type="batch", events=[message(*e) for e in events])
 
     async def WatchWorkers(self, request: pb.ListWorkersRequest, context: CallContext) -> AsyncIterator[pb.WatchEvent]:
         hub = getattr(self.dispatcher, "hub", None)

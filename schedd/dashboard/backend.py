@@ -144,10 +144,11 @@ class Api:
         only rows the token may read."""
         stub = pb_grpc.SchedulerStub(self._ch())
         if what == "runs":
-            events = self._stream(stub.WatchExecutions, pb.ListExecutionsRequest(job=job, page_size=size), token)
+            events = self._stream(stub.WatchExecutions, pb.ListExecutionsRequest(job=job, page_size=size, batch=True),
+                                  token)
         else:
             req = pb.ListJobsRequest(team=team, state=state, name_contains=text, pool=pool, page_token=after,
-                                     page_size=size, recent=RECENT_RUNS)
+                                     page_size=size, recent=RECENT_RUNS, batch=True)
             events = self._stream(stub.WatchJobs, req, token)
         return _rows(events)
 
@@ -170,10 +171,11 @@ def _refusal(e: grpc.aio.AioRpcError) -> ApiError:
 async def _rows(events: AsyncGenerator[pb.WatchEvent, None]) -> AsyncGenerator[tuple[str, str, dict[str, Any] | None],
                                                                                 None]:
     try:
-        async for event in events:
-            row = (job_row(event.job) if event.HasField("job") else
-                   watched_run_row(event.execution) if event.HasField("execution") else None)
-            yield event.type, event.key, row
+        async for message in events:
+            for event in (message.events if message.type == "batch" else (message,)):   # asked in batches
+                row = (job_row(event.job) if event.HasField("job") else
+                       watched_run_row(event.execution) if event.HasField("execution") else None)
+                yield event.type, event.key, row
     finally:
         await events.aclose()                   # closing this closes the call too
 

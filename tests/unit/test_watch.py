@@ -120,3 +120,35 @@ def test_a_job_summary_changes_only_with_its_inputs():
     for (inputs_a, row_a), (inputs_b, row_b) in zip(seen, seen[1:]):
         assert row_a == row_b or inputs_a != inputs_b
     assert len({row for _, row in seen}) >= 5            # the steps did change the summary
+
+
+def test_batched_reads_carry_one_reads_changes_together_and_the_sdk_hands_them_out_one_by_one():
+    """A batching watch sends the changes of one read as one message (the listing with "synced",
+    then each read's changes), the same events, in the same order, as the unbatched watch; the
+    SDK's reader unpacks them, so its callers see single events whichever the node sends."""
+    from schedd.api.watch import reads
+    from schedd_client.watching import unbatched
+    slots = WatchSlots(cap=1)
+    rows = {"a": _job("a"), "b": _job("b")}
+    index = [1]
+
+    async def read():
+        return dict(rows)
+
+    async def scenario() -> None:
+        stream = reads(_Context(), slots, read, lambda: index[0], tick=0.001)
+        first = await anext(stream)
+        assert [e[:2] for e in first] == [("added", "a"), ("added", "b"), ("synced", "")]
+        rows["c"] = _job("c")
+        del rows["a"]
+        index[0] = 2
+        assert [e[:2] for e in await anext(stream)] == [("added", "c"), ("removed", "a")]
+        await stream.aclose()
+        assert slots.active == 0
+
+    asyncio.run(scenario())
+    batch = pb.WatchEvent(type="batch", events=[pb.WatchEvent(type="added", key="a"),
+                                                pb.WatchEvent(type="synced")])
+    assert [(e.type, e.key) for e in unbatched(batch)] == [("added", "a"), ("synced", "")]
+    single = pb.WatchEvent(type="changed", key="b")
+    assert list(unbatched(single)) == [single]
