@@ -111,12 +111,14 @@ def job_detail(job: pb.Job) -> dict[str, Any]:
         ("DST policy", f"gap {job.effective_dst_gap}, fold {job.effective_dst_fold}" if job.effective_dst_gap else ""),
         ("Labels", ", ".join(f"{k}={v}" for k, v in sorted(s.labels.items()))),
         ("Parameters", ", ".join(f"{k}={v}" for k, v in sorted(s.params.items()))),
+        ("Window", f"{s.window.start}–{s.window.end} {s.timezone or 'UTC'}: each run placed at the window's "
+                   "least-loaded second; its end is the deadline" if s.HasField("window") and s.window.start else ""),
         ("Calendars", calendar_text(s)),
         ("Blackouts", "deferred to the window's end" if s.on_blackout == "defer" else "skipped (on_blackout: skip)"),
         ("Version", str(job.version)),
     ]
     fires = [{"ms": ms, "utc": utc_text(ms), "local": local_text(ms, zone), "zone": f.zone_abbreviation,
-              "dst": f.dst_note, "calendar": f.calendar_note} for ms, f in zip(job.upcoming_ms, job.upcoming_fires)]
+              "dst": f.dst_note, "calendar": f.calendar_note, "window": f.window_note} for ms, f in zip(job.upcoming_ms, job.upcoming_fires)]
     return {"name": s.name, "team": s.team, "paused": job.paused, "schedule": s.schedule,
             "words": job.schedule_words, "timezone": s.timezone or "UTC", "next_fire_ms": job.next_fire_ms,
             "created_ms": job.created_ms,
@@ -250,7 +252,7 @@ def _main(name: str, job: pb.Job, can: dict[str, bool]) -> str:
 <dl id="spec"></dl><pre id="raw" hidden></pre></div>
 <div><h2>Next fires</h2>
 <table id="fires"><thead><tr><th>#</th><th>Local (<span id="fires-zone"></span>)</th><th>UTC</th><th>In</th>
-<th>DST</th><th>Calendars, blackouts</th></tr></thead><tbody></tbody></table>
+<th>DST</th><th>Calendars, blackouts, window</th></tr></thead><tbody></tbody></table>
 <p class="hint" id="job-calendars"></p></div>
 </section>
 <h2>Instants <span class="count" id="instant-count"></span></h2>

@@ -50,6 +50,7 @@ def cal_cluster(job_cluster):
             if skips:
                 spec.calendar.skip.append("test-holidays")
             cl.put_job(spec)
+        cl.put_job(job_spec("a-window", window="01:00-05:00", team="a", command="true", pool="p"))
         now = int(datetime.now(UTC).timestamp() * 1000)
         cl.put_blackout("freeze", start_ms=now + HOUR, end_ms=now + 2 * HOUR, team="a", reason="release")
     return c
@@ -116,6 +117,13 @@ def test_job_page_calendars_explain_the_calendars_and_forecast_pages(cal_cluster
         fires = rows(driver, "#fires")
         assert any(r[5] == "runs" for r in fires)               # the days after are not in the calendar
         shot(driver, screens, "job-next-fires")
+
+        # A window job: its window in the spec, and each next fire's window with its placed second.
+        driver.get(driver.current_url.split("/jobs")[0] + "/jobs/a-window")
+        wait_until(lambda: ", placed " in (rows(driver, "#fires") or [[""] * 6])[0][5], timeout=60,
+                   what="the next fire's placed second")
+        assert "01:00–05:00 UTC" in driver.find_element(By.ID, "spec").text
+        assert rows(driver, "#fires")[0][5].startswith("window ")
 
         # The job that runs: the explain panel of a ran instant names its attempt's fencing token.
         with c.client(timeout=30) as cl:

@@ -38,7 +38,8 @@
       document.getElementById("fires-zone").textContent = j.timezone;
       fill(document.querySelector("#fires tbody"), j.fires.map(function (f, i) {
         return [i + 1, f.local, f.utc, when(f.ms), f.dst ? el("span", f.dst, "dst-note") : "-",
-                f.calendar ? el("span", f.calendar, "calendar-note") : "runs"];
+                f.calendar ? el("span", f.calendar, "calendar-note") :
+                  f.window ? el("span", f.window, "window-note") : "runs"];
       }));
       var cals = document.getElementById("job-calendars");
       cals.replaceChildren();
