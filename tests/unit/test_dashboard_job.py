@@ -103,7 +103,8 @@ def test_job_detail_reads_the_spec_and_the_fires_with_their_dst_notes():
     assert {"label": "Overlap", "value": "skip"} in d["readable"]
     assert d["fires"] == [{"ms": 1_774_746_000_000, "utc": "2026-03-29 01:00:00Z", "local": "2026-03-29 03:00:00 CEST",
                            "zone": "CEST", "dst": "shifted: 02:30 does not exist (clocks jump 02:00 -> 03:00)",
-                           "calendar": ""}]
+                           "calendar": "", "window": ""}]
+    assert not any(f["label"] == "Window" for f in d["readable"])          # no window: no such line
     assert '"schedule": "30 2 * * *"' in d["spec_json"] and "schedule: 30 2 * * *" in d["spec_yaml"]
 
 
