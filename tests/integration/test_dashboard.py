@@ -79,6 +79,7 @@ def session_cookies(driver) -> list[dict]:
     return [k for k in driver.get_cookies() if k["name"].startswith("schedd_session_")]
 
 
+@redrawn
 def job_names(driver) -> list[str]:
     return [e.text.split("\n")[0] for e in driver.find_elements(By.CSS_SELECTOR, "#jobs tbody .job-name")]
 
@@ -209,7 +210,7 @@ def test_dashboard_login_jobs_cluster_csrf_and_teams(cluster, tmp_path):
         click(driver, By.ID, "nav-cluster")
         rows = lambda: driver.find_elements(By.CSS_SELECTOR, "#nodes tbody tr")  # noqa: E731
         wait_until(lambda: len(rows()) == 3, timeout=30, what="three nodes")
-        roles = [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows()]
+        roles = redrawn(lambda: [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows()])()   # it polls
         assert sorted(roles) == ["follower", "follower", "leader"]
         shot(driver, screens, "cluster")
 

@@ -140,7 +140,7 @@ def test_run_page_live_log_cancel_and_pages_live_without_polling(live_cluster, t
         triggered = time.monotonic()
         wait_until(lambda: runs() == "1", timeout=10, what="the new run on the jobs page")
         assert time.monotonic() - triggered < 2.0, "the page heard of the run late"
-        links = [a.get_attribute("href") for a in driver.find_elements(By.CSS_SELECTOR, "#jobs tbody a")]
+        links = redrawn(lambda: [a.get_attribute("href") for a in driver.find_elements(By.CSS_SELECTOR, "#jobs tbody a")])()
         assert any(h.endswith("/runs/" + quote(sleeper.id, safe="")) for h in links), links
         size = driver.execute_script("return performance.getEntriesByType('resource')"
                                      ".filter(e => e.name.includes('/api/jobs')).pop().transferSize")
