@@ -1146,6 +1146,11 @@ class ClusterStub:
                 request_serializer=schedd__proto_dot_scheduler__pb2.NodeInfoRequest.SerializeToString,
                 response_deserializer=schedd__proto_dot_scheduler__pb2.NodeStatus.FromString,
                 _registered_method=True)
+        self.ListShards = channel.unary_unary(
+                '/schedd.v1.Cluster/ListShards',
+                request_serializer=schedd__proto_dot_scheduler__pb2.ListShardsRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.ListShardsResponse.FromString,
+                _registered_method=True)
 
 
 class ClusterServicer:
@@ -1165,6 +1170,13 @@ class ClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListShards(self, request, context):
+        """every shard, as this node sees it
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1177,6 +1189,11 @@ def add_ClusterServicer_to_server(servicer, server):
                     servicer.NodeInfo,
                     request_deserializer=schedd__proto_dot_scheduler__pb2.NodeInfoRequest.FromString,
                     response_serializer=schedd__proto_dot_scheduler__pb2.NodeStatus.SerializeToString,
+            ),
+            'ListShards': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListShards,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.ListShardsRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.ListShardsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1233,6 +1250,33 @@ class Cluster:
             '/schedd.v1.Cluster/NodeInfo',
             schedd__proto_dot_scheduler__pb2.NodeInfoRequest.SerializeToString,
             schedd__proto_dot_scheduler__pb2.NodeStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListShards(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.Cluster/ListShards',
+            schedd__proto_dot_scheduler__pb2.ListShardsRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.ListShardsResponse.FromString,
             options,
             channel_credentials,
             insecure,
