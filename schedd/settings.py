@@ -125,6 +125,7 @@ class NodeConfig:
     metrics: MetricsSettings = MetricsSettings()
     join: tuple[str, ...] = ()        # gRPC addresses of a cluster to join (empty data dir only)
     test_mode: bool = False          # enables test-only admin calls (clock offset); never in production
+    shards: int = 1                  # shard groups S (schedd/core/shards.py); fixed when the cluster is made
 
     @property
     def members(self) -> tuple[Peer, ...]:

@@ -479,6 +479,11 @@ class ClusterMixin(BlockingTransport):
         led (node, term, since_ms, until_ms; 0 while it still leads), since that node started."""
         return self._run(_plans.leader_changes(stale_ok=stale_ok))
 
+    def list_shards(self) -> pb.ListShardsResponse:
+        """Every shard group of the cluster (one for an unsharded cluster) as the answering node's
+        replica of it sees it: leader, replicas, term, jobs and that replica's lag."""
+        return self._run(_plans.list_shards())
+
     def node_info(self, address: str, *, with_digest: bool = False) -> pb.NodeStatus:
         """The status of the node at ``address`` itself: no failover to another node."""
         return self._run(_plans.node_info(address, with_digest=with_digest))
@@ -946,6 +951,11 @@ class AsyncClusterMixin(AsyncTransport):
         """The cluster's recent leader changes, newest first: each node's record of the terms it
         led (node, term, since_ms, until_ms; 0 while it still leads), since that node started."""
         return await self._run(_plans.leader_changes(stale_ok=stale_ok))
+
+    async def list_shards(self) -> pb.ListShardsResponse:
+        """Every shard group of the cluster (one for an unsharded cluster) as the answering node's
+        replica of it sees it: leader, replicas, term, jobs and that replica's lag."""
+        return await self._run(_plans.list_shards())
 
     async def node_info(self, address: str, *, with_digest: bool = False) -> pb.NodeStatus:
         """The status of the node at ``address`` itself: no failover to another node."""

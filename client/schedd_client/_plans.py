@@ -321,6 +321,10 @@ def leader_changes(*, stale_ok: bool = False) -> Plan[list[LeaderChange]]:
     return Plan([Call("cluster", "Status", pb.ClusterStatusRequest(), stale_ok=stale_ok)], result)
 
 
+def list_shards() -> Plan[pb.ListShardsResponse]:
+    return _single(Call("cluster", "ListShards", pb.ListShardsRequest()), pb.ListShardsResponse)
+
+
 def node_info(address: str, *, with_digest: bool = False) -> Plan[pb.NodeStatus]:
     request = pb.NodeInfoRequest(with_digest=with_digest)
     return _single(Call("cluster", "NodeInfo", request, address=address), pb.NodeStatus)

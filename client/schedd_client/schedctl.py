@@ -337,6 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "costs a pass over the state on every node)")
     command(cluster, "leaders", cluster_commands.leader_list, "the recent leader changes (each node's own record)")
     membership_commands.add_commands(cluster, command)   # add-node, remove-node, replace-node
+    shards = group("shard", "the cluster's shard groups (one unless it was made with shards > 1)")
+    command(shards, "list", cluster_commands.shard_list,
+            "every shard: leader, replicas, term, jobs and lag (as the node reached sees them)")
     backup.add_commands(cluster, command)          # cluster snapshot save FILE
     dag_commands.add_commands(groups, command)     # dag apply|run|show|runs|list|get|delete
     calendar_commands.add_commands(groups, command)   # calendar ... and blackout ...

@@ -387,6 +387,12 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     # What a call over the node's own unix socket is recorded as: only the web dashboard dials it
     # (schedd.runtime.http), so its audit records name the dashboard as the channel.
     local_source: str = ""
+    # A sharded cluster (schedd.api.shard_routing): the groups whose replicas hold the objects a
+    # call names (a batch of jobs may name several). The ACL table is group 0's, `node`.
+    groups_of: Callable[[str, Any], list[Any]] | None = None
+
+    def nodes_for(self, method: str, request: Any) -> list[Any]:
+        return self.groups_of(method, request) if self.groups_of is not None else [self.node]
 
     async def intercept_service(self, continuation, handler_call_details):
         method = handler_call_details.method
@@ -584,8 +590,11 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                                               "Workers.Connect needs a worker token")
             return
         resolve = RESOLVERS.get(info.method)
-        with self.node.lock:
-            owners = resolve(self.node.state, request) if resolve is not None and request is not None else []
+        owners: list[Owner] = []
+        if resolve is not None and request is not None:
+            for node in self.nodes_for(info.method, request):     # a sharded cluster: the owning groups
+                with node.lock:
+                    owners.extend(resolve(node.state, request))
         if not owners and need.filtered:
             return                              # a list: the servicer filters its rows
         # Each distinct team once, in order (a batch names its team once per job): the same

@@ -219,11 +219,17 @@ class Router:
         self.clock = clock
         self._channel_factory = channel_factory     # TLS or not: the composition root decides
         self._channels: dict[str, grpc.aio.Channel] = {}
+        # In a sharded cluster, the shard group this router's node replicates: a call it
+        # forwards names it, so the peer hands it to that group only (schedd.api.shard_routing).
+        self.shard: int | None = None
 
     def node_metadata(self, method: str) -> list[tuple[str, str]]:
         """The signed identity of the current call, for a call this node makes on its behalf."""
         now = self.clock.now_ms() if self.clock is not None else int(time.time() * 1000)
-        return self.signer.metadata(self.node.cfg.node_id, auth.current(), method, now)
+        meta = self.signer.metadata(self.node.cfg.node_id, auth.current(), method, now)
+        if self.shard is not None:
+            meta.append(("x-schedd-shard", str(self.shard)))
+        return meta
 
     def _channel(self, addr: str) -> grpc.aio.Channel:
         ch = self._channels.get(addr)
@@ -1160,6 +1166,20 @@ def supported_level(nodes: list[pb.NodeStatus]) -> int:
     return min(levels) if levels else 0
 
 
+def shard_status(shard: int, node: RaftNode) -> pb.ShardStatus:
+    """One group's row of `schedctl shard list`, from this node's replica of it."""
+    st = node.status()
+    with node.lock:
+        jobs, runs = len(node.state.jobs), len(node.state.execs)
+    members = node.membership
+    leader_id = members.id_of_raft(st.leader) if st.leader else ""
+    return pb.ShardStatus(
+        shard=shard, leader_id=leader_id, leader_grpc_address=members.grpc_of_raft(st.leader) if st.leader else "",
+        replicas=sorted(m.id for m in members.members()), term=st.term, jobs=jobs, executions=runs,
+        lag=max(0, st.leader_commit_index - st.applied_index), commit_index=st.commit_index,
+        applied_index=st.applied_index, raft_address=node.cfg.raft_address)
+
+
 class ClusterService(pb_grpc.ClusterServicer):
     """Status is answered by whichever node is asked (never forwarded), from every member's
     NodeInfo, so it works during an election and shows unreachable nodes."""
@@ -1173,6 +1193,10 @@ class ClusterService(pb_grpc.ClusterServicer):
         self.replicas = replicas          # a ReplicaWatch (schedd/runtime/replica_watch.py)
         self.clock = clock
         self.load = load                  # the dispatcher's backlog (schedd.leader.assigner)
+        # A sharded cluster (schedd.runtime.groups): S, and every group's replica on this node
+        # (group 0's service answers ListShards for all of them).
+        self.shards = 1
+        self.groups: list[RaftNode] = []
 
     def _now_ms(self) -> int:
         return self.clock.now_ms()
@@ -1196,7 +1220,8 @@ class ClusterService(pb_grpc.ClusterServicer):
             lag=max(0, st.leader_commit_index - st.applied_index), has_quorum=st.has_quorum,
             state_hash=state_hash, uptime_seconds=st.uptime_s, leader_epoch=epoch,
             state_digest=digest, digest_index=digest_index, accepts_pings_ms=self.accepts_pings_ms,
-            leader_grpc_address=self.node.membership.grpc_of_raft(st.leader) if st.leader else "")
+            leader_grpc_address=self.node.membership.grpc_of_raft(st.leader) if st.leader else "",
+            shards=self.shards if self.shards > 1 else 0)
         for key, value in node_membership(self.node).items():
             if isinstance(value, list):
                 getattr(info, key).extend(value)
@@ -1223,6 +1248,14 @@ class ClusterService(pb_grpc.ClusterServicer):
                                    progress_ms=w.progress_wall_ms(r))
                 for r in w.rows)
         return info
+
+    async def ListShards(self, request, context: CallContext) -> pb.ListShardsResponse:
+        """Every shard group as this node's replica of it sees it (no forwarding: a replica knows
+        its group's leader, term and progress; `lag` is its own)."""
+        out = pb.ListShardsResponse(shards=max(1, self.shards), answered_by=self.node.cfg.node_id, map_version=1)
+        for k, node in enumerate(self.groups or [self.node]):
+            out.items.append(shard_status(k, node))
+        return out
 
     async def NodeInfo(self, request, context: CallContext) -> pb.NodeStatus:
         if request.with_digest:         # O(state) under the lock: off the event loop

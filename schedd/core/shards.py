@@ -55,6 +55,21 @@ def shard_of(key: str, shards: int) -> int:
     return (h * shards) >> 64
 
 
+def shard_raft_address(address: str, shard: int) -> str:
+    """The Raft address of a node's replica of `shard`: the node's Raft port plus the shard's
+    number, on the same host (shard 0 is the node's own Raft address). One port per replica is
+    what stock pysyncobj allows (its transport identifies a peer by the address it dials), and
+    the rule is the same on every node, so a node can compute every peer's address for every
+    shard from the one Raft address the configuration names."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"not host:port: {address!r}")
+    p = int(port) + shard
+    if shard < 0 or p > 65535:
+        raise ValueError(f"shard {shard} of {address} has no port (past 65535)")
+    return f"{host}:{p}"
+
+
 # --------------------------------------------------------------------------------------------
 # The shard map
 

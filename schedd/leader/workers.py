@@ -164,6 +164,10 @@ class WorkerHub(pb_grpc.WorkersServicer):
         # interceptor's); with ACL enabled a worker serves only what its token's `serve` allows.
         self.acl_enabled = False
         self.identify: Callable[[], A.Principal | None] = lambda: None
+        # A sharded cluster (set by the daemon): which shard group this hub's leader serves and
+        # how many there are, told in the Welcome so a worker opens a stream to every shard.
+        self.shard, self.shards = 0, 1
+        self.acl_node: Any = node                 # whose replica holds the ACL table (group 0's)
 
     # ------------------------------------------------------------ registry
 
@@ -389,7 +393,8 @@ class WorkerHub(pb_grpc.WorkersServicer):
         try:
             yield pb.LeaderMessage(welcome=pb.Welcome(leader_id=self.node.cfg.node_id, term=self.node.term,
                                                       lease_ms=self.lease_ms, batches=True,
-                                                      members=self._members()))
+                                                      members=self._members(), shard=self.shard,
+                                                      shards=self.shards if self.shards > 1 else 0))
             self.on_change()
             while True:
                 msgs = _take(conn.out, [await conn.out.get()])
@@ -494,8 +499,8 @@ class WorkerHub(pb_grpc.WorkersServicer):
         """A worker's token is re-checked at every heartbeat: expiry, and revocation."""
         if p.expired(now):
             return False
-        with self.node.lock:
-            return p.accessor is None or p.accessor in self.node.state.acl.tokens
+        with self.acl_node.lock:
+            return p.accessor is None or p.accessor in self.acl_node.state.acl.tokens
 
     async def ListWorkers(self, request, context) -> pb.ListWorkersResponse:
         if not self.node.is_leader() and self.router is not None:

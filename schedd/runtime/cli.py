@@ -191,7 +191,7 @@ def cmd_local(args: argparse.Namespace) -> int:
     from schedd.runtime.local import run_local
     _setup_logging(args.log_level, "local")
     return run_local(data_dir=args.data_dir, nodes=args.nodes, base_port=args.base_port,
-                     demo=not args.no_demo, fsync=args.fsync)
+                     demo=not args.no_demo, fsync=args.fsync, shards=args.shards)
 
 
 class _VersionAction(argparse.Action):
@@ -280,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "7070-7072); 0, or busy ports, pick free ports")
     loc.add_argument("--no-demo", action="store_true", help="do not create the demo job")
     loc.add_argument("--fsync", choices=config_mod.FSYNC_MODES, default="always")
+    loc.add_argument("--shards", type=int, default=1, choices=range(1, config_mod.MAX_SHARDS + 1), metavar="S",
+                     help="shard groups (default 1): the job table split by name over S Raft groups, each "
+                          "with its own leader, on every node")
     loc.set_defaults(func=cmd_local)
 
     from schedd.runtime import restore          # `schedd restore`: seed a node of a new cluster

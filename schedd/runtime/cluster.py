@@ -167,6 +167,7 @@ class LocalCluster:
     webhook_allow: tuple[str, ...] = ()
     worker_http_allow: tuple[str, ...] = ()
     test_mode: bool = False          # writes test_mode = true (failpoints, clock admin; with SCHEDD_TEST_MODE=1)
+    shards: int = 1                  # shard groups (`shards = S`): node i's Raft ports are a block of S
     # Access control ([acl] enabled): on, as in production; a test that needs it off says so
     # (acl=False writes `enabled = false`). `acl_settings` adds other [acl] keys (rate limits).
     # With it on, wait_leader() bootstraps (the management token, kept in root/admin.token so a
@@ -198,15 +199,18 @@ class LocalCluster:
         secret_file = self.root / "cluster.secret"
         if not secret_file.exists():
             _write_secret(secret_file, base64.b64encode(secrets.token_bytes(32)).decode())
-        n = self.size
-        base = self.base_port or restartable_ports(3 * n)
-        ports = list(range(base, base + 3 * n))
+        n, s = self.size, self.shards
+        base = self.base_port or restartable_ports(self.ports_needed(n, s))
         for i in range(n):
             nid = f"n{i + 1}"
             host = self.hosts.get(nid, "127.0.0.1")
+            # One shard: gRPC ports, then Raft, then metrics. S shards: gRPC, metrics, then a block
+            # of S Raft ports per node (shard k's is the node's Raft port + k on every node).
+            raft = base + n + i if s == 1 else base + 2 * n + i * s
+            metrics = base + 2 * n + i if s == 1 else base + n + i
             self.nodes[nid] = NodeProc(
-                id=nid, grpc=f"{host}:{ports[i]}", raft=f"{host}:{ports[n + i]}",
-                metrics=f"{host}:{ports[2 * n + i]}", config=self.root / f"{nid}.toml",
+                id=nid, grpc=f"{host}:{base + i}", raft=f"{host}:{raft}",
+                metrics=f"{host}:{metrics}", config=self.root / f"{nid}.toml",
                 log=self.root / "logs" / f"{nid}.log")
         if self.tls:
             self._make_deployment()
@@ -214,6 +218,11 @@ class LocalCluster:
         self.harness_worker_token = self.harness_worker_token or _read_secret(self.root / WORKER_TOKEN_FILE)
         for node in self.nodes.values():
             self._write_config(node)
+
+    @staticmethod
+    def ports_needed(nodes: int, shards: int = 1) -> int:
+        """Consecutive ports a cluster of `nodes` nodes and `shards` shards uses from its base."""
+        return nodes * (2 + shards)
 
     @property
     def tls_dir(self) -> Path:
@@ -311,7 +320,7 @@ class LocalCluster:
             f'metrics_address = "{node.metrics}"',
             f'secret_file = "{self.root / "cluster.secret"}"',
             f'fsync = "{self.fsync}"',
-        ] + (["test_mode = true"] if self.test_mode else [])
+        ] + (["test_mode = true"] if self.test_mode else []) + ([f"shards = {self.shards}"] if self.shards > 1 else [])
         webhooks = {"allow": list(self.webhook_allow)} if self.webhook_allow else {}
         acl = {"enabled": self.acl, **self.acl_settings}
         for section, values in (("raft", self.raft), ("scheduler", self.scheduler),
@@ -595,6 +604,23 @@ class LocalCluster:
                 return lead
             time.sleep(0.1)
         raise TimeoutError(f"no leader within {timeout:g}s (last seen {self.last_seen}); "
+                           f"logs in {self.root / 'logs'}")
+
+    def wait_shards(self, timeout: float = 60.0) -> dict[int, str]:
+        """Wait until every shard group has a leader (as node n1's replicas see them); shard ->
+        its leader's node id."""
+        deadline = time.monotonic() + timeout
+        seen: dict[int, str] = {}
+        while time.monotonic() < deadline:
+            try:
+                with self.client(timeout=5) as c:
+                    seen = {s.shard: s.leader_id for s in c.list_shards().items}
+            except Exception:  # noqa: BLE001 - not up yet: ask again
+                seen = {}
+            if len(seen) == self.shards and all(seen.values()):
+                return seen
+            time.sleep(0.2)
+        raise TimeoutError(f"not every shard has a leader within {timeout:g}s (last seen {seen}); "
                            f"logs in {self.root / 'logs'}")
 
     def __enter__(self) -> LocalCluster:

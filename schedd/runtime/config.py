@@ -55,6 +55,9 @@
     job_series_limit = 500              # jobs labelled with their own series; past it, only...
     job_series_teams = ["payments"]     # ...the jobs of these teams (the others: job="_other")
 
+    shards = 1                          # shard groups (fixed at creation; the same on every node):
+                                        # shard k's Raft port is raft_address's port + k on every node
+
     [[peers]]
     id = "n2"
     raft_address = "127.0.0.1:7002"
@@ -82,6 +85,7 @@ __all__ = ["ConfigError", "Limits", "NodeConfig", "Peer", "RaftTuning", "Schedul
            "load", "from_dict"]
 
 FSYNC_MODES = ("always", "batch", "never")
+MAX_SHARDS = 64                     # shard groups one node hosts, each with its own Raft port (for now)
 MIN_SECRET_LEN = 24
 MIN_SECRET_DISTINCT = 10
 MIN_SECRET_BITS = 96
@@ -294,7 +298,7 @@ def _tls(t: dict, base_dir: Path | None) -> TlsSettings:
 
 TOP_KEYS = {"node_id", "data_dir", "raft_address", "grpc_address", "metrics_address", "raft_bind",
             "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "webhooks", "limits",
-            "tls", "acl", "test_mode", "join", "history", "metrics"}
+            "tls", "acl", "test_mode", "join", "history", "metrics", "shards"}
 
 
 def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
@@ -346,9 +350,16 @@ def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
         metrics=_metrics(d.get("metrics") or {}),
         test_mode=bool(d.get("test_mode", False)),
         join=_join(d.get("join")),
+        shards=_shards(d.get("shards", 1)),
     )
     validate(cfg)
     return cfg
+
+
+def _shards(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SHARDS:
+        raise ConfigError(f"shards must be an integer in [1, {MAX_SHARDS}], got {value!r}")
+    return value
 
 
 def _join(value: object) -> tuple[str, ...]:
@@ -384,6 +395,8 @@ def validate(cfg: NodeConfig) -> None:
                           f"with the cluster and signs its join request with it; {GEN_SECRET_HINT}")
     if len(cfg.members) % 2 == 0:
         raise ConfigError(f"a cluster needs an odd number of voting nodes (1, 3 or 5), got {len(cfg.members)}")
+    if cfg.shards > 1 and cfg.join:
+        raise ConfigError("join is not supported with shards > 1 yet: list every node in [[peers]]")
     if cfg.test_mode and os.environ.get("SCHEDD_TEST_MODE") != "1":
         raise ConfigError("test_mode is for the test suite only (set SCHEDD_TEST_MODE=1 to allow it)")
 

@@ -14,42 +14,29 @@ import logging
 import os
 import signal
 from collections.abc import Callable
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from schedd.api.acl_service import AclService, AuditService
-from schedd.api.backup_service import BackupService
-from schedd.api.logs_service import LogsService
-from schedd.leader.run_logs import RunLogs
 from schedd.api.auth import AuditQueue, AuthInterceptor, NodeSigner, RateLimiter
 from schedd.api.auth import current as auth_current
-from schedd.api.calendars_service import CalendarsService
-from schedd.api.dags_service import DagsService
 from schedd.api.halted import HaltedGate
 from schedd.api.limits import InflightLimit, max_receive_bytes
-from schedd.api.membership_service import MembershipService
-from schedd.api.service import ClusterService, Router, SchedulerService
+from schedd.api import shard_routing
+from schedd.api.service import ClusterService, Router
+from schedd.api.shard_routing import ShardFront, owning_shards
+from schedd.runtime.groups import Group, NodeParts, ShardCountError, build_group, check_shard_count, group_config
 from schedd.api.watch import WatchSlots
 from schedd.dashboard.login_codes import LoginCodes
-from schedd.leader.features import FeatureRaiser, Joiners
-from schedd.leader.dispatcher import Dispatcher
-from schedd.leader.workers import WorkerHub
-from schedd.replication.convergence import ConvergenceTracker
 from schedd.core.features import build_behind_message
 from schedd.core.commands import FEATURES
 from schedd.replication import level_file
-from schedd.replication.node import LEADER, RaftNode
 from schedd.ports.clock import SystemClock
 from schedd.runtime.config import NodeConfig
-from schedd.runtime import history as node_history
 from schedd.runtime import http as node_http
-from schedd.runtime.leader_terms import LeaderTerms
-from schedd.runtime.metrics import Metrics
 from schedd.runtime import join as joining
-from schedd.runtime.replica_watch import ReplicaWatch
-from schedd.runtime.restore import header_sealer
 from schedd.security.startup import plaintext_refusal
 from schedd.security.tls import CertReloader, ServerTlsFiles, TlsError, channel_credentials
 from schedd.settings import TlsSettings
@@ -73,6 +60,23 @@ WRITES_SERVICE = "schedd.writes"
 
 class StartupError(RuntimeError):
     pass
+
+
+# Every service the node serves: its full name, generated base class and registration.
+SERVICES: dict[str, tuple[str, type, Callable[[Any, grpc.aio.Server], None]]] = {
+    "Scheduler": ("schedd.v1.Scheduler", pb_grpc.SchedulerServicer, pb_grpc.add_SchedulerServicer_to_server),
+    "Cluster": ("schedd.v1.Cluster", pb_grpc.ClusterServicer, pb_grpc.add_ClusterServicer_to_server),
+    "Dags": ("schedd.v1.Dags", dags_pb2_grpc.DagsServicer, dags_pb2_grpc.add_DagsServicer_to_server),
+    "Workers": ("schedd.v1.Workers", pb_grpc.WorkersServicer, pb_grpc.add_WorkersServicer_to_server),
+    "Acl": ("schedd.v1.Acl", acl_pb2_grpc.AclServicer, acl_pb2_grpc.add_AclServicer_to_server),
+    "Audit": ("schedd.v1.Audit", acl_pb2_grpc.AuditServicer, acl_pb2_grpc.add_AuditServicer_to_server),
+    "Membership": ("schedd.v1.Membership", membership_pb2_grpc.MembershipServicer,
+                   membership_pb2_grpc.add_MembershipServicer_to_server),
+    "Backup": ("schedd.v1.Backup", backup_pb2_grpc.BackupServicer, backup_pb2_grpc.add_BackupServicer_to_server),
+    "Logs": ("schedd.v1.Logs", logs_pb2_grpc.LogsServicer, logs_pb2_grpc.add_LogsServicer_to_server),
+    "Calendars": ("schedd.v1.Calendars", calendars_pb2_grpc.CalendarsServicer,
+                  calendars_pb2_grpc.add_CalendarsServicer_to_server),
+}
 
 
 def server_tls(tls: TlsSettings, binds: dict[str, str]) -> CertReloader | None:
@@ -118,7 +122,7 @@ def _describe_tls(reloader: CertReloader | None) -> str:
     return "TLS, client certificates required" if reloader.mtls else "TLS"
 
 
-def _reload(cfg: NodeConfig, reloader: CertReloader | None, router: Router,
+def _reload(cfg: NodeConfig, reloader: CertReloader | None, routers: list[Router],
             tasks: set[asyncio.Task], web: node_http.HttpServer | None = None) -> None:
     """SIGHUP: re-read the TLS files now (new handshakes get them; open connections keep theirs;
     a bad file keeps the old certificate, logged), then rebuild the forwarding channels so the
@@ -137,7 +141,7 @@ def _reload(cfg: NodeConfig, reloader: CertReloader | None, router: Router,
         log.warning("SIGHUP: keeping the forwarding channels: %s", e)
         return
     async def swap() -> None:
-        closed = await router.replace_channels(factory)
+        closed = sum([await router.replace_channels(factory) for router in routers])
         log.info("TLS: forwarding channels rebuilt with the new files (%d old ones closed)", closed)
 
     task = asyncio.get_running_loop().create_task(swap())
@@ -145,21 +149,9 @@ def _reload(cfg: NodeConfig, reloader: CertReloader | None, router: Router,
     task.add_done_callback(tasks.discard)
 
 
-async def _keep_membership(node: RaftNode, period_s: float = 1.0) -> None:
-    """Write the Raft configuration to membership.json whenever it changes (what a restart
-    before the next dump starts from) and log each change, with a config-file disagreement."""
-    warned = ""
-    while True:
-        try:
-            if node.membership.persist():
-                log.info("membership now: %s", node.membership.describe())
-            disagreement = node.membership.config_disagreement()
-            if disagreement and disagreement != warned:
-                log.warning("membership: %s", disagreement)
-            warned = disagreement
-        except OSError as e:
-            log.warning("membership: cannot write %s: %s", "membership.json", e)
-        await asyncio.sleep(period_s)
+async def _close_groups(groups: list[Group]) -> None:
+    for g in groups:
+        await g.stop()
 
 
 async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
@@ -180,33 +172,19 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     except testing.TestModeError as e:
         raise StartupError(str(e)) from None
     clock = SystemClock()
-    metrics = Metrics(cfg.metrics)
     loop = asyncio.get_running_loop()
-    dispatcher_box: list[Dispatcher] = []
-    node_box: list[RaftNode] = []              # the RaftNode, once built (its term for the record)
-    led = LeaderTerms()                        # the terms this node led (NodeStatus.leader_terms)
-
-    def on_applied(entry, result, index):
-        metrics.on_applied(entry, result)
-        if dispatcher_box:
-            dispatcher_box[0].on_applied(entry, result, index)
-
-    def on_role_change(old, new):
-        if new == LEADER:
-            metrics.leader_changes.inc()
-            led.became_leader(node_box[0].term if node_box else 0, clock.now_ms())
-        elif old == LEADER:
-            led.stepped_down(clock.now_ms())
-        faults.role_changed(cfg.node_id, old, new, node_box[0].term if node_box else -1)
-        if dispatcher_box:
-            dispatcher_box[0].on_role_change(old, new)
-
     table = faults.feature_table(FEATURES)         # this build's (a test's node: an older build's)
     version = build_info(table).version
-    behind = level_file.refusal(cfg.data_dir, table.max_level)
-    if behind is not None:                         # a rollback: never join in below the cluster
-        raise StartupError(f"{build_behind_message(version, table.max_level, behind)} (the data dir "
-                           f"{cfg.data_dir} holds feature level {behind}); refusing to start")
+    try:
+        check_shard_count(cfg)
+    except ShardCountError as e:
+        raise StartupError(str(e)) from None
+    for k in range(cfg.shards):
+        data_dir = group_config(cfg, k).data_dir
+        behind = level_file.refusal(data_dir, table.max_level)
+        if behind is not None:                     # a rollback: never join in below the cluster
+            raise StartupError(f"{build_behind_message(version, table.max_level, behind)} (the data dir "
+                               f"{data_dir} holds feature level {behind}); refusing to start")
     if joining.needs_join(cfg):
         try:
             channels = peer_channels(cfg.tls)
@@ -216,76 +194,52 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
             joining.save(cfg, (await joining.join(cfg, channels, table=table))[0])
         except joining.JoinRefused as e:
             raise StartupError(str(e)) from None
-    default_retention = node_history.default_retention(cfg.history)
-
-    def retention_of(name: str):
-        node = node_box[0] if node_box else None
-        if node is None:
-            return default_retention
-        with node.lock:
-            job = node.state.jobs.get(name)
-            age = node.state.policy(job).max_age_ms if job is not None else 0
-        return node_history.job_retention(job, age, default_retention)
-
-    def shortest_age() -> int:
-        node = node_box[0]
-        with node.lock:
-            jobs = list(node.state.jobs.values())
-            return min((a for job in jobs if (a := node.state.policy(job).max_age_ms)), default=0)
-
-    history = node_history.open_store(cfg.data_dir, cfg.history, retention_of)
-    node = RaftNode(cfg, on_applied=on_applied, on_role_change=on_role_change, faults=faults, build=version,
-                    history=history)
-    node_box.append(node)
-    hub = WorkerHub(node, clock, lease_ms=cfg.scheduler.lease_ms,
-                    max_streams=cfg.limits.max_worker_streams, max_slots=cfg.limits.max_worker_slots,
-                    max_streams_per_token=cfg.limits.max_worker_streams_per_token,
-                    faults=faults)
-    dispatcher = Dispatcher(node, clock, metrics, hub, faults)
-    dispatcher_box.append(dispatcher)
-    replicas = ReplicaWatch(node, ConvergenceTracker(cfg.raft.replica_stuck_ms), wall_ms=clock.now_ms)
-    load = dispatcher.assigner.load if dispatcher.assigner is not None else None
-    metrics.watch(node, replicas, load, hub)
 
     signer = NodeSigner(cfg.secret)
-    router = Router(node, signer, clock, peer_channels(cfg.tls))
-    hub.router = router
+    audit_box: list[AuditQueue] = []
+    watchers = WatchSlots()                 # the node's bound on concurrent watches, for every service
+    # One-time dashboard login codes: minted by Acl.LoginLink, redeemed by the dashboard's login
+    # page (both on this loop); their `url` is set once the HTTP port serves.
+    login_codes = LoginCodes(ttl_s=cfg.acl.login_link_seconds)
+    parts = NodeParts(cfg, clock, faults, version, signer, peer_channels(cfg.tls), watchers, login_codes,
+                      lambda entry: audit_box[0].add(entry), KEEPALIVE_MIN_MS)
+    groups = [build_group(parts, k) for k in range(cfg.shards)]
+    first = groups[0]
+    node, metrics = first.node, first.metrics
     audit_queue = AuditQueue(lambda entry: node.propose(entry, timeout=10.0), clock)
+    audit_box.append(audit_queue)
     limiter = RateLimiter(cfg.acl.rate_per_second, cfg.acl.rate_burst) if cfg.acl.enabled else None
     authn = AuthInterceptor(node, clock, signer, enabled=cfg.acl.enabled, queue=audit_queue, limiter=limiter,
                             local_source=node_http.DASHBOARD_SOURCE)
-    hub.acl_enabled = cfg.acl.enabled
-    hub.identify = lambda: (info.principal if (info := auth_current()) is not None else None)
+    for g in groups:
+        g.hub.acl_enabled = cfg.acl.enabled
+        g.hub.identify = lambda: (info.principal if (info := auth_current()) is not None else None)
+        g.hub.acl_node = node                   # tokens live in group 0's table
+    cluster_service = first.servicers["Cluster"]
+    assert isinstance(cluster_service, ClusterService)
+    cluster_service.groups = [g.node for g in groups]
+
+    def halted() -> str:
+        return next((h for g in groups if (h := g.node.halted)), "")
     server = grpc.aio.server(
-        interceptors=[authn, HaltedGate(lambda: node.halted), InflightLimit(cfg.limits.max_inflight_per_connection)],
+        interceptors=[authn, HaltedGate(halted), InflightLimit(cfg.limits.max_inflight_per_connection)],
         options=[("grpc.so_reuseport", 0),
                  ("grpc.max_receive_message_length", max_receive_bytes(cfg.limits)),
                  # workers ping their stream every second to notice a leader that stopped
                  # answering (schedd_worker.runtime KEEPALIVE_MS); gRPC's default would count
                  # pings more often than every 5 minutes as abuse on a stream carrying no data
                  ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MIN_MS)])
-    watchers = WatchSlots()                 # the node's bound on concurrent watches, for every service
     metrics.count_streams("schedd_watches", "Watch streams this node serves now (--watch, dashboard pages)",
                           lambda: watchers.active)
-    pb_grpc.add_SchedulerServicer_to_server(SchedulerService(node, clock, metrics, router, dispatcher, watchers),
-                                            server)
-    cluster_service = ClusterService(node, router, replicas, clock, load, accepts_pings_ms=KEEPALIVE_MIN_MS,
-                                     leader_terms=led.rows)
-    pb_grpc.add_ClusterServicer_to_server(cluster_service, server)
-    joiners = Joiners()                        # learners' builds: the raiser counts them (they apply the log)
-    raiser = FeatureRaiser(node, clock, cluster_service.member_infos, joiners=joiners)   # leader only
-    dags_pb2_grpc.add_DagsServicer_to_server(DagsService(node, clock, metrics, router, watchers), server)
-    pb_grpc.add_WorkersServicer_to_server(hub, server)
-    # One-time dashboard login codes: minted by Acl.LoginLink, redeemed by the dashboard's login
-    # page (both on this loop); their `url` is set once the HTTP port serves.
-    login_codes = LoginCodes(ttl_s=cfg.acl.login_link_seconds)
-    acl_pb2_grpc.add_AclServicer_to_server(AclService(node, clock, metrics, router, login_links=login_codes,
-                                                      audit=audit_queue.add), server)
-    acl_pb2_grpc.add_AuditServicer_to_server(AuditService(node, clock, metrics, router), server)
-    membership_pb2_grpc.add_MembershipServicer_to_server(MembershipService(node, clock, metrics, router, joiners), server)
-    backup_pb2_grpc.add_BackupServicer_to_server(BackupService(node, router, clock, header_sealer(cfg.secret)), server)
-    logs_pb2_grpc.add_LogsServicer_to_server(LogsService(node, router, RunLogs(node, hub)), server)
-    calendars_pb2_grpc.add_CalendarsServicer_to_server(CalendarsService(node, clock, metrics, router), server)
+    if cfg.shards > 1:
+        front = ShardFront(cfg.shards, [g.servicers for g in groups])
+        authn.groups_of = lambda method, request: [groups[k].node for k in owning_shards(front, method, request)]
+        servicers = {name: shard_routing.build(front, name, full, shard_routing.RULES[name], base)
+                     for name, (full, base, _) in SERVICES.items()}
+    else:
+        servicers = first.servicers
+    for name, (_, _, add) in SERVICES.items():
+        add(servicers[name], server)
     if cfg.test_mode:
         testing.add_admin_service(server, clock, node, faults)
     health_servicer = health.aio.HealthServicer()
@@ -304,8 +258,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     port = (server.add_secure_port(cfg.grpc_address, reloader.credentials()) if reloader is not None
             else server.add_insecure_port(cfg.grpc_address))
     if port == 0:
-        node.close()
-        history.close()
+        await _close_groups(groups)
         raise StartupError(f"cannot bind the gRPC address {cfg.grpc_address}")
     # The dashboard's way to the API: a unix socket in the private data dir (the token is the
     # credential there; audit records name the dashboard), else the gRPC address itself.
@@ -336,25 +289,17 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
                                         codes=login_codes, grpc_address=cfg.grpc_address)
         except OSError as e:
             await server.stop(grace=None)
-            node.close()
-            history.close()
+            await _close_groups(groups)
             raise StartupError(f"cannot bind metrics_address {cfg.metrics_address}: {e}") from None
 
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     reloads: set[asyncio.Task] = set()
-    loop.add_signal_handler(signal.SIGHUP, lambda: _reload(cfg, reloader, router, reloads, web))
-    task = asyncio.create_task(dispatcher.run())
-    watch_task = asyncio.create_task(replicas.run(writes_health))
+    loop.add_signal_handler(signal.SIGHUP, lambda: _reload(cfg, reloader, [g.router for g in groups], reloads, web))
+    for g in groups:
+        g.start(writes_health if g is first else None)
     audit_task = asyncio.create_task(audit_queue.run())
-    features_task = asyncio.create_task(raiser.run())
-    members_task = asyncio.create_task(_keep_membership(node))
-    prune_task = asyncio.create_task(node_history.keep_pruned(history, clock.now_ms, cfg.history, shortest_age))
-    gap_task = asyncio.create_task(node_history.fill_gaps(
-        history, lambda: [p.grpc_address for p in node.membership.members()
-                          if p.id != cfg.node_id and p.grpc_address],
-        router._channel, router.node_metadata))
     log.info("node %s serving gRPC on %s (%s), Raft on %s, metrics and dashboard on %s, fsync=%s", cfg.node_id,
              cfg.grpc_address, _describe_tls(reloader), cfg.raft_address,
              web.url if web is not None else "off", cfg.fsync)
@@ -364,21 +309,13 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         await stop.wait()
     finally:
         log.info("node %s stopping", cfg.node_id)
-        watch_task.cancel()
         audit_task.cancel()
-        features_task.cancel()
-        members_task.cancel()
-        prune_task.cancel()
-        gap_task.cancel()
         for name in ("", LIVENESS_SERVICE, WRITES_SERVICE, *names[:2]):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-        hub.close_all("node stopping")
+        for g in groups:
+            g.hub.close_all("node stopping")
         if web is not None:
             await web.close()
         await server.stop(grace=2.0)
-        task.cancel()
-        await dispatcher.close()
-        await router.close()
-        node.close()
-        history.close()
+        await _close_groups(groups)
         log.info("node %s stopped", cfg.node_id)

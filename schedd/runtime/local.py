@@ -150,13 +150,14 @@ def _previous_base_port(root: Path) -> int | None:
 
 
 def run_local(*, data_dir: str | None, nodes: int = 3, base_port: int = 0, demo: bool = True,
-              fsync: str = "always") -> int:
+              fsync: str = "always", shards: int = 1) -> int:
     temp = data_dir is None
     root = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="schedd-local-"))
     out = Exit()
     try:
         with _signals(out.on_signal):
-            return _run(out, root, nodes=nodes, base_port=base_port, demo=demo, fsync=fsync, temp=temp)
+            return _run(out, root, nodes=nodes, base_port=base_port, demo=demo, fsync=fsync, temp=temp,
+                        shards=shards)
     except Interrupted:             # a signal between start-up and the cleanup taking over
         return 0
     finally:
@@ -167,25 +168,29 @@ def run_local(*, data_dir: str | None, nodes: int = 3, base_port: int = 0, demo:
             signal.signal(sig, signal.SIG_DFL)
 
 
-def _run(out: Exit, root: Path, *, nodes: int, base_port: int, demo: bool, fsync: str, temp: bool) -> int:
+def _run(out: Exit, root: Path, *, nodes: int, base_port: int, demo: bool, fsync: str, temp: bool,
+         shards: int = 1) -> int:
     previous = _previous_base_port(root)
     if previous is not None and previous != base_port:
         # The nodes' committed membership (pysyncobj's dump, membership.json) names the addresses
         # they were first started on, and it wins over the config: keep them.
         out.say(f"schedd local: {root} holds a cluster on ports from {previous}; reusing them")
         base_port = previous
-    elif base_port and not ports_free(list(range(base_port, base_port + 3 * nodes))):
-        out.say(f"schedd local: ports {base_port}-{base_port + 3 * nodes - 1} are not all free; "
-                "using free ports instead")
+    elif base_port and not ports_free(list(range(base_port, base_port + LocalCluster.ports_needed(nodes, shards)))):
+        out.say(f"schedd local: ports {base_port}-{base_port + LocalCluster.ports_needed(nodes, shards) - 1} are "
+                "not all free; using free ports instead")
         base_port = 0
-    cluster = LocalCluster(root, size=nodes, base_port=base_port, fsync=fsync, acl=True, tls=True)
+    cluster = LocalCluster(root, size=nodes, base_port=base_port, fsync=fsync, acl=True, tls=True, shards=shards)
     client: Client | None = None
     stack = contextlib.ExitStack()        # the jobs' folder, removed after the worker stopped
     try:
         cluster.start()
-        out.say(f"schedd local: starting {nodes} node(s) on 127.0.0.1 (TLS, access control on), "
+        sharded = f", {shards} shard groups" if shards > 1 else ""
+        out.say(f"schedd local: starting {nodes} node(s) on 127.0.0.1 (TLS, access control on{sharded}), "
                 f"data in {root}")
         leader = cluster.wait_leader(timeout=60)
+        if shards > 1:
+            cluster.wait_shards(timeout=60)
         worker_token = _credentials(cluster)
         context = cluster.write_context(root / CONTEXT_FILE)
         cluster.write_context(root / WORKER_CONTEXT_FILE, kind="worker", name="sdk-worker", token=worker_token)

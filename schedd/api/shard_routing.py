@@ -1,0 +1,452 @@
+"""The node's API in a sharded cluster: every call reaches the shard group that owns it.
+
+A node of a cluster with S > 1 shards hosts one replica of every shard group, each with the
+services of an unsharded node bound to that group (schedd.runtime.groups). The gRPC server
+registers the servicers built here instead: each method has one rule (`RULES`, checked to cover
+every RPC of every service, as the capability table is) saying which group's servicer answers:
+
+- `Key`: the group owning the name the request carries (a job, a DAG or a run id's job:
+  `shards.routing_key`, `shards.shard_of`). That servicer answers exactly as an unsharded node
+  does, forwarding to its group's leader when this replica does not lead, so any node accepts
+  any call.
+- `Fan`: a listing asked of every group and merged in the listing's order (`shards.merge_pages`
+  with one opaque cursor; totals add up), or a watch whose events interleave.
+- `Zero`: group 0, the cluster-wide tables: tokens, roles and policies (authentication reads
+  them there), the workers list, the clock of a test node.
+- `All`: a cluster-wide write every group must hold because its apply reads it (calendars,
+  blackouts, the audit settings): sent to each group in turn with the same request id, so a
+  caller's retry after a failure part-way completes the rest (each group deduplicates).
+- `Split`: a batch of jobs, split by group (atomic within each group, not across groups).
+- `Refused`: not supported with S > 1 yet; the caller is told so, and nothing is committed.
+
+A forwarded call (signed by a node) carries `x-schedd-shard`: the group it was forwarded for,
+which is then the only one that answers it (so an `All` write is not fanned out again by the
+leader it was forwarded to). A worker's stream names its shard the same way (`Welcome.shard`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf import descriptor_pool
+from google.protobuf.message import Message
+
+from schedd.api import auth
+from schedd.core import shards as sh
+
+SHARD_HEADER = "x-schedd-shard"
+CallContext = Any
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """Route by the name `of(request)` returns; "" (no name) falls back to `otherwise`."""
+    of: Callable[[Any], str]
+    otherwise: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fan:
+    """Ask every group; `merge(requests' answers, request, shards)` makes the one answer (unary)
+    or None for a watch, whose events are interleaved."""
+    merge: Callable[[list[Any], Any, int], Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Zero:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class All:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    why: str
+
+
+def run_job(run_id: str) -> str:
+    """The job of a run id (`<job>@<RFC 3339>`)."""
+    return run_id.partition("@")[0]
+
+
+# ------------------------------------------------------------------------------ merges
+
+class _Desc:
+    """Reverses an order (newest first), for `merge_pages`' ascending keys."""
+    __slots__ = ("v",)
+
+    def __init__(self, v: Any) -> None:
+        self.v = v
+
+    def __lt__(self, other: _Desc) -> bool:
+        return bool(other.v < self.v)
+
+
+def _merge_dags(answers: list[Any], request: Any, shards: int) -> Any:
+    out = type(answers[0])()
+    out.dags.extend(sorted((d for a in answers for d in a.dags), key=lambda d: d.name))
+    return out
+
+
+def _merge_verify(answers: list[Any], request: Any, shards: int) -> Any:
+    """Each group's audit chain is verified on its own: the answer is the first broken group's
+    (its head names it), else group 0's with the records of every group counted."""
+    out = type(answers[0])()
+    out.CopyFrom(next((a for a in answers if not a.ok), answers[0]))
+    if out.ok:
+        out.records = sum(a.records for a in answers)
+    return out
+
+
+def _merge_audit(answers: list[Any], request: Any, shards: int) -> Any:
+    """Every group's trail (each group records the writes it applies), by time; `limit` keeps
+    the newest with `newest_first`, else the oldest. A record's `seq` counts within its group."""
+    out = type(answers[0])()
+    out.CopyFrom(answers[0])
+    del out.records[:]
+    rows = sorted((r for a in answers for r in a.records), key=lambda r: (r.time_ms, r.log_index),
+                  reverse=request.newest_first)
+    out.records.extend(rows[:request.limit] if request.limit else rows)
+    return out
+
+
+# ------------------------------------------------------------------------------ the front
+
+class ShardFront:
+    """What every routing servicer shares: the groups' servicers of each service, by name."""
+
+    def __init__(self, shards: int, servicers: Sequence[dict[str, object]]) -> None:
+        if shards != len(servicers):
+            raise ValueError(f"{len(servicers)} groups for {shards} shards")
+        self.shards = shards
+        self.servicers = servicers
+
+    def of_name(self, name: str) -> int:
+        return sh.shard_of(sh.routing_key(name), self.shards)
+
+    def target(self, service: str, k: int) -> Any:
+        return self.servicers[k][service]
+
+    @staticmethod
+    def forwarded_shard(context: CallContext, *, anyone: bool = False) -> int | None:
+        """The shard a node forwarded this call for (a worker's stream: anyone may name it)."""
+        info = auth.current()
+        if not anyone and (info is None or not info.forwarded_by):
+            return None
+        for k, v in context.invocation_metadata() or ():
+            if k == SHARD_HEADER:
+                try:
+                    return int(v)
+                except ValueError:
+                    return None
+        return None
+
+
+def build(front: ShardFront, service: str, full_name: str, rules: dict[str, object], base: type) -> object:
+    """A servicer of `service` (a subclass of its generated base `base`) whose every method
+    follows its rule."""
+    desc = descriptor_pool.Default().FindServiceByName(full_name)
+    attrs: dict[str, Any] = {}
+    for m in desc.methods:
+        rule = rules.get(m.name)
+        if rule is None:
+            raise KeyError(f"{full_name}/{m.name} has no shard routing rule")
+        if m.client_streaming:
+            attrs[m.name] = _bidi(front, service, m.name)
+        elif m.server_streaming:
+            attrs[m.name] = _streaming(front, service, m.name, rule)
+        else:
+            attrs[m.name] = _unary(front, service, m.name, rule)
+    cls = type(f"Sharded{service}", (base,), attrs)
+    return cls()
+
+
+def _in_range(front: ShardFront, k: int | None) -> int | None:
+    return k if k is not None and 0 <= k < front.shards else None
+
+
+def _unary(front: ShardFront, service: str, method: str, rule: object) -> Callable[..., Any]:
+    async def call(self: object, request: Message, context: CallContext) -> Any:
+        k = _in_range(front, front.forwarded_shard(context))
+        if k is not None:
+            return await getattr(front.target(service, k), method)(request, context)
+        return await _unary_by(front, service, method, rule, request, context)
+    return call
+
+
+async def _unary_by(front: ShardFront, service: str, method: str, rule: object, request: Message,
+                    context: CallContext) -> Any:
+    if isinstance(rule, Key):
+        name = rule.of(request)
+        if name or rule.otherwise is None:
+            return await getattr(front.target(service, front.of_name(name)), method)(request, context)
+        return await _unary_by(front, service, method, rule.otherwise, request, context)
+    if isinstance(rule, Zero):
+        return await getattr(front.target(service, 0), method)(request, context)
+    if isinstance(rule, All):
+        first = None
+        for k in range(front.shards):
+            answer = await getattr(front.target(service, k), method)(request, context)
+            first = answer if k == 0 else first
+        return first
+    if isinstance(rule, Refused):
+        await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                            f"{method} is not supported in a sharded cluster yet ({front.shards} shards): {rule.why}")
+    if isinstance(rule, Fan):
+        if rule.merge is None:
+            raise TypeError(f"{method}: a unary Fan needs a merge")
+        answers = [await getattr(front.target(service, k), method)(request, context) for k in range(front.shards)]
+        return rule.merge(answers, request, front.shards)
+    if isinstance(rule, PagedFan):
+        return await rule.run(front, service, method, request, context)
+    if isinstance(rule, Split):
+        return await _split(front, service, method, request, context)
+    raise TypeError(f"{method}: unknown rule {rule!r}")
+
+
+def _streaming(front: ShardFront, service: str, method: str, rule: object) -> Callable[..., Any]:
+    async def call(self: object, request: Message, context: CallContext) -> AsyncIterator[Any]:
+        k = _in_range(front, front.forwarded_shard(context))
+        if k is None and isinstance(rule, Key):
+            name = rule.of(request)
+            if name or rule.otherwise is None:
+                k = front.of_name(name)
+        if k is None and isinstance(rule, Zero):
+            k = 0
+        if k is not None:
+            async for x in getattr(front.target(service, k), method)(request, context):
+                yield x
+            return
+        if isinstance(rule, Refused):
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"{method} is not supported in a sharded cluster yet: {rule.why}")
+        async for x in _interleave(front, service, method, request, context):
+            yield x
+    return call
+
+
+def _bidi(front: ShardFront, service: str, method: str) -> Callable[..., Any]:
+    async def call(self: object, request_iterator: Any, context: CallContext) -> AsyncIterator[Any]:
+        k = _in_range(front, front.forwarded_shard(context, anyone=True)) or 0
+        async for x in getattr(front.target(service, k), method)(request_iterator, context):
+            yield x
+    return call
+
+
+async def _interleave(front: ShardFront, service: str, method: str, request: Message,
+                      context: CallContext) -> AsyncIterator[Any]:
+    """Every group's watch as one: their events as they come, with one "synced" once every
+    group has sent its first listing (a batched message keeps its other events)."""
+    queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue(maxsize=64)
+    done = object()
+
+    async def pump(k: int) -> None:
+        try:
+            async for x in getattr(front.target(service, k), method)(request, context):
+                await queue.put((k, x))
+        finally:
+            await queue.put((k, done))
+
+    tasks = [asyncio.create_task(pump(k)) for k in range(front.shards)]
+    synced: set[int] = set()
+    ended = 0
+    try:
+        while ended < front.shards:
+            k, x = await queue.get()
+            if x is done:
+                ended += 1
+                for t in tasks:
+                    if t.done() and t.exception() is not None:
+                        raise t.exception()  # type: ignore[misc]
+                continue
+            out, saw = _without_synced(x)
+            last = saw and k not in synced and len(synced) == front.shards - 1
+            if saw:
+                synced.add(k)
+            if last and getattr(x, "type", "") == "batch":
+                batch = out if out is not None else type(x)(type="batch")
+                batch.events.add(type="synced")
+                yield batch
+                continue
+            if out is not None:
+                yield out
+            if last:
+                yield type(x)(type="synced")
+    finally:
+        for t in tasks:
+            t.cancel()
+        with contextlib.suppress(BaseException):
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _without_synced(event: Any) -> tuple[Any | None, bool]:
+    """The event without its "synced" marker (None if nothing is left), and whether it had one."""
+    if getattr(event, "type", "") == "synced":
+        return None, True
+    if getattr(event, "type", "") == "batch":
+        kept = [e for e in event.events if e.type != "synced"]
+        if len(kept) == len(event.events):
+            return event, False
+        out = type(event)(type="batch")
+        out.events.extend(kept)
+        return (out if kept else None), True
+    return event, False
+
+
+async def _split(front: ShardFront, service: str, method: str, request: Message, context: CallContext) -> Any:
+    """PutJobs and DiffJobs: each group gets its jobs (in request order), the answers combine
+    (counts add up; DiffJobs' changes come back in request order)."""
+    groups: dict[int, list[int]] = {}
+    for i, spec in enumerate(request.jobs):
+        groups.setdefault(front.of_name(spec.name), []).append(i)
+    if len(groups) <= 1:
+        k = next(iter(groups), 0)
+        return await getattr(front.target(service, k), method)(request, context)
+    answers: dict[int, Any] = {}
+    for k, idx in sorted(groups.items()):
+        part = type(request)()
+        part.CopyFrom(request)
+        del part.jobs[:]
+        part.jobs.extend(request.jobs[i] for i in idx)
+        if hasattr(part, "request_id") and request.request_id:
+            part.request_id = f"{request.request_id}/s{k}"
+        answers[k] = await getattr(front.target(service, k), method)(part, context)
+    first = next(iter(answers.values()))
+    out = type(first)()
+    if method == "DiffJobs":
+        placed: dict[int, Any] = {}
+        for k, idx in groups.items():
+            for i, change in zip(idx, answers[k].changes):
+                placed[i] = change
+        out.changes.extend(placed[i] for i in range(len(request.jobs)))
+        return out
+    for a in answers.values():
+        out.created += a.created
+        out.updated += a.updated
+        out.warnings.extend(a.warnings)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class PagedFan:
+    """A paged listing merged across groups: each group is asked for a page after its own
+    position, and `merge_pages` keeps the global order with one opaque cursor."""
+    items: str
+    key: Callable[[Any, Any], Any]            # (item, request) -> its sort key
+    token_of: Callable[[Any], str]            # a group's own page token "after item"
+    size: Callable[[Any], int]
+
+    async def run(self, front: ShardFront, service: str, method: str, request: Message, context: CallContext) -> Any:
+        try:
+            at = sh.positions(request.page_token, front.shards)
+        except sh.CursorError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        limit = self.size(request)
+        pages: list[sh.ShardPage[Any]] = []
+        template: Any = None
+        for k, p in enumerate(at):
+            part = type(request)()
+            part.CopyFrom(request)
+            part.page_token = p.after
+            answer = await getattr(front.target(service, k), method)(part, context)
+            template = template if template is not None else answer
+            items = tuple(getattr(answer, self.items)) if not p.done else ()
+            nxt = answer.next_page_token if not p.done else ""
+            pages.append(sh.ShardPage(items, nxt or None, int(answer.total)))
+        merged = sh.merge_pages(at, pages, limit=limit, key=lambda x: self.key(x, request), token_of=self.token_of)
+        out = type(template)()
+        getattr(out, self.items).extend(merged.items)
+        out.next_page_token = merged.cursor
+        out.total = merged.total
+        return out
+
+
+# ------------------------------------------------------------------------------ the rules
+
+def _job_name(r: Any) -> str:
+    return str(r.job.name)
+
+
+def _name(r: Any) -> str:
+    return str(r.name)
+
+
+def _run(r: Any) -> str:
+    return run_job(str(r.id))
+
+
+def _job_field(r: Any) -> str:
+    return str(r.job)
+
+
+def _explained(r: Any) -> str:
+    return str(r.job) or run_job(str(r.id))
+
+
+def _size(default: int) -> Callable[[Any], int]:
+    return lambda r: int(r.page_size) or default
+
+
+JOBS_PAGE = PagedFan("jobs", key=lambda j, r: j.spec.name, token_of=lambda j: str(j.spec.name), size=_size(100))
+RUNS_PAGE = PagedFan(
+    "executions",
+    key=lambda e, r: (e.scheduled_ms, e.job) if r.oldest_first else _Desc((e.scheduled_ms, e.job)),
+    token_of=lambda e: f"{e.scheduled_ms}:{e.job}", size=_size(100))
+
+QUOTAS = "a quota would hold per shard, not across the cluster; set quotas on an unsharded cluster for now"
+MEMBERS = "every shard group would have to change with it; shard moves are not built yet"
+BACKUP = "a cluster backup must be a consistent set of every shard's snapshot; not built yet"
+
+RULES: dict[str, dict[str, object]] = {
+    "Scheduler": {
+        "PutJob": Key(_job_name), "PutJobs": Split(), "GetJob": Key(_name), "ListJobs": JOBS_PAGE,
+        "PauseJob": Key(_name), "ResumeJob": Key(_name), "DeleteJob": Key(_name), "TriggerJob": Key(_name),
+        "ListExecutions": Key(_job_field, RUNS_PAGE), "GetExecution": Key(_run), "CancelExecution": Key(_run),
+        "BackfillJob": Key(_name), "ListInstants": Key(_job_field), "SetQuota": Refused(QUOTAS),
+        "ListQuotas": Zero(), "RetryExecution": Key(_run), "WatchJobs": Fan(),
+        "WatchExecutions": Key(_job_field, Fan()), "WatchWorkers": Zero(), "DiffJobs": Split(),
+        "Forecast": Refused("the forecast does not yet add up the shards' job tables"),
+        "Explain": Key(_explained),
+    },
+    "Workers": {"Connect": Zero(), "ListWorkers": Zero()},
+    "Cluster": {"Status": Zero(), "NodeInfo": Zero(), "ListShards": Zero()},
+    "Dags": {"PutDag": Key(lambda r: str(r.dag.name)), "GetDag": Key(_name), "ListDags": Fan(_merge_dags),
+             "DeleteDag": Key(_name), "RunDag": Key(_name), "ListDagRuns": Key(_name), "GetDagRun": Key(_name),
+             "ClearDagTask": Key(_name), "WatchDagRun": Key(_name)},
+    "Acl": {m: Zero() for m in ("Bootstrap", "WhoAmI", "PutPolicy", "GetPolicy", "ListPolicies", "DeletePolicy",
+                                "PutRole", "GetRole", "ListRoles", "DeleteRole", "CreateToken", "GetToken",
+                                "ListTokens", "DeleteToken", "SetAnonymous", "LoginLink")},
+    "Audit": {"List": Fan(_merge_audit), "Verify": Fan(_merge_verify), "Configure": All(), "Note": Zero()},
+    "Membership": {"AddNode": Refused(MEMBERS), "RemoveNode": Refused(MEMBERS), "JoinCluster": Refused(MEMBERS)},
+    "Backup": {"SaveSnapshot": Refused(BACKUP), "SaveHistory": Refused(BACKUP), "CopyHistory": Refused(BACKUP)},
+    "Logs": {"ReadRunLogs": Key(_run)},
+    "Calendars": {"PutCalendar": All(), "GetCalendar": Zero(), "ListCalendars": Zero(), "DeleteCalendar": All(),
+                  "PutBlackout": All(), "ListBlackouts": Zero(), "DeleteBlackout": All()},
+    "Testing": {"SetClockOffset": Zero(), "GetClockOffset": Zero()},
+}
+
+
+def owning_shards(front: ShardFront, method: str, request: Any) -> list[int]:
+    """The groups holding what a call names (`/schedd.v1.Scheduler/PutJob`): what the
+    authorizing interceptor resolves the call's teams against. Calls naming nothing: group 0."""
+    service, _, name = method.rpartition("/")
+    rule = RULES.get(service.rpartition(".")[2], {}).get(name)
+    if isinstance(rule, Key):
+        key = rule.of(request)
+        return [front.of_name(key)] if key else [0]
+    if isinstance(rule, Split):
+        return sorted({front.of_name(spec.name) for spec in request.jobs}) or [0]
+    return [0]

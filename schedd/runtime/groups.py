@@ -1,0 +1,255 @@
+"""One Raft group as a node hosts it: its replica, leader side and services (schedd.runtime.daemon).
+
+An unsharded node hosts one group, the whole job table. A node of a cluster with `shards = S`
+hosts one replica of each of the S shard groups (schedd/core/shards.py), each built here the
+same way: its own RaftNode (log, journal, snapshots, feature level, history store, data dir),
+WorkerHub and Dispatcher (it fires and dispatches only what its group holds, when its replica
+leads), Router (forwarding to its group's leader) and the gRPC servicers bound to it. What is
+the node's, not a group's, stays in the daemon: the one gRPC server and its interceptors, the
+clock, TLS, the dashboard, the audit queue of refused calls (group 0's).
+
+Shard k's replica on a node lives in `<data_dir>/shards/<k>` (shard 0 in `data_dir` itself, so
+an unsharded node's data dir is shard 0's) and listens on the node's Raft port + k
+(`shards.shard_raft_address`, the same rule for every node).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from schedd.api.acl_service import AclService, AuditService
+from schedd.api.backup_service import BackupService
+from schedd.api.calendars_service import CalendarsService
+from schedd.api.dags_service import DagsService
+from schedd.api.logs_service import LogsService
+from schedd.api.membership_service import MembershipService
+from schedd.api.service import ClusterService, Router, SchedulerService
+from schedd.api.watch import WatchSlots
+from schedd.core.shards import shard_raft_address
+from schedd.leader.dispatcher import Dispatcher
+from schedd.leader.features import FeatureRaiser, Joiners
+from schedd.leader.run_logs import RunLogs
+from schedd.leader.workers import WorkerHub
+from schedd.ports.clock import Clock
+from schedd.ports.faults import Faults
+from schedd.replication.convergence import ConvergenceTracker
+from schedd.replication.node import LEADER, RaftNode
+from schedd.runtime import history as node_history
+from schedd.runtime.config import NodeConfig
+from schedd.runtime.leader_terms import LeaderTerms
+from schedd.runtime.metrics import Metrics
+from schedd.runtime.replica_watch import ReplicaWatch
+from schedd.runtime.restore import header_sealer
+from schedd.settings import Peer
+
+log = logging.getLogger("schedd")
+
+SHARDS_FILE = "shards.json"
+
+
+class ShardCountError(RuntimeError):
+    """The data dir was made for another shard count (S is fixed when the cluster is made)."""
+
+
+def group_config(cfg: NodeConfig, shard: int) -> NodeConfig:
+    """The configuration of this node's replica of `shard`: its data dir and Raft addresses
+    (every peer's too); the gRPC addresses stay the nodes' own (any node accepts any call)."""
+    if cfg.shards <= 1:
+        return cfg
+    if shard == 0:
+        return cfg
+    return dataclasses.replace(
+        cfg, data_dir=Path(cfg.data_dir) / "shards" / str(shard),
+        raft_address=shard_raft_address(cfg.raft_address, shard),
+        raft_bind=shard_raft_address(cfg.raft_bind, shard) if cfg.raft_bind else "",
+        peers=tuple(Peer(p.id, shard_raft_address(p.raft_address, shard), p.grpc_address) for p in cfg.peers))
+
+
+def check_shard_count(cfg: NodeConfig) -> None:
+    """Record S in a new data dir; refuse one made for another S (its jobs live in the shards
+    of that count: a different S would route them elsewhere)."""
+    path = Path(cfg.data_dir) / SHARDS_FILE
+    try:
+        saved = json.loads(path.read_text())["shards"]
+    except FileNotFoundError:
+        saved = 1 if _has_state(Path(cfg.data_dir)) else None    # made before shards were recorded
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ShardCountError(f"cannot read {path}: {e}") from None
+    if saved is not None and saved != cfg.shards:
+        raise ShardCountError(f"the data dir {cfg.data_dir} holds a cluster of {saved} shard(s) and the config "
+                              f"says shards = {cfg.shards}; the shard count is fixed when a cluster is made")
+    if cfg.shards > 1 and not path.exists():      # an unsharded dir stays as it always was
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.write_text(json.dumps({"shards": cfg.shards}) + "\n")
+
+
+def _has_state(data_dir: Path) -> bool:
+    return data_dir.is_dir() and any(data_dir.iterdir())
+
+
+@dataclass(slots=True)
+class Group:
+    """One group's replica on this node and everything bound to it."""
+
+    shard: int
+    cfg: NodeConfig
+    node: RaftNode
+    metrics: Metrics
+    hub: WorkerHub
+    dispatcher: Dispatcher
+    replicas: ReplicaWatch
+    router: Router
+    history: Any
+    led: LeaderTerms
+    joiners: Joiners
+    servicers: dict[str, object] = field(default_factory=dict)
+    raiser: FeatureRaiser | None = None
+    tasks: list[asyncio.Task] = field(default_factory=list)
+
+    def start(self, writes_health: Callable[[bool], Any] | None = None) -> None:
+        cfg, node = self.cfg, self.node
+
+        async def quiet(_: bool) -> None:
+            return None
+        self.tasks = [
+            asyncio.create_task(self.dispatcher.run()),
+            asyncio.create_task(self.replicas.run(writes_health or quiet)),
+            asyncio.create_task(_keep_membership(node)),
+            asyncio.create_task(node_history.keep_pruned(self.history, self.hub.clock.now_ms, cfg.history,
+                                                         self._shortest_age)),
+            asyncio.create_task(node_history.fill_gaps(
+                self.history, lambda: [p.grpc_address for p in node.membership.members()
+                                       if p.id != cfg.node_id and p.grpc_address],
+                self.router._channel, self.router.node_metadata)),
+        ]
+        if self.raiser is not None:
+            self.tasks.append(asyncio.create_task(self.raiser.run()))
+
+    def _shortest_age(self) -> int:
+        node = self.node
+        with node.lock:
+            jobs = list(node.state.jobs.values())
+            return min((a for job in jobs if (a := node.state.policy(job).max_age_ms)), default=0)
+
+    async def stop(self) -> None:
+        for t in self.tasks:
+            t.cancel()
+        await self.dispatcher.close()
+        await self.router.close()
+        self.node.close()
+        self.history.close()
+
+
+async def _keep_membership(node: RaftNode, period_s: float = 1.0) -> None:
+    """Write the Raft configuration to membership.json whenever it changes (what a restart
+    before the next dump starts from) and log each change, with a config-file disagreement."""
+    warned = ""
+    while True:
+        try:
+            if node.membership.persist():
+                log.info("membership now: %s", node.membership.describe())
+            disagreement = node.membership.config_disagreement()
+            if disagreement and disagreement != warned:
+                log.warning("membership: %s", disagreement)
+            warned = disagreement
+        except OSError as e:
+            log.warning("membership: cannot write %s: %s", "membership.json", e)
+        await asyncio.sleep(period_s)
+
+
+@dataclass(slots=True)
+class NodeParts:
+    """What the node shares with every group it hosts."""
+
+    cfg: NodeConfig
+    clock: Clock
+    faults: Faults
+    version: str
+    signer: Any
+    peer_channels: Callable[[str], grpc.aio.Channel]
+    watchers: WatchSlots
+    login_codes: Any
+    audit_add: Callable[[dict], None]
+    accepts_pings_ms: int
+
+
+def build_group(parts: NodeParts, shard: int) -> Group:
+    """Group `shard`'s replica and services on this node (module doc). Built on the main thread
+    (pysyncobj's tick thread dies with the thread that builds its SyncObj)."""
+    cfg = group_config(parts.cfg, shard)
+    Path(cfg.data_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+    clock, faults = parts.clock, parts.faults
+    metrics = Metrics(cfg.metrics)
+    box: list[Group] = []
+    led = LeaderTerms()                        # the terms this replica led (NodeStatus.leader_terms)
+
+    def on_applied(entry, result, index):
+        metrics.on_applied(entry, result)
+        if box:
+            box[0].dispatcher.on_applied(entry, result, index)
+
+    def on_role_change(old, new):
+        term = box[0].node.term if box else -1
+        if new == LEADER:
+            metrics.leader_changes.inc()
+            led.became_leader(max(term, 0), clock.now_ms())
+        elif old == LEADER:
+            led.stepped_down(clock.now_ms())
+        faults.role_changed(cfg.node_id, old, new, term)
+        if box:
+            box[0].dispatcher.on_role_change(old, new)
+
+    default_retention = node_history.default_retention(cfg.history)
+
+    def retention_of(name: str):
+        if not box:
+            return default_retention
+        node = box[0].node
+        with node.lock:
+            job = node.state.jobs.get(name)
+            age = node.state.policy(job).max_age_ms if job is not None else 0
+        return node_history.job_retention(job, age, default_retention)
+
+    history = node_history.open_store(cfg.data_dir, cfg.history, retention_of)
+    node = RaftNode(cfg, on_applied=on_applied, on_role_change=on_role_change, faults=faults,
+                    build=parts.version, history=history)
+    hub = WorkerHub(node, clock, lease_ms=cfg.scheduler.lease_ms,
+                    max_streams=cfg.limits.max_worker_streams, max_slots=cfg.limits.max_worker_slots,
+                    max_streams_per_token=cfg.limits.max_worker_streams_per_token, faults=faults)
+    hub.shard, hub.shards = shard, parts.cfg.shards
+    dispatcher = Dispatcher(node, clock, metrics, hub, faults)
+    replicas = ReplicaWatch(node, ConvergenceTracker(cfg.raft.replica_stuck_ms), wall_ms=clock.now_ms)
+    load = dispatcher.assigner.load if dispatcher.assigner is not None else None
+    metrics.watch(node, replicas, load, hub)
+    router = Router(node, parts.signer, clock, parts.peer_channels)
+    router.shard = shard if parts.cfg.shards > 1 else None
+    hub.router = router
+    group = Group(shard, cfg, node, metrics, hub, dispatcher, replicas, router, history, led, Joiners())
+    box.append(group)
+    cluster = ClusterService(node, router, replicas, clock, load, accepts_pings_ms=parts.accepts_pings_ms,
+                             leader_terms=led.rows)
+    cluster.shards = parts.cfg.shards
+    group.raiser = FeatureRaiser(node, clock, cluster.member_infos, joiners=group.joiners)   # leader only
+    acl = AclService(node, clock, metrics, router, login_links=parts.login_codes, audit=parts.audit_add)
+    group.servicers = {
+        "Scheduler": SchedulerService(node, clock, metrics, router, dispatcher, parts.watchers),
+        "Cluster": cluster,
+        "Dags": DagsService(node, clock, metrics, router, parts.watchers),
+        "Workers": hub,
+        "Acl": acl,
+        "Audit": AuditService(node, clock, metrics, router),
+        "Membership": MembershipService(node, clock, metrics, router, group.joiners),
+        "Backup": BackupService(node, router, clock, header_sealer(cfg.secret)),
+        "Logs": LogsService(node, router, RunLogs(node, hub)),
+        "Calendars": CalendarsService(node, clock, metrics, router),
+    }
+    return group
