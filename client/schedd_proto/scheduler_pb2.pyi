@@ -639,14 +639,18 @@ class Quota(_message.Message):
     def __init__(self, key: _Optional[str] = ..., limit: _Optional[int] = ..., running: _Optional[int] = ...) -> None: ...
 
 class SetQuotaRequest(_message.Message):
-    __slots__ = ("key", "limit", "request_id")
+    __slots__ = ("key", "limit", "request_id", "share", "unset")
     KEY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
+    UNSET_FIELD_NUMBER: _ClassVar[int]
     key: str
     limit: int
     request_id: str
-    def __init__(self, key: _Optional[str] = ..., limit: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+    share: bool
+    unset: bool
+    def __init__(self, key: _Optional[str] = ..., limit: _Optional[int] = ..., request_id: _Optional[str] = ..., share: _Optional[bool] = ..., unset: _Optional[bool] = ...) -> None: ...
 
 class ListQuotasRequest(_message.Message):
     __slots__ = ()

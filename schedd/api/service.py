@@ -31,7 +31,7 @@ import grpc
 from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.message import Message
 
-from schedd.api import auth, convert, forecasts, history_reads
+from schedd.api import auth, convert, forecasts, history_reads, shard_routing
 from schedd.api.limits import call_overflow
 from schedd.api.membership_view import cluster_membership, node_membership
 from schedd.api.templates import SpecTemplates
@@ -1019,10 +1019,18 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
                                 f"bad quota key {request.key!r}: use team:<name>, pool:<name> or lane:backfill")
         if request.limit < 0:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "limit must be >= 0 (0 removes the quota)")
-        await self._commit(context, C.QUOTA, request.request_id, key=request.key, limit=request.limit)
+        if request.share:
+            info = auth.current()
+            if not shard_routing.FRONT.get() and not (info is not None and info.forwarded_by):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                    "share: a shard group's share of a quota is set by the cluster, not by callers")
+            await self._commit(context, C.QUOTA_SHARE, request.request_id, key=request.key,
+                               share=None if request.unset else request.limit, version=0)
+        else:
+            await self._commit(context, C.QUOTA, request.request_id, key=request.key, limit=request.limit)
         with self.node.lock:
             st = self.node.state
-            return pb.Quota(key=request.key, limit=quota_limit(st, request.key) or 0,
+            return pb.Quota(key=request.key, limit=st.quotas.get(request.key) or quota_limit(st, request.key) or 0,
                             running=st.held.get(request.key, 0))
 
     @routed(write=False)
@@ -1031,12 +1039,13 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             st = self.node.state
             # the quotas set, and the backfill lane's (it has a default): a team or pool that runs
             # attempts without a quota has no row (it was shown with no limit, as if it had one)
-            keys = sorted({*st.quotas, f"lane:{BACKFILL}"})
+            keys = sorted({*st.quotas, *st.shares, f"lane:{BACKFILL}"})
             teams, cluster = auth.read_filter(), auth.may("quota", "cluster")
             if teams is not None:       # team rows by read on the team; pool/lane rows by quota
                 keys = [k for k in keys if (k.partition(":")[2] in teams if k.startswith("team:") else cluster)]
             return pb.ListQuotasResponse(quotas=[
-                pb.Quota(key=k, limit=quota_limit(st, k) or 0, running=st.held.get(k, 0)) for k in keys])
+                pb.Quota(key=k, limit=st.quotas.get(k) or quota_limit(st, k) or 0, running=st.held.get(k, 0))
+                for k in keys])
 
     # ------------------------------------------------------------ forecast and explain
 

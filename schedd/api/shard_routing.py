@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,9 @@ from schedd.core import shards as sh
 
 SHARD_HEADER = "x-schedd-shard"
 CallContext = Any
+# Set while the front makes a write of its own on a caller's behalf (a quota's shares), so a
+# group's servicer can tell it from a caller's request asking for the same.
+FRONT: contextvars.ContextVar[bool] = contextvars.ContextVar("schedd_shard_front", default=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +214,7 @@ async def _unary_by(front: ShardFront, service: str, method: str, rule: object, 
             raise TypeError(f"{method}: a unary Fan needs a merge")
         answers = [await getattr(front.target(service, k), method)(request, context) for k in range(front.shards)]
         return rule.merge(answers, request, front.shards)
-    if isinstance(rule, PagedFan):
+    if isinstance(rule, PagedFan | QuotaWrite):
         return await rule.run(front, service, method, request, context)
     if isinstance(rule, Split):
         return await _split(front, service, method, request, context)
@@ -341,6 +345,52 @@ async def _split(front: ShardFront, service: str, method: str, request: Message,
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaWrite:
+    """SetQuota: the cluster's quota lives in group 0, each group enforces a share of it
+    (schedd.core.quota_shares). A new quota first gets share 0 in every group, so no group is
+    without a limit once group 0 holds it (group 0's leader then hands out the shares); a
+    removed one is forgotten by every group after group 0 drops it."""
+
+    async def run(self, front: ShardFront, service: str, method: str, request: Message, context: CallContext) -> Any:
+        if request.share:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                "share: a shard group's share of a quota is set by the cluster, not by callers")
+        zero = front.target(service, 0)
+        with zero.node.lock:
+            known = request.key in zero.node.state.quotas
+        token = FRONT.set(True)
+        try:
+            if request.limit > 0 and not known:
+                await self._shares(front, service, request, context, unset=False)
+            answer = await zero.SetQuota(request, context)
+            if request.limit == 0:
+                await self._shares(front, service, request, context, unset=True)
+            return answer
+        finally:
+            FRONT.reset(token)
+
+    @staticmethod
+    async def _shares(front: ShardFront, service: str, request: Any, context: CallContext, *, unset: bool) -> None:
+        for k in range(front.shards):
+            part = type(request)(key=request.key, limit=0, share=True, unset=unset,
+                                 request_id=f"{request.request_id}/share{k}" if request.request_id else "")
+            await front.target(service, k).SetQuota(part, context)
+
+
+def _merge_quotas(answers: list[Any], request: Any, shards: int) -> Any:
+    """The cluster's quotas (group 0's) with what every group runs under each."""
+    running: dict[str, int] = {}
+    for a in answers:
+        for q in a.quotas:
+            running[q.key] = running.get(q.key, 0) + q.running
+    out = type(answers[0])()
+    out.CopyFrom(answers[0])
+    for q in out.quotas:
+        q.running = running.get(q.key, q.running)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
 class PagedFan:
     """A paged listing merged across groups: each group is asked for a page after its own
     position, and `merge_pages` keeps the global order with one opaque cursor."""
@@ -406,7 +456,6 @@ RUNS_PAGE = PagedFan(
     key=lambda e, r: (e.scheduled_ms, e.job) if r.oldest_first else _Desc((e.scheduled_ms, e.job)),
     token_of=lambda e: f"{e.scheduled_ms}:{e.job}", size=_size(100))
 
-QUOTAS = "a quota would hold per shard, not across the cluster; set quotas on an unsharded cluster for now"
 MEMBERS = "every shard group would have to change with it; shard moves are not built yet"
 BACKUP = "a cluster backup must be a consistent set of every shard's snapshot; not built yet"
 
@@ -415,8 +464,8 @@ RULES: dict[str, dict[str, object]] = {
         "PutJob": Key(_job_name), "PutJobs": Split(), "GetJob": Key(_name), "ListJobs": JOBS_PAGE,
         "PauseJob": Key(_name), "ResumeJob": Key(_name), "DeleteJob": Key(_name), "TriggerJob": Key(_name),
         "ListExecutions": Key(_job_field, RUNS_PAGE), "GetExecution": Key(_run), "CancelExecution": Key(_run),
-        "BackfillJob": Key(_name), "ListInstants": Key(_job_field), "SetQuota": Refused(QUOTAS),
-        "ListQuotas": Zero(), "RetryExecution": Key(_run), "WatchJobs": Fan(),
+        "BackfillJob": Key(_name), "ListInstants": Key(_job_field), "SetQuota": QuotaWrite(),
+        "ListQuotas": Fan(_merge_quotas), "RetryExecution": Key(_run), "WatchJobs": Fan(),
         "WatchExecutions": Key(_job_field, Fan()), "WatchWorkers": Zero(), "DiffJobs": Split(),
         "Forecast": Refused("the forecast does not yet add up the shards' job tables"),
         "Explain": Key(_explained),

@@ -97,6 +97,11 @@ KINDS += (CALENDAR_PUT, CALENDAR_DELETE, BLACKOUT_PUT, BLACKOUT_DELETE)
 # Flexible windows (level 9, schedd.core.windows): the leader's placement of window instants.
 PLACE = "place"
 KINDS += (PLACE,)
+# Sharded clusters (level 10, schedd.core.quota_shares): a group's share of a cluster quota, and
+# group 0's allocation of it over the groups.
+QUOTA_SHARE = "quota_share"
+QUOTA_ALLOC = "quota_alloc"
+KINDS += (QUOTA_SHARE, QUOTA_ALLOC)
 
 
 # ---------------------------------------------------------------- feature levels
@@ -198,7 +203,11 @@ FEATURES = FeatureTable((
                "a window instant runs at; a `put` carrying a spec with `window:` is stamped fl=9 by its "
                "proposer (schedd.core.specs.JobSpec.level), since an older build's apply ignores it; "
                "below it apply never consults placements"),
-    # Level(10, kinds=(MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
+    Level(10, kinds=(QUOTA_SHARE, QUOTA_ALLOC),
+          note="cluster quotas over shard groups (schedd.core.quota_shares): `quota_alloc` records group 0's "
+               "split of a quota over the groups, `quota_share` the share a group enforces; below it no "
+               "group holds a share and each enforces its own quota table"),
+    # Level(11, kinds=(MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
 ))
 
 

@@ -32,7 +32,7 @@ EXEC_FIELDS = tuple(f.name for f in fields(Execution))
 AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index")
 # Smaller tables, pickled as they are (dicts of slotted dataclasses or plain values).
 EXTRA_FIELDS = ("dags", "dag_runs", "quotas", "batches", "members", "archived", "calendars", "blackouts",
-                "placements")
+                "placements", "shares", "allocations")
 SNAPSHOT_DIGEST = "digest"   # extra key: (last_index, state digest) when the image was pickled
 FEATURE_LEVEL_KEY = "feature_level"   # extra key: the cluster's feature level (absent: 1)
 
@@ -61,6 +61,8 @@ class Imaged(Protocol):
     calendars: dict[str, Any]
     blackouts: dict[str, Any]
     placements: dict[str, tuple[int, int]]
+    shares: dict[str, tuple[int, int]]
+    allocations: dict[str, tuple[int, tuple[int, ...]]]
     acl: AclTable
     audit: AuditTrail
 

@@ -76,6 +76,9 @@ def to_plain(s: Imaged) -> dict[str, Any]:
         **({"blackouts": [blackout_row(b) for b in s.blackouts.values()]} if s.blackouts else {}),
         # the window level's placements (schedd.core.windows), absent while empty
         **({"placements": [[k, t, at] for k, (t, at) in s.placements.items()]} if s.placements else {}),
+        # the quota-share level's tables (schedd.core.quota_shares), absent while empty
+        **({"shares": [[k, v, n] for k, (v, n) in s.shares.items()]} if s.shares else {}),
+        **({"allocations": [[k, v, list(n)] for k, (v, n) in s.allocations.items()]} if s.allocations else {}),
         "acl": table_to_dict(s.acl), "audit": trail_to_dict(s.audit),
         FEATURE_LEVEL_KEY: s.feature_level,
         SNAPSHOT_DIGEST: [s.last_index, s.state_digest()],
@@ -148,6 +151,8 @@ def from_plain(doc: Any) -> Image:
         "calendars": {c.name: c for c in map(calendar_of_row, doc.get("calendars", []))},
         "blackouts": {b.name: b for b in map(blackout_of_row, doc.get("blackouts", []))},
         "placements": {str(k): (_int(t), _int(at)) for k, t, at in doc.get("placements", [])},
+        "shares": {str(k): (_int(v), _int(n)) for k, v, n in doc.get("shares", [])},
+        "allocations": {str(k): (_int(v), tuple(map(_int, n))) for k, v, n in doc.get("allocations", [])},
         "acl": _dict(doc, "acl"), "audit": _dict(doc, "audit"),
         FEATURE_LEVEL_KEY: _int(doc[FEATURE_LEVEL_KEY]),
         SNAPSHOT_DIGEST: (_int(doc[SNAPSHOT_DIGEST][0]), str(doc[SNAPSHOT_DIGEST][1])),

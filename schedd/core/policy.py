@@ -25,6 +25,7 @@ class Counters(Protocol):
     """What `blocked` reads of the state (schedd.core.tables.Tables)."""
 
     quotas: dict[str, int]
+    shares: dict[str, tuple[int, int]]
     held: dict[str, int]
 
     def active_count(self, name: str) -> int: ...
@@ -123,7 +124,12 @@ def jitter_offset_ms(name: str, jitter_ms: int) -> int:
 
 
 def quota_limit(state: Counters, key: str) -> int | None:
-    """The limit on a quota counter; None = unlimited. Concurrency keys carry theirs in the job."""
+    """The limit on a quota counter; None = unlimited. Concurrency keys carry theirs in the job.
+    In a sharded cluster a group holding a share of the cluster's quota is limited by that share
+    (schedd.core.quota_shares)."""
+    share = state.shares.get(key)
+    if share is not None:
+        return share[1]
     limit = state.quotas.get(key)
     if limit is None and key == f"lane:{BACKFILL}":
         return DEFAULT_BACKFILL_QUOTA

@@ -134,6 +134,10 @@ class Tables:
         # job -> (instant, placed ms): the leader's placement of a window job's next instant
         # (schedd.core.windows), kept until its next instant is placed or the job is deleted
         self.placements: dict[str, tuple[int, int]] = {}
+        # Sharded clusters (schedd.core.quota_shares): this group's share of each cluster quota
+        # (key -> (allocation version, share)), and in group 0 the allocation over the groups.
+        self.shares: dict[str, tuple[int, int]] = {}
+        self.allocations: dict[str, tuple[int, tuple[int, ...]]] = {}
         self.outbox = Outbox()        # what this apply handed to the history stores (not replicated)
 
     # ------------------------------------------------------------ bulk rebuild

@@ -1,0 +1,114 @@
+"""Cluster quotas across shard groups, the leaders' side (the rules: schedd.core.quota_shares).
+
+Two duties, one loop per node (a node hosts a replica of every group, so each reads every
+group's replica locally, never over the network):
+
+- Balancing, where this node leads group 0: for each quota group 0 holds, read every group's
+  share, running attempts and waiting runs for its key, and record the next allocation
+  (`quota_shares.next_allocation`) in group 0's log; drop the allocation of a removed quota.
+- Copying, for each group this node leads: when group 0's allocation (as this node's replica
+  of group 0 has it) gives this group a share its own log does not hold yet, record it there
+  with the allocation's version.
+
+Both only record; apply decides. What a lagging replica shows is at worst an older allocation
+or a smaller use, and the rules make either safe (a share of an older version is ignored; a
+raise waits until every group's log holds the current allocation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from schedd.core import commands as C
+from schedd.core.quota_shares import GroupUse, next_allocation
+from schedd.core.tables import READY_STATES
+from schedd.ports.clock import Clock
+
+log = logging.getLogger("schedd.quotas")
+
+PERIOD_S = 0.5
+WAITING_SCAN = 20_000        # ready runs looked at per group and pass (demand is a proportion)
+PROPOSE_TIMEOUT_S = 5.0
+
+
+def use_of(state: Any, key: str) -> GroupUse:
+    """A group's use of quota `key` from its replica's state (read under its lock)."""
+    held = state.shares.get(key)
+    waiting = 0
+    for n, ex in enumerate(state.execs.values()):
+        if n >= WAITING_SCAN:
+            break
+        if ex.state in READY_STATES:
+            job = state.jobs.get(ex.job)
+            if job is not None and key in state.policy(job).holds(ex.lane):
+                waiting += 1
+    return GroupUse(share=held[1] if held is not None else None, running=int(state.held.get(key, 0)),
+                    waiting=waiting, version=held[0] if held is not None else 0)
+
+
+class QuotaBalancer:
+    """The loop (module doc) over this node's replicas `nodes` (group k's RaftNode at k)."""
+
+    def __init__(self, nodes: Sequence[Any], clock: Clock) -> None:
+        self.nodes = list(nodes)
+        self.clock = clock
+        self.level = C.FEATURES.level_of(C.QUOTA_SHARE)
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.step()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - a failed pass is retried next period
+                log.warning("quota balancing: %s", e)
+            await asyncio.sleep(PERIOD_S)
+
+    def _ready(self, node: Any) -> bool:
+        return bool(node.is_leader()) and node.state.feature_level >= self.level
+
+    async def step(self) -> None:
+        await self.balance()
+        for k, node in enumerate(self.nodes):
+            if self._ready(node):
+                await self.copy(k, node)
+
+    async def balance(self) -> None:
+        zero = self.nodes[0]
+        if not self._ready(zero):
+            return
+        with zero.lock:
+            quotas = dict(zero.state.quotas)
+            allocations = dict(zero.state.allocations)
+        for key in sorted(set(allocations) - set(quotas)):
+            await self._propose(zero, C.QUOTA_ALLOC, key=key, shares=None)
+        for key, limit in sorted(quotas.items()):
+            uses = []
+            for node in self.nodes:
+                with node.lock:
+                    uses.append(use_of(node.state, key))
+            version, current = allocations.get(key, (0, None))
+            nxt = next_allocation(limit, current, uses, version)
+            if nxt is not None:
+                await self._propose(zero, C.QUOTA_ALLOC, key=key, shares=list(nxt))
+
+    async def copy(self, k: int, node: Any) -> None:
+        zero = self.nodes[0]
+        with zero.lock:
+            allocations = dict(zero.state.allocations)
+        for key, (version, shares) in sorted(allocations.items()):
+            if k >= len(shares):
+                continue
+            with node.lock:
+                held = node.state.shares.get(key)
+            if held is None or held[0] < version:
+                await self._propose(node, C.QUOTA_SHARE, key=key, share=shares[k], version=version)
+
+    async def _propose(self, node: Any, kind: str, **args: Any) -> None:
+        entry = C.encode(kind, rid="", now=self.clock.now_ms(), term=node.term, by=node.cfg.node_id, **args)
+        result = await node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
+        if not result.ok:
+            log.info("quota balancing: %s %s refused: %s", kind, args.get("key"), result.message)
