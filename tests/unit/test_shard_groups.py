@@ -1,0 +1,56 @@
+"""How a node lays out its replicas of a sharded cluster's groups (schedd.runtime.groups): each
+group's data dir and Raft addresses, and a data dir that keeps the shard count it was made with."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from schedd.core.shards import shard_raft_address
+from schedd.runtime.groups import ShardCountError, check_shard_count, group_config
+from schedd.settings import NodeConfig, Peer
+
+
+def config(tmp_path: Path, shards: int) -> NodeConfig:
+    return NodeConfig(node_id="n1", data_dir=tmp_path / "n1", raft_address="10.0.0.1:7100",
+                      grpc_address="10.0.0.1:7070", shards=shards,
+                      peers=(Peer("n2", "10.0.0.2:7100", "10.0.0.2:7070"),))
+
+
+def test_each_group_has_its_own_dir_and_raft_ports_and_the_nodes_grpc_address(tmp_path):
+    cfg = config(tmp_path, 4)
+    assert group_config(cfg, 0) is cfg                               # shard 0: the node's own
+    g3 = group_config(cfg, 3)
+    assert g3.data_dir == tmp_path / "n1" / "shards" / "3"
+    assert (g3.raft_address, g3.grpc_address) == ("10.0.0.1:7103", "10.0.0.1:7070")
+    assert g3.peers == (Peer("n2", "10.0.0.2:7103", "10.0.0.2:7070"),)
+    assert group_config(config(tmp_path, 1), 0) == config(tmp_path, 1)
+
+
+def test_shard_raft_addresses():
+    assert shard_raft_address("[::1]:7000", 2) == "[::1]:7002"
+    with pytest.raises(ValueError):
+        shard_raft_address("host:65535", 1)
+    with pytest.raises(ValueError):
+        shard_raft_address("nohost", 1)
+
+
+def test_a_data_dir_keeps_its_shard_count(tmp_path):
+    cfg = config(tmp_path, 2)
+    check_shard_count(cfg)                                            # a new dir records 2
+    check_shard_count(cfg)
+    for other in (1, 4):
+        with pytest.raises(ShardCountError, match="holds a cluster of 2 shard"):
+            check_shard_count(dataclasses.replace(cfg, shards=other))
+
+
+def test_an_unsharded_dir_with_state_refuses_shards_and_stays_as_it_was(tmp_path):
+    cfg = config(tmp_path, 1)
+    (tmp_path / "n1").mkdir()
+    (tmp_path / "n1" / "raft.journal").write_bytes(b"x")
+    check_shard_count(cfg)
+    assert not (tmp_path / "n1" / "shards.json").exists()
+    with pytest.raises(ShardCountError, match="holds a cluster of 1 shard"):
+        check_shard_count(dataclasses.replace(cfg, shards=3))
