@@ -53,22 +53,34 @@ def leader_list(cmd: Invocation) -> None:
                             empty="No leader recorded (each node remembers the terms it led since it started)."))
 
 
-def shard_list(cmd: Invocation) -> None:
-    """``shard list``: every shard group as the answering node's replica of it sees it."""
-    answer = cmd.client.list_shards()
-    rows = [{"shard": s.shard, "leader": s.leader_id or None, "leader_address": s.leader_grpc_address or None,
+def shard_rows(answer: pb.ListShardsResponse) -> list[dict[str, Any]]:
+    return [{"shard": s.shard, "leader": s.leader_id or None, "leader_address": s.leader_grpc_address or None,
              "replicas": list(s.replicas), "term": s.term, "jobs": s.jobs, "executions": s.executions,
              "lag": s.lag, "commit_index": s.commit_index, "applied_index": s.applied_index}
             for s in answer.items]
-    cmd.emit(rows, lambda: _table(("SHARD", "LEADER", "REPLICAS", "TERM", "JOBS", "LAG"),
-                                  [(r["shard"], r["leader"] or "(none)", ",".join(r["replicas"]), r["term"],
-                                    r["jobs"], r["lag"]) for r in rows],
-                                  empty="No shard answered."))
+
+
+def shards_table(rows: list[dict[str, Any]]) -> str:
+    return _table(("SHARD", "LEADER", "REPLICAS", "TERM", "JOBS", "LAG"),
+                  [(r["shard"], r["leader"] or "(none)", ",".join(r["replicas"]), r["term"], r["jobs"], r["lag"])
+                   for r in rows], empty="No shard answered.")
+
+
+def shard_list(cmd: Invocation) -> None:
+    """``shard list``: every shard group as the answering node's replica of it sees it."""
+    rows = shard_rows(cmd.client.list_shards())
+    cmd.emit(rows, lambda: shards_table(rows))
 
 
 def cluster_status(cmd: Invocation) -> None:
     status = cmd.client.cluster_status(stale_ok=cmd.args.stale, with_digest=cmd.args.digest)
-    cmd.emit(status_dict(status), lambda: _cluster_table(status, digest=cmd.args.digest))
+    if not any(n.shards > 1 for n in status.nodes):
+        cmd.emit(status_dict(status), lambda: _cluster_table(status, digest=cmd.args.digest))
+        return
+    # A sharded cluster: the nodes as shard 0's group sees them, then every shard's leader.
+    shards = shard_rows(cmd.client.list_shards())
+    cmd.emit({**status_dict(status), "shards": shards},
+             lambda: _cluster_table(status, digest=cmd.args.digest) + "\n\n" + shards_table(shards))
 
 
 LEADER_FIELDS = ("leader_id", "leader_grpc_address", "commit_index", "feature_level")

@@ -38,6 +38,7 @@ from schedd.ports.clock import SystemClock
 from schedd.runtime.config import NodeConfig
 from schedd.runtime import http as node_http
 from schedd.runtime import join as joining
+from schedd.runtime.metrics import by_shard
 from schedd.security.startup import plaintext_refusal
 from schedd.security.tls import CertReloader, ServerTlsFiles, TlsError, channel_credentials
 from schedd.settings import TlsSettings
@@ -286,7 +287,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
                 api_address = f"unix:{dashboard_socket}"
             else:
                 api_address, api_channels = node_http.self_address(cfg.grpc_address), peer_channels(cfg.tls)
-            web = await node_http.start(cfg.metrics_address, cfg.tls, metrics.registry, api_address, api_channels,
+            registry = metrics.registry if cfg.shards == 1 else by_shard([g.metrics.registry for g in groups])
+            web = await node_http.start(cfg.metrics_address, cfg.tls, registry, api_address, api_channels,
                                         codes=login_codes, grpc_address=cfg.grpc_address)
         except OSError as e:
             await server.stop(grace=None)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.samples import Sample
 
 from schedd.core.results import ApplyResult
 from schedd.runtime.job_metrics import JobLabels, RunSeries, SlaMisses, WorkerSeries, audit_pruned, team_of
@@ -88,6 +89,25 @@ class Metrics:
         """The apply hook's part (the Raft tick thread): hand the result over, nothing more."""
         if self._runs is not None:
             self._runs.on_applied(entry, result)
+
+
+def by_shard(registries: list[CollectorRegistry]) -> CollectorRegistry:
+    """One registry serving every shard group's series with a `shard` label (a sharded node has a
+    registry per group: its Raft, dispatch, lateness and per-job series). Families of the same
+    name are merged, so `/metrics` has one HELP and TYPE per metric, as Prometheus expects."""
+    def families() -> Any:
+        merged: dict[str, Metric] = {}
+        for k, registry in enumerate(registries):
+            for fam in registry.collect():
+                out = merged.get(fam.name)
+                if out is None:
+                    out = merged[fam.name] = Metric(fam.name, fam.documentation, fam.type, fam.unit)
+                out.samples.extend(Sample(s.name, {**s.labels, "shard": str(k)}, s.value, s.timestamp, s.exemplar)
+                                   for s in fam.samples)
+        yield from merged.values()
+    out = CollectorRegistry(auto_describe=False)
+    out.register(_Families(families))
+    return out
 
 
 class _Families:

@@ -61,6 +61,9 @@ def test_shards_elect_route_fire_once_and_survive_a_node_that_leads_two(cluster_
     listing = json.loads(schedctl(c, "shard", "list", "-o", "json").stdout)
     assert [row["shard"] for row in listing] == list(range(SHARDS))
     assert all(row["leader"] and sorted(row["replicas"]) == ["n1", "n2", "n3"] for row in listing)
+    status = json.loads(schedctl(c, "cluster", "status", "-o", "json").stdout)
+    assert [row["shard"] for row in status["shards"]] == list(range(SHARDS))
+    assert "SHARD" in schedctl(c, "cluster", "status").stdout
 
     names = names_over_shards(2)
     with c.client(timeout=30) as client:
@@ -91,3 +94,7 @@ def test_shards_elect_route_fire_once_and_survive_a_node_that_leads_two(cluster_
                    what="every job fired three more times after the kill")
         for n in names:
             assert_once_each(history(client, n), 1000, n)
+    scraped = c.http_get(next(n for n in c.nodes if n != victim), "/metrics")
+    for k in range(SHARDS):                               # every group's series, labelled
+        assert f'shard="{k}"' in scraped
+    assert scraped.count("# TYPE schedd_raft_term gauge") <= 1

@@ -54,3 +54,17 @@ def test_an_unsharded_dir_with_state_refuses_shards_and_stays_as_it_was(tmp_path
     assert not (tmp_path / "n1" / "shards.json").exists()
     with pytest.raises(ShardCountError, match="holds a cluster of 1 shard"):
         check_shard_count(dataclasses.replace(cfg, shards=3))
+
+
+def test_metrics_of_every_group_come_out_once_labelled_by_shard():
+    from prometheus_client import CollectorRegistry, Counter, generate_latest
+    from schedd.runtime.metrics import by_shard
+    regs = []
+    for k in range(3):
+        r = CollectorRegistry()
+        Counter("schedd_fired_total", "Instants dispatched", ["trigger"], registry=r).labels("cron").inc(k + 1)
+        regs.append(r)
+    text = generate_latest(by_shard(regs)).decode()
+    assert text.count("# TYPE schedd_fired_total counter") == 1
+    for k in range(3):
+        assert f'schedd_fired_total{{shard="{k}",trigger="cron"}} {k + 1}.0' in text
