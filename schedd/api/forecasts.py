@@ -86,6 +86,16 @@ def read_rows(node: Any, visible: Container[str] | None) -> Rows:
     return Rows(rows, quotas, first, last, book)
 
 
+def read_groups(nodes: list[Any], visible: Container[str] | None) -> Rows:
+    """`read_rows` over every shard group's replica on this node (a sharded cluster: each group
+    holds its own jobs; the quotas, calendars and blackouts are group 0's, which every group
+    follows)."""
+    parts = [read_rows(node, visible) for node in nodes]
+    first = parts[0]                           # its indexes: the note on a read in parts
+    return Rows([r for part in parts for r in part.rows], first.quotas, first.first_index, first.last_index,
+                first.book)
+
+
 def forecast_to_pb(fc: F.Forecast, note: str) -> pb.ForecastResponse:
     left = fc.left
     return pb.ForecastResponse(from_ms=fc.from_ms, to_ms=fc.to_ms, by=fc.by, jobs=fc.jobs, instants=fc.instants,

@@ -447,6 +447,7 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         self.dispatcher = dispatcher
         self.watchers = watchers if watchers is not None else WatchSlots()   # shared per node (daemon)
         self.load = forecasts.LoadCache()       # the forecast put warnings read
+        self.groups: list[RaftNode] = []        # sharded, group 0's: every group's replica (the forecast)
 
     def _exec_pb(self, ex) -> pb.Execution:
         """The replicated record, plus the leader's own note on why a SCHEDULED one still waits."""
@@ -1065,7 +1066,7 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             herd.check_window(start, end, request.by, top)
         except herd.ForecastError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        read = await asyncio.to_thread(forecasts.read_rows, self.node, auth.read_filter())
+        read = await asyncio.to_thread(forecasts.read_groups, self.groups or [self.node], auth.read_filter())
         hub = getattr(self.dispatcher, "hub", None) if self.node.is_leader() else None
         notes = [read.note()]
         if not auth.may("operator", "cluster"):

@@ -25,7 +25,7 @@ from schedd.api.auth import current as auth_current
 from schedd.api.halted import HaltedGate
 from schedd.api.limits import InflightLimit, max_receive_bytes
 from schedd.api import shard_routing
-from schedd.api.service import ClusterService, Router
+from schedd.api.service import ClusterService, Router, SchedulerService
 from schedd.api.shard_routing import ShardFront, owning_shards
 from schedd.leader.quota_balance import QuotaBalancer
 from schedd.runtime.groups import Group, NodeParts, ShardCountError, build_group, check_shard_count, group_config
@@ -220,6 +220,9 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     cluster_service = first.servicers["Cluster"]
     assert isinstance(cluster_service, ClusterService)
     cluster_service.groups = [g.node for g in groups]
+    scheduler_service = first.servicers["Scheduler"]
+    assert isinstance(scheduler_service, SchedulerService)
+    scheduler_service.groups = [g.node for g in groups] if cfg.shards > 1 else []
 
     def halted() -> str:
         return next((h for g in groups if (h := g.node.halted)), "")

@@ -73,6 +73,8 @@ def test_shards_elect_route_fire_once_and_survive_a_node_that_leads_two(cluster_
         for nid in c.nodes:
             with Client([c.nodes[nid].grpc], security=c.security(), timeout=30) as one:
                 assert one.get_job(names[-1]).spec.name == names[-1]
+        # The forecast counts every shard's jobs (group 0's leader reads every group's replica).
+        assert client.forecast().jobs == len(names)
         # The fanned-out list: every job once, in name order, across pages of 3.
         assert [j.spec.name for j in client.list_jobs(page_size=3)] == sorted(names)
         per_shard = {s.shard: s.jobs for s in client.list_shards().items}
