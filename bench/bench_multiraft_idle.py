@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """What an idle pysyncobj group costs, and how many one process can host: the measurement that
-decides how a node hosts many shard groups (docs/architecture.md "Shards (planned)").
+decides how a node hosts many shard groups (docs/architecture.md "Shards").
 
     python bench/bench_multiraft_idle.py [--groups 1,8,32,128] [--modes auto,manual:10,evented:50]
                                          [--seconds 30] [--writes 200] [--loop-ms 10] [--json F]
