@@ -736,11 +736,12 @@ class RaftNode(Generic[CfgT]):
         except TimeoutError:
             raise OutcomeUnknown(f"no commit within {timeout:g}s") from None
 
-    def transfer_leadership(self, tries: int = 200) -> None:
-        """Hand leadership to the most caught-up connected voter (Raft TimeoutNow). pysyncobj
-        denies it unless the target's matchIndex is the leader's last index, which a loaded
-        leader rarely sees at one instant: it is tried on each of the next `tries` ticks, in
-        the tick thread (pysyncobj's state is the tick thread's), until one is sent."""
+    def transfer_leadership(self, tries: int = 200, to: str | None = None) -> None:
+        """Hand leadership to the most caught-up connected voter, or to the voter at Raft address
+        `to` (Raft TimeoutNow). pysyncobj denies it unless the target's matchIndex is the
+        leader's last index, which a loaded leader rarely sees at one instant: it is tried on
+        each of the next `tries` ticks, in the tick thread (pysyncobj's state is the tick
+        thread's), until one is sent."""
         left = [tries]
 
         def attempt() -> bool:
@@ -748,7 +749,7 @@ class RaftNode(Generic[CfgT]):
                 if error in (FAIL_REASON.SUCCESS, FAIL_REASON.NOT_LEADER):
                     left[0] = 0
             left[0] -= 1
-            self.sync.transferLeadership(None, callback=done)
+            self.sync.transferLeadership(to, callback=done)
             return left[0] <= 0
 
         self._tick_jobs.append(attempt)

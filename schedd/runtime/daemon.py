@@ -27,6 +27,7 @@ from schedd.api.limits import InflightLimit, max_receive_bytes
 from schedd.api import shard_routing
 from schedd.api.service import ClusterService, Router, SchedulerService
 from schedd.api.shard_routing import ShardFront, owning_shards
+from schedd.leader.leader_balance import LeaderBalancer
 from schedd.leader.quota_balance import QuotaBalancer
 from schedd.runtime.groups import Group, NodeParts, ShardCountError, build_group, check_shard_count, group_config
 from schedd.api.watch import WatchSlots
@@ -307,7 +308,9 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         g.start(writes_health if g is first else None)
     audit_task = asyncio.create_task(audit_queue.run())
     # Sharded: the cluster's quotas split over the groups (schedd.leader.quota_balance).
-    balancer = asyncio.create_task(QuotaBalancer([g.node for g in groups], clock).run()) if cfg.shards > 1 else None
+    balancers = [asyncio.create_task(QuotaBalancer([g.node for g in groups], clock).run()),
+                 asyncio.create_task(LeaderBalancer(cfg.node_id, [g.node for g in groups]).run())] \
+        if cfg.shards > 1 else []
     log.info("node %s serving gRPC on %s (%s), Raft on %s, metrics and dashboard on %s, fsync=%s", cfg.node_id,
              cfg.grpc_address, _describe_tls(reloader), cfg.raft_address,
              web.url if web is not None else "off", cfg.fsync)
@@ -318,8 +321,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     finally:
         log.info("node %s stopping", cfg.node_id)
         audit_task.cancel()
-        if balancer is not None:
-            balancer.cancel()
+        for t in balancers:
+            t.cancel()
         for name in ("", LIVENESS_SERVICE, WRITES_SERVICE, *names[:2]):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         for g in groups:

@@ -58,6 +58,9 @@ def test_shards_elect_route_fire_once_and_survive_a_node_that_leads_two(cluster_
     first = c.wait_shards(timeout=60)
     assert sorted(first) == list(range(SHARDS)) and all(first.values())
 
+    with c.client(timeout=30) as client:                 # leaders spread: no node leads more than 2 of 4
+        wait_until(lambda: max(Counter(leaders(client).values()).values()) <= 2, timeout=60,
+                   what="shard leaders balanced over the nodes")
     listing = json.loads(schedctl(c, "shard", "list", "-o", "json").stdout)
     assert [row["shard"] for row in listing] == list(range(SHARDS))
     assert all(row["leader"] and sorted(row["replicas"]) == ["n1", "n2", "n3"] for row in listing)

@@ -68,3 +68,56 @@ def test_metrics_of_every_group_come_out_once_labelled_by_shard():
     assert text.count("# TYPE schedd_fired_total counter") == 1
     for k in range(3):
         assert f'schedd_fired_total{{shard="{k}",trigger="cron"}} {k + 1}.0' in text
+
+
+class FakeGroup:
+    """What the leader balancer reads of one group's replica on a node."""
+
+    def __init__(self, k: int, leader: str, me: str) -> None:
+        self.k, self.leader, self.me = k, leader, me
+        self.asked: list[str] = []
+        self.membership = self
+
+    def addr(self, nid: str) -> str:
+        return f"{nid}:{7000 + self.k}"
+
+    def status(self):
+        from types import SimpleNamespace
+        return SimpleNamespace(leader=self.addr(self.leader) if self.leader else "")
+
+    def id_of_raft(self, addr: str) -> str:
+        return addr.partition(":")[0]
+
+    def members(self):
+        from types import SimpleNamespace
+        return [SimpleNamespace(id=n, raft_address=self.addr(n)) for n in ("n1", "n2", "n3")]
+
+    def is_leader(self) -> bool:
+        return self.leader == self.me
+
+    def transfer_leadership(self, to: str | None = None) -> None:
+        self.asked.append(to or "")
+
+
+def test_a_node_leading_too_many_shards_hands_one_over_once_the_view_is_stable():
+    from schedd.leader.leader_balance import GAP_S, STABLE_S, LeaderBalancer
+    t = [0.0]
+    groups = [FakeGroup(k, "n1", "n1") for k in range(3)] + [FakeGroup(3, "n2", "n1")]
+    b = LeaderBalancer("n1", groups, monotonic=lambda: t[0])
+    assert b.step() is None                                  # first look: not yet stable
+    t[0] += STABLE_S / 2
+    assert b.step() is None
+    t[0] += STABLE_S
+    assert b.step() == (0, "n3")                              # n1 leads 3, n3 none: shard 0 goes to n3
+    assert groups[0].asked == ["n3:7000"]
+    t[0] += 1
+    assert b.step() is None                                  # one transfer per GAP_S at most
+    groups[0].leader = "n3"
+    t[0] += GAP_S + STABLE_S
+    b.step()
+    t[0] += STABLE_S
+    assert b.step() is None                                  # 2, 1, 1: even enough
+    other = LeaderBalancer("n2", [FakeGroup(k, "n1", "n2") for k in range(4)], monotonic=lambda: t[0])
+    other.step()
+    t[0] += STABLE_S
+    assert other.step() is None                               # only a group's leader acts
