@@ -70,7 +70,9 @@ class JobsMixin(BlockingTransport):
         ``position`` is its 1-based place in ``specs``. ``create_only=True`` refuses the whole batch
         with ``AlreadyExists`` if any of its jobs exists. The node caps a call
         (``limits.max_jobs_per_call``, ``limits.max_bytes_per_call``: ``ResourceExhausted``); send
-        more than that in several calls, each one all-or-nothing.
+        more than that in several calls, each one all-or-nothing. In a sharded cluster a batch whose
+        jobs live in several shards is checked whole first (a refused job commits nothing), then
+        committed shard by shard, all or nothing within each shard.
         """
         return self._run(_plans.put_jobs(specs, create_only=create_only))
 
@@ -538,7 +540,9 @@ class AsyncJobsMixin(AsyncTransport):
         ``position`` is its 1-based place in ``specs``. ``create_only=True`` refuses the whole batch
         with ``AlreadyExists`` if any of its jobs exists. The node caps a call
         (``limits.max_jobs_per_call``, ``limits.max_bytes_per_call``: ``ResourceExhausted``); send
-        more than that in several calls, each one all-or-nothing.
+        more than that in several calls, each one all-or-nothing. In a sharded cluster a batch whose
+        jobs live in several shards is checked whole first (a refused job commits nothing), then
+        committed shard by shard, all or nothing within each shard.
         """
         return await self._run(_plans.put_jobs(specs, create_only=create_only))
 

@@ -39,6 +39,7 @@ from google.protobuf.message import Message
 
 from schedd.api import auth
 from schedd.core import shards as sh
+from schedd_proto import scheduler_pb2 as pb
 
 SHARD_HEADER = "x-schedd-shard"
 CallContext = Any
@@ -310,34 +311,77 @@ def _without_synced(event: Any) -> tuple[Any | None, bool]:
     return event, False
 
 
+POSITION = "x-schedd-batch-position"      # a refused batch's 1-based position (schedd.api.service)
+
+
+class _PartContext:
+    """A call's context as a group sees it when it answers one part of a batch: a refusal it
+    raises names the job's position in the caller's whole batch, not in the part."""
+
+    def __init__(self, context: CallContext, index: list[int], total: int) -> None:
+        self._context, self._index, self._total = context, index, total
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+    def _where(self, position: int) -> int:
+        return self._index[position - 1] + 1 if 0 < position <= len(self._index) else position
+
+    async def abort(self, code: Any, details: str = "", trailing_metadata: Any = ()) -> Any:
+        meta = []
+        for k, v in trailing_metadata or ():
+            if k == POSITION and str(v).isdigit():
+                old, new = int(v), self._where(int(v))
+                details = details.replace(f"#{old} of {len(self._index)}", f"#{new} of {self._total}") \
+                    .replace(f"#{old})", f"#{new})").replace(f"#{old}:", f"#{new}:")
+                v = str(new)
+            meta.append((k, v))
+        return await self._context.abort(code, details, trailing_metadata=tuple(meta))
+
+
 async def _split(front: ShardFront, service: str, method: str, request: Message, context: CallContext) -> Any:
-    """PutJobs and DiffJobs: each group gets its jobs (in request order), the answers combine
-    (counts add up; DiffJobs' changes come back in request order)."""
+    """PutJobs and DiffJobs: each group gets its jobs (in request order) and the answers
+    combine (counts add up; DiffJobs' changes come back in request order). A refusal names the
+    job's position in the whole batch. A PutJobs spanning groups is checked whole first
+    (DiffJobs in every group: the specs, the caps, `create_only`), so a batch with a bad job
+    commits nothing; then each group commits its part, all or nothing within it."""
     groups: dict[int, list[int]] = {}
     for i, spec in enumerate(request.jobs):
         groups.setdefault(front.of_name(spec.name), []).append(i)
     if len(groups) <= 1:
         k = next(iter(groups), 0)
         return await getattr(front.target(service, k), method)(request, context)
-    answers: dict[int, Any] = {}
-    for k, idx in sorted(groups.items()):
-        part = type(request)()
-        part.CopyFrom(request)
-        del part.jobs[:]
+    total = len(request.jobs)
+
+    def part_of(idx: list[int], kind: type) -> Any:
+        part = kind()
         part.jobs.extend(request.jobs[i] for i in idx)
-        if hasattr(part, "request_id") and request.request_id:
-            part.request_id = f"{request.request_id}/s{k}"
-        answers[k] = await getattr(front.target(service, k), method)(part, context)
-    first = next(iter(answers.values()))
-    out = type(first)()
+        return part
+
+    diffs: dict[int, Any] = {}
+    for k, idx in sorted(groups.items()):
+        diffs[k] = await front.target(service, k).DiffJobs(part_of(idx, pb.DiffJobsRequest),
+                                                            _PartContext(context, idx, total))
     if method == "DiffJobs":
-        placed: dict[int, Any] = {}
-        for k, idx in groups.items():
-            for i, change in zip(idx, answers[k].changes):
-                placed[i] = change
-        out.changes.extend(placed[i] for i in range(len(request.jobs)))
+        placed = {i: change for k, idx in groups.items() for i, change in zip(idx, diffs[k].changes)}
+        out = pb.DiffJobsResponse()
+        out.changes.extend(placed[i] for i in range(total))
         return out
-    for a in answers.values():
+    if request.create_only:
+        exists = sorted(i for k, idx in groups.items() for i, ch in zip(idx, diffs[k].changes) if ch.action != "create")
+        if exists:
+            i = exists[0]
+            await context.abort(grpc.StatusCode.ALREADY_EXISTS,
+                                f"job {request.jobs[i].name!r} (#{i + 1} of {total}) already exists",
+                                trailing_metadata=((POSITION, str(i + 1)),))
+    answers = []
+    for k, idx in sorted(groups.items()):
+        part = part_of(idx, type(request))
+        part.create_only = request.create_only
+        part.request_id = f"{request.request_id}/s{k}" if request.request_id else ""
+        answers.append(await getattr(front.target(service, k), method)(part, _PartContext(context, idx, total)))
+    out = type(answers[0])()
+    for a in answers:
         out.created += a.created
         out.updated += a.updated
         out.warnings.extend(a.warnings)

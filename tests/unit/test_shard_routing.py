@@ -1,0 +1,192 @@
+"""The routing servicers of a sharded node (schedd.api.shard_routing) over fake groups: which group
+answers each call, merged listings with one cursor, batches split and refused at the caller's
+positions, watches with one "synced", cluster-wide writes to every group."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+import pytest
+
+from schedd.api import auth
+from schedd.api import shard_routing as R
+from schedd.core.shards import shard_of
+from schedd.runtime.daemon import SERVICES
+from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
+
+S = 3
+
+
+class Aborted(Exception):
+    def __init__(self, code: Any, details: str, meta: tuple) -> None:
+        super().__init__(details)
+        self.code, self.details, self.meta = code, details, dict(meta)
+
+
+class Context:
+    def __init__(self, metadata: tuple = ()) -> None:
+        self.metadata = metadata
+
+    def invocation_metadata(self) -> tuple:
+        return self.metadata
+
+    async def abort(self, code: Any, details: str = "", trailing_metadata: Any = ()) -> None:
+        raise Aborted(code, details, tuple(trailing_metadata or ()))
+
+
+class Group:
+    """One group's Scheduler servicer: jobs by name, executions, calls recorded."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.jobs: dict[str, pb.Job] = {}
+        self.calls: list[tuple[str, Any]] = []
+
+    async def GetJob(self, request, context):
+        self.calls.append(("GetJob", request.name))
+        return self.jobs[request.name]
+
+    async def ListJobs(self, request, context):
+        names = sorted(n for n in self.jobs if n > request.page_token)
+        page = names[:request.page_size]
+        more = len(names) > request.page_size
+        return pb.ListJobsResponse(jobs=[self.jobs[n] for n in page], next_page_token=page[-1] if more else "",
+                                   total=len(self.jobs))
+
+    async def DiffJobs(self, request, context):
+        changes = []
+        for i, spec in enumerate(request.jobs, 1):
+            if spec.schedule == "bad":
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"job {spec.name!r} (#{i}): bad schedule",
+                                    trailing_metadata=((R.POSITION, str(i)),))
+            changes.append(pb.JobChange(name=spec.name, action="update" if spec.name in self.jobs else "create"))
+        return pb.DiffJobsResponse(changes=changes)
+
+    async def PutJobs(self, request, context):
+        self.calls.append(("PutJobs", [s.name for s in request.jobs]))
+        created = sum(1 for s in request.jobs if s.name not in self.jobs)
+        for s in request.jobs:
+            self.jobs[s.name] = pb.Job(spec=s)
+        return pb.PutJobsResponse(created=created, updated=len(request.jobs) - created)
+
+    async def WatchJobs(self, request, context):
+        for n in sorted(self.jobs):
+            yield pb.WatchEvent(type="added", key=n)
+        yield pb.WatchEvent(type="synced")
+        yield pb.WatchEvent(type="changed", key=f"late{self.k}")
+
+
+def front_of(groups: list[Group]) -> tuple[R.ShardFront, Any]:
+    front = R.ShardFront(S, [{"Scheduler": g} for g in groups])
+    servicer = R.build(front, "Scheduler", "schedd.v1.Scheduler", R.RULES["Scheduler"], pb_grpc.SchedulerServicer)
+    return front, servicer
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def names(n: int) -> list[str]:
+    return [f"job{i:03d}" for i in range(n)]
+
+
+def test_every_rpc_of_every_service_has_a_rule():
+    front = R.ShardFront(1, [{name: object() for name in SERVICES}])
+    for name, (full, base, _) in SERVICES.items():
+        R.build(front, name, full, R.RULES[name], base)          # raises on a method without a rule
+    with pytest.raises(KeyError, match="no shard routing rule"):
+        R.build(front, "Scheduler", "schedd.v1.Scheduler", {}, pb_grpc.SchedulerServicer)
+
+
+def test_a_named_job_goes_to_its_group_only():
+    groups = [Group(k) for k in range(S)]
+    _, servicer = front_of(groups)
+    for n in names(12):
+        groups[shard_of(n, S)].jobs[n] = pb.Job(spec=pb.JobSpec(name=n))
+    for n in names(12):
+        assert run(servicer.GetJob(pb.GetJobRequest(name=n), Context())).spec.name == n
+    assert all(call[1] in g.jobs for g in groups for call in g.calls)
+    assert R.run_job("etl:load@2026-12-07T01:00:00Z") == "etl:load"
+
+
+def test_a_forwarded_call_names_its_group_and_only_a_node_may():
+    groups = [Group(k) for k in range(S)]
+    _, servicer = front_of(groups)
+    n = names(1)[0]
+    other = (shard_of(n, S) + 1) % S
+    groups[other].jobs[n] = pb.Job(spec=pb.JobSpec(name="here"))
+    groups[shard_of(n, S)].jobs[n] = pb.Job(spec=pb.JobSpec(name="owner"))
+    ctx = Context(((R.SHARD_HEADER, str(other)),))
+    assert run(servicer.GetJob(pb.GetJobRequest(name=n), ctx)).spec.name == "owner"     # a caller's header: ignored
+    token = auth.CALL.set(auth.CallInfo("node:n2", "", "", None, forwarded_by="n2"))
+    try:
+        assert run(servicer.GetJob(pb.GetJobRequest(name=n), ctx)).spec.name == "here"  # a node's: honoured
+    finally:
+        auth.CALL.reset(token)
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 100])
+def test_listing_pages_merge_every_group_in_order_with_one_cursor(size):
+    groups = [Group(k) for k in range(S)]
+    _, servicer = front_of(groups)
+    for n in names(23):
+        groups[shard_of(n, S)].jobs[n] = pb.Job(spec=pb.JobSpec(name=n))
+    seen, token = [], ""
+    while True:
+        page = run(servicer.ListJobs(pb.ListJobsRequest(page_size=size, page_token=token), Context()))
+        assert page.total == 23 and len(page.jobs) <= size
+        seen += [j.spec.name for j in page.jobs]
+        token = page.next_page_token
+        if not token:
+            break
+    assert seen == names(23)
+    with pytest.raises(Aborted, match="list again from the start"):
+        bad = R.sh.encode_cursor([R.sh.Position("x")] * (S + 1))
+        run(servicer.ListJobs(pb.ListJobsRequest(page_size=5, page_token=bad), Context()))
+
+
+def test_a_batch_is_split_checked_whole_and_refused_at_the_callers_position():
+    groups = [Group(k) for k in range(S)]
+    _, servicer = front_of(groups)
+    specs = [pb.JobSpec(name=n) for n in names(9)]
+    r = run(servicer.PutJobs(pb.PutJobsRequest(jobs=specs, request_id="r1"), Context()))
+    assert (r.created, r.updated) == (9, 0)
+    assert sorted(n for g in groups for n in g.jobs) == names(9)
+    specs2 = [pb.JobSpec(name=n) for n in names(12)]
+    specs2[10].schedule = "bad"
+    before = [list(g.calls) for g in groups]
+    with pytest.raises(Aborted) as e:
+        run(servicer.PutJobs(pb.PutJobsRequest(jobs=specs2), Context()))
+    assert e.value.meta[R.POSITION] == "11" and "(#11)" in e.value.details
+    assert [list(g.calls) for g in groups] == before                   # nothing committed anywhere
+    with pytest.raises(Aborted) as e:
+        run(servicer.PutJobs(pb.PutJobsRequest(jobs=[pb.JobSpec(name="new1"), specs[4]], create_only=True),
+                             Context()))
+    assert e.value.code == grpc.StatusCode.ALREADY_EXISTS and e.value.meta[R.POSITION] == "2"
+    diff = run(servicer.DiffJobs(pb.DiffJobsRequest(jobs=specs2[:10]), Context()))
+    assert [c.name for c in diff.changes] == names(10)
+    assert [c.action for c in diff.changes] == ["update"] * 9 + ["create"]
+
+
+def test_a_watch_of_every_group_says_synced_once_after_all_listed():
+    groups = [Group(k) for k in range(S)]
+    _, servicer = front_of(groups)
+    for n in names(6):
+        groups[shard_of(n, S)].jobs[n] = pb.Job(spec=pb.JobSpec(name=n))
+
+    async def take(n: int) -> list[pb.WatchEvent]:
+        out = []
+        async for e in servicer.WatchJobs(pb.ListJobsRequest(), Context()):
+            out.append(e)
+            if len(out) == n:
+                break
+        return out
+    events = run(take(6 + 1 + S))
+    kinds = [e.type for e in events]
+    assert kinds.count("synced") == 1
+    synced = kinds.index("synced")
+    assert sorted(e.key for e in events[:synced] if e.type == "added") == names(6)
+    assert R._without_synced(pb.WatchEvent(type="batch", events=[pb.WatchEvent(type="synced")])) == (None, True)
