@@ -426,15 +426,18 @@ class AclMixin(BlockingTransport):
     def audit_list(
         self, *, since_ms: int = 0, principal: str = "", target: str = "", action: str = "", outcome: str = "",
         limit: int = 0, address: str | None = None, until_ms: int = 0, newest_first: bool = False,
-        before_seq: int = 0,
+        before_seq: int = 0, shard: int | None = None,
     ) -> apb.ListAuditResponse:
         """Audit records matching every filter given, oldest first, from one node's replica
         (``address``: that node; default: any). ``until_ms``: before that time only;
         ``newest_first``: newest first, so ``limit`` keeps the newest; ``before_seq``: records
-        with a lower seq only (the next page: the last page's lowest seq)."""
+        with a lower seq only (the next page: the last page's lowest seq). A sharded cluster:
+        ``shard`` lists that shard group's trail alone (seq and chain are per group); without
+        it, every group's records by time, each with its ``shard``."""
         return self._run(_acl.audit_list(
             since_ms=since_ms, principal=principal, target=target, action=action, outcome=outcome,
-            limit=limit, address=address, until_ms=until_ms, newest_first=newest_first, before_seq=before_seq
+            limit=limit, address=address, until_ms=until_ms, newest_first=newest_first, before_seq=before_seq,
+            shard=shard,
         ))
 
     def audit_verify(self, *, address: str | None = None) -> apb.VerifyAuditResponse:
@@ -901,15 +904,18 @@ class AsyncAclMixin(AsyncTransport):
     async def audit_list(
         self, *, since_ms: int = 0, principal: str = "", target: str = "", action: str = "", outcome: str = "",
         limit: int = 0, address: str | None = None, until_ms: int = 0, newest_first: bool = False,
-        before_seq: int = 0,
+        before_seq: int = 0, shard: int | None = None,
     ) -> apb.ListAuditResponse:
         """Audit records matching every filter given, oldest first, from one node's replica
         (``address``: that node; default: any). ``until_ms``: before that time only;
         ``newest_first``: newest first, so ``limit`` keeps the newest; ``before_seq``: records
-        with a lower seq only (the next page: the last page's lowest seq)."""
+        with a lower seq only (the next page: the last page's lowest seq). A sharded cluster:
+        ``shard`` lists that shard group's trail alone (seq and chain are per group); without
+        it, every group's records by time, each with its ``shard``."""
         return await self._run(_acl.audit_list(
             since_ms=since_ms, principal=principal, target=target, action=action, outcome=outcome,
-            limit=limit, address=address, until_ms=until_ms, newest_first=newest_first, before_seq=before_seq
+            limit=limit, address=address, until_ms=until_ms, newest_first=newest_first, before_seq=before_seq,
+            shard=shard,
         ))
 
     async def audit_verify(self, *, address: str | None = None) -> apb.VerifyAuditResponse:

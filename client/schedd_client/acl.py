@@ -122,10 +122,10 @@ def acl_set_anonymous(policy: str) -> Plan[apb.SetAnonymousResponse]:
 
 def audit_list(*, since_ms: int = 0, principal: str = "", target: str = "", action: str = "", outcome: str = "",
                limit: int = 0, address: str | None = None, until_ms: int = 0, newest_first: bool = False,
-               before_seq: int = 0) -> Plan[apb.ListAuditResponse]:
+               before_seq: int = 0, shard: int | None = None) -> Plan[apb.ListAuditResponse]:
     request = apb.ListAuditRequest(since_ms=since_ms, principal=principal, target=target, action=action,
                                    outcome=outcome, limit=limit, until_ms=until_ms, newest_first=newest_first,
-                                   before_seq=before_seq)
+                                   before_seq=before_seq, shard=shard)
     return _single(_audit("List", request, address=address), apb.ListAuditResponse)
 
 
@@ -153,10 +153,13 @@ def record_dict(record: apb.AuditRecord) -> dict[str, Any]:
     return {n: getattr(record, n) for n in (*HASHED_FIELDS, "hash")}
 
 
-def export_jsonl(listing: apb.ListAuditResponse) -> str:
-    """JSON lines: the anchor, then each record (what ``schedctl audit verify FILE`` reads)."""
-    head = json.dumps({"anchor": {"next_seq": listing.anchor_seq, "hash": listing.anchor_hash or GENESIS}},
-                      separators=(",", ":"))
+def export_jsonl(listing: apb.ListAuditResponse, shard: int | None = None) -> str:
+    """JSON lines: the anchor, then each record (what ``schedctl audit verify FILE`` reads). A
+    sharded cluster's export is one such section per shard group, its anchor naming the shard."""
+    anchor: dict[str, Any] = {"next_seq": listing.anchor_seq, "hash": listing.anchor_hash or GENESIS}
+    if shard is not None:
+        anchor["shard"] = shard
+    head = json.dumps({"anchor": anchor}, separators=(",", ":"))
     rows = [json.dumps(record_dict(r), separators=(",", ":"), ensure_ascii=False) for r in listing.records]
     return "".join(line + "\n" for line in (head, *rows))
 
@@ -170,17 +173,26 @@ def verify_jsonl(text: str) -> tuple[int | None, int]:
     """(line number of the first record that breaks the chain, or None; records checked).
 
     A line that is not a record with exactly the exported fields breaks the chain there too.
+    An anchor starts a chain on the first line only, or, in a sharded cluster's export, at the
+    start of each shard's section: every anchor then names its shard, in increasing order.
     """
     lines = [(i, ln) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
     prev, seq = GENESIS, 0
-    if lines and lines[0][1].startswith('{"anchor"'):
-        try:
-            a = json.loads(lines.pop(0)[1])["anchor"]
-            prev, seq = str(a["hash"]), int(a["next_seq"])
-            bytes.fromhex(prev)
-        except (ValueError, KeyError, TypeError):
-            return 1, 0
-    for n, (lineno, line) in enumerate(lines):
+    n = 0
+    shard: int | None = None
+    for position, (lineno, line) in enumerate(lines):
+        if line.startswith('{"anchor"'):           # a chain starts (a sharded export: one per shard)
+            try:
+                a = json.loads(line)["anchor"]
+                prev, seq = str(a["hash"]), int(a["next_seq"])
+                bytes.fromhex(prev)
+                named = a.get("shard")
+                if position > 0 and (not isinstance(named, int) or shard is None or named <= shard):
+                    return lineno, n
+                shard = named if isinstance(named, int) else None
+            except (ValueError, KeyError, TypeError, AttributeError):
+                return lineno, n
+            continue
         try:
             d = json.loads(line)
             ok = isinstance(d, dict) and set(d) == {*HASHED_FIELDS, "hash"} and d["seq"] == seq \
@@ -190,4 +202,5 @@ def verify_jsonl(text: str) -> tuple[int | None, int]:
         if not ok:
             return lineno, n
         prev, seq = d["hash"], seq + 1
-    return None, len(lines)
+        n += 1
+    return None, n

@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from schedd_proto import acl_pb2 as apb
 
 from ._cli import _count, _global_options, _table
@@ -216,14 +218,24 @@ def audit_list(cmd: Any) -> None:
     out = cmd.client.audit_list(since_ms=since, principal=a.principal, target=a.target, action=a.action,
                                 outcome=a.outcome, limit=a.limit, until_ms=until, newest_first=a.newest,
                                 before_seq=a.before_seq)
+    sharded = any(r.shard for r in out.records)        # a sharded cluster: seq counts within a shard
     cmd.emit([to_dict(r) for r in out.records], lambda: _table(
         ("SEQ", "TIME", "PRINCIPAL", "SOURCE", "ACTION", "TARGET", "OUTCOME", "INDEX", "DETAIL"),
-        [(r.seq, format_time(r.time_ms), r.principal, r.source, r.action, r.target, r.outcome,
-          r.log_index or "-", r.detail[:80]) for r in out.records], empty="no audit records"))
+        [(f"{r.shard}:{r.seq}" if sharded else r.seq, format_time(r.time_ms), r.principal, r.source, r.action,
+          r.target, r.outcome, r.log_index or "-", r.detail[:80]) for r in out.records], empty="no audit records"))
 
 
 def audit_export(cmd: Any) -> None:
-    text = export_jsonl(cmd.client.audit_list())
+    try:
+        shards = cmd.client.list_shards().shards
+    except SchedError as e:        # a node from before shards: one trail
+        if e.code != grpc.StatusCode.UNIMPLEMENTED:
+            raise
+        shards = 1
+    if shards > 1:           # one section per shard group: each trail is its own chain
+        text = "".join(export_jsonl(cmd.client.audit_list(shard=k), shard=k) for k in range(shards))
+    else:
+        text = export_jsonl(cmd.client.audit_list())
     if cmd.args.file:
         Path(cmd.args.file).write_text(text)
         print(f"wrote {text.count(chr(10)) - 1} records to {cmd.args.file}", file=sys.stderr)

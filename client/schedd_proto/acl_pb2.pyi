@@ -171,7 +171,7 @@ class SetAnonymousResponse(_message.Message):
     def __init__(self, policy: _Optional[str] = ...) -> None: ...
 
 class AuditRecord(_message.Message):
-    __slots__ = ("seq", "time_ms", "principal", "source", "action", "target", "outcome", "request_id", "log_index", "detail", "suppressed", "hash")
+    __slots__ = ("seq", "time_ms", "principal", "source", "action", "target", "outcome", "request_id", "log_index", "detail", "suppressed", "hash", "shard")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
@@ -184,6 +184,7 @@ class AuditRecord(_message.Message):
     DETAIL_FIELD_NUMBER: _ClassVar[int]
     SUPPRESSED_FIELD_NUMBER: _ClassVar[int]
     HASH_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
     seq: int
     time_ms: int
     principal: str
@@ -196,10 +197,11 @@ class AuditRecord(_message.Message):
     detail: str
     suppressed: int
     hash: str
-    def __init__(self, seq: _Optional[int] = ..., time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., source: _Optional[str] = ..., action: _Optional[str] = ..., target: _Optional[str] = ..., outcome: _Optional[str] = ..., request_id: _Optional[str] = ..., log_index: _Optional[int] = ..., detail: _Optional[str] = ..., suppressed: _Optional[int] = ..., hash: _Optional[str] = ...) -> None: ...
+    shard: int
+    def __init__(self, seq: _Optional[int] = ..., time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., source: _Optional[str] = ..., action: _Optional[str] = ..., target: _Optional[str] = ..., outcome: _Optional[str] = ..., request_id: _Optional[str] = ..., log_index: _Optional[int] = ..., detail: _Optional[str] = ..., suppressed: _Optional[int] = ..., hash: _Optional[str] = ..., shard: _Optional[int] = ...) -> None: ...
 
 class ListAuditRequest(_message.Message):
-    __slots__ = ("since_ms", "principal", "target", "action", "outcome", "limit", "until_ms", "newest_first", "before_seq")
+    __slots__ = ("since_ms", "principal", "target", "action", "outcome", "limit", "until_ms", "newest_first", "before_seq", "shard")
     SINCE_MS_FIELD_NUMBER: _ClassVar[int]
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
@@ -209,6 +211,7 @@ class ListAuditRequest(_message.Message):
     UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
     NEWEST_FIRST_FIELD_NUMBER: _ClassVar[int]
     BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
     since_ms: int
     principal: str
     target: str
@@ -218,7 +221,8 @@ class ListAuditRequest(_message.Message):
     until_ms: int
     newest_first: bool
     before_seq: int
-    def __init__(self, since_ms: _Optional[int] = ..., principal: _Optional[str] = ..., target: _Optional[str] = ..., action: _Optional[str] = ..., outcome: _Optional[str] = ..., limit: _Optional[int] = ..., until_ms: _Optional[int] = ..., newest_first: _Optional[bool] = ..., before_seq: _Optional[int] = ...) -> None: ...
+    shard: int
+    def __init__(self, since_ms: _Optional[int] = ..., principal: _Optional[str] = ..., target: _Optional[str] = ..., action: _Optional[str] = ..., outcome: _Optional[str] = ..., limit: _Optional[int] = ..., until_ms: _Optional[int] = ..., newest_first: _Optional[bool] = ..., before_seq: _Optional[int] = ..., shard: _Optional[int] = ...) -> None: ...
 
 class ListAuditResponse(_message.Message):
     __slots__ = ("records", "anchor_seq", "anchor_hash", "head", "answered_by")

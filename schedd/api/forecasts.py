@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,7 @@ MAX_AGE_MS = 30_000
 SYNC_JOBS = 20_000
 MAX_WARNINGS = 10
 READ_CHUNK = 50_000               # jobs read per hold of the node lock
+CATCH_UP_S = 2.0                 # a sharded forecast waits this long at most for a replica to catch up
 
 
 def capacity(hub: Any, quotas: dict[str, int], now_ms: int) -> F.Capacity:
@@ -89,7 +91,13 @@ def read_rows(node: Any, visible: Container[str] | None) -> Rows:
 def read_groups(nodes: list[Any], visible: Container[str] | None) -> Rows:
     """`read_rows` over every shard group's replica on this node (a sharded cluster: each group
     holds its own jobs; the quotas, calendars and blackouts are group 0's, which every group
-    follows)."""
+    follows), each once it has applied what its group's leader had committed when asked, as
+    this replica last heard (within CATCH_UP_S). Runs in a thread: it waits."""
+    marks = [node.status().leader_commit_index for node in nodes]
+    deadline = time.monotonic() + CATCH_UP_S
+    for node, mark in zip(nodes, marks):       # each replica caught up with what its leader had committed
+        while node.status().applied_index < mark and time.monotonic() < deadline:
+            time.sleep(0.01)
     parts = [read_rows(node, visible) for node in nodes]
     first = parts[0]                           # its indexes: the note on a read in parts
     return Rows([r for part in parts for r in part.rows], first.quotas, first.first_index, first.last_index,

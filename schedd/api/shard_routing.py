@@ -17,6 +17,7 @@ every RPC of every service, as the capability table is) saying which group's ser
   blackouts, the audit settings): sent to each group in turn with the same request id, so a
   caller's retry after a failure part-way completes the rest (each group deduplicates).
 - `Split`: a batch of jobs, split by group (atomic within each group, not across groups).
+- `Numbered`: the group a request names by number (one shard's audit trail).
 - `Refused`: not supported with S > 1 yet; the caller is told so, and nothing is committed.
 
 A forwarded call (signed by a node) carries `x-schedd-shard`: the group it was forwarded for,
@@ -52,6 +53,13 @@ FRONT: contextvars.ContextVar[bool] = contextvars.ContextVar("schedd_shard_front
 class Key:
     """Route by the name `of(request)` returns; "" (no name) falls back to `otherwise`."""
     of: Callable[[Any], str]
+    otherwise: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class Numbered:
+    """Route to the group the request names by number (None: `otherwise`)."""
+    of: Callable[[Any], int | None]
     otherwise: object = None
 
 
@@ -122,7 +130,10 @@ def _merge_audit(answers: list[Any], request: Any, shards: int) -> Any:
     out = type(answers[0])()
     out.CopyFrom(answers[0])
     del out.records[:]
-    rows = sorted((r for a in answers for r in a.records), key=lambda r: (r.time_ms, r.log_index),
+    for k, a in enumerate(answers):
+        for r in a.records:
+            r.shard = k
+    rows = sorted((r for a in answers for r in a.records), key=lambda r: (r.time_ms, r.shard, r.seq),
                   reverse=request.newest_first)
     out.records.extend(rows[:request.limit] if request.limit else rows)
     return out
@@ -201,6 +212,14 @@ async def _unary_by(front: ShardFront, service: str, method: str, rule: object, 
         return await _unary_by(front, service, method, rule.otherwise, request, context)
     if isinstance(rule, Zero):
         return await getattr(front.target(service, 0), method)(request, context)
+    if isinstance(rule, Numbered):
+        k = rule.of(request)
+        if k is None:
+            return await _unary_by(front, service, method, rule.otherwise, request, context)
+        if not 0 <= k < front.shards:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"shard {k} does not exist: the cluster has shards 0 to {front.shards - 1}")
+        return await getattr(front.target(service, k), method)(request, context)
     if isinstance(rule, All):
         first = None
         for k in range(front.shards):
@@ -490,6 +509,10 @@ def _explained(r: Any) -> str:
     return str(r.job) or run_job(str(r.id))
 
 
+def _audit_shard(r: Any) -> int | None:
+    return int(r.shard) if r.HasField("shard") else None
+
+
 def _size(default: int) -> Callable[[Any], int]:
     return lambda r: int(r.page_size) or default
 
@@ -522,7 +545,7 @@ RULES: dict[str, dict[str, object]] = {
     "Acl": {m: Zero() for m in ("Bootstrap", "WhoAmI", "PutPolicy", "GetPolicy", "ListPolicies", "DeletePolicy",
                                 "PutRole", "GetRole", "ListRoles", "DeleteRole", "CreateToken", "GetToken",
                                 "ListTokens", "DeleteToken", "SetAnonymous", "LoginLink")},
-    "Audit": {"List": Fan(_merge_audit), "Verify": Fan(_merge_verify), "Configure": All(), "Note": Zero()},
+    "Audit": {"List": Numbered(_audit_shard, Fan(_merge_audit)), "Verify": Fan(_merge_verify), "Configure": All(), "Note": Zero()},
     "Membership": {"AddNode": Refused(MEMBERS), "RemoveNode": Refused(MEMBERS), "JoinCluster": Refused(MEMBERS)},
     "Backup": {"SaveSnapshot": Refused(BACKUP), "SaveHistory": Refused(BACKUP), "CopyHistory": Refused(BACKUP)},
     "Logs": {"ReadRunLogs": Key(_run)},

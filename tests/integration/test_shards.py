@@ -51,7 +51,7 @@ def leaders(client) -> dict[int, str]:
     return {s.shard: s.leader_id for s in client.list_shards().items}
 
 
-def test_shards_elect_route_fire_once_and_survive_a_node_that_leads_two(cluster_factory):
+def test_shards_elect_route_fire_once_and_survive_a_node_that_leads_two(cluster_factory, tmp_path):
     c = cluster_factory(size=3, shards=SHARDS)
     c.start()
     c.wait_leader(timeout=60)
@@ -77,7 +77,7 @@ def test_shards_elect_route_fire_once_and_survive_a_node_that_leads_two(cluster_
             with Client([c.nodes[nid].grpc], security=c.security(), timeout=30) as one:
                 assert one.get_job(names[-1]).spec.name == names[-1]
         # The forecast counts every shard's jobs (group 0's leader reads every group's replica).
-        assert client.forecast().jobs == len(names)
+        wait_until(lambda: client.forecast().jobs == len(names), timeout=30, what="the forecast counting 8 jobs")
         # The fanned-out list: every job once, in name order, across pages of 3.
         assert [j.spec.name for j in client.list_jobs(page_size=3)] == sorted(names)
         per_shard = {s.shard: s.jobs for s in client.list_shards().items}
@@ -99,6 +99,13 @@ def test_shards_elect_route_fire_once_and_survive_a_node_that_leads_two(cluster_
                    what="every job fired three more times after the kill")
         for n in names:
             assert_once_each(history(client, n), 1000, n)
+    # The audit trail: each group records the writes it applied; an export verifies shard by shard.
+    listed = json.loads(schedctl(c, "audit", "list", "-o", "json").stdout)
+    assert {r.get("shard", 0) for r in listed if r["action"] == "Scheduler.PutJobs"} == set(range(SHARDS))
+    export = tmp_path / "audit.jsonl"
+    schedctl(c, "audit", "export", "--file", str(export))
+    assert export.read_text().count('"anchor"') == SHARDS
+    assert "chain intact" in schedctl(c, "audit", "verify", str(export)).stdout
     scraped = c.http_get(next(n for n in c.nodes if n != victim), "/metrics")
     for k in range(SHARDS):                               # every group's series, labelled
         assert f'shard="{k}"' in scraped

@@ -206,6 +206,25 @@ def test_the_sdk_verifies_exports_exactly_as_the_daemon_chains_them() -> None:
     assert client_acl.verify_jsonl("\n".join(dropped))[0] == 2
 
 
+def test_a_sharded_export_verifies_section_by_section_and_a_forged_anchor_breaks_it() -> None:
+    """A sharded cluster's export: one section per shard, each its own chain behind its anchor."""
+    sections = []
+    for k in range(2):
+        trail = U.AuditTrail()
+        for i in range(3):
+            trail.append(U.event(time_ms=NOW + i, principal=f"s{k}", source="s", action="a", target="t",
+                                 outcome="allowed", log_index=i + 1))
+        text = export_jsonl(trail.records, trail.anchor)
+        sections.append(text.replace('{"anchor":{', f'{{"anchor":{{"shard":{k},', 1))
+    both = "".join(sections)
+    assert client_acl.verify_jsonl(both) == (None, 6)
+    lines = both.splitlines()
+    assert client_acl.verify_jsonl("\n".join(lines[:4] + [lines[0]] + lines[5:]))[0] == 5   # shard 0 again
+    unnamed = "\n".join(lines[:4] + ['{"anchor":{"next_seq":0,"hash":"' + "0" * 64 + '"}}'] + lines[5:])
+    assert client_acl.verify_jsonl(unnamed)[0] == 5                  # a later anchor must name its shard
+    assert client_acl.verify_jsonl("\n".join(lines[:2] + lines[3:])) [0] == 3   # a record dropped
+
+
 def test_a_batch_in_one_team_is_authorized_once_per_team(monkeypatch) -> None:
     """PutJobs of 5,000 jobs named every team once per job; the decision is per team, so it is
     asked once per distinct team (it cost ~25 ms a call), and a refused team is still named."""
