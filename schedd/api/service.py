@@ -1314,6 +1314,9 @@ class ClusterService(pb_grpc.ClusterServicer):
         with self.node.lock:
             jobs, execs = len(self.node.state.jobs), len(self.node.state.execs)
             short = short_history(self.node.state.audit, self._now_ms())
+        for other in self.groups[1:]:            # sharded: every group's replica on this node
+            with other.lock:
+                jobs, execs = jobs + len(other.state.jobs), execs + len(other.state.execs)
         if short is not None:
             warnings.append(short)
         if leader is not None:

@@ -101,9 +101,13 @@ class Api:
         each node's state and history digests too (a pass over the state on every node)."""
         r = await self._call(pb_grpc.ClusterStub(self._ch()).Status, pb.ClusterStatusRequest(with_digest=with_digest),
                              token)
+        shards: list[dict[str, Any]] = []
+        if any(n.shards > 1 for n in r.nodes):          # a sharded cluster: every shard's leader too
+            listed = await self._call(pb_grpc.ClusterStub(self._ch()).ListShards, pb.ListShardsRequest(), token)
+            shards = [shard_row(s) for s in listed.items]
         return {"leader": r.leader_id, "term": r.term, "commit_index": r.commit_index, "jobs": r.jobs,
                 "answered_by": r.answered_by, "warnings": list(r.warnings), "feature_level": r.feature_level,
-                "nodes": [node_row(n) for n in r.nodes], "leader_changes": leader_changes(r)}
+                "nodes": [node_row(n) for n in r.nodes], "leader_changes": leader_changes(r), "shards": shards}
 
 
     async def run(self, token: str, run_id: str) -> dict[str, Any]:
@@ -252,6 +256,11 @@ def node_row(n: pb.NodeStatus) -> dict[str, Any]:
             "error": n.error, "uptime_seconds": n.uptime_seconds,
             "state_digest": n.state_digest, "digest_index": n.digest_index, "history_digest": n.history_digest,
             "history_index": n.history_index, "history_rows": n.history_rows, "history_gap": n.history_gap}
+
+
+def shard_row(s: pb.ShardStatus) -> dict[str, Any]:
+    return {"shard": s.shard, "leader": s.leader_id, "replicas": list(s.replicas), "term": s.term, "jobs": s.jobs,
+            "executions": s.executions, "lag": s.lag, "commit_index": s.commit_index}
 
 
 def leader_changes(status: pb.ClusterStatus) -> list[dict[str, Any]]:

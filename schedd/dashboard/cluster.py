@@ -1,5 +1,6 @@
 """The Cluster page (operators): the nodes as this node sees them (Cluster.Status, with the state
-and history digests on demand), the recent leader changes (each node's record of the terms it
+and history digests on demand), a sharded cluster's shards (Cluster.ListShards: each one's
+leader, replicas, term, jobs and lag), the recent leader changes (each node's record of the terms it
 led), the workers connected to the leader (ListWorkers) and the quotas with their use
 (ListQuotas), the recent SLA misses (the newest runs' and DAG runs' `sla_missed` events: the API
 keeps no list of misses of its own), and, for a principal holding `acl` (what Audit.List needs),
@@ -148,6 +149,11 @@ async def cluster_page(request: web.Request) -> web.Response:
 <p><label><input type="checkbox" id="with-digest"> Show each node's state and history digests
 (a pass over the state on every node: equal digests at equal indexes mean equal replicas)</label></p>
 <ul class="warnings" id="warnings"></ul>
+<section class="cluster-section" id="shards-section" hidden><h2>Shards <span class="count" id="shards-total"></span></h2>
+<table id="shards"><thead><tr><th>Shard</th><th>Leader</th><th>Replicas</th><th>Term</th><th>Jobs</th><th>Runs</th>
+<th>Lag</th></tr></thead><tbody></tbody></table>
+<p class="hint">Each shard group has its own leader; the nodes above are shard 0's view. Counts are this node's
+replicas'.</p></section>
 <section class="cluster-section"><h2>Leader changes</h2>
 <table id="leaders"><thead><tr><th>Term</th><th>Leader</th><th>Since</th><th>Until</th></tr></thead><tbody></tbody></table>
 <p class="hint">Each node remembers the terms it led since it started.</p></section>

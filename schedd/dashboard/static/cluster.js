@@ -26,6 +26,13 @@
                 n.version, n.feature_level, n.error ? n.grpc_address + " (" + n.error + ")" : n.grpc_address,
                 el("code", short(n.state_digest, n.digest_index)), el("code", history)];
       }));
+      var section = document.getElementById("shards-section");
+      section.hidden = !c.shards.length;
+      document.getElementById("shards-total").textContent = c.shards.length ? "(" + c.shards.length + ")" : "";
+      fill(document.querySelector("#shards tbody"), c.shards.map(function (s) {
+        return [s.shard, s.leader ? el("span", s.leader, "role role-leader") : el("span", "no leader", "tag"),
+                s.replicas.join(", "), s.term, s.jobs, s.executions, s.lag];
+      }));
       var ul = document.getElementById("warnings");
       ul.replaceChildren.apply(ul, c.warnings.map(function (w) { return el("li", w); }));
       fill(document.querySelector("#leaders tbody"), c.leader_changes.map(function (l) {
