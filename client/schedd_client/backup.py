@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import tempfile
 import time
 from collections.abc import AsyncIterable, Iterable
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -30,6 +32,9 @@ from .errors import SchedError
 from .snapshot_file import SnapshotFileError, SnapshotMeta, unverified_header
 
 SAVE_TIMEOUT_S = 600.0        # a million jobs take tens of seconds to image and stream
+SHARD_SUFFIX = ".shard-"      # a sharded cluster: FILE.shard-K holds shard K's snapshot (K >= 1)
+MANIFEST_SUFFIX = ".shards.json"
+MANIFEST_FORMAT = 1
 
 
 def meta_of(header: bpb.SnapshotHeader) -> SnapshotMeta:
@@ -132,19 +137,30 @@ def history_path(path: str | os.PathLike[str]) -> str:
     return os.fspath(path) + HISTORY_SUFFIX
 
 
-def _call(history: bool) -> Call:
-    return (Call("backup", "SaveHistory", bpb.SaveHistoryRequest()) if history
-            else Call("backup", "SaveSnapshot", bpb.SaveSnapshotRequest()))
+def shard_path(path: str | os.PathLike[str], shard: int) -> str:
+    """Where a sharded cluster's snapshot of `shard` goes: FILE for shard 0, FILE.shard-K beside it."""
+    return os.fspath(path) if shard == 0 else f"{os.fspath(path)}{SHARD_SUFFIX}{shard}"
+
+
+def manifest_path(path: str | os.PathLike[str]) -> str:
+    return os.fspath(path) + MANIFEST_SUFFIX
+
+
+def _call(history: bool, shard: int | None = None) -> Call:
+    return (Call("backup", "SaveHistory", bpb.SaveHistoryRequest(shard=shard)) if history
+            else Call("backup", "SaveSnapshot", bpb.SaveSnapshotRequest(shard=shard)))
 
 
 def save_snapshot(client: BlockingTransport, path: str | os.PathLike[str], *,
-                  timeout: float = SAVE_TIMEOUT_S, history: bool = False) -> SnapshotMeta:
+                  timeout: float = SAVE_TIMEOUT_S, history: bool = False, shard: int | None = None) -> SnapshotMeta:
     """Save a consistent snapshot of the cluster to ``path`` (written 0600, atomically); any
     node will do (a follower relays the leader's stream). Needs the ``acl`` capability.
     ``history=True`` saves the leader's history store instead (finished runs that left the
     replicated state), in the same signed file form: save it after the snapshot, beside it
-    (``history_path``), and ``schedd restore`` seeds each node's history with it."""
-    call = _call(history)
+    (``history_path``), and ``schedd restore`` seeds each node's history with it. A sharded
+    cluster is saved one shard group at a time (``shard``; ``schedctl cluster snapshot save``
+    saves every one, with a manifest)."""
+    call = _call(history, shard)
     attempts = Router(client.addresses, timeout).attempts(call)
     for address, pause, _share in attempts:
         if pause:
@@ -163,9 +179,10 @@ def save_snapshot(client: BlockingTransport, path: str | os.PathLike[str], *,
 
 
 async def save_snapshot_async(client: AsyncTransport, path: str | os.PathLike[str], *,
-                              timeout: float = SAVE_TIMEOUT_S, history: bool = False) -> SnapshotMeta:
+                              timeout: float = SAVE_TIMEOUT_S, history: bool = False,
+                              shard: int | None = None) -> SnapshotMeta:
     """``save_snapshot`` for the AsyncClient."""
-    call = _call(history)
+    call = _call(history, shard)
     attempts = Router(client.addresses, timeout).attempts(call)
     for address, pause, _share in attempts:
         if pause:
@@ -200,29 +217,63 @@ def add_commands(cluster: Any, command: Any) -> None:
                            "starts with the runs in the snapshot and an empty history")
 
 
-def snapshot_save(cmd: Any) -> None:
-    started = time.monotonic()
+def _shards(cmd: Any) -> int:
     try:
-        meta = save_snapshot(cmd.client, cmd.args.file, timeout=max(cmd.args.rpc_timeout, SAVE_TIMEOUT_S))
+        return max(1, cmd.client.list_shards().shards)
+    except SchedError as e:          # a node from before shards: one group
+        if e.code != grpc.StatusCode.UNIMPLEMENTED:
+            raise
+        return 1
+
+
+def snapshot_save(cmd: Any) -> None:
+    """The snapshot (and its history) of every shard group: FILE alone for an unsharded cluster;
+    FILE, FILE.shard-1 ... and the manifest FILE.shards.json for a sharded one (each group is
+    consistent on its own; `schedd restore --from FILE` restores them all)."""
+    shards = _shards(cmd)
+    docs, lines = [], []
+    for k in range(shards):
+        doc, line = _save_one(cmd, shard_path(cmd.args.file, k), k if shards > 1 else None)
+        docs.append({"shard": k, **doc} if shards > 1 else doc)
+        lines.append(line)
+    if shards == 1:
+        cmd.emit(docs[0], lambda: lines[0])
+        return
+    manifest = {"format": MANIFEST_FORMAT, "shards": shards,
+                "files": [{"shard": d["shard"], "snapshot": os.path.basename(d["file"]), "index": d["index"],
+                           "term": d["term"], "digest": d["digest"],
+                           "history": os.path.basename(d["history"]["file"]) if "history" in d else None}
+                          for d in docs]}
+    Path(manifest_path(cmd.args.file)).write_text(json.dumps(manifest, indent=1) + "\n")
+    os.chmod(manifest_path(cmd.args.file), 0o600)
+    cmd.emit({"shards": shards, "manifest": manifest_path(cmd.args.file), "files": docs},
+             lambda: "\n".join(lines) + f"\nsaved {manifest_path(cmd.args.file)}: the {shards} shards' files")
+
+
+def _save_one(cmd: Any, path: str, shard: int | None) -> tuple[dict[str, Any], str]:
+    started = time.monotonic()
+    timeout = max(cmd.args.rpc_timeout, SAVE_TIMEOUT_S)
+    try:
+        meta = save_snapshot(cmd.client, path, timeout=timeout, shard=shard)
     except (SnapshotFileError, OSError) as e:
         raise SchedError(f"snapshot not saved: {e}") from None
-    size = os.path.getsize(cmd.args.file)
+    size = os.path.getsize(path)
     doc: dict[str, Any] = {
-        "file": cmd.args.file, "index": meta.index, "term": meta.term, "size": size, "digest": meta.digest,
+        "file": path, "index": meta.index, "term": meta.term, "size": size, "digest": meta.digest,
         "created_ms": meta.created_ms, "schedd_version": meta.schedd_version, "tzdata": meta.tzdata,
         "croniter": meta.croniter, "seconds": round(time.monotonic() - started, 3)}
-    line = (f"saved {cmd.args.file}: index {meta.index}, term {meta.term}, {size:,} bytes, "
-            f"digest {meta.digest}, taken {cmd.when(meta.created_ms)} "
+    line = (f"saved {path}{f' (shard {shard})' if shard is not None else ''}: index {meta.index}, term "
+            f"{meta.term}, {size:,} bytes, digest {meta.digest}, taken {cmd.when(meta.created_ms)} "
             f"({doc['seconds']:.1f}s; schedd {meta.schedd_version}, tzdata {meta.tzdata}, "
             f"croniter {meta.croniter})")
     if not cmd.args.without_history:
-        target = history_path(cmd.args.file)
+        target = history_path(path)
         try:
-            h = save_snapshot(cmd.client, target, timeout=max(cmd.args.rpc_timeout, SAVE_TIMEOUT_S), history=True)
+            h = save_snapshot(cmd.client, target, timeout=timeout, history=True, shard=shard)
         except (SnapshotFileError, OSError) as e:
-            raise SchedError(f"snapshot saved in {cmd.args.file}, but its history not: {e} "
+            raise SchedError(f"snapshot saved in {path}, but its history not: {e} "
                              f"(--without-history saves the snapshot alone)") from None
         hsize = os.path.getsize(target)
         doc["history"] = {"file": target, "index": h.index, "size": hsize, "digest": h.digest}
         line += f"\nsaved {target}: history as of index {h.index}, {hsize:,} bytes, digest {h.digest}"
-    cmd.emit(doc, lambda: line)
+    return doc, line

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19schedd_proto/backup.proto\x12\tschedd.v1\"\x15\n\x13SaveSnapshotRequest\"\xfa\x01\n\x0eSnapshotHeader\x12\r\n\x05index\x18\x01 \x01(\x03\x12\x0c\n\x04term\x18\x02 \x01(\x03\x12\x0e\n\x06\x64igest\x18\x03 \x01(\t\x12\x16\n\x0eschedd_version\x18\x04 \x01(\t\x12\x17\n\x0fsnapshot_format\x18\x05 \x01(\x03\x12\x0e\n\x06tzdata\x18\x06 \x01(\t\x12\x10\n\x08\x63roniter\x18\x07 \x01(\t\x12\x12\n\ncreated_ms\x18\x08 \x01(\x03\x12\x15\n\rbody_encoding\x18\t \x01(\t\x12\x13\n\x0b\x62ody_length\x18\n \x01(\x03\x12\x13\n\x0b\x62ody_sha256\x18\x0b \x01(\t\x12\x13\n\x0b\x66ile_header\x18\x0c \x01(\x0c\"H\n\rSnapshotChunk\x12)\n\x06header\x18\x01 \x01(\x0b\x32\x19.schedd.v1.SnapshotHeader\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"1\n\x12\x43opyHistoryRequest\x12\r\n\x05\x61\x66ter\x18\x01 \x01(\x03\x12\x0c\n\x04upto\x18\x02 \x01(\x03\"9\n\nHistoryRow\x12\x0c\n\x04\x63ols\x18\x01 \x01(\t\x12\x0c\n\x04\x62ody\x18\x02 \x01(\x0c\x12\x0f\n\x07\x61pplied\x18\x03 \x01(\x03\"\x94\x01\n\x0cHistoryChunk\x12#\n\x04rows\x18\x01 \x03(\x0b\x32\x15.schedd.v1.HistoryRow\x12\x31\n\x05teams\x18\x02 \x03(\x0b\x32\".schedd.v1.HistoryChunk.TeamsEntry\x1a,\n\nTeamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x14\n\x12SaveHistoryRequest2\xe7\x01\n\x06\x42\x61\x63kup\x12J\n\x0cSaveSnapshot\x12\x1e.schedd.v1.SaveSnapshotRequest\x1a\x18.schedd.v1.SnapshotChunk0\x01\x12H\n\x0bSaveHistory\x12\x1d.schedd.v1.SaveHistoryRequest\x1a\x18.schedd.v1.SnapshotChunk0\x01\x12G\n\x0b\x43opyHistory\x12\x1d.schedd.v1.CopyHistoryRequest\x1a\x17.schedd.v1.HistoryChunk0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19schedd_proto/backup.proto\x12\tschedd.v1\"3\n\x13SaveSnapshotRequest\x12\x12\n\x05shard\x18\x01 \x01(\x05H\x00\x88\x01\x01\x42\x08\n\x06_shard\"\xfa\x01\n\x0eSnapshotHeader\x12\r\n\x05index\x18\x01 \x01(\x03\x12\x0c\n\x04term\x18\x02 \x01(\x03\x12\x0e\n\x06\x64igest\x18\x03 \x01(\t\x12\x16\n\x0eschedd_version\x18\x04 \x01(\t\x12\x17\n\x0fsnapshot_format\x18\x05 \x01(\x03\x12\x0e\n\x06tzdata\x18\x06 \x01(\t\x12\x10\n\x08\x63roniter\x18\x07 \x01(\t\x12\x12\n\ncreated_ms\x18\x08 \x01(\x03\x12\x15\n\rbody_encoding\x18\t \x01(\t\x12\x13\n\x0b\x62ody_length\x18\n \x01(\x03\x12\x13\n\x0b\x62ody_sha256\x18\x0b \x01(\t\x12\x13\n\x0b\x66ile_header\x18\x0c \x01(\x0c\"H\n\rSnapshotChunk\x12)\n\x06header\x18\x01 \x01(\x0b\x32\x19.schedd.v1.SnapshotHeader\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"1\n\x12\x43opyHistoryRequest\x12\r\n\x05\x61\x66ter\x18\x01 \x01(\x03\x12\x0c\n\x04upto\x18\x02 \x01(\x03\"9\n\nHistoryRow\x12\x0c\n\x04\x63ols\x18\x01 \x01(\t\x12\x0c\n\x04\x62ody\x18\x02 \x01(\x0c\x12\x0f\n\x07\x61pplied\x18\x03 \x01(\x03\"\x94\x01\n\x0cHistoryChunk\x12#\n\x04rows\x18\x01 \x03(\x0b\x32\x15.schedd.v1.HistoryRow\x12\x31\n\x05teams\x18\x02 \x03(\x0b\x32\".schedd.v1.HistoryChunk.TeamsEntry\x1a,\n\nTeamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"2\n\x12SaveHistoryRequest\x12\x12\n\x05shard\x18\x01 \x01(\x05H\x00\x88\x01\x01\x42\x08\n\x06_shard2\xe7\x01\n\x06\x42\x61\x63kup\x12J\n\x0cSaveSnapshot\x12\x1e.schedd.v1.SaveSnapshotRequest\x1a\x18.schedd.v1.SnapshotChunk0\x01\x12H\n\x0bSaveHistory\x12\x1d.schedd.v1.SaveHistoryRequest\x1a\x18.schedd.v1.SnapshotChunk0\x01\x12G\n\x0b\x43opyHistory\x12\x1d.schedd.v1.CopyHistoryRequest\x1a\x17.schedd.v1.HistoryChunk0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,21 +34,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HISTORYCHUNK_TEAMSENTRY']._loaded_options = None
   _globals['_HISTORYCHUNK_TEAMSENTRY']._serialized_options = b'8\001'
   _globals['_SAVESNAPSHOTREQUEST']._serialized_start=40
-  _globals['_SAVESNAPSHOTREQUEST']._serialized_end=61
-  _globals['_SNAPSHOTHEADER']._serialized_start=64
-  _globals['_SNAPSHOTHEADER']._serialized_end=314
-  _globals['_SNAPSHOTCHUNK']._serialized_start=316
-  _globals['_SNAPSHOTCHUNK']._serialized_end=388
-  _globals['_COPYHISTORYREQUEST']._serialized_start=390
-  _globals['_COPYHISTORYREQUEST']._serialized_end=439
-  _globals['_HISTORYROW']._serialized_start=441
-  _globals['_HISTORYROW']._serialized_end=498
-  _globals['_HISTORYCHUNK']._serialized_start=501
-  _globals['_HISTORYCHUNK']._serialized_end=649
-  _globals['_HISTORYCHUNK_TEAMSENTRY']._serialized_start=605
-  _globals['_HISTORYCHUNK_TEAMSENTRY']._serialized_end=649
-  _globals['_SAVEHISTORYREQUEST']._serialized_start=651
-  _globals['_SAVEHISTORYREQUEST']._serialized_end=671
-  _globals['_BACKUP']._serialized_start=674
-  _globals['_BACKUP']._serialized_end=905
+  _globals['_SAVESNAPSHOTREQUEST']._serialized_end=91
+  _globals['_SNAPSHOTHEADER']._serialized_start=94
+  _globals['_SNAPSHOTHEADER']._serialized_end=344
+  _globals['_SNAPSHOTCHUNK']._serialized_start=346
+  _globals['_SNAPSHOTCHUNK']._serialized_end=418
+  _globals['_COPYHISTORYREQUEST']._serialized_start=420
+  _globals['_COPYHISTORYREQUEST']._serialized_end=469
+  _globals['_HISTORYROW']._serialized_start=471
+  _globals['_HISTORYROW']._serialized_end=528
+  _globals['_HISTORYCHUNK']._serialized_start=531
+  _globals['_HISTORYCHUNK']._serialized_end=679
+  _globals['_HISTORYCHUNK_TEAMSENTRY']._serialized_start=635
+  _globals['_HISTORYCHUNK_TEAMSENTRY']._serialized_end=679
+  _globals['_SAVEHISTORYREQUEST']._serialized_start=681
+  _globals['_SAVEHISTORYREQUEST']._serialized_end=731
+  _globals['_BACKUP']._serialized_start=734
+  _globals['_BACKUP']._serialized_end=965
 # @@protoc_insertion_point(module_scope)

@@ -7,8 +7,10 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SaveSnapshotRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("shard",)
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    def __init__(self, shard: _Optional[int] = ...) -> None: ...
 
 class SnapshotHeader(_message.Message):
     __slots__ = ("index", "term", "digest", "schedd_version", "snapshot_format", "tzdata", "croniter", "created_ms", "body_encoding", "body_length", "body_sha256", "file_header")
@@ -80,5 +82,7 @@ class HistoryChunk(_message.Message):
     def __init__(self, rows: _Optional[_Iterable[_Union[HistoryRow, _Mapping]]] = ..., teams: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class SaveHistoryRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("shard",)
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    def __init__(self, shard: _Optional[int] = ...) -> None: ...

@@ -173,10 +173,20 @@ async def _signed_file(header: bpb.SnapshotHeader, seal: Seal, path: str) -> Asy
 
 
 def _history_copy(store: HistoryStore, index: int, path: str) -> backup.BodyInfo:
-    """Copy the store, caught up to entry `index`, to `path`; its index, digest, length, sha256."""
+    """Copy the store, caught up to entry `index`, to `path`; its index, digest, length, sha256.
+
+    The store's index moves only with entries that hand it finished runs. `index` was read under
+    the apply lock, so every hand-over up to it is queued; once flushed with nothing else
+    queued, the store holds everything up to `index` even when its own index is older (a cluster
+    where no run finished since), and the copy is as of `index`: without that, the history of
+    an idle cluster was saved as of an older entry than its snapshot, which restore refuses."""
     store.flush()
-    store.wait_applied(index, 30.0)
+    complete = store.applied_index >= index or store.queued_index == store.applied_index
+    if not complete:
+        store.wait_applied(index, 30.0)
     copied = store.copy_to(path)
+    if complete:
+        copied = max(copied, index)
     os.chmod(path, 0o600)
     sha, length = hashlib.sha256(), 0
     with open(path, "rb") as f:

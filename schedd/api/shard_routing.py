@@ -39,10 +39,12 @@ from google.protobuf import descriptor_pool
 from google.protobuf.message import Message
 
 from schedd.api import auth
+from schedd.core import commands as C
 from schedd.core import shards as sh
 from schedd_proto import scheduler_pb2 as pb
 
 SHARD_HEADER = "x-schedd-shard"
+SHARES_LEVEL = C.FEATURES.level_of(C.QUOTA_SHARE)
 CallContext = Any
 # Set while the front makes a write of its own on a caller's behalf (a quota's shares), so a
 # group's servicer can tell it from a caller's request asking for the same.
@@ -250,6 +252,14 @@ def _streaming(front: ShardFront, service: str, method: str, rule: object) -> Ca
                 k = front.of_name(name)
         if k is None and isinstance(rule, Zero):
             k = 0
+        if k is None and isinstance(rule, Numbered):
+            k = rule.of(request)
+            if k is not None and not 0 <= k < front.shards:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"shard {k} does not exist: the cluster has shards 0 to {front.shards - 1}")
+            if k is None and isinstance(rule.otherwise, Refused):
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                    f"{method} in a sharded cluster ({front.shards} shards): {rule.otherwise.why}")
         if k is not None:
             async for x in getattr(front.target(service, k), method)(request, context):
                 yield x
@@ -421,6 +431,10 @@ class QuotaWrite:
         zero = front.target(service, 0)
         with zero.node.lock:
             known = request.key in zero.node.state.quotas
+        if not await self._levels(front, service):
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"quotas of a sharded cluster need feature level {SHARES_LEVEL} in every shard "
+                                "group; a new cluster's leaders raise it within seconds of starting: retry")
         token = FRONT.set(True)
         try:
             if request.limit > 0 and not known:
@@ -431,6 +445,19 @@ class QuotaWrite:
             return answer
         finally:
             FRONT.reset(token)
+
+    @staticmethod
+    async def _levels(front: ShardFront, service: str, timeout_s: float = 10.0) -> bool:
+        """Every group's replica here at the quota-share level (a cluster just made raises its
+        level within seconds: wait that long rather than refuse)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            if all(front.target(service, k).node.state.feature_level >= SHARES_LEVEL for k in range(front.shards)):
+                return True
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.1)
 
     @staticmethod
     async def _shares(front: ShardFront, service: str, request: Any, context: CallContext, *, unset: bool) -> None:
@@ -509,7 +536,7 @@ def _explained(r: Any) -> str:
     return str(r.job) or run_job(str(r.id))
 
 
-def _audit_shard(r: Any) -> int | None:
+def _named_shard(r: Any) -> int | None:
     return int(r.shard) if r.HasField("shard") else None
 
 
@@ -524,7 +551,8 @@ RUNS_PAGE = PagedFan(
     token_of=lambda e: f"{e.scheduled_ms}:{e.job}", size=_size(100))
 
 MEMBERS = "every shard group would have to change with it; shard moves are not built yet"
-BACKUP = "a cluster backup must be a consistent set of every shard's snapshot; not built yet"
+BACKUP = ("name the shard (`shard`): each shard group is saved on its own, and `schedctl cluster snapshot save` "
+          "saves every one")
 
 RULES: dict[str, dict[str, object]] = {
     "Scheduler": {
@@ -545,9 +573,11 @@ RULES: dict[str, dict[str, object]] = {
     "Acl": {m: Zero() for m in ("Bootstrap", "WhoAmI", "PutPolicy", "GetPolicy", "ListPolicies", "DeletePolicy",
                                 "PutRole", "GetRole", "ListRoles", "DeleteRole", "CreateToken", "GetToken",
                                 "ListTokens", "DeleteToken", "SetAnonymous", "LoginLink")},
-    "Audit": {"List": Numbered(_audit_shard, Fan(_merge_audit)), "Verify": Fan(_merge_verify), "Configure": All(), "Note": Zero()},
+    "Audit": {"List": Numbered(_named_shard, Fan(_merge_audit)), "Verify": Fan(_merge_verify), "Configure": All(), "Note": Zero()},
     "Membership": {"AddNode": Refused(MEMBERS), "RemoveNode": Refused(MEMBERS), "JoinCluster": Refused(MEMBERS)},
-    "Backup": {"SaveSnapshot": Refused(BACKUP), "SaveHistory": Refused(BACKUP), "CopyHistory": Refused(BACKUP)},
+    "Backup": {"SaveSnapshot": Numbered(_named_shard, Refused(BACKUP)),
+               "SaveHistory": Numbered(_named_shard, Refused(BACKUP)),
+               "CopyHistory": Refused("a node copies a history gap from its peer's replica of the same shard")},
     "Logs": {"ReadRunLogs": Key(_run)},
     "Calendars": {"PutCalendar": All(), "GetCalendar": Zero(), "ListCalendars": Zero(), "DeleteCalendar": All(),
                   "PutBlackout": All(), "ListBlackouts": Zero(), "DeleteBlackout": All()},

@@ -110,6 +110,11 @@ class HistoryStore:
         return self._committed
 
     @property
+    def queued_index(self) -> int:
+        """The last entry handed over, committed or not (equal to applied_index once flushed)."""
+        return self._queued
+
+    @property
     def pending_rows(self) -> int:
         return self._pending_rows
 

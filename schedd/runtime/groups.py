@@ -88,8 +88,15 @@ def check_shard_count(cfg: NodeConfig) -> None:
         raise ShardCountError(f"the data dir {cfg.data_dir} holds a cluster of {saved} shard(s) and the config "
                               f"says shards = {cfg.shards}; the shard count is fixed when a cluster is made")
     if cfg.shards > 1 and not path.exists():      # an unsharded dir stays as it always was
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path.write_text(json.dumps({"shards": cfg.shards}) + "\n")
+        record_shard_count(cfg)
+
+
+def record_shard_count(cfg: NodeConfig) -> None:
+    """Write S into the data dir (a new sharded node's, or one `schedd restore` just seeded)."""
+    path = Path(cfg.data_dir) / SHARDS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.write_text(json.dumps({"shards": cfg.shards}) + "\n")
+    path.chmod(0o600)
 
 
 def _has_state(data_dir: Path) -> bool:

@@ -237,12 +237,57 @@ def _beside(snapshot: str) -> str | None:
     return path if os.path.exists(path) else None
 
 
+def sharded_files(path: str, shards: int) -> list[str]:
+    """The snapshot files of a sharded backup (`schedctl cluster snapshot save` of a cluster of
+    `shards` groups: FILE, FILE.shard-1 ..., listed in the manifest FILE.shards.json), shard
+    0's first; RestoreError when the manifest is missing or is for another shard count."""
+    import json
+    import os
+    from schedd_client.backup import manifest_path, shard_path
+    try:
+        manifest = json.loads(open(manifest_path(path)).read())
+    except FileNotFoundError:
+        raise RestoreError(f"the config says shards = {shards} but {manifest_path(path)} is not beside {path}: "
+                           "restore a sharded cluster from all the files `schedctl cluster snapshot save` "
+                           "wrote for it") from None
+    except (OSError, ValueError) as e:
+        raise RestoreError(f"cannot read {manifest_path(path)}: {e}") from None
+    if manifest.get("shards") != shards:
+        raise RestoreError(f"{manifest_path(path)} is a backup of {manifest.get('shards')} shard(s); the config "
+                           f"says shards = {shards} (the shard count of a cluster is fixed: a job's shard "
+                           "follows from it)")
+    files = [shard_path(path, k) for k in range(shards)]
+    missing = [f for f in files if not os.path.exists(f)]
+    if missing:
+        raise RestoreError(f"missing shard snapshot(s): {', '.join(missing)}")
+    return files
+
+
+def restore_sharded(path: str, cfg: config_mod.NodeConfig, *, force: bool, secret_file: str | None,
+                    with_history: bool) -> list[tuple[int, Restored, list[Note]]]:
+    """Every group of a sharded node from its own file, group 0 (the data dir itself) first,
+    then the shard count recorded (schedd.runtime.groups)."""
+    import os
+    from schedd.runtime.groups import group_config, record_shard_count
+    out = []
+    for k, file in enumerate(sharded_files(path, cfg.shards)):
+        history = _beside(file) if with_history else None
+        if k:
+            os.makedirs(group_config(cfg, k).data_dir, mode=0o700, exist_ok=True)
+        done, notes = restore(file, group_config(cfg, k), force=force, secret_file=secret_file, history=history)
+        out.append((k, done, notes))
+    record_shard_count(cfg)
+    return out
+
+
 def cmd_restore(args: argparse.Namespace) -> int:
     try:
         cfg = config_mod.load(args.config, node_id=args.node_id, data_dir=args.data_dir)
     except config_mod.ConfigError as e:
         print(f"schedd restore: config error: {e}", file=sys.stderr)
         return 2
+    if cfg.shards > 1:
+        return _cmd_restore_sharded(args, cfg)
     try:
         history = None if args.without_history else args.history or _beside(args.from_file)
         done, notes = restore(args.from_file, cfg, force=args.force, secret_file=args.secret_file, history=history)
@@ -257,6 +302,25 @@ def cmd_restore(args: argparse.Namespace) -> int:
           f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(m.created_ms / 1000))} by schedd "
           f"{m.schedd_version} ({done.seconds:.1f}s). Members: "
           f"{', '.join(p.id for p in cfg.members)}. Start every restored node with `schedd serve`.")
+    return 0
+
+
+def _cmd_restore_sharded(args: argparse.Namespace, cfg: config_mod.NodeConfig) -> int:
+    try:
+        restored = restore_sharded(args.from_file, cfg, force=args.force, secret_file=args.secret_file,
+                                   with_history=not args.without_history)
+    except RestoreError as e:
+        print(f"schedd restore: {e}", file=sys.stderr)
+        return 1
+    for k, done, notes in restored:
+        for note in notes:
+            print(f"shard {k}: {note.line()}", file=sys.stderr)
+        m = done.meta
+        print(f"restored shard {k} of node {cfg.node_id}: index {m.index}, term {m.term}, {done.jobs} jobs, "
+              f"{done.executions} executions, {done.history_rows:,} in history, digest {m.digest[:16]}...")
+    print(f"restored node {cfg.node_id} into {cfg.data_dir}: {cfg.shards} shards, "
+          f"{sum(d.jobs for _, d, _ in restored)} jobs. Members: {', '.join(p.id for p in cfg.members)}. "
+          "Start every restored node with `schedd serve`.")
     return 0
 
 

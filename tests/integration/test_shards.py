@@ -110,3 +110,46 @@ def test_shards_elect_route_fire_once_and_survive_a_node_that_leads_two(cluster_
     for k in range(SHARDS):                               # every group's series, labelled
         assert f'shard="{k}"' in scraped
     assert scraped.count("# TYPE schedd_raft_term gauge") <= 1
+
+
+def test_a_sharded_backup_restores_every_shard_into_a_new_cluster(cluster_factory, tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    src = cluster_factory(size=3, shards=2)
+    src.start()
+    src.wait_leader(timeout=60)
+    src.wait_shards(timeout=60)
+    names = names_over_shards(3, shards=2, prefix="kept")
+    with src.client(timeout=30) as client:
+        client.put_jobs([job_spec(n, schedule="0 3 * * *", command="true") for n in names])
+        client.set_quota("team:default", 4)
+    out = tmp_path / "backup.snap"
+    saved = json.loads(schedctl(src, "cluster", "snapshot", "save", str(out), "-o", "json").stdout)
+    assert saved["shards"] == 2 and [f["shard"] for f in saved["files"]] == [0, 1]
+    manifest = json.loads((tmp_path / "backup.snap.shards.json").read_text())
+    assert [f["snapshot"] for f in manifest["files"]] == ["backup.snap", "backup.snap.shard-1"]
+    assert (tmp_path / "backup.snap.shard-1.history").exists()
+    src.stop()
+
+    root = tmp_path / "cluster1"
+    root.mkdir()
+    shutil.copy(src.root / "cluster.secret", root / "cluster.secret")
+    dst = cluster_factory(size=3, shards=2, admin_token=src.admin_token, harness_worker_token=src.harness_worker_token)
+    for nid, node in dst.nodes.items():
+        r = subprocess.run([sys.executable, "-m", "schedd", "restore", "--from", str(out), "--config",
+                            str(node.config)], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, r.stderr
+        assert f"restored shard 1 of node {nid}" in r.stdout and "2 shards" in r.stdout
+    one = cluster_factory(size=1, shards=4, acl=False, tls=False)
+    r = subprocess.run([sys.executable, "-m", "schedd", "restore", "--from", str(out), "--config",
+                        str(one.nodes["n1"].config)], capture_output=True, text=True, timeout=120,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 1 and "backup of 2 shard(s)" in r.stderr
+    dst.start()
+    dst.wait_leader(timeout=60)
+    dst.wait_shards(timeout=60)
+    with dst.client(timeout=30) as client:
+        assert sorted(j.spec.name for j in client.list_jobs()) == sorted(names)
+        assert {(q.key, q.limit) for q in client.list_quotas()} >= {("team:default", 4)}
+        assert client.audit_verify().ok

@@ -449,3 +449,21 @@ def test_copy_to_is_the_store_as_of_its_applied_index(open_store, tmp_path):
     copy = open_store("copy.db")
     assert copy.applied_index == 20 and copy.digest() == s.digest() and copy.count() == 20
     assert [e.id for e in all_rows(copy)] == [e.id for e in all_rows(s)]
+
+
+def test_a_backup_of_a_store_idle_since_its_last_run_is_as_of_the_snapshots_entry(open_store, tmp_path):
+    """The store's index moves only with entries that finish runs: a backup taken at entry 9
+    of a cluster where the last run finished at entry 3 holds everything up to 9, and says so
+    (restore refuses a history older than its snapshot), without waiting for an entry that
+    will never hand anything over."""
+    import time as clock
+    from schedd.api.backup_service import _history_copy
+    s = open_store()
+    s.add([ex()], 3)
+    s.flush()
+    started = clock.monotonic()
+    info = _history_copy(s, 9, str(tmp_path / "copy.db"))
+    assert info.index == 9 and clock.monotonic() - started < 5
+    s.add([], 12)                                   # queued, not committed: the copy waits for it
+    info = _history_copy(s, 12, str(tmp_path / "copy2.db"))
+    assert info.index == 12
