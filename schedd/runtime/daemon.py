@@ -40,6 +40,7 @@ from schedd.runtime.config import NodeConfig
 from schedd.runtime import http as node_http
 from schedd.runtime import join as joining
 from schedd.runtime.metrics import by_shard
+from schedd.runtime.restore import header_sealer
 from schedd.security.startup import plaintext_refusal
 from schedd.security.tls import CertReloader, ServerTlsFiles, TlsError, channel_credentials
 from schedd.settings import TlsSettings
@@ -205,7 +206,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     # page (both on this loop); their `url` is set once the HTTP port serves.
     login_codes = LoginCodes(ttl_s=cfg.acl.login_link_seconds)
     parts = NodeParts(cfg, clock, faults, version, signer, peer_channels(cfg.tls), watchers, login_codes,
-                      lambda entry: audit_box[0].add(entry), KEEPALIVE_MIN_MS)
+                      lambda entry: audit_box[0].add(entry), KEEPALIVE_MIN_MS, header_sealer(cfg.secret))
     groups = [build_group(parts, k) for k in range(cfg.shards)]
     first = groups[0]
     node, metrics = first.node, first.metrics

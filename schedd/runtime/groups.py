@@ -48,7 +48,6 @@ from schedd.runtime.config import NodeConfig
 from schedd.runtime.leader_terms import LeaderTerms
 from schedd.runtime.metrics import Metrics
 from schedd.runtime.replica_watch import ReplicaWatch
-from schedd.runtime.restore import header_sealer
 from schedd.settings import Peer
 
 log = logging.getLogger("schedd")
@@ -187,6 +186,7 @@ class NodeParts:
     login_codes: Any
     audit_add: Callable[[dict], None]
     accepts_pings_ms: int
+    sealer: Any = None               # signs backup headers (schedd.runtime.restore.header_sealer)
 
 
 def build_group(parts: NodeParts, shard: int) -> Group:
@@ -255,7 +255,7 @@ def build_group(parts: NodeParts, shard: int) -> Group:
         "Acl": acl,
         "Audit": AuditService(node, clock, metrics, router),
         "Membership": MembershipService(node, clock, metrics, router, group.joiners),
-        "Backup": BackupService(node, router, clock, header_sealer(cfg.secret)),
+        "Backup": BackupService(node, router, clock, parts.sealer),
         "Logs": LogsService(node, router, RunLogs(node, hub)),
         "Calendars": CalendarsService(node, clock, metrics, router),
     }
