@@ -18,6 +18,7 @@ every RPC of every service, as the capability table is) saying which group's ser
   caller's retry after a failure part-way completes the rest (each group deduplicates).
 - `Split`: a batch of jobs, split by group (atomic within each group, not across groups).
 - `Numbered`: the group a request names by number (one shard's audit trail).
+- `Named`: NodeInfo, a read of this node's own replica: the group named in `x-schedd-shard`.
 - `Refused`: not supported with S > 1 yet; the caller is told so, and nothing is committed.
 
 A forwarded call (signed by a node) carries `x-schedd-shard`: the group it was forwarded for,
@@ -75,6 +76,13 @@ class Fan:
 @dataclass(frozen=True, slots=True)
 class Zero:
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class Named:
+    """A read of this node's own replica: the group any caller names in `x-schedd-shard`,
+    else group 0 (it forwards nothing and names no job). NodeInfo: the fault suite compares
+    each group's replicas (applied index, state digest) shard by shard."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +206,7 @@ def _in_range(front: ShardFront, k: int | None) -> int | None:
 
 def _unary(front: ShardFront, service: str, method: str, rule: object) -> Callable[..., Any]:
     async def call(self: object, request: Message, context: CallContext) -> Any:
-        k = _in_range(front, front.forwarded_shard(context))
+        k = _in_range(front, front.forwarded_shard(context, anyone=isinstance(rule, Named)))
         if k is not None:
             return await getattr(front.target(service, k), method)(request, context)
         return await _unary_by(front, service, method, rule, request, context)
@@ -212,7 +220,7 @@ async def _unary_by(front: ShardFront, service: str, method: str, rule: object, 
         if name or rule.otherwise is None:
             return await getattr(front.target(service, front.of_name(name)), method)(request, context)
         return await _unary_by(front, service, method, rule.otherwise, request, context)
-    if isinstance(rule, Zero):
+    if isinstance(rule, Zero | Named):
         return await getattr(front.target(service, 0), method)(request, context)
     if isinstance(rule, Numbered):
         k = rule.of(request)
@@ -566,7 +574,7 @@ RULES: dict[str, dict[str, object]] = {
         "Explain": Key(_explained),
     },
     "Workers": {"Connect": Zero(), "ListWorkers": Zero()},
-    "Cluster": {"Status": Zero(), "NodeInfo": Zero(), "ListShards": Zero()},
+    "Cluster": {"Status": Zero(), "NodeInfo": Named(), "ListShards": Zero()},
     "Dags": {"PutDag": Key(lambda r: str(r.dag.name)), "GetDag": Key(_name), "ListDags": Fan(_merge_dags),
              "DeleteDag": Key(_name), "RunDag": Key(_name), "ListDagRuns": Key(_name), "GetDagRun": Key(_name),
              "ClearDagTask": Key(_name), "WatchDagRun": Key(_name)},

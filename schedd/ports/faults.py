@@ -36,6 +36,12 @@ class Faults:
     #: build the Raft node on stock pysyncobj (no log-repair patches): negative control only
     stock_raft: bool = False
 
+    def for_shard(self, shard: int) -> Faults:
+        """The hooks shard group `shard`'s replica gets on a sharded node (every group its own
+        RaftNode, dispatcher and hub): the same hooks; a recording implementation names the shard
+        in its records, since each group's log has its own indexes, terms and leader."""
+        return self
+
     # ---------------------------------------------------------------- the Raft node
 
     def transport(self, base: type) -> type:

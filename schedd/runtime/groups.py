@@ -194,7 +194,9 @@ def build_group(parts: NodeParts, shard: int) -> Group:
     (pysyncobj's tick thread dies with the thread that builds its SyncObj)."""
     cfg = group_config(parts.cfg, shard)
     Path(cfg.data_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
-    clock, faults = parts.clock, parts.faults
+    clock = parts.clock
+    # a sharded node's groups record which shard each applied entry, role change and push is for
+    faults = parts.faults.for_shard(shard) if parts.cfg.shards > 1 else parts.faults
     metrics = Metrics(cfg.metrics)
     box: list[Group] = []
     led = LeaderTerms()                        # the terms this replica led (NodeStatus.leader_terms)

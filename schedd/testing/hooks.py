@@ -34,6 +34,7 @@ its config says `test_mode = true`, else the node refuses to start):
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -202,9 +203,20 @@ class TestFaults(Faults):
         self.failpoints = failpoints
         self.dial = dial or {}
         self.stock_raft = "stock_raft" in unsafe
+        self.shard: int | None = None       # set on a sharded node's per-group copies
+
+    def for_shard(self, shard: int) -> TestFaults:
+        """A copy for shard group `shard` (same recorder, failpoints, switches and dialing) whose
+        records carry `"shard": shard`: the checker compares indexes, terms and hashes per group.
+        An unsharded node never calls this, so its records stay as they were."""
+        mine = copy.copy(self)
+        mine.shard = shard
+        return mine
 
     def record(self, type_: str, **fields) -> None:
         if self.rec is not None:
+            if self.shard is not None:
+                fields["shard"] = self.shard
             self.rec(type_, **fields)
 
     # ---------------------------------------------------------------- the Raft node
@@ -225,7 +237,7 @@ class TestFaults(Faults):
             body = json.loads(entry)
         except ValueError:
             body = {"raw": entry[:200]}
-        self.rec("apply", node=node_id, index=index, hash=log_hash.hex(), entry=body, res=_recorded(result))
+        self.record("apply", node=node_id, index=index, hash=log_hash.hex(), entry=body, res=_recorded(result))
 
 
     def role_changed(self, node_id: str, old: int, new: int, term: int) -> None:
@@ -286,11 +298,11 @@ class TestFaults(Faults):
         kind = msg.WhichOneof("kind")
         if kind == "assignment":
             a = msg.assignment
-            self.rec("push", node=node.cfg.node_id, worker=worker, job=a.job, scheduled_ms=a.scheduled_ms,
+            self.record("push", node=node.cfg.node_id, worker=worker, job=a.job, scheduled_ms=a.scheduled_ms,
                      token=a.fencing_token, attempt=a.attempt, term=a.term, due_ms=a.due_ms,
                      applied=applied_through(node))
         elif kind == "cancel":
-            self.rec("push_cancel", node=node.cfg.node_id, worker=worker, token=msg.cancel.fencing_token)
+            self.record("push_cancel", node=node.cfg.node_id, worker=worker, token=msg.cancel.fencing_token)
 
     # ---------------------------------------------------------------- unsafe switches (negative controls)
 

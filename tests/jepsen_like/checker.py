@@ -25,6 +25,13 @@ Checks:
   C9 lateness p50/p99/max of first attempts; nothing fired early
   C10 the majority keeps committing while one node is cut off: no gap longer than COMMIT_GAP_S
      between entries applied by the other nodes within a one-node partition window (liveness)
+
+Sharded runs (meta "shards" = S > 1): every group has its own log, so the nodes' records say
+their group ("shard") and everything that compares indexes, terms, hashes or leaders is grouped
+by it: C2 per (shard, index), C7 per shard's final digests, C10 per shard, leader terms per
+shard, fencing tokens (a claim's log index, so equal in two groups) per (shard, token), a term's
+epoch per (shard, term). A worker's or the sink's record names a job, whose shard is
+`shard_of(routing_key(job), S)`. Checks per job (C1 C3 C4 C5 C6 C8 C9) are then within one shard.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import math
 from collections import defaultdict
 
 from schedd.core.commands import CLIENT_RID
+from schedd.core.shards import routing_key, shard_of
 
 CHECKS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10")
 SAFETY = {"C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9early"}
@@ -50,8 +58,9 @@ def _base_rid(entry: dict) -> str:
     rid = str(entry.get("rid", "")).split("#nodedup")[0]
     return rid[len(CLIENT_RID):] if rid.startswith(CLIENT_RID) else rid
 
-def _entries_of(log: dict[int, dict]):
-    """(index, record, entry, result) in log order, a group's entries (group commit) one by one."""
+def _entries_of(log: dict[tuple[int, int], dict]):
+    """((shard, index), record, entry, result) in each shard's log order, a group commit's
+    entries one by one."""
     for idx in sorted(log):
         r = log[idx]
         e, res = r["entry"], r.get("res", {})
@@ -111,8 +120,36 @@ class _Anoms:
         self.items.append({"check": check, "what": what, "ts": ts, **ev})
 
 
+class _Shards:
+    """How records map to shard groups (module doc). With S = 1 every record is shard 0 and
+    nothing in the report mentions shards."""
+
+    def __init__(self, shards: int) -> None:
+        self.n = max(1, shards)
+
+    def of_job(self, name) -> int:
+        return shard_of(routing_key(str(name)), self.n) if self.n > 1 else 0
+
+    def of(self, r: dict) -> int:
+        """A record's shard: its own field (a node's records), else its job's."""
+        if "shard" in r:
+            return int(r["shard"])
+        return self.of_job(r["job"]) if "job" in r else 0
+
+    def label(self, node: str, k: int) -> str:
+        """A replica's name in the statistics: the node, or node/s<k> when sharded."""
+        return node if self.n == 1 else f"{node}/s{k}"
+
+    def where(self, k: int) -> str:
+        return f" of shard {k}" if self.n > 1 else ""
+
+    def tag(self, k: int) -> dict:
+        return {"shard": k} if self.n > 1 else {}
+
+
 def check(records: list[dict], meta: dict) -> dict:
     A = _Anoms()
+    S = _Shards(int(meta.get("shards") or 1))
     lease = int(meta.get("lease_ms", 3000))
     window_end_ms = int(meta["window_end"] * 1000) if meta.get("window_end") else None
     by_type: dict[str, list[dict]] = defaultdict(list)
@@ -120,42 +157,48 @@ def check(records: list[dict], meta: dict) -> dict:
         by_type[r.get("type")].append(r)
 
     # ---------------------------------------------------------------- C2: replicas agree per index
-    per_index: dict[int, dict[str, tuple]] = defaultdict(dict)
-    log: dict[int, dict] = {}
+    # (per shard: each group's log has its own indexes)
+    per_index: dict[tuple[int, int], dict[str, tuple]] = defaultdict(dict)
+    log: dict[tuple[int, int], dict] = {}
     last_applied: dict[str, int] = {}
     jumps: dict[str, int] = defaultdict(int)     # a node applied past a gap: it loaded a snapshot
-    latest: dict[int, dict] = {}
+    latest: dict[tuple[int, int], dict] = {}
     for r in by_type["apply"]:
-        idx, node = r["index"], r["node"]
-        if node in last_applied and idx > last_applied[node] + 1:
-            jumps[node] += 1
+        k, idx, node = S.of(r), r["index"], r["node"]
+        replica = S.label(node, k)
+        if replica in last_applied and idx > last_applied[replica] + 1:
+            jumps[replica] += 1
         key = (r["hash"], json.dumps(r["entry"], sort_keys=True), json.dumps(r.get("res"), sort_keys=True))
-        seen = per_index[idx].get(node)
+        seen = per_index[(k, idx)].get(node)
         if seen is not None and seen != key:
-            A.add("C2", f"{node} applied index {idx} twice with different entries or hashes", r["ts"], index=idx)
-        per_index[idx][node] = key
-        log.setdefault(idx, r)
-        latest[idx] = r                   # what the index holds in the end (records are in ts order)
-        last_applied[node] = max(last_applied.get(node, 0), idx)
+            A.add("C2", f"{node} applied index {idx}{S.where(k)} twice with different entries or hashes", r["ts"],
+                  index=idx, **S.tag(k))
+        per_index[(k, idx)][node] = key
+        log.setdefault((k, idx), r)
+        latest[(k, idx)] = r              # what the index holds in the end (records are in ts order)
+        last_applied[replica] = max(last_applied.get(replica, 0), idx)
     diverged = 0
-    for idx in sorted(per_index):
-        views = per_index[idx]
+    for k, idx in sorted(per_index):
+        views = per_index[(k, idx)]
         if len({v for v in views.values()}) > 1:
             diverged += 1
             if diverged <= 20:
                 what = "hash" if len({v[0] for v in views.values()}) > 1 else (
                     "entry" if len({v[1] for v in views.values()}) > 1 else "apply result")
-                A.add("C2", f"replicas differ at index {idx} ({what}): " +
-                      ", ".join(f"{n}={v[0][:8]}" for n, v in sorted(views.items())), log[idx]["ts"], index=idx)
+                A.add("C2", f"replicas differ at index {idx}{S.where(k)} ({what}): " +
+                      ", ".join(f"{n}={v[0][:8]}" for n, v in sorted(views.items())), log[(k, idx)]["ts"],
+                      index=idx, **S.tag(k))
 
     # ---------------------------------------------------------------- replay the log
     jobs: dict[str, dict] = {}               # name -> {period, spec, created_now, deleted_now, pauses}
     execs: dict[tuple, dict] = {}
-    tokens: dict[int, dict] = {}             # token -> {job, t, worker, attempt, now, term, index of the claim}
-    epochs: dict[int, int] = {}              # term -> now of its epoch entry
+    # (shard, token) -> {job, t, worker, attempt, now, term, index of the claim}: a token is a
+    # claim's log index (times 1024), so two shards' logs give out the same numbers
+    tokens: dict[tuple[int, int], dict] = {}
+    epochs: dict[tuple[int, int], int] = {}  # (shard, term) -> now of its epoch entry
     rid_created: dict[str, list] = defaultdict(list)
     rids: set[str] = set()
-    finishes_ok: dict[int, dict] = {}
+    finishes_ok: dict[tuple[int, int], dict] = {}     # (shard, token) ->
     stale_finishes = []
     expires = []
     never_started = []          # expiries of claims whose worker process reconnected without them
@@ -163,13 +206,13 @@ def check(records: list[dict], meta: dict) -> dict:
     dag_runs: dict[tuple, dict] = {}         # (DAG, logical_ms) -> {"graph", "index", "ts"}
     dag_claims: list[tuple] = []             # (index, ts, dag, t, task, token)
     dag_ended: dict[tuple, dict] = {}        # (DAG, t, task) -> {"state", "index", "ts"} (first end)
-    for idx, r, e, res in _entries_of(log):
+    for (sk, idx), r, e, res in _entries_of(log):
         k, now = e.get("k"), e.get("now", 0)
         base_rid = _base_rid(e)
         if base_rid:
             rids.add(base_rid)
         if k == "epoch":
-            epochs.setdefault(e.get("term"), now)
+            epochs.setdefault((sk, e.get("term")), now)
         elif k == "dag_put" and res.get("ok"):
             g = _dag_graph(e.get("spec"))
             if g is not None:
@@ -224,8 +267,8 @@ def check(records: list[dict], meta: dict) -> dict:
                 if not cres.get("ok"):
                     continue
                 key = (c.get("job"), c.get("scheduled_ms"))
-                tokens[tok] = {"job": key[0], "t": key[1], "worker": c.get("worker"), "attempt": c.get("attempt"),
-                               "now": now, "term": e.get("term"), "index": idx}
+                tokens[(sk, tok)] = {"job": key[0], "t": key[1], "worker": c.get("worker"),
+                                     "attempt": c.get("attempt"), "now": now, "term": e.get("term"), "index": idx}
                 if ":" in str(key[0]) and key not in execs:   # a DAG task: apply recorded it, no entry did
                     execs[key] = {"job": key[0], "t": key[1], "index": idx, "now": now, "trigger": "dag",
                                   "state": "SCHEDULED", "attempts": [], "term": e.get("term")}
@@ -244,8 +287,9 @@ def check(records: list[dict], meta: dict) -> dict:
                 key = (e1.get("job"), e1.get("scheduled_ms"))
                 tok = e1.get("token")
                 if res1.get("ok") and not res1.get("deduplicated"):
-                    finishes_ok[tok] = {"by": e1.get("by"), "state": res1.get("state"), "index": idx, "ts": r["ts"]}
-                    info = tokens.get(tok)
+                    finishes_ok[(sk, tok)] = {"by": e1.get("by"), "state": res1.get("state"), "index": idx,
+                                              "ts": r["ts"]}
+                    info = tokens.get((sk, tok))
                     ex = execs.get(key)
                     current = ex["attempts"][-1] if ex and ex["attempts"] else None
                     if info is None or current != tok:
@@ -262,16 +306,17 @@ def check(records: list[dict], meta: dict) -> dict:
                         dag_ended.setdefault((dag, key[1], task), {"state": res1["state"], "index": idx, "ts": r["ts"]})
                 elif res1.get("code") == "stale":
                     stale_finishes.append({"token": tok, "by": e1.get("by"), "index": idx, "ts": r["ts"],
-                                           "job": key[0], "t": key[1]})
+                                           "job": key[0], "t": key[1], "shard": sk})
         elif k == "expire" and res.get("ok") and not res.get("deduplicated"):
             tok = e.get("token")
-            info = tokens.get(tok, {})
-            expires.append({"token": tok, "index": idx, "ts": r["ts"]})
-            grace_from = max(info.get("now", 0), epochs.get(e.get("term"), 0))
+            info = tokens.get((sk, tok), {})
+            expires.append({"token": tok, "index": idx, "ts": r["ts"], "shard": sk})
+            grace_from = max(info.get("now", 0), epochs.get((sk, e.get("term")), 0))
             if e.get("never_started"):
                 # not bound by the lease: its worker said it never got it; checked against the
                 # handler starts below (an attempt that started must never be called unstarted)
-                never_started.append({"token": tok, "ts": r["ts"], "job": info.get("job"), "t": info.get("t")})
+                never_started.append({"token": tok, "ts": r["ts"], "job": info.get("job"), "t": info.get("t"),
+                                      "shard": sk})
             elif now - grace_from < lease:
                 A.add("C4", f"attempt token {tok} of {info.get('job')}@{info.get('t')} expired "
                       f"{now - grace_from} ms after its start or its leader's takeover (< lease {lease} ms)",
@@ -308,6 +353,7 @@ def check(records: list[dict], meta: dict) -> dict:
 
     # ---------------------------------------------------------------- C1: no instant silently missing
     instants_checked = 0
+    instants_by_shard: dict[int, int] = defaultdict(int)
     # A pause's or resume's `now` is the stamp of the leader that recorded it: under an injected
     # clock offset (S09) it is off by up to that offset from the instants it stops, so an instant
     # that close to a pause's edges may or may not have been recorded.
@@ -342,6 +388,7 @@ def check(records: list[dict], meta: dict) -> dict:
         for t in times:
             if end is None or t <= end:
                 instants_checked += 1
+                instants_by_shard[S.of_job(name)] += 1
     unfinished = []
 
     def held(name: str) -> bool:           # paused at the end of the window: its executions wait
@@ -366,12 +413,9 @@ def check(records: list[dict], meta: dict) -> dict:
                   job=key[0], t=key[1], liveness=True)
 
     # ---------------------------------------------------------------- C6: nothing without a claim
-    applied_at: dict[tuple[str, int], float] = {}
-    for r in by_type["apply"]:
-        applied_at.setdefault((r["node"], r["index"]), r["ts"])
     for r in by_type["push"]:
         tok = r["token"]
-        info = tokens.get(tok)
+        info = tokens.get((S.of(r), tok))
         if info is None or (info["job"], info["t"]) != (r["job"], r["scheduled_ms"]):
             A.add("C6", f"{r['node']} pushed {r['job']}@{r['scheduled_ms']} token {tok} to {r['worker']} "
                   f"without a committed claim for it", r["ts"], job=r["job"], t=r["scheduled_ms"])
@@ -379,19 +423,19 @@ def check(records: list[dict], meta: dict) -> dict:
             A.add("C6", f"{r['node']} pushed {r['job']}@{r['scheduled_ms']} token {tok} before applying "
                   f"its claim (applied {r.get('applied')})", r["ts"], job=r["job"], t=r["scheduled_ms"])
     for r in by_type["h_start"]:
-        info = tokens.get(r["token"])
+        info = tokens.get((S.of(r), r["token"]))
         if info is None or (info["job"], info["t"]) != (r["job"], r["scheduled_ms"]):
             A.add("C6", f"{r['worker']} started {r['job']}@{r['scheduled_ms']} token {r['token']} without a "
                   f"committed claim", r["ts"], job=r["job"], t=r["scheduled_ms"])
-    started = {r["token"]: r for r in by_type["h_start"]}
+    started = {(S.of(r), r["token"]): r for r in by_type["h_start"]}
     for x in never_started:
-        s = started.get(x["token"])
+        s = started.get((x["shard"], x["token"]))
         if s is not None:
             A.add("C4", f"attempt token {x['token']} of {x['job']}@{x['t']} expired as never started, but "
                   f"{s['worker']} started its handler", x["ts"], job=x["job"], t=x["t"])
     effects = by_type["effect"]
     for r in effects:
-        info = tokens.get(r["token"])
+        info = tokens.get((S.of(r), r["token"]))
         if info is None or (info["job"], info["t"]) != (r["job"], r["scheduled_ms"]):
             A.add("C6", f"effect for {r['job']}@{r['scheduled_ms']} with token {r['token']} that no "
                   f"committed claim gave out ({r['verdict']})", r["ts"], job=r["job"], t=r["scheduled_ms"])
@@ -411,7 +455,7 @@ def check(records: list[dict], meta: dict) -> dict:
     for r in effects:
         # only attempts the scheduler held live to the end (a zombie's late effect is fenced
         # by its token, not by the overlap policy)
-        if r["verdict"] == "accepted" and r["token"] in finishes_ok:
+        if r["verdict"] == "accepted" and (S.of(r), r["token"]) in finishes_ok:
             intervals[r["job"]].append((r["arrived"], ends.get((r["job"], r["scheduled_ms"], r["token"]),
                                                                r["arrived"]), r["scheduled_ms"]))
     for name, iv in intervals.items():
@@ -428,31 +472,46 @@ def check(records: list[dict], meta: dict) -> dict:
         if r.get("rid") and r["rid"] not in final_rids:
             A.add("C5", f"client {r['op']} {r.get('job')} (request {r['rid'][:12]}) was acknowledged but is "
                   f"not in the log", r["ts"])
+    # a worker's ack names only the token: its shard is that of the assignment the worker got
+    # with that token (either, in the rare case it got the same number from two shards)
+    recv_shards: dict[tuple, set[int]] = defaultdict(set)
+    for r in by_type["w_recv"]:
+        recv_shards[(r.get("worker"), r["token"])].add(S.of(r))
     for r in by_type["w_ack"]:
-        if r.get("outcome") == "committed" and r["token"] not in finishes_ok:
+        cands = {int(r["shard"])} if "shard" in r else (recv_shards.get((r.get("worker"), r["token"]))
+                                                        or set(range(S.n)))
+        if r.get("outcome") == "committed" and not any((k, r["token"]) in finishes_ok for k in cands):
             A.add("C5", f"result of token {r['token']} acknowledged as committed to {r['worker']} but no "
                   f"completion is in the log", r["ts"])
 
     # ---------------------------------------------------------------- C7: convergence after healing
     finals = by_type["final"]
+    final_by_shard: dict[int, bool] = {}
     if finals:
         f = finals[-1]
-        nodes = f.get("nodes") or {}
-        vals = {(v["applied"], v["hash"]) for v in nodes.values() if v}
-        if not f.get("converged") or len(vals) != 1 or not all(nodes.values()):
-            A.add("C7", f"replicas did not converge after healing: {nodes}", f["ts"])
-        stores = {(v["history"], v["history_rows"]) for v in nodes.values() if v and "history" in v}
-        if len(stores) > 1:
-            view = ", ".join(f"{n} history {v['history'][:8]} ({v['history_rows']} runs @{v['history_index']}"
-                             f"{', copying ' + v['history_gap'] if v['history_gap'] else ''})"
-                             for n, v in sorted(nodes.items()) if v)
-            A.add("C7", f"the history stores differ after healing: {view}", f["ts"])
+        # sharded: {"shards": {k: {node: ...}}}, each group's replicas compared with each other
+        groups = {int(k): v or {} for k, v in f["shards"].items()} if "shards" in f else {0: f.get("nodes") or {}}
+        for k, nodes in sorted(groups.items()):
+            vals = {(v["applied"], v["hash"]) for v in nodes.values() if v}
+            agree = len(vals) == 1 and all(nodes.values())
+            stores = {(v["history"], v["history_rows"]) for v in nodes.values() if v and "history" in v}
+            final_by_shard[k] = agree and len(stores) <= 1
+            if not agree or (S.n == 1 and not f.get("converged")):
+                A.add("C7", f"replicas{S.where(k)} did not converge after healing: {nodes}", f["ts"], **S.tag(k))
+            if len(stores) > 1:
+                view = ", ".join(f"{n} history {v['history'][:8]} ({v['history_rows']} runs @{v['history_index']}"
+                                 f"{', copying ' + v['history_gap'] if v['history_gap'] else ''})"
+                                 for n, v in sorted(nodes.items()) if v)
+                A.add("C7", f"the history stores{S.where(k)} differ after healing: {view}", f["ts"], **S.tag(k))
+        if S.n > 1 and not f.get("converged") and all(final_by_shard.values()):
+            A.add("C7", "the harness saw the replicas not converge after healing (every group's last view agrees)",
+                  f["ts"])
     else:
         A.add("C7", "no final convergence record (the run did not finish)", None)
     convergence = []
     for r in by_type["converge"]:
         convergence.append({"heal_ts": r["heal_ts"], "ok": r["ok"], "seconds": r.get("seconds"),
-                            "what": r.get("what")})
+                            "what": r.get("what"), **S.tag(S.of(r))})
         nodes = r.get("nodes") or {}
         view = ", ".join(f"{n} applied {v['applied']} digest {v['digest'][:8]}@{v['digest_index']}" if v else
                          f"{n} unreachable" for n, v in sorted(nodes.items()))
@@ -466,11 +525,17 @@ def check(records: list[dict], meta: dict) -> dict:
                   f"{view}", r["ts"], stuck=behind)
 
     # ---------------------------------------------------------------- C10: the majority commits
-    commit_gaps = _commit_gaps(by_type["apply"], _fault_windows(by_type["nemesis"]))
+    applies_by_shard: dict[int, list[dict]] = defaultdict(list)
+    for r in by_type["apply"]:
+        applies_by_shard[S.of(r)].append(r)
+    commit_gaps = []                 # per shard: every group's majority must keep committing
+    for k in sorted(applies_by_shard) or [0]:
+        commit_gaps += [{**g, **S.tag(k)} for g in _commit_gaps(applies_by_shard[k], _fault_windows(by_type["nemesis"]))]
     for g in commit_gaps:
         if g["gap_s"] > COMMIT_GAP_S:
-            A.add("C10", f"no entry committed for {g['gap_s']:.1f} s while only {g['node']} was cut off "
-                  f"(partition {g['start']:.1f}-{g['stop']:.1f}): the majority stopped", g["at"])
+            where = S.where(g["shard"]) if "shard" in g else ""
+            A.add("C10", f"no entry committed{where} for {g['gap_s']:.1f} s while only {g['node']} was cut off "
+                  f"(partition {g['start']:.1f}-{g['stop']:.1f}): the majority stopped", g["at"], **S.tag(g.get("shard", 0)))
 
     # ---------------------------------------------------------------- C8: DAG order
     c8 = _check_dags(A, dag_runs, dag_claims, dag_ended, effects, by_type["effect_end"])
@@ -499,15 +564,15 @@ def check(records: list[dict], meta: dict) -> dict:
                      if f[0] in ("pause_worker", "kill_worker", "failpoint", "worker_partition")]
     expired_by_fault: dict[str, int] = defaultdict(int)     # expiries of a worker under that fault
     for x in expires:
-        w = tokens.get(x["token"], {}).get("worker")
+        w = tokens.get((x["shard"], x["token"]), {}).get("worker")
         for kind, fw, a, b in _fault_windows(by_type["nemesis"]):
             if fw == w and a <= x["ts"] and (b is None or x["ts"] <= b + lease / 1000 + 1):
                 expired_by_fault[kind] += 1
-    h_end = {r["token"]: r for r in by_type["h_end"]}
+    h_end = {(S.of(r), r["token"]): r for r in by_type["h_end"]}
     needless = []
     for x in expires:
-        info = tokens.get(x["token"], {})
-        end = h_end.get(x["token"])
+        info = tokens.get((x["shard"], x["token"]), {})
+        end = h_end.get((x["shard"], x["token"]))
         w = info.get("worker")
         faulted = any(fw == w and a <= x["ts"] + 1 and (b is None or b >= info.get("now", 0) / 1000 - 5)
                       for fw, a, b in worker_faults)
@@ -516,7 +581,16 @@ def check(records: list[dict], meta: dict) -> dict:
                              "expired_ts": x["ts"], "handler_end_ts": end["ts"]})
 
     # ---------------------------------------------------------------- statistics and fault evidence
-    terms = sorted({r["term"] for r in by_type["role"] if r.get("new") == 2})
+    terms_by_shard: dict[int, set] = defaultdict(set)
+    for r in by_type["role"]:
+        if r.get("new") == 2:
+            terms_by_shard[S.of(r)].add(r["term"])
+    if S.n == 1:
+        terms: object = sorted(terms_by_shard[0])
+        leader_changes = len(terms_by_shard[0])
+    else:
+        terms = {str(k): sorted(v) for k, v in sorted(terms_by_shard.items())}
+        leader_changes = sum(len(v) for v in terms_by_shard.values())
     stats = {
         "entries": len(log), "nodes_last_index": last_applied, "snapshot_jumps": dict(jumps), "instants_checked": instants_checked,
         "executions": len(execs), "effects": len(effects),
@@ -525,7 +599,7 @@ def check(records: list[dict], meta: dict) -> dict:
         "effects_stale": sum(1 for r in effects if r["verdict"] == "stale"),
         "stale_completions_rejected": len(stale_finishes), "expired_attempts": len(expires),
         "needless_expiries": len(needless), "expired_by_fault": dict(expired_by_fault), "needless_expiry_examples": needless[:5],
-        "leader_terms": terms, "leader_changes": len(terms),
+        "leader_terms": terms, "leader_changes": leader_changes,
         "worker_rejects": len(by_type["w_reject"]), "faults": sum(1 for r in by_type["nemesis"] if r.get("phase") == "start"),
         "fault_kinds": sorted({r["fault"] for r in by_type["nemesis"]}), "fault_windows": fault_windows,
         "client_ops": {s: len(by_type[s]) for s in ("invoke", "ok", "fail", "info")},
@@ -538,9 +612,46 @@ def check(records: list[dict], meta: dict) -> dict:
     }
     per_check = {c: [a for a in A.items if a["check"] == c] for c in CHECKS}
     safety = [a for a in A.items if a["check"] in SAFETY or a.get("early")]
-    return {"ok": not A.items, "safety_ok": not safety, "anomalies": A.items,
-            "counts": {c: len(v) for c, v in per_check.items()}, "stats": stats,
-            "c8": c8}
+    out = {"ok": not A.items, "safety_ok": not safety, "anomalies": A.items,
+           "counts": {c: len(v) for c, v in per_check.items()}, "stats": stats,
+           "c8": c8}
+    if S.n > 1:
+        for a in A.items:             # an anomaly about a job is its shard's
+            if "shard" not in a and a.get("job") is not None:
+                a["shard"] = S.of_job(a["job"])
+        stats["shards"] = _per_shard(S, log, last_applied, jumps, terms_by_shard, execs, tokens, effects, expires,
+                                     stale_finishes, jobs, instants_by_shard, per_index, final_by_shard, commit_gaps)
+        stats["faults_on_multi_leader"] = sum(1 for r in by_type["nemesis"]
+                                              if r.get("phase") == "start" and len(r.get("led_shards") or []) >= 2)
+        out["per_shard"] = {str(k): {c: sum(1 for a in A.items if a["check"] == c and a.get("shard") == k)
+                                     for c in CHECKS} for k in range(S.n)}
+    return out
+
+
+def _per_shard(S: _Shards, log, last_applied, jumps, terms_by_shard, execs, tokens, effects, expires, stale,
+               jobs, instants, per_index, final_ok, gaps) -> dict:
+    """What was checked in each shard group (the report's per-shard lines)."""
+    out = {}
+    for k in range(S.n):
+        mine = [e for e in effects if S.of(e) == k]
+        suffix = f"/s{k}"
+        out[str(k)] = {
+            "entries": sum(1 for sk, _ in log if sk == k),
+            "indexes_compared": sum(1 for sk, _ in per_index if sk == k),
+            "replicas_last_index": {n[:-len(suffix)]: i for n, i in sorted(last_applied.items()) if n.endswith(suffix)},
+            "snapshot_jumps": {n[:-len(suffix)]: i for n, i in sorted(jumps.items()) if n.endswith(suffix)},
+            "leader_terms": sorted(terms_by_shard.get(k, ())),
+            "jobs": sorted(n for n in jobs if S.of_job(n) == k),
+            "executions": sum(1 for (n, _) in execs if S.of_job(n) == k),
+            "instants_checked": instants.get(k, 0),
+            "claims": sum(1 for sk, _ in tokens if sk == k),
+            "effects": len(mine), "effects_accepted": sum(1 for e in mine if e["verdict"] == "accepted"),
+            "expired_attempts": sum(1 for x in expires if x["shard"] == k),
+            "stale_completions_rejected": sum(1 for x in stale if x["shard"] == k),
+            "final_converged": final_ok.get(k),
+            "commit_gap_max_s": max((g["gap_s"] for g in gaps if g.get("shard") == k), default=None),
+        }
+    return out
 
 
 def _dag_graph(spec_text) -> dict | None:
@@ -707,9 +818,31 @@ def summarize(results: dict, meta: dict) -> str:
              "anomalies per check: " + ", ".join(f"{c}={n}" for c, n in results["counts"].items()),
              f"C8: {results['c8']['verdict']}: {results['c8']['runs']} DAG runs, {results['c8']['tasks_claimed']} "
              f"task claims checked, {results['c8']['tasks_succeeded']} tasks succeeded"]
+    lines += _shard_lines(results)
     for a in results["anomalies"][:40]:
         lines.append(f"  [{a['check']}] {a['what']}")
     return "\n".join(lines) + "\n"
+
+
+def _shard_lines(results: dict) -> list[str]:
+    """Sharded runs: what each shard group's checks covered, and their anomalies."""
+    per = results["stats"].get("shards")
+    if not per:
+        return []
+    lines = [f"per shard ({len(per)} groups; C2 C7 C10 and leader terms compared within each group's own log, "
+             "tokens per (shard, token); C1 C3-C6 C8 C9 per job, so within its shard):"]
+    for k, v in sorted(per.items(), key=lambda kv: int(kv[0])):
+        last = ", ".join(f"{n} {i}" for n, i in v["replicas_last_index"].items()) or "-"
+        bad = {c: n for c, n in (results.get("per_shard") or {}).get(k, {}).items() if n}
+        lines.append(
+            f"  shard {k}: C2 {v['indexes_compared']} indexes compared (last applied: {last}); leader terms "
+            f"{v['leader_terms']}; {len(v['jobs'])} jobs, {v['executions']} executions, {v['instants_checked']} "
+            f"instants checked, {v['claims']} claims, {v['effects']} effects ({v['effects_accepted']} accepted), "
+            f"{v['expired_attempts']} expired, {v['stale_completions_rejected']} stale completions rejected; C7 final "
+            f"{'converged' if v['final_converged'] else 'NOT converged' if v['final_converged'] is False else '-'}"
+            f"; C10 longest gap {_fmt1(v['commit_gap_max_s'])} s; anomalies "
+            f"{', '.join(f'{c}={n}' for c, n in bad.items()) or 'none'}")
+    return lines
 
 
 def _conv_line(conv: list[dict]) -> str:

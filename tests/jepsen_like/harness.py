@@ -18,11 +18,13 @@ import signal
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import grpc
 
+from schedd.api.shard_routing import SHARD_HEADER
+from schedd.core.shards import routing_key, shard_of, shard_raft_address
 from schedd.ports.fakes import wait_until
 from schedd.runtime.cluster import LocalCluster, restartable_ports
 from schedd.testing.hooks import Recorder
@@ -124,6 +126,28 @@ WORKLOAD = [
     Job("skipper", 1, hold_s=2.5, overlap="skip"), Job("queuer", 2, hold_s=2.2, overlap="queue"),
 ]
 
+
+
+def job_in_shard(j: Job, shard: int, shards: int) -> Job:
+    """`j` renamed `<name>-<i>` with the first i whose name the cluster routes to `shard`."""
+    for i in range(10_000):
+        name = f"{j.name}-{i}"
+        if shard_of(routing_key(name), shards) == shard:
+            return replace(j, name=name)
+    raise ValueError(f"no name for {j.name} in shard {shard} of {shards}")
+
+
+def sharded_workload(shards: int) -> list[Job]:
+    """The workload spread over every shard: each shard gets an every-second job (so each group's
+    log moves on: C10 per shard), an every-2-s one and an at-most-once one, and one of the long,
+    overlap-skip, overlap-queue jobs in turn (few enough for 2 workers of 4 slots). "ondemand"
+    keeps its name (the client triggers it); churn jobs and the DAG land wherever they hash."""
+    every1, every2, long_, once, ondemand, skipper, queuer = WORKLOAD
+    jobs = [job_in_shard(j, k, shards) for k in range(shards) for j in (every1, every2, once)]
+    jobs += [job_in_shard(j, k % shards, shards) for k, j in enumerate((long_, skipper, queuer), start=1)]
+    return jobs + [ondemand]
+
+
 # A small scheduled DAG (C8): a -> b -> c every few seconds, each task's handler calls the sink
 # (job "chain:<task>", scheduled time = the run's logical time).
 @dataclass
@@ -153,6 +177,7 @@ class Harness:
     netns: bool = False                            # S13+: every node, and the workers, in its own netns
     churn_cap: int = 0                             # live churn jobs at most (0: no bound; the soak bounds it)
     history_limit: int = 0                         # per job (0: the default; the soak keeps less)
+    shards: int = 1                                # shard groups (`shards = S`): every check per group
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -174,6 +199,7 @@ class Harness:
         self._churn = 0
         self.paused_jobs: set[str] = set()        # held by the client: their executions wait
         self.stuck = 0                            # convergence checks after a heal that failed
+        self.led: dict[str, list[int]] = {}       # sharded: the shards each node led when last looked at
 
     # ------------------------------------------------------------ start / stop
 
@@ -192,19 +218,24 @@ class Harness:
             base = 7100
         self.sink = EffectSink(Recorder(str(self.hist / "sink.jsonl"), "sink"),
                                host=self.nsnet.host if self.nsnet else "127.0.0.1")
+        if self.netns and self.shards > 1:
+            raise ValueError("sharded runs use the proxies, not network namespaces")
         self.c = JLCluster(self.out / "cluster", size=3, raft={**RAFT, **self.raft},
                            scheduler={"lease_ms": self.lease_ms}, env=env_test,
-                           base_port=base or restartable_ports(9), hosts=hosts, wrap=wrap,
+                           base_port=base or restartable_ports(LocalCluster.ports_needed(3, self.shards)),
+                           hosts=hosts, wrap=wrap, shards=self.shards,
                            worker_http_allow=("127.0.0.1",))   # the effect sink is on loopback
         self.net = ProxyNet()
         dial: dict[str, dict] = {n: {} for n in self.c.nodes}
         ids = [] if self.netns else list(self.c.nodes)       # in namespaces, nodes dial each other
         for i, x in enumerate(ids):
             for y in ids[i + 1:]:
-                nx, ny = self.c.nodes[x], self.c.nodes[y]
-                a, b = (x, y) if nx.raft > ny.raft else (y, x)     # pysyncobj: larger address dials
-                link = self.net.add_link(a, b, self.c.nodes[b].raft)
-                dial[a][self.c.nodes[b].raft] = f"127.0.0.1:{link.port}"
+                for k in range(self.shards):        # every group's link: shard k's Raft port is the node's + k
+                    rx, ry = (shard_raft_address(self.c.nodes[n].raft, k) for n in (x, y))
+                    a, b = (x, y) if rx > ry else (y, x)     # pysyncobj: larger address dials
+                    target = rx if b == x else ry
+                    link = self.net.add_link(a, b, target, shard=k)
+                    dial[a][target] = f"127.0.0.1:{link.port}"
         self.worker_dial: dict[str, dict] = {}
         if self.worker_proxies:                     # one proxy per (worker, node) link: "w:w1" dials n1
             for w in ("w1", "w2"):
@@ -222,7 +253,7 @@ class Harness:
         self.c.node_env = {n: {**({"SCHEDD_RAFT_DIAL": json.dumps(d)} if d else {}),
                                **({"SCHEDD_UNSAFE": ",".join(self.unsafe)} if self.unsafe else {})}
                            for n, d in dial.items()}
-        self.meta = {"scenario": self.scenario, "seed": self.seed, "unsafe": list(self.unsafe),
+        self.meta = {"scenario": self.scenario, "seed": self.seed, "unsafe": list(self.unsafe), "shards": self.shards,
                      "lease_ms": self.lease_ms, "raft": {**RAFT, **self.raft}, "started": time.time(),
                      "nodes": {n: {"raft": p.raft, "grpc": p.grpc} for n, p in self.c.nodes.items()},
                      "jobs": [vars(j) for j in self.jobs], "dags": [vars(d) for d in self.dags],
@@ -282,13 +313,78 @@ class Harness:
     def leader(self) -> str | None:
         return self.c.leader()
 
+    # ------------------------------------------------------------ shard groups (shards > 1)
+
+    def shard_info(self, nid: str, shard: int, timeout: float = 2.0, with_digest: bool = False,
+                   digest_at: int = 0) -> pb.NodeStatus | None:
+        """Node `nid`'s replica of group `shard` (NodeInfo answers for the group named in
+        x-schedd-shard); an unsharded cluster's one group is the node's."""
+        if self.shards == 1:
+            return self.c.node_info(nid, timeout=timeout, with_digest=with_digest, digest_at=digest_at)
+        with self.c.channel(nid) as ch:
+            try:
+                return pb_grpc.ClusterStub(ch).NodeInfo(
+                    pb.NodeInfoRequest(with_digest=with_digest, digest_at=digest_at), timeout=timeout,
+                    metadata=((SHARD_HEADER, str(shard)),))
+            except grpc.RpcError:
+                return None
+
+    def shard_leaders(self) -> dict[int, str]:
+        """shard -> the node leading it: per shard, the highest-term replica that says it leads
+        (an isolated old leader still says so until it falls back; the new one has a higher
+        term). Shards without a leader are missing."""
+        best: dict[int, tuple[int, str]] = {}
+        for nid, node in self.c.nodes.items():
+            if not node.alive() or f"n:{nid}" in self.stopped:
+                continue
+            with self.c.channel(nid) as ch:
+                try:
+                    items = pb_grpc.ClusterStub(ch).ListShards(pb.ListShardsRequest(), timeout=1.5).items
+                except grpc.RpcError:
+                    continue
+            for it in items:
+                if it.leader_id == nid and (it.shard not in best or it.term > best[it.shard][0]):
+                    best[it.shard] = (it.term, nid)
+        return {k: v[1] for k, v in best.items()}
+
+    def wait_shard_leaders(self, timeout: float = 30.0, exclude: str | None = None) -> dict[int, str]:
+        """Until every shard has a leader (other than `exclude`); shard -> leader."""
+        seen: dict[int, str] = {}
+
+        def every():
+            nonlocal seen
+            seen = self.shard_leaders()
+            return len(seen) == self.shards and exclude not in seen.values()
+        try:
+            wait_until(every, timeout=timeout, interval=0.1, what="every shard to have a leader")
+        except TimeoutError:
+            raise TimeoutError(f"not every shard has a leader{f' other than {exclude}' if exclude else ''} "
+                               f"within {timeout:g} s (seen {seen})") from None
+        return seen
+
+    def top_leader(self, timeout: float = 30.0) -> str:
+        """The node that leads the most shards (the lowest id among equals), once every shard has
+        a leader: killing or isolating it fails several groups over at once."""
+        seen = self.wait_shard_leaders(timeout)
+        self.led = {n: sorted(k for k, v in seen.items() if v == n) for n in self.c.nodes}
+        return max(sorted(self.led), key=lambda n: len(self.led[n]))
+
+    def _led_by(self, nid: str) -> dict:
+        return {"led_shards": self.led.get(nid, [])} if self.shards > 1 else {}
+
     def node_infos(self) -> dict:
         """Each node's applied index and the digest of its state there ("hash": what the checker's
         C7 compares; the state digest, not the log hash: equal logs are not enough, the states
-        must be equal), with the log hash beside it for the report."""
+        must be equal), with the log hash beside it for the report. Sharded: the same per shard
+        group, {shard: {node: ...}}."""
+        if self.shards > 1:
+            return {k: self._node_infos(k) for k in range(self.shards)}
+        return self._node_infos(0)
+
+    def _node_infos(self, shard: int) -> dict:
         out = {}
         for nid in self.c.nodes:
-            info = self.c.node_info(nid, timeout=2, with_digest=True) if self.c.nodes[nid].alive() else None
+            info = self.shard_info(nid, shard, timeout=2, with_digest=True) if self.c.nodes[nid].alive() else None
             out[nid] = None if info is None else {"applied": info.digest_index, "hash": info.state_digest,
                                                   "log_hash": info.state_hash, "term": info.term,
                                                   "role": info.role, "history": info.history_digest,
@@ -426,7 +522,7 @@ class Harness:
         self.rec("nemesis", fault=kind, phase=phase, **fields)
 
     def kill_node(self, nid: str) -> None:
-        self.fault("kill", "start", node=nid)
+        self.fault("kill", "start", node=nid, **self._led_by(nid))
         self.c.kill_node(nid)
 
     def restart_node(self, nid: str) -> None:
@@ -469,7 +565,8 @@ class Harness:
     def isolate(self, nid: str, how: str = "both") -> None:
         """Cut every link of `nid` (both ways), or hold what it sends (out) or receives (in). In
         namespaces: iptables DROP of its peers inside its namespace (connections stay open)."""
-        self.fault("partition", "start", node=nid, how=how, via="netns" if self.nsnet else "proxy")
+        self.fault("partition", "start", node=nid, how=how, via="netns" if self.nsnet else "proxy",
+                   **self._led_by(nid))
         if self.nsnet is not None:
             self.nsnet.block(nid, [n for n in self.c.nodes if n != nid], how)
             return
@@ -792,22 +889,32 @@ class Harness:
         for d in self.dags:                 # a DAG has no pause: its schedule row goes with it
             self.delete_dag(d.name)
         self.rec("quiesce_end")
-        infos = {}
+        infos: dict = {}
+
+        def group_converged(group: dict) -> bool:
+            vals = {(i["applied"], i["hash"]) for i in group.values() if i}
+            # the history stores too (schedd.history): equal rows once every node holds the same
+            # hand-overs and none is still copying a gap from a peer
+            stores = {(i["history"], i["history_rows"]) for i in group.values() if i}
+            gaps = any(i["history_gap"] for i in group.values() if i)
+            return len(vals) == 1 and all(group.values()) and len(stores) == 1 and not gaps
 
         def converged():
             nonlocal infos
+            if self.shards > 1:          # a converged group is not asked again
+                todo = [k for k in range(self.shards) if k not in infos or not group_converged(infos[k])]
+                infos.update({k: self._node_infos(k) for k in todo})
+                return all(group_converged(g) for g in infos.values())
             infos = self.node_infos()
-            vals = {(i["applied"], i["hash"]) for i in infos.values() if i}
-            # the history stores too (schedd.history): equal rows once every node holds the same
-            # hand-overs and none is still copying a gap from a peer
-            stores = {(i["history"], i["history_rows"]) for i in infos.values() if i}
-            gaps = any(i["history_gap"] for i in infos.values() if i)
-            return len(vals) == 1 and all(infos.values()) and len(stores) == 1 and not gaps
+            return group_converged(infos)
         ok = True
         try:
             # a replica already stuck after a heal (C7 has it) is not waited for the full minute
             wait_until(converged, timeout=20 if self.unsafe or self.stuck else 60, interval=0.3, what="replicas to converge")
         except TimeoutError:
             ok = False
-        self.rec("final", nodes=infos, converged=ok)
+        if self.shards > 1:
+            self.rec("final", shards={str(k): g for k, g in sorted(infos.items())}, converged=ok)
+        else:
+            self.rec("final", nodes=infos, converged=ok)
         return infos

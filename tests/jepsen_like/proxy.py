@@ -2,7 +2,10 @@
 
 pysyncobj keeps ONE connection per pair of nodes, opened by the node with the larger address, and
 the dialer names itself in its first message. So one proxy per unordered pair sees both
-directions: the dialer is told (SCHEDD_RAFT_DIAL) to dial the proxy instead of its peer.
+directions: the dialer is told (SCHEDD_RAFT_DIAL) to dial the proxy instead of its peer. A
+sharded cluster has one Raft group per shard, each on its own port (the node's Raft port + k):
+one proxy per pair and shard, and every control acts on all of a pair's links at once (a
+partition cuts a node off in every group).
 
 A link is `ok`, `cut` (connections closed, new ones accepted and closed at once), stalled in one
 direction (bytes held, as a one-way partition: TCP delivers nothing until healed), or delayed
@@ -18,9 +21,10 @@ import time
 
 
 class Link:
-    def __init__(self, a: str, b: str, target: str) -> None:
+    def __init__(self, a: str, b: str, target: str, shard: int = 0) -> None:
         self.a, self.b = a, b          # a dials b (node ids); target is b's real raft address
         self.target = target
+        self.shard = shard             # the Raft group it carries (0: an unsharded cluster's only one)
         self.port = 0
         self.cut = False
         self.stall = {("a", "b"): False, ("b", "a"): False}
@@ -40,7 +44,7 @@ class ProxyNet:
     """All link proxies of a cluster, served by one asyncio loop in a daemon thread."""
 
     def __init__(self) -> None:
-        self.links: dict[frozenset, Link] = {}
+        self.links: dict[tuple[frozenset, int], Link] = {}     # (pair, shard) -> link
         self.loop = asyncio.new_event_loop()
         self._servers = []
         self._thread = threading.Thread(target=self.loop.run_forever, name="proxynet", daemon=True)
@@ -54,11 +58,11 @@ class ProxyNet:
     async def _wrap(fn, *args):
         return fn(*args)
 
-    def add_link(self, a: str, b: str, target: str) -> Link:
-        link = Link(a, b, target)
+    def add_link(self, a: str, b: str, target: str, shard: int = 0) -> Link:
+        link = Link(a, b, target, shard)
         fut = asyncio.run_coroutine_threadsafe(self._serve(link), self.loop)
         link.port = fut.result(timeout=10)
-        self.links[frozenset((a, b))] = link
+        self.links[(frozenset((a, b)), shard)] = link
         return link
 
     async def _serve(self, link: Link) -> int:
@@ -125,31 +129,44 @@ class ProxyNet:
 
     # ---------------------------------------------------------------- controls (any thread)
 
-    def _link(self, a: str, b: str) -> Link:
-        return self.links[frozenset((a, b))]
+    def _links(self, a: str, b: str) -> list[Link]:
+        """Every link between a and b (one per shard group); KeyError if there is none."""
+        pair = frozenset((a, b))
+        out = [link for (p, _), link in self.links.items() if p == pair]
+        if not out:
+            raise KeyError(f"no link between {a} and {b}")
+        return out
 
     def cut(self, a: str, b: str) -> None:
-        link = self._link(a, b)
+        links = self._links(a, b)
 
         def do():
-            link.cut = True
-            for pair in list(link.conns):
-                for w in pair:
-                    w.close()
+            for link in links:
+                link.cut = True
+                for pair in list(link.conns):
+                    for w in pair:
+                        w.close()
         self.call(do)
 
     def stall(self, src: str, dst: str, on: bool = True) -> None:
         """Hold every byte from src to dst (a one-way partition) until healed."""
-        link = self._link(src, dst)
-        key = (link._side(src), link._side(dst))
-        self.call(lambda: link.stall.__setitem__(key, on))
+        links = self._links(src, dst)
+
+        def do():
+            for link in links:
+                link.stall[(link._side(src), link._side(dst))] = on
+        self.call(do)
 
     def delay(self, a: str, b: str, ms: int) -> None:
-        link = self._link(a, b)
-        self.call(lambda: setattr(link, "delay_ms", ms))
+        links = self._links(a, b)
+
+        def do():
+            for link in links:
+                link.delay_ms = ms
+        self.call(do)
 
     def heal(self, a: str | None = None, b: str | None = None) -> None:
-        links = [self._link(a, b)] if a else list(self.links.values())
+        links = self._links(a, b) if a else list(self.links.values())
 
         def do():
             for link in links:

@@ -60,7 +60,7 @@ def run_scenario(name: str, seed: int | None = None, *, unsafe=(), root: Path = 
     run_dir = Path(root) / f"{name}{tag}-{seed}-{stamp}"
     h = Harness(scenario=name, seed=seed, out=run_dir, unsafe=tuple(unsafe), raft=dict(scen.raft),
                 failpoints=scen.failpoints, worker_proxies=scen.worker_proxies, small_disks=dict(scen.small_disks),
-                netns=scen.netns)
+                netns=scen.netns, shards=scen.shards)
     if jobs is not None or scen.jobs is not None:
         h.jobs = list(jobs if jobs is not None else scen.jobs)
     try:

@@ -25,7 +25,19 @@ def _sleep(h, seconds: float) -> None:
 
 
 def _leader(h, timeout: float = 30.0, exclude=None) -> str:
+    """The leader; in a sharded cluster the node that leads the most shards (its loss fails
+    several groups over at once)."""
+    if h.shards > 1:
+        return h.top_leader(timeout)
     return h.c.wait_leader(timeout=timeout, exclude=exclude)
+
+
+def _new_leader(h, old: str, timeout: float) -> None:
+    """Until a leader other than `old` is elected (sharded: for every shard)."""
+    if h.shards > 1:
+        h.wait_shard_leaders(timeout, exclude=old)
+    else:
+        h.c.wait_leader(timeout=timeout, exclude=old)
 
 
 def nemesis_none(h, rng, seconds):
@@ -65,7 +77,7 @@ def nemesis_isolate_leader(h, rng, seconds):
         h.isolate(lead, hows[i % len(hows)])
         i += 1
         try:
-            h.c.wait_leader(timeout=8, exclude=lead)
+            _new_leader(h, lead, 8)
         except TimeoutError:
             pass
         _sleep(h, 1.5 + rng.random())
@@ -484,6 +496,26 @@ class Scenario:
     small_disks: dict = field(default_factory=dict)
     netns: bool = False             # nodes and workers in network namespaces (netns.py; needs root)
     jobs: list | None = None        # the workload's jobs (default: harness.WORKLOAD)
+    shards: int = 1                 # shard groups; > 1: jobs spread over every shard, checks per shard
+
+
+def ev_shard_failovers(n):
+    """Sharded runs: at least `n` leader changes summed over the shards (each shard's first term
+    aside), and at least one fault hit a node that led two shards or more (several groups failed
+    over at once)."""
+    def ev(r, meta):
+        per = r["stats"].get("shards") or {}
+        changes = sum(max(0, len(v["leader_terms"]) - 1) for v in per.values())
+        out = [] if changes >= n else [f"expected >= {n} leader changes over the shards, saw {changes}"]
+        if not r["stats"].get("faults_on_multi_leader"):
+            out.append("no fault hit a node leading two shards or more")
+        return out
+    return ev
+
+
+def _sharded_jobs(shards: int) -> list:
+    from .harness import sharded_workload
+    return sharded_workload(shards)
 
 
 def ev_converged(n):
@@ -531,6 +563,14 @@ SCENARIOS = {s.name: s for s in [
              nemesis_ns_cuts([("both", 30), ("out", 30), ("both", 10), ("out", 10), ("both", 10), ("in", 10)],
                              load=True),
              [ev_faults(["partition"]), ev_leader_changes(4), ev_converged(6)], netns=True, jobs=TICK_JOBS),
+    # The sharded profile: 4 shard groups on 3 nodes, the workload spread over every shard; the
+    # nemesis hits the node leading the most shards; every index/term/hash/leader check per shard.
+    Scenario("S02x4", "4 shards: kill -9 the node leading the most shards every ~8 s, restart 3 s later", 24,
+             nemesis_kill_leader, [ev_faults(["kill"]), ev_shard_failovers(3)], "smoke", shards=4,
+             jobs=_sharded_jobs(4)),
+    Scenario("S05x4", "4 shards: isolate the node leading the most shards (both ways, then one way)", 22,
+             nemesis_isolate_leader, [ev_faults(["partition"]), ev_shard_failovers(3)], "smoke", shards=4,
+             jobs=_sharded_jobs(4)),
 ]}
 SMOKE = [n for n, s in SCENARIOS.items() if s.profile == "smoke"]
 FULL = [n for n, s in SCENARIOS.items() if s.profile == "full"]

@@ -537,3 +537,128 @@ def test_majority_committing_through_a_cut_is_quiet():
     h.add("nemesis", T0 + 11_900, fault="partition", phase="stop")
     res = run(h, meta)
     assert "C10" not in checks(res) and res["stats"]["commit_gap_max_s"] < 2
+
+
+# ------------------------------------------------------------------ sharded runs (meta "shards")
+
+def _job_in(shard: int, shards: int = 2) -> str:
+    from schedd.core.shards import shard_of
+    return next(f"j{i}" for i in range(100) if shard_of(f"j{i}", shards) == shard)
+
+
+def _renamed(rec: dict, name: str, worker: str) -> dict:
+    """A record of good()'s job "j" and worker w1 about job `name` and `worker` instead."""
+    text = json.dumps(rec)
+    text = text.replace('"j"', f'"{name}"').replace('\\"j\\"', f'\\"{name}\\"').replace("-j", f"-{name}")
+    return json.loads(text.replace('"w1"', f'"{worker}"'))
+
+
+def good_sharded(n: int = 6) -> tuple[Hist, dict]:
+    """Two shard groups, each with good()'s history for its own job and worker (w1, w2): the same
+    log indexes, and so the same fencing tokens (a claim's index), in both; node records say
+    their shard."""
+    out = Hist()
+    finals = {}
+    meta = {}
+    for k in (0, 1):
+        h, meta = good(n)
+        name = _job_in(k)
+        for r in h.recs:
+            r = _renamed(r, name, f"w{k + 1}")
+            if r["type"] == "final":
+                finals[str(k)] = r["nodes"]
+                continue
+            if r["type"] in ("apply", "push", "role"):
+                r["shard"] = k
+                r["hash"] = f"s{k}-{r['hash']}" if "hash" in r else None
+                if r["hash"] is None:
+                    del r["hash"]
+            out.recs.append(r)
+        for v in finals[str(k)].values():
+            v["hash"] = f"s{k}-{v['hash']}"
+    out.add("final", T0 + 1000 * n + 1500, shards=finals, converged=True)
+    return out, {**meta, "shards": 2}
+
+
+def test_two_shards_with_equal_indexes_and_tokens_are_no_divergence():
+    h, meta = good_sharded()
+    res = run(h, meta)
+    assert res["ok"], res["anomalies"]
+    per = res["stats"]["shards"]
+    assert set(per) == {"0", "1"}
+    for k in ("0", "1"):
+        assert per[k]["entries"] == per[k]["indexes_compared"] > 0
+        assert per[k]["instants_checked"] == 6 and per[k]["claims"] == 6 and per[k]["effects_accepted"] == 6
+        assert per[k]["replicas_last_index"] == {n: per[k]["entries"] for n in NODES}
+        assert per[k]["final_converged"] is True and per[k]["jobs"] == [_job_in(int(k))]
+    assert res["per_shard"] == {"0": dict.fromkeys(checker.CHECKS, 0), "1": dict.fromkeys(checker.CHECKS, 0)}
+    text = checker.summarize(res, meta)
+    assert "shard 0: C2" in text and "shard 1: C2" in text
+
+
+def test_the_same_records_without_their_shard_would_be_a_divergence():
+    """The grouping is what keeps them apart: the two logs' records read as one log clash."""
+    h, meta = good_sharded()
+    for r in h.recs:
+        r.pop("shard", None)
+    assert "C2" in checks(run(h, {**meta, "shards": 1}))
+
+
+def test_divergence_inside_one_shard_is_c2_of_that_shard_only():
+    h, meta = good_sharded()
+    r = next(r for r in h.recs if r["type"] == "apply" and r["node"] == "n3" and r["index"] == 5 and r["shard"] == 1)
+    r["hash"] = "other"
+    res = run(h, meta)
+    c2 = [a for a in res["anomalies"] if a["check"] == "C2"]
+    assert len(c2) == 1 and c2[0]["shard"] == 1 and "index 5 of shard 1" in c2[0]["what"]
+    assert res["per_shard"]["1"]["C2"] == 1 and res["per_shard"]["0"]["C2"] == 0
+
+
+def test_a_workers_ack_is_matched_to_the_shard_it_got_the_token_from():
+    """Shard 0's worker w1 is told its result of token T committed, but shard 0's log has no
+    completion of T: C5, although shard 1 (served by w2) committed one with the same token."""
+    h, meta = good_sharded()
+    ack = next(r for r in h.recs if r["type"] == "w_ack" and r["worker"] == "w1")
+    tok = ack["token"]
+    h.recs = [r for r in h.recs if not (r["type"] == "apply" and r["shard"] == 0 and r["entry"]["k"] == "finish"
+                                        and r["entry"]["token"] == tok)]
+    res = run(h, meta)
+    c5 = [a for a in res["anomalies"] if a["check"] == "C5"]
+    assert len(c5) == 1 and f"token {tok}" in c5[0]["what"]
+
+
+def test_final_views_are_compared_per_shard():
+    h, meta = good_sharded()
+    final = next(r for r in h.recs if r["type"] == "final")
+    final["shards"]["0"]["n2"]["hash"] = "elsewhere"
+    res = run(h, meta)
+    c7 = [a for a in res["anomalies"] if a["check"] == "C7"]
+    assert len(c7) == 1 and c7[0]["shard"] == 0 and "of shard 0" in c7[0]["what"]
+    assert res["stats"]["shards"]["0"]["final_converged"] is False
+    assert res["stats"]["shards"]["1"]["final_converged"] is True
+
+
+def test_leader_terms_are_counted_per_shard():
+    h, meta = good_sharded()
+    for k, terms in ((0, (1, 2)), (1, (1, 2, 3))):
+        for t in terms:
+            h.add("role", T0 + 100 * t, node="n1", old=0, new=2, term=t, shard=k)
+    h.add("nemesis", T0 + 200, fault="kill", phase="start", node="n1", led_shards=[0, 1])
+    h.add("nemesis", T0 + 300, fault="kill", phase="stop", node="n1")
+    res = run(h, meta)
+    assert res["stats"]["leader_terms"] == {"0": [1, 2], "1": [1, 2, 3]}
+    assert res["stats"]["leader_changes"] == 5 and res["stats"]["faults_on_multi_leader"] == 1
+    assert res["stats"]["shards"]["1"]["leader_terms"] == [1, 2, 3]
+
+
+def test_a_shard_whose_majority_stops_while_another_commits_is_c10_of_that_shard():
+    h, meta = good_sharded(n=12)
+    h.add("nemesis", T0 + 2200, fault="partition", phase="start", node="n1", how="both")
+    h.add("nemesis", T0 + 11_900, fault="partition", phase="stop")
+    for r in h.recs:
+        if (r["type"] == "apply" and r["shard"] == 1 and r["node"] != "n1"
+                and T0 + 3000 < r["ts"] * 1000 < T0 + 12_000):
+            r["node"] = "n1"
+    res = run(h, meta)
+    c10 = [a for a in res["anomalies"] if a["check"] == "C10"]
+    assert c10 and {a["shard"] for a in c10} == {1} and "of shard 1" in c10[0]["what"]

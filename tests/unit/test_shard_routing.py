@@ -128,6 +128,20 @@ def test_a_forwarded_call_names_its_group_and_only_a_node_may():
         auth.CALL.reset(token)
 
 
+def test_node_info_answers_for_the_group_any_caller_names():
+    class Info:
+        def __init__(self, k: int) -> None:
+            self.k = k
+
+        async def NodeInfo(self, request, context):
+            return pb.NodeStatus(id=f"group{self.k}")
+    front = R.ShardFront(S, [{"Cluster": Info(k)} for k in range(S)])
+    servicer = R.build(front, "Cluster", "schedd.v1.Cluster", R.RULES["Cluster"], pb_grpc.ClusterServicer)
+    assert run(servicer.NodeInfo(pb.NodeInfoRequest(), Context())).id == "group0"
+    assert run(servicer.NodeInfo(pb.NodeInfoRequest(), Context(((R.SHARD_HEADER, "2"),)))).id == "group2"
+    assert run(servicer.NodeInfo(pb.NodeInfoRequest(), Context(((R.SHARD_HEADER, "9"),)))).id == "group0"
+
+
 @pytest.mark.parametrize("size", [1, 2, 5, 100])
 def test_listing_pages_merge_every_group_in_order_with_one_cursor(size):
     groups = [Group(k) for k in range(S)]
