@@ -162,3 +162,17 @@ def test_pysyncobj_answers_a_proposal_before_counting_it_applied(tmp_path):
         node.close()
     assert counter == index - 1          # pysyncobj counts the entry applied only after answering
     assert recorded == index             # what the push hook records
+
+
+def test_a_shard_groups_records_say_their_shard_and_an_unsharded_nodes_do_not(tmp_path):
+    """Each group of a sharded node has its own log (indexes, terms): its records name it."""
+    from schedd.core.results import ok
+    rec = hooks.Recorder(str(tmp_path / "n1.jsonl"), "n1")
+    node = hooks.TestFaults(rec=rec)
+    group = node.for_shard(2)
+    for f in (node, group):
+        f.role_changed("n1", 0, 2, 5)
+        f.applied("n1", json.dumps({"k": "noop"}), ok(), 9, b"\x01")
+    lines = [json.loads(line) for line in (tmp_path / "n1.jsonl").read_text().splitlines()]
+    assert [(r["type"], r.get("shard")) for r in lines] == [("role", None), ("apply", None), ("role", 2), ("apply", 2)]
+    assert node.shard is None and group.rec is node.rec and NO_FAULTS.for_shard(3) is NO_FAULTS

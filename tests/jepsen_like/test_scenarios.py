@@ -1,4 +1,5 @@
-"""The fault-injection scenarios as tests. Smoke (S01 S02 S05 S07 S13) runs by default; the full
+"""The fault-injection scenarios as tests. Smoke (S01 S02 S05 S07 S13, and the sharded S02x4 S05x4)
+runs by default; the full
 profile needs --jepsen-full. Safety failures never retry; a liveness-only failure (or a nemesis
 that left no evidence) retries once with a new seed. Runs are kept in tests/jepsen_like/store/.
 Set JEPSEN_SEED to replay a seed."""
