@@ -74,6 +74,8 @@ READ_KIND = "x-schedd-read"            # trailing metadata: what a read served (
 READ_SHARE = 0.8                       # of the caller's time left, at most, to confirm a read
 COMMIT_TIMEOUT_S = 10.0
 PAST_AT_GRACE_MS = 60_000
+LEADER_TRAILER = "x-schedd-leader"          # a forwarded call's answer: the gRPC address of the leader that gave it
+SHARD_TRAILER = "x-schedd-shard"            # ... and in a sharded cluster, "K/S": which shard of how many
 POSITION = "x-schedd-batch-position"   # trailing metadata: 1-based position of the refused job
 PAGE_BYTES = 1024 * 1024               # a list page stops growing past this (gRPC's cap is 4 MiB)
 MAX_BACKFILL = 100_000            # instants per backfill request
@@ -222,6 +224,7 @@ class Router:
         # In a sharded cluster, the shard group this router's node replicates: a call it
         # forwards names it, so the peer hands it to that group only (schedd.api.shard_routing).
         self.shard: int | None = None
+        self.shards = 1
 
     def node_metadata(self, method: str) -> list[tuple[str, str]]:
         """The signed identity of the current call, for a call this node makes on its behalf."""
@@ -261,8 +264,10 @@ class Router:
             response = await pending
             passed = tuple((k, v) for k, v in await pending.trailing_metadata() or ()
                            if k == READ_KIND and isinstance(v, str))
-            if passed:
-                context.set_trailing_metadata(passed)   # what the leader's read served
+            # What the leader's read served, and who the leader is: a client that routes by
+            # shard (schedd_client._routing) goes there directly next time.
+            where = ((SHARD_TRAILER, f"{self.shard}/{self.shards}"),) if self.shard is not None else ()
+            context.set_trailing_metadata((*passed, (LEADER_TRAILER, addr), *where))
             return response
         except grpc.aio.AioRpcError as e:
             # The leader's own answer passes through unchanged; the status says whether retrying

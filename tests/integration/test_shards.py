@@ -76,6 +76,12 @@ def test_shards_elect_route_fire_once_and_survive_a_node_that_leads_two(cluster_
         for nid in c.nodes:
             with Client([c.nodes[nid].grpc], security=c.security(), timeout=30) as one:
                 assert one.get_job(names[-1]).spec.name == names[-1]
+        # A forwarded answer names its shard's leader; the SDK then goes there first.
+        for n in names:
+            client.get_job(n)
+        actual = {s.shard: s.leader_grpc_address for s in client.list_shards().items}
+        learned = dict(client._router.shard_map.leaders)
+        assert learned and all(actual[k] == address for k, address in learned.items())
         # The forecast counts every shard's jobs (group 0's leader reads every group's replica).
         wait_until(lambda: client.forecast().jobs == len(names), timeout=30, what="the forecast counting 8 jobs")
         # The fanned-out list: every job once, in name order, across pages of 3.
