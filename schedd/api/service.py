@@ -32,6 +32,7 @@ from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.message import Message
 
 from schedd.api import auth, convert, forecasts, history_reads, shard_routing
+from schedd.core.quota_shares import cluster_limit
 from schedd.api.limits import call_overflow
 from schedd.api.membership_view import cluster_membership, node_membership
 from schedd.api.templates import SpecTemplates
@@ -1036,7 +1037,7 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             await self._commit(context, C.QUOTA, request.request_id, key=request.key, limit=request.limit)
         with self.node.lock:
             st = self.node.state
-            return pb.Quota(key=request.key, limit=st.quotas.get(request.key) or quota_limit(st, request.key) or 0,
+            return pb.Quota(key=request.key, limit=cluster_limit(st.quotas, request.key) or 0,
                             running=st.held.get(request.key, 0))
 
     @routed(write=False)
@@ -1050,7 +1051,7 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             if teams is not None:       # team rows by read on the team; pool/lane rows by quota
                 keys = [k for k in keys if (k.partition(":")[2] in teams if k.startswith("team:") else cluster)]
             return pb.ListQuotasResponse(quotas=[
-                pb.Quota(key=k, limit=st.quotas.get(k) or quota_limit(st, k) or 0, running=st.held.get(k, 0))
+                pb.Quota(key=k, limit=cluster_limit(st.quotas, k) or quota_limit(st, k) or 0, running=st.held.get(k, 0))
                 for k in keys])
 
     # ------------------------------------------------------------ forecast and explain
