@@ -76,6 +76,17 @@ def test_shards_elect_route_fire_once_and_survive_a_node_that_leads_two(cluster_
         for nid in c.nodes:
             with Client([c.nodes[nid].grpc], security=c.security(), timeout=30) as one:
                 assert one.get_job(names[-1]).spec.name == names[-1]
+        # A watch covers every shard: each job added once, then one "synced" (from the answering
+        # node's replicas: they may lag the leaders by a moment, as for an unsharded cluster).
+        def watched() -> list[str]:
+            seen = []
+            for event in client.watch_jobs():
+                seen.append(event)
+                if event.type == "synced":
+                    break
+            assert [e.type for e in seen].count("synced") == 1
+            return sorted(e.key for e in seen if e.type == "added")
+        wait_until(lambda: watched() == sorted(names), timeout=30, what="a watch listing every shard's jobs")
         # A forwarded answer names its shard's leader; the SDK then goes there first.
         for n in names:
             client.get_job(n)
