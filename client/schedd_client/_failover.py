@@ -21,6 +21,9 @@ hinted wait, while the timeout allows; without the time to wait it fails at once
 message. A loop of writes (a delete of thousands of jobs, a script) so keeps to the cluster's
 ``acl.rate_per_second`` instead of failing part-way.
 
+A call naming a job in a sharded cluster goes first to its shard's leader when a forwarded
+answer named it (``schedd_client._routing``), skipping the node-to-leader hop.
+
 A plaintext client on a node that speaks only TLS is not retried (it used to wait the whole
 timeout, then say "unavailable"). gRPC reports it as UNAVAILABLE "Socket closed", which a node
 closing a connection as it stops can say too, so the router's ``tls_probe`` (given to plaintext
@@ -32,10 +35,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import grpc
 
 from ._plans import Call
+from ._routing import ShardMap, route_of
 from .errors import ResourceExhausted, SchedError, TlsRequired, Unavailable, error_from_rpc
 
 #: An attempt of the first round gets an equal share of the timeout, within these bounds: at least
@@ -69,6 +74,7 @@ class Router:
         self.clock = clock
         self.tls_probe = tls_probe  # plaintext clients: does this node speak TLS? (module doc)
         self.preferred = 0  # index of the node that answered last
+        self.shard_map = ShardMap()  # a sharded cluster: each shard's leader (schedd_client._routing)
 
     def attempts(self, call: Call) -> Attempts:
         return Attempts(self, call)
@@ -89,6 +95,9 @@ class Attempts:
         self._errors: dict[str, str] = {}  # address -> its last error, in the order first tried
         self._last_code: grpc.StatusCode | None = None
         self._again: tuple[str, float] | None = None  # (address, wait): a rate-limited call, paced
+        self.route = route_of(call.service, call.method, call.request) if call.address is None else ""
+        leader = router.shard_map.leader_for(self.route)
+        self._leader = leader if leader in router.addresses else None
 
     def __iter__(self) -> Iterator[tuple[str, float, float]]:
         for address, pause, timeout in self._walk():
@@ -106,7 +115,7 @@ class Attempts:
         share = attempt_share(router.timeout, count)
         pause, next_pause = 0.0, FIRST_ROUND_PAUSE
         while True:
-            first = router.preferred
+            first = router.addresses.index(self._leader) if self._leader else router.preferred
             for i in range(count):
                 left = self._deadline - router.clock() - pause
                 if left <= 0.001:
@@ -119,6 +128,9 @@ class Attempts:
     def failed(self, address: str, err: grpc.RpcError) -> SchedError | None:
         """The error to raise now, or None when another node (or round) is worth trying."""
         error = error_from_rpc(err)
+        if address == self._leader:           # the shard's leader as the map had it did not answer
+            self._router.shard_map.forget(self.route)
+            self._leader = None
         if isinstance(error, ResourceExhausted):
             wait = retry_after(err)
             if wait is None or self._deadline - self._router.clock() - wait < MIN_ATTEMPT_SECONDS / 10:
@@ -140,9 +152,12 @@ class Attempts:
         self._last_code = error.code
         return None
 
-    def succeeded(self, address: str) -> None:
-        if self._call.address is None:
+    def succeeded(self, address: str, trailers: Sequence[tuple[str, Any]] = ()) -> None:
+        if self._call.address is None and not self._leader:
             self._router.preferred = self._router.addresses.index(address)
+        if trailers:                          # a node forwarded the call: its shard's leader is there
+            self._router.shard_map.heard(trailers)
+
 
     def exhausted(self) -> Unavailable:
         tried = "; ".join(self._errors.values())

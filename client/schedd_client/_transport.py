@@ -97,14 +97,18 @@ class BlockingTransport(Transport[grpc.Channel]):
             if pause:
                 time.sleep(pause)
             try:
-                response: Message = self._method(address, call)(
-                    call.request, timeout=timeout, metadata=(*call.metadata, *self._auth)
-                )
+                method = self._method(address, call)
+                kw = {"timeout": timeout, "metadata": (*call.metadata, *self._auth)}
+                if attempts.route:           # the trailers may name the shard's leader
+                    response, rpc = method.with_call(call.request, **kw)
+                    trailers = tuple(rpc.trailing_metadata() or ())
+                else:
+                    response, trailers = method(call.request, **kw), ()
             except grpc.RpcError as err:
                 if (final := attempts.failed(address, err)) is not None:
                     raise final from None
             else:
-                attempts.succeeded(address)
+                attempts.succeeded(address, trailers)
                 return response
         raise attempts.exhausted()
 
@@ -125,14 +129,16 @@ class AsyncTransport(Transport[grpc.aio.Channel]):
             if pause:
                 await asyncio.sleep(pause)
             try:
-                response: Message = await self._method(address, call)(
+                pending = self._method(address, call)(
                     call.request, timeout=timeout, metadata=(*call.metadata, *self._auth)
                 )
+                response: Message = await pending
+                trailers = tuple(await pending.trailing_metadata() or ()) if attempts.route else ()
             except grpc.RpcError as err:
                 if (final := attempts.failed(address, err)) is not None:
                     raise final from None
             else:
-                attempts.succeeded(address)
+                attempts.succeeded(address, trailers)
                 return response
         raise attempts.exhausted()
 

@@ -32,6 +32,7 @@ from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.message import Message
 
 from schedd.api import auth, convert, forecasts, history_reads, shard_routing
+from schedd.core.quota_shares import cluster_limit
 from schedd.api.limits import call_overflow
 from schedd.api.membership_view import cluster_membership, node_membership
 from schedd.api.templates import SpecTemplates
@@ -74,6 +75,8 @@ READ_KIND = "x-schedd-read"            # trailing metadata: what a read served (
 READ_SHARE = 0.8                       # of the caller's time left, at most, to confirm a read
 COMMIT_TIMEOUT_S = 10.0
 PAST_AT_GRACE_MS = 60_000
+LEADER_TRAILER = "x-schedd-leader"          # a forwarded call's answer: the gRPC address of the leader that gave it
+SHARD_TRAILER = "x-schedd-shard"            # ... and in a sharded cluster, "K/S": which shard of how many
 POSITION = "x-schedd-batch-position"   # trailing metadata: 1-based position of the refused job
 PAGE_BYTES = 1024 * 1024               # a list page stops growing past this (gRPC's cap is 4 MiB)
 MAX_BACKFILL = 100_000            # instants per backfill request
@@ -222,6 +225,7 @@ class Router:
         # In a sharded cluster, the shard group this router's node replicates: a call it
         # forwards names it, so the peer hands it to that group only (schedd.api.shard_routing).
         self.shard: int | None = None
+        self.shards = 1
 
     def node_metadata(self, method: str) -> list[tuple[str, str]]:
         """The signed identity of the current call, for a call this node makes on its behalf."""
@@ -261,8 +265,10 @@ class Router:
             response = await pending
             passed = tuple((k, v) for k, v in await pending.trailing_metadata() or ()
                            if k == READ_KIND and isinstance(v, str))
-            if passed:
-                context.set_trailing_metadata(passed)   # what the leader's read served
+            # What the leader's read served, and who the leader is: a client that routes by
+            # shard (schedd_client._routing) goes there directly next time.
+            where = ((SHARD_TRAILER, f"{self.shard}/{self.shards}"),) if self.shard is not None else ()
+            context.set_trailing_metadata((*passed, (LEADER_TRAILER, addr), *where))
             return response
         except grpc.aio.AioRpcError as e:
             # The leader's own answer passes through unchanged; the status says whether retrying
@@ -1031,7 +1037,7 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             await self._commit(context, C.QUOTA, request.request_id, key=request.key, limit=request.limit)
         with self.node.lock:
             st = self.node.state
-            return pb.Quota(key=request.key, limit=st.quotas.get(request.key) or quota_limit(st, request.key) or 0,
+            return pb.Quota(key=request.key, limit=cluster_limit(st.quotas, request.key) or 0,
                             running=st.held.get(request.key, 0))
 
     @routed(write=False)
@@ -1045,7 +1051,7 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             if teams is not None:       # team rows by read on the team; pool/lane rows by quota
                 keys = [k for k in keys if (k.partition(":")[2] in teams if k.startswith("team:") else cluster)]
             return pb.ListQuotasResponse(quotas=[
-                pb.Quota(key=k, limit=st.quotas.get(k) or quota_limit(st, k) or 0, running=st.held.get(k, 0))
+                pb.Quota(key=k, limit=cluster_limit(st.quotas, k) or quota_limit(st, k) or 0, running=st.held.get(k, 0))
                 for k in keys])
 
     # ------------------------------------------------------------ forecast and explain

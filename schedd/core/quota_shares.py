@@ -20,7 +20,10 @@ can still be using (`next_allocation`): Q minus, for every group, the largest of
 the share its own log holds and what it runs now. A lowered group keeps what it
 runs (nothing is killed) and starts nothing until it is under its new share; only then is that
 room given to another group. A new quota starts at share 0 in every group before group 0 holds
-it (the API writes those first), so no group is ever without a limit once the quota exists.
+it (the API writes those first), so no group is ever without a limit once the quota exists. The
+backfill lane's default limit (2 running, cluster-wide) is split the same way; until the first
+allocation reaches the groups, just after a sharded cluster is made, each group applies the
+default on its own.
 
 Pure: no clock, no I/O; the balancing functions take what the leader read from its replicas.
 """
@@ -32,7 +35,7 @@ from dataclasses import dataclass
 
 from schedd.core import commands as C
 from schedd.core import results as R
-from schedd.core.policy import QUOTA_KINDS
+from schedd.core.policy import BACKFILL, DEFAULT_BACKFILL_QUOTA, QUOTA_KINDS
 from schedd.core.results import ApplyResult, Code, ok, reject
 from schedd.core.tables import Tables
 
@@ -81,7 +84,7 @@ def alloc(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
     if (not isinstance(shares, list) or not 0 < len(shares) <= MAX_GROUPS
             or not all(type(n) is int and n >= 0 for n in shares)):
         return reject(Code.INVALID, "shares must be a list of whole numbers >= 0, one per shard group")
-    limit = st.quotas.get(key)
+    limit = cluster_limit(st.quotas, key)
     if limit is None:
         return reject(Code.INVALID, f"no quota {key!r} to allocate")
     if sum(shares) > limit:
@@ -91,6 +94,20 @@ def alloc(st: Tables, cmd: C.Command, index: int) -> ApplyResult:
 
 
 HANDLERS = {C.QUOTA_SHARE: share, C.QUOTA_ALLOC: alloc}
+
+BACKFILL_LANE = f"lane:{BACKFILL}"
+
+
+def cluster_limit(quotas: dict[str, int], key: str) -> int | None:
+    """The cluster's limit on `key` as group 0 holds it: a quota set, or the backfill lane's
+    default (it is a cluster-wide limit too, so it is split like one)."""
+    limit = quotas.get(key)
+    return DEFAULT_BACKFILL_QUOTA if limit is None and key == BACKFILL_LANE else limit
+
+
+def cluster_quotas(quotas: dict[str, int]) -> dict[str, int]:
+    """Every limit group 0's leader splits over the groups."""
+    return {BACKFILL_LANE: DEFAULT_BACKFILL_QUOTA, **quotas}
 
 
 def limit_of(st: Tables, key: str) -> int | None:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from schedd.core import commands as C
-from schedd.core.quota_shares import GroupUse, next_allocation
+from schedd.core.quota_shares import GroupUse, cluster_quotas, next_allocation
 from schedd.core.tables import READY_STATES
 from schedd.ports.clock import Clock
 
@@ -81,7 +81,7 @@ class QuotaBalancer:
         if not self._ready(zero):
             return
         with zero.lock:
-            quotas = dict(zero.state.quotas)
+            quotas = cluster_quotas(zero.state.quotas)
             allocations = dict(zero.state.allocations)
         for key in sorted(set(allocations) - set(quotas)):
             await self._propose(zero, C.QUOTA_ALLOC, key=key, shares=None)

@@ -240,7 +240,7 @@ def build_group(parts: NodeParts, shard: int) -> Group:
     load = dispatcher.assigner.load if dispatcher.assigner is not None else None
     metrics.watch(node, replicas, load, hub)
     router = Router(node, parts.signer, clock, parts.peer_channels)
-    router.shard = shard if parts.cfg.shards > 1 else None
+    router.shard, router.shards = (shard if parts.cfg.shards > 1 else None), parts.cfg.shards
     hub.router = router
     group = Group(shard, cfg, node, metrics, hub, dispatcher, replicas, router, history, led, Joiners())
     box.append(group)

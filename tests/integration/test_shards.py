@@ -76,6 +76,23 @@ def test_shards_elect_route_fire_once_and_survive_a_node_that_leads_two(cluster_
         for nid in c.nodes:
             with Client([c.nodes[nid].grpc], security=c.security(), timeout=30) as one:
                 assert one.get_job(names[-1]).spec.name == names[-1]
+        # A watch covers every shard: each job added once, then one "synced" (from the answering
+        # node's replicas: they may lag the leaders by a moment, as for an unsharded cluster).
+        def watched() -> list[str]:
+            seen = []
+            for event in client.watch_jobs():
+                seen.append(event)
+                if event.type == "synced":
+                    break
+            assert [e.type for e in seen].count("synced") == 1
+            return sorted(e.key for e in seen if e.type == "added")
+        wait_until(lambda: watched() == sorted(names), timeout=30, what="a watch listing every shard's jobs")
+        # A forwarded answer names its shard's leader; the SDK then goes there first.
+        for n in names:
+            client.get_job(n)
+        actual = {s.shard: s.leader_grpc_address for s in client.list_shards().items}
+        learned = dict(client._router.shard_map.leaders)
+        assert learned and all(actual[k] == address for k, address in learned.items())
         # The forecast counts every shard's jobs (group 0's leader reads every group's replica).
         wait_until(lambda: client.forecast().jobs == len(names), timeout=30, what="the forecast counting 8 jobs")
         # The fanned-out list: every job once, in name order, across pages of 3.

@@ -169,3 +169,15 @@ def test_a_stale_view_cannot_hand_out_what_a_group_still_runs():
 def test_running_attempts_never_exceed_the_quota_while_shares_move(case):
     """`simulate`, over random orders of arrivals, claims, ends, balancing and copying."""
     simulate(*case)
+
+
+def test_the_backfill_lanes_default_is_a_cluster_limit_split_like_a_quota():
+    from schedd.core.policy import DEFAULT_BACKFILL_QUOTA
+    from schedd.core.quota_shares import cluster_quotas
+    h = Harness(level=TOP_LEVEL)
+    assert cluster_quotas(h.state.quotas) == {"lane:backfill": DEFAULT_BACKFILL_QUOTA}
+    assert h.apply(C.QUOTA_ALLOC, key="lane:backfill", shares=[1, 1]).ok
+    assert h.apply(C.QUOTA_ALLOC, key="lane:backfill", shares=[2, 1]).code == "invalid"
+    assert h.apply(C.QUOTA, key="lane:backfill", limit=6).ok
+    assert cluster_quotas(h.state.quotas)["lane:backfill"] == 6
+    assert h.apply(C.QUOTA_ALLOC, key="lane:backfill", shares=[3, 3]).ok

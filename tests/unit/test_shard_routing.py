@@ -204,3 +204,45 @@ def test_a_watch_of_every_group_says_synced_once_after_all_listed():
     synced = kinds.index("synced")
     assert sorted(e.key for e in events[:synced] if e.type == "added") == names(6)
     assert R._without_synced(pb.WatchEvent(type="batch", events=[pb.WatchEvent(type="synced")])) == (None, True)
+
+
+def test_the_sdk_routes_a_call_to_the_shard_the_node_would():
+    """The SDK's table of which job a request names agrees with the node's `Key` rules."""
+    from schedd_client import _routing as client
+    from schedd_proto import dags_pb2 as dpb
+    from schedd_proto import logs_pb2 as lpb
+    samples = {
+        "PutJob": pb.PutJobRequest(job=pb.JobSpec(name="etl:load")), "GetJob": pb.GetJobRequest(name="a"),
+        "PauseJob": pb.JobRef(name="b"), "TriggerJob": pb.TriggerJobRequest(name="c"),
+        "ListExecutions": pb.ListExecutionsRequest(job="d"), "GetExecution": pb.GetExecutionRequest(id="e@2026-12-07T00:00:00Z"),
+        "CancelExecution": pb.CancelExecutionRequest(id="f@x"), "Explain": pb.ExplainRequest(id="g@x"),
+        "BackfillJob": pb.BackfillRequest(name="h"), "ListInstants": pb.ListInstantsRequest(job="i"),
+        "RetryExecution": pb.RetryExecutionRequest(id="j@x"), "ResumeJob": pb.JobRef(name="k"),
+        "DeleteJob": pb.JobRef(name="l"),
+    }
+    for method, request in samples.items():
+        rule = R.RULES["Scheduler"][method]
+        assert isinstance(rule, R.Key)
+        assert client.route_of("scheduler", method, request) == R.sh.routing_key(rule.of(request)), method
+    dag = {"PutDag": dpb.PutDagRequest(dag=dpb.DagSpec(name="etl")), "RunDag": dpb.RunDagRequest(name="etl"),
+           "GetDagRun": dpb.GetDagRunRequest(name="etl"), "ClearDagTask": dpb.ClearDagTaskRequest(name="etl")}
+    for method, request in dag.items():
+        assert client.route_of("dags", method, request) == R.RULES["Dags"][method].of(request) == "etl"
+    assert client.route_of("logs", "ReadRunLogs", lpb.ReadRunLogsRequest(id="m@x")) == "m"
+    assert client.route_of("scheduler", "ListJobs", pb.ListJobsRequest()) == ""
+    assert client.route_of("scheduler", "ListExecutions", pb.ListExecutionsRequest()) == ""
+
+
+def test_the_sdk_learns_a_shards_leader_from_a_forwarded_answer():
+    from schedd_client._routing import LEADER_TRAILER, SHARD_TRAILER, ShardMap, shard_of
+    m = ShardMap()
+    assert m.leader_for("a") is None
+    m.heard([(LEADER_TRAILER, "10.0.0.2:7070")])                # an unsharded cluster: nothing to learn
+    assert m.shards == 0
+    k = shard_of("a", 4)
+    m.heard([(LEADER_TRAILER, "10.0.0.2:7070"), (SHARD_TRAILER, f"{k}/4")])
+    assert m.leader_for("a") == "10.0.0.2:7070"
+    m.heard([(LEADER_TRAILER, "x:1"), (SHARD_TRAILER, "9/4")])   # nonsense: ignored
+    assert m.leaders == {k: "10.0.0.2:7070"}
+    m.forget("a")
+    assert m.leader_for("a") is None

@@ -25,12 +25,15 @@ GOLDEN = Path(__file__).parent / "testdata" / "shard_routing.json"
 # ---- routing
 
 def test_routing_matches_the_golden_table() -> None:
-    """The wire contract: a change here reroutes the jobs of every multi-shard cluster."""
+    """The wire contract: a change here reroutes the jobs of every multi-shard cluster. The
+    SDK's copy (schedd_client._routing, a distribution of its own) is held to the same table."""
+    from schedd_client import _routing as client
     doc = json.loads(GOLDEN.read_text(encoding="utf-8"))
     assert len(doc["routes"]) >= 50
     for r in doc["routes"]:
-        assert routing_key(r["name"]) == r["key"], r["name"]
-        assert [shard_of(r["key"], s) for s in doc["shard_counts"]] == r["shards"], r["name"]
+        for key_of, of in ((routing_key, shard_of), (client.routing_key, client.shard_of)):
+            assert key_of(r["name"]) == r["key"], r["name"]
+            assert [of(r["key"], s) for s in doc["shard_counts"]] == r["shards"], r["name"]
 
 
 def test_routing_spreads_the_golden_names() -> None:
