@@ -206,8 +206,22 @@ def check(records: list[dict], meta: dict) -> dict:
     dag_runs: dict[tuple, dict] = {}         # (DAG, logical_ms) -> {"graph", "index", "ts"}
     dag_claims: list[tuple] = []             # (index, ts, dag, t, task, token)
     dag_ended: dict[tuple, dict] = {}        # (DAG, t, task) -> {"state", "index", "ts"} (first end)
+    misplaced: set[tuple[int, str]] = set()
+
+    def owned(name, sk: int, idx: int, ts: float) -> None:
+        """Sharded: a job's rows live in its shard's log only (shard_of(routing_key(name)))."""
+        if S.n > 1 and name and S.of_job(name) != sk and (sk, name) not in misplaced:
+            misplaced.add((sk, name))
+            A.add("C2", f"{name} (shard {S.of_job(name)}) has an entry in shard {sk}'s log at index {idx}", ts,
+                  job=name, index=idx, shard=sk)
     for (sk, idx), r, e, res in _entries_of(log):
         k, now = e.get("k"), e.get("now", 0)
+        if S.n > 1:
+            named = [e.get("job") or e.get("name") or (_period_of(e.get("spec"))[1].get("name") if k == "put" else None)]
+            named += [c.get("job") for c in (e.get("claims") or []) + (e.get("results") or []) if isinstance(c, dict)]
+            named += [item[0] for item in (res.get("items") or []) if k in ("fire", "skip") and item]
+            for name in named:
+                owned(name, sk, idx, r["ts"])
         base_rid = _base_rid(e)
         if base_rid:
             rids.add(base_rid)
@@ -414,19 +428,19 @@ def check(records: list[dict], meta: dict) -> dict:
 
     # ---------------------------------------------------------------- C6: nothing without a claim
     for r in by_type["push"]:
-        tok = r["token"]
-        info = tokens.get((S.of(r), tok))
+        tok, k = r["token"], S.of(r)
+        info = tokens.get((k, tok))
         if info is None or (info["job"], info["t"]) != (r["job"], r["scheduled_ms"]):
-            A.add("C6", f"{r['node']} pushed {r['job']}@{r['scheduled_ms']} token {tok} to {r['worker']} "
+            A.add("C6", f"{r['node']} pushed {r['job']}@{r['scheduled_ms']} token {tok}{S.where(k)} to {r['worker']} "
                   f"without a committed claim for it", r["ts"], job=r["job"], t=r["scheduled_ms"])
         elif r.get("applied", info["index"]) < info["index"]:      # the claim's entry, not its token
-            A.add("C6", f"{r['node']} pushed {r['job']}@{r['scheduled_ms']} token {tok} before applying "
+            A.add("C6", f"{r['node']} pushed {r['job']}@{r['scheduled_ms']} token {tok}{S.where(k)} before applying "
                   f"its claim (applied {r.get('applied')})", r["ts"], job=r["job"], t=r["scheduled_ms"])
     for r in by_type["h_start"]:
         info = tokens.get((S.of(r), r["token"]))
         if info is None or (info["job"], info["t"]) != (r["job"], r["scheduled_ms"]):
-            A.add("C6", f"{r['worker']} started {r['job']}@{r['scheduled_ms']} token {r['token']} without a "
-                  f"committed claim", r["ts"], job=r["job"], t=r["scheduled_ms"])
+            A.add("C6", f"{r['worker']} started {r['job']}@{r['scheduled_ms']} token {r['token']}{S.where(S.of(r))} "
+                  f"without a committed claim", r["ts"], job=r["job"], t=r["scheduled_ms"])
     started = {(S.of(r), r["token"]): r for r in by_type["h_start"]}
     for x in never_started:
         s = started.get((x["shard"], x["token"]))
@@ -437,7 +451,7 @@ def check(records: list[dict], meta: dict) -> dict:
     for r in effects:
         info = tokens.get((S.of(r), r["token"]))
         if info is None or (info["job"], info["t"]) != (r["job"], r["scheduled_ms"]):
-            A.add("C6", f"effect for {r['job']}@{r['scheduled_ms']} with token {r['token']} that no "
+            A.add("C6", f"effect for {r['job']}@{r['scheduled_ms']} with token {r['token']}{S.where(S.of(r))} that no "
                   f"committed claim gave out ({r['verdict']})", r["ts"], job=r["job"], t=r["scheduled_ms"])
 
     # ---------------------------------------------------------------- C3: overlap and at-most-once

@@ -662,3 +662,18 @@ def test_a_shard_whose_majority_stops_while_another_commits_is_c10_of_that_shard
     res = run(h, meta)
     c10 = [a for a in res["anomalies"] if a["check"] == "C10"]
     assert c10 and {a["shard"] for a in c10} == {1} and "of shard 1" in c10[0]["what"]
+
+
+def test_a_jobs_entry_in_another_shards_log_is_c2():
+    """A job's rows live in its own shard's log only: a put routed to the wrong group is caught."""
+    h, meta = good_sharded()
+    put = next(r for r in h.recs if r["type"] == "apply" and r["shard"] == 1 and r["entry"]["k"] == "put")
+    j0 = _job_in(0)
+    extra = copy.deepcopy(put)
+    extra["entry"]["spec"] = json.dumps({"name": j0, "schedule": "@every 1s"})
+    extra["entry"]["rid"], extra["res"] = "put-misrouted", {"ok": True, "name": j0}
+    extra["index"] = 999
+    h.recs += [{**extra, "node": n} for n in NODES]
+    res = run(h, meta)
+    c2 = [a for a in res["anomalies"] if a["check"] == "C2"]
+    assert len(c2) == 1 and c2[0]["shard"] == 1 and f"{j0} (shard 0) has an entry in shard 1's log" in c2[0]["what"]
