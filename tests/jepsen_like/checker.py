@@ -120,6 +120,11 @@ class _Anoms:
         self.items.append({"check": check, "what": what, "ts": ts, **ev})
 
 
+# Entry kinds that name a job or DAG row (sharded: found in that row's shard's log only).
+_JOB_ROWS = frozenset({"put", "pause", "resume", "delete", "trigger", "start", "start_many", "finish", "finish_many",
+                       "expire", "cancel", "fire", "skip", "dag_put", "dag_delete", "dag_run"})
+
+
 class _Shards:
     """How records map to shard groups (module doc). With S = 1 every record is shard 0 and
     nothing in the report mentions shards."""
@@ -216,7 +221,7 @@ def check(records: list[dict], meta: dict) -> dict:
                   job=name, index=idx, shard=sk)
     for (sk, idx), r, e, res in _entries_of(log):
         k, now = e.get("k"), e.get("now", 0)
-        if S.n > 1:
+        if S.n > 1 and k in _JOB_ROWS:        # (not the cluster-wide tables: ACL, calendars, quotas)
             named = [e.get("job") or e.get("name") or (_period_of(e.get("spec"))[1].get("name") if k == "put" else None)]
             named += [c.get("job") for c in (e.get("claims") or []) + (e.get("results") or []) if isinstance(c, dict)]
             named += [item[0] for item in (res.get("items") or []) if k in ("fire", "skip") and item]
