@@ -116,6 +116,14 @@ def test_shards_elect_route_fire_once_and_survive_a_node_that_leads_two(cluster_
                    what="every job fired three more times after the kill")
         for n in names:
             assert_once_each(history(client, n), 1000, n)
+    # The killed node comes back: every one of its replicas catches up with its group.
+    c.start_node(victim)
+    with Client([c.nodes[victim].grpc], security=c.security(), timeout=30) as back:
+        def caught_up() -> bool:
+            answer = back.list_shards()
+            return answer.answered_by == victim and len(answer.items) == SHARDS and \
+                all(s.leader_id and s.lag == 0 and s.applied_index > 0 for s in answer.items)
+        wait_until(caught_up, timeout=60, what=f"{victim}'s replicas of every shard caught up after its restart")
     # The audit trail: each group records the writes it applied; an export verifies shard by shard.
     listed = json.loads(schedctl(c, "audit", "list", "-o", "json").stdout)
     assert {r.get("shard", 0) for r in listed if r["action"] == "Scheduler.PutJobs"} == set(range(SHARDS))
