@@ -26,7 +26,7 @@ from schedd_worker.leader_search import PROBE_GAP_S, LeaderSearch, Probes
 from schedd_worker.session import Session
 from schedd_worker.stream_errors import CredentialRefused, StreamEnded, describe, is_refusal, redirect_target, refuse
 
-__all__ = ["LeaderLink", "LinkUser", "DEFAULT_LEASE_MS", "BACKOFF_START_S", "BACKOFF_MAX_S", "WELCOME_TIMEOUT_S",
+__all__ = ["LeaderLink", "LinkUser", "SHARD_HEADER", "shard_metadata", "DEFAULT_LEASE_MS", "BACKOFF_START_S", "BACKOFF_MAX_S", "WELCOME_TIMEOUT_S",
            "MIN_HEARTBEAT_S"]
 
 log = logging.getLogger("schedd.worker")
@@ -36,6 +36,13 @@ BACKOFF_START_S = 0.1
 BACKOFF_MAX_S = 2.0
 WELCOME_TIMEOUT_S = 10.0        # from the hello to the Welcome
 MIN_HEARTBEAT_S = 0.05
+SHARD_HEADER = "x-schedd-shard"  # which shard group a call is for (none: shard 0)
+
+
+def shard_metadata(shard: int) -> tuple[tuple[str, str], ...] | None:
+    """The call metadata of a shard's link: none for shard 0, so that a worker of an unsharded
+    cluster sends exactly what it always sent."""
+    return ((SHARD_HEADER, str(shard)),) if shard > 0 else None
 
 _CHANNEL_OPTIONS = [
     # our own backoff paces reconnects (schedd_client.channels keeps gRPC's short)
@@ -59,8 +66,10 @@ class LinkUser(Protocol):
 
 class LeaderLink:
     def __init__(self, cluster: Sequence[str], *, name: str, security: Security, hooks: WorkerHooks,
-                 user: LinkUser, warn_at_once: bool = False) -> None:
+                 user: LinkUser, warn_at_once: bool = False, shard: int = 0) -> None:
         self.name = name
+        self.shard = shard                         # the shard group this link follows the leader of
+        self.metadata = shard_metadata(shard)
         # The first failed connection at WARNING (the SDK's Worker: nobody may be reading its
         # INFO lines), or at INFO (schedd-worker: a cluster still electing is no news).
         self.warn_at_once = warn_at_once
@@ -95,6 +104,14 @@ class LeaderLink:
         self.saw_term(term)
         if self.session is not None:
             self.session.term = max(self.session.term, term)
+
+    def rehello(self, why: str) -> None:
+        """End the stream and open a new one to the same leader at once: what the hello says
+        changed (a shard's share of the slots)."""
+        s = self.session
+        if s is not None and not s.ending:
+            self._redirect = s.address
+            s.drop(why)
 
     async def close(self) -> None:
         """Stop reconnecting, half-close the stream (see `Session.close`)."""
@@ -171,7 +188,7 @@ class LeaderLink:
     def _probes(self) -> Probes:
         tls_check = None if self.security.tls else (lambda a: speaks_tls(self.hooks.dial(a)))
         return Probes(lambda a: open_aio_channel(self.hooks.dial(a), self.security, _CHANNEL_OPTIONS),
-                      speaks_tls=tls_check)
+                      speaks_tls=tls_check, metadata=self.metadata)
 
     def _probe_gap(self) -> float:
         """PROBE_GAP_S while the leader has been gone less than a lease (an election takes about
@@ -195,13 +212,16 @@ class LeaderLink:
         if first.WhichOneof("kind") != "welcome":
             raise StreamEnded(f"{addr} sent {first.WhichOneof('kind')} before its Welcome")
         w = first.welcome
+        if w.shards > 1 and w.shard != self.shard:    # tokens of another group: never mix them
+            raise StreamEnded(f"{addr} welcomed us for shard {w.shard}, this stream is shard {self.shard}'s")
         if w.term < self.max_term_seen:
             raise StreamEnded(f"{addr} ({w.leader_id}) welcomed us in term {w.term}, "
                               f"already saw term {self.max_term_seen}")
         self.saw_term(w.term)
         self.search.welcomed_by(addr, w.members)
         return Session(address=addr, call=call, leader_id=w.leader_id, term=w.term,
-                       lease_ms=w.lease_ms if w.lease_ms > 0 else DEFAULT_LEASE_MS, batches=w.batches)
+                       lease_ms=w.lease_ms if w.lease_ms > 0 else DEFAULT_LEASE_MS, batches=w.batches,
+                       shards=max(1, w.shards))
 
     async def _session(self, addr: str) -> None:
         """One stream: hello, Welcome, then serve it until it ends (raises when it fails)."""
@@ -212,7 +232,7 @@ class LeaderLink:
         call = None
         conn: Session | None = None
         try:
-            call = pb_grpc.WorkersStub(channel).Connect()
+            call = pb_grpc.WorkersStub(channel).Connect(metadata=self.metadata)
             conn = await self._welcome(call, addr)
             self.session = conn
             self.connected = True

@@ -32,7 +32,8 @@ def wall_ms() -> int:
 
 
 class Starts:
-    def __init__(self, run: RunSettings, *, ledger: Ledger, slots: Slots, reports: Reports) -> None:
+    def __init__(self, run: RunSettings, *, ledger: Ledger, slots: Slots, reports: Reports,
+                 gc: QuietCollector | None = None) -> None:
         self.run = run
         self.ledger = ledger
         self.slots = slots
@@ -40,7 +41,7 @@ class Starts:
         self.runner = AttemptRunner(run, report=reports.report, ended=self.end)
         self.timer = Timer(run.now_ms, self.on_due,           # every waiting attempt, one loop timer
                            now_s=time.time if run.now_ms is wall_ms else None)
-        self.gc = QuietCollector()               # full collections between due instants
+        self.gc = gc or QuietCollector()         # full collections between due instants (one per process)
         self._starting = False                   # start_ready is running (not re-entered)
 
     @property
@@ -105,21 +106,28 @@ class Starts:
         if not self.slots.ready and self.ledger.held_back:
             self.reports.release_held()
 
+    def wake(self) -> None:
+        """Another shard freed a slot of the pool: start what waits here, if anything does."""
+        if self.slots.ready:
+            self.start_ready()
+
     def start(self, att: Held) -> None:
         """Start the attempt now (due, or cancelled while waiting)."""
         self.runner.watch(att, self._call(att))
 
     def _call(self, att: Held) -> Started | None:
-        self.slots.busy += 1
+        self.slots.take()
         return self.runner.call(att)
 
     def end(self, att: Held) -> None:
         """The attempt ended or was handed back: no longer held; a slot it took goes on."""
         self.ledger.end(att.msg.fencing_token)
         if att.phase == "running":
-            self.slots.busy -= 1
+            self.slots.give()
             if self.slots.ready:
                 self.start_ready()
+            if self.slots.pool is not None:      # another shard's attempts may wait for it
+                self.slots.pool.freed()
         att.phase = "ended"
 
     def hand_back(self, att: Held, why: str) -> None:
