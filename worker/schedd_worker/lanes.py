@@ -15,13 +15,18 @@ exactly what it was before shards.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, Protocol
+
+from schedd_client.channels import Security
 
 from schedd_proto import logs_pb2 as lpb
 from schedd_proto import scheduler_pb2 as pb
 from schedd_worker.admission import Verdict, admit
 from schedd_worker.attempt import RunSettings
+from schedd_worker.hooks import WorkerHooks
 from schedd_worker.leader_link import LeaderLink
+from schedd_worker.run_logs import LogStore
 from schedd_worker.ledger import Ledger
 from schedd_worker.reports import Reports
 from schedd_worker.session import Session
@@ -29,19 +34,66 @@ from schedd_worker.slots import SlotPool, Slots
 from schedd_worker.starts import Starts
 from schedd_worker.timers import QuietCollector
 
-if TYPE_CHECKING:
-    from schedd_worker.runtime import WorkerRuntime
-
-__all__ = ["ShardLane"]
+__all__ = ["ShardLane", "Process"]
 
 log = logging.getLogger("schedd.worker")
+
+
+class Process(Protocol):
+    """What every lane shares: the process's identity, settings and drain flag (the runtime)."""
+
+    @property
+    def cluster(self) -> Sequence[str]: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def pool(self) -> str: ...
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def incarnation(self) -> str: ...
+
+    @property
+    def ahead(self) -> int: ...
+
+    @property
+    def draining(self) -> bool: ...
+
+    @property
+    def security(self) -> Security: ...
+
+    @property
+    def hooks(self) -> WorkerHooks: ...
+
+    @property
+    def now_ms(self) -> Callable[[], int]: ...
+
+    @property
+    def result_hold_s(self) -> float: ...
+
+    @property
+    def run_settings(self) -> RunSettings: ...
+
+    @property
+    def logs(self) -> LogStore | None: ...
+
+    def shards_seen(self, shards: int) -> None: ...
+
+    def read_log(self, coro: Coroutine[Any, Any, None], name: str) -> None: ...
 
 
 class ShardLane:
     """Shard `shard`'s link, ledger, slots (its share of the pool), reports and starts; the
     link's user (`LinkUser`): it makes the hello and routes what that shard's leader sends."""
 
-    def __init__(self, rt: WorkerRuntime, shard: int, share: int, *, pool: SlotPool, run: RunSettings,
+    def __init__(self, rt: Process, shard: int, share: int, *, pool: SlotPool, run: RunSettings,
                  gc: QuietCollector, warn_at_once: bool) -> None:
         self.rt = rt
         self.shard = shard

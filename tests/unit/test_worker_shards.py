@@ -1,0 +1,200 @@
+"""A worker serves every shard of a sharded cluster: one link, ledger and share of the slots
+per shard, against fake shard leaders (real gRPC on 127.0.0.1).
+
+Each fake below leads one shard and routes by the `x-schedd-shard` metadata as a sharded node
+does: a Connect for another shard is refused with FAILED_PRECONDITION and "leader=<that shard's
+leader>", and Cluster.Status names the leader of the shard the header asks about. Waits are
+polled conditions with generous deadlines, never fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import grpc
+import pytest
+
+from schedd_proto import scheduler_pb2 as pb
+from schedd_worker.runtime import slot_shares
+from tests.unit.test_worker_runtime import (  # noqa: F401 - fixtures
+    DEADLINE, FakeLeader, Stream, gated, leaders, shell, until, wall_ms, workers)
+
+TERMS = {0: 3, 1: 8, 2: 5}       # each shard's own Raft term: shard 2's is older than shard 1's
+
+
+class ShardLeader(FakeLeader):
+    """The leader of one shard of `shards`; `peers` are every shard's leader."""
+
+    def __init__(self, shard: int, shards: int, **kw) -> None:
+        super().__init__(term=TERMS.get(shard, 4), leader_id=f"leader-{shard}", **kw)
+        self.shard, self.shards = shard, shards
+        self.peers: dict[int, ShardLeader] = {}
+
+    async def Status(self, request, context):
+        self.statuses += 1
+        k = int(self._saw_shard_header("Status", context) or 0)
+        p = self.peers.get(k, self)
+        return pb.ClusterStatus(leader_id=p.leader_id, leader_grpc_address=p.address, term=p.term,
+                                answered_by=self.leader_id)
+
+    async def Connect(self, request_iterator, context):
+        header = dict(context.invocation_metadata() or ()).get("x-schedd-shard")
+        k = int(header or 0)
+        if k != self.shard:
+            self.connects += 1
+            self.shard_headers.append(("Connect", header))
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"not shard {k}'s leader; leader={self.peers[k].address}")
+        async for msg in super().Connect(request_iterator, context):
+            yield msg
+
+
+@pytest.fixture
+async def cluster():
+    made: list[ShardLeader] = []
+
+    async def make(shards: int = 3, **kw) -> list[ShardLeader]:
+        group = [await ShardLeader(k, shards, **kw).start() for k in range(shards)]
+        for f in group:
+            f.peers = dict(enumerate(group))
+        made.extend(group)
+        return group
+
+    yield make
+    for f in made:
+        await f.stop()
+
+
+def latest(leader: FakeLeader) -> Stream:
+    return leader.streams[-1]
+
+
+async def serving(w, group: list[ShardLeader]) -> None:
+    """Every shard's leader holds a stream whose hello says that shard's share of the slots."""
+    shares = slot_shares(w.rt.slots, len(group), w.rt.name)
+
+    def ready() -> bool:
+        return all(f.streams and f.stream.hello.slots == shares[k] and not f.stream.ended
+                   and w.rt.lanes[k].link.connected for k, f in enumerate(group) if k in w.rt.lanes)
+    await until(lambda: len(w.rt.lanes) == len(group) and ready(), what="a stream to every shard's leader")
+
+
+# ------------------------------------------------------------------------------ tests
+
+@pytest.mark.parametrize("shards", [0, 1])
+async def test_an_unsharded_cluster_sees_the_worker_it_always_saw(leaders, workers, shards):
+    leader = await leaders()
+    leader.shards = shards                      # an older server (0) or a one-group cluster (1)
+    w = workers(leader.address, slots=3)
+    s = await leader.connected()
+    await until(lambda: len(s.heartbeats()) >= 3, what="heartbeats")
+    leader.assign(5, shell("true"))
+    assert (await leader.result(5)).state == "SUCCEEDED"
+    assert list(w.rt.lanes) == [0] and w.rt.shards == 1
+    assert len(leader.streams) == 1 and s.hello.slots == 3      # no second hello, every slot offered
+    assert {value for _, value in leader.shard_headers} == {None}   # no shard metadata on any call
+    assert w.rt.busy == 0 and w.rt._slots.pool is not None and w.rt._slots.pool.total == 3
+
+
+async def test_a_welcome_with_three_shards_opens_a_stream_per_shard_with_its_metadata(cluster, workers):
+    group = await cluster(3)
+    w = workers([f.address for f in group], name="w-shards", slots=6)
+    await serving(w, group)
+    shares = slot_shares(6, 3, "w-shards")
+    assert sum(shares) == 6
+    # shard 0's first hello offered every slot (the shard count was unknown): it said hello again
+    assert [s.hello.slots for s in group[0].streams] == [6, shares[0]]
+    # each fake takes a Connect only with its own shard's header: a stream on every one proves
+    # that shard k's link sent `x-schedd-shard: k`; shard 0's link sends none, as always
+    assert {v for f in group for m, v in f.shard_headers} <= {None, "1", "2"}
+    assert {v for m, v in group[0].shard_headers if m == "Connect"} >= {None}
+    for k, f in enumerate(group):
+        assert f.stream.hello.name == "w-shards" and f.stream.hello.incarnation == w.rt.incarnation
+        assert w.rt.lanes[k].link.max_term_seen == TERMS[k]     # each shard's own term
+    assert any(v == "2" for f in group for m, v in f.shard_headers if m == "Status"), \
+        "shard 2's link asks the nodes about shard 2"
+    # an assignment of shard 2's term (5) is taken although shard 1's leader is in term 8
+    group[2].assign(21, shell("true"))
+    assert (await group[2].result(21)).state == "SUCCEEDED"
+
+
+async def test_results_go_back_to_the_shard_that_assigned_them_even_with_equal_tokens(
+        cluster, workers, tmp_path: Path):
+    group = await cluster(3)
+    w = workers([group[0].address], slots=6)
+    await serving(w, group)
+    gate = tmp_path / "go"
+    group[1].assign(7, gated(gate, "echo from-1"), job="a")
+    group[2].assign(7, gated(gate, "echo from-2"), job="b")
+    await until(lambda: w.rt.running_by_shard.get(1) == {7: "a@7"} and w.rt.running_by_shard.get(2) == {7: "b@7"},
+                what="token 7 held for shard 1 and for shard 2")
+    await until(lambda: all(7 in hb.running_tokens for f in group[1:] for hb in f.stream.heartbeats()[-1:]),
+                what="each shard's heartbeats list its token 7")
+    assert not any(7 in hb.running_tokens for hb in group[0].stream.heartbeats())
+    gate.touch()
+    r1, r2 = await group[1].result(7), await group[2].result(7)
+    assert (r1.execution_id, r1.output_tail.strip()) == ("a@7", "from-1")
+    assert (r2.execution_id, r2.output_tail.strip()) == ("b@7", "from-2")
+    await until(lambda: not any(lane.ledger.owed for lane in w.rt.lanes.values()), what="both acknowledged")
+    assert {r.execution_id for r in group[1].results()} == {"a@7"}
+    assert {r.execution_id for r in group[2].results()} == {"b@7"}
+    assert group[0].results() == []
+
+
+async def test_the_slot_limit_holds_across_shards(cluster, workers, tmp_path: Path):
+    group = await cluster(3)
+    w = workers([group[0].address], slots=2, ahead=0)   # fewer slots than shards
+    await serving(w, group)
+    assert [f.stream.hello.slots for f in group] == [1, 1, 1]   # each leader is offered one
+    gates = {k: tmp_path / f"go-{k}" for k in range(3)}
+
+    def job(k: int) -> dict:
+        return shell(f"touch '{tmp_path}/started-{k}'; while [ ! -e '{gates[k]}' ]; do sleep 0.02; done")
+
+    def started() -> set[int]:
+        return {k for k in range(3) if (tmp_path / f"started-{k}").exists()}
+
+    for k in range(2):
+        group[k].assign(30 + k, job(k))
+        await until(lambda k=k: k in started(), what=f"shard {k}'s attempt started")
+    group[2].assign(32, job(2))                  # its own share is free, the process's slots are not
+    await until(lambda: 32 in w.rt.running_by_shard[2], what="shard 2's attempt held")
+    held = w.rt.lanes[2].ledger.held[32]
+    assert held.phase == "waiting" and w.rt.busy == 2 and started() == {0, 1}
+    group[0].assign(33, shell("true"))           # beyond shard 0's share: refused, as today
+    r = await group[0].result(33)
+    assert (r.state, r.error) == ("REJECTED", "no free slot")
+    gates[0].touch()                             # a slot frees on shard 0: shard 2's attempt starts
+    await until(lambda: 2 in started(), what="shard 2's attempt started on the freed slot")
+    assert (await group[0].result(30)).state == "SUCCEEDED"
+    assert w.rt.busy <= 2
+    gates[1].touch()
+    gates[2].touch()
+    assert (await group[2].result(32)).state == "SUCCEEDED"
+    await until(lambda: w.rt.busy == 0, what="every slot free")
+
+
+async def test_draining_covers_every_shard(cluster, workers, tmp_path: Path):
+    group = await cluster(3)
+    w = workers([group[0].address], slots=6, drain_grace_s=20.0)
+    await serving(w, group)
+    gate = tmp_path / "go"
+    group[1].assign(91, gated(gate, "echo drained-ok"))
+    group[2].assign(92, shell("true"), due_ms=wall_ms() + 60_000)
+    await until(lambda: 91 in w.rt.running_by_shard[1] and 92 in w.rt.running_by_shard[2], what="both accepted")
+    streams = [latest(f) for f in group]
+    w.stop.set()
+    await until(lambda: all(any(hb.draining for hb in s.heartbeats()) for s in streams),
+                what="a draining heartbeat to every shard's leader")
+    r92 = await group[2].result(92)
+    assert (r92.state, r92.error) == ("REJECTED", "worker draining")
+    group[0].assign(93, shell("true"))           # no new work on any shard while draining
+    assert (await group[0].result(93)).state == "REJECTED"
+    assert not w.task.done() and 91 in w.rt.running_by_shard[1]
+    gate.touch()
+    r91 = await group[1].result(91)
+    assert (r91.state, r91.output_tail.strip()) == ("SUCCEEDED", "drained-ok")
+    await asyncio.wait_for(w.task, DEADLINE)
+    assert not any(lane.ledger.owed or lane.ledger.held for lane in w.rt.lanes.values())
+    await until(lambda: all(s.ended for s in streams), what="every shard's stream half-closed")
