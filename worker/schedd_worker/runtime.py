@@ -1,4 +1,4 @@
-"""The worker process: one stream to the Raft leader, assignments run within a slot count.
+"""The worker process: one stream to the Raft leader (per shard), assignments run within a slot count.
 
     runtime = WorkerRuntime(["10.0.0.1:7070", "10.0.0.2:7070"], name="w1", slots=4)
     await runtime.run(stop)          # returns after a clean drain once `stop` is set
@@ -88,6 +88,42 @@ Connection loss
     Never stops running attempts: they report after the reconnect (the leader grants running
     attempts one lease period of grace to come back).
 
+Shards
+    A sharded cluster has S Raft groups (schedd/core/shards.py), each with its own leader,
+    dispatcher and fencing tokens (two shards may assign the same token number). A Welcome that
+    says `shards` = S > 1 makes the worker serve every shard: one lane per shard
+    (`schedd_worker.lanes`: its own link, leader search, ledger, newest term, results, heartbeats
+    and messages_read), lanes 1..S-1 started at once and kept until the process stops (the count
+    only grows). Shard k's link sends the metadata `x-schedd-shard: k` on its Connect and on its
+    NodeInfo/Status probes (a node answers about its replica of shard k, whose leader and term
+    are not shard 0's); shard 0's sends none. Everything above holds per lane, towards that
+    shard's leader. A Welcome that says 0 or 1 (an unsharded cluster, an older server) changes
+    nothing: one lane, no metadata, every slot offered, as before shards.
+    What is per process is shared: the executors, the log folder, the pool of slots, the drain
+    (every lane drains at once, with one grace) and the name and incarnation (each shard's
+    leader keeps its own registry, so one name serves them all).
+
+Slots across shards: split, not offered to every leader
+    Shard k's hello offers its share of the slots (slots // S, the remainder to `slots % S`
+    shards counted from one picked by the worker's name, so a fleet does not give every
+    remainder to shard 0; at least one each, since a leader refuses a hello without a slot), and
+    that shard's admission takes at most share + ahead of its attempts (REJECTED "no free slot"
+    beyond, as today). Why: a leader knows a worker's free capacity only from the hello's slots
+    minus what it assigned itself (WorkerHello.slots is fixed for the stream, a heartbeat carries
+    no capacity), so a split keeps every leader's view exact: no assignment is refused because of
+    another shard's work, and no shard can fill the worker and starve the others. Offering every
+    leader all the slots and refusing the excess would make each leader assign up to all of
+    them, and under load every refusal would cost a claim, a REJECTED result (two log entries)
+    and a round trip, while the shard that pushes first took the worker. The cost: a shard
+    with no work leaves its share idle; the shards are equal hash ranges of the job names, so
+    their loads are alike across a fleet. One pool (`slots.SlotPool`) still bounds what runs at
+    once to `slots` whatever the shares: it binds only when the shares add up to more (fewer
+    slots than shards) or for a while after a split lowered a share below what runs; what falls
+    due meanwhile waits here as when every slot is busy (an attempt with a timeout at most half a
+    lease, then handed back) and starts as soon as any shard frees a slot. Shard 0's first
+    hello offered every slot (the shard count was not known yet): on a Welcome with S > 1 that
+    stream is ended and opened again at once with the share (the hello lists what it holds).
+
 Drain (`stop` set)
     Heartbeat(draining=True) at once; new assignments are REJECTED; accepted attempts still
     waiting for their due time are handed back as REJECTED "worker draining" (the leader requeues
@@ -137,11 +173,10 @@ def version() -> str:
 
 
 class WorkerRuntime:
-    """The worker process, composed: the link to the leader (`leader_link`), what it reports
-    (`reports`), when attempts start (`starts`, over `slots` and `attempt`), whether it takes
-    an assignment (`admission`), and how it gives attempts up (`giving_up`). What is held and
-    owed is the one `Ledger` they share. This class only wires them and routes the leader's
-    messages."""
+    """The worker process, composed: one lane per shard (`lanes`: the link to that shard's
+    leader, what it reports, when its attempts start, whether it takes an assignment, over the
+    one `Ledger` of what it holds and owes that leader), the pool of slots they share, and how
+    it gives attempts up (`giving_up`). This class only wires them and starts a lane per shard."""
 
     def __init__(self, cluster: Sequence[str], *, name: str, slots: int = 4, pool: str = "",
                  labels: Mapping[str, str] | None = None,
@@ -344,7 +379,7 @@ class WorkerRuntime:
         """A Welcome said the cluster has `shards` shard groups: serve each of them, with a
         share of the slots. The count only grows (a split); lanes are kept until the process
         stops. 0 or 1 (an unsharded cluster, an older server) changes nothing."""
-        if shards <= self.shards:
+        if shards <= self.shards or self.draining:
             return
         log.info("worker %s: the cluster has %d shards; serving each with its share of %d slots",
                  self.name, shards, self.slots)
