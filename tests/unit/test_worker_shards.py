@@ -143,35 +143,44 @@ async def test_results_go_back_to_the_shard_that_assigned_them_even_with_equal_t
 
 
 async def test_the_slot_limit_holds_across_shards(cluster, workers, tmp_path: Path):
+    """Fewer slots than shards: each leader is offered one, at most two run at once, and a freed
+    slot goes to the attempt that waited longest, whichever shard it is of."""
     group = await cluster(3)
-    w = workers([group[0].address], slots=2, ahead=0)   # fewer slots than shards
+    w = workers([group[0].address], slots=2, ahead=1, name="w-pool")
     await serving(w, group)
-    assert [f.stream.hello.slots for f in group] == [1, 1, 1]   # each leader is offered one
-    gates = {k: tmp_path / f"go-{k}" for k in range(3)}
+    assert [f.stream.hello.slots for f in group] == [1, 1, 1]
+    gates = {t: tmp_path / f"go-{t}" for t in (30, 31, 32, 33)}
 
-    def job(k: int) -> dict:
-        return shell(f"touch '{tmp_path}/started-{k}'; while [ ! -e '{gates[k]}' ]; do sleep 0.02; done")
+    def job(t: int) -> dict:
+        return shell(f"touch '{tmp_path}/started-{t}'; while [ ! -e '{gates[t]}' ]; do sleep 0.02; done")
 
     def started() -> set[int]:
-        return {k for k in range(3) if (tmp_path / f"started-{k}").exists()}
+        return {t for t in gates if (tmp_path / f"started-{t}").exists()}
 
-    for k in range(2):
-        group[k].assign(30 + k, job(k))
-        await until(lambda k=k: k in started(), what=f"shard {k}'s attempt started")
-    group[2].assign(32, job(2))                  # its own share is free, the process's slots are not
+    group[0].assign(30, job(30))
+    group[1].assign(31, job(31))
+    await until(lambda: started() == {30, 31}, what="shard 0's and shard 1's attempts started")
+    group[2].assign(32, job(32))                 # its own share is free, the process's slots are not
     await until(lambda: 32 in w.rt.running_by_shard[2], what="shard 2's attempt held")
-    held = w.rt.lanes[2].ledger.held[32]
-    assert held.phase == "waiting" and w.rt.busy == 2 and started() == {0, 1}
-    group[0].assign(33, shell("true"))           # beyond shard 0's share: refused, as today
-    r = await group[0].result(33)
+    await until(lambda: w.rt.lanes[2].slots.ready, what="shard 2's attempt waits for a slot")
+    group[0].assign(33, job(33))                 # held beyond shard 0's share (ahead), due later
+    await until(lambda: w.rt.lanes[0].slots.ready, what="shard 0's second attempt waits for a slot")
+    group[0].assign(34, shell("true"))           # beyond shard 0's share + ahead: refused, as today
+    r = await group[0].result(34)
     assert (r.state, r.error) == ("REJECTED", "no free slot")
-    gates[0].touch()                             # a slot frees on shard 0: shard 2's attempt starts
-    await until(lambda: 2 in started(), what="shard 2's attempt started on the freed slot")
+    assert w.rt.busy == 2 and started() == {30, 31}
+    assert w.rt.lanes[2].ledger.held[32].phase == w.rt.lanes[0].ledger.held[33].phase == "waiting"
+    gates[30].touch()                            # shard 0 frees a slot: shard 2 waited longer
+    await until(lambda: 32 in started(), what="shard 2's attempt started on the slot shard 0 freed")
     assert (await group[0].result(30)).state == "SUCCEEDED"
-    assert w.rt.busy <= 2
-    gates[1].touch()
-    gates[2].touch()
+    assert w.rt.busy == 2 and w.rt.lanes[0].ledger.held[33].phase == "waiting" and 33 not in started()
+    gates[31].touch()                            # shard 1 frees one: shard 0's waiting attempt
+    await until(lambda: 33 in started(), what="shard 0's second attempt started")
+    assert w.rt.busy == 2
+    gates[32].touch()
+    gates[33].touch()
     assert (await group[2].result(32)).state == "SUCCEEDED"
+    assert (await group[0].result(33)).state == "SUCCEEDED"
     await until(lambda: w.rt.busy == 0, what="every slot free")
 
 

@@ -105,7 +105,6 @@ class ShardLane:
                                draining=lambda: rt.draining, waiting=self.slots.waiting,
                                hold_s=rt.result_hold_s)
         self.starts = Starts(run, ledger=self.ledger, slots=self.slots, reports=self.reports, gc=gc)
-        pool.waiters.append(self.starts.wake)
         self.hello_slots = 0                     # the slot count the current stream's hello said
 
     def reshare(self, share: int) -> None:

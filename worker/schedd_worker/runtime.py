@@ -120,7 +120,8 @@ Slots across shards: split, not offered to every leader
     once to `slots` whatever the shares: it binds only when the shares add up to more (fewer
     slots than shards) or for a while after a split lowered a share below what runs; what falls
     due meanwhile waits here as when every slot is busy (an attempt with a timeout at most half a
-    lease, then handed back) and starts as soon as any shard frees a slot. Shard 0's first
+    lease, then handed back) and starts as soon as any shard frees a slot, the shard whose
+    attempt waited longest first. Shard 0's first
     hello offered every slot (the shard count was not known yet): on a Welcome with S > 1 that
     stream is ended and opened again at once with the share (the hello lists what it holds).
 

@@ -24,20 +24,25 @@ __all__ = ["Slots", "SlotPool"]
 class SlotPool:
     """The process's slots, shared by every shard's `Slots`: whatever the shares say (they may
     add up to more than `total`: a worker with fewer slots than shards), no more than `total`
-    attempts run at once. A slot freed by one shard wakes the others' waiting attempts."""
+    attempts run at once. A freed slot goes to the shard whose first waiting attempt has waited
+    longest, the shard that freed it included: no shard keeps the pool to itself."""
     total: int
     busy: int = 0
-    waiters: list[Callable[[], None]] = field(default_factory=list)   # each shard's start_ready
+    members: list[Slots] = field(default_factory=list)   # every shard's
 
     def room(self) -> int:
         return max(0, self.total - self.busy)
 
     def freed(self) -> None:
-        """A slot freed: every shard with attempts waiting may start one."""
-        for wake in list(self.waiters):
-            if self.busy >= self.total:
+        """A slot freed: start what waits, the longest waiting shard first."""
+        woken: set[int] = set()
+        while self.busy < self.total:
+            waiting = [s for s in self.members if s.ready and s.busy < s.count and id(s) not in woken]
+            if not waiting:
                 return
-            wake()
+            first = min(waiting, key=lambda s: s.ready[0].queued_ms)
+            woken.add(id(first))
+            first.wake()
 
 
 @dataclass(slots=True, eq=False)
@@ -47,6 +52,11 @@ class Slots:
     busy: int = 0                        # attempts running (at most `count`, but for a cancel)
     ready: deque[Held] = field(default_factory=deque)    # due, waiting for a slot, in due order
     pool: SlotPool | None = None         # the process's slots (None: only `count` bounds)
+    wake: Callable[[], None] = lambda: None   # start what waits here (`Starts.start_ready`)
+
+    def __post_init__(self) -> None:
+        if self.pool is not None:
+            self.pool.members.append(self)
 
     def take(self) -> None:
         """An attempt starts: it takes a slot (a cancelled one too, for as long as it reports)."""

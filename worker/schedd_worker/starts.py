@@ -43,6 +43,7 @@ class Starts:
                            now_s=time.time if run.now_ms is wall_ms else None)
         self.gc = gc or QuietCollector()         # full collections between due instants (one per process)
         self._starting = False                   # start_ready is running (not re-entered)
+        slots.wake = self.start_ready            # the pool gives this shard a freed slot
 
     @property
     def now_ms(self) -> Callable[[], int]:
@@ -106,11 +107,6 @@ class Starts:
         if not self.slots.ready and self.ledger.held_back:
             self.reports.release_held()
 
-    def wake(self) -> None:
-        """Another shard freed a slot of the pool: start what waits here, if anything does."""
-        if self.slots.ready:
-            self.start_ready()
-
     def start(self, att: Held) -> None:
         """Start the attempt now (due, or cancelled while waiting)."""
         self.runner.watch(att, self._call(att))
@@ -124,10 +120,10 @@ class Starts:
         self.ledger.end(att.msg.fencing_token)
         if att.phase == "running":
             self.slots.give()
-            if self.slots.ready:
-                self.start_ready()
-            if self.slots.pool is not None:      # another shard's attempts may wait for it
+            if self.slots.pool is not None:      # the longest waiting shard's, maybe this one's
                 self.slots.pool.freed()
+            elif self.slots.ready:
+                self.start_ready()
         att.phase = "ended"
 
     def hand_back(self, att: Held, why: str) -> None:
