@@ -321,6 +321,8 @@ class WorkerRuntime:
         finally:
             stop_wait.cancel()
             await self._stop_lanes()
+            if self._failed.done() and not self._failed.cancelled():
+                self._failed.exception()         # a lane failed while draining: stopping anyway
             self._gc.uninstall()
             log.info("worker %s stopped", self.name)
 
