@@ -207,3 +207,30 @@ async def test_draining_covers_every_shard(cluster, workers, tmp_path: Path):
     await asyncio.wait_for(w.task, DEADLINE)
     assert not any(lane.ledger.owed or lane.ledger.held for lane in w.rt.lanes.values())
     await until(lambda: all(s.ended for s in streams), what="every shard's stream half-closed")
+
+
+async def test_a_split_adds_the_new_shards_and_every_stream_says_hello_with_its_new_share(cluster, workers):
+    group = await cluster(3)
+    for f in group:
+        f.shards = 2                             # the cluster has two shards (the third fake idles)
+    w = workers([group[0].address], slots=6)
+    await serving(w, group[:2])
+    assert [f.stream.hello.slots for f in group[:2]] == [3, 3] and not group[2].streams
+    for f in group:
+        f.shards = 3                             # a split: the next Welcome says three
+    group[1].end_stream()                        # shard 1 reconnects and hears of it
+    await serving(w, group)
+    assert [f.stream.hello.slots for f in group] == [2, 2, 2]
+    assert w.rt.shards == 3 and sum(lane.slots.count for lane in w.rt.lanes.values()) == 6
+
+
+async def test_a_welcome_for_another_shard_is_not_taken(leaders, workers):
+    """A node that ignored the shard header would welcome shard 1's stream as shard 0's: its
+    tokens are another group's, so the link refuses that stream and keeps looking."""
+    leader = await leaders()
+    leader.shards = 3                            # says three shards, but serves shard 0 to everyone
+    w = workers(leader.address, slots=3)
+    await until(lambda: sum(1 for m, v in leader.shard_headers if m == "Connect" and v == "1") >= 2,
+                what="shard 1's link tried twice")
+    assert w.rt.lanes[1].link.connections == 0 and not w.rt.lanes[1].link.connected
+    assert w.rt.lanes[0].link.connected

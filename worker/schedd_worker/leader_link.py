@@ -5,6 +5,10 @@ decided here and only here, from the network's side (the search, the Welcome, a 
 backoff, a newer leader seen by the watch, a stream that ended). The runtime decides what the
 messages mean; it hands the link a `LinkUser` and reads the link's state (`connected`,
 `max_term_seen`, `lease_ms`, `lost_since`). See the runtime's module doc for the protocol.
+
+A sharded cluster has one link per shard (`shard`): shard k's Connect and probes carry the
+metadata `x-schedd-shard: k` (shard 0's none, as before shards), its terms are that shard's
+group's own, and a Welcome for another shard is refused (its tokens would be another group's).
 """
 
 from __future__ import annotations
