@@ -26,15 +26,17 @@ TERMS = {0: 3, 1: 8, 2: 5}       # each shard's own Raft term: shard 2's is olde
 class ShardLeader(FakeLeader):
     """The leader of one shard of `shards`; `peers` are every shard's leader."""
 
-    def __init__(self, shard: int, shards: int, **kw) -> None:
-        super().__init__(term=TERMS.get(shard, 4), leader_id=f"leader-{shard}", **kw)
+    def __init__(self, shard: int, shards: int, *, terms: dict[int, int] = TERMS, routes_probes: bool = True,
+                 **kw) -> None:
+        super().__init__(term=terms.get(shard, 4), leader_id=f"leader-{shard}", **kw)
         self.shard, self.shards = shard, shards
         self.peers: dict[int, ShardLeader] = {}
+        self.routes_probes = routes_probes   # False: Status answers about shard 0 whatever the header
 
     async def Status(self, request, context):
         self.statuses += 1
         k = int(self._saw_shard_header("Status", context) or 0)
-        p = self.peers.get(k, self)
+        p = self.peers.get(k if self.routes_probes else 0, self)
         return pb.ClusterStatus(leader_id=p.leader_id, leader_grpc_address=p.address, term=p.term,
                                 answered_by=self.leader_id)
 
@@ -234,3 +236,20 @@ async def test_a_welcome_for_another_shard_is_not_taken(leaders, workers):
                 what="shard 1's link tried twice")
     assert w.rt.lanes[1].link.connections == 0 and not w.rt.lanes[1].link.connected
     assert w.rt.lanes[0].link.connected
+
+
+async def test_probes_answered_about_shard_0_still_find_every_shards_leader_and_keep_it(cluster, workers):
+    """A node may answer a worker's Status about shard 0 whatever its header: shard 0's leader
+    and term (here newer than the others') must neither hide shard k's leader nor bounce the
+    stream to it (its Connect is redirected to shard k's leader)."""
+    group = await cluster(3, terms={0: 9, 1: 8, 2: 5}, routes_probes=False)
+    w = workers([f.address for f in group], slots=3)
+    await serving(w, group)
+    await until(lambda: all(len(f.stream.heartbeats()) >= 30 for f in group), what="3 s of heartbeats")
+    assert [w.rt.lanes[k].link.connections for k in (1, 2)] == [1, 1]   # never dropped for shard 0's term
+    assert [w.rt.lanes[k].link.max_term_seen for k in range(3)] == [9, 8, 5]
+    group[2].end_stream()                        # shard 2's leader goes: found again past a redirect
+    await until(lambda: w.rt.lanes[2].link.connections == 2 and w.rt.lanes[2].link.connected,
+                what="shard 2 reconnected")
+    group[2].assign(41, shell("true"))
+    assert (await group[2].result(41)).state == "SUCCEEDED"

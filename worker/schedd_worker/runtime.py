@@ -94,9 +94,11 @@ Shards
     says `shards` = S > 1 makes the worker serve every shard: one lane per shard
     (`schedd_worker.lanes`: its own link, leader search, ledger, newest term, results, heartbeats
     and messages_read), lanes 1..S-1 started at once and kept until the process stops (the count
-    only grows). Shard k's link sends the metadata `x-schedd-shard: k` on its Connect and on its
-    NodeInfo/Status probes (a node answers about its replica of shard k, whose leader and term
-    are not shard 0's); shard 0's sends none. Everything above holds per lane, towards that
+    only grows). Shard k's link sends the metadata `x-schedd-shard: k` on its Connect (a node
+    routes it to its replica of shard k, which redirects to shard k's leader as a follower does
+    today) and on its probes; shard 0's sends none. Since a node may answer the probes about
+    shard 0, shard k's search takes any leader named and follows the redirect, and runs no
+    watch (`leader_link`: terms of different groups do not compare). Everything above holds per lane, towards that
     shard's leader. A Welcome that says 0 or 1 (an unsharded cluster, an older server) changes
     nothing: one lane, no metadata, every slot offered, as before shards.
     What is per process is shared: the executors, the log folder, the pool of slots, the drain
