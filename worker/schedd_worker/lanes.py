@@ -100,6 +100,8 @@ class ShardLane:
         self.ledger = Ledger()                   # what it holds and owes this shard's leader
         self.link = LeaderLink(rt.cluster, name=rt.name, security=rt.security, hooks=rt.hooks, user=self,
                                warn_at_once=warn_at_once, shard=shard)
+        if shard:
+            self.link.tag = f" of shard {shard}"
         self.slots = Slots(share, lambda: self.link.lease_ms, pool=pool)
         self.reports = Reports(rt.name, self.ledger, self.link, rt.hooks.events, rt.now_ms,
                                draining=lambda: rt.draining, waiting=self.slots.waiting,

@@ -80,6 +80,7 @@ class LeaderLink:
         self.name = name
         self.shard = shard                         # the shard group this link follows the leader of
         self.metadata = shard_metadata(shard)
+        self.tag = ""                              # " of shard k" in its log lines, once sharded
         # The first failed connection at WARNING (the SDK's Worker: nobody may be reading its
         # INFO lines), or at INFO (schedd-worker: a cluster still electing is no news).
         self.warn_at_once = warn_at_once
@@ -164,7 +165,7 @@ class LeaderLink:
                     refuse(self.name, [(addr or "?", e)])
                 target = redirect_target(e)
                 if target is not None and target != addr:
-                    log.info("%s is not the leader; redirected to %s", addr, target)
+                    log.info("%s is not the leader%s; redirected to %s", addr, self.tag, target)
                     self._redirect = target
                     redirects += 1
                     if redirects <= 3:            # follow it at once (bounded: no ping-pong)
@@ -180,17 +181,17 @@ class LeaderLink:
                 failures = 0
                 redirects = 0
                 if err is not None:
-                    log.info("stream to the leader ended: %s; reconnecting", describe(err))
+                    log.info("stream to the leader%s ended: %s; reconnecting", self.tag, describe(err))
             else:
                 failures += 1
                 now = loop.time()
                 msg = "?" if err is None else describe(err)
                 if failures == 1 or now - last_warn >= 30:
                     (log.warning if failures > 1 or self.warn_at_once else log.info)(
-                        "cannot connect to the leader: %s; retrying with backoff", msg)
+                        "cannot connect to the leader%s: %s; retrying with backoff", self.tag, msg)
                     last_warn = now
                 else:
-                    log.debug("cannot connect to the leader: %s", msg)
+                    log.debug("cannot connect to the leader%s: %s", self.tag, msg)
             await self._back_off()
 
     async def _back_off(self) -> None:

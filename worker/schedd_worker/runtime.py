@@ -394,6 +394,7 @@ class WorkerRuntime:
                         self.name, self.slots, shards, self.slots)
         self.shards = shards
         shares = slot_shares(self.slots, shards, self.name)
+        self._lane0.link.tag = " of shard 0"      # its log lines say which shard, as the others'
         for k in range(shards):
             lane = self.lanes.get(k)
             if lane is None:
