@@ -219,7 +219,6 @@ class WorkerRuntime:
         self.security = with_files(security or Security(),
                                    token=token or env_token())
         self.security.credentials_for_channel()    # a bad file fails at start, named
-        self._events = hooks.events                # the fault suite's history (does nothing otherwise)
         self.result_hold_s = result_hold_s
         self.incarnation = uuid.uuid4().hex     # names this process: the leader records it in claims
         self.draining = False
