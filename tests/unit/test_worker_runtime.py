@@ -84,6 +84,9 @@ class FakeLeader(pb_grpc.ClusterServicer, pb_grpc.WorkersServicer):
         self.ack_outcome: str | None = "committed"               # None: the test acks by hand
         self.server: grpc.aio.Server | None = None
         self.address = ""
+        self.shards = 0                    # its Welcome's shard count and shard (0, 0: unsharded)
+        self.shard = 0
+        self.shard_headers: list[tuple[str, str | None]] = []   # (method, x-schedd-shard) per call
 
     async def start(self) -> FakeLeader:
         self.server = grpc.aio.server()
@@ -99,8 +102,14 @@ class FakeLeader(pb_grpc.ClusterServicer, pb_grpc.WorkersServicer):
             await self.server.stop(grace=0)
 
     # --- Cluster
+    def _saw_shard_header(self, method: str, context) -> str | None:
+        value = dict(context.invocation_metadata() or ()).get("x-schedd-shard")
+        self.shard_headers.append((method, value))
+        return value
+
     async def Status(self, request, context):
         self.statuses += 1
+        self._saw_shard_header("Status", context)
         if self.refuse_status:
             await context.abort(*self.refuse_status)
         lid, addr, term = self.status_leader or (self.leader_id, self.address, self.term)
@@ -110,6 +119,7 @@ class FakeLeader(pb_grpc.ClusterServicer, pb_grpc.WorkersServicer):
     # --- Workers
     async def Connect(self, request_iterator, context):
         self.connects += 1
+        self._saw_shard_header("Connect", context)
         if self.refuse_connect:
             await context.abort(*self.refuse_connect)
         if self.redirect:
@@ -139,7 +149,8 @@ class FakeLeader(pb_grpc.ClusterServicer, pb_grpc.WorkersServicer):
         reader = asyncio.ensure_future(read())
         try:
             yield pb.LeaderMessage(welcome=pb.Welcome(leader_id=self.leader_id, term=self.term,
-                                                      lease_ms=self.lease_ms, batches=self.batches))
+                                                      lease_ms=self.lease_ms, batches=self.batches,
+                                                      shards=self.shards, shard=self.shard))
             while True:
                 msg = await stream.out.get()
                 if msg is None:

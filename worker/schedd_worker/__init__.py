@@ -4,12 +4,12 @@ sensors) and reports how they ended.
     from schedd_worker import Worker       # embed a worker with Python handlers (see sdk.py)
 
 `schedd-worker` (cli.py) is the command line. Modules: runtime.py (`WorkerRuntime`, which wires
-the rest), leader_search.py and leader_link.py (finding the leader, the stream's life),
-session.py (one stream's reads and writes), reports.py (heartbeats, results and their resends),
-admission.py (whether an assignment is taken), starts.py and slots.py (when an attempt starts),
-attempt.py (one attempt's life), giving_up.py (drain, self-fence), ledger.py (what is held and
-owed), executors.py (one attempt, to its end), handlers/ (one module per handler kind behind one
-interface), hooks.py (the fault suite's test-mode hooks).
+the rest), lanes.py (one shard's link, ledger and share of the slots), leader_search.py and
+leader_link.py (finding the leader, the stream's life), session.py (one stream's reads and
+writes), reports.py (heartbeats, results and their resends), admission.py (whether an assignment
+is taken), starts.py and slots.py (when an attempt starts), attempt.py (one attempt's life),
+giving_up.py (drain, self-fence), ledger.py (what is held and owed), executors.py (one attempt,
+to its end), handlers/ (one module per handler kind behind one interface), hooks.py (the fault suite's test-mode hooks).
 
 `Worker` and `HandlerContext` load lazily: importing this package (e.g. the CLI) must not import
 gRPC before the CLI has set GRPC_ENABLE_FORK_SUPPORT.

@@ -5,6 +5,16 @@ decided here and only here, from the network's side (the search, the Welcome, a 
 backoff, a newer leader seen by the watch, a stream that ended). The runtime decides what the
 messages mean; it hands the link a `LinkUser` and reads the link's state (`connected`,
 `max_term_seen`, `lease_ms`, `lost_since`). See the runtime's module doc for the protocol.
+
+A sharded cluster has one link per shard (`shard`): shard k's Connect and probes carry the
+metadata `x-schedd-shard: k` (shard 0's none, as before shards), its terms are that shard's
+group's own, and a Welcome for another shard is refused (its tokens would be another group's).
+A node routes a worker's Connect by that header, but may answer its NodeInfo/Status probes
+about shard 0 (it honours the header on those only when a node forwarded them): so shard k's
+search goes to any leader named, whatever its term, and lets the Connect's FAILED_PRECONDITION
+"leader=" redirect it, and it runs no watch (a newer term of shard 0 would bounce its stream
+every WATCH_S). It notices a lost leader from the stream's end (a leader that steps down ends
+its streams, naming its successor when it knows it) and the keepalive pings, not from the watch.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from schedd_worker.leader_search import PROBE_GAP_S, LeaderSearch, Probes
 from schedd_worker.session import Session
 from schedd_worker.stream_errors import CredentialRefused, StreamEnded, describe, is_refusal, redirect_target, refuse
 
-__all__ = ["LeaderLink", "LinkUser", "DEFAULT_LEASE_MS", "BACKOFF_START_S", "BACKOFF_MAX_S", "WELCOME_TIMEOUT_S",
+__all__ = ["LeaderLink", "LinkUser", "SHARD_HEADER", "shard_metadata", "DEFAULT_LEASE_MS", "BACKOFF_START_S", "BACKOFF_MAX_S", "WELCOME_TIMEOUT_S",
            "MIN_HEARTBEAT_S"]
 
 log = logging.getLogger("schedd.worker")
@@ -36,6 +46,13 @@ BACKOFF_START_S = 0.1
 BACKOFF_MAX_S = 2.0
 WELCOME_TIMEOUT_S = 10.0        # from the hello to the Welcome
 MIN_HEARTBEAT_S = 0.05
+SHARD_HEADER = "x-schedd-shard"  # which shard group a call is for (none: shard 0)
+
+
+def shard_metadata(shard: int) -> tuple[tuple[str, str], ...] | None:
+    """The call metadata of a shard's link: none for shard 0, so that a worker of an unsharded
+    cluster sends exactly what it always sent."""
+    return ((SHARD_HEADER, str(shard)),) if shard > 0 else None
 
 _CHANNEL_OPTIONS = [
     # our own backoff paces reconnects (schedd_client.channels keeps gRPC's short)
@@ -59,15 +76,24 @@ class LinkUser(Protocol):
 
 class LeaderLink:
     def __init__(self, cluster: Sequence[str], *, name: str, security: Security, hooks: WorkerHooks,
-                 user: LinkUser, warn_at_once: bool = False) -> None:
+                 user: LinkUser, warn_at_once: bool = False, shard: int = 0) -> None:
         self.name = name
+        self.shard = shard                         # the shard group this link follows the leader of
+        self.metadata = shard_metadata(shard)
+        self.tag = ""                              # " of shard k" in its log lines, once sharded
         # The first failed connection at WARNING (the SDK's Worker: nobody may be reading its
         # INFO lines), or at INFO (schedd-worker: a cluster still electing is no news).
         self.warn_at_once = warn_at_once
         self.security = security
         self.hooks = hooks
         self.user = user
-        self.search = LeaderSearch(name, cluster, self._probes, lambda: self.max_term_seen, self._probe_gap)
+        # Shard k > 0: a node answers NodeInfo/Status about shard 0 unless it routes probes by
+        # the header too, and shard 0's leader and term say nothing of shard k's. So that search
+        # takes any leader named (the Connect, routed by the header, redirects to shard k's) and
+        # no watch compares terms of another group (see the module doc).
+        self.search = LeaderSearch(name, cluster, self._probes,
+                                   (lambda: self.max_term_seen) if shard == 0 else (lambda: 0), self._probe_gap)
+        self.watches = shard == 0
         self.max_term_seen = 0
         self.connected = False
         self.leader_address: str | None = None
@@ -95,6 +121,14 @@ class LeaderLink:
         self.saw_term(term)
         if self.session is not None:
             self.session.term = max(self.session.term, term)
+
+    def rehello(self, why: str) -> None:
+        """End the stream and open a new one to the same leader at once: what the hello says
+        changed (a shard's share of the slots)."""
+        s = self.session
+        if s is not None and not s.ending:
+            self._redirect = s.address
+            s.drop(why)
 
     async def close(self) -> None:
         """Stop reconnecting, half-close the stream (see `Session.close`)."""
@@ -131,7 +165,7 @@ class LeaderLink:
                     refuse(self.name, [(addr or "?", e)])
                 target = redirect_target(e)
                 if target is not None and target != addr:
-                    log.info("%s is not the leader; redirected to %s", addr, target)
+                    log.info("%s is not the leader%s; redirected to %s", addr, self.tag, target)
                     self._redirect = target
                     redirects += 1
                     if redirects <= 3:            # follow it at once (bounded: no ping-pong)
@@ -147,17 +181,17 @@ class LeaderLink:
                 failures = 0
                 redirects = 0
                 if err is not None:
-                    log.info("stream to the leader ended: %s; reconnecting", describe(err))
+                    log.info("stream to the leader%s ended: %s; reconnecting", self.tag, describe(err))
             else:
                 failures += 1
                 now = loop.time()
                 msg = "?" if err is None else describe(err)
                 if failures == 1 or now - last_warn >= 30:
                     (log.warning if failures > 1 or self.warn_at_once else log.info)(
-                        "cannot connect to the leader: %s; retrying with backoff", msg)
+                        "cannot connect to the leader%s: %s; retrying with backoff", self.tag, msg)
                     last_warn = now
                 else:
-                    log.debug("cannot connect to the leader: %s", msg)
+                    log.debug("cannot connect to the leader%s: %s", self.tag, msg)
             await self._back_off()
 
     async def _back_off(self) -> None:
@@ -171,7 +205,7 @@ class LeaderLink:
     def _probes(self) -> Probes:
         tls_check = None if self.security.tls else (lambda a: speaks_tls(self.hooks.dial(a)))
         return Probes(lambda a: open_aio_channel(self.hooks.dial(a), self.security, _CHANNEL_OPTIONS),
-                      speaks_tls=tls_check)
+                      speaks_tls=tls_check, metadata=self.metadata)
 
     def _probe_gap(self) -> float:
         """PROBE_GAP_S while the leader has been gone less than a lease (an election takes about
@@ -195,13 +229,16 @@ class LeaderLink:
         if first.WhichOneof("kind") != "welcome":
             raise StreamEnded(f"{addr} sent {first.WhichOneof('kind')} before its Welcome")
         w = first.welcome
+        if w.shards > 1 and w.shard != self.shard:    # tokens of another group: never mix them
+            raise StreamEnded(f"{addr} welcomed us for shard {w.shard}, this stream is shard {self.shard}'s")
         if w.term < self.max_term_seen:
             raise StreamEnded(f"{addr} ({w.leader_id}) welcomed us in term {w.term}, "
                               f"already saw term {self.max_term_seen}")
         self.saw_term(w.term)
         self.search.welcomed_by(addr, w.members)
         return Session(address=addr, call=call, leader_id=w.leader_id, term=w.term,
-                       lease_ms=w.lease_ms if w.lease_ms > 0 else DEFAULT_LEASE_MS, batches=w.batches)
+                       lease_ms=w.lease_ms if w.lease_ms > 0 else DEFAULT_LEASE_MS, batches=w.batches,
+                       shards=max(1, w.shards))
 
     async def _session(self, addr: str) -> None:
         """One stream: hello, Welcome, then serve it until it ends (raises when it fails)."""
@@ -212,7 +249,7 @@ class LeaderLink:
         call = None
         conn: Session | None = None
         try:
-            call = pb_grpc.WorkersStub(channel).Connect()
+            call = pb_grpc.WorkersStub(channel).Connect(metadata=self.metadata)
             conn = await self._welcome(call, addr)
             self.session = conn
             self.connected = True
@@ -224,8 +261,9 @@ class LeaderLink:
             reader = asyncio.create_task(conn.reader(self.user.handle))
             ender = asyncio.create_task(conn.end.wait())
             conn.tasks = [asyncio.create_task(conn.writer()),
-                          asyncio.create_task(self._heartbeats(conn)),
-                          asyncio.create_task(self._watch(conn)), reader, ender]
+                          asyncio.create_task(self._heartbeats(conn)), reader, ender]
+            if self.watches:
+                conn.tasks.append(asyncio.create_task(self._watch(conn)))
             await asyncio.wait({reader, ender}, return_when=asyncio.FIRST_COMPLETED)
             if reader.done():
                 reader.result()                   # raises the stream's error

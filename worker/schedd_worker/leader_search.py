@@ -80,6 +80,9 @@ class Probes:
     speaks_tls: Callable[[str], bool] | None = None
     channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
     old: set[str] = field(default_factory=set)       # refused NodeInfo (an older build): Status
+    # a shard's link (`x-schedd-shard: k`, k > 0): a node answers about its replica of that
+    # shard, whose leader and term are not shard 0's (None: shard 0, sent as today)
+    metadata: tuple[tuple[str, str], ...] | None = None
 
     async def ask(self, addr: str) -> Answer:
         ch = self.channels.get(addr)
@@ -89,14 +92,16 @@ class Probes:
         try:
             if addr not in self.old:
                 try:
-                    info = await stub.NodeInfo(pb.NodeInfoRequest(), timeout=PROBE_TIMEOUT_S)
+                    info = await stub.NodeInfo(pb.NodeInfoRequest(), timeout=PROBE_TIMEOUT_S,
+                                              metadata=self.metadata)
                 except grpc.aio.AioRpcError as e:
                     if e.code() not in _NOT_NODE_INFO:
                         raise
                     self.old.add(addr)
                 else:                             # the node we asked is the one that answers
                     return _node_info_answer(addr, info)
-            st = await stub.Status(pb.ClusterStatusRequest(), timeout=STATUS_TIMEOUT_S)
+            st = await stub.Status(pb.ClusterStatusRequest(), timeout=STATUS_TIMEOUT_S,
+                                   metadata=self.metadata)
         except grpc.aio.AioRpcError as e:
             if (self.speaks_tls is not None and e.code() == grpc.StatusCode.UNAVAILABLE
                     and tls_failure(e.details() or "") and await asyncio.to_thread(self.speaks_tls, addr)):

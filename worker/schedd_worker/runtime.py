@@ -1,4 +1,4 @@
-"""The worker process: one stream to the Raft leader, assignments run within a slot count.
+"""The worker process: one stream to the Raft leader (per shard), assignments run within a slot count.
 
     runtime = WorkerRuntime(["10.0.0.1:7070", "10.0.0.2:7070"], name="w1", slots=4)
     await runtime.run(stop)          # returns after a clean drain once `stop` is set
@@ -88,6 +88,45 @@ Connection loss
     Never stops running attempts: they report after the reconnect (the leader grants running
     attempts one lease period of grace to come back).
 
+Shards
+    A sharded cluster has S Raft groups (schedd/core/shards.py), each with its own leader,
+    dispatcher and fencing tokens (two shards may assign the same token number). A Welcome that
+    says `shards` = S > 1 makes the worker serve every shard: one lane per shard
+    (`schedd_worker.lanes`: its own link, leader search, ledger, newest term, results, heartbeats
+    and messages_read), lanes 1..S-1 started at once and kept until the process stops (the count
+    only grows). Shard k's link sends the metadata `x-schedd-shard: k` on its Connect (a node
+    routes it to its replica of shard k, which redirects to shard k's leader as a follower does
+    today) and on its probes; shard 0's sends none. Since a node may answer the probes about
+    shard 0, shard k's search takes any leader named and follows the redirect, and runs no
+    watch (`leader_link`: terms of different groups do not compare). Everything above holds per lane, towards that
+    shard's leader. A Welcome that says 0 or 1 (an unsharded cluster, an older server) changes
+    nothing: one lane, no metadata, every slot offered, as before shards.
+    What is per process is shared: the executors, the log folder, the pool of slots, the drain
+    (every lane drains at once, with one grace) and the name and incarnation (each shard's
+    leader keeps its own registry, so one name serves them all).
+
+Slots across shards: split, not offered to every leader
+    Shard k's hello offers its share of the slots (slots // S, the remainder to `slots % S`
+    shards counted from one picked by the worker's name, so a fleet does not give every
+    remainder to shard 0; at least one each, since a leader refuses a hello without a slot), and
+    that shard's admission takes at most share + ahead of its attempts (REJECTED "no free slot"
+    beyond, as today). Why: a leader knows a worker's free capacity only from the hello's slots
+    minus what it assigned itself (WorkerHello.slots is fixed for the stream, a heartbeat carries
+    no capacity), so a split keeps every leader's view exact: no assignment is refused because of
+    another shard's work, and no shard can fill the worker and starve the others. Offering every
+    leader all the slots and refusing the excess would make each leader assign up to all of
+    them, and under load every refusal would cost a claim, a REJECTED result (two log entries)
+    and a round trip, while the shard that pushes first took the worker. The cost: a shard
+    with no work leaves its share idle; the shards are equal hash ranges of the job names, so
+    their loads are alike across a fleet. One pool (`slots.SlotPool`) still bounds what runs at
+    once to `slots` whatever the shares: it binds only when the shares add up to more (fewer
+    slots than shards) or for a while after a split lowered a share below what runs; what falls
+    due meanwhile waits here as when every slot is busy (an attempt with a timeout at most half a
+    lease, then handed back) and starts as soon as any shard frees a slot, the shard whose
+    attempt waited longest first. Shard 0's first
+    hello offered every slot (the shard count was not known yet): on a Welcome with S > 1 that
+    stream is ended and opened again at once with the share (the hello lists what it holds).
+
 Drain (`stop` set)
     Heartbeat(draining=True) at once; new assignments are REJECTED; accepted attempts still
     waiting for their due time are handed back as REJECTED "worker draining" (the leader requeues
@@ -101,16 +140,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+import zlib
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any
 
-from schedd_proto import logs_pb2 as lpb
-from schedd_proto import scheduler_pb2 as pb
 from schedd_client.channels import Security, env_token, with_files
 from schedd_worker import executors
-from schedd_worker.admission import Verdict, admit
 from schedd_worker.attempt import RunSettings
 from schedd_worker.executors import NO_ISOLATION, HttpOptions, Isolation, PythonHandlers
 from schedd_worker.giving_up import FINAL_ACK_TIMEOUT_S, Drain, self_fence
+from schedd_worker.lanes import ShardLane
 from schedd_worker.handlers.container import ContainerConfig
 from schedd_worker.handlers.container_broker import ContainerBroker
 from schedd_worker.hooks import NO_HOOKS, WorkerHooks
@@ -118,15 +157,14 @@ from schedd_worker.leader_link import DEFAULT_LEASE_MS, LeaderLink
 from schedd_worker.ledger import Ledger
 from schedd_worker.reports import REJECTED, RESULT_HOLD_S, Reports
 from schedd_worker.run_logs import LogStore
-from schedd_worker.session import Session
-from schedd_worker.slots import Slots
+from schedd_worker.slots import SlotPool, Slots
 from schedd_worker.starts import Starts, wall_ms
 from schedd_worker.stream_errors import CredentialRefused
-from schedd_worker.timers import DEFAULT_AHEAD
+from schedd_worker.timers import DEFAULT_AHEAD, QuietCollector
 
 log = logging.getLogger("schedd.worker")
 
-__all__ = ["WorkerRuntime", "REJECTED", "DEFAULT_LEASE_MS", "version", "CredentialRefused"]
+__all__ = ["WorkerRuntime", "REJECTED", "DEFAULT_LEASE_MS", "version", "CredentialRefused", "slot_shares"]
 
 
 def version() -> str:
@@ -138,11 +176,10 @@ def version() -> str:
 
 
 class WorkerRuntime:
-    """The worker process, composed: the link to the leader (`leader_link`), what it reports
-    (`reports`), when attempts start (`starts`, over `slots` and `attempt`), whether it takes
-    an assignment (`admission`), and how it gives attempts up (`giving_up`). What is held and
-    owed is the one `Ledger` they share. This class only wires them and routes the leader's
-    messages."""
+    """The worker process, composed: one lane per shard (`lanes`: the link to that shard's
+    leader, what it reports, when its attempts start, whether it takes an assignment, over the
+    one `Ledger` of what it holds and owes that leader), the pool of slots they share, and how
+    it gives attempts up (`giving_up`). This class only wires them and starts a lane per shard."""
 
     def __init__(self, cluster: Sequence[str], *, name: str, slots: int = 4, pool: str = "",
                  labels: Mapping[str, str] | None = None,
@@ -182,32 +219,66 @@ class WorkerRuntime:
         self.security = with_files(security or Security(),
                                    token=token or env_token())
         self.security.credentials_for_channel()    # a bad file fails at start, named
-        self._events = hooks.events                # the fault suite's history (does nothing otherwise)
         self.result_hold_s = result_hold_s
         self.incarnation = uuid.uuid4().hex     # names this process: the leader records it in claims
         self.draining = False
         self._hurry = asyncio.Event()
 
-        self._ledger = Ledger()                    # what it holds and what it owes the leader
-        self._link = LeaderLink(self.cluster, name=name, security=self.security, hooks=hooks, user=self,
-                                warn_at_once=warn_at_once)
-        self._slots = Slots(self.slots, lambda: self._link.lease_ms)
-        self._reports = Reports(name, self._ledger, self._link, self._events, now_ms,
-                                draining=lambda: self.draining, waiting=self._slots.waiting,
-                                hold_s=result_hold_s)
+        self.warn_at_once = warn_at_once
         kinds = executors.handlers_for(python_handlers, http, isolation, containers)   # built once
         self.logs = logs                           # run logs (None: only the tail in the result)
         self._log_reads: set[asyncio.Task[None]] = set()
-        self._run = RunSettings(name, python_handlers, self.kill_grace_s, now_ms, http, isolation, kinds, hooks,
-                                logs)
-        self._starts = Starts(self._run, ledger=self._ledger, slots=self._slots, reports=self._reports)
+        self.run_settings = RunSettings(name, python_handlers, self.kill_grace_s, now_ms, http, isolation,
+                                        kinds, hooks, logs)
+        self._pool = SlotPool(self.slots)          # the process's slots, shared by every shard
+        self._gc = QuietCollector()                # full collections between due instants
+        self.shards = 1                            # the shard count the Welcomes said (1: unsharded)
+        # shard -> its lane; shard 0 is the one every worker starts with (an unsharded cluster's)
+        self.lanes: dict[int, ShardLane] = {0: self._lane(0, self.slots)}
+        self._lane_tasks: dict[int, tuple[asyncio.Task[None], asyncio.Task[None]]] = {}
+        self._failed: asyncio.Future[None] | None = None   # a lane's connection loop ended
 
     # ------------------------------------------------------------ public
 
     @property
+    def _lane0(self) -> ShardLane:
+        return self.lanes[0]
+
+    @property
+    def _link(self) -> LeaderLink:
+        return self.lanes[0].link
+
+    @property
+    def _ledger(self) -> Ledger:
+        return self.lanes[0].ledger
+
+    @property
+    def _slots(self) -> Slots:
+        return self.lanes[0].slots
+
+    @property
+    def _reports(self) -> Reports:
+        return self.lanes[0].reports
+
+    @property
+    def _starts(self) -> Starts:
+        return self.lanes[0].starts
+
+    @property
     def running(self) -> dict[int, str]:
-        """token -> execution id of every attempt accepted and not ended (introspection)."""
+        """token -> execution id of every attempt accepted and not ended (introspection; the
+        tokens of shard 0, the only shard of an unsharded cluster: see `running_by_shard`)."""
         return self._ledger.running()
+
+    @property
+    def running_by_shard(self) -> dict[int, dict[int, str]]:
+        """shard -> token -> execution id (two shards' tokens may be equal numbers)."""
+        return {k: lane.ledger.running() for k, lane in self.lanes.items()}
+
+    @property
+    def busy(self) -> int:
+        """Attempts running now, every shard's (at most `slots`)."""
+        return self._pool.busy
 
     @property
     def connected(self) -> bool:
@@ -231,116 +302,121 @@ class WorkerRuntime:
         self._hurry.set()
 
     async def run(self, stop: asyncio.Event) -> None:
-        starts = self._starts
-        starts.gc.install()
+        self._gc.install()
         if self.logs is not None:
             self.logs.sweep_soon()               # what aged out while the worker was down
-        loop_task = asyncio.create_task(self._link.run(), name=f"worker-{self.name}-conn")
-        fence = asyncio.create_task(self_fence(self.name, self._link, self._ledger, starts),
-                                    name=f"worker-{self.name}-fence")
-        stop_wait = asyncio.create_task(stop.wait())
+        self._failed = asyncio.get_running_loop().create_future()
+        for k in list(self.lanes):
+            self._start_lane(k)
+        stop_wait: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
         try:
-            await asyncio.wait({stop_wait, loop_task}, return_when=asyncio.FIRST_COMPLETED)
-            if loop_task.done():                 # a refused credential; else a bug, surfaced
-                loop_task.result()
+            await asyncio.wait({stop_wait, self._failed}, return_when=asyncio.FIRST_COMPLETED)
+            if self._failed.done():              # a refused credential; else a bug, surfaced
+                self._failed.result()
                 raise RuntimeError("worker connection loop ended unexpectedly")
             self.draining = True
-            await Drain(self.name, self._ledger, starts, self._reports, self.drain_grace_s,
-                        self.kill_grace_s, self._hurry, self.final_ack_s).run()
+            lanes = list(self.lanes.values())    # every shard drains at once (one grace for all)
+            await asyncio.gather(*(Drain(self.name, lane.ledger, lane.starts, lane.reports, self.drain_grace_s,
+                                         self.kill_grace_s, self._hurry, self.final_ack_s).run()
+                                   for lane in lanes))
         finally:
-            starts.timer.close()
             stop_wait.cancel()
-            fence.cancel()
-            for reading in list(self._log_reads):
-                reading.cancel()
-            await self._link.close()
-            if not loop_task.done():
-                loop_task.cancel()
-            await asyncio.gather(loop_task, return_exceptions=True)
-            for a in list(self._ledger.attempts()):
-                starts.runner.escalate(a)        # a task of its own, which stops the handler
-            leftovers = [a.task for a in self._ledger.held.values() if a.task and not a.task.done()]
-            for t in leftovers:                  # only when run() itself is cancelled
-                t.cancel()
-            if leftovers:
-                await asyncio.gather(*leftovers, return_exceptions=True)
-            self._link.connected = False
-            starts.gc.uninstall()
+            await self._stop_lanes()
+            if self._failed.done() and not self._failed.cancelled():
+                self._failed.exception()         # a lane failed while draining: stopping anyway
+            self._gc.uninstall()
             log.info("worker %s stopped", self.name)
 
-    # ------------------------------------------------------------ the link's user (LinkUser)
+    async def _stop_lanes(self) -> None:
+        lanes = list(self.lanes.values())
+        for lane in lanes:
+            lane.starts.timer.close()
+        for _loop, fence in self._lane_tasks.values():
+            fence.cancel()
+        for reading in list(self._log_reads):
+            reading.cancel()
+        await asyncio.gather(*(lane.link.close() for lane in lanes))
+        loops = [t for t, _ in self._lane_tasks.values()]
+        for t in loops:
+            if not t.done():
+                t.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
+        for lane in lanes:
+            for a in list(lane.ledger.attempts()):
+                lane.starts.runner.escalate(a)   # a task of its own, which stops the handler
+        leftovers: list[asyncio.Future[Any]] = [a.task for lane in lanes for a in lane.ledger.held.values()
+                                                if a.task and not a.task.done()]
+        for left in leftovers:                   # only when run() itself is cancelled
+            left.cancel()
+        if leftovers:
+            await asyncio.gather(*leftovers, return_exceptions=True)
+        for lane in lanes:
+            lane.link.connected = False
 
-    def hello(self) -> pb.WorkerMessage:
-        return pb.WorkerMessage(hello=pb.WorkerHello(
-            name=self.name, slots=self.slots, pool=self.pool, labels=self.labels,
-            running_tokens=sorted(self._ledger.held), version=self.version,
-            max_term_seen=self._link.max_term_seen, incarnation=self.incarnation, batches=True,
-            ahead=self.ahead, counts_reads=True, handlers=sorted(self._run.kinds),
-            serves_logs=self.logs is not None))
+    # ------------------------------------------------------------ shards
 
-    def welcomed(self, session: Session) -> None:
-        log.info("worker %s connected to leader %s at %s (term %d, lease %d ms; %d running, "
-                 "%d results to resend)", self.name, session.leader_id or "?", session.address, session.term,
-                 session.lease_ms, len(self._ledger.held), len(self._ledger.owed))
-        self._reports.resend_all()
-        if self.draining:
-            self._reports.heartbeat()
+    def _lane(self, shard: int, share: int) -> ShardLane:
+        return ShardLane(self, shard, share, pool=self._pool, run=self.run_settings, gc=self._gc,
+                         warn_at_once=self.warn_at_once)
 
-    def tick(self, session: Session) -> None:
-        """Every lease / 3 while connected."""
-        self._starts.hand_back_overdue()
-        self._reports.heartbeat()
-        self._starts.quiet_gc()
-        self._reports.resend_unsettled(session.lease_ms)
+    def _start_lane(self, shard: int) -> None:
+        """Run the lane's connection loop and its self-fence until the process stops."""
+        lane = self.lanes[shard]
+        loop_task = asyncio.create_task(lane.link.run(), name=f"worker-{self.name}-conn"
+                                        + (f"-{shard}" if shard else ""))
+        fence = asyncio.create_task(self_fence(self.name, lane.link, lane.ledger, lane.starts),
+                                    name=f"worker-{self.name}-fence" + (f"-{shard}" if shard else ""))
+        loop_task.add_done_callback(self._loop_ended)
+        self._lane_tasks[shard] = (loop_task, fence)
 
-    def handle(self, msg: pb.LeaderMessage) -> None:
-        kind = msg.WhichOneof("kind")
-        if kind == "batch":                       # one level only (Session.reader unpacks the batch)
-            log.debug("ignoring a batch inside a batch")
-        elif kind == "assignment":
-            self._on_assignment(msg.assignment)
-        elif kind == "cancel":
-            self._starts.cancel(msg.cancel)
-        elif kind == "ack":
-            self._reports.acked(msg.ack)
-        elif kind == "welcome":                   # a second Welcome: the leader's term moved on
-            self._link.rewelcomed(msg.welcome.term)
-        elif kind == "log_request":
-            self._read_log(msg.log_request)
-        else:
-            log.debug("ignoring leader message %r", kind)
-
-    def _read_log(self, req: lpb.LogRequest) -> None:
-        """Answer the leader's request for a run log, in a task (a long poll may wait)."""
-        if self.logs is None:
-            self._link.send(pb.WorkerMessage(log_page=lpb.LogPage(
-                request_id=req.request_id, missing="it keeps no run logs")))
+    def _loop_ended(self, task: asyncio.Task[None]) -> None:
+        failed = self._failed
+        if failed is None or failed.done() or task.cancelled():
             return
-        task = asyncio.create_task(self._answer_log(self.logs, req), name=f"log-{req.fencing_token}")
+        exc = task.exception()
+        if exc is not None:
+            failed.set_exception(exc)
+        else:
+            failed.set_result(None)
+
+    def shards_seen(self, shards: int) -> None:
+        """A Welcome said the cluster has `shards` shard groups: serve each of them, with a
+        share of the slots. The count only grows (a split); lanes are kept until the process
+        stops. 0 or 1 (an unsharded cluster, an older server) changes nothing."""
+        if shards <= self.shards or self.draining:
+            return
+        log.info("worker %s: the cluster has %d shards; serving each with its share of %d slots",
+                 self.name, shards, self.slots)
+        if self.slots < shards:
+            log.warning("worker %s has %d slots for %d shards: each shard's leader is offered one "
+                        "slot and at most %d attempts run at once; what falls due meanwhile waits here",
+                        self.name, self.slots, shards, self.slots)
+        self.shards = shards
+        shares = slot_shares(self.slots, shards, self.name)
+        self._lane0.link.tag = " of shard 0"      # its log lines say which shard, as the others'
+        for k in range(shards):
+            lane = self.lanes.get(k)
+            if lane is None:
+                self.lanes[k] = self._lane(k, shares[k])
+                if self._failed is not None:     # running: connect it now
+                    self._start_lane(k)
+            else:
+                lane.reshare(shares[k])
+
+    def read_log(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        """A lane answers a log request in a task of its own (cancelled when the process stops)."""
+        task = asyncio.create_task(coro, name=name)
         self._log_reads.add(task)
         task.add_done_callback(self._log_reads.discard)
 
-    async def _answer_log(self, logs: LogStore, req: lpb.LogRequest) -> None:
-        try:
-            page = await logs.answer(req)
-        except OSError as e:
-            page = lpb.LogPage(request_id=req.request_id, missing=f"it cannot read the log: {e}")
-        self._link.send(pb.WorkerMessage(log_page=page))
 
-    def _on_assignment(self, a: pb.Assignment) -> None:
-        token = a.fencing_token
-        self._events.received(self.name, a)
-        ledger = self._ledger
-        v = admit(a, max_term_seen=self._link.max_term_seen, held=ledger.held, owed=ledger.owed,
-                  draining=self.draining, holding=len(ledger.held), capacity=self.slots + self.ahead)
-        self._link.saw_term(a.term)
-        if v.verdict is Verdict.REJECT:
-            self._reports.reject(a, v.why)
-        elif v.verdict is Verdict.RUNNING:
-            log.info("duplicate assignment of %s (token %d): already running", a.execution_id, token)
-        elif v.verdict is Verdict.FINISHED:
-            log.info("duplicate assignment of %s (token %d): already finished; resending its result",
-                     a.execution_id, token)
-            self._reports.send_result(token)
-        else:
-            self._starts.accept(a)
+def slot_shares(slots: int, shards: int, name: str) -> list[int]:
+    """Each shard's share of `slots`: equal parts, the remainder to `slots % shards` shards
+    starting at one picked by the worker's name (so that a fleet of workers does not give every
+    remainder to shard 0), and at least one each (the leaders refuse a hello without a slot: a
+    worker with fewer slots than shards lets the pool bound what runs at once)."""
+    if shards <= 1:
+        return [slots]
+    base, rem = divmod(slots, shards)
+    first = zlib.crc32(name.encode()) % shards
+    return [max(1, base + (1 if (k - first) % shards < rem else 0)) for k in range(shards)]

@@ -40,6 +40,7 @@ class Session:
     term: int
     lease_ms: int
     batches: bool = False                # the leader takes WorkerMessage.batch (its Welcome says)
+    shards: int = 1                      # the cluster's shard groups (its Welcome says; 1: unsharded)
     out: asyncio.Queue[pb.WorkerMessage | None] = field(default_factory=asyncio.Queue)
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     ending: str = ""                     # why we end it ourselves

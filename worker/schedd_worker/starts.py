@@ -32,7 +32,8 @@ def wall_ms() -> int:
 
 
 class Starts:
-    def __init__(self, run: RunSettings, *, ledger: Ledger, slots: Slots, reports: Reports) -> None:
+    def __init__(self, run: RunSettings, *, ledger: Ledger, slots: Slots, reports: Reports,
+                 gc: QuietCollector | None = None) -> None:
         self.run = run
         self.ledger = ledger
         self.slots = slots
@@ -40,8 +41,9 @@ class Starts:
         self.runner = AttemptRunner(run, report=reports.report, ended=self.end)
         self.timer = Timer(run.now_ms, self.on_due,           # every waiting attempt, one loop timer
                            now_s=time.time if run.now_ms is wall_ms else None)
-        self.gc = QuietCollector()               # full collections between due instants
+        self.gc = gc or QuietCollector()         # full collections between due instants (one per process)
         self._starting = False                   # start_ready is running (not re-entered)
+        slots.wake = self.start_ready            # the pool gives this shard a freed slot
 
     @property
     def now_ms(self) -> Callable[[], int]:
@@ -110,15 +112,17 @@ class Starts:
         self.runner.watch(att, self._call(att))
 
     def _call(self, att: Held) -> Started | None:
-        self.slots.busy += 1
+        self.slots.take()
         return self.runner.call(att)
 
     def end(self, att: Held) -> None:
         """The attempt ended or was handed back: no longer held; a slot it took goes on."""
         self.ledger.end(att.msg.fencing_token)
         if att.phase == "running":
-            self.slots.busy -= 1
-            if self.slots.ready:
+            self.slots.give()
+            if self.slots.pool is not None:      # the longest waiting shard's, maybe this one's
+                self.slots.pool.freed()
+            elif self.slots.ready:
                 self.start_ready()
         att.phase = "ended"
 
