@@ -44,10 +44,15 @@ CONTROLS = {
     "trust_leader": ("S05", None, 20, None, "C6"),
     "stock_raft": ("S13", STUCK_CUTS, 12, S.TICK_JOBS, "C7"),
 }
+# the same on 4 shard groups: grouping by shard must not blind the checks (tokens per shard)
+SHARDED_CONTROLS = {
+    "push_before_commit": ("S02x4", S.nemesis_none, 10, None, "C6"),
+    "no_dedup": ("S05x4", S.nemesis_none, 14, None, "C2"),
+}
 
 
-def run_control(switch: str) -> tuple[dict, object]:
-    scen, nemesis, seconds, jobs, check = CONTROLS[switch]
+def run_control(switch: str, controls: dict = CONTROLS) -> tuple[dict, object]:
+    scen, nemesis, seconds, jobs, check = controls[switch]
     res, d = run_scenario(scen, random.randrange(1 << 30), unsafe=(switch,), nemesis=nemesis, seconds=seconds,
                           jobs=jobs, plot=False)       # timeline.png (2-6 s) only for a control that failed
     caught = res["counts"][check]
@@ -70,6 +75,13 @@ def test_push_before_commit_is_caught():
 @pytest.mark.parametrize("switch", [s for s in CONTROLS if s not in ("push_before_commit", "stock_raft")])
 def test_unsafe_switch_is_caught(switch):
     run_control(switch)
+
+
+@pytest.mark.jepsen_full
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("switch", list(SHARDED_CONTROLS))
+def test_unsafe_switch_is_caught_in_a_sharded_cluster(switch):
+    run_control(switch, SHARDED_CONTROLS)
 
 
 @pytest.mark.jepsen_full
