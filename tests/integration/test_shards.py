@@ -199,6 +199,7 @@ def test_a_team_quota_holds_across_shards_under_load(cluster_factory):
             return {n: sum(1 for e in history(client, n) if e.state == "SUCCEEDED") for n in names}
         wait_until(lambda: all(v >= 1 for v in ran().values()), timeout=120,
                    what="a run of every job of team q, in every shard")
+        assert [w.slots for w in client.list_workers().workers] == [8]   # its slots, not one shard's share
         listed = {q.key: q for q in client.list_quotas()}
         assert listed["team:q"].limit == 2 and listed["team:q"].running <= 2
         spans = [(a.started_ms, a.ended_ms) for n in names for e in history(client, n) for a in e.attempts
