@@ -26,7 +26,7 @@ def _pysyncobj_globals_restored():
 
 
 def pytest_configure(config):
-    """Under pytest-xdist (the suite runs `-n 2`, pyproject.toml), each worker picks cluster
+    """Under pytest-xdist (the suite runs `-n 3`, pyproject.toml), each worker picks cluster
     ports from its own share of the band, and so do the `schedd` processes its tests start
     (they inherit the variable): two workers never race for the same free ports."""
     from schedd.runtime.cluster import PORT_BAND_ENV, port_band

@@ -1,7 +1,7 @@
 """The single-purpose benches under bench/ cannot rot: each runs at its smallest against real
 nodes and prints its table; no figure is asserted (the sizes are too small to mean anything, and
 this machine is shared). A file of their own, apart from the yardstick's (test_bench_smoke.py),
-so that the two run on both test workers at once."""
+so that the two run on two test workers at once."""
 
 from __future__ import annotations
 
