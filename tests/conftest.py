@@ -26,7 +26,7 @@ def _pysyncobj_globals_restored():
 
 
 def pytest_configure(config):
-    """Under pytest-xdist (the suite runs `-n 2`, pyproject.toml), each worker picks cluster
+    """Under pytest-xdist (the suite runs `-n 3`, pyproject.toml), each worker picks cluster
     ports from its own share of the band, and so do the `schedd` processes its tests start
     (they inherit the variable): two workers never race for the same free ports."""
     from schedd.runtime.cluster import PORT_BAND_ENV, port_band
@@ -78,12 +78,42 @@ def cluster_factory(tmp_path: Path):
         c.stop(timeout=10)
 
 
+@pytest.fixture(scope="module")
+def module_cluster_factory(tmp_path_factory):
+    """cluster_factory for a module's tests that share one cluster (starting a 3-node cluster
+    costs seconds a test): built once under a folder of its own, stopped after the module's last
+    test. Only for tests that need no fresh cluster (they name their jobs apart, kill nothing)."""
+    from schedd.runtime.cluster import LocalCluster
+
+    root = tmp_path_factory.mktemp("module-clusters")
+    made: list[LocalCluster] = []
+
+    def make(**kw) -> LocalCluster:
+        c = LocalCluster(root / f"cluster{len(made)}", **kw)
+        made.append(c)
+        return c
+
+    make.root = root                     # type: ignore[attr-defined]  # where the failure report finds the logs
+    yield make
+    for c in made:
+        c.stop(timeout=10)
+
+
+def _cluster_folder(item) -> Path | None:
+    if "module_cluster_factory" in item.fixturenames:
+        factory = item.funcargs.get("module_cluster_factory")
+        return getattr(factory, "root", None)
+    if "cluster_factory" in item.fixturenames:
+        return item.funcargs.get("tmp_path")
+    return None
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
-    if rep.when == "call" and rep.failed and "cluster_factory" in item.fixturenames:
-        tmp = item.funcargs.get("tmp_path")
+    if rep.when == "call" and rep.failed:
+        tmp = _cluster_folder(item)
         if tmp is not None:
             for log in sorted(Path(tmp).glob("cluster*/logs/*.log")):
                 tail = log.read_text(errors="replace").splitlines()[-60:]

@@ -671,7 +671,7 @@ class CancelExecutionRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class WorkerHello(_message.Message):
-    __slots__ = ("name", "slots", "pool", "labels", "running_tokens", "version", "max_term_seen", "incarnation", "batches", "ahead", "counts_reads", "handlers", "serves_logs")
+    __slots__ = ("name", "slots", "pool", "labels", "running_tokens", "version", "max_term_seen", "incarnation", "batches", "ahead", "counts_reads", "handlers", "serves_logs", "total_slots")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -692,6 +692,7 @@ class WorkerHello(_message.Message):
     COUNTS_READS_FIELD_NUMBER: _ClassVar[int]
     HANDLERS_FIELD_NUMBER: _ClassVar[int]
     SERVES_LOGS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SLOTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     slots: int
     pool: str
@@ -705,7 +706,8 @@ class WorkerHello(_message.Message):
     counts_reads: bool
     handlers: _containers.RepeatedScalarFieldContainer[str]
     serves_logs: bool
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., running_tokens: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., max_term_seen: _Optional[int] = ..., incarnation: _Optional[str] = ..., batches: _Optional[bool] = ..., ahead: _Optional[int] = ..., counts_reads: _Optional[bool] = ..., handlers: _Optional[_Iterable[str]] = ..., serves_logs: _Optional[bool] = ...) -> None: ...
+    total_slots: int
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., running_tokens: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., max_term_seen: _Optional[int] = ..., incarnation: _Optional[str] = ..., batches: _Optional[bool] = ..., ahead: _Optional[int] = ..., counts_reads: _Optional[bool] = ..., handlers: _Optional[_Iterable[str]] = ..., serves_logs: _Optional[bool] = ..., total_slots: _Optional[int] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("running_tokens", "draining", "messages_read")
@@ -910,7 +912,7 @@ class ListWorkersResponse(_message.Message):
     def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("id", "raft_address", "grpc_address", "role", "term", "commit_index", "applied_index", "lag", "has_quorum", "state_hash", "uptime_seconds", "error", "leader_epoch", "state_digest", "digest_index", "at_digest", "replicas", "writable", "not_writable_reason", "version", "protocol", "entry_codec", "max_feature_level", "feature_level", "snapshot_formats", "snapshot_format", "tzdata", "croniter", "halted", "members", "membership_source", "membership_change", "config_disagreement", "learners", "dispatch_backlog", "dispatch_lag_ms", "accepts_pings_ms", "leader_grpc_address", "history_digest", "history_index", "history_rows", "history_gap", "unserved_pools", "leader_terms", "shards")
+    __slots__ = ("id", "raft_address", "grpc_address", "role", "term", "commit_index", "applied_index", "lag", "has_quorum", "state_hash", "uptime_seconds", "error", "leader_epoch", "state_digest", "digest_index", "at_digest", "replicas", "writable", "not_writable_reason", "version", "protocol", "entry_codec", "max_feature_level", "feature_level", "snapshot_formats", "snapshot_format", "tzdata", "croniter", "halted", "members", "membership_source", "membership_change", "config_disagreement", "learners", "dispatch_backlog", "dispatch_lag_ms", "accepts_pings_ms", "leader_grpc_address", "history_digest", "history_index", "history_rows", "history_gap", "unserved_pools", "leader_terms", "shards", "shard")
     ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -956,6 +958,7 @@ class NodeStatus(_message.Message):
     UNSERVED_POOLS_FIELD_NUMBER: _ClassVar[int]
     LEADER_TERMS_FIELD_NUMBER: _ClassVar[int]
     SHARDS_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
     id: str
     raft_address: str
     grpc_address: str
@@ -1001,7 +1004,8 @@ class NodeStatus(_message.Message):
     unserved_pools: _containers.RepeatedCompositeFieldContainer[UnservedPool]
     leader_terms: _containers.RepeatedCompositeFieldContainer[LeaderTerm]
     shards: int
-    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., uptime_seconds: _Optional[int] = ..., error: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., at_digest: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., writable: _Optional[bool] = ..., not_writable_reason: _Optional[str] = ..., version: _Optional[str] = ..., protocol: _Optional[int] = ..., entry_codec: _Optional[int] = ..., max_feature_level: _Optional[int] = ..., feature_level: _Optional[int] = ..., snapshot_formats: _Optional[_Iterable[int]] = ..., snapshot_format: _Optional[int] = ..., tzdata: _Optional[str] = ..., croniter: _Optional[str] = ..., halted: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., membership_source: _Optional[str] = ..., membership_change: _Optional[str] = ..., config_disagreement: _Optional[str] = ..., learners: _Optional[int] = ..., dispatch_backlog: _Optional[int] = ..., dispatch_lag_ms: _Optional[int] = ..., accepts_pings_ms: _Optional[int] = ..., leader_grpc_address: _Optional[str] = ..., history_digest: _Optional[str] = ..., history_index: _Optional[int] = ..., history_rows: _Optional[int] = ..., history_gap: _Optional[str] = ..., unserved_pools: _Optional[_Iterable[_Union[UnservedPool, _Mapping]]] = ..., leader_terms: _Optional[_Iterable[_Union[LeaderTerm, _Mapping]]] = ..., shards: _Optional[int] = ...) -> None: ...
+    shard: int
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., uptime_seconds: _Optional[int] = ..., error: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., at_digest: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., writable: _Optional[bool] = ..., not_writable_reason: _Optional[str] = ..., version: _Optional[str] = ..., protocol: _Optional[int] = ..., entry_codec: _Optional[int] = ..., max_feature_level: _Optional[int] = ..., feature_level: _Optional[int] = ..., snapshot_formats: _Optional[_Iterable[int]] = ..., snapshot_format: _Optional[int] = ..., tzdata: _Optional[str] = ..., croniter: _Optional[str] = ..., halted: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., membership_source: _Optional[str] = ..., membership_change: _Optional[str] = ..., config_disagreement: _Optional[str] = ..., learners: _Optional[int] = ..., dispatch_backlog: _Optional[int] = ..., dispatch_lag_ms: _Optional[int] = ..., accepts_pings_ms: _Optional[int] = ..., leader_grpc_address: _Optional[str] = ..., history_digest: _Optional[str] = ..., history_index: _Optional[int] = ..., history_rows: _Optional[int] = ..., history_gap: _Optional[str] = ..., unserved_pools: _Optional[_Iterable[_Union[UnservedPool, _Mapping]]] = ..., leader_terms: _Optional[_Iterable[_Union[LeaderTerm, _Mapping]]] = ..., shards: _Optional[int] = ..., shard: _Optional[int] = ...) -> None: ...
 
 class MemberInfo(_message.Message):
     __slots__ = ("id", "raft_address", "grpc_address", "voter")

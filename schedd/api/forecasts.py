@@ -50,7 +50,7 @@ def capacity(hub: Any, quotas: dict[str, int], now_ms: int) -> F.Capacity:
     for conn in list(hub.conns.values()):
         if conn.closed or conn.draining or not hub.live(conn, now_ms):
             continue
-        slots[conn.pool] = slots.get(conn.pool, 0) + conn.slots
+        slots[conn.pool] = slots.get(conn.pool, 0) + (conn.total_slots or conn.slots)
     return F.Capacity(slots, quotas)
 
 

@@ -1212,6 +1212,7 @@ class ClusterService(pb_grpc.ClusterServicer):
         # A sharded cluster (schedd.runtime.groups): S, and every group's replica on this node
         # (group 0's service answers ListShards for all of them).
         self.shards = 1
+        self.shard = 0                    # which group this service's node replicates
         self.groups: list[RaftNode] = []
 
     def _now_ms(self) -> int:
@@ -1237,7 +1238,7 @@ class ClusterService(pb_grpc.ClusterServicer):
             state_hash=state_hash, uptime_seconds=st.uptime_s, leader_epoch=epoch,
             state_digest=digest, digest_index=digest_index, accepts_pings_ms=self.accepts_pings_ms,
             leader_grpc_address=self.node.membership.grpc_of_raft(st.leader) if st.leader else "",
-            shards=self.shards if self.shards > 1 else 0)
+            shards=self.shards if self.shards > 1 else 0, shard=self.shard)
         for key, value in node_membership(self.node).items():
             if isinstance(value, list):
                 getattr(info, key).extend(value)

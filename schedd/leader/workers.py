@@ -87,6 +87,7 @@ class WorkerConn:
     principal: A.Principal | None = None   # its worker token's (ACL enabled), checked per assignment
     batches: bool = False         # takes LeaderMessage.batch (WorkerHello.batches; older workers do not)
     serves: dict[str, bool] = field(default_factory=dict)     # team -> may_serve (principal fixed)
+    total_slots: int = 0          # a sharded cluster: its slots across every shard (`slots`: this shard's share)
     ahead: int = 0                # assignments it holds beyond its slots until due (its hello's,
                                   # capped at MAX_AHEAD; 0 for older workers)
     sent: int = 0                 # messages queued on this stream after the Welcome
@@ -125,7 +126,7 @@ class WorkerConn:
         return max(0, room - max(0, self.free_slots()))
 
     def info(self) -> pb.WorkerInfo:
-        return pb.WorkerInfo(name=self.name, slots=self.slots, pool=self.pool, labels=self.labels,
+        return pb.WorkerInfo(name=self.name, slots=self.total_slots or self.slots, pool=self.pool, labels=self.labels,
                              running=sorted(self.running.values()), connected_ms=self.connected_ms,
                              last_heartbeat_ms=self.last_heartbeat_ms, draining=self.draining, peer=self.peer,
                              handlers=sorted(self.kinds))
@@ -338,9 +339,10 @@ class WorkerHub(pb_grpc.WorkersServicer):
         hello = first.hello
         if not hello.name or hello.slots < 1:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a worker needs a name and at least one slot")
-        if hello.slots > self.max_slots:
+        if max(hello.slots, hello.total_slots) > self.max_slots:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                f"worker {hello.name!r} claims {hello.slots} slots; this cluster allows at "
+                                f"worker {hello.name!r} claims {max(hello.slots, hello.total_slots)} slots; "
+                                f"this cluster allows at "
                                 f"most {self.max_slots} per worker (limits.max_worker_slots): start it with "
                                 f"--slots {self.max_slots} or fewer")
         await self._check_token(hello, context)
@@ -358,9 +360,10 @@ class WorkerHub(pb_grpc.WorkersServicer):
         decision = A.allowed(p, A.SERVE, A.pool_resource(hello.pool))
         if not decision:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, decision.message)
-        if hello.slots > p.max_slots:
+        if max(hello.slots, hello.total_slots) > p.max_slots:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                f"worker {hello.name!r} claims {hello.slots} slots; its token allows at most "
+                                f"worker {hello.name!r} claims {max(hello.slots, hello.total_slots)} slots; "
+                                f"its token allows at most "
                                 f"{p.max_slots}: start it with --slots {p.max_slots} or fewer")
 
     async def _serve(self, request_iterator, context):
@@ -378,7 +381,8 @@ class WorkerHub(pb_grpc.WorkersServicer):
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, over)
         if old is not None:
             self._close(old)                      # a reconnect replaces the stale stream
-        conn = WorkerConn(name=hello.name, slots=hello.slots, pool=hello.pool, labels=dict(hello.labels),
+        conn = WorkerConn(name=hello.name, slots=hello.slots, total_slots=hello.total_slots, pool=hello.pool,
+                          labels=dict(hello.labels),
                           peer=context.peer(), connected_ms=now, last_heartbeat_ms=now,
                           incarnation=hello.incarnation[:64],
                           principal=principal,

@@ -246,7 +246,7 @@ def build_group(parts: NodeParts, shard: int) -> Group:
     box.append(group)
     cluster = ClusterService(node, router, replicas, clock, load, accepts_pings_ms=parts.accepts_pings_ms,
                              leader_terms=led.rows)
-    cluster.shards = parts.cfg.shards
+    cluster.shards, cluster.shard = parts.cfg.shards, shard
     group.raiser = FeatureRaiser(node, clock, cluster.member_infos, joiners=group.joiners)   # leader only
     acl = AclService(node, clock, metrics, router, login_links=parts.login_codes, audit=parts.audit_add)
     group.servicers = {

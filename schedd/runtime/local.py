@@ -284,7 +284,9 @@ def activate_lines(prefix: str | None = None, base_prefix: str | None = None) ->
 
 
 def _banner(out: Exit, cluster: LocalCluster, leader: str, demo: bool, context: Path, temp: bool) -> None:
-    lines = [f"\nschedd local is up: {len(cluster.nodes)} nodes, leader {leader}\n"]
+    sharded = f", {cluster.shards} shard groups (shard 0's leader {leader}; Raft port + k for shard k)" \
+        if cluster.shards > 1 else f", leader {leader}"
+    lines = [f"\nschedd local is up: {len(cluster.nodes)} nodes{sharded}\n"]
     lines += [f"  {n.id}  gRPC {n.grpc}   Raft {n.raft}   metrics {cluster.http_url(n.id, '/metrics')}   pid {n.pid}"
               for n in cluster.nodes.values()]
     lines.append(f"dashboard {cluster.http_url(next(iter(cluster.nodes)))}")   # read as it is: keep it so
@@ -298,6 +300,8 @@ def _banner(out: Exit, cluster: LocalCluster, leader: str, demo: bool, context: 
               f"  export SCHEDD_CONTEXT={context}", "  schedctl cluster status", "  schedctl job list",
               "  schedctl dashboard                 # a login link to the web dashboard",
               "  schedctl worker list"]
+    if cluster.shards > 1:
+        lines.append("  schedctl shard list                # every shard's leader, replicas, term, jobs")
     if demo:
         lines.append(f"  schedctl run list {DEMO_JOB}")
     lines += ["  schedctl job create nightly --schedule '0 2 * * *' --tz Europe/Berlin --command 'backup.sh'",

@@ -22,9 +22,8 @@ from tests.support.cluster import schedctl
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def cluster(cluster_factory):
-    c = cluster_factory(size=3)
+def started(factory):
+    c = factory(size=3)
     c.start()
     c.wait_leader(timeout=60)
     c.start_worker("w1", slots=4, drain_grace_s=5)
@@ -32,6 +31,18 @@ def cluster(cluster_factory):
     wait_until(lambda: client.list_workers().workers, timeout=30, what="the worker to connect")
     wait_until(lambda: client.cluster_status().feature_level >= 7, timeout=60, what="the cluster at feature level 7")
     return c, client
+
+
+@pytest.fixture(scope="module")
+def cluster(module_cluster_factory):
+    """One cluster for the module: each test names its own jobs, and none stops a process."""
+    return started(module_cluster_factory)
+
+
+@pytest.fixture
+def fresh_cluster(cluster_factory):
+    """A cluster of its own, for a test that reads the whole job listing."""
+    return started(cluster_factory)
 
 
 def test_trigger_wait_params_latest_and_retry(cluster, tmp_path):
@@ -137,10 +148,10 @@ def test_sdk_trigger_with_params_and_wait_sync_and_async(cluster):
     asyncio.run(awaited())
 
 
-def test_job_list_watch_in_a_pipe_prints_a_line_when_a_job_is_added(cluster):
+def test_job_list_watch_in_a_pipe_prints_a_line_when_a_job_is_added(fresh_cluster):
     """A real schedctl process, its stdout a pipe, watching through a follower: the listing, then
     a line for the job added afterwards; the node frees the watch when the process goes away."""
-    c, client = cluster
+    c, client = fresh_cluster
     client.put_job(job_spec("first", command="true"))
     leader = c.leader()
     follower = next(n.grpc for nid, n in c.nodes.items() if nid != leader)

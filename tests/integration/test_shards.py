@@ -178,3 +178,36 @@ def test_a_sharded_backup_restores_every_shard_into_a_new_cluster(cluster_factor
         assert sorted(j.spec.name for j in client.list_jobs()) == sorted(names)
         assert {(q.key, q.limit) for q in client.list_quotas()} >= {("team:default", 4)}
         assert client.audit_verify().ok
+
+
+def test_a_team_quota_holds_across_shards_under_load(cluster_factory):
+    """Team q may run 2 attempts at once; its 8 jobs, 2 in each of 4 shards, each want to run a
+    2 s command every second. The running attempts (the worker's start and end of each) never
+    overlap more than 2 deep across all shards, and the shares move so that every shard's jobs run."""
+    c = cluster_factory(size=3, shards=SHARDS)
+    c.start()
+    c.wait_leader(timeout=60)
+    c.wait_shards(timeout=60)
+    c.start_worker("w1", slots=8)
+    names = names_over_shards(2, prefix="busy")
+    with c.client(timeout=30) as client:
+        quota = client.set_quota("team:q", 2)
+        assert quota.limit == 2
+        client.put_jobs([job_spec(n, schedule="@every 1s", team="q", command="sleep 2") for n in names])
+
+        def ran() -> dict[str, int]:
+            return {n: sum(1 for e in history(client, n) if e.state == "SUCCEEDED") for n in names}
+        wait_until(lambda: all(v >= 1 for v in ran().values()), timeout=120,
+                   what="a run of every job of team q, in every shard")
+        assert [w.slots for w in client.list_workers().workers] == [8]   # its slots, not one shard's share
+        listed = {q.key: q for q in client.list_quotas()}
+        assert listed["team:q"].limit == 2 and listed["team:q"].running <= 2
+        spans = [(a.started_ms, a.ended_ms) for n in names for e in history(client, n) for a in e.attempts
+                 if a.started_ms and a.ended_ms]
+    assert len(spans) >= len(names)
+    edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda x: (x[0], x[1]))
+    depth = deepest = 0
+    for _, step in edges:
+        depth += step
+        deepest = max(deepest, depth)
+    assert deepest <= 2, f"{deepest} attempts of team q ran at once (quota 2)"

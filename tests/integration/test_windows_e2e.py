@@ -5,8 +5,9 @@ at its placed second on the worker (its output is the worker's clock when it ran
 ledger (`run list --all-instants`) with the placement event, and a run still going at the
 window's end has its SLA miss shown by `run list`.
 
-The window is a whole minute of real time 100-160 s away, one minute long:
-the worker runs a handler at its due time on its own clock, so the nodes' clock is not moved."""
+The window is the first whole minute of real time that opens at least LEAD_S from when the
+jobs are created (so 30-90 s away): the worker runs a handler at its due time on its own clock,
+so the nodes' clock is not moved. The refusals of bad input run while the window is awaited."""
 
 from __future__ import annotations
 
@@ -23,6 +24,21 @@ from schedd_client import AsyncClient, job_spec
 
 ZONE = "Europe/Berlin"
 HERD = 6
+# Creating the jobs, their placement and the previews below must end before the window opens
+# (a fired instant is no longer the next one): 3-5 s here with the load average at 7, so a
+# machine several times slower still fits.
+LEAD_S = 30
+
+
+def refuses_bad_input(context) -> None:
+    """Bad window flags are refused saying why, and nothing is committed."""
+    for flags, problem in ((["--window", "01:00-01:00"], "window.end equals window.start"),
+                           (["--window", "25:00-05:00"], "window.start must be a time"),
+                           (["--window", "01:00-05:00", "--jitter", "30s"], "window and jitter together"),
+                           (["--window", "01:00-05:00", "--schedule", "@every 1h"], "the schedule picks the days only")):
+        bad = run_cli(context, "job", "create", "bad", "--tz", ZONE, "--command", "true", *flags, check=False)
+        assert bad.returncode != 0 and problem in bad.stderr, (flags, bad.stderr)
+    assert schedctl(context, "job", "get", "bad", check=False).returncode == 1
 
 
 def test_window_jobs_are_placed_previewed_and_run_at_their_second(cluster_factory):
@@ -33,18 +49,10 @@ def test_window_jobs_are_placed_previewed_and_run_at_their_second(cluster_factor
     c.start_worker("w1", slots=HERD + 2)
     client = c.client()
     context = c.write_context()
-    # bad input is refused saying why, and nothing is committed
-    for flags, problem in ((["--window", "01:00-01:00"], "window.end equals window.start"),
-                           (["--window", "25:00-05:00"], "window.start must be a time"),
-                           (["--window", "01:00-05:00", "--jitter", "30s"], "window and jitter together"),
-                           (["--window", "01:00-05:00", "--schedule", "@every 1h"], "the schedule picks the days only")):
-        bad = run_cli(context, "job", "create", "bad", "--tz", ZONE, "--command", "true", *flags, check=False)
-        assert bad.returncode != 0 and problem in bad.stderr, (flags, bad.stderr)
-    assert schedctl(context, "job", "get", "bad", check=False).returncode == 1
 
-    # the window: the whole minute that starts 100-160 s from now (creating the jobs must not outlast it)
+    # the window: the first whole minute that starts at least LEAD_S from now
     zone = ZoneInfo(ZONE)
-    opens = (datetime.now(UTC) + timedelta(seconds=160)).replace(second=0, microsecond=0)
+    opens = (datetime.now(UTC) + timedelta(seconds=LEAD_S + 59)).replace(second=0, microsecond=0)
     closes = opens + timedelta(minutes=1)
     window = f"{opens.astimezone(zone):%H:%M}-{closes.astimezone(zone):%H:%M}"
     t_ms = int(opens.timestamp() * 1000)
@@ -86,6 +94,9 @@ def test_window_jobs_are_placed_previewed_and_run_at_their_second(cluster_factor
 
     assert asyncio.run(async_placed()) == at["win-2"]
     assert placed("win-0") == at["win-0"]                       # a placement never moves
+    assert datetime.now(UTC) < opens, f"the previews outlasted the lead of {LEAD_S} s: raise LEAD_S"
+
+    refuses_bad_input(context)                                  # meanwhile, as the window is awaited
 
     # each run starts at its placed second, and is in the ledger with its placement
     def ran(name: str):

@@ -64,6 +64,12 @@ class Process(Protocol):
     def ahead(self) -> int: ...
 
     @property
+    def slots(self) -> int: ...              # the process's slots, every shard's together
+
+    @property
+    def shards(self) -> int: ...             # the shard count the Welcomes said (1: unsharded)
+
+    @property
     def draining(self) -> bool: ...
 
     @property
@@ -125,7 +131,7 @@ class ShardLane:
             running_tokens=sorted(self.ledger.held), version=rt.version,
             max_term_seen=self.link.max_term_seen, incarnation=rt.incarnation, batches=True,
             ahead=rt.ahead, counts_reads=True, handlers=sorted(rt.run_settings.kinds),
-            serves_logs=rt.logs is not None))
+            serves_logs=rt.logs is not None, total_slots=rt.slots if rt.shards > 1 else 0))
 
     def welcomed(self, session: Session) -> None:
         shard = f" shard {self.shard}" if session.shards > 1 or self.shard else ""
