@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from schedd.core.shards import shard_of
-from schedd.ports.fakes import wait_until
+from schedd.ports.fakes import WaitTimeout, wait_until
 from schedd_client import job_spec
 from tests.integration.test_dashboard import browser, redrawn, shot
 from tests.support.cluster import schedctl
@@ -19,7 +19,7 @@ SHARDS = 4
 
 @redrawn
 def rows(driver, table: str) -> list[list[str]]:
-    return [[td.text for td in tr.find_elements(By.CSS_SELECTOR, "td")]
+    return [[td.get_attribute("textContent").strip() for td in tr.find_elements(By.CSS_SELECTOR, "td")]
             for tr in driver.find_elements(By.CSS_SELECTOR, f"{table} tbody tr")]
 
 
@@ -39,8 +39,16 @@ def test_the_cluster_page_shows_every_shard_and_the_jobs_page_every_shards_jobs(
         wait_until(lambda: sorted(r[0] for r in rows(driver, "#jobs") if r) == sorted(names), timeout=60,
                    what="the Jobs page listing the jobs of every shard")
         driver.get(base + "/cluster")
-        wait_until(lambda: len([r for r in rows(driver, "#shards") if r and r[1] and r[1] != "no leader"]) == SHARDS,
-                   timeout=60, what="every shard with its leader on the Cluster page")
+        try:
+            wait_until(lambda: len([r for r in rows(driver, "#shards") if r and r[1] and r[1] != "no leader"])
+                       == SHARDS, timeout=90, what="every shard with its leader on the Cluster page")
+        except WaitTimeout:
+            shot(driver, tmp_path / "screens", "cluster-shards-timeout")
+            status = driver.find_elements(By.ID, "status")
+            raise AssertionError(f"the Cluster page's shards: {rows(driver, '#shards')}; hidden: "
+                                 f"{driver.find_element(By.ID, 'shards-section').get_attribute('hidden')}; status: "
+                                 f"{status[0].text if status else '?'}; error: "
+                                 f"{[e.text for e in driver.find_elements(By.ID, 'error')]}") from None
         shown = rows(driver, "#shards")
         assert [r[0] for r in shown] == [str(k) for k in range(SHARDS)]
         assert all(r[2] == "n1, n2, n3" for r in shown)
