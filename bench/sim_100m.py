@@ -62,6 +62,8 @@ class Measured:
     fork_ms_per_gib: float
     load_s_per_job: float             # restart: dump load
     reelect_s: float
+    led_share: float = 0.0            # the most shards one node led after the cluster started, / S
+    leader_cpu_share: float = 0.5     # the leader's part of a fire's CPU (S = 1: its node / all three)
     source: str = "flags"
 
 
@@ -91,6 +93,12 @@ def from_run(r: dict) -> Measured:
     fork_gib.sort()
     steady = [s for s in one["steady"] if s["p99_ms"] is not None and s["p99_ms"] <= 10.0]
     any_steady = [s for row in rows.values() for s in row["steady"] if s.get("cpu_s_per_1000_fires")]
+    shares = []
+    for st in one["steady"]:
+        lead = (st.get("leaders") or {}).get("0")
+        cpu = st.get("cpu_pct_per_node") or {}
+        if lead in cpu and sum(cpu.values()) > 0:
+            shares.append(cpu[lead] / sum(cpu.values()))
     load = [v["dump_load_s"] for v in one["restart"]["per_shard"].values() if v.get("dump_load_s")]
     jobs_one = one["jobs_per_shard"][0]
     return Measured(
@@ -108,6 +116,9 @@ def from_run(r: dict) -> Measured:
         fork_ms_per_gib=fork_gib[len(fork_gib) // 2] if fork_gib else 0.0,
         load_s_per_job=max(load) / jobs_one if load else 0.0,
         reelect_s=max(max(row["failover"]["reelect_s"].values(), default=0) for row in rows.values()),
+        led_share=max(len(row["failover"]["shards_led"]) / row["shards"] for row in rows.values() if row["shards"] > 1)
+        if s_top > 1 else 0.0,
+        leader_cpu_share=max(shares) if shares else 0.5,
         source=f"bench_shards {r['date']} ({r['code']}), {r['jobs']:,} jobs, S = {sorted(rows)}")
 
 
@@ -235,6 +246,14 @@ def main() -> int:
                          f"{p.snapshot_s:,.0f} ({p.dump_gb:.1f})", f"{p.fork_ms:,.0f}", f"{p.restart_s:,.0f}",
                          f"{p.load_h:.1f}", f"{p.lost_jobs:,.0f}, {p.lost_fires:,.0f} ({m.reelect_s:.1f} s)",
                          p.binds))
+    if m.led_share > 1 / 3 + 0.01:
+        fires_peak = a.execs_per_day / DAY * a.peak
+        print(f"# leader placement as measured: one node led {m.led_share:.0%} of the shards after a cold start "
+              f"(nothing moves leaders); if that holds at N machines, one machine's death takes the leaders of "
+              f"{m.led_share:.0%} of the jobs ({a.jobs * m.led_share:,.0f}, {fires_peak * m.led_share:,.0f} "
+              f"fires/s at the peak) for {m.reelect_s:.1f} s, not 1/N as the table assumes; and that node's one "
+              f"process does every leader's part of the fires: {fires_peak * m.cpu_s_per_fire * m.leader_cpu_share:.2f} "
+              f"cores at the peak against {a.gil_core:g} for its GIL")
     widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
     print(" | ".join(h.ljust(w) for h, w in zip(head, widths)))
     print("-+-".join("-" * w for w in widths))
