@@ -3,7 +3,7 @@
 memory, snapshots, a node's restart, a herd and a steady fire rate cost.
 
     python bench/bench_shards.py [--shards 1,2,4,8] [--jobs 200000] [--herd 20000]
-                                 [--rates 250,500,1000,2000,4000] [--window 10] [--quick] [--keep]
+                                 [--rates 250,500,1000,2000,4000,8000] [--window 10] [--quick] [--keep]
 
 Per S, a fresh 3-node LocalCluster (TLS, mTLS, ACL on, fsync always, no rate limit; `shards = S`:
 every node hosts a replica of every shard). Every node runs through bench/_shard_agent.py, which
@@ -30,10 +30,12 @@ exists once the fire entry commits. Phases:
    when the leaders recorded the first and the last of their intents (the execution records
    exist; relative to T, negative: ahead) and so at what rate, when the last was dispatched,
    dispatch lateness p50/p99, and the RSS each SCHEDULED execution added.
-7. steady: for each rate R of `--rates` (stopping after two misses in a row), R x 10 jobs
+7. steady: for each rate R of `--rates` (until two steps in a row do not keep up: 98% of the
+   window's fires dispatched in it, p50 <= 10 ms), R x 10 jobs
    `H/10 * * * * *` (the previous step's jobs kept): over a `--window` s window, dispatch
-   lateness p50/p99/max over every shard's leader; the highest R with p99 <= 10 ms is the
-   steady fire rate.
+   lateness p50/p99/max over every shard's leader, each node's CPU; the highest R with p99 <=
+   10 ms is the steady fire rate (p99 is about the window's worst instant: an instant's fires
+   are dispatched in one pass), and the highest R kept up is the throughput.
 
 Prints one table (a figure per row, an S per column) and appends one JSON line to
 bench/results/<date>-<host>.jsonl. Every process is started here and stopped by its pid.
@@ -476,15 +478,19 @@ def run_one(S: int, a: argparse.Namespace, root: Path) -> dict[str, Any]:
             steps.append(step)
             say(f"  [S={S}] steady {rate}/s: {step['fires_per_s']} fires/s, lateness p50 {step['p50_ms']} ms, "
                 f"p99 {step['p99_ms']} ms, max {step['max_ms']} ms; CPU % {step['cpu_pct_per_node']}")
-            expected = rate * a.window
-            missed = step["p99_ms"] is None or step["p99_ms"] > TARGET_P99_MS or len(vals) < 0.98 * expected
-            misses = misses + 1 if missed else 0
-            if misses >= 2:                         # one miss may be a hiccup of a shared machine
+            # p99 is close to the worst instant's lateness (an instant's fires go out in one pass),
+            # so one hiccup of a shared machine misses it: the steps go on while the leaders keep up
+            # (98% of the fires dispatched in the window, p50 <= 10 ms), two steps that do not end it
+            kept = step["p50_ms"] is not None and step["p50_ms"] <= TARGET_P99_MS and len(vals) >= 0.98 * rate * a.window
+            step["kept_up"] = kept
+            misses = 0 if kept else misses + 1
+            if misses >= 2:
                 break
         row["steady"] = steps
         good = [s["rate"] for s in steps if s["p99_ms"] is not None and s["p99_ms"] <= TARGET_P99_MS
                 and s["fires"] >= 0.98 * s["rate"] * a.window]
         row["steady_rate_p99_10ms"] = max(good) if good else 0
+        row["steady_rate_kept_up"] = max((s["rate"] for s in steps if s["kept_up"]), default=0)
         phase("steady")
         return row
     finally:
@@ -552,6 +558,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         ("herd: dispatched / size", lambda r: f"{r['herd']['dispatched']:,} / {r['herd']['size']:,}"),
         ("herd: lateness p99 ms", lambda r: r["herd"]["lateness_p99_ms"]),
         ("steady: highest fires/s with p99 <= 10 ms", lambda r: r["steady_rate_p99_10ms"]),
+        ("steady: highest fires/s kept up (p50 <= 10 ms)", lambda r: r["steady_rate_kept_up"]),
+        ("steady: p50 ms per rate step", lambda r: " ".join(f"{s['rate']}:{fmt(s['p50_ms'])}" for s in r["steady"])),
         ("steady: p99 ms per rate step", lambda r: " ".join(f"{s['rate']}:{fmt(s['p99_ms'])}" for s in r["steady"])),
     ]
     head = ["figure"] + [f"S={r['shards']}" for r in rows]
@@ -575,7 +583,7 @@ def main() -> int:
     ap.add_argument("--shards", default=None, help="shard counts, comma-separated (default 1,2,4,8; --quick 1,2)")
     ap.add_argument("--jobs", type=int, default=None, help="daily jobs registered (default 200,000; --quick 5,000)")
     ap.add_argument("--herd", type=int, default=None, help="one-offs due at one instant (default 20,000; --quick 2,000)")
-    ap.add_argument("--rates", default=None, help="steady fires/s steps (default 250,500,1000,2000,4000; --quick 200)")
+    ap.add_argument("--rates", default=None, help="steady fires/s steps (default 250,500,1000,2000,4000,8000; --quick 200)")
     ap.add_argument("--window", type=int, default=None, help="steady window s (default 10; --quick 4)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: small sizes, S = 1,2 (under 2 minutes)")
     ap.add_argument("--keep", action="store_true", help="keep the clusters' folders")
@@ -585,13 +593,14 @@ def main() -> int:
     a.shards = [int(x) for x in (a.shards or ("1,2" if q else "1,2,4,8")).split(",")]
     a.jobs = a.jobs if a.jobs is not None else (5_000 if q else 200_000)
     a.herd = a.herd if a.herd is not None else (1_500 if q else 20_000)
-    a.rates = [int(x) for x in (a.rates or ("200" if q else "250,500,1000,2000,4000")).split(",")]
+    a.rates = [int(x) for x in (a.rates or ("200" if q else "250,500,1000,2000,4000,8000")).split(",")]
     a.window = a.window or (4 if q else 10)
     a.probe_before = 2.0 if q else 4.0
     a.idle_window = 3.0 if q else 10.0
     a.herd_lead, a.herd_settle = (4.0, 15.0) if q else (18.0, 60.0)
     a.steady_settle = 3 if q else 5
-    say(f"# {' '.join(sys.argv)}  ({machine()}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC)")
+    host = machine()                           # the load average at the start
+    say(f"# {' '.join(sys.argv)}  ({host}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC)")
     root = Path(tempfile.mkdtemp(prefix="bench-shards-"))
     rows = []
     started = time.monotonic()
@@ -608,7 +617,8 @@ def main() -> int:
             say(f"kept {root}")
     say("")
     say(table(rows))
-    rec = {"bench": "shards", "date": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine(),
+    rec = {"bench": "shards", "date": datetime.now(UTC).isoformat(timespec="seconds"), "machine": host,
+           "load_at_end": round(os.getloadavg()[0], 1),
            "code": code_version(), "quick": q, "jobs": a.jobs, "herd": a.herd, "rates": a.rates,
            "window_s": a.window, "nodes": 3, "total_s": round(time.monotonic() - started, 1), "rows": rows}
     out = results_file(a.results)
