@@ -5,6 +5,7 @@ so that the two run on two test workers at once."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -66,3 +67,19 @@ def test_the_follower_hold_bench_reads_both_followers_tick_holds():
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("tick thread CPU") == 2, out.stdout
     assert out.stdout.count("\n    held ") == 2 and "PutJob:" in out.stdout, out.stdout
+
+
+def test_the_shard_scaling_bench_runs_every_phase_on_a_sharded_cluster(tmp_path):
+    """bench/bench_shards.py at its smoke size with two shards: every phase runs (registration,
+    snapshots, a node killed and restarted, a herd, a steady step), the table has its rows and the
+    JSON line its figures; no figure is asserted."""
+    out = subprocess.run([sys.executable, "bench/bench_shards.py", "--quick", "--shards", "2", "--results",
+                          str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=240,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "registration, jobs/s" in out.stdout and "steady: highest fires/s" in out.stdout, out.stdout
+    (line,) = [json.loads(x) for f in tmp_path.glob("*.jsonl") for x in f.read_text().splitlines()]
+    (row,) = line["rows"]
+    assert row["shards"] == 2 and len(row["snapshots"]) == 6, row          # 3 nodes x 2 shards
+    assert row["herd"]["dispatched"] == line["herd"], row["herd"]
+    assert set(row["restart"]["per_shard"]) == {"0", "1"} and row["restart"]["all_applied_s"] is not None, row
