@@ -1,8 +1,8 @@
 """A `schedd serve` node with a bench agent inside it (bench/bench_shards.py starts every node
 through this file, as LocalCluster's `wrap` prefix: the pid is still the node's).
 
-Why: a sharded node's /metrics shows only shard 0's registry, and a leader without workers leaves
-no dispatch time in any record a client can read. The agent reads what each shard group of the
+Why: `/metrics` gives each shard's lateness only as histogram buckets, and a leader without
+workers leaves no dispatch time in any record a client can read. The agent reads what each shard group of the
 node holds, in the node's own process, over a unix socket beside the node's config
 (`<root>/<node>.agent.sock`, one JSON request and one JSON answer per connection):
 

@@ -9,12 +9,13 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import grpc
 from tabulate import tabulate
 
 from .context import CLUSTER_ENV, parse_cluster
 from .documents import parse_size
 from .convert import parse_time
-from .errors import ValidationError, brief, clip
+from .errors import SchedError, ValidationError, brief, clip
 from .specs import INT32_MAX, parse_duration
 
 PROG = "schedctl"
@@ -202,3 +203,13 @@ def _indent(text: str) -> str:
 def _shorten(text: str, width: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def shard_count(client: Any) -> int:
+    """How many shard groups the cluster has (1: unsharded, or a node from before shards)."""
+    try:
+        return max(1, client.list_shards().shards)
+    except SchedError as e:
+        if e.code != grpc.StatusCode.UNIMPLEMENTED:
+            raise
+        return 1

@@ -23,11 +23,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import grpc
 
 from schedd_proto import acl_pb2 as apb
 
-from ._cli import _count, _global_options, _table
+from ._cli import _count, _global_options, _table, shard_count
 from .acl import export_jsonl, verify_jsonl
 from .convert import format_time, to_dict
 from .errors import SchedError
@@ -226,12 +225,7 @@ def audit_list(cmd: Any) -> None:
 
 
 def audit_export(cmd: Any) -> None:
-    try:
-        shards = cmd.client.list_shards().shards
-    except SchedError as e:        # a node from before shards: one trail
-        if e.code != grpc.StatusCode.UNIMPLEMENTED:
-            raise
-        shards = 1
+    shards = shard_count(cmd.client)
     if shards > 1:           # one section per shard group: each trail is its own chain
         text = "".join(export_jsonl(cmd.client.audit_list(shard=k), shard=k) for k in range(shards))
     else:

@@ -28,6 +28,7 @@ from schedd_proto import backup_pb2 as bpb
 from ._failover import Router
 from ._plans import Call
 from ._transport import AsyncTransport, BlockingTransport
+from ._cli import shard_count
 from .errors import SchedError
 from .snapshot_file import SnapshotFileError, SnapshotMeta, unverified_header
 
@@ -217,20 +218,11 @@ def add_commands(cluster: Any, command: Any) -> None:
                            "starts with the runs in the snapshot and an empty history")
 
 
-def _shards(cmd: Any) -> int:
-    try:
-        return max(1, cmd.client.list_shards().shards)
-    except SchedError as e:          # a node from before shards: one group
-        if e.code != grpc.StatusCode.UNIMPLEMENTED:
-            raise
-        return 1
-
-
 def snapshot_save(cmd: Any) -> None:
     """The snapshot (and its history) of every shard group: FILE alone for an unsharded cluster;
     FILE, FILE.shard-1 ... and the manifest FILE.shards.json for a sharded one (each group is
     consistent on its own; `schedd restore --from FILE` restores them all)."""
-    shards = _shards(cmd)
+    shards = shard_count(cmd.client)
     docs, lines = [], []
     for k in range(shards):
         doc, line = _save_one(cmd, shard_path(cmd.args.file, k), k if shards > 1 else None)

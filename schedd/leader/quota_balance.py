@@ -24,7 +24,6 @@ from typing import Any
 
 from schedd.core import commands as C
 from schedd.core.quota_shares import GroupUse, cluster_quotas, next_allocation
-from schedd.core.tables import READY_STATES
 from schedd.ports.clock import Clock
 
 log = logging.getLogger("schedd.quotas")
@@ -38,13 +37,10 @@ def use_of(state: Any, key: str) -> GroupUse:
     """A group's use of quota `key` from its replica's state (read under its lock)."""
     held = state.shares.get(key)
     waiting = 0
-    for n, ex in enumerate(state.execs.values()):
-        if n >= WAITING_SCAN:
-            break
-        if ex.state in READY_STATES:
-            job = state.jobs.get(ex.job)
-            if job is not None and key in state.policy(job).holds(ex.lane):
-                waiting += 1
+    for _, name, t in state.ready.islice(0, WAITING_SCAN):     # the runs waiting for a claim, in claim order
+        ex, job = state.execs.get((name, t)), state.jobs.get(name)
+        if ex is not None and job is not None and key in state.policy(job).holds(ex.lane):
+            waiting += 1
     return GroupUse(share=held[1] if held is not None else None, running=int(state.held.get(key, 0)),
                     waiting=waiting, version=held[0] if held is not None else 0)
 

@@ -62,9 +62,7 @@ class ShardCountError(RuntimeError):
 def group_config(cfg: NodeConfig, shard: int) -> NodeConfig:
     """The configuration of this node's replica of `shard`: its data dir and Raft addresses
     (every peer's too); the gRPC addresses stay the nodes' own (any node accepts any call)."""
-    if cfg.shards <= 1:
-        return cfg
-    if shard == 0:
+    if cfg.shards <= 1 or shard == 0:
         return cfg
     return dataclasses.replace(
         cfg, data_dir=Path(cfg.data_dir) / "shards" / str(shard),
