@@ -213,22 +213,38 @@ def _unary(front: ShardFront, service: str, method: str, rule: object) -> Callab
     return call
 
 
+async def _one_group(front: ShardFront, method: str, rule: object, request: Message,
+                     context: CallContext) -> tuple[int | None, object]:
+    """The one group that answers the call, or None and the rule that spreads it (All, Fan,
+    Split, ...); a `Refused` call or a shard that does not exist is aborted here."""
+    while True:
+        if isinstance(rule, Key):
+            name = rule.of(request)
+            if name or rule.otherwise is None:
+                return front.of_name(name), rule
+            rule = rule.otherwise
+        elif isinstance(rule, Numbered):
+            k = rule.of(request)
+            if k is None:
+                rule = rule.otherwise
+            elif not 0 <= k < front.shards:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"shard {k} does not exist: the cluster has shards 0 to {front.shards - 1}")
+            else:
+                return k, rule
+        elif isinstance(rule, Zero | Named):
+            return 0, rule
+        elif isinstance(rule, Refused):
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"{method} in a sharded cluster ({front.shards} shards): {rule.why}")
+        else:
+            return None, rule
+
+
 async def _unary_by(front: ShardFront, service: str, method: str, rule: object, request: Message,
                     context: CallContext) -> Any:
-    if isinstance(rule, Key):
-        name = rule.of(request)
-        if name or rule.otherwise is None:
-            return await getattr(front.target(service, front.of_name(name)), method)(request, context)
-        return await _unary_by(front, service, method, rule.otherwise, request, context)
-    if isinstance(rule, Zero | Named):
-        return await getattr(front.target(service, 0), method)(request, context)
-    if isinstance(rule, Numbered):
-        k = rule.of(request)
-        if k is None:
-            return await _unary_by(front, service, method, rule.otherwise, request, context)
-        if not 0 <= k < front.shards:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"shard {k} does not exist: the cluster has shards 0 to {front.shards - 1}")
+    k, rule = await _one_group(front, method, rule, request, context)
+    if k is not None:
         return await getattr(front.target(service, k), method)(request, context)
     if isinstance(rule, All):
         first = None
@@ -236,9 +252,6 @@ async def _unary_by(front: ShardFront, service: str, method: str, rule: object, 
             answer = await getattr(front.target(service, k), method)(request, context)
             first = answer if k == 0 else first
         return first
-    if isinstance(rule, Refused):
-        await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                            f"{method} is not supported in a sharded cluster yet ({front.shards} shards): {rule.why}")
     if isinstance(rule, Fan):
         if rule.merge is None:
             raise TypeError(f"{method}: a unary Fan needs a merge")
@@ -254,27 +267,12 @@ async def _unary_by(front: ShardFront, service: str, method: str, rule: object, 
 def _streaming(front: ShardFront, service: str, method: str, rule: object) -> Callable[..., Any]:
     async def call(self: object, request: Message, context: CallContext) -> AsyncIterator[Any]:
         k = _in_range(front, front.forwarded_shard(context))
-        if k is None and isinstance(rule, Key):
-            name = rule.of(request)
-            if name or rule.otherwise is None:
-                k = front.of_name(name)
-        if k is None and isinstance(rule, Zero):
-            k = 0
-        if k is None and isinstance(rule, Numbered):
-            k = rule.of(request)
-            if k is not None and not 0 <= k < front.shards:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                    f"shard {k} does not exist: the cluster has shards 0 to {front.shards - 1}")
-            if k is None and isinstance(rule.otherwise, Refused):
-                await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                    f"{method} in a sharded cluster ({front.shards} shards): {rule.otherwise.why}")
+        if k is None:
+            k, _ = await _one_group(front, method, rule, request, context)
         if k is not None:
             async for x in getattr(front.target(service, k), method)(request, context):
                 yield x
             return
-        if isinstance(rule, Refused):
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                f"{method} is not supported in a sharded cluster yet: {rule.why}")
         async for x in _interleave(front, service, method, request, context):
             yield x
     return call
@@ -558,7 +556,7 @@ RUNS_PAGE = PagedFan(
     key=lambda e, r: (e.scheduled_ms, e.job) if r.oldest_first else _Desc((e.scheduled_ms, e.job)),
     token_of=lambda e: f"{e.scheduled_ms}:{e.job}", size=_size(100))
 
-MEMBERS = "every shard group would have to change with it; shard moves are not built yet"
+MEMBERS = "not supported yet: every shard group would have to change with it (shard moves are not built)"
 BACKUP = ("name the shard (`shard`): each shard group is saved on its own, and `schedctl cluster snapshot save` "
           "saves every one")
 
@@ -585,7 +583,8 @@ RULES: dict[str, dict[str, object]] = {
     "Membership": {"AddNode": Refused(MEMBERS), "RemoveNode": Refused(MEMBERS), "JoinCluster": Refused(MEMBERS)},
     "Backup": {"SaveSnapshot": Numbered(_named_shard, Refused(BACKUP)),
                "SaveHistory": Numbered(_named_shard, Refused(BACKUP)),
-               "CopyHistory": Refused("a node copies a history gap from its peer's replica of the same shard")},
+               "CopyHistory": Refused("only a node asks, for a history gap, of its peer's replica of the "
+                                       "same shard")},
     "Logs": {"ReadRunLogs": Key(_run)},
     "Calendars": {"PutCalendar": All(), "GetCalendar": Zero(), "ListCalendars": Zero(), "DeleteCalendar": All(),
                   "PutBlackout": All(), "ListBlackouts": Zero(), "DeleteBlackout": All()},
