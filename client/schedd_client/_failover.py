@@ -91,7 +91,8 @@ class Attempts:
     def __init__(self, router: Router, call: Call) -> None:
         self._router = router
         self._call = call
-        self._deadline = router.clock() + router.timeout
+        self._total = call.timeout or router.timeout
+        self._deadline = router.clock() + self._total
         self._errors: dict[str, str] = {}  # address -> its last error, in the order first tried
         self._last_code: grpc.StatusCode | None = None
         self._again: tuple[str, float] | None = None  # (address, wait): a rate-limited call, paced
@@ -109,10 +110,10 @@ class Attempts:
     def _walk(self) -> Iterator[tuple[str, float, float]]:
         router = self._router
         if self._call.address is not None:
-            yield self._call.address, 0.0, router.timeout
+            yield self._call.address, 0.0, self._total
             return
         count = len(router.addresses)
-        share = attempt_share(router.timeout, count)
+        share = attempt_share(self._total, count)
         pause, next_pause = 0.0, FIRST_ROUND_PAUSE
         while True:
             first = router.addresses.index(self._leader) if self._leader else router.preferred

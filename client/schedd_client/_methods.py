@@ -489,6 +489,14 @@ class ClusterMixin(BlockingTransport):
         replica of it sees it: leader, replicas, term, jobs and that replica's lag."""
         return self._run(_plans.list_shards())
 
+    def move_shard(self, shard: int, *, from_node: str, to_node: str,
+                   timeout: float = _plans.MOVE_TIMEOUT_S) -> pb.MoveShardResponse:
+        """Move one replica of ``shard`` from node ``from_node`` to node ``to_node`` (a node of the
+        cluster: a new one joins first): ``to_node`` joins the shard's group and catches up, then
+        ``from_node`` leaves it and drops its replica. Returns when done (within ``timeout``);
+        asking again after a failure part-way resumes the move."""
+        return self._run(_plans.move_shard(shard, from_node=from_node, to_node=to_node, timeout=timeout))
+
     def node_info(self, address: str, *, with_digest: bool = False) -> pb.NodeStatus:
         """The status of the node at ``address`` itself: no failover to another node."""
         return self._run(_plans.node_info(address, with_digest=with_digest))
@@ -966,6 +974,14 @@ class AsyncClusterMixin(AsyncTransport):
         """Every shard group of the cluster (one for an unsharded cluster) as the answering node's
         replica of it sees it: leader, replicas, term, jobs and that replica's lag."""
         return await self._run(_plans.list_shards())
+
+    async def move_shard(self, shard: int, *, from_node: str, to_node: str,
+                         timeout: float = _plans.MOVE_TIMEOUT_S) -> pb.MoveShardResponse:
+        """Move one replica of ``shard`` from node ``from_node`` to node ``to_node`` (a node of the
+        cluster: a new one joins first): ``to_node`` joins the shard's group and catches up, then
+        ``from_node`` leaves it and drops its replica. Returns when done (within ``timeout``);
+        asking again after a failure part-way resumes the move."""
+        return await self._run(_plans.move_shard(shard, from_node=from_node, to_node=to_node, timeout=timeout))
 
     async def node_info(self, address: str, *, with_digest: bool = False) -> pb.NodeStatus:
         """The status of the node at ``address`` itself: no failover to another node."""

@@ -55,6 +55,9 @@ class Call:
     stale_ok: bool = False
     #: Send to this node only (no failover), e.g. for per-node status.
     address: str | None = None
+    #: The call's deadline in seconds when it is longer than the client's (a shard move waits
+    #: for a replica to catch up); None: the client's timeout.
+    timeout: float | None = None
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
@@ -323,6 +326,15 @@ def leader_changes(*, stale_ok: bool = False) -> Plan[list[LeaderChange]]:
 
 def list_shards() -> Plan[pb.ListShardsResponse]:
     return _single(Call("cluster", "ListShards", pb.ListShardsRequest()), pb.ListShardsResponse)
+
+
+MOVE_TIMEOUT_S = 900.0
+
+
+def move_shard(shard: int, *, from_node: str, to_node: str,
+               timeout: float = MOVE_TIMEOUT_S) -> Plan[pb.MoveShardResponse]:
+    request = pb.MoveShardRequest(shard=shard, from_node=from_node, to_node=to_node)
+    return _single(Call("cluster", "MoveShard", request, mutating=True, timeout=timeout), pb.MoveShardResponse)
 
 
 def node_info(address: str, *, with_digest: bool = False) -> Plan[pb.NodeStatus]:

@@ -72,6 +72,15 @@ def shard_list(cmd: Invocation) -> None:
     cmd.emit(rows, lambda: shards_table(rows))
 
 
+def shard_move(cmd: Invocation) -> None:
+    """``shard move SHARD --from N1 --to N4``: one replica of a shard to another node."""
+    a = cmd.args
+    out = cmd.client.move_shard(a.shard, from_node=a.from_node, to_node=a.to_node)
+    cmd.emit(to_dict(out), lambda: "\n".join([*out.steps, f"shard {a.shard} moved in {out.seconds:.1f} s: "
+                                                            f"replicas {', '.join(out.replicas)} "
+                                                            f"(map version {out.map_version})"]))
+
+
 def cluster_status(cmd: Invocation) -> None:
     status = cmd.client.cluster_status(stale_ok=cmd.args.stale, with_digest=cmd.args.digest)
     if not any(n.shards > 1 for n in status.nodes):

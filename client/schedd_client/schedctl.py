@@ -36,6 +36,7 @@
     cluster status                leader, term and every node's Raft progress, the membership
     cluster leaders               the recent leader changes: which node led which term, from when to when
     cluster add-node|remove-node|replace-node ...   membership changes (schedd_client.membership_commands)
+    shard list | shard move SHARD --from N1 --to N4   the shard groups | a replica moved to another node
     cluster snapshot save FILE    a consistent snapshot from the leader (restore: `schedd restore`)
     acl bootstrap | whoami        the first management token (once) | who your token is
     acl policy|role|token create|list|get|delete ...   (see schedd_client.acl_commands)
@@ -340,6 +341,13 @@ def build_parser() -> argparse.ArgumentParser:
     shards = group("shard", "the cluster's shard groups (one unless it was made with shards > 1)")
     command(shards, "list", cluster_commands.shard_list,
             "every shard: leader, replicas, term, jobs and lag (as the node reached sees them)")
+    move = command(shards, "move", cluster_commands.shard_move,
+                   "move a shard's replica to another node (add it there, wait until it caught up, then "
+                   "remove the old one); asking again resumes a move cut short")
+    move.add_argument("shard", type=int, metavar="SHARD")
+    move.add_argument("--from", dest="from_node", required=True, metavar="NODE", help="the node giving its replica up")
+    move.add_argument("--to", dest="to_node", required=True, metavar="NODE",
+                      help="the node taking it (a node of the cluster: a new one joins with `schedd serve --join`)")
     backup.add_commands(cluster, command)          # cluster snapshot save FILE
     dag_commands.add_commands(groups, command)     # dag apply|run|show|runs|list|get|delete
     calendar_commands.add_commands(groups, command)   # calendar ... and blackout ...

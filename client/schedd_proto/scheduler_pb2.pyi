@@ -1084,11 +1084,13 @@ class NodeInfoRequest(_message.Message):
     def __init__(self, with_digest: _Optional[bool] = ..., digest_at: _Optional[int] = ...) -> None: ...
 
 class ListShardsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("shard",)
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    def __init__(self, shard: _Optional[int] = ...) -> None: ...
 
 class ShardStatus(_message.Message):
-    __slots__ = ("shard", "leader_id", "leader_grpc_address", "replicas", "term", "jobs", "lag", "commit_index", "applied_index", "raft_address", "executions")
+    __slots__ = ("shard", "leader_id", "leader_grpc_address", "replicas", "term", "jobs", "lag", "commit_index", "applied_index", "raft_address", "executions", "answered_by")
     SHARD_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -1100,6 +1102,7 @@ class ShardStatus(_message.Message):
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
+    ANSWERED_BY_FIELD_NUMBER: _ClassVar[int]
     shard: int
     leader_id: str
     leader_grpc_address: str
@@ -1111,7 +1114,8 @@ class ShardStatus(_message.Message):
     applied_index: int
     raft_address: str
     executions: int
-    def __init__(self, shard: _Optional[int] = ..., leader_id: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., replicas: _Optional[_Iterable[str]] = ..., term: _Optional[int] = ..., jobs: _Optional[int] = ..., lag: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., raft_address: _Optional[str] = ..., executions: _Optional[int] = ...) -> None: ...
+    answered_by: str
+    def __init__(self, shard: _Optional[int] = ..., leader_id: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., replicas: _Optional[_Iterable[str]] = ..., term: _Optional[int] = ..., jobs: _Optional[int] = ..., lag: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., raft_address: _Optional[str] = ..., executions: _Optional[int] = ..., answered_by: _Optional[str] = ...) -> None: ...
 
 class ListShardsResponse(_message.Message):
     __slots__ = ("shards", "items", "answered_by", "map_version")
@@ -1124,6 +1128,28 @@ class ListShardsResponse(_message.Message):
     answered_by: str
     map_version: int
     def __init__(self, shards: _Optional[int] = ..., items: _Optional[_Iterable[_Union[ShardStatus, _Mapping]]] = ..., answered_by: _Optional[str] = ..., map_version: _Optional[int] = ...) -> None: ...
+
+class MoveShardRequest(_message.Message):
+    __slots__ = ("shard", "from_node", "to_node")
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    FROM_NODE_FIELD_NUMBER: _ClassVar[int]
+    TO_NODE_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    from_node: str
+    to_node: str
+    def __init__(self, shard: _Optional[int] = ..., from_node: _Optional[str] = ..., to_node: _Optional[str] = ...) -> None: ...
+
+class MoveShardResponse(_message.Message):
+    __slots__ = ("steps", "seconds", "map_version", "replicas")
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MAP_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    steps: _containers.RepeatedScalarFieldContainer[str]
+    seconds: float
+    map_version: int
+    replicas: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, steps: _Optional[_Iterable[str]] = ..., seconds: _Optional[float] = ..., map_version: _Optional[int] = ..., replicas: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RetryExecutionRequest(_message.Message):
     __slots__ = ("id", "request_id")

@@ -1151,6 +1151,11 @@ class ClusterStub:
                 request_serializer=schedd__proto_dot_scheduler__pb2.ListShardsRequest.SerializeToString,
                 response_deserializer=schedd__proto_dot_scheduler__pb2.ListShardsResponse.FromString,
                 _registered_method=True)
+        self.MoveShard = channel.unary_unary(
+                '/schedd.v1.Cluster/MoveShard',
+                request_serializer=schedd__proto_dot_scheduler__pb2.MoveShardRequest.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.MoveShardResponse.FromString,
+                _registered_method=True)
 
 
 class ClusterServicer:
@@ -1177,6 +1182,13 @@ class ClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def MoveShard(self, request, context):
+        """a shard's replica to another node
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1194,6 +1206,11 @@ def add_ClusterServicer_to_server(servicer, server):
                     servicer.ListShards,
                     request_deserializer=schedd__proto_dot_scheduler__pb2.ListShardsRequest.FromString,
                     response_serializer=schedd__proto_dot_scheduler__pb2.ListShardsResponse.SerializeToString,
+            ),
+            'MoveShard': grpc.unary_unary_rpc_method_handler(
+                    servicer.MoveShard,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.MoveShardRequest.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.MoveShardResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1277,6 +1294,33 @@ class Cluster:
             '/schedd.v1.Cluster/ListShards',
             schedd__proto_dot_scheduler__pb2.ListShardsRequest.SerializeToString,
             schedd__proto_dot_scheduler__pb2.ListShardsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MoveShard(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.Cluster/MoveShard',
+            schedd__proto_dot_scheduler__pb2.MoveShardRequest.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.MoveShardResponse.FromString,
             options,
             channel_credentials,
             insecure,

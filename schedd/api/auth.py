@@ -71,8 +71,9 @@ SETTLE_S = 0.3                   # ...and at least this long (the leader's commi
 # What one node asks another for while answering a call it already authorized (Cluster.Status).
 # JoinCluster is a node asking for itself: its signature (the cluster secret) is its credential.
 # CopyHistory is a node filling a gap of its history store (schedd.runtime.history) from a peer.
+# ListShards: a node asks a peer for the row of a shard group it holds no replica of.
 NODE_CALLS = frozenset(("/schedd.v1.Cluster/NodeInfo", "/schedd.v1.Membership/JoinCluster",
-                        "/schedd.v1.Backup/CopyHistory"))
+                        "/schedd.v1.Backup/CopyHistory", "/schedd.v1.Cluster/ListShards"))
 # A worker finds the leader through Cluster.Status, or by asking every node its NodeInfo at once
 # (its own role and term; Status's node list shows a worker as much): its token may call these
 # without `operator`.

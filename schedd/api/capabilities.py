@@ -63,7 +63,8 @@ RPC_CAPABILITIES: dict[str, Need] = {
         "ClearDagTask": Need("trigger", "team"), "WatchDagRun": READ,
     }),
     **_service("Workers", {"Connect": Need(SERVE, "worker"), "ListWorkers": OPERATOR}),
-    **_service("Cluster", {"Status": OPERATOR, "NodeInfo": OPERATOR, "ListShards": OPERATOR}),
+    **_service("Cluster", {"Status": OPERATOR, "NodeInfo": OPERATOR, "ListShards": OPERATOR,
+                           "MoveShard": Need("membership", "cluster")}),
     **_service("Membership", {m: Need("membership", "cluster") for m in ("AddNode", "RemoveNode", "JoinCluster")}),
     **_service("Testing", {"SetClockOffset": OPERATOR, "GetClockOffset": OPERATOR}),
     **_service("Acl", {

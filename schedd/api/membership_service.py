@@ -124,6 +124,12 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
         behind = joiner_behind(request, self.node.state.features, self.node.state.feature_level)
         if behind:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, behind)
+        unlike = self._shards_unlike(request)
+        if unlike:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, unlike)
+        if self.router.shards > 1 and not self.node.state.shard_map:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the cluster's shard map is not recorded yet (it is "
+                                                             "starting): retry in a few seconds")
         info = auth.current()
         who = info.name if info is not None else ""
         if who.startswith("node:") and who != f"node:{request.id}":
@@ -151,6 +157,17 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
             return await self._add(context, request.id, request.raft_address, request.grpc_address, wait_s=0.0)
         finally:
             self.joiners.forget(request.id)          # a voter now (its NodeInfo counts), or refused
+
+    def _shards_unlike(self, request: mpb.JoinClusterRequest) -> str:
+        """Why a joiner cannot join for its shard count ("" if it may): it must be the cluster's
+        (fixed at creation). A sharded cluster takes a node only once its shard map is
+        recorded: the first map lists the nodes it was made with as holding every shard."""
+        theirs, ours = max(1, request.shards), max(1, self.router.shards)
+        who = request.id or "?"
+        if theirs != ours:
+            return (f"refusing {who}: its config says shards = {theirs}, the cluster has {ours} shard group(s); "
+                    f"set shards = {ours} in its config")
+        return ""
 
     @routed(write=True)
     async def RemoveNode(self, request: mpb.RemoveNodeRequest, context: CallContext) -> mpb.MembershipChangeResponse:

@@ -34,6 +34,7 @@ from google.protobuf.message import Message
 from schedd.api import auth, convert, forecasts, history_reads, shard_routing
 from schedd.core.quota_shares import cluster_limit
 from schedd.api.limits import call_overflow
+from schedd.api.shard_calls import GroupCallError
 from schedd.api.membership_view import cluster_membership, node_membership
 from schedd.api.templates import SpecTemplates
 from schedd.history import HistoryStore
@@ -242,9 +243,10 @@ class Router:
         return ch
 
     async def forward(self, service: str, method: str, request, context: CallContext, *,
-                      first_hop: bool = False):
+                      first_hop: bool = False, cap_s: float = 30.0):
         """`first_hop`: the signed caller is a node asking for itself (Membership.JoinCluster),
-        not a node forwarding someone's call, so this is the call's first forward."""
+        not a node forwarding someone's call, so this is the call's first forward. `cap_s`:
+        the longest the leader is given (within the caller's own deadline)."""
         info = auth.current()
         if info is not None and info.forwarded_by and not first_hop:
             await context.abort(grpc.StatusCode.UNAVAILABLE,
@@ -258,7 +260,7 @@ class Router:
             f"/schedd.v1.{service}/{method}", request_serializer=type(request).SerializeToString,
             response_deserializer=message_factory.GetMessageClass(out_type).FromString)
         remaining = context.time_remaining()
-        timeout = min(remaining, 30.0) if remaining is not None else 30.0
+        timeout = min(remaining, cap_s) if remaining is not None else cap_s
         meta = self.node_metadata(f"/schedd.v1.{service}/{method}")
         try:
             pending = call(request, timeout=timeout, metadata=meta)
@@ -453,7 +455,8 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         self.dispatcher = dispatcher
         self.watchers = watchers if watchers is not None else WatchSlots()   # shared per node (daemon)
         self.load = forecasts.LoadCache()       # the forecast put warnings read
-        self.groups: list[RaftNode] = []        # sharded, group 0's: every group's replica (the forecast)
+        # sharded, group 0's: the groups' replicas this node hosts, by shard (the forecast)
+        self.groups: Callable[[], dict[int, RaftNode]] | None = None
 
     def _exec_pb(self, ex) -> pb.Execution:
         """The replicated record, plus the leader's own note on why a SCHEDULED one still waits."""
@@ -1072,7 +1075,9 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             herd.check_window(start, end, request.by, top)
         except herd.ForecastError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        read = await asyncio.to_thread(forecasts.read_groups, self.groups or [self.node], auth.read_filter())
+        read = await asyncio.to_thread(forecasts.read_groups,
+                                   list(self.groups().values()) if self.groups is not None else [self.node],
+                                   auth.read_filter())
         hub = getattr(self.dispatcher, "hub", None) if self.node.is_leader() else None
         notes = [read.note()]
         if not auth.may("operator", "cluster"):
@@ -1182,7 +1187,10 @@ def supported_level(nodes: list[pb.NodeStatus]) -> int:
     return min(levels) if levels else 0
 
 
-def shard_status(shard: int, node: RaftNode) -> pb.ShardStatus:
+MOVE_CAP_S = 900.0       # a shard move waits for a replica to catch up: minutes for a large shard
+
+
+def shard_status(shard: int, node: RaftNode, answered_by: str = "") -> pb.ShardStatus:
     """One group's row of `schedctl shard list`, from this node's replica of it."""
     st = node.status()
     with node.lock:
@@ -1193,7 +1201,7 @@ def shard_status(shard: int, node: RaftNode) -> pb.ShardStatus:
         shard=shard, leader_id=leader_id, leader_grpc_address=members.grpc_of_raft(st.leader) if st.leader else "",
         replicas=sorted(m.id for m in members.members()), term=st.term, jobs=jobs, executions=runs,
         lag=max(0, st.leader_commit_index - st.applied_index), commit_index=st.commit_index,
-        applied_index=st.applied_index, raft_address=node.cfg.raft_address)
+        applied_index=st.applied_index, raft_address=node.cfg.raft_address, answered_by=answered_by)
 
 
 class ClusterService(pb_grpc.ClusterServicer):
@@ -1209,11 +1217,15 @@ class ClusterService(pb_grpc.ClusterServicer):
         self.replicas = replicas          # a ReplicaWatch (schedd/runtime/replica_watch.py)
         self.clock = clock
         self.load = load                  # the dispatcher's backlog (schedd.leader.assigner)
-        # A sharded cluster (schedd.runtime.groups): S, and every group's replica on this node
-        # (group 0's service answers ListShards for all of them).
+        # A sharded cluster (schedd.runtime.groups): S, and the groups' replicas this node hosts
+        # now (group 0's service answers ListShards for all of them, asking a node that holds
+        # a replica for the others: `calls`) and carries out shard moves (`mover`, on group 0's leader).
         self.shards = 1
         self.shard = 0                    # which group this service's node replicates
-        self.groups: list[RaftNode] = []
+        self.hosted: Callable[[], dict[int, RaftNode]] | None = None
+        self.calls: Any = None            # schedd.api.shard_calls.GroupCalls
+        self.mover: Any = None            # schedd.runtime.shard_moves.ShardMover
+        self.map_version: Callable[[], int] = lambda: 1
 
     def _now_ms(self) -> int:
         return self.clock.now_ms()
@@ -1266,13 +1278,52 @@ class ClusterService(pb_grpc.ClusterServicer):
                 for r in w.rows)
         return info
 
+    def _hosted(self) -> dict[int, RaftNode]:
+        return self.hosted() if self.hosted is not None else {self.shard: self.node}
+
     async def ListShards(self, request, context: CallContext) -> pb.ListShardsResponse:
         """Every shard group as this node's replica of it sees it (no forwarding: a replica knows
-        its group's leader, term and progress; `lag` is its own)."""
-        out = pb.ListShardsResponse(shards=max(1, self.shards), answered_by=self.node.cfg.node_id, map_version=1)
-        for k, node in enumerate(self.groups or [self.node]):
-            out.items.append(shard_status(k, node))
+        its group's leader, term and progress; `lag` is its own); a group it holds no replica
+        of, as a node holding one sees it. `shard`: that group only, from this node's replica."""
+        me = self.node.cfg.node_id
+        out = pb.ListShardsResponse(shards=max(1, self.shards), answered_by=me, map_version=self.map_version())
+        if request.HasField("shard"):
+            node = self._hosted().get(request.shard) if request.shard != self.shard else self.node
+            if node is None:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, f"this node holds no replica of shard {request.shard}")
+            out.items.append(shard_status(request.shard, node, me))
+            return out
+        out.items.extend(await self.shard_rows())
         return out
+
+    async def shard_rows(self) -> list[pb.ShardStatus]:
+        """Every group's row (ListShards), in shard order."""
+        hosted = self._hosted()
+        rows = {k: shard_status(k, node, self.node.cfg.node_id) for k, node in hosted.items()}
+        for k in range(max(1, self.shards)):
+            if k not in rows and self.calls is not None:
+                rows[k] = await self._remote_row(k)
+        return [rows[k] for k in sorted(rows)]
+
+    async def _remote_row(self, k: int) -> pb.ShardStatus:
+        try:
+            answer = await self.calls.unary(k, "Cluster", "ListShards", pb.ListShardsRequest(shard=k), timeout=3.0)
+            return answer.items[0]
+        except (GroupCallError, IndexError):
+            return pb.ShardStatus(shard=k)          # no holder answered: no leader, nothing known
+
+    async def MoveShard(self, request: pb.MoveShardRequest, context: CallContext) -> pb.MoveShardResponse:
+        """Group 0's leader carries the move out (schedd.runtime.shard_moves); any other node
+        forwards the call there."""
+        if self.mover is None:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                "shard move: this cluster has one shard group (shards = 1): there is nothing to move")
+        if not self.node.is_leader():
+            return await self.router.forward("Cluster", "MoveShard", request, context, cap_s=MOVE_CAP_S)
+        try:
+            return await self.mover.move(request)
+        except GroupCallError as e:
+            await context.abort(e.code, e.details)
 
     async def NodeInfo(self, request, context: CallContext) -> pb.NodeStatus:
         if request.with_digest:         # O(state) under the lock: off the event loop
@@ -1321,9 +1372,9 @@ class ClusterService(pb_grpc.ClusterServicer):
         with self.node.lock:
             jobs, execs = len(self.node.state.jobs), len(self.node.state.execs)
             short = short_history(self.node.state.audit, self._now_ms())
-        for other in self.groups[1:]:            # sharded: every group's replica on this node
-            with other.lock:
-                jobs, execs = jobs + len(other.state.jobs), execs + len(other.state.execs)
+        if self.shards > 1:                      # sharded: every group's jobs, here or where it is held
+            rows = [r for r in await self.shard_rows() if r.shard != self.shard]
+            jobs, execs = jobs + sum(r.jobs for r in rows), execs + sum(r.executions for r in rows)
         if short is not None:
             warnings.append(short)
         if leader is not None:

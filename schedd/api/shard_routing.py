@@ -1,7 +1,8 @@
 """The node's API in a sharded cluster: every call reaches the shard group that owns it.
 
-A node of a cluster with S > 1 shards hosts one replica of every shard group, each with the
-services of an unsharded node bound to that group (schedd.runtime.groups). The gRPC server
+A node of a cluster with S > 1 shards hosts a replica of shard groups (every one, unless shard
+moves placed them elsewhere), each with the services of an unsharded node bound to that group
+(schedd.runtime.groups). The gRPC server
 registers the servicers built here instead: each method has one rule (`RULES`, checked to cover
 every RPC of every service, as the capability table is) saying which group's servicer answers:
 
@@ -19,7 +20,10 @@ every RPC of every service, as the capability table is) saying which group's ser
 - `Split`: a batch of jobs, split by group (atomic within each group, not across groups).
 - `Numbered`: the group a request names by number (one shard's audit trail).
 - `Named`: NodeInfo, a read of this node's own replica: the group named in `x-schedd-shard`.
-- `Refused`: not supported with S > 1 yet; the caller is told so, and nothing is committed.
+- `Refused`: not supported with S > 1; the caller is told so, and nothing is committed.
+
+A group this node holds no replica of (its replica moved away: `schedctl shard move`) is a
+`shard_calls.RemoteGroup`: the same methods, answered by a node that holds one.
 
 A forwarded call (signed by a node) carries `x-schedd-shard`: the group it was forwarded for,
 which is then the only one that answers it (so an `All` write is not fanned out again by the
@@ -152,19 +156,34 @@ def _merge_audit(answers: list[Any], request: Any, shards: int) -> Any:
 # ------------------------------------------------------------------------------ the front
 
 class ShardFront:
-    """What every routing servicer shares: the groups' servicers of each service, by name."""
+    """What every routing servicer shares: the servicers of the groups this node hosts, by
+    shard (`local`: None for a group it holds no replica of), and `remote` for the others
+    (schedd.api.shard_calls: a group held elsewhere, answered by a node holding it)."""
 
-    def __init__(self, shards: int, servicers: Sequence[dict[str, object]]) -> None:
-        if shards != len(servicers):
-            raise ValueError(f"{len(servicers)} groups for {shards} shards")
+    def __init__(self, shards: int, local: Sequence[dict[str, object]] | Callable[[int], dict[str, object] | None],
+                 remote: Callable[[int, str], object] | None = None) -> None:
+        if not callable(local):               # every group here (a list, by shard)
+            if shards != len(local):
+                raise ValueError(f"{len(local)} groups for {shards} shards")
+            every = list(local)
+            local = lambda k: every[k] if 0 <= k < len(every) else None   # noqa: E731
         self.shards = shards
-        self.servicers = servicers
+        self.local = local
+        self.remote = remote
 
     def of_name(self, name: str) -> int:
         return sh.shard_of(sh.routing_key(name), self.shards)
 
+    def hosts(self, k: int) -> bool:
+        return self.local(k) is not None
+
     def target(self, service: str, k: int) -> Any:
-        return self.servicers[k][service]
+        servicers = self.local(k)
+        if servicers is not None:
+            return servicers[service]
+        if self.remote is None:
+            raise LookupError(f"shard {k} has no replica on this node")
+        return self.remote(k, service)
 
     @staticmethod
     def forwarded_shard(context: CallContext, *, anyone: bool = False) -> int | None:
@@ -204,10 +223,19 @@ def _in_range(front: ShardFront, k: int | None) -> int | None:
     return k if k is not None and 0 <= k < front.shards else None
 
 
+async def _held_here(front: ShardFront, k: int, context: CallContext) -> None:
+    """A call naming its group (forwarded, a worker's stream, a replica's read) is answered by
+    this node's replica only: a node holding none says so, and the caller asks another."""
+    if not front.hosts(k):
+        await context.abort(grpc.StatusCode.UNAVAILABLE, f"this node holds no replica of shard {k} "
+                                                         "(it moved): ask a node that does")
+
+
 def _unary(front: ShardFront, service: str, method: str, rule: object) -> Callable[..., Any]:
     async def call(self: object, request: Message, context: CallContext) -> Any:
         k = _in_range(front, front.forwarded_shard(context, anyone=isinstance(rule, Named)))
         if k is not None:
+            await _held_here(front, k, context)
             return await getattr(front.target(service, k), method)(request, context)
         return await _unary_by(front, service, method, rule, request, context)
     return call
@@ -267,7 +295,9 @@ async def _unary_by(front: ShardFront, service: str, method: str, rule: object, 
 def _streaming(front: ShardFront, service: str, method: str, rule: object) -> Callable[..., Any]:
     async def call(self: object, request: Message, context: CallContext) -> AsyncIterator[Any]:
         k = _in_range(front, front.forwarded_shard(context))
-        if k is None:
+        if k is not None:
+            await _held_here(front, k, context)
+        else:
             k, _ = await _one_group(front, method, rule, request, context)
         if k is not None:
             async for x in getattr(front.target(service, k), method)(request, context):
@@ -281,6 +311,7 @@ def _streaming(front: ShardFront, service: str, method: str, rule: object) -> Ca
 def _bidi(front: ShardFront, service: str, method: str) -> Callable[..., Any]:
     async def call(self: object, request_iterator: Any, context: CallContext) -> AsyncIterator[Any]:
         k = _in_range(front, front.forwarded_shard(context, anyone=True)) or 0
+        await _held_here(front, k, context)
         async for x in getattr(front.target(service, k), method)(request_iterator, context):
             yield x
     return call
@@ -459,7 +490,8 @@ class QuotaWrite:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
-            if all(front.target(service, k).node.state.feature_level >= SHARES_LEVEL for k in range(front.shards)):
+            if all(front.target(service, k).node.state.feature_level >= SHARES_LEVEL
+                   for k in range(front.shards) if front.hosts(k)):       # the others refuse a share below it
                 return True
             if loop.time() >= deadline:
                 return False
@@ -556,7 +588,8 @@ RUNS_PAGE = PagedFan(
     key=lambda e, r: (e.scheduled_ms, e.job) if r.oldest_first else _Desc((e.scheduled_ms, e.job)),
     token_of=lambda e: f"{e.scheduled_ms}:{e.job}", size=_size(100))
 
-MEMBERS = "not supported yet: every shard group would have to change with it (shard moves are not built)"
+MEMBERS = ("every shard group would have to change with it: a new node joins with `schedd serve --join`, "
+           "then `schedctl shard move` places replicas on it")
 BACKUP = ("name the shard (`shard`): each shard group is saved on its own, and `schedctl cluster snapshot save` "
           "saves every one")
 
@@ -572,7 +605,7 @@ RULES: dict[str, dict[str, object]] = {
         "Explain": Key(_explained),
     },
     "Workers": {"Connect": Zero(), "ListWorkers": Zero()},
-    "Cluster": {"Status": Zero(), "NodeInfo": Named(), "ListShards": Zero()},
+    "Cluster": {"Status": Zero(), "NodeInfo": Named(), "ListShards": Zero(), "MoveShard": Zero()},
     "Dags": {"PutDag": Key(lambda r: str(r.dag.name)), "GetDag": Key(_name), "ListDags": Fan(_merge_dags),
              "DeleteDag": Key(_name), "RunDag": Key(_name), "ListDagRuns": Key(_name), "GetDagRun": Key(_name),
              "ClearDagTask": Key(_name), "WatchDagRun": Key(_name)},
@@ -580,7 +613,7 @@ RULES: dict[str, dict[str, object]] = {
                                 "PutRole", "GetRole", "ListRoles", "DeleteRole", "CreateToken", "GetToken",
                                 "ListTokens", "DeleteToken", "SetAnonymous", "LoginLink")},
     "Audit": {"List": Numbered(_named_shard, Fan(_merge_audit)), "Verify": Fan(_merge_verify), "Configure": All(), "Note": Zero()},
-    "Membership": {"AddNode": Refused(MEMBERS), "RemoveNode": Refused(MEMBERS), "JoinCluster": Refused(MEMBERS)},
+    "Membership": {"AddNode": Refused(MEMBERS), "RemoveNode": Refused(MEMBERS), "JoinCluster": Zero()},
     "Backup": {"SaveSnapshot": Numbered(_named_shard, Refused(BACKUP)),
                "SaveHistory": Numbered(_named_shard, Refused(BACKUP)),
                "CopyHistory": Refused("only a node asks, for a history gap, of its peer's replica of the "

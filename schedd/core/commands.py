@@ -102,6 +102,10 @@ KINDS += (PLACE,)
 QUOTA_SHARE = "quota_share"
 QUOTA_ALLOC = "quota_alloc"
 KINDS += (QUOTA_SHARE, QUOTA_ALLOC)
+# Shard placement (level 11, schedd.core.shards): group 0's record of which nodes hold each shard
+# group's replicas (the shard map), one version per change.
+SHARD_MAP = "shard_map"
+KINDS += (SHARD_MAP,)
 
 
 # ---------------------------------------------------------------- feature levels
@@ -207,7 +211,11 @@ FEATURES = FeatureTable((
           note="cluster quotas over shard groups (schedd.core.quota_shares): `quota_alloc` records group 0's "
                "split of a quota over the groups, `quota_share` the share a group enforces; below it no "
                "group holds a share and each enforces its own quota table"),
-    # Level(11, kinds=(MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
+    Level(11, kinds=(SHARD_MAP,),
+          note="shard placement (schedd.core.shards): `shard_map` records in group 0 which nodes hold each "
+               "shard group's replicas, a version per change (a replica moved to a new node); below it every "
+               "node holds every shard"),
+    # Level(12, kinds=(MY_KIND,), note="..."),   <- the next kind goes here (CONTRIBUTING.md)
 ))
 
 

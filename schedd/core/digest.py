@@ -104,7 +104,7 @@ def state_digest(state: Any) -> str:
     if getattr(state, "archived", None):
         h.update(_text(["archived", _sorted_items(state.archived)]).encode())
     # Absent while empty too: the calendar level's tables (schedd.core.calendars).
-    for name in ("calendars", "blackouts", "placements", "shares", "allocations"):
+    for name in ("calendars", "blackouts", "placements", "shares", "allocations", "shard_map"):
         if getattr(state, name, None):
             h.update(_text([name, _sorted_items(getattr(state, name))]).encode())
     # The ACL table and the audit trail give their own canonical rows (the trail's head hash

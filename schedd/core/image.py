@@ -32,7 +32,7 @@ EXEC_FIELDS = tuple(f.name for f in fields(Execution))
 AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index")
 # Smaller tables, pickled as they are (dicts of slotted dataclasses or plain values).
 EXTRA_FIELDS = ("dags", "dag_runs", "quotas", "batches", "members", "archived", "calendars", "blackouts",
-                "placements", "shares", "allocations")
+                "placements", "shares", "allocations", "shard_map")
 SNAPSHOT_DIGEST = "digest"   # extra key: (last_index, state digest) when the image was pickled
 FEATURE_LEVEL_KEY = "feature_level"   # extra key: the cluster's feature level (absent: 1)
 
@@ -63,6 +63,7 @@ class Imaged(Protocol):
     placements: dict[str, tuple[int, int]]
     shares: dict[str, tuple[int, int]]
     allocations: dict[str, tuple[int, tuple[int, ...]]]
+    shard_map: dict[str, Any]
     acl: AclTable
     audit: AuditTrail
 

@@ -79,6 +79,8 @@ def to_plain(s: Imaged) -> dict[str, Any]:
         # the quota-share level's tables (schedd.core.quota_shares), absent while empty
         **({"shares": [[k, v, n] for k, (v, n) in s.shares.items()]} if s.shares else {}),
         **({"allocations": [[k, v, list(n)] for k, (v, n) in s.allocations.items()]} if s.allocations else {}),
+        # the shard placement level's map (schedd.core.shards), absent while none is recorded
+        **({"shard_map": s.shard_map} if s.shard_map else {}),
         "acl": table_to_dict(s.acl), "audit": trail_to_dict(s.audit),
         FEATURE_LEVEL_KEY: s.feature_level,
         SNAPSHOT_DIGEST: [s.last_index, s.state_digest()],
@@ -153,6 +155,7 @@ def from_plain(doc: Any) -> Image:
         "placements": {str(k): (_int(t), _int(at)) for k, t, at in doc.get("placements", [])},
         "shares": {str(k): (_int(v), _int(n)) for k, v, n in doc.get("shares", [])},
         "allocations": {str(k): (_int(v), tuple(map(_int, n))) for k, v, n in doc.get("allocations", [])},
+        "shard_map": _shard_map(doc.get("shard_map")),
         "acl": _dict(doc, "acl"), "audit": _dict(doc, "audit"),
         FEATURE_LEVEL_KEY: _int(doc[FEATURE_LEVEL_KEY]),
         SNAPSHOT_DIGEST: (_int(doc[SNAPSHOT_DIGEST][0]), str(doc[SNAPSHOT_DIGEST][1])),
@@ -228,4 +231,13 @@ def _dict(doc: dict[str, Any], key: str) -> dict[str, Any]:
 def _int(v: Any) -> int:
     if type(v) is not int:
         raise PlainError(f"expected an integer, got {type(v).__name__}")
+    return v
+
+
+def _shard_map(v: Any) -> dict[str, Any]:
+    """The shard map's document (checked whole when a node reads it: `shards.ShardMap.from_dict`)."""
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise PlainError("shard_map: expected an object")
     return v

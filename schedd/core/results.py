@@ -449,7 +449,7 @@ PAYLOADS: dict[str, tuple[type[Payload], ...]] = {
     C.AUDIT_NOTE: (AuditNote,), C.AUDIT_CONFIG: (AuditPruned,),
     C.RUN_RETRY: (Retried,), C.DAG_CLEAR: (Cleared,),
     C.CALENDAR_PUT: (Stored,), C.CALENDAR_DELETE: (Named,), C.BLACKOUT_PUT: (Stored,), C.BLACKOUT_DELETE: (Named,),
-    C.PLACE: (Items,), C.QUOTA_SHARE: (Quota,), C.QUOTA_ALLOC: (Quota,),
+    C.PLACE: (Items,), C.QUOTA_SHARE: (Quota,), C.QUOTA_ALLOC: (Quota,), C.SHARD_MAP: (Members,),
 }
 
 

@@ -1,5 +1,5 @@
-"""Shards: where a job lives when the cluster is many Raft groups (docs/architecture.md "Shards
-(planned)"). Pure values and functions only; no node hosts more than one group yet.
+"""Shards: where a job lives when the cluster is many Raft groups (docs/architecture.md
+"Shards"). Pure values and functions only.
 
 - `shard_of` routes a job (a DAG and all its rows by the DAG) to a shard. It is a wire contract:
   every node and every SDK must compute the same shard for the same name forever, so it hashes
@@ -10,6 +10,8 @@
   a refused change commits nothing.
 - `fencing_token` keeps a job's fencing tokens unique and increasing when its shard's leader
   changes, when the shard's replicas move, and when the shard's log starts over.
+- `apply_map` is the apply of group 0's `shard_map` entry: the next version of the map, or a
+  refusal that changes nothing.
 - `merge_pages` turns one page from each shard into one page of the global order, with one
   opaque cursor, for list calls that fan out to every shard.
 """
@@ -24,7 +26,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar
 
+from schedd.core import commands as C
+from schedd.core import results as R
 from schedd.core.naming import dag_of_job
+from schedd.core.results import ApplyResult, Code, ok, reject
 
 # --------------------------------------------------------------------------------------------
 # Routing
@@ -496,3 +501,35 @@ def _advance(p: Position, page: ShardPage[T], used: int, token_of: Callable[[T],
     if used == len(page.items):
         return Position(done=True) if page.next_after is None else Position(after=page.next_after)
     return Position(after=token_of(page.items[used - 1])) if used else p
+
+
+# --------------------------------------------------------------------------------------------
+# The `shard_map` entry (group 0's log)
+
+def recorded_map(doc: Mapping[str, object]) -> ShardMap | None:
+    """The map a group 0 state holds (`Tables.shard_map`), None before the first is recorded."""
+    return ShardMap.from_dict(doc) if doc else None
+
+
+def apply_map(st: Any, cmd: C.Command, index: int) -> ApplyResult:
+    """Record the next shard map: its document is checked whole, and it must be the version after
+    the recorded one (a proposer that read an older map loses the race and asks again) with the
+    same shard count (S is fixed when the cluster is made). The first map may be any version."""
+    doc = cmd.args.get("map")
+    if not isinstance(doc, dict):
+        return reject(Code.INVALID, "map must be a shard map document")
+    try:
+        new = ShardMap.from_dict(doc)
+        old = recorded_map(st.shard_map)
+    except ShardMapError as e:
+        return reject(Code.INVALID, f"shard map refused: {e}")
+    if old is not None and new.version != old.version + 1:
+        return reject(Code.CONFLICT, f"shard map version {new.version} does not follow the recorded "
+                                     f"version {old.version}: read the map again")
+    if old is not None and new.count != old.count:
+        return reject(Code.INVALID, f"the shard count is fixed ({old.count}), the map has {new.count}")
+    st.shard_map = new.to_dict()
+    return ok(R.Members(len(new.nodes)))
+
+
+HANDLERS = {C.SHARD_MAP: apply_map}

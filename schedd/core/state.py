@@ -24,7 +24,7 @@ from collections.abc import Callable, Container
 from typing import Any, ClassVar
 
 from schedd.core import access, attempts, batches, calendars, dags, features, firing, history, jobs, members, queries
-from schedd.core import quota_shares, windows
+from schedd.core import quota_shares, shards, windows
 from schedd.core import acl as acl_table
 from schedd.core import audit as audit_trail
 from schedd.core import commands as C
@@ -78,7 +78,7 @@ HANDLERS: dict[str, Handler] = {
     C.RUN_RETRY: attempts.retry,
     C.SLA: sla_index.apply, C.FEATURE_LEVEL: features.raise_level,
     **dags.HANDLERS, **batches.HANDLERS, **access.HANDLERS, **members.HANDLERS, **calendars.HANDLERS,
-    **windows.HANDLERS, **quota_shares.HANDLERS,
+    **windows.HANDLERS, **quota_shares.HANDLERS, **shards.HANDLERS,
 }
 
 

@@ -138,6 +138,9 @@ class Tables:
         # (key -> (allocation version, share)), and in group 0 the allocation over the groups.
         self.shares: dict[str, tuple[int, int]] = {}
         self.allocations: dict[str, tuple[int, tuple[int, ...]]] = {}
+        # Group 0 of a sharded cluster (schedd.core.shards): the shard map's document
+        # (`ShardMap.to_dict`), empty until the first is recorded.
+        self.shard_map: dict[str, Any] = {}
         self.outbox = Outbox()        # what this apply handed to the history stores (not replicated)
 
     # ------------------------------------------------------------ bulk rebuild

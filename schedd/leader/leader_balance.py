@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from schedd.core.shards import ShardMap
@@ -32,18 +32,27 @@ GAP_S = 10.0
 class LeaderBalancer:
     """The loop (module doc) over this node's replicas `nodes` (group k's RaftNode at k)."""
 
-    def __init__(self, node_id: str, nodes: Sequence[Any], *, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, node_id: str, nodes: Sequence[Any] | Callable[[], Mapping[int, Any]],
+                 shard_map: Callable[[], ShardMap | None] = lambda: None, *,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.node_id = node_id
-        self.nodes = list(nodes)
+        fixed = None if callable(nodes) else dict(enumerate(nodes))
+        self._nodes: Callable[[], Mapping[int, Any]] = nodes if fixed is None else (lambda: fixed)  # type: ignore[assignment]
+        self.shard_map = shard_map         # the recorded map (None: every member holds every group)
         self.monotonic = monotonic
         self._seen: dict[int, str] = {}
         self._since = 0.0
         self._last_transfer = -GAP_S
         self.transfers = 0
 
+    @property
+    def nodes(self) -> dict[int, Any]:
+        """The groups this node hosts now, by shard."""
+        return dict(self._nodes())
+
     def leaders(self) -> dict[int, str]:
         out = {}
-        for k, node in enumerate(self.nodes):
+        for k, node in self.nodes.items():
             leader = node.status().leader
             nid = node.membership.id_of_raft(leader) if leader else ""
             if nid:
@@ -59,25 +68,33 @@ class LeaderBalancer:
             return None
         if len(leaders) < len(self.nodes) or now - self._since < STABLE_S or now - self._last_transfer < GAP_S:
             return None
-        members = sorted({m.id for node in self.nodes for m in node.membership.members()})
+        nodes = self.nodes
         try:
-            plan = ShardMap.initial(members, len(self.nodes), len(members)).leaders_balance(leaders)
+            plan = self._map(nodes).leaders_balance(leaders)
         except ValueError as e:            # a member table in the middle of a change
             log.debug("leader balance: %s", e)
             return None
         mine = next((t for t in plan if t.src == self.node_id), None)
         if mine is None:
             return None
-        group = self.nodes[mine.shard]
+        group = nodes[mine.shard]
         target = next((m.raft_address for m in group.membership.members() if m.id == mine.dst), "")
         if not target or not group.is_leader():
             return None
         log.info("shard %d: handing leadership to %s (this node leads %d of %d shards)", mine.shard, mine.dst,
-                 sum(1 for n in leaders.values() if n == self.node_id), len(self.nodes))
+                 sum(1 for n in leaders.values() if n == self.node_id), len(nodes))
         group.transfer_leadership(to=target)
         self._last_transfer = now
         self.transfers += 1
         return mine.shard, mine.dst
+
+    def _map(self, nodes: Mapping[int, Any]) -> ShardMap:
+        """The recorded map, or before one: every member holding every group."""
+        m = self.shard_map()
+        if m is not None:
+            return m
+        members = sorted({m.id for node in nodes.values() for m in node.membership.members()})
+        return ShardMap.initial(members, len(nodes), len(members))
 
     async def run(self) -> None:
         while True:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from schedd.core import commands as C
@@ -46,10 +46,17 @@ def use_of(state: Any, key: str) -> GroupUse:
 
 
 class QuotaBalancer:
-    """The loop (module doc) over this node's replicas `nodes` (group k's RaftNode at k)."""
+    """The loop (module doc) over this node's replicas: `nodes()` is group k's RaftNode by k,
+    for the groups it hosts now (a list: every group, in order).
 
-    def __init__(self, nodes: Sequence[Any], clock: Clock) -> None:
-        self.nodes = list(nodes)
+    Only a node hosting every group rebalances (it reads each group's demand and recorded
+    share from its own replicas; without one of them it cannot tell that raising a share
+    is safe): elsewhere the shares stay as recorded, which never exceeds a quota. Every
+    group's leader copies its share from group 0 (every node hosts group 0)."""
+
+    def __init__(self, nodes: Sequence[Any] | Callable[[], Mapping[int, Any]], clock: Clock) -> None:
+        fixed = None if callable(nodes) else dict(enumerate(nodes))
+        self._nodes: Callable[[], Mapping[int, Any]] = nodes if fixed is None else (lambda: fixed)  # type: ignore[assignment]
         self.clock = clock
         self.level = C.FEATURES.level_of(C.QUOTA_SHARE)
 
@@ -66,16 +73,24 @@ class QuotaBalancer:
     def _ready(self, node: Any) -> bool:
         return bool(node.is_leader()) and node.state.feature_level >= self.level
 
+    @property
+    def nodes(self) -> dict[int, Any]:
+        return dict(self._nodes())
+
     async def step(self) -> None:
         await self.balance()
-        for k, node in enumerate(self.nodes):
+        for k, node in self.nodes.items():
             if self._ready(node):
                 await self.copy(k, node)
 
     async def balance(self) -> None:
-        zero = self.nodes[0]
+        nodes = self.nodes
+        zero = nodes[0]
         if not self._ready(zero):
             return
+        shards = len(zero.state.shard_map.get("shards", ())) or len(nodes)
+        if any(k not in nodes for k in range(shards)):
+            return                        # not every group's replica here (class doc)
         with zero.lock:
             quotas = cluster_quotas(zero.state.quotas)
             allocations = dict(zero.state.allocations)
@@ -83,7 +98,8 @@ class QuotaBalancer:
             await self._propose(zero, C.QUOTA_ALLOC, key=key, shares=None)
         for key, limit in sorted(quotas.items()):
             uses = []
-            for node in self.nodes:
+            for k in range(shards):
+                node = nodes[k]
                 with node.lock:
                     uses.append(use_of(node.state, key))
             version, current = allocations.get(key, (0, None))

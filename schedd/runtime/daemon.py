@@ -29,7 +29,12 @@ from schedd.api.service import ClusterService, Router, SchedulerService
 from schedd.api.shard_routing import ShardFront, owning_shards
 from schedd.leader.leader_balance import LeaderBalancer
 from schedd.leader.quota_balance import QuotaBalancer
-from schedd.runtime.groups import Group, NodeParts, ShardCountError, build_group, check_shard_count, group_config
+from schedd.api.shard_calls import GroupCalls, RemoteGroup
+from schedd.runtime.shard_moves import ShardMover
+from schedd.runtime import placement
+from schedd.runtime.groups import (Group, GroupSet, NodeParts, ShardCountError, build_group, check_shard_count,
+                                   group_config, group_dir)
+from schedd.runtime.placement import boot_shards
 from schedd.api.watch import WatchSlots
 from schedd.dashboard.login_codes import LoginCodes
 from schedd.core.features import build_behind_message
@@ -43,7 +48,7 @@ from schedd.runtime.metrics import by_shard
 from schedd.runtime.restore import header_sealer
 from schedd.security.startup import plaintext_refusal
 from schedd.security.tls import CertReloader, ServerTlsFiles, TlsError, channel_credentials
-from schedd.settings import TlsSettings
+from schedd.settings import Peer, TlsSettings
 from schedd.versions import build_info
 from schedd_client.channels import KEEPALIVE_MIN_MS, Security, open_aio_channel
 from schedd.testing import hooks as testing
@@ -153,7 +158,7 @@ def _reload(cfg: NodeConfig, reloader: CertReloader | None, routers: list[Router
     task.add_done_callback(tasks.discard)
 
 
-async def _close_groups(groups: list[Group]) -> None:
+async def _close_groups(groups: GroupSet) -> None:
     for g in groups:
         await g.stop()
 
@@ -179,17 +184,19 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     loop = asyncio.get_running_loop()
     table = faults.feature_table(FEATURES)         # this build's (a test's node: an older build's)
     version = build_info(table).version
+    first_start = not any(group_dir(cfg, 0).iterdir()) if group_dir(cfg, 0).is_dir() else True
+    join_now = joining.needs_join(cfg)          # before anything is written into the data dir
     try:
         check_shard_count(cfg)
     except ShardCountError as e:
         raise StartupError(str(e)) from None
-    for k in range(cfg.shards):
+    for k in boot_shards(cfg, first_start=first_start):
         data_dir = group_config(cfg, k).data_dir
         behind = level_file.refusal(data_dir, table.max_level)
         if behind is not None:                     # a rollback: never join in below the cluster
             raise StartupError(f"{build_behind_message(version, table.max_level, behind)} (the data dir "
                                f"{data_dir} holds feature level {behind}); refusing to start")
-    if joining.needs_join(cfg):
+    if join_now:
         try:
             channels = peer_channels(cfg.tls)
             voters, member = await joining.join(cfg, channels, prepare=True, table=table)
@@ -207,24 +214,34 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     login_codes = LoginCodes(ttl_s=cfg.acl.login_link_seconds)
     parts = NodeParts(cfg, clock, faults, version, signer, peer_channels(cfg.tls), watchers, login_codes,
                       lambda entry: audit_box[0].add(entry), KEEPALIVE_MIN_MS, header_sealer(cfg.secret))
-    groups = [build_group(parts, k) for k in range(cfg.shards)]
-    first = groups[0]
+    groups = GroupSet(cfg.shards)
+    for k in boot_shards(cfg, first_start=first_start):
+        groups.by_shard[k] = build_group(parts, k)
+    first = groups.zero
     node, metrics = first.node, first.metrics
     audit_queue = AuditQueue(lambda entry: node.propose(entry, timeout=10.0), clock)
     audit_box.append(audit_queue)
     limiter = RateLimiter(cfg.acl.rate_per_second, cfg.acl.rate_burst) if cfg.acl.enabled else None
     authn = AuthInterceptor(node, clock, signer, enabled=cfg.acl.enabled, queue=audit_queue, limiter=limiter,
                             local_source=node_http.DASHBOARD_SOURCE)
-    for g in groups:
+
+    def wire(g: Group) -> None:
+        """What a group needs of the node, whether built at start or placed here later."""
         g.hub.acl_enabled = cfg.acl.enabled
         g.hub.identify = lambda: (info.principal if (info := auth_current()) is not None else None)
         g.hub.acl_node = node                   # tokens live in group 0's table
+    for g in groups:
+        wire(g)
+    calls = GroupCalls(cfg.node_id, lambda k: placement.holders(node, k), signer, clock.now_ms, parts.peer_channels)
     cluster_service = first.servicers["Cluster"]
     assert isinstance(cluster_service, ClusterService)
-    cluster_service.groups = [g.node for g in groups]
     scheduler_service = first.servicers["Scheduler"]
     assert isinstance(scheduler_service, SchedulerService)
-    scheduler_service.groups = [g.node for g in groups] if cfg.shards > 1 else []
+    if cfg.shards > 1:
+        cluster_service.hosted, cluster_service.calls = groups.nodes, calls
+        cluster_service.mover = ShardMover(node, calls, clock)
+        cluster_service.map_version = lambda: m.version if (m := placement.current_map(node)) is not None else 0
+        scheduler_service.groups = groups.nodes
 
     def halted() -> str:
         return next((h for g in groups if (h := g.node.halted)), "")
@@ -239,8 +256,11 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     metrics.count_streams("schedd_watches", "Watch streams this node serves now (--watch, dashboard pages)",
                           lambda: watchers.active)
     if cfg.shards > 1:
-        front = ShardFront(cfg.shards, [g.servicers for g in groups])
-        authn.groups_of = lambda method, request: [groups[k].node for k in owning_shards(front, method, request)]
+        front = ShardFront(cfg.shards, lambda k: g.servicers if (g := groups.get(k)) is not None else None,
+                           lambda k, service: RemoteGroup(calls, k, service))
+        # a group held elsewhere: its holder authorizes the call against its replica
+        authn.groups_of = lambda method, request: [g.node for k in owning_shards(front, method, request)
+                                                   if (g := groups.get(k)) is not None]
         servicers = {name: shard_routing.build(front, name, full, shard_routing.RULES[name], base)
                      for name, (full, base, _) in SERVICES.items()}
     else:
@@ -292,7 +312,8 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
                 api_address = f"unix:{dashboard_socket}"
             else:
                 api_address, api_channels = node_http.self_address(cfg.grpc_address), peer_channels(cfg.tls)
-            registry = metrics.registry if cfg.shards == 1 else by_shard([g.metrics.registry for g in groups])
+            registry = metrics.registry if cfg.shards == 1 else \
+                by_shard(lambda: {g.shard: g.metrics.registry for g in groups})
             web = await node_http.start(cfg.metrics_address, cfg.tls, registry, api_address, api_channels,
                                         codes=login_codes, grpc_address=cfg.grpc_address)
         except OSError as e:
@@ -308,9 +329,27 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     for g in groups:
         g.start(writes_health if g is first else None)
     audit_task = asyncio.create_task(audit_queue.run())
-    # Sharded: the cluster's quotas split over the groups (schedd.leader.quota_balance).
-    balancers = [asyncio.create_task(QuotaBalancer([g.node for g in groups], clock).run()),
-                 asyncio.create_task(LeaderBalancer(cfg.node_id, [g.node for g in groups]).run())] \
+
+    async def place(k: int, peers: tuple[Peer, ...]) -> Group:
+        placement.seed_membership(cfg, k, peers)
+        g = build_group(parts, k, peers)
+        wire(g)
+        groups.by_shard[k] = g
+        g.start()
+        return g
+
+    async def drop(g: Group) -> None:
+        groups.by_shard.pop(g.shard, None)         # no call reaches it from now on
+        g.hub.close_all(f"this node no longer holds shard {g.shard}")
+        await g.stop()
+        await placement.forget_replica(g)
+    # Sharded: the groups placed here (schedd.runtime.placement), the cluster's quotas split over
+    # the groups (schedd.leader.quota_balance) and leaders spread over the nodes.
+    balancers = [asyncio.create_task(QuotaBalancer(groups.nodes, clock).run()),
+                 asyncio.create_task(LeaderBalancer(cfg.node_id, groups.nodes,
+                                                    lambda: placement.current_map(node)).run()),
+                 asyncio.create_task(placement.Placement(cfg, groups, place, drop,
+                                                         placement.MapKeeper(node, cfg.shards, clock)).run())] \
         if cfg.shards > 1 else []
     log.info("node %s serving gRPC on %s (%s), Raft on %s, metrics and dashboard on %s, fsync=%s", cfg.node_id,
              cfg.grpc_address, _describe_tls(reloader), cfg.raft_address,
@@ -332,4 +371,5 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
             await web.close()
         await server.stop(grace=2.0)
         await _close_groups(groups)
+        await calls.close()
         log.info("node %s stopped", cfg.node_id)

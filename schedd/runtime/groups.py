@@ -10,7 +10,9 @@ clock, TLS, the dashboard, the audit queue of refused calls (group 0's).
 
 Shard k's replica on a node lives in `<data_dir>/shards/<k>` (shard 0 in `data_dir` itself, so
 an unsharded node's data dir is shard 0's) and listens on the node's Raft port + k
-(`shards.shard_raft_address`, the same rule for every node).
+(`shards.shard_raft_address`, the same rule for every node). Which groups a node hosts is the
+shard map's business (schedd.runtime.placement): every node hosts group 0; a replica of another
+group comes and goes as `schedctl shard move` moves it (`GroupSet` holds the ones hosted now).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import asyncio
 import dataclasses
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,16 +61,23 @@ class ShardCountError(RuntimeError):
     """The data dir was made for another shard count (S is fixed when the cluster is made)."""
 
 
-def group_config(cfg: NodeConfig, shard: int) -> NodeConfig:
+def group_config(cfg: NodeConfig, shard: int, peers: tuple[Peer, ...] | None = None) -> NodeConfig:
     """The configuration of this node's replica of `shard`: its data dir and Raft addresses
-    (every peer's too); the gRPC addresses stay the nodes' own (any node accepts any call)."""
+    (every peer's too: `peers`, the nodes' own addresses, default the config's); the gRPC
+    addresses stay the nodes' own (any node accepts any call)."""
     if cfg.shards <= 1 or shard == 0:
         return cfg
     return dataclasses.replace(
-        cfg, data_dir=Path(cfg.data_dir) / "shards" / str(shard),
+        cfg, data_dir=group_dir(cfg, shard),
         raft_address=shard_raft_address(cfg.raft_address, shard),
         raft_bind=shard_raft_address(cfg.raft_bind, shard) if cfg.raft_bind else "",
-        peers=tuple(Peer(p.id, shard_raft_address(p.raft_address, shard), p.grpc_address) for p in cfg.peers))
+        peers=tuple(Peer(p.id, shard_raft_address(p.raft_address, shard), p.grpc_address)
+                    for p in (cfg.peers if peers is None else peers)))
+
+
+def group_dir(cfg: NodeConfig, shard: int) -> Path:
+    """Where this node keeps its replica of `shard`."""
+    return Path(cfg.data_dir) if shard == 0 else Path(cfg.data_dir) / "shards" / str(shard)
 
 
 def check_shard_count(cfg: NodeConfig) -> None:
@@ -171,6 +180,33 @@ async def _keep_membership(node: RaftNode, period_s: float = 1.0) -> None:
 
 
 @dataclass(slots=True)
+class GroupSet:
+    """The shard groups this node hosts now, by shard (group 0 always). Everything the node
+    does over its groups reads it when it acts, so a replica built or dropped at run time
+    (a shard move) is seen at once."""
+
+    shards: int
+    by_shard: dict[int, Group] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[Group]:
+        return iter([self.by_shard[k] for k in sorted(self.by_shard)])
+
+    def __contains__(self, shard: object) -> bool:
+        return shard in self.by_shard
+
+    def get(self, shard: int) -> Group | None:
+        return self.by_shard.get(shard)
+
+    @property
+    def zero(self) -> Group:
+        return self.by_shard[0]
+
+    def nodes(self) -> dict[int, RaftNode]:
+        """Each hosted group's replica, by shard."""
+        return {k: self.by_shard[k].node for k in sorted(self.by_shard)}
+
+
+@dataclass(slots=True)
 class NodeParts:
     """What the node shares with every group it hosts."""
 
@@ -187,10 +223,12 @@ class NodeParts:
     sealer: Any = None               # signs backup headers (schedd.runtime.restore.header_sealer)
 
 
-def build_group(parts: NodeParts, shard: int) -> Group:
-    """Group `shard`'s replica and services on this node (module doc). Built on the main thread
-    (pysyncobj's tick thread dies with the thread that builds its SyncObj)."""
-    cfg = group_config(parts.cfg, shard)
+def build_group(parts: NodeParts, shard: int, peers: tuple[Peer, ...] | None = None) -> Group:
+    """Group `shard`'s replica and services on this node (module doc); `peers`: the nodes
+    holding the group's replicas, when not the config's (a replica a shard move places here).
+    Built on the main thread (pysyncobj's tick thread dies with the thread that builds its
+    SyncObj)."""
+    cfg = group_config(parts.cfg, shard, peers)
     Path(cfg.data_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
     clock = parts.clock
     # a sharded node's groups record which shard each applied entry, role change and push is for

@@ -8,6 +8,7 @@ the process before any metric is made."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
@@ -91,13 +92,15 @@ class Metrics:
             self._runs.on_applied(entry, result)
 
 
-def by_shard(registries: list[CollectorRegistry]) -> CollectorRegistry:
-    """One registry serving every shard group's series with a `shard` label (a sharded node has a
-    registry per group: its Raft, dispatch, lateness and per-job series). Families of the same
-    name are merged, so `/metrics` has one HELP and TYPE per metric, as Prometheus expects."""
+def by_shard(registries: Callable[[], Mapping[int, CollectorRegistry]]) -> CollectorRegistry:
+    """One registry serving the series of every shard group this node hosts (`registries()` at
+    each scrape: a replica a shard move places here or takes away is seen at once) with a
+    `shard` label (a sharded node has a registry per group: its Raft, dispatch, lateness and
+    per-job series). Families of the same name are merged, so `/metrics` has one HELP and TYPE
+    per metric, as Prometheus expects."""
     def families() -> Any:
         merged: dict[str, Metric] = {}
-        for k, registry in enumerate(registries):
+        for k, registry in sorted(registries().items()):
             for fam in registry.collect():
                 out = merged.get(fam.name)
                 if out is None:

@@ -29,7 +29,7 @@ def test_every_kind_is_registered_at_exactly_one_level() -> None:
     assert C.FEATURES.level_of(C.AUDIT_NOTE) == 2 and C.FEATURES.level_of(C.MEMBERS) == 2
     assert C.FEATURES.level_of(C.START_MANY) == C.FEATURES.level_of(C.FINISH_MANY) == 3
     assert C.FEATURES.levels[3].kinds == ()     # level 4: snapshot format 6 only
-    assert C.FEATURES.max_level == 10 and C.FEATURES.levels[4].kinds == ()     # level 5: audit errors limited
+    assert C.FEATURES.max_level == 11 and C.FEATURES.levels[4].kinds == ()     # level 5: audit errors limited
     assert C.FEATURES.levels[5].kinds == ()                                     # level 6: container specs (fl)
     assert C.FEATURES.levels[6].kinds == (C.RUN_RETRY, C.DAG_CLEAR)             # level 7: run flow, history on disk
     assert C.FEATURES.levels[7].kinds == (C.CALENDAR_PUT, C.CALENDAR_DELETE,     # level 8: calendars, blackouts
@@ -208,7 +208,7 @@ def test_an_older_builds_table_is_for_test_mode_only(monkeypatch) -> None:
     monkeypatch.setenv("SCHEDD_TEST_MODE", "1")
     faults = configure_node(SimpleNamespace(test_mode=True, node_id="n1"))
     assert faults.feature_table(C.FEATURES).max_level == 1
-    monkeypatch.setenv(FEATURE_LEVEL_ENV, "11")
+    monkeypatch.setenv(FEATURE_LEVEL_ENV, str(C.FEATURES.max_level + 1))
     with pytest.raises(TestModeError, match="feature level must be"):
         configure_node(SimpleNamespace(test_mode=True, node_id="n1"))
 

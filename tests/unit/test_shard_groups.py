@@ -64,7 +64,7 @@ def test_metrics_of_every_group_come_out_once_labelled_by_shard():
         r = CollectorRegistry()
         Counter("schedd_fired_total", "Instants dispatched", ["trigger"], registry=r).labels("cron").inc(k + 1)
         regs.append(r)
-    text = generate_latest(by_shard(regs)).decode()
+    text = generate_latest(by_shard(lambda: dict(enumerate(regs)))).decode()
     assert text.count("# TYPE schedd_fired_total counter") == 1
     for k in range(3):
         assert f'schedd_fired_total{{shard="{k}",trigger="cron"}} {k + 1}.0' in text
