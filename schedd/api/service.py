@@ -1226,6 +1226,8 @@ class ClusterService(pb_grpc.ClusterServicer):
         self.calls: Any = None            # schedd.api.shard_calls.GroupCalls
         self.mover: Any = None            # schedd.runtime.shard_moves.ShardMover
         self.map_version: Callable[[], int] = lambda: 1
+        # the replicas the shard map places for a shard (None: its group's Raft configuration)
+        self.placed: Callable[[int], list[str] | None] = lambda k: None
 
     def _now_ms(self) -> int:
         return self.clock.now_ms()
@@ -1303,6 +1305,11 @@ class ClusterService(pb_grpc.ClusterServicer):
         for k in range(max(1, self.shards)):
             if k not in rows and self.calls is not None:
                 rows[k] = await self._remote_row(k)
+        for k, row in rows.items():
+            placed = self.placed(k)
+            if placed is not None:           # the map: a replica given up is not one a moment later
+                row.ClearField("replicas")
+                row.replicas.extend(sorted(placed))
         return [rows[k] for k in sorted(rows)]
 
     async def _remote_row(self, k: int) -> pb.ShardStatus:

@@ -368,10 +368,11 @@ class LocalCluster:
     def new_node(self, nid: str, *, join: list[str] | None = None) -> NodeProc:
         """Lay out (not start) one more node, `nid`, on fresh ports, whose config asks the
         cluster at `join` (default: every node's gRPC address) to add it (`schedd serve --join`)."""
-        base = restartable_ports(3)
+        base = restartable_ports(2 + self.shards)
         host = self.hosts.get(nid, "127.0.0.1")
+        raft, metrics = (base + 1, base + 2) if self.shards == 1 else (base + 2, base + 1)   # S > 1: S Raft ports
         node = self.nodes[nid] = NodeProc(
-            id=nid, grpc=f"{host}:{base}", raft=f"{host}:{base + 1}", metrics=f"{host}:{base + 2}",
+            id=nid, grpc=f"{host}:{base}", raft=f"{host}:{raft}", metrics=f"{host}:{metrics}",
             config=self.root / f"{nid}.toml", log=self.root / "logs" / f"{nid}.log")
         if self.tls:
             certs.issue(certs.load_ca(self.tls_dir), self.tls_dir, "node", nid,

@@ -395,8 +395,6 @@ def validate(cfg: NodeConfig) -> None:
                           f"with the cluster and signs its join request with it; {GEN_SECRET_HINT}")
     if len(cfg.members) % 2 == 0:
         raise ConfigError(f"a cluster needs an odd number of voting nodes (1, 3 or 5), got {len(cfg.members)}")
-    if cfg.shards > 1 and cfg.join:
-        raise ConfigError("join is not supported with shards > 1 yet: list every node in [[peers]]")
     if cfg.test_mode and os.environ.get("SCHEDD_TEST_MODE") != "1":
         raise ConfigError("test_mode is for the test suite only (set SCHEDD_TEST_MODE=1 to allow it)")
 

@@ -136,7 +136,7 @@ class Group:
         self.tasks = [
             asyncio.create_task(self.dispatcher.run()),
             asyncio.create_task(self.replicas.run(writes_health or quiet)),
-            asyncio.create_task(_keep_membership(node)),
+            asyncio.create_task(_keep_membership(node, self.shard == 0)),
             asyncio.create_task(node_history.keep_pruned(self.history, self.hub.clock.now_ms, cfg.history,
                                                          self._shortest_age)),
             asyncio.create_task(node_history.fill_gaps(
@@ -162,15 +162,17 @@ class Group:
         self.history.close()
 
 
-async def _keep_membership(node: RaftNode, period_s: float = 1.0) -> None:
+async def _keep_membership(node: RaftNode, configured: bool = True, period_s: float = 1.0) -> None:
     """Write the Raft configuration to membership.json whenever it changes (what a restart
-    before the next dump starts from) and log each change, with a config-file disagreement."""
+    before the next dump starts from) and log each change, with a config-file disagreement
+    (`configured`: group 0's, whose members the config file lists; another shard group's
+    members are the shard map's business)."""
     warned = ""
     while True:
         try:
             if node.membership.persist():
                 log.info("membership now: %s", node.membership.describe())
-            disagreement = node.membership.config_disagreement()
+            disagreement = node.membership.config_disagreement() if configured else ""
             if disagreement and disagreement != warned:
                 log.warning("membership: %s", disagreement)
             warned = disagreement

@@ -26,7 +26,7 @@ import grpc
 from schedd.api.shard_calls import GroupCallError, GroupCalls
 from schedd.core.shards import ShardMap, ShardMapError, shard_raft_address
 from schedd.ports.clock import Clock
-from schedd.runtime.placement import current_map, members_of, propose_map
+from schedd.runtime.placement import MapKeeper, current_map, members_of, propose_map
 from schedd_proto import membership_pb2 as mpb
 from schedd_proto import scheduler_pb2 as pb
 
@@ -43,8 +43,8 @@ def MoveRefused(code: grpc.StatusCode, message: str) -> GroupCallError:
 class ShardMover:
     """Carries out moves on group 0's leader (module doc)."""
 
-    def __init__(self, zero: Any, calls: GroupCalls, clock: Clock) -> None:
-        self.zero, self.calls, self.clock = zero, calls, clock
+    def __init__(self, zero: Any, calls: GroupCalls, clock: Clock, keeper: MapKeeper) -> None:
+        self.zero, self.calls, self.clock, self.keeper = zero, calls, clock, keeper
         self._lock = asyncio.Lock()
 
     async def move(self, request: pb.MoveShardRequest) -> pb.MoveShardResponse:
@@ -59,6 +59,8 @@ class ShardMover:
     async def _move(self, request: pb.MoveShardRequest) -> pb.MoveShardResponse:
         started = time.monotonic()
         steps: list[str] = []
+        for _ in range(3):          # a node that joined a moment ago: the map lists it first
+            await self.keeper.step()
         m = self._check(request)
         k, src, dst = request.shard, request.from_node, request.to_node
         if dst not in m.shard(k).replicas:
