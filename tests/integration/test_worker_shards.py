@@ -1,11 +1,17 @@
 """A worker on a real sharded cluster (3 node processes, 3 shard groups, TLS and access control
 on): one `schedd worker` process runs the jobs of every shard, each shard's run reported to the
-leader that assigned it, and it keeps doing so after a node that leads a shard is SIGKILLed."""
+leader that assigned it, and it keeps doing so after a node that leads a shard is SIGKILLed, and
+after one is frozen: the stream of that shard moves to the shard's new leader."""
 
 from __future__ import annotations
 
+import re
+import signal
+import sys
+
 import pytest
 
+from schedd.core.shards import shard_of
 from schedd.ports.fakes import wait_until
 from schedd_client import job_spec
 from tests.integration.test_shards import leaders, names_over_shards
@@ -14,6 +20,12 @@ from tests.support.cluster import finished
 pytestmark = pytest.mark.integration
 
 SHARDS = 3
+# `schedd worker` whose streams send no keepalive pings (as to a node that never said it takes
+# them): a frozen leader's stream then stays open, and only the link's term watch can find the
+# shard's new leader.
+NO_PINGS = ("import runpy, sys; import schedd_worker.leader_link as link; "
+            "link._STREAM_OPTIONS = link._CHANNEL_OPTIONS; "
+            "sys.argv = ['schedd', *sys.argv[4:]]; runpy.run_module('schedd', run_name='__main__')")
 
 
 def run_all(client, names: list[str]) -> list:
@@ -44,3 +56,46 @@ def test_one_worker_serves_every_shard_and_follows_each_shards_leader(cluster_fa
         done = run_all(client, names)
         assert [e.state for e in done] == ["SUCCEEDED"] * len(names)
         assert {e.attempts[-1].worker for e in done} == {"w1"}
+
+
+def stream_leader(c, worker: str, shard: int) -> str:
+    """The node the worker's stream of `shard` went to last ("" before any), from its log."""
+    found = re.findall(rf"connected to shard {shard} leader (\S+) at", c.workers[worker].log.read_text())
+    return found[-1] if found else ""
+
+
+def test_a_shards_stream_to_a_frozen_leader_moves_to_that_shards_new_leader(cluster_factory):
+    """Shard k's leader is SIGSTOPped: its TCP connections stay open and nothing ends the
+    stream, so the worker must notice shard k's newer leader from its nodes' answers (its
+    NodeInfo probe names shard k) and move that stream there, while shard 0's stays where it is."""
+    c = cluster_factory(size=3, shards=SHARDS, scheduler={"lease_ms": 3000})
+    c.wrap["worker:w1"] = [sys.executable, "-c", NO_PINGS]
+    c.start()
+    c.wait_leader(timeout=60)
+    c.wait_shards(timeout=60)
+    with c.client(timeout=30) as client:
+        def apart() -> int | None:
+            now = leaders(client)
+            return next((k for k in range(1, SHARDS) if now[k] not in ("", now[0])), None)
+        k = wait_until(apart, timeout=60, what="a shard k > 0 led by a node that does not lead shard 0")
+        name = next(n for n in names_over_shards(1, shards=SHARDS, prefix="frozen") if shard_of(n, SHARDS) == k)
+        client.put_job(job_spec(name, command="echo ran"))
+        c.start_worker("w1", slots=6, drain_grace_s=5)
+        frozen = wait_until(lambda: (ld := leaders(client)[k]) == stream_leader(c, "w1", k) and ld,
+                            timeout=60, what=f"w1's stream of shard {k} on shard {k}'s leader")
+        zero = wait_until(lambda: stream_leader(c, "w1", 0), timeout=60, what="w1's stream of shard 0")
+        c.signal_node(frozen, signal.SIGSTOP)
+        try:
+            new = wait_until(lambda: (ld := leaders(client).get(k)) not in ("", frozen) and ld, timeout=60,
+                             what=f"shard {k} re-elected without {frozen}")
+            wait_until(lambda: stream_leader(c, "w1", k) == new, timeout=30,
+                       what=f"w1's stream of shard {k} on its new leader {new}")
+            log = c.workers["w1"].log.read_text()
+            assert f" leads of shard {k} in term " in log            # the watch, not an ended stream
+            if zero != frozen:
+                assert stream_leader(c, "w1", 0) == zero
+            eid = client.trigger_job(name).id
+            ex = wait_until(lambda: finished(client, eid), timeout=60, what=f"{name} to run")
+            assert ex.state == "SUCCEEDED" and ex.attempts[-1].worker == "w1", ex
+        finally:
+            c.signal_node(frozen, signal.SIGCONT)
