@@ -65,35 +65,33 @@ def stream_leader(c, worker: str, shard: int) -> str:
 
 
 def test_a_shards_stream_to_a_frozen_leader_moves_to_that_shards_new_leader(cluster_factory):
-    """Shard k's leader is SIGSTOPped: its TCP connections stay open and nothing ends the
-    stream, so the worker must notice shard k's newer leader from its nodes' answers (its
-    NodeInfo probe names shard k) and move that stream there, while shard 0's stays where it is."""
+    """Shard 1's leader is SIGSTOPped: its TCP connections stay open and nothing ends the
+    stream, so the worker must notice shard 1's newer leader from its nodes' answers (its
+    NodeInfo probe names shard 1) and move that stream there, while shard 0's stays where it is."""
     c = cluster_factory(size=3, shards=SHARDS, scheduler={"lease_ms": 3000})
     c.wrap["worker:w1"] = [sys.executable, "-c", NO_PINGS]
     c.start()
     c.wait_leader(timeout=60)
     c.wait_shards(timeout=60)
+    name = next(n for n in names_over_shards(1, shards=SHARDS, prefix="frozen") if shard_of(n, SHARDS) == 1)
     with c.client(timeout=30) as client:
-        def apart() -> int | None:
-            now = leaders(client)
-            return next((k for k in range(1, SHARDS) if now[k] not in ("", now[0])), None)
-        k = wait_until(apart, timeout=60, what="a shard k > 0 led by a node that does not lead shard 0")
-        name = next(n for n in names_over_shards(1, shards=SHARDS, prefix="frozen") if shard_of(n, SHARDS) == k)
+        # each node leads one shard, so the leader balancer moves none, and shard 1's leader
+        # is not shard 0's
+        wait_until(lambda: len(set(leaders(client).values()) - {""}) == SHARDS, timeout=60,
+                   what="each node leading one shard")
         client.put_job(job_spec(name, command="echo ran"))
         c.start_worker("w1", slots=6, drain_grace_s=5)
-        frozen = wait_until(lambda: (ld := leaders(client)[k]) == stream_leader(c, "w1", k) and ld,
-                            timeout=60, what=f"w1's stream of shard {k} on shard {k}'s leader")
-        zero = wait_until(lambda: stream_leader(c, "w1", 0), timeout=60, what="w1's stream of shard 0")
+        now = wait_until(lambda: (ls := leaders(client)) == {k: stream_leader(c, "w1", k) for k in ls} and ls,
+                         timeout=60, what="w1's stream of each shard on that shard's leader")
+        frozen = now[1]
         c.signal_node(frozen, signal.SIGSTOP)
         try:
-            new = wait_until(lambda: (ld := leaders(client).get(k)) not in ("", frozen) and ld, timeout=60,
-                             what=f"shard {k} re-elected without {frozen}")
-            wait_until(lambda: stream_leader(c, "w1", k) == new, timeout=30,
-                       what=f"w1's stream of shard {k} on its new leader {new}")
-            log = c.workers["w1"].log.read_text()
-            assert f" leads of shard {k} in term " in log            # the watch, not an ended stream
-            if zero != frozen:
-                assert stream_leader(c, "w1", 0) == zero
+            new = wait_until(lambda: (ld := leaders(client).get(1)) not in ("", frozen) and ld, timeout=60,
+                             what=f"shard 1 re-elected without {frozen}")
+            wait_until(lambda: stream_leader(c, "w1", 1) == new, timeout=30,
+                       what=f"w1's stream of shard 1 on its new leader {new}")
+            assert " leads of shard 1 in term " in c.workers["w1"].log.read_text()   # the watch did it
+            assert stream_leader(c, "w1", 0) == now[0]
             eid = client.trigger_job(name).id
             ex = wait_until(lambda: finished(client, eid), timeout=60, what=f"{name} to run")
             assert ex.state == "SUCCEEDED" and ex.attempts[-1].worker == "w1", ex
