@@ -52,10 +52,8 @@ from schedd.settings import Peer, TlsSettings
 from schedd.versions import build_info
 from schedd_client.channels import KEEPALIVE_MIN_MS, Security, open_aio_channel
 from schedd.testing import hooks as testing
-from schedd_proto import (acl_pb2, acl_pb2_grpc, backup_pb2, backup_pb2_grpc, dags_pb2, dags_pb2_grpc,
-                          membership_pb2, membership_pb2_grpc)
-from schedd_proto import calendars_pb2, calendars_pb2_grpc, logs_pb2, logs_pb2_grpc
-from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import (acl_pb2_grpc, backup_pb2_grpc, calendars_pb2_grpc, dags_pb2_grpc, logs_pb2_grpc,
+                          membership_pb2_grpc)
 from schedd_proto import scheduler_pb2_grpc as pb_grpc
 
 log = logging.getLogger("schedd")
@@ -86,6 +84,11 @@ SERVICES: dict[str, tuple[str, type, Callable[[Any, grpc.aio.Server], None]]] = 
     "Calendars": ("schedd.v1.Calendars", calendars_pb2_grpc.CalendarsServicer,
                   calendars_pb2_grpc.add_CalendarsServicer_to_server),
 }
+# What reflection lists (grpcurl): every service above, health and reflection itself.
+REFLECTED = (*(full for full, _, _ in SERVICES.values()), health.SERVICE_NAME, reflection.SERVICE_NAME)
+# The services health also answers by name, SERVING with liveness (a follower still answers
+# Cluster.Status and stale reads): the names load balancers and probes were given to check.
+HEALTH_BY_SERVICE = tuple(SERVICES[name][0] for name in ("Scheduler", "Cluster"))
 
 
 def server_tls(tls: TlsSettings, binds: dict[str, str]) -> CertReloader | None:
@@ -272,17 +275,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         testing.add_admin_service(server, clock, node, faults)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    names = (pb.DESCRIPTOR.services_by_name["Scheduler"].full_name,
-             pb.DESCRIPTOR.services_by_name["Cluster"].full_name,
-             pb.DESCRIPTOR.services_by_name["Workers"].full_name, health.SERVICE_NAME,
-             reflection.SERVICE_NAME, dags_pb2.DESCRIPTOR.services_by_name["Dags"].full_name,
-             acl_pb2.DESCRIPTOR.services_by_name["Acl"].full_name,
-             acl_pb2.DESCRIPTOR.services_by_name["Audit"].full_name,
-             membership_pb2.DESCRIPTOR.services_by_name["Membership"].full_name,
-             backup_pb2.DESCRIPTOR.services_by_name["Backup"].full_name,
-             logs_pb2.DESCRIPTOR.services_by_name["Logs"].full_name,
-             calendars_pb2.DESCRIPTOR.services_by_name["Calendars"].full_name)
-    reflection.enable_server_reflection(names, server)
+    reflection.enable_server_reflection(REFLECTED, server)
     port = (server.add_secure_port(cfg.grpc_address, reloader.credentials()) if reloader is not None
             else server.add_insecure_port(cfg.grpc_address))
     if port == 0:
@@ -298,7 +291,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     await server.start()
     if dashboard_socket is not None:
         dashboard_socket.chmod(0o600)          # like every file of the data dir (connecting needs write)
-    for name in ("", LIVENESS_SERVICE, *names[:2]):
+    for name in ("", LIVENESS_SERVICE, *HEALTH_BY_SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     await health_servicer.set(WRITES_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
 
@@ -364,7 +357,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         audit_task.cancel()
         for t in balancers:
             t.cancel()
-        for name in ("", LIVENESS_SERVICE, WRITES_SERVICE, *names[:2]):
+        for name in ("", LIVENESS_SERVICE, WRITES_SERVICE, *HEALTH_BY_SERVICE):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         for g in groups:
             g.hub.close_all("node stopping")

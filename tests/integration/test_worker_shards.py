@@ -1,11 +1,17 @@
 """A worker on a real sharded cluster (3 node processes, 3 shard groups, TLS and access control
 on): one `schedd worker` process runs the jobs of every shard, each shard's run reported to the
-leader that assigned it, and it keeps doing so after a node that leads a shard is SIGKILLed."""
+leader that assigned it, and it keeps doing so after a node that leads a shard is SIGKILLed, and
+after one is frozen: the stream of that shard moves to the shard's new leader."""
 
 from __future__ import annotations
 
+import re
+import signal
+import sys
+
 import pytest
 
+from schedd.core.shards import shard_of
 from schedd.ports.fakes import wait_until
 from schedd_client import job_spec
 from tests.integration.test_shards import leaders, names_over_shards
@@ -14,6 +20,12 @@ from tests.support.cluster import finished
 pytestmark = pytest.mark.integration
 
 SHARDS = 3
+# `schedd worker` whose streams send no keepalive pings (as to a node that never said it takes
+# them): a frozen leader's stream then stays open, and only the link's term watch can find the
+# shard's new leader.
+NO_PINGS = ("import runpy, sys; import schedd_worker.leader_link as link; "
+            "link._STREAM_OPTIONS = link._CHANNEL_OPTIONS; "
+            "sys.argv = ['schedd', *sys.argv[4:]]; runpy.run_module('schedd', run_name='__main__')")
 
 
 def run_all(client, names: list[str]) -> list:
@@ -44,3 +56,44 @@ def test_one_worker_serves_every_shard_and_follows_each_shards_leader(cluster_fa
         done = run_all(client, names)
         assert [e.state for e in done] == ["SUCCEEDED"] * len(names)
         assert {e.attempts[-1].worker for e in done} == {"w1"}
+
+
+def stream_leader(c, worker: str, shard: int) -> str:
+    """The node the worker's stream of `shard` went to last ("" before any), from its log."""
+    found = re.findall(rf"connected to shard {shard} leader (\S+) at", c.workers[worker].log.read_text())
+    return found[-1] if found else ""
+
+
+def test_a_shards_stream_to_a_frozen_leader_moves_to_that_shards_new_leader(cluster_factory):
+    """Shard 1's leader is SIGSTOPped: its TCP connections stay open and nothing ends the
+    stream, so the worker must notice shard 1's newer leader from its nodes' answers (its
+    NodeInfo probe names shard 1) and move that stream there, while shard 0's stays where it is."""
+    c = cluster_factory(size=3, shards=SHARDS, scheduler={"lease_ms": 3000})
+    c.wrap["worker:w1"] = [sys.executable, "-c", NO_PINGS]
+    c.start()
+    c.wait_leader(timeout=60)
+    c.wait_shards(timeout=60)
+    name = next(n for n in names_over_shards(1, shards=SHARDS, prefix="frozen") if shard_of(n, SHARDS) == 1)
+    with c.client(timeout=30) as client:
+        # each node leads one shard, so the leader balancer moves none, and shard 1's leader
+        # is not shard 0's
+        wait_until(lambda: len(set(leaders(client).values()) - {""}) == SHARDS, timeout=60,
+                   what="each node leading one shard")
+        client.put_job(job_spec(name, command="echo ran"))
+        c.start_worker("w1", slots=6, drain_grace_s=5)
+        now = wait_until(lambda: (ls := leaders(client)) == {k: stream_leader(c, "w1", k) for k in ls} and ls,
+                         timeout=60, what="w1's stream of each shard on that shard's leader")
+        frozen = now[1]
+        c.signal_node(frozen, signal.SIGSTOP)
+        try:
+            new = wait_until(lambda: (ld := leaders(client).get(1)) not in ("", frozen) and ld, timeout=60,
+                             what=f"shard 1 re-elected without {frozen}")
+            wait_until(lambda: stream_leader(c, "w1", 1) == new, timeout=30,
+                       what=f"w1's stream of shard 1 on its new leader {new}")
+            assert " leads of shard 1 in term " in c.workers["w1"].log.read_text()   # the watch did it
+            assert stream_leader(c, "w1", 0) == now[0]
+            eid = client.trigger_job(name).id
+            ex = wait_until(lambda: finished(client, eid), timeout=60, what=f"{name} to run")
+            assert ex.state == "SUCCEEDED" and ex.attempts[-1].worker == "w1", ex
+        finally:
+            c.signal_node(frozen, signal.SIGCONT)

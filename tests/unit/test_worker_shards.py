@@ -27,11 +27,20 @@ class ShardLeader(FakeLeader):
     """The leader of one shard of `shards`; `peers` are every shard's leader."""
 
     def __init__(self, shard: int, shards: int, *, terms: dict[int, int] = TERMS, routes_probes: bool = True,
-                 **kw) -> None:
+                 node_info: bool = False, **kw) -> None:
         super().__init__(term=terms.get(shard, 4), leader_id=f"leader-{shard}", **kw)
         self.shard, self.shards = shard, shards
         self.peers: dict[int, ShardLeader] = {}
         self.routes_probes = routes_probes   # False: Status answers about shard 0 whatever the header
+        self.node_info = node_info           # answers NodeInfo about the shard named (False: an older build)
+
+    async def NodeInfo(self, request, context):
+        if not self.node_info:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "an older build")
+        p = self.peers.get(int(self._saw_shard_header("NodeInfo", context) or 0), self)
+        if p is self:
+            return pb.NodeStatus(id=self.leader_id, role="leader", term=self.term)
+        return pb.NodeStatus(id=self.leader_id, role="follower", term=p.term, leader_grpc_address=p.address)
 
     async def Status(self, request, context):
         self.statuses += 1
@@ -253,3 +262,31 @@ async def test_probes_answered_about_shard_0_still_find_every_shards_leader_and_
                 what="shard 2 reconnected")
     group[2].assign(41, shell("true"))
     assert (await group[2].result(41)).state == "SUCCEEDED"
+
+
+async def test_each_shards_watch_follows_its_own_shards_newer_leader(cluster, workers):
+    """A node answers NodeInfo about the shard its header names: shard 1's stream to a leader
+    that keeps it open after a newer leader of shard 1 was elected (cut off from its peers, not
+    stepped down yet) moves to the new one, and the other shards' streams stay where they are."""
+    group = await cluster(3, node_info=True)
+    new = await ShardLeader(1, 3, terms={1: TERMS[1] + 1}, node_info=True).start()
+    try:
+        new.peers = group[0].peers              # a follower of shard 1's old leader, until elected
+        w = workers([f.address for f in group] + [new.address], slots=3)
+        await serving(w, group)
+        old = group[1].stream
+        before = [w.rt.lanes[k].link.connections for k in (0, 2)]
+        new.peers = {**group[0].peers, 1: new}  # shard 1 elected `new`; the old leader still leads
+        for f in group:
+            f.peers[1] = new
+        s_new = await new.connected()           # the watch of shard 1's link found it
+        assert s_new.hello.max_term_seen == TERMS[1]
+        await until(lambda: old.ended, what="the stale stream of shard 1 to be dropped")
+        link = w.rt.lanes[1].link
+        await until(lambda: link.connected and link.leader_address == new.address, what="shard 1 on its new leader")
+        assert link.max_term_seen == TERMS[1] + 1
+        assert [w.rt.lanes[k].link.connections for k in (0, 2)] == before   # shard 1's term moved them not
+        new.assign(51, shell("true"))
+        assert (await new.result(51)).state == "SUCCEEDED"
+    finally:
+        await new.stop()

@@ -9,12 +9,12 @@ messages mean; it hands the link a `LinkUser` and reads the link's state (`conne
 A sharded cluster has one link per shard (`shard`): shard k's Connect and probes carry the
 metadata `x-schedd-shard: k` (shard 0's none, as before shards), its terms are that shard's
 group's own, and a Welcome for another shard is refused (its tokens would be another group's).
-A node routes a worker's Connect by that header, but may answer its NodeInfo/Status probes
-about shard 0 (it honours the header on those only when a node forwarded them): so shard k's
-search goes to any leader named, whatever its term, and lets the Connect's FAILED_PRECONDITION
-"leader=" redirect it, and it runs no watch (a newer term of shard 0 would bounce its stream
-every WATCH_S). It notices a lost leader from the stream's end (a leader that steps down ends
-its streams, naming its successor when it knows it) and the keepalive pings, not from the watch.
+A node routes a worker's Connect by that header and answers its NodeInfo probe about its
+replica of the shard named, so every link's search and watch weigh the leaders and terms of
+its own shard: the watch notices shard k's newer leader as it does shard 0's. A node that
+answers only Cluster.Status (an older build) answers it about shard 0: shard k's link takes
+the leader it names for a Connect (whose FAILED_PRECONDITION "leader=" redirects it) but not
+its term (`Answer.term_known`).
 """
 
 from __future__ import annotations
@@ -87,13 +87,7 @@ class LeaderLink:
         self.security = security
         self.hooks = hooks
         self.user = user
-        # Shard k > 0: a node answers NodeInfo/Status about shard 0 unless it routes probes by
-        # the header too, and shard 0's leader and term say nothing of shard k's. So that search
-        # takes any leader named (the Connect, routed by the header, redirects to shard k's) and
-        # no watch compares terms of another group (see the module doc).
-        self.search = LeaderSearch(name, cluster, self._probes,
-                                   (lambda: self.max_term_seen) if shard == 0 else (lambda: 0), self._probe_gap)
-        self.watches = shard == 0
+        self.search = LeaderSearch(name, cluster, self._probes, lambda: self.max_term_seen, self._probe_gap)
         self.max_term_seen = 0
         self.connected = False
         self.leader_address: str | None = None
@@ -260,10 +254,8 @@ class LeaderLink:
             self.user.welcomed(conn)
             reader = asyncio.create_task(conn.reader(self.user.handle))
             ender = asyncio.create_task(conn.end.wait())
-            conn.tasks = [asyncio.create_task(conn.writer()),
-                          asyncio.create_task(self._heartbeats(conn)), reader, ender]
-            if self.watches:
-                conn.tasks.append(asyncio.create_task(self._watch(conn)))
+            conn.tasks = [asyncio.create_task(conn.writer()), asyncio.create_task(self._heartbeats(conn)),
+                          asyncio.create_task(self._watch(conn)), reader, ender]
             await asyncio.wait({reader, ender}, return_when=asyncio.FIRST_COMPLETED)
             if reader.done():
                 reader.result()                   # raises the stream's error
@@ -298,7 +290,7 @@ class LeaderLink:
         attempts one lease from its takeover, so the worker must find it well within that lease
         to report them before they are expired."""
         best = await self.search.watch(conn.address, lambda: conn.term)
-        log.info("%s leads in term %d (we are connected to %s, term %d): reconnecting",
-                 best.leader, best.term, conn.address, conn.term)
+        log.info("%s leads%s in term %d (we are connected to %s, term %d): reconnecting",
+                 best.leader, self.tag, best.term, conn.address, conn.term)
         self._redirect = best.leader
         conn.drop(f"a newer leader ({best.leader}, term {best.term}) exists")

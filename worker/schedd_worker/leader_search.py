@@ -55,6 +55,11 @@ class Answer:
     leader: str = ""
     term: int = 0
     why: str = ""
+    # False: `term` is another shard group's (a shard k's probe that only Cluster.Status
+    # answered: a node routes Status by the header only when a node forwarded it, so it answers
+    # about shard 0). Such a leader is worth a Connect (which redirects), its term is not a
+    # newer leader of this shard.
+    term_known: bool = True
     pings: bool = False                  # the node accepts our keepalive pings (NodeStatus.accepts_pings_ms)
     refused: grpc.aio.AioRpcError | None = None   # the node refused our credential (CredentialRefused)
     took_credential: bool = False        # the node answered past authentication
@@ -80,8 +85,8 @@ class Probes:
     speaks_tls: Callable[[str], bool] | None = None
     channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
     old: set[str] = field(default_factory=set)       # refused NodeInfo (an older build): Status
-    # a shard's link (`x-schedd-shard: k`, k > 0): a node answers about its replica of that
-    # shard, whose leader and term are not shard 0's (None: shard 0, sent as today)
+    # a shard's link (`x-schedd-shard: k`, k > 0): a node answers NodeInfo about its replica of
+    # that shard, whose leader and term are not shard 0's (None: shard 0, sent as today)
     metadata: tuple[tuple[str, str], ...] | None = None
 
     async def ask(self, addr: str) -> Answer:
@@ -109,7 +114,8 @@ class Probes:
             return Answer(why=f"{addr}: {describe(e)}", refused=e if is_refusal(e) else None)
         if not st.leader_grpc_address:
             return Answer(why=f"{addr}: knows no leader yet", took_credential=True)
-        return Answer(dialable(st.leader_grpc_address, addr), _leader_term(st), took_credential=True)
+        return Answer(dialable(st.leader_grpc_address, addr), _leader_term(st), took_credential=True,
+                      term_known=self.metadata is None)
 
     async def close(self) -> None:
         channels, self.channels = list(self.channels.values()), {}
@@ -182,7 +188,7 @@ class LeaderSearch:
                 return ""
             seen.answered = seen.answered or a.took_credential
             term = self.max_term_seen()
-            if a.leader and a.term >= term:
+            if a.leader and (a.term >= term or not a.term_known):
                 self.pings[a.leader] = a.pings
                 return a.leader
             why[addr] = a.why or f"{addr}: names a leader of term {a.term}, already saw {term}"
@@ -200,7 +206,7 @@ class LeaderSearch:
                 await asyncio.sleep(WATCH_S)
                 others = [a for a in self.known() if a != address] or list(self.cluster)
                 answers = await asyncio.gather(*(probes.ask(a) for a in others))
-                newer = [a for a in answers if a.leader and a.term > term()]
+                newer = [a for a in answers if a.leader and a.term_known and a.term > term()]
                 if newer:
                     return max(newer, key=lambda a: a.term)
         finally:

@@ -96,10 +96,10 @@ Shards
     and messages_read), lanes 1..S-1 started at once and kept until the process stops (the count
     only grows). Shard k's link sends the metadata `x-schedd-shard: k` on its Connect (a node
     routes it to its replica of shard k, which redirects to shard k's leader as a follower does
-    today) and on its probes; shard 0's sends none. Since a node may answer the probes about
-    shard 0, shard k's search takes any leader named and follows the redirect, and runs no
-    watch (`leader_link`: terms of different groups do not compare). Everything above holds per lane, towards that
-    shard's leader. A Welcome that says 0 or 1 (an unsharded cluster, an older server) changes
+    today) and on its probes; shard 0's sends none. A node answers the NodeInfo probe about
+    its replica of the shard named, so each lane's search and watch follow its own shard's
+    leader and terms (`leader_link`: terms of different groups never compare). Everything
+    above holds per lane, towards that shard's leader. A Welcome that says 0 or 1 (an unsharded cluster, an older server) changes
     nothing: one lane, no metadata, every slot offered, as before shards.
     What is per process is shared: the executors, the log folder, the pool of slots, the drain
     (every lane drains at once, with one grace) and the name and incarnation (each shard's
