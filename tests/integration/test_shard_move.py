@@ -17,6 +17,7 @@ from schedd.core.shards import shard_of
 from schedd.ports.fakes import wait_until
 from schedd_client import Client, job_spec
 from tests.integration.test_shards import SHARDS, assert_once_each, history, names_over_shards
+from tests.integration.test_worker_shards import run_all
 from tests.support.cluster import schedctl
 
 pytestmark = pytest.mark.integration
@@ -29,10 +30,11 @@ def replicas(client, shard: int) -> list[str]:
 
 
 def test_a_shard_replica_moves_to_a_fourth_node_under_load(cluster_factory):
-    c = cluster_factory(size=3, shards=SHARDS)
+    c = cluster_factory(size=3, shards=SHARDS, scheduler={"lease_ms": 3000})
     c.start()
     c.wait_leader(timeout=60)
     c.wait_shards(timeout=60)
+    c.start_worker("w1", slots=6, drain_grace_s=5)
     names = names_over_shards(2)
     mine = [n for n in names if shard_of(n, SHARDS) == MOVED]
     with c.client(timeout=30) as client:
@@ -90,6 +92,11 @@ def test_a_shard_replica_moves_to_a_fourth_node_under_load(cluster_factory):
             with Client([c.nodes[nid].grpc], security=c.security(), timeout=30) as one:
                 for name, cmd in acked.items():
                     assert one.get_job(name).spec.handler.shell.command == cmd, (nid, name)
+        # The worker runs the moved shard's jobs wherever its leader is now (n4 included).
+        runs = [n for n in names_over_shards(2, prefix="moved") if shard_of(n, SHARDS) == MOVED]
+        client.put_jobs([job_spec(n, command="echo moved") for n in runs])
+        done = run_all(client, runs)
+        assert [e.state for e in done] == ["SUCCEEDED"] * len(runs)
         before = {n: len(history(client, n)) for n in names}
         wait_until(lambda: all(len(history(client, n)) >= before[n] + 3 for n in names), timeout=60,
                    what="every job fired three more times after the move")
