@@ -1075,11 +1075,14 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             herd.check_window(start, end, request.by, top)
         except herd.ForecastError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        read = await asyncio.to_thread(forecasts.read_groups,
-                                   list(self.groups().values()) if self.groups is not None else [self.node],
-                                   auth.read_filter())
+        hosted = self.groups() if self.groups is not None else {0: self.node}
+        read = await asyncio.to_thread(forecasts.read_groups, list(hosted.values()), auth.read_filter())
         hub = getattr(self.dispatcher, "hub", None) if self.node.is_leader() else None
         notes = [read.note()]
+        elsewhere = [k for k in range(self.router.shards) if k not in hosted]
+        if elsewhere:           # replicas moved off group 0's leader's node (schedctl shard move)
+            notes.append(f"shards {', '.join(map(str, elsewhere))} have no replica on {self.node.cfg.node_id} "
+                         "(group 0's leader, which answers): their jobs are not counted")
         if not auth.may("operator", "cluster"):
             hub = None
             notes.append("worker slots are shown to callers with the operator capability")

@@ -123,4 +123,4 @@ class QuotaBalancer:
         entry = C.encode(kind, rid="", now=self.clock.now_ms(), term=node.term, by=node.cfg.node_id, **args)
         result = await node.propose(entry, timeout=PROPOSE_TIMEOUT_S)
         if not result.ok:
-            log.info("quota balancing: %s %s refused: %s", kind, args.get("key"), result.message)
+            log.info("quota balancing: %s %s refused: %s", kind, args.get("key"), result.msg)

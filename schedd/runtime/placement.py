@@ -132,7 +132,7 @@ async def propose_map(zero: Any, m: ShardMap, clock: Clock, timeout: float = 10.
     if result.ok:
         log.info("shard map: version %d recorded", m.version)
     else:
-        log.info("shard map: version %d refused: %s", m.version, result.message)
+        log.info("shard map: version %d refused: %s", m.version, result.msg)
     return result
 
 

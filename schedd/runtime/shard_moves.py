@@ -26,6 +26,7 @@ import grpc
 from schedd.api.shard_calls import GroupCallError, GroupCalls
 from schedd.core.shards import ShardMap, ShardMapError, shard_raft_address
 from schedd.ports.clock import Clock
+from schedd.replication.node import NotApplied, OutcomeUnknown
 from schedd.runtime.placement import MapKeeper, current_map, members_of, propose_map
 from schedd_proto import membership_pb2 as mpb
 from schedd_proto import scheduler_pb2 as pb
@@ -116,10 +117,14 @@ class ShardMover:
         now = current_map(self.zero)
         assert now is not None                     # _check saw one; a map is never unrecorded
         m = change(now)
-        result = await propose_map(self.zero, m, self.clock)
+        try:
+            result = await propose_map(self.zero, m, self.clock)
+        except (NotApplied, OutcomeUnknown) as e:
+            raise MoveRefused(grpc.StatusCode.UNAVAILABLE, f"shard map version {m.version}: {e}; ask again to "
+                                                           "resume the move") from None
         if not result.ok:
             raise MoveRefused(grpc.StatusCode.UNAVAILABLE, f"shard map version {m.version} not recorded "
-                                                           f"({result.message}); ask again to resume the move")
+                                                           f"({result.msg}); ask again to resume the move")
         return m
 
     async def _group_call(self, k: int, method: str, request: Any, *, done_if: str = "") -> Any:
