@@ -110,3 +110,17 @@ def test_a_shard_replica_moves_to_a_fourth_node_under_load(cluster_factory):
         assert refused.returncode != 0 and "shard 0" in refused.stderr
         refused = schedctl(c, "shard", "move", "1", "--from", "n1", "--to", "n9", check=False)
         assert refused.returncode != 0 and "n9" in refused.stderr
+
+        # Restarted, n4 hosts its replica again from its directory, and the old holder does not.
+        for nid in ("n4", src):
+            c.stop_node(nid)
+            c.start_node(nid)
+        with Client([c.nodes["n4"].grpc], security=c.security(), timeout=30) as n4:
+            wait_until(lambda: any(s.shard == MOVED and s.answered_by == "n4" and s.leader_id and s.lag == 0
+                                   and s.applied_index > 0 for s in n4.list_shards().items),
+                       timeout=60, what="n4's replica of the moved shard back after its restart")
+        with Client([c.nodes[src].grpc], security=c.security(), timeout=30) as old:
+            wait_until(lambda: {s.shard: s.answered_by for s in old.list_shards().items}.get(MOVED) not in
+                       (None, "", src), timeout=60, what=f"{src} answering for shard {MOVED} from a holder")
+            assert old.get_job(mine[0]).spec.name == mine[0]
+        assert not gone.exists()
