@@ -13,6 +13,8 @@ import gc
 import logging
 import os
 import signal
+import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -159,6 +161,28 @@ def _reload(cfg: NodeConfig, reloader: CertReloader | None, routers: list[Router
     task = asyncio.get_running_loop().create_task(swap())
     tasks.add(task)
     task.add_done_callback(tasks.discard)
+
+
+async def _freed(state: weakref.ref, shard: int, after_s: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)) -> None:
+    """Collect a dropped replica's state and say so if anything still holds it: its memory
+    would stay taken. The replica's objects were frozen out of the collector as its state grew
+    (schedd.replication.node.GrowthFreezer), and the group's parts hold each other in cycles,
+    which only a collection of the frozen objects frees: one full collection per drop (a
+    shard move's last step, rare), then everything alive is frozen again."""
+    waited = 0.0
+    for pause in after_s:
+        await asyncio.sleep(pause)            # the caller's frames and the group's cancelled tasks end
+        waited += pause
+        started = time.monotonic()
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+        if state() is None:
+            log.info("shard %d: the dropped replica's memory is freed (%.0f s after the drop; a full collection "
+                     "of %.2f s)", shard, waited, time.monotonic() - started)
+            return
+    log.warning("shard %d: the dropped replica's state is still referenced %.0f s after the drop: its memory "
+                "stays taken", shard, waited)
 
 
 async def _close_groups(groups: GroupSet) -> None:
@@ -337,6 +361,9 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         g.hub.close_all(f"this node no longer holds shard {g.shard}")
         await g.stop()
         await placement.forget_replica(g)
+        freed = asyncio.create_task(_freed(weakref.ref(g.node.state), g.shard))
+        reloads.add(freed)                         # the node's set of tasks it fires and forgets
+        freed.add_done_callback(reloads.discard)
     # Sharded: the groups placed here (schedd.runtime.placement), the cluster's quotas split over
     # the groups (schedd.leader.quota_balance) and leaders spread over the nodes.
     balancers = [asyncio.create_task(QuotaBalancer(groups.nodes, clock).run()),
@@ -367,3 +394,5 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         await _close_groups(groups)
         await calls.close()
         log.info("node %s stopped", cfg.node_id)
+
+
