@@ -65,6 +65,7 @@ class ShardMover:
         m = self._check(request)
         k, src, dst = request.shard, request.from_node, request.to_node
         if dst not in m.shard(k).replicas:
+            await self._answers(dst)
             steps.append(await self._add(k, dst))
             m = await self._record(lambda now: now.add_replica(k, dst))
             steps.append(f"map version {m.version}: {dst} holds a replica of shard {k}")
@@ -141,6 +142,17 @@ class ShardMover:
                 if (e.code != grpc.StatusCode.UNAVAILABLE and not busy) or time.monotonic() >= deadline:
                     raise MoveRefused(e.code, f"shard {k}: {method}: {e.details}") from None
             await asyncio.sleep(0.5)
+
+    async def _answers(self, dst: str) -> None:
+        """`dst` is up before it is made a voter: a group of R + 1 voters with one of them down
+        stops at the next failure, so a move never starts by adding a node that does not answer."""
+        info = members_of(self.zero).get(dst)
+        addr = info.grpc_address if info is not None else ""
+        try:
+            await self.calls.unary(0, "Cluster", "ListShards", pb.ListShardsRequest(shard=0), address=addr, timeout=5.0)
+        except GroupCallError as e:
+            raise MoveRefused(grpc.StatusCode.FAILED_PRECONDITION,
+                              f"{dst} does not answer ({e.details}): start it before moving a replica to it") from None
 
     async def _add(self, k: int, dst: str) -> str:
         info = members_of(self.zero).get(dst)

@@ -124,3 +124,12 @@ def test_a_shard_replica_moves_to_a_fourth_node_under_load(cluster_factory):
                        (None, "", src), timeout=60, what=f"{src} answering for shard {MOVED} from a holder")
             assert old.get_job(mine[0]).spec.name == mine[0]
         assert not gone.exists()
+
+        # A move to a node that is down is refused before anything changes (a group of R + 1
+        # voters with one down would stop at the next failure).
+        c.stop_node("n4")
+        other = next(k for k in range(1, SHARDS) if k != MOVED)
+        refused = schedctl(c, "shard", "move", str(other), "--from", "n1", "--to", "n4", check=False)
+        assert refused.returncode != 0 and "does not answer" in refused.stderr, refused.stderr
+        with c.client(timeout=30) as client:
+            assert replicas(client, other) == ["n1", "n2", "n3"]
