@@ -30,6 +30,7 @@ from schedd.api.service import CommittingService, Router, routed
 from schedd.core import commands as C
 from schedd.core import features
 from schedd.core import members as member_table
+from schedd.core.shards import ShardMapError, recorded_map
 from schedd.leader.features import Joiners
 from schedd.ports.clock import Clock
 from schedd.ports.metrics import Metrics
@@ -158,6 +159,17 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
         finally:
             self.joiners.forget(request.id)          # a voter now (its NodeInfo counts), or refused
 
+    def _replicas_held(self, nid: str) -> list[int]:
+        """The shard groups other than this one (group 0) that the shard map places on `nid`: a
+        sharded cluster's node leaves group 0 only once its other replicas moved away."""
+        if self.router.shards <= 1 or self.router.shard not in (0, None):
+            return []
+        try:
+            m = recorded_map(self.node.state.shard_map)
+        except ShardMapError:
+            return []
+        return [k for k in (m.replicas_on(nid) if m is not None else ()) if k != 0]
+
     def _shards_unlike(self, request: mpb.JoinClusterRequest) -> str:
         """Why a joiner cannot join for its shard count ("" if it may): it must be the cluster's
         (fixed at creation). A sharded cluster takes a node only once its shard map is
@@ -171,6 +183,11 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
 
     @routed(write=True)
     async def RemoveNode(self, request: mpb.RemoveNodeRequest, context: CallContext) -> mpb.MembershipChangeResponse:
+        held = self._replicas_held(request.id)
+        if held:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"{request.id} still holds replicas of shards {', '.join(map(str, held))}: move each "
+                                f"first (schedctl shard move K --from {request.id} --to NODE), then remove it")
         started = time.monotonic()
         ms = self.node.membership
         target = ms.by_id(request.id)

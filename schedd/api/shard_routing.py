@@ -588,8 +588,8 @@ RUNS_PAGE = PagedFan(
     key=lambda e, r: (e.scheduled_ms, e.job) if r.oldest_first else _Desc((e.scheduled_ms, e.job)),
     token_of=lambda e: f"{e.scheduled_ms}:{e.job}", size=_size(100))
 
-MEMBERS = ("every shard group would have to change with it: a new node joins with `schedd serve --join`, "
-           "then `schedctl shard move` places replicas on it")
+MEMBERS = ("a new node joins with `schedd serve --join` (it then holds group 0), and `schedctl shard move` "
+           "places replicas of the other groups on it")
 BACKUP = ("name the shard (`shard`): each shard group is saved on its own, and `schedctl cluster snapshot save` "
           "saves every one")
 
@@ -613,7 +613,8 @@ RULES: dict[str, dict[str, object]] = {
                                 "PutRole", "GetRole", "ListRoles", "DeleteRole", "CreateToken", "GetToken",
                                 "ListTokens", "DeleteToken", "SetAnonymous", "LoginLink")},
     "Audit": {"List": Numbered(_named_shard, Fan(_merge_audit)), "Verify": Fan(_merge_verify), "Configure": All(), "Note": Zero()},
-    "Membership": {"AddNode": Refused(MEMBERS), "RemoveNode": Refused(MEMBERS), "JoinCluster": Zero()},
+    # a node joins and leaves group 0 (every node holds it); the other groups' replicas move
+    "Membership": {"AddNode": Refused(MEMBERS), "RemoveNode": Zero(), "JoinCluster": Zero()},
     "Backup": {"SaveSnapshot": Numbered(_named_shard, Refused(BACKUP)),
                "SaveHistory": Numbered(_named_shard, Refused(BACKUP)),
                "CopyHistory": Refused("only a node asks, for a history gap, of its peer's replica of the "

@@ -222,6 +222,17 @@ class ShardMap:
         added = self.add_replica(shard, dst)
         return added, added.remove_replica(shard, src)
 
+    def zero_on(self, nodes: Sequence[str]) -> ShardMap:
+        """Shard 0's entry named on `nodes` (R of the cluster's nodes). Shard 0 is the metadata
+        group, which every node of the cluster holds (nodes join and leave it, not moves), so
+        placement never reads its entry: this only keeps the document valid as nodes leave."""
+        s = self.shard(0)
+        if len(nodes) != self.replication:
+            raise ShardMapError(f"shard 0's entry needs {self.replication} nodes, got {list(nodes)}")
+        for n in nodes:
+            self._known(n)
+        return self._with(0, replace(s, replicas=tuple(nodes)))
+
     def renew_epoch(self, shard: int) -> ShardMap:
         """Give `shard` an epoch above every epoch of the map: needed whenever the shard's log
         starts over (its group rebuilt from a snapshot, a restore, or keys taken over from

@@ -70,7 +70,9 @@ class LeaderBalancer:
             return None
         nodes = self.nodes
         try:
-            plan = self._map(nodes).leaders_balance(leaders)
+            m = self._map(nodes)
+            # group 0 is every node's (its map entry names only some): its leader stays where it is
+            plan = m.leaders_balance({k: n for k, n in leaders.items() if k or n in m.shard(0).replicas})
         except ValueError as e:            # a member table in the middle of a change
             log.debug("leader balance: %s", e)
             return None

@@ -268,7 +268,9 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         cluster_service.hosted, cluster_service.calls = groups.nodes, calls
         cluster_service.mover = ShardMover(node, calls, clock, placement.MapKeeper(node, cfg.shards, clock))
         cluster_service.map_version = lambda: m.version if (m := placement.current_map(node)) is not None else 0
-        cluster_service.placed = lambda k: list(m.shard(k).replicas) if (m := placement.current_map(node)) else None
+        # shard 0's replicas: group 0's members (every node), not the map's entry
+        cluster_service.placed = lambda k: list(m.shard(k).replicas) if k and (m := placement.current_map(node)) \
+            else None
         scheduler_service.groups = groups.nodes
 
     def halted() -> str:

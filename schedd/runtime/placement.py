@@ -115,8 +115,12 @@ class MapKeeper:
             if nid not in m.nodes:
                 return m.add_node(nid)
         for nid in m.nodes:
-            if nid not in members and not m.replicas_on(nid):
-                return m.remove_node(nid)
+            if nid not in members and set(m.replicas_on(nid)) <= {0}:
+                if not m.replicas_on(nid):
+                    return m.remove_node(nid)
+                stay = [n for n in m.nodes if n != nid and n in members]
+                if len(stay) >= m.replication:            # shard 0's entry names nodes still here
+                    return m.zero_on(stay[:m.replication])
         return None
 
     async def step(self) -> None:

@@ -133,3 +133,34 @@ def test_a_shard_replica_moves_to_a_fourth_node_under_load(cluster_factory):
         assert refused.returncode != 0 and "does not answer" in refused.stderr, refused.stderr
         with c.client(timeout=30) as client:
             assert replicas(client, other) == ["n1", "n2", "n3"]
+
+
+def test_a_dead_nodes_replicas_move_to_a_new_node_and_then_it_is_removed(cluster_factory):
+    """A machine is lost: a new node joins, takes the dead node's replica of every shard it held
+    (shard 0 aside: every node holds it), and the dead node leaves the cluster (refused while it
+    still holds a replica)."""
+    shards = 2
+    c = cluster_factory(size=3, shards=shards)
+    c.start()
+    c.wait_leader(timeout=60)
+    c.wait_shards(timeout=60)
+    names = names_over_shards(2, shards=shards)
+    with c.client(timeout=30) as client:
+        client.put_jobs([job_spec(n, schedule="@every 1s", command="true") for n in names])
+        c.kill_node("n3")
+        c.new_node("n4")
+        c.start_node("n4")
+        wait_until(lambda: "n4" in {m.id for m in client.cluster_status().members}, timeout=90,
+                   what="n4 joined the cluster")
+        refused = schedctl(c, "cluster", "remove-node", "n3", check=False)
+        assert refused.returncode != 0 and "still holds replicas of shards 1" in refused.stderr, refused.stderr
+        schedctl(c, "shard", "move", "1", "--from", "n3", "--to", "n4")
+        schedctl(c, "cluster", "remove-node", "n3")
+        wait_until(lambda: sorted(m.id for m in client.cluster_status().members) == ["n1", "n2", "n4"],
+                   timeout=60, what="n3 removed from the cluster")
+        wait_until(lambda: replicas(client, 1) == ["n1", "n2", "n4"], timeout=30, what="shard 1 on n1, n2, n4")
+        before = {n: len(history(client, n)) for n in names}
+        wait_until(lambda: all(len(history(client, n)) >= before[n] + 3 for n in names), timeout=60,
+                   what="every job fired three more times")
+        for n in names:
+            assert_once_each(history(client, n), 1000, n)

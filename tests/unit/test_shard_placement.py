@@ -109,6 +109,15 @@ def test_group_zeros_leader_records_the_first_map_then_each_node_that_joins_or_l
     assert MapKeeper(Zero(list(NODES) + ["n4"], doc(joined)), 4, clock=None).next_map() is None  # type: ignore[arg-type]
     left = MapKeeper(Zero(list(NODES), doc(joined)), 4, clock=None).next_map()   # type: ignore[arg-type]
     assert left is not None and left.nodes == NODES
+    # n3 died; n4 took its replicas of shards 1-3 and n3 left group 0: shard 0's entry (every
+    # node holds group 0) is named on the nodes still here, then n3 leaves the map
+    m = joined
+    for k in (1, 2, 3):
+        m = m.move(k, "n3", "n4")[1]
+    step = MapKeeper(Zero(["n1", "n2", "n4"], doc(m)), 4, clock=None).next_map()   # type: ignore[arg-type]
+    assert step is not None and set(step.shard(0).replicas) == {"n1", "n2", "n4"} and "n3" in step.nodes
+    step = MapKeeper(Zero(["n1", "n2", "n4"], doc(step)), 4, clock=None).next_map()   # type: ignore[arg-type]
+    assert step is not None and step.nodes == ("n1", "n2", "n4")
     assert MapKeeper(Zero(list(NODES), leader=False), 4, clock=None).next_map() is None   # type: ignore[arg-type]
 
 
