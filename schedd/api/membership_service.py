@@ -42,6 +42,8 @@ from schedd.security.tls import peer_principal
 from schedd.versions import build_info
 from schedd_proto import membership_pb2 as mpb
 from schedd_proto import membership_pb2_grpc as mpb_grpc
+from schedd_proto import scheduler_pb2 as spb
+from schedd_proto import scheduler_pb2_grpc as spb_grpc
 
 log = logging.getLogger("schedd.api.membership")
 
@@ -170,6 +172,20 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
             return []
         return [k for k in (m.replicas_on(nid) if m is not None else ()) if k != 0]
 
+    async def _answers(self, nid: str) -> bool:
+        """Whether node `nid` answers now. A dead node holding replicas leaves group 0 first (as
+        `replace-node` removes before it adds: a new node could not be added to a group with a
+        dead voter and no room for it in the quorum); its replicas then move to the new node."""
+        member = self.node.membership.by_id(nid)
+        if member is None or not member.grpc_address:
+            return False
+        try:
+            await spb_grpc.ClusterStub(self.router._channel(member.grpc_address)).NodeInfo(
+                spb.NodeInfoRequest(), timeout=3.0, metadata=self.router.node_metadata("/schedd.v1.Cluster/NodeInfo"))
+        except grpc.aio.AioRpcError:
+            return False
+        return True
+
     def _shards_unlike(self, request: mpb.JoinClusterRequest) -> str:
         """Why a joiner cannot join for its shard count ("" if it may): it must be the cluster's
         (fixed at creation). A sharded cluster takes a node only once its shard map is
@@ -184,7 +200,7 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
     @routed(write=True)
     async def RemoveNode(self, request: mpb.RemoveNodeRequest, context: CallContext) -> mpb.MembershipChangeResponse:
         held = self._replicas_held(request.id)
-        if held:
+        if held and await self._answers(request.id):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f"{request.id} still holds replicas of shards {', '.join(map(str, held))}: move each "
                                 f"first (schedctl shard move K --from {request.id} --to NODE), then remove it")

@@ -76,15 +76,14 @@ def members_of(zero: Any) -> dict[str, MemberInfo]:
 
 
 def peers_of(m: ShardMap, shard: int, members: Mapping[str, MemberInfo]) -> tuple[Peer, ...] | None:
-    """The nodes holding `shard`'s replicas, with their own (group 0) addresses; None while a
-    replica's node is not in group 0's member table yet."""
-    out = []
-    for nid in m.shard(shard).replicas:
-        info = members.get(nid)
-        if info is None:
-            return None
-        out.append(Peer(nid, info.raft_address, info.grpc_address))
-    return tuple(out)
+    """The nodes holding `shard`'s replicas, with their own (group 0) addresses, for a replica
+    built here to start from (its group's log then brings the group's own membership). A node
+    group 0 no longer lists (a dead one removed, whose replica a move is taking over) is left
+    out; None while fewer than a majority of the replicas are known (a map ahead of the member
+    table: wait)."""
+    reps = m.shard(shard).replicas
+    out = tuple(Peer(n, members[n].raft_address, members[n].grpc_address) for n in reps if n in members)
+    return out if len(out) > len(reps) // 2 else None
 
 
 def holders(zero: Any, shard: int) -> list[str]:

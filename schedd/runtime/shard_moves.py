@@ -12,6 +12,10 @@ throughout):
 5. group 0 records the map without `from`: `from` drops its replica and deletes its files.
 Each step is skipped when already done, so asking again after a failure part-way (a leader
 lost, a timeout) resumes the move where it stopped; a shard mid-move refuses any other move.
+Moving a dead node's replica: the group's R + 1 voters then include a dead one, so the add
+commits only once `to` runs its replica, which it builds at step 2: step 1's first answer is a
+timeout, its retry finds `to` in the configuration and goes on, and the add commits as soon as
+`to`'s replica answers.
 """
 
 from __future__ import annotations
@@ -46,16 +50,18 @@ class ShardMover:
 
     def __init__(self, zero: Any, calls: GroupCalls, clock: Clock, keeper: MapKeeper) -> None:
         self.zero, self.calls, self.clock, self.keeper = zero, calls, clock, keeper
-        self._lock = asyncio.Lock()
+        self._moving = False          # one move at a time (the event loop's thread only)
 
     async def move(self, request: pb.MoveShardRequest) -> pb.MoveShardResponse:
-        if self._lock.locked():
+        if self._moving:
             raise MoveRefused(grpc.StatusCode.FAILED_PRECONDITION, "another shard move is in progress; retry after it")
-        async with self._lock:
-            try:
-                return await self._move(request)
-            except ShardMapError as e:
-                raise MoveRefused(grpc.StatusCode.FAILED_PRECONDITION, str(e)) from None
+        self._moving = True
+        try:
+            return await self._move(request)
+        except ShardMapError as e:
+            raise MoveRefused(grpc.StatusCode.FAILED_PRECONDITION, str(e)) from None
+        finally:
+            self._moving = False
 
     async def _move(self, request: pb.MoveShardRequest) -> pb.MoveShardResponse:
         started = time.monotonic()
