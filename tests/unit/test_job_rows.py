@@ -100,3 +100,47 @@ def test_the_table_of_instants_forgets_the_past_and_keeps_every_next_fire():
     h.put(name="j1", schedule="@every 10s")
     job = h.state.jobs["j1"]
     assert h.state.instants == {job.next_fire: job.next_fire}
+
+
+# What the build before the shared traits (9e34c32) gave for `_one_log()`: the digest and the
+# plain image's text are what a replica of either build compares and restores.
+DIGEST_BEFORE_TRAITS = "bc8eedbc43f3f63cea955aab0ddc4e7c39dab0588f0a68a4416c8e43dd065a62"
+PLAIN_SHA256_BEFORE_TRAITS = "634bb3e77521d55aad32f489eb5f7e38e128444ee9512cf7adf7a07dccd98cd5"
+
+
+def _one_log() -> SchedulerState:
+    """Puts in a batch and alone, fires, pauses, resumes (one catching up), updates of schedule,
+    team and history limit, and a delete, at feature level 4 (snapshots in the plain format)."""
+    h = Harness(level=4)
+    h.apply(C.PUT_MANY, rid="c/1", specs=[text(name=f"j{i}", schedule=f"{i % 7} * * * *", team=("a", "b")[i % 2])
+                                         for i in range(40)])
+    for i in range(5):
+        h.put(name=f"s{i}", schedule="@every 10s", history_limit=3, dst_gap="skip" if i % 2 else "")
+    for step in range(30):
+        h.now += 10_000
+        h.plan_and_fire(lookahead=0)
+        if step == 3:
+            h.apply(C.PAUSE, rid="c/p", name="j3")
+            h.apply(C.PAUSE, rid="c/p2", name="s1")
+        if step == 9:
+            h.apply(C.RESUME, rid="c/r", name="j3", catch_up=True)
+            h.apply(C.RESUME, rid="c/r2", name="s1")
+        if step == 12:
+            h.put(name="j4", schedule="5 * * * *", team="c")
+            h.apply(C.DELETE, rid="c/d", name="j5")
+        if step == 20:
+            h.put(name="s2", schedule="@every 20s", history_limit=2, team="z")
+    return h.state
+
+
+def test_the_digest_and_the_snapshot_text_are_what_the_build_before_the_shared_traits_wrote():
+    import hashlib
+
+    from schedd.core import plain
+    state = _one_log()
+    assert state.execs and any(j.gaps for j in state.jobs.values())
+    assert state.state_digest() == DIGEST_BEFORE_TRAITS
+    assert hashlib.sha256(plain.dumps(state).encode()).hexdigest() == PLAIN_SHA256_BEFORE_TRAITS
+    again = _restored(state)
+    assert again.state_digest() == DIGEST_BEFORE_TRAITS
+    assert hashlib.sha256(plain.dumps(again).encode()).hexdigest() == PLAIN_SHA256_BEFORE_TRAITS
