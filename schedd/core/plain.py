@@ -48,8 +48,9 @@ FIELDS = {"job": JOB_FIELDS, "exec": EXEC_FIELDS, "attempt": ATTEMPT_FIELDS, "ev
 _EXEC_ATTEMPTS, _EXEC_EVENTS = EXEC_FIELDS.index("attempts"), EXEC_FIELDS.index("events")
 _EXEC_HOLDS = EXEC_FIELDS.index("holds")
 _JOB_SPEC_T, _JOB_GAPS = JOB_FIELDS.index("spec_t"), JOB_FIELDS.index("gaps")
-# The times of a job row: equal ones are one int object once loaded (see `same_ints`).
-JOB_TIMES = tuple(JOB_FIELDS.index(f) for f in ("next_fire", "created_ms", "updated_ms", "last_fire", "incarnation"))
+# The times of a job row: equal ones are one int object once loaded (see `same_ints`; next_fire
+# is made one per instant when the indexes are rebuilt, Tables.same_instant).
+JOB_TIMES = tuple(JOB_FIELDS.index(f) for f in ("created_ms", "updated_ms", "last_fire", "incarnation"))
 
 
 class PlainError(ValueError):
@@ -170,9 +171,9 @@ def same_ints(row: list[Any], at: tuple[int, ...], same: dict[int, int]) -> None
     per entry (every job a `put_many` made shares its `now`) or per instant (Tables.same_instant):
     32 bytes per value per job, without which a restored replica held more than one that never
     restarted."""
+    n = len(row)                                  # older formats' rows are shorter
     for i in at:
-        v = row[i] if i < len(row) else None      # older formats' rows are shorter
-        if type(v) is int:
+        if i < n and type(v := row[i]) is int:
             row[i] = same.setdefault(v, v)
 
 

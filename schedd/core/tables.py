@@ -155,11 +155,11 @@ class Tables:
         self.paused_names = SortedList(name for name, job in self.jobs.items() if job.paused)
         self.windowed = SortedList(name for name, job in self.jobs.items() if WINDOW_MARK in job.spec_t)
         self.window_moves = 0                 # bumped when a window job may need a placement (schedd.leader.placer)
-        self.instants = {t: t for job in self.jobs.values() if (t := job.next_fire) is not None}
-        self._instants_kept = len(self.instants)
+        instants: dict[int, int] = {}
         for job in self.jobs.values():
-            if job.next_fire is not None:
-                job.next_fire = self.instants[job.next_fire]
+            if (t := job.next_fire) is not None:
+                job.next_fire = instants.setdefault(t, t)
+        self.instants, self._instants_kept = instants, len(instants)
         self.wheel = TimingWheel(start_ms=self.clock_ms)
         self.wheel.load((name, job.next_fire) for name, job in self.jobs.items()
                         if job.next_fire is not None and not job.paused)
