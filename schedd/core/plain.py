@@ -48,9 +48,6 @@ FIELDS = {"job": JOB_FIELDS, "exec": EXEC_FIELDS, "attempt": ATTEMPT_FIELDS, "ev
 _EXEC_ATTEMPTS, _EXEC_EVENTS = EXEC_FIELDS.index("attempts"), EXEC_FIELDS.index("events")
 _EXEC_HOLDS = EXEC_FIELDS.index("holds")
 _JOB_SPEC_T, _JOB_GAPS = JOB_FIELDS.index("spec_t"), JOB_FIELDS.index("gaps")
-# The times of a job row: equal ones are one int object once loaded (see `same_ints`; next_fire
-# is made one per instant when the indexes are rebuilt, Tables.same_instant).
-JOB_TIMES = tuple(JOB_FIELDS.index(f) for f in ("created_ms", "updated_ms", "last_fire", "incarnation"))
 
 
 class PlainError(ValueError):
@@ -140,8 +137,8 @@ def from_plain(doc: Any) -> Image:
         raise PlainError(f"unknown plain image schema {got!r} (this build reads {SCHEMA!r})")
     if doc.get("fields") != {k: list(v) for k, v in FIELDS.items()}:
         raise PlainError("the image's row fields are not this build's (written by another version)")
-    same: dict[int, int] = {}
-    jobs = {job.name: job for job in (_job(row, same) for row in _list(doc, "jobs"))}
+    jobs = {job.name: job for job in map(_job, _list(doc, "jobs"))}
+    share_times(jobs.values())
     execs = {(ex.job, ex.scheduled_ms): ex for ex in map(_exec, _list(doc, "execs"))}
     dedup = {str(rid): (_int(now), dict(result)) for rid, now, result in _list(doc, "dedup")}
     extra = {
@@ -165,23 +162,25 @@ def from_plain(doc: Any) -> Image:
             _int(doc["last_index"]), _int(doc["clock_ms"]), extra)
 
 
-def same_ints(row: list[Any], at: tuple[int, ...], same: dict[int, int]) -> None:
-    """The ints at positions `at` of `row` made the first equal int `same` has seen. A parser
-    makes an int object per number it reads, where the replica that applied the log holds one
-    per entry (every job a `put_many` made shares its `now`) or per instant (Tables.same_instant):
-    32 bytes per value per job, without which a restored replica held more than one that never
-    restarted."""
-    n = len(row)                                  # older formats' rows are shorter
-    for i in at:
-        if i < n and type(v := row[i]) is int:
-            row[i] = same.setdefault(v, v)
+def share_times(jobs: Iterable[Job]) -> None:
+    """Equal times of the rows one int object each. A parser makes an int object per number it
+    reads, where the replica that applied the log holds one per entry (every job a `put_many`
+    made shares its `now`): 32 bytes per time per job, without which a restored replica held
+    more than one that never restarted. next_fire is made one per instant when the indexes are
+    rebuilt (Tables.same_instant)."""
+    same: dict[int, int] = {}
+    share = same.setdefault
+    for job in jobs:
+        job.created_ms, job.updated_ms = share(job.created_ms, job.created_ms), share(job.updated_ms, job.updated_ms)
+        job.incarnation = share(job.incarnation, job.incarnation)
+        if job.last_fire is not None:
+            job.last_fire = share(job.last_fire, job.last_fire)
 
 
-def _job(row: list[Any], same: dict[int, int]) -> Job:
+def _job(row: list[Any]) -> Job:
     _sized(row, JOB_FIELDS)
     row[_JOB_SPEC_T] = sys.intern(row[_JOB_SPEC_T])     # one template shared by its jobs again
     row[_JOB_GAPS] = tuple(map(tuple, row[_JOB_GAPS]))
-    same_ints(row, JOB_TIMES, same)
     return Job(*row)
 
 

@@ -102,23 +102,14 @@ def _from_image(fmt: Any, _gc_paused: Any, job_rows: list[tuple[Any, ...]], exec
     if tuple(fmt) not in READABLE_FORMATS or tuple(fmt) == PLAIN_FORMAT:
         gc.enable()
         raise ValueError(f"unsupported snapshot format {fmt!r}")
-    same: dict[int, int] = {}
-    jobs = {job.name: job for job in starmap(Job, map(_with_same_ints(same), job_rows))}
+    jobs = {job.name: job for job in starmap(Job, job_rows)}
+    plain.share_times(jobs.values())
     if tuple(fmt) in FULL_SPEC_FORMATS:
         for job in jobs.values():
             job.spec_text = job.spec_t       # the full text, read into the template slot
     execs = {(ex.job, ex.scheduled_ms): ex for ex in starmap(Execution, exec_rows)}
     audit = list(starmap(AuditRecord, audit_rows))
     return (SNAPSHOT_FORMAT, jobs, execs, epoch, dedup, audit, log_hash, last_index, clock_ms, extra or {})
-
-
-def _with_same_ints(same: dict[int, int]) -> Any:
-    """A row of a job as a list whose times are shared ints (plain.same_ints)."""
-    def row(r: tuple[Any, ...]) -> list[Any]:
-        out = list(r)
-        plain.same_ints(out, plain.JOB_TIMES, same)
-        return out
-    return row
 
 
 def _from_plain(text: str) -> Image:
