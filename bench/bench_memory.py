@@ -2,7 +2,7 @@
 """Memory per registered job, and registration throughput, with optional py-spy profiles.
 
     python bench/bench_memory.py cluster [--jobs N] [--single N] [--profile DIR]
-    python bench/bench_memory.py inprocess [--jobs N] [--tracemalloc]
+    python bench/bench_memory.py inprocess [--jobs N] [--tracemalloc] [--breakdown] [--restored]
     python bench/bench_memory.py propose [--single N]
 
 cluster     a 3-node LocalCluster (TLS + ACL, no rate limit). Registers ``--single`` jobs with one
@@ -13,7 +13,12 @@ cluster     a 3-node LocalCluster (TLS + ACL, no rate limit). Registers ``--sing
             phase (flame graphs ``DIR/<phase>-<role>.svg``).
 inprocess   the same daily jobs applied as ``put_many`` entries to a SchedulerState in this
             process: RSS growth per job of the state alone (no Raft log, no gRPC), and with
-            ``--tracemalloc`` the top allocation sites.
+            ``--tracemalloc`` the top allocation sites. ``--breakdown``: where the bytes are, per
+            structure (each object's sys.getsizeof rounded up to pymalloc's 16-byte blocks,
+            counted once, under the first structure that reaches it: a string 200,000 rows share
+            counts once). ``--restored``: the same for a replica restored from this state's own
+            snapshot (the plain format a cluster at this build's feature level writes), with the
+            bytes tracemalloc saw the restore keep.
 propose     CPU per PutJob entry on a 1-node RaftNode in this process (fsync always, no network, no
             gRPC): ``--single`` PUT proposals, 64 in flight, each alone and then group-committed
             (schedd.replication.node.GroupCommit): what one log entry per call costs.
@@ -94,6 +99,98 @@ def inprocess(args: argparse.Namespace) -> None:
     grown = self_rss() - base
     print(f"in process: {n:,} daily jobs in {len(st.jobs):,} rows; apply {n / cpu:,.0f} jobs per CPU second; "
           f"state RSS {grown / n:,.0f} B per job (the log's text would add {log_bytes / n:,.0f} B per job)")
+    if args.breakdown:
+        print_breakdown("applied", st, n)
+    if args.restored:
+        print_breakdown("restored", restored(st), n)
+
+
+def restored(st: Any) -> Any:
+    """A replica restored from `st`'s snapshot, written at this build's highest feature level
+    (format 6, as a cluster of this build writes it); `st` is emptied, so one state is held at
+    a time. Prints the bytes tracemalloc saw the restore keep."""
+    import pickle
+    import tracemalloc
+
+    from schedd.core.state import SchedulerState
+
+    st.feature_level = st.features.max_level
+    blob = pickle.dumps(st.snapshot(), protocol=5)
+    st.__dict__.clear()
+    gc.collect()
+    n = len(blob)
+    tracemalloc.start()
+    again = SchedulerState()
+    again.restore(pickle.loads(blob))
+    del blob
+    gc.collect()
+    kept = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    print(f"restored from a {n / 2**20:,.1f} MiB snapshot: tracemalloc {kept / len(again.jobs):,.0f} B per job kept")
+    return again
+
+
+# ---------------------------------------------------------------------------- breakdown
+
+def _block(size: int) -> int:
+    """What an object of `size` bytes takes: pymalloc's 16-byte blocks up to 512, malloc above."""
+    return (size + 15) // 16 * 16 if size <= 512 else size + 16
+
+
+class Sizer:
+    """Deep sizes, each object counted once (the first structure that reaches it has it).
+    Immortal or code-owned objects (None, bools, small ints, types, functions, modules) are not
+    counted."""
+
+    def __init__(self) -> None:
+        import types
+        self.seen: set[int] = set()
+        self.skip = (type(None), bool, type, types.FunctionType, types.MethodType, types.ModuleType,
+                     types.BuiltinFunctionType)
+
+    def own(self, obj: Any) -> int:
+        """obj alone (not what it refers to)."""
+        if id(obj) in self.seen:
+            return 0
+        self.seen.add(id(obj))
+        return _block(sys.getsizeof(obj))
+
+    def deep(self, obj: Any) -> int:
+        total, stack = 0, [obj]
+        while stack:
+            x = stack.pop()
+            if id(x) in self.seen or isinstance(x, self.skip) or (type(x) is int and -5 <= x <= 256):
+                continue
+            self.seen.add(id(x))
+            total += _block(sys.getsizeof(x))
+            if not isinstance(x, (str, int, float, bytes)):
+                stack.extend(gc.get_referents(x))
+        return total
+
+
+def print_breakdown(what: str, st: Any, n: int) -> None:
+    """Bytes per job by structure: the job table, each slot of its rows, the indexes, the rest."""
+    from schedd.core import model
+
+    z = Sizer()
+    rows: list[tuple[str, int]] = [("jobs dict (its table)", z.own(st.jobs))]
+    jobs = list(st.jobs.values())
+    rows.append((f"Job rows ({type(jobs[0]).__name__}, {len(type(jobs[0]).__slots__)} slots)",
+                 sum(z.own(j) for j in jobs)))
+    for slot in type(jobs[0]).__slots__:
+        if not slot.startswith("__"):
+            rows.append((f"  .{slot}", sum(z.deep(getattr(j, slot)) for j in jobs)))
+    for attr in ("names", "by_team", "paused_names", "windowed", "wheel", "instants", "_policies", "dedup", "audit"):
+        if hasattr(st, attr):
+            rows.append((f"state.{attr}", z.deep(getattr(st, attr))))
+    rows.append(("state: everything else", sum(z.deep(v) for v in vars(st).values())))
+    rows.append(("model caches (RowSpecs, traits)",
+                 sum(z.deep(getattr(model, c)) for c in ("ROW_SPECS", "TRAITS") if hasattr(model, c))))
+    print(f"breakdown, {what} ({n:,} jobs), B per job:")
+    for label, size in rows:
+        if size >= n // 20:          # 0.05 B per job and up
+            print(f"  {label:34s} {size / n:7.1f}")
+    print(f"  {'total':34s} {sum(s for _, s in rows) / n:7.1f}")
 
 
 # ---------------------------------------------------------------------------- cluster
@@ -264,6 +361,9 @@ def main() -> int:
                     help="cluster: jobs registered first, one PutJob each; propose: proposals (default 4000)")
     ap.add_argument("--profile", default="", help="cluster: py-spy flame graphs into this folder")
     ap.add_argument("--tracemalloc", action="store_true", help="inprocess: top allocation sites")
+    ap.add_argument("--breakdown", action="store_true", help="inprocess: bytes per job by structure")
+    ap.add_argument("--restored", action="store_true",
+                    help="inprocess: the same for a replica restored from the state's snapshot")
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)      # type: ignore[union-attr]
     {"cluster": cluster, "inprocess": inprocess, "propose": propose}[args.mode](args)

@@ -27,7 +27,7 @@ READABLE_FORMATS = (("schedd-state", 1), ("schedd-state", 2), ("schedd-state", 3
                     ("schedd-state", 5), SNAPSHOT_FORMAT)
 PLAIN_FORMAT = SNAPSHOT_FORMAT
 FULL_SPEC_FORMATS = frozenset(READABLE_FORMATS[:4])
-JOB_FIELDS = tuple(f.name for f in fields(Job))
+JOB_FIELDS = Job.ROW_FIELDS        # the constructor's arguments (a row's slots hold some in one shared tuple)
 EXEC_FIELDS = tuple(f.name for f in fields(Execution))
 AUDIT_FIELDS = ("time_ms", "principal", "action", "target", "result", "log_index")
 # Smaller tables, pickled as they are (dicts of slotted dataclasses or plain values).

@@ -9,7 +9,6 @@ nothing.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,12 +203,11 @@ def upsert(st: Tables, spec: JobHead, text: str, s: sched.Schedule, cmd: C.Comma
     """Create or update a job row from a checked spec; True if it was created. A new job's
     incarnation is `index`, the entry that created it. With `keep_if_same` (a DAG's rows, written
     again by every `dag apply`), a row whose spec text is unchanged is left as it is. Repeated
-    strings (team, schedule, zone) are interned: a million jobs share a handful of them."""
-    intern = sys.intern
+    values (team, schedule, zone, ...) are one tuple shared by the rows that hold them (Job.traits)."""
     paused = spec.paused
-    team, schedule, tz = intern(spec.team), intern(spec.schedule), intern(spec.timezone)
+    team, schedule, tz = spec.team, spec.schedule, spec.timezone
     limit = spec.history_limit or DEFAULT_HISTORY_LIMIT
-    dst = intern(spec.dst_policy)
+    dst = spec.dst_policy
     job = st.jobs.get(spec.name)
     if job is None:
         job = Job(name=spec.name, team=team, schedule=schedule, tz=tz, spec_t=spec_template(text, spec.name),
@@ -221,13 +219,12 @@ def upsert(st: Tables, spec: JobHead, text: str, s: sched.Schedule, cmd: C.Comma
     if keep_if_same and job.spec_text == text:
         return False
     timing_changed = (job.schedule, job.tz, job.dst) != (schedule, tz, dst)
-    job.dst = dst
     resumed = job.paused and not paused
     st.set_team(job, team)
-    job.schedule, job.tz, job.spec_text, job.paused = schedule, tz, text, paused
+    job.set_traits(team=team, schedule=schedule, tz=tz, history_limit=limit, dst=dst, paused=paused,
+                   version=job.version + 1)
+    job.spec_text = text
     st.seed_policy(job, spec)
-    job.history_limit = limit
-    job.version += 1
     job.updated_ms = cmd.now
     if timing_changed or resumed:
         job.next_fire = next_fire_for(s, cmd.now, st.recorded_floor(job))

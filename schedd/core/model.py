@@ -16,7 +16,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar, overload
 
 from schedd.core import schedule as sched
 from schedd.core.param_rules import check as check_params
@@ -112,38 +112,125 @@ class RowSpecs:
 ROW_SPECS = RowSpecs(limit=1024)
 
 
-@dataclass(slots=True)
+# A job row's fields that few rows differ in: (team, schedule, tz, history_limit, dst, paused,
+# created_by, version). One tuple of them is shared by every row holding the same values.
+Traits = tuple[str, str, str, int, str, bool, str, int]
+_TEAM, _SCHEDULE, _TZ, _HISTORY_LIMIT, _DST, _PAUSED, _CREATED_BY, _VERSION = range(8)
+T = TypeVar("T")
+
+
+class TraitsMemo:
+    """The shared tuple of each combination of traits: a million jobs registered alike hold one
+    tuple (and one copy of its strings, restored ones included) instead of seven slots and
+    seven values each. Bounded like RowSpecs: past `limit` entries the older half goes, which
+    costs only sharing (a row keeps its tuple; rows made later get an equal one). The tuple a row
+    holds is equal in value to what it was given, so nothing it answers depends on the memo;
+    `paused` is made a bool first, so an equal tuple never swaps False for 0."""
+
+    __slots__ = ("limit", "_entries")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._entries: dict[Traits, Traits] = {}
+
+    def get(self, team: str, schedule: str, tz: str, history_limit: int, dst: str, paused: bool,
+            created_by: str, version: int) -> Traits:
+        key: Traits = (team, schedule, tz, history_limit, dst, bool(paused), created_by, version)
+        hit = self._entries.get(key)
+        if hit is not None:
+            return hit
+        if len(self._entries) >= self.limit:
+            for old in list(islice(self._entries, self.limit // 2)):
+                self._entries.pop(old, None)
+        key = tuple(sys.intern(v) if type(v) is str else v for v in key)   # type: ignore[assignment]
+        self._entries[key] = key
+        return key
+
+
+TRAITS = TraitsMemo(limit=1 << 16)
+
+
+class _Trait(Generic[T]):
+    """An attribute of a job row held in its shared traits (item `i`): writing it swaps the row's
+    tuple for the shared one with that item changed."""
+
+    __slots__ = ("i",)
+
+    def __init__(self, i: int) -> None:
+        self.i = i
+
+    @overload
+    def __get__(self, job: None, owner: type[Any]) -> _Trait[T]: ...
+
+    @overload
+    def __get__(self, job: Job, owner: type[Any]) -> T: ...
+
+    def __get__(self, job: Job | None, owner: type[Any]) -> T | _Trait[T]:
+        return self if job is None else job.traits[self.i]   # type: ignore[return-value]
+
+    def __set__(self, job: Job, value: T) -> None:
+        t: list[Any] = list(job.traits)
+        t[self.i] = value
+        job.traits = TRAITS.get(*t)
+
+
+@dataclass(slots=True, init=False, repr=False)
 class Job:
     """One job row. Its committed spec text is the source of truth (handler, retry and the
     rest), kept as a template shared by jobs that differ only by name (`spec_t`, see
     spec_template); `spec` reads it as the typed JobSpec (RowSpecs), `spec_text` as the text. The
-    hot fields the scheduler needs are kept unpacked beside it. The dataclass fields are the
-    snapshot's row layout (schedd.core.image.JOB_FIELDS): changing them changes the format."""
+    hot fields the scheduler needs are kept unpacked beside it; those that few jobs differ in
+    (team, schedule, zone, history limit, DST policy, paused, creator, version) are one shared
+    tuple (`traits`, TraitsMemo), read and written as attributes of their own. What a row costs
+    in memory is most of what a replica holds per job, hence the ten slots.
+
+    The snapshot's row layout (schedd.core.image.JOB_FIELDS) is ROW_FIELDS, the constructor's
+    arguments, not the slots: changing ROW_FIELDS changes the format."""
 
     name: str
-    team: str
-    schedule: str
-    tz: str
     spec_t: str                      # spec_template(spec, name); read and write `spec`
-    version: int
-    paused: bool
+    traits: Traits
     next_fire: int | None
     created_ms: int
     updated_ms: int
-    created_by: str
-    history_limit: int = DEFAULT_HISTORY_LIMIT
-    last_fire: int | None = None     # last scheduled instant recorded by the schedule
-    fired_total: int = 0             # executions recorded since creation, pruned ones included
-    gaps: tuple[Gap, ...] = ()       # (from_ms, to_ms, disposition, detail): instants not run and why (newest last)
-    dst: str = ""                    # DST policy "gap/fold" of the schedule; "" = the defaults
-    incarnation: int = 0             # log index of the entry that created it (0: before this field)
+    last_fire: int | None            # last scheduled instant recorded by the schedule
+    fired_total: int                 # executions recorded since creation, pruned ones included
+    gaps: tuple[Gap, ...]            # (from_ms, to_ms, disposition, detail): instants not run and why (newest last)
+    incarnation: int                 # log index of the entry that created it (0: before this field)
 
+    ROW_FIELDS: ClassVar[tuple[str, ...]] = (
+        "name", "team", "schedule", "tz", "spec_t", "version", "paused", "next_fire", "created_ms",
+        "updated_ms", "created_by", "history_limit", "last_fire", "fired_total", "gaps", "dst", "incarnation")
     # What the state digest hashes (schedd.core.digest): the spec's text, not its template, so
     # the digest of a job row is the same whichever way a version stores the text.
-    DIGEST_FIELDS: ClassVar[tuple[str, ...]] = (
-        "name", "team", "schedule", "tz", "spec_text", "version", "paused", "next_fire", "created_ms",
-        "updated_ms", "created_by", "history_limit", "last_fire", "fired_total", "gaps", "dst",
-        "incarnation")
+    DIGEST_FIELDS: ClassVar[tuple[str, ...]] = tuple("spec_text" if f == "spec_t" else f for f in ROW_FIELDS)
+
+    def __init__(self, name: str, team: str, schedule: str, tz: str, spec_t: str, version: int, paused: bool,
+                 next_fire: int | None, created_ms: int, updated_ms: int, created_by: str,
+                 history_limit: int = DEFAULT_HISTORY_LIMIT, last_fire: int | None = None, fired_total: int = 0,
+                 gaps: tuple[Gap, ...] = (), dst: str = "", incarnation: int = 0) -> None:
+        self.name, self.spec_t = name, spec_t
+        self.traits = TRAITS.get(team, schedule, tz, history_limit, dst, paused, created_by, version)
+        self.next_fire, self.created_ms, self.updated_ms = next_fire, created_ms, updated_ms
+        self.last_fire, self.fired_total, self.gaps, self.incarnation = last_fire, fired_total, gaps, incarnation
+
+    def __repr__(self) -> str:
+        return f"Job({', '.join(f'{f}={getattr(self, f)!r}' for f in self.ROW_FIELDS)})"
+
+    # The traits as attributes (not annotated: they are not dataclass fields).
+    team = _Trait[str](_TEAM)
+    schedule = _Trait[str](_SCHEDULE)
+    tz = _Trait[str](_TZ)
+    history_limit = _Trait[int](_HISTORY_LIMIT)
+    dst = _Trait[str](_DST)                  # DST policy "gap/fold" of the schedule; "" = the defaults
+    paused = _Trait[bool](_PAUSED)
+    created_by = _Trait[str](_CREATED_BY)
+    version = _Trait[int](_VERSION)          # bumped by every change of the spec
+
+    def set_traits(self, *, team: str, schedule: str, tz: str, history_limit: int, dst: str, paused: bool,
+                   version: int) -> None:
+        """Change several traits at once (one lookup of the shared tuple, not one per trait)."""
+        self.traits = TRAITS.get(team, schedule, tz, history_limit, dst, paused, self.created_by, version)
 
     @property
     def spec(self) -> JobSpec:

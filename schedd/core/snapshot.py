@@ -103,6 +103,7 @@ def _from_image(fmt: Any, _gc_paused: Any, job_rows: list[tuple[Any, ...]], exec
         gc.enable()
         raise ValueError(f"unsupported snapshot format {fmt!r}")
     jobs = {job.name: job for job in starmap(Job, job_rows)}
+    plain.share_times(jobs.values())
     if tuple(fmt) in FULL_SPEC_FORMATS:
         for job in jobs.values():
             job.spec_text = job.spec_t       # the full text, read into the template slot

@@ -110,6 +110,8 @@ class Tables:
     sla_watch: SortedList[tuple[int, str, int]]         # (deadline_ms, job or dag/<dag>, t)
     sla_jobs: dict[str, Any]
     windowed: SortedList[str]                            # jobs whose spec has a window (schedd.core.windows)
+    instants: dict[int, int]                             # next_fire -> the one int object of it (same_instant)
+    _instants_kept: int
     window_moves: int
 
     def __init__(self) -> None:
@@ -156,6 +158,11 @@ class Tables:
         self.paused_names = SortedList(name for name, job in self.jobs.items() if job.paused)
         self.windowed = SortedList(name for name, job in self.jobs.items() if WINDOW_MARK in job.spec_t)
         self.window_moves = 0                 # bumped when a window job may need a placement (schedd.leader.placer)
+        instants: dict[int, int] = {}
+        for job in self.jobs.values():
+            if (t := job.next_fire) is not None:
+                job.next_fire = instants.setdefault(t, t)
+        self.instants, self._instants_kept = instants, len(instants)
         self.wheel = TimingWheel(start_ms=self.clock_ms)
         self.wheel.load((name, job.next_fire) for name, job in self.jobs.items()
                         if job.next_fire is not None and not job.paused)
@@ -338,10 +345,28 @@ class Tables:
                 self.paused_names.add(job.name)
         else:
             self.paused_names.discard(job.name)
+        if job.next_fire is not None:
+            job.next_fire = self.same_instant(job.next_fire)
         if job.paused or job.next_fire is None:
             self.wheel.discard(job.name)
         else:
             self.wheel.set(job.name, job.next_fire)
+
+    def same_instant(self, t: int) -> int:
+        """The one int object of instant `t` that every job's next_fire holds: jobs due at the
+        same instant (a schedule shared by many jobs, cron's round minutes) share one 32-byte
+        int instead of holding one each; the wheel holds that one too. Only object identity
+        depends on it, never an answer. Instants the clock has passed are forgotten whenever the
+        table has doubled since the last time (amortized O(1) per instant)."""
+        same = self.instants.get(t)
+        if same is not None:
+            return same
+        if len(self.instants) > 2 * self._instants_kept + 1024:
+            now = self.clock_ms
+            self.instants = {k: v for k, v in self.instants.items() if k >= now}
+            self._instants_kept = len(self.instants)
+        self.instants[t] = t
+        return t
 
     # ------------------------------------------------------------ DAG runs
 

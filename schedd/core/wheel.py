@@ -23,8 +23,8 @@ multiple of slot_ms:
 
 In general, level L buckets span slot_ms * slots**(L-1) ms. A key at t >= end goes to the finest
 level whose window (`slots` buckets from the horizon's bucket) reaches t. Buckets are sparse:
-each level has a dict {bucket number: {key: t}} and a min-heap of bucket numbers. An empty bucket
-is deleted, and a far-future time costs the same as a near one.
+each level has a dict {bucket number: [key, ...]} and a min-heap of bucket numbers, and a
+far-future time costs the same as a near one.
 
 The horizon moves only when due(), pop_due() or advance() asks for an until_ms at or past it. It
 then becomes the end of until_ms's slot. Every bucket that starts at or before until_ms is
@@ -32,14 +32,22 @@ emptied ("cascaded"): each of its keys moves to the near level or to a finer buc
 moves down at most `levels` times, so advancing costs amortized O(levels) per key, plus one
 sort per tick for the keys that enter the near level.
 
-Where a key is follows from its time, so no location is stored. If t < end, the key is in the
-near level. Otherwise it is in bucket t // span(L) of exactly one level L, found by probing the
-levels from the finest. Buckets store key -> t, so a cascade never reads the big key -> time map.
-That matters, because at 1M keys each lookup in that map is a cache miss.
+Where a key is follows from its time. If t < end, the key is in the near level (exactly once).
+Otherwise bucket t // span(L) of some level L lists it. A bucket is a plain list of keys, and a
+key that moves or goes is not taken out of the list it was in: that entry is stale, and the
+cascade that empties the bucket skips it (the key -> time map says the key's time is no longer
+in the bucket's span). A key may so be listed in two buckets whose spans both hold its time (it
+moved away and back): every such bucket starts at or before t, so all of them are emptied by the
+advance that takes t below the horizon, which puts each (t, key) into the near level once. When
+stale entries outnumber live ones by more than 1,024 the buckets are listed again from the map
+(amortized O(1) per move).
 
-Memory: each key costs one entry in the key -> time map and one in its bucket. The time int is
-shared with the caller's object. A (t, key) tuple is built only when the key enters the near
-level, which holds a second or so of keys plus anything overdue.
+Memory: each key costs one entry in the key -> time map and one pointer in a bucket's list (a
+dict {key: t} per bucket cost 20-40 bytes more per key: a tenth of a job row's memory). The time
+int is shared with the caller's object. A (t, key) tuple is built only when the key enters the
+near level, which holds a second or so of keys plus anything overdue. The price: a cascade reads
+the key -> time map once per key it moves (a cache miss at a million keys), a few times in a
+key's life.
 """
 
 from __future__ import annotations
@@ -57,7 +65,7 @@ class TimingWheel:
     """Keys with a due time (epoch ms). Answers "what is due up to T" in (t, key) order."""
 
     __slots__ = ("_slot_ms", "_slots", "_top", "_spans", "_buckets", "_heaps",
-                 "_near", "_time", "_end", "_cur")
+                 "_near", "_time", "_end", "_cur", "_listed")
 
     def __init__(self, *, slot_ms: int = 1000, slots: int = 512, levels: int = 4,
                  start_ms: int = 0) -> None:
@@ -72,10 +80,11 @@ class TimingWheel:
         self._top = levels
         # index 0 of the per-level lists is unused, so that level L lives at index L
         self._spans = [0] + [slot_ms * slots ** (lv - 1) for lv in range(1, levels + 1)]
-        self._buckets: list[dict[int, dict[str, int]]] = [{} for _ in range(levels + 1)]
+        self._buckets: list[dict[int, list[str]]] = [{} for _ in range(levels + 1)]
         self._heaps: list[list[int]] = [[] for _ in range(levels + 1)]
         self._near: SortedList[tuple[int, str]] = SortedList()
         self._time: dict[str, int] = {}
+        self._listed = 0          # entries in the buckets' lists, stale ones included
         self._set_end(index(start_ms) // slot_ms * slot_ms)
 
     # -- queries ----------------------------------------------------------------------------
@@ -121,19 +130,33 @@ class TimingWheel:
 
     def earliest(self) -> tuple[int, str] | None:
         """Return the smallest (t, key), or None if empty. Costs O(log n) when the near level has
-        entries. Otherwise it scans the first bucket of each level. Does not move the horizon."""
+        entries. Otherwise it scans the first bucket of each level that lists a key still there
+        (buckets found to hold stale entries only are dropped). Does not move the horizon."""
         if self._near:
             return self._near[0]
         best = None
         for level in range(1, self._top + 1):
-            heap, buckets = self._heaps[level], self._buckets[level]
-            while heap and heap[0] not in buckets:  # bucket emptied by moves: drop its number
+            heap, buckets, span = self._heaps[level], self._buckets[level], self._spans[level]
+            while heap:
+                bucket = buckets.get(heap[0])
+                cand = None if bucket is None else min(self._live(bucket, heap[0] * span, span), default=None)
+                if cand is not None:
+                    if best is None or cand < best:
+                        best = cand
+                    break
+                if bucket is not None:          # only stale entries left: drop it
+                    self._listed -= len(bucket)
+                    del buckets[heap[0]]
                 heappop(heap)
-            if heap:
-                cand = min((t, k) for k, t in buckets[heap[0]].items())
-                if best is None or cand < best:
-                    best = cand
         return best
+
+    def _live(self, bucket: list[str], start: int, span: int) -> Iterator[tuple[int, str]]:
+        """(t, key) of the keys a bucket lists whose time is still in its span."""
+        time, end = self._time, start + span
+        for key in bucket:
+            t = time.get(key)
+            if t is not None and start <= t < end:
+                yield (t, key)
 
     def items(self) -> Iterator[tuple[int, str]]:
         """Yield all entries ordered by (t, key). O(n log n); for rebuilding and debugging."""
@@ -148,24 +171,29 @@ class TimingWheel:
         if old is not None:
             if old == t:
                 return
-            self._remove(key, old)
+            if old < self._end:
+                self._near.remove((old, key))
+            # else its bucket's entry is stale from now on (the module docstring)
         self._time[key] = t
         if t < self._end:
             self._near.add((t, key))
         else:
-            self._bucket(t)[key] = t
+            self._list(key, t)
 
     def load(self, items: Iterable[tuple[str, int]]) -> None:
         """Insert many (key, t) pairs, for a rebuild: like set() for each, but the near level is
         sorted once. Keys must not be in the wheel yet."""
         time, end, bucket = self._time, self._end, self._bucket
         near = []
+        listed = 0
         for key, t in items:
             time[key] = t
             if t < end:
                 near.append((t, key))
             else:
-                bucket(t)[key] = t
+                bucket(t).append(key)
+                listed += 1
+        self._listed += listed
         if near:
             self._near.update(near)
 
@@ -173,12 +201,19 @@ class TimingWheel:
         """Remove key. Does nothing if it is absent."""
         old = self._time.pop(key, None)
         if old is not None:
-            self._remove(key, old)
+            if old < self._end:
+                self._near.remove((old, key))
+            else:                       # its bucket's entry is stale from now on
+                self._relist_if_stale()
 
     def clear(self) -> None:
         """Remove all keys. The horizon stays, so a rebuild right after clear() lands in fine buckets."""
         self._near.clear()
         self._time.clear()
+        self._clear_buckets()
+
+    def _clear_buckets(self) -> None:
+        self._listed = 0
         for level in range(1, self._top + 1):
             self._buckets[level].clear()
             self._heaps[level].clear()
@@ -192,23 +227,34 @@ class TimingWheel:
             return
         end = (until // self._slot_ms + 1) * self._slot_ms
         self._set_end(end)
+        time = self._time
         to_near = []
         for level in range(self._top, 0, -1):
             heap, buckets, span = self._heaps[level], self._buckets[level], self._spans[level]
             while heap and heap[0] * span <= until:
-                bucket = buckets.pop(heappop(heap), None)  # None: emptied by moves earlier
+                b = heappop(heap)
+                bucket = buckets.pop(b, None)  # None: dropped earlier
                 if bucket is None:
                     continue
+                self._listed -= len(bucket)
                 # A key never lands in a bucket that starts at or before until. So this loop
                 # cannot refill a bucket it has emptied.
-                for key, t in bucket.items():
+                start = b * span
+                stop = start + span
+                for key in bucket:
+                    t = time.get(key)
+                    if t is None or not start <= t < stop:
+                        continue               # stale: the key moved or went since
                     if t < end:
                         to_near.append((t, key))
                     else:
-                        self._bucket(t)[key] = t
+                        self._bucket(t).append(key)
+                        self._listed += 1
             self._trim(level)
         if to_near:
-            self._near.update(to_near)  # one sort while the near level is small
+            # A key listed twice in buckets holding its time (moved away and back) is put once
+            # (dict.fromkeys keeps the order, which is mostly sorted already: the sort is cheaper).
+            self._near.update(dict.fromkeys(to_near) if len(to_near) > 1 else to_near)
 
     # -- internals --------------------------------------------------------------------------
 
@@ -216,7 +262,23 @@ class TimingWheel:
         self._end = end
         self._cur = [end // span if span else 0 for span in self._spans]
 
-    def _bucket(self, t: int) -> dict[str, int]:
+    def _list(self, key: str, t: int) -> None:
+        """List key (at t >= end) in its bucket; list every key again once stale entries
+        outnumber the live ones by more than 1,024."""
+        self._bucket(t).append(key)
+        self._listed += 1
+        self._relist_if_stale()
+
+    def _relist_if_stale(self) -> None:
+        if self._listed > 2 * (len(self._time) - len(self._near)) + 1024:
+            end = self._end
+            self._clear_buckets()
+            for k, kt in self._time.items():
+                if kt >= end:
+                    self._bucket(kt).append(k)
+                    self._listed += 1
+
+    def _bucket(self, t: int) -> list[str]:
         """Return the bucket for t >= end, at the finest level whose window reaches t. Creates it
         if needed."""
         spans, cur, slots, top = self._spans, self._cur, self._slots, self._top
@@ -227,7 +289,7 @@ class TimingWheel:
         buckets = self._buckets[level]
         bucket = buckets.get(b)
         if bucket is None:
-            bucket = buckets[b] = {}
+            bucket = buckets[b] = []
             heappush(self._heaps[level], b)
         return bucket
 
@@ -238,23 +300,6 @@ class TimingWheel:
         if len(heap) > 2 * len(buckets) + 16:
             heap[:] = buckets
             heapify(heap)
-
-    def _remove(self, key: str, t: int) -> None:
-        """Remove key, whose time is t, from the near level or from its bucket."""
-        if t < self._end:
-            self._near.remove((t, key))
-            return
-        for level in range(1, self._top + 1):
-            buckets = self._buckets[level]
-            b = t // self._spans[level]
-            bucket = buckets.get(b)
-            if bucket is not None and key in bucket:
-                del bucket[key]
-                if not bucket:
-                    del buckets[b]  # its number stays in the heap until popped or trimmed
-                    self._trim(level)
-                return
-        raise AssertionError(f"wheel lost {key!r}")
 
     def __repr__(self) -> str:
         return f"TimingWheel(len={len(self)}, near={len(self._near)}, end={self._end})"

@@ -83,3 +83,16 @@ def test_the_shard_scaling_bench_runs_every_phase_on_a_sharded_cluster(tmp_path)
     assert row["shards"] == 2 and len(row["snapshots"]) == 6, row          # 3 nodes x 2 shards
     assert row["herd"]["dispatched"] == line["herd"], row["herd"]
     assert set(row["restart"]["per_shard"]) == {"0", "1"} and row["restart"]["all_applied_s"] is not None, row
+
+
+def test_the_memory_breakdown_bench_splits_an_applied_and_a_restored_state():
+    """bench/bench_memory.py inprocess --breakdown --restored at its smallest: a breakdown of
+    the applied state and of a replica restored from its snapshot, each with the job table's
+    rows and a total; no figure is asserted."""
+    out = subprocess.run([sys.executable, "bench/bench_memory.py", "inprocess", "--jobs", "600", "--breakdown",
+                          "--restored"], cwd=REPO, capture_output=True, text=True, timeout=240,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    heads = [line for line in out.stdout.splitlines() if line.startswith("breakdown, ")]
+    assert [h.split()[1] for h in heads] == ["applied", "restored"], out.stdout
+    assert out.stdout.count("jobs dict (its table)") == 2 and out.stdout.count("  total ") == 2, out.stdout

@@ -85,30 +85,35 @@ def check_invariants(wheel, model):
     assert list(wheel.items()) == sorted((t, k) for k, t in model.d.items())
     for k, t in model.d.items():
         assert k in wheel and wheel.get(k) == t
-    # Structure: each key is in exactly one place. The near level holds the keys before the
-    # horizon, in order. Each later key is in the bucket t // span of one level, and that
-    # bucket maps it to t. No bucket is empty. The heaps index every bucket, and their
-    # stale numbers stay bounded.
+    # Structure: the near level holds the keys before the horizon, in order, once each. Every
+    # later key is listed in a bucket t // span of some level (live entries); other entries are
+    # stale (their key moved or went), skipped when the bucket is emptied, and counted. No live
+    # entry is before the horizon. The heaps index every bucket, and their stale numbers stay
+    # bounded.
     assert list(wheel._near) == sorted((t, k) for k, t in model.d.items() if t < wheel._end)
-    places = {}
+    live, listed = set(), 0
     for level in range(1, wheel._top + 1):
-        buckets, heap = wheel._buckets[level], wheel._heaps[level]
+        buckets, heap, span = wheel._buckets[level], wheel._heaps[level], wheel._spans[level]
         assert set(buckets) <= set(heap) and len(heap) <= 2 * len(buckets) + 16
         for b, bucket in buckets.items():
-            assert bucket
-            for k, t in bucket.items():
-                assert k not in places and model.d[k] == t >= wheel._end
-                assert t // wheel._spans[level] == b
-                places[k] = level
-    assert len(places) + len(wheel._near) == len(model.d)
+            listed += len(bucket)
+            for k in bucket:
+                t = model.d.get(k)
+                if t is not None and b * span <= t < (b + 1) * span:
+                    assert t >= wheel._end
+                    live.add(k)
+    assert live == {k for k, t in model.d.items() if t >= wheel._end}
+    assert listed == wheel._listed
 
 
 def level_of(wheel, key):
-    """0 for the near level, else the bucket level that holds key."""
+    """0 for the near level, else the finest bucket level that lists key where its time is."""
+    t = wheel.get(key)
     for level in range(1, wheel._top + 1):
-        if any(key in bucket for bucket in wheel._buckets[level].values()):
+        span = wheel._spans[level]
+        if key in wheel._buckets[level].get(t // span, ()):
             return level
-    assert (wheel.get(key), key) in wheel._near
+    assert (t, key) in wheel._near
     return 0
 
 
@@ -212,9 +217,10 @@ def test_rejects_bad_shapes_and_non_int_times():
         TimingWheel().set("a", 1.5)
 
 
-def test_emptied_buckets_stay_bounded():
-    """A key bouncing between far buckets deletes each bucket it leaves; the heaps that index
-    bucket numbers are rebuilt before deleted numbers pile up."""
+def test_stale_entries_and_emptied_buckets_stay_bounded():
+    """A key bouncing between far buckets leaves a stale entry in each bucket it leaves: the
+    buckets are listed again before stale entries outnumber live ones by more than 1,024, and
+    the heaps that index bucket numbers are rebuilt before deleted numbers pile up."""
     w, model = TimingWheel(slot_ms=1, slots=4, levels=3), Model()
     w.due(0)
     for i in range(5000):
@@ -222,6 +228,13 @@ def test_emptied_buckets_stay_bounded():
         run(w, model, ("set", "hot", t))
         run(w, model, ("set", f"k{i % 5}", t + 1))
         assert len(w._heaps[3]) <= 2 * len(w._buckets[3]) + 16
+        assert w._listed <= 2 * 6 + 1025
+    check_invariants(w, model)
+    for i in range(3000):                               # many keys, then all gone
+        run(w, model, ("set", f"m{i}", 10**6 + i))
+    for i in range(3000):
+        run(w, model, ("discard", f"m{i}"))
+        assert w._listed <= 2 * len(w) + 1025
     check_invariants(w, model)
     assert w.due(10**9) == model.due(10**9)
 
@@ -266,8 +279,8 @@ def test_earliest_compares_levels():
 
 
 def test_moves_across_levels_keep_one_place():
-    """A move finds the key's bucket from its old time, removes it there, and deletes the bucket
-    once it is empty."""
+    """After any move the key is due once, at its new time; the buckets it left forget it when
+    they are emptied."""
     w, model = TimingWheel(), Model()
     w.due(T0)
     seen = []
@@ -277,14 +290,14 @@ def test_moves_across_levels_keep_one_place():
         seen.append(level_of(w, "k"))
         check_invariants(w, model)
     assert seen == [2, 2, 2, 3, 4, 1, 0, 2]
-    assert sum(len(b) for lv in w._buckets[1:] for b in lv.values()) == 1
     run(w, model, ("set", "m", T0 + DAY + 100 * SEC))
     assert level_of(w, "m") == 2
     assert w.due(T0 + DAY) == model.due(T0 + DAY) == [(T0 + HOUR, "k")]
     assert level_of(w, "m") == 1  # its level 2 bucket started before T0 + DAY: emptied into level 1
     run(w, model, ("discard", "m"))
-    assert all(not lv for lv in w._buckets[1:])
     check_invariants(w, model)
+    assert w.due(T0 + 500 * YEAR) == model.due(T0 + 500 * YEAR) == [(T0 + HOUR, "k")]
+    assert all(not lv for lv in w._buckets[1:])      # every bucket emptied, stale entries gone
 
 
 def test_o_due_does_not_touch_far_buckets():
