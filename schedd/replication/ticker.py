@@ -216,7 +216,7 @@ class TickLoop:
 
     def _run(self) -> None:
         while self._owner.is_alive() and self._admit():
-            for key, _ in self._selector.select(self._wait()):
+            for key, _ in self._select():
                 if key.data is None:
                     self._drain()
                 else:
@@ -251,6 +251,14 @@ class TickLoop:
                 return True
             self._thread = None          # under the lock: a register from now on starts another
             return False
+
+    def _select(self) -> list[tuple[selectors.SelectorKey, int]]:
+        try:
+            return self._selector.select(self._wait())
+        except (OSError, ValueError):     # never end the thread every group ticks on: log, go on
+            log.exception("the tick loop's select failed")
+            time.sleep(ERROR_WAIT_S)
+            return []
 
     def _wait(self) -> float:
         if not self._replicas:

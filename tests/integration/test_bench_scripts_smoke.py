@@ -83,3 +83,15 @@ def test_the_shard_scaling_bench_runs_every_phase_on_a_sharded_cluster(tmp_path)
     assert row["shards"] == 2 and len(row["snapshots"]) == 6, row          # 3 nodes x 2 shards
     assert row["herd"]["dispatched"] == line["herd"], row["herd"]
     assert set(row["restart"]["per_shard"]) == {"0", "1"} and row["restart"]["all_applied_s"] is not None, row
+
+
+def test_the_idle_shard_bench_measures_every_node(tmp_path):
+    """bench/bench_shard_idle.py at its smallest: one S, a short window; each node's CPU, threads
+    and RSS are in the JSON line; no figure is asserted."""
+    out_file = tmp_path / "idle.jsonl"
+    out = subprocess.run([sys.executable, "bench/bench_shard_idle.py", "--shards", "2", "--seconds", "1",
+                          "--settle", "0", "--json", str(out_file)], cwd=REPO, capture_output=True, text=True,
+                         timeout=240, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (row,) = [json.loads(x) for x in out_file.read_text().splitlines()]
+    assert row["shards"] == 2 and set(row["cpu_pct"]) == set(row["threads"]) == {"n1", "n2", "n3"}, row
