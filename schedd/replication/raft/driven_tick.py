@@ -64,6 +64,7 @@ class DrivenTick(RaftBase):
 
     def _read_mail(self) -> None:
         """Mail first: what woke this replica, before its timers (the poll is timed as the
-        tick's "poll+messages", like the poll that ends a tick)."""
-        if self._SyncObj__transport.ready:
-            self._poller.poll(0)
+        tick's "poll+messages", like the poll that ends a tick). Also before the Raft port is
+        bound, unlike stock's poll: the loop's selector reports a descriptor for as long as it
+        is readable, so what woke it must be read or the loop would wake again at once."""
+        self._poller.poll(0)
