@@ -170,14 +170,17 @@ class TickLoop:
             owner = self._fds.get(fd)
             if owner is not None and owner is not replica:
                 owner.fds.discard(fd)                   # a descriptor closed unwatched, its number reused
+            # Always anew, never modify: the number may name a new file (pysyncobj closes a
+            # socket before it unsubscribes it), which epoll dropped with the old one, while
+            # the selector's table still has the old entry (a modify with the same events
+            # would change nothing in the kernel). Subscriptions are rare: a connection's
+            # state changes and its write backlog.
+            self._forget(fd)
             try:
-                if owner is None:
-                    self._selector.register(fd, events, replica)
-                else:
-                    self._selector.modify(fd, events, replica)
-            except (KeyError, ValueError, OSError):      # the selector still had a closed one's entry
-                self._forget(fd)
                 self._selector.register(fd, events, replica)
+            except (OSError, ValueError):            # already closed: nothing to wait for
+                self._fds.pop(fd, None)
+                return
             self._fds[fd] = replica
             replica.fds.add(fd)
         if threading.current_thread() is not self._thread:

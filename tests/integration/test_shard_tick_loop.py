@@ -5,6 +5,7 @@ group, each node's groups on that node's one TickLoop, real TCP on 127.0.0.1).""
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -132,3 +133,25 @@ def test_the_loop_thread_ends_with_its_last_group(tmp_path):
     finally:
         node.close()
     wait_for("the loop thread ended", lambda: not node.ticker.running, timeout=10)
+
+
+def test_a_group_whose_raft_port_is_taken_starts_and_binds_once_it_is_free(tmp_path):
+    """Built with autoTick off, stock pysyncobj's constructor would spin on the bind until the
+    port is free; on the loop, as on a tick thread of its own, the ticks retry it instead."""
+    base = restartable_ports(len(NODES) * (SHARDS + 1))
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", base))                  # node 0's shard 0 Raft port
+    blocker.listen()
+    started = time.monotonic()
+    node = Node(0, base, tmp_path)
+    try:
+        assert time.monotonic() - started < 20
+        transport = node.groups[0].sync._SyncObj__transport
+        time.sleep(0.5)
+        assert not transport.ready                     # it tried, and goes on trying
+        assert all(node.groups[k].sync._SyncObj__transport.ready for k in range(1, SHARDS))
+        blocker.close()
+        wait_for("shard 0 bound its port", lambda: transport.ready, timeout=15)
+    finally:
+        blocker.close()
+        node.close()
