@@ -46,21 +46,29 @@ class Node:
     """One node: a TickLoop and a RaftNode per shard, configured as groups.group_config does."""
 
     def __init__(self, i: int, base: int, root) -> None:
+        self.i, self.base, self.root = i, base, root
         self.ticker = TickLoop()
         self.groups: dict[int, RaftNode] = {}
         for k in range(SHARDS):
-            def addr(j: int) -> str:          # node j's Raft ports: base + j * SHARDS + k
-                return shard_raft_address(f"127.0.0.1:{base + j * SHARDS}", k)
+            self.add(k)
 
-            def grpc(j: int) -> str:
-                return f"127.0.0.1:{base + len(NODES) * SHARDS + j}"
-            cfg = from_dict({
-                "node_id": NODES[i], "data_dir": str(root / NODES[i] / str(k)), "secret": SECRET,
-                "raft_address": addr(i), "grpc_address": grpc(i),
-                "peers": [{"id": n, "raft_address": addr(j), "grpc_address": grpc(j)}
-                          for j, n in enumerate(NODES) if j != i]})
-            (root / NODES[i] / str(k)).mkdir(parents=True)
-            self.groups[k] = RaftNode(cfg, ticker=self.ticker)
+    def add(self, k: int, data: str = "") -> None:
+        """Build this node's replica of group k (in a data dir of its own, `data` apart)."""
+        base, i = self.base, self.i
+
+        def addr(j: int) -> str:              # node j's Raft ports: base + j * SHARDS + k
+            return shard_raft_address(f"127.0.0.1:{base + j * SHARDS}", k)
+
+        def grpc(j: int) -> str:
+            return f"127.0.0.1:{base + len(NODES) * SHARDS + j}"
+        data_dir = self.root / NODES[i] / f"{k}{data}"
+        data_dir.mkdir(parents=True)
+        cfg = from_dict({
+            "node_id": NODES[i], "data_dir": str(data_dir), "secret": SECRET,
+            "raft_address": addr(i), "grpc_address": grpc(i),
+            "peers": [{"id": n, "raft_address": addr(j), "grpc_address": grpc(j)}
+                      for j, n in enumerate(NODES) if j != i]})
+        self.groups[k] = RaftNode(cfg, ticker=self.ticker)
 
     def close(self) -> None:
         for g in self.groups.values():
@@ -108,7 +116,7 @@ def test_a_sharded_node_ticks_every_group_on_one_thread_and_each_elects_and_comm
         assert all(not g.sync.tick_thread_alive() for g in n.groups.values())
 
 
-def test_a_group_leaving_the_loop_leaves_the_others_running(cluster):
+def test_a_group_leaving_the_loop_leaves_the_others_running_and_a_new_one_joins(cluster):
     for k in range(SHARDS):
         commit_one(cluster, k, f"before-{k}")
     gone = 1
@@ -120,7 +128,11 @@ def test_a_group_leaving_the_loop_leaves_the_others_running(cluster):
         if k != gone:
             commit_one(cluster, k, f"after-{k}")
     terms = {k: [n.groups[k].term for n in cluster] for k in range(SHARDS) if k != gone}
-    for k in terms:                                  # still one leader each, no election since
+    for n in cluster:                                # a group made at run time joins the running loops
+        n.add(gone, data="-new")
+    commit_one(cluster, gone, "new-group")
+    wait_for("one tick thread per node", lambda: len(tick_threads()) == len(NODES), timeout=10)
+    for k in terms:                                  # the others: still one leader each, no election since
         commit_one(cluster, k, f"again-{k}")
         assert [n.groups[k].term for n in cluster] == terms[k]
 
