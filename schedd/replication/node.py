@@ -527,9 +527,6 @@ class RaftNode(Generic[CfgT]):
             if self._ticker is not None and self._replica is not None:
                 self._ticker.unregister(self._replica)      # its descriptors, if it made any
             raise
-        if self._ticker is not None and self._replica is not None:
-            self._replica.sync = self.sync
-            self._ticker.register(self._replica)            # its ticks begin, as a tick thread's would
         self._hooks.attach(self.sync)
         self._tick_jobs: collections.deque[Callable[[], bool]] = collections.deque()
         self.sync.addOnTickCallback(self._run_tick_jobs)
@@ -542,6 +539,9 @@ class RaftNode(Generic[CfgT]):
         if loaded != sorted(others):
             source = "pysyncobj's dump (it overrides the config file and membership.json)"
         self.membership.source = source
+        if self._ticker is not None and self._replica is not None:
+            self._replica.sync = self.sync
+            self._ticker.register(self._replica)      # its ticks begin (its hooks and callbacks set)
         if self.learner:
             log.info("learning from %s as a non-voter (read-only Raft node)", ", ".join(others))
             return
