@@ -5,7 +5,10 @@ node of a sharded cluster hosts one replica of each of S groups, so S such threa
 the GIL and the cores: bench/bench_multiraft_idle.py measured (bench/README.md "Many Raft groups
 in one process") 55% of a core per process idle and hundreds of elections in 30 idle seconds at
 128 groups with a thread each, against 26% and none with ONE loop waiting on ONE poller for every
-replica. This is that loop, for schedd's patched SyncObj (raft_patches.RepairingSyncObj).
+replica. This is that loop, for schedd's patched SyncObj (raft_patches.RepairingSyncObj). On
+real schedd nodes (bench/bench_shard_idle.py, bench/README.md "Idle sharded nodes") it took S - 1
+threads and 16-31% of the Raft threads' idle CPU off a node at S = 8 to 64: schedd's ticks
+already sleep until their deadline, so what goes is the threads' waking and GIL hand-overs.
 
 How: each group's SyncObj is built with `autoTick=False` and a `GroupPoller`: pysyncobj's own
 `PollPoller` (so the replica still polls only its own descriptors, the way every part of
