@@ -130,7 +130,7 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
         unlike = self._shards_unlike(request)
         if unlike:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, unlike)
-        if self.router.shards > 1 and not self.node.state.shard_map:
+        if self.router is not None and self.router.shards > 1 and not self.node.state.shard_map:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the cluster's shard map is not recorded yet (it is "
                                                              "starting): retry in a few seconds")
         info = auth.current()
@@ -164,7 +164,8 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
     def _replicas_held(self, nid: str) -> list[int]:
         """The shard groups other than this one (group 0) that the shard map places on `nid`: a
         sharded cluster's node leaves group 0 only once its other replicas moved away."""
-        if self.router.shards <= 1 or self.router.shard not in (0, None):
+        router = self.router
+        if router is None or router.shards <= 1 or router.shard not in (0, None):
             return []
         try:
             m = recorded_map(self.node.state.shard_map)
@@ -190,7 +191,7 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
         """Why a joiner cannot join for its shard count ("" if it may): it must be the cluster's
         (fixed at creation). A sharded cluster takes a node only once its shard map is
         recorded: the first map lists the nodes it was made with as holding every shard."""
-        theirs, ours = max(1, request.shards), max(1, self.router.shards)
+        theirs, ours = max(1, request.shards), max(1, self.router.shards if self.router is not None else 1)
         who = request.id or "?"
         if theirs != ours:
             return (f"refusing {who}: its config says shards = {theirs}, the cluster has {ours} shard group(s); "
