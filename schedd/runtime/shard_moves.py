@@ -37,6 +37,7 @@ from schedd_proto import scheduler_pb2 as pb
 
 CATCH_UP_S = 300.0          # how long step 3 waits for the new replica
 RETRY_S = 60.0              # how long a step retries a group that is electing or mid-change
+ANSWER_WAIT_S = 15.0        # how long the target may take to answer before the move is refused
 CallContext = Any
 
 
@@ -154,11 +155,18 @@ class ShardMover:
         stops at the next failure, so a move never starts by adding a node that does not answer."""
         info = members_of(self.zero).get(dst)
         addr = info.grpc_address if info is not None else ""
-        try:
-            await self.calls.unary(0, "Cluster", "ListShards", pb.ListShardsRequest(shard=0), address=addr, timeout=5.0)
-        except GroupCallError as e:
-            raise MoveRefused(grpc.StatusCode.FAILED_PRECONDITION,
-                              f"{dst} does not answer ({e.details}): start it before moving a replica to it") from None
+        deadline = time.monotonic() + ANSWER_WAIT_S       # a node that just joined opens its port next
+        while True:
+            try:
+                await self.calls.unary(0, "Cluster", "ListShards", pb.ListShardsRequest(shard=0), address=addr,
+                                       timeout=5.0)
+                return
+            except GroupCallError as e:
+                if time.monotonic() >= deadline:
+                    raise MoveRefused(grpc.StatusCode.FAILED_PRECONDITION,
+                                      f"{dst} does not answer ({e.details}): start it before moving a replica "
+                                      "to it") from None
+            await asyncio.sleep(0.5)
 
     async def _add(self, k: int, dst: str) -> str:
         info = members_of(self.zero).get(dst)
