@@ -653,8 +653,8 @@ _ORIGINAL_CREATE_JOURNAL = pysyncobj.syncobj.createJournal
 def durable_journal_factory(fsync: str = "always", batch_interval: float = 0.05,
                             dump_path: str | None = None,
                             on_fatal: Callable[[BaseException], None] | None = None,
-                            on_created: Callable[[DurableJournal], None] | None = None
-                            ) -> Callable[..., DurableJournal]:
+                            on_created: Callable[[DurableJournal], None] | None = None,
+                            resident_bytes: int = RESIDENT_BYTES) -> Callable[..., DurableJournal]:
     """Return ``createJournal(journalFile)`` building a :class:`DurableJournal`."""
     check_policy(fsync)
 
@@ -663,7 +663,7 @@ def durable_journal_factory(fsync: str = "always", batch_interval: float = 0.05,
             raise ValueError("durable journal installed but conf.journalFile is None; set "
                              "conf.journalFile (and conf.fullDumpFile)")
         j = DurableJournal(journalFile, dump_path=dump_path, fsync=fsync,
-                           batch_interval=batch_interval, on_fatal=on_fatal)
+                           batch_interval=batch_interval, on_fatal=on_fatal, resident_bytes=resident_bytes)
         if on_created is not None:
             on_created(j)
         return j
@@ -760,9 +760,10 @@ def secure_data_dir(data_dir: str) -> list[str]:
 
 def prepare_durable_journal(data_dir: str, *, fsync: str = "always", batch_interval: float = 0.05,
                             journal_name: str = "raft.journal", dump_name: str = "raft.dump",
-                            on_fatal: Callable[[BaseException], None] | None = None
-                            ) -> DurableJournalHooks:
+                            on_fatal: Callable[[BaseException], None] | None = None,
+                            resident_bytes: int = RESIDENT_BYTES) -> DurableJournalHooks:
     """Secure ``data_dir`` (:func:`secure_data_dir`) and patch pysyncobj (process-global) to build a DurableJournal.
+    ``resident_bytes``: how much of the log's newest commands it keeps in memory.
 
     Also calls :func:`make_snapshots_durable` (unless ``fsync="never"``).
 
@@ -782,7 +783,7 @@ def prepare_durable_journal(data_dir: str, *, fsync: str = "always", batch_inter
     make_snapshots_durable(fsync != "never")
     patch_create_journal(durable_journal_factory(fsync=fsync, batch_interval=batch_interval,
                                                  dump_path=hooks.dump_file, on_fatal=on_fatal,
-                                                 on_created=_created))
+                                                 on_created=_created, resident_bytes=resident_bytes))
     return hooks
 
 

@@ -36,6 +36,7 @@ from schedd.core import commands as C
 from schedd.core.results import ApplyResult, Code, Parts, Refused
 from schedd.core.state import SchedulerState
 from schedd.replication import journal as durable
+from schedd.replication.journal_index import RESIDENT_BYTES
 from schedd.replication import membership as members_file
 from schedd.replication.membership import ChangeGate, Membership, StaticMember
 from schedd.replication import level_file
@@ -226,6 +227,18 @@ class ReplicatedState(SyncObjConsumer):
             self._syncObj.halt(str(self._behind(level)))   # a newer cluster's snapshot: apply nothing on it
         else:
             self._note_level(level)
+
+
+MIN_RESIDENT_BYTES = 1 << 20
+
+
+def resident_log_bytes(shards: int) -> int:
+    """How much of its log's newest commands a group keeps in memory (older ones are read back
+    from the journal file when a lagging follower needs them): the node's budget, the journal's
+    RESIDENT_BYTES, shared by the S groups it hosts, at least 1 MiB each. A budget per group
+    would cost every sharded node S times the memory of an unsharded one, about 150 B per job
+    at S = 8 (bench/README.md "A replica's memory per job")."""
+    return max(MIN_RESIDENT_BYTES, RESIDENT_BYTES // max(1, shards))
 
 
 class GrowthFreezer:
@@ -477,7 +490,8 @@ class RaftNode(Generic[CfgT]):
                                          on_level=lambda level: level_file.write(cfg.data_dir, level),
                                          history=history)
         self.digests = self._consumer.digests
-        self._hooks = durable.prepare_durable_journal(str(cfg.data_dir), fsync=cfg.fsync)
+        self._hooks = durable.prepare_durable_journal(str(cfg.data_dir), fsync=cfg.fsync,
+                                                      resident_bytes=resident_log_bytes(getattr(cfg, "shards", 1)))
         durable.speed_up_snapshots()
         r = cfg.raft
         bind = cfg.raft_bind or cfg.raft_address

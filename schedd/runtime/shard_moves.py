@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -51,18 +51,27 @@ class ShardMover:
 
     def __init__(self, zero: Any, calls: GroupCalls, clock: Clock, keeper: MapKeeper) -> None:
         self.zero, self.calls, self.clock, self.keeper = zero, calls, clock, keeper
-        self._moving = False          # one move at a time (the event loop's thread only)
+        # one move at a time (the event loop's thread only): the one running, by what it moves
+        self._running: tuple[tuple[int, str, str], asyncio.Task] | None = None
 
     async def move(self, request: pb.MoveShardRequest) -> pb.MoveShardResponse:
-        if self._moving:
-            raise MoveRefused(grpc.StatusCode.FAILED_PRECONDITION, "another shard move is in progress; retry after it")
-        self._moving = True
+        what = (request.shard, request.from_node, request.to_node)
+        if self._running is not None and not self._running[1].done():
+            if self._running[0] != what:
+                raise MoveRefused(grpc.StatusCode.FAILED_PRECONDITION,
+                                  f"another shard move is in progress (shard {self._running[0][0]} from "
+                                  f"{self._running[0][1]} to {self._running[0][2]}); retry after it")
+            return await asyncio.shield(self._running[1])     # the same move asked again: its answer
+        task = asyncio.get_running_loop().create_task(self._guarded(request))
+        self._running = (what, task)
+        return await asyncio.shield(task)
+
+    async def _guarded(self, request: pb.MoveShardRequest) -> pb.MoveShardResponse:
+        """The move, carried on even if the caller gives up (it would resume anyway)."""
         try:
             return await self._move(request)
         except ShardMapError as e:
             raise MoveRefused(grpc.StatusCode.FAILED_PRECONDITION, str(e)) from None
-        finally:
-            self._moving = False
 
     async def _move(self, request: pb.MoveShardRequest) -> pb.MoveShardResponse:
         started = time.monotonic()
@@ -135,9 +144,11 @@ class ShardMover:
                                                            f"({result.msg}); ask again to resume the move")
         return m
 
-    async def _group_call(self, k: int, method: str, request: Any, *, done_if: str = "") -> Any:
+    async def _group_call(self, k: int, method: str, request: Any, *, done_if: str = "",
+                          done: Callable[[], Awaitable[bool]] | None = None) -> Any:
         """`method` of group k's Membership on its leader; retried while the group elects or
-        finishes another change (within RETRY_S). `done_if`: a refusal meaning it was done."""
+        finishes another change (within RETRY_S). `done_if`: a refusal meaning it was done;
+        `done()`: asked after a call whose outcome is unknown, whether it took effect."""
         deadline = time.monotonic() + RETRY_S
         while True:
             try:
@@ -145,10 +156,21 @@ class ShardMover:
             except GroupCallError as e:
                 if done_if and done_if in e.details:
                     return None
+                if e.code == grpc.StatusCode.UNAVAILABLE and done is not None and await done():
+                    return None
                 busy = e.code == grpc.StatusCode.FAILED_PRECONDITION and "in flight" in e.details
                 if (e.code != grpc.StatusCode.UNAVAILABLE and not busy) or time.monotonic() >= deadline:
                     raise MoveRefused(e.code, f"shard {k}: {method}: {e.details}") from None
             await asyncio.sleep(0.5)
+
+    async def _configured(self, k: int, nid: str) -> bool:
+        """Whether a replica of group k lists `nid` in its Raft configuration (pysyncobj takes a
+        configuration change when it appends it, committed or not)."""
+        try:
+            answer = await self.calls.unary(k, "Cluster", "ListShards", pb.ListShardsRequest(shard=k), timeout=5.0)
+        except GroupCallError:
+            return False
+        return any(nid in row.replicas for row in answer.items)
 
     async def _answers(self, dst: str) -> None:
         """`dst` is up before it is made a voter: a group of R + 1 voters with one of them down
@@ -174,9 +196,13 @@ class ShardMover:
             raise MoveRefused(grpc.StatusCode.FAILED_PRECONDITION, f"{dst!r} has no addresses in the member table")
         raft = shard_raft_address(info.raft_address, k)
         request = mpb.AddNodeRequest(id=dst, raft_address=raft, grpc_address=info.grpc_address)
-        answer = await self._group_call(k, "AddNode", request, done_if=f"member {dst} ({raft}")
+        # A group with a dead voter (a dead node's replica moving) commits the add only once
+        # `dst` runs its replica, which it builds once the map places it: so an add whose
+        # outcome is unknown but which the group's configuration holds goes on to the map.
+        answer = await self._group_call(k, "AddNode", request, done_if=f"member {dst} ({raft}",
+                                        done=lambda: self._configured(k, dst))
         if answer is None:
-            return f"{dst} was in shard {k}'s Raft configuration already"
+            return f"{dst} is in shard {k}'s Raft configuration (its commit may wait for {dst}'s replica)"
         return f"shard {k}'s leader added {dst} ({raft}) to the group: {'; '.join(answer.steps)}"
 
     async def _caught_up(self, k: int, dst: str) -> str:

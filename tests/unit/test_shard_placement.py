@@ -192,3 +192,11 @@ def test_a_group_held_elsewhere_answers_through_a_node_holding_it():
     with pytest.raises(RuntimeError):
         asyncio.run(RemoteGroup(refused, 2, "Scheduler").GetJob(object(), ctx))   # type: ignore[arg-type]
     assert ctx.aborted == (grpc.StatusCode.NOT_FOUND, "n2: job 'x' not found")
+
+
+def test_a_nodes_resident_log_budget_is_shared_by_its_groups():
+    from schedd.replication.journal_index import RESIDENT_BYTES
+    from schedd.replication.node import MIN_RESIDENT_BYTES, resident_log_bytes
+    assert resident_log_bytes(1) == RESIDENT_BYTES                 # an unsharded node: as before
+    assert resident_log_bytes(4) == RESIDENT_BYTES // 4
+    assert resident_log_bytes(64) == MIN_RESIDENT_BYTES            # never below 1 MiB a group
