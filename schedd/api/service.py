@@ -33,6 +33,7 @@ from google.protobuf.message import Message
 
 from schedd.api import auth, convert, forecasts, history_reads, shard_routing
 from schedd.core.quota_shares import cluster_limit
+from schedd.core.shards import ShardMap
 from schedd.api.limits import call_overflow
 from schedd.api.shard_calls import GroupCallError
 from schedd.api.membership_view import cluster_membership, node_membership
@@ -1228,9 +1229,7 @@ class ClusterService(pb_grpc.ClusterServicer):
         self.hosted: Callable[[], dict[int, RaftNode]] | None = None
         self.calls: Any = None            # schedd.api.shard_calls.GroupCalls
         self.mover: Any = None            # schedd.runtime.shard_moves.ShardMover
-        self.map_version: Callable[[], int] = lambda: 1
-        # the replicas the shard map places for a shard (None: its group's Raft configuration)
-        self.placed: Callable[[int], list[str] | None] = lambda k: None
+        self.shard_map: Callable[[], ShardMap | None] = lambda: None   # group 0's recorded map
 
     def _now_ms(self) -> int:
         return self.clock.now_ms()
@@ -1291,7 +1290,9 @@ class ClusterService(pb_grpc.ClusterServicer):
         its group's leader, term and progress; `lag` is its own); a group it holds no replica
         of, as a node holding one sees it. `shard`: that group only, from this node's replica."""
         me = self.node.cfg.node_id
-        out = pb.ListShardsResponse(shards=max(1, self.shards), answered_by=me, map_version=self.map_version())
+        m = self.shard_map()
+        version = m.version if m is not None else (0 if self.shards > 1 else 1)
+        out = pb.ListShardsResponse(shards=max(1, self.shards), answered_by=me, map_version=version)
         if request.HasField("shard"):
             node = self._hosted().get(request.shard) if request.shard != self.shard else self.node
             if node is None:
@@ -1308,11 +1309,13 @@ class ClusterService(pb_grpc.ClusterServicer):
         for k in range(max(1, self.shards)):
             if k not in rows and self.calls is not None:
                 rows[k] = await self._remote_row(k)
+        m = self.shard_map()
         for k, row in rows.items():
-            placed = self.placed(k)
-            if placed is not None:           # the map: a replica given up is not one a moment later
+            # the map's replicas (a replica given up is not one a moment later), but shard 0's:
+            # group 0's members (every node), not the map's entry
+            if m is not None and k:
                 row.ClearField("replicas")
-                row.replicas.extend(sorted(placed))
+                row.replicas.extend(sorted(m.shard(k).replicas))
         return [rows[k] for k in sorted(rows)]
 
     async def _remote_row(self, k: int) -> pb.ShardStatus:

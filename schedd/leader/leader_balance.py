@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from schedd.leader.hosted import Hosted, hosted
 from schedd.core.shards import ShardMap
 
 log = logging.getLogger("schedd.shards")
@@ -32,12 +33,11 @@ GAP_S = 10.0
 class LeaderBalancer:
     """The loop (module doc) over this node's replicas `nodes` (group k's RaftNode at k)."""
 
-    def __init__(self, node_id: str, nodes: Sequence[Any] | Callable[[], Mapping[int, Any]],
+    def __init__(self, node_id: str, nodes: Sequence[Any] | Hosted,
                  shard_map: Callable[[], ShardMap | None] = lambda: None, *,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.node_id = node_id
-        fixed = None if callable(nodes) else dict(enumerate(nodes))
-        self._nodes: Callable[[], Mapping[int, Any]] = nodes if fixed is None else (lambda: fixed)  # type: ignore[assignment]
+        self._nodes = hosted(nodes)
         self.shard_map = shard_map         # the recorded map (None: every member holds every group)
         self.monotonic = monotonic
         self._seen: dict[int, str] = {}

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from schedd.leader.hosted import Hosted, hosted
 from schedd.core import commands as C
 from schedd.core.quota_shares import GroupUse, cluster_quotas, next_allocation
 from schedd.ports.clock import Clock
@@ -54,9 +55,8 @@ class QuotaBalancer:
     is safe): elsewhere the shares stay as recorded, which never exceeds a quota. Every
     group's leader copies its share from group 0 (every node hosts group 0)."""
 
-    def __init__(self, nodes: Sequence[Any] | Callable[[], Mapping[int, Any]], clock: Clock) -> None:
-        fixed = None if callable(nodes) else dict(enumerate(nodes))
-        self._nodes: Callable[[], Mapping[int, Any]] = nodes if fixed is None else (lambda: fixed)  # type: ignore[assignment]
+    def __init__(self, nodes: Sequence[Any] | Hosted, clock: Clock) -> None:
+        self._nodes = hosted(nodes)
         self.clock = clock
         self.level = C.FEATURES.level_of(C.QUOTA_SHARE)
 

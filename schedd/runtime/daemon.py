@@ -35,7 +35,7 @@ from schedd.api.shard_calls import GroupCalls, RemoteGroup
 from schedd.runtime.shard_moves import ShardMover
 from schedd.runtime import placement
 from schedd.runtime.groups import (Group, GroupSet, NodeParts, ShardCountError, build_group, check_shard_count,
-                                   group_config, group_dir)
+                                   group_config, group_dir, holds_state)
 from schedd.runtime.placement import boot_shards
 from schedd.api.watch import WatchSlots
 from schedd.dashboard.login_codes import LoginCodes
@@ -211,13 +211,13 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     loop = asyncio.get_running_loop()
     table = faults.feature_table(FEATURES)         # this build's (a test's node: an older build's)
     version = build_info(table).version
-    first_start = not any(group_dir(cfg, 0).iterdir()) if group_dir(cfg, 0).is_dir() else True
-    join_now = joining.needs_join(cfg)          # before anything is written into the data dir
+    booted = boot_shards(cfg, first_start=not holds_state(group_dir(cfg, 0)))   # before anything is written
+    join_now = joining.needs_join(cfg)
     try:
         check_shard_count(cfg)
     except ShardCountError as e:
         raise StartupError(str(e)) from None
-    for k in boot_shards(cfg, first_start=first_start):
+    for k in booted:
         data_dir = group_config(cfg, k).data_dir
         behind = level_file.refusal(data_dir, table.max_level)
         if behind is not None:                     # a rollback: never join in below the cluster
@@ -241,9 +241,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     login_codes = LoginCodes(ttl_s=cfg.acl.login_link_seconds)
     parts = NodeParts(cfg, clock, faults, version, signer, peer_channels(cfg.tls), watchers, login_codes,
                       lambda entry: audit_box[0].add(entry), KEEPALIVE_MIN_MS, header_sealer(cfg.secret))
-    groups = GroupSet(cfg.shards)
-    for k in boot_shards(cfg, first_start=first_start):
-        groups.by_shard[k] = build_group(parts, k)
+    groups = GroupSet({k: build_group(parts, k) for k in booted})
     first = groups.zero
     node, metrics = first.node, first.metrics
     audit_queue = AuditQueue(lambda entry: node.propose(entry, timeout=10.0), clock)
@@ -264,13 +262,11 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     assert isinstance(cluster_service, ClusterService)
     scheduler_service = first.servicers["Scheduler"]
     assert isinstance(scheduler_service, SchedulerService)
+    keeper = placement.MapKeeper(node, cfg.shards, clock)
     if cfg.shards > 1:
         cluster_service.hosted, cluster_service.calls = groups.nodes, calls
-        cluster_service.mover = ShardMover(node, calls, clock, placement.MapKeeper(node, cfg.shards, clock))
-        cluster_service.map_version = lambda: m.version if (m := placement.current_map(node)) is not None else 0
-        # shard 0's replicas: group 0's members (every node), not the map's entry
-        cluster_service.placed = lambda k: list(m.shard(k).replicas) if k and (m := placement.current_map(node)) \
-            else None
+        cluster_service.mover = ShardMover(node, calls, clock, keeper)
+        cluster_service.shard_map = lambda: placement.current_map(node)
         scheduler_service.groups = groups.nodes
 
     def halted() -> str:
@@ -344,8 +340,9 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    reloads: set[asyncio.Task] = set()
-    loop.add_signal_handler(signal.SIGHUP, lambda: _reload(cfg, reloader, [g.router for g in groups], reloads, web))
+    background: set[asyncio.Task] = set()         # tasks the node fires and forgets (reloads, collections)
+    loop.add_signal_handler(signal.SIGHUP, lambda: _reload(cfg, reloader, [g.router for g in groups], background,
+                                                           web))
     for g in groups:
         g.start(writes_health if g is first else None)
     audit_task = asyncio.create_task(audit_queue.run())
@@ -364,15 +361,14 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         await g.stop()
         await placement.forget_replica(g)
         freed = asyncio.create_task(_freed(weakref.ref(g.node.state), g.shard))
-        reloads.add(freed)                         # the node's set of tasks it fires and forgets
-        freed.add_done_callback(reloads.discard)
+        background.add(freed)
+        freed.add_done_callback(background.discard)
     # Sharded: the groups placed here (schedd.runtime.placement), the cluster's quotas split over
     # the groups (schedd.leader.quota_balance) and leaders spread over the nodes.
     balancers = [asyncio.create_task(QuotaBalancer(groups.nodes, clock).run()),
                  asyncio.create_task(LeaderBalancer(cfg.node_id, groups.nodes,
                                                     lambda: placement.current_map(node)).run()),
-                 asyncio.create_task(placement.Placement(cfg, groups, place, drop,
-                                                         placement.MapKeeper(node, cfg.shards, clock)).run())] \
+                 asyncio.create_task(placement.Placement(cfg, groups, place, drop, keeper).run())] \
         if cfg.shards > 1 else []
     log.info("node %s serving gRPC on %s (%s), Raft on %s, metrics and dashboard on %s, fsync=%s", cfg.node_id,
              cfg.grpc_address, _describe_tls(reloader), cfg.raft_address,

@@ -87,7 +87,7 @@ def check_shard_count(cfg: NodeConfig) -> None:
     try:
         saved = json.loads(path.read_text())["shards"]
     except FileNotFoundError:
-        saved = 1 if _has_state(Path(cfg.data_dir)) else None    # made before shards were recorded
+        saved = 1 if holds_state(Path(cfg.data_dir)) else None    # made before shards were recorded
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ShardCountError(f"cannot read {path}: {e}") from None
     if saved is not None and saved != cfg.shards:
@@ -105,7 +105,8 @@ def record_shard_count(cfg: NodeConfig) -> None:
     path.chmod(0o600)
 
 
-def _has_state(data_dir: Path) -> bool:
+def holds_state(data_dir: Path) -> bool:
+    """Whether a replica's directory holds anything (a replica was made there)."""
     return data_dir.is_dir() and any(data_dir.iterdir())
 
 
@@ -187,14 +188,10 @@ class GroupSet:
     does over its groups reads it when it acts, so a replica built or dropped at run time
     (a shard move) is seen at once."""
 
-    shards: int
     by_shard: dict[int, Group] = field(default_factory=dict)
 
     def __iter__(self) -> Iterator[Group]:
         return iter([self.by_shard[k] for k in sorted(self.by_shard)])
-
-    def __contains__(self, shard: object) -> bool:
-        return shard in self.by_shard
 
     def get(self, shard: int) -> Group | None:
         return self.by_shard.get(shard)

@@ -37,7 +37,7 @@ from schedd.ports.clock import Clock
 from schedd.replication import membership as members_file
 from schedd.replication.membership import MemberInfo
 from schedd.runtime.config import NodeConfig
-from schedd.runtime.groups import Group, GroupSet, group_dir
+from schedd.runtime.groups import Group, GroupSet, group_dir, holds_state
 from schedd.settings import Peer
 
 log = logging.getLogger("schedd.shards")
@@ -52,11 +52,7 @@ def boot_shards(cfg: NodeConfig, *, first_start: bool) -> list[int]:
         return [0]
     if first_start and not cfg.join:
         return list(range(cfg.shards))
-    return [0] + [k for k in range(1, cfg.shards) if _holds_state(group_dir(cfg, k))]
-
-
-def _holds_state(path: Path) -> bool:
-    return path.is_dir() and any(path.iterdir())
+    return [0] + [k for k in range(1, cfg.shards) if holds_state(group_dir(cfg, k))]
 
 
 def current_map(zero: Any) -> ShardMap | None:
