@@ -11,9 +11,13 @@ import json
 import threading
 from pathlib import Path
 
+import grpc
 import pytest
 
+from schedd.core.commands import FEATURES
 from schedd.core.shards import shard_of
+from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from schedd.ports.fakes import wait_until
 from schedd_client import Client, job_spec
 from tests.integration.test_shards import SHARDS, assert_once_each, history, names_over_shards
@@ -23,6 +27,16 @@ from tests.support.cluster import schedctl
 pytestmark = pytest.mark.integration
 
 MOVED = 2
+
+
+def shard_level(c, nid: str, shard: int) -> int:
+    """The feature level of `nid`'s replica of `shard` (NodeInfo names the shard in its header)."""
+    with c.channel(nid) as ch:
+        try:
+            return pb_grpc.ClusterStub(ch).NodeInfo(pb.NodeInfoRequest(), timeout=2,
+                                                    metadata=(("x-schedd-shard", str(shard)),)).feature_level
+        except grpc.RpcError:
+            return 0
 
 
 def replicas(client, shard: int) -> list[str]:
@@ -151,6 +165,8 @@ def test_a_dead_nodes_replicas_move_to_a_new_node_and_then_it_is_removed(cluster
     with c.client(timeout=30) as client:
         # the map is recorded once every node runs a build that knows it (the feature level)
         wait_until(lambda: client.list_shards().map_version >= 1, timeout=60, what="the shard map recorded")
+        # ...and shard 1's group at the top level too (raised while every voter answers: n3 dies next)
+        wait_until(lambda: shard_level(c, "n1", 1) == FEATURES.max_level, timeout=60, what="shard 1's feature level")
         client.put_jobs([job_spec(n, schedule="@every 1s", command="true") for n in names])
         refused = schedctl(c, "cluster", "remove-node", "n3", check=False)
         assert refused.returncode != 0 and "still holds replicas of shards 1" in refused.stderr, refused.stderr
