@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from schedd.ports.fakes import wait_until
+from schedd.ports.fakes import WaitTimeout, wait_until
 from schedd_client import AsyncClient, job_spec
 from tests.support.cluster import schedctl
 
@@ -33,7 +33,7 @@ if CHROMIUM is None or CHROMEDRIVER is None:
     pytest.skip("DASHBOARD BROWSER TESTS SKIPPED: Debian's chromium and chromium-driver are not installed "
                 "(.ci/run installs them as root: apt-get install chromium chromium-driver)", allow_module_level=True)
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is in the test extras")
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 
@@ -131,6 +131,22 @@ def shot(driver, screens: Path, name: str) -> Path:
     return path
 
 
+def log_in(driver, link: str, *, what: str = "logged in", timeout: float = 30) -> None:
+    """Open a `schedctl dashboard` link and wait for the jobs page it lands on. If it does not,
+    the failure says where the browser stayed and what the page said (a refused or expired code
+    shows its error there), not only that time ran out."""
+    driver.get(link)
+    try:
+        wait_until(lambda: driver.current_url.endswith("/jobs"), timeout=timeout, what=what)
+    except WaitTimeout as e:
+        try:
+            seen = f"at {driver.current_url}: error {error_text(driver)!r}; page: " \
+                   f"{driver.find_element(By.TAG_NAME, 'body').text[:500]!r}"
+        except WebDriverException as read_error:        # the browser itself is what failed
+            seen = f"the page could not be read: {read_error!r}"
+        raise AssertionError(f"{e}; the browser stayed {seen}") from e
+
+
 LINK_SECONDS = 20          # the nodes' [acl] login_link_seconds: ample to open a link on a loaded machine, short to expire one
 REFUSED = "this login link was already used or has expired: run schedctl dashboard again"
 
@@ -168,8 +184,7 @@ def test_dashboard_login_jobs_cluster_csrf_and_teams(cluster, tmp_path):
         # dashboard of the node that minted it (the token itself is in no URL).
         link = schedctl(c, "dashboard", "--no-open", at=c.nodes["n1"].grpc).stdout.strip()
         assert link.startswith(c.http_url("n1", "/login#code=")) and c.admin_token not in link
-        driver.get(link)
-        wait_until(lambda: driver.current_url.endswith("/jobs"), timeout=30, what="the jobs page")
+        log_in(driver, link, what="the jobs page")
         assert "#code" not in driver.current_url
         wait_until(lambda: job_names(driver) == ["a-cleanup", "a-report", "b-backup"], timeout=30,
                    what="the three jobs")
@@ -271,8 +286,7 @@ def test_dashboard_login_jobs_cluster_csrf_and_teams(cluster, tmp_path):
         async_link, async_url = asyncio.run(awaited())
         assert async_url == c.http_url("n3") and async_link.startswith(c.http_url("n3", "/login#code="))
         assert any(sdk_link.startswith(c.http_url(n, "/login#code=")) for n in c.nodes)
-        driver.get(async_link)
-        wait_until(lambda: driver.current_url.endswith("/jobs"), timeout=30, what="n3's jobs page, by the SDK's link")
+        log_in(driver, async_link, what="n3's jobs page, by the SDK's link")
         driver.get(c.http_url("n1", "/jobs"))
         wait_until(lambda: "/login" in driver.current_url, timeout=30, what="no session on n1")
 

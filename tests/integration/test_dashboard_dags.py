@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from schedd.ports.fakes import wait_until
-from tests.integration.test_dashboard import CHROMIUM, CHROMEDRIVER, browser, click, shot  # noqa: F401  (skips without them)
+from tests.integration.test_dashboard import CHROMIUM, CHROMEDRIVER, browser, click, log_in, shot  # noqa: F401  (skips without them)
 from tests.support.cluster import schedctl
 
 pytestmark = pytest.mark.integration
@@ -87,8 +87,7 @@ def test_dag_graph_grid_clear_and_cluster_workers_audit(cluster, tmp_path):
     c, screens = cluster, tmp_path / "screens"
     driver = browser()
     try:
-        driver.get(schedctl(c, "dashboard", "--no-open").stdout.strip())
-        wait_until(lambda: driver.current_url.endswith("/jobs"), timeout=30, what="logged in")
+        log_in(driver, schedctl(c, "dashboard", "--no-open").stdout.strip(), what="logged in")
         admin = driver.find_element(By.ID, "principal").text
 
         # The DAGs list, then the DAG's page: the graph before any run.
@@ -190,8 +189,7 @@ def test_dag_graph_grid_clear_and_cluster_workers_audit(cluster, tmp_path):
         wait_until(lambda: "/login" in driver.current_url, timeout=30, what="logged out")
         driver.get(c.http_url("n1", "/dags/etl"))      # to /login?next=...: so the link loads a new page
         wait_until(lambda: "/login?next=" in driver.current_url, timeout=30, what="the login page")
-        driver.get(schedctl(c, "dashboard", "--no-open", "--token", c.reader_token).stdout.strip())
-        wait_until(lambda: driver.current_url.endswith("/jobs"), timeout=30, what="the reader logged in")
+        log_in(driver, schedctl(c, "dashboard", "--no-open", "--token", c.reader_token).stdout.strip(), what="the reader logged in")
         driver.get(c.http_url("n1", "/dags/etl"))
         wait_until(lambda: set(node_states(driver).values()) == {"succeeded"}, timeout=30, what="the reader's graph")
         assert not driver.find_element(By.ID, "clear-panel").is_displayed()

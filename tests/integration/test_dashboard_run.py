@@ -21,7 +21,7 @@ import pytest
 from schedd.ports.fakes import wait_until
 from schedd_client import job_spec
 from schedd_client.errors import SchedError
-from tests.integration.test_dashboard import browser, click, cluster, redrawn, shot  # noqa: F401  (cluster: a fixture)
+from tests.integration.test_dashboard import browser, click, log_in, cluster, redrawn, shot  # noqa: F401  (cluster: a fixture)
 from tests.support.cluster import schedctl
 
 pytestmark = pytest.mark.integration
@@ -78,8 +78,7 @@ def test_run_page_live_log_cancel_and_pages_live_without_polling(live_cluster, t
     c, screens = live_cluster, tmp_path / "screens"
     driver = browser()
     try:
-        driver.get(schedctl(c, "dashboard", "--no-open").stdout.strip())
-        wait_until(lambda: driver.current_url.endswith("/jobs"), timeout=30, what="logged in")
+        log_in(driver, schedctl(c, "dashboard", "--no-open").stdout.strip(), what="logged in")
 
         # A run's log grows on its page while the job prints a line every 0.3 s (until told to stop).
         with c.client(timeout=30) as cl:
@@ -149,8 +148,7 @@ def test_run_page_live_log_cancel_and_pages_live_without_polling(live_cluster, t
 
         # Team a's token may retry (trigger) but not cancel: only Retry shows; a cancel forced
         # from the page gets the API's refusal, word for word as the SDK gets it.
-        driver.get(schedctl(c, "dashboard", "--no-open", "--token", c.team_token).stdout.strip())
-        wait_until(lambda: driver.current_url.endswith("/jobs"), timeout=30, what="team a logged in")
+        log_in(driver, schedctl(c, "dashboard", "--no-open", "--token", c.team_token).stdout.strip(), what="team a logged in")
         driver.get(c.http_url("n1", "/runs/" + quote(run.id, safe="")))
         wait_until(lambda: field(driver, "State") == "FAILED", timeout=30, what="the talker's run, as team a")
         assert driver.find_element(By.ID, "retry").is_displayed()
