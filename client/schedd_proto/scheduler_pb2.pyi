@@ -1176,10 +1176,12 @@ class WatchEvent(_message.Message):
     def __init__(self, type: _Optional[str] = ..., key: _Optional[str] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., worker: _Optional[_Union[WorkerInfo, _Mapping]] = ..., events: _Optional[_Iterable[_Union[WatchEvent, _Mapping]]] = ...) -> None: ...
 
 class DiffJobsRequest(_message.Message):
-    __slots__ = ("jobs",)
+    __slots__ = ("jobs", "actions_only")
     JOBS_FIELD_NUMBER: _ClassVar[int]
+    ACTIONS_ONLY_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[JobSpec]
-    def __init__(self, jobs: _Optional[_Iterable[_Union[JobSpec, _Mapping]]] = ...) -> None: ...
+    actions_only: bool
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobSpec, _Mapping]]] = ..., actions_only: _Optional[bool] = ...) -> None: ...
 
 class JobChange(_message.Message):
     __slots__ = ("name", "action", "version", "current", "proposed")

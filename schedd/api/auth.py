@@ -390,10 +390,12 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     local_source: str = ""
     # A sharded cluster (schedd.api.shard_routing): the groups whose replicas hold the objects a
     # call names (a batch of jobs may name several). The ACL table is group 0's, `node`.
-    groups_of: Callable[[str, Any], list[Any]] | None = None
+    groups_of: Callable[[str, Any], list[tuple[Any, Any]]] | None = None
 
-    def nodes_for(self, method: str, request: Any) -> list[Any]:
-        return self.groups_of(method, request) if self.groups_of is not None else [self.node]
+    def nodes_for(self, method: str, request: Any) -> list[tuple[Any, Any]]:
+        """The replicas a call's teams are resolved against, each with the part of the request
+        it holds (a sharded node: the owning groups it hosts)."""
+        return self.groups_of(method, request) if self.groups_of is not None else [(self.node, request)]
 
     async def intercept_service(self, continuation, handler_call_details):
         method = handler_call_details.method
@@ -593,9 +595,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         resolve = RESOLVERS.get(info.method)
         owners: list[Owner] = []
         if resolve is not None and request is not None:
-            for node in self.nodes_for(info.method, request):     # a sharded cluster: the owning groups
+            for node, part in self.nodes_for(info.method, request):     # a sharded cluster: the owning groups
                 with node.lock:
-                    owners.extend(resolve(node.state, request))
+                    owners.extend(resolve(node.state, part))
         if not owners and need.filtered:
             return                              # a list: the servicer filters its rows
         # Each distinct team once, in order (a batch names its team once per job): the same

@@ -117,7 +117,10 @@ class BatchRefused(Exception):
         self.position = position
 
 
-_SINGLE_SHAPES = SpecTemplates(limit=1024)     # PutJob's, on the event loop's thread only
+# The node's validated shapes, for PutJob on the event loop and batches in worker threads alike:
+# a batch split across shard groups, and the check before its write, meet the same shapes again
+# in every group's part, so a cache per call rebuilt each shape up to twice per group.
+_SHAPES = SpecTemplates(limit=2048)
 
 
 @functools.lru_cache(maxsize=4)
@@ -177,14 +180,13 @@ def _canonical_batch(specs: Sequence[pb.JobSpec], stored_of: convert.StoredSecre
     out = []
     budget = C.BATCH_ENTRY_BYTES - C.BATCH_ENVELOPE_BYTES
     seen: dict[str, int] = {}
-    templates = SpecTemplates()           # jobs differing only by name: validated once
 
     def label(i: int) -> str:             # built only for a refusal
         return f"job {specs[i - 1].name or 'unnamed'!r} (#{i} of {len(specs)})"
 
     for i, spec in enumerate(specs, 1):
         try:
-            done = templates.canonical(spec)
+            done = _SHAPES.canonical(spec)       # jobs differing only by name: validated once
             checked, text = done if done is not None else convert.job_spec_from_pb(spec, stored_of, sealer)
         except ValidationError as e:
             raise BatchRefused(i, f"{label(i)}: {e}") from None
@@ -472,7 +474,7 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     async def _valid_spec(self, context: CallContext, spec: pb.JobSpec) -> tuple[JobSpec, str]:
         """Validate before proposing: bad input is refused and nothing is committed."""
         try:
-            done = _SINGLE_SHAPES.canonical(spec)
+            done = _SHAPES.canonical(spec)
             checked, text = done if done is not None else convert.job_spec_from_pb(
                 spec, _stored_secrets_of(self.node), _sealer(self.node.cfg.secret))
         except ValidationError as e:
@@ -576,7 +578,9 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
     async def DiffJobs(self, request: pb.DiffJobsRequest, context: CallContext) -> pb.DiffJobsResponse:
         """What PutJobs of these specs would change, committing nothing: the same checks and caps,
         then each job's committed text compared with the text the write would commit (a secret
-        sent again unchanged, or as its mask, keeps its ciphertext, so it compares equal)."""
+        sent again unchanged, or as its mask, keeps its ciphertext, so it compares equal).
+        `actions_only` leaves out the specs: converting them back is most of a big answer's
+        cost, and a check before a write reads only the actions."""
         over = call_overflow(self.node.cfg.limits, len(request.jobs), request.ByteSize())
         if over:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, over)
@@ -599,6 +603,10 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         for (_, spec, text), now in zip(rows, stored):
             if now is not None and now[2] == text:      # the common case of a re-apply: names only
                 changes.append(pb.JobChange(name=spec.name, action="unchanged", version=now[0]))
+                continue
+            if request.actions_only:                    # a check before a write: no specs back
+                changes.append(pb.JobChange(name=spec.name, action="create" if now is None else "update",
+                                            version=now[0] if now is not None else 0))
                 continue
             change = pb.JobChange(name=spec.name, proposed=convert.job_spec_to_pb(spec))
             if now is None:

@@ -380,9 +380,23 @@ def _without_synced(event: Any) -> tuple[Any | None, bool]:
 POSITION = "x-schedd-batch-position"      # a refused batch's 1-based position (schedd.api.service)
 
 
+class _Refused(Exception):
+    """One part's refusal, held until every part has answered (`_each`)."""
+
+    def __init__(self, code: Any, details: str, trailers: tuple[tuple[str, str], ...]) -> None:
+        super().__init__(details)
+        self.code, self.details, self.trailers = code, details, trailers
+
+    @property
+    def position(self) -> float:
+        """The refused job's place in the whole batch; a refusal of no job (UNAVAILABLE) last."""
+        return next((int(v) for k, v in self.trailers if k == POSITION), float("inf"))
+
+
 class _PartContext:
     """A call's context as a group sees it when it answers one part of a batch: a refusal it
-    raises names the job's position in the caller's whole batch, not in the part."""
+    raises names the job's position in the caller's whole batch, not in the part, and is held
+    (`_Refused`) rather than ending the call, since the other parts are still answering."""
 
     def __init__(self, context: CallContext, index: list[int], total: int) -> None:
         self._context, self._index, self._total = context, index, total
@@ -402,15 +416,35 @@ class _PartContext:
                     .replace(f"#{old})", f"#{new})").replace(f"#{old}:", f"#{new}:")
                 v = str(new)
             meta.append((k, v))
-        return await self._context.abort(code, details, trailing_metadata=tuple(meta))
+        raise _Refused(code, details, tuple(meta))
+
+
+async def _each(context: CallContext, calls: dict[int, Any]) -> dict[int, Any]:
+    """Every group's part at once, their answers by group. The parts' Raft commits overlap
+    instead of queueing one after another (a batch over 8 groups waited for 8 commits in a
+    row). A refusal is answered once every part has answered, and it is the refusal of the
+    batch's earliest job, so the answer does not depend on which group answered first."""
+    results = await asyncio.gather(*calls.values(), return_exceptions=True)
+    refused = [r for r in results if isinstance(r, _Refused)]
+    if refused:
+        first = min(refused, key=lambda r: r.position)
+        await context.abort(first.code, first.details, trailing_metadata=first.trailers)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return dict(zip(calls, results))
 
 
 async def _split(front: ShardFront, service: str, method: str, request: Message, context: CallContext) -> Any:
     """PutJobs and DiffJobs: each group gets its jobs (in request order) and the answers
     combine (counts add up; DiffJobs' changes come back in request order). A refusal names the
     job's position in the whole batch. A PutJobs spanning groups is checked whole first
-    (DiffJobs in every group: the specs, the caps, `create_only`), so a batch with a bad job
-    commits nothing; then each group commits its part, all or nothing within it."""
+    (DiffJobs in every group, `actions_only`: the specs, the caps, `create_only`), so a batch
+    with a bad job commits nothing; then each group commits its part, all or nothing within it.
+    The groups are asked at once, in both steps. Only a group that refuses its part after the
+    check passed (another writer got in between) leaves the others' parts committed; the
+    answer names the refused job, and a retry with the same request id commits each committed
+    part once (each part's request id is the call's plus its group)."""
     groups: dict[int, list[int]] = {}
     for i, spec in enumerate(request.jobs):
         groups.setdefault(front.of_name(spec.name), []).append(i)
@@ -424,10 +458,13 @@ async def _split(front: ShardFront, service: str, method: str, request: Message,
         part.jobs.extend(request.jobs[i] for i in idx)
         return part
 
-    diffs: dict[int, Any] = {}
-    for k, idx in sorted(groups.items()):
-        diffs[k] = await front.target(service, k).DiffJobs(part_of(idx, pb.DiffJobsRequest),
-                                                            _PartContext(context, idx, total))
+    def check(idx: list[int]) -> Any:
+        part = part_of(idx, pb.DiffJobsRequest)
+        part.actions_only = method != "DiffJobs"
+        return part
+
+    diffs = await _each(context, {k: front.target(service, k).DiffJobs(check(idx), _PartContext(context, idx, total))
+                                  for k, idx in sorted(groups.items())})
     if method == "DiffJobs":
         placed = {i: change for k, idx in groups.items() for i, change in zip(idx, diffs[k].changes)}
         out = pb.DiffJobsResponse()
@@ -440,14 +477,17 @@ async def _split(front: ShardFront, service: str, method: str, request: Message,
             await context.abort(grpc.StatusCode.ALREADY_EXISTS,
                                 f"job {request.jobs[i].name!r} (#{i + 1} of {total}) already exists",
                                 trailing_metadata=((POSITION, str(i + 1)),))
-    answers = []
-    for k, idx in sorted(groups.items()):
+
+    def commit(k: int, idx: list[int]) -> Any:
         part = part_of(idx, type(request))
         part.create_only = request.create_only
         part.request_id = f"{request.request_id}/s{k}" if request.request_id else ""
-        answers.append(await getattr(front.target(service, k), method)(part, _PartContext(context, idx, total)))
-    out = type(answers[0])()
-    for a in answers:
+        return getattr(front.target(service, k), method)(part, _PartContext(context, idx, total))
+
+    answers = await _each(context, {k: commit(k, idx) for k, idx in sorted(groups.items())})
+    out = type(answers[min(answers)])()
+    for k in sorted(answers):
+        a = answers[k]
         out.created += a.created
         out.updated += a.updated
         out.warnings.extend(a.warnings)
@@ -626,14 +666,35 @@ RULES: dict[str, dict[str, object]] = {
 }
 
 
-def owning_shards(front: ShardFront, method: str, request: Any) -> list[int]:
-    """The groups holding what a call names (`/schedd.v1.Scheduler/PutJob`): what the
-    authorizing interceptor resolves the call's teams against. Calls naming nothing: group 0."""
+class _Part:
+    """A batch request as one group's authorization sees it: that group's jobs only, every
+    other field the request's."""
+
+    __slots__ = ("_request", "jobs")
+
+    def __init__(self, request: Any, jobs: list[Any]) -> None:
+        self._request, self.jobs = request, jobs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._request, name)
+
+
+def owning_parts(front: ShardFront, method: str, request: Any) -> list[tuple[int, Any]]:
+    """The groups holding what a call names (`/schedd.v1.Scheduler/PutJob`), each with the part
+    of the request it holds: what the authorizing interceptor resolves the call's teams
+    against. A batch's group sees its own jobs only (resolving the whole batch in every group
+    looked each job up S times, in S - 1 groups that cannot hold it). Calls naming nothing:
+    group 0."""
     service, _, name = method.rpartition("/")
     rule = RULES.get(service.rpartition(".")[2], {}).get(name)
     if isinstance(rule, Key):
         key = rule.of(request)
-        return [front.of_name(key)] if key else [0]
+        return [(front.of_name(key) if key else 0, request)]
     if isinstance(rule, Split):
-        return sorted({front.of_name(spec.name) for spec in request.jobs}) or [0]
-    return [0]
+        parts: dict[int, list[Any]] = {}
+        for spec in request.jobs:
+            parts.setdefault(front.of_name(spec.name), []).append(spec)
+        if len(parts) <= 1:
+            return [(next(iter(parts), 0), request)]
+        return [(k, _Part(request, jobs)) for k, jobs in sorted(parts.items())]
+    return [(0, request)]

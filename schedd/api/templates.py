@@ -40,10 +40,16 @@ class _Template:
 
 @dataclass(slots=True)
 class SpecTemplates:
-    """canonical_spec for the specs of one call, each distinct spec-without-its-name done once;
-    or, with `limit`, for the single PutJobs of one node's event loop (at most `limit` shapes
-    kept: when full it starts over). Validation rules are fixed for a process, so a shape's
-    template stays right for as long as it is kept. Not thread-safe: one owner each."""
+    """canonical_spec for specs, each distinct spec-without-its-name done once: for one call's
+    batch (no `limit`), or for a whole node (at most `limit` shapes kept: when full it starts
+    over). Validation rules are fixed for a process, so a shape's template stays right for as
+    long as it is kept.
+
+    Shared by threads (the event loop's PutJob, batches validated in worker threads): a
+    template is immutable once built, and the table is only read by key, written one key at a
+    time and cleared whole, each one step under the GIL. Two threads that miss the same shape at
+    once both build it and one write stays; a clear may drop a template another thread has
+    just put, which is then built again. Either costs time, never a wrong text."""
 
     limit: int = 0                       # 0: unbounded (one call's batch, itself bounded)
     _seen: dict[bytes, _Template | None] = field(default_factory=dict)   # spec bytes without the name

@@ -28,7 +28,7 @@ from schedd.api.halted import HaltedGate
 from schedd.api.limits import InflightLimit, max_receive_bytes
 from schedd.api import shard_routing
 from schedd.api.service import ClusterService, Router, SchedulerService
-from schedd.api.shard_routing import ShardFront, owning_shards
+from schedd.api.shard_routing import ShardFront, owning_parts
 from schedd.leader.leader_balance import LeaderBalancer
 from schedd.leader.quota_balance import QuotaBalancer
 from schedd.api.shard_calls import GroupCalls, RemoteGroup
@@ -285,7 +285,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         front = ShardFront(cfg.shards, lambda k: g.servicers if (g := groups.get(k)) is not None else None,
                            lambda k, service: RemoteGroup(calls, k, service))
         # a group held elsewhere: its holder authorizes the call against its replica
-        authn.groups_of = lambda method, request: [g.node for k in owning_shards(front, method, request)
+        authn.groups_of = lambda method, request: [(g.node, part) for k, part in owning_parts(front, method, request)
                                                    if (g := groups.get(k)) is not None]
         servicers = {name: shard_routing.build(front, name, full, shard_routing.RULES[name], base)
                      for name, (full, base, _) in SERVICES.items()}

@@ -44,6 +44,13 @@ class Group:
         self.k = k
         self.jobs: dict[str, pb.Job] = {}
         self.calls: list[tuple[str, Any]] = []
+        self.gate: asyncio.Barrier | None = None       # set: each call waits until every group is in one
+        self.delay = 0.0
+
+    async def _meet(self) -> None:
+        await asyncio.sleep(self.delay)
+        if self.gate is not None:
+            await asyncio.wait_for(self.gate.wait(), 5)
 
     async def GetJob(self, request, context):
         self.calls.append(("GetJob", request.name))
@@ -57,6 +64,8 @@ class Group:
                                    total=len(self.jobs))
 
     async def DiffJobs(self, request, context):
+        self.calls.append(("DiffJobs", request.actions_only))
+        await self._meet()
         changes = []
         for i, spec in enumerate(request.jobs, 1):
             if spec.schedule == "bad":
@@ -67,6 +76,7 @@ class Group:
 
     async def PutJobs(self, request, context):
         self.calls.append(("PutJobs", [s.name for s in request.jobs]))
+        await self._meet()
         created = sum(1 for s in request.jobs if s.name not in self.jobs)
         for s in request.jobs:
             self.jobs[s.name] = pb.Job(spec=s)
@@ -175,7 +185,8 @@ def test_a_batch_is_split_checked_whole_and_refused_at_the_callers_position():
     with pytest.raises(Aborted) as e:
         run(servicer.PutJobs(pb.PutJobsRequest(jobs=specs2), Context()))
     assert e.value.meta[R.POSITION] == "11" and "(#11)" in e.value.details
-    assert [list(g.calls) for g in groups] == before                   # nothing committed anywhere
+    assert [[c for c in g.calls if c[0] == "PutJobs"] for g in groups] == \
+        [[c for c in b if c[0] == "PutJobs"] for b in before]          # nothing committed anywhere
     with pytest.raises(Aborted) as e:
         run(servicer.PutJobs(pb.PutJobsRequest(jobs=[pb.JobSpec(name="new1"), specs[4]], create_only=True),
                              Context()))
@@ -183,6 +194,42 @@ def test_a_batch_is_split_checked_whole_and_refused_at_the_callers_position():
     diff = run(servicer.DiffJobs(pb.DiffJobsRequest(jobs=specs2[:10]), Context()))
     assert [c.name for c in diff.changes] == names(10)
     assert [c.action for c in diff.changes] == ["update"] * 9 + ["create"]
+
+
+def test_a_batchs_groups_are_asked_at_once_and_the_earliest_refusal_is_the_answer():
+    """Every group's check and commit are in flight together (a group's call returns only once
+    every group's is waiting: asked one after another, the first would time out), the checks ask
+    for actions only, and of two refused jobs the answer names the earlier, even when its group
+    answers last."""
+    groups = [Group(k) for k in range(S)]
+    _, servicer = front_of(groups)
+    specs = [pb.JobSpec(name=n) for n in names(12)]
+    assert len({shard_of(s.name, S) for s in specs}) == S
+
+    async def put(request):
+        gate = asyncio.Barrier(S)
+        for g in groups:
+            g.gate = gate
+        try:
+            return await servicer.PutJobs(request, Context())
+        finally:
+            for g in groups:
+                g.gate = None
+    r = run(put(pb.PutJobsRequest(jobs=specs)))
+    assert (r.created, r.updated) == (12, 0)
+    assert all(("DiffJobs", True) in g.calls for g in groups)
+    bad = [specs[i] for i in (2, 9)]
+    assert shard_of(bad[0].name, S) != shard_of(bad[1].name, S)
+    for s in bad:
+        s.schedule = "bad"
+    groups[shard_of(bad[0].name, S)].delay = 0.2                      # the earlier bad job's group answers last
+    for _ in range(3):
+        with pytest.raises(Aborted) as e:
+            run(servicer.PutJobs(pb.PutJobsRequest(jobs=specs), Context()))
+        assert e.value.meta[R.POSITION] == "3" and "(#3)" in e.value.details
+    diff = run(servicer.DiffJobs(pb.DiffJobsRequest(jobs=specs[:2]), Context()))
+    assert [c.action for c in diff.changes] == ["update", "update"]
+    assert groups[shard_of(specs[0].name, S)].calls[-1] == ("DiffJobs", False)     # a user's diff: in full
 
 
 def test_a_watch_of_every_group_says_synced_once_after_all_listed():
@@ -246,3 +293,18 @@ def test_the_sdk_learns_a_shards_leader_from_a_forwarded_answer():
     assert m.leaders == {k: "10.0.0.2:7070"}
     m.forget("a")
     assert m.leader_for("a") is None
+
+
+def test_a_batch_is_authorized_in_each_group_against_its_own_jobs_only():
+    front = R.ShardFront(S, [{"Scheduler": Group(k)} for k in range(S)])
+    specs = [pb.JobSpec(name=n, team=f"t{i % 2}") for i, n in enumerate(names(12))]
+    request = pb.PutJobsRequest(jobs=specs, create_only=True)
+    parts = R.owning_parts(front, "/schedd.v1.Scheduler/PutJobs", request)
+    assert [k for k, _ in parts] == list(range(S))
+    for k, part in parts:
+        assert [s.name for s in part.jobs] == [s.name for s in specs if shard_of(s.name, S) == k]
+        assert part.create_only is True                            # the other fields are the request's
+    one = pb.PutJobsRequest(jobs=[specs[0]])
+    assert R.owning_parts(front, "/schedd.v1.Scheduler/PutJobs", one) == [(shard_of(specs[0].name, S), one)]
+    assert R.owning_parts(front, "/schedd.v1.Scheduler/GetJob", pb.GetJobRequest(name=specs[1].name)) == \
+        [(shard_of(specs[1].name, S), pb.GetJobRequest(name=specs[1].name))]

@@ -110,3 +110,26 @@ def test_a_bounded_cache_starts_over_when_full():
         spec = pb.JobSpec(name=f"j-{i}", description=f"shape {i}", handler=pb.Handler(shell=pb.ShellHandler(command="x")))
         assert _templated(t, spec) == _full_path(spec)
         assert len(t._seen) <= 2
+
+
+def test_one_table_shared_by_threads_gives_every_job_its_own_canonical_text():
+    """The node's table is shared by the event loop and the batch threads: with a limit small
+    enough that it keeps starting over while eight threads race through the shapes, every
+    answer is still exactly the full path's."""
+    import threading
+    t = SpecTemplates(limit=2)
+    wrong: list[str] = []
+
+    def work(seed: int) -> None:
+        for i in range(300):
+            shape = (seed + i) % len(SHAPES)
+            spec = copy.deepcopy(SHAPES[shape])
+            spec.name = f"j{seed}-{i}"
+            if _templated(t, spec) != _full_path(spec):
+                wrong.append(spec.name)
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert wrong == []
