@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench._metrics import code_version, percentile, rss_bytes
-from bench.bench_shards import daily_specs, register
+from bench.bench_shards import daily_calls, register
 from bench.cli import machine, results_file
 from schedd.core.shards import routing_key, shard_of
 from schedd.runtime.cluster import LocalCluster
@@ -103,7 +103,7 @@ def main() -> None:
         c.wait_leader(timeout=120)
         c.wait_shards(timeout=120)
         t = time.monotonic()
-        register(c, daily_specs("job", a.jobs))
+        register(c, daily_calls("job", a.jobs))
         say(f"registered {a.jobs} jobs in {time.monotonic() - t:.1f} s")
         ticking = names_in(MOVED, S, "tick", a.ticking)
         with c.client(timeout=60) as cl:

@@ -56,6 +56,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -165,10 +166,12 @@ def names_by_shard(prefix: str, n: int, shards: int) -> dict[int, int]:
     return counts
 
 
-def register(c: LocalCluster, specs: list, threads: int = THREADS) -> float:
-    """PutJobs calls of PER_CALL from `threads` clients at once; seconds until the last ack."""
-    calls = [specs[i:i + PER_CALL] for i in range(0, len(specs), PER_CALL)]
-    it = iter(calls)
+def register(c: LocalCluster, specs: Sequence | Iterator[list], threads: int = THREADS) -> float:
+    """PutJobs calls of PER_CALL from `threads` clients at once; seconds until the last ack.
+    `specs` is a list of specs, or the calls' lists made as they are sent (`daily_calls`: ten
+    million specs held at once would be gigabytes of the bench's own memory)."""
+    it = iter([specs[i:i + PER_CALL] for i in range(0, len(specs), PER_CALL)]) \
+        if isinstance(specs, Sequence) else specs
     lock = threading.Lock()
     errors: list[BaseException] = []
 
@@ -195,10 +198,13 @@ def register(c: LocalCluster, specs: list, threads: int = THREADS) -> float:
     return time.perf_counter() - t
 
 
-def daily_specs(prefix: str, n: int) -> list:
+def daily_calls(prefix: str, n: int) -> Iterator[list]:
+    """N daily jobs (`M H * * *`, H twelve hours away: none fires during the run) in lists of
+    PER_CALL, each made when a client thread asks for it."""
     hour = (datetime.now(UTC).hour + 12) % 24
-    return [job_spec(f"{prefix}{i:07d}", schedule=f"{i % 60} {hour} * * *", command="true")
-            for i in range(n)]
+    for start in range(0, n, PER_CALL):
+        yield [job_spec(f"{prefix}{i:07d}", schedule=f"{i % 60} {hour} * * *", command="true")
+               for i in range(start, min(n, start + PER_CALL))]
 
 
 # ------------------------------------------------------------------ probes
@@ -287,9 +293,7 @@ def run_one(S: int, a: argparse.Namespace, root: Path) -> dict[str, Any]:
 
         # 2. register
         per_shard = names_by_shard("d-", a.jobs, S)
-        specs = daily_specs("d-", a.jobs)
-        took = register(c, specs)
-        del specs
+        took = register(c, daily_calls("d-", a.jobs), threads=a.threads)
         row["register_s"] = round(took, 2)
         row["register_jobs_per_s"] = round(a.jobs / took)
         row["apply_wait_s"] = round(wait_applied(c, per_shard), 2)
@@ -304,7 +308,7 @@ def run_one(S: int, a: argparse.Namespace, root: Path) -> dict[str, Any]:
 
         # 4. snapshots, one (node, shard) at a time
         snaps = []
-        for nid in c.nodes:
+        for nid in list(c.nodes)[:a.snapshot_nodes]:
             for k in range(S):
                 ans = ask(c, nid, {"op": "compact", "shard": k}, timeout=900)
                 ans["node"] = nid
@@ -586,6 +590,9 @@ def main() -> int:
     ap.add_argument("--rates", default=None, help="steady fires/s steps (default 250,500,1000,2000,4000,8000; --quick 200)")
     ap.add_argument("--window", type=int, default=None, help="steady window s (default 10; --quick 4)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: small sizes, S = 1,2 (under 2 minutes)")
+    ap.add_argument("--threads", type=int, default=THREADS, help=f"client threads registering (default {THREADS})")
+    ap.add_argument("--snapshot-nodes", type=int, default=3,
+                    help="nodes whose every shard is compacted one at a time (default 3: all; 1 at millions of jobs)")
     ap.add_argument("--keep", action="store_true", help="keep the clusters' folders")
     ap.add_argument("--results", type=Path, default=HERE / "results")
     a = ap.parse_args()
