@@ -104,13 +104,14 @@ MUX_SHARDS = 4
 
 
 def node_streams(c, nid: str) -> int | None:
-    """Node `nid`'s open Workers.ConnectNode streams (its gauge; None: the node does not answer)."""
+    """Node `nid`'s open Workers.ConnectNode streams (its gauge, labelled shard="0" as every
+    sample of a sharded node; None: the node does not answer)."""
     try:
         text = c.http_get(nid, "/metrics")
     except OSError:
         return None
     for line in text.splitlines():
-        if line.startswith("schedd_worker_node_streams "):
+        if line.startswith(("schedd_worker_node_streams ", "schedd_worker_node_streams{")):
             return int(float(line.split()[1]))
     return None
 
@@ -133,10 +134,10 @@ def test_a_worker_holds_one_stream_per_node_and_follows_its_shards_over_them(clu
                 return False
             return all(node_streams(c, nid) == (1 if nid in now.values() else 0) for nid in alive)
 
-        client.put_jobs([job_spec(n, schedule="@every 1s", command="true") for n in names])
         c.start_worker("w1", slots=8, drain_grace_s=5)
         wait_until(lambda: one_stream_per_leader(list(c.nodes)), timeout=60,
                    what="w1 on every shard's leader over one stream per leading node")
+        client.put_jobs([job_spec(n, schedule="@every 1s", command="true") for n in names])
         wait_until(lambda: all(len(history(client, n)) >= 3 for n in names), timeout=60,
                    what="every job run three times")
         now = leaders(client)
