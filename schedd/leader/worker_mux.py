@@ -44,6 +44,8 @@ log = logging.getLogger("schedd.workers")
 
 OUT_QUEUE = 16                 # frames queued for the outer stream's writes, at most
 RECONNECT_ROOM = 1             # as the hub's: a reconnect may overlap its old stream
+SUBS_PER_SHARD = 2             # sub-streams of one stream, per shard: a shard's new sub-stream may
+                               # open while its cancelled one still ends (each is counted by its hub too)
 
 
 class SubStreamAborted(Exception):
@@ -186,6 +188,7 @@ class _OuterStream:
         self.highest = 0                      # the highest sub-stream id seen
         self.out: asyncio.Queue[pb.NodeLeaderMessage | None] = asyncio.Queue(maxsize=OUT_QUEUE)
         self.idle_since = 0.0                 # loop time the last sub-stream ended (or the stream began)
+        self.refusals: set[asyncio.Task[None]] = set()   # closed frames of refused sub-streams, queued
 
     async def serve(self, request_iterator: Any) -> AsyncIterator[pb.NodeLeaderMessage]:
         reader = asyncio.create_task(self._demux(request_iterator))
@@ -206,7 +209,7 @@ class _OuterStream:
                 yield frame
         finally:
             reader.cancel()
-            tasks = [s.task for s in self.subs.values() if s.task is not None]
+            tasks = [s.task for s in self.subs.values() if s.task is not None] + list(self.refusals)
             for t in tasks:
                 t.cancel()
             await asyncio.gather(reader, *tasks, return_exceptions=True)
@@ -217,12 +220,14 @@ class _OuterStream:
         try:
             async for frame in request_iterator:
                 self._frame(frame)
-        except (asyncio.CancelledError, grpc.aio.AioRpcError):
+        except asyncio.CancelledError:
             raise
+        except Exception as e:  # noqa: BLE001 - the stream broke: its sub-streams end, then it
+            log.debug("worker node stream from %s ended: %s", self.context.peer(), e)
         finally:
             for sub in list(self.subs.values()):
                 sub.requests.end()
-        tasks = [s.task for s in self.subs.values() if s.task is not None]
+        tasks = [s.task for s in self.subs.values() if s.task is not None] + list(self.refusals)
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.out.put(None)
 
@@ -244,13 +249,14 @@ class _OuterStream:
 
     def _open(self, stream: int, shard: int, first: pb.WorkerMessage) -> None:
         sub = _Sub(stream, shard)
-        if len(self.subs) >= max(1, self.mux.shards()):
-            self._closed_soon(sub, grpc.StatusCode.RESOURCE_EXHAUSTED,
-                              f"this stream already carries {len(self.subs)} sub-streams, one per shard")
-            return
         route = self.mux.route(shard)
         if isinstance(route, tuple):
             self._closed_soon(sub, *route)
+            return
+        if len(self.subs) >= SUBS_PER_SHARD * max(1, self.mux.shards()):
+            self._closed_soon(sub, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                              f"this stream already carries {len(self.subs)} sub-streams, "
+                              f"{SUBS_PER_SHARD} per shard at most")
             return
         sub.requests.put(first)
         self.subs[stream] = sub
@@ -262,7 +268,8 @@ class _OuterStream:
         frame = pb.NodeLeaderMessage(stream=sub.stream, shard=sub.shard,
                                      closed=pb.SubStreamClosed(code=code.value[0], details=details))
         task = asyncio.create_task(self.out.put(frame))
-        task.add_done_callback(lambda t: None)
+        self.refusals.add(task)
+        task.add_done_callback(self.refusals.discard)
 
     async def _run(self, sub: _Sub, connect: Callable[[Any, Any], AsyncIterator[pb.LeaderMessage]]) -> None:
         """Serves one sub-stream with its shard's Connect; its end is sent as a closed frame."""

@@ -269,3 +269,28 @@ async def test_a_node_that_answers_unimplemented_gets_a_connect_per_shard(node_c
     assert not w.rt.streams.speaks(group[1].address)
     group[1].assign(9, shell("true"))
     assert (await group[1].result(9)).state == "SUCCEEDED"
+
+
+# ------------------------------------------------------------------------------ a real hub
+
+async def test_an_unsharded_nodes_hub_serves_its_shard_as_a_sub_stream_counted_as_a_stream():
+    from tests.support.env import TestEnv
+    from tests.unit.test_worker_hub import assignment
+    hub = TestEnv().hub
+    f = Frames(hub.mux)
+    f.hello(1, 0, name="w-hub")
+    f.hello(2, 1, name="w-hub")               # no shard 1 on an unsharded node
+    await until(lambda: f.of(1) and f.closed(2), what="a Welcome and a refusal")
+    assert f.of(1)[0].message.welcome.leader_id and f.of(1)[0].message.welcome.shards == 0
+    assert f.closed(2).code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert hub.streams == 1 and "w-hub" in hub.conns and hub.mux.active == 1   # counted as a Connect
+    hub.send(hub.conns["w-hub"], assignment(7))
+    await until(lambda: any(x.message.assignment.fencing_token == 7 for x in f.of(1)), what="the assignment")
+    hub.close_all("this node is no longer the leader")     # a step-down ends it with its status
+    await until(lambda: f.closed(1) is not None, what="sub-stream 1 ended by the hub")
+    assert f.closed(1).code in (grpc.StatusCode.UNAVAILABLE.value[0], grpc.StatusCode.FAILED_PRECONDITION.value[0])
+    assert "no longer the leader" in f.closed(1).details
+    assert hub.streams == 0 and not f.ended.is_set()     # the node stream outlives its sub-stream
+    f.inbox.put_nowait(None)
+    await asyncio.wait_for(f.ended.wait(), 10)
+    assert hub.mux.active == 0

@@ -62,8 +62,26 @@ class SubCall:
 
     async def write(self, msg: pb.WorkerMessage) -> None:
         if self._done or self._written:
-            raise self._error or grpc.aio.UsageError("the sub-stream is closed for writing")
-        await self.node.send(pb.NodeWorkerMessage(stream=self.stream, shard=self.shard, message=msg))
+            raise self._error or _error(grpc.StatusCode.CANCELLED, "the sub-stream is closed for writing")
+        await self._send(pb.NodeWorkerMessage(stream=self.stream, shard=self.shard, message=msg))
+
+    async def _send(self, frame: pb.NodeWorkerMessage) -> None:
+        """A write on the node's stream; its failure raised as this sub-stream's error (an
+        AioRpcError, as a Connect call's write raises), never as a CancelledError the link
+        would take for its own cancellation."""
+        try:
+            await self.node.send(frame)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            raise self._error or _error(grpc.StatusCode.UNAVAILABLE,
+                                        f"the stream to {self.node.address} ended") from None
+        except grpc.aio.AioRpcError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the stream broke: read as a failed call
+            raise self._error or _error(grpc.StatusCode.UNAVAILABLE,
+                                        f"the stream to {self.node.address}: {e}") from None
 
     async def read(self) -> Any:
         msg = await self._inbox.get()
@@ -78,8 +96,8 @@ class SubCall:
         if self._done or self._written:
             return
         self._written = True
-        await self.node.send(pb.NodeWorkerMessage(stream=self.stream, shard=self.shard,
-                                                  closed=pb.SubStreamClosed(code=0)))
+        await self._send(pb.NodeWorkerMessage(stream=self.stream, shard=self.shard,
+                                              closed=pb.SubStreamClosed(code=0)))
 
     def cancel(self) -> bool:
         if self._done:

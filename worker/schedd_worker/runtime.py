@@ -99,7 +99,10 @@ Shards
     today) and on its probes; shard 0's sends none. A node answers the NodeInfo probe about
     its replica of the shard named, so each lane's search and watch follow its own shard's
     leader and terms (`leader_link`: terms of different groups never compare). Everything
-    above holds per lane, towards that shard's leader. A Welcome that says 0 or 1 (an unsharded cluster, an older server) changes
+    above holds per lane, towards that shard's leader. Once sharded, a lane's stream is a
+    sub-stream of the worker's one `Workers.ConnectNode` stream to its leader's node
+    (`schedd_worker.node_streams`: one stream per node, whatever S), read and ended as a
+    Connect; a node answering UNIMPLEMENTED gets a Connect per shard. A Welcome that says 0 or 1 (an unsharded cluster, an older server) changes
     nothing: one lane, no metadata, every slot offered, as before shards.
     What is per process is shared: the executors, the log folder, the pool of slots, the drain
     (every lane drains at once, with one grace) and the name and incarnation (each shard's
