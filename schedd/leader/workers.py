@@ -25,6 +25,10 @@ its older stream even while that one still looks live: a worker reconnecting aft
 blip is never locked out by its own stale stream. After a failover the new leader holds no
 streams, so every worker starts from its own share again.
 
+A worker of a sharded cluster holds one `Workers.ConnectNode` stream per node instead, each
+shard a sub-stream served by that shard's hub's `Connect` (schedd.leader.worker_mux): every
+rule above holds per sub-stream as it does per stream.
+
 The dispatcher (dispatcher.py) decides what to claim and expire; this module only keeps the
 registry and moves messages. Claims and results become log entries there, never here.
 """

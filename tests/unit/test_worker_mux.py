@@ -18,7 +18,10 @@ import grpc
 import pytest
 
 from schedd.leader.worker_mux import MuxLimits, SubStreamAborted, WorkerMux
+from schedd_client.channels import Security
 from schedd_proto import scheduler_pb2 as pb
+from schedd_proto import scheduler_pb2_grpc as pb_grpc
+from schedd_worker.node_streams import NodeStreams
 from schedd_worker.runtime import slot_shares
 from tests.unit.test_worker_runtime import shell, until, workers  # noqa: F401 - fixtures
 from tests.unit.test_worker_shards import TERMS, ShardLeader
@@ -294,3 +297,56 @@ async def test_an_unsharded_nodes_hub_serves_its_shard_as_a_sub_stream_counted_a
     f.inbox.put_nowait(None)
     await asyncio.wait_for(f.ended.wait(), 10)
     assert hub.mux.active == 0
+
+
+# ------------------------------------------------------------------------------ NodeStreams on its own
+
+class MuxNode:
+    """A real gRPC server whose ConnectNode is a WorkerMux over the `Shards` fakes."""
+
+    def __init__(self) -> None:
+        self.shards = Shards()
+        self.mux = mux_of(self.shards)
+        self.server = grpc.aio.server()
+        node = self
+
+        class Servicer(pb_grpc.WorkersServicer):
+            async def ConnectNode(self, request_iterator, context):
+                async for frame in node.mux.ConnectNode(request_iterator, context):
+                    yield frame
+        pb_grpc.add_WorkersServicer_to_server(Servicer(), self.server)
+        self.address = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
+
+
+async def welcomed(call) -> pb.Welcome:
+    await call.write(pb.WorkerMessage(hello=pb.WorkerHello(name="w1", slots=1)))
+    return (await asyncio.wait_for(call.read(), 10)).welcome
+
+
+async def test_sub_streams_share_one_call_which_ends_with_its_last_one_or_fails_them_all():
+    node = MuxNode()
+    await node.server.start()
+    streams = NodeStreams(Security(), lambda a: a)
+    try:
+        a, b = streams.open(node.address, 0, []), streams.open(node.address, 1, [])
+        assert [(await welcomed(a)).shard, (await welcomed(b)).shard] == [0, 1]
+        assert streams.open_calls == 1 and node.mux.active == 1 and node.shards.open == {0: 1, 1: 1}
+        await a.done_writing()                         # half-closed: the node ends it, OK
+        assert await asyncio.wait_for(a.read(), 10) is grpc.aio.EOF
+        assert streams.open_calls == 1 and node.shards.open[0] == 0
+        b.cancel()                                     # the last one: the call ends
+        assert streams.open_calls == 0
+        await until(lambda: node.mux.active == 0 and node.shards.open[1] == 0, what="the node's stream to end")
+        c, d = streams.open(node.address, 2, []), streams.open(node.address, 3, [])
+        await welcomed(c)
+        await welcomed(d)
+        await node.server.stop(0)                      # the node dies: every sub-stream fails at once
+        for sub in (c, d):
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                while True:
+                    await asyncio.wait_for(sub.read(), 10)
+            assert e.value.code() == grpc.StatusCode.UNAVAILABLE, e.value
+        assert streams.open_calls == 0
+    finally:
+        await streams.close()
+        await node.server.stop(0)
