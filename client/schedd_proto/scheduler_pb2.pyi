@@ -870,6 +870,38 @@ class LeaderBatch(_message.Message):
     messages: _containers.RepeatedCompositeFieldContainer[LeaderMessage]
     def __init__(self, messages: _Optional[_Iterable[_Union[LeaderMessage, _Mapping]]] = ...) -> None: ...
 
+class NodeWorkerMessage(_message.Message):
+    __slots__ = ("stream", "shard", "message", "closed")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
+    stream: int
+    shard: int
+    message: WorkerMessage
+    closed: SubStreamClosed
+    def __init__(self, stream: _Optional[int] = ..., shard: _Optional[int] = ..., message: _Optional[_Union[WorkerMessage, _Mapping]] = ..., closed: _Optional[_Union[SubStreamClosed, _Mapping]] = ...) -> None: ...
+
+class NodeLeaderMessage(_message.Message):
+    __slots__ = ("stream", "shard", "message", "closed")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
+    stream: int
+    shard: int
+    message: LeaderMessage
+    closed: SubStreamClosed
+    def __init__(self, stream: _Optional[int] = ..., shard: _Optional[int] = ..., message: _Optional[_Union[LeaderMessage, _Mapping]] = ..., closed: _Optional[_Union[SubStreamClosed, _Mapping]] = ...) -> None: ...
+
+class SubStreamClosed(_message.Message):
+    __slots__ = ("code", "details")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    details: str
+    def __init__(self, code: _Optional[int] = ..., details: _Optional[str] = ...) -> None: ...
+
 class WorkerInfo(_message.Message):
     __slots__ = ("name", "slots", "pool", "labels", "running", "connected_ms", "last_heartbeat_ms", "draining", "peer", "handlers")
     class LabelsEntry(_message.Message):

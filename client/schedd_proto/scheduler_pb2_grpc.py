@@ -1026,6 +1026,11 @@ class WorkersStub:
                 request_serializer=schedd__proto_dot_scheduler__pb2.WorkerMessage.SerializeToString,
                 response_deserializer=schedd__proto_dot_scheduler__pb2.LeaderMessage.FromString,
                 _registered_method=True)
+        self.ConnectNode = channel.stream_stream(
+                '/schedd.v1.Workers/ConnectNode',
+                request_serializer=schedd__proto_dot_scheduler__pb2.NodeWorkerMessage.SerializeToString,
+                response_deserializer=schedd__proto_dot_scheduler__pb2.NodeLeaderMessage.FromString,
+                _registered_method=True)
         self.ListWorkers = channel.unary_unary(
                 '/schedd.v1.Workers/ListWorkers',
                 request_serializer=schedd__proto_dot_scheduler__pb2.ListWorkersRequest.SerializeToString,
@@ -1038,6 +1043,14 @@ class WorkersServicer:
 
     def Connect(self, request_iterator, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConnectNode(self, request_iterator, context):
+        """One stream per worker and node: the sub-streams of the shards that node leads, each served
+        exactly as that shard's Connect (a sharded cluster's workers; UNIMPLEMENTED: an older node)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -1055,6 +1068,11 @@ def add_WorkersServicer_to_server(servicer, server):
                     servicer.Connect,
                     request_deserializer=schedd__proto_dot_scheduler__pb2.WorkerMessage.FromString,
                     response_serializer=schedd__proto_dot_scheduler__pb2.LeaderMessage.SerializeToString,
+            ),
+            'ConnectNode': grpc.stream_stream_rpc_method_handler(
+                    servicer.ConnectNode,
+                    request_deserializer=schedd__proto_dot_scheduler__pb2.NodeWorkerMessage.FromString,
+                    response_serializer=schedd__proto_dot_scheduler__pb2.NodeLeaderMessage.SerializeToString,
             ),
             'ListWorkers': grpc.unary_unary_rpc_method_handler(
                     servicer.ListWorkers,
@@ -1089,6 +1107,33 @@ class Workers:
             '/schedd.v1.Workers/Connect',
             schedd__proto_dot_scheduler__pb2.WorkerMessage.SerializeToString,
             schedd__proto_dot_scheduler__pb2.LeaderMessage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConnectNode(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/schedd.v1.Workers/ConnectNode',
+            schedd__proto_dot_scheduler__pb2.NodeWorkerMessage.SerializeToString,
+            schedd__proto_dot_scheduler__pb2.NodeLeaderMessage.FromString,
             options,
             channel_credentials,
             insecure,

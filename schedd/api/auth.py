@@ -590,7 +590,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if need.scope == "worker":
             if principal.kind != "worker":
                 self._deny(info, request, "", "permission denied: missing capability 'serve': "
-                                              "Workers.Connect needs a worker token")
+                                              f"Workers.{info.method.rpartition('/')[2]} needs a worker token")
             return
         resolve = RESOLVERS.get(info.method)
         owners: list[Owner] = []

@@ -46,6 +46,7 @@ from google.protobuf.message import Message
 from schedd.api import auth
 from schedd.core import commands as C
 from schedd.core import shards as sh
+from schedd.leader.worker_mux import WorkerMux
 from schedd_proto import scheduler_pb2 as pb
 
 SHARD_HEADER = "x-schedd-shard"
@@ -92,6 +93,12 @@ class Named:
 @dataclass(frozen=True, slots=True)
 class All:
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStreams:
+    """A worker's one stream to this node (Workers.ConnectNode): each shard's sub-stream is
+    served by this node's replica of that group (`worker_mux`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,16 +207,19 @@ class ShardFront:
         return None
 
 
-def build(front: ShardFront, service: str, full_name: str, rules: dict[str, object], base: type) -> object:
+def build(front: ShardFront, service: str, full_name: str, rules: dict[str, object], base: type,
+          mux: WorkerMux | None = None) -> object:
     """A servicer of `service` (a subclass of its generated base `base`) whose every method
-    follows its rule."""
+    follows its rule (`mux`: the node's worker streams, `worker_mux(front)` if not given)."""
     desc = descriptor_pool.Default().FindServiceByName(full_name)
     attrs: dict[str, Any] = {}
     for m in desc.methods:
         rule = rules.get(m.name)
         if rule is None:
             raise KeyError(f"{full_name}/{m.name} has no shard routing rule")
-        if m.client_streaming:
+        if isinstance(rule, NodeStreams):
+            attrs[m.name] = _node_streams(mux or worker_mux(front))
+        elif m.client_streaming:
             attrs[m.name] = _bidi(front, service, m.name)
         elif m.server_streaming:
             attrs[m.name] = _streaming(front, service, m.name, rule)
@@ -313,6 +323,30 @@ def _bidi(front: ShardFront, service: str, method: str) -> Callable[..., Any]:
         k = _in_range(front, front.forwarded_shard(context, anyone=True)) or 0
         await _held_here(front, k, context)
         async for x in getattr(front.target(service, k), method)(request_iterator, context):
+            yield x
+    return call
+
+
+def worker_mux(front: ShardFront) -> WorkerMux:
+    """The node's worker streams: shard k's sub-stream is served by this node's replica of
+    group k (its Connect refuses it as a Connect naming shard k: "leader=" when it does not
+    lead), UNAVAILABLE when this node holds none; limits and identity are group 0's hub's."""
+    def route(k: int) -> Any:
+        if not 0 <= k < front.shards:
+            return grpc.StatusCode.INVALID_ARGUMENT, (f"shard {k} does not exist: the cluster has shards 0 to "
+                                                      f"{front.shards - 1}")
+        if not front.hosts(k):
+            return grpc.StatusCode.UNAVAILABLE, f"this node holds no replica of shard {k} (it moved): ask a node that does"
+        return front.target("Workers", k).Connect
+
+    def hub0() -> Any:
+        return front.target("Workers", 0)
+    return WorkerMux(route, lambda: front.shards, lambda: hub0().mux_limits(), lambda: hub0().call_token())
+
+
+def _node_streams(mux: WorkerMux) -> Callable[..., Any]:
+    async def call(self: object, request_iterator: Any, context: CallContext) -> AsyncIterator[Any]:
+        async for x in mux.ConnectNode(request_iterator, context):
             yield x
     return call
 
@@ -644,7 +678,7 @@ RULES: dict[str, dict[str, object]] = {
         "Forecast": Zero(),              # group 0's leader reads every group's replica on its node
         "Explain": Key(_explained),
     },
-    "Workers": {"Connect": Zero(), "ListWorkers": Zero()},
+    "Workers": {"Connect": Zero(), "ConnectNode": NodeStreams(), "ListWorkers": Zero()},
     "Cluster": {"Status": Zero(), "NodeInfo": Named(), "ListShards": Zero(), "MoveShard": Zero()},
     "Dags": {"PutDag": Key(lambda r: str(r.dag.name)), "GetDag": Key(_name), "ListDags": Fan(_merge_dags),
              "DeleteDag": Key(_name), "RunDag": Key(_name), "ListDagRuns": Key(_name), "GetDagRun": Key(_name),

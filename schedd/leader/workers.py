@@ -25,6 +25,10 @@ its older stream even while that one still looks live: a worker reconnecting aft
 blip is never locked out by its own stale stream. After a failover the new leader holds no
 streams, so every worker starts from its own share again.
 
+A worker of a sharded cluster holds one `Workers.ConnectNode` stream per node instead, each
+shard a sub-stream served by that shard's hub's `Connect` (schedd.leader.worker_mux): every
+rule above holds per sub-stream as it does per stream.
+
 The dispatcher (dispatcher.py) decides what to claim and expire; this module only keeps the
 registry and moves messages. Claims and results become log entries there, never here.
 """
@@ -45,6 +49,7 @@ from schedd.core.view import StateView
 from schedd.leader.attempt_book import AttemptBook
 from schedd.leader.assignment import OLD_WORKER_KINDS, worker_kinds
 from schedd.leader.log_requests import LogRequests
+from schedd.leader.worker_mux import MuxLimits, WorkerMux
 from schedd.replication.node import RaftNode
 from schedd.settings import Limits
 from schedd.ports.clock import Clock
@@ -169,6 +174,9 @@ class WorkerHub(pb_grpc.WorkersServicer):
         # how many there are, told in the Welcome so a worker opens a stream to every shard.
         self.shard, self.shards = 0, 1
         self.acl_node: Any = node                 # whose replica holds the ACL table (group 0's)
+        # Workers.ConnectNode of an unsharded node: its one group's sub-stream (a sharded node's
+        # is the shard front's, over every group it hosts: schedd.api.shard_routing)
+        self.mux = WorkerMux(self._own_shard, lambda: 1, self.mux_limits, self.call_token)
 
     # ------------------------------------------------------------ registry
 
@@ -301,7 +309,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                 f"this node already holds {self.streams} worker streams, its limit "
                                 f"(limits.max_worker_streams = {self.max_streams}); retry later or raise it")
-        token = _token_key(self.identify()) if self.acl_enabled else None
+        token = self.call_token()
         held = self.token_streams.get(token, 0) if token is not None else 0
         if held >= self.max_streams_per_token + RECONNECT_ROOM:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -319,6 +327,24 @@ class WorkerHub(pb_grpc.WorkersServicer):
             self.streams -= 1
             if token is not None:
                 self._forget_stream(token)
+
+    async def ConnectNode(self, request_iterator, context):
+        # an async generator itself: grpc tells a streaming handler's kind by its function
+        async for frame in self.mux.ConnectNode(request_iterator, context):
+            yield frame
+
+    def _own_shard(self, k: int):
+        if k != self.shard:
+            return grpc.StatusCode.INVALID_ARGUMENT, f"this cluster is not sharded: there is no shard {k}"
+        return self.Connect
+
+    def mux_limits(self) -> MuxLimits:
+        """What bounds the node's outer worker streams (schedd.leader.worker_mux): these limits."""
+        return MuxLimits(self.max_streams, self.max_streams_per_token, self.hello_timeout_s)
+
+    def call_token(self) -> str | None:
+        """The worker token of the current call (None: ACL disabled)."""
+        return _token_key(self.identify()) if self.acl_enabled else None
 
     def _forget_stream(self, token: str) -> None:
         left = self.token_streams.get(token, 0) - 1

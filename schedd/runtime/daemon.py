@@ -287,10 +287,14 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         # a group held elsewhere: its holder authorizes the call against its replica
         authn.groups_of = lambda method, request: [(g.node, part) for k, part in owning_parts(front, method, request)
                                                    if (g := groups.get(k)) is not None]
-        servicers = {name: shard_routing.build(front, name, full, shard_routing.RULES[name], base)
+        mux = shard_routing.worker_mux(front)
+        servicers = {name: shard_routing.build(front, name, full, shard_routing.RULES[name], base, mux)
                      for name, (full, base, _) in SERVICES.items()}
     else:
         servicers = first.servicers
+        mux = first.hub.mux
+    metrics.count_streams("schedd_worker_node_streams", "Workers.ConnectNode streams this node serves now "
+                          "(one per worker holding a sub-stream here)", lambda: mux.active)
     for name, (_, _, add) in SERVICES.items():
         add(servicers[name], server)
     if cfg.test_mode:

@@ -8,13 +8,14 @@ from __future__ import annotations
 import re
 import signal
 import sys
+from collections import Counter
 
 import pytest
 
 from schedd.core.shards import shard_of
 from schedd.ports.fakes import wait_until
 from schedd_client import job_spec
-from tests.integration.test_shards import leaders, names_over_shards
+from tests.integration.test_shards import assert_once_each, history, leaders, names_over_shards
 from tests.support.cluster import finished
 
 pytestmark = pytest.mark.integration
@@ -97,3 +98,63 @@ def test_a_shards_stream_to_a_frozen_leader_moves_to_that_shards_new_leader(clus
             assert ex.state == "SUCCEEDED" and ex.attempts[-1].worker == "w1", ex
         finally:
             c.signal_node(frozen, signal.SIGCONT)
+
+
+MUX_SHARDS = 4
+
+
+def node_streams(c, nid: str) -> int | None:
+    """Node `nid`'s open Workers.ConnectNode streams (its gauge, labelled shard="0" as every
+    sample of a sharded node; None: the node does not answer)."""
+    try:
+        text = c.http_get(nid, "/metrics")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(("schedd_worker_node_streams ", "schedd_worker_node_streams{")):
+            return int(float(line.split()[1]))
+    return None
+
+
+def test_a_worker_holds_one_stream_per_node_and_follows_its_shards_over_them(cluster_factory):
+    """4 shards on 3 nodes: the worker's lanes share one stream per node that leads a shard
+    (the nodes' own count of worker node streams says so: 1 on a leader, 0 elsewhere), every
+    shard's runs go to it, and after the node leading the most shards is SIGKILLed those lanes
+    move to their new leaders over the single streams of the nodes left, no instant missed or
+    run twice."""
+    c = cluster_factory(size=3, shards=MUX_SHARDS, scheduler={"lease_ms": 3000})
+    c.start()
+    c.wait_leader(timeout=60)
+    c.wait_shards(timeout=60)
+    names = names_over_shards(2, shards=MUX_SHARDS, prefix="mux")
+    with c.client(timeout=30) as client:
+        def one_stream_per_leader(alive: list[str]) -> bool:
+            now = leaders(client)
+            if "" in now.values() or any(stream_leader(c, "w1", k) != now[k] for k in now):
+                return False
+            return all(node_streams(c, nid) == (1 if nid in now.values() else 0) for nid in alive)
+
+        c.start_worker("w1", slots=8, drain_grace_s=5)
+        wait_until(lambda: one_stream_per_leader(list(c.nodes)), timeout=60,
+                   what="w1 on every shard's leader over one stream per leading node")
+        client.put_jobs([job_spec(n, schedule="@every 1s", command="true") for n in names])
+        wait_until(lambda: all(len(history(client, n)) >= 3 for n in names), timeout=60,
+                   what="every job run three times")
+        now = leaders(client)
+        victim = Counter(now.values()).most_common(1)[0][0]
+        c.kill_node(victim)
+        moved = [k for k, nid in now.items() if nid == victim]
+        wait_until(lambda: all(leaders(client).get(k) not in ("", victim) for k in moved), timeout=60,
+                   what=f"shards {moved} re-elected without {victim}")
+        alive = [nid for nid in c.nodes if nid != victim]
+        wait_until(lambda: one_stream_per_leader(alive), timeout=60,
+                   what="w1's lanes of the moved shards on their new leaders' single streams")
+        before = {n: len(history(client, n)) for n in names}
+        wait_until(lambda: all(len(history(client, n)) >= before[n] + 3 for n in names), timeout=60,
+                   what="every job run three more times after the kill")
+        for n in names:
+            runs = history(client, n)
+            assert_once_each(runs, 1000, n)
+            done = [e for e in runs if e.state in ("SUCCEEDED", "FAILED", "TIMED_OUT", "LOST", "CANCELLED")]
+            assert all(e.state == "SUCCEEDED" and len(e.attempts) == 1 and e.attempts[0].worker == "w1"
+                       for e in done), [(e.id, e.state, len(e.attempts)) for e in done if e.state != "SUCCEEDED"]

@@ -9,7 +9,10 @@ each entry at once and a clock the test moves.
   hello times out);
 - per worker token: `max_slots` holds across all its streams, it holds at most
   `limits.max_worker_streams_per_token` streams, and a worker reconnecting from the same process
-  replaces its own stale stream.
+  replaces its own stale stream;
+- over Workers.ConnectNode (one stream per worker and node) the same: each sub-stream is counted
+  and checked as a Connect stream, its refusal ends only it, and the node streams themselves are
+  capped by the same limits and ended when they carry no sub-stream.
 """
 
 from __future__ import annotations
@@ -257,3 +260,53 @@ async def test_a_reconnect_of_the_same_process_replaces_its_own_live_stream(rig)
     assert welcome(await again.hello("w1", slots=2, incarnation="inc-1"))
     assert r.hub.conns["w1"] is not conn and conn.closed
     await r.until(lambda: r.hub.token_streams.get("tok1") == 1, "the replaced stream to end")
+
+
+class NodeStream:
+    """One worker's side of a ConnectNode stream, frame by frame."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self.call = pb_grpc.WorkersStub(channel).ConnectNode()
+
+    async def hello(self, sub: int, name: str, slots: int = 1) -> pb.NodeLeaderMessage:
+        await self.call.write(pb.NodeWorkerMessage(stream=sub, shard=0, message=pb.WorkerMessage(
+            hello=pb.WorkerHello(name=name, slots=slots))))
+        return await asyncio.wait_for(self.call.read(), TIMEOUT_S)
+
+
+def node_stream(r: Rig) -> NodeStream:
+    ch = grpc.aio.insecure_channel(f"127.0.0.1:{r.port}")
+    r.channels.append(ch)
+    return NodeStream(ch)
+
+
+async def test_node_streams_and_their_sub_streams_are_held_to_the_stream_limits(rig):
+    r = await rig(max_streams=2, hello_timeout_s=1.0)
+    a = node_stream(r)
+    assert (await a.hello(1, "w1")).message.HasField("welcome")
+    assert (await a.hello(2, "w2")).message.HasField("welcome")        # counted by the hub: 2 of 2
+    assert r.hub.streams == 2 and r.hub.mux.active == 1
+    b = node_stream(r)
+    got = await b.hello(1, "w3")                                        # refused: that sub-stream only
+    assert got.closed.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+    assert "limits.max_worker_streams" in got.closed.details
+    c = node_stream(r)                                                  # a third node stream: the cap
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await c.hello(1, "w4")
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    with pytest.raises(grpc.aio.AioRpcError) as e:                      # b carries nothing: ended
+        await asyncio.wait_for(b.call.read(), TIMEOUT_S)
+    assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    await r.until(lambda: r.hub.mux.active == 1 and r.hub.streams == 2, "b to be dropped, a to carry on")
+
+
+async def test_node_streams_per_worker_token_are_capped(rig):
+    r = await rig(max_streams_per_token=1, hello_timeout_s=5.0)
+    _worker_token(r.hub, "stolen", max_slots=100)
+    a, b = node_stream(r), node_stream(r)                               # one, plus one to reconnect
+    assert (await a.hello(1, "s1")).message.HasField("welcome")
+    got = await b.hello(1, "s2")                                        # its hub refuses the sub-stream
+    assert got.closed.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await node_stream(r).hello(1, "s3")
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "node streams" in e.value.details()

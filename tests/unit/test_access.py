@@ -174,6 +174,19 @@ def test_the_interceptor_decides_from_the_credential_only() -> None:
     assert off.principal is None and off.name == "ipv4:127.0.0.1:9" and off.forwarded_by == ""
 
 
+def test_a_worker_stream_of_either_kind_needs_a_worker_token() -> None:
+    """Workers.ConnectNode (one stream per worker and node) is refused to a client token exactly
+    as Workers.Connect is: both need `serve`, which only a worker token carries."""
+    log = Log()
+    md = {"authorization": f"Bearer {_with_team_token(log, 'a')}"}
+    ic = _interceptor(log)
+    for method in ("/schedd.v1.Workers/Connect", "/schedd.v1.Workers/ConnectNode"):
+        with pytest.raises(auth.Denied) as e:
+            ic.check(method, md, None, None, "ipv4:127.0.0.1:9")
+        assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
+        assert f"Workers.{method.rpartition('/')[2]} needs a worker token" in e.value.message
+
+
 def test_mutating_calls_are_rate_limited_per_principal_with_a_retry_hint() -> None:
     log = Log()
     bearer = _with_team_token(log, "a")

@@ -28,6 +28,7 @@ from schedd_worker.hooks import WorkerHooks
 from schedd_worker.leader_link import LeaderLink
 from schedd_worker.run_logs import LogStore
 from schedd_worker.ledger import Ledger
+from schedd_worker.node_streams import NodeStreams
 from schedd_worker.reports import Reports
 from schedd_worker.session import Session
 from schedd_worker.slots import SlotPool, Slots
@@ -92,6 +93,8 @@ class Process(Protocol):
 
     def shards_seen(self, shards: int) -> None: ...
 
+    def node_streams(self) -> NodeStreams | None: ...
+
     def read_log(self, coro: Coroutine[Any, Any, None], name: str) -> None: ...
 
 
@@ -105,7 +108,7 @@ class ShardLane:
         self.shard = shard
         self.ledger = Ledger()                   # what it holds and owes this shard's leader
         self.link = LeaderLink(rt.cluster, name=rt.name, security=rt.security, hooks=rt.hooks, user=self,
-                               warn_at_once=warn_at_once, shard=shard)
+                               warn_at_once=warn_at_once, shard=shard, streams=rt.node_streams)
         if shard:
             self.link.tag = f" of shard {shard}"
         self.slots = Slots(share, lambda: self.link.lease_ms, pool=pool)

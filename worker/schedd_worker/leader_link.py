@@ -15,6 +15,11 @@ its own shard: the watch notices shard k's newer leader as it does shard 0's. A 
 answers only Cluster.Status (an older build) answers it about shard 0: shard k's link takes
 the leader it names for a Connect (whose FAILED_PRECONDITION "leader=" redirects it) but not
 its term (`Answer.term_known`).
+
+Once the cluster is known to be sharded (`streams` gives the worker's `NodeStreams`), a link's
+stream is a sub-stream of the worker's one stream to the node (`Workers.ConnectNode`,
+`schedd_worker.node_streams`), read and ended as a Connect call is: nothing below changes. A
+node that answers it UNIMPLEMENTED (an older build) gets this shard's own Connect, as before.
 """
 
 from __future__ import annotations
@@ -22,8 +27,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import grpc
 import grpc.aio
@@ -33,6 +38,7 @@ from schedd_proto import scheduler_pb2_grpc as pb_grpc
 from schedd_client.channels import KEEPALIVE_OPTIONS, Security, open_aio_channel, speaks_tls
 from schedd_worker.hooks import WorkerHooks
 from schedd_worker.leader_search import PROBE_GAP_S, LeaderSearch, Probes
+from schedd_worker.node_streams import NodeStreams
 from schedd_worker.session import Session
 from schedd_worker.stream_errors import CredentialRefused, StreamEnded, describe, is_refusal, redirect_target, refuse
 
@@ -76,8 +82,10 @@ class LinkUser(Protocol):
 
 class LeaderLink:
     def __init__(self, cluster: Sequence[str], *, name: str, security: Security, hooks: WorkerHooks,
-                 user: LinkUser, warn_at_once: bool = False, shard: int = 0) -> None:
+                 user: LinkUser, warn_at_once: bool = False, shard: int = 0,
+                 streams: Callable[[], NodeStreams | None] = lambda: None) -> None:
         self.name = name
+        self.streams = streams                     # the worker's streams per node (None: a Connect each)
         self.shard = shard                         # the shard group this link follows the leader of
         self.metadata = shard_metadata(shard)
         self.tag = ""                              # " of shard k" in its log lines, once sharded
@@ -211,7 +219,7 @@ class LeaderLink:
 
     # ------------------------------------------------------------ one stream
 
-    async def _welcome(self, call: grpc.aio.StreamStreamCall, addr: str) -> Session:
+    async def _welcome(self, call: Any, addr: str) -> Session:
         """Hello, then the Welcome: the session it opens (raises StreamEnded if none comes)."""
         await call.write(self.user.hello())
         try:
@@ -239,12 +247,24 @@ class LeaderLink:
         # pings only to a node that said it accepts them: an older build's gRPC ends a stream
         # pinged every second ("too_many_pings"); the watch still finds a newer leader
         options = _STREAM_OPTIONS if self.search.pings.get(addr) else _CHANNEL_OPTIONS
-        channel = open_aio_channel(self.hooks.dial(addr), self.security, options)
-        call = None
+        channel: grpc.aio.Channel | None = None
+        call: Any = None
         conn: Session | None = None
         try:
-            call = pb_grpc.WorkersStub(channel).Connect(metadata=self.metadata)
-            conn = await self._welcome(call, addr)
+            streams = self.streams()
+            if streams is not None and streams.speaks(addr):
+                call = streams.open(addr, self.shard, options)
+                try:
+                    conn = await self._welcome(call, addr)
+                except grpc.aio.AioRpcError as e:
+                    if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                        raise
+                    streams.old_node(addr)
+                    call.cancel()
+            if conn is None:
+                channel = open_aio_channel(self.hooks.dial(addr), self.security, options)
+                call = pb_grpc.WorkersStub(channel).Connect(metadata=self.metadata)
+                conn = await self._welcome(call, addr)
             self.session = conn
             self.connected = True
             self.lost_since = None
@@ -274,7 +294,8 @@ class LeaderLink:
                 await asyncio.gather(*conn.tasks, return_exceptions=True)
             if call is not None and not call.done():
                 call.cancel()
-            await channel.close()
+            if channel is not None:
+                await channel.close()
             if conn is not None:
                 conn.gone.set()
 

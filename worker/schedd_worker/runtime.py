@@ -99,7 +99,10 @@ Shards
     today) and on its probes; shard 0's sends none. A node answers the NodeInfo probe about
     its replica of the shard named, so each lane's search and watch follow its own shard's
     leader and terms (`leader_link`: terms of different groups never compare). Everything
-    above holds per lane, towards that shard's leader. A Welcome that says 0 or 1 (an unsharded cluster, an older server) changes
+    above holds per lane, towards that shard's leader. Once sharded, a lane's stream is a
+    sub-stream of the worker's one `Workers.ConnectNode` stream to its leader's node
+    (`schedd_worker.node_streams`: one stream per node, whatever S), read and ended as a
+    Connect; a node answering UNIMPLEMENTED gets a Connect per shard. A Welcome that says 0 or 1 (an unsharded cluster, an older server) changes
     nothing: one lane, no metadata, every slot offered, as before shards.
     What is per process is shared: the executors, the log folder, the pool of slots, the drain
     (every lane drains at once, with one grace) and the name and incarnation (each shard's
@@ -155,6 +158,7 @@ from schedd_worker.handlers.container_broker import ContainerBroker
 from schedd_worker.hooks import NO_HOOKS, WorkerHooks
 from schedd_worker.leader_link import DEFAULT_LEASE_MS, LeaderLink
 from schedd_worker.ledger import Ledger
+from schedd_worker.node_streams import NodeStreams
 from schedd_worker.reports import REJECTED, RESULT_HOLD_S, Reports
 from schedd_worker.run_logs import LogStore
 from schedd_worker.slots import SlotPool, Slots
@@ -233,6 +237,7 @@ class WorkerRuntime:
         self._pool = SlotPool(self.slots)          # the process's slots, shared by every shard
         self._gc = QuietCollector()                # full collections between due instants
         self.shards = 1                            # the shard count the Welcomes said (1: unsharded)
+        self.streams = NodeStreams(self.security, hooks.dial)   # one per node, once sharded
         # shard -> its lane; shard 0 is the one every worker starts with (an unsharded cluster's)
         self.lanes: dict[int, ShardLane] = {0: self._lane(0, self.slots)}
         self._lane_tasks: dict[int, tuple[asyncio.Task[None], asyncio.Task[None]]] = {}
@@ -341,6 +346,7 @@ class WorkerRuntime:
             if not t.done():
                 t.cancel()
         await asyncio.gather(*loops, return_exceptions=True)
+        await self.streams.close()
         for lane in lanes:
             for a in list(lane.ledger.attempts()):
                 lane.starts.runner.escalate(a)   # a task of its own, which stops the handler
@@ -402,6 +408,11 @@ class WorkerRuntime:
                     self._start_lane(k)
             else:
                 lane.reshare(shares[k])
+
+    def node_streams(self) -> NodeStreams | None:
+        """The streams the lanes' sub-streams share, once a Welcome said the cluster is sharded:
+        an unsharded cluster's one lane keeps its Connect stream, exactly as before shards."""
+        return self.streams if self.shards > 1 else None
 
     def read_log(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         """A lane answers a log request in a task of its own (cancelled when the process stops)."""

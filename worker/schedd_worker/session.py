@@ -35,7 +35,7 @@ CLOSE_TIMEOUT_S = 1.0           # drain: after the half-close, wait this long fo
 @dataclass(slots=True, eq=False)
 class Session:
     address: str
-    call: grpc.aio.StreamStreamCall
+    call: Any                            # a Connect call, or a sub-stream shaped as one (node_streams.SubCall)
     leader_id: str
     term: int
     lease_ms: int
