@@ -51,6 +51,9 @@ _NAMES: dict[str, Callable[[Any], str]] = {
     "ReadRunLogs": lambda r: _run_job(r.id), "PutDag": lambda r: r.dag.name, "GetDag": lambda r: r.name,
     "DeleteDag": lambda r: r.name, "RunDag": lambda r: r.name, "ListDagRuns": lambda r: r.name,
     "GetDagRun": lambda r: r.name, "ClearDagTask": lambda r: r.name, "WatchDagRun": lambda r: r.name,
+    # a batch goes to its first job's shard: all of it when its jobs share one shard (the node
+    # splits any other batch, from wherever it lands)
+    "PutJobs": lambda r: r.jobs[0].name if r.jobs else "", "DiffJobs": lambda r: r.jobs[0].name if r.jobs else "",
 }
 _SERVICES = frozenset({"scheduler", "dags", "logs"})
 

@@ -278,6 +278,14 @@ def test_the_sdk_routes_a_call_to_the_shard_the_node_would():
     assert client.route_of("logs", "ReadRunLogs", lpb.ReadRunLogsRequest(id="m@x")) == "m"
     assert client.route_of("scheduler", "ListJobs", pb.ListJobsRequest()) == ""
     assert client.route_of("scheduler", "ListExecutions", pb.ListExecutionsRequest()) == ""
+    # a batch: to the group of its first job, which is where the node sends a one-group batch whole
+    front = R.ShardFront(S, [{"Scheduler": Group(k)} for k in range(S)])
+    batch = pb.PutJobsRequest(jobs=[pb.JobSpec(name=n) for n in names(3)])
+    for method, request in {"PutJobs": batch, "DiffJobs": pb.DiffJobsRequest(jobs=batch.jobs)}.items():
+        assert isinstance(R.RULES["Scheduler"][method], R.Split)
+        key = client.route_of("scheduler", method, request)
+        assert client.shard_of(key, S) == front.of_name(names(3)[0]) == shard_of(names(3)[0], S), method
+        assert client.route_of("scheduler", method, type(request)()) == ""
 
 
 def test_the_sdk_learns_a_shards_leader_from_a_forwarded_answer():
