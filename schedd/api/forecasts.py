@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import Counter
 from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -123,6 +124,22 @@ def _peak_pb(p: F.Peak) -> pb.ForecastPeak:
     return pb.ForecastPeak(at_ms=p.at_ms, width_ms=p.width_ms, due=p.due, over=p.over, contributors=[
         pb.ForecastContributor(schedule=c.schedule, timezone=c.tz, jobs=c.jobs, examples=list(c.examples))
         for c in p.contributors])
+
+
+def forecast_of_pb(r: pb.ForecastResponse) -> F.Forecast:
+    """A forecast another node answered (a shard group this node holds no replica of), to
+    merge with this node's (`F.merge`)."""
+    return F.Forecast(r.from_ms, r.to_ms, r.by, r.jobs, r.instants, [
+        F.GroupForecast(g.key, g.jobs, g.instants, None if g.slots < 0 else g.slots, g.quota_key, g.quota or None,
+                        [_peak_of(p) for p in g.peak_seconds], [_peak_of(p) for p in g.peak_minutes], [],
+                        Counter({k: v for k, v in (("skipped", g.skipped), ("moved", g.moved),
+                                                   ("deferred", g.deferred)) if v}))
+        for g in r.groups])
+
+
+def _peak_of(p: pb.ForecastPeak) -> F.Peak:
+    return F.Peak(p.at_ms, p.width_ms, p.due, p.over, tuple(
+        F.Contributor(c.schedule, c.timezone, c.jobs, tuple(c.examples)) for c in p.contributors))
 
 
 def explanation_to_pb(x: E.Explanation) -> pb.Explanation:

@@ -500,10 +500,7 @@ def _fill_periodic(c: _Class, series: list[int], base: int, step: int) -> None:
 
 def _group(key: str, jobs: int, series: list[int], classes: list[_Class], by: str, base: int, top: int,
            capacity: Capacity) -> GroupForecast:
-    pool = key if by == "pool" else None
-    slots = capacity.slots_for(pool)
-    quota_key = f"pool:{key}" if by == "pool" and key else f"team:{key}" if by == "team" else ""
-    quota = capacity.quotas.get(quota_key) if quota_key else None
+    slots, quota_key, quota = _frame(key, by, capacity)
     minutes = _minutes(series, base)
     first_minute = base // 60
     peak_s = [_peak(classes, (base + i) * 1000, 1000, due, slots)
@@ -511,6 +508,72 @@ def _group(key: str, jobs: int, series: list[int], classes: list[_Class], by: st
     peak_m = [_peak(classes, (first_minute + i) * 60_000, 60_000, due, None)
               for i, due in _top(minutes, top)]
     return GroupForecast(key, jobs, sum(series), slots, quota_key, quota, peak_s, peak_m, series)
+
+
+def _frame(key: str, by: str, capacity: Capacity) -> tuple[int | None, str, int | None]:
+    """A group's slots, quota key and quota (what serves it)."""
+    slots = capacity.slots_for(key if by == "pool" else None)
+    quota_key = f"pool:{key}" if by == "pool" and key else f"team:{key}" if by == "team" else ""
+    return slots, quota_key, capacity.quotas.get(quota_key) if quota_key else None
+
+
+def merge(parts: Sequence[Forecast], top: int, capacity: Capacity = Capacity(),
+          listed: int = MAX_TOP) -> tuple[Forecast, bool]:
+    """One forecast of the window from forecasts of disjoint sets of jobs over it (the shard
+    groups' own, each asked for its `listed` busiest seconds and minutes per group), and
+    whether its peaks may fall short. Jobs, instants and what calendars and blackouts leave
+    out add up exactly. A peak's runs are the sum of what each part lists for that second (or
+    minute), its contributors merged by schedule; a part lists only its `listed` busiest, so
+    when one's list is full a second it leaves out counts none of that part's runs there
+    (the second flag is then True; exact otherwise: a list not full holds every second with a
+    run due). Slots and quotas are `capacity`'s (the answering node's), as `compute` gives them."""
+    if not parts:
+        raise ForecastError("nothing to merge")
+    first = parts[0]
+    if any((p.from_ms, p.to_ms, p.by) != (first.from_ms, first.to_ms, first.by) for p in parts):
+        raise ForecastError("the forecasts cover different windows or groupings")
+    by_key: dict[str, list[GroupForecast]] = {}
+    for p in parts:
+        for g in p.groups:
+            by_key.setdefault(g.key, []).append(g)
+    short = False
+    groups = []
+    for key in sorted(by_key):
+        gs = by_key[key]
+        slots, quota_key, quota = _frame(key, first.by, capacity)
+        short = short or any(len(g.peak_seconds) >= listed or len(g.peak_minutes) >= listed for g in gs)
+        left: Counter[str] = Counter()
+        for g in gs:
+            left.update(g.left)
+        groups.append(GroupForecast(key, sum(g.jobs for g in gs), sum(g.instants for g in gs), slots, quota_key,
+                                    quota, _merge_peaks([g.peak_seconds for g in gs], top, slots),
+                                    _merge_peaks([g.peak_minutes for g in gs], top, None), [], left))
+    return Forecast(first.from_ms, first.to_ms, first.by, sum(p.jobs for p in parts),
+                    sum(p.instants for p in parts), groups), short
+
+
+def _merge_peaks(lists: Sequence[Sequence[Peak]], top: int, slots: int | None) -> list[Peak]:
+    """The `top` busiest of the parts' peaks, each second's (or minute's) runs and
+    contributors added up; the earliest first on a tie, as `_top` orders them."""
+    due: dict[tuple[int, int], int] = {}
+    by: dict[tuple[int, int], dict[tuple[str, str], tuple[int, set[str]]]] = {}
+    for peaks in lists:
+        for p in peaks:
+            at = (p.at_ms, p.width_ms)
+            due[at] = due.get(at, 0) + p.due
+            seen = by.setdefault(at, {})
+            for c in p.contributors:
+                jobs, names = seen.get((c.schedule, c.tz), (0, set()))
+                seen[(c.schedule, c.tz)] = (jobs + c.jobs, names | set(c.examples))
+    best = sorted(due, key=lambda at: (-due[at], at[0]))[:top]
+    out = []
+    for at in best:
+        found = sorted(by[at].items(), key=lambda kv: (-kv[1][0], kv[0][0]))[:CONTRIBUTORS]
+        contributors = tuple(Contributor(s, tz, jobs, tuple(sorted(names)[:EXAMPLES]))
+                             for (s, tz), (jobs, names) in found)
+        over = slots is not None and at[1] == 1000 and due[at] > slots
+        out.append(Peak(at[0], at[1], due[at], over, contributors))
+    return out
 
 
 def _minutes(series: list[int], base: int) -> list[int]:

@@ -130,6 +130,22 @@ class GroupUse:
     version: int = 0           # the allocation version of that share
 
 
+WAITING_SCAN = 20_000        # ready runs looked at per group and key (demand is a proportion)
+
+
+def use_of(st: Tables, key: str) -> GroupUse:
+    """A group's use of quota `key` from its replica's state (call under its lock: the share
+    and the running count of one applied index, which `next_allocation`'s argument needs)."""
+    held = st.shares.get(key)
+    waiting = 0
+    for _, name, t in st.ready.islice(0, WAITING_SCAN):     # the runs waiting for a claim, in claim order
+        ex, job = st.execs.get((name, t)), st.jobs.get(name)
+        if ex is not None and job is not None and key in st.policy(job).holds(ex.lane):
+            waiting += 1
+    return GroupUse(share=held[1] if held is not None else None, running=int(st.held.get(key, 0)),
+                    waiting=waiting, version=held[0] if held is not None else 0)
+
+
 def target(quota: int, uses: Sequence[GroupUse]) -> tuple[int, ...]:
     """Where the shares should go: `quota` split in proportion to each group's demand (what it
     runs plus what waits), by largest remainder; with no demand anywhere, evenly. Sums to

@@ -353,3 +353,55 @@ def test_the_forecast_counts_what_firing_records_under_calendars_and_blackouts()
             runs[ex.due // 1000] += 1
     assert per_second(fc) == runs
     assert fc.left == left and all(left[k] > 0 for k in ("skipped", "moved", "deferred"))
+
+
+# ------------------------------------------------------------------ shards forecast apart, merged
+
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=jobs_strategy, parts=st.integers(1, 4), start=st.integers(0, 48 * 3600), length=st.integers(1, 3600),
+       by=st.sampled_from(F.GROUPINGS), listed=st.integers(1, 30))
+def test_forecasts_of_the_shards_merge_into_the_clusters(jobs, parts, start, length, by, listed):
+    """Each shard group forecasts its own jobs (its leader, on another node) listing its
+    `listed` busiest seconds and minutes; merged, the jobs, instants and peaks are the whole
+    table's, and when some list was full (flagged) a merged peak never counts more than is due."""
+    rows = [row(i, *j) for i, j in enumerate(jobs)]
+    lo = T0 + start * 1000
+    hi = lo + length * 1000
+    cap = F.Capacity({"gpu": 2, "": 1}, {"team:a": 3})
+    whole = F.compute(rows, lo, hi, by=by, top=3, capacity=cap)
+    shards = [F.compute(rows[k::parts], lo, hi, by=by, top=listed) for k in range(parts)]
+    merged, short = F.merge(shards, 3, cap, listed=listed)
+    assert (merged.jobs, merged.instants) == (whole.jobs, whole.instants)
+    assert [(g.key, g.jobs, g.instants, g.slots, g.quota_key, g.quota) for g in merged.groups] == \
+        [(g.key, g.jobs, g.instants, g.slots, g.quota_key, g.quota) for g in whole.groups]
+    for m, w in zip(merged.groups, whole.groups):
+        if not short:
+            assert [(p.at_ms, p.due, p.over) for p in m.peak_seconds] == [(p.at_ms, p.due, p.over) for p in w.peak_seconds]
+            assert [(p.at_ms, p.due) for p in m.peak_minutes] == [(p.at_ms, p.due) for p in w.peak_minutes]
+        for p in m.peak_seconds:              # never more than is due in that second
+            assert p.due <= w.series[(p.at_ms - whole.from_ms) // 1000]
+
+
+def test_a_merged_peak_adds_the_shards_runs_and_their_contributors():
+    a = [row(i, "0 * * * *") for i in range(4)]
+    b = [row(10 + i, "@hourly", team="b") for i in range(3)] + [row(20, "30 * * * *")]
+    merged, short = F.merge([F.compute(a, T0, T0 + 3_600_000), F.compute(b, T0, T0 + 3_600_000)], 2,
+                            F.Capacity({"": 5}))
+    assert not short and (merged.jobs, merged.instants) == (8, 8)
+    first, second = merged.groups[0].peak_seconds
+    assert (first.at_ms, first.due, first.over) == (T0, 7, True)          # 7 due, 5 slots
+    assert [(c.schedule, c.jobs) for c in first.contributors] == [("0 * * * *", 4), ("@hourly", 3)]
+    assert first.contributors[0].examples == ("job-0", "job-1", "job-2")
+    assert (second.at_ms, second.due, second.over) == (T0 + 1_800_000, 1, False)
+
+
+def test_a_forecast_another_node_answered_reads_back_as_it_was_computed():
+    from schedd.api.forecasts import forecast_of_pb, forecast_to_pb
+    rows = [row(i, "*/5 * * * *", team="a" if i % 2 else "b", rules=cal.Rules("a", ("hol",))) for i in range(6)]
+    fc = F.compute(rows, T0, T0 + 3_600_000, by="team", capacity=F.Capacity({"": 2}, {"team:a": 1}))
+    back = forecast_of_pb(forecast_to_pb(fc, ""))
+    for g in fc.groups:
+        g.series = []
+    assert back == fc
+    with pytest.raises(F.ForecastError):
+        F.merge([fc, F.compute(rows, T0, T0 + 60_000, by="team")], 5)
