@@ -93,7 +93,9 @@ def read_groups(nodes: list[Any], visible: Container[str] | None) -> Rows:
     """`read_rows` over every shard group's replica on this node (a sharded cluster: each group
     holds its own jobs; the quotas, calendars and blackouts are group 0's, which every group
     follows), each once it has applied what its group's leader had committed when asked, as
-    this replica last heard (within CATCH_UP_S). Runs in a thread: it waits."""
+    this replica last heard (within CATCH_UP_S). Runs in a thread: it waits. A group this node
+    holds no replica of is forecast by its leader and merged in (SchedulerService.Forecast,
+    schedd.core.forecast.merge)."""
     marks = [node.status().leader_commit_index for node in nodes]
     deadline = time.monotonic() + CATCH_UP_S
     for node, mark in zip(nodes, marks):       # each replica caught up with what its leader had committed

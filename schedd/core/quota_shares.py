@@ -25,7 +25,13 @@ backfill lane's default limit (2 running, cluster-wide) is split the same way; u
 allocation reaches the groups, just after a sharded cluster is made, each group applies the
 default on its own.
 
-Pure: no clock, no I/O; the balancing functions take what the leader read from its replicas.
+Pure: no clock, no I/O; the balancing functions take what the leader read from the groups'
+replicas (its own, or another node's for a group it does not host: schedd.api.quota_reads). Any
+replica is safe to read, each group at its own moment: one showing the current allocation's
+share holds it committed, so its group starts nothing above that share from then on, and the
+largest of that share and the running count it shows bounds the group until the next
+allocation reaches it; a lagging replica shows an older share (no raise) or a smaller demand
+(another split, never a larger sum).
 """
 
 from __future__ import annotations
