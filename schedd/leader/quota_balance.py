@@ -52,6 +52,7 @@ class QuotaBalancer:
         self._nodes = hosted(nodes)
         self.clock = clock
         self.remote = remote
+        self.unread: dict[int, str] = {}   # shard -> why its use could not be read (logged once)
         self.level = C.FEATURES.level_of(C.QUOTA_SHARE)
 
     async def run(self) -> None:
@@ -112,9 +113,13 @@ class QuotaBalancer:
             answers = await asyncio.gather(*(self.remote(k, keys) for k in elsewhere), return_exceptions=True)
             for k, answer in zip(elsewhere, answers):
                 if isinstance(answer, BaseException):
-                    log.info("quota balancing: shard %d's use could not be read (%s): shares kept as recorded",
-                             k, answer)
+                    if self.unread.get(k) != str(answer):
+                        log.warning("quota balancing: shard %d's use could not be read (%s): the shares stay "
+                                    "as recorded until it can", k, answer)
+                    self.unread[k] = str(answer)
                     return None
+                if self.unread.pop(k, None) is not None:
+                    log.info("quota balancing: shard %d's use read again", k)
                 read[k] = answer
         for k in range(shards):
             if k in nodes:
