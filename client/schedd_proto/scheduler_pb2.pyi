@@ -1116,13 +1116,31 @@ class NodeInfoRequest(_message.Message):
     def __init__(self, with_digest: _Optional[bool] = ..., digest_at: _Optional[int] = ...) -> None: ...
 
 class ListShardsRequest(_message.Message):
-    __slots__ = ("shard",)
+    __slots__ = ("shard", "quota_keys")
     SHARD_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_KEYS_FIELD_NUMBER: _ClassVar[int]
     shard: int
-    def __init__(self, shard: _Optional[int] = ...) -> None: ...
+    quota_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, shard: _Optional[int] = ..., quota_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class QuotaUse(_message.Message):
+    __slots__ = ("key", "has_share", "share", "version", "running", "waiting")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    HAS_SHARE_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    has_share: bool
+    share: int
+    version: int
+    running: int
+    waiting: int
+    def __init__(self, key: _Optional[str] = ..., has_share: _Optional[bool] = ..., share: _Optional[int] = ..., version: _Optional[int] = ..., running: _Optional[int] = ..., waiting: _Optional[int] = ...) -> None: ...
 
 class ShardStatus(_message.Message):
-    __slots__ = ("shard", "leader_id", "leader_grpc_address", "replicas", "term", "jobs", "lag", "commit_index", "applied_index", "raft_address", "executions", "answered_by")
+    __slots__ = ("shard", "leader_id", "leader_grpc_address", "replicas", "term", "jobs", "lag", "commit_index", "applied_index", "raft_address", "executions", "answered_by", "quota_uses")
     SHARD_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -1135,6 +1153,7 @@ class ShardStatus(_message.Message):
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
     ANSWERED_BY_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_USES_FIELD_NUMBER: _ClassVar[int]
     shard: int
     leader_id: str
     leader_grpc_address: str
@@ -1147,7 +1166,8 @@ class ShardStatus(_message.Message):
     raft_address: str
     executions: int
     answered_by: str
-    def __init__(self, shard: _Optional[int] = ..., leader_id: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., replicas: _Optional[_Iterable[str]] = ..., term: _Optional[int] = ..., jobs: _Optional[int] = ..., lag: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., raft_address: _Optional[str] = ..., executions: _Optional[int] = ..., answered_by: _Optional[str] = ...) -> None: ...
+    quota_uses: _containers.RepeatedCompositeFieldContainer[QuotaUse]
+    def __init__(self, shard: _Optional[int] = ..., leader_id: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., replicas: _Optional[_Iterable[str]] = ..., term: _Optional[int] = ..., jobs: _Optional[int] = ..., lag: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., raft_address: _Optional[str] = ..., executions: _Optional[int] = ..., answered_by: _Optional[str] = ..., quota_uses: _Optional[_Iterable[_Union[QuotaUse, _Mapping]]] = ...) -> None: ...
 
 class ListShardsResponse(_message.Message):
     __slots__ = ("shards", "items", "answered_by", "map_version")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import Counter
 from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -92,7 +93,9 @@ def read_groups(nodes: list[Any], visible: Container[str] | None) -> Rows:
     """`read_rows` over every shard group's replica on this node (a sharded cluster: each group
     holds its own jobs; the quotas, calendars and blackouts are group 0's, which every group
     follows), each once it has applied what its group's leader had committed when asked, as
-    this replica last heard (within CATCH_UP_S). Runs in a thread: it waits."""
+    this replica last heard (within CATCH_UP_S). Runs in a thread: it waits. A group this node
+    holds no replica of is forecast by its leader and merged in (SchedulerService.Forecast,
+    schedd.core.forecast.merge)."""
     marks = [node.status().leader_commit_index for node in nodes]
     deadline = time.monotonic() + CATCH_UP_S
     for node, mark in zip(nodes, marks):       # each replica caught up with what its leader had committed
@@ -123,6 +126,22 @@ def _peak_pb(p: F.Peak) -> pb.ForecastPeak:
     return pb.ForecastPeak(at_ms=p.at_ms, width_ms=p.width_ms, due=p.due, over=p.over, contributors=[
         pb.ForecastContributor(schedule=c.schedule, timezone=c.tz, jobs=c.jobs, examples=list(c.examples))
         for c in p.contributors])
+
+
+def forecast_of_pb(r: pb.ForecastResponse) -> F.Forecast:
+    """A forecast another node answered (a shard group this node holds no replica of), to
+    merge with this node's (`F.merge`)."""
+    return F.Forecast(r.from_ms, r.to_ms, r.by, r.jobs, r.instants, [
+        F.GroupForecast(g.key, g.jobs, g.instants, None if g.slots < 0 else g.slots, g.quota_key, g.quota or None,
+                        [_peak_of(p) for p in g.peak_seconds], [_peak_of(p) for p in g.peak_minutes], [],
+                        Counter({k: v for k, v in (("skipped", g.skipped), ("moved", g.moved),
+                                                   ("deferred", g.deferred)) if v}))
+        for g in r.groups])
+
+
+def _peak_of(p: pb.ForecastPeak) -> F.Peak:
+    return F.Peak(p.at_ms, p.width_ms, p.due, p.over, tuple(
+        F.Contributor(c.schedule, c.timezone, c.jobs, tuple(c.examples)) for c in p.contributors))
 
 
 def explanation_to_pb(x: E.Explanation) -> pb.Explanation:

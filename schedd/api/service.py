@@ -31,11 +31,11 @@ import grpc
 from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.message import Message
 
-from schedd.api import auth, convert, forecasts, history_reads, shard_routing
+from schedd.api import auth, convert, forecasts, history_reads, quota_reads, shard_routing
 from schedd.core.quota_shares import cluster_limit
 from schedd.core.shards import ShardMap
 from schedd.api.limits import call_overflow
-from schedd.api.shard_calls import GroupCallError
+from schedd.api.shard_calls import CALL_TIMEOUT_S, GroupCallError
 from schedd.api.membership_view import cluster_membership, node_membership
 from schedd.api.templates import SpecTemplates
 from schedd.history import HistoryStore
@@ -460,6 +460,7 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
         self.load = forecasts.LoadCache()       # the forecast put warnings read
         # sharded, group 0's: the groups' replicas this node hosts, by shard (the forecast)
         self.groups: Callable[[], dict[int, RaftNode]] | None = None
+        self.calls: Any = None             # ... and a group held elsewhere (schedd.api.shard_calls.GroupCalls)
 
     def _exec_pb(self, ex) -> pb.Execution:
         """The replicated record, plus the leader's own note on why a SCHEDULED one still waits."""
@@ -1084,23 +1085,60 @@ class SchedulerService(CommittingService, pb_grpc.SchedulerServicer):
             herd.check_window(start, end, request.by, top)
         except herd.ForecastError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        hosted = self.groups() if self.groups is not None else {0: self.node}
+        hosted = self.groups() if self.groups is not None else {self.router.shard or 0: self.node}
+        # group 0's service counts every group: a group hosted elsewhere (schedctl shard move) is
+        # forecast by its leader and merged in; another group's service (asked so) only its own
+        elsewhere = [k for k in range(self.router.shards) if k not in hosted] if self.groups is not None else []
+        remote = [asyncio.ensure_future(self._remote_forecast(k, start, end, request.by, context)) for k in elsewhere]
+        try:
+            return await self._forecast(request, context, now, start, end, top, hosted, elsewhere, remote)
+        finally:
+            for task in remote:
+                task.cancel()
+
+    async def _forecast(self, request: pb.ForecastRequest, context: CallContext, now: int, start: int, end: int,
+                        top: int, hosted: dict[int, RaftNode], elsewhere: list[int],
+                        remote: Sequence[asyncio.Future[pb.ForecastResponse | str]]) -> pb.ForecastResponse:
         read = await asyncio.to_thread(forecasts.read_groups, list(hosted.values()), auth.read_filter())
         hub = getattr(self.dispatcher, "hub", None) if self.node.is_leader() else None
         notes = [read.note()]
-        elsewhere = [k for k in range(self.router.shards) if k not in hosted]
-        if elsewhere:           # replicas moved off group 0's leader's node (schedctl shard move)
-            notes.append(f"shards {', '.join(map(str, elsewhere))} have no replica on {self.node.cfg.node_id} "
-                         "(group 0's leader, which answers): their jobs are not counted")
         if not auth.may("operator", "cluster"):
             hub = None
             notes.append("worker slots are shown to callers with the operator capability")
         elif hub is None:
             notes.append("this node does not lead: it knows no workers, so slots are unknown (ask without --stale)")
         cap = forecasts.capacity(hub, read.quotas, now)
-        fc = await asyncio.to_thread(herd.compute, read.rows, start, end, by=request.by, top=top, capacity=cap,
-                                     book=read.book)
+        fc = await asyncio.to_thread(herd.compute, read.rows, start, end, by=request.by,
+                                     top=herd.MAX_TOP if elsewhere else top, capacity=cap, book=read.book)
+        if elsewhere:
+            answers = await asyncio.gather(*remote)
+            parts = [fc] + [forecasts.forecast_of_pb(a) for a in answers if isinstance(a, pb.ForecastResponse)]
+            fc, short = herd.merge(parts, top, cap)
+            lost = [(k, a) for k, a in zip(elsewhere, answers) if isinstance(a, str)]
+            for k, why in lost:
+                notes.append(f"shard {k} could not be counted (no node holding it answered: {why}): "
+                             "its jobs are missing")
+            notes += [n for a in answers if isinstance(a, pb.ForecastResponse) for n in a.note.split("; ")
+                      if n and n not in notes]
+            if short:
+                notes.append(f"shards {', '.join(map(str, elsewhere))} are forecast by their leaders and merged: "
+                             f"a peak adds each shard's {herd.MAX_TOP} busiest seconds and minutes, so a second "
+                             "busy in several shards but in none's busiest may be counted short")
         return forecasts.forecast_to_pb(fc, "; ".join(n for n in notes if n))
+
+    async def _remote_forecast(self, k: int, start: int, end: int, by: str,
+                               context: CallContext) -> pb.ForecastResponse | str:
+        """Shard `k`'s own forecast, from its leader (for the caller: its holder authorizes the
+        call again and reads only the teams the caller may), or why none came."""
+        if self.calls is None:
+            return "this node cannot call other nodes"
+        left = context.time_remaining()
+        request = pb.ForecastRequest(from_ms=start, to_ms=end, by=by, top=herd.MAX_TOP)
+        try:
+            return await self.calls.unary(k, "Scheduler", "Forecast", request,
+                                          timeout=min(left, CALL_TIMEOUT_S) if left is not None else None)
+        except GroupCallError as e:
+            return e.details
 
     @routed(write=False)
     async def Explain(self, request: pb.ExplainRequest, context: CallContext) -> pb.Explanation:
@@ -1301,11 +1339,15 @@ class ClusterService(pb_grpc.ClusterServicer):
         m = self.shard_map()
         version = m.version if m is not None else (0 if self.shards > 1 else 1)
         out = pb.ListShardsResponse(shards=max(1, self.shards), answered_by=me, map_version=version)
+        if len(request.quota_keys) > quota_reads.MAX_KEYS:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"at most {quota_reads.MAX_KEYS} quota keys")
         if request.HasField("shard"):
             node = self._hosted().get(request.shard) if request.shard != self.shard else self.node
             if node is None:
                 await context.abort(grpc.StatusCode.UNAVAILABLE, f"this node holds no replica of shard {request.shard}")
-            out.items.append(shard_status(request.shard, node, me))
+            row = shard_status(request.shard, node, me)
+            row.quota_uses.extend(quota_reads.uses_pb(node, request.quota_keys))
+            out.items.append(row)
             return out
         out.items.extend(await self.shard_rows())
         return out

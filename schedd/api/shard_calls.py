@@ -8,6 +8,10 @@ so the receiver hands it to that group only. The receiver answers only if its re
 (a forwarded call is never forwarded twice): a follower's UNAVAILABLE sends the call to the
 next holder, the one that answered last first (the group's leader, most of the time).
 
+Group 0's leader reads a group it does not host the same way: its quota use
+(schedd.api.quota_reads) and its forecast (SchedulerService.Forecast), each merged with what
+its own replicas give.
+
 `RemoteGroup` gives a group that lives elsewhere the shape of a local group's servicer (a
 method per RPC), so the routing rules (schedd.api.shard_routing) treat every group alike.
 """

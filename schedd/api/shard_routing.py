@@ -675,7 +675,7 @@ RULES: dict[str, dict[str, object]] = {
         "BackfillJob": Key(_name), "ListInstants": Key(_job_field), "SetQuota": QuotaWrite(),
         "ListQuotas": Fan(_merge_quotas), "RetryExecution": Key(_run), "WatchJobs": Fan(),
         "WatchExecutions": Key(_job_field, Fan()), "WatchWorkers": Zero(), "DiffJobs": Split(),
-        "Forecast": Zero(),              # group 0's leader reads every group's replica on its node
+        "Forecast": Zero(),              # group 0's leader: its replicas, and the leaders of groups it does not host
         "Explain": Key(_explained),
     },
     "Workers": {"Connect": Zero(), "ConnectNode": NodeStreams(), "ListWorkers": Zero()},

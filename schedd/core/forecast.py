@@ -500,10 +500,7 @@ def _fill_periodic(c: _Class, series: list[int], base: int, step: int) -> None:
 
 def _group(key: str, jobs: int, series: list[int], classes: list[_Class], by: str, base: int, top: int,
            capacity: Capacity) -> GroupForecast:
-    pool = key if by == "pool" else None
-    slots = capacity.slots_for(pool)
-    quota_key = f"pool:{key}" if by == "pool" and key else f"team:{key}" if by == "team" else ""
-    quota = capacity.quotas.get(quota_key) if quota_key else None
+    slots, quota_key, quota = _frame(key, by, capacity)
     minutes = _minutes(series, base)
     first_minute = base // 60
     peak_s = [_peak(classes, (base + i) * 1000, 1000, due, slots)
@@ -511,6 +508,88 @@ def _group(key: str, jobs: int, series: list[int], classes: list[_Class], by: st
     peak_m = [_peak(classes, (first_minute + i) * 60_000, 60_000, due, None)
               for i, due in _top(minutes, top)]
     return GroupForecast(key, jobs, sum(series), slots, quota_key, quota, peak_s, peak_m, series)
+
+
+def _frame(key: str, by: str, capacity: Capacity) -> tuple[int | None, str, int | None]:
+    """A group's slots, quota key and quota (what serves it)."""
+    slots = capacity.slots_for(key if by == "pool" else None)
+    quota_key = f"pool:{key}" if by == "pool" and key else f"team:{key}" if by == "team" else ""
+    return slots, quota_key, capacity.quotas.get(quota_key) if quota_key else None
+
+
+def merge(parts: Sequence[Forecast], top: int, capacity: Capacity = Capacity(),
+          listed: int = MAX_TOP) -> tuple[Forecast, bool]:
+    """One forecast of the window from forecasts of disjoint sets of jobs over it (the shard
+    groups' own, each asked for its `listed` busiest seconds and minutes per group), and
+    whether its peaks may fall short. Jobs, instants and what calendars and blackouts leave
+    out add up exactly. A peak's runs are the sum of what each part lists for that second (or
+    minute), its contributors merged by schedule (each part names its CONTRIBUTORS largest).
+    A part whose list is not full lists every second with a run due; one whose list is full
+    leaves out seconds holding at most its smallest listed count. So a second holds at most its
+    merged count plus the smallest counts of the full lists it is missing from; the peaks are
+    exact (and the busiest there are) unless that bound exceeds a peak shown's own count, or,
+    for a second not shown (listed somewhere or nowhere), the smallest peak shown: then the
+    flag is True, and a peak still never counts more than is due. Slots and quotas are `capacity`'s (the
+    answering node's), as `compute` gives them."""
+    if not parts:
+        raise ForecastError("nothing to merge")
+    first = parts[0]
+    if any((p.from_ms, p.to_ms, p.by) != (first.from_ms, first.to_ms, first.by) for p in parts):
+        raise ForecastError("the forecasts cover different windows or groupings")
+    by_key: dict[str, list[GroupForecast]] = {}
+    for p in parts:
+        for g in p.groups:
+            by_key.setdefault(g.key, []).append(g)
+    short = False
+    groups = []
+    for key in sorted(by_key):
+        gs = by_key[key]
+        slots, quota_key, quota = _frame(key, first.by, capacity)
+        left: Counter[str] = Counter()
+        for g in gs:
+            left.update(g.left)
+        seconds, short_s = _merge_peaks([g.peak_seconds for g in gs], top, slots, listed)
+        minutes, short_m = _merge_peaks([g.peak_minutes for g in gs], top, None, listed)
+        short = short or short_s or short_m
+        groups.append(GroupForecast(key, sum(g.jobs for g in gs), sum(g.instants for g in gs), slots, quota_key,
+                                    quota, seconds, minutes, [], left))
+    return Forecast(first.from_ms, first.to_ms, first.by, sum(p.jobs for p in parts),
+                    sum(p.instants for p in parts), groups), short
+
+
+def _merge_peaks(lists: Sequence[Sequence[Peak]], top: int, slots: int | None,
+                 listed: int) -> tuple[list[Peak], bool]:
+    """The `top` busiest of the parts' peaks, each second's (or minute's) runs and
+    contributors added up, the earliest first on a tie as `_top` orders them; and whether
+    they may fall short (`merge`)."""
+    due: dict[int, int] = {}
+    width = 1000
+    by: dict[int, dict[tuple[str, str], tuple[int, set[str]]]] = {}
+    for peaks in lists:
+        for p in peaks:
+            width = p.width_ms
+            due[p.at_ms] = due.get(p.at_ms, 0) + p.due
+            seen = by.setdefault(p.at_ms, {})
+            for c in p.contributors:
+                jobs, names = seen.get((c.schedule, c.tz), (0, set()))
+                seen[(c.schedule, c.tz)] = (jobs + c.jobs, names | set(c.examples))
+    best = sorted(due, key=lambda at: (-due[at], at))[:top]
+    full = [({p.at_ms for p in peaks}, min(p.due for p in peaks)) for peaks in lists if len(peaks) >= listed]
+
+    def most(at: int | None) -> int:
+        """The most runs second `at` may hold (None: a second no part lists)."""
+        return (due[at] if at is not None else 0) + sum(m for seen, m in full if at not in seen)
+    floor = min(due[at] for at in best) if len(best) == top else 0
+    short = any(most(at) > due[at] for at in best) or any(most(at) > floor for at in due if at not in best) \
+        or most(None) > floor
+    out = []
+    for at in best:
+        found = sorted(by[at].items(), key=lambda kv: (-kv[1][0], kv[0][0]))[:CONTRIBUTORS]
+        contributors = tuple(Contributor(s, tz, jobs, tuple(sorted(names)[:EXAMPLES]))
+                             for (s, tz), (jobs, names) in found)
+        over = slots is not None and width == 1000 and due[at] > slots
+        out.append(Peak(at, width, due[at], over, contributors))
+    return out, short
 
 
 def _minutes(series: list[int], base: int) -> list[int]:

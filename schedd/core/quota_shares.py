@@ -25,7 +25,13 @@ backfill lane's default limit (2 running, cluster-wide) is split the same way; u
 allocation reaches the groups, just after a sharded cluster is made, each group applies the
 default on its own.
 
-Pure: no clock, no I/O; the balancing functions take what the leader read from its replicas.
+Pure: no clock, no I/O; the balancing functions take what the leader read from the groups'
+replicas (its own, or another node's for a group it does not host: schedd.api.quota_reads). Any
+replica is safe to read, each group at its own moment: one showing the current allocation's
+share holds it committed, so its group starts nothing above that share from then on, and the
+largest of that share and the running count it shows bounds the group until the next
+allocation reaches it; a lagging replica shows an older share (no raise) or a smaller demand
+(another split, never a larger sum).
 """
 
 from __future__ import annotations
@@ -128,6 +134,22 @@ class GroupUse:
     running: int               # attempts holding the key now
     waiting: int               # runs ready to start that would hold it
     version: int = 0           # the allocation version of that share
+
+
+WAITING_SCAN = 20_000        # ready runs looked at per group and key (demand is a proportion)
+
+
+def use_of(st: Tables, key: str) -> GroupUse:
+    """A group's use of quota `key` from its replica's state (call under its lock: the share
+    and the running count of one applied index, which `next_allocation`'s argument needs)."""
+    held = st.shares.get(key)
+    waiting = 0
+    for _, name, t in st.ready.islice(0, WAITING_SCAN):     # the runs waiting for a claim, in claim order
+        ex, job = st.execs.get((name, t)), st.jobs.get(name)
+        if ex is not None and job is not None and key in st.policy(job).holds(ex.lane):
+            waiting += 1
+    return GroupUse(share=held[1] if held is not None else None, running=int(st.held.get(key, 0)),
+                    waiting=waiting, version=held[0] if held is not None else 0)
 
 
 def target(quota: int, uses: Sequence[GroupUse]) -> tuple[int, ...]:

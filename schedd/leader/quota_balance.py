@@ -1,63 +1,58 @@
 """Cluster quotas across shard groups, the leaders' side (the rules: schedd.core.quota_shares).
 
-Two duties, one loop per node (a node hosts a replica of every group, so each reads every
-group's replica locally, never over the network):
+Two duties, one loop per node:
 
 - Balancing, where this node leads group 0: for each quota group 0 holds, read every group's
   share, running attempts and waiting runs for its key, and record the next allocation
   (`quota_shares.next_allocation`) in group 0's log; drop the allocation of a removed quota.
+  A group this node hosts is read from its replica here; one it does not (a shard move placed
+  it elsewhere) from a node holding it, its leader when that answers (`remote`:
+  schedd.api.quota_reads). When some group cannot be read, the pass records no allocation:
+  the shares stay as recorded, which never exceeds a quota.
 - Copying, for each group this node leads: when group 0's allocation (as this node's replica
-  of group 0 has it) gives this group a share its own log does not hold yet, record it there
-  with the allocation's version.
+  of group 0 has it; every node hosts group 0) gives this group a share its own log does not
+  hold yet, record it there with the allocation's version.
 
-Both only record; apply decides. What a lagging replica shows is at worst an older allocation
-or a smaller use, and the rules make either safe (a share of an older version is ignored; a
-raise waits until every group's log holds the current allocation).
+Both only record; apply decides. What a lagging replica shows, here or on another node, is at
+worst an older allocation or a smaller use, and the rules make either safe: a share of an older
+version is ignored; a raise waits until every group's log holds the current allocation, and a
+replica showing that share holds it committed (a replica applies committed entries only), after
+which its group starts nothing above it, so the largest of that share and the running count
+the replica shows bounds what the group runs until the next allocation reaches it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from schedd.leader.hosted import Hosted, hosted
 from schedd.core import commands as C
-from schedd.core.quota_shares import GroupUse, cluster_quotas, next_allocation
+from schedd.core.quota_shares import GroupUse, cluster_quotas, next_allocation, use_of
 from schedd.ports.clock import Clock
 
 log = logging.getLogger("schedd.quotas")
 
 PERIOD_S = 0.5
-WAITING_SCAN = 20_000        # ready runs looked at per group and pass (demand is a proportion)
 PROPOSE_TIMEOUT_S = 5.0
 
-
-def use_of(state: Any, key: str) -> GroupUse:
-    """A group's use of quota `key` from its replica's state (read under its lock)."""
-    held = state.shares.get(key)
-    waiting = 0
-    for _, name, t in state.ready.islice(0, WAITING_SCAN):     # the runs waiting for a claim, in claim order
-        ex, job = state.execs.get((name, t)), state.jobs.get(name)
-        if ex is not None and job is not None and key in state.policy(job).holds(ex.lane):
-            waiting += 1
-    return GroupUse(share=held[1] if held is not None else None, running=int(state.held.get(key, 0)),
-                    waiting=waiting, version=held[0] if held is not None else 0)
+#: (shard, quota keys) -> that group's use of each key, read from a node holding it; raises
+#: when no holder gives it.
+RemoteUses = Callable[[int, Sequence[str]], Awaitable[dict[str, GroupUse]]]
 
 
 class QuotaBalancer:
     """The loop (module doc) over this node's replicas: `nodes()` is group k's RaftNode by k,
-    for the groups it hosts now (a list: every group, in order).
+    for the groups it hosts now (a list: every group, in order); `remote(k, keys)` reads a
+    group hosted elsewhere (None: only a node hosting every group rebalances)."""
 
-    Only a node hosting every group rebalances (it reads each group's demand and recorded
-    share from its own replicas; without one of them it cannot tell that raising a share
-    is safe): elsewhere the shares stay as recorded, which never exceeds a quota. Every
-    group's leader copies its share from group 0 (every node hosts group 0)."""
-
-    def __init__(self, nodes: Sequence[Any] | Hosted, clock: Clock) -> None:
+    def __init__(self, nodes: Sequence[Any] | Hosted, clock: Clock, remote: RemoteUses | None = None) -> None:
         self._nodes = hosted(nodes)
         self.clock = clock
+        self.remote = remote
+        self.unread: dict[int, str] = {}   # shard -> why its use could not be read (logged once)
         self.level = C.FEATURES.level_of(C.QUOTA_SHARE)
 
     async def run(self) -> None:
@@ -89,23 +84,50 @@ class QuotaBalancer:
         if not self._ready(zero):
             return
         shards = len(zero.state.shard_map.get("shards", ())) or len(nodes)
-        if any(k not in nodes for k in range(shards)):
-            return                        # not every group's replica here (class doc)
+        if self.remote is None and any(k not in nodes for k in range(shards)):
+            return                        # a group hosted elsewhere, and no way to read it
         with zero.lock:
             quotas = cluster_quotas(zero.state.quotas)
             allocations = dict(zero.state.allocations)
         for key in sorted(set(allocations) - set(quotas)):
             await self._propose(zero, C.QUOTA_ALLOC, key=key, shares=None)
-        for key, limit in sorted(quotas.items()):
-            uses = []
-            for k in range(shards):
-                node = nodes[k]
-                with node.lock:
-                    uses.append(use_of(node.state, key))
+        keys = sorted(quotas)
+        uses = await self.uses(nodes, shards, keys)
+        if uses is None:
+            return                        # some group could not be read: the shares stay as recorded
+        for key in keys:
             version, current = allocations.get(key, (0, None))
-            nxt = next_allocation(limit, current, uses, version)
+            nxt = next_allocation(quotas[key], current, [u[key] for u in uses], version)
             if nxt is not None:
                 await self._propose(zero, C.QUOTA_ALLOC, key=key, shares=list(nxt))
+
+    async def uses(self, nodes: dict[int, Any], shards: int,
+                   keys: Sequence[str]) -> list[dict[str, GroupUse]] | None:
+        """Each group's use of each key, in shard order: from its replica here, else from a
+        node holding one (module doc); None when some group could not be read. Read after
+        group 0's allocations, so a group showing the current version holds it."""
+        elsewhere = [k for k in range(shards) if k not in nodes]
+        read: dict[int, dict[str, GroupUse]] = {}
+        if elsewhere:
+            assert self.remote is not None
+            answers = await asyncio.gather(*(self.remote(k, keys) for k in elsewhere), return_exceptions=True)
+            for k, answer in zip(elsewhere, answers):
+                if isinstance(answer, BaseException):
+                    if self.unread.get(k) != str(answer):
+                        log.warning("quota balancing: shard %d's use could not be read (%s): the shares stay "
+                                    "as recorded until it can", k, answer)
+                    self.unread[k] = str(answer)
+                    return None
+                if self.unread.pop(k, None) is not None:
+                    log.info("quota balancing: shard %d's use read again", k)
+                read[k] = answer
+        for k in range(shards):
+            if k in nodes:
+                node, read[k] = nodes[k], {}
+                for key in keys:
+                    with node.lock:
+                        read[k][key] = use_of(node.state, key)
+        return [read[k] for k in range(shards)]
 
     async def copy(self, k: int, node: Any) -> None:
         zero = self.nodes[0]

@@ -16,6 +16,7 @@ import signal
 import time
 import weakref
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import grpc
@@ -26,7 +27,7 @@ from schedd.api.auth import AuditQueue, AuthInterceptor, NodeSigner, RateLimiter
 from schedd.api.auth import current as auth_current
 from schedd.api.halted import HaltedGate
 from schedd.api.limits import InflightLimit, max_receive_bytes
-from schedd.api import shard_routing
+from schedd.api import quota_reads, shard_routing
 from schedd.api.service import ClusterService, Router, SchedulerService
 from schedd.api.shard_routing import ShardFront, owning_parts
 from schedd.leader.leader_balance import LeaderBalancer
@@ -267,7 +268,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         cluster_service.hosted, cluster_service.calls = groups.nodes, calls
         cluster_service.mover = ShardMover(node, calls, clock, keeper)
         cluster_service.shard_map = lambda: placement.current_map(node)
-        scheduler_service.groups = groups.nodes
+        scheduler_service.groups, scheduler_service.calls = groups.nodes, calls
 
     def halted() -> str:
         return next((h for g in groups if (h := g.node.halted)), "")
@@ -369,7 +370,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
         freed.add_done_callback(background.discard)
     # Sharded: the groups placed here (schedd.runtime.placement), the cluster's quotas split over
     # the groups (schedd.leader.quota_balance) and leaders spread over the nodes.
-    balancers = [asyncio.create_task(QuotaBalancer(groups.nodes, clock).run()),
+    balancers = [asyncio.create_task(QuotaBalancer(groups.nodes, clock, partial(quota_reads.remote_uses, calls)).run()),
                  asyncio.create_task(LeaderBalancer(cfg.node_id, groups.nodes,
                                                     lambda: placement.current_map(node)).run()),
                  asyncio.create_task(placement.Placement(cfg, groups, place, drop, keeper).run())] \

@@ -353,3 +353,116 @@ def test_the_forecast_counts_what_firing_records_under_calendars_and_blackouts()
             runs[ex.due // 1000] += 1
     assert per_second(fc) == runs
     assert fc.left == left and all(left[k] > 0 for k in ("skipped", "moved", "deferred"))
+
+
+# ------------------------------------------------------------------ shards forecast apart, merged
+
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=jobs_strategy, parts=st.integers(1, 4), start=st.integers(0, 48 * 3600), length=st.integers(1, 3600),
+       by=st.sampled_from(F.GROUPINGS), listed=st.integers(1, 30))
+def test_forecasts_of_the_shards_merge_into_the_clusters(jobs, parts, start, length, by, listed):
+    """Each shard group forecasts its own jobs (its leader, on another node) listing its
+    `listed` busiest seconds and minutes; merged, the jobs, instants and peaks are the whole
+    table's, and when some list was full (flagged) a merged peak never counts more than is due."""
+    rows = [row(i, *j) for i, j in enumerate(jobs)]
+    lo = T0 + start * 1000
+    hi = lo + length * 1000
+    cap = F.Capacity({"gpu": 2, "": 1}, {"team:a": 3})
+    whole = F.compute(rows, lo, hi, by=by, top=3, capacity=cap)
+    shards = [F.compute(rows[k::parts], lo, hi, by=by, top=listed) for k in range(parts)]
+    merged, short = F.merge(shards, 3, cap, listed=listed)
+    assert (merged.jobs, merged.instants) == (whole.jobs, whole.instants)
+    assert [(g.key, g.jobs, g.instants, g.slots, g.quota_key, g.quota) for g in merged.groups] == \
+        [(g.key, g.jobs, g.instants, g.slots, g.quota_key, g.quota) for g in whole.groups]
+    for m, w in zip(merged.groups, whole.groups):
+        minutes = F._minutes(w.series, whole.from_ms // 1000)
+        for p in m.peak_seconds:              # never more than is due in that second; exact unless short
+            assert p.due <= w.series[(p.at_ms - whole.from_ms) // 1000]
+            assert short or p.due == w.series[(p.at_ms - whole.from_ms) // 1000]
+        for p in m.peak_minutes:
+            assert p.due <= minutes[p.at_ms // 60_000 - whole.from_ms // 60_000]
+        if not short:                         # the busiest there are (the same counts: ties may pick another second)
+            assert [p.due for p in m.peak_seconds] == [p.due for p in w.peak_seconds]
+            assert [p.due for p in m.peak_minutes] == [p.due for p in w.peak_minutes]
+            assert [p.over for p in m.peak_seconds] == [p.over for p in w.peak_seconds]
+
+
+def test_shards_listing_the_same_busy_seconds_merge_exactly_though_their_lists_are_full():
+    """Every-second jobs in two shards: each lists its first `listed` seconds (all equally busy);
+    merged, those seconds hold both shards' runs and no other second can be busier."""
+    a, b = [row(i, "@every 1s") for i in range(3)], [row(10 + i, "@every 1s") for i in range(2)]
+    parts = [F.compute(rows, T0, T0 + 600_000, top=4) for rows in (a, b)]
+    merged, short = F.merge(parts, 2, listed=4)
+    assert not short and [(p.at_ms, p.due) for p in merged.groups[0].peak_seconds] == [(T0, 5), (T0 + 1000, 5)]
+    uneven = [F.compute(a, T0, T0 + 600_000, top=4), F.compute([row(20, "@every 7s")], T0, T0 + 600_000, top=4)]
+    assert F.merge(uneven, 2, listed=4)[1]          # shard b's busy seconds are not shard a's first ones
+
+
+def test_a_merged_peak_adds_the_shards_runs_and_their_contributors():
+    a = [row(i, "0 * * * *") for i in range(4)]
+    b = [row(10 + i, "@hourly", team="b") for i in range(3)] + [row(20, "30 * * * *")]
+    merged, short = F.merge([F.compute(a, T0, T0 + 3_600_000), F.compute(b, T0, T0 + 3_600_000)], 2,
+                            F.Capacity({"": 5}))
+    assert not short and (merged.jobs, merged.instants) == (8, 8)
+    first, second = merged.groups[0].peak_seconds
+    assert (first.at_ms, first.due, first.over) == (T0, 7, True)          # 7 due, 5 slots
+    assert [(c.schedule, c.jobs) for c in first.contributors] == [("0 * * * *", 4), ("@hourly", 3)]
+    assert first.contributors[0].examples == ("job-0", "job-1", "job-2")
+    assert (second.at_ms, second.due, second.over) == (T0 + 1_800_000, 1, False)
+
+
+def test_a_forecast_another_node_answered_reads_back_as_it_was_computed():
+    from schedd.api.forecasts import forecast_of_pb, forecast_to_pb
+    rows = [row(i, "*/5 * * * *", team="a" if i % 2 else "b", rules=cal.Rules("a", ("hol",))) for i in range(6)]
+    fc = F.compute(rows, T0, T0 + 3_600_000, by="team", capacity=F.Capacity({"": 2}, {"team:a": 1}))
+    back = forecast_of_pb(forecast_to_pb(fc, ""))
+    for g in fc.groups:
+        g.series = []
+    assert back == fc
+    with pytest.raises(F.ForecastError):
+        F.merge([fc, F.compute(rows, T0, T0 + 60_000, by="team")], 5)
+
+
+def test_the_forecast_merges_shards_held_elsewhere_and_names_one_it_could_not_reach():
+    """Group 0's leader hosts shards 0 and 1; shard 2's holder answers its own forecast, shard
+    3's holders do not answer: the answer counts shards 0 to 2 and says shard 3 is missing."""
+    import asyncio
+    import threading
+    import types
+
+    import grpc
+
+    from schedd.api import forecasts
+    from schedd.api.service import SchedulerService
+    from schedd.api.shard_calls import GroupCallError
+    from schedd.ports.fakes import ManualClock
+    from schedd_proto import scheduler_pb2 as pb
+    from tests.support.state import Harness
+
+    def replica(names):
+        h = Harness(now=T0)
+        for n in names:
+            h.put(name=n, schedule="@every 60s", team="a")
+        status = types.SimpleNamespace(leader_commit_index=h.index, applied_index=h.index)
+        return types.SimpleNamespace(lock=threading.RLock(), state=h.state, status=lambda: status,
+                                     is_leader=lambda: True)
+    zero, one, two = replica(["a0"]), replica(["a1", "b1"]), replica(["a2", "b2", "c2"])
+
+    class Calls:
+        async def unary(self, shard, service, method, request, *, timeout=None, address=""):
+            assert (service, method, request.top) == ("Scheduler", "Forecast", F.MAX_TOP)
+            if shard == 3:
+                raise GroupCallError(grpc.StatusCode.UNAVAILABLE, "n3:50051: unreachable")
+            rows = forecasts.read_rows(two, None)
+            return forecasts.forecast_to_pb(F.compute(rows.rows, request.from_ms, request.to_ms, by=request.by,
+                                                      top=request.top), "")
+
+    svc = types.SimpleNamespace(clock=ManualClock(T0), groups=lambda: {0: zero, 1: one}, node=zero,
+                                router=types.SimpleNamespace(shard=0, shards=4), dispatcher=None, calls=Calls())
+    svc._remote_forecast = types.MethodType(SchedulerService._remote_forecast, svc)
+    svc._forecast = types.MethodType(SchedulerService._forecast, svc)
+    context = types.SimpleNamespace(time_remaining=lambda: 10.0)
+    answer = asyncio.run(SchedulerService.Forecast.__wrapped__(svc, pb.ForecastRequest(by="team"), context))
+    assert answer.jobs == 6 and [(g.key, g.jobs) for g in answer.groups] == [("a", 6)]
+    assert answer.instants == 6 * 1440                    # every minute of a day
+    assert "shard 3 could not be counted" in answer.note and "n3:50051: unreachable" in answer.note
