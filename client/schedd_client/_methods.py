@@ -102,7 +102,7 @@ class JobsMixin(BlockingTransport):
         done, total)`` is called after each call (stage "check" or "write").
         """
         steps = _job_sync.Driver(_job_sync.apply_steps(list(specs), dry_run=dry_run, batch_jobs=batch_jobs,
-                                                       progress=progress))
+                                                       progress=progress, shards=self._shards))
         while (plan := steps.next()) is not None:
             try:
                 steps.answer(self._run(plan))
@@ -583,7 +583,7 @@ class AsyncJobsMixin(AsyncTransport):
         done, total)`` is called after each call (stage "check" or "write").
         """
         steps = _job_sync.Driver(_job_sync.apply_steps(list(specs), dry_run=dry_run, batch_jobs=batch_jobs,
-                                                       progress=progress))
+                                                       progress=progress, shards=self._shards))
         while (plan := steps.next()) is not None:
             try:
                 steps.answer(await self._run(plan))

@@ -77,6 +77,10 @@ class Transport(Generic[ChannelT]):
                 }
         return getattr(stubs[call.service], call.method)
 
+    def _shards(self) -> int:
+        """The cluster's shard count as the answers so far said it (0: not told yet, or unsharded)."""
+        return self._router.shard_map.shards
+
     def _take_channels(self) -> list[ChannelT]:
         with self._lock:
             channels = list(self._channels.values())

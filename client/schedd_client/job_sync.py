@@ -23,6 +23,7 @@ from schedd_proto import scheduler_pb2 as pb
 
 from . import _plans
 from ._plans import Plan
+from ._routing import routing_key, shard_of
 from .errors import ResourceExhausted, SchedError
 from .specs import spec_to_dict
 
@@ -99,9 +100,20 @@ class ApplyReport:
 
 
 def batches(specs: Sequence[pb.JobSpec], max_jobs: int = DEFAULT_BATCH_JOBS,
-            max_bytes: int = DEFAULT_BATCH_BYTES) -> Iterator[list[pb.JobSpec]]:
+            max_bytes: int = DEFAULT_BATCH_BYTES, shards: int = 0) -> Iterator[list[pb.JobSpec]]:
     """``specs`` in order, cut into calls of at most ``max_jobs`` jobs and about ``max_bytes``
-    bytes (a single larger spec goes alone: the node says if it is too large)."""
+    bytes (a single larger spec goes alone: the node says if it is too large). ``shards`` = S
+    > 1 (a sharded cluster): each call holds one shard's jobs, in order within the shard. Such
+    a call goes to its shard's leader and commits there in one step; a call of every shard's
+    jobs is split by the node, checked in every group and committed in each (about 1.5 times
+    the cluster's work per job, measured at S = 8)."""
+    if shards > 1:
+        by_shard: dict[int, list[pb.JobSpec]] = {}
+        for spec in specs:
+            by_shard.setdefault(shard_of(routing_key(spec.name), shards), []).append(spec)
+        for k in sorted(by_shard):
+            yield from batches(by_shard[k], max_jobs, max_bytes)
+        return
     batch: list[pb.JobSpec] = []
     size = 0
     for spec in specs:
@@ -148,28 +160,32 @@ Steps = Generator[Plan[Any], Any, ApplyReport]
 
 
 def apply_steps(specs: Sequence[pb.JobSpec], *, dry_run: bool = False, batch_jobs: int = DEFAULT_BATCH_JOBS,
-                progress: Progress | None = None) -> Steps:
+                progress: Progress | None = None, shards: Callable[[], int] = lambda: 0) -> Steps:
     """Diff every batch (every job checked by the server before anything is written), then,
     unless ``dry_run``, write the created and updated jobs in batches (each all or nothing).
-    A batch the node refuses as too large is halved and sent again (nothing of it committed)."""
+    A batch the node refuses as too large is halved and sent again (nothing of it committed).
+    ``shards()``: the cluster's shard count as the client knows it so far (0: not known), read
+    when each pass is cut into batches: the checks' answers teach it, so the writes go in
+    batches of one shard each (`batches`)."""
     report = ApplyReport(dry_run=dry_run)
     where = {spec.name: i for i, spec in enumerate(specs, 1)}
     changed: list[pb.JobSpec] = []
     try:
-        checked = yield from _each_batch(list(batches(specs, batch_jobs)), len(specs), "check", progress, where,
-                                         _plans.diff_jobs)
+        checked = yield from _each_batch(list(batches(specs, batch_jobs, shards=shards())), len(specs), "check",
+                                         progress, where, _plans.diff_jobs)
     except SchedError as err:
         if err.code != grpc.StatusCode.UNIMPLEMENTED or dry_run:
             raise
         return (yield from _write_all(specs, batch_jobs, progress, where))    # a cluster older than DiffJobs
-    for batch, answer in checked:
-        for spec, change in zip(batch, answer):
-            report.add(change)
-            if change.action != "unchanged":
-                changed.append(spec)
+    answered = sorted(((spec, change) for batch, answer in checked for spec, change in zip(batch, answer)),
+                      key=lambda pair: where[pair[0].name])        # the report in file order, whatever the batches
+    for spec, change in answered:
+        report.add(change)
+        if change.action != "unchanged":
+            changed.append(spec)
     if not dry_run and changed:
-        written = yield from _each_batch(list(batches(changed, batch_jobs)), len(changed), "write", progress,
-                                         where, _plans.put_jobs)
+        written = yield from _each_batch(list(batches(changed, batch_jobs, shards=shards())), len(changed), "write",
+                                         progress, where, _plans.put_jobs)
         report.warnings = list(dict.fromkeys(w for _, answer in written for w in answer.warnings))
     return report
 
