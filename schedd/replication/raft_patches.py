@@ -26,6 +26,7 @@ repairs meet (the message dispatch, the tick, a role change, destroy), in the or
 - quiet heartbeats: raft/log_repair.py (the follower's silence in raft/follower_log.py)
 - ReadIndex: raft/reads.py (its bookkeeping in read_index.py)
 - halting: raft/halting.py
+- one snapshot child per process at a time: raft/snapshot_turns.py
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from schedd.replication.raft.log_repair import PROBE, QUIET_WINDOW_PARTS, REPLIC
 from schedd.replication.raft.newer_term import NEWER_TERM, NewerTermHeard
 from schedd.replication.raft.pre_vote import PRE_VOTE, PRE_VOTE_RESPONSE
 from schedd.replication.raft.prompt_sends import PromptSends
+from schedd.replication.raft.snapshot_turns import SnapshotTurn, SnapshotTurns
 from schedd.replication.raft.stats import HOLD_BUCKETS, RepairStats, TickHolds
 from schedd.replication.raft.tick_timing import LONG_HOLD_S, NESTED, TICK_SLICE_S
 
@@ -52,15 +54,17 @@ __all__ = ["HOLD_BUCKETS", "LONG_HOLD_S", "NESTED", "NEWER_TERM", "PRE_VOTE", "P
            "RepairStats", "RepairingSyncObj", "TickHolds", "_RAFT_STATE", "raft_clock"]
 
 
-class RepairingSyncObj(DeadlineSleep, PromptSends, FollowerLog, NewerTermHeard):
+class RepairingSyncObj(SnapshotTurns, DeadlineSleep, PromptSends, FollowerLog, NewerTermHeard):
     """A SyncObj whose log repair, truncation and elections follow the Raft paper (module doc).
     Owns `repair_stats` (every repair's counters) and `_published` (role, term and leader as
     the tick thread left them at the end of its last tick: one moment, for readers on other
     threads, `role_term_leader`)."""
 
-    def __init__(self, *args: Any, apply_lock: Any = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, apply_lock: Any = None, snapshot_turn: SnapshotTurn | None = None,
+                 **kwargs: Any) -> None:
         # Set before SyncObj.__init__: attributes that exist then are left out of snapshots, and
         # the tick thread it starts reads them.
+        self._init_snapshot_turns(snapshot_turn)
         self._init_bounded_apply(apply_lock)
         self._init_log_repair()
         self._init_pre_vote()
@@ -127,6 +131,7 @@ class RepairingSyncObj(DeadlineSleep, PromptSends, FollowerLog, NewerTermHeard):
 
     def destroy(self) -> None:
         SyncObj.destroy(self)
+        self._leave_snapshot_turn()
         self.reads.fail("this node is shutting down")
         self._wake()                    # the tick thread notices at its next tick, not a sleep later
 
