@@ -3,7 +3,9 @@
 Thread map (docs/architecture.md, section 2):
 - pysyncobj's tick thread: elections, replication, apply (`ReplicatedState.apply_entry`), snapshot
   (de)serialization and our callbacks. It is started by, and dies with, the thread that builds the
-  SyncObj, so `RaftNode` must be constructed on the main thread.
+  SyncObj, so `RaftNode` must be constructed on the main thread. A node hosting several groups
+  passes them one `ticker.TickLoop`: each group's SyncObj is built with autoTick off and the
+  loop's one thread ticks all of them (the same work, for every group, on that thread).
 - the asyncio thread (gRPC, dispatcher): proposes with `propose()`, which hands the result back with
   `call_soon_threadsafe`, and reads the state under `RaftNode.lock` (apply holds it too).
 
@@ -41,6 +43,7 @@ from schedd.replication import membership as members_file
 from schedd.replication.membership import ChangeGate, Membership, StaticMember
 from schedd.replication import level_file
 from schedd.replication.raft_patches import BuildBehind, RepairingSyncObj
+from schedd.replication.ticker import Replica, TickLoop
 from schedd.replication.transport import TransportLimits
 from schedd.ports.faults import NO_FAULTS, Faults
 from schedd.ports.history import HistorySink
@@ -474,11 +477,14 @@ class RaftNode(Generic[CfgT]):
     def __init__(self, cfg: CfgT, *, on_role_change: Callable[[int, int], None] | None = None,
                  on_applied: Callable[[str, ApplyResult, int], None] | None = None,
                  faults: Faults = NO_FAULTS, learn_from: Sequence[str] = (), build: str = "",
-                 history: HistorySink | None = None) -> None:
+                 history: HistorySink | None = None, ticker: TickLoop | None = None) -> None:
         """`learn_from`: Raft addresses of a cluster to follow as a non-voter (pysyncobj's
         read-only node: no Raft address of its own, not counted in any quorum), receiving its
         snapshot and log into this data dir; a joining node does this before it asks to be
-        added (schedd.runtime.join), then starts as a voter on the same data dir."""
+        added (schedd.runtime.join), then starts as a voter on the same data dir.
+        `ticker`: the node's one tick loop for all its groups (a sharded node); None: this
+        group's SyncObj ticks on a pysyncobj thread of its own (autoTick), as an unsharded
+        node's always has. Stock pysyncobj (the fault suite's negative control) always does."""
         self.cfg = cfg
         self.learner = bool(learn_from)
         self.history = history        # the node's history store (schedd.history), for reads; None in some tests
@@ -495,10 +501,12 @@ class RaftNode(Generic[CfgT]):
         durable.speed_up_snapshots()
         r = cfg.raft
         bind = cfg.raft_bind or cfg.raft_address
+        self._ticker = ticker if not faults.stock_raft else None
+        self._replica: Replica | None = self._ticker.replica() if self._ticker is not None else None
         conf = SyncObjConf(
             password=cfg.secret or None,
             bindAddress=bind,
-            autoTick=True,
+            autoTick=self._replica is None,
             autoTickPeriod=r.tick_ms / 1000,
             appendEntriesPeriod=r.heartbeat_ms / 1000,
             raftMinTimeout=r.election_timeout_ms[0] / 1000,
@@ -522,9 +530,17 @@ class RaftNode(Generic[CfgT]):
             max_frame_bytes=r.max_frame_bytes, handshake_timeout_s=r.handshake_timeout_ms / 1000))
         # Stock pysyncobj only as the fault suite's negative control (SCHEDD_UNSAFE=stock_raft).
         raft_kwargs: dict[str, Any] = {} if faults.stock_raft else {"apply_lock": self.lock}
+        if self._replica is not None:
+            raft_kwargs["poller"] = self._replica.poller
         raft_class = SyncObj if faults.stock_raft else RepairingSyncObj
-        self.sync = raft_class(None if learn_from else cfg.raft_address, others, conf=conf, consumers=[self._consumer],
-                               transportClass=faults.transport(transport), **raft_kwargs)
+        try:
+            self.sync = raft_class(None if learn_from else cfg.raft_address, others, conf=conf,
+                                   consumers=[self._consumer], transportClass=faults.transport(transport),
+                                   **raft_kwargs)
+        except BaseException:
+            if self._ticker is not None and self._replica is not None:
+                self._ticker.unregister(self._replica)      # its descriptors, if it made any
+            raise
         self._hooks.attach(self.sync)
         self._tick_jobs: collections.deque[Callable[[], bool]] = collections.deque()
         self.sync.addOnTickCallback(self._run_tick_jobs)
@@ -537,6 +553,9 @@ class RaftNode(Generic[CfgT]):
         if loaded != sorted(others):
             source = "pysyncobj's dump (it overrides the config file and membership.json)"
         self.membership.source = source
+        if self._ticker is not None and self._replica is not None:
+            self._replica.sync = self.sync
+            self._ticker.register(self._replica)      # its ticks begin (its hooks and callbacks set)
         if self.learner:
             log.info("learning from %s as a non-voter (read-only Raft node)", ", ".join(others))
             return
@@ -791,5 +810,11 @@ class RaftNode(Generic[CfgT]):
         self._consumer.apply_entry(entry, callback=callback)
 
     def close(self) -> None:
-        """Stop the tick thread; pysyncobj then flushes and closes the journal."""
-        self.sync.destroy_synchronous()
+        """Stop the tick thread; pysyncobj then flushes and closes the journal. On the node's
+        tick loop: leave the loop (no tick of this group runs once `unregister` returns; the
+        other groups go on), then destroy it here (autoTick off: pysyncobj does it at once)."""
+        if self._ticker is not None and self._replica is not None:
+            self._ticker.unregister(self._replica)
+            self.sync.destroy()
+        else:
+            self.sync.destroy_synchronous()

@@ -23,6 +23,8 @@ repairs meet (the message dispatch, the tick, a role change, destroy), in the or
 - the bounded lock wait: raft/bounded_apply.py
 - prompt sends: raft/prompt_sends.py
 - the deadline sleep: raft/deadline_sleep.py
+- driven ticks (one tick loop for a node's groups: the loop's poller, mail first, bind in the
+  tick): raft/driven_tick.py, the loop in schedd/replication/ticker.py
 - quiet heartbeats: raft/log_repair.py (the follower's silence in raft/follower_log.py)
 - ReadIndex: raft/reads.py (its bookkeeping in read_index.py)
 - halting: raft/halting.py
@@ -39,6 +41,7 @@ from pysyncobj.syncobj import monotonicTime as raft_clock
 
 from schedd.replication.raft import PYSYNCOBJ_VERSION
 from schedd.replication.raft.deadline_sleep import DeadlineSleep
+from schedd.replication.raft.driven_tick import DrivenTick
 from schedd.replication.raft.follower_log import FollowerLog
 from schedd.replication.raft.halting import VOTING, BuildBehind
 from schedd.replication.raft.log_repair import PROBE, QUIET_WINDOW_PARTS, REPLICATE
@@ -54,17 +57,20 @@ __all__ = ["HOLD_BUCKETS", "LONG_HOLD_S", "NESTED", "NEWER_TERM", "PRE_VOTE", "P
            "RepairStats", "RepairingSyncObj", "TickHolds", "_RAFT_STATE", "raft_clock"]
 
 
-class RepairingSyncObj(SnapshotTurns, DeadlineSleep, PromptSends, FollowerLog, NewerTermHeard):
+class RepairingSyncObj(SnapshotTurns, DrivenTick, DeadlineSleep, PromptSends, FollowerLog, NewerTermHeard):
     """A SyncObj whose log repair, truncation and elections follow the Raft paper (module doc).
     Owns `repair_stats` (every repair's counters) and `_published` (role, term and leader as
     the tick thread left them at the end of its last tick: one moment, for readers on other
     threads, `role_term_leader`)."""
 
     def __init__(self, *args: Any, apply_lock: Any = None, snapshot_turn: SnapshotTurn | None = None,
-                 **kwargs: Any) -> None:
+                 poller: Any = None, **kwargs: Any) -> None:
+        """`poller`: the node's tick loop's (ticker.TickLoop.replica), for a SyncObj built with
+        autoTick off that the loop ticks (driven ticks); None: autoTick, a thread of its own."""
         # Set before SyncObj.__init__: attributes that exist then are left out of snapshots, and
         # the tick thread it starts reads them.
         self._init_snapshot_turns(snapshot_turn)
+        self._init_driven_tick(poller)
         self._init_bounded_apply(apply_lock)
         self._init_log_repair()
         self._init_pre_vote()
@@ -77,6 +83,7 @@ class RepairingSyncObj(SnapshotTurns, DeadlineSleep, PromptSends, FollowerLog, N
         self._published: tuple[int, int, str] = (_RAFT_STATE.FOLLOWER, 0, "")
         self.repair_stats = RepairStats()
         super().__init__(*args, **kwargs)
+        self._after_driven_init()
         self._publish()                                   # the term restored from the journal
         self._time_the_poll_wait()
         self._sleep_until_deadline()
@@ -106,12 +113,15 @@ class RepairingSyncObj(SnapshotTurns, DeadlineSleep, PromptSends, FollowerLog, N
 
     def _onTick(self, timeToWait: float = 0.0) -> None:
         self._read_inbox_after_stall()      # inbox first
+        clock = self._start_tick_clock() if self._take_mail() else None
+        if clock is not None:               # driven ticks: mail first
+            self._read_mail()
         if self.halted:
             self._stay_out_of_elections()
         self._maybe_pre_vote()
         self._start_reads()
         backlog = self._backlog()
-        clock = self._start_tick_clock()
+        clock = clock or self._start_tick_clock()
         self._cap_match_at_durable()
         try:
             SyncObj._onTick(self, 0.0 if backlog else timeToWait)

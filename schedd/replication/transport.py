@@ -229,6 +229,12 @@ class GuardedTCPTransport(TCPTransport):
         if add_need is not None:
             add_need(self._tick_need)
 
+    @property
+    def ready(self) -> bool:
+        """Bound (or needing no listener); also while a driven SyncObj is being built
+        (raft/driven_tick.py "bind in the tick": its ticks bind, as a tick thread's would)."""
+        return bool(self._ready or getattr(self._syncObj, "bind_in_tick", False))
+
     def _tick_need(self) -> float | None:
         """0 (tick at the tick period) while this transport polls for progress: binding, a
         link it must open (stock retries on ticks), a handshake whose deadline _onTick checks.

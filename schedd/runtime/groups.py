@@ -45,6 +45,7 @@ from schedd.ports.clock import Clock
 from schedd.ports.faults import Faults
 from schedd.replication.convergence import ConvergenceTracker
 from schedd.replication.node import LEADER, RaftNode
+from schedd.replication.ticker import TickLoop
 from schedd.runtime import history as node_history
 from schedd.runtime.config import NodeConfig
 from schedd.runtime.leader_terms import LeaderTerms
@@ -220,13 +221,15 @@ class NodeParts:
     audit_add: Callable[[dict], None]
     accepts_pings_ms: int
     sealer: Any = None               # signs backup headers (schedd.runtime.restore.header_sealer)
+    # the one thread ticking every group's Raft replica (S > 1; made with the first group)
+    ticker: TickLoop | None = None
 
 
 def build_group(parts: NodeParts, shard: int, peers: tuple[Peer, ...] | None = None) -> Group:
     """Group `shard`'s replica and services on this node (module doc); `peers`: the nodes
     holding the group's replicas, when not the config's (a replica a shard move places here).
-    Built on the main thread (pysyncobj's tick thread dies with the thread that builds its
-    SyncObj)."""
+    Built on the main thread (pysyncobj's tick thread, and a sharded node's one tick loop,
+    `parts.ticker`, die with the thread that builds the SyncObj, or the first group)."""
     cfg = group_config(parts.cfg, shard, peers)
     Path(cfg.data_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
     clock = parts.clock
@@ -264,8 +267,10 @@ def build_group(parts: NodeParts, shard: int, peers: tuple[Peer, ...] | None = N
         return node_history.job_retention(job, age, default_retention)
 
     history = node_history.open_store(cfg.data_dir, cfg.history, retention_of)
+    if parts.cfg.shards > 1 and parts.ticker is None:
+        parts.ticker = TickLoop()              # one tick thread for all groups (replication.ticker)
     node = RaftNode(cfg, on_applied=on_applied, on_role_change=on_role_change, faults=faults,
-                    build=parts.version, history=history)
+                    build=parts.version, history=history, ticker=parts.ticker if parts.cfg.shards > 1 else None)
     hub = WorkerHub(node, clock, lease_ms=cfg.scheduler.lease_ms,
                     max_streams=cfg.limits.max_worker_streams, max_slots=cfg.limits.max_worker_slots,
                     max_streams_per_token=cfg.limits.max_worker_streams_per_token, faults=faults)

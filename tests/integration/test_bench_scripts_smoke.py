@@ -96,3 +96,15 @@ def test_the_memory_breakdown_bench_splits_an_applied_and_a_restored_state():
     heads = [line for line in out.stdout.splitlines() if line.startswith("breakdown, ")]
     assert [h.split()[1] for h in heads] == ["applied", "restored"], out.stdout
     assert out.stdout.count("jobs dict (its table)") == 2 and out.stdout.count("  total ") == 2, out.stdout
+
+
+def test_the_idle_shard_bench_measures_every_node(tmp_path):
+    """bench/bench_shard_idle.py at its smallest: one S, a short window; each node's CPU, threads
+    and RSS are in the JSON line; no figure is asserted."""
+    out_file = tmp_path / "idle.jsonl"
+    out = subprocess.run([sys.executable, "bench/bench_shard_idle.py", "--shards", "2", "--seconds", "1",
+                          "--settle", "0", "--json", str(out_file)], cwd=REPO, capture_output=True, text=True,
+                         timeout=240, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (row,) = [json.loads(x) for x in out_file.read_text().splitlines()]
+    assert row["shards"] == 2 and set(row["cpu_pct"]) == set(row["threads"]) == {"n1", "n2", "n3"}, row

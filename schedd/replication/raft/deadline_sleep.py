@@ -43,8 +43,11 @@ class DeadlineSleep(BoundedApply):
 
     def _install_wake(self) -> None:
         """After SyncObj.__init__: `_wake` ends the tick thread's poll (the parallel disk write's
-        journal thread, prompt sends, reads, tick jobs); a driven node (tests) has no thread."""
-        self._wake = PipeNotifier(self._poller).notify if self._SyncObj__conf.autoTick else _no_wake
+        journal thread, prompt sends, reads, tick jobs): its own thread's, or the node's tick
+        loop's (driven ticks: the pipe is one of this replica's descriptors the loop watches); a
+        node a test ticks by hand has no thread to wake."""
+        ticked = self._SyncObj__conf.autoTick or getattr(self, "driven", False)
+        self._wake = PipeNotifier(self._poller).notify if ticked else _no_wake
         journal = self._SyncObj__raftLog
         if hasattr(journal, "wake"):                      # the parallel disk write: its background thread
             journal.wake = self._wake

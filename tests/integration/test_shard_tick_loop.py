@@ -1,0 +1,169 @@
+"""A sharded node ticks all its Raft groups on one thread (schedd.replication.ticker): three
+nodes of a 4-shard cluster, built in this process as the daemon builds them (a RaftNode per
+group, each node's groups on that node's one TickLoop, real TCP on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from schedd.core import commands as C
+from schedd.core.shards import shard_raft_address
+from schedd.replication.node import RaftNode
+from schedd.replication.ticker import THREAD_NAME, TickLoop
+from schedd.runtime.cluster import restartable_ports
+from schedd.runtime.config import from_dict
+
+pytestmark = pytest.mark.timeout(180)
+
+SHARDS = 4
+NODES = ("n1", "n2", "n3")
+SECRET = "tick-loop-test-secret-0123456789abcdef"
+
+
+def wait_for(what: str, ok: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not ok():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:g}s: {what}")
+        time.sleep(0.05)
+
+
+def tick_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name == THREAD_NAME]
+
+
+def autotick_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if "_autoTickThread" in t.name]
+
+
+class Node:
+    """One node: a TickLoop and a RaftNode per shard, configured as groups.group_config does."""
+
+    def __init__(self, i: int, base: int, root) -> None:
+        self.i, self.base, self.root = i, base, root
+        self.ticker = TickLoop()
+        self.groups: dict[int, RaftNode] = {}
+        for k in range(SHARDS):
+            self.add(k)
+
+    def add(self, k: int, data: str = "") -> None:
+        """Build this node's replica of group k (in a data dir of its own, `data` apart)."""
+        base, i = self.base, self.i
+
+        def addr(j: int) -> str:              # node j's Raft ports: base + j * SHARDS + k
+            return shard_raft_address(f"127.0.0.1:{base + j * SHARDS}", k)
+
+        def grpc(j: int) -> str:
+            return f"127.0.0.1:{base + len(NODES) * SHARDS + j}"
+        data_dir = self.root / NODES[i] / f"{k}{data}"
+        data_dir.mkdir(parents=True)
+        cfg = from_dict({
+            "node_id": NODES[i], "data_dir": str(data_dir), "secret": SECRET,
+            "raft_address": addr(i), "grpc_address": grpc(i),
+            "peers": [{"id": n, "raft_address": addr(j), "grpc_address": grpc(j)}
+                      for j, n in enumerate(NODES) if j != i]})
+        self.groups[k] = RaftNode(cfg, ticker=self.ticker)
+
+    def close(self) -> None:
+        for g in self.groups.values():
+            g.close()
+
+
+def leader_of(nodes: list[Node], k: int) -> RaftNode | None:
+    leading = [n.groups[k] for n in nodes if k in n.groups and n.groups[k].is_leader()]
+    return leading[0] if len(leading) == 1 else None
+
+
+def commit_one(nodes: list[Node], k: int, name: str) -> None:
+    """Propose an entry on group k's leader; wait until every replica of k applied it."""
+    wait_for(f"group {k} has one leader", lambda: leader_of(nodes, k) is not None)
+    leader = leader_of(nodes, k)
+    assert leader is not None
+
+    async def propose() -> int:
+        await leader.propose(C.encode(C.PAUSE, rid=f"r-{name}", now=1, term=leader.term, by="t", name=name),
+                             timeout=30)
+        return int(leader.state.last_index)
+    index = asyncio.run(propose())
+    wait_for(f"every replica of group {k} applied {index}",
+             lambda: all(n.groups[k].state.last_index >= index for n in nodes if k in n.groups))
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    base = restartable_ports(len(NODES) * (SHARDS + 1))
+    nodes: list[Node] = []
+    try:
+        nodes = [Node(i, base, tmp_path) for i in range(len(NODES))]
+        yield nodes
+    finally:
+        for n in nodes:
+            n.close()
+
+
+def test_a_sharded_node_ticks_every_group_on_one_thread_and_each_elects_and_commits(cluster):
+    for k in range(SHARDS):
+        commit_one(cluster, k, f"job-{k}")
+    wait_for("one tick thread per node, whatever S", lambda: len(tick_threads()) == len(NODES), timeout=10)
+    assert autotick_threads() == []                  # and no pysyncobj tick thread per group
+    for n in cluster:
+        assert all(not g.sync.tick_thread_alive() for g in n.groups.values())
+
+
+def test_a_group_leaving_the_loop_leaves_the_others_running_and_a_new_one_joins(cluster):
+    for k in range(SHARDS):
+        commit_one(cluster, k, f"before-{k}")
+    gone = 1
+    for n in cluster:                                # the whole group torn down, on every node
+        n.groups.pop(gone).close()
+    assert all(n.ticker.running for n in cluster)
+    wait_for("one tick thread per node", lambda: len(tick_threads()) == len(NODES), timeout=10)
+    for k in range(SHARDS):
+        if k != gone:
+            commit_one(cluster, k, f"after-{k}")
+    terms = {k: [n.groups[k].term for n in cluster] for k in range(SHARDS) if k != gone}
+    for n in cluster:                                # a group made at run time joins the running loops
+        n.add(gone, data="-new")
+    commit_one(cluster, gone, "new-group")
+    wait_for("one tick thread per node", lambda: len(tick_threads()) == len(NODES), timeout=10)
+    for k in terms:                                  # the others: still one leader each, no election since
+        commit_one(cluster, k, f"again-{k}")
+        assert [n.groups[k].term for n in cluster] == terms[k]
+
+
+def test_the_loop_thread_ends_with_its_last_group(tmp_path):
+    base = restartable_ports(len(NODES) * (SHARDS + 1))
+    node = Node(0, base, tmp_path)                   # alone: its peers never answer
+    try:
+        wait_for("the loop runs", lambda: node.ticker.running)
+    finally:
+        node.close()
+    wait_for("the loop thread ended", lambda: not node.ticker.running, timeout=10)
+
+
+def test_a_group_whose_raft_port_is_taken_starts_and_binds_once_it_is_free(tmp_path):
+    """Built with autoTick off, stock pysyncobj's constructor would spin on the bind until the
+    port is free; on the loop, as on a tick thread of its own, the ticks retry it instead."""
+    base = restartable_ports(len(NODES) * (SHARDS + 1))
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", base))                  # node 0's shard 0 Raft port
+    blocker.listen()
+    started = time.monotonic()
+    node = Node(0, base, tmp_path)
+    try:
+        assert time.monotonic() - started < 20
+        transport = node.groups[0].sync._SyncObj__transport
+        time.sleep(0.5)
+        assert not transport.ready                     # it tried, and goes on trying
+        assert all(node.groups[k].sync._SyncObj__transport.ready for k in range(1, SHARDS))
+        blocker.close()
+        wait_for("shard 0 bound its port", lambda: transport.ready, timeout=15)
+    finally:
+        blocker.close()
+        node.close()
