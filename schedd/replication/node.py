@@ -812,9 +812,14 @@ class RaftNode(Generic[CfgT]):
     def close(self) -> None:
         """Stop the tick thread; pysyncobj then flushes and closes the journal. On the node's
         tick loop: leave the loop (no tick of this group runs once `unregister` returns; the
-        other groups go on), then destroy it here (autoTick off: pysyncobj does it at once)."""
+        other groups go on), then destroy it here (autoTick off: pysyncobj does it at once).
+        Then close the wake pipe, which pysyncobj never closes (a dropped shard replica would
+        leak it): nothing ticks this group any more."""
         if self._ticker is not None and self._replica is not None:
             self._ticker.unregister(self._replica)
             self.sync.destroy()
         else:
             self.sync.destroy_synchronous()
+        close_wake = getattr(self.sync, "close_wake", None)      # stock SyncObj (negative control): none
+        if close_wake is not None:
+            close_wake()

@@ -5,6 +5,7 @@ group, each node's groups on that node's one TickLoop, real TCP on 127.0.0.1).""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import threading
 import time
@@ -135,6 +136,35 @@ def test_a_group_leaving_the_loop_leaves_the_others_running_and_a_new_one_joins(
     for k in terms:                                  # the others: still one leader each, no election since
         commit_one(cluster, k, f"again-{k}")
         assert [n.groups[k].term for n in cluster] == terms[k]
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_dropped_group_gives_back_every_descriptor_and_thread(cluster):
+    """A shard move drops a replica at run time: its sockets, journal, wake pipe and threads
+    go with it (pysyncobj never closes its wake pipe: two descriptors per drop, before)."""
+    gone = 2
+    commit_one(cluster, gone, "before")
+    for n in cluster:
+        n.groups.pop(gone).close()
+    for k in range(SHARDS):                          # the others connected and settled
+        if k != gone:
+            commit_one(cluster, k, f"settled-{k}")
+    fds = open_fds()
+    for n in cluster:                                # built at run time, elects, commits, dropped
+        n.add(gone, data="-again")
+    commit_one(cluster, gone, "again")
+    assert open_fds() > fds
+    dropped = [n.groups.pop(gone) for n in cluster]
+    own_threads = [t for t in (g.sync._SyncObj__raftLog._syncer for g in dropped) if t is not None]
+    for g in dropped:
+        g.close()
+    wait_for(f"the process's descriptors back to {fds}", lambda: open_fds() == fds, timeout=20)
+    # its threads: its journal's background sync (its Raft ticks ran on the node's loop, which goes on)
+    assert own_threads and not any(t._thread.is_alive() for t in own_threads)
+    assert all(n.ticker.running for n in cluster) and len(tick_threads()) == len(NODES)
 
 
 def test_the_loop_thread_ends_with_its_last_group(tmp_path):
