@@ -9,6 +9,7 @@ and EBADF on the restarted node of a sharded cluster, or bytes into a live socke
 from __future__ import annotations
 
 import gzip
+import os
 import pickle
 import socket
 import time
@@ -94,3 +95,23 @@ def test_a_node_restarted_from_its_dump_keeps_its_own_wake_pipe(tmp_path: Path, 
     finally:
         second.destroy()
         second.close_wake()
+
+
+def test_a_wake_after_the_close_reaches_no_descriptor_that_took_its_number() -> None:
+    from pysyncobj.poller import PollPoller
+
+    from schedd.replication.raft.deadline_sleep import WakePipe
+
+    pipe = WakePipe(PollPoller())
+    pipe.notify()
+    pipe.close()
+    pipe.close()                                   # twice: nothing more
+    r, w = os.pipe()                               # likely the numbers it gave back
+    try:
+        os.set_blocking(r, False)
+        pipe.notify()
+        with pytest.raises(BlockingIOError):
+            os.read(r, 1)                          # nothing was written into it
+    finally:
+        os.close(r)
+        os.close(w)
