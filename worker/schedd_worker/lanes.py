@@ -108,7 +108,8 @@ class ShardLane:
         self.shard = shard
         self.ledger = Ledger()                   # what it holds and owes this shard's leader
         self.link = LeaderLink(rt.cluster, name=rt.name, security=rt.security, hooks=rt.hooks, user=self,
-                               warn_at_once=warn_at_once, shard=shard, streams=rt.node_streams)
+                               warn_at_once=warn_at_once, shard=shard, streams=rt.node_streams,
+                               sharded=rt.shards_seen)
         if shard:
             self.link.tag = f" of shard {shard}"
         self.slots = Slots(share, lambda: self.link.lease_ms, pool=pool)

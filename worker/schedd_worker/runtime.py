@@ -126,8 +126,10 @@ Slots across shards: split, not offered to every leader
     slots than shards) or for a while after a split lowered a share below what runs; what falls
     due meanwhile waits here as when every slot is busy (an attempt with a timeout at most half a
     lease, then handed back) and starts as soon as any shard frees a slot, the shard whose
-    attempt waited longest first. Shard 0's first
-    hello offered every slot (the shard count was not known yet): on a Welcome with S > 1 that
+    attempt waited longest first. The leader search's NodeInfo answers say S
+    (NodeStatus.shards), so shard 0's first hello already offers its share and the other lanes
+    start before it (`leader_link`: a second hello lost what the first stream was being given).
+    When only a Welcome says S > 1 (nodes that answer only Cluster.Status, or a split), shard 0's
     stream is ended and opened again at once with the share (the hello lists what it holds).
 
 Drain (`stop` set)
