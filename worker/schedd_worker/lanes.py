@@ -149,8 +149,10 @@ class ShardLane:
         if self.link.session is None or self.link.session.ending:
             return                               # about to hello again (a new share)
         self.reports.resend_all()
-        if self.rt.draining:
-            self.reports.heartbeat()
+        # at once, after the resends: a leader expires at once as never started what it pushed on
+        # an earlier stream of this process that this one's hello and resends leave out
+        # (schedd.leader.workers `_adopt`), and a heartbeat is what tells it they are all in
+        self.reports.heartbeat()
 
     def tick(self, session: Session) -> None:
         """Every lease / 3 while connected."""
