@@ -42,7 +42,9 @@ On every (re)connect
     incarnation it was made for, so a new leader can tell "this process never got it" (expired at
     once, run again) from "a previous process may have started it" (the lease rule). The leader answers Welcome(leader_id, term, lease_ms). A Welcome from a term
     older than one already seen ends the stream (a deposed leader). After the Welcome the worker
-    resends every unacknowledged result (oldest first), then heartbeats every lease_ms / 3
+    resends every unacknowledged result (oldest first), then heartbeats at once (a leader
+    expires as never started what it pushed on an earlier stream of this process that the hello
+    and the resends leave out) and every lease_ms / 3
     (10 s lease when none is given) with the tokens it holds (and those whose result it holds
     back), whether it drains, and how many leader messages it has handled on this stream
     (WorkerHello.counts_reads). The leader loses an attempt after a lease in which the stream
