@@ -532,8 +532,17 @@ class Assigner:
         self.faults.claimed(token, name, t, conn.name)
         eid = execution_id(name, t)
         if conn.closed:
-            self.book.vouch(token, self.clock.now_ms())
-            return                      # the lease expires it and it is retried
+            if pushed:                  # it may have reached the worker: the lease rule
+                self.book.vouch(token, self.clock.now_ms())
+                return
+            # Its stream ended before the claim committed, so its assignment was never sent
+            # (nothing else sends one): no process can be running it. Run it again now, not
+            # after a lease as a second attempt (a worker saying hello again ends a stream
+            # while its claims are in flight).
+            self.book.start_expiry(token)
+            self.spawn(self._expire(name, t, token, "LOST", f"the stream of worker {conn.name} ended "
+                                    "before its assignment was sent: never started", term, never_started=True))
+            return
         self.book.hold(conn, token, eid, self.clock.now_ms())
         if pushed:
             return

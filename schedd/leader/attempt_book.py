@@ -159,6 +159,16 @@ class AttemptBook:
         for token, worker in held.items():
             self._set_inherited(self._record(token), worker)
 
+    def await_word(self, token: int, worker: str) -> None:
+        """A new stream of the very process it was claimed for left it out of its hello: it is
+        `inherited` from that process's earlier stream, as from an earlier leader, until the
+        worker says what became of it (the reaper's `inherited_claim_fate`). Not one whose result
+        is on its way to the log or whose expiry is being proposed: that news is the answer."""
+        rec = self._by_token.get(token)
+        if rec is not None and (rec.settling or rec.expiring or rec.inherited):
+            return
+        self._set_inherited(self._record(token), worker)
+
     def inheriting(self) -> bool:
         """Whether a claim inherited at the takeover is still unsettled."""
         return self._inherited > 0

@@ -470,17 +470,37 @@ class WorkerHub(pb_grpc.WorkersServicer):
 
     def _adopt(self, conn: WorkerConn, tokens, now: int) -> None:
         """A (re)connecting worker still runs these attempts: keep them alive if they are current
-        and were assigned to this worker (another's token in a hello is ignored)."""
-        if not tokens:
+        and were assigned to this worker (another's token in a hello is ignored).
+
+        The claims made for this very process (its incarnation) that its hello leaves out were
+        pushed on a stream of it that ended before it read them (it says hello again with a new
+        share of its slots, or after a network blip), or it finished them and resends their
+        results right after the Welcome: the hello lists every attempt the process holds, and
+        it is written only once the earlier stream is over. So they wait for the worker's word
+        as a claim inherited from an earlier leader does (`AttemptBook.await_word`): a result
+        settles them; a first heartbeat on this stream without them, after those resends, means
+        the process never got them, and they are expired at once as never started and run
+        again, not a lease later as a second attempt. A claim of another process of the name
+        keeps the lease rule (that process may have started it before it went)."""
+        if not tokens and not conn.incarnation:
             return
+        listed = set(tokens)
+        current: dict[int, str] = {}
+        unlisted: list[int] = []
         with self.node.lock:
-            current = {}
             for ex in self.view.running():
-                if ex.attempts[-1].worker == conn.name:
-                    current[ex.attempts[-1].fencing_token] = ex.id
+                a = ex.attempts[-1]
+                if a.worker != conn.name:
+                    continue
+                if a.fencing_token in listed:
+                    current[a.fencing_token] = ex.id
+                elif conn.incarnation and getattr(a, "worker_incarnation", "") == conn.incarnation:
+                    unlisted.append(a.fencing_token)
         for token in tokens:
             if token in current:
                 self.book.hold(conn, token, current[token], now)
+        for token in unlisted:
+            self.book.await_word(token, conn.name)
 
     async def _read(self, conn: WorkerConn, request_iterator) -> None:
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import signal
 import sys
+import time
 from collections import Counter
 
 import pytest
@@ -158,3 +159,80 @@ def test_a_worker_holds_one_stream_per_node_and_follows_its_shards_over_them(clu
             done = [e for e in runs if e.state in ("SUCCEEDED", "FAILED", "TIMED_OUT", "LOST", "CANCELLED")]
             assert all(e.state == "SUCCEEDED" and len(e.attempts) == 1 and e.attempts[0].worker == "w1"
                        for e in done), [(e.id, e.state, len(e.attempts)) for e in done if e.state != "SUCCEEDED"]
+
+
+
+def start_lateness(e) -> int:
+    """How late (ms) the attempt that ran an execution started after the run was due."""
+    ran = [a for a in e.attempts if a.state == "SUCCEEDED"]
+    return ran[0].started_ms - (e.due_ms or e.scheduled_ms) if ran else -1
+
+
+# `schedd worker` whose leader search does not learn the shard count (as from nodes that answer
+# only Cluster.Status): the Welcome tells it, and shard 0's stream says hello again with its share.
+UNTOLD = ("import dataclasses, runpy, sys; import schedd_worker.leader_search as s; "
+          "told = s._node_info_answer; "
+          "s._node_info_answer = lambda addr, info: dataclasses.replace(told(addr, info), shards=0); "
+          "sys.argv = ['schedd', *sys.argv[4:]]; runpy.run_module('schedd', run_name='__main__')")
+
+
+@pytest.mark.parametrize("told", [True, False], ids=["count-known-before-hello", "hello-again"])
+def test_a_worker_starting_against_due_runs_of_every_shard_runs_them_on_time(cluster_factory, told):
+    """Runs of every shard are due (and more fall due every second) whenever the one worker
+    starts: before its first start, and at each restart (SIGTERM, a clean drain, started again).
+    What shard 0's leader gives the worker's first stream as it starts must not be lost for a
+    lease (10 s) and run late as a second attempt: the instants due once the worker is up start
+    within a bound far below the lease. Told the shard count by its leader search, the worker's
+    first hello already offers shard 0's share: no attempt is given up at all. Told only by the
+    Welcome, it says hello again: what the first stream never read is found never started as
+    soon as the new stream's first heartbeat leaves it out, and runs again at once. (A drain
+    hands back the attempts it held: those run again, as they should.)"""
+    c = cluster_factory(size=3, shards=MUX_SHARDS)
+    if not told:
+        c.wrap["worker:w1"] = [sys.executable, "-c", UNTOLD]
+    given_up_marks = ("lost: no news", "never started") if told else ("lost: no news",)
+    c.start()
+    c.wait_leader(timeout=60)
+    c.wait_shards(timeout=60)
+    names = names_over_shards(3, shards=MUX_SHARDS, prefix="due")
+    with c.client(timeout=30) as client:
+        # the leader balancer has spread the shards (no leader moves while the worker starts)
+        wait_until(lambda: "" not in (ls := leaders(client)).values() and max(Counter(ls.values()).values()) <= 2,
+                   timeout=60, what="the shards' leaders spread over the nodes")
+        client.put_jobs([job_spec(n, schedule="@every 1s", command="true") for n in names])
+        wait_until(lambda: all(history(client, n) for n in names), timeout=60,
+                   what="every job with a run waiting for a worker")
+        starts = 3
+        for i in range(1, starts + 1):
+            w = c.start_worker("w1", slots=8, drain_grace_s=5)
+            wait_until(lambda: c.workers["w1"].log.read_text().count("the cluster has 4 shards") >= i,
+                       timeout=60, what="w1 serving a sharded cluster")
+            up_ms = int(time.time() * 1000)
+            if i < starts:
+                wait_until(lambda: all(any(e.scheduled_ms > up_ms and e.state == "SUCCEEDED"
+                                           for e in history(client, n)) for n in names),
+                           timeout=60, what="every job run once since w1 started")
+                c.signal_worker("w1", signal.SIGTERM)
+                assert w.proc is not None
+                w.proc.wait(timeout=60)
+        # every instant due within a lease of the last start has had time to finish, even one
+        # lost and run again after its lease: the test waits long enough to see it
+        wait_until(lambda: all(sum(e.scheduled_ms > up_ms + 12_000 and e.state == "SUCCEEDED"
+                                   for e in history(client, n)) >= 2 for n in names),
+                   timeout=90, what="every job run on time for a while after the last start")
+        log = c.workers["w1"].log.read_text()
+        assert ("share of the slots is now" in log) != told     # the path this case is about
+        given_up, late = [], []
+        for n in names:
+            runs = history(client, n)
+            assert_once_each([e for e in runs if e.scheduled_ms > up_ms], 1000, n)
+            for e in runs:
+                if any(g in a.error for a in e.attempts for g in given_up_marks):
+                    given_up.append((e.id, shard_of(n, MUX_SHARDS), e.state,
+                                     [(a.state, a.error, a.started_ms - (e.due_ms or e.scheduled_ms))
+                                      for a in e.attempts]))
+                elif (up_ms + 1_000 < e.scheduled_ms <= up_ms + 12_000
+                      and (e.state != "SUCCEEDED" or start_lateness(e) >= 3_000)):
+                    late.append((e.id, e.state, start_lateness(e), [(a.state, a.error) for a in e.attempts]))
+        assert not given_up, f"attempts given up by the leader as the worker started: {given_up[:6]}"
+        assert not late, f"instants started late or not at all: {late[:8]}"

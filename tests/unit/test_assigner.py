@@ -256,6 +256,74 @@ async def test_an_inherited_claim_running_out_of_sight_or_on_a_restarted_worker_
     assert h.state.execs[("held", T0)].state == "RUNNING"
 
 
+
+# ---------------------------------------------------------------- a new stream of the same process
+
+async def test_what_a_new_stream_of_the_same_process_leaves_out_of_its_hello_runs_again_at_once(setup):
+    """The worker says hello again (a new share of its slots) on a new stream, and the leader has
+    not changed: what it was pushed on its earlier stream and never read is not in the new
+    hello. Once its first heartbeat (after any resent results) leaves it out too, it is expired
+    as never started and claimed again at once, not a lease later. What the hello lists is
+    kept, and so is a claim it reports a result for."""
+    h, node, hub, assigner, tasks = setup
+    for name in ("unread", "held", "finished"):
+        h.put(name=name, schedule="@every 60s")
+    h.plan_and_fire()
+    first = reconnect(hub, h, "w1", slots=3)             # its first stream
+    await step(assigner, tasks, h.now)
+    toks = {name: h.state.execs[(name, T0)].attempts[-1].fencing_token for name in ("unread", "held", "finished")}
+    assert all(first.running.get(t) for t in toks.values())
+    hub._close(first)                                    # it says hello again: a new stream, same process
+    second = reconnect(hub, h, "w1", [toks["held"]], slots=3)
+    assigner.on_result(second, pb.AttemptResult(execution_id=h.state.execs[("finished", T0)].id,
+                                                fencing_token=toks["finished"], state="SUCCEEDED"))
+    h.now += 100
+    await step(assigner, tasks, h.now)
+    assert h.state.execs[("unread", T0)].state == "RUNNING"    # no heartbeat yet: a result may follow
+    hub.on_heartbeat(second, pb.Heartbeat(running_tokens=[toks["held"]]), h.now)
+    h.now += 100
+    await step(assigner, tasks, h.now)                   # expired as never started ...
+    await step(assigner, tasks, h.now)                   # ... and claimed again, on the new stream
+    ex = h.state.execs[("unread", T0)]
+    assert [a.state for a in ex.attempts] == ["REJECTED", "RUNNING"] and "never started" in ex.attempts[0].error
+    assert ex.attempts[1].fencing_token in second.running
+    assert h.state.execs[("held", T0)].state == "RUNNING" and len(h.state.execs[("held", T0)].attempts) == 1
+    assert h.state.execs[("finished", T0)].state == "SUCCEEDED"
+    assert h.now - T0 < 1_000                            # not a lease, not a backoff
+
+
+async def test_a_claim_of_a_restarted_process_left_out_of_its_hello_keeps_its_lease(setup):
+    """Another process of the same name (a restart) may have started it before it went."""
+    h, node, hub, assigner, tasks = setup
+    h.put(schedule="@every 60s")
+    h.plan_and_fire()
+    first = reconnect(hub, h, "w1")
+    await step(assigner, tasks, h.now)
+    hub._close(first)
+    again = reconnect(hub, h, "w1", incarnation="w1-2")
+    hub.on_heartbeat(again, pb.Heartbeat(), h.now)
+    for k in range(1, 9):
+        await step(assigner, tasks, h.now + k * 1_000)
+        hub.on_heartbeat(again, pb.Heartbeat(), h.now + k * 1_000)
+    assert h.state.execs[("j1", T0)].state == "RUNNING"
+
+
+async def test_a_claim_whose_stream_ended_before_it_committed_runs_again_at_once(setup):
+    """Its assignment was never sent (the stream had ended): nobody can be running it."""
+    h, node, hub, assigner, tasks = setup
+    h.put(schedule="@every 60s")
+    h.plan_and_fire()
+    conn = reconnect(hub, h, "w1")
+    assigner.step(h.now)                                 # the claim is proposed ...
+    hub._close(conn)                                     # ... the worker's stream ends ...
+    while tasks:                                         # ... and the claim commits
+        await tasks.pop()
+    await step(assigner, tasks, h.now)                   # expired (in the tasks above), claimed again
+    ex = h.state.execs[("j1", T0)]
+    assert ex.attempts[0].state == "REJECTED" and "never started" in ex.attempts[0].error, ex.attempts
+    assert not conn.running and h.now - T0 < 1_000
+
+
 async def claimed_at_once(h, hub, assigner, tasks):
     """j1's instant at T0 claimed on a new worker w1: (its connection, the execution, the token)."""
     h.put(schedule="@every 60s")

@@ -10,6 +10,7 @@ polled conditions with generous deadlines, never fixed sleeps.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -33,14 +34,17 @@ class ShardLeader(FakeLeader):
         self.peers: dict[int, ShardLeader] = {}
         self.routes_probes = routes_probes   # False: Status answers about shard 0 whatever the header
         self.node_info = node_info           # answers NodeInfo about the shard named (False: an older build)
+        self.on_welcome: Callable[[ShardLeader], None] | None = None   # once, right after a Welcome
 
     async def NodeInfo(self, request, context):
         if not self.node_info:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "an older build")
         p = self.peers.get(int(self._saw_shard_header("NodeInfo", context) or 0), self)
+        shards = self.shards if self.shards > 1 else 0    # the cluster's count, as a node says it
         if p is self:
-            return pb.NodeStatus(id=self.leader_id, role="leader", term=self.term)
-        return pb.NodeStatus(id=self.leader_id, role="follower", term=p.term, leader_grpc_address=p.address)
+            return pb.NodeStatus(id=self.leader_id, role="leader", term=self.term, shards=shards)
+        return pb.NodeStatus(id=self.leader_id, role="follower", term=p.term, leader_grpc_address=p.address,
+                             shards=shards)
 
     async def Status(self, request, context):
         self.statuses += 1
@@ -59,6 +63,9 @@ class ShardLeader(FakeLeader):
                                 f"not shard {k}'s leader; leader={self.peers[k].address}")
         async for msg in super().Connect(request_iterator, context):
             yield msg
+            if msg.WhichOneof("kind") == "welcome" and self.on_welcome is not None:
+                self.on_welcome(self)            # pushed on the stream just welcomed
+                self.on_welcome = None
 
 
 @pytest.fixture
@@ -128,6 +135,23 @@ async def test_a_welcome_with_three_shards_opens_a_stream_per_shard_with_its_met
     # an assignment of shard 2's term (5) is taken although shard 1's leader is in term 8
     group[2].assign(21, shell("true"))
     assert (await group[2].result(21)).state == "SUCCEEDED"
+
+
+async def test_a_worker_that_learns_the_shard_count_from_its_search_says_hello_once_and_keeps_what_it_was_sent(
+        cluster, workers, tmp_path: Path):
+    """The nodes' NodeInfo answers say the cluster has 3 shards: shard 0's first hello already
+    offers shard 0's share, every shard gets one stream, and what shard 0's leader pushes as soon
+    as it welcomed the worker (a run due when the worker started) runs there, on that stream: a
+    second hello would have ended the stream it came on, unread, and the leader would have given
+    it up only after a lease."""
+    group = await cluster(3, node_info=True)
+    group[0].on_welcome = lambda f: f.assign(7, shell(f"touch {tmp_path / 'ran7'}"))
+    w = workers([f.address for f in group], name="w-shards", slots=6)
+    await serving(w, group)
+    shares = slot_shares(6, 3, "w-shards")
+    assert [[s.hello.slots for s in f.streams] for f in group] == [[shares[k]] for k in range(3)]
+    assert (await group[0].result(7)).state == "SUCCEEDED" and (tmp_path / "ran7").exists()
+    assert len(group[0].streams) == 1 and w.rt.lanes[0].link.connections == 1
 
 
 async def test_results_go_back_to_the_shard_that_assigned_them_even_with_equal_tokens(

@@ -108,7 +108,8 @@ class ShardLane:
         self.shard = shard
         self.ledger = Ledger()                   # what it holds and owes this shard's leader
         self.link = LeaderLink(rt.cluster, name=rt.name, security=rt.security, hooks=rt.hooks, user=self,
-                               warn_at_once=warn_at_once, shard=shard, streams=rt.node_streams)
+                               warn_at_once=warn_at_once, shard=shard, streams=rt.node_streams,
+                               sharded=rt.shards_seen)
         if shard:
             self.link.tag = f" of shard {shard}"
         self.slots = Slots(share, lambda: self.link.lease_ms, pool=pool)
@@ -148,8 +149,10 @@ class ShardLane:
         if self.link.session is None or self.link.session.ending:
             return                               # about to hello again (a new share)
         self.reports.resend_all()
-        if self.rt.draining:
-            self.reports.heartbeat()
+        # at once, after the resends: a leader expires at once as never started what it pushed on
+        # an earlier stream of this process that this one's hello and resends leave out
+        # (schedd.leader.workers `_adopt`), and a heartbeat is what tells it they are all in
+        self.reports.heartbeat()
 
     def tick(self, session: Session) -> None:
         """Every lease / 3 while connected."""

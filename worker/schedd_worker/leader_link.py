@@ -20,6 +20,20 @@ Once the cluster is known to be sharded (`streams` gives the worker's `NodeStrea
 stream is a sub-stream of the worker's one stream to the node (`Workers.ConnectNode`,
 `schedd_worker.node_streams`), read and ended as a Connect call is: nothing below changes. A
 node that answers it UNIMPLEMENTED (an older build) gets this shard's own Connect, as before.
+
+The shard count is learnt before the hello when it can be (`sharded`): the search's NodeInfo
+answers say how many shard groups the cluster has (NodeStatus.shards), and the link tells the
+runtime before it writes the hello, so a worker starting against a sharded cluster says its first
+hello to shard 0 with shard 0's share of the slots and needs no second one. Why: a hello
+that offered every slot had to be followed by another with the share, and the stream it ended
+lost what shard 0's leader had pushed or was committing for it meanwhile (runs due when the
+worker started): the worker never saw those assignments, its new hello could not list them, and
+the leader gave them up only after a lease, so they ran a lease late as second attempts. Keeping
+them across the second hello (listing tokens the worker never read) or having the leader hand
+back what a new hello of the same process leaves out both still put that re-hello and its race
+on every start; learning the count first removes it. The Welcome's count still rules: a node that
+answers only Cluster.Status (an older build) says nothing, and a split raises the count later,
+and both end in a second hello as before.
 """
 
 from __future__ import annotations
@@ -83,9 +97,11 @@ class LinkUser(Protocol):
 class LeaderLink:
     def __init__(self, cluster: Sequence[str], *, name: str, security: Security, hooks: WorkerHooks,
                  user: LinkUser, warn_at_once: bool = False, shard: int = 0,
-                 streams: Callable[[], NodeStreams | None] = lambda: None) -> None:
+                 streams: Callable[[], NodeStreams | None] = lambda: None,
+                 sharded: Callable[[int], None] = lambda shards: None) -> None:
         self.name = name
         self.streams = streams                     # the worker's streams per node (None: a Connect each)
+        self.sharded = sharded                     # the search found this many shards (module doc)
         self.shard = shard                         # the shard group this link follows the leader of
         self.metadata = shard_metadata(shard)
         self.tag = ""                              # " of shard k" in its log lines, once sharded
@@ -157,6 +173,8 @@ class LeaderLink:
                 self._redirect = None
                 if addr is None:
                     addr = await self.search.find()
+                    if self.search.shards > 1:
+                        self.sharded(self.search.shards)   # before the hello (module doc)
                 await self._session(addr)
             except (asyncio.CancelledError, CredentialRefused):
                 raise

@@ -64,6 +64,7 @@ class Answer:
     refused: grpc.aio.AioRpcError | None = None   # the node refused our credential (CredentialRefused)
     took_credential: bool = False        # the node answered past authentication
     tls: bool = False                    # ... the refusal: it speaks only TLS, we plaintext
+    shards: int = 0                      # the cluster's shard count, as the node's NodeInfo says (0: unsharded, or unknown)
 
 
 @dataclass(slots=True)
@@ -124,11 +125,13 @@ class Probes:
 
 def _node_info_answer(addr: str, info: pb.NodeStatus) -> Answer:
     pings = 0 < info.accepts_pings_ms <= KEEPALIVE_MS
+    shards = max(0, info.shards)
     if info.role == "leader":
-        return Answer(addr, info.term, pings=pings, took_credential=True)
+        return Answer(addr, info.term, pings=pings, took_credential=True, shards=shards)
     if info.leader_grpc_address:   # a follower names its leader (maybe one we never knew)
-        return Answer(dialable(info.leader_grpc_address, addr), info.term, took_credential=True)
-    return Answer(term=info.term, why=f"{addr}: {info.role or '?'} in term {info.term}", took_credential=True)
+        return Answer(dialable(info.leader_grpc_address, addr), info.term, took_credential=True, shards=shards)
+    return Answer(term=info.term, why=f"{addr}: {info.role or '?'} in term {info.term}", took_credential=True,
+                  shards=shards)
 
 
 @dataclass(slots=True, eq=False)
@@ -141,6 +144,10 @@ class LeaderSearch:
     gap: Callable[[], float]                     # between two asks of one node (the link decides)
     members: list[str] = field(default_factory=list)       # the gRPC addresses the last Welcome listed
     pings: dict[str, bool] = field(default_factory=dict)   # address -> it accepts keepalive pings
+    # The most shard groups a node's NodeInfo named (0: none did: unsharded, or older nodes
+    # that answer only Cluster.Status). Known before the first hello, it lets that hello offer
+    # this shard's share of the slots at once (`LeaderLink.run`).
+    shards: int = 0
 
     def known(self) -> list[str]:
         """Every node to ask: the configured addresses, then the members the last Welcome listed."""
@@ -187,6 +194,7 @@ class LeaderSearch:
                 seen.refused.append((addr, a.refused))
                 return ""
             seen.answered = seen.answered or a.took_credential
+            self.shards = max(self.shards, a.shards)
             term = self.max_term_seen()
             if a.leader and (a.term >= term or not a.term_known):
                 self.pings[a.leader] = a.pings

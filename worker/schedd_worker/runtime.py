@@ -42,7 +42,9 @@ On every (re)connect
     incarnation it was made for, so a new leader can tell "this process never got it" (expired at
     once, run again) from "a previous process may have started it" (the lease rule). The leader answers Welcome(leader_id, term, lease_ms). A Welcome from a term
     older than one already seen ends the stream (a deposed leader). After the Welcome the worker
-    resends every unacknowledged result (oldest first), then heartbeats every lease_ms / 3
+    resends every unacknowledged result (oldest first), then heartbeats at once (a leader
+    expires as never started what it pushed on an earlier stream of this process that the hello
+    and the resends leave out) and every lease_ms / 3
     (10 s lease when none is given) with the tokens it holds (and those whose result it holds
     back), whether it drains, and how many leader messages it has handled on this stream
     (WorkerHello.counts_reads). The leader loses an attempt after a lease in which the stream
@@ -126,8 +128,10 @@ Slots across shards: split, not offered to every leader
     slots than shards) or for a while after a split lowered a share below what runs; what falls
     due meanwhile waits here as when every slot is busy (an attempt with a timeout at most half a
     lease, then handed back) and starts as soon as any shard frees a slot, the shard whose
-    attempt waited longest first. Shard 0's first
-    hello offered every slot (the shard count was not known yet): on a Welcome with S > 1 that
+    attempt waited longest first. The leader search's NodeInfo answers say S
+    (NodeStatus.shards), so shard 0's first hello already offers its share and the other lanes
+    start before it (`leader_link`: a second hello lost what the first stream was being given).
+    When only a Welcome says S > 1 (nodes that answer only Cluster.Status, or a split), shard 0's
     stream is ended and opened again at once with the share (the hello lists what it holds).
 
 Drain (`stop` set)
