@@ -222,3 +222,52 @@ def test_a_group_whose_raft_port_is_taken_starts_and_binds_once_it_is_free(tmp_p
     finally:
         blocker.close()
         node.close()
+
+
+class LoadsSeen(TickLoop):
+    """A tick loop that notes, as each replica registers (before any tick of it), whether its
+    dump is still to be loaded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dump_pending: list[bool] = []
+
+    def register(self, replica) -> None:
+        self.dump_pending.append(bool(getattr(replica.sync, "_SyncObj__needLoadDumpFile", False)))
+        super().register(replica)
+
+
+def test_a_group_on_the_loop_loads_its_dump_before_the_loop_ticks_it(tmp_path):
+    """A dump load on the loop's thread would hold every other group's ticks while it runs, so
+    the group loads it on the thread building it: when the loop first sees the replica, its
+    state already holds what the dump held."""
+    port = restartable_ports(1)
+    data = tmp_path / "n1" / "0"
+    data.mkdir(parents=True)
+    cfg = from_dict({"node_id": "n1", "data_dir": str(data), "secret": SECRET,
+                     "raft_address": f"127.0.0.1:{port}", "grpc_address": "127.0.0.1:1", "peers": []})
+    node = RaftNode(cfg, ticker=TickLoop())
+    try:
+        wait_for("a leader", node.is_leader)
+
+        async def propose(i: int) -> None:
+            await node.propose(C.encode(C.PAUSE, rid=f"r-{i}", now=1, term=node.term, by="t", name=f"j{i}"),
+                               timeout=30)
+        for i in range(5):
+            asyncio.run(propose(i))
+        index = int(node.state.last_index)
+        node.sync.forceLogCompaction()
+        dump = data / "raft.dump"
+        wait_for("the dump", lambda: dump.exists() and dump.stat().st_size > 0)
+        wait_for("the snapshot child reaped", lambda: not node.sync._child_running())
+    finally:
+        node.close()
+    loop = LoadsSeen()
+    again = RaftNode(from_dict({"node_id": "n1", "data_dir": str(data), "secret": SECRET,
+                                "raft_address": f"127.0.0.1:{port}", "grpc_address": "127.0.0.1:1",
+                                "peers": []}), ticker=loop)
+    try:
+        assert loop.dump_pending == [False]               # loaded before the loop saw it
+        assert again.state.last_index >= index - 2        # the dump's point, before any tick
+    finally:
+        again.close()
