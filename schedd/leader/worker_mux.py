@@ -43,7 +43,7 @@ from schedd_proto import scheduler_pb2 as pb
 log = logging.getLogger("schedd.workers")
 
 OUT_QUEUE = 16                 # frames queued for the outer stream's writes, at most
-RECONNECT_ROOM = 1             # as the hub's: a reconnect may overlap its old stream
+RECONNECT_ROOM = 1             # handshakes a token may open beyond its stream cap (a reconnect)
 SUBS_PER_SHARD = 2             # sub-streams of one stream, per shard: a shard's new sub-stream may
                                # open while its cancelled one still ends (each is counted by its hub too)
 
@@ -58,6 +58,45 @@ class SubStreamAborted(Exception):
 
 # What a shard's sub-stream is served by: its group's Connect, or the status refusing it.
 Route = Callable[[int], "Callable[[Any, Any], AsyncIterator[pb.LeaderMessage]] | tuple[grpc.StatusCode, str]"]
+
+
+@dataclass(slots=True)
+class StreamCounts:
+    """A node's open worker streams, in all and per worker token, and what admits one more: one
+    piece for the hub's Connect streams and the node's ConnectNode streams (`kind` names them
+    in a refusal)."""
+
+    kind: str                                                  # "streams" | "node streams"
+    active: int = 0
+    by_token: dict[str, int] = field(default_factory=dict)     # worker token -> its open streams
+
+    def refusal(self, token: str | None, max_streams: int, max_per_token: int) -> str | None:
+        """Why one more stream of `token` is refused (RESOURCE_EXHAUSTED), or None."""
+        if self.active >= max_streams:
+            return (f"this node already holds {self.active} worker {self.kind}, its limit "
+                    f"(limits.max_worker_streams = {max_streams}); retry later or raise it")
+        held = self.by_token.get(token, 0) if token is not None else 0
+        if token is not None and held >= max_per_token + RECONNECT_ROOM:
+            return (f"worker token {token} already holds {held} {self.kind} on this node, its limit "
+                    f"(limits.max_worker_streams_per_token = {max_per_token}, plus "
+                    f"{RECONNECT_ROOM} to reconnect); retry later, or give each group of workers "
+                    "its own token")
+        return None
+
+    def take(self, token: str | None) -> None:
+        self.active += 1
+        if token is not None:
+            self.by_token[token] = self.by_token.get(token, 0) + 1
+
+    def give_back(self, token: str | None) -> None:
+        self.active -= 1
+        if token is None:
+            return
+        left = self.by_token.get(token, 0) - 1
+        if left > 0:
+            self.by_token[token] = left
+        else:
+            self.by_token.pop(token, None)
 
 
 @dataclass(slots=True)
@@ -143,38 +182,29 @@ class WorkerMux:
         self.shards = shards                  # the cluster's shard count (sub-streams open at once, at most)
         self.limits = limits
         self.identify = identify              # the outer call's worker token (None: ACL disabled)
-        self.active = 0                       # open outer streams (the schedd_worker_node_streams gauge)
+        self.counts = StreamCounts("node streams")   # open outer streams (the schedd_worker_node_streams gauge)
         self.subs_open = 0                    # their open sub-streams
-        self.token_streams: dict[str, int] = {}
+
+    @property
+    def active(self) -> int:
+        return self.counts.active
+
+    @property
+    def token_streams(self) -> dict[str, int]:
+        return self.counts.by_token
 
     async def ConnectNode(self, request_iterator: Any, context: Any) -> AsyncIterator[pb.NodeLeaderMessage]:
         lim = self.limits()
-        if self.active >= lim.max_streams:
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                f"this node already holds {self.active} worker node streams, its limit "
-                                f"(limits.max_worker_streams = {lim.max_streams}); retry later or raise it")
         token = self.identify()
-        held = self.token_streams.get(token, 0) if token is not None else 0
-        if token is not None and held >= lim.max_streams_per_token + RECONNECT_ROOM:
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                f"worker token {token} already holds {held} node streams on this node, its limit "
-                                f"(limits.max_worker_streams_per_token = {lim.max_streams_per_token}, plus "
-                                f"{RECONNECT_ROOM} to reconnect); retry later, or give each group of workers "
-                                "its own token")
-        self.active += 1
-        if token is not None:
-            self.token_streams[token] = held + 1
+        refused = self.counts.refusal(token, lim.max_streams, lim.max_streams_per_token)
+        if refused:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
+        self.counts.take(token)
         try:
             async for frame in _OuterStream(self, context, lim.idle_s).serve(request_iterator):
                 yield frame
         finally:
-            self.active -= 1
-            if token is not None:
-                left = self.token_streams.get(token, 0) - 1
-                if left > 0:
-                    self.token_streams[token] = left
-                else:
-                    self.token_streams.pop(token, None)
+            self.counts.give_back(token)
 
 
 class _OuterStream:

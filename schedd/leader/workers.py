@@ -49,7 +49,7 @@ from schedd.core.view import StateView
 from schedd.leader.attempt_book import AttemptBook
 from schedd.leader.assignment import OLD_WORKER_KINDS, worker_kinds
 from schedd.leader.log_requests import LogRequests
-from schedd.leader.worker_mux import MuxLimits, WorkerMux
+from schedd.leader.worker_mux import MuxLimits, StreamCounts, WorkerMux
 from schedd.replication.node import RaftNode
 from schedd.settings import Limits
 from schedd.ports.clock import Clock
@@ -65,7 +65,6 @@ HELLO_TIMEOUT_S = 10.0
 MAX_BATCH = 512                   # messages per LeaderBatch
 MAX_BATCH_BYTES = 4 << 20         # and bytes, plus one message (the worker receives up to 16 MiB)
 _LIMITS = Limits()                # the defaults of [limits]
-RECONNECT_ROOM = 1                # handshakes a token may open beyond its stream cap (a reconnect)
 EPOCH_WAIT_S = 2.0                # a leader whose epoch is not applied yet holds a Connect this long
 MAX_AHEAD = 100_000               # not-yet-due assignments one worker is given beyond its slots,
                                   # at most, whatever its hello offers (WorkerHello.ahead)
@@ -158,8 +157,7 @@ class WorkerHub(pb_grpc.WorkersServicer):
         self.lease_ms = lease_ms
         self.max_streams, self.max_slots, self.hello_timeout_s = max_streams, max_slots, hello_timeout_s
         self.max_streams_per_token = max_streams_per_token
-        self.streams = 0                          # open Connect calls, handshakes included
-        self.token_streams: dict[str, int] = {}   # worker token -> its open Connect calls
+        self.counts = StreamCounts("streams")     # open Connect calls, handshakes included, per token too
         self.conns: dict[str, WorkerConn] = {}
         self.book = AttemptBook()                 # every fencing token's life on this leader
         self.logs = LogRequests()                 # run log pages asked of workers (leader.log_requests)
@@ -305,28 +303,24 @@ class WorkerHub(pb_grpc.WorkersServicer):
             if leader and leader != self.node.cfg.grpc_address:
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"not the leader; leader={leader}")
             await context.abort(grpc.StatusCode.UNAVAILABLE, "no leader is elected yet; retry shortly")
-        if self.streams >= self.max_streams:
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                f"this node already holds {self.streams} worker streams, its limit "
-                                f"(limits.max_worker_streams = {self.max_streams}); retry later or raise it")
         token = self.call_token()
-        held = self.token_streams.get(token, 0) if token is not None else 0
-        if held >= self.max_streams_per_token + RECONNECT_ROOM:
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                f"worker token {token} already holds {held} streams on this node, its limit "
-                                f"(limits.max_worker_streams_per_token = {self.max_streams_per_token}, plus "
-                                f"{RECONNECT_ROOM} to reconnect); retry later, or give each group of workers "
-                                "its own token")
-        self.streams += 1
-        if token is not None:
-            self.token_streams[token] = held + 1
+        refused = self.counts.refusal(token, self.max_streams, self.max_streams_per_token)
+        if refused:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
+        self.counts.take(token)
         try:
             async for msg in self._serve(request_iterator, context):
                 yield msg
         finally:
-            self.streams -= 1
-            if token is not None:
-                self._forget_stream(token)
+            self.counts.give_back(token)
+
+    @property
+    def streams(self) -> int:
+        return self.counts.active
+
+    @property
+    def token_streams(self) -> dict[str, int]:
+        return self.counts.by_token
 
     async def ConnectNode(self, request_iterator, context):
         # an async generator itself: grpc tells a streaming handler's kind by its function
@@ -345,13 +339,6 @@ class WorkerHub(pb_grpc.WorkersServicer):
     def call_token(self) -> str | None:
         """The worker token of the current call (None: ACL disabled)."""
         return _token_key(self.identify()) if self.acl_enabled else None
-
-    def _forget_stream(self, token: str) -> None:
-        left = self.token_streams.get(token, 0) - 1
-        if left > 0:
-            self.token_streams[token] = left
-        else:
-            self.token_streams.pop(token, None)
 
     async def _hello(self, request_iterator, context: CallContext) -> pb.WorkerHello:
         """The first message, checked: a hello in time, a name, 1..max_slots slots."""
