@@ -6,7 +6,7 @@ ledger (`run list --all-instants`) with the placement event, and a run still goi
 window's end has its SLA miss shown by `run list`.
 
 The window is the first whole minute of real time that opens at least LEAD_S from when the
-jobs are created (so 30-90 s away): the worker runs a handler at its due time on its own clock,
+jobs are created (so 20-80 s away): the worker runs a handler at its due time on its own clock,
 so the nodes' clock is not moved. The refusals of bad input run while the window is awaited."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ HERD = 6
 # Creating the jobs, their placement and the previews below must end before the window opens
 # (a fired instant is no longer the next one): 3-5 s here with the load average at 7, so a
 # machine several times slower still fits.
-LEAD_S = 30
+LEAD_S = 20
 
 
 def refuses_bad_input(context) -> None:
