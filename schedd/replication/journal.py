@@ -523,6 +523,17 @@ class DurableJournal(Journal):
     def __len__(self) -> int:
         return len(self._index)
 
+    @_locked
+    def applied_bytes(self, last_applied: int) -> int:
+        """Bytes of the log's entries up to and including ``last_applied``: how much a restart
+        replays after its dump, and what a compaction would drop (raft.snapshot_turns)."""
+        return self._index.bytes_before(last_applied + 1, self._file.size)
+
+    @_locked
+    def log_bytes(self) -> int:
+        """Bytes of every entry the log holds (the journal file past its header)."""
+        return self._index.bytes_before(self._index.last_index + 1, self._file.size)
+
     def _destroy(self) -> None:
         if self._syncer is not None:
             self._syncer.stop()       # outside the lock: its last step may be waiting for it

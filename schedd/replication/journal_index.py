@@ -54,6 +54,18 @@ class EntryIndex:
     def offset(self, i: int) -> int:
         return self._offsets[i]
 
+    def bytes_before(self, index: int, end: int) -> int:
+        """Bytes of the file the entries held before Raft index ``index`` take (all of them,
+        up to ``end``, the file's size, when ``index`` is past the last): what a restart would
+        read back and apply again after loading the dump. 0 while entries are staged."""
+        entries, offsets = self._entries, self._offsets
+        if not entries or len(offsets) != len(entries):
+            return 0
+        i = index - entries[0][1]
+        if i <= 0:
+            return 0
+        return (offsets[i] if i < len(offsets) else end) - offsets[0]
+
     # ------------------------------------------------------------------ changes
 
     def replace(self, entries: list[Entry], offsets: array[int]) -> None:

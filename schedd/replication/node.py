@@ -67,6 +67,8 @@ class RaftSettings(Protocol):
     @property
     def compaction_seconds(self) -> int: ...
     @property
+    def compaction_bytes(self) -> int: ...
+    @property
     def max_frame_bytes(self) -> int: ...
     @property
     def handshake_timeout_ms(self) -> int: ...
@@ -530,7 +532,8 @@ class RaftNode(Generic[CfgT]):
         transport = self._hooks.transport_class.with_limits(TransportLimits(
             max_frame_bytes=r.max_frame_bytes, handshake_timeout_s=r.handshake_timeout_ms / 1000))
         # Stock pysyncobj only as the fault suite's negative control (SCHEDD_UNSAFE=stock_raft).
-        raft_kwargs: dict[str, Any] = {} if faults.stock_raft else {"apply_lock": self.lock}
+        raft_kwargs: dict[str, Any] = {} if faults.stock_raft else {
+            "apply_lock": self.lock, "compaction_bytes": r.compaction_bytes}
         if self._replica is not None:
             raft_kwargs["poller"] = self._replica.poller
         raft_class = SyncObj if faults.stock_raft else RepairingSyncObj
@@ -651,6 +654,13 @@ class RaftNode(Generic[CfgT]):
             if role != LEADER:
                 st.match_index = {}
         return st
+
+    def log_size(self) -> tuple[int, int]:
+        """Entries and bytes this replica's log holds since its last snapshot: what a restart
+        would replay after loading the dump (bytes 0 with a journal that cannot say)."""
+        raft_log = self.sync._SyncObj__raftLog
+        measure = getattr(raft_log, "log_bytes", None)
+        return len(raft_log), int(measure()) if measure is not None else 0
 
     def _status(self) -> RaftStatus:
         """getStatus() as read on this thread (stock pysyncobj, the negative control, has nothing

@@ -64,12 +64,13 @@ class RepairingSyncObj(SnapshotTurns, DrivenTick, DeadlineSleep, PromptSends, Fo
     threads, `role_term_leader`)."""
 
     def __init__(self, *args: Any, apply_lock: Any = None, snapshot_turn: SnapshotTurn | None = None,
-                 poller: Any = None, **kwargs: Any) -> None:
+                 poller: Any = None, compaction_bytes: int = 0, **kwargs: Any) -> None:
         """`poller`: the node's tick loop's (ticker.TickLoop.replica), for a SyncObj built with
-        autoTick off that the loop ticks (driven ticks); None: autoTick, a thread of its own."""
+        autoTick off that the loop ticks (driven ticks); None: autoTick, a thread of its own.
+        `compaction_bytes`: compact once the applied log holds this many bytes (snapshot_turns)."""
         # Set before SyncObj.__init__: attributes that exist then are left out of snapshots, and
         # the tick thread it starts reads them.
-        self._init_snapshot_turns(snapshot_turn)
+        self._init_snapshot_turns(snapshot_turn, compaction_bytes)
         self._init_driven_tick(poller)
         self._init_bounded_apply(apply_lock)
         self._init_log_repair()

@@ -15,6 +15,7 @@
     leader_fallback_ms = 2500
     compaction_entries = 20000
     compaction_seconds = 600
+    compaction_bytes = 67108864         # ...or once the log holds this much (what a restart replays)
     max_frame_bytes = 4194304           # larger Raft frames drop the connection (legit ones < 0.5 MiB)
     handshake_timeout_ms = 5000         # Raft connections must authenticate within this
 
@@ -183,6 +184,7 @@ def _raft(t: dict) -> RaftTuning:
         leader_fallback_ms=_int(t, "leader_fallback_ms", d.leader_fallback_ms, 100, 60_000, "[raft]"),
         compaction_entries=_int(t, "compaction_entries", d.compaction_entries, 10, 10_000_000, "[raft]"),
         compaction_seconds=_int(t, "compaction_seconds", d.compaction_seconds, 1, 86_400, "[raft]"),
+        compaction_bytes=_int(t, "compaction_bytes", d.compaction_bytes, 64 << 10, 1 << 40, "[raft]"),
         max_frame_bytes=_int(t, "max_frame_bytes", d.max_frame_bytes, 1 << 20, 1 << 30, "[raft]"),
         handshake_timeout_ms=_int(t, "handshake_timeout_ms", d.handshake_timeout_ms, 100, 600_000,
                                   "[raft]"),

@@ -128,6 +128,7 @@ class _NodeCollector:
 
     def collect(self):
         st = self._node.status()
+        log_entries, log_bytes = self._node.log_size()
         with self._node.lock:
             jobs, execs, epoch = len(self._node.state.jobs), len(self._node.state.execs), self._node.state.epoch
             young = self._node.state.audit.young_pruned
@@ -143,6 +144,10 @@ class _NodeCollector:
             ("schedd_raft_apply_lag_entries", "Committed entries this node has not applied yet",
              max(0, st.commit_index - st.applied_index)),
             ("schedd_raft_has_quorum", "1 if connected to a quorum", int(st.has_quorum)),
+            ("schedd_raft_log_entries", "Entries of the Raft log since the last snapshot (a restart replays them)",
+             log_entries),
+            ("schedd_raft_log_bytes", "Bytes of the Raft log since the last snapshot; [raft] compaction_bytes "
+             "bounds it", log_bytes),
             ("schedd_leader_epoch", "Highest leader term recorded in the state", epoch),
             ("schedd_jobs", "Registered jobs", jobs),
             ("schedd_executions", "Executions kept in history", execs),

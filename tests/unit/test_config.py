@@ -40,6 +40,7 @@ def test_single_node_defaults(tmp_path):
     cfg = config.load(write(tmp_path, BASE))
     assert cfg.data_dir == tmp_path / "data"           # relative to the config file
     assert cfg.fsync == "always" and cfg.raft.leader_fallback_ms == 2500
+    assert cfg.raft.compaction_bytes == 64 << 20
     assert [p.id for p in cfg.members] == ["n1"] and cfg.secret == ""
 
 
@@ -73,6 +74,7 @@ def test_secret_file(tmp_path):
     (BASE + "[raft]\nelection_timeout_ms = [100, 50]\n", "election_timeout_ms"),
     (BASE + "[raft]\nheartbeat_ms = 300\n", "more than 3 x heartbeat_ms"),
     (BASE + "[raft]\nheartbeats = 3\n", "unknown key in [raft]: heartbeats"),
+    (BASE + "[raft]\ncompaction_bytes = 1024\n", "compaction_bytes"),
     (BASE + "[scheduler]\nlookahead_ms = -1\n", "lookahead_ms"),
     (BASE + PEERS.replace('id = "n3"', 'id = "n2"'), "node ids must be unique"),
     (BASE + PEERS.replace('"127.0.0.1:7003"', '"127.0.0.1:7001"'), "own raft_address"),

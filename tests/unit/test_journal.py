@@ -775,3 +775,67 @@ def test_attach_rejects_a_syncobj_without_the_durable_journal(tmp_path, restore_
         jmod.durable_journal_factory(fsync="sometimes")
     with pytest.raises(ValueError, match="conf.journalFile"):
         jmod.durable_journal_factory(dump_path=None)(None)
+
+
+def test_applied_bytes_counts_the_records_a_restart_would_replay(tmp_path):
+    """applied_bytes(i): the file bytes of the entries through index i (what compaction_bytes
+    compares); log_bytes: all of them. Both follow truncation and compaction, and stay exact
+    when older commands live only in the file."""
+    j = open_j(tmp_path, resident_bytes=3_000)
+    sizes = {}
+    for i in range(1, 21):
+        e = entry(i, size=1000)
+        before = j._file.size
+        j.add(*e)
+        sizes[i] = j._file.size - before
+    assert j._index.evicted > 0                     # the oldest commands are in the file only
+    assert j.applied_bytes(0) == 0
+    assert j.applied_bytes(5) == sum(sizes[i] for i in range(1, 6))
+    assert j.applied_bytes(20) == j.applied_bytes(99) == j.log_bytes() == sum(sizes.values())
+    j.deleteEntriesTo(10)                           # compaction: entries 11-20 remain
+    assert j.log_bytes() == sum(sizes[i] for i in range(11, 21))
+    assert j.applied_bytes(10) == 0 and j.applied_bytes(12) == sizes[11] + sizes[12]
+    j.deleteEntriesFrom(5)                          # truncation: entries 11-15 remain
+    assert j.log_bytes() == sum(sizes[i] for i in range(11, 16))
+    j._destroy()
+    j2 = open_j(tmp_path, resident_bytes=3_000)     # as a restart reads it
+    assert j2.log_bytes() == sum(sizes[i] for i in range(11, 16))
+    j2._destroy()
+
+
+@pytest.mark.parametrize("compaction_bytes", [0, 20_000])
+def test_a_log_past_compaction_bytes_is_compacted_whatever_its_entries(tmp_path, restore_pysyncobj,
+                                                                        compaction_bytes):
+    """A 1-node RepairingSyncObj whose entry and time thresholds are never reached: 40 entries of
+    about 1 KB compact once compaction_bytes is 20 KB (the log is cut back below it and a dump is
+    written), and never with 0 (pysyncobj's thresholds alone)."""
+    from pysyncobj import SyncObjConf
+    from pysyncobj.batteries import ReplDict
+
+    from schedd.replication.raft.snapshot_turns import SnapshotTurn
+    from schedd.replication.raft_patches import RepairingSyncObj
+
+    addr = _free_addr()
+    hooks = jmod.prepare_durable_journal(str(tmp_path / "node"), fsync="always")
+    d = ReplDict()
+    conf = SyncObjConf(bindAddress=addr, appendEntriesPeriod=0.02, autoTickPeriod=0.01, raftMinTimeout=0.1,
+                       raftMaxTimeout=0.2, logCompactionMinEntries=10**6, logCompactionMinTime=10**6,
+                       useFork=True, **hooks.conf_kwargs)
+    o = RepairingSyncObj(addr, [], conf=conf, consumers=[d], transportClass=hooks.transport_class,
+                         snapshot_turn=SnapshotTurn(), compaction_bytes=compaction_bytes)
+    try:
+        j = hooks.attach(o)
+        wait_until(o.isReady, timeout=10, interval=0.01, what="the node to be ready")
+        for i in range(40):
+            d.set(f"k{i}", "v" * 1000, sync=True, timeout=5)
+        if compaction_bytes:
+            wait_until(lambda: os.path.exists(hooks.dump_file) and j.log_bytes() < compaction_bytes,
+                       timeout=10, interval=0.02, what="a dump, and the log cut below compaction_bytes")
+            assert j.stats["rewrites"] >= 2 and len(j) < 40
+        else:
+            ticks: list[int] = []
+            o.addOnTickCallback(lambda: ticks.append(1))     # each tick takes a compaction step
+            wait_until(lambda: len(ticks) >= 20, timeout=10, interval=0.01, what="20 ticks")
+            assert not os.path.exists(hooks.dump_file) and len(j) > 40 and j.log_bytes() > 40_000
+    finally:
+        o.destroy_synchronous()
