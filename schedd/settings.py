@@ -127,6 +127,9 @@ class NodeConfig:
     join: tuple[str, ...] = ()        # gRPC addresses of a cluster to join (empty data dir only)
     test_mode: bool = False          # enables test-only admin calls (clock offset); never in production
     shards: int = 1                  # shard groups S (schedd/core/shards.py); fixed when the cluster is made
+    # sharded clusters: "shared" (every group on the node's one Raft port) or "per_group" (group k
+    # on the Raft port + k); "" = as the data dir records (schedd.runtime.groups.settle_raft_ports)
+    raft_ports: str = ""
 
     @property
     def members(self) -> tuple[Peer, ...]:

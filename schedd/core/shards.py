@@ -60,17 +60,42 @@ def shard_of(key: str, shards: int) -> int:
     return (h * shards) >> 64
 
 
-def shard_raft_address(address: str, shard: int) -> str:
-    """The Raft address of a node's replica of `shard`: the node's Raft port plus the shard's
-    number, on the same host (shard 0 is the node's own Raft address). One port per replica is
-    what stock pysyncobj allows (its transport identifies a peer by the address it dials), and
-    the rule is the same on every node, so a node can compute every peer's address for every
-    shard from the one Raft address the configuration names."""
+SHARED_PORT = "shared"          # every group of a node on the node's one Raft port
+PER_GROUP_PORTS = "per_group"   # group k on the node's Raft port + k (clusters made before the shared port)
+RAFT_PORT_MODES = (SHARED_PORT, PER_GROUP_PORTS)
+
+
+def shares_port(shards: int, ports: str) -> bool:
+    """Whether a node's groups share its one Raft port: a sharded cluster in `SHARED_PORT` mode.
+    An unsharded node (one group) keeps pysyncobj's own transport, whatever the mode says."""
+    return shards > 1 and ports == SHARED_PORT
+
+
+def shard_raft_address(address: str, shard: int, ports: str) -> str:
+    """The Raft address of a node's replica of `shard`, for a node whose Raft address is
+    `address`, in the cluster's port mode `ports` (`RAFT_PORT_MODES`). The one place that
+    decides it, with the same rule on every node, so a node can compute every peer's address
+    for every shard from the one Raft address the configuration names.
+
+    - `SHARED_PORT`: the node's own address for every shard. The groups' transports tell their
+      connections apart by a preamble sent before pysyncobj's handshake
+      (schedd.replication.raft_port); pysyncobj identifies a peer by the address it dials, and
+      each group has a transport of its own, so the same address in every group is no clash.
+    - `PER_GROUP_PORTS`: the node's Raft port plus the shard's number, on the same host (shard
+      0 is the node's own address): one port per replica, as stock pysyncobj allows. Kept for
+      the clusters whose data a build before the shared port made (docs/architecture.md
+      "Shards")."""
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
         raise ValueError(f"not host:port: {address!r}")
+    if ports not in RAFT_PORT_MODES:
+        raise ValueError(f"unknown Raft port mode {ports!r}: one of {', '.join(RAFT_PORT_MODES)}")
+    if shard < 0:
+        raise ValueError(f"no shard {shard}")
+    if ports == SHARED_PORT:
+        return address
     p = int(port) + shard
-    if shard < 0 or p > 65535:
+    if p > 65535:
         raise ValueError(f"shard {shard} of {address} has no port (past 65535)")
     return f"{host}:{p}"
 

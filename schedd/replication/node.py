@@ -45,6 +45,7 @@ from schedd.replication.membership import ChangeGate, Membership, StaticMember
 from schedd.replication import level_file
 from schedd.replication.raft_patches import BuildBehind, RepairingSyncObj
 from schedd.replication.ticker import Replica, TickLoop
+from schedd.replication.raft_port import SharedRaftPort
 from schedd.replication.transport import TransportLimits
 from schedd.ports.faults import NO_FAULTS, Faults
 from schedd.ports.history import HistorySink
@@ -480,14 +481,19 @@ class RaftNode(Generic[CfgT]):
     def __init__(self, cfg: CfgT, *, on_role_change: Callable[[int, int], None] | None = None,
                  on_applied: Callable[[str, ApplyResult, int], None] | None = None,
                  faults: Faults = NO_FAULTS, learn_from: Sequence[str] = (), build: str = "",
-                 history: HistorySink | None = None, ticker: TickLoop | None = None) -> None:
+                 history: HistorySink | None = None, ticker: TickLoop | None = None,
+                 raft_port: SharedRaftPort | None = None, port_group: int | None = None) -> None:
         """`learn_from`: Raft addresses of a cluster to follow as a non-voter (pysyncobj's
         read-only node: no Raft address of its own, not counted in any quorum), receiving its
         snapshot and log into this data dir; a joining node does this before it asks to be
         added (schedd.runtime.join), then starts as a voter on the same data dir.
         `ticker`: the node's one tick loop for all its groups (a sharded node); None: this
         group's SyncObj ticks on a pysyncobj thread of its own (autoTick), as an unsharded
-        node's always has. Stock pysyncobj (the fault suite's negative control) always does."""
+        node's always has. Stock pysyncobj (the fault suite's negative control) always does.
+        `port_group`: this group's number on a cluster whose nodes listen on one Raft port for
+        all their groups (its links dial with the group's preamble), `raft_port` the node's
+        port it listens through (None for a learner, which listens nowhere); both None: a port
+        of its own (replication.raft_port)."""
         self.cfg = cfg
         self.learner = bool(learn_from)
         self.history = history        # the node's history store (schedd.history), for reads; None in some tests
@@ -505,6 +511,9 @@ class RaftNode(Generic[CfgT]):
         r = cfg.raft
         bind = cfg.raft_bind or cfg.raft_address
         self._ticker = ticker if not faults.stock_raft else None
+        if raft_port is not None and (self._ticker is None or learn_from):
+            raise ValueError("a group listens on the shared Raft port only when the node's tick loop drives it "
+                             "(the port hands it connections on that loop's thread)")
         self._replica: Replica | None = self._ticker.replica() if self._ticker is not None else None
         conf = SyncObjConf(
             password=cfg.secret or None,
@@ -530,7 +539,8 @@ class RaftNode(Generic[CfgT]):
         others, source = (list(learn_from), "the cluster it learns from") if learn_from else self._initial_peers(cfg)
         self._started = time.monotonic()
         transport = self._hooks.transport_class.with_limits(TransportLimits(
-            max_frame_bytes=r.max_frame_bytes, handshake_timeout_s=r.handshake_timeout_ms / 1000))
+            max_frame_bytes=r.max_frame_bytes, handshake_timeout_s=r.handshake_timeout_ms / 1000),
+            port=raft_port, group=port_group)
         # Stock pysyncobj only as the fault suite's negative control (SCHEDD_UNSAFE=stock_raft).
         raft_kwargs: dict[str, Any] = {} if faults.stock_raft else {
             "apply_lock": self.lock, "compaction_bytes": r.compaction_bytes}

@@ -15,6 +15,11 @@ transport classes lives here, each saying what it restores:
   buffered, and zlib inflation is capped at `max_frame_bytes` too.
 - A connection that has not completed pysyncobj's key exchange and sent its node address within
   `handshake_timeout_s` is dropped; at most `max_pending` such connections are kept at once.
+- On a sharded node whose groups share one Raft port (schedd.replication.raft_port), a group's
+  transport listens through that port (`with_limits(port=...)`: its `_server` is a lease on the
+  port, bound and unbound where pysyncobj binds and unbinds its own) and its outgoing links
+  write the port's preamble for the group (`dial_group`) before pysyncobj's handshake; what
+  the port hands it is then exactly an accepted connection, under every guard above.
 - The integrity checks are explicit `if`s, not `assert`s (which `python -O` removes).
 - Raft messages go out only on a connection whose key exchange is done. Stock pysyncobj sends on
   any TCP-connected link, so a vote request or append_entries sent in the few milliseconds between
@@ -41,7 +46,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pysyncobj.pickle as pysyncobj_pickle
 from pysyncobj.dns_resolver import globalDnsResolver
@@ -50,6 +55,9 @@ from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
 from pysyncobj.tcp_server import TcpServer
 from pysyncobj.transport import TCPTransport
+
+if TYPE_CHECKING:
+    from schedd.replication.raft_port import PortLease, SharedRaftPort
 
 log = logging.getLogger("schedd.raft.transport")
 
@@ -110,10 +118,11 @@ class GuardedTcpConnection(TcpConnection):
     `authenticated` turns true once the transport has seen the handshake complete (key exchange
     and node address); until then frames are capped at HANDSHAKE_FRAME_BYTES."""
 
-    def __init__(self, *args: Any, limits: TransportLimits, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, limits: TransportLimits, preamble: bytes = b"", **kwargs: Any) -> None:
         self.limits = limits
         self.authenticated = False
         self.opened_at = monotonic()
+        self.preamble = preamble        # written first on every dial (a shared Raft port's group)
         super().__init__(*args, **kwargs)
 
     @property
@@ -121,9 +130,15 @@ class GuardedTcpConnection(TcpConnection):
         return self.limits.max_frame_bytes if self.authenticated else HANDSHAKE_FRAME_BYTES
 
     def connect(self, host: str, port: int) -> bool:
+        """Dial; with a `preamble`, it is the first thing in the write buffer (pysyncobj's connect
+        empties the buffer, and nothing is written before the connected callback sends the
+        key, which appends to it, so the preamble goes out first on the stream)."""
         self.authenticated = False
         self.opened_at = monotonic()
-        return super().connect(host, port)
+        ok = bool(super().connect(host, port))
+        if ok and self.preamble:
+            self._TcpConnection__writeBuffer = self.preamble
+        return ok
 
     def disconnect(self) -> None:
         self.authenticated = False
@@ -213,11 +228,17 @@ class GuardedTCPTransport(TCPTransport):
     """TCPTransport that never listens without the secret, and needs no listener alone."""
 
     limits = TransportLimits()
+    shared_port: SharedRaftPort | None = None    # the node's one Raft port, when its groups share it
+    dial_group: int | None = None                # the group whose preamble outgoing links write first
 
     @classmethod
-    def with_limits(cls, limits: TransportLimits) -> type[GuardedTCPTransport]:
-        """A subclass bound to `limits` (pysyncobj builds the transport from a class)."""
-        return type(cls.__name__, (cls,), {"limits": limits})
+    def with_limits(cls, limits: TransportLimits, *, port: SharedRaftPort | None = None,
+                    group: int | None = None) -> type[GuardedTCPTransport]:
+        """A subclass bound to `limits` (pysyncobj builds the transport from a class); with
+        `group`, the transport of that group on a cluster whose nodes share one Raft port
+        (its links dial with the group's preamble), listening through `port` (None: a
+        read-only learner, which listens nowhere)."""
+        return type(cls.__name__, (cls,), {"limits": limits, "shared_port": port, "dial_group": group})
 
     def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
         if otherNodes and not syncObj.encryptor:
@@ -258,10 +279,17 @@ class GuardedTCPTransport(TCPTransport):
     # Restores "no listener without a reason": stock pysyncobj binds the Raft port even with no
     # peers, where it can only serve strangers (and, without a password, runs their pickles).
     def _createServer(self) -> None:
+        self._server: GuardedTcpServer | PortLease | None
         if not self._nodes:
             self._server = None
             self._ready = True
             self._bindOverEvent.set()
+            return
+        if self.shared_port is not None:
+            from schedd.replication.raft_port import PortLease
+            if self.dial_group is None:
+                raise ValueError("a transport on a shared Raft port needs its group number")
+            self._server = PortLease(self.shared_port, self.dial_group, self._accept_shared)
             return
         conf = self._syncObj.conf
         host, port = (conf.bindAddress or self._selfNode.address).rsplit(":", 1)
@@ -270,6 +298,22 @@ class GuardedTCPTransport(TCPTransport):
             onNewConnection=self._onNewIncomingConnection, sendBufferSize=conf.sendBufferSize,
             recvBufferSize=conf.recvBufferSize, connectionTimeout=conf.connectionTimeout,
             limits=self.limits)
+
+    def _accept_shared(self, sock: socket.socket, opened_at: float) -> None:
+        """A connection the shared port read this group's preamble on (the port's loop thread,
+        which ticks this transport): taken as GuardedTcpServer takes an accepted one. Its
+        handshake clock started at the accept: the preamble's time counts against it."""
+        conf = self._syncObj.conf
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, conf.sendBufferSize)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, conf.recvBufferSize)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setblocking(False)
+        conn = GuardedTcpConnection(
+            poller=self._syncObj._poller, socket=sock, timeout=conf.connectionTimeout,
+            sendBufferSize=conf.sendBufferSize, recvBufferSize=conf.recvBufferSize,
+            keepalive=None, limits=self.limits)
+        conn.opened_at = opened_at
+        self._onNewIncomingConnection(conn)
 
     # Same as 0.3.17's addNode, with a GuardedTcpConnection for the outgoing link.
     def addNode(self, node: Any) -> None:
@@ -280,7 +324,8 @@ class GuardedTCPTransport(TCPTransport):
             conn = GuardedTcpConnection(
                 poller=self._syncObj._poller, timeout=conf.connectionTimeout,
                 sendBufferSize=conf.sendBufferSize, recvBufferSize=conf.recvBufferSize,
-                keepalive=conf.tcp_keepalive, limits=self.limits)
+                keepalive=conf.tcp_keepalive, limits=self.limits,
+                preamble=b"" if self.dial_group is None else _preamble(self.dial_group))
             conn.encryptor = self._syncObj.encryptor
             conn.setOnConnectedCallback(functools.partial(self._onOutgoingConnected, conn))
             conn.setOnMessageReceivedCallback(functools.partial(self._onMessageReceived, node))
@@ -324,3 +369,8 @@ class GuardedTCPTransport(TCPTransport):
                 WARN.warn("handshake", "Raft: dropping a connection that did not complete the "
                           "handshake within %gs", self.limits.handshake_timeout_s)
                 conn.disconnect()
+
+
+def _preamble(group: int) -> bytes:
+    from schedd.replication.raft_port import preamble
+    return preamble(group)

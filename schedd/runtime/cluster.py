@@ -168,6 +168,8 @@ class LocalCluster:
     worker_http_allow: tuple[str, ...] = ()
     test_mode: bool = False          # writes test_mode = true (failpoints, clock admin; with SCHEDD_TEST_MODE=1)
     shards: int = 1                  # shard groups (`shards = S`): node i's Raft ports are a block of S
+    # (the shared port uses the block's first; "per_group" uses all S, as a cluster made before it)
+    raft_ports: str = ""             # `raft_ports` written when set ("": the nodes' default, shared)
     # Access control ([acl] enabled): on, as in production; a test that needs it off says so
     # (acl=False writes `enabled = false`). `acl_settings` adds other [acl] keys (rate limits).
     # With it on, wait_leader() bootstraps (the management token, kept in root/admin.token so a
@@ -320,7 +322,8 @@ class LocalCluster:
             f'metrics_address = "{node.metrics}"',
             f'secret_file = "{self.root / "cluster.secret"}"',
             f'fsync = "{self.fsync}"',
-        ] + (["test_mode = true"] if self.test_mode else []) + ([f"shards = {self.shards}"] if self.shards > 1 else [])
+        ] + (["test_mode = true"] if self.test_mode else []) + ([f"shards = {self.shards}"] if self.shards > 1 else []) \
+            + ([f'raft_ports = "{self.raft_ports}"'] if self.raft_ports else [])
         webhooks = {"allow": list(self.webhook_allow)} if self.webhook_allow else {}
         acl = {"enabled": self.acl, **self.acl_settings}
         for section, values in (("raft", self.raft), ("scheduler", self.scheduler),

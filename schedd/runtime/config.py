@@ -56,8 +56,11 @@
     job_series_limit = 500              # jobs labelled with their own series; past it, only...
     job_series_teams = ["payments"]     # ...the jobs of these teams (the others: job="_other")
 
-    shards = 1                          # shard groups (fixed at creation; the same on every node):
-                                        # shard k's Raft port is raft_address's port + k on every node
+    shards = 1                          # shard groups (fixed at creation; the same on every node);
+                                        # a node listens on its raft_address for all of them
+    raft_ports = "shared"               # sharded clusters only: "shared" (one Raft port per node) or
+                                        # "per_group" (shard k on the Raft port + k, as clusters made
+                                        # before the shared port do); unset: as the data dir records
 
     [[peers]]
     id = "n2"
@@ -78,6 +81,7 @@ import tomllib
 from collections import Counter
 from pathlib import Path
 
+from schedd.core.shards import RAFT_PORT_MODES
 from schedd.settings import (AclSettings, HistorySettings, Limits, MetricsSettings, NodeConfig, Peer, RaftTuning,
                              SchedulerTuning, TlsSettings)
 from schedd_client.net.policy import DEFAULT_DENY_RULES, NetPolicy, PolicyError, parse_rules
@@ -300,7 +304,7 @@ def _tls(t: dict, base_dir: Path | None) -> TlsSettings:
 
 TOP_KEYS = {"node_id", "data_dir", "raft_address", "grpc_address", "metrics_address", "raft_bind",
             "secret", "secret_file", "fsync", "peers", "raft", "scheduler", "webhooks", "limits",
-            "tls", "acl", "test_mode", "join", "history", "metrics", "shards"}
+            "tls", "acl", "test_mode", "join", "history", "metrics", "shards", "raft_ports"}
 
 
 def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
@@ -353,6 +357,7 @@ def from_dict(d: dict, *, base_dir: Path | None = None) -> NodeConfig:
         test_mode=bool(d.get("test_mode", False)),
         join=_join(d.get("join")),
         shards=_shards(d.get("shards", 1)),
+        raft_ports=_raft_ports(d.get("raft_ports", "")),
     )
     validate(cfg)
     return cfg
@@ -362,6 +367,12 @@ def _shards(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SHARDS:
         raise ConfigError(f"shards must be an integer in [1, {MAX_SHARDS}], got {value!r}")
     return value
+
+
+def _raft_ports(value: object) -> str:
+    if value != "" and value not in RAFT_PORT_MODES:
+        raise ConfigError(f"raft_ports must be one of {', '.join(RAFT_PORT_MODES)}, got {value!r}")
+    return str(value)
 
 
 def _join(value: object) -> tuple[str, ...]:

@@ -215,7 +215,7 @@ async def serve(cfg: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     booted = boot_shards(cfg, first_start=not holds_state(group_dir(cfg, 0)))   # before anything is written
     join_now = joining.needs_join(cfg)
     try:
-        check_shard_count(cfg)
+        cfg = check_shard_count(cfg)               # and its Raft port mode settled
     except ShardCountError as e:
         raise StartupError(str(e)) from None
     for k in booted:

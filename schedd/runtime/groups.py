@@ -9,8 +9,10 @@ the node's, not a group's, stays in the daemon: the one gRPC server and its inte
 clock, TLS, the dashboard, the audit queue of refused calls (group 0's).
 
 Shard k's replica on a node lives in `<data_dir>/shards/<k>` (shard 0 in `data_dir` itself, so
-an unsharded node's data dir is shard 0's) and listens on the node's Raft port + k
-(`shards.shard_raft_address`, the same rule for every node). Which groups a node hosts is the
+an unsharded node's data dir is shard 0's). Its Raft address is `shards.shard_raft_address`'s,
+the same rule on every node: the node's own Raft address, one port for all its groups
+(`schedd.replication.raft_port`), or on a cluster made before the shared port, the node's Raft
+port + k (`settle_raft_ports` says which). Which groups a node hosts is the
 shard map's business (schedd.runtime.placement): every node hosts group 0; a replica of another
 group comes and goes as `schedctl shard move` moves it (`GroupSet` holds the ones hosted now).
 """
@@ -36,7 +38,7 @@ from schedd.api.logs_service import LogsService
 from schedd.api.membership_service import MembershipService
 from schedd.api.service import ClusterService, Router, SchedulerService
 from schedd.api.watch import WatchSlots
-from schedd.core.shards import shard_raft_address
+from schedd.core.shards import PER_GROUP_PORTS, SHARED_PORT, shard_raft_address, shares_port
 from schedd.leader.dispatcher import Dispatcher
 from schedd.leader.features import FeatureRaiser, Joiners
 from schedd.leader.run_logs import RunLogs
@@ -45,6 +47,7 @@ from schedd.ports.clock import Clock
 from schedd.ports.faults import Faults
 from schedd.replication.convergence import ConvergenceTracker
 from schedd.replication.node import LEADER, RaftNode
+from schedd.replication.raft_port import PortLimits, SharedRaftPort
 from schedd.replication.ticker import TickLoop
 from schedd.runtime import history as node_history
 from schedd.runtime.config import NodeConfig
@@ -68,12 +71,19 @@ def group_config(cfg: NodeConfig, shard: int, peers: tuple[Peer, ...] | None = N
     addresses stay the nodes' own (any node accepts any call)."""
     if cfg.shards <= 1 or shard == 0:
         return cfg
+    ports = raft_ports(cfg)
     return dataclasses.replace(
         cfg, data_dir=group_dir(cfg, shard),
-        raft_address=shard_raft_address(cfg.raft_address, shard),
-        raft_bind=shard_raft_address(cfg.raft_bind, shard) if cfg.raft_bind else "",
-        peers=tuple(Peer(p.id, shard_raft_address(p.raft_address, shard), p.grpc_address)
+        raft_address=shard_raft_address(cfg.raft_address, shard, ports),
+        raft_bind=shard_raft_address(cfg.raft_bind, shard, ports) if cfg.raft_bind else "",
+        peers=tuple(Peer(p.id, shard_raft_address(p.raft_address, shard, ports), p.grpc_address)
                     for p in (cfg.peers if peers is None else peers)))
+
+
+def raft_ports(cfg: NodeConfig) -> str:
+    """The cluster's Raft port mode as `settle_raft_ports` left it in the config ("" before
+    that: a configuration no node started from yet, which makes a new cluster: shared)."""
+    return cfg.raft_ports or SHARED_PORT
 
 
 def group_dir(cfg: NodeConfig, shard: int) -> Path:
@@ -81,28 +91,54 @@ def group_dir(cfg: NodeConfig, shard: int) -> Path:
     return Path(cfg.data_dir) if shard == 0 else Path(cfg.data_dir) / "shards" / str(shard)
 
 
-def check_shard_count(cfg: NodeConfig) -> None:
+def check_shard_count(cfg: NodeConfig) -> NodeConfig:
     """Record S in a new data dir; refuse one made for another S (its jobs live in the shards
-    of that count: a different S would route them elsewhere)."""
+    of that count: a different S would route them elsewhere). Returns `cfg` with its Raft port
+    mode settled (`settle_raft_ports`)."""
     path = Path(cfg.data_dir) / SHARDS_FILE
     try:
-        saved = json.loads(path.read_text())["shards"]
+        doc = json.loads(path.read_text())
+        saved, recorded = doc["shards"], doc.get("raft_ports")
     except FileNotFoundError:
         saved = 1 if holds_state(Path(cfg.data_dir)) else None    # made before shards were recorded
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        recorded = None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ShardCountError(f"cannot read {path}: {e}") from None
     if saved is not None and saved != cfg.shards:
         raise ShardCountError(f"the data dir {cfg.data_dir} holds a cluster of {saved} shard(s) and the config "
                               f"says shards = {cfg.shards}; the shard count is fixed when a cluster is made")
-    if cfg.shards > 1 and not path.exists():      # an unsharded dir stays as it always was
-        record_shard_count(cfg)
+    if cfg.shards <= 1:                           # an unsharded dir stays as it always was
+        return cfg
+    settled = dataclasses.replace(cfg, raft_ports=settle_raft_ports(cfg.raft_ports, path.exists(), recorded))
+    if not path.exists() or recorded != settled.raft_ports:
+        if path.exists():
+            log.warning("Raft ports: the data dir says %s, the config says %s: the config's from now on (every "
+                        "node of the cluster must use the same)", recorded or PER_GROUP_PORTS, settled.raft_ports)
+        record_shard_count(settled)
+    return settled
+
+
+def settle_raft_ports(configured: str, recorded_shards: bool, recorded: object) -> str:
+    """A sharded node's Raft port mode. The config's `raft_ports` when set (an operator's
+    choice: a new node joining a cluster made before the shared port sets "per_group"; a
+    cluster switched to one port sets "shared" on every node at one restart); else what the
+    data dir records; a data dir that records its shard count but no mode was made by a build
+    before the shared port, whose groups listen on port + k on every node, so it keeps them (a
+    rolling upgrade must not cut a group's replicas apart); a new data dir makes a new cluster,
+    which shares one port."""
+    if configured:
+        return configured
+    if isinstance(recorded, str) and recorded in (SHARED_PORT, PER_GROUP_PORTS):
+        return recorded
+    return PER_GROUP_PORTS if recorded_shards else SHARED_PORT
 
 
 def record_shard_count(cfg: NodeConfig) -> None:
-    """Write S into the data dir (a new sharded node's, or one `schedd restore` just seeded)."""
+    """Write S (and the Raft port mode) into the data dir (a new sharded node's, or one
+    `schedd restore` just seeded)."""
     path = Path(cfg.data_dir) / SHARDS_FILE
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path.write_text(json.dumps({"shards": cfg.shards}) + "\n")
+    path.write_text(json.dumps({"shards": cfg.shards, "raft_ports": raft_ports(cfg)}) + "\n")
     path.chmod(0o600)
 
 
@@ -223,6 +259,8 @@ class NodeParts:
     sealer: Any = None               # signs backup headers (schedd.runtime.restore.header_sealer)
     # the one thread ticking every group's Raft replica (S > 1; made with the first group)
     ticker: TickLoop | None = None
+    # the one Raft port of all the node's groups (S > 1 and the shared port; made with the first group)
+    raft_port: SharedRaftPort | None = None
 
 
 def build_group(parts: NodeParts, shard: int, peers: tuple[Peer, ...] | None = None) -> Group:
@@ -269,8 +307,12 @@ def build_group(parts: NodeParts, shard: int, peers: tuple[Peer, ...] | None = N
     history = node_history.open_store(cfg.data_dir, cfg.history, retention_of)
     if parts.cfg.shards > 1 and parts.ticker is None:
         parts.ticker = TickLoop()              # one tick thread for all groups (replication.ticker)
+    shared = shares_port(parts.cfg.shards, raft_ports(parts.cfg))
+    if shared and parts.raft_port is None:     # one Raft port for all groups (replication.raft_port)
+        parts.raft_port = node_raft_port(parts.cfg, parts.ticker)
     node = RaftNode(cfg, on_applied=on_applied, on_role_change=on_role_change, faults=faults,
-                    build=parts.version, history=history, ticker=parts.ticker if parts.cfg.shards > 1 else None)
+                    build=parts.version, history=history, ticker=parts.ticker if parts.cfg.shards > 1 else None,
+                    raft_port=parts.raft_port if shared else None, port_group=shard if shared else None)
     hub = WorkerHub(node, clock, lease_ms=cfg.scheduler.lease_ms,
                     max_streams=cfg.limits.max_worker_streams, max_slots=cfg.limits.max_worker_slots,
                     max_streams_per_token=cfg.limits.max_worker_streams_per_token, faults=faults)
@@ -302,3 +344,11 @@ def build_group(parts: NodeParts, shard: int, peers: tuple[Peer, ...] | None = N
         "Calendars": CalendarsService(node, clock, metrics, router),
     }
     return group
+
+
+def node_raft_port(cfg: NodeConfig, ticker: TickLoop | None) -> SharedRaftPort:
+    """The node's one Raft port for all its groups, driven by its tick loop."""
+    if ticker is None:
+        raise ValueError("the shared Raft port runs on the node's tick loop")
+    return SharedRaftPort(cfg.raft_bind or cfg.raft_address, ticker,
+                          PortLimits(handshake_timeout_s=cfg.raft.handshake_timeout_ms / 1000))

@@ -114,8 +114,11 @@ async def learn(cfg: NodeConfig, voters: list[MemberInfo], *, deadline_s: float 
     deadline it stops anyway: the add then catches up the rest, as a voter."""
     from schedd.replication.node import RaftNode        # the composition root's own dependency
     started = time.monotonic()
+    from schedd.core.shards import shares_port
+    from schedd.runtime.groups import raft_ports
     node = RaftNode(cfg, learn_from=[m.raft_address for m in voters if m.raft_address != cfg.raft_address],
-                    faults=faults, build=build_info().version)
+                    faults=faults, build=build_info().version,
+                    port_group=0 if shares_port(cfg.shards, raft_ports(cfg)) else None)   # group 0's preamble
     try:
         target, rounds = 0, 0
         while time.monotonic() - started < deadline_s and rounds < 2:

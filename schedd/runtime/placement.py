@@ -37,7 +37,7 @@ from schedd.ports.clock import Clock
 from schedd.replication import membership as members_file
 from schedd.replication.membership import MemberInfo
 from schedd.runtime.config import NodeConfig
-from schedd.runtime.groups import Group, GroupSet, group_dir, holds_state
+from schedd.runtime.groups import Group, GroupSet, group_dir, holds_state, raft_ports
 from schedd.settings import Peer
 
 log = logging.getLogger("schedd.shards")
@@ -187,5 +187,6 @@ def seed_membership(cfg: NodeConfig, shard: int, peers: tuple[Peer, ...]) -> Non
     if members_file.read_file(path) is not None:
         return
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    members_file.write_file(path, [MemberInfo(p.id, shard_raft_address(p.raft_address, shard), p.grpc_address)
+    members_file.write_file(path, [MemberInfo(p.id, shard_raft_address(p.raft_address, shard, raft_ports(cfg)),
+                                                      p.grpc_address)
                                    for p in peers])

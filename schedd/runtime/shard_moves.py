@@ -31,6 +31,7 @@ from schedd.api.shard_calls import GroupCallError, GroupCalls
 from schedd.core.shards import ShardMap, ShardMapError, shard_raft_address
 from schedd.ports.clock import Clock
 from schedd.replication.node import NotApplied, OutcomeUnknown
+from schedd.runtime.groups import raft_ports
 from schedd.runtime.placement import MapKeeper, current_map, members_of, propose_map
 from schedd_proto import membership_pb2 as mpb
 from schedd_proto import scheduler_pb2 as pb
@@ -194,7 +195,7 @@ class ShardMover:
         info = members_of(self.zero).get(dst)
         if info is None or not info.grpc_address:
             raise MoveRefused(grpc.StatusCode.FAILED_PRECONDITION, f"{dst!r} has no addresses in the member table")
-        raft = shard_raft_address(info.raft_address, k)
+        raft = shard_raft_address(info.raft_address, k, raft_ports(self.zero.cfg))
         request = mpb.AddNodeRequest(id=dst, raft_address=raft, grpc_address=info.grpc_address)
         # A group with a dead voter (a dead node's replica moving) commits the add only once
         # `dst` runs its replica, which it builds once the map places it: so an add whose

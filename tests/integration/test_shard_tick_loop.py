@@ -1,6 +1,7 @@
-"""A sharded node ticks all its Raft groups on one thread (schedd.replication.ticker): three
-nodes of a 4-shard cluster, built in this process as the daemon builds them (a RaftNode per
-group, each node's groups on that node's one TickLoop, real TCP on 127.0.0.1)."""
+"""A sharded node ticks all its Raft groups on one thread (schedd.replication.ticker) and listens
+on one Raft port for all of them (schedd.replication.raft_port): three nodes of a 4-shard
+cluster, built in this process as the daemon builds them (a RaftNode per group, each node's
+groups on that node's one TickLoop and SharedRaftPort, real TCP on 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from collections.abc import Callable
 import pytest
 
 from schedd.core import commands as C
-from schedd.core.shards import shard_raft_address
+from schedd.core.shards import SHARED_PORT, shard_raft_address
 from schedd.replication.node import RaftNode
+from schedd.replication.raft_port import SharedRaftPort
 from schedd.replication.ticker import THREAD_NAME, TickLoop
 from schedd.runtime.cluster import restartable_ports
 from schedd.runtime.config import from_dict
@@ -44,11 +46,13 @@ def autotick_threads() -> list[str]:
 
 
 class Node:
-    """One node: a TickLoop and a RaftNode per shard, configured as groups.group_config does."""
+    """One node: a TickLoop, a SharedRaftPort and a RaftNode per shard, configured as
+    groups.group_config and groups.build_group do."""
 
     def __init__(self, i: int, base: int, root) -> None:
         self.i, self.base, self.root = i, base, root
         self.ticker = TickLoop()
+        self.port = SharedRaftPort(raft_of(base, i), self.ticker)
         self.groups: dict[int, RaftNode] = {}
         for k in range(SHARDS):
             self.add(k)
@@ -57,11 +61,11 @@ class Node:
         """Build this node's replica of group k (in a data dir of its own, `data` apart)."""
         base, i = self.base, self.i
 
-        def addr(j: int) -> str:              # node j's Raft ports: base + j * SHARDS + k
-            return shard_raft_address(f"127.0.0.1:{base + j * SHARDS}", k)
+        def addr(j: int) -> str:              # node j's one Raft port: base + j, for every group
+            return shard_raft_address(raft_of(base, j), k, SHARED_PORT)
 
         def grpc(j: int) -> str:
-            return f"127.0.0.1:{base + len(NODES) * SHARDS + j}"
+            return f"127.0.0.1:{base + len(NODES) + j}"
         data_dir = self.root / NODES[i] / f"{k}{data}"
         data_dir.mkdir(parents=True)
         cfg = from_dict({
@@ -69,11 +73,15 @@ class Node:
             "raft_address": addr(i), "grpc_address": grpc(i),
             "peers": [{"id": n, "raft_address": addr(j), "grpc_address": grpc(j)}
                       for j, n in enumerate(NODES) if j != i]})
-        self.groups[k] = RaftNode(cfg, ticker=self.ticker)
+        self.groups[k] = RaftNode(cfg, ticker=self.ticker, raft_port=self.port, port_group=k)
 
     def close(self) -> None:
         for g in self.groups.values():
             g.close()
+
+
+def raft_of(base: int, j: int) -> str:
+    return f"127.0.0.1:{base + j}"
 
 
 def leader_of(nodes: list[Node], k: int) -> RaftNode | None:
@@ -98,7 +106,7 @@ def commit_one(nodes: list[Node], k: int, name: str) -> None:
 
 @pytest.fixture
 def cluster(tmp_path):
-    base = restartable_ports(len(NODES) * (SHARDS + 1))
+    base = restartable_ports(2 * len(NODES))
     nodes: list[Node] = []
     try:
         nodes = [Node(i, base, tmp_path) for i in range(len(NODES))]
@@ -154,10 +162,10 @@ def held(fds: dict[int, str]) -> int:
     return sum(1 for target in fds.values() if target.startswith(("socket:", "pipe:", "anon_inode:")))
 
 
-def tcp_ports() -> dict[str, tuple[int, int]]:
+def tcp_table() -> dict[str, tuple[int, int, str]]:
     """Every TCP socket of the host as its descriptor target ("socket:[inode]") -> (local port,
-    remote port), from /proc/net/tcp and tcp6."""
-    out: dict[str, tuple[int, int]] = {}
+    remote port, state: "0A" listening), from /proc/net/tcp and tcp6."""
+    out: dict[str, tuple[int, int, str]] = {}
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as f:
@@ -166,21 +174,36 @@ def tcp_ports() -> dict[str, tuple[int, int]]:
             continue
         for row in rows:
             cols = row.split()
-            local, remote, inode = cols[1], cols[2], cols[9]
-            out[f"socket:[{inode}]"] = (int(local.rsplit(":", 1)[1], 16), int(remote.rsplit(":", 1)[1], 16))
+            local, remote, state, inode = cols[1], cols[2], cols[3], cols[9]
+            out[f"socket:[{inode}]"] = (int(local.rsplit(":", 1)[1], 16), int(remote.rsplit(":", 1)[1], 16), state)
     return out
 
 
-def left_open(fds: dict[int, str], ports: set[int], made: set[str], part: str) -> list[str]:
-    """What a dropped group still holds: a TCP socket on one of its Raft ports (its listener, the
-    links it accepted and the links it dialled), a pipe or poller made while it was built, a file
-    in its data dirs. Counting every socket instead would make the test fail whenever another
-    group's link happens to be reconnecting."""
-    sockets = tcp_ports()
+def group_sockets(g: RaftNode) -> set[str]:
+    """The sockets a group's transport holds now (the links it dialled and those the port
+    handed it), as descriptor targets: on a shared port, its ports say nothing about whose
+    they are."""
+    transport = g.sync._SyncObj__transport
+    out = set()
+    for conn in (*transport._connections.values(), *transport._unknownConnections):
+        fd = conn.fileno()
+        if fd is not None:
+            try:
+                out.add(os.readlink(f"/proc/self/fd/{fd}"))
+            except OSError:
+                pass
+    return out
+
+
+def left_open(fds: dict[int, str], socks: set[str], made: set[str], part: str) -> list[str]:
+    """What a dropped group still holds: one of its sockets (the links it accepted and the links
+    it dialled), a pipe or poller made while it was built, a file in its data dirs. Counting
+    every socket instead would make the test fail whenever another group's link happens to be
+    reconnecting."""
     out = []
     for target in fds.values():
-        if target in sockets and ports & set(sockets[target]):
-            out.append(f"{target} {sockets[target]}")
+        if target in socks:
+            out.append(target)
         elif target in made and target.startswith(("pipe:", "anon_inode:")):
             out.append(target)
         elif part in target:
@@ -204,9 +227,10 @@ def test_a_dropped_group_gives_back_every_descriptor_and_thread(cluster):
     commit_one(cluster, gone, "again")
     built = open_fds()
     made = set(built.values()) - set(fds.values())
-    ports = {cluster[0].base + j * SHARDS + gone for j in range(len(NODES))}
     again = f"/{gone}-again"
-    assert any(t.startswith("pipe:") for t in made) and left_open(built, ports, made, again)
+    wait_for("its links up", lambda: all(len(group_sockets(n.groups[gone])) >= len(NODES) - 1 for n in cluster))
+    socks = set().union(*(group_sockets(n.groups[gone]) for n in cluster))
+    assert any(t.startswith("pipe:") for t in made) and left_open(open_fds(), socks, made, again)
     dropped = [n.groups.pop(gone) for n in cluster]
     own_threads = [t for t in (g.sync._SyncObj__raftLog._syncer for g in dropped) if t is not None]
     for g in dropped:
@@ -214,19 +238,28 @@ def test_a_dropped_group_gives_back_every_descriptor_and_thread(cluster):
     # Its sockets, pipes and files; the other groups' (a link reconnecting, a meta or level file
     # being replaced) are theirs, whatever they do meanwhile.
     try:
-        wait_for("its sockets, pipes and files closed", lambda: not left_open(open_fds(), ports, made, again),
+        wait_for("its sockets, pipes and files closed", lambda: not left_open(open_fds(), socks, made, again),
                  timeout=20)
     except AssertionError:
         now = open_fds()
-        raise AssertionError(f"still open {left_open(now, ports, made, again)}; sockets and pipes "
+        raise AssertionError(f"still open {left_open(now, socks, made, again)}; sockets and pipes "
                              f"{held(fds)} -> {held(built)} -> {held(now)}") from None
     # its threads: its journal's background sync (its Raft ticks ran on the node's loop, which goes on)
     assert own_threads and not any(t._thread.is_alive() for t in own_threads)
     assert all(n.ticker.running for n in cluster) and len(tick_threads()) == len(NODES)
 
 
+def test_every_node_listens_on_one_raft_port_for_all_its_groups(cluster):
+    for k in range(SHARDS):
+        commit_one(cluster, k, f"one-port-{k}")
+    table = tcp_table()
+    listening = sorted(table[t][0] for t in open_fds().values() if t in table and table[t][2] == "0A")
+    assert listening == [cluster[0].base + j for j in range(len(NODES))]      # 3 nodes, 3 ports, S = 4
+    assert all(n.port.groups() == list(range(SHARDS)) for n in cluster)
+
+
 def test_the_loop_thread_ends_with_its_last_group(tmp_path):
-    base = restartable_ports(len(NODES) * (SHARDS + 1))
+    base = restartable_ports(2 * len(NODES))
     node = Node(0, base, tmp_path)                   # alone: its peers never answer
     try:
         wait_for("the loop runs", lambda: node.ticker.running)
@@ -238,20 +271,21 @@ def test_the_loop_thread_ends_with_its_last_group(tmp_path):
 def test_a_group_whose_raft_port_is_taken_starts_and_binds_once_it_is_free(tmp_path):
     """Built with autoTick off, stock pysyncobj's constructor would spin on the bind until the
     port is free; on the loop, as on a tick thread of its own, the ticks retry it instead."""
-    base = restartable_ports(len(NODES) * (SHARDS + 1))
+    base = restartable_ports(2 * len(NODES))
     blocker = socket.socket()
-    blocker.bind(("127.0.0.1", base))                  # node 0's shard 0 Raft port
+    blocker.bind(("127.0.0.1", base))                  # node 0's Raft port
     blocker.listen()
     started = time.monotonic()
     node = Node(0, base, tmp_path)
     try:
         assert time.monotonic() - started < 20
-        transport = node.groups[0].sync._SyncObj__transport
+        transports = [node.groups[k].sync._SyncObj__transport for k in range(SHARDS)]
         time.sleep(0.5)
-        assert not transport.ready                     # it tried, and goes on trying
-        assert all(node.groups[k].sync._SyncObj__transport.ready for k in range(1, SHARDS))
+        assert not any(t.ready for t in transports)    # they tried, and go on trying
+        assert not node.port.listening
         blocker.close()
-        wait_for("shard 0 bound its port", lambda: transport.ready, timeout=15)
+        wait_for("every group bound the port", lambda: all(t.ready for t in transports), timeout=15)
+        assert node.port.groups() == list(range(SHARDS))
     finally:
         blocker.close()
         node.close()

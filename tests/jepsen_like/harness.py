@@ -24,7 +24,7 @@ from pathlib import Path
 import grpc
 
 from schedd.api.shard_routing import SHARD_HEADER
-from schedd.core.shards import routing_key, shard_of, shard_raft_address
+from schedd.core.shards import SHARED_PORT, routing_key, shard_of, shard_raft_address
 from schedd.ports.fakes import wait_until
 from schedd.runtime.cluster import LocalCluster, restartable_ports
 from schedd.testing.hooks import Recorder
@@ -230,10 +230,13 @@ class Harness:
         ids = [] if self.netns else list(self.c.nodes)       # in namespaces, nodes dial each other
         for i, x in enumerate(ids):
             for y in ids[i + 1:]:
-                for k in range(self.shards):        # every group's link: shard k's Raft port is the node's + k
-                    rx, ry = (shard_raft_address(self.c.nodes[n].raft, k) for n in (x, y))
+                for k in range(self.shards):        # every group's link (one for all on the shared Raft port)
+                    rx, ry = (shard_raft_address(self.c.nodes[n].raft, k, self.c.raft_ports or SHARED_PORT)
+                              for n in (x, y))
                     a, b = (x, y) if rx > ry else (y, x)     # pysyncobj: larger address dials
                     target = rx if b == x else ry
+                    if target in dial[a]:
+                        continue                             # the pair's one link carries every group
                     link = self.net.add_link(a, b, target, shard=k)
                     dial[a][target] = f"127.0.0.1:{link.port}"
         self.worker_dial: dict[str, dict] = {}

@@ -3,9 +3,10 @@
 pysyncobj keeps ONE connection per pair of nodes, opened by the node with the larger address, and
 the dialer names itself in its first message. So one proxy per unordered pair sees both
 directions: the dialer is told (SCHEDD_RAFT_DIAL) to dial the proxy instead of its peer. A
-sharded cluster has one Raft group per shard, each on its own port (the node's Raft port + k):
-one proxy per pair and shard, and every control acts on all of a pair's links at once (a
-partition cuts a node off in every group).
+sharded cluster has one Raft group per shard: on the shared Raft port one proxy per pair carries
+every group's connection; with per-group ports (the node's Raft port + k) one proxy per pair
+and shard. Every control acts on all of a pair's links at once (a partition cuts a node off in
+every group).
 
 A link is `ok`, `cut` (connections closed, new ones accepted and closed at once), stalled in one
 direction (bytes held, as a one-way partition: TCP delivers nothing until healed), or delayed

@@ -4,11 +4,12 @@ group's data dir and Raft addresses, and a data dir that keeps the shard count i
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
-from schedd.core.shards import shard_raft_address
+from schedd.core.shards import PER_GROUP_PORTS, RAFT_PORT_MODES, SHARED_PORT, shard_raft_address
 from schedd.runtime.groups import ShardCountError, check_shard_count, group_config
 from schedd.settings import NodeConfig, Peer
 
@@ -19,22 +20,66 @@ def config(tmp_path: Path, shards: int) -> NodeConfig:
                       peers=(Peer("n2", "10.0.0.2:7100", "10.0.0.2:7070"),))
 
 
-def test_each_group_has_its_own_dir_and_raft_ports_and_the_nodes_grpc_address(tmp_path):
+def test_each_group_has_its_own_dir_and_shares_the_nodes_raft_and_grpc_addresses(tmp_path):
     cfg = config(tmp_path, 4)
     assert group_config(cfg, 0) is cfg                               # shard 0: the node's own
     g3 = group_config(cfg, 3)
     assert g3.data_dir == tmp_path / "n1" / "shards" / "3"
-    assert (g3.raft_address, g3.grpc_address) == ("10.0.0.1:7103", "10.0.0.1:7070")
-    assert g3.peers == (Peer("n2", "10.0.0.2:7103", "10.0.0.2:7070"),)
+    assert (g3.raft_address, g3.grpc_address) == ("10.0.0.1:7100", "10.0.0.1:7070")
+    assert g3.peers == (Peer("n2", "10.0.0.2:7100", "10.0.0.2:7070"),)
     assert group_config(config(tmp_path, 1), 0) == config(tmp_path, 1)
 
 
+def test_a_cluster_made_with_a_port_per_group_keeps_them(tmp_path):
+    g3 = group_config(dataclasses.replace(config(tmp_path, 4), raft_ports=PER_GROUP_PORTS), 3)
+    assert g3.raft_address == "10.0.0.1:7103"
+    assert g3.peers == (Peer("n2", "10.0.0.2:7103", "10.0.0.2:7070"),)
+
+
 def test_shard_raft_addresses():
-    assert shard_raft_address("[::1]:7000", 2) == "[::1]:7002"
+    assert shard_raft_address("[::1]:7000", 2, PER_GROUP_PORTS) == "[::1]:7002"
+    assert shard_raft_address("[::1]:7000", 2, SHARED_PORT) == "[::1]:7000"
+    assert shard_raft_address("host:65535", 1, SHARED_PORT) == "host:65535"
     with pytest.raises(ValueError):
-        shard_raft_address("host:65535", 1)
-    with pytest.raises(ValueError):
-        shard_raft_address("nohost", 1)
+        shard_raft_address("host:65535", 1, PER_GROUP_PORTS)
+    for mode in RAFT_PORT_MODES:
+        with pytest.raises(ValueError):
+            shard_raft_address("nohost", 1, mode)
+    with pytest.raises(ValueError, match="port mode"):
+        shard_raft_address("host:7000", 1, "")
+
+
+def shards_doc(cfg: NodeConfig) -> dict:
+    return json.loads((Path(cfg.data_dir) / "shards.json").read_text())
+
+
+def test_a_new_sharded_data_dir_records_the_shared_port(tmp_path):
+    cfg = check_shard_count(config(tmp_path, 4))
+    assert cfg.raft_ports == SHARED_PORT
+    assert shards_doc(cfg) == {"shards": 4, "raft_ports": SHARED_PORT}
+    assert check_shard_count(config(tmp_path, 4)).raft_ports == SHARED_PORT     # and keeps it
+
+
+def test_a_data_dir_of_the_build_before_keeps_a_port_per_group(tmp_path):
+    """A rolling upgrade: the data dir records S but no mode, so the groups stay on port + k."""
+    (tmp_path / "n1").mkdir()
+    (tmp_path / "n1" / "shards.json").write_text('{"shards": 4}\n')
+    cfg = check_shard_count(config(tmp_path, 4))
+    assert cfg.raft_ports == PER_GROUP_PORTS
+    assert shards_doc(cfg)["raft_ports"] == PER_GROUP_PORTS
+    assert group_config(cfg, 2).raft_address == "10.0.0.1:7102"
+
+
+def test_the_config_chooses_the_mode_when_it_says_one(tmp_path):
+    joiner = check_shard_count(dataclasses.replace(config(tmp_path, 4), raft_ports=PER_GROUP_PORTS))
+    assert joiner.raft_ports == PER_GROUP_PORTS and shards_doc(joiner)["raft_ports"] == PER_GROUP_PORTS
+    switched = check_shard_count(dataclasses.replace(config(tmp_path, 4), raft_ports=SHARED_PORT))
+    assert switched.raft_ports == SHARED_PORT and shards_doc(switched)["raft_ports"] == SHARED_PORT
+
+
+def test_an_unsharded_node_has_no_port_mode(tmp_path):
+    assert check_shard_count(config(tmp_path, 1)).raft_ports == ""
+    assert not (tmp_path / "n1" / "shards.json").exists()
 
 
 def test_a_data_dir_keeps_its_shard_count(tmp_path):
