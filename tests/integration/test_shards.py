@@ -7,6 +7,7 @@ data dir is fixed."""
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 
 import pytest
@@ -47,6 +48,35 @@ def assert_once_each(execs: list, period_ms: int, job: str) -> None:
     assert not gaps, f"{job}: instants missing between {gaps[:5]}"
 
 
+def listening_ports(pid: int) -> set[int]:
+    """The TCP ports process `pid` listens on (its descriptors' sockets in state LISTEN, from
+    /proc/net/tcp and tcp6)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for row in f.read().splitlines()[1:]:
+                cols = row.split()
+                if cols[3] == "0A" and cols[9] in inodes:
+                    ports.add(int(cols[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def raft_ports_of(c, nid: str) -> set[int]:
+    """The ports node `nid` listens on for Raft: all it listens on but its gRPC and HTTP ports."""
+    node = c.nodes[nid]
+    assert node.pid is not None
+    others = {int(a.rpartition(":")[2]) for a in (node.grpc, node.metrics)}
+    return listening_ports(node.pid) - others
+
+
 def leaders(client) -> dict[int, str]:
     return {s.shard: s.leader_id for s in client.list_shards().items}
 
@@ -57,6 +87,8 @@ def test_shards_elect_route_fire_once_and_survive_a_node_that_leads_two(cluster_
     c.wait_leader(timeout=60)
     first = c.wait_shards(timeout=60)
     assert sorted(first) == list(range(SHARDS)) and all(first.values())
+    for nid, node in c.nodes.items():          # one Raft port per node for its 4 groups
+        assert raft_ports_of(c, nid) == {int(node.raft.rpartition(":")[2])}
 
     with c.client(timeout=30) as client:                 # leaders spread: no node leads more than 2 of 4
         wait_until(lambda: max(Counter(leaders(client).values()).values()) <= 2, timeout=60,
@@ -211,3 +243,16 @@ def test_a_team_quota_holds_across_shards_under_load(cluster_factory):
         depth += step
         deepest = max(deepest, depth)
     assert deepest <= 2, f"{deepest} attempts of team q ran at once (quota 2)"
+
+
+def test_a_cluster_made_with_a_raft_port_per_group_keeps_them(cluster_factory):
+    """What a cluster made by the build before the shared port runs (`raft_ports = "per_group"`,
+    as such a node's data dir says once upgraded): shard k on the node's Raft port + k."""
+    c = cluster_factory(size=3, shards=SHARDS, raft_ports="per_group")
+    c.start()
+    c.wait_leader(timeout=60)
+    assert all(c.wait_shards(timeout=60).values())
+    for nid, node in c.nodes.items():
+        base = int(node.raft.rpartition(":")[2])
+        assert raft_ports_of(c, nid) == {base + k for k in range(SHARDS)}
+        assert json.loads((c.root / nid / "shards.json").read_text())["raft_ports"] == "per_group"

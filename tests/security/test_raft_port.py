@@ -233,3 +233,92 @@ def test_no_raft_message_goes_out_before_the_key_exchange(tmp_path):
     finally:
         listener.close()
         c.stop(timeout=10)
+
+
+# ---------------------------------------------------------------- a sharded node's one Raft port
+
+SHARDS = 4
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory) -> LocalCluster:
+    """A 3-node cluster of 4 shard groups: each node listens on one Raft port for all 4."""
+    c = LocalCluster(tmp_path_factory.mktemp("raftport") / "s3", size=3, shards=SHARDS)
+    try:
+        c.start()
+        c.wait_leader(timeout=90)
+        c.wait_shards(timeout=90)
+        yield c
+    finally:
+        c.stop(timeout=10)
+
+
+def test_shared_port_refuses_a_pickle_with_or_without_a_preamble(sharded, tmp_path):
+    from schedd.replication.raft_port import preamble
+
+    addr = sharded.nodes["n1"].raft
+    for i, data in enumerate(evil_frames(tmp_path / "pwned-bare")):
+        with socket.create_connection(host_port(addr), timeout=5) as sock:
+            sock.sendall(data)                           # pysyncobj's frame where the preamble goes
+            assert closed_by_peer(sock, 10) is not None, f"frame {i} without a preamble was kept"
+    for group in (0, 2, 9):                              # hosted groups (their handshake refuses), and not
+        marker = tmp_path / f"pwned-{group}"
+        for data in evil_frames(marker):
+            with socket.create_connection(host_port(addr), timeout=5) as sock:
+                try:
+                    sock.sendall(preamble(group) + data)
+                except ConnectionError:
+                    continue
+                assert closed_by_peer(sock, 10) is not None
+        assert not marker.exists(), f"a pickle for group {group} ran in the node"
+    assert not (tmp_path / "pwned-bare").exists()
+
+
+def test_shared_port_closes_garbage_and_unknown_groups_at_once(sharded):
+    from schedd.replication.raft_port import preamble
+
+    addr = sharded.nodes["n2"].raft
+    for first in (b"GET / HTTP/1.1\r\n\r\n", b"SRP\x02\x00\x01", preamble(SHARDS), preamble(0xFFFF)):
+        with socket.create_connection(host_port(addr), timeout=5) as sock:
+            sock.sendall(first)
+            elapsed = closed_by_peer(sock, 10)
+        assert elapsed is not None and elapsed < 3, f"{first!r} was kept {elapsed}"
+
+
+def test_shared_port_drops_silence_before_and_after_the_preamble(sharded):
+    from schedd.replication.raft_port import preamble
+
+    addr = sharded.nodes["n3"].raft
+    socks = [socket.create_connection(host_port(addr), timeout=30) for _ in range(3)]
+    socks[1].sendall(preamble(1)[:3])                    # part of a preamble
+    socks[2].sendall(preamble(1))                        # a whole one, then no handshake
+    try:
+        elapsed = [closed_by_peer(s, 30) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+    assert all(e is not None and e < 20 for e in elapsed), elapsed
+
+
+def test_shared_port_refuses_connections_past_max_pending_and_the_groups_go_on(sharded):
+    nid = "n1"
+    addr = sharded.nodes[nid].raft
+    terms = {row.shard: row.term for row in _shards(sharded)}
+    held = [socket.create_connection(host_port(addr), timeout=30) for _ in range(32)]   # max_pending
+    try:
+        time.sleep(0.5)                                  # accepted and counted by the node
+        extra = socket.create_connection(host_port(addr), timeout=30)
+        with extra:
+            elapsed = closed_by_peer(extra, 10)
+        assert elapsed is not None and elapsed < 3, "a connection past max_pending was kept"
+    finally:
+        for s in held:
+            s.close()
+    with sharded.client(timeout=30) as client:           # every group still commits, no election
+        client.put_jobs([job_spec(f"after-flood-{i}", command="true") for i in range(16)])
+    assert {row.shard: row.term for row in _shards(sharded)} == terms
+
+
+def _shards(c: LocalCluster):
+    with c.client(timeout=30) as client:
+        return list(client.list_shards().items)
