@@ -2,6 +2,7 @@
 """What a real sharded schedd node costs idle: CPU, threads and memory per node, per shard count.
 
     python bench/bench_shard_idle.py [--shards 1,8,32] [--seconds 30] [--settle 5] [--json F]
+                                     [--raft-ports shared|per_group]
 
 Per S, a fresh 3-node LocalCluster (`schedd serve`, TLS, mTLS, ACL on: as tests and production
 run it; `shards = S`, so every node hosts one replica of each of the S groups). Once every shard
@@ -11,7 +12,8 @@ busiest other thread (the tick loop, or one group's tick thread) and the rest (p
 /proc/<pid>/task); its thread count and RSS at the end; how far the groups' terms grew
 ("terms+", as node n1's replicas see them: elections, and the leader balancer's hand-overs).
 What it decides: whether a node hosts its groups with a pysyncobj tick thread each or one tick
-loop for all of them (schedd/replication/ticker.py; bench/README.md "Idle sharded nodes").
+loop for all of them (schedd/replication/ticker.py; bench/README.md "Idle sharded nodes"), and
+whether its groups listen on one shared Raft port or a port each (`--raft-ports`).
 
 Every process is started here (LocalCluster) and stopped by its pid on exit.
 """
@@ -69,7 +71,7 @@ def terms(c: LocalCluster) -> int:
 
 
 def one_run(shards: int, a: argparse.Namespace, root: Path) -> dict[str, Any]:
-    c = LocalCluster(root / f"s{shards}", size=3, shards=shards)
+    c = LocalCluster(root / f"s{shards}", size=3, shards=shards, raft_ports=a.raft_ports)
     try:
         t0 = time.monotonic()
         c.start()
@@ -84,7 +86,7 @@ def one_run(shards: int, a: argparse.Namespace, root: Path) -> dict[str, Any]:
         time.sleep(a.seconds)
         cpu1, w1 = {n: cpu_seconds(p) or 0.0 for n, p in pids.items()}, time.monotonic()
         tasks1 = {n: task_cpu(p) for n, p in pids.items()}
-        return {"shards": shards, "elect_s": round(elected, 1),
+        return {"shards": shards, "raft_ports": a.raft_ports or "shared", "elect_s": round(elected, 1),
                 "cpu_pct": {n: round(100 * (cpu1[n] - cpu0[n]) / (w1 - w0), 1) for n in pids},
                 "threads": {n: threads_of(p) for n, p in pids.items()},
                 "thread_cpu_pct": {n: split(p, tasks0[n], tasks1[n], w1 - w0) for n, p in pids.items()},
@@ -100,6 +102,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0, help="the idle window")
     ap.add_argument("--settle", type=float, default=5.0, help="wait after every shard has a leader")
     ap.add_argument("--json", help="also append each run as a JSON line to this file")
+    ap.add_argument("--raft-ports", default="", choices=["", "shared", "per_group"],
+                    help="the sharded nodes' Raft port mode (default: the nodes' own default, shared)")
     a = ap.parse_args()
     print(f"{'S':>4} {'elect s':>7} {'CPU % per node':>17} {'main/busiest thread %':>24} {'threads':>11} "
           f"{'RSS MiB':>17} {'terms+':>6} {'load':>5}", flush=True)

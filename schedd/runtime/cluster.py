@@ -207,7 +207,8 @@ class LocalCluster:
             nid = f"n{i + 1}"
             host = self.hosts.get(nid, "127.0.0.1")
             # One shard: gRPC ports, then Raft, then metrics. S shards: gRPC, metrics, then a block
-            # of S Raft ports per node (shard k's is the node's Raft port + k on every node).
+            # of S Raft ports per node: its first is the node's one Raft port (and, with
+            # raft_ports = "per_group", shard k's is the node's Raft port + k on every node).
             raft = base + n + i if s == 1 else base + 2 * n + i * s
             metrics = base + 2 * n + i if s == 1 else base + n + i
             self.nodes[nid] = NodeProc(

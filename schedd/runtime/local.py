@@ -284,7 +284,7 @@ def activate_lines(prefix: str | None = None, base_prefix: str | None = None) ->
 
 
 def _banner(out: Exit, cluster: LocalCluster, leader: str, demo: bool, context: Path, temp: bool) -> None:
-    sharded = f", {cluster.shards} shard groups (shard 0's leader {leader}; Raft port + k for shard k)" \
+    sharded = f", {cluster.shards} shard groups (shard 0's leader {leader}; one Raft port per node)" \
         if cluster.shards > 1 else f", leader {leader}"
     lines = [f"\nschedd local is up: {len(cluster.nodes)} nodes{sharded}\n"]
     lines += [f"  {n.id}  gRPC {n.grpc}   Raft {n.raft}   metrics {cluster.http_url(n.id, '/metrics')}   pid {n.pid}"

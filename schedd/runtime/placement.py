@@ -11,7 +11,7 @@ of group k lives on the nodes the map lists for k.
   holding nothing.
 - `Placement` runs on every node: it builds a replica of each group the map places here and
   it does not host yet (its peers are the map's replicas of that group, at the addresses group
-  0's member table gives them: Raft port + k), and drops one the map no longer places here
+  0's member table gives them: `shards.shard_raft_address`), and drops one the map no longer places here
   (stopped, then its directory deleted). A move (schedd.runtime.shard_moves) adds a replica to the
   group's Raft configuration before the map places it, and records the map without the old
   one only after the group's Raft configuration dropped it, so neither a build nor a drop ever

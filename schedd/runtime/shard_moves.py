@@ -4,7 +4,7 @@ Run by group 0's leader (the map's writer), one move at a time, add-then-remove 
 never has fewer than R replicas (its quorum of R stays reachable with one replica lost
 throughout):
 1. the group's leader adds `to` to the group's Raft configuration (Membership.AddNode of that
-   group: its member table, then pysyncobj's add), at `to`'s Raft port + the shard number;
+   group: its member table, then pysyncobj's add), at `to`'s Raft address for it (`shards.shard_raft_address`);
 2. group 0 records the map with `to` among the shard's replicas: `to`'s placement loop
    (schedd.runtime.placement) builds the replica, which catches up from the group's leader;
 3. the move waits until `to`'s replica has applied what the group's leader had committed;
