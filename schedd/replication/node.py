@@ -854,6 +854,9 @@ class RaftNode(Generic[CfgT]):
         Then close the wake pipe, which pysyncobj never closes (a dropped shard replica would
         leak it): nothing ticks this group any more."""
         if self._ticker is not None and self._replica is not None:
+            leave_port = getattr(self.sync._SyncObj__transport, "leave_port", None)
+            if leave_port is not None:
+                leave_port()                          # the shared Raft port hands it nothing more
             self._ticker.unregister(self._replica)
             self.sync.destroy()
         else:

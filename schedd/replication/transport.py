@@ -299,6 +299,13 @@ class GuardedTCPTransport(TCPTransport):
             recvBufferSize=conf.recvBufferSize, connectionTimeout=conf.connectionTimeout,
             limits=self.limits)
 
+    def leave_port(self) -> None:
+        """Take no more connections from the shared port (idempotent; pysyncobj's destroy
+        unbinds again). The group's owner calls it before the group leaves the tick loop, so no
+        connection is handed to a transport its loop no longer ticks."""
+        if self.shared_port is not None and self._server is not None:
+            self._server.unbind()
+
     def _accept_shared(self, sock: socket.socket, opened_at: float) -> None:
         """A connection the shared port read this group's preamble on (the port's loop thread,
         which ticks this transport): taken as GuardedTcpServer takes an accepted one. Its
