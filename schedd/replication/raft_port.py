@@ -51,11 +51,11 @@ from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import _getAddrType
 
 from schedd.replication.ticker import Replica, TickLoop
-from schedd.replication.transport import WARN
+from schedd.replication.transport import SHARED_PORT_MAGIC, WARN
 
 log = logging.getLogger("schedd.raft.port")
 
-MAGIC = b"SRP\x01"                      # "schedd Raft port", preamble version 1
+MAGIC = SHARED_PORT_MAGIC               # "schedd Raft port", preamble version 1
 _PREAMBLE = struct.Struct("!4sH")
 PREAMBLE_BYTES = _PREAMBLE.size         # 6
 MAX_GROUP = 0xFFFF
@@ -247,6 +247,10 @@ class SharedRaftPort:
         on.pending[fd] = _Pending(sock, monotonic())
         on.replica.poller.subscribe(fd, lambda d, ev: self._on_pending(on, d, ev),
                                     POLL_EVENT_TYPE.READ | POLL_EVENT_TYPE.ERROR)
+        # A peer writes its preamble with its key frame as soon as it is connected, so it has
+        # mostly arrived by now: read it at once, and a burst of peers (S groups dialing at a
+        # node's start) leaves the pending set as fast as it enters it.
+        self._on_pending(on, fd, POLL_EVENT_TYPE.READ)
 
     def _on_pending(self, on: _Listening, fd: int, _event: int) -> None:
         p = on.pending.get(fd)
@@ -267,7 +271,9 @@ class SharedRaftPort:
             group = parse_preamble(p.got)
         except PreambleRejected as e:
             WARN.warn("preamble", "Raft: dropping a connection to %s without a shard group preamble "
-                      "(%s): not a peer of this build, or not a peer", self.address, e)
+                      "(%s): not a peer, or a peer whose groups listen on a port each (raft_ports = "
+                      "\"per_group\", or a build before the shared port): every node of a cluster "
+                      "must use the same Raft port mode", self.address, e)
             self._drop(on, fd)
             return
         if group is None:

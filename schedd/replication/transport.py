@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("schedd.raft.transport")
 
+SHARED_PORT_MAGIC = b"SRP\x01"    # what a shared Raft port's preamble begins with (raft_port.py)
 HANDSHAKE_FRAME_BYTES = 4096      # a Fernet token of a 32-byte key, or of a node address
 _LENGTH = struct.Struct("i")       # pysyncobj's frame prefix: native int32
 
@@ -161,6 +162,13 @@ class GuardedTcpConnection(TcpConnection):
             return None
         (length,) = _LENGTH.unpack_from(buf)
         if not 0 < length <= self.frame_limit:
+            if buf.startswith(SHARED_PORT_MAGIC):
+                WARN.warn("preamble", "Raft: dropping a connection from a peer that names a shard group "
+                          "first (its groups share one Raft port, raft_ports = \"shared\"), while this "
+                          "node listens on a port per group: every node of a cluster must use the "
+                          "same Raft port mode")
+                self.disconnect()
+                return None
             WARN.warn("frame", "Raft: dropping a connection that announced a frame of %d bytes "
                       "(limit %d%s)", length, self.frame_limit,
                       "" if self.authenticated else ", before the handshake")
