@@ -21,10 +21,14 @@ group's `GuardedTcpConnection`, which is then built on the group's poller and pa
 transport's `_onNewIncomingConnection` as if that transport had accepted it, so the per-group
 handshake, frame caps and pending limit apply unchanged. The guards before that are the
 transport's, for the preamble: at most `max_pending` connections still owing their preamble
-(more are closed at once), each closed if its preamble is not complete within
-`handshake_timeout_s` (the group's handshake clock then goes on from the accept, not from the
-preamble, so a stranger gets one deadline in all), and a wrong magic or a group this node does
-not host closes the connection, with a rate-limited warning.
+or waiting for their group (more are closed at once), each closed if it has not reached its
+group within `handshake_timeout_s` (the group's handshake clock then goes on from the accept,
+not from the preamble, so a stranger gets one deadline in all), and a wrong magic or a group
+past the cluster's count closes the connection, with a rate-limited warning. A connection for a
+group this node has not started yet (at the node's start the groups bind one after another, and
+a move builds a replica while its peers already dial it) is parked: nothing more is read from
+it, and it goes to its group once that group binds, or is closed at the deadline, as stock
+pysyncobj's peers would find the port of a group not started yet closed and dial again.
 
 Threads: the port is driven by the node's tick loop (schedd.replication.ticker) as one more
 replica on it: its listening and half-open sockets sit in the loop's selector and its
@@ -62,6 +66,7 @@ MAX_GROUP = 0xFFFF
 BACKLOG = 128                           # S groups x N peers may all dial at a node's start
 ACCEPTS_PER_WAKE = 64                   # then the loop's other replicas get their turn
 IDLE_WAIT_S = 3600.0                    # nothing owes a preamble: tick only on a new connection
+PARKED_WAIT_S = 0.05                    # how often a parked connection looks for its group
 
 
 class PreambleRejected(ValueError):
@@ -105,6 +110,7 @@ class _Pending:
     sock: socket.socket
     opened_at: float
     got: bytes = b""
+    parked: int | None = None       # its whole preamble came, for this group, not started here yet
 
 
 class PortLease:
@@ -136,7 +142,10 @@ class _Listening:
 class SharedRaftPort:
     """The node's one Raft listener for all its groups (module doc)."""
 
-    def __init__(self, bind_address: str, loop: TickLoop, limits: PortLimits = PortLimits()) -> None:
+    def __init__(self, bind_address: str, loop: TickLoop, limits: PortLimits = PortLimits(),
+                 groups: int = MAX_GROUP + 1) -> None:
+        """`groups`: the cluster's group count (S): a preamble naming a group past it is
+        refused at once, one below it waits (parked) for its group to start here."""
         host, sep, port = bind_address.rpartition(":")
         if not sep or not port.isdigit():
             raise ValueError(f"not host:port: {bind_address!r}")
@@ -144,6 +153,7 @@ class SharedRaftPort:
         self._host, self._port = host, int(port)
         self._loop = loop
         self.limits = limits
+        self.group_count = groups
         self._lock = threading.Lock()
         self._leases: dict[int, PortLease] = {}
         self._on: _Listening | None = None
@@ -200,6 +210,7 @@ class SharedRaftPort:
                 return IDLE_WAIT_S
             if mail:
                 on.replica.poller.poll(0)
+            self._unpark(on)
             return self._expire(on)
 
     def _listen(self) -> _Listening:
@@ -278,13 +289,26 @@ class SharedRaftPort:
             return
         if group is None:
             return
-        lease = self._leases.get(group)
-        if lease is None:
-            WARN.warn("group", "Raft: dropping a connection for shard group %d, which this node does "
-                      "not host (hosted: %s)", group, sorted(self._leases))
+        if group >= self.group_count:
+            WARN.warn("group", "Raft: dropping a connection for shard group %d: the cluster has %d",
+                      group, self.group_count)
             self._drop(on, fd)
             return
-        del on.pending[fd]
+        on.replica.poller.unsubscribe(fd)          # nothing more is read here: the rest is the group's
+        if group in self._leases:
+            self._hand_over(on, fd, group)
+        else:                                       # its group is starting here (a node's start, a
+            p.parked = group                        # replica a move places here): wait for it, within
+                                                    # the deadline and the pending cap
+
+    def _unpark(self, on: _Listening) -> None:
+        for fd, p in list(on.pending.items()):
+            if p.parked is not None and p.parked in self._leases:
+                self._hand_over(on, fd, p.parked)
+
+    def _hand_over(self, on: _Listening, fd: int, group: int) -> None:
+        p = on.pending.pop(fd)
+        lease = self._leases[group]
         on.replica.poller.unsubscribe(fd)          # out of the port's poller before the group's takes it
         try:
             lease.accept(p.sock, p.opened_at)
@@ -305,9 +329,13 @@ class SharedRaftPort:
         for fd, p in list(on.pending.items()):
             left = p.opened_at + limit - now
             if left <= 0:
-                WARN.warn("handshake", "Raft: dropping a connection that did not complete the "
-                          "handshake within %gs", limit)
+                if p.parked is None:
+                    WARN.warn("handshake", "Raft: dropping a connection that did not complete the "
+                              "handshake within %gs", limit)
+                else:
+                    WARN.warn("group", "Raft: dropping a connection for shard group %d, which this node "
+                              "did not start within %gs (hosted: %s)", p.parked, limit, sorted(self._leases))
                 self._drop(on, fd)
             else:
-                soonest = min(soonest, left)
+                soonest = min(soonest, left, PARKED_WAIT_S if p.parked is not None else left)
         return soonest

@@ -48,6 +48,7 @@ from schedd.ports.faults import Faults
 from schedd.replication.convergence import ConvergenceTracker
 from schedd.replication.node import LEADER, RaftNode
 from schedd.replication.raft_port import PortLimits, SharedRaftPort
+from schedd.replication.transport import TransportLimits
 from schedd.replication.ticker import TickLoop
 from schedd.runtime import history as node_history
 from schedd.runtime.config import NodeConfig
@@ -351,4 +352,17 @@ def node_raft_port(cfg: NodeConfig, ticker: TickLoop | None) -> SharedRaftPort:
     if ticker is None:
         raise ValueError("the shared Raft port runs on the node's tick loop")
     return SharedRaftPort(cfg.raft_bind or cfg.raft_address, ticker,
-                          PortLimits(handshake_timeout_s=cfg.raft.handshake_timeout_ms / 1000))
+                          PortLimits(handshake_timeout_s=cfg.raft.handshake_timeout_ms / 1000,
+                                     max_pending=port_pending_cap(cfg.shards)),
+                          groups=cfg.shards)
+
+
+def port_pending_cap(shards: int) -> int:
+    """Connections the shared port keeps before they reach their group: the transport's cap on
+    strangers (32), plus room for every peer of a 5-node cluster dialing every group at once (at
+    a node's start, a connection for a group not started yet waits for it), so a start never
+    refuses a peer. S ports of their own allowed 32 each, more than this."""
+    return TransportLimits().max_pending + MAX_PEERS * shards
+
+
+MAX_PEERS = 4                  # a node's peers in the largest cluster (5 voters)

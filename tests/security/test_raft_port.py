@@ -274,7 +274,7 @@ def test_shared_port_refuses_a_pickle_with_or_without_a_preamble(sharded, tmp_pa
     assert not (tmp_path / "pwned-bare").exists()
 
 
-def test_shared_port_closes_garbage_and_unknown_groups_at_once(sharded):
+def test_shared_port_closes_garbage_and_groups_past_the_count_at_once(sharded):
     from schedd.replication.raft_port import preamble
 
     addr = sharded.nodes["n2"].raft
@@ -301,10 +301,12 @@ def test_shared_port_drops_silence_before_and_after_the_preamble(sharded):
 
 
 def test_shared_port_refuses_connections_past_max_pending_and_the_groups_go_on(sharded):
+    from schedd.runtime.groups import port_pending_cap
+
     nid = "n1"
     addr = sharded.nodes[nid].raft
     terms = {row.shard: row.term for row in _shards(sharded)}
-    held = [socket.create_connection(host_port(addr), timeout=30) for _ in range(32)]   # max_pending
+    held = [socket.create_connection(host_port(addr), timeout=30) for _ in range(port_pending_cap(SHARDS))]
     try:
         time.sleep(0.5)                                  # accepted and counted by the node
         extra = socket.create_connection(host_port(addr), timeout=30)

@@ -51,7 +51,7 @@ class Group:
 def port():
     loop = TickLoop(name="raft-port-test")
     p = SharedRaftPort(f"127.0.0.1:{restartable_ports(1)}", loop,
-                       PortLimits(handshake_timeout_s=1.0, max_pending=4))
+                       PortLimits(handshake_timeout_s=1.0, max_pending=4), groups=8)
     groups = [Group(p, k) for k in (0, 3)]
     for g in groups:
         g.lease.bind()
@@ -107,12 +107,38 @@ def test_a_connection_without_a_preamble_is_closed(port, first):
     assert not any(g.taken for g in groups)
 
 
-def test_a_connection_for_a_group_the_node_does_not_host_is_closed(port):
+def test_a_connection_for_a_group_past_the_clusters_count_is_closed_at_once(port):
     p, groups = port
-    s = dial(p)
-    s.sendall(preamble(2))
-    assert closed_by_peer(s)
+    for group in (8, 0xFFFF):
+        s = dial(p)
+        s.sendall(preamble(group))
+        assert closed_by_peer(s, timeout=0.8)          # before the 1 s deadline
     assert not any(g.taken for g in groups)
+
+
+def test_a_connection_for_a_group_not_started_here_waits_for_it_until_the_deadline(port):
+    p, groups = port
+    early, never = dial(p), dial(p)
+    early.sendall(preamble(5) + b"key")
+    never.sendall(preamble(6) + b"key")
+    time.sleep(0.3)
+    late = Group(p, 5)                                 # group 5 starts (binds) now
+    late.lease.bind()
+    try:
+        wait_for("group 5 took the connection that waited for it", lambda: late.taken)
+        sock, _ = late.taken[0]
+        sock.settimeout(5)
+        assert sock.recv(16) == b"key"                 # nothing of it read while it waited
+        started = time.monotonic()
+        assert closed_by_peer(never)                   # group 6 never starts here: dropped at the deadline
+        assert time.monotonic() - started < 2
+        assert not any(g.taken for g in groups)
+    finally:
+        late.lease.unbind()
+        for sock, _ in late.taken:
+            sock.close()
+        early.close()
+        never.close()
 
 
 def test_silence_after_connecting_or_after_part_of_the_preamble_is_closed_at_the_deadline(port):
