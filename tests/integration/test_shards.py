@@ -246,13 +246,32 @@ def test_a_team_quota_holds_across_shards_under_load(cluster_factory):
 
 
 def test_a_cluster_made_with_a_raft_port_per_group_keeps_them(cluster_factory):
-    """What a cluster made by the build before the shared port runs (`raft_ports = "per_group"`,
-    as such a node's data dir says once upgraded): shard k on the node's Raft port + k."""
+    """A cluster whose data the build before the shared port made: shard k on the node's Raft
+    port + k. Made here with `raft_ports = "per_group"`, then restarted as that build's data and
+    config would be (shards.json without the mode, no raft_ports key) one node at a time, as a
+    rolling upgrade does: every restarted node keeps the ports, and every group its leader."""
     c = cluster_factory(size=3, shards=SHARDS, raft_ports="per_group")
     c.start()
     c.wait_leader(timeout=60)
     assert all(c.wait_shards(timeout=60).values())
-    for nid, node in c.nodes.items():
-        base = int(node.raft.rpartition(":")[2])
-        assert raft_ports_of(c, nid) == {base + k for k in range(SHARDS)}
+
+    def per_group(nid: str) -> None:
+        base = int(c.nodes[nid].raft.rpartition(":")[2])
+        wait_until(lambda: raft_ports_of(c, nid) == {base + k for k in range(SHARDS)}, timeout=30,
+                   what=f"{nid} listening on a Raft port per group")
         assert json.loads((c.root / nid / "shards.json").read_text())["raft_ports"] == "per_group"
+    for nid in c.nodes:
+        per_group(nid)
+    c.raft_ports = ""
+    for nid, node in c.nodes.items():
+        c.stop_node(nid)
+        (c.root / nid / "shards.json").write_text(json.dumps({"shards": SHARDS}) + "\n")
+        c._write_config(node)
+        assert "raft_ports" not in node.config.read_text()
+        c.start_node(nid)
+        wait_until(lambda: c.node_info(nid) is not None, timeout=60, what=f"{nid} answers again")
+        assert all(c.wait_shards(timeout=60).values())
+        per_group(nid)
+    with c.client(timeout=30) as client:               # every group still commits
+        created = client.put_jobs([job_spec(n, command="true") for n in names_over_shards(1, prefix="up")])
+        assert created.created == SHARDS
