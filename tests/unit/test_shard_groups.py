@@ -166,3 +166,14 @@ def test_a_node_leading_too_many_shards_hands_one_over_once_the_view_is_stable()
     other.step()
     t[0] += STABLE_S
     assert other.step() is None                               # only a group's leader acts
+
+
+def test_the_config_key_takes_a_mode_or_nothing():
+    from schedd.runtime.config import ConfigError, from_dict
+    base = {"node_id": "n1", "data_dir": "/tmp/x", "raft_address": "127.0.0.1:7001",
+            "grpc_address": "127.0.0.1:7070", "shards": 4}
+    assert from_dict(base).raft_ports == ""
+    assert from_dict({**base, "raft_ports": "per_group"}).raft_ports == PER_GROUP_PORTS
+    for bad in ("one", 1, True):
+        with pytest.raises(ConfigError, match="raft_ports"):
+            from_dict({**base, "raft_ports": bad})
