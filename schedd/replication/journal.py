@@ -836,41 +836,24 @@ def make_snapshots_durable(enable: bool = True) -> None:
     pysyncobj.serializer.atomicReplace = _durable_atomic_replace if enable else _private_atomic_replace
 
 
-SNAPSHOT_CHILD_NICE = 10      # how much the forked snapshot child yields to the node's own threads
-
-
-def speed_up_snapshots(level: int = 1, child_nice: int = SNAPSHOT_CHILD_NICE) -> None:
-    """Make pysyncobj's snapshot dump use gzip ``compresslevel=level`` (default 1 instead of 9),
-    and run the forked child that writes it at ``child_nice`` (its first step is opening the
-    gzip stream, so that is where it lowers its own priority).
+def speed_up_snapshots(level: int = 1) -> None:
+    """Make pysyncobj's snapshot dump use gzip ``compresslevel=level`` (default 1 instead of 9).
 
     Replaces the module attribute ``pysyncobj.serializer.gzip`` with a shim whose ``GzipFile``
     defaults ``compresslevel`` to ``level``. Everything else goes to the real gzip module.
     Reading is unaffected (gzip streams decompress whatever the level), fork mode keeps working
     (the child inherits the shim), and the call is process-global. ``level=9`` is the stock
     behaviour.
-
-    Why the child yields: a group compacts once its log holds ``compaction_bytes``, and under a
-    bulk load (ten million jobs registered on a 2-core machine) a child pickling a million jobs
-    took the CPU the node needed to apply and answer: registration ran at 14,000 jobs a second
-    instead of 24,000. At a lower priority the child runs in what the node leaves; it takes longer
-    only while the machine is busy, and meanwhile the journal keeps the log as it always does.
     """
     if not 0 <= int(level) <= 9:
         raise ValueError("gzip level must be 0..9")
     level = int(level)
-    owner = os.getpid()             # the node process; a different pid here is its forked child
 
     class GzipFile(_REAL_GZIP.GzipFile):
         def __init__(self, filename: Any = None, mode: Any = None, compresslevel: Any = None,
                      fileobj: Any = None, mtime: Any = None) -> None:
             if compresslevel is None:
                 compresslevel = level
-            if child_nice and mode == "wb" and os.getpid() != owner:
-                try:
-                    os.nice(child_nice)
-                except OSError:
-                    pass            # not allowed to: the dump is written all the same
             super().__init__(filename, mode, compresslevel, fileobj, mtime)
 
     shim = types.ModuleType("schedd_gzip_shim")

@@ -680,31 +680,6 @@ def test_speed_up_snapshots_uses_level_1_and_stays_readable(tmp_path, monkeypatc
         jmod.speed_up_snapshots(level=10)
 
 
-def test_the_forked_snapshot_child_runs_at_a_lower_priority_and_the_node_does_not(tmp_path, monkeypatch):
-    """pysyncobj's forked dump child lowers its own priority as it opens its gzip stream, so a
-    snapshot taken under a bulk load yields to the node's threads; the node's own gzip writes
-    (and its priority) stay as they were."""
-    monkeypatch.setattr(pysyncobj.serializer, "gzip", pysyncobj.serializer.gzip)  # restore after
-    jmod.speed_up_snapshots(level=1, child_nice=5)
-    before = os.nice(0)
-    data = ({"k": 1}, (b"a", 5, 1), (b"b", 4, 1), set())
-    seen = tmp_path / "nice"
-    real_replace = pysyncobj.serializer.atomicReplace
-
-    def replace_and_tell(src, dst):            # runs in the child, after the dump is written
-        seen.write_text(str(os.nice(0)))
-        real_replace(src, dst)
-    monkeypatch.setattr(pysyncobj.serializer, "atomicReplace", replace_and_tell)
-    s = pysyncobj.serializer.Serializer(str(tmp_path / "dump"), 65536, True, None, None, None)
-    s.serialize(data, 4)
-    wait_until(lambda: s.checkSerializing()[0] == pysyncobj.serializer.SERIALIZER_STATE.SUCCESS, timeout=30,
-               interval=0.01, what="the forked child's dump")
-    assert int(seen.read_text()) == min(19, before + 5) and os.nice(0) == before
-    with pysyncobj.serializer.gzip.GzipFile(tmp_path / "own.gz", "wb") as g:   # in the node: no change
-        g.write(b"x")
-    assert os.nice(0) == before
-
-
 def test_make_snapshots_durable_fsyncs_the_dump_before_and_after_rename(tmp_path, monkeypatch,
                                                                        restore_pysyncobj):
     jmod.make_snapshots_durable()
