@@ -280,7 +280,9 @@ def run_one(S: int, a: argparse.Namespace, root: Path) -> dict[str, Any]:
     row: dict[str, Any] = {"shards": S}
     wrap = {f"n{i + 1}": [sys.executable, str(AGENT)] for i in range(3)}
     c = LocalCluster(root / f"s{S}", size=3, shards=S, wrap=wrap, acl_settings={"rate_per_second": 0},
-                     limits={"max_jobs_per_call": 5000, "max_jobs_per_team": 0})
+                     limits={"max_jobs_per_call": 5000, "max_jobs_per_team": 0},
+                     **({"raft": {"compaction_bytes": a.compaction_mib << 20}} if a.compaction_mib else {}))
+    row["compaction_mib"] = a.compaction_mib or None
     probes: Probes | None = None
     t_phase = time.monotonic()
 
@@ -630,6 +632,8 @@ def main() -> int:
                     help="register in calls of one shard's jobs each (default: calls of every shard's jobs, split by the node)")
     ap.add_argument("--snapshot-nodes", type=int, default=3,
                     help="nodes whose every shard is compacted one at a time (default 3: all; 1 at millions of jobs)")
+    ap.add_argument("--compaction-mib", type=int, default=0,
+                    help="[raft] compaction_bytes of the nodes, in MiB (default: the nodes' default)")
     ap.add_argument("--keep", action="store_true", help="keep the clusters' folders")
     ap.add_argument("--results", type=Path, default=HERE / "results")
     a = ap.parse_args()
