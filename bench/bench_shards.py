@@ -47,6 +47,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -279,7 +280,9 @@ def run_one(S: int, a: argparse.Namespace, root: Path) -> dict[str, Any]:
     row: dict[str, Any] = {"shards": S}
     wrap = {f"n{i + 1}": [sys.executable, str(AGENT)] for i in range(3)}
     c = LocalCluster(root / f"s{S}", size=3, shards=S, wrap=wrap, acl_settings={"rate_per_second": 0},
-                     limits={"max_jobs_per_call": 5000, "max_jobs_per_team": 0})
+                     limits={"max_jobs_per_call": 5000, "max_jobs_per_team": 0},
+                     **({"raft": {"compaction_bytes": a.compaction_mib << 20}} if a.compaction_mib else {}))
+    row["compaction_mib"] = a.compaction_mib or None
     probes: Probes | None = None
     t_phase = time.monotonic()
 
@@ -334,11 +337,11 @@ def run_one(S: int, a: argparse.Namespace, root: Path) -> dict[str, Any]:
                 ans["node"] = nid
                 snaps.append(ans)
         row["snapshots"] = snaps
-        row["snapshot_child_s_max"] = max((s["child_s"] or 0) for s in snaps)
         forks = sorted((s["fork_s"] or 0) * 1000 for s in snaps)
-        row["snapshot_fork_ms_max"] = forks[-1]
-        row["snapshot_fork_ms_p50"] = percentile(forks, .5)
-        row["dump_mb_per_shard_max"] = max(s["dump_bytes"] for s in snaps) / 1e6
+        row["snapshot_child_s_max"] = max((s["child_s"] or 0 for s in snaps), default=None)
+        row["snapshot_fork_ms_max"] = forks[-1] if forks else None
+        row["snapshot_fork_ms_p50"] = percentile(forks, .5) if forks else None
+        row["dump_mb_per_shard_max"] = max((s["dump_bytes"] for s in snaps), default=0) / 1e6 or None
         phase("snapshot")
 
         # 5. failover and restart
@@ -352,6 +355,7 @@ def run_one(S: int, a: argparse.Namespace, root: Path) -> dict[str, Any]:
             counts[nid] = counts.get(nid, 0) + 1
         victim = max(c.nodes, key=lambda n: (counts.get(n, 0), n == "n1"))
         led = sorted(k for k, n in lead.items() if n == victim)
+        log_at_kill = log_bytes(c, victim)           # what its restart replays after its dumps
         t_kill = time.time()
         c.kill_node(victim)
         reelect: dict[int, float] = {}
@@ -388,7 +392,7 @@ def run_one(S: int, a: argparse.Namespace, root: Path) -> dict[str, Any]:
             restore[k] = {"dump_load_s": round(rs[0][1], 3) if rs else None,
                           "built_at_s": round(b[0] + b[1] - t_restart, 3),
                           "applied_at_s": round(applied[int(k)], 3) if int(k) in applied else None}
-        row["restart"] = {"node": victim, "per_shard": restore,
+        row["restart"] = {"node": victim, "per_shard": restore, "log_mib_at_kill": log_at_kill,
                           "all_applied_s": round(max(applied.values()), 3) if len(applied) == S else None}
         time.sleep(1.0)
         t_end = time.time()
@@ -571,6 +575,8 @@ def table(rows: list[dict[str, Any]]) -> str:
                                                                    r["restart"]["per_shard"].items()})),
         ("restart: last shard built at s", lambda r: worst({k: v["built_at_s"] for k, v in
                                                              r["restart"]["per_shard"].items()})),
+        ("restart: log MiB to replay per shard (max / sum)", lambda r: "{:.1f} / {:.1f}".format(
+            max(r["restart"]["log_mib_at_kill"].values()), sum(r["restart"]["log_mib_at_kill"].values()))),
         ("restart: all replicas applied at s", lambda r: r["restart"]["all_applied_s"]),
         ("probe commit p99 ms, before (worst shard)", lambda r: probe(r, "before", "p99_ms")),
         ("probe commit p99 ms, kill->restart", lambda r: probe(r, "kill_to_restart", "p99_ms")),
@@ -597,6 +603,15 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def log_bytes(c: Any, nid: str) -> dict[str, float]:
+    """MiB of Raft log each of node `nid`'s groups holds since its last snapshot (its
+    schedd_raft_log_bytes per shard): what a restart replays after loading its dumps."""
+    out: dict[str, float] = {}
+    for m in re.finditer(r'^schedd_raft_log_bytes\{[^}]*shard="(\d+)"[^}]*\} (\S+)$', c.http_get(nid, "/metrics"), re.M):
+        out[m[1]] = round(float(m[2]) / 2**20, 2)
+    return out
+
+
 def _safe(f: Any, r: dict) -> Any:
     try:
         return f(r)
@@ -617,6 +632,8 @@ def main() -> int:
                     help="register in calls of one shard's jobs each (default: calls of every shard's jobs, split by the node)")
     ap.add_argument("--snapshot-nodes", type=int, default=3,
                     help="nodes whose every shard is compacted one at a time (default 3: all; 1 at millions of jobs)")
+    ap.add_argument("--compaction-mib", type=int, default=0,
+                    help="[raft] compaction_bytes of the nodes, in MiB (default: the nodes' default)")
     ap.add_argument("--keep", action="store_true", help="keep the clusters' folders")
     ap.add_argument("--results", type=Path, default=HERE / "results")
     a = ap.parse_args()

@@ -26,7 +26,7 @@ class RaftTuning:
     leader_fallback_ms: int = 2500
     compaction_entries: int = 20000
     compaction_seconds: int = 600
-    compaction_bytes: int = 64 << 20     # or once the applied log holds this much (a restart replays it)
+    compaction_bytes: int = 256 << 20    # or once the applied log holds this much (a restart replays it)
     max_frame_bytes: int = 4 << 20       # a Raft frame larger than this drops its connection
     handshake_timeout_ms: int = 5000     # a Raft connection not authenticated by then is dropped
     replica_stuck_ms: int = 10000     # a replica behind with no progress this long is "stuck"

@@ -15,7 +15,7 @@
     leader_fallback_ms = 2500
     compaction_entries = 20000
     compaction_seconds = 600
-    compaction_bytes = 67108864         # ...or once the log holds this much (what a restart replays)
+    compaction_bytes = 268435456        # ...or once the log holds this much (what a restart replays)
     max_frame_bytes = 4194304           # larger Raft frames drop the connection (legit ones < 0.5 MiB)
     handshake_timeout_ms = 5000         # Raft connections must authenticate within this
 

@@ -40,7 +40,7 @@ def test_single_node_defaults(tmp_path):
     cfg = config.load(write(tmp_path, BASE))
     assert cfg.data_dir == tmp_path / "data"           # relative to the config file
     assert cfg.fsync == "always" and cfg.raft.leader_fallback_ms == 2500
-    assert cfg.raft.compaction_bytes == 64 << 20
+    assert cfg.raft.compaction_bytes == 256 << 20
     assert [p.id for p in cfg.members] == ["n1"] and cfg.secret == ""
 
 

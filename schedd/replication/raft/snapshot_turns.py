@@ -17,10 +17,11 @@ threshold by what it takes meanwhile, which the journal keeps on disk as it alwa
 
 A group also compacts once its applied log holds `compaction_bytes` (`SnapshotTurns`), whatever
 its number of entries. pysyncobj counts entries only (or time), and an entry is anything from a
-heartbeat's no-op to a batch of a thousand jobs: at ten million jobs registered in batches, a
-group's 20,000 entries were 20 million jobs of log, and a node restarted with its dumps not
-taken yet replayed its whole log (about 11,000 jobs a second) before it served. What a restart
-replays after its dump is bytes of log, so the bound is in bytes.
+heartbeat's no-op to a batch of a thousand jobs: with jobs registered in batches, 20,000 entries
+are 20 million jobs of log, and a node restarted after ten million jobs with no dump taken yet
+replayed its whole log before it served. What a restart replays after its dump is bytes of log,
+so the bound is in bytes. It is a trade: each compaction forks the node and pickles the group's
+state, which slows a bulk load (docs/deployment.md has the figures).
 """
 
 from __future__ import annotations
