@@ -154,6 +154,11 @@ class FakeNode:
     def status(self) -> Any:
         return self.raft_status
 
+    def log_size(self) -> tuple[int, int]:
+        """Entries and bytes of the log since the last snapshot (RaftNode.log_size): the entries
+        proposed here, at their encoded length."""
+        return len(self.proposed), sum(len(e.encode()) for e in self.proposed)
+
     def learners(self) -> int:
         return self.learner_count
 

@@ -55,14 +55,13 @@ from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import _getAddrType
 
 from schedd.replication.ticker import Replica, TickLoop
-from schedd.replication.transport import SHARED_PORT_MAGIC, WARN
+from schedd.replication.transport import MAX_GROUP, PREAMBLE_BYTES, SHARED_PORT_MAGIC, WARN
+from schedd.replication.transport import preamble as preamble      # the dialer's half, re-exported
 
 log = logging.getLogger("schedd.raft.port")
 
-MAGIC = SHARED_PORT_MAGIC               # "schedd Raft port", preamble version 1
+MAGIC = SHARED_PORT_MAGIC               # "schedd Raft port", preamble version 1 (its format: transport.preamble)
 _PREAMBLE = struct.Struct("!4sH")
-PREAMBLE_BYTES = _PREAMBLE.size         # 6
-MAX_GROUP = 0xFFFF
 BACKLOG = 128                           # S groups x N peers may all dial at a node's start
 ACCEPTS_PER_WAKE = 64                   # then the loop's other replicas get their turn
 IDLE_WAIT_S = 3600.0                    # nothing owes a preamble: tick only on a new connection
@@ -71,13 +70,6 @@ PARKED_WAIT_S = 0.05                    # how often a parked connection looks fo
 
 class PreambleRejected(ValueError):
     """Bytes that are not a schedd Raft port preamble."""
-
-
-def preamble(group: int) -> bytes:
-    """What a dialer sends first on a connection to a shared Raft port for `group`."""
-    if not 0 <= group <= MAX_GROUP:
-        raise ValueError(f"group {group} outside 0..{MAX_GROUP}")
-    return _PREAMBLE.pack(MAGIC, group)
 
 
 def parse_preamble(got: bytes) -> int | None:
@@ -159,6 +151,10 @@ class SharedRaftPort:
         self._on: _Listening | None = None
 
     # ------------------------------------------------------------ any thread
+
+    def lease_for(self, group: int, accept: Callable[[socket.socket, float], None]) -> PortLease:
+        """A group transport's hold on this port (transport.SharedPort): bound on its ticks."""
+        return PortLease(self, group, accept)
 
     @property
     def listening(self) -> bool:

@@ -44,9 +44,9 @@ import logging
 import socket
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pysyncobj.pickle as pysyncobj_pickle
 from pysyncobj.dns_resolver import globalDnsResolver
@@ -56,12 +56,12 @@ from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
 from pysyncobj.tcp_server import TcpServer
 from pysyncobj.transport import TCPTransport
 
-if TYPE_CHECKING:
-    from schedd.replication.raft_port import PortLease, SharedRaftPort
-
 log = logging.getLogger("schedd.raft.transport")
 
 SHARED_PORT_MAGIC = b"SRP\x01"    # what a shared Raft port's preamble begins with (raft_port.py)
+_PREAMBLE = struct.Struct("!4sH")  # the magic, then the group number (network order)
+PREAMBLE_BYTES = _PREAMBLE.size    # 6
+MAX_GROUP = 0xFFFF
 HANDSHAKE_FRAME_BYTES = 4096      # a Fernet token of a 32-byte key, or of a node address
 _LENGTH = struct.Struct("i")       # pysyncobj's frame prefix: native int32
 
@@ -236,11 +236,11 @@ class GuardedTCPTransport(TCPTransport):
     """TCPTransport that never listens without the secret, and needs no listener alone."""
 
     limits = TransportLimits()
-    shared_port: SharedRaftPort | None = None    # the node's one Raft port, when its groups share it
+    shared_port: SharedPort | None = None    # the node's one Raft port, when its groups share it
     dial_group: int | None = None                # the group whose preamble outgoing links write first
 
     @classmethod
-    def with_limits(cls, limits: TransportLimits, *, port: SharedRaftPort | None = None,
+    def with_limits(cls, limits: TransportLimits, *, port: SharedPort | None = None,
                     group: int | None = None) -> type[GuardedTCPTransport]:
         """A subclass bound to `limits` (pysyncobj builds the transport from a class); with
         `group`, the transport of that group on a cluster whose nodes share one Raft port
@@ -287,17 +287,16 @@ class GuardedTCPTransport(TCPTransport):
     # Restores "no listener without a reason": stock pysyncobj binds the Raft port even with no
     # peers, where it can only serve strangers (and, without a password, runs their pickles).
     def _createServer(self) -> None:
-        self._server: GuardedTcpServer | PortLease | None
+        self._server: GuardedTcpServer | PortServer | None
         if not self._nodes:
             self._server = None
             self._ready = True
             self._bindOverEvent.set()
             return
         if self.shared_port is not None:
-            from schedd.replication.raft_port import PortLease
             if self.dial_group is None:
                 raise ValueError("a transport on a shared Raft port needs its group number")
-            self._server = PortLease(self.shared_port, self.dial_group, self._accept_shared)
+            self._server = self.shared_port.lease_for(self.dial_group, self._accept_shared)
             return
         conf = self._syncObj.conf
         host, port = (conf.bindAddress or self._selfNode.address).rsplit(":", 1)
@@ -340,7 +339,7 @@ class GuardedTCPTransport(TCPTransport):
                 poller=self._syncObj._poller, timeout=conf.connectionTimeout,
                 sendBufferSize=conf.sendBufferSize, recvBufferSize=conf.recvBufferSize,
                 keepalive=conf.tcp_keepalive, limits=self.limits,
-                preamble=b"" if self.dial_group is None else _preamble(self.dial_group))
+                preamble=b"" if self.dial_group is None else preamble(self.dial_group))
             conn.encryptor = self._syncObj.encryptor
             conn.setOnConnectedCallback(functools.partial(self._onOutgoingConnected, conn))
             conn.setOnMessageReceivedCallback(functools.partial(self._onMessageReceived, node))
@@ -386,6 +385,25 @@ class GuardedTCPTransport(TCPTransport):
                 conn.disconnect()
 
 
-def _preamble(group: int) -> bytes:
-    from schedd.replication.raft_port import preamble
-    return preamble(group)
+def preamble(group: int) -> bytes:
+    """What a dialer sends first on a connection to a shared Raft port for `group`
+    (schedd.replication.raft_port reads it; the format lives here, with the dialer, so the
+    transport needs nothing of the port)."""
+    if not 0 <= group <= MAX_GROUP:
+        raise ValueError(f"group {group} outside 0..{MAX_GROUP}")
+    return _PREAMBLE.pack(SHARED_PORT_MAGIC, group)
+
+
+class PortServer(Protocol):
+    """A group's lease on the shared port, where pysyncobj keeps its TcpServer (it calls `bind`
+    on its ticks until it succeeds, and `unbind` when destroyed)."""
+
+    def bind(self) -> None: ...
+
+    def unbind(self) -> None: ...
+
+
+class SharedPort(Protocol):
+    """What a group's transport needs of its node's shared Raft port (raft_port.SharedRaftPort)."""
+
+    def lease_for(self, group: int, accept: Callable[[socket.socket, float], None]) -> PortServer: ...
