@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from schedd_proto import scheduler_pb2 as schedd__proto_dot_scheduler__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dschedd_proto/membership.proto\x12\tschedd.v1\x1a\x1cschedd_proto/scheduler.proto\"b\n\x0e\x41\x64\x64NodeRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x14\n\x0craft_address\x18\x02 \x01(\t\x12\x14\n\x0cgrpc_address\x18\x03 \x01(\t\x12\x18\n\x10wait_caught_up_s\x18\x04 \x01(\x01\"\x1f\n\x11RemoveNodeRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\xd5\x01\n\x12JoinClusterRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x14\n\x0craft_address\x18\x02 \x01(\t\x12\x14\n\x0cgrpc_address\x18\x03 \x01(\t\x12\x0e\n\x06tzdata\x18\x04 \x01(\t\x12\x10\n\x08\x63roniter\x18\x05 \x01(\t\x12\x0f\n\x07prepare\x18\x06 \x01(\x08\x12\x19\n\x11max_feature_level\x18\x07 \x01(\x05\x12\x18\n\x10snapshot_formats\x18\x08 \x03(\x05\x12\x0f\n\x07version\x18\t \x01(\t\x12\x0e\n\x06shards\x18\n \x01(\x05\"\x8d\x01\n\x18MembershipChangeResponse\x12&\n\x07members\x18\x01 \x03(\x0b\x32\x15.schedd.v1.MemberInfo\x12\r\n\x05steps\x18\x02 \x03(\t\x12\x0f\n\x07seconds\x18\x03 \x01(\x01\x12\x11\n\tcaught_up\x18\x04 \x01(\x08\x12\x16\n\x0e\x61lready_member\x18\x05 \x01(\x08\x32\xfb\x01\n\nMembership\x12I\n\x07\x41\x64\x64Node\x12\x19.schedd.v1.AddNodeRequest\x1a#.schedd.v1.MembershipChangeResponse\x12O\n\nRemoveNode\x12\x1c.schedd.v1.RemoveNodeRequest\x1a#.schedd.v1.MembershipChangeResponse\x12Q\n\x0bJoinCluster\x12\x1d.schedd.v1.JoinClusterRequest\x1a#.schedd.v1.MembershipChangeResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dschedd_proto/membership.proto\x12\tschedd.v1\x1a\x1cschedd_proto/scheduler.proto\"b\n\x0e\x41\x64\x64NodeRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x14\n\x0craft_address\x18\x02 \x01(\t\x12\x14\n\x0cgrpc_address\x18\x03 \x01(\t\x12\x18\n\x10wait_caught_up_s\x18\x04 \x01(\x01\"\x1f\n\x11RemoveNodeRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\xe9\x01\n\x12JoinClusterRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x14\n\x0craft_address\x18\x02 \x01(\t\x12\x14\n\x0cgrpc_address\x18\x03 \x01(\t\x12\x0e\n\x06tzdata\x18\x04 \x01(\t\x12\x10\n\x08\x63roniter\x18\x05 \x01(\t\x12\x0f\n\x07prepare\x18\x06 \x01(\x08\x12\x19\n\x11max_feature_level\x18\x07 \x01(\x05\x12\x18\n\x10snapshot_formats\x18\x08 \x03(\x05\x12\x0f\n\x07version\x18\t \x01(\t\x12\x0e\n\x06shards\x18\n \x01(\x05\x12\x12\n\nraft_ports\x18\x0b \x01(\t\"\x8d\x01\n\x18MembershipChangeResponse\x12&\n\x07members\x18\x01 \x03(\x0b\x32\x15.schedd.v1.MemberInfo\x12\r\n\x05steps\x18\x02 \x03(\t\x12\x0f\n\x07seconds\x18\x03 \x01(\x01\x12\x11\n\tcaught_up\x18\x04 \x01(\x08\x12\x16\n\x0e\x61lready_member\x18\x05 \x01(\x08\x32\xfb\x01\n\nMembership\x12I\n\x07\x41\x64\x64Node\x12\x19.schedd.v1.AddNodeRequest\x1a#.schedd.v1.MembershipChangeResponse\x12O\n\nRemoveNode\x12\x1c.schedd.v1.RemoveNodeRequest\x1a#.schedd.v1.MembershipChangeResponse\x12Q\n\x0bJoinCluster\x12\x1d.schedd.v1.JoinClusterRequest\x1a#.schedd.v1.MembershipChangeResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,9 +37,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REMOVENODEREQUEST']._serialized_start=174
   _globals['_REMOVENODEREQUEST']._serialized_end=205
   _globals['_JOINCLUSTERREQUEST']._serialized_start=208
-  _globals['_JOINCLUSTERREQUEST']._serialized_end=421
-  _globals['_MEMBERSHIPCHANGERESPONSE']._serialized_start=424
-  _globals['_MEMBERSHIPCHANGERESPONSE']._serialized_end=565
-  _globals['_MEMBERSHIP']._serialized_start=568
-  _globals['_MEMBERSHIP']._serialized_end=819
+  _globals['_JOINCLUSTERREQUEST']._serialized_end=441
+  _globals['_MEMBERSHIPCHANGERESPONSE']._serialized_start=444
+  _globals['_MEMBERSHIPCHANGERESPONSE']._serialized_end=585
+  _globals['_MEMBERSHIP']._serialized_start=588
+  _globals['_MEMBERSHIP']._serialized_end=839
 # @@protoc_insertion_point(module_scope)

@@ -26,7 +26,7 @@ class RemoveNodeRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class JoinClusterRequest(_message.Message):
-    __slots__ = ("id", "raft_address", "grpc_address", "tzdata", "croniter", "prepare", "max_feature_level", "snapshot_formats", "version", "shards")
+    __slots__ = ("id", "raft_address", "grpc_address", "tzdata", "croniter", "prepare", "max_feature_level", "snapshot_formats", "version", "shards", "raft_ports")
     ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +37,7 @@ class JoinClusterRequest(_message.Message):
     SNAPSHOT_FORMATS_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     SHARDS_FIELD_NUMBER: _ClassVar[int]
+    RAFT_PORTS_FIELD_NUMBER: _ClassVar[int]
     id: str
     raft_address: str
     grpc_address: str
@@ -47,7 +48,8 @@ class JoinClusterRequest(_message.Message):
     snapshot_formats: _containers.RepeatedScalarFieldContainer[int]
     version: str
     shards: int
-    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., tzdata: _Optional[str] = ..., croniter: _Optional[str] = ..., prepare: _Optional[bool] = ..., max_feature_level: _Optional[int] = ..., snapshot_formats: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., shards: _Optional[int] = ...) -> None: ...
+    raft_ports: str
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., tzdata: _Optional[str] = ..., croniter: _Optional[str] = ..., prepare: _Optional[bool] = ..., max_feature_level: _Optional[int] = ..., snapshot_formats: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., shards: _Optional[int] = ..., raft_ports: _Optional[str] = ...) -> None: ...
 
 class MembershipChangeResponse(_message.Message):
     __slots__ = ("members", "steps", "seconds", "caught_up", "already_member")

@@ -30,7 +30,7 @@ from schedd.api.service import CommittingService, Router, routed
 from schedd.core import commands as C
 from schedd.core import features
 from schedd.core import members as member_table
-from schedd.core.shards import ShardMapError, recorded_map
+from schedd.core.shards import PER_GROUP_PORTS, SHARED_PORT, ShardMapError, recorded_map
 from schedd.leader.features import Joiners
 from schedd.ports.clock import Clock
 from schedd.ports.metrics import Metrics
@@ -196,6 +196,8 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
         if theirs != ours:
             return (f"refusing {who}: its config says shards = {theirs}, the cluster has {ours} shard group(s); "
                     f"set shards = {ours} in its config")
+        if ours > 1:
+            return raft_ports_unlike(who, request.raft_ports, getattr(self.node.cfg, "raft_ports", "") or SHARED_PORT)
         return ""
 
     @routed(write=True)
@@ -363,3 +365,15 @@ class MembershipService(CommittingService, mpb_grpc.MembershipServicer):
     def _response(self, steps: list[str], started: float, *, caught_up: bool = False) -> mpb.MembershipChangeResponse:
         return mpb.MembershipChangeResponse(members=[member_pb(m) for m in self.node.membership.members()],
                                             steps=steps, seconds=time.monotonic() - started, caught_up=caught_up)
+
+
+def raft_ports_unlike(who: str, theirs: str, ours: str) -> str:
+    """Why a joiner of a sharded cluster cannot join for its Raft port mode ("" if it may): its
+    groups must listen as the cluster's do, or no peer reaches them (a joiner's empty data dir
+    makes it choose one port, a cluster made by the build before the shared port has a port per
+    group). A joiner that sends no mode is such a build: a port per group."""
+    theirs = theirs or PER_GROUP_PORTS
+    if theirs == ours:
+        return ""
+    return (f"refusing {who}: its Raft port mode is {theirs!r} and this cluster's nodes use {ours!r} "
+            f"(every node of a cluster must use the same); set raft_ports = \"{ours}\" in its config")

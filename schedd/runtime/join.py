@@ -79,7 +79,8 @@ async def join(cfg: NodeConfig, channel_of: Callable[[str], grpc.aio.Channel], *
     request = mpb.JoinClusterRequest(id=cfg.node_id, raft_address=cfg.raft_address,
                                      grpc_address=cfg.grpc_address, tzdata=tz, croniter=cron, prepare=prepare,
                                      max_feature_level=build.feature_level, version=build.version,
-                                     snapshot_formats=build.readable_snapshot_formats, shards=cfg.shards)
+                                     snapshot_formats=build.readable_snapshot_formats, shards=cfg.shards,
+                                     raft_ports=cfg.raft_ports if cfg.shards > 1 else "")
     signer = NodeSigner(cfg.secret)
     deadline = time.monotonic() + deadline_s
     last = ""

@@ -177,3 +177,19 @@ def test_the_config_key_takes_a_mode_or_nothing():
     for bad in ("one", 1, True):
         with pytest.raises(ConfigError, match="raft_ports"):
             from_dict({**base, "raft_ports": bad})
+
+
+@pytest.mark.parametrize("theirs, ours, refused", [
+    ("shared", "shared", False),
+    ("per_group", "per_group", False),
+    ("", "per_group", False),            # a joiner of the build before the shared port: a port per group
+    ("", "shared", True),
+    ("shared", "per_group", True),        # a new node's empty data dir chose one port; the cluster has many
+    ("per_group", "shared", True),
+])
+def test_a_joiner_must_listen_as_the_clusters_nodes_do(theirs, ours, refused):
+    from schedd.api.membership_service import raft_ports_unlike
+    why = raft_ports_unlike("n4", theirs, ours)
+    assert bool(why) == refused
+    if refused:
+        assert why.startswith("refusing n4") and f'set raft_ports = "{ours}"' in why
