@@ -33,7 +33,9 @@ if CHROMIUM is None or CHROMEDRIVER is None:
     pytest.skip("DASHBOARD BROWSER TESTS SKIPPED: Debian's chromium and chromium-driver are not installed "
                 "(.ci/run installs them as root: apt-get install chromium chromium-driver)", allow_module_level=True)
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is in the test extras")
-from selenium.common.exceptions import StaleElementReferenceException, WebDriverException  # noqa: E402
+from selenium.common.exceptions import (ElementClickInterceptedException, ElementNotInteractableException,  # noqa: E402
+                                        NoSuchElementException, StaleElementReferenceException,
+                                        WebDriverException)
 from selenium.webdriver.common.by import By  # noqa: E402
 
 
@@ -63,11 +65,22 @@ def redrawn(read):
     return again
 
 
-@redrawn
-def click(driver, by: str, value: str) -> None:
-    """Find the element and click it as a user would, finding it again if the page redrew it
-    between the two."""
-    driver.find_element(by, value).click()
+def click(driver, by: str, value: str, timeout: float = 30) -> None:
+    """Find the element and click it as a user would: once it is shown and clickable (a page
+    still drawing, or a busy machine's browser, shows a button a moment after it exists: a
+    click then fails "element not interactable"), finding it again if the page redrew it
+    between the two. Fails after `timeout` s saying why the last try failed."""
+    def clicked() -> bool:
+        try:
+            element = driver.find_element(by, value)
+            if not (element.is_displayed() and element.is_enabled()):
+                return False
+            element.click()
+            return True
+        except (StaleElementReferenceException, ElementNotInteractableException,
+                ElementClickInterceptedException, NoSuchElementException):
+            return False
+    wait_until(clicked, timeout=timeout, interval=0.1, what=f"{value} shown and clicked", errors=False)
 
 
 def error_text(driver) -> str:
