@@ -47,7 +47,6 @@ import argparse
 import json
 import math
 import os
-import re
 import shutil
 import signal
 import socket
@@ -62,7 +61,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._metrics import code_version, percentile, rss_bytes
+from bench._metrics import code_version, percentile, rss_bytes, scrape
 from bench.cli import machine, results_file
 from schedd.core.shards import routing_key, shard_of
 from schedd.runtime.cluster import LocalCluster
@@ -606,10 +605,9 @@ def table(rows: list[dict[str, Any]]) -> str:
 def log_bytes(c: Any, nid: str) -> dict[str, float]:
     """MiB of Raft log each of node `nid`'s groups holds since its last snapshot (its
     schedd_raft_log_bytes per shard): what a restart replays after loading its dumps."""
-    out: dict[str, float] = {}
-    for m in re.finditer(r'^schedd_raft_log_bytes\{[^}]*shard="(\d+)"[^}]*\} (\S+)$', c.http_get(nid, "/metrics"), re.M):
-        out[m[1]] = round(float(m[2]) / 2**20, 2)
-    return out
+    return {dict(labels)["shard"]: round(v / 2**20, 2)
+            for (name, labels), v in scrape(c.nodes[nid].metrics, ca=c.metrics_ca).items()
+            if name == "schedd_raft_log_bytes" and "shard" in dict(labels)}
 
 
 def _safe(f: Any, r: dict) -> Any:

@@ -529,10 +529,9 @@ class DurableJournal(Journal):
         replays after its dump, and what a compaction would drop (raft.snapshot_turns)."""
         return self._index.bytes_before(last_applied + 1, self._file.size)
 
-    @_locked
     def log_bytes(self) -> int:
         """Bytes of every entry the log holds (the journal file past its header)."""
-        return self._index.bytes_before(self._index.last_index + 1, self._file.size)
+        return self.applied_bytes(self._index.last_index)
 
     def _destroy(self) -> None:
         if self._syncer is not None:

@@ -44,7 +44,6 @@ from __future__ import annotations
 import errno
 import logging
 import socket
-import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,13 +54,12 @@ from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import _getAddrType
 
 from schedd.replication.ticker import Replica, TickLoop
-from schedd.replication.transport import MAX_GROUP, PREAMBLE_BYTES, SHARED_PORT_MAGIC, WARN
+from schedd.replication.transport import MAX_GROUP, PREAMBLE, PREAMBLE_BYTES, SHARED_PORT_MAGIC, WARN
 from schedd.replication.transport import preamble as preamble      # the dialer's half, re-exported
 
 log = logging.getLogger("schedd.raft.port")
 
 MAGIC = SHARED_PORT_MAGIC               # "schedd Raft port", preamble version 1 (its format: transport.preamble)
-_PREAMBLE = struct.Struct("!4sH")
 BACKLOG = 128                           # S groups x N peers may all dial at a node's start
 ACCEPTS_PER_WAKE = 64                   # then the loop's other replicas get their turn
 IDLE_WAIT_S = 3600.0                    # nothing owes a preamble: tick only on a new connection
@@ -83,7 +81,7 @@ def parse_preamble(got: bytes) -> int | None:
         raise PreambleRejected(f"bad magic {head!r}")
     if len(got) < PREAMBLE_BYTES:
         return None
-    _magic, group = _PREAMBLE.unpack(got)
+    _magic, group = PREAMBLE.unpack(got)
     return int(group)
 
 

@@ -59,8 +59,8 @@ from pysyncobj.transport import TCPTransport
 log = logging.getLogger("schedd.raft.transport")
 
 SHARED_PORT_MAGIC = b"SRP\x01"    # what a shared Raft port's preamble begins with (raft_port.py)
-_PREAMBLE = struct.Struct("!4sH")  # the magic, then the group number (network order)
-PREAMBLE_BYTES = _PREAMBLE.size    # 6
+PREAMBLE = struct.Struct("!4sH")   # the magic, then the group number (network order)
+PREAMBLE_BYTES = PREAMBLE.size     # 6
 MAX_GROUP = 0xFFFF
 HANDSHAKE_FRAME_BYTES = 4096      # a Fernet token of a 32-byte key, or of a node address
 _LENGTH = struct.Struct("i")       # pysyncobj's frame prefix: native int32
@@ -202,6 +202,19 @@ class GuardedTcpConnection(TcpConnection):
         return message
 
 
+def accepted_connection(sock: socket.socket, poller: Any, limits: TransportLimits, *, timeout: float,
+                        send_buffer: int, recv_buffer: int, keepalive: Any = None) -> GuardedTcpConnection:
+    """An accepted socket made a guarded connection as pysyncobj's TcpServer makes one (its
+    buffer sizes, no Nagle, non-blocking): for this module's server and the shared Raft port's
+    hand-over alike."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, recv_buffer)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setblocking(False)
+    return GuardedTcpConnection(poller=poller, socket=sock, timeout=timeout, sendBufferSize=send_buffer,
+                                recvBufferSize=recv_buffer, keepalive=keepalive, limits=limits)
+
+
 class GuardedTcpServer(TcpServer):
     """TcpServer whose accepted connections are GuardedTcpConnections (the rest as 0.3.17)."""
 
@@ -213,16 +226,11 @@ class GuardedTcpServer(TcpServer):
         if event & POLL_EVENT_TYPE.READ:
             try:
                 sock, _addr = self._TcpServer__socket.accept()
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._TcpServer__sendBufferSize)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._TcpServer__recvBufferSize)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                sock.setblocking(0)
-                conn = GuardedTcpConnection(
-                    poller=self._TcpServer__poller, socket=sock,
-                    timeout=self._TcpServer__connectionTimeout,
-                    sendBufferSize=self._TcpServer__sendBufferSize,
-                    recvBufferSize=self._TcpServer__recvBufferSize,
-                    keepalive=self._TcpServer__keepalive, limits=self._limits)
+                conn = accepted_connection(sock, self._TcpServer__poller, self._limits,
+                                           timeout=self._TcpServer__connectionTimeout,
+                                           send_buffer=self._TcpServer__sendBufferSize,
+                                           recv_buffer=self._TcpServer__recvBufferSize,
+                                           keepalive=self._TcpServer__keepalive)
                 self._TcpServer__onNewConnectionCallback(conn)
             except OSError as e:
                 if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
@@ -318,14 +326,8 @@ class GuardedTCPTransport(TCPTransport):
         which ticks this transport): taken as GuardedTcpServer takes an accepted one. Its
         handshake clock started at the accept: the preamble's time counts against it."""
         conf = self._syncObj.conf
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, conf.sendBufferSize)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, conf.recvBufferSize)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setblocking(False)
-        conn = GuardedTcpConnection(
-            poller=self._syncObj._poller, socket=sock, timeout=conf.connectionTimeout,
-            sendBufferSize=conf.sendBufferSize, recvBufferSize=conf.recvBufferSize,
-            keepalive=None, limits=self.limits)
+        conn = accepted_connection(sock, self._syncObj._poller, self.limits, timeout=conf.connectionTimeout,
+                                   send_buffer=conf.sendBufferSize, recv_buffer=conf.recvBufferSize)
         conn.opened_at = opened_at
         self._onNewIncomingConnection(conn)
 
@@ -391,7 +393,7 @@ def preamble(group: int) -> bytes:
     transport needs nothing of the port)."""
     if not 0 <= group <= MAX_GROUP:
         raise ValueError(f"group {group} outside 0..{MAX_GROUP}")
-    return _PREAMBLE.pack(SHARED_PORT_MAGIC, group)
+    return PREAMBLE.pack(SHARED_PORT_MAGIC, group)
 
 
 class PortServer(Protocol):

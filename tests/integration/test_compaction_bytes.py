@@ -11,6 +11,7 @@ import pytest
 
 from schedd.ports.fakes import wait_until
 from schedd_client import job_spec
+from tests.integration.test_metrics import samples, scrape
 
 pytestmark = pytest.mark.integration
 
@@ -19,9 +20,7 @@ BATCHES, PER_BATCH = 8, 500
 
 
 def gauge(c, nid: str, name: str) -> float:
-    m = re.search(rf"^{name}(?:\{{[^}}]*\}})? (\S+)$", c.http_get(nid, "/metrics"), re.M)
-    assert m, f"{name} not in {nid}'s /metrics"
-    return float(m[1])
+    return samples(scrape(c, nid), name)[""]          # a 1-group node: no shard label
 
 
 def test_a_log_of_big_batches_is_compacted_by_its_bytes_and_a_restart_loads_the_snapshot(cluster_factory):

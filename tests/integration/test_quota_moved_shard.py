@@ -62,10 +62,11 @@ def use_in(c, nid: str, shard: int, key: str) -> pb.QuotaUse | None:
     return answer.items[0].quota_uses[0]
 
 
-def shift_demand(c, client, team: str, attempt: int) -> tuple[str, list[str], list[str]] | None:
+def shift_demand(c, client, team: str, attempt: int) -> tuple[str | None, list[str], list[str]]:
     """Team `team` runs a job in every shard, then its demand moves into shard MOVED, whose share
-    the balancer must raise to the whole quota. Group 0's leader then; None if group 0's leader
-    changed meanwhile (a busy machine's election): the raise proves nothing then."""
+    the balancer must raise to the whole quota. Group 0's leader then (None if group 0's leader
+    changed meanwhile, a busy machine's election: the raise proves nothing then), and the team's
+    jobs: one in each shard, and those in MOVED."""
     key = f"team:{team}"
     spread = names_over_shards(1, prefix=f"spread{attempt}")        # one job of the team in each shard
     hot = [n for n in names_over_shards(4, prefix=f"hot{attempt}") if shard_of(n, SHARDS) == MOVED]
@@ -87,7 +88,7 @@ def shift_demand(c, client, team: str, attempt: int) -> tuple[str, list[str], li
     if zero_leader(client) != zero or zero_term(client) != term:
         for n in hot:
             client.pause_job(n)
-        return None
+        return None, spread, hot
     assert zero not in replicas(client, MOVED)
     return zero, spread, hot
 
@@ -121,18 +122,15 @@ def test_a_quota_follows_demand_into_a_shard_group_0s_leader_does_not_host(clust
         wait_until(lambda: "n4" in {m.id for m in client.cluster_status().members}, timeout=90, what="n4 joined")
         wait_until(lambda: c.node_info("n4") is not None, timeout=60, what="n4 serving")
         teams: list[tuple[str, list[str]]] = []
-        done = None
+        zero: str | None = None
         for attempt in range(3):                                   # again with a new team if group 0's leader moved
             team = "q" if attempt == 0 else f"q{attempt}"
-            done = shift_demand(c, client, team, attempt)
-            if done is not None:
-                teams.append((team, done[1] + done[2]))
+            zero, spread, hot = shift_demand(c, client, team, attempt)
+            teams.append((team, spread + hot))
+            if zero is not None:
                 break
-            teams.append((team, names_over_shards(1, prefix=f"spread{attempt}")
-                          + [n for n in names_over_shards(4, prefix=f"hot{attempt}") if shard_of(n, SHARDS) == MOVED]))
-        assert done is not None, "group 0's leader changed in each of 3 tries: the balancing was never done " \
+        assert zero is not None, "group 0's leader changed in each of 3 tries: the balancing was never done " \
                                  "from another node's read alone"
-        zero, spread, hot = done
 
         # The forecast counts every shard's jobs: the moved shard's come from its leader.
         counted = len(hot)                                         # every other job is paused

@@ -5,24 +5,16 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable
 
 import pytest
 
 from schedd.replication.raft_port import (MAGIC, PREAMBLE_BYTES, PortLease, PortLimits, PreambleRejected,
                                           SharedRaftPort, parse_preamble, preamble)
 from schedd.replication.ticker import TickLoop
+from schedd.ports.fakes import wait_until
 from schedd.runtime.cluster import restartable_ports
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def wait_for(what: str, ok: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not ok():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:g}s: {what}")
-        time.sleep(0.02)
 
 
 def test_a_preamble_names_its_group_and_nothing_else_parses():
@@ -60,7 +52,7 @@ def port():
         g.lease.unbind()
         for sock, _ in g.taken:
             sock.close()
-    wait_for("the loop ended with the port's last lease", lambda: not loop.running)
+    wait_until(lambda: not loop.running, timeout=10, interval=0.02, what="the loop ended with the port's last lease", errors=False)
 
 
 def dial(p: SharedRaftPort) -> socket.socket:
@@ -85,7 +77,7 @@ def test_a_connection_goes_to_its_group_with_every_byte_after_the_preamble(port)
     s.sendall(preamble(3)[:2])                         # in pieces, as TCP may deliver it
     time.sleep(0.05)
     s.sendall(preamble(3)[2:] + b"the key frame")
-    wait_for("group 3 took it", lambda: g3.taken)
+    wait_until(lambda: g3.taken, timeout=10, interval=0.02, what="group 3 took it", errors=False)
     assert not g0.taken
     sock, opened_at = g3.taken[0]
     assert opened_at <= time.monotonic()
@@ -125,7 +117,7 @@ def test_a_connection_for_a_group_not_started_here_waits_for_it_until_the_deadli
     late = Group(p, 5)                                 # group 5 starts (binds) now
     late.lease.bind()
     try:
-        wait_for("group 5 took the connection that waited for it", lambda: late.taken)
+        wait_until(lambda: late.taken, timeout=10, interval=0.02, what="group 5 took the connection that waited for it", errors=False)
         sock, _ = late.taken[0]
         sock.settimeout(5)
         assert sock.recv(16) == b"key"                 # nothing of it read while it waited
@@ -159,7 +151,7 @@ def test_past_max_pending_new_connections_are_closed_at_once(port):
     assert closed_by_peer(extra, timeout=0.8)          # closed at once, before the 1 s deadline
     for s in held:
         s.close()
-    wait_for("the held ones leave the pending set", lambda: _admits(p, g0))
+    wait_until(lambda: _admits(p, g0), timeout=10, interval=0.02, what="the held ones leave the pending set", errors=False)
 
 
 def _admits(p: SharedRaftPort, g: Group) -> bool:
@@ -167,7 +159,7 @@ def _admits(p: SharedRaftPort, g: Group) -> bool:
     s.sendall(preamble(0))
     before = len(g.taken)
     try:
-        wait_for("taken", lambda: len(g.taken) > before, timeout=1.0)
+        wait_until(lambda: len(g.taken) > before, timeout=1.0, interval=0.02, what="taken", errors=False)
         return True
     except AssertionError:
         return False
@@ -185,14 +177,14 @@ def test_the_port_closes_with_its_last_lease_and_opens_again_with_a_new_one():
     assert p.listening and p.groups() == [2]
     b.lease.unbind()
     assert not p.listening
-    wait_for("the loop ended", lambda: not loop.running)
+    wait_until(lambda: not loop.running, timeout=10, interval=0.02, what="the loop ended", errors=False)
     with pytest.raises(OSError):
         dial(p)
     a.lease.bind()
     try:
         s = dial(p)
         s.sendall(preamble(1))
-        wait_for("group 1 took it", lambda: a.taken)
+        wait_until(lambda: a.taken, timeout=10, interval=0.02, what="group 1 took it", errors=False)
         s.close()
     finally:
         a.lease.unbind()
